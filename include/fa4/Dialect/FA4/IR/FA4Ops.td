@@ -1,0 +1,374 @@
+//===- FA4Ops.td - fa4 operations --------------------------*- tablegen -*-===//
+
+#ifndef FA4_DIALECT_FA4_IR_FA4OPS_TD
+#define FA4_DIALECT_FA4_IR_FA4OPS_TD
+
+include "fa4/Dialect/FA4/IR/FA4Dialect.td"
+include "fa4/Dialect/FA4/IR/FA4Attrs.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+include "mlir/IR/CommonTypeConstraints.td"
+
+def FA4_Tile : RankedTensorOf<[F16, BF16, F32]>;
+
+def FA4_FloatPositive : AttrConstraint<
+    CPred<"::llvm::cast<::mlir::FloatAttr>($_self).getValue().isFiniteNonZero() && "
+          "!::llvm::cast<::mlir::FloatAttr>($_self).getValue().isNegative()">,
+    "whose value is positive and finite">;
+def FA4_FloatNonNegative : AttrConstraint<
+    CPred<"!::llvm::cast<::mlir::FloatAttr>($_self).getValue().isNegative()">,
+    "whose value is non-negative">;
+def FA4_RowVector : 1DTensorOf<[F32]>;
+
+//===----------------------------------------------------------------------===//
+// Level A: the entry op.
+//===----------------------------------------------------------------------===//
+
+def FA4_AttentionOp : FA4_Op<"attention"> {
+  let summary = "scaled dot-product attention, stated once";
+  let description = [{
+    Computes `O = softmax(mask(Q·Kᵀ·scale))·V` for every batch and query head.
+    Q and O are `[batch, seq_q, q_heads, head_dim]`, K and V are
+    `[batch, seq_k, kv_heads, head_dim]`; batch and sequence lengths may be
+    dynamic, heads and head dim are static. `q_heads / kv_heads` query heads
+    share one K/V head (grouped-query attention).
+
+    * `mask`: `none`; `causal`, aligned bottom-right (query `i` sees keys
+      `j <= i + seq_k - seq_q`, identical to top-left when `seq_q == seq_k`);
+      or `window`, which keeps keys `i + seq_k - seq_q - window_left <= j <=
+      i + seq_k - seq_q + window_right`, where `-1` leaves that side unbounded.
+    * `scale`: the softmax scale, `1/sqrt(head_dim)` when absent.
+    * `softcap`: when positive, scores become `softcap·tanh(score·scale/softcap)`
+      before the softmax (and `scale` is not applied again).
+    * `lse`: when present, receives the natural-log log-sum-exp of each row,
+      `[batch, q_heads, seq_q]` in f32; a row that sees no key gets `-inf` and
+      an all-zero output.
+
+    ```mlir
+    fa4.attention %q, %k, %v -> %o, lse %lse {mask = #fa4.mask<causal>}
+        : memref<?x?x32x128xf16>, memref<?x?x8x128xf16>, memref<?x?x8x128xf16>
+        -> memref<?x?x32x128xf16>, memref<?x32x?xf32>
+    ```
+  }];
+  let arguments = (ins
+    Arg<AnyMemRef, "queries", [MemRead]>:$q,
+    Arg<AnyMemRef, "keys", [MemRead]>:$k,
+    Arg<AnyMemRef, "values", [MemRead]>:$v,
+    Arg<AnyMemRef, "output", [MemWrite]>:$out,
+    Arg<Optional<AnyMemRef>, "log-sum-exp output", [MemWrite]>:$lse,
+    DefaultValuedAttr<FA4_MaskKindAttr, "::mlir::fa4::MaskKind::none">:$mask,
+    DefaultValuedAttr<I64Attr, "-1">:$window_left,
+    DefaultValuedAttr<I64Attr, "-1">:$window_right,
+    OptionalAttr<F32Attr>:$scale,
+    DefaultValuedAttr<F32Attr, "0.0f">:$softcap
+  );
+  let assemblyFormat = [{
+    $q `,` $k `,` $v `->` $out (`,` `lse` $lse^)? attr-dict
+    `:` type($q) `,` type($k) `,` type($v) `->` type($out) (`,` type($lse)^)?
+  }];
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    int64_t getHeadDim();
+    int64_t getNumQueryHeads();
+    int64_t getNumKvHeads();
+    /// Query heads that share one K/V head.
+    int64_t getGqaRatio() { return getNumQueryHeads() / getNumKvHeads(); }
+    /// The softmax scale in effect: the attribute, or 1/sqrt(head_dim).
+    float getEffectiveScale();
+  }];
+}
+
+//===----------------------------------------------------------------------===//
+// Level B: the tile program.
+//===----------------------------------------------------------------------===//
+
+def FA4_KvBlockRangeOp : FA4_Op<"kv_block_range", [Pure]> {
+  let summary = "the KV blocks a task visits, split by mask region";
+  let description = [{
+    For the task whose packed query rows are `[row_begin, row_begin + rows)`
+    (packed row `r` is query position `r / gqa_ratio`), returns four KV block
+    indices `begin <= full_begin <= full_end <= end`:
+
+    * blocks in `[full_begin, full_end)` are fully visible to every row of the
+      task and need no mask;
+    * blocks in `[begin, full_begin)` and `[full_end, end)` straddle a mask
+      boundary (the causal diagonal, a window edge, or the `seq_k` tail) and
+      must be masked before the softmax;
+    * blocks outside `[begin, end)` are fully masked and never visited.
+
+    ```mlir
+    %b, %fb, %fe, %e = fa4.kv_block_range %row0, %seq_q, %seq_k
+        {rows = 256 : i64, block_n = 128 : i64, gqa_ratio = 4 : i64,
+         mask = #fa4.mask<causal>}
+    ```
+  }];
+  let arguments = (ins Index:$row_begin, Index:$seq_q, Index:$seq_k,
+    ConfinedAttr<I64Attr, [IntPositive]>:$rows,
+    ConfinedAttr<I64Attr, [IntPositive]>:$block_n,
+    ConfinedAttr<I64Attr, [IntPositive]>:$gqa_ratio,
+    FA4_MaskKindAttr:$mask,
+    DefaultValuedAttr<I64Attr, "-1">:$window_left,
+    DefaultValuedAttr<I64Attr, "-1">:$window_right);
+  let results = (outs Index:$begin, Index:$full_begin, Index:$full_end,
+                      Index:$end);
+  let assemblyFormat = "$row_begin `,` $seq_q `,` $seq_k attr-dict";
+  let hasVerifier = 1;
+}
+
+def FA4_LoadQTileOp : FA4_Op<"load_q_tile"> {
+  let summary = "load a GQA-packed Q tile";
+  let description = [{
+    Loads the rows `[row, row + R)` of the packed query matrix of K/V head
+    `head`: packed row `p` holds query position `p / gqa_ratio` of query head
+    `head * gqa_ratio + p % gqa_ratio`. Rows past `seq_q` read as zero.
+
+    ```mlir
+    %qt = fa4.load_q_tile %q[%b, %h, %row] {gqa_ratio = 4 : i64}
+        : memref<?x?x32x128xf16> -> tensor<128x128xf16>
+    ```
+  }];
+  let arguments = (ins Arg<AnyMemRef, "queries", [MemRead]>:$source,
+    Index:$batch, Index:$head, Index:$row,
+    ConfinedAttr<I64Attr, [IntPositive]>:$gqa_ratio);
+  let results = (outs FA4_Tile:$result);
+  let assemblyFormat = [{
+    $source `[` $batch `,` $head `,` $row `]` attr-dict `:` type($source) `->`
+    type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def FA4_LoadKvTileOp : FA4_Op<"load_kv_tile"> {
+  let summary = "load a K or V tile";
+  let description = [{
+    Loads the sequence positions `[col, col + N)` of K/V head `head`; positions
+    past `seq_k` read as zero (they are masked before they can matter).
+
+    ```mlir
+    %kt = fa4.load_kv_tile %k[%b, %h, %col]
+        : memref<?x?x8x128xf16> -> tensor<128x128xf16>
+    ```
+  }];
+  let arguments = (ins Arg<AnyMemRef, "keys or values", [MemRead]>:$source,
+    Index:$batch, Index:$head, Index:$col);
+  let results = (outs FA4_Tile:$result);
+  let assemblyFormat = [{
+    $source `[` $batch `,` $head `,` $col `]` attr-dict `:` type($source) `->`
+    type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def FA4_ScoreMmaOp : FA4_Op<"score_mma", [Pure]> {
+  let summary = "S = Q·Kᵀ with fp32 accumulation";
+  let description = [{
+    The first MMA: raw scores of an `[M, D]` Q tile against an `[N, D]` K tile,
+    accumulated in f32.
+
+    ```mlir
+    %s = fa4.score_mma %qt, %kt
+        : tensor<128x128xf16>, tensor<128x128xf16> -> tensor<128x128xf32>
+    ```
+  }];
+  let arguments = (ins FA4_Tile:$query, FA4_Tile:$key);
+  let results = (outs FA4_Tile:$scores);
+  let assemblyFormat = [{
+    $query `,` $key attr-dict `:` type($query) `,` type($key) `->` type($scores)
+  }];
+  let hasVerifier = 1;
+}
+
+def FA4_SoftcapOp : FA4_Op<"softcap", [Pure, AllTypesMatch<["scores", "result"]>]> {
+  let summary = "cap scores smoothly: cap·tanh(s·scale/cap)";
+  let description = [{
+    Applies the softmax scale and the softcap together. The scores that leave
+    this op are already scaled, so the softmax that follows uses
+    `scale_log2 = log2(e)`.
+
+    ```mlir
+    %c = fa4.softcap %s {cap = 30.0 : f32, scale = 0.0883883 : f32}
+        : tensor<128x128xf32>
+    ```
+  }];
+  let arguments = (ins FA4_Tile:$scores,
+    ConfinedAttr<F32Attr, [FA4_FloatPositive]>:$cap,
+    ConfinedAttr<F32Attr, [FA4_FloatPositive]>:$scale);
+  let results = (outs FA4_Tile:$result);
+  let assemblyFormat = "$scores attr-dict `:` type($scores)";
+  let hasVerifier = 1;
+}
+
+def FA4_MaskOp : FA4_Op<"mask", [Pure, AllTypesMatch<["scores", "result"]>]> {
+  let summary = "set the scores a query may not see to -inf";
+  let description = [{
+    Masks a boundary score tile before the softmax, so that neither the row
+    max nor the row sum ever sees a masked column. Row `r` is packed row
+    `row + r` (query position `(row + r) / gqa_ratio`), column `c` is key
+    position `col + c`. Columns at or past `seq_k` are always masked; `mask`
+    adds the causal or window bounds of `fa4.attention`.
+
+    ```mlir
+    %m = fa4.mask %s, %row, %col, %seq_q, %seq_k
+        {gqa_ratio = 4 : i64, mask = #fa4.mask<causal>} : tensor<128x128xf32>
+    ```
+  }];
+  let arguments = (ins FA4_Tile:$scores, Index:$row, Index:$col,
+    Index:$seq_q, Index:$seq_k,
+    ConfinedAttr<I64Attr, [IntPositive]>:$gqa_ratio,
+    FA4_MaskKindAttr:$mask,
+    DefaultValuedAttr<I64Attr, "-1">:$window_left,
+    DefaultValuedAttr<I64Attr, "-1">:$window_right);
+  let results = (outs FA4_Tile:$result);
+  let assemblyFormat = [{
+    $scores `,` $row `,` $col `,` $seq_q `,` $seq_k attr-dict `:` type($scores)
+  }];
+  let hasVerifier = 1;
+}
+
+def FA4_OnlineSoftmaxOp : FA4_Op<"online_softmax", [Pure,
+    AllTypesMatch<["row_max", "row_sum", "new_row_max", "new_row_sum",
+                   "acc_scale"]>]> {
+  let summary = "one block of the online softmax, with conditional rescaling";
+  let description = [{
+    For each row, with `m` the running max (raw score units) and `l` the
+    running sum:
+
+    * `m_cand = max(m, rowmax(scores))`; the row's max moves to `m_cand` only
+      when `(m_cand - m) · scale_log2 > rescale_threshold` (or `m` is `-inf`);
+      otherwise the stale max is kept and the exponentials stay below
+      `2^rescale_threshold` — the result is exact either way;
+    * `acc_scale = exp2((m - m_new) · scale_log2)`, `1` for a kept max;
+    * `probs = exp2(scores · scale_log2 - m_new · scale_log2)`, rounded to the
+      probability element type (the input dtype) for the value MMA; a row
+      whose max is `-inf` gives all-zero probabilities, never NaN;
+    * `new_row_sum = row_sum · acc_scale + rowsum(exp2(...))` in f32.
+
+    ```mlir
+    %p, %m1, %l1, %alpha = fa4.online_softmax %s, %m0, %l0
+        {scale_log2 = 0.127516 : f32, rescale_threshold = 8.0 : f32}
+        : tensor<128x128xf32>, tensor<128xf32> -> tensor<128x128xf16>
+    ```
+  }];
+  let arguments = (ins FA4_Tile:$scores, FA4_RowVector:$row_max,
+    FA4_RowVector:$row_sum,
+    ConfinedAttr<F32Attr, [FA4_FloatPositive]>:$scale_log2,
+    ConfinedAttr<F32Attr, [FA4_FloatNonNegative]>:$rescale_threshold);
+  let results = (outs FA4_Tile:$probs, FA4_RowVector:$new_row_max,
+    FA4_RowVector:$new_row_sum, FA4_RowVector:$acc_scale);
+  let assemblyFormat = [{
+    $scores `,` $row_max `,` $row_sum attr-dict `:` type($scores) `,`
+    type($row_max) `->` type($probs)
+  }];
+  let hasVerifier = 1;
+}
+
+def FA4_CorrectionOp : FA4_Op<"correction", [Pure,
+    AllTypesMatch<["acc", "result"]>]> {
+  let summary = "rescale the output accumulator by the softmax's acc_scale";
+  let description = [{
+    Multiplies row `r` of the output accumulator by `acc_scale[r]`. When every
+    factor is exactly 1 (no row's max moved, or every move stayed under the
+    rescale threshold) the whole rescale is skipped.
+
+    ```mlir
+    %acc1 = fa4.correction %acc0, %alpha : tensor<128x128xf32>, tensor<128xf32>
+    ```
+  }];
+  let arguments = (ins FA4_Tile:$acc, FA4_RowVector:$acc_scale);
+  let results = (outs FA4_Tile:$result);
+  let assemblyFormat = [{
+    $acc `,` $acc_scale attr-dict `:` type($acc) `,` type($acc_scale)
+  }];
+  let hasVerifier = 1;
+}
+
+def FA4_ValueMmaOp : FA4_Op<"value_mma", [Pure,
+    AllTypesMatch<["acc", "result"]>]> {
+  let summary = "O += P·V with fp32 accumulation";
+  let description = [{
+    The second MMA: adds the `[M, N]` probabilities (in the input dtype) times
+    the `[N, D]` V tile to the `[M, D]` f32 accumulator.
+
+    ```mlir
+    %acc2 = fa4.value_mma %p, %vt, %acc1 : tensor<128x128xf16>,
+        tensor<128x128xf16>, tensor<128x128xf32>
+    ```
+  }];
+  let arguments = (ins FA4_Tile:$probs, FA4_Tile:$value, FA4_Tile:$acc);
+  let results = (outs FA4_Tile:$result);
+  let assemblyFormat = [{
+    $probs `,` $value `,` $acc attr-dict `:` type($probs) `,` type($value) `,`
+    type($acc)
+  }];
+  let hasVerifier = 1;
+}
+
+def FA4_NormalizeOp : FA4_Op<"normalize", [Pure,
+    AllTypesMatch<["row_max", "row_sum", "lse"]>]> {
+  let summary = "deferred normalization: O / row_sum, and the log-sum-exp";
+  let description = [{
+    After the last KV block: `out = acc / row_sum` converted to the output
+    element type, and `lse = (row_max · scale_log2 + log2(row_sum)) · ln 2`.
+    A row with `row_sum == 0` (it saw no key) gives `out = 0`, `lse = -inf`.
+
+    ```mlir
+    %o, %lse = fa4.normalize %acc, %m, %l {scale_log2 = 0.127516 : f32}
+        : tensor<128x128xf32>, tensor<128xf32> -> tensor<128x128xf16>
+    ```
+  }];
+  let arguments = (ins FA4_Tile:$acc, FA4_RowVector:$row_max,
+    FA4_RowVector:$row_sum, ConfinedAttr<F32Attr, [FA4_FloatPositive]>:$scale_log2);
+  let results = (outs FA4_Tile:$out, FA4_RowVector:$lse);
+  let assemblyFormat = [{
+    $acc `,` $row_max `,` $row_sum attr-dict `:` type($acc) `,` type($row_max)
+    `->` type($out)
+  }];
+  let hasVerifier = 1;
+}
+
+def FA4_StoreOTileOp : FA4_Op<"store_o_tile"> {
+  let summary = "store a GQA-packed output tile";
+  let description = [{
+    The inverse of `fa4.load_q_tile`: packed row `p` goes to query position
+    `p / gqa_ratio` of query head `head * gqa_ratio + p % gqa_ratio`. Rows past
+    `seq_q` are not written.
+
+    ```mlir
+    fa4.store_o_tile %ot, %o[%b, %h, %row] {gqa_ratio = 4 : i64}
+        : tensor<128x128xf16>, memref<?x?x32x128xf16>
+    ```
+  }];
+  let arguments = (ins FA4_Tile:$tile,
+    Arg<AnyMemRef, "output", [MemWrite]>:$dest,
+    Index:$batch, Index:$head, Index:$row,
+    ConfinedAttr<I64Attr, [IntPositive]>:$gqa_ratio);
+  let assemblyFormat = [{
+    $tile `,` $dest `[` $batch `,` $head `,` $row `]` attr-dict `:`
+    type($tile) `,` type($dest)
+  }];
+  let hasVerifier = 1;
+}
+
+def FA4_StoreLseTileOp : FA4_Op<"store_lse_tile"> {
+  let summary = "store the log-sum-exp of a GQA-packed tile";
+  let description = [{
+    Writes `lse[r]` of packed row `row + r` to
+    `dest[batch, head * gqa_ratio + p % gqa_ratio, p / gqa_ratio]`; rows past
+    `seq_q` are not written.
+
+    ```mlir
+    fa4.store_lse_tile %l, %lse[%b, %h, %row] {gqa_ratio = 4 : i64}
+        : tensor<128xf32>, memref<?x32x?xf32>
+    ```
+  }];
+  let arguments = (ins FA4_RowVector:$tile,
+    Arg<AnyMemRef, "log-sum-exp output", [MemWrite]>:$dest,
+    Index:$batch, Index:$head, Index:$row,
+    ConfinedAttr<I64Attr, [IntPositive]>:$gqa_ratio);
+  let assemblyFormat = [{
+    $tile `,` $dest `[` $batch `,` $head `,` $row `]` attr-dict `:`
+    type($tile) `,` type($dest)
+  }];
+  let hasVerifier = 1;
+}
+
+#endif // FA4_DIALECT_FA4_IR_FA4OPS_TD

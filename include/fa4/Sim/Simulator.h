@@ -1,0 +1,69 @@
+//===- Simulator.h - run fa4 IR on the CPU ----------------------*- C++ -*-===//
+//
+// fa4-sim's engine: executes the tile program (level B) of one function on
+// seeded random inputs, computes an independent float64 reference, and
+// compares the two.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef FA4_SIM_SIMULATOR_H
+#define FA4_SIM_SIMULATOR_H
+
+#include <cstdint>
+#include <string>
+
+namespace mlir {
+namespace func {
+class FuncOp;
+} // namespace func
+} // namespace mlir
+
+namespace mlir::fa4::sim {
+
+enum class InputDistribution {
+  /// Standard normal Q, K and V.
+  Normal,
+  /// Scores that grow towards the keys visited last, so that nearly every KV
+  /// block moves the row max past the rescale threshold.
+  Growing,
+  /// Normal, with rare entries of Q and K scaled by 16 and of V by 100.
+  Outliers,
+};
+
+struct RunOptions {
+  int64_t batch = 1;
+  int64_t seqQ = 128;
+  int64_t seqK = 128;
+  uint64_t seed = 0;
+  InputDistribution distribution = InputDistribution::Normal;
+  double atol = 1e-2;
+  double rtol = 1e-2;
+};
+
+struct RunReport {
+  double maxAbsErr = 0.0;
+  /// Over the outputs whose reference magnitude exceeds atol.
+  double maxRelErr = 0.0;
+  /// -1 when the kernel does not write an LSE.
+  double lseMaxAbsErr = -1.0;
+  /// Per (Q tile, KV block) where some row's max moved: a rescale happened
+  /// (done) or every move stayed under the threshold (skipped).
+  int64_t rescalesDone = 0;
+  int64_t rescalesSkipped = 0;
+  int64_t blocksVisited = 0;
+  int64_t blocksSkipped = 0;
+  bool ok = false;
+
+  /// One JSON object on one line, the fields in a fixed order.
+  std::string toJson() const;
+};
+
+/// Runs the level-B function `func` (it must carry `fa4.spec`). Returns false
+/// with `error` set when the IR cannot be run; `report.ok` says whether the
+/// result is within tolerance.
+bool simulate(func::FuncOp func, const RunOptions &options, RunReport &report,
+              std::string &error);
+
+} // namespace mlir::fa4::sim
+
+#endif // FA4_SIM_SIMULATOR_H

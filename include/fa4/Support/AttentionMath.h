@@ -1,0 +1,79 @@
+//===- AttentionMath.h - index and mask arithmetic of the tile program ----===//
+//
+// Plain C++ (no MLIR): the arithmetic that the tile program, its lowerings and
+// the simulator share, each piece unit-tested on its own.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef FA4_SUPPORT_ATTENTIONMATH_H
+#define FA4_SUPPORT_ATTENTIONMATH_H
+
+#include <cstdint>
+
+namespace mlir::fa4 {
+
+/// The visible band of keys around the (bottom-right aligned) diagonal: query
+/// position i sees key j when `i + off - left <= j <= i + off + right` with
+/// `off = seqK - seqQ`; a bound of -1 leaves that side open. No mask is
+/// (-1, -1), causal is (-1, 0).
+struct MaskBand {
+  int64_t left = -1;
+  int64_t right = -1;
+};
+
+/// A half-open range of key positions or of KV block indices.
+struct IndexRange {
+  int64_t begin = 0;
+  int64_t end = 0;
+  bool empty() const { return end <= begin; }
+};
+
+/// The keys query position `queryPos` may attend to, clamped to [0, seqK).
+IndexRange visibleKeys(MaskBand band, int64_t queryPos, int64_t seqQ,
+                       int64_t seqK);
+
+/// Packed-row arithmetic of grouped-query attention: the `ratio` query heads
+/// that share a K/V head ride in one tile, packed row `r` being query position
+/// `r / ratio` of the group's head `r % ratio`.
+struct PackedRow {
+  int64_t seqPos;
+  int64_t headInGroup;
+};
+inline PackedRow unpackRow(int64_t row, int64_t ratio) {
+  return {row / ratio, row % ratio};
+}
+inline int64_t packRow(PackedRow row, int64_t ratio) {
+  return row.seqPos * ratio + row.headInGroup;
+}
+
+/// The KV blocks visited by the packed rows [rowBegin, rowBegin + rows):
+/// `[begin, end)` holds every block any row can see; `[fullBegin, fullEnd)`,
+/// inside it, the blocks that every row sees whole (no mask needed).
+struct KvBlockRange {
+  int64_t begin = 0;
+  int64_t fullBegin = 0;
+  int64_t fullEnd = 0;
+  int64_t end = 0;
+};
+KvBlockRange kvBlockRange(MaskBand band, int64_t rowBegin, int64_t rows,
+                          int64_t gqaRatio, int64_t blockN, int64_t seqQ,
+                          int64_t seqK);
+
+inline int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+inline int64_t floorDiv(int64_t a, int64_t b) {
+  return a >= 0 ? a / b : -((-a + b - 1) / b);
+}
+
+/// Round-to-nearest-even conversions between f32 and the 16-bit input types.
+uint16_t floatToHalfBits(float value);
+float halfBitsToFloat(uint16_t bits);
+uint16_t floatToBFloat16Bits(float value);
+float bfloat16BitsToFloat(uint16_t bits);
+inline float roundToHalf(float v) { return halfBitsToFloat(floatToHalfBits(v)); }
+inline float roundToBFloat16(float v) {
+  return bfloat16BitsToFloat(floatToBFloat16Bits(v));
+}
+
+} // namespace mlir::fa4
+
+#endif // FA4_SUPPORT_ATTENTIONMATH_H

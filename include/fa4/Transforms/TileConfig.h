@@ -1,0 +1,57 @@
+//===- TileConfig.h - the tile program's configuration ----------*- C++ -*-===//
+//
+// Chosen once from the entry op and the pass options; the tile pass, its tests
+// and later levels read it, none re-derives it.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef FA4_TRANSFORMS_TILECONFIG_H
+#define FA4_TRANSFORMS_TILECONFIG_H
+
+#include "fa4/Dialect/FA4/IR/FA4Dialect.h"
+#include "fa4/Support/AttentionMath.h"
+
+namespace mlir::fa4 {
+
+class AttentionOp;
+
+/// The band of visible keys that a mask kind and its bounds describe.
+MaskBand maskBandFor(MaskKind mask, int64_t windowLeft, int64_t windowRight);
+
+struct TileConfig {
+  /// Rows of a Q tile: one TMEM lane per row.
+  static constexpr int64_t kBlockM = 128;
+  /// Keys of a K/V tile.
+  static constexpr int64_t kBlockN = 128;
+  /// Q tiles per task: two, so one tile's softmax hides under the other's MMAs.
+  static constexpr int64_t kQTilesPerTask = 2;
+  static constexpr int64_t kRowsPerTask = kBlockM * kQTilesPerTask;
+
+  int64_t headDim = 128;
+  int64_t numQueryHeads = 1;
+  int64_t numKvHeads = 1;
+  int64_t gqaRatio = 1;
+  MaskKind mask = MaskKind::none;
+  int64_t windowLeft = -1;
+  int64_t windowRight = -1;
+  /// The softmax scale the user asked for.
+  float scale = 1.0f;
+  /// 0 when off; otherwise scores become softcap·tanh(score·scale/softcap).
+  float softcap = 0.0f;
+  /// The one constant every exponential uses: exp(x·scale) = exp2(x·scaleLog2).
+  /// With a softcap the scale is applied inside the cap, leaving log2(e).
+  float scaleLog2 = 1.0f;
+  float rescaleThreshold = 8.0f;
+
+  MaskBand band() const { return maskBandFor(mask, windowLeft, windowRight); }
+
+  static TileConfig get(int64_t headDim, int64_t numQueryHeads,
+                        int64_t numKvHeads, MaskKind mask, int64_t windowLeft,
+                        int64_t windowRight, float scale, float softcap,
+                        double rescaleThreshold);
+  static TileConfig get(AttentionOp op, double rescaleThreshold);
+};
+
+} // namespace mlir::fa4
+
+#endif // FA4_TRANSFORMS_TILECONFIG_H

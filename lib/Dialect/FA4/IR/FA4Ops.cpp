@@ -1,0 +1,365 @@
+//===- FA4Ops.cpp - fa4 operations and their verifiers --------------------===//
+
+#include "fa4/Dialect/FA4/IR/FA4Ops.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/OpImplementation.h"
+#include "mlir/IR/TypeUtilities.h"
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/Support/Format.h"
+
+#include <cmath>
+
+using namespace mlir;
+using namespace mlir::fa4;
+
+//===----------------------------------------------------------------------===//
+// Shared checks
+//===----------------------------------------------------------------------===//
+
+/// Numbers in messages read as a person writes them: -0.5, not -5.000000e-01.
+static std::string formatNumber(double value) {
+  std::string text;
+  llvm::raw_string_ostream(text) << llvm::format("%g", value);
+  return text;
+}
+
+static bool isInputElementType(Type type) { return type.isF16() || type.isBF16(); }
+
+static std::string shapeString(ArrayRef<int64_t> shape) {
+  std::string text = "[";
+  llvm::raw_string_ostream os(text);
+  llvm::interleave(
+      shape, os,
+      [&](int64_t dim) {
+        if (ShapedType::isDynamic(dim))
+          os << "?";
+        else
+          os << dim;
+      },
+      ", ");
+  os << "]";
+  return text;
+}
+
+/// Window bounds are -1 (that side unbounded) or a number of keys, and only a
+/// window mask carries them.
+static LogicalResult verifyMaskBounds(Operation *op, MaskKind mask,
+                                      int64_t left, int64_t right) {
+  for (auto [name, bound] : {std::pair<StringRef, int64_t>{"window_left", left},
+                            {"window_right", right}})
+    if (bound < -1)
+      return op->emitOpError() << name
+                               << " must be -1 (unbounded) or non-negative, got "
+                               << bound;
+  if (mask != MaskKind::window && (left != -1 || right != -1))
+    return op->emitOpError() << "window bounds (" << left << ", " << right
+                             << ") require mask = window, got mask = "
+                             << stringifyMaskKind(mask);
+  if (mask == MaskKind::window && left == -1 && right == -1)
+    return op->emitOpError()
+           << "a window unbounded on both sides masks nothing; use mask = none";
+  return success();
+}
+
+/// A tile is a 2-D tensor of the given rows (when known) and element kind.
+static LogicalResult verifyTile(Operation *op, StringRef name, Type type,
+                                int64_t rank, bool wantF32) {
+  auto tensor = cast<RankedTensorType>(type);
+  if (tensor.getRank() != rank)
+    return op->emitOpError() << name << " must have rank " << rank << ", got "
+                             << tensor.getRank();
+  if (!tensor.hasStaticShape())
+    return op->emitOpError() << name << " must have a static shape, got "
+                             << shapeString(tensor.getShape());
+  Type element = tensor.getElementType();
+  if (wantF32 && !element.isF32())
+    return op->emitOpError() << name << " must hold f32, got " << element;
+  if (!wantF32 && !isInputElementType(element))
+    return op->emitOpError() << name << " must hold f16 or bf16, got "
+                             << element;
+  return success();
+}
+
+static LogicalResult verifyDim(Operation *op, StringRef what, int64_t actual,
+                               StringRef other, int64_t expected) {
+  if (actual != expected)
+    return op->emitOpError() << what << " (" << actual << ") does not match "
+                             << other << " (" << expected << ")";
+  return success();
+}
+
+static int64_t dimOf(Value value, unsigned index) {
+  return cast<ShapedType>(value.getType()).getDimSize(index);
+}
+
+//===----------------------------------------------------------------------===//
+// AttentionOp
+//===----------------------------------------------------------------------===//
+
+int64_t AttentionOp::getHeadDim() { return dimOf(getQ(), 3); }
+int64_t AttentionOp::getNumQueryHeads() { return dimOf(getQ(), 2); }
+int64_t AttentionOp::getNumKvHeads() { return dimOf(getK(), 2); }
+
+float AttentionOp::getEffectiveScale() {
+  if (std::optional<APFloat> scale = getScale())
+    return scale->convertToFloat();
+  return 1.0f / std::sqrt(static_cast<float>(getHeadDim()));
+}
+
+static constexpr int64_t kSupportedHeadDims[] = {64, 96, 128};
+static constexpr int64_t kSupportedGqaRatios[] = {1, 2, 4, 8, 16};
+
+LogicalResult AttentionOp::verify() {
+  Operation *op = getOperation();
+  std::pair<StringRef, Value> operands[] = {
+      {"Q", getQ()}, {"K", getK()}, {"V", getV()}, {"O", getOut()}};
+  for (auto [name, value] : operands) {
+    auto type = cast<MemRefType>(value.getType());
+    if (type.getRank() != 4)
+      return emitOpError() << name
+                           << " must have rank 4 ([batch, seq, heads, "
+                              "head_dim]), got rank "
+                           << type.getRank();
+    if (!type.getLayout().isIdentity())
+      return emitOpError() << name
+                           << " must have the identity (row-major) layout";
+    for (unsigned dim : {2u, 3u})
+      if (type.isDynamicDim(dim))
+        return emitOpError() << name << " "
+                             << (dim == 2 ? "heads" : "head dim")
+                             << " must be static, got shape "
+                             << shapeString(type.getShape());
+  }
+
+  Type element = getElementTypeOrSelf(getQ().getType());
+  if (!isInputElementType(element))
+    return emitOpError() << "Q element type " << element
+                         << " is not supported (expected f16 or bf16)";
+  for (auto [name, value] : ArrayRef(operands).drop_front()) {
+    Type other = getElementTypeOrSelf(value.getType());
+    if (other != element)
+      return emitOpError() << name << " element type " << other
+                           << " does not match Q's " << element;
+  }
+
+  int64_t headDim = getHeadDim();
+  if (!llvm::is_contained(kSupportedHeadDims, headDim))
+    return emitOpError() << "head dim " << headDim
+                         << " is not supported (expected 64, 96 or 128)";
+
+  auto kShape = cast<MemRefType>(getK().getType()).getShape();
+  auto vShape = cast<MemRefType>(getV().getType()).getShape();
+  if (failed(verifyCompatibleShape(kShape, vShape)))
+    return emitOpError() << "V shape " << shapeString(vShape)
+                         << " does not match K shape " << shapeString(kShape);
+  if (failed(verifyDim(op, "K head dim", kShape[3], "Q's head dim", headDim)))
+    return failure();
+  auto qShape = cast<MemRefType>(getQ().getType()).getShape();
+  auto oShape = cast<MemRefType>(getOut().getType()).getShape();
+  if (failed(verifyCompatibleShape(qShape, oShape)))
+    return emitOpError() << "O shape " << shapeString(oShape)
+                         << " does not match Q shape " << shapeString(qShape);
+  if (failed(verifyCompatibleShape(qShape[0], kShape[0])))
+    return emitOpError() << "K batch (" << kShape[0]
+                         << ") does not match Q batch (" << qShape[0] << ")";
+
+  int64_t qHeads = getNumQueryHeads(), kvHeads = getNumKvHeads();
+  if (kvHeads <= 0 || qHeads % kvHeads != 0)
+    return emitOpError() << "Q heads (" << qHeads
+                         << ") must be a multiple of K/V heads (" << kvHeads
+                         << ")";
+  if (!llvm::is_contained(kSupportedGqaRatios, qHeads / kvHeads))
+    return emitOpError() << "GQA ratio " << qHeads / kvHeads
+                         << " (Q heads / K/V heads) is not supported "
+                            "(expected 1, 2, 4, 8 or 16)";
+
+  if (Value lse = getLse()) {
+    auto lseType = cast<MemRefType>(lse.getType());
+    if (lseType.getRank() != 3 || !lseType.getElementType().isF32())
+      return emitOpError() << "LSE must be a rank-3 f32 memref ([batch, "
+                              "q_heads, seq_q]), got "
+                           << lseType;
+    if (!lseType.getLayout().isIdentity())
+      return emitOpError() << "LSE must have the identity (row-major) layout";
+    SmallVector<int64_t> expected = {qShape[0], qHeads, qShape[1]};
+    if (failed(verifyCompatibleShape(lseType.getShape(), expected)))
+      return emitOpError() << "LSE shape " << shapeString(lseType.getShape())
+                           << " does not match [batch, q_heads, seq_q] = "
+                           << shapeString(expected);
+  }
+
+  if (std::optional<APFloat> scale = getScale()) {
+    float value = scale->convertToFloat();
+    if (!(value > 0.0f) || !std::isfinite(value))
+      return emitOpError() << "scale must be positive and finite, got "
+                           << formatNumber(value);
+  }
+  float softcap = getSoftcap().convertToFloat();
+  if (!(softcap >= 0.0f) || !std::isfinite(softcap))
+    return emitOpError()
+           << "softcap must be non-negative and finite (0 disables it), got "
+           << formatNumber(softcap);
+  return verifyMaskBounds(op, getMask(), getWindowLeft(), getWindowRight());
+}
+
+//===----------------------------------------------------------------------===//
+// Level B
+//===----------------------------------------------------------------------===//
+
+LogicalResult KvBlockRangeOp::verify() {
+  return verifyMaskBounds(getOperation(), getMask(), getWindowLeft(),
+                          getWindowRight());
+}
+
+/// Checks a `[batch, seq, heads, head_dim]` memref against a `[rows, D]` tile.
+static LogicalResult verifyTileAccess(Operation *op, Value memref, Value tile,
+                                      int64_t gqaRatio) {
+  auto memrefType = cast<MemRefType>(memref.getType());
+  if (memrefType.getRank() != 4)
+    return op->emitOpError() << "memref must have rank 4 ([batch, seq, heads, "
+                                "head_dim]), got rank "
+                             << memrefType.getRank();
+  if (failed(verifyTile(op, "tile", tile.getType(), 2, false)))
+    return failure();
+  auto tileType = cast<RankedTensorType>(tile.getType());
+  if (tileType.getElementType() != memrefType.getElementType())
+    return op->emitOpError() << "tile element type " << tileType.getElementType()
+                             << " does not match the memref's "
+                             << memrefType.getElementType();
+  if (failed(verifyDim(op, "tile head dim", tileType.getDimSize(1),
+                       "the memref's head dim", memrefType.getDimSize(3))))
+    return failure();
+  int64_t heads = memrefType.getDimSize(2);
+  if (ShapedType::isDynamic(heads) || heads % gqaRatio != 0)
+    return op->emitOpError() << "gqa_ratio " << gqaRatio
+                             << " must divide the memref's static heads ("
+                             << shapeString({heads}) << ")";
+  return success();
+}
+
+LogicalResult LoadQTileOp::verify() {
+  return verifyTileAccess(getOperation(), getSource(), getResult(),
+                          getGqaRatio());
+}
+
+LogicalResult LoadKvTileOp::verify() {
+  return verifyTileAccess(getOperation(), getSource(), getResult(), 1);
+}
+
+LogicalResult StoreOTileOp::verify() {
+  return verifyTileAccess(getOperation(), getDest(), getTile(), getGqaRatio());
+}
+
+LogicalResult StoreLseTileOp::verify() {
+  auto dest = cast<MemRefType>(getDest().getType());
+  if (dest.getRank() != 3 || !dest.getElementType().isF32())
+    return emitOpError() << "LSE memref must be rank-3 f32 ([batch, q_heads, "
+                            "seq_q]), got "
+                         << dest;
+  if (failed(verifyTile(getOperation(), "tile", getTile().getType(), 1, true)))
+    return failure();
+  int64_t heads = dest.getDimSize(1);
+  if (ShapedType::isDynamic(heads) || heads % getGqaRatio() != 0)
+    return emitOpError() << "gqa_ratio " << getGqaRatio()
+                         << " must divide the memref's static heads ("
+                         << shapeString({heads}) << ")";
+  return success();
+}
+
+LogicalResult ScoreMmaOp::verify() {
+  Operation *op = getOperation();
+  if (failed(verifyTile(op, "query", getQuery().getType(), 2, false)) ||
+      failed(verifyTile(op, "key", getKey().getType(), 2, false)) ||
+      failed(verifyTile(op, "scores", getScores().getType(), 2, true)))
+    return failure();
+  if (getElementTypeOrSelf(getQuery()) != getElementTypeOrSelf(getKey()))
+    return emitOpError() << "query and key element types differ ("
+                         << getElementTypeOrSelf(getQuery()) << " vs "
+                         << getElementTypeOrSelf(getKey()) << ")";
+  if (failed(verifyDim(op, "key head dim", dimOf(getKey(), 1),
+                       "query head dim", dimOf(getQuery(), 1))) ||
+      failed(verifyDim(op, "scores rows", dimOf(getScores(), 0), "query rows",
+                       dimOf(getQuery(), 0))) ||
+      failed(verifyDim(op, "scores columns", dimOf(getScores(), 1),
+                       "key rows", dimOf(getKey(), 0))))
+    return failure();
+  return success();
+}
+
+LogicalResult SoftcapOp::verify() {
+  return verifyTile(getOperation(), "scores", getScores().getType(), 2, true);
+}
+
+LogicalResult MaskOp::verify() {
+  if (failed(verifyTile(getOperation(), "scores", getScores().getType(), 2,
+                        true)))
+    return failure();
+  return verifyMaskBounds(getOperation(), getMask(), getWindowLeft(),
+                          getWindowRight());
+}
+
+/// Row statistics hold one f32 per row of the tile they describe.
+static LogicalResult verifyRowVector(Operation *op, StringRef name, Value row,
+                                     int64_t rows) {
+  if (failed(verifyTile(op, name, row.getType(), 1, true)))
+    return failure();
+  return verifyDim(op, (name + " length").str(), dimOf(row, 0), "tile rows",
+                   rows);
+}
+
+LogicalResult OnlineSoftmaxOp::verify() {
+  Operation *op = getOperation();
+  if (failed(verifyTile(op, "scores", getScores().getType(), 2, true)) ||
+      failed(verifyTile(op, "probs", getProbs().getType(), 2, false)))
+    return failure();
+  if (getScores().getType().getShape() != getProbs().getType().getShape())
+    return emitOpError() << "probs shape "
+                         << shapeString(getProbs().getType().getShape())
+                         << " does not match scores shape "
+                         << shapeString(getScores().getType().getShape());
+  return verifyRowVector(op, "row_max", getRowMax(), dimOf(getScores(), 0));
+}
+
+LogicalResult CorrectionOp::verify() {
+  Operation *op = getOperation();
+  if (failed(verifyTile(op, "acc", getAcc().getType(), 2, true)))
+    return failure();
+  return verifyRowVector(op, "acc_scale", getAccScale(), dimOf(getAcc(), 0));
+}
+
+LogicalResult ValueMmaOp::verify() {
+  Operation *op = getOperation();
+  if (failed(verifyTile(op, "probs", getProbs().getType(), 2, false)) ||
+      failed(verifyTile(op, "value", getValue().getType(), 2, false)) ||
+      failed(verifyTile(op, "acc", getAcc().getType(), 2, true)))
+    return failure();
+  if (getElementTypeOrSelf(getProbs()) != getElementTypeOrSelf(getValue()))
+    return emitOpError() << "probs and value element types differ ("
+                         << getElementTypeOrSelf(getProbs()) << " vs "
+                         << getElementTypeOrSelf(getValue()) << ")";
+  if (failed(verifyDim(op, "value rows", dimOf(getValue(), 0),
+                       "probs columns", dimOf(getProbs(), 1))) ||
+      failed(verifyDim(op, "acc rows", dimOf(getAcc(), 0), "probs rows",
+                       dimOf(getProbs(), 0))) ||
+      failed(verifyDim(op, "acc columns", dimOf(getAcc(), 1), "value columns",
+                       dimOf(getValue(), 1))))
+    return failure();
+  return success();
+}
+
+LogicalResult NormalizeOp::verify() {
+  Operation *op = getOperation();
+  if (failed(verifyTile(op, "acc", getAcc().getType(), 2, true)) ||
+      failed(verifyTile(op, "out", getOut().getType(), 2, false)))
+    return failure();
+  if (getAcc().getType().getShape() != getOut().getType().getShape())
+    return emitOpError() << "out shape "
+                         << shapeString(getOut().getType().getShape())
+                         << " does not match acc shape "
+                         << shapeString(getAcc().getType().getShape());
+  return verifyRowVector(op, "row_max", getRowMax(), dimOf(getAcc(), 0));
+}
+
+#define GET_OP_CLASSES
+#include "fa4/Dialect/FA4/IR/FA4Ops.cpp.inc"

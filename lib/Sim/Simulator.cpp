@@ -1,0 +1,247 @@
+//===- Simulator.cpp - fa4-sim's engine -----------------------------------===//
+
+#include "fa4/Sim/Simulator.h"
+
+#include "Interpreter.h"
+#include "Reference.h"
+
+#include "fa4/Dialect/FA4/IR/FA4Ops.h"
+#include "fa4/Support/AttentionMath.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/Support/Format.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <cmath>
+#include <random>
+
+using namespace mlir;
+using namespace mlir::fa4;
+using namespace mlir::fa4::sim;
+
+namespace {
+/// Positions of Q, K, V, O and LSE among `fa4.spec`'s `arguments`.
+enum ArgumentRole { kQ, kK, kV, kOut, kLse };
+} // namespace
+
+static double finiteOr(double value, double fallback) {
+  return std::isfinite(value) ? value : fallback;
+}
+
+std::string RunReport::toJson() const {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  auto number = [&](double value) {
+    if (std::isnan(value))
+      os << "\"nan\"";
+    else if (std::isinf(value))
+      os << (value > 0 ? "\"inf\"" : "\"-inf\"");
+    else
+      os << llvm::format("%.6g", value);
+  };
+  os << "{\"max_abs_err\":";
+  number(maxAbsErr);
+  os << ",\"max_rel_err\":";
+  number(maxRelErr);
+  os << ",\"lse_max_abs_err\":";
+  if (lseMaxAbsErr < 0)
+    os << "null";
+  else
+    number(lseMaxAbsErr);
+  os << ",\"rescales_done\":" << rescalesDone
+     << ",\"rescales_skipped\":" << rescalesSkipped
+     << ",\"blocks_visited\":" << blocksVisited
+     << ",\"blocks_skipped\":" << blocksSkipped
+     << ",\"ok\":" << (ok ? "true" : "false") << "}";
+  return text;
+}
+
+/// Draws the inputs of one distribution, each value rounded to the input type.
+static void fillInputs(const Problem &p, Type element, const RunOptions &options,
+                       std::vector<float> &q, std::vector<float> &k,
+                       std::vector<float> &v) {
+  std::mt19937_64 generator(options.seed);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::uniform_real_distribution<float> uniform(0.0f, 1.0f);
+  auto round = [&](float value) {
+    return element.isBF16() ? roundToBFloat16(value) : roundToHalf(value);
+  };
+  q.resize(p.batch * p.seqQ * p.qHeads * p.headDim);
+  k.resize(p.batch * p.seqK * p.kvHeads * p.headDim);
+  v.resize(k.size());
+  for (float &x : q)
+    x = normal(generator);
+  for (float &x : k)
+    x = normal(generator);
+  for (float &x : v)
+    x = normal(generator);
+
+  switch (options.distribution) {
+  case InputDistribution::Normal:
+    break;
+  case InputDistribution::Growing: {
+    // q·k grows by ~headDim/2 per KV block towards the first key; the KV loop
+    // visits blocks last to first, so nearly every block raises the row max
+    // by far more than the rescale threshold.
+    for (float &x : q)
+      x = 0.5f * x + 1.0f;
+    for (int64_t i = 0; i < static_cast<int64_t>(k.size()); ++i) {
+      int64_t key = (i / (p.kvHeads * p.headDim)) % p.seqK;
+      float growth = 0.5f * static_cast<float>(p.seqK - 1 - key) / 128.0f;
+      k[i] = 0.5f * k[i] + growth;
+    }
+    break;
+  }
+  case InputDistribution::Outliers:
+    for (float &x : q)
+      if (uniform(generator) < 0.01f)
+        x *= 16.0f;
+    for (float &x : k)
+      if (uniform(generator) < 0.01f)
+        x *= 16.0f;
+    for (float &x : v)
+      if (uniform(generator) < 0.01f)
+        x *= 100.0f;
+    break;
+  }
+  for (std::vector<float> *values : {&q, &k, &v})
+    for (float &x : *values)
+      x = round(x);
+}
+
+bool mlir::fa4::sim::simulate(func::FuncOp func, const RunOptions &options,
+                              RunReport &report, std::string &error) {
+  auto spec = func->getAttrOfType<DictionaryAttr>("fa4.spec");
+  auto arguments = spec ? spec.getAs<DenseI64ArrayAttr>("arguments") : nullptr;
+  auto mask = spec ? spec.getAs<MaskKindAttr>("mask") : nullptr;
+  if (!arguments || !mask || arguments.size() < 4) {
+    error = "@" + func.getName().str() +
+            " has no fa4.spec (run fa4-tile first, or give level-A IR)";
+    return false;
+  }
+  auto argument = [&](ArgumentRole role) -> Value {
+    int64_t position = arguments[role];
+    if (position < 0 || position >= func.getNumArguments())
+      return nullptr;
+    return func.getArgument(position);
+  };
+  for (ArgumentRole role : {kQ, kK, kV, kOut})
+    if (!argument(role) || !isa<MemRefType>(argument(role).getType())) {
+      error = "fa4.spec names an argument that is not a memref";
+      return false;
+    }
+  bool hasLse = arguments.size() > 4;
+  if (hasLse && (!argument(kLse) || !isa<MemRefType>(argument(kLse).getType()))) {
+    error = "fa4.spec names an LSE argument that is not a memref";
+    return false;
+  }
+
+  auto qType = cast<MemRefType>(argument(kQ).getType());
+  auto kType = cast<MemRefType>(argument(kK).getType());
+  Problem problem;
+  problem.batch = options.batch;
+  problem.seqQ = options.seqQ;
+  problem.seqK = options.seqK;
+  problem.qHeads = qType.getDimSize(2);
+  problem.kvHeads = kType.getDimSize(2);
+  problem.headDim = qType.getDimSize(3);
+  problem.causal = mask.getValue() == MaskKind::causal;
+  problem.window = mask.getValue() == MaskKind::window;
+  if (auto left = spec.getAs<IntegerAttr>("window_left"))
+    problem.windowLeft = left.getInt();
+  if (auto right = spec.getAs<IntegerAttr>("window_right"))
+    problem.windowRight = right.getInt();
+  if (auto scale = spec.getAs<FloatAttr>("scale"))
+    problem.scale = scale.getValueAsDouble();
+  if (auto softcap = spec.getAs<FloatAttr>("softcap"))
+    problem.softcap = softcap.getValueAsDouble();
+
+  // Runtime sizes must agree with every static dimension of the IR.
+  auto makeBuffer = [&](Value value, ArrayRef<int64_t> shape,
+                        Buffer &buffer) -> bool {
+    auto type = cast<MemRefType>(value.getType());
+    if (type.getRank() != static_cast<int64_t>(shape.size())) {
+      error = "argument #" +
+              std::to_string(cast<BlockArgument>(value).getArgNumber()) +
+              " has the wrong rank";
+      return false;
+    }
+    for (auto [dim, size] : llvm::enumerate(shape)) {
+      if (!type.isDynamicDim(dim) && type.getDimSize(dim) != size) {
+        error = "argument #" +
+                std::to_string(cast<BlockArgument>(value).getArgNumber()) +
+                " has static size " + std::to_string(type.getDimSize(dim)) +
+                " in dimension " + std::to_string(dim) +
+                " but the run asks for " + std::to_string(size) +
+                " (check --batch, --seq-q and --seq-k)";
+        return false;
+      }
+    }
+    buffer.shape.assign(shape.begin(), shape.end());
+    int64_t count = 1;
+    for (int64_t size : shape)
+      count *= size;
+    buffer.data.assign(count, 0.0f);
+    return true;
+  };
+
+  const Problem &p = problem;
+  Buffer q, k, v, out, lse;
+  if (!makeBuffer(argument(kQ), {p.batch, p.seqQ, p.qHeads, p.headDim}, q) ||
+      !makeBuffer(argument(kK), {p.batch, p.seqK, p.kvHeads, p.headDim}, k) ||
+      !makeBuffer(argument(kV), {p.batch, p.seqK, p.kvHeads, p.headDim}, v) ||
+      !makeBuffer(argument(kOut), {p.batch, p.seqQ, p.qHeads, p.headDim}, out) ||
+      (hasLse && !makeBuffer(argument(kLse), {p.batch, p.qHeads, p.seqQ}, lse)))
+    return false;
+  // A NaN poisons every output not written, so that a skipped store shows up.
+  std::fill(out.data.begin(), out.data.end(), std::nanf(""));
+  std::fill(lse.data.begin(), lse.data.end(), std::nanf(""));
+
+  Type element = qType.getElementType();
+  fillInputs(problem, element, options, q.data, k.data, v.data);
+
+  Interpreter interpreter;
+  interpreter.bind(argument(kQ), &q);
+  interpreter.bind(argument(kK), &k);
+  interpreter.bind(argument(kV), &v);
+  interpreter.bind(argument(kOut), &out);
+  if (hasLse)
+    interpreter.bind(argument(kLse), &lse);
+  if (!interpreter.run(func.getBody().front(), error))
+    return false;
+
+  std::vector<double> refOut, refLse;
+  referenceAttention(problem, q.data, k.data, v.data, refOut, refLse);
+
+  report = RunReport();
+  bool ok = true;
+  for (size_t i = 0; i < refOut.size(); ++i) {
+    double got = out.data[i], want = refOut[i];
+    double err = std::fabs(got - want);
+    if (!(err <= options.atol + options.rtol * std::fabs(want)))
+      ok = false; // NaN fails here too
+    report.maxAbsErr = std::max(report.maxAbsErr, finiteOr(err, INFINITY));
+    // Relative error means little on values near zero, which atol covers.
+    if (std::fabs(want) > options.atol)
+      report.maxRelErr =
+          std::max(report.maxRelErr, finiteOr(err / std::fabs(want), INFINITY));
+  }
+  if (hasLse) {
+    report.lseMaxAbsErr = 0.0;
+    for (size_t i = 0; i < refLse.size(); ++i) {
+      double got = lse.data[i], want = refLse[i];
+      double err = (std::isinf(want) && got == want) ? 0.0 : std::fabs(got - want);
+      if (!(err <= options.atol + options.rtol * std::fabs(want)))
+        ok = false;
+      report.lseMaxAbsErr =
+          std::max(report.lseMaxAbsErr, finiteOr(err, INFINITY));
+    }
+  }
+  const InterpreterStats &stats = interpreter.getStats();
+  report.rescalesDone = stats.rescalesDone;
+  report.rescalesSkipped = stats.rescalesSkipped;
+  report.blocksVisited = stats.blocksVisited;
+  report.blocksSkipped = stats.blocksSkipped;
+  report.ok = ok;
+  return true;
+}

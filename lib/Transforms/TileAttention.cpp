@@ -1,0 +1,302 @@
+//===- TileAttention.cpp - fa4.attention to the tile program --------------===//
+//
+// Level A -> level B: the FlashAttention algorithm on 128-row tiles. See the
+// pass description in Passes.td for what it requires and guarantees.
+//
+//===----------------------------------------------------------------------===//
+
+#include "fa4/Dialect/FA4/IR/FA4Ops.h"
+#include "fa4/Transforms/Passes.h"
+#include "fa4/Transforms/TileConfig.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/IR/Builders.h"
+
+#include <limits>
+
+namespace mlir::fa4 {
+#define GEN_PASS_DEF_FA4TILEATTENTION
+#include "fa4/Transforms/Passes.h.inc"
+} // namespace mlir::fa4
+
+using namespace mlir;
+using namespace mlir::fa4;
+
+namespace {
+
+/// The running state of one Q tile across KV blocks.
+struct QTileState {
+  Value rowMax;
+  Value rowSum;
+  Value acc;
+};
+
+/// Builds the tile program of one attention op.
+class TileProgramBuilder {
+public:
+  TileProgramBuilder(AttentionOp op, const TileConfig &config)
+      : op(op), config(config), b(op), loc(op.getLoc()), constants(op) {
+    // Constants go before this first one, so they precede every op the
+    // program builder adds after it, whichever loop asks for them.
+    auto zero = constants.create<arith::ConstantIndexOp>(loc, 0);
+    indexConstants[0] = zero;
+    constants.setInsertionPoint(zero);
+  }
+
+  void build();
+
+private:
+  /// Constants are made once, ahead of the program.
+  Value index(int64_t value) {
+    Value &constant = indexConstants[value];
+    if (!constant)
+      constant = constants.create<arith::ConstantIndexOp>(loc, value);
+    return constant;
+  }
+  Value splat(RankedTensorType type, float value) {
+    return constants.create<arith::ConstantOp>(
+        loc, DenseElementsAttr::get(type, value));
+  }
+
+  /// Per task: both Q tiles, the KV loops, the normalization and the stores.
+  void buildTask(Value batch, Value head, Value mBlock, Value seqQ, Value seqK);
+
+  /// One KV loop over blocks [first, last), visited last to first.
+  SmallVector<QTileState> buildKvLoop(Value first, Value last, bool masked,
+                                      ArrayRef<QTileState> init,
+                                      ArrayRef<Value> qTiles,
+                                      ArrayRef<Value> qRows, Value batch,
+                                      Value head, Value seqQ, Value seqK);
+
+  /// One KV block for one Q tile: the body of FlashAttention.
+  QTileState buildBlockStep(OpBuilder &body, QTileState state, Value qTile,
+                            Value qRow, Value kTile, Value vTile, Value kvCol,
+                            bool masked, Value seqQ, Value seqK);
+
+  AttentionOp op;
+  const TileConfig &config;
+  OpBuilder b;
+  Location loc;
+  OpBuilder constants;
+  llvm::SmallDenseMap<int64_t, Value> indexConstants;
+};
+
+} // namespace
+
+void TileProgramBuilder::build() {
+  Value zero = index(0), one = index(1);
+  Value batches = b.create<memref::DimOp>(loc, op.getQ(), zero);
+  Value seqQ = b.create<memref::DimOp>(loc, op.getQ(), one);
+  Value seqK = b.create<memref::DimOp>(loc, op.getK(), one);
+  // GQA packs `ratio` query heads per row position, so an m_block of 256
+  // packed rows covers 256 / ratio query positions.
+  Value packedRows =
+      b.create<arith::MulIOp>(loc, seqQ, index(config.gqaRatio));
+  Value mBlocks = b.create<arith::CeilDivUIOp>(
+      loc, packedRows, index(TileConfig::kRowsPerTask));
+
+  auto batchLoop = b.create<scf::ForOp>(loc, zero, batches, one);
+  b.setInsertionPointToStart(batchLoop.getBody());
+  auto headLoop = b.create<scf::ForOp>(loc, zero, index(config.numKvHeads), one);
+  b.setInsertionPointToStart(headLoop.getBody());
+  auto mBlockLoop = b.create<scf::ForOp>(loc, zero, mBlocks, one);
+  b.setInsertionPointToStart(mBlockLoop.getBody());
+  buildTask(batchLoop.getInductionVar(), headLoop.getInductionVar(),
+            mBlockLoop.getInductionVar(), seqQ, seqK);
+}
+
+void TileProgramBuilder::buildTask(Value batch, Value head, Value mBlock,
+                                   Value seqQ, Value seqK) {
+  Type element = getElementTypeOrSelf(op.getQ().getType());
+  auto qTileType =
+      RankedTensorType::get({TileConfig::kBlockM, config.headDim}, element);
+  auto rowType = RankedTensorType::get({TileConfig::kBlockM}, b.getF32Type());
+  auto accType =
+      RankedTensorType::get({TileConfig::kBlockM, config.headDim}, b.getF32Type());
+
+  Value taskRow =
+      b.create<arith::MulIOp>(loc, mBlock, index(TileConfig::kRowsPerTask));
+  SmallVector<Value> qRows, qTiles;
+  for (int64_t stage = 0; stage < TileConfig::kQTilesPerTask; ++stage) {
+    Value row = stage == 0 ? taskRow
+                           : b.create<arith::AddIOp>(
+                                 loc, taskRow, index(stage * TileConfig::kBlockM))
+                                 .getResult();
+    qRows.push_back(row);
+    qTiles.push_back(b.create<LoadQTileOp>(loc, qTileType, op.getQ(), batch,
+                                           head, row, config.gqaRatio));
+  }
+
+  Type indexType = b.getIndexType();
+  auto range = b.create<KvBlockRangeOp>(
+      loc, indexType, indexType, indexType, indexType, taskRow, seqQ, seqK, TileConfig::kRowsPerTask, TileConfig::kBlockN,
+      config.gqaRatio, config.mask, config.windowLeft, config.windowRight);
+
+  Value minusInf = splat(rowType, -std::numeric_limits<float>::infinity());
+  Value zeroRow = splat(rowType, 0.0f);
+  Value zeroAcc = splat(accType, 0.0f);
+  SmallVector<QTileState> state(TileConfig::kQTilesPerTask,
+                                QTileState{minusInf, zeroRow, zeroAcc});
+
+  // Last to first: the boundary blocks at the high end (the causal diagonal,
+  // the right window edge, the seq_k tail), then the fully visible ones with
+  // no mask work, then the boundary blocks at the low end (the left window
+  // edge).
+  state = buildKvLoop(range.getFullEnd(), range.getEnd(), /*masked=*/true,
+                      state, qTiles, qRows, batch, head, seqQ, seqK);
+  state = buildKvLoop(range.getFullBegin(), range.getFullEnd(),
+                      /*masked=*/false, state, qTiles, qRows, batch, head, seqQ,
+                      seqK);
+  state = buildKvLoop(range.getBegin(), range.getFullBegin(), /*masked=*/true,
+                      state, qTiles, qRows, batch, head, seqQ, seqK);
+
+  for (auto [tileState, row] : llvm::zip_equal(state, qRows)) {
+    auto normalize = b.create<NormalizeOp>(
+        loc, qTileType, rowType, tileState.acc, tileState.rowMax,
+        tileState.rowSum, APFloat(config.scaleLog2));
+    b.create<StoreOTileOp>(loc, normalize.getOut(), op.getOut(), batch, head,
+                           row, config.gqaRatio);
+    if (Value lse = op.getLse())
+      b.create<StoreLseTileOp>(loc, normalize.getLse(), lse, batch, head, row,
+                               config.gqaRatio);
+  }
+}
+
+SmallVector<QTileState> TileProgramBuilder::buildKvLoop(
+    Value first, Value last, bool masked, ArrayRef<QTileState> init,
+    ArrayRef<Value> qTiles, ArrayRef<Value> qRows, Value batch, Value head,
+    Value seqQ, Value seqK) {
+  SmallVector<Value> iterArgs;
+  for (const QTileState &tile : init)
+    iterArgs.append({tile.rowMax, tile.rowSum, tile.acc});
+  Value count = b.create<arith::SubIOp>(loc, last, first);
+  Value lastBlock = b.create<arith::SubIOp>(loc, last, index(1));
+  auto loop = b.create<scf::ForOp>(
+      loc, index(0), count, index(1), iterArgs,
+      [&](OpBuilder &body, Location loc, Value iv, ValueRange carried) {
+        // Block `last - 1 - iv`: the loop walks the KV blocks backwards.
+        Value block = body.create<arith::SubIOp>(loc, lastBlock, iv);
+        Value kvCol =
+            body.create<arith::MulIOp>(loc, block, index(TileConfig::kBlockN));
+        Type element = getElementTypeOrSelf(op.getK().getType());
+        auto kvTileType = RankedTensorType::get(
+            {TileConfig::kBlockN, config.headDim}, element);
+        // One K and one V tile serve both Q tiles and every packed head.
+        Value kTile = body.create<LoadKvTileOp>(loc, kvTileType, op.getK(),
+                                                batch, head, kvCol);
+        Value vTile = body.create<LoadKvTileOp>(loc, kvTileType, op.getV(),
+                                                batch, head, kvCol);
+        SmallVector<Value> yielded;
+        for (auto [stage, qTile] : llvm::enumerate(qTiles)) {
+          QTileState state{carried[3 * stage], carried[3 * stage + 1],
+                           carried[3 * stage + 2]};
+          QTileState next =
+              buildBlockStep(body, state, qTile, qRows[stage], kTile, vTile,
+                             kvCol, masked, seqQ, seqK);
+          yielded.append({next.rowMax, next.rowSum, next.acc});
+        }
+        body.create<scf::YieldOp>(loc, yielded);
+      });
+  if (masked)
+    loop->setAttr("fa4.masked", b.getUnitAttr());
+  SmallVector<QTileState> result;
+  for (size_t stage = 0; stage < init.size(); ++stage)
+    result.push_back({loop.getResult(3 * stage), loop.getResult(3 * stage + 1),
+                      loop.getResult(3 * stage + 2)});
+  return result;
+}
+
+QTileState TileProgramBuilder::buildBlockStep(OpBuilder &body, QTileState state,
+                                              Value qTile, Value qRow,
+                                              Value kTile, Value vTile,
+                                              Value kvCol, bool masked,
+                                              Value seqQ, Value seqK) {
+  Type element = getElementTypeOrSelf(qTile.getType());
+  auto scoreType = RankedTensorType::get(
+      {TileConfig::kBlockM, TileConfig::kBlockN}, body.getF32Type());
+  auto probType = RankedTensorType::get(
+      {TileConfig::kBlockM, TileConfig::kBlockN}, element);
+
+  Value scores = body.create<ScoreMmaOp>(loc, scoreType, qTile, kTile);
+  if (config.softcap > 0.0f)
+    scores = body.create<SoftcapOp>(loc, scoreType, scores, APFloat(config.softcap),
+                                    APFloat(config.scale));
+  // Masked columns become -inf before the softmax, so neither the row max nor
+  // the row sum ever sees them.
+  if (masked)
+    scores = body.create<MaskOp>(loc, scoreType, scores, qRow, kvCol, seqQ, seqK,
+                                 config.gqaRatio, config.mask,
+                                 config.windowLeft, config.windowRight);
+  auto softmax = body.create<OnlineSoftmaxOp>(
+      loc, probType, state.rowMax.getType(), state.rowSum.getType(),
+      state.rowMax.getType(), scores, state.rowMax, state.rowSum,
+      APFloat(config.scaleLog2), APFloat(config.rescaleThreshold));
+  Type accType = state.acc.getType();
+  Value acc = body.create<CorrectionOp>(loc, accType, state.acc,
+                                        softmax.getAccScale());
+  acc = body.create<ValueMmaOp>(loc, accType, softmax.getProbs(), vTile, acc);
+  return {softmax.getNewRowMax(), softmax.getNewRowSum(), acc};
+}
+
+/// The entry op's configuration, kept on the function for the simulator and
+/// the later levels once the op itself is gone.
+static DictionaryAttr buildSpec(AttentionOp op, const TileConfig &config) {
+  Builder b(op.getContext());
+  SmallVector<int64_t> argumentPositions;
+  for (Value operand : op->getOperands())
+    argumentPositions.push_back(cast<BlockArgument>(operand).getArgNumber());
+  SmallVector<NamedAttribute> entries = {
+      b.getNamedAttr("mask", MaskKindAttr::get(b.getContext(), config.mask)),
+      b.getNamedAttr("window_left", b.getI64IntegerAttr(config.windowLeft)),
+      b.getNamedAttr("window_right", b.getI64IntegerAttr(config.windowRight)),
+      b.getNamedAttr("scale", b.getF32FloatAttr(config.scale)),
+      b.getNamedAttr("softcap", b.getF32FloatAttr(config.softcap)),
+      b.getNamedAttr("lse", b.getBoolAttr(static_cast<bool>(op.getLse()))),
+      b.getNamedAttr("arguments", b.getDenseI64ArrayAttr(argumentPositions))};
+  return b.getDictionaryAttr(entries);
+}
+
+namespace {
+struct TileAttentionPass
+    : public fa4::impl::FA4TileAttentionBase<TileAttentionPass> {
+  using FA4TileAttentionBase::FA4TileAttentionBase;
+
+  void runOnOperation() override {
+    func::FuncOp func = getOperation();
+    SmallVector<AttentionOp> attentions;
+    func.walk([&](AttentionOp op) { attentions.push_back(op); });
+    if (attentions.empty())
+      return;
+    if (attentions.size() > 1) {
+      attentions[1].emitOpError()
+          << "a function holds one attention kernel, found "
+          << attentions.size() << " fa4.attention ops in @" << func.getName();
+      return signalPassFailure();
+    }
+    AttentionOp op = attentions.front();
+    for (auto [position, operand] : llvm::enumerate(op->getOperands())) {
+      auto argument = dyn_cast<BlockArgument>(operand);
+      if (!argument || argument.getOwner() != &func.getBody().front()) {
+        op.emitOpError() << "operand #" << position
+                         << " must be an argument of @" << func.getName()
+                         << " (the kernel's memrefs are its parameters)";
+        return signalPassFailure();
+      }
+    }
+    if (rescaleThreshold < 0.0) {
+      op.emitOpError() << "rescale-threshold must be non-negative, got "
+                       << rescaleThreshold;
+      return signalPassFailure();
+    }
+
+    TileConfig config = TileConfig::get(op, rescaleThreshold);
+    func->setAttr("fa4.spec", buildSpec(op, config));
+    TileProgramBuilder(op, config).build();
+    op.erase();
+  }
+};
+} // namespace

@@ -1,0 +1,37 @@
+//===- fa4-opt.cpp - mlir-opt with the fa4 dialect and passes -------------===//
+//
+// Registers fa4, its passes and pipelines, and the upstream dialects and
+// passes that the fa4 pipeline lowers through.
+//
+//===----------------------------------------------------------------------===//
+
+#include "fa4/InitFA4.h"
+#include "fa4/Transforms/Passes.h"
+
+#include "mlir/Conversion/Passes.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/GPU/Transforms/Passes.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
+#include "mlir/Dialect/SCF/Transforms/Passes.h"
+#include "mlir/Tools/mlir-opt/MlirOptMain.h"
+#include "mlir/Transforms/Passes.h"
+
+int main(int argc, char **argv) {
+  mlir::DialectRegistry registry;
+  mlir::fa4::registerTileLevelDialects(registry);
+  // The target levels lower through these.
+  registry.insert<mlir::gpu::GPUDialect, mlir::LLVM::LLVMDialect,
+                  mlir::NVVM::NVVMDialect>();
+
+  mlir::registerTransformsPasses();
+  mlir::registerSCFPasses();
+  mlir::registerGPUPasses();
+  mlir::registerConversionPasses();
+  mlir::fa4::registerFA4Passes();
+  mlir::fa4::registerFA4Pipelines();
+
+  return mlir::asMainReturnCode(mlir::MlirOptMain(
+      argc, argv, "fa4 optimizer: the fa4 dialect, passes and pipelines\n",
+      registry));
+}

@@ -1,0 +1,154 @@
+//===- AttentionMathTest.cpp - index, mask and rounding arithmetic --------===//
+
+#include "fa4/Support/AttentionMath.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+
+using namespace mlir::fa4;
+
+namespace {
+
+constexpr MaskBand kNoMask{-1, -1};
+constexpr MaskBand kCausal{-1, 0};
+
+TEST(VisibleKeys, CausalIsBottomRightAligned) {
+  // Sq == Sk: query i sees keys 0..i.
+  EXPECT_EQ(visibleKeys(kCausal, 0, 8, 8).end, 1);
+  EXPECT_EQ(visibleKeys(kCausal, 7, 8, 8).end, 8);
+  // Sq < Sk: the last query sees every key, the first sees Sk - Sq + 1.
+  EXPECT_EQ(visibleKeys(kCausal, 0, 4, 10).end, 7);
+  EXPECT_EQ(visibleKeys(kCausal, 3, 4, 10).end, 10);
+  // Sq > Sk: the first Sq - Sk queries see nothing.
+  IndexRange none = visibleKeys(kCausal, 2, 10, 4);
+  EXPECT_TRUE(none.empty());
+  EXPECT_EQ(visibleKeys(kCausal, 6, 10, 4).end, 1);
+}
+
+TEST(VisibleKeys, WindowBoundsBothSides) {
+  MaskBand window{2, 1};
+  IndexRange keys = visibleKeys(window, 5, 10, 10);
+  EXPECT_EQ(keys.begin, 3);
+  EXPECT_EQ(keys.end, 7);
+  // Clamped to the sequence at both ends.
+  EXPECT_EQ(visibleKeys(window, 0, 10, 10).begin, 0);
+  EXPECT_EQ(visibleKeys(window, 9, 10, 10).end, 10);
+  EXPECT_EQ(visibleKeys(kNoMask, 3, 10, 20).begin, 0);
+  EXPECT_EQ(visibleKeys(kNoMask, 3, 10, 20).end, 20);
+}
+
+TEST(PackedRows, RoundTripForEveryRatio) {
+  for (int64_t ratio : {1, 2, 4, 8, 16})
+    for (int64_t row = 0; row < 512; ++row) {
+      PackedRow packed = unpackRow(row, ratio);
+      EXPECT_EQ(packed.seqPos, row / ratio);
+      EXPECT_LT(packed.headInGroup, ratio);
+      EXPECT_EQ(packRow(packed, ratio), row);
+    }
+  // The seed's packing: ratio 4, 128 rows hold 32 query positions.
+  EXPECT_EQ(unpackRow(127, 4).seqPos, 31);
+  EXPECT_EQ(unpackRow(127, 4).headInGroup, 3);
+}
+
+/// Checks a block range against a brute-force scan of every row and key.
+void expectRangeMatchesScan(MaskBand band, int64_t rowBegin, int64_t rows,
+                            int64_t ratio, int64_t blockN, int64_t seqQ,
+                            int64_t seqK) {
+  KvBlockRange range =
+      kvBlockRange(band, rowBegin, rows, ratio, blockN, seqQ, seqK);
+  ASSERT_LE(range.begin, range.fullBegin);
+  ASSERT_LE(range.fullBegin, range.fullEnd);
+  ASSERT_LE(range.fullEnd, range.end);
+  int64_t blocks = ceilDiv(seqK, blockN);
+  for (int64_t n = 0; n < blocks; ++n) {
+    bool anyVisible = false, allVisible = true;
+    bool anyRow = false;
+    for (int64_t row = rowBegin; row < rowBegin + rows; ++row) {
+      int64_t pos = row / ratio;
+      if (pos >= seqQ)
+        continue;
+      anyRow = true;
+      IndexRange keys = visibleKeys(band, pos, seqQ, seqK);
+      for (int64_t key = n * blockN; key < (n + 1) * blockN; ++key) {
+        bool visible = key < seqK && key >= keys.begin && key < keys.end;
+        anyVisible |= visible;
+        allVisible &= visible;
+      }
+    }
+    bool inRange = n >= range.begin && n < range.end;
+    bool full = n >= range.fullBegin && n < range.fullEnd;
+    // Every block with a visible key is visited; a block marked full needs no
+    // mask for any row.
+    if (anyVisible)
+      EXPECT_TRUE(inRange) << "block " << n << " skipped but visible";
+    if (full)
+      EXPECT_TRUE(anyRow && allVisible) << "block " << n << " marked full";
+    // Tight: fully masked blocks are never visited, fully visible ones never
+    // masked, for these monotone bands.
+    if (!anyVisible)
+      EXPECT_FALSE(inRange) << "block " << n << " visited but fully masked";
+    if (anyRow && allVisible)
+      EXPECT_TRUE(full) << "block " << n << " visible but masked";
+  }
+}
+
+TEST(KvBlockRange, MatchesBruteForceScan) {
+  const MaskBand bands[] = {kNoMask, kCausal, {128, 0}, {100, 30}, {0, 0},
+                            {-1, 64}, {300, -1}};
+  for (MaskBand band : bands)
+    for (int64_t ratio : {1, 4, 8})
+      for (auto [seqQ, seqK] : {std::pair<int64_t, int64_t>{1, 1}, {127, 127},
+                                {128, 128}, {300, 1000}, {1000, 300},
+                                {1024, 1024}})
+        for (int64_t rowBegin = 0; rowBegin < seqQ * ratio; rowBegin += 256)
+          expectRangeMatchesScan(band, rowBegin, 256, ratio, 128, seqQ, seqK);
+}
+
+TEST(KvBlockRange, CausalSeedConfiguration) {
+  // S = 1024, ratio 4: m_block 0 holds query positions 0..63, which see only
+  // KV block 0, and only its lower-left corner: masked, never full.
+  KvBlockRange first = kvBlockRange(kCausal, 0, 256, 4, 128, 1024, 1024);
+  EXPECT_EQ(first.begin, 0);
+  EXPECT_EQ(first.end, 1);
+  EXPECT_EQ(first.fullBegin, first.fullEnd);
+  // The last m_block (positions 960..1023) sees blocks 0..7; 0..6 are whole.
+  KvBlockRange last = kvBlockRange(kCausal, 15 * 256, 256, 4, 128, 1024, 1024);
+  EXPECT_EQ(last.begin, 0);
+  EXPECT_EQ(last.fullBegin, 0);
+  EXPECT_EQ(last.fullEnd, 7);
+  EXPECT_EQ(last.end, 8);
+}
+
+TEST(KvBlockRange, RowsPastTheSequenceVisitNothing) {
+  KvBlockRange range = kvBlockRange(kNoMask, 512, 256, 1, 128, 300, 300);
+  EXPECT_EQ(range.begin, range.end);
+}
+
+TEST(Rounding, HalfMatchesHandWorkedValues) {
+  EXPECT_EQ(floatToHalfBits(1.0f), 0x3c00);
+  EXPECT_EQ(floatToHalfBits(-2.0f), 0xc000);
+  EXPECT_EQ(floatToHalfBits(65504.0f), 0x7bff);
+  EXPECT_EQ(floatToHalfBits(65520.0f), 0x7c00); // rounds up to inf
+  EXPECT_EQ(floatToHalfBits(std::ldexp(1.0f, -24)), 0x0001); // smallest subnormal
+  EXPECT_EQ(floatToHalfBits(std::ldexp(1.0f, -25)), 0x0000); // tie to even: 0
+  // 1 + 2^-11 is halfway between 1 and 1 + 2^-10: ties to the even 1.0.
+  EXPECT_EQ(floatToHalfBits(1.0f + std::ldexp(1.0f, -11)), 0x3c00);
+  EXPECT_EQ(floatToHalfBits(1.0f + 3 * std::ldexp(1.0f, -11)), 0x3c02);
+  EXPECT_EQ(floatToHalfBits(std::numeric_limits<float>::infinity()), 0x7c00);
+  EXPECT_TRUE(std::isnan(halfBitsToFloat(floatToHalfBits(std::nanf("")))));
+  for (uint32_t bits = 0; bits < 0x7c00; ++bits)
+    ASSERT_EQ(floatToHalfBits(halfBitsToFloat(bits)), bits);
+}
+
+TEST(Rounding, BFloat16TiesToEven) {
+  EXPECT_EQ(floatToBFloat16Bits(1.0f), 0x3f80);
+  // 1 + 2^-8 is halfway between bf16 neighbours 1 and 1 + 2^-7.
+  EXPECT_EQ(floatToBFloat16Bits(1.0f + std::ldexp(1.0f, -8)), 0x3f80);
+  EXPECT_EQ(floatToBFloat16Bits(1.0f + 3 * std::ldexp(1.0f, -8)), 0x3f82);
+  EXPECT_EQ(bfloat16BitsToFloat(0xbf80), -1.0f);
+  EXPECT_TRUE(std::isnan(roundToBFloat16(std::nanf(""))));
+}
+
+} // namespace

@@ -1,0 +1,128 @@
+//===- DialectTest.cpp - fa4.attention built through the C++ API ----------===//
+
+#include "fa4/Dialect/FA4/IR/FA4Ops.h"
+#include "fa4/InitFA4.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/Verifier.h"
+
+#include <gtest/gtest.h>
+
+using namespace mlir;
+using namespace mlir::fa4;
+
+namespace {
+
+class AttentionVerifierTest : public ::testing::Test {
+protected:
+  AttentionVerifierTest() {
+    DialectRegistry registry;
+    registerTileLevelDialects(registry);
+    context.appendDialectRegistry(registry);
+    context.loadAllAvailableDialects();
+  }
+
+  /// Builds a function around one fa4.attention and returns the verifier's
+  /// message, empty when the op verifies.
+  std::string verifyAttention(Type element, int64_t headDim, int64_t qHeads,
+                              int64_t kvHeads,
+                              llvm::function_ref<void(AttentionOp)> edit = {}) {
+    OpBuilder b(&context);
+    Location loc = b.getUnknownLoc();
+    OwningOpRef<ModuleOp> module = ModuleOp::create(loc);
+    int64_t dyn = ShapedType::kDynamic;
+    auto qType = MemRefType::get({dyn, dyn, qHeads, headDim}, element);
+    auto kvType = MemRefType::get({dyn, dyn, kvHeads, headDim}, element);
+    b.setInsertionPointToEnd(module->getBody());
+    auto func = b.create<func::FuncOp>(
+        loc, "attention", b.getFunctionType({qType, kvType, kvType, qType}, {}));
+    Block *body = func.addEntryBlock();
+    b.setInsertionPointToEnd(body);
+    auto op = b.create<AttentionOp>(
+        loc, body->getArgument(0), body->getArgument(1), body->getArgument(2),
+        body->getArgument(3), Value(),
+        MaskKindAttr::get(&context, MaskKind::none), b.getI64IntegerAttr(-1),
+        b.getI64IntegerAttr(-1), FloatAttr(), b.getF32FloatAttr(0.0f));
+    if (edit)
+      edit(op);
+    b.create<func::ReturnOp>(loc);
+
+    std::string message;
+    ScopedDiagnosticHandler handler(&context, [&](Diagnostic &diagnostic) {
+      message = diagnostic.str();
+      return success();
+    });
+    if (succeeded(verify(*module)))
+      return "";
+    return message.empty() ? "failed without a message" : message;
+  }
+
+  MLIRContext context;
+};
+
+TEST_F(AttentionVerifierTest, AcceptsTheSeedConfiguration) {
+  OpBuilder b(&context);
+  EXPECT_EQ(verifyAttention(b.getF16Type(), 128, 32, 8, [](AttentionOp op) {
+              op.setMask(MaskKind::causal);
+            }),
+            "");
+  EXPECT_EQ(verifyAttention(b.getBF16Type(), 64, 16, 16), "");
+  EXPECT_EQ(verifyAttention(b.getF16Type(), 96, 16, 1), "");
+}
+
+TEST_F(AttentionVerifierTest, RejectsUnsupportedHeadDim) {
+  OpBuilder b(&context);
+  EXPECT_EQ(verifyAttention(b.getF16Type(), 80, 8, 8),
+            "'fa4.attention' op head dim 80 is not supported (expected 64, 96 "
+            "or 128)");
+}
+
+TEST_F(AttentionVerifierTest, RejectsUnsupportedDtype) {
+  OpBuilder b(&context);
+  EXPECT_EQ(verifyAttention(b.getF32Type(), 128, 8, 8),
+            "'fa4.attention' op Q element type 'f32' is not supported "
+            "(expected f16 or bf16)");
+}
+
+TEST_F(AttentionVerifierTest, RejectsHeadsThatDoNotGroup) {
+  OpBuilder b(&context);
+  EXPECT_EQ(verifyAttention(b.getF16Type(), 128, 30, 8),
+            "'fa4.attention' op Q heads (30) must be a multiple of K/V heads "
+            "(8)");
+  EXPECT_EQ(verifyAttention(b.getF16Type(), 128, 24, 8),
+            "'fa4.attention' op GQA ratio 3 (Q heads / K/V heads) is not "
+            "supported (expected 1, 2, 4, 8 or 16)");
+}
+
+TEST_F(AttentionVerifierTest, RejectsBadScaleAndWindow) {
+  OpBuilder b(&context);
+  EXPECT_EQ(verifyAttention(b.getF16Type(), 128, 8, 8,
+                            [&](AttentionOp op) {
+                              op.setScaleAttr(b.getF32FloatAttr(-0.5f));
+                            }),
+            "'fa4.attention' op scale must be positive and finite, got -0.5");
+  EXPECT_EQ(verifyAttention(b.getF16Type(), 128, 8, 8,
+                            [](AttentionOp op) {
+                              op.setMask(MaskKind::window);
+                              op.setWindowLeft(-3);
+                            }),
+            "'fa4.attention' op window_left must be -1 (unbounded) or "
+            "non-negative, got -3");
+  EXPECT_EQ(verifyAttention(b.getF16Type(), 128, 8, 8,
+                            [](AttentionOp op) { op.setMask(MaskKind::window); }),
+            "'fa4.attention' op a window unbounded on both sides masks "
+            "nothing; use mask = none");
+}
+
+TEST_F(AttentionVerifierTest, EffectiveScaleDefaultsToInverseSqrtHeadDim) {
+  OpBuilder b(&context);
+  float scale = 0.0f;
+  verifyAttention(b.getF16Type(), 64, 8, 8, [&](AttentionOp op) {
+    scale = op.getEffectiveScale();
+  });
+  EXPECT_FLOAT_EQ(scale, 0.125f);
+}
+
+} // namespace
