@@ -286,7 +286,9 @@ bool Interpreter::execute(Operation *op, std::string &error) {
         const Tile &scale = tile(correction.getAccScale());
         if (llvm::all_of(scale.data, [](float f) { return f == 1.0f; })) {
           // Nothing to rescale: the accumulator passes through untouched.
-          values[correction.getResult()] = values[correction.getAcc()];
+          // (Copied out first: inserting the result may rehash the map.)
+          RuntimeValue acc = values[correction.getAcc()];
+          values[correction.getResult()] = std::move(acc);
           return true;
         }
         auto result = std::make_shared<Tile>(tile(correction.getAcc()));

@@ -80,12 +80,14 @@ int main(int argc, char **argv) {
   fa4::registerTileLevelDialects(registry);
   MLIRContext context(registry);
   context.loadAllAvailableDialects();
+  // Diagnostics print as file:line:col with the offending source line.
+  SourceMgr sourceMgr;
+  SourceMgrDiagnosticHandler diagnostics(sourceMgr, &context);
 
   std::string error;
   auto file = openInputFile(inputFile, &error);
   if (!file)
     return fail(error);
-  SourceMgr sourceMgr;
   sourceMgr.AddNewSourceBuffer(std::move(file), SMLoc());
   OwningOpRef<ModuleOp> module = parseSourceFile<ModuleOp>(sourceMgr, &context);
   if (!module)

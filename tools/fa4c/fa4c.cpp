@@ -165,6 +165,9 @@ int main(int argc, char **argv) {
   fa4::registerTileLevelDialects(registry);
   MLIRContext context(registry);
   context.loadAllAvailableDialects();
+  // Diagnostics print as file:line:col with the offending source line.
+  SourceMgr sourceMgr;
+  SourceMgrDiagnosticHandler diagnostics(sourceMgr, &context);
 
   OwningOpRef<ModuleOp> module;
   if (!inputFile.empty()) {
@@ -179,7 +182,6 @@ int main(int argc, char **argv) {
       errs() << "fa4c: " << error << "\n";
       return 2;
     }
-    SourceMgr sourceMgr;
     sourceMgr.AddNewSourceBuffer(std::move(file), SMLoc());
     module = parseSourceFile<ModuleOp>(sourceMgr, &context);
   } else {

@@ -1,0 +1,407 @@
+// RUN: fa4-opt %s -split-input-file -verify-diagnostics
+
+// One case per verifier rule of the fa4 ops.
+
+func.func @rank(%q: memref<?x8x128xf16>, %k: memref<?x?x8x128xf16>, %v: memref<?x?x8x128xf16>, %o: memref<?x?x8x128xf16>) {
+  // expected-error @+1 {{Q must have rank 4 ([batch, seq, heads, head_dim]), got rank 3}}
+  fa4.attention %q, %k, %v -> %o 
+      : memref<?x8x128xf16>, memref<?x?x8x128xf16>, memref<?x?x8x128xf16> -> memref<?x?x8x128xf16>
+  return
+}
+
+// -----
+
+func.func @layout(%q: memref<?x?x8x128xf16>, %k: memref<?x?x8x128xf16, strided<[?, ?, 128, 1]>>, %v: memref<?x?x8x128xf16>, %o: memref<?x?x8x128xf16>) {
+  // expected-error @+1 {{K must have the identity (row-major) layout}}
+  fa4.attention %q, %k, %v -> %o 
+      : memref<?x?x8x128xf16>, memref<?x?x8x128xf16, strided<[?, ?, 128, 1]>>, memref<?x?x8x128xf16> -> memref<?x?x8x128xf16>
+  return
+}
+
+// -----
+
+func.func @dynamic_heads(%q: memref<?x?x?x128xf16>, %k: memref<?x?x8x128xf16>, %v: memref<?x?x8x128xf16>, %o: memref<?x?x?x128xf16>) {
+  // expected-error @+1 {{Q heads must be static, got shape [?, ?, ?, 128]}}
+  fa4.attention %q, %k, %v -> %o 
+      : memref<?x?x?x128xf16>, memref<?x?x8x128xf16>, memref<?x?x8x128xf16> -> memref<?x?x?x128xf16>
+  return
+}
+
+// -----
+
+func.func @dtype(%q: memref<?x?x8x128xf32>, %k: memref<?x?x8x128xf16>, %v: memref<?x?x8x128xf16>, %o: memref<?x?x8x128xf16>) {
+  // expected-error @+1 {{Q element type 'f32' is not supported (expected f16 or bf16)}}
+  fa4.attention %q, %k, %v -> %o 
+      : memref<?x?x8x128xf32>, memref<?x?x8x128xf16>, memref<?x?x8x128xf16> -> memref<?x?x8x128xf16>
+  return
+}
+
+// -----
+
+func.func @dtype_mismatch(%q: memref<?x?x8x128xf16>, %k: memref<?x?x8x128xf16>, %v: memref<?x?x8x128xbf16>, %o: memref<?x?x8x128xf16>) {
+  // expected-error @+1 {{V element type 'bf16' does not match Q's 'f16'}}
+  fa4.attention %q, %k, %v -> %o 
+      : memref<?x?x8x128xf16>, memref<?x?x8x128xf16>, memref<?x?x8x128xbf16> -> memref<?x?x8x128xf16>
+  return
+}
+
+// -----
+
+func.func @head_dim(%q: memref<?x?x8x80xf16>, %k: memref<?x?x8x80xf16>, %v: memref<?x?x8x80xf16>, %o: memref<?x?x8x80xf16>) {
+  // expected-error @+1 {{head dim 80 is not supported (expected 64, 96 or 128)}}
+  fa4.attention %q, %k, %v -> %o 
+      : memref<?x?x8x80xf16>, memref<?x?x8x80xf16>, memref<?x?x8x80xf16> -> memref<?x?x8x80xf16>
+  return
+}
+
+// -----
+
+func.func @kv_shapes(%q: memref<?x?x8x128xf16>, %k: memref<?x256x8x128xf16>, %v: memref<?x512x8x128xf16>, %o: memref<?x?x8x128xf16>) {
+  // expected-error @+1 {{V shape [?, 512, 8, 128] does not match K shape [?, 256, 8, 128]}}
+  fa4.attention %q, %k, %v -> %o 
+      : memref<?x?x8x128xf16>, memref<?x256x8x128xf16>, memref<?x512x8x128xf16> -> memref<?x?x8x128xf16>
+  return
+}
+
+// -----
+
+func.func @k_head_dim(%q: memref<?x?x8x128xf16>, %k: memref<?x?x8x64xf16>, %v: memref<?x?x8x64xf16>, %o: memref<?x?x8x128xf16>) {
+  // expected-error @+1 {{K head dim (64) does not match Q's head dim (128)}}
+  fa4.attention %q, %k, %v -> %o 
+      : memref<?x?x8x128xf16>, memref<?x?x8x64xf16>, memref<?x?x8x64xf16> -> memref<?x?x8x128xf16>
+  return
+}
+
+// -----
+
+func.func @o_shape(%q: memref<?x?x8x128xf16>, %k: memref<?x?x8x128xf16>, %v: memref<?x?x8x128xf16>, %o: memref<?x?x4x128xf16>) {
+  // expected-error @+1 {{O shape [?, ?, 4, 128] does not match Q shape [?, ?, 8, 128]}}
+  fa4.attention %q, %k, %v -> %o 
+      : memref<?x?x8x128xf16>, memref<?x?x8x128xf16>, memref<?x?x8x128xf16> -> memref<?x?x4x128xf16>
+  return
+}
+
+// -----
+
+func.func @batch(%q: memref<2x?x8x128xf16>, %k: memref<3x?x8x128xf16>, %v: memref<3x?x8x128xf16>, %o: memref<2x?x8x128xf16>) {
+  // expected-error @+1 {{K batch (3) does not match Q batch (2)}}
+  fa4.attention %q, %k, %v -> %o 
+      : memref<2x?x8x128xf16>, memref<3x?x8x128xf16>, memref<3x?x8x128xf16> -> memref<2x?x8x128xf16>
+  return
+}
+
+// -----
+
+func.func @heads_multiple(%q: memref<?x?x12x128xf16>, %k: memref<?x?x8x128xf16>, %v: memref<?x?x8x128xf16>, %o: memref<?x?x12x128xf16>) {
+  // expected-error @+1 {{Q heads (12) must be a multiple of K/V heads (8)}}
+  fa4.attention %q, %k, %v -> %o 
+      : memref<?x?x12x128xf16>, memref<?x?x8x128xf16>, memref<?x?x8x128xf16> -> memref<?x?x12x128xf16>
+  return
+}
+
+// -----
+
+func.func @gqa_ratio(%q: memref<?x?x24x128xf16>, %k: memref<?x?x8x128xf16>, %v: memref<?x?x8x128xf16>, %o: memref<?x?x24x128xf16>) {
+  // expected-error @+1 {{GQA ratio 3 (Q heads / K/V heads) is not supported (expected 1, 2, 4, 8 or 16)}}
+  fa4.attention %q, %k, %v -> %o 
+      : memref<?x?x24x128xf16>, memref<?x?x8x128xf16>, memref<?x?x8x128xf16> -> memref<?x?x24x128xf16>
+  return
+}
+
+// -----
+
+func.func @gqa_ratio_32(%q: memref<?x?x32x128xf16>, %k: memref<?x?x1x128xf16>, %v: memref<?x?x1x128xf16>, %o: memref<?x?x32x128xf16>) {
+  // expected-error @+1 {{GQA ratio 32 (Q heads / K/V heads) is not supported (expected 1, 2, 4, 8 or 16)}}
+  fa4.attention %q, %k, %v -> %o 
+      : memref<?x?x32x128xf16>, memref<?x?x1x128xf16>, memref<?x?x1x128xf16> -> memref<?x?x32x128xf16>
+  return
+}
+
+// -----
+
+func.func @lse_type(%q: memref<?x?x8x128xf16>, %k: memref<?x?x8x128xf16>, %v: memref<?x?x8x128xf16>, %o: memref<?x?x8x128xf16>, %lse: memref<?x8x?xf16>) {
+  // expected-error @+1 {{LSE must be a rank-3 f32 memref ([batch, q_heads, seq_q]), got 'memref<?x8x?xf16>'}}
+  fa4.attention %q, %k, %v -> %o, lse %lse 
+      : memref<?x?x8x128xf16>, memref<?x?x8x128xf16>, memref<?x?x8x128xf16> -> memref<?x?x8x128xf16>, memref<?x8x?xf16>
+  return
+}
+
+// -----
+
+func.func @lse_layout(%q: memref<?x?x8x128xf16>, %k: memref<?x?x8x128xf16>, %v: memref<?x?x8x128xf16>, %o: memref<?x?x8x128xf16>, %lse: memref<?x8x?xf32, strided<[?, ?, 2]>>) {
+  // expected-error @+1 {{LSE must have the identity (row-major) layout}}
+  fa4.attention %q, %k, %v -> %o, lse %lse 
+      : memref<?x?x8x128xf16>, memref<?x?x8x128xf16>, memref<?x?x8x128xf16> -> memref<?x?x8x128xf16>, memref<?x8x?xf32, strided<[?, ?, 2]>>
+  return
+}
+
+// -----
+
+func.func @lse_shape(%q: memref<?x?x8x128xf16>, %k: memref<?x?x8x128xf16>, %v: memref<?x?x8x128xf16>, %o: memref<?x?x8x128xf16>, %lse: memref<?x4x?xf32>) {
+  // expected-error @+1 {{LSE shape [?, 4, ?] does not match [batch, q_heads, seq_q] = [?, 8, ?]}}
+  fa4.attention %q, %k, %v -> %o, lse %lse 
+      : memref<?x?x8x128xf16>, memref<?x?x8x128xf16>, memref<?x?x8x128xf16> -> memref<?x?x8x128xf16>, memref<?x4x?xf32>
+  return
+}
+
+// -----
+
+func.func @scale(%q: memref<?x?x8x128xf16>, %k: memref<?x?x8x128xf16>, %v: memref<?x?x8x128xf16>, %o: memref<?x?x8x128xf16>) {
+  // expected-error @+1 {{scale must be positive and finite, got 0}}
+  fa4.attention %q, %k, %v -> %o {scale = 0.0 : f32}
+      : memref<?x?x8x128xf16>, memref<?x?x8x128xf16>, memref<?x?x8x128xf16> -> memref<?x?x8x128xf16>
+  return
+}
+
+// -----
+
+func.func @softcap(%q: memref<?x?x8x128xf16>, %k: memref<?x?x8x128xf16>, %v: memref<?x?x8x128xf16>, %o: memref<?x?x8x128xf16>) {
+  // expected-error @+1 {{softcap must be non-negative and finite (0 disables it), got -1}}
+  fa4.attention %q, %k, %v -> %o {softcap = -1.0 : f32}
+      : memref<?x?x8x128xf16>, memref<?x?x8x128xf16>, memref<?x?x8x128xf16> -> memref<?x?x8x128xf16>
+  return
+}
+
+// -----
+
+func.func @window_left(%q: memref<?x?x8x128xf16>, %k: memref<?x?x8x128xf16>, %v: memref<?x?x8x128xf16>, %o: memref<?x?x8x128xf16>) {
+  // expected-error @+1 {{window_left must be -1 (unbounded) or non-negative, got -2}}
+  fa4.attention %q, %k, %v -> %o {mask = #fa4.mask<window>, window_left = -2}
+      : memref<?x?x8x128xf16>, memref<?x?x8x128xf16>, memref<?x?x8x128xf16> -> memref<?x?x8x128xf16>
+  return
+}
+
+// -----
+
+func.func @window_right(%q: memref<?x?x8x128xf16>, %k: memref<?x?x8x128xf16>, %v: memref<?x?x8x128xf16>, %o: memref<?x?x8x128xf16>) {
+  // expected-error @+1 {{window_right must be -1 (unbounded) or non-negative, got -5}}
+  fa4.attention %q, %k, %v -> %o {mask = #fa4.mask<window>, window_left = 4, window_right = -5}
+      : memref<?x?x8x128xf16>, memref<?x?x8x128xf16>, memref<?x?x8x128xf16> -> memref<?x?x8x128xf16>
+  return
+}
+
+// -----
+
+func.func @window_without_mask(%q: memref<?x?x8x128xf16>, %k: memref<?x?x8x128xf16>, %v: memref<?x?x8x128xf16>, %o: memref<?x?x8x128xf16>) {
+  // expected-error @+1 {{window bounds (128, 0) require mask = window, got mask = causal}}
+  fa4.attention %q, %k, %v -> %o {mask = #fa4.mask<causal>, window_left = 128, window_right = 0}
+      : memref<?x?x8x128xf16>, memref<?x?x8x128xf16>, memref<?x?x8x128xf16> -> memref<?x?x8x128xf16>
+  return
+}
+
+// -----
+
+func.func @window_unbounded(%q: memref<?x?x8x128xf16>, %k: memref<?x?x8x128xf16>, %v: memref<?x?x8x128xf16>, %o: memref<?x?x8x128xf16>) {
+  // expected-error @+1 {{a window unbounded on both sides masks nothing; use mask = none}}
+  fa4.attention %q, %k, %v -> %o {mask = #fa4.mask<window>}
+      : memref<?x?x8x128xf16>, memref<?x?x8x128xf16>, memref<?x?x8x128xf16> -> memref<?x?x8x128xf16>
+  return
+}
+
+// -----
+
+func.func @range_window(%i: index) {
+  // expected-error @+1 {{window bounds (3, -1) require mask = window, got mask = none}}
+  %0:4 = fa4.kv_block_range %i, %i, %i {rows = 256 : i64, block_n = 128 : i64, gqa_ratio = 1 : i64, mask = #fa4.mask<none>, window_left = 3}
+  return
+}
+
+// -----
+
+func.func @range_rows(%i: index) {
+  // expected-error @+1 {{attribute 'rows' failed to satisfy constraint: 64-bit signless integer attribute whose value is positive}}
+  %0:4 = fa4.kv_block_range %i, %i, %i {rows = 0 : i64, block_n = 128 : i64, gqa_ratio = 1 : i64, mask = #fa4.mask<none>}
+  return
+}
+
+// -----
+
+func.func @load_q_ratio(%q: memref<?x?x6x128xf16>, %i: index) {
+  // expected-error @+1 {{gqa_ratio 4 must divide the memref's static heads ([6])}}
+  %0 = fa4.load_q_tile %q[%i, %i, %i] {gqa_ratio = 4 : i64} : memref<?x?x6x128xf16> -> tensor<128x128xf16>
+  return
+}
+
+// -----
+
+func.func @load_q_rank(%q: memref<?x6x128xf16>, %i: index) {
+  // expected-error @+1 {{memref must have rank 4 ([batch, seq, heads, head_dim]), got rank 3}}
+  %0 = fa4.load_q_tile %q[%i, %i, %i] {gqa_ratio = 1 : i64} : memref<?x6x128xf16> -> tensor<128x128xf16>
+  return
+}
+
+// -----
+
+func.func @load_kv_dtype(%k: memref<?x?x8x128xbf16>, %i: index) {
+  // expected-error @+1 {{tile element type 'f16' does not match the memref's 'bf16'}}
+  %0 = fa4.load_kv_tile %k[%i, %i, %i] : memref<?x?x8x128xbf16> -> tensor<128x128xf16>
+  return
+}
+
+// -----
+
+func.func @load_kv_head_dim(%k: memref<?x?x8x64xf16>, %i: index) {
+  // expected-error @+1 {{tile head dim (128) does not match the memref's head dim (64)}}
+  %0 = fa4.load_kv_tile %k[%i, %i, %i] : memref<?x?x8x64xf16> -> tensor<128x128xf16>
+  return
+}
+
+// -----
+
+func.func @load_kv_dynamic(%k: memref<?x?x8x128xf16>, %i: index) {
+  // expected-error @+1 {{tile must have a static shape, got [?, 128]}}
+  %0 = fa4.load_kv_tile %k[%i, %i, %i] : memref<?x?x8x128xf16> -> tensor<?x128xf16>
+  return
+}
+
+// -----
+
+func.func @score_accumulator(%a: tensor<128x128xf16>) {
+  // expected-error @+1 {{scores must hold f32, got 'f16'}}
+  %0 = fa4.score_mma %a, %a : tensor<128x128xf16>, tensor<128x128xf16> -> tensor<128x128xf16>
+  return
+}
+
+// -----
+
+func.func @score_head_dim(%a: tensor<128x128xf16>, %c: tensor<128x64xf16>) {
+  // expected-error @+1 {{key head dim (64) does not match query head dim (128)}}
+  %0 = fa4.score_mma %a, %c : tensor<128x128xf16>, tensor<128x64xf16> -> tensor<128x128xf32>
+  return
+}
+
+// -----
+
+func.func @score_types(%a: tensor<128x128xf16>, %c: tensor<128x128xbf16>) {
+  // expected-error @+1 {{query and key element types differ ('f16' vs 'bf16')}}
+  %0 = fa4.score_mma %a, %c : tensor<128x128xf16>, tensor<128x128xbf16> -> tensor<128x128xf32>
+  return
+}
+
+// -----
+
+func.func @score_shape(%a: tensor<128x128xf16>, %c: tensor<64x128xf16>) {
+  // expected-error @+1 {{scores columns (128) does not match key rows (64)}}
+  %0 = fa4.score_mma %a, %c : tensor<128x128xf16>, tensor<64x128xf16> -> tensor<128x128xf32>
+  return
+}
+
+// -----
+
+func.func @softcap_cap(%s: tensor<128x128xf32>) {
+  // expected-error @+1 {{attribute 'cap' failed to satisfy constraint: 32-bit float attribute whose value is positive and finite}}
+  %0 = fa4.softcap %s {cap = 0.0 : f32, scale = 1.0 : f32} : tensor<128x128xf32>
+  return
+}
+
+// -----
+
+func.func @mask_window(%s: tensor<128x128xf32>, %i: index) {
+  // expected-error @+1 {{a window unbounded on both sides masks nothing; use mask = none}}
+  %0 = fa4.mask %s, %i, %i, %i, %i {gqa_ratio = 1 : i64, mask = #fa4.mask<window>} : tensor<128x128xf32>
+  return
+}
+
+// -----
+
+func.func @mask_type(%s: tensor<128x128xf16>, %i: index) {
+  // expected-error @+1 {{scores must hold f32, got 'f16'}}
+  %0 = fa4.mask %s, %i, %i, %i, %i {gqa_ratio = 1 : i64, mask = #fa4.mask<causal>} : tensor<128x128xf16>
+  return
+}
+
+// -----
+
+func.func @softmax_rows(%s: tensor<128x128xf32>, %m: tensor<64xf32>) {
+  // expected-error @+1 {{row_max length (64) does not match tile rows (128)}}
+  %p, %m1, %l1, %a = fa4.online_softmax %s, %m, %m {scale_log2 = 1.0 : f32, rescale_threshold = 8.0 : f32} : tensor<128x128xf32>, tensor<64xf32> -> tensor<128x128xf16>
+  return
+}
+
+// -----
+
+func.func @softmax_probs(%s: tensor<128x128xf32>, %m: tensor<128xf32>) {
+  // expected-error @+1 {{probs shape [128, 64] does not match scores shape [128, 128]}}
+  %p, %m1, %l1, %a = fa4.online_softmax %s, %m, %m {scale_log2 = 1.0 : f32, rescale_threshold = 8.0 : f32} : tensor<128x128xf32>, tensor<128xf32> -> tensor<128x64xf16>
+  return
+}
+
+// -----
+
+func.func @softmax_threshold(%s: tensor<128x128xf32>, %m: tensor<128xf32>) {
+  // expected-error @+1 {{attribute 'rescale_threshold' failed to satisfy constraint: 32-bit float attribute whose value is non-negative}}
+  %p, %m1, %l1, %a = fa4.online_softmax %s, %m, %m {scale_log2 = 1.0 : f32, rescale_threshold = -1.0 : f32} : tensor<128x128xf32>, tensor<128xf32> -> tensor<128x128xf16>
+  return
+}
+
+// -----
+
+func.func @correction_rows(%acc: tensor<128x128xf32>, %a: tensor<64xf32>) {
+  // expected-error @+1 {{acc_scale length (64) does not match tile rows (128)}}
+  %0 = fa4.correction %acc, %a : tensor<128x128xf32>, tensor<64xf32>
+  return
+}
+
+// -----
+
+func.func @value_acc(%p: tensor<128x128xf16>, %acc: tensor<128x64xf32>) {
+  // expected-error @+1 {{acc columns (64) does not match value columns (128)}}
+  %0 = fa4.value_mma %p, %p, %acc : tensor<128x128xf16>, tensor<128x128xf16>, tensor<128x64xf32>
+  return
+}
+
+// -----
+
+func.func @value_types(%p: tensor<128x128xf16>, %v: tensor<128x128xbf16>, %acc: tensor<128x128xf32>) {
+  // expected-error @+1 {{probs and value element types differ ('f16' vs 'bf16')}}
+  %0 = fa4.value_mma %p, %v, %acc : tensor<128x128xf16>, tensor<128x128xbf16>, tensor<128x128xf32>
+  return
+}
+
+// -----
+
+func.func @value_rows(%p: tensor<128x128xf16>, %v: tensor<64x128xf16>, %acc: tensor<128x128xf32>) {
+  // expected-error @+1 {{value rows (64) does not match probs columns (128)}}
+  %0 = fa4.value_mma %p, %v, %acc : tensor<128x128xf16>, tensor<64x128xf16>, tensor<128x128xf32>
+  return
+}
+
+// -----
+
+func.func @normalize_out(%acc: tensor<128x128xf32>, %m: tensor<128xf32>) {
+  // expected-error @+1 {{out must hold f16 or bf16, got 'f32'}}
+  %o, %l = fa4.normalize %acc, %m, %m {scale_log2 = 1.0 : f32} : tensor<128x128xf32>, tensor<128xf32> -> tensor<128x128xf32>
+  return
+}
+
+// -----
+
+func.func @normalize_shape(%acc: tensor<128x128xf32>, %m: tensor<128xf32>) {
+  // expected-error @+1 {{out shape [128, 64] does not match acc shape [128, 128]}}
+  %o, %l = fa4.normalize %acc, %m, %m {scale_log2 = 1.0 : f32} : tensor<128x128xf32>, tensor<128xf32> -> tensor<128x64xf16>
+  return
+}
+
+// -----
+
+func.func @store_o_ratio(%t: tensor<128x128xf16>, %o: memref<?x?x2x128xf16>, %i: index) {
+  // expected-error @+1 {{gqa_ratio 4 must divide the memref's static heads ([2])}}
+  fa4.store_o_tile %t, %o[%i, %i, %i] {gqa_ratio = 4 : i64} : tensor<128x128xf16>, memref<?x?x2x128xf16>
+  return
+}
+
+// -----
+
+func.func @store_lse_memref(%t: tensor<128xf32>, %l: memref<?x8xf32>, %i: index) {
+  // expected-error @+1 {{LSE memref must be rank-3 f32 ([batch, q_heads, seq_q]), got 'memref<?x8xf32>'}}
+  fa4.store_lse_tile %t, %l[%i, %i, %i] {gqa_ratio = 1 : i64} : tensor<128xf32>, memref<?x8xf32>
+  return
+}
+
+// -----
+
+func.func @store_lse_ratio(%t: tensor<128xf32>, %l: memref<?x6x?xf32>, %i: index) {
+  // expected-error @+1 {{gqa_ratio 4 must divide the memref's static heads ([6])}}
+  fa4.store_lse_tile %t, %l[%i, %i, %i] {gqa_ratio = 4 : i64} : tensor<128xf32>, memref<?x6x?xf32>
+  return
+}
