@@ -7,18 +7,16 @@
 //===----------------------------------------------------------------------===//
 
 #include "fa4/Dialect/FA4/IR/FA4Ops.h"
-#include "fa4/InitFA4.h"
+#include "fa4/Tools/ToolSession.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "fa4/Sim/Simulator.h"
 #include "fa4/Transforms/Passes.h"
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/MLIRContext.h"
-#include "mlir/Parser/Parser.h"
 #include "mlir/Pass/PassManager.h"
-#include "mlir/Support/FileUtilities.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/InitLLVM.h"
-#include "llvm/Support/SourceMgr.h"
 
 using namespace mlir;
 using namespace llvm;
@@ -76,22 +74,12 @@ int main(int argc, char **argv) {
   if (!(absTolerance >= 0) || !(relTolerance >= 0))
     return fail("--atol and --rtol must be non-negative");
 
-  DialectRegistry registry;
-  fa4::registerTileLevelDialects(registry);
-  MLIRContext context(registry);
-  context.loadAllAvailableDialects();
-  // Diagnostics print as file:line:col with the offending source line.
-  SourceMgr sourceMgr;
-  SourceMgrDiagnosticHandler diagnostics(sourceMgr, &context);
-
+  fa4::ToolSession session;
+  MLIRContext &context = session.getContext();
   std::string error;
-  auto file = openInputFile(inputFile, &error);
-  if (!file)
-    return fail(error);
-  sourceMgr.AddNewSourceBuffer(std::move(file), SMLoc());
-  OwningOpRef<ModuleOp> module = parseSourceFile<ModuleOp>(sourceMgr, &context);
+  OwningOpRef<ModuleOp> module = session.parseFile(inputFile, error);
   if (!module)
-    return fail("cannot parse the input");
+    return fail(error.empty() ? "cannot parse the input" : error);
 
   // Level A runs through the same lowering fa4c uses, then as level B.
   bool hasEntryOp = false;

@@ -6,20 +6,19 @@
 //===----------------------------------------------------------------------===//
 
 #include "fa4/Dialect/FA4/IR/FA4Ops.h"
-#include "fa4/InitFA4.h"
+#include "fa4/Tools/ToolSession.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Support/FileUtilities.h"
 #include "fa4/Transforms/Passes.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/IR/Verifier.h"
-#include "mlir/Parser/Parser.h"
 #include "mlir/Pass/PassManager.h"
-#include "mlir/Support/FileUtilities.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/InitLLVM.h"
-#include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/ToolOutputFile.h"
 
 using namespace mlir;
@@ -161,14 +160,9 @@ int main(int argc, char **argv) {
       "  fa4c --head-dim 128 --q-heads 32 --kv-heads 8 --mask causal \\\n"
       "       --dtype fp16 --lse --emit=mlir\n");
 
-  DialectRegistry registry;
-  fa4::registerTileLevelDialects(registry);
-  MLIRContext context(registry);
-  context.loadAllAvailableDialects();
-  // Diagnostics print as file:line:col with the offending source line.
-  SourceMgr sourceMgr;
-  SourceMgrDiagnosticHandler diagnostics(sourceMgr, &context);
-
+  fa4::ToolSession session;
+  MLIRContext &context = session.getContext();
+  std::string error;
   OwningOpRef<ModuleOp> module;
   if (!inputFile.empty()) {
     if (usesVariantFlags()) {
@@ -176,14 +170,11 @@ int main(int argc, char **argv) {
                 "kernel when no input file is given; drop them or the file\n";
       return 2;
     }
-    std::string error;
-    auto file = openInputFile(inputFile, &error);
-    if (!file) {
+    module = session.parseFile(inputFile, error);
+    if (!module && !error.empty()) {
       errs() << "fa4c: " << error << "\n";
       return 2;
     }
-    sourceMgr.AddNewSourceBuffer(std::move(file), SMLoc());
-    module = parseSourceFile<ModuleOp>(sourceMgr, &context);
   } else {
     module = buildVariant(context);
   }
@@ -194,7 +185,6 @@ int main(int argc, char **argv) {
   options.stopAfter = stopAfter;
   options.rescaleThreshold = rescaleThreshold;
   PassManager pm(&context);
-  std::string error;
   if (failed(fa4::buildPipeline(pm, options, error))) {
     errs() << "fa4c: --stop-after: " << error << "\n";
     return 2;

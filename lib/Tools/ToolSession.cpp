@@ -1,0 +1,31 @@
+//===- ToolSession.cpp - what fa4's command-line tools share --------------===//
+
+#include "fa4/Tools/ToolSession.h"
+#include "fa4/InitFA4.h"
+
+#include "mlir/Parser/Parser.h"
+#include "mlir/Support/FileUtilities.h"
+
+using namespace mlir;
+using namespace mlir::fa4;
+
+static DialectRegistry tileLevelRegistry() {
+  DialectRegistry registry;
+  registerTileLevelDialects(registry);
+  return registry;
+}
+
+ToolSession::ToolSession()
+    : context(tileLevelRegistry()), diagnostics(sourceMgr, &context) {
+  context.loadAllAvailableDialects();
+}
+
+OwningOpRef<ModuleOp> ToolSession::parseFile(StringRef path,
+                                             std::string &error) {
+  error.clear();
+  std::unique_ptr<llvm::MemoryBuffer> file = openInputFile(path, &error);
+  if (!file)
+    return nullptr;
+  sourceMgr.AddNewSourceBuffer(std::move(file), llvm::SMLoc());
+  return parseSourceFile<ModuleOp>(sourceMgr, &context);
+}
