@@ -45,9 +45,23 @@ static std::shared_ptr<Tile> makeTile(Value result, float fill = 0.0f) {
 static Type elementOf(Value value) { return getElementTypeOrSelf(value.getType()); }
 
 bool Interpreter::run(Block &block, std::string &error) {
-  for (Operation &op : block)
+  for (Operation &op : block) {
+    // Every operand must hold a value: an unbound function argument (one that
+    // fa4.spec does not name) would otherwise be read as garbage.
+    for (OpOperand &operand : op.getOpOperands()) {
+      auto it = values.find(operand.get());
+      if (it == values.end() ||
+          std::holds_alternative<std::monostate>(it->second)) {
+        error = "operand #" + std::to_string(operand.getOperandNumber()) +
+                " of '" + op.getName().getStringRef().str() +
+                "' has no value (is it a function argument that fa4.spec "
+                "does not name?)";
+        return false;
+      }
+    }
     if (!execute(&op, error))
       return false;
+  }
   return true;
 }
 

@@ -178,9 +178,19 @@ bool mlir::fa4::sim::simulate(func::FuncOp func, const RunOptions &options,
       }
     }
     buffer.shape.assign(shape.begin(), shape.end());
+    // Past 2^30 elements (4 GiB of floats) a buffer no longer fits the
+    // machines this runs on; say so rather than fail to allocate.
+    constexpr int64_t kMaxElements = int64_t(1) << 30;
     int64_t count = 1;
-    for (int64_t size : shape)
+    for (int64_t size : shape) {
+      if (size > kMaxElements / count) {
+        error = "argument #" +
+                std::to_string(cast<BlockArgument>(value).getArgNumber()) +
+                " would need more than 2^30 elements; use smaller sizes";
+        return false;
+      }
       count *= size;
+    }
     buffer.data.assign(count, 0.0f);
     return true;
   };
