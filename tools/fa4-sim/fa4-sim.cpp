@@ -7,11 +7,11 @@
 //===----------------------------------------------------------------------===//
 
 #include "fa4/Dialect/FA4/IR/FA4Ops.h"
-#include "fa4/Tools/ToolSession.h"
-#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "fa4/Sim/Simulator.h"
+#include "fa4/Tools/ToolSession.h"
 #include "fa4/Transforms/Passes.h"
 
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Pass/PassManager.h"
