@@ -13,14 +13,13 @@ cmake --build "$build" --target fa4-doc >/dev/null
 
 logs=$(mktemp -d)
 trap 'rm -rf "$logs"' EXIT
+# The test commands are defined once, by the check-fa4-* targets.
 set +e
 echo "== unit tests"
-"$build/bin/fa4-unittests" --gtest_brief=1 2>&1 | tee "$logs/unit"
+cmake --build "$build" --target check-fa4-unit 2>&1 | tee "$logs/unit"
 unit_status=${PIPESTATUS[0]}
-
 echo "== lit tests"
-lit=$(command -v lit || echo "${FA4_LLVM_PREFIX:-/usr/lib/llvm-22}/bin/lit")
-"$lit" -sv "$build/test" 2>&1 | tee "$logs/lit"
+cmake --build "$build" --target check-fa4-lit 2>&1 | tee "$logs/lit"
 lit_status=${PIPESTATUS[0]}
 set -e
 

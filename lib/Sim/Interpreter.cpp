@@ -44,24 +44,26 @@ static std::shared_ptr<Tile> makeTile(Value result, float fill = 0.0f) {
 
 static Type elementOf(Value value) { return getElementTypeOrSelf(value.getType()); }
 
+bool Interpreter::runFunction(Block &entry, std::string &error) {
+  // Every op binds its results, so only an argument that fa4.spec does not
+  // name can be read unbound; check those once, before anything runs.
+  for (BlockArgument argument : entry.getArguments()) {
+    if (values.count(argument) || argument.use_empty())
+      continue;
+    OpOperand &use = *argument.use_begin();
+    error = "operand #" + std::to_string(use.getOperandNumber()) + " of '" +
+            use.getOwner()->getName().getStringRef().str() +
+            "' has no value (is it a function argument that fa4.spec does "
+            "not name?)";
+    return false;
+  }
+  return run(entry, error);
+}
+
 bool Interpreter::run(Block &block, std::string &error) {
-  for (Operation &op : block) {
-    // Every operand must hold a value: an unbound function argument (one that
-    // fa4.spec does not name) would otherwise be read as garbage.
-    for (OpOperand &operand : op.getOpOperands()) {
-      auto it = values.find(operand.get());
-      if (it == values.end() ||
-          std::holds_alternative<std::monostate>(it->second)) {
-        error = "operand #" + std::to_string(operand.getOperandNumber()) +
-                " of '" + op.getName().getStringRef().str() +
-                "' has no value (is it a function argument that fa4.spec "
-                "does not name?)";
-        return false;
-      }
-    }
+  for (Operation &op : block)
     if (!execute(&op, error))
       return false;
-  }
   return true;
 }
 

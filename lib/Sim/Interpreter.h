@@ -44,9 +44,9 @@ class Interpreter {
 public:
   void bind(Value value, Buffer *buffer) { values[value] = buffer; }
 
-  /// Runs the ops of `block` in order; returns false with `error` naming the
-  /// op that cannot be run.
-  bool run(Block &block, std::string &error);
+  /// Runs a function body whose memref arguments are bound; returns false
+  /// with `error` naming the op that cannot be run or the unbound argument.
+  bool runFunction(Block &entry, std::string &error);
 
   const InterpreterStats &getStats() const { return stats; }
 
@@ -55,6 +55,7 @@ private:
       std::variant<std::monostate, int64_t, double, std::shared_ptr<Tile>,
                    Buffer *>;
 
+  bool run(Block &block, std::string &error);
   bool execute(Operation *op, std::string &error);
 
   int64_t index(Value value) { return std::get<int64_t>(values[value]); }

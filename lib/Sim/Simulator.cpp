@@ -217,7 +217,7 @@ bool mlir::fa4::sim::simulate(func::FuncOp func, const RunOptions &options,
   interpreter.bind(argument(kOut), &out);
   if (hasLse)
     interpreter.bind(argument(kLse), &lse);
-  if (!interpreter.run(func.getBody().front(), error))
+  if (!interpreter.runFunction(func.getBody().front(), error))
     return false;
 
   std::vector<double> refOut, refLse;
