@@ -34,7 +34,23 @@ struct PipelineOptions : public PassPipelineOptions<PipelineOptions> {
       *this, "rescale-threshold",
       llvm::cl::desc("Online-softmax rescale threshold in log2 units"),
       llvm::cl::init(8.0)};
+  PassOptions::Option<int64_t> kvStages{
+      *this, "kv-stages",
+      llvm::cl::desc("K/V ring stages (0: as many as shared memory holds)"),
+      llvm::cl::init(0)};
+  PassOptions::Option<int64_t> smCount{
+      *this, "sm-count",
+      llvm::cl::desc("SMs of the target: the persistent grid's size"),
+      llvm::cl::init(148)};
+  PassOptions::Option<std::string> testMutation{
+      *this, "test-mutation",
+      llvm::cl::desc("Test only: break the level-C protocol in a named way "
+                     "(see fa4c --help)"),
+      llvm::cl::init("")};
 };
+
+/// The protocol breakages `test-mutation` knows, for the simulator's tests.
+ArrayRef<StringRef> getTestMutations();
 
 /// The stages of the pipeline in order, by the names `--stop-after` takes.
 ArrayRef<StringRef> getPipelineStages();

@@ -42,4 +42,155 @@ def FA4TileAttention : Pass<"fa4-tile", "::mlir::func::FuncOp"> {
   ];
 }
 
+//===----------------------------------------------------------------------===//
+// Level B -> level C: the Blackwell schedule, one step per pass.
+//===----------------------------------------------------------------------===//
+
+def FA4AssignWarpRoles : Pass<"fa4-assign-warp-roles", "::mlir::func::FuncOp"> {
+  let summary = "split the tile program over FA4's warp roles (level B -> C)";
+  let description = [{
+    Re-expresses the tile program `fa4-tile` wrote as one `fa4.warp_specialize`
+    with FA4's cast of 16 warps (512 threads):
+
+    | role | warps | registers | job |
+    |---|---|---|---|
+    | softmax0 | 0-3 | 192 | Q tile 0: mask, online softmax, P into TMEM |
+    | softmax1 | 4-7 | 192 | Q tile 1 |
+    | correction | 8-11 | 80 | rescale O, O / row_sum, LSE, stage O |
+    | mma | 12 | 48 | one elected thread issues both MMAs |
+    | epilogue | 13 | 48 | TMA store of O |
+    | load | 14 | 48 | TMA loads of Q, K and V |
+    | idle | 15 | 48 | |
+
+    Data moves between roles only through buffers: Q and K/V tiles in shared
+    memory (`fa4.smem_alloc`), S, P and O in tensor memory (`fa4.tmem_alloc`,
+    P an f16/bf16 `fa4.tmem_view` of S), the softmax's row statistics in shared
+    memory. Every hand-off is a ring item: the producer brackets its writes
+    with `fa4.producer_acquire` / `fa4.producer_commit`, each consumer its
+    reads with `fa4.consumer_wait` / `fa4.consumer_release`, all indexed by
+    running counts that every role derives alike. Each role walks all tasks
+    in order (`fa4.task_coords`, static); the MMA warp issues, per KV block,
+    both score MMAs and then both value MMAs.
+
+    Requires: a function with `fa4.spec` holding the tile program of
+    `fa4-tile`. Guarantees: the register budgets fit 64 K registers (the
+    `fa4.warp_specialize` verifier says which role overflows otherwise); no
+    level-B memory op remains.
+  }];
+  let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::scf::SCFDialect"];
+}
+
+def FA4PipelineStages : Pass<"fa4-pipeline-stages", "::mlir::func::FuncOp"> {
+  let summary = "size the rings and interleave the MMA warp's two Q stages";
+  let description = [{
+    * Q has two stages (one per Q tile); the K/V ring gets as many stages as
+      the 227 KB of shared memory hold beside Q, the O staging and the
+      statistics (3 for head dim 128 in fp16); `kv-stages` overrides.
+    * The MMA warp's per-block stream `S0, S1, O0, O1` becomes FA4's
+      interleave: `S0(0) S1(0)`, then per block `O0(k-1) S0(k) O1(k-1) S1(k)`,
+      then `O0(n-1) O1(n-1)`, so that one Q tile's softmax runs while the
+      tensor core works on the other's MMAs.
+
+    Requires: the output of `fa4-assign-warp-roles`. Guarantees: the shared
+    memory the rings take fits the budget (a diagnostic names the bytes
+    otherwise); the warp-specialize op carries `fa4.smem_bytes`.
+  }];
+  let dependentDialects = ["::mlir::arith::ArithDialect"];
+  let options = [
+    Option<"kvStages", "kv-stages", "int64_t", "0",
+           "K/V ring stages (0: as many as shared memory holds)">
+  ];
+}
+
+def FA4InsertBarriers : Pass<"fa4-insert-barriers", "::mlir::func::FuncOp"> {
+  let summary = "turn ring hand-offs into mbarriers of three kinds";
+  let description = [{
+    Each buffer with hand-offs gets a `full` mbarrier array (producer to
+    consumers) and, when its producer ever waits for it, an `empty` one
+    (consumers to producer), one barrier per stage. The kind follows what
+    completes the hand-off:
+
+    * `tma`: a TMA load fills the stage; the producer announces the bytes with
+      `fa4.mbarrier_expect_tx` and the load signals the barrier;
+    * `tcgen05`: the tensor core produced (S, O) or consumed (K/V, Q, P) it;
+      the MMA warp arrives with `fa4.mma_commit` after its last op on it;
+    * `threads`: a role's threads wrote or read it; each arrives
+      (`fa4.mbarrier_arrive`), the count being the role's thread count.
+
+    Waits use the item's round parity (`fa4.mbarrier_wait`); a producer waits
+    on the `empty` barrier for the previous round (`prior`). The value MMA so
+    waits on three gates: V landed (kv_full), P written (P_full), O rescaled
+    or released by correction (O_empty); a K/V stage returns to the loader
+    when the commit after the last MMA reading it fires. The table of
+    barriers (name, kind, count, stages, producer, consumers) is written as
+    `fa4.barriers` on the warp-specialize op.
+
+    `test-mutation` breaks the protocol on purpose, for the simulator's tests:
+    `drop-o-rescaled-gate`, `release-kv-early`, `wrong-phase`,
+    `tma-barrier-as-threads`.
+  }];
+  let options = [
+    Option<"testMutation", "test-mutation", "std::string", "\"\"",
+           "Test only: break the protocol in a named way">
+  ];
+}
+
+def FA4AllocateTmem : Pass<"fa4-allocate-tmem", "::mlir::func::FuncOp"> {
+  let summary = "place S, P and O in the CTA's tensor memory";
+  let description = [{
+    Assigns each `fa4.tmem_alloc` its first column, in order, first fit
+    (S0 at 0, S1 at 128, O0 at 256, O1 at 256 + head_dim); a `fa4.tmem_view`
+    (P) shares its source's columns, since P is written only after S is
+    consumed. More than 512 columns is a diagnostic naming every buffer and
+    its columns. The MMA warp allocates the columns (a power of two) and
+    relinquishes the allocation permit at its start; at its end it waits for
+    every role that touches TMEM to finish (the `tmem_dealloc` barrier) and
+    frees them.
+
+    `test-mutation=p-aliases-next-s` puts P0 over S1 and P1 over S0 (a P
+    written before that S is consumed), for the simulator's tests.
+  }];
+  let options = [
+    Option<"testMutation", "test-mutation", "std::string", "\"\"",
+           "Test only: alias P onto the other stage's S">
+  ];
+}
+
+def FA4ExpandCorrection : Pass<"fa4-correction", "::mlir::func::FuncOp"> {
+  let summary = "the correction role's TMEM round trips";
+  let description = [{
+    `fa4.rescale_o` becomes a guarded loop of 16-column chunks, TMEM ->
+    registers -> TMEM (`fa4.tmem_load`, `fa4.correction`, `fa4.tmem_store`).
+    The guard (`fa4.needs_rescale`, a warp vote) skips the whole round trip
+    when no row's max moved and when every move stayed under the rescale
+    threshold: in both cases the softmax reported a factor of exactly 1.
+    `fa4.finalize_o` becomes the TMEM load of O and `fa4.normalize`; the
+    result is staged in shared memory for the epilogue warp.
+
+    `test-mutation=release-o-before-rescale` hands O back to the value MMA
+    before rescaling it, for the simulator's tests.
+  }];
+  let dependentDialects = ["::mlir::scf::SCFDialect"];
+  let options = [
+    Option<"testMutation", "test-mutation", "std::string", "\"\"",
+           "Test only: release O before the rescale">
+  ];
+}
+
+def FA4TileScheduler : Pass<"fa4-tile-scheduler", "::mlir::func::FuncOp"> {
+  let summary = "make the kernel persistent: one CTA per SM walks the tasks";
+  let description = [{
+    Every role's task loop starts at `fa4.cta_id` and strides by
+    `fa4.grid_size` (min(sm-count, tasks) CTAs at launch). Causal and
+    windowed attention take the tasks in LPT order (m_blocks with the most
+    visible KV blocks first); without a mask the order is static. The policy
+    is recorded as `fa4.grid` on the warp-specialize op.
+  }];
+  let options = [
+    Option<"smCount", "sm-count", "int64_t", "148",
+           "SMs of the target: the persistent grid's size">
+  ];
+}
+
 #endif // FA4_TRANSFORMS_PASSES_TD

@@ -14,11 +14,17 @@ using namespace mlir::fa4;
 #include "fa4/Dialect/FA4/IR/FA4Enums.cpp.inc"
 #define GET_ATTRDEF_CLASSES
 #include "fa4/Dialect/FA4/IR/FA4Attrs.cpp.inc"
+#define GET_TYPEDEF_CLASSES
+#include "fa4/Dialect/FA4/IR/FA4Types.cpp.inc"
 
 void FA4Dialect::initialize() {
   addAttributes<
 #define GET_ATTRDEF_LIST
 #include "fa4/Dialect/FA4/IR/FA4Attrs.cpp.inc"
+      >();
+  addTypes<
+#define GET_TYPEDEF_LIST
+#include "fa4/Dialect/FA4/IR/FA4Types.cpp.inc"
       >();
   addOperations<
 #define GET_OP_LIST

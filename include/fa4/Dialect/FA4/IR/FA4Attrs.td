@@ -21,4 +21,28 @@ def FA4_MaskKindAttr : EnumAttr<FA4_Dialect, FA4_MaskKind, "mask"> {
   let assemblyFormat = "`<` $value `>`";
 }
 
+def FA4_BarrierKind : I32EnumAttr<"BarrierKind",
+    "what completes an mbarrier's phase", [
+    I32EnumAttrCase<"tma", 0>,
+    I32EnumAttrCase<"tcgen05", 1>,
+    I32EnumAttrCase<"threads", 2>
+  ]> {
+  let cppNamespace = "::mlir::fa4";
+  let genSpecializedAttr = 0;
+}
+
+def FA4_TaskOrder : I32EnumAttr<"TaskOrder",
+    "the order in which a persistent CTA takes its tasks", [
+    I32EnumAttrCase<"static_order", 0, "static">,
+    I32EnumAttrCase<"lpt", 1>
+  ]> {
+  let cppNamespace = "::mlir::fa4";
+  let genSpecializedAttr = 0;
+}
+
+def FA4_TaskOrderAttr : EnumAttr<FA4_Dialect, FA4_TaskOrder, "task_order"> {
+  let summary = "task order: static (round robin) or lpt (heaviest first)";
+  let assemblyFormat = "`<` $value `>`";
+}
+
 #endif // FA4_DIALECT_FA4_IR_FA4ATTRS_TD

@@ -13,4 +13,7 @@
 #define GET_ATTRDEF_CLASSES
 #include "fa4/Dialect/FA4/IR/FA4Attrs.h.inc"
 
+#define GET_TYPEDEF_CLASSES
+#include "fa4/Dialect/FA4/IR/FA4Types.h.inc"
+
 #endif // FA4_DIALECT_FA4_IR_FA4DIALECT_H

@@ -28,10 +28,16 @@ def FA4_Dialect : Dialect {
       inside `scf.for` loops over KV blocks that carry the running row max, row
       sum and output accumulator.
 
+    * **Level C (schedule).** Who does what when on Blackwell: warp roles as
+      regions (`fa4.warp_specialize`, `fa4.role`), staged shared-memory and
+      tensor-memory buffers with aliasing views, mbarriers of three kinds,
+      asynchronous TMA and tensor-core ops, and the persistent tile scheduler.
+
     Tiles are SSA values of ranked tensor type. Every level can be executed on
     the CPU by `fa4-sim`.
   }];
   let useDefaultAttributePrinterParser = 1;
+  let useDefaultTypePrinterParser = 1;
 }
 
 class FA4_Op<string mnemonic, list<Trait> traits = []>

@@ -371,4 +371,6 @@ def FA4_StoreLseTileOp : FA4_Op<"store_lse_tile"> {
   let hasVerifier = 1;
 }
 
+include "fa4/Dialect/FA4/IR/FA4ScheduleOps.td"
+
 #endif // FA4_DIALECT_FA4_IR_FA4OPS_TD

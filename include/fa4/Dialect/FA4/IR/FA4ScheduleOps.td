@@ -1,0 +1,614 @@
+//===- FA4ScheduleOps.td - level C: the Blackwell schedule -*- tablegen -*-===//
+//
+// Who does what when: warp roles as regions, staged SMEM and TMEM buffers,
+// mbarriers with a kind, asynchronous TMA and tensor-core ops, and the
+// persistent tile scheduler. Free of NVVM details: the conversion to NVVM
+// decides instructions, descriptors and addresses.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef FA4_DIALECT_FA4_IR_FA4SCHEDULEOPS_TD
+#define FA4_DIALECT_FA4_IR_FA4SCHEDULEOPS_TD
+
+include "fa4/Dialect/FA4/IR/FA4Types.td"
+include "mlir/IR/OpBase.td"
+
+def FA4_AnyBuffer : AnyTypeOf<[FA4_SmemType, FA4_TmemType]>;
+
+//===----------------------------------------------------------------------===//
+// Roles
+//===----------------------------------------------------------------------===//
+
+def FA4_WarpSpecializeOp : FA4_Op<"warp_specialize",
+    [SingleBlock, NoTerminator]> {
+  let summary = "the CTA's warps, split into roles that run concurrently";
+  let description = [{
+    Holds one `fa4.role` per job of the CTA. Every role runs its region at the
+    same time as the others; they share the buffers and mbarriers defined
+    before this op and nothing else. The verifier checks that the roles'
+    warps are disjoint and that their register budgets fit the 64 K registers
+    of an SM.
+
+    ```mlir
+    fa4.warp_specialize {
+      fa4.role "load" warps(14, 1) registers(48) { ... }
+      fa4.role "mma" warps(12, 1) registers(48) { ... }
+    }
+    ```
+  }];
+  let regions = (region SizedRegion<1>:$roles);
+  let assemblyFormat = "attr-dict-with-keyword $roles";
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    /// Total threads of the CTA: 32 per warp of every role.
+    int64_t getNumThreads();
+  }];
+}
+
+def FA4_RoleOp : FA4_Op<"role", [SingleBlock, NoTerminator,
+    HasParent<"WarpSpecializeOp">]> {
+  let summary = "one job of the CTA: warps, a register budget and a program";
+  let description = [{
+    Warps `first_warp` to `first_warp + num_warps - 1` run `body`, each thread
+    limited to `registers` registers (set with `setmaxnreg` at the start of the
+    role). Within a role, tensor-core and TMA ops are issued by one elected
+    thread; tiles held in registers are spread over the role's threads, one
+    TMEM lane (one row) per thread of a warpgroup.
+
+    ```mlir
+    fa4.role "softmax0" warps(0, 4) registers(192) {
+      ...
+    }
+    ```
+  }];
+  let arguments = (ins StrAttr:$name, I64Attr:$first_warp, I64Attr:$num_warps,
+    I64Attr:$registers);
+  let regions = (region SizedRegion<1>:$body);
+  let assemblyFormat = [{
+    $name `warps` `(` $first_warp `,` $num_warps `)` `registers` `(`
+    $registers `)` attr-dict-with-keyword $body
+  }];
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    int64_t getNumThreads() { return getNumWarps() * 32; }
+  }];
+}
+
+//===----------------------------------------------------------------------===//
+// Memories
+//===----------------------------------------------------------------------===//
+
+def FA4_SmemAllocOp : FA4_Op<"smem_alloc"> {
+  let summary = "a staged shared-memory buffer of the CTA";
+  let description = [{
+    ```mlir
+    %kv = fa4.smem_alloc "kv" : !fa4.smem<[128, 128], f16, stages = 3>
+    ```
+  }];
+  let arguments = (ins StrAttr:$name);
+  let results = (outs FA4_SmemType:$buffer);
+  let assemblyFormat = "$name attr-dict `:` type($buffer)";
+}
+
+def FA4_TmemAllocOp : FA4_Op<"tmem_alloc"> {
+  let summary = "an f32 tensor-memory buffer (an accumulator)";
+  let description = [{
+    One 128-lane accumulator. `column_offset`, the first 32-bit column it
+    occupies in the CTA's TMEM allocation, is assigned by
+    `fa4-allocate-tmem`.
+
+    ```mlir
+    %s0 = fa4.tmem_alloc "S0" {column_offset = 0 : i64}
+        : !fa4.tmem<[128, 128], f32>
+    ```
+  }];
+  let arguments = (ins StrAttr:$name, OptionalAttr<I64Attr>:$column_offset);
+  let results = (outs FA4_TmemType:$buffer);
+  let assemblyFormat = "$name attr-dict `:` type($buffer)";
+  let hasVerifier = 1;
+}
+
+def FA4_TmemViewOp : FA4_Op<"tmem_view"> {
+  let summary = "reinterpret a TMEM buffer's columns with another element type";
+  let description = [{
+    The view shares the source's columns from its first one: P, an f16 view
+    of S, packs two probabilities per 32-bit column, so 128 of them occupy the
+    first 64 columns of S. Writing the view overwrites S; a producer writes it
+    only after S has been consumed.
+
+    ```mlir
+    %p0 = fa4.tmem_view "P0" %s0 : !fa4.tmem<[128, 128], f32> -> !fa4.tmem<[128, 128], f16>
+    ```
+  }];
+  let arguments = (ins StrAttr:$name, FA4_TmemType:$source);
+  let results = (outs FA4_TmemType:$view);
+  let assemblyFormat = [{
+    $name $source attr-dict `:` type($source) `->` type($view)
+  }];
+  let hasVerifier = 1;
+}
+
+def FA4_MBarrierAllocOp : FA4_Op<"mbarrier_alloc"> {
+  let summary = "an array of mbarriers in shared memory";
+  let description = [{
+    `count` is the number of arrivals that complete a phase: 1 for `tma` and
+    `tcgen05` barriers (one elected thread announces the bytes or commits),
+    the arriving role's thread count for `threads` barriers.
+
+    ```mlir
+    %full = fa4.mbarrier_alloc "kv_full" {count = 1 : i64}
+        : !fa4.mbarrier<tma, stages = 3>
+    ```
+  }];
+  let arguments = (ins StrAttr:$name, ConfinedAttr<I64Attr, [IntPositive]>:$count);
+  let results = (outs FA4_MBarrierType:$barrier);
+  let assemblyFormat = "$name attr-dict `:` type($barrier)";
+}
+
+//===----------------------------------------------------------------------===//
+// Hand-offs before barriers exist
+//===----------------------------------------------------------------------===//
+
+class FA4_HandoffOp<string mnemonic, string what> : FA4_Op<mnemonic> {
+  let summary = what;
+  let arguments = (ins FA4_AnyBuffer:$buffer, Index:$count);
+  let assemblyFormat = "$buffer `[` $count `]` attr-dict `:` type($buffer)";
+}
+
+def FA4_ProducerAcquireOp : FA4_HandoffOp<"producer_acquire",
+    "wait until ring item `count`'s stage is free to be written"> {
+  let description = [{
+    A hand-off between roles, written by `fa4-assign-warp-roles` and replaced
+    by mbarrier waits in `fa4-insert-barriers`. The stage of item `count` was
+    last used by item `count - stages`; the producer waits for its consumers
+    to release it (at once in the first round).
+
+    ```mlir
+    fa4.producer_acquire %kv[%n] : !fa4.smem<[128, 128], f16, stages = 3>
+    ```
+  }];
+}
+
+def FA4_ProducerCommitOp : FA4_HandoffOp<"producer_commit",
+    "ring item `count` is written (by the preceding ops of this role)"> {
+  let description = [{
+    ```mlir
+    fa4.producer_commit %kv[%n] : !fa4.smem<[128, 128], f16, stages = 3>
+    ```
+  }];
+}
+
+def FA4_ConsumerWaitOp : FA4_HandoffOp<"consumer_wait",
+    "wait until ring item `count` has been written"> {
+  let description = [{
+    ```mlir
+    fa4.consumer_wait %kv[%n] : !fa4.smem<[128, 128], f16, stages = 3>
+    ```
+  }];
+}
+
+def FA4_ConsumerReleaseOp : FA4_HandoffOp<"consumer_release",
+    "this role is done with ring item `count`"> {
+  let description = [{
+    ```mlir
+    fa4.consumer_release %kv[%n] : !fa4.smem<[128, 128], f16, stages = 3>
+    ```
+  }];
+}
+
+//===----------------------------------------------------------------------===//
+// mbarriers
+//===----------------------------------------------------------------------===//
+
+class FA4_BarrierOp<string mnemonic> : FA4_Op<mnemonic> {
+  let arguments = (ins FA4_MBarrierType:$barrier, Index:$count);
+  let assemblyFormat = "$barrier `[` $count `]` attr-dict `:` type($barrier)";
+}
+
+def FA4_MBarrierWaitOp : FA4_Op<"mbarrier_wait"> {
+  let summary = "wait for a phase of one barrier of the array";
+  let description = [{
+    Waits on barrier `count % stages` for the completion of its phase
+    `count / stages`, by that phase's parity (as `try_wait.parity` does).
+    With `prior`, waits for the phase before it instead, which a fresh barrier
+    counts as complete: a producer waits so for its consumers to have
+    released the stage's previous round.
+
+    ```mlir
+    fa4.mbarrier_wait %kv_full[%n] : !fa4.mbarrier<tma, stages = 3>
+    fa4.mbarrier_wait %kv_empty[%n] prior : !fa4.mbarrier<tcgen05, stages = 3>
+    ```
+  }];
+  let arguments = (ins FA4_MBarrierType:$barrier, Index:$count, UnitAttr:$prior);
+  let assemblyFormat = [{
+    $barrier `[` $count `]` (`prior` $prior^)? attr-dict `:` type($barrier)
+  }];
+}
+
+def FA4_MBarrierArriveOp : FA4_BarrierOp<"mbarrier_arrive"> {
+  let summary = "every thread of this role arrives on a barrier";
+  let description = [{
+    Counts one arrival per thread of the enclosing role on barrier
+    `count % stages`.
+
+    ```mlir
+    fa4.mbarrier_arrive %p_full[%n] : !fa4.mbarrier<threads, stages = 1>
+    ```
+  }];
+  let hasVerifier = 1;
+}
+
+def FA4_MBarrierExpectTxOp : FA4_Op<"mbarrier_expect_tx"> {
+  let summary = "one elected thread arrives and announces transaction bytes";
+  let description = [{
+    The phase completes once the arrival count is met and the announced
+    bytes have landed (TMA ops signalling this barrier deliver them).
+
+    ```mlir
+    fa4.mbarrier_expect_tx %kv_full[%n], 32768 : !fa4.mbarrier<tma, stages = 3>
+    ```
+  }];
+  let arguments = (ins FA4_MBarrierType:$barrier, Index:$count,
+    ConfinedAttr<I64Attr, [IntPositive]>:$bytes);
+  let assemblyFormat = [{
+    $barrier `[` $count `]` `,` $bytes attr-dict `:` type($barrier)
+  }];
+}
+
+def FA4_MmaCommitOp : FA4_BarrierOp<"mma_commit"> {
+  let summary = "arrive on a barrier once every tensor-core op issued so far is done";
+  let description = [{
+    `tcgen05.commit`: tracks all earlier tensor-core ops of the issuing
+    thread; the arrival happens when they complete.
+
+    ```mlir
+    fa4.mma_commit %s_full[%n] : !fa4.mbarrier<tcgen05, stages = 1>
+    ```
+  }];
+}
+
+//===----------------------------------------------------------------------===//
+// Asynchronous copies and tensor-core ops
+//===----------------------------------------------------------------------===//
+
+def FA4_TmaLoadOp : FA4_Op<"tma_load", [AttrSizedOperandSegments]> {
+  let summary = "asynchronous tile copy from global to shared memory";
+  let description = [{
+    Copies the tile at (`batch`, `head`, `row`) into ring item `count` of
+    `buffer`. With `gqa_ratio` r, packed row `p` comes from sequence position
+    `(row + p) / r` of query head `head * r + (row + p) % r` (Q tiles); with
+    r = 1 row `p` is position `row + p` of head `head` (K and V tiles). Rows
+    past the sequence are zero-filled, never read. On completion the bytes
+    are delivered to `barrier` (added by `fa4-insert-barriers`).
+
+    ```mlir
+    fa4.tma_load %k[%b, %h, %key] -> %kv[%n] signal %kv_full[%n]
+        {gqa_ratio = 1 : i64} : memref<?x?x8x128xf16>,
+        !fa4.smem<[128, 128], f16, stages = 3>, !fa4.mbarrier<tma, stages = 3>
+    ```
+  }];
+  let arguments = (ins Arg<AnyMemRef, "source", [MemRead]>:$source,
+    Index:$batch, Index:$head, Index:$row, FA4_SmemType:$buffer, Index:$count,
+    Optional<FA4_MBarrierType>:$barrier, Optional<Index>:$barrier_count,
+    ConfinedAttr<I64Attr, [IntPositive]>:$gqa_ratio);
+  let assemblyFormat = [{
+    $source `[` $batch `,` $head `,` $row `]` `->` $buffer `[` $count `]`
+    (`signal` $barrier^ `[` $barrier_count `]`)? attr-dict `:` type($source)
+    `,` type($buffer) (`,` type($barrier)^)?
+  }];
+  let hasVerifier = 1;
+}
+
+def FA4_TmaStoreOp : FA4_Op<"tma_store"> {
+  let summary = "asynchronous tile copy from shared to global memory";
+  let description = [{
+    The inverse of `fa4.tma_load` for the output: rows past the sequence are
+    not written. The source stage may be reused after `fa4.tma_store_wait`.
+
+    ```mlir
+    fa4.tma_store %ostage[%n] -> %o[%b, %h, %row] {gqa_ratio = 4 : i64}
+        : !fa4.smem<[128, 128], f16, stages = 2>, memref<?x?x32x128xf16>
+    ```
+  }];
+  let arguments = (ins FA4_SmemType:$buffer, Index:$count,
+    Arg<AnyMemRef, "destination", [MemWrite]>:$dest,
+    Index:$batch, Index:$head, Index:$row,
+    ConfinedAttr<I64Attr, [IntPositive]>:$gqa_ratio);
+  let assemblyFormat = [{
+    $buffer `[` $count `]` `->` $dest `[` $batch `,` $head `,` $row `]`
+    attr-dict `:` type($buffer) `,` type($dest)
+  }];
+  let hasVerifier = 1;
+}
+
+def FA4_TmaStoreWaitOp : FA4_Op<"tma_store_wait"> {
+  let summary = "wait until this thread's TMA stores have read their sources";
+  let description = [{
+    ```mlir
+    fa4.tma_store_wait
+    ```
+  }];
+  let assemblyFormat = "attr-dict";
+}
+
+def FA4_ScoreMmaAsyncOp : FA4_Op<"score_mma_async"> {
+  let summary = "S = Q·Kᵀ on the tensor core, into TMEM";
+  let description = [{
+    Issued by one thread; completes asynchronously, in issue order with the
+    thread's other tensor-core ops (`fa4.mma_commit` observes completion).
+
+    ```mlir
+    fa4.score_mma_async %q[%qn], %kv[%n] -> %s0
+        : !fa4.smem<[128, 128], f16, stages = 2>,
+          !fa4.smem<[128, 128], f16, stages = 3>, !fa4.tmem<[128, 128], f32>
+    ```
+  }];
+  let arguments = (ins FA4_SmemType:$query, Index:$query_count,
+    FA4_SmemType:$key, Index:$key_count, FA4_TmemType:$scores);
+  let assemblyFormat = [{
+    $query `[` $query_count `]` `,` $key `[` $key_count `]` `->` $scores
+    attr-dict `:` type($query) `,` type($key) `,` type($scores)
+  }];
+  let hasVerifier = 1;
+}
+
+def FA4_ValueMmaAsyncOp : FA4_Op<"value_mma_async"> {
+  let summary = "O = P·V (+ O when accumulate), P read from TMEM";
+  let description = [{
+    ```mlir
+    fa4.value_mma_async %p0, %kv[%n] -> %o0, accumulate %acc
+        : !fa4.tmem<[128, 128], f16>, !fa4.smem<[128, 128], f16, stages = 3>,
+          !fa4.tmem<[128, 128], f32>
+    ```
+  }];
+  let arguments = (ins FA4_TmemType:$probs, FA4_SmemType:$value,
+    Index:$value_count, FA4_TmemType:$acc, I1:$accumulate);
+  let assemblyFormat = [{
+    $probs `,` $value `[` $value_count `]` `->` $acc `,` `accumulate`
+    $accumulate attr-dict `:` type($probs) `,` type($value) `,` type($acc)
+  }];
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Register <-> memory
+//===----------------------------------------------------------------------===//
+
+def FA4_TmemLoadOp : FA4_Op<"tmem_load"> {
+  let summary = "read columns of a TMEM buffer into registers";
+  let description = [{
+    Reads `result`'s columns starting at element column `column`; thread `t`
+    of the warpgroup receives lane `t` (row `t`).
+
+    ```mlir
+    %chunk = fa4.tmem_load %o0[%c16] : !fa4.tmem<[128, 128], f32> -> tensor<128x16xf32>
+    ```
+  }];
+  let arguments = (ins FA4_TmemType:$buffer, Index:$column);
+  let results = (outs FA4_Tile:$result);
+  let assemblyFormat = [{
+    $buffer `[` $column `]` attr-dict `:` type($buffer) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def FA4_TmemStoreOp : FA4_Op<"tmem_store"> {
+  let summary = "write registers into columns of a TMEM buffer";
+  let description = [{
+    ```mlir
+    fa4.tmem_store %p, %p0[%c0] : tensor<128x128xf16>, !fa4.tmem<[128, 128], f16>
+    ```
+  }];
+  let arguments = (ins FA4_Tile:$tile, FA4_TmemType:$buffer, Index:$column);
+  let assemblyFormat = [{
+    $tile `,` $buffer `[` $column `]` attr-dict `:` type($tile) `,` type($buffer)
+  }];
+  let hasVerifier = 1;
+}
+
+def FA4_SmemStoreOp : FA4_Op<"smem_store"> {
+  let summary = "write a tile (or one row of it) into a ring item";
+  let description = [{
+    Without `row`, `tile` fills the stage; with it, the 1-D `tile` fills that
+    row of the stage.
+
+    ```mlir
+    fa4.smem_store %alpha, %stats0[%n] row 0 : tensor<128xf32>,
+        !fa4.smem<[2, 128], f32, stages = 1>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$tile, FA4_SmemType:$buffer, Index:$count,
+    OptionalAttr<I64Attr>:$row);
+  let assemblyFormat = [{
+    $tile `,` $buffer `[` $count `]` (`row` $row^)? attr-dict `:` type($tile)
+    `,` type($buffer)
+  }];
+  let hasVerifier = 1;
+}
+
+def FA4_SmemLoadOp : FA4_Op<"smem_load"> {
+  let summary = "read a tile (or one row of it) from a ring item";
+  let description = [{
+    ```mlir
+    %alpha = fa4.smem_load %stats0[%n] row 0
+        : !fa4.smem<[2, 128], f32, stages = 1> -> tensor<128xf32>
+    ```
+  }];
+  let arguments = (ins FA4_SmemType:$buffer, Index:$count,
+    OptionalAttr<I64Attr>:$row);
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = [{
+    $buffer `[` $count `]` (`row` $row^)? attr-dict `:` type($buffer) `->`
+    type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Correction
+//===----------------------------------------------------------------------===//
+
+def FA4_RescaleOOp : FA4_Op<"rescale_o"> {
+  let summary = "rescale the O accumulator in TMEM by the softmax's acc_scale";
+  let description = [{
+    What the correction role owes the value MMA before it accumulates again;
+    `fa4-correction` expands it into guarded 16-column TMEM round trips.
+
+    ```mlir
+    fa4.rescale_o %o0, %alpha : !fa4.tmem<[128, 128], f32>, tensor<128xf32>
+    ```
+  }];
+  let arguments = (ins FA4_TmemType:$acc, FA4_RowVector:$acc_scale);
+  let assemblyFormat = [{
+    $acc `,` $acc_scale attr-dict `:` type($acc) `,` type($acc_scale)
+  }];
+  let hasVerifier = 1;
+}
+
+def FA4_FinalizeOOp : FA4_Op<"finalize_o",
+    [AllTypesMatch<["row_max", "row_sum", "lse"]>]> {
+  let summary = "read O from TMEM and normalize it: O / row_sum and the LSE";
+  let description = [{
+    `fa4-correction` expands it into TMEM loads and `fa4.normalize`.
+
+    ```mlir
+    %out, %lse = fa4.finalize_o %o0, %m, %l {scale_log2 = 0.127517 : f32}
+        : !fa4.tmem<[128, 128], f32>, tensor<128xf32>
+        -> tensor<128x128xf16>
+    ```
+  }];
+  let arguments = (ins FA4_TmemType:$acc, FA4_RowVector:$row_max,
+    FA4_RowVector:$row_sum, ConfinedAttr<F32Attr, [FA4_FloatPositive]>:$scale_log2);
+  let results = (outs FA4_Tile:$out, FA4_RowVector:$lse);
+  let assemblyFormat = [{
+    $acc `,` $row_max `,` $row_sum attr-dict `:` type($acc) `,` type($row_max)
+    `->` type($out)
+  }];
+  let hasVerifier = 1;
+}
+
+def FA4_NeedsRescaleOp : FA4_Op<"needs_rescale", [Pure]> {
+  let summary = "whether any row's acc_scale differs from 1";
+  let description = [{
+    The warp vote (`any_sync`) that guards the O rescale: false when no row's
+    max moved, or every move stayed under the rescale threshold (the softmax
+    kept the stale max and reported a factor of exactly 1).
+
+    ```mlir
+    %rescale = fa4.needs_rescale %alpha : tensor<128xf32>
+    ```
+  }];
+  let arguments = (ins FA4_RowVector:$acc_scale);
+  let results = (outs I1:$result);
+  let assemblyFormat = "$acc_scale attr-dict `:` type($acc_scale)";
+}
+
+//===----------------------------------------------------------------------===//
+// TMEM allocation
+//===----------------------------------------------------------------------===//
+
+def FA4_TmemAllocColumnsOp : FA4_Op<"tmem_alloc_columns"> {
+  let summary = "allocate the CTA's TMEM columns (one warp, collectively)";
+  let description = [{
+    ```mlir
+    fa4.tmem_alloc_columns {columns = 512 : i64}
+    ```
+  }];
+  let arguments = (ins ConfinedAttr<I64Attr, [IntPositive]>:$columns);
+  let assemblyFormat = "attr-dict";
+  let hasVerifier = 1;
+}
+
+def FA4_TmemRelinquishOp : FA4_Op<"tmem_relinquish"> {
+  let summary = "give up the right to allocate more TMEM";
+  let description = [{
+    ```mlir
+    fa4.tmem_relinquish
+    ```
+  }];
+  let assemblyFormat = "attr-dict";
+}
+
+def FA4_TmemDeallocOp : FA4_Op<"tmem_dealloc"> {
+  let summary = "free the CTA's TMEM columns";
+  let description = [{
+    ```mlir
+    fa4.tmem_dealloc {columns = 512 : i64}
+    ```
+  }];
+  let arguments = (ins ConfinedAttr<I64Attr, [IntPositive]>:$columns);
+  let assemblyFormat = "attr-dict";
+}
+
+//===----------------------------------------------------------------------===//
+// The persistent tile scheduler
+//===----------------------------------------------------------------------===//
+
+def FA4_TaskCountOp : FA4_Op<"task_count", [Pure]> {
+  let summary = "the number of (batch, kv_head, m_block) tasks";
+  let description = [{
+    `batch · kv_heads · ceil(seq_q · gqa_ratio / rows)`.
+
+    ```mlir
+    %n = fa4.task_count %batch, %seq_q {kv_heads = 8 : i64, gqa_ratio = 4 : i64,
+        rows = 256 : i64}
+    ```
+  }];
+  let arguments = (ins Index:$batch, Index:$seq_q,
+    ConfinedAttr<I64Attr, [IntPositive]>:$kv_heads,
+    ConfinedAttr<I64Attr, [IntPositive]>:$gqa_ratio,
+    ConfinedAttr<I64Attr, [IntPositive]>:$rows);
+  let results = (outs Index:$result);
+  let assemblyFormat = "$batch `,` $seq_q attr-dict";
+}
+
+def FA4_TaskCoordsOp : FA4_Op<"task_coords", [Pure]> {
+  let summary = "the task at position `index` of the schedule";
+  let description = [{
+    `static`: m_block fastest, then kv_head, then batch. `lpt`: m_blocks by
+    their number of visible KV blocks, heaviest first (the mask attributes
+    give the band), every (batch, kv_head) of one m_block together.
+
+    ```mlir
+    %b, %h, %m = fa4.task_coords %t, %batch, %seq_q, %seq_k {order = #fa4.task_order<lpt>,
+        kv_heads = 8 : i64, gqa_ratio = 4 : i64, rows = 256 : i64,
+        block_n = 128 : i64, mask = #fa4.mask<causal>}
+    ```
+  }];
+  let arguments = (ins Index:$index, Index:$batch, Index:$seq_q, Index:$seq_k,
+    FA4_TaskOrderAttr:$order,
+    ConfinedAttr<I64Attr, [IntPositive]>:$kv_heads,
+    ConfinedAttr<I64Attr, [IntPositive]>:$gqa_ratio,
+    ConfinedAttr<I64Attr, [IntPositive]>:$rows,
+    ConfinedAttr<I64Attr, [IntPositive]>:$block_n,
+    FA4_MaskKindAttr:$mask,
+    DefaultValuedAttr<I64Attr, "-1">:$window_left,
+    DefaultValuedAttr<I64Attr, "-1">:$window_right);
+  let results = (outs Index:$batch_index, Index:$kv_head, Index:$m_block);
+  let assemblyFormat = "$index `,` $batch `,` $seq_q `,` $seq_k attr-dict";
+}
+
+def FA4_CtaIdOp : FA4_Op<"cta_id", [Pure]> {
+  let summary = "this CTA's index in the grid";
+  let description = [{
+    ```mlir
+    %cta = fa4.cta_id
+    ```
+  }];
+  let results = (outs Index:$result);
+  let assemblyFormat = "attr-dict";
+}
+
+def FA4_GridSizeOp : FA4_Op<"grid_size", [Pure]> {
+  let summary = "the number of CTAs: min(sm_count, tasks) at launch";
+  let description = [{
+    ```mlir
+    %grid = fa4.grid_size {sm_count = 148 : i64}
+    ```
+  }];
+  let arguments = (ins ConfinedAttr<I64Attr, [IntPositive]>:$sm_count);
+  let results = (outs Index:$result);
+  let assemblyFormat = "attr-dict";
+}
+
+#endif // FA4_DIALECT_FA4_IR_FA4SCHEDULEOPS_TD

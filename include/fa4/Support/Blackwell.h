@@ -1,0 +1,27 @@
+//===- Blackwell.h - sm_100a limits the schedule is sized against -*- C++ -*-===//
+
+#ifndef FA4_SUPPORT_BLACKWELL_H
+#define FA4_SUPPORT_BLACKWELL_H
+
+#include <cstdint>
+
+namespace mlir::fa4::blackwell {
+
+/// 32-bit columns of tensor memory per SM (128 lanes each).
+constexpr int64_t kTmemColumns = 512;
+constexpr int64_t kTmemLanes = 128;
+/// 32-bit registers per SM, shared by every resident thread.
+constexpr int64_t kRegistersPerSm = 64 * 1024;
+/// `setmaxnreg` accepts multiples of 8 in this range.
+constexpr int64_t kMinRegistersPerThread = 24;
+constexpr int64_t kMaxRegistersPerThread = 256;
+/// Dynamic shared memory one CTA may use (227 KB).
+constexpr int64_t kSmemBytesPerCta = 227 * 1024;
+constexpr int64_t kWarpsPerCta = 16;
+constexpr int64_t kThreadsPerWarp = 32;
+/// SMs of a B200, the default persistent grid.
+constexpr int64_t kDefaultSmCount = 148;
+
+} // namespace mlir::fa4::blackwell
+
+#endif // FA4_SUPPORT_BLACKWELL_H

@@ -1,0 +1,65 @@
+//===- TileScheduler.h - which CTA takes which task, in what order -*- C++ -*-===//
+//
+// Plain C++ shared by the level-C op `fa4.task_coords`, the simulator and the
+// unit tests: the tasks (batch, kv_head, m_block) of one launch and the order a
+// persistent CTA walks them in.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef FA4_SUPPORT_TILESCHEDULER_H
+#define FA4_SUPPORT_TILESCHEDULER_H
+
+#include "fa4/Support/AttentionMath.h"
+
+#include <cstdint>
+#include <vector>
+
+namespace mlir::fa4 {
+
+struct Task {
+  int64_t batch = 0;
+  int64_t kvHead = 0;
+  int64_t mBlock = 0;
+};
+
+struct TaskGridShape {
+  int64_t batch = 1;
+  int64_t kvHeads = 1;
+  int64_t gqaRatio = 1;
+  /// Packed rows per task (two Q tiles).
+  int64_t rows = 256;
+  int64_t blockN = 128;
+  int64_t seqQ = 1;
+  int64_t seqK = 1;
+  MaskBand band;
+};
+
+class TileScheduler {
+public:
+  enum class Order { Static, Lpt };
+
+  TileScheduler(const TaskGridShape &shape, Order order);
+
+  int64_t numMBlocks() const { return mBlocks; }
+  int64_t numTasks() const { return shape.batch * shape.kvHeads * mBlocks; }
+  /// The task at position `index` of the order, 0 <= index < numTasks().
+  Task taskAt(int64_t index) const;
+  /// KV blocks a task of this m_block visits: the work LPT sorts by.
+  int64_t work(int64_t mBlock) const;
+
+private:
+  TaskGridShape shape;
+  Order order;
+  int64_t mBlocks;
+  /// LPT: m_blocks heaviest first (ties: the later m_block first).
+  std::vector<int64_t> mBlockOrder;
+};
+
+/// The tasks CTA `cta` of a persistent grid of `gridSize` CTAs takes, in order:
+/// positions cta, cta + gridSize, ...
+std::vector<Task> tasksOfCta(const TileScheduler &scheduler, int64_t cta,
+                             int64_t gridSize);
+
+} // namespace mlir::fa4
+
+#endif // FA4_SUPPORT_TILESCHEDULER_H

@@ -1,0 +1,78 @@
+//===- ScheduleConfig.h - the Blackwell schedule's configuration -*- C++ -*-===//
+//
+// Decided once, from the head dim and element type: the warp roles and their
+// register budgets, the stage counts that fit the shared-memory budget, and
+// the TMEM layout. The level-C passes read it; the unit tests pin it.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef FA4_TRANSFORMS_SCHEDULECONFIG_H
+#define FA4_TRANSFORMS_SCHEDULECONFIG_H
+
+#include "llvm/ADT/ArrayRef.h"
+#include "llvm/ADT/StringRef.h"
+
+#include <cstdint>
+
+namespace mlir::fa4 {
+
+struct RoleSpec {
+  llvm::StringRef name;
+  int64_t firstWarp;
+  int64_t numWarps;
+  int64_t registers;
+};
+
+/// Role names, as the IR and the simulator's reports spell them.
+namespace role {
+constexpr llvm::StringLiteral kSoftmax0 = "softmax0";
+constexpr llvm::StringLiteral kSoftmax1 = "softmax1";
+constexpr llvm::StringLiteral kCorrection = "correction";
+constexpr llvm::StringLiteral kMma = "mma";
+constexpr llvm::StringLiteral kEpilogue = "epilogue";
+constexpr llvm::StringLiteral kLoad = "load";
+constexpr llvm::StringLiteral kIdle = "idle";
+} // namespace role
+
+struct ScheduleConfig {
+  /// Q tiles in flight: two, so one tile's softmax runs under the other's MMAs.
+  static constexpr int64_t kQStages = 2;
+  /// Columns the correction role moves per TMEM round trip.
+  static constexpr int64_t kRescaleChunk = 16;
+  /// Shared memory kept for the mbarriers.
+  static constexpr int64_t kBarrierBytes = 1024;
+
+  int64_t headDim = 128;
+  int64_t elementBytes = 2;
+
+  /// The FA4 cast: 16 warps, 512 threads, 64 K registers exactly.
+  static llvm::ArrayRef<RoleSpec> roles();
+
+  /// One [128, head_dim] tile of Q, K, V or O.
+  int64_t tileBytes() const { return 128 * headDim * elementBytes; }
+  /// Row statistics handed from a softmax role to correction: [2, 128] f32.
+  static constexpr int64_t kStatsBytes = 2 * 128 * 4;
+  /// Everything but the K/V ring: Q stages, O staging, statistics, barriers.
+  int64_t fixedSmemBytes() const {
+    return kQStages * tileBytes() * 2 + kQStages * kStatsBytes + kBarrierBytes;
+  }
+  /// As many K/V stages as the rest of the 227 KB holds (3 for head dim 128
+  /// in 16-bit types).
+  int64_t kvStages() const;
+  int64_t smemBytes() const { return fixedSmemBytes() + kvStages() * tileBytes(); }
+
+  /// TMEM columns: S0, S1 (128 f32 each), then O0, O1 (head_dim each).
+  int64_t scoreColumns() const { return 128; }
+  int64_t accColumns() const { return headDim; }
+
+  static ScheduleConfig get(int64_t headDim, int64_t elementBytes) {
+    ScheduleConfig config;
+    config.headDim = headDim;
+    config.elementBytes = elementBytes;
+    return config;
+  }
+};
+
+} // namespace mlir::fa4
+
+#endif // FA4_TRANSFORMS_SCHEDULECONFIG_H

@@ -1,0 +1,298 @@
+//===- FA4ScheduleOps.cpp - level C verifiers -----------------------------===//
+
+#include "fa4/Dialect/FA4/IR/FA4Ops.h"
+#include "fa4/Support/Blackwell.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/IR/Matchers.h"
+#include "mlir/IR/TypeUtilities.h"
+#include "llvm/ADT/STLExtras.h"
+
+using namespace mlir;
+using namespace mlir::fa4;
+
+static int64_t rank(Type type) { return cast<RankedTensorType>(type).getRank(); }
+static int64_t dim(Type type, unsigned index) {
+  return cast<ShapedType>(type).getDimSize(index);
+}
+
+//===----------------------------------------------------------------------===//
+// Roles
+//===----------------------------------------------------------------------===//
+
+int64_t WarpSpecializeOp::getNumThreads() {
+  int64_t threads = 0;
+  for (auto role : getRoles().front().getOps<RoleOp>())
+    threads += role.getNumThreads();
+  return threads;
+}
+
+LogicalResult WarpSpecializeOp::verify() {
+  uint32_t warpsTaken = 0;
+  int64_t registers = 0;
+  for (Operation &op : getRoles().front()) {
+    auto role = dyn_cast<RoleOp>(op);
+    if (!role)
+      return emitOpError() << "may only hold fa4.role ops, found '"
+                           << op.getName() << "'";
+    for (int64_t warp = role.getFirstWarp();
+         warp < role.getFirstWarp() + role.getNumWarps(); ++warp) {
+      if (warp >= blackwell::kWarpsPerCta)
+        return role.emitOpError()
+               << "warp " << warp << " is past the CTA's "
+               << blackwell::kWarpsPerCta << " warps";
+      if (warpsTaken & (1u << warp))
+        return role.emitOpError() << "warp " << warp
+                                  << " already belongs to another role";
+      warpsTaken |= 1u << warp;
+    }
+    registers += role.getRegisters() * role.getNumThreads();
+  }
+  if (registers > blackwell::kRegistersPerSm) {
+    InFlightDiagnostic diag = emitOpError()
+                              << "register budgets need " << registers
+                              << " registers, more than the "
+                              << blackwell::kRegistersPerSm << " of an SM (";
+    llvm::interleaveComma(getRoles().front().getOps<RoleOp>(), diag,
+                          [&](RoleOp role) {
+                            diag << role.getName() << ": "
+                                 << role.getNumThreads() << " threads x "
+                                 << role.getRegisters();
+                          });
+    diag << ")";
+    return diag;
+  }
+  return success();
+}
+
+LogicalResult RoleOp::verify() {
+  if (getFirstWarp() < 0 || getNumWarps() <= 0)
+    return emitOpError() << "needs at least one warp from a non-negative "
+                            "index, got warps("
+                         << getFirstWarp() << ", " << getNumWarps() << ")";
+  int64_t registers = getRegisters();
+  if (registers < blackwell::kMinRegistersPerThread ||
+      registers > blackwell::kMaxRegistersPerThread || registers % 8 != 0)
+    return emitOpError() << "register budget " << registers
+                         << " is not a multiple of 8 in ["
+                         << blackwell::kMinRegistersPerThread << ", "
+                         << blackwell::kMaxRegistersPerThread
+                         << "] (what setmaxnreg accepts)";
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Memories
+//===----------------------------------------------------------------------===//
+
+LogicalResult TmemAllocOp::verify() {
+  TmemType type = getBuffer().getType();
+  if (!type.getElementType().isF32())
+    return emitOpError() << "allocates f32 accumulators; reinterpret with "
+                            "fa4.tmem_view for "
+                         << type.getElementType();
+  if (std::optional<int64_t> offset = getColumnOffset()) {
+    if (*offset < 0 || *offset + type.getColumns() > blackwell::kTmemColumns)
+      return emitOpError() << "columns [" << *offset << ", "
+                           << *offset + type.getColumns()
+                           << ") are outside TMEM's "
+                           << blackwell::kTmemColumns << " columns";
+  }
+  return success();
+}
+
+LogicalResult TmemViewOp::verify() {
+  TmemType source = getSource().getType(), view = getView().getType();
+  if (view.getColumns() > source.getColumns())
+    return emitOpError() << "view spans " << view.getColumns()
+                         << " columns, more than its source's "
+                         << source.getColumns();
+  return success();
+}
+
+LogicalResult MBarrierArriveOp::verify() {
+  if (!getOperation()->getParentOfType<RoleOp>())
+    return emitOpError() << "arrives for its role's threads, so it must be "
+                            "inside an fa4.role";
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Copies and tensor-core ops
+//===----------------------------------------------------------------------===//
+
+/// A TMA tile is [rows, head_dim] of the tensor's element type.
+static LogicalResult verifyTmaTile(Operation *op, MemRefType tensor,
+                                   SmemType buffer) {
+  if (tensor.getRank() != 4)
+    return op->emitOpError() << "expects a [batch, seq, heads, head_dim] "
+                                "memref, got rank "
+                             << tensor.getRank();
+  if (buffer.getElementType() != tensor.getElementType())
+    return op->emitOpError() << "buffer element type "
+                             << buffer.getElementType()
+                             << " does not match the tensor's "
+                             << tensor.getElementType();
+  if (buffer.getCols() != tensor.getDimSize(3))
+    return op->emitOpError() << "buffer tile has " << buffer.getCols()
+                             << " columns, the tensor's head dim is "
+                             << tensor.getDimSize(3);
+  return success();
+}
+
+LogicalResult TmaLoadOp::verify() {
+  if (static_cast<bool>(getBarrier()) != static_cast<bool>(getBarrierCount()))
+    return emitOpError() << "needs both a barrier and its count, or neither";
+  return verifyTmaTile(getOperation(), cast<MemRefType>(getSource().getType()),
+                       getBuffer().getType());
+}
+
+LogicalResult TmaStoreOp::verify() {
+  return verifyTmaTile(getOperation(), cast<MemRefType>(getDest().getType()),
+                       getBuffer().getType());
+}
+
+LogicalResult ScoreMmaAsyncOp::verify() {
+  SmemType q = getQuery().getType(), k = getKey().getType();
+  TmemType s = getScores().getType();
+  if (q.getElementType() != k.getElementType() ||
+      !(q.getElementType().isF16() || q.getElementType().isBF16()))
+    return emitOpError() << "query and key must both hold f16 or bf16, got "
+                         << q.getElementType() << " and " << k.getElementType();
+  if (!s.getElementType().isF32())
+    return emitOpError() << "scores accumulate in f32, got "
+                         << s.getElementType();
+  if (q.getCols() != k.getCols())
+    return emitOpError() << "query head dim " << q.getCols()
+                         << " does not match key head dim " << k.getCols();
+  if (q.getRows() != s.getLanes() || k.getRows() != s.getCols())
+    return emitOpError() << "scores must be [" << q.getRows() << ", "
+                         << k.getRows() << "], got [" << s.getLanes() << ", "
+                         << s.getCols() << "]";
+  return success();
+}
+
+LogicalResult ValueMmaAsyncOp::verify() {
+  TmemType p = getProbs().getType(), o = getAcc().getType();
+  SmemType v = getValue().getType();
+  if (p.getElementType() != v.getElementType())
+    return emitOpError() << "probs element type " << p.getElementType()
+                         << " does not match value's " << v.getElementType();
+  if (!o.getElementType().isF32())
+    return emitOpError() << "acc accumulates in f32, got " << o.getElementType();
+  if (p.getCols() != v.getRows() || o.getCols() != v.getCols())
+    return emitOpError() << "shapes do not chain: probs [" << p.getLanes()
+                         << ", " << p.getCols() << "] x value [" << v.getRows()
+                         << ", " << v.getCols() << "] -> acc [" << o.getLanes()
+                         << ", " << o.getCols() << "]";
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Register <-> memory
+//===----------------------------------------------------------------------===//
+
+static LogicalResult verifyTmemAccess(Operation *op, Type tileType,
+                                      TmemType buffer, Value column) {
+  if (rank(tileType) != 2 || dim(tileType, 0) != buffer.getLanes())
+    return op->emitOpError() << "tile must be [" << buffer.getLanes()
+                             << ", N], one row per lane";
+  Type element = getElementTypeOrSelf(tileType);
+  if (element != buffer.getElementType())
+    return op->emitOpError() << "tile element type " << element
+                             << " does not match the buffer's "
+                             << buffer.getElementType();
+  APInt first;
+  if (matchPattern(column, m_ConstantInt(&first)) &&
+      (first.getSExtValue() < 0 ||
+       first.getSExtValue() + dim(tileType, 1) > buffer.getCols()))
+    return op->emitOpError() << "columns [" << first.getSExtValue() << ", "
+                             << first.getSExtValue() + dim(tileType, 1)
+                             << ") are outside the buffer's "
+                             << buffer.getCols();
+  return success();
+}
+
+LogicalResult TmemLoadOp::verify() {
+  return verifyTmemAccess(getOperation(), getResult().getType(),
+                          getBuffer().getType(), getColumn());
+}
+
+LogicalResult TmemStoreOp::verify() {
+  return verifyTmemAccess(getOperation(), getTile().getType(),
+                          getBuffer().getType(), getColumn());
+}
+
+static LogicalResult verifySmemAccess(Operation *op, Type tileType,
+                                      SmemType buffer,
+                                      std::optional<int64_t> row) {
+  auto tensor = cast<RankedTensorType>(tileType);
+  if (tensor.getElementType() != buffer.getElementType())
+    return op->emitOpError() << "tile element type " << tensor.getElementType()
+                             << " does not match the buffer's "
+                             << buffer.getElementType();
+  if (row) {
+    if (*row < 0 || *row >= buffer.getRows())
+      return op->emitOpError() << "row " << *row << " is outside the buffer's "
+                               << buffer.getRows() << " rows";
+    if (tensor.getRank() != 1 || tensor.getDimSize(0) != buffer.getCols())
+      return op->emitOpError() << "a row access moves a 1-D tile of "
+                               << buffer.getCols() << " elements";
+    return success();
+  }
+  if (tensor.getRank() != 2 || tensor.getDimSize(0) != buffer.getRows() ||
+      tensor.getDimSize(1) != buffer.getCols())
+    return op->emitOpError() << "tile must be [" << buffer.getRows() << ", "
+                             << buffer.getCols() << "] like the buffer's stages";
+  return success();
+}
+
+LogicalResult SmemStoreOp::verify() {
+  return verifySmemAccess(getOperation(), getTile().getType(),
+                          getBuffer().getType(), getRow());
+}
+
+LogicalResult SmemLoadOp::verify() {
+  return verifySmemAccess(getOperation(), getResult().getType(),
+                          getBuffer().getType(), getRow());
+}
+
+//===----------------------------------------------------------------------===//
+// Correction and TMEM allocation
+//===----------------------------------------------------------------------===//
+
+static LogicalResult verifyAccumulator(Operation *op, TmemType acc,
+                                       ArrayRef<Value> rowVectors) {
+  if (!acc.getElementType().isF32())
+    return op->emitOpError() << "acc must hold f32, got " << acc.getElementType();
+  for (Value row : rowVectors)
+    if (dim(row.getType(), 0) != acc.getLanes())
+      return op->emitOpError() << "row vectors must have " << acc.getLanes()
+                               << " elements, one per lane";
+  return success();
+}
+
+LogicalResult RescaleOOp::verify() {
+  return verifyAccumulator(getOperation(), getAcc().getType(), {getAccScale()});
+}
+
+LogicalResult FinalizeOOp::verify() {
+  TmemType acc = getAcc().getType();
+  if (failed(verifyAccumulator(getOperation(), acc, {getRowMax(), getRowSum()})))
+    return failure();
+  if (rank(getOut().getType()) != 2 || dim(getOut().getType(), 0) != acc.getLanes() ||
+      dim(getOut().getType(), 1) != acc.getCols())
+    return emitOpError() << "out must be [" << acc.getLanes() << ", "
+                         << acc.getCols() << "] like acc";
+  return success();
+}
+
+LogicalResult TmemAllocColumnsOp::verify() {
+  int64_t columns = getColumns();
+  if (columns < 32 || columns > blackwell::kTmemColumns ||
+      !llvm::isPowerOf2_64(columns))
+    return emitOpError() << "TMEM is allocated in powers of two from 32 to "
+                         << blackwell::kTmemColumns << " columns, got "
+                         << columns;
+  return success();
+}

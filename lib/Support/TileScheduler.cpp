@@ -1,0 +1,58 @@
+//===- TileScheduler.cpp - task order of the persistent kernel ------------===//
+
+#include "fa4/Support/TileScheduler.h"
+
+#include <algorithm>
+#include <numeric>
+
+using namespace mlir::fa4;
+
+TileScheduler::TileScheduler(const TaskGridShape &shape, Order order)
+    : shape(shape), order(order),
+      mBlocks(ceilDiv(shape.seqQ * shape.gqaRatio, shape.rows)) {
+  if (order != Order::Lpt)
+    return;
+  // Longest processing time first: a causal or windowed m_block's work is the
+  // number of KV blocks its rows see, so the heaviest go to the CTAs first and
+  // the light ones fill in the tail.
+  mBlockOrder.resize(mBlocks);
+  std::iota(mBlockOrder.rbegin(), mBlockOrder.rend(), 0);
+  std::vector<int64_t> weights(mBlocks);
+  for (int64_t m = 0; m < mBlocks; ++m)
+    weights[m] = work(m);
+  std::stable_sort(mBlockOrder.begin(), mBlockOrder.end(),
+                   [&](int64_t a, int64_t b) { return weights[a] > weights[b]; });
+}
+
+int64_t TileScheduler::work(int64_t mBlock) const {
+  KvBlockRange range =
+      kvBlockRange(shape.band, mBlock * shape.rows, shape.rows, shape.gqaRatio,
+                   shape.blockN, shape.seqQ, shape.seqK);
+  return std::max<int64_t>(0, range.end - range.begin);
+}
+
+Task TileScheduler::taskAt(int64_t index) const {
+  Task task;
+  if (order == Order::Static) {
+    // m_block fastest: neighbouring CTAs share K/V of one head.
+    task.mBlock = index % mBlocks;
+    task.kvHead = (index / mBlocks) % shape.kvHeads;
+    task.batch = index / (mBlocks * shape.kvHeads);
+    return task;
+  }
+  // Every (batch, kv_head) of one m_block together: equal work, so a wave of
+  // CTAs finishes together.
+  int64_t heads = shape.batch * shape.kvHeads;
+  task.mBlock = mBlockOrder[index / heads];
+  task.kvHead = (index % heads) % shape.kvHeads;
+  task.batch = (index % heads) / shape.kvHeads;
+  return task;
+}
+
+std::vector<Task> mlir::fa4::tasksOfCta(const TileScheduler &scheduler,
+                                        int64_t cta, int64_t gridSize) {
+  std::vector<Task> tasks;
+  for (int64_t index = cta; index < scheduler.numTasks(); index += gridSize)
+    tasks.push_back(scheduler.taskAt(index));
+  return tasks;
+}

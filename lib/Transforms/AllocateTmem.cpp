@@ -1,0 +1,153 @@
+//===- AllocateTmem.cpp - columns of the CTA's tensor memory ---------------===//
+
+#include "fa4/Dialect/FA4/IR/FA4Ops.h"
+#include "fa4/Support/Blackwell.h"
+#include "fa4/Transforms/Passes.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "llvm/ADT/SetVector.h"
+#include "llvm/Support/MathExtras.h"
+
+namespace mlir::fa4 {
+#define GEN_PASS_DEF_FA4ALLOCATETMEM
+#include "fa4/Transforms/Passes.h.inc"
+} // namespace mlir::fa4
+
+using namespace mlir;
+using namespace mlir::fa4;
+
+namespace {
+struct AllocateTmemPass
+    : public fa4::impl::FA4AllocateTmemBase<AllocateTmemPass> {
+  using Base::Base;
+  void runOnOperation() override;
+};
+} // namespace
+
+void AllocateTmemPass::runOnOperation() {
+  func::FuncOp func = getOperation();
+  if (!StringRef(testMutation).empty() && testMutation != "p-aliases-next-s") {
+    func.emitError() << "unknown test mutation '" << testMutation
+                     << "' for fa4-allocate-tmem";
+    return signalPassFailure();
+  }
+  WarpSpecializeOp specialize;
+  func.walk([&](WarpSpecializeOp op) { specialize = op; });
+  SmallVector<TmemAllocOp> buffers;
+  SmallVector<TmemViewOp> views;
+  func.walk([&](TmemAllocOp op) { buffers.push_back(op); });
+  func.walk([&](TmemViewOp op) { views.push_back(op); });
+  if (!specialize || buffers.empty())
+    return;
+
+  // Every accumulator lives from the first task to the last (S and O are
+  // double-buffered per Q tile, never idle long enough to share), so they are
+  // laid out one after another; a P view needs no columns of its own because
+  // it is written only after its S has been read.
+  int64_t next = 0;
+  for (TmemAllocOp buffer : buffers)
+    next += buffer.getBuffer().getType().getColumns();
+  if (next > blackwell::kTmemColumns) {
+    InFlightDiagnostic diag = func.emitError()
+                              << "TMEM overflow: the accumulators need " << next
+                              << " columns, more than the "
+                              << blackwell::kTmemColumns << " of an SM (";
+    int64_t column = 0;
+    llvm::interleaveComma(buffers, diag, [&](TmemAllocOp buffer) {
+      int64_t columns = buffer.getBuffer().getType().getColumns();
+      diag << buffer.getName() << " [" << column << ", " << column + columns
+           << ")";
+      column += columns;
+    });
+    diag << ")";
+    return signalPassFailure();
+  }
+
+  Builder builder(func.getContext());
+  SmallVector<Attribute> layout;
+  int64_t column = 0;
+  for (TmemAllocOp buffer : buffers) {
+    int64_t columns = buffer.getBuffer().getType().getColumns();
+    buffer.setColumnOffsetAttr(builder.getI64IntegerAttr(column));
+    layout.push_back(builder.getDictionaryAttr(
+        {builder.getNamedAttr("name", buffer.getNameAttr()),
+         builder.getNamedAttr("column", builder.getI64IntegerAttr(column)),
+         builder.getNamedAttr("columns", builder.getI64IntegerAttr(columns))}));
+    column += columns;
+  }
+  if (testMutation == "p-aliases-next-s" && views.size() == 2 &&
+      views[0].getSource() != views[1].getSource()) {
+    Value first = views[0].getSource();
+    views[0].getSourceMutable().assign(views[1].getSource());
+    views[1].getSourceMutable().assign(first);
+  }
+  int64_t allocated = std::max<int64_t>(32, llvm::PowerOf2Ceil(column));
+  specialize->setAttr(
+      "fa4.tmem",
+      builder.getDictionaryAttr(
+          {builder.getNamedAttr("columns", builder.getI64IntegerAttr(allocated)),
+           builder.getNamedAttr("buffers", builder.getArrayAttr(layout))}));
+
+  // The warp that issues the MMAs owns the allocation; every role that reads
+  // or writes TMEM must be done before it is freed.
+  RoleOp owner;
+  llvm::SetVector<RoleOp> users;
+  specialize.walk([&](Operation *op) {
+    auto role = op->getParentOfType<RoleOp>();
+    if (isa<ScoreMmaAsyncOp, ValueMmaAsyncOp>(op))
+      owner = role;
+    else if (llvm::any_of(op->getOperandTypes(),
+                          [](Type type) { return isa<TmemType>(type); }))
+      users.insert(role);
+  });
+  if (!owner) {
+    specialize.emitError() << "no role issues tensor-core ops, so none can "
+                              "own the TMEM allocation";
+    return signalPassFailure();
+  }
+  users.remove(owner);
+
+  Location loc = specialize.getLoc();
+  OpBuilder allocs(specialize);
+  int64_t threads = 0;
+  SmallVector<Attribute> userNames;
+  for (RoleOp user : users) {
+    threads += user.getNumThreads();
+    userNames.push_back(user.getNameAttr());
+  }
+  Value done;
+  if (!users.empty()) {
+    done = allocs.create<MBarrierAllocOp>(
+        loc, MBarrierType::get(func.getContext(), BarrierKind::threads, 1),
+        allocs.getStringAttr("tmem_dealloc"), threads);
+    SmallVector<Attribute> table;
+    if (auto existing = specialize->getAttrOfType<ArrayAttr>("fa4.barriers"))
+      table.assign(existing.begin(), existing.end());
+    table.push_back(builder.getDictionaryAttr({
+        builder.getNamedAttr("name", builder.getStringAttr("tmem_dealloc")),
+        builder.getNamedAttr("kind", builder.getStringAttr("threads")),
+        builder.getNamedAttr("count", builder.getI64IntegerAttr(threads)),
+        builder.getNamedAttr("stages", builder.getI64IntegerAttr(1)),
+        builder.getNamedAttr("producer", builder.getArrayAttr(userNames)),
+        builder.getNamedAttr("consumers",
+                             builder.getArrayAttr({owner.getNameAttr()})),
+    }));
+    specialize->setAttr("fa4.barriers", builder.getArrayAttr(table));
+  }
+  Value zero = allocs.create<arith::ConstantIndexOp>(loc, 0);
+
+  Block &body = owner.getBody().front();
+  OpBuilder b = OpBuilder::atBlockBegin(&body);
+  b.create<TmemAllocColumnsOp>(loc, allocated);
+  b.create<TmemRelinquishOp>(loc);
+  b.setInsertionPointToEnd(&body);
+  if (done)
+    b.create<MBarrierWaitOp>(loc, done, zero, false);
+  b.create<TmemDeallocOp>(loc, allocated);
+  for (RoleOp user : users) {
+    OpBuilder end = OpBuilder::atBlockEnd(&user.getBody().front());
+    end.create<MBarrierArriveOp>(loc, done, zero);
+  }
+}

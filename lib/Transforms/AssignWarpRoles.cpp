@@ -1,0 +1,599 @@
+//===- AssignWarpRoles.cpp - the tile program split over FA4's roles -------===//
+//
+// Level B -> level C. The tile program's work is dealt out to the roles of
+// ScheduleConfig::roles(); what one role computes and another needs goes
+// through a buffer, bracketed by ring hand-offs that fa4-insert-barriers turns
+// into mbarriers. Every role derives the same running counts from the same
+// task sequence, which is what lets their rings agree without talking.
+//
+//===----------------------------------------------------------------------===//
+
+#include "fa4/Dialect/FA4/IR/FA4Ops.h"
+#include "fa4/Transforms/Passes.h"
+#include "fa4/Transforms/ScheduleConfig.h"
+#include "fa4/Transforms/TileConfig.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/IRMapping.h"
+
+#include <limits>
+
+namespace mlir::fa4 {
+#define GEN_PASS_DEF_FA4ASSIGNWARPROLES
+#include "fa4/Transforms/Passes.h.inc"
+} // namespace mlir::fa4
+
+using namespace mlir;
+using namespace mlir::fa4;
+
+/// The bodies below end in a yield of their own.
+static void dropImplicitYield(scf::ForOp loop) {
+  Block *body = loop.getBody();
+  if (!body->empty() && isa<scf::YieldOp>(body->back()))
+    body->back().erase();
+}
+
+namespace {
+
+/// Positions of the kernel's tensors among fa4.spec's `arguments`.
+enum Argument { kQ, kK, kV, kOut, kLse };
+
+/// The level-B ops whose attributes the roles reuse: each is cloned with new
+/// operands, so the schedule computes exactly what the tile program did.
+struct TileProgram {
+  KvBlockRangeOp range;
+  OnlineSoftmaxOp softmax;
+  NormalizeOp normalize;
+  MaskOp mask;       // null without a mask
+  SoftcapOp softcap; // null without a softcap
+  StoreLseTileOp lseStore; // null without an LSE output
+  SmallVector<Value, 5> arguments;
+};
+
+/// Counts a role carries from task to task; each names a ring.
+enum class Counter {
+  /// Tasks this CTA has taken: Q and O-staging items (two per task).
+  Task,
+  /// K/V ring items: a K and a V per KV block.
+  Kv,
+  /// KV blocks processed: S, P and O items of each Q tile.
+  Block,
+  /// Statistics items per Q tile: one per block after the first, plus the
+  /// final max and sum (at least one per task).
+  Stats,
+};
+
+/// What every role knows about the task it is working on.
+struct TaskState {
+  Value batch, kvHead, mBlock;
+  Value qRow[ScheduleConfig::kQStages];
+  Value begin, fullBegin, fullEnd, end;
+  /// KV blocks visited: end - begin.
+  Value numBlocks;
+  llvm::SmallDenseMap<Counter, Value> counters;
+};
+
+class RoleProgramBuilder {
+public:
+  RoleProgramBuilder(func::FuncOp func, TileProgram program)
+      : func(func), program(program), loc(func.getLoc()),
+        b(func.getContext()) {}
+
+  void build();
+
+private:
+  Value index(int64_t value) {
+    Value &constant = indexConstants[value];
+    if (!constant) {
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPointToStart(&func.getBody().front());
+      constant = b.create<arith::ConstantIndexOp>(loc, value);
+    }
+    return constant;
+  }
+  Value add(Value x, Value y) { return b.create<arith::AddIOp>(loc, x, y); }
+  Value sub(Value x, Value y) { return b.create<arith::SubIOp>(loc, x, y); }
+  Value mul(Value x, int64_t y) { return b.create<arith::MulIOp>(loc, x, index(y)); }
+  Value cmp(arith::CmpIPredicate predicate, Value x, Value y) {
+    return b.create<arith::CmpIOp>(loc, predicate, x, y);
+  }
+  Value splat(Type type, float value) {
+    return b.create<arith::ConstantOp>(
+        loc, DenseElementsAttr::get(cast<ShapedType>(type), value));
+  }
+
+  void createBuffers();
+  /// A role's loop over its tasks; `body` returns nothing, the counters
+  /// advance by the rules of `Counter`.
+  void buildTaskLoop(ArrayRef<Counter> counters,
+                     function_ref<void(TaskState &)> body);
+  /// A loop over the task's visited KV blocks k = 0 .. n-1 (block
+  /// end - 1 - k, the last one first).
+  void buildBlockLoop(Value lower, Value upper, ValueRange init,
+                      function_ref<SmallVector<Value>(Value k, ValueRange)> body,
+                      SmallVector<Value> *results = nullptr,
+                      StringRef tag = {});
+  Value keyOf(const TaskState &task, Value k) {
+    return mul(sub(sub(task.end, index(1)), k), TileConfig::kBlockN);
+  }
+
+  void buildLoadRole(const TaskState &task);
+  void buildMmaRole(const TaskState &task);
+  void buildSoftmaxRole(const TaskState &task, int stage);
+  void buildCorrectionRole(const TaskState &task);
+  void buildEpilogueRole(const TaskState &task);
+
+  func::FuncOp func;
+  TileProgram program;
+  Location loc;
+  OpBuilder b;
+  llvm::SmallDenseMap<int64_t, Value> indexConstants;
+
+  int64_t headDim = 0, gqaRatio = 1, kvHeads = 1;
+  Type element;
+  Value batchSize, seqQ, seqK, numTasks;
+  Value qBuffer, kvBuffer, oStaging;
+  Value stats[ScheduleConfig::kQStages];
+  Value scores[ScheduleConfig::kQStages], probs[ScheduleConfig::kQStages],
+      acc[ScheduleConfig::kQStages];
+};
+
+} // namespace
+
+void RoleProgramBuilder::createBuffers() {
+  MLIRContext *context = func.getContext();
+  auto smem = [&](StringRef name, int64_t rows, int64_t cols, Type type,
+                  int64_t stages) -> Value {
+    return b.create<SmemAllocOp>(
+        loc, SmemType::get(context, rows, cols, type, stages),
+        b.getStringAttr(name));
+  };
+  auto tmem = [&](StringRef name, int64_t cols) -> Value {
+    return b.create<TmemAllocOp>(
+        loc, TmemType::get(context, 128, cols, b.getF32Type()),
+        b.getStringAttr(name), IntegerAttr());
+  };
+  // One K/V stage until fa4-pipeline-stages sizes the ring.
+  qBuffer = smem("q", 128, headDim, element, ScheduleConfig::kQStages);
+  kvBuffer = smem("kv", 128, headDim, element, 1);
+  oStaging = smem("o_stage", 128, headDim, element, ScheduleConfig::kQStages);
+  for (int s = 0; s < ScheduleConfig::kQStages; ++s)
+    stats[s] = smem(("stats" + Twine(s)).str(), 2, 128, b.getF32Type(), 1);
+  for (int s = 0; s < ScheduleConfig::kQStages; ++s)
+    scores[s] = tmem(("S" + Twine(s)).str(), 128);
+  for (int s = 0; s < ScheduleConfig::kQStages; ++s)
+    acc[s] = tmem(("O" + Twine(s)).str(), headDim);
+  for (int s = 0; s < ScheduleConfig::kQStages; ++s)
+    probs[s] = b.create<TmemViewOp>(
+        loc, TmemType::get(context, 128, 128, element),
+        b.getStringAttr("P" + Twine(s)), scores[s]);
+}
+
+void RoleProgramBuilder::buildTaskLoop(ArrayRef<Counter> counters,
+                                       function_ref<void(TaskState &)> body) {
+  SmallVector<Value> init(counters.size(), index(0));
+  auto loop = b.create<scf::ForOp>(loc, index(0), numTasks, index(1), init);
+  loop->setAttr("fa4.task_loop", b.getUnitAttr());
+  dropImplicitYield(loop);
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(loop.getBody());
+
+  TaskState task;
+  KvBlockRangeOp range = program.range;
+  Type indexType = b.getIndexType();
+  auto coords = b.create<TaskCoordsOp>(
+      loc, indexType, indexType, indexType, loop.getInductionVar(), batchSize,
+      seqQ, seqK, TaskOrderAttr::get(b.getContext(), TaskOrder::static_order),
+      b.getI64IntegerAttr(kvHeads), b.getI64IntegerAttr(gqaRatio),
+      range.getRowsAttr(), range.getBlockNAttr(), range.getMaskAttr(),
+      range.getWindowLeftAttr(), range.getWindowRightAttr());
+  task.batch = coords.getBatchIndex();
+  task.kvHead = coords.getKvHead();
+  task.mBlock = coords.getMBlock();
+  task.qRow[0] = mul(task.mBlock, TileConfig::kRowsPerTask);
+  task.qRow[1] = add(task.qRow[0], index(TileConfig::kBlockM));
+  IRMapping mapping;
+  mapping.map(range.getRowBegin(), task.qRow[0]);
+  mapping.map(range.getSeqQ(), seqQ);
+  mapping.map(range.getSeqK(), seqK);
+  auto blocks = cast<KvBlockRangeOp>(b.clone(*range, mapping));
+  task.begin = blocks.getBegin();
+  task.fullBegin = blocks.getFullBegin();
+  task.fullEnd = blocks.getFullEnd();
+  task.end = blocks.getEnd();
+  task.numBlocks = sub(task.end, task.begin);
+  for (auto [counter, value] : llvm::zip(counters, loop.getRegionIterArgs()))
+    task.counters[counter] = value;
+
+  body(task);
+
+  SmallVector<Value> next;
+  for (Counter counter : counters) {
+    Value value = task.counters[counter];
+    switch (counter) {
+    case Counter::Task:
+      next.push_back(add(value, index(1)));
+      break;
+    case Counter::Kv:
+      next.push_back(add(value, mul(task.numBlocks, 2)));
+      break;
+    case Counter::Block:
+      next.push_back(add(value, task.numBlocks));
+      break;
+    case Counter::Stats:
+      next.push_back(add(value, b.create<arith::MaxSIOp>(loc, task.numBlocks,
+                                                         index(1))));
+      break;
+    }
+  }
+  b.create<scf::YieldOp>(loc, next);
+}
+
+void RoleProgramBuilder::buildBlockLoop(
+    Value lower, Value upper, ValueRange init,
+    function_ref<SmallVector<Value>(Value, ValueRange)> body,
+    SmallVector<Value> *results, StringRef tag) {
+  auto loop = b.create<scf::ForOp>(loc, lower, upper, index(1), init);
+  dropImplicitYield(loop);
+  if (!tag.empty())
+    loop->setAttr(tag, b.getUnitAttr());
+  {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(loop.getBody());
+    SmallVector<Value> yielded =
+        body(loop.getInductionVar(), loop.getRegionIterArgs());
+    b.create<scf::YieldOp>(loc, yielded);
+  }
+  if (results)
+    results->assign(loop.getResults().begin(), loop.getResults().end());
+}
+
+void RoleProgramBuilder::buildLoadRole(const TaskState &task) {
+  Value taskCount = task.counters.lookup(Counter::Task);
+  for (int s = 0; s < ScheduleConfig::kQStages; ++s) {
+    Value item = add(mul(taskCount, ScheduleConfig::kQStages), index(s));
+    b.create<ProducerAcquireOp>(loc, qBuffer, item);
+    b.create<TmaLoadOp>(loc, program.arguments[kQ], task.batch, task.kvHead,
+                        task.qRow[s], qBuffer, item, Value(), Value(),
+                        gqaRatio);
+    b.create<ProducerCommitOp>(loc, qBuffer, item);
+  }
+  Value kvBase = task.counters.lookup(Counter::Kv);
+  buildBlockLoop(index(0), task.numBlocks, {}, [&](Value k, ValueRange) {
+    Value key = keyOf(task, k);
+    Value item = add(kvBase, mul(k, 2));
+    for (Argument tensor : {kK, kV}) {
+      b.create<ProducerAcquireOp>(loc, kvBuffer, item);
+      b.create<TmaLoadOp>(loc, program.arguments[tensor], task.batch,
+                          task.kvHead, key, kvBuffer, item, Value(), Value(),
+                          1);
+      b.create<ProducerCommitOp>(loc, kvBuffer, item);
+      item = add(item, index(1));
+    }
+    return SmallVector<Value>();
+  });
+}
+
+/// The MMA warp issues, per KV block, a score group and a value group per Q
+/// tile; each group carries `fa4.mma_group` so that fa4-pipeline-stages can
+/// reorder them, and recomputes its counts from k alone.
+void RoleProgramBuilder::buildMmaRole(const TaskState &task) {
+  Value taskCount = task.counters.lookup(Counter::Task);
+  Value qItem[ScheduleConfig::kQStages];
+  for (int s = 0; s < ScheduleConfig::kQStages; ++s) {
+    qItem[s] = add(mul(taskCount, ScheduleConfig::kQStages), index(s));
+    b.create<ConsumerWaitOp>(loc, qBuffer, qItem[s]);
+  }
+  Value kvBase = task.counters.lookup(Counter::Kv);
+  Value blockBase = task.counters.lookup(Counter::Block);
+  // Tags every op `emit` appends to the current block with its group.
+  auto group = [&](StringRef name, function_ref<void()> emit) {
+    Block *block = b.getInsertionBlock();
+    Operation *before = block->empty() ? nullptr : &block->back();
+    emit();
+    for (Operation *op = before ? before->getNextNode() : &block->front(); op;
+         op = op->getNextNode())
+      op->setAttr("fa4.mma_group", b.getStringAttr(name));
+  };
+  buildBlockLoop(
+      index(0), task.numBlocks, {},
+      [&](Value k, ValueRange) {
+        for (int s = 0; s < ScheduleConfig::kQStages; ++s)
+          group(("score" + Twine(s)).str(), [&] {
+            Value kItem = add(kvBase, mul(k, 2));
+            Value block = add(blockBase, k);
+            if (s == 0)
+              b.create<ConsumerWaitOp>(loc, kvBuffer, kItem);
+            b.create<ScoreMmaAsyncOp>(loc, qBuffer, qItem[s], kvBuffer, kItem,
+                                      scores[s]);
+            b.create<ProducerCommitOp>(loc, scores[s], block);
+            // K goes back to the loader after the last MMA that reads it.
+            if (s == ScheduleConfig::kQStages - 1)
+              b.create<ConsumerReleaseOp>(loc, kvBuffer, kItem);
+          });
+        for (int s = 0; s < ScheduleConfig::kQStages; ++s)
+          group(("value" + Twine(s)).str(), [&] {
+            Value vItem = add(add(kvBase, mul(k, 2)), index(1));
+            Value block = add(blockBase, k);
+            // The first block of a task overwrites O; later ones accumulate.
+            Value accumulate = cmp(arith::CmpIPredicate::ne, k, index(0));
+            // The three gates: V landed, P written, O rescaled or released.
+            if (s == 0)
+              b.create<ConsumerWaitOp>(loc, kvBuffer, vItem);
+            b.create<ConsumerWaitOp>(loc, probs[s], block);
+            b.create<ProducerAcquireOp>(loc, acc[s], block);
+            b.create<ValueMmaAsyncOp>(loc, probs[s], kvBuffer, vItem, acc[s],
+                                      accumulate);
+            b.create<ProducerCommitOp>(loc, acc[s], block);
+            if (s == ScheduleConfig::kQStages - 1)
+              b.create<ConsumerReleaseOp>(loc, kvBuffer, vItem);
+          });
+        return SmallVector<Value>();
+      },
+      nullptr, "fa4.mma_stream");
+  for (int s = 0; s < ScheduleConfig::kQStages; ++s)
+    b.create<ConsumerReleaseOp>(loc, qBuffer, qItem[s]);
+}
+
+void RoleProgramBuilder::buildSoftmaxRole(const TaskState &task, int stage) {
+  Value blockBase = task.counters.lookup(Counter::Block);
+  Value statsBase = task.counters.lookup(Counter::Stats);
+  auto rowType = RankedTensorType::get({128}, b.getF32Type());
+  Value init[] = {splat(rowType, -std::numeric_limits<float>::infinity()),
+                  splat(rowType, 0.0f)};
+  SmallVector<Value> rowState;
+  buildBlockLoop(
+      index(0), task.numBlocks, init,
+      [&](Value k, ValueRange carried) {
+        Value block = add(blockBase, k);
+        b.create<ConsumerWaitOp>(loc, scores[stage], block);
+        Value s = b.create<TmemLoadOp>(
+            loc, RankedTensorType::get({128, 128}, b.getF32Type()),
+            scores[stage], index(0));
+        if (SoftcapOp softcap = program.softcap) {
+          IRMapping mapping;
+          mapping.map(softcap.getScores(), s);
+          s = b.clone(*softcap, mapping)->getResult(0);
+        }
+        if (MaskOp mask = program.mask) {
+          // Only blocks straddling the band's edges pay for the mask.
+          Value blockIndex = sub(sub(task.end, index(1)), k);
+          Value straddles = b.create<arith::OrIOp>(
+              loc, cmp(arith::CmpIPredicate::slt, blockIndex, task.fullBegin),
+              cmp(arith::CmpIPredicate::sge, blockIndex, task.fullEnd));
+          auto branch = b.create<scf::IfOp>(loc, s.getType(), straddles, true);
+          {
+            OpBuilder::InsertionGuard guard(b);
+            b.setInsertionPointToStart(branch.thenBlock());
+            IRMapping mapping;
+            mapping.map(mask.getScores(), s);
+            mapping.map(mask.getRow(), task.qRow[stage]);
+            mapping.map(mask.getCol(), keyOf(task, k));
+            mapping.map(mask.getSeqQ(), seqQ);
+            mapping.map(mask.getSeqK(), seqK);
+            b.create<scf::YieldOp>(loc, b.clone(*mask, mapping)->getResult(0));
+            b.setInsertionPointToStart(branch.elseBlock());
+            b.create<scf::YieldOp>(loc, s);
+          }
+          s = branch.getResult(0);
+        }
+        IRMapping mapping;
+        mapping.map(program.softmax.getScores(), s);
+        mapping.map(program.softmax.getRowMax(), carried[0]);
+        mapping.map(program.softmax.getRowSum(), carried[1]);
+        auto softmax = cast<OnlineSoftmaxOp>(b.clone(*program.softmax, mapping));
+        // From the second block on, correction needs this block's factor
+        // before the value MMA may accumulate into O again.
+        auto notFirst = b.create<scf::IfOp>(
+            loc, cmp(arith::CmpIPredicate::ne, k, index(0)), false);
+        {
+          OpBuilder::InsertionGuard guard(b);
+          b.setInsertionPointToStart(notFirst.thenBlock());
+          Value item = sub(add(statsBase, k), index(1));
+          b.create<ProducerAcquireOp>(loc, stats[stage], item);
+          b.create<SmemStoreOp>(loc, softmax.getAccScale(), stats[stage], item,
+                                b.getI64IntegerAttr(0));
+          b.create<ProducerCommitOp>(loc, stats[stage], item);
+        }
+        b.create<TmemStoreOp>(loc, softmax.getProbs(), probs[stage], index(0));
+        b.create<ProducerCommitOp>(loc, probs[stage], block);
+        return SmallVector<Value>{softmax.getNewRowMax(),
+                                  softmax.getNewRowSum()};
+      },
+      &rowState);
+  Value item = add(statsBase, b.create<arith::MaxSIOp>(
+                                  loc, sub(task.numBlocks, index(1)), index(0)));
+  b.create<ProducerAcquireOp>(loc, stats[stage], item);
+  b.create<SmemStoreOp>(loc, rowState[0], stats[stage], item,
+                        b.getI64IntegerAttr(0));
+  b.create<SmemStoreOp>(loc, rowState[1], stats[stage], item,
+                        b.getI64IntegerAttr(1));
+  b.create<ProducerCommitOp>(loc, stats[stage], item);
+}
+
+void RoleProgramBuilder::buildCorrectionRole(const TaskState &task) {
+  Value blockBase = task.counters.lookup(Counter::Block);
+  Value statsBase = task.counters.lookup(Counter::Stats);
+  Value taskCount = task.counters.lookup(Counter::Task);
+  auto rowType = RankedTensorType::get({128}, b.getF32Type());
+  // Before block k may accumulate, O holds blocks < k in the old scale.
+  buildBlockLoop(index(1), task.numBlocks, {}, [&](Value k, ValueRange) {
+    Value item = sub(add(statsBase, k), index(1));
+    Value previous = sub(add(blockBase, k), index(1));
+    for (int s = 0; s < ScheduleConfig::kQStages; ++s) {
+      b.create<ConsumerWaitOp>(loc, stats[s], item);
+      Value accScale = b.create<SmemLoadOp>(loc, rowType, stats[s], item,
+                                            b.getI64IntegerAttr(0));
+      b.create<ConsumerReleaseOp>(loc, stats[s], item);
+      b.create<ConsumerWaitOp>(loc, acc[s], previous);
+      b.create<RescaleOOp>(loc, acc[s], accScale);
+      b.create<ConsumerReleaseOp>(loc, acc[s], previous);
+    }
+    return SmallVector<Value>();
+  });
+
+  Value finalItem = add(statsBase, b.create<arith::MaxSIOp>(
+                                       loc, sub(task.numBlocks, index(1)),
+                                       index(0)));
+  Value last = sub(add(blockBase, task.numBlocks), index(1));
+  Value visited = cmp(arith::CmpIPredicate::sgt, task.numBlocks, index(0));
+  auto outType = RankedTensorType::get({128, headDim}, element);
+  for (int s = 0; s < ScheduleConfig::kQStages; ++s) {
+    b.create<ConsumerWaitOp>(loc, stats[s], finalItem);
+    Value rowMax = b.create<SmemLoadOp>(loc, rowType, stats[s], finalItem,
+                                        b.getI64IntegerAttr(0));
+    Value rowSum = b.create<SmemLoadOp>(loc, rowType, stats[s], finalItem,
+                                        b.getI64IntegerAttr(1));
+    b.create<ConsumerReleaseOp>(loc, stats[s], finalItem);
+    // A task that sees no key never wrote O: its rows are 0 with LSE -inf.
+    auto branch =
+        b.create<scf::IfOp>(loc, TypeRange{outType, rowType}, visited, true);
+    {
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPointToStart(branch.thenBlock());
+      b.create<ConsumerWaitOp>(loc, acc[s], last);
+      auto finalize = b.create<FinalizeOOp>(
+          loc, outType, rowType, acc[s], rowMax, rowSum,
+          program.normalize.getScaleLog2Attr());
+      b.create<ConsumerReleaseOp>(loc, acc[s], last);
+      b.create<scf::YieldOp>(loc, finalize.getResults());
+      b.setInsertionPointToStart(branch.elseBlock());
+      b.create<scf::YieldOp>(
+          loc, ValueRange{splat(outType, 0.0f),
+                          splat(rowType, -std::numeric_limits<float>::infinity())});
+    }
+    Value item = add(mul(taskCount, ScheduleConfig::kQStages), index(s));
+    b.create<ProducerAcquireOp>(loc, oStaging, item);
+    b.create<SmemStoreOp>(loc, branch.getResult(0), oStaging, item,
+                          IntegerAttr());
+    b.create<ProducerCommitOp>(loc, oStaging, item);
+    if (program.lseStore)
+      b.create<StoreLseTileOp>(loc, branch.getResult(1), program.arguments[kLse],
+                               task.batch, task.kvHead, task.qRow[s], gqaRatio);
+  }
+}
+
+void RoleProgramBuilder::buildEpilogueRole(const TaskState &task) {
+  Value taskCount = task.counters.lookup(Counter::Task);
+  for (int s = 0; s < ScheduleConfig::kQStages; ++s) {
+    Value item = add(mul(taskCount, ScheduleConfig::kQStages), index(s));
+    b.create<ConsumerWaitOp>(loc, oStaging, item);
+    b.create<TmaStoreOp>(loc, oStaging, item, program.arguments[kOut],
+                         task.batch, task.kvHead, task.qRow[s], gqaRatio);
+    // The stage goes back once the bulk copy has read it.
+    b.create<TmaStoreWaitOp>(loc);
+    b.create<ConsumerReleaseOp>(loc, oStaging, item);
+  }
+}
+
+void RoleProgramBuilder::build() {
+  Block &entry = func.getBody().front();
+  SmallVector<Operation *> levelB;
+  for (Operation &op : entry.without_terminator())
+    levelB.push_back(&op);
+
+  auto qType = cast<MemRefType>(program.arguments[kQ].getType());
+  auto kType = cast<MemRefType>(program.arguments[kK].getType());
+  headDim = qType.getDimSize(3);
+  element = qType.getElementType();
+  kvHeads = kType.getDimSize(2);
+  gqaRatio = program.range.getGqaRatio();
+
+  b.setInsertionPoint(entry.getTerminator());
+  if (!levelB.empty())
+    b.setInsertionPoint(levelB.front());
+  batchSize = b.create<memref::DimOp>(loc, program.arguments[kQ], 0);
+  seqQ = b.create<memref::DimOp>(loc, program.arguments[kQ], 1);
+  seqK = b.create<memref::DimOp>(loc, program.arguments[kK], 1);
+  numTasks = b.create<TaskCountOp>(
+      loc, b.getIndexType(), batchSize, seqQ, b.getI64IntegerAttr(kvHeads),
+      b.getI64IntegerAttr(gqaRatio), program.range.getRowsAttr());
+  createBuffers();
+
+  auto specialize = b.create<WarpSpecializeOp>(loc);
+  Block *roles = new Block();
+  specialize.getRoles().push_back(roles);
+  for (const RoleSpec &spec : ScheduleConfig::roles()) {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToEnd(roles);
+    auto role = b.create<RoleOp>(loc, spec.name, spec.firstWarp, spec.numWarps,
+                                 spec.registers);
+    b.setInsertionPointToStart(&role.getBody().emplaceBlock());
+    StringRef name = spec.name;
+    if (name == role::kLoad)
+      buildTaskLoop({Counter::Task, Counter::Kv},
+                    [&](TaskState &task) { buildLoadRole(task); });
+    else if (name == role::kMma)
+      buildTaskLoop({Counter::Task, Counter::Kv, Counter::Block},
+                    [&](TaskState &task) { buildMmaRole(task); });
+    else if (name == role::kSoftmax0 || name == role::kSoftmax1)
+      buildTaskLoop({Counter::Block, Counter::Stats}, [&](TaskState &task) {
+        buildSoftmaxRole(task, name == role::kSoftmax0 ? 0 : 1);
+      });
+    else if (name == role::kCorrection)
+      buildTaskLoop({Counter::Task, Counter::Block, Counter::Stats},
+                    [&](TaskState &task) { buildCorrectionRole(task); });
+    else if (name == role::kEpilogue)
+      buildTaskLoop({Counter::Task},
+                    [&](TaskState &task) { buildEpilogueRole(task); });
+  }
+
+  for (Operation *op : llvm::reverse(levelB)) {
+    op->dropAllUses();
+    op->erase();
+  }
+}
+
+namespace {
+struct AssignWarpRolesPass
+    : public fa4::impl::FA4AssignWarpRolesBase<AssignWarpRolesPass> {
+  void runOnOperation() override {
+    func::FuncOp func = getOperation();
+    auto spec = func->getAttrOfType<DictionaryAttr>("fa4.spec");
+    if (!spec)
+      return; // not an attention kernel
+    TileProgram program;
+    func.walk([&](Operation *op) {
+      if (auto range = dyn_cast<KvBlockRangeOp>(op); range && !program.range)
+        program.range = range;
+      else if (auto softmax = dyn_cast<OnlineSoftmaxOp>(op); softmax && !program.softmax)
+        program.softmax = softmax;
+      else if (auto normalize = dyn_cast<NormalizeOp>(op); normalize && !program.normalize)
+        program.normalize = normalize;
+      else if (auto mask = dyn_cast<MaskOp>(op); mask && !program.mask)
+        program.mask = mask;
+      else if (auto softcap = dyn_cast<SoftcapOp>(op); softcap && !program.softcap)
+        program.softcap = softcap;
+      else if (auto store = dyn_cast<StoreLseTileOp>(op); store && !program.lseStore)
+        program.lseStore = store;
+    });
+    auto arguments = spec.getAs<DenseI64ArrayAttr>("arguments");
+    if (!program.range || !program.softmax || !program.normalize || !arguments ||
+        arguments.size() < 4) {
+      func.emitError() << "fa4-assign-warp-roles expects the tile program "
+                          "fa4-tile writes (fa4.kv_block_range, "
+                          "fa4.online_softmax and fa4.normalize under a "
+                          "function with fa4.spec)";
+      return signalPassFailure();
+    }
+    for (int64_t position : arguments.asArrayRef()) {
+      if (position < 0 || position >= func.getNumArguments()) {
+        func.emitError() << "fa4.spec names argument #" << position
+                         << ", which the function does not have";
+        return signalPassFailure();
+      }
+      program.arguments.push_back(func.getArgument(position));
+    }
+    if (program.lseStore && program.arguments.size() <= kLse) {
+      func.emitError() << "the tile program stores an LSE that fa4.spec does "
+                          "not name";
+      return signalPassFailure();
+    }
+    RoleProgramBuilder(func, program).build();
+  }
+};
+} // namespace

@@ -1,0 +1,92 @@
+//===- ExpandCorrection.cpp - the correction role's TMEM round trips -------===//
+
+#include "fa4/Dialect/FA4/IR/FA4Ops.h"
+#include "fa4/Transforms/Passes.h"
+#include "fa4/Transforms/ScheduleConfig.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/IR/Builders.h"
+
+namespace mlir::fa4 {
+#define GEN_PASS_DEF_FA4EXPANDCORRECTION
+#include "fa4/Transforms/Passes.h.inc"
+} // namespace mlir::fa4
+
+using namespace mlir;
+using namespace mlir::fa4;
+
+/// There is no "scale TMEM" instruction: each chunk goes TMEM -> registers ->
+/// TMEM. The vote skips all of it when every row's factor is exactly 1.
+static void expandRescale(RescaleOOp rescale, bool releaseFirst) {
+  OpBuilder b(rescale);
+  Location loc = rescale.getLoc();
+  TmemType type = rescale.getAcc().getType();
+  if (releaseFirst) {
+    // Broken on purpose: the hand-back of O that follows the rescale moves
+    // ahead of it, so the value MMA may accumulate while O is rescaled.
+    if (Operation *release = rescale->getNextNode();
+        release && isa<MBarrierArriveOp>(release))
+      release->moveBefore(rescale);
+  }
+  Value needed =
+      b.create<NeedsRescaleOp>(loc, b.getI1Type(), rescale.getAccScale());
+  auto guard = b.create<scf::IfOp>(loc, needed, false);
+  b.setInsertionPointToStart(guard.thenBlock());
+  Value zero = b.create<arith::ConstantIndexOp>(loc, 0);
+  Value columns = b.create<arith::ConstantIndexOp>(loc, type.getCols());
+  Value chunk =
+      b.create<arith::ConstantIndexOp>(loc, ScheduleConfig::kRescaleChunk);
+  auto loop = b.create<scf::ForOp>(loc, zero, columns, chunk);
+  b.setInsertionPointToStart(loop.getBody());
+  auto chunkType = RankedTensorType::get(
+      {type.getLanes(), ScheduleConfig::kRescaleChunk}, type.getElementType());
+  Value column = loop.getInductionVar();
+  Value values = b.create<TmemLoadOp>(loc, chunkType, rescale.getAcc(), column);
+  Value scaled = b.create<CorrectionOp>(loc, chunkType, values,
+                                        rescale.getAccScale());
+  b.create<TmemStoreOp>(loc, scaled, rescale.getAcc(), column);
+  rescale.erase();
+}
+
+static void expandFinalize(FinalizeOOp finalize) {
+  OpBuilder b(finalize);
+  Location loc = finalize.getLoc();
+  TmemType type = finalize.getAcc().getType();
+  Value zero = b.create<arith::ConstantIndexOp>(loc, 0);
+  Value acc = b.create<TmemLoadOp>(
+      loc,
+      RankedTensorType::get({type.getLanes(), type.getCols()},
+                            type.getElementType()),
+      finalize.getAcc(), zero);
+  auto normalize = b.create<NormalizeOp>(
+      loc, finalize.getOut().getType(), finalize.getLse().getType(), acc,
+      finalize.getRowMax(), finalize.getRowSum(), finalize.getScaleLog2Attr());
+  finalize.replaceAllUsesWith(normalize.getResults());
+  finalize.erase();
+}
+
+namespace {
+struct ExpandCorrectionPass
+    : public fa4::impl::FA4ExpandCorrectionBase<ExpandCorrectionPass> {
+  using Base::Base;
+  void runOnOperation() override {
+    func::FuncOp func = getOperation();
+    if (!StringRef(testMutation).empty() &&
+        testMutation != "release-o-before-rescale") {
+      func.emitError() << "unknown test mutation '" << testMutation
+                       << "' for fa4-correction";
+      return signalPassFailure();
+    }
+    SmallVector<RescaleOOp> rescales;
+    SmallVector<FinalizeOOp> finals;
+    func.walk([&](RescaleOOp op) { rescales.push_back(op); });
+    func.walk([&](FinalizeOOp op) { finals.push_back(op); });
+    for (RescaleOOp rescale : rescales)
+      expandRescale(rescale, testMutation == "release-o-before-rescale");
+    for (FinalizeOOp finalize : finals)
+      expandFinalize(finalize);
+  }
+};
+} // namespace

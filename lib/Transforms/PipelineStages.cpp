@@ -1,0 +1,138 @@
+//===- PipelineStages.cpp - ring depths and the MMA warp's interleave ------===//
+
+#include "fa4/Dialect/FA4/IR/FA4Ops.h"
+#include "fa4/Support/Blackwell.h"
+#include "fa4/Transforms/Passes.h"
+#include "fa4/Transforms/ScheduleConfig.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/IRMapping.h"
+
+namespace mlir::fa4 {
+#define GEN_PASS_DEF_FA4PIPELINESTAGES
+#include "fa4/Transforms/Passes.h.inc"
+} // namespace mlir::fa4
+
+using namespace mlir;
+using namespace mlir::fa4;
+
+/// Clones the ops of `group` from `body`, with the block index `k` mapped to
+/// `blockIndex`, at `b`'s insertion point.
+static void emitGroup(OpBuilder &b, scf::ForOp stream, StringRef group,
+                      Value blockIndex) {
+  IRMapping mapping;
+  mapping.map(stream.getInductionVar(), blockIndex);
+  for (Operation &op : stream.getBody()->without_terminator()) {
+    auto name = op.getAttrOfType<StringAttr>("fa4.mma_group");
+    if (name && name.getValue() == group)
+      b.clone(op, mapping)->removeAttr("fa4.mma_group");
+  }
+}
+
+/// S0(0) S1(0) | for k in [1, n): O0(k-1) S0(k) O1(k-1) S1(k) | O0(n-1) O1(n-1).
+/// While softmax0 works on S0(k), the tensor core runs O1(k-1) and S1(k);
+/// while softmax1 works on S1(k), it runs O0(k) and S0(k+1).
+static void interleave(scf::ForOp stream) {
+  OpBuilder b(stream);
+  Location loc = stream.getLoc();
+  Value n = stream.getUpperBound();
+  Value zero = b.create<arith::ConstantIndexOp>(loc, 0);
+  Value one = b.create<arith::ConstantIndexOp>(loc, 1);
+  Value any = b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::sgt, n, zero);
+
+  auto prologue = b.create<scf::IfOp>(loc, any, false);
+  b.setInsertionPointToStart(prologue.thenBlock());
+  emitGroup(b, stream, "score0", zero);
+  emitGroup(b, stream, "score1", zero);
+
+  b.setInsertionPointAfter(prologue);
+  auto steady = b.create<scf::ForOp>(loc, one, n, one);
+  steady->setAttr("fa4.mma_interleaved", b.getUnitAttr());
+  b.setInsertionPointToStart(steady.getBody());
+  Value k = steady.getInductionVar();
+  Value previous = b.create<arith::SubIOp>(loc, k, one);
+  emitGroup(b, stream, "value0", previous);
+  emitGroup(b, stream, "score0", k);
+  emitGroup(b, stream, "value1", previous);
+  emitGroup(b, stream, "score1", k);
+
+  b.setInsertionPointAfter(steady);
+  auto epilogue = b.create<scf::IfOp>(loc, any, false);
+  b.setInsertionPointToStart(epilogue.thenBlock());
+  Value last = b.create<arith::SubIOp>(loc, n, one);
+  emitGroup(b, stream, "value0", last);
+  emitGroup(b, stream, "value1", last);
+  stream.erase();
+}
+
+namespace {
+struct PipelineStagesPass
+    : public fa4::impl::FA4PipelineStagesBase<PipelineStagesPass> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    func::FuncOp func = getOperation();
+    WarpSpecializeOp specialize;
+    func.walk([&](WarpSpecializeOp op) { specialize = op; });
+    if (!specialize)
+      return;
+    SmemAllocOp kvAlloc;
+    func.walk([&](ScoreMmaAsyncOp mma) {
+      kvAlloc = mma.getKey().getDefiningOp<SmemAllocOp>();
+    });
+    if (!kvAlloc) {
+      func.emitError() << "fa4-pipeline-stages expects score MMAs reading a "
+                          "K/V ring made by fa4.smem_alloc";
+      return signalPassFailure();
+    }
+    SmemType kvType = kvAlloc.getBuffer().getType();
+    ScheduleConfig config = ScheduleConfig::get(
+        kvType.getCols(), kvType.getElementType().getIntOrFloatBitWidth() / 8);
+    int64_t stages = kvStages > 0 ? int64_t(kvStages) : config.kvStages();
+    if (stages < 2) {
+      kvAlloc.emitError() << "the K/V ring needs at least 2 stages (a K and "
+                             "a V in flight), got "
+                          << stages;
+      return signalPassFailure();
+    }
+    kvAlloc.getBuffer().setType(SmemType::get(
+        func.getContext(), kvType.getRows(), kvType.getCols(),
+        kvType.getElementType(), stages));
+
+    int64_t bytes = ScheduleConfig::kBarrierBytes;
+    func.walk([&](SmemAllocOp alloc) {
+      SmemType type = alloc.getBuffer().getType();
+      bytes += type.getStageBytes() * type.getStages();
+    });
+    if (bytes > blackwell::kSmemBytesPerCta) {
+      InFlightDiagnostic diag = func.emitError()
+                                << "shared memory overflow: the buffers need "
+                                << bytes << " bytes, more than the "
+                                << blackwell::kSmemBytesPerCta
+                                << " a CTA may use (";
+      bool first = true;
+      func.walk([&](SmemAllocOp alloc) {
+        SmemType type = alloc.getBuffer().getType();
+        diag << (first ? "" : ", ") << alloc.getName() << ": "
+             << type.getStages() << " x " << type.getStageBytes();
+        first = false;
+      });
+      diag << ", barriers: " << ScheduleConfig::kBarrierBytes << ")";
+      return signalPassFailure();
+    }
+    Builder builder(func.getContext());
+    specialize->setAttr("fa4.smem_bytes", builder.getI64IntegerAttr(bytes));
+
+    SmallVector<scf::ForOp> streams;
+    func.walk([&](scf::ForOp loop) {
+      if (loop->hasAttr("fa4.mma_stream"))
+        streams.push_back(loop);
+    });
+    for (scf::ForOp stream : streams)
+      interleave(stream);
+  }
+};
+} // namespace

@@ -1,0 +1,65 @@
+//===- TileScheduler.cpp - the persistent task loop ------------------------===//
+
+#include "fa4/Dialect/FA4/IR/FA4Ops.h"
+#include "fa4/Transforms/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/IR/Builders.h"
+
+namespace mlir::fa4 {
+#define GEN_PASS_DEF_FA4TILESCHEDULER
+#include "fa4/Transforms/Passes.h.inc"
+} // namespace mlir::fa4
+
+using namespace mlir;
+using namespace mlir::fa4;
+
+namespace {
+struct TileSchedulerPass
+    : public fa4::impl::FA4TileSchedulerBase<TileSchedulerPass> {
+  using Base::Base;
+  void runOnOperation() override {
+    func::FuncOp func = getOperation();
+    if (smCount <= 0) {
+      func.emitError() << "sm-count must be positive, got " << smCount;
+      return signalPassFailure();
+    }
+    WarpSpecializeOp specialize;
+    func.walk([&](WarpSpecializeOp op) { specialize = op; });
+    if (!specialize)
+      return;
+    OpBuilder top(specialize);
+    Location loc = specialize.getLoc();
+    Value cta = top.create<CtaIdOp>(loc, top.getIndexType());
+    Value grid = top.create<GridSizeOp>(loc, top.getIndexType(),
+                                        top.getI64IntegerAttr(smCount));
+
+    TaskOrder order = TaskOrder::static_order;
+    specialize.walk([&](scf::ForOp loop) {
+      if (!loop->hasAttr("fa4.task_loop"))
+        return;
+      // Each CTA takes positions cta, cta + grid, ... of the order; every role
+      // of the CTA walks the same positions, so their rings stay in step.
+      loop.getLowerBoundMutable().assign(cta);
+      loop.getStepMutable().assign(grid);
+      for (auto coords : loop.getBody()->getOps<TaskCoordsOp>()) {
+        // Causal and windowed tasks differ in work: heaviest first.
+        order = coords.getMask() == MaskKind::none ? TaskOrder::static_order
+                                                   : TaskOrder::lpt;
+        coords.setOrder(order);
+      }
+    });
+    Builder builder(func.getContext());
+    specialize->setAttr(
+        "fa4.grid",
+        builder.getDictionaryAttr(
+            {builder.getNamedAttr("sm_count", builder.getI64IntegerAttr(smCount)),
+             builder.getNamedAttr(
+                 "policy", builder.getStringAttr(
+                               "persistent: min(sm_count, tasks) CTAs")),
+             builder.getNamedAttr("order", builder.getStringAttr(
+                                               stringifyTaskOrder(order)))}));
+  }
+};
+} // namespace
