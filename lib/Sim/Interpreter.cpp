@@ -9,6 +9,7 @@
 #include "Interpreter.h"
 
 #include "fa4/Dialect/FA4/IR/FA4Ops.h"
+#include "fa4/Support/TileScheduler.h"
 #include "fa4/Transforms/TileConfig.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -26,7 +27,9 @@ using namespace mlir::fa4::sim;
 
 static constexpr float kMinusInf = -std::numeric_limits<float>::infinity();
 
-static float roundTo(Type element, float value) {
+OpHook::~OpHook() = default;
+
+float mlir::fa4::sim::roundTo(Type element, float value) {
   if (element.isF16())
     return roundToHalf(value);
   if (element.isBF16())
@@ -34,7 +37,7 @@ static float roundTo(Type element, float value) {
   return value;
 }
 
-static std::shared_ptr<Tile> makeTile(Value result, float fill = 0.0f) {
+std::shared_ptr<Tile> mlir::fa4::sim::makeTile(Value result, float fill) {
   auto type = cast<RankedTensorType>(result.getType());
   auto tile = std::make_shared<Tile>();
   tile->shape.assign(type.getShape().begin(), type.getShape().end());
@@ -43,6 +46,43 @@ static std::shared_ptr<Tile> makeTile(Value result, float fill = 0.0f) {
 }
 
 static Type elementOf(Value value) { return getElementTypeOrSelf(value.getType()); }
+
+void mlir::fa4::sim::scoreProduct(const float *q, const float *k, float *s,
+                                  int64_t m, int64_t n, int64_t d) {
+  std::vector<float> kT(d * n);
+  for (int64_t c = 0; c < n; ++c)
+    for (int64_t x = 0; x < d; ++x)
+      kT[x * n + c] = k[c * d + x];
+  for (int64_t r = 0; r < m; ++r) {
+    float *sRow = &s[r * n];
+    for (int64_t x = 0; x < d; ++x) {
+      float qValue = q[r * d + x];
+      const float *kRow = &kT[x * n];
+      for (int64_t c = 0; c < n; ++c)
+        sRow[c] += qValue * kRow[c];
+    }
+  }
+}
+
+void mlir::fa4::sim::valueProduct(const float *p, const float *v, float *o,
+                                  int64_t m, int64_t n, int64_t d) {
+  for (int64_t r = 0; r < m; ++r) {
+    float *oRow = &o[r * d];
+    for (int64_t c = 0; c < n; ++c) {
+      float weight = p[r * n + c];
+      if (weight == 0.0f)
+        continue;
+      const float *vRow = &v[c * d];
+      for (int64_t x = 0; x < d; ++x)
+        oRow[x] += weight * vRow[x];
+    }
+  }
+}
+
+static TileScheduler::Order orderOf(TaskOrder order) {
+  return order == TaskOrder::lpt ? TileScheduler::Order::Lpt
+                                 : TileScheduler::Order::Static;
+}
 
 bool Interpreter::runFunction(Block &entry, std::string &error) {
   // Every op binds its results, so only an argument that fa4.spec does not
@@ -143,6 +183,42 @@ bool Interpreter::execute(Operation *op, std::string &error) {
           values[result] = value;
         return true;
       })
+      .Case([&](arith::CmpIOp compare) {
+        int64_t a = index(compare.getLhs()), b = index(compare.getRhs());
+        bool result = false;
+        switch (compare.getPredicate()) {
+        case arith::CmpIPredicate::eq: result = a == b; break;
+        case arith::CmpIPredicate::ne: result = a != b; break;
+        case arith::CmpIPredicate::slt: result = a < b; break;
+        case arith::CmpIPredicate::sle: result = a <= b; break;
+        case arith::CmpIPredicate::sgt: result = a > b; break;
+        case arith::CmpIPredicate::sge: result = a >= b; break;
+        default: return unsupported();
+        }
+        values[compare] = static_cast<int64_t>(result);
+        return true;
+      })
+      .Case([&](arith::OrIOp) {
+        return binary([](int64_t a, int64_t b) { return a | b; });
+      })
+      .Case([&](arith::AndIOp) {
+        return binary([](int64_t a, int64_t b) { return a & b; });
+      })
+      .Case([&](scf::IfOp branch) {
+        Region &taken = index(branch.getCondition()) ? branch.getThenRegion()
+                                                     : branch.getElseRegion();
+        if (taken.empty())
+          return true;
+        Block &body = taken.front();
+        if (!run(body, error))
+          return false;
+        auto yield = cast<scf::YieldOp>(body.getTerminator());
+        for (auto [result, value] : llvm::zip(branch.getResults(), yield.getOperands())) {
+          RuntimeValue copy = values[value];
+          values[result] = std::move(copy);
+        }
+        return true;
+      })
       .Case<scf::YieldOp, func::ReturnOp>([](Operation *) { return true; })
       // The tile program.
       .Case([&](KvBlockRangeOp range) {
@@ -156,9 +232,53 @@ bool Interpreter::execute(Operation *op, std::string &error) {
         values[range.getFullBegin()] = blocks.fullBegin;
         values[range.getFullEnd()] = blocks.fullEnd;
         values[range.getEnd()] = blocks.end;
-        stats.blocksVisited += blocks.end - blocks.begin;
-        stats.blocksSkipped +=
-            ceilDiv(seqK, range.getBlockN()) - (blocks.end - blocks.begin);
+        if (countsBlocks) {
+          stats.blocksVisited += blocks.end - blocks.begin;
+          stats.blocksSkipped +=
+              ceilDiv(seqK, range.getBlockN()) - (blocks.end - blocks.begin);
+        }
+        return true;
+      })
+      // The persistent scheduler.
+      .Case([&](TaskCountOp count) {
+        int64_t batch = index(count.getBatch()), seqQ = index(count.getSeqQ());
+        numTasks = batch * count.getKvHeads() *
+                   ceilDiv(seqQ * count.getGqaRatio(), count.getRows());
+        values[count.getResult()] = numTasks;
+        return true;
+      })
+      .Case([&](TaskCoordsOp coords) {
+        TaskGridShape shape;
+        shape.batch = index(coords.getBatch());
+        shape.kvHeads = coords.getKvHeads();
+        shape.gqaRatio = coords.getGqaRatio();
+        shape.rows = coords.getRows();
+        shape.blockN = coords.getBlockN();
+        shape.seqQ = index(coords.getSeqQ());
+        shape.seqK = index(coords.getSeqK());
+        shape.band = maskBandFor(coords.getMask(), coords.getWindowLeft(),
+                                 coords.getWindowRight());
+        TileScheduler scheduler(shape, orderOf(coords.getOrder()));
+        int64_t position = index(coords.getIndex());
+        if (position < 0 || position >= scheduler.numTasks()) {
+          error = "fa4.task_coords asked for task " + std::to_string(position) +
+                  " of " + std::to_string(scheduler.numTasks());
+          return false;
+        }
+        Task task = scheduler.taskAt(position);
+        values[coords.getBatchIndex()] = task.batch;
+        values[coords.getKvHead()] = task.kvHead;
+        values[coords.getMBlock()] = task.mBlock;
+        return true;
+      })
+      .Case([&](CtaIdOp cta) {
+        values[cta.getResult()] = ctaId;
+        return true;
+      })
+      .Case([&](NeedsRescaleOp vote) {
+        const Tile &scale = tile(vote.getAccScale());
+        values[vote.getResult()] = static_cast<int64_t>(
+            llvm::any_of(scale.data, [](float f) { return f != 1.0f; }));
         return true;
       })
       .Case([&](LoadQTileOp load) {
@@ -197,20 +317,8 @@ bool Interpreter::execute(Operation *op, std::string &error) {
       .Case([&](ScoreMmaOp mma) {
         const Tile &q = tile(mma.getQuery()), &k = tile(mma.getKey());
         int64_t m = q.shape[0], n = k.shape[0], d = q.shape[1];
-        std::vector<float> kT(d * n);
-        for (int64_t c = 0; c < n; ++c)
-          for (int64_t x = 0; x < d; ++x)
-            kT[x * n + c] = k.data[c * d + x];
         auto s = makeTile(mma.getScores());
-        for (int64_t r = 0; r < m; ++r) {
-          float *sRow = &s->data[r * n];
-          for (int64_t x = 0; x < d; ++x) {
-            float qValue = q.data[r * d + x];
-            const float *kRow = &kT[x * n];
-            for (int64_t c = 0; c < n; ++c)
-              sRow[c] += qValue * kRow[c];
-          }
-        }
+        scoreProduct(q.data.data(), k.data.data(), s->data.data(), m, n, d);
         setTile(mma.getScores(), s);
         return true;
       })
@@ -319,17 +427,7 @@ bool Interpreter::execute(Operation *op, std::string &error) {
         const Tile &p = tile(mma.getProbs()), &v = tile(mma.getValue());
         auto result = std::make_shared<Tile>(tile(mma.getAcc()));
         int64_t m = p.shape[0], n = p.shape[1], d = v.shape[1];
-        for (int64_t r = 0; r < m; ++r) {
-          float *oRow = &result->data[r * d];
-          for (int64_t c = 0; c < n; ++c) {
-            float weight = p.data[r * n + c];
-            if (weight == 0.0f)
-              continue;
-            const float *vRow = &v.data[c * d];
-            for (int64_t x = 0; x < d; ++x)
-              oRow[x] += weight * vRow[x];
-          }
-        }
+        valueProduct(p.data.data(), v.data.data(), result->data.data(), m, n, d);
         setTile(mma.getResult(), result);
         return true;
       })
@@ -392,5 +490,9 @@ bool Interpreter::execute(Operation *op, std::string &error) {
         }
         return true;
       })
-      .Default([&](Operation *) { return unsupported(); });
+      .Default([&](Operation *) {
+        if (hook && op->getDialect() == op->getContext()->getLoadedDialect<FA4Dialect>())
+          return hook->execute(*this, op, error);
+        return unsupported();
+      });
 }

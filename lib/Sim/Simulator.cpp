@@ -3,6 +3,7 @@
 #include "fa4/Sim/Simulator.h"
 
 #include "Interpreter.h"
+#include "Protocol.h"
 #include "Reference.h"
 
 #include "fa4/Dialect/FA4/IR/FA4Ops.h"
@@ -22,6 +23,40 @@ using namespace mlir::fa4::sim;
 namespace {
 /// Positions of Q, K, V, O and LSE among `fa4.spec`'s `arguments`.
 enum ArgumentRole { kQ, kK, kV, kOut, kLse };
+
+/// Level C at function scope: the buffers and barriers are the CTA's (the
+/// CTA run sets them up), the warp-specialize op is one CTA's run.
+class LaunchHook : public OpHook {
+public:
+  LaunchHook(ProtocolReport &report, InterpreterStats &stats, uint64_t seed)
+      : report(report), stats(stats), seed(seed) {}
+
+  bool execute(Interpreter &interpreter, Operation *op,
+               std::string &error) override {
+    if (isa<SmemAllocOp, TmemAllocOp, TmemViewOp, MBarrierAllocOp>(op))
+      return true;
+    if (auto grid = dyn_cast<GridSizeOp>(op)) {
+      gridSize = std::min<int64_t>(grid.getSmCount(),
+                                   std::max<int64_t>(interpreter.numTasks, 1));
+      interpreter.setIndex(grid.getResult(), gridSize);
+      return true;
+    }
+    if (auto specialize = dyn_cast<WarpSpecializeOp>(op))
+      return runCta(interpreter, specialize, seed * 7919u + ctaId, report,
+                    stats, error);
+    error = "cannot run '" + op->getName().getStringRef().str() +
+            "' outside a role";
+    return false;
+  }
+
+  int64_t ctaId = 0;
+  int64_t gridSize = 1;
+
+private:
+  ProtocolReport &report;
+  InterpreterStats &stats;
+  uint64_t seed;
+};
 } // namespace
 
 static double finiteOr(double value, double fallback) {
@@ -51,8 +86,41 @@ std::string RunReport::toJson() const {
   os << ",\"rescales_done\":" << rescalesDone
      << ",\"rescales_skipped\":" << rescalesSkipped
      << ",\"blocks_visited\":" << blocksVisited
-     << ",\"blocks_skipped\":" << blocksSkipped
-     << ",\"ok\":" << (ok ? "true" : "false") << "}";
+     << ",\"blocks_skipped\":" << blocksSkipped;
+  if (levelC) {
+    auto strings = [&](const std::vector<std::string> &list) {
+      os << "[";
+      for (size_t i = 0; i < list.size(); ++i) {
+        os << (i ? "," : "") << "\"";
+        os.write_escaped(list[i]);
+        os << "\"";
+      }
+      os << "]";
+    };
+    os << ",\"level\":\"C\",\"interleavings\":" << interleavings
+       << ",\"ctas\":" << ctas << ",\"deadlock\":";
+    if (deadlock.empty())
+      os << "null";
+    else
+      strings(deadlock);
+    os << ",\"hazards\":";
+    strings(hazards);
+    os << ",\"hazard_count\":" << hazardCount << ",\"barrier_misuse\":";
+    strings(barrierMisuse);
+    os << ",\"failing_interleaving\":";
+    if (failingInterleaving < 0)
+      os << "null";
+    else
+      os << failingInterleaving;
+    os << ",\"mmas_issued\":{";
+    bool first = true;
+    for (auto &[role, count] : mmasIssued) {
+      os << (first ? "" : ",") << "\"" << role << "\":" << count;
+      first = false;
+    }
+    os << "}";
+  }
+  os << ",\"ok\":" << (ok ? "true" : "false") << "}";
   return text;
 }
 
@@ -210,48 +278,110 @@ bool mlir::fa4::sim::simulate(func::FuncOp func, const RunOptions &options,
   Type element = qType.getElementType();
   fillInputs(problem, element, options, q.data, k.data, v.data);
 
-  Interpreter interpreter;
-  interpreter.bind(argument(kQ), &q);
-  interpreter.bind(argument(kK), &k);
-  interpreter.bind(argument(kV), &v);
-  interpreter.bind(argument(kOut), &out);
-  if (hasLse)
-    interpreter.bind(argument(kLse), &lse);
-  if (!interpreter.runFunction(func.getBody().front(), error))
-    return false;
+  auto bindArguments = [&](Interpreter &interpreter) {
+    interpreter.bind(argument(kQ), &q);
+    interpreter.bind(argument(kK), &k);
+    interpreter.bind(argument(kV), &v);
+    interpreter.bind(argument(kOut), &out);
+    if (hasLse)
+      interpreter.bind(argument(kLse), &lse);
+  };
 
   std::vector<double> refOut, refLse;
   referenceAttention(problem, q.data, k.data, v.data, refOut, refLse);
 
   report = RunReport();
-  bool ok = true;
-  for (size_t i = 0; i < refOut.size(); ++i) {
-    double got = out.data[i], want = refOut[i];
-    double err = std::fabs(got - want);
-    if (!(err <= options.atol + options.rtol * std::fabs(want)))
-      ok = false; // NaN fails here too
-    report.maxAbsErr = std::max(report.maxAbsErr, finiteOr(err, INFINITY));
-    // Relative error means little on values near zero, which atol covers.
-    if (std::fabs(want) > options.atol)
-      report.maxRelErr =
-          std::max(report.maxRelErr, finiteOr(err / std::fabs(want), INFINITY));
-  }
-  if (hasLse) {
-    report.lseMaxAbsErr = 0.0;
-    for (size_t i = 0; i < refLse.size(); ++i) {
-      double got = lse.data[i], want = refLse[i];
-      double err = (std::isinf(want) && got == want) ? 0.0 : std::fabs(got - want);
+  bool numericsOk = true;
+  // Folds one run's outputs into the report; false past tolerance.
+  auto compare = [&]() {
+    bool ok = true;
+    for (size_t i = 0; i < refOut.size(); ++i) {
+      double got = out.data[i], want = refOut[i];
+      double err = std::fabs(got - want);
       if (!(err <= options.atol + options.rtol * std::fabs(want)))
-        ok = false;
-      report.lseMaxAbsErr =
-          std::max(report.lseMaxAbsErr, finiteOr(err, INFINITY));
+        ok = false; // NaN fails here too
+      report.maxAbsErr = std::max(report.maxAbsErr, finiteOr(err, INFINITY));
+      // Relative error means little on values near zero, which atol covers.
+      if (std::fabs(want) > options.atol)
+        report.maxRelErr = std::max(report.maxRelErr,
+                                    finiteOr(err / std::fabs(want), INFINITY));
+    }
+    if (hasLse) {
+      report.lseMaxAbsErr = std::max(report.lseMaxAbsErr, 0.0);
+      for (size_t i = 0; i < refLse.size(); ++i) {
+        double got = lse.data[i], want = refLse[i];
+        double err =
+            (std::isinf(want) && got == want) ? 0.0 : std::fabs(got - want);
+        if (!(err <= options.atol + options.rtol * std::fabs(want)))
+          ok = false;
+        report.lseMaxAbsErr =
+            std::max(report.lseMaxAbsErr, finiteOr(err, INFINITY));
+      }
+    }
+    return ok;
+  };
+  auto recordStats = [&](const InterpreterStats &stats) {
+    report.rescalesDone = stats.rescalesDone;
+    report.rescalesSkipped = stats.rescalesSkipped;
+    report.blocksVisited = stats.blocksVisited;
+    report.blocksSkipped = stats.blocksSkipped;
+  };
+
+  WarpSpecializeOp specialize;
+  func.walk([&](WarpSpecializeOp op) { specialize = op; });
+  if (!specialize) {
+    Interpreter interpreter;
+    bindArguments(interpreter);
+    if (!interpreter.runFunction(func.getBody().front(), error))
+      return false;
+    numericsOk = compare();
+    recordStats(interpreter.getStats());
+    report.ok = numericsOk;
+    return true;
+  }
+
+  // Level C: every CTA of the persistent grid, under `interleavings`
+  // schedules; the first schedule that breaks the protocol ends the run.
+  report.levelC = true;
+  bool hasGrid = false;
+  func.walk([&](GridSizeOp) { hasGrid = true; });
+  for (int64_t run = 0; run < options.interleavings; ++run) {
+    std::fill(out.data.begin(), out.data.end(), std::nanf(""));
+    std::fill(lse.data.begin(), lse.data.end(), std::nanf(""));
+    ProtocolReport protocol;
+    InterpreterStats stats;
+    LaunchHook launch(protocol, stats,
+                      options.seed * 1000003u + static_cast<uint64_t>(run));
+    int64_t grid = 1;
+    for (int64_t cta = 0; cta < grid; ++cta) {
+      Interpreter interpreter;
+      bindArguments(interpreter);
+      interpreter.setHook(&launch);
+      interpreter.ctaId = cta;
+      launch.ctaId = cta;
+      if (!interpreter.runFunction(func.getBody().front(), error))
+        return false;
+      if (cta == 0 && hasGrid)
+        grid = launch.gridSize;
+      if (!protocol.clean())
+        break;
+    }
+    report.interleavings = run + 1;
+    report.ctas = grid;
+    if (run == 0) {
+      recordStats(stats);
+      report.mmasIssued = protocol.mmasIssued;
+    }
+    numericsOk = compare() && numericsOk;
+    if (!protocol.clean()) {
+      report.failingInterleaving = run;
+      report.deadlock = protocol.deadlock;
+      report.hazards = protocol.hazards;
+      report.hazardCount = protocol.hazardCount;
+      report.barrierMisuse = protocol.misuse;
+      break;
     }
   }
-  const InterpreterStats &stats = interpreter.getStats();
-  report.rescalesDone = stats.rescalesDone;
-  report.rescalesSkipped = stats.rescalesSkipped;
-  report.blocksVisited = stats.blocksVisited;
-  report.blocksSkipped = stats.blocksSkipped;
-  report.ok = ok;
+  report.ok = numericsOk && report.failingInterleaving < 0;
   return true;
 }

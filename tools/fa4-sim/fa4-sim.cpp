@@ -48,6 +48,11 @@ static cl::opt<double> absTolerance("atol", cl::desc("Absolute tolerance"),
                             cl::init(1e-2), cl::cat(simCategory));
 static cl::opt<double> relTolerance("rtol", cl::desc("Relative tolerance"),
                             cl::init(1e-2), cl::cat(simCategory));
+static cl::opt<int64_t> interleavings(
+    "interleavings",
+    cl::desc("Level C: run this many schedules of the roles and asynchronous "
+             "ops, each from its own seed"),
+    cl::init(1), cl::cat(simCategory));
 static cl::opt<double> rescaleThreshold(
     "rescale-threshold",
     cl::desc("Rescale threshold used when lowering level-A input"),
@@ -63,14 +68,22 @@ int main(int argc, char **argv) {
   cl::HideUnrelatedOptions(simCategory);
   cl::ParseCommandLineOptions(
       argc, argv,
-      "fa4-sim: run fa4 IR (level A or B) on the CPU against a float64 "
+      "fa4-sim: run fa4 IR (level A, B or C) on the CPU against a float64 "
       "reference\n\n"
       "  fa4c --mask causal --stop-after=tile | fa4-sim --seq-q 1024 --seq-k "
-      "1024\n\n"
-      "Prints one JSON object; exits 0 within tolerance, 1 past it, 2 on bad "
-      "flags or IR it cannot run.\n");
+      "1024\n"
+      "  fa4c --mask causal --stop-after=scheduler | fa4-sim --seq-q 512 "
+      "--seq-k 512 --interleavings 100\n\n"
+      "At level C each warp role runs as its own thread of control and TMA and "
+      "tensor-core ops complete at random later points; the report adds "
+      "deadlocks, hazards (SMEM/TMEM accesses no chain of barriers orders) and "
+      "barrier misuse.\n"
+      "Prints one JSON object; exits 0 within tolerance and with a clean "
+      "protocol, 1 otherwise, 2 on bad flags or IR it cannot run.\n");
   if (batch <= 0 || seqQ <= 0 || seqK <= 0)
     return fail("--batch, --seq-q and --seq-k must be positive");
+  if (interleavings <= 0)
+    return fail("--interleavings must be positive");
   if (!(absTolerance >= 0) || !(relTolerance >= 0))
     return fail("--atol and --rtol must be non-negative");
 
@@ -112,6 +125,7 @@ int main(int argc, char **argv) {
   options.distribution = distribution;
   options.atol = absTolerance;
   options.rtol = relTolerance;
+  options.interleavings = interleavings;
   fa4::sim::RunReport report;
   if (!fa4::sim::simulate(kernels.front(), options, report, error))
     return fail(error);

@@ -53,6 +53,22 @@ static cl::opt<double> rescaleThreshold(
              "rescales whenever a row max moves)"),
     cl::init(8.0), cl::cat(compileCategory));
 
+static cl::opt<int64_t> kvStages(
+    "kv-stages",
+    cl::desc("K/V ring stages (default 0: as many as the 227 KB of shared "
+             "memory hold)"),
+    cl::init(0), cl::cat(compileCategory));
+static cl::opt<int64_t> smCount(
+    "sm-count",
+    cl::desc("SMs of the target, the persistent grid's size (default 148, "
+             "B200)"),
+    cl::init(148), cl::cat(compileCategory));
+static cl::opt<std::string> testMutation(
+    "test-mutation",
+    cl::desc("Test only: break the level-C protocol in a named way, to check "
+             "that fa4-sim catches it"),
+    cl::value_desc("name"), cl::init(""), cl::cat(compileCategory));
+
 static cl::opt<int64_t> headDim("head-dim", cl::desc("Head dim: 64, 96 or 128"),
                                 cl::init(128), cl::cat(variantCategory));
 static cl::opt<int64_t> qHeads("q-heads", cl::desc("Query heads"), cl::init(32),
@@ -184,9 +200,12 @@ int main(int argc, char **argv) {
   fa4::PipelineOptions options;
   options.stopAfter = stopAfter;
   options.rescaleThreshold = rescaleThreshold;
+  options.kvStages = kvStages;
+  options.smCount = smCount;
+  options.testMutation = testMutation;
   PassManager pm(&context);
   if (failed(fa4::buildPipeline(pm, options, error))) {
-    errs() << "fa4c: --stop-after: " << error << "\n";
+    errs() << "fa4c: " << error << "\n";
     return 2;
   }
   if (timing)

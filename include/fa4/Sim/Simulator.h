@@ -10,7 +10,9 @@
 #define FA4_SIM_SIMULATOR_H
 
 #include <cstdint>
+#include <map>
 #include <string>
+#include <vector>
 
 namespace mlir {
 namespace func {
@@ -38,6 +40,8 @@ struct RunOptions {
   InputDistribution distribution = InputDistribution::Normal;
   double atol = 1e-2;
   double rtol = 1e-2;
+  /// Level C: schedules to run, each drawn from its own seed.
+  int64_t interleavings = 1;
 };
 
 struct RunReport {
@@ -52,13 +56,27 @@ struct RunReport {
   int64_t rescalesSkipped = 0;
   int64_t blocksVisited = 0;
   int64_t blocksSkipped = 0;
+
+  /// Level C only: how the protocol fared.
+  bool levelC = false;
+  int64_t interleavings = 0;
+  int64_t ctas = 0;
+  /// The interleaving the first protocol failure came from, -1 without one.
+  int64_t failingInterleaving = -1;
+  /// One line per blocked role; empty without a deadlock.
+  std::vector<std::string> deadlock;
+  std::vector<std::string> hazards;
+  int64_t hazardCount = 0;
+  std::vector<std::string> barrierMisuse;
+  std::map<std::string, int64_t> mmasIssued;
+
   bool ok = false;
 
   /// One JSON object on one line, the fields in a fixed order.
   std::string toJson() const;
 };
 
-/// Runs the level-B function `func` (it must carry `fa4.spec`). Returns false
+/// Runs the level-B or level-C function `func` (it must carry `fa4.spec`). Returns false
 /// with `error` set when the IR cannot be run; `report.ok` says whether the
 /// result is within tolerance.
 bool simulate(func::FuncOp func, const RunOptions &options, RunReport &report,

@@ -1,0 +1,858 @@
+//===- Protocol.cpp - level C on the CPU ----------------------------------===//
+//
+// One CTA at a time. Every role runs on its own std::thread, but only the one
+// the scheduler hands the turn to makes progress, so a run is a deterministic
+// function of the seed. The scheduler draws, at every step, either a role
+// that can run or an asynchronous operation that can complete.
+//
+// Ordering is tracked with vector clocks, one component per role: an access
+// carries its role's clock; a barrier phase carries the join of the clocks of
+// everything that completed it; a wait that passes joins that into the
+// waiter. Two accesses to the same SMEM stage or TMEM column, one a write,
+// neither ordered before the other, are a hazard.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Protocol.h"
+
+#include "fa4/Dialect/FA4/IR/FA4Ops.h"
+#include "fa4/Support/AttentionMath.h"
+#include "fa4/Support/Blackwell.h"
+
+#include "llvm/ADT/TypeSwitch.h"
+
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <random>
+#include <thread>
+
+using namespace mlir;
+using namespace mlir::fa4;
+using namespace mlir::fa4::sim;
+
+/// Reports keep the first few of each list; the counts say how many there were.
+static constexpr size_t kMaxReported = 8;
+
+void ProtocolReport::addHazard(std::string text) {
+  ++hazardCount;
+  if (hazards.size() < kMaxReported &&
+      std::find(hazards.begin(), hazards.end(), text) == hazards.end())
+    hazards.push_back(std::move(text));
+}
+
+void ProtocolReport::addMisuse(std::string text) {
+  if (misuse.size() < kMaxReported &&
+      std::find(misuse.begin(), misuse.end(), text) == misuse.end())
+    misuse.push_back(std::move(text));
+}
+
+namespace {
+
+using Clock = std::vector<uint32_t>;
+
+void join(Clock &into, const Clock &other) {
+  for (size_t i = 0; i < into.size(); ++i)
+    into[i] = std::max(into[i], other[i]);
+}
+
+struct Access {
+  int thread = -1;
+  uint32_t epoch = 0;
+  std::string what;
+};
+
+/// The accesses a later one must be ordered after: the last write and the
+/// reads since.
+struct Region {
+  Access write;
+  std::vector<Access> reads;
+};
+
+struct SmemState {
+  SmemType type;
+  std::string name;
+  std::vector<float> data;
+  std::vector<Region> stages;
+};
+
+struct BarrierSlot {
+  int64_t pending = 0;
+  int64_t tx = 0;
+  int64_t completed = 0;
+  bool expectTx = false;
+  Clock accumulated, last;
+};
+
+struct BarrierState {
+  MBarrierType type;
+  std::string name;
+  int64_t count = 1;
+  std::vector<BarrierSlot> slots;
+};
+
+/// A TMEM buffer or view as the columns it occupies.
+struct TmemPlace {
+  int64_t firstColumn = 0;
+  int64_t cols = 0;
+  Type element;
+  std::string name;
+};
+
+struct AsyncOp {
+  enum Kind { TmaLoad, TmaStore, Mma, Commit } kind;
+  int thread;
+  Clock clock;
+  Operation *op;
+  /// Operand values, resolved when the op was issued.
+  std::vector<int64_t> indices;
+  Buffer *global = nullptr;
+};
+
+struct RoleThread {
+  std::string name;
+  RoleOp role;
+  Interpreter interpreter;
+  std::thread thread;
+  Clock clock;
+  bool done = false;
+  bool failed = false;
+  std::string error;
+  std::function<bool()> blockedOn;
+  std::string blockedWhat;
+  std::deque<AsyncOp> tensorCoreQueue;
+  int64_t pendingStores = 0;
+};
+
+class Cta : public OpHook {
+public:
+  Cta(Interpreter &parent, WarpSpecializeOp op, uint64_t seed,
+      ProtocolReport &report)
+      : parent(parent), specialize(op), rng(seed), report(report) {}
+
+  bool run(InterpreterStats &stats, std::string &error);
+  bool execute(Interpreter &interpreter, Operation *op,
+               std::string &error) override;
+
+private:
+  bool setUp(std::string &error);
+  int threadOf(Interpreter &interpreter) {
+    return interpreterThreads.at(&interpreter);
+  }
+  /// Hands the turn back; false once the run is being torn down.
+  bool yieldTurn(int thread);
+  bool waitUntil(int thread, std::function<bool()> condition, std::string what);
+
+  SmemState &smem(Value buffer) {
+    return smemStates.at(buffer.getDefiningOp());
+  }
+  BarrierState &barrier(Value value) {
+    return barriers.at(value.getDefiningOp());
+  }
+  bool tmemPlace(Value buffer, TmemPlace &place, std::string &error);
+
+  void access(Region &region, const std::string &regionName, int thread,
+              const Clock &clock, bool write, const std::string &what);
+  void accessTmem(const TmemPlace &place, int64_t firstCol, int64_t numCols,
+                  int thread, const Clock &clock, bool write,
+                  const std::string &what);
+  bool checkTmemLive(const std::string &what, std::string &error);
+
+  void arrive(BarrierState &state, int64_t stage, int64_t arrivals,
+              const Clock &clock);
+  void completeTx(BarrierState &state, int64_t stage, int64_t bytes,
+                  const Clock &clock);
+  void maybeComplete(BarrierState &state, BarrierSlot &slot);
+
+  bool complete(AsyncOp &async, std::string &error);
+
+  Interpreter &parent;
+  WarpSpecializeOp specialize;
+  std::mt19937_64 rng;
+  ProtocolReport &report;
+
+  std::vector<std::unique_ptr<RoleThread>> threads;
+  llvm::DenseMap<Interpreter *, int> interpreterThreads;
+  llvm::DenseMap<Operation *, SmemState> smemStates;
+  llvm::DenseMap<Operation *, BarrierState> barriers;
+  std::vector<uint32_t> tmem;
+  std::vector<Region> tmemColumns;
+  bool tmemAllocated = false, tmemFreed = false;
+  std::vector<AsyncOp> tmaInFlight;
+
+  std::mutex mutex;
+  std::condition_variable turnChanged;
+  int turn = -1;
+  bool aborting = false;
+};
+
+} // namespace
+
+static std::string describe(const RoleThread &thread, Operation *op) {
+  return thread.name + " (" + op->getName().stripDialect().str() + ")";
+}
+
+bool Cta::setUp(std::string &error) {
+  // The buffers and barriers are defined beside the warp-specialize op.
+  specialize->getParentOp()->walk([&](Operation *op) {
+    if (auto alloc = dyn_cast<SmemAllocOp>(op)) {
+      SmemState state;
+      state.type = alloc.getBuffer().getType();
+      state.name = alloc.getName().str();
+      state.data.assign(state.type.getStages() * state.type.getRows() *
+                            state.type.getCols(),
+                        std::nanf(""));
+      state.stages.resize(state.type.getStages());
+      smemStates[op] = std::move(state);
+    } else if (auto alloc = dyn_cast<MBarrierAllocOp>(op)) {
+      BarrierState state;
+      state.type = alloc.getBarrier().getType();
+      state.name = alloc.getName().str();
+      state.count = alloc.getCount();
+      state.slots.resize(state.type.getStages());
+      barriers[op] = std::move(state);
+    }
+  });
+  // Unwritten TMEM reads as NaN, so a missed write poisons the result.
+  uint32_t nan;
+  float nanValue = std::nanf("");
+  std::memcpy(&nan, &nanValue, 4);
+  tmem.assign(blackwell::kTmemLanes * blackwell::kTmemColumns, nan);
+  tmemColumns.resize(blackwell::kTmemColumns);
+
+  for (RoleOp role : specialize.getRoles().front().getOps<RoleOp>()) {
+    if (role.getBody().front().empty())
+      continue;
+    auto thread = std::make_unique<RoleThread>();
+    thread->name = role.getName().str();
+    thread->role = role;
+    thread->interpreter = parent;
+    thread->interpreter.setHook(this);
+    // The loader's view of the tasks is the one counted.
+    thread->interpreter.setCountsBlocks(thread->name == "load");
+    threads.push_back(std::move(thread));
+  }
+  Clock zero(threads.size(), 0);
+  for (size_t i = 0; i < threads.size(); ++i) {
+    threads[i]->clock = zero;
+    threads[i]->clock[i] = 1;
+    interpreterThreads[&threads[i]->interpreter] = i;
+  }
+  for (auto &[op, state] : barriers)
+    for (BarrierSlot &slot : state.slots) {
+      slot.pending = state.count;
+      slot.accumulated = zero;
+      slot.last = zero;
+    }
+  return true;
+}
+
+bool Cta::yieldTurn(int thread) {
+  std::unique_lock<std::mutex> lock(mutex);
+  turn = -1;
+  turnChanged.notify_all();
+  turnChanged.wait(lock, [&] { return turn == thread; });
+  return !aborting;
+}
+
+bool Cta::waitUntil(int thread, std::function<bool()> condition,
+                    std::string what) {
+  RoleThread &role = *threads[thread];
+  while (!condition()) {
+    role.blockedOn = condition;
+    role.blockedWhat = std::move(what);
+    if (!yieldTurn(thread))
+      return false;
+  }
+  role.blockedOn = nullptr;
+  return true;
+}
+
+bool Cta::tmemPlace(Value buffer, TmemPlace &place, std::string &error) {
+  auto type = cast<TmemType>(buffer.getType());
+  place.cols = type.getCols();
+  place.element = type.getElementType();
+  Operation *def = buffer.getDefiningOp();
+  if (auto view = dyn_cast_or_null<TmemViewOp>(def)) {
+    place.name = view.getName().str();
+    def = view.getSource().getDefiningOp();
+  }
+  auto alloc = dyn_cast_or_null<TmemAllocOp>(def);
+  if (!alloc || !alloc.getColumnOffset()) {
+    error = "TMEM buffer has no column offset (run fa4-allocate-tmem first)";
+    return false;
+  }
+  if (place.name.empty())
+    place.name = alloc.getName().str();
+  place.firstColumn = *alloc.getColumnOffset();
+  return true;
+}
+
+void Cta::access(Region &region, const std::string &regionName, int thread,
+                 const Clock &clock, bool write, const std::string &what) {
+  auto ordered = [&](const Access &before) {
+    return before.thread < 0 || before.thread == thread ||
+           before.epoch <= clock[before.thread];
+  };
+  auto hazard = [&](const Access &before, bool beforeWrites) {
+    report.addHazard(regionName + ": " + (write ? "write" : "read") + " by " +
+                     what + " is not ordered after the " +
+                     (beforeWrites ? "write" : "read") + " by " + before.what);
+  };
+  if (!ordered(region.write))
+    hazard(region.write, true);
+  Access self{thread, clock[thread], what};
+  if (write) {
+    for (const Access &read : region.reads)
+      if (!ordered(read))
+        hazard(read, false);
+    region.write = self;
+    region.reads.clear();
+    return;
+  }
+  for (Access &read : region.reads)
+    if (read.thread == thread) {
+      read = self;
+      return;
+    }
+  region.reads.push_back(self);
+}
+
+void Cta::accessTmem(const TmemPlace &place, int64_t firstCol, int64_t numCols,
+                     int thread, const Clock &clock, bool write,
+                     const std::string &what) {
+  int64_t bits = place.element.getIntOrFloatBitWidth();
+  int64_t begin = place.firstColumn + firstCol * bits / 32;
+  int64_t end = place.firstColumn + (firstCol + numCols) * bits / 32;
+  std::string name = "TMEM columns [" + std::to_string(begin) + ", " +
+                     std::to_string(end) + ") of " + place.name;
+  size_t before = report.hazardCount;
+  for (int64_t column = begin; column < end; ++column) {
+    access(tmemColumns[column], name, thread, clock, write, what);
+    // One report per access, not one per column.
+    if (report.hazardCount > before) {
+      for (int64_t rest = column + 1; rest < end; ++rest) {
+        Region &region = tmemColumns[rest];
+        if (write) {
+          region.write = {thread, clock[thread], what};
+          region.reads.clear();
+        }
+      }
+      return;
+    }
+  }
+}
+
+bool Cta::checkTmemLive(const std::string &what, std::string &error) {
+  if (!tmemAllocated)
+    report.addMisuse(what + " touches TMEM before tmem_alloc_columns");
+  if (tmemFreed)
+    report.addMisuse(what + " touches TMEM after tmem_dealloc");
+  return true;
+}
+
+void Cta::maybeComplete(BarrierState &state, BarrierSlot &slot) {
+  while (slot.pending <= 0 && slot.tx == 0) {
+    if (state.type.getKind() == BarrierKind::tma && !slot.expectTx)
+      report.addMisuse("phase " + std::to_string(slot.completed) + " of " +
+                       state.name + " (a TMA barrier) completed without "
+                       "expect_tx");
+    ++slot.completed;
+    slot.last = slot.accumulated;
+    std::fill(slot.accumulated.begin(), slot.accumulated.end(), 0);
+    slot.expectTx = false;
+    slot.pending += state.count;
+  }
+}
+
+void Cta::arrive(BarrierState &state, int64_t stage, int64_t arrivals,
+                 const Clock &clock) {
+  BarrierSlot &slot = state.slots[stage];
+  if (arrivals > slot.pending)
+    report.addMisuse(std::to_string(arrivals) + " arrivals on " + state.name +
+                     "[" + std::to_string(stage) + "] with " +
+                     std::to_string(slot.pending) +
+                     " pending: arrivals past the count");
+  join(slot.accumulated, clock);
+  slot.pending -= arrivals;
+  maybeComplete(state, slot);
+}
+
+void Cta::completeTx(BarrierState &state, int64_t stage, int64_t bytes,
+                     const Clock &clock) {
+  if (state.type.getKind() != BarrierKind::tma)
+    report.addMisuse("TMA bytes delivered to " + state.name + ", a '" +
+                     stringifyBarrierKind(state.type.getKind()).str() +
+                     "' barrier (expected kind 'tma')");
+  BarrierSlot &slot = state.slots[stage];
+  join(slot.accumulated, clock);
+  slot.tx -= bytes;
+  maybeComplete(state, slot);
+}
+
+/// Where a [rows, cols] tile of a GQA-packed tensor lives: row r of the tile
+/// is position (row + r) / ratio of head head * ratio + (row + r) % ratio.
+static float *globalRow(Buffer &tensor, int64_t batch, int64_t head,
+                        int64_t row, int64_t ratio) {
+  PackedRow packed = unpackRow(row, ratio);
+  if (packed.seqPos >= tensor.shape[1])
+    return nullptr;
+  int64_t tensorHead = head * ratio + packed.headInGroup;
+  return &tensor.data[((batch * tensor.shape[1] + packed.seqPos) *
+                           tensor.shape[2] +
+                       tensorHead) *
+                      tensor.shape[3]];
+}
+
+bool Cta::complete(AsyncOp &async, std::string &error) {
+  RoleThread &issuer = *threads[async.thread];
+  std::string what = describe(issuer, async.op);
+  return llvm::TypeSwitch<Operation *, bool>(async.op)
+      .Case([&](TmaLoadOp load) {
+        SmemState &state = smem(load.getBuffer());
+        int64_t batch = async.indices[0], head = async.indices[1],
+                row = async.indices[2], item = async.indices[3],
+                barrierItem = async.indices[4];
+        int64_t stage = item % state.type.getStages();
+        access(state.stages[stage],
+               "SMEM " + state.name + "[" + std::to_string(stage) + "]",
+               async.thread, async.clock, true, what);
+        int64_t rows = state.type.getRows(), cols = state.type.getCols();
+        float *tile = &state.data[stage * rows * cols];
+        for (int64_t r = 0; r < rows; ++r) {
+          float *source = globalRow(*async.global, batch, head, row + r,
+                                    load.getGqaRatio());
+          if (source)
+            std::copy(source, source + cols, tile + r * cols);
+          else
+            std::fill(tile + r * cols, tile + (r + 1) * cols, 0.0f);
+        }
+        BarrierState &bar = barrier(load.getBarrier());
+        completeTx(bar, barrierItem % bar.type.getStages(),
+                   state.type.getStageBytes(), async.clock);
+        return true;
+      })
+      .Case([&](TmaStoreOp store) {
+        SmemState &state = smem(store.getBuffer());
+        int64_t item = async.indices[0], batch = async.indices[1],
+                head = async.indices[2], row = async.indices[3];
+        int64_t stage = item % state.type.getStages();
+        access(state.stages[stage],
+               "SMEM " + state.name + "[" + std::to_string(stage) + "]",
+               async.thread, async.clock, false, what);
+        int64_t rows = state.type.getRows(), cols = state.type.getCols();
+        const float *tile = &state.data[stage * rows * cols];
+        for (int64_t r = 0; r < rows; ++r)
+          if (float *dest = globalRow(*async.global, batch, head, row + r,
+                                      store.getGqaRatio()))
+            std::copy(tile + r * cols, tile + (r + 1) * cols, dest);
+        --issuer.pendingStores;
+        return true;
+      })
+      .Case([&](ScoreMmaAsyncOp mma) {
+        SmemState &q = smem(mma.getQuery()), &k = smem(mma.getKey());
+        int64_t qStage = async.indices[0] % q.type.getStages();
+        int64_t kStage = async.indices[1] % k.type.getStages();
+        TmemPlace scores;
+        if (!tmemPlace(mma.getScores(), scores, error) ||
+            !checkTmemLive(what, error))
+          return false;
+        access(q.stages[qStage], "SMEM " + q.name + "[" + std::to_string(qStage) + "]",
+               async.thread, async.clock, false, what);
+        access(k.stages[kStage], "SMEM " + k.name + "[" + std::to_string(kStage) + "]",
+               async.thread, async.clock, false, what);
+        accessTmem(scores, 0, scores.cols, async.thread, async.clock, true, what);
+        int64_t m = q.type.getRows(), d = q.type.getCols(), n = k.type.getRows();
+        std::vector<float> s(m * n, 0.0f);
+        scoreProduct(&q.data[qStage * m * d], &k.data[kStage * n * d], s.data(),
+                     m, n, d);
+        for (int64_t r = 0; r < m; ++r)
+          std::memcpy(&tmem[r * blackwell::kTmemColumns + scores.firstColumn],
+                      &s[r * n], n * 4);
+        return true;
+      })
+      .Case([&](ValueMmaAsyncOp mma) {
+        SmemState &v = smem(mma.getValue());
+        int64_t vStage = async.indices[0] % v.type.getStages();
+        bool accumulate = async.indices[1];
+        TmemPlace probs, acc;
+        if (!tmemPlace(mma.getProbs(), probs, error) ||
+            !tmemPlace(mma.getAcc(), acc, error) || !checkTmemLive(what, error))
+          return false;
+        access(v.stages[vStage], "SMEM " + v.name + "[" + std::to_string(vStage) + "]",
+               async.thread, async.clock, false, what);
+        accessTmem(probs, 0, probs.cols, async.thread, async.clock, false, what);
+        accessTmem(acc, 0, acc.cols, async.thread, async.clock, true, what);
+        int64_t m = blackwell::kTmemLanes, n = probs.cols, d = acc.cols;
+        std::vector<float> p(m * n), o(m * d, 0.0f);
+        bool bf16 = probs.element.isBF16();
+        for (int64_t r = 0; r < m; ++r)
+          for (int64_t c = 0; c < n; ++c) {
+            uint32_t word =
+                tmem[r * blackwell::kTmemColumns + probs.firstColumn + c / 2];
+            uint16_t half = c % 2 ? word >> 16 : word & 0xffff;
+            p[r * n + c] = bf16 ? bfloat16BitsToFloat(half) : halfBitsToFloat(half);
+          }
+        float *accRow;
+        for (int64_t r = 0; r < m && accumulate; ++r) {
+          accRow = reinterpret_cast<float *>(
+              &tmem[r * blackwell::kTmemColumns + acc.firstColumn]);
+          std::copy(accRow, accRow + d, &o[r * d]);
+        }
+        valueProduct(p.data(), &v.data[vStage * n * d], o.data(), m, n, d);
+        for (int64_t r = 0; r < m; ++r)
+          std::memcpy(&tmem[r * blackwell::kTmemColumns + acc.firstColumn],
+                      &o[r * d], d * 4);
+        return true;
+      })
+      .Case([&](MmaCommitOp commit) {
+        BarrierState &bar = barrier(commit.getBarrier());
+        if (bar.type.getKind() != BarrierKind::tcgen05)
+          report.addMisuse("tcgen05.commit arrives on " + bar.name + ", a '" +
+                           stringifyBarrierKind(bar.type.getKind()).str() +
+                           "' barrier (expected kind 'tcgen05')");
+        arrive(bar, async.indices[0] % bar.type.getStages(), 1, async.clock);
+        return true;
+      })
+      .Default([&](Operation *op) {
+        error = "cannot complete '" + op->getName().getStringRef().str() + "'";
+        return false;
+      });
+}
+
+bool Cta::execute(Interpreter &interpreter, Operation *op, std::string &error) {
+  int self = threadOf(interpreter);
+  RoleThread &thread = *threads[self];
+  Clock &clock = thread.clock;
+  std::string what = describe(thread, op);
+  auto issue = [&](AsyncOp::Kind kind, std::vector<int64_t> indices,
+                   Buffer *global = nullptr) {
+    AsyncOp async{kind, self, clock, op, std::move(indices), global};
+    if (kind == AsyncOp::TmaLoad || kind == AsyncOp::TmaStore)
+      tmaInFlight.push_back(std::move(async));
+    else
+      thread.tensorCoreQueue.push_back(std::move(async));
+    ++clock[self];
+  };
+  auto aborted = [&] {
+    error = "aborted";
+    return false;
+  };
+
+  return llvm::TypeSwitch<Operation *, bool>(op)
+      .Case([&](MBarrierWaitOp wait) {
+        if (!yieldTurn(self))
+          return aborted();
+        BarrierState &bar = barrier(wait.getBarrier());
+        int64_t count = interpreter.index(wait.getCount());
+        int64_t stages = bar.type.getStages();
+        int64_t stage = count % stages;
+        int64_t intended = count / stages - (wait.getPrior() ? 1 : 0);
+        int64_t parity = intended & 1;
+        BarrierSlot &slot = bar.slots[stage];
+        std::string waiting = thread.name + " waits on " + bar.name + "[" +
+                              std::to_string(stage) + "] for phase " +
+                              std::to_string(intended) + " (parity " +
+                              std::to_string(parity) + ")";
+        if (!waitUntil(self, [&] { return (slot.completed & 1) != parity; },
+                       waiting))
+          return aborted();
+        int64_t observed = slot.completed - 1;
+        if (observed != intended)
+          report.addMisuse(
+              thread.name + " waited on " + bar.name + "[" +
+              std::to_string(stage) + "] for phase " + std::to_string(intended) +
+              " and passed on phase " + std::to_string(observed) +
+              (observed < intended ? ": wrong phase (parity of an older one)"
+                                   : ": a phase was skipped"));
+        if (observed >= 0)
+          join(clock, slot.last);
+        return true;
+      })
+      .Case([&](MBarrierArriveOp arriveOp) {
+        if (!yieldTurn(self))
+          return aborted();
+        BarrierState &bar = barrier(arriveOp.getBarrier());
+        if (bar.type.getKind() != BarrierKind::threads)
+          report.addMisuse(thread.name + " arrives on " + bar.name + ", a '" +
+                           stringifyBarrierKind(bar.type.getKind()).str() +
+                           "' barrier (thread arrivals need kind 'threads')");
+        int64_t count = interpreter.index(arriveOp.getCount());
+        arrive(bar, count % bar.type.getStages(), thread.role.getNumThreads(),
+               clock);
+        ++clock[self];
+        return true;
+      })
+      .Case([&](MBarrierExpectTxOp expect) {
+        if (!yieldTurn(self))
+          return aborted();
+        BarrierState &bar = barrier(expect.getBarrier());
+        if (bar.type.getKind() != BarrierKind::tma)
+          report.addMisuse(thread.name + " announces transaction bytes on " +
+                           bar.name + ", a '" +
+                           stringifyBarrierKind(bar.type.getKind()).str() +
+                           "' barrier (expect_tx needs kind 'tma')");
+        int64_t stage =
+            interpreter.index(expect.getCount()) % bar.type.getStages();
+        BarrierSlot &slot = bar.slots[stage];
+        slot.tx += expect.getBytes();
+        slot.expectTx = true;
+        arrive(bar, stage, 1, clock);
+        ++clock[self];
+        return true;
+      })
+      .Case([&](MmaCommitOp commit) {
+        if (!yieldTurn(self))
+          return aborted();
+        issue(AsyncOp::Commit, {interpreter.index(commit.getCount())});
+        return true;
+      })
+      .Case([&](TmaLoadOp load) {
+        if (!yieldTurn(self))
+          return aborted();
+        if (!load.getBarrier()) {
+          error = "a TMA load signals no barrier (run fa4-insert-barriers)";
+          return false;
+        }
+        issue(AsyncOp::TmaLoad,
+              {interpreter.index(load.getBatch()), interpreter.index(load.getHead()),
+               interpreter.index(load.getRow()), interpreter.index(load.getCount()),
+               interpreter.index(load.getBarrierCount())},
+              &interpreter.buffer(load.getSource()));
+        return true;
+      })
+      .Case([&](TmaStoreOp store) {
+        if (!yieldTurn(self))
+          return aborted();
+        ++thread.pendingStores;
+        issue(AsyncOp::TmaStore,
+              {interpreter.index(store.getCount()), interpreter.index(store.getBatch()),
+               interpreter.index(store.getHead()), interpreter.index(store.getRow())},
+              &interpreter.buffer(store.getDest()));
+        return true;
+      })
+      .Case([&](TmaStoreWaitOp) {
+        if (!yieldTurn(self))
+          return aborted();
+        if (!waitUntil(self, [&] { return thread.pendingStores == 0; },
+                       thread.name + " waits for its TMA stores"))
+          return aborted();
+        return true;
+      })
+      .Case([&](ScoreMmaAsyncOp mma) {
+        if (!yieldTurn(self))
+          return aborted();
+        ++report.mmasIssued[thread.name];
+        issue(AsyncOp::Mma, {interpreter.index(mma.getQueryCount()),
+                             interpreter.index(mma.getKeyCount())});
+        return true;
+      })
+      .Case([&](ValueMmaAsyncOp mma) {
+        if (!yieldTurn(self))
+          return aborted();
+        ++report.mmasIssued[thread.name];
+        issue(AsyncOp::Mma, {interpreter.index(mma.getValueCount()),
+                             interpreter.index(mma.getAccumulate())});
+        return true;
+      })
+      .Case([&](TmemLoadOp load) {
+        TmemPlace place;
+        if (!tmemPlace(load.getBuffer(), place, error) ||
+            !checkTmemLive(what, error))
+          return false;
+        auto tile = makeTile(load.getResult());
+        int64_t first = interpreter.index(load.getColumn());
+        int64_t cols = tile->shape[1];
+        accessTmem(place, first, cols, self, clock, false, what);
+        bool f32 = place.element.isF32(), bf16 = place.element.isBF16();
+        for (int64_t r = 0; r < tile->shape[0]; ++r)
+          for (int64_t c = 0; c < cols; ++c) {
+            int64_t col = first + c;
+            const uint32_t *lane = &tmem[r * blackwell::kTmemColumns + place.firstColumn];
+            float value;
+            if (f32) {
+              std::memcpy(&value, &lane[col], 4);
+            } else {
+              uint16_t half = col % 2 ? lane[col / 2] >> 16 : lane[col / 2] & 0xffff;
+              value = bf16 ? bfloat16BitsToFloat(half) : halfBitsToFloat(half);
+            }
+            tile->data[r * cols + c] = value;
+          }
+        interpreter.setTile(load.getResult(), tile);
+        return true;
+      })
+      .Case([&](TmemStoreOp store) {
+        TmemPlace place;
+        if (!tmemPlace(store.getBuffer(), place, error) ||
+            !checkTmemLive(what, error))
+          return false;
+        const Tile &tile = interpreter.tile(store.getTile());
+        int64_t first = interpreter.index(store.getColumn());
+        int64_t cols = tile.shape[1];
+        accessTmem(place, first, cols, self, clock, true, what);
+        bool f32 = place.element.isF32(), bf16 = place.element.isBF16();
+        for (int64_t r = 0; r < tile.shape[0]; ++r)
+          for (int64_t c = 0; c < cols; ++c) {
+            int64_t col = first + c;
+            uint32_t *lane = &tmem[r * blackwell::kTmemColumns + place.firstColumn];
+            float value = tile.data[r * cols + c];
+            if (f32) {
+              std::memcpy(&lane[col], &value, 4);
+            } else {
+              uint32_t half = bf16 ? floatToBFloat16Bits(value) : floatToHalfBits(value);
+              uint32_t &word = lane[col / 2];
+              word = col % 2 ? (word & 0xffff) | (half << 16)
+                             : (word & 0xffff0000u) | half;
+            }
+          }
+        return true;
+      })
+      .Case([&](SmemStoreOp store) {
+        SmemState &state = smem(store.getBuffer());
+        int64_t stage = interpreter.index(store.getCount()) % state.type.getStages();
+        access(state.stages[stage],
+               "SMEM " + state.name + "[" + std::to_string(stage) + "]", self,
+               clock, true, what);
+        const Tile &tile = interpreter.tile(store.getTile());
+        int64_t rows = state.type.getRows(), cols = state.type.getCols();
+        float *dest = &state.data[stage * rows * cols];
+        if (std::optional<int64_t> row = store.getRow())
+          dest += *row * cols;
+        std::copy(tile.data.begin(), tile.data.end(), dest);
+        return true;
+      })
+      .Case([&](SmemLoadOp load) {
+        SmemState &state = smem(load.getBuffer());
+        int64_t stage = interpreter.index(load.getCount()) % state.type.getStages();
+        access(state.stages[stage],
+               "SMEM " + state.name + "[" + std::to_string(stage) + "]", self,
+               clock, false, what);
+        auto tile = makeTile(load.getResult());
+        int64_t rows = state.type.getRows(), cols = state.type.getCols();
+        const float *source = &state.data[stage * rows * cols];
+        if (std::optional<int64_t> row = load.getRow())
+          source += *row * cols;
+        std::copy(source, source + tile->data.size(), tile->data.begin());
+        interpreter.setTile(load.getResult(), tile);
+        return true;
+      })
+      .Case([&](TmemAllocColumnsOp) {
+        tmemAllocated = true;
+        return true;
+      })
+      .Case([&](TmemRelinquishOp) { return true; })
+      .Case([&](TmemDeallocOp) {
+        tmemFreed = true;
+        return true;
+      })
+      .Case<ProducerAcquireOp, ProducerCommitOp, ConsumerWaitOp,
+            ConsumerReleaseOp>([&](Operation *) {
+        error = "'" + op->getName().getStringRef().str() +
+                "' has no barrier yet (run fa4-insert-barriers first)";
+        return false;
+      })
+      .Default([&](Operation *) {
+        error = "cannot run '" + op->getName().getStringRef().str() +
+                "' inside a role";
+        return false;
+      });
+}
+
+bool Cta::run(InterpreterStats &stats, std::string &error) {
+  if (!setUp(error))
+    return false;
+  for (size_t i = 0; i < threads.size(); ++i) {
+    RoleThread *role = threads[i].get();
+    role->thread = std::thread([this, role, i] {
+      {
+        std::unique_lock<std::mutex> lock(mutex);
+        turnChanged.wait(lock, [&] { return turn == static_cast<int>(i); });
+      }
+      if (!aborting &&
+          !role->interpreter.run(role->role.getBody().front(), role->error))
+        role->failed = true;
+      std::unique_lock<std::mutex> lock(mutex);
+      role->done = true;
+      turn = -1;
+      turnChanged.notify_all();
+    });
+  }
+  auto resume = [&](int thread) {
+    std::unique_lock<std::mutex> lock(mutex);
+    turn = thread;
+    turnChanged.notify_all();
+    turnChanged.wait(lock, [&] { return turn == -1; });
+  };
+
+  bool ok = true;
+  while (true) {
+    std::vector<int> runnable;
+    for (size_t i = 0; i < threads.size(); ++i) {
+      RoleThread &role = *threads[i];
+      if (!role.done && (!role.blockedOn || role.blockedOn()))
+        runnable.push_back(i);
+    }
+    std::vector<int> queues;
+    for (size_t i = 0; i < threads.size(); ++i)
+      if (!threads[i]->tensorCoreQueue.empty())
+        queues.push_back(i);
+    size_t ready = tmaInFlight.size() + queues.size();
+    if (runnable.empty() && ready == 0)
+      break;
+    if (ready > 0 && (runnable.empty() || rng() % 3 == 0)) {
+      size_t pick = rng() % ready;
+      AsyncOp async;
+      if (pick < tmaInFlight.size()) {
+        async = std::move(tmaInFlight[pick]);
+        tmaInFlight.erase(tmaInFlight.begin() + pick);
+      } else {
+        std::deque<AsyncOp> &queue =
+            threads[queues[pick - tmaInFlight.size()]]->tensorCoreQueue;
+        async = std::move(queue.front());
+        queue.pop_front();
+      }
+      if (!complete(async, error)) {
+        ok = false;
+        break;
+      }
+      continue;
+    }
+    int pick = runnable[rng() % runnable.size()];
+    resume(pick);
+    if (threads[pick]->failed) {
+      error = threads[pick]->name + ": " + threads[pick]->error;
+      ok = false;
+      break;
+    }
+  }
+
+  for (auto &thread : threads)
+    if (ok && !thread->done)
+      report.deadlock.push_back(thread->blockedWhat);
+  // Tear down: every role still waiting returns from its wait and unwinds.
+  {
+    std::unique_lock<std::mutex> lock(mutex);
+    aborting = true;
+  }
+  for (size_t i = 0; i < threads.size(); ++i)
+    if (!threads[i]->done)
+      resume(i);
+  for (auto &thread : threads) {
+    thread->thread.join();
+    const InterpreterStats &own = thread->interpreter.getStats();
+    stats.rescalesDone += own.rescalesDone;
+    stats.rescalesSkipped += own.rescalesSkipped;
+    stats.blocksVisited += own.blocksVisited;
+    stats.blocksSkipped += own.blocksSkipped;
+  }
+  return ok;
+}
+
+bool mlir::fa4::sim::runCta(Interpreter &parent, WarpSpecializeOp op,
+                            uint64_t scheduleSeed, ProtocolReport &report,
+                            InterpreterStats &stats, std::string &error) {
+  Cta cta(parent, op, scheduleSeed, report);
+  return cta.run(stats, error);
+}

@@ -1,0 +1,51 @@
+//===- Protocol.h - level C on the CPU: roles, mbarriers, async ops -*- C++ -*-===//
+//
+// Runs one CTA of a level-C kernel: each role its own thread of control, one
+// running at a time in an order drawn from a seed; TMA copies and tensor-core
+// ops complete at random later points (tensor-core ops in issue order per
+// issuing thread). Tracks the happens-before order that barriers create with
+// vector clocks and reports accesses to SMEM/TMEM that it does not order,
+// barrier misuse and deadlocks.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef FA4_LIB_SIM_PROTOCOL_H
+#define FA4_LIB_SIM_PROTOCOL_H
+
+#include "Interpreter.h"
+
+#include <map>
+#include <string>
+#include <vector>
+
+namespace mlir::fa4 {
+class WarpSpecializeOp;
+} // namespace mlir::fa4
+
+namespace mlir::fa4::sim {
+
+struct ProtocolReport {
+  /// Empty without a deadlock; otherwise one line per blocked role.
+  std::vector<std::string> deadlock;
+  std::vector<std::string> hazards;
+  int64_t hazardCount = 0;
+  std::vector<std::string> misuse;
+  std::map<std::string, int64_t> mmasIssued;
+  int64_t oRescalesDone = 0;
+  int64_t oRescalesSkipped = 0;
+  bool clean() const {
+    return deadlock.empty() && hazardCount == 0 && misuse.empty();
+  }
+  void addHazard(std::string text);
+  void addMisuse(std::string text);
+};
+
+/// Runs `op` for one CTA with the values `parent` has bound; every role gets
+/// a copy of them. Returns false with `error` when an op cannot be run.
+bool runCta(Interpreter &parent, WarpSpecializeOp op, uint64_t scheduleSeed,
+            ProtocolReport &report, InterpreterStats &stats,
+            std::string &error);
+
+} // namespace mlir::fa4::sim
+
+#endif // FA4_LIB_SIM_PROTOCOL_H
