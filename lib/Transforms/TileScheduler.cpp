@@ -22,7 +22,8 @@ struct TileSchedulerPass
   void runOnOperation() override {
     func::FuncOp func = getOperation();
     if (smCount <= 0) {
-      func.emitError() << "sm-count must be positive, got " << smCount;
+      func.emitError() << "sm-count must be positive, got "
+                       << static_cast<int64_t>(smCount);
       return signalPassFailure();
     }
     WarpSpecializeOp specialize;

@@ -1,0 +1,48 @@
+//===- ScheduleConfigTest.cpp - roles, stages and budgets -----------------===//
+
+#include "fa4/Support/Blackwell.h"
+#include "fa4/Transforms/ScheduleConfig.h"
+
+#include <gtest/gtest.h>
+
+using namespace mlir::fa4;
+
+namespace {
+
+TEST(ScheduleConfig, RolesFillTheRegisterFileAndTheWarps) {
+  int64_t registers = 0;
+  uint32_t warps = 0;
+  for (const RoleSpec &role : ScheduleConfig::roles()) {
+    registers += role.registers * role.numWarps * 32;
+    for (int64_t w = role.firstWarp; w < role.firstWarp + role.numWarps; ++w) {
+      EXPECT_FALSE(warps & (1u << w)) << "warp " << w << " taken twice";
+      warps |= 1u << w;
+    }
+    EXPECT_EQ(role.registers % 8, 0);
+  }
+  EXPECT_EQ(registers, blackwell::kRegistersPerSm);
+  EXPECT_EQ(warps, 0xffffu);
+}
+
+TEST(ScheduleConfig, KvStagesFollowTheSharedMemoryBudget) {
+  // Q (2) + O staging (2) + statistics + barriers, the rest K/V tiles.
+  EXPECT_EQ(ScheduleConfig::get(128, 2).kvStages(), 3);
+  EXPECT_EQ(ScheduleConfig::get(96, 2).kvStages(), 5);
+  EXPECT_EQ(ScheduleConfig::get(64, 2).kvStages(), 10);
+  for (int64_t headDim : {64, 96, 128}) {
+    ScheduleConfig config = ScheduleConfig::get(headDim, 2);
+    EXPECT_LE(config.smemBytes(), blackwell::kSmemBytesPerCta);
+    EXPECT_GT(config.smemBytes() + config.tileBytes(),
+              blackwell::kSmemBytesPerCta)
+        << "one more stage would still fit";
+  }
+  EXPECT_EQ(ScheduleConfig::get(128, 2).smemBytes(), 232448);
+}
+
+TEST(ScheduleConfig, TmemColumns) {
+  ScheduleConfig config = ScheduleConfig::get(128, 2);
+  EXPECT_EQ(2 * config.scoreColumns() + 2 * config.accColumns(),
+            blackwell::kTmemColumns);
+}
+
+} // namespace

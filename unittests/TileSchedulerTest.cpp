@@ -1,0 +1,120 @@
+//===- TileSchedulerTest.cpp - the persistent kernel's task order ---------===//
+
+#include "fa4/Support/TileScheduler.h"
+
+#include <gtest/gtest.h>
+
+#include <set>
+#include <tuple>
+
+using namespace mlir::fa4;
+
+namespace {
+
+struct Case {
+  int64_t batch, kvHeads, ratio, seqQ, seqK;
+  MaskBand band;
+};
+
+/// Shapes that exercise tails, Sq != Sk both ways, every mask kind and GQA.
+std::vector<Case> cases() {
+  std::vector<Case> all;
+  const MaskBand bands[] = {{-1, -1}, {-1, 0}, {200, 0}, {100, 37}, {0, 0},
+                            {-1, 64}};
+  for (int64_t batch : {1, 2, 3})
+    for (int64_t kvHeads : {1, 8})
+      for (int64_t ratio : {1, 4, 16})
+        for (auto [seqQ, seqK] : {std::pair<int64_t, int64_t>{1, 1},
+                                  {127, 127}, {1024, 1024}, {1000, 3000},
+                                  {3000, 700}})
+          for (MaskBand band : bands)
+            all.push_back({batch, kvHeads, ratio, seqQ, seqK, band});
+  return all;
+}
+
+TaskGridShape shapeOf(const Case &c) {
+  TaskGridShape shape;
+  shape.batch = c.batch;
+  shape.kvHeads = c.kvHeads;
+  shape.gqaRatio = c.ratio;
+  shape.seqQ = c.seqQ;
+  shape.seqK = c.seqK;
+  shape.band = c.band;
+  return shape;
+}
+
+TEST(TileScheduler, EveryTaskExactlyOnceOverAnyGrid) {
+  for (const Case &c : cases())
+    for (auto order : {TileScheduler::Order::Static, TileScheduler::Order::Lpt}) {
+      TileScheduler scheduler(shapeOf(c), order);
+      int64_t mBlocks = ceilDiv(c.seqQ * c.ratio, 256);
+      ASSERT_EQ(scheduler.numTasks(), c.batch * c.kvHeads * mBlocks);
+      for (int64_t grid : {1, 3, 148}) {
+        std::set<std::tuple<int64_t, int64_t, int64_t>> seen;
+        for (int64_t cta = 0; cta < grid; ++cta)
+          for (const Task &task : tasksOfCta(scheduler, cta, grid)) {
+            EXPECT_GE(task.batch, 0);
+            EXPECT_LT(task.batch, c.batch);
+            EXPECT_GE(task.kvHead, 0);
+            EXPECT_LT(task.kvHead, c.kvHeads);
+            EXPECT_GE(task.mBlock, 0);
+            EXPECT_LT(task.mBlock, mBlocks);
+            EXPECT_TRUE(seen.insert({task.batch, task.kvHead, task.mBlock}).second)
+                << "task visited twice";
+          }
+        EXPECT_EQ(static_cast<int64_t>(seen.size()), scheduler.numTasks());
+      }
+    }
+}
+
+TEST(TileScheduler, LptWorkNeverIncreases) {
+  for (const Case &c : cases()) {
+    TileScheduler scheduler(shapeOf(c), TileScheduler::Order::Lpt);
+    int64_t previous = INT64_MAX;
+    for (int64_t index = 0; index < scheduler.numTasks(); ++index) {
+      int64_t work = scheduler.work(scheduler.taskAt(index).mBlock);
+      EXPECT_LE(work, previous) << "position " << index;
+      previous = work;
+    }
+  }
+}
+
+TEST(TileScheduler, CausalLptIsTheLastMBlockFirst) {
+  // Bottom-right causal: later m_blocks see more keys, so LPT is the reverse
+  // m_block order, heads of one m_block together.
+  TaskGridShape shape;
+  shape.batch = 1;
+  shape.kvHeads = 2;
+  shape.gqaRatio = 4;
+  shape.seqQ = 1024;
+  shape.seqK = 1024;
+  shape.band = {-1, 0};
+  TileScheduler scheduler(shape, TileScheduler::Order::Lpt);
+  ASSERT_EQ(scheduler.numMBlocks(), 16);
+  EXPECT_EQ(scheduler.taskAt(0).mBlock, 15);
+  EXPECT_EQ(scheduler.taskAt(1).mBlock, 15);
+  EXPECT_EQ(scheduler.taskAt(1).kvHead, 1);
+  EXPECT_EQ(scheduler.taskAt(2).mBlock, 14);
+  EXPECT_EQ(scheduler.taskAt(31).mBlock, 0);
+  EXPECT_EQ(scheduler.work(15), 8);
+  EXPECT_EQ(scheduler.work(0), 1);
+}
+
+TEST(TileScheduler, StaticIsMBlockFastest) {
+  TaskGridShape shape;
+  shape.batch = 2;
+  shape.kvHeads = 3;
+  shape.seqQ = 600; // 3 m_blocks
+  shape.seqK = 600;
+  TileScheduler scheduler(shape, TileScheduler::Order::Static);
+  Task task = scheduler.taskAt(4);
+  EXPECT_EQ(task.mBlock, 1);
+  EXPECT_EQ(task.kvHead, 1);
+  EXPECT_EQ(task.batch, 0);
+  task = scheduler.taskAt(17);
+  EXPECT_EQ(task.mBlock, 2);
+  EXPECT_EQ(task.kvHead, 2);
+  EXPECT_EQ(task.batch, 1);
+}
+
+} // namespace
