@@ -753,6 +753,12 @@ bool Cta::execute(Interpreter &interpreter, Operation *op, std::string &error) {
                 "' has no barrier yet (run fa4-insert-barriers first)";
         return false;
       })
+      .Case<RescaleOOp, FinalizeOOp>([&](Operation *) {
+        error = "'" + op->getName().getStringRef().str() +
+                "' is expanded into TMEM accesses by fa4-correction (run it "
+                "first)";
+        return false;
+      })
       .Default([&](Operation *) {
         error = "cannot run '" + op->getName().getStringRef().str() +
                 "' inside a role";

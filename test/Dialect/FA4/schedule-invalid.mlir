@@ -1,0 +1,245 @@
+// RUN: fa4-opt %s -split-input-file -verify-diagnostics
+
+func.func @registers_overflow() {
+  // expected-error @+1 {{'fa4.warp_specialize' op register budgets need 81920 registers, more than the 65536 of an SM (softmax0: 128 threads x 256, a: 128 threads x 256, b: 128 threads x 128)}}
+  fa4.warp_specialize {
+    fa4.role "softmax0" warps(0, 4) registers(256) {}
+    fa4.role "a" warps(4, 4) registers(256) {}
+    fa4.role "b" warps(8, 4) registers(128) {}
+  }
+  return
+}
+
+// -----
+
+func.func @warps_overlap() {
+  fa4.warp_specialize {
+    fa4.role "a" warps(0, 4) registers(48) {}
+    // expected-error @+1 {{'fa4.role' op warp 3 already belongs to another role}}
+    fa4.role "b" warps(3, 1) registers(48) {}
+  }
+  return
+}
+
+// -----
+
+func.func @warp_out_of_range() {
+  fa4.warp_specialize {
+    // expected-error @+1 {{'fa4.role' op warp 16 is past the CTA's 16 warps}}
+    fa4.role "a" warps(15, 2) registers(48) {}
+  }
+  return
+}
+
+// -----
+
+func.func @registers_not_setmaxnreg() {
+  fa4.warp_specialize {
+    // expected-error @+1 {{'fa4.role' op register budget 100 is not a multiple of 8 in [24, 256] (what setmaxnreg accepts)}}
+    fa4.role "a" warps(0, 1) registers(100) {}
+  }
+  return
+}
+
+// -----
+
+func.func @no_warps() {
+  fa4.warp_specialize {
+    // expected-error @+1 {{'fa4.role' op needs at least one warp from a non-negative index, got warps(0, 0)}}
+    fa4.role "a" warps(0, 0) registers(48) {}
+  }
+  return
+}
+
+// -----
+
+func.func @not_a_role() {
+  // expected-error @+1 {{'fa4.warp_specialize' op may only hold fa4.role ops, found 'arith.constant'}}
+  fa4.warp_specialize {
+    %c0 = arith.constant 0 : index
+  }
+  return
+}
+
+// -----
+
+func.func @role_outside() {
+  // expected-error @+1 {{'fa4.role' op expects parent op 'fa4.warp_specialize'}}
+  fa4.role "a" warps(0, 1) registers(48) {}
+  return
+}
+
+// -----
+
+func.func @tmem_alloc_f16() {
+  // expected-error @+1 {{'fa4.tmem_alloc' op allocates f32 accumulators; reinterpret with fa4.tmem_view for 'f16'}}
+  %p = fa4.tmem_alloc "P" : !fa4.tmem<[128, 128], f16>
+  return
+}
+
+// -----
+
+func.func @tmem_offset_out_of_range() {
+  // expected-error @+1 {{'fa4.tmem_alloc' op columns [448, 576) are outside TMEM's 512 columns}}
+  %o = fa4.tmem_alloc "O1" {column_offset = 448 : i64} : !fa4.tmem<[128, 128], f32>
+  return
+}
+
+// -----
+
+func.func @tmem_view_too_wide() {
+  %s = fa4.tmem_alloc "S" : !fa4.tmem<[128, 64], f32>
+  // expected-error @+1 {{'fa4.tmem_view' op view spans 128 columns, more than its source's 64}}
+  %p = fa4.tmem_view "P" %s : !fa4.tmem<[128, 64], f32> -> !fa4.tmem<[128, 256], f16>
+  return
+}
+
+// -----
+
+// expected-error @+1 {{tmem buffers span all 128 lanes, got 64}}
+func.func @tmem_lanes(%t: !fa4.tmem<[64, 128], f32>) {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{tmem buffer of 3 'f16' elements does not fill whole 32-bit columns}}
+func.func @tmem_odd_halves(%t: !fa4.tmem<[128, 3], f16>) {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{smem ring needs at least one stage, got 0}}
+func.func @smem_no_stages(%t: !fa4.smem<[128, 64], f16, stages = 0>) {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{an mbarrier array needs at least one stage, got 0}}
+func.func @barrier_no_stages(%t: !fa4.mbarrier<tma, stages = 0>) {
+  return
+}
+
+// -----
+
+func.func @barrier_count() {
+  // expected-error @+1 {{'fa4.mbarrier_alloc' op attribute 'count' failed to satisfy constraint}}
+  %b = fa4.mbarrier_alloc "b" {count = 0 : i64} : !fa4.mbarrier<threads, stages = 1>
+  return
+}
+
+// -----
+
+func.func @arrive_outside_role(%b: !fa4.mbarrier<threads, stages = 1>) {
+  %c0 = arith.constant 0 : index
+  // expected-error @+1 {{'fa4.mbarrier_arrive' op arrives for its role's threads, so it must be inside an fa4.role}}
+  fa4.mbarrier_arrive %b[%c0] : !fa4.mbarrier<threads, stages = 1>
+  return
+}
+
+// -----
+
+func.func @tma_element(%k: memref<?x?x8x128xf16>, %kv: !fa4.smem<[128, 128], bf16, stages = 3>) {
+  %c0 = arith.constant 0 : index
+  // expected-error @+1 {{'fa4.tma_load' op buffer element type 'bf16' does not match the tensor's 'f16'}}
+  fa4.tma_load %k[%c0, %c0, %c0] -> %kv[%c0] {gqa_ratio = 1 : i64} : memref<?x?x8x128xf16>, !fa4.smem<[128, 128], bf16, stages = 3>
+  return
+}
+
+// -----
+
+func.func @tma_head_dim(%o: memref<?x?x8x128xf16>, %stage: !fa4.smem<[128, 64], f16, stages = 2>) {
+  %c0 = arith.constant 0 : index
+  // expected-error @+1 {{'fa4.tma_store' op buffer tile has 64 columns, the tensor's head dim is 128}}
+  fa4.tma_store %stage[%c0] -> %o[%c0, %c0, %c0] {gqa_ratio = 1 : i64} : !fa4.smem<[128, 64], f16, stages = 2>, memref<?x?x8x128xf16>
+  return
+}
+
+// -----
+
+func.func @score_dtypes(%q: !fa4.smem<[128, 128], f16, stages = 2>, %k: !fa4.smem<[128, 128], bf16, stages = 3>, %s: !fa4.tmem<[128, 128], f32>) {
+  %c0 = arith.constant 0 : index
+  // expected-error @+1 {{'fa4.score_mma_async' op query and key must both hold f16 or bf16, got 'f16' and 'bf16'}}
+  fa4.score_mma_async %q[%c0], %k[%c0] -> %s : !fa4.smem<[128, 128], f16, stages = 2>, !fa4.smem<[128, 128], bf16, stages = 3>, !fa4.tmem<[128, 128], f32>
+  return
+}
+
+// -----
+
+func.func @score_shape(%q: !fa4.smem<[128, 128], f16, stages = 2>, %k: !fa4.smem<[128, 128], f16, stages = 3>, %s: !fa4.tmem<[128, 64], f32>) {
+  %c0 = arith.constant 0 : index
+  // expected-error @+1 {{'fa4.score_mma_async' op scores must be [128, 128], got [128, 64]}}
+  fa4.score_mma_async %q[%c0], %k[%c0] -> %s : !fa4.smem<[128, 128], f16, stages = 2>, !fa4.smem<[128, 128], f16, stages = 3>, !fa4.tmem<[128, 64], f32>
+  return
+}
+
+// -----
+
+func.func @value_chain(%p: !fa4.tmem<[128, 128], f16>, %v: !fa4.smem<[128, 128], f16, stages = 3>, %o: !fa4.tmem<[128, 64], f32>, %acc: i1) {
+  %c0 = arith.constant 0 : index
+  // expected-error @+1 {{'fa4.value_mma_async' op shapes do not chain: probs [128, 128] x value [128, 128] -> acc [128, 64]}}
+  fa4.value_mma_async %p, %v[%c0] -> %o, accumulate %acc : !fa4.tmem<[128, 128], f16>, !fa4.smem<[128, 128], f16, stages = 3>, !fa4.tmem<[128, 64], f32>
+  return
+}
+
+// -----
+
+func.func @tmem_load_columns(%o: !fa4.tmem<[128, 64], f32>) {
+  %c56 = arith.constant 56 : index
+  // expected-error @+1 {{'fa4.tmem_load' op columns [56, 72) are outside the buffer's 64}}
+  %chunk = fa4.tmem_load %o[%c56] : !fa4.tmem<[128, 64], f32> -> tensor<128x16xf32>
+  return
+}
+
+// -----
+
+func.func @tmem_store_element(%p: !fa4.tmem<[128, 128], f16>, %t: tensor<128x128xbf16>) {
+  %c0 = arith.constant 0 : index
+  // expected-error @+1 {{'fa4.tmem_store' op tile element type 'bf16' does not match the buffer's 'f16'}}
+  fa4.tmem_store %t, %p[%c0] : tensor<128x128xbf16>, !fa4.tmem<[128, 128], f16>
+  return
+}
+
+// -----
+
+func.func @smem_row(%stats: !fa4.smem<[2, 128], f32, stages = 1>, %t: tensor<128xf32>) {
+  %c0 = arith.constant 0 : index
+  // expected-error @+1 {{'fa4.smem_store' op row 2 is outside the buffer's 2 rows}}
+  fa4.smem_store %t, %stats[%c0] row 2 : tensor<128xf32>, !fa4.smem<[2, 128], f32, stages = 1>
+  return
+}
+
+// -----
+
+func.func @smem_tile(%stage: !fa4.smem<[128, 64], f16, stages = 2>) {
+  %c0 = arith.constant 0 : index
+  // expected-error @+1 {{'fa4.smem_load' op tile must be [128, 64] like the buffer's stages}}
+  %t = fa4.smem_load %stage[%c0] : !fa4.smem<[128, 64], f16, stages = 2> -> tensor<64x64xf16>
+  return
+}
+
+// -----
+
+func.func @finalize_shape(%o: !fa4.tmem<[128, 64], f32>, %m: tensor<128xf32>) {
+  // expected-error @+1 {{'fa4.finalize_o' op out must be [128, 64] like acc}}
+  %out, %lse = fa4.finalize_o %o, %m, %m {scale_log2 = 1.0 : f32} : !fa4.tmem<[128, 64], f32>, tensor<128xf32> -> tensor<128x128xf16>
+  return
+}
+
+// -----
+
+func.func @rescale_rows(%o: !fa4.tmem<[128, 64], f32>, %a: tensor<64xf32>) {
+  // expected-error @+1 {{'fa4.rescale_o' op row vectors must have 128 elements, one per lane}}
+  fa4.rescale_o %o, %a : !fa4.tmem<[128, 64], f32>, tensor<64xf32>
+  return
+}
+
+// -----
+
+func.func @alloc_columns() {
+  // expected-error @+1 {{'fa4.tmem_alloc_columns' op TMEM is allocated in powers of two from 32 to 512 columns, got 384}}
+  fa4.tmem_alloc_columns {columns = 384 : i64}
+  return
+}
