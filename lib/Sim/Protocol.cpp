@@ -718,9 +718,15 @@ bool Cta::execute(Interpreter &interpreter, Operation *op, std::string &error) {
         const Tile &tile = interpreter.tile(store.getTile());
         int64_t rows = state.type.getRows(), cols = state.type.getCols();
         float *dest = &state.data[stage * rows * cols];
-        if (std::optional<int64_t> row = store.getRow())
-          dest += *row * cols;
-        std::copy(tile.data.begin(), tile.data.end(), dest);
+        if (std::optional<int64_t> row = store.getRow()) {
+          std::copy(tile.data.begin(), tile.data.end(), dest + *row * cols);
+          return true;
+        }
+        int64_t first = store.getColumn() ? interpreter.index(store.getColumn()) : 0;
+        int64_t width = tile.shape[1];
+        for (int64_t r = 0; r < rows; ++r)
+          std::copy(&tile.data[r * width], &tile.data[(r + 1) * width],
+                    dest + r * cols + first);
         return true;
       })
       .Case([&](SmemLoadOp load) {

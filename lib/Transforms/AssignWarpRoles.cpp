@@ -396,7 +396,7 @@ void RoleProgramBuilder::buildSoftmaxRole(const TaskState &task, int stage) {
           Value item = sub(add(statsBase, k), index(1));
           b.create<ProducerAcquireOp>(loc, stats[stage], item);
           b.create<SmemStoreOp>(loc, softmax.getAccScale(), stats[stage], item,
-                                b.getI64IntegerAttr(0));
+                                Value(), b.getI64IntegerAttr(0));
           b.create<ProducerCommitOp>(loc, stats[stage], item);
         }
         b.create<TmemStoreOp>(loc, softmax.getProbs(), probs[stage], index(0));
@@ -408,9 +408,9 @@ void RoleProgramBuilder::buildSoftmaxRole(const TaskState &task, int stage) {
   Value item = add(statsBase, b.create<arith::MaxSIOp>(
                                   loc, sub(task.numBlocks, index(1)), index(0)));
   b.create<ProducerAcquireOp>(loc, stats[stage], item);
-  b.create<SmemStoreOp>(loc, rowState[0], stats[stage], item,
+  b.create<SmemStoreOp>(loc, rowState[0], stats[stage], item, Value(),
                         b.getI64IntegerAttr(0));
-  b.create<SmemStoreOp>(loc, rowState[1], stats[stage], item,
+  b.create<SmemStoreOp>(loc, rowState[1], stats[stage], item, Value(),
                         b.getI64IntegerAttr(1));
   b.create<ProducerCommitOp>(loc, stats[stage], item);
 }
@@ -449,30 +449,28 @@ void RoleProgramBuilder::buildCorrectionRole(const TaskState &task) {
     Value rowSum = b.create<SmemLoadOp>(loc, rowType, stats[s], finalItem,
                                         b.getI64IntegerAttr(1));
     b.create<ConsumerReleaseOp>(loc, stats[s], finalItem);
+    Value item = add(mul(taskCount, ScheduleConfig::kQStages), index(s));
+    b.create<ProducerAcquireOp>(loc, oStaging, item);
     // A task that sees no key never wrote O: its rows are 0 with LSE -inf.
-    auto branch =
-        b.create<scf::IfOp>(loc, TypeRange{outType, rowType}, visited, true);
+    auto branch = b.create<scf::IfOp>(loc, TypeRange{rowType}, visited, true);
     {
       OpBuilder::InsertionGuard guard(b);
       b.setInsertionPointToStart(branch.thenBlock());
       b.create<ConsumerWaitOp>(loc, acc[s], last);
-      auto finalize = b.create<FinalizeOOp>(
-          loc, outType, rowType, acc[s], rowMax, rowSum,
-          program.normalize.getScaleLog2Attr());
+      Value lse = b.create<FinalizeOOp>(loc, rowType, acc[s], rowMax, rowSum,
+                                        oStaging, item,
+                                        program.normalize.getScaleLog2Attr());
       b.create<ConsumerReleaseOp>(loc, acc[s], last);
-      b.create<scf::YieldOp>(loc, finalize.getResults());
+      b.create<scf::YieldOp>(loc, lse);
       b.setInsertionPointToStart(branch.elseBlock());
+      b.create<SmemStoreOp>(loc, splat(outType, 0.0f), oStaging, item, Value(),
+                            IntegerAttr());
       b.create<scf::YieldOp>(
-          loc, ValueRange{splat(outType, 0.0f),
-                          splat(rowType, -std::numeric_limits<float>::infinity())});
+          loc, splat(rowType, -std::numeric_limits<float>::infinity()));
     }
-    Value item = add(mul(taskCount, ScheduleConfig::kQStages), index(s));
-    b.create<ProducerAcquireOp>(loc, oStaging, item);
-    b.create<SmemStoreOp>(loc, branch.getResult(0), oStaging, item,
-                          IntegerAttr());
     b.create<ProducerCommitOp>(loc, oStaging, item);
     if (program.lseStore)
-      b.create<StoreLseTileOp>(loc, branch.getResult(1), program.arguments[kLse],
+      b.create<StoreLseTileOp>(loc, branch.getResult(0), program.arguments[kLse],
                                task.batch, task.kvHead, task.qRow[s], gqaRatio);
   }
 }

@@ -9,6 +9,8 @@
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/IR/Builders.h"
 
+#include <limits>
+
 namespace mlir::fa4 {
 #define GEN_PASS_DEF_FA4EXPANDCORRECTION
 #include "fa4/Transforms/Passes.h.inc"
@@ -50,20 +52,36 @@ static void expandRescale(RescaleOOp rescale, bool releaseFirst) {
   rescale.erase();
 }
 
+/// Chunk by chunk as well: O / row_sum of 16 columns at a time goes straight
+/// to the staging buffer. Every chunk's normalize gives the same LSE; the
+/// loop carries it out.
 static void expandFinalize(FinalizeOOp finalize) {
   OpBuilder b(finalize);
   Location loc = finalize.getLoc();
   TmemType type = finalize.getAcc().getType();
+  Type outElement = finalize.getStaging().getType().getElementType();
   Value zero = b.create<arith::ConstantIndexOp>(loc, 0);
-  Value acc = b.create<TmemLoadOp>(
-      loc,
-      RankedTensorType::get({type.getLanes(), type.getCols()},
-                            type.getElementType()),
-      finalize.getAcc(), zero);
+  Value columns = b.create<arith::ConstantIndexOp>(loc, type.getCols());
+  Value chunk =
+      b.create<arith::ConstantIndexOp>(loc, ScheduleConfig::kRescaleChunk);
+  Value noLse = b.create<arith::ConstantOp>(
+      loc, DenseElementsAttr::get(cast<ShapedType>(finalize.getLse().getType()),
+                                  -std::numeric_limits<float>::infinity()));
+  auto loop = b.create<scf::ForOp>(loc, zero, columns, chunk, ValueRange{noLse});
+  b.setInsertionPointToStart(loop.getBody());
+  Value column = loop.getInductionVar();
+  auto chunkType = RankedTensorType::get(
+      {type.getLanes(), ScheduleConfig::kRescaleChunk}, type.getElementType());
+  auto outType = RankedTensorType::get(
+      {type.getLanes(), ScheduleConfig::kRescaleChunk}, outElement);
+  Value values = b.create<TmemLoadOp>(loc, chunkType, finalize.getAcc(), column);
   auto normalize = b.create<NormalizeOp>(
-      loc, finalize.getOut().getType(), finalize.getLse().getType(), acc,
-      finalize.getRowMax(), finalize.getRowSum(), finalize.getScaleLog2Attr());
-  finalize.replaceAllUsesWith(normalize.getResults());
+      loc, outType, finalize.getLse().getType(), values, finalize.getRowMax(),
+      finalize.getRowSum(), finalize.getScaleLog2Attr());
+  b.create<SmemStoreOp>(loc, normalize.getOut(), finalize.getStaging(),
+                        finalize.getCount(), column, IntegerAttr());
+  b.create<scf::YieldOp>(loc, normalize.getLse());
+  finalize.getLse().replaceAllUsesWith(loop.getResult(0));
   finalize.erase();
 }
 

@@ -48,8 +48,11 @@ struct ScheduleConfig {
   /// The FA4 cast: 16 warps, 512 threads, 64 K registers exactly.
   static llvm::ArrayRef<RoleSpec> roles();
 
-  /// One [128, head_dim] tile of Q, K, V or O.
-  int64_t tileBytes() const { return 128 * headDim * elementBytes; }
+  /// One [128, head_dim] tile of Q, K, V or O, its rows padded to whole
+  /// 128-byte swizzle lines (head dim 96 takes the room of 128).
+  int64_t tileBytes() const {
+    return 128 * ((headDim * elementBytes + 127) / 128 * 128);
+  }
   /// Row statistics handed from a softmax role to correction: [2, 128] f32.
   static constexpr int64_t kStatsBytes = 2 * 128 * 4;
   /// Everything but the K/V ring: Q stages, O staging, statistics, barriers.

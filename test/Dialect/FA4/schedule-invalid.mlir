@@ -222,9 +222,19 @@ func.func @smem_tile(%stage: !fa4.smem<[128, 64], f16, stages = 2>) {
 
 // -----
 
-func.func @finalize_shape(%o: !fa4.tmem<[128, 64], f32>, %m: tensor<128xf32>) {
-  // expected-error @+1 {{'fa4.finalize_o' op out must be [128, 64] like acc}}
-  %out, %lse = fa4.finalize_o %o, %m, %m {scale_log2 = 1.0 : f32} : !fa4.tmem<[128, 64], f32>, tensor<128xf32> -> tensor<128x128xf16>
+func.func @finalize_shape(%o: !fa4.tmem<[128, 64], f32>, %m: tensor<128xf32>, %stage: !fa4.smem<[128, 128], f16, stages = 2>) {
+  %c0 = arith.constant 0 : index
+  // expected-error @+1 {{'fa4.finalize_o' op staging tiles must be [128, 64] like acc, got [128, 128]}}
+  %lse = fa4.finalize_o %o, %m, %m -> %stage[%c0] {scale_log2 = 1.0 : f32} : !fa4.tmem<[128, 64], f32>, tensor<128xf32>, !fa4.smem<[128, 128], f16, stages = 2>
+  return
+}
+
+// -----
+
+func.func @smem_row_and_column(%stats: !fa4.smem<[2, 128], f32, stages = 1>, %t: tensor<128xf32>) {
+  %c0 = arith.constant 0 : index
+  // expected-error @+1 {{'fa4.smem_store' op stores a row or a column range, not both}}
+  fa4.smem_store %t, %stats[%c0] column %c0 row 0 : tensor<128xf32>, !fa4.smem<[2, 128], f32, stages = 1>
   return
 }
 

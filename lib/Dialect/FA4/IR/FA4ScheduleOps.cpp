@@ -225,7 +225,8 @@ LogicalResult TmemStoreOp::verify() {
 
 static LogicalResult verifySmemAccess(Operation *op, Type tileType,
                                       SmemType buffer,
-                                      std::optional<int64_t> row) {
+                                      std::optional<int64_t> row,
+                                      bool partialColumns = false) {
   auto tensor = cast<RankedTensorType>(tileType);
   if (tensor.getElementType() != buffer.getElementType())
     return op->emitOpError() << "tile element type " << tensor.getElementType()
@@ -240,6 +241,10 @@ static LogicalResult verifySmemAccess(Operation *op, Type tileType,
                                << buffer.getCols() << " elements";
     return success();
   }
+  if (tensor.getRank() == 2 && partialColumns &&
+      tensor.getDimSize(0) == buffer.getRows() &&
+      tensor.getDimSize(1) <= buffer.getCols())
+    return success();
   if (tensor.getRank() != 2 || tensor.getDimSize(0) != buffer.getRows() ||
       tensor.getDimSize(1) != buffer.getCols())
     return op->emitOpError() << "tile must be [" << buffer.getRows() << ", "
@@ -248,8 +253,11 @@ static LogicalResult verifySmemAccess(Operation *op, Type tileType,
 }
 
 LogicalResult SmemStoreOp::verify() {
+  if (getColumn() && getRow())
+    return emitOpError() << "stores a row or a column range, not both";
   return verifySmemAccess(getOperation(), getTile().getType(),
-                          getBuffer().getType(), getRow());
+                          getBuffer().getType(), getRow(),
+                          static_cast<bool>(getColumn()));
 }
 
 LogicalResult SmemLoadOp::verify() {
@@ -280,10 +288,12 @@ LogicalResult FinalizeOOp::verify() {
   TmemType acc = getAcc().getType();
   if (failed(verifyAccumulator(getOperation(), acc, {getRowMax(), getRowSum()})))
     return failure();
-  if (rank(getOut().getType()) != 2 || dim(getOut().getType(), 0) != acc.getLanes() ||
-      dim(getOut().getType(), 1) != acc.getCols())
-    return emitOpError() << "out must be [" << acc.getLanes() << ", "
-                         << acc.getCols() << "] like acc";
+  SmemType staging = getStaging().getType();
+  if (staging.getRows() != acc.getLanes() || staging.getCols() != acc.getCols())
+    return emitOpError() << "staging tiles must be [" << acc.getLanes() << ", "
+                         << acc.getCols() << "] like acc, got ["
+                         << staging.getRows() << ", " << staging.getCols()
+                         << "]";
   return success();
 }
 

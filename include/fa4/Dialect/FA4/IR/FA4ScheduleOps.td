@@ -409,19 +409,21 @@ def FA4_TmemStoreOp : FA4_Op<"tmem_store"> {
 def FA4_SmemStoreOp : FA4_Op<"smem_store"> {
   let summary = "write a tile (or one row of it) into a ring item";
   let description = [{
-    Without `row`, `tile` fills the stage; with it, the 1-D `tile` fills that
-    row of the stage.
+    Without `row`, `tile` fills the stage's columns from `column` on (from
+    the first when absent); with `row`, the 1-D `tile` fills that row.
 
     ```mlir
     fa4.smem_store %alpha, %stats0[%n] row 0 : tensor<128xf32>,
         !fa4.smem<[2, 128], f32, stages = 1>
+    fa4.smem_store %chunk, %ostage[%n] column %c16 : tensor<128x16xf16>,
+        !fa4.smem<[128, 128], f16, stages = 2>
     ```
   }];
   let arguments = (ins AnyRankedTensor:$tile, FA4_SmemType:$buffer, Index:$count,
-    OptionalAttr<I64Attr>:$row);
+    Optional<Index>:$column, OptionalAttr<I64Attr>:$row);
   let assemblyFormat = [{
-    $tile `,` $buffer `[` $count `]` (`row` $row^)? attr-dict `:` type($tile)
-    `,` type($buffer)
+    $tile `,` $buffer `[` $count `]` (`column` $column^)? (`row` $row^)?
+    attr-dict `:` type($tile) `,` type($buffer)
   }];
   let hasVerifier = 1;
 }
@@ -467,22 +469,27 @@ def FA4_RescaleOOp : FA4_Op<"rescale_o"> {
 
 def FA4_FinalizeOOp : FA4_Op<"finalize_o",
     [AllTypesMatch<["row_max", "row_sum", "lse"]>]> {
-  let summary = "read O from TMEM and normalize it: O / row_sum and the LSE";
+  let summary = "O / row_sum from TMEM into the output staging buffer, and the LSE";
   let description = [{
-    `fa4-correction` expands it into TMEM loads and `fa4.normalize`.
+    Reads O from TMEM, divides each row by its `row_sum`, converts it to the
+    staging buffer's element type and writes it into ring item `count` of
+    `staging`; returns the log-sum-exp of each row. `fa4-correction` expands
+    it into 16-column TMEM loads, `fa4.normalize` and stores, so that no more
+    than a chunk of O is ever held in registers.
 
     ```mlir
-    %out, %lse = fa4.finalize_o %o0, %m, %l {scale_log2 = 0.127517 : f32}
-        : !fa4.tmem<[128, 128], f32>, tensor<128xf32>
-        -> tensor<128x128xf16>
+    %lse = fa4.finalize_o %o0, %m, %l -> %ostage[%n] {scale_log2 = 0.127517 : f32}
+        : !fa4.tmem<[128, 128], f32>, tensor<128xf32>,
+          !fa4.smem<[128, 128], f16, stages = 2>
     ```
   }];
   let arguments = (ins FA4_TmemType:$acc, FA4_RowVector:$row_max,
-    FA4_RowVector:$row_sum, ConfinedAttr<F32Attr, [FA4_FloatPositive]>:$scale_log2);
-  let results = (outs FA4_Tile:$out, FA4_RowVector:$lse);
+    FA4_RowVector:$row_sum, FA4_SmemType:$staging, Index:$count,
+    ConfinedAttr<F32Attr, [FA4_FloatPositive]>:$scale_log2);
+  let results = (outs FA4_RowVector:$lse);
   let assemblyFormat = [{
-    $acc `,` $row_max `,` $row_sum attr-dict `:` type($acc) `,` type($row_max)
-    `->` type($out)
+    $acc `,` $row_max `,` $row_sum `->` $staging `[` $count `]` attr-dict `:`
+    type($acc) `,` type($row_max) `,` type($staging)
   }];
   let hasVerifier = 1;
 }

@@ -34,9 +34,12 @@ def FA4_SmemType : FA4_Type<"Smem", "smem"> {
     `<` `[` $rows `,` $cols `]` `,` $elementType `,` `stages` `=` $stages `>`
   }];
   let extraClassDeclaration = [{
-    /// Bytes of one stage.
+    /// Bytes of one stage. Rows are padded to whole 128-byte lines: the
+    /// tiles are laid out in 128-byte swizzle atoms (64 f16/bf16 columns), as
+    /// TMA writes them and the tensor core reads them.
     int64_t getStageBytes() const {
-      return getRows() * getCols() * getElementType().getIntOrFloatBitWidth() / 8;
+      int64_t rowBytes = getCols() * getElementType().getIntOrFloatBitWidth() / 8;
+      return getRows() * ((rowBytes + 127) / 128 * 128);
     }
   }];
   let genVerifyDecl = 1;
