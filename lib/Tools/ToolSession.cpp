@@ -1,7 +1,7 @@
 //===- ToolSession.cpp - what fa4's command-line tools share --------------===//
 
 #include "fa4/Tools/ToolSession.h"
-#include "fa4/InitFA4.h"
+#include "fa4/Pipeline/Pipeline.h"
 
 #include "mlir/Parser/Parser.h"
 #include "mlir/Support/FileUtilities.h"
@@ -9,14 +9,14 @@
 using namespace mlir;
 using namespace mlir::fa4;
 
-static DialectRegistry tileLevelRegistry() {
+static DialectRegistry pipelineRegistry() {
   DialectRegistry registry;
-  registerTileLevelDialects(registry);
+  registerPipelineDialects(registry);
   return registry;
 }
 
 ToolSession::ToolSession()
-    : context(tileLevelRegistry()), diagnostics(sourceMgr, &context) {
+    : context(pipelineRegistry()), diagnostics(sourceMgr, &context) {
   context.loadAllAvailableDialects();
 }
 

@@ -5,30 +5,26 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "fa4/InitFA4.h"
+#include "fa4/Conversion/Passes.h"
+#include "fa4/Pipeline/Pipeline.h"
 #include "fa4/Transforms/Passes.h"
 
 #include "mlir/Conversion/Passes.h"
-#include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/GPU/Transforms/Passes.h"
-#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
-#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/SCF/Transforms/Passes.h"
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
 #include "mlir/Transforms/Passes.h"
 
 int main(int argc, char **argv) {
   mlir::DialectRegistry registry;
-  mlir::fa4::registerTileLevelDialects(registry);
-  // The target levels lower through these.
-  registry.insert<mlir::gpu::GPUDialect, mlir::LLVM::LLVMDialect,
-                  mlir::NVVM::NVVMDialect>();
+  mlir::fa4::registerPipelineDialects(registry);
 
   mlir::registerTransformsPasses();
   mlir::registerSCFPasses();
   mlir::registerGPUPasses();
   mlir::registerConversionPasses();
   mlir::fa4::registerFA4Passes();
+  mlir::fa4::registerFA4ConversionPasses();
   mlir::fa4::registerFA4Pipelines();
 
   return mlir::asMainReturnCode(mlir::MlirOptMain(

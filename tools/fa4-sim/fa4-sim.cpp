@@ -9,6 +9,7 @@
 #include "fa4/Dialect/FA4/IR/FA4Ops.h"
 #include "fa4/Sim/Simulator.h"
 #include "fa4/Tools/ToolSession.h"
+#include "fa4/Pipeline/Pipeline.h"
 #include "fa4/Transforms/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"

@@ -6,7 +6,9 @@
 //===----------------------------------------------------------------------===//
 
 #include "fa4/Dialect/FA4/IR/FA4Ops.h"
+#include "fa4/Tools/KernelOutput.h"
 #include "fa4/Tools/ToolSession.h"
+#include "fa4/Pipeline/Pipeline.h"
 #include "fa4/Transforms/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -19,13 +21,15 @@
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/Timer.h"
 #include "llvm/Support/ToolOutputFile.h"
 
 using namespace mlir;
 using namespace llvm;
 
 namespace {
-enum class EmitKind { Mlir };
+enum class EmitKind { Default, Mlir, Llvm, Ptx, Cubin };
 } // namespace
 
 static cl::OptionCategory variantCategory(
@@ -41,9 +45,30 @@ static cl::opt<std::string> outputFile("o", cl::desc("Output file ('-' for stdou
                                        cl::value_desc("file"), cl::init("-"),
                                        cl::cat(compileCategory));
 static cl::opt<EmitKind> emit(
-    "emit", cl::desc("What to write"), cl::init(EmitKind::Mlir),
-    cl::values(clEnumValN(EmitKind::Mlir, "mlir", "the IR after the last stage")),
+    "emit",
+    cl::desc("What to write (default: cubin when -o ends in .cubin, ptx for "
+             ".ptx, llvm for .ll, else mlir)"),
+    cl::init(EmitKind::Default),
+    cl::values(
+        clEnumValN(EmitKind::Mlir, "mlir",
+                   "the IR after --stop-after (default: the level-C schedule, "
+                   "what fa4-sim runs)"),
+        clEnumValN(EmitKind::Llvm, "llvm", "the kernel as LLVM IR"),
+        clEnumValN(EmitKind::Ptx, "ptx", "the kernel as PTX"),
+        clEnumValN(EmitKind::Cubin, "cubin",
+                   "an sm_100a cubin assembled by ptxas, with a launch "
+                   "manifest (<output>.json) beside it")),
     cl::cat(compileCategory));
+static cl::opt<std::string> target("target", cl::desc("Target chip"),
+                                   cl::init("sm_100a"), cl::cat(compileCategory));
+static cl::opt<std::string> cudaPath(
+    "cuda-path", cl::desc("CUDA toolkit root, for ptxas"),
+    cl::init(FA4_CUDA_TOOLKIT_PATH), cl::cat(compileCategory));
+static cl::opt<double> exp2EmulationFraction(
+    "exp2-emulation-fraction",
+    cl::desc("Fraction of the softmax exponentials computed with the software "
+             "exp2 on the FMA units instead of ex2.approx (0 to 1)"),
+    cl::init(0.0), cl::cat(compileCategory));
 static cl::opt<bool> timing("timing",
                             cl::desc("Print the wall time of every pass to stderr"),
                             cl::init(false), cl::cat(compileCategory));
@@ -163,7 +188,7 @@ int main(int argc, char **argv) {
   if (auto it = registered.find("stop-after"); it != registered.end())
     it->second->removeArgument();
   static const std::string stages =
-      "Last pipeline stage to run (default: all): " +
+      "Last pipeline stage to run, with --emit=mlir (default: scheduler): " +
       join(fa4::getPipelineStages(), ", ");
   static cl::opt<std::string> stopAfter("stop-after", cl::desc(stages),
                                         cl::value_desc("stage"), cl::init(""),
@@ -172,9 +197,11 @@ int main(int argc, char **argv) {
   cl::ParseCommandLineOptions(
       argc, argv,
       "fa4c: compile one FlashAttention-4 kernel\n\n"
-      "  fa4c attention.mlir --stop-after=tile --emit=mlir\n"
+      "  fa4c attention.mlir -o attention.cubin      (cubin + "
+      "attention.cubin.json)\n"
+      "  fa4c attention.mlir --stop-after=tile       (the tile program)\n"
       "  fa4c --head-dim 128 --q-heads 32 --kv-heads 8 --mask causal \\\n"
-      "       --dtype fp16 --lse --emit=mlir\n");
+      "       --dtype fp16 --lse --target sm_100a -o attn.cubin --timing\n");
 
   fa4::ToolSession session;
   MLIRContext &context = session.getContext();
@@ -197,12 +224,37 @@ int main(int argc, char **argv) {
   if (!module)
     return 1;
 
+  EmitKind kind = emit;
+  if (kind == EmitKind::Default) {
+    StringRef extension = llvm::sys::path::extension(outputFile);
+    kind = extension == ".cubin" ? EmitKind::Cubin
+           : extension == ".ptx" ? EmitKind::Ptx
+           : extension == ".ll"  ? EmitKind::Llvm
+                                 : EmitKind::Mlir;
+  }
+  if (kind != EmitKind::Mlir && !stopAfter.empty()) {
+    errs() << "fa4c: --stop-after applies to --emit=mlir; llvm, ptx and cubin "
+              "run the whole pipeline\n";
+    return 2;
+  }
+  if (kind == EmitKind::Cubin && outputFile == "-") {
+    errs() << "fa4c: --emit=cubin needs -o <file>\n";
+    return 2;
+  }
+
   fa4::PipelineOptions options;
-  options.stopAfter = stopAfter;
+  // Without --stop-after, MLIR output is the schedule (level C); the other
+  // kinds need the kernel at level D.
+  options.stopAfter = !stopAfter.empty()        ? std::string(stopAfter)
+                      : kind == EmitKind::Mlir ? std::string("scheduler")
+                                               : std::string("nvvm");
   options.rescaleThreshold = rescaleThreshold;
   options.kvStages = kvStages;
   options.smCount = smCount;
   options.testMutation = testMutation;
+  options.target = target;
+  options.cudaPath = cudaPath;
+  options.exp2EmulationFraction = exp2EmulationFraction;
   PassManager pm(&context);
   if (failed(fa4::buildPipeline(pm, options, error))) {
     errs() << "fa4c: " << error << "\n";
@@ -213,13 +265,61 @@ int main(int argc, char **argv) {
   if (failed(pm.run(*module)))
     return 1;
 
-  auto output = openOutputFile(outputFile, &error);
+  auto output = openOutputFile(
+      kind == EmitKind::Cubin ? std::string("-") : std::string(outputFile), &error);
   if (!output) {
     errs() << "fa4c: " << error << "\n";
     return 2;
   }
-  module->print(output->os());
-  output->os() << "\n";
+  llvm::TimerGroup serialization("fa4c", "Serialization");
+  switch (kind) {
+  case EmitKind::Default:
+  case EmitKind::Mlir:
+    module->print(output->os());
+    output->os() << "\n";
+    break;
+  case EmitKind::Llvm:
+    if (failed(fa4::writeLlvmIr(*module, output->os(), error))) {
+      errs() << "fa4c: " << error << "\n";
+      return 1;
+    }
+    break;
+  case EmitKind::Ptx:
+  case EmitKind::Cubin: {
+    std::string ptx;
+    llvm::Timer toPtx("ptx", "gpu-module-to-binary (PTX)", serialization);
+    toPtx.startTimer();
+    LogicalResult serialized = fa4::serializeToPtx(*module, ptx, error);
+    toPtx.stopTimer();
+    if (failed(serialized)) {
+      errs() << "fa4c: " << error << "\n";
+      return 1;
+    }
+    if (kind == EmitKind::Ptx) {
+      output->os() << ptx;
+      break;
+    }
+    fa4::PtxasReport report;
+    llvm::Timer assemble("ptxas", "ptxas (cubin)", serialization);
+    assemble.startTimer();
+    LogicalResult assembled =
+        fa4::assembleCubin(ptx, cudaPath, target, outputFile, report, error);
+    assemble.stopTimer();
+    if (failed(assembled)) {
+      errs() << "fa4c: " << error << "\n";
+      return 1;
+    }
+    std::string manifestPath = outputFile + ".json";
+    auto manifest = openOutputFile(manifestPath, &error);
+    if (!manifest) {
+      errs() << "fa4c: " << error << "\n";
+      return 2;
+    }
+    manifest->os() << fa4::launchManifest(*module, target, outputFile, report);
+    manifest->keep();
+    return 0;
+  }
+  }
   output->keep();
   return 0;
 }

@@ -1,6 +1,31 @@
 //===- Pipeline.cpp - the fa4 pipeline, stage by stage --------------------===//
 
+#include "fa4/Pipeline/Pipeline.h"
+
+#include "fa4/Conversion/Passes.h"
 #include "fa4/Transforms/Passes.h"
+
+#include "mlir/Conversion/ArithToLLVM/ArithToLLVM.h"
+#include "mlir/Conversion/ControlFlowToLLVM/ControlFlowToLLVM.h"
+#include "mlir/Conversion/IndexToLLVM/IndexToLLVM.h"
+#include "mlir/Conversion/NVVMToLLVM/NVVMToLLVM.h"
+#include "mlir/Conversion/ReconcileUnrealizedCasts/ReconcileUnrealizedCasts.h"
+#include "mlir/Conversion/SCFToControlFlow/SCFToControlFlow.h"
+#include "mlir/Conversion/VectorToLLVM/ConvertVectorToLLVMPass.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/GPU/Transforms/Passes.h"
+#include "mlir/Transforms/Passes.h"
+
+#include "fa4/InitFA4.h"
+#include "mlir/Dialect/ControlFlow/IR/ControlFlow.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
+#include "mlir/Target/LLVM/NVVM/Target.h"
+#include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
+#include "mlir/Target/LLVMIR/Dialect/GPU/GPUToLLVMIRTranslation.h"
+#include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
+#include "mlir/Target/LLVMIR/Dialect/NVVM/NVVMToLLVMIRTranslation.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Pass/PassManager.h"
@@ -75,6 +100,32 @@ static const Stage kStages[] = {
        schedulerOptions.smCount = options.smCount;
        pm.addNestedPass<func::FuncOp>(createFA4TileScheduler(schedulerOptions));
      }},
+    {"nvvm",
+     [](OpPassManager &pm, const PipelineOptions &options) {
+       FA4ToNVVMOptions nvvmOptions;
+       nvvmOptions.chip = options.target;
+       nvvmOptions.exp2EmulationFraction = options.exp2EmulationFraction;
+       pm.addPass(createFA4ToNVVM(nvvmOptions));
+       // The kernel body is structured per-thread code; the upstream
+       // conversions finish it into the LLVM dialect and NVVM intrinsics.
+       OpPassManager &kernels = pm.nest<gpu::GPUModuleOp>();
+       kernels.addPass(createSCFToControlFlowPass());
+       kernels.addPass(createConvertNVVMToLLVMPass());
+       kernels.addPass(createConvertVectorToLLVMPass());
+       kernels.addPass(createArithToLLVMConversionPass());
+       kernels.addPass(createConvertIndexToLLVMPass());
+       pm.addPass(createConvertControlFlowToLLVMPass());
+       pm.addPass(createReconcileUnrealizedCastsPass());
+       pm.addPass(createCanonicalizerPass());
+       pm.addPass(createCSEPass());
+     }},
+    {"binary",
+     [](OpPassManager &pm, const PipelineOptions &options) {
+       GpuModuleToBinaryPassOptions binaryOptions;
+       binaryOptions.toolkitPath = options.cudaPath;
+       binaryOptions.compilationTarget = "bin";
+       pm.addPass(createGpuModuleToBinaryPass(binaryOptions));
+     }},
 };
 
 ArrayRef<StringRef> mlir::fa4::getTestMutations() {
@@ -137,7 +188,18 @@ void mlir::fa4::registerFA4Pipelines() {
           return errorHandler("fa4-pipeline: " + error);
         return success();
       },
-      [](function_ref<void(const detail::PassOptions &)> optionsHandler) {
+      [](function_ref<void(const mlir::detail::PassOptions &)> optionsHandler) {
         optionsHandler(PipelineOptions());
       });
+}
+
+void mlir::fa4::registerPipelineDialects(DialectRegistry &registry) {
+  registerTileLevelDialects(registry);
+  registry.insert<gpu::GPUDialect, LLVM::LLVMDialect, NVVM::NVVMDialect,
+                  vector::VectorDialect, cf::ControlFlowDialect>();
+  NVVM::registerNVVMTargetInterfaceExternalModels(registry);
+  registerBuiltinDialectTranslation(registry);
+  registerLLVMDialectTranslation(registry);
+  registerNVVMDialectTranslation(registry);
+  registerGPUDialectTranslation(registry);
 }

@@ -1,0 +1,80 @@
+//===- Pipeline.h - the fa4 pipeline, stage by stage ------------*- C++ -*-===//
+
+#ifndef FA4_PIPELINE_PIPELINE_H
+#define FA4_PIPELINE_PIPELINE_H
+
+#include "fa4/Config.h"
+
+#include "mlir/Pass/PassOptions.h"
+#include "mlir/Support/LLVM.h"
+
+#include <string>
+
+namespace mlir {
+class DialectRegistry;
+class OpPassManager;
+} // namespace mlir
+
+
+namespace mlir::fa4 {
+
+/// Options of the whole fa4 pipeline, as `fa4-opt --fa4-pipeline=...` and
+/// `fa4c` take them.
+struct PipelineOptions : public PassPipelineOptions<PipelineOptions> {
+  PassOptions::Option<std::string> stopAfter{
+      *this, "stop-after",
+      llvm::cl::desc("Last stage to run (see fa4c --help for the stages)"),
+      llvm::cl::init("")};
+  PassOptions::Option<double> rescaleThreshold{
+      *this, "rescale-threshold",
+      llvm::cl::desc("Online-softmax rescale threshold in log2 units"),
+      llvm::cl::init(8.0)};
+  PassOptions::Option<int64_t> kvStages{
+      *this, "kv-stages",
+      llvm::cl::desc("K/V ring stages (0: as many as shared memory holds)"),
+      llvm::cl::init(0)};
+  PassOptions::Option<int64_t> smCount{
+      *this, "sm-count",
+      llvm::cl::desc("SMs of the target: the persistent grid's size"),
+      llvm::cl::init(148)};
+  PassOptions::Option<std::string> target{
+      *this, "target",
+      llvm::cl::desc("Target chip of the NVVM and binary stages"),
+      llvm::cl::init("sm_100a")};
+  PassOptions::Option<double> exp2EmulationFraction{
+      *this, "exp2-emulation-fraction",
+      llvm::cl::desc("Fraction of the softmax exponentials computed with the "
+                     "software exp2 on the FMA units (0 to 1)"),
+      llvm::cl::init(0.0)};
+  PassOptions::Option<std::string> cudaPath{
+      *this, "cuda-path",
+      llvm::cl::desc("CUDA toolkit root, for ptxas (binary stage)"),
+      llvm::cl::init(FA4_CUDA_TOOLKIT_PATH)};
+  PassOptions::Option<std::string> testMutation{
+      *this, "test-mutation",
+      llvm::cl::desc("Test only: break the level-C protocol in a named way "
+                     "(see fa4c --help)"),
+      llvm::cl::init("")};
+};
+
+/// The protocol breakages `test-mutation` knows, for the simulator's tests.
+ArrayRef<StringRef> getTestMutations();
+
+/// The stages of the pipeline in order, by the names `--stop-after` takes.
+ArrayRef<StringRef> getPipelineStages();
+
+/// Adds the stages up to and including `options.stopAfter` (all when empty).
+/// Fails with a message naming the stages when `stopAfter` is unknown.
+LogicalResult buildPipeline(OpPassManager &pm, const PipelineOptions &options,
+                            std::string &error);
+
+/// Registers `fa4-pipeline` with fa4-opt.
+void registerFA4Pipelines();
+
+/// Every dialect the pipeline passes through, with the translations and the
+/// NVVM target that the binary stage serializes with.
+void registerPipelineDialects(DialectRegistry &registry);
+
+} // namespace mlir::fa4
+
+#endif // FA4_PIPELINE_PIPELINE_H

@@ -1,0 +1,57 @@
+//===- KernelOutput.h - LLVM IR, PTX, cubin and manifest --------*- C++ -*-===//
+//
+// What fa4c writes once the pipeline has reached level D: the kernel as LLVM
+// IR or PTX, or assembled by ptxas into an sm_100a cubin with a JSON manifest
+// that says how to launch it.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef FA4_TOOLS_KERNELOUTPUT_H
+#define FA4_TOOLS_KERNELOUTPUT_H
+
+#include "mlir/Support/LLVM.h"
+
+#include <cstdint>
+#include <string>
+
+namespace llvm {
+class raw_ostream;
+} // namespace llvm
+
+namespace mlir {
+class ModuleOp;
+} // namespace mlir
+
+namespace mlir::fa4 {
+
+/// What `ptxas -v` says of the kernel.
+struct PtxasReport {
+  int64_t registers = -1;
+  int64_t spillStoreBytes = -1;
+  int64_t spillLoadBytes = -1;
+  int64_t stackBytes = -1;
+  int64_t staticSmemBytes = 0;
+  std::string log;
+};
+
+/// The gpu.module's kernel translated to LLVM IR.
+LogicalResult writeLlvmIr(ModuleOp module, llvm::raw_ostream &os,
+                          std::string &error);
+
+/// The gpu.module serialized to PTX (gpu-module-to-binary, format=isa).
+LogicalResult serializeToPtx(ModuleOp module, std::string &ptx,
+                             std::string &error);
+
+/// Assembles `ptx` for `chip` with the ptxas of `cudaPath`, writing
+/// `cubinPath`.
+LogicalResult assembleCubin(StringRef ptx, StringRef cudaPath, StringRef chip,
+                            StringRef cubinPath, PtxasReport &report,
+                            std::string &error);
+
+/// The launch manifest of the kernel in `module` (after the nvvm stage).
+std::string launchManifest(ModuleOp module, StringRef chip,
+                           StringRef cubinPath, const PtxasReport &ptxas);
+
+} // namespace mlir::fa4
+
+#endif // FA4_TOOLS_KERNELOUTPUT_H

@@ -1,0 +1,804 @@
+//===- FA4ToNVVM.cpp - the kernel, its roles and the scheduler -------------===//
+//
+// Level C -> level D. This file builds the kernel (signature, shared-memory
+// layout, prologue), dispatches the warps to their roles, re-emits the
+// structured control flow and lowers the persistent scheduler; the other
+// concerns live beside it (Memory.cpp, TensorCore.cpp, RowMath.cpp).
+//
+//===----------------------------------------------------------------------===//
+
+#include "Lowering.h"
+
+#include "fa4/Conversion/Passes.h"
+#include "fa4/Support/Blackwell.h"
+#include "fa4/Transforms/ScheduleConfig.h"
+#include "fa4/Transforms/TileConfig.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+namespace mlir::fa4 {
+#define GEN_PASS_DEF_FA4TONVVM
+#include "fa4/Conversion/Passes.h.inc"
+} // namespace mlir::fa4
+
+using namespace mlir;
+using namespace mlir::fa4;
+using namespace mlir::fa4::nvvm;
+
+//===----------------------------------------------------------------------===//
+// Helpers
+//===----------------------------------------------------------------------===//
+
+Value Lowering::i32(int64_t value) {
+  return b.create<LLVM::ConstantOp>(loc(), b.getI32Type(),
+                                    b.getI32IntegerAttr(value));
+}
+Value Lowering::i64(int64_t value) {
+  return b.create<LLVM::ConstantOp>(loc(), b.getI64Type(),
+                                    b.getI64IntegerAttr(value));
+}
+Value Lowering::index(int64_t value) {
+  return b.create<arith::ConstantIndexOp>(loc(), value);
+}
+Value Lowering::f32(float value) {
+  return b.create<arith::ConstantOp>(loc(), b.getF32FloatAttr(value));
+}
+Value Lowering::toI32(Value value) {
+  if (value.getType().isIndex())
+    return b.create<arith::IndexCastOp>(loc(), b.getI32Type(), value);
+  return value;
+}
+Value Lowering::toIndex(Value value) {
+  if (value.getType().isIndex())
+    return value;
+  return b.create<arith::IndexCastOp>(loc(), b.getIndexType(), value);
+}
+Value Lowering::smemAt(Value base, Value bytes) {
+  return b.create<LLVM::GEPOp>(loc(), base.getType(), b.getI8Type(), base,
+                               ValueRange{toI32(bytes)});
+}
+Value Lowering::smemAddress(Value pointer) {
+  return b.create<LLVM::PtrToIntOp>(loc(), b.getI32Type(), pointer);
+}
+void Lowering::ifElected(function_ref<void()> body) {
+  auto branch = b.create<scf::IfOp>(loc(), elected, false);
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(branch.thenBlock());
+  body();
+}
+Value Lowering::rowInWarpgroup() {
+  return b.create<arith::RemUIOp>(loc(), roleThread, index(128));
+}
+Value Lowering::tmemLaneField() {
+  // Warp w of a warpgroup reaches TMEM lanes 32·(w % 4) to 32·(w % 4) + 31;
+  // the lane sits in the address's upper 16 bits.
+  Value warp = b.create<arith::DivUIOp>(loc(), rowInWarpgroup(), index(32));
+  return toI32(b.create<arith::ShLIOp>(
+      loc(), b.create<arith::MulIOp>(loc(), warp, index(32)), index(16)));
+}
+Value Lowering::tmemAddress(Value bufferColumn, Value column,
+                            int64_t elementBits) {
+  Value columnWords = toI32(column);
+  if (elementBits != 32)
+    columnWords = b.create<arith::DivUIOp>(loc(), columnWords,
+                                           i32(32 / elementBits));
+  Value address = b.create<arith::AddIOp>(loc(), kernel.tmemBase, bufferColumn);
+  address = b.create<arith::AddIOp>(loc(), address, columnWords);
+  address = b.create<arith::AddIOp>(loc(), address, tmemLaneField());
+  return b.create<LLVM::IntToPtrOp>(
+      loc(), LLVM::LLVMPointerType::get(b.getContext(), 6), address);
+}
+Value Lowering::ex2(Value x) {
+  return b
+      .create<LLVM::InlineAsmOp>(
+          loc(), b.getF32Type(), ValueRange{x}, "ex2.approx.ftz.f32 $0, $1;",
+          "=f,f", false, false, LLVM::tailcallkind::TailCallKind::None,
+          LLVM::AsmDialectAttr::get(b.getContext(), LLVM::AsmDialect::AD_ATT),
+          ArrayAttr())
+      .getResult(0);
+}
+Value Lowering::lg2(Value x) {
+  return b
+      .create<LLVM::InlineAsmOp>(
+          loc(), b.getF32Type(), ValueRange{x}, "lg2.approx.ftz.f32 $0, $1;",
+          "=f,f", false, false, LLVM::tailcallkind::TailCallKind::None,
+          LLVM::AsmDialectAttr::get(b.getContext(), LLVM::AsmDialect::AD_ATT),
+          ArrayAttr())
+      .getResult(0);
+}
+
+Type Lowering::convertType(Type type) {
+  auto tensor = dyn_cast<RankedTensorType>(type);
+  if (!tensor)
+    return type;
+  // Row r of a warpgroup tile belongs to thread r.
+  if (tensor.getRank() == 1)
+    return tensor.getElementType();
+  return VectorType::get({tensor.getDimSize(1)}, tensor.getElementType());
+}
+
+//===----------------------------------------------------------------------===//
+// Structure
+//===----------------------------------------------------------------------===//
+
+LogicalResult Lowering::lowerBlock(Block &block) {
+  for (Operation &op : block)
+    if (failed(lowerOp(&op)))
+      return failure();
+  return success();
+}
+
+LogicalResult Lowering::lowerConstant(arith::ConstantOp op) {
+  Type type = convertType(op.getType());
+  auto dense = dyn_cast<DenseElementsAttr>(op.getValue());
+  if (!dense) {
+    mapping.map(op.getResult(), b.clone(*op)->getResult(0));
+    return success();
+  }
+  if (!dense.isSplat())
+    return op.emitOpError() << "fa4-to-nvvm lowers splat tiles only";
+  Attribute value = dense.getSplatValue<Attribute>();
+  Value lowered;
+  if (auto vector = dyn_cast<VectorType>(type))
+    lowered = b.create<arith::ConstantOp>(
+        loc(), DenseElementsAttr::get(vector, value));
+  else
+    lowered = b.create<arith::ConstantOp>(loc(), cast<TypedAttr>(value));
+  mapping.map(op.getResult(), lowered);
+  return success();
+}
+
+/// Loops and branches are rebuilt with per-thread types; their bodies are
+/// lowered into the new regions, which end in the lowered yields.
+LogicalResult Lowering::lowerFor(Operation *op) {
+  auto loop = cast<scf::ForOp>(op);
+  SmallVector<Value> inits;
+  for (Value init : loop.getInitArgs())
+    inits.push_back(lookup(init));
+  auto lowered = b.create<scf::ForOp>(loc(), lookup(loop.getLowerBound()),
+                                      lookup(loop.getUpperBound()),
+                                      lookup(loop.getStep()), inits);
+  Block *body = lowered.getBody();
+  if (!body->empty())
+    body->back().erase();
+  mapping.map(loop.getInductionVar(), lowered.getInductionVar());
+  for (auto [from, to] :
+       llvm::zip(loop.getRegionIterArgs(), lowered.getRegionIterArgs()))
+    mapping.map(from, to);
+  {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToEnd(body);
+    if (failed(lowerBlock(*loop.getBody())))
+      return failure();
+  }
+  for (auto [from, to] : llvm::zip(loop.getResults(), lowered.getResults()))
+    mapping.map(from, to);
+  return success();
+}
+
+LogicalResult Lowering::lowerIf(Operation *op) {
+  auto branch = cast<scf::IfOp>(op);
+  // The straddling-block mask of the softmax: S stays deferred, the mask
+  // applies chunk by chunk inside the fused softmax.
+  if (branch.getNumResults() == 1 && !branch.getElseRegion().empty()) {
+    Block &thenBlock = branch.getThenRegion().front();
+    auto yieldThen = cast<scf::YieldOp>(thenBlock.getTerminator());
+    auto yieldElse =
+        cast<scf::YieldOp>(branch.getElseRegion().front().getTerminator());
+    auto mask = yieldThen.getOperand(0).getDefiningOp<MaskOp>();
+    if (mask && deferred.count(mask.getScores()) &&
+        yieldElse.getOperand(0) == mask.getScores()) {
+      for (Operation &inner : thenBlock.without_terminator())
+        if (&inner != mask.getOperation() && failed(lowerOp(&inner)))
+          return failure();
+      DeferredScores scores = deferred.lookup(mask.getScores());
+      scores.mask = mask;
+      scores.maskCondition = lookup(branch.getCondition());
+      deferred[branch.getResult(0)] = scores;
+      return success();
+    }
+  }
+  SmallVector<Type> types;
+  for (Type type : branch.getResultTypes())
+    types.push_back(convertType(type));
+  bool hasElse = !branch.getElseRegion().empty();
+  auto lowered = b.create<scf::IfOp>(loc(), types, lookup(branch.getCondition()),
+                                     hasElse);
+  for (auto [from, to] : llvm::zip(branch.getRegions(), lowered.getRegions())) {
+    if (from->empty())
+      continue;
+    Block *body = &to->front();
+    if (!body->empty())
+      body->back().erase();
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToEnd(body);
+    if (failed(lowerBlock(from->front())))
+      return failure();
+  }
+  for (auto [from, to] : llvm::zip(branch.getResults(), lowered.getResults()))
+    mapping.map(from, to);
+  return success();
+}
+
+LogicalResult Lowering::lowerOp(Operation *op) {
+  currentLoc = op->getLoc();
+  if (auto constant = dyn_cast<arith::ConstantOp>(op))
+    return lowerConstant(constant);
+  if (isa<scf::ForOp>(op))
+    return lowerFor(op);
+  if (isa<scf::IfOp>(op))
+    return lowerIf(op);
+  if (auto yield = dyn_cast<scf::YieldOp>(op)) {
+    SmallVector<Value> operands;
+    for (Value operand : yield.getOperands())
+      operands.push_back(lookup(operand));
+    b.create<scf::YieldOp>(loc(), operands);
+    return success();
+  }
+  if (isa<arith::ArithDialect>(op->getDialect())) {
+    b.clone(*op, mapping);
+    return success();
+  }
+  if (isa<func::ReturnOp>(op)) {
+    b.create<LLVM::ReturnOp>(loc(), ValueRange());
+    return success();
+  }
+  if (auto dim = dyn_cast<memref::DimOp>(op)) {
+    std::optional<int64_t> axis = dim.getConstantIndex();
+    auto type = cast<MemRefType>(dim.getSource().getType());
+    if (!axis)
+      return dim.emitOpError() << "fa4-to-nvvm needs a constant dimension";
+    Value value;
+    if (!type.isDynamicDim(*axis)) {
+      value = index(type.getDimSize(*axis));
+    } else if (*axis == 0) {
+      value = toIndex(kernel.batch);
+    } else {
+      Value source = dim.getSource();
+      bool keys = source == kernel.k || source == kernel.v;
+      value = toIndex(keys ? kernel.seqK : kernel.seqQ);
+    }
+    mapping.map(dim.getResult(), value);
+    return success();
+  }
+  if (auto specialize = dyn_cast<WarpSpecializeOp>(op))
+    return lowerWarpSpecialize(specialize);
+
+  return llvm::TypeSwitch<Operation *, LogicalResult>(op)
+      .Case<SmemAllocOp, MBarrierAllocOp>([&](Operation *alloc) -> LogicalResult {
+        mapping.map(alloc->getResult(0),
+                    smemAt(kernel.smem, i32(kernel.smemOffset.lookup(alloc))));
+        return success();
+      })
+      .Case([&](TmemAllocOp alloc) -> LogicalResult {
+        if (!alloc.getColumnOffset())
+          return alloc.emitOpError()
+                 << "has no column offset (run fa4-allocate-tmem first)";
+        mapping.map(alloc.getResult(), i32(*alloc.getColumnOffset()));
+        return success();
+      })
+      .Case([&](TmemViewOp view) -> LogicalResult {
+        mapping.map(view.getResult(), lookup(view.getSource()));
+        return success();
+      })
+      .Case<TaskCountOp, TaskCoordsOp, CtaIdOp, GridSizeOp, KvBlockRangeOp>(
+          [&](Operation *scheduler) { return lowerScheduler(scheduler); })
+      .Case<MBarrierWaitOp, MBarrierArriveOp, MBarrierExpectTxOp, MmaCommitOp>(
+          [&](Operation *barrier) { return lowerBarrier(barrier); })
+      .Case<TmaLoadOp, TmaStoreOp, TmaStoreWaitOp>(
+          [&](Operation *tma) { return lowerTma(tma); })
+      .Case<SmemLoadOp, SmemStoreOp>(
+          [&](Operation *smem) { return lowerSmem(smem); })
+      .Case<TmemLoadOp, TmemStoreOp, TmemAllocColumnsOp, TmemRelinquishOp,
+            TmemDeallocOp>([&](Operation *tmem) -> LogicalResult { return lowerTmem(tmem); })
+      .Case<ScoreMmaAsyncOp, ValueMmaAsyncOp>(
+          [&](Operation *mma) { return lowerMma(mma); })
+      .Case<SoftcapOp, MaskOp, OnlineSoftmaxOp, CorrectionOp, NormalizeOp,
+            NeedsRescaleOp, StoreLseTileOp>(
+          [&](Operation *math) { return lowerRowMath(math); })
+      .Default([&](Operation *other) -> LogicalResult {
+        return other->emitOpError()
+               << "has no NVVM lowering (fa4-to-nvvm expects the level-C "
+                  "schedule after fa4-correction)";
+      });
+}
+
+//===----------------------------------------------------------------------===//
+// The CTA: prologue and role dispatch
+//===----------------------------------------------------------------------===//
+
+LogicalResult Lowering::lowerWarpSpecialize(WarpSpecializeOp op) {
+  Value tid = kernel.threadId;
+  Value warp = b.create<arith::DivUIOp>(loc(), tid, i32(32));
+
+  // Thread 0 initializes every mbarrier before any role may touch one.
+  Operation *scope = op->getParentOp();
+  auto first = b.create<scf::IfOp>(
+      loc(), b.create<arith::CmpIOp>(loc(), arith::CmpIPredicate::eq, tid, i32(0)),
+      false);
+  {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(first.thenBlock());
+    scope->walk([&](MBarrierAllocOp alloc) {
+      int64_t base = kernel.smemOffset.lookup(alloc);
+      for (int64_t stage = 0; stage < alloc.getBarrier().getType().getStages();
+           ++stage)
+        b.create<NVVM::MBarrierInitOp>(
+            loc(), smemAt(kernel.smem, i32(base + 8 * stage)),
+            i32(alloc.getCount()), Value());
+    });
+  }
+
+  // The warp that owns TMEM allocates it for the whole CTA.
+  RoleOp owner;
+  op.walk([&](TmemAllocColumnsOp alloc) {
+    owner = alloc->getParentOfType<RoleOp>();
+  });
+  Value slot = smemAt(kernel.smem, i32(kernel.tmemSlotOffset));
+  if (owner) {
+    auto allocate = b.create<scf::IfOp>(
+        loc(),
+        b.create<arith::CmpIOp>(loc(), arith::CmpIPredicate::eq, warp,
+                                i32(owner.getFirstWarp())),
+        false);
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(allocate.thenBlock());
+    b.create<NVVM::Tcgen05AllocOp>(loc(), slot, i32(kernel.tmemColumns));
+    b.create<NVVM::Tcgen05RelinquishAllocPermitOp>(loc());
+  }
+  b.create<NVVM::Barrier0Op>(loc());
+  kernel.tmemBase = b.create<LLVM::LoadOp>(loc(), b.getI32Type(), slot);
+
+  for (RoleOp role : op.getRoles().front().getOps<RoleOp>()) {
+    if (role.getBody().front().empty())
+      continue;
+    Value from = b.create<arith::CmpIOp>(loc(), arith::CmpIPredicate::uge, warp,
+                                         i32(role.getFirstWarp()));
+    Value to = b.create<arith::CmpIOp>(
+        loc(), arith::CmpIPredicate::ult, warp,
+        i32(role.getFirstWarp() + role.getNumWarps()));
+    auto mine = b.create<scf::IfOp>(
+        loc(), b.create<arith::AndIOp>(loc(), from, to), false);
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(mine.thenBlock());
+    if (failed(lowerRole(role)))
+      return failure();
+  }
+  return success();
+}
+
+LogicalResult Lowering::lowerRole(RoleOp newRole) {
+  role = newRole;
+  currentLoc = role.getLoc();
+  // A 512-thread CTA starts every thread at 128 registers; each role moves
+  // to its budget.
+  int64_t registers = role.getRegisters();
+  int64_t start = blackwell::kRegistersPerSm /
+                  (blackwell::kWarpsPerCta * blackwell::kThreadsPerWarp);
+  if (registers != start)
+    b.create<NVVM::SetMaxRegisterOp>(
+        loc(), registers,
+        registers > start ? NVVM::SetMaxRegisterAction::increase
+                          : NVVM::SetMaxRegisterAction::decrease);
+  Value thread = b.create<arith::SubIOp>(
+      loc(), kernel.threadId, i32(role.getFirstWarp() * 32));
+  roleThread = toIndex(thread);
+  elected = b.create<NVVM::ElectSyncOp>(loc(), b.getI1Type(), Value());
+  roleUsesTensorMemory = false;
+  role.walk([&](Operation *inner) {
+    if (isa<TmemLoadOp, TmemStoreOp, ScoreMmaAsyncOp, ValueMmaAsyncOp>(inner))
+      roleUsesTensorMemory = true;
+  });
+  return lowerBlock(role.getBody().front());
+}
+
+//===----------------------------------------------------------------------===//
+// The persistent scheduler
+//===----------------------------------------------------------------------===//
+
+Value Lowering::emitBandEdges(Value position, int64_t, MaskKind mask,
+                              int64_t windowLeft, int64_t windowRight,
+                              Value seqQ, Value seqK, Value &end) {
+  MaskBand band = maskBandFor(mask, windowLeft, windowRight);
+  Value zero = index(0);
+  // Bottom-right alignment: the last query sits on the last key.
+  Value diagonal = b.create<arith::SubIOp>(
+      loc(), b.create<arith::AddIOp>(loc(), position, seqK), seqQ);
+  Value begin = zero;
+  if (band.left >= 0)
+    begin = b.create<arith::MaxSIOp>(
+        loc(), zero, b.create<arith::SubIOp>(loc(), diagonal, index(band.left)));
+  end = seqK;
+  if (band.right >= 0)
+    end = b.create<arith::MinSIOp>(
+        loc(), seqK,
+        b.create<arith::AddIOp>(loc(), diagonal, index(band.right + 1)));
+  end = b.create<arith::MaxSIOp>(loc(), begin, end);
+  return begin;
+}
+
+/// The same arithmetic as AttentionMath's kvBlockRange, on index values.
+Value Lowering::emitKvBlockRange(KvBlockRangeOp op,
+                                 SmallVectorImpl<Value> &results) {
+  Value rowBegin = lookup(op.getRowBegin());
+  Value seqQ = lookup(op.getSeqQ()), seqK = lookup(op.getSeqK());
+  int64_t ratio = op.getGqaRatio(), rows = op.getRows(), blockN = op.getBlockN();
+  Value zero = index(0), one = index(1);
+  Value firstPos = b.create<arith::DivSIOp>(loc(), rowBegin, index(ratio));
+  Value lastPos = b.create<arith::MinSIOp>(
+      loc(), b.create<arith::SubIOp>(loc(), seqQ, one),
+      b.create<arith::DivSIOp>(
+          loc(), b.create<arith::AddIOp>(loc(), rowBegin, index(rows - 1)),
+          index(ratio)));
+  Value firstEnd, lastEnd;
+  Value firstBegin =
+      emitBandEdges(firstPos, ratio, op.getMask(), op.getWindowLeft(),
+                    op.getWindowRight(), seqQ, seqK, firstEnd);
+  Value lastBegin =
+      emitBandEdges(lastPos, ratio, op.getMask(), op.getWindowLeft(),
+                    op.getWindowRight(), seqQ, seqK, lastEnd);
+  Value empty = b.create<arith::OrIOp>(
+      loc(),
+      b.create<arith::OrIOp>(
+          loc(), b.create<arith::CmpIOp>(loc(), arith::CmpIPredicate::sle, seqK, zero),
+          b.create<arith::CmpIOp>(loc(), arith::CmpIPredicate::sgt, firstPos,
+                                  lastPos)),
+      b.create<arith::CmpIOp>(loc(), arith::CmpIPredicate::sle, lastEnd,
+                              firstBegin));
+  Value block = index(blockN);
+  Value begin = b.create<arith::DivSIOp>(loc(), firstBegin, block);
+  Value end = b.create<arith::CeilDivSIOp>(loc(), lastEnd, block);
+  auto clamp = [&](Value value, Value low, Value high) -> Value {
+    return b.create<arith::MinSIOp>(
+        loc(), b.create<arith::MaxSIOp>(loc(), value, low), high);
+  };
+  Value fullBegin = clamp(b.create<arith::CeilDivSIOp>(loc(), lastBegin, block),
+                          begin, end);
+  Value fullEnd =
+      clamp(b.create<arith::DivSIOp>(loc(), firstEnd, block), fullBegin, end);
+  for (Value value : {begin, fullBegin, fullEnd, end})
+    results.push_back(b.create<arith::SelectOp>(loc(), empty, zero, value));
+  return results.back();
+}
+
+LogicalResult Lowering::lowerScheduler(Operation *op) {
+  return llvm::TypeSwitch<Operation *, LogicalResult>(op)
+      .Case([&](TaskCountOp count) -> LogicalResult {
+        Value packed = b.create<arith::MulIOp>(loc(), lookup(count.getSeqQ()),
+                                               index(count.getGqaRatio()));
+        Value mBlocks = b.create<arith::CeilDivSIOp>(loc(), packed,
+                                                     index(count.getRows()));
+        Value tasks = b.create<arith::MulIOp>(
+            loc(), b.create<arith::MulIOp>(loc(), lookup(count.getBatch()),
+                                           index(count.getKvHeads())),
+            mBlocks);
+        mapping.map(count.getResult(), tasks);
+        return success();
+      })
+      .Case([&](CtaIdOp cta) -> LogicalResult {
+        mapping.map(cta.getResult(),
+                    toIndex(b.create<NVVM::BlockIdXOp>(loc(), b.getI32Type())));
+        return success();
+      })
+      .Case([&](GridSizeOp grid) -> LogicalResult {
+        mapping.map(grid.getResult(),
+                    toIndex(b.create<NVVM::GridDimXOp>(loc(), b.getI32Type())));
+        return success();
+      })
+      .Case([&](KvBlockRangeOp range) -> LogicalResult {
+        SmallVector<Value> results;
+        emitKvBlockRange(range, results);
+        for (auto [from, to] : llvm::zip(range.getResults(), results))
+          mapping.map(from, to);
+        return success();
+      })
+      .Case([&](TaskCoordsOp coords) -> LogicalResult {
+        Value t = lookup(coords.getIndex());
+        Value batch = lookup(coords.getBatch());
+        Value heads = index(coords.getKvHeads());
+        Value mBlocks = b.create<arith::CeilDivSIOp>(
+            loc(),
+            b.create<arith::MulIOp>(loc(), lookup(coords.getSeqQ()),
+                                    index(coords.getGqaRatio())),
+            index(coords.getRows()));
+        if (coords.getOrder() == TaskOrder::static_order) {
+          // m_block fastest, then kv_head, then batch.
+          Value rest = b.create<arith::DivUIOp>(loc(), t, mBlocks);
+          mapping.map(coords.getMBlock(),
+                      b.create<arith::RemUIOp>(loc(), t, mBlocks));
+          mapping.map(coords.getKvHead(),
+                      b.create<arith::RemUIOp>(loc(), rest, heads));
+          mapping.map(coords.getBatchIndex(),
+                      b.create<arith::DivUIOp>(loc(), rest, heads));
+          return success();
+        }
+        Value groups = b.create<arith::MulIOp>(loc(), batch, heads);
+        Value rank = b.create<arith::DivUIOp>(loc(), t, groups);
+        Value rest = b.create<arith::RemUIOp>(loc(), t, groups);
+        mapping.map(coords.getKvHead(),
+                    b.create<arith::RemUIOp>(loc(), rest, heads));
+        mapping.map(coords.getBatchIndex(),
+                    b.create<arith::DivUIOp>(loc(), rest, heads));
+        if (coords.getMask() == MaskKind::causal) {
+          // Causal work grows with the m_block: LPT is the last one first.
+          mapping.map(coords.getMBlock(),
+                      b.create<arith::SubIOp>(
+                          loc(), b.create<arith::SubIOp>(loc(), mBlocks, index(1)),
+                          rank));
+          return success();
+        }
+        // A window's work rises, plateaus and falls: find the m_block of the
+        // given LPT rank without sorting. count(W) = #{m : work(m) > W} is
+        // non-increasing; binary search the work W of rank `rank`, then take
+        // the (rank - count(W))-th m_block of work W, last first.
+        Value seqQ = lookup(coords.getSeqQ()), seqK = lookup(coords.getSeqK());
+        auto workOf = [&](Value m) -> Value {
+          Value rowBegin = b.create<arith::MulIOp>(loc(), m, index(coords.getRows()));
+          Value firstPos = b.create<arith::DivSIOp>(loc(), rowBegin,
+                                                    index(coords.getGqaRatio()));
+          Value lastPos = b.create<arith::MinSIOp>(
+              loc(), b.create<arith::SubIOp>(loc(), seqQ, index(1)),
+              b.create<arith::DivSIOp>(
+                  loc(),
+                  b.create<arith::AddIOp>(loc(), rowBegin,
+                                          index(coords.getRows() - 1)),
+                  index(coords.getGqaRatio())));
+          Value firstEnd, lastEnd;
+          Value firstBegin = emitBandEdges(
+              firstPos, coords.getGqaRatio(), coords.getMask(),
+              coords.getWindowLeft(), coords.getWindowRight(), seqQ, seqK,
+              firstEnd);
+          emitBandEdges(lastPos, coords.getGqaRatio(), coords.getMask(),
+                        coords.getWindowLeft(), coords.getWindowRight(), seqQ,
+                        seqK, lastEnd);
+          Value begin =
+              b.create<arith::DivSIOp>(loc(), firstBegin, index(coords.getBlockN()));
+          Value end = b.create<arith::CeilDivSIOp>(loc(), lastEnd,
+                                                   index(coords.getBlockN()));
+          return b.create<arith::MaxSIOp>(
+              loc(), index(0), b.create<arith::SubIOp>(loc(), end, begin));
+        };
+        auto countAbove = [&](Value threshold) -> Value {
+          auto loop = b.create<scf::ForOp>(loc(), index(0), mBlocks, index(1),
+                                           ValueRange{index(0)});
+          OpBuilder::InsertionGuard guard(b);
+          b.setInsertionPointToStart(loop.getBody());
+          Value above = b.create<arith::CmpIOp>(
+              loc(), arith::CmpIPredicate::sgt, workOf(loop.getInductionVar()),
+              threshold);
+          Value next = b.create<arith::AddIOp>(
+              loc(), loop.getRegionIterArgs()[0],
+              b.create<arith::ExtUIOp>(loc(), b.getIndexType(), above));
+          b.create<scf::YieldOp>(loc(), next);
+          return loop.getResult(0);
+        };
+        Value maxWork = b.create<arith::CeilDivSIOp>(loc(), seqK,
+                                                     index(coords.getBlockN()));
+        auto search = b.create<scf::ForOp>(loc(), index(0), index(24), index(1),
+                                           ValueRange{index(0), maxWork});
+        {
+          OpBuilder::InsertionGuard guard(b);
+          b.setInsertionPointToStart(search.getBody());
+          Value low = search.getRegionIterArgs()[0];
+          Value high = search.getRegionIterArgs()[1];
+          Value middle = b.create<arith::DivSIOp>(
+              loc(), b.create<arith::AddIOp>(loc(), low, high), index(2));
+          Value fits = b.create<arith::CmpIOp>(loc(), arith::CmpIPredicate::sle,
+                                               countAbove(middle), rank);
+          Value next = b.create<arith::AddIOp>(loc(), middle, index(1));
+          b.create<scf::YieldOp>(
+              loc(), ValueRange{b.create<arith::SelectOp>(loc(), fits, low, next),
+                                b.create<arith::SelectOp>(loc(), fits, middle, high)});
+        }
+        Value work = search.getResult(0);
+        Value within = b.create<arith::SubIOp>(loc(), rank, countAbove(work));
+        auto scan = b.create<scf::ForOp>(loc(), index(0), mBlocks, index(1),
+                                         ValueRange{index(0), index(0)});
+        {
+          OpBuilder::InsertionGuard guard(b);
+          b.setInsertionPointToStart(scan.getBody());
+          Value m = b.create<arith::SubIOp>(
+              loc(), b.create<arith::SubIOp>(loc(), mBlocks, index(1)),
+              scan.getInductionVar());
+          Value seen = scan.getRegionIterArgs()[0];
+          Value found = scan.getRegionIterArgs()[1];
+          Value same = b.create<arith::CmpIOp>(loc(), arith::CmpIPredicate::eq,
+                                               workOf(m), work);
+          Value hit = b.create<arith::AndIOp>(
+              loc(), same,
+              b.create<arith::CmpIOp>(loc(), arith::CmpIPredicate::eq, seen, within));
+          b.create<scf::YieldOp>(
+              loc(),
+              ValueRange{b.create<arith::AddIOp>(
+                             loc(), seen,
+                             b.create<arith::ExtUIOp>(loc(), b.getIndexType(), same)),
+                         b.create<arith::SelectOp>(loc(), hit, m, found)});
+        }
+        mapping.map(coords.getMBlock(), scan.getResult(1));
+        return success();
+      })
+      .Default([](Operation *) { return failure(); });
+}
+
+//===----------------------------------------------------------------------===//
+// The pass
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// Decides where every buffer and barrier lives in shared memory.
+void layOutSharedMemory(func::FuncOp func, KernelState &kernel) {
+  int64_t offset = 0;
+  // Swizzled tiles need 1024-byte alignment (the 8-row swizzle atom).
+  func.walk([&](SmemAllocOp alloc) {
+    SmemType type = alloc.getBuffer().getType();
+    offset = llvm::alignTo(offset, 1024);
+    kernel.smemOffset[alloc] = offset;
+    offset += type.getStageBytes() * type.getStages();
+  });
+  func.walk([&](MBarrierAllocOp alloc) {
+    offset = llvm::alignTo(offset, 8);
+    kernel.smemOffset[alloc] = offset;
+    offset += 8 * alloc.getBarrier().getType().getStages();
+  });
+  offset = llvm::alignTo(offset, 16);
+  kernel.tmemSlotOffset = offset;
+  kernel.smemBytes = offset + 16;
+  func.walk([&](TmemAllocColumnsOp alloc) {
+    kernel.tmemColumns = alloc.getColumns();
+  });
+}
+
+struct FA4ToNVVMPass : public fa4::impl::FA4ToNVVMBase<FA4ToNVVMPass> {
+  using Base::Base;
+  void runOnOperation() override;
+  LogicalResult convert(func::FuncOp func, gpu::GPUModuleOp gpuModule);
+};
+
+} // namespace
+
+LogicalResult FA4ToNVVMPass::convert(func::FuncOp func,
+                                     gpu::GPUModuleOp gpuModule) {
+  MLIRContext *context = &getContext();
+  auto spec = func->getAttrOfType<DictionaryAttr>("fa4.spec");
+  auto arguments = spec.getAs<DenseI64ArrayAttr>("arguments");
+  if (!arguments || arguments.size() < 4)
+    return func.emitError() << "fa4.spec names no Q, K, V and O arguments";
+  SmallVector<Value> tensors;
+  for (int64_t position : arguments.asArrayRef())
+    tensors.push_back(func.getArgument(position));
+  bool hasLse = tensors.size() > 4;
+
+  KernelState kernel;
+  kernel.exp2EmulationFraction = exp2EmulationFraction;
+  layOutSharedMemory(func, kernel);
+  if (kernel.smemBytes > blackwell::kSmemBytesPerCta)
+    return func.emitError() << "the kernel needs " << kernel.smemBytes
+                            << " bytes of shared memory, more than the "
+                            << blackwell::kSmemBytesPerCta << " a CTA may use";
+
+  OpBuilder b(gpuModule.getBodyRegion());
+  b.setInsertionPointToEnd(&gpuModule.getBodyRegion().front());
+  Location loc = func.getLoc();
+  auto ptr = LLVM::LLVMPointerType::get(context);
+  auto globalPtr = LLVM::LLVMPointerType::get(context, 1);
+  auto sharedPtr = LLVM::LLVMPointerType::get(context, 3);
+  if (!gpuModule.lookupSymbol("fa4_smem"))
+    b.create<LLVM::GlobalOp>(loc, LLVM::LLVMArrayType::get(b.getI8Type(), 0),
+                             false, LLVM::Linkage::External, "fa4_smem",
+                             Attribute(), 1024, 3);
+
+  // Q, K, V and O tensor maps, the LSE pointer, then the runtime sizes.
+  SmallVector<Type> params(4, ptr);
+  if (hasLse)
+    params.push_back(globalPtr);
+  params.append(3, b.getI32Type());
+  auto kernelFunc = b.create<LLVM::LLVMFuncOp>(
+      loc, func.getName(),
+      LLVM::LLVMFunctionType::get(LLVM::LLVMVoidType::get(context), params));
+  kernelFunc->setAttr("nvvm.kernel", b.getUnitAttr());
+  kernelFunc->setAttr("nvvm.reqntid", b.getDenseI32ArrayAttr({512}));
+  auto map = LLVM::LLVMArrayType::get(b.getI8Type(), 128);
+  for (unsigned i = 0; i < 4; ++i) {
+    kernelFunc.setArgAttr(i, "llvm.byval", TypeAttr::get(map));
+    kernelFunc.setArgAttr(i, "nvvm.grid_constant", b.getUnitAttr());
+  }
+  Block *entry = kernelFunc.addEntryBlock(b);
+  b.setInsertionPointToStart(entry);
+
+  kernel.q = tensors[0];
+  kernel.k = tensors[1];
+  kernel.v = tensors[2];
+  kernel.out = tensors[3];
+  if (hasLse)
+    kernel.lse = tensors[4];
+  for (unsigned i = 0; i < 4; ++i)
+    kernel.tensorMaps[tensors[i]] = entry->getArgument(i);
+  unsigned sizes = hasLse ? 5 : 4;
+  if (hasLse)
+    kernel.globalPointers[tensors[4]] = entry->getArgument(4);
+  kernel.batch = entry->getArgument(sizes);
+  kernel.seqQ = entry->getArgument(sizes + 1);
+  kernel.seqK = entry->getArgument(sizes + 2);
+  kernel.smem = b.create<LLVM::AddressOfOp>(loc, sharedPtr, "fa4_smem");
+  kernel.threadId = b.create<NVVM::ThreadIdXOp>(loc, b.getI32Type());
+
+  Lowering lowering(b, kernel);
+  if (failed(lowering.lowerBlock(func.getBody().front())))
+    return failure();
+
+  // What a launcher needs, for fa4c's manifest.
+  WarpSpecializeOp specialize;
+  func.walk([&](WarpSpecializeOp op) { specialize = op; });
+  SmallVector<NamedAttribute> launch = {
+      b.getNamedAttr("smem_bytes", b.getI64IntegerAttr(kernel.smemBytes)),
+      b.getNamedAttr("tmem_columns", b.getI64IntegerAttr(kernel.tmemColumns)),
+      b.getNamedAttr("block", b.getI64IntegerAttr(specialize.getNumThreads())),
+      b.getNamedAttr("spec", spec)};
+  if (auto grid = specialize->getAttr("fa4.grid"))
+    launch.push_back(b.getNamedAttr("grid", grid));
+  // Each tensor map: [head_dim, heads, seq, batch], boxes of 64 columns by
+  // 128 rows (GQA-packed for Q and O: ratio heads by 128 / ratio positions).
+  auto qType = cast<MemRefType>(kernel.q.getType());
+  auto kType = cast<MemRefType>(kernel.k.getType());
+  int64_t ratio = qType.getDimSize(2) / kType.getDimSize(2);
+  SmallVector<Attribute> maps;
+  for (auto [name, value] : {std::pair<StringRef, Value>{"q", kernel.q},
+                             {"k", kernel.k}, {"v", kernel.v}, {"o", kernel.out}}) {
+    auto type = cast<MemRefType>(value.getType());
+    bool packed = name == "q" || name == "o";
+    int64_t boxHeads = packed ? ratio : 1;
+    maps.push_back(b.getDictionaryAttr({
+        b.getNamedAttr("name", b.getStringAttr(name)),
+        b.getNamedAttr("dtype", b.getStringAttr(type.getElementType().isBF16()
+                                                    ? "bf16"
+                                                    : "fp16")),
+        b.getNamedAttr("heads", b.getI64IntegerAttr(type.getDimSize(2))),
+        b.getNamedAttr("head_dim", b.getI64IntegerAttr(type.getDimSize(3))),
+        b.getNamedAttr("box", b.getDenseI64ArrayAttr(
+                                  {64, boxHeads, 128 / boxHeads, 1})),
+    }));
+  }
+  launch.push_back(b.getNamedAttr("tensor_maps", b.getArrayAttr(maps)));
+  launch.push_back(b.getNamedAttr("lse", b.getBoolAttr(hasLse)));
+  kernelFunc->setAttr("fa4.launch", b.getDictionaryAttr(launch));
+  return success();
+}
+
+void FA4ToNVVMPass::runOnOperation() {
+  ModuleOp module = getOperation();
+  MLIRContext *context = &getContext();
+  if (!(exp2EmulationFraction >= 0.0 && exp2EmulationFraction <= 1.0)) {
+    module.emitError() << "exp2-emulation-fraction must be in [0, 1], got "
+                       << exp2EmulationFraction;
+    return signalPassFailure();
+  }
+  SmallVector<func::FuncOp> kernels;
+  module.walk([&](func::FuncOp func) {
+    bool scheduled = false;
+    func.walk([&](WarpSpecializeOp) { scheduled = true; });
+    if (func->hasAttr("fa4.spec") && scheduled)
+      kernels.push_back(func);
+  });
+  if (kernels.empty())
+    return;
+  OpBuilder b(context);
+  b.setInsertionPointToEnd(module.getBody());
+  module->setAttr(gpu::GPUDialect::getContainerModuleAttrName(), b.getUnitAttr());
+  auto gpuModule = b.create<gpu::GPUModuleOp>(
+      module.getLoc(), "fa4_kernels",
+      b.getArrayAttr({NVVM::NVVMTargetAttr::get(context, /*optLevel=*/3,
+                                                "nvptx64-nvidia-cuda", chip,
+                                                "+ptx88")}));
+  for (func::FuncOp func : kernels) {
+    if (failed(convert(func, gpuModule)))
+      return signalPassFailure();
+    func.erase();
+  }
+}

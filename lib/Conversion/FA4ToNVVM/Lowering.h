@@ -1,0 +1,135 @@
+//===- Lowering.h - level C to NVVM, shared by the concern files -*- C++ -*-===//
+//
+// The level-C function is re-emitted op by op into an llvm.func kernel, each
+// value of level C mapped to its per-thread value: a tile held by a
+// warpgroup (tensor<128xNxT>) becomes the thread's row (vector<NxT>), a row
+// vector (tensor<128xT>) the thread's element, a shared-memory buffer or
+// mbarrier array its base pointer, a TMEM buffer its first column.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef FA4_LIB_CONVERSION_FA4TONVVM_LOWERING_H
+#define FA4_LIB_CONVERSION_FA4TONVVM_LOWERING_H
+
+#include "fa4/Dialect/FA4/IR/FA4Ops.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/IRMapping.h"
+#include "llvm/ADT/DenseMap.h"
+
+namespace mlir::fa4::nvvm {
+
+/// What the whole kernel shares: decided once, before any role is lowered.
+struct KernelState {
+  /// Base of the dynamic shared memory.
+  Value smem;
+  /// Byte offset of every shared-memory buffer and mbarrier array.
+  llvm::DenseMap<Operation *, int64_t> smemOffset;
+  int64_t tmemSlotOffset = 0;
+  int64_t smemBytes = 0;
+  int64_t tmemColumns = 0;
+  /// The TMEM base address, loaded once after the allocation.
+  Value tmemBase;
+  Value threadId;
+  /// Kernel parameters standing for the level-C function's memrefs.
+  llvm::DenseMap<Value, Value> tensorMaps;
+  llvm::DenseMap<Value, Value> globalPointers;
+  Value batch, seqQ, seqK;
+  Value q, k, v, out, lse;
+  double exp2EmulationFraction = 0.0;
+};
+
+/// Re-emits level-C ops as per-thread code at a builder's insertion point.
+class Lowering {
+public:
+  Lowering(OpBuilder &builder, KernelState &kernel)
+      : b(builder), kernel(kernel) {}
+
+  LogicalResult lowerBlock(Block &block);
+  LogicalResult lowerOp(Operation *op);
+
+  /// The per-thread type of a level-C type.
+  Type convertType(Type type);
+
+  IRMapping mapping;
+
+private:
+  friend struct RoleScope;
+
+  // Helpers shared by the concern files.
+  Location loc() const { return currentLoc; }
+  Value i32(int64_t value);
+  Value i64(int64_t value);
+  Value index(int64_t value);
+  Value f32(float value);
+  Value toI32(Value value);
+  Value toIndex(Value value);
+  Value lookup(Value value) { return mapping.lookup(value); }
+  /// `base` plus `bytes` in shared memory.
+  Value smemAt(Value base, Value bytes);
+  /// The 32-bit shared address of a pointer.
+  Value smemAddress(Value pointer);
+  /// Runs `body` on the role's elected thread only.
+  void ifElected(function_ref<void()> body);
+  /// This thread's row of a warpgroup tile (0..127) as an index.
+  Value rowInWarpgroup();
+  /// The lane field of a TMEM address for this thread's warp.
+  Value tmemLaneField();
+  /// The TMEM address of column `column` (i32) of a buffer for this thread.
+  Value tmemAddress(Value bufferColumn, Value column, int64_t elementBits);
+  Value ex2(Value x);
+  Value lg2(Value x);
+
+  // Generic structure.
+  LogicalResult lowerFor(Operation *op);
+  LogicalResult lowerIf(Operation *op);
+  LogicalResult lowerConstant(arith::ConstantOp op);
+  LogicalResult lowerWarpSpecialize(WarpSpecializeOp op);
+  LogicalResult lowerRole(RoleOp role);
+  LogicalResult lowerScheduler(Operation *op);
+
+  // Barriers and copies (Memory.cpp).
+  LogicalResult lowerBarrier(Operation *op);
+  LogicalResult lowerTma(Operation *op);
+  LogicalResult lowerSmem(Operation *op);
+
+  // Tensor memory and the tensor core (TensorCore.cpp).
+  LogicalResult lowerTmem(Operation *op);
+  LogicalResult lowerMma(Operation *op);
+
+  // Row arithmetic of the softmax and correction roles (RowMath.cpp).
+  LogicalResult lowerRowMath(Operation *op);
+  LogicalResult lowerOnlineSoftmax(OnlineSoftmaxOp op);
+  Value emitKvBlockRange(KvBlockRangeOp op, SmallVectorImpl<Value> &results);
+  Value emitBandEdges(Value packedRow, int64_t gqaRatio, MaskKind mask,
+                      int64_t windowLeft, int64_t windowRight, Value seqQ,
+                      Value seqK, Value &end);
+
+  OpBuilder &b;
+  KernelState &kernel;
+  Location currentLoc = UnknownLoc();
+
+  /// The role being lowered.
+  RoleOp role;
+  Value roleThread;
+  Value elected;
+  bool roleUsesTensorMemory = false;
+
+  /// S tiles whose load is deferred into the fused softmax: the value of a
+  /// full-width tmem_load and what was applied to it since.
+  struct DeferredScores {
+    Value scoresColumn;
+    SoftcapOp softcap;
+    MaskOp mask;
+    Value maskCondition;
+  };
+  llvm::DenseMap<Value, DeferredScores> deferred;
+  /// Probabilities the fused softmax already wrote to TMEM.
+  llvm::DenseSet<Value> probsInTmem;
+};
+
+} // namespace mlir::fa4::nvvm
+
+#endif // FA4_LIB_CONVERSION_FA4TONVVM_LOWERING_H

@@ -1,0 +1,202 @@
+//===- TensorCore.cpp - tensor memory and tcgen05.mma ----------------------===//
+
+#include "Lowering.h"
+
+#include "fa4/Support/Descriptors.h"
+#include "fa4/Transforms/ScheduleConfig.h"
+
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+using namespace mlir;
+using namespace mlir::fa4;
+using namespace mlir::fa4::nvvm;
+
+/// K elements per tcgen05.mma of kind f16.
+static constexpr int64_t kMmaK = 16;
+static constexpr int64_t kBoxColumns = 64;
+static constexpr int64_t kBoxBytes = 128 * 128;
+/// Bytes from one 8-row group of a swizzled tile to the next.
+static constexpr uint32_t kSwizzleAtomBytes = 1024;
+
+/// S tiles are read by the fused softmax instead (RowMath.cpp).
+static bool isDeferredScores(TmemLoadOp load) {
+  auto role = load->getParentOfType<RoleOp>();
+  bool softmax = false;
+  role.walk([&](OnlineSoftmaxOp) { softmax = true; });
+  TmemType type = load.getBuffer().getType();
+  return softmax && type.getElementType().isF32() &&
+         cast<ShapedType>(load.getType()).getDimSize(1) == type.getCols();
+}
+
+LogicalResult Lowering::lowerTmem(Operation *op) {
+  return llvm::TypeSwitch<Operation *, LogicalResult>(op)
+      .Case([&](TmemLoadOp load) -> LogicalResult {
+        if (isDeferredScores(load)) {
+          deferred[load.getResult()] = {lookup(load.getBuffer()), SoftcapOp(),
+                                        MaskOp(), Value()};
+          return success();
+        }
+        auto tile = cast<ShapedType>(load.getType());
+        int64_t bits = tile.getElementTypeBitWidth();
+        int64_t words = tile.getDimSize(1) * bits / 32;
+        Value address = tmemAddress(lookup(load.getBuffer()),
+                                    lookup(load.getColumn()), bits);
+        Type wordsType = words == 1 ? Type(b.getI32Type())
+                                    : Type(VectorType::get({words}, b.getI32Type()));
+        Value raw = b.create<NVVM::Tcgen05LdOp>(
+            loc(), wordsType, false, NVVM::Tcgen05LdStShape::SHAPE_32X32B,
+            address, Value());
+        b.create<NVVM::Tcgen05WaitOp>(loc(), NVVM::Tcgen05WaitKind::LOAD);
+        if (words == 1)
+          raw = b.create<vector::BroadcastOp>(
+              loc(), VectorType::get({1}, b.getI32Type()), raw);
+        mapping.map(load.getResult(),
+                    b.create<vector::BitCastOp>(
+                        loc(), cast<VectorType>(convertType(load.getType())), raw));
+        return success();
+      })
+      .Case([&](TmemStoreOp store) -> LogicalResult {
+        if (probsInTmem.contains(store.getTile())) {
+          // The fused softmax stored P chunk by chunk; wait for the stores.
+          b.create<NVVM::Tcgen05WaitOp>(loc(), NVVM::Tcgen05WaitKind::STORE);
+          return success();
+        }
+        auto tile = cast<ShapedType>(store.getTile().getType());
+        int64_t bits = tile.getElementTypeBitWidth();
+        int64_t words = tile.getDimSize(1) * bits / 32;
+        Value address = tmemAddress(lookup(store.getBuffer()),
+                                    lookup(store.getColumn()), bits);
+        Value raw = b.create<vector::BitCastOp>(
+            loc(), VectorType::get({words}, b.getI32Type()),
+            lookup(store.getTile()));
+        if (words == 1)
+          raw = b.create<vector::ExtractOp>(loc(), raw, ArrayRef<int64_t>{0});
+        b.create<NVVM::Tcgen05StOp>(loc(), false,
+                                    NVVM::Tcgen05LdStShape::SHAPE_32X32B,
+                                    address, raw, Value());
+        b.create<NVVM::Tcgen05WaitOp>(loc(), NVVM::Tcgen05WaitKind::STORE);
+        return success();
+      })
+      // The owning warp allocates in the kernel prologue, before the CTA
+      // barrier that lets every role read the TMEM base.
+      .Case<TmemAllocColumnsOp, TmemRelinquishOp>(
+          [](Operation *) { return success(); })
+      .Case([&](TmemDeallocOp dealloc) -> LogicalResult {
+        Value base = b.create<LLVM::IntToPtrOp>(
+            loc(), LLVM::LLVMPointerType::get(b.getContext(), 6),
+            kernel.tmemBase);
+        b.create<NVVM::Tcgen05DeallocOp>(loc(), base, i32(dealloc.getColumns()));
+        return success();
+      })
+      .Default([](Operation *) { return failure(); });
+}
+
+static tcgen05::Element elementOf(Type type) {
+  return type.isBF16() ? tcgen05::Element::BF16 : tcgen05::Element::F16;
+}
+
+LogicalResult Lowering::lowerMma(Operation *op) {
+  auto tmemPointer = [&](Value address) {
+    return b.create<LLVM::IntToPtrOp>(
+        loc(), LLVM::LLVMPointerType::get(b.getContext(), 6), address);
+  };
+  // The shared address of ring item `count`, as an i64 descriptor field.
+  auto stageAddress = [&](Value buffer, Value count) -> Value {
+    auto type = cast<SmemType>(buffer.getType());
+    Value stage = b.create<arith::RemUIOp>(loc(), lookup(count),
+                                           index(type.getStages()));
+    Value pointer = smemAt(lookup(buffer), b.create<arith::MulIOp>(
+                                               loc(), stage,
+                                               index(type.getStageBytes())));
+    return smemAddress(pointer);
+  };
+  // template | ((address + offset) >> 4 & 0x3fff)
+  auto descriptor = [&](uint64_t bits, Value address, int64_t offset) -> Value {
+    Value moved = b.create<arith::AddIOp>(loc(), address, i32(offset));
+    Value field = b.create<arith::AndIOp>(
+        loc(), b.create<arith::ShRUIOp>(loc(), moved, i32(4)), i32(0x3fff));
+    return b.create<arith::OrIOp>(
+        loc(), b.create<arith::ExtUIOp>(loc(), b.getI64Type(), field),
+        i64(static_cast<int64_t>(bits)));
+  };
+  auto kind = NVVM::Tcgen05MMAKind::F16;
+  auto group = NVVM::CTAGroupKind::CTA_1;
+  auto collector = NVVM::Tcgen05MMACollectorOp::DISCARD;
+
+  return llvm::TypeSwitch<Operation *, LogicalResult>(op)
+      .Case([&](ScoreMmaAsyncOp mma) -> LogicalResult {
+        SmemType q = mma.getQuery().getType();
+        SmemType k = mma.getKey().getType();
+        Value qAddress = stageAddress(mma.getQuery(), mma.getQueryCount());
+        Value kAddress = stageAddress(mma.getKey(), mma.getKeyCount());
+        Value scores = tmemPointer(b.create<arith::AddIOp>(
+            loc(), kernel.tmemBase, lookup(mma.getScores())));
+        // Q and K are both K-major: 128-byte rows of 64 elements, 8-row
+        // atoms 1024 bytes apart; the leading offset is unused (16).
+        uint64_t operand = tcgen05::smemDescriptorTemplate(
+            16, kSwizzleAtomBytes, tcgen05::Swizzle::Bytes128);
+        uint32_t instruction = tcgen05::instructionDescriptorF16(
+            elementOf(q.getElementType()), elementOf(k.getElementType()),
+            tcgen05::Major::K, tcgen05::Major::K, q.getRows(), k.getRows());
+        Value idesc = i32(static_cast<int32_t>(instruction));
+        ifElected([&] {
+          for (int64_t step = 0; step * kMmaK < q.getCols(); ++step) {
+            // Step along K: 32 bytes inside a swizzle line, a whole box
+            // every 64 columns.
+            int64_t column = step * kMmaK;
+            int64_t offset = (column / kBoxColumns) * kBoxBytes +
+                             (column % kBoxColumns) * 2;
+            Value enable = b.create<LLVM::ConstantOp>(
+                loc(), b.getI1Type(), b.getBoolAttr(step > 0));
+            b.create<NVVM::Tcgen05MMAOp>(
+                loc(), kind, group, collector, false, scores,
+                descriptor(operand, qAddress, offset),
+                descriptor(operand, kAddress, offset), idesc, enable, Value(),
+                Value());
+          }
+        });
+        return success();
+      })
+      .Case([&](ValueMmaAsyncOp mma) -> LogicalResult {
+        TmemType probs = mma.getProbs().getType();
+        SmemType v = mma.getValue().getType();
+        TmemType acc = mma.getAcc().getType();
+        Value vAddress = stageAddress(mma.getValue(), mma.getValueCount());
+        Value output = tmemPointer(
+            b.create<arith::AddIOp>(loc(), kernel.tmemBase, lookup(mma.getAcc())));
+        Value probsColumn =
+            b.create<arith::AddIOp>(loc(), kernel.tmemBase, lookup(mma.getProbs()));
+        // V is the B operand with N (head dim) contiguous: MN-major. Its
+        // 64-column boxes are the leading-dimension repeats (16384 bytes
+        // apart), 8-key groups the stride (1024).
+        uint64_t operand = tcgen05::smemDescriptorTemplate(
+            kBoxBytes, kSwizzleAtomBytes, tcgen05::Swizzle::Bytes128);
+        uint32_t instruction = tcgen05::instructionDescriptorF16(
+            elementOf(probs.getElementType()), elementOf(v.getElementType()),
+            tcgen05::Major::K, tcgen05::Major::MN, probs.getLanes(),
+            acc.getCols());
+        Value idesc = i32(static_cast<int32_t>(instruction));
+        Value accumulate = lookup(mma.getAccumulate());
+        ifElected([&] {
+          for (int64_t step = 0; step * kMmaK < probs.getCols(); ++step) {
+            // P from TMEM: 16 f16 values are 8 columns. V: 16 keys are 16
+            // rows of 128 bytes.
+            Value a = tmemPointer(b.create<arith::AddIOp>(
+                loc(), probsColumn, i32(step * kMmaK / 2)));
+            Value enable =
+                step == 0 ? accumulate
+                          : Value(b.create<LLVM::ConstantOp>(
+                                loc(), b.getI1Type(), b.getBoolAttr(true)));
+            b.create<NVVM::Tcgen05MMAOp>(
+                loc(), kind, group, collector, false, output, a,
+                descriptor(operand, vAddress, step * kMmaK * 128), idesc,
+                enable, Value(), Value());
+          }
+        });
+        return success();
+      })
+      .Default([](Operation *) { return failure(); });
+}

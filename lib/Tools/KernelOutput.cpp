@@ -1,0 +1,223 @@
+//===- KernelOutput.cpp - LLVM IR, PTX, cubin and manifest ----------------===//
+
+#include "fa4/Tools/KernelOutput.h"
+
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/GPU/Transforms/Passes.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Target/LLVMIR/Export.h"
+#include "llvm/IR/LLVMContext.h"
+#include "llvm/IR/Module.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/Program.h"
+#include "llvm/Support/Regex.h"
+#include "llvm/Support/raw_ostream.h"
+
+using namespace mlir;
+using namespace mlir::fa4;
+
+static gpu::GPUModuleOp kernelModule(ModuleOp module) {
+  gpu::GPUModuleOp found;
+  module.walk([&](gpu::GPUModuleOp op) { found = op; });
+  return found;
+}
+
+LogicalResult mlir::fa4::writeLlvmIr(ModuleOp module, llvm::raw_ostream &os,
+                                     std::string &error) {
+  gpu::GPUModuleOp gpuModule = kernelModule(module);
+  if (!gpuModule) {
+    error = "no gpu.module to translate (run the nvvm stage)";
+    return failure();
+  }
+  llvm::LLVMContext context;
+  std::unique_ptr<llvm::Module> llvmModule =
+      translateModuleToLLVMIR(gpuModule, context, gpuModule.getName());
+  if (!llvmModule) {
+    error = "the kernel does not translate to LLVM IR";
+    return failure();
+  }
+  llvmModule->print(os, nullptr);
+  return success();
+}
+
+LogicalResult mlir::fa4::serializeToPtx(ModuleOp module, std::string &ptx,
+                                        std::string &error) {
+  OwningOpRef<ModuleOp> copy = module.clone();
+  PassManager pm(module.getContext());
+  GpuModuleToBinaryPassOptions options;
+  options.compilationTarget = "isa";
+  pm.addPass(createGpuModuleToBinaryPass(options));
+  if (failed(pm.run(*copy))) {
+    error = "cannot serialize the kernel to PTX";
+    return failure();
+  }
+  copy->walk([&](gpu::BinaryOp binary) {
+    for (Attribute object : binary.getObjects())
+      ptx = cast<gpu::ObjectAttr>(object).getObject().getValue().str();
+  });
+  if (ptx.empty()) {
+    error = "gpu-module-to-binary produced no PTX";
+    return failure();
+  }
+  return success();
+}
+
+/// The first integer `pattern` captures in `text`, or -1.
+static int64_t capture(StringRef text, StringRef pattern) {
+  SmallVector<StringRef> groups;
+  if (!llvm::Regex(pattern).match(text, &groups) || groups.size() < 2)
+    return -1;
+  int64_t value = -1;
+  groups[1].getAsInteger(10, value);
+  return value;
+}
+
+LogicalResult mlir::fa4::assembleCubin(StringRef ptx, StringRef cudaPath,
+                                       StringRef chip, StringRef cubinPath,
+                                       PtxasReport &report, std::string &error) {
+  SmallString<256> binDir(cudaPath);
+  llvm::sys::path::append(binDir, "bin");
+  llvm::ErrorOr<std::string> ptxas =
+      llvm::sys::findProgramByName("ptxas", {binDir});
+  if (!ptxas) {
+    error = ("ptxas not found in " + binDir +
+             " (set --cuda-path, or CUDA_TOOLKIT_PATH when configuring)")
+                .str();
+    return failure();
+  }
+  SmallString<128> ptxFile, logFile;
+  if (llvm::sys::fs::createTemporaryFile("fa4", "ptx", ptxFile) ||
+      llvm::sys::fs::createTemporaryFile("fa4", "log", logFile)) {
+    error = "cannot create temporary files for ptxas";
+    return failure();
+  }
+  {
+    std::error_code ec;
+    llvm::raw_fd_ostream os(ptxFile, ec);
+    os << ptx;
+  }
+  std::string arch = ("-arch=" + chip).str();
+  StringRef args[] = {*ptxas, arch, "-v", "-o", cubinPath, ptxFile};
+  std::optional<StringRef> redirects[] = {std::nullopt, StringRef(logFile),
+                                          StringRef(logFile)};
+  std::string message;
+  int status = llvm::sys::ExecuteAndWait(*ptxas, args, std::nullopt, redirects,
+                                         0, 0, &message);
+  if (auto log = llvm::MemoryBuffer::getFile(logFile))
+    report.log = (*log)->getBuffer().str();
+  llvm::sys::fs::remove(ptxFile);
+  llvm::sys::fs::remove(logFile);
+  if (status != 0) {
+    error = "ptxas failed: " + (message.empty() ? report.log : message);
+    return failure();
+  }
+  report.registers = capture(report.log, "Used ([0-9]+) registers");
+  report.stackBytes = capture(report.log, "([0-9]+) bytes stack frame");
+  report.spillStoreBytes = capture(report.log, "([0-9]+) bytes spill stores");
+  report.spillLoadBytes = capture(report.log, "([0-9]+) bytes spill loads");
+  int64_t smem = capture(report.log, "([0-9]+) bytes smem");
+  report.staticSmemBytes = smem < 0 ? 0 : smem;
+  return success();
+}
+
+std::string mlir::fa4::launchManifest(ModuleOp module, StringRef chip,
+                                      StringRef cubinPath,
+                                      const PtxasReport &ptxas) {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  LLVM::LLVMFuncOp kernel;
+  module.walk([&](LLVM::LLVMFuncOp func) {
+    if (func->hasAttr("fa4.launch"))
+      kernel = func;
+  });
+  if (!kernel)
+    return "{}";
+  auto launch = kernel->getAttrOfType<DictionaryAttr>("fa4.launch");
+  auto integer = [&](StringRef name) {
+    auto value = launch.getAs<IntegerAttr>(name);
+    return value ? value.getInt() : 0;
+  };
+  auto grid = launch.getAs<DictionaryAttr>("grid");
+  auto spec = launch.getAs<DictionaryAttr>("spec");
+  bool hasLse = launch.getAs<BoolAttr>("lse").getValue();
+  int64_t smCount = grid ? grid.getAs<IntegerAttr>("sm_count").getInt() : 1;
+  StringRef order = grid ? grid.getAs<StringAttr>("order").getValue() : "static";
+  auto maps = launch.getAs<ArrayAttr>("tensor_maps");
+  int64_t kvHeads = 1, qHeads = 1;
+  for (Attribute attr : maps) {
+    auto map = cast<DictionaryAttr>(attr);
+    StringRef name = map.getAs<StringAttr>("name").getValue();
+    if (name == "q")
+      qHeads = map.getAs<IntegerAttr>("heads").getInt();
+    if (name == "k")
+      kvHeads = map.getAs<IntegerAttr>("heads").getInt();
+  }
+
+  os << "{\n";
+  os << "  \"kernel\": \"" << kernel.getName() << "\",\n";
+  os << "  \"cubin\": \"" << llvm::sys::path::filename(cubinPath) << "\",\n";
+  os << "  \"target\": \"" << chip << "\",\n";
+  os << "  \"block\": [" << integer("block") << ", 1, 1],\n";
+  os << "  \"grid\": {\"policy\": \"persistent\", \"size\": \"min(sm_count, "
+        "tasks)\", \"sm_count\": "
+     << smCount << ", \"tasks\": \"batch * " << kvHeads << " * ceil(seq_q * "
+     << qHeads / kvHeads << " / 256)\", \"order\": \"" << order << "\"},\n";
+  os << "  \"dynamic_smem_bytes\": " << integer("smem_bytes") << ",\n";
+  os << "  \"tmem_columns\": " << integer("tmem_columns") << ",\n";
+  if (spec) {
+    os << "  \"attention\": {\"mask\": \"";
+    if (auto mask = spec.get("mask"))
+      mask.print(os);
+    os << "\"},\n";
+  }
+  os << "  \"tensor_maps\": [\n";
+  bool firstMap = true;
+  for (Attribute attr : maps) {
+    auto map = cast<DictionaryAttr>(attr);
+    int64_t heads = map.getAs<IntegerAttr>("heads").getInt();
+    int64_t dim = map.getAs<IntegerAttr>("head_dim").getInt();
+    StringRef name = map.getAs<StringAttr>("name").getValue();
+    StringRef seq = name == "k" || name == "v" ? "seq_k" : "seq_q";
+    ArrayRef<int64_t> box = map.getAs<DenseI64ArrayAttr>("box").asArrayRef();
+    // Row-major [batch, seq, heads, head_dim] of 2-byte elements.
+    os << (firstMap ? "" : ",\n") << "    {\"tensor\": \"" << name
+       << "\", \"dtype\": \"" << map.getAs<StringAttr>("dtype").getValue()
+       << "\", \"rank\": 4, \"dims\": [" << dim << ", " << heads << ", \""
+       << seq << "\", \"batch\"], \"strides_bytes\": [" << dim * 2 << ", "
+       << dim * 2 * heads << ", \"" << dim * 2 * heads << " * " << seq
+       << "\"], \"box\": [" << box[0] << ", " << box[1] << ", " << box[2]
+       << ", " << box[3]
+       << "], \"element_strides\": [1, 1, 1, 1], \"swizzle\": \"128B\", "
+          "\"interleave\": \"none\", \"oob_fill\": \"zero\"}";
+    firstMap = false;
+  }
+  os << "\n  ],\n";
+  os << "  \"parameters\": [\n";
+  os << "    {\"name\": \"q_map\", \"type\": \"CUtensorMap\", \"passing\": "
+        "\"by value, __grid_constant__\"},\n";
+  os << "    {\"name\": \"k_map\", \"type\": \"CUtensorMap\", \"passing\": "
+        "\"by value, __grid_constant__\"},\n";
+  os << "    {\"name\": \"v_map\", \"type\": \"CUtensorMap\", \"passing\": "
+        "\"by value, __grid_constant__\"},\n";
+  os << "    {\"name\": \"o_map\", \"type\": \"CUtensorMap\", \"passing\": "
+        "\"by value, __grid_constant__\"},\n";
+  if (hasLse)
+    os << "    {\"name\": \"lse\", \"type\": \"float*\", \"layout\": "
+          "\"[batch, q_heads, seq_q] row-major, f32\"},\n";
+  os << "    {\"name\": \"batch\", \"type\": \"int32\"},\n";
+  os << "    {\"name\": \"seq_q\", \"type\": \"int32\"},\n";
+  os << "    {\"name\": \"seq_k\", \"type\": \"int32\"}\n";
+  os << "  ],\n";
+  os << "  \"ptxas\": {\"registers\": " << ptxas.registers
+     << ", \"spill_store_bytes\": " << ptxas.spillStoreBytes
+     << ", \"spill_load_bytes\": " << ptxas.spillLoadBytes
+     << ", \"stack_bytes\": " << ptxas.stackBytes
+     << ", \"static_smem_bytes\": " << ptxas.staticSmemBytes << "}\n";
+  os << "}\n";
+  return text;
+}

@@ -1,0 +1,80 @@
+//===- DescriptorsTest.cpp - tcgen05 descriptor encodings, by hand --------===//
+
+#include "fa4/Support/Descriptors.h"
+
+#include <gtest/gtest.h>
+
+using namespace mlir::fa4::tcgen05;
+
+namespace {
+
+TEST(Descriptors, KMajorSwizzled128Operand) {
+  // A K-major Q or K tile at shared address 0x400 with 128-byte swizzle:
+  // rows of 128 bytes, 8-row atoms of 1024 bytes, so the stride-dimension
+  // offset (from one 8-row group to the next) is 1024; the leading offset is
+  // unused for swizzled K-major operands and conventionally 16 bytes.
+  //   start   0x400 >> 4 = 0x40               -> bits  0-13: 0x0000000000000040
+  //   LBO     16 >> 4 = 1, << 16              ->             0x0000000000010000
+  //   SBO     1024 >> 4 = 0x40, << 32         ->             0x0000004000000000
+  //   fixed   1 << 46                         ->             0x0000400000000000
+  //   swizzle 2 (128 B) << 61                 ->             0x4000000000000000
+  EXPECT_EQ(smemDescriptor(0x400, 16, 1024, Swizzle::Bytes128),
+            0x4000404000010040ull);
+}
+
+TEST(Descriptors, MnMajorSwizzled128Operand) {
+  // V as an MN-major B operand, head dim 128 = two 64-column boxes of
+  // 128 x 128 bytes: the leading offset steps from one box to the next along
+  // N (16384 bytes), the stride offset from one 8-row group of keys to the
+  // next (1024). Start address 0x1c000 (a K/V stage at 112 KB):
+  //   start   0x1c000 >> 4 = 0x1c00           -> 0x0000000000001c00
+  //   LBO     16384 >> 4 = 0x400, << 16       -> 0x0000000004000000
+  //   SBO     1024 >> 4 = 0x40, << 32         -> 0x0000004000000000
+  //   fixed   1 << 46                         -> 0x0000400000000000
+  //   swizzle 2 << 61                         -> 0x4000000000000000
+  EXPECT_EQ(smemDescriptor(0x1c000, 16384, 1024, Swizzle::Bytes128),
+            0x4000404004001c00ull);
+}
+
+TEST(Descriptors, AddressFieldDropsTheLowFourBits) {
+  // 14 bits of address >> 4 cover 256 KB of shared memory.
+  EXPECT_EQ(smemAddressField(0x3fff0), 0x3fffu);
+  EXPECT_EQ(smemAddressField(0x12345), 0x1234u);
+  EXPECT_EQ(smemDescriptorTemplate(16, 1024, Swizzle::Bytes128) |
+                smemAddressField(0x400),
+            smemDescriptor(0x400, 16, 1024, Swizzle::Bytes128));
+}
+
+TEST(Descriptors, ScoreMmaInstruction) {
+  // S = Q·Kᵀ, fp16, both K-major, M = N = 128, f32 accumulator:
+  //   D f32        1 << 4                 = 0x00000010
+  //   A, B f16     0                      = 0
+  //   N >> 3 = 16, << 17                  = 0x00200000
+  //   M >> 4 = 8,  << 24                  = 0x08000000
+  EXPECT_EQ(instructionDescriptorF16(Element::F16, Element::F16, Major::K,
+                                     Major::K, 128, 128),
+            0x08200010u);
+}
+
+TEST(Descriptors, ValueMmaInstruction) {
+  // O += P·V in bf16, P from TMEM (K-major), V MN-major, N = head dim 64:
+  //   D f32        1 << 4                 = 0x00000010
+  //   A bf16       1 << 7                 = 0x00000080
+  //   B bf16       1 << 10                = 0x00000400
+  //   B transposed 1 << 16                = 0x00010000
+  //   N >> 3 = 8,  << 17                  = 0x00100000
+  //   M >> 4 = 8,  << 24                  = 0x08000000
+  EXPECT_EQ(instructionDescriptorF16(Element::BF16, Element::BF16, Major::K,
+                                     Major::MN, 128, 64),
+            0x08110490u);
+}
+
+TEST(Descriptors, Swizzle128) {
+  // Row r of an 8-row atom XORs its 16-byte chunk index with r.
+  EXPECT_EQ(swizzle128(0), 0u);
+  EXPECT_EQ(swizzle128(128 * 1 + 16 * 0), 128u + 16u);     // row 1, chunk 0 -> 1
+  EXPECT_EQ(swizzle128(128 * 3 + 16 * 5), 128u * 3 + 16u * 6); // 5 ^ 3 = 6
+  EXPECT_EQ(swizzle128(1024 + 128 * 7 + 16 * 7 + 4), 1024u + 128 * 7 + 4);
+}
+
+} // namespace
