@@ -108,13 +108,21 @@ static const Stage kStages[] = {
        pm.addPass(createFA4ToNVVM(nvvmOptions));
        // The kernel body is structured per-thread code; the upstream
        // conversions finish it into the LLVM dialect and NVVM intrinsics.
+       // Indices are 32-bit on the GPU: half the registers of 64-bit ones.
+       constexpr unsigned kIndexBits = 32;
        OpPassManager &kernels = pm.nest<gpu::GPUModuleOp>();
        kernels.addPass(createSCFToControlFlowPass());
        kernels.addPass(createConvertNVVMToLLVMPass());
        kernels.addPass(createConvertVectorToLLVMPass());
-       kernels.addPass(createArithToLLVMConversionPass());
-       kernels.addPass(createConvertIndexToLLVMPass());
-       pm.addPass(createConvertControlFlowToLLVMPass());
+       ArithToLLVMConversionPassOptions arithOptions;
+       arithOptions.indexBitwidth = kIndexBits;
+       kernels.addPass(createArithToLLVMConversionPass(arithOptions));
+       ConvertIndexToLLVMPassOptions indexOptions;
+       indexOptions.indexBitwidth = kIndexBits;
+       kernels.addPass(createConvertIndexToLLVMPass(indexOptions));
+       ConvertControlFlowToLLVMPassOptions cfOptions;
+       cfOptions.indexBitwidth = kIndexBits;
+       pm.addPass(createConvertControlFlowToLLVMPass(cfOptions));
        pm.addPass(createReconcileUnrealizedCastsPass());
        pm.addPass(createCanonicalizerPass());
        pm.addPass(createCSEPass());

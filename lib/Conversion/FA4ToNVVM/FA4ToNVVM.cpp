@@ -574,7 +574,7 @@ LogicalResult Lowering::lowerScheduler(Operation *op) {
               threshold);
           Value next = b.create<arith::AddIOp>(
               loc(), loop.getRegionIterArgs()[0],
-              b.create<arith::ExtUIOp>(loc(), b.getIndexType(), above));
+              b.create<arith::SelectOp>(loc(), above, index(1), index(0)));
           b.create<scf::YieldOp>(loc(), next);
           return loop.getResult(0);
         };
@@ -617,7 +617,8 @@ LogicalResult Lowering::lowerScheduler(Operation *op) {
               loc(),
               ValueRange{b.create<arith::AddIOp>(
                              loc(), seen,
-                             b.create<arith::ExtUIOp>(loc(), b.getIndexType(), same)),
+                             b.create<arith::SelectOp>(loc(), same, index(1),
+                                                       index(0))),
                          b.create<arith::SelectOp>(loc(), hit, m, found)});
         }
         mapping.map(coords.getMBlock(), scan.getResult(1));
@@ -704,6 +705,11 @@ LogicalResult FA4ToNVVMPass::convert(func::FuncOp func,
       LLVM::LLVMFunctionType::get(LLVM::LLVMVoidType::get(context), params));
   kernelFunc->setAttr("nvvm.kernel", b.getUnitAttr());
   kernelFunc->setAttr("nvvm.reqntid", b.getDenseI32ArrayAttr({512}));
+  // One CTA per SM with 128 registers per thread at entry: what setmaxnreg
+  // needs to know to move each role to its budget.
+  kernelFunc->setAttr("nvvm.minctasm", b.getI32IntegerAttr(1));
+  kernelFunc->setAttr("nvvm.maxnreg",
+                      b.getI32IntegerAttr(blackwell::kRegistersPerSm / 512));
   auto map = LLVM::LLVMArrayType::get(b.getI8Type(), 128);
   for (unsigned i = 0; i < 4; ++i) {
     kernelFunc.setArgAttr(i, "llvm.byval", TypeAttr::get(map));

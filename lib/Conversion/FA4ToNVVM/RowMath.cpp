@@ -68,8 +68,9 @@ LogicalResult Lowering::lowerOnlineSoftmax(OnlineSoftmaxOp op) {
     iota[i] = i;
 
   // One chunk of S as the softmax sees it: softcapped, masked.
-  auto loadChunk = [&](int64_t chunk) -> Value {
-    Value address = tmemAddress(scores.scoresColumn, index(chunk * kChunk), 32);
+  auto loadChunk = [&](Value chunk) -> Value {
+    Value firstColumn = b.create<arith::MulIOp>(loc(), chunk, index(kChunk));
+    Value address = tmemAddress(scores.scoresColumn, firstColumn, 32);
     Value raw = b.create<NVVM::Tcgen05LdOp>(
         loc(), VectorType::get({kChunk}, b.getI32Type()), false,
         NVVM::Tcgen05LdStShape::SHAPE_32X32B, address, Value());
@@ -95,7 +96,7 @@ LogicalResult Lowering::lowerOnlineSoftmax(OnlineSoftmaxOp op) {
     }
     if (MaskOp mask = scores.mask) {
       Value first = toI32(b.create<arith::AddIOp>(loc(), lookup(mask.getCol()),
-                                                  index(chunk * kChunk)));
+                                                  firstColumn));
       auto keyType = VectorType::get({kChunk}, b.getI32Type());
       Value keys = b.create<arith::AddIOp>(
           loc(), b.create<vector::BroadcastOp>(loc(), keyType, first),
@@ -115,13 +116,22 @@ LogicalResult Lowering::lowerOnlineSoftmax(OnlineSoftmaxOp op) {
     return s;
   };
 
-  // Pass 1: the block's row max, a chunk at a time.
-  Value blockMax = f32(minusInf);
-  for (int64_t chunk = 0; chunk * kChunk < columns; ++chunk)
-    blockMax = b.create<arith::MaxNumFOp>(
-        loc(), blockMax,
-        b.create<vector::ReductionOp>(loc(), vector::CombiningKind::MAXNUMF,
-                                      loadChunk(chunk)));
+  // Pass 1: the block's row max, a chunk at a time (a rolled loop keeps
+  // the kernel small for ptxas).
+  Value chunks = index(columns / kChunk);
+  Value blockMax;
+  {
+    auto loop = b.create<scf::ForOp>(loc(), index(0), chunks, index(1),
+                                     ValueRange{f32(minusInf)});
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(loop.getBody());
+    Value chunkMax = b.create<vector::ReductionOp>(
+        loc(), vector::CombiningKind::MAXNUMF, loadChunk(loop.getInductionVar()));
+    b.create<scf::YieldOp>(
+        loc(), ValueRange{b.create<arith::MaxNumFOp>(
+                   loc(), loop.getRegionIterArgs()[0], chunkMax)});
+    blockMax = loop.getResult(0);
+  }
 
   // The max moves only past the threshold; the first block sets it.
   Value rowMax = lookup(op.getRowMax()), rowSum = lookup(op.getRowSum());
@@ -157,10 +167,17 @@ LogicalResult Lowering::lowerOnlineSoftmax(OnlineSoftmaxOp op) {
   // columns of S chunk c / 2, which pass 2 has already read.
   int64_t emulated = static_cast<int64_t>(
       std::floor(kernel.exp2EmulationFraction * kChunk));
-  Value sum = f32(0.0f);
   auto wordsType = VectorType::get({kChunk / 2}, b.getI32Type());
   auto probsType = VectorType::get({kChunk}, probElement);
-  for (int64_t chunk = 0; chunk * kChunk < columns; ++chunk) {
+  Value probsColumn = b.create<arith::AddIOp>(loc(), lookup(store.getBuffer()),
+                                              toI32(lookup(store.getColumn())));
+  Value sum;
+  {
+    auto loop = b.create<scf::ForOp>(loc(), index(0), chunks, index(1),
+                                     ValueRange{f32(0.0f)});
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(loop.getBody());
+    Value chunk = loop.getInductionVar();
     Value s = loadChunk(chunk);
     Value x = b.create<arith::SubFOp>(
         loc(),
@@ -198,17 +215,18 @@ LogicalResult Lowering::lowerOnlineSoftmax(OnlineSoftmaxOp op) {
       }
       p = b.create<vector::InsertOp>(loc(), value, p, ArrayRef<int64_t>{i});
     }
-    sum = b.create<arith::AddFOp>(
-        loc(), sum,
-        b.create<vector::ReductionOp>(loc(), vector::CombiningKind::ADD, p));
+    Value chunkSum =
+        b.create<vector::ReductionOp>(loc(), vector::CombiningKind::ADD, p);
     Value packed = b.create<vector::BitCastOp>(
         loc(), wordsType, b.create<arith::TruncFOp>(loc(), probsType, p));
     Value address = tmemAddress(
-        b.create<arith::AddIOp>(loc(), lookup(store.getBuffer()),
-                                toI32(lookup(store.getColumn()))),
-        index(chunk * kChunk), 16);
+        probsColumn, b.create<arith::MulIOp>(loc(), chunk, index(kChunk)), 16);
     b.create<NVVM::Tcgen05StOp>(loc(), false, NVVM::Tcgen05LdStShape::SHAPE_32X32B,
                                 address, packed, Value());
+    b.create<scf::YieldOp>(
+        loc(), ValueRange{b.create<arith::AddFOp>(
+                   loc(), loop.getRegionIterArgs()[0], chunkSum)});
+    sum = loop.getResult(0);
   }
   probsInTmem.insert(op.getProbs());
   mapping.map(op.getNewRowMax(), newMax);

@@ -113,14 +113,21 @@ LogicalResult Lowering::lowerMma(Operation *op) {
                                                index(type.getStageBytes())));
     return smemAddress(pointer);
   };
-  // template | ((address + offset) >> 4 & 0x3fff)
-  auto descriptor = [&](uint64_t bits, Value address, int64_t offset) -> Value {
-    Value moved = b.create<arith::AddIOp>(loc(), address, i32(offset));
+  // template | (address >> 4): the stage's descriptor. Shared memory ends
+  // below 256 KB, so the 14-bit address field never carries and a step
+  // inside the tile is a plain add of offset >> 4 to the descriptor, which
+  // keeps one 64-bit register live per operand in the MMA warp.
+  auto baseDescriptor = [&](uint64_t bits, Value address) -> Value {
     Value field = b.create<arith::AndIOp>(
-        loc(), b.create<arith::ShRUIOp>(loc(), moved, i32(4)), i32(0x3fff));
+        loc(), b.create<arith::ShRUIOp>(loc(), address, i32(4)), i32(0x3fff));
     return b.create<arith::OrIOp>(
         loc(), b.create<arith::ExtUIOp>(loc(), b.getI64Type(), field),
         i64(static_cast<int64_t>(bits)));
+  };
+  auto descriptor = [&](Value base, int64_t offset) -> Value {
+    if (offset == 0)
+      return base;
+    return b.create<arith::AddIOp>(loc(), base, i64(offset >> 4));
   };
   auto kind = NVVM::Tcgen05MMAKind::F16;
   auto group = NVVM::CTAGroupKind::CTA_1;
@@ -142,6 +149,8 @@ LogicalResult Lowering::lowerMma(Operation *op) {
             elementOf(q.getElementType()), elementOf(k.getElementType()),
             tcgen05::Major::K, tcgen05::Major::K, q.getRows(), k.getRows());
         Value idesc = i32(static_cast<int32_t>(instruction));
+        Value qBase = baseDescriptor(operand, qAddress);
+        Value kBase = baseDescriptor(operand, kAddress);
         ifElected([&] {
           for (int64_t step = 0; step * kMmaK < q.getCols(); ++step) {
             // Step along K: 32 bytes inside a swizzle line, a whole box
@@ -153,8 +162,8 @@ LogicalResult Lowering::lowerMma(Operation *op) {
                 loc(), b.getI1Type(), b.getBoolAttr(step > 0));
             b.create<NVVM::Tcgen05MMAOp>(
                 loc(), kind, group, collector, false, scores,
-                descriptor(operand, qAddress, offset),
-                descriptor(operand, kAddress, offset), idesc, enable, Value(),
+                descriptor(qBase, offset), descriptor(kBase, offset), idesc,
+                enable, Value(),
                 Value());
           }
         });
@@ -180,6 +189,7 @@ LogicalResult Lowering::lowerMma(Operation *op) {
             acc.getCols());
         Value idesc = i32(static_cast<int32_t>(instruction));
         Value accumulate = lookup(mma.getAccumulate());
+        Value vBase = baseDescriptor(operand, vAddress);
         ifElected([&] {
           for (int64_t step = 0; step * kMmaK < probs.getCols(); ++step) {
             // P from TMEM: 16 f16 values are 8 columns. V: 16 keys are 16
@@ -192,7 +202,7 @@ LogicalResult Lowering::lowerMma(Operation *op) {
                                 loc(), b.getI1Type(), b.getBoolAttr(true)));
             b.create<NVVM::Tcgen05MMAOp>(
                 loc(), kind, group, collector, false, output, a,
-                descriptor(operand, vAddress, step * kMmaK * 128), idesc,
+                descriptor(vBase, step * kMmaK * 128), idesc,
                 enable, Value(), Value());
           }
         });

@@ -32,7 +32,7 @@ def FA4_WarpSpecializeOp : FA4_Op<"warp_specialize",
     ```mlir
     fa4.warp_specialize {
       fa4.role "load" warps(14, 1) registers(48) { ... }
-      fa4.role "mma" warps(12, 1) registers(48) { ... }
+      fa4.role "mma" warps(12, 1) registers(72) { ... }
     }
     ```
   }];
