@@ -54,12 +54,12 @@ def FA4AssignWarpRoles : Pass<"fa4-assign-warp-roles", "::mlir::func::FuncOp"> {
 
     | role | warps | registers | job |
     |---|---|---|---|
-    | softmax0 | 0-3 | 192 | Q tile 0: mask, online softmax, P into TMEM |
-    | softmax1 | 4-7 | 192 | Q tile 1 |
-    | correction | 8-11 | 80 | rescale O, O / row_sum, LSE, stage O |
+    | softmax0 | 0-3 | 184 | Q tile 0: mask, online softmax, P into TMEM |
+    | softmax1 | 4-7 | 184 | Q tile 1 |
+    | correction | 8-11 | 88 | rescale O, O / row_sum, LSE, stage O |
     | mma | 12 | 72 | one elected thread issues both MMAs |
-    | epilogue | 13 | 48 | TMA store of O |
-    | load | 14 | 48 | TMA loads of Q, K and V |
+    | epilogue | 13 | 56 | TMA store of O |
+    | load | 14 | 56 | TMA loads of Q, K and V |
     | idle | 15 | 24 | |
 
     Data moves between roles only through buffers: Q and K/V tiles in shared
