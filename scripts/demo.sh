@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# The main job, end to end as far as fa4 goes today: build, then parse, verify
-# and print the seed's attention (examples/attention.mlir), lower it to the
-# FlashAttention tile program and to the Blackwell schedule, and run the
-# schedule on the CPU — numerics against a float64 reference, and the barrier
-# protocol under many interleavings.
+# The main job, end to end: build; parse and verify the seed's attention
+# (examples/attention.mlir); compile it to an sm_100a cubin with its launch
+# manifest and the time of every pass; then run its Blackwell schedule on the
+# CPU — numerics against a float64 reference, and the barrier protocol under
+# many interleavings (no Blackwell GPU is needed for either).
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -16,20 +16,18 @@ echo "== entry IR, parsed and verified (fa4-opt $example)"
 "$build/bin/fa4-opt" "$example"
 
 echo
-echo "== tile program: fa4c --stop-after=tile (first lines)"
-"$build/bin/fa4c" "$example" --stop-after=tile -o "$build/attention.tile.mlir"
-head -n 30 "$build/attention.tile.mlir"
-echo "   ... ($(wc -l < "$build/attention.tile.mlir") lines in $build/attention.tile.mlir)"
+echo "== fa4c $example -o attention.cubin --timing"
+"$build/bin/fa4c" "$example" -o "$build/attention.cubin" --timing
+echo
+echo "== $build/attention.cubin ($(wc -c < "$build/attention.cubin") bytes) and its manifest:"
+cat "$build/attention.cubin.json"
 
 echo
-echo "== Blackwell schedule (level C): fa4c --timing"
-"$build/bin/fa4c" "$example" --timing -o "$build/attention.schedule.mlir"
-echo "   roles:"
-grep -o 'fa4.role "[a-z0-9]*" warps([0-9, ]*) registers([0-9]*)' "$build/attention.schedule.mlir" | sed 's/^/     /'
-echo "   barriers:"
+echo "== the schedule (level C): roles and barriers"
+"$build/bin/fa4c" "$example" -o "$build/attention.schedule.mlir"
+grep -o 'fa4.role "[a-z0-9]*" warps([0-9, ]*) registers([0-9]*)' "$build/attention.schedule.mlir" | sed 's/^/   /'
 grep -o 'fa4.mbarrier_alloc "[a-z0-9_A-Z]*" {count = [0-9]* : i64} : <[a-z0-9]*, stages = [0-9]*>' \
-  "$build/attention.schedule.mlir" | sed 's/^/     /'
-echo "   ... ($(wc -l < "$build/attention.schedule.mlir") lines in $build/attention.schedule.mlir)"
+  "$build/attention.schedule.mlir" | sed 's/^/   /'
 
 echo
 echo "== the schedule on the CPU: B=1, S=1024, Hq=32, Hkv=8, D=128, fp16, causal, 148 SMs"

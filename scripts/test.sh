@@ -11,6 +11,21 @@ build=${FA4_BUILD_DIR:-$root/build}
 cmake --build "$build"
 cmake --build "$build" --target fa4-doc >/dev/null
 
+# NVIDIA's disassembler for the SASS test, from PyPI (the CUDA toolkit here
+# ships none); without network the test is reported unsupported.
+tools_venv="$build/cuda-tools"
+tools_bin=$(ls -d "$tools_venv"/lib/python3*/site-packages/nvidia/cu13/bin 2>/dev/null | head -n 1 || true)
+if [[ -z $tools_bin || ! -x $tools_bin/cuobjdump || ! -x $tools_bin/nvdisasm ]]; then
+  if python3 -m venv "$tools_venv" >/dev/null 2>&1 &&
+     "$tools_venv/bin/pip" install -q nvidia-cuda-cuobjdump nvidia-cuda-nvdisasm >/dev/null 2>&1; then
+    tools_bin=$(ls -d "$tools_venv"/lib/python3*/site-packages/nvidia/cu13/bin | head -n 1)
+  else
+    echo "fa4: cuobjdump/nvdisasm not installable from PyPI; the SASS test will be skipped"
+    tools_bin=""
+  fi
+fi
+export FA4_CUDA_TOOLS_BIN=$tools_bin
+
 logs=$(mktemp -d)
 trap 'rm -rf "$logs"' EXIT
 # The test commands are defined once, by the check-fa4-* targets.

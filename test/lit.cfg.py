@@ -22,3 +22,12 @@ tool_dirs = [config.fa4_tools_dir, config.llvm_tools_dir]
 tools = ["fa4-opt", "fa4c", "fa4-sim"]
 llvm_config.add_tool_substitutions(tools, tool_dirs)
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
+
+# NVIDIA's disassembler, installed from PyPI by scripts/test.sh when the
+# registry is reachable (the CUDA toolkit here ships none): the SASS tests
+# need it and are reported unsupported without it.
+cuda_tools = os.environ.get("FA4_CUDA_TOOLS_BIN", "")
+if cuda_tools and os.path.exists(os.path.join(cuda_tools, "cuobjdump")) and \
+        os.path.exists(os.path.join(cuda_tools, "nvdisasm")):
+    config.available_features.add("cuobjdump")
+    config.environment["PATH"] = cuda_tools + os.pathsep + config.environment["PATH"]
