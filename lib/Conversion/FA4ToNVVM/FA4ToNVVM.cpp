@@ -94,20 +94,12 @@ Value Lowering::tmemAddress(Value bufferColumn, Value column,
   return b.create<LLVM::IntToPtrOp>(
       loc(), LLVM::LLVMPointerType::get(b.getContext(), 6), address);
 }
-Value Lowering::ex2(Value x) {
+Value Lowering::approximate(StringRef instruction, Value x) {
   return b
       .create<LLVM::InlineAsmOp>(
-          loc(), b.getF32Type(), ValueRange{x}, "ex2.approx.ftz.f32 $0, $1;",
-          "=f,f", false, false, LLVM::tailcallkind::TailCallKind::None,
-          LLVM::AsmDialectAttr::get(b.getContext(), LLVM::AsmDialect::AD_ATT),
-          ArrayAttr())
-      .getResult(0);
-}
-Value Lowering::lg2(Value x) {
-  return b
-      .create<LLVM::InlineAsmOp>(
-          loc(), b.getF32Type(), ValueRange{x}, "lg2.approx.ftz.f32 $0, $1;",
-          "=f,f", false, false, LLVM::tailcallkind::TailCallKind::None,
+          loc(), b.getF32Type(), ValueRange{x},
+          (instruction + " $0, $1;").str(), "=f,f", false, false,
+          LLVM::tailcallkind::TailCallKind::None,
           LLVM::AsmDialectAttr::get(b.getContext(), LLVM::AsmDialect::AD_ATT),
           ArrayAttr())
       .getResult(0);

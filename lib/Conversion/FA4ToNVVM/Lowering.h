@@ -79,8 +79,14 @@ private:
   Value tmemLaneField();
   /// The TMEM address of column `column` (i32) of a buffer for this thread.
   Value tmemAddress(Value bufferColumn, Value column, int64_t elementBits);
-  Value ex2(Value x);
-  Value lg2(Value x);
+  /// An f32 PTX instruction `name $0, $1;` (ex2.approx, lg2.approx).
+  Value approximate(StringRef instruction, Value x);
+  Value ex2(Value x) { return approximate("ex2.approx.ftz.f32", x); }
+  Value lg2(Value x) { return approximate("lg2.approx.ftz.f32", x); }
+  Value barrierSlot(Value barrier, Value count);
+  void forEachBox(SmemType type, Value head, Value row, Value batch,
+                  int64_t ratio, function_ref<void(int64_t, ValueRange)> copy,
+                  function_ref<void()> then = nullptr);
 
   // Generic structure.
   LogicalResult lowerFor(Operation *op);

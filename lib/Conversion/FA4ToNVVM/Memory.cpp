@@ -18,12 +18,38 @@ using namespace mlir::fa4::nvvm;
 static constexpr int64_t kBoxColumns = 64;
 static constexpr int64_t kBoxBytes = 128 * 128;
 
+/// Barrier `count % stages` of an mbarrier array, 8 bytes each.
+Value Lowering::barrierSlot(Value barrier, Value count) {
+  int64_t stages = cast<MBarrierType>(barrier.getType()).getStages();
+  Value stage = b.create<arith::RemUIOp>(loc(), lookup(count), index(stages));
+  return smemAt(lookup(barrier), b.create<arith::MulIOp>(loc(), stage, index(8)));
+}
+
+/// Issues one TMA copy per 64-column box of a tile from the elected thread.
+/// Box coordinates, innermost first: column, head, position, batch; a
+/// GQA-packed tile starts at head `head · ratio` and position `row / ratio`.
+void Lowering::forEachBox(SmemType type, Value head, Value row, Value batch,
+                          int64_t ratio,
+                          function_ref<void(int64_t, ValueRange)> copy,
+                          function_ref<void()> then) {
+  Value headCoord =
+      toI32(b.create<arith::MulIOp>(loc(), lookup(head), index(ratio)));
+  Value position =
+      toI32(b.create<arith::DivUIOp>(loc(), lookup(row), index(ratio)));
+  Value batchCoord = toI32(lookup(batch));
+  int64_t boxes = llvm::divideCeil(type.getCols(), kBoxColumns);
+  ifElected([&] {
+    for (int64_t box = 0; box < boxes; ++box)
+      copy(box * kBoxBytes, ValueRange{i32(box * kBoxColumns), headCoord,
+                                       position, batchCoord});
+    if (then)
+      then();
+  });
+}
+
 LogicalResult Lowering::lowerBarrier(Operation *op) {
-  // Barrier `count % stages` of the array, 8 bytes each.
   auto slot = [&](Value barrier, Value count) {
-    int64_t stages = cast<MBarrierType>(barrier.getType()).getStages();
-    Value stage = b.create<arith::RemUIOp>(loc(), lookup(count), index(stages));
-    return smemAt(lookup(barrier), b.create<arith::MulIOp>(loc(), stage, index(8)));
+    return barrierSlot(barrier, count);
   };
   return llvm::TypeSwitch<Operation *, LogicalResult>(op)
       .Case([&](MBarrierWaitOp wait) -> LogicalResult {
@@ -92,32 +118,20 @@ LogicalResult Lowering::lowerTma(Operation *op) {
         SmemType type = load.getBuffer().getType();
         Value destination = stageBase(b, loc(), lookup(load.getBuffer()), type,
                                       lookup(load.getCount()), at);
-        int64_t stages = load.getBarrier().getType().getStages();
-        Value barrierStage = b.create<arith::RemUIOp>(
-            loc(), lookup(load.getBarrierCount()), index(stages));
-        Value barrier = smemAt(lookup(load.getBarrier()),
-                               b.create<arith::MulIOp>(loc(), barrierStage, index(8)));
+        Value barrier = barrierSlot(load.getBarrier(), load.getBarrierCount());
         Value map = kernel.tensorMaps.lookup(load.getSource());
         if (!map)
           return load.emitOpError() << "loads from a tensor that is not a "
                                        "kernel parameter";
-        int64_t ratio = load.getGqaRatio();
-        // Box coordinates, innermost first: column, head, position, batch.
-        Value head = toI32(b.create<arith::MulIOp>(loc(), lookup(load.getHead()),
-                                                   index(ratio)));
-        Value position = toI32(b.create<arith::DivUIOp>(
-            loc(), lookup(load.getRow()), index(ratio)));
-        Value batch = toI32(lookup(load.getBatch()));
-        int64_t boxes = llvm::divideCeil(type.getCols(), kBoxColumns);
-        ifElected([&] {
-          for (int64_t box = 0; box < boxes; ++box)
-            b.create<NVVM::CpAsyncBulkTensorGlobalToSharedClusterOp>(
-                loc(), smemAt(destination, i32(box * kBoxBytes)), map,
-                ValueRange{i32(box * kBoxColumns), head, position, batch},
-                barrier, ValueRange(), Value(), Value(),
-                NVVM::TMALoadModeAttr::get(b.getContext(), NVVM::TMALoadMode::TILE),
-                b.getBoolAttr(true), NVVM::CTAGroupKindAttr(), Value());
-        });
+        forEachBox(type, load.getHead(), load.getRow(), load.getBatch(),
+                   load.getGqaRatio(), [&](int64_t offset, ValueRange box) {
+                     b.create<NVVM::CpAsyncBulkTensorGlobalToSharedClusterOp>(
+                         loc(), smemAt(destination, i32(offset)), map, box,
+                         barrier, ValueRange(), Value(), Value(),
+                         NVVM::TMALoadModeAttr::get(b.getContext(),
+                                                    NVVM::TMALoadMode::TILE),
+                         b.getBoolAttr(true), NVVM::CTAGroupKindAttr(), Value());
+                   });
         return success();
       })
       .Case([&](TmaStoreOp store) -> LogicalResult {
@@ -128,21 +142,13 @@ LogicalResult Lowering::lowerTma(Operation *op) {
         if (!map)
           return store.emitOpError() << "stores to a tensor that is not a "
                                         "kernel parameter";
-        int64_t ratio = store.getGqaRatio();
-        Value head = toI32(b.create<arith::MulIOp>(loc(), lookup(store.getHead()),
-                                                   index(ratio)));
-        Value position = toI32(b.create<arith::DivUIOp>(
-            loc(), lookup(store.getRow()), index(ratio)));
-        Value batch = toI32(lookup(store.getBatch()));
-        int64_t boxes = llvm::divideCeil(type.getCols(), kBoxColumns);
-        ifElected([&] {
-          for (int64_t box = 0; box < boxes; ++box)
-            b.create<NVVM::CpAsyncBulkTensorSharedCTAToGlobalOp>(
-                loc(), map, smemAt(source, i32(box * kBoxBytes)),
-                ValueRange{i32(box * kBoxColumns), head, position, batch},
-                Value(), NVVM::TMAStoreMode::TILE, Value());
-          b.create<NVVM::CpAsyncBulkCommitGroupOp>(loc());
-        });
+        forEachBox(type, store.getHead(), store.getRow(), store.getBatch(),
+                   store.getGqaRatio(), [&](int64_t offset, ValueRange box) {
+                     b.create<NVVM::CpAsyncBulkTensorSharedCTAToGlobalOp>(
+                         loc(), map, smemAt(source, i32(offset)), box, Value(),
+                         NVVM::TMAStoreMode::TILE, Value());
+                   },
+                   [&] { b.create<NVVM::CpAsyncBulkCommitGroupOp>(loc()); });
         return success();
       })
       .Case([&](TmaStoreWaitOp) {
