@@ -8,7 +8,7 @@ func.func @head_dim_256() {
   %o0 = fa4.tmem_alloc "O0" : !fa4.tmem<[128, 256], f32>
   %o1 = fa4.tmem_alloc "O1" : !fa4.tmem<[128, 256], f32>
   fa4.warp_specialize {
-    fa4.role "mma" warps(12, 1) registers(48) {
+    fa4.role "mma" warps(12, 4) registers(48) {
     }
   }
   return

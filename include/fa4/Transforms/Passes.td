@@ -54,13 +54,15 @@ def FA4AssignWarpRoles : Pass<"fa4-assign-warp-roles", "::mlir::func::FuncOp"> {
 
     | role | warps | registers | job |
     |---|---|---|---|
-    | softmax0 | 0-3 | 184 | Q tile 0: mask, online softmax, P into TMEM |
-    | softmax1 | 4-7 | 184 | Q tile 1 |
+    | softmax0 | 0-3 | 176 | Q tile 0: mask, online softmax, P into TMEM |
+    | softmax1 | 4-7 | 176 | Q tile 1 |
     | correction | 8-11 | 88 | rescale O, O / row_sum, LSE, stage O |
     | mma | 12 | 72 | one elected thread issues both MMAs |
-    | epilogue | 13 | 56 | TMA store of O |
-    | load | 14 | 56 | TMA loads of Q, K and V |
-    | idle | 15 | 24 | |
+    | epilogue | 13 | 72 | TMA store of O |
+    | load | 14 | 72 | TMA loads of Q, K and V |
+    | idle | 15 | 72 | |
+
+    (setmaxnreg sets one budget per warpgroup: warps 12-15 share theirs.)
 
     Data moves between roles only through buffers: Q and K/V tiles in shared
     memory (`fa4.smem_alloc`), S, P and O in tensor memory (`fa4.tmem_alloc`,

@@ -347,9 +347,9 @@ LogicalResult Lowering::lowerWarpSpecialize(WarpSpecializeOp op) {
   b.create<NVVM::Barrier0Op>(loc());
   kernel.tmemBase = b.create<LLVM::LoadOp>(loc(), b.getI32Type(), slot);
 
+  // Every role is dispatched, an empty one too: setmaxnreg must be executed
+  // by all four warps of a warpgroup.
   for (RoleOp role : op.getRoles().front().getOps<RoleOp>()) {
-    if (role.getBody().front().empty())
-      continue;
     Value from = b.create<arith::CmpIOp>(loc(), arith::CmpIPredicate::uge, warp,
                                          i32(role.getFirstWarp()));
     Value to = b.create<arith::CmpIOp>(

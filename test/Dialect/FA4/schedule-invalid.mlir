@@ -36,7 +36,7 @@ func.func @warp_out_of_range() {
 func.func @registers_not_setmaxnreg() {
   fa4.warp_specialize {
     // expected-error @+1 {{'fa4.role' op register budget 100 is not a multiple of 8 in [24, 256] (what setmaxnreg accepts)}}
-    fa4.role "a" warps(0, 1) registers(100) {}
+    fa4.role "a" warps(0, 4) registers(100) {}
   }
   return
 }
@@ -251,5 +251,26 @@ func.func @rescale_rows(%o: !fa4.tmem<[128, 64], f32>, %a: tensor<64xf32>) {
 func.func @alloc_columns() {
   // expected-error @+1 {{'fa4.tmem_alloc_columns' op TMEM is allocated in powers of two from 32 to 512 columns, got 384}}
   fa4.tmem_alloc_columns {columns = 384 : i64}
+  return
+}
+
+// -----
+
+func.func @warpgroup_budgets_differ() {
+  fa4.warp_specialize {
+    fa4.role "mma" warps(12, 1) registers(72) {}
+    // expected-error @+1 {{'fa4.role' op asks for 48 registers but shares warpgroup 3 with 'mma', which asks for 72 (setmaxnreg sets one budget per warpgroup)}}
+    fa4.role "load" warps(13, 3) registers(48) {}
+  }
+  return
+}
+
+// -----
+
+func.func @warpgroup_partly_assigned() {
+  // expected-error @+1 {{'fa4.warp_specialize' op warpgroup 3 is only partly assigned to roles; every warp of it must take part in setmaxnreg (give the rest an empty role)}}
+  fa4.warp_specialize {
+    fa4.role "mma" warps(12, 1) registers(72) {}
+  }
   return
 }

@@ -30,6 +30,9 @@ int64_t WarpSpecializeOp::getNumThreads() {
 LogicalResult WarpSpecializeOp::verify() {
   uint32_t warpsTaken = 0;
   int64_t registers = 0;
+  // setmaxnreg is collective over a warpgroup: its four warps move to one
+  // budget together.
+  RoleOp warpgroupRole[blackwell::kWarpsPerCta / 4] = {};
   for (Operation &op : getRoles().front()) {
     auto role = dyn_cast<RoleOp>(op);
     if (!role)
@@ -45,8 +48,24 @@ LogicalResult WarpSpecializeOp::verify() {
         return role.emitOpError() << "warp " << warp
                                   << " already belongs to another role";
       warpsTaken |= 1u << warp;
+      RoleOp &other = warpgroupRole[warp / 4];
+      if (other && other.getRegisters() != role.getRegisters())
+        return role.emitOpError()
+               << "asks for " << role.getRegisters() << " registers but shares "
+               << "warpgroup " << warp / 4 << " with '" << other.getName()
+               << "', which asks for " << other.getRegisters()
+               << " (setmaxnreg sets one budget per warpgroup)";
+      other = role;
     }
     registers += role.getRegisters() * role.getNumThreads();
+  }
+  for (int64_t group = 0; group < blackwell::kWarpsPerCta / 4; ++group) {
+    uint32_t mask = 0xfu << (4 * group);
+    if ((warpsTaken & mask) != 0 && (warpsTaken & mask) != mask)
+      return emitOpError() << "warpgroup " << group
+                           << " is only partly assigned to roles; every warp "
+                              "of it must take part in setmaxnreg (give the "
+                              "rest an empty role)";
   }
   if (registers > blackwell::kRegistersPerSm) {
     InFlightDiagnostic diag = emitOpError()

@@ -56,7 +56,7 @@ def FA4_RoleOp : FA4_Op<"role", [SingleBlock, NoTerminator,
     TMEM lane (one row) per thread of a warpgroup.
 
     ```mlir
-    fa4.role "softmax0" warps(0, 4) registers(184) {
+    fa4.role "softmax0" warps(0, 4) registers(176) {
       ...
     }
     ```
