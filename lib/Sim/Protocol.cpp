@@ -392,6 +392,30 @@ void Cta::completeTx(BarrierState &state, int64_t stage, int64_t bytes,
   maybeComplete(state, slot);
 }
 
+/// Element `column` of a TMEM lane seen as `element`: an f32 is a 32-bit
+/// column, an f16/bf16 half of one (the even element in the low half).
+static float readTmem(const uint32_t *lane, int64_t column, Type element) {
+  if (element.isF32()) {
+    float value;
+    std::memcpy(&value, &lane[column], 4);
+    return value;
+  }
+  uint16_t half = column % 2 ? lane[column / 2] >> 16 : lane[column / 2] & 0xffff;
+  return element.isBF16() ? bfloat16BitsToFloat(half) : halfBitsToFloat(half);
+}
+
+static void writeTmem(uint32_t *lane, int64_t column, Type element, float value) {
+  if (element.isF32()) {
+    std::memcpy(&lane[column], &value, 4);
+    return;
+  }
+  uint32_t half =
+      element.isBF16() ? floatToBFloat16Bits(value) : floatToHalfBits(value);
+  uint32_t &word = lane[column / 2];
+  word = column % 2 ? (word & 0xffff) | (half << 16)
+                    : (word & 0xffff0000u) | half;
+}
+
 /// Where a [rows, cols] tile of a GQA-packed tensor lives: row r of the tile
 /// is position (row + r) / ratio of head head * ratio + (row + r) % ratio.
 static float *globalRow(Buffer &tensor, int64_t batch, int64_t head,
@@ -487,14 +511,11 @@ bool Cta::complete(AsyncOp &async, std::string &error) {
         accessTmem(acc, 0, acc.cols, async.thread, async.clock, true, what);
         int64_t m = blackwell::kTmemLanes, n = probs.cols, d = acc.cols;
         std::vector<float> p(m * n), o(m * d, 0.0f);
-        bool bf16 = probs.element.isBF16();
         for (int64_t r = 0; r < m; ++r)
-          for (int64_t c = 0; c < n; ++c) {
-            uint32_t word =
-                tmem[r * blackwell::kTmemColumns + probs.firstColumn + c / 2];
-            uint16_t half = c % 2 ? word >> 16 : word & 0xffff;
-            p[r * n + c] = bf16 ? bfloat16BitsToFloat(half) : halfBitsToFloat(half);
-          }
+          for (int64_t c = 0; c < n; ++c)
+            p[r * n + c] = readTmem(
+                &tmem[r * blackwell::kTmemColumns + probs.firstColumn], c,
+                probs.element);
         float *accRow;
         for (int64_t r = 0; r < m && accumulate; ++r) {
           accRow = reinterpret_cast<float *>(
@@ -540,11 +561,17 @@ bool Cta::execute(Interpreter &interpreter, Operation *op, std::string &error) {
     error = "aborted";
     return false;
   };
+  // Synchronization and asynchronous issue are where another role or an
+  // outstanding copy may run first; plain memory accesses are ordered by
+  // the barriers around them and need no turn of their own.
+  if (isa<MBarrierWaitOp, MBarrierArriveOp, MBarrierExpectTxOp, MmaCommitOp,
+          TmaLoadOp, TmaStoreOp, TmaStoreWaitOp, ScoreMmaAsyncOp,
+          ValueMmaAsyncOp>(op) &&
+      !yieldTurn(self))
+    return aborted();
 
   return llvm::TypeSwitch<Operation *, bool>(op)
       .Case([&](MBarrierWaitOp wait) {
-        if (!yieldTurn(self))
-          return aborted();
         BarrierState &bar = barrier(wait.getBarrier());
         int64_t count = interpreter.index(wait.getCount());
         int64_t stages = bar.type.getStages();
@@ -572,8 +599,6 @@ bool Cta::execute(Interpreter &interpreter, Operation *op, std::string &error) {
         return true;
       })
       .Case([&](MBarrierArriveOp arriveOp) {
-        if (!yieldTurn(self))
-          return aborted();
         BarrierState &bar = barrier(arriveOp.getBarrier());
         if (bar.type.getKind() != BarrierKind::threads)
           report.addMisuse(thread.name + " arrives on " + bar.name + ", a '" +
@@ -586,8 +611,6 @@ bool Cta::execute(Interpreter &interpreter, Operation *op, std::string &error) {
         return true;
       })
       .Case([&](MBarrierExpectTxOp expect) {
-        if (!yieldTurn(self))
-          return aborted();
         BarrierState &bar = barrier(expect.getBarrier());
         if (bar.type.getKind() != BarrierKind::tma)
           report.addMisuse(thread.name + " announces transaction bytes on " +
@@ -604,14 +627,10 @@ bool Cta::execute(Interpreter &interpreter, Operation *op, std::string &error) {
         return true;
       })
       .Case([&](MmaCommitOp commit) {
-        if (!yieldTurn(self))
-          return aborted();
         issue(AsyncOp::Commit, {interpreter.index(commit.getCount())});
         return true;
       })
       .Case([&](TmaLoadOp load) {
-        if (!yieldTurn(self))
-          return aborted();
         if (!load.getBarrier()) {
           error = "a TMA load signals no barrier (run fa4-insert-barriers)";
           return false;
@@ -624,8 +643,6 @@ bool Cta::execute(Interpreter &interpreter, Operation *op, std::string &error) {
         return true;
       })
       .Case([&](TmaStoreOp store) {
-        if (!yieldTurn(self))
-          return aborted();
         ++thread.pendingStores;
         issue(AsyncOp::TmaStore,
               {interpreter.index(store.getCount()), interpreter.index(store.getBatch()),
@@ -634,24 +651,18 @@ bool Cta::execute(Interpreter &interpreter, Operation *op, std::string &error) {
         return true;
       })
       .Case([&](TmaStoreWaitOp) {
-        if (!yieldTurn(self))
-          return aborted();
         if (!waitUntil(self, [&] { return thread.pendingStores == 0; },
                        thread.name + " waits for its TMA stores"))
           return aborted();
         return true;
       })
       .Case([&](ScoreMmaAsyncOp mma) {
-        if (!yieldTurn(self))
-          return aborted();
         ++report.mmasIssued[thread.name];
         issue(AsyncOp::Mma, {interpreter.index(mma.getQueryCount()),
                              interpreter.index(mma.getKeyCount())});
         return true;
       })
       .Case([&](ValueMmaAsyncOp mma) {
-        if (!yieldTurn(self))
-          return aborted();
         ++report.mmasIssued[thread.name];
         issue(AsyncOp::Mma, {interpreter.index(mma.getValueCount()),
                              interpreter.index(mma.getAccumulate())});
@@ -666,20 +677,11 @@ bool Cta::execute(Interpreter &interpreter, Operation *op, std::string &error) {
         int64_t first = interpreter.index(load.getColumn());
         int64_t cols = tile->shape[1];
         accessTmem(place, first, cols, self, clock, false, what);
-        bool f32 = place.element.isF32(), bf16 = place.element.isBF16();
         for (int64_t r = 0; r < tile->shape[0]; ++r)
-          for (int64_t c = 0; c < cols; ++c) {
-            int64_t col = first + c;
-            const uint32_t *lane = &tmem[r * blackwell::kTmemColumns + place.firstColumn];
-            float value;
-            if (f32) {
-              std::memcpy(&value, &lane[col], 4);
-            } else {
-              uint16_t half = col % 2 ? lane[col / 2] >> 16 : lane[col / 2] & 0xffff;
-              value = bf16 ? bfloat16BitsToFloat(half) : halfBitsToFloat(half);
-            }
-            tile->data[r * cols + c] = value;
-          }
+          for (int64_t c = 0; c < cols; ++c)
+            tile->data[r * cols + c] = readTmem(
+                &tmem[r * blackwell::kTmemColumns + place.firstColumn],
+                first + c, place.element);
         interpreter.setTile(load.getResult(), tile);
         return true;
       })
@@ -692,21 +694,10 @@ bool Cta::execute(Interpreter &interpreter, Operation *op, std::string &error) {
         int64_t first = interpreter.index(store.getColumn());
         int64_t cols = tile.shape[1];
         accessTmem(place, first, cols, self, clock, true, what);
-        bool f32 = place.element.isF32(), bf16 = place.element.isBF16();
         for (int64_t r = 0; r < tile.shape[0]; ++r)
-          for (int64_t c = 0; c < cols; ++c) {
-            int64_t col = first + c;
-            uint32_t *lane = &tmem[r * blackwell::kTmemColumns + place.firstColumn];
-            float value = tile.data[r * cols + c];
-            if (f32) {
-              std::memcpy(&lane[col], &value, 4);
-            } else {
-              uint32_t half = bf16 ? floatToBFloat16Bits(value) : floatToHalfBits(value);
-              uint32_t &word = lane[col / 2];
-              word = col % 2 ? (word & 0xffff) | (half << 16)
-                             : (word & 0xffff0000u) | half;
-            }
-          }
+          for (int64_t c = 0; c < cols; ++c)
+            writeTmem(&tmem[r * blackwell::kTmemColumns + place.firstColumn],
+                      first + c, place.element, tile.data[r * cols + c]);
         return true;
       })
       .Case([&](SmemStoreOp store) {

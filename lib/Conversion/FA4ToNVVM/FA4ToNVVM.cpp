@@ -394,7 +394,7 @@ LogicalResult Lowering::lowerRole(RoleOp newRole) {
 // The persistent scheduler
 //===----------------------------------------------------------------------===//
 
-Value Lowering::emitBandEdges(Value position, int64_t, MaskKind mask,
+Value Lowering::emitBandEdges(Value position, MaskKind mask,
                               int64_t windowLeft, int64_t windowRight,
                               Value seqQ, Value seqK, Value &end) {
   MaskBand band = maskBandFor(mask, windowLeft, windowRight);
@@ -415,12 +415,9 @@ Value Lowering::emitBandEdges(Value position, int64_t, MaskKind mask,
   return begin;
 }
 
-/// The same arithmetic as AttentionMath's kvBlockRange, on index values.
-Value Lowering::emitKvBlockRange(KvBlockRangeOp op,
-                                 SmallVectorImpl<Value> &results) {
-  Value rowBegin = lookup(op.getRowBegin());
-  Value seqQ = lookup(op.getSeqQ()), seqK = lookup(op.getSeqK());
-  int64_t ratio = op.getGqaRatio(), rows = op.getRows(), blockN = op.getBlockN();
+SmallVector<Value, 4> Lowering::emitKvBlockRange(
+    Value rowBegin, Value seqQ, Value seqK, int64_t ratio, int64_t rows,
+    int64_t blockN, MaskKind mask, int64_t windowLeft, int64_t windowRight) {
   Value zero = index(0), one = index(1);
   Value firstPos = b.create<arith::DivSIOp>(loc(), rowBegin, index(ratio));
   Value lastPos = b.create<arith::MinSIOp>(
@@ -429,12 +426,10 @@ Value Lowering::emitKvBlockRange(KvBlockRangeOp op,
           loc(), b.create<arith::AddIOp>(loc(), rowBegin, index(rows - 1)),
           index(ratio)));
   Value firstEnd, lastEnd;
-  Value firstBegin =
-      emitBandEdges(firstPos, ratio, op.getMask(), op.getWindowLeft(),
-                    op.getWindowRight(), seqQ, seqK, firstEnd);
-  Value lastBegin =
-      emitBandEdges(lastPos, ratio, op.getMask(), op.getWindowLeft(),
-                    op.getWindowRight(), seqQ, seqK, lastEnd);
+  Value firstBegin = emitBandEdges(firstPos, mask, windowLeft, windowRight,
+                                   seqQ, seqK, firstEnd);
+  Value lastBegin = emitBandEdges(lastPos, mask, windowLeft, windowRight, seqQ,
+                                  seqK, lastEnd);
   Value empty = b.create<arith::OrIOp>(
       loc(),
       b.create<arith::OrIOp>(
@@ -454,9 +449,10 @@ Value Lowering::emitKvBlockRange(KvBlockRangeOp op,
                           begin, end);
   Value fullEnd =
       clamp(b.create<arith::DivSIOp>(loc(), firstEnd, block), fullBegin, end);
+  SmallVector<Value, 4> results;
   for (Value value : {begin, fullBegin, fullEnd, end})
     results.push_back(b.create<arith::SelectOp>(loc(), empty, zero, value));
-  return results.back();
+  return results;
 }
 
 LogicalResult Lowering::lowerScheduler(Operation *op) {
@@ -484,8 +480,11 @@ LogicalResult Lowering::lowerScheduler(Operation *op) {
         return success();
       })
       .Case([&](KvBlockRangeOp range) -> LogicalResult {
-        SmallVector<Value> results;
-        emitKvBlockRange(range, results);
+        SmallVector<Value, 4> results = emitKvBlockRange(
+            lookup(range.getRowBegin()), lookup(range.getSeqQ()),
+            lookup(range.getSeqK()), range.getGqaRatio(), range.getRows(),
+            range.getBlockN(), range.getMask(), range.getWindowLeft(),
+            range.getWindowRight());
         for (auto [from, to] : llvm::zip(range.getResults(), results))
           mapping.map(from, to);
         return success();
@@ -530,31 +529,13 @@ LogicalResult Lowering::lowerScheduler(Operation *op) {
         // non-increasing; binary search the work W of rank `rank`, then take
         // the (rank - count(W))-th m_block of work W, last first.
         Value seqQ = lookup(coords.getSeqQ()), seqK = lookup(coords.getSeqK());
+        // The work of an m_block: the KV blocks its task visits.
         auto workOf = [&](Value m) -> Value {
-          Value rowBegin = b.create<arith::MulIOp>(loc(), m, index(coords.getRows()));
-          Value firstPos = b.create<arith::DivSIOp>(loc(), rowBegin,
-                                                    index(coords.getGqaRatio()));
-          Value lastPos = b.create<arith::MinSIOp>(
-              loc(), b.create<arith::SubIOp>(loc(), seqQ, index(1)),
-              b.create<arith::DivSIOp>(
-                  loc(),
-                  b.create<arith::AddIOp>(loc(), rowBegin,
-                                          index(coords.getRows() - 1)),
-                  index(coords.getGqaRatio())));
-          Value firstEnd, lastEnd;
-          Value firstBegin = emitBandEdges(
-              firstPos, coords.getGqaRatio(), coords.getMask(),
-              coords.getWindowLeft(), coords.getWindowRight(), seqQ, seqK,
-              firstEnd);
-          emitBandEdges(lastPos, coords.getGqaRatio(), coords.getMask(),
-                        coords.getWindowLeft(), coords.getWindowRight(), seqQ,
-                        seqK, lastEnd);
-          Value begin =
-              b.create<arith::DivSIOp>(loc(), firstBegin, index(coords.getBlockN()));
-          Value end = b.create<arith::CeilDivSIOp>(loc(), lastEnd,
-                                                   index(coords.getBlockN()));
-          return b.create<arith::MaxSIOp>(
-              loc(), index(0), b.create<arith::SubIOp>(loc(), end, begin));
+          SmallVector<Value, 4> range = emitKvBlockRange(
+              b.create<arith::MulIOp>(loc(), m, index(coords.getRows())), seqQ,
+              seqK, coords.getGqaRatio(), coords.getRows(), coords.getBlockN(),
+              coords.getMask(), coords.getWindowLeft(), coords.getWindowRight());
+          return b.create<arith::SubIOp>(loc(), range[3], range[0]);
         };
         auto countAbove = [&](Value threshold) -> Value {
           auto loop = b.create<scf::ForOp>(loc(), index(0), mBlocks, index(1),

@@ -108,10 +108,15 @@ private:
   // Row arithmetic of the softmax and correction roles (RowMath.cpp).
   LogicalResult lowerRowMath(Operation *op);
   LogicalResult lowerOnlineSoftmax(OnlineSoftmaxOp op);
-  Value emitKvBlockRange(KvBlockRangeOp op, SmallVectorImpl<Value> &results);
-  Value emitBandEdges(Value packedRow, int64_t gqaRatio, MaskKind mask,
-                      int64_t windowLeft, int64_t windowRight, Value seqQ,
-                      Value seqK, Value &end);
+  /// AttentionMath's kvBlockRange on index values: begin, full_begin,
+  /// full_end, end of the task whose packed rows start at `rowBegin`.
+  SmallVector<Value, 4> emitKvBlockRange(Value rowBegin, Value seqQ, Value seqK,
+                                         int64_t gqaRatio, int64_t rows,
+                                         int64_t blockN, MaskKind mask,
+                                         int64_t windowLeft, int64_t windowRight);
+  /// The visible keys [begin, end) of query position `position`.
+  Value emitBandEdges(Value position, MaskKind mask, int64_t windowLeft,
+                      int64_t windowRight, Value seqQ, Value seqK, Value &end);
 
   OpBuilder &b;
   KernelState &kernel;

@@ -59,9 +59,9 @@ LogicalResult Lowering::lowerOnlineSoftmax(OnlineSoftmaxOp op) {
     Value packed = b.create<arith::AddIOp>(loc(), lookup(mask.getRow()), row);
     Value position =
         b.create<arith::DivUIOp>(loc(), packed, index(mask.getGqaRatio()));
-    low = emitBandEdges(position, mask.getGqaRatio(), mask.getMask(),
-                        mask.getWindowLeft(), mask.getWindowRight(),
-                        lookup(mask.getSeqQ()), lookup(mask.getSeqK()), high);
+    low = emitBandEdges(position, mask.getMask(), mask.getWindowLeft(),
+                        mask.getWindowRight(), lookup(mask.getSeqQ()),
+                        lookup(mask.getSeqK()), high);
   }
   SmallVector<int32_t> iota(kChunk);
   for (int64_t i = 0; i < kChunk; ++i)
