@@ -26,6 +26,32 @@ if [[ -z $tools_bin || ! -x $tools_bin/cuobjdump || ! -x $tools_bin/nvdisasm ]];
 fi
 export FA4_CUDA_TOOLS_BIN=$tools_bin
 
+# NVIDIA's CuTe headers, which PyPI's nvidia-cutlass ships, for the CuTe
+# cross-check of the emulator and the descriptor encoders; without network
+# that test is reported unsupported. Only the headers are wanted, hence
+# --no-deps (the package's Python side would pull in ~300 MB); the version
+# is the one the cross-check was written against, whose host route to
+# shared-memory addresses it relies on.
+cutlass_venv="$build/cutlass"
+cutlass_headers() {
+  ls -d "$cutlass_venv"/lib/python3*/site-packages/cutlass_library/source/include 2>/dev/null |
+    head -n 1 || true
+}
+cutlass_include=$(cutlass_headers)
+if [[ -z $cutlass_include || ! -f $cutlass_include/cute/tensor.hpp ]]; then
+  if python3 -m venv "$cutlass_venv" >/dev/null 2>&1 &&
+     "$cutlass_venv/bin/pip" install -q --no-deps nvidia-cutlass==4.2.0.0 >/dev/null 2>&1; then
+    cutlass_include=$(cutlass_headers)
+  else
+    cutlass_include=""
+  fi
+  if [[ -z $cutlass_include || ! -f $cutlass_include/cute/tensor.hpp ]]; then
+    echo "fa4: the CuTe headers (nvidia-cutlass) are not installable from PyPI; the CuTe cross-check will be skipped"
+    cutlass_include=""
+  fi
+fi
+export FA4_CUTLASS_INCLUDE=$cutlass_include
+
 logs=$(mktemp -d)
 trap 'rm -rf "$logs"' EXIT
 # The test commands are defined once, by the check-fa4-* targets.

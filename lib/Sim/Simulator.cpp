@@ -4,7 +4,7 @@
 
 #include "Interpreter.h"
 #include "Protocol.h"
-#include "Reference.h"
+#include "fa4/Sim/Reference.h"
 
 #include "fa4/Dialect/FA4/IR/FA4Ops.h"
 #include "fa4/Support/AttentionMath.h"
@@ -124,59 +124,6 @@ std::string RunReport::toJson() const {
   return text;
 }
 
-/// Draws the inputs of one distribution, each value rounded to the input type.
-static void fillInputs(const Problem &p, Type element, const RunOptions &options,
-                       std::vector<float> &q, std::vector<float> &k,
-                       std::vector<float> &v) {
-  std::mt19937_64 generator(options.seed);
-  std::normal_distribution<float> normal(0.0f, 1.0f);
-  std::uniform_real_distribution<float> uniform(0.0f, 1.0f);
-  auto round = [&](float value) {
-    return element.isBF16() ? roundToBFloat16(value) : roundToHalf(value);
-  };
-  q.resize(p.batch * p.seqQ * p.qHeads * p.headDim);
-  k.resize(p.batch * p.seqK * p.kvHeads * p.headDim);
-  v.resize(k.size());
-  for (float &x : q)
-    x = normal(generator);
-  for (float &x : k)
-    x = normal(generator);
-  for (float &x : v)
-    x = normal(generator);
-
-  switch (options.distribution) {
-  case InputDistribution::Normal:
-    break;
-  case InputDistribution::Growing: {
-    // q·k grows by ~headDim/2 per KV block towards the first key; the KV loop
-    // visits blocks last to first, so nearly every block raises the row max
-    // by far more than the rescale threshold.
-    for (float &x : q)
-      x = 0.5f * x + 1.0f;
-    for (int64_t i = 0; i < static_cast<int64_t>(k.size()); ++i) {
-      int64_t key = (i / (p.kvHeads * p.headDim)) % p.seqK;
-      float growth = 0.5f * static_cast<float>(p.seqK - 1 - key) / 128.0f;
-      k[i] = 0.5f * k[i] + growth;
-    }
-    break;
-  }
-  case InputDistribution::Outliers:
-    for (float &x : q)
-      if (uniform(generator) < 0.01f)
-        x *= 16.0f;
-    for (float &x : k)
-      if (uniform(generator) < 0.01f)
-        x *= 16.0f;
-    for (float &x : v)
-      if (uniform(generator) < 0.01f)
-        x *= 100.0f;
-    break;
-  }
-  for (std::vector<float> *values : {&q, &k, &v})
-    for (float &x : *values)
-      x = round(x);
-}
-
 bool mlir::fa4::sim::simulate(func::FuncOp func, const RunOptions &options,
                               RunReport &report, std::string &error) {
   auto spec = func->getAttrOfType<DictionaryAttr>("fa4.spec");
@@ -276,7 +223,8 @@ bool mlir::fa4::sim::simulate(func::FuncOp func, const RunOptions &options,
   std::fill(lse.data.begin(), lse.data.end(), std::nanf(""));
 
   Type element = qType.getElementType();
-  fillInputs(problem, element, options, q.data, k.data, v.data);
+  fillInputs(problem, element.isBF16(), options.seed, options.distribution, q.data,
+             k.data, v.data);
 
   auto bindArguments = [&](Interpreter &interpreter) {
     interpreter.bind(argument(kQ), &q);

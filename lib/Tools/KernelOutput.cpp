@@ -2,6 +2,8 @@
 
 #include "fa4/Tools/KernelOutput.h"
 
+#include "fa4/Dialect/FA4/IR/FA4Ops.h"
+
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/GPU/Transforms/Passes.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
@@ -126,7 +128,7 @@ LogicalResult mlir::fa4::assembleCubin(StringRef ptx, StringRef cudaPath,
 }
 
 std::string mlir::fa4::launchManifest(ModuleOp module, StringRef chip,
-                                      StringRef cubinPath,
+                                      StringRef cubinPath, StringRef ptxPath,
                                       const PtxasReport &ptxas) {
   std::string text;
   llvm::raw_string_ostream os(text);
@@ -161,19 +163,58 @@ std::string mlir::fa4::launchManifest(ModuleOp module, StringRef chip,
   os << "{\n";
   os << "  \"kernel\": \"" << kernel.getName() << "\",\n";
   os << "  \"cubin\": \"" << llvm::sys::path::filename(cubinPath) << "\",\n";
+  os << "  \"ptx\": \"" << llvm::sys::path::filename(ptxPath) << "\",\n";
   os << "  \"target\": \"" << chip << "\",\n";
   os << "  \"block\": [" << integer("block") << ", 1, 1],\n";
   os << "  \"grid\": {\"policy\": \"persistent\", \"size\": \"min(sm_count, "
         "tasks)\", \"sm_count\": "
      << smCount << ", \"tasks\": \"batch * " << kvHeads << " * ceil(seq_q * "
-     << qHeads / kvHeads << " / 256)\", \"order\": \"" << order << "\"},\n";
+     << qHeads / kvHeads << " / " << integer("rows_per_task")
+     << ")\", \"order\": \"" << order << "\"},\n";
   os << "  \"dynamic_smem_bytes\": " << integer("smem_bytes") << ",\n";
   os << "  \"tmem_columns\": " << integer("tmem_columns") << ",\n";
   if (spec) {
-    os << "  \"attention\": {\"mask\": \"";
-    if (auto mask = spec.get("mask"))
-      mask.print(os);
-    os << "\"},\n";
+    // The variant, in full: what a launcher validates shapes against and
+    // what a reference needs (fa4-emu).
+    auto maskAttr = spec.getAs<MaskKindAttr>("mask");
+    auto number = [&](StringRef name) {
+      auto value = spec.getAs<FloatAttr>(name);
+      return value ? value.getValueAsDouble() : 0.0;
+    };
+    auto whole = [&](StringRef name) {
+      auto value = spec.getAs<IntegerAttr>(name);
+      return value ? value.getInt() : int64_t(-1);
+    };
+    StringRef dtype = "fp16";
+    int64_t headDim = 0;
+    for (Attribute attr : maps) {
+      auto map = cast<DictionaryAttr>(attr);
+      dtype = map.getAs<StringAttr>("dtype").getValue();
+      headDim = map.getAs<IntegerAttr>("head_dim").getInt();
+    }
+    os << "  \"attention\": {\"mask\": \""
+       << (maskAttr ? stringifyMaskKind(maskAttr.getValue()) : "none")
+       << "\", \"window_left\": " << whole("window_left")
+       << ", \"window_right\": " << whole("window_right")
+       << ", \"scale\": " << llvm::formatv("{0:e9}", number("scale"))
+       << ", \"softcap\": " << llvm::formatv("{0:e9}", number("softcap"))
+       << ", \"head_dim\": " << headDim << ", \"q_heads\": " << qHeads
+       << ", \"kv_heads\": " << kvHeads << ", \"dtype\": \"" << dtype
+       << "\", \"lse\": " << (hasLse ? "true" : "false")
+       << ", \"rows_per_task\": " << integer("rows_per_task") << "},\n";
+  }
+  if (auto roles = launch.getAs<ArrayAttr>("roles")) {
+    os << "  \"roles\": [";
+    for (auto [i, attr] : llvm::enumerate(roles)) {
+      auto role = cast<DictionaryAttr>(attr);
+      os << (i ? ", " : "") << "{\"name\": \""
+         << role.getAs<StringAttr>("name").getValue() << "\", \"first_warp\": "
+         << role.getAs<IntegerAttr>("first_warp").getInt()
+         << ", \"num_warps\": " << role.getAs<IntegerAttr>("num_warps").getInt()
+         << ", \"registers\": " << role.getAs<IntegerAttr>("registers").getInt()
+         << "}";
+    }
+    os << "],\n";
   }
   os << "  \"tensor_maps\": [\n";
   bool firstMap = true;

@@ -316,13 +316,27 @@ int main(int argc, char **argv) {
       errs() << "fa4c: " << error << "\n";
       return 1;
     }
+    // The PTX beside the cubin: what fa4-emu runs.
+    SmallString<256> ptxPath(outputFile);
+    llvm::sys::path::replace_extension(ptxPath, "ptx");
+    if (ptxPath == StringRef(outputFile))
+      ptxPath += ".ptx";
+    {
+      auto ptxFile = openOutputFile(ptxPath, &error);
+      if (!ptxFile) {
+        errs() << "fa4c: " << error << "\n";
+        return 2;
+      }
+      ptxFile->os() << ptx;
+      ptxFile->keep();
+    }
     std::string manifestPath = outputFile + ".json";
     auto manifest = openOutputFile(manifestPath, &error);
     if (!manifest) {
       errs() << "fa4c: " << error << "\n";
       return 2;
     }
-    manifest->os() << fa4::launchManifest(*module, target, outputFile, report);
+    manifest->os() << fa4::launchManifest(*module, target, outputFile, ptxPath, report);
     manifest->keep();
     return 0;
   }

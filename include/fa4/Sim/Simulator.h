@@ -9,6 +9,8 @@
 #ifndef FA4_SIM_SIMULATOR_H
 #define FA4_SIM_SIMULATOR_H
 
+#include "fa4/Sim/Reference.h"
+
 #include <cstdint>
 #include <map>
 #include <string>
@@ -22,15 +24,6 @@ class FuncOp;
 
 namespace mlir::fa4::sim {
 
-enum class InputDistribution {
-  /// Standard normal Q, K and V.
-  Normal,
-  /// Scores that grow towards the keys visited last, so that nearly every KV
-  /// block moves the row max past the rescale threshold.
-  Growing,
-  /// Normal, with rare entries of Q and K scaled by 16 and of V by 100.
-  Outliers,
-};
 
 struct RunOptions {
   int64_t batch = 1;

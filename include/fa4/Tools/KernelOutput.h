@@ -48,9 +48,11 @@ LogicalResult assembleCubin(StringRef ptx, StringRef cudaPath, StringRef chip,
                             StringRef cubinPath, PtxasReport &report,
                             std::string &error);
 
-/// The launch manifest of the kernel in `module` (after the nvvm stage).
+/// The launch manifest of the kernel in `module` (after the nvvm stage);
+/// `ptxPath` names the PTX written beside the cubin.
 std::string launchManifest(ModuleOp module, StringRef chip,
-                           StringRef cubinPath, const PtxasReport &ptxas);
+                           StringRef cubinPath, StringRef ptxPath,
+                           const PtxasReport &ptxas);
 
 } // namespace mlir::fa4
 

@@ -105,6 +105,40 @@ Value Lowering::approximate(StringRef instruction, Value x) {
       .getResult(0);
 }
 
+Value Lowering::waitForTmemLoad(Value raw) {
+  // tcgen05.wait::ld as inline assembly that takes the loaded words and
+  // gives them back. With the NVVM wait op, which no value depends on, LLVM
+  // is free to schedule a use of a tcgen05.ld destination above the wait,
+  // and does (fa4-emu reported it); a use of this op's results cannot move
+  // above it.
+  auto vector = dyn_cast<VectorType>(raw.getType());
+  int64_t words = vector ? vector.getNumElements() : 1;
+  SmallVector<Value> inputs;
+  for (int64_t i = 0; i < words; ++i)
+    inputs.push_back(vector ? b.create<vector::ExtractOp>(loc(), raw, ArrayRef<int64_t>{i})
+                                  .getResult()
+                            : raw);
+  std::string constraints;
+  for (int64_t i = 0; i < words; ++i)
+    constraints += "=r,";
+  for (int64_t i = 0; i < words; ++i)
+    constraints += std::to_string(i) + (i + 1 < words ? "," : "");
+  SmallVector<Type> types(words, b.getI32Type());
+  auto wait = b.create<LLVM::InlineAsmOp>(
+      loc(), LLVM::LLVMStructType::getLiteral(b.getContext(), types), inputs,
+      "tcgen05.wait::ld.sync.aligned;", constraints, /*has_side_effects=*/true,
+      false, LLVM::tailcallkind::TailCallKind::None,
+      LLVM::AsmDialectAttr::get(b.getContext(), LLVM::AsmDialect::AD_ATT),
+      ArrayAttr());
+  SmallVector<Value> outputs;
+  for (int64_t i = 0; i < words; ++i)
+    outputs.push_back(b.create<LLVM::ExtractValueOp>(loc(), wait.getResult(0),
+                                                     ArrayRef<int64_t>{i}));
+  if (!vector)
+    return outputs.front();
+  return b.create<vector::FromElementsOp>(loc(), vector, outputs);
+}
+
 Type Lowering::convertType(Type type) {
   auto tensor = dyn_cast<RankedTensorType>(type);
   if (!tensor)
@@ -719,9 +753,20 @@ LogicalResult FA4ToNVVMPass::convert(func::FuncOp func,
       b.getNamedAttr("smem_bytes", b.getI64IntegerAttr(kernel.smemBytes)),
       b.getNamedAttr("tmem_columns", b.getI64IntegerAttr(kernel.tmemColumns)),
       b.getNamedAttr("block", b.getI64IntegerAttr(specialize.getNumThreads())),
+      b.getNamedAttr("rows_per_task",
+                     b.getI64IntegerAttr(TileConfig::kRowsPerTask)),
       b.getNamedAttr("spec", spec)};
   if (auto grid = specialize->getAttr("fa4.grid"))
     launch.push_back(b.getNamedAttr("grid", grid));
+  // Which warps do what, for tools that report per role (fa4-emu).
+  SmallVector<Attribute> roles;
+  for (RoleOp role : specialize.getRoles().front().getOps<RoleOp>())
+    roles.push_back(b.getDictionaryAttr(
+        {b.getNamedAttr("name", role.getNameAttr()),
+         b.getNamedAttr("first_warp", role.getFirstWarpAttr()),
+         b.getNamedAttr("num_warps", role.getNumWarpsAttr()),
+         b.getNamedAttr("registers", role.getRegistersAttr())}));
+  launch.push_back(b.getNamedAttr("roles", b.getArrayAttr(roles)));
   // Each tensor map: [head_dim, heads, seq, batch], boxes of 64 columns by
   // 128 rows (GQA-packed for Q and O: ratio heads by 128 / ratio positions).
   auto qType = cast<MemRefType>(kernel.q.getType());

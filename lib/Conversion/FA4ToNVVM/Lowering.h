@@ -83,6 +83,9 @@ private:
   Value approximate(StringRef instruction, Value x);
   Value ex2(Value x) { return approximate("ex2.approx.ftz.f32", x); }
   Value lg2(Value x) { return approximate("lg2.approx.ftz.f32", x); }
+  /// Waits for this thread's tcgen05.ld and returns the loaded words, so
+  /// that no use of them can be scheduled before the wait.
+  Value waitForTmemLoad(Value raw);
   Value barrierSlot(Value barrier, Value count);
   void forEachBox(SmemType type, Value head, Value row, Value batch,
                   int64_t ratio, function_ref<void(int64_t, ValueRange)> copy,

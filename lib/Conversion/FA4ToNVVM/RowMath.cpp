@@ -74,7 +74,7 @@ LogicalResult Lowering::lowerOnlineSoftmax(OnlineSoftmaxOp op) {
     Value raw = b.create<NVVM::Tcgen05LdOp>(
         loc(), VectorType::get({kChunk}, b.getI32Type()), false,
         NVVM::Tcgen05LdStShape::SHAPE_32X32B, address, Value());
-    b.create<NVVM::Tcgen05WaitOp>(loc(), NVVM::Tcgen05WaitKind::LOAD);
+    raw = waitForTmemLoad(raw);
     Value s = b.create<vector::BitCastOp>(loc(), chunkType, raw);
     if (SoftcapOp softcap = scores.softcap) {
       // cap·tanh(s·scale/cap), tanh(y) = 1 - 2 / (2^(2y·log2 e) + 1).

@@ -49,7 +49,7 @@ LogicalResult Lowering::lowerTmem(Operation *op) {
         Value raw = b.create<NVVM::Tcgen05LdOp>(
             loc(), wordsType, false, NVVM::Tcgen05LdStShape::SHAPE_32X32B,
             address, Value());
-        b.create<NVVM::Tcgen05WaitOp>(loc(), NVVM::Tcgen05WaitKind::LOAD);
+        raw = waitForTmemLoad(raw);
         if (words == 1)
           raw = b.create<vector::BroadcastOp>(
               loc(), VectorType::get({1}, b.getI32Type()), raw);

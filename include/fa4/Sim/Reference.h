@@ -1,17 +1,28 @@
 //===- Reference.h - the float64 attention reference ------------*- C++ -*-===//
 //
 // Written from the definition of attention alone, sharing no code with the
-// tile program: a bug in the tile arithmetic cannot hide in both.
+// tile program or the kernel: a bug in their arithmetic cannot hide in both.
+// fa4-sim and fa4-emu draw their inputs and check their outputs here.
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef FA4_LIB_SIM_REFERENCE_H
-#define FA4_LIB_SIM_REFERENCE_H
+#ifndef FA4_SIM_REFERENCE_H
+#define FA4_SIM_REFERENCE_H
 
 #include <cstdint>
 #include <vector>
 
 namespace mlir::fa4::sim {
+
+enum class InputDistribution {
+  /// Standard normal Q, K and V.
+  Normal,
+  /// Scores that grow towards the keys visited last, so that nearly every KV
+  /// block moves the row max past the rescale threshold.
+  Growing,
+  /// Normal, with rare entries of Q and K scaled by 16 and of V by 100.
+  Outliers,
+};
 
 struct Problem {
   int64_t batch = 1, seqQ = 1, seqK = 1;
@@ -30,6 +41,12 @@ void referenceAttention(const Problem &problem, const std::vector<float> &q,
                         const std::vector<float> &v, std::vector<double> &out,
                         std::vector<double> &lse);
 
+/// Seeded inputs of one distribution, each value rounded to the input type
+/// (bf16 or fp16), in the layouts above.
+void fillInputs(const Problem &problem, bool bf16, uint64_t seed,
+                InputDistribution distribution, std::vector<float> &q,
+                std::vector<float> &k, std::vector<float> &v);
+
 } // namespace mlir::fa4::sim
 
-#endif // FA4_LIB_SIM_REFERENCE_H
+#endif // FA4_SIM_REFERENCE_H

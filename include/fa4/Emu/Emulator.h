@@ -1,0 +1,128 @@
+//===- Emulator.h - fa4-emu: run sm_100a PTX on the CPU ---------*- C++ -*-===//
+//
+// The front door of the emulator. A Program is PTX text as ptxas would read
+// it, parsed once; a Device holds global memory; launch() runs a grid of CTAs
+// of the program's kernel over them, every thread with its own registers and
+// program counter, and reports what the PTX ISA says went wrong: bad
+// addresses, divergent collectives, barrier misuse, hazards between the
+// asynchronous units (TMA, tensor core) and the threads, deadlocks.
+//
+// What is modelled and what is not is written down in docs/Emulator.md.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef FA4_EMU_EMULATOR_H
+#define FA4_EMU_EMULATOR_H
+
+#include "fa4/Runtime/TensorMapSpec.h"
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace mlir::fa4::emu {
+
+struct Program;
+
+/// Parses PTX text. Null with `error` (line and reason) when the text is not
+/// PTX the emulator understands; an unknown instruction is named.
+std::shared_ptr<const Program> parsePtx(const std::string &text,
+                                        std::string &error);
+
+/// One .param of a kernel entry.
+struct KernelParam {
+  std::string name;
+  uint32_t bytes = 0;
+  uint32_t align = 1;
+};
+/// The entry's parameters in order; empty when `kernel` is not an entry.
+std::vector<KernelParam> kernelParams(const Program &program,
+                                      const std::string &kernel);
+
+/// Global memory: allocations at addresses that look like device pointers,
+/// each bounds-checked on every access.
+class Device {
+public:
+  Device();
+  ~Device();
+  /// A zeroed allocation of `bytes`, 256-byte aligned.
+  uint64_t allocate(uint64_t bytes);
+  /// Host view of [address, address + bytes); null if it is not inside one
+  /// allocation.
+  uint8_t *host(uint64_t address, uint64_t bytes);
+
+  struct Allocation {
+    uint64_t base;
+    std::vector<uint8_t> bytes;
+  };
+
+private:
+  friend class CtaMachine;
+  std::map<uint64_t, Allocation> allocations;
+  uint64_t next;
+};
+
+/// Encodes a tensor map into the 128 bytes a kernel receives by value,
+/// checking the rules of cuTensorMapEncodeTiled. The byte layout is the
+/// emulator's own (the driver's is not public).
+bool encodeTensorMap(const runtime::TensorMapSpec &spec, uint8_t out[128],
+                     std::string &error);
+bool decodeTensorMap(const uint8_t in[128], runtime::TensorMapSpec &spec,
+                     std::string &error);
+
+struct LaunchConfig {
+  std::string kernel;
+  uint32_t grid[3] = {1, 1, 1};
+  uint32_t block[3] = {1, 1, 1};
+  uint32_t dynamicSmemBytes = 0;
+  /// One byte string per kernel parameter, in order.
+  std::vector<std::vector<uint8_t>> arguments;
+  /// Seeds the schedule: which thread runs next, for how long, and when each
+  /// asynchronous operation completes.
+  uint64_t seed = 0;
+  /// Asynchronous operations complete within this many executed
+  /// instructions of their issue (or earlier, when every thread waits).
+  uint64_t maxAsyncDelay = 4096;
+  /// CTAs run in parallel on this many host threads.
+  unsigned workers = 1;
+  /// Stop a CTA past this many instructions (a livelock guard).
+  uint64_t instructionLimit = uint64_t(1) << 34;
+};
+
+struct LaunchReport {
+  /// Faults: bad addresses, unknown encodings, divergent collectives,
+  /// register budget violations, leaks. The first few, then a count.
+  std::vector<std::string> errors;
+  int64_t errorCount = 0;
+  std::vector<std::string> hazards;
+  int64_t hazardCount = 0;
+  std::vector<std::string> barrierMisuse;
+  int64_t barrierMisuseCount = 0;
+  /// One line per blocked warp when a CTA deadlocked.
+  std::vector<std::string> deadlock;
+
+  int64_t ctas = 0;
+  int64_t instructions = 0;
+  /// Instructions executed by the threads of each warp index.
+  std::vector<int64_t> instructionsPerWarp;
+  int64_t mmas = 0;
+  int64_t tmaLoadBytes = 0;
+  int64_t tmaStoreBytes = 0;
+
+  bool clean() const {
+    return errorCount == 0 && hazardCount == 0 && barrierMisuseCount == 0 &&
+           deadlock.empty();
+  }
+};
+
+/// Runs one launch to completion. Returns false with `error` when it cannot
+/// start (no such kernel, wrong arguments); what happens once it runs is in
+/// `report`.
+bool launch(const Program &program, Device &device, const LaunchConfig &config,
+            LaunchReport &report, std::string &error);
+
+} // namespace mlir::fa4::emu
+
+#endif // FA4_EMU_EMULATOR_H

@@ -1,0 +1,111 @@
+//===- Launch.h - from a launch manifest to launch arguments ----*- C++ -*-===//
+//
+// The host side of running an fa4 kernel, written once for every backend:
+// read the manifest fa4c writes beside a cubin, check a problem's sizes
+// against it, bind each tensor map to the problem's sizes and buffers,
+// encode the maps with the backend's encoder, lay out the parameters in the
+// manifest's order, and size the persistent grid. The CUDA driver and fa4-emu
+// differ only in the encoder and in who runs the result.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef FA4_RUNTIME_LAUNCH_H
+#define FA4_RUNTIME_LAUNCH_H
+
+#include "fa4/Runtime/TensorMapSpec.h"
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace mlir::fa4::runtime {
+
+/// What a launch manifest says (docs/Pipeline.md, "The manifest").
+struct Manifest {
+  std::string kernel, cubin, ptx, target;
+  uint32_t block[3] = {1, 1, 1};
+  int64_t smCount = 1;
+  std::string order;
+  uint32_t dynamicSmemBytes = 0;
+  uint32_t tmemColumns = 0;
+
+  /// The attention variant.
+  std::string mask = "none";
+  int64_t windowLeft = -1, windowRight = -1;
+  double scale = 1.0, softcap = 0.0;
+  int64_t headDim = 0, qHeads = 0, kvHeads = 0;
+  std::string dtype;
+  bool lse = false;
+  int64_t rowsPerTask = 0;
+
+  /// A tensor map's entry: sizes and strides are numbers or expressions in
+  /// `batch`, `seq_q` and `seq_k` ("8192 * seq_q").
+  struct TensorMap {
+    std::string tensor, dtype;
+    uint32_t rank = 0;
+    std::vector<std::string> dims, strides;
+    uint32_t box[5] = {};
+    uint32_t elementStrides[5] = {1, 1, 1, 1, 1};
+    TensorMapSwizzle swizzle = TensorMapSwizzle::None;
+    TensorMapOobFill oobFill = TensorMapOobFill::Zero;
+  };
+  std::vector<TensorMap> tensorMaps;
+
+  struct Parameter {
+    std::string name, type;
+  };
+  std::vector<Parameter> parameters;
+
+  struct Role {
+    std::string name;
+    int64_t firstWarp = 0, numWarps = 0, registers = 0;
+  };
+  std::vector<Role> roles;
+};
+
+/// Parses a manifest; false with `error` naming the field when it is
+/// malformed or from an incompatible fa4.
+bool parseManifest(const std::string &json, Manifest &manifest,
+                   std::string &error);
+
+/// One launch's sizes.
+struct Shapes {
+  int64_t batch = 1, seqQ = 1, seqK = 1;
+};
+
+/// Device addresses of the tensors: Q, O [batch, seq_q, q_heads, head_dim],
+/// K, V [batch, seq_k, kv_heads, head_dim], LSE [batch, q_heads, seq_q] f32
+/// (0 when the kernel writes none).
+struct Buffers {
+  uint64_t q = 0, k = 0, v = 0, o = 0, lse = 0;
+};
+
+/// Encodes one tensor map into the 128 bytes the kernel takes by value.
+using TensorMapEncoder =
+    std::function<bool(const TensorMapSpec &, uint8_t *, std::string &)>;
+
+struct LaunchPlan {
+  uint32_t grid[3] = {1, 1, 1};
+  uint32_t block[3] = {1, 1, 1};
+  uint32_t dynamicSmemBytes = 0;
+  /// The persistent scheduler's tasks: (batch, kv head, m block).
+  int64_t tasks = 0;
+  /// Per tensor map, by tensor name (q, k, v, o).
+  std::vector<std::pair<std::string, TensorMapSpec>> tensorMaps;
+  /// One byte string per kernel parameter, in the manifest's order.
+  std::vector<std::vector<uint8_t>> arguments;
+};
+
+/// The largest sizes a launch accepts: every index the kernel computes stays
+/// below 2^31 (docs/Runtime.md).
+bool checkShapes(const Manifest &manifest, const Shapes &shapes,
+                 std::string &error);
+
+bool planLaunch(const Manifest &manifest, const Shapes &shapes,
+                const Buffers &buffers, const TensorMapEncoder &encode,
+                LaunchPlan &plan, std::string &error);
+
+} // namespace mlir::fa4::runtime
+
+#endif // FA4_RUNTIME_LAUNCH_H

@@ -1,0 +1,623 @@
+//===- Async.cpp - mbarriers, TMA, the tensor core --------------------------===//
+//
+// The units that work beside the threads. mbarriers follow the PTX ISA's
+// phase model: a phase completes when its pending arrivals reach zero and its
+// transaction count is zero, and `try_wait.parity p` succeeds once the phase
+// of parity p has completed. TMA copies and tensor-core operations are
+// queued at issue and take effect at a seeded random later point: a TMA copy
+// on its own, the tensor-core operations of a CTA in issue order (one pipe),
+// a commit once everything issued before it has completed. Issue-time checks
+// catch the hazards between the asynchronous proxy and the threads.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Machine.h"
+
+#include "fa4/Support/AttentionMath.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <sstream>
+
+namespace mlir::fa4::emu {
+
+namespace {
+std::string hex(uint64_t v) {
+  std::ostringstream os;
+  os << "0x" << std::hex << v;
+  return os.str();
+}
+
+/// f16 and bf16 bit patterns to float, tabulated once.
+const float *halfTable(bool bf16) {
+  static const std::vector<float> f16 = [] {
+    std::vector<float> t(65536);
+    for (uint32_t i = 0; i < 65536; ++i)
+      t[i] = halfBitsToFloat(static_cast<uint16_t>(i));
+    return t;
+  }();
+  static const std::vector<float> b16 = [] {
+    std::vector<float> t(65536);
+    for (uint32_t i = 0; i < 65536; ++i)
+      t[i] = bfloat16BitsToFloat(static_cast<uint16_t>(i));
+    return t;
+  }();
+  return bf16 ? b16.data() : f16.data();
+}
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// mbarriers
+//===----------------------------------------------------------------------===//
+
+CtaMachine::Mbarrier *CtaMachine::barrierAt(Thread &th, uint32_t addr) {
+  if (addr % 8 || !checkShared(addr, 8)) {
+    error(th, "mbarrier address " + hex(addr) +
+                  " is not an 8-byte aligned address of the CTA's shared memory");
+    return nullptr;
+  }
+  auto it = barriers.find(addr);
+  if (it == barriers.end()) {
+    error(th, "uses the mbarrier at smem " + hex(addr) + " before mbarrier.init");
+    return nullptr;
+  }
+  return &it->second;
+}
+
+void CtaMachine::completePhase(Mbarrier &bar) {
+  ++bar.phase;
+  bar.pending = bar.expected;
+  bar.tx = 0;
+  for (uint32_t waiter : bar.waiters)
+    if (threads[waiter].state == State::Mbarrier)
+      makeRunnable(waiter);
+  bar.waiters.clear();
+}
+
+void CtaMachine::arrive(uint32_t addr, Mbarrier &bar, int64_t count,
+                        const std::string &who) {
+  if (bar.pending - count < 0) {
+    misuse(who + ": arrives on the mbarrier at smem " + hex(addr) +
+           " past its expected count (" + std::to_string(bar.expected) +
+           " arrivals, " + std::to_string(bar.pending) +
+           " pending, a transaction count of " + std::to_string(bar.tx) +
+           " still outstanding)");
+    return;
+  }
+  bar.pending -= count;
+  if (bar.pending == 0 && bar.tx == 0)
+    completePhase(bar);
+}
+
+void CtaMachine::completeTx(uint32_t addr, Mbarrier &bar, int64_t bytes) {
+  bar.tx -= bytes;
+  if (bar.pending == 0 && bar.tx < 0)
+    misuse("the mbarrier at smem " + hex(addr) + " received " +
+           std::to_string(-bar.tx) +
+           " more transaction bytes than its arrivals expected (a missing or "
+           "short expect_tx)");
+  if (bar.pending == 0 && bar.tx == 0)
+    completePhase(bar);
+}
+
+bool CtaMachine::execMbarrier(uint32_t t, const Inst &in) {
+  Thread &th = threads[t];
+  const Operand *o = in.operands;
+  const Operand &addrOp = in.op == Op::MbarArrive || in.op == Op::MbarTryWait ? o[1] : o[0];
+  uint32_t addr = static_cast<uint32_t>(address(th, addrOp));
+  if (in.op == Op::MbarInit) {
+    if (addr % 8 || !checkShared(addr, 8)) {
+      error(th, "mbarrier.init at " + hex(addr) +
+                    ", which is not an 8-byte aligned shared address");
+      return true;
+    }
+    uint64_t count = read(th, o[1], Ty::U32);
+    if (count == 0 || count >= (1u << 20)) {
+      error(th, "mbarrier.init with count " + std::to_string(count) +
+                    " (1 to 2^20 - 1)");
+      return true;
+    }
+    auto it = barriers.find(addr);
+    if (it != barriers.end() && !it->second.waiters.empty())
+      misuse(at(th) + ": re-initializes the mbarrier at smem " + hex(addr) +
+             " while threads wait on it");
+    Mbarrier &bar = barriers[addr];
+    bar = Mbarrier();
+    bar.expected = static_cast<uint32_t>(count);
+    bar.pending = count;
+    return true;
+  }
+  Mbarrier *bar = barrierAt(th, addr);
+  if (!bar)
+    return true;
+  switch (in.op) {
+  case Op::MbarInval:
+    barriers.erase(addr);
+    return true;
+  case Op::MbarExpectTx:
+    bar->tx += static_cast<int64_t>(read(th, o[1], Ty::U32));
+    return true;
+  case Op::MbarArrive: {
+    int64_t count = 1;
+    if (in.flags & kExpectTx)
+      bar->tx += static_cast<int64_t>(read(th, o[2], Ty::U32));
+    else if (in.numOperands == 3)
+      count = static_cast<int64_t>(read(th, o[2], Ty::U32));
+    // The state token: the phase this arrival belongs to.
+    write(th, o[0], bar->phase, Ty::B64);
+    arrive(addr, *bar, count, at(th));
+    return true;
+  }
+  case Op::MbarTryWait: {
+    bool done;
+    uint64_t parity = 0;
+    if (in.flags & kParity) {
+      parity = read(th, o[2], Ty::U32) & 1;
+      done = (bar->phase & 1) != parity;
+    } else {
+      done = bar->phase > read(th, o[2], Ty::B64);
+    }
+    if (done || (in.flags & kTest)) {
+      write(th, o[0], done, Ty::Pred);
+      if (done)
+        th.waiting = false;
+      return true;
+    }
+    if (th.waiting && th.waitBarrier == addr && bar->phase >= th.waitSnapshot + 2)
+      misuse(at(th) + ": waited for the phase of parity " + std::to_string(parity) +
+             " of the mbarrier at smem " + hex(addr) + " while it completed " +
+             std::to_string(bar->phase - th.waitSnapshot) +
+             " phases: the producer lapped this consumer");
+    if (!th.waiting || th.waitBarrier != addr) {
+      th.waiting = true;
+      th.waitBarrier = addr;
+      th.waitSnapshot = bar->phase;
+    }
+    bar->waiters.push_back(t);
+    block(t, State::Mbarrier);
+    return false;
+  }
+  default:
+    return true;
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Tensor memory
+//===----------------------------------------------------------------------===//
+
+bool CtaMachine::tmemCheck(const Thread *th, const TmemRect &rect,
+                           const std::string &what) {
+  bool inside = rect.lane1 <= kTmemLanes;
+  if (inside) {
+    inside = false;
+    for (auto [column, count] : tmemAllocations)
+      if (rect.col0 >= column && rect.col1 <= column + count)
+        inside = true;
+  }
+  if (inside)
+    return true;
+  std::string message = what + " reaches TMEM lanes " + std::to_string(rect.lane0) +
+                        ".." + std::to_string(rect.lane1 - 1) + ", columns " +
+                        std::to_string(rect.col0) + ".." +
+                        std::to_string(rect.col1 - 1) +
+                        ", outside every tcgen05.alloc allocation";
+  error(th ? *th : threads[0], message);
+  return false;
+}
+
+//===----------------------------------------------------------------------===//
+// TMA
+//===----------------------------------------------------------------------===//
+
+bool CtaMachine::decodeMap(Thread &th, uint64_t generic,
+                           runtime::TensorMapSpec &map) {
+  if (generic % 64) {
+    error(th, "the tensor map at " + hex(generic) +
+                  " is not 64-byte aligned (TMA descriptors must be)");
+    return false;
+  }
+  uint32_t smemAddr;
+  uint8_t *bytes = memory(th, Space::Generic, generic, 128, false, smemAddr);
+  if (!bytes)
+    return false;
+  std::string why;
+  if (!decodeTensorMap(bytes, map, why)) {
+    error(th, "the operand at " + hex(generic) + " is not a tensor map: " + why);
+    return false;
+  }
+  return true;
+}
+
+void CtaMachine::execTma(Thread &th, const Inst &in) {
+  bool load = in.op == Op::TmaLoad;
+  const Operand &mapOp = in.operands[load ? 1 : 0];
+  const Operand &smemOp = in.operands[load ? 0 : 1];
+  TmaOp op;
+  op.load = load;
+  op.thread = th.tid;
+  op.source = in.source;
+  if (!decodeMap(th, address(th, mapOp), op.map))
+    return;
+  if (op.map.rank != in.count || mapOp.vecCount != in.count) {
+    error(th, "a " + std::to_string(in.count) + "d copy with a rank-" +
+                  std::to_string(op.map.rank) + " tensor map and " +
+                  std::to_string(mapOp.vecCount) + " coordinates");
+    return;
+  }
+  for (uint32_t d = 0; d < op.map.rank; ++d) {
+    op.coords[d] = static_cast<int32_t>(
+        read(th, program.vectors[mapOp.vecBegin + d], Ty::S32));
+    if (op.map.elementStrides[d] != 1) {
+      error(th, "tensor maps with element strides other than 1 are not modelled");
+      return;
+    }
+  }
+  uint64_t bytes = runtime::elementBytes(op.map.dataType);
+  for (uint32_t d = 0; d < op.map.rank; ++d)
+    bytes *= op.map.boxDims[d];
+  op.bytes = static_cast<uint32_t>(bytes);
+  op.smem = static_cast<uint32_t>(address(th, smemOp));
+  if (op.smem % 128 || !checkShared(op.smem, op.bytes)) {
+    error(th, std::string("TMA ") + (load ? "destination" : "source") + " [" +
+                  hex(op.smem) + ", " + hex(uint64_t(op.smem) + op.bytes) +
+                  ") is not a 128-byte aligned range of the CTA's shared memory");
+    return;
+  }
+  Interval region{op.smem, op.smem + op.bytes};
+  for (const TmaOp &other : tmaInFlight) {
+    Interval theirs{other.smem, other.smem + other.bytes};
+    if (!theirs.overlaps(region) || (!load && !other.load))
+      continue;
+    hazard(at(th) + ": " + (load ? "writes" : "reads") + " shared memory [" +
+           hex(region.begin) + ", " + hex(region.end) + ") that an in-flight TMA " +
+           (other.load ? "load" : "store") + " (" + program.sources[other.source] +
+           ") is " + (other.load ? "writing" : "reading"));
+  }
+  if (load) {
+    for (const TensorOp &mma : tensorPipe)
+      if (!mma.commit && (mma.aSmem.overlaps(region) || mma.bSmem.overlaps(region)))
+        hazard(at(th) + ": overwrites shared memory [" + hex(region.begin) + ", " +
+               hex(region.end) + ") that an in-flight MMA (" +
+               program.sources[mma.source] + ") is still reading");
+    op.barrier = static_cast<uint32_t>(address(th, in.operands[2]));
+    if (!barrierAt(th, op.barrier))
+      return;
+    report.tmaLoadBytes += op.bytes;
+  } else {
+    if (unfencedBytes)
+      for (uint32_t a = region.begin; a < region.end; ++a)
+        if (unfencedOwner[a]) {
+          hazard(at(th) + ": the TMA store reads shared memory " + hex(a) +
+                 " that thread " + std::to_string(unfencedOwner[a] - 1) +
+                 " wrote through the generic proxy with no fence.proxy.async "
+                 "since");
+          break;
+        }
+    op.group = th.committedGroups;
+    ++th.storesInFlight[op.group];
+    report.tmaStoreBytes += op.bytes;
+  }
+  op.due = now + rng() % (config.maxAsyncDelay + 1);
+  tmaInFlight.push_back(op);
+}
+
+/// Moves one TMA box between global and shared memory, a box row at a time:
+/// rows are the innermost dimension, laid densely in shared memory and
+/// swizzled in 16-byte chunks.
+void CtaMachine::runTma(TmaOp &op) {
+  const runtime::TensorMapSpec &map = op.map;
+  Thread &th = threads[op.thread];
+  uint32_t eb = runtime::elementBytes(map.dataType);
+  uint32_t rowBytes = map.boxDims[0] * eb;
+  Swizzle swizzle = static_cast<Swizzle>(map.swizzle);
+  uint32_t rows = 1;
+  for (uint32_t d = 1; d < map.rank; ++d)
+    rows *= map.boxDims[d];
+  std::vector<uint8_t> row(rowBytes);
+  uint64_t fill = 0;
+  if (map.oobFill == runtime::TensorMapOobFill::NanRequestZeroFma)
+    fill = eb == 2 ? 0x7fff : eb == 4 ? 0x7fffffff : ~0ull >> 1;
+  for (uint32_t r = 0; r < rows && !stopped; ++r) {
+    // The outer coordinates of this row.
+    bool inBounds = true;
+    uint64_t rowAddress = map.globalAddress;
+    uint32_t rest = r;
+    for (uint32_t d = 1; d < map.rank; ++d) {
+      int64_t c = op.coords[d] + rest % map.boxDims[d];
+      rest /= map.boxDims[d];
+      if (c < 0 || uint64_t(c) >= map.globalDims[d])
+        inBounds = false;
+      rowAddress += uint64_t(c) * map.globalStrides[d - 1];
+    }
+    // The in-bounds span of the row: [first, last).
+    int64_t first = std::max<int64_t>(0, -op.coords[0]);
+    int64_t last = std::min<int64_t>(map.boxDims[0],
+                                     int64_t(map.globalDims[0]) - op.coords[0]);
+    if (!inBounds)
+      last = first;
+    uint8_t *global = nullptr;
+    if (last > first) {
+      uint64_t begin = rowAddress + uint64_t(op.coords[0] + first) * eb;
+      global = device.host(begin, uint64_t(last - first) * eb);
+      if (!global) {
+        error(th, std::string("the TMA ") + (op.load ? "load" : "store") + " (" +
+                      program.sources[op.source] + ") reaches global address " +
+                      hex(begin) +
+                      ", outside every allocation: the tensor map's dims or "
+                      "strides exceed its tensor");
+        return;
+      }
+    }
+    uint32_t rowBase = op.smem + r * rowBytes;
+    if (op.load) {
+      for (uint32_t i = 0; i < map.boxDims[0]; ++i)
+        std::memcpy(row.data() + i * eb, &fill, eb);
+      if (global)
+        std::memcpy(row.data() + first * eb, global, (last - first) * eb);
+      for (uint32_t chunk = 0; chunk < rowBytes; chunk += 16)
+        std::memcpy(smem.data() + tmaBoxAddress(swizzle, rowBase, chunk),
+                    row.data() + chunk, std::min(16u, rowBytes - chunk));
+    } else {
+      for (uint32_t chunk = 0; chunk < rowBytes; chunk += 16)
+        std::memcpy(row.data() + chunk,
+                    smem.data() + tmaBoxAddress(swizzle, rowBase, chunk),
+                    std::min(16u, rowBytes - chunk));
+      if (global)
+        std::memcpy(global, row.data() + first * eb, (last - first) * eb);
+    }
+  }
+  if (op.load) {
+    auto it = barriers.find(op.barrier);
+    if (it == barriers.end())
+      misuse("a TMA load (" + program.sources[op.source] +
+             ") completed on the mbarrier at smem " + hex(op.barrier) +
+             ", which is no longer initialized");
+    else
+      completeTx(op.barrier, it->second, op.bytes);
+  } else {
+    auto it = th.storesInFlight.find(op.group);
+    if (it != th.storesInFlight.end() && --it->second == 0)
+      th.storesInFlight.erase(it);
+    if (th.state == State::BulkWait)
+      makeRunnable(th.tid);
+  }
+}
+
+bool CtaMachine::execBulkWait(uint32_t t, const Inst &in) {
+  Thread &th = threads[t];
+  uint64_t allowed = static_cast<uint64_t>(in.operands[0].imm);
+  uint64_t pendingGroups = 0;
+  for (auto [group, count] : th.storesInFlight)
+    if (group < th.committedGroups && count)
+      ++pendingGroups;
+  if (pendingGroups <= allowed)
+    return true;
+  block(t, State::BulkWait);
+  return false;
+}
+
+//===----------------------------------------------------------------------===//
+// The tensor core
+//===----------------------------------------------------------------------===//
+
+void CtaMachine::execMma(Thread &th, const Inst &in) {
+  TensorOp op;
+  op.source = in.source;
+  op.thread = th.tid;
+  std::string why;
+  uint32_t idesc = static_cast<uint32_t>(read(th, in.operands[3], Ty::B32));
+  if (!decodeInstrDescriptorF16(idesc, op.instr, why)) {
+    error(th, "tcgen05.mma: " + why);
+    return;
+  }
+  if (op.instr.m != 128 || !op.instr.dF32) {
+    error(th, "tcgen05.mma with M = " + std::to_string(op.instr.m) +
+                  (op.instr.dF32 ? "" : " and an f16 accumulator") +
+                  " is not modelled (M = 128, f32 D are)");
+    return;
+  }
+  op.d = static_cast<uint32_t>(address(th, in.operands[0]));
+  op.aInTmem = in.flags & kTmemA;
+  op.accumulate = read(th, in.operands[4], Ty::Pred) & 1;
+  op.bDesc = read(th, in.operands[2], Ty::B64);
+  if (!decodeSmemDescriptor(op.bDesc, op.b, why)) {
+    error(th, "tcgen05.mma operand B: " + why);
+    return;
+  }
+  if (op.aInTmem) {
+    op.aTmem = static_cast<uint32_t>(address(th, in.operands[1]));
+    if (op.instr.aMajor != Major::K) {
+      error(th, "tcgen05.mma with A in TMEM must have a K-major A");
+      return;
+    }
+  } else {
+    op.aDesc = read(th, in.operands[1], Ty::B64);
+    if (!decodeSmemDescriptor(op.aDesc, op.a, why)) {
+      error(th, "tcgen05.mma operand A: " + why);
+      return;
+    }
+  }
+  // What the MMA will touch, for the hazard checks.
+  auto span = [&](const SmemDescriptor &desc, Major major, uint32_t extent) {
+    Interval range{~0u, 0};
+    for (uint32_t mn = 0; mn < extent; ++mn)
+      for (uint32_t k = 0; k < 16; ++k) {
+        uint32_t a = operandAddress(desc, major, mn, k, 2);
+        range.begin = std::min(range.begin, a);
+        range.end = std::max(range.end, a + 2);
+      }
+    return range;
+  };
+  if (!op.aInTmem)
+    op.aSmem = span(op.a, op.instr.aMajor, op.instr.m);
+  op.bSmem = span(op.b, op.instr.bMajor, op.instr.n);
+  for (const Interval &range : {op.aSmem, op.bSmem})
+    if (range.end > range.begin && !checkShared(range.begin, range.end - range.begin)) {
+      error(th, "tcgen05.mma reads shared memory [" + hex(range.begin) + ", " +
+                    hex(range.end) + "), outside the CTA's shared memory "
+                    "(check the descriptor's start address, LBO and SBO)");
+      return;
+    }
+  uint32_t dLane = op.d >> 16, dCol = op.d & 0xffff;
+  op.dRect = {dLane, dLane + op.instr.m, dCol, dCol + op.instr.n};
+  if (dLane != 0) {
+    error(th, "tcgen05.mma with M = 128 must write TMEM from lane 0, not lane " +
+                  std::to_string(dLane));
+    return;
+  }
+  if (!tmemCheck(&th, op.dRect, "the MMA's accumulator"))
+    return;
+  if (op.aInTmem) {
+    uint32_t aLane = op.aTmem >> 16, aCol = op.aTmem & 0xffff;
+    op.aRect = {aLane, aLane + op.instr.m, aCol, aCol + 8};
+    if (aLane != 0) {
+      error(th, "tcgen05.mma reads A from TMEM lane " + std::to_string(aLane) +
+                    " (M = 128 reads lanes 0..127)");
+      return;
+    }
+    if (!tmemCheck(&th, op.aRect, "the MMA's A operand"))
+      return;
+  }
+  // Hazards against the threads and the other asynchronous units.
+  for (const TmaOp &tma : tmaInFlight) {
+    Interval region{tma.smem, tma.smem + tma.bytes};
+    if (tma.load && (region.overlaps(op.aSmem) || region.overlaps(op.bSmem)))
+      hazard(at(th) + ": the MMA reads shared memory [" + hex(region.begin) + ", " +
+             hex(region.end) + ") that an in-flight TMA load (" +
+             program.sources[tma.source] + ") is still writing");
+  }
+  if (unfencedBytes)
+    for (const Interval &range : {op.aSmem, op.bSmem})
+      for (uint32_t a = range.begin; a < range.end; ++a)
+        if (unfencedOwner[a]) {
+          hazard(at(th) + ": the MMA reads shared memory " + hex(a) + " that thread " +
+                 std::to_string(unfencedOwner[a] - 1) +
+                 " wrote through the generic proxy with no fence.proxy.async since");
+          break;
+        }
+  for (const Thread &other : threads)
+    for (const TmemRect &rect : other.pendingSt)
+      if ((op.aInTmem && rect.overlaps(op.aRect)) || rect.overlaps(op.dRect)) {
+        hazard(at(th) + ": the MMA " +
+               (op.aInTmem && rect.overlaps(op.aRect) ? "reads" : "writes") +
+               " TMEM lane " + std::to_string(rect.lane0) + " columns " +
+               std::to_string(rect.col0) + ".." + std::to_string(rect.col1 - 1) +
+               " that " + threadName(other) +
+               " stored with tcgen05.st and has not waited for (tcgen05.wait::st)");
+        break;
+      }
+  uint64_t due = now + rng() % (config.maxAsyncDelay + 1);
+  if (!tensorPipe.empty())
+    due = std::max(due, tensorPipe.back().due);
+  op.due = due;
+  tensorPipe.push_back(op);
+  ++report.mmas;
+}
+
+void CtaMachine::execCommit(Thread &th, const Inst &in) {
+  TensorOp op;
+  op.commit = true;
+  op.source = in.source;
+  op.thread = th.tid;
+  op.barrier = static_cast<uint32_t>(address(th, in.operands[0]));
+  if (!barrierAt(th, op.barrier))
+    return;
+  op.due = tensorPipe.empty() ? now : tensorPipe.back().due;
+  tensorPipe.push_back(op);
+}
+
+/// One kind::f16 MMA: D[m][n] (+)= sum over k < 16 of A[m][k] * B[n][k], the
+/// products exact in f32 (11-bit significands), summed in f32 in k order
+/// onto D.
+void CtaMachine::runTensorOp(TensorOp &op) {
+  Thread &th = threads[op.thread];
+  if (op.commit) {
+    auto it = barriers.find(op.barrier);
+    if (it == barriers.end())
+      misuse("tcgen05.commit (" + program.sources[op.source] +
+             ") arrives on the mbarrier at smem " + hex(op.barrier) +
+             ", which is no longer initialized");
+    else
+      arrive(op.barrier, it->second, 1, program.sources[op.source]);
+    return;
+  }
+  const uint32_t M = op.instr.m, N = op.instr.n;
+  const float *aTable = halfTable(op.instr.aBf16);
+  const float *bTable = halfTable(op.instr.bBf16);
+  float a[128][16];
+  std::vector<float> bt(16 * N);
+  auto smemHalf = [&](uint32_t addr) {
+    uint16_t bits;
+    std::memcpy(&bits, smem.data() + addr, 2);
+    return bits;
+  };
+  for (uint32_t m = 0; m < M; ++m)
+    for (uint32_t k = 0; k < 16; ++k) {
+      uint16_t bits;
+      if (op.aInTmem) {
+        uint32_t word = tmem[size_t(m) * kTmemColumns + (op.aTmem & 0xffff) + k / 2];
+        bits = static_cast<uint16_t>(k % 2 ? word >> 16 : word);
+      } else {
+        bits = smemHalf(operandAddress(op.a, op.instr.aMajor, m, k, 2));
+      }
+      a[m][k] = op.instr.negateA ? -aTable[bits] : aTable[bits];
+    }
+  for (uint32_t n = 0; n < N; ++n)
+    for (uint32_t k = 0; k < 16; ++k) {
+      float b = bTable[smemHalf(operandAddress(op.b, op.instr.bMajor, n, k, 2))];
+      bt[k * N + n] = op.instr.negateB ? -b : b;
+    }
+  uint32_t dCol = op.d & 0xffff;
+  std::vector<float> acc(N);
+  for (uint32_t m = 0; m < M; ++m) {
+    uint32_t *row = tmem.data() + size_t(m) * kTmemColumns + dCol;
+    if (op.accumulate)
+      std::memcpy(acc.data(), row, N * 4);
+    else
+      std::fill(acc.begin(), acc.end(), 0.0f);
+    for (uint32_t k = 0; k < 16; ++k) {
+      float x = a[m][k];
+      const float *b = bt.data() + k * N;
+      for (uint32_t n = 0; n < N; ++n)
+        acc[n] += x * b[n];
+    }
+    std::memcpy(row, acc.data(), N * 4);
+  }
+  (void)th;
+}
+
+bool CtaMachine::completeAsync(bool force) {
+  bool any = false;
+  for (size_t i = 0; i < tmaInFlight.size() && !stopped;) {
+    if (tmaInFlight[i].due <= now) {
+      TmaOp op = tmaInFlight[i];
+      tmaInFlight.erase(tmaInFlight.begin() + i);
+      runTma(op);
+      any = true;
+    } else {
+      ++i;
+    }
+  }
+  while (!tensorPipe.empty() && tensorPipe.front().due <= now && !stopped) {
+    TensorOp op = tensorPipe.front();
+    tensorPipe.pop_front();
+    runTensorOp(op);
+    any = true;
+  }
+  if (any || !force || stopped)
+    return any;
+  // Every thread waits: time jumps to the earliest completion.
+  uint64_t next = ~0ull;
+  for (const TmaOp &op : tmaInFlight)
+    next = std::min(next, op.due);
+  if (!tensorPipe.empty())
+    next = std::min(next, tensorPipe.front().due);
+  if (next == ~0ull)
+    return false;
+  now = std::max(now, next);
+  return completeAsync(false);
+}
+
+} // namespace mlir::fa4::emu

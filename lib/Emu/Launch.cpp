@@ -1,0 +1,256 @@
+//===- Launch.cpp - global memory, tensor maps, a launch --------------------===//
+
+#include "Machine.h"
+
+#include <atomic>
+#include <cstring>
+#include <mutex>
+#include <thread>
+
+namespace mlir::fa4::emu {
+
+//===----------------------------------------------------------------------===//
+// Device
+//===----------------------------------------------------------------------===//
+
+Device::Device() : next(kGlobalBegin) {}
+Device::~Device() = default;
+
+uint64_t Device::allocate(uint64_t bytes) {
+  uint64_t base = next;
+  Allocation &a = allocations[base];
+  a.base = base;
+  a.bytes.assign(bytes, 0);
+  // A gap after every allocation, so that running off its end is caught
+  // rather than landing in a neighbour.
+  next += (bytes + 4096 + 255) / 256 * 256;
+  return base;
+}
+
+uint8_t *Device::host(uint64_t address, uint64_t bytes) {
+  auto it = allocations.upper_bound(address);
+  if (it == allocations.begin())
+    return nullptr;
+  --it;
+  Allocation &a = it->second;
+  if (address < a.base || address + bytes > a.base + a.bytes.size() ||
+      address + bytes < address)
+    return nullptr;
+  return a.bytes.data() + (address - a.base);
+}
+
+//===----------------------------------------------------------------------===//
+// Tensor maps
+//===----------------------------------------------------------------------===//
+
+namespace {
+// The emulator's 128-byte encoding: a magic word, then the fields.
+constexpr uint32_t kMagic = 0x4d543446; // "F4TM"
+struct Encoded {
+  uint32_t magic;
+  uint8_t dataType, rank, swizzle, oobFill;
+  uint64_t globalAddress;
+  uint64_t globalDims[5];
+  uint64_t globalStrides[4];
+  uint32_t boxDims[5];
+  uint8_t elementStrides[5];
+};
+static_assert(sizeof(Encoded) <= 128, "a tensor map is 128 bytes");
+} // namespace
+
+bool encodeTensorMap(const runtime::TensorMapSpec &spec, uint8_t out[128],
+                     std::string &error) {
+  using runtime::TensorMapDataType;
+  auto fail = [&](const std::string &message) {
+    error = message;
+    return false;
+  };
+  if (spec.rank < 1 || spec.rank > 5)
+    return fail("rank " + std::to_string(spec.rank) + " (1 to 5)");
+  if (static_cast<uint32_t>(spec.dataType) > 9)
+    return fail("unknown data type");
+  uint32_t eb = runtime::elementBytes(spec.dataType);
+  if (spec.globalAddress % 16)
+    return fail("global address is not 16-byte aligned");
+  for (uint32_t d = 0; d < spec.rank; ++d) {
+    if (spec.globalDims[d] == 0 || spec.globalDims[d] > (uint64_t(1) << 32))
+      return fail("dimension " + std::to_string(d) + " has size " +
+                  std::to_string(spec.globalDims[d]) + " (1 to 2^32)");
+    if (spec.boxDims[d] == 0 || spec.boxDims[d] > 256)
+      return fail("box dimension " + std::to_string(d) + " is " +
+                  std::to_string(spec.boxDims[d]) + " (1 to 256)");
+    if (spec.elementStrides[d] == 0 || spec.elementStrides[d] > 8)
+      return fail("element stride " + std::to_string(d) + " is " +
+                  std::to_string(spec.elementStrides[d]) + " (1 to 8)");
+  }
+  for (uint32_t d = 0; d + 1 < spec.rank; ++d)
+    if (spec.globalStrides[d] % 16 || spec.globalStrides[d] >= (uint64_t(1) << 40))
+      return fail("stride " + std::to_string(d + 1) + " is " +
+                  std::to_string(spec.globalStrides[d]) +
+                  " bytes (a multiple of 16 below 2^40)");
+  uint32_t innerBytes = spec.boxDims[0] * eb;
+  if (innerBytes % 16)
+    return fail("the box's inner dimension is " + std::to_string(innerBytes) +
+                " bytes (a multiple of 16)");
+  if (spec.swizzle != runtime::TensorMapSwizzle::None) {
+    uint32_t span = 16u << static_cast<uint32_t>(spec.swizzle);
+    if (innerBytes > span)
+      return fail("the box's inner dimension is " + std::to_string(innerBytes) +
+                  " bytes, more than the " + std::to_string(span) +
+                  "-byte swizzle span");
+  }
+  if (spec.oobFill == runtime::TensorMapOobFill::NanRequestZeroFma &&
+      spec.dataType != TensorMapDataType::Float16 &&
+      spec.dataType != TensorMapDataType::BFloat16 &&
+      spec.dataType != TensorMapDataType::Float32 &&
+      spec.dataType != TensorMapDataType::Float64)
+    return fail("NaN fill needs a floating-point type");
+  Encoded e;
+  std::memset(&e, 0, sizeof(e));
+  e.magic = kMagic;
+  e.dataType = static_cast<uint8_t>(spec.dataType);
+  e.rank = static_cast<uint8_t>(spec.rank);
+  e.swizzle = static_cast<uint8_t>(spec.swizzle);
+  e.oobFill = static_cast<uint8_t>(spec.oobFill);
+  e.globalAddress = spec.globalAddress;
+  for (int d = 0; d < 5; ++d) {
+    e.globalDims[d] = spec.globalDims[d];
+    e.boxDims[d] = spec.boxDims[d];
+    e.elementStrides[d] = static_cast<uint8_t>(spec.elementStrides[d]);
+  }
+  for (int d = 0; d < 4; ++d)
+    e.globalStrides[d] = spec.globalStrides[d];
+  std::memset(out, 0, 128);
+  std::memcpy(out, &e, sizeof(e));
+  return true;
+}
+
+bool decodeTensorMap(const uint8_t in[128], runtime::TensorMapSpec &spec,
+                     std::string &error) {
+  Encoded e;
+  std::memcpy(&e, in, sizeof(e));
+  if (e.magic != kMagic) {
+    error = "no tensor map encoding (bad magic)";
+    return false;
+  }
+  spec.dataType = static_cast<runtime::TensorMapDataType>(e.dataType);
+  spec.rank = e.rank;
+  spec.swizzle = static_cast<runtime::TensorMapSwizzle>(e.swizzle);
+  spec.oobFill = static_cast<runtime::TensorMapOobFill>(e.oobFill);
+  spec.globalAddress = e.globalAddress;
+  for (int d = 0; d < 5; ++d) {
+    spec.globalDims[d] = e.globalDims[d];
+    spec.boxDims[d] = e.boxDims[d];
+    spec.elementStrides[d] = e.elementStrides[d];
+  }
+  for (int d = 0; d < 4; ++d)
+    spec.globalStrides[d] = e.globalStrides[d];
+  // What the encoder accepted is what the kernel gets; check again so that
+  // a corrupted map is named, not executed.
+  uint8_t again[128];
+  return encodeTensorMap(spec, again, error);
+}
+
+//===----------------------------------------------------------------------===//
+// Launch
+//===----------------------------------------------------------------------===//
+
+bool launch(const Program &program, Device &device, const LaunchConfig &config,
+            LaunchReport &report, std::string &error) {
+  const Kernel *kernel = program.findKernel(config.kernel);
+  if (!kernel) {
+    error = "the PTX has no entry named '" + config.kernel + "'";
+    return false;
+  }
+  if (config.arguments.size() != kernel->params.size()) {
+    error = config.kernel + " takes " + std::to_string(kernel->params.size()) +
+            " parameters, the launch gives " + std::to_string(config.arguments.size());
+    return false;
+  }
+  std::vector<uint8_t> params(kernel->paramBytes, 0);
+  for (size_t i = 0; i < kernel->params.size(); ++i) {
+    if (config.arguments[i].size() != kernel->params[i].bytes) {
+      error = "parameter " + kernel->params[i].name + " is " +
+              std::to_string(kernel->params[i].bytes) + " bytes, the launch gives " +
+              std::to_string(config.arguments[i].size());
+      return false;
+    }
+    std::memcpy(params.data() + kernel->paramOffsets[i], config.arguments[i].data(),
+                config.arguments[i].size());
+  }
+  uint64_t blockThreads = uint64_t(config.block[0]) * config.block[1] * config.block[2];
+  if (blockThreads == 0 || blockThreads > 1024) {
+    error = "a block of " + std::to_string(blockThreads) + " threads (1 to 1024)";
+    return false;
+  }
+  if (kernel->reqntid && blockThreads != kernel->reqntid) {
+    error = config.kernel + " requires .reqntid " + std::to_string(kernel->reqntid) +
+            ", the launch gives " + std::to_string(blockThreads) + " threads";
+    return false;
+  }
+  uint64_t smemBytes = uint64_t(program.staticSmemBytes) + config.dynamicSmemBytes;
+  if (smemBytes > kSharedWindow - kSharedBase) {
+    error = "the launch asks for " + std::to_string(smemBytes) +
+            " bytes of shared memory; sm_100a has " +
+            std::to_string(kSharedWindow - kSharedBase) + " per CTA";
+    return false;
+  }
+  uint64_t ctas = uint64_t(config.grid[0]) * config.grid[1] * config.grid[2];
+  if (ctas == 0) {
+    error = "an empty grid";
+    return false;
+  }
+
+  std::mutex merge;
+  std::atomic<uint64_t> nextCta{0};
+  std::atomic<bool> failed{false};
+  auto mergeReport = [&](CtaReport &cta) {
+    std::lock_guard<std::mutex> lock(merge);
+    auto append = [](std::vector<std::string> &to, const std::vector<std::string> &from) {
+      for (const std::string &s : from)
+        if (to.size() < 16)
+          to.push_back(s);
+    };
+    append(report.errors, cta.errors);
+    append(report.hazards, cta.hazards);
+    append(report.barrierMisuse, cta.misuse);
+    if (report.deadlock.empty())
+      report.deadlock = cta.deadlock;
+    report.errorCount += cta.errorCount;
+    report.hazardCount += cta.hazardCount;
+    report.barrierMisuseCount += cta.misuseCount;
+    report.instructions += cta.instructions;
+    report.mmas += cta.mmas;
+    report.tmaLoadBytes += cta.tmaLoadBytes;
+    report.tmaStoreBytes += cta.tmaStoreBytes;
+    if (report.instructionsPerWarp.size() < cta.perWarp.size())
+      report.instructionsPerWarp.resize(cta.perWarp.size());
+    for (size_t w = 0; w < cta.perWarp.size(); ++w)
+      report.instructionsPerWarp[w] += cta.perWarp[w];
+    ++report.ctas;
+    if (cta.errorCount || !cta.deadlock.empty())
+      failed = true;
+  };
+  auto worker = [&]() {
+    while (!failed) {
+      uint64_t cta = nextCta++;
+      if (cta >= ctas)
+        return;
+      CtaReport local;
+      CtaMachine machine(program, *kernel, device, config, params,
+                         static_cast<uint32_t>(cta), local);
+      machine.run();
+      mergeReport(local);
+    }
+  };
+  unsigned workers = std::max(1u, std::min<unsigned>(config.workers, ctas));
+  std::vector<std::thread> pool;
+  for (unsigned i = 1; i < workers; ++i)
+    pool.emplace_back(worker);
+  worker();
+  for (std::thread &t : pool)
+    t.join();
+  return true;
+}
+
+} // namespace mlir::fa4::emu

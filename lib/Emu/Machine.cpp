@@ -1,0 +1,1352 @@
+//===- Machine.cpp - threads, the scheduler and the ALU ---------------------===//
+//
+// The per-thread half of a CTA: the scheduler, operand access, the integer
+// and floating-point instructions, loads and stores with their bounds and
+// hazard checks, and the warp- and CTA-collective rendezvous. The
+// asynchronous units live in Async.cpp.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Machine.h"
+
+#include "fa4/Support/AttentionMath.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <sstream>
+
+namespace mlir::fa4::emu {
+
+namespace {
+constexpr size_t kMaxMessages = 16;
+/// Instructions a lane runs before the next lane of its warp takes a turn.
+constexpr uint64_t kLaneSlice = 16;
+
+inline float asF32(uint64_t v) {
+  uint32_t b = static_cast<uint32_t>(v);
+  float f;
+  std::memcpy(&f, &b, 4);
+  return f;
+}
+inline uint64_t fromF32(float f) {
+  uint32_t b;
+  std::memcpy(&b, &f, 4);
+  return b;
+}
+inline double asF64(uint64_t v) {
+  double d;
+  std::memcpy(&d, &v, 8);
+  return d;
+}
+inline uint64_t fromF64(double d) {
+  uint64_t b;
+  std::memcpy(&b, &d, 8);
+  return b;
+}
+inline uint64_t maskTo(uint64_t v, unsigned bits) {
+  return bits >= 64 ? v : v & ((uint64_t(1) << bits) - 1);
+}
+inline int64_t signExtend(uint64_t v, unsigned bits) {
+  if (bits >= 64)
+    return static_cast<int64_t>(v);
+  uint64_t m = uint64_t(1) << (bits - 1);
+  v = maskTo(v, bits);
+  return static_cast<int64_t>((v ^ m) - m);
+}
+inline float flush(float x) {
+  return std::fpclassify(x) == FP_SUBNORMAL ? std::copysign(0.0f, x) : x;
+}
+std::string hex(uint64_t v) {
+  std::ostringstream os;
+  os << "0x" << std::hex << v;
+  return os.str();
+}
+/// PTX min/max: a NaN operand yields the other one, unless .NaN.
+inline float fmin2(float a, float b, bool nan) {
+  if (std::isnan(a) || std::isnan(b))
+    return nan ? std::nanf("") : (std::isnan(a) ? b : a);
+  if (a == 0 && b == 0)
+    return std::signbit(a) ? a : b;
+  return a < b ? a : b;
+}
+inline float fmax2(float a, float b, bool nan) {
+  if (std::isnan(a) || std::isnan(b))
+    return nan ? std::nanf("") : (std::isnan(a) ? b : a);
+  if (a == 0 && b == 0)
+    return std::signbit(a) ? b : a;
+  return a > b ? a : b;
+}
+} // namespace
+
+CtaMachine::CtaMachine(const Program &program, const Kernel &kernel,
+                       Device &device, const LaunchConfig &config,
+                       const std::vector<uint8_t> &params, uint32_t ctaLinear,
+                       CtaReport &report)
+    : program(program), kernel(kernel), device(device), config(config),
+      params(params), report(report) {
+  ctaId[0] = ctaLinear % config.grid[0];
+  ctaId[1] = (ctaLinear / config.grid[0]) % config.grid[1];
+  ctaId[2] = ctaLinear / (config.grid[0] * config.grid[1]);
+  rng.seed(config.seed * 0x9e3779b97f4a7c15ull + ctaLinear + 1);
+  numThreads = config.block[0] * config.block[1] * config.block[2];
+  uint32_t numWarps = (numThreads + 31) / 32;
+  threads.resize(numThreads);
+  warps.resize(numWarps);
+  registerFile.assign(size_t(numThreads) * program.numRegs, 0);
+  uint32_t initialRegisters =
+      kernel.maxnreg ? kernel.maxnreg
+                     : std::min<uint32_t>(255, 65536 / (numWarps * 32)) & ~7u;
+  for (uint32_t w = 0; w < numWarps; ++w) {
+    warps[w].registers = initialRegisters;
+    registerPool -= int64_t(initialRegisters) * 32;
+  }
+  for (uint32_t t = 0; t < numThreads; ++t) {
+    Thread &th = threads[t];
+    th.tid = t;
+    th.warp = t / 32;
+    th.lane = t % 32;
+    th.pc = kernel.begin;
+    th.regs = registerFile.data() + size_t(t) * program.numRegs;
+    makeRunnable(t);
+  }
+  // Lanes past the block's size in the last warp never exist.
+  if (numThreads % 32)
+    warps.back().absent = ~0u << (numThreads % 32);
+  uint32_t staticBytes = (program.staticSmemBytes + program.dynamicSmemAlign - 1) /
+                         program.dynamicSmemAlign * program.dynamicSmemAlign;
+  smemEnd = kSharedBase + staticBytes + config.dynamicSmemBytes;
+  smem.assign(smemEnd, 0);
+  unfencedOwner.assign(smemEnd, 0);
+  tmem.assign(size_t(kTmemLanes) * kTmemColumns, 0);
+  report.perWarp.assign(numWarps, 0);
+}
+
+//===----------------------------------------------------------------------===//
+// Reports
+//===----------------------------------------------------------------------===//
+
+std::string CtaMachine::threadName(const Thread &th) const {
+  std::ostringstream os;
+  os << "cta (" << ctaId[0] << "," << ctaId[1] << "," << ctaId[2] << ") thread "
+     << th.tid << " (warp " << th.warp << " lane " << th.lane << ")";
+  return os.str();
+}
+std::string CtaMachine::at(const Thread &th) const {
+  uint32_t pc = std::min<uint32_t>(th.pc, kernel.end - 1);
+  return threadName(th) + " at " + program.sources[program.code[pc].source];
+}
+void CtaMachine::error(const Thread &th, const std::string &message) {
+  if (report.errors.size() < kMaxMessages)
+    report.errors.push_back(at(th) + ": " + message);
+  ++report.errorCount;
+  stopped = true;
+}
+void CtaMachine::hazard(const std::string &message) {
+  if (report.hazards.size() < kMaxMessages)
+    report.hazards.push_back(message);
+  ++report.hazardCount;
+}
+void CtaMachine::misuse(const std::string &message) {
+  if (report.misuse.size() < kMaxMessages)
+    report.misuse.push_back(message);
+  ++report.misuseCount;
+}
+
+//===----------------------------------------------------------------------===//
+// Scheduling
+//===----------------------------------------------------------------------===//
+
+void CtaMachine::makeRunnable(uint32_t t) {
+  Thread &th = threads[t];
+  th.state = State::Ready;
+  if (th.runnableIndex != ~0u)
+    return;
+  th.runnableIndex = static_cast<uint32_t>(runnable.size());
+  runnable.push_back(t);
+}
+
+void CtaMachine::block(uint32_t t, State state) {
+  Thread &th = threads[t];
+  th.state = state;
+  if (th.runnableIndex == ~0u)
+    return;
+  uint32_t last = runnable.back();
+  runnable[th.runnableIndex] = last;
+  threads[last].runnableIndex = th.runnableIndex;
+  runnable.pop_back();
+  th.runnableIndex = ~0u;
+}
+
+void CtaMachine::run() {
+  while (!stopped) {
+    completeAsync(false);
+    if (stopped)
+      break;
+    if (runnable.empty()) {
+      if (completeAsync(true))
+        continue;
+      if (exitedThreads == numThreads)
+        break;
+      reportDeadlock();
+      break;
+    }
+    // A random warp runs for a random number of instructions, its ready
+    // lanes taking turns a few instructions at a time: lanes of a warp stay
+    // together, as the hardware's reconvergence keeps them, while warps
+    // interleave freely.
+    uint32_t t = runnable[rng() % runnable.size()];
+    uint32_t warp = threads[t].warp;
+    uint64_t budget = 1 + rng() % 1024;
+    bool progressed = true;
+    while (budget && progressed && !stopped) {
+      progressed = false;
+      for (uint32_t l = 0; l < 32 && budget && !stopped; ++l) {
+        uint32_t lane = warp * 32 + (threads[t].lane + l) % 32;
+        if (lane >= numThreads || threads[lane].state != State::Ready)
+          continue;
+        int64_t before = threads[lane].executed;
+        step(lane, std::min<uint64_t>(budget, kLaneSlice));
+        budget -= std::min<uint64_t>(budget, threads[lane].executed - before);
+        progressed = true;
+      }
+    }
+    if (report.instructions > int64_t(config.instructionLimit)) {
+      error(threads[t], "the CTA ran past " +
+                            std::to_string(config.instructionLimit) +
+                            " instructions (livelock?)");
+      break;
+    }
+  }
+  finish();
+}
+
+void CtaMachine::reportDeadlock() {
+  // One line per warp: where its blocked lanes wait and on what.
+  for (uint32_t w = 0; w < warps.size(); ++w) {
+    std::map<std::string, uint32_t> reasons;
+    for (uint32_t l = 0; l < 32 && w * 32 + l < numThreads; ++l) {
+      const Thread &th = threads[w * 32 + l];
+      if (th.state == State::Exited)
+        continue;
+      const Inst &in = program.code[th.pc];
+      std::ostringstream os;
+      os << program.sources[in.source] << ": ";
+      switch (th.state) {
+      case State::Mbarrier: {
+        auto it = barriers.find(th.waitBarrier);
+        os << "waits on the mbarrier at smem "
+           << hex(th.waitBarrier);
+        if (it != barriers.end()) {
+          const Mbarrier &b = it->second;
+          uint64_t parity = read(th, in.operands[2], Ty::B32) & 1;
+          os << " for the phase of parity " << parity << "; the barrier has "
+             << "completed " << b.phase << " phases (current parity "
+             << (b.phase & 1) << "), " << b.pending << " of " << b.expected
+             << " arrivals pending, tx-count " << b.tx;
+        }
+        break;
+      }
+      case State::Collective:
+        os << (in.op == Op::SetMaxNReg && warps[w].arrived == ~warps[w].exited
+                   ? "waits in setmaxnreg.inc for registers no other warp frees"
+                   : "waits at a warp-collective instruction for the rest of "
+                     "its warp");
+        break;
+      case State::CtaBarrier:
+        os << "waits at bar.sync (" << barSyncArrived << " of "
+           << numThreads - exitedThreads << " live threads arrived)";
+        break;
+      case State::BulkWait:
+        os << "waits for its bulk async-groups (TMA stores) to complete";
+        break;
+      default:
+        os << "is runnable";
+        break;
+      }
+      ++reasons[os.str()];
+    }
+    for (auto &[reason, lanes] : reasons)
+      report.deadlock.push_back("warp " + std::to_string(w) + " (" +
+                                std::to_string(lanes) + " lanes) " + reason);
+  }
+  std::ostringstream os;
+  os << "cta (" << ctaId[0] << "," << ctaId[1] << "," << ctaId[2]
+     << ") deadlocked: every live thread is blocked and no asynchronous "
+        "operation is in flight";
+  report.deadlock.insert(report.deadlock.begin(), os.str());
+  stopped = true;
+}
+
+void CtaMachine::finish() {
+  for (const Thread &th : threads)
+    report.perWarp[th.warp] += th.executed;
+  if (report.errorCount || !report.deadlock.empty())
+    return;
+  if (!tmaInFlight.empty() || !tensorPipe.empty())
+    hazard("cta (" + std::to_string(ctaId[0]) + ") exited with " +
+           std::to_string(tmaInFlight.size()) + " TMA and " +
+           std::to_string(tensorPipe.size()) +
+           " tensor-core operations still in flight");
+  for (auto [column, count] : tmemAllocations)
+    misuse("cta (" + std::to_string(ctaId[0]) + ") exited holding " +
+           std::to_string(count) + " TMEM columns from column " +
+           std::to_string(column) + " (no tcgen05.dealloc)");
+  // setmaxnreg is warpgroup-collective: every warp of a warpgroup must have
+  // made the same requests.
+  for (uint32_t g = 0; g * 4 < warps.size(); ++g)
+    for (uint32_t w = g * 4 + 1; w < std::min<size_t>(g * 4 + 4, warps.size()); ++w)
+      if (warps[w].setmaxnregValues.size() != warps[g * 4].setmaxnregValues.size()) {
+        error(threads[w * 32], "warp " + std::to_string(w) + " executed " +
+                                   std::to_string(warps[w].setmaxnregValues.size()) +
+                                   " setmaxnreg but warp " + std::to_string(g * 4) +
+                                   " of its warpgroup executed " +
+                                   std::to_string(warps[g * 4].setmaxnregValues.size()) +
+                                   " (setmaxnreg is warpgroup-collective)");
+        return;
+      }
+}
+
+//===----------------------------------------------------------------------===//
+// Operands
+//===----------------------------------------------------------------------===//
+
+uint64_t CtaMachine::special(const Thread &th, Special s) const {
+  switch (s) {
+  case Special::TidX: return th.tid % config.block[0];
+  case Special::TidY: return (th.tid / config.block[0]) % config.block[1];
+  case Special::TidZ: return th.tid / (config.block[0] * config.block[1]);
+  case Special::NtidX: return config.block[0];
+  case Special::NtidY: return config.block[1];
+  case Special::NtidZ: return config.block[2];
+  case Special::CtaidX: return ctaId[0];
+  case Special::CtaidY: return ctaId[1];
+  case Special::CtaidZ: return ctaId[2];
+  case Special::NctaidX: return config.grid[0];
+  case Special::NctaidY: return config.grid[1];
+  case Special::NctaidZ: return config.grid[2];
+  case Special::LaneId: return th.lane;
+  case Special::WarpId: return th.warp;
+  case Special::NWarpId: return warps.size();
+  case Special::SmId: return ctaId[0];
+  case Special::NSmId: return config.grid[0];
+  case Special::DynamicSmemSize: return config.dynamicSmemBytes;
+  case Special::Clock: case Special::Clock64: case Special::GlobalTimer:
+    return now;
+  }
+  return 0;
+}
+
+uint64_t CtaMachine::read(const Thread &th, const Operand &o, Ty type) {
+  switch (o.kind) {
+  case Operand::Kind::Reg: return th.regs[o.reg];
+  case Operand::Kind::Imm: return maskTo(static_cast<uint64_t>(o.imm), bitsOf(type) ? bitsOf(type) : 64);
+  case Operand::Kind::Special: return special(th, o.special);
+  default: return 0;
+  }
+}
+
+void CtaMachine::write(Thread &th, const Operand &o, uint64_t value, Ty type) {
+  if (o.kind != Operand::Kind::Reg)
+    return;
+  unsigned bits = bitsOf(type);
+  th.regs[o.reg] = bits == 1 ? (value & 1) : maskTo(value, bits ? bits : 64);
+}
+
+uint64_t CtaMachine::address(const Thread &th, const Operand &o) const {
+  uint64_t base = o.reg == kNoReg ? 0 : th.regs[o.reg];
+  return base + static_cast<uint64_t>(o.imm);
+}
+
+/// The host bytes behind [addr, addr + bytes) of `space`, bounds-checked.
+/// `smemAddr` is set for shared accesses (for hazard checks).
+uint8_t *CtaMachine::memory(Thread &th, Space space, uint64_t addr,
+                            uint32_t bytes, bool store, uint32_t &smemAddr) {
+  smemAddr = 0;
+  if (space == Space::Generic) {
+    if (addr >= kGenericParam && addr < kGenericParam + (1ull << 32)) {
+      space = Space::Param;
+      addr -= kGenericParam;
+    } else if (addr >= kGenericShared && addr < kGenericShared + (1ull << 32)) {
+      space = Space::Shared;
+      addr -= kGenericShared;
+    } else {
+      space = Space::Global;
+    }
+  }
+  // Natural alignment, up to the 16 bytes of the widest vector access.
+  if (bytes > 1 && addr % std::min(bytes, 16u) != 0 && space != Space::Param) {
+    error(th, "misaligned " + std::to_string(bytes) + "-byte access at " + hex(addr));
+    return nullptr;
+  }
+  switch (space) {
+  case Space::Shared:
+    if (addr > 0xffffffffull || !checkShared(static_cast<uint32_t>(addr), bytes)) {
+      error(th, "shared-memory access of " + std::to_string(bytes) + " bytes at " +
+                    hex(addr) + " is outside the CTA's shared memory [" +
+                    hex(kSharedBase) + ", " + hex(smemEnd) + ")");
+      return nullptr;
+    }
+    smemAddr = static_cast<uint32_t>(addr);
+    return smem.data() + addr;
+  case Space::Param:
+    if (store) {
+      error(th, "store to the kernel's parameter space");
+      return nullptr;
+    }
+    if (addr + bytes > params.size()) {
+      error(th, "parameter access at offset " + std::to_string(addr) +
+                    " past the " + std::to_string(params.size()) +
+                    " bytes of parameters");
+      return nullptr;
+    }
+    return const_cast<uint8_t *>(params.data()) + addr;
+  case Space::Global: {
+    uint8_t *p = device.host(addr, bytes);
+    if (!p)
+      error(th, std::string(store ? "store" : "load") + " of " +
+                    std::to_string(bytes) + " bytes at global address " +
+                    hex(addr) + " is outside every allocation");
+    return p;
+  }
+  default:
+    error(th, "unsupported state space");
+    return nullptr;
+  }
+}
+
+void CtaMachine::checkPendingLd(Thread &th, const Inst &in) {
+  auto pending = [&](uint32_t reg) {
+    return std::find(th.pendingLd.begin(), th.pendingLd.end(), reg) !=
+           th.pendingLd.end();
+  };
+  // Every register the instruction reads: sources, addresses, guards.
+  bool bad = in.guard != kNoReg && pending(in.guard);
+  bool writesFirst = !(in.op == Op::St || in.op == Op::TcSt || in.op == Op::TcMma ||
+                       in.op == Op::TmaLoad || in.op == Op::TmaStore ||
+                       in.op == Op::MbarInit || in.op == Op::Bra);
+  for (uint32_t i = 0; i < in.numOperands && !bad; ++i) {
+    const Operand &o = in.operands[i];
+    if (i == 0 && writesFirst && o.kind != Operand::Kind::Mem)
+      continue;
+    if (o.kind == Operand::Kind::Reg || o.kind == Operand::Kind::Mem)
+      bad = o.reg != kNoReg && pending(o.reg);
+    if (o.kind == Operand::Kind::Vec)
+      for (uint32_t e = 0; e < o.vecCount && !bad; ++e) {
+        const Operand &v = program.vectors[o.vecBegin + e];
+        bad = v.kind == Operand::Kind::Reg && pending(v.reg);
+      }
+  }
+  if (bad) {
+    hazard(at(th) + ": reads a destination of tcgen05.ld before "
+                    "tcgen05.wait::ld");
+    th.pendingLd.clear();
+  }
+}
+
+void CtaMachine::onSharedAccess(Thread &th, Interval range, bool store) {
+  for (const TmaOp &op : tmaInFlight) {
+    Interval region{op.smem, op.smem + op.bytes};
+    if (!region.overlaps(range))
+      continue;
+    if (op.load)
+      hazard(at(th) + ": " + (store ? "writes" : "reads") + " shared memory " +
+             hex(range.begin) + " that an in-flight TMA load (" +
+             program.sources[op.source] + ") is writing");
+    else if (store)
+      hazard(at(th) + ": writes shared memory " + hex(range.begin) +
+             " that an in-flight TMA store (" + program.sources[op.source] +
+             ") is still reading");
+  }
+  if (store) {
+    for (const TensorOp &op : tensorPipe)
+      if (!op.commit && (op.aSmem.overlaps(range) || op.bSmem.overlaps(range)))
+        hazard(at(th) + ": writes shared memory " + hex(range.begin) +
+               " that an in-flight MMA (" + program.sources[op.source] +
+               ") is still reading");
+    // Generic-proxy writes must be fenced before the async proxy reads them.
+    for (uint32_t a = range.begin; a < range.end; ++a) {
+      if (!unfencedOwner[a])
+        ++unfencedBytes;
+      unfencedOwner[a] = static_cast<uint16_t>(th.tid + 1);
+    }
+    if (!th.unfenced.empty() && th.unfenced.back().end == range.begin)
+      th.unfenced.back().end = range.end;
+    else
+      th.unfenced.push_back(range);
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// The interpreter loop
+//===----------------------------------------------------------------------===//
+
+void CtaMachine::step(uint32_t t, uint64_t quantum) {
+  Thread &th = threads[t];
+  const Inst *code = program.code.data();
+  uint64_t n = 0;
+  while (n < quantum && th.state == State::Ready && !stopped) {
+    const Inst &in = code[th.pc];
+    ++n;
+    if (!th.pendingLd.empty())
+      checkPendingLd(th, in);
+    if (in.guard != kNoReg && ((th.regs[in.guard] & 1) != 0) == in.guardNegated) {
+      ++th.pc;
+      continue;
+    }
+    switch (in.op) {
+    case Op::Bra:
+      th.pc = in.target;
+      continue;
+    case Op::Ret:
+      exitThread(t);
+      continue;
+    case Op::Nop:
+      break;
+    case Op::Ld: case Op::St:
+      execMemory(th, in);
+      break;
+    case Op::Cvt:
+      execCvt(th, in);
+      break;
+    case Op::MbarInit: case Op::MbarArrive: case Op::MbarExpectTx:
+    case Op::MbarTryWait: case Op::MbarInval:
+      if (!execMbarrier(t, in))
+        continue; // blocked: the wait runs again once the phase moves
+      break;
+    case Op::TmaLoad: case Op::TmaStore:
+      execTma(th, in);
+      break;
+    case Op::BulkCommit:
+      ++th.committedGroups;
+      break;
+    case Op::BulkWait:
+      if (!execBulkWait(t, in))
+        continue;
+      break;
+    case Op::FenceProxyAsync:
+      for (const Interval &range : th.unfenced)
+        for (uint32_t a = range.begin; a < range.end; ++a)
+          if (unfencedOwner[a] == th.tid + 1) {
+            unfencedOwner[a] = 0;
+            --unfencedBytes;
+          }
+      th.unfenced.clear();
+      break;
+    case Op::TcMma:
+      execMma(th, in);
+      break;
+    case Op::TcCommit:
+      execCommit(th, in);
+      break;
+    case Op::BarSync:
+      arriveBarSync(t); // advances the pc of every thread it releases
+      continue;
+    case Op::TcAlloc: case Op::TcDealloc: case Op::TcRelinquish:
+    case Op::TcLd: case Op::TcSt: case Op::TcWaitLd: case Op::TcWaitSt:
+    case Op::Elect: case Op::Vote: case Op::Shfl: case Op::SetMaxNReg:
+      arriveCollective(t, in); // advances the pc of every lane it releases
+      continue;
+    default:
+      execAlu(th, in);
+      break;
+    }
+    ++th.pc;
+  }
+  th.executed += n;
+  report.instructions += n;
+  now += n;
+}
+
+void CtaMachine::exitThread(uint32_t t) {
+  Thread &th = threads[t];
+  block(t, State::Exited);
+  ++exitedThreads;
+  Warp &warp = warps[th.warp];
+  warp.exited |= 1u << th.lane;
+  // Lanes of this warp parked at a collective may now be complete, or
+  // divergent.
+  for (uint32_t l = 0; l < 32; ++l)
+    if (warp.arrived & (1u << l)) {
+      uint32_t other = th.warp * 32 + l;
+      warp.arrived &= ~(1u << l);
+      arriveCollective(other, program.code[threads[other].pc]);
+      break;
+    }
+  if (barSyncArrived && barSyncArrived + exitedThreads == numThreads)
+    releaseBarSync();
+}
+
+//===----------------------------------------------------------------------===//
+// ALU
+//===----------------------------------------------------------------------===//
+
+void CtaMachine::execAlu(Thread &th, const Inst &in) {
+  const Ty ty = in.type;
+  const unsigned bits = bitsOf(ty);
+  const Operand *o = in.operands;
+  auto src = [&](int i) { return read(th, o[i], ty); };
+  auto out = [&](uint64_t v) { write(th, o[0], v, ty); };
+  const bool ftz = in.flags & kFtz;
+  auto f = [&](int i) {
+    float x = asF32(src(i));
+    return ftz ? flush(x) : x;
+  };
+  auto outF = [&](float x) { out(fromF32(ftz ? flush(x) : x)); };
+  auto unsupported = [&]() {
+    error(th, "this instruction/type combination is not modelled by fa4-emu");
+  };
+
+  // mov between a register and a vector of its parts, first part lowest.
+  if (in.op == Op::Mov &&
+      (o[0].kind == Operand::Kind::Vec || o[1].kind == Operand::Kind::Vec)) {
+    bool pack = o[1].kind == Operand::Kind::Vec;
+    const Operand &parts = pack ? o[1] : o[0];
+    unsigned width = parts.vecCount ? bits / parts.vecCount : 0;
+    if (!width || width * parts.vecCount != bits) {
+      unsupported();
+      return;
+    }
+    Ty partType = width == 8 ? Ty::B8 : width == 16 ? Ty::B16 : Ty::B32;
+    if (pack) {
+      uint64_t value = 0;
+      for (uint32_t i = 0; i < parts.vecCount; ++i)
+        value |= maskTo(read(th, program.vectors[parts.vecBegin + i], partType), width)
+                 << (i * width);
+      out(value);
+    } else {
+      uint64_t value = src(1);
+      for (uint32_t i = 0; i < parts.vecCount; ++i)
+        write(th, program.vectors[parts.vecBegin + i], value >> (i * width), partType);
+    }
+    return;
+  }
+  if (ty == Ty::F32) {
+    switch (in.op) {
+    case Op::Mov: out(src(1)); return;
+    case Op::Add: outF(f(1) + f(2)); return;
+    case Op::Sub: outF(f(1) - f(2)); return;
+    case Op::Mul: outF(f(1) * f(2)); return;
+    case Op::Fma: case Op::Mad: outF(std::fma(f(1), f(2), f(3))); return;
+    case Op::Div: outF(f(1) / f(2)); return;
+    case Op::Neg: outF(-f(1)); return;
+    case Op::Abs: outF(std::fabs(f(1))); return;
+    case Op::Min: case Op::Max: {
+      bool nan = in.flags & kNaN;
+      float r = f(1);
+      for (int i = 2; i < in.numOperands; ++i)
+        r = in.op == Op::Min ? fmin2(r, f(i), nan) : fmax2(r, f(i), nan);
+      outF(r);
+      return;
+    }
+    // Approximate functions: the host's correctly rounded (or 1-ulp)
+    // results, inside the PTX ISA's stated error bounds.
+    case Op::Ex2: outF(std::exp2(f(1))); return;
+    case Op::Lg2: outF(std::log2(f(1))); return;
+    case Op::Rcp: outF(1.0f / f(1)); return;
+    case Op::Sqrt: outF(std::sqrt(f(1))); return;
+    case Op::Rsqrt: outF(1.0f / std::sqrt(f(1))); return;
+    case Op::Selp: out((read(th, o[3], Ty::Pred) & 1) ? src(1) : src(2)); return;
+    case Op::Setp: break;
+    default: unsupported(); return;
+    }
+  }
+  if (ty == Ty::F32x2) {
+    auto lo = [&](int i) { return asF32(src(i)); };
+    auto hi = [&](int i) { return asF32(src(i) >> 32); };
+    auto pack = [&](float a, float b) {
+      if (ftz) {
+        a = flush(a);
+        b = flush(b);
+      }
+      out(fromF32(a) | (fromF32(b) << 32));
+    };
+    switch (in.op) {
+    case Op::Mov: out(src(1)); return;
+    case Op::Add: pack(lo(1) + lo(2), hi(1) + hi(2)); return;
+    case Op::Sub: pack(lo(1) - lo(2), hi(1) - hi(2)); return;
+    case Op::Mul: pack(lo(1) * lo(2), hi(1) * hi(2)); return;
+    case Op::Fma: case Op::Mad:
+      pack(std::fma(lo(1), lo(2), lo(3)), std::fma(hi(1), hi(2), hi(3)));
+      return;
+    default: unsupported(); return;
+    }
+  }
+  if (ty == Ty::F64) {
+    auto d = [&](int i) { return asF64(src(i)); };
+    switch (in.op) {
+    case Op::Mov: out(src(1)); return;
+    case Op::Add: out(fromF64(d(1) + d(2))); return;
+    case Op::Sub: out(fromF64(d(1) - d(2))); return;
+    case Op::Mul: out(fromF64(d(1) * d(2))); return;
+    case Op::Fma: case Op::Mad: out(fromF64(std::fma(d(1), d(2), d(3)))); return;
+    case Op::Div: out(fromF64(d(1) / d(2))); return;
+    case Op::Neg: out(fromF64(-d(1))); return;
+    case Op::Abs: out(fromF64(std::fabs(d(1)))); return;
+    case Op::Selp: out((read(th, o[3], Ty::Pred) & 1) ? src(1) : src(2)); return;
+    case Op::Setp: break;
+    default: unsupported(); return;
+    }
+  }
+  if (in.op == Op::Setp) {
+    bool r = false;
+    if (isFloat(ty)) {
+      double a = ty == Ty::F64 ? asF64(src(1)) : double(f(1));
+      double b = ty == Ty::F64 ? asF64(src(2)) : double(f(2));
+      bool unordered = std::isnan(a) || std::isnan(b);
+      switch (in.cmp) {
+      case Cmp::Eq: r = !unordered && a == b; break;
+      case Cmp::Ne: r = !unordered && a != b; break;
+      case Cmp::Lt: r = !unordered && a < b; break;
+      case Cmp::Le: r = !unordered && a <= b; break;
+      case Cmp::Gt: r = !unordered && a > b; break;
+      case Cmp::Ge: r = !unordered && a >= b; break;
+      case Cmp::Equ: r = unordered || a == b; break;
+      case Cmp::Neu: r = unordered || a != b; break;
+      case Cmp::Ltu: r = unordered || a < b; break;
+      case Cmp::Leu: r = unordered || a <= b; break;
+      case Cmp::Gtu: r = unordered || a > b; break;
+      case Cmp::Geu: r = unordered || a >= b; break;
+      case Cmp::Num: r = !unordered; break;
+      case Cmp::Nan: r = unordered; break;
+      default: unsupported(); return;
+      }
+    } else {
+      uint64_t ua = maskTo(src(1), bits), ub = maskTo(src(2), bits);
+      int64_t sa = signExtend(ua, bits), sb = signExtend(ub, bits);
+      bool s = isSigned(ty);
+      switch (in.cmp) {
+      case Cmp::Eq: r = ua == ub; break;
+      case Cmp::Ne: r = ua != ub; break;
+      case Cmp::Lt: r = s ? sa < sb : ua < ub; break;
+      case Cmp::Le: r = s ? sa <= sb : ua <= ub; break;
+      case Cmp::Gt: r = s ? sa > sb : ua > ub; break;
+      case Cmp::Ge: r = s ? sa >= sb : ua >= ub; break;
+      case Cmp::Lo: r = ua < ub; break;
+      case Cmp::Ls: r = ua <= ub; break;
+      case Cmp::Hi: r = ua > ub; break;
+      case Cmp::Hs: r = ua >= ub; break;
+      default: unsupported(); return;
+      }
+    }
+    bool q = !r;
+    if (in.boolOp != BoolOp::None) {
+      bool c = read(th, o[3], Ty::Pred) & 1;
+      auto combine = [&](bool x) {
+        return in.boolOp == BoolOp::And ? (x && c)
+               : in.boolOp == BoolOp::Or ? (x || c)
+                                         : (x != c);
+      };
+      r = combine(r);
+      q = combine(q);
+    }
+    write(th, o[0], r, Ty::Pred);
+    if (o[0].reg2 != kNoReg)
+      th.regs[o[0].reg2] = q;
+    return;
+  }
+  if (isFloat(ty)) {
+    unsupported();
+    return;
+  }
+  // Integers, bit strings and predicates.
+  uint64_t a = in.numOperands > 1 ? maskTo(src(1), bits) : 0;
+  const bool s = isSigned(ty);
+  switch (in.op) {
+  case Op::Mov: out(a); return;
+  case Op::Add: out(a + src(2)); return;
+  case Op::Sub: out(a - src(2)); return;
+  case Op::Mul: case Op::Mad: {
+    uint64_t b = maskTo(src(2), bits);
+    uint64_t product;
+    Ty outType = ty;
+    if (in.flags & (kHi | kWide)) {
+      __int128 p = s ? static_cast<__int128>(signExtend(a, bits)) * signExtend(b, bits)
+                     : static_cast<__int128>(static_cast<unsigned __int128>(a) * b);
+      if (in.flags & kHi) {
+        product = static_cast<uint64_t>(p >> bits);
+      } else {
+        product = static_cast<uint64_t>(p);
+        outType = bits == 32 ? (s ? Ty::S64 : Ty::U64) : bits == 16 ? Ty::B32 : ty;
+      }
+    } else {
+      product = a * b;
+    }
+    if (in.op == Op::Mad)
+      product += read(th, o[3], outType);
+    write(th, o[0], product, outType);
+    return;
+  }
+  case Op::Div: case Op::Rem: {
+    uint64_t b = maskTo(src(2), bits);
+    if (b == 0) {
+      out(in.op == Op::Div ? ~uint64_t(0) : a);
+      return;
+    }
+    if (s) {
+      int64_t x = signExtend(a, bits), y = signExtend(b, bits);
+      if (y == -1) {
+        out(in.op == Op::Div ? static_cast<uint64_t>(-x) : 0);
+        return;
+      }
+      out(static_cast<uint64_t>(in.op == Op::Div ? x / y : x % y));
+    } else {
+      out(in.op == Op::Div ? a / b : a % b);
+    }
+    return;
+  }
+  case Op::Min: case Op::Max: {
+    uint64_t r = a;
+    for (int i = 2; i < in.numOperands; ++i) {
+      uint64_t b = maskTo(src(i), bits);
+      bool less = s ? signExtend(b, bits) < signExtend(r, bits) : b < r;
+      if ((in.op == Op::Min) == less)
+        r = b;
+    }
+    if ((in.flags & kRelu) && signExtend(r, bits) < 0)
+      r = 0;
+    out(r);
+    return;
+  }
+  case Op::Neg: out(static_cast<uint64_t>(-signExtend(a, bits))); return;
+  case Op::Abs: {
+    int64_t x = signExtend(a, bits);
+    out(static_cast<uint64_t>(x < 0 ? -x : x));
+    return;
+  }
+  case Op::And: out(a & src(2)); return;
+  case Op::Or: out(a | src(2)); return;
+  case Op::Xor: out(a ^ src(2)); return;
+  case Op::Not: out(ty == Ty::Pred ? !(a & 1) : ~a); return;
+  case Op::Shl: {
+    uint64_t n = read(th, o[2], Ty::U32) & 0xffffffff;
+    out(n >= bits ? 0 : a << n);
+    return;
+  }
+  case Op::Shr: {
+    uint64_t n = read(th, o[2], Ty::U32) & 0xffffffff;
+    if (s) {
+      int64_t x = signExtend(a, bits);
+      out(static_cast<uint64_t>(n >= bits ? (x < 0 ? -1 : 0) : x >> n));
+    } else {
+      out(n >= bits ? 0 : a >> n);
+    }
+    return;
+  }
+  case Op::Selp: out((read(th, o[3], Ty::Pred) & 1) ? a : src(2)); return;
+  case Op::Bfe: {
+    uint32_t pos = read(th, o[2], Ty::U32) & 0xff;
+    uint32_t len = read(th, o[3], Ty::U32) & 0xff;
+    uint64_t field = pos >= bits ? 0 : a >> pos;
+    uint64_t r = len >= 64 ? field : field & ((uint64_t(1) << len) - 1);
+    if (s && len > 0) {
+      uint32_t msb = std::min<uint32_t>(pos + len - 1, bits - 1);
+      bool sign = (a >> msb) & 1;
+      if (len < bits && sign)
+        r |= ~uint64_t(0) << len;
+      if (pos >= bits)
+        r = sign ? ~uint64_t(0) : 0;
+    }
+    out(len == 0 ? 0 : r);
+    return;
+  }
+  case Op::Popc: write(th, o[0], __builtin_popcountll(a), Ty::U32); return;
+  case Op::Clz:
+    write(th, o[0], a == 0 ? bits : __builtin_clzll(a) - (64 - bits), Ty::U32);
+    return;
+  case Op::Cvta: {
+    uint64_t x = src(1);
+    uint64_t window = in.space == Space::Param    ? kGenericParam
+                      : in.space == Space::Shared ? kGenericShared
+                                                  : 0;
+    out((in.flags & kToSpace) ? x - window : x + window);
+    return;
+  }
+  default:
+    unsupported();
+    return;
+  }
+}
+
+void CtaMachine::execCvt(Thread &th, const Inst &in) {
+  const Operand *o = in.operands;
+  Ty to = in.type, from = in.type2;
+  auto round = [&](double x) {
+    switch (in.round) {
+    case Round::Rzi: case Round::Rz: return std::trunc(x);
+    case Round::Rmi: case Round::Rm: return std::floor(x);
+    case Round::Rpi: case Round::Rp: return std::ceil(x);
+    default: return std::nearbyint(x);
+    }
+  };
+  auto toHalfBits = [&](float x, bool bf16) -> uint64_t {
+    if (in.flags & kRelu)
+      x = std::isnan(x) ? x : std::max(x, 0.0f);
+    return bf16 ? floatToBFloat16Bits(x) : floatToHalfBits(x);
+  };
+  if (to == Ty::F16x2 || to == Ty::BF16x2) {
+    if (from != Ty::F32 || in.round != Round::Rn) {
+      error(th, "packed cvt other than .rn from f32 is not modelled");
+      return;
+    }
+    bool bf16 = to == Ty::BF16x2;
+    // The first source goes to the upper half (PTX ISA, cvt).
+    uint64_t hi = toHalfBits(asF32(read(th, o[1], Ty::F32)), bf16);
+    uint64_t lo = toHalfBits(asF32(read(th, o[2], Ty::F32)), bf16);
+    write(th, o[0], (hi << 16) | lo, Ty::B32);
+    return;
+  }
+  uint64_t x = read(th, o[1], from);
+  unsigned fromBits = bitsOf(from), toBits = bitsOf(to);
+  double value;
+  bool fromFloat = isFloat(from);
+  if (from == Ty::F32)
+    value = (in.flags & kFtz) ? flush(asF32(x)) : asF32(x);
+  else if (from == Ty::F64)
+    value = asF64(x);
+  else if (from == Ty::F16)
+    value = halfBitsToFloat(static_cast<uint16_t>(x));
+  else if (from == Ty::BF16)
+    value = bfloat16BitsToFloat(static_cast<uint16_t>(x));
+  else
+    value = isSigned(from) ? double(signExtend(x, fromBits)) : double(maskTo(x, fromBits));
+
+  if (!isFloat(to)) {
+    if (!fromFloat) {
+      uint64_t r = isSigned(from) ? static_cast<uint64_t>(signExtend(x, fromBits))
+                                  : maskTo(x, fromBits);
+      if (in.flags & kSat) {
+        double lo = isSigned(to) ? -std::ldexp(1.0, toBits - 1) : 0;
+        double hi = isSigned(to) ? std::ldexp(1.0, toBits - 1) - 1 : std::ldexp(1.0, toBits) - 1;
+        double v = isSigned(from) ? double(signExtend(x, fromBits)) : double(maskTo(x, fromBits));
+        if (v < lo || v > hi)
+          r = static_cast<uint64_t>(static_cast<int64_t>(v < lo ? lo : hi));
+      }
+      write(th, o[0], r, to);
+      return;
+    }
+    // Float to integer saturates; NaN becomes 0.
+    if (std::isnan(value)) {
+      write(th, o[0], 0, to);
+      return;
+    }
+    double r = round(value);
+    double lo = isSigned(to) ? -std::ldexp(1.0, toBits - 1) : 0;
+    double hi = isSigned(to) ? std::ldexp(1.0, toBits - 1) - 1 : std::ldexp(1.0, toBits) - 1;
+    r = std::min(std::max(r, lo), hi);
+    write(th, o[0],
+          isSigned(to) ? static_cast<uint64_t>(static_cast<int64_t>(r))
+                       : static_cast<uint64_t>(r),
+          to);
+    return;
+  }
+  // To a float type.
+  if (fromFloat && (in.round == Round::Rni || in.round == Round::Rzi ||
+                    in.round == Round::Rmi || in.round == Round::Rpi))
+    value = round(value);
+  switch (to) {
+  case Ty::F32: {
+    float r = static_cast<float>(value);
+    if (in.flags & kFtz)
+      r = flush(r);
+    if (in.flags & kSat)
+      r = std::isnan(r) ? 0.0f : std::min(std::max(r, 0.0f), 1.0f);
+    write(th, o[0], fromF32(r), to);
+    return;
+  }
+  case Ty::F64: write(th, o[0], fromF64(value), to); return;
+  case Ty::F16: write(th, o[0], toHalfBits(static_cast<float>(value), false), to); return;
+  case Ty::BF16: write(th, o[0], toHalfBits(static_cast<float>(value), true), to); return;
+  default: error(th, "this cvt is not modelled by fa4-emu"); return;
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Loads and stores
+//===----------------------------------------------------------------------===//
+
+void CtaMachine::execMemory(Thread &th, const Inst &in) {
+  bool store = in.op == Op::St;
+  const Operand &addrOp = in.operands[store ? 0 : 1];
+  const Operand &value = in.operands[store ? 1 : 0];
+  unsigned bytes = std::max(1u, bitsOf(in.type) / 8);
+  unsigned total = bytes * in.vec;
+  uint32_t smemAddr;
+  uint8_t *p = memory(th, in.space, address(th, addrOp), total, store, smemAddr);
+  if (!p)
+    return;
+  if (smemAddr)
+    onSharedAccess(th, {smemAddr, smemAddr + total}, store);
+  auto element = [&](uint32_t i) -> const Operand & {
+    return value.kind == Operand::Kind::Vec ? program.vectors[value.vecBegin + i] : value;
+  };
+  if (in.vec > 1 && (value.kind != Operand::Kind::Vec || value.vecCount != in.vec)) {
+    error(th, "vector access needs " + std::to_string(in.vec) + " registers");
+    return;
+  }
+  for (uint32_t i = 0; i < in.vec; ++i) {
+    if (store) {
+      uint64_t v = read(th, element(i), in.type);
+      std::memcpy(p + i * bytes, &v, bytes);
+    } else {
+      uint64_t v = 0;
+      std::memcpy(&v, p + i * bytes, bytes);
+      if (isSigned(in.type))
+        v = static_cast<uint64_t>(signExtend(v, bytes * 8));
+      write(th, element(i), v, bitsOf(in.type) < 32 && element(i).kind == Operand::Kind::Reg
+                                   ? (isSigned(in.type) ? Ty::S64 : Ty::U64)
+                                   : in.type);
+    }
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Collectives
+//===----------------------------------------------------------------------===//
+
+void CtaMachine::arriveBarSync(uint32_t t) {
+  Thread &th = threads[t];
+  if (read(th, program.code[th.pc].operands[0], Ty::U32) != 0) {
+    error(th, "only barrier 0 (bar.sync 0) is modelled");
+    return;
+  }
+  ++barSyncArrived;
+  block(t, State::CtaBarrier);
+  if (barSyncArrived + exitedThreads == numThreads)
+    releaseBarSync();
+}
+
+void CtaMachine::releaseBarSync() {
+  barSyncArrived = 0;
+  for (uint32_t u = 0; u < numThreads; ++u)
+    if (threads[u].state == State::CtaBarrier) {
+      ++threads[u].pc;
+      makeRunnable(u);
+    }
+}
+
+void CtaMachine::arriveCollective(uint32_t t, const Inst &in) {
+  Thread &th = threads[t];
+  Warp &warp = warps[th.warp];
+  // The lanes the collective involves: its member mask where it has one,
+  // else the whole warp.
+  auto maskOf = [&](const Thread &lane) -> uint32_t {
+    const Inst &at = program.code[lane.pc];
+    switch (at.op) {
+    case Op::Elect: return read(lane, at.operands[1], Ty::B32);
+    case Op::Vote: return read(lane, at.operands[2], Ty::B32);
+    case Op::Shfl: return read(lane, at.operands[4], Ty::B32);
+    default: return ~warp.absent;
+    }
+  };
+  uint32_t members = maskOf(th);
+  if (!(members & (1u << th.lane))) {
+    error(th, "executes a collective whose member mask " + hex(members) +
+                  " does not include its own lane");
+    return;
+  }
+  warp.arrived |= 1u << th.lane;
+  block(t, State::Collective);
+  if (members & warp.exited) {
+    error(th, "a warp-collective instruction is reached by a divergent warp: "
+              "lanes " + hex(members & warp.exited) + " of its member mask have exited");
+    return;
+  }
+  if ((warp.arrived & members) != members)
+    return;
+  // Every member is parked at a collective: they must be at this one.
+  for (uint32_t l = 0; l < 32; ++l) {
+    if (!(members & (1u << l)))
+      continue;
+    const Thread &other = threads[th.warp * 32 + l];
+    if (other.pc != th.pc || maskOf(other) != members) {
+      error(th, "a warp-collective instruction is reached by a divergent warp: "
+                "lane " + std::to_string(l) + " waits at " +
+                    program.sources[program.code[other.pc].source]);
+      return;
+    }
+  }
+  completeCollective(th.warp, members, in);
+}
+
+void CtaMachine::completeCollective(uint32_t w, uint32_t members, const Inst &in) {
+  Warp &warp = warps[w];
+  bool waitForRegisters = false;
+  execCollective(w, members, in, waitForRegisters);
+  if (stopped)
+    return;
+  if (waitForRegisters) {
+    registerWaiters.push_back(w);
+    return;
+  }
+  warp.arrived &= ~members;
+  for (uint32_t l = 0; l < 32; ++l)
+    if (members & (1u << l)) {
+      ++threads[w * 32 + l].pc;
+      makeRunnable(w * 32 + l);
+    }
+  // Registers a warp gave back may let a waiting setmaxnreg.inc go on.
+  if (in.op == Op::SetMaxNReg && !(in.flags & kInc) && !registerWaiters.empty()) {
+    std::vector<uint32_t> waiting;
+    waiting.swap(registerWaiters);
+    for (uint32_t other : waiting)
+      completeCollective(other, ~warps[other].absent,
+                         program.code[threads[other * 32].pc]);
+  }
+}
+
+void CtaMachine::execCollective(uint32_t w, uint32_t members, const Inst &in,
+                                bool &waitForRegisters) {
+  Thread &first = threads[w * 32 + __builtin_ctz(members)];
+  auto lanes = [&](auto &&body) {
+    for (uint32_t l = 0; l < 32 && !stopped; ++l)
+      if (members & (1u << l))
+        body(threads[w * 32 + l]);
+  };
+  switch (in.op) {
+  case Op::Elect: {
+    uint32_t leader = __builtin_ctz(members);
+    lanes([&](Thread &th) {
+      write(th, in.operands[0], leader, Ty::B32);
+      if (in.operands[0].reg2 != kNoReg)
+        th.regs[in.operands[0].reg2] = th.lane == leader;
+    });
+    return;
+  }
+  case Op::Vote: {
+    uint32_t ballot = 0;
+    lanes([&](Thread &th) {
+      if (read(th, in.operands[1], Ty::Pred) & 1)
+        ballot |= 1u << th.lane;
+    });
+    uint64_t result;
+    if (in.flags & kVoteBallot)
+      result = ballot;
+    else if (in.flags & kVoteAny)
+      result = ballot != 0;
+    else if (in.flags & kVoteAll)
+      result = ballot == members;
+    else
+      result = ballot == 0 || ballot == members;
+    lanes([&](Thread &th) {
+      write(th, in.operands[0], result, (in.flags & kVoteBallot) ? Ty::B32 : Ty::Pred);
+    });
+    return;
+  }
+  case Op::Shfl: {
+    uint32_t values[32] = {};
+    lanes([&](Thread &th) { values[th.lane] = read(th, in.operands[1], Ty::B32); });
+    lanes([&](Thread &th) {
+      uint32_t b = read(th, in.operands[2], Ty::B32);
+      uint32_t c = read(th, in.operands[3], Ty::B32);
+      uint32_t clamp = c & 0x1f, segMask = (c >> 8) & 0x1f;
+      uint32_t maxLane = (th.lane & segMask) | (clamp & ~segMask);
+      uint32_t minLane = th.lane & segMask;
+      uint32_t j;
+      bool valid;
+      if (in.flags & kShflUp) {
+        j = th.lane - b;
+        valid = int32_t(j) >= int32_t(maxLane);
+      } else if (in.flags & kShflDown) {
+        j = th.lane + b;
+        valid = j <= maxLane;
+      } else if (in.flags & kShflBfly) {
+        j = th.lane ^ b;
+        valid = j <= maxLane;
+      } else {
+        j = minLane | (b & ~segMask);
+        valid = j <= maxLane;
+      }
+      if (!valid)
+        j = th.lane;
+      if (!(members & (1u << j))) {
+        error(th, "shfl.sync reads lane " + std::to_string(j) +
+                      ", which is not in the member mask");
+        return;
+      }
+      write(th, in.operands[0], values[j], Ty::B32);
+      if (in.operands[0].reg2 != kNoReg)
+        th.regs[in.operands[0].reg2] = valid;
+    });
+    return;
+  }
+  case Op::SetMaxNReg: {
+    Warp &warp = warps[w];
+    uint32_t value = read(first, in.operands[0], Ty::U32);
+    bool inc = in.flags & kInc;
+    if (value < 24 || value > 256 || value % 8) {
+      error(first, "setmaxnreg " + std::to_string(value) +
+                       " (the count must be a multiple of 8 in 24..256)");
+      return;
+    }
+    if (inc ? value < warp.registers : value > warp.registers) {
+      error(first, std::string("setmaxnreg.") + (inc ? "inc" : "dec") + " to " +
+                       std::to_string(value) + " from " +
+                       std::to_string(warp.registers) + " registers");
+      return;
+    }
+    // Warpgroup agreement: the k-th request of every warp of a warpgroup is
+    // the same.
+    size_t k = warp.setmaxnregValues.size();
+    for (uint32_t o = w / 4 * 4; o < std::min<size_t>(w / 4 * 4 + 4, warps.size()); ++o)
+      if (o != w && warps[o].setmaxnregValues.size() > k &&
+          warps[o].setmaxnregValues[k] != value) {
+        error(first, "warp " + std::to_string(w) + " sets " + std::to_string(value) +
+                         " registers but warp " + std::to_string(o) +
+                         " of its warpgroup set " +
+                         std::to_string(warps[o].setmaxnregValues[k]) +
+                         " (setmaxnreg is warpgroup-collective)");
+        return;
+      }
+    int64_t delta = (int64_t(value) - warp.registers) * 32;
+    // An increase waits until other warps have given back enough of the
+    // CTA's 64K registers.
+    if (delta > registerPool) {
+      waitForRegisters = true;
+      return;
+    }
+    registerPool -= delta;
+    warp.registers = value;
+    warp.setmaxnregValues.push_back(value);
+    return;
+  }
+  default:
+    break;
+  }
+  // tcgen05 collectives: one lane acts for the warp (alloc, dealloc,
+  // relinquish) or every lane acts on its own TMEM lane (ld, st, waits).
+  switch (in.op) {
+  case Op::TcAlloc: {
+    uint32_t smemAddr;
+    uint32_t columns = read(first, in.operands[1], Ty::U32);
+    if (columns < 32 || columns > kTmemColumns || (columns & (columns - 1))) {
+      error(first, "tcgen05.alloc of " + std::to_string(columns) +
+                       " columns (a power of 2 from 32 to 512)");
+      return;
+    }
+    if (tmemRelinquished) {
+      error(first, "tcgen05.alloc after tcgen05.relinquish_alloc_permit");
+      return;
+    }
+    uint32_t column = 0;
+    for (; column < kTmemColumns; column += columns) {
+      bool free = true;
+      for (auto [c, n] : tmemAllocations)
+        if (c < column + columns && column < c + n)
+          free = false;
+      if (free)
+        break;
+    }
+    if (column >= kTmemColumns) {
+      error(first, "tcgen05.alloc of " + std::to_string(columns) +
+                       " columns does not fit beside the columns already "
+                       "allocated: it would wait forever");
+      return;
+    }
+    tmemAllocations.push_back({column, columns});
+    uint8_t *p = memory(first, Space::Shared, address(first, in.operands[0]), 4, true, smemAddr);
+    if (!p)
+      return;
+    std::memcpy(p, &column, 4);
+    return;
+  }
+  case Op::TcDealloc: {
+    uint32_t taddr = read(first, in.operands[0], Ty::U32);
+    uint32_t columns = read(first, in.operands[1], Ty::U32);
+    for (auto it = tmemAllocations.begin(); it != tmemAllocations.end(); ++it)
+      if (it->first == (taddr & 0xffff) && it->second == columns && (taddr >> 16) == 0) {
+        for (const TensorOp &op : tensorPipe)
+          if (!op.commit && op.dRect.col1 > it->first && op.dRect.col0 < it->first + columns)
+            hazard(at(first) + ": frees TMEM that an in-flight MMA is writing");
+        tmemAllocations.erase(it);
+        return;
+      }
+    error(first, "tcgen05.dealloc of " + std::to_string(columns) + " columns at " +
+                     hex(taddr) + " matches no allocation");
+    return;
+  }
+  case Op::TcRelinquish:
+    tmemRelinquished = true;
+    return;
+  case Op::TcWaitLd:
+    lanes([&](Thread &th) { th.pendingLd.clear(); });
+    return;
+  case Op::TcWaitSt:
+    lanes([&](Thread &th) { th.pendingSt.clear(); });
+    return;
+  case Op::TcLd: case Op::TcSt: {
+    bool load = in.op == Op::TcLd;
+    const Operand &addrOp = in.operands[load ? 1 : 0];
+    const Operand &values = in.operands[load ? 0 : 1];
+    bool pack = in.flags & kPack16;
+    uint32_t columns = pack ? in.count / 2 * 1 : in.count;
+    // 32x32b: lane i of the warp reaches TMEM lane (address lane + i); a
+    // warp may touch only its quadrant, lanes 32*(warp%4) .. +31.
+    uint32_t taddr = static_cast<uint32_t>(address(first, addrOp));
+    uint32_t laneBase = taddr >> 16, column = taddr & 0xffff;
+    uint32_t quadrant = (w % 4) * 32;
+    if (laneBase != quadrant) {
+      error(first, std::string("tcgen05.") + (load ? "ld" : "st") +
+                       " of TMEM lanes " + std::to_string(laneBase) + ".." +
+                       std::to_string(laneBase + 31) + " by warp " +
+                       std::to_string(w) + ", which may access only lanes " +
+                       std::to_string(quadrant) + ".." + std::to_string(quadrant + 31));
+      return;
+    }
+    lanes([&](Thread &th) {
+      uint32_t laneAddr = static_cast<uint32_t>(address(th, addrOp));
+      if (laneAddr != taddr)
+        error(th, "lanes of one tcgen05 access name different TMEM addresses");
+    });
+    if (stopped)
+      return;
+    TmemRect rect{laneBase, laneBase + 32, column, column + (pack ? in.count : columns)};
+    if (!tmemCheck(&first, rect, load ? "tcgen05.ld" : "tcgen05.st"))
+      return;
+    for (const TensorOp &op : tensorPipe) {
+      if (op.commit)
+        continue;
+      if (op.dRect.overlaps(rect))
+        hazard(at(first) + ": " + (load ? "reads" : "writes") +
+               " TMEM columns " + std::to_string(rect.col0) + ".." +
+               std::to_string(rect.col1 - 1) + " that an in-flight MMA (" +
+               program.sources[op.source] + ") is writing");
+      else if (!load && op.aInTmem && op.aRect.overlaps(rect))
+        hazard(at(first) + ": writes TMEM columns " + std::to_string(rect.col0) +
+               ".." + std::to_string(rect.col1 - 1) + " that an in-flight MMA (" +
+               program.sources[op.source] + ") is still reading");
+    }
+    uint32_t words = pack ? in.count / 2 : in.count;
+    lanes([&](Thread &th) {
+      uint32_t *row = tmem.data() + size_t(laneBase + th.lane) * kTmemColumns + column;
+      for (uint32_t j = 0; j < words; ++j) {
+        const Operand &v = values.kind == Operand::Kind::Vec
+                               ? program.vectors[values.vecBegin + j]
+                               : values;
+        if (load) {
+          uint32_t word = pack ? ((row[2 * j] & 0xffff) | (row[2 * j + 1] << 16)) : row[j];
+          write(th, v, word, Ty::B32);
+          if (v.kind == Operand::Kind::Reg)
+            th.pendingLd.push_back(v.reg);
+        } else {
+          uint32_t word = static_cast<uint32_t>(read(th, v, Ty::B32));
+          if (pack) {
+            row[2 * j] = word & 0xffff;
+            row[2 * j + 1] = word >> 16;
+          } else {
+            row[j] = word;
+          }
+        }
+      }
+      if (!load)
+        th.pendingSt.push_back({laneBase + th.lane, laneBase + th.lane + 1, rect.col0, rect.col1});
+    });
+    return;
+  }
+  default:
+    error(first, "unexpected collective");
+    return;
+  }
+}
+
+} // namespace mlir::fa4::emu

@@ -1,0 +1,217 @@
+//===- Machine.h - one CTA of a launch --------------------------*- C++ -*-===//
+//
+// A CTA is a set of threads, each with its own program counter and
+// registers, plus the units that work beside them: shared memory with its
+// mbarriers, the tensor memory, and the asynchronous engines (TMA, the tensor
+// core pipe, bulk stores). The scheduler runs one runnable thread at a time
+// for a seeded random number of instructions; a thread stops early when it
+// blocks (a collective its warp has not all reached, an mbarrier phase that
+// has not completed, a bulk group still in flight). Asynchronous operations
+// complete at seeded random later points, or at once when every thread
+// waits, so that a missing wait is seen as a hazard or a wrong result.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef FA4_LIB_EMU_MACHINE_H
+#define FA4_LIB_EMU_MACHINE_H
+
+#include "Program.h"
+
+#include "fa4/Emu/Layouts.h"
+
+#include <deque>
+#include <random>
+#include <unordered_map>
+
+namespace mlir::fa4::emu {
+
+/// A byte range [begin, end) of shared memory.
+struct Interval {
+  uint32_t begin = 0, end = 0;
+  bool overlaps(const Interval &o) const { return begin < o.end && o.begin < end; }
+};
+/// A rectangle of tensor memory: lanes [lane0, lane1) x columns [col0, col1).
+struct TmemRect {
+  uint32_t lane0 = 0, lane1 = 0, col0 = 0, col1 = 0;
+  bool overlaps(const TmemRect &o) const {
+    return lane0 < o.lane1 && o.lane0 < lane1 && col0 < o.col1 && o.col0 < col1;
+  }
+};
+
+/// What one CTA reports, merged into the launch's report.
+struct CtaReport {
+  std::vector<std::string> errors, hazards, misuse, deadlock;
+  int64_t errorCount = 0, hazardCount = 0, misuseCount = 0;
+  int64_t instructions = 0, mmas = 0, tmaLoadBytes = 0, tmaStoreBytes = 0;
+  std::vector<int64_t> perWarp;
+};
+
+class CtaMachine {
+public:
+  CtaMachine(const Program &program, const Kernel &kernel, Device &device,
+             const LaunchConfig &config, const std::vector<uint8_t> &params,
+             uint32_t ctaLinear, CtaReport &report);
+  void run();
+
+private:
+  enum class State : uint8_t {
+    Ready, Collective, CtaBarrier, Mbarrier, BulkWait, Exited,
+  };
+  struct Thread {
+    uint32_t pc = 0;
+    State state = State::Ready;
+    uint32_t tid = 0, warp = 0, lane = 0;
+    uint64_t *regs = nullptr;
+    int64_t executed = 0;
+    uint32_t runnableIndex = ~0u;
+    // An mbarrier wait: the phases completed when the wait began.
+    uint32_t waitBarrier = 0;
+    uint64_t waitSnapshot = 0;
+    bool waiting = false;
+    // tcgen05.ld destinations not yet covered by tcgen05.wait::ld.
+    std::vector<uint32_t> pendingLd;
+    // tcgen05.st regions not yet covered by tcgen05.wait::st.
+    std::vector<TmemRect> pendingSt;
+    // Shared-memory bytes written through the generic proxy since the last
+    // fence.proxy.async.
+    std::vector<Interval> unfenced;
+    // Bulk async-groups: groups committed, stores in flight per group.
+    uint32_t committedGroups = 0;
+    std::unordered_map<uint32_t, uint32_t> storesInFlight;
+  };
+  struct Warp {
+    uint32_t arrived = 0; // lanes parked at a collective
+    uint32_t exited = 0;
+    uint32_t absent = 0; // lanes past the block's last thread
+    uint32_t registers = 0;
+    std::vector<uint32_t> setmaxnregValues;
+  };
+  struct Mbarrier {
+    uint32_t expected = 0;
+    int64_t pending = 0;
+    int64_t tx = 0;
+    uint64_t phase = 0; // phases completed
+    std::vector<uint32_t> waiters;
+  };
+  struct TmaOp {
+    bool load = true;
+    runtime::TensorMapSpec map;
+    int64_t coords[5] = {};
+    uint32_t smem = 0;
+    uint32_t bytes = 0;
+    uint32_t barrier = 0;
+    uint32_t thread = 0;
+    uint32_t group = 0;
+    uint64_t due = 0;
+    uint32_t source = 0;
+  };
+  struct TensorOp {
+    bool commit = false;
+    uint32_t barrier = 0;
+    // MMA operands.
+    uint32_t d = 0, aTmem = 0;
+    uint64_t aDesc = 0, bDesc = 0;
+    bool aInTmem = false, accumulate = false;
+    SmemDescriptor a, b;
+    InstrDescriptor instr;
+    Interval aSmem, bSmem;
+    TmemRect dRect, aRect;
+    uint64_t due = 0;
+    uint32_t source = 0;
+    uint32_t thread = 0;
+  };
+
+  // Scheduling.
+  void makeRunnable(uint32_t t);
+  void block(uint32_t t, State state);
+  void step(uint32_t t, uint64_t quantum);
+  bool completeAsync(bool force);
+  void reportDeadlock();
+  void finish();
+
+  // Reports.
+  std::string threadName(const Thread &th) const;
+  std::string at(const Thread &th) const;
+  void error(const Thread &th, const std::string &message);
+  void hazard(const std::string &message);
+  void misuse(const std::string &message);
+  bool stopped = false;
+
+  // Operands and memory.
+  uint64_t read(const Thread &th, const Operand &o, Ty type);
+  void write(Thread &th, const Operand &o, uint64_t value, Ty type);
+  uint64_t special(const Thread &th, Special s) const;
+  uint64_t address(const Thread &th, const Operand &o) const;
+  uint8_t *memory(Thread &th, Space space, uint64_t addr, uint32_t bytes,
+                  bool store, uint32_t &smemAddr);
+  bool checkShared(uint32_t addr, uint32_t bytes) const {
+    return addr >= kSharedBase && addr + uint64_t(bytes) <= smemEnd;
+  }
+  void onSharedAccess(Thread &th, Interval range, bool store);
+  void checkPendingLd(Thread &th, const Inst &in);
+
+  // Instruction families.
+  void execAlu(Thread &th, const Inst &in);
+  void execCvt(Thread &th, const Inst &in);
+  void execMemory(Thread &th, const Inst &in);
+  bool execMbarrier(uint32_t t, const Inst &in);
+  void execTma(Thread &th, const Inst &in);
+  bool execBulkWait(uint32_t t, const Inst &in);
+  void execMma(Thread &th, const Inst &in);
+  void execCommit(Thread &th, const Inst &in);
+  void exitThread(uint32_t t);
+  void arriveCollective(uint32_t t, const Inst &in);
+  void completeCollective(uint32_t warp, uint32_t members, const Inst &in);
+  void execCollective(uint32_t warp, uint32_t members, const Inst &in,
+                      bool &waitForRegisters);
+  void arriveBarSync(uint32_t t);
+  void releaseBarSync();
+
+  // Units.
+  Mbarrier *barrierAt(Thread &th, uint32_t addr);
+  void arrive(uint32_t addr, Mbarrier &bar, int64_t count, const std::string &who);
+  void completeTx(uint32_t addr, Mbarrier &bar, int64_t bytes);
+  void completePhase(Mbarrier &bar);
+  void runTma(TmaOp &op);
+  void runTensorOp(TensorOp &op);
+  bool tmemCheck(const Thread *th, const TmemRect &rect, const std::string &what);
+  bool decodeMap(Thread &th, uint64_t generic, runtime::TensorMapSpec &map);
+
+  const Program &program;
+  const Kernel &kernel;
+  Device &device;
+  const LaunchConfig &config;
+  const std::vector<uint8_t> &params;
+  CtaReport &report;
+  uint32_t ctaId[3] = {0, 0, 0};
+  uint32_t numThreads = 0;
+  std::vector<Thread> threads;
+  std::vector<Warp> warps;
+  std::vector<uint64_t> registerFile;
+  std::vector<uint32_t> runnable;
+  uint32_t exitedThreads = 0;
+  uint32_t barSyncArrived = 0;
+  uint64_t now = 0;
+  std::mt19937_64 rng;
+
+  std::vector<uint8_t> smem;
+  uint32_t smemEnd = 0;
+  /// Per shared byte: 1 + the thread whose generic write is not yet fenced.
+  std::vector<uint16_t> unfencedOwner;
+  uint32_t unfencedBytes = 0;
+  std::unordered_map<uint32_t, Mbarrier> barriers;
+
+  static constexpr uint32_t kTmemLanes = 128, kTmemColumns = 512;
+  std::vector<uint32_t> tmem;
+  std::vector<std::pair<uint32_t, uint32_t>> tmemAllocations; // column, count
+  bool tmemRelinquished = false;
+
+  std::vector<TmaOp> tmaInFlight;
+  std::deque<TensorOp> tensorPipe;
+  int64_t registerPool = 65536;
+  std::vector<uint32_t> registerWaiters;
+};
+
+} // namespace mlir::fa4::emu
+
+#endif // FA4_LIB_EMU_MACHINE_H

@@ -1,0 +1,1154 @@
+//===- Parser.cpp - PTX text to a Program -----------------------------------===//
+//
+// Reads the PTX that LLVM's NVPTX back end writes (and that inline assembly
+// adds to it): module directives, shared-memory variables, entries with their
+// parameters and performance directives, register declarations, nested
+// `{ }` scopes with their own registers and labels, predicated instructions.
+// Each instruction is decoded once; a mnemonic or qualifier the emulator does
+// not model is an error that names it, never a guess.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Program.h"
+
+#include <cctype>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <set>
+
+namespace mlir::fa4::emu {
+namespace {
+
+struct ParseError {
+  std::string message;
+};
+
+[[noreturn]] void fail(const std::string &message) { throw ParseError{message}; }
+
+std::string trim(const std::string &s) {
+  size_t b = 0, e = s.size();
+  while (b < e && std::isspace(static_cast<unsigned char>(s[b])))
+    ++b;
+  while (e > b && std::isspace(static_cast<unsigned char>(s[e - 1])))
+    --e;
+  return s.substr(b, e - b);
+}
+
+std::vector<std::string> splitTopLevel(const std::string &s, char separator) {
+  std::vector<std::string> parts;
+  int depth = 0;
+  std::string current;
+  for (char c : s) {
+    if (c == '[' || c == '{' || c == '(')
+      ++depth;
+    if (c == ']' || c == '}' || c == ')')
+      --depth;
+    if (c == separator && depth == 0) {
+      parts.push_back(trim(current));
+      current.clear();
+      continue;
+    }
+    current += c;
+  }
+  if (!trim(current).empty())
+    parts.push_back(trim(current));
+  return parts;
+}
+
+/// Splits a mnemonic at dots, keeping `::` inside a part.
+std::vector<std::string> splitMnemonic(const std::string &s) {
+  std::vector<std::string> parts;
+  std::string current;
+  for (char c : s) {
+    if (c == '.') {
+      parts.push_back(current);
+      current.clear();
+      continue;
+    }
+    current += c;
+  }
+  parts.push_back(current);
+  return parts;
+}
+
+bool parseType(const std::string &s, Ty &type) {
+  static const std::map<std::string, Ty> types = {
+      {"b8", Ty::B8},     {"u8", Ty::U8},         {"s8", Ty::S8},
+      {"b16", Ty::B16},   {"u16", Ty::U16},       {"s16", Ty::S16},
+      {"f16", Ty::F16},   {"bf16", Ty::BF16},     {"b32", Ty::B32},
+      {"u32", Ty::U32},   {"s32", Ty::S32},       {"f32", Ty::F32},
+      {"b64", Ty::B64},   {"u64", Ty::U64},       {"s64", Ty::S64},
+      {"f64", Ty::F64},   {"f16x2", Ty::F16x2},   {"bf16x2", Ty::BF16x2},
+      {"f32x2", Ty::F32x2}, {"pred", Ty::Pred}};
+  auto it = types.find(s);
+  if (it == types.end())
+    return false;
+  type = it->second;
+  return true;
+}
+
+bool parseInteger(const std::string &text, int64_t &value) {
+  if (text.empty())
+    return false;
+  std::string s = text;
+  bool negative = false;
+  if (s[0] == '-' || s[0] == '+') {
+    negative = s[0] == '-';
+    s = s.substr(1);
+  }
+  if (s.empty() || !std::isdigit(static_cast<unsigned char>(s[0])))
+    return false;
+  if (s.size() > 1 && s.back() == 'U')
+    s.pop_back();
+  char *end = nullptr;
+  unsigned long long magnitude;
+  if (s.size() > 2 && s[0] == '0' && (s[1] == 'x' || s[1] == 'X'))
+    magnitude = std::strtoull(s.c_str() + 2, &end, 16);
+  else if (s.size() > 1 && s[0] == '0' && std::isdigit(static_cast<unsigned char>(s[1])))
+    magnitude = std::strtoull(s.c_str() + 1, &end, 8);
+  else
+    magnitude = std::strtoull(s.c_str(), &end, 10);
+  if (*end != '\0')
+    return false;
+  value = negative ? -static_cast<int64_t>(magnitude)
+                   : static_cast<int64_t>(magnitude);
+  return true;
+}
+
+const std::map<std::string, Special> &specials() {
+  static const std::map<std::string, Special> table = {
+      {"%tid.x", Special::TidX},       {"%tid.y", Special::TidY},
+      {"%tid.z", Special::TidZ},       {"%ntid.x", Special::NtidX},
+      {"%ntid.y", Special::NtidY},     {"%ntid.z", Special::NtidZ},
+      {"%ctaid.x", Special::CtaidX},   {"%ctaid.y", Special::CtaidY},
+      {"%ctaid.z", Special::CtaidZ},   {"%nctaid.x", Special::NctaidX},
+      {"%nctaid.y", Special::NctaidY}, {"%nctaid.z", Special::NctaidZ},
+      {"%laneid", Special::LaneId},    {"%warpid", Special::WarpId},
+      {"%nwarpid", Special::NWarpId},  {"%smid", Special::SmId},
+      {"%nsmid", Special::NSmId},
+      {"%dynamic_smem_size", Special::DynamicSmemSize},
+      {"%clock", Special::Clock},      {"%clock64", Special::Clock64},
+      {"%globaltimer", Special::GlobalTimer}};
+  return table;
+}
+
+class Parser {
+public:
+  explicit Parser(const std::string &text) : text(text) {}
+  void parse(Program &program);
+
+private:
+  // Scanning.
+  void skipSpaceAndComments();
+  std::string readStatement(char &terminator);
+
+  // Module level.
+  void parseModuleDirective(const std::string &statement);
+  void parseEntryHeader(const std::string &header);
+  void parseBody();
+
+  // Registers and scopes.
+  struct Scope {
+    int parent;
+    std::map<std::string, uint32_t> registers;
+    std::map<std::string, uint32_t> labels;
+  };
+  void declareRegisters(const std::string &statement);
+  bool lookupRegister(const std::string &name, uint32_t &slot) const;
+
+  // Instructions.
+  void parseInstruction(const std::string &statement);
+  Operand parseOperand(const std::string &text, Ty type);
+  Operand parseMemory(const std::string &text);
+  void decode(Inst &inst, const std::vector<std::string> &parts,
+              std::vector<std::string> &operands);
+
+  uint32_t line() const;
+  std::string where() const { return "line " + std::to_string(line()); }
+
+  const std::string &text;
+  size_t pos = 0;
+  size_t statementBegin = 0;
+  Program *program = nullptr;
+  Kernel *kernel = nullptr;
+  std::vector<Scope> scopes;
+  int currentScope = -1;
+  /// Branches to resolve: instruction index, scope, label.
+  struct PendingBranch {
+    uint32_t inst;
+    int scope;
+    std::string label;
+  };
+  std::vector<PendingBranch> branches;
+  std::vector<int> instScopes;
+  std::map<std::string, uint32_t> sharedSymbols;
+  std::string dynamicSmemSymbol;
+};
+
+uint32_t Parser::line() const {
+  uint32_t n = 1;
+  for (size_t i = 0; i < statementBegin && i < text.size(); ++i)
+    n += text[i] == '\n';
+  return n;
+}
+
+void Parser::skipSpaceAndComments() {
+  while (pos < text.size()) {
+    char c = text[pos];
+    if (std::isspace(static_cast<unsigned char>(c))) {
+      ++pos;
+    } else if (text.compare(pos, 2, "//") == 0) {
+      while (pos < text.size() && text[pos] != '\n')
+        ++pos;
+    } else if (text.compare(pos, 2, "/*") == 0) {
+      size_t end = text.find("*/", pos + 2);
+      pos = end == std::string::npos ? text.size() : end + 2;
+    } else {
+      break;
+    }
+  }
+}
+
+/// Reads up to and including the next ';', '{' or '}' (returned in
+/// `terminator`), or a label's ':' — a single colon right after the first
+/// identifier of a statement.
+std::string Parser::readStatement(char &terminator) {
+  skipSpaceAndComments();
+  statementBegin = pos;
+  std::string out;
+  bool firstToken = true;
+  while (pos < text.size()) {
+    char c = text[pos];
+    if (text.compare(pos, 2, "//") == 0 || text.compare(pos, 2, "/*") == 0) {
+      skipSpaceAndComments();
+      out += ' ';
+      continue;
+    }
+    // .version, .target and .address_size end at the line's end.
+    if (c == '\n' && (out.compare(0, 8, ".version") == 0 ||
+                      out.compare(0, 7, ".target") == 0 ||
+                      out.compare(0, 13, ".address_size") == 0)) {
+      terminator = ';';
+      ++pos;
+      return trim(out);
+    }
+    if (c == ';' || ((c == '{' || c == '}') && trim(out).empty())) {
+      terminator = c;
+      ++pos;
+      return trim(out);
+    }
+    if (c == '{' && out.find('(') != std::string::npos &&
+        out.find(".entry") != std::string::npos) {
+      terminator = c;
+      ++pos;
+      return trim(out);
+    }
+    if (c == ':' && firstToken && text.compare(pos, 2, "::") != 0 &&
+        (pos == 0 || text[pos - 1] != ':')) {
+      std::string candidate = trim(out);
+      if (!candidate.empty() &&
+          candidate.find_first_of(" \t") == std::string::npos) {
+        terminator = ':';
+        ++pos;
+        return candidate;
+      }
+    }
+    if (std::isspace(static_cast<unsigned char>(c)) && !trim(out).empty())
+      firstToken = false;
+    out += c;
+    ++pos;
+  }
+  terminator = '\0';
+  return trim(out);
+}
+
+void Parser::parse(Program &prog) {
+  program = &prog;
+  while (true) {
+    char terminator;
+    std::string statement = readStatement(terminator);
+    if (terminator == '\0') {
+      if (!statement.empty())
+        fail(where() + ": unterminated statement '" + statement + "'");
+      break;
+    }
+    if (terminator == '{' && statement.find(".entry") != std::string::npos) {
+      parseEntryHeader(statement);
+      parseBody();
+      continue;
+    }
+    if (terminator != ';')
+      fail(where() + ": unexpected '" + std::string(1, terminator) +
+           "' at module level");
+    parseModuleDirective(statement);
+  }
+  if (prog.kernels.empty())
+    fail("the PTX holds no .entry");
+}
+
+void Parser::parseModuleDirective(const std::string &statement) {
+  std::vector<std::string> words = splitTopLevel(statement, ' ');
+  if (words.empty())
+    return;
+  const std::string &first = words[0];
+  if (first == ".version" || first == ".target" || first == ".address_size")
+    return;
+  if (statement.find(".func") != std::string::npos)
+    fail(where() + ": .func declarations are not supported (fa4 kernels "
+                   "call no device functions)");
+  if (statement.find(".shared") != std::string::npos) {
+    // [.extern] .shared [.align N] .b8 name[size];
+    uint32_t align = 1;
+    std::string declarator;
+    bool isExtern = false;
+    for (size_t i = 0; i < words.size(); ++i) {
+      if (words[i] == ".extern")
+        isExtern = true;
+      else if (words[i] == ".align" && i + 1 < words.size())
+        align = static_cast<uint32_t>(std::strtoul(words[++i].c_str(), nullptr, 10));
+      else if (words[i][0] != '.')
+        declarator = words[i];
+    }
+    size_t bracket = declarator.find('[');
+    std::string name = declarator.substr(0, bracket);
+    if (name.empty())
+      fail(where() + ": cannot read the shared variable in '" + statement + "'");
+    if (align == 0 || (align & (align - 1)))
+      fail(where() + ": .align " + std::to_string(align) + " is not a power of 2");
+    if (isExtern) {
+      dynamicSmemSymbol = name;
+      program->dynamicSmemAlign = std::max(program->dynamicSmemAlign, align);
+      return;
+    }
+    uint32_t size = 1;
+    if (bracket != std::string::npos)
+      size = static_cast<uint32_t>(
+          std::strtoul(declarator.c_str() + bracket + 1, nullptr, 10));
+    uint32_t offset = (program->staticSmemBytes + align - 1) / align * align;
+    sharedSymbols[name] = kSharedBase + offset;
+    program->staticSmemBytes = offset + size;
+    return;
+  }
+  if (first == ".global" || first == ".const" ||
+      statement.find(" .global ") != std::string::npos)
+    fail(where() + ": module-scope .global/.const variables are not supported");
+  fail(where() + ": unsupported module directive '" + statement + "'");
+}
+
+void Parser::parseEntryHeader(const std::string &header) {
+  size_t open = header.find('('), close = header.rfind(')');
+  if (open == std::string::npos || close == std::string::npos || close < open)
+    fail(where() + ": cannot read the .entry header");
+  std::vector<std::string> words = splitTopLevel(header.substr(0, open), ' ');
+  program->kernels.emplace_back();
+  kernel = &program->kernels.back();
+  kernel->name = trim(words.empty() ? "" : words.back());
+  for (const std::string &param :
+       splitTopLevel(header.substr(open + 1, close - open - 1), ',')) {
+    // .param [.align N] .type [.ptr ...] name[[size]]
+    std::vector<std::string> tokens = splitTopLevel(param, ' ');
+    KernelParam p;
+    Ty type = Ty::None;
+    for (size_t i = 0; i < tokens.size(); ++i) {
+      const std::string &t = tokens[i];
+      if (t == ".align" && i + 1 < tokens.size()) {
+        p.align = static_cast<uint32_t>(std::strtoul(tokens[++i].c_str(), nullptr, 10));
+      } else if (t.size() > 1 && t[0] == '.') {
+        parseType(t.substr(1), type);
+      } else {
+        p.name = t;
+      }
+    }
+    uint32_t elementBytes = type == Ty::None ? 1 : std::max(1u, bitsOf(type) / 8);
+    uint32_t count = 1;
+    size_t bracket = p.name.find('[');
+    if (bracket != std::string::npos) {
+      count = static_cast<uint32_t>(std::strtoul(p.name.c_str() + bracket + 1, nullptr, 10));
+      p.name = p.name.substr(0, bracket);
+    }
+    if (p.name.empty() || type == Ty::None)
+      fail(where() + ": cannot read the parameter '" + param + "'");
+    p.bytes = elementBytes * count;
+    bool explicitAlign = param.find(".align") != std::string::npos;
+    if (!explicitAlign)
+      p.align = elementBytes;
+    if (p.align == 0 || (p.align & (p.align - 1)))
+      fail(where() + ": parameter " + p.name + " has alignment " +
+           std::to_string(p.align));
+    uint32_t offset = (kernel->paramBytes + p.align - 1) / p.align * p.align;
+    kernel->paramOffsets.push_back(offset);
+    kernel->paramBytes = offset + p.bytes;
+    kernel->params.push_back(p);
+  }
+  std::vector<std::string> tail = splitTopLevel(header.substr(close + 1), ' ');
+  for (size_t i = 0; i + 1 < tail.size(); ++i) {
+    if (tail[i] == ".maxnreg")
+      kernel->maxnreg = static_cast<uint32_t>(std::strtoul(tail[i + 1].c_str(), nullptr, 10));
+    if (tail[i] == ".reqntid")
+      kernel->reqntid = static_cast<uint32_t>(std::strtoul(tail[i + 1].c_str(), nullptr, 10));
+  }
+}
+
+void Parser::declareRegisters(const std::string &statement) {
+  // .reg .type name<N> | .reg .type a, b, c
+  std::string rest = trim(statement.substr(4));
+  size_t space = rest.find_first_of(" \t");
+  if (space == std::string::npos)
+    fail(where() + ": cannot read '" + statement + "'");
+  Ty type;
+  std::string typeName = rest.substr(0, space);
+  if (typeName.empty() || typeName[0] != '.' || !parseType(typeName.substr(1), type))
+    fail(where() + ": unknown register type in '" + statement + "'");
+  for (const std::string &name : splitTopLevel(rest.substr(space + 1), ',')) {
+    size_t angle = name.find('<');
+    Scope &scope = scopes[currentScope];
+    if (angle == std::string::npos) {
+      scope.registers[name] = program->numRegs++;
+      continue;
+    }
+    std::string prefix = trim(name.substr(0, angle));
+    uint32_t count = static_cast<uint32_t>(std::strtoul(name.c_str() + angle + 1, nullptr, 10));
+    for (uint32_t i = 0; i < count; ++i)
+      scope.registers[prefix + std::to_string(i)] = program->numRegs++;
+  }
+}
+
+bool Parser::lookupRegister(const std::string &name, uint32_t &slot) const {
+  for (int s = currentScope; s >= 0; s = scopes[s].parent) {
+    auto it = scopes[s].registers.find(name);
+    if (it != scopes[s].registers.end()) {
+      slot = it->second;
+      return true;
+    }
+  }
+  return false;
+}
+
+void Parser::parseBody() {
+  scopes.clear();
+  scopes.push_back({-1, {}, {}});
+  currentScope = 0;
+  kernel->begin = static_cast<uint32_t>(program->code.size());
+  branches.clear();
+  instScopes.clear();
+  int depth = 1;
+  while (depth > 0) {
+    char terminator;
+    std::string statement = readStatement(terminator);
+    if (terminator == '\0')
+      fail(where() + ": the body of " + kernel->name + " is not closed");
+    if (terminator == '{') {
+      scopes.push_back({currentScope, {}, {}});
+      currentScope = static_cast<int>(scopes.size()) - 1;
+      ++depth;
+      continue;
+    }
+    if (terminator == '}') {
+      currentScope = scopes[currentScope].parent;
+      --depth;
+      continue;
+    }
+    if (terminator == ':') {
+      scopes[currentScope].labels[statement] =
+          static_cast<uint32_t>(program->code.size());
+      continue;
+    }
+    if (statement.empty())
+      continue;
+    if (statement.compare(0, 4, ".reg") == 0) {
+      declareRegisters(statement);
+      continue;
+    }
+    if (statement.compare(0, 6, ".local") == 0 || statement.compare(0, 7, ".shared") == 0)
+      fail(where() + ": function-scope ." +
+           statement.substr(1, statement.find(' ') - 1) +
+           " variables are not supported");
+    if (statement.compare(0, 7, ".pragma") == 0)
+      continue;
+    parseInstruction(statement);
+  }
+  // A trailing `ret` keeps every path terminated.
+  Inst ret;
+  ret.op = Op::Ret;
+  ret.source = static_cast<uint32_t>(program->sources.size());
+  program->sources.push_back("end of " + kernel->name);
+  program->code.push_back(ret);
+  instScopes.push_back(0);
+  kernel->end = static_cast<uint32_t>(program->code.size());
+  for (const PendingBranch &branch : branches) {
+    bool found = false;
+    for (int s = branch.scope; s >= 0 && !found; s = scopes[s].parent) {
+      auto it = scopes[s].labels.find(branch.label);
+      if (it != scopes[s].labels.end()) {
+        program->code[branch.inst].target = it->second;
+        found = true;
+      }
+    }
+    if (!found)
+      fail(program->sources[program->code[branch.inst].source] +
+           ": branch to an undefined label " + branch.label);
+  }
+}
+
+Operand Parser::parseMemory(const std::string &inner) {
+  Operand op;
+  op.kind = Operand::Kind::Mem;
+  std::string s = trim(inner);
+  // base [+|- offset]
+  size_t split = std::string::npos;
+  for (size_t i = 1; i < s.size(); ++i)
+    if (s[i] == '+' || (s[i] == '-' && s[i - 1] != '+')) {
+      split = i;
+      break;
+    }
+  std::string base = trim(s.substr(0, split));
+  if (split != std::string::npos) {
+    std::string offset = trim(s.substr(split));
+    if (offset[0] == '+')
+      offset = trim(offset.substr(1));
+    int64_t value;
+    if (!parseInteger(offset, value))
+      fail(where() + ": cannot read the address offset in [" + inner + "]");
+    op.imm += value;
+  }
+  int64_t value;
+  uint32_t slot;
+  if (parseInteger(base, value)) {
+    op.imm += value;
+  } else if (lookupRegister(base, slot)) {
+    op.reg = slot;
+  } else if (sharedSymbols.count(base)) {
+    op.imm += sharedSymbols[base];
+  } else if (base == dynamicSmemSymbol && !base.empty()) {
+    op.imm += kSharedBase + (program->staticSmemBytes + program->dynamicSmemAlign - 1) /
+                                program->dynamicSmemAlign * program->dynamicSmemAlign;
+  } else {
+    bool found = false;
+    for (size_t i = 0; kernel && i < kernel->params.size(); ++i)
+      if (kernel->params[i].name == base) {
+        op.imm += kernel->paramOffsets[i];
+        found = true;
+      }
+    if (!found)
+      fail(where() + ": unknown name '" + base + "' in an address");
+  }
+  return op;
+}
+
+Operand Parser::parseOperand(const std::string &raw, Ty type) {
+  std::string s = trim(raw);
+  Operand op;
+  if (s.empty())
+    fail(where() + ": empty operand");
+  if (s == "_") {
+    op.kind = Operand::Kind::Sink;
+    return op;
+  }
+  if (s[0] == '[') {
+    if (s.back() != ']')
+      fail(where() + ": unbalanced '[' in " + s);
+    std::string inner = s.substr(1, s.size() - 2);
+    std::vector<std::string> tuple = splitTopLevel(inner, ',');
+    if (tuple.size() == 1)
+      return parseMemory(inner);
+    // [tensorMap, {coordinates}]: the address, with the coordinates as its
+    // vector part.
+    if (tuple.size() != 2 || tuple[1].empty() || tuple[1][0] != '{')
+      fail(where() + ": cannot read the operand " + s);
+    Operand address = parseMemory(tuple[0]);
+    Operand coords = parseOperand(tuple[1], Ty::S32);
+    address.vecBegin = coords.vecBegin;
+    address.vecCount = coords.vecCount;
+    return address;
+  }
+  if (s[0] == '{') {
+    if (s.back() != '}')
+      fail(where() + ": unbalanced '{' in " + s);
+    std::vector<Operand> elements;
+    for (const std::string &e : splitTopLevel(s.substr(1, s.size() - 2), ','))
+      elements.push_back(parseOperand(e, type));
+    op.kind = Operand::Kind::Vec;
+    op.vecBegin = static_cast<uint32_t>(program->vectors.size());
+    op.vecCount = static_cast<uint32_t>(elements.size());
+    for (const Operand &e : elements)
+      program->vectors.push_back(e);
+    return op;
+  }
+  size_t bar = s.find('|');
+  if (bar != std::string::npos) {
+    Operand first = parseOperand(s.substr(0, bar), type);
+    Operand second = parseOperand(s.substr(bar + 1), Ty::Pred);
+    if (second.kind != Operand::Kind::Reg ||
+        (first.kind != Operand::Kind::Reg && first.kind != Operand::Kind::Sink))
+      fail(where() + ": a pair operand must name registers: " + s);
+    first.kind = Operand::Kind::Reg;
+    first.reg2 = second.reg;
+    return first;
+  }
+  auto special = specials().find(s);
+  if (special != specials().end()) {
+    op.kind = Operand::Kind::Special;
+    op.special = special->second;
+    return op;
+  }
+  uint32_t slot;
+  if (lookupRegister(s, slot)) {
+    op.kind = Operand::Kind::Reg;
+    op.reg = slot;
+    return op;
+  }
+  // Immediates: 0fXXXXXXXX (f32 bits), 0dXXXXXXXXXXXXXXXX (f64 bits),
+  // integers, decimal floats.
+  if (s.size() == 10 && s[0] == '0' && (s[1] == 'f' || s[1] == 'F')) {
+    op.kind = Operand::Kind::Imm;
+    op.imm = static_cast<int64_t>(std::strtoull(s.c_str() + 2, nullptr, 16));
+    return op;
+  }
+  if (s.size() == 18 && s[0] == '0' && (s[1] == 'd' || s[1] == 'D')) {
+    op.kind = Operand::Kind::Imm;
+    op.imm = static_cast<int64_t>(std::strtoull(s.c_str() + 2, nullptr, 16));
+    return op;
+  }
+  int64_t value;
+  if (parseInteger(s, value)) {
+    op.kind = Operand::Kind::Imm;
+    op.imm = value;
+    return op;
+  }
+  if (std::isdigit(static_cast<unsigned char>(s[0])) || s[0] == '-' || s[0] == '.') {
+    char *end = nullptr;
+    double d = std::strtod(s.c_str(), &end);
+    if (*end == '\0') {
+      op.kind = Operand::Kind::Imm;
+      if (type == Ty::F64) {
+        std::memcpy(&op.imm, &d, 8);
+      } else {
+        float f = static_cast<float>(d);
+        uint32_t bits;
+        std::memcpy(&bits, &f, 4);
+        op.imm = bits;
+      }
+      return op;
+    }
+  }
+  if (s[0] == '%')
+    fail(where() + ": undeclared register " + s);
+  // A symbol used as a value: its address in its state space.
+  Operand address = parseMemory(s);
+  if (address.reg != kNoReg)
+    fail(where() + ": cannot read operand " + s);
+  op.kind = Operand::Kind::Imm;
+  op.imm = address.imm;
+  return op;
+}
+
+void Parser::parseInstruction(const std::string &statement) {
+  Inst inst;
+  std::string s = statement;
+  if (s[0] == '@') {
+    size_t space = s.find_first_of(" \t");
+    std::string guard = s.substr(1, space - 1);
+    if (!guard.empty() && guard[0] == '!') {
+      inst.guardNegated = true;
+      guard = guard.substr(1);
+    }
+    if (!lookupRegister(guard, inst.guard))
+      fail(where() + ": undeclared guard predicate " + guard);
+    s = trim(s.substr(space));
+  }
+  size_t space = s.find_first_of(" \t");
+  std::string mnemonic = s.substr(0, space);
+  std::string rest = space == std::string::npos ? "" : trim(s.substr(space));
+  std::vector<std::string> operands = splitTopLevel(rest, ',');
+  inst.source = static_cast<uint32_t>(program->sources.size());
+  program->sources.push_back(where() + ": " + statement);
+  decode(inst, splitMnemonic(mnemonic), operands);
+  program->code.push_back(inst);
+  instScopes.push_back(currentScope);
+}
+
+/// Qualifiers that change nothing the emulator models: memory-model
+/// orderings and scopes (it is sequentially consistent), cache and eviction
+/// hints, `.sync`/`.aligned` (convergence is checked for every collective).
+bool isIgnorable(const std::string &q) {
+  static const std::set<std::string> ignorable = {
+      "sync", "aligned", "uni", "relaxed", "acquire", "release", "acq_rel",
+      "sc", "volatile", "weak", "cta", "cluster", "gpu", "sys", "nc",
+      "L1::no_allocate", "L1::evict_last", "L1::evict_first",
+      "L1::evict_normal", "L1::evict_unchanged", "L2::64B", "L2::128B",
+      "L2::256B", "shared::cluster", "cta_group::1", "noftz"};
+  return ignorable.count(q) != 0;
+}
+
+void Parser::decode(Inst &inst, const std::vector<std::string> &parts,
+                    std::vector<std::string> &operandTexts) {
+  const std::string &base = parts[0];
+  std::string mnemonic;
+  for (size_t i = 0; i < parts.size(); ++i)
+    mnemonic += (i ? "." : "") + parts[i];
+  auto unsupported = [&](const std::string &what) {
+    fail(where() + ": " + what + " in '" + mnemonic +
+         "' is not modelled by fa4-emu");
+  };
+  // Generic qualifier reading: types, rounding, comparison, spaces, flags.
+  std::vector<Ty> types;
+  std::vector<std::string> unknown;
+  auto readQualifiers = [&](size_t from) {
+    for (size_t i = from; i < parts.size(); ++i) {
+      const std::string &q = parts[i];
+      Ty t;
+      if (parseType(q, t)) {
+        types.push_back(t);
+        continue;
+      }
+      static const std::map<std::string, Round> rounds = {
+          {"rn", Round::Rn},   {"rz", Round::Rz},   {"rm", Round::Rm},
+          {"rp", Round::Rp},   {"rni", Round::Rni}, {"rzi", Round::Rzi},
+          {"rmi", Round::Rmi}, {"rpi", Round::Rpi}};
+      static const std::map<std::string, Cmp> cmps = {
+          {"eq", Cmp::Eq},   {"ne", Cmp::Ne},   {"lt", Cmp::Lt},
+          {"le", Cmp::Le},   {"gt", Cmp::Gt},   {"ge", Cmp::Ge},
+          {"lo", Cmp::Lo},   {"ls", Cmp::Ls},   {"hi", Cmp::Hi},
+          {"hs", Cmp::Hs},   {"equ", Cmp::Equ}, {"neu", Cmp::Neu},
+          {"ltu", Cmp::Ltu}, {"leu", Cmp::Leu}, {"gtu", Cmp::Gtu},
+          {"geu", Cmp::Geu}, {"num", Cmp::Num}, {"nan", Cmp::Nan}};
+      static const std::map<std::string, Space> spaces = {
+          {"shared", Space::Shared},       {"shared::cta", Space::Shared},
+          {"global", Space::Global},       {"param", Space::Param},
+          {"local", Space::Local},         {"const", Space::Const}};
+      static const std::map<std::string, uint32_t> flags = {
+          {"lo", kLo},     {"hi", kHi},     {"wide", kWide}, {"ftz", kFtz},
+          {"sat", kSat},   {"relu", kRelu}, {"NaN", kNaN},
+          {"approx", kApprox}, {"full", kApprox}};
+      if (auto r = rounds.find(q); r != rounds.end()) {
+        inst.round = r->second;
+      } else if (auto c = cmps.find(q); c != cmps.end() && base == "setp") {
+        inst.cmp = c->second;
+      } else if (auto sp = spaces.find(q); sp != spaces.end()) {
+        inst.space = sp->second;
+      } else if (auto f = flags.find(q); f != flags.end()) {
+        inst.flags |= f->second;
+      } else if (q == "v2" || q == "v4" || q == "v8") {
+        inst.vec = static_cast<uint8_t>(q[1] - '0');
+      } else if (base == "setp" && (q == "and" || q == "or" || q == "xor")) {
+        inst.boolOp = q == "and" ? BoolOp::And : q == "or" ? BoolOp::Or : BoolOp::Xor;
+      } else if (!isIgnorable(q)) {
+        unknown.push_back(q);
+      }
+    }
+  };
+  auto requireNoUnknown = [&]() {
+    if (!unknown.empty())
+      unsupported("qualifier ." + unknown.front());
+  };
+  auto setOperands = [&](size_t expectedMin, size_t expectedMax, Ty type) {
+    if (operandTexts.size() < expectedMin || operandTexts.size() > expectedMax)
+      fail(where() + ": '" + mnemonic + "' takes " + std::to_string(expectedMin) +
+           (expectedMax != expectedMin ? "-" + std::to_string(expectedMax) : "") +
+           " operands, got " + std::to_string(operandTexts.size()));
+    inst.numOperands = static_cast<uint8_t>(operandTexts.size());
+    for (size_t i = 0; i < operandTexts.size(); ++i)
+      inst.operands[i] = parseOperand(operandTexts[i], type);
+  };
+  auto requireType = [&]() {
+    if (types.empty())
+      fail(where() + ": '" + mnemonic + "' has no type");
+    inst.type = types.back();
+  };
+  auto has = [&](const std::string &q) {
+    for (size_t i = 1; i < parts.size(); ++i)
+      if (parts[i] == q)
+        return true;
+    return false;
+  };
+
+  static const std::map<std::string, Op> alu = {
+      {"mov", Op::Mov},   {"add", Op::Add},   {"sub", Op::Sub},
+      {"mul", Op::Mul},   {"mad", Op::Mad},   {"fma", Op::Fma},
+      {"div", Op::Div},   {"rem", Op::Rem},   {"min", Op::Min},
+      {"max", Op::Max},   {"neg", Op::Neg},   {"abs", Op::Abs},
+      {"and", Op::And},   {"or", Op::Or},     {"xor", Op::Xor},
+      {"not", Op::Not},   {"shl", Op::Shl},   {"shr", Op::Shr},
+      {"selp", Op::Selp}, {"setp", Op::Setp}, {"cvt", Op::Cvt},
+      {"cvta", Op::Cvta}, {"bfe", Op::Bfe},   {"popc", Op::Popc},
+      {"clz", Op::Clz},   {"ex2", Op::Ex2},   {"lg2", Op::Lg2},
+      {"rcp", Op::Rcp},   {"sqrt", Op::Sqrt}, {"rsqrt", Op::Rsqrt}};
+
+  if (auto it = alu.find(base); it != alu.end()) {
+    inst.op = it->second;
+    if (inst.op == Op::Cvta) {
+      // cvta[.to].space.size
+      for (size_t i = 1; i < parts.size(); ++i)
+        if (parts[i] == "to")
+          inst.flags |= kToSpace;
+      for (size_t i = 1; i < parts.size(); ++i) {
+        Ty t;
+        if (parts[i] == "to")
+          continue;
+        if (parseType(parts[i], t))
+          types.push_back(t);
+        else if (parts[i] == "shared" || parts[i] == "shared::cta")
+          inst.space = Space::Shared;
+        else if (parts[i] == "global")
+          inst.space = Space::Global;
+        else if (parts[i] == "param")
+          inst.space = Space::Param;
+        else
+          unknown.push_back(parts[i]);
+      }
+      requireNoUnknown();
+      requireType();
+      setOperands(2, 2, inst.type);
+      return;
+    }
+    readQualifiers(1);
+    requireNoUnknown();
+    requireType();
+    if (inst.op == Op::Cvt) {
+      if (types.size() != 2)
+        fail(where() + ": cvt needs a destination and a source type");
+      inst.type = types[0];
+      inst.type2 = types[1];
+      bool packed = inst.type == Ty::F16x2 || inst.type == Ty::BF16x2;
+      setOperands(packed ? 3 : 2, packed ? 3 : 2, inst.type2);
+      return;
+    }
+    if (inst.op == Op::Setp) {
+      setOperands(inst.boolOp == BoolOp::None ? 3 : 4,
+                  inst.boolOp == BoolOp::None ? 3 : 4, inst.type);
+      return;
+    }
+    size_t arity = 3;
+    switch (inst.op) {
+    case Op::Mov: case Op::Neg: case Op::Abs: case Op::Not: case Op::Cvta:
+    case Op::Popc: case Op::Clz: case Op::Ex2: case Op::Lg2: case Op::Rcp:
+    case Op::Sqrt: case Op::Rsqrt:
+      arity = 2;
+      break;
+    case Op::Mad: case Op::Fma: case Op::Selp: case Op::Bfe:
+      arity = 4;
+      break;
+    default:
+      break;
+    }
+    // sm_100a's three-input min/max.
+    size_t maxArity = (inst.op == Op::Min || inst.op == Op::Max) ? 4 : arity;
+    setOperands(arity, maxArity, inst.type);
+    if (inst.op == Op::Mul && inst.type != Ty::F32 && inst.type != Ty::F64 &&
+        inst.type != Ty::F32x2 && inst.type != Ty::F16 && inst.type != Ty::F16x2 &&
+        !(inst.flags & (kLo | kHi | kWide)))
+      fail(where() + ": integer mul needs .lo, .hi or .wide");
+    return;
+  }
+
+  if (base == "ld" || base == "st") {
+    inst.op = base == "ld" ? Op::Ld : Op::St;
+    readQualifiers(1);
+    requireNoUnknown();
+    requireType();
+    setOperands(2, 2, inst.type);
+    const Operand &address = inst.operands[inst.op == Op::Ld ? 1 : 0];
+    if (address.kind != Operand::Kind::Mem)
+      fail(where() + ": '" + mnemonic + "' needs an address in [ ]");
+    if (inst.space == Space::Local || inst.space == Space::Const)
+      unsupported("the ." + std::string(inst.space == Space::Local ? "local" : "const") +
+                  " state space");
+    return;
+  }
+  if (base == "bra") {
+    inst.op = Op::Bra;
+    for (size_t i = 1; i < parts.size(); ++i)
+      if (parts[i] != "uni")
+        unknown.push_back(parts[i]);
+    requireNoUnknown();
+    if (operandTexts.size() != 1)
+      fail(where() + ": bra takes one label");
+    branches.push_back({static_cast<uint32_t>(program->code.size()),
+                        currentScope, trim(operandTexts[0])});
+    return;
+  }
+  if (base == "ret" || base == "exit") {
+    inst.op = Op::Ret;
+    return;
+  }
+  if (base == "membar" || (base == "fence" && !has("proxy") &&
+                           !has("mbarrier_init"))) {
+    inst.op = Op::Nop; // the emulator is sequentially consistent
+    return;
+  }
+  if (base == "fence") {
+    if (has("mbarrier_init")) {
+      inst.op = Op::Nop;
+      return;
+    }
+    // fence.proxy.async[.shared::cta|.global]: generic-proxy writes become
+    // visible to the async proxy.
+    if (!has("async"))
+      unsupported("proxy fence kind");
+    inst.op = Op::FenceProxyAsync;
+    return;
+  }
+  if (base == "prefetch") {
+    inst.op = Op::Nop;
+    return;
+  }
+  if (base == "mbarrier") {
+    if (parts.size() < 2)
+      unsupported("mbarrier form");
+    const std::string &verb = parts[1];
+    readQualifiers(2);
+    if (verb == "init") {
+      inst.op = Op::MbarInit;
+      setOperands(2, 2, Ty::B32);
+    } else if (verb == "inval") {
+      inst.op = Op::MbarInval;
+      setOperands(1, 1, Ty::B32);
+    } else if (verb == "arrive") {
+      inst.op = Op::MbarArrive;
+      inst.flags |= kArrive;
+      for (auto it = unknown.begin(); it != unknown.end();)
+        if (*it == "expect_tx") {
+          inst.flags |= kExpectTx;
+          it = unknown.erase(it);
+        } else {
+          ++it;
+        }
+      setOperands(2, 3, Ty::B32);
+    } else if (verb == "expect_tx") {
+      inst.op = Op::MbarExpectTx;
+      inst.flags |= kExpectTx;
+      setOperands(2, 2, Ty::B32);
+    } else if (verb == "try_wait" || verb == "test_wait") {
+      inst.op = Op::MbarTryWait;
+      if (verb == "test_wait")
+        inst.flags |= kTest;
+      for (auto it = unknown.begin(); it != unknown.end();)
+        if (*it == "parity") {
+          inst.flags |= kParity;
+          it = unknown.erase(it);
+        } else {
+          ++it;
+        }
+      setOperands(3, 4, Ty::B64);
+    } else {
+      unsupported("mbarrier." + verb);
+    }
+    requireNoUnknown();
+    if (inst.space != Space::Shared)
+      unsupported("an mbarrier outside .shared");
+    return;
+  }
+  if (base == "cp") {
+    // cp.async.bulk.tensor.Nd.<dst>.<src>.tile[.mbarrier::complete_tx::bytes|.bulk_group][.L2::cache_hint]
+    // cp.async.bulk.commit_group / wait_group[.read]
+    if (parts.size() >= 4 && parts[1] == "async" && parts[2] == "bulk") {
+      if (parts[3] == "commit_group") {
+        inst.op = Op::BulkCommit;
+        return;
+      }
+      if (parts[3] == "wait_group") {
+        inst.op = Op::BulkWait;
+        if (parts.size() > 4 && parts[4] == "read")
+          inst.flags |= kRead;
+        setOperands(1, 1, Ty::B32);
+        if (inst.operands[0].kind != Operand::Kind::Imm)
+          fail(where() + ": wait_group takes an immediate count");
+        return;
+      }
+      if (parts[3] == "tensor" && parts.size() > 6) {
+        const std::string &rank = parts[4];
+        if (rank.size() != 2 || rank[1] != 'd' || rank[0] < '1' || rank[0] > '5')
+          unsupported("rank " + rank);
+        inst.count = static_cast<uint8_t>(rank[0] - '0');
+        bool load = parts[5].compare(0, 6, "shared") == 0;
+        inst.op = load ? Op::TmaLoad : Op::TmaStore;
+        bool tile = false, completeTx = false, bulkGroup = false;
+        for (size_t i = 7; i < parts.size(); ++i) {
+          if (parts[i] == "tile")
+            tile = true;
+          else if (parts[i] == "mbarrier::complete_tx::bytes")
+            completeTx = true;
+          else if (parts[i] == "bulk_group")
+            bulkGroup = true;
+          else if (parts[i] == "L2::cache_hint")
+            inst.flags |= kCacheHint;
+          else
+            unsupported("qualifier ." + parts[i]);
+        }
+        if (!tile)
+          unsupported("a TMA mode other than .tile");
+        if (load && (!completeTx || parts[6] != "global"))
+          unsupported("a TMA load that is not global -> shared with "
+                      "mbarrier::complete_tx::bytes");
+        if (!load && (!bulkGroup || parts[5] != "global"))
+          unsupported("a TMA store that is not shared -> global with .bulk_group");
+        size_t expected = (load ? 3 : 2) + ((inst.flags & kCacheHint) ? 1 : 0);
+        setOperands(expected, expected, Ty::B32);
+        // [tensorMap, {coords}] arrives as one bracketed operand.
+        return;
+      }
+    }
+    unsupported("copy form");
+  }
+  if (base == "tcgen05") {
+    if (parts.size() < 2)
+      unsupported("tcgen05 form");
+    std::string verb = parts[1];
+    readQualifiers(2);
+    auto dropUnknown = [&](const std::string &q) {
+      for (auto it = unknown.begin(); it != unknown.end(); ++it)
+        if (*it == q) {
+          unknown.erase(it);
+          return true;
+        }
+      return false;
+    };
+    inst.warpCollective = true;
+    if (verb == "alloc") {
+      inst.op = Op::TcAlloc;
+      setOperands(2, 2, Ty::B32);
+    } else if (verb == "dealloc") {
+      inst.op = Op::TcDealloc;
+      setOperands(2, 2, Ty::B32);
+    } else if (verb == "relinquish_alloc_permit") {
+      inst.op = Op::TcRelinquish;
+    } else if (verb == "mma") {
+      inst.op = Op::TcMma;
+      inst.warpCollective = false;
+      if (!dropUnknown("kind::f16"))
+        unsupported("an MMA kind other than kind::f16");
+      dropUnknown("collector::a::discard");
+      dropUnknown("collector::a::lastuse");
+      dropUnknown("collector::a::fill");
+      dropUnknown("collector::a::use");
+      setOperands(5, 5, Ty::B32);
+      if (inst.operands[1].kind == Operand::Kind::Mem)
+        inst.flags |= kTmemA;
+    } else if (verb == "commit") {
+      inst.op = Op::TcCommit;
+      inst.warpCollective = false;
+      if (!dropUnknown("mbarrier::arrive::one"))
+        unsupported("a commit without mbarrier::arrive::one");
+      dropUnknown("shared::cta");
+      setOperands(1, 1, Ty::B64);
+      inst.space = Space::Shared;
+    } else if (verb == "ld" || verb == "st") {
+      inst.op = verb == "ld" ? Op::TcLd : Op::TcSt;
+      if (!dropUnknown("32x32b"))
+        unsupported("a tcgen05." + verb + " shape other than 32x32b");
+      if (dropUnknown("pack::16b") || dropUnknown("unpack::16b"))
+        inst.flags |= kPack16;
+      for (auto it = unknown.begin(); it != unknown.end(); ++it)
+        if (it->size() > 1 && (*it)[0] == 'x') {
+          inst.count = static_cast<uint8_t>(std::strtoul(it->c_str() + 1, nullptr, 10));
+          unknown.erase(it);
+          break;
+        }
+      if (inst.count == 0 || inst.count > 128 || (inst.count & (inst.count - 1)))
+        unsupported("repeat count");
+      setOperands(2, 2, Ty::B32);
+      const Operand &values = inst.operands[verb == "ld" ? 0 : 1];
+      uint32_t words = inst.count / ((inst.flags & kPack16) ? 2 : 1);
+      if (values.kind != Operand::Kind::Vec ? words != 1 : values.vecCount != words)
+        fail(where() + ": tcgen05." + verb + " .x" + std::to_string(inst.count) +
+             " needs " + std::to_string(words) + " registers");
+    } else if (verb == "wait::ld") {
+      inst.op = Op::TcWaitLd;
+    } else if (verb == "wait::st") {
+      inst.op = Op::TcWaitSt;
+    } else if (verb == "fence::before_thread_sync" ||
+               verb == "fence::after_thread_sync") {
+      inst.op = Op::Nop;
+      inst.warpCollective = false;
+    } else {
+      unsupported("tcgen05." + verb);
+    }
+    requireNoUnknown();
+    return;
+  }
+  if (base == "elect") {
+    inst.op = Op::Elect;
+    inst.warpCollective = true;
+    setOperands(2, 2, Ty::B32);
+    return;
+  }
+  if (base == "vote") {
+    inst.op = Op::Vote;
+    inst.warpCollective = true;
+    for (size_t i = 1; i < parts.size(); ++i) {
+      const std::string &q = parts[i];
+      if (q == "any") inst.flags |= kVoteAny;
+      else if (q == "all") inst.flags |= kVoteAll;
+      else if (q == "uni") inst.flags |= kVoteUni;
+      else if (q == "ballot") inst.flags |= kVoteBallot;
+      else if (q != "sync" && q != "pred" && q != "b32") unsupported("qualifier ." + q);
+    }
+    setOperands(3, 3, Ty::Pred);
+    return;
+  }
+  if (base == "shfl") {
+    inst.op = Op::Shfl;
+    inst.warpCollective = true;
+    for (size_t i = 1; i < parts.size(); ++i) {
+      const std::string &q = parts[i];
+      if (q == "up") inst.flags |= kShflUp;
+      else if (q == "down") inst.flags |= kShflDown;
+      else if (q == "bfly") inst.flags |= kShflBfly;
+      else if (q == "idx") inst.flags |= kShflIdx;
+      else if (q != "sync" && q != "b32") unsupported("qualifier ." + q);
+    }
+    setOperands(5, 5, Ty::B32);
+    return;
+  }
+  if (base == "bar" || base == "barrier") {
+    for (size_t i = 1; i < parts.size(); ++i)
+      if (parts[i] != "sync" && parts[i] != "aligned" && parts[i] != "cta")
+        unsupported("barrier form ." + parts[i]);
+    inst.op = Op::BarSync;
+    setOperands(1, 2, Ty::B32);
+    if (inst.numOperands == 2)
+      unsupported("a bar.sync with a thread count");
+    return;
+  }
+  if (base == "setmaxnreg") {
+    inst.op = Op::SetMaxNReg;
+    inst.warpCollective = true;
+    for (size_t i = 1; i < parts.size(); ++i) {
+      if (parts[i] == "inc")
+        inst.flags |= kInc;
+      else if (parts[i] != "dec" && parts[i] != "sync" && parts[i] != "aligned" &&
+               parts[i] != "u32")
+        unsupported("qualifier ." + parts[i]);
+    }
+    setOperands(1, 1, Ty::U32);
+    if (inst.operands[0].kind != Operand::Kind::Imm)
+      fail(where() + ": setmaxnreg takes an immediate register count");
+    return;
+  }
+  fail(where() + ": unknown instruction '" + mnemonic +
+       "' (fa4-emu models the PTX subset listed in docs/Emulator.md)");
+}
+
+} // namespace
+
+std::shared_ptr<const Program> parsePtx(const std::string &text,
+                                        std::string &error) {
+  auto program = std::make_shared<Program>();
+  try {
+    Parser parser(text);
+    parser.parse(*program);
+  } catch (const ParseError &e) {
+    error = e.message;
+    return nullptr;
+  }
+  return program;
+}
+
+std::vector<KernelParam> kernelParams(const Program &program,
+                                      const std::string &kernel) {
+  const Kernel *k = program.findKernel(kernel);
+  return k ? k->params : std::vector<KernelParam>();
+}
+
+} // namespace mlir::fa4::emu

@@ -1,0 +1,176 @@
+//===- Program.h - parsed PTX, ready to execute -----------------*- C++ -*-===//
+//
+// The parser's output and the machine's input: every instruction decoded once
+// into an opcode, its types and modifiers and resolved operands (register
+// slots, immediates, symbol addresses, branch targets), so that executing one
+// is a switch and a few loads.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef FA4_LIB_EMU_PROGRAM_H
+#define FA4_LIB_EMU_PROGRAM_H
+
+#include "fa4/Emu/Emulator.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace mlir::fa4::emu {
+
+/// Where the emulator places the state spaces. Dynamic shared memory starts
+/// 1 KB into the CTA's shared window, as on hardware that reserves the first
+/// kilobyte, so that a kernel confusing offsets with addresses is caught; the
+/// window is sm_100a's 228 KB.
+constexpr uint32_t kSharedBase = 1024;
+constexpr uint32_t kSharedWindow = 228 * 1024 + kSharedBase;
+/// Generic addresses of the param and shared windows (cvta).
+constexpr uint64_t kGenericParam = 0x7f0000000000ull;
+constexpr uint64_t kGenericShared = 0x7e0000000000ull;
+constexpr uint64_t kGlobalBegin = 0x100000000ull;
+
+enum class Op : uint8_t {
+  Mov, Add, Sub, Mul, Mad, Fma, Div, Rem, Min, Max, Neg, Abs,
+  And, Or, Xor, Not, Shl, Shr, Selp, Setp, Cvt, Cvta, Bfe, Popc, Clz,
+  Ex2, Lg2, Rcp, Sqrt, Rsqrt,
+  Ld, St, Bra, Ret, Nop,
+  MbarInit, MbarArrive, MbarExpectTx, MbarTryWait, MbarInval,
+  TmaLoad, TmaStore, BulkCommit, BulkWait, FenceProxyAsync,
+  TcAlloc, TcDealloc, TcRelinquish, TcMma, TcCommit, TcLd, TcSt, TcWaitLd,
+  TcWaitSt,
+  Elect, Vote, BarSync, SetMaxNReg, Shfl,
+};
+
+enum class Ty : uint8_t {
+  None, B8, U8, S8, B16, U16, S16, F16, BF16, B32, U32, S32, F32,
+  B64, U64, S64, F64, F16x2, BF16x2, F32x2, Pred,
+};
+
+inline unsigned bitsOf(Ty t) {
+  switch (t) {
+  case Ty::B8: case Ty::U8: case Ty::S8: return 8;
+  case Ty::B16: case Ty::U16: case Ty::S16: case Ty::F16: case Ty::BF16: return 16;
+  case Ty::B32: case Ty::U32: case Ty::S32: case Ty::F32: case Ty::F16x2:
+  case Ty::BF16x2: return 32;
+  case Ty::B64: case Ty::U64: case Ty::S64: case Ty::F64: case Ty::F32x2: return 64;
+  case Ty::Pred: return 1;
+  default: return 0;
+  }
+}
+inline bool isSigned(Ty t) {
+  return t == Ty::S8 || t == Ty::S16 || t == Ty::S32 || t == Ty::S64;
+}
+inline bool isFloat(Ty t) {
+  return t == Ty::F16 || t == Ty::BF16 || t == Ty::F32 || t == Ty::F64 ||
+         t == Ty::F16x2 || t == Ty::BF16x2 || t == Ty::F32x2;
+}
+
+enum class Space : uint8_t { Generic, Shared, Global, Param, Local, Const };
+enum class Round : uint8_t { None, Rn, Rz, Rm, Rp, Rni, Rzi, Rmi, Rpi };
+enum class Cmp : uint8_t {
+  Eq, Ne, Lt, Le, Gt, Ge, Lo, Ls, Hi, Hs,
+  Equ, Neu, Ltu, Leu, Gtu, Geu, Num, Nan,
+};
+enum class BoolOp : uint8_t { None, And, Or, Xor };
+
+/// Instruction modifiers (bit flags).
+enum Flag : uint32_t {
+  kLo = 1u << 0, kHi = 1u << 1, kWide = 1u << 2, kFtz = 1u << 3,
+  kSat = 1u << 4, kRelu = 1u << 5, kNaN = 1u << 6, kApprox = 1u << 7,
+  kInc = 1u << 8,          // setmaxnreg.inc
+  kParity = 1u << 9,       // mbarrier.*_wait.parity
+  kTest = 1u << 10,        // mbarrier.test_wait: never blocks
+  kExpectTx = 1u << 11,    // mbarrier.arrive.expect_tx
+  kArrive = 1u << 12,      // mbarrier.arrive*
+  kRead = 1u << 13,        // cp.async.bulk.wait_group.read
+  kTmemA = 1u << 14,       // tcgen05.mma with A in tensor memory
+  kPack16 = 1u << 15,      // tcgen05.ld .pack::16b / st .unpack::16b
+  kVoteAny = 1u << 16, kVoteAll = 1u << 17, kVoteUni = 1u << 18,
+  kVoteBallot = 1u << 19,
+  kShflUp = 1u << 20, kShflDown = 1u << 21, kShflBfly = 1u << 22,
+  kShflIdx = 1u << 23,
+  kToSpace = 1u << 24,     // cvta.to.<space>
+  kCacheHint = 1u << 25,   // a trailing L2 cache-policy operand
+};
+
+/// Special registers.
+enum class Special : uint8_t {
+  TidX, TidY, TidZ, NtidX, NtidY, NtidZ, CtaidX, CtaidY, CtaidZ,
+  NctaidX, NctaidY, NctaidZ, LaneId, WarpId, NWarpId, SmId, NSmId,
+  DynamicSmemSize, Clock, Clock64, GlobalTimer,
+};
+
+constexpr uint32_t kNoReg = ~0u;
+
+struct Operand {
+  enum class Kind : uint8_t { None, Reg, Imm, Special, Mem, Vec, Label, Sink };
+  Kind kind = Kind::None;
+  Special special = Special::TidX;
+  /// Reg: the slot; Mem: the base register's slot or kNoReg. For a pair
+  /// `a|b`, `reg2` is b's slot.
+  uint32_t reg = kNoReg;
+  uint32_t reg2 = kNoReg;
+  /// Imm: the value's bits; Mem: the constant part of the address (symbol
+  /// address plus offset).
+  int64_t imm = 0;
+  /// Vec: elements in Program::vectors.
+  uint32_t vecBegin = 0, vecCount = 0;
+};
+
+struct Inst {
+  Op op = Op::Nop;
+  Ty type = Ty::None;
+  /// cvt's source type; ld/st/tcgen05 element counts use `vec`.
+  Ty type2 = Ty::None;
+  Round round = Round::None;
+  Cmp cmp = Cmp::Eq;
+  BoolOp boolOp = BoolOp::None;
+  Space space = Space::Generic;
+  uint8_t vec = 1;
+  uint8_t numOperands = 0;
+  /// TMA rank; tcgen05.ld/st repeat count.
+  uint8_t count = 0;
+  bool guardNegated = false;
+  uint32_t guard = kNoReg;
+  uint32_t flags = 0;
+  /// Bra: the instruction index jumped to.
+  uint32_t target = 0;
+  /// Index into Program::sources.
+  uint32_t source = 0;
+  bool warpCollective = false;
+  Operand operands[6];
+};
+
+struct Kernel {
+  std::string name;
+  std::vector<KernelParam> params;
+  std::vector<uint32_t> paramOffsets;
+  uint32_t paramBytes = 0;
+  uint32_t begin = 0, end = 0;
+  uint32_t maxnreg = 0;
+  uint32_t reqntid = 0;
+};
+
+struct Program {
+  std::vector<Inst> code;
+  std::vector<Operand> vectors;
+  std::vector<Kernel> kernels;
+  /// "line N: <instruction text>" of each instruction, for reports.
+  std::vector<std::string> sources;
+  /// Register slots every thread needs (all kernels share the numbering).
+  uint32_t numRegs = 0;
+  /// Static shared memory, laid out from kSharedBase; dynamic after it.
+  uint32_t staticSmemBytes = 0;
+  uint32_t dynamicSmemAlign = 16;
+
+  const Kernel *findKernel(const std::string &name) const {
+    for (const Kernel &k : kernels)
+      if (k.name == name)
+        return &k;
+    return nullptr;
+  }
+};
+
+} // namespace mlir::fa4::emu
+
+#endif // FA4_LIB_EMU_PROGRAM_H

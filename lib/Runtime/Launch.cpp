@@ -1,0 +1,384 @@
+//===- Launch.cpp - from a launch manifest to launch arguments --------------===//
+
+#include "fa4/Runtime/Launch.h"
+
+#include "llvm/Support/JSON.h"
+
+#include <cstring>
+
+namespace mlir::fa4::runtime {
+
+namespace {
+/// Reads the fields of one JSON object, remembering the first missing or
+/// mistyped one.
+class Fields {
+public:
+  Fields(const llvm::json::Object *object, std::string where, std::string &error)
+      : object(object), where(std::move(where)), error(error) {
+    if (!object)
+      fail("is not an object");
+  }
+  bool ok() const { return error.empty(); }
+  void fail(const std::string &what) {
+    if (error.empty())
+      error = "manifest: " + where + " " + what;
+  }
+  std::string string(const char *name) {
+    auto value = object ? object->getString(name) : std::nullopt;
+    if (!value) {
+      fail("has no string \"" + std::string(name) + "\"");
+      return "";
+    }
+    return value->str();
+  }
+  int64_t integer(const char *name) {
+    auto value = object ? object->getInteger(name) : std::nullopt;
+    if (!value) {
+      fail("has no integer \"" + std::string(name) + "\"");
+      return 0;
+    }
+    return *value;
+  }
+  double number(const char *name) {
+    auto value = object ? object->getNumber(name) : std::nullopt;
+    if (!value) {
+      fail("has no number \"" + std::string(name) + "\"");
+      return 0;
+    }
+    return *value;
+  }
+  bool boolean(const char *name) {
+    auto value = object ? object->getBoolean(name) : std::nullopt;
+    if (!value) {
+      fail("has no boolean \"" + std::string(name) + "\"");
+      return false;
+    }
+    return *value;
+  }
+  const llvm::json::Array *array(const char *name) {
+    auto *value = object ? object->getArray(name) : nullptr;
+    if (!value)
+      fail("has no array \"" + std::string(name) + "\"");
+    return value;
+  }
+  const llvm::json::Object *child(const char *name) {
+    auto *value = object ? object->getObject(name) : nullptr;
+    if (!value)
+      fail("has no object \"" + std::string(name) + "\"");
+    return value;
+  }
+
+private:
+  const llvm::json::Object *object;
+  std::string where;
+  std::string &error;
+};
+
+/// A manifest size: a number, a variable, or "N * variable".
+bool evaluate(const std::string &text, const Shapes &shapes, int64_t &value) {
+  int64_t result = 1;
+  size_t from = 0;
+  while (from <= text.size()) {
+    size_t star = text.find('*', from);
+    std::string term = text.substr(from, star == std::string::npos ? std::string::npos
+                                                                   : star - from);
+    size_t b = term.find_first_not_of(' '), e = term.find_last_not_of(' ');
+    if (b == std::string::npos)
+      return false;
+    term = term.substr(b, e - b + 1);
+    int64_t factor;
+    if (term == "batch")
+      factor = shapes.batch;
+    else if (term == "seq_q")
+      factor = shapes.seqQ;
+    else if (term == "seq_k")
+      factor = shapes.seqK;
+    else {
+      char *end = nullptr;
+      factor = std::strtoll(term.c_str(), &end, 10);
+      if (*end != '\0' || term.empty())
+        return false;
+    }
+    if (factor != 0 && result > INT64_MAX / factor)
+      return false;
+    result *= factor;
+    if (star == std::string::npos)
+      break;
+    from = star + 1;
+  }
+  value = result;
+  return true;
+}
+
+std::string asText(const llvm::json::Value &value) {
+  if (auto i = value.getAsInteger())
+    return std::to_string(*i);
+  if (auto s = value.getAsString())
+    return s->str();
+  return "";
+}
+
+bool dataTypeOf(const std::string &dtype, TensorMapDataType &type) {
+  if (dtype == "fp16")
+    type = TensorMapDataType::Float16;
+  else if (dtype == "bf16")
+    type = TensorMapDataType::BFloat16;
+  else if (dtype == "f32")
+    type = TensorMapDataType::Float32;
+  else
+    return false;
+  return true;
+}
+} // namespace
+
+bool parseManifest(const std::string &json, Manifest &m, std::string &error) {
+  error.clear();
+  llvm::Expected<llvm::json::Value> parsed = llvm::json::parse(json);
+  if (!parsed) {
+    error = "manifest: not JSON: " + llvm::toString(parsed.takeError());
+    return false;
+  }
+  Fields top(parsed->getAsObject(), "(top level)", error);
+  m.kernel = top.string("kernel");
+  m.cubin = top.string("cubin");
+  m.target = top.string("target");
+  if (auto *object = parsed->getAsObject())
+    if (auto ptx = object->getString("ptx"))
+      m.ptx = ptx->str();
+  if (const llvm::json::Array *block = top.array("block")) {
+    if (block->size() != 3)
+      top.fail("\"block\" is not [x, y, z]");
+    for (size_t i = 0; i < block->size() && i < 3; ++i)
+      m.block[i] = static_cast<uint32_t>((*block)[i].getAsInteger().value_or(0));
+  }
+  Fields grid(top.child("grid"), "\"grid\"", error);
+  m.smCount = grid.integer("sm_count");
+  m.order = grid.string("order");
+  m.dynamicSmemBytes = static_cast<uint32_t>(top.integer("dynamic_smem_bytes"));
+  m.tmemColumns = static_cast<uint32_t>(top.integer("tmem_columns"));
+  Fields attention(top.child("attention"), "\"attention\"", error);
+  m.mask = attention.string("mask");
+  m.windowLeft = attention.integer("window_left");
+  m.windowRight = attention.integer("window_right");
+  m.scale = attention.number("scale");
+  m.softcap = attention.number("softcap");
+  m.headDim = attention.integer("head_dim");
+  m.qHeads = attention.integer("q_heads");
+  m.kvHeads = attention.integer("kv_heads");
+  m.dtype = attention.string("dtype");
+  m.lse = attention.boolean("lse");
+  m.rowsPerTask = attention.integer("rows_per_task");
+  if (!error.empty())
+    return false;
+  if (m.mask != "none" && m.mask != "causal" && m.mask != "window")
+    attention.fail("has an unknown mask \"" + m.mask + "\"");
+  if (m.qHeads <= 0 || m.kvHeads <= 0 || m.qHeads % m.kvHeads || m.headDim <= 0 ||
+      m.rowsPerTask <= 0 || !(m.scale > 0))
+    attention.fail("describes no valid attention (heads, head_dim, scale, "
+                   "rows_per_task)");
+  if (m.block[0] * m.block[1] * m.block[2] == 0 || m.smCount <= 0)
+    top.fail("has an empty block or grid");
+
+  if (const llvm::json::Array *maps = top.array("tensor_maps")) {
+    for (size_t i = 0; i < maps->size(); ++i) {
+      Fields f((*maps)[i].getAsObject(), "tensor_maps[" + std::to_string(i) + "]",
+               error);
+      Manifest::TensorMap map;
+      map.tensor = f.string("tensor");
+      map.dtype = f.string("dtype");
+      map.rank = static_cast<uint32_t>(f.integer("rank"));
+      if (!error.empty())
+        return false;
+      if (map.rank < 1 || map.rank > 5)
+        f.fail("has rank " + std::to_string(map.rank));
+      TensorMapDataType type;
+      if (!dataTypeOf(map.dtype, type))
+        f.fail("has an unknown dtype \"" + map.dtype + "\"");
+      const llvm::json::Array *dims = f.array("dims");
+      const llvm::json::Array *strides = f.array("strides_bytes");
+      const llvm::json::Array *box = f.array("box");
+      const llvm::json::Array *elementStrides = f.array("element_strides");
+      if (!error.empty())
+        return false;
+      if (dims->size() != map.rank || strides->size() + 1 != map.rank ||
+          box->size() != map.rank || elementStrides->size() != map.rank) {
+        f.fail("has dims, strides_bytes, box or element_strides of the wrong "
+               "length for rank " + std::to_string(map.rank));
+        return false;
+      }
+      for (const llvm::json::Value &v : *dims)
+        map.dims.push_back(asText(v));
+      for (const llvm::json::Value &v : *strides)
+        map.strides.push_back(asText(v));
+      for (uint32_t d = 0; d < map.rank; ++d) {
+        int64_t b = (*box)[d].getAsInteger().value_or(0);
+        int64_t e = (*elementStrides)[d].getAsInteger().value_or(0);
+        if (b <= 0 || b > 256 || e <= 0 || e > 8)
+          f.fail("has a box or element stride out of range");
+        map.box[d] = static_cast<uint32_t>(b);
+        map.elementStrides[d] = static_cast<uint32_t>(e);
+      }
+      std::string swizzle = f.string("swizzle");
+      if (swizzle == "none")
+        map.swizzle = TensorMapSwizzle::None;
+      else if (swizzle == "32B")
+        map.swizzle = TensorMapSwizzle::Bytes32;
+      else if (swizzle == "64B")
+        map.swizzle = TensorMapSwizzle::Bytes64;
+      else if (swizzle == "128B")
+        map.swizzle = TensorMapSwizzle::Bytes128;
+      else
+        f.fail("has an unknown swizzle \"" + swizzle + "\"");
+      std::string fill = f.string("oob_fill");
+      if (fill == "nan")
+        map.oobFill = TensorMapOobFill::NanRequestZeroFma;
+      else if (fill != "zero")
+        f.fail("has an unknown oob_fill \"" + fill + "\"");
+      if (!error.empty())
+        return false;
+      m.tensorMaps.push_back(map);
+    }
+  }
+  if (const llvm::json::Array *params = top.array("parameters")) {
+    for (size_t i = 0; i < params->size(); ++i) {
+      Fields f((*params)[i].getAsObject(), "parameters[" + std::to_string(i) + "]",
+               error);
+      Manifest::Parameter p;
+      p.name = f.string("name");
+      p.type = f.string("type");
+      m.parameters.push_back(p);
+    }
+  }
+  if (auto *object = parsed->getAsObject())
+    if (const llvm::json::Array *roles = object->getArray("roles"))
+      for (size_t i = 0; i < roles->size(); ++i) {
+        Fields f((*roles)[i].getAsObject(), "roles[" + std::to_string(i) + "]", error);
+        Manifest::Role role;
+        role.name = f.string("name");
+        role.firstWarp = f.integer("first_warp");
+        role.numWarps = f.integer("num_warps");
+        role.registers = f.integer("registers");
+        m.roles.push_back(role);
+      }
+  return error.empty();
+}
+
+bool checkShapes(const Manifest &m, const Shapes &s, std::string &error) {
+  constexpr int64_t kLimit = int64_t(1) << 31;
+  if (s.batch < 1 || s.seqQ < 1 || s.seqK < 1) {
+    error = "batch, seq_q and seq_k must be at least 1";
+    return false;
+  }
+  if (s.batch >= kLimit || s.seqQ >= kLimit || s.seqK >= kLimit) {
+    error = "batch, seq_q and seq_k are passed as int32: each must be below 2^31";
+    return false;
+  }
+  // Packed query rows and the LSE's index are computed in 32 bits.
+  if (s.batch * m.qHeads > kLimit / s.seqQ) {
+    error = "batch * q_heads * seq_q = " + std::to_string(s.batch) + " * " +
+            std::to_string(m.qHeads) + " * " + std::to_string(s.seqQ) +
+            " reaches 2^31, past the kernel's 32-bit indices";
+    return false;
+  }
+  return true;
+}
+
+bool planLaunch(const Manifest &m, const Shapes &shapes, const Buffers &buffers,
+                const TensorMapEncoder &encode, LaunchPlan &plan,
+                std::string &error) {
+  if (!checkShapes(m, shapes, error))
+    return false;
+  plan = LaunchPlan();
+  int64_t ratio = m.qHeads / m.kvHeads;
+  int64_t rows = shapes.seqQ * ratio;
+  plan.tasks = shapes.batch * m.kvHeads * ((rows + m.rowsPerTask - 1) / m.rowsPerTask);
+  // The persistent grid: one CTA per SM, never more CTAs than tasks.
+  plan.grid[0] = static_cast<uint32_t>(std::min<int64_t>(m.smCount, plan.tasks));
+  std::memcpy(plan.block, m.block, sizeof(plan.block));
+  plan.dynamicSmemBytes = m.dynamicSmemBytes;
+
+  for (const Manifest::TensorMap &entry : m.tensorMaps) {
+    TensorMapSpec spec;
+    dataTypeOf(entry.dtype, spec.dataType);
+    spec.rank = entry.rank;
+    spec.swizzle = entry.swizzle;
+    spec.oobFill = entry.oobFill;
+    const std::string &t = entry.tensor;
+    spec.globalAddress = t == "q" ? buffers.q : t == "k" ? buffers.k
+                         : t == "v" ? buffers.v : t == "o" ? buffers.o : 0;
+    if (!spec.globalAddress) {
+      error = "no buffer for the tensor map of \"" + t + "\"";
+      return false;
+    }
+    for (uint32_t d = 0; d < entry.rank; ++d) {
+      int64_t size;
+      if (!evaluate(entry.dims[d], shapes, size) || size <= 0) {
+        error = "manifest: cannot evaluate dimension " + std::to_string(d) + " (\"" +
+                entry.dims[d] + "\") of the tensor map of \"" + t + "\"";
+        return false;
+      }
+      spec.globalDims[d] = static_cast<uint64_t>(size);
+      spec.boxDims[d] = entry.box[d];
+      spec.elementStrides[d] = entry.elementStrides[d];
+      if (d == 0)
+        continue;
+      int64_t stride;
+      if (!evaluate(entry.strides[d - 1], shapes, stride) || stride <= 0) {
+        error = "manifest: cannot evaluate stride " + std::to_string(d) + " (\"" +
+                entry.strides[d - 1] + "\") of the tensor map of \"" + t + "\"";
+        return false;
+      }
+      spec.globalStrides[d - 1] = static_cast<uint64_t>(stride);
+    }
+    plan.tensorMaps.push_back({t, spec});
+  }
+
+  for (const Manifest::Parameter &p : m.parameters) {
+    std::vector<uint8_t> bytes;
+    auto scalar = [&](auto value) {
+      bytes.resize(sizeof(value));
+      std::memcpy(bytes.data(), &value, sizeof(value));
+    };
+    if (p.type == "CUtensorMap") {
+      // q_map -> the tensor map of "q".
+      std::string tensor = p.name.substr(0, p.name.find('_'));
+      const TensorMapSpec *spec = nullptr;
+      for (auto &[name, s] : plan.tensorMaps)
+        if (name == tensor)
+          spec = &s;
+      if (!spec) {
+        error = "manifest: parameter " + p.name + " names no tensor map";
+        return false;
+      }
+      bytes.assign(128, 0);
+      std::string why;
+      if (!encode(*spec, bytes.data(), why)) {
+        error = "the tensor map of \"" + tensor + "\" cannot be encoded: " + why;
+        return false;
+      }
+    } else if (p.type == "float*") {
+      if (p.name == "lse" && !buffers.lse) {
+        error = "the kernel writes the LSE: give it a buffer";
+        return false;
+      }
+      scalar(p.name == "lse" ? buffers.lse : uint64_t(0));
+    } else if (p.type == "int32") {
+      int64_t value = p.name == "batch"   ? shapes.batch
+                      : p.name == "seq_q" ? shapes.seqQ
+                      : p.name == "seq_k" ? shapes.seqK
+                                          : -1;
+      if (value < 0) {
+        error = "manifest: unknown int32 parameter " + p.name;
+        return false;
+      }
+      scalar(static_cast<int32_t>(value));
+    } else {
+      error = "manifest: parameter " + p.name + " has an unknown type " + p.type;
+      return false;
+    }
+    plan.arguments.push_back(std::move(bytes));
+  }
+  return true;
+}
+
+} // namespace mlir::fa4::runtime

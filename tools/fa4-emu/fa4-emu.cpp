@@ -1,0 +1,323 @@
+//===- fa4-emu.cpp - run an fa4 kernel's PTX on the CPU and check it --------===//
+//
+// Reads a launch manifest and the PTX beside it, makes seeded inputs,
+// launches the manifest's grid in the emulator — once per interleaving, each
+// with its own schedule — and compares O and the LSE with the float64
+// reference fa4-sim uses. Prints one JSON object; exits 0 within tolerance
+// with a clean run, 1 otherwise, 2 when the launch cannot be made.
+//
+//===----------------------------------------------------------------------===//
+
+#include "fa4/Emu/Emulator.h"
+#include "fa4/Runtime/Launch.h"
+#include "fa4/Sim/Reference.h"
+#include "fa4/Support/AttentionMath.h"
+
+#include "llvm/ADT/SmallString.h"
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/Format.h"
+#include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <thread>
+
+using namespace llvm;
+using namespace mlir::fa4;
+
+static cl::OptionCategory emuCategory("fa4-emu");
+static cl::opt<std::string> manifestFile(cl::Positional, cl::Required,
+                                         cl::desc("<manifest: attn.cubin.json>"),
+                                         cl::cat(emuCategory));
+static cl::opt<std::string> ptxFile(
+    "ptx", cl::desc("The kernel's PTX (default: the manifest's \"ptx\", beside it)"),
+    cl::cat(emuCategory));
+static cl::opt<int64_t> batch("batch", cl::desc("Batch size"), cl::init(1),
+                              cl::cat(emuCategory));
+static cl::opt<int64_t> seqQ("seq-q", cl::desc("Query sequence length"),
+                             cl::init(128), cl::cat(emuCategory));
+static cl::opt<int64_t> seqK("seq-k", cl::desc("Key/value sequence length"),
+                             cl::init(128), cl::cat(emuCategory));
+static cl::opt<uint64_t> seed("seed", cl::desc("Seed of the inputs and of the first schedule"),
+                              cl::init(0), cl::cat(emuCategory));
+static cl::opt<sim::InputDistribution> distribution(
+    "dist", cl::desc("Input distribution"), cl::init(sim::InputDistribution::Normal),
+    cl::values(clEnumValN(sim::InputDistribution::Normal, "normal",
+                          "standard normal Q, K, V"),
+               clEnumValN(sim::InputDistribution::Growing, "growing",
+                          "scores that grow block by block, forcing rescales"),
+               clEnumValN(sim::InputDistribution::Outliers, "outliers",
+                          "rare large-magnitude entries")),
+    cl::cat(emuCategory));
+static cl::opt<int64_t> interleavings(
+    "interleavings",
+    cl::desc("Launches, each with its own schedule of threads and asynchronous "
+             "completions"),
+    cl::init(1), cl::cat(emuCategory));
+static cl::opt<uint64_t> maxAsyncDelay(
+    "max-async-delay",
+    cl::desc("TMA and tensor-core operations complete within this many "
+             "executed instructions of their issue"),
+    cl::init(4096), cl::cat(emuCategory));
+static cl::opt<unsigned> workers(
+    "workers", cl::desc("Host threads running CTAs (default: all cores)"),
+    cl::init(0), cl::cat(emuCategory));
+static cl::opt<double> absTolerance("atol", cl::desc("Absolute tolerance"),
+                                    cl::init(1e-2), cl::cat(emuCategory));
+static cl::opt<double> relTolerance("rtol", cl::desc("Relative tolerance"),
+                                    cl::init(1e-2), cl::cat(emuCategory));
+static cl::opt<int64_t> smCount(
+    "sm-count", cl::desc("Grid size cap (default: the manifest's sm_count)"),
+    cl::init(0), cl::cat(emuCategory));
+
+static int fail(const Twine &message) {
+  errs() << "fa4-emu: " << message << "\n";
+  return 2;
+}
+
+static void jsonNumber(raw_ostream &os, double value) {
+  if (std::isnan(value))
+    os << "\"nan\"";
+  else if (std::isinf(value))
+    os << (value > 0 ? "\"inf\"" : "\"-inf\"");
+  else
+    os << format("%.6g", value);
+}
+
+static void jsonStrings(raw_ostream &os, const std::vector<std::string> &list) {
+  os << "[";
+  for (size_t i = 0; i < list.size(); ++i) {
+    os << (i ? "," : "") << "\"";
+    os.write_escaped(list[i]);
+    os << "\"";
+  }
+  os << "]";
+}
+
+int main(int argc, char **argv) {
+  InitLLVM init(argc, argv);
+  cl::HideUnrelatedOptions(emuCategory);
+  cl::ParseCommandLineOptions(
+      argc, argv,
+      "fa4-emu: run an fa4 sm_100a kernel's PTX on the CPU and check it\n\n"
+      "  fa4c --head-dim 128 --q-heads 32 --kv-heads 8 --mask causal --lse -o a.cubin\n"
+      "  fa4-emu a.cubin.json --batch 1 --seq-q 1024 --seq-k 1024\n\n"
+      "The manifest gives the launch (grid, block, shared memory, tensor maps, "
+      "parameters) and the PTX beside it the kernel. Every thread runs the PTX "
+      "with its own registers; mbarriers, TMA, TMEM and tcgen05 MMAs follow the "
+      "PTX ISA, the asynchronous ones completing at seeded random points. The "
+      "report adds errors (bad addresses, divergent collectives, bad "
+      "encodings), hazards, barrier misuse and deadlocks to the numerics.\n"
+      "Prints one JSON object; exits 0 within tolerance and clean, 1 otherwise, "
+      "2 on bad flags or a launch that cannot be made.\n");
+  if (batch <= 0 || seqQ <= 0 || seqK <= 0)
+    return fail("--batch, --seq-q and --seq-k must be positive");
+  if (interleavings <= 0)
+    return fail("--interleavings must be positive");
+  if (!(absTolerance >= 0) || !(relTolerance >= 0))
+    return fail("--atol and --rtol must be non-negative");
+
+  auto manifestText = MemoryBuffer::getFile(manifestFile);
+  if (!manifestText)
+    return fail("cannot read " + manifestFile + ": " +
+                manifestText.getError().message());
+  runtime::Manifest manifest;
+  std::string error;
+  if (!runtime::parseManifest((*manifestText)->getBuffer().str(), manifest, error))
+    return fail(manifestFile + ": " + error);
+  if (manifest.target != "sm_100a")
+    return fail("the manifest is for " + manifest.target +
+                "; fa4-emu runs sm_100a kernels");
+  if (smCount > 0)
+    manifest.smCount = smCount;
+
+  std::string ptxPath = ptxFile;
+  if (ptxPath.empty()) {
+    if (manifest.ptx.empty())
+      return fail("the manifest names no PTX; pass --ptx (fa4c --emit=ptx writes it)");
+    SmallString<256> beside(manifestFile);
+    sys::path::remove_filename(beside);
+    sys::path::append(beside, manifest.ptx);
+    ptxPath = std::string(beside);
+  }
+  auto ptxText = MemoryBuffer::getFile(ptxPath);
+  if (!ptxText)
+    return fail("cannot read the PTX " + ptxPath + ": " + ptxText.getError().message());
+  std::shared_ptr<const emu::Program> program =
+      emu::parsePtx((*ptxText)->getBuffer().str(), error);
+  if (!program)
+    return fail(ptxPath + ": " + error);
+
+  // The problem, its inputs and the reference.
+  sim::Problem problem;
+  problem.batch = batch;
+  problem.seqQ = seqQ;
+  problem.seqK = seqK;
+  problem.qHeads = manifest.qHeads;
+  problem.kvHeads = manifest.kvHeads;
+  problem.headDim = manifest.headDim;
+  problem.causal = manifest.mask == "causal";
+  problem.window = manifest.mask == "window";
+  problem.windowLeft = manifest.windowLeft;
+  problem.windowRight = manifest.windowRight;
+  problem.scale = manifest.scale;
+  problem.softcap = manifest.softcap;
+  runtime::Shapes shapes{batch, seqQ, seqK};
+  if (!runtime::checkShapes(manifest, shapes, error))
+    return fail(error);
+  bool bf16 = manifest.dtype == "bf16";
+  std::vector<float> q, k, v;
+  sim::fillInputs(problem, bf16, seed, distribution, q, k, v);
+  std::vector<double> refOut, refLse;
+  sim::referenceAttention(problem, q, k, v, refOut, refLse);
+
+  emu::Device device;
+  auto upload = [&](const std::vector<float> &values) {
+    uint64_t address = device.allocate(values.size() * 2);
+    uint16_t *bits = reinterpret_cast<uint16_t *>(device.host(address, values.size() * 2));
+    for (size_t i = 0; i < values.size(); ++i)
+      bits[i] = bf16 ? floatToBFloat16Bits(values[i]) : floatToHalfBits(values[i]);
+    return address;
+  };
+  runtime::Buffers buffers;
+  buffers.q = upload(q);
+  buffers.k = upload(k);
+  buffers.v = upload(v);
+  buffers.o = device.allocate(refOut.size() * 2);
+  if (manifest.lse)
+    buffers.lse = device.allocate(refLse.size() * 4);
+  runtime::LaunchPlan plan;
+  if (!runtime::planLaunch(manifest, shapes, buffers, emu::encodeTensorMap, plan, error))
+    return fail(error);
+
+  emu::LaunchConfig config;
+  config.kernel = manifest.kernel;
+  std::memcpy(config.grid, plan.grid, sizeof(config.grid));
+  std::memcpy(config.block, plan.block, sizeof(config.block));
+  config.dynamicSmemBytes = plan.dynamicSmemBytes;
+  config.arguments = plan.arguments;
+  config.maxAsyncDelay = maxAsyncDelay;
+  config.workers = workers ? workers : std::max(1u, std::thread::hardware_concurrency());
+
+  double maxAbsErr = 0, maxRelErr = 0, lseMaxAbsErr = manifest.lse ? 0 : -1;
+  int64_t failing = -1;
+  emu::LaunchReport total;
+  auto started = std::chrono::steady_clock::now();
+  for (int64_t run = 0; run < interleavings; ++run) {
+    // Unwritten outputs read as NaN.
+    uint8_t *o = device.host(buffers.o, refOut.size() * 2);
+    std::memset(o, 0xff, refOut.size() * 2);
+    if (manifest.lse)
+      std::memset(device.host(buffers.lse, refLse.size() * 4), 0xff, refLse.size() * 4);
+    config.seed = seed + run;
+    emu::LaunchReport report;
+    if (!emu::launch(*program, device, config, report, error))
+      return fail(error);
+    bool ok = report.clean();
+    const uint16_t *out = reinterpret_cast<const uint16_t *>(o);
+    for (size_t i = 0; i < refOut.size(); ++i) {
+      double got = bf16 ? bfloat16BitsToFloat(out[i]) : halfBitsToFloat(out[i]);
+      double want = refOut[i];
+      double err = std::fabs(got - want);
+      if (!(err <= absTolerance + relTolerance * std::fabs(want)))
+        ok = false;
+      maxAbsErr = std::max(maxAbsErr, std::isfinite(err) ? err : INFINITY);
+      if (std::fabs(want) > absTolerance)
+        maxRelErr = std::max(maxRelErr, std::isfinite(err) ? err / std::fabs(want) : INFINITY);
+    }
+    if (manifest.lse) {
+      const float *lse = reinterpret_cast<const float *>(
+          device.host(buffers.lse, refLse.size() * 4));
+      for (size_t i = 0; i < refLse.size(); ++i) {
+        double got = lse[i], want = refLse[i];
+        double err = (std::isinf(want) && got == want) ? 0.0 : std::fabs(got - want);
+        if (!(err <= absTolerance + relTolerance * std::fabs(want)))
+          ok = false;
+        lseMaxAbsErr = std::max(lseMaxAbsErr, std::isfinite(err) ? err : INFINITY);
+      }
+    }
+    // The first failing launch's report is the one printed.
+    if (!ok && failing < 0) {
+      failing = run;
+      total.errors = report.errors;
+      total.hazards = report.hazards;
+      total.barrierMisuse = report.barrierMisuse;
+      total.deadlock = report.deadlock;
+    }
+    total.errorCount += report.errorCount;
+    total.hazardCount += report.hazardCount;
+    total.barrierMisuseCount += report.barrierMisuseCount;
+    total.ctas = report.ctas;
+    total.instructions += report.instructions;
+    total.mmas += report.mmas;
+    total.tmaLoadBytes += report.tmaLoadBytes;
+    total.tmaStoreBytes += report.tmaStoreBytes;
+    if (total.instructionsPerWarp.size() < report.instructionsPerWarp.size())
+      total.instructionsPerWarp.resize(report.instructionsPerWarp.size());
+    for (size_t w = 0; w < report.instructionsPerWarp.size(); ++w)
+      total.instructionsPerWarp[w] += report.instructionsPerWarp[w];
+    if (!report.errors.empty() || !report.deadlock.empty())
+      break; // the next schedule would only say it again
+  }
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+
+  std::string text;
+  raw_string_ostream os(text);
+  os << "{\"max_abs_err\":";
+  jsonNumber(os, maxAbsErr);
+  os << ",\"max_rel_err\":";
+  jsonNumber(os, maxRelErr);
+  os << ",\"lse_max_abs_err\":";
+  if (lseMaxAbsErr < 0)
+    os << "null";
+  else
+    jsonNumber(os, lseMaxAbsErr);
+  os << ",\"level\":\"D\",\"interleavings\":" << interleavings
+     << ",\"ctas\":" << total.ctas << ",\"grid\":" << plan.grid[0]
+     << ",\"tasks\":" << plan.tasks << ",\"instructions\":" << total.instructions
+     << ",\"instructions_per_role\":{";
+  // Per role when the manifest names them, else per warp.
+  bool first = true;
+  if (!manifest.roles.empty()) {
+    for (const runtime::Manifest::Role &role : manifest.roles) {
+      int64_t count = 0;
+      for (int64_t w = role.firstWarp; w < role.firstWarp + role.numWarps; ++w)
+        if (w < int64_t(total.instructionsPerWarp.size()))
+          count += total.instructionsPerWarp[w];
+      os << (first ? "" : ",") << "\"" << role.name << "\":" << count;
+      first = false;
+    }
+  } else {
+    for (size_t w = 0; w < total.instructionsPerWarp.size(); ++w) {
+      os << (first ? "" : ",") << "\"warp" << w << "\":" << total.instructionsPerWarp[w];
+      first = false;
+    }
+  }
+  os << "},\"mmas\":" << total.mmas << ",\"tma_load_bytes\":" << total.tmaLoadBytes
+     << ",\"tma_store_bytes\":" << total.tmaStoreBytes << ",\"errors\":";
+  jsonStrings(os, total.errors);
+  os << ",\"error_count\":" << total.errorCount << ",\"hazards\":";
+  jsonStrings(os, total.hazards);
+  os << ",\"hazard_count\":" << total.hazardCount << ",\"barrier_misuse\":";
+  jsonStrings(os, total.barrierMisuse);
+  os << ",\"deadlock\":";
+  if (total.deadlock.empty())
+    os << "null";
+  else
+    jsonStrings(os, total.deadlock);
+  os << ",\"failing_interleaving\":";
+  if (failing < 0)
+    os << "null";
+  else
+    os << failing;
+  os << ",\"wall_seconds\":" << format("%.3f", seconds)
+     << ",\"instructions_per_second\":"
+     << format("%.4g", seconds > 0 ? total.instructions / seconds : 0.0)
+     << ",\"ok\":" << (failing < 0 ? "true" : "false") << "}";
+  outs() << text << "\n";
+  return failing < 0 ? 0 : 1;
+}
