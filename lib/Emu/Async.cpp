@@ -70,7 +70,7 @@ void CtaMachine::completePhase(Mbarrier &bar) {
   bar.pending = bar.expected;
   bar.tx = 0;
   for (uint32_t waiter : bar.waiters)
-    if (threads[waiter].state == State::Mbarrier)
+    if (warps[waiter].state == State::Mbarrier)
       makeRunnable(waiter);
   bar.waiters.clear();
 }
@@ -101,8 +101,7 @@ void CtaMachine::completeTx(uint32_t addr, Mbarrier &bar, int64_t bytes) {
     completePhase(bar);
 }
 
-bool CtaMachine::execMbarrier(uint32_t t, const Inst &in) {
-  Thread &th = threads[t];
+bool CtaMachine::execMbarrier(Thread &th, const Inst &in) {
   const Operand *o = in.operands;
   const Operand &addrOp = in.op == Op::MbarArrive || in.op == Op::MbarTryWait ? o[1] : o[0];
   uint32_t addr = static_cast<uint32_t>(address(th, addrOp));
@@ -158,25 +157,8 @@ bool CtaMachine::execMbarrier(uint32_t t, const Inst &in) {
     } else {
       done = bar->phase > read(th, o[2], Ty::B64);
     }
-    if (done || (in.flags & kTest)) {
-      write(th, o[0], done, Ty::Pred);
-      if (done)
-        th.waiting = false;
-      return true;
-    }
-    if (th.waiting && th.waitBarrier == addr && bar->phase >= th.waitSnapshot + 2)
-      misuse(at(th) + ": waited for the phase of parity " + std::to_string(parity) +
-             " of the mbarrier at smem " + hex(addr) + " while it completed " +
-             std::to_string(bar->phase - th.waitSnapshot) +
-             " phases: the producer lapped this consumer");
-    if (!th.waiting || th.waitBarrier != addr) {
-      th.waiting = true;
-      th.waitBarrier = addr;
-      th.waitSnapshot = bar->phase;
-    }
-    bar->waiters.push_back(t);
-    block(t, State::Mbarrier);
-    return false;
+    write(th, o[0], done, Ty::Pred);
+    return done;
   }
   default:
     return true;
@@ -380,22 +362,18 @@ void CtaMachine::runTma(TmaOp &op) {
     auto it = th.storesInFlight.find(op.group);
     if (it != th.storesInFlight.end() && --it->second == 0)
       th.storesInFlight.erase(it);
-    if (th.state == State::BulkWait)
-      makeRunnable(th.tid);
+    if (warps[th.warp].state == State::BulkWait)
+      makeRunnable(th.warp);
   }
 }
 
-bool CtaMachine::execBulkWait(uint32_t t, const Inst &in) {
-  Thread &th = threads[t];
+bool CtaMachine::bulkGroupsDone(const Thread &th, const Inst &in) const {
   uint64_t allowed = static_cast<uint64_t>(in.operands[0].imm);
   uint64_t pendingGroups = 0;
   for (auto [group, count] : th.storesInFlight)
     if (group < th.committedGroups && count)
       ++pendingGroups;
-  if (pendingGroups <= allowed)
-    return true;
-  block(t, State::BulkWait);
-  return false;
+  return pendingGroups <= allowed;
 }
 
 //===----------------------------------------------------------------------===//

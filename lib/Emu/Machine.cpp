@@ -97,10 +97,6 @@ CtaMachine::CtaMachine(const Program &program, const Kernel &kernel,
   uint32_t initialRegisters =
       kernel.maxnreg ? kernel.maxnreg
                      : std::min<uint32_t>(255, 65536 / (numWarps * 32)) & ~7u;
-  for (uint32_t w = 0; w < numWarps; ++w) {
-    warps[w].registers = initialRegisters;
-    registerPool -= int64_t(initialRegisters) * 32;
-  }
   for (uint32_t t = 0; t < numThreads; ++t) {
     Thread &th = threads[t];
     th.tid = t;
@@ -108,11 +104,17 @@ CtaMachine::CtaMachine(const Program &program, const Kernel &kernel,
     th.lane = t % 32;
     th.pc = kernel.begin;
     th.regs = registerFile.data() + size_t(t) * program.numRegs;
-    makeRunnable(t);
   }
-  // Lanes past the block's size in the last warp never exist.
-  if (numThreads % 32)
-    warps.back().absent = ~0u << (numThreads % 32);
+  for (uint32_t w = 0; w < numWarps; ++w) {
+    Warp &warp = warps[w];
+    warp.registers = initialRegisters;
+    registerPool -= int64_t(initialRegisters) * 32;
+    // Lanes past the block's size in the last warp never exist.
+    if (w == numWarps - 1 && numThreads % 32)
+      warp.absent = ~0u << (numThreads % 32);
+    warp.stack.push_back({kernel.begin, kReconvergeAtExit, warp.live()});
+    makeRunnable(w);
+  }
   uint32_t staticBytes = (program.staticSmemBytes + program.dynamicSmemAlign - 1) /
                          program.dynamicSmemAlign * program.dynamicSmemAlign;
   smemEnd = kSharedBase + staticBytes + config.dynamicSmemBytes;
@@ -157,25 +159,25 @@ void CtaMachine::misuse(const std::string &message) {
 // Scheduling
 //===----------------------------------------------------------------------===//
 
-void CtaMachine::makeRunnable(uint32_t t) {
-  Thread &th = threads[t];
-  th.state = State::Ready;
-  if (th.runnableIndex != ~0u)
+void CtaMachine::makeRunnable(uint32_t w) {
+  Warp &warp = warps[w];
+  warp.state = State::Ready;
+  if (warp.runnableIndex != ~0u)
     return;
-  th.runnableIndex = static_cast<uint32_t>(runnable.size());
-  runnable.push_back(t);
+  warp.runnableIndex = static_cast<uint32_t>(runnable.size());
+  runnable.push_back(w);
 }
 
-void CtaMachine::block(uint32_t t, State state) {
-  Thread &th = threads[t];
-  th.state = state;
-  if (th.runnableIndex == ~0u)
+void CtaMachine::block(uint32_t w, State state) {
+  Warp &warp = warps[w];
+  warp.state = state;
+  if (warp.runnableIndex == ~0u)
     return;
   uint32_t last = runnable.back();
-  runnable[th.runnableIndex] = last;
-  threads[last].runnableIndex = th.runnableIndex;
+  runnable[warp.runnableIndex] = last;
+  warps[last].runnableIndex = warp.runnableIndex;
   runnable.pop_back();
-  th.runnableIndex = ~0u;
+  warp.runnableIndex = ~0u;
 }
 
 void CtaMachine::run() {
@@ -186,35 +188,18 @@ void CtaMachine::run() {
     if (runnable.empty()) {
       if (completeAsync(true))
         continue;
-      if (exitedThreads == numThreads)
+      if (exitedWarps == warps.size())
         break;
       reportDeadlock();
       break;
     }
-    // A random warp runs for a random number of instructions, its ready
-    // lanes taking turns a few instructions at a time: lanes of a warp stay
-    // together, as the hardware's reconvergence keeps them, while warps
-    // interleave freely.
-    uint32_t t = runnable[rng() % runnable.size()];
-    uint32_t warp = threads[t].warp;
-    uint64_t budget = 1 + rng() % 1024;
-    bool progressed = true;
-    while (budget && progressed && !stopped) {
-      progressed = false;
-      for (uint32_t l = 0; l < 32 && budget && !stopped; ++l) {
-        uint32_t lane = warp * 32 + (threads[t].lane + l) % 32;
-        if (lane >= numThreads || threads[lane].state != State::Ready)
-          continue;
-        int64_t before = threads[lane].executed;
-        step(lane, std::min<uint64_t>(budget, kLaneSlice));
-        budget -= std::min<uint64_t>(budget, threads[lane].executed - before);
-        progressed = true;
-      }
-    }
+    // A random warp runs for a random number of instructions.
+    uint32_t w = runnable[rng() % runnable.size()];
+    step(w, 1 + rng() % 256);
     if (report.instructions > int64_t(config.instructionLimit)) {
-      error(threads[t], "the CTA ran past " +
-                            std::to_string(config.instructionLimit) +
-                            " instructions (livelock?)");
+      error(threads[w * 32], "the CTA ran past " +
+                                 std::to_string(config.instructionLimit) +
+                                 " instructions (livelock?)");
       break;
     }
   }
@@ -222,59 +207,53 @@ void CtaMachine::run() {
 }
 
 void CtaMachine::reportDeadlock() {
-  // One line per warp: where its blocked lanes wait and on what.
+  std::ostringstream head;
+  head << "cta (" << ctaId[0] << "," << ctaId[1] << "," << ctaId[2]
+       << ") deadlocked: every live warp is blocked and no asynchronous "
+          "operation is in flight";
+  report.deadlock.push_back(head.str());
+  // One line per blocked warp: where it waits and on what.
   for (uint32_t w = 0; w < warps.size(); ++w) {
-    std::map<std::string, uint32_t> reasons;
-    for (uint32_t l = 0; l < 32 && w * 32 + l < numThreads; ++l) {
-      const Thread &th = threads[w * 32 + l];
-      if (th.state == State::Exited)
-        continue;
-      const Inst &in = program.code[th.pc];
-      std::ostringstream os;
-      os << program.sources[in.source] << ": ";
-      switch (th.state) {
-      case State::Mbarrier: {
-        auto it = barriers.find(th.waitBarrier);
-        os << "waits on the mbarrier at smem "
-           << hex(th.waitBarrier);
-        if (it != barriers.end()) {
-          const Mbarrier &b = it->second;
-          uint64_t parity = read(th, in.operands[2], Ty::B32) & 1;
-          os << " for the phase of parity " << parity << "; the barrier has "
-             << "completed " << b.phase << " phases (current parity "
-             << (b.phase & 1) << "), " << b.pending << " of " << b.expected
-             << " arrivals pending, tx-count " << b.tx;
-        }
-        break;
+    const Warp &warp = warps[w];
+    if (warp.state == State::Exited || warp.stack.empty())
+      continue;
+    const StackEntry &top = warp.stack.back();
+    const Inst &in = program.code[std::min(top.pc, kernel.end - 1)];
+    std::ostringstream os;
+    os << "warp " << w << " (" << __builtin_popcount(top.mask & warp.live())
+       << " lanes) " << program.sources[in.source] << ": ";
+    switch (warp.state) {
+    case State::Mbarrier: {
+      auto it = barriers.find(warp.waitBarrier);
+      os << "waits on the mbarrier at smem " << hex(warp.waitBarrier);
+      if (it != barriers.end()) {
+        const Mbarrier &b = it->second;
+        const Thread &lane = threads[w * 32 + __builtin_ctz(top.mask & warp.live())];
+        if (in.flags & kParity)
+          os << " for the phase of parity "
+             << (const_cast<CtaMachine *>(this)->read(lane, in.operands[2], Ty::B32) & 1);
+        os << "; it has completed " << b.phase << " phases (current parity "
+           << (b.phase & 1) << "), " << b.pending << " of " << b.expected
+           << " arrivals pending, tx-count " << b.tx;
       }
-      case State::Collective:
-        os << (in.op == Op::SetMaxNReg && warps[w].arrived == ~warps[w].exited
-                   ? "waits in setmaxnreg.inc for registers no other warp frees"
-                   : "waits at a warp-collective instruction for the rest of "
-                     "its warp");
-        break;
-      case State::CtaBarrier:
-        os << "waits at bar.sync (" << barSyncArrived << " of "
-           << numThreads - exitedThreads << " live threads arrived)";
-        break;
-      case State::BulkWait:
-        os << "waits for its bulk async-groups (TMA stores) to complete";
-        break;
-      default:
-        os << "is runnable";
-        break;
-      }
-      ++reasons[os.str()];
+      break;
     }
-    for (auto &[reason, lanes] : reasons)
-      report.deadlock.push_back("warp " + std::to_string(w) + " (" +
-                                std::to_string(lanes) + " lanes) " + reason);
+    case State::CtaBarrier:
+      os << "waits at bar.sync (" << barSyncArrived << " of "
+         << warps.size() - exitedWarps << " live warps arrived)";
+      break;
+    case State::BulkWait:
+      os << "waits for its bulk async-groups (TMA stores) to complete";
+      break;
+    case State::Registers:
+      os << "waits in setmaxnreg.inc for registers no other warp frees";
+      break;
+    default:
+      os << "is runnable";
+      break;
+    }
+    report.deadlock.push_back(os.str());
   }
-  std::ostringstream os;
-  os << "cta (" << ctaId[0] << "," << ctaId[1] << "," << ctaId[2]
-     << ") deadlocked: every live thread is blocked and no asynchronous "
-        "operation is in flight";
-  report.deadlock.insert(report.deadlock.begin(), os.str());
   stopped = true;
 }
 
@@ -481,100 +460,233 @@ void CtaMachine::onSharedAccess(Thread &th, Interval range, bool store) {
 // The interpreter loop
 //===----------------------------------------------------------------------===//
 
-void CtaMachine::step(uint32_t t, uint64_t quantum) {
-  Thread &th = threads[t];
+/// Runs warp `w` for up to `budget` instructions, lanes in lockstep under
+/// a SIMT stack: a branch that splits the active lanes pushes the two paths,
+/// taken first, each to run until the branch's reconvergence point.
+void CtaMachine::step(uint32_t w, uint64_t budget) {
+  Warp &warp = warps[w];
   const Inst *code = program.code.data();
-  uint64_t n = 0;
-  while (n < quantum && th.state == State::Ready && !stopped) {
-    const Inst &in = code[th.pc];
-    ++n;
-    if (!th.pendingLd.empty())
-      checkPendingLd(th, in);
-    if (in.guard != kNoReg && ((th.regs[in.guard] & 1) != 0) == in.guardNegated) {
-      ++th.pc;
+  while (budget && warp.state == State::Ready && !stopped) {
+    if (warp.stack.empty()) {
+      exitLanes(w, warp.live());
+      return;
+    }
+    StackEntry top = warp.stack.back();
+    uint32_t mask = top.mask & warp.live();
+    if (!mask || top.pc == top.reconverge || top.pc == kReconvergeAtExit) {
+      warp.stack.pop_back();
       continue;
     }
+    const Inst &in = code[top.pc];
+    --budget;
+    uint32_t active = mask;
+    for (uint32_t lanes = mask; lanes; lanes &= lanes - 1) {
+      Thread &th = threads[w * 32 + __builtin_ctz(lanes)];
+      th.pc = top.pc;
+      ++th.executed;
+      if (!th.pendingLd.empty())
+        checkPendingLd(th, in);
+      if (in.guard != kNoReg &&
+          ((th.regs[in.guard] & 1) != 0) == in.guardNegated)
+        active &= ~(1u << th.lane);
+    }
+    report.instructions += __builtin_popcount(mask);
+    now += 1;
+    auto lane0 = [&]() -> Thread & {
+      return threads[w * 32 + __builtin_ctz(active ? active : mask)];
+    };
+    auto advance = [&]() { warp.stack.back().pc = top.pc + 1; };
     switch (in.op) {
-    case Op::Bra:
-      th.pc = in.target;
+    case Op::Bra: {
+      uint32_t taken = active, fallthrough = mask & ~active;
+      if (!fallthrough) {
+        warp.stack.back().pc = in.target;
+      } else if (!taken) {
+        advance();
+      } else {
+        if (in.flags & kUniform) {
+          error(lane0(), "bra.uni with a predicate that differs across the "
+                         "warp's active lanes (taken by " + hex(taken) +
+                         ", not by " + hex(fallthrough) + ")");
+          return;
+        }
+        warp.stack.back().pc = in.reconverge;
+        warp.stack.push_back({top.pc + 1, in.reconverge, fallthrough});
+        warp.stack.push_back({in.target, in.reconverge, taken});
+      }
       continue;
+    }
     case Op::Ret:
-      exitThread(t);
+      if (active != mask)
+        advance();
+      exitLanes(w, active);
       continue;
-    case Op::Nop:
-      break;
-    case Op::Ld: case Op::St:
-      execMemory(th, in);
-      break;
-    case Op::Cvt:
-      execCvt(th, in);
-      break;
-    case Op::MbarInit: case Op::MbarArrive: case Op::MbarExpectTx:
-    case Op::MbarTryWait: case Op::MbarInval:
-      if (!execMbarrier(t, in))
-        continue; // blocked: the wait runs again once the phase moves
-      break;
-    case Op::TmaLoad: case Op::TmaStore:
-      execTma(th, in);
-      break;
-    case Op::BulkCommit:
-      ++th.committedGroups;
-      break;
-    case Op::BulkWait:
-      if (!execBulkWait(t, in))
+    case Op::MbarTryWait: {
+      // Every lane tries; a warp none of whose lanes saw the phase complete
+      // sleeps until the barrier moves, then tries again.
+      bool any = false;
+      for (uint32_t lanes = active; lanes; lanes &= lanes - 1)
+        any |= execMbarrier(threads[w * 32 + __builtin_ctz(lanes)], in);
+      if (stopped)
+        return;
+      if (any || !active || (in.flags & kTest)) {
+        warp.waiting = false;
+        advance();
         continue;
-      break;
-    case Op::FenceProxyAsync:
-      for (const Interval &range : th.unfenced)
-        for (uint32_t a = range.begin; a < range.end; ++a)
-          if (unfencedOwner[a] == th.tid + 1) {
-            unfencedOwner[a] = 0;
-            --unfencedBytes;
-          }
-      th.unfenced.clear();
-      break;
-    case Op::TcMma:
-      execMma(th, in);
-      break;
-    case Op::TcCommit:
-      execCommit(th, in);
-      break;
-    case Op::BarSync:
-      arriveBarSync(t); // advances the pc of every thread it releases
+      }
+      Thread &first = lane0();
+      uint32_t addr = static_cast<uint32_t>(address(first, in.operands[1]));
+      Mbarrier &bar = barriers[addr];
+      if (warp.waiting && warp.waitBarrier == addr && bar.phase >= warp.waitSnapshot + 2)
+        misuse(at(first) + ": waited for a phase of the mbarrier at smem " +
+               hex(addr) + " while it completed " +
+               std::to_string(bar.phase - warp.waitSnapshot) +
+               " phases: its producer lapped this consumer");
+      if (!warp.waiting || warp.waitBarrier != addr) {
+        warp.waiting = true;
+        warp.waitBarrier = addr;
+        warp.waitSnapshot = bar.phase;
+      }
+      bar.waiters.push_back(w);
+      block(w, State::Mbarrier);
+      return;
+    }
+    case Op::BulkWait: {
+      bool done = true;
+      for (uint32_t lanes = active; lanes; lanes &= lanes - 1)
+        done &= bulkGroupsDone(threads[w * 32 + __builtin_ctz(lanes)], in);
+      if (!done) {
+        block(w, State::BulkWait);
+        return;
+      }
+      advance();
       continue;
+    }
+    case Op::BarSync: {
+      if (active != warp.live()) {
+        error(lane0(), "bar.sync reached by a divergent warp (active lanes " +
+                           hex(active) + " of " + hex(warp.live()) + ")");
+        return;
+      }
+      if (read(lane0(), in.operands[0], Ty::U32) != 0) {
+        error(lane0(), "only barrier 0 (bar.sync 0) is modelled");
+        return;
+      }
+      ++barSyncArrived;
+      block(w, State::CtaBarrier);
+      if (barSyncArrived + exitedWarps == warps.size())
+        releaseBarSync();
+      return;
+    }
     case Op::TcAlloc: case Op::TcDealloc: case Op::TcRelinquish:
     case Op::TcLd: case Op::TcSt: case Op::TcWaitLd: case Op::TcWaitSt:
-    case Op::Elect: case Op::Vote: case Op::Shfl: case Op::SetMaxNReg:
-      arriveCollective(t, in); // advances the pc of every lane it releases
+    case Op::Elect: case Op::Vote: case Op::Shfl: case Op::SetMaxNReg: {
+      if (!active) {
+        advance();
+        continue;
+      }
+      // The lanes the collective names must all be here: its member mask
+      // where it has one, else (.aligned) every live lane of the warp.
+      uint32_t members = warp.live();
+      const Operand *maskOperand = in.op == Op::Elect  ? &in.operands[1]
+                                   : in.op == Op::Vote ? &in.operands[2]
+                                   : in.op == Op::Shfl ? &in.operands[4]
+                                                       : nullptr;
+      if (maskOperand)
+        members = static_cast<uint32_t>(read(lane0(), *maskOperand, Ty::B32));
+      if ((members & active) != members || (!maskOperand && active != members)) {
+        error(lane0(), "a warp-collective instruction is reached by a divergent "
+                       "warp: lanes " + hex(members & ~active) +
+                       " of its members are not here (" +
+                       hex(members & warp.exited) + " have exited)");
+        return;
+      }
+      bool waitForRegisters = false;
+      execCollective(w, members, in, waitForRegisters);
+      if (stopped)
+        return;
+      if (waitForRegisters) {
+        registerWaiters.push_back(w);
+        block(w, State::Registers);
+        return;
+      }
+      advance();
+      // Registers a warp gave back may let a waiting setmaxnreg.inc go on.
+      if (in.op == Op::SetMaxNReg && !(in.flags & kInc)) {
+        std::vector<uint32_t> waiting;
+        waiting.swap(registerWaiters);
+        for (uint32_t other : waiting)
+          makeRunnable(other);
+      }
       continue;
-    default:
-      execAlu(th, in);
-      break;
     }
-    ++th.pc;
+    default:
+      for (uint32_t lanes = active; lanes && !stopped; lanes &= lanes - 1)
+        execLane(threads[w * 32 + __builtin_ctz(lanes)], in);
+      advance();
+      continue;
+    }
   }
-  th.executed += n;
-  report.instructions += n;
-  now += n;
 }
 
-void CtaMachine::exitThread(uint32_t t) {
-  Thread &th = threads[t];
-  block(t, State::Exited);
-  ++exitedThreads;
-  Warp &warp = warps[th.warp];
-  warp.exited |= 1u << th.lane;
-  // Lanes of this warp parked at a collective may now be complete, or
-  // divergent.
-  for (uint32_t l = 0; l < 32; ++l)
-    if (warp.arrived & (1u << l)) {
-      uint32_t other = th.warp * 32 + l;
-      warp.arrived &= ~(1u << l);
-      arriveCollective(other, program.code[threads[other].pc]);
-      break;
-    }
-  if (barSyncArrived && barSyncArrived + exitedThreads == numThreads)
+void CtaMachine::execLane(Thread &th, const Inst &in) {
+  switch (in.op) {
+  case Op::Nop:
+    return;
+  case Op::Ld: case Op::St:
+    execMemory(th, in);
+    return;
+  case Op::Cvt:
+    execCvt(th, in);
+    return;
+  case Op::MbarInit: case Op::MbarArrive: case Op::MbarExpectTx: case Op::MbarInval:
+    execMbarrier(th, in);
+    return;
+  case Op::TmaLoad: case Op::TmaStore:
+    execTma(th, in);
+    return;
+  case Op::BulkCommit:
+    ++th.committedGroups;
+    return;
+  case Op::FenceProxyAsync:
+    for (const Interval &range : th.unfenced)
+      for (uint32_t a = range.begin; a < range.end; ++a)
+        if (unfencedOwner[a] == th.tid + 1) {
+          unfencedOwner[a] = 0;
+          --unfencedBytes;
+        }
+    th.unfenced.clear();
+    return;
+  case Op::TcMma:
+    execMma(th, in);
+    return;
+  case Op::TcCommit:
+    execCommit(th, in);
+    return;
+  default:
+    execAlu(th, in);
+    return;
+  }
+}
+
+void CtaMachine::exitLanes(uint32_t w, uint32_t lanes) {
+  Warp &warp = warps[w];
+  warp.exited |= lanes;
+  if (warp.live())
+    return;
+  block(w, State::Exited);
+  ++exitedWarps;
+  if (barSyncArrived && barSyncArrived + exitedWarps == warps.size())
     releaseBarSync();
+}
+
+void CtaMachine::releaseBarSync() {
+  barSyncArrived = 0;
+  for (uint32_t w = 0; w < warps.size(); ++w)
+    if (warps[w].state == State::CtaBarrier) {
+      ++warps[w].stack.back().pc;
+      makeRunnable(w);
+    }
 }
 
 //===----------------------------------------------------------------------===//
@@ -1003,97 +1115,6 @@ void CtaMachine::execMemory(Thread &th, const Inst &in) {
 //===----------------------------------------------------------------------===//
 // Collectives
 //===----------------------------------------------------------------------===//
-
-void CtaMachine::arriveBarSync(uint32_t t) {
-  Thread &th = threads[t];
-  if (read(th, program.code[th.pc].operands[0], Ty::U32) != 0) {
-    error(th, "only barrier 0 (bar.sync 0) is modelled");
-    return;
-  }
-  ++barSyncArrived;
-  block(t, State::CtaBarrier);
-  if (barSyncArrived + exitedThreads == numThreads)
-    releaseBarSync();
-}
-
-void CtaMachine::releaseBarSync() {
-  barSyncArrived = 0;
-  for (uint32_t u = 0; u < numThreads; ++u)
-    if (threads[u].state == State::CtaBarrier) {
-      ++threads[u].pc;
-      makeRunnable(u);
-    }
-}
-
-void CtaMachine::arriveCollective(uint32_t t, const Inst &in) {
-  Thread &th = threads[t];
-  Warp &warp = warps[th.warp];
-  // The lanes the collective involves: its member mask where it has one,
-  // else the whole warp.
-  auto maskOf = [&](const Thread &lane) -> uint32_t {
-    const Inst &at = program.code[lane.pc];
-    switch (at.op) {
-    case Op::Elect: return read(lane, at.operands[1], Ty::B32);
-    case Op::Vote: return read(lane, at.operands[2], Ty::B32);
-    case Op::Shfl: return read(lane, at.operands[4], Ty::B32);
-    default: return ~warp.absent;
-    }
-  };
-  uint32_t members = maskOf(th);
-  if (!(members & (1u << th.lane))) {
-    error(th, "executes a collective whose member mask " + hex(members) +
-                  " does not include its own lane");
-    return;
-  }
-  warp.arrived |= 1u << th.lane;
-  block(t, State::Collective);
-  if (members & warp.exited) {
-    error(th, "a warp-collective instruction is reached by a divergent warp: "
-              "lanes " + hex(members & warp.exited) + " of its member mask have exited");
-    return;
-  }
-  if ((warp.arrived & members) != members)
-    return;
-  // Every member is parked at a collective: they must be at this one.
-  for (uint32_t l = 0; l < 32; ++l) {
-    if (!(members & (1u << l)))
-      continue;
-    const Thread &other = threads[th.warp * 32 + l];
-    if (other.pc != th.pc || maskOf(other) != members) {
-      error(th, "a warp-collective instruction is reached by a divergent warp: "
-                "lane " + std::to_string(l) + " waits at " +
-                    program.sources[program.code[other.pc].source]);
-      return;
-    }
-  }
-  completeCollective(th.warp, members, in);
-}
-
-void CtaMachine::completeCollective(uint32_t w, uint32_t members, const Inst &in) {
-  Warp &warp = warps[w];
-  bool waitForRegisters = false;
-  execCollective(w, members, in, waitForRegisters);
-  if (stopped)
-    return;
-  if (waitForRegisters) {
-    registerWaiters.push_back(w);
-    return;
-  }
-  warp.arrived &= ~members;
-  for (uint32_t l = 0; l < 32; ++l)
-    if (members & (1u << l)) {
-      ++threads[w * 32 + l].pc;
-      makeRunnable(w * 32 + l);
-    }
-  // Registers a warp gave back may let a waiting setmaxnreg.inc go on.
-  if (in.op == Op::SetMaxNReg && !(in.flags & kInc) && !registerWaiters.empty()) {
-    std::vector<uint32_t> waiting;
-    waiting.swap(registerWaiters);
-    for (uint32_t other : waiting)
-      completeCollective(other, ~warps[other].absent,
-                         program.code[threads[other * 32].pc]);
-  }
-}
 
 void CtaMachine::execCollective(uint32_t w, uint32_t members, const Inst &in,
                                 bool &waitForRegisters) {

@@ -55,19 +55,14 @@ public:
 
 private:
   enum class State : uint8_t {
-    Ready, Collective, CtaBarrier, Mbarrier, BulkWait, Exited,
+    Ready, CtaBarrier, Mbarrier, BulkWait, Registers, Exited,
   };
   struct Thread {
+    /// The instruction this lane executes (kept for reports).
     uint32_t pc = 0;
-    State state = State::Ready;
     uint32_t tid = 0, warp = 0, lane = 0;
     uint64_t *regs = nullptr;
     int64_t executed = 0;
-    uint32_t runnableIndex = ~0u;
-    // An mbarrier wait: the phases completed when the wait began.
-    uint32_t waitBarrier = 0;
-    uint64_t waitSnapshot = 0;
-    bool waiting = false;
     // tcgen05.ld destinations not yet covered by tcgen05.wait::ld.
     std::vector<uint32_t> pendingLd;
     // tcgen05.st regions not yet covered by tcgen05.wait::st.
@@ -79,12 +74,25 @@ private:
     uint32_t committedGroups = 0;
     std::unordered_map<uint32_t, uint32_t> storesInFlight;
   };
+  /// A SIMT stack entry: the lanes of `mask` run from `pc` until they reach
+  /// `reconverge`, where the entry below takes them back.
+  struct StackEntry {
+    uint32_t pc, reconverge, mask;
+  };
   struct Warp {
-    uint32_t arrived = 0; // lanes parked at a collective
+    State state = State::Ready;
+    uint32_t runnableIndex = ~0u;
+    std::vector<StackEntry> stack;
     uint32_t exited = 0;
     uint32_t absent = 0; // lanes past the block's last thread
     uint32_t registers = 0;
     std::vector<uint32_t> setmaxnregValues;
+    // An mbarrier wait: the barrier, and the phases it had completed when
+    // the wait began.
+    uint32_t waitBarrier = 0;
+    uint64_t waitSnapshot = 0;
+    bool waiting = false;
+    uint32_t live() const { return ~(exited | absent); }
   };
   struct Mbarrier {
     uint32_t expected = 0;
@@ -122,9 +130,9 @@ private:
   };
 
   // Scheduling.
-  void makeRunnable(uint32_t t);
-  void block(uint32_t t, State state);
-  void step(uint32_t t, uint64_t quantum);
+  void makeRunnable(uint32_t warp);
+  void block(uint32_t warp, State state);
+  void step(uint32_t warp, uint64_t budget);
   bool completeAsync(bool force);
   void reportDeadlock();
   void finish();
@@ -150,21 +158,21 @@ private:
   void onSharedAccess(Thread &th, Interval range, bool store);
   void checkPendingLd(Thread &th, const Inst &in);
 
-  // Instruction families.
+  // Instruction families, per lane unless they say otherwise.
+  void execLane(Thread &th, const Inst &in);
   void execAlu(Thread &th, const Inst &in);
   void execCvt(Thread &th, const Inst &in);
   void execMemory(Thread &th, const Inst &in);
-  bool execMbarrier(uint32_t t, const Inst &in);
+  /// For a wait, whether the awaited phase has completed.
+  bool execMbarrier(Thread &th, const Inst &in);
   void execTma(Thread &th, const Inst &in);
-  bool execBulkWait(uint32_t t, const Inst &in);
+  bool bulkGroupsDone(const Thread &th, const Inst &in) const;
   void execMma(Thread &th, const Inst &in);
   void execCommit(Thread &th, const Inst &in);
-  void exitThread(uint32_t t);
-  void arriveCollective(uint32_t t, const Inst &in);
-  void completeCollective(uint32_t warp, uint32_t members, const Inst &in);
+  /// Warp-level: lanes leaving, collectives, the CTA barrier.
+  void exitLanes(uint32_t warp, uint32_t lanes);
   void execCollective(uint32_t warp, uint32_t members, const Inst &in,
                       bool &waitForRegisters);
-  void arriveBarSync(uint32_t t);
   void releaseBarSync();
 
   // Units.
@@ -188,9 +196,10 @@ private:
   std::vector<Thread> threads;
   std::vector<Warp> warps;
   std::vector<uint64_t> registerFile;
+  /// Warps that can run.
   std::vector<uint32_t> runnable;
-  uint32_t exitedThreads = 0;
-  uint32_t barSyncArrived = 0;
+  uint32_t exitedWarps = 0;
+  uint32_t barSyncArrived = 0; // warps
   uint64_t now = 0;
   std::mt19937_64 rng;
 

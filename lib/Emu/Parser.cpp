@@ -147,6 +147,7 @@ private:
   void parseModuleDirective(const std::string &statement);
   void parseEntryHeader(const std::string &header);
   void parseBody();
+  void computeReconvergence();
 
   // Registers and scopes.
   struct Scope {
@@ -488,6 +489,99 @@ void Parser::parseBody() {
     if (!found)
       fail(program->sources[program->code[branch.inst].source] +
            ": branch to an undefined label " + branch.label);
+  }
+  computeReconvergence();
+}
+
+/// Where diverged lanes meet again: for every branch, the immediate
+/// post-dominator of its block in the kernel's control-flow graph (the
+/// reconvergence point a SIMT stack uses, and what the hardware's
+/// convergence barriers approximate for code like this).
+void Parser::computeReconvergence() {
+  std::vector<Inst> &code = program->code;
+  uint32_t begin = kernel->begin, end = static_cast<uint32_t>(code.size());
+  // Basic blocks: leaders are the entry, branch targets and the instruction
+  // after a branch or a return.
+  std::vector<bool> leader(end - begin + 1, false);
+  leader[0] = true;
+  for (uint32_t i = begin; i < end; ++i) {
+    if (code[i].op == Op::Bra) {
+      leader[code[i].target - begin] = true;
+      leader[i + 1 - begin] = true;
+    } else if (code[i].op == Op::Ret) {
+      leader[i + 1 - begin] = true;
+    }
+  }
+  std::vector<uint32_t> blockStart, blockOf(end - begin);
+  for (uint32_t i = begin; i < end; ++i) {
+    if (leader[i - begin])
+      blockStart.push_back(i);
+    blockOf[i - begin] = static_cast<uint32_t>(blockStart.size() - 1);
+  }
+  size_t n = blockStart.size();
+  const size_t exitNode = n; // a virtual exit after every return
+  std::vector<std::vector<uint32_t>> successors(n);
+  for (size_t b = 0; b < n; ++b) {
+    uint32_t last = (b + 1 < n ? blockStart[b + 1] : end) - 1;
+    const Inst &in = code[last];
+    bool conditional = in.guard != kNoReg;
+    if (in.op == Op::Bra) {
+      successors[b].push_back(blockOf[in.target - begin]);
+      if (conditional && last + 1 < end)
+        successors[b].push_back(blockOf[last + 1 - begin]);
+    } else if (in.op == Op::Ret) {
+      successors[b].push_back(static_cast<uint32_t>(exitNode));
+      if (conditional && last + 1 < end)
+        successors[b].push_back(blockOf[last + 1 - begin]);
+    } else if (last + 1 < end) {
+      successors[b].push_back(blockOf[last + 1 - begin]);
+    } else {
+      successors[b].push_back(static_cast<uint32_t>(exitNode));
+    }
+  }
+  // Post-dominator sets as bit vectors, by iteration to a fixed point.
+  size_t words = (n + 1 + 63) / 64;
+  std::vector<std::vector<uint64_t>> pdom(n + 1, std::vector<uint64_t>(words, ~0ull));
+  std::fill(pdom[exitNode].begin(), pdom[exitNode].end(), 0);
+  pdom[exitNode][exitNode / 64] |= 1ull << (exitNode % 64);
+  bool changed = true;
+  while (changed) {
+    changed = false;
+    for (size_t b = n; b-- > 0;) {
+      std::vector<uint64_t> next(words, ~0ull);
+      for (uint32_t s : successors[b])
+        for (size_t w = 0; w < words; ++w)
+          next[w] &= pdom[s][w];
+      next[b / 64] |= 1ull << (b % 64);
+      if (next != pdom[b]) {
+        pdom[b].swap(next);
+        changed = true;
+      }
+    }
+  }
+  auto count = [&](size_t b) {
+    size_t c = 0;
+    for (uint64_t w : pdom[b])
+      c += __builtin_popcountll(w);
+    return c;
+  };
+  // The strict post-dominators of a block form a chain; the immediate one
+  // is post-dominated by all the others, so it has the most.
+  for (size_t b = 0; b < n; ++b) {
+    uint32_t last = (b + 1 < n ? blockStart[b + 1] : end) - 1;
+    if (code[last].op != Op::Bra)
+      continue;
+    size_t best = exitNode, bestCount = 0;
+    for (size_t p = 0; p <= n; ++p) {
+      if (p == b || !((pdom[b][p / 64] >> (p % 64)) & 1))
+        continue;
+      size_t c = count(p);
+      if (c > bestCount) {
+        best = p;
+        bestCount = c;
+      }
+    }
+    code[last].reconverge = best == exitNode ? kReconvergeAtExit : blockStart[best];
   }
 }
 
@@ -858,9 +952,12 @@ void Parser::decode(Inst &inst, const std::vector<std::string> &parts,
   }
   if (base == "bra") {
     inst.op = Op::Bra;
-    for (size_t i = 1; i < parts.size(); ++i)
-      if (parts[i] != "uni")
+    for (size_t i = 1; i < parts.size(); ++i) {
+      if (parts[i] == "uni")
+        inst.flags |= kUniform;
+      else
         unknown.push_back(parts[i]);
+    }
     requireNoUnknown();
     if (operandTexts.size() != 1)
       fail(where() + ": bra takes one label");

@@ -91,6 +91,7 @@ enum Flag : uint32_t {
   kShflIdx = 1u << 23,
   kToSpace = 1u << 24,     // cvta.to.<space>
   kCacheHint = 1u << 25,   // a trailing L2 cache-policy operand
+  kUniform = 1u << 26,     // bra.uni: the branch is uniform across the warp
 };
 
 /// Special registers.
@@ -101,6 +102,7 @@ enum class Special : uint8_t {
 };
 
 constexpr uint32_t kNoReg = ~0u;
+constexpr uint32_t kReconvergeAtExit = ~0u - 1;
 
 struct Operand {
   enum class Kind : uint8_t { None, Reg, Imm, Special, Mem, Vec, Label, Sink };
@@ -133,8 +135,11 @@ struct Inst {
   bool guardNegated = false;
   uint32_t guard = kNoReg;
   uint32_t flags = 0;
-  /// Bra: the instruction index jumped to.
+  /// Bra: the instruction index jumped to, and where lanes that diverge at
+  /// this branch meet again: the first instruction of the branch's
+  /// immediate post-dominator (kReconvergeAtExit when only the exit is).
   uint32_t target = 0;
+  uint32_t reconverge = 0;
   /// Index into Program::sources.
   uint32_t source = 0;
   bool warpCollective = false;
