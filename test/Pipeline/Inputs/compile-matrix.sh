@@ -2,9 +2,14 @@
 # Compiles every variant of one head dim to an sm_100a cubin: fp16/bf16 x
 # none/causal/window x GQA 1/4/8 x LSE off/on. Each must assemble with no
 # spills and no stack (local memory); one PTX per dtype must hold the
-# instructions FA4 is made of. Prints one line per variant.
+# instructions FA4 is made of. With fa4-emu as a fourth argument, each cubin's
+# PTX then runs in the emulator at one of a cycle of odd shapes (Sq = 1, tails,
+# Sq != Sk both ways, batch 2), on 3 persistent CTAs so that every ring wraps,
+# under 4 schedules: it must be within tolerance, with no hazard, misuse or
+# deadlock. Prints one line per variant.
 set -euo pipefail
-fa4c=$1 out=$2 headdim=$3
+fa4c=$1 out=$2 headdim=$3 emu=${4:-}
+shapes=("1 1 1" "2 127 127" "1 300 300" "1 520 520" "1 127 300" "2 300 127" "1 520 200")
 mkdir -p "$out"
 required=(tcgen05.mma tcgen05.ld tcgen05.st tcgen05.commit cp.async.bulk.tensor
           mbarrier.try_wait.parity setmaxnreg)
@@ -15,15 +20,26 @@ for dtype in fp16 bf16; do
     [[ $mask == window ]] && window=(--window-left 256 --window-right 0)
     for ratio in 1 4 8; do
       for lse in "" --lse; do
-        name="d${headdim}-${dtype}-${mask}-gqa${ratio}${lse:+-lse}"
+        # Softcap rides on the GQA-4 variants without the LSE.
+        softcap=()
+        [[ $ratio == 4 && -z $lse ]] && softcap=(--softcap 30)
+        name="d${headdim}-${dtype}-${mask}-gqa${ratio}${lse:+-lse}${softcap:+-softcap}"
         "$fa4c" --head-dim "$headdim" --q-heads $((2 * ratio)) --kv-heads 2 \
-          --dtype "$dtype" --mask "$mask" "${window[@]}" $lse -o "$out/$name.cubin"
+          --dtype "$dtype" --mask "$mask" "${window[@]}" "${softcap[@]}" $lse \
+          -o "$out/$name.cubin"
         manifest="$out/$name.cubin.json"
         for field in '"spill_store_bytes": 0' '"spill_load_bytes": 0' '"stack_bytes": 0'; do
           grep -q "$field" "$manifest" || { echo "$name: expected $field"; cat "$manifest"; exit 1; }
         done
-        registers=$(grep -o '"registers": [0-9]*' "$manifest")
+        registers=$(grep -o '"ptxas": {"registers": [0-9]*' "$manifest" | sed 's/"ptxas": {//')
         echo "$name: cubin, $registers, 0 spill bytes, 0 stack bytes"
+        if [[ -n $emu ]]; then
+          read -r batch seqq seqk <<< "${shapes[$((count % ${#shapes[@]}))]}"
+          report=$("$emu" "$out/$name.cubin.json" --batch "$batch" --seq-q "$seqq" \
+                     --seq-k "$seqk" --seed "$count" --interleavings 4 --sm-count 3) \
+            || { echo "$name: fa4-emu failed at B=$batch Sq=$seqq Sk=$seqk: $report"; exit 1; }
+          echo "$name: emulated B=$batch Sq=$seqq Sk=$seqk ok"
+        fi
         count=$((count + 1))
       done
     done

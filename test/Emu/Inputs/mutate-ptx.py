@@ -1,0 +1,72 @@
+#!/usr/bin/env python3
+"""Breaks fa4's PTX in one named way, for the level-D mutation tests.
+
+usage: mutate-ptx.py MUTATION IN.ptx OUT.ptx
+
+Each mutation is a defect the lowering could plausibly have; fa4-emu must
+catch every one with its own report. Test-only: nothing here is part of fa4.
+"""
+import re
+import sys
+
+
+def nth(pattern, text, n):
+    matches = list(re.finditer(pattern, text))
+    if len(matches) < n:
+        sys.exit("mutate-ptx: fewer than %d matches of %s" % (n, pattern))
+    return matches[n - 1]
+
+
+def scoped(text, match, statement):
+    """Replaces one instruction by a `{ }` scope holding `statement`."""
+    return text[:match.start()] + statement + text[match.end():]
+
+
+def mutate(name, text):
+    kind, _, arg = name.partition(":")
+    n = int(arg) if arg else 1
+    if kind == "parity":
+        # The n-th mbarrier wait waits for the other phase.
+        m = nth(r"mbarrier\.try_wait\.parity\.shared\.b64 P1, \[(%r\d+)\], (%r\d+),", text, n)
+        return scoped(text, m, ".reg .b32 flipped; xor.b32 flipped, %s, 1; "
+                      "mbarrier.try_wait.parity.shared.b64 P1, [%s], flipped,"
+                      % (m.group(2), m.group(1)))
+    if kind == "no-wait-ld":
+        m = nth(r"tcgen05\.wait::ld\.sync\.aligned;", text, n)
+        return text[:m.start()] + text[m.end():]
+    if kind == "no-expect-tx":
+        m = nth(r"mbarrier\.arrive\.expect_tx\.shared\.b64 (%rd\d+), (\[[^\]]+\]), %r\d+;", text, n)
+        return scoped(text, m, "mbarrier.arrive.shared.b64 %s, %s;" % (m.group(1), m.group(2)))
+    if kind in ("tmem-column", "quadrant"):
+        # The n-th tcgen05.ld reads 16 columns further on, or the next
+        # warp's lanes (32 lanes up, in the address's upper half).
+        m = nth(r"(tcgen05\.ld\.sync\.aligned\.32x32b\.x\d+\.b32 \{[^}]*\}), \[(%r\d+)\];", text, n)
+        offset = 16 if kind == "tmem-column" else 32 << 16
+        return scoped(text, m, "{ .reg .b32 moved; add.s32 moved, %s, %d; %s, [moved]; }"
+                      % (m.group(2), offset, m.group(1)))
+    if kind == "sbo":
+        # Every shared-memory descriptor template strides 8-row groups by
+        # 2048 bytes instead of 1024.
+        def wrong(m):
+            value = int(m.group(1))
+            if (value >> 46) & 7 == 1 and ((value >> 32) & 0x3FFF) == 64:
+                value = (value & ~(0x3FFF << 32)) | (128 << 32)
+            return str(value)
+        mutated = re.sub(r"(?<![\w%])(\d{15,20})(?!\w)", wrong, text)
+        if mutated == text:
+            sys.exit("mutate-ptx: no descriptor with SBO 1024 found")
+        return mutated
+    if kind == "no-proxy-fence":
+        mutated = text.replace("fence.proxy.async.shared::cta;", "")
+        if mutated == text:
+            sys.exit("mutate-ptx: no fence.proxy.async found")
+        return mutated
+    sys.exit("mutate-ptx: unknown mutation " + name)
+
+
+if __name__ == "__main__":
+    name, source, target = sys.argv[1:4]
+    with open(source) as f:
+        ptx = f.read()
+    with open(target, "w") as f:
+        f.write(mutate(name, ptx))
