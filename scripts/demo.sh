@@ -3,7 +3,8 @@
 # (examples/attention.mlir); compile it to an sm_100a cubin with its launch
 # manifest and the time of every pass; then run its Blackwell schedule on the
 # CPU — numerics against a float64 reference, and the barrier protocol under
-# many interleavings (no Blackwell GPU is needed for either).
+# many interleavings; and finally run the cubin's own PTX in fa4-emu (no
+# Blackwell GPU is needed for any of it).
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -37,3 +38,9 @@ echo
 echo "== its protocol under 20 interleavings: S=300, 2 CTAs so that every ring wraps"
 "$build/bin/fa4c" "$example" --sm-count 2 | \
   "$build/bin/fa4-sim" --batch 1 --seq-q 300 --seq-k 300 --interleavings 20
+
+echo
+echo "== the cubin's own PTX on the CPU (fa4-emu): every thread of the persistent grid,"
+echo "   TMA, mbarriers, TMEM and tcgen05 MMAs, against the float64 reference"
+cmake --build "$build" --target fa4-emu >/dev/null
+"$build/bin/fa4-emu" "$build/attention.cubin.json" --batch 1 --seq-q 1024 --seq-k 1024
