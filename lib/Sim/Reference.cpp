@@ -4,6 +4,7 @@
 
 #include "fa4/Support/AttentionMath.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <random>
@@ -76,6 +77,39 @@ void referenceAttention(const Problem &p, const std::vector<float> &q,
       }
     }
   }
+}
+
+bool compareWithReference(const std::vector<double> &refOut,
+                          const std::vector<double> &refLse,
+                          const std::vector<float> &out,
+                          const std::vector<float> *lse, double atol,
+                          double rtol, Errors &errors) {
+  auto finiteOr = [](double value, double fallback) {
+    return std::isfinite(value) ? value : fallback;
+  };
+  bool ok = true;
+  for (size_t i = 0; i < refOut.size(); ++i) {
+    double got = out[i], want = refOut[i];
+    double err = std::fabs(got - want);
+    if (!(err <= atol + rtol * std::fabs(want)))
+      ok = false; // NaN fails here too
+    errors.maxAbsErr = std::max(errors.maxAbsErr, finiteOr(err, INFINITY));
+    // Relative error means little on values near zero, which atol covers.
+    if (std::fabs(want) > atol)
+      errors.maxRelErr =
+          std::max(errors.maxRelErr, finiteOr(err / std::fabs(want), INFINITY));
+  }
+  if (!lse)
+    return ok;
+  errors.lseMaxAbsErr = std::max(errors.lseMaxAbsErr, 0.0);
+  for (size_t i = 0; i < refLse.size(); ++i) {
+    double got = (*lse)[i], want = refLse[i];
+    double err = (std::isinf(want) && got == want) ? 0.0 : std::fabs(got - want);
+    if (!(err <= atol + rtol * std::fabs(want)))
+      ok = false;
+    errors.lseMaxAbsErr = std::max(errors.lseMaxAbsErr, finiteOr(err, INFINITY));
+  }
+  return ok;
 }
 
 void fillInputs(const Problem &p, bool bf16, uint64_t seed,

@@ -59,10 +59,6 @@ private:
 };
 } // namespace
 
-static double finiteOr(double value, double fallback) {
-  return std::isfinite(value) ? value : fallback;
-}
-
 std::string RunReport::toJson() const {
   std::string text;
   llvm::raw_string_ostream os(text);
@@ -242,30 +238,13 @@ bool mlir::fa4::sim::simulate(func::FuncOp func, const RunOptions &options,
   bool numericsOk = true;
   // Folds one run's outputs into the report; false past tolerance.
   auto compare = [&]() {
-    bool ok = true;
-    for (size_t i = 0; i < refOut.size(); ++i) {
-      double got = out.data[i], want = refOut[i];
-      double err = std::fabs(got - want);
-      if (!(err <= options.atol + options.rtol * std::fabs(want)))
-        ok = false; // NaN fails here too
-      report.maxAbsErr = std::max(report.maxAbsErr, finiteOr(err, INFINITY));
-      // Relative error means little on values near zero, which atol covers.
-      if (std::fabs(want) > options.atol)
-        report.maxRelErr = std::max(report.maxRelErr,
-                                    finiteOr(err / std::fabs(want), INFINITY));
-    }
-    if (hasLse) {
-      report.lseMaxAbsErr = std::max(report.lseMaxAbsErr, 0.0);
-      for (size_t i = 0; i < refLse.size(); ++i) {
-        double got = lse.data[i], want = refLse[i];
-        double err =
-            (std::isinf(want) && got == want) ? 0.0 : std::fabs(got - want);
-        if (!(err <= options.atol + options.rtol * std::fabs(want)))
-          ok = false;
-        report.lseMaxAbsErr =
-            std::max(report.lseMaxAbsErr, finiteOr(err, INFINITY));
-      }
-    }
+    Errors errors{report.maxAbsErr, report.maxRelErr, report.lseMaxAbsErr};
+    bool ok = compareWithReference(refOut, refLse, out.data,
+                                   hasLse ? &lse.data : nullptr, options.atol,
+                                   options.rtol, errors);
+    report.maxAbsErr = errors.maxAbsErr;
+    report.maxRelErr = errors.maxRelErr;
+    report.lseMaxAbsErr = errors.lseMaxAbsErr;
     return ok;
   };
   auto recordStats = [&](const InterpreterStats &stats) {

@@ -203,7 +203,7 @@ int main(int argc, char **argv) {
   config.maxAsyncDelay = maxAsyncDelay;
   config.workers = workers ? workers : std::max(1u, std::thread::hardware_concurrency());
 
-  double maxAbsErr = 0, maxRelErr = 0, lseMaxAbsErr = manifest.lse ? 0 : -1;
+  sim::Errors errors;
   int64_t failing = -1;
   emu::LaunchReport total;
   auto started = std::chrono::steady_clock::now();
@@ -217,29 +217,19 @@ int main(int argc, char **argv) {
     emu::LaunchReport report;
     if (!emu::launch(*program, device, config, report, error))
       return fail(error);
-    bool ok = report.clean();
-    const uint16_t *out = reinterpret_cast<const uint16_t *>(o);
-    for (size_t i = 0; i < refOut.size(); ++i) {
-      double got = bf16 ? bfloat16BitsToFloat(out[i]) : halfBitsToFloat(out[i]);
-      double want = refOut[i];
-      double err = std::fabs(got - want);
-      if (!(err <= absTolerance + relTolerance * std::fabs(want)))
-        ok = false;
-      maxAbsErr = std::max(maxAbsErr, std::isfinite(err) ? err : INFINITY);
-      if (std::fabs(want) > absTolerance)
-        maxRelErr = std::max(maxRelErr, std::isfinite(err) ? err / std::fabs(want) : INFINITY);
-    }
+    std::vector<float> gotOut(refOut.size()), gotLse;
+    const uint16_t *bits = reinterpret_cast<const uint16_t *>(o);
+    for (size_t i = 0; i < refOut.size(); ++i)
+      gotOut[i] = bf16 ? bfloat16BitsToFloat(bits[i]) : halfBitsToFloat(bits[i]);
     if (manifest.lse) {
       const float *lse = reinterpret_cast<const float *>(
           device.host(buffers.lse, refLse.size() * 4));
-      for (size_t i = 0; i < refLse.size(); ++i) {
-        double got = lse[i], want = refLse[i];
-        double err = (std::isinf(want) && got == want) ? 0.0 : std::fabs(got - want);
-        if (!(err <= absTolerance + relTolerance * std::fabs(want)))
-          ok = false;
-        lseMaxAbsErr = std::max(lseMaxAbsErr, std::isfinite(err) ? err : INFINITY);
-      }
+      gotLse.assign(lse, lse + refLse.size());
     }
+    bool ok = sim::compareWithReference(refOut, refLse, gotOut,
+                                        manifest.lse ? &gotLse : nullptr,
+                                        absTolerance, relTolerance, errors) &&
+              report.clean();
     // The first failing launch's report is the one printed.
     if (!ok && failing < 0) {
       failing = run;
@@ -268,14 +258,14 @@ int main(int argc, char **argv) {
   std::string text;
   raw_string_ostream os(text);
   os << "{\"max_abs_err\":";
-  jsonNumber(os, maxAbsErr);
+  jsonNumber(os, errors.maxAbsErr);
   os << ",\"max_rel_err\":";
-  jsonNumber(os, maxRelErr);
+  jsonNumber(os, errors.maxRelErr);
   os << ",\"lse_max_abs_err\":";
-  if (lseMaxAbsErr < 0)
+  if (errors.lseMaxAbsErr < 0)
     os << "null";
   else
-    jsonNumber(os, lseMaxAbsErr);
+    jsonNumber(os, errors.lseMaxAbsErr);
   os << ",\"level\":\"D\",\"interleavings\":" << interleavings
      << ",\"ctas\":" << total.ctas << ",\"grid\":" << plan.grid[0]
      << ",\"tasks\":" << plan.tasks << ",\"instructions\":" << total.instructions

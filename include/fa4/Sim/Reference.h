@@ -41,6 +41,23 @@ void referenceAttention(const Problem &problem, const std::vector<float> &q,
                         const std::vector<float> &v, std::vector<double> &out,
                         std::vector<double> &lse);
 
+/// The largest errors against the reference, over every run folded in.
+struct Errors {
+  double maxAbsErr = 0.0;
+  /// Over the outputs whose reference magnitude exceeds atol.
+  double maxRelErr = 0.0;
+  /// -1 until an LSE is compared.
+  double lseMaxAbsErr = -1.0;
+};
+
+/// Folds one run's O (and LSE, when `lse` is non-null) into `errors`; false
+/// when an element is past atol + rtol * |reference| (NaN is).
+bool compareWithReference(const std::vector<double> &refOut,
+                          const std::vector<double> &refLse,
+                          const std::vector<float> &out,
+                          const std::vector<float> *lse, double atol,
+                          double rtol, Errors &errors);
+
 /// Seeded inputs of one distribution, each value rounded to the input type
 /// (bf16 or fp16), in the layouts above.
 void fillInputs(const Problem &problem, bool bf16, uint64_t seed,
