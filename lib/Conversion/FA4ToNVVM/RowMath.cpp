@@ -325,20 +325,25 @@ LogicalResult Lowering::lowerRowMath(Operation *op) {
         auto branch = b.create<scf::IfOp>(loc(), inside, false);
         OpBuilder::InsertionGuard guard(b);
         b.setInsertionPointToStart(branch.thenBlock());
+        // (batch·q_heads + head)·seq_q + position in 64 bits: indices are
+        // 32-bit in the kernel, and this one reaches batch·q_heads·seq_q.
+        auto wide = [&](Value value) -> Value {
+          return b.create<arith::ExtUIOp>(loc(), b.getI64Type(), toI32(value));
+        };
         Value element = b.create<arith::AddIOp>(
             loc(),
             b.create<arith::MulIOp>(
                 loc(),
                 b.create<arith::AddIOp>(
                     loc(),
-                    b.create<arith::MulIOp>(loc(), lookup(store.getBatch()),
-                                            index(type.getDimSize(1))),
-                    head),
-                seqQ),
-            position);
-        Value address = b.create<LLVM::GEPOp>(
-            loc(), pointer.getType(), b.getF32Type(), pointer,
-            ValueRange{b.create<arith::IndexCastOp>(loc(), b.getI64Type(), element)});
+                    b.create<arith::MulIOp>(loc(), wide(lookup(store.getBatch())),
+                                            i64(type.getDimSize(1))),
+                    wide(head)),
+                wide(seqQ)),
+            wide(position));
+        Value address = b.create<LLVM::GEPOp>(loc(), pointer.getType(),
+                                              b.getF32Type(), pointer,
+                                              ValueRange{element});
         b.create<LLVM::StoreOp>(loc(), lookup(store.getTile()), address, 4);
         return success();
       })
