@@ -65,6 +65,18 @@ CtaMachine::Mbarrier *CtaMachine::barrierAt(Thread &th, uint32_t addr) {
   return &it->second;
 }
 
+CtaMachine::Mbarrier *CtaMachine::asyncBarrierAt(Thread &th, uint32_t addr,
+                                                 const char *unit) {
+  Mbarrier *bar = barrierAt(th, addr);
+  if (bar && !bar->fenced && !bar->unfencedReported) {
+    bar->unfencedReported = true;
+    hazard(at(th) + ": " + unit + " is given the mbarrier at smem " + hex(addr) +
+           ", whose mbarrier.init no fence.mbarrier_init has made visible to "
+           "the async proxy");
+  }
+  return bar;
+}
+
 void CtaMachine::completePhase(Mbarrier &bar) {
   ++bar.phase;
   bar.pending = bar.expected;
@@ -125,6 +137,7 @@ bool CtaMachine::execMbarrier(Thread &th, const Inst &in) {
     bar = Mbarrier();
     bar.expected = static_cast<uint32_t>(count);
     bar.pending = count;
+    bar.initThread = th.tid;
     return true;
   }
   Mbarrier *bar = barrierAt(th, addr);
@@ -200,6 +213,19 @@ bool CtaMachine::decodeMap(Thread &th, uint64_t generic,
                   " is not 64-byte aligned (TMA descriptors must be)");
     return false;
   }
+  // A descriptor passed as a kernel parameter is 64-byte aligned only if the
+  // parameter is declared so: where the driver places it is otherwise free.
+  if (generic >= kGenericParam && generic < kGenericParam + params.size())
+    for (size_t i = 0; i < kernel.params.size(); ++i) {
+      uint64_t begin = kGenericParam + kernel.paramOffsets[i];
+      if (generic >= begin && generic < begin + kernel.params[i].bytes &&
+          kernel.params[i].align < 64) {
+        error(th, "the tensor map is the kernel parameter " + kernel.params[i].name +
+                      ", declared .align " + std::to_string(kernel.params[i].align) +
+                      ": TMA descriptors must be 64-byte aligned (.align 64)");
+        return false;
+      }
+    }
   uint32_t smemAddr;
   uint8_t *bytes = memory(th, Space::Generic, generic, 128, false, smemAddr);
   if (!bytes)
@@ -264,7 +290,7 @@ void CtaMachine::execTma(Thread &th, const Inst &in) {
                hex(region.end) + ") that an in-flight MMA (" +
                program.sources[mma.source] + ") is still reading");
     op.barrier = static_cast<uint32_t>(address(th, in.operands[2]));
-    if (!barrierAt(th, op.barrier))
+    if (!asyncBarrierAt(th, op.barrier, "a TMA load"))
       return;
     report.tmaLoadBytes += op.bytes;
   } else {
@@ -500,7 +526,7 @@ void CtaMachine::execCommit(Thread &th, const Inst &in) {
   op.source = in.source;
   op.thread = th.tid;
   op.barrier = static_cast<uint32_t>(address(th, in.operands[0]));
-  if (!barrierAt(th, op.barrier))
+  if (!asyncBarrierAt(th, op.barrier, "tcgen05.commit"))
     return;
   op.due = tensorPipe.empty() ? now : tensorPipe.back().due;
   tensorPipe.push_back(op);

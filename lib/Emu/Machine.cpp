@@ -657,6 +657,11 @@ void CtaMachine::execLane(Thread &th, const Inst &in) {
         }
     th.unfenced.clear();
     return;
+  case Op::FenceMbarrierInit:
+    for (auto &[addr, bar] : barriers)
+      if (bar.initThread == th.tid)
+        bar.fenced = true;
+    return;
   case Op::TcMma:
     execMma(th, in);
     return;

@@ -100,6 +100,10 @@ private:
     int64_t tx = 0;
     uint64_t phase = 0; // phases completed
     std::vector<uint32_t> waiters;
+    // Who initialized it, and whether a fence.mbarrier_init has made the
+    // initialization visible to the async proxy since.
+    uint32_t initThread = 0;
+    bool fenced = false, unfencedReported = false;
   };
   struct TmaOp {
     bool load = true;
@@ -177,6 +181,8 @@ private:
 
   // Units.
   Mbarrier *barrierAt(Thread &th, uint32_t addr);
+  /// An mbarrier the async proxy (TMA, tcgen05.commit) is given.
+  Mbarrier *asyncBarrierAt(Thread &th, uint32_t addr, const char *unit);
   void arrive(uint32_t addr, Mbarrier &bar, int64_t count, const std::string &who);
   void completeTx(uint32_t addr, Mbarrier &bar, int64_t bytes);
   void completePhase(Mbarrier &bar);

@@ -976,7 +976,9 @@ void Parser::decode(Inst &inst, const std::vector<std::string> &parts,
   }
   if (base == "fence") {
     if (has("mbarrier_init")) {
-      inst.op = Op::Nop;
+      // fence.mbarrier_init.release.cluster: this thread's mbarrier.inits
+      // become visible to the async proxy (TMA, tcgen05.commit).
+      inst.op = Op::FenceMbarrierInit;
       return;
     }
     // fence.proxy.async[.shared::cta|.global]: generic-proxy writes become

@@ -35,7 +35,7 @@ enum class Op : uint8_t {
   Ex2, Lg2, Rcp, Sqrt, Rsqrt,
   Ld, St, Bra, Ret, Nop,
   MbarInit, MbarArrive, MbarExpectTx, MbarTryWait, MbarInval,
-  TmaLoad, TmaStore, BulkCommit, BulkWait, FenceProxyAsync,
+  TmaLoad, TmaStore, BulkCommit, BulkWait, FenceProxyAsync, FenceMbarrierInit,
   TcAlloc, TcDealloc, TcRelinquish, TcMma, TcCommit, TcLd, TcSt, TcWaitLd,
   TcWaitSt,
   Elect, Vote, BarSync, SetMaxNReg, Shfl,

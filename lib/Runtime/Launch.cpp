@@ -274,7 +274,7 @@ bool checkShapes(const Manifest &m, const Shapes &s, std::string &error) {
     return false;
   }
   // Packed query rows and the LSE's index are computed in 32 bits.
-  if (s.batch * m.qHeads > kLimit / s.seqQ) {
+  if (s.batch * m.qHeads > (kLimit - 1) / s.seqQ) {
     error = "batch * q_heads * seq_q = " + std::to_string(s.batch) + " * " +
             std::to_string(m.qHeads) + " * " + std::to_string(s.seqQ) +
             " reaches 2^31, past the kernel's 32-bit indices";

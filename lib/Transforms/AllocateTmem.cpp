@@ -46,9 +46,14 @@ void AllocateTmemPass::runOnOperation() {
   // double-buffered per Q tile, never idle long enough to share), so they are
   // laid out one after another; a P view needs no columns of its own because
   // it is written only after its S has been read.
+  // Each spans whole MMA atoms: the value MMA of head dim 96 writes a
+  // 128-column accumulator (blackwell::accumulatorColumns).
+  auto footprint = [](TmemAllocOp buffer) {
+    return blackwell::accumulatorColumns(buffer.getBuffer().getType().getColumns());
+  };
   int64_t next = 0;
   for (TmemAllocOp buffer : buffers)
-    next += buffer.getBuffer().getType().getColumns();
+    next += footprint(buffer);
   if (next > blackwell::kTmemColumns) {
     InFlightDiagnostic diag = func.emitError()
                               << "TMEM overflow: the accumulators need " << next
@@ -56,7 +61,7 @@ void AllocateTmemPass::runOnOperation() {
                               << blackwell::kTmemColumns << " of an SM (";
     int64_t column = 0;
     llvm::interleaveComma(buffers, diag, [&](TmemAllocOp buffer) {
-      int64_t columns = buffer.getBuffer().getType().getColumns();
+      int64_t columns = footprint(buffer);
       diag << buffer.getName() << " [" << column << ", " << column + columns
            << ")";
       column += columns;
@@ -69,7 +74,7 @@ void AllocateTmemPass::runOnOperation() {
   SmallVector<Attribute> layout;
   int64_t column = 0;
   for (TmemAllocOp buffer : buffers) {
-    int64_t columns = buffer.getBuffer().getType().getColumns();
+    int64_t columns = footprint(buffer);
     buffer.setColumnOffsetAttr(builder.getI64IntegerAttr(column));
     layout.push_back(builder.getDictionaryAttr(
         {builder.getNamedAttr("name", buffer.getNameAttr()),

@@ -10,6 +10,13 @@ namespace mlir::fa4::blackwell {
 /// 32-bit columns of tensor memory per SM (128 lanes each).
 constexpr int64_t kTmemColumns = 512;
 constexpr int64_t kTmemLanes = 128;
+/// An MMA whose B operand is MN-major under the 128-byte swizzle reads whole
+/// swizzle atoms of 64 16-bit elements along N, as NVIDIA's kernels always
+/// do: N, and so the accumulator's TMEM footprint, is a multiple of this.
+constexpr int64_t kMmaAtomColumns = 64;
+inline int64_t accumulatorColumns(int64_t columns) {
+  return (columns + kMmaAtomColumns - 1) / kMmaAtomColumns * kMmaAtomColumns;
+}
 /// 32-bit registers per SM, shared by every resident thread.
 constexpr int64_t kRegistersPerSm = 64 * 1024;
 /// `setmaxnreg` accepts multiples of 8 in this range.

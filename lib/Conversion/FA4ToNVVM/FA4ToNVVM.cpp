@@ -76,9 +76,12 @@ Value Lowering::rowInWarpgroup() {
   return b.create<arith::RemUIOp>(loc(), roleThread, index(128));
 }
 Value Lowering::tmemLaneField() {
-  // Warp w of a warpgroup reaches TMEM lanes 32·(w % 4) to 32·(w % 4) + 31;
-  // the lane sits in the address's upper 16 bits.
-  Value warp = b.create<arith::DivUIOp>(loc(), rowInWarpgroup(), index(32));
+  // Warp w of the CTA reaches TMEM lanes 32·(w % 4) to 32·(w % 4) + 31 (the
+  // hardware's warp index, not the role's); the lane sits in the address's
+  // upper 16 bits.
+  Value warp = b.create<arith::RemUIOp>(
+      loc(), b.create<arith::DivUIOp>(loc(), toIndex(kernel.threadId), index(32)),
+      index(4));
   return toI32(b.create<arith::ShLIOp>(
       loc(), b.create<arith::MulIOp>(loc(), warp, index(32)), index(16)));
 }
@@ -359,6 +362,10 @@ LogicalResult Lowering::lowerWarpSpecialize(WarpSpecializeOp op) {
             loc(), smemAt(kernel.smem, i32(base + 8 * stage)),
             i32(alloc.getCount()), Value());
     });
+    // TMA and tcgen05.commit arrive through the async proxy: the inits must
+    // be made visible to it before the CTA barrier hands the mbarriers out,
+    // as NVIDIA's kernels do.
+    b.create<NVVM::FenceMbarrierInitOp>(loc());
   }
 
   // The warp that owns TMEM allocates it for the whole CTA.
@@ -417,10 +424,21 @@ LogicalResult Lowering::lowerRole(RoleOp newRole) {
   roleThread = toIndex(thread);
   elected = b.create<NVVM::ElectSyncOp>(loc(), b.getI1Type(), Value());
   roleUsesTensorMemory = false;
+  bool rowsInTensorMemory = false;
   role.walk([&](Operation *inner) {
     if (isa<TmemLoadOp, TmemStoreOp, ScoreMmaAsyncOp, ValueMmaAsyncOp>(inner))
       roleUsesTensorMemory = true;
+    if (isa<TmemLoadOp, TmemStoreOp, OnlineSoftmaxOp>(inner))
+      rowsInTensorMemory = true;
   });
+  // Warp w reaches only TMEM lanes 32·(w mod 4) to 32·(w mod 4) + 31, and a
+  // thread's row of a tile is its TMEM lane: a role that moves rows between
+  // TMEM and registers must start on a warpgroup.
+  if (rowsInTensorMemory && role.getFirstWarp() % 4 != 0)
+    return role.emitOpError()
+           << "reads or writes tensor memory but starts at warp "
+           << role.getFirstWarp()
+           << ": such a role must start at a multiple of 4 warps";
   return lowerBlock(role.getBody().front());
 }
 
@@ -721,6 +739,9 @@ LogicalResult FA4ToNVVMPass::convert(func::FuncOp func,
   for (unsigned i = 0; i < 4; ++i) {
     kernelFunc.setArgAttr(i, "llvm.byval", TypeAttr::get(map));
     kernelFunc.setArgAttr(i, "nvvm.grid_constant", b.getUnitAttr());
+    // TMA reads the descriptor where the parameter lies: it must be 64-byte
+    // aligned (CUTLASS declares its tensor maps alignas(64)).
+    kernelFunc.setArgAttr(i, "llvm.align", b.getI64IntegerAttr(64));
   }
   Block *entry = kernelFunc.addEntryBlock(b);
   b.setInsertionPointToStart(entry);

@@ -21,6 +21,15 @@
 
 namespace mlir::fa4::nvvm {
 
+/// Shared-memory tiles are laid out as TMA writes them: boxes of 64 columns
+/// of 16-bit elements, one 128-byte swizzle line per row, box after box.
+constexpr int64_t kBoxColumns = 64;
+constexpr int64_t kSwizzleLineBytes = 128;
+/// Bytes from one box of `type`'s tile to the next: its rows' lines.
+inline int64_t boxBytes(SmemType type) {
+  return type.getRows() * kSwizzleLineBytes;
+}
+
 /// What the whole kernel shares: decided once, before any role is lowered.
 struct KernelState {
   /// Base of the dynamic shared memory.

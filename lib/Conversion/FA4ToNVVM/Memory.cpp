@@ -13,11 +13,6 @@ using namespace mlir;
 using namespace mlir::fa4;
 using namespace mlir::fa4::nvvm;
 
-/// TMA and the tensor core move 64 columns of 16-bit elements per box: one
-/// 128-byte swizzle line per row.
-static constexpr int64_t kBoxColumns = 64;
-static constexpr int64_t kBoxBytes = 128 * 128;
-
 /// Barrier `count % stages` of an mbarrier array, 8 bytes each.
 Value Lowering::barrierSlot(Value barrier, Value count) {
   int64_t stages = cast<MBarrierType>(barrier.getType()).getStages();
@@ -40,7 +35,7 @@ void Lowering::forEachBox(SmemType type, Value head, Value row, Value batch,
   int64_t boxes = llvm::divideCeil(type.getCols(), kBoxColumns);
   ifElected([&] {
     for (int64_t box = 0; box < boxes; ++box)
-      copy(box * kBoxBytes, ValueRange{i32(box * kBoxColumns), headCoord,
+      copy(box * boxBytes(type), ValueRange{i32(box * kBoxColumns), headCoord,
                                        position, batchCoord});
     if (then)
       then();
@@ -61,9 +56,21 @@ LogicalResult Lowering::lowerBarrier(Operation *op) {
         // for it is waiting on the other parity.
         if (wait.getPrior())
           parity = b.create<arith::XOrIOp>(loc(), parity, i32(1));
-        b.create<NVVM::MBarrierTryWaitParityOp>(
-            loc(), slot(wait.getBarrier(), wait.getCount()), parity,
-            i32(10000000));
+        // The wait loop, written out: upstream's lowering of
+        // mbarrier.try_wait.parity branches back with `bra.uni` on a
+        // per-lane predicate; a plain `bra` is right whether or not the
+        // warp's lanes agree.
+        b.create<LLVM::InlineAsmOp>(
+            loc(), Type(),
+            ValueRange{smemAddress(slot(wait.getBarrier(), wait.getCount())),
+                       parity},
+            "{\n\t.reg .pred done;\n\twait:\n\t"
+            "mbarrier.try_wait.parity.shared::cta.b64 done, [$0], $1, "
+            "10000000;\n\t@!done bra wait;\n\t}",
+            "r,r", /*has_side_effects=*/true, false,
+            LLVM::tailcallkind::TailCallKind::None,
+            LLVM::AsmDialectAttr::get(b.getContext(), LLVM::AsmDialect::AD_ATT),
+            ArrayAttr());
         // Tensor-core results the barrier announced are read only after it.
         if (roleUsesTensorMemory)
           b.create<NVVM::Tcgen05FenceOp>(
@@ -199,7 +206,8 @@ LogicalResult Lowering::lowerSmem(Operation *op) {
         int64_t elementBytes = vector.getElementTypeBitWidth() / 8;
         int64_t perChunk = 16 / elementBytes;
         Value first = store.getColumn() ? lookup(store.getColumn()) : index(0);
-        Value rowBytes = b.create<arith::MulIOp>(loc(), row, index(128));
+        Value rowBytes =
+            b.create<arith::MulIOp>(loc(), row, index(kSwizzleLineBytes));
         Value rowPhase = b.create<arith::RemUIOp>(loc(), row, index(8));
         for (int64_t chunk = 0; chunk * perChunk < vector.getNumElements();
              ++chunk) {
@@ -213,7 +221,7 @@ LogicalResult Lowering::lowerSmem(Operation *op) {
           Value offset = b.create<arith::AddIOp>(
               loc(),
               b.create<arith::AddIOp>(
-                  loc(), b.create<arith::MulIOp>(loc(), box, index(kBoxBytes)),
+                  loc(), b.create<arith::MulIOp>(loc(), box, index(boxBytes(type))),
                   rowBytes),
               b.create<arith::MulIOp>(loc(), swizzled, index(16)));
           Value piece = b.create<vector::ExtractStridedSliceOp>(

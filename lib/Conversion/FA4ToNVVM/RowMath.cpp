@@ -169,8 +169,9 @@ LogicalResult Lowering::lowerOnlineSoftmax(OnlineSoftmaxOp op) {
       std::floor(kernel.exp2EmulationFraction * kChunk));
   auto wordsType = VectorType::get({kChunk / 2}, b.getI32Type());
   auto probsType = VectorType::get({kChunk}, probElement);
-  Value probsColumn = b.create<arith::AddIOp>(loc(), lookup(store.getBuffer()),
-                                              toI32(lookup(store.getColumn())));
+  // P's column is counted in its 16-bit elements, two to a TMEM column.
+  Value probsBuffer = lookup(store.getBuffer());
+  Value probsFirst = toIndex(lookup(store.getColumn()));
   Value sum;
   {
     auto loop = b.create<scf::ForOp>(loc(), index(0), chunks, index(1),
@@ -220,7 +221,11 @@ LogicalResult Lowering::lowerOnlineSoftmax(OnlineSoftmaxOp op) {
     Value packed = b.create<vector::BitCastOp>(
         loc(), wordsType, b.create<arith::TruncFOp>(loc(), probsType, p));
     Value address = tmemAddress(
-        probsColumn, b.create<arith::MulIOp>(loc(), chunk, index(kChunk)), 16);
+        probsBuffer,
+        b.create<arith::AddIOp>(
+            loc(), probsFirst,
+            b.create<arith::MulIOp>(loc(), chunk, index(kChunk))),
+        16);
     b.create<NVVM::Tcgen05StOp>(loc(), false, NVVM::Tcgen05LdStShape::SHAPE_32X32B,
                                 address, packed, Value());
     b.create<scf::YieldOp>(

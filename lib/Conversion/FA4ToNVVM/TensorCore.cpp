@@ -2,10 +2,12 @@
 
 #include "Lowering.h"
 
+#include "fa4/Support/Blackwell.h"
 #include "fa4/Support/Descriptors.h"
 #include "fa4/Transforms/ScheduleConfig.h"
 
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
+#include "mlir/IR/Matchers.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 #include "llvm/ADT/TypeSwitch.h"
@@ -16,8 +18,6 @@ using namespace mlir::fa4::nvvm;
 
 /// K elements per tcgen05.mma of kind f16.
 static constexpr int64_t kMmaK = 16;
-static constexpr int64_t kBoxColumns = 64;
-static constexpr int64_t kBoxBytes = 128 * 128;
 /// Bytes from one 8-row group of a swizzled tile to the next.
 static constexpr uint32_t kSwizzleAtomBytes = 1024;
 
@@ -27,8 +27,10 @@ static bool isDeferredScores(TmemLoadOp load) {
   bool softmax = false;
   role.walk([&](OnlineSoftmaxOp) { softmax = true; });
   TmemType type = load.getBuffer().getType();
+  // The fused softmax reads the whole buffer from its first column.
   return softmax && type.getElementType().isF32() &&
-         cast<ShapedType>(load.getType()).getDimSize(1) == type.getCols();
+         cast<ShapedType>(load.getType()).getDimSize(1) == type.getCols() &&
+         matchPattern(load.getColumn(), m_Zero());
 }
 
 LogicalResult Lowering::lowerTmem(Operation *op) {
@@ -156,13 +158,15 @@ LogicalResult Lowering::lowerMma(Operation *op) {
             // Step along K: 32 bytes inside a swizzle line, a whole box
             // every 64 columns.
             int64_t column = step * kMmaK;
-            int64_t offset = (column / kBoxColumns) * kBoxBytes +
+            int64_t offset = (column / kBoxColumns) * boxBytes(q) +
                              (column % kBoxColumns) * 2;
+            int64_t keyOffset = (column / kBoxColumns) * boxBytes(k) +
+                                (column % kBoxColumns) * 2;
             Value enable = b.create<LLVM::ConstantOp>(
                 loc(), b.getI1Type(), b.getBoolAttr(step > 0));
             b.create<NVVM::Tcgen05MMAOp>(
                 loc(), kind, group, collector, false, scores,
-                descriptor(qBase, offset), descriptor(kBase, offset), idesc,
+                descriptor(qBase, offset), descriptor(kBase, keyOffset), idesc,
                 enable, Value(),
                 Value());
           }
@@ -182,11 +186,16 @@ LogicalResult Lowering::lowerMma(Operation *op) {
         // 64-column boxes are the leading-dimension repeats (16384 bytes
         // apart), 8-key groups the stride (1024).
         uint64_t operand = tcgen05::smemDescriptorTemplate(
-            kBoxBytes, kSwizzleAtomBytes, tcgen05::Swizzle::Bytes128);
+            boxBytes(v), kSwizzleAtomBytes, tcgen05::Swizzle::Bytes128);
+        // N covers whole 64-column swizzle atoms of V, the only MN-major
+        // 128-byte-swizzled B operand NVIDIA's kernels issue: at head dim 96
+        // N = 128, whose last 32 columns multiply the zeros TMA filled past
+        // the tensor's edge, into accumulator columns fa4-allocate-tmem
+        // reserves and nothing reads.
         uint32_t instruction = tcgen05::instructionDescriptorF16(
             elementOf(probs.getElementType()), elementOf(v.getElementType()),
             tcgen05::Major::K, tcgen05::Major::MN, probs.getLanes(),
-            acc.getCols());
+            blackwell::accumulatorColumns(acc.getCols()));
         Value idesc = i32(static_cast<int32_t>(instruction));
         Value accumulate = lookup(mma.getAccumulate());
         Value vBase = baseDescriptor(operand, vAddress);

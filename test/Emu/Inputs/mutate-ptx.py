@@ -27,9 +27,9 @@ def mutate(name, text):
     n = int(arg) if arg else 1
     if kind == "parity":
         # The n-th mbarrier wait waits for the other phase.
-        m = nth(r"mbarrier\.try_wait\.parity\.shared\.b64 P1, \[(%r\d+)\], (%r\d+),", text, n)
+        m = nth(r"mbarrier\.try_wait\.parity\.shared::cta\.b64 done, \[(%r\d+)\], (%r\d+),", text, n)
         return scoped(text, m, ".reg .b32 flipped; xor.b32 flipped, %s, 1; "
-                      "mbarrier.try_wait.parity.shared.b64 P1, [%s], flipped,"
+                      "mbarrier.try_wait.parity.shared::cta.b64 done, [%s], flipped,"
                       % (m.group(2), m.group(1)))
     if kind == "no-wait-ld":
         m = nth(r"tcgen05\.wait::ld\.sync\.aligned;", text, n)
@@ -60,6 +60,17 @@ def mutate(name, text):
         mutated = text.replace("fence.proxy.async.shared::cta;", "")
         if mutated == text:
             sys.exit("mutate-ptx: no fence.proxy.async found")
+        return mutated
+    if kind == "align1":
+        # The tensor-map parameters lose their 64-byte alignment.
+        mutated = text.replace(".param .align 64 .b8", ".param .align 1 .b8")
+        if mutated == text:
+            sys.exit("mutate-ptx: no 64-byte aligned parameter found")
+        return mutated
+    if kind == "no-mbarrier-fence":
+        mutated = text.replace("fence.mbarrier_init.release.cluster;", "")
+        if mutated == text:
+            sys.exit("mutate-ptx: no fence.mbarrier_init found")
         return mutated
     sys.exit("mutate-ptx: unknown mutation " + name)
 
