@@ -81,16 +81,20 @@ void expectRangeMatchesScan(MaskBand band, int64_t rowBegin, int64_t rows,
     bool full = n >= range.fullBegin && n < range.fullEnd;
     // Every block with a visible key is visited; a block marked full needs no
     // mask for any row.
-    if (anyVisible)
+    if (anyVisible) {
       EXPECT_TRUE(inRange) << "block " << n << " skipped but visible";
-    if (full)
+    }
+    if (full) {
       EXPECT_TRUE(anyRow && allVisible) << "block " << n << " marked full";
+    }
     // Tight: fully masked blocks are never visited, fully visible ones never
     // masked, for these monotone bands.
-    if (!anyVisible)
+    if (!anyVisible) {
       EXPECT_FALSE(inRange) << "block " << n << " visited but fully masked";
-    if (anyRow && allVisible)
+    }
+    if (anyRow && allVisible) {
       EXPECT_TRUE(full) << "block " << n << " visible but masked";
+    }
   }
 }
 

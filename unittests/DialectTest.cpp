@@ -36,18 +36,18 @@ protected:
     auto qType = MemRefType::get({dyn, dyn, qHeads, headDim}, element);
     auto kvType = MemRefType::get({dyn, dyn, kvHeads, headDim}, element);
     b.setInsertionPointToEnd(module->getBody());
-    auto func = b.create<func::FuncOp>(
+    auto func = func::FuncOp::create(b,
         loc, "attention", b.getFunctionType({qType, kvType, kvType, qType}, {}));
     Block *body = func.addEntryBlock();
     b.setInsertionPointToEnd(body);
-    auto op = b.create<AttentionOp>(
+    auto op = AttentionOp::create(b,
         loc, body->getArgument(0), body->getArgument(1), body->getArgument(2),
         body->getArgument(3), Value(),
         MaskKindAttr::get(&context, MaskKind::none), b.getI64IntegerAttr(-1),
         b.getI64IntegerAttr(-1), FloatAttr(), b.getF32FloatAttr(0.0f));
     if (edit)
       edit(op);
-    b.create<func::ReturnOp>(loc);
+    func::ReturnOp::create(b, loc);
 
     std::string message;
     ScopedDiagnosticHandler handler(&context, [&](Diagnostic &diagnostic) {

@@ -188,6 +188,12 @@ bool launch(const Program &program, Device &device, const LaunchConfig &config,
             ", the launch gives " + std::to_string(blockThreads) + " threads";
     return false;
   }
+  if (kernel->maxntid && blockThreads > kernel->maxntid) {
+    error = config.kernel + " allows at most .maxntid " +
+            std::to_string(kernel->maxntid) + " threads, the launch gives " +
+            std::to_string(blockThreads);
+    return false;
+  }
   uint64_t smemBytes = uint64_t(program.staticSmemBytes) + config.dynamicSmemBytes;
   if (smemBytes > kSharedWindow - kSharedBase) {
     error = "the launch asks for " + std::to_string(smemBytes) +

@@ -580,7 +580,8 @@ void CtaMachine::step(uint32_t w, uint64_t budget) {
     }
     case Op::TcAlloc: case Op::TcDealloc: case Op::TcRelinquish:
     case Op::TcLd: case Op::TcSt: case Op::TcWaitLd: case Op::TcWaitSt:
-    case Op::Elect: case Op::Vote: case Op::Shfl: case Op::SetMaxNReg: {
+    case Op::Elect: case Op::Vote: case Op::Shfl: case Op::SetMaxNReg:
+    case Op::BarWarpSync: {
       if (!active) {
         advance();
         continue;
@@ -588,10 +589,11 @@ void CtaMachine::step(uint32_t w, uint64_t budget) {
       // The lanes the collective names must all be here: its member mask
       // where it has one, else (.aligned) every live lane of the warp.
       uint32_t members = warp.live();
-      const Operand *maskOperand = in.op == Op::Elect  ? &in.operands[1]
-                                   : in.op == Op::Vote ? &in.operands[2]
-                                   : in.op == Op::Shfl ? &in.operands[4]
-                                                       : nullptr;
+      const Operand *maskOperand = in.op == Op::Elect         ? &in.operands[1]
+                                   : in.op == Op::Vote        ? &in.operands[2]
+                                   : in.op == Op::Shfl        ? &in.operands[4]
+                                   : in.op == Op::BarWarpSync ? &in.operands[0]
+                                                              : nullptr;
       if (maskOperand)
         members = static_cast<uint32_t>(read(lane0(), *maskOperand, Ty::B32));
       if ((members & active) != members || (!maskOperand && active != members)) {
@@ -1130,6 +1132,11 @@ void CtaMachine::execCollective(uint32_t w, uint32_t members, const Inst &in,
         body(threads[w * 32 + l]);
   };
   switch (in.op) {
+  case Op::BarWarpSync:
+    // Every lane of the member mask is here: the rendezvous is complete
+    // (and the memory ordering it also gives is the emulator's sequential
+    // consistency).
+    return;
   case Op::Elect: {
     uint32_t leader = __builtin_ctz(members);
     lanes([&](Thread &th) {

@@ -11,6 +11,7 @@
 
 #include "Program.h"
 
+#include <algorithm>
 #include <cctype>
 #include <cstdlib>
 #include <cstring>
@@ -185,6 +186,7 @@ private:
   std::vector<int> instScopes;
   std::map<std::string, uint32_t> sharedSymbols;
   std::string dynamicSmemSymbol;
+  std::set<std::string> globalVariables;
 };
 
 uint32_t Parser::line() const {
@@ -331,9 +333,26 @@ void Parser::parseModuleDirective(const std::string &statement) {
     program->staticSmemBytes = offset + size;
     return;
   }
-  if (first == ".global" || first == ".const" ||
-      statement.find(" .global ") != std::string::npos)
-    fail(where() + ": module-scope .global/.const variables are not supported");
+  if (std::find(words.begin(), words.end(), ".global") != words.end()) {
+    // [.visible|.extern|.weak] .global [.align N] .type name[[size]] [= init]:
+    // the declaration is accepted, but the emulator places no module
+    // variable in global memory, so an instruction naming one is refused
+    // (parseMemory). nvcc declares CUDA's and CuTe's namespace-scope tag
+    // objects this way in every module that includes them.
+    std::string name;
+    for (size_t i = 0; i < words.size() && name.empty(); ++i) {
+      if (words[i] == ".align")
+        ++i;
+      else if (words[i][0] != '.')
+        name = words[i].substr(0, words[i].find_first_of("[="));
+    }
+    if (name.empty())
+      fail(where() + ": cannot read the .global variable in '" + statement + "'");
+    globalVariables.insert(name);
+    return;
+  }
+  if (first == ".const" || statement.find(" .const ") != std::string::npos)
+    fail(where() + ": module-scope .const variables are not supported");
   fail(where() + ": unsupported module directive '" + statement + "'");
 }
 
@@ -351,10 +370,20 @@ void Parser::parseEntryHeader(const std::string &header) {
     std::vector<std::string> tokens = splitTopLevel(param, ' ');
     KernelParam p;
     Ty type = Ty::None;
+    bool explicitAlign = false, pointer = false;
     for (size_t i = 0; i < tokens.size(); ++i) {
       const std::string &t = tokens[i];
-      if (t == ".align" && i + 1 < tokens.size()) {
-        p.align = static_cast<uint32_t>(std::strtoul(tokens[++i].c_str(), nullptr, 10));
+      if (t == ".ptr") {
+        pointer = true;
+      } else if (t == ".align" && i + 1 < tokens.size()) {
+        uint32_t align = static_cast<uint32_t>(std::strtoul(tokens[++i].c_str(), nullptr, 10));
+        // After .ptr, .align is the alignment of the memory the pointer
+        // points to, not the parameter's (PTX ISA, "Kernel Function
+        // Parameter Attribute: .ptr").
+        if (!pointer) {
+          p.align = align;
+          explicitAlign = true;
+        }
       } else if (t.size() > 1 && t[0] == '.') {
         parseType(t.substr(1), type);
       } else {
@@ -371,7 +400,6 @@ void Parser::parseEntryHeader(const std::string &header) {
     if (p.name.empty() || type == Ty::None)
       fail(where() + ": cannot read the parameter '" + param + "'");
     p.bytes = elementBytes * count;
-    bool explicitAlign = param.find(".align") != std::string::npos;
     if (!explicitAlign)
       p.align = elementBytes;
     if (p.align == 0 || (p.align & (p.align - 1)))
@@ -383,11 +411,23 @@ void Parser::parseEntryHeader(const std::string &header) {
     kernel->params.push_back(p);
   }
   std::vector<std::string> tail = splitTopLevel(header.substr(close + 1), ' ');
+  // The threads of a .maxntid or .reqntid nx[, ny[, nz]]: the product.
+  auto threads = [&](size_t i) {
+    std::string extents;
+    for (size_t j = i + 1; j < tail.size() && tail[j][0] != '.'; ++j)
+      extents += tail[j];
+    uint32_t product = 1;
+    for (const std::string &extent : splitTopLevel(extents, ','))
+      product *= static_cast<uint32_t>(std::strtoul(extent.c_str(), nullptr, 10));
+    return product;
+  };
   for (size_t i = 0; i + 1 < tail.size(); ++i) {
     if (tail[i] == ".maxnreg")
       kernel->maxnreg = static_cast<uint32_t>(std::strtoul(tail[i + 1].c_str(), nullptr, 10));
     if (tail[i] == ".reqntid")
-      kernel->reqntid = static_cast<uint32_t>(std::strtoul(tail[i + 1].c_str(), nullptr, 10));
+      kernel->reqntid = threads(i);
+    if (tail[i] == ".maxntid")
+      kernel->maxntid = threads(i);
   }
 }
 
@@ -617,6 +657,10 @@ Operand Parser::parseMemory(const std::string &inner) {
   } else if (base == dynamicSmemSymbol && !base.empty()) {
     op.imm += kSharedBase + (program->staticSmemBytes + program->dynamicSmemAlign - 1) /
                                 program->dynamicSmemAlign * program->dynamicSmemAlign;
+  } else if (globalVariables.count(base)) {
+    fail(where() + ": '" + base +
+         "' is a module-scope .global variable, which fa4-emu does not "
+         "place in global memory");
   } else {
     bool found = false;
     for (size_t i = 0; kernel && i < kernel->params.size(); ++i)
@@ -676,7 +720,8 @@ Operand Parser::parseOperand(const std::string &raw, Ty type) {
     if (second.kind != Operand::Kind::Reg ||
         (first.kind != Operand::Kind::Reg && first.kind != Operand::Kind::Sink))
       fail(where() + ": a pair operand must name registers: " + s);
-    first.kind = Operand::Kind::Reg;
+    // The first part keeps its kind: a register, or the sink `_` (as in
+    // `elect.sync _|p`), whose value is discarded.
     first.reg2 = second.reg;
     return first;
   }
@@ -1198,6 +1243,16 @@ void Parser::decode(Inst &inst, const std::vector<std::string> &parts,
       else if (q != "sync" && q != "b32") unsupported("qualifier ." + q);
     }
     setOperands(5, 5, Ty::B32);
+    return;
+  }
+  if (base == "bar" && parts.size() > 1 && parts[1] == "warp") {
+    // bar.warp.sync membermask: the lanes of membermask meet.
+    for (size_t i = 2; i < parts.size(); ++i)
+      if (parts[i] != "sync")
+        unsupported("qualifier ." + parts[i]);
+    inst.op = Op::BarWarpSync;
+    inst.warpCollective = true;
+    setOperands(1, 1, Ty::B32);
     return;
   }
   if (base == "bar" || base == "barrier") {

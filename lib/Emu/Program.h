@@ -38,7 +38,7 @@ enum class Op : uint8_t {
   TmaLoad, TmaStore, BulkCommit, BulkWait, FenceProxyAsync, FenceMbarrierInit,
   TcAlloc, TcDealloc, TcRelinquish, TcMma, TcCommit, TcLd, TcSt, TcWaitLd,
   TcWaitSt,
-  Elect, Vote, BarSync, SetMaxNReg, Shfl,
+  Elect, Vote, BarSync, BarWarpSync, SetMaxNReg, Shfl,
 };
 
 enum class Ty : uint8_t {
@@ -154,6 +154,7 @@ struct Kernel {
   uint32_t begin = 0, end = 0;
   uint32_t maxnreg = 0;
   uint32_t reqntid = 0;
+  uint32_t maxntid = 0;
 };
 
 struct Program {

@@ -328,7 +328,7 @@ void Cta::accessTmem(const TmemPlace &place, int64_t firstCol, int64_t numCols,
   int64_t end = place.firstColumn + (firstCol + numCols) * bits / 32;
   std::string name = "TMEM columns [" + std::to_string(begin) + ", " +
                      std::to_string(end) + ") of " + place.name;
-  size_t before = report.hazardCount;
+  int64_t before = report.hazardCount;
   for (int64_t column = begin; column < end; ++column) {
     access(tmemColumns[column], name, thread, clock, write, what);
     // One report per access, not one per column.

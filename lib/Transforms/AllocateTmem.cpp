@@ -124,7 +124,7 @@ void AllocateTmemPass::runOnOperation() {
   }
   Value done;
   if (!users.empty()) {
-    done = allocs.create<MBarrierAllocOp>(
+    done = MBarrierAllocOp::create(allocs,
         loc, MBarrierType::get(func.getContext(), BarrierKind::threads, 1),
         allocs.getStringAttr("tmem_dealloc"), threads);
     SmallVector<Attribute> table;
@@ -141,18 +141,18 @@ void AllocateTmemPass::runOnOperation() {
     }));
     specialize->setAttr("fa4.barriers", builder.getArrayAttr(table));
   }
-  Value zero = allocs.create<arith::ConstantIndexOp>(loc, 0);
+  Value zero = arith::ConstantIndexOp::create(allocs, loc, 0);
 
   Block &body = owner.getBody().front();
   OpBuilder b = OpBuilder::atBlockBegin(&body);
-  b.create<TmemAllocColumnsOp>(loc, allocated);
-  b.create<TmemRelinquishOp>(loc);
+  TmemAllocColumnsOp::create(b, loc, allocated);
+  TmemRelinquishOp::create(b, loc);
   b.setInsertionPointToEnd(&body);
   if (done)
-    b.create<MBarrierWaitOp>(loc, done, zero, false);
-  b.create<TmemDeallocOp>(loc, allocated);
+    MBarrierWaitOp::create(b, loc, done, zero, false);
+  TmemDeallocOp::create(b, loc, allocated);
   for (RoleOp user : users) {
     OpBuilder end = OpBuilder::atBlockEnd(&user.getBody().front());
-    end.create<MBarrierArriveOp>(loc, done, zero);
+    MBarrierArriveOp::create(end, loc, done, zero);
   }
 }

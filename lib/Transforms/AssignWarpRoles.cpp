@@ -91,18 +91,18 @@ private:
     if (!constant) {
       OpBuilder::InsertionGuard guard(b);
       b.setInsertionPointToStart(&func.getBody().front());
-      constant = b.create<arith::ConstantIndexOp>(loc, value);
+      constant = arith::ConstantIndexOp::create(b, loc, value);
     }
     return constant;
   }
-  Value add(Value x, Value y) { return b.create<arith::AddIOp>(loc, x, y); }
-  Value sub(Value x, Value y) { return b.create<arith::SubIOp>(loc, x, y); }
-  Value mul(Value x, int64_t y) { return b.create<arith::MulIOp>(loc, x, index(y)); }
+  Value add(Value x, Value y) { return arith::AddIOp::create(b, loc, x, y); }
+  Value sub(Value x, Value y) { return arith::SubIOp::create(b, loc, x, y); }
+  Value mul(Value x, int64_t y) { return arith::MulIOp::create(b, loc, x, index(y)); }
   Value cmp(arith::CmpIPredicate predicate, Value x, Value y) {
-    return b.create<arith::CmpIOp>(loc, predicate, x, y);
+    return arith::CmpIOp::create(b, loc, predicate, x, y);
   }
   Value splat(Type type, float value) {
-    return b.create<arith::ConstantOp>(
+    return arith::ConstantOp::create(b,
         loc, DenseElementsAttr::get(cast<ShapedType>(type), value));
   }
 
@@ -148,12 +148,12 @@ void RoleProgramBuilder::createBuffers() {
   MLIRContext *context = func.getContext();
   auto smem = [&](StringRef name, int64_t rows, int64_t cols, Type type,
                   int64_t stages) -> Value {
-    return b.create<SmemAllocOp>(
+    return SmemAllocOp::create(b,
         loc, SmemType::get(context, rows, cols, type, stages),
         b.getStringAttr(name));
   };
   auto tmem = [&](StringRef name, int64_t cols) -> Value {
-    return b.create<TmemAllocOp>(
+    return TmemAllocOp::create(b,
         loc, TmemType::get(context, 128, cols, b.getF32Type()),
         b.getStringAttr(name), IntegerAttr());
   };
@@ -168,7 +168,7 @@ void RoleProgramBuilder::createBuffers() {
   for (int s = 0; s < ScheduleConfig::kQStages; ++s)
     acc[s] = tmem(("O" + Twine(s)).str(), headDim);
   for (int s = 0; s < ScheduleConfig::kQStages; ++s)
-    probs[s] = b.create<TmemViewOp>(
+    probs[s] = TmemViewOp::create(b,
         loc, TmemType::get(context, 128, 128, element),
         b.getStringAttr("P" + Twine(s)), scores[s]);
 }
@@ -176,7 +176,7 @@ void RoleProgramBuilder::createBuffers() {
 void RoleProgramBuilder::buildTaskLoop(ArrayRef<Counter> counters,
                                        function_ref<void(TaskState &)> body) {
   SmallVector<Value> init(counters.size(), index(0));
-  auto loop = b.create<scf::ForOp>(loc, index(0), numTasks, index(1), init);
+  auto loop = scf::ForOp::create(b, loc, index(0), numTasks, index(1), init);
   loop->setAttr("fa4.task_loop", b.getUnitAttr());
   dropImplicitYield(loop);
   OpBuilder::InsertionGuard guard(b);
@@ -185,7 +185,7 @@ void RoleProgramBuilder::buildTaskLoop(ArrayRef<Counter> counters,
   TaskState task;
   KvBlockRangeOp range = program.range;
   Type indexType = b.getIndexType();
-  auto coords = b.create<TaskCoordsOp>(
+  auto coords = TaskCoordsOp::create(b,
       loc, indexType, indexType, indexType, loop.getInductionVar(), batchSize,
       seqQ, seqK, TaskOrderAttr::get(b.getContext(), TaskOrder::static_order),
       b.getI64IntegerAttr(kvHeads), b.getI64IntegerAttr(gqaRatio),
@@ -225,19 +225,19 @@ void RoleProgramBuilder::buildTaskLoop(ArrayRef<Counter> counters,
       next.push_back(add(value, task.numBlocks));
       break;
     case Counter::Stats:
-      next.push_back(add(value, b.create<arith::MaxSIOp>(loc, task.numBlocks,
+      next.push_back(add(value, arith::MaxSIOp::create(b, loc, task.numBlocks,
                                                          index(1))));
       break;
     }
   }
-  b.create<scf::YieldOp>(loc, next);
+  scf::YieldOp::create(b, loc, next);
 }
 
 void RoleProgramBuilder::buildBlockLoop(
     Value lower, Value upper, ValueRange init,
     function_ref<SmallVector<Value>(Value, ValueRange)> body,
     SmallVector<Value> *results, StringRef tag) {
-  auto loop = b.create<scf::ForOp>(loc, lower, upper, index(1), init);
+  auto loop = scf::ForOp::create(b, loc, lower, upper, index(1), init);
   dropImplicitYield(loop);
   if (!tag.empty())
     loop->setAttr(tag, b.getUnitAttr());
@@ -246,7 +246,7 @@ void RoleProgramBuilder::buildBlockLoop(
     b.setInsertionPointToStart(loop.getBody());
     SmallVector<Value> yielded =
         body(loop.getInductionVar(), loop.getRegionIterArgs());
-    b.create<scf::YieldOp>(loc, yielded);
+    scf::YieldOp::create(b, loc, yielded);
   }
   if (results)
     results->assign(loop.getResults().begin(), loop.getResults().end());
@@ -256,22 +256,22 @@ void RoleProgramBuilder::buildLoadRole(const TaskState &task) {
   Value taskCount = task.counters.lookup(Counter::Task);
   for (int s = 0; s < ScheduleConfig::kQStages; ++s) {
     Value item = add(mul(taskCount, ScheduleConfig::kQStages), index(s));
-    b.create<ProducerAcquireOp>(loc, qBuffer, item);
-    b.create<TmaLoadOp>(loc, program.arguments[kQ], task.batch, task.kvHead,
+    ProducerAcquireOp::create(b, loc, qBuffer, item);
+    TmaLoadOp::create(b, loc, program.arguments[kQ], task.batch, task.kvHead,
                         task.qRow[s], qBuffer, item, Value(), Value(),
                         gqaRatio);
-    b.create<ProducerCommitOp>(loc, qBuffer, item);
+    ProducerCommitOp::create(b, loc, qBuffer, item);
   }
   Value kvBase = task.counters.lookup(Counter::Kv);
   buildBlockLoop(index(0), task.numBlocks, {}, [&](Value k, ValueRange) {
     Value key = keyOf(task, k);
     Value item = add(kvBase, mul(k, 2));
     for (Argument tensor : {kK, kV}) {
-      b.create<ProducerAcquireOp>(loc, kvBuffer, item);
-      b.create<TmaLoadOp>(loc, program.arguments[tensor], task.batch,
+      ProducerAcquireOp::create(b, loc, kvBuffer, item);
+      TmaLoadOp::create(b, loc, program.arguments[tensor], task.batch,
                           task.kvHead, key, kvBuffer, item, Value(), Value(),
                           1);
-      b.create<ProducerCommitOp>(loc, kvBuffer, item);
+      ProducerCommitOp::create(b, loc, kvBuffer, item);
       item = add(item, index(1));
     }
     return SmallVector<Value>();
@@ -286,7 +286,7 @@ void RoleProgramBuilder::buildMmaRole(const TaskState &task) {
   Value qItem[ScheduleConfig::kQStages];
   for (int s = 0; s < ScheduleConfig::kQStages; ++s) {
     qItem[s] = add(mul(taskCount, ScheduleConfig::kQStages), index(s));
-    b.create<ConsumerWaitOp>(loc, qBuffer, qItem[s]);
+    ConsumerWaitOp::create(b, loc, qBuffer, qItem[s]);
   }
   Value kvBase = task.counters.lookup(Counter::Kv);
   Value blockBase = task.counters.lookup(Counter::Block);
@@ -307,13 +307,13 @@ void RoleProgramBuilder::buildMmaRole(const TaskState &task) {
             Value kItem = add(kvBase, mul(k, 2));
             Value block = add(blockBase, k);
             if (s == 0)
-              b.create<ConsumerWaitOp>(loc, kvBuffer, kItem);
-            b.create<ScoreMmaAsyncOp>(loc, qBuffer, qItem[s], kvBuffer, kItem,
+              ConsumerWaitOp::create(b, loc, kvBuffer, kItem);
+            ScoreMmaAsyncOp::create(b, loc, qBuffer, qItem[s], kvBuffer, kItem,
                                       scores[s]);
-            b.create<ProducerCommitOp>(loc, scores[s], block);
+            ProducerCommitOp::create(b, loc, scores[s], block);
             // K goes back to the loader after the last MMA that reads it.
             if (s == ScheduleConfig::kQStages - 1)
-              b.create<ConsumerReleaseOp>(loc, kvBuffer, kItem);
+              ConsumerReleaseOp::create(b, loc, kvBuffer, kItem);
           });
         for (int s = 0; s < ScheduleConfig::kQStages; ++s)
           group(("value" + Twine(s)).str(), [&] {
@@ -323,20 +323,20 @@ void RoleProgramBuilder::buildMmaRole(const TaskState &task) {
             Value accumulate = cmp(arith::CmpIPredicate::ne, k, index(0));
             // The three gates: V landed, P written, O rescaled or released.
             if (s == 0)
-              b.create<ConsumerWaitOp>(loc, kvBuffer, vItem);
-            b.create<ConsumerWaitOp>(loc, probs[s], block);
-            b.create<ProducerAcquireOp>(loc, acc[s], block);
-            b.create<ValueMmaAsyncOp>(loc, probs[s], kvBuffer, vItem, acc[s],
+              ConsumerWaitOp::create(b, loc, kvBuffer, vItem);
+            ConsumerWaitOp::create(b, loc, probs[s], block);
+            ProducerAcquireOp::create(b, loc, acc[s], block);
+            ValueMmaAsyncOp::create(b, loc, probs[s], kvBuffer, vItem, acc[s],
                                       accumulate);
-            b.create<ProducerCommitOp>(loc, acc[s], block);
+            ProducerCommitOp::create(b, loc, acc[s], block);
             if (s == ScheduleConfig::kQStages - 1)
-              b.create<ConsumerReleaseOp>(loc, kvBuffer, vItem);
+              ConsumerReleaseOp::create(b, loc, kvBuffer, vItem);
           });
         return SmallVector<Value>();
       },
       nullptr, "fa4.mma_stream");
   for (int s = 0; s < ScheduleConfig::kQStages; ++s)
-    b.create<ConsumerReleaseOp>(loc, qBuffer, qItem[s]);
+    ConsumerReleaseOp::create(b, loc, qBuffer, qItem[s]);
 }
 
 void RoleProgramBuilder::buildSoftmaxRole(const TaskState &task, int stage) {
@@ -350,8 +350,8 @@ void RoleProgramBuilder::buildSoftmaxRole(const TaskState &task, int stage) {
       index(0), task.numBlocks, init,
       [&](Value k, ValueRange carried) {
         Value block = add(blockBase, k);
-        b.create<ConsumerWaitOp>(loc, scores[stage], block);
-        Value s = b.create<TmemLoadOp>(
+        ConsumerWaitOp::create(b, loc, scores[stage], block);
+        Value s = TmemLoadOp::create(b,
             loc, RankedTensorType::get({128, 128}, b.getF32Type()),
             scores[stage], index(0));
         if (SoftcapOp softcap = program.softcap) {
@@ -362,10 +362,10 @@ void RoleProgramBuilder::buildSoftmaxRole(const TaskState &task, int stage) {
         if (MaskOp mask = program.mask) {
           // Only blocks straddling the band's edges pay for the mask.
           Value blockIndex = sub(sub(task.end, index(1)), k);
-          Value straddles = b.create<arith::OrIOp>(
+          Value straddles = arith::OrIOp::create(b,
               loc, cmp(arith::CmpIPredicate::slt, blockIndex, task.fullBegin),
               cmp(arith::CmpIPredicate::sge, blockIndex, task.fullEnd));
-          auto branch = b.create<scf::IfOp>(loc, s.getType(), straddles, true);
+          auto branch = scf::IfOp::create(b, loc, s.getType(), straddles, true);
           {
             OpBuilder::InsertionGuard guard(b);
             b.setInsertionPointToStart(branch.thenBlock());
@@ -375,9 +375,9 @@ void RoleProgramBuilder::buildSoftmaxRole(const TaskState &task, int stage) {
             mapping.map(mask.getCol(), keyOf(task, k));
             mapping.map(mask.getSeqQ(), seqQ);
             mapping.map(mask.getSeqK(), seqK);
-            b.create<scf::YieldOp>(loc, b.clone(*mask, mapping)->getResult(0));
+            scf::YieldOp::create(b, loc, b.clone(*mask, mapping)->getResult(0));
             b.setInsertionPointToStart(branch.elseBlock());
-            b.create<scf::YieldOp>(loc, s);
+            scf::YieldOp::create(b, loc, s);
           }
           s = branch.getResult(0);
         }
@@ -388,31 +388,31 @@ void RoleProgramBuilder::buildSoftmaxRole(const TaskState &task, int stage) {
         auto softmax = cast<OnlineSoftmaxOp>(b.clone(*program.softmax, mapping));
         // From the second block on, correction needs this block's factor
         // before the value MMA may accumulate into O again.
-        auto notFirst = b.create<scf::IfOp>(
+        auto notFirst = scf::IfOp::create(b,
             loc, cmp(arith::CmpIPredicate::ne, k, index(0)), false);
         {
           OpBuilder::InsertionGuard guard(b);
           b.setInsertionPointToStart(notFirst.thenBlock());
           Value item = sub(add(statsBase, k), index(1));
-          b.create<ProducerAcquireOp>(loc, stats[stage], item);
-          b.create<SmemStoreOp>(loc, softmax.getAccScale(), stats[stage], item,
+          ProducerAcquireOp::create(b, loc, stats[stage], item);
+          SmemStoreOp::create(b, loc, softmax.getAccScale(), stats[stage], item,
                                 Value(), b.getI64IntegerAttr(0));
-          b.create<ProducerCommitOp>(loc, stats[stage], item);
+          ProducerCommitOp::create(b, loc, stats[stage], item);
         }
-        b.create<TmemStoreOp>(loc, softmax.getProbs(), probs[stage], index(0));
-        b.create<ProducerCommitOp>(loc, probs[stage], block);
+        TmemStoreOp::create(b, loc, softmax.getProbs(), probs[stage], index(0));
+        ProducerCommitOp::create(b, loc, probs[stage], block);
         return SmallVector<Value>{softmax.getNewRowMax(),
                                   softmax.getNewRowSum()};
       },
       &rowState);
-  Value item = add(statsBase, b.create<arith::MaxSIOp>(
+  Value item = add(statsBase, arith::MaxSIOp::create(b,
                                   loc, sub(task.numBlocks, index(1)), index(0)));
-  b.create<ProducerAcquireOp>(loc, stats[stage], item);
-  b.create<SmemStoreOp>(loc, rowState[0], stats[stage], item, Value(),
+  ProducerAcquireOp::create(b, loc, stats[stage], item);
+  SmemStoreOp::create(b, loc, rowState[0], stats[stage], item, Value(),
                         b.getI64IntegerAttr(0));
-  b.create<SmemStoreOp>(loc, rowState[1], stats[stage], item, Value(),
+  SmemStoreOp::create(b, loc, rowState[1], stats[stage], item, Value(),
                         b.getI64IntegerAttr(1));
-  b.create<ProducerCommitOp>(loc, stats[stage], item);
+  ProducerCommitOp::create(b, loc, stats[stage], item);
 }
 
 void RoleProgramBuilder::buildCorrectionRole(const TaskState &task) {
@@ -425,52 +425,52 @@ void RoleProgramBuilder::buildCorrectionRole(const TaskState &task) {
     Value item = sub(add(statsBase, k), index(1));
     Value previous = sub(add(blockBase, k), index(1));
     for (int s = 0; s < ScheduleConfig::kQStages; ++s) {
-      b.create<ConsumerWaitOp>(loc, stats[s], item);
-      Value accScale = b.create<SmemLoadOp>(loc, rowType, stats[s], item,
+      ConsumerWaitOp::create(b, loc, stats[s], item);
+      Value accScale = SmemLoadOp::create(b, loc, rowType, stats[s], item,
                                             b.getI64IntegerAttr(0));
-      b.create<ConsumerReleaseOp>(loc, stats[s], item);
-      b.create<ConsumerWaitOp>(loc, acc[s], previous);
-      b.create<RescaleOOp>(loc, acc[s], accScale);
-      b.create<ConsumerReleaseOp>(loc, acc[s], previous);
+      ConsumerReleaseOp::create(b, loc, stats[s], item);
+      ConsumerWaitOp::create(b, loc, acc[s], previous);
+      RescaleOOp::create(b, loc, acc[s], accScale);
+      ConsumerReleaseOp::create(b, loc, acc[s], previous);
     }
     return SmallVector<Value>();
   });
 
-  Value finalItem = add(statsBase, b.create<arith::MaxSIOp>(
+  Value finalItem = add(statsBase, arith::MaxSIOp::create(b,
                                        loc, sub(task.numBlocks, index(1)),
                                        index(0)));
   Value last = sub(add(blockBase, task.numBlocks), index(1));
   Value visited = cmp(arith::CmpIPredicate::sgt, task.numBlocks, index(0));
   auto outType = RankedTensorType::get({128, headDim}, element);
   for (int s = 0; s < ScheduleConfig::kQStages; ++s) {
-    b.create<ConsumerWaitOp>(loc, stats[s], finalItem);
-    Value rowMax = b.create<SmemLoadOp>(loc, rowType, stats[s], finalItem,
+    ConsumerWaitOp::create(b, loc, stats[s], finalItem);
+    Value rowMax = SmemLoadOp::create(b, loc, rowType, stats[s], finalItem,
                                         b.getI64IntegerAttr(0));
-    Value rowSum = b.create<SmemLoadOp>(loc, rowType, stats[s], finalItem,
+    Value rowSum = SmemLoadOp::create(b, loc, rowType, stats[s], finalItem,
                                         b.getI64IntegerAttr(1));
-    b.create<ConsumerReleaseOp>(loc, stats[s], finalItem);
+    ConsumerReleaseOp::create(b, loc, stats[s], finalItem);
     Value item = add(mul(taskCount, ScheduleConfig::kQStages), index(s));
-    b.create<ProducerAcquireOp>(loc, oStaging, item);
+    ProducerAcquireOp::create(b, loc, oStaging, item);
     // A task that sees no key never wrote O: its rows are 0 with LSE -inf.
-    auto branch = b.create<scf::IfOp>(loc, TypeRange{rowType}, visited, true);
+    auto branch = scf::IfOp::create(b, loc, TypeRange{rowType}, visited, true);
     {
       OpBuilder::InsertionGuard guard(b);
       b.setInsertionPointToStart(branch.thenBlock());
-      b.create<ConsumerWaitOp>(loc, acc[s], last);
-      Value lse = b.create<FinalizeOOp>(loc, rowType, acc[s], rowMax, rowSum,
+      ConsumerWaitOp::create(b, loc, acc[s], last);
+      Value lse = FinalizeOOp::create(b, loc, rowType, acc[s], rowMax, rowSum,
                                         oStaging, item,
                                         program.normalize.getScaleLog2Attr());
-      b.create<ConsumerReleaseOp>(loc, acc[s], last);
-      b.create<scf::YieldOp>(loc, lse);
+      ConsumerReleaseOp::create(b, loc, acc[s], last);
+      scf::YieldOp::create(b, loc, lse);
       b.setInsertionPointToStart(branch.elseBlock());
-      b.create<SmemStoreOp>(loc, splat(outType, 0.0f), oStaging, item, Value(),
+      SmemStoreOp::create(b, loc, splat(outType, 0.0f), oStaging, item, Value(),
                             IntegerAttr());
-      b.create<scf::YieldOp>(
+      scf::YieldOp::create(b,
           loc, splat(rowType, -std::numeric_limits<float>::infinity()));
     }
-    b.create<ProducerCommitOp>(loc, oStaging, item);
+    ProducerCommitOp::create(b, loc, oStaging, item);
     if (program.lseStore)
-      b.create<StoreLseTileOp>(loc, branch.getResult(0), program.arguments[kLse],
+      StoreLseTileOp::create(b, loc, branch.getResult(0), program.arguments[kLse],
                                task.batch, task.kvHead, task.qRow[s], gqaRatio);
   }
 }
@@ -479,12 +479,12 @@ void RoleProgramBuilder::buildEpilogueRole(const TaskState &task) {
   Value taskCount = task.counters.lookup(Counter::Task);
   for (int s = 0; s < ScheduleConfig::kQStages; ++s) {
     Value item = add(mul(taskCount, ScheduleConfig::kQStages), index(s));
-    b.create<ConsumerWaitOp>(loc, oStaging, item);
-    b.create<TmaStoreOp>(loc, oStaging, item, program.arguments[kOut],
+    ConsumerWaitOp::create(b, loc, oStaging, item);
+    TmaStoreOp::create(b, loc, oStaging, item, program.arguments[kOut],
                          task.batch, task.kvHead, task.qRow[s], gqaRatio);
     // The stage goes back once the bulk copy has read it.
-    b.create<TmaStoreWaitOp>(loc);
-    b.create<ConsumerReleaseOp>(loc, oStaging, item);
+    TmaStoreWaitOp::create(b, loc);
+    ConsumerReleaseOp::create(b, loc, oStaging, item);
   }
 }
 
@@ -504,21 +504,21 @@ void RoleProgramBuilder::build() {
   b.setInsertionPoint(entry.getTerminator());
   if (!levelB.empty())
     b.setInsertionPoint(levelB.front());
-  batchSize = b.create<memref::DimOp>(loc, program.arguments[kQ], 0);
-  seqQ = b.create<memref::DimOp>(loc, program.arguments[kQ], 1);
-  seqK = b.create<memref::DimOp>(loc, program.arguments[kK], 1);
-  numTasks = b.create<TaskCountOp>(
+  batchSize = memref::DimOp::create(b, loc, program.arguments[kQ], 0);
+  seqQ = memref::DimOp::create(b, loc, program.arguments[kQ], 1);
+  seqK = memref::DimOp::create(b, loc, program.arguments[kK], 1);
+  numTasks = TaskCountOp::create(b,
       loc, b.getIndexType(), batchSize, seqQ, b.getI64IntegerAttr(kvHeads),
       b.getI64IntegerAttr(gqaRatio), program.range.getRowsAttr());
   createBuffers();
 
-  auto specialize = b.create<WarpSpecializeOp>(loc);
+  auto specialize = WarpSpecializeOp::create(b, loc);
   Block *roles = new Block();
   specialize.getRoles().push_back(roles);
   for (const RoleSpec &spec : ScheduleConfig::roles()) {
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToEnd(roles);
-    auto role = b.create<RoleOp>(loc, spec.name, spec.firstWarp, spec.numWarps,
+    auto role = RoleOp::create(b, loc, spec.name, spec.firstWarp, spec.numWarps,
                                  spec.registers);
     b.setInsertionPointToStart(&role.getBody().emplaceBlock());
     StringRef name = spec.name;

@@ -33,22 +33,22 @@ static void expandRescale(RescaleOOp rescale, bool releaseFirst) {
       release->moveBefore(rescale);
   }
   Value needed =
-      b.create<NeedsRescaleOp>(loc, b.getI1Type(), rescale.getAccScale());
-  auto guard = b.create<scf::IfOp>(loc, needed, false);
+      NeedsRescaleOp::create(b, loc, b.getI1Type(), rescale.getAccScale());
+  auto guard = scf::IfOp::create(b, loc, needed, false);
   b.setInsertionPointToStart(guard.thenBlock());
-  Value zero = b.create<arith::ConstantIndexOp>(loc, 0);
-  Value columns = b.create<arith::ConstantIndexOp>(loc, type.getCols());
+  Value zero = arith::ConstantIndexOp::create(b, loc, 0);
+  Value columns = arith::ConstantIndexOp::create(b, loc, type.getCols());
   Value chunk =
-      b.create<arith::ConstantIndexOp>(loc, ScheduleConfig::kRescaleChunk);
-  auto loop = b.create<scf::ForOp>(loc, zero, columns, chunk);
+      arith::ConstantIndexOp::create(b, loc, ScheduleConfig::kRescaleChunk);
+  auto loop = scf::ForOp::create(b, loc, zero, columns, chunk);
   b.setInsertionPointToStart(loop.getBody());
   auto chunkType = RankedTensorType::get(
       {type.getLanes(), ScheduleConfig::kRescaleChunk}, type.getElementType());
   Value column = loop.getInductionVar();
-  Value values = b.create<TmemLoadOp>(loc, chunkType, rescale.getAcc(), column);
-  Value scaled = b.create<CorrectionOp>(loc, chunkType, values,
+  Value values = TmemLoadOp::create(b, loc, chunkType, rescale.getAcc(), column);
+  Value scaled = CorrectionOp::create(b, loc, chunkType, values,
                                         rescale.getAccScale());
-  b.create<TmemStoreOp>(loc, scaled, rescale.getAcc(), column);
+  TmemStoreOp::create(b, loc, scaled, rescale.getAcc(), column);
   rescale.erase();
 }
 
@@ -60,27 +60,27 @@ static void expandFinalize(FinalizeOOp finalize) {
   Location loc = finalize.getLoc();
   TmemType type = finalize.getAcc().getType();
   Type outElement = finalize.getStaging().getType().getElementType();
-  Value zero = b.create<arith::ConstantIndexOp>(loc, 0);
-  Value columns = b.create<arith::ConstantIndexOp>(loc, type.getCols());
+  Value zero = arith::ConstantIndexOp::create(b, loc, 0);
+  Value columns = arith::ConstantIndexOp::create(b, loc, type.getCols());
   Value chunk =
-      b.create<arith::ConstantIndexOp>(loc, ScheduleConfig::kRescaleChunk);
-  Value noLse = b.create<arith::ConstantOp>(
+      arith::ConstantIndexOp::create(b, loc, ScheduleConfig::kRescaleChunk);
+  Value noLse = arith::ConstantOp::create(b,
       loc, DenseElementsAttr::get(cast<ShapedType>(finalize.getLse().getType()),
                                   -std::numeric_limits<float>::infinity()));
-  auto loop = b.create<scf::ForOp>(loc, zero, columns, chunk, ValueRange{noLse});
+  auto loop = scf::ForOp::create(b, loc, zero, columns, chunk, ValueRange{noLse});
   b.setInsertionPointToStart(loop.getBody());
   Value column = loop.getInductionVar();
   auto chunkType = RankedTensorType::get(
       {type.getLanes(), ScheduleConfig::kRescaleChunk}, type.getElementType());
   auto outType = RankedTensorType::get(
       {type.getLanes(), ScheduleConfig::kRescaleChunk}, outElement);
-  Value values = b.create<TmemLoadOp>(loc, chunkType, finalize.getAcc(), column);
-  auto normalize = b.create<NormalizeOp>(
+  Value values = TmemLoadOp::create(b, loc, chunkType, finalize.getAcc(), column);
+  auto normalize = NormalizeOp::create(b,
       loc, outType, finalize.getLse().getType(), values, finalize.getRowMax(),
       finalize.getRowSum(), finalize.getScaleLog2Attr());
-  b.create<SmemStoreOp>(loc, normalize.getOut(), finalize.getStaging(),
+  SmemStoreOp::create(b, loc, normalize.getOut(), finalize.getStaging(),
                         finalize.getCount(), column, IntegerAttr());
-  b.create<scf::YieldOp>(loc, normalize.getLse());
+  scf::YieldOp::create(b, loc, normalize.getLse());
   finalize.getLse().replaceAllUsesWith(loop.getResult(0));
   finalize.erase();
 }

@@ -146,7 +146,7 @@ void InsertBarriersPass::runOnOperation() {
         allocs.getNamedAttr("producer", roleNames(from)),
         allocs.getNamedAttr("consumers", roleNames(to)),
     }));
-    return allocs.create<MBarrierAllocOp>(
+    return MBarrierAllocOp::create(allocs,
         func.getLoc(), MBarrierType::get(context, kind, stages),
         allocs.getStringAttr(name), count);
   };
@@ -215,14 +215,14 @@ void InsertBarriersPass::runOnOperation() {
       if (isa<ConsumerWaitOp>(op)) {
         if (mutation == "wrong-phase" && !phaseBroken && isScores(buffer)) {
           // Off by one round: the parity of the phase before.
-          count = b.create<arith::AddIOp>(
-              loc, count, b.create<arith::ConstantIndexOp>(loc, stagesOf(buffer)));
+          count = arith::AddIOp::create(b,
+              loc, count, arith::ConstantIndexOp::create(b, loc, stagesOf(buffer)));
           phaseBroken = true;
         }
-        b.create<MBarrierWaitOp>(loc, ring.full, count, false);
+        MBarrierWaitOp::create(b, loc, ring.full, count, false);
       } else if (isa<ProducerAcquireOp>(op)) {
         if (!(mutation == "drop-o-rescaled-gate" && isAccumulator(buffer)))
-          b.create<MBarrierWaitOp>(loc, ring.empty, count, true);
+          MBarrierWaitOp::create(b, loc, ring.empty, count, true);
       } else if (isa<ProducerCommitOp>(op)) {
         ArrayRef<TmaLoadOp> loads = commitLoads[op];
         if (!loads.empty()) {
@@ -234,11 +234,11 @@ void InsertBarriersPass::runOnOperation() {
             load.getBarrierCountMutable().assign(count);
           }
           OpBuilder before(loads.back());
-          before.create<MBarrierExpectTxOp>(loc, ring.full, count, bytes);
+          MBarrierExpectTxOp::create(before, loc, ring.full, count, bytes);
         } else if (issuesTensorCoreOps(role)) {
-          b.create<MmaCommitOp>(loc, ring.full, count);
+          MmaCommitOp::create(b, loc, ring.full, count);
         } else {
-          b.create<MBarrierArriveOp>(loc, ring.full, count);
+          MBarrierArriveOp::create(b, loc, ring.full, count);
         }
       } else {
         if (issuesTensorCoreOps(role)) {
@@ -253,9 +253,10 @@ void InsertBarriersPass::runOnOperation() {
             if (previous && llvm::is_contained(previous->getOperands(), count))
               at = previous;
           }
-          OpBuilder(at).create<MmaCommitOp>(loc, ring.empty, count);
+          OpBuilder before(at);
+          MmaCommitOp::create(before, loc, ring.empty, count);
         } else {
-          b.create<MBarrierArriveOp>(loc, ring.empty, count);
+          MBarrierArriveOp::create(b, loc, ring.empty, count);
         }
       }
       op->erase();

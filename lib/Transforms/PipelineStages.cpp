@@ -39,30 +39,30 @@ static void interleave(scf::ForOp stream) {
   OpBuilder b(stream);
   Location loc = stream.getLoc();
   Value n = stream.getUpperBound();
-  Value zero = b.create<arith::ConstantIndexOp>(loc, 0);
-  Value one = b.create<arith::ConstantIndexOp>(loc, 1);
-  Value any = b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::sgt, n, zero);
+  Value zero = arith::ConstantIndexOp::create(b, loc, 0);
+  Value one = arith::ConstantIndexOp::create(b, loc, 1);
+  Value any = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sgt, n, zero);
 
-  auto prologue = b.create<scf::IfOp>(loc, any, false);
+  auto prologue = scf::IfOp::create(b, loc, any, false);
   b.setInsertionPointToStart(prologue.thenBlock());
   emitGroup(b, stream, "score0", zero);
   emitGroup(b, stream, "score1", zero);
 
   b.setInsertionPointAfter(prologue);
-  auto steady = b.create<scf::ForOp>(loc, one, n, one);
+  auto steady = scf::ForOp::create(b, loc, one, n, one);
   steady->setAttr("fa4.mma_interleaved", b.getUnitAttr());
   b.setInsertionPointToStart(steady.getBody());
   Value k = steady.getInductionVar();
-  Value previous = b.create<arith::SubIOp>(loc, k, one);
+  Value previous = arith::SubIOp::create(b, loc, k, one);
   emitGroup(b, stream, "value0", previous);
   emitGroup(b, stream, "score0", k);
   emitGroup(b, stream, "value1", previous);
   emitGroup(b, stream, "score1", k);
 
   b.setInsertionPointAfter(steady);
-  auto epilogue = b.create<scf::IfOp>(loc, any, false);
+  auto epilogue = scf::IfOp::create(b, loc, any, false);
   b.setInsertionPointToStart(epilogue.thenBlock());
-  Value last = b.create<arith::SubIOp>(loc, n, one);
+  Value last = arith::SubIOp::create(b, loc, n, one);
   emitGroup(b, stream, "value0", last);
   emitGroup(b, stream, "value1", last);
   stream.erase();

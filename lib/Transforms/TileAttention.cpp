@@ -42,7 +42,7 @@ public:
       : op(op), config(config), b(op), loc(op.getLoc()), constants(op) {
     // Constants go before this first one, so they precede every op the
     // program builder adds after it, whichever loop asks for them.
-    auto zero = constants.create<arith::ConstantIndexOp>(loc, 0);
+    auto zero = arith::ConstantIndexOp::create(constants, loc, 0);
     indexConstants[0] = zero;
     constants.setInsertionPoint(zero);
   }
@@ -54,11 +54,11 @@ private:
   Value index(int64_t value) {
     Value &constant = indexConstants[value];
     if (!constant)
-      constant = constants.create<arith::ConstantIndexOp>(loc, value);
+      constant = arith::ConstantIndexOp::create(constants, loc, value);
     return constant;
   }
   Value splat(RankedTensorType type, float value) {
-    return constants.create<arith::ConstantOp>(
+    return arith::ConstantOp::create(constants,
         loc, DenseElementsAttr::get(type, value));
   }
 
@@ -89,21 +89,21 @@ private:
 
 void TileProgramBuilder::build() {
   Value zero = index(0), one = index(1);
-  Value batches = b.create<memref::DimOp>(loc, op.getQ(), zero);
-  Value seqQ = b.create<memref::DimOp>(loc, op.getQ(), one);
-  Value seqK = b.create<memref::DimOp>(loc, op.getK(), one);
+  Value batches = memref::DimOp::create(b, loc, op.getQ(), zero);
+  Value seqQ = memref::DimOp::create(b, loc, op.getQ(), one);
+  Value seqK = memref::DimOp::create(b, loc, op.getK(), one);
   // GQA packs `ratio` query heads per row position, so an m_block of 256
   // packed rows covers 256 / ratio query positions.
   Value packedRows =
-      b.create<arith::MulIOp>(loc, seqQ, index(config.gqaRatio));
-  Value mBlocks = b.create<arith::CeilDivUIOp>(
+      arith::MulIOp::create(b, loc, seqQ, index(config.gqaRatio));
+  Value mBlocks = arith::CeilDivUIOp::create(b,
       loc, packedRows, index(TileConfig::kRowsPerTask));
 
-  auto batchLoop = b.create<scf::ForOp>(loc, zero, batches, one);
+  auto batchLoop = scf::ForOp::create(b, loc, zero, batches, one);
   b.setInsertionPointToStart(batchLoop.getBody());
-  auto headLoop = b.create<scf::ForOp>(loc, zero, index(config.numKvHeads), one);
+  auto headLoop = scf::ForOp::create(b, loc, zero, index(config.numKvHeads), one);
   b.setInsertionPointToStart(headLoop.getBody());
-  auto mBlockLoop = b.create<scf::ForOp>(loc, zero, mBlocks, one);
+  auto mBlockLoop = scf::ForOp::create(b, loc, zero, mBlocks, one);
   b.setInsertionPointToStart(mBlockLoop.getBody());
   buildTask(batchLoop.getInductionVar(), headLoop.getInductionVar(),
             mBlockLoop.getInductionVar(), seqQ, seqK);
@@ -119,20 +119,20 @@ void TileProgramBuilder::buildTask(Value batch, Value head, Value mBlock,
       RankedTensorType::get({TileConfig::kBlockM, config.headDim}, b.getF32Type());
 
   Value taskRow =
-      b.create<arith::MulIOp>(loc, mBlock, index(TileConfig::kRowsPerTask));
+      arith::MulIOp::create(b, loc, mBlock, index(TileConfig::kRowsPerTask));
   SmallVector<Value> qRows, qTiles;
   for (int64_t stage = 0; stage < TileConfig::kQTilesPerTask; ++stage) {
     Value row = stage == 0 ? taskRow
-                           : b.create<arith::AddIOp>(
+                           : arith::AddIOp::create(b,
                                  loc, taskRow, index(stage * TileConfig::kBlockM))
                                  .getResult();
     qRows.push_back(row);
-    qTiles.push_back(b.create<LoadQTileOp>(loc, qTileType, op.getQ(), batch,
+    qTiles.push_back(LoadQTileOp::create(b, loc, qTileType, op.getQ(), batch,
                                            head, row, config.gqaRatio));
   }
 
   Type indexType = b.getIndexType();
-  auto range = b.create<KvBlockRangeOp>(
+  auto range = KvBlockRangeOp::create(b,
       loc, indexType, indexType, indexType, indexType, taskRow, seqQ, seqK, TileConfig::kRowsPerTask, TileConfig::kBlockN,
       config.gqaRatio, config.mask, config.windowLeft, config.windowRight);
 
@@ -155,13 +155,13 @@ void TileProgramBuilder::buildTask(Value batch, Value head, Value mBlock,
                       state, qTiles, qRows, batch, head, seqQ, seqK);
 
   for (auto [tileState, row] : llvm::zip_equal(state, qRows)) {
-    auto normalize = b.create<NormalizeOp>(
+    auto normalize = NormalizeOp::create(b,
         loc, qTileType, rowType, tileState.acc, tileState.rowMax,
         tileState.rowSum, APFloat(config.scaleLog2));
-    b.create<StoreOTileOp>(loc, normalize.getOut(), op.getOut(), batch, head,
+    StoreOTileOp::create(b, loc, normalize.getOut(), op.getOut(), batch, head,
                            row, config.gqaRatio);
     if (Value lse = op.getLse())
-      b.create<StoreLseTileOp>(loc, normalize.getLse(), lse, batch, head, row,
+      StoreLseTileOp::create(b, loc, normalize.getLse(), lse, batch, head, row,
                                config.gqaRatio);
   }
 }
@@ -173,22 +173,22 @@ SmallVector<QTileState> TileProgramBuilder::buildKvLoop(
   SmallVector<Value> iterArgs;
   for (const QTileState &tile : init)
     iterArgs.append({tile.rowMax, tile.rowSum, tile.acc});
-  Value count = b.create<arith::SubIOp>(loc, last, first);
-  Value lastBlock = b.create<arith::SubIOp>(loc, last, index(1));
-  auto loop = b.create<scf::ForOp>(
+  Value count = arith::SubIOp::create(b, loc, last, first);
+  Value lastBlock = arith::SubIOp::create(b, loc, last, index(1));
+  auto loop = scf::ForOp::create(b,
       loc, index(0), count, index(1), iterArgs,
       [&](OpBuilder &body, Location loc, Value iv, ValueRange carried) {
         // Block `last - 1 - iv`: the loop walks the KV blocks backwards.
-        Value block = body.create<arith::SubIOp>(loc, lastBlock, iv);
+        Value block = arith::SubIOp::create(body, loc, lastBlock, iv);
         Value kvCol =
-            body.create<arith::MulIOp>(loc, block, index(TileConfig::kBlockN));
+            arith::MulIOp::create(body, loc, block, index(TileConfig::kBlockN));
         Type element = getElementTypeOrSelf(op.getK().getType());
         auto kvTileType = RankedTensorType::get(
             {TileConfig::kBlockN, config.headDim}, element);
         // One K and one V tile serve both Q tiles and every packed head.
-        Value kTile = body.create<LoadKvTileOp>(loc, kvTileType, op.getK(),
+        Value kTile = LoadKvTileOp::create(body, loc, kvTileType, op.getK(),
                                                 batch, head, kvCol);
-        Value vTile = body.create<LoadKvTileOp>(loc, kvTileType, op.getV(),
+        Value vTile = LoadKvTileOp::create(body, loc, kvTileType, op.getV(),
                                                 batch, head, kvCol);
         SmallVector<Value> yielded;
         for (auto [stage, qTile] : llvm::enumerate(qTiles)) {
@@ -199,7 +199,7 @@ SmallVector<QTileState> TileProgramBuilder::buildKvLoop(
                              kvCol, masked, seqQ, seqK);
           yielded.append({next.rowMax, next.rowSum, next.acc});
         }
-        body.create<scf::YieldOp>(loc, yielded);
+        scf::YieldOp::create(body, loc, yielded);
       });
   if (masked)
     loop->setAttr("fa4.masked", b.getUnitAttr());
@@ -221,24 +221,24 @@ QTileState TileProgramBuilder::buildBlockStep(OpBuilder &body, QTileState state,
   auto probType = RankedTensorType::get(
       {TileConfig::kBlockM, TileConfig::kBlockN}, element);
 
-  Value scores = body.create<ScoreMmaOp>(loc, scoreType, qTile, kTile);
+  Value scores = ScoreMmaOp::create(body, loc, scoreType, qTile, kTile);
   if (config.softcap > 0.0f)
-    scores = body.create<SoftcapOp>(loc, scoreType, scores, APFloat(config.softcap),
+    scores = SoftcapOp::create(body, loc, scoreType, scores, APFloat(config.softcap),
                                     APFloat(config.scale));
   // Masked columns become -inf before the softmax, so neither the row max nor
   // the row sum ever sees them.
   if (masked)
-    scores = body.create<MaskOp>(loc, scoreType, scores, qRow, kvCol, seqQ, seqK,
+    scores = MaskOp::create(body, loc, scoreType, scores, qRow, kvCol, seqQ, seqK,
                                  config.gqaRatio, config.mask,
                                  config.windowLeft, config.windowRight);
-  auto softmax = body.create<OnlineSoftmaxOp>(
+  auto softmax = OnlineSoftmaxOp::create(body,
       loc, probType, state.rowMax.getType(), state.rowSum.getType(),
       state.rowMax.getType(), scores, state.rowMax, state.rowSum,
       APFloat(config.scaleLog2), APFloat(config.rescaleThreshold));
   Type accType = state.acc.getType();
-  Value acc = body.create<CorrectionOp>(loc, accType, state.acc,
+  Value acc = CorrectionOp::create(body, loc, accType, state.acc,
                                         softmax.getAccScale());
-  acc = body.create<ValueMmaOp>(loc, accType, softmax.getProbs(), vTile, acc);
+  acc = ValueMmaOp::create(body, loc, accType, softmax.getProbs(), vTile, acc);
   return {softmax.getNewRowMax(), softmax.getNewRowSum(), acc};
 }
 

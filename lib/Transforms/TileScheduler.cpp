@@ -32,8 +32,8 @@ struct TileSchedulerPass
       return;
     OpBuilder top(specialize);
     Location loc = specialize.getLoc();
-    Value cta = top.create<CtaIdOp>(loc, top.getIndexType());
-    Value grid = top.create<GridSizeOp>(loc, top.getIndexType(),
+    Value cta = CtaIdOp::create(top, loc, top.getIndexType());
+    Value grid = GridSizeOp::create(top, loc, top.getIndexType(),
                                         top.getI64IntegerAttr(smCount));
 
     TaskOrder order = TaskOrder::static_order;

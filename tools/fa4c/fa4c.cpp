@@ -154,18 +154,18 @@ static OwningOpRef<ModuleOp> buildVariant(MLIRContext &context) {
   if (lse)
     arguments.push_back(MemRefType::get({dyn, qHeads, dyn}, b.getF32Type()));
   b.setInsertionPointToEnd(module->getBody());
-  auto func = b.create<func::FuncOp>(loc, "attention",
+  auto func = func::FuncOp::create(b, loc, "attention",
                                      b.getFunctionType(arguments, {}));
   Block *body = func.addEntryBlock();
   b.setInsertionPointToEnd(body);
-  b.create<fa4::AttentionOp>(
+  fa4::AttentionOp::create(b,
       loc, body->getArgument(0), body->getArgument(1), body->getArgument(2),
       body->getArgument(3), lse ? body->getArgument(4) : Value(),
       fa4::MaskKindAttr::get(&context, mask), b.getI64IntegerAttr(windowLeft),
       b.getI64IntegerAttr(windowRight),
       scale.getNumOccurrences() ? b.getF32FloatAttr(scale) : FloatAttr(),
       b.getF32FloatAttr(softcap));
-  b.create<func::ReturnOp>(loc);
+  func::ReturnOp::create(b, loc);
   if (failed(verify(*module)))
     return nullptr;
   return module;

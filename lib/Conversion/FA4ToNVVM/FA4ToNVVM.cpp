@@ -36,71 +36,70 @@ using namespace mlir::fa4::nvvm;
 //===----------------------------------------------------------------------===//
 
 Value Lowering::i32(int64_t value) {
-  return b.create<LLVM::ConstantOp>(loc(), b.getI32Type(),
+  return LLVM::ConstantOp::create(b, loc(), b.getI32Type(),
                                     b.getI32IntegerAttr(value));
 }
 Value Lowering::i64(int64_t value) {
-  return b.create<LLVM::ConstantOp>(loc(), b.getI64Type(),
+  return LLVM::ConstantOp::create(b, loc(), b.getI64Type(),
                                     b.getI64IntegerAttr(value));
 }
 Value Lowering::index(int64_t value) {
-  return b.create<arith::ConstantIndexOp>(loc(), value);
+  return arith::ConstantIndexOp::create(b, loc(), value);
 }
 Value Lowering::f32(float value) {
-  return b.create<arith::ConstantOp>(loc(), b.getF32FloatAttr(value));
+  return arith::ConstantOp::create(b, loc(), b.getF32FloatAttr(value));
 }
 Value Lowering::toI32(Value value) {
   if (value.getType().isIndex())
-    return b.create<arith::IndexCastOp>(loc(), b.getI32Type(), value);
+    return arith::IndexCastOp::create(b, loc(), b.getI32Type(), value);
   return value;
 }
 Value Lowering::toIndex(Value value) {
   if (value.getType().isIndex())
     return value;
-  return b.create<arith::IndexCastOp>(loc(), b.getIndexType(), value);
+  return arith::IndexCastOp::create(b, loc(), b.getIndexType(), value);
 }
 Value Lowering::smemAt(Value base, Value bytes) {
-  return b.create<LLVM::GEPOp>(loc(), base.getType(), b.getI8Type(), base,
+  return LLVM::GEPOp::create(b, loc(), base.getType(), b.getI8Type(), base,
                                ValueRange{toI32(bytes)});
 }
 Value Lowering::smemAddress(Value pointer) {
-  return b.create<LLVM::PtrToIntOp>(loc(), b.getI32Type(), pointer);
+  return LLVM::PtrToIntOp::create(b, loc(), b.getI32Type(), pointer);
 }
 void Lowering::ifElected(function_ref<void()> body) {
-  auto branch = b.create<scf::IfOp>(loc(), elected, false);
+  auto branch = scf::IfOp::create(b, loc(), elected, false);
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPointToStart(branch.thenBlock());
   body();
 }
 Value Lowering::rowInWarpgroup() {
-  return b.create<arith::RemUIOp>(loc(), roleThread, index(128));
+  return arith::RemUIOp::create(b, loc(), roleThread, index(128));
 }
 Value Lowering::tmemLaneField() {
   // Warp w of the CTA reaches TMEM lanes 32·(w % 4) to 32·(w % 4) + 31 (the
   // hardware's warp index, not the role's); the lane sits in the address's
   // upper 16 bits.
-  Value warp = b.create<arith::RemUIOp>(
-      loc(), b.create<arith::DivUIOp>(loc(), toIndex(kernel.threadId), index(32)),
+  Value warp = arith::RemUIOp::create(b,
+      loc(), arith::DivUIOp::create(b, loc(), toIndex(kernel.threadId), index(32)),
       index(4));
-  return toI32(b.create<arith::ShLIOp>(
-      loc(), b.create<arith::MulIOp>(loc(), warp, index(32)), index(16)));
+  return toI32(arith::ShLIOp::create(b,
+      loc(), arith::MulIOp::create(b, loc(), warp, index(32)), index(16)));
 }
 Value Lowering::tmemAddress(Value bufferColumn, Value column,
                             int64_t elementBits) {
   Value columnWords = toI32(column);
   if (elementBits != 32)
-    columnWords = b.create<arith::DivUIOp>(loc(), columnWords,
+    columnWords = arith::DivUIOp::create(b, loc(), columnWords,
                                            i32(32 / elementBits));
-  Value address = b.create<arith::AddIOp>(loc(), kernel.tmemBase, bufferColumn);
-  address = b.create<arith::AddIOp>(loc(), address, columnWords);
-  address = b.create<arith::AddIOp>(loc(), address, tmemLaneField());
-  return b.create<LLVM::IntToPtrOp>(
+  Value address = arith::AddIOp::create(b, loc(), kernel.tmemBase, bufferColumn);
+  address = arith::AddIOp::create(b, loc(), address, columnWords);
+  address = arith::AddIOp::create(b, loc(), address, tmemLaneField());
+  return LLVM::IntToPtrOp::create(b,
       loc(), LLVM::LLVMPointerType::get(b.getContext(), 6), address);
 }
 Value Lowering::approximate(StringRef instruction, Value x) {
-  return b
-      .create<LLVM::InlineAsmOp>(
-          loc(), b.getF32Type(), ValueRange{x},
+  return LLVM::InlineAsmOp::create(
+          b, loc(), b.getF32Type(), ValueRange{x},
           (instruction + " $0, $1;").str(), "=f,f", false, false,
           LLVM::tailcallkind::TailCallKind::None,
           LLVM::AsmDialectAttr::get(b.getContext(), LLVM::AsmDialect::AD_ATT),
@@ -118,7 +117,7 @@ Value Lowering::waitForTmemLoad(Value raw) {
   int64_t words = vector ? vector.getNumElements() : 1;
   SmallVector<Value> inputs;
   for (int64_t i = 0; i < words; ++i)
-    inputs.push_back(vector ? b.create<vector::ExtractOp>(loc(), raw, ArrayRef<int64_t>{i})
+    inputs.push_back(vector ? vector::ExtractOp::create(b, loc(), raw, ArrayRef<int64_t>{i})
                                   .getResult()
                             : raw);
   std::string constraints;
@@ -127,7 +126,7 @@ Value Lowering::waitForTmemLoad(Value raw) {
   for (int64_t i = 0; i < words; ++i)
     constraints += std::to_string(i) + (i + 1 < words ? "," : "");
   SmallVector<Type> types(words, b.getI32Type());
-  auto wait = b.create<LLVM::InlineAsmOp>(
+  auto wait = LLVM::InlineAsmOp::create(b,
       loc(), LLVM::LLVMStructType::getLiteral(b.getContext(), types), inputs,
       "tcgen05.wait::ld.sync.aligned;", constraints, /*has_side_effects=*/true,
       false, LLVM::tailcallkind::TailCallKind::None,
@@ -135,11 +134,11 @@ Value Lowering::waitForTmemLoad(Value raw) {
       ArrayAttr());
   SmallVector<Value> outputs;
   for (int64_t i = 0; i < words; ++i)
-    outputs.push_back(b.create<LLVM::ExtractValueOp>(loc(), wait.getResult(0),
+    outputs.push_back(LLVM::ExtractValueOp::create(b, loc(), wait.getResult(0),
                                                      ArrayRef<int64_t>{i}));
   if (!vector)
     return outputs.front();
-  return b.create<vector::FromElementsOp>(loc(), vector, outputs);
+  return vector::FromElementsOp::create(b, loc(), vector, outputs);
 }
 
 Type Lowering::convertType(Type type) {
@@ -175,10 +174,10 @@ LogicalResult Lowering::lowerConstant(arith::ConstantOp op) {
   Attribute value = dense.getSplatValue<Attribute>();
   Value lowered;
   if (auto vector = dyn_cast<VectorType>(type))
-    lowered = b.create<arith::ConstantOp>(
+    lowered = arith::ConstantOp::create(b,
         loc(), DenseElementsAttr::get(vector, value));
   else
-    lowered = b.create<arith::ConstantOp>(loc(), cast<TypedAttr>(value));
+    lowered = arith::ConstantOp::create(b, loc(), cast<TypedAttr>(value));
   mapping.map(op.getResult(), lowered);
   return success();
 }
@@ -190,7 +189,7 @@ LogicalResult Lowering::lowerFor(Operation *op) {
   SmallVector<Value> inits;
   for (Value init : loop.getInitArgs())
     inits.push_back(lookup(init));
-  auto lowered = b.create<scf::ForOp>(loc(), lookup(loop.getLowerBound()),
+  auto lowered = scf::ForOp::create(b, loc(), lookup(loop.getLowerBound()),
                                       lookup(loop.getUpperBound()),
                                       lookup(loop.getStep()), inits);
   Block *body = lowered.getBody();
@@ -237,7 +236,7 @@ LogicalResult Lowering::lowerIf(Operation *op) {
   for (Type type : branch.getResultTypes())
     types.push_back(convertType(type));
   bool hasElse = !branch.getElseRegion().empty();
-  auto lowered = b.create<scf::IfOp>(loc(), types, lookup(branch.getCondition()),
+  auto lowered = scf::IfOp::create(b, loc(), types, lookup(branch.getCondition()),
                                      hasElse);
   for (auto [from, to] : llvm::zip(branch.getRegions(), lowered.getRegions())) {
     if (from->empty())
@@ -267,7 +266,7 @@ LogicalResult Lowering::lowerOp(Operation *op) {
     SmallVector<Value> operands;
     for (Value operand : yield.getOperands())
       operands.push_back(lookup(operand));
-    b.create<scf::YieldOp>(loc(), operands);
+    scf::YieldOp::create(b, loc(), operands);
     return success();
   }
   if (isa<arith::ArithDialect>(op->getDialect())) {
@@ -275,7 +274,7 @@ LogicalResult Lowering::lowerOp(Operation *op) {
     return success();
   }
   if (isa<func::ReturnOp>(op)) {
-    b.create<LLVM::ReturnOp>(loc(), ValueRange());
+    LLVM::ReturnOp::create(b, loc(), ValueRange());
     return success();
   }
   if (auto dim = dyn_cast<memref::DimOp>(op)) {
@@ -344,12 +343,12 @@ LogicalResult Lowering::lowerOp(Operation *op) {
 
 LogicalResult Lowering::lowerWarpSpecialize(WarpSpecializeOp op) {
   Value tid = kernel.threadId;
-  Value warp = b.create<arith::DivUIOp>(loc(), tid, i32(32));
+  Value warp = arith::DivUIOp::create(b, loc(), tid, i32(32));
 
   // Thread 0 initializes every mbarrier before any role may touch one.
   Operation *scope = op->getParentOp();
-  auto first = b.create<scf::IfOp>(
-      loc(), b.create<arith::CmpIOp>(loc(), arith::CmpIPredicate::eq, tid, i32(0)),
+  auto first = scf::IfOp::create(b,
+      loc(), arith::CmpIOp::create(b, loc(), arith::CmpIPredicate::eq, tid, i32(0)),
       false);
   {
     OpBuilder::InsertionGuard guard(b);
@@ -358,14 +357,14 @@ LogicalResult Lowering::lowerWarpSpecialize(WarpSpecializeOp op) {
       int64_t base = kernel.smemOffset.lookup(alloc);
       for (int64_t stage = 0; stage < alloc.getBarrier().getType().getStages();
            ++stage)
-        b.create<NVVM::MBarrierInitOp>(
+        NVVM::MBarrierInitOp::create(b,
             loc(), smemAt(kernel.smem, i32(base + 8 * stage)),
             i32(alloc.getCount()), Value());
     });
     // TMA and tcgen05.commit arrive through the async proxy: the inits must
     // be made visible to it before the CTA barrier hands the mbarriers out,
     // as NVIDIA's kernels do.
-    b.create<NVVM::FenceMbarrierInitOp>(loc());
+    NVVM::FenceMbarrierInitOp::create(b, loc());
   }
 
   // The warp that owns TMEM allocates it for the whole CTA.
@@ -375,29 +374,29 @@ LogicalResult Lowering::lowerWarpSpecialize(WarpSpecializeOp op) {
   });
   Value slot = smemAt(kernel.smem, i32(kernel.tmemSlotOffset));
   if (owner) {
-    auto allocate = b.create<scf::IfOp>(
+    auto allocate = scf::IfOp::create(b,
         loc(),
-        b.create<arith::CmpIOp>(loc(), arith::CmpIPredicate::eq, warp,
+        arith::CmpIOp::create(b, loc(), arith::CmpIPredicate::eq, warp,
                                 i32(owner.getFirstWarp())),
         false);
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(allocate.thenBlock());
-    b.create<NVVM::Tcgen05AllocOp>(loc(), slot, i32(kernel.tmemColumns));
-    b.create<NVVM::Tcgen05RelinquishAllocPermitOp>(loc());
+    NVVM::Tcgen05AllocOp::create(b, loc(), slot, i32(kernel.tmemColumns));
+    NVVM::Tcgen05RelinquishAllocPermitOp::create(b, loc());
   }
-  b.create<NVVM::Barrier0Op>(loc());
-  kernel.tmemBase = b.create<LLVM::LoadOp>(loc(), b.getI32Type(), slot);
+  NVVM::Barrier0Op::create(b, loc());
+  kernel.tmemBase = LLVM::LoadOp::create(b, loc(), b.getI32Type(), slot);
 
   // Every role is dispatched, an empty one too: setmaxnreg must be executed
   // by all four warps of a warpgroup.
   for (RoleOp role : op.getRoles().front().getOps<RoleOp>()) {
-    Value from = b.create<arith::CmpIOp>(loc(), arith::CmpIPredicate::uge, warp,
+    Value from = arith::CmpIOp::create(b, loc(), arith::CmpIPredicate::uge, warp,
                                          i32(role.getFirstWarp()));
-    Value to = b.create<arith::CmpIOp>(
+    Value to = arith::CmpIOp::create(b,
         loc(), arith::CmpIPredicate::ult, warp,
         i32(role.getFirstWarp() + role.getNumWarps()));
-    auto mine = b.create<scf::IfOp>(
-        loc(), b.create<arith::AndIOp>(loc(), from, to), false);
+    auto mine = scf::IfOp::create(b,
+        loc(), arith::AndIOp::create(b, loc(), from, to), false);
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(mine.thenBlock());
     if (failed(lowerRole(role)))
@@ -415,14 +414,14 @@ LogicalResult Lowering::lowerRole(RoleOp newRole) {
   int64_t start = blackwell::kRegistersPerSm /
                   (blackwell::kWarpsPerCta * blackwell::kThreadsPerWarp);
   if (registers != start)
-    b.create<NVVM::SetMaxRegisterOp>(
+    NVVM::SetMaxRegisterOp::create(b,
         loc(), registers,
         registers > start ? NVVM::SetMaxRegisterAction::increase
                           : NVVM::SetMaxRegisterAction::decrease);
-  Value thread = b.create<arith::SubIOp>(
+  Value thread = arith::SubIOp::create(b,
       loc(), kernel.threadId, i32(role.getFirstWarp() * 32));
   roleThread = toIndex(thread);
-  elected = b.create<NVVM::ElectSyncOp>(loc(), b.getI1Type(), Value());
+  elected = NVVM::ElectSyncOp::create(b, loc(), b.getI1Type(), Value());
   roleUsesTensorMemory = false;
   bool rowsInTensorMemory = false;
   role.walk([&](Operation *inner) {
@@ -452,18 +451,18 @@ Value Lowering::emitBandEdges(Value position, MaskKind mask,
   MaskBand band = maskBandFor(mask, windowLeft, windowRight);
   Value zero = index(0);
   // Bottom-right alignment: the last query sits on the last key.
-  Value diagonal = b.create<arith::SubIOp>(
-      loc(), b.create<arith::AddIOp>(loc(), position, seqK), seqQ);
+  Value diagonal = arith::SubIOp::create(b,
+      loc(), arith::AddIOp::create(b, loc(), position, seqK), seqQ);
   Value begin = zero;
   if (band.left >= 0)
-    begin = b.create<arith::MaxSIOp>(
-        loc(), zero, b.create<arith::SubIOp>(loc(), diagonal, index(band.left)));
+    begin = arith::MaxSIOp::create(b,
+        loc(), zero, arith::SubIOp::create(b, loc(), diagonal, index(band.left)));
   end = seqK;
   if (band.right >= 0)
-    end = b.create<arith::MinSIOp>(
+    end = arith::MinSIOp::create(b,
         loc(), seqK,
-        b.create<arith::AddIOp>(loc(), diagonal, index(band.right + 1)));
-  end = b.create<arith::MaxSIOp>(loc(), begin, end);
+        arith::AddIOp::create(b, loc(), diagonal, index(band.right + 1)));
+  end = arith::MaxSIOp::create(b, loc(), begin, end);
   return begin;
 }
 
@@ -471,51 +470,51 @@ SmallVector<Value, 4> Lowering::emitKvBlockRange(
     Value rowBegin, Value seqQ, Value seqK, int64_t ratio, int64_t rows,
     int64_t blockN, MaskKind mask, int64_t windowLeft, int64_t windowRight) {
   Value zero = index(0), one = index(1);
-  Value firstPos = b.create<arith::DivSIOp>(loc(), rowBegin, index(ratio));
-  Value lastPos = b.create<arith::MinSIOp>(
-      loc(), b.create<arith::SubIOp>(loc(), seqQ, one),
-      b.create<arith::DivSIOp>(
-          loc(), b.create<arith::AddIOp>(loc(), rowBegin, index(rows - 1)),
+  Value firstPos = arith::DivSIOp::create(b, loc(), rowBegin, index(ratio));
+  Value lastPos = arith::MinSIOp::create(b,
+      loc(), arith::SubIOp::create(b, loc(), seqQ, one),
+      arith::DivSIOp::create(b,
+          loc(), arith::AddIOp::create(b, loc(), rowBegin, index(rows - 1)),
           index(ratio)));
   Value firstEnd, lastEnd;
   Value firstBegin = emitBandEdges(firstPos, mask, windowLeft, windowRight,
                                    seqQ, seqK, firstEnd);
   Value lastBegin = emitBandEdges(lastPos, mask, windowLeft, windowRight, seqQ,
                                   seqK, lastEnd);
-  Value empty = b.create<arith::OrIOp>(
+  Value empty = arith::OrIOp::create(b,
       loc(),
-      b.create<arith::OrIOp>(
-          loc(), b.create<arith::CmpIOp>(loc(), arith::CmpIPredicate::sle, seqK, zero),
-          b.create<arith::CmpIOp>(loc(), arith::CmpIPredicate::sgt, firstPos,
+      arith::OrIOp::create(b,
+          loc(), arith::CmpIOp::create(b, loc(), arith::CmpIPredicate::sle, seqK, zero),
+          arith::CmpIOp::create(b, loc(), arith::CmpIPredicate::sgt, firstPos,
                                   lastPos)),
-      b.create<arith::CmpIOp>(loc(), arith::CmpIPredicate::sle, lastEnd,
+      arith::CmpIOp::create(b, loc(), arith::CmpIPredicate::sle, lastEnd,
                               firstBegin));
   Value block = index(blockN);
-  Value begin = b.create<arith::DivSIOp>(loc(), firstBegin, block);
-  Value end = b.create<arith::CeilDivSIOp>(loc(), lastEnd, block);
+  Value begin = arith::DivSIOp::create(b, loc(), firstBegin, block);
+  Value end = arith::CeilDivSIOp::create(b, loc(), lastEnd, block);
   auto clamp = [&](Value value, Value low, Value high) -> Value {
-    return b.create<arith::MinSIOp>(
-        loc(), b.create<arith::MaxSIOp>(loc(), value, low), high);
+    return arith::MinSIOp::create(b,
+        loc(), arith::MaxSIOp::create(b, loc(), value, low), high);
   };
-  Value fullBegin = clamp(b.create<arith::CeilDivSIOp>(loc(), lastBegin, block),
+  Value fullBegin = clamp(arith::CeilDivSIOp::create(b, loc(), lastBegin, block),
                           begin, end);
   Value fullEnd =
-      clamp(b.create<arith::DivSIOp>(loc(), firstEnd, block), fullBegin, end);
+      clamp(arith::DivSIOp::create(b, loc(), firstEnd, block), fullBegin, end);
   SmallVector<Value, 4> results;
   for (Value value : {begin, fullBegin, fullEnd, end})
-    results.push_back(b.create<arith::SelectOp>(loc(), empty, zero, value));
+    results.push_back(arith::SelectOp::create(b, loc(), empty, zero, value));
   return results;
 }
 
 LogicalResult Lowering::lowerScheduler(Operation *op) {
   return llvm::TypeSwitch<Operation *, LogicalResult>(op)
       .Case([&](TaskCountOp count) -> LogicalResult {
-        Value packed = b.create<arith::MulIOp>(loc(), lookup(count.getSeqQ()),
+        Value packed = arith::MulIOp::create(b, loc(), lookup(count.getSeqQ()),
                                                index(count.getGqaRatio()));
-        Value mBlocks = b.create<arith::CeilDivSIOp>(loc(), packed,
+        Value mBlocks = arith::CeilDivSIOp::create(b, loc(), packed,
                                                      index(count.getRows()));
-        Value tasks = b.create<arith::MulIOp>(
-            loc(), b.create<arith::MulIOp>(loc(), lookup(count.getBatch()),
+        Value tasks = arith::MulIOp::create(b,
+            loc(), arith::MulIOp::create(b, loc(), lookup(count.getBatch()),
                                            index(count.getKvHeads())),
             mBlocks);
         mapping.map(count.getResult(), tasks);
@@ -523,12 +522,12 @@ LogicalResult Lowering::lowerScheduler(Operation *op) {
       })
       .Case([&](CtaIdOp cta) -> LogicalResult {
         mapping.map(cta.getResult(),
-                    toIndex(b.create<NVVM::BlockIdXOp>(loc(), b.getI32Type())));
+                    toIndex(NVVM::BlockIdXOp::create(b, loc(), b.getI32Type())));
         return success();
       })
       .Case([&](GridSizeOp grid) -> LogicalResult {
         mapping.map(grid.getResult(),
-                    toIndex(b.create<NVVM::GridDimXOp>(loc(), b.getI32Type())));
+                    toIndex(NVVM::GridDimXOp::create(b, loc(), b.getI32Type())));
         return success();
       })
       .Case([&](KvBlockRangeOp range) -> LogicalResult {
@@ -545,34 +544,34 @@ LogicalResult Lowering::lowerScheduler(Operation *op) {
         Value t = lookup(coords.getIndex());
         Value batch = lookup(coords.getBatch());
         Value heads = index(coords.getKvHeads());
-        Value mBlocks = b.create<arith::CeilDivSIOp>(
+        Value mBlocks = arith::CeilDivSIOp::create(b,
             loc(),
-            b.create<arith::MulIOp>(loc(), lookup(coords.getSeqQ()),
+            arith::MulIOp::create(b, loc(), lookup(coords.getSeqQ()),
                                     index(coords.getGqaRatio())),
             index(coords.getRows()));
         if (coords.getOrder() == TaskOrder::static_order) {
           // m_block fastest, then kv_head, then batch.
-          Value rest = b.create<arith::DivUIOp>(loc(), t, mBlocks);
+          Value rest = arith::DivUIOp::create(b, loc(), t, mBlocks);
           mapping.map(coords.getMBlock(),
-                      b.create<arith::RemUIOp>(loc(), t, mBlocks));
+                      arith::RemUIOp::create(b, loc(), t, mBlocks));
           mapping.map(coords.getKvHead(),
-                      b.create<arith::RemUIOp>(loc(), rest, heads));
+                      arith::RemUIOp::create(b, loc(), rest, heads));
           mapping.map(coords.getBatchIndex(),
-                      b.create<arith::DivUIOp>(loc(), rest, heads));
+                      arith::DivUIOp::create(b, loc(), rest, heads));
           return success();
         }
-        Value groups = b.create<arith::MulIOp>(loc(), batch, heads);
-        Value rank = b.create<arith::DivUIOp>(loc(), t, groups);
-        Value rest = b.create<arith::RemUIOp>(loc(), t, groups);
+        Value groups = arith::MulIOp::create(b, loc(), batch, heads);
+        Value rank = arith::DivUIOp::create(b, loc(), t, groups);
+        Value rest = arith::RemUIOp::create(b, loc(), t, groups);
         mapping.map(coords.getKvHead(),
-                    b.create<arith::RemUIOp>(loc(), rest, heads));
+                    arith::RemUIOp::create(b, loc(), rest, heads));
         mapping.map(coords.getBatchIndex(),
-                    b.create<arith::DivUIOp>(loc(), rest, heads));
+                    arith::DivUIOp::create(b, loc(), rest, heads));
         if (coords.getMask() == MaskKind::causal) {
           // Causal work grows with the m_block: LPT is the last one first.
           mapping.map(coords.getMBlock(),
-                      b.create<arith::SubIOp>(
-                          loc(), b.create<arith::SubIOp>(loc(), mBlocks, index(1)),
+                      arith::SubIOp::create(b,
+                          loc(), arith::SubIOp::create(b, loc(), mBlocks, index(1)),
                           rank));
           return success();
         }
@@ -584,67 +583,67 @@ LogicalResult Lowering::lowerScheduler(Operation *op) {
         // The work of an m_block: the KV blocks its task visits.
         auto workOf = [&](Value m) -> Value {
           SmallVector<Value, 4> range = emitKvBlockRange(
-              b.create<arith::MulIOp>(loc(), m, index(coords.getRows())), seqQ,
+              arith::MulIOp::create(b, loc(), m, index(coords.getRows())), seqQ,
               seqK, coords.getGqaRatio(), coords.getRows(), coords.getBlockN(),
               coords.getMask(), coords.getWindowLeft(), coords.getWindowRight());
-          return b.create<arith::SubIOp>(loc(), range[3], range[0]);
+          return arith::SubIOp::create(b, loc(), range[3], range[0]);
         };
         auto countAbove = [&](Value threshold) -> Value {
-          auto loop = b.create<scf::ForOp>(loc(), index(0), mBlocks, index(1),
+          auto loop = scf::ForOp::create(b, loc(), index(0), mBlocks, index(1),
                                            ValueRange{index(0)});
           OpBuilder::InsertionGuard guard(b);
           b.setInsertionPointToStart(loop.getBody());
-          Value above = b.create<arith::CmpIOp>(
+          Value above = arith::CmpIOp::create(b,
               loc(), arith::CmpIPredicate::sgt, workOf(loop.getInductionVar()),
               threshold);
-          Value next = b.create<arith::AddIOp>(
+          Value next = arith::AddIOp::create(b,
               loc(), loop.getRegionIterArgs()[0],
-              b.create<arith::SelectOp>(loc(), above, index(1), index(0)));
-          b.create<scf::YieldOp>(loc(), next);
+              arith::SelectOp::create(b, loc(), above, index(1), index(0)));
+          scf::YieldOp::create(b, loc(), next);
           return loop.getResult(0);
         };
-        Value maxWork = b.create<arith::CeilDivSIOp>(loc(), seqK,
+        Value maxWork = arith::CeilDivSIOp::create(b, loc(), seqK,
                                                      index(coords.getBlockN()));
-        auto search = b.create<scf::ForOp>(loc(), index(0), index(24), index(1),
+        auto search = scf::ForOp::create(b, loc(), index(0), index(24), index(1),
                                            ValueRange{index(0), maxWork});
         {
           OpBuilder::InsertionGuard guard(b);
           b.setInsertionPointToStart(search.getBody());
           Value low = search.getRegionIterArgs()[0];
           Value high = search.getRegionIterArgs()[1];
-          Value middle = b.create<arith::DivSIOp>(
-              loc(), b.create<arith::AddIOp>(loc(), low, high), index(2));
-          Value fits = b.create<arith::CmpIOp>(loc(), arith::CmpIPredicate::sle,
+          Value middle = arith::DivSIOp::create(b,
+              loc(), arith::AddIOp::create(b, loc(), low, high), index(2));
+          Value fits = arith::CmpIOp::create(b, loc(), arith::CmpIPredicate::sle,
                                                countAbove(middle), rank);
-          Value next = b.create<arith::AddIOp>(loc(), middle, index(1));
-          b.create<scf::YieldOp>(
-              loc(), ValueRange{b.create<arith::SelectOp>(loc(), fits, low, next),
-                                b.create<arith::SelectOp>(loc(), fits, middle, high)});
+          Value next = arith::AddIOp::create(b, loc(), middle, index(1));
+          scf::YieldOp::create(b,
+              loc(), ValueRange{arith::SelectOp::create(b, loc(), fits, low, next),
+                                arith::SelectOp::create(b, loc(), fits, middle, high)});
         }
         Value work = search.getResult(0);
-        Value within = b.create<arith::SubIOp>(loc(), rank, countAbove(work));
-        auto scan = b.create<scf::ForOp>(loc(), index(0), mBlocks, index(1),
+        Value within = arith::SubIOp::create(b, loc(), rank, countAbove(work));
+        auto scan = scf::ForOp::create(b, loc(), index(0), mBlocks, index(1),
                                          ValueRange{index(0), index(0)});
         {
           OpBuilder::InsertionGuard guard(b);
           b.setInsertionPointToStart(scan.getBody());
-          Value m = b.create<arith::SubIOp>(
-              loc(), b.create<arith::SubIOp>(loc(), mBlocks, index(1)),
+          Value m = arith::SubIOp::create(b,
+              loc(), arith::SubIOp::create(b, loc(), mBlocks, index(1)),
               scan.getInductionVar());
           Value seen = scan.getRegionIterArgs()[0];
           Value found = scan.getRegionIterArgs()[1];
-          Value same = b.create<arith::CmpIOp>(loc(), arith::CmpIPredicate::eq,
+          Value same = arith::CmpIOp::create(b, loc(), arith::CmpIPredicate::eq,
                                                workOf(m), work);
-          Value hit = b.create<arith::AndIOp>(
+          Value hit = arith::AndIOp::create(b,
               loc(), same,
-              b.create<arith::CmpIOp>(loc(), arith::CmpIPredicate::eq, seen, within));
-          b.create<scf::YieldOp>(
+              arith::CmpIOp::create(b, loc(), arith::CmpIPredicate::eq, seen, within));
+          scf::YieldOp::create(b,
               loc(),
-              ValueRange{b.create<arith::AddIOp>(
+              ValueRange{arith::AddIOp::create(b,
                              loc(), seen,
-                             b.create<arith::SelectOp>(loc(), same, index(1),
+                             arith::SelectOp::create(b, loc(), same, index(1),
                                                        index(0))),
-                         b.create<arith::SelectOp>(loc(), hit, m, found)});
+                         arith::SelectOp::create(b, loc(), hit, m, found)});
         }
         mapping.map(coords.getMBlock(), scan.getResult(1));
         return success();
@@ -716,7 +715,7 @@ LogicalResult FA4ToNVVMPass::convert(func::FuncOp func,
   auto globalPtr = LLVM::LLVMPointerType::get(context, 1);
   auto sharedPtr = LLVM::LLVMPointerType::get(context, 3);
   if (!gpuModule.lookupSymbol("fa4_smem"))
-    b.create<LLVM::GlobalOp>(loc, LLVM::LLVMArrayType::get(b.getI8Type(), 0),
+    LLVM::GlobalOp::create(b, loc, LLVM::LLVMArrayType::get(b.getI8Type(), 0),
                              false, LLVM::Linkage::External, "fa4_smem",
                              Attribute(), 1024, 3);
 
@@ -725,7 +724,7 @@ LogicalResult FA4ToNVVMPass::convert(func::FuncOp func,
   if (hasLse)
     params.push_back(globalPtr);
   params.append(3, b.getI32Type());
-  auto kernelFunc = b.create<LLVM::LLVMFuncOp>(
+  auto kernelFunc = LLVM::LLVMFuncOp::create(b,
       loc, func.getName(),
       LLVM::LLVMFunctionType::get(LLVM::LLVMVoidType::get(context), params));
   kernelFunc->setAttr("nvvm.kernel", b.getUnitAttr());
@@ -760,8 +759,8 @@ LogicalResult FA4ToNVVMPass::convert(func::FuncOp func,
   kernel.batch = entry->getArgument(sizes);
   kernel.seqQ = entry->getArgument(sizes + 1);
   kernel.seqK = entry->getArgument(sizes + 2);
-  kernel.smem = b.create<LLVM::AddressOfOp>(loc, sharedPtr, "fa4_smem");
-  kernel.threadId = b.create<NVVM::ThreadIdXOp>(loc, b.getI32Type());
+  kernel.smem = LLVM::AddressOfOp::create(b, loc, sharedPtr, "fa4_smem");
+  kernel.threadId = NVVM::ThreadIdXOp::create(b, loc, b.getI32Type());
 
   Lowering lowering(b, kernel);
   if (failed(lowering.lowerBlock(func.getBody().front())))
@@ -836,7 +835,7 @@ void FA4ToNVVMPass::runOnOperation() {
   OpBuilder b(context);
   b.setInsertionPointToEnd(module.getBody());
   module->setAttr(gpu::GPUDialect::getContainerModuleAttrName(), b.getUnitAttr());
-  auto gpuModule = b.create<gpu::GPUModuleOp>(
+  auto gpuModule = gpu::GPUModuleOp::create(b,
       module.getLoc(), "fa4_kernels",
       b.getArrayAttr({NVVM::NVVMTargetAttr::get(context, /*optLevel=*/3,
                                                 "nvptx64-nvidia-cuda", chip,

@@ -16,8 +16,8 @@ using namespace mlir::fa4::nvvm;
 /// Barrier `count % stages` of an mbarrier array, 8 bytes each.
 Value Lowering::barrierSlot(Value barrier, Value count) {
   int64_t stages = cast<MBarrierType>(barrier.getType()).getStages();
-  Value stage = b.create<arith::RemUIOp>(loc(), lookup(count), index(stages));
-  return smemAt(lookup(barrier), b.create<arith::MulIOp>(loc(), stage, index(8)));
+  Value stage = arith::RemUIOp::create(b, loc(), lookup(count), index(stages));
+  return smemAt(lookup(barrier), arith::MulIOp::create(b, loc(), stage, index(8)));
 }
 
 /// Issues one TMA copy per 64-column box of a tile from the elected thread.
@@ -28,9 +28,9 @@ void Lowering::forEachBox(SmemType type, Value head, Value row, Value batch,
                           function_ref<void(int64_t, ValueRange)> copy,
                           function_ref<void()> then) {
   Value headCoord =
-      toI32(b.create<arith::MulIOp>(loc(), lookup(head), index(ratio)));
+      toI32(arith::MulIOp::create(b, loc(), lookup(head), index(ratio)));
   Value position =
-      toI32(b.create<arith::DivUIOp>(loc(), lookup(row), index(ratio)));
+      toI32(arith::DivUIOp::create(b, loc(), lookup(row), index(ratio)));
   Value batchCoord = toI32(lookup(batch));
   int64_t boxes = llvm::divideCeil(type.getCols(), kBoxColumns);
   ifElected([&] {
@@ -49,18 +49,18 @@ LogicalResult Lowering::lowerBarrier(Operation *op) {
   return llvm::TypeSwitch<Operation *, LogicalResult>(op)
       .Case([&](MBarrierWaitOp wait) -> LogicalResult {
         int64_t stages = wait.getBarrier().getType().getStages();
-        Value round = b.create<arith::DivUIOp>(loc(), lookup(wait.getCount()),
+        Value round = arith::DivUIOp::create(b, loc(), lookup(wait.getCount()),
                                                index(stages));
-        Value parity = toI32(b.create<arith::AndIOp>(loc(), round, index(1)));
+        Value parity = toI32(arith::AndIOp::create(b, loc(), round, index(1)));
         // The round before the first is complete on a fresh barrier: waiting
         // for it is waiting on the other parity.
         if (wait.getPrior())
-          parity = b.create<arith::XOrIOp>(loc(), parity, i32(1));
+          parity = arith::XOrIOp::create(b, loc(), parity, i32(1));
         // The wait loop, written out: upstream's lowering of
         // mbarrier.try_wait.parity branches back with `bra.uni` on a
         // per-lane predicate; a plain `bra` is right whether or not the
         // warp's lanes agree.
-        b.create<LLVM::InlineAsmOp>(
+        LLVM::InlineAsmOp::create(b,
             loc(), Type(),
             ValueRange{smemAddress(slot(wait.getBarrier(), wait.getCount())),
                        parity},
@@ -73,15 +73,15 @@ LogicalResult Lowering::lowerBarrier(Operation *op) {
             ArrayAttr());
         // Tensor-core results the barrier announced are read only after it.
         if (roleUsesTensorMemory)
-          b.create<NVVM::Tcgen05FenceOp>(
+          NVVM::Tcgen05FenceOp::create(b,
               loc(), NVVM::Tcgen05FenceKind::AFTER_THREAD_SYNC);
         return success();
       })
       .Case([&](MBarrierArriveOp arrive) -> LogicalResult {
         if (roleUsesTensorMemory)
-          b.create<NVVM::Tcgen05FenceOp>(
+          NVVM::Tcgen05FenceOp::create(b,
               loc(), NVVM::Tcgen05FenceKind::BEFORE_THREAD_SYNC);
-        b.create<NVVM::MBarrierArriveOp>(loc(), Type(),
+        NVVM::MBarrierArriveOp::create(b, loc(), Type(),
                                          slot(arrive.getBarrier(), arrive.getCount()),
                                          Value());
         return success();
@@ -89,7 +89,7 @@ LogicalResult Lowering::lowerBarrier(Operation *op) {
       .Case([&](MBarrierExpectTxOp expect) -> LogicalResult {
         Value barrier = slot(expect.getBarrier(), expect.getCount());
         ifElected([&] {
-          b.create<NVVM::MBarrierArriveExpectTxOp>(
+          NVVM::MBarrierArriveExpectTxOp::create(b,
               loc(), Type(), barrier, i32(expect.getBytes()),
               NVVM::MemScopeKind::CTA, false, Value());
         });
@@ -98,7 +98,7 @@ LogicalResult Lowering::lowerBarrier(Operation *op) {
       .Case([&](MmaCommitOp commit) -> LogicalResult {
         Value barrier = slot(commit.getBarrier(), commit.getCount());
         ifElected([&] {
-          b.create<NVVM::Tcgen05CommitOp>(loc(), barrier, Value());
+          NVVM::Tcgen05CommitOp::create(b, loc(), barrier, Value());
         });
         return success();
       })
@@ -108,10 +108,10 @@ LogicalResult Lowering::lowerBarrier(Operation *op) {
 /// The stage of ring item `count` in a shared-memory buffer.
 static Value stageBase(OpBuilder &b, Location loc, Value base, SmemType type,
                        Value count, function_ref<Value(Value, Value)> at) {
-  Value stage = b.create<arith::RemUIOp>(
-      loc, count, b.create<arith::ConstantIndexOp>(loc, type.getStages()));
-  Value bytes = b.create<arith::MulIOp>(
-      loc, stage, b.create<arith::ConstantIndexOp>(loc, type.getStageBytes()));
+  Value stage = arith::RemUIOp::create(b,
+      loc, count, arith::ConstantIndexOp::create(b, loc, type.getStages()));
+  Value bytes = arith::MulIOp::create(b,
+      loc, stage, arith::ConstantIndexOp::create(b, loc, type.getStageBytes()));
   return at(base, bytes);
 }
 
@@ -132,7 +132,7 @@ LogicalResult Lowering::lowerTma(Operation *op) {
                                        "kernel parameter";
         forEachBox(type, load.getHead(), load.getRow(), load.getBatch(),
                    load.getGqaRatio(), [&](int64_t offset, ValueRange box) {
-                     b.create<NVVM::CpAsyncBulkTensorGlobalToSharedClusterOp>(
+                     NVVM::CpAsyncBulkTensorGlobalToSharedClusterOp::create(b,
                          loc(), smemAt(destination, i32(offset)), map, box,
                          barrier, ValueRange(), Value(), Value(),
                          NVVM::TMALoadModeAttr::get(b.getContext(),
@@ -151,16 +151,16 @@ LogicalResult Lowering::lowerTma(Operation *op) {
                                         "kernel parameter";
         forEachBox(type, store.getHead(), store.getRow(), store.getBatch(),
                    store.getGqaRatio(), [&](int64_t offset, ValueRange box) {
-                     b.create<NVVM::CpAsyncBulkTensorSharedCTAToGlobalOp>(
+                     NVVM::CpAsyncBulkTensorSharedCTAToGlobalOp::create(b,
                          loc(), map, smemAt(source, i32(offset)), box, Value(),
                          NVVM::TMAStoreMode::TILE, Value());
                    },
-                   [&] { b.create<NVVM::CpAsyncBulkCommitGroupOp>(loc()); });
+                   [&] { NVVM::CpAsyncBulkCommitGroupOp::create(b, loc()); });
         return success();
       })
       .Case([&](TmaStoreWaitOp) {
         ifElected([&] {
-          b.create<NVVM::CpAsyncBulkWaitGroupOp>(loc(), 0, b.getUnitAttr());
+          NVVM::CpAsyncBulkWaitGroupOp::create(b, loc(), 0, b.getUnitAttr());
         });
         return success();
       })
@@ -179,11 +179,11 @@ LogicalResult Lowering::lowerSmem(Operation *op) {
         // Element `row` of statistics row `tileRow`: thread t reads its own.
         Value stage = stageBase(b, loc(), lookup(load.getBuffer()), type,
                                 lookup(load.getCount()), at);
-        Value offset = b.create<arith::AddIOp>(
+        Value offset = arith::AddIOp::create(b,
             loc(), index(*tileRow * type.getCols() * 4),
-            b.create<arith::MulIOp>(loc(), row, index(4)));
+            arith::MulIOp::create(b, loc(), row, index(4)));
         mapping.map(load.getResult(),
-                    b.create<LLVM::LoadOp>(loc(), b.getF32Type(),
+                    LLVM::LoadOp::create(b, loc(), b.getF32Type(),
                                            smemAt(stage, offset), 4));
         return success();
       })
@@ -192,10 +192,10 @@ LogicalResult Lowering::lowerSmem(Operation *op) {
         Value stage = stageBase(b, loc(), lookup(store.getBuffer()), type,
                                 lookup(store.getCount()), at);
         if (std::optional<int64_t> tileRow = store.getRow()) {
-          Value offset = b.create<arith::AddIOp>(
+          Value offset = arith::AddIOp::create(b,
               loc(), index(*tileRow * type.getCols() * 4),
-              b.create<arith::MulIOp>(loc(), row, index(4)));
-          b.create<LLVM::StoreOp>(loc(), lookup(store.getTile()),
+              arith::MulIOp::create(b, loc(), row, index(4)));
+          LLVM::StoreOp::create(b, loc(), lookup(store.getTile()),
                                   smemAt(stage, offset), 4);
           return success();
         }
@@ -207,30 +207,30 @@ LogicalResult Lowering::lowerSmem(Operation *op) {
         int64_t perChunk = 16 / elementBytes;
         Value first = store.getColumn() ? lookup(store.getColumn()) : index(0);
         Value rowBytes =
-            b.create<arith::MulIOp>(loc(), row, index(kSwizzleLineBytes));
-        Value rowPhase = b.create<arith::RemUIOp>(loc(), row, index(8));
+            arith::MulIOp::create(b, loc(), row, index(kSwizzleLineBytes));
+        Value rowPhase = arith::RemUIOp::create(b, loc(), row, index(8));
         for (int64_t chunk = 0; chunk * perChunk < vector.getNumElements();
              ++chunk) {
-          Value column = b.create<arith::AddIOp>(loc(), first,
+          Value column = arith::AddIOp::create(b, loc(), first,
                                                  index(chunk * perChunk));
-          Value box = b.create<arith::DivUIOp>(loc(), column, index(kBoxColumns));
-          Value line = b.create<arith::DivUIOp>(
-              loc(), b.create<arith::RemUIOp>(loc(), column, index(kBoxColumns)),
+          Value box = arith::DivUIOp::create(b, loc(), column, index(kBoxColumns));
+          Value line = arith::DivUIOp::create(b,
+              loc(), arith::RemUIOp::create(b, loc(), column, index(kBoxColumns)),
               index(perChunk));
-          Value swizzled = b.create<arith::XOrIOp>(loc(), line, rowPhase);
-          Value offset = b.create<arith::AddIOp>(
+          Value swizzled = arith::XOrIOp::create(b, loc(), line, rowPhase);
+          Value offset = arith::AddIOp::create(b,
               loc(),
-              b.create<arith::AddIOp>(
-                  loc(), b.create<arith::MulIOp>(loc(), box, index(boxBytes(type))),
+              arith::AddIOp::create(b,
+                  loc(), arith::MulIOp::create(b, loc(), box, index(boxBytes(type))),
                   rowBytes),
-              b.create<arith::MulIOp>(loc(), swizzled, index(16)));
-          Value piece = b.create<vector::ExtractStridedSliceOp>(
+              arith::MulIOp::create(b, loc(), swizzled, index(16)));
+          Value piece = vector::ExtractStridedSliceOp::create(b,
               loc(), values, ArrayRef<int64_t>{chunk * perChunk},
               ArrayRef<int64_t>{perChunk}, ArrayRef<int64_t>{1});
-          b.create<LLVM::StoreOp>(loc(), piece, smemAt(stage, offset), 16);
+          LLVM::StoreOp::create(b, loc(), piece, smemAt(stage, offset), 16);
         }
         // Generic-proxy writes that a TMA store (async proxy) will read.
-        b.create<NVVM::FenceProxyOp>(
+        NVVM::FenceProxyOp::create(b,
             loc(), NVVM::ProxyKind::async_shared,
             NVVM::SharedSpaceAttr::get(b.getContext(),
                                        NVVM::SharedSpace::shared_cta));

@@ -56,9 +56,9 @@ LogicalResult Lowering::lowerOnlineSoftmax(OnlineSoftmaxOp op) {
   // The visible keys of this thread's row, when the block straddles the band.
   Value low, high;
   if (MaskOp mask = scores.mask) {
-    Value packed = b.create<arith::AddIOp>(loc(), lookup(mask.getRow()), row);
+    Value packed = arith::AddIOp::create(b, loc(), lookup(mask.getRow()), row);
     Value position =
-        b.create<arith::DivUIOp>(loc(), packed, index(mask.getGqaRatio()));
+        arith::DivUIOp::create(b, loc(), packed, index(mask.getGqaRatio()));
     low = emitBandEdges(position, mask.getMask(), mask.getWindowLeft(),
                         mask.getWindowRight(), lookup(mask.getSeqQ()),
                         lookup(mask.getSeqK()), high);
@@ -69,49 +69,49 @@ LogicalResult Lowering::lowerOnlineSoftmax(OnlineSoftmaxOp op) {
 
   // One chunk of S as the softmax sees it: softcapped, masked.
   auto loadChunk = [&](Value chunk) -> Value {
-    Value firstColumn = b.create<arith::MulIOp>(loc(), chunk, index(kChunk));
+    Value firstColumn = arith::MulIOp::create(b, loc(), chunk, index(kChunk));
     Value address = tmemAddress(scores.scoresColumn, firstColumn, 32);
-    Value raw = b.create<NVVM::Tcgen05LdOp>(
+    Value raw = NVVM::Tcgen05LdOp::create(b,
         loc(), VectorType::get({kChunk}, b.getI32Type()), false,
         NVVM::Tcgen05LdStShape::SHAPE_32X32B, address, Value());
     raw = waitForTmemLoad(raw);
-    Value s = b.create<vector::BitCastOp>(loc(), chunkType, raw);
+    Value s = vector::BitCastOp::create(b, loc(), chunkType, raw);
     if (SoftcapOp softcap = scores.softcap) {
       // cap·tanh(s·scale/cap), tanh(y) = 1 - 2 / (2^(2y·log2 e) + 1).
       float cap = softcap.getCap().convertToFloat();
       float inner = softcap.getScale().convertToFloat() / cap;
       Value result = s;
       for (int64_t i = 0; i < kChunk; ++i) {
-        Value element = b.create<vector::ExtractOp>(loc(), s, ArrayRef<int64_t>{i});
-        Value y = b.create<arith::MulFOp>(loc(), element,
+        Value element = vector::ExtractOp::create(b, loc(), s, ArrayRef<int64_t>{i});
+        Value y = arith::MulFOp::create(b, loc(), element,
                                           f32(2.0f * inner * float(M_LOG2E)));
-        Value e = b.create<arith::AddFOp>(loc(), ex2(y), f32(1.0f));
-        Value tanh = b.create<arith::SubFOp>(
-            loc(), f32(1.0f), b.create<arith::DivFOp>(loc(), f32(2.0f), e));
-        result = b.create<vector::InsertOp>(
-            loc(), b.create<arith::MulFOp>(loc(), tanh, f32(cap)), result,
+        Value e = arith::AddFOp::create(b, loc(), ex2(y), f32(1.0f));
+        Value tanh = arith::SubFOp::create(b,
+            loc(), f32(1.0f), arith::DivFOp::create(b, loc(), f32(2.0f), e));
+        result = vector::InsertOp::create(b,
+            loc(), arith::MulFOp::create(b, loc(), tanh, f32(cap)), result,
             ArrayRef<int64_t>{i});
       }
       s = result;
     }
     if (MaskOp mask = scores.mask) {
-      Value first = toI32(b.create<arith::AddIOp>(loc(), lookup(mask.getCol()),
+      Value first = toI32(arith::AddIOp::create(b, loc(), lookup(mask.getCol()),
                                                   firstColumn));
       auto keyType = VectorType::get({kChunk}, b.getI32Type());
-      Value keys = b.create<arith::AddIOp>(
-          loc(), b.create<vector::BroadcastOp>(loc(), keyType, first),
-          b.create<arith::ConstantOp>(loc(), DenseElementsAttr::get(keyType, ArrayRef(iota))));
-      Value lowKeys = b.create<vector::BroadcastOp>(loc(), keyType, toI32(low));
-      Value highKeys = b.create<vector::BroadcastOp>(loc(), keyType, toI32(high));
-      Value hidden = b.create<arith::OrIOp>(
-          loc(), b.create<arith::CmpIOp>(loc(), arith::CmpIPredicate::slt, keys, lowKeys),
-          b.create<arith::CmpIOp>(loc(), arith::CmpIPredicate::sge, keys, highKeys));
-      Value masked = b.create<arith::SelectOp>(
+      Value keys = arith::AddIOp::create(b,
+          loc(), vector::BroadcastOp::create(b, loc(), keyType, first),
+          arith::ConstantOp::create(b, loc(), DenseElementsAttr::get(keyType, ArrayRef(iota))));
+      Value lowKeys = vector::BroadcastOp::create(b, loc(), keyType, toI32(low));
+      Value highKeys = vector::BroadcastOp::create(b, loc(), keyType, toI32(high));
+      Value hidden = arith::OrIOp::create(b,
+          loc(), arith::CmpIOp::create(b, loc(), arith::CmpIPredicate::slt, keys, lowKeys),
+          arith::CmpIOp::create(b, loc(), arith::CmpIPredicate::sge, keys, highKeys));
+      Value masked = arith::SelectOp::create(b,
           loc(), hidden,
-          b.create<arith::ConstantOp>(loc(), DenseElementsAttr::get(chunkType, minusInf)),
+          arith::ConstantOp::create(b, loc(), DenseElementsAttr::get(chunkType, minusInf)),
           s);
       // Masked before the exponentials: a hidden key never moves the max.
-      s = b.create<arith::SelectOp>(loc(), scores.maskCondition, masked, s);
+      s = arith::SelectOp::create(b, loc(), scores.maskCondition, masked, s);
     }
     return s;
   };
@@ -121,47 +121,47 @@ LogicalResult Lowering::lowerOnlineSoftmax(OnlineSoftmaxOp op) {
   Value chunks = index(columns / kChunk);
   Value blockMax;
   {
-    auto loop = b.create<scf::ForOp>(loc(), index(0), chunks, index(1),
+    auto loop = scf::ForOp::create(b, loc(), index(0), chunks, index(1),
                                      ValueRange{f32(minusInf)});
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(loop.getBody());
-    Value chunkMax = b.create<vector::ReductionOp>(
+    Value chunkMax = vector::ReductionOp::create(b,
         loc(), vector::CombiningKind::MAXNUMF, loadChunk(loop.getInductionVar()));
-    b.create<scf::YieldOp>(
-        loc(), ValueRange{b.create<arith::MaxNumFOp>(
+    scf::YieldOp::create(b,
+        loc(), ValueRange{arith::MaxNumFOp::create(b,
                    loc(), loop.getRegionIterArgs()[0], chunkMax)});
     blockMax = loop.getResult(0);
   }
 
   // The max moves only past the threshold; the first block sets it.
   Value rowMax = lookup(op.getRowMax()), rowSum = lookup(op.getRowSum());
-  Value candidate = b.create<arith::MaxNumFOp>(loc(), rowMax, blockMax);
-  Value first = b.create<arith::CmpFOp>(loc(), arith::CmpFPredicate::OEQ, rowMax,
+  Value candidate = arith::MaxNumFOp::create(b, loc(), rowMax, blockMax);
+  Value first = arith::CmpFOp::create(b, loc(), arith::CmpFPredicate::OEQ, rowMax,
                                         f32(minusInf));
-  Value grows = b.create<arith::CmpFOp>(
+  Value grows = arith::CmpFOp::create(b,
       loc(), arith::CmpFPredicate::OGT,
-      b.create<arith::MulFOp>(loc(),
-                              b.create<arith::SubFOp>(loc(), candidate, rowMax),
+      arith::MulFOp::create(b, loc(),
+                              arith::SubFOp::create(b, loc(), candidate, rowMax),
                               f32(scaleLog2)),
       f32(threshold));
-  Value rescale = b.create<arith::AndIOp>(
-      loc(), b.create<arith::XOrIOp>(loc(), first,
-                                     b.create<arith::ConstantIntOp>(loc(), 1, 1)),
+  Value rescale = arith::AndIOp::create(b,
+      loc(), arith::XOrIOp::create(b, loc(), first,
+                                     arith::ConstantIntOp::create(b, loc(), 1, 1)),
       grows);
-  Value newMax = b.create<arith::SelectOp>(
-      loc(), b.create<arith::OrIOp>(loc(), first, rescale), candidate, rowMax);
-  Value accScale = b.create<arith::SelectOp>(
+  Value newMax = arith::SelectOp::create(b,
+      loc(), arith::OrIOp::create(b, loc(), first, rescale), candidate, rowMax);
+  Value accScale = arith::SelectOp::create(b,
       loc(), rescale,
-      ex2(b.create<arith::MulFOp>(loc(),
-                                  b.create<arith::SubFOp>(loc(), rowMax, newMax),
+      ex2(arith::MulFOp::create(b, loc(),
+                                  arith::SubFOp::create(b, loc(), rowMax, newMax),
                                   f32(scaleLog2))),
       f32(1.0f));
   // A row that has seen nothing subtracts 0: exp2(-inf) = 0, not NaN.
-  Value maxScaled = b.create<arith::SelectOp>(
+  Value maxScaled = arith::SelectOp::create(b,
       loc(),
-      b.create<arith::CmpFOp>(loc(), arith::CmpFPredicate::OEQ, newMax,
+      arith::CmpFOp::create(b, loc(), arith::CmpFPredicate::OEQ, newMax,
                               f32(minusInf)),
-      f32(0.0f), b.create<arith::MulFOp>(loc(), newMax, f32(scaleLog2)));
+      f32(0.0f), arith::MulFOp::create(b, loc(), newMax, f32(scaleLog2)));
 
   // Pass 2: exponentials, the row sum, and P over S. P chunk c lands in the
   // columns of S chunk c / 2, which pass 2 has already read.
@@ -174,70 +174,70 @@ LogicalResult Lowering::lowerOnlineSoftmax(OnlineSoftmaxOp op) {
   Value probsFirst = toIndex(lookup(store.getColumn()));
   Value sum;
   {
-    auto loop = b.create<scf::ForOp>(loc(), index(0), chunks, index(1),
+    auto loop = scf::ForOp::create(b, loc(), index(0), chunks, index(1),
                                      ValueRange{f32(0.0f)});
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(loop.getBody());
     Value chunk = loop.getInductionVar();
     Value s = loadChunk(chunk);
-    Value x = b.create<arith::SubFOp>(
+    Value x = arith::SubFOp::create(b,
         loc(),
-        b.create<arith::MulFOp>(loc(), s,
-                                b.create<vector::BroadcastOp>(loc(), chunkType,
+        arith::MulFOp::create(b, loc(), s,
+                                vector::BroadcastOp::create(b, loc(), chunkType,
                                                               f32(scaleLog2))),
-        b.create<vector::BroadcastOp>(loc(), chunkType, maxScaled));
+        vector::BroadcastOp::create(b, loc(), chunkType, maxScaled));
     Value p = x;
     for (int64_t i = 0; i < kChunk; ++i) {
-      Value element = b.create<vector::ExtractOp>(loc(), x, ArrayRef<int64_t>{i});
+      Value element = vector::ExtractOp::create(b, loc(), x, ArrayRef<int64_t>{i});
       Value value;
       if (i < emulated) {
         // Software exp2 on the FMA units: x = n + f with n = floor(x), 2^f
         // by the polynomial, 2^n added to the exponent field.
-        Value clamped = b.create<arith::MaximumFOp>(loc(), element, f32(-127.0f));
-        Value whole = b.create<LLVM::FFloorOp>(loc(), clamped);
-        Value fraction = b.create<arith::SubFOp>(loc(), clamped, whole);
-        Value poly = b.create<LLVM::FMAOp>(loc(), f32(kExp2C3), fraction,
+        Value clamped = arith::MaximumFOp::create(b, loc(), element, f32(-127.0f));
+        Value whole = LLVM::FFloorOp::create(b, loc(), clamped);
+        Value fraction = arith::SubFOp::create(b, loc(), clamped, whole);
+        Value poly = LLVM::FMAOp::create(b, loc(), f32(kExp2C3), fraction,
                                            f32(kExp2C2));
-        poly = b.create<LLVM::FMAOp>(loc(), poly, fraction, f32(kExp2C1));
-        poly = b.create<LLVM::FMAOp>(loc(), poly, fraction, f32(1.0f));
-        Value exponent = b.create<arith::ShLIOp>(
-            loc(), b.create<arith::FPToSIOp>(loc(), b.getI32Type(), whole),
-            b.create<arith::ConstantIntOp>(loc(), 23, 32));
-        Value bits = b.create<arith::AddIOp>(
-            loc(), b.create<arith::BitcastOp>(loc(), b.getI32Type(), poly),
+        poly = LLVM::FMAOp::create(b, loc(), poly, fraction, f32(kExp2C1));
+        poly = LLVM::FMAOp::create(b, loc(), poly, fraction, f32(1.0f));
+        Value exponent = arith::ShLIOp::create(b,
+            loc(), arith::FPToSIOp::create(b, loc(), b.getI32Type(), whole),
+            arith::ConstantIntOp::create(b, loc(), 23, 32));
+        Value bits = arith::AddIOp::create(b,
+            loc(), arith::BitcastOp::create(b, loc(), b.getI32Type(), poly),
             exponent);
-        value = b.create<arith::SelectOp>(
+        value = arith::SelectOp::create(b,
             loc(),
-            b.create<arith::CmpFOp>(loc(), arith::CmpFPredicate::OLT, element,
+            arith::CmpFOp::create(b, loc(), arith::CmpFPredicate::OLT, element,
                                     f32(-126.0f)),
-            f32(0.0f), b.create<arith::BitcastOp>(loc(), f32Type, bits));
+            f32(0.0f), arith::BitcastOp::create(b, loc(), f32Type, bits));
       } else {
         value = ex2(element);
       }
-      p = b.create<vector::InsertOp>(loc(), value, p, ArrayRef<int64_t>{i});
+      p = vector::InsertOp::create(b, loc(), value, p, ArrayRef<int64_t>{i});
     }
     Value chunkSum =
-        b.create<vector::ReductionOp>(loc(), vector::CombiningKind::ADD, p);
-    Value packed = b.create<vector::BitCastOp>(
-        loc(), wordsType, b.create<arith::TruncFOp>(loc(), probsType, p));
+        vector::ReductionOp::create(b, loc(), vector::CombiningKind::ADD, p);
+    Value packed = vector::BitCastOp::create(b,
+        loc(), wordsType, arith::TruncFOp::create(b, loc(), probsType, p));
     Value address = tmemAddress(
         probsBuffer,
-        b.create<arith::AddIOp>(
+        arith::AddIOp::create(b,
             loc(), probsFirst,
-            b.create<arith::MulIOp>(loc(), chunk, index(kChunk))),
+            arith::MulIOp::create(b, loc(), chunk, index(kChunk))),
         16);
-    b.create<NVVM::Tcgen05StOp>(loc(), false, NVVM::Tcgen05LdStShape::SHAPE_32X32B,
+    NVVM::Tcgen05StOp::create(b, loc(), false, NVVM::Tcgen05LdStShape::SHAPE_32X32B,
                                 address, packed, Value());
-    b.create<scf::YieldOp>(
-        loc(), ValueRange{b.create<arith::AddFOp>(
+    scf::YieldOp::create(b,
+        loc(), ValueRange{arith::AddFOp::create(b,
                    loc(), loop.getRegionIterArgs()[0], chunkSum)});
     sum = loop.getResult(0);
   }
   probsInTmem.insert(op.getProbs());
   mapping.map(op.getNewRowMax(), newMax);
   mapping.map(op.getNewRowSum(),
-              b.create<arith::AddFOp>(
-                  loc(), b.create<arith::MulFOp>(loc(), rowSum, accScale), sum));
+              arith::AddFOp::create(b,
+                  loc(), arith::MulFOp::create(b, loc(), rowSum, accScale), sum));
   mapping.map(op.getAccScale(), accScale);
   (void)context;
   return success();
@@ -265,9 +265,9 @@ LogicalResult Lowering::lowerRowMath(Operation *op) {
       .Case([&](CorrectionOp correction) -> LogicalResult {
         Value acc = lookup(correction.getAcc());
         mapping.map(correction.getResult(),
-                    b.create<arith::MulFOp>(
+                    arith::MulFOp::create(b,
                         loc(), acc,
-                        b.create<vector::BroadcastOp>(
+                        vector::BroadcastOp::create(b,
                             loc(), acc.getType(),
                             lookup(correction.getAccScale()))));
         return success();
@@ -277,35 +277,35 @@ LogicalResult Lowering::lowerRowMath(Operation *op) {
         Value rowMax = lookup(normalize.getRowMax());
         Value rowSum = lookup(normalize.getRowSum());
         float scaleLog2 = normalize.getScaleLog2().convertToFloat();
-        Value empty = b.create<arith::CmpFOp>(loc(), arith::CmpFPredicate::OEQ,
+        Value empty = arith::CmpFOp::create(b, loc(), arith::CmpFPredicate::OEQ,
                                               rowSum, f32(0.0f));
         // A row that saw no key: O = 0, LSE = -inf.
-        Value inverse = b.create<arith::SelectOp>(
+        Value inverse = arith::SelectOp::create(b,
             loc(), empty, f32(0.0f),
-            b.create<arith::DivFOp>(loc(), f32(1.0f), rowSum));
+            arith::DivFOp::create(b, loc(), f32(1.0f), rowSum));
         auto outType = cast<VectorType>(convertType(normalize.getOut().getType()));
-        Value scaled = b.create<arith::MulFOp>(
+        Value scaled = arith::MulFOp::create(b,
             loc(), acc,
-            b.create<vector::BroadcastOp>(loc(), acc.getType(), inverse));
+            vector::BroadcastOp::create(b, loc(), acc.getType(), inverse));
         mapping.map(normalize.getOut(),
-                    b.create<arith::TruncFOp>(loc(), outType, scaled));
-        Value lse = b.create<arith::MulFOp>(
+                    arith::TruncFOp::create(b, loc(), outType, scaled));
+        Value lse = arith::MulFOp::create(b,
             loc(),
-            b.create<arith::AddFOp>(
-                loc(), b.create<arith::MulFOp>(loc(), rowMax, f32(scaleLog2)),
+            arith::AddFOp::create(b,
+                loc(), arith::MulFOp::create(b, loc(), rowMax, f32(scaleLog2)),
                 lg2(rowSum)),
             f32(float(M_LN2)));
         mapping.map(normalize.getLse(),
-                    b.create<arith::SelectOp>(loc(), empty, f32(minusInf), lse));
+                    arith::SelectOp::create(b, loc(), empty, f32(minusInf), lse));
         return success();
       })
       .Case([&](NeedsRescaleOp vote) -> LogicalResult {
         // A warp rescales its 32 rows when any of them needs it.
-        Value moved = b.create<arith::CmpFOp>(loc(), arith::CmpFPredicate::ONE,
+        Value moved = arith::CmpFOp::create(b, loc(), arith::CmpFPredicate::ONE,
                                               lookup(vote.getAccScale()),
                                               f32(1.0f));
         mapping.map(vote.getResult(),
-                    b.create<NVVM::VoteSyncOp>(loc(), b.getI1Type(), i32(-1),
+                    NVVM::VoteSyncOp::create(b, loc(), b.getI1Type(), i32(-1),
                                                moved, NVVM::VoteSyncKind::any));
         return success();
       })
@@ -318,38 +318,38 @@ LogicalResult Lowering::lowerRowMath(Operation *op) {
                     "heads";
         int64_t ratio = store.getGqaRatio();
         Value packed =
-            b.create<arith::AddIOp>(loc(), lookup(store.getRow()), rowInWarpgroup());
-        Value position = b.create<arith::DivUIOp>(loc(), packed, index(ratio));
-        Value head = b.create<arith::AddIOp>(
+            arith::AddIOp::create(b, loc(), lookup(store.getRow()), rowInWarpgroup());
+        Value position = arith::DivUIOp::create(b, loc(), packed, index(ratio));
+        Value head = arith::AddIOp::create(b,
             loc(),
-            b.create<arith::MulIOp>(loc(), lookup(store.getHead()), index(ratio)),
-            b.create<arith::RemUIOp>(loc(), packed, index(ratio)));
+            arith::MulIOp::create(b, loc(), lookup(store.getHead()), index(ratio)),
+            arith::RemUIOp::create(b, loc(), packed, index(ratio)));
         Value seqQ = toIndex(kernel.seqQ);
-        Value inside = b.create<arith::CmpIOp>(loc(), arith::CmpIPredicate::ult,
+        Value inside = arith::CmpIOp::create(b, loc(), arith::CmpIPredicate::ult,
                                                position, seqQ);
-        auto branch = b.create<scf::IfOp>(loc(), inside, false);
+        auto branch = scf::IfOp::create(b, loc(), inside, false);
         OpBuilder::InsertionGuard guard(b);
         b.setInsertionPointToStart(branch.thenBlock());
         // (batch·q_heads + head)·seq_q + position in 64 bits: indices are
         // 32-bit in the kernel, and this one reaches batch·q_heads·seq_q.
         auto wide = [&](Value value) -> Value {
-          return b.create<arith::ExtUIOp>(loc(), b.getI64Type(), toI32(value));
+          return arith::ExtUIOp::create(b, loc(), b.getI64Type(), toI32(value));
         };
-        Value element = b.create<arith::AddIOp>(
+        Value element = arith::AddIOp::create(b,
             loc(),
-            b.create<arith::MulIOp>(
+            arith::MulIOp::create(b,
                 loc(),
-                b.create<arith::AddIOp>(
+                arith::AddIOp::create(b,
                     loc(),
-                    b.create<arith::MulIOp>(loc(), wide(lookup(store.getBatch())),
+                    arith::MulIOp::create(b, loc(), wide(lookup(store.getBatch())),
                                             i64(type.getDimSize(1))),
                     wide(head)),
                 wide(seqQ)),
             wide(position));
-        Value address = b.create<LLVM::GEPOp>(loc(), pointer.getType(),
+        Value address = LLVM::GEPOp::create(b, loc(), pointer.getType(),
                                               b.getF32Type(), pointer,
                                               ValueRange{element});
-        b.create<LLVM::StoreOp>(loc(), lookup(store.getTile()), address, 4);
+        LLVM::StoreOp::create(b, loc(), lookup(store.getTile()), address, 4);
         return success();
       })
       .Default([](Operation *) { return failure(); });

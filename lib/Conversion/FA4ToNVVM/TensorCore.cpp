@@ -48,22 +48,22 @@ LogicalResult Lowering::lowerTmem(Operation *op) {
                                     lookup(load.getColumn()), bits);
         Type wordsType = words == 1 ? Type(b.getI32Type())
                                     : Type(VectorType::get({words}, b.getI32Type()));
-        Value raw = b.create<NVVM::Tcgen05LdOp>(
+        Value raw = NVVM::Tcgen05LdOp::create(b,
             loc(), wordsType, false, NVVM::Tcgen05LdStShape::SHAPE_32X32B,
             address, Value());
         raw = waitForTmemLoad(raw);
         if (words == 1)
-          raw = b.create<vector::BroadcastOp>(
+          raw = vector::BroadcastOp::create(b,
               loc(), VectorType::get({1}, b.getI32Type()), raw);
         mapping.map(load.getResult(),
-                    b.create<vector::BitCastOp>(
+                    vector::BitCastOp::create(b,
                         loc(), cast<VectorType>(convertType(load.getType())), raw));
         return success();
       })
       .Case([&](TmemStoreOp store) -> LogicalResult {
         if (probsInTmem.contains(store.getTile())) {
           // The fused softmax stored P chunk by chunk; wait for the stores.
-          b.create<NVVM::Tcgen05WaitOp>(loc(), NVVM::Tcgen05WaitKind::STORE);
+          NVVM::Tcgen05WaitOp::create(b, loc(), NVVM::Tcgen05WaitKind::STORE);
           return success();
         }
         auto tile = cast<ShapedType>(store.getTile().getType());
@@ -71,15 +71,15 @@ LogicalResult Lowering::lowerTmem(Operation *op) {
         int64_t words = tile.getDimSize(1) * bits / 32;
         Value address = tmemAddress(lookup(store.getBuffer()),
                                     lookup(store.getColumn()), bits);
-        Value raw = b.create<vector::BitCastOp>(
+        Value raw = vector::BitCastOp::create(b,
             loc(), VectorType::get({words}, b.getI32Type()),
             lookup(store.getTile()));
         if (words == 1)
-          raw = b.create<vector::ExtractOp>(loc(), raw, ArrayRef<int64_t>{0});
-        b.create<NVVM::Tcgen05StOp>(loc(), false,
+          raw = vector::ExtractOp::create(b, loc(), raw, ArrayRef<int64_t>{0});
+        NVVM::Tcgen05StOp::create(b, loc(), false,
                                     NVVM::Tcgen05LdStShape::SHAPE_32X32B,
                                     address, raw, Value());
-        b.create<NVVM::Tcgen05WaitOp>(loc(), NVVM::Tcgen05WaitKind::STORE);
+        NVVM::Tcgen05WaitOp::create(b, loc(), NVVM::Tcgen05WaitKind::STORE);
         return success();
       })
       // The owning warp allocates in the kernel prologue, before the CTA
@@ -87,10 +87,10 @@ LogicalResult Lowering::lowerTmem(Operation *op) {
       .Case<TmemAllocColumnsOp, TmemRelinquishOp>(
           [](Operation *) { return success(); })
       .Case([&](TmemDeallocOp dealloc) -> LogicalResult {
-        Value base = b.create<LLVM::IntToPtrOp>(
+        Value base = LLVM::IntToPtrOp::create(b,
             loc(), LLVM::LLVMPointerType::get(b.getContext(), 6),
             kernel.tmemBase);
-        b.create<NVVM::Tcgen05DeallocOp>(loc(), base, i32(dealloc.getColumns()));
+        NVVM::Tcgen05DeallocOp::create(b, loc(), base, i32(dealloc.getColumns()));
         return success();
       })
       .Default([](Operation *) { return failure(); });
@@ -102,15 +102,15 @@ static tcgen05::Element elementOf(Type type) {
 
 LogicalResult Lowering::lowerMma(Operation *op) {
   auto tmemPointer = [&](Value address) {
-    return b.create<LLVM::IntToPtrOp>(
+    return LLVM::IntToPtrOp::create(b,
         loc(), LLVM::LLVMPointerType::get(b.getContext(), 6), address);
   };
   // The shared address of ring item `count`, as an i64 descriptor field.
   auto stageAddress = [&](Value buffer, Value count) -> Value {
     auto type = cast<SmemType>(buffer.getType());
-    Value stage = b.create<arith::RemUIOp>(loc(), lookup(count),
+    Value stage = arith::RemUIOp::create(b, loc(), lookup(count),
                                            index(type.getStages()));
-    Value pointer = smemAt(lookup(buffer), b.create<arith::MulIOp>(
+    Value pointer = smemAt(lookup(buffer), arith::MulIOp::create(b,
                                                loc(), stage,
                                                index(type.getStageBytes())));
     return smemAddress(pointer);
@@ -120,16 +120,16 @@ LogicalResult Lowering::lowerMma(Operation *op) {
   // inside the tile is a plain add of offset >> 4 to the descriptor, which
   // keeps one 64-bit register live per operand in the MMA warp.
   auto baseDescriptor = [&](uint64_t bits, Value address) -> Value {
-    Value field = b.create<arith::AndIOp>(
-        loc(), b.create<arith::ShRUIOp>(loc(), address, i32(4)), i32(0x3fff));
-    return b.create<arith::OrIOp>(
-        loc(), b.create<arith::ExtUIOp>(loc(), b.getI64Type(), field),
+    Value field = arith::AndIOp::create(b,
+        loc(), arith::ShRUIOp::create(b, loc(), address, i32(4)), i32(0x3fff));
+    return arith::OrIOp::create(b,
+        loc(), arith::ExtUIOp::create(b, loc(), b.getI64Type(), field),
         i64(static_cast<int64_t>(bits)));
   };
   auto descriptor = [&](Value base, int64_t offset) -> Value {
     if (offset == 0)
       return base;
-    return b.create<arith::AddIOp>(loc(), base, i64(offset >> 4));
+    return arith::AddIOp::create(b, loc(), base, i64(offset >> 4));
   };
   auto kind = NVVM::Tcgen05MMAKind::F16;
   auto group = NVVM::CTAGroupKind::CTA_1;
@@ -141,7 +141,7 @@ LogicalResult Lowering::lowerMma(Operation *op) {
         SmemType k = mma.getKey().getType();
         Value qAddress = stageAddress(mma.getQuery(), mma.getQueryCount());
         Value kAddress = stageAddress(mma.getKey(), mma.getKeyCount());
-        Value scores = tmemPointer(b.create<arith::AddIOp>(
+        Value scores = tmemPointer(arith::AddIOp::create(b,
             loc(), kernel.tmemBase, lookup(mma.getScores())));
         // Q and K are both K-major: 128-byte rows of 64 elements, 8-row
         // atoms 1024 bytes apart; the leading offset is unused (16).
@@ -162,9 +162,9 @@ LogicalResult Lowering::lowerMma(Operation *op) {
                              (column % kBoxColumns) * 2;
             int64_t keyOffset = (column / kBoxColumns) * boxBytes(k) +
                                 (column % kBoxColumns) * 2;
-            Value enable = b.create<LLVM::ConstantOp>(
+            Value enable = LLVM::ConstantOp::create(b,
                 loc(), b.getI1Type(), b.getBoolAttr(step > 0));
-            b.create<NVVM::Tcgen05MMAOp>(
+            NVVM::Tcgen05MMAOp::create(b,
                 loc(), kind, group, collector, false, scores,
                 descriptor(qBase, offset), descriptor(kBase, keyOffset), idesc,
                 enable, Value(),
@@ -179,9 +179,9 @@ LogicalResult Lowering::lowerMma(Operation *op) {
         TmemType acc = mma.getAcc().getType();
         Value vAddress = stageAddress(mma.getValue(), mma.getValueCount());
         Value output = tmemPointer(
-            b.create<arith::AddIOp>(loc(), kernel.tmemBase, lookup(mma.getAcc())));
+            arith::AddIOp::create(b, loc(), kernel.tmemBase, lookup(mma.getAcc())));
         Value probsColumn =
-            b.create<arith::AddIOp>(loc(), kernel.tmemBase, lookup(mma.getProbs()));
+            arith::AddIOp::create(b, loc(), kernel.tmemBase, lookup(mma.getProbs()));
         // V is the B operand with N (head dim) contiguous: MN-major. Its
         // 64-column boxes are the leading-dimension repeats (16384 bytes
         // apart), 8-key groups the stride (1024).
@@ -203,13 +203,13 @@ LogicalResult Lowering::lowerMma(Operation *op) {
           for (int64_t step = 0; step * kMmaK < probs.getCols(); ++step) {
             // P from TMEM: 16 f16 values are 8 columns. V: 16 keys are 16
             // rows of 128 bytes.
-            Value a = tmemPointer(b.create<arith::AddIOp>(
+            Value a = tmemPointer(arith::AddIOp::create(b,
                 loc(), probsColumn, i32(step * kMmaK / 2)));
             Value enable =
                 step == 0 ? accumulate
-                          : Value(b.create<LLVM::ConstantOp>(
+                          : Value(LLVM::ConstantOp::create(b,
                                 loc(), b.getI1Type(), b.getBoolAttr(true)));
-            b.create<NVVM::Tcgen05MMAOp>(
+            NVVM::Tcgen05MMAOp::create(b,
                 loc(), kind, group, collector, false, output, a,
                 descriptor(vBase, step * kMmaK * 128), idesc,
                 enable, Value(), Value());

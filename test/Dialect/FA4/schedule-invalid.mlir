@@ -25,7 +25,7 @@ func.func @warps_overlap() {
 
 func.func @warp_out_of_range() {
   fa4.warp_specialize {
-    // expected-error @+1 {{'fa4.role' op warp 16 is past the CTA's 16 warps}}
+    // expected-error @+1 {{'fa4.role' op needs warps inside the CTA's 16, got warps(15, 2)}}
     fa4.role "a" warps(15, 2) registers(48) {}
   }
   return
@@ -45,8 +45,29 @@ func.func @registers_not_setmaxnreg() {
 
 func.func @no_warps() {
   fa4.warp_specialize {
-    // expected-error @+1 {{'fa4.role' op needs at least one warp from a non-negative index, got warps(0, 0)}}
+    // expected-error @+1 {{'fa4.role' op needs warps inside the CTA's 16, got warps(0, 0)}}
     fa4.role "a" warps(0, 0) registers(48) {}
+  }
+  return
+}
+
+// -----
+
+// Read signed: a negative first warp is refused, not wrapped around.
+func.func @negative_warp() {
+  fa4.warp_specialize {
+    // expected-error @+1 {{'fa4.role' op needs warps inside the CTA's 16, got warps(-1, 4)}}
+    fa4.role "a" warps(-1, 4) registers(48) {}
+  }
+  return
+}
+
+// -----
+
+func.func @huge_warp_count() {
+  fa4.warp_specialize {
+    // expected-error @+1 {{'fa4.role' op needs warps inside the CTA's 16, got warps(4, 9223372036854775807)}}
+    fa4.role "a" warps(4, 9223372036854775807) registers(48) {}
   }
   return
 }

@@ -27,7 +27,7 @@ int64_t WarpSpecializeOp::getNumThreads() {
   return threads;
 }
 
-LogicalResult WarpSpecializeOp::verify() {
+LogicalResult WarpSpecializeOp::verifyRegions() {
   uint32_t warpsTaken = 0;
   int64_t registers = 0;
   // setmaxnreg is collective over a warpgroup: its four warps move to one
@@ -38,12 +38,10 @@ LogicalResult WarpSpecializeOp::verify() {
     if (!role)
       return emitOpError() << "may only hold fa4.role ops, found '"
                            << op.getName() << "'";
-    for (int64_t warp = role.getFirstWarp();
-         warp < role.getFirstWarp() + role.getNumWarps(); ++warp) {
-      if (warp >= blackwell::kWarpsPerCta)
-        return role.emitOpError()
-               << "warp " << warp << " is past the CTA's "
-               << blackwell::kWarpsPerCta << " warps";
+    // Each role has checked that its warps lie inside the CTA.
+    int64_t first = role.getFirstWarpAttr().getInt();
+    for (int64_t warp = first; warp < first + role.getNumWarpsAttr().getInt();
+         ++warp) {
       if (warpsTaken & (1u << warp))
         return role.emitOpError() << "warp " << warp
                                   << " already belongs to another role";
@@ -85,10 +83,15 @@ LogicalResult WarpSpecializeOp::verify() {
 }
 
 LogicalResult RoleOp::verify() {
-  if (getFirstWarp() < 0 || getNumWarps() <= 0)
-    return emitOpError() << "needs at least one warp from a non-negative "
-                            "index, got warps("
-                         << getFirstWarp() << ", " << getNumWarps() << ")";
+  // The attributes are signless 64-bit: read them signed, so that a
+  // negative or huge value is refused here and not used as an index.
+  int64_t first = getFirstWarpAttr().getInt();
+  int64_t count = getNumWarpsAttr().getInt();
+  if (first < 0 || count <= 0 || first >= blackwell::kWarpsPerCta ||
+      count > blackwell::kWarpsPerCta - first)
+    return emitOpError() << "needs warps inside the CTA's "
+                         << blackwell::kWarpsPerCta << ", got warps(" << first
+                         << ", " << count << ")";
   int64_t registers = getRegisters();
   if (registers < blackwell::kMinRegistersPerThread ||
       registers > blackwell::kMaxRegistersPerThread || registers % 8 != 0)

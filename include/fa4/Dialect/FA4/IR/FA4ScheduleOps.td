@@ -38,7 +38,8 @@ def FA4_WarpSpecializeOp : FA4_Op<"warp_specialize",
   }];
   let regions = (region SizedRegion<1>:$roles);
   let assemblyFormat = "attr-dict-with-keyword $roles";
-  let hasVerifier = 1;
+  // Checked after its roles, which validate their own warps first.
+  let hasRegionVerifier = 1;
   let extraClassDeclaration = [{
     /// Total threads of the CTA: 32 per warp of every role.
     int64_t getNumThreads();

@@ -1,0 +1,230 @@
+//===- cute-gemm.cu - a small TMA + tcgen05 GEMM with CuTe's descriptors --===//
+//
+// Device code for test/Emu/cute-gemm.test, compiled by nvcc to PTX for
+// sm_100a and run in fa4-emu. One CTA of 128 threads computes
+//
+//   C[128 x N] (f32, row-major) = A[128 x K] (f16, K-major) * B[N x K]^T
+//
+// with one tcgen05.mma per K = 16 step. The instructions are inline PTX, as
+// fa4's own kernels spell them; what the kernel takes from NVIDIA's CuTe is
+// the part fa4 and the emulator must agree with CuTe on: the shared-memory
+// layouts of A and B (CuTe's canonical 128B-swizzled K-major UMMA atoms), the
+// shared-memory descriptor of every K step (CuTe's make_umma_desc through the
+// fragments of its SM100 MMA atom, advanced along K the way CuTe's mainloops
+// do), and the kind::f16 instruction descriptor (CuTe's make_instr_desc).
+// CuTe computes all three on the device, so the emulator runs CuTe's own
+// descriptor arithmetic as nvcc compiled it.
+//
+// The tensor maps arrive as __grid_constant__ kernel parameters: the host
+// encodes them (in the test, fa4-emu's encoder), the kernel never builds one.
+// Each map's box is 64 elements (128 bytes, one swizzle row) by all rows of
+// the operand, so a K-block of 64 columns is one TMA copy that lands exactly
+// where CuTe's layout places it.
+//
+//===----------------------------------------------------------------------===//
+
+#include <cuda.h>
+
+#include <cute/arch/mma_sm100_desc.hpp>
+#include <cute/atom/mma_traits_sm100.hpp>
+#include <cute/tensor.hpp>
+
+#include <cstdint>
+
+namespace {
+
+using namespace cute;
+
+constexpr int kM = 128;
+constexpr int kThreads = 128;
+/// Elements of one 128-byte swizzle row: the K extent of one TMA box.
+constexpr int kBlockK = 64;
+
+__device__ uint32_t sharedAddress(void const *pointer) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(pointer));
+}
+
+__device__ void waitParity(uint32_t barrier, uint32_t parity) {
+  asm volatile("{\n\t"
+               ".reg .pred done;\n"
+               "WAIT:\n\t"
+               "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n\t"
+               "@!done bra WAIT;\n\t"
+               "}" ::"r"(barrier),
+               "r"(parity)
+               : "memory");
+}
+
+/// A 2-d TMA tile load of the box at (inner, outer) into `destination`,
+/// completing `bytes` on `barrier`.
+__device__ void tmaLoad(uint32_t destination, CUtensorMap const &map,
+                        int32_t inner, int32_t outer, uint32_t barrier) {
+  asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.tile."
+               "mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];" ::"r"(
+                   destination),
+               "l"(reinterpret_cast<uint64_t>(&map)), "r"(inner), "r"(outer),
+               "r"(barrier)
+               : "memory");
+}
+
+/// Loads 32 consecutive TMEM columns of this warp's lane quadrant and stores
+/// them to row `row` of C, from column `column`.
+__device__ void storeColumns(uint32_t tmem, float *row, int column) {
+  uint32_t v[32];
+  asm volatile(
+      "tcgen05.ld.sync.aligned.32x32b.x32.b32 "
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, "
+      "%30, %31}, [%32];"
+      : "=r"(v[0]), "=r"(v[1]), "=r"(v[2]), "=r"(v[3]), "=r"(v[4]),
+        "=r"(v[5]), "=r"(v[6]), "=r"(v[7]), "=r"(v[8]), "=r"(v[9]),
+        "=r"(v[10]), "=r"(v[11]), "=r"(v[12]), "=r"(v[13]), "=r"(v[14]),
+        "=r"(v[15]), "=r"(v[16]), "=r"(v[17]), "=r"(v[18]), "=r"(v[19]),
+        "=r"(v[20]), "=r"(v[21]), "=r"(v[22]), "=r"(v[23]), "=r"(v[24]),
+        "=r"(v[25]), "=r"(v[26]), "=r"(v[27]), "=r"(v[28]), "=r"(v[29]),
+        "=r"(v[30]), "=r"(v[31])
+      : "r"(tmem + column));
+  asm volatile("tcgen05.wait::ld.sync.aligned;" ::: "memory");
+  for (int i = 0; i < 32; ++i)
+    row[column + i] = __uint_as_float(v[i]);
+}
+
+template <int N, int K>
+__device__ void gemm(CUtensorMap const &mapA, CUtensorMap const &mapB,
+                     float *c) {
+  static_assert(K % kBlockK == 0 && N % 32 == 0 && N >= 32 && N <= 256,
+                "K in whole 64-column blocks, N in whole 32-column loads");
+  // TMEM is allocated in powers of two of at least 32 columns.
+  constexpr uint32_t kColumns = N <= 32 ? 32 : N <= 64 ? 64 : N <= 128 ? 128 : 256;
+
+  // A and B in CuTe's canonical K-major 128B-swizzled layouts: 8-row x
+  // 64-column atoms stacked along M (N), K-blocks after all rows.
+  auto layoutA = tile_to_shape(UMMA::Layout_K_SW128_Atom<half_t>{},
+                               make_shape(Int<kM>{}, Int<K>{}));
+  auto layoutB = tile_to_shape(UMMA::Layout_K_SW128_Atom<half_t>{},
+                               make_shape(Int<N>{}, Int<K>{}));
+  constexpr int kBytesA = cosize_v<decltype(layoutA)> * sizeof(half_t);
+  constexpr int kBytesB = cosize_v<decltype(layoutB)> * sizeof(half_t);
+
+  // Shared memory: A, then B (both on 1024-byte swizzle-pattern repeats),
+  // then the two mbarriers and the word tcgen05.alloc writes.
+  extern __shared__ __align__(1024) uint8_t shared[];
+  half_t *a = reinterpret_cast<half_t *>(shared);
+  half_t *b = reinterpret_cast<half_t *>(shared + kBytesA);
+  uint64_t *barriers = reinterpret_cast<uint64_t *>(shared + kBytesA + kBytesB);
+  uint32_t *tmemSlot = reinterpret_cast<uint32_t *>(barriers + 2);
+  uint32_t loaded = sharedAddress(&barriers[0]);
+  uint32_t computed = sharedAddress(&barriers[1]);
+
+  Tensor sA = make_tensor(make_smem_ptr(a), layoutA); // (M, K)
+  Tensor sB = make_tensor(make_smem_ptr(b), layoutB); // (N, K)
+
+  // CuTe's descriptors: its SM100 f16 MMA atom partitions the tiles and
+  // makes one descriptor per K = 16 slice (the first slice's descriptor,
+  // advanced by the slice's offset).
+  using Mma = SM100_MMA_F16BF16_SS<half_t, half_t, float, kM, N,
+                                   UMMA::Major::K, UMMA::Major::K>;
+  auto slice = make_tiled_mma(Mma{}).get_slice(0);
+  Tensor descA = slice.make_fragment_A(slice.partition_A(sA)); // (1, 1, K/16)
+  Tensor descB = slice.make_fragment_B(slice.partition_B(sB)); // (1, 1, K/16)
+  static_assert(decltype(size<2>(descA))::value * 16 == K);
+  uint32_t idesc = static_cast<uint32_t>(
+      UMMA::make_instr_desc<half_t, half_t, float, kM, N, UMMA::Major::K,
+                            UMMA::Major::K>());
+
+  int warp = threadIdx.x / 32;
+  if (warp == 0) {
+    asm volatile("tcgen05.alloc.cta_group::1.sync.aligned.shared::cta.b32 "
+                 "[%0], %1;" ::"r"(sharedAddress(tmemSlot)),
+                 "r"(kColumns)
+                 : "memory");
+    asm volatile(
+        "tcgen05.relinquish_alloc_permit.cta_group::1.sync.aligned;");
+  }
+  if (threadIdx.x == 0) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(loaded));
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(computed));
+    // The async proxy (TMA, tcgen05.commit) must see the initializations.
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }
+  asm volatile("tcgen05.fence::before_thread_sync;" ::: "memory");
+  __syncthreads();
+  asm volatile("tcgen05.fence::after_thread_sync;" ::: "memory");
+  uint32_t tmem = *reinterpret_cast<uint32_t volatile *>(tmemSlot);
+
+  if (warp == 0) {
+    uint32_t elected;
+    asm volatile("{\n\t"
+                 ".reg .pred p;\n\t"
+                 "elect.sync _|p, 0xffffffff;\n\t"
+                 "selp.u32 %0, 1, 0, p;\n\t"
+                 "}"
+                 : "=r"(elected));
+    if (elected) {
+      asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(
+                       loaded),
+                   "r"(kBytesA + kBytesB)
+                   : "memory");
+      for (int block = 0; block < K / kBlockK; ++block) {
+        tmaLoad(sharedAddress(&sA(0, block * kBlockK)), mapA, block * kBlockK,
+                0, loaded);
+        tmaLoad(sharedAddress(&sB(0, block * kBlockK)), mapB, block * kBlockK,
+                0, loaded);
+      }
+      waitParity(loaded, 0);
+      asm volatile("tcgen05.fence::after_thread_sync;" ::: "memory");
+      for (int step = 0; step < K / 16; ++step) {
+        uint64_t da = descA(0, 0, step);
+        uint64_t db = descB(0, 0, step);
+        asm volatile("{\n\t"
+                     ".reg .pred accumulate;\n\t"
+                     "setp.ne.b32 accumulate, %4, 0;\n\t"
+                     "tcgen05.mma.cta_group::1.kind::f16 [%0], %1, %2, %3, "
+                     "accumulate;\n\t"
+                     "}" ::"r"(tmem),
+                     "l"(da), "l"(db), "r"(idesc), "r"(step)
+                     : "memory");
+      }
+      asm volatile("tcgen05.commit.cta_group::1.mbarrier::arrive::one."
+                   "shared::cluster.b64 [%0];" ::"r"(computed)
+                   : "memory");
+    }
+    __syncwarp();
+  }
+
+  // Every warp reads its 32 TMEM lanes: row (lane quadrant + lane) of C.
+  waitParity(computed, 0);
+  asm volatile("tcgen05.fence::after_thread_sync;" ::: "memory");
+  uint32_t quadrant = static_cast<uint32_t>(warp * 32) << 16;
+  float *row = c + (warp * 32 + threadIdx.x % 32) * N;
+  for (int column = 0; column < N; column += 32)
+    storeColumns(tmem + quadrant, row, column);
+
+  asm volatile("tcgen05.fence::before_thread_sync;" ::: "memory");
+  __syncthreads();
+  if (warp == 0) {
+    asm volatile("tcgen05.fence::after_thread_sync;" ::: "memory");
+    asm volatile(
+        "tcgen05.dealloc.cta_group::1.sync.aligned.b32 %0, %1;" ::"r"(tmem),
+        "r"(kColumns)
+        : "memory");
+  }
+}
+
+} // namespace
+
+/// One entry per shape the test runs, with an unmangled name. A launch
+/// gives it 128 threads and, as dynamic shared memory, the two tiles
+/// (2 * (128 + N) * K bytes) and 20 bytes for the mbarriers and the TMEM
+/// address.
+#define FA4_GEMM_ENTRY(N, K)                                                   \
+  extern "C" __global__ void __launch_bounds__(kThreads)                       \
+      cute_gemm_n##N##_k##K(const __grid_constant__ CUtensorMap mapA,          \
+                            const __grid_constant__ CUtensorMap mapB,          \
+                            float *c) {                                        \
+    gemm<N, K>(mapA, mapB, c);                                                 \
+  }
+
+FA4_GEMM_ENTRY(128, 128)
+FA4_GEMM_ENTRY(64, 64)
+FA4_GEMM_ENTRY(256, 192)

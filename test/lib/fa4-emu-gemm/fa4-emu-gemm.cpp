@@ -1,0 +1,224 @@
+//===- fa4-emu-gemm.cpp - run a GEMM kernel's PTX in fa4-emu and check it ---===//
+//
+// A test-only driver for test/Emu/cute-gemm.test: reads PTX that nvcc
+// compiled from test/Emu/Inputs/cute-gemm.cu, launches one of its GEMM
+// entries in the emulator on one CTA of 128 threads — once per interleaving,
+// each with its own schedule — and compares C with a GEMM on the host.
+//
+// The entry computes C[128 x N] (f32, row-major) = A[128 x K] * B[N x K]^T
+// with A and B f16 and K-major, and takes (A's tensor map, B's tensor map,
+// C's address). The maps are encoded by the emulator's encoder, as the
+// driver's cuTensorMapEncodeTiled would encode them for a GPU: 2-d, boxes of
+// 64 columns (one 128-byte swizzle row) by every row, 128B swizzle.
+//
+// Prints one line per interleaving that is not clean, then
+//   gemm MxNxK: max error E, I interleavings, ok
+// and the report summed over the interleavings. Exits 0 when every launch
+// is clean and within tolerance, 1 otherwise, 2 when it cannot launch.
+//
+//===----------------------------------------------------------------------===//
+
+#include "fa4/Emu/Emulator.h"
+#include "fa4/Support/AttentionMath.h"
+
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/Format.h"
+#include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <cmath>
+#include <cstring>
+#include <random>
+
+using namespace llvm;
+using namespace mlir::fa4;
+
+static cl::OptionCategory gemmCategory("fa4-emu-gemm");
+static cl::opt<std::string> ptxFile(cl::Positional, cl::Required,
+                                    cl::desc("<kernel.ptx>"), cl::cat(gemmCategory));
+static cl::opt<std::string> kernelName("kernel", cl::Required,
+                                       cl::desc("The GEMM entry to launch"),
+                                       cl::cat(gemmCategory));
+static cl::opt<uint32_t> n("n", cl::Required, cl::desc("Columns of C (rows of B)"),
+                           cl::cat(gemmCategory));
+static cl::opt<uint32_t> k("k", cl::Required, cl::desc("The reduction extent"),
+                           cl::cat(gemmCategory));
+static cl::opt<uint64_t> seed("seed",
+                              cl::desc("Seed of the inputs and of the first schedule"),
+                              cl::init(0), cl::cat(gemmCategory));
+static cl::opt<int64_t> interleavings(
+    "interleavings",
+    cl::desc("Launches, each with its own schedule of threads and asynchronous "
+             "completions"),
+    cl::init(1), cl::cat(gemmCategory));
+static cl::opt<uint64_t> maxAsyncDelay(
+    "max-async-delay",
+    cl::desc("TMA and tensor-core operations complete within this many "
+             "executed instructions of their issue"),
+    cl::init(4096), cl::cat(gemmCategory));
+static cl::opt<double> tolerance(
+    "rtol", cl::desc("Largest |C - reference| / max(1, |reference|)"),
+    cl::init(1e-3), cl::cat(gemmCategory));
+
+namespace {
+
+constexpr uint32_t kM = 128;
+constexpr uint32_t kThreads = 128;
+/// The K extent of one TMA box: 64 f16 elements, one 128-byte swizzle row.
+constexpr uint32_t kBoxK = 64;
+
+int fail(const Twine &message) {
+  errs() << "fa4-emu-gemm: " << message << "\n";
+  return 2;
+}
+
+/// Seeded f16 values in [-1, 1), as their bits.
+std::vector<uint16_t> randomHalves(size_t count, std::mt19937_64 &rng) {
+  std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+  std::vector<uint16_t> bits(count);
+  for (uint16_t &b : bits)
+    b = floatToHalfBits(uniform(rng));
+  return bits;
+}
+
+/// The map of a rows x k K-major f16 operand at `address`.
+runtime::TensorMapSpec operandMap(uint64_t address, uint32_t rows) {
+  runtime::TensorMapSpec spec;
+  spec.dataType = runtime::TensorMapDataType::Float16;
+  spec.rank = 2;
+  spec.globalAddress = address;
+  spec.globalDims[0] = k;
+  spec.globalDims[1] = rows;
+  spec.globalStrides[0] = uint64_t(k) * 2;
+  spec.boxDims[0] = kBoxK;
+  spec.boxDims[1] = rows;
+  spec.swizzle = runtime::TensorMapSwizzle::Bytes128;
+  return spec;
+}
+
+void printMessages(const char *what, const std::vector<std::string> &messages,
+                   int64_t count) {
+  for (const std::string &m : messages)
+    outs() << "  " << what << ": " << m << "\n";
+  if (count > int64_t(messages.size()))
+    outs() << "  ... " << count - int64_t(messages.size()) << " more " << what << "\n";
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  InitLLVM init(argc, argv);
+  cl::HideUnrelatedOptions(gemmCategory);
+  cl::ParseCommandLineOptions(argc, argv,
+                              "fa4-emu-gemm: run a GEMM kernel's PTX in fa4-emu "
+                              "and check C against the host\n");
+  if (n == 0 || n % 16 || n > 256 || k == 0 || k % kBoxK)
+    return fail("--n must be a multiple of 16 up to 256 and --k a multiple of 64");
+  if (interleavings <= 0)
+    return fail("--interleavings must be positive");
+
+  auto buffer = MemoryBuffer::getFile(ptxFile);
+  if (!buffer)
+    return fail("cannot read " + ptxFile + ": " + buffer.getError().message());
+  std::string error;
+  auto program = emu::parsePtx((*buffer)->getBuffer().str(), error);
+  if (!program)
+    return fail(ptxFile + ": " + error);
+  std::vector<emu::KernelParam> params = emu::kernelParams(*program, kernelName);
+  if (params.size() != 3 || params[0].bytes != 128 || params[1].bytes != 128 ||
+      params[2].bytes != 8)
+    return fail(kernelName + " is not an entry taking (CUtensorMap, CUtensorMap, "
+                             "float *)");
+
+  std::mt19937_64 rng(seed);
+  std::vector<uint16_t> a = randomHalves(size_t(kM) * k, rng);
+  std::vector<uint16_t> b = randomHalves(size_t(n) * k, rng);
+  // The reference in double: the products of f16 values and their sums of
+  // up to a few hundred terms are exact or nearly so.
+  std::vector<double> reference(size_t(kM) * n);
+  for (uint32_t i = 0; i < kM; ++i)
+    for (uint32_t j = 0; j < n; ++j) {
+      double sum = 0;
+      for (uint32_t x = 0; x < k; ++x)
+        sum += double(halfBitsToFloat(a[size_t(i) * k + x])) *
+               double(halfBitsToFloat(b[size_t(j) * k + x]));
+      reference[size_t(i) * n + j] = sum;
+    }
+
+  double maxError = 0;
+  emu::LaunchReport total;
+  int64_t failingInterleaving = -1;
+  for (int64_t run = 0; run < interleavings; ++run) {
+    emu::Device device;
+    uint64_t aAddress = device.allocate(a.size() * 2);
+    uint64_t bAddress = device.allocate(b.size() * 2);
+    uint64_t cAddress = device.allocate(reference.size() * 4);
+    std::memcpy(device.host(aAddress, a.size() * 2), a.data(), a.size() * 2);
+    std::memcpy(device.host(bAddress, b.size() * 2), b.data(), b.size() * 2);
+    // C starts as NaN: an element the kernel never writes fails.
+    float *c = reinterpret_cast<float *>(device.host(cAddress, reference.size() * 4));
+    std::fill(c, c + reference.size(), std::nanf(""));
+
+    emu::LaunchConfig config;
+    config.kernel = kernelName;
+    config.block[0] = kThreads;
+    config.dynamicSmemBytes = 2 * (kM + n) * k + 20;
+    config.seed = seed + run;
+    config.maxAsyncDelay = maxAsyncDelay;
+    config.arguments.assign(3, {});
+    config.arguments[0].resize(128);
+    config.arguments[1].resize(128);
+    if (!emu::encodeTensorMap(operandMap(aAddress, kM), config.arguments[0].data(),
+                              error) ||
+        !emu::encodeTensorMap(operandMap(bAddress, n), config.arguments[1].data(),
+                              error))
+      return fail("cannot encode a tensor map: " + error);
+    config.arguments[2].resize(8);
+    std::memcpy(config.arguments[2].data(), &cAddress, 8);
+
+    emu::LaunchReport report;
+    if (!emu::launch(*program, device, config, report, error))
+      return fail(error);
+
+    double runError = 0;
+    for (size_t i = 0; i < reference.size(); ++i) {
+      double e = std::fabs(double(c[i]) - reference[i]) /
+                 std::max(1.0, std::fabs(reference[i]));
+      runError = std::isnan(e) ? INFINITY : std::max(runError, e);
+    }
+    maxError = std::max(maxError, runError);
+    bool ok = report.clean() && runError <= tolerance;
+    if (!ok && failingInterleaving < 0)
+      failingInterleaving = run;
+    if (!ok) {
+      outs() << "interleaving " << run << " (seed " << config.seed
+             << "): max error " << format("%.3g", runError) << "\n";
+      printMessages("error", report.errors, report.errorCount);
+      printMessages("hazard", report.hazards, report.hazardCount);
+      printMessages("barrier misuse", report.barrierMisuse,
+                    report.barrierMisuseCount);
+      for (const std::string &line : report.deadlock)
+        outs() << "  deadlock: " << line << "\n";
+    }
+    total.errorCount += report.errorCount;
+    total.hazardCount += report.hazardCount;
+    total.barrierMisuseCount += report.barrierMisuseCount;
+    total.instructions += report.instructions;
+    total.mmas += report.mmas;
+    total.tmaLoadBytes += report.tmaLoadBytes;
+    if (!report.deadlock.empty())
+      total.deadlock = report.deadlock;
+  }
+
+  bool ok = failingInterleaving < 0;
+  outs() << "gemm " << kM << "x" << n << "x" << k << ": max error "
+         << format("%.3g", maxError) << ", " << interleavings << " interleavings, "
+         << (ok ? "ok" : "FAILED") << "\n";
+  outs() << "report: errors " << total.errorCount << ", hazards "
+         << total.hazardCount << ", barrier misuse " << total.barrierMisuseCount
+         << ", deadlock " << (total.deadlock.empty() ? "none" : "yes")
+         << ", mmas " << total.mmas << ", tma load bytes " << total.tmaLoadBytes
+         << ", instructions " << total.instructions << "\n";
+  return ok ? 0 : 1;
+}
