@@ -56,7 +56,8 @@ static cl::opt<sim::InputDistribution> distribution(
 static cl::opt<int64_t> interleavings(
     "interleavings",
     cl::desc("Launches, each with its own schedule of threads and asynchronous "
-             "completions"),
+             "completions; every second one delays each completion until "
+             "every warp waits"),
     cl::init(1), cl::cat(emuCategory));
 static cl::opt<uint64_t> maxAsyncDelay(
     "max-async-delay",
@@ -73,6 +74,9 @@ static cl::opt<double> relTolerance("rtol", cl::desc("Relative tolerance"),
 static cl::opt<int64_t> smCount(
     "sm-count", cl::desc("Grid size cap (default: the manifest's sm_count)"),
     cl::init(0), cl::cat(emuCategory));
+
+/// A delay no run reaches: completions happen only when every warp waits.
+static constexpr uint64_t kLatestCompletion = uint64_t(1) << 50;
 
 static int fail(const Twine &message) {
   errs() << "fa4-emu: " << message << "\n";
@@ -214,6 +218,10 @@ int main(int argc, char **argv) {
     if (manifest.lse)
       std::memset(device.host(buffers.lse, refLse.size() * 4), 0xff, refLse.size() * 4);
     config.seed = seed + run;
+    // Every other schedule holds each asynchronous completion back until
+    // every warp waits — the last moment the hardware may take — where a
+    // missing wait is most likely to show.
+    config.maxAsyncDelay = run % 2 ? kLatestCompletion : maxAsyncDelay;
     emu::LaunchReport report;
     if (!emu::launch(*program, device, config, report, error))
       return fail(error);
