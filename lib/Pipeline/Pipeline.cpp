@@ -33,6 +33,9 @@
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringExtras.h"
 
+#include <cmath>
+#include <limits>
+
 using namespace mlir;
 using namespace mlir::fa4;
 
@@ -169,6 +172,31 @@ LogicalResult mlir::fa4::buildPipeline(OpPassManager &pm,
     error = ("unknown test mutation '" + mutation + "' (expected one of: " +
              llvm::join(getTestMutations(), ", ") + ")")
                 .str();
+    return failure();
+  }
+  // Options checked where they are given, with the option's name.
+  if (options.target != "sm_100a") {
+    error = "unknown target '" + options.target.getValue() + "' (expected sm_100a)";
+    return failure();
+  }
+  if (options.smCount < 1 || options.smCount > std::numeric_limits<int32_t>::max()) {
+    error = "sm-count must be in [1, 2^31), got " + std::to_string(options.smCount);
+    return failure();
+  }
+  if (options.kvStages < 0) {
+    error = "kv-stages must be 0 (as many as shared memory holds) or a stage "
+            "count, got " +
+            std::to_string(options.kvStages);
+    return failure();
+  }
+  if (!(options.rescaleThreshold >= 0.0) || !std::isfinite(options.rescaleThreshold)) {
+    error = "rescale-threshold must be finite and non-negative, got " +
+            std::to_string(options.rescaleThreshold);
+    return failure();
+  }
+  if (!(options.exp2EmulationFraction >= 0.0 && options.exp2EmulationFraction <= 1.0)) {
+    error = "exp2-emulation-fraction must be in [0, 1], got " +
+            std::to_string(options.exp2EmulationFraction);
     return failure();
   }
   for (const Stage &stage : kStages) {

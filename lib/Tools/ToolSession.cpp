@@ -18,6 +18,9 @@ static DialectRegistry pipelineRegistry() {
 ToolSession::ToolSession()
     : context(pipelineRegistry()), diagnostics(sourceMgr, &context) {
   context.loadAllAvailableDialects();
+  // A diagnostic names its cause; printing the whole function after it only
+  // buries the message.
+  context.printOpOnDiagnostic(false);
 }
 
 OwningOpRef<ModuleOp> ToolSession::parseFile(StringRef path,

@@ -287,8 +287,15 @@ struct TileAttentionPass
         return signalPassFailure();
       }
     }
-    if (rescaleThreshold < 0.0) {
-      op.emitOpError() << "rescale-threshold must be non-negative, got "
+    // Rows keep a stale max while it is within the threshold, so P reaches
+    // 2^threshold: it must stay finite in the input type P is rounded to.
+    Type element = getElementTypeOrSelf(op.getQ().getType());
+    int64_t largest = element.isF16() ? 16 : 64;
+    if (!(rescaleThreshold >= 0.0) || !(rescaleThreshold < largest)) {
+      op.emitOpError() << "rescale-threshold must be in [0, " << largest
+                       << ") for " << element
+                       << " inputs (P reaches 2^threshold and is rounded to "
+                          "the input type), got "
                        << rescaleThreshold;
       return signalPassFailure();
     }

@@ -147,7 +147,7 @@ func.func @lse_shape(%q: memref<?x?x8x128xf16>, %k: memref<?x?x8x128xf16>, %v: m
 // -----
 
 func.func @scale(%q: memref<?x?x8x128xf16>, %k: memref<?x?x8x128xf16>, %v: memref<?x?x8x128xf16>, %o: memref<?x?x8x128xf16>) {
-  // expected-error @+1 {{scale must be positive and finite, got 0}}
+  // expected-error @+1 {{scale must be positive and finite, and finite times log2(e), got 0}}
   fa4.attention %q, %k, %v -> %o {scale = 0.0 : f32}
       : memref<?x?x8x128xf16>, memref<?x?x8x128xf16>, memref<?x?x8x128xf16> -> memref<?x?x8x128xf16>
   return
@@ -165,7 +165,7 @@ func.func @softcap(%q: memref<?x?x8x128xf16>, %k: memref<?x?x8x128xf16>, %v: mem
 // -----
 
 func.func @window_left(%q: memref<?x?x8x128xf16>, %k: memref<?x?x8x128xf16>, %v: memref<?x?x8x128xf16>, %o: memref<?x?x8x128xf16>) {
-  // expected-error @+1 {{window_left must be -1 (unbounded) or non-negative, got -2}}
+  // expected-error @+1 {{window_left must be -1 (unbounded) or in [0, 2^31), got -2}}
   fa4.attention %q, %k, %v -> %o {mask = #fa4.mask<window>, window_left = -2}
       : memref<?x?x8x128xf16>, memref<?x?x8x128xf16>, memref<?x?x8x128xf16> -> memref<?x?x8x128xf16>
   return
@@ -174,7 +174,7 @@ func.func @window_left(%q: memref<?x?x8x128xf16>, %k: memref<?x?x8x128xf16>, %v:
 // -----
 
 func.func @window_right(%q: memref<?x?x8x128xf16>, %k: memref<?x?x8x128xf16>, %v: memref<?x?x8x128xf16>, %o: memref<?x?x8x128xf16>) {
-  // expected-error @+1 {{window_right must be -1 (unbounded) or non-negative, got -5}}
+  // expected-error @+1 {{window_right must be -1 (unbounded) or in [0, 2^31), got -5}}
   fa4.attention %q, %k, %v -> %o {mask = #fa4.mask<window>, window_left = 4, window_right = -5}
       : memref<?x?x8x128xf16>, memref<?x?x8x128xf16>, memref<?x?x8x128xf16> -> memref<?x?x8x128xf16>
   return

@@ -9,6 +9,7 @@
 #include "llvm/Support/Format.h"
 
 #include <cmath>
+#include <limits>
 
 using namespace mlir;
 using namespace mlir::fa4;
@@ -48,9 +49,10 @@ static LogicalResult verifyMaskBounds(Operation *op, MaskKind mask,
                                       int64_t left, int64_t right) {
   for (auto [name, bound] : {std::pair<StringRef, int64_t>{"window_left", left},
                             {"window_right", right}})
-    if (bound < -1)
+    // The kernel computes key positions in 32 bits.
+    if (bound < -1 || bound > std::numeric_limits<int32_t>::max())
       return op->emitOpError() << name
-                               << " must be -1 (unbounded) or non-negative, got "
+                               << " must be -1 (unbounded) or in [0, 2^31), got "
                                << bound;
   if (mask != MaskKind::window && (left != -1 || right != -1))
     return op->emitOpError() << "window bounds (" << left << ", " << right
@@ -165,6 +167,11 @@ LogicalResult AttentionOp::verify() {
                          << ") does not match Q batch (" << qShape[0] << ")";
 
   int64_t qHeads = getNumQueryHeads(), kvHeads = getNumKvHeads();
+  // Heads are 32-bit in the kernel's index arithmetic and TMA coordinates.
+  if (qHeads > std::numeric_limits<int32_t>::max())
+    return emitOpError() << "Q heads (" << qHeads
+                         << ") must be below 2^31: the kernel indexes heads "
+                            "in 32 bits";
   if (kvHeads <= 0 || qHeads % kvHeads != 0)
     return emitOpError() << "Q heads (" << qHeads
                          << ") must be a multiple of K/V heads (" << kvHeads
@@ -182,6 +189,9 @@ LogicalResult AttentionOp::verify() {
                            << lseType;
     if (!lseType.getLayout().isIdentity())
       return emitOpError() << "LSE must have the identity (row-major) layout";
+    if (lseType.isDynamicDim(1))
+      return emitOpError() << "LSE heads must be static, got shape "
+                           << shapeString(lseType.getShape());
     SmallVector<int64_t> expected = {qShape[0], qHeads, qShape[1]};
     if (failed(verifyCompatibleShape(lseType.getShape(), expected)))
       return emitOpError() << "LSE shape " << shapeString(lseType.getShape())
@@ -191,8 +201,11 @@ LogicalResult AttentionOp::verify() {
 
   if (std::optional<APFloat> scale = getScale()) {
     float value = scale->convertToFloat();
-    if (!(value > 0.0f) || !std::isfinite(value))
-      return emitOpError() << "scale must be positive and finite, got "
+    // The kernel folds log2(e) into the scale: the product must be finite.
+    if (!(value > 0.0f) || !std::isfinite(value) ||
+        !std::isfinite(value * static_cast<float>(M_LOG2E)))
+      return emitOpError() << "scale must be positive and finite, and finite "
+                              "times log2(e), got "
                            << formatNumber(value);
   }
   float softcap = getSoftcap().convertToFloat();
