@@ -32,6 +32,32 @@ static void emitGroup(OpBuilder &b, scf::ForOp stream, StringRef group,
   }
 }
 
+/// The interleave moves whole groups: every op of the stream must belong to
+/// one, and nothing may flow out of the loop or from one group to another.
+static LogicalResult checkStream(scf::ForOp stream) {
+  static constexpr StringRef kGroups[] = {"score0", "score1", "value0", "value1"};
+  if (stream.getNumResults() != 0)
+    return stream.emitOpError()
+           << "an fa4.mma_stream loop may not yield values";
+  for (Operation &op : stream.getBody()->without_terminator()) {
+    auto name = op.getAttrOfType<StringAttr>("fa4.mma_group");
+    if (!name || !llvm::is_contained(kGroups, name.getValue()))
+      return op.emitOpError()
+             << "in an fa4.mma_stream loop needs an fa4.mma_group of score0, "
+                "score1, value0 or value1 (as fa4-assign-warp-roles writes)";
+    for (Value operand : op.getOperands()) {
+      Operation *producer = operand.getDefiningOp();
+      if (!producer || producer->getBlock() != stream.getBody())
+        continue;
+      auto from = producer->getAttrOfType<StringAttr>("fa4.mma_group");
+      if (from && from != name)
+        return op.emitOpError() << "in group " << name << " uses a value of group "
+                                << from << ": groups are reordered independently";
+    }
+  }
+  return success();
+}
+
 /// S0(0) S1(0) | for k in [1, n): O0(k-1) S0(k) O1(k-1) S1(k) | O0(n-1) O1(n-1).
 /// While softmax0 works on S0(k), the tensor core runs O1(k-1) and S1(k);
 /// while softmax1 works on S1(k), it runs O0(k) and S0(k+1).
@@ -131,6 +157,9 @@ struct PipelineStagesPass
       if (loop->hasAttr("fa4.mma_stream"))
         streams.push_back(loop);
     });
+    for (scf::ForOp stream : streams)
+      if (failed(checkStream(stream)))
+        return signalPassFailure();
     for (scf::ForOp stream : streams)
       interleave(stream);
   }

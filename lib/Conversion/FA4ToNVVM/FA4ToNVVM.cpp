@@ -692,12 +692,18 @@ LogicalResult FA4ToNVVMPass::convert(func::FuncOp func,
                                      gpu::GPUModuleOp gpuModule) {
   MLIRContext *context = &getContext();
   auto spec = func->getAttrOfType<DictionaryAttr>("fa4.spec");
-  auto arguments = spec.getAs<DenseI64ArrayAttr>("arguments");
-  if (!arguments || arguments.size() < 4)
-    return func.emitError() << "fa4.spec names no Q, K, V and O arguments";
+  auto arguments = spec ? spec.getAs<DenseI64ArrayAttr>("arguments") : nullptr;
+  if (!arguments || arguments.size() < 4 || arguments.size() > 5)
+    return func.emitError() << "fa4.spec names no Q, K, V, O (and LSE) arguments";
   SmallVector<Value> tensors;
-  for (int64_t position : arguments.asArrayRef())
+  for (int64_t position : arguments.asArrayRef()) {
+    if (position < 0 || position >= static_cast<int64_t>(func.getNumArguments()) ||
+        !isa<MemRefType>(func.getArgument(position).getType()))
+      return func.emitError() << "fa4.spec names argument #" << position
+                              << ", which is not a memref argument of @"
+                              << func.getName();
     tensors.push_back(func.getArgument(position));
+  }
   bool hasLse = tensors.size() > 4;
 
   KernelState kernel;
