@@ -47,18 +47,6 @@ struct Stage {
 };
 } // namespace
 
-/// Each test mutation belongs to the pass that can make it.
-static const StringRef kBarrierMutations[] = {
-    "drop-o-rescaled-gate", "release-kv-early", "wrong-phase",
-    "tma-barrier-as-threads"};
-static const StringRef kTmemMutations[] = {"p-aliases-next-s"};
-static const StringRef kCorrectionMutations[] = {"release-o-before-rescale"};
-
-static std::string mutationFor(const PipelineOptions &options,
-                               ArrayRef<StringRef> known) {
-  StringRef mutation = options.testMutation;
-  return llvm::is_contained(known, mutation) ? mutation.str() : std::string();
-}
 
 static const Stage kStages[] = {
     {"tile",
@@ -78,24 +66,16 @@ static const Stage kStages[] = {
        pm.addNestedPass<func::FuncOp>(createFA4PipelineStages(stageOptions));
      }},
     {"barriers",
-     [](OpPassManager &pm, const PipelineOptions &options) {
-       FA4InsertBarriersOptions barrierOptions;
-       barrierOptions.testMutation = mutationFor(options, kBarrierMutations);
-       pm.addNestedPass<func::FuncOp>(createFA4InsertBarriers(barrierOptions));
+     [](OpPassManager &pm, const PipelineOptions &) {
+       pm.addNestedPass<func::FuncOp>(createFA4InsertBarriers());
      }},
     {"tmem",
-     [](OpPassManager &pm, const PipelineOptions &options) {
-       FA4AllocateTmemOptions tmemOptions;
-       tmemOptions.testMutation = mutationFor(options, kTmemMutations);
-       pm.addNestedPass<func::FuncOp>(createFA4AllocateTmem(tmemOptions));
+     [](OpPassManager &pm, const PipelineOptions &) {
+       pm.addNestedPass<func::FuncOp>(createFA4AllocateTmem());
      }},
     {"correction",
-     [](OpPassManager &pm, const PipelineOptions &options) {
-       FA4ExpandCorrectionOptions correctionOptions;
-       correctionOptions.testMutation =
-           mutationFor(options, kCorrectionMutations);
-       pm.addNestedPass<func::FuncOp>(
-           createFA4ExpandCorrection(correctionOptions));
+     [](OpPassManager &pm, const PipelineOptions &) {
+       pm.addNestedPass<func::FuncOp>(createFA4ExpandCorrection());
      }},
     {"scheduler",
      [](OpPassManager &pm, const PipelineOptions &options) {
@@ -139,18 +119,6 @@ static const Stage kStages[] = {
      }},
 };
 
-ArrayRef<StringRef> mlir::fa4::getTestMutations() {
-  static const SmallVector<StringRef> names = [] {
-    SmallVector<StringRef> all;
-    for (ArrayRef<StringRef> group :
-         {ArrayRef<StringRef>(kBarrierMutations), ArrayRef<StringRef>(kTmemMutations),
-          ArrayRef<StringRef>(kCorrectionMutations)})
-      all.append(group.begin(), group.end());
-    return all;
-  }();
-  return names;
-}
-
 ArrayRef<StringRef> mlir::fa4::getPipelineStages() {
   static const SmallVector<StringRef> names = llvm::to_vector(
       llvm::map_range(kStages, [](const Stage &stage) { return stage.name; }));
@@ -164,13 +132,6 @@ LogicalResult mlir::fa4::buildPipeline(OpPassManager &pm,
   if (!stopAfter.empty() && !llvm::is_contained(getPipelineStages(), stopAfter)) {
     error = ("unknown stage '" + stopAfter + "' (expected one of: " +
              llvm::join(getPipelineStages(), ", ") + ")")
-                .str();
-    return failure();
-  }
-  StringRef mutation = options.testMutation;
-  if (!mutation.empty() && !llvm::is_contained(getTestMutations(), mutation)) {
-    error = ("unknown test mutation '" + mutation + "' (expected one of: " +
-             llvm::join(getTestMutations(), ", ") + ")")
                 .str();
     return failure();
   }

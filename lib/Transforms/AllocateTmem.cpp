@@ -28,17 +28,10 @@ struct AllocateTmemPass
 
 void AllocateTmemPass::runOnOperation() {
   func::FuncOp func = getOperation();
-  if (!StringRef(testMutation).empty() && testMutation != "p-aliases-next-s") {
-    func.emitError() << "unknown test mutation '" << testMutation
-                     << "' for fa4-allocate-tmem";
-    return signalPassFailure();
-  }
   WarpSpecializeOp specialize;
   func.walk([&](WarpSpecializeOp op) { specialize = op; });
   SmallVector<TmemAllocOp> buffers;
-  SmallVector<TmemViewOp> views;
   func.walk([&](TmemAllocOp op) { buffers.push_back(op); });
-  func.walk([&](TmemViewOp op) { views.push_back(op); });
   if (!specialize || buffers.empty())
     return;
 
@@ -81,12 +74,6 @@ void AllocateTmemPass::runOnOperation() {
          builder.getNamedAttr("column", builder.getI64IntegerAttr(column)),
          builder.getNamedAttr("columns", builder.getI64IntegerAttr(columns))}));
     column += columns;
-  }
-  if (testMutation == "p-aliases-next-s" && views.size() == 2 &&
-      views[0].getSource() != views[1].getSource()) {
-    Value first = views[0].getSource();
-    views[0].getSourceMutable().assign(views[1].getSource());
-    views[1].getSourceMutable().assign(first);
   }
   int64_t allocated = std::max<int64_t>(32, llvm::PowerOf2Ceil(column));
   specialize->setAttr(

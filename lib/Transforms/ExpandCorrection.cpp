@@ -21,17 +21,10 @@ using namespace mlir::fa4;
 
 /// There is no "scale TMEM" instruction: each chunk goes TMEM -> registers ->
 /// TMEM. The vote skips all of it when every row's factor is exactly 1.
-static void expandRescale(RescaleOOp rescale, bool releaseFirst) {
+static void expandRescale(RescaleOOp rescale) {
   OpBuilder b(rescale);
   Location loc = rescale.getLoc();
   TmemType type = rescale.getAcc().getType();
-  if (releaseFirst) {
-    // Broken on purpose: the hand-back of O that follows the rescale moves
-    // ahead of it, so the value MMA may accumulate while O is rescaled.
-    if (Operation *release = rescale->getNextNode();
-        release && isa<MBarrierArriveOp>(release))
-      release->moveBefore(rescale);
-  }
   Value needed =
       NeedsRescaleOp::create(b, loc, b.getI1Type(), rescale.getAccScale());
   auto guard = scf::IfOp::create(b, loc, needed, false);
@@ -91,18 +84,12 @@ struct ExpandCorrectionPass
   using Base::Base;
   void runOnOperation() override {
     func::FuncOp func = getOperation();
-    if (!StringRef(testMutation).empty() &&
-        testMutation != "release-o-before-rescale") {
-      func.emitError() << "unknown test mutation '" << testMutation
-                       << "' for fa4-correction";
-      return signalPassFailure();
-    }
     SmallVector<RescaleOOp> rescales;
     SmallVector<FinalizeOOp> finals;
     func.walk([&](RescaleOOp op) { rescales.push_back(op); });
     func.walk([&](FinalizeOOp op) { finals.push_back(op); });
     for (RescaleOOp rescale : rescales)
-      expandRescale(rescale, testMutation == "release-o-before-rescale");
+      expandRescale(rescale);
     for (FinalizeOOp finalize : finals)
       expandFinalize(finalize);
   }

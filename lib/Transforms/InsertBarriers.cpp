@@ -84,15 +84,6 @@ struct InsertBarriersPass
 
 void InsertBarriersPass::runOnOperation() {
   func::FuncOp func = getOperation();
-  StringRef mutation = testMutation;
-  if (!mutation.empty() &&
-      !llvm::is_contained({"drop-o-rescaled-gate", "release-kv-early",
-                           "wrong-phase", "tma-barrier-as-threads"},
-                          mutation)) {
-    func.emitError() << "unknown test mutation '" << mutation
-                     << "' for fa4-insert-barriers";
-    return signalPassFailure();
-  }
   WarpSpecializeOp specialize;
   func.walk([&](WarpSpecializeOp op) { specialize = op; });
   if (!specialize)
@@ -173,8 +164,6 @@ void InsertBarriersPass::runOnOperation() {
                          : issuesTensorCoreOps(producer) ? BarrierKind::tcgen05
                                                          : BarrierKind::threads;
       int64_t count = kind == BarrierKind::threads ? producer.getNumThreads() : 1;
-      if (kind == BarrierKind::tma && mutation == "tma-barrier-as-threads")
-        kind = BarrierKind::threads;
       ring.full = makeBarrier((name + "_full").str(), kind, count, stages,
                               ring.producers, ring.consumers);
     }
@@ -191,21 +180,6 @@ void InsertBarriersPass::runOnOperation() {
   }
   specialize->setAttr("fa4.barriers", ArrayAttr::get(context, table));
 
-  // The value MMA's O gate and the K release are where the mutations bite.
-  auto isAccumulator = [&](Value buffer) {
-    return llvm::any_of(buffer.getUses(), [](OpOperand &use) {
-      auto mma = dyn_cast<ValueMmaAsyncOp>(use.getOwner());
-      return mma && mma.getAcc() == use.get();
-    });
-  };
-  auto isScores = [&](Value buffer) {
-    return llvm::any_of(buffer.getUses(), [](OpOperand &use) {
-      auto mma = dyn_cast<ScoreMmaAsyncOp>(use.getOwner());
-      return mma && mma.getScores() == use.get();
-    });
-  };
-  bool phaseBroken = false;
-
   for (auto &[buffer, ring] : rings) {
     for (Operation *op : ring.handoffs) {
       OpBuilder b(op);
@@ -213,16 +187,9 @@ void InsertBarriersPass::runOnOperation() {
       Value count = op->getOperand(1);
       auto role = op->getParentOfType<RoleOp>();
       if (isa<ConsumerWaitOp>(op)) {
-        if (mutation == "wrong-phase" && !phaseBroken && isScores(buffer)) {
-          // Off by one round: the parity of the phase before.
-          count = arith::AddIOp::create(b,
-              loc, count, arith::ConstantIndexOp::create(b, loc, stagesOf(buffer)));
-          phaseBroken = true;
-        }
         MBarrierWaitOp::create(b, loc, ring.full, count, false);
       } else if (isa<ProducerAcquireOp>(op)) {
-        if (!(mutation == "drop-o-rescaled-gate" && isAccumulator(buffer)))
-          MBarrierWaitOp::create(b, loc, ring.empty, count, true);
+        MBarrierWaitOp::create(b, loc, ring.empty, count, true);
       } else if (isa<ProducerCommitOp>(op)) {
         ArrayRef<TmaLoadOp> loads = commitLoads[op];
         if (!loads.empty()) {
@@ -242,19 +209,7 @@ void InsertBarriersPass::runOnOperation() {
         }
       } else {
         if (issuesTensorCoreOps(role)) {
-          Operation *at = op;
-          if (mutation == "release-kv-early" &&
-              isa<SmemType>(buffer.getType())) {
-            // Commit right after the first of the MMAs reading this K, not
-            // after the last.
-            Operation *previous = op->getPrevNode();
-            while (previous && !isa<ScoreMmaAsyncOp>(previous))
-              previous = previous->getPrevNode();
-            if (previous && llvm::is_contained(previous->getOperands(), count))
-              at = previous;
-          }
-          OpBuilder before(at);
-          MmaCommitOp::create(before, loc, ring.empty, count);
+          MmaCommitOp::create(b, loc, ring.empty, count);
         } else {
           MBarrierArriveOp::create(b, loc, ring.empty, count);
         }

@@ -8,6 +8,7 @@
 #include "fa4/Conversion/Passes.h"
 #include "fa4/Pipeline/Pipeline.h"
 #include "fa4/Transforms/Passes.h"
+#include "TestPasses.h"
 
 #include "mlir/Conversion/Passes.h"
 #include "mlir/Dialect/GPU/Transforms/Passes.h"
@@ -26,6 +27,8 @@ int main(int argc, char **argv) {
   mlir::fa4::registerFA4Passes();
   mlir::fa4::registerFA4ConversionPasses();
   mlir::fa4::registerFA4Pipelines();
+  // For the tests only: fa4-test-mutate-protocol.
+  mlir::fa4::test::registerTestPasses();
 
   return mlir::asMainReturnCode(mlir::MlirOptMain(
       argc, argv, "fa4 optimizer: the fa4 dialect, passes and pipelines\n",

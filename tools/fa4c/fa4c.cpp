@@ -10,6 +10,7 @@
 #include "fa4/Tools/ToolSession.h"
 #include "fa4/Pipeline/Pipeline.h"
 #include "fa4/Transforms/Passes.h"
+#include "TestPasses.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
@@ -91,8 +92,8 @@ static cl::opt<int64_t> smCount(
     cl::init(148), cl::cat(compileCategory));
 static cl::opt<std::string> testMutation(
     "test-mutation",
-    cl::desc("Test only: break the level-C protocol in a named way, to check "
-             "that fa4-sim catches it"),
+    cl::desc("Test only: break the level-C schedule's protocol in a named way "
+             "(fa4-test-mutate-protocol), to check that fa4-sim catches it"),
     cl::value_desc("name"), cl::init(""), cl::cat(compileCategory));
 
 static cl::opt<int64_t> headDim("head-dim", cl::desc("Head dim: 64, 96 or 128"),
@@ -252,7 +253,6 @@ int main(int argc, char **argv) {
   options.rescaleThreshold = rescaleThreshold;
   options.kvStages = kvStages;
   options.smCount = smCount;
-  options.testMutation = testMutation;
   options.target = target;
   options.cudaPath = cudaPath;
   options.exp2EmulationFraction = exp2EmulationFraction;
@@ -261,6 +261,24 @@ int main(int argc, char **argv) {
     errs() << "fa4c: " << error << "\n";
     return 2;
   }
+  if (!testMutation.empty()) {
+    // The mutations break a finished schedule: the level-C output only.
+    if (kind != EmitKind::Mlir || options.stopAfter.getValue() != "scheduler") {
+      errs() << "fa4c: --test-mutation applies to the level-C schedule "
+                "(--emit=mlir without --stop-after)\n";
+      return 2;
+    }
+    if (!llvm::is_contained(fa4::test::protocolMutations(),
+                            StringRef(testMutation))) {
+      errs() << "fa4c: unknown test mutation '" << testMutation
+             << "' (expected one of: "
+             << join(fa4::test::protocolMutations(), ", ") << ")\n";
+      return 2;
+    }
+    pm.addNestedPass<func::FuncOp>(
+        fa4::test::createMutateProtocolPass(testMutation));
+  }
+
   if (timing)
     pm.enableTiming();
   if (failed(pm.run(*module)))

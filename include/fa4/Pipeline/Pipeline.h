@@ -50,15 +50,7 @@ struct PipelineOptions : public PassPipelineOptions<PipelineOptions> {
       *this, "cuda-path",
       llvm::cl::desc("CUDA toolkit root, for ptxas (binary stage)"),
       llvm::cl::init(FA4_CUDA_TOOLKIT_PATH)};
-  PassOptions::Option<std::string> testMutation{
-      *this, "test-mutation",
-      llvm::cl::desc("Test only: break the level-C protocol in a named way "
-                     "(see fa4c --help)"),
-      llvm::cl::init("")};
 };
-
-/// The protocol breakages `test-mutation` knows, for the simulator's tests.
-ArrayRef<StringRef> getTestMutations();
 
 /// The stages of the pipeline in order, by the names `--stop-after` takes.
 ArrayRef<StringRef> getPipelineStages();

@@ -127,36 +127,22 @@ def FA4InsertBarriers : Pass<"fa4-insert-barriers", "::mlir::func::FuncOp"> {
     when the commit after the last MMA reading it fires. The table of
     barriers (name, kind, count, stages, producer, consumers) is written as
     `fa4.barriers` on the warp-specialize op.
-
-    `test-mutation` breaks the protocol on purpose, for the simulator's tests:
-    `drop-o-rescaled-gate`, `release-kv-early`, `wrong-phase`,
-    `tma-barrier-as-threads`.
   }];
-  let options = [
-    Option<"testMutation", "test-mutation", "std::string", "\"\"",
-           "Test only: break the protocol in a named way">
-  ];
 }
 
 def FA4AllocateTmem : Pass<"fa4-allocate-tmem", "::mlir::func::FuncOp"> {
   let summary = "place S, P and O in the CTA's tensor memory";
   let description = [{
     Assigns each `fa4.tmem_alloc` its first column, in order, first fit
-    (S0 at 0, S1 at 128, O0 at 256, O1 at 256 + head_dim); a `fa4.tmem_view`
+    (S0 at 0, S1 at 128, O0 at 256, O1 at 256 + head_dim rounded up to 64
+    columns, whole MMA atoms: 384 at head dim 96); a `fa4.tmem_view`
     (P) shares its source's columns, since P is written only after S is
     consumed. More than 512 columns is a diagnostic naming every buffer and
     its columns. The MMA warp allocates the columns (a power of two) and
     relinquishes the allocation permit at its start; at its end it waits for
     every role that touches TMEM to finish (the `tmem_dealloc` barrier) and
     frees them.
-
-    `test-mutation=p-aliases-next-s` puts P0 over S1 and P1 over S0 (a P
-    written before that S is consumed), for the simulator's tests.
   }];
-  let options = [
-    Option<"testMutation", "test-mutation", "std::string", "\"\"",
-           "Test only: alias P onto the other stage's S">
-  ];
 }
 
 def FA4ExpandCorrection : Pass<"fa4-correction", "::mlir::func::FuncOp"> {
@@ -169,15 +155,8 @@ def FA4ExpandCorrection : Pass<"fa4-correction", "::mlir::func::FuncOp"> {
     threshold: in both cases the softmax reported a factor of exactly 1.
     `fa4.finalize_o` becomes the TMEM load of O and `fa4.normalize`; the
     result is staged in shared memory for the epilogue warp.
-
-    `test-mutation=release-o-before-rescale` hands O back to the value MMA
-    before rescaling it, for the simulator's tests.
   }];
   let dependentDialects = ["::mlir::scf::SCFDialect"];
-  let options = [
-    Option<"testMutation", "test-mutation", "std::string", "\"\"",
-           "Test only: release O before the rescale">
-  ];
 }
 
 def FA4TileScheduler : Pass<"fa4-tile-scheduler", "::mlir::func::FuncOp"> {

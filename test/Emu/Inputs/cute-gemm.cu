@@ -44,6 +44,8 @@ __device__ uint32_t sharedAddress(void const *pointer) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(pointer));
 }
 
+/// Waits until the phase of parity `parity` of the mbarrier at shared
+/// address `barrier` has completed.
 __device__ void waitParity(uint32_t barrier, uint32_t parity) {
   asm volatile("{\n\t"
                ".reg .pred done;\n"
@@ -55,8 +57,8 @@ __device__ void waitParity(uint32_t barrier, uint32_t parity) {
                : "memory");
 }
 
-/// A 2-d TMA tile load of the box at (inner, outer) into `destination`,
-/// completing `bytes` on `barrier`.
+/// A 2-d TMA tile load of the box at element (inner, outer) of `map` into
+/// `destination`; its bytes complete on `barrier`'s transaction count.
 __device__ void tmaLoad(uint32_t destination, CUtensorMap const &map,
                         int32_t inner, int32_t outer, uint32_t barrier) {
   asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.tile."
@@ -189,12 +191,15 @@ __device__ void gemm(CUtensorMap const &mapA, CUtensorMap const &mapB,
                    "shared::cluster.b64 [%0];" ::"r"(computed)
                    : "memory");
     }
+    // The lanes that did not issue wait for the one that did: the
+    // tcgen05.ld below is .sync.aligned, for the whole warp at once.
     __syncwarp();
   }
 
   // Every warp reads its 32 TMEM lanes: row (lane quadrant + lane) of C.
   waitParity(computed, 0);
   asm volatile("tcgen05.fence::after_thread_sync;" ::: "memory");
+  // A TMEM address holds the lane in bits 16-31, the column in 0-15.
   uint32_t quadrant = static_cast<uint32_t>(warp * 32) << 16;
   float *row = c + (warp * 32 + threadIdx.x % 32) * N;
   for (int column = 0; column < N; column += 32)
