@@ -102,14 +102,15 @@ TEST_F(AttentionVerifierTest, RejectsBadScaleAndWindow) {
                             [&](AttentionOp op) {
                               op.setScaleAttr(b.getF32FloatAttr(-0.5f));
                             }),
-            "'fa4.attention' op scale must be positive and finite, got -0.5");
+            "'fa4.attention' op scale must be positive and finite, and finite "
+            "times log2(e), got -0.5");
   EXPECT_EQ(verifyAttention(b.getF16Type(), 128, 8, 8,
                             [](AttentionOp op) {
                               op.setMask(MaskKind::window);
                               op.setWindowLeft(-3);
                             }),
             "'fa4.attention' op window_left must be -1 (unbounded) or "
-            "non-negative, got -3");
+            "in [0, 2^31), got -3");
   EXPECT_EQ(verifyAttention(b.getF16Type(), 128, 8, 8,
                             [](AttentionOp op) { op.setMask(MaskKind::window); }),
             "'fa4.attention' op a window unbounded on both sides masks "

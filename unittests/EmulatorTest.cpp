@@ -169,3 +169,126 @@ TEST(Emulator, TensorMapEncodingFollowsTheDriversRules) {
 }
 
 } // namespace
+
+// The forms nvcc's PTX brings (test/Emu/cute-gemm.test runs such a kernel):
+// pointer parameters, sinks, bar.warp.sync, .maxntid, module variables.
+namespace {
+
+const char *kHead = ".version 9.0\n.target sm_100a\n.address_size 64\n";
+
+/// Launches entry k(u32 a, u64 .ptr b) with `threads` threads; b points to
+/// one u32 per thread.
+struct PtrRun {
+  LaunchReport report;
+  std::vector<uint32_t> out;
+  std::string error;
+  bool launched = false;
+};
+PtrRun runPointerKernel(const std::string &ptx, uint32_t threads) {
+  PtrRun run;
+  auto program = parsePtx(ptx, run.error);
+  if (!program)
+    return run;
+  Device device;
+  uint64_t out = device.allocate(threads * 4);
+  LaunchConfig config;
+  config.kernel = "k";
+  config.block[0] = threads;
+  std::vector<uint8_t> a(4, 0), b(8);
+  a[0] = 7;
+  std::memcpy(b.data(), &out, 8);
+  config.arguments = {a, b};
+  run.launched = launch(*program, device, config, run.report, run.error);
+  run.out.resize(threads);
+  std::memcpy(run.out.data(), device.host(out, threads * 4), threads * 4);
+  return run;
+}
+std::string pointerKernel(const std::string &body, const std::string &directives = "") {
+  return std::string(kHead) +
+         ".visible .entry k(\n\t.param .u32 k_param_0,\n"
+         "\t.param .u64 .ptr .global .align 1 k_param_1\n)\n" + directives +
+         "{\n\t.reg .pred %p<4>;\n\t.reg .b32 %r<16>;\n\t.reg .b64 %rd<8>;\n"
+         "\tld.param.u32 %r1, [k_param_0];\n"
+         "\tld.param.u64 %rd1, [k_param_1];\n"
+         "\tmov.u32 %r2, %tid.x;\n"
+         "\tmul.wide.u32 %rd2, %r2, 4;\n"
+         "\tadd.s64 %rd3, %rd1, %rd2;\n" + body + "\tret;\n}\n";
+}
+} // namespace
+
+TEST(EmulatorForms, PointerParameterAlignIsThePointees) {
+  // `.ptr .align 1` is the pointee's alignment: the u64 parameter still
+  // sits at offset 8, after the u32.
+  PtrRun run = runPointerKernel(pointerKernel("\tst.global.u32 [%rd3], %r1;\n"), 32);
+  ASSERT_TRUE(run.launched) << run.error;
+  ASSERT_TRUE(run.report.clean()) << (run.report.errors.empty() ? "" : run.report.errors[0]);
+  EXPECT_EQ(run.out[5], 7u);
+}
+
+TEST(EmulatorForms, ElectIntoTheSinkSetsOnlyThePredicate) {
+  PtrRun run = runPointerKernel(pointerKernel("\telect.sync _|%p1, 0xffffffff;\n"
+                                           "\tselp.u32 %r3, 1, 2, %p1;\n"
+                                           "\tst.global.u32 [%rd3], %r3;\n"),
+                             64);
+  ASSERT_TRUE(run.launched) << run.error;
+  ASSERT_TRUE(run.report.clean()) << (run.report.errors.empty() ? "" : run.report.errors[0]);
+  for (uint32_t t = 0; t < 64; ++t)
+    EXPECT_EQ(run.out[t], t % 32 == 0 ? 1u : 2u) << t;
+}
+
+TEST(EmulatorForms, BarWarpSyncOfTheLanesPresentPasses) {
+  PtrRun run = runPointerKernel(pointerKernel("\tsetp.lt.u32 %p1, %r2, 16;\n"
+                                           "\t@!%p1 bra DONE;\n"
+                                           "\tbar.warp.sync 0xffff;\n"
+                                           "\tst.global.u32 [%rd3], %r2;\n"
+                                           "DONE:\n"
+                                           "\tbar.warp.sync -1;\n"),
+                             32);
+  ASSERT_TRUE(run.launched) << run.error;
+  ASSERT_TRUE(run.report.clean()) << (run.report.errors.empty() ? "" : run.report.errors[0]);
+  EXPECT_EQ(run.out[15], 15u);
+  EXPECT_EQ(run.out[16], 0u);
+}
+
+TEST(EmulatorForms, BarWarpSyncWithAMemberMissingIsReported) {
+  PtrRun run = runPointerKernel(pointerKernel("\tsetp.lt.u32 %p1, %r2, 16;\n"
+                                           "\t@!%p1 bra DONE;\n"
+                                           "\tbar.warp.sync -1;\n"
+                                           "DONE:\n"),
+                             32);
+  ASSERT_TRUE(run.launched) << run.error;
+  ASSERT_EQ(run.report.errorCount, 1);
+  EXPECT_NE(run.report.errors[0].find("reached by a divergent warp: lanes 0xffff0000"),
+            std::string::npos)
+      << run.report.errors[0];
+}
+
+TEST(EmulatorForms, MaxntidLimitsTheBlock) {
+  std::string ptx = pointerKernel("", ".maxntid 32, 2, 1\n");
+  PtrRun fits = runPointerKernel(ptx, 64);
+  EXPECT_TRUE(fits.launched) << fits.error;
+  PtrRun over = runPointerKernel(ptx, 96);
+  EXPECT_FALSE(over.launched);
+  EXPECT_EQ(over.error, "k allows at most .maxntid 64 threads, the launch gives 96");
+}
+
+TEST(EmulatorForms, ModuleGlobalIsDeclaredButNotAddressable) {
+  std::string declared = std::string(kHead) +
+                         ".global .align 4 .b32 counter;\n"
+                         ".visible .global .align 8 .b8 table[16] = {1, 2};\n" +
+                         pointerKernel("").substr(std::string(kHead).size());
+  std::string error;
+  EXPECT_TRUE(parsePtx(declared, error)) << error;
+  std::string used = std::string(kHead) + ".global .align 4 .b32 counter;\n" +
+                     pointerKernel("\tmov.u64 %rd4, counter;\n").substr(std::string(kHead).size());
+  EXPECT_FALSE(parsePtx(used, error));
+  EXPECT_NE(error.find("'counter' is a module-scope .global variable, which fa4-emu "
+                       "does not place in global memory"),
+            std::string::npos)
+      << error;
+  EXPECT_FALSE(parsePtx(std::string(kHead) + ".const .align 4 .b32 c;\n" +
+                            pointerKernel("").substr(std::string(kHead).size()),
+                        error));
+  EXPECT_NE(error.find("module-scope .const variables are not supported"), std::string::npos)
+      << error;
+}

@@ -596,6 +596,13 @@ void CtaMachine::step(uint32_t w, uint64_t budget) {
                                                               : nullptr;
       if (maskOperand)
         members = static_cast<uint32_t>(read(lane0(), *maskOperand, Ty::B32));
+      // A lane outside its own member mask is undefined behaviour (PTX ISA).
+      if (active & ~members) {
+        error(lane0(), "lanes " + hex(active & ~members) +
+                           " execute a warp-collective instruction whose member "
+                           "mask " + hex(members) + " leaves them out");
+        return;
+      }
       if ((members & active) != members || (!maskOperand && active != members)) {
         error(lane0(), "a warp-collective instruction is reached by a divergent "
                        "warp: lanes " + hex(members & ~active) +

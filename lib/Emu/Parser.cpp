@@ -410,7 +410,12 @@ void Parser::parseEntryHeader(const std::string &header) {
     kernel->paramBytes = offset + p.bytes;
     kernel->params.push_back(p);
   }
-  std::vector<std::string> tail = splitTopLevel(header.substr(close + 1), ' ');
+  // Performance directives may span lines: split on any whitespace.
+  std::string directives = header.substr(close + 1);
+  for (char &c : directives)
+    if (std::isspace(static_cast<unsigned char>(c)))
+      c = ' ';
+  std::vector<std::string> tail = splitTopLevel(directives, ' ');
   // The threads of a .maxntid or .reqntid nx[, ny[, nz]]: the product.
   auto threads = [&](size_t i) {
     std::string extents;
@@ -1107,11 +1112,13 @@ void Parser::decode(Inst &inst, const std::vector<std::string> &parts,
         inst.count = static_cast<uint8_t>(rank[0] - '0');
         bool load = parts[5].compare(0, 6, "shared") == 0;
         inst.op = load ? Op::TmaLoad : Op::TmaStore;
-        bool tile = false, completeTx = false, bulkGroup = false;
+        // .tile is the default mode; im2col and the gather modes are
+        // refused as unknown qualifiers.
+        bool completeTx = false, bulkGroup = false;
         for (size_t i = 7; i < parts.size(); ++i) {
           if (parts[i] == "tile")
-            tile = true;
-          else if (parts[i] == "mbarrier::complete_tx::bytes")
+            continue;
+          if (parts[i] == "mbarrier::complete_tx::bytes")
             completeTx = true;
           else if (parts[i] == "bulk_group")
             bulkGroup = true;
@@ -1120,8 +1127,6 @@ void Parser::decode(Inst &inst, const std::vector<std::string> &parts,
           else
             unsupported("qualifier ." + parts[i]);
         }
-        if (!tile)
-          unsupported("a TMA mode other than .tile");
         if (load && (!completeTx || parts[6] != "global"))
           unsupported("a TMA load that is not global -> shared with "
                       "mbarrier::complete_tx::bytes");
@@ -1148,7 +1153,6 @@ void Parser::decode(Inst &inst, const std::vector<std::string> &parts,
         }
       return false;
     };
-    inst.warpCollective = true;
     if (verb == "alloc") {
       inst.op = Op::TcAlloc;
       setOperands(2, 2, Ty::B32);
@@ -1159,7 +1163,6 @@ void Parser::decode(Inst &inst, const std::vector<std::string> &parts,
       inst.op = Op::TcRelinquish;
     } else if (verb == "mma") {
       inst.op = Op::TcMma;
-      inst.warpCollective = false;
       if (!dropUnknown("kind::f16"))
         unsupported("an MMA kind other than kind::f16");
       dropUnknown("collector::a::discard");
@@ -1171,7 +1174,6 @@ void Parser::decode(Inst &inst, const std::vector<std::string> &parts,
         inst.flags |= kTmemA;
     } else if (verb == "commit") {
       inst.op = Op::TcCommit;
-      inst.warpCollective = false;
       if (!dropUnknown("mbarrier::arrive::one"))
         unsupported("a commit without mbarrier::arrive::one");
       dropUnknown("shared::cta");
@@ -1204,7 +1206,6 @@ void Parser::decode(Inst &inst, const std::vector<std::string> &parts,
     } else if (verb == "fence::before_thread_sync" ||
                verb == "fence::after_thread_sync") {
       inst.op = Op::Nop;
-      inst.warpCollective = false;
     } else {
       unsupported("tcgen05." + verb);
     }
@@ -1213,13 +1214,11 @@ void Parser::decode(Inst &inst, const std::vector<std::string> &parts,
   }
   if (base == "elect") {
     inst.op = Op::Elect;
-    inst.warpCollective = true;
     setOperands(2, 2, Ty::B32);
     return;
   }
   if (base == "vote") {
     inst.op = Op::Vote;
-    inst.warpCollective = true;
     for (size_t i = 1; i < parts.size(); ++i) {
       const std::string &q = parts[i];
       if (q == "any") inst.flags |= kVoteAny;
@@ -1233,7 +1232,6 @@ void Parser::decode(Inst &inst, const std::vector<std::string> &parts,
   }
   if (base == "shfl") {
     inst.op = Op::Shfl;
-    inst.warpCollective = true;
     for (size_t i = 1; i < parts.size(); ++i) {
       const std::string &q = parts[i];
       if (q == "up") inst.flags |= kShflUp;
@@ -1251,7 +1249,6 @@ void Parser::decode(Inst &inst, const std::vector<std::string> &parts,
       if (parts[i] != "sync")
         unsupported("qualifier ." + parts[i]);
     inst.op = Op::BarWarpSync;
-    inst.warpCollective = true;
     setOperands(1, 1, Ty::B32);
     return;
   }
@@ -1267,7 +1264,6 @@ void Parser::decode(Inst &inst, const std::vector<std::string> &parts,
   }
   if (base == "setmaxnreg") {
     inst.op = Op::SetMaxNReg;
-    inst.warpCollective = true;
     for (size_t i = 1; i < parts.size(); ++i) {
       if (parts[i] == "inc")
         inst.flags |= kInc;

@@ -142,7 +142,6 @@ struct Inst {
   uint32_t reconverge = 0;
   /// Index into Program::sources.
   uint32_t source = 0;
-  bool warpCollective = false;
   Operand operands[6];
 };
 
