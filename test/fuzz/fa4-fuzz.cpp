@@ -31,6 +31,7 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <chrono>
+#include <map>
 #include <csignal>
 #include <random>
 #include <regex>
@@ -59,6 +60,8 @@ static cl::opt<unsigned> simulateEvery(
     cl::desc("One input in this many goes to the simulator instead of the "
              "pipeline (0: none)"),
     cl::init(4));
+static cl::opt<unsigned> jobs("jobs", cl::desc("Inputs run at once"),
+                              cl::init(2));
 static cl::opt<std::string> replay("replay",
                                    cl::desc("Run one input in this process (to "
                                             "debug a saved crash)"),
@@ -287,17 +290,54 @@ int main(int argc, char **argv) {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
         .count();
   };
-  while (elapsed() < seconds && (!maxRuns || runs < maxRuns)) {
-    std::string input = mutator.mutate(seeds[mutator.next() % seeds.size()]);
+  struct Running {
+    uint64_t index;
+    std::string input;
     Plan plan;
+  };
+  std::map<pid_t, Running> running;
+  // Reaps one child; a signal is a crash (SIGALRM: a hang), saved for replay.
+  auto reap = [&]() {
+    int status = 0;
+    pid_t child = wait(&status);
+    auto it = running.find(child);
+    if (it == running.end())
+      return;
+    Running done = std::move(it->second);
+    running.erase(it);
+    if (!WIFSIGNALED(status))
+      return;
+    bool hang = WTERMSIG(status) == SIGALRM;
+    (hang ? hangs : crashes) += 1;
+    sys::fs::create_directories(crashDir);
+    SmallString<128> path(crashDir);
+    sys::path::append(path, (hang ? "hang-" : "crash-") + std::to_string(done.index) +
+                                ".mlir");
+    std::error_code ec;
+    raw_fd_ostream out(path, ec);
+    out << "// " << done.plan.stopAfter << " "
+        << (done.plan.simulate ? "simulate" : "pipeline") << " " << done.plan.batch
+        << " " << done.plan.seqQ << " " << done.plan.seqK << "\n"
+        << done.input;
+    errs() << "fa4-fuzz: "
+           << (hang ? std::string("hang")
+                    : "crash (signal " + std::to_string(WTERMSIG(status)) + ")")
+           << " on input " << done.index << ", saved to " << path << "\n";
+  };
+  unsigned parallel = std::max(1u, jobs.getValue());
+  while (elapsed() < seconds && (!maxRuns || runs < maxRuns)) {
+    while (running.size() >= parallel)
+      reap();
+    Running next;
+    next.input = mutator.mutate(seeds[mutator.next() % seeds.size()]);
     // The binary stage runs ptxas: every stage before it.
-    plan.stopAfter = stages[mutator.next() % (stages.size() - 1)].str();
+    next.plan.stopAfter = stages[mutator.next() % (stages.size() - 1)].str();
     uint64_t draw = mutator.next();
-    plan.simulate = simulateEvery && draw % simulateEvery == 0;
-    plan.batch = 1 + mutator.next() % 2;
-    plan.seqQ = 1 + mutator.next() % 300;
-    plan.seqK = 1 + mutator.next() % 300;
-    ++runs;
+    next.plan.simulate = simulateEvery && draw % simulateEvery == 0;
+    next.plan.batch = 1 + mutator.next() % 2;
+    next.plan.seqQ = 1 + mutator.next() % 300;
+    next.plan.seqK = 1 + mutator.next() % 300;
+    next.index = ++runs;
     fflush(nullptr);
     pid_t child = fork();
     if (child < 0) {
@@ -306,26 +346,13 @@ int main(int argc, char **argv) {
     }
     if (child == 0) {
       alarm(timeout);
-      runInput(context, input, plan);
+      runInput(context, next.input, next.plan);
       _exit(0);
     }
-    int status = 0;
-    waitpid(child, &status, 0);
-    if (!WIFSIGNALED(status))
-      continue;
-    bool hang = WTERMSIG(status) == SIGALRM;
-    (hang ? hangs : crashes) += 1;
-    sys::fs::create_directories(crashDir);
-    SmallString<128> path(crashDir);
-    sys::path::append(path, (hang ? "hang-" : "crash-") + std::to_string(runs) + ".mlir");
-    std::error_code ec;
-    raw_fd_ostream out(path, ec);
-    out << "// " << plan.stopAfter << " " << (plan.simulate ? "simulate" : "pipeline")
-        << " " << plan.batch << " " << plan.seqQ << " " << plan.seqK << "\n"
-        << input;
-    errs() << "fa4-fuzz: " << (hang ? "hang" : "crash (signal " + std::to_string(WTERMSIG(status)) + ")")
-           << " on input " << runs << ", saved to " << path << "\n";
+    running.emplace(child, std::move(next));
   }
+  while (!running.empty())
+    reap();
   double took = elapsed();
   outs() << "fa4-fuzz: " << runs << " inputs in " << format("%.1f", took) << " s ("
          << format("%.0f", runs / std::max(took, 1e-9)) << " per second), "
