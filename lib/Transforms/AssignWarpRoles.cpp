@@ -108,9 +108,10 @@ private:
 
   void createBuffers();
   /// A role's loop over its tasks; `body` returns nothing, the counters
-  /// advance by the rules of `Counter`.
-  void buildTaskLoop(ArrayRef<Counter> counters,
-                     function_ref<void(TaskState &)> body);
+  /// advance by the rules of `Counter`. The loop's results are the counters'
+  /// final values.
+  scf::ForOp buildTaskLoop(ArrayRef<Counter> counters,
+                           function_ref<void(TaskState &)> body);
   /// A loop over the task's visited KV blocks k = 0 .. n-1 (block
   /// end - 1 - k, the last one first).
   void buildBlockLoop(Value lower, Value upper, ValueRange init,
@@ -122,6 +123,7 @@ private:
   }
 
   void buildLoadRole(const TaskState &task);
+  void buildProducerTail(Value tasks, Value kvItems);
   void buildMmaRole(const TaskState &task);
   void buildSoftmaxRole(const TaskState &task, int stage);
   void buildCorrectionRole(const TaskState &task);
@@ -173,8 +175,8 @@ void RoleProgramBuilder::createBuffers() {
         b.getStringAttr("P" + Twine(s)), scores[s]);
 }
 
-void RoleProgramBuilder::buildTaskLoop(ArrayRef<Counter> counters,
-                                       function_ref<void(TaskState &)> body) {
+scf::ForOp RoleProgramBuilder::buildTaskLoop(ArrayRef<Counter> counters,
+                                             function_ref<void(TaskState &)> body) {
   SmallVector<Value> init(counters.size(), index(0));
   auto loop = scf::ForOp::create(b, loc, index(0), numTasks, index(1), init);
   loop->setAttr("fa4.task_loop", b.getUnitAttr());
@@ -231,6 +233,7 @@ void RoleProgramBuilder::buildTaskLoop(ArrayRef<Counter> counters,
     }
   }
   scf::YieldOp::create(b, loc, next);
+  return loop;
 }
 
 void RoleProgramBuilder::buildBlockLoop(
@@ -276,6 +279,20 @@ void RoleProgramBuilder::buildLoadRole(const TaskState &task) {
     }
     return SmallVector<Value>();
   });
+}
+
+/// The loader's tail, as FA4's and CUTLASS's producers have one: before the
+/// warp exits it acquires every stage of each ring it fills once more, which
+/// waits until the consumer has released the last item loaded into it, so
+/// that no hand-off of the CTA is left in flight when the loader is gone. The
+/// K/V ring has one stage here; fa4-pipeline-stages, which sizes it, extends
+/// the tail (the acquire marked `fa4.producer_tail`) to every stage.
+void RoleProgramBuilder::buildProducerTail(Value tasks, Value kvItems) {
+  for (int s = 0; s < ScheduleConfig::kQStages; ++s)
+    ProducerAcquireOp::create(
+        b, loc, qBuffer, add(mul(tasks, ScheduleConfig::kQStages), index(s)));
+  auto kv = ProducerAcquireOp::create(b, loc, kvBuffer, kvItems);
+  kv->setAttr("fa4.producer_tail", b.getUnitAttr());
 }
 
 /// The MMA warp issues, per KV block, a score group and a value group per Q
@@ -522,9 +539,12 @@ void RoleProgramBuilder::build() {
                                  spec.registers);
     b.setInsertionPointToStart(&role.getBody().emplaceBlock());
     StringRef name = spec.name;
-    if (name == role::kLoad)
-      buildTaskLoop({Counter::Task, Counter::Kv},
-                    [&](TaskState &task) { buildLoadRole(task); });
+    if (name == role::kLoad) {
+      scf::ForOp tasks = buildTaskLoop(
+          {Counter::Task, Counter::Kv},
+          [&](TaskState &task) { buildLoadRole(task); });
+      buildProducerTail(tasks.getResult(0), tasks.getResult(1));
+    }
     else if (name == role::kMma)
       buildTaskLoop({Counter::Task, Counter::Kv, Counter::Block},
                     [&](TaskState &task) { buildMmaRole(task); });

@@ -127,6 +127,20 @@ struct PipelineStagesPass
     kvAlloc.getBuffer().setType(SmemType::get(
         func.getContext(), kvType.getRows(), kvType.getCols(),
         kvType.getElementType(), stages));
+    // The loader's tail acquires every stage of the ring once more.
+    func.walk([&](ProducerAcquireOp tail) {
+      if (!tail->hasAttr("fa4.producer_tail") ||
+          tail.getBuffer() != kvAlloc.getBuffer())
+        return;
+      OpBuilder b(tail->getContext());
+      b.setInsertionPointAfter(tail);
+      for (int64_t s = 1; s < stages; ++s) {
+        Value item = arith::AddIOp::create(
+            b, tail.getLoc(), tail.getCount(),
+            arith::ConstantIndexOp::create(b, tail.getLoc(), s));
+        ProducerAcquireOp::create(b, tail.getLoc(), tail.getBuffer(), item);
+      }
+    });
 
     int64_t bytes = ScheduleConfig::kBarrierBytes;
     func.walk([&](SmemAllocOp alloc) {
