@@ -24,5 +24,5 @@ fi
 
 if [[ ! -f $build/build.ninja ]]; then
   cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
-    -DFA4_LLVM_PREFIX="$llvm_prefix" -DFA4_WERROR=ON >/dev/null
+    -DFA4_LLVM_PREFIX="$llvm_prefix" -DFA4_WERROR=ON ${FA4_CMAKE_ARGS:-} >/dev/null
 fi

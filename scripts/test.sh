@@ -5,6 +5,18 @@
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+# --asan: the same suite, built with AddressSanitizer and UBSan in its own
+# build directory (a full build: by hand, not in CI).
+if [[ ${1:-} == --asan ]]; then
+  export FA4_BUILD_DIR=${FA4_BUILD_DIR:-$root/build-asan}
+  export FA4_CMAKE_ARGS="-DFA4_SANITIZE=ON"
+  # LLVM's own objects live until exit; their allocations are not fa4's leaks.
+  export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=0}
+  export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+elif [[ $# -gt 0 ]]; then
+  echo "usage: $0 [--asan]" >&2
+  exit 2
+fi
 build=${FA4_BUILD_DIR:-$root/build}
 "$root/scripts/setup.sh"
 
