@@ -536,7 +536,6 @@ void CtaMachine::execCommit(Thread &th, const Inst &in) {
 /// products exact in f32 (11-bit significands), summed in f32 in k order
 /// onto D.
 void CtaMachine::runTensorOp(TensorOp &op) {
-  Thread &th = threads[op.thread];
   if (op.commit) {
     auto it = barriers.find(op.barrier);
     if (it == barriers.end())
@@ -589,7 +588,6 @@ void CtaMachine::runTensorOp(TensorOp &op) {
     }
     std::memcpy(row, acc.data(), N * 4);
   }
-  (void)th;
 }
 
 bool CtaMachine::completeAsync(bool force) {

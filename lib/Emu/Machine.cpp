@@ -1,9 +1,9 @@
 //===- Machine.cpp - threads, the scheduler and the ALU ---------------------===//
 //
-// The per-thread half of a CTA: the scheduler, operand access, the integer
-// and floating-point instructions, loads and stores with their bounds and
-// hazard checks, and the warp- and CTA-collective rendezvous. The
-// asynchronous units live in Async.cpp.
+// The threads' half of a CTA: the warp scheduler and its SIMT stack, operand
+// access, the integer and floating-point instructions, loads and stores with
+// their bounds and hazard checks, and the warp- and CTA-collective
+// instructions. The asynchronous units live in Async.cpp.
 //
 //===----------------------------------------------------------------------===//
 
@@ -20,8 +20,6 @@ namespace mlir::fa4::emu {
 
 namespace {
 constexpr size_t kMaxMessages = 16;
-/// Instructions a lane runs before the next lane of its warp takes a turn.
-constexpr uint64_t kLaneSlice = 16;
 
 inline float asF32(uint64_t v) {
   uint32_t b = static_cast<uint32_t>(v);

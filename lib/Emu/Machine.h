@@ -1,14 +1,16 @@
 //===- Machine.h - one CTA of a launch --------------------------*- C++ -*-===//
 //
-// A CTA is a set of threads, each with its own program counter and
-// registers, plus the units that work beside them: shared memory with its
-// mbarriers, the tensor memory, and the asynchronous engines (TMA, the tensor
-// core pipe, bulk stores). The scheduler runs one runnable thread at a time
-// for a seeded random number of instructions; a thread stops early when it
-// blocks (a collective its warp has not all reached, an mbarrier phase that
-// has not completed, a bulk group still in flight). Asynchronous operations
-// complete at seeded random later points, or at once when every thread
-// waits, so that a missing wait is seen as a hazard or a wrong result.
+// A CTA is a set of warps of threads, each thread with its own registers,
+// plus the units that work beside them: shared memory with its mbarriers,
+// the tensor memory, and the asynchronous engines (TMA, the tensor core
+// pipe, bulk stores). A warp executes its lanes in lockstep under a SIMT
+// stack whose reconvergence points are the branches' immediate
+// post-dominators; the scheduler runs one runnable warp at a time for a
+// seeded random number of instructions, and a warp stops early when it
+// blocks (an mbarrier phase that has not completed, the CTA barrier, a bulk
+// group still in flight, registers setmaxnreg must wait for). Asynchronous
+// operations complete at seeded random later points, or at once when every
+// warp waits, so that a missing wait is seen as a hazard or a wrong result.
 //
 //===----------------------------------------------------------------------===//
 
