@@ -17,6 +17,7 @@
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "llvm/ADT/TypeSwitch.h"
+#include "llvm/Support/MathExtras.h"
 
 #include <cmath>
 #include <limits>
@@ -46,6 +47,101 @@ std::shared_ptr<Tile> mlir::fa4::sim::makeTile(Value result, float fill) {
 }
 
 static Type elementOf(Value value) { return getElementTypeOrSelf(value.getType()); }
+
+static std::string nameOf(Operation *op) {
+  return "'" + op->getName().getStringRef().str() + "'";
+}
+
+static std::string str(Type type) {
+  std::string text;
+  llvm::raw_string_ostream(text) << type;
+  return text;
+}
+
+static bool isFa4(Operation *op) {
+  return isa_and_nonnull<FA4Dialect>(op->getDialect());
+}
+
+bool mlir::fa4::sim::checkProgram(Operation *func, std::string &error) {
+  WalkResult walk = func->walk([&](Operation *op) {
+    if (isFa4(op))
+      for (NamedAttribute attribute : op->getAttrs()) {
+        auto integer = dyn_cast<IntegerAttr>(attribute.getValue());
+        if (!integer ||
+            !(integer.getType().isIndex() || integer.getType().isInteger(64)))
+          continue;
+        int64_t value = integer.getInt();
+        if (value >= -1 && value < kIndexLimit)
+          continue;
+        error = nameOf(op) + " has " + attribute.getName().str() + " = " +
+                std::to_string(value) +
+                ", outside [-1, 2^31): the kernel's sizes and indices are "
+                "32-bit";
+        return WalkResult::interrupt();
+      }
+    for (Type type : op->getResultTypes()) {
+      auto tensor = dyn_cast<RankedTensorType>(type);
+      if (!tensor)
+        continue;
+      int64_t elements = 1;
+      for (int64_t size : tensor.getShape()) {
+        if (ShapedType::isDynamic(size) ||
+            (size > 0 && elements > kMaxTileElements / size)) {
+          error = nameOf(op) + " makes a " + str(type) +
+                  "; tiles must be static and hold at most 2^20 elements";
+          return WalkResult::interrupt();
+        }
+        elements *= size;
+      }
+    }
+    return WalkResult::advance();
+  });
+  return !walk.wasInterrupted();
+}
+
+bool mlir::fa4::sim::checkTensorAccess(Operation *op, const Buffer &tensor,
+                                       int64_t batch, int64_t head,
+                                       int64_t ratio, int64_t dim,
+                                       std::string &error) {
+  if (tensor.shape.size() != 4 || tensor.shape[3] != dim) {
+    error = nameOf(op) + " moves rows of " + std::to_string(dim) +
+            " elements, but its tensor is not [batch, seq, heads, " +
+            std::to_string(dim) + "]";
+    return false;
+  }
+  if (batch < 0 || batch >= tensor.shape[0]) {
+    error = nameOf(op) + " addresses batch index " + std::to_string(batch) +
+            ", but the tensor's batch is " + std::to_string(tensor.shape[0]);
+    return false;
+  }
+  if (ratio < 1 || head < 0 || head >= tensor.shape[2] / ratio) {
+    error = nameOf(op) + " addresses heads [" + std::to_string(head * ratio) +
+            ", " + std::to_string((head + 1) * ratio) + ") (head " +
+            std::to_string(head) + ", gqa_ratio " + std::to_string(ratio) +
+            "), but the tensor has " + std::to_string(tensor.shape[2]) +
+            (tensor.shape[2] == 1 ? " head" : " heads");
+    return false;
+  }
+  return true;
+}
+
+/// The m-blocks and tasks of a task grid; fails past 2^31 tasks (the
+/// kernel's task index is 32-bit), which also keeps the products exact.
+static bool countTasks(Operation *op, int64_t batch, int64_t kvHeads,
+                       int64_t gqaRatio, int64_t rows, int64_t seqQ,
+                       int64_t &mBlocks, int64_t &tasks, std::string &error) {
+  // Operands and attributes are below 2^31, so these cannot overflow.
+  mBlocks = ceilDiv(seqQ * gqaRatio, rows);
+  int64_t heads = batch * kvHeads;
+  if (llvm::MulOverflow(heads, mBlocks, tasks) || tasks >= kIndexLimit) {
+    error = nameOf(op) + " makes batch " + std::to_string(batch) +
+            " x kv_heads " + std::to_string(kvHeads) + " x m_blocks " +
+            std::to_string(mBlocks) +
+            " tasks, 2^31 or more (the kernel's task index is 32-bit)";
+    return false;
+  }
+  return true;
+}
 
 void mlir::fa4::sim::scoreProduct(const float *q, const float *k, float *s,
                                   int64_t m, int64_t n, int64_t d) {
@@ -107,14 +203,72 @@ bool Interpreter::run(Block &block, std::string &error) {
   return true;
 }
 
+bool Interpreter::checkOperands(Operation *op, std::string &error) {
+  for (OpOperand &operand : op->getOpOperands()) {
+    Type type = operand.get().getType();
+    auto found = values.find(operand.get());
+    const RuntimeValue *value = found == values.end() ? nullptr : &found->second;
+    bool holds = true;
+    if (isa<IndexType, IntegerType>(type))
+      holds = value && std::holds_alternative<int64_t>(*value);
+    else if (isa<RankedTensorType>(type))
+      holds = value && std::holds_alternative<std::shared_ptr<Tile>>(*value);
+    else if (isa<MemRefType>(type))
+      holds = value && std::holds_alternative<Buffer *>(*value);
+    if (!holds) {
+      error = "operand #" + std::to_string(operand.getOperandNumber()) +
+              " of " + nameOf(op) + " has no value";
+      return false;
+    }
+    if (!isFa4(op) || !isa<IndexType, IntegerType>(type))
+      continue;
+    int64_t index = std::get<int64_t>(*value);
+    if (index < 0 || index >= kIndexLimit) {
+      error = "operand #" + std::to_string(operand.getOperandNumber()) +
+              " of " + nameOf(op) + " is " + std::to_string(index) +
+              ", outside [0, 2^31) where the kernel's indices and sizes live";
+      return false;
+    }
+  }
+  return true;
+}
+
+const TileScheduler &Interpreter::scheduler(const TaskGridShape &shape,
+                                            TileScheduler::Order order) {
+  std::array<int64_t, 10> key = {
+      shape.batch,     shape.kvHeads,    shape.gqaRatio, shape.rows,
+      shape.blockN,    shape.seqQ,       shape.seqK,     shape.band.left,
+      shape.band.right, static_cast<int64_t>(order)};
+  if (!cachedScheduler || key != schedulerKey) {
+    cachedScheduler.emplace(shape, order);
+    schedulerKey = key;
+  }
+  return *cachedScheduler;
+}
+
 bool Interpreter::execute(Operation *op, std::string &error) {
   auto unsupported = [&]() {
-    error = "cannot run '" + op->getName().getStringRef().str() + "'";
+    error = "cannot run " + nameOf(op);
     return false;
   };
+  if (!checkOperands(op, error))
+    return false;
+  // Index arithmetic wraps around in two's complement, as arith defines it.
   auto binary = [&](auto fn) {
+    values[op->getResult(0)] = static_cast<int64_t>(
+        fn(static_cast<uint64_t>(index(op->getOperand(0))),
+           static_cast<uint64_t>(index(op->getOperand(1)))));
+    return true;
+  };
+  auto divide = [&](bool roundUp) {
+    // The unsigned divisions of arith read their operands as unsigned.
+    uint64_t a = index(op->getOperand(0)), b = index(op->getOperand(1));
+    if (b == 0) {
+      error = nameOf(op) + " divides " + std::to_string(a) + " by zero";
+      return false;
+    }
     values[op->getResult(0)] =
-        static_cast<int64_t>(fn(index(op->getOperand(0)), index(op->getOperand(1))));
+        static_cast<int64_t>(roundUp ? (a == 0 ? 0 : (a - 1) / b + 1) : a / b);
     return true;
   };
 
@@ -123,7 +277,17 @@ bool Interpreter::execute(Operation *op, std::string &error) {
       .Case([&](arith::ConstantOp constant) {
         Attribute value = constant.getValue();
         if (auto integer = dyn_cast<IntegerAttr>(value)) {
-          values[constant] = integer.getValue().getSExtValue();
+          Type type = integer.getType();
+          if (type.isInteger(1)) {
+            values[constant] = static_cast<int64_t>(integer.getValue().getZExtValue());
+          } else if (type.isIndex() || type.isInteger(64)) {
+            values[constant] = integer.getValue().getSExtValue();
+          } else {
+            error = "arith.constant of type " + str(type) +
+                    ": the simulator computes in 64 bits, so it runs index, "
+                    "i64 and i1 values only";
+            return false;
+          }
         } else if (auto real = dyn_cast<FloatAttr>(value)) {
           values[constant] = real.getValueAsDouble();
         } else if (auto dense = dyn_cast<DenseFPElementsAttr>(value);
@@ -135,26 +299,32 @@ bool Interpreter::execute(Operation *op, std::string &error) {
         }
         return true;
       })
-      .Case([&](arith::AddIOp) { return binary(std::plus<int64_t>()); })
-      .Case([&](arith::SubIOp) { return binary(std::minus<int64_t>()); })
-      .Case([&](arith::MulIOp) { return binary(std::multiplies<int64_t>()); })
-      .Case([&](arith::CeilDivUIOp) {
-        return binary([](int64_t a, int64_t b) { return ceilDiv(a, b); });
-      })
-      .Case([&](arith::DivUIOp) {
-        return binary([](int64_t a, int64_t b) { return a / b; });
-      })
+      .Case([&](arith::AddIOp) { return binary(std::plus<uint64_t>()); })
+      .Case([&](arith::SubIOp) { return binary(std::minus<uint64_t>()); })
+      .Case([&](arith::MulIOp) { return binary(std::multiplies<uint64_t>()); })
+      .Case([&](arith::CeilDivUIOp) { return divide(true); })
+      .Case([&](arith::DivUIOp) { return divide(false); })
       .Case([&](arith::MinSIOp) {
-        return binary([](int64_t a, int64_t b) { return std::min(a, b); });
+        return binary([](uint64_t a, uint64_t b) {
+          return std::min(static_cast<int64_t>(a), static_cast<int64_t>(b));
+        });
       })
       .Case([&](arith::MaxSIOp) {
-        return binary([](int64_t a, int64_t b) { return std::max(a, b); });
+        return binary([](uint64_t a, uint64_t b) {
+          return std::max(static_cast<int64_t>(a), static_cast<int64_t>(b));
+        });
       })
       .Case([&](memref::DimOp dim) {
-        std::optional<int64_t> axis = dim.getConstantIndex();
-        if (!axis)
-          return unsupported();
-        values[dim] = buffer(dim.getSource()).shape[*axis];
+        const Buffer &source = buffer(dim.getSource());
+        int64_t axis = index(dim.getIndex());
+        int64_t rank = source.shape.size();
+        if (axis < 0 || axis >= rank) {
+          error = "memref.dim asks for dimension " + std::to_string(axis) +
+                  " of a rank-" + std::to_string(rank) +
+                  " memref (expected 0 to " + std::to_string(rank - 1) + ")";
+          return false;
+        }
+        values[dim] = source.shape[axis];
         return true;
       })
       .Case([&](scf::ForOp loop) {
@@ -165,12 +335,35 @@ bool Interpreter::execute(Operation *op, std::string &error) {
           error = "scf.for with a non-positive step never ends";
           return false;
         }
+        if (loop.getUnsignedCmp()) {
+          error = "scf.for with unsignedCmp: the simulator runs loops with "
+                  "signed bounds only";
+          return false;
+        }
+        // The distance may exceed INT64_MAX: count in unsigned arithmetic.
+        uint64_t trips =
+            upper > lower ? (static_cast<uint64_t>(upper) -
+                             static_cast<uint64_t>(lower) - 1) /
+                                    static_cast<uint64_t>(step) +
+                                1
+                          : 0;
+        if (!budget || !budget->take(trips)) {
+          error = "scf.for from " + std::to_string(lower) + " to " +
+                  std::to_string(upper) + " step " + std::to_string(step) +
+                  " would run " + std::to_string(trips) +
+                  " iterations, past the run's budget of " +
+                  std::to_string(budget ? budget->total : 0) +
+                  " loop iterations and CTAs for these sizes (is a bound "
+                  "wrong?)";
+          return false;
+        }
         SmallVector<RuntimeValue> carried;
         for (Value init : loop.getInitArgs())
           carried.push_back(values[init]);
         Block *body = loop.getBody();
-        for (int64_t iv = lower; iv < upper; iv += step) {
-          values[loop.getInductionVar()] = iv;
+        for (uint64_t trip = 0; trip < trips; ++trip) {
+          values[loop.getInductionVar()] = static_cast<int64_t>(
+              static_cast<uint64_t>(lower) + trip * static_cast<uint64_t>(step));
           for (auto [arg, value] : llvm::zip(loop.getRegionIterArgs(), carried))
             values[arg] = value;
           if (!run(*body, error))
@@ -199,10 +392,10 @@ bool Interpreter::execute(Operation *op, std::string &error) {
         return true;
       })
       .Case([&](arith::OrIOp) {
-        return binary([](int64_t a, int64_t b) { return a | b; });
+        return binary([](uint64_t a, uint64_t b) { return a | b; });
       })
       .Case([&](arith::AndIOp) {
-        return binary([](int64_t a, int64_t b) { return a & b; });
+        return binary([](uint64_t a, uint64_t b) { return a & b; });
       })
       .Case([&](scf::IfOp branch) {
         Region &taken = index(branch.getCondition()) ? branch.getThenRegion()
@@ -241,9 +434,11 @@ bool Interpreter::execute(Operation *op, std::string &error) {
       })
       // The persistent scheduler.
       .Case([&](TaskCountOp count) {
-        int64_t batch = index(count.getBatch()), seqQ = index(count.getSeqQ());
-        numTasks = batch * count.getKvHeads() *
-                   ceilDiv(seqQ * count.getGqaRatio(), count.getRows());
+        int64_t mBlocks;
+        if (!countTasks(op, index(count.getBatch()), count.getKvHeads(),
+                        count.getGqaRatio(), count.getRows(),
+                        index(count.getSeqQ()), mBlocks, numTasks, error))
+          return false;
         values[count.getResult()] = numTasks;
         return true;
       })
@@ -258,14 +453,27 @@ bool Interpreter::execute(Operation *op, std::string &error) {
         shape.seqK = index(coords.getSeqK());
         shape.band = maskBandFor(coords.getMask(), coords.getWindowLeft(),
                                  coords.getWindowRight());
-        TileScheduler scheduler(shape, orderOf(coords.getOrder()));
+        int64_t mBlocks, tasks;
+        if (!countTasks(op, shape.batch, shape.kvHeads, shape.gqaRatio,
+                        shape.rows, shape.seqQ, mBlocks, tasks, error))
+          return false;
         int64_t position = index(coords.getIndex());
-        if (position < 0 || position >= scheduler.numTasks()) {
+        if (position >= tasks) {
           error = "fa4.task_coords asked for task " + std::to_string(position) +
-                  " of " + std::to_string(scheduler.numTasks());
+                  " of " + std::to_string(tasks);
           return false;
         }
-        Task task = scheduler.taskAt(position);
+        // An LPT order costs O(m_blocks log m_blocks) to build: refuse more
+        // m_blocks than the run could visit within its budget.
+        if (coords.getOrder() == TaskOrder::lpt &&
+            (!budget || mBlocks > budget->total)) {
+          error = "fa4.task_coords orders " + std::to_string(mBlocks) +
+                  " m_blocks, more than the run's budget of " +
+                  std::to_string(budget ? budget->total : 0) +
+                  " loop iterations and CTAs for these sizes";
+          return false;
+        }
+        Task task = scheduler(shape, orderOf(coords.getOrder())).taskAt(position);
         values[coords.getBatchIndex()] = task.batch;
         values[coords.getKvHead()] = task.kvHead;
         values[coords.getMBlock()] = task.mBlock;
@@ -287,6 +495,8 @@ bool Interpreter::execute(Operation *op, std::string &error) {
         int64_t rows = tile->shape[0], dim = tile->shape[1];
         int64_t batch = index(load.getBatch()), head = index(load.getHead());
         int64_t row = index(load.getRow()), ratio = load.getGqaRatio();
+        if (!checkTensorAccess(op, q, batch, head, ratio, dim, error))
+          return false;
         for (int64_t r = 0; r < rows; ++r) {
           PackedRow packed = unpackRow(row + r, ratio);
           if (packed.seqPos >= q.shape[1])
@@ -306,6 +516,8 @@ bool Interpreter::execute(Operation *op, std::string &error) {
         int64_t rows = tile->shape[0], dim = tile->shape[1];
         int64_t batch = index(load.getBatch()), head = index(load.getHead());
         int64_t col = index(load.getCol());
+        if (!checkTensorAccess(op, kv, batch, head, 1, dim, error))
+          return false;
         for (int64_t r = 0; r < rows && col + r < kv.shape[1]; ++r) {
           const float *src =
               &kv.data[((batch * kv.shape[1] + col + r) * kv.shape[2] + head) * dim];
@@ -462,15 +674,17 @@ bool Interpreter::execute(Operation *op, std::string &error) {
         int64_t dim = t.shape[1], ratio = store.getGqaRatio();
         int64_t batch = index(store.getBatch()), head = index(store.getHead());
         int64_t row = index(store.getRow());
+        if (!checkTensorAccess(op, o, batch, head, ratio, dim, error))
+          return false;
         for (int64_t r = 0; r < t.shape[0]; ++r) {
           PackedRow packed = unpackRow(row + r, ratio);
           if (packed.seqPos >= o.shape[1])
             continue;
           int64_t qHead = head * ratio + packed.headInGroup;
-          std::copy(&t.data[r * dim], &t.data[(r + 1) * dim],
-                    &o.data[((batch * o.shape[1] + packed.seqPos) * o.shape[2] +
-                             qHead) *
-                            dim]);
+          std::copy_n(&t.data[r * dim], dim,
+                      &o.data[((batch * o.shape[1] + packed.seqPos) * o.shape[2] +
+                               qHead) *
+                              dim]);
         }
         return true;
       })
@@ -480,6 +694,18 @@ bool Interpreter::execute(Operation *op, std::string &error) {
         int64_t ratio = store.getGqaRatio();
         int64_t batch = index(store.getBatch()), head = index(store.getHead());
         int64_t row = index(store.getRow());
+        if (lse.shape.size() != 3 || batch >= lse.shape[0] ||
+            head >= lse.shape[1] / ratio) {
+          std::string shape;
+          for (int64_t size : lse.shape)
+            shape += (shape.empty() ? "" : ", ") + std::to_string(size);
+          error = nameOf(op) + " addresses batch index " +
+                  std::to_string(batch) + " and heads [" +
+                  std::to_string(head * ratio) + ", " +
+                  std::to_string((head + 1) * ratio) + ") of an LSE of shape [" +
+                  shape + "] (expected [batch, q_heads, seq_q])";
+          return false;
+        }
         for (int64_t r = 0; r < t.shape[0]; ++r) {
           PackedRow packed = unpackRow(row + r, ratio);
           if (packed.seqPos >= lse.shape[2])

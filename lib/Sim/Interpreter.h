@@ -3,12 +3,16 @@
 #ifndef FA4_LIB_SIM_INTERPRETER_H
 #define FA4_LIB_SIM_INTERPRETER_H
 
+#include "fa4/Support/TileScheduler.h"
+
 #include "mlir/IR/Types.h"
 #include "mlir/IR/Value.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/SmallVector.h"
 
+#include <array>
 #include <memory>
+#include <optional>
 #include <string>
 #include <variant>
 #include <vector>
@@ -34,6 +38,31 @@ struct Tile {
   std::vector<float> data;
 };
 
+/// Loop iterations and CTAs one run may take: a bound far above what the
+/// correct kernel needs, so that a wrong loop bound or grid ends the run with
+/// an error instead of running for hours. Shared by every interpreter of a run
+/// (roles run one at a time, so it needs no lock).
+struct StepBudget {
+  int64_t total = 0;
+  int64_t used = 0;
+  bool take(uint64_t steps) {
+    if (steps > static_cast<uint64_t>(total - used))
+      return false;
+    used += static_cast<int64_t>(steps);
+    return true;
+  }
+};
+
+/// Indices and sizes the kernel computes with are 32-bit: an fa4 op's index
+/// operand outside [0, 2^31), or integer attribute outside [-1, 2^31) (-1:
+/// a window side left open), cannot come from a correct kernel, and bounding
+/// them keeps the simulator's own arithmetic from overflowing.
+constexpr int64_t kIndexLimit = int64_t(1) << 31;
+
+/// Tiles are at most 256 x 128 in the kernel; a tensor type past this many
+/// elements is refused rather than allocated.
+constexpr int64_t kMaxTileElements = int64_t(1) << 20;
+
 struct InterpreterStats {
   int64_t rescalesDone = 0;
   int64_t rescalesSkipped = 0;
@@ -48,8 +77,21 @@ void scoreProduct(const float *q, const float *k, float *s, int64_t m,
 void valueProduct(const float *p, const float *v, float *o, int64_t m,
                   int64_t n, int64_t d);
 float roundTo(Type element, float value);
-/// A zero (or `fill`) tile of `result`'s tensor type.
+/// A zero (or `fill`) tile of `result`'s tensor type (checked against
+/// kMaxTileElements before the run starts).
 std::shared_ptr<Tile> makeTile(Value result, float fill = 0.0f);
+
+/// Checks that `op` may touch heads [head * ratio, (head + 1) * ratio) of
+/// batch `batch` in `tensor`, a [batch, seq, heads, head_dim] buffer, with
+/// rows of `dim` elements; otherwise names the op and the index in `error`.
+bool checkTensorAccess(Operation *op, const Buffer &tensor, int64_t batch,
+                       int64_t head, int64_t ratio, int64_t dim,
+                       std::string &error);
+
+/// Checks, before anything runs, what the verifiers leave open and the
+/// simulator relies on: every integer attribute of an fa4 op is in
+/// [-1, 2^31), every tensor is static and at most kMaxTileElements.
+bool checkProgram(Operation *func, std::string &error);
 
 class Interpreter;
 
@@ -66,6 +108,7 @@ class Interpreter {
 public:
   void bind(Value value, Buffer *buffer) { values[value] = buffer; }
   void setHook(OpHook *newHook) { hook = newHook; }
+  void setBudget(StepBudget *newBudget) { budget = newBudget; }
   /// Only one role of a CTA counts the KV blocks; the others repeat them.
   void setCountsBlocks(bool counts) { countsBlocks = counts; }
 
@@ -97,11 +140,19 @@ private:
                    Buffer *>;
 
   bool execute(Operation *op, std::string &error);
+  bool checkOperands(Operation *op, std::string &error);
+  const TileScheduler &scheduler(const TaskGridShape &shape,
+                                 TileScheduler::Order order);
 
   llvm::DenseMap<Value, RuntimeValue> values;
   InterpreterStats stats;
   OpHook *hook = nullptr;
+  StepBudget *budget = nullptr;
   bool countsBlocks = true;
+  /// The last task grid `fa4.task_coords` asked for: an LPT order costs
+  /// O(m_blocks log m_blocks) to build, once rather than per task.
+  std::array<int64_t, 10> schedulerKey = {};
+  std::optional<TileScheduler> cachedScheduler;
 };
 
 } // namespace mlir::fa4::sim

@@ -3,7 +3,8 @@
 // One CTA at a time. Every role runs on its own std::thread, but only the one
 // the scheduler hands the turn to makes progress, so a run is a deterministic
 // function of the seed. The scheduler draws, at every step, either a role
-// that can run or an asynchronous operation that can complete.
+// that can run or an asynchronous operation that can complete; a schedule of
+// late completions completes them only when no role can run.
 //
 // Ordering is tracked with vector clocks, one component per role: an access
 // carries its role's clock; a barrier phase carries the join of the clocks of
@@ -20,10 +21,12 @@
 #include "fa4/Support/Blackwell.h"
 
 #include "llvm/ADT/TypeSwitch.h"
+#include "llvm/Support/MathExtras.h"
 
 #include <condition_variable>
 #include <cstring>
 #include <deque>
+#include <limits>
 #include <functional>
 #include <mutex>
 #include <random>
@@ -122,6 +125,9 @@ struct RoleThread {
   std::string error;
   std::function<bool()> blockedOn;
   std::string blockedWhat;
+  /// While blocked: the barrier slot waited on, or null for the role's own
+  /// TMA stores.
+  const BarrierSlot *waitsOn = nullptr;
   std::deque<AsyncOp> tensorCoreQueue;
   int64_t pendingStores = 0;
 };
@@ -129,8 +135,9 @@ struct RoleThread {
 class Cta : public OpHook {
 public:
   Cta(Interpreter &parent, WarpSpecializeOp op, uint64_t seed,
-      ProtocolReport &report)
-      : parent(parent), specialize(op), rng(seed), report(report) {}
+      bool lateCompletions, ProtocolReport &report)
+      : parent(parent), specialize(op), rng(seed),
+        lateCompletions(lateCompletions), report(report) {}
 
   bool run(InterpreterStats &stats, std::string &error);
   bool execute(Interpreter &interpreter, Operation *op,
@@ -143,7 +150,12 @@ private:
   }
   /// Hands the turn back; false once the run is being torn down.
   bool yieldTurn(int thread);
-  bool waitUntil(int thread, std::function<bool()> condition, std::string what);
+  /// Blocks until `condition` holds; `slot` is the barrier slot it waits on,
+  /// null for the role's TMA stores.
+  bool waitUntil(int thread, std::function<bool()> condition, std::string what,
+                 const BarrierSlot *slot);
+  /// Whether a blocked role waits for what `async` completes.
+  bool unblocksARole(const AsyncOp &async);
 
   SmemState &smem(Value buffer) {
     return smemStates.at(buffer.getDefiningOp());
@@ -171,6 +183,8 @@ private:
   Interpreter &parent;
   WarpSpecializeOp specialize;
   std::mt19937_64 rng;
+  /// Complete asynchronous work only when no role can run.
+  bool lateCompletions;
   ProtocolReport &report;
 
   std::vector<std::unique_ptr<RoleThread>> threads;
@@ -180,6 +194,11 @@ private:
   std::vector<uint32_t> tmem;
   std::vector<Region> tmemColumns;
   bool tmemAllocated = false, tmemFreed = false;
+  /// Columns tmem_alloc_columns took, and who took them.
+  int64_t tmemAllocatedColumns = 0;
+  std::string tmemAllocator;
+  /// The TMEM buffers of the kernel, named in a report about the allocation.
+  std::string tmemBuffers;
   std::vector<AsyncOp> tmaInFlight;
 
   std::mutex mutex;
@@ -194,9 +213,60 @@ static std::string describe(const RoleThread &thread, Operation *op) {
   return thread.name + " (" + op->getName().stripDialect().str() + ")";
 }
 
+/// Whether elements [first, first + count) lie inside the TMEM buffer or
+/// view `place` (the column is a runtime index the verifier cannot see).
+static bool checkColumns(Operation *op, int64_t first, int64_t count,
+                         const TmemPlace &place, std::string &error) {
+  if (first + count <= place.cols)
+    return true;
+  error = "'" + op->getName().getStringRef().str() + "' touches columns [" +
+          std::to_string(first) + ", " + std::to_string(first + count) +
+          ") of " + place.name + ", which has " + std::to_string(place.cols);
+  return false;
+}
+
+/// An mbarrier is 8 bytes of shared memory; its pending transaction count
+/// holds at most 2^20 - 1 bytes (PTX ISA, mbarrier's tx-count range).
+static constexpr uint64_t kMBarrierBytes = 8;
+static constexpr int64_t kMaxTxCount = (int64_t(1) << 20) - 1;
+
 bool Cta::setUp(std::string &error) {
   // The buffers and barriers are defined beside the warp-specialize op.
+  // First what they take of shared memory, as the hardware lays them out
+  // (rows padded to whole 128-byte lines), in saturating arithmetic: the
+  // types' sizes are unbounded 64-bit numbers, and a sum past what a CTA may
+  // use must be refused before anything is allocated.
+  uint64_t smemBytes = 0;
   specialize->getParentOp()->walk([&](Operation *op) {
+    uint64_t bytes = 0;
+    if (auto alloc = dyn_cast<SmemAllocOp>(op)) {
+      SmemType type = alloc.getBuffer().getType();
+      uint64_t rowBytes = llvm::SaturatingMultiply<uint64_t>(
+                              type.getCols(),
+                              type.getElementType().getIntOrFloatBitWidth()) /
+                          8;
+      rowBytes = llvm::SaturatingAdd<uint64_t>(rowBytes, 127) / 128 * 128;
+      bytes = llvm::SaturatingMultiply<uint64_t>(
+          llvm::SaturatingMultiply<uint64_t>(type.getRows(), rowBytes),
+          type.getStages());
+    } else if (auto alloc = dyn_cast<MBarrierAllocOp>(op)) {
+      bytes = llvm::SaturatingMultiply<uint64_t>(
+          alloc.getBarrier().getType().getStages(), kMBarrierBytes);
+    }
+    smemBytes = llvm::SaturatingAdd(smemBytes, bytes);
+  });
+  if (smemBytes > static_cast<uint64_t>(blackwell::kSmemBytesPerCta)) {
+    error = "the SMEM buffers and mbarriers need " +
+            (smemBytes == std::numeric_limits<uint64_t>::max()
+                 ? std::string("more than 2^64")
+                 : std::to_string(smemBytes)) +
+            " bytes, more than the " +
+            std::to_string(blackwell::kSmemBytesPerCta) + " a CTA may use";
+    return false;
+  }
+  specialize->getParentOp()->walk([&](Operation *op) {
+    if (auto alloc = dyn_cast<TmemAllocOp>(op))
+      tmemBuffers += (tmemBuffers.empty() ? "" : ", ") + alloc.getName().str();
     if (auto alloc = dyn_cast<SmemAllocOp>(op)) {
       SmemState state;
       state.type = alloc.getBuffer().getType();
@@ -258,16 +328,37 @@ bool Cta::yieldTurn(int thread) {
 }
 
 bool Cta::waitUntil(int thread, std::function<bool()> condition,
-                    std::string what) {
+                    std::string what, const BarrierSlot *slot) {
   RoleThread &role = *threads[thread];
   while (!condition()) {
     role.blockedOn = condition;
     role.blockedWhat = std::move(what);
+    role.waitsOn = slot;
     if (!yieldTurn(thread))
       return false;
   }
   role.blockedOn = nullptr;
   return true;
+}
+
+bool Cta::unblocksARole(const AsyncOp &async) {
+  auto waited = [&](Value barrierValue, int64_t count) {
+    BarrierState &state = barrier(barrierValue);
+    const BarrierSlot *slot = &state.slots[count % state.type.getStages()];
+    return llvm::any_of(threads, [&](const std::unique_ptr<RoleThread> &role) {
+      return role->blockedOn && role->waitsOn == slot;
+    });
+  };
+  if (auto load = dyn_cast<TmaLoadOp>(async.op))
+    return waited(load.getBarrier(), async.indices[4]);
+  if (isa<TmaStoreOp>(async.op)) {
+    const RoleThread &issuer = *threads[async.thread];
+    return issuer.blockedOn && !issuer.waitsOn;
+  }
+  // A tensor-core op is waited for through the commit behind it.
+  if (auto commit = dyn_cast<MmaCommitOp>(async.op))
+    return waited(commit.getBarrier(), async.indices[0]);
+  return false;
 }
 
 bool Cta::tmemPlace(Value buffer, TmemPlace &place, std::string &error) {
@@ -287,6 +378,17 @@ bool Cta::tmemPlace(Value buffer, TmemPlace &place, std::string &error) {
   if (place.name.empty())
     place.name = alloc.getName().str();
   place.firstColumn = *alloc.getColumnOffset();
+  // The verifiers keep an allocation inside TMEM and a view inside its
+  // buffer; checked again because every TMEM access indexes with these
+  // columns unchecked.
+  if (place.firstColumn < 0 ||
+      place.firstColumn + type.getColumns() > blackwell::kTmemColumns) {
+    error = "TMEM buffer " + place.name + " spans columns [" +
+            std::to_string(place.firstColumn) + ", " +
+            std::to_string(place.firstColumn + type.getColumns()) +
+            "), outside TMEM's " + std::to_string(blackwell::kTmemColumns);
+    return false;
+  }
   return true;
 }
 
@@ -561,6 +663,20 @@ bool Cta::execute(Interpreter &interpreter, Operation *op, std::string &error) {
     error = "aborted";
     return false;
   };
+  // Shared memory and barriers are the ones set up for this CTA; every use
+  // below looks them up by their allocation.
+  for (OpOperand &operand : op->getOpOperands()) {
+    Type type = operand.get().getType();
+    Operation *def = operand.get().getDefiningOp();
+    if ((isa<SmemType>(type) && !smemStates.count(def)) ||
+        (isa<MBarrierType>(type) && !barriers.count(def))) {
+      error = "operand #" + std::to_string(operand.getOperandNumber()) +
+              " of '" + op->getName().getStringRef().str() +
+              "' is not a buffer or barrier allocated beside the "
+              "warp-specialize op";
+      return false;
+    }
+  }
   // Synchronization and asynchronous issue are where another role or an
   // outstanding copy may run first; plain memory accesses are ordered by
   // the barriers around them and need no turn of their own.
@@ -584,7 +700,7 @@ bool Cta::execute(Interpreter &interpreter, Operation *op, std::string &error) {
                               std::to_string(intended) + " (parity " +
                               std::to_string(parity) + ")";
         if (!waitUntil(self, [&] { return (slot.completed & 1) != parity; },
-                       waiting))
+                       waiting, &slot))
           return aborted();
         int64_t observed = slot.completed - 1;
         if (observed != intended)
@@ -621,6 +737,11 @@ bool Cta::execute(Interpreter &interpreter, Operation *op, std::string &error) {
             interpreter.index(expect.getCount()) % bar.type.getStages();
         BarrierSlot &slot = bar.slots[stage];
         slot.tx += expect.getBytes();
+        if (slot.tx > kMaxTxCount)
+          report.addMisuse(thread.name + " raises the transaction count of " +
+                           bar.name + "[" + std::to_string(stage) + "] to " +
+                           std::to_string(slot.tx) +
+                           " bytes, past the mbarrier's limit of 2^20 - 1");
         slot.expectTx = true;
         arrive(bar, stage, 1, clock);
         ++clock[self];
@@ -635,24 +756,36 @@ bool Cta::execute(Interpreter &interpreter, Operation *op, std::string &error) {
           error = "a TMA load signals no barrier (run fa4-insert-barriers)";
           return false;
         }
+        Buffer &source = interpreter.buffer(load.getSource());
+        int64_t batch = interpreter.index(load.getBatch());
+        int64_t head = interpreter.index(load.getHead());
+        if (!checkTensorAccess(op, source, batch, head, load.getGqaRatio(),
+                               smem(load.getBuffer()).type.getCols(), error))
+          return false;
         issue(AsyncOp::TmaLoad,
-              {interpreter.index(load.getBatch()), interpreter.index(load.getHead()),
-               interpreter.index(load.getRow()), interpreter.index(load.getCount()),
+              {batch, head, interpreter.index(load.getRow()),
+               interpreter.index(load.getCount()),
                interpreter.index(load.getBarrierCount())},
-              &interpreter.buffer(load.getSource()));
+              &source);
         return true;
       })
       .Case([&](TmaStoreOp store) {
+        Buffer &dest = interpreter.buffer(store.getDest());
+        int64_t batch = interpreter.index(store.getBatch());
+        int64_t head = interpreter.index(store.getHead());
+        if (!checkTensorAccess(op, dest, batch, head, store.getGqaRatio(),
+                               smem(store.getBuffer()).type.getCols(), error))
+          return false;
         ++thread.pendingStores;
         issue(AsyncOp::TmaStore,
-              {interpreter.index(store.getCount()), interpreter.index(store.getBatch()),
-               interpreter.index(store.getHead()), interpreter.index(store.getRow())},
-              &interpreter.buffer(store.getDest()));
+              {interpreter.index(store.getCount()), batch, head,
+               interpreter.index(store.getRow())},
+              &dest);
         return true;
       })
       .Case([&](TmaStoreWaitOp) {
         if (!waitUntil(self, [&] { return thread.pendingStores == 0; },
-                       thread.name + " waits for its TMA stores"))
+                       thread.name + " waits for its TMA stores", nullptr))
           return aborted();
         return true;
       })
@@ -676,6 +809,8 @@ bool Cta::execute(Interpreter &interpreter, Operation *op, std::string &error) {
         auto tile = makeTile(load.getResult());
         int64_t first = interpreter.index(load.getColumn());
         int64_t cols = tile->shape[1];
+        if (!checkColumns(op, first, cols, place, error))
+          return false;
         accessTmem(place, first, cols, self, clock, false, what);
         for (int64_t r = 0; r < tile->shape[0]; ++r)
           for (int64_t c = 0; c < cols; ++c)
@@ -693,6 +828,8 @@ bool Cta::execute(Interpreter &interpreter, Operation *op, std::string &error) {
         const Tile &tile = interpreter.tile(store.getTile());
         int64_t first = interpreter.index(store.getColumn());
         int64_t cols = tile.shape[1];
+        if (!checkColumns(op, first, cols, place, error))
+          return false;
         accessTmem(place, first, cols, self, clock, true, what);
         for (int64_t r = 0; r < tile.shape[0]; ++r)
           for (int64_t c = 0; c < cols; ++c)
@@ -715,9 +852,14 @@ bool Cta::execute(Interpreter &interpreter, Operation *op, std::string &error) {
         }
         int64_t first = store.getColumn() ? interpreter.index(store.getColumn()) : 0;
         int64_t width = tile.shape[1];
+        if (first + width > cols) {
+          error = "'fa4.smem_store' writes columns [" + std::to_string(first) +
+                  ", " + std::to_string(first + width) + ") of " + state.name +
+                  ", which has " + std::to_string(cols);
+          return false;
+        }
         for (int64_t r = 0; r < rows; ++r)
-          std::copy(&tile.data[r * width], &tile.data[(r + 1) * width],
-                    dest + r * cols + first);
+          std::copy_n(&tile.data[r * width], width, dest + r * cols + first);
         return true;
       })
       .Case([&](SmemLoadOp load) {
@@ -735,12 +877,26 @@ bool Cta::execute(Interpreter &interpreter, Operation *op, std::string &error) {
         interpreter.setTile(load.getResult(), tile);
         return true;
       })
-      .Case([&](TmemAllocColumnsOp) {
+      .Case([&](TmemAllocColumnsOp alloc) {
+        if (tmemAllocated)
+          report.addMisuse(what + " allocates TMEM again; " + tmemAllocator +
+                           " already holds " +
+                           std::to_string(tmemAllocatedColumns) + " columns");
         tmemAllocated = true;
+        tmemAllocatedColumns = alloc.getColumns();
+        tmemAllocator = thread.name;
         return true;
       })
       .Case([&](TmemRelinquishOp) { return true; })
-      .Case([&](TmemDeallocOp) {
+      .Case([&](TmemDeallocOp dealloc) {
+        if (!tmemAllocated || tmemFreed)
+          report.addMisuse(what + " frees TMEM that is not allocated");
+        else if (static_cast<int64_t>(dealloc.getColumns()) !=
+                 tmemAllocatedColumns)
+          report.addMisuse(what + " frees " +
+                           std::to_string(dealloc.getColumns()) +
+                           " TMEM columns; " + tmemAllocator + " allocated " +
+                           std::to_string(tmemAllocatedColumns));
         tmemFreed = true;
         return true;
       })
@@ -804,8 +960,26 @@ bool Cta::run(InterpreterStats &stats, std::string &error) {
     size_t ready = tmaInFlight.size() + queues.size();
     if (runnable.empty() && ready == 0)
       break;
-    if (ready > 0 && (runnable.empty() || rng() % 3 == 0)) {
-      size_t pick = rng() % ready;
+    if (ready > 0 &&
+        (runnable.empty() || (!lateCompletions && rng() % 3 == 0))) {
+      // Late completions hold back, for as long as anything else can
+      // happen, the work no blocked role waits for: a TMA store whose wait
+      // is missing stays in flight while the next writer of its stage runs.
+      std::vector<size_t> choices;
+      for (size_t i = 0; i < ready && lateCompletions; ++i) {
+        bool wanted =
+            i < tmaInFlight.size()
+                ? unblocksARole(tmaInFlight[i])
+                : llvm::any_of(
+                      threads[queues[i - tmaInFlight.size()]]->tensorCoreQueue,
+                      [&](const AsyncOp &queued) {
+                        return unblocksARole(queued);
+                      });
+        if (wanted)
+          choices.push_back(i);
+      }
+      size_t pick = choices.empty() ? rng() % ready
+                                    : choices[rng() % choices.size()];
       AsyncOp async;
       if (pick < tmaInFlight.size()) {
         async = std::move(tmaInFlight[pick]);
@@ -834,6 +1008,13 @@ bool Cta::run(InterpreterStats &stats, std::string &error) {
   for (auto &thread : threads)
     if (ok && !thread->done)
       report.deadlock.push_back(thread->blockedWhat);
+  // The PTX ISA requires the TMEM a CTA allocates to be deallocated before
+  // it exits: what is left allocated is lost to the next CTA on the SM.
+  if (ok && report.deadlock.empty() && tmemAllocated && !tmemFreed)
+    report.addMisuse("the CTA exits with TMEM allocated: " + tmemAllocator +
+                     "'s " + std::to_string(tmemAllocatedColumns) +
+                     " columns (" + tmemBuffers +
+                     ") are never freed by tmem_dealloc");
   // Tear down: every role still waiting returns from its wait and unwinds.
   {
     std::unique_lock<std::mutex> lock(mutex);
@@ -854,8 +1035,9 @@ bool Cta::run(InterpreterStats &stats, std::string &error) {
 }
 
 bool mlir::fa4::sim::runCta(Interpreter &parent, WarpSpecializeOp op,
-                            uint64_t scheduleSeed, ProtocolReport &report,
-                            InterpreterStats &stats, std::string &error) {
-  Cta cta(parent, op, scheduleSeed, report);
+                            uint64_t scheduleSeed, bool lateCompletions,
+                            ProtocolReport &report, InterpreterStats &stats,
+                            std::string &error) {
+  Cta cta(parent, op, scheduleSeed, lateCompletions, report);
   return cta.run(stats, error);
 }

@@ -2,8 +2,8 @@
 //
 // Runs one CTA of a level-C kernel: each role its own thread of control, one
 // running at a time in an order drawn from a seed; TMA copies and tensor-core
-// ops complete at random later points (tensor-core ops in issue order per
-// issuing thread). Tracks the happens-before order that barriers create with
+// ops complete at random later points, or as late as they may (tensor-core
+// ops in issue order per issuing thread). Tracks the happens-before order that barriers create with
 // vector clocks and reports accesses to SMEM/TMEM that it does not order,
 // barrier misuse and deadlocks.
 //
@@ -41,10 +41,13 @@ struct ProtocolReport {
 };
 
 /// Runs `op` for one CTA with the values `parent` has bound; every role gets
-/// a copy of them. Returns false with `error` when an op cannot be run.
+/// a copy of them. With `lateCompletions`, asynchronous work completes only
+/// when no role can run — the last moment the hardware may take, where a
+/// missing wait shows; otherwise at random points. Returns false with `error`
+/// when an op cannot be run.
 bool runCta(Interpreter &parent, WarpSpecializeOp op, uint64_t scheduleSeed,
-            ProtocolReport &report, InterpreterStats &stats,
-            std::string &error);
+            bool lateCompletions, ProtocolReport &report,
+            InterpreterStats &stats, std::string &error);
 
 } // namespace mlir::fa4::sim
 

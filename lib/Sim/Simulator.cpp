@@ -28,8 +28,10 @@ enum ArgumentRole { kQ, kK, kV, kOut, kLse };
 /// CTA run sets them up), the warp-specialize op is one CTA's run.
 class LaunchHook : public OpHook {
 public:
-  LaunchHook(ProtocolReport &report, InterpreterStats &stats, uint64_t seed)
-      : report(report), stats(stats), seed(seed) {}
+  LaunchHook(ProtocolReport &report, InterpreterStats &stats, uint64_t seed,
+             bool lateCompletions)
+      : report(report), stats(stats), seed(seed),
+        lateCompletions(lateCompletions) {}
 
   bool execute(Interpreter &interpreter, Operation *op,
                std::string &error) override {
@@ -42,8 +44,8 @@ public:
       return true;
     }
     if (auto specialize = dyn_cast<WarpSpecializeOp>(op))
-      return runCta(interpreter, specialize, seed * 7919u + ctaId, report,
-                    stats, error);
+      return runCta(interpreter, specialize, seed * 7919u + ctaId,
+                    lateCompletions, report, stats, error);
     error = "cannot run '" + op->getName().getStringRef().str() +
             "' outside a role";
     return false;
@@ -56,7 +58,14 @@ private:
   ProtocolReport &report;
   InterpreterStats &stats;
   uint64_t seed;
+  bool lateCompletions;
 };
+
+std::string str(Type type) {
+  std::string text;
+  llvm::raw_string_ostream(text) << type;
+  return text;
+}
 } // namespace
 
 std::string RunReport::toJson() const {
@@ -79,6 +88,13 @@ std::string RunReport::toJson() const {
     os << "null";
   else
     number(lseMaxAbsErr);
+  os << ",\"ref_lowp_max_abs_err\":";
+  number(refLowpMaxAbsErr);
+  os << ",\"ref_lowp_lse_max_abs_err\":";
+  if (refLowpLseMaxAbsErr < 0)
+    os << "null";
+  else
+    number(refLowpLseMaxAbsErr);
   os << ",\"rescales_done\":" << rescalesDone
      << ",\"rescales_skipped\":" << rescalesSkipped
      << ",\"blocks_visited\":" << blocksVisited
@@ -122,6 +138,8 @@ std::string RunReport::toJson() const {
 
 bool mlir::fa4::sim::simulate(func::FuncOp func, const RunOptions &options,
                               RunReport &report, std::string &error) {
+  if (!checkProgram(func, error))
+    return false;
   auto spec = func->getAttrOfType<DictionaryAttr>("fa4.spec");
   auto arguments = spec ? spec.getAs<DenseI64ArrayAttr>("arguments") : nullptr;
   auto mask = spec ? spec.getAs<MaskKindAttr>("mask") : nullptr;
@@ -146,9 +164,59 @@ bool mlir::fa4::sim::simulate(func::FuncOp func, const RunOptions &options,
     error = "fa4.spec names an LSE argument that is not a memref";
     return false;
   }
+  const char *names[] = {"Q", "K", "V", "O", "LSE"};
+  size_t named = hasLse ? 5 : 4;
+  for (size_t i = 0; i < named; ++i)
+    for (size_t j = i + 1; j < named; ++j)
+      if (arguments[i] == arguments[j]) {
+        error = "fa4.spec names argument #" + std::to_string(arguments[i]) +
+                " as both " + names[i] + " and " + names[j];
+        return false;
+      }
 
+  // The reference and the buffers are sized from these types, so they must
+  // describe one attention, as the entry op's verifier requires of level A.
   auto qType = cast<MemRefType>(argument(kQ).getType());
   auto kType = cast<MemRefType>(argument(kK).getType());
+  for (ArgumentRole role : {kQ, kK, kV, kOut}) {
+    auto type = cast<MemRefType>(argument(role).getType());
+    Type element = type.getElementType();
+    if (type.getRank() != 4 || type.isDynamicDim(2) || type.isDynamicDim(3) ||
+        type.getDimSize(2) <= 0 || type.getDimSize(3) <= 0 ||
+        !(element.isF16() || element.isBF16()) ||
+        element != qType.getElementType()) {
+      error = std::string("fa4.spec's ") + names[role] + " is " + str(type) +
+              "; expected a [batch, seq, heads, head_dim] memref of f16 or "
+              "bf16 (Q's element type) with static, positive heads and head "
+              "dim";
+      return false;
+    }
+  }
+  auto headsOf = [&](ArgumentRole role) {
+    return cast<MemRefType>(argument(role).getType()).getDimSize(2);
+  };
+  auto headDimOf = [&](ArgumentRole role) {
+    return cast<MemRefType>(argument(role).getType()).getDimSize(3);
+  };
+  if (headsOf(kV) != headsOf(kK) || headsOf(kOut) != headsOf(kQ) ||
+      headDimOf(kK) != headDimOf(kQ) || headDimOf(kV) != headDimOf(kQ) ||
+      headDimOf(kOut) != headDimOf(kQ) || headsOf(kQ) % headsOf(kK) != 0) {
+    error = "fa4.spec's Q, K, V and O (" + str(qType) + ", " + str(kType) +
+            ", " + str(argument(kV).getType()) + ", " +
+            str(argument(kOut).getType()) +
+            ") do not describe one attention: K and V must agree, O must "
+            "match Q, all share the head dim, and K's heads divide Q's";
+    return false;
+  }
+  if (hasLse) {
+    auto type = cast<MemRefType>(argument(kLse).getType());
+    if (type.getRank() != 3 || !type.getElementType().isF32()) {
+      error = "fa4.spec's LSE is " + str(type) +
+              "; expected a [batch, q_heads, seq_q] memref of f32";
+      return false;
+    }
+  }
+
   Problem problem;
   problem.batch = options.batch;
   problem.seqQ = options.seqQ;
@@ -166,6 +234,19 @@ bool mlir::fa4::sim::simulate(func::FuncOp func, const RunOptions &options,
     problem.scale = scale.getValueAsDouble();
   if (auto softcap = spec.getAs<FloatAttr>("softcap"))
     problem.softcap = softcap.getValueAsDouble();
+  for (int64_t bound : {problem.windowLeft, problem.windowRight})
+    if (bound < -1 || bound >= kIndexLimit) {
+      error = "fa4.spec's window bound " + std::to_string(bound) +
+              " is neither -1 (open) nor in [0, 2^31)";
+      return false;
+    }
+  if (!(problem.scale > 0.0) || !std::isfinite(problem.scale) ||
+      !(problem.softcap >= 0.0) || !std::isfinite(problem.softcap)) {
+    error = "fa4.spec's scale (" + std::to_string(problem.scale) +
+            ") must be positive and finite, its softcap (" +
+            std::to_string(problem.softcap) + ") non-negative and finite";
+    return false;
+  }
 
   // Runtime sizes must agree with every static dimension of the IR.
   auto makeBuffer = [&](Value value, ArrayRef<int64_t> shape,
@@ -231,20 +312,34 @@ bool mlir::fa4::sim::simulate(func::FuncOp func, const RunOptions &options,
       interpreter.bind(argument(kLse), &lse);
   };
 
-  std::vector<double> refOut, refLse;
-  referenceAttention(problem, q.data, k.data, v.data, refOut, refLse);
+  Reference reference;
+  computeReference(problem, element.isBF16(), q.data, k.data, v.data,
+                   reference);
+
+  // Loop iterations and CTAs a run may take. The correct kernel takes a few
+  // dozen per (Q tile, KV block) pair; counting pairs of 64-row tiles, finer
+  // than any the kernel uses, at 64 steps each leaves a wide margin, while a
+  // wrong loop bound or grid fails within seconds rather than hours.
+  constexpr int64_t kStepsPerTilePair = 64;
+  int64_t qTiles = p.batch * p.qHeads * ceilDiv(p.seqQ, 64);
+  int64_t kvTiles = ceilDiv(p.seqK, 64);
+  StepBudget budget;
+  budget.total = kStepsPerTilePair * (qTiles * (kvTiles + 1) + 1);
 
   report = RunReport();
   bool numericsOk = true;
   // Folds one run's outputs into the report; false past tolerance.
   auto compare = [&]() {
-    Errors errors{report.maxAbsErr, report.maxRelErr, report.lseMaxAbsErr};
-    bool ok = compareWithReference(refOut, refLse, out.data,
+    Errors errors{report.maxAbsErr, report.maxRelErr, report.lseMaxAbsErr,
+                  report.refLowpMaxAbsErr, report.refLowpLseMaxAbsErr};
+    bool ok = compareWithReference(reference, out.data,
                                    hasLse ? &lse.data : nullptr, options.atol,
                                    options.rtol, errors);
     report.maxAbsErr = errors.maxAbsErr;
     report.maxRelErr = errors.maxRelErr;
     report.lseMaxAbsErr = errors.lseMaxAbsErr;
+    report.refLowpMaxAbsErr = errors.refLowpMaxAbsErr;
+    report.refLowpLseMaxAbsErr = errors.refLowpLseMaxAbsErr;
     return ok;
   };
   auto recordStats = [&](const InterpreterStats &stats) {
@@ -259,6 +354,7 @@ bool mlir::fa4::sim::simulate(func::FuncOp func, const RunOptions &options,
   if (!specialize) {
     Interpreter interpreter;
     bindArguments(interpreter);
+    interpreter.setBudget(&budget);
     if (!interpreter.runFunction(func.getBody().front(), error))
       return false;
     numericsOk = compare();
@@ -269,6 +365,8 @@ bool mlir::fa4::sim::simulate(func::FuncOp func, const RunOptions &options,
 
   // Level C: every CTA of the persistent grid, under `interleavings`
   // schedules; the first schedule that breaks the protocol ends the run.
+  // Every second schedule completes asynchronous work at the last moment
+  // (when no role can run), where a missing wait is most likely to show.
   report.levelC = true;
   bool hasGrid = false;
   func.walk([&](GridSizeOp) { hasGrid = true; });
@@ -278,11 +376,21 @@ bool mlir::fa4::sim::simulate(func::FuncOp func, const RunOptions &options,
     ProtocolReport protocol;
     InterpreterStats stats;
     LaunchHook launch(protocol, stats,
-                      options.seed * 1000003u + static_cast<uint64_t>(run));
+                      options.seed * 1000003u + static_cast<uint64_t>(run),
+                      run % 2 == 1);
+    budget.used = 0;
     int64_t grid = 1;
     for (int64_t cta = 0; cta < grid; ++cta) {
+      if (!budget.take(1)) {
+        error = "the grid of " + std::to_string(grid) +
+                " CTAs runs past the run's budget of " +
+                std::to_string(budget.total) +
+                " loop iterations and CTAs for these sizes";
+        return false;
+      }
       Interpreter interpreter;
       bindArguments(interpreter);
+      interpreter.setBudget(&budget);
       interpreter.setHook(&launch);
       interpreter.ctaId = cta;
       launch.ctaId = cta;

@@ -1,8 +1,10 @@
 //===- fa4-sim.cpp - run fa4 IR on the CPU and check it -------------------===//
 //
-// Reads level-A or level-B IR, runs it on seeded random inputs of the given
-// sizes, compares with a float64 reference, prints one JSON object.
-// Exit status: 0 within tolerance, 1 past it, 2 when the run cannot be made.
+// Reads level-A, -B or -C IR, runs it on seeded random inputs of the given
+// sizes, judges it against a float64 reference (with a low-precision one as
+// the yardstick), prints one JSON object. Exit status: 0 within tolerance
+// (and at level C a clean protocol), 1 otherwise, 2 when the run cannot be
+// made: bad flags, or IR it cannot run or does not trust.
 //
 //===----------------------------------------------------------------------===//
 
@@ -52,7 +54,8 @@ static cl::opt<double> relTolerance("rtol", cl::desc("Relative tolerance"),
 static cl::opt<int64_t> interleavings(
     "interleavings",
     cl::desc("Level C: run this many schedules of the roles and asynchronous "
-             "ops, each from its own seed"),
+             "ops, each from its own seed; every second one completes "
+             "asynchronous work only when no role can run"),
     cl::init(1), cl::cat(simCategory));
 static cl::opt<double> rescaleThreshold(
     "rescale-threshold",

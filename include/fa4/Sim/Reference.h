@@ -2,7 +2,9 @@
 //
 // Written from the definition of attention alone, sharing no code with the
 // tile program or the kernel: a bug in their arithmetic cannot hide in both.
-// fa4-sim and fa4-emu draw their inputs and check their outputs here.
+// Beside it, the same attention computed plainly in low precision says what
+// the input type alone costs. fa4-sim and fa4-emu draw their inputs and
+// check their outputs here.
 //
 //===----------------------------------------------------------------------===//
 
@@ -41,19 +43,52 @@ void referenceAttention(const Problem &problem, const std::vector<float> &q,
                         const std::vector<float> &v, std::vector<double> &out,
                         std::vector<double> &lse);
 
-/// The largest errors against the reference, over every run folded in.
+/// Attention as a plain implementation in the input type computes it, the
+/// way FlashAttention's tests build their low-precision reference: scores,
+/// softmax and sums in float32, the probabilities P rounded to the input type
+/// (bf16 or fp16) before P·V, O rounded to it; the LSE stays float32. Same
+/// layouts as referenceAttention.
+void lowPrecisionAttention(const Problem &problem, bool bf16,
+                           const std::vector<float> &q,
+                           const std::vector<float> &k,
+                           const std::vector<float> &v, std::vector<float> &out,
+                           std::vector<float> &lse);
+
+/// What a kernel's output is judged against: the float64 reference, and the
+/// error the low-precision reference makes against it.
+struct Reference {
+  std::vector<double> out, lse;
+  /// max |O_lowp - O_ref| and max |LSE_lowp - LSE_ref|.
+  double lowpMaxAbsErr = 0.0;
+  double lowpLseMaxAbsErr = 0.0;
+};
+
+/// Both references for one problem's inputs.
+void computeReference(const Problem &problem, bool bf16,
+                      const std::vector<float> &q, const std::vector<float> &k,
+                      const std::vector<float> &v, Reference &reference);
+
+/// The largest errors against the float64 reference, over every run folded
+/// in, and the low-precision reference's.
 struct Errors {
   double maxAbsErr = 0.0;
   /// Over the outputs whose reference magnitude exceeds atol.
   double maxRelErr = 0.0;
   /// -1 until an LSE is compared.
   double lseMaxAbsErr = -1.0;
+  /// The Reference's low-precision errors, the LSE's -1 until an LSE is
+  /// compared.
+  double refLowpMaxAbsErr = 0.0;
+  double refLowpLseMaxAbsErr = -1.0;
 };
 
-/// Folds one run's O (and LSE, when `lse` is non-null) into `errors`; false
-/// when an element is past atol + rtol * |reference| (NaN is).
-bool compareWithReference(const std::vector<double> &refOut,
-                          const std::vector<double> &refLse,
+/// Folds one run's O (and LSE, when `lse` is non-null) into `errors` and
+/// judges it. O (and the LSE, on its own) passes when every element is within
+/// atol + rtol * |reference|, or else when, in max-norm, its error is at most
+/// twice the low-precision reference's plus atol — FlashAttention's rule,
+/// which scales with what the input type cannot represent (bf16 at large
+/// magnitudes). A NaN, or an infinity the reference does not have, fails.
+bool compareWithReference(const Reference &reference,
                           const std::vector<float> &out,
                           const std::vector<float> *lse, double atol,
                           double rtol, Errors &errors);

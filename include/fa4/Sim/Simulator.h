@@ -43,6 +43,10 @@ struct RunReport {
   double maxRelErr = 0.0;
   /// -1 when the kernel does not write an LSE.
   double lseMaxAbsErr = -1.0;
+  /// The low-precision reference's errors against the float64 one (the LSE's
+  /// -1 without an LSE): what the input type alone costs.
+  double refLowpMaxAbsErr = 0.0;
+  double refLowpLseMaxAbsErr = -1.0;
   /// Per (Q tile, KV block) where some row's max moved: a rescale happened
   /// (done) or every move stayed under the threshold (skipped).
   int64_t rescalesDone = 0;
