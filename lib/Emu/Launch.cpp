@@ -155,6 +155,30 @@ bool decodeTensorMap(const uint8_t in[128], runtime::TensorMapSpec &spec,
 // Launch
 //===----------------------------------------------------------------------===//
 
+void LaunchReport::add(const LaunchReport &other) {
+  auto append = [](std::vector<std::string> &to, const std::vector<std::string> &from) {
+    for (const std::string &s : from)
+      if (to.size() < 16)
+        to.push_back(s);
+  };
+  append(errors, other.errors);
+  append(hazards, other.hazards);
+  append(barrierMisuse, other.barrierMisuse);
+  if (deadlock.empty())
+    deadlock = other.deadlock;
+  errorCount += other.errorCount;
+  hazardCount += other.hazardCount;
+  barrierMisuseCount += other.barrierMisuseCount;
+  instructions += other.instructions;
+  mmas += other.mmas;
+  tmaLoadBytes += other.tmaLoadBytes;
+  tmaStoreBytes += other.tmaStoreBytes;
+  if (instructionsPerWarp.size() < other.instructionsPerWarp.size())
+    instructionsPerWarp.resize(other.instructionsPerWarp.size());
+  for (size_t w = 0; w < other.instructionsPerWarp.size(); ++w)
+    instructionsPerWarp[w] += other.instructionsPerWarp[w];
+}
+
 bool launch(const Program &program, Device &device, const LaunchConfig &config,
             LaunchReport &report, std::string &error) {
   const Kernel *kernel = program.findKernel(config.kernel);
@@ -212,27 +236,20 @@ bool launch(const Program &program, Device &device, const LaunchConfig &config,
   std::atomic<bool> failed{false};
   auto mergeReport = [&](CtaReport &cta) {
     std::lock_guard<std::mutex> lock(merge);
-    auto append = [](std::vector<std::string> &to, const std::vector<std::string> &from) {
-      for (const std::string &s : from)
-        if (to.size() < 16)
-          to.push_back(s);
-    };
-    append(report.errors, cta.errors);
-    append(report.hazards, cta.hazards);
-    append(report.barrierMisuse, cta.misuse);
-    if (report.deadlock.empty())
-      report.deadlock = cta.deadlock;
-    report.errorCount += cta.errorCount;
-    report.hazardCount += cta.hazardCount;
-    report.barrierMisuseCount += cta.misuseCount;
-    report.instructions += cta.instructions;
-    report.mmas += cta.mmas;
-    report.tmaLoadBytes += cta.tmaLoadBytes;
-    report.tmaStoreBytes += cta.tmaStoreBytes;
-    if (report.instructionsPerWarp.size() < cta.perWarp.size())
-      report.instructionsPerWarp.resize(cta.perWarp.size());
-    for (size_t w = 0; w < cta.perWarp.size(); ++w)
-      report.instructionsPerWarp[w] += cta.perWarp[w];
+    LaunchReport one;
+    one.errors = cta.errors;
+    one.hazards = cta.hazards;
+    one.barrierMisuse = cta.misuse;
+    one.deadlock = cta.deadlock;
+    one.errorCount = cta.errorCount;
+    one.hazardCount = cta.hazardCount;
+    one.barrierMisuseCount = cta.misuseCount;
+    one.instructions = cta.instructions;
+    one.mmas = cta.mmas;
+    one.tmaLoadBytes = cta.tmaLoadBytes;
+    one.tmaStoreBytes = cta.tmaStoreBytes;
+    one.instructionsPerWarp = cta.perWarp;
+    report.add(one);
     ++report.ctas;
     if (cta.errorCount || !cta.deadlock.empty())
       failed = true;

@@ -240,26 +240,10 @@ int main(int argc, char **argv) {
                                         manifest.lse ? &gotLse : nullptr,
                                         absTolerance, relTolerance, errors) &&
               report.clean();
-    // The first failing launch's report is the one printed.
-    if (!ok && failing < 0) {
+    if (!ok && failing < 0)
       failing = run;
-      total.errors = report.errors;
-      total.hazards = report.hazards;
-      total.barrierMisuse = report.barrierMisuse;
-      total.deadlock = report.deadlock;
-    }
-    total.errorCount += report.errorCount;
-    total.hazardCount += report.hazardCount;
-    total.barrierMisuseCount += report.barrierMisuseCount;
-    total.ctas = report.ctas;
-    total.instructions += report.instructions;
-    total.mmas += report.mmas;
-    total.tmaLoadBytes += report.tmaLoadBytes;
-    total.tmaStoreBytes += report.tmaStoreBytes;
-    if (total.instructionsPerWarp.size() < report.instructionsPerWarp.size())
-      total.instructionsPerWarp.resize(report.instructionsPerWarp.size());
-    for (size_t w = 0; w < report.instructionsPerWarp.size(); ++w)
-      total.instructionsPerWarp[w] += report.instructionsPerWarp[w];
+    total.add(report);
+    total.ctas = report.ctas; // per launch
     if (!report.errors.empty() || !report.deadlock.empty())
       break; // the next schedule would only say it again
   }

@@ -111,6 +111,10 @@ struct LaunchReport {
   int64_t tmaLoadBytes = 0;
   int64_t tmaStoreBytes = 0;
 
+  /// Folds another launch's (or CTA's) report into this one: counts add up,
+  /// the first messages are kept, the first deadlock is kept.
+  void add(const LaunchReport &other);
+
   bool clean() const {
     return errorCount == 0 && hazardCount == 0 && barrierMisuseCount == 0 &&
            deadlock.empty();

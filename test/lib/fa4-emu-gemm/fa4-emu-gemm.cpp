@@ -200,14 +200,7 @@ int main(int argc, char **argv) {
       for (const std::string &line : report.deadlock)
         outs() << "  deadlock: " << line << "\n";
     }
-    total.errorCount += report.errorCount;
-    total.hazardCount += report.hazardCount;
-    total.barrierMisuseCount += report.barrierMisuseCount;
-    total.instructions += report.instructions;
-    total.mmas += report.mmas;
-    total.tmaLoadBytes += report.tmaLoadBytes;
-    if (!report.deadlock.empty())
-      total.deadlock = report.deadlock;
+    total.add(report);
   }
 
   outs() << "gemm " << kM << "x" << n << "x" << k << ": max error "
