@@ -86,6 +86,42 @@ TEST(Emulator, PackedConversionPutsTheFirstSourceHigh) {
   EXPECT_EQ(run.out[0], 0x3c004000u);
 }
 
+TEST(Emulator, DirectedRoundingAndSaturation) {
+  // 1 + 2^-30 rounds to 1 toward -inf and to the next float toward +inf;
+  // 1.5·2^23 added to -2.25 toward -inf leaves floor(-2.25) = -3 in the low
+  // mantissa bits (the softmax's floor); fma.rm.f32x2 rounds both halves;
+  // .sat clamps to [0, 1] and sends NaN to 0.
+  const char *body =
+      "\tadd.rm.f32 %r2, 0f3F800000, 0f30800000;\n"
+      "\tadd.rp.f32 %r3, 0f3F800000, 0f30800000;\n"
+      "\tadd.rm.ftz.f32 %r4, 0fC0100000, 0f4B400000;\n"
+      "\tmov.b64 %rd4, {0fC0100000, 0f3F400000};\n"
+      "\tmov.b64 %rd5, {0f3F800000, 0f3F800000};\n"
+      "\tmov.b64 %rd6, {0f4B400000, 0f4B400000};\n"
+      "\tfma.rm.ftz.f32x2 %rd7, %rd4, %rd5, %rd6;\n"
+      "\tmov.b64 {%r5, %r6}, %rd7;\n"
+      "\tfma.rn.sat.f32 %r7, 0f40000000, 0f40000000, 0f00000000;\n"
+      "\tfma.rn.sat.f32 %r8, 0fFF800000, 0f3F800000, 0f00000000;\n"
+      "\tsetp.eq.u32 %p1, %r1, 0;\n\tselp.b32 %r9, %r2, 0, %p1;\n"
+      "\tsetp.eq.u32 %p1, %r1, 1;\n\tselp.b32 %r9, %r3, %r9, %p1;\n"
+      "\tsetp.eq.u32 %p1, %r1, 2;\n\tselp.b32 %r9, %r4, %r9, %p1;\n"
+      "\tsetp.eq.u32 %p1, %r1, 3;\n\tselp.b32 %r9, %r5, %r9, %p1;\n"
+      "\tsetp.eq.u32 %p1, %r1, 4;\n\tselp.b32 %r9, %r6, %r9, %p1;\n"
+      "\tsetp.eq.u32 %p1, %r1, 5;\n\tselp.b32 %r9, %r7, %r9, %p1;\n"
+      "\tsetp.eq.u32 %p1, %r1, 6;\n\tselp.b32 %r9, %r8, %r9, %p1;\n"
+      "\tst.global.b32 [%rd3], %r9;\n"
+      "\tret;\n";
+  Outcome run = launchKernel(kernel(body), 32);
+  ASSERT_TRUE(run.report.clean()) << (run.report.errors.empty() ? "" : run.report.errors[0]);
+  EXPECT_EQ(run.out[0], 0x3f800000u);
+  EXPECT_EQ(run.out[1], 0x3f800001u);
+  EXPECT_EQ(run.out[2], 0x4b400000u - 3u);
+  EXPECT_EQ(run.out[3], 0x4b400000u - 3u);
+  EXPECT_EQ(run.out[4], 0x4b400000u);
+  EXPECT_EQ(run.out[5], 0x3f800000u);
+  EXPECT_EQ(run.out[6], 0x00000000u);
+}
+
 TEST(Emulator, CollectiveInADivergentRegionIsReported) {
   Outcome run = launchKernel(kernel("\tsetp.lt.u32 %p1, %r1, 16;\n"
                                 "\t@%p1 bra SKIP;\n"

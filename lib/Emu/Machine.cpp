@@ -55,6 +55,51 @@ inline int64_t signExtend(uint64_t v, unsigned bits) {
 inline float flush(float x) {
   return std::fpclassify(x) == FP_SUBNORMAL ? std::copysign(0.0f, x) : x;
 }
+/// `rounded`, the round-to-nearest result of an operation whose exact
+/// result is rounded + error, moved to the neighbour the directed rounding
+/// mode `round` picks (Rz, Rm, Rp; Rn and None keep it).
+inline float directed(float rounded, double error, Round round) {
+  if (error == 0 || !std::isfinite(rounded))
+    return rounded;
+  switch (round) {
+  case Round::Rm:
+    return error < 0 ? std::nextafter(rounded, -INFINITY) : rounded;
+  case Round::Rp:
+    return error > 0 ? std::nextafter(rounded, INFINITY) : rounded;
+  case Round::Rz:
+    return (error < 0) == (rounded > 0) ? std::nextafter(rounded, 0.0f) : rounded;
+  default:
+    return rounded;
+  }
+}
+/// a + b and a · b under `round`: the nearest result and its exact error
+/// (TwoSum; the product's error from the exact double product).
+inline float addRounded(float a, float b, Round round) {
+  float sum = a + b;
+  float bb = sum - a;
+  double error = (double(a) - (double(sum) - double(bb))) + (double(b) - double(bb));
+  return directed(sum, error, round);
+}
+inline float mulRounded(float a, float b, Round round) {
+  float product = a * b;
+  return directed(product, double(a) * double(b) - double(product), round);
+}
+/// a · b + c under `round`: the exact product in double, its sum with c by
+/// TwoSum, the sign of what the nearest float result misses.
+inline float fmaRounded(float a, float b, float c, Round round) {
+  float nearest = std::fma(a, b, c);
+  if (round != Round::Rz && round != Round::Rm && round != Round::Rp)
+    return nearest;
+  double product = double(a) * double(b);
+  double sum = product + double(c);
+  double back = sum - product;
+  double sumError = (product - (sum - back)) + (double(c) - back);
+  return directed(nearest, (sum - double(nearest)) + sumError, round);
+}
+/// .sat: clamped to [0, 1], NaN to +0.
+inline float saturate(float x) {
+  return std::isnan(x) ? 0.0f : std::min(1.0f, std::max(0.0f, x));
+}
 std::string hex(uint64_t v) {
   std::ostringstream os;
   os << "0x" << std::hex << v;
@@ -716,10 +761,27 @@ void CtaMachine::execAlu(Thread &th, const Inst &in) {
     float x = asF32(src(i));
     return ftz ? flush(x) : x;
   };
-  auto outF = [&](float x) { out(fromF32(ftz ? flush(x) : x)); };
+  const bool sat = in.flags & kSat;
+  auto outF = [&](float x) {
+    if (sat)
+      x = saturate(x);
+    out(fromF32(ftz ? flush(x) : x));
+  };
   auto unsupported = [&]() {
     error(th, "this instruction/type combination is not modelled by fa4-emu");
   };
+  // Directed rounding (.rz/.rm/.rp) of f32 arithmetic: exact for add, sub
+  // and mul; refused elsewhere rather than silently rounded to nearest.
+  const bool directedRound =
+      in.round == Round::Rz || in.round == Round::Rm || in.round == Round::Rp;
+  if (directedRound && (ty == Ty::F32 || ty == Ty::F32x2) &&
+      (in.op == Op::Div || in.op == Op::Sqrt || in.op == Op::Rcp)) {
+    error(th, "directed rounding of this f32 operation is not modelled by fa4-emu");
+    return;
+  }
+  auto add = [&](float a, float b) { return addRounded(a, b, in.round); };
+  auto mul = [&](float a, float b) { return mulRounded(a, b, in.round); };
+  auto fmaR = [&](float a, float b, float c) { return fmaRounded(a, b, c, in.round); };
 
   // mov between a register and a vector of its parts, first part lowest.
   if (in.op == Op::Mov &&
@@ -748,10 +810,10 @@ void CtaMachine::execAlu(Thread &th, const Inst &in) {
   if (ty == Ty::F32) {
     switch (in.op) {
     case Op::Mov: out(src(1)); return;
-    case Op::Add: outF(f(1) + f(2)); return;
-    case Op::Sub: outF(f(1) - f(2)); return;
-    case Op::Mul: outF(f(1) * f(2)); return;
-    case Op::Fma: case Op::Mad: outF(std::fma(f(1), f(2), f(3))); return;
+    case Op::Add: outF(add(f(1), f(2))); return;
+    case Op::Sub: outF(add(f(1), -f(2))); return;
+    case Op::Mul: outF(mul(f(1), f(2))); return;
+    case Op::Fma: case Op::Mad: outF(fmaR(f(1), f(2), f(3))); return;
     case Op::Div: outF(f(1) / f(2)); return;
     case Op::Neg: outF(-f(1)); return;
     case Op::Abs: outF(std::fabs(f(1))); return;
@@ -776,9 +838,19 @@ void CtaMachine::execAlu(Thread &th, const Inst &in) {
     }
   }
   if (ty == Ty::F32x2) {
-    auto lo = [&](int i) { return asF32(src(i)); };
-    auto hi = [&](int i) { return asF32(src(i) >> 32); };
+    auto lo = [&](int i) {
+      float x = asF32(src(i));
+      return ftz ? flush(x) : x;
+    };
+    auto hi = [&](int i) {
+      float x = asF32(src(i) >> 32);
+      return ftz ? flush(x) : x;
+    };
     auto pack = [&](float a, float b) {
+      if (sat) {
+        a = saturate(a);
+        b = saturate(b);
+      }
       if (ftz) {
         a = flush(a);
         b = flush(b);
@@ -787,11 +859,11 @@ void CtaMachine::execAlu(Thread &th, const Inst &in) {
     };
     switch (in.op) {
     case Op::Mov: out(src(1)); return;
-    case Op::Add: pack(lo(1) + lo(2), hi(1) + hi(2)); return;
-    case Op::Sub: pack(lo(1) - lo(2), hi(1) - hi(2)); return;
-    case Op::Mul: pack(lo(1) * lo(2), hi(1) * hi(2)); return;
+    case Op::Add: pack(add(lo(1), lo(2)), add(hi(1), hi(2))); return;
+    case Op::Sub: pack(add(lo(1), -lo(2)), add(hi(1), -hi(2))); return;
+    case Op::Mul: pack(mul(lo(1), lo(2)), mul(hi(1), hi(2))); return;
     case Op::Fma: case Op::Mad:
-      pack(std::fma(lo(1), lo(2), lo(3)), std::fma(hi(1), hi(2), hi(3)));
+      pack(fmaR(lo(1), lo(2), lo(3)), fmaR(hi(1), hi(2), hi(3)));
       return;
     default: unsupported(); return;
     }

@@ -8,9 +8,11 @@ using namespace mlir::fa4;
 llvm::ArrayRef<RoleSpec> ScheduleConfig::roles() {
   // setmaxnreg applies to a whole warpgroup, so the four single-warp roles
   // of warps 12-15 share one budget. The numbers are what ptxas needs to
-  // compile every variant without a spill: the MMA warp carries ring
-  // counters and descriptors (72 for warpgroup 3), correction the windowed
-  // LPT decode (88); softmax reads S in 32-column chunks and fits in 176.
+  // compile every variant without a spill, re-derived for the softmax that
+  // keeps a whole S row (128 registers) live: softmax fits in 176 (FA4
+  // gives it 192, but then warpgroup 3 gets 48, where the MMA warp's ring
+  // counters and descriptors spill, and correction 80, where its windowed
+  // LPT decode spills); 88 for correction, 72 for warpgroup 3.
   // 256 x 176 + 128 x 88 + 128 x 72 = 65536.
   static const RoleSpec kRoles[] = {
       {role::kSoftmax0, 0, 4, 176},  {role::kSoftmax1, 4, 4, 176},

@@ -41,31 +41,33 @@
 using namespace mlir;
 using namespace llvm;
 
+static cl::OptionCategory fuzzCategory("fa4-fuzz");
 static cl::list<std::string> seedPaths(cl::Positional,
-                                       cl::desc("<seed IR files or directories>"));
+                                       cl::desc("<seed IR files or directories>"),
+                                       cl::cat(fuzzCategory));
 static cl::opt<double> seconds("seconds", cl::desc("How long to run"),
-                               cl::init(60.0));
+                               cl::init(60.0), cl::cat(fuzzCategory));
 static cl::opt<uint64_t> maxRuns("runs", cl::desc("Stop after this many inputs (0: no limit)"),
-                                 cl::init(0));
-static cl::opt<uint64_t> seed("seed", cl::desc("Seed of the mutations"), cl::init(1));
+                                 cl::init(0), cl::cat(fuzzCategory));
+static cl::opt<uint64_t> seed("seed", cl::desc("Seed of the mutations"), cl::init(1), cl::cat(fuzzCategory));
 static cl::opt<unsigned> timeout("timeout",
                                  cl::desc("Seconds an input may run before it "
                                           "counts as a hang"),
-                                 cl::init(20));
+                                 cl::init(20), cl::cat(fuzzCategory));
 static cl::opt<std::string> crashDir("crash-dir",
                                      cl::desc("Where crashing and hanging inputs go"),
-                                     cl::init("fa4-fuzz-crashes"));
+                                     cl::init("fa4-fuzz-crashes"), cl::cat(fuzzCategory));
 static cl::opt<unsigned> simulateEvery(
     "simulate-every",
     cl::desc("One input in this many goes to the simulator instead of the "
              "pipeline (0: none)"),
-    cl::init(4));
+    cl::init(4), cl::cat(fuzzCategory));
 static cl::opt<unsigned> jobs("jobs", cl::desc("Inputs run at once"),
-                              cl::init(2));
+                              cl::init(2), cl::cat(fuzzCategory));
 static cl::opt<std::string> replay("replay",
                                    cl::desc("Run one input in this process (to "
                                             "debug a saved crash)"),
-                                   cl::init(""));
+                                   cl::init(""), cl::cat(fuzzCategory));
 
 namespace {
 
@@ -239,6 +241,7 @@ std::vector<std::string> loadSeeds() {
 } // namespace
 
 int main(int argc, char **argv) {
+  cl::HideUnrelatedOptions(fuzzCategory);
   cl::ParseCommandLineOptions(
       argc, argv,
       "fa4-fuzz: mutate fa4 IR (every level) and run it through parse, verify, "
@@ -325,7 +328,15 @@ int main(int argc, char **argv) {
            << " on input " << done.index << ", saved to " << path << "\n";
   };
   unsigned parallel = std::max(1u, jobs.getValue());
+  double nextProgress = 600;
   while (elapsed() < seconds && (!maxRuns || runs < maxRuns)) {
+    // A long run says every ten minutes how far it got.
+    if (elapsed() >= nextProgress) {
+      outs() << "fa4-fuzz: " << runs << " inputs after " << format("%.0f", elapsed())
+             << " s, " << crashes << " crashes, " << hangs << " hangs\n";
+      outs().flush();
+      nextProgress += 600;
+    }
     while (running.size() >= parallel)
       reap();
     Running next;

@@ -28,12 +28,16 @@ def FA4ToNVVM : Pass<"fa4-to-nvvm", "::mlir::ModuleOp"> {
       (`fa4/Support/Descriptors.h`); P·V takes A from TMEM and V as an
       MN-major B; `tcgen05.commit` signals the barriers.
     * **Softmax rows.** Thread t of a warpgroup owns TMEM lane t. S is read
-      twice in 32-column `tcgen05.ld` chunks (row max, then exponentials), so
-      that no more than a chunk is live in registers; `exp2(x·scale_log2 - m)`
-      is `ex2.approx`, or for the first `exp2-emulation-fraction` of each
-      chunk the software exp2 (Cody–Waite range reduction and a degree-3
-      polynomial on the FMA units); P is packed to f16/bf16 and written over
-      S with `tcgen05.st`.
+      once per tile (32-column `tcgen05.ld`s, one wait) and stays in
+      registers; the mask runs only in the tiles level B marks as
+      straddling (a bit mask of visible keys per 32 columns); the row max is
+      a tree of 3-input `max.f32`, `x = s·scale_log2 - m` packed
+      `fma.rn.f32x2`; `exp2` is `ex2.approx`, or for an evenly spread
+      `exp2-emulation-fraction` of the pairs the software exp2 (floor by an
+      `add.rm` against 1.5·2^23, a degree-3 polynomial, the exponent added
+      as an integer) on the FMA pipe; P is packed to f16/bf16 two at a time
+      and written over S with `tcgen05.st`; the row sum is a tree of packed
+      `add.f32x2`.
     * **Waits** are `mbarrier.try_wait.parity` loops; `tcgen05.fence` orders
       tensor-core accesses around them; `fence.proxy.async` makes the
       correction role's O staging visible to the TMA store.
@@ -45,9 +49,10 @@ def FA4ToNVVM : Pass<"fa4-to-nvvm", "::mlir::ModuleOp"> {
                            "::mlir::scf::SCFDialect",
                            "::mlir::arith::ArithDialect"];
   let options = [
-    Option<"exp2EmulationFraction", "exp2-emulation-fraction", "double", "0.0",
-           "Fraction of each chunk's exponentials computed with the software "
-           "exp2 on the FMA units instead of ex2.approx (0 to 1)">,
+    Option<"exp2EmulationFraction", "exp2-emulation-fraction", "double", "0.125",
+           "Fraction of each row's exponentials computed with the software "
+           "exp2 on the FMA units instead of ex2.approx (0 to 1; default 16 "
+           "of every 128, which balances MUFU and FMA as in FA4)">,
     Option<"chip", "chip", "std::string", "\"sm_100a\"", "Target chip">
   ];
 }

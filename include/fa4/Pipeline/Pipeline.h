@@ -44,8 +44,9 @@ struct PipelineOptions : public PassPipelineOptions<PipelineOptions> {
   PassOptions::Option<double> exp2EmulationFraction{
       *this, "exp2-emulation-fraction",
       llvm::cl::desc("Fraction of the softmax exponentials computed with the "
-                     "software exp2 on the FMA units (0 to 1)"),
-      llvm::cl::init(0.0)};
+                     "software exp2 on the FMA units (0 to 1; default "
+                     "16 of every 128, as FA4)"),
+      llvm::cl::init(0.125)};
   PassOptions::Option<std::string> cudaPath{
       *this, "cuda-path",
       llvm::cl::desc("CUDA toolkit root, for ptxas (binary stage)"),

@@ -20,6 +20,10 @@
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
+#include "llvm/ADT/ScopeExit.h"
+#include "mlir/Transforms/RegionUtils.h"
+#include "mlir/IR/Matchers.h"
+#include "llvm/ADT/SetVector.h"
 #include "llvm/ADT/TypeSwitch.h"
 
 namespace mlir::fa4 {
@@ -85,15 +89,70 @@ Value Lowering::tmemLaneField() {
   return toI32(arith::ShLIOp::create(b,
       loc(), arith::MulIOp::create(b, loc(), warp, index(32)), index(16)));
 }
+Value Lowering::rematerializeAtRoleEntry(Value value) {
+  if (!value || matchPattern(value, m_Constant()))
+    return value;
+  Type type = value.getType();
+  bool isIndex = type.isIndex();
+  StringRef constraints;
+  StringRef text;
+  if (type.isInteger(32) || type.isF32()) {
+    constraints = "=r,r";
+    text = "mov.b32 $0, $1;";
+    if (type.isF32())
+      constraints = "=f,f";
+  } else if (isIndex || type.isInteger(64) ||
+             isa<LLVM::LLVMPointerType>(type)) {
+    constraints = "=l,l";
+    text = "mov.b64 $0, $1;";
+  } else {
+    return value;
+  }
+  // Shared-memory pointers are 32 bits wide.
+  if (auto pointer = dyn_cast<LLVM::LLVMPointerType>(type);
+      pointer && pointer.getAddressSpace() == 3) {
+    constraints = "=r,r";
+    text = "mov.b32 $0, $1;";
+  }
+  Value operand = isIndex ? Value(arith::IndexCastOp::create(
+                                b, loc(), b.getI64Type(), value))
+                          : value;
+  Value moved =
+      LLVM::InlineAsmOp::create(
+          b, loc(), operand.getType(), ValueRange{operand}, text, constraints,
+          /*has_side_effects=*/true, false,
+          LLVM::tailcallkind::TailCallKind::None,
+          LLVM::AsmDialectAttr::get(b.getContext(), LLVM::AsmDialect::AD_ATT),
+          ArrayAttr())
+          .getResult(0);
+  return isIndex ? Value(arith::IndexCastOp::create(b, loc(), b.getIndexType(),
+                                                    moved))
+                 : moved;
+}
+
+Value Lowering::roleTmemBase() {
+  if (!warpTmemBase) {
+    // The TMEM base plus this warp's lane field, computed once per role at
+    // its entry and broadcast from lane 0 (as CUTLASS's warp index): ptxas
+    // then knows it is warp-uniform and keeps every tcgen05.ld/st address
+    // in uniform registers.
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointAfterValue(roleThread);
+    Value base = arith::AddIOp::create(b, loc(), kernel.tmemBase, tmemLaneField());
+    warpTmemBase = NVVM::ShflOp::create(b, loc(), b.getI32Type(), i32(-1), base,
+                                        i32(0), i32(0x1f), NVVM::ShflKind::idx,
+                                        UnitAttr());
+  }
+  return warpTmemBase;
+}
 Value Lowering::tmemAddress(Value bufferColumn, Value column,
                             int64_t elementBits) {
   Value columnWords = toI32(column);
   if (elementBits != 32)
     columnWords = arith::DivUIOp::create(b, loc(), columnWords,
                                            i32(32 / elementBits));
-  Value address = arith::AddIOp::create(b, loc(), kernel.tmemBase, bufferColumn);
+  Value address = arith::AddIOp::create(b, loc(), roleTmemBase(), bufferColumn);
   address = arith::AddIOp::create(b, loc(), address, columnWords);
-  address = arith::AddIOp::create(b, loc(), address, tmemLaneField());
   return LLVM::IntToPtrOp::create(b,
       loc(), LLVM::LLVMPointerType::get(b.getContext(), 6), address);
 }
@@ -107,19 +166,24 @@ Value Lowering::approximate(StringRef instruction, Value x) {
       .getResult(0);
 }
 
-Value Lowering::waitForTmemLoad(Value raw) {
+SmallVector<Value> Lowering::waitForTmemLoads(ArrayRef<Value> raws) {
   // tcgen05.wait::ld as inline assembly that takes the loaded words and
   // gives them back. With the NVVM wait op, which no value depends on, LLVM
   // is free to schedule a use of a tcgen05.ld destination above the wait,
   // and does (fa4-emu reported it); a use of this op's results cannot move
-  // above it.
-  auto vector = dyn_cast<VectorType>(raw.getType());
-  int64_t words = vector ? vector.getNumElements() : 1;
+  // above it. One wait covers every load issued before it.
   SmallVector<Value> inputs;
-  for (int64_t i = 0; i < words; ++i)
-    inputs.push_back(vector ? vector::ExtractOp::create(b, loc(), raw, ArrayRef<int64_t>{i})
-                                  .getResult()
-                            : raw);
+  for (Value raw : raws) {
+    auto vector = dyn_cast<VectorType>(raw.getType());
+    if (!vector) {
+      inputs.push_back(raw);
+      continue;
+    }
+    for (int64_t i = 0; i < vector.getNumElements(); ++i)
+      inputs.push_back(
+          vector::ExtractOp::create(b, loc(), raw, ArrayRef<int64_t>{i}));
+  }
+  int64_t words = inputs.size();
   std::string constraints;
   for (int64_t i = 0; i < words; ++i)
     constraints += "=r,";
@@ -136,6 +200,12 @@ Value Lowering::waitForTmemLoad(Value raw) {
   for (int64_t i = 0; i < words; ++i)
     outputs.push_back(LLVM::ExtractValueOp::create(b, loc(), wait.getResult(0),
                                                      ArrayRef<int64_t>{i}));
+  return outputs;
+}
+
+Value Lowering::waitForTmemLoad(Value raw) {
+  SmallVector<Value> outputs = waitForTmemLoads(raw);
+  auto vector = dyn_cast<VectorType>(raw.getType());
   if (!vector)
     return outputs.front();
   return vector::FromElementsOp::create(b, loc(), vector, outputs);
@@ -418,9 +488,36 @@ LogicalResult Lowering::lowerRole(RoleOp newRole) {
         loc(), registers,
         registers > start ? NVVM::SetMaxRegisterAction::increase
                           : NVVM::SetMaxRegisterAction::decrease);
+  // Every value the role takes from the kernel's prologue is re-made at the
+  // role's entry, after setmaxnreg, by an opaque move: LLVM cannot hoist the
+  // role's arithmetic on it into the prologue, so nothing but these moves'
+  // sources is live across setmaxnreg, where ptxas would keep such values in
+  // local memory (a spill) rather than in registers.
+  IRMapping outerMapping = mapping;
+  KernelState outerKernel = kernel;
+  llvm::scope_exit restore([&] {
+    mapping = std::move(outerMapping);
+    kernel = std::move(outerKernel);
+  });
+  {
+    llvm::SetVector<Value> liveIns;
+    getUsedValuesDefinedAbove(role.getBody(), liveIns);
+    for (Value liveIn : liveIns)
+      if (Value lowered = mapping.lookupOrNull(liveIn))
+        mapping.map(liveIn, rematerializeAtRoleEntry(lowered));
+    for (Value *field : {&kernel.batch, &kernel.seqQ, &kernel.seqK,
+                         &kernel.threadId, &kernel.tmemBase, &kernel.smem})
+      *field = rematerializeAtRoleEntry(*field);
+    for (auto &entry : kernel.tensorMaps)
+      entry.second = rematerializeAtRoleEntry(entry.second);
+    for (auto &entry : kernel.globalPointers)
+      entry.second = rematerializeAtRoleEntry(entry.second);
+  }
   Value thread = arith::SubIOp::create(b,
       loc(), kernel.threadId, i32(role.getFirstWarp() * 32));
   roleThread = toIndex(thread);
+  warpTmemBase = Value();
+  stagedForAsyncProxy = false;
   elected = NVVM::ElectSyncOp::create(b, loc(), b.getI1Type(), Value());
   roleUsesTensorMemory = false;
   bool rowsInTensorMemory = false;
@@ -438,7 +535,44 @@ LogicalResult Lowering::lowerRole(RoleOp newRole) {
            << "reads or writes tensor memory but starts at warp "
            << role.getFirstWarp()
            << ": such a role must start at a multiple of 4 warps";
-  return lowerBlock(role.getBody().front());
+  // A role that issues TMA copies prefetches their tensor maps first, as
+  // FA4's load warp does: the descriptor is then on chip for the first copy.
+  {
+    llvm::SetVector<Value> maps;
+    role.walk([&](Operation *inner) {
+      if (auto load = dyn_cast<TmaLoadOp>(inner))
+        maps.insert(kernel.tensorMaps.lookup(load.getSource()));
+      if (auto store = dyn_cast<TmaStoreOp>(inner))
+        maps.insert(kernel.tensorMaps.lookup(store.getDest()));
+    });
+    maps.remove(Value());
+    if (!maps.empty())
+      ifElected([&] {
+        // As inline assembly on the generic address: LLVM's lowering of
+        // the NVVM op emits a param-space and a generic prefetch of the
+        // same map.
+        for (Value map : maps)
+          LLVM::InlineAsmOp::create(
+              b, loc(), TypeRange(), ValueRange{map}, "prefetch.tensormap [$0];",
+              "l", /*has_side_effects=*/true, false,
+              LLVM::tailcallkind::TailCallKind::None,
+              LLVM::AsmDialectAttr::get(b.getContext(), LLVM::AsmDialect::AD_ATT),
+              ArrayAttr());
+      });
+  }
+  if (failed(lowerBlock(role.getBody().front())))
+    return failure();
+  // Each role ends in its own exit, as NVIDIA's warp-specialized kernels
+  // do: with no path from one role's code into code other roles share,
+  // ptxas allocates each role's registers within its setmaxnreg budget
+  // (with a shared tail it allocates the whole kernel within the launch's
+  // 128 and spills the softmax's S row).
+  LLVM::InlineAsmOp::create(
+      b, loc(), TypeRange(), ValueRange(), "exit;", "", /*has_side_effects=*/true,
+      false, LLVM::tailcallkind::TailCallKind::None,
+      LLVM::AsmDialectAttr::get(b.getContext(), LLVM::AsmDialect::AD_ATT),
+      ArrayAttr());
+  return success();
 }
 
 //===----------------------------------------------------------------------===//

@@ -86,6 +86,11 @@ private:
   Value rowInWarpgroup();
   /// The lane field of a TMEM address for this thread's warp.
   Value tmemLaneField();
+  /// `value` again, through an opaque move at the current point (constants
+  /// and values of other types as they are).
+  Value rematerializeAtRoleEntry(Value value);
+  /// The TMEM base with this warp's lane field, warp-uniform, once per role.
+  Value roleTmemBase();
   /// The TMEM address of column `column` (i32) of a buffer for this thread.
   Value tmemAddress(Value bufferColumn, Value column, int64_t elementBits);
   /// An f32 PTX instruction `name $0, $1;` (ex2.approx, lg2.approx).
@@ -95,6 +100,8 @@ private:
   /// Waits for this thread's tcgen05.ld and returns the loaded words, so
   /// that no use of them can be scheduled before the wait.
   Value waitForTmemLoad(Value raw);
+  /// The same for several loads with one wait: their words, in order.
+  SmallVector<Value> waitForTmemLoads(ArrayRef<Value> raws);
   Value barrierSlot(Value barrier, Value count);
   void forEachBox(SmemType type, Value head, Value row, Value batch,
                   int64_t ratio, function_ref<void(int64_t, ValueRange)> copy,
@@ -137,6 +144,10 @@ private:
   /// The role being lowered.
   RoleOp role;
   Value roleThread;
+  Value warpTmemBase;
+  /// Shared-memory tiles written since the last arrival, for a TMA store to
+  /// read: the next arrival fences them into the async proxy first.
+  bool stagedForAsyncProxy = false;
   Value elected;
   bool roleUsesTensorMemory = false;
 

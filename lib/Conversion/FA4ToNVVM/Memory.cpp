@@ -13,6 +13,10 @@ using namespace mlir;
 using namespace mlir::fa4;
 using namespace mlir::fa4::nvvm;
 
+/// L2 cache policies of cp.async.bulk.tensor's .L2::cache_hint operand.
+static constexpr int64_t kL2EvictFirst = 0x12F0000000000000;
+static constexpr int64_t kL2EvictLast = 0x14F0000000000000;
+
 /// Barrier `count % stages` of an mbarrier array, 8 bytes each.
 Value Lowering::barrierSlot(Value barrier, Value count) {
   int64_t stages = cast<MBarrierType>(barrier.getType()).getStages();
@@ -78,6 +82,13 @@ LogicalResult Lowering::lowerBarrier(Operation *op) {
         return success();
       })
       .Case([&](MBarrierArriveOp arrive) -> LogicalResult {
+        if (stagedForAsyncProxy) {
+          NVVM::FenceProxyOp::create(b,
+              loc(), NVVM::ProxyKind::async_shared,
+              NVVM::SharedSpaceAttr::get(b.getContext(),
+                                         NVVM::SharedSpace::shared_cta));
+          stagedForAsyncProxy = false;
+        }
         if (roleUsesTensorMemory)
           NVVM::Tcgen05FenceOp::create(b,
               loc(), NVVM::Tcgen05FenceKind::BEFORE_THREAD_SYNC);
@@ -130,11 +141,17 @@ LogicalResult Lowering::lowerTma(Operation *op) {
         if (!map)
           return load.emitOpError() << "loads from a tensor that is not a "
                                        "kernel parameter";
+        // L2 policy: K and V tiles are read again by the other query blocks
+        // of their head, which other CTAs run at the same time (evict last);
+        // a Q tile is read once (evict first). The 64-bit policies are the
+        // ones CUTLASS's TMA copies pass (CacheHintSm90).
+        bool keys = load.getSource() == kernel.k || load.getSource() == kernel.v;
+        Value policy = i64(keys ? kL2EvictLast : kL2EvictFirst);
         forEachBox(type, load.getHead(), load.getRow(), load.getBatch(),
                    load.getGqaRatio(), [&](int64_t offset, ValueRange box) {
                      NVVM::CpAsyncBulkTensorGlobalToSharedClusterOp::create(b,
                          loc(), smemAt(destination, i32(offset)), map, box,
-                         barrier, ValueRange(), Value(), Value(),
+                         barrier, ValueRange(), Value(), policy,
                          NVVM::TMALoadModeAttr::get(b.getContext(),
                                                     NVVM::TMALoadMode::TILE),
                          b.getBoolAttr(true), NVVM::CTAGroupKindAttr(), Value());
@@ -229,11 +246,10 @@ LogicalResult Lowering::lowerSmem(Operation *op) {
               ArrayRef<int64_t>{perChunk}, ArrayRef<int64_t>{1});
           LLVM::StoreOp::create(b, loc(), piece, smemAt(stage, offset), 16);
         }
-        // Generic-proxy writes that a TMA store (async proxy) will read.
-        NVVM::FenceProxyOp::create(b,
-            loc(), NVVM::ProxyKind::async_shared,
-            NVVM::SharedSpaceAttr::get(b.getContext(),
-                                       NVVM::SharedSpace::shared_cta));
+        // Generic-proxy writes that a TMA store (async proxy) will read: one
+        // fence before the arrival that hands the staged tile over, not one
+        // per chunk.
+        stagedForAsyncProxy = true;
         return success();
       })
       .Default([](Operation *) { return failure(); });

@@ -8,6 +8,7 @@
 #include "Lowering.h"
 
 #include "fa4/Support/AttentionMath.h"
+#include "fa4/Transforms/TileConfig.h"
 
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
@@ -21,7 +22,7 @@ using namespace mlir;
 using namespace mlir::fa4;
 using namespace mlir::fa4::nvvm;
 
-/// Columns of S a softmax thread holds at a time.
+/// Columns of S one tcgen05.ld (32x32b.x32) brings to a thread.
 static constexpr int64_t kChunk = 32;
 
 /// 2^f on [0, 1) ~ 1 + f·(c1 + f·(c2 + f·c3)): a least-squares fit in
@@ -30,7 +31,28 @@ static constexpr int64_t kChunk = 32;
 static constexpr float kExp2C1 = 0.695123102f;
 static constexpr float kExp2C2 = 0.227644650f;
 static constexpr float kExp2C3 = 0.0770588995f;
+/// 1.5·2^23: added with rounding toward -inf, it leaves floor(x) in the low
+/// mantissa bits of the sum for |x| < 2^22.
+static constexpr float kFloorMagic = 12582912.0f;
 
+/// Which pairs of a row's exponentials run on the FMA units: `emulated` of
+/// `pairs`, spread evenly so that MUFU and FMA work interleave.
+static bool isEmulatedPair(int64_t pair, int64_t emulated, int64_t pairs) {
+  return (pair + 1) * emulated / pairs > pair * emulated / pairs;
+}
+
+/// The per-thread row program of one KV tile (FA4's softmax warpgroup):
+///  1. S is read from TMEM once, in 32-column loads with one wait, and stays
+///     in registers;
+///  2. the softcap, then — only in the tiles level B marks as straddling the
+///     band or the sequence end — the mask, built per 32 keys as a bit mask
+///     of visible keys (ptxas turns the bit tests into R2P + FSEL, as in
+///     FA4's mask), so full tiles carry no mask arithmetic at all;
+///  3. the row max as a balanced tree of 3-input max.f32;
+///  4. x = s·scale_log2 - m·scale_log2 with packed fma.f32x2, exponentials
+///     with ex2.approx, a fraction of them on the FMA pipe;
+///  5. P packed two at a time (cvt.rn.{f16,bf16}x2.f32) and stored over S;
+///  6. the row sum as a balanced tree of packed add.f32x2.
 LogicalResult Lowering::lowerOnlineSoftmax(OnlineSoftmaxOp op) {
   auto found = deferred.find(op.getScores());
   if (found == deferred.end())
@@ -43,203 +65,293 @@ LogicalResult Lowering::lowerOnlineSoftmax(OnlineSoftmaxOp op) {
   if (!store || !op.getProbs().hasOneUse())
     return op.emitOpError() << "fa4-to-nvvm expects the probabilities to go "
                                "straight to TMEM";
-  MLIRContext *context = b.getContext();
   Type f32Type = b.getF32Type();
-  auto chunkType = VectorType::get({kChunk}, f32Type);
+  Type i32Type = b.getI32Type();
+  auto pairType = VectorType::get({2}, f32Type);
   Type probElement = cast<ShapedType>(op.getProbs().getType()).getElementType();
   int64_t columns = cast<ShapedType>(op.getScores().getType()).getDimSize(1);
+  if (columns % kChunk != 0)
+    return op.emitOpError() << "fa4-to-nvvm needs S tiles of a multiple of "
+                            << kChunk << " columns, got " << columns;
   float scaleLog2 = op.getScaleLog2().convertToFloat();
   float threshold = op.getRescaleThreshold().convertToFloat();
   float minusInf = -std::numeric_limits<float>::infinity();
-  Value row = rowInWarpgroup();
+  int64_t chunks = columns / kChunk;
 
-  // The visible keys of this thread's row, when the block straddles the band.
-  Value low, high;
+  // 1. S, once.
+  SmallVector<Value> raws;
+  for (int64_t chunk = 0; chunk < chunks; ++chunk)
+    raws.push_back(NVVM::Tcgen05LdOp::create(b,
+        loc(), VectorType::get({kChunk}, i32Type), false,
+        NVVM::Tcgen05LdStShape::SHAPE_32X32B,
+        tmemAddress(scores.scoresColumn, index(chunk * kChunk), 32), Value()));
+  SmallVector<Value> s;
+  for (Value word : waitForTmemLoads(raws))
+    s.push_back(arith::BitcastOp::create(b, loc(), f32Type, word));
+
+  // 2. Softcap: cap·tanh(s·scale/cap), tanh(y) = 1 - 2 / (2^(2y·log2 e) + 1).
+  if (SoftcapOp softcap = scores.softcap) {
+    float cap = softcap.getCap().convertToFloat();
+    float inner = softcap.getScale().convertToFloat() / cap;
+    for (Value &element : s) {
+      Value y = arith::MulFOp::create(b, loc(), element,
+                                      f32(2.0f * inner * float(M_LOG2E)));
+      Value e = arith::AddFOp::create(b, loc(), ex2(y), f32(1.0f));
+      Value tanh = arith::SubFOp::create(
+          b, loc(), f32(1.0f), arith::DivFOp::create(b, loc(), f32(2.0f), e));
+      element = arith::MulFOp::create(b, loc(), tanh, f32(cap));
+    }
+  }
+
+  // 2b. The mask, in its own branch: hidden keys become -inf before the
+  // max, so they never move it.
   if (MaskOp mask = scores.mask) {
-    Value packed = arith::AddIOp::create(b, loc(), lookup(mask.getRow()), row);
-    Value position =
-        arith::DivUIOp::create(b, loc(), packed, index(mask.getGqaRatio()));
-    low = emitBandEdges(position, mask.getMask(), mask.getWindowLeft(),
-                        mask.getWindowRight(), lookup(mask.getSeqQ()),
-                        lookup(mask.getSeqK()), high);
-  }
-  SmallVector<int32_t> iota(kChunk);
-  for (int64_t i = 0; i < kChunk; ++i)
-    iota[i] = i;
-
-  // One chunk of S as the softmax sees it: softcapped, masked.
-  auto loadChunk = [&](Value chunk) -> Value {
-    Value firstColumn = arith::MulIOp::create(b, loc(), chunk, index(kChunk));
-    Value address = tmemAddress(scores.scoresColumn, firstColumn, 32);
-    Value raw = NVVM::Tcgen05LdOp::create(b,
-        loc(), VectorType::get({kChunk}, b.getI32Type()), false,
-        NVVM::Tcgen05LdStShape::SHAPE_32X32B, address, Value());
-    raw = waitForTmemLoad(raw);
-    Value s = vector::BitCastOp::create(b, loc(), chunkType, raw);
-    if (SoftcapOp softcap = scores.softcap) {
-      // cap·tanh(s·scale/cap), tanh(y) = 1 - 2 / (2^(2y·log2 e) + 1).
-      float cap = softcap.getCap().convertToFloat();
-      float inner = softcap.getScale().convertToFloat() / cap;
-      Value result = s;
-      for (int64_t i = 0; i < kChunk; ++i) {
-        Value element = vector::ExtractOp::create(b, loc(), s, ArrayRef<int64_t>{i});
-        Value y = arith::MulFOp::create(b, loc(), element,
-                                          f32(2.0f * inner * float(M_LOG2E)));
-        Value e = arith::AddFOp::create(b, loc(), ex2(y), f32(1.0f));
-        Value tanh = arith::SubFOp::create(b,
-            loc(), f32(1.0f), arith::DivFOp::create(b, loc(), f32(2.0f), e));
-        result = vector::InsertOp::create(b,
-            loc(), arith::MulFOp::create(b, loc(), tanh, f32(cap)), result,
-            ArrayRef<int64_t>{i});
+    SmallVector<Type> types(s.size(), f32Type);
+    auto branch = scf::IfOp::create(b, loc(), types, scores.maskCondition, true);
+    {
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPointToStart(branch.elseBlock());
+      scf::YieldOp::create(b, loc(), s);
+      b.setInsertionPointToStart(branch.thenBlock());
+      Value packed = arith::AddIOp::create(b, loc(), lookup(mask.getRow()),
+                                           rowInWarpgroup());
+      Value position =
+          arith::DivUIOp::create(b, loc(), packed, index(mask.getGqaRatio()));
+      Value high;
+      Value low = emitBandEdges(position, mask.getMask(), mask.getWindowLeft(),
+                                mask.getWindowRight(), lookup(mask.getSeqQ()),
+                                lookup(mask.getSeqK()), high);
+      bool hasLow =
+          maskBandFor(mask.getMask(), mask.getWindowLeft(), mask.getWindowRight())
+              .left >= 0;
+      // Visible keys relative to the tile's first, clamped to [0, columns]
+      // so that the arithmetic below stays in 32 bits.
+      Value first = lookup(mask.getCol());
+      auto relative = [&](Value edge) -> Value {
+        Value offset = arith::SubIOp::create(b, loc(), edge, first);
+        offset = arith::MaxSIOp::create(b, loc(), offset, index(0));
+        return toI32(arith::MinSIOp::create(b, loc(), offset, index(columns)));
+      };
+      Value lowRel = hasLow ? relative(low) : Value();
+      Value highRel = relative(high);
+      Value minusInfinity = f32(minusInf);
+      // Bits [0, n) set, n in [0, 32], in 32 bits (a 64-bit shift: n may be 32).
+      auto lowBits = [&](Value n) -> Value {
+        Value wide = arith::ExtUIOp::create(b, loc(), b.getI64Type(), n);
+        Value bits = arith::SubIOp::create(
+            b, loc(), arith::ShLIOp::create(b, loc(), i64(1), wide), i64(1));
+        return arith::TruncIOp::create(b, loc(), i32Type, bits);
+      };
+      auto clamp32 = [&](Value value, int64_t base) -> Value {
+        Value shifted = arith::SubIOp::create(b, loc(), value, i32(base));
+        shifted = arith::MaxSIOp::create(b, loc(), shifted, i32(0));
+        return arith::MinSIOp::create(b, loc(), shifted, i32(kChunk));
+      };
+      SmallVector<Value> masked;
+      for (int64_t chunk = 0; chunk < chunks; ++chunk) {
+        Value visible = lowBits(clamp32(highRel, chunk * kChunk));
+        if (lowRel)
+          visible = arith::AndIOp::create(
+              b, loc(), visible,
+              arith::XOrIOp::create(b, loc(),
+                                    lowBits(clamp32(lowRel, chunk * kChunk)),
+                                    i32(-1)));
+        for (int64_t i = 0; i < kChunk; ++i) {
+          Value bit = arith::AndIOp::create(b, loc(), visible,
+                                            i32(int64_t(1) << i));
+          Value shown = arith::CmpIOp::create(b, loc(), arith::CmpIPredicate::ne,
+                                              bit, i32(0));
+          masked.push_back(arith::SelectOp::create(
+              b, loc(), shown, s[chunk * kChunk + i], minusInfinity));
+        }
       }
-      s = result;
+      scf::YieldOp::create(b, loc(), masked);
     }
-    if (MaskOp mask = scores.mask) {
-      Value first = toI32(arith::AddIOp::create(b, loc(), lookup(mask.getCol()),
-                                                  firstColumn));
-      auto keyType = VectorType::get({kChunk}, b.getI32Type());
-      Value keys = arith::AddIOp::create(b,
-          loc(), vector::BroadcastOp::create(b, loc(), keyType, first),
-          arith::ConstantOp::create(b, loc(), DenseElementsAttr::get(keyType, ArrayRef(iota))));
-      Value lowKeys = vector::BroadcastOp::create(b, loc(), keyType, toI32(low));
-      Value highKeys = vector::BroadcastOp::create(b, loc(), keyType, toI32(high));
-      Value hidden = arith::OrIOp::create(b,
-          loc(), arith::CmpIOp::create(b, loc(), arith::CmpIPredicate::slt, keys, lowKeys),
-          arith::CmpIOp::create(b, loc(), arith::CmpIPredicate::sge, keys, highKeys));
-      Value masked = arith::SelectOp::create(b,
-          loc(), hidden,
-          arith::ConstantOp::create(b, loc(), DenseElementsAttr::get(chunkType, minusInf)),
-          s);
-      // Masked before the exponentials: a hidden key never moves the max.
-      s = arith::SelectOp::create(b, loc(), scores.maskCondition, masked, s);
-    }
-    return s;
-  };
-
-  // Pass 1: the block's row max, a chunk at a time (a rolled loop keeps
-  // the kernel small for ptxas).
-  Value chunks = index(columns / kChunk);
-  Value blockMax;
-  {
-    auto loop = scf::ForOp::create(b, loc(), index(0), chunks, index(1),
-                                     ValueRange{f32(minusInf)});
-    OpBuilder::InsertionGuard guard(b);
-    b.setInsertionPointToStart(loop.getBody());
-    Value chunkMax = vector::ReductionOp::create(b,
-        loc(), vector::CombiningKind::MAXNUMF, loadChunk(loop.getInductionVar()));
-    scf::YieldOp::create(b,
-        loc(), ValueRange{arith::MaxNumFOp::create(b,
-                   loc(), loop.getRegionIterArgs()[0], chunkMax)});
-    blockMax = loop.getResult(0);
+    for (auto [element, result] : llvm::zip(s, branch.getResults()))
+      element = result;
   }
+
+  // 3. The row max: a balanced tree of 3-input maxima (max.f32 a, b, c),
+  // the running max one of its leaves.
+  Value rowMax = lookup(op.getRowMax()), rowSum = lookup(op.getRowSum());
+  SmallVector<Value> level(s.begin(), s.end());
+  level.push_back(rowMax);
+  while (level.size() > 1) {
+    SmallVector<Value> next;
+    for (size_t i = 0; i < level.size(); i += 3) {
+      Value m = level[i];
+      for (size_t j = i + 1; j < std::min(i + 3, level.size()); ++j)
+        m = arith::MaxNumFOp::create(b, loc(), m, level[j]);
+      next.push_back(m);
+    }
+    level = std::move(next);
+  }
+  Value candidate = level.front();
 
   // The max moves only past the threshold; the first block sets it.
-  Value rowMax = lookup(op.getRowMax()), rowSum = lookup(op.getRowSum());
-  Value candidate = arith::MaxNumFOp::create(b, loc(), rowMax, blockMax);
-  Value first = arith::CmpFOp::create(b, loc(), arith::CmpFPredicate::OEQ, rowMax,
-                                        f32(minusInf));
-  Value grows = arith::CmpFOp::create(b,
-      loc(), arith::CmpFPredicate::OGT,
+  Value first = arith::CmpFOp::create(b, loc(), arith::CmpFPredicate::OEQ,
+                                      rowMax, f32(minusInf));
+  // (candidate - max)·scale_log2 > threshold, as candidate - max >
+  // threshold / scale_log2: one instruction less per tile.
+  Value grows = arith::CmpFOp::create(
+      b, loc(), arith::CmpFPredicate::OGT,
+      arith::SubFOp::create(b, loc(), candidate, rowMax),
+      f32(threshold / scaleLog2));
+  Value newMax = arith::SelectOp::create(
+      b, loc(), arith::OrIOp::create(b, loc(), first, grows), candidate, rowMax);
+  // exp2((m_old - m_new)·scale_log2): exactly 1 when the max stayed, 0 on
+  // the first block (the sum it scales is 0); min(NaN, 0) = 0 makes it 1
+  // for a row that has seen only hidden keys (-inf - -inf).
+  Value accScale = ex2(arith::MinNumFOp::create(
+      b, loc(),
       arith::MulFOp::create(b, loc(),
-                              arith::SubFOp::create(b, loc(), candidate, rowMax),
-                              f32(scaleLog2)),
-      f32(threshold));
-  Value rescale = arith::AndIOp::create(b,
-      loc(), arith::XOrIOp::create(b, loc(), first,
-                                     arith::ConstantIntOp::create(b, loc(), 1, 1)),
-      grows);
-  Value newMax = arith::SelectOp::create(b,
-      loc(), arith::OrIOp::create(b, loc(), first, rescale), candidate, rowMax);
-  Value accScale = arith::SelectOp::create(b,
-      loc(), rescale,
-      ex2(arith::MulFOp::create(b, loc(),
-                                  arith::SubFOp::create(b, loc(), rowMax, newMax),
-                                  f32(scaleLog2))),
-      f32(1.0f));
+                            arith::SubFOp::create(b, loc(), rowMax, newMax),
+                            f32(scaleLog2)),
+      f32(0.0f)));
   // A row that has seen nothing subtracts 0: exp2(-inf) = 0, not NaN.
-  Value maxScaled = arith::SelectOp::create(b,
-      loc(),
+  Value maxScaled = arith::SelectOp::create(
+      b, loc(),
       arith::CmpFOp::create(b, loc(), arith::CmpFPredicate::OEQ, newMax,
-                              f32(minusInf)),
+                            f32(minusInf)),
       f32(0.0f), arith::MulFOp::create(b, loc(), newMax, f32(scaleLog2)));
 
-  // Pass 2: exponentials, the row sum, and P over S. P chunk c lands in the
-  // columns of S chunk c / 2, which pass 2 has already read.
-  int64_t emulated = static_cast<int64_t>(
-      std::floor(kernel.exp2EmulationFraction * kChunk));
-  auto wordsType = VectorType::get({kChunk / 2}, b.getI32Type());
-  auto probsType = VectorType::get({kChunk}, probElement);
-  // P's column is counted in its 16-bit elements, two to a TMEM column.
+  // 4. Exponents two at a time: x = s·scale_log2 - m·scale_log2.
+  auto splat = [&](float value) {
+    return arith::ConstantOp::create(
+        b, loc(), DenseElementsAttr::get(pairType, value));
+  };
+  auto pairOf = [&](Value lo, Value hi) -> Value {
+    return vector::FromElementsOp::create(b, loc(), pairType,
+                                          ValueRange{lo, hi});
+  };
+  auto half = [&](Value pair, int64_t i) -> Value {
+    return vector::ExtractOp::create(b, loc(), pair, ArrayRef<int64_t>{i});
+  };
+  Value scalePair = splat(scaleLog2);
+  Value negMax = vector::BroadcastOp::create(
+      b, loc(), pairType, arith::NegFOp::create(b, loc(), maxScaled));
+  int64_t pairs = columns / 2;
+  int64_t emulatedPairs = static_cast<int64_t>(
+      std::floor(kernel.exp2EmulationFraction * double(pairs)));
+  auto i32Pair = VectorType::get({2}, i32Type);
+  // Software exp2 of a pair on the FMA pipe: floor(x) from one add rounded
+  // toward -inf, 2^fraction by the polynomial, 2^floor(x) added to the
+  // exponent field. x is clamped to -127, where the result's exponent field
+  // reaches 0 (subnormal, flushed by every .ftz consumer); an all-hidden row
+  // is recognised by its max, never by its sum (NormalizeOp).
+  auto asm64 = [&](StringRef text, ValueRange operands) -> Value {
+    SmallVector<Value> words;
+    std::string constraints = "=l";
+    for (Value operand : operands) {
+      words.push_back(LLVM::BitcastOp::create(b, loc(), b.getI64Type(), operand));
+      constraints += ",l";
+    }
+    return LLVM::InlineAsmOp::create(
+               b, loc(), b.getI64Type(), words, text, constraints, false, false,
+               LLVM::tailcallkind::TailCallKind::None,
+               LLVM::AsmDialectAttr::get(b.getContext(), LLVM::AsmDialect::AD_ATT),
+               ArrayAttr())
+        .getResult(0);
+  };
+  // z = sat((x + 127) / 256), in one saturating FMA per element from s:
+  // x clamped to [-127, 129] for free (x never exceeds the rescale
+  // threshold, < 64).
+  Value satOffset = LLVM::FMAOp::create(b, loc(), maxScaled,
+                                        f32(-1.0f / 256.0f),
+                                        f32(127.0f / 256.0f));
+  auto saturated = [&](Value score) -> Value {
+    return LLVM::InlineAsmOp::create(
+               b, loc(), f32Type,
+               ValueRange{score, f32(scaleLog2 / 256.0f), satOffset},
+               "fma.rn.sat.f32 $0, $1, $2, $3;", "=f,f,f,f", false, false,
+               LLVM::tailcallkind::TailCallKind::None,
+               LLVM::AsmDialectAttr::get(b.getContext(), LLVM::AsmDialect::AD_ATT),
+               ArrayAttr())
+        .getResult(0);
+  };
+  auto emulatedExp2 = [&](Value lo, Value hi) -> Value {
+    Value z = pairOf(saturated(lo), saturated(hi));
+    // t = magic + floor(256·z - 127), rounded toward -inf.
+    Value shifted = asm64("fma.rm.ftz.f32x2 $0, $1, $2, $3;",
+                          {z, splat(256.0f), splat(kFloorMagic - 127.0f)});
+    Value floorBits = LLVM::BitcastOp::create(b, loc(), i32Pair, shifted);
+    // u = floor(x) + 127, f = 256·z - u = x - floor(x).
+    Value biased = arith::SubFOp::create(
+        b, loc(), LLVM::BitcastOp::create(b, loc(), pairType, shifted),
+        splat(kFloorMagic - 127.0f));
+    Value fraction = LLVM::FMAOp::create(b, loc(), z, splat(256.0f),
+                                         arith::NegFOp::create(b, loc(), biased));
+    Value poly = LLVM::FMAOp::create(b, loc(), splat(kExp2C3), fraction,
+                                     splat(kExp2C2));
+    poly = LLVM::FMAOp::create(b, loc(), poly, fraction, splat(kExp2C1));
+    poly = LLVM::FMAOp::create(b, loc(), poly, fraction, splat(1.0f));
+    // floor(x) sits in the low bits of t; shifted by 23 the magic's own
+    // bits fall off the top.
+    Value exponent = arith::ShLIOp::create(
+        b, loc(), floorBits,
+        arith::ConstantOp::create(b, loc(),
+                                  DenseElementsAttr::get(i32Pair, int32_t(23))));
+    Value bits = arith::AddIOp::create(
+        b, loc(), LLVM::BitcastOp::create(b, loc(), i32Pair, poly), exponent);
+    return LLVM::BitcastOp::create(b, loc(), pairType, bits);
+  };
+  SmallVector<Value> probs;
+  for (int64_t pair = 0; pair < pairs; ++pair) {
+    if (isEmulatedPair(pair, emulatedPairs, pairs)) {
+      probs.push_back(emulatedExp2(s[2 * pair], s[2 * pair + 1]));
+      continue;
+    }
+    Value x = LLVM::FMAOp::create(b, loc(), pairOf(s[2 * pair], s[2 * pair + 1]),
+                                  scalePair, negMax);
+    probs.push_back(pairOf(ex2(half(x, 0)), ex2(half(x, 1))));
+  }
+
+  // 5. P: packed pairs, stored over S in 32-word stores. P's column is
+  // counted in its 16-bit elements, two to a TMEM column.
+  auto packedType = VectorType::get({2}, probElement);
+  SmallVector<Value> words;
+  for (Value pair : probs)
+    words.push_back(vector::ExtractOp::create(
+        b, loc(),
+        vector::BitCastOp::create(
+            b, loc(), VectorType::get({1}, i32Type),
+            arith::TruncFOp::create(b, loc(), packedType, pair)),
+        ArrayRef<int64_t>{0}));
   Value probsBuffer = lookup(store.getBuffer());
   Value probsFirst = toIndex(lookup(store.getColumn()));
-  Value sum;
-  {
-    auto loop = scf::ForOp::create(b, loc(), index(0), chunks, index(1),
-                                     ValueRange{f32(0.0f)});
-    OpBuilder::InsertionGuard guard(b);
-    b.setInsertionPointToStart(loop.getBody());
-    Value chunk = loop.getInductionVar();
-    Value s = loadChunk(chunk);
-    Value x = arith::SubFOp::create(b,
-        loc(),
-        arith::MulFOp::create(b, loc(), s,
-                                vector::BroadcastOp::create(b, loc(), chunkType,
-                                                              f32(scaleLog2))),
-        vector::BroadcastOp::create(b, loc(), chunkType, maxScaled));
-    Value p = x;
-    for (int64_t i = 0; i < kChunk; ++i) {
-      Value element = vector::ExtractOp::create(b, loc(), x, ArrayRef<int64_t>{i});
-      Value value;
-      if (i < emulated) {
-        // Software exp2 on the FMA units: x = n + f with n = floor(x), 2^f
-        // by the polynomial, 2^n added to the exponent field.
-        Value clamped = arith::MaximumFOp::create(b, loc(), element, f32(-127.0f));
-        Value whole = LLVM::FFloorOp::create(b, loc(), clamped);
-        Value fraction = arith::SubFOp::create(b, loc(), clamped, whole);
-        Value poly = LLVM::FMAOp::create(b, loc(), f32(kExp2C3), fraction,
-                                           f32(kExp2C2));
-        poly = LLVM::FMAOp::create(b, loc(), poly, fraction, f32(kExp2C1));
-        poly = LLVM::FMAOp::create(b, loc(), poly, fraction, f32(1.0f));
-        Value exponent = arith::ShLIOp::create(b,
-            loc(), arith::FPToSIOp::create(b, loc(), b.getI32Type(), whole),
-            arith::ConstantIntOp::create(b, loc(), 23, 32));
-        Value bits = arith::AddIOp::create(b,
-            loc(), arith::BitcastOp::create(b, loc(), b.getI32Type(), poly),
-            exponent);
-        value = arith::SelectOp::create(b,
-            loc(),
-            arith::CmpFOp::create(b, loc(), arith::CmpFPredicate::OLT, element,
-                                    f32(-126.0f)),
-            f32(0.0f), arith::BitcastOp::create(b, loc(), f32Type, bits));
-      } else {
-        value = ex2(element);
-      }
-      p = vector::InsertOp::create(b, loc(), value, p, ArrayRef<int64_t>{i});
-    }
-    Value chunkSum =
-        vector::ReductionOp::create(b, loc(), vector::CombiningKind::ADD, p);
-    Value packed = vector::BitCastOp::create(b,
-        loc(), wordsType, arith::TruncFOp::create(b, loc(), probsType, p));
+  for (int64_t chunk = 0; chunk * kChunk < int64_t(words.size()); ++chunk) {
+    auto begin = words.begin() + chunk * kChunk;
+    auto stop = words.begin() + std::min<int64_t>((chunk + 1) * kChunk, words.size());
+    Value packed = vector::FromElementsOp::create(
+        b, loc(), VectorType::get({int64_t(stop - begin)}, i32Type),
+        SmallVector<Value>(begin, stop));
     Value address = tmemAddress(
         probsBuffer,
-        arith::AddIOp::create(b,
-            loc(), probsFirst,
-            arith::MulIOp::create(b, loc(), chunk, index(kChunk))),
+        arith::AddIOp::create(b, loc(), probsFirst, index(chunk * 2 * kChunk)),
         16);
-    NVVM::Tcgen05StOp::create(b, loc(), false, NVVM::Tcgen05LdStShape::SHAPE_32X32B,
-                                address, packed, Value());
-    scf::YieldOp::create(b,
-        loc(), ValueRange{arith::AddFOp::create(b,
-                   loc(), loop.getRegionIterArgs()[0], chunkSum)});
-    sum = loop.getResult(0);
+    NVVM::Tcgen05StOp::create(b, loc(), false,
+                              NVVM::Tcgen05LdStShape::SHAPE_32X32B, address,
+                              packed, Value());
   }
+
+  // 6. The row sum: a balanced tree of packed adds over the fp32 values.
+  SmallVector<Value> sums(probs.begin(), probs.end());
+  while (sums.size() > 1) {
+    SmallVector<Value> next;
+    for (size_t i = 0; i + 1 < sums.size(); i += 2)
+      next.push_back(arith::AddFOp::create(b, loc(), sums[i], sums[i + 1]));
+    if (sums.size() % 2)
+      next.push_back(sums.back());
+    sums = std::move(next);
+  }
+  Value blockSum = arith::AddFOp::create(b, loc(), half(sums.front(), 0),
+                                         half(sums.front(), 1));
+
   probsInTmem.insert(op.getProbs());
   mapping.map(op.getNewRowMax(), newMax);
   mapping.map(op.getNewRowSum(),
-              arith::AddFOp::create(b,
-                  loc(), arith::MulFOp::create(b, loc(), rowSum, accScale), sum));
+              LLVM::FMAOp::create(b, loc(), rowSum, accScale, blockSum));
   mapping.map(op.getAccScale(), accScale);
-  (void)context;
   return success();
 }
 
@@ -277,12 +389,16 @@ LogicalResult Lowering::lowerRowMath(Operation *op) {
         Value rowMax = lookup(normalize.getRowMax());
         Value rowSum = lookup(normalize.getRowSum());
         float scaleLog2 = normalize.getScaleLog2().convertToFloat();
-        Value empty = arith::CmpFOp::create(b, loc(), arith::CmpFPredicate::OEQ,
-                                              rowSum, f32(0.0f));
-        // A row that saw no key: O = 0, LSE = -inf.
+        // A row that saw no key (its max never left -inf; its sum may hold
+        // the subnormal crumbs of the software exp2): O = 0, LSE = -inf.
+        Value empty = arith::OrIOp::create(b, loc(),
+            arith::CmpFOp::create(b, loc(), arith::CmpFPredicate::OEQ, rowMax,
+                                  f32(minusInf)),
+            arith::CmpFOp::create(b, loc(), arith::CmpFPredicate::OEQ, rowSum,
+                                  f32(0.0f)));
         Value inverse = arith::SelectOp::create(b,
             loc(), empty, f32(0.0f),
-            arith::DivFOp::create(b, loc(), f32(1.0f), rowSum));
+            approximate("rcp.approx.ftz.f32", rowSum));
         auto outType = cast<VectorType>(convertType(normalize.getOut().getType()));
         Value scaled = arith::MulFOp::create(b,
             loc(), acc,

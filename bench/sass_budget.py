@@ -1,0 +1,460 @@
+#!/usr/bin/env python3
+"""The SASS instruction budget of fa4's kernels, per role and per KV tile.
+
+For each cubin (or each variant it compiles with fa4c) this disassembles the
+kernel with cuobjdump, rebuilds its control-flow graph, finds the loops, and
+counts the SASS instructions one thread of each role executes per KV tile:
+static counts along the tile loop's body, inner loops multiplied by their
+trip counts, mbarrier spin loops counted once (the barrier is ready).
+Softmax tiles are reported twice: unmasked (the path that skips every
+masking block) and masked (the path through the masking block).
+
+It then estimates, per SM sub-partition (SMSP), the issue slots one KV tile
+costs: the 16 warps spread over 4 SMSPs (warp w on SMSP w % 4), so each SMSP
+issues one warp of softmax0, one of softmax1, one of correction and one of
+the single-warp roles; MUFU (4 lanes per SMSP: 8 cycles per warp instruction)
+and the FMA pipe are checked as well. Beside it: the tensor core's cycles for
+the same tile (4096 dense f16/bf16 FMAs per cycle per SM).
+
+Run by hand (it is a measurement, not a test):
+
+  python3 bench/sass_budget.py --fa4c build/bin/fa4c --matrix
+  python3 bench/sass_budget.py kernel.cubin --head-dim 128
+"""
+
+import argparse
+import collections
+import datetime
+import glob
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+INSTRUCTION = re.compile(
+    r"^\s+/\*([0-9a-f]+)\*/\s+(?:(@!?U?P[0-9T])\s+)?([A-Z][A-Z0-9_.]*)\s*([^;]*);")
+
+# SASS opcodes by the unit that executes them (Blackwell; coarse).
+UNITS = [
+    ("MUFU", re.compile(r"^MUFU")),
+    ("TMEM", re.compile(r"^(LDTM|STTM|UTC)")),
+    ("FMA", re.compile(r"^(FFMA|FADD|FMUL|HFMA|HADD|HMUL|IMAD|IDP|FMNMX)")),
+    ("SYNC", re.compile(r"^(SYNCS|BAR|MEMBAR|FENCE|WARPSYNC|NANOSLEEP|DEPBAR|"
+                        r"ELECT|VOTE|UTMA|ERRBAR|CCTL|UCGABAR)")),
+    ("MEM", re.compile(r"^(LD|ST|ATOM|RED|UBLKCP)")),
+    ("CTRL", re.compile(r"^(BRA|BSSY|BSYNC|EXIT|RET|CALL|YIELD|NOP|BREAK|BPT|"
+                        r"WARPSYNC|KILL|JMP)")),
+]
+
+
+def unit_of(opcode):
+    for name, pattern in UNITS:
+        if pattern.match(opcode):
+            return name
+    return "ALU"
+
+
+class Inst:
+    def __init__(self, addr, pred, opcode, operands):
+        self.addr, self.pred, self.opcode, self.operands = addr, pred, opcode, operands
+
+    def branch_target(self):
+        if not self.opcode.startswith("BRA"):
+            return None
+        m = re.search(r"0x([0-9a-f]+)\s*$", self.operands)
+        return int(m.group(1), 16) if m else None
+
+    def conditional(self):
+        if self.pred and self.pred not in ("@PT",):
+            return True
+        # BRA.U UP0, target: a uniform predicate operand.
+        return bool(re.match(r"!?U?P[0-9]\s*,", self.operands))
+
+
+def disassemble(cuobjdump, cubin):
+    text = subprocess.run([cuobjdump, "-sass", cubin], check=True,
+                          capture_output=True, text=True).stdout
+    insts = []
+    for line in text.splitlines():
+        m = INSTRUCTION.match(line)
+        if m:
+            insts.append(Inst(int(m.group(1), 16), m.group(2), m.group(3),
+                              m.group(4).strip()))
+    if not insts:
+        sys.exit(f"sass_budget: no SASS in {cubin}")
+    return insts
+
+
+class Cfg:
+    """Basic blocks, edges, dominators and natural loops of the kernel."""
+
+    def __init__(self, insts):
+        self.insts = insts
+        index = {inst.addr: i for i, inst in enumerate(insts)}
+        leaders = {0}
+        for i, inst in enumerate(insts):
+            target = inst.branch_target()
+            ends = target is not None or inst.opcode.startswith(("EXIT", "RET"))
+            if target is not None and target in index:
+                leaders.add(index[target])
+            if ends and i + 1 < len(insts):
+                leaders.add(i + 1)
+        starts = sorted(leaders)
+        self.blocks = []  # (first, last) instruction indices, inclusive
+        for n, first in enumerate(starts):
+            last = (starts[n + 1] if n + 1 < len(starts) else len(insts)) - 1
+            self.blocks.append((first, last))
+        block_of = {first: n for n, (first, _) in enumerate(self.blocks)}
+        self.succ = [[] for _ in self.blocks]
+        for n, (first, last) in enumerate(self.blocks):
+            inst = insts[last]
+            target = inst.branch_target()
+            falls = n + 1 < len(self.blocks)
+            if target is not None:
+                if target in index:
+                    self.succ[n].append(block_of[index[target]])
+                falls = falls and inst.conditional()
+            elif inst.opcode.startswith(("EXIT", "RET")):
+                falls = falls and inst.pred is not None
+            if falls:
+                self.succ[n].append(n + 1)
+        self.pred = [[] for _ in self.blocks]
+        for n, targets in enumerate(self.succ):
+            for t in targets:
+                self.pred[t].append(n)
+        self._dominators()
+        self._loops()
+
+    def _dominators(self):
+        # Iterative data flow over reverse post order.
+        order, seen = [], set()
+        stack = [(0, iter(self.succ[0]))]
+        seen.add(0)
+        while stack:
+            node, it = stack[-1]
+            nxt = next(it, None)
+            if nxt is None:
+                order.append(node)
+                stack.pop()
+            elif nxt not in seen:
+                seen.add(nxt)
+                stack.append((nxt, iter(self.succ[nxt])))
+        rpo = list(reversed(order))
+        position = {n: i for i, n in enumerate(rpo)}
+        idom = {0: 0}
+
+        def intersect(a, b):
+            while a != b:
+                while position[a] > position[b]:
+                    a = idom[a]
+                while position[b] > position[a]:
+                    b = idom[b]
+            return a
+        changed = True
+        while changed:
+            changed = False
+            for n in rpo[1:]:
+                preds = [p for p in self.pred[n] if p in idom]
+                if not preds:
+                    continue
+                new = preds[0]
+                for p in preds[1:]:
+                    new = intersect(p, new)
+                if idom.get(n) != new:
+                    idom[n] = new
+                    changed = True
+        self.idom = idom
+        self.reachable = set(idom)
+
+    def dominates(self, a, b):
+        while True:
+            if a == b:
+                return True
+            if b == 0 or b not in self.idom:
+                return False
+            b = self.idom[b]
+
+    def _loops(self):
+        bodies = collections.defaultdict(set)
+        self.back_edges = set()
+        for n in self.reachable:
+            for h in self.succ[n]:
+                if self.dominates(h, n):
+                    self.back_edges.add((n, h))
+                    body = {h}
+                    work = [n]
+                    while work:
+                        x = work.pop()
+                        if x not in body:
+                            body.add(x)
+                            work.extend(self.pred[x])
+                    bodies[h] |= body
+        self.loops = dict(bodies)  # header -> body
+
+    def size(self, n):
+        first, last = self.blocks[n]
+        return last - first + 1
+
+    def block_insts(self, n):
+        first, last = self.blocks[n]
+        return self.insts[first:last + 1]
+
+    def loop_insts(self, header):
+        for n in sorted(self.loops[header]):
+            yield from self.block_insts(n)
+
+
+def is_spin(cfg, header):
+    """An mbarrier wait loop: small, polls a barrier."""
+    insts = list(cfg.loop_insts(header))
+    return len(insts) <= 24 and any(
+        i.opcode.startswith("SYNCS.PHASECHK") or "TRYWAIT" in i.opcode for i in insts)
+
+
+def has(insts, prefix):
+    return any(i.opcode.startswith(prefix) for i in insts)
+
+
+def is_mask_block(insts):
+    """A block of the masked-tile branch: many selects of -inf."""
+    return sum(1 for i in insts if i.opcode.startswith("FSEL") and "-INF" in i.operands) >= 16
+
+
+def tile_paths(cfg, header, trips):
+    """Instruction counts along one iteration of the loop at `header`:
+    (unmasked path, masked path or None), each a Counter of opcodes. Inner
+    spin loops count once; other inner loops count trips[header] times."""
+    body = cfg.loops[header]
+    inner = [h for h in cfg.loops if h != header and h in body]
+    # Collapse each outermost inner loop into its header.
+    owner = {}
+    for h in sorted(inner, key=lambda h: -len(cfg.loops[h])):
+        for n in cfg.loops[h]:
+            owner.setdefault(n, h)
+    def node(n):
+        return owner.get(n, n)
+    def cost(n):
+        if n in cfg.loops and n != header:
+            insts = list(cfg.loop_insts(n))
+            times = 1 if is_spin(cfg, n) else trips.get(n, 1)
+            counter = collections.Counter(i.opcode for i in insts)
+            for k in counter:
+                counter[k] *= times
+            return counter
+        return collections.Counter(i.opcode for i in cfg.block_insts(n))
+    nodes = {node(n) for n in body}
+    edges = collections.defaultdict(set)
+    for n in body:
+        for s in cfg.succ[n]:
+            if s in body and (n, s) not in cfg.back_edges or \
+                    (s in body and node(s) != s and node(s) != header):
+                if node(s) != node(n) and s != header:
+                    edges[node(n)].add(node(s))
+    # Spin loops' out-of-line polls are not on the fast path.
+    spin = {n for n in nodes if n in cfg.loops and n != header and is_spin(cfg, n)}
+    inline_spin = {n for n in spin if any(p not in cfg.loops.get(n, ()) and
+                                          cfg.succ and n in cfg.succ[p] and
+                                          cfg.blocks[p][1] + 1 == cfg.blocks[n][0]
+                                          for p in cfg.pred[n])}
+    avoid = spin - inline_spin
+    latches = {node(n) for (n, h) in cfg.back_edges if h == header}
+    mask_nodes = {n for n in nodes if n not in cfg.loops and
+                  is_mask_block(list(cfg.block_insts(n)))}
+    # Topological order of the acyclic body.
+    order, seen = [], set()
+    def visit(n):
+        if n in seen:
+            return
+        seen.add(n)
+        for s in edges[n]:
+            visit(s)
+        order.append(n)
+    visit(header)
+    order.reverse()
+
+    def longest(allowed, must=None):
+        best = {header: (sum(cost(header).values()), cost(header),
+                         header in (must or ()))}
+        for n in order:
+            if n not in best:
+                continue
+            total, counter, hit = best[n]
+            for s in edges[n]:
+                if s not in allowed:
+                    continue
+                c = cost(s)
+                cand = (total + sum(c.values()), counter + c, hit or s in (must or ()))
+                cur = best.get(s)
+                key = lambda v: (v[2], v[0]) if must else (0, v[0])
+                if cur is None or key(cand) > key(cur):
+                    best[s] = cand
+        results = [best[l] for l in latches if l in best]
+        if must:
+            results = [r for r in results if r[2]]
+        return max(results, key=lambda r: r[0])[1] if results else None
+
+    allowed = nodes - avoid
+    unmasked = longest(allowed - mask_nodes)
+    masked = longest(allowed, must=mask_nodes) if mask_nodes else None
+    return unmasked, masked
+
+
+def analyse(cuobjdump, cubin, trips_hint=None):
+    insts = disassemble(cuobjdump, cubin)
+    cfg = Cfg(insts)
+    loops = {h: list(cfg.loop_insts(h)) for h in cfg.loops}
+    outer = [h for h in cfg.loops
+             if not any(h != g and h in cfg.loops[g] for g in cfg.loops)]
+    roles = []
+    for h in sorted(outer):
+        body = loops[h]
+        if has(body, "MUFU.EX2") and has(body, "STTM"):
+            kind = "softmax"
+        elif has(body, "UTCHMMA") or has(body, "UTCQMMA") or has(body, "UTCMMA"):
+            kind = "mma"
+        elif has(body, "UTMALDG"):
+            kind = "load"
+        elif has(body, "UTMASTG"):
+            kind = "epilogue"
+        elif has(body, "LDTM"):
+            kind = "correction"
+        else:
+            continue
+        roles.append((kind, h))
+    # The per-tile loop of each role: its task loop's child loop (not a spin
+    # loop) with the most instructions.
+    results = collections.OrderedDict()
+    counts = collections.Counter()
+    for kind, h in roles:
+        counts[kind] += 1
+        name = kind + (str(counts[kind] - 1) if kind == "softmax" else "")
+        children = [g for g in cfg.loops if g != h and g in cfg.loops[h] and
+                    not is_spin(cfg, g) and
+                    not any(g in cfg.loops[k] and k != g and k != h and
+                            k in cfg.loops[h] and not is_spin(cfg, k)
+                            for k in cfg.loops)]
+        if not children:
+            results[name] = {"per": "task", "unmasked": _summary(
+                tile_paths(cfg, h, {})[0])}
+            continue
+        tile = max(children, key=lambda g: len(loops[g]))
+        unmasked, masked = tile_paths(cfg, tile, {})
+        results[name] = {"per": "kv tile", "unmasked": _summary(unmasked),
+                         "masked": _summary(masked)}
+    return results, insts
+
+
+def _summary(counter):
+    if counter is None:
+        return None
+    by_unit = collections.Counter()
+    for opcode, n in counter.items():
+        by_unit[unit_of(opcode)] += n
+    return {"total": sum(counter.values()),
+            "mufu_ex2": sum(n for op, n in counter.items() if op.startswith("MUFU.EX2")),
+            "ldtm": sum(n for op, n in counter.items() if op.startswith("LDTM")),
+            "units": dict(sorted(by_unit.items())),
+            "fma_pipe_cycles": sum(n * (2 if re.match(r"^(FFMA2|FADD2|FMUL2)", op) else 1)
+                                   for op, n in counter.items()
+                                   if unit_of(op) == "FMA")}
+
+
+def estimate(roles, head_dim):
+    """Cycles per KV tile on one SMSP, beside the tensor core's."""
+    issue = mufu = fma = 0
+    for name in ("softmax0", "softmax1", "correction", "mma", "load"):
+        role = roles.get(name)
+        if not role or not role.get("unmasked"):
+            continue
+        u = role["unmasked"]
+        issue += u["total"]
+        mufu += 8 * u["mufu_ex2"]
+        fma += u["fma_pipe_cycles"]
+    # Two Q tiles per KV tile, each S = Q·Kᵀ (128×128×D) and O += P·V
+    # (128×N×128, N = 128 at head dim 96).
+    n_value = 128 if head_dim == 96 else head_dim
+    tensor = 2 * (128 * 128 * head_dim + 128 * n_value * 128) // 4096
+    return {"issue": issue, "mufu": mufu, "fma": fma,
+            "smsp_cycles": max(issue, mufu, fma), "tensor_core_cycles": tensor}
+
+
+def find_cuobjdump(explicit):
+    if explicit:
+        return explicit
+    env = os.environ.get("FA4_CUDA_TOOLS_BIN")
+    candidates = ([os.path.join(env, "cuobjdump")] if env else []) + \
+        glob.glob("build/cuda-tools/lib/python3*/site-packages/nvidia/cu13/bin/cuobjdump")
+    for c in candidates:
+        if os.access(c, os.X_OK):
+            return c
+    sys.exit("sass_budget: no cuobjdump (run ./scripts/test.sh once, or pass --cuobjdump)")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("cubins", nargs="*", help="cubins to measure")
+    parser.add_argument("--head-dim", type=int, default=128,
+                        help="head dim of the given cubins (for the tensor-core cycles)")
+    parser.add_argument("--fa4c", default="build/bin/fa4c", help="fa4c to compile the matrix with")
+    parser.add_argument("--matrix", action="store_true",
+                        help="compile and measure hd 64/96/128 x fp16/bf16 x none/causal/window")
+    parser.add_argument("--fa4c-args", default="", help="extra fa4c flags for the matrix")
+    parser.add_argument("--cuobjdump", default=None)
+    parser.add_argument("--json", default=None, help="also write the results here")
+    args = parser.parse_args()
+    cuobjdump = find_cuobjdump(args.cuobjdump)
+
+    jobs = [(c, args.head_dim, os.path.basename(c)) for c in args.cubins]
+    tmp = tempfile.mkdtemp(prefix="fa4-sass-")
+    if args.matrix:
+        for d in (64, 96, 128):
+            for dtype in ("fp16", "bf16"):
+                for mask in ("none", "causal", "window"):
+                    out = os.path.join(tmp, f"d{d}-{dtype}-{mask}.cubin")
+                    cmd = [args.fa4c, "--head-dim", str(d), "--q-heads", "16",
+                           "--kv-heads", "16", "--mask", mask, "--dtype", dtype,
+                           "-o", out] + args.fa4c_args.split()
+                    if mask == "window":
+                        cmd += ["--window-left", "256", "--window-right", "0"]
+                    subprocess.run(cmd, check=True)
+                    jobs.append((out, d, f"hd{d} {dtype} {mask}"))
+    if not jobs:
+        parser.error("give cubins or --matrix")
+
+    rows = []
+    print("| variant | softmax unmasked | softmax masked | MUFU.EX2 | LDTM | "
+          "softmax FMA/ALU/TMEM/SYNC | correction | mma | load | "
+          "SMSP issue | MUFU cyc | tensor core | regs | spills |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for cubin, head_dim, label in jobs:
+        roles, _ = analyse(cuobjdump, cubin)
+        est = estimate(roles, head_dim)
+        manifest = {}
+        if os.path.exists(cubin + ".json"):
+            with open(cubin + ".json") as f:
+                manifest = json.load(f)
+        ptxas = manifest.get("ptxas", {})
+        s = roles.get("softmax0", {})
+        um = s.get("unmasked") or {}
+        mk = s.get("masked") or {}
+        units = um.get("units", {})
+        def total(name):
+            r = roles.get(name, {}).get("unmasked")
+            return r["total"] if r else "-"
+        print(f"| {label} | {um.get('total', '-')} | {mk.get('total', '-') if mk else '-'} | "
+              f"{um.get('mufu_ex2', '-')} | {um.get('ldtm', '-')} | "
+              f"{units.get('FMA', 0)}/{units.get('ALU', 0)}/{units.get('TMEM', 0)}/"
+              f"{units.get('SYNC', 0)} | {total('correction')} | {total('mma')} | "
+              f"{total('load')} | {est['issue']} | {est['mufu']} | "
+              f"{est['tensor_core_cycles']} | {ptxas.get('registers', '-')} | "
+              f"{ptxas.get('spill_store_bytes', '-')}/{ptxas.get('spill_load_bytes', '-')} |")
+        rows.append({"variant": label, "roles": roles, "estimate": est, "ptxas": ptxas})
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"date": datetime.date.today().isoformat(), "rows": rows}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
