@@ -20,8 +20,11 @@ TileScheduler::TileScheduler(const TaskGridShape &shape, Order order)
   std::vector<int64_t> weights(mBlocks);
   for (int64_t m = 0; m < mBlocks; ++m)
     weights[m] = work(m);
-  std::stable_sort(mBlockOrder.begin(), mBlockOrder.end(),
-                   [&](int64_t a, int64_t b) { return weights[a] > weights[b]; });
+  // Heaviest first, ties latest m_block first: a total order, so a plain
+  // sort (libstdc++'s stable_sort warns under Clang).
+  std::sort(mBlockOrder.begin(), mBlockOrder.end(), [&](int64_t a, int64_t b) {
+    return weights[a] != weights[b] ? weights[a] > weights[b] : a > b;
+  });
 }
 
 int64_t TileScheduler::work(int64_t mBlock) const {

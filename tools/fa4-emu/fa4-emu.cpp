@@ -70,7 +70,7 @@ static cl::opt<unsigned> workers(
     cl::init(0), cl::cat(emuCategory));
 static cl::opt<double> absTolerance("atol", cl::desc("Absolute tolerance"),
                                     cl::init(1e-2), cl::cat(emuCategory));
-static cl::opt<double> relTolerance("rtol", cl::desc("Relative tolerance"),
+static cl::opt<double> relTolerance("rtol", cl::desc("Relative tolerance of the per-element test, used only where the low-precision reference overflows"),
                                     cl::init(1e-2), cl::cat(emuCategory));
 static cl::opt<int64_t> smCount(
     "sm-count", cl::desc("Grid size cap (default: the manifest's sm_count)"),

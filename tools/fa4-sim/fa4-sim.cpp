@@ -49,7 +49,7 @@ static cl::opt<fa4::sim::InputDistribution> distribution(
     cl::cat(simCategory));
 static cl::opt<double> absTolerance("atol", cl::desc("Absolute tolerance"),
                             cl::init(1e-2), cl::cat(simCategory));
-static cl::opt<double> relTolerance("rtol", cl::desc("Relative tolerance"),
+static cl::opt<double> relTolerance("rtol", cl::desc("Relative tolerance of the per-element test, used only where the low-precision reference overflows"),
                             cl::init(1e-2), cl::cat(simCategory));
 static cl::opt<int64_t> interleavings(
     "interleavings",

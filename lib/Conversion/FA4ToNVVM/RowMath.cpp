@@ -124,38 +124,39 @@ LogicalResult Lowering::lowerOnlineSoftmax(OnlineSoftmaxOp op) {
       bool hasLow =
           maskBandFor(mask.getMask(), mask.getWindowLeft(), mask.getWindowRight())
               .left >= 0;
-      // Visible keys relative to the tile's first, clamped to [0, columns]
-      // so that the arithmetic below stays in 32 bits.
+      // Visible keys relative to the tile's first, at least 0; below 2^31,
+      // so the per-chunk offsets below never wrap.
       Value first = lookup(mask.getCol());
       auto relative = [&](Value edge) -> Value {
         Value offset = arith::SubIOp::create(b, loc(), edge, first);
-        offset = arith::MaxSIOp::create(b, loc(), offset, index(0));
-        return toI32(arith::MinSIOp::create(b, loc(), offset, index(columns)));
+        return toI32(arith::MaxSIOp::create(b, loc(), offset, index(0)));
       };
       Value lowRel = hasLow ? relative(low) : Value();
       Value highRel = relative(high);
       Value minusInfinity = f32(minusInf);
-      // Bits [0, n) set, n in [0, 32], in 32 bits (a 64-bit shift: n may be 32).
-      auto lowBits = [&](Value n) -> Value {
-        Value wide = arith::ExtUIOp::create(b, loc(), b.getI64Type(), n);
-        Value bits = arith::SubIOp::create(
-            b, loc(), arith::ShLIOp::create(b, loc(), i64(1), wide), i64(1));
-        return arith::TruncIOp::create(b, loc(), i32Type, bits);
-      };
-      auto clamp32 = [&](Value value, int64_t base) -> Value {
-        Value shifted = arith::SubIOp::create(b, loc(), value, i32(base));
-        shifted = arith::MaxSIOp::create(b, loc(), shifted, i32(0));
-        return arith::MinSIOp::create(b, loc(), shifted, i32(kChunk));
+      // Bits [n, 32) of chunk `base`, n = max(edge - base, 0): ~0 << n with
+      // PTX's shl, which gives 0 for shifts of 32 and more (LLVM's shl
+      // would be poison there), so no upper clamp is needed.
+      auto bitsFrom = [&](Value edge, int64_t base) -> Value {
+        Value n = arith::MaxSIOp::create(
+            b, loc(), arith::SubIOp::create(b, loc(), edge, i32(base)), i32(0));
+        return LLVM::InlineAsmOp::create(
+                   b, loc(), i32Type, ValueRange{i32(-1), n},
+                   "shl.b32 $0, $1, $2;", "=r,r,r", false, false,
+                   LLVM::tailcallkind::TailCallKind::None,
+                   LLVM::AsmDialectAttr::get(b.getContext(),
+                                             LLVM::AsmDialect::AD_ATT),
+                   ArrayAttr())
+            .getResult(0);
       };
       SmallVector<Value> masked;
       for (int64_t chunk = 0; chunk < chunks; ++chunk) {
-        Value visible = lowBits(clamp32(highRel, chunk * kChunk));
+        // Visible: [low, high) = bits from low, minus bits from high.
+        Value visible = arith::XOrIOp::create(
+            b, loc(), bitsFrom(highRel, chunk * kChunk), i32(-1));
         if (lowRel)
-          visible = arith::AndIOp::create(
-              b, loc(), visible,
-              arith::XOrIOp::create(b, loc(),
-                                    lowBits(clamp32(lowRel, chunk * kChunk)),
-                                    i32(-1)));
+          visible = arith::AndIOp::create(b, loc(), visible,
+                                          bitsFrom(lowRel, chunk * kChunk));
         for (int64_t i = 0; i < kChunk; ++i) {
           Value bit = arith::AndIOp::create(b, loc(), visible,
                                             i32(int64_t(1) << i));
