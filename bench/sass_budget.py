@@ -217,9 +217,52 @@ def has(insts, prefix):
     return any(i.opcode.startswith(prefix) for i in insts)
 
 
+def trip_count(cfg, header):
+    """An inner loop's trip count from its exit test: the latch branches on
+    a predicate set by comparing a counter with an immediate K (ISETP /
+    UISETP), the counter stepping by an immediate S; the counter starts at 0
+    (fa4's loops do), so the loop runs K / S times. None when the pattern is
+    not there."""
+    body = cfg.loops[header]
+    latches = [n for (n, h) in cfg.back_edges if h == header]
+    if len(latches) != 1:
+        return None
+    branch = cfg.block_insts(latches[0])[-1]
+    m = re.match(r"(!?)(U?P[0-9])\s*,", branch.operands)
+    pred = m.group(2) if m else (branch.pred or "").lstrip("@!")
+    if not pred:
+        return None
+    insts = [i for n in sorted(body) for i in cfg.block_insts(n)]
+    compare = None
+    for i in insts:
+        if re.match(r"U?ISETP", i.opcode) and i.operands.startswith(pred + ","):
+            compare = i
+    if compare is None:
+        return None
+    parts = [x.strip() for x in compare.operands.split(",")]
+    if len(parts) < 4 or not re.fullmatch(r"-?0x[0-9a-f]+|-?[0-9]+", parts[3]):
+        return None
+    counter, limit = parts[2], int(parts[3], 0)
+    step = None
+    for i in insts:
+        ops = [x.strip() for x in i.operands.split(",")]
+        if i.opcode.startswith(("UIADD3", "IADD3")) and len(ops) >= 5 and \
+                ops[0] == counter and ops[3] == counter:
+            step = int(ops[4], 0) if re.fullmatch(r"-?0x[0-9a-f]+|-?[0-9]+", ops[4]) else None
+        elif i.opcode.startswith(("VIADD", "UIADD")) and len(ops) == 3 and \
+                ops[0] == counter and ops[1] == counter:
+            step = int(ops[2], 0) if re.fullmatch(r"-?0x[0-9a-f]+|-?[0-9]+", ops[2]) else None
+    if not step or limit % step or limit // step <= 0:
+        return None
+    return limit // step
+
+
 def is_mask_block(insts):
     """A block of the masked-tile branch: many selects of -inf."""
     return sum(1 for i in insts if i.opcode.startswith("FSEL") and "-INF" in i.operands) >= 16
+
+
+unknown_trips = []
 
 
 def tile_paths(cfg, header, trips):
@@ -238,7 +281,13 @@ def tile_paths(cfg, header, trips):
     def cost(n):
         if n in cfg.loops and n != header:
             insts = list(cfg.loop_insts(n))
-            times = 1 if is_spin(cfg, n) else trips.get(n, 1)
+            if is_spin(cfg, n):
+                times = 1
+            else:
+                times = trip_count(cfg, n)
+                if times is None:
+                    unknown_trips.append(n)
+                    times = 1
             counter = collections.Counter(i.opcode for i in insts)
             for k in counter:
                 counter[k] *= times
@@ -462,6 +511,9 @@ def main():
               f"{est['tensor_core_cycles']} | {ptxas.get('registers', '-')} | "
               f"{ptxas.get('spill_store_bytes', '-')}/{ptxas.get('spill_load_bytes', '-')} |")
         rows.append({"variant": label, "roles": roles, "estimate": est, "ptxas": ptxas})
+    if unknown_trips:
+        print(f"\nnote: {len(set(unknown_trips))} inner loop(s) without a recognisable "
+              "trip count were counted once")
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"date": datetime.date.today().isoformat(), "rows": rows}, f, indent=1)
