@@ -19,7 +19,7 @@ llvm_config.with_system_environment(["HOME", "INCLUDE", "LIB", "TMP", "TEMP"])
 llvm_config.use_default_substitutions()
 
 tool_dirs = [config.fa4_tools_dir, config.llvm_tools_dir]
-tools = ["fa4-opt", "fa4c", "fa4-sim", "fa4-emu", "fa4-emu-gemm", "fa4-fuzz"]
+tools = ["fa4-opt", "fa4c", "fa4-sim", "fa4-emu", "fa4-emu-gemm", "fa4-fuzz", "fa4-runtime-check"]
 llvm_config.add_tool_substitutions(tools, tool_dirs)
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 

@@ -21,7 +21,7 @@
 
 namespace mlir::fa4::runtime {
 
-/// What a launch manifest says (docs/Pipeline.md, "The manifest").
+/// What a launch manifest says (docs/README.md, "The manifest").
 struct Manifest {
   std::string kernel, cubin, ptx, target;
   uint32_t block[3] = {1, 1, 1};

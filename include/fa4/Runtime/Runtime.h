@@ -1,0 +1,95 @@
+//===- Runtime.h - fa4rt: load a kernel, launch it on a backend -*- C++ -*-===//
+//
+// The runtime users call: a Kernel is a cubin, its PTX and its launch
+// manifest (what fa4c writes); a Backend runs it. Two backends share every
+// step but the last: the CUDA driver (loaded at run time with dlopen, so
+// fa4rt builds and its tests run on machines without a driver) and fa4-emu
+// (the CPU emulator, on which every runtime test runs here). launch()
+// validates the tensors against the kernel, builds the tensor maps and
+// parameters from the manifest (Launch.h), sizes the persistent grid and
+// hands the plan to the backend.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef FA4_RUNTIME_RUNTIME_H
+#define FA4_RUNTIME_RUNTIME_H
+
+#include "fa4/Runtime/Launch.h"
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace mlir::fa4::emu {
+class Device;
+} // namespace mlir::fa4::emu
+
+namespace mlir::fa4::runtime {
+
+/// A compiled kernel: the manifest and the code it names.
+struct Kernel {
+  Manifest manifest;
+  /// The PTX (what fa4-emu runs) and the cubin (what the GPU loads); either
+  /// may be empty when its file is missing.
+  std::string ptx;
+  std::vector<uint8_t> cubin;
+
+  /// Reads `<cubin>.json` and the cubin and PTX it names, beside it.
+  static bool load(const std::string &manifestPath, Kernel &kernel,
+                   std::string &error);
+};
+
+/// A tensor in a backend's memory: its base address, element type ("fp16",
+/// "bf16", "f32"), sizes and strides in elements, outermost first.
+struct Tensor {
+  uint64_t address = 0;
+  std::string dtype;
+  std::vector<int64_t> sizes, strides;
+};
+
+/// Where a kernel runs.
+class Backend {
+public:
+  virtual ~Backend();
+  virtual const char *name() const = 0;
+  /// Encodes one tensor map into the 128 bytes the kernel takes by value.
+  virtual bool encodeTensorMap(const TensorMapSpec &spec, uint8_t out[128],
+                               std::string &error) = 0;
+  /// Runs the plan; `stream` is the backend's (a CUstream for CUDA, unused
+  /// by the emulator).
+  virtual bool run(const Kernel &kernel, const LaunchPlan &plan, void *stream,
+                   std::string &error) = 0;
+};
+
+/// Checks q, k, v, o (and lse when the kernel writes one) against the
+/// kernel: q/o [batch, seq_q, q_heads, head_dim], k/v [batch, seq_k,
+/// kv_heads, head_dim] in the kernel's dtype, lse [batch, q_heads, seq_q]
+/// f32, dense (the strides the manifest's tensor maps assume), 16-byte
+/// aligned; the first broken rule is named with its tensor.
+bool checkTensors(const Manifest &manifest, const Tensor &q, const Tensor &k,
+                  const Tensor &v, const Tensor &o, const Tensor *lse,
+                  Shapes &shapes, std::string &error);
+
+/// checkTensors, then plan and run on `backend`.
+bool launch(Backend &backend, const Kernel &kernel, const Tensor &q,
+            const Tensor &k, const Tensor &v, const Tensor &o,
+            const Tensor *lse, void *stream, std::string &error);
+
+/// fa4-emu as a backend: tensors live in `device`; each launch runs the
+/// kernel's PTX there with `workers` host threads and fails on any error,
+/// hazard, barrier misuse or deadlock the emulator reports.
+std::unique_ptr<Backend> createEmulatorBackend(emu::Device &device,
+                                               unsigned workers = 0,
+                                               uint64_t seed = 1);
+
+/// The CUDA driver as a backend, in the calling thread's current context
+/// (the device's primary context when there is none); null with `error`
+/// saying why when libcuda.so.1 cannot be loaded or initialised. A kernel
+/// for another architecture than the device's is refused by name
+/// ("needs sm_100a, the device is sm_90").
+std::unique_ptr<Backend> createCudaBackend(std::string &error);
+
+} // namespace mlir::fa4::runtime
+
+#endif // FA4_RUNTIME_RUNTIME_H

@@ -1,0 +1,224 @@
+//===- Runtime.cpp - kernels, tensor checks, the emulator backend ---------===//
+
+#include "fa4/Runtime/Runtime.h"
+
+#include "fa4/Emu/Emulator.h"
+
+#include "llvm/ADT/SmallString.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
+
+#include <cstring>
+#include <map>
+#include <thread>
+
+namespace mlir::fa4::runtime {
+
+Backend::~Backend() = default;
+
+static bool readFile(const std::string &path, std::string &text,
+                     std::string &error) {
+  auto buffer = llvm::MemoryBuffer::getFile(path, /*IsText=*/false,
+                                            /*RequiresNullTerminator=*/false);
+  if (!buffer) {
+    error = "cannot read " + path + ": " + buffer.getError().message();
+    return false;
+  }
+  text = (*buffer)->getBuffer().str();
+  return true;
+}
+
+bool Kernel::load(const std::string &manifestPath, Kernel &kernel,
+                  std::string &error) {
+  std::string json;
+  if (!readFile(manifestPath, json, error))
+    return false;
+  if (!parseManifest(json, kernel.manifest, error)) {
+    error = manifestPath + ": " + error;
+    return false;
+  }
+  // The cubin and the PTX lie beside the manifest.
+  auto beside = [&](const std::string &name) {
+    llvm::SmallString<256> path(manifestPath);
+    llvm::sys::path::remove_filename(path);
+    llvm::sys::path::append(path, name);
+    return std::string(path);
+  };
+  std::string ignored;
+  kernel.ptx.clear();
+  kernel.cubin.clear();
+  if (!kernel.manifest.ptx.empty())
+    readFile(beside(kernel.manifest.ptx), kernel.ptx, ignored);
+  std::string cubin;
+  if (!kernel.manifest.cubin.empty() &&
+      readFile(beside(kernel.manifest.cubin), cubin, ignored))
+    kernel.cubin.assign(cubin.begin(), cubin.end());
+  if (kernel.ptx.empty() && kernel.cubin.empty()) {
+    error = manifestPath + ": neither the cubin nor the PTX it names is there";
+    return false;
+  }
+  return true;
+}
+
+static std::string list(const std::vector<int64_t> &values) {
+  std::string text = "[";
+  for (size_t i = 0; i < values.size(); ++i)
+    text += (i ? ", " : "") + std::to_string(values[i]);
+  return text + "]";
+}
+
+bool checkTensors(const Manifest &m, const Tensor &q, const Tensor &k,
+                  const Tensor &v, const Tensor &o, const Tensor *lse,
+                  Shapes &shapes, std::string &error) {
+  auto check = [&](const char *name, const Tensor &t, const std::string &dtype,
+                   const std::vector<int64_t> &sizes) -> bool {
+    std::string prefix = std::string(name) + ": ";
+    if (t.dtype != dtype) {
+      error = prefix + "dtype " + t.dtype + ", the kernel takes " + dtype;
+      return false;
+    }
+    if (t.sizes != sizes) {
+      error = prefix + "sizes " + list(t.sizes) + ", the kernel expects " +
+              list(sizes);
+      return false;
+    }
+    std::vector<int64_t> dense(sizes.size(), 1);
+    for (size_t i = sizes.size() - 1; i > 0; --i)
+      dense[i - 1] = dense[i] * sizes[i];
+    if (t.strides != dense) {
+      error = prefix + "strides " + list(t.strides) + " are not the dense " +
+              list(dense) + " the kernel's tensor maps assume";
+      return false;
+    }
+    if (t.address % 16) {
+      error = prefix + "base address is not 16-byte aligned (TMA needs it)";
+      return false;
+    }
+    if (t.address == 0) {
+      error = prefix + "null base address";
+      return false;
+    }
+    return true;
+  };
+  if (q.sizes.size() != 4 || k.sizes.size() != 4) {
+    error = std::string(q.sizes.size() != 4 ? "q" : "k") +
+            ": expected [batch, seq, heads, head_dim], got rank " +
+            std::to_string((q.sizes.size() != 4 ? q : k).sizes.size());
+    return false;
+  }
+  shapes.batch = q.sizes[0];
+  shapes.seqQ = q.sizes[1];
+  shapes.seqK = k.sizes[1];
+  if (shapes.batch <= 0 || shapes.seqQ <= 0 || shapes.seqK <= 0) {
+    error = "batch, seq_q and seq_k must be positive, got " +
+            list({shapes.batch, shapes.seqQ, shapes.seqK});
+    return false;
+  }
+  std::vector<int64_t> qSizes{shapes.batch, shapes.seqQ, m.qHeads, m.headDim};
+  std::vector<int64_t> kSizes{shapes.batch, shapes.seqK, m.kvHeads, m.headDim};
+  if (!check("q", q, m.dtype, qSizes) || !check("k", k, m.dtype, kSizes) ||
+      !check("v", v, m.dtype, kSizes) || !check("o", o, m.dtype, qSizes))
+    return false;
+  if (m.lse && !lse) {
+    error = "lse: the kernel writes the log-sum-exp; pass a tensor for it";
+    return false;
+  }
+  if (!m.lse && lse) {
+    error = "lse: the kernel writes no log-sum-exp (compile it with --lse)";
+    return false;
+  }
+  if (lse && !check("lse", *lse, "f32", {shapes.batch, m.qHeads, shapes.seqQ}))
+    return false;
+  return checkShapes(m, shapes, error);
+}
+
+bool launch(Backend &backend, const Kernel &kernel, const Tensor &q,
+            const Tensor &k, const Tensor &v, const Tensor &o,
+            const Tensor *lse, void *stream, std::string &error) {
+  Shapes shapes;
+  if (!checkTensors(kernel.manifest, q, k, v, o, lse, shapes, error))
+    return false;
+  Buffers buffers;
+  buffers.q = q.address;
+  buffers.k = k.address;
+  buffers.v = v.address;
+  buffers.o = o.address;
+  buffers.lse = lse ? lse->address : 0;
+  LaunchPlan plan;
+  auto encode = [&](const TensorMapSpec &spec, uint8_t *out, std::string &why) {
+    return backend.encodeTensorMap(spec, out, why);
+  };
+  if (!planLaunch(kernel.manifest, shapes, buffers, encode, plan, error))
+    return false;
+  if (plan.tasks == 0)
+    return true;
+  return backend.run(kernel, plan, stream, error);
+}
+
+namespace {
+class EmulatorBackend final : public Backend {
+public:
+  EmulatorBackend(emu::Device &device, unsigned workers, uint64_t seed)
+      : device(device), workers(workers), seed(seed) {}
+  const char *name() const override { return "fa4-emu"; }
+  bool encodeTensorMap(const TensorMapSpec &spec, uint8_t out[128],
+                       std::string &error) override {
+    return emu::encodeTensorMap(spec, out, error);
+  }
+  bool run(const Kernel &kernel, const LaunchPlan &plan, void *,
+           std::string &error) override {
+    if (kernel.manifest.target != "sm_100a") {
+      error = "fa4-emu runs sm_100a kernels; this one is for " +
+              kernel.manifest.target;
+      return false;
+    }
+    if (kernel.ptx.empty()) {
+      error = "fa4-emu runs the kernel's PTX, and the kernel has none";
+      return false;
+    }
+    std::shared_ptr<const emu::Program> &program = programs[kernel.ptx];
+    if (!program) {
+      program = emu::parsePtx(kernel.ptx, error);
+      if (!program)
+        return false;
+    }
+    emu::LaunchConfig config;
+    config.kernel = kernel.manifest.kernel;
+    std::memcpy(config.grid, plan.grid, sizeof(config.grid));
+    std::memcpy(config.block, plan.block, sizeof(config.block));
+    config.dynamicSmemBytes = plan.dynamicSmemBytes;
+    config.arguments = plan.arguments;
+    config.seed = seed++;
+    config.workers =
+        workers ? workers : std::max(1u, std::thread::hardware_concurrency());
+    emu::LaunchReport report;
+    if (!emu::launch(*program, device, config, report, error))
+      return false;
+    if (report.clean())
+      return true;
+    // The first thing that went wrong, by kind.
+    if (!report.errors.empty())
+      error = "fa4-emu: " + report.errors.front();
+    else if (!report.deadlock.empty())
+      error = "fa4-emu: " + report.deadlock.front();
+    else if (!report.hazards.empty())
+      error = "fa4-emu: hazard: " + report.hazards.front();
+    else
+      error = "fa4-emu: barrier misuse: " + report.barrierMisuse.front();
+    return false;
+  }
+
+private:
+  emu::Device &device;
+  unsigned workers;
+  uint64_t seed;
+  std::map<std::string, std::shared_ptr<const emu::Program>> programs;
+};
+} // namespace
+
+std::unique_ptr<Backend> createEmulatorBackend(emu::Device &device,
+                                               unsigned workers, uint64_t seed) {
+  return std::make_unique<EmulatorBackend>(device, workers, seed);
+}
+
+} // namespace mlir::fa4::runtime

@@ -1,0 +1,142 @@
+//===- fa4-runtime-check.cpp - fa4rt end to end on the emulator -----------===//
+//
+// fa4-runtime-check KERNEL.cubin.json --batch B --seq-q SQ --seq-k SK
+//   loads the kernel (runtime::Kernel::load), uploads seeded inputs into an
+//   emulator device, launches through runtime::launch on the emulator
+//   backend and prints the errors against the float64 reference;
+// fa4-runtime-check KERNEL.cubin.json --break RULE
+//   launches with one tensor that breaks RULE and prints the error;
+// fa4-runtime-check --cuda
+//   creates the CUDA backend and prints what it says.
+//
+//===----------------------------------------------------------------------===//
+
+#include "fa4/Emu/Emulator.h"
+#include "fa4/Runtime/Runtime.h"
+#include "fa4/Sim/Reference.h"
+#include "fa4/Support/AttentionMath.h"
+
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/raw_ostream.h"
+
+using namespace mlir::fa4;
+using namespace llvm;
+
+static cl::opt<std::string> manifestPath(cl::Positional, cl::init(""));
+static cl::opt<int64_t> batch("batch", cl::init(1));
+static cl::opt<int64_t> seqQ("seq-q", cl::init(128));
+static cl::opt<int64_t> seqK("seq-k", cl::init(128));
+static cl::opt<std::string> breakRule("break", cl::init(""));
+static cl::opt<bool> cuda("cuda", cl::init(false));
+
+int main(int argc, char **argv) {
+  cl::ParseCommandLineOptions(argc, argv, "fa4rt check\n");
+  std::string error;
+  if (cuda) {
+    std::unique_ptr<runtime::Backend> backend = runtime::createCudaBackend(error);
+    outs() << (backend ? std::string("cuda backend: ") + backend->name()
+                       : "cuda backend unavailable: " + error)
+           << "\n";
+    return 0;
+  }
+  runtime::Kernel kernel;
+  if (!runtime::Kernel::load(manifestPath, kernel, error)) {
+    errs() << "error: " << error << "\n";
+    return 2;
+  }
+  const runtime::Manifest &m = kernel.manifest;
+  bool bf16 = m.dtype == "bf16";
+  sim::Problem problem;
+  problem.batch = batch;
+  problem.seqQ = seqQ;
+  problem.seqK = seqK;
+  problem.qHeads = m.qHeads;
+  problem.kvHeads = m.kvHeads;
+  problem.headDim = m.headDim;
+  problem.causal = m.mask == "causal";
+  problem.window = m.mask == "window";
+  problem.windowLeft = m.windowLeft;
+  problem.windowRight = m.windowRight;
+  problem.scale = m.scale;
+  problem.softcap = m.softcap;
+  std::vector<float> q, k, v;
+  sim::fillInputs(problem, bf16, 7, sim::InputDistribution::Normal, q, k, v);
+
+  emu::Device device;
+  auto tensor = [&](const std::vector<int64_t> &sizes, const std::string &dtype) {
+    runtime::Tensor t;
+    t.dtype = dtype;
+    t.sizes = sizes;
+    t.strides.assign(sizes.size(), 1);
+    for (size_t i = sizes.size() - 1; i > 0; --i)
+      t.strides[i - 1] = t.strides[i] * sizes[i];
+    int64_t elements = t.strides[0] * sizes[0];
+    t.address = device.allocate(elements * (dtype == "f32" ? 4 : 2));
+    return t;
+  };
+  auto upload = [&](runtime::Tensor &t, const std::vector<float> &values) {
+    uint16_t *bits = reinterpret_cast<uint16_t *>(device.host(t.address, values.size() * 2));
+    for (size_t i = 0; i < values.size(); ++i)
+      bits[i] = bf16 ? floatToBFloat16Bits(values[i]) : floatToHalfBits(values[i]);
+  };
+  runtime::Tensor tq = tensor({batch, seqQ, m.qHeads, m.headDim}, m.dtype);
+  runtime::Tensor tk = tensor({batch, seqK, m.kvHeads, m.headDim}, m.dtype);
+  runtime::Tensor tv = tensor({batch, seqK, m.kvHeads, m.headDim}, m.dtype);
+  runtime::Tensor to = tensor({batch, seqQ, m.qHeads, m.headDim}, m.dtype);
+  runtime::Tensor tl = tensor({batch, m.qHeads, seqQ}, "f32");
+  upload(tq, q);
+  upload(tk, k);
+  upload(tv, v);
+  const runtime::Tensor *lse = m.lse ? &tl : nullptr;
+
+  // A broken rule: the launch must refuse it with a message naming it.
+  if (!breakRule.empty()) {
+    // k breaks the rule (v for "seq": k and v then disagree on seq_k).
+    runtime::Tensor bad = breakRule == "seq" ? tv : tk;
+    if (breakRule == "dtype")
+      bad.dtype = bf16 ? "fp16" : "bf16";
+    else if (breakRule == "heads")
+      bad.sizes[2] += 1;
+    else if (breakRule == "strides")
+      std::swap(bad.strides[1], bad.strides[2]);
+    else if (breakRule == "align")
+      bad.address += 8;
+    else if (breakRule == "seq")
+      bad.sizes[1] += 1;
+    const runtime::Tensor *badLse = breakRule == "missing-lse" ? nullptr : lse;
+    const runtime::Tensor &key = breakRule == "seq" || breakRule == "missing-lse" ? tk : bad;
+    const runtime::Tensor &value = breakRule == "seq" ? bad : tv;
+    std::unique_ptr<runtime::Backend> backend = runtime::createEmulatorBackend(device);
+    if (runtime::launch(*backend, kernel, tq, key, value, to, badLse, nullptr, error)) {
+      outs() << "launched\n";
+      return 1;
+    }
+    outs() << "refused: " << error << "\n";
+    return 0;
+  }
+
+  std::unique_ptr<runtime::Backend> backend = runtime::createEmulatorBackend(device, 2);
+  if (!runtime::launch(*backend, kernel, tq, tk, tv, to, lse, nullptr, error)) {
+    errs() << "error: " << error << "\n";
+    return 1;
+  }
+  sim::Reference reference;
+  sim::computeReference(problem, bf16, q, k, v, reference);
+  std::vector<float> out(reference.out.size()), gotLse;
+  const uint16_t *bits =
+      reinterpret_cast<const uint16_t *>(device.host(to.address, out.size() * 2));
+  for (size_t i = 0; i < out.size(); ++i)
+    out[i] = bf16 ? bfloat16BitsToFloat(bits[i]) : halfBitsToFloat(bits[i]);
+  if (lse) {
+    const float *values = reinterpret_cast<const float *>(
+        device.host(tl.address, reference.lse.size() * 4));
+    gotLse.assign(values, values + reference.lse.size());
+  }
+  sim::Errors errors;
+  bool ok = sim::compareWithReference(reference, out, lse ? &gotLse : nullptr,
+                                      1e-2, 1e-2, errors);
+  outs() << "backend " << backend->name() << " max_abs_err " << errors.maxAbsErr
+         << " lse_max_abs_err " << errors.lseMaxAbsErr << " ok " << (ok ? "true" : "false")
+         << "\n";
+  return ok ? 0 : 1;
+}
