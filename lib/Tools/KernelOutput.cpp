@@ -79,6 +79,35 @@ static int64_t capture(StringRef text, StringRef pattern) {
   return value;
 }
 
+LogicalResult mlir::fa4::ptxasVersion(StringRef cudaPath, std::string &version,
+                                      std::string &error) {
+  SmallString<256> binDir(cudaPath);
+  llvm::sys::path::append(binDir, "bin");
+  llvm::ErrorOr<std::string> ptxas =
+      llvm::sys::findProgramByName("ptxas", {binDir});
+  if (!ptxas) {
+    error = ("ptxas not found in " + binDir).str();
+    return failure();
+  }
+  SmallString<128> logFile;
+  if (llvm::sys::fs::createTemporaryFile("fa4", "log", logFile)) {
+    error = "cannot create a temporary file for ptxas --version";
+    return failure();
+  }
+  StringRef args[] = {*ptxas, "--version"};
+  std::optional<StringRef> redirects[] = {std::nullopt, StringRef(logFile),
+                                          StringRef(logFile)};
+  int status = llvm::sys::ExecuteAndWait(*ptxas, args, std::nullopt, redirects);
+  if (auto log = llvm::MemoryBuffer::getFile(logFile))
+    version = (*log)->getBuffer().str();
+  llvm::sys::fs::remove(logFile);
+  if (status != 0 || version.empty()) {
+    error = "ptxas --version failed";
+    return failure();
+  }
+  return success();
+}
+
 LogicalResult mlir::fa4::assembleCubin(StringRef ptx, StringRef cudaPath,
                                        StringRef chip, StringRef cubinPath,
                                        PtxasReport &report, std::string &error) {

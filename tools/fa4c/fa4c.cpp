@@ -6,6 +6,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "fa4/Dialect/FA4/IR/FA4Ops.h"
+#include "fa4/Runtime/CompileCache.h"
 #include "fa4/Tools/KernelOutput.h"
 #include "fa4/Tools/ToolSession.h"
 #include "fa4/Pipeline/Pipeline.h"
@@ -22,7 +23,10 @@
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/Format.h"
+#include "llvm/Config/llvm-config.h"
+#include "llvm/Support/FileSystem.h"
 #include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 #include <chrono>
 #include "llvm/Support/ToolOutputFile.h"
@@ -72,6 +76,12 @@ static cl::opt<double> exp2EmulationFraction(
              "exp2 on the FMA units instead of ex2.approx (0 to 1; default "
              "0.125: 16 of every 128, as FA4)"),
     cl::init(0.125), cl::cat(compileCategory));
+static cl::opt<bool> useCache(
+    "cache",
+    cl::desc("With a cubin output: take it from the compile cache when it holds "
+             "this compilation, else compile and store it there "
+             "($FA4_CACHE_DIR, default ~/.cache/fa4)"),
+    cl::init(false), cl::cat(compileCategory));
 static cl::opt<bool> timing("timing",
                             cl::desc("Print the wall time of every pass to stderr"),
                             cl::init(false), cl::cat(compileCategory));
@@ -245,6 +255,59 @@ int main(int argc, char **argv) {
     return 2;
   }
 
+  // The compile cache: keyed by the entry IR as printed, the target, every
+  // option that changes the code, this compiler's own binary and LLVM's
+  // version, and ptxas's version.
+  std::string cacheKey;
+  std::unique_ptr<fa4::runtime::CompileCache> cache;
+  SmallString<256> ptxPath(outputFile);
+  llvm::sys::path::replace_extension(ptxPath, "ptx");
+  if (ptxPath == StringRef(outputFile))
+    ptxPath += ".ptx";
+  if (useCache) {
+    if (kind != EmitKind::Cubin) {
+      errs() << "fa4c: --cache applies to cubin output (-o <file>.cubin)\n";
+      return 2;
+    }
+    auto started = std::chrono::steady_clock::now();
+    std::string directory = fa4::runtime::CompileCache::defaultDirectory();
+    if (directory.empty()) {
+      errs() << "fa4c: --cache needs FA4_CACHE_DIR, XDG_CACHE_HOME or HOME\n";
+      return 2;
+    }
+    std::string entryIr, self, ptxas;
+    {
+      raw_string_ostream os(entryIr);
+      module->print(os);
+    }
+    std::string executable = llvm::sys::fs::getMainExecutable(argv[0], (void *)&main);
+    if (auto binary = MemoryBuffer::getFile(executable, false, false))
+      self = fa4::runtime::CompileCache::key({(*binary)->getBuffer().str()});
+    if (self.empty() || failed(fa4::ptxasVersion(cudaPath, ptxas, error))) {
+      errs() << "fa4c: --cache: cannot identify "
+             << (self.empty() ? "this compiler's binary" : error) << "\n";
+      return 2;
+    }
+    cacheKey = fa4::runtime::CompileCache::key(
+        {"fa4c-cache-1", entryIr, target, std::to_string(rescaleThreshold),
+         std::to_string(kvStages), std::to_string(smCount),
+         std::to_string(exp2EmulationFraction), self, LLVM_VERSION_STRING, ptxas});
+    cache = std::make_unique<fa4::runtime::CompileCache>(directory);
+    fa4::runtime::CompileCache::Entry entry;
+    if (cache->lookup(cacheKey, entry)) {
+      if (!fa4::runtime::CompileCache::materialize(entry, outputFile,
+                                                   std::string(ptxPath), error)) {
+        errs() << "fa4c: " << error << "\n";
+        return 2;
+      }
+      std::chrono::duration<double> seconds = std::chrono::steady_clock::now() - started;
+      if (timing)
+        errs() << llvm::format("  %.4f  compile cache hit (%s)\n", seconds.count(),
+                               cacheKey.substr(0, 16).c_str());
+      return 0;
+    }
+  }
+
   fa4::PipelineOptions options;
   // Without --stop-after, MLIR output is the schedule (level C); the other
   // kinds need the kernel at level D.
@@ -336,10 +399,6 @@ int main(int argc, char **argv) {
       return 1;
     }
     // The PTX beside the cubin: what fa4-emu runs.
-    SmallString<256> ptxPath(outputFile);
-    llvm::sys::path::replace_extension(ptxPath, "ptx");
-    if (ptxPath == StringRef(outputFile))
-      ptxPath += ".ptx";
     {
       auto ptxFile = openOutputFile(ptxPath, &error);
       if (!ptxFile) {
@@ -355,8 +414,25 @@ int main(int argc, char **argv) {
       errs() << "fa4c: " << error << "\n";
       return 2;
     }
-    manifest->os() << fa4::launchManifest(*module, target, outputFile, ptxPath, report);
+    std::string manifestText =
+        fa4::launchManifest(*module, target, outputFile, ptxPath, report);
+    manifest->os() << manifestText;
     manifest->keep();
+    if (cache) {
+      fa4::runtime::CompileCache::Entry entry;
+      entry.ptx = ptx;
+      entry.manifest = manifestText;
+      entry.cubinName = llvm::sys::path::filename(outputFile).str();
+      entry.ptxName = llvm::sys::path::filename(ptxPath).str();
+      auto cubin = MemoryBuffer::getFile(outputFile, false, false);
+      if (cubin)
+        entry.cubin = (*cubin)->getBuffer().str();
+      // A cache that cannot be written costs the next run a compile, not
+      // this one its result.
+      if (!cubin || !cache->store(cacheKey, entry, error))
+        errs() << "fa4c: warning: the compile cache was not written: "
+               << (cubin ? error : "cannot read back " + outputFile) << "\n";
+    }
     return 0;
   }
   }

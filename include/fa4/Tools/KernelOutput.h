@@ -44,6 +44,10 @@ LogicalResult serializeToPtx(ModuleOp module, std::string &ptx,
 
 /// Assembles `ptx` for `chip` with the ptxas of `cudaPath`, writing
 /// `cubinPath`.
+/// What `ptxas --version` of `cudaPath` prints (a compile-cache key part).
+LogicalResult ptxasVersion(StringRef cudaPath, std::string &version,
+                           std::string &error);
+
 LogicalResult assembleCubin(StringRef ptx, StringRef cudaPath, StringRef chip,
                             StringRef cubinPath, PtxasReport &report,
                             std::string &error);
