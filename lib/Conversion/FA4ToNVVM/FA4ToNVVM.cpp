@@ -508,10 +508,25 @@ LogicalResult Lowering::lowerRole(RoleOp newRole) {
     for (Value *field : {&kernel.batch, &kernel.seqQ, &kernel.seqK,
                          &kernel.threadId, &kernel.tmemBase, &kernel.smem})
       *field = rematerializeAtRoleEntry(*field);
-    for (auto &entry : kernel.tensorMaps)
-      entry.second = rematerializeAtRoleEntry(entry.second);
-    for (auto &entry : kernel.globalPointers)
-      entry.second = rematerializeAtRoleEntry(entry.second);
+    // In the order of the kernel's arguments, not the maps' hash order:
+    // the output must not depend on where values were allocated.
+    auto inArgumentOrder = [](llvm::DenseMap<Value, Value> &map) {
+      SmallVector<Value> keys;
+      for (auto &entry : map)
+        keys.push_back(entry.first);
+      llvm::sort(keys, [](Value a, Value b) {
+        auto argA = dyn_cast<BlockArgument>(a), argB = dyn_cast<BlockArgument>(b);
+        unsigned ia = argA ? argA.getArgNumber() : ~0u;
+        unsigned ib = argB ? argB.getArgNumber() : ~0u;
+        return ia < ib;
+      });
+      return keys;
+    };
+    for (Value key : inArgumentOrder(kernel.tensorMaps))
+      kernel.tensorMaps[key] = rematerializeAtRoleEntry(kernel.tensorMaps[key]);
+    for (Value key : inArgumentOrder(kernel.globalPointers))
+      kernel.globalPointers[key] =
+          rematerializeAtRoleEntry(kernel.globalPointers[key]);
   }
   Value thread = arith::SubIOp::create(b,
       loc(), kernel.threadId, i32(role.getFirstWarp() * 32));
