@@ -7,6 +7,7 @@
 
 #include "fa4/Dialect/FA4/IR/FA4Ops.h"
 #include "fa4/Runtime/CompileCache.h"
+#include "fa4/Tools/Compile.h"
 #include "fa4/Tools/KernelOutput.h"
 #include "fa4/Tools/ToolSession.h"
 #include "fa4/Pipeline/Pipeline.h"
@@ -140,46 +141,24 @@ static cl::opt<double> softcap("softcap",
 static cl::opt<bool> lse("lse", cl::desc("Also write the log-sum-exp"),
                          cl::init(false), cl::cat(variantCategory));
 
-/// The variant's entry IR: one function whose arguments are Q, K, V, O (and
-/// the LSE), holding one fa4.attention.
+/// The variant the flags describe, as entry IR (fa4/Tools/Compile.h).
 static OwningOpRef<ModuleOp> buildVariant(MLIRContext &context) {
-  OpBuilder b(&context);
-  Location loc = b.getUnknownLoc();
-  OwningOpRef<ModuleOp> module = ModuleOp::create(loc);
-  Type element;
-  if (dtype == "fp16") {
-    element = b.getF16Type();
-  } else if (dtype == "bf16") {
-    element = b.getBF16Type();
-  } else {
-    errs() << "fa4c: --dtype must be fp16 or bf16, got '" << dtype << "'\n";
-    return nullptr;
-  }
-  if (qHeads <= 0 || kvHeads <= 0) {
-    errs() << "fa4c: --q-heads and --kv-heads must be positive\n";
-    return nullptr;
-  }
-  int64_t dyn = ShapedType::kDynamic;
-  auto qType = MemRefType::get({dyn, dyn, qHeads, headDim}, element);
-  auto kvType = MemRefType::get({dyn, dyn, kvHeads, headDim}, element);
-  SmallVector<Type> arguments = {qType, kvType, kvType, qType};
-  if (lse)
-    arguments.push_back(MemRefType::get({dyn, qHeads, dyn}, b.getF32Type()));
-  b.setInsertionPointToEnd(module->getBody());
-  auto func = func::FuncOp::create(b, loc, "attention",
-                                     b.getFunctionType(arguments, {}));
-  Block *body = func.addEntryBlock();
-  b.setInsertionPointToEnd(body);
-  fa4::AttentionOp::create(b,
-      loc, body->getArgument(0), body->getArgument(1), body->getArgument(2),
-      body->getArgument(3), lse ? body->getArgument(4) : Value(),
-      fa4::MaskKindAttr::get(&context, mask), b.getI64IntegerAttr(windowLeft),
-      b.getI64IntegerAttr(windowRight),
-      scale.getNumOccurrences() ? b.getF32FloatAttr(scale) : FloatAttr(),
-      b.getF32FloatAttr(softcap));
-  func::ReturnOp::create(b, loc);
-  if (failed(verify(*module)))
-    return nullptr;
+  fa4::Variant variant;
+  variant.headDim = headDim;
+  variant.qHeads = qHeads;
+  variant.kvHeads = kvHeads;
+  variant.mask = mask;
+  variant.windowLeft = windowLeft;
+  variant.windowRight = windowRight;
+  variant.dtype = dtype;
+  if (scale.getNumOccurrences())
+    variant.scale = scale;
+  variant.softcap = softcap;
+  variant.lse = lse;
+  std::string error;
+  OwningOpRef<ModuleOp> module = fa4::buildVariantModule(context, variant, error);
+  if (!module && !error.empty())
+    errs() << "fa4c: --" << error << "\n";
   return module;
 }
 
@@ -255,9 +234,19 @@ int main(int argc, char **argv) {
     return 2;
   }
 
-  // The compile cache: keyed by the entry IR as printed, the target, every
-  // option that changes the code, this compiler's own binary and LLVM's
-  // version, and ptxas's version.
+  fa4::PipelineOptions options;
+  // Without --stop-after, MLIR output is the schedule (level C); the other
+  // kinds need the kernel at level D.
+  options.stopAfter = !stopAfter.empty()        ? std::string(stopAfter)
+                      : kind == EmitKind::Mlir ? std::string("scheduler")
+                                               : std::string("nvvm");
+  options.rescaleThreshold = rescaleThreshold;
+  options.kvStages = kvStages;
+  options.smCount = smCount;
+  options.target = target;
+  options.cudaPath = cudaPath;
+  options.exp2EmulationFraction = exp2EmulationFraction;
+  // The compile cache (fa4/Tools/Compile.h, docs/Runtime.md).
   std::string cacheKey;
   std::unique_ptr<fa4::runtime::CompileCache> cache;
   SmallString<256> ptxPath(outputFile);
@@ -275,23 +264,11 @@ int main(int argc, char **argv) {
       errs() << "fa4c: --cache needs FA4_CACHE_DIR, XDG_CACHE_HOME or HOME\n";
       return 2;
     }
-    std::string entryIr, self, ptxas;
-    {
-      raw_string_ostream os(entryIr);
-      module->print(os);
-    }
-    std::string executable = llvm::sys::fs::getMainExecutable(argv[0], (void *)&main);
-    if (auto binary = MemoryBuffer::getFile(executable, false, false))
-      self = fa4::runtime::CompileCache::key({(*binary)->getBuffer().str()});
-    if (self.empty() || failed(fa4::ptxasVersion(cudaPath, ptxas, error))) {
-      errs() << "fa4c: --cache: cannot identify "
-             << (self.empty() ? "this compiler's binary" : error) << "\n";
+    if (!fa4::compileCacheKey(*module, options, fa4::buildIdentity(), cacheKey,
+                              error)) {
+      errs() << "fa4c: --cache: " << error << "\n";
       return 2;
     }
-    cacheKey = fa4::runtime::CompileCache::key(
-        {"fa4c-cache-1", entryIr, target, std::to_string(rescaleThreshold),
-         std::to_string(kvStages), std::to_string(smCount),
-         std::to_string(exp2EmulationFraction), self, LLVM_VERSION_STRING, ptxas});
     cache = std::make_unique<fa4::runtime::CompileCache>(directory);
     fa4::runtime::CompileCache::Entry entry;
     if (cache->lookup(cacheKey, entry)) {
@@ -308,18 +285,6 @@ int main(int argc, char **argv) {
     }
   }
 
-  fa4::PipelineOptions options;
-  // Without --stop-after, MLIR output is the schedule (level C); the other
-  // kinds need the kernel at level D.
-  options.stopAfter = !stopAfter.empty()        ? std::string(stopAfter)
-                      : kind == EmitKind::Mlir ? std::string("scheduler")
-                                               : std::string("nvvm");
-  options.rescaleThreshold = rescaleThreshold;
-  options.kvStages = kvStages;
-  options.smCount = smCount;
-  options.target = target;
-  options.cudaPath = cudaPath;
-  options.exp2EmulationFraction = exp2EmulationFraction;
   PassManager pm(&context);
   if (failed(fa4::buildPipeline(pm, options, error))) {
     errs() << "fa4c: " << error << "\n";

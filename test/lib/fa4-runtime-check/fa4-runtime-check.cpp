@@ -7,7 +7,10 @@
 // fa4-runtime-check KERNEL.cubin.json --break RULE
 //   launches with one tensor that breaks RULE and prints the error;
 // fa4-runtime-check --cuda
-//   creates the CUDA backend and prints what it says.
+//   creates the CUDA backend and prints what it says;
+// fa4-runtime-check --compile [--cache] --batch B --seq-q SQ --seq-k SK
+//   compiles hd 64, 4 q heads, 2 kv heads, causal, LSE in process
+//   (fa4::compileVariant) and launches that kernel as above.
 //
 //===----------------------------------------------------------------------===//
 
@@ -15,8 +18,12 @@
 #include "fa4/Runtime/Runtime.h"
 #include "fa4/Sim/Reference.h"
 #include "fa4/Support/AttentionMath.h"
+#include "fa4/Tools/Compile.h"
 
 #include "llvm/Support/CommandLine.h"
+#include "llvm/Support/Format.h"
+
+#include <chrono>
 #include "llvm/Support/raw_ostream.h"
 
 using namespace mlir::fa4;
@@ -28,6 +35,8 @@ static cl::opt<int64_t> seqQ("seq-q", cl::init(128));
 static cl::opt<int64_t> seqK("seq-k", cl::init(128));
 static cl::opt<std::string> breakRule("break", cl::init(""));
 static cl::opt<bool> cuda("cuda", cl::init(false));
+static cl::opt<bool> compile("compile", cl::init(false));
+static cl::opt<bool> useCache("cache", cl::init(false));
 
 int main(int argc, char **argv) {
   cl::ParseCommandLineOptions(argc, argv, "fa4rt check\n");
@@ -40,7 +49,24 @@ int main(int argc, char **argv) {
     return 0;
   }
   runtime::Kernel kernel;
-  if (!runtime::Kernel::load(manifestPath, kernel, error)) {
+  if (compile) {
+    Variant variant;
+    variant.headDim = 64;
+    variant.qHeads = 4;
+    variant.kvHeads = 2;
+    variant.mask = MaskKind::causal;
+    variant.lse = true;
+    PipelineOptions options;
+    auto started = std::chrono::steady_clock::now();
+    if (!compileVariant(variant, options, useCache, kernel, error)) {
+      errs() << "error: " << error << "\n";
+      return 2;
+    }
+    std::chrono::duration<double> seconds = std::chrono::steady_clock::now() - started;
+    outs() << "compiled in process: " << kernel.cubin.size() << " bytes of cubin, "
+           << kernel.manifest.tensorMaps.size() << " tensor maps, "
+           << format("%.3f", seconds.count()) << " s\n";
+  } else if (!runtime::Kernel::load(manifestPath, kernel, error)) {
     errs() << "error: " << error << "\n";
     return 2;
   }

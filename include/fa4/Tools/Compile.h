@@ -1,0 +1,66 @@
+//===- Compile.h - a variant to a kernel, in process ------------*- C++ -*-===//
+//
+// What fa4c does, as a library: build the entry IR of a variant, key a
+// compilation for the compile cache, and compile a variant all the way to a
+// runtime::Kernel (cubin, PTX, manifest) without files of the caller's —
+// from the cache when it holds the compilation.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef FA4_TOOLS_COMPILE_H
+#define FA4_TOOLS_COMPILE_H
+
+#include "fa4/Dialect/FA4/IR/FA4Ops.h"
+#include "fa4/Pipeline/Pipeline.h"
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/OwningOpRef.h"
+
+#include <optional>
+#include <string>
+
+namespace mlir::fa4 {
+
+namespace runtime {
+struct Kernel;
+} // namespace runtime
+
+/// One attention variant, as fa4c's flags describe it.
+struct Variant {
+  int64_t headDim = 128, qHeads = 32, kvHeads = 8;
+  MaskKind mask = MaskKind::none;
+  int64_t windowLeft = -1, windowRight = -1;
+  std::string dtype = "fp16";
+  /// Default 1/sqrt(head_dim).
+  std::optional<double> scale;
+  double softcap = 0.0;
+  bool lse = false;
+};
+
+/// The variant's entry IR: one function `attention` whose arguments are Q,
+/// K, V, O (and the LSE), holding one fa4.attention; null with `error`
+/// naming the bad field, or with the verifier's diagnostic reported.
+OwningOpRef<ModuleOp> buildVariantModule(MLIRContext &context,
+                                         const Variant &variant,
+                                         std::string &error);
+
+/// The compile-cache key of compiling `module` (entry IR) with `options` to
+/// a cubin: the entry IR as printed, the target and code-changing options,
+/// `compiler` (the SHA-256 of the compiler's binary, or another identity of
+/// the fa4 build), LLVM's version and ptxas's.
+bool compileCacheKey(ModuleOp module, const PipelineOptions &options,
+                     const std::string &compiler, std::string &key,
+                     std::string &error);
+
+/// The identity of the running fa4 build for compileCacheKey: the SHA-256
+/// of the binary holding this function.
+std::string buildIdentity();
+
+/// Compiles `variant` to a kernel in process (with the compile cache when
+/// `useCache`): the pipeline, PTX, ptxas, the manifest.
+bool compileVariant(const Variant &variant, const PipelineOptions &options,
+                    bool useCache, runtime::Kernel &kernel, std::string &error);
+
+} // namespace mlir::fa4
+
+#endif // FA4_TOOLS_COMPILE_H

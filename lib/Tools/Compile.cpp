@@ -1,0 +1,169 @@
+//===- Compile.cpp - a variant to a kernel, in process ---------------------===//
+
+#include "fa4/Tools/Compile.h"
+
+#include "fa4/Runtime/CompileCache.h"
+#include "fa4/Runtime/Runtime.h"
+#include "fa4/Tools/KernelOutput.h"
+#include "fa4/Tools/ToolSession.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/Verifier.h"
+#include "mlir/Pass/PassManager.h"
+#include "llvm/Config/llvm-config.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/MemoryBuffer.h"
+
+using namespace mlir;
+using namespace mlir::fa4;
+
+OwningOpRef<ModuleOp> fa4::buildVariantModule(MLIRContext &context,
+                                              const Variant &variant,
+                                              std::string &error) {
+  OpBuilder b(&context);
+  Location loc = b.getUnknownLoc();
+  Type element;
+  if (variant.dtype == "fp16") {
+    element = b.getF16Type();
+  } else if (variant.dtype == "bf16") {
+    element = b.getBF16Type();
+  } else {
+    error = "dtype must be fp16 or bf16, got '" + variant.dtype + "'";
+    return nullptr;
+  }
+  if (variant.qHeads <= 0 || variant.kvHeads <= 0) {
+    error = "q_heads and kv_heads must be positive";
+    return nullptr;
+  }
+  OwningOpRef<ModuleOp> module = ModuleOp::create(loc);
+  int64_t dyn = ShapedType::kDynamic;
+  auto qType = MemRefType::get({dyn, dyn, variant.qHeads, variant.headDim}, element);
+  auto kvType = MemRefType::get({dyn, dyn, variant.kvHeads, variant.headDim}, element);
+  SmallVector<Type> arguments = {qType, kvType, kvType, qType};
+  if (variant.lse)
+    arguments.push_back(MemRefType::get({dyn, variant.qHeads, dyn}, b.getF32Type()));
+  b.setInsertionPointToEnd(module->getBody());
+  auto func = func::FuncOp::create(b, loc, "attention", b.getFunctionType(arguments, {}));
+  Block *body = func.addEntryBlock();
+  b.setInsertionPointToEnd(body);
+  AttentionOp::create(
+      b, loc, body->getArgument(0), body->getArgument(1), body->getArgument(2),
+      body->getArgument(3), variant.lse ? body->getArgument(4) : Value(),
+      MaskKindAttr::get(&context, variant.mask),
+      b.getI64IntegerAttr(variant.windowLeft), b.getI64IntegerAttr(variant.windowRight),
+      variant.scale ? b.getF32FloatAttr(*variant.scale) : FloatAttr(),
+      b.getF32FloatAttr(variant.softcap));
+  func::ReturnOp::create(b, loc);
+  if (failed(verify(*module))) {
+    error.clear(); // the verifier has reported
+    return nullptr;
+  }
+  return module;
+}
+
+std::string fa4::buildIdentity() {
+  static const std::string identity = [] {
+    std::string executable =
+        llvm::sys::fs::getMainExecutable(nullptr, (void *)&fa4::buildIdentity);
+    auto binary = llvm::MemoryBuffer::getFile(executable, false, false);
+    return binary ? runtime::CompileCache::key({(*binary)->getBuffer().str()})
+                  : std::string();
+  }();
+  return identity;
+}
+
+bool fa4::compileCacheKey(ModuleOp module, const PipelineOptions &options,
+                          const std::string &compiler, std::string &key,
+                          std::string &error) {
+  if (compiler.empty()) {
+    error = "cannot identify the compiler's binary";
+    return false;
+  }
+  std::string entryIr, ptxas;
+  {
+    llvm::raw_string_ostream os(entryIr);
+    module->print(os);
+  }
+  if (failed(ptxasVersion(options.cudaPath, ptxas, error)))
+    return false;
+  key = runtime::CompileCache::key(
+      {"fa4-cache-1", entryIr, options.target, std::to_string(options.rescaleThreshold),
+       std::to_string(options.kvStages), std::to_string(options.smCount),
+       std::to_string(options.exp2EmulationFraction), compiler, LLVM_VERSION_STRING,
+       ptxas});
+  return true;
+}
+
+bool fa4::compileVariant(const Variant &variant, const PipelineOptions &given,
+                         bool useCache, runtime::Kernel &kernel,
+                         std::string &error) {
+  ToolSession session;
+  OwningOpRef<ModuleOp> module =
+      buildVariantModule(session.getContext(), variant, error);
+  if (!module) {
+    if (error.empty())
+      error = "the variant does not verify (see the diagnostic above)";
+    return false;
+  }
+  PipelineOptions options;
+  options.copyOptionValuesFrom(given);
+  options.stopAfter = "nvvm";
+  std::string key;
+  std::unique_ptr<runtime::CompileCache> cache;
+  runtime::CompileCache::Entry entry;
+  if (useCache) {
+    std::string directory = runtime::CompileCache::defaultDirectory();
+    if (!directory.empty() &&
+        compileCacheKey(*module, options, buildIdentity(), key, error)) {
+      cache = std::make_unique<runtime::CompileCache>(directory);
+      if (cache->lookup(key, entry)) {
+        kernel.ptx = entry.ptx;
+        kernel.cubin.assign(entry.cubin.begin(), entry.cubin.end());
+        return runtime::parseManifest(entry.manifest, kernel.manifest, error);
+      }
+    }
+    error.clear();
+  }
+  PassManager pm(&session.getContext());
+  if (failed(buildPipeline(pm, options, error)))
+    return false;
+  if (failed(pm.run(*module))) {
+    error = "the pipeline failed (see the diagnostic above)";
+    return false;
+  }
+  if (failed(serializeToPtx(*module, kernel.ptx, error)))
+    return false;
+  llvm::SmallString<128> cubinPath;
+  if (llvm::sys::fs::createTemporaryFile("fa4", "cubin", cubinPath)) {
+    error = "cannot create a temporary file for the cubin";
+    return false;
+  }
+  PtxasReport report;
+  LogicalResult assembled =
+      assembleCubin(kernel.ptx, options.cudaPath, options.target, cubinPath, report, error);
+  auto cubin = llvm::MemoryBuffer::getFile(cubinPath, false, false);
+  llvm::sys::fs::remove(cubinPath);
+  if (failed(assembled))
+    return false;
+  if (!cubin) {
+    error = "cannot read back the cubin ptxas wrote";
+    return false;
+  }
+  llvm::StringRef bytes = (*cubin)->getBuffer();
+  kernel.cubin.assign(bytes.begin(), bytes.end());
+  std::string manifest = launchManifest(*module, options.target, "kernel.cubin",
+                                        "kernel.ptx", report);
+  if (!runtime::parseManifest(manifest, kernel.manifest, error))
+    return false;
+  if (cache) {
+    entry.cubin = bytes.str();
+    entry.ptx = kernel.ptx;
+    entry.manifest = manifest;
+    entry.cubinName = "kernel.cubin";
+    entry.ptxName = "kernel.ptx";
+    std::string ignored; // an unwritable cache costs the next compile only
+    cache->store(key, entry, ignored);
+  }
+  return true;
+}
