@@ -272,4 +272,22 @@ void fillInputs(const Problem &p, bool bf16, uint64_t seed,
       x = round(x);
 }
 
+Problem problemOf(const runtime::Manifest &manifest, int64_t batch,
+                  int64_t seqQ, int64_t seqK) {
+  Problem problem;
+  problem.batch = batch;
+  problem.seqQ = seqQ;
+  problem.seqK = seqK;
+  problem.qHeads = manifest.qHeads;
+  problem.kvHeads = manifest.kvHeads;
+  problem.headDim = manifest.headDim;
+  problem.causal = manifest.mask == "causal";
+  problem.window = manifest.mask == "window";
+  problem.windowLeft = manifest.windowLeft;
+  problem.windowRight = manifest.windowRight;
+  problem.scale = manifest.scale;
+  problem.softcap = manifest.softcap;
+  return problem;
+}
+
 } // namespace mlir::fa4::sim

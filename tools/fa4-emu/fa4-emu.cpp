@@ -158,19 +158,7 @@ int main(int argc, char **argv) {
     return fail(ptxPath + ": " + error);
 
   // The problem, its inputs and the reference.
-  sim::Problem problem;
-  problem.batch = batch;
-  problem.seqQ = seqQ;
-  problem.seqK = seqK;
-  problem.qHeads = manifest.qHeads;
-  problem.kvHeads = manifest.kvHeads;
-  problem.headDim = manifest.headDim;
-  problem.causal = manifest.mask == "causal";
-  problem.window = manifest.mask == "window";
-  problem.windowLeft = manifest.windowLeft;
-  problem.windowRight = manifest.windowRight;
-  problem.scale = manifest.scale;
-  problem.softcap = manifest.softcap;
+  sim::Problem problem = sim::problemOf(manifest, batch, seqQ, seqK);
   runtime::Shapes shapes{batch, seqQ, seqK};
   if (!runtime::checkShapes(manifest, shapes, error))
     return fail(error);

@@ -11,6 +11,8 @@
 #ifndef FA4_SIM_REFERENCE_H
 #define FA4_SIM_REFERENCE_H
 
+#include "fa4/Runtime/Launch.h"
+
 #include <cstdint>
 #include <vector>
 
@@ -94,6 +96,10 @@ bool compareWithReference(const Reference &reference,
                           const std::vector<float> &out,
                           const std::vector<float> *lse, double atol,
                           double rtol, Errors &errors);
+
+/// The problem a launch manifest's attention describes, at these sizes.
+Problem problemOf(const runtime::Manifest &manifest, int64_t batch,
+                  int64_t seqQ, int64_t seqK);
 
 /// Seeded inputs of one distribution, each value rounded to the input type
 /// (bf16 or fp16), in the layouts above.

@@ -72,19 +72,7 @@ int main(int argc, char **argv) {
   }
   const runtime::Manifest &m = kernel.manifest;
   bool bf16 = m.dtype == "bf16";
-  sim::Problem problem;
-  problem.batch = batch;
-  problem.seqQ = seqQ;
-  problem.seqK = seqK;
-  problem.qHeads = m.qHeads;
-  problem.kvHeads = m.kvHeads;
-  problem.headDim = m.headDim;
-  problem.causal = m.mask == "causal";
-  problem.window = m.mask == "window";
-  problem.windowLeft = m.windowLeft;
-  problem.windowRight = m.windowRight;
-  problem.scale = m.scale;
-  problem.softcap = m.softcap;
+  sim::Problem problem = sim::problemOf(m, batch, seqQ, seqK);
   std::vector<float> q, k, v;
   sim::fillInputs(problem, bf16, 7, sim::InputDistribution::Normal, q, k, v);
 
