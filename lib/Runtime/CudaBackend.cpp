@@ -86,8 +86,8 @@ bool resolve(void *library, const char *name, F &function, std::string &error) {
 
 class CudaBackend final : public Backend {
 public:
-  explicit CudaBackend(Driver driver, CUdevice device, int major, int minor)
-      : driver(driver), device(device), major(major), minor(minor) {}
+  CudaBackend(Driver driver, int major, int minor)
+      : driver(driver), major(major), minor(minor) {}
   const char *name() const override { return "cuda"; }
 
   bool encodeTensorMap(const TensorMapSpec &spec, uint8_t out[128],
@@ -184,7 +184,6 @@ private:
   }
 
   Driver driver;
-  CUdevice device;
   int major, minor;
   std::map<std::string, CUfunction> functions;
 };
@@ -264,7 +263,7 @@ std::unique_ptr<Backend> createCudaBackend(std::string &error) {
     error = driver.message("cuDeviceGetAttribute", result);
     return nullptr;
   }
-  return std::make_unique<CudaBackend>(driver, device, major, minor);
+  return std::make_unique<CudaBackend>(driver, major, minor);
 }
 
 } // namespace mlir::fa4::runtime
