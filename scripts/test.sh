@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds fa4 and runs every test: GoogleTest unit tests, then the lit suite
-# (dialect, passes, simulator, tools). Exits non-zero on any failure and ends
-# with one line "N passed, M failed".
+# (dialect, passes, simulator, tools), then the Python package's pytest
+# suite. Exits non-zero on any failure and ends with one line "N passed, M
+# failed".
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -19,6 +20,28 @@ elif [[ $# -gt 0 ]]; then
 fi
 build=${FA4_BUILD_DIR:-$root/build}
 "$root/scripts/setup.sh"
+
+# The Python package's build and test dependencies (nanobind, torch, pytest)
+# in a venv of the build directory, from PyPI; the package is then built
+# (FA4_ENABLE_PYTHON) and its pytest suite runs with the rest. Without
+# network the Python tests are skipped, with a line saying so.
+python_venv="$build/python-venv"
+python_requirements=(nanobind==3.1.0 torch==2.15.0 numpy pytest==9.2.0)
+if [[ ! -x $python_venv/bin/python ]] ||
+   ! "$python_venv/bin/python" -c "import nanobind, torch, pytest" >/dev/null 2>&1; then
+  if ! { python3 -m venv "$python_venv" >/dev/null 2>&1 &&
+         "$python_venv/bin/pip" install -q "${python_requirements[@]}" >/dev/null 2>&1; }; then
+    echo "fa4: nanobind/torch/pytest not installable from PyPI; the Python package and its tests will be skipped"
+  fi
+fi
+if "$python_venv/bin/python" -c "import nanobind, torch, pytest" >/dev/null 2>&1; then
+  python_enabled=ON
+  cmake -S "$root" -B "$build" -DFA4_ENABLE_PYTHON=ON \
+    -DPython_EXECUTABLE="$python_venv/bin/python" >/dev/null
+else
+  python_enabled=OFF
+  cmake -S "$root" -B "$build" -DFA4_ENABLE_PYTHON=OFF >/dev/null
+fi
 
 cmake --build "$build"
 cmake --build "$build" --target fa4-doc >/dev/null
@@ -74,6 +97,13 @@ unit_status=${PIPESTATUS[0]}
 echo "== lit tests"
 cmake --build "$build" --target check-fa4-lit 2>&1 | tee "$logs/lit"
 lit_status=${PIPESTATUS[0]}
+python_status=0
+: >"$logs/python"
+if [[ $python_enabled == ON ]]; then
+  echo "== Python tests"
+  cmake --build "$build" --target check-fa4-python 2>&1 | tee "$logs/python"
+  python_status=${PIPESTATUS[0]}
+fi
 set -e
 
 count() {
@@ -81,10 +111,19 @@ count() {
   n=$(grep -oE "$1" "$2" | grep -oE '[0-9]+' | tail -n 1 || true)
   echo "${n:-0}"
 }
-passed=$(( $(count '\[  PASSED  \] [0-9]+' "$logs/unit") + $(count 'Passed *: *[0-9]+' "$logs/lit") ))
-failed=$(( $(count '\[  FAILED  \] [0-9]+ test' "$logs/unit") + $(count 'Failed *: *[0-9]+' "$logs/lit") ))
-if ((unit_status != 0 || lit_status != 0)) && ((failed == 0)); then
+# pytest's closing line: "3 failed, 16 passed, 1 error in 12.0s".
+pytest_count() {
+  local n
+  n=$(grep -E '^(=+ )?[0-9]+ (passed|failed|errors?|skipped).* in [0-9.]+s' "$logs/python" |
+      grep -oE "[0-9]+ $1" | grep -oE '[0-9]+' | tail -n 1 || true)
+  echo "${n:-0}"
+}
+passed=$(( $(count '\[  PASSED  \] [0-9]+' "$logs/unit") + $(count 'Passed *: *[0-9]+' "$logs/lit") +
+           $(pytest_count passed) ))
+failed=$(( $(count '\[  FAILED  \] [0-9]+ test' "$logs/unit") + $(count 'Failed *: *[0-9]+' "$logs/lit") +
+           $(pytest_count failed) + $(pytest_count 'errors?') ))
+if ((unit_status != 0 || lit_status != 0 || python_status != 0)) && ((failed == 0)); then
   failed=1 # a runner died before it could count
 fi
 echo "$passed passed, $failed failed"
-((unit_status == 0 && lit_status == 0))
+((unit_status == 0 && lit_status == 0 && python_status == 0))

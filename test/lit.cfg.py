@@ -19,7 +19,8 @@ llvm_config.with_system_environment(["HOME", "INCLUDE", "LIB", "TMP", "TEMP"])
 llvm_config.use_default_substitutions()
 
 tool_dirs = [config.fa4_tools_dir, config.llvm_tools_dir]
-tools = ["fa4-opt", "fa4c", "fa4-sim", "fa4-emu", "fa4-emu-gemm", "fa4-fuzz", "fa4-runtime-check"]
+tools = ["fa4-opt", "fa4c", "fa4-sim", "fa4-emu", "fa4-emu-gemm", "fa4-fuzz", "fa4-runtime-check",
+         "fa4-tma-check"]
 llvm_config.add_tool_substitutions(tools, tool_dirs)
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 
@@ -37,10 +38,12 @@ if cuda_tools and os.path.exists(os.path.join(cuda_tools, "cuobjdump")) and \
 # cross-check of the emulator's layouts and fa4's descriptors against CuTe
 # needs both and is reported unsupported without them.
 nvcc = os.path.join(config.cuda_toolkit_path, "bin", "nvcc")
+if os.access(nvcc, os.X_OK):
+    config.available_features.add("nvcc")
+    config.substitutions.append(("%nvcc", nvcc))
 cutlass_include = os.environ.get("FA4_CUTLASS_INCLUDE", "")
 if cutlass_include and \
         os.path.exists(os.path.join(cutlass_include, "cute", "tensor.hpp")) and \
         os.access(nvcc, os.X_OK):
     config.available_features.add("cute")
     config.substitutions.append(("%cutlass_include", cutlass_include))
-    config.substitutions.append(("%nvcc", nvcc))

@@ -37,6 +37,7 @@ bool Kernel::load(const std::string &manifestPath, Kernel &kernel,
     error = manifestPath + ": " + error;
     return false;
   }
+  kernel.manifestJson = json;
   // The cubin and the PTX lie beside the manifest.
   auto beside = [&](const std::string &name) {
     llvm::SmallString<256> path(manifestPath);
@@ -85,7 +86,12 @@ bool checkTensors(const Manifest &m, const Tensor &q, const Tensor &k,
     std::vector<int64_t> dense(sizes.size(), 1);
     for (size_t i = sizes.size() - 1; i > 0; --i)
       dense[i - 1] = dense[i] * sizes[i];
-    if (t.strides != dense) {
+    // A dimension of size 1 is never stepped along: its stride is free (as
+    // torch leaves it for some contiguous tensors).
+    bool isDense = t.strides.size() == dense.size();
+    for (size_t i = 0; isDense && i < dense.size(); ++i)
+      isDense = sizes[i] == 1 || t.strides[i] == dense[i];
+    if (!isDense) {
       error = prefix + "strides " + list(t.strides) + " are not the dense " +
               list(dense) + " the kernel's tensor maps assume";
       return false;

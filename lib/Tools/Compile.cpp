@@ -14,6 +14,10 @@
 #include "llvm/Config/llvm-config.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <algorithm>
+#include <dlfcn.h>
 
 using namespace mlir;
 using namespace mlir::fa4;
@@ -64,9 +68,18 @@ OwningOpRef<ModuleOp> fa4::buildVariantModule(MLIRContext &context,
 
 std::string fa4::buildIdentity() {
   static const std::string identity = [] {
-    std::string executable =
-        llvm::sys::fs::getMainExecutable(nullptr, (void *)&fa4::buildIdentity);
-    auto binary = llvm::MemoryBuffer::getFile(executable, false, false);
+    // The object that holds this function: the tool's executable, or the
+    // Python extension's shared object inside a python process (whose main
+    // executable says nothing of fa4).
+    std::string path;
+    Dl_info info;
+    if (dladdr(reinterpret_cast<void *>(&fa4::buildIdentity), &info) && info.dli_fname)
+      path = info.dli_fname;
+    auto binary = llvm::MemoryBuffer::getFile(path, false, false);
+    if (path.empty() || !binary)
+      binary = llvm::MemoryBuffer::getFile(
+          llvm::sys::fs::getMainExecutable(nullptr, (void *)&fa4::buildIdentity),
+          false, false);
     return binary ? runtime::CompileCache::key({(*binary)->getBuffer().str()})
                   : std::string();
   }();
@@ -95,17 +108,56 @@ bool fa4::compileCacheKey(ModuleOp module, const PipelineOptions &options,
   return true;
 }
 
-bool fa4::compileVariant(const Variant &variant, const PipelineOptions &given,
-                         bool useCache, runtime::Kernel &kernel,
-                         std::string &error) {
-  ToolSession session;
+namespace {
+/// Takes every diagnostic of `context` while it lives, as "LOC: error: ..."
+/// lines, so that an in-process compilation (a Python call) reports its
+/// failures in its error and prints nothing.
+class CollectedDiagnostics {
+public:
+  explicit CollectedDiagnostics(MLIRContext &context)
+      : handler(&context, [this](Diagnostic &diagnostic) {
+          llvm::raw_string_ostream os(text);
+          if (!isa<UnknownLoc>(diagnostic.getLocation()))
+            os << diagnostic.getLocation() << ": ";
+          os << (diagnostic.getSeverity() == DiagnosticSeverity::Error ? "error: "
+                 : diagnostic.getSeverity() == DiagnosticSeverity::Warning ? "warning: "
+                                                                           : "note: ")
+             << diagnostic << "\n";
+          return success();
+        }) {}
+
+  /// `what`, followed by what the diagnostics said.
+  std::string explain(const std::string &what) const {
+    return text.empty() ? what : what + ":\n" + StringRef(text).rtrim().str();
+  }
+
+private:
+  std::string text;
+  ScopedDiagnosticHandler handler;
+};
+
+/// A variant's entry module in `session`, or null with `error` set.
+OwningOpRef<ModuleOp> variantModule(ToolSession &session, const Variant &variant,
+                                    const CollectedDiagnostics &diagnostics,
+                                    std::string &error) {
   OwningOpRef<ModuleOp> module =
       buildVariantModule(session.getContext(), variant, error);
-  if (!module) {
-    if (error.empty())
-      error = "the variant does not verify (see the diagnostic above)";
+  if (!module && error.empty())
+    error = diagnostics.explain("the variant does not verify");
+  return module;
+}
+} // namespace
+
+bool fa4::compileVariant(const Variant &variant, const PipelineOptions &given,
+                         bool useCache, runtime::Kernel &kernel,
+                         std::string &error, bool *fromCache) {
+  if (fromCache)
+    *fromCache = false;
+  ToolSession session;
+  CollectedDiagnostics diagnostics(session.getContext());
+  OwningOpRef<ModuleOp> module = variantModule(session, variant, diagnostics, error);
+  if (!module)
     return false;
-  }
   PipelineOptions options;
   options.copyOptionValuesFrom(given);
   options.stopAfter = "nvvm";
@@ -120,6 +172,9 @@ bool fa4::compileVariant(const Variant &variant, const PipelineOptions &given,
       if (cache->lookup(key, entry)) {
         kernel.ptx = entry.ptx;
         kernel.cubin.assign(entry.cubin.begin(), entry.cubin.end());
+        kernel.manifestJson = entry.manifest;
+        if (fromCache)
+          *fromCache = true;
         return runtime::parseManifest(entry.manifest, kernel.manifest, error);
       }
     }
@@ -129,7 +184,7 @@ bool fa4::compileVariant(const Variant &variant, const PipelineOptions &given,
   if (failed(buildPipeline(pm, options, error)))
     return false;
   if (failed(pm.run(*module))) {
-    error = "the pipeline failed (see the diagnostic above)";
+    error = diagnostics.explain("the pipeline failed");
     return false;
   }
   if (failed(serializeToPtx(*module, kernel.ptx, error)))
@@ -156,6 +211,7 @@ bool fa4::compileVariant(const Variant &variant, const PipelineOptions &given,
                                         "kernel.ptx", report);
   if (!runtime::parseManifest(manifest, kernel.manifest, error))
     return false;
+  kernel.manifestJson = manifest;
   if (cache) {
     entry.cubin = bytes.str();
     entry.ptx = kernel.ptx;
@@ -165,5 +221,54 @@ bool fa4::compileVariant(const Variant &variant, const PipelineOptions &given,
     std::string ignored; // an unwritable cache costs the next compile only
     cache->store(key, entry, ignored);
   }
+  return true;
+}
+
+std::vector<std::string> fa4::variantIrStages() {
+  std::vector<std::string> stages = {"entry"};
+  for (StringRef stage : getPipelineStages())
+    stages.push_back(stage.str());
+  stages.push_back("llvm");
+  stages.push_back("ptx");
+  return stages;
+}
+
+bool fa4::variantIr(const Variant &variant, const PipelineOptions &given,
+                    const std::string &stage, std::string &ir,
+                    std::string &error) {
+  std::vector<std::string> stages = variantIrStages();
+  if (std::find(stages.begin(), stages.end(), stage) == stages.end()) {
+    error = "unknown stage '" + stage + "'; the stages are";
+    for (const std::string &name : stages)
+      error += " " + name;
+    return false;
+  }
+  ToolSession session;
+  CollectedDiagnostics diagnostics(session.getContext());
+  OwningOpRef<ModuleOp> module = variantModule(session, variant, diagnostics, error);
+  if (!module)
+    return false;
+  ir.clear();
+  llvm::raw_string_ostream os(ir);
+  if (stage == "entry") {
+    module->print(os);
+    return true;
+  }
+  PipelineOptions options;
+  options.copyOptionValuesFrom(given);
+  bool code = stage == "llvm" || stage == "ptx";
+  options.stopAfter = code ? "nvvm" : stage;
+  PassManager pm(&session.getContext());
+  if (failed(buildPipeline(pm, options, error)))
+    return false;
+  if (failed(pm.run(*module))) {
+    error = diagnostics.explain("the pipeline failed");
+    return false;
+  }
+  if (stage == "llvm")
+    return succeeded(writeLlvmIr(*module, os, error));
+  if (stage == "ptx")
+    return succeeded(serializeToPtx(*module, ir, error));
+  module->print(os);
   return true;
 }

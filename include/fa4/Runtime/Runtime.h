@@ -30,6 +30,8 @@ namespace mlir::fa4::runtime {
 /// A compiled kernel: the manifest and the code it names.
 struct Kernel {
   Manifest manifest;
+  /// The manifest as written (JSON), for callers that show it.
+  std::string manifestJson;
   /// The PTX (what fa4-emu runs) and the cubin (what the GPU loads); either
   /// may be empty when its file is missing.
   std::string ptx;
@@ -65,8 +67,9 @@ public:
 /// Checks q, k, v, o (and lse when the kernel writes one) against the
 /// kernel: q/o [batch, seq_q, q_heads, head_dim], k/v [batch, seq_k,
 /// kv_heads, head_dim] in the kernel's dtype, lse [batch, q_heads, seq_q]
-/// f32, dense (the strides the manifest's tensor maps assume), 16-byte
-/// aligned; the first broken rule is named with its tensor.
+/// f32, dense (the strides the manifest's tensor maps assume; a dimension of
+/// size 1 may have any stride), 16-byte aligned; the first broken rule is
+/// named with its tensor.
 bool checkTensors(const Manifest &manifest, const Tensor &q, const Tensor &k,
                   const Tensor &v, const Tensor &o, const Tensor *lse,
                   Shapes &shapes, std::string &error);

@@ -18,6 +18,7 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace mlir::fa4 {
 
@@ -53,13 +54,25 @@ bool compileCacheKey(ModuleOp module, const PipelineOptions &options,
                      std::string &error);
 
 /// The identity of the running fa4 build for compileCacheKey: the SHA-256
-/// of the binary holding this function.
+/// of the binary holding this function (the tool's executable, or the
+/// shared object of the Python extension).
 std::string buildIdentity();
 
 /// Compiles `variant` to a kernel in process (with the compile cache when
-/// `useCache`): the pipeline, PTX, ptxas, the manifest.
+/// `useCache`): the pipeline, PTX, ptxas, the manifest. Diagnostics are not
+/// printed: a failure's `error` carries them. `fromCache` (when given) says
+/// whether the compile cache held the compilation.
 bool compileVariant(const Variant &variant, const PipelineOptions &options,
-                    bool useCache, runtime::Kernel &kernel, std::string &error);
+                    bool useCache, runtime::Kernel &kernel, std::string &error,
+                    bool *fromCache = nullptr);
+
+/// The stages variantIr prints: "entry" (the entry IR), the pipeline's
+/// stages (getPipelineStages), "llvm" and "ptx".
+std::vector<std::string> variantIrStages();
+
+/// `variant` compiled up to `stage` and printed (see variantIrStages).
+bool variantIr(const Variant &variant, const PipelineOptions &options,
+               const std::string &stage, std::string &ir, std::string &error);
 
 } // namespace mlir::fa4
 

@@ -42,11 +42,12 @@ LogicalResult writeLlvmIr(ModuleOp module, llvm::raw_ostream &os,
 LogicalResult serializeToPtx(ModuleOp module, std::string &ptx,
                              std::string &error);
 
-/// Assembles `ptx` for `chip` with the ptxas of `cudaPath`, writing
-/// `cubinPath`.
 /// What `ptxas --version` of `cudaPath` prints (a compile-cache key part).
 LogicalResult ptxasVersion(StringRef cudaPath, std::string &version,
                            std::string &error);
+
+/// Assembles `ptx` for `chip` with the ptxas of `cudaPath`, writing
+/// `cubinPath`.
 
 LogicalResult assembleCubin(StringRef ptx, StringRef cudaPath, StringRef chip,
                             StringRef cubinPath, PtxasReport &report,

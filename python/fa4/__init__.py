@@ -1,0 +1,190 @@
+"""fa4: FlashAttention-4 kernels for NVIDIA Blackwell, compiled from one op.
+
+Two calls cover most uses:
+
+    import fa4, torch
+    o = fa4.attention(q, k, v, causal=True)        # torch tensors
+
+    kernel = fa4.compile(head_dim=128, q_heads=32, kv_heads=8, mask="causal")
+    kernel.cubin, kernel.manifest, kernel.ptx, kernel.ir("scheduler")
+
+``attention`` takes tensors in the layout of FlashAttention's
+``flash_attn_func``: q (batch, seq_q, q_heads, head_dim), k and v (batch,
+seq_k, kv_heads, head_dim), fp16 or bf16. CUDA tensors run on the GPU in the
+current stream; CPU tensors run in fa4-emu, the PTX emulator (slow: for tests
+and CI). Kernels are compiled on first use and kept in the compile cache
+(``$FA4_CACHE_DIR``, default ``~/.cache/fa4``), so a later process finds them
+there in milliseconds.
+
+Every failure of fa4 itself raises ``fa4.CompileError`` or ``fa4.LaunchError``
+(both ``RuntimeError``) with fa4's message; bad arguments raise ``ValueError``
+or ``TypeError``.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import threading
+from typing import Optional, Sequence
+
+from . import _fa4
+from ._fa4 import CompileError, LaunchError
+
+__all__ = ["CompileError", "Kernel", "LaunchError", "attention", "compile",
+           "stages"]
+
+_DTYPES = {"fp16": "fp16", "float16": "fp16", "half": "fp16",
+           "bf16": "bf16", "bfloat16": "bf16"}
+
+
+def stages() -> list:
+    """The stages ``Kernel.ir`` prints, in pipeline order."""
+    return list(_fa4.ir_stages())
+
+
+class Kernel:
+    """A compiled kernel: its cubin, PTX and launch manifest.
+
+    Calling it launches it on tensors as they are (no copies, no
+    allocation): ``kernel(q, k, v, o, lse=None)``, O and the LSE written in
+    place; see ``attention`` for the layouts.
+    """
+
+    def __init__(self, native):
+        self._native = native
+        self.manifest = json.loads(native.manifest_json)
+
+    @property
+    def cubin(self) -> bytes:
+        """The sm_100a cubin, as ptxas assembled it."""
+        return self._native.cubin
+
+    @property
+    def ptx(self) -> str:
+        return self._native.ptx
+
+    @property
+    def from_cache(self) -> bool:
+        """Whether the compile cache held this compilation."""
+        return self._native.from_cache
+
+    def ir(self, stage: str = "scheduler") -> str:
+        """The kernel's IR after ``stage`` (see ``fa4.stages()``): "entry",
+        the pipeline's stages ("tile" ... "nvvm", "binary"), "llvm", "ptx".
+        Compiles again up to that stage."""
+        return self._native.ir(stage)
+
+    def __call__(self, q, k, v, o, lse=None, *, workers: int = 0,
+                 seed: int = 1, stream: Optional[int] = None):
+        if _device_type(q) == "cuda":
+            if stream is None:
+                import torch
+                stream = torch.cuda.current_stream(q.device).cuda_stream
+            _fa4.launch_cuda(self._native, q, k, v, o, lse, stream)
+        else:
+            _fa4.launch_emulator(self._native, q, k, v, o, lse, workers, seed)
+
+    def __repr__(self):
+        m = self.manifest
+        variant = m.get("attention", {})
+        return (f"fa4.Kernel({m.get('target')}, {variant}, "
+                f"{len(self.cubin)} bytes of cubin)")
+
+
+def _device_type(tensor) -> str:
+    device = getattr(tensor, "device", None)
+    return getattr(device, "type", "cpu")
+
+
+def _integer(name, value) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be an int, got {value!r}")
+    return value
+
+
+_memo = {}
+_memo_lock = threading.Lock()
+
+
+def compile(head_dim: int = 128, q_heads: int = 32, kv_heads: int = 8,
+            mask: str = "none", dtype: str = "fp16", lse: bool = False,
+            window: Optional[Sequence[int]] = None,
+            softcap: Optional[float] = None, scale: Optional[float] = None,
+            target: str = "sm_100a", *, cache: bool = True,
+            rescale_threshold: float = 8.0,
+            exp2_emulation_fraction: float = 0.125,
+            sm_count: int = 148) -> Kernel:
+    """Compiles one attention variant to a ``Kernel``.
+
+    mask: "none", "causal" (bottom-right aligned) or "window"; window:
+    (left, right) keys visible around the diagonal, -1 unbounded (with
+    mask="window", or alone, which implies it); softcap: None or 0 for none;
+    scale: None for 1/sqrt(head_dim). ``cache`` uses the compile cache;
+    within one process a variant is compiled once either way.
+    """
+    head_dim = _integer("head_dim", head_dim)
+    q_heads = _integer("q_heads", q_heads)
+    kv_heads = _integer("kv_heads", kv_heads)
+    sm_count = _integer("sm_count", sm_count)
+    key_dtype = _DTYPES.get(str(dtype).replace("torch.", ""))
+    if key_dtype is None:
+        raise ValueError(f"dtype must be fp16 or bf16, got {dtype!r}")
+    if mask not in ("none", "causal", "window"):
+        raise ValueError(f"mask must be none, causal or window, got {mask!r}")
+    left, right = -1, -1
+    if window is not None:
+        if len(window) != 2:
+            raise ValueError(f"window must be (left, right), got {window!r}")
+        left, right = (_integer("window[0]", window[0]),
+                       _integer("window[1]", window[1]))
+        if mask == "none":
+            mask = "window"
+        elif mask == "causal":
+            raise ValueError("mask='causal' takes no window; a causal sliding "
+                             "window is mask='window', window=(left, 0)")
+    elif mask == "window":
+        raise ValueError("mask='window' needs window=(left, right)")
+    key = (head_dim, q_heads, kv_heads, mask, left, right, key_dtype,
+           bool(lse), scale, float(softcap or 0.0), target, float(rescale_threshold),
+           float(exp2_emulation_fraction), sm_count)
+    with _memo_lock:
+        kernel = _memo.get(key)
+    if kernel is not None:
+        return kernel
+    native = _fa4.compile(head_dim, q_heads, kv_heads, mask, left, right,
+                          key_dtype, bool(lse), scale, float(softcap or 0.0),
+                          target, bool(cache), float(rescale_threshold),
+                          float(exp2_emulation_fraction), sm_count)
+    kernel = Kernel(native)
+    with _memo_lock:
+        _memo.setdefault(key, kernel)
+    return kernel
+
+
+def attention(q, k, v, causal: bool = False,
+              window: Sequence[int] = (-1, -1), softcap: float = 0.0,
+              scale: Optional[float] = None, return_lse: bool = False):
+    """Attention of torch tensors, as FlashAttention's ``flash_attn_func``.
+
+    q: (batch, seq_q, q_heads, head_dim); k, v: (batch, seq_k, kv_heads,
+    head_dim), fp16 or bf16, q_heads a multiple of kv_heads (GQA/MQA).
+    causal: bottom-right aligned causal mask; window: (left, right) keys
+    visible around the diagonal, -1 unbounded (with causal, right is 0);
+    softcap: 0 for none; scale: None for 1/sqrt(head_dim). Returns O
+    (like q), and with ``return_lse`` also the log-sum-exp (batch, q_heads,
+    seq_q) in float32. CUDA tensors run on the GPU in the current stream, CPU
+    tensors in the emulator. Non-contiguous inputs are copied first.
+
+    This is the ``torch.ops.fa4.attention`` custom op, so ``torch.compile``
+    traces through it.
+    """
+    from . import _torch
+    return _torch.attention(q, k, v, causal, window, softcap, scale,
+                            return_lse)
+
+
+# With torch installed, fa4.attention is also torch.ops.fa4.attention from
+# the start (torch.compile and torch.library.opcheck find it there).
+if importlib.util.find_spec("torch") is not None:
+    from . import _torch  # noqa: E402,F401

@@ -1,0 +1,265 @@
+//===- Module.cpp - fa4._fa4: the Python extension over fa4's C++ API -----===//
+//
+// The thin native layer of the `fa4` package: compile a variant in process
+// (fa4::compileVariant, with the compile cache), show its code and IR, and
+// launch it on tensors handed over by DLPack (torch tensors, numpy arrays):
+// CPU tensors on the emulator backend, CUDA tensors on the driver backend in
+// the caller's stream. Everything Pythonic (argument defaults, torch, the
+// custom op) lives in fa4/__init__.py; every failure here becomes an
+// fa4.CompileError or fa4.LaunchError carrying fa4's message.
+//
+// This file alone is built with C++ exceptions and RTTI (nanobind needs
+// both); the fa4 libraries below it have neither and never see an exception.
+//
+//===----------------------------------------------------------------------===//
+
+#include "fa4/Emu/Emulator.h"
+#include "fa4/Runtime/Runtime.h"
+#include "fa4/Tools/Compile.h"
+
+#include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include <cstring>
+#include <mutex>
+#include <stdexcept>
+#include <thread>
+
+namespace nb = nanobind;
+using namespace mlir::fa4;
+
+namespace {
+
+struct CompileFailure : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+struct LaunchFailure : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+/// A compiled kernel with the variant and options it came from (for ir()).
+struct PyKernel {
+  Variant variant;
+  std::string target;
+  double rescaleThreshold = 8.0;
+  double exp2EmulationFraction = 0.125;
+  int64_t smCount = 148;
+  runtime::Kernel kernel;
+  bool fromCache = false;
+
+  void options(PipelineOptions &options) const {
+    options.target = target;
+    options.rescaleThreshold = rescaleThreshold;
+    options.exp2EmulationFraction = exp2EmulationFraction;
+    options.smCount = smCount;
+  }
+};
+
+PyKernel compile(int64_t headDim, int64_t qHeads, int64_t kvHeads,
+                 const std::string &mask, int64_t windowLeft,
+                 int64_t windowRight, const std::string &dtype, bool lse,
+                 std::optional<double> scale, double softcap,
+                 const std::string &target, bool cache, double rescaleThreshold,
+                 double exp2EmulationFraction, int64_t smCount) {
+  PyKernel result;
+  std::optional<MaskKind> kind = symbolizeMaskKind(mask);
+  if (!kind)
+    throw CompileFailure("mask must be none, causal or window, got '" + mask + "'");
+  Variant &variant = result.variant;
+  variant.headDim = headDim;
+  variant.qHeads = qHeads;
+  variant.kvHeads = kvHeads;
+  variant.mask = *kind;
+  variant.windowLeft = windowLeft;
+  variant.windowRight = windowRight;
+  variant.dtype = dtype;
+  variant.lse = lse;
+  variant.scale = scale;
+  variant.softcap = softcap;
+  result.target = target;
+  result.rescaleThreshold = rescaleThreshold;
+  result.exp2EmulationFraction = exp2EmulationFraction;
+  result.smCount = smCount;
+  PipelineOptions options;
+  result.options(options);
+  std::string error;
+  bool ok;
+  {
+    nb::gil_scoped_release released;
+    // One compilation at a time: LLVM's NVPTX target set-up and the
+    // pipeline's command-line-backed options are process-wide.
+    static std::mutex compiling;
+    std::lock_guard<std::mutex> lock(compiling);
+    ok = compileVariant(variant, options, cache, result.kernel, error,
+                        &result.fromCache);
+  }
+  if (!ok)
+    throw CompileFailure(error);
+  return result;
+}
+
+std::string ir(const PyKernel &kernel, const std::string &stage) {
+  PipelineOptions options;
+  kernel.options(options);
+  std::string text, error;
+  bool ok;
+  {
+    nb::gil_scoped_release released;
+    ok = variantIr(kernel.variant, options, stage, text, error);
+  }
+  if (!ok)
+    throw CompileFailure(error);
+  return text;
+}
+
+using Array = nb::ndarray<>;
+
+/// fa4's name of an array's element type ("fp16", "bf16", "f32"), or the
+/// DLPack code for the error message.
+std::string dtypeName(const nb::dlpack::dtype &type) {
+  using Code = nb::dlpack::dtype_code;
+  if (type.lanes == 1 && type.bits == 16 && type.code == uint8_t(Code::Float))
+    return "fp16";
+  if (type.lanes == 1 && type.bits == 16 && type.code == uint8_t(Code::Bfloat))
+    return "bf16";
+  if (type.lanes == 1 && type.bits == 32 && type.code == uint8_t(Code::Float))
+    return "f32";
+  return "a " + std::to_string(type.bits) + "-bit type of DLPack code " +
+         std::to_string(type.code);
+}
+
+runtime::Tensor tensorOf(const Array &array) {
+  runtime::Tensor tensor;
+  tensor.address = reinterpret_cast<uint64_t>(array.data());
+  tensor.dtype = dtypeName(array.dtype());
+  for (size_t i = 0; i < array.ndim(); ++i) {
+    tensor.sizes.push_back(array.shape(i));
+    tensor.strides.push_back(array.stride(i));
+  }
+  return tensor;
+}
+
+int64_t bytesOf(const runtime::Tensor &tensor) {
+  int64_t elements = 1;
+  for (int64_t size : tensor.sizes)
+    elements *= size;
+  return elements * (tensor.dtype == "f32" ? 4 : 2);
+}
+
+/// Checks that every array lives on `device` (a DLPack device type).
+void checkDevice(const std::vector<std::pair<const char *, const Array *>> &arrays,
+                 int device, const char *where) {
+  for (auto [name, array] : arrays)
+    if (array && array->device_type() != device)
+      throw LaunchFailure(std::string(name) + ": every tensor must be on the " +
+                          where + " (as q is)");
+}
+
+/// Runs the kernel on the emulator: the tensors are copied into an emulator
+/// device, the launch goes through runtime::launch (the path the GPU takes
+/// but the last call), O and the LSE are copied back.
+void launchEmulator(const PyKernel &kernel, const Array &q, const Array &k,
+                    const Array &v, const Array &o, const std::optional<Array> &lse,
+                    unsigned workers, uint64_t seed) {
+  checkDevice({{"q", &q}, {"k", &k}, {"v", &v}, {"o", &o}, {"lse", lse ? &*lse : nullptr}},
+              nb::device::cpu::value, "CPU");
+  runtime::Tensor host[5] = {tensorOf(q), tensorOf(k), tensorOf(v), tensorOf(o),
+                             lse ? tensorOf(*lse) : runtime::Tensor()};
+  const runtime::Tensor *hostLse = lse ? &host[4] : nullptr;
+  std::string error;
+  runtime::Shapes shapes;
+  // Validated on the caller's tensors, so that the messages speak of them
+  // (their strides, their alignment) and nothing is copied from a bad one.
+  if (!runtime::checkTensors(kernel.kernel.manifest, host[0], host[1], host[2],
+                             host[3], hostLse, shapes, error))
+    throw LaunchFailure(error);
+  bool ok;
+  {
+    nb::gil_scoped_release released;
+    emu::Device device;
+    runtime::Tensor onDevice[5];
+    for (int i = 0; i < 5; ++i) {
+      if (i == 4 && !hostLse)
+        break;
+      onDevice[i] = host[i];
+      int64_t bytes = bytesOf(host[i]);
+      onDevice[i].address = device.allocate(bytes);
+      if (i < 3)
+        std::memcpy(device.host(onDevice[i].address, bytes),
+                    reinterpret_cast<const void *>(host[i].address), bytes);
+    }
+    if (workers == 0)
+      workers = std::max(1u, std::thread::hardware_concurrency());
+    std::unique_ptr<runtime::Backend> backend =
+        runtime::createEmulatorBackend(device, workers, seed);
+    ok = runtime::launch(*backend, kernel.kernel, onDevice[0], onDevice[1],
+                         onDevice[2], onDevice[3], hostLse ? &onDevice[4] : nullptr,
+                         nullptr, error);
+    for (int i = 3; ok && i < (hostLse ? 5 : 4); ++i) {
+      int64_t bytes = bytesOf(host[i]);
+      std::memcpy(reinterpret_cast<void *>(host[i].address),
+                  device.host(onDevice[i].address, bytes), bytes);
+    }
+  }
+  if (!ok)
+    throw LaunchFailure(error);
+}
+
+/// Launches the kernel on the GPU through the driver, in `stream` (a
+/// CUstream; 0 is the legacy default stream).
+void launchCuda(const PyKernel &kernel, const Array &q, const Array &k,
+                const Array &v, const Array &o, const std::optional<Array> &lse,
+                uintptr_t stream) {
+  checkDevice({{"q", &q}, {"k", &k}, {"v", &v}, {"o", &o}, {"lse", lse ? &*lse : nullptr}},
+              nb::device::cuda::value, "GPU");
+  std::string error;
+  // One backend for the process: the driver is opened and initialised once.
+  static std::unique_ptr<runtime::Backend> backend;
+  static std::string backendError;
+  static std::once_flag opened;
+  std::call_once(opened, [] { backend = runtime::createCudaBackend(backendError); });
+  if (!backend)
+    throw LaunchFailure(backendError);
+  runtime::Tensor tl = lse ? tensorOf(*lse) : runtime::Tensor();
+  if (!runtime::launch(*backend, kernel.kernel, tensorOf(q), tensorOf(k), tensorOf(v),
+                       tensorOf(o), lse ? &tl : nullptr,
+                       reinterpret_cast<void *>(stream), error))
+    throw LaunchFailure(error);
+}
+
+} // namespace
+
+NB_MODULE(_fa4, m) {
+  m.doc() = "fa4's native layer: compile attention variants, launch them "
+            "(use the fa4 package, not this module)";
+  nb::object base = nb::module_::import_("builtins").attr("RuntimeError");
+  nb::exception<CompileFailure>(m, "CompileError", base.ptr());
+  nb::exception<LaunchFailure>(m, "LaunchError", base.ptr());
+
+  nb::class_<PyKernel>(m, "Kernel")
+      .def_prop_ro("cubin",
+                   [](const PyKernel &k) {
+                     return nb::bytes(reinterpret_cast<const char *>(k.kernel.cubin.data()),
+                                      k.kernel.cubin.size());
+                   })
+      .def_prop_ro("ptx", [](const PyKernel &k) { return k.kernel.ptx; })
+      .def_prop_ro("manifest_json", [](const PyKernel &k) { return k.kernel.manifestJson; })
+      .def_prop_ro("from_cache", [](const PyKernel &k) { return k.fromCache; })
+      .def("ir", &ir, nb::arg("stage"));
+
+  m.def("compile", &compile, nb::arg("head_dim"), nb::arg("q_heads"),
+        nb::arg("kv_heads"), nb::arg("mask"), nb::arg("window_left"),
+        nb::arg("window_right"), nb::arg("dtype"), nb::arg("lse"),
+        nb::arg("scale").none(), nb::arg("softcap"), nb::arg("target"),
+        nb::arg("cache"), nb::arg("rescale_threshold"),
+        nb::arg("exp2_emulation_fraction"), nb::arg("sm_count"));
+  m.def("ir_stages", &variantIrStages);
+  m.def("launch_emulator", &launchEmulator, nb::arg("kernel"), nb::arg("q"),
+        nb::arg("k"), nb::arg("v"), nb::arg("o"), nb::arg("lse").none(),
+        nb::arg("workers"), nb::arg("seed"));
+  m.def("launch_cuda", &launchCuda, nb::arg("kernel"), nb::arg("q"), nb::arg("k"),
+        nb::arg("v"), nb::arg("o"), nb::arg("lse").none(), nb::arg("stream"));
+}
