@@ -262,6 +262,17 @@ void CtaMachine::execTma(Thread &th, const Inst &in) {
       return;
     }
   }
+  // A load may start before the tensor (what lies outside is filled); a
+  // store may run past its end (clipped) but not start before it: an H200
+  // faults with an illegal instruction on a TMA store at a negative
+  // coordinate (fa4-tma-check, docs/Runtime.md), so the emulator refuses it.
+  for (uint32_t d = 0; !load && d < op.map.rank; ++d)
+    if (op.coords[d] < 0) {
+      error(th, "a TMA store at the negative coordinate " +
+                    std::to_string(op.coords[d]) + " of dimension " + std::to_string(d) +
+                    " (the hardware faults on it)");
+      return;
+    }
   uint64_t bytes = runtime::elementBytes(op.map.dataType);
   for (uint32_t d = 0; d < op.map.rank; ++d)
     bytes *= op.map.boxDims[d];

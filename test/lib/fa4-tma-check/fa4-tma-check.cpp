@@ -1,6 +1,6 @@
 //===- fa4-tma-check.cpp - the driver's tensor maps against the emulator's -===//
 //
-// fa4-tma-check TMA-COPY.ptx KERNEL.cubin.json...
+// fa4-tma-check [--store-negative] TMA-COPY.ptx KERNEL.cubin.json...
 //
 // For every tensor map a kernel's manifest asks for (bound by planLaunch at
 // batch 2, seq_q 300, seq_k 257, so that boxes cross the tails), moves boxes
@@ -16,8 +16,12 @@
 //   - the GPU running the same PTX (JIT-compiled by the driver), through
 //     maps cuTensorMapEncodeTiled encoded (runtime::createCudaBackend), when
 //     a driver and an sm_90+ GPU are there.
-// and the stored buffer: the source where some box covered it, zero
-// elsewhere. One line per map; exit 1 on any difference.
+// and the stored buffer: the source where some stored box covered it, zero
+// elsewhere (a box that starts at a negative coordinate is only loaded: a
+// TMA store there faults on the hardware). One line per map; exit 1 on any difference.
+//
+// --store-negative also stores the boxes that start before the tensor,
+// which the hardware faults on and the emulator must refuse.
 //
 // Links no MLIR: built here, it runs on a GPU machine with only a driver.
 //
@@ -40,6 +44,9 @@ using namespace mlir::fa4;
 using namespace mlir::fa4::runtime;
 
 namespace {
+
+/// Whether the round trip also stores boxes at negative coordinates.
+bool storeNegative = false;
 
 /// The boxes of one check: 5 coordinates each (innermost first).
 std::vector<int32_t> boxCoordinates(const TensorMapSpec &spec) {
@@ -107,6 +114,10 @@ void model(const TensorMapSpec &spec, const std::vector<int32_t> &coords,
   stored.assign(src.size(), 0);
   uint64_t boxElements = boxBytes / element;
   for (uint64_t b = 0; b < boxes; ++b) {
+    // Boxes at a negative coordinate are loaded, not stored (tma-copy.cu).
+    bool stores = true;
+    for (uint32_t d = 0; d < spec.rank; ++d)
+      stores = stores && (coords[b * 5 + d] >= 0 || storeNegative);
     for (uint64_t e = 0; e < boxElements; ++e) {
       uint64_t rest = e, address = 0;
       bool inside = true;
@@ -123,7 +134,8 @@ void model(const TensorMapSpec &spec, const std::vector<int32_t> &coords,
         continue;
       uint64_t at = b * boxBytes + swizzled(e * element, spec.swizzle);
       std::memcpy(&out[at], &src[address], element);
-      std::memcpy(&stored[address], &src[address], element);
+      if (stores)
+        std::memcpy(&stored[address], &src[address], element);
     }
   }
 }
@@ -160,7 +172,7 @@ bool runEmulator(const emu::Program &program, const TensorMapSpec &spec,
   config.grid[0] = uint32_t(boxes);
   config.block[0] = 128;
   config.dynamicSmemBytes = uint32_t(boxBytes + 2048);
-  int32_t rank = int32_t(spec.rank);
+  int32_t rank = int32_t(spec.rank) | (storeNegative ? 0x100 : 0);
   uint32_t bytes = uint32_t(boxBytes);
   config.arguments = {argument(srcMap, 128),        argument(dstMap, 128),
                       argument(&coordsAddress, 8), argument(&rank, 4),
@@ -251,7 +263,7 @@ bool runGpu(Driver &driver, Backend &backend, void *function,
   ok = ok && backend.encodeTensorMap(bound, srcMap, error);
   bound.globalAddress = dstAddress;
   ok = ok && backend.encodeTensorMap(bound, dstMap, error);
-  int32_t rank = int32_t(spec.rank);
+  int32_t rank = int32_t(spec.rank) | (storeNegative ? 0x100 : 0);
   uint32_t bytes = uint32_t(boxBytes);
   void *parameters[] = {srcMap, dstMap, &coordsAddress, &rank, &bytes, &outAddress};
   unsigned smem = unsigned(boxBytes + 2048);
@@ -302,8 +314,14 @@ const char *swizzleName(TensorMapSwizzle swizzle) {
 } // namespace
 
 int main(int argc, char **argv) {
+  if (argc > 1 && std::string(argv[1]) == "--store-negative") {
+    storeNegative = true;
+    ++argv;
+    --argc;
+  }
   if (argc < 3) {
-    std::fprintf(stderr, "usage: fa4-tma-check TMA-COPY.ptx KERNEL.cubin.json...\n");
+    std::fprintf(stderr,
+                 "usage: fa4-tma-check [--store-negative] TMA-COPY.ptx KERNEL.cubin.json...\n");
     return 2;
   }
   std::ifstream file(argv[1]);

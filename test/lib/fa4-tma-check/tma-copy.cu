@@ -5,7 +5,8 @@
 // `src` at its coordinates into 1024-byte aligned shared memory (swizzled as
 // the map says), copies the shared-memory bytes as they lie to `out`, then
 // stores the box back through `dst` (the same map over another buffer) at
-// the same coordinates. Equal `out` and `dst` bytes on both sides mean the
+// the same coordinates (boxes that start at a negative coordinate are only
+// loaded). Equal `out` and `dst` bytes on both sides mean the
 // two encoders describe the same boxes, swizzles, bounds and fills.
 
 #include <cstdint>
@@ -27,6 +28,10 @@ extern "C" __global__ void __launch_bounds__(128)
   extern __shared__ __align__(16) unsigned char dynamicSmem[];
   unsigned char *box = reinterpret_cast<unsigned char *>(
       (reinterpret_cast<uintptr_t>(dynamicSmem) + 8 + 1023) & ~uintptr_t(1023));
+  // Bit 8 of `rank`: store every box, also those at negative coordinates
+  // (fa4-tma-check --store-negative, which the emulator must refuse).
+  bool storeAll = rank & 0x100;
+  rank &= 0xff;
   const int *c = coords + blockIdx.x * 5;
   uint32_t bar = sharedAddress(dynamicSmem), smem = sharedAddress(box);
   uint64_t srcMap = reinterpret_cast<uint64_t>(&src);
@@ -86,10 +91,15 @@ extern "C" __global__ void __launch_bounds__(128)
   uint4 *to = reinterpret_cast<uint4 *>(out + uint64_t(blockIdx.x) * boxBytes);
   for (unsigned i = threadIdx.x; i < boxBytes / 16; i += blockDim.x)
     to[i] = from[i];
-  // The box goes back out through the async proxy.
+  // The box goes back out through the async proxy — unless it starts
+  // before the tensor: a TMA store at a negative coordinate faults (an
+  // illegal instruction on an H200), where a load fills.
   asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
   __syncthreads();
-  if (threadIdx.x == 0) {
+  bool negative = false;
+  for (int d = 0; d < rank; ++d)
+    negative |= c[d] < 0 && !storeAll;
+  if (threadIdx.x == 0 && !negative) {
     switch (rank) {
     case 1:
       asm volatile("cp.async.bulk.tensor.1d.global.shared::cta.tile.bulk_group "
