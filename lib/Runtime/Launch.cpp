@@ -61,6 +61,10 @@ public:
       fail("has no array \"" + std::string(name) + "\"");
     return value;
   }
+  /// A member that may be absent (null then, and no failure).
+  const llvm::json::Value *optional(const char *name) {
+    return object ? object->get(name) : nullptr;
+  }
   const llvm::json::Object *child(const char *name) {
     auto *value = object ? object->getObject(name) : nullptr;
     if (!value)
@@ -210,6 +214,39 @@ bool parseManifest(const std::string &json, Manifest &m, std::string &error) {
         map.dims.push_back(asText(v));
       for (const llvm::json::Value &v : *strides)
         map.strides.push_back(asText(v));
+      if (const llvm::json::Value *axes = f.optional("axes")) {
+        const llvm::json::Array *list = axes->getAsArray();
+        if (!list || list->size() != map.rank) {
+          f.fail("has axes that are not one tensor axis per dimension");
+          return false;
+        }
+        for (const llvm::json::Value &v : *list) {
+          int64_t axis = v.getAsInteger().value_or(-1);
+          if (axis < 0 || axis > 3) {
+            f.fail("has an axis out of [0, 3]");
+            return false;
+          }
+          map.axes.push_back(static_cast<int>(axis));
+        }
+      }
+      if (const llvm::json::Value *layout = f.optional("layout_strides")) {
+        const llvm::json::Array *list = layout->getAsArray();
+        if (!list || list->size() != 4) {
+          f.fail("has layout_strides that are not four strides");
+          return false;
+        }
+        for (const llvm::json::Value &v : *list) {
+          std::optional<int64_t> stride = v.getAsInteger();
+          if (v.getAsNull()) {
+            map.layoutStrides.push_back(-1);
+          } else if (stride && *stride > 0) {
+            map.layoutStrides.push_back(*stride);
+          } else {
+            f.fail("has a layout stride that is neither positive nor null");
+            return false;
+          }
+        }
+      }
       for (uint32_t d = 0; d < map.rank; ++d) {
         int64_t b = (*box)[d].getAsInteger().value_or(0);
         int64_t e = (*elementStrides)[d].getAsInteger().value_or(0);
@@ -323,6 +360,26 @@ bool planLaunch(const Manifest &m, const Shapes &shapes, const Buffers &buffers,
       if (d == 0)
         continue;
       int64_t stride;
+      const std::vector<int64_t> &given = t == "q"   ? buffers.qStrides
+                                          : t == "k" ? buffers.kStrides
+                                          : t == "v" ? buffers.vStrides
+                                                     : buffers.oStrides;
+      if (!given.empty()) {
+        // The launch's own strides, through the map's axes.
+        if (entry.axes.size() != entry.rank || given.size() != 4) {
+          error = "the tensor map of \"" + t +
+                  "\" cannot take a launch's strides: its manifest names no axes";
+          return false;
+        }
+        stride = given[entry.axes[d]] * elementBytes(spec.dataType);
+        if (stride <= 0) {
+          error = "stride of axis " + std::to_string(entry.axes[d]) + " of \"" + t +
+                  "\" is not positive";
+          return false;
+        }
+        spec.globalStrides[d - 1] = static_cast<uint64_t>(stride);
+        continue;
+      }
       if (!evaluate(entry.strides[d - 1], shapes, stride) || stride <= 0) {
         error = "manifest: cannot evaluate stride " + std::to_string(d) + " (\"" +
                 entry.strides[d - 1] + "\") of the tensor map of \"" + t + "\"";

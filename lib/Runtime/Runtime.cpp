@@ -8,6 +8,7 @@
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 
+#include <algorithm>
 #include <cstring>
 #include <map>
 #include <thread>
@@ -71,8 +72,11 @@ static std::string list(const std::vector<int64_t> &values) {
 bool checkTensors(const Manifest &m, const Tensor &q, const Tensor &k,
                   const Tensor &v, const Tensor &o, const Tensor *lse,
                   Shapes &shapes, std::string &error) {
+  // `tma`: any strides a tensor map expresses (contiguous along the last
+  // axis, the others positive multiples of 16 bytes); else dense. A
+  // dimension of size 1 is never stepped along: its stride is free.
   auto check = [&](const char *name, const Tensor &t, const std::string &dtype,
-                   const std::vector<int64_t> &sizes) -> bool {
+                   const std::vector<int64_t> &sizes, bool tma) -> bool {
     std::string prefix = std::string(name) + ": ";
     if (t.dtype != dtype) {
       error = prefix + "dtype " + t.dtype + ", the kernel takes " + dtype;
@@ -83,18 +87,50 @@ bool checkTensors(const Manifest &m, const Tensor &q, const Tensor &k,
               list(sizes);
       return false;
     }
+    if (t.strides.size() != sizes.size()) {
+      error = prefix + "strides " + list(t.strides) + " do not match its rank";
+      return false;
+    }
     std::vector<int64_t> dense(sizes.size(), 1);
     for (size_t i = sizes.size() - 1; i > 0; --i)
       dense[i - 1] = dense[i] * sizes[i];
-    // A dimension of size 1 is never stepped along: its stride is free (as
-    // torch leaves it for some contiguous tensors).
-    bool isDense = t.strides.size() == dense.size();
-    for (size_t i = 0; isDense && i < dense.size(); ++i)
-      isDense = sizes[i] == 1 || t.strides[i] == dense[i];
-    if (!isDense) {
-      error = prefix + "strides " + list(t.strides) + " are not the dense " +
-              list(dense) + " the kernel's tensor maps assume";
-      return false;
+    int64_t bytes = t.dtype == "f32" ? 4 : 2;
+    for (size_t i = 0; i < sizes.size(); ++i) {
+      if (sizes[i] == 1 || t.strides[i] == dense[i])
+        continue;
+      if (!tma) {
+        error = prefix + "strides " + list(t.strides) + " are not the dense " +
+                list(dense) + " the kernel writes";
+        return false;
+      }
+      if (i + 1 == sizes.size()) {
+        error = prefix + "strides " + list(t.strides) +
+                ": head_dim must be contiguous (stride 1) for TMA";
+        return false;
+      }
+      if (t.strides[i] <= 0 || (t.strides[i] * bytes) % 16) {
+        error = prefix + "strides " + list(t.strides) +
+                ": every stride but head_dim's must be a positive multiple of 16 "
+                "bytes for TMA";
+        return false;
+      }
+    }
+    // The layout the entry IR declared, where it is static.
+    for (const Manifest::TensorMap &map : m.tensorMaps) {
+      if (map.tensor != name || map.layoutStrides.size() != sizes.size())
+        continue;
+      for (size_t i = 0; i < sizes.size(); ++i)
+        if (sizes[i] > 1 && map.layoutStrides[i] > 0 &&
+            t.strides[i] != map.layoutStrides[i]) {
+          std::string declared = "[";
+          for (size_t j = 0; j < sizes.size(); ++j)
+            declared += (j ? ", " : "") + (map.layoutStrides[j] > 0
+                                               ? std::to_string(map.layoutStrides[j])
+                                               : std::string("?"));
+          error = prefix + "strides " + list(t.strides) + " differ from the " +
+                  declared + "] the kernel was compiled for";
+          return false;
+        }
     }
     if (t.address % 16) {
       error = prefix + "base address is not 16-byte aligned (TMA needs it)";
@@ -103,6 +139,26 @@ bool checkTensors(const Manifest &m, const Tensor &q, const Tensor &k,
     if (t.address == 0) {
       error = prefix + "null base address";
       return false;
+    }
+    return true;
+  };
+  // O's elements must not share memory: its axes, by stride, each step past
+  // the extent of the finer ones.
+  auto distinct = [&](const Tensor &t) -> bool {
+    std::vector<size_t> axes;
+    for (size_t i = 0; i < t.sizes.size(); ++i)
+      if (t.sizes[i] > 1)
+        axes.push_back(i);
+    std::sort(axes.begin(), axes.end(),
+              [&](size_t a, size_t b) { return t.strides[a] < t.strides[b]; });
+    int64_t extent = 1;
+    for (size_t axis : axes) {
+      if (t.strides[axis] < extent) {
+        error = "o: strides " + list(t.strides) +
+                " make elements share memory (the kernel would race on them)";
+        return false;
+      }
+      extent = t.strides[axis] * t.sizes[axis];
     }
     return true;
   };
@@ -122,8 +178,9 @@ bool checkTensors(const Manifest &m, const Tensor &q, const Tensor &k,
   }
   std::vector<int64_t> qSizes{shapes.batch, shapes.seqQ, m.qHeads, m.headDim};
   std::vector<int64_t> kSizes{shapes.batch, shapes.seqK, m.kvHeads, m.headDim};
-  if (!check("q", q, m.dtype, qSizes) || !check("k", k, m.dtype, kSizes) ||
-      !check("v", v, m.dtype, kSizes) || !check("o", o, m.dtype, qSizes))
+  if (!check("q", q, m.dtype, qSizes, true) || !check("k", k, m.dtype, kSizes, true) ||
+      !check("v", v, m.dtype, kSizes, true) || !check("o", o, m.dtype, qSizes, true) ||
+      !distinct(o))
     return false;
   if (m.lse && !lse) {
     error = "lse: the kernel writes the log-sum-exp; pass a tensor for it";
@@ -133,7 +190,7 @@ bool checkTensors(const Manifest &m, const Tensor &q, const Tensor &k,
     error = "lse: the kernel writes no log-sum-exp (compile it with --lse)";
     return false;
   }
-  if (lse && !check("lse", *lse, "f32", {shapes.batch, m.qHeads, shapes.seqQ}))
+  if (lse && !check("lse", *lse, "f32", {shapes.batch, m.qHeads, shapes.seqQ}, false))
     return false;
   return checkShapes(m, shapes, error);
 }
@@ -150,6 +207,22 @@ bool launch(Backend &backend, const Kernel &kernel, const Tensor &q,
   buffers.v = v.address;
   buffers.o = o.address;
   buffers.lse = lse ? lse->address : 0;
+  // The tensors' own strides for the tensor maps; a size-1 axis (whose
+  // stride is free) takes its dense stride, which TMA accepts.
+  auto strides = [](const Tensor &t) {
+    std::vector<int64_t> strides = t.strides;
+    int64_t dense = 1;
+    for (size_t i = t.sizes.size(); i-- > 0;) {
+      if (t.sizes[i] == 1)
+        strides[i] = dense;
+      dense *= t.sizes[i];
+    }
+    return strides;
+  };
+  buffers.qStrides = strides(q);
+  buffers.kStrides = strides(k);
+  buffers.vStrides = strides(v);
+  buffers.oStrides = strides(o);
   LaunchPlan plan;
   auto encode = [&](const TensorMapSpec &spec, uint8_t *out, std::string &why) {
     return backend.encodeTensorMap(spec, out, why);

@@ -42,8 +42,15 @@ OwningOpRef<ModuleOp> fa4::buildVariantModule(MLIRContext &context,
   }
   OwningOpRef<ModuleOp> module = ModuleOp::create(loc);
   int64_t dyn = ShapedType::kDynamic;
-  auto qType = MemRefType::get({dyn, dyn, variant.qHeads, variant.headDim}, element);
-  auto kvType = MemRefType::get({dyn, dyn, variant.kvHeads, variant.headDim}, element);
+  // Q, K, V and O with any strides TMA expresses (head_dim contiguous): the
+  // kernel is the same for every layout, and a launch binds its tensors'
+  // strides. (Entry IR written with the identity layout asks for dense
+  // tensors, and the launch holds it to that.)
+  auto layout = StridedLayoutAttr::get(&context, dyn, {dyn, dyn, dyn, 1});
+  auto qType =
+      MemRefType::get({dyn, dyn, variant.qHeads, variant.headDim}, element, layout);
+  auto kvType =
+      MemRefType::get({dyn, dyn, variant.kvHeads, variant.headDim}, element, layout);
   SmallVector<Type> arguments = {qType, kvType, kvType, qType};
   if (variant.lse)
     arguments.push_back(MemRefType::get({dyn, variant.qHeads, dyn}, b.getF32Type()));

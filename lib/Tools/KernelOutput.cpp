@@ -254,7 +254,11 @@ std::string mlir::fa4::launchManifest(ModuleOp module, StringRef chip,
     StringRef name = map.getAs<StringAttr>("name").getValue();
     StringRef seq = name == "k" || name == "v" ? "seq_k" : "seq_q";
     ArrayRef<int64_t> box = map.getAs<DenseI64ArrayAttr>("box").asArrayRef();
-    // Row-major [batch, seq, heads, head_dim] of 2-byte elements.
+    // [batch, seq, heads, head_dim] of 2-byte elements, innermost first:
+    // `strides_bytes` are the dense (row-major) ones, which a launch replaces
+    // with its tensors' own through `axes` (each map dimension's tensor axis);
+    // `layout_strides` are the entry IR's (elements, [batch, seq, heads,
+    // head_dim], null where dynamic), which a launch's tensors must match.
     os << (firstMap ? "" : ",\n") << "    {\"tensor\": \"" << name
        << "\", \"dtype\": \"" << map.getAs<StringAttr>("dtype").getValue()
        << "\", \"rank\": 4, \"dims\": [" << dim << ", " << heads << ", \""
@@ -262,7 +266,19 @@ std::string mlir::fa4::launchManifest(ModuleOp module, StringRef chip,
        << dim * 2 * heads << ", \"" << dim * 2 * heads << " * " << seq
        << "\"], \"box\": [" << box[0] << ", " << box[1] << ", " << box[2]
        << ", " << box[3]
-       << "], \"element_strides\": [1, 1, 1, 1], \"swizzle\": \"128B\", "
+       << "], \"axes\": [3, 2, 1, 0], \"layout_strides\": [";
+    ArrayRef<int64_t> declared;
+    if (auto strides = map.getAs<DenseI64ArrayAttr>("strides"))
+      declared = strides.asArrayRef();
+    for (size_t i = 0; i < 4; ++i) {
+      os << (i ? ", " : "");
+      if (i < declared.size() && !ShapedType::isDynamic(declared[i]))
+        os << declared[i];
+      else
+        os << "null";
+    }
+    os << "], \"element_strides\": [1, 1, 1, 1], "
+          "\"swizzle\": \"128B\", "
           "\"interleave\": \"none\", \"oob_fill\": \"zero\"}";
     firstMap = false;
   }

@@ -174,7 +174,10 @@ def attention(q, k, v, causal: bool = False,
     softcap: 0 for none; scale: None for 1/sqrt(head_dim). Returns O
     (like q), and with ``return_lse`` also the log-sum-exp (batch, q_heads,
     seq_q) in float32. CUDA tensors run on the GPU in the current stream, CPU
-    tensors in the emulator. Non-contiguous inputs are copied first.
+    tensors in the emulator. Inputs are read in place with any strides a
+    TMA tensor map can express — head_dim contiguous, the other strides
+    multiples of 16 bytes, e.g. ``x.transpose(1, 2)`` of a (batch, heads,
+    seq, head_dim) tensor; others are copied to contiguous ones first.
 
     This is the ``torch.ops.fa4.attention`` custom op, so ``torch.compile``
     traces through it.

@@ -37,6 +37,18 @@ def _check(q, k, v):
                          "on batch or head_dim")
 
 
+def _tma_ready(t):
+    """`t` itself when a tensor map can describe it (head_dim contiguous,
+    the other strides multiples of 16 bytes, a 16-byte aligned start), so
+    that e.g. a (batch, heads, seq, head_dim) tensor seen through
+    ``transpose(1, 2)`` is read in place; else a contiguous copy."""
+    sizes, strides = t.shape, t.stride()
+    ok = t.data_ptr() % 16 == 0 and (sizes[-1] == 1 or strides[-1] == 1)
+    for size, stride in zip(sizes[:-1], strides[:-1]):
+        ok = ok and (size == 1 or (stride > 0 and stride * t.element_size() % 16 == 0))
+    return t if ok else t.contiguous()
+
+
 def _variant(q, k, causal, window_left, window_right):
     if window_left >= 0 or window_right >= 0:
         # FlashAttention's convention: causal with a window is the window
@@ -60,7 +72,7 @@ def _attention_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                   return_lse: bool) -> Tuple[torch.Tensor, torch.Tensor]:
     kernel = _kernel(q, k, causal, window_left, window_right, softcap, scale,
                      return_lse)
-    q, k, v = (t.detach().contiguous() for t in (q, k, v))
+    q, k, v = (_tma_ready(t.detach()) for t in (q, k, v))
     batch, seq_q, q_heads, _ = q.shape
     o = torch.empty_like(q, memory_format=torch.contiguous_format)
     lse = (torch.empty((batch, q_heads, seq_q), dtype=torch.float32,

@@ -142,11 +142,14 @@ runtime::Tensor tensorOf(const Array &array) {
   return tensor;
 }
 
-int64_t bytesOf(const runtime::Tensor &tensor) {
-  int64_t elements = 1;
-  for (int64_t size : tensor.sizes)
-    elements *= size;
-  return elements * (tensor.dtype == "f32" ? 4 : 2);
+/// The bytes from a tensor's first element to its last (its strides are
+/// positive where it has more than one element: checkTensors says so).
+int64_t spanOf(const runtime::Tensor &tensor) {
+  int64_t last = 0;
+  for (size_t i = 0; i < tensor.sizes.size(); ++i)
+    if (tensor.sizes[i] > 1)
+      last += (tensor.sizes[i] - 1) * tensor.strides[i];
+  return (last + 1) * (tensor.dtype == "f32" ? 4 : 2);
 }
 
 /// Checks that every array lives on `device` (a DLPack device type).
@@ -159,8 +162,9 @@ void checkDevice(const std::vector<std::pair<const char *, const Array *>> &arra
 }
 
 /// Runs the kernel on the emulator: the tensors are copied into an emulator
-/// device, the launch goes through runtime::launch (the path the GPU takes
-/// but the last call), O and the LSE are copied back.
+/// device with their strides (the span of memory each covers), the launch
+/// goes through runtime::launch (the path the GPU takes but the last call),
+/// O's span and the LSE are copied back.
 void launchEmulator(const PyKernel &kernel, const Array &q, const Array &k,
                     const Array &v, const Array &o, const std::optional<Array> &lse,
                     unsigned workers, uint64_t seed) {
@@ -185,9 +189,10 @@ void launchEmulator(const PyKernel &kernel, const Array &q, const Array &k,
       if (i == 4 && !hostLse)
         break;
       onDevice[i] = host[i];
-      int64_t bytes = bytesOf(host[i]);
+      int64_t bytes = spanOf(host[i]);
       onDevice[i].address = device.allocate(bytes);
-      if (i < 3)
+      // O too: what lies between its elements comes back as it was.
+      if (i < 4)
         std::memcpy(device.host(onDevice[i].address, bytes),
                     reinterpret_cast<const void *>(host[i].address), bytes);
     }
@@ -199,7 +204,7 @@ void launchEmulator(const PyKernel &kernel, const Array &q, const Array &k,
                          onDevice[2], onDevice[3], hostLse ? &onDevice[4] : nullptr,
                          nullptr, error);
     for (int i = 3; ok && i < (hostLse ? 5 : 4); ++i) {
-      int64_t bytes = bytesOf(host[i]);
+      int64_t bytes = spanOf(host[i]);
       std::memcpy(reinterpret_cast<void *>(host[i].address),
                   device.host(onDevice[i].address, bytes), bytes);
     }

@@ -52,12 +52,19 @@ def test_quick_start():
     assert (o.double() - ref).abs().max().item() < 1e-2
 
 
-def test_non_contiguous_inputs_are_copied(inputs):
-    q, k, v = inputs(1, 128, 128, 2, 2, 64, torch.float16)
-    # (batch, heads, seq, dim) storage seen as (batch, seq, heads, dim).
-    qt = q.transpose(1, 2).contiguous().transpose(1, 2)
+def test_strided_inputs(inputs):
+    q, k, v = inputs(2, 130, 96, 4, 2, 64, torch.bfloat16)
+    want = fa4.attention(q, k, v, causal=True)
+    # (batch, heads, seq, head_dim) storage seen as (batch, seq, heads,
+    # head_dim): read in place through the tensor maps' strides.
+    qt, kt, vt = (t.transpose(1, 2).contiguous().transpose(1, 2) for t in (q, k, v))
     assert not qt.is_contiguous()
-    assert torch.equal(fa4.attention(qt, k, v), fa4.attention(q, k, v))
+    assert torch.equal(fa4.attention(qt, kt, vt, causal=True), want)
+    # head_dim not contiguous: copied first, same result.
+    wide = torch.stack([q, torch.zeros_like(q)], dim=-1).flatten(-2)
+    qs = wide[..., ::2]
+    assert qs.stride(-1) == 2
+    assert torch.equal(fa4.attention(qs, k, v, causal=True), want)
 
 
 def test_kernel_call_writes_in_place(inputs):
@@ -70,6 +77,10 @@ def test_kernel_call_writes_in_place(inputs):
     want_o, want_lse = reference(q, k, v, causal=True)
     assert (o.double() - want_o).abs().max().item() <= 1e-2
     assert (lse.double() - want_lse).abs().max().item() <= 1e-2
+    # O in (batch, heads, seq, head_dim) storage, written through its strides.
+    o_bhsd = torch.zeros(1, 4, 128, 64, dtype=torch.float16)
+    kernel(q, k, v, o_bhsd.transpose(1, 2), lse)
+    assert torch.equal(o_bhsd.transpose(1, 2), o)
 
 
 def test_torch_compile_traces_the_op(inputs):

@@ -49,8 +49,17 @@ def tensors():
 
 def test_launch_validation(kernel):
     q, k, v, o, lse = tensors()
-    with pytest.raises(fa4.LaunchError, match="strides .* are not the dense"):
-        kernel(q.transpose(1, 2).contiguous().transpose(1, 2), k, v, o, lse)
+    wide = torch.zeros(1, 64, 2, 128, dtype=torch.float16)
+    with pytest.raises(fa4.LaunchError, match="q: strides .*: head_dim must be contiguous"):
+        kernel(wide[..., ::2], k, v, o, lse)
+    # Rows 68 elements (136 bytes) apart.
+    padded = torch.zeros(1, 64, 68, dtype=torch.float16)[..., :64].unsqueeze(2)
+    with pytest.raises(fa4.LaunchError, match="k: strides .*multiple of 16 bytes"):
+        kernel(q, padded, v, o, lse)
+    with pytest.raises(fa4.LaunchError, match="o: strides .* share memory"):
+        kernel(q, k, v, o.as_strided(o.shape, (8192, 64, 64, 1)), lse)
+    with pytest.raises(fa4.LaunchError, match="lse: strides .* are not the dense"):
+        kernel(q, k, v, o, lse.transpose(1, 2).contiguous().transpose(1, 2))
     storage = torch.empty(q.numel() + 1, dtype=torch.float16)
     shifted = storage[1:].view(q.shape)
     with pytest.raises(fa4.LaunchError, match="q: base address is not 16-byte aligned"):

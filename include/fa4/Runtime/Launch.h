@@ -45,6 +45,13 @@ struct Manifest {
     std::string tensor, dtype;
     uint32_t rank = 0;
     std::vector<std::string> dims, strides;
+    /// Per map dimension, the tensor axis it walks ([batch, seq, heads,
+    /// head_dim] numbering): how a launch's own strides replace the dense
+    /// `strides` (empty in a manifest that does not say).
+    std::vector<int> axes;
+    /// The entry IR's strides of the tensor in elements, [batch, seq,
+    /// heads, head_dim]; -1 where dynamic (empty: all dynamic).
+    std::vector<int64_t> layoutStrides;
     uint32_t box[5] = {};
     uint32_t elementStrides[5] = {1, 1, 1, 1, 1};
     TensorMapSwizzle swizzle = TensorMapSwizzle::None;
@@ -79,6 +86,9 @@ struct Shapes {
 /// (0 when the kernel writes none).
 struct Buffers {
   uint64_t q = 0, k = 0, v = 0, o = 0, lse = 0;
+  /// Strides of Q, K, V and O in elements, in that axis order; empty: dense.
+  /// The tensor maps take them (through the manifest's `axes`).
+  std::vector<int64_t> qStrides, kStrides, vStrides, oStrides;
 };
 
 /// Encodes one tensor map into the 128 bytes the kernel takes by value.

@@ -66,10 +66,11 @@ public:
 
 /// Checks q, k, v, o (and lse when the kernel writes one) against the
 /// kernel: q/o [batch, seq_q, q_heads, head_dim], k/v [batch, seq_k,
-/// kv_heads, head_dim] in the kernel's dtype, lse [batch, q_heads, seq_q]
-/// f32, dense (the strides the manifest's tensor maps assume; a dimension of
-/// size 1 may have any stride), 16-byte aligned; the first broken rule is
-/// named with its tensor.
+/// kv_heads, head_dim] in the kernel's dtype with any strides a tensor map
+/// expresses (head_dim contiguous, the other strides positive multiples of
+/// 16 bytes; o's elements distinct), lse [batch, q_heads, seq_q] f32 dense;
+/// a dimension of size 1 may have any stride; base addresses 16-byte
+/// aligned. The first broken rule is named with its tensor.
 bool checkTensors(const Manifest &manifest, const Tensor &q, const Tensor &k,
                   const Tensor &v, const Tensor &o, const Tensor *lse,
                   Shapes &shapes, std::string &error);

@@ -39,8 +39,9 @@ struct Variant {
 };
 
 /// The variant's entry IR: one function `attention` whose arguments are Q,
-/// K, V, O (and the LSE), holding one fa4.attention; null with `error`
-/// naming the bad field, or with the verifier's diagnostic reported.
+/// K, V, O (any strides TMA expresses: `strided<[?, ?, ?, 1], offset: ?>`)
+/// and the LSE (dense), holding one fa4.attention; null with `error` naming
+/// the bad field, or with the verifier's diagnostic reported.
 OwningOpRef<ModuleOp> buildVariantModule(MLIRContext &context,
                                          const Variant &variant,
                                          std::string &error);

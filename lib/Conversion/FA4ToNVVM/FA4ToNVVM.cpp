@@ -953,7 +953,15 @@ LogicalResult FA4ToNVVMPass::convert(func::FuncOp func,
     auto type = cast<MemRefType>(value.getType());
     bool packed = name == "q" || name == "o";
     int64_t boxHeads = packed ? ratio : 1;
+    // The entry's layout, for the manifest: strides in elements, [batch,
+    // seq, heads, head_dim], dynamic ones as ShapedType::kDynamic. The
+    // kernel does not depend on them (the tensor maps carry the strides).
+    SmallVector<int64_t> strides;
+    int64_t offset;
+    if (failed(type.getStridesAndOffset(strides, offset)))
+      strides.assign(4, ShapedType::kDynamic);
     maps.push_back(b.getDictionaryAttr({
+        b.getNamedAttr("strides", b.getDenseI64ArrayAttr(strides)),
         b.getNamedAttr("name", b.getStringAttr(name)),
         b.getNamedAttr("dtype", b.getStringAttr(type.getElementType().isBF16()
                                                     ? "bf16"

@@ -11,10 +11,28 @@ func.func @rank(%q: memref<?x8x128xf16>, %k: memref<?x?x8x128xf16>, %v: memref<?
 
 // -----
 
-func.func @layout(%q: memref<?x?x8x128xf16>, %k: memref<?x?x8x128xf16, strided<[?, ?, 128, 1]>>, %v: memref<?x?x8x128xf16>, %o: memref<?x?x8x128xf16>) {
-  // expected-error @+1 {{K must have the identity (row-major) layout}}
+func.func @layout(%q: memref<?x?x8x128xf16>, %k: memref<?x?x8x128xf16, strided<[?, ?, 128, 2]>>, %v: memref<?x?x8x128xf16>, %o: memref<?x?x8x128xf16>) {
+  // expected-error @+1 {{K must be contiguous along head_dim (stride 1, as TMA needs), got strides [?, ?, 128, 2]}}
   fa4.attention %q, %k, %v -> %o 
-      : memref<?x?x8x128xf16>, memref<?x?x8x128xf16, strided<[?, ?, 128, 1]>>, memref<?x?x8x128xf16> -> memref<?x?x8x128xf16>
+      : memref<?x?x8x128xf16>, memref<?x?x8x128xf16, strided<[?, ?, 128, 2]>>, memref<?x?x8x128xf16> -> memref<?x?x8x128xf16>
+  return
+}
+
+// -----
+
+func.func @layout_bytes(%q: memref<?x?x8x128xf16, strided<[?, ?, 132, 1]>>, %k: memref<?x?x8x128xf16>, %v: memref<?x?x8x128xf16>, %o: memref<?x?x8x128xf16>) {
+  // expected-error @+1 {{Q strides [?, ?, 132, 1] must be positive multiples of 16 bytes (TMA's rule for every stride but head_dim's)}}
+  fa4.attention %q, %k, %v -> %o 
+      : memref<?x?x8x128xf16, strided<[?, ?, 132, 1]>>, memref<?x?x8x128xf16>, memref<?x?x8x128xf16> -> memref<?x?x8x128xf16>
+  return
+}
+
+// -----
+
+func.func @layout_affine(%q: memref<?x?x8x128xf16>, %k: memref<?x?x8x128xf16>, %v: memref<?x?x8x128xf16>, %o: memref<?x?x8x128xf16, affine_map<(a, b, c, d) -> (a, b, c, d floordiv 2)>>) {
+  // expected-error @+1 {{O must have a strided layout}}
+  fa4.attention %q, %k, %v -> %o 
+      : memref<?x?x8x128xf16>, memref<?x?x8x128xf16>, memref<?x?x8x128xf16> -> memref<?x?x8x128xf16, affine_map<(a, b, c, d) -> (a, b, c, d floordiv 2)>>
   return
 }
 

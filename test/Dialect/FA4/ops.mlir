@@ -24,6 +24,22 @@ func.func @entry_window_bf16(%q: memref<2x?x8x64xbf16>, %k: memref<2x?x8x64xbf16
   return
 }
 
+// [batch, heads, seq, head_dim] storage seen as [batch, seq, heads,
+// head_dim]: any strides TMA expresses.
+// CHECK-LABEL: func.func @entry_strided
+// CHECK: fa4.attention {{.*}} : memref<?x?x32x128xf16, strided<[?, 128, ?, 1]>>, memref<?x?x8x128xf16, strided<[?, 128, ?, 1], offset: ?>>
+func.func @entry_strided(%q: memref<?x?x32x128xf16, strided<[?, 128, ?, 1]>>,
+                         %k: memref<?x?x8x128xf16, strided<[?, 128, ?, 1], offset: ?>>,
+                         %v: memref<?x?x8x128xf16, strided<[?, 128, ?, 1]>>,
+                         %o: memref<?x?x32x128xf16, strided<[?, ?, 128, 1]>>) {
+  fa4.attention %q, %k, %v -> %o
+      : memref<?x?x32x128xf16, strided<[?, 128, ?, 1]>>,
+        memref<?x?x8x128xf16, strided<[?, 128, ?, 1], offset: ?>>,
+        memref<?x?x8x128xf16, strided<[?, 128, ?, 1]>>
+      -> memref<?x?x32x128xf16, strided<[?, ?, 128, 1]>>
+  return
+}
+
 // CHECK-LABEL: func.func @tile_program
 func.func @tile_program(%q: memref<?x?x32x128xf16>, %k: memref<?x?x8x128xf16>,
                         %o: memref<?x?x32x128xf16>, %lse: memref<?x32x?xf32>,

@@ -4,6 +4,9 @@
 //   loads the kernel (runtime::Kernel::load), uploads seeded inputs into an
 //   emulator device, launches through runtime::launch on the emulator
 //   backend and prints the errors against the float64 reference;
+// fa4-runtime-check KERNEL.cubin.json ... --layout bhsd
+//   the same with q, k, v and o stored [batch, heads, seq, head_dim] (the
+//   tensor maps take the strides);
 // fa4-runtime-check KERNEL.cubin.json --break RULE
 //   launches with one tensor that breaks RULE and prints the error;
 // fa4-runtime-check --cuda
@@ -37,6 +40,10 @@ static cl::opt<std::string> breakRule("break", cl::init(""));
 static cl::opt<bool> cuda("cuda", cl::init(false));
 static cl::opt<bool> compile("compile", cl::init(false));
 static cl::opt<bool> useCache("cache", cl::init(false));
+static cl::opt<std::string> layout("layout", cl::init("bshd"),
+                                   cl::desc("Storage of q, k, v and o: bshd (dense "
+                                            "[batch, seq, heads, head_dim]) or bhsd "
+                                            "([batch, heads, seq, head_dim] storage)"));
 
 int main(int argc, char **argv) {
   cl::ParseCommandLineOptions(argc, argv, "fa4rt check\n");
@@ -76,6 +83,10 @@ int main(int argc, char **argv) {
   std::vector<float> q, k, v;
   sim::fillInputs(problem, bf16, 7, sim::InputDistribution::Normal, q, k, v);
 
+  if (layout != "bshd" && layout != "bhsd") {
+    errs() << "error: --layout must be bshd or bhsd\n";
+    return 2;
+  }
   emu::Device device;
   auto tensor = [&](const std::vector<int64_t> &sizes, const std::string &dtype) {
     runtime::Tensor t;
@@ -84,14 +95,29 @@ int main(int argc, char **argv) {
     t.strides.assign(sizes.size(), 1);
     for (size_t i = sizes.size() - 1; i > 0; --i)
       t.strides[i - 1] = t.strides[i] * sizes[i];
+    if (layout == "bhsd" && sizes.size() == 4) {
+      // [batch, heads, seq, head_dim] storage, seen as [b, s, h, d].
+      t.strides[2] = sizes[1] * sizes[3];
+      t.strides[1] = sizes[3];
+    }
     int64_t elements = t.strides[0] * sizes[0];
     t.address = device.allocate(elements * (dtype == "f32" ? 4 : 2));
     return t;
   };
+  // Where element i of a dense [b, s, h, d] array lies in `t`.
+  auto offset = [](const runtime::Tensor &t, size_t i) {
+    int64_t at = 0;
+    for (size_t d = t.sizes.size(); d-- > 0;) {
+      at += int64_t(i % t.sizes[d]) * t.strides[d];
+      i /= t.sizes[d];
+    }
+    return at;
+  };
   auto upload = [&](runtime::Tensor &t, const std::vector<float> &values) {
-    uint16_t *bits = reinterpret_cast<uint16_t *>(device.host(t.address, values.size() * 2));
+    uint16_t *bits = reinterpret_cast<uint16_t *>(
+        device.host(t.address, uint64_t(t.strides[0] * t.sizes[0]) * 2));
     for (size_t i = 0; i < values.size(); ++i)
-      bits[i] = bf16 ? floatToBFloat16Bits(values[i]) : floatToHalfBits(values[i]);
+      bits[offset(t, i)] = bf16 ? floatToBFloat16Bits(values[i]) : floatToHalfBits(values[i]);
   };
   runtime::Tensor tq = tensor({batch, seqQ, m.qHeads, m.headDim}, m.dtype);
   runtime::Tensor tk = tensor({batch, seqK, m.kvHeads, m.headDim}, m.dtype);
@@ -105,23 +131,36 @@ int main(int argc, char **argv) {
 
   // A broken rule: the launch must refuse it with a message naming it.
   if (!breakRule.empty()) {
-    // k breaks the rule (v for "seq": k and v then disagree on seq_k).
-    runtime::Tensor bad = breakRule == "seq" ? tv : tk;
+    // k breaks the rule (v for "seq": k and v then disagree on seq_k; o
+    // for "overlap"; the LSE for "lse-strides").
+    runtime::Tensor bad = breakRule == "seq" ? tv : breakRule == "overlap" ? to : tk;
+    runtime::Tensor badLseTensor = tl;
     if (breakRule == "dtype")
       bad.dtype = bf16 ? "fp16" : "bf16";
     else if (breakRule == "heads")
       bad.sizes[2] += 1;
     else if (breakRule == "strides")
-      std::swap(bad.strides[1], bad.strides[2]);
+      bad.strides[3] = 2; // head_dim not contiguous
+    else if (breakRule == "stride-bytes")
+      bad.strides[1] += 4; // 8 bytes more per row: not a multiple of 16
+    else if (breakRule == "overlap")
+      bad.strides[1] = bad.strides[2]; // rows and heads on the same elements
+    else if (breakRule == "lse-strides")
+      std::swap(badLseTensor.strides[1], badLseTensor.strides[2]);
     else if (breakRule == "align")
       bad.address += 8;
     else if (breakRule == "seq")
       bad.sizes[1] += 1;
-    const runtime::Tensor *badLse = breakRule == "missing-lse" ? nullptr : lse;
-    const runtime::Tensor &key = breakRule == "seq" || breakRule == "missing-lse" ? tk : bad;
+    const runtime::Tensor *badLse = breakRule == "missing-lse" ? nullptr
+                                    : breakRule == "lse-strides" ? &badLseTensor
+                                                                 : lse;
+    bool onK = breakRule != "seq" && breakRule != "missing-lse" &&
+               breakRule != "overlap" && breakRule != "lse-strides";
+    const runtime::Tensor &key = onK ? bad : tk;
     const runtime::Tensor &value = breakRule == "seq" ? bad : tv;
+    const runtime::Tensor &output = breakRule == "overlap" ? bad : to;
     std::unique_ptr<runtime::Backend> backend = runtime::createEmulatorBackend(device);
-    if (runtime::launch(*backend, kernel, tq, key, value, to, badLse, nullptr, error)) {
+    if (runtime::launch(*backend, kernel, tq, key, value, output, badLse, nullptr, error)) {
       outs() << "launched\n";
       return 1;
     }
@@ -140,7 +179,7 @@ int main(int argc, char **argv) {
   const uint16_t *bits =
       reinterpret_cast<const uint16_t *>(device.host(to.address, out.size() * 2));
   for (size_t i = 0; i < out.size(); ++i)
-    out[i] = bf16 ? bfloat16BitsToFloat(bits[i]) : halfBitsToFloat(bits[i]);
+    out[i] = bf16 ? bfloat16BitsToFloat(bits[offset(to, i)]) : halfBitsToFloat(bits[offset(to, i)]);
   if (lse) {
     const float *values = reinterpret_cast<const float *>(
         device.host(tl.address, reference.lse.size() * 4));

@@ -123,9 +123,27 @@ LogicalResult AttentionOp::verify() {
                            << " must have rank 4 ([batch, seq, heads, "
                               "head_dim]), got rank "
                            << type.getRank();
-    if (!type.getLayout().isIdentity())
+    // Any strides a TMA tensor map can express: the kernel reaches Q, K, V
+    // and O only through tensor maps, which the launch builds from the
+    // tensors' own strides (the offset is the host's business).
+    SmallVector<int64_t> strides;
+    int64_t offset;
+    if (failed(type.getStridesAndOffset(strides, offset)))
+      return emitOpError() << name << " must have a strided layout, got " << type;
+    if (strides[3] != 1)
       return emitOpError() << name
-                           << " must have the identity (row-major) layout";
+                           << " must be contiguous along head_dim (stride 1, "
+                              "as TMA needs), got strides "
+                           << shapeString(strides);
+    // (The element type is checked below; until then any width will do.)
+    int64_t elementBytes =
+        type.getElementType().isIntOrFloat() ? type.getElementTypeBitWidth() / 8 : 2;
+    for (int64_t stride : ArrayRef(strides).drop_back())
+      if (!ShapedType::isDynamic(stride) &&
+          (stride <= 0 || (stride * elementBytes) % 16 != 0))
+        return emitOpError() << name << " strides " << shapeString(strides)
+                             << " must be positive multiples of 16 bytes (TMA's "
+                                "rule for every stride but head_dim's)";
     for (unsigned dim : {2u, 3u})
       if (type.isDynamicDim(dim))
         return emitOpError() << name << " "

@@ -30,7 +30,13 @@ def FA4_AttentionOp : FA4_Op<"attention"> {
     Q and O are `[batch, seq_q, q_heads, head_dim]`, K and V are
     `[batch, seq_k, kv_heads, head_dim]`; batch and sequence lengths may be
     dynamic, heads and head dim are static. `q_heads / kv_heads` query heads
-    share one K/V head (grouped-query attention).
+    share one K/V head (grouped-query attention). Their layouts may be any
+    strides a TMA tensor map expresses: contiguous along head_dim, every
+    other stride a positive multiple of 16 bytes (checked here when static,
+    at launch otherwise) — e.g. `[batch, heads, seq, head_dim]` storage seen
+    as `[batch, seq, heads, head_dim]` by `strided<[?, ?, ?, 1]>`; the kernel
+    reaches them only through the tensor maps the launch builds from the
+    tensors' strides. The LSE is row-major.
 
     * `mask`: `none`; `causal`, aligned bottom-right (query `i` sees keys
       `j <= i + seq_k - seq_q`, identical to top-left when `seq_q == seq_k`);
