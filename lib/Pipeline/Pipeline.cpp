@@ -5,6 +5,8 @@
 #include "fa4/Conversion/Passes.h"
 #include "fa4/Transforms/Passes.h"
 
+#include "fa4/Transforms/Bufferization.h"
+
 #include "mlir/Conversion/ArithToLLVM/ArithToLLVM.h"
 #include "mlir/Conversion/ControlFlowToLLVM/ControlFlowToLLVM.h"
 #include "mlir/Conversion/IndexToLLVM/IndexToLLVM.h"
@@ -12,6 +14,8 @@
 #include "mlir/Conversion/ReconcileUnrealizedCasts/ReconcileUnrealizedCasts.h"
 #include "mlir/Conversion/SCFToControlFlow/SCFToControlFlow.h"
 #include "mlir/Conversion/VectorToLLVM/ConvertVectorToLLVMPass.h"
+#include "mlir/Dialect/Bufferization/IR/Bufferization.h"
+#include "mlir/Dialect/Bufferization/Transforms/Passes.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/GPU/Transforms/Passes.h"
 #include "mlir/Transforms/Passes.h"
@@ -49,6 +53,18 @@ struct Stage {
 
 
 static const Stage kStages[] = {
+    // An entry on tensors becomes the memref form: function arguments dense
+    // (the identity layout), O and the LSE written into the destinations
+    // the function was given (and returned, as the function's results
+    // were). A no-op on an entry that is already on memrefs.
+    {"bufferize",
+     [](OpPassManager &pm, const PipelineOptions &) {
+       bufferization::OneShotBufferizePassOptions bufferize;
+       bufferize.bufferizeFunctionBoundaries = true;
+       bufferize.functionBoundaryTypeConversion =
+           bufferization::LayoutMapOption::IdentityLayoutMap;
+       pm.addPass(bufferization::createOneShotBufferizePass(bufferize));
+     }},
     {"tile",
      [](OpPassManager &pm, const PipelineOptions &options) {
        FA4TileAttentionOptions tileOptions;
@@ -192,7 +208,8 @@ void mlir::fa4::registerFA4Pipelines() {
 
 void mlir::fa4::registerPipelineDialects(DialectRegistry &registry) {
   registerTileLevelDialects(registry);
-  registry.insert<gpu::GPUDialect, LLVM::LLVMDialect, NVVM::NVVMDialect,
+  registerBufferizableOpInterfaceExternalModels(registry);
+  registry.insert<bufferization::BufferizationDialect, gpu::GPUDialect, LLVM::LLVMDialect, NVVM::NVVMDialect,
                   vector::VectorDialect, cf::ControlFlowDialect>();
   NVVM::registerNVVMTargetInterfaceExternalModels(registry);
   registerBuiltinDialectTranslation(registry);

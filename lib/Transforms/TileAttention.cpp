@@ -278,6 +278,11 @@ struct TileAttentionPass
       return signalPassFailure();
     }
     AttentionOp op = attentions.front();
+    if (op->getNumResults() || isa<RankedTensorType>(op.getQ().getType())) {
+      op.emitOpError() << "on tensors must be bufferized first (the pipeline's "
+                          "'bufferize' stage, or one-shot-bufferize)";
+      return signalPassFailure();
+    }
     for (auto [position, operand] : llvm::enumerate(op->getOperands())) {
       auto argument = dyn_cast<BlockArgument>(operand);
       if (!argument || argument.getOwner() != &func.getBody().front()) {

@@ -10,7 +10,7 @@
 // The whole pipeline ends in a cubin assembled by CUDA's ptxas.
 // BINARY: gpu.binary @fa4_kernels [#gpu.object<#nvvm.target<O = 3, chip = "sm_100a", features = "+ptx88">, {{.*}}bin = "
 // OPTIONS: fa4.online_softmax {{.*}}rescale_threshold = 2.000000e+00
-// BAD-STAGE: fa4-pipeline: unknown stage 'bogus' (expected one of: tile, warp-roles, pipeline, barriers, tmem, correction, scheduler, nvvm, binary)
+// BAD-STAGE: fa4-pipeline: unknown stage 'bogus' (expected one of: bufferize, tile, warp-roles, pipeline, barriers, tmem, correction, scheduler, nvvm, binary)
 func.func @attention(%q: memref<?x?x8x128xf16>, %k: memref<?x?x8x128xf16>,
                      %v: memref<?x?x8x128xf16>, %o: memref<?x?x8x128xf16>) {
   fa4.attention %q, %k, %v -> %o {mask = #fa4.mask<causal>}

@@ -11,6 +11,7 @@
 #include "TestPasses.h"
 
 #include "mlir/Conversion/Passes.h"
+#include "mlir/Dialect/Bufferization/Transforms/Passes.h"
 #include "mlir/Dialect/GPU/Transforms/Passes.h"
 #include "mlir/Dialect/SCF/Transforms/Passes.h"
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
@@ -24,6 +25,7 @@ int main(int argc, char **argv) {
   mlir::registerSCFPasses();
   mlir::registerGPUPasses();
   mlir::registerConversionPasses();
+  mlir::bufferization::registerBufferizationPasses();
   mlir::fa4::registerFA4Passes();
   mlir::fa4::registerFA4ConversionPasses();
   mlir::fa4::registerFA4Pipelines();

@@ -423,3 +423,31 @@ func.func @store_lse_ratio(%t: tensor<128xf32>, %l: memref<?x6x?xf32>, %i: index
   fa4.store_lse_tile %t, %l[%i, %i, %i] {gqa_ratio = 4 : i64} : tensor<128xf32>, memref<?x6x?xf32>
   return
 }
+
+// -----
+
+func.func @mixed(%q: tensor<?x?x8x128xf16>, %k: memref<?x?x8x128xf16>, %v: memref<?x?x8x128xf16>, %o: memref<?x?x8x128xf16>) {
+  // expected-error @+1 {{operands must be all memrefs or all tensors}}
+  fa4.attention %q, %k, %v -> %o
+      : tensor<?x?x8x128xf16>, memref<?x?x8x128xf16>, memref<?x?x8x128xf16> -> memref<?x?x8x128xf16>
+  return
+}
+
+// -----
+
+func.func @tensor_lse(%q: tensor<?x?x8x128xf16>, %lse: tensor<?x8x?xf16>) {
+  // expected-error @+1 {{LSE must be a rank-3 f32 tensor ([batch, q_heads, seq_q]), got 'tensor<?x8x?xf16>'}}
+  %o, %l = fa4.attention %q, %q, %q -> %q, lse %lse
+      : tensor<?x?x8x128xf16>, tensor<?x?x8x128xf16>, tensor<?x?x8x128xf16> -> tensor<?x?x8x128xf16>, tensor<?x8x?xf16>
+  return
+}
+
+// -----
+
+func.func @results(%q: tensor<?x?x8x128xf16>) {
+  // Results are O's type (and the LSE's): two without an LSE do not infer.
+  // expected-error @+2 {{'fa4.attention' op inferred type(s) 'tensor<?x?x8x128xf16>' are incompatible with return type(s) of operation 'tensor<?x?x8x128xf16>', 'tensor<?x?x8x128xf16>'}}
+  // expected-error @+1 {{'fa4.attention' op failed to infer returned types}}
+  %o:2 = "fa4.attention"(%q, %q, %q, %q) : (tensor<?x?x8x128xf16>, tensor<?x?x8x128xf16>, tensor<?x?x8x128xf16>, tensor<?x?x8x128xf16>) -> (tensor<?x?x8x128xf16>, tensor<?x?x8x128xf16>)
+  return
+}

@@ -40,6 +40,23 @@ func.func @entry_strided(%q: memref<?x?x32x128xf16, strided<[?, 128, ?, 1]>>,
   return
 }
 
+// On tensors: destination style, returning O and the LSE.
+// CHECK-LABEL: func.func @entry_tensors
+// CHECK: %{{.*}}:2 = fa4.attention %{{.*}}, %{{.*}}, %{{.*}} -> %{{.*}}, lse %{{.*}} {mask = #fa4.mask<causal>} : tensor<?x?x32x128xf16>, tensor<?x?x8x128xf16>, tensor<?x?x8x128xf16> -> tensor<?x?x32x128xf16>, tensor<?x32x?xf32>
+// CHECK: fa4.attention %{{.*}}, %{{.*}}, %{{.*}} -> %{{.*}} : tensor<2x64x8x64xbf16>, tensor<2x64x8x64xbf16>, tensor<2x64x8x64xbf16> -> tensor<2x64x8x64xbf16>
+func.func @entry_tensors(%q: tensor<?x?x32x128xf16>, %k: tensor<?x?x8x128xf16>,
+                         %v: tensor<?x?x8x128xf16>, %o: tensor<?x?x32x128xf16>,
+                         %lse: tensor<?x32x?xf32>, %x: tensor<2x64x8x64xbf16>)
+    -> (tensor<?x?x32x128xf16>, tensor<?x32x?xf32>, tensor<2x64x8x64xbf16>) {
+  %out, %l = fa4.attention %q, %k, %v -> %o, lse %lse {mask = #fa4.mask<causal>}
+      : tensor<?x?x32x128xf16>, tensor<?x?x8x128xf16>, tensor<?x?x8x128xf16>
+      -> tensor<?x?x32x128xf16>, tensor<?x32x?xf32>
+  %y = fa4.attention %x, %x, %x -> %x
+      : tensor<2x64x8x64xbf16>, tensor<2x64x8x64xbf16>, tensor<2x64x8x64xbf16>
+      -> tensor<2x64x8x64xbf16>
+  return %out, %l, %y : tensor<?x?x32x128xf16>, tensor<?x32x?xf32>, tensor<2x64x8x64xbf16>
+}
+
 // CHECK-LABEL: func.func @tile_program
 func.func @tile_program(%q: memref<?x?x32x128xf16>, %k: memref<?x?x8x128xf16>,
                         %o: memref<?x?x32x128xf16>, %lse: memref<?x32x?xf32>,

@@ -8,6 +8,7 @@
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/Format.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -112,17 +113,62 @@ float AttentionOp::getEffectiveScale() {
 static constexpr int64_t kSupportedHeadDims[] = {64, 96, 128};
 static constexpr int64_t kSupportedGqaRatios[] = {1, 2, 4, 8, 16};
 
+MutableOperandRange AttentionOp::getDpsInitsMutable() {
+  // O, and the LSE when there is one: the operands from O on.
+  return MutableOperandRange(getOperation(), 3,
+                             getLse() ? 2 : 1);
+}
+
+LogicalResult AttentionOp::inferReturnTypes(
+    MLIRContext *, std::optional<Location>, ValueRange operands, DictionaryAttr,
+    OpaqueProperties, RegionRange, SmallVectorImpl<Type> &inferred) {
+  // On tensors, the results are the destinations' types (O, then the LSE);
+  // on memrefs there are none.
+  for (Value destination : operands.drop_front(std::min<size_t>(3, operands.size())))
+    if (isa<RankedTensorType>(destination.getType()))
+      inferred.push_back(destination.getType());
+  return success();
+}
+
+void AttentionOp::getEffects(
+    SmallVectorImpl<SideEffects::EffectInstance<MemoryEffects::Effect>> &effects) {
+  // Memory only in the memref form: Q, K, V read, O and the LSE written.
+  for (OpOperand &operand : getOperation()->getOpOperands()) {
+    if (!isa<MemRefType>(operand.get().getType()))
+      continue;
+    if (isDpsInit(&operand))
+      effects.emplace_back(MemoryEffects::Write::get(), &operand,
+                           SideEffects::DefaultResource::get());
+    else
+      effects.emplace_back(MemoryEffects::Read::get(), &operand,
+                           SideEffects::DefaultResource::get());
+  }
+}
+
 LogicalResult AttentionOp::verify() {
   Operation *op = getOperation();
   std::pair<StringRef, Value> operands[] = {
       {"Q", getQ()}, {"K", getK()}, {"V", getV()}, {"O", getOut()}};
+  bool onTensors = isa<RankedTensorType>(getQ().getType());
+  for (Value operand : op->getOperands())
+    if (isa<RankedTensorType>(operand.getType()) != onTensors)
+      return emitOpError() << "operands must be all memrefs or all tensors";
   for (auto [name, value] : operands) {
-    auto type = cast<MemRefType>(value.getType());
-    if (type.getRank() != 4)
+    auto shaped = cast<ShapedType>(value.getType());
+    if (shaped.getRank() != 4)
       return emitOpError() << name
                            << " must have rank 4 ([batch, seq, heads, "
                               "head_dim]), got rank "
-                           << type.getRank();
+                           << shaped.getRank();
+    for (unsigned dim : {2u, 3u})
+      if (shaped.isDynamicDim(dim))
+        return emitOpError() << name << " "
+                             << (dim == 2 ? "heads" : "head dim")
+                             << " must be static, got shape "
+                             << shapeString(shaped.getShape());
+    auto type = dyn_cast<MemRefType>(shaped);
+    if (!type)
+      continue;
     // Any strides a TMA tensor map can express: the kernel reaches Q, K, V
     // and O only through tensor maps, which the launch builds from the
     // tensors' own strides (the offset is the host's business).
@@ -144,12 +190,6 @@ LogicalResult AttentionOp::verify() {
         return emitOpError() << name << " strides " << shapeString(strides)
                              << " must be positive multiples of 16 bytes (TMA's "
                                 "rule for every stride but head_dim's)";
-    for (unsigned dim : {2u, 3u})
-      if (type.isDynamicDim(dim))
-        return emitOpError() << name << " "
-                             << (dim == 2 ? "heads" : "head dim")
-                             << " must be static, got shape "
-                             << shapeString(type.getShape());
   }
 
   Type element = getElementTypeOrSelf(getQ().getType());
@@ -168,15 +208,15 @@ LogicalResult AttentionOp::verify() {
     return emitOpError() << "head dim " << headDim
                          << " is not supported (expected 64, 96 or 128)";
 
-  auto kShape = cast<MemRefType>(getK().getType()).getShape();
-  auto vShape = cast<MemRefType>(getV().getType()).getShape();
+  auto kShape = cast<ShapedType>(getK().getType()).getShape();
+  auto vShape = cast<ShapedType>(getV().getType()).getShape();
   if (failed(verifyCompatibleShape(kShape, vShape)))
     return emitOpError() << "V shape " << shapeString(vShape)
                          << " does not match K shape " << shapeString(kShape);
   if (failed(verifyDim(op, "K head dim", kShape[3], "Q's head dim", headDim)))
     return failure();
-  auto qShape = cast<MemRefType>(getQ().getType()).getShape();
-  auto oShape = cast<MemRefType>(getOut().getType()).getShape();
+  auto qShape = cast<ShapedType>(getQ().getType()).getShape();
+  auto oShape = cast<ShapedType>(getOut().getType()).getShape();
   if (failed(verifyCompatibleShape(qShape, oShape)))
     return emitOpError() << "O shape " << shapeString(oShape)
                          << " does not match Q shape " << shapeString(qShape);
@@ -200,12 +240,13 @@ LogicalResult AttentionOp::verify() {
                             "(expected 1, 2, 4, 8 or 16)";
 
   if (Value lse = getLse()) {
-    auto lseType = cast<MemRefType>(lse.getType());
+    auto lseType = cast<ShapedType>(lse.getType());
     if (lseType.getRank() != 3 || !lseType.getElementType().isF32())
-      return emitOpError() << "LSE must be a rank-3 f32 memref ([batch, "
-                              "q_heads, seq_q]), got "
-                           << lseType;
-    if (!lseType.getLayout().isIdentity())
+      return emitOpError() << "LSE must be a rank-3 f32 "
+                           << (onTensors ? "tensor" : "memref")
+                           << " ([batch, q_heads, seq_q]), got " << lseType;
+    auto lseMemref = dyn_cast<MemRefType>(lseType);
+    if (lseMemref && !lseMemref.getLayout().isIdentity())
       return emitOpError() << "LSE must have the identity (row-major) layout";
     if (lseType.isDynamicDim(1))
       return emitOpError() << "LSE heads must be static, got shape "

@@ -5,10 +5,16 @@
 
 include "fa4/Dialect/FA4/IR/FA4Dialect.td"
 include "fa4/Dialect/FA4/IR/FA4Attrs.td"
+include "mlir/Interfaces/DestinationStyleOpInterface.td"
+include "mlir/Interfaces/InferTypeOpInterface.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
 include "mlir/IR/CommonTypeConstraints.td"
 
 def FA4_Tile : RankedTensorOf<[F16, BF16, F32]>;
+// fa4.attention's operands: all memrefs, or all ranked tensors.
+def FA4_RankedTensorOrMemRef : Type<
+    Or<[IsMemRefTypePred, And<[IsTensorTypePred, HasRankPred]>]>,
+    "ranked tensor or memref", "::mlir::ShapedType">;
 
 def FA4_FloatPositive : AttrConstraint<
     CPred<"::llvm::cast<::mlir::FloatAttr>($_self).getValue().isFiniteNonZero() && "
@@ -23,7 +29,10 @@ def FA4_RowVector : 1DTensorOf<[F32]>;
 // Level A: the entry op.
 //===----------------------------------------------------------------------===//
 
-def FA4_AttentionOp : FA4_Op<"attention"> {
+def FA4_AttentionOp : FA4_Op<"attention", [
+    DeclareOpInterfaceMethods<MemoryEffectsOpInterface>,
+    DeclareOpInterfaceMethods<InferTypeOpInterface>,
+    DestinationStyleOpInterface]> {
   let summary = "scaled dot-product attention, stated once";
   let description = [{
     Computes `O = softmax(mask(Q·Kᵀ·scale))·V` for every batch and query head.
@@ -54,25 +63,39 @@ def FA4_AttentionOp : FA4_Op<"attention"> {
         : memref<?x?x32x128xf16>, memref<?x?x8x128xf16>, memref<?x?x8x128xf16>
         -> memref<?x?x32x128xf16>, memref<?x32x?xf32>
     ```
+
+    On tensors the op is in destination style: `%o` and `%lse` are the
+    destinations (their contents are overwritten), and the op returns the
+    output tensor and, with an LSE, the LSE tensor. It bufferizes with
+    `one-shot-bufferize` (the pipeline's first stage) into the memref form.
+
+    ```mlir
+    %out, %l = fa4.attention %q, %k, %v -> %o, lse %lse
+        : tensor<?x?x32x128xf16>, tensor<?x?x8x128xf16>, tensor<?x?x8x128xf16>
+        -> tensor<?x?x32x128xf16>, tensor<?x32x?xf32>
+    ```
   }];
   let arguments = (ins
-    Arg<AnyMemRef, "queries", [MemRead]>:$q,
-    Arg<AnyMemRef, "keys", [MemRead]>:$k,
-    Arg<AnyMemRef, "values", [MemRead]>:$v,
-    Arg<AnyMemRef, "output", [MemWrite]>:$out,
-    Arg<Optional<AnyMemRef>, "log-sum-exp output", [MemWrite]>:$lse,
+    FA4_RankedTensorOrMemRef:$q,
+    FA4_RankedTensorOrMemRef:$k,
+    FA4_RankedTensorOrMemRef:$v,
+    FA4_RankedTensorOrMemRef:$out,
+    Optional<FA4_RankedTensorOrMemRef>:$lse,
     DefaultValuedAttr<FA4_MaskKindAttr, "::mlir::fa4::MaskKind::none">:$mask,
     DefaultValuedAttr<I64Attr, "-1">:$window_left,
     DefaultValuedAttr<I64Attr, "-1">:$window_right,
     OptionalAttr<F32Attr>:$scale,
     DefaultValuedAttr<F32Attr, "0.0f">:$softcap
   );
+  let results = (outs Variadic<AnyRankedTensor>:$results);
   let assemblyFormat = [{
     $q `,` $k `,` $v `->` $out (`,` `lse` $lse^)? attr-dict
     `:` type($q) `,` type($k) `,` type($v) `->` type($out) (`,` type($lse)^)?
   }];
   let hasVerifier = 1;
   let extraClassDeclaration = [{
+    /// The destinations: O and, when present, the LSE.
+    MutableOperandRange getDpsInitsMutable();
     int64_t getHeadDim();
     int64_t getNumQueryHeads();
     int64_t getNumKvHeads();
