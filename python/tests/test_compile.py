@@ -32,11 +32,12 @@ def test_ir_at_each_level():
     kernel = fa4.compile(head_dim=64, q_heads=2, kv_heads=2)
     assert fa4.stages()[0] == "entry" and fa4.stages()[-2:] == ["llvm", "ptx"]
     assert "fa4.attention" in kernel.ir("entry")
+    assert "strided<[?, ?, ?, 1], offset: ?>" in kernel.ir("bufferize")
     assert "fa4.online_softmax" in kernel.ir("tile")
     assert "gpu.module" in kernel.ir("nvvm")
     assert "define ptx_kernel" in kernel.ir("llvm")
     assert kernel.ir("ptx") == kernel.ptx
-    with pytest.raises(fa4.CompileError, match="unknown stage 'level-z'.*entry tile"):
+    with pytest.raises(fa4.CompileError, match="unknown stage 'level-z'.*entry bufferize tile"):
         kernel.ir("level-z")
 
 
