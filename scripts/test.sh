@@ -8,7 +8,9 @@ set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 # --asan: the same suite, built with AddressSanitizer and UBSan in its own
 # build directory (a full build: by hand, not in CI).
+asan=0
 if [[ ${1:-} == --asan ]]; then
+  asan=1
   export FA4_BUILD_DIR=${FA4_BUILD_DIR:-$root/build-asan}
   export FA4_CMAKE_ARGS="-DFA4_SANITIZE=ON"
   # LLVM's own objects live until exit; their allocations are not fa4's leaks.
@@ -27,14 +29,17 @@ build=${FA4_BUILD_DIR:-$root/build}
 # network the Python tests are skipped, with a line saying so.
 python_venv="$build/python-venv"
 python_requirements=(nanobind==3.1.0 torch==2.15.0 numpy pytest==9.2.0)
-if [[ ! -x $python_venv/bin/python ]] ||
+if ((asan)); then
+  # An instrumented extension cannot load into an uninstrumented python.
+  echo "fa4: --asan builds no Python package; its tests are skipped"
+elif [[ ! -x $python_venv/bin/python ]] ||
    ! "$python_venv/bin/python" -c "import nanobind, torch, pytest" >/dev/null 2>&1; then
   if ! { python3 -m venv "$python_venv" >/dev/null 2>&1 &&
          "$python_venv/bin/pip" install -q "${python_requirements[@]}" >/dev/null 2>&1; }; then
     echo "fa4: nanobind/torch/pytest not installable from PyPI; the Python package and its tests will be skipped"
   fi
 fi
-if "$python_venv/bin/python" -c "import nanobind, torch, pytest" >/dev/null 2>&1; then
+if ((!asan)) && "$python_venv/bin/python" -c "import nanobind, torch, pytest" >/dev/null 2>&1; then
   python_enabled=ON
   cmake -S "$root" -B "$build" -DFA4_ENABLE_PYTHON=ON \
     -DPython_EXECUTABLE="$python_venv/bin/python" >/dev/null
