@@ -8,7 +8,9 @@
 // RUN: fa4-sim %s --batch 2 --seq-q 100 --seq-k 120 | FileCheck %s --check-prefix=SIM
 // RUN: fa4c %s --stop-after=tile | fa4-sim --batch 2 --seq-q 100 --seq-k 120 | FileCheck %s --check-prefix=SIM
 // RUN: fa4c %s | fa4-sim --seq-q 100 --seq-k 120 --interleavings 2 | FileCheck %s --check-prefix=SIM
+// RUN: fa4-opt %s --fa4-pipeline=stop-after=bufferize | FileCheck %s
 // RUN: fa4c %s -o %t.cubin && FileCheck %s --check-prefix=CUBIN < %t.cubin.json
+// RUN: fa4-emu %t.cubin.json --seq-q 130 --seq-k 150 | FileCheck %s --check-prefix=SIM
 // RUN: not fa4-opt %s --fa4-tile 2>&1 | FileCheck %s --check-prefix=UNBUFFERIZED
 
 // CHECK-LABEL: func.func @attention(
