@@ -153,6 +153,19 @@ OwningOpRef<ModuleOp> variantModule(ToolSession &session, const Variant &variant
     error = diagnostics.explain("the variant does not verify");
   return module;
 }
+/// Runs the pipeline `options` describe on `module`; a failure's `error`
+/// carries the diagnostics.
+bool runPipeline(ModuleOp module, const PipelineOptions &options,
+                 const CollectedDiagnostics &diagnostics, std::string &error) {
+  PassManager pm(module.getContext());
+  if (failed(buildPipeline(pm, options, error)))
+    return false;
+  if (failed(pm.run(module))) {
+    error = diagnostics.explain("the pipeline failed");
+    return false;
+  }
+  return true;
+}
 } // namespace
 
 bool fa4::compileVariant(const Variant &variant, const PipelineOptions &given,
@@ -187,13 +200,8 @@ bool fa4::compileVariant(const Variant &variant, const PipelineOptions &given,
     }
     error.clear();
   }
-  PassManager pm(&session.getContext());
-  if (failed(buildPipeline(pm, options, error)))
+  if (!runPipeline(*module, options, diagnostics, error))
     return false;
-  if (failed(pm.run(*module))) {
-    error = diagnostics.explain("the pipeline failed");
-    return false;
-  }
   if (failed(serializeToPtx(*module, kernel.ptx, error)))
     return false;
   llvm::SmallString<128> cubinPath;
@@ -265,13 +273,8 @@ bool fa4::variantIr(const Variant &variant, const PipelineOptions &given,
   options.copyOptionValuesFrom(given);
   bool code = stage == "llvm" || stage == "ptx";
   options.stopAfter = code ? "nvvm" : stage;
-  PassManager pm(&session.getContext());
-  if (failed(buildPipeline(pm, options, error)))
+  if (!runPipeline(*module, options, diagnostics, error))
     return false;
-  if (failed(pm.run(*module))) {
-    error = diagnostics.explain("the pipeline failed");
-    return false;
-  }
   if (stage == "llvm")
     return succeeded(writeLlvmIr(*module, os, error));
   if (stage == "ptx")
