@@ -154,7 +154,12 @@ public:
 private:
   bool functionOf(const Kernel &kernel, CUfunction &function,
                   std::string &error) {
-    std::string key(kernel.cubin.begin(), kernel.cubin.end());
+    // A module belongs to a context: one function per (context, cubin), so
+    // that launches from another device's context load their own.
+    CUcontext context = nullptr;
+    driver.cuCtxGetCurrent(&context);
+    std::string key(reinterpret_cast<const char *>(&context), sizeof(context));
+    key.append(kernel.cubin.begin(), kernel.cubin.end());
     auto found = functions.find(key);
     if (found != functions.end()) {
       function = found->second;

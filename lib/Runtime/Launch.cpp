@@ -4,6 +4,7 @@
 
 #include "llvm/Support/JSON.h"
 
+#include <algorithm>
 #include <cstring>
 
 namespace mlir::fa4::runtime {
@@ -228,6 +229,16 @@ bool parseManifest(const std::string &json, Manifest &m, std::string &error) {
           }
           map.axes.push_back(static_cast<int>(axis));
         }
+        // Each tensor axis once, head_dim (contiguous) innermost.
+        std::vector<int> sorted = map.axes;
+        std::sort(sorted.begin(), sorted.end());
+        bool permutation = map.rank == 4;
+        for (int axis = 0; permutation && axis < 4; ++axis)
+          permutation = sorted[axis] == axis;
+        if (!permutation || map.axes[0] != 3) {
+          f.fail("has axes that are not a permutation of [0, 3] with head_dim (3) first");
+          return false;
+        }
       }
       if (const llvm::json::Value *layout = f.optional("layout_strides")) {
         const llvm::json::Array *list = layout->getAsArray();
@@ -368,7 +379,8 @@ bool planLaunch(const Manifest &m, const Shapes &shapes, const Buffers &buffers,
         // The launch's own strides, through the map's axes.
         if (entry.axes.size() != entry.rank || given.size() != 4) {
           error = "the tensor map of \"" + t +
-                  "\" cannot take a launch's strides: its manifest names no axes";
+                  "\" cannot take a launch's strides: its manifest names no axes "
+                  "(written by an older fa4; compile the kernel again)";
           return false;
         }
         stride = given[entry.axes[d]] * elementBytes(spec.dataType);

@@ -114,6 +114,11 @@ bool checkTensors(const Manifest &m, const Tensor &q, const Tensor &k,
                 "bytes for TMA";
         return false;
       }
+      if (t.strides[i] >= (int64_t(1) << 40) / bytes) {
+        error = prefix + "strides " + list(t.strides) +
+                ": a stride of 2^40 bytes or more is beyond TMA";
+        return false;
+      }
     }
     // The layout the entry IR declared, where it is static.
     for (const Manifest::TensorMap &map : m.tensorMaps) {
@@ -162,6 +167,29 @@ bool checkTensors(const Manifest &m, const Tensor &q, const Tensor &k,
     }
     return true;
   };
+  // Where each tensor's elements lie: [address, address + span) bytes.
+  auto span = [](const Tensor &t) {
+    unsigned __int128 last = 0;
+    for (size_t i = 0; i < t.sizes.size(); ++i)
+      if (t.sizes[i] > 1)
+        last += (unsigned __int128)(t.sizes[i] - 1) * (uint64_t)t.strides[i];
+    return (last + 1) * (t.dtype == "f32" ? 4 : 2);
+  };
+  // What the kernel writes must not share memory with what it reads (nor
+  // O with the LSE): on a GPU it would read values it already overwrote.
+  auto disjoint = [&](const char *written, const Tensor &w, const char *other,
+                      const Tensor &r) {
+    unsigned __int128 wBegin = w.address, wEnd = wBegin + span(w);
+    unsigned __int128 rBegin = r.address, rEnd = rBegin + span(r);
+    if (wBegin < rEnd && rBegin < wEnd) {
+      error = std::string(written) + ": shares memory with " + other +
+              " (the kernel writes " + written + " while it reads " + other + ")";
+      if (std::string(other) == "o")
+        error = std::string(written) + ": shares memory with o (both are written)";
+      return false;
+    }
+    return true;
+  };
   if (q.sizes.size() != 4 || k.sizes.size() != 4) {
     error = std::string(q.sizes.size() != 4 ? "q" : "k") +
             ": expected [batch, seq, heads, head_dim], got rank " +
@@ -176,6 +204,9 @@ bool checkTensors(const Manifest &m, const Tensor &q, const Tensor &k,
             list({shapes.batch, shapes.seqQ, shapes.seqK});
     return false;
   }
+  // The size limits first: every product below stays far from overflow.
+  if (!checkShapes(m, shapes, error))
+    return false;
   std::vector<int64_t> qSizes{shapes.batch, shapes.seqQ, m.qHeads, m.headDim};
   std::vector<int64_t> kSizes{shapes.batch, shapes.seqK, m.kvHeads, m.headDim};
   if (!check("q", q, m.dtype, qSizes, true) || !check("k", k, m.dtype, kSizes, true) ||
@@ -192,7 +223,18 @@ bool checkTensors(const Manifest &m, const Tensor &q, const Tensor &k,
   }
   if (lse && !check("lse", *lse, "f32", {shapes.batch, m.qHeads, shapes.seqQ}, false))
     return false;
-  return checkShapes(m, shapes, error);
+  for (const Tensor *t : {&q, &k, &v, &o})
+    if (span(*t) > ((unsigned __int128)1 << 48)) {
+      error = std::string(t == &q ? "q" : t == &k ? "k" : t == &v ? "v" : "o") +
+              ": its strides span more than 2^48 bytes";
+      return false;
+    }
+  if (!disjoint("o", o, "q", q) || !disjoint("o", o, "k", k) || !disjoint("o", o, "v", v))
+    return false;
+  if (lse && (!disjoint("lse", *lse, "q", q) || !disjoint("lse", *lse, "k", k) ||
+              !disjoint("lse", *lse, "v", v) || !disjoint("lse", *lse, "o", o)))
+    return false;
+  return true;
 }
 
 bool launch(Backend &backend, const Kernel &kernel, const Tensor &q,
@@ -207,17 +249,21 @@ bool launch(Backend &backend, const Kernel &kernel, const Tensor &q,
   buffers.v = v.address;
   buffers.o = o.address;
   buffers.lse = lse ? lse->address : 0;
-  // The tensors' own strides for the tensor maps; a size-1 axis (whose
+  // The tensors' own strides for the tensor maps, when they are not the
+  // dense ones the manifest's maps already hold (so a manifest of an older
+  // fa4, without axes, still launches dense tensors); a size-1 axis (whose
   // stride is free) takes its dense stride, which TMA accepts.
   auto strides = [](const Tensor &t) {
     std::vector<int64_t> strides = t.strides;
     int64_t dense = 1;
+    bool isDense = true;
     for (size_t i = t.sizes.size(); i-- > 0;) {
       if (t.sizes[i] == 1)
         strides[i] = dense;
+      isDense = isDense && strides[i] == dense;
       dense *= t.sizes[i];
     }
-    return strides;
+    return isDense ? std::vector<int64_t>() : strides;
   };
   buffers.qStrides = strides(q);
   buffers.kStrides = strides(k);

@@ -14,6 +14,7 @@
 #include "llvm/Config/llvm-config.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <algorithm>
@@ -78,9 +79,12 @@ std::string fa4::buildIdentity() {
     // The object that holds this function: the tool's executable, or the
     // Python extension's shared object inside a python process (whose main
     // executable says nothing of fa4).
+    // (glibc names the main program as it was invoked, argv[0]: a name
+    // without a directory is looked up in the process itself.)
     std::string path;
     Dl_info info;
-    if (dladdr(reinterpret_cast<void *>(&fa4::buildIdentity), &info) && info.dli_fname)
+    if (dladdr(reinterpret_cast<void *>(&fa4::buildIdentity), &info) && info.dli_fname &&
+        llvm::sys::path::is_absolute(info.dli_fname))
       path = info.dli_fname;
     auto binary = llvm::MemoryBuffer::getFile(path, false, false);
     if (path.empty() || !binary)
@@ -130,6 +134,8 @@ public:
                  : diagnostic.getSeverity() == DiagnosticSeverity::Warning ? "warning: "
                                                                            : "note: ")
              << diagnostic << "\n";
+          for (Diagnostic &note : diagnostic.getNotes())
+            os << "  note: " << note << "\n";
           return success();
         }) {}
 
@@ -202,8 +208,10 @@ bool fa4::compileVariant(const Variant &variant, const PipelineOptions &given,
   }
   if (!runPipeline(*module, options, diagnostics, error))
     return false;
-  if (failed(serializeToPtx(*module, kernel.ptx, error)))
+  if (failed(serializeToPtx(*module, kernel.ptx, error))) {
+    error = diagnostics.explain(error);
     return false;
+  }
   llvm::SmallString<128> cubinPath;
   if (llvm::sys::fs::createTemporaryFile("fa4", "cubin", cubinPath)) {
     error = "cannot create a temporary file for the cubin";

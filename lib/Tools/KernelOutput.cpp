@@ -258,7 +258,8 @@ std::string mlir::fa4::launchManifest(ModuleOp module, StringRef chip,
     // `strides_bytes` are the dense (row-major) ones, which a launch replaces
     // with its tensors' own through `axes` (each map dimension's tensor axis);
     // `layout_strides` are the entry IR's (elements, [batch, seq, heads,
-    // head_dim], null where dynamic), which a launch's tensors must match.
+    // head_dim], null where dynamic or free), which a launch's tensors must
+    // match.
     os << (firstMap ? "" : ",\n") << "    {\"tensor\": \"" << name
        << "\", \"dtype\": \"" << map.getAs<StringAttr>("dtype").getValue()
        << "\", \"rank\": 4, \"dims\": [" << dim << ", " << heads << ", \""
@@ -272,7 +273,7 @@ std::string mlir::fa4::launchManifest(ModuleOp module, StringRef chip,
       declared = strides.asArrayRef();
     for (size_t i = 0; i < 4; ++i) {
       os << (i ? ", " : "");
-      if (i < declared.size() && !ShapedType::isDynamic(declared[i]))
+      if (i < declared.size() && !ShapedType::isDynamic(declared[i]) && declared[i] > 0)
         os << declared[i];
       else
         os << "null";

@@ -46,9 +46,11 @@ def stages() -> list:
 class Kernel:
     """A compiled kernel: its cubin, PTX and launch manifest.
 
-    Calling it launches it on tensors as they are (no copies, no
-    allocation): ``kernel(q, k, v, o, lse=None)``, O and the LSE written in
-    place; see ``attention`` for the layouts.
+    Calling it launches it on tensors as they are, with their strides:
+    ``kernel(q, k, v, o, lse=None)``, O and the LSE written in place; see
+    ``attention`` for the layouts. On the GPU nothing is copied; on the CPU
+    the emulator works on copies of the elements in its own memory and
+    writes O's (and the LSE's) back.
     """
 
     def __init__(self, native):

@@ -40,6 +40,10 @@ struct LaunchFailure : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+/// One compilation at a time (compile, ir): LLVM's NVPTX target set-up and
+/// the pipeline's command-line-backed options are process-wide.
+std::mutex compiling;
+
 /// A compiled kernel with the variant and options it came from (for ir()).
 struct PyKernel {
   Variant variant;
@@ -89,9 +93,6 @@ PyKernel compile(int64_t headDim, int64_t qHeads, int64_t kvHeads,
   bool ok;
   {
     nb::gil_scoped_release released;
-    // One compilation at a time: LLVM's NVPTX target set-up and the
-    // pipeline's command-line-backed options are process-wide.
-    static std::mutex compiling;
     std::lock_guard<std::mutex> lock(compiling);
     ok = compileVariant(variant, options, cache, result.kernel, error,
                         &result.fromCache);
@@ -108,6 +109,7 @@ std::string ir(const PyKernel &kernel, const std::string &stage) {
   bool ok;
   {
     nb::gil_scoped_release released;
+    std::lock_guard<std::mutex> lock(compiling);
     ok = variantIr(kernel.variant, options, stage, text, error);
   }
   if (!ok)
@@ -142,29 +144,65 @@ runtime::Tensor tensorOf(const Array &array) {
   return tensor;
 }
 
-/// The bytes from a tensor's first element to its last (its strides are
-/// positive where it has more than one element: checkTensors says so).
-int64_t spanOf(const runtime::Tensor &tensor) {
-  int64_t last = 0;
-  for (size_t i = 0; i < tensor.sizes.size(); ++i)
-    if (tensor.sizes[i] > 1)
-      last += (tensor.sizes[i] - 1) * tensor.strides[i];
-  return (last + 1) * (tensor.dtype == "f32" ? 4 : 2);
+/// The tensor's elements as a dense row-major array: its innermost axis is
+/// contiguous (checkTensors says so), so it moves row by row.
+runtime::Tensor denseLike(const runtime::Tensor &tensor) {
+  runtime::Tensor dense = tensor;
+  int64_t stride = 1;
+  for (size_t i = tensor.sizes.size(); i-- > 0;) {
+    dense.strides[i] = stride;
+    stride *= tensor.sizes[i];
+  }
+  return dense;
 }
 
-/// Checks that every array lives on `device` (a DLPack device type).
+int64_t bytesOf(const runtime::Tensor &tensor) {
+  int64_t elements = 1;
+  for (int64_t size : tensor.sizes)
+    elements *= size;
+  return elements * (tensor.dtype == "f32" ? 4 : 2);
+}
+
+/// Copies every element of `from` into `to` (same sizes, any strides with a
+/// contiguous innermost axis; `toBase`/`fromBase` are host pointers of the
+/// tensors' addresses).
+void copyRows(const runtime::Tensor &from, const uint8_t *fromBase,
+              const runtime::Tensor &to, uint8_t *toBase) {
+  int64_t element = from.dtype == "f32" ? 4 : 2;
+  size_t rank = from.sizes.size();
+  int64_t rowBytes = from.sizes[rank - 1] * element;
+  int64_t rows = 1;
+  for (size_t i = 0; i + 1 < rank; ++i)
+    rows *= from.sizes[i];
+  for (int64_t row = 0; row < rows; ++row) {
+    int64_t rest = row, fromAt = 0, toAt = 0;
+    for (size_t i = rank - 1; i-- > 0;) {
+      int64_t index = rest % from.sizes[i];
+      rest /= from.sizes[i];
+      fromAt += index * from.strides[i];
+      toAt += index * to.strides[i];
+    }
+    std::memcpy(toBase + toAt * element, fromBase + fromAt * element, rowBytes);
+  }
+}
+
+/// Checks that every array lives on `device` (a DLPack device type), all
+/// on one device.
 void checkDevice(const std::vector<std::pair<const char *, const Array *>> &arrays,
                  int device, const char *where) {
   for (auto [name, array] : arrays)
-    if (array && array->device_type() != device)
+    if (array && (array->device_type() != device ||
+                  array->device_id() != arrays.front().second->device_id()))
       throw LaunchFailure(std::string(name) + ": every tensor must be on the " +
-                          where + " (as q is)");
+                          where + ", on q's device");
 }
 
-/// Runs the kernel on the emulator: the tensors are copied into an emulator
-/// device with their strides (the span of memory each covers), the launch
+/// Runs the kernel on the emulator: the launch is validated on the caller's
+/// tensors (so that its messages speak of their strides and alignment), the
+/// elements are copied into dense tensors of an emulator device, the launch
 /// goes through runtime::launch (the path the GPU takes but the last call),
-/// O's span and the LSE are copied back.
+/// and O's and the LSE's elements are copied back (only those: whatever lies
+/// between them is not touched).
 void launchEmulator(const PyKernel &kernel, const Array &q, const Array &k,
                     const Array &v, const Array &o, const std::optional<Array> &lse,
                     unsigned workers, uint64_t seed) {
@@ -173,10 +211,9 @@ void launchEmulator(const PyKernel &kernel, const Array &q, const Array &k,
   runtime::Tensor host[5] = {tensorOf(q), tensorOf(k), tensorOf(v), tensorOf(o),
                              lse ? tensorOf(*lse) : runtime::Tensor()};
   const runtime::Tensor *hostLse = lse ? &host[4] : nullptr;
+  int count = hostLse ? 5 : 4;
   std::string error;
   runtime::Shapes shapes;
-  // Validated on the caller's tensors, so that the messages speak of them
-  // (their strides, their alignment) and nothing is copied from a bad one.
   if (!runtime::checkTensors(kernel.kernel.manifest, host[0], host[1], host[2],
                              host[3], hostLse, shapes, error))
     throw LaunchFailure(error);
@@ -185,16 +222,13 @@ void launchEmulator(const PyKernel &kernel, const Array &q, const Array &k,
     nb::gil_scoped_release released;
     emu::Device device;
     runtime::Tensor onDevice[5];
-    for (int i = 0; i < 5; ++i) {
-      if (i == 4 && !hostLse)
-        break;
-      onDevice[i] = host[i];
-      int64_t bytes = spanOf(host[i]);
+    for (int i = 0; i < count; ++i) {
+      onDevice[i] = denseLike(host[i]);
+      int64_t bytes = bytesOf(host[i]);
       onDevice[i].address = device.allocate(bytes);
-      // O too: what lies between its elements comes back as it was.
-      if (i < 4)
-        std::memcpy(device.host(onDevice[i].address, bytes),
-                    reinterpret_cast<const void *>(host[i].address), bytes);
+      if (i < 3)
+        copyRows(host[i], reinterpret_cast<const uint8_t *>(host[i].address),
+                 onDevice[i], device.host(onDevice[i].address, bytes));
     }
     if (workers == 0)
       workers = std::max(1u, std::thread::hardware_concurrency());
@@ -203,11 +237,9 @@ void launchEmulator(const PyKernel &kernel, const Array &q, const Array &k,
     ok = runtime::launch(*backend, kernel.kernel, onDevice[0], onDevice[1],
                          onDevice[2], onDevice[3], hostLse ? &onDevice[4] : nullptr,
                          nullptr, error);
-    for (int i = 3; ok && i < (hostLse ? 5 : 4); ++i) {
-      int64_t bytes = spanOf(host[i]);
-      std::memcpy(reinterpret_cast<void *>(host[i].address),
-                  device.host(onDevice[i].address, bytes), bytes);
-    }
+    for (int i = 3; ok && i < count; ++i)
+      copyRows(onDevice[i], device.host(onDevice[i].address, bytesOf(host[i])), host[i],
+               reinterpret_cast<uint8_t *>(host[i].address));
   }
   if (!ok)
     throw LaunchFailure(error);

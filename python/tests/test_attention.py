@@ -81,6 +81,12 @@ def test_kernel_call_writes_in_place(inputs):
     o_bhsd = torch.zeros(1, 4, 128, 64, dtype=torch.float16)
     kernel(q, k, v, o_bhsd.transpose(1, 2), lse)
     assert torch.equal(o_bhsd.transpose(1, 2), o)
+    # O as the first half of each row of a wider buffer: only O's elements
+    # are written.
+    wide = torch.full((1, 128, 4, 128), 7.0, dtype=torch.float16)
+    kernel(q, k, v, wide[..., :64], lse)
+    assert torch.equal(wide[..., :64], o)
+    assert bool((wide[..., 64:] == 7.0).all())
 
 
 def test_torch_compile_traces_the_op(inputs):

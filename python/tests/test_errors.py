@@ -58,6 +58,10 @@ def test_launch_validation(kernel):
         kernel(q, padded, v, o, lse)
     with pytest.raises(fa4.LaunchError, match="o: strides .* share memory"):
         kernel(q, k, v, o.as_strided(o.shape, (8192, 64, 64, 1)), lse)
+    with pytest.raises(fa4.LaunchError, match="o: shares memory with q"):
+        kernel(q, k, v, q, lse)
+    with pytest.raises(fa4.LaunchError, match="lse: shares memory with o"):
+        kernel(q, k, v, o, o.view(torch.float32).flatten()[:128].view(1, 2, 64))
     with pytest.raises(fa4.LaunchError, match="lse: strides .* are not the dense"):
         kernel(q, k, v, o, lse.transpose(1, 2).contiguous().transpose(1, 2))
     storage = torch.empty(q.numel() + 1, dtype=torch.float16)

@@ -41,6 +41,15 @@ func.func @entry_strided(%q: memref<?x?x32x128xf16, strided<[?, 128, ?, 1]>>,
 }
 
 // On tensors: destination style, returning O and the LSE.
+// A batch of one may have any stride (here 0): it is never stepped along.
+// CHECK-LABEL: func.func @entry_single_batch
+func.func @entry_single_batch(%q: memref<1x?x8x64xf16, strided<[0, 512, 64, 1]>>) {
+  fa4.attention %q, %q, %q -> %q
+      : memref<1x?x8x64xf16, strided<[0, 512, 64, 1]>>, memref<1x?x8x64xf16, strided<[0, 512, 64, 1]>>,
+        memref<1x?x8x64xf16, strided<[0, 512, 64, 1]>> -> memref<1x?x8x64xf16, strided<[0, 512, 64, 1]>>
+  return
+}
+
 // CHECK-LABEL: func.func @entry_tensors
 // CHECK: %{{.*}}:2 = fa4.attention %{{.*}}, %{{.*}}, %{{.*}} -> %{{.*}}, lse %{{.*}} {mask = #fa4.mask<causal>} : tensor<?x?x32x128xf16>, tensor<?x?x8x128xf16>, tensor<?x?x8x128xf16> -> tensor<?x?x32x128xf16>, tensor<?x32x?xf32>
 // CHECK: fa4.attention %{{.*}}, %{{.*}}, %{{.*}} -> %{{.*}} : tensor<2x64x8x64xbf16>, tensor<2x64x8x64xbf16>, tensor<2x64x8x64xbf16> -> tensor<2x64x8x64xbf16>

@@ -1,6 +1,6 @@
 //===- fa4-tma-check.cpp - the driver's tensor maps against the emulator's -===//
 //
-// fa4-tma-check [--store-negative] TMA-COPY.ptx KERNEL.cubin.json...
+// fa4-tma-check [--store-negative] [--layout bhsd] TMA-COPY.ptx KERNEL.cubin.json...
 //
 // For every tensor map a kernel's manifest asks for (bound by planLaunch at
 // batch 2, seq_q 300, seq_k 257, so that boxes cross the tails), moves boxes
@@ -21,7 +21,9 @@
 // TMA store there faults on the hardware). One line per map; exit 1 on any difference.
 //
 // --store-negative also stores the boxes that start before the tensor,
-// which the hardware faults on and the emulator must refuse.
+// which the hardware faults on and the emulator must refuse. --layout bhsd
+// binds the maps to [batch, heads, seq, head_dim] storage (the strides a
+// launch of such tensors gives; not monotone in the map's dimensions).
 //
 // Links no MLIR: built here, it runs on a GPU machine with only a driver.
 //
@@ -47,6 +49,8 @@ namespace {
 
 /// Whether the round trip also stores boxes at negative coordinates.
 bool storeNegative = false;
+/// Whether the maps are bound to [batch, heads, seq, head_dim] storage.
+bool headsOuter = false;
 
 /// The boxes of one check: 5 coordinates each (innermost first).
 std::vector<int32_t> boxCoordinates(const TensorMapSpec &spec) {
@@ -314,14 +318,26 @@ const char *swizzleName(TensorMapSwizzle swizzle) {
 } // namespace
 
 int main(int argc, char **argv) {
-  if (argc > 1 && std::string(argv[1]) == "--store-negative") {
-    storeNegative = true;
+  while (argc > 1 && std::string(argv[1]).rfind("--", 0) == 0) {
+    std::string flag = argv[1];
+    if (flag == "--store-negative") {
+      storeNegative = true;
+    } else if (flag == "--layout" && argc > 2 &&
+               (std::string(argv[2]) == "bhsd" || std::string(argv[2]) == "bshd")) {
+      headsOuter = std::string(argv[2]) == "bhsd";
+      ++argv;
+      --argc;
+    } else {
+      std::fprintf(stderr, "fa4-tma-check: unknown flag %s\n", flag.c_str());
+      return 2;
+    }
     ++argv;
     --argc;
   }
   if (argc < 3) {
     std::fprintf(stderr,
-                 "usage: fa4-tma-check [--store-negative] TMA-COPY.ptx KERNEL.cubin.json...\n");
+                 "usage: fa4-tma-check [--store-negative] [--layout bhsd] TMA-COPY.ptx "
+                 "KERNEL.cubin.json...\n");
     return 2;
   }
   std::ifstream file(argv[1]);
@@ -371,6 +387,14 @@ int main(int argc, char **argv) {
     shapes.seqK = 257;
     // Addresses are the checks' own; planLaunch binds sizes and strides.
     Buffers buffers{1 << 20, 2 << 20, 3 << 20, 4 << 20, m.lse ? uint64_t(5 << 20) : 0};
+    if (headsOuter) {
+      // [batch, heads, seq, head_dim] storage, strides in [b, s, h, d] order.
+      auto bhsd = [&](int64_t seq, int64_t heads) {
+        return std::vector<int64_t>{heads * seq * m.headDim, m.headDim, seq * m.headDim, 1};
+      };
+      buffers.qStrides = buffers.oStrides = bhsd(shapes.seqQ, m.qHeads);
+      buffers.kStrides = buffers.vStrides = bhsd(shapes.seqK, m.kvHeads);
+    }
     LaunchPlan plan;
     auto encode = [](const TensorMapSpec &spec, uint8_t *out, std::string &why) {
       return emu::encodeTensorMap(spec, out, why);
@@ -386,7 +410,8 @@ int main(int argc, char **argv) {
       std::vector<uint8_t> src = sourceBytes(extentOf(spec));
       std::vector<uint8_t> wantOut, wantStored, emuOut, emuStored;
       model(spec, coords, src, wantOut, wantStored);
-      std::string line = std::string(argv[i]) + ": " + tensor + " rank " +
+      std::string line = std::string(argv[i]) + ": " + tensor + (headsOuter ? " bhsd" : "") +
+                         " rank " +
                          std::to_string(spec.rank) + " box";
       for (uint32_t d = 0; d < spec.rank; ++d)
         line += (d ? "x" : " ") + std::to_string(spec.boxDims[d]);

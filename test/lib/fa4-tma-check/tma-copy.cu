@@ -1,5 +1,6 @@
-// A TMA round trip, compiled by nvcc to PTX for sm_90a (the tensor-map and
-// bulk-tensor instructions fa4's kernels use exist there unchanged), which
+// A TMA round trip, compiled by nvcc to PTX for compute_90 (the tensor-map
+// and bulk-tensor instructions fa4's kernels use exist there unchanged, and
+// the driver JIT-compiles it for any GPU from sm_90 on), which
 // fa4-tma-check runs both on a GPU, through maps the driver encoded, and in
 // fa4-emu, through maps the emulator encoded: each CTA loads one box of
 // `src` at its coordinates into 1024-byte aligned shared memory (swizzled as

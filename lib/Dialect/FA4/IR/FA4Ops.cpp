@@ -184,8 +184,9 @@ LogicalResult AttentionOp::verify() {
     // (The element type is checked below; until then any width will do.)
     int64_t elementBytes =
         type.getElementType().isIntOrFloat() ? type.getElementTypeBitWidth() / 8 : 2;
-    for (int64_t stride : ArrayRef(strides).drop_back())
-      if (!ShapedType::isDynamic(stride) &&
+    // (A dimension of static size 1 is never stepped along: any stride.)
+    for (auto [dim, stride] : llvm::enumerate(ArrayRef(strides).drop_back()))
+      if (!ShapedType::isDynamic(stride) && type.getDimSize(dim) != 1 &&
           (stride <= 0 || (stride * elementBytes) % 16 != 0))
         return emitOpError() << name << " strides " << shapeString(strides)
                              << " must be positive multiples of 16 bytes (TMA's "
