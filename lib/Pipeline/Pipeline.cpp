@@ -56,7 +56,8 @@ static const Stage kStages[] = {
     // An entry on tensors becomes the memref form: function arguments dense
     // (the identity layout), O and the LSE written into the destinations
     // the function was given (and returned, as the function's results
-    // were). A no-op on an entry that is already on memrefs.
+    // were), or into new parameters where the function made its
+    // destinations. A no-op on an entry that is already on memrefs.
     {"bufferize",
      [](OpPassManager &pm, const PipelineOptions &) {
        bufferization::OneShotBufferizePassOptions bufferize;
@@ -64,6 +65,9 @@ static const Stage kStages[] = {
        bufferize.functionBoundaryTypeConversion =
            bufferization::LayoutMapOption::IdentityLayoutMap;
        pm.addPass(bufferization::createOneShotBufferizePass(bufferize));
+       // Destinations the function made itself (tensor.empty) become
+       // parameters of the kernel.
+       pm.addNestedPass<func::FuncOp>(createFA4PromoteDestinations());
      }},
     {"tile",
      [](OpPassManager &pm, const PipelineOptions &options) {

@@ -3,6 +3,7 @@
 #include "fa4/Transforms/Bufferization.h"
 
 #include "fa4/Dialect/FA4/IR/FA4Ops.h"
+#include "fa4/Transforms/Passes.h"
 
 #include "mlir/Dialect/Arith/Transforms/BufferizableOpInterfaceImpl.h"
 #include "mlir/Dialect/Bufferization/IR/BufferizableOpInterface.h"
@@ -10,7 +11,17 @@
 #include "mlir/Dialect/Bufferization/IR/DstBufferizableOpInterfaceImpl.h"
 #include "mlir/Dialect/Bufferization/Transforms/FuncBufferizableOpInterfaceImpl.h"
 #include "mlir/Dialect/Tensor/Transforms/BufferizableOpInterfaceImpl.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/IR/DialectRegistry.h"
+#include "mlir/IR/SymbolTable.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+#include "llvm/ADT/BitVector.h"
+
+namespace mlir::fa4 {
+#define GEN_PASS_DEF_FA4PROMOTEDESTINATIONS
+#include "fa4/Transforms/Passes.h.inc"
+} // namespace mlir::fa4
 
 using namespace mlir;
 using namespace mlir::fa4;
@@ -47,6 +58,74 @@ struct AttentionOpInterface
     bufferization::replaceOpWithBufferizedValues(
         rewriter, op, ArrayRef<Value>(buffers).drop_front(3));
     return success();
+  }
+};
+} // namespace
+
+namespace {
+struct PromoteDestinationsPass
+    : public fa4::impl::FA4PromoteDestinationsBase<PromoteDestinationsPass> {
+  void runOnOperation() override {
+    func::FuncOp func = getOperation();
+    if (func.isExternal())
+      return;
+    // A function something calls keeps its signature.
+    if (auto module = func->getParentOfType<ModuleOp>())
+      if (!SymbolTable::symbolKnownUseEmpty(func, module))
+        return;
+    SmallVector<AttentionOp> attentions;
+    func.walk([&](AttentionOp op) { attentions.push_back(op); });
+    for (AttentionOp op : attentions) {
+      if (op->getNumResults())
+        continue; // not bufferized: fa4-tile says so
+      for (OpOperand &destination : op.getDpsInitsMutable()) {
+        auto alloc = destination.get().getDefiningOp<memref::AllocOp>();
+        if (!alloc || alloc->getBlock() != &func.getBody().front())
+          continue;
+        bool onlyHandedOver = llvm::all_of(alloc->getUses(), [&](OpOperand &use) {
+          return use.getOwner() == op.getOperation() ||
+                 isa<func::ReturnOp>(use.getOwner());
+        });
+        if (!onlyHandedOver)
+          continue;
+        promote(func, alloc);
+      }
+    }
+  }
+
+  /// `alloc` becomes a new last argument of `func` and leaves its results.
+  void promote(func::FuncOp func, memref::AllocOp alloc) {
+    unsigned index = func.getNumArguments();
+    if (failed(func.insertArgument(index, alloc.getType(), {}, alloc.getLoc())))
+      return signalPassFailure();
+    Value argument = func.getArgument(index);
+    llvm::BitVector returned(func.getNumResults());
+    func.walk([&](func::ReturnOp ret) {
+      for (OpOperand &operand : ret->getOpOperands())
+        if (operand.get() == alloc.getResult())
+          returned.set(operand.getOperandNumber());
+    });
+    func.walk([&](func::ReturnOp ret) { ret->eraseOperands(returned); });
+    if (failed(func.eraseResults(returned)))
+      return signalPassFailure();
+    SmallVector<Value> sizes(alloc.getOperands());
+    alloc.getResult().replaceAllUsesWith(argument);
+    alloc.erase();
+    // The sizes the allocation took (memref.dim of the inputs, constants)
+    // are dead now: not kernel code.
+    SmallVector<Operation *> maybeDead;
+    for (Value size : sizes)
+      if (Operation *def = size.getDefiningOp())
+        maybeDead.push_back(def);
+    while (!maybeDead.empty()) {
+      Operation *op = maybeDead.pop_back_val();
+      if (!op->use_empty() || !isMemoryEffectFree(op) || op->getNumRegions())
+        continue;
+      for (Value operand : op->getOperands())
+        if (Operation *def = operand.getDefiningOp())
+          maybeDead.push_back(def);
+      op->erase();
+    }
   }
 };
 } // namespace

@@ -1,12 +1,22 @@
 // A tensor pipeline that makes its own destination (tensor.empty) and
-// returns only O: one-shot-bufferize allocates O's buffer, and the memref
-// form writes into it.
-// RUN: fa4-opt %s --one-shot-bufferize="bufferize-function-boundaries function-boundary-type-conversion=identity-layout-map" | FileCheck %s
+// returns O: one-shot-bufferize allocates O's buffer, and
+// fa4-promote-destinations makes that buffer a new parameter of the kernel
+// (no longer returned), dropping the size computations the allocation took.
+// RUN: fa4-opt %s --one-shot-bufferize="bufferize-function-boundaries function-boundary-type-conversion=identity-layout-map" | FileCheck %s --check-prefix=ALLOC
+// RUN: fa4-opt %s --one-shot-bufferize="bufferize-function-boundaries function-boundary-type-conversion=identity-layout-map" --fa4-promote-destinations | FileCheck %s
+// RUN: fa4-opt %s --fa4-pipeline=stop-after=bufferize | FileCheck %s
+// RUN: fa4-sim %s --batch 2 --seq-q 130 --seq-k 100 | FileCheck %s --check-prefix=SIM
+
+// ALLOC-LABEL: func.func @sdpa(
+// ALLOC: %[[ALLOC:.*]] = memref.alloc(%{{.*}}, %{{.*}}) {{.*}}: memref<?x?x4x128xf16>
+// ALLOC: fa4.attention %{{.*}}, %{{.*}}, %{{.*}} -> %[[ALLOC]]
+// ALLOC: return %[[ALLOC]]
 
 // CHECK-LABEL: func.func @sdpa(
-// CHECK: %[[ALLOC:.*]] = memref.alloc(%{{.*}}, %{{.*}}) {{.*}}: memref<?x?x4x128xf16>
-// CHECK: fa4.attention %{{.*}}, %{{.*}}, %{{.*}} -> %[[ALLOC]] : memref<?x?x4x128xf16>, memref<?x?x4x128xf16>, memref<?x?x4x128xf16> -> memref<?x?x4x128xf16>
-// CHECK: return %[[ALLOC]]
+// CHECK-SAME: %{{.*}}: memref<?x?x4x128xf16>, %{{.*}}: memref<?x?x4x128xf16>, %{{.*}}: memref<?x?x4x128xf16>, %[[O:.*]]: memref<?x?x4x128xf16>) {
+// CHECK-NEXT: fa4.attention %{{.*}}, %{{.*}}, %{{.*}} -> %[[O]] : memref<?x?x4x128xf16>, memref<?x?x4x128xf16>, memref<?x?x4x128xf16> -> memref<?x?x4x128xf16>
+// CHECK-NEXT: return{{$}}
+// SIM: "ok":true
 func.func @sdpa(%q: tensor<?x?x4x128xf16>, %k: tensor<?x?x4x128xf16>,
                 %v: tensor<?x?x4x128xf16>) -> tensor<?x?x4x128xf16> {
   %c0 = arith.constant 0 : index

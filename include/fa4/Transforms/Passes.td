@@ -5,6 +5,25 @@
 
 include "mlir/Pass/PassBase.td"
 
+def FA4PromoteDestinations : Pass<"fa4-promote-destinations", "::mlir::func::FuncOp"> {
+  let summary = "make the destinations bufferization allocated for fa4.attention parameters";
+  let description = [{
+    After bufferization, an `fa4.attention` whose O (or LSE) came from a
+    `tensor.empty` writes into a `memref.alloc` of its function, which the
+    function returns. A kernel's buffers are its parameters: this pass
+    replaces such an allocation with a new argument appended to the
+    function, removes it from the function's results, and leaves every other
+    use of the allocation on the new argument. An allocation that the
+    function does anything else with than hand to fa4.attention and return
+    is left alone (and fa4-tile then says which operand is not an argument).
+
+    Requires: bufferized IR. Guarantees: each such destination is an
+    argument of the function; the function returns what it returned before,
+    minus those buffers.
+  }];
+  let dependentDialects = ["::mlir::memref::MemRefDialect"];
+}
+
 def FA4TileAttention : Pass<"fa4-tile", "::mlir::func::FuncOp"> {
   let summary = "lower fa4.attention (level A) to the FlashAttention tile program (level B)";
   let description = [{
