@@ -184,6 +184,9 @@ def attention(q, k, v, causal: bool = False,
     This is the ``torch.ops.fa4.attention`` custom op, so ``torch.compile``
     traces through it.
     """
+    if importlib.util.find_spec("torch") is None:
+        raise ImportError("fa4.attention takes torch tensors: install torch "
+                          "(fa4.compile and Kernel work without it)")
     from . import _torch
     return _torch.attention(q, k, v, causal, window, softcap, scale,
                             return_lse)
