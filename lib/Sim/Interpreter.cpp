@@ -10,6 +10,7 @@
 
 #include "fa4/Dialect/FA4/IR/FA4Ops.h"
 #include "fa4/Support/TileScheduler.h"
+#include "fa4/Transforms/MaskAnalysis.h"
 #include "fa4/Transforms/TileConfig.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -184,7 +185,8 @@ bool Interpreter::runFunction(Block &entry, std::string &error) {
   // Every op binds its results, so only an argument that fa4.spec does not
   // name can be read unbound; check those once, before anything runs.
   for (BlockArgument argument : entry.getArguments()) {
-    if (values.count(argument) || argument.use_empty())
+    if (values.count(argument) || extras.count(argument) ||
+        argument.use_empty())
       continue;
     OpOperand &use = *argument.use_begin();
     error = "operand #" + std::to_string(use.getOperandNumber()) + " of '" +
@@ -214,7 +216,8 @@ bool Interpreter::checkOperands(Operation *op, std::string &error) {
     else if (isa<RankedTensorType>(type))
       holds = value && std::holds_alternative<std::shared_ptr<Tile>>(*value);
     else if (isa<MemRefType>(type))
-      holds = value && std::holds_alternative<Buffer *>(*value);
+      holds = (value && std::holds_alternative<Buffer *>(*value)) ||
+              extras.count(operand.get());
     if (!holds) {
       error = "operand #" + std::to_string(operand.getOperandNumber()) +
               " of " + nameOf(op) + " has no value";
@@ -231,6 +234,32 @@ bool Interpreter::checkOperands(Operation *op, std::string &error) {
     }
   }
   return true;
+}
+
+const Interpreter::Mod *Interpreter::mod(Operation *op, Region &region,
+                                          ValueRange extraOperands, bool isMask,
+                                          std::string &error) {
+  std::shared_ptr<Mod> &cached = mods[op];
+  if (cached)
+    return cached.get();
+  auto compiled = std::make_shared<Mod>();
+  compiled->program = ModProgram::compile(region, error);
+  if (!compiled->program)
+    return nullptr;
+  for (Value extra : extraOperands) {
+    const ModBuffer *buffer = extras.lookup(extra);
+    if (!buffer) {
+      error = "'" + op->getName().getStringRef().str() +
+              "' reads an extra that is not a bound argument of the kernel";
+      return nullptr;
+    }
+    compiled->extras.push_back(buffer);
+  }
+  if (auto mask = dyn_cast<MaskOp>(op); mask && isMask)
+    compiled->bounds = maskBounds(mask.getMask(), mask.getWindowLeft(),
+                                  mask.getWindowRight(), region);
+  cached = std::move(compiled);
+  return cached.get();
 }
 
 const TileScheduler &Interpreter::scheduler(const TaskGridShape &shape,
@@ -416,11 +445,15 @@ bool Interpreter::execute(Operation *op, std::string &error) {
       // The tile program.
       .Case([&](KvBlockRangeOp range) {
         int64_t seqQ = index(range.getSeqQ()), seqK = index(range.getSeqK());
+        MaskModBounds bounds =
+            maskBounds(range.getMask(), range.getWindowLeft(),
+                       range.getWindowRight(), range.getMaskMod());
         KvBlockRange blocks = kvBlockRange(
-            maskBandFor(range.getMask(), range.getWindowLeft(),
-                        range.getWindowRight()),
-            index(range.getRowBegin()), range.getRows(), range.getGqaRatio(),
-            range.getBlockN(), seqQ, seqK);
+            bounds.bounds, index(range.getRowBegin()), range.getRows(),
+            range.getGqaRatio(), range.getBlockN(), seqQ, seqK);
+        // A predicate that is not all affine is evaluated in every block.
+        if (!bounds.exact)
+          blocks.fullBegin = blocks.fullEnd = blocks.begin;
         values[range.getBegin()] = blocks.begin;
         values[range.getFullBegin()] = blocks.fullBegin;
         values[range.getFullEnd()] = blocks.fullEnd;
@@ -543,19 +576,79 @@ bool Interpreter::execute(Operation *op, std::string &error) {
         setTile(softcap.getResult(), result);
         return true;
       })
-      .Case([&](MaskOp mask) {
+      .Case([&](ScoreModOp scoreMod) -> bool {
+        const Mod *program = mod(op, scoreMod.getBody(), scoreMod.getExtras(),
+                                 /*isMask=*/false, error);
+        if (!program)
+          return false;
+        auto result = std::make_shared<Tile>(tile(scoreMod.getScores()));
+        int64_t rows = result->shape[0], cols = result->shape[1];
+        int64_t row = index(scoreMod.getRow()), col = index(scoreMod.getCol());
+        int64_t seqQ = index(scoreMod.getSeqQ()), seqK = index(scoreMod.getSeqK());
+        int64_t batch = index(scoreMod.getBatch()), head = index(scoreMod.getHead());
+        int64_t ratio = scoreMod.getGqaRatio();
+        float scale = scoreMod.getScale().convertToFloat();
+        for (int64_t r = 0; r < rows; ++r) {
+          PackedRow packed = unpackRow(row + r, ratio);
+          for (int64_t c = 0; c < cols; ++c) {
+            float &s = result->data[r * cols + c];
+            s *= scale;
+            if (packed.seqPos >= seqQ || col + c >= seqK)
+              continue;
+            double value;
+            double arguments[] = {s, double(batch),
+                                  double(head * ratio + packed.headInGroup),
+                                  double(packed.seqPos), double(col + c)};
+            if (!program->program->run(arguments, program->extras,
+                                       /*rounded=*/true, value, error))
+              return false;
+            s = static_cast<float>(value);
+          }
+        }
+        setTile(scoreMod.getResult(), result);
+        return true;
+      })
+      .Case([&](MaskOp mask) -> bool {
+        const Mod *program = nullptr;
+        MaskModBounds bounds;
+        bounds.bounds = KeyBounds::band(maskBandFor(
+            mask.getMask(), mask.getWindowLeft(), mask.getWindowRight()));
+        if (!mask.getMaskMod().empty()) {
+          program = mod(op, mask.getMaskMod(), mask.getExtras(),
+                        /*isMask=*/true, error);
+          if (!program)
+            return false;
+          bounds = program->bounds;
+        }
         auto result = std::make_shared<Tile>(tile(mask.getScores()));
         int64_t rows = result->shape[0], cols = result->shape[1];
         int64_t row = index(mask.getRow()), col = index(mask.getCol());
         int64_t seqQ = index(mask.getSeqQ()), seqK = index(mask.getSeqK());
-        MaskBand band = maskBandFor(mask.getMask(), mask.getWindowLeft(),
-                                    mask.getWindowRight());
+        int64_t ratio = mask.getGqaRatio();
+        int64_t batch = program ? index(mask.getBatch()) : 0;
+        int64_t head = program ? index(mask.getHead()) : 0;
         for (int64_t r = 0; r < rows; ++r) {
-          int64_t seqPos = unpackRow(row + r, mask.getGqaRatio()).seqPos;
-          IndexRange keys = visibleKeys(band, seqPos, seqQ, seqK);
-          for (int64_t c = 0; c < cols; ++c)
-            if (col + c < keys.begin || col + c >= keys.end)
-              result->data[r * cols + c] = kMinusInf;
+          PackedRow packed = unpackRow(row + r, ratio);
+          IndexRange keys = visibleKeys(bounds.bounds, packed.seqPos, seqQ, seqK);
+          for (int64_t c = 0; c < cols; ++c) {
+            float &s = result->data[r * cols + c];
+            if (col + c < keys.begin || col + c >= keys.end) {
+              s = kMinusInf;
+              continue;
+            }
+            // Only a predicate the bounds do not capture runs per element.
+            if (!program || bounds.exact || packed.seqPos >= seqQ)
+              continue;
+            double visible;
+            double arguments[] = {double(batch),
+                                  double(head * ratio + packed.headInGroup),
+                                  double(packed.seqPos), double(col + c)};
+            if (!program->program->run(arguments, program->extras,
+                                       /*rounded=*/true, visible, error))
+              return false;
+            if (visible == 0.0)
+              s = kMinusInf;
+          }
         }
         setTile(mask.getResult(), result);
         return true;

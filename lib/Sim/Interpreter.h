@@ -3,10 +3,13 @@
 #ifndef FA4_LIB_SIM_INTERPRETER_H
 #define FA4_LIB_SIM_INTERPRETER_H
 
+#include "ModProgram.h"
 #include "fa4/Support/TileScheduler.h"
+#include "fa4/Transforms/MaskAnalysis.h"
 
 #include "mlir/IR/Types.h"
 #include "mlir/IR/Value.h"
+#include "mlir/IR/ValueRange.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/SmallVector.h"
 
@@ -20,6 +23,7 @@
 namespace mlir {
 class Block;
 class Operation;
+class Region;
 } // namespace mlir
 
 namespace mlir::fa4::sim {
@@ -107,6 +111,8 @@ public:
 class Interpreter {
 public:
   void bind(Value value, Buffer *buffer) { values[value] = buffer; }
+  /// An extra operand the mod regions read.
+  void bindExtra(Value value, const ModBuffer *buffer) { extras[value] = buffer; }
   void setHook(OpHook *newHook) { hook = newHook; }
   void setBudget(StepBudget *newBudget) { budget = newBudget; }
   /// Only one role of a CTA counts the KV blocks; the others repeat them.
@@ -144,7 +150,19 @@ private:
   const TileScheduler &scheduler(const TaskGridShape &shape,
                                  TileScheduler::Order order);
 
+  /// A mod region, compiled once per op; its extras' buffers; for a
+  /// mask_mod, the bounds its affine part gives.
+  struct Mod {
+    std::unique_ptr<ModProgram> program;
+    llvm::SmallVector<const ModBuffer *, 2> extras;
+    MaskModBounds bounds;
+  };
+  const Mod *mod(Operation *op, Region &region, ValueRange extraOperands,
+                 bool isMask, std::string &error);
+
   llvm::DenseMap<Value, RuntimeValue> values;
+  llvm::DenseMap<Value, const ModBuffer *> extras;
+  llvm::DenseMap<Operation *, std::shared_ptr<Mod>> mods;
   InterpreterStats stats;
   OpHook *hook = nullptr;
   StepBudget *budget = nullptr;

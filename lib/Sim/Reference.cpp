@@ -13,7 +13,10 @@ namespace mlir::fa4::sim {
 
 /// Whether query i may see key j, straight from the definition: causal and
 /// windows are aligned to the bottom-right corner of the score matrix.
-static bool isVisible(const Problem &p, int64_t i, int64_t j) {
+static bool isVisible(const Problem &p, int64_t b, int64_t h, int64_t i,
+                      int64_t j) {
+  if (p.maskMod && !p.maskMod(b, h, i, j))
+    return false;
   int64_t diagonal = i + p.seqK - p.seqQ;
   if (p.causal && j > diagonal)
     return false;
@@ -43,7 +46,7 @@ void referenceAttention(const Problem &p, const std::vector<float> &q,
         const float *qRow = &q[((b * p.seqQ + i) * p.qHeads + h) * d];
         double maxScore = -std::numeric_limits<double>::infinity();
         for (int64_t j = 0; j < p.seqK; ++j) {
-          if (!isVisible(p, i, j)) {
+          if (!isVisible(p, b, h, i, j)) {
             scores[j] = -std::numeric_limits<double>::infinity();
             continue;
           }
@@ -54,6 +57,8 @@ void referenceAttention(const Problem &p, const std::vector<float> &q,
           double s = dot * p.scale;
           if (p.softcap > 0.0)
             s = p.softcap * std::tanh(s / p.softcap);
+          if (p.scoreMod)
+            s = p.scoreMod(s, b, h, i, j);
           scores[j] = s;
           maxScore = std::max(maxScore, s);
         }
@@ -103,7 +108,7 @@ void lowPrecisionAttention(const Problem &p, bool bf16,
         float maxScore = kMinusInf;
         for (int64_t j = 0; j < p.seqK; ++j) {
           scores[j] = kMinusInf;
-          if (!isVisible(p, i, j))
+          if (!isVisible(p, b, h, i, j))
             continue;
           const float *kRow = &k[((b * p.seqK + j) * p.kvHeads + kvHead) * d];
           // Eight partial sums, as a blocked float32 dot product keeps them
@@ -121,6 +126,8 @@ void lowPrecisionAttention(const Problem &p, bool bf16,
           float s = dot * scale;
           if (softcap > 0.0f)
             s = softcap * std::tanh(s / softcap);
+          if (p.scoreMod)
+            s = static_cast<float>(p.scoreMod(s, b, h, i, j));
           scores[j] = s;
           maxScore = std::max(maxScore, s);
         }

@@ -8,38 +8,146 @@
 
 namespace mlir::fa4 {
 
-IndexRange visibleKeys(MaskBand band, int64_t queryPos, int64_t seqQ,
+KeyBound KeyBound::diagonal(int64_t offset, bool bottomRight) {
+  KeyBound bound;
+  bound.kind = Kind::Diagonal;
+  bound.offset = offset;
+  bound.bottomRight = bottomRight;
+  return bound;
+}
+
+KeyBound KeyBound::chunkStart(int64_t chunk, int64_t offset) {
+  KeyBound bound;
+  bound.kind = Kind::Chunk;
+  bound.chunk = chunk;
+  bound.offset = offset;
+  return bound;
+}
+
+KeyBound KeyBound::constant(int64_t offset) {
+  KeyBound bound;
+  bound.offset = offset;
+  return bound;
+}
+
+KeyBound KeyBound::min(KeyBound a, KeyBound b) {
+  if (a == b)
+    return a;
+  KeyBound bound;
+  bound.kind = Kind::Min;
+  bound.operands = {std::move(a), std::move(b)};
+  return bound;
+}
+
+KeyBound KeyBound::max(KeyBound a, KeyBound b) {
+  if (a == b)
+    return a;
+  KeyBound bound;
+  bound.kind = Kind::Max;
+  bound.operands = {std::move(a), std::move(b)};
+  return bound;
+}
+
+int64_t KeyBound::evaluate(int64_t queryPos, int64_t seqQ, int64_t seqK) const {
+  switch (kind) {
+  case Kind::Diagonal:
+    return queryPos + offset + (bottomRight ? seqK - seqQ : 0);
+  case Kind::Chunk:
+    return floorDiv(queryPos, chunk) * chunk + offset;
+  case Kind::Constant:
+    return offset;
+  case Kind::Min:
+  case Kind::Max: {
+    int64_t result = operands.front().evaluate(queryPos, seqQ, seqK);
+    for (const KeyBound &operand : operands) {
+      int64_t value = operand.evaluate(queryPos, seqQ, seqK);
+      result = kind == Kind::Min ? std::min(result, value)
+                                 : std::max(result, value);
+    }
+    return result;
+  }
+  }
+  return offset;
+}
+
+bool KeyBound::operator==(const KeyBound &other) const {
+  if (kind != other.kind || offset != other.offset || operands != other.operands)
+    return false;
+  if (kind == Kind::Chunk && chunk != other.chunk)
+    return false;
+  return kind != Kind::Diagonal || bottomRight == other.bottomRight;
+}
+
+KeyBounds KeyBounds::band(MaskBand band) {
+  KeyBounds bounds;
+  if (band.left >= 0)
+    bounds.lower = KeyBound::diagonal(-band.left, /*bottomRight=*/true);
+  if (band.right >= 0)
+    bounds.upper = KeyBound::diagonal(band.right, /*bottomRight=*/true);
+  return bounds;
+}
+
+KeyBounds KeyBounds::intersect(const KeyBounds &other) const {
+  KeyBounds result;
+  auto both = [](const std::optional<KeyBound> &a,
+                 const std::optional<KeyBound> &b, bool lower) {
+    if (!a)
+      return b;
+    if (!b)
+      return a;
+    return std::optional<KeyBound>(lower ? KeyBound::max(*a, *b)
+                                         : KeyBound::min(*a, *b));
+  };
+  result.lower = both(lower, other.lower, /*lower=*/true);
+  result.upper = both(upper, other.upper, /*lower=*/false);
+  return result;
+}
+
+IndexRange visibleKeys(const KeyBounds &bounds, int64_t queryPos, int64_t seqQ,
                        int64_t seqK) {
-  // Bottom-right alignment: the last query sits on the last key.
-  int64_t diagonal = queryPos + seqK - seqQ;
-  int64_t begin = band.left < 0 ? 0 : std::max<int64_t>(0, diagonal - band.left);
-  int64_t end =
-      band.right < 0 ? seqK : std::min<int64_t>(seqK, diagonal + band.right + 1);
+  int64_t begin = 0, end = seqK;
+  if (bounds.lower)
+    begin = std::max<int64_t>(0, bounds.lower->evaluate(queryPos, seqQ, seqK));
+  if (bounds.upper)
+    end = std::min<int64_t>(seqK,
+                            bounds.upper->evaluate(queryPos, seqQ, seqK) + 1);
   return {begin, std::max(begin, end)};
 }
 
-KvBlockRange kvBlockRange(MaskBand band, int64_t rowBegin, int64_t rows,
-                          int64_t gqaRatio, int64_t blockN, int64_t seqQ,
-                          int64_t seqK) {
+IndexRange visibleKeys(MaskBand band, int64_t queryPos, int64_t seqQ,
+                       int64_t seqK) {
+  return visibleKeys(KeyBounds::band(band), queryPos, seqQ, seqK);
+}
+
+KvBlockRange kvBlockRange(const KeyBounds &bounds, int64_t rowBegin,
+                          int64_t rows, int64_t gqaRatio, int64_t blockN,
+                          int64_t seqQ, int64_t seqK) {
   int64_t firstPos = rowBegin / gqaRatio;
   int64_t lastPos = std::min(seqQ - 1, (rowBegin + rows - 1) / gqaRatio);
   if (seqK <= 0 || firstPos > lastPos)
     return {};
-  // Both ends of the visible band move right (never left) as the query
-  // position grows, so the first and the last row bound every other row.
-  IndexRange first = visibleKeys(band, firstPos, seqQ, seqK);
-  IndexRange last = visibleKeys(band, lastPos, seqQ, seqK);
+  // Both bounds move right (never left) as the query position grows, so the
+  // first and the last row bound every other row.
+  IndexRange first = visibleKeys(bounds, firstPos, seqQ, seqK);
+  IndexRange last = visibleKeys(bounds, lastPos, seqQ, seqK);
   if (last.end <= first.begin)
     return {};
   KvBlockRange range;
   range.begin = first.begin / blockN;
   range.end = ceilDiv(last.end, blockN);
   // A block is whole for every row when it starts at or after the largest
-  // band start and ends at or before the smallest band end. A row that sees
-  // nothing has start == end, which leaves no block whole.
+  // start and ends at or before the smallest end. A row that sees nothing
+  // has start == end, which leaves no block whole.
   range.fullBegin = std::clamp(ceilDiv(last.begin, blockN), range.begin, range.end);
   range.fullEnd = std::clamp(first.end / blockN, range.fullBegin, range.end);
   return range;
+}
+
+KvBlockRange kvBlockRange(MaskBand band, int64_t rowBegin, int64_t rows,
+                          int64_t gqaRatio, int64_t blockN, int64_t seqQ,
+                          int64_t seqK) {
+  return kvBlockRange(KeyBounds::band(band), rowBegin, rows, gqaRatio, blockN,
+                      seqQ, seqK);
 }
 
 static uint32_t bitsOf(float value) {

@@ -62,7 +62,7 @@ OwningOpRef<ModuleOp> fa4::buildVariantModule(MLIRContext &context,
   AttentionOp::create(
       b, loc, body->getArgument(0), body->getArgument(1), body->getArgument(2),
       body->getArgument(3), variant.lse ? body->getArgument(4) : Value(),
-      MaskKindAttr::get(&context, variant.mask),
+      /*extras=*/ValueRange(), MaskKindAttr::get(&context, variant.mask),
       b.getI64IntegerAttr(variant.windowLeft), b.getI64IntegerAttr(variant.windowRight),
       variant.scale ? b.getF32FloatAttr(*variant.scale) : FloatAttr(),
       b.getF32FloatAttr(variant.softcap));

@@ -50,6 +50,7 @@ struct TileProgram {
   NormalizeOp normalize;
   MaskOp mask;       // null without a mask
   SoftcapOp softcap; // null without a softcap
+  ScoreModOp scoreMod; // null without a score_mod
   StoreLseTileOp lseStore; // null without an LSE output
   SmallVector<Value, 5> arguments;
 };
@@ -376,6 +377,17 @@ void RoleProgramBuilder::buildSoftmaxRole(const TaskState &task, int stage) {
           mapping.map(softcap.getScores(), s);
           s = b.clone(*softcap, mapping)->getResult(0);
         }
+        if (ScoreModOp scoreMod = program.scoreMod) {
+          IRMapping mapping;
+          mapping.map(scoreMod.getScores(), s);
+          mapping.map(scoreMod.getBatch(), task.batch);
+          mapping.map(scoreMod.getHead(), task.kvHead);
+          mapping.map(scoreMod.getRow(), task.qRow[stage]);
+          mapping.map(scoreMod.getCol(), keyOf(task, k));
+          mapping.map(scoreMod.getSeqQ(), seqQ);
+          mapping.map(scoreMod.getSeqK(), seqK);
+          s = b.clone(*scoreMod, mapping)->getResult(0);
+        }
         if (MaskOp mask = program.mask) {
           // Only blocks straddling the band's edges pay for the mask.
           Value blockIndex = sub(sub(task.end, index(1)), k);
@@ -392,6 +404,10 @@ void RoleProgramBuilder::buildSoftmaxRole(const TaskState &task, int stage) {
             mapping.map(mask.getCol(), keyOf(task, k));
             mapping.map(mask.getSeqQ(), seqQ);
             mapping.map(mask.getSeqK(), seqK);
+            if (mask.getBatch()) {
+              mapping.map(mask.getBatch(), task.batch);
+              mapping.map(mask.getHead(), task.kvHead);
+            }
             scf::YieldOp::create(b, loc, b.clone(*mask, mapping)->getResult(0));
             b.setInsertionPointToStart(branch.elseBlock());
             scf::YieldOp::create(b, loc, s);
@@ -586,6 +602,9 @@ struct AssignWarpRolesPass
         program.mask = mask;
       else if (auto softcap = dyn_cast<SoftcapOp>(op); softcap && !program.softcap)
         program.softcap = softcap;
+      else if (auto scoreMod = dyn_cast<ScoreModOp>(op);
+               scoreMod && !program.scoreMod)
+        program.scoreMod = scoreMod;
       else if (auto store = dyn_cast<StoreLseTileOp>(op); store && !program.lseStore)
         program.lseStore = store;
     });

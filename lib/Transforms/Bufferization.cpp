@@ -43,6 +43,11 @@ struct AttentionOpInterface
     auto attention = cast<AttentionOp>(op);
     SmallVector<Value> buffers;
     for (Value operand : op->getOperands()) {
+      // The extras are memrefs already.
+      if (!isa<TensorType>(operand.getType())) {
+        buffers.push_back(operand);
+        continue;
+      }
       FailureOr<Value> buffer = bufferization::getBuffer(rewriter, operand, options, state);
       if (failed(buffer))
         return failure();
@@ -53,10 +58,13 @@ struct AttentionOpInterface
     memrefForm.addOperands(buffers);
     memrefForm.addAttributes(attention->getAttrs());
     memrefForm.propertiesAttr = attention->getPropertiesAsAttribute();
+    for (Region &region : op->getRegions())
+      memrefForm.addRegion()->takeBody(region);
     rewriter.create(memrefForm);
     // The results are the destinations' buffers: O, then the LSE.
     bufferization::replaceOpWithBufferizedValues(
-        rewriter, op, ArrayRef<Value>(buffers).drop_front(3));
+        rewriter, op,
+        ArrayRef<Value>(buffers).slice(3, attention.getLse() ? 2 : 1));
     return success();
   }
 };

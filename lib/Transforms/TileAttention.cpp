@@ -15,6 +15,7 @@
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/Builders.h"
+#include "mlir/IR/IRMapping.h"
 
 #include <limits>
 
@@ -75,7 +76,8 @@ private:
   /// One KV block for one Q tile: the body of FlashAttention.
   QTileState buildBlockStep(OpBuilder &body, QTileState state, Value qTile,
                             Value qRow, Value kTile, Value vTile, Value kvCol,
-                            bool masked, Value seqQ, Value seqK);
+                            bool masked, Value batch, Value head, Value seqQ,
+                            Value seqK);
 
   AttentionOp op;
   const TileConfig &config;
@@ -135,6 +137,9 @@ void TileProgramBuilder::buildTask(Value batch, Value head, Value mBlock,
   auto range = KvBlockRangeOp::create(b,
       loc, indexType, indexType, indexType, indexType, taskRow, seqQ, seqK, TileConfig::kRowsPerTask, TileConfig::kBlockN,
       config.gqaRatio, config.mask, config.windowLeft, config.windowRight);
+  // The range reads the mask_mod's affine part; the region is not run there.
+  IRMapping none;
+  op.getMaskMod().cloneInto(&range.getMaskMod(), none);
 
   Value minusInf = splat(rowType, -std::numeric_limits<float>::infinity());
   Value zeroRow = splat(rowType, 0.0f);
@@ -196,7 +201,7 @@ SmallVector<QTileState> TileProgramBuilder::buildKvLoop(
                            carried[3 * stage + 2]};
           QTileState next =
               buildBlockStep(body, state, qTile, qRows[stage], kTile, vTile,
-                             kvCol, masked, seqQ, seqK);
+                             kvCol, masked, batch, head, seqQ, seqK);
           yielded.append({next.rowMax, next.rowSum, next.acc});
         }
         scf::YieldOp::create(body, loc, yielded);
@@ -214,6 +219,7 @@ QTileState TileProgramBuilder::buildBlockStep(OpBuilder &body, QTileState state,
                                               Value qTile, Value qRow,
                                               Value kTile, Value vTile,
                                               Value kvCol, bool masked,
+                                              Value batch, Value head,
                                               Value seqQ, Value seqK) {
   Type element = getElementTypeOrSelf(qTile.getType());
   auto scoreType = RankedTensorType::get(
@@ -225,12 +231,27 @@ QTileState TileProgramBuilder::buildBlockStep(OpBuilder &body, QTileState state,
   if (config.softcap > 0.0f)
     scores = SoftcapOp::create(body, loc, scoreType, scores, APFloat(config.softcap),
                                     APFloat(config.scale));
+  IRMapping none;
+  if (config.scoreMod) {
+    auto mod = ScoreModOp::create(body, loc, scoreType, scores, batch, head,
+                                  qRow, kvCol, seqQ, seqK, op.getExtras(),
+                                  config.gqaRatio,
+                                  APFloat(config.scale));
+    op.getScoreMod().cloneInto(&mod.getBody(), none);
+    scores = mod;
+  }
   // Masked columns become -inf before the softmax, so neither the row max nor
   // the row sum ever sees them.
-  if (masked)
-    scores = MaskOp::create(body, loc, scoreType, scores, qRow, kvCol, seqQ, seqK,
-                                 config.gqaRatio, config.mask,
-                                 config.windowLeft, config.windowRight);
+  if (masked) {
+    bool maskMod = !op.getMaskMod().empty();
+    auto mask = MaskOp::create(
+        body, loc, scoreType, scores, qRow, kvCol, seqQ, seqK,
+        maskMod ? batch : Value(), maskMod ? head : Value(),
+        maskMod ? ValueRange(op.getExtras()) : ValueRange(), config.gqaRatio,
+        config.mask, config.windowLeft, config.windowRight);
+    op.getMaskMod().cloneInto(&mask.getMaskMod(), none);
+    scores = mask;
+  }
   auto softmax = OnlineSoftmaxOp::create(body,
       loc, probType, state.rowMax.getType(), state.rowSum.getType(),
       state.rowMax.getType(), scores, state.rowMax, state.rowSum,
@@ -246,9 +267,12 @@ QTileState TileProgramBuilder::buildBlockStep(OpBuilder &body, QTileState state,
 /// the later levels once the op itself is gone.
 static DictionaryAttr buildSpec(AttentionOp op, const TileConfig &config) {
   Builder b(op.getContext());
-  SmallVector<int64_t> argumentPositions;
-  for (Value operand : op->getOperands())
-    argumentPositions.push_back(cast<BlockArgument>(operand).getArgNumber());
+  SmallVector<int64_t> argumentPositions, extraPositions;
+  for (Value operand : {op.getQ(), op.getK(), op.getV(), op.getOut(), op.getLse()})
+    if (operand)
+      argumentPositions.push_back(cast<BlockArgument>(operand).getArgNumber());
+  for (Value extra : op.getExtras())
+    extraPositions.push_back(cast<BlockArgument>(extra).getArgNumber());
   SmallVector<NamedAttribute> entries = {
       b.getNamedAttr("mask", MaskKindAttr::get(b.getContext(), config.mask)),
       b.getNamedAttr("window_left", b.getI64IntegerAttr(config.windowLeft)),
@@ -256,7 +280,10 @@ static DictionaryAttr buildSpec(AttentionOp op, const TileConfig &config) {
       b.getNamedAttr("scale", b.getF32FloatAttr(config.scale)),
       b.getNamedAttr("softcap", b.getF32FloatAttr(config.softcap)),
       b.getNamedAttr("lse", b.getBoolAttr(static_cast<bool>(op.getLse()))),
-      b.getNamedAttr("arguments", b.getDenseI64ArrayAttr(argumentPositions))};
+      b.getNamedAttr("arguments", b.getDenseI64ArrayAttr(argumentPositions)),
+      b.getNamedAttr("extras", b.getDenseI64ArrayAttr(extraPositions)),
+      b.getNamedAttr("score_mod", b.getBoolAttr(config.scoreMod)),
+      b.getNamedAttr("mask_mod", b.getBoolAttr(!op.getMaskMod().empty()))};
   return b.getDictionaryAttr(entries);
 }
 

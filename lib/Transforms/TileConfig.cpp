@@ -41,8 +41,14 @@ TileConfig TileConfig::get(int64_t headDim, int64_t numQueryHeads,
 }
 
 TileConfig TileConfig::get(AttentionOp op, double rescaleThreshold) {
-  return get(op.getHeadDim(), op.getNumQueryHeads(), op.getNumKvHeads(),
-             op.getMask(), op.getWindowLeft(), op.getWindowRight(),
-             op.getEffectiveScale(), op.getSoftcap().convertToFloat(),
-             rescaleThreshold);
+  TileConfig config =
+      get(op.getHeadDim(), op.getNumQueryHeads(), op.getNumKvHeads(),
+          op.getMask(), op.getWindowLeft(), op.getWindowRight(),
+          op.getEffectiveScale(), op.getSoftcap().convertToFloat(),
+          rescaleThreshold);
+  if (!op.getScoreMod().empty()) {
+    config.scoreMod = true;
+    config.scaleLog2 = static_cast<float>(kLog2E);
+  }
+  return config;
 }

@@ -14,6 +14,7 @@
 #include "fa4/Runtime/Launch.h"
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 namespace mlir::fa4::sim {
@@ -36,6 +37,13 @@ struct Problem {
   int64_t windowLeft = -1, windowRight = -1;
   double scale = 1.0;
   double softcap = 0.0;
+  /// A score_mod: the new score of scaled score `s` at (batch, query head,
+  /// query position, key position). Applied after the softcap.
+  std::function<double(double s, int64_t b, int64_t h, int64_t i, int64_t j)>
+      scoreMod;
+  /// A mask_mod: whether query i of (batch, query head) may see key j, anded
+  /// with the mask above.
+  std::function<bool(int64_t b, int64_t h, int64_t i, int64_t j)> maskMod;
 };
 
 /// Q and O are [batch, seqQ, qHeads, headDim], K and V [batch, seqK, kvHeads,

@@ -9,6 +9,8 @@
 #define FA4_SUPPORT_ATTENTIONMATH_H
 
 #include <cstdint>
+#include <optional>
+#include <vector>
 
 namespace mlir::fa4 {
 
@@ -28,7 +30,52 @@ struct IndexRange {
   bool empty() const { return end <= begin; }
 };
 
+/// A function of the query position q that bounds the keys q may see. Every
+/// form is non-decreasing in q, which is what lets the first and the last row
+/// of a tile bound every row between them:
+///   Diagonal  q + offset (+ seqK - seqQ when aligned to the bottom-right);
+///   Chunk     floor(q / chunk) * chunk + offset (the chunk q belongs to);
+///   Constant  offset;
+///   Min, Max  of the operands.
+struct KeyBound {
+  enum class Kind { Diagonal, Chunk, Constant, Min, Max };
+  Kind kind = Kind::Constant;
+  int64_t offset = 0;
+  int64_t chunk = 1;
+  bool bottomRight = false;
+  std::vector<KeyBound> operands;
+
+  static KeyBound diagonal(int64_t offset, bool bottomRight = false);
+  static KeyBound chunkStart(int64_t chunk, int64_t offset);
+  static KeyBound constant(int64_t offset);
+  static KeyBound min(KeyBound a, KeyBound b);
+  static KeyBound max(KeyBound a, KeyBound b);
+
+  int64_t evaluate(int64_t queryPos, int64_t seqQ, int64_t seqK) const;
+  bool operator==(const KeyBound &other) const;
+  bool operator!=(const KeyBound &other) const { return !(*this == other); }
+};
+
+/// The keys a query position sees as one interval [lower(q), upper(q)] (both
+/// inclusive; an absent bound leaves that side open), clamped to [0, seqK).
+/// Attribute masks (causal, window) and the affine part of a mask_mod region
+/// both come down to this; it is what block ranges and boundary masks read.
+struct KeyBounds {
+  std::optional<KeyBound> lower, upper;
+
+  /// The band around the bottom-right aligned diagonal.
+  static KeyBounds band(MaskBand band);
+  /// Keys both bounds admit.
+  KeyBounds intersect(const KeyBounds &other) const;
+  bool unbounded() const { return !lower && !upper; }
+  bool operator==(const KeyBounds &other) const {
+    return lower == other.lower && upper == other.upper;
+  }
+};
+
 /// The keys query position `queryPos` may attend to, clamped to [0, seqK).
+IndexRange visibleKeys(const KeyBounds &bounds, int64_t queryPos, int64_t seqQ,
+                       int64_t seqK);
 IndexRange visibleKeys(MaskBand band, int64_t queryPos, int64_t seqQ,
                        int64_t seqK);
 
@@ -55,6 +102,9 @@ struct KvBlockRange {
   int64_t fullEnd = 0;
   int64_t end = 0;
 };
+KvBlockRange kvBlockRange(const KeyBounds &bounds, int64_t rowBegin,
+                          int64_t rows, int64_t gqaRatio, int64_t blockN,
+                          int64_t seqQ, int64_t seqK);
 KvBlockRange kvBlockRange(MaskBand band, int64_t rowBegin, int64_t rows,
                           int64_t gqaRatio, int64_t blockN, int64_t seqQ,
                           int64_t seqK);

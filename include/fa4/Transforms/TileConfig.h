@@ -38,8 +38,11 @@ struct TileConfig {
   float scale = 1.0f;
   /// 0 when off; otherwise scores become softcap·tanh(score·scale/softcap).
   float softcap = 0.0f;
+  /// A score_mod region rewrites the scaled scores.
+  bool scoreMod = false;
   /// The one constant every exponential uses: exp(x·scale) = exp2(x·scaleLog2).
-  /// With a softcap the scale is applied inside the cap, leaving log2(e).
+  /// With a softcap or a score_mod the scale is applied before them, leaving
+  /// log2(e).
   float scaleLog2 = 1.0f;
   float rescaleThreshold = 8.0f;
 

@@ -96,6 +96,94 @@ static int64_t dimOf(Value value, unsigned index) {
   return cast<ShapedType>(value.getType()).getDimSize(index);
 }
 
+/// A score_mod or mask_mod body: one block taking `leading` and then one
+/// argument per extra, straight-line code whose only side effects are reads
+/// of the extras, capturing nothing from above, ending in an fa4.yield of
+/// `yielded`. `extras` null accepts any trailing memref arguments (the copy
+/// a kv_block_range analyses, which holds no extras).
+static LogicalResult verifyModRegion(Operation *op, Region &region,
+                                     StringRef name, ArrayRef<Type> leading,
+                                     std::optional<TypeRange> extras,
+                                     Type yielded) {
+  if (region.empty())
+    return success();
+  Block &body = region.front();
+  auto describe = [&]() {
+    std::string text;
+    llvm::raw_string_ostream os(text);
+    os << "(";
+    llvm::interleaveComma(leading, os);
+    os << (extras ? (extras->empty() ? "" : ", then the extras' types")
+                  : ", then the extras' memrefs")
+       << ")";
+    return text;
+  };
+  size_t expected = leading.size() + (extras ? extras->size() : 0);
+  if (extras ? body.getNumArguments() != expected
+             : body.getNumArguments() < expected)
+    return op->emitOpError() << name << " takes " << describe() << ", got "
+                             << body.getNumArguments() << " arguments";
+  for (auto [position, argument] : llvm::enumerate(body.getArguments())) {
+    Type want = position < leading.size()
+                    ? leading[position]
+                    : (extras ? (*extras)[position - leading.size()] : Type());
+    if (want ? argument.getType() != want
+             : !isa<MemRefType>(argument.getType()))
+      return op->emitOpError()
+             << name << " argument #" << position << " must be "
+             << (want ? want : Type()) << (want ? "" : "a memref") << " "
+             << describe() << ", got " << argument.getType();
+  }
+  for (Operation &inner : body) {
+    if (inner.getNumRegions())
+      return inner.emitOpError()
+             << "in a " << name
+             << " region: regions are straight-line code (use arith.select "
+                "for a choice)";
+    for (Value operand : inner.getOperands())
+      if (operand.getParentRegion() != &region)
+        return inner.emitOpError()
+               << "in a " << name
+               << " region uses a value defined outside it; pass tables as "
+                  "extras and rebuild constants inside the region";
+    if (isMemoryEffectFree(&inner))
+      continue;
+    auto effects = dyn_cast<MemoryEffectOpInterface>(&inner);
+    SmallVector<MemoryEffects::EffectInstance> instances;
+    if (effects)
+      effects.getEffects(instances);
+    bool onlyReadsExtras =
+        effects && llvm::all_of(instances, [&](auto &instance) {
+          auto argument = dyn_cast_or_null<BlockArgument>(instance.getValue());
+          return isa<MemoryEffects::Read>(instance.getEffect()) && argument &&
+                 argument.getOwner() == &body &&
+                 argument.getArgNumber() >= leading.size();
+        });
+    if (!onlyReadsExtras)
+      return inner.emitOpError()
+             << "in a " << name
+             << " region has side effects; a region may only read its extras";
+  }
+  auto yield = dyn_cast<YieldOp>(body.getTerminator());
+  if (!yield)
+    return op->emitOpError() << name << " must end in fa4.yield";
+  if (yield.getValue().getType() != yielded)
+    return yield.emitOpError() << "in a " << name << " region must yield "
+                               << yielded << ", got "
+                               << yield.getValue().getType();
+  return success();
+}
+
+/// The leading arguments of the two regions.
+static SmallVector<Type> scoreModArguments(MLIRContext *context) {
+  Type index = IndexType::get(context);
+  return {Float32Type::get(context), index, index, index, index};
+}
+static SmallVector<Type> maskModArguments(MLIRContext *context) {
+  Type index = IndexType::get(context);
+  return {index, index, index, index};
+}
+
 //===----------------------------------------------------------------------===//
 // AttentionOp
 //===----------------------------------------------------------------------===//
@@ -120,12 +208,14 @@ MutableOperandRange AttentionOp::getDpsInitsMutable() {
 }
 
 LogicalResult AttentionOp::inferReturnTypes(
-    MLIRContext *, std::optional<Location>, ValueRange operands, DictionaryAttr,
-    OpaqueProperties, RegionRange, SmallVectorImpl<Type> &inferred) {
+    MLIRContext *, std::optional<Location>, ValueRange operands,
+    DictionaryAttr attributes, OpaqueProperties properties, RegionRange regions,
+    SmallVectorImpl<Type> &inferred) {
   // On tensors, the results are the destinations' types (O, then the LSE);
   // on memrefs there are none.
-  for (Value destination : operands.drop_front(std::min<size_t>(3, operands.size())))
-    if (isa<RankedTensorType>(destination.getType()))
+  Adaptor adaptor(operands, attributes, properties, regions);
+  for (Value destination : {adaptor.getOut(), adaptor.getLse()})
+    if (destination && isa<RankedTensorType>(destination.getType()))
       inferred.push_back(destination.getType());
   return success();
 }
@@ -150,9 +240,10 @@ LogicalResult AttentionOp::verify() {
   std::pair<StringRef, Value> operands[] = {
       {"Q", getQ()}, {"K", getK()}, {"V", getV()}, {"O", getOut()}};
   bool onTensors = isa<RankedTensorType>(getQ().getType());
-  for (Value operand : op->getOperands())
-    if (isa<RankedTensorType>(operand.getType()) != onTensors)
-      return emitOpError() << "operands must be all memrefs or all tensors";
+  for (Value operand : {getQ(), getK(), getV(), getOut(), getLse()})
+    if (operand && isa<RankedTensorType>(operand.getType()) != onTensors)
+      return emitOpError()
+             << "Q, K, V, O and the LSE must be all memrefs or all tensors";
   for (auto [name, value] : operands) {
     auto shaped = cast<ShapedType>(value.getType());
     if (shaped.getRank() != 4)
@@ -273,6 +364,29 @@ LogicalResult AttentionOp::verify() {
     return emitOpError()
            << "softcap must be non-negative and finite (0 disables it), got "
            << formatNumber(softcap);
+  if (softcap > 0.0f && !getScoreMod().empty())
+    return emitOpError() << "has both a softcap and a score_mod; write the "
+                            "softcap in the score_mod region";
+  if (!getExtras().empty() && getScoreMod().empty() && getMaskMod().empty())
+    return emitOpError() << "has extras but no score_mod or mask_mod region "
+                            "to read them";
+  for (Value extra : getExtras()) {
+    auto type = cast<MemRefType>(extra.getType());
+    Type element = type.getElementType();
+    if (!type.getLayout().isIdentity() ||
+        !(element.isIntOrIndex() || isa<FloatType>(element)))
+      return emitOpError() << "extras must be row-major memrefs of integers "
+                              "or floats, got "
+                           << type;
+  }
+  TypeRange extras = getExtras().getTypes();
+  if (failed(verifyModRegion(op, getScoreMod(), "score_mod",
+                             scoreModArguments(getContext()), extras,
+                             Float32Type::get(getContext()))) ||
+      failed(verifyModRegion(op, getMaskMod(), "mask_mod",
+                             maskModArguments(getContext()), extras,
+                             IntegerType::get(getContext(), 1))))
+    return failure();
   return verifyMaskBounds(op, getMask(), getWindowLeft(), getWindowRight());
 }
 
@@ -281,6 +395,10 @@ LogicalResult AttentionOp::verify() {
 //===----------------------------------------------------------------------===//
 
 LogicalResult KvBlockRangeOp::verify() {
+  if (failed(verifyModRegion(getOperation(), getMaskMod(), "mask_mod",
+                             maskModArguments(getContext()), std::nullopt,
+                             IntegerType::get(getContext(), 1))))
+    return failure();
   return verifyMaskBounds(getOperation(), getMask(), getWindowLeft(),
                           getWindowRight());
 }
@@ -364,9 +482,31 @@ LogicalResult SoftcapOp::verify() {
   return verifyTile(getOperation(), "scores", getScores().getType(), 2, true);
 }
 
+LogicalResult ScoreModOp::verify() {
+  if (failed(verifyTile(getOperation(), "scores", getScores().getType(), 2,
+                        true)))
+    return failure();
+  return verifyModRegion(getOperation(), getBody(), "score_mod",
+                         scoreModArguments(getContext()),
+                         TypeRange(getExtras().getTypes()),
+                         Float32Type::get(getContext()));
+}
+
 LogicalResult MaskOp::verify() {
   if (failed(verifyTile(getOperation(), "scores", getScores().getType(), 2,
                         true)))
+    return failure();
+  bool hasRegion = !getMaskMod().empty();
+  if (hasRegion != static_cast<bool>(getBatch()) ||
+      static_cast<bool>(getBatch()) != static_cast<bool>(getHead()))
+    return emitOpError() << "takes the task's batch and head (`at %b, %h`) "
+                            "exactly when it has a mask_mod region";
+  if (!hasRegion && !getExtras().empty())
+    return emitOpError() << "has extras but no mask_mod region";
+  if (failed(verifyModRegion(getOperation(), getMaskMod(), "mask_mod",
+                             maskModArguments(getContext()),
+                             TypeRange(getExtras().getTypes()),
+                             IntegerType::get(getContext(), 1))))
     return failure();
   return verifyMaskBounds(getOperation(), getMask(), getWindowLeft(),
                           getWindowRight());

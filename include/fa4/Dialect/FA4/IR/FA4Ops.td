@@ -30,6 +30,7 @@ def FA4_RowVector : 1DTensorOf<[F32]>;
 //===----------------------------------------------------------------------===//
 
 def FA4_AttentionOp : FA4_Op<"attention", [
+    AttrSizedOperandSegments,
     DeclareOpInterfaceMethods<MemoryEffectsOpInterface>,
     DeclareOpInterfaceMethods<InferTypeOpInterface>,
     DestinationStyleOpInterface]> {
@@ -57,11 +58,44 @@ def FA4_AttentionOp : FA4_Op<"attention", [
     * `lse`: when present, receives the natural-log log-sum-exp of each row,
       `[batch, q_heads, seq_q]` in f32; a row that sees no key gets `-inf` and
       an all-zero output.
+    * `score_mod` (a region): rewrites each scaled score before the softmax,
+      as FlexAttention's `score_mod`. Its block takes `(score: f32, batch,
+      q_head, q_idx, kv_idx: index)` and then the extras, and yields the new
+      f32 score with `fa4.yield`. With a score_mod the softcap attribute must
+      be 0 (write the cap in the region).
+    * `mask_mod` (a region): `(batch, q_head, q_idx, kv_idx: index)` and the
+      extras, yielding `i1`: true where the query may see the key. It is
+      anded with `mask`. Its indices are plain positions (top-left aligned,
+      as FlexAttention's). Where the predicate is affine in `q_idx` and
+      `kv_idx` (causal, windows, prefix-LM, chunks, conjunctions of them) the
+      compiler derives which KV blocks are fully masked, fully visible or
+      partial; any other part is evaluated element by element.
+    * `extras`: memrefs the regions read with `memref.load` (bias tables,
+      per-head slopes, document ids). Regions are straight-line code free of
+      side effects other than those loads, and capture nothing from above:
+      an extra reaches them as a block argument.
 
     ```mlir
     fa4.attention %q, %k, %v -> %o, lse %lse {mask = #fa4.mask<causal>}
         : memref<?x?x32x128xf16>, memref<?x?x8x128xf16>, memref<?x?x8x128xf16>
         -> memref<?x?x32x128xf16>, memref<?x32x?xf32>
+    ```
+
+    ```mlir
+    fa4.attention %q, %k, %v -> %o extras(%slopes : memref<32xf32>)
+        : memref<?x?x32x128xf16>, memref<?x?x8x128xf16>, memref<?x?x8x128xf16>
+        -> memref<?x?x32x128xf16>
+    score_mod {
+    ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index,
+         %slope_table: memref<32xf32>):
+      %slope = memref.load %slope_table[%h] : memref<32xf32>
+      %d = arith.subi %j, %i : index
+      %di = arith.index_cast %d : index to i64
+      %df = arith.sitofp %di : i64 to f32
+      %bias = arith.mulf %slope, %df : f32
+      %r = arith.addf %s, %bias : f32
+      fa4.yield %r : f32
+    }
     ```
 
     On tensors the op is in destination style: `%o` and `%lse` are the
@@ -81,6 +115,7 @@ def FA4_AttentionOp : FA4_Op<"attention", [
     FA4_RankedTensorOrMemRef:$v,
     FA4_RankedTensorOrMemRef:$out,
     Optional<FA4_RankedTensorOrMemRef>:$lse,
+    Variadic<AnyMemRef>:$extras,
     DefaultValuedAttr<FA4_MaskKindAttr, "::mlir::fa4::MaskKind::none">:$mask,
     DefaultValuedAttr<I64Attr, "-1">:$window_left,
     DefaultValuedAttr<I64Attr, "-1">:$window_right,
@@ -88,9 +123,13 @@ def FA4_AttentionOp : FA4_Op<"attention", [
     DefaultValuedAttr<F32Attr, "0.0f">:$softcap
   );
   let results = (outs Variadic<AnyRankedTensor>:$results);
+  let regions = (region MaxSizedRegion<1>:$score_mod,
+                        MaxSizedRegion<1>:$mask_mod);
   let assemblyFormat = [{
-    $q `,` $k `,` $v `->` $out (`,` `lse` $lse^)? attr-dict
+    $q `,` $k `,` $v `->` $out (`,` `lse` $lse^)?
+    (`extras` `(` $extras^ `:` type($extras) `)`)? attr-dict
     `:` type($q) `,` type($k) `,` type($v) `->` type($out) (`,` type($lse)^)?
+    (`score_mod` $score_mod^)? (`mask_mod` $mask_mod^)?
   }];
   let hasVerifier = 1;
   let extraClassDeclaration = [{
@@ -104,6 +143,21 @@ def FA4_AttentionOp : FA4_Op<"attention", [
     /// The softmax scale in effect: the attribute, or 1/sqrt(head_dim).
     float getEffectiveScale();
   }];
+}
+
+def FA4_YieldOp : FA4_Op<"yield", [Pure, Terminator,
+    ParentOneOf<["AttentionOp", "ScoreModOp", "MaskOp", "KvBlockRangeOp"]>]> {
+  let summary = "the value of a score_mod or mask_mod region";
+  let description = [{
+    Ends a `score_mod` region with the new score (f32) or a `mask_mod` region
+    with whether the key is visible (i1).
+
+    ```mlir
+    fa4.yield %visible : i1
+    ```
+  }];
+  let arguments = (ins AnyType:$value);
+  let assemblyFormat = "$value attr-dict `:` type($value)";
 }
 
 //===----------------------------------------------------------------------===//
@@ -124,6 +178,11 @@ def FA4_KvBlockRangeOp : FA4_Op<"kv_block_range", [Pure]> {
       must be masked before the softmax;
     * blocks outside `[begin, end)` are fully masked and never visited.
 
+    With a `mask_mod` region (the entry op's, copied) the range is narrowed
+    by the bounds its affine part implies; the region is analysed, never run.
+    When a part of it is not affine (it reads an extra, say), no block is
+    whole: every visited block is masked element by element.
+
     ```mlir
     %b, %fb, %fe, %e = fa4.kv_block_range %row0, %seq_q, %seq_k
         {rows = 256 : i64, block_n = 128 : i64, gqa_ratio = 4 : i64,
@@ -139,7 +198,9 @@ def FA4_KvBlockRangeOp : FA4_Op<"kv_block_range", [Pure]> {
     DefaultValuedAttr<I64Attr, "-1">:$window_right);
   let results = (outs Index:$begin, Index:$full_begin, Index:$full_end,
                       Index:$end);
-  let assemblyFormat = "$row_begin `,` $seq_q `,` $seq_k attr-dict";
+  let regions = (region MaxSizedRegion<1>:$mask_mod);
+  let assemblyFormat =
+      "$row_begin `,` $seq_q `,` $seq_k attr-dict (`mask_mod` $mask_mod^)?";
   let hasVerifier = 1;
 }
 
@@ -226,7 +287,44 @@ def FA4_SoftcapOp : FA4_Op<"softcap", [Pure, AllTypesMatch<["scores", "result"]>
   let hasVerifier = 1;
 }
 
-def FA4_MaskOp : FA4_Op<"mask", [Pure, AllTypesMatch<["scores", "result"]>]> {
+def FA4_ScoreModOp : FA4_Op<"score_mod", [RecursiveMemoryEffects,
+    AllTypesMatch<["scores", "result"]>]> {
+  let summary = "scale each score, then rewrite it with the score_mod region";
+  let description = [{
+    For score `s` at row `r`, column `c`: packed row `row + r` is query
+    position `(row + r) / gqa_ratio` of query head `head * gqa_ratio +
+    (row + r) % gqa_ratio`, column `c` is key position `col + c`; the result
+    is the region applied to `s · scale` and those indices (and the extras).
+    The scores that leave are scaled, so the softmax that follows uses
+    `scale_log2 = log2(e)`. Positions past `seq_q` or `seq_k` are only
+    scaled: the region never sees an index outside the sequences (its loads
+    stay in bounds), and those scores are masked or never stored.
+
+    ```mlir
+    %m = fa4.score_mod %s, %b, %h, %row, %col, %seq_q, %seq_k
+        {gqa_ratio = 4 : i64, scale = 0.0883883 : f32} : tensor<128x128xf32> {
+    ^bb0(%x: f32, %bi: index, %qh: index, %i: index, %j: index):
+      fa4.yield %x : f32
+    }
+    ```
+  }];
+  let arguments = (ins FA4_Tile:$scores, Index:$batch, Index:$head,
+    Index:$row, Index:$col, Index:$seq_q, Index:$seq_k,
+    Variadic<AnyMemRef>:$extras,
+    ConfinedAttr<I64Attr, [IntPositive]>:$gqa_ratio,
+    ConfinedAttr<F32Attr, [FA4_FloatPositive]>:$scale);
+  let results = (outs FA4_Tile:$result);
+  let regions = (region SizedRegion<1>:$body);
+  let assemblyFormat = [{
+    $scores `,` $batch `,` $head `,` $row `,` $col `,` $seq_q `,` $seq_k
+    (`extras` `(` $extras^ `:` type($extras) `)`)? attr-dict `:` type($scores)
+    $body
+  }];
+  let hasVerifier = 1;
+}
+
+def FA4_MaskOp : FA4_Op<"mask", [RecursiveMemoryEffects, AttrSizedOperandSegments,
+    AllTypesMatch<["scores", "result"]>]> {
   let summary = "set the scores a query may not see to -inf";
   let description = [{
     Masks a boundary score tile before the softmax, so that neither the row
@@ -235,20 +333,30 @@ def FA4_MaskOp : FA4_Op<"mask", [Pure, AllTypesMatch<["scores", "result"]>]> {
     position `col + c`. Columns at or past `seq_k` are always masked; `mask`
     adds the causal or window bounds of `fa4.attention`.
 
+    With a `mask_mod` region (and the task's `batch` and K/V `head`, after
+    `at`), a score is also masked where the region yields false. The affine
+    part of the region is applied as bounds; the region runs per element only
+    when a part of it is not affine.
+
     ```mlir
     %m = fa4.mask %s, %row, %col, %seq_q, %seq_k
         {gqa_ratio = 4 : i64, mask = #fa4.mask<causal>} : tensor<128x128xf32>
     ```
   }];
   let arguments = (ins FA4_Tile:$scores, Index:$row, Index:$col,
-    Index:$seq_q, Index:$seq_k,
+    Index:$seq_q, Index:$seq_k, Optional<Index>:$batch, Optional<Index>:$head,
+    Variadic<AnyMemRef>:$extras,
     ConfinedAttr<I64Attr, [IntPositive]>:$gqa_ratio,
     FA4_MaskKindAttr:$mask,
     DefaultValuedAttr<I64Attr, "-1">:$window_left,
     DefaultValuedAttr<I64Attr, "-1">:$window_right);
   let results = (outs FA4_Tile:$result);
+  let regions = (region MaxSizedRegion<1>:$mask_mod);
   let assemblyFormat = [{
-    $scores `,` $row `,` $col `,` $seq_q `,` $seq_k attr-dict `:` type($scores)
+    $scores `,` $row `,` $col `,` $seq_q `,` $seq_k
+    (`at` $batch^ `,` $head)?
+    (`extras` `(` $extras^ `:` type($extras) `)`)? attr-dict `:` type($scores)
+    (`mask_mod` $mask_mod^)?
   }];
   let hasVerifier = 1;
 }
