@@ -42,7 +42,7 @@ protected:
     b.setInsertionPointToEnd(body);
     auto op = AttentionOp::create(b,
         loc, body->getArgument(0), body->getArgument(1), body->getArgument(2),
-        body->getArgument(3), Value(),
+        body->getArgument(3), Value(), ValueRange(),
         MaskKindAttr::get(&context, MaskKind::none), b.getI64IntegerAttr(-1),
         b.getI64IntegerAttr(-1), FloatAttr(), b.getF32FloatAttr(0.0f));
     if (edit)

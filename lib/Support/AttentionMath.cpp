@@ -70,6 +70,31 @@ int64_t KeyBound::evaluate(int64_t queryPos, int64_t seqQ, int64_t seqK) const {
   return offset;
 }
 
+int64_t KeyBound::firstReaching(int64_t target, int64_t seqQ,
+                                int64_t seqK) const {
+  switch (kind) {
+  case Kind::Diagonal:
+    return std::max<int64_t>(0, target - offset - (bottomRight ? seqK - seqQ : 0));
+  case Kind::Chunk:
+    // floor(q / C)·C >= x  <=>  q >= C·ceil(x / C).
+    return std::max<int64_t>(0, -floorDiv(offset - target, chunk) * chunk);
+  case Kind::Constant:
+    return offset >= target ? 0 : kNever;
+  case Kind::Min:
+  case Kind::Max: {
+    // max(a, b) reaches the target when either does, min(a, b) when both do.
+    int64_t result = operands.front().firstReaching(target, seqQ, seqK);
+    for (const KeyBound &operand : operands) {
+      int64_t first = operand.firstReaching(target, seqQ, seqK);
+      result = kind == Kind::Max ? std::min(result, first)
+                                 : std::max(result, first);
+    }
+    return result;
+  }
+  }
+  return kNever;
+}
+
 bool KeyBound::operator==(const KeyBound &other) const {
   if (kind != other.kind || offset != other.offset || operands != other.operands)
     return false;
@@ -126,10 +151,22 @@ KvBlockRange kvBlockRange(const KeyBounds &bounds, int64_t rowBegin,
   int64_t lastPos = std::min(seqQ - 1, (rowBegin + rows - 1) / gqaRatio);
   if (seqK <= 0 || firstPos > lastPos)
     return {};
+  // Rows whose keys all lie before key 0 (upper < 0) come first, rows whose
+  // keys all lie at or past seq_k (lower >= seq_k) come last: both bounds
+  // never fall. Leave them out, so the range is the hull of what the other
+  // rows see.
+  int64_t seeingFirst = firstPos, seeingLast = lastPos;
+  if (bounds.upper)
+    seeingFirst = std::max(firstPos, bounds.upper->firstReaching(0, seqQ, seqK));
+  if (bounds.lower)
+    seeingLast =
+        std::min(lastPos, bounds.lower->firstReaching(seqK, seqQ, seqK) - 1);
+  if (seeingFirst > seeingLast)
+    return {};
   // Both bounds move right (never left) as the query position grows, so the
   // first and the last row bound every other row.
-  IndexRange first = visibleKeys(bounds, firstPos, seqQ, seqK);
-  IndexRange last = visibleKeys(bounds, lastPos, seqQ, seqK);
+  IndexRange first = visibleKeys(bounds, seeingFirst, seqQ, seqK);
+  IndexRange last = visibleKeys(bounds, seeingLast, seqQ, seqK);
   if (last.end <= first.begin)
     return {};
   KvBlockRange range;
@@ -137,9 +174,12 @@ KvBlockRange kvBlockRange(const KeyBounds &bounds, int64_t rowBegin,
   range.end = ceilDiv(last.end, blockN);
   // A block is whole for every row when it starts at or after the largest
   // start and ends at or before the smallest end. A row that sees nothing
-  // has start == end, which leaves no block whole.
+  // has start == end, which leaves no block whole; so do the rows left out.
+  bool everyRowSees = seeingFirst == firstPos && seeingLast == lastPos;
   range.fullBegin = std::clamp(ceilDiv(last.begin, blockN), range.begin, range.end);
-  range.fullEnd = std::clamp(first.end / blockN, range.fullBegin, range.end);
+  range.fullEnd = everyRowSees
+                      ? std::clamp(first.end / blockN, range.fullBegin, range.end)
+                      : range.fullBegin;
   return range;
 }
 

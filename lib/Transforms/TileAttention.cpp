@@ -280,10 +280,11 @@ static DictionaryAttr buildSpec(AttentionOp op, const TileConfig &config) {
       b.getNamedAttr("scale", b.getF32FloatAttr(config.scale)),
       b.getNamedAttr("softcap", b.getF32FloatAttr(config.softcap)),
       b.getNamedAttr("lse", b.getBoolAttr(static_cast<bool>(op.getLse()))),
-      b.getNamedAttr("arguments", b.getDenseI64ArrayAttr(argumentPositions)),
-      b.getNamedAttr("extras", b.getDenseI64ArrayAttr(extraPositions)),
-      b.getNamedAttr("score_mod", b.getBoolAttr(config.scoreMod)),
-      b.getNamedAttr("mask_mod", b.getBoolAttr(!op.getMaskMod().empty()))};
+      b.getNamedAttr("arguments", b.getDenseI64ArrayAttr(argumentPositions))};
+  // The memrefs the score_mod and mask_mod regions read.
+  if (!extraPositions.empty())
+    entries.push_back(
+        b.getNamedAttr("extras", b.getDenseI64ArrayAttr(extraPositions)));
   return b.getDictionaryAttr(entries);
 }
 

@@ -52,6 +52,10 @@ struct KeyBound {
   static KeyBound max(KeyBound a, KeyBound b);
 
   int64_t evaluate(int64_t queryPos, int64_t seqQ, int64_t seqK) const;
+  /// The first query position q >= 0 with evaluate(q) >= target (the bound
+  /// never falls, so every later q reaches it too); kNever when none does.
+  int64_t firstReaching(int64_t target, int64_t seqQ, int64_t seqK) const;
+  static constexpr int64_t kNever = int64_t(1) << 62;
   bool operator==(const KeyBound &other) const;
   bool operator!=(const KeyBound &other) const { return !(*this == other); }
 };

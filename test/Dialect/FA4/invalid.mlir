@@ -427,7 +427,7 @@ func.func @store_lse_ratio(%t: tensor<128xf32>, %l: memref<?x6x?xf32>, %i: index
 // -----
 
 func.func @mixed(%q: tensor<?x?x8x128xf16>, %k: memref<?x?x8x128xf16>, %v: memref<?x?x8x128xf16>, %o: memref<?x?x8x128xf16>) {
-  // expected-error @+1 {{operands must be all memrefs or all tensors}}
+  // expected-error @+1 {{Q, K, V, O and the LSE must be all memrefs or all tensors}}
   fa4.attention %q, %k, %v -> %o
       : tensor<?x?x8x128xf16>, memref<?x?x8x128xf16>, memref<?x?x8x128xf16> -> memref<?x?x8x128xf16>
   return
@@ -448,6 +448,140 @@ func.func @results(%q: tensor<?x?x8x128xf16>) {
   // Results are O's type (and the LSE's): two without an LSE do not infer.
   // expected-error @+2 {{'fa4.attention' op inferred type(s) 'tensor<?x?x8x128xf16>' are incompatible with return type(s) of operation 'tensor<?x?x8x128xf16>', 'tensor<?x?x8x128xf16>'}}
   // expected-error @+1 {{'fa4.attention' op failed to infer returned types}}
-  %o:2 = "fa4.attention"(%q, %q, %q, %q) : (tensor<?x?x8x128xf16>, tensor<?x?x8x128xf16>, tensor<?x?x8x128xf16>, tensor<?x?x8x128xf16>) -> (tensor<?x?x8x128xf16>, tensor<?x?x8x128xf16>)
+  %o:2 = "fa4.attention"(%q, %q, %q, %q) <{operandSegmentSizes = array<i32: 1, 1, 1, 1, 0, 0>}> ({}, {}) : (tensor<?x?x8x128xf16>, tensor<?x?x8x128xf16>, tensor<?x?x8x128xf16>, tensor<?x?x8x128xf16>) -> (tensor<?x?x8x128xf16>, tensor<?x?x8x128xf16>)
+  return
+}
+
+// -----
+
+func.func @score_mod_arguments(%q: memref<?x?x8x64xf16>) {
+  // expected-error @+1 {{score_mod takes (f32, index, index, index, index), got 4 arguments}}
+  fa4.attention %q, %q, %q -> %q
+      : memref<?x?x8x64xf16>, memref<?x?x8x64xf16>, memref<?x?x8x64xf16> -> memref<?x?x8x64xf16>
+  score_mod {
+  ^bb0(%s: f32, %b: index, %h: index, %i: index):
+    fa4.yield %s : f32
+  }
+  return
+}
+
+// -----
+
+func.func @score_mod_extra_type(%q: memref<?x?x8x64xf16>, %t: memref<8xf32>) {
+  // expected-error @+1 {{score_mod argument #5 must be 'memref<8xf32>' (f32, index, index, index, index, then the extras' types), got 'memref<4xf32>'}}
+  fa4.attention %q, %q, %q -> %q extras(%t : memref<8xf32>)
+      : memref<?x?x8x64xf16>, memref<?x?x8x64xf16>, memref<?x?x8x64xf16> -> memref<?x?x8x64xf16>
+  score_mod {
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index, %x: memref<4xf32>):
+    fa4.yield %s : f32
+  }
+  return
+}
+
+// -----
+
+func.func @mask_mod_yield(%q: memref<?x?x8x64xf16>) {
+  fa4.attention %q, %q, %q -> %q
+      : memref<?x?x8x64xf16>, memref<?x?x8x64xf16>, memref<?x?x8x64xf16> -> memref<?x?x8x64xf16>
+  mask_mod {
+  ^bb0(%b: index, %h: index, %i: index, %j: index):
+    // expected-error @+1 {{in a mask_mod region must yield 'i1', got 'index'}}
+    fa4.yield %i : index
+  }
+  return
+}
+
+// -----
+
+func.func @capture(%q: memref<?x?x8x64xf16>, %bias: f32) {
+  fa4.attention %q, %q, %q -> %q
+      : memref<?x?x8x64xf16>, memref<?x?x8x64xf16>, memref<?x?x8x64xf16> -> memref<?x?x8x64xf16>
+  score_mod {
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
+    // expected-error @+1 {{in a score_mod region uses a value defined outside it; pass tables as extras and rebuild constants inside the region}}
+    %r = arith.addf %s, %bias : f32
+    fa4.yield %r : f32
+  }
+  return
+}
+
+// -----
+
+func.func @side_effect(%q: memref<?x?x8x64xf16>, %t: memref<8xf32>) {
+  fa4.attention %q, %q, %q -> %q extras(%t : memref<8xf32>)
+      : memref<?x?x8x64xf16>, memref<?x?x8x64xf16>, memref<?x?x8x64xf16> -> memref<?x?x8x64xf16>
+  score_mod {
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index, %x: memref<8xf32>):
+    // expected-error @+1 {{in a score_mod region has side effects; a region may only read its extras}}
+    memref.store %s, %x[%h] : memref<8xf32>
+    fa4.yield %s : f32
+  }
+  return
+}
+
+// -----
+
+func.func @nested_region(%q: memref<?x?x8x64xf16>) {
+  fa4.attention %q, %q, %q -> %q
+      : memref<?x?x8x64xf16>, memref<?x?x8x64xf16>, memref<?x?x8x64xf16> -> memref<?x?x8x64xf16>
+  mask_mod {
+  ^bb0(%b: index, %h: index, %i: index, %j: index):
+    %c = arith.cmpi ule, %j, %i : index
+    // expected-error @+1 {{in a mask_mod region: regions are straight-line code (use arith.select for a choice)}}
+    %r = scf.if %c -> i1 {
+      scf.yield %c : i1
+    } else {
+      scf.yield %c : i1
+    }
+    fa4.yield %r : i1
+  }
+  return
+}
+
+// -----
+
+func.func @softcap_and_score_mod(%q: memref<?x?x8x64xf16>) {
+  // expected-error @+1 {{has both a softcap and a score_mod; write the softcap in the score_mod region}}
+  fa4.attention %q, %q, %q -> %q {softcap = 30.0 : f32}
+      : memref<?x?x8x64xf16>, memref<?x?x8x64xf16>, memref<?x?x8x64xf16> -> memref<?x?x8x64xf16>
+  score_mod {
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
+    fa4.yield %s : f32
+  }
+  return
+}
+
+// -----
+
+func.func @unread_extra(%q: memref<?x?x8x64xf16>, %t: memref<8xf32>) {
+  // expected-error @+1 {{has extras but no score_mod or mask_mod region to read them}}
+  fa4.attention %q, %q, %q -> %q extras(%t : memref<8xf32>)
+      : memref<?x?x8x64xf16>, memref<?x?x8x64xf16>, memref<?x?x8x64xf16> -> memref<?x?x8x64xf16>
+  return
+}
+
+// -----
+
+func.func @strided_extra(%q: memref<?x?x8x64xf16>, %t: memref<8xf32, strided<[2]>>) {
+  // expected-error @+1 {{extras must be row-major memrefs of integers or floats, got 'memref<8xf32, strided<[2]>>'}}
+  fa4.attention %q, %q, %q -> %q extras(%t : memref<8xf32, strided<[2]>>)
+      : memref<?x?x8x64xf16>, memref<?x?x8x64xf16>, memref<?x?x8x64xf16> -> memref<?x?x8x64xf16>
+  score_mod {
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index, %x: memref<8xf32, strided<[2]>>):
+    fa4.yield %s : f32
+  }
+  return
+}
+
+// -----
+
+func.func @mask_at(%s: tensor<128x128xf32>, %i: index) {
+  // expected-error @+1 {{takes the task's batch and head (`at %b, %h`) exactly when it has a mask_mod region}}
+  %m = fa4.mask %s, %i, %i, %i, %i {gqa_ratio = 1 : i64, mask = #fa4.mask<none>}
+      : tensor<128x128xf32> mask_mod {
+  ^bb0(%b: index, %h: index, %q: index, %k: index):
+    %c = arith.cmpi ule, %k, %q : index
+    fa4.yield %c : i1
+  }
   return
 }

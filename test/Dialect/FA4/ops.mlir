@@ -111,3 +111,74 @@ func.func @tile_program(%q: memref<?x?x32x128xf16>, %k: memref<?x?x8x128xf16>,
       : tensor<128xf32>, memref<?x32x?xf32>
   return
 }
+
+// score_mod and mask_mod regions, with an extra each reads.
+// CHECK-LABEL: func.func @mods
+// CHECK: fa4.attention %{{.*}}, %{{.*}}, %{{.*}} -> %{{.*}} extras(%{{.*}}, %{{.*}} : memref<32xf32>, memref<?x?xi32>) {mask = #fa4.mask<causal>}
+// CHECK: score_mod {
+// CHECK: memref.load %{{.*}}[%{{.*}}] : memref<32xf32>
+// CHECK: fa4.yield %{{.*}} : f32
+// CHECK: } mask_mod {
+// CHECK: fa4.yield %{{.*}} : i1
+func.func @mods(%q: memref<?x?x32x128xf16>, %k: memref<?x?x8x128xf16>,
+                %v: memref<?x?x8x128xf16>, %o: memref<?x?x32x128xf16>,
+                %slopes: memref<32xf32>, %docs: memref<?x?xi32>) {
+  fa4.attention %q, %k, %v -> %o extras(%slopes, %docs : memref<32xf32>, memref<?x?xi32>)
+      {mask = #fa4.mask<causal>}
+      : memref<?x?x32x128xf16>, memref<?x?x8x128xf16>, memref<?x?x8x128xf16>
+      -> memref<?x?x32x128xf16>
+  score_mod {
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index,
+       %table: memref<32xf32>, %ids: memref<?x?xi32>):
+    %slope = memref.load %table[%h] : memref<32xf32>
+    %d = arith.subi %j, %i : index
+    %di = arith.index_cast %d : index to i64
+    %df = arith.sitofp %di : i64 to f32
+    %bias = arith.mulf %slope, %df : f32
+    %r = arith.addf %s, %bias : f32
+    fa4.yield %r : f32
+  } mask_mod {
+  ^bb0(%b: index, %h: index, %i: index, %j: index,
+       %table: memref<32xf32>, %ids: memref<?x?xi32>):
+    %qd = memref.load %ids[%b, %i] : memref<?x?xi32>
+    %kd = memref.load %ids[%b, %j] : memref<?x?xi32>
+    %same = arith.cmpi eq, %qd, %kd : i32
+    fa4.yield %same : i1
+  }
+  return
+}
+
+// The level-B forms: fa4.score_mod, and fa4.mask and fa4.kv_block_range
+// carrying a mask_mod.
+// CHECK-LABEL: func.func @level_b_mods
+// CHECK: fa4.kv_block_range %{{.*}}, %{{.*}}, %{{.*}} {block_n = 128 : i64, gqa_ratio = 1 : i64, mask = #fa4.mask<none>, rows = 256 : i64} mask_mod {
+// CHECK: fa4.score_mod %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} extras(%{{.*}} : memref<8xf32>) {gqa_ratio = 1 : i64, scale = 1.250000e-01 : f32} : tensor<128x128xf32> {
+// CHECK: fa4.mask %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} at %{{.*}}, %{{.*}} {gqa_ratio = 1 : i64, mask = #fa4.mask<none>} : tensor<128x128xf32> mask_mod {
+func.func @level_b_mods(%s: tensor<128x128xf32>, %b: index, %h: index,
+                        %row: index, %col: index, %seq_q: index, %seq_k: index,
+                        %table: memref<8xf32>) {
+  %r:4 = fa4.kv_block_range %row, %seq_q, %seq_k
+      {rows = 256 : i64, block_n = 128 : i64, gqa_ratio = 1 : i64,
+       mask = #fa4.mask<none>} mask_mod {
+  ^bb0(%bi: index, %qh: index, %i: index, %j: index):
+    %c = arith.cmpi ule, %j, %i : index
+    fa4.yield %c : i1
+  }
+  %m = fa4.score_mod %s, %b, %h, %row, %col, %seq_q, %seq_k
+      extras(%table : memref<8xf32>) {gqa_ratio = 1 : i64, scale = 0.125 : f32}
+      : tensor<128x128xf32> {
+  ^bb0(%x: f32, %bi: index, %qh: index, %i: index, %j: index,
+       %t: memref<8xf32>):
+    %slope = memref.load %t[%qh] : memref<8xf32>
+    %y = arith.mulf %x, %slope : f32
+    fa4.yield %y : f32
+  }
+  %masked = fa4.mask %m, %row, %col, %seq_q, %seq_k at %b, %h
+      {gqa_ratio = 1 : i64, mask = #fa4.mask<none>} : tensor<128x128xf32>
+      mask_mod {
+  ^bb0(%bi: index, %qh: index, %i: index, %j: index):
+    %c = arith.cmpi ule, %j, %i : index
+    fa4.yield %c : i1
+  }
+  return
+}
