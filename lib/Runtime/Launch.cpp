@@ -134,7 +134,32 @@ bool dataTypeOf(const std::string &dtype, TensorMapDataType &type) {
     return false;
   return true;
 }
+/// N of "<prefix>N", or -1.
+int64_t extraIndex(const std::string &name, const char *prefix) {
+  std::string head(prefix);
+  if (name.size() <= head.size() || name.compare(0, head.size(), head) != 0)
+    return -1;
+  int64_t value = 0;
+  for (char c : name.substr(head.size())) {
+    if (c < '0' || c > '9' || value > 1000000)
+      return -1;
+    value = value * 10 + (c - '0');
+  }
+  return value;
+}
 } // namespace
+
+size_t extraElementBytes(const std::string &dtype) {
+  if (dtype == "f32" || dtype == "i32")
+    return 4;
+  if (dtype == "f16" || dtype == "bf16" || dtype == "i16")
+    return 2;
+  if (dtype == "f64" || dtype == "i64")
+    return 8;
+  if (dtype == "i8" || dtype == "i1")
+    return 1;
+  return 0;
+}
 
 bool parseManifest(const std::string &json, Manifest &m, std::string &error) {
   error.clear();
@@ -173,8 +198,41 @@ bool parseManifest(const std::string &json, Manifest &m, std::string &error) {
   m.dtype = attention.string("dtype");
   m.lse = attention.boolean("lse");
   m.rowsPerTask = attention.integer("rows_per_task");
+  if (const llvm::json::Value *flag = attention.optional("score_mod"))
+    m.scoreMod = flag->getAsBoolean().value_or(false);
+  if (const llvm::json::Value *flag = attention.optional("mask_mod"))
+    m.maskMod = flag->getAsBoolean().value_or(false);
   if (!error.empty())
     return false;
+  if (const llvm::json::Value *extras = top.optional("extras")) {
+    const llvm::json::Array *list = extras->getAsArray();
+    if (!list) {
+      top.fail("has \"extras\" that is not an array");
+      return false;
+    }
+    for (size_t i = 0; i < list->size(); ++i) {
+      Fields f((*list)[i].getAsObject(), "extras[" + std::to_string(i) + "]",
+               error);
+      Manifest::Extra extra;
+      extra.dtype = f.string("dtype");
+      const llvm::json::Array *shape = f.array("shape");
+      if (!error.empty())
+        return false;
+      if (extraElementBytes(extra.dtype) == 0) {
+        f.fail("has an unknown dtype \"" + extra.dtype + "\"");
+        return false;
+      }
+      for (const llvm::json::Value &v : *shape) {
+        int64_t dim = v.getAsInteger().value_or(0);
+        if (dim == 0 || dim < -1 || dim >= (int64_t(1) << 31)) {
+          f.fail("has a dimension that is neither -1 nor in [1, 2^31)");
+          return false;
+        }
+        extra.shape.push_back(dim);
+      }
+      m.extras.push_back(std::move(extra));
+    }
+  }
   if (m.mask != "none" && m.mask != "causal" && m.mask != "window")
     attention.fail("has an unknown mask \"" + m.mask + "\"");
   if (m.qHeads <= 0 || m.kvHeads <= 0 || m.qHeads % m.kvHeads || m.headDim <= 0 ||
@@ -431,11 +489,33 @@ bool planLaunch(const Manifest &m, const Shapes &shapes, const Buffers &buffers,
         return false;
       }
       scalar(p.name == "lse" ? buffers.lse : uint64_t(0));
+    } else if (p.type == "void*") {
+      // extraN: the address of the N-th extra.
+      int64_t n = extraIndex(p.name, "extra");
+      if (n < 0 || n >= static_cast<int64_t>(buffers.extras.size())) {
+        error = "the kernel reads " + p.name + ": give it a buffer (" +
+                std::to_string(m.extras.size()) + " extras)";
+        return false;
+      }
+      scalar(buffers.extras[n].address);
     } else if (p.type == "int32") {
       int64_t value = p.name == "batch"   ? shapes.batch
                       : p.name == "seq_q" ? shapes.seqQ
                       : p.name == "seq_k" ? shapes.seqK
                                           : -1;
+      // extraN_dimD: a dynamic size of the N-th extra.
+      if (value < 0 && p.name.rfind("extra", 0) == 0) {
+        size_t underscore = p.name.find("_dim");
+        int64_t n = underscore == std::string::npos
+                        ? -1
+                        : extraIndex(p.name.substr(0, underscore), "extra");
+        int64_t d = underscore == std::string::npos
+                        ? -1
+                        : extraIndex(p.name.substr(underscore + 1), "dim");
+        if (n >= 0 && n < static_cast<int64_t>(buffers.extras.size()) &&
+            d >= 0 && d < static_cast<int64_t>(buffers.extras[n].shape.size()))
+          value = buffers.extras[n].shape[d];
+      }
       if (value < 0) {
         error = "manifest: unknown int32 parameter " + p.name;
         return false;

@@ -237,13 +237,93 @@ bool checkTensors(const Manifest &m, const Tensor &q, const Tensor &k,
   return true;
 }
 
+bool checkExtras(const Manifest &m, const std::vector<Tensor> &extras,
+                 const std::vector<const Tensor *> &written, std::string &error) {
+  if (extras.size() != m.extras.size()) {
+    error = "extras: the kernel reads " + std::to_string(m.extras.size()) +
+            " extra tensors (its score_mod / mask_mod tables), got " +
+            std::to_string(extras.size());
+    return false;
+  }
+  for (size_t i = 0; i < extras.size(); ++i) {
+    const Tensor &t = extras[i];
+    const Manifest::Extra &want = m.extras[i];
+    std::string name = "extra" + std::to_string(i);
+    if (t.dtype != want.dtype) {
+      error = name + ": expected dtype " + want.dtype + ", got " + t.dtype;
+      return false;
+    }
+    if (t.sizes.size() != want.shape.size()) {
+      error = name + ": expected rank " + std::to_string(want.shape.size()) +
+              ", got " + std::to_string(t.sizes.size());
+      return false;
+    }
+    // Row-major and dense: the kernel computes offsets from the sizes.
+    int64_t count = 1;
+    for (size_t d = t.sizes.size(); d-- > 0;) {
+      if (t.sizes[d] <= 0 || (want.shape[d] >= 0 && t.sizes[d] != want.shape[d])) {
+        error = name + ": dimension " + std::to_string(d) + " is " +
+                std::to_string(t.sizes[d]) + ", expected " +
+                (want.shape[d] >= 0 ? std::to_string(want.shape[d])
+                                    : std::string("a positive size"));
+        return false;
+      }
+      if (!t.strides.empty() && t.strides[d] != count && t.sizes[d] != 1) {
+        error = name + ": must be dense and row-major (the kernel indexes it "
+                       "from its sizes)";
+        return false;
+      }
+      if (t.sizes[d] >= (int64_t(1) << 31) / count) {
+        error = name + ": 2^31 elements or more (the kernel's offsets are 32-bit)";
+        return false;
+      }
+      count *= t.sizes[d];
+    }
+    size_t bytes = extraElementBytes(t.dtype);
+    if (t.address % bytes) {
+      error = name + ": its address is not aligned to its element size";
+      return false;
+    }
+    unsigned __int128 begin = t.address, end = begin + (unsigned __int128)count * bytes;
+    for (const Tensor *w : written) {
+      if (!w)
+        continue;
+      // The written tensor's address range (dense when it gives no strides).
+      unsigned __int128 last = 0, dense = 1;
+      for (size_t d = w->sizes.size(); d-- > 0;) {
+        uint64_t stride = w->strides.empty() ? (uint64_t)dense : (uint64_t)w->strides[d];
+        if (w->sizes[d] > 1)
+          last += (unsigned __int128)(w->sizes[d] - 1) * stride;
+        dense *= (uint64_t)w->sizes[d];
+      }
+      unsigned __int128 wBegin = w->address,
+                        wEnd = wBegin + (last + 1) * (w->dtype == "f32" ? 4 : 2);
+      if (wBegin < end && begin < wEnd) {
+        error = name + ": shares memory with an output the kernel writes";
+        return false;
+      }
+    }
+  }
+  return true;
+}
+
 bool launch(Backend &backend, const Kernel &kernel, const Tensor &q,
             const Tensor &k, const Tensor &v, const Tensor &o,
             const Tensor *lse, void *stream, std::string &error) {
+  return launch(backend, kernel, q, k, v, o, lse, {}, stream, error);
+}
+
+bool launch(Backend &backend, const Kernel &kernel, const Tensor &q,
+            const Tensor &k, const Tensor &v, const Tensor &o,
+            const Tensor *lse, const std::vector<Tensor> &extras, void *stream,
+            std::string &error) {
   Shapes shapes;
-  if (!checkTensors(kernel.manifest, q, k, v, o, lse, shapes, error))
+  if (!checkTensors(kernel.manifest, q, k, v, o, lse, shapes, error) ||
+      !checkExtras(kernel.manifest, extras, {&o, lse}, error))
     return false;
   Buffers buffers;
+  for (const Tensor &extra : extras)
+    buffers.extras.push_back({extra.address, extra.sizes});
   buffers.q = q.address;
   buffers.k = k.address;
   buffers.v = v.address;

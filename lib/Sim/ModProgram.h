@@ -12,6 +12,8 @@
 #ifndef FA4_LIB_SIM_MODPROGRAM_H
 #define FA4_LIB_SIM_MODPROGRAM_H
 
+#include "fa4/Sim/Mods.h"
+
 #include "mlir/IR/Types.h"
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/SmallVector.h"
@@ -26,14 +28,6 @@ class Operation;
 } // namespace mlir
 
 namespace mlir::fa4::sim {
-
-/// An extra operand's storage: row-major, every element held exactly as a
-/// double (integers below 2^53, floats rounded to the element type).
-struct ModBuffer {
-  llvm::SmallVector<int64_t, 4> shape;
-  std::vector<double> data;
-  bool integer = false;
-};
 
 class ModProgram {
 public:

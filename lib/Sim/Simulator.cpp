@@ -4,6 +4,7 @@
 
 #include "Interpreter.h"
 #include "Protocol.h"
+#include "fa4/Sim/Mods.h"
 #include "fa4/Sim/Reference.h"
 
 #include "fa4/Dialect/FA4/IR/FA4Ops.h"
@@ -134,50 +135,6 @@ std::string RunReport::toJson() const {
   }
   os << ",\"ok\":" << (ok ? "true" : "false") << "}";
   return text;
-}
-
-/// An extra's contents, drawn from the seed: floats uniform in [-1, 1)
-/// (bias tables, slopes), integers as non-decreasing runs along the last
-/// dimension, each run 1 to 2·len/4 long (document ids: a few documents per
-/// sequence). A dynamic dimension takes the largest of batch, seq_q, seq_k
-/// and q_heads, so any of those indices is in bounds.
-static bool fillExtra(MemRefType type, const Problem &p, uint64_t seed,
-                      ModBuffer &buffer, std::string &error) {
-  int64_t dynamicSize = std::max({p.batch, p.seqQ, p.seqK, p.qHeads});
-  int64_t count = 1;
-  for (int64_t dim : type.getShape()) {
-    int64_t size = ShapedType::isDynamic(dim) ? dynamicSize : dim;
-    if (size <= 0 || size > (int64_t(1) << 26) / count) {
-      error = "an extra of type " + str(type) +
-              " would need more than 2^26 elements (or has a zero dimension)";
-      return false;
-    }
-    buffer.shape.push_back(size);
-    count *= size;
-  }
-  buffer.data.assign(count, 0.0);
-  Type element = type.getElementType();
-  buffer.integer = element.isIntOrIndex();
-  std::mt19937_64 random(seed);
-  if (!buffer.integer) {
-    std::uniform_real_distribution<double> uniform(-1.0, 1.0);
-    for (double &value : buffer.data)
-      value = roundTo(element, static_cast<float>(uniform(random)));
-    return true;
-  }
-  int64_t row = buffer.shape.empty() ? 1 : buffer.shape.back();
-  std::uniform_int_distribution<int64_t> runLength(1, std::max<int64_t>(1, row / 2));
-  for (int64_t start = 0; start < count; start += row) {
-    int64_t id = 0, left = runLength(random);
-    for (int64_t i = 0; i < row; ++i) {
-      if (left-- == 0) {
-        ++id;
-        left = runLength(random) - 1;
-      }
-      buffer.data[start + i] = static_cast<double>(id);
-    }
-  }
-  return true;
 }
 
 bool mlir::fa4::sim::simulate(func::FuncOp func, const RunOptions &options,
@@ -347,78 +304,15 @@ bool mlir::fa4::sim::simulate(func::FuncOp func, const RunOptions &options,
   fillInputs(problem, element.isBF16(), options.seed, options.distribution, q.data,
              k.data, v.data);
 
-  // The extras the mod regions read, and the regions themselves for the
-  // reference: kv_block_range carries the mask_mod at levels B and C.
-  SmallVector<Value> extraArguments;
-  std::vector<ModBuffer> extraBuffers;
-  if (auto positions = spec.getAs<DenseI64ArrayAttr>("extras")) {
-    extraBuffers.resize(positions.size());
-    for (auto [i, position] : llvm::enumerate(positions.asArrayRef())) {
-      if (position < 0 || position >= func.getNumArguments() ||
-          !isa<MemRefType>(func.getArgument(position).getType())) {
-        error = "fa4.spec names extra argument #" + std::to_string(position) +
-                ", which is not a memref argument of @" + func.getName().str();
-        return false;
-      }
-      Value extra = func.getArgument(position);
-      extraArguments.push_back(extra);
-      if (!fillExtra(cast<MemRefType>(extra.getType()), problem,
-                     options.seed * 7919 + i, extraBuffers[i], error))
-        return false;
-    }
-  }
-  SmallVector<const ModBuffer *> extraPointers;
-  for (const ModBuffer &buffer : extraBuffers)
-    extraPointers.push_back(&buffer);
-  Region *scoreModRegion = nullptr, *maskModRegion = nullptr;
-  func.walk([&](Operation *op) {
-    if (auto scoreMod = dyn_cast<ScoreModOp>(op); scoreMod && !scoreModRegion)
-      scoreModRegion = &scoreMod.getBody();
-    if (auto range = dyn_cast<KvBlockRangeOp>(op);
-        range && !range.getMaskMod().empty() && !maskModRegion)
-      maskModRegion = &range.getMaskMod();
-  });
-  std::unique_ptr<ModProgram> scoreModProgram, maskModProgram;
-  for (auto [region, program] : {std::pair{scoreModRegion, &scoreModProgram},
-                                 std::pair{maskModRegion, &maskModProgram}}) {
-    if (!region)
-      continue;
-    *program = ModProgram::compile(*region, error);
-    if (!*program)
-      return false;
-    if (region->getNumArguments() != (region == scoreModRegion ? 5u : 4u) +
-                                         extraPointers.size()) {
-      error = "the mod regions take " +
-              std::to_string(region->getNumArguments()) +
-              " arguments, but fa4.spec names " +
-              std::to_string(extraPointers.size()) + " extras";
-      return false;
-    }
-  }
-  // The reference runs the regions in double: the mathematics the user wrote.
-  std::string modError;
-  if (scoreModProgram)
-    problem.scoreMod = [&](double score, int64_t b, int64_t h, int64_t i,
-                           int64_t j) {
-      double arguments[] = {score, double(b), double(h), double(i), double(j)};
-      double result = score;
-      if (modError.empty())
-        scoreModProgram->run(arguments, extraPointers, /*rounded=*/false,
-                             result, modError);
-      return result;
-    };
-  if (maskModProgram)
-    problem.maskMod = [&](int64_t b, int64_t h, int64_t i, int64_t j) {
-      double arguments[] = {double(b), double(h), double(i), double(j)};
-      double result = 1.0;
-      if (modError.empty())
-        maskModProgram->run(arguments, extraPointers, /*rounded=*/false, result,
-                            modError);
-      return result != 0.0;
-    };
+  // The extras the mod regions read, drawn like the inputs; the reference
+  // runs the regions in double, the mathematics the user wrote.
+  std::unique_ptr<Mods> mods = Mods::fromFunction(func, error);
+  if (!mods || !mods->fillExtras(problem, options.seed, error))
+    return false;
+  mods->attach(problem);
 
   auto bindArguments = [&](Interpreter &interpreter) {
-    for (auto [extra, buffer] : llvm::zip(extraArguments, extraBuffers))
+    for (auto [extra, buffer] : llvm::zip(mods->arguments(), mods->buffers()))
       interpreter.bindExtra(extra, &buffer);
     interpreter.bind(argument(kQ), &q);
     interpreter.bind(argument(kK), &k);
@@ -431,8 +325,8 @@ bool mlir::fa4::sim::simulate(func::FuncOp func, const RunOptions &options,
   Reference reference;
   computeReference(problem, element.isBF16(), q.data, k.data, v.data,
                    reference);
-  if (!modError.empty()) {
-    error = "the reference's mod region: " + modError;
+  if (!mods->error().empty()) {
+    error = "the reference's mod region: " + mods->error();
     return false;
   }
 

@@ -176,6 +176,10 @@ std::string mlir::fa4::launchManifest(ModuleOp module, StringRef chip,
   auto grid = launch.getAs<DictionaryAttr>("grid");
   auto spec = launch.getAs<DictionaryAttr>("spec");
   bool hasLse = launch.getAs<BoolAttr>("lse").getValue();
+  auto flag = [&](StringRef name) {
+    auto value = launch.getAs<BoolAttr>(name);
+    return value && value.getValue();
+  };
   int64_t smCount = grid ? grid.getAs<IntegerAttr>("sm_count").getInt() : 1;
   StringRef order = grid ? grid.getAs<StringAttr>("order").getValue() : "static";
   auto maps = launch.getAs<ArrayAttr>("tensor_maps");
@@ -230,7 +234,26 @@ std::string mlir::fa4::launchManifest(ModuleOp module, StringRef chip,
        << ", \"head_dim\": " << headDim << ", \"q_heads\": " << qHeads
        << ", \"kv_heads\": " << kvHeads << ", \"dtype\": \"" << dtype
        << "\", \"lse\": " << (hasLse ? "true" : "false")
-       << ", \"rows_per_task\": " << integer("rows_per_task") << "},\n";
+       << ", \"rows_per_task\": " << integer("rows_per_task")
+       << ", \"score_mod\": " << (flag("score_mod") ? "true" : "false")
+       << ", \"mask_mod\": " << (flag("mask_mod") ? "true" : "false")
+       << "},\n";
+  }
+  // The memrefs the score_mod and mask_mod read: element type and shape, -1
+  // where the launch gives the size.
+  auto extras = launch.getAs<ArrayAttr>("extras");
+  if (extras) {
+    os << "  \"extras\": [";
+    for (auto [i, attr] : llvm::enumerate(extras)) {
+      auto extra = cast<DictionaryAttr>(attr);
+      os << (i ? ", " : "") << "{\"name\": \"extra" << i << "\", \"dtype\": \""
+         << extra.getAs<StringAttr>("dtype").getValue() << "\", \"shape\": [";
+      for (auto [d, dim] :
+           llvm::enumerate(extra.getAs<DenseI64ArrayAttr>("shape").asArrayRef()))
+        os << (d ? ", " : "") << (ShapedType::isDynamic(dim) ? int64_t(-1) : dim);
+      os << "], \"layout\": \"row-major\"}";
+    }
+    os << "],\n";
   }
   if (auto roles = launch.getAs<ArrayAttr>("roles")) {
     os << "  \"roles\": [";
@@ -298,8 +321,19 @@ std::string mlir::fa4::launchManifest(ModuleOp module, StringRef chip,
           "\"[batch, q_heads, seq_q] row-major, f32\"},\n";
   os << "    {\"name\": \"batch\", \"type\": \"int32\"},\n";
   os << "    {\"name\": \"seq_q\", \"type\": \"int32\"},\n";
-  os << "    {\"name\": \"seq_k\", \"type\": \"int32\"}\n";
-  os << "  ],\n";
+  os << "    {\"name\": \"seq_k\", \"type\": \"int32\"}";
+  if (extras) {
+    for (auto [i, attr] : llvm::enumerate(extras)) {
+      auto extra = cast<DictionaryAttr>(attr);
+      os << ",\n    {\"name\": \"extra" << i << "\", \"type\": \"void*\"}";
+      for (auto [d, dim] :
+           llvm::enumerate(extra.getAs<DenseI64ArrayAttr>("shape").asArrayRef()))
+        if (ShapedType::isDynamic(dim))
+          os << ",\n    {\"name\": \"extra" << i << "_dim" << d
+             << "\", \"type\": \"int32\"}";
+    }
+  }
+  os << "\n  ],\n";
   os << "  \"ptxas\": {\"registers\": " << ptxas.registers
      << ", \"spill_store_bytes\": " << ptxas.spillStoreBytes
      << ", \"spill_load_bytes\": " << ptxas.spillLoadBytes

@@ -11,8 +11,14 @@
 
 #include "fa4/Emu/Emulator.h"
 #include "fa4/Runtime/Launch.h"
+#include "fa4/InitFA4.h"
+#include "fa4/Sim/Mods.h"
 #include "fa4/Sim/Reference.h"
 #include "fa4/Support/AttentionMath.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/Parser/Parser.h"
 
 #include "llvm/ADT/SmallString.h"
 #include "llvm/Support/CommandLine.h"
@@ -75,6 +81,13 @@ static cl::opt<double> relTolerance("rtol", cl::desc("Relative tolerance of the 
 static cl::opt<int64_t> smCount(
     "sm-count", cl::desc("Grid size cap (default: the manifest's sm_count)"),
     cl::init(0), cl::cat(emuCategory));
+
+static cl::opt<std::string> entryFile(
+    "entry",
+    cl::desc("The entry IR the kernel was compiled from: needed when it has "
+             "a score_mod or mask_mod (the reference runs the regions, and "
+             "the extras are drawn from their types)"),
+    cl::init(""), cl::cat(emuCategory));
 
 /// A delay no run reaches: completions happen only when every warp waits.
 static constexpr uint64_t kLatestCompletion = uint64_t(1) << 50;
@@ -162,11 +175,46 @@ int main(int argc, char **argv) {
   runtime::Shapes shapes{batch, seqQ, seqK};
   if (!runtime::checkShapes(manifest, shapes, error))
     return fail(error);
+  // A kernel with mod regions: the reference runs them from the entry IR.
+  mlir::MLIRContext context;
+  mlir::OwningOpRef<mlir::ModuleOp> entryModule;
+  std::unique_ptr<sim::Mods> mods;
+  bool hasMods = manifest.scoreMod || manifest.maskMod || !manifest.extras.empty();
+  if (hasMods && entryFile.empty())
+    return fail("the kernel inlines a score_mod or mask_mod region: pass "
+                "--entry with the IR it was compiled from, so the reference "
+                "can run the regions");
+  if (!entryFile.empty()) {
+    mlir::DialectRegistry registry;
+    registerTileLevelDialects(registry);
+    context.appendDialectRegistry(registry);
+    entryModule = mlir::parseSourceFile<mlir::ModuleOp>(entryFile, &context);
+    if (!entryModule)
+      return fail("cannot parse the entry IR " + entryFile);
+    mlir::func::FuncOp entry;
+    entryModule->walk([&](mlir::func::FuncOp func) {
+      if (!entry && func.getName() == manifest.kernel)
+        entry = func;
+    });
+    if (!entry)
+      return fail(entryFile + " has no function @" + manifest.kernel);
+    mods = sim::Mods::fromFunction(entry, error);
+    if (!mods || !mods->fillExtras(problem, seed, error))
+      return fail(entryFile + ": " + error);
+    if (mods->buffers().size() != manifest.extras.size())
+      return fail(entryFile + ": @" + manifest.kernel + " has " +
+                  std::to_string(mods->buffers().size()) +
+                  " extras, the manifest " +
+                  std::to_string(manifest.extras.size()));
+    mods->attach(problem);
+  }
   bool bf16 = manifest.dtype == "bf16";
   std::vector<float> q, k, v;
   sim::fillInputs(problem, bf16, seed, distribution, q, k, v);
   sim::Reference reference;
   sim::computeReference(problem, bf16, q, k, v, reference);
+  if (mods && !mods->error().empty())
+    return fail("the reference's mod region: " + mods->error());
   const std::vector<double> &refOut = reference.out, &refLse = reference.lse;
 
   emu::Device device;
@@ -184,6 +232,36 @@ int main(int argc, char **argv) {
   buffers.o = device.allocate(refOut.size() * 2);
   if (manifest.lse)
     buffers.lse = device.allocate(refLse.size() * 4);
+  // The extras, element by element in their own types.
+  if (mods)
+    for (const sim::ModBuffer &extra : mods->buffers()) {
+      size_t bytes = runtime::extraElementBytes(extra.dtype);
+      if (!bytes)
+        return fail("an extra of element type " + extra.dtype +
+                    " has no device layout");
+      uint64_t address = device.allocate(std::max<size_t>(1, extra.data.size() * bytes));
+      uint8_t *host = device.host(address, extra.data.size() * bytes);
+      for (size_t i = 0; i < extra.data.size(); ++i) {
+        double value = extra.data[i];
+        uint8_t *at = host + i * bytes;
+        if (extra.dtype == "f32") {
+          float f = static_cast<float>(value);
+          std::memcpy(at, &f, 4);
+        } else if (extra.dtype == "f64") {
+          std::memcpy(at, &value, 8);
+        } else if (extra.dtype == "f16" || extra.dtype == "bf16") {
+          uint16_t half = extra.dtype == "f16"
+                              ? floatToHalfBits(static_cast<float>(value))
+                              : floatToBFloat16Bits(static_cast<float>(value));
+          std::memcpy(at, &half, 2);
+        } else {
+          int64_t whole = static_cast<int64_t>(value);
+          std::memcpy(at, &whole, bytes); // little-endian: the low bytes
+        }
+      }
+      buffers.extras.push_back(
+          {address, std::vector<int64_t>(extra.shape.begin(), extra.shape.end())});
+    }
   runtime::LaunchPlan plan;
   if (!runtime::planLaunch(manifest, shapes, buffers, emu::encodeTensorMap, plan, error))
     return fail(error);

@@ -38,6 +38,17 @@ struct Manifest {
   std::string dtype;
   bool lse = false;
   int64_t rowsPerTask = 0;
+  /// The kernel inlines a score_mod / mask_mod region (the manifest does not
+  /// hold it: a reference needs the entry IR).
+  bool scoreMod = false, maskMod = false;
+
+  /// A memref the mod regions read: element type ("f32", "i32", ...) and
+  /// shape, -1 where the launch gives the size (an `extraN_dimD` parameter).
+  struct Extra {
+    std::string dtype;
+    std::vector<int64_t> shape;
+  };
+  std::vector<Extra> extras;
 
   /// A tensor map's entry: sizes and strides are numbers or expressions in
   /// `batch`, `seq_q` and `seq_k` ("8192 * seq_q").
@@ -86,6 +97,12 @@ struct Shapes {
 /// (0 when the kernel writes none).
 struct Buffers {
   uint64_t q = 0, k = 0, v = 0, o = 0, lse = 0;
+  /// The extras, in the manifest's order: address and shape (row-major).
+  struct Extra {
+    uint64_t address = 0;
+    std::vector<int64_t> shape;
+  };
+  std::vector<Extra> extras;
   /// Strides of Q, K, V and O in elements, in that axis order; empty: dense.
   /// The tensor maps take them (through the manifest's `axes`).
   std::vector<int64_t> qStrides, kStrides, vStrides, oStrides;
@@ -111,6 +128,10 @@ struct LaunchPlan {
 /// below 2^31 (docs/Runtime.md).
 bool checkShapes(const Manifest &manifest, const Shapes &shapes,
                  std::string &error);
+
+/// Bytes per element of an extra's dtype ("f32", "i32", "bf16", ...); 0 for
+/// one the runtime does not know.
+size_t extraElementBytes(const std::string &dtype);
 
 bool planLaunch(const Manifest &manifest, const Shapes &shapes,
                 const Buffers &buffers, const TensorMapEncoder &encode,

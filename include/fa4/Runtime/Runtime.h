@@ -75,10 +75,21 @@ bool checkTensors(const Manifest &manifest, const Tensor &q, const Tensor &k,
                   const Tensor &v, const Tensor &o, const Tensor *lse,
                   Shapes &shapes, std::string &error);
 
+/// Checks the extras a kernel's score_mod / mask_mod read (the manifest's
+/// `extras`, in order): dtype, rank, the static sizes, dense row-major, under
+/// 2^31 elements, aligned, and sharing no memory with the `written` tensors.
+bool checkExtras(const Manifest &manifest, const std::vector<Tensor> &extras,
+                 const std::vector<const Tensor *> &written, std::string &error);
+
 /// checkTensors, then plan and run on `backend`.
 bool launch(Backend &backend, const Kernel &kernel, const Tensor &q,
             const Tensor &k, const Tensor &v, const Tensor &o,
             const Tensor *lse, void *stream, std::string &error);
+/// The same for a kernel with extras (checkExtras).
+bool launch(Backend &backend, const Kernel &kernel, const Tensor &q,
+            const Tensor &k, const Tensor &v, const Tensor &o,
+            const Tensor *lse, const std::vector<Tensor> &extras, void *stream,
+            std::string &error);
 
 /// fa4-emu as a backend: tensors live in `device`; each launch runs the
 /// kernel's PTX there with `workers` host threads and fails on any error,

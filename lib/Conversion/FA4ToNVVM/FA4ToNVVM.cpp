@@ -397,7 +397,7 @@ LogicalResult Lowering::lowerOp(Operation *op) {
             TmemDeallocOp>([&](Operation *tmem) -> LogicalResult { return lowerTmem(tmem); })
       .Case<ScoreMmaAsyncOp, ValueMmaAsyncOp>(
           [&](Operation *mma) { return lowerMma(mma); })
-      .Case<SoftcapOp, MaskOp, OnlineSoftmaxOp, CorrectionOp, NormalizeOp,
+      .Case<SoftcapOp, ScoreModOp, MaskOp, OnlineSoftmaxOp, CorrectionOp, NormalizeOp,
             NeedsRescaleOp, StoreLseTileOp>(
           [&](Operation *math) { return lowerRowMath(math); })
       .Default([&](Operation *other) -> LogicalResult {
@@ -594,30 +594,14 @@ LogicalResult Lowering::lowerRole(RoleOp newRole) {
 // The persistent scheduler
 //===----------------------------------------------------------------------===//
 
-Value Lowering::emitBandEdges(Value position, MaskKind mask,
-                              int64_t windowLeft, int64_t windowRight,
-                              Value seqQ, Value seqK, Value &end) {
-  MaskBand band = maskBandFor(mask, windowLeft, windowRight);
-  Value zero = index(0);
-  // Bottom-right alignment: the last query sits on the last key.
-  Value diagonal = arith::SubIOp::create(b,
-      loc(), arith::AddIOp::create(b, loc(), position, seqK), seqQ);
-  Value begin = zero;
-  if (band.left >= 0)
-    begin = arith::MaxSIOp::create(b,
-        loc(), zero, arith::SubIOp::create(b, loc(), diagonal, index(band.left)));
-  end = seqK;
-  if (band.right >= 0)
-    end = arith::MinSIOp::create(b,
-        loc(), seqK,
-        arith::AddIOp::create(b, loc(), diagonal, index(band.right + 1)));
-  end = arith::MaxSIOp::create(b, loc(), begin, end);
-  return begin;
-}
-
-SmallVector<Value, 4> Lowering::emitKvBlockRange(
-    Value rowBegin, Value seqQ, Value seqK, int64_t ratio, int64_t rows,
-    int64_t blockN, MaskKind mask, int64_t windowLeft, int64_t windowRight) {
+SmallVector<Value, 4> Lowering::emitKvBlockRange(Value rowBegin, Value seqQ,
+                                                 Value seqK, int64_t ratio,
+                                                 int64_t rows, int64_t blockN,
+                                                 const MaskModBounds &bounds) {
+  // AttentionMath's kvBlockRange, step for step.
+  auto cmp = [&](arith::CmpIPredicate predicate, Value x, Value y) -> Value {
+    return arith::CmpIOp::create(b, loc(), predicate, x, y);
+  };
   Value zero = index(0), one = index(1);
   Value firstPos = arith::DivSIOp::create(b, loc(), rowBegin, index(ratio));
   Value lastPos = arith::MinSIOp::create(b,
@@ -625,19 +609,26 @@ SmallVector<Value, 4> Lowering::emitKvBlockRange(
       arith::DivSIOp::create(b,
           loc(), arith::AddIOp::create(b, loc(), rowBegin, index(rows - 1)),
           index(ratio)));
+  // Rows that see nothing before key 0 or from seq_k on are left out.
+  Value seeingFirst = firstPos, seeingLast = lastPos;
+  if (bounds.bounds.upper)
+    seeingFirst = arith::MaxSIOp::create(
+        b, loc(), firstPos,
+        emitFirstReaching(*bounds.bounds.upper, zero, seqQ, seqK));
+  if (bounds.bounds.lower)
+    seeingLast = arith::MinSIOp::create(
+        b, loc(), lastPos,
+        arith::SubIOp::create(
+            b, loc(),
+            emitFirstReaching(*bounds.bounds.lower, seqK, seqQ, seqK), one));
   Value firstEnd, lastEnd;
-  Value firstBegin = emitBandEdges(firstPos, mask, windowLeft, windowRight,
-                                   seqQ, seqK, firstEnd);
-  Value lastBegin = emitBandEdges(lastPos, mask, windowLeft, windowRight, seqQ,
-                                  seqK, lastEnd);
+  Value firstBegin = emitKeyEdges(seeingFirst, bounds.bounds, seqQ, seqK, firstEnd);
+  Value lastBegin = emitKeyEdges(seeingLast, bounds.bounds, seqQ, seqK, lastEnd);
   Value empty = arith::OrIOp::create(b,
       loc(),
-      arith::OrIOp::create(b,
-          loc(), arith::CmpIOp::create(b, loc(), arith::CmpIPredicate::sle, seqK, zero),
-          arith::CmpIOp::create(b, loc(), arith::CmpIPredicate::sgt, firstPos,
-                                  lastPos)),
-      arith::CmpIOp::create(b, loc(), arith::CmpIPredicate::sle, lastEnd,
-                              firstBegin));
+      arith::OrIOp::create(b, loc(), cmp(arith::CmpIPredicate::sle, seqK, zero),
+                           cmp(arith::CmpIPredicate::sgt, seeingFirst, seeingLast)),
+      cmp(arith::CmpIPredicate::sle, lastEnd, firstBegin));
   Value block = index(blockN);
   Value begin = arith::DivSIOp::create(b, loc(), firstBegin, block);
   Value end = arith::CeilDivSIOp::create(b, loc(), lastEnd, block);
@@ -649,6 +640,16 @@ SmallVector<Value, 4> Lowering::emitKvBlockRange(
                           begin, end);
   Value fullEnd =
       clamp(arith::DivSIOp::create(b, loc(), firstEnd, block), fullBegin, end);
+  // A row left out leaves no block whole.
+  if (bounds.bounds.upper || bounds.bounds.lower) {
+    Value everyRowSees = arith::AndIOp::create(
+        b, loc(), cmp(arith::CmpIPredicate::eq, seeingFirst, firstPos),
+        cmp(arith::CmpIPredicate::eq, seeingLast, lastPos));
+    fullEnd = arith::SelectOp::create(b, loc(), everyRowSees, fullEnd, fullBegin);
+  }
+  // A predicate that is not all affine is evaluated in every block.
+  if (!bounds.exact)
+    fullBegin = fullEnd = begin;
   SmallVector<Value, 4> results;
   for (Value value : {begin, fullBegin, fullEnd, end})
     results.push_back(arith::SelectOp::create(b, loc(), empty, zero, value));
@@ -683,8 +684,9 @@ LogicalResult Lowering::lowerScheduler(Operation *op) {
         SmallVector<Value, 4> results = emitKvBlockRange(
             lookup(range.getRowBegin()), lookup(range.getSeqQ()),
             lookup(range.getSeqK()), range.getGqaRatio(), range.getRows(),
-            range.getBlockN(), range.getMask(), range.getWindowLeft(),
-            range.getWindowRight());
+            range.getBlockN(),
+            maskBounds(range.getMask(), range.getWindowLeft(),
+                       range.getWindowRight(), range.getMaskMod()));
         for (auto [from, to] : llvm::zip(range.getResults(), results))
           mapping.map(from, to);
         return success();
@@ -731,10 +733,13 @@ LogicalResult Lowering::lowerScheduler(Operation *op) {
         Value seqQ = lookup(coords.getSeqQ()), seqK = lookup(coords.getSeqK());
         // The work of an m_block: the KV blocks its task visits.
         auto workOf = [&](Value m) -> Value {
+          MaskModBounds band;
+          band.bounds = KeyBounds::band(maskBandFor(
+              coords.getMask(), coords.getWindowLeft(), coords.getWindowRight()));
           SmallVector<Value, 4> range = emitKvBlockRange(
               arith::MulIOp::create(b, loc(), m, index(coords.getRows())), seqQ,
               seqK, coords.getGqaRatio(), coords.getRows(), coords.getBlockN(),
-              coords.getMask(), coords.getWindowLeft(), coords.getWindowRight());
+              band);
           return arith::SubIOp::create(b, loc(), range[3], range[0]);
         };
         auto countAbove = [&](Value threshold) -> Value {
@@ -854,20 +859,6 @@ LogicalResult FA4ToNVVMPass::convert(func::FuncOp func,
     tensors.push_back(func.getArgument(position));
   }
   bool hasLse = tensors.size() > 4;
-  // Issue-tracked gap: score_mod and mask_mod regions run in fa4-sim (levels
-  // A to C) but have no level-D lowering yet; say so instead of dropping them.
-  Operation *mod = nullptr;
-  func.walk([&](Operation *op) {
-    if (isa<ScoreModOp>(op) ||
-        (isa<MaskOp>(op) && !cast<MaskOp>(op).getMaskMod().empty()) ||
-        (isa<KvBlockRangeOp>(op) && !cast<KvBlockRangeOp>(op).getMaskMod().empty()))
-      mod = mod ? mod : op;
-  });
-  if (mod)
-    return mod->emitOpError()
-           << "carries a score_mod or mask_mod region, which fa4-to-nvvm does "
-              "not lower yet (fa4-sim runs them at levels A, B and C)";
-
   KernelState kernel;
   kernel.exp2EmulationFraction = exp2EmulationFraction;
   layOutSharedMemory(func, kernel);
@@ -887,11 +878,36 @@ LogicalResult FA4ToNVVMPass::convert(func::FuncOp func,
                              false, LLVM::Linkage::External, "fa4_smem",
                              Attribute(), 1024, 3);
 
-  // Q, K, V and O tensor maps, the LSE pointer, then the runtime sizes.
+  // The memrefs the mod regions read.
+  SmallVector<Value> extras;
+  if (auto positions = spec.getAs<DenseI64ArrayAttr>("extras"))
+    for (int64_t position : positions.asArrayRef()) {
+      if (position < 0 || position >= static_cast<int64_t>(func.getNumArguments()) ||
+          !isa<MemRefType>(func.getArgument(position).getType()))
+        return func.emitError() << "fa4.spec names extra argument #" << position
+                                << ", which is not a memref argument of @"
+                                << func.getName();
+      auto type = cast<MemRefType>(func.getArgument(position).getType());
+      if (!isa<IntegerType, FloatType>(type.getElementType()) ||
+          !type.getLayout().isIdentity())
+        return func.emitError() << "extra argument #" << position << " is "
+                                << type
+                                << "; the kernel reads row-major memrefs of "
+                                   "integers or floats";
+      extras.push_back(func.getArgument(position));
+    }
+
+  // Q, K, V and O tensor maps, the LSE pointer, the runtime sizes, then per
+  // extra its pointer and its dynamic sizes.
   SmallVector<Type> params(4, ptr);
   if (hasLse)
     params.push_back(globalPtr);
   params.append(3, b.getI32Type());
+  for (Value extra : extras) {
+    params.push_back(globalPtr);
+    params.append(cast<MemRefType>(extra.getType()).getNumDynamicDims(),
+                  b.getI32Type());
+  }
   auto kernelFunc = LLVM::LLVMFuncOp::create(b,
       loc, func.getName(),
       LLVM::LLVMFunctionType::get(LLVM::LLVMVoidType::get(context), params));
@@ -927,6 +943,25 @@ LogicalResult FA4ToNVVMPass::convert(func::FuncOp func,
   kernel.batch = entry->getArgument(sizes);
   kernel.seqQ = entry->getArgument(sizes + 1);
   kernel.seqK = entry->getArgument(sizes + 2);
+  unsigned next = sizes + 3;
+  SmallVector<Attribute> extraEntries;
+  for (Value extra : extras) {
+    auto type = cast<MemRefType>(extra.getType());
+    KernelState::Extra &state = kernel.extras[extra];
+    state.pointer = entry->getArgument(next++);
+    for (int64_t dim : type.getShape())
+      state.sizes.push_back(
+          ShapedType::isDynamic(dim)
+              ? arith::IndexCastOp::create(b, loc, b.getIndexType(),
+                                           entry->getArgument(next++))
+                    .getResult()
+              : arith::ConstantIndexOp::create(b, loc, dim).getResult());
+    std::string dtype;
+    llvm::raw_string_ostream(dtype) << type.getElementType();
+    extraEntries.push_back(b.getDictionaryAttr(
+        {b.getNamedAttr("dtype", b.getStringAttr(dtype)),
+         b.getNamedAttr("shape", b.getDenseI64ArrayAttr(type.getShape()))}));
+  }
   kernel.smem = LLVM::AddressOfOp::create(b, loc, sharedPtr, "fa4_smem");
   kernel.threadId = NVVM::ThreadIdXOp::create(b, loc, b.getI32Type());
 
@@ -987,6 +1022,16 @@ LogicalResult FA4ToNVVMPass::convert(func::FuncOp func,
   }
   launch.push_back(b.getNamedAttr("tensor_maps", b.getArrayAttr(maps)));
   launch.push_back(b.getNamedAttr("lse", b.getBoolAttr(hasLse)));
+  if (!extraEntries.empty())
+    launch.push_back(b.getNamedAttr("extras", b.getArrayAttr(extraEntries)));
+  bool scoreMod = false, maskMod = false;
+  func.walk([&](Operation *op) {
+    scoreMod |= isa<ScoreModOp>(op);
+    if (auto range = dyn_cast<KvBlockRangeOp>(op))
+      maskMod |= !range.getMaskMod().empty();
+  });
+  launch.push_back(b.getNamedAttr("score_mod", b.getBoolAttr(scoreMod)));
+  launch.push_back(b.getNamedAttr("mask_mod", b.getBoolAttr(maskMod)));
   kernelFunc->setAttr("fa4.launch", b.getDictionaryAttr(launch));
   return success();
 }

@@ -12,6 +12,7 @@
 #define FA4_LIB_CONVERSION_FA4TONVVM_LOWERING_H
 
 #include "fa4/Dialect/FA4/IR/FA4Ops.h"
+#include "fa4/Transforms/MaskAnalysis.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
@@ -47,6 +48,13 @@ struct KernelState {
   llvm::DenseMap<Value, Value> globalPointers;
   Value batch, seqQ, seqK;
   Value q, k, v, out, lse;
+  /// An extra the mod regions read: its global pointer and its sizes (index
+  /// values; the dynamic ones are kernel parameters).
+  struct Extra {
+    Value pointer;
+    SmallVector<Value> sizes;
+  };
+  llvm::DenseMap<Value, Extra> extras;
   double exp2EmulationFraction = 0.0;
 };
 
@@ -131,11 +139,24 @@ private:
   /// full_end, end of the task whose packed rows start at `rowBegin`.
   SmallVector<Value, 4> emitKvBlockRange(Value rowBegin, Value seqQ, Value seqK,
                                          int64_t gqaRatio, int64_t rows,
-                                         int64_t blockN, MaskKind mask,
-                                         int64_t windowLeft, int64_t windowRight);
+                                         int64_t blockN,
+                                         const MaskModBounds &bounds);
+
+  // Key bounds and the score_mod / mask_mod regions (Mods.cpp).
+  /// KeyBound::evaluate on index values.
+  Value emitKeyBound(const KeyBound &bound, Value position, Value seqQ,
+                     Value seqK);
+  /// KeyBound::firstReaching on index values.
+  Value emitFirstReaching(const KeyBound &bound, Value target, Value seqQ,
+                          Value seqK);
   /// The visible keys [begin, end) of query position `position`.
-  Value emitBandEdges(Value position, MaskKind mask, int64_t windowLeft,
-                      int64_t windowRight, Value seqQ, Value seqK, Value &end);
+  Value emitKeyEdges(Value position, const KeyBounds &bounds, Value seqQ,
+                     Value seqK, Value &end);
+  /// A mod region inlined at the insertion point: its leading arguments bound
+  /// to `leading`, its extras' loads read through the kernel's pointers.
+  FailureOr<Value> emitModRegion(Operation *owner, Region &region,
+                                 ArrayRef<Value> leading,
+                                 ValueRange extraOperands);
 
   OpBuilder &b;
   KernelState &kernel;
@@ -156,6 +177,7 @@ private:
   struct DeferredScores {
     Value scoresColumn;
     SoftcapOp softcap;
+    ScoreModOp scoreMod;
     MaskOp mask;
     Value maskCondition;
   };

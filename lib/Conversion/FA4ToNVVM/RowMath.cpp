@@ -103,6 +103,40 @@ LogicalResult Lowering::lowerOnlineSoftmax(OnlineSoftmaxOp op) {
     }
   }
 
+  // 2a. The score_mod, inlined per score on the scaled score. The region
+  // sees positions clamped into the sequences, so its loads stay in bounds;
+  // the scores past seq_q or seq_k it changes are masked or never stored.
+  if (ScoreModOp scoreMod = scores.scoreMod) {
+    int64_t ratio = scoreMod.getGqaRatio();
+    Value packed = arith::AddIOp::create(b, loc(), lookup(scoreMod.getRow()),
+                                         rowInWarpgroup());
+    Value lastQuery = arith::SubIOp::create(b, loc(), lookup(scoreMod.getSeqQ()), index(1));
+    Value lastKey = arith::SubIOp::create(b, loc(), lookup(scoreMod.getSeqK()), index(1));
+    Value query = arith::MinSIOp::create(
+        b, loc(), arith::DivUIOp::create(b, loc(), packed, index(ratio)),
+        lastQuery);
+    Value queryHead = arith::AddIOp::create(
+        b, loc(),
+        arith::MulIOp::create(b, loc(), lookup(scoreMod.getHead()), index(ratio)),
+        arith::RemUIOp::create(b, loc(), packed, index(ratio)));
+    Value batch = lookup(scoreMod.getBatch());
+    Value firstKey = lookup(scoreMod.getCol());
+    Value scale = f32(scoreMod.getScale().convertToFloat());
+    for (auto [column, element] : llvm::enumerate(s)) {
+      Value key = arith::MinSIOp::create(
+          b, loc(),
+          arith::AddIOp::create(b, loc(), firstKey, index(column)), lastKey);
+      Value scaled = arith::MulFOp::create(b, loc(), element, scale);
+      FailureOr<Value> modded =
+          emitModRegion(scoreMod, scoreMod.getBody(),
+                        {scaled, batch, queryHead, query, key},
+                        scoreMod.getExtras());
+      if (failed(modded))
+        return failure();
+      element = *modded;
+    }
+  }
+
   // 2b. The mask, in its own branch: hidden keys become -inf before the
   // max, so they never move it.
   if (MaskOp mask = scores.mask) {
@@ -118,12 +152,11 @@ LogicalResult Lowering::lowerOnlineSoftmax(OnlineSoftmaxOp op) {
       Value position =
           arith::DivUIOp::create(b, loc(), packed, index(mask.getGqaRatio()));
       Value high;
-      Value low = emitBandEdges(position, mask.getMask(), mask.getWindowLeft(),
-                                mask.getWindowRight(), lookup(mask.getSeqQ()),
-                                lookup(mask.getSeqK()), high);
-      bool hasLow =
-          maskBandFor(mask.getMask(), mask.getWindowLeft(), mask.getWindowRight())
-              .left >= 0;
+      MaskModBounds bounds = maskBounds(mask.getMask(), mask.getWindowLeft(),
+                                        mask.getWindowRight(), mask.getMaskMod());
+      Value low = emitKeyEdges(position, bounds.bounds, lookup(mask.getSeqQ()),
+                               lookup(mask.getSeqK()), high);
+      bool hasLow = bounds.bounds.lower.has_value();
       // Visible keys relative to the tile's first, at least 0; below 2^31,
       // so the per-chunk offsets below never wrap.
       Value first = lookup(mask.getCol());
@@ -164,6 +197,34 @@ LogicalResult Lowering::lowerOnlineSoftmax(OnlineSoftmaxOp op) {
                                               bit, i32(0));
           masked.push_back(arith::SelectOp::create(
               b, loc(), shown, s[chunk * kChunk + i], minusInfinity));
+        }
+      }
+      // The part of a mask_mod the bounds do not capture, per score, on
+      // positions clamped into the sequences (the keys past seq_k are
+      // already hidden, the rows past seq_q never stored).
+      if (!bounds.exact) {
+        int64_t ratio = mask.getGqaRatio();
+        Value query = arith::MinSIOp::create(
+            b, loc(), position,
+            arith::SubIOp::create(b, loc(), lookup(mask.getSeqQ()), index(1)));
+        Value queryHead = arith::AddIOp::create(
+            b, loc(),
+            arith::MulIOp::create(b, loc(), lookup(mask.getHead()), index(ratio)),
+            arith::RemUIOp::create(b, loc(), packed, index(ratio)));
+        Value lastKey =
+            arith::SubIOp::create(b, loc(), lookup(mask.getSeqK()), index(1));
+        for (auto [column, element] : llvm::enumerate(masked)) {
+          Value key = arith::MinSIOp::create(
+              b, loc(), arith::AddIOp::create(b, loc(), first, index(column)),
+              lastKey);
+          FailureOr<Value> visible = emitModRegion(
+              mask, mask.getMaskMod(),
+              {lookup(mask.getBatch()), queryHead, query, key},
+              mask.getExtras());
+          if (failed(visible))
+            return failure();
+          element = arith::SelectOp::create(b, loc(), *visible, element,
+                                            minusInfinity);
         }
       }
       scf::YieldOp::create(b, loc(), masked);
@@ -367,6 +428,16 @@ LogicalResult Lowering::lowerRowMath(Operation *op) {
         DeferredScores scores = found->second;
         scores.softcap = softcap;
         deferred[softcap.getResult()] = scores;
+        return success();
+      })
+      .Case([&](ScoreModOp scoreMod) -> LogicalResult {
+        auto found = deferred.find(scoreMod.getScores());
+        if (found == deferred.end())
+          return scoreMod.emitOpError()
+                 << "fa4-to-nvvm applies the score_mod to S as it leaves TMEM";
+        DeferredScores scores = found->second;
+        scores.scoreMod = scoreMod;
+        deferred[scoreMod.getResult()] = scores;
         return success();
       })
       .Case([&](MaskOp mask) -> LogicalResult {

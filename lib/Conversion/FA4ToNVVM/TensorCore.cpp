@@ -37,8 +37,9 @@ LogicalResult Lowering::lowerTmem(Operation *op) {
   return llvm::TypeSwitch<Operation *, LogicalResult>(op)
       .Case([&](TmemLoadOp load) -> LogicalResult {
         if (isDeferredScores(load)) {
-          deferred[load.getResult()] = {lookup(load.getBuffer()), SoftcapOp(),
-                                        MaskOp(), Value()};
+          DeferredScores scores;
+          scores.scoresColumn = lookup(load.getBuffer());
+          deferred[load.getResult()] = scores;
           return success();
         }
         auto tile = cast<ShapedType>(load.getType());

@@ -1,0 +1,85 @@
+//===- Mods.h - an attention's score_mod / mask_mod, for a reference -*- C++ -*-===//
+//
+// The regions of one fa4.attention, compiled to run per element, and the
+// extras they read, drawn from a seed. fa4-sim runs them in the tile program
+// and hands them to the float64 reference; fa4-emu, which runs PTX, takes
+// them from the entry IR the kernel was compiled from (the manifest says
+// that there are regions, not what they compute).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef FA4_SIM_MODS_H
+#define FA4_SIM_MODS_H
+
+#include "fa4/Sim/Reference.h"
+
+#include "mlir/IR/Value.h"
+#include "llvm/ADT/SmallVector.h"
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace mlir {
+class Region;
+namespace func {
+class FuncOp;
+} // namespace func
+} // namespace mlir
+
+namespace mlir::fa4::sim {
+
+class ModProgram;
+
+/// An extra operand's storage: row-major, every element held exactly as a
+/// double (integers below 2^53, floats rounded to the element type).
+struct ModBuffer {
+  llvm::SmallVector<int64_t, 4> shape;
+  std::vector<double> data;
+  bool integer = false;
+  /// The element type's name as MLIR prints it (f32, i32, bf16, ...).
+  std::string dtype;
+};
+
+class Mods {
+public:
+  /// The regions and extras of the attention in `func`: its fa4.attention
+  /// (level A, whose extras must be arguments of `func`) or the tile
+  /// program fa4-tile made of it (levels B and C, extras named by
+  /// fa4.spec). A function with neither region gives an empty set.
+  static std::unique_ptr<Mods> fromFunction(func::FuncOp func,
+                                            std::string &error);
+  ~Mods();
+
+  bool empty() const { return !scoreMod && !maskMod; }
+
+  /// Draws each extra for a problem's sizes: floats uniform in [-1, 1),
+  /// integers as non-decreasing runs along the last dimension (document
+  /// ids); a dynamic dimension takes the largest of batch, seq_q, seq_k and
+  /// q_heads, so any of those indices is in bounds.
+  bool fillExtras(const Problem &problem, uint64_t seed, std::string &error);
+
+  /// Points `problem`'s scoreMod and maskMod at the regions, run in double
+  /// on the drawn extras. They must outlive the problem's use.
+  void attach(Problem &problem);
+
+  /// The first error a region met while the reference ran it (an index out
+  /// of an extra's bounds, a division by zero), empty when none.
+  const std::string &error() const { return runError; }
+
+  /// The function arguments of the extras, and their storage, in order.
+  llvm::ArrayRef<Value> arguments() const { return extraArguments; }
+  const std::vector<ModBuffer> &buffers() const { return extraBuffers; }
+
+private:
+  Mods();
+  std::unique_ptr<ModProgram> scoreMod, maskMod;
+  llvm::SmallVector<Value> extraArguments;
+  std::vector<ModBuffer> extraBuffers;
+  llvm::SmallVector<const ModBuffer *> extraPointers;
+  std::string runError;
+};
+
+} // namespace mlir::fa4::sim
+
+#endif // FA4_SIM_MODS_H

@@ -1,0 +1,223 @@
+//===- Mods.cpp - key bounds and mod regions, per thread ------------------===//
+//
+// The softmax inlines a score_mod or mask_mod region once per score it owns
+// (thread t owns row t): the region's arith ops are cloned as they are, its
+// loads of extras become global loads through the kernel's pointers, and the
+// math ops it may hold are lowered here onto the MUFU approximations the
+// rest of the softmax uses.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Lowering.h"
+
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+#include <cmath>
+#include <limits>
+
+using namespace mlir;
+using namespace mlir::fa4;
+using namespace mlir::fa4::nvvm;
+
+Value Lowering::emitKeyBound(const KeyBound &bound, Value position, Value seqQ,
+                             Value seqK) {
+  switch (bound.kind) {
+  case KeyBound::Kind::Diagonal: {
+    Value value = arith::AddIOp::create(b, loc(), position, index(bound.offset));
+    if (bound.bottomRight)
+      value = arith::SubIOp::create(
+          b, loc(), arith::AddIOp::create(b, loc(), value, seqK), seqQ);
+    return value;
+  }
+  case KeyBound::Kind::Chunk: {
+    // Positions are never negative: a truncating division is the floor.
+    Value start = arith::MulIOp::create(
+        b, loc(),
+        arith::DivSIOp::create(b, loc(), position, index(bound.chunk)),
+        index(bound.chunk));
+    return arith::AddIOp::create(b, loc(), start, index(bound.offset));
+  }
+  case KeyBound::Kind::Constant:
+    return index(bound.offset);
+  case KeyBound::Kind::Min:
+  case KeyBound::Kind::Max: {
+    Value result;
+    for (const KeyBound &operand : bound.operands) {
+      Value value = emitKeyBound(operand, position, seqQ, seqK);
+      result = !result ? value
+               : bound.kind == KeyBound::Kind::Min
+                   ? arith::MinSIOp::create(b, loc(), result, value).getResult()
+                   : arith::MaxSIOp::create(b, loc(), result, value).getResult();
+    }
+    return result;
+  }
+  }
+  return index(bound.offset);
+}
+
+Value Lowering::emitFirstReaching(const KeyBound &bound, Value target,
+                                  Value seqQ, Value seqK) {
+  Value zero = index(0);
+  switch (bound.kind) {
+  case KeyBound::Kind::Diagonal: {
+    Value first = arith::SubIOp::create(b, loc(), target, index(bound.offset));
+    if (bound.bottomRight)
+      first = arith::SubIOp::create(
+          b, loc(), arith::AddIOp::create(b, loc(), first, seqQ), seqK);
+    return arith::MaxSIOp::create(b, loc(), first, zero);
+  }
+  case KeyBound::Kind::Chunk: {
+    // floor(q / C)·C >= x  <=>  q >= C·ceil(x / C).
+    Value x = arith::SubIOp::create(b, loc(), target, index(bound.offset));
+    Value chunks = arith::CeilDivSIOp::create(b, loc(), x, index(bound.chunk));
+    return arith::MaxSIOp::create(
+        b, loc(), arith::MulIOp::create(b, loc(), chunks, index(bound.chunk)),
+        zero);
+  }
+  case KeyBound::Kind::Constant: {
+    // Positions stay below 2^31 - 1, which stands for "never" (the kernel's
+    // indices are 32-bit).
+    Value reaches = arith::CmpIOp::create(b, loc(), arith::CmpIPredicate::sge,
+                                          index(bound.offset), target);
+    return arith::SelectOp::create(b, loc(), reaches, zero,
+                                   index(std::numeric_limits<int32_t>::max()));
+  }
+  case KeyBound::Kind::Min:
+  case KeyBound::Kind::Max: {
+    Value result;
+    for (const KeyBound &operand : bound.operands) {
+      Value value = emitFirstReaching(operand, target, seqQ, seqK);
+      // max(a, b) reaches the target when either does, min(a, b) when both.
+      result = !result ? value
+               : bound.kind == KeyBound::Kind::Max
+                   ? arith::MinSIOp::create(b, loc(), result, value).getResult()
+                   : arith::MaxSIOp::create(b, loc(), result, value).getResult();
+    }
+    return result;
+  }
+  }
+  return zero;
+}
+
+Value Lowering::emitKeyEdges(Value position, const KeyBounds &bounds,
+                             Value seqQ, Value seqK, Value &end) {
+  Value zero = index(0);
+  Value begin = zero;
+  if (bounds.lower)
+    begin = arith::MaxSIOp::create(
+        b, loc(), zero, emitKeyBound(*bounds.lower, position, seqQ, seqK));
+  end = seqK;
+  if (bounds.upper)
+    end = arith::MinSIOp::create(
+        b, loc(), seqK,
+        arith::AddIOp::create(b, loc(),
+                              emitKeyBound(*bounds.upper, position, seqQ, seqK),
+                              index(1)));
+  end = arith::MaxSIOp::create(b, loc(), begin, end);
+  return begin;
+}
+
+FailureOr<Value> Lowering::emitModRegion(Operation *owner, Region &region,
+                                         ArrayRef<Value> leading,
+                                         ValueRange extraOperands) {
+  Block &body = region.front();
+  IRMapping local;
+  for (auto [argument, value] :
+       llvm::zip(body.getArguments().take_front(leading.size()), leading))
+    local.map(argument, value);
+  Type f32Type = b.getF32Type();
+  for (Operation &op : body) {
+    if (auto yield = dyn_cast<YieldOp>(op))
+      return local.lookup(yield.getValue());
+    if (auto load = dyn_cast<memref::LoadOp>(op)) {
+      unsigned position =
+          cast<BlockArgument>(load.getMemRef()).getArgNumber() - leading.size();
+      auto extra = kernel.extras.find(extraOperands[position]);
+      if (extra == kernel.extras.end())
+        return owner->emitOpError()
+               << "reads extra #" << position
+               << ", which is not a parameter of the kernel";
+      // Row-major: offset = ((i0·n1 + i1)·n2 + i2)...
+      Value offset = index(0);
+      for (auto [size, indexValue] :
+           llvm::zip(extra->second.sizes, load.getIndices()))
+        offset = arith::AddIOp::create(
+            b, loc(), arith::MulIOp::create(b, loc(), offset, size),
+            local.lookup(indexValue));
+      Type element = load.getMemRefType().getElementType();
+      Value address = LLVM::GEPOp::create(
+          b, loc(), extra->second.pointer.getType(), element,
+          extra->second.pointer, ValueRange{toI32(offset)});
+      // The extras are read-only while the kernel runs: an invariant load
+      // may be hoisted and shared between the scores that read the same
+      // element (a row's document id), and goes through the read-only path.
+      local.map(load.getResult(),
+                LLVM::LoadOp::create(b, loc(), element, address,
+                                     /*alignment=*/0, /*isVolatile=*/false,
+                                     /*isNonTemporal=*/false,
+                                     /*isInvariant=*/true)
+                    .getResult());
+      continue;
+    }
+    if (op.getDialect() && op.getDialect()->getNamespace() == "arith") {
+      b.clone(op, local);
+      continue;
+    }
+    auto unsupported = [&]() -> FailureOr<Value> {
+      return owner->emitOpError()
+             << "fa4-to-nvvm lowers math.exp, exp2, log, log2, tanh, sqrt, "
+                "rsqrt, absf and fma on f32 in a mod region, not '"
+             << op.getName() << "' on " << op.getResultTypes();
+    };
+    if (!isa<math::MathDialect>(op.getDialect()) || op.getNumResults() != 1 ||
+        op.getResult(0).getType() != f32Type)
+      return unsupported();
+    auto operand = [&](unsigned i) { return local.lookup(op.getOperand(i)); };
+    Value result =
+        llvm::TypeSwitch<Operation *, Value>(&op)
+            .Case([&](math::ExpOp) {
+              return ex2(arith::MulFOp::create(b, loc(), operand(0),
+                                               f32(float(M_LOG2E))));
+            })
+            .Case([&](math::Exp2Op) { return ex2(operand(0)); })
+            .Case([&](math::LogOp) {
+              return arith::MulFOp::create(b, loc(), lg2(operand(0)),
+                                           f32(float(M_LN2)))
+                  .getResult();
+            })
+            .Case([&](math::Log2Op) { return lg2(operand(0)); })
+            .Case([&](math::TanhOp) {
+              // tanh(y) = 1 - 2 / (2^(2y·log2 e) + 1): saturates to ±1.
+              Value e = arith::AddFOp::create(
+                  b, loc(),
+                  ex2(arith::MulFOp::create(b, loc(), operand(0),
+                                            f32(2.0f * float(M_LOG2E)))),
+                  f32(1.0f));
+              return arith::SubFOp::create(
+                         b, loc(), f32(1.0f),
+                         arith::DivFOp::create(b, loc(), f32(2.0f), e))
+                  .getResult();
+            })
+            .Case([&](math::SqrtOp) {
+              return LLVM::SqrtOp::create(b, loc(), operand(0)).getResult();
+            })
+            .Case([&](math::RsqrtOp) {
+              return approximate("rsqrt.approx.ftz.f32", operand(0));
+            })
+            .Case([&](math::AbsFOp) {
+              return LLVM::FAbsOp::create(b, loc(), operand(0)).getResult();
+            })
+            .Case([&](math::FmaOp) {
+              return LLVM::FMAOp::create(b, loc(), operand(0), operand(1),
+                                         operand(2))
+                  .getResult();
+            })
+            .Default([](Operation *) { return Value(); });
+    if (!result)
+      return unsupported();
+    local.map(op.getResult(0), result);
+  }
+  return owner->emitOpError() << "mod region ends without fa4.yield";
+}

@@ -1,0 +1,169 @@
+//===- Mods.cpp - an attention's score_mod / mask_mod, for a reference ----===//
+
+#include "fa4/Sim/Mods.h"
+
+#include "ModProgram.h"
+#include "fa4/Dialect/FA4/IR/FA4Ops.h"
+#include "fa4/Support/AttentionMath.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+
+#include <algorithm>
+#include <random>
+
+using namespace mlir;
+using namespace mlir::fa4;
+using namespace mlir::fa4::sim;
+
+Mods::Mods() = default;
+Mods::~Mods() = default;
+
+static std::string str(Type type) {
+  std::string text;
+  llvm::raw_string_ostream(text) << type;
+  return text;
+}
+
+std::unique_ptr<Mods> Mods::fromFunction(func::FuncOp func,
+                                         std::string &error) {
+  std::unique_ptr<Mods> mods(new Mods());
+  Region *scoreModRegion = nullptr, *maskModRegion = nullptr;
+  AttentionOp entry;
+  func.walk([&](Operation *op) {
+    if (auto attention = dyn_cast<AttentionOp>(op); attention && !entry)
+      entry = attention;
+    if (auto scoreMod = dyn_cast<ScoreModOp>(op); scoreMod && !scoreModRegion)
+      scoreModRegion = &scoreMod.getBody();
+    // kv_block_range carries the mask_mod at levels B and C.
+    if (auto range = dyn_cast<KvBlockRangeOp>(op);
+        range && !range.getMaskMod().empty() && !maskModRegion)
+      maskModRegion = &range.getMaskMod();
+  });
+  if (entry) {
+    if (!entry.getScoreMod().empty())
+      scoreModRegion = &entry.getScoreMod();
+    if (!entry.getMaskMod().empty())
+      maskModRegion = &entry.getMaskMod();
+    for (Value extra : entry.getExtras()) {
+      auto argument = dyn_cast<BlockArgument>(extra);
+      if (!argument || argument.getOwner() != &func.getBody().front()) {
+        error = "the extras of fa4.attention must be arguments of @" +
+                func.getName().str();
+        return nullptr;
+      }
+      mods->extraArguments.push_back(extra);
+    }
+  } else if (auto spec = func->getAttrOfType<DictionaryAttr>("fa4.spec")) {
+    if (auto positions = spec.getAs<DenseI64ArrayAttr>("extras"))
+      for (int64_t position : positions.asArrayRef()) {
+        if (position < 0 || position >= func.getNumArguments() ||
+            !isa<MemRefType>(func.getArgument(position).getType())) {
+          error = "fa4.spec names extra argument #" + std::to_string(position) +
+                  ", which is not a memref argument of @" + func.getName().str();
+          return nullptr;
+        }
+        mods->extraArguments.push_back(func.getArgument(position));
+      }
+  }
+  for (auto [region, program, leading] :
+       {std::tuple{scoreModRegion, &mods->scoreMod, 5u},
+        std::tuple{maskModRegion, &mods->maskMod, 4u}}) {
+    if (!region)
+      continue;
+    if (region->getNumArguments() != leading + mods->extraArguments.size()) {
+      error = "a mod region takes " + std::to_string(region->getNumArguments()) +
+              " arguments, but the attention has " +
+              std::to_string(mods->extraArguments.size()) + " extras";
+      return nullptr;
+    }
+    *program = ModProgram::compile(*region, error);
+    if (!*program)
+      return nullptr;
+  }
+  for (Value extra : mods->extraArguments) {
+    auto type = cast<MemRefType>(extra.getType());
+    ModBuffer buffer;
+    buffer.dtype = str(type.getElementType());
+    buffer.integer = type.getElementType().isIntOrIndex();
+    mods->extraBuffers.push_back(std::move(buffer));
+  }
+  for (const ModBuffer &buffer : mods->extraBuffers)
+    mods->extraPointers.push_back(&buffer);
+  return mods;
+}
+
+static double roundToElement(const std::string &dtype, double value) {
+  if (dtype == "f32")
+    return static_cast<float>(value);
+  if (dtype == "f16")
+    return roundToHalf(static_cast<float>(value));
+  if (dtype == "bf16")
+    return roundToBFloat16(static_cast<float>(value));
+  return value;
+}
+
+bool Mods::fillExtras(const Problem &p, uint64_t seed, std::string &error) {
+  int64_t dynamicSize = std::max({p.batch, p.seqQ, p.seqK, p.qHeads});
+  for (auto [i, extra] : llvm::enumerate(extraArguments)) {
+    auto type = cast<MemRefType>(extra.getType());
+    ModBuffer &buffer = extraBuffers[i];
+    buffer.shape.clear();
+    int64_t count = 1;
+    for (int64_t dim : type.getShape()) {
+      int64_t size = ShapedType::isDynamic(dim) ? dynamicSize : dim;
+      if (size <= 0 || size > (int64_t(1) << 26) / count) {
+        error = "an extra of type " + str(type) +
+                " would need more than 2^26 elements (or has a zero dimension)";
+        return false;
+      }
+      buffer.shape.push_back(size);
+      count *= size;
+    }
+    buffer.data.assign(count, 0.0);
+    std::mt19937_64 random(seed * 7919 + i);
+    if (!buffer.integer) {
+      std::uniform_real_distribution<double> uniform(-1.0, 1.0);
+      for (double &value : buffer.data)
+        value = roundToElement(buffer.dtype, uniform(random));
+      continue;
+    }
+    // Runs of 1 to len/2 equal ids along the last dimension: a few
+    // documents per sequence.
+    int64_t row = buffer.shape.empty() ? 1 : buffer.shape.back();
+    std::uniform_int_distribution<int64_t> runLength(
+        1, std::max<int64_t>(1, row / 2));
+    for (int64_t start = 0; start < count; start += row) {
+      int64_t id = 0, left = runLength(random);
+      for (int64_t j = 0; j < row; ++j) {
+        if (left-- == 0) {
+          ++id;
+          left = runLength(random) - 1;
+        }
+        buffer.data[start + j] = static_cast<double>(id);
+      }
+    }
+  }
+  return true;
+}
+
+void Mods::attach(Problem &problem) {
+  if (scoreMod)
+    problem.scoreMod = [this](double score, int64_t b, int64_t h, int64_t i,
+                              int64_t j) {
+      double arguments[] = {score, double(b), double(h), double(i), double(j)};
+      double result = score;
+      if (runError.empty())
+        scoreMod->run(arguments, extraPointers, /*rounded=*/false, result,
+                      runError);
+      return result;
+    };
+  if (maskMod)
+    problem.maskMod = [this](int64_t b, int64_t h, int64_t i, int64_t j) {
+      double arguments[] = {double(b), double(h), double(i), double(j)};
+      double result = 1.0;
+      if (runError.empty())
+        maskMod->run(arguments, extraPointers, /*rounded=*/false, result,
+                     runError);
+      return result != 0.0;
+    };
+}
