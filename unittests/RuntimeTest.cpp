@@ -1,6 +1,7 @@
 //===- RuntimeTest.cpp - manifest to launch arguments ---------------------===//
 
 #include "fa4/Runtime/Launch.h"
+#include "fa4/Runtime/Runtime.h"
 
 #include "gtest/gtest.h"
 
@@ -91,6 +92,96 @@ TEST(Runtime, MalformedManifestsNameTheField) {
   EXPECT_NE(error.find("\"kernel\""), std::string::npos) << error;
   EXPECT_FALSE(parseManifest("[", m, error));
   EXPECT_NE(error.find("not JSON"), std::string::npos) << error;
+}
+
+TEST(Runtime, PlanPassesExtrasAndTheirDynamicSizes) {
+  Manifest m = seedManifest();
+  m.extras = {{"f32", {32}}, {"i32", {-1, -1}}};
+  m.parameters.push_back({"extra0", "void*"});
+  m.parameters.push_back({"extra1", "void*"});
+  m.parameters.push_back({"extra1_dim0", "int32"});
+  m.parameters.push_back({"extra1_dim1", "int32"});
+  Buffers buffers;
+  buffers.q = 0x100000000ull;
+  buffers.lse = 0x200000000ull;
+  buffers.extras = {{0x300000000ull, {32}}, {0x400000000ull, {2, 1000}}};
+  auto encode = [](const TensorMapSpec &, uint8_t *out, std::string &) {
+    std::memset(out, 0, 128);
+    return true;
+  };
+  LaunchPlan plan;
+  std::string error;
+  ASSERT_TRUE(planLaunch(m, {2, 1000, 1000}, buffers, encode, plan, error)) << error;
+  ASSERT_EQ(plan.arguments.size(), 9u);
+  uint64_t address;
+  std::memcpy(&address, plan.arguments[5].data(), 8);
+  EXPECT_EQ(address, 0x300000000ull);
+  std::memcpy(&address, plan.arguments[6].data(), 8);
+  EXPECT_EQ(address, 0x400000000ull);
+  int32_t size;
+  std::memcpy(&size, plan.arguments[7].data(), 4);
+  EXPECT_EQ(size, 2);
+  std::memcpy(&size, plan.arguments[8].data(), 4);
+  EXPECT_EQ(size, 1000);
+  // A kernel that reads an extra needs its buffer.
+  buffers.extras.pop_back();
+  EXPECT_FALSE(planLaunch(m, {2, 1000, 1000}, buffers, encode, plan, error));
+  EXPECT_NE(error.find("extra1"), std::string::npos) << error;
+}
+
+TEST(Runtime, ExtrasAreCheckedByName) {
+  Manifest m = seedManifest();
+  m.extras = {{"i32", {-1, 64}}};
+  Tensor o{0x100000000ull, "fp16", {1, 64, 32, 128}, {}};
+  Tensor ids{0x200000000ull, "i32", {2, 64}, {64, 1}};
+  std::string error;
+  EXPECT_TRUE(checkExtras(m, {ids}, {&o}, error)) << error;
+  auto refused = [&](Tensor extra, std::vector<Tensor> extras = {}) {
+    if (extras.empty())
+      extras = {extra};
+    EXPECT_FALSE(checkExtras(m, extras, {&o}, error));
+    return error;
+  };
+  EXPECT_NE(refused(ids, {ids, ids}).find("reads 1 extra"), std::string::npos) << error;
+  Tensor wrong = ids;
+  wrong.dtype = "f32";
+  EXPECT_NE(refused(wrong).find("expected dtype i32"), std::string::npos) << error;
+  wrong = ids;
+  wrong.sizes = {2, 63};
+  EXPECT_NE(refused(wrong).find("dimension 1 is 63, expected 64"), std::string::npos) << error;
+  wrong = ids;
+  wrong.strides = {128, 1};
+  EXPECT_NE(refused(wrong).find("dense and row-major"), std::string::npos) << error;
+  wrong = ids;
+  wrong.address = 0x100000000ull + 64; // inside O
+  EXPECT_NE(refused(wrong).find("shares memory"), std::string::npos) << error;
+  wrong = ids;
+  wrong.address += 2;
+  EXPECT_NE(refused(wrong).find("aligned"), std::string::npos) << error;
+  wrong = ids;
+  wrong.sizes = {int64_t(1) << 25, 64};
+  wrong.strides = {};
+  EXPECT_NE(refused(wrong).find("2^31 elements"), std::string::npos) << error;
+}
+
+TEST(Runtime, ManifestExtrasAreValidated) {
+  Manifest m;
+  std::string error;
+  std::string head = R"({"kernel": "a", "cubin": "a.cubin", "target": "sm_100a",
+    "block": [512, 1, 1], "grid": {"sm_count": 148, "order": "static"},
+    "dynamic_smem_bytes": 1, "tmem_columns": 512,
+    "attention": {"mask": "none", "window_left": -1, "window_right": -1,
+      "scale": 0.1, "softcap": 0, "head_dim": 64, "q_heads": 4, "kv_heads": 4,
+      "dtype": "fp16", "lse": false, "rows_per_task": 256, "mask_mod": true},
+    "tensor_maps": [], "parameters": [], )";
+  ASSERT_TRUE(parseManifest(head + R"("extras": [{"dtype": "i32", "shape": [-1, 8]}]})", m, error)) << error;
+  EXPECT_TRUE(m.maskMod);
+  ASSERT_EQ(m.extras.size(), 1u);
+  EXPECT_EQ(m.extras[0].shape, (std::vector<int64_t>{-1, 8}));
+  EXPECT_FALSE(parseManifest(head + R"("extras": [{"dtype": "q7", "shape": [1]}]})", m, error));
+  EXPECT_NE(error.find("unknown dtype \"q7\""), std::string::npos) << error;
+  EXPECT_FALSE(parseManifest(head + R"("extras": [{"dtype": "f32", "shape": [0]}]})", m, error));
+  EXPECT_NE(error.find("neither -1 nor"), std::string::npos) << error;
 }
 
 } // namespace

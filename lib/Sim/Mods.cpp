@@ -92,6 +92,13 @@ std::unique_ptr<Mods> Mods::fromFunction(func::FuncOp func,
   return mods;
 }
 
+llvm::SmallVector<unsigned> Mods::argumentNumbers() const {
+  llvm::SmallVector<unsigned> numbers;
+  for (Value extra : extraArguments)
+    numbers.push_back(cast<BlockArgument>(extra).getArgNumber());
+  return numbers;
+}
+
 static double roundToElement(const std::string &dtype, double value) {
   if (dtype == "f32")
     return static_cast<float>(value);

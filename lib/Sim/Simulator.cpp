@@ -306,13 +306,27 @@ bool mlir::fa4::sim::simulate(func::FuncOp func, const RunOptions &options,
 
   // The extras the mod regions read, drawn like the inputs; the reference
   // runs the regions in double, the mathematics the user wrote.
-  std::unique_ptr<Mods> mods = Mods::fromFunction(func, error);
+  auto entry = dyn_cast_or_null<func::FuncOp>(options.entry);
+  std::unique_ptr<Mods> mods = Mods::fromFunction(entry ? entry : func, error);
   if (!mods || !mods->fillExtras(problem, options.seed, error))
     return false;
   mods->attach(problem);
+  // The program's extras, by the entry's argument numbers.
+  SmallVector<Value> extraArguments;
+  for (auto [number, extra] :
+       llvm::zip(mods->argumentNumbers(), mods->arguments())) {
+    if (number >= func.getNumArguments() ||
+        func.getArgument(number).getType() != extra.getType()) {
+      error = "the lowered @" + func.getName().str() +
+              " has no extra argument #" + std::to_string(number) + " of type " +
+              str(extra.getType());
+      return false;
+    }
+    extraArguments.push_back(func.getArgument(number));
+  }
 
   auto bindArguments = [&](Interpreter &interpreter) {
-    for (auto [extra, buffer] : llvm::zip(mods->arguments(), mods->buffers()))
+    for (auto [extra, buffer] : llvm::zip(extraArguments, mods->buffers()))
       interpreter.bindExtra(extra, &buffer);
     interpreter.bind(argument(kQ), &q);
     interpreter.bind(argument(kK), &k);

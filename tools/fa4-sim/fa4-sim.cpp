@@ -101,6 +101,17 @@ int main(int argc, char **argv) {
   // Level A runs through the same lowering fa4c uses, then as level B.
   bool hasEntryOp = false;
   module->walk([&](fa4::AttentionOp) { hasEntryOp = true; });
+  // The entry as written: the reference runs its regions, not the lowered
+  // copies.
+  OwningOpRef<ModuleOp> entryModule;
+  func::FuncOp entry;
+  if (hasEntryOp) {
+    entryModule = module->clone();
+    entryModule->walk([&](fa4::AttentionOp op) {
+      if (!entry)
+        entry = op->getParentOfType<func::FuncOp>();
+    });
+  }
   if (hasEntryOp) {
     fa4::PipelineOptions options;
     options.stopAfter = "tile";
@@ -130,6 +141,7 @@ int main(int argc, char **argv) {
   options.atol = absTolerance;
   options.rtol = relTolerance;
   options.interleavings = interleavings;
+  options.entry = entry;
   fa4::sim::RunReport report;
   if (!fa4::sim::simulate(kernels.front(), options, report, error))
     return fail(error);

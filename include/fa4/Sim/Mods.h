@@ -69,6 +69,9 @@ public:
 
   /// The function arguments of the extras, and their storage, in order.
   llvm::ArrayRef<Value> arguments() const { return extraArguments; }
+  /// Their argument numbers: lowering keeps them, so they name the extras
+  /// of the lowered function too.
+  llvm::SmallVector<unsigned> argumentNumbers() const;
   const std::vector<ModBuffer> &buffers() const { return extraBuffers; }
 
 private:

@@ -17,6 +17,7 @@
 #include <vector>
 
 namespace mlir {
+class Operation;
 namespace func {
 class FuncOp;
 } // namespace func
@@ -35,6 +36,11 @@ struct RunOptions {
   double rtol = 1e-2;
   /// Level C: schedules to run, each drawn from its own seed.
   int64_t interleavings = 1;
+  /// For level-A input: the function holding fa4.attention as written,
+  /// before lowering. The reference then runs its score_mod / mask_mod, not
+  /// the copies the lowering made, so a lowering that loses or changes a
+  /// region is caught. Null: the reference runs the program's own copies.
+  Operation *entry = nullptr;
 };
 
 struct RunReport {

@@ -150,15 +150,11 @@ FailureOr<Value> Lowering::emitModRegion(Operation *owner, Region &region,
       Value address = LLVM::GEPOp::create(
           b, loc(), extra->second.pointer.getType(), element,
           extra->second.pointer, ValueRange{toI32(offset)});
-      // The extras are read-only while the kernel runs: an invariant load
-      // may be hoisted and shared between the scores that read the same
-      // element (a row's document id), and goes through the read-only path.
+      // A plain load: marked invariant, LLVM hoists every key's load of a
+      // table to the top of the row program, and the loaded values' live
+      // ranges spill (a relative-position table did, by 8 bytes).
       local.map(load.getResult(),
-                LLVM::LoadOp::create(b, loc(), element, address,
-                                     /*alignment=*/0, /*isVolatile=*/false,
-                                     /*isNonTemporal=*/false,
-                                     /*isInvariant=*/true)
-                    .getResult());
+                LLVM::LoadOp::create(b, loc(), element, address).getResult());
       continue;
     }
     if (op.getDialect() && op.getDialect()->getNamespace() == "arith") {
