@@ -8,6 +8,17 @@
 
 namespace mlir::fa4 {
 
+/// The least (or the greatest) of `value` over a Min/Max node's operands.
+template <typename ValueOf>
+static int64_t fold(const std::vector<KeyBound> &operands, bool least,
+                    ValueOf value) {
+  int64_t result = value(operands.front());
+  for (const KeyBound &operand : operands)
+    result = least ? std::min(result, value(operand))
+                   : std::max(result, value(operand));
+  return result;
+}
+
 KeyBound KeyBound::diagonal(int64_t offset, bool bottomRight) {
   KeyBound bound;
   bound.kind = Kind::Diagonal;
@@ -57,15 +68,10 @@ int64_t KeyBound::evaluate(int64_t queryPos, int64_t seqQ, int64_t seqK) const {
   case Kind::Constant:
     return offset;
   case Kind::Min:
-  case Kind::Max: {
-    int64_t result = operands.front().evaluate(queryPos, seqQ, seqK);
-    for (const KeyBound &operand : operands) {
-      int64_t value = operand.evaluate(queryPos, seqQ, seqK);
-      result = kind == Kind::Min ? std::min(result, value)
-                                 : std::max(result, value);
-    }
-    return result;
-  }
+  case Kind::Max:
+    return fold(operands, kind == Kind::Min, [&](const KeyBound &operand) {
+      return operand.evaluate(queryPos, seqQ, seqK);
+    });
   }
   return offset;
 }
@@ -81,16 +87,11 @@ int64_t KeyBound::firstReaching(int64_t target, int64_t seqQ,
   case Kind::Constant:
     return offset >= target ? 0 : kNever;
   case Kind::Min:
-  case Kind::Max: {
+  case Kind::Max:
     // max(a, b) reaches the target when either does, min(a, b) when both do.
-    int64_t result = operands.front().firstReaching(target, seqQ, seqK);
-    for (const KeyBound &operand : operands) {
-      int64_t first = operand.firstReaching(target, seqQ, seqK);
-      result = kind == Kind::Max ? std::min(result, first)
-                                 : std::max(result, first);
-    }
-    return result;
-  }
+    return fold(operands, kind == Kind::Max, [&](const KeyBound &operand) {
+      return operand.firstReaching(target, seqQ, seqK);
+    });
   }
   return kNever;
 }

@@ -21,6 +21,20 @@ using namespace mlir;
 using namespace mlir::fa4;
 using namespace mlir::fa4::nvvm;
 
+/// The least (or the greatest) of `value` over a Min/Max node's operands, as
+/// signed index arithmetic.
+static Value fold(OpBuilder &b, Location loc, ArrayRef<KeyBound> operands,
+                  bool least, function_ref<Value(const KeyBound &)> value) {
+  Value result;
+  for (const KeyBound &operand : operands) {
+    Value next = value(operand);
+    result = !result ? next
+             : least ? arith::MinSIOp::create(b, loc, result, next).getResult()
+                     : arith::MaxSIOp::create(b, loc, result, next).getResult();
+  }
+  return result;
+}
+
 Value Lowering::emitKeyBound(const KeyBound &bound, Value position, Value seqQ,
                              Value seqK) {
   switch (bound.kind) {
@@ -42,17 +56,11 @@ Value Lowering::emitKeyBound(const KeyBound &bound, Value position, Value seqQ,
   case KeyBound::Kind::Constant:
     return index(bound.offset);
   case KeyBound::Kind::Min:
-  case KeyBound::Kind::Max: {
-    Value result;
-    for (const KeyBound &operand : bound.operands) {
-      Value value = emitKeyBound(operand, position, seqQ, seqK);
-      result = !result ? value
-               : bound.kind == KeyBound::Kind::Min
-                   ? arith::MinSIOp::create(b, loc(), result, value).getResult()
-                   : arith::MaxSIOp::create(b, loc(), result, value).getResult();
-    }
-    return result;
-  }
+  case KeyBound::Kind::Max:
+    return fold(b, loc(), bound.operands, bound.kind == KeyBound::Kind::Min,
+                [&](const KeyBound &operand) {
+                  return emitKeyBound(operand, position, seqQ, seqK);
+                });
   }
   return index(bound.offset);
 }
@@ -85,18 +93,12 @@ Value Lowering::emitFirstReaching(const KeyBound &bound, Value target,
                                    index(std::numeric_limits<int32_t>::max()));
   }
   case KeyBound::Kind::Min:
-  case KeyBound::Kind::Max: {
-    Value result;
-    for (const KeyBound &operand : bound.operands) {
-      Value value = emitFirstReaching(operand, target, seqQ, seqK);
-      // max(a, b) reaches the target when either does, min(a, b) when both.
-      result = !result ? value
-               : bound.kind == KeyBound::Kind::Max
-                   ? arith::MinSIOp::create(b, loc(), result, value).getResult()
-                   : arith::MaxSIOp::create(b, loc(), result, value).getResult();
-    }
-    return result;
-  }
+  case KeyBound::Kind::Max:
+    // max(a, b) reaches the target when either does, min(a, b) when both.
+    return fold(b, loc(), bound.operands, bound.kind == KeyBound::Kind::Max,
+                [&](const KeyBound &operand) {
+                  return emitFirstReaching(operand, target, seqQ, seqK);
+                });
   }
   return zero;
 }
