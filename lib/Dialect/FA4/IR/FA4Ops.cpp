@@ -374,7 +374,7 @@ LogicalResult AttentionOp::verify() {
     auto type = cast<MemRefType>(extra.getType());
     Type element = type.getElementType();
     if (!type.getLayout().isIdentity() ||
-        !(element.isIntOrIndex() || isa<FloatType>(element)))
+        !isa<IntegerType, FloatType>(element))
       return emitOpError() << "extras must be row-major memrefs of integers "
                               "or floats, got "
                            << type;
