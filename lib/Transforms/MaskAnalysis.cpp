@@ -18,9 +18,10 @@ namespace {
 /// Region arguments: batch, q_head, q_idx, kv_idx.
 constexpr unsigned kQueryArgument = 2, kKeyArgument = 3;
 
-/// Offsets beyond this are not read as bounds: key positions are 32-bit in the
-/// kernel, and the sums below stay far from overflow.
-constexpr int64_t kOffsetLimit = int64_t(1) << 31;
+/// Offsets and coefficients beyond this are not read as bounds (the
+/// predicate then runs per element): the kernel adds a bound's offset to
+/// 32-bit positions, which must not wrap.
+constexpr int64_t kOffsetLimit = int64_t(1) << 24;
 
 /// kv·kv + q·q + qDiv·floor(q/divisor) + kvDiv·floor(kv/divisor) + constant.
 struct Linear {
