@@ -166,6 +166,16 @@ Value Lowering::approximate(StringRef instruction, Value x) {
       .getResult(0);
 }
 
+Value Lowering::tanh(Value x, float scale) {
+  Value e = arith::AddFOp::create(
+      b, loc(),
+      ex2(arith::MulFOp::create(b, loc(), x, f32(2.0f * scale * float(M_LOG2E)))),
+      f32(1.0f));
+  Value twiceReciprocal = arith::MulFOp::create(
+      b, loc(), approximate("rcp.approx.ftz.f32", e), f32(2.0f));
+  return arith::SubFOp::create(b, loc(), f32(1.0f), twiceReciprocal);
+}
+
 SmallVector<Value> Lowering::waitForTmemLoads(ArrayRef<Value> raws) {
   // tcgen05.wait::ld as inline assembly that takes the loaded words and
   // gives them back. With the NVVM wait op, which no value depends on, LLVM

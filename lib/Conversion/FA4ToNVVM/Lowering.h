@@ -105,6 +105,10 @@ private:
   Value approximate(StringRef instruction, Value x);
   Value ex2(Value x) { return approximate("ex2.approx.ftz.f32", x); }
   Value lg2(Value x) { return approximate("lg2.approx.ftz.f32", x); }
+  /// tanh(x·scale) = 1 - 2 / (2^(2·scale·x·log2 e) + 1) on MUFU.EX2 and
+  /// MUFU.RCP (a full-precision division costs a dozen instructions more per
+  /// score); saturates to ±1.
+  Value tanh(Value x, float scale = 1.0f);
   /// Waits for this thread's tcgen05.ld and returns the loaded words, so
   /// that no use of them can be scheduled before the wait.
   Value waitForTmemLoad(Value raw);
@@ -152,6 +156,10 @@ private:
   /// The visible keys [begin, end) of query position `position`.
   Value emitKeyEdges(Value position, const KeyBounds &bounds, Value seqQ,
                      Value seqK, Value &end);
+  /// Whether a load of an extra in the region is indexed by a value that
+  /// depends on block argument `argument`: positions passed for it must then
+  /// be clamped into the sequence.
+  static bool loadsIndexedBy(Region &region, unsigned argument);
   /// A mod region inlined at the insertion point: its leading arguments bound
   /// to `leading`, its extras' loads read through the kernel's pointers.
   FailureOr<Value> emitModRegion(Operation *owner, Region &region,

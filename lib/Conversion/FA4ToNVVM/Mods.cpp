@@ -12,6 +12,7 @@
 
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "llvm/ADT/SmallPtrSet.h"
 #include "llvm/ADT/TypeSwitch.h"
 
 #include <cmath>
@@ -121,6 +122,21 @@ Value Lowering::emitKeyEdges(Value position, const KeyBounds &bounds,
   return begin;
 }
 
+bool Lowering::loadsIndexedBy(Region &region, unsigned argument) {
+  Block &body = region.front();
+  llvm::SmallPtrSet<Value, 16> dependent = {body.getArgument(argument)};
+  for (Operation &op : body) {
+    if (auto load = dyn_cast<memref::LoadOp>(op))
+      if (llvm::any_of(load.getIndices(),
+                       [&](Value index) { return dependent.contains(index); }))
+        return true;
+    if (llvm::any_of(op.getOperands(),
+                     [&](Value operand) { return dependent.contains(operand); }))
+      dependent.insert(op.result_begin(), op.result_end());
+  }
+  return false;
+}
+
 FailureOr<Value> Lowering::emitModRegion(Operation *owner, Region &region,
                                          ArrayRef<Value> leading,
                                          ValueRange extraOperands) {
@@ -186,18 +202,7 @@ FailureOr<Value> Lowering::emitModRegion(Operation *owner, Region &region,
                   .getResult();
             })
             .Case([&](math::Log2Op) { return lg2(operand(0)); })
-            .Case([&](math::TanhOp) {
-              // tanh(y) = 1 - 2 / (2^(2y·log2 e) + 1): saturates to ±1.
-              Value e = arith::AddFOp::create(
-                  b, loc(),
-                  ex2(arith::MulFOp::create(b, loc(), operand(0),
-                                            f32(2.0f * float(M_LOG2E)))),
-                  f32(1.0f));
-              return arith::SubFOp::create(
-                         b, loc(), f32(1.0f),
-                         arith::DivFOp::create(b, loc(), f32(2.0f), e))
-                  .getResult();
-            })
+            .Case([&](math::TanhOp) { return tanh(operand(0)); })
             .Case([&](math::SqrtOp) {
               return LLVM::SqrtOp::create(b, loc(), operand(0)).getResult();
             })

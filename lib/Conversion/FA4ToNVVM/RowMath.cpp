@@ -89,32 +89,31 @@ LogicalResult Lowering::lowerOnlineSoftmax(OnlineSoftmaxOp op) {
   for (Value word : waitForTmemLoads(raws))
     s.push_back(arith::BitcastOp::create(b, loc(), f32Type, word));
 
-  // 2. Softcap: cap·tanh(s·scale/cap), tanh(y) = 1 - 2 / (2^(2y·log2 e) + 1).
+  // 2. Softcap: cap·tanh(s·scale/cap).
   if (SoftcapOp softcap = scores.softcap) {
     float cap = softcap.getCap().convertToFloat();
     float inner = softcap.getScale().convertToFloat() / cap;
-    for (Value &element : s) {
-      Value y = arith::MulFOp::create(b, loc(), element,
-                                      f32(2.0f * inner * float(M_LOG2E)));
-      Value e = arith::AddFOp::create(b, loc(), ex2(y), f32(1.0f));
-      Value tanh = arith::SubFOp::create(
-          b, loc(), f32(1.0f), arith::DivFOp::create(b, loc(), f32(2.0f), e));
-      element = arith::MulFOp::create(b, loc(), tanh, f32(cap));
-    }
+    for (Value &element : s)
+      element = arith::MulFOp::create(b, loc(), tanh(element, inner), f32(cap));
   }
 
-  // 2a. The score_mod, inlined per score on the scaled score. The region
-  // sees positions clamped into the sequences, so its loads stay in bounds;
-  // the scores past seq_q or seq_k it changes are masked or never stored.
+  // 2a. The score_mod, inlined per score on the scaled score. Where its
+  // loads are indexed by a position, the region sees positions clamped into
+  // the sequences, so they stay in bounds; the scores past seq_q or seq_k it
+  // changes are masked or never stored.
   if (ScoreModOp scoreMod = scores.scoreMod) {
     int64_t ratio = scoreMod.getGqaRatio();
+    Region &body = scoreMod.getBody();
     Value packed = arith::AddIOp::create(b, loc(), lookup(scoreMod.getRow()),
                                          rowInWarpgroup());
-    Value lastQuery = arith::SubIOp::create(b, loc(), lookup(scoreMod.getSeqQ()), index(1));
-    Value lastKey = arith::SubIOp::create(b, loc(), lookup(scoreMod.getSeqK()), index(1));
-    Value query = arith::MinSIOp::create(
-        b, loc(), arith::DivUIOp::create(b, loc(), packed, index(ratio)),
-        lastQuery);
+    Value query = arith::DivUIOp::create(b, loc(), packed, index(ratio));
+    if (loadsIndexedBy(body, 3))
+      query = arith::MinSIOp::create(
+          b, loc(), query,
+          arith::SubIOp::create(b, loc(), lookup(scoreMod.getSeqQ()), index(1)));
+    Value lastKey;
+    if (loadsIndexedBy(body, 4))
+      lastKey = arith::SubIOp::create(b, loc(), lookup(scoreMod.getSeqK()), index(1));
     Value queryHead = arith::AddIOp::create(
         b, loc(),
         arith::MulIOp::create(b, loc(), lookup(scoreMod.getHead()), index(ratio)),
@@ -123,12 +122,12 @@ LogicalResult Lowering::lowerOnlineSoftmax(OnlineSoftmaxOp op) {
     Value firstKey = lookup(scoreMod.getCol());
     Value scale = f32(scoreMod.getScale().convertToFloat());
     for (auto [column, element] : llvm::enumerate(s)) {
-      Value key = arith::MinSIOp::create(
-          b, loc(),
-          arith::AddIOp::create(b, loc(), firstKey, index(column)), lastKey);
+      Value key = arith::AddIOp::create(b, loc(), firstKey, index(column));
+      if (lastKey)
+        key = arith::MinSIOp::create(b, loc(), key, lastKey);
       Value scaled = arith::MulFOp::create(b, loc(), element, scale);
       FailureOr<Value> modded =
-          emitModRegion(scoreMod, scoreMod.getBody(),
+          emitModRegion(scoreMod, body,
                         {scaled, batch, queryHead, query, key},
                         scoreMod.getExtras());
       if (failed(modded))
@@ -204,21 +203,26 @@ LogicalResult Lowering::lowerOnlineSoftmax(OnlineSoftmaxOp op) {
       // already hidden, the rows past seq_q never stored).
       if (!bounds.exact) {
         int64_t ratio = mask.getGqaRatio();
-        Value query = arith::MinSIOp::create(
-            b, loc(), position,
-            arith::SubIOp::create(b, loc(), lookup(mask.getSeqQ()), index(1)));
+        Region &body = mask.getMaskMod();
+        Value query = position;
+        if (loadsIndexedBy(body, 2))
+          query = arith::MinSIOp::create(
+              b, loc(), position,
+              arith::SubIOp::create(b, loc(), lookup(mask.getSeqQ()), index(1)));
         Value queryHead = arith::AddIOp::create(
             b, loc(),
             arith::MulIOp::create(b, loc(), lookup(mask.getHead()), index(ratio)),
             arith::RemUIOp::create(b, loc(), packed, index(ratio)));
-        Value lastKey =
-            arith::SubIOp::create(b, loc(), lookup(mask.getSeqK()), index(1));
+        Value lastKey;
+        if (loadsIndexedBy(body, 3))
+          lastKey =
+              arith::SubIOp::create(b, loc(), lookup(mask.getSeqK()), index(1));
         for (auto [column, element] : llvm::enumerate(masked)) {
-          Value key = arith::MinSIOp::create(
-              b, loc(), arith::AddIOp::create(b, loc(), first, index(column)),
-              lastKey);
+          Value key = arith::AddIOp::create(b, loc(), first, index(column));
+          if (lastKey)
+            key = arith::MinSIOp::create(b, loc(), key, lastKey);
           FailureOr<Value> visible = emitModRegion(
-              mask, mask.getMaskMod(),
+              mask, body,
               {lookup(mask.getBatch()), queryHead, query, key},
               mask.getExtras());
           if (failed(visible))
