@@ -246,6 +246,47 @@ TEST_F(MaskAnalysisTest, DataDependent) {
         [](int64_t q, int64_t kv) { return q - kv >= 0 && q - kv < 9; }, false);
 }
 
+// Widths: a zero-extended i1 is +1, a narrow type wraps positions, and a
+// zero-extended difference is not the difference. The analysis must not
+// read any of them as a plain affine form.
+TEST_F(MaskAnalysisTest, IntegerWidths) {
+  // kv <= q + 1 written with an unsigned cast of true: bounds may over-
+  // approximate, but never drop a key.
+  check(analyze(R"(%one = arith.index_castui %true : i1 to index
+                   %hi = arith.addi %i, %one : index
+                   %m = arith.cmpi sle, %j, %hi : index
+                   fa4.yield %m : i1)"),
+        [](int64_t q, int64_t kv) { return kv <= q + 1; }, false);
+  // Comparing positions truncated to i8.
+  check(analyze(R"(%q8 = arith.index_cast %i : index to i8
+                   %k8 = arith.index_cast %j : index to i8
+                   %m = arith.cmpi sle, %k8, %q8 : i8
+                   fa4.yield %m : i1)"),
+        [](int64_t q, int64_t kv) { return int8_t(kv) <= int8_t(q); }, false);
+  // The unsigned-window idiom: (q - kv) as unsigned < 4 is 0 <= q - kv < 4.
+  check(analyze(R"(%d = arith.subi %i, %j : index
+                   %d32 = arith.index_cast %d : index to i32
+                   %du = arith.extui %d32 : i32 to i64
+                   %c4 = arith.constant 4 : i64
+                   %m = arith.cmpi slt, %du, %c4 : i64
+                   fa4.yield %m : i1)"),
+        [](int64_t q, int64_t kv) {
+          return uint64_t(uint32_t(int32_t(q - kv))) < 4;
+        },
+        false);
+}
+
+// Shared subexpressions are analysed once: 48 doublings of one comparison
+// would take 2^48 steps otherwise.
+TEST_F(MaskAnalysisTest, SharedSubexpressions) {
+  std::string body = "%p0 = arith.cmpi ule, %j, %i : index\n";
+  for (int n = 0; n < 48; ++n)
+    body += "%p" + std::to_string(n + 1) + " = arith.andi %p" +
+            std::to_string(n) + ", %p" + std::to_string(n) + " : i1\n";
+  body += "fa4.yield %p48 : i1";
+  check(analyze(body), [](int64_t q, int64_t kv) { return kv <= q; }, true);
+}
+
 TEST_F(MaskAnalysisTest, Constants) {
   check(analyze("fa4.yield %true : i1"),
         [](int64_t, int64_t) { return true; }, true);

@@ -253,6 +253,11 @@ bool checkExtras(const Manifest &m, const std::vector<Tensor> &extras,
       error = name + ": expected dtype " + want.dtype + ", got " + t.dtype;
       return false;
     }
+    if (!t.strides.empty() && t.strides.size() != t.sizes.size()) {
+      error = name + ": has " + std::to_string(t.strides.size()) +
+              " strides for " + std::to_string(t.sizes.size()) + " sizes";
+      return false;
+    }
     if (t.sizes.size() != want.shape.size()) {
       error = name + ": expected rank " + std::to_string(want.shape.size()) +
               ", got " + std::to_string(t.sizes.size());

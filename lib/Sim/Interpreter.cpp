@@ -445,9 +445,15 @@ bool Interpreter::execute(Operation *op, std::string &error) {
       // The tile program.
       .Case([&](KvBlockRangeOp range) {
         int64_t seqQ = index(range.getSeqQ()), seqK = index(range.getSeqK());
-        MaskModBounds bounds =
-            maskBounds(range.getMask(), range.getWindowLeft(),
-                       range.getWindowRight(), range.getMaskMod());
+        auto cached = rangeBounds.find(op);
+        if (cached == rangeBounds.end())
+          cached = rangeBounds
+                       .try_emplace(op, maskBounds(range.getMask(),
+                                                   range.getWindowLeft(),
+                                                   range.getWindowRight(),
+                                                   range.getMaskMod()))
+                       .first;
+        const MaskModBounds &bounds = cached->second;
         KvBlockRange blocks = kvBlockRange(
             bounds.bounds, index(range.getRowBegin()), range.getRows(),
             range.getGqaRatio(), range.getBlockN(), seqQ, seqK);

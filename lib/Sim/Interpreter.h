@@ -163,6 +163,8 @@ private:
   llvm::DenseMap<Value, RuntimeValue> values;
   llvm::DenseMap<Value, const ModBuffer *> extras;
   llvm::DenseMap<Operation *, std::shared_ptr<Mod>> mods;
+  /// The bounds of each kv_block_range, analysed once, not once per task.
+  llvm::DenseMap<Operation *, MaskModBounds> rangeBounds;
   InterpreterStats stats;
   OpHook *hook = nullptr;
   StepBudget *budget = nullptr;

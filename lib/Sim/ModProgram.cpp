@@ -25,7 +25,7 @@ struct Slot {
 };
 
 enum class Code {
-  Constant, Copy,
+  Constant,
   // integers
   AddI, SubI, MulI, DivSI, DivUI, FloorDivSI, CeilDivSI, RemSI, RemUI, MinSI,
   MaxSI, MinUI, MaxUI, AndI, OrI, XOrI, ShLI, ShRSI, ShRUI, CmpI, ExtSI, ExtUI,
@@ -52,20 +52,20 @@ struct ModProgram::Instruction {
 
 ModProgram::~ModProgram() = default;
 
+/// `index` is 32 bits wide in the kernel (the pipeline's index width), and so
+/// here: the reference and the tile program compute what the kernel does.
 static unsigned widthOf(Type type) {
   if (type.isIndex())
-    return 64;
+    return 32;
   return type.getIntOrFloatBitWidth();
 }
 
-/// An integer as its type holds it: sign-extended from the type's width,
-/// except i1, which is 0 or 1.
+/// An integer as its type holds it: sign-extended from the type's width, as
+/// MLIR reads integers signed (i1's true is -1).
 static int64_t wrap(Type type, int64_t value) {
   unsigned width = widthOf(type);
   if (width >= 64)
     return value;
-  if (width == 1)
-    return value & 1;
   uint64_t mask = (uint64_t(1) << width) - 1;
   uint64_t bits = static_cast<uint64_t>(value) & mask;
   if (bits >> (width - 1))
@@ -78,6 +78,25 @@ static uint64_t unsignedOf(Type type, int64_t value) {
   if (width >= 64)
     return static_cast<uint64_t>(value);
   return static_cast<uint64_t>(value) & ((uint64_t(1) << width) - 1);
+}
+
+/// -x in two's complement, defined for the most negative value too.
+static int64_t negate(int64_t x) {
+  return static_cast<int64_t>(uint64_t(0) - static_cast<uint64_t>(x));
+}
+
+/// x / y rounded toward -inf (floordivsi) or +inf (ceildivsi), for either
+/// sign of y (y != 0; y == -1 is the negation).
+static int64_t roundedQuotient(int64_t x, int64_t y, bool up) {
+  if (y == -1)
+    return negate(x);
+  int64_t quotient = x / y, remainder = x % y;
+  bool negative = (remainder < 0) != (y < 0);
+  if (remainder != 0 && !up && negative)
+    --quotient;
+  if (remainder != 0 && up && !negative)
+    ++quotient;
+  return quotient;
 }
 
 static double roundFloat(Type type, double value) {
@@ -222,14 +241,13 @@ bool ModProgram::run(ArrayRef<double> leading, ArrayRef<const ModBuffer *> extra
     }
     switch (in.code) {
     case Code::Constant: out = in.constant; break;
-    case Code::Copy: out = a(0); break;
     case Code::AddI: integer(static_cast<int64_t>(uint64_t(x) + uint64_t(y))); break;
     case Code::SubI: integer(static_cast<int64_t>(uint64_t(x) - uint64_t(y))); break;
     case Code::MulI: integer(static_cast<int64_t>(uint64_t(x) * uint64_t(y))); break;
-    case Code::DivSI: integer(y == -1 ? -x : x / y); break;
+    case Code::DivSI: integer(y == -1 ? negate(x) : x / y); break;
     case Code::DivUI: integer(static_cast<int64_t>(ux / uy)); break;
-    case Code::FloorDivSI: integer(floorDiv(x, y)); break;
-    case Code::CeilDivSI: integer(-floorDiv(-x, y)); break;
+    case Code::FloorDivSI: integer(roundedQuotient(x, y, /*up=*/false)); break;
+    case Code::CeilDivSI: integer(roundedQuotient(x, y, /*up=*/true)); break;
     case Code::RemSI: integer(y == -1 ? 0 : x % y); break;
     case Code::RemUI: integer(static_cast<int64_t>(ux % uy)); break;
     case Code::MinSI: integer(std::min(x, y)); break;
@@ -259,7 +277,7 @@ bool ModProgram::run(ArrayRef<double> leading, ArrayRef<const ModBuffer *> extra
       case P::ugt: r = ux > uy; break;
       case P::uge: r = ux >= uy; break;
       }
-      out.i = r;
+      out.i = r ? -1 : 0;
       break;
     }
     case Code::CmpF: {
@@ -284,7 +302,7 @@ bool ModProgram::run(ArrayRef<double> leading, ArrayRef<const ModBuffer *> extra
       case P::UNE: r = unordered || f != g; break;
       case P::UNO: r = unordered; break;
       }
-      out.i = r;
+      out.i = r ? -1 : 0;
       break;
     }
     case Code::AddF: floating(f + g); break;
@@ -318,7 +336,7 @@ bool ModProgram::run(ArrayRef<double> leading, ArrayRef<const ModBuffer *> extra
     case Code::Sqrt: floating(std::sqrt(f)); break;
     case Code::Rsqrt: floating(1.0 / std::sqrt(f)); break;
     case Code::AbsF: floating(std::fabs(f)); break;
-    case Code::AbsI: integer(x < 0 ? -x : x); break;
+    case Code::AbsI: integer(x < 0 ? negate(x) : x); break;
     case Code::PowF: floating(std::pow(f, g)); break;
     case Code::Erf: floating(std::erf(f)); break;
     case Code::Sin: floating(std::sin(f)); break;

@@ -57,16 +57,40 @@ std::optional<Linear> combine(const Linear &a, const Linear &b, int64_t sign) {
 }
 
 std::optional<int64_t> constantOf(Value value) {
-  APInt constant;
   if (auto op = value.getDefiningOp<arith::ConstantOp>())
     if (auto integer = dyn_cast<IntegerAttr>(op.getValue()))
       return integer.getValue().getSExtValue();
   return std::nullopt;
 }
 
+/// Results already computed: a region may share subexpressions, and
+/// recomputing them would take time exponential in its depth.
+struct Memo {
+  llvm::DenseMap<Value, std::optional<Linear>> linear;
+  llvm::DenseMap<std::pair<Value, int>, MaskModBounds> bounds;
+};
+
+std::optional<Linear> linearOfUncached(Value value, Block &body, Memo &memo,
+                                       int depth);
+
 /// The affine form of an index or integer value of the region, if it has one.
-std::optional<Linear> linearOf(Value value, Block &body, int depth = 0) {
-  if (depth > 64)
+std::optional<Linear> linearOf(Value value, Block &body, Memo &memo,
+                               int depth = 0) {
+  auto found = memo.linear.find(value);
+  if (found != memo.linear.end())
+    return found->second;
+  std::optional<Linear> form = linearOfUncached(value, body, memo, depth);
+  memo.linear[value] = form;
+  return form;
+}
+
+std::optional<Linear> linearOfUncached(Value value, Block &body, Memo &memo,
+                                       int depth) {
+  // Only index and 32- or 64-bit integers: a narrower type wraps the
+  // positions, which the forms below do not model.
+  Type type = value.getType();
+  if (depth > 64 ||
+      !(type.isIndex() || (type.isInteger() && type.getIntOrFloatBitWidth() >= 32)))
     return std::nullopt;
   if (auto argument = dyn_cast<BlockArgument>(value)) {
     if (argument.getOwner() != &body)
@@ -88,10 +112,20 @@ std::optional<Linear> linearOf(Value value, Block &body, int depth = 0) {
   Operation *op = value.getDefiningOp();
   if (!op)
     return std::nullopt;
-  auto operand = [&](unsigned i) { return linearOf(op->getOperand(i), body, depth + 1); };
+  auto operand = [&](unsigned i) {
+    return linearOf(op->getOperand(i), body, memo, depth + 1);
+  };
   return llvm::TypeSwitch<Operation *, std::optional<Linear>>(op)
-      .Case<arith::IndexCastOp, arith::IndexCastUIOp, arith::ExtSIOp,
-            arith::ExtUIOp>([&](Operation *) { return operand(0); })
+      .Case<arith::IndexCastOp, arith::ExtSIOp>([&](Operation *) { return operand(0); })
+      .Case<arith::IndexCastUIOp, arith::ExtUIOp>(
+          [&](Operation *) -> std::optional<Linear> {
+            // Zero extension is the value itself only for a value that is
+            // never negative.
+            std::optional<Linear> form = operand(0);
+            if (!form || !form->nonNegative())
+              return std::nullopt;
+            return form;
+          })
       .Case<arith::AddIOp, arith::SubIOp>([&](Operation *) -> std::optional<Linear> {
         std::optional<Linear> a = operand(0), b = operand(1);
         if (!a || !b)
@@ -176,9 +210,10 @@ std::optional<KeyBound> termOf(int64_t q, int64_t qDiv, int64_t divisor,
 }
 
 MaskModBounds compare(arith::CmpIPredicate predicate, Value lhs, Value rhs,
-                      Block &body) {
+                      Block &body, Memo &memo) {
   using P = arith::CmpIPredicate;
-  std::optional<Linear> left = linearOf(lhs, body), right = linearOf(rhs, body);
+  std::optional<Linear> left = linearOf(lhs, body, memo),
+                        right = linearOf(rhs, body, memo);
   if (!left || !right)
     return unknown();
   switch (predicate) {
@@ -254,7 +289,22 @@ arith::CmpIPredicate inverse(arith::CmpIPredicate predicate) {
   return arith::invertPredicate(predicate);
 }
 
-MaskModBounds analyze(Value predicate, bool negated, Block &body, int depth) {
+MaskModBounds analyzeUncached(Value predicate, bool negated, Block &body,
+                              Memo &memo, int depth);
+
+MaskModBounds analyze(Value predicate, bool negated, Block &body, Memo &memo,
+                      int depth) {
+  std::pair<Value, int> key{predicate, negated};
+  auto found = memo.bounds.find(key);
+  if (found != memo.bounds.end())
+    return found->second;
+  MaskModBounds bounds = analyzeUncached(predicate, negated, body, memo, depth);
+  memo.bounds[key] = bounds;
+  return bounds;
+}
+
+MaskModBounds analyzeUncached(Value predicate, bool negated, Block &body,
+                              Memo &memo, int depth) {
   if (depth > 64)
     return unknown();
   if (std::optional<int64_t> constant = constantOf(predicate)) {
@@ -271,10 +321,10 @@ MaskModBounds analyze(Value predicate, bool negated, Block &body, int depth) {
     return unknown();
   if (auto cmp = dyn_cast<arith::CmpIOp>(op))
     return compare(negated ? inverse(cmp.getPredicate()) : cmp.getPredicate(),
-                   cmp.getLhs(), cmp.getRhs(), body);
+                   cmp.getLhs(), cmp.getRhs(), body, memo);
   if (isa<arith::AndIOp, arith::OrIOp>(op)) {
-    MaskModBounds a = analyze(op->getOperand(0), negated, body, depth + 1);
-    MaskModBounds b = analyze(op->getOperand(1), negated, body, depth + 1);
+    MaskModBounds a = analyze(op->getOperand(0), negated, body, memo, depth + 1);
+    MaskModBounds b = analyze(op->getOperand(1), negated, body, memo, depth + 1);
     // De Morgan: a negated conjunction is a disjunction of negations.
     return isa<arith::AndIOp>(op) != negated ? intersect(a, b) : unite(a, b);
   }
@@ -282,7 +332,8 @@ MaskModBounds analyze(Value predicate, bool negated, Block &body, int depth) {
     for (unsigned i : {0u, 1u})
       if (std::optional<int64_t> constant = constantOf(xorOp->getOperand(i));
           constant && *constant != 0)
-        return analyze(xorOp->getOperand(1 - i), !negated, body, depth + 1);
+        return analyze(xorOp->getOperand(1 - i), !negated, body, memo,
+                       depth + 1);
   }
   return unknown();
 }
@@ -293,10 +344,11 @@ MaskModBounds mlir::fa4::analyzeMaskMod(Region &region) {
   if (region.empty())
     return MaskModBounds();
   Block &body = region.front();
-  auto yield = dyn_cast<YieldOp>(body.getTerminator());
+  auto yield = body.empty() ? YieldOp() : dyn_cast<YieldOp>(body.back());
   if (!yield || body.getNumArguments() <= kKeyArgument)
     return unknown();
-  return analyze(yield.getValue(), /*negated=*/false, body, 0);
+  Memo memo;
+  return analyze(yield.getValue(), /*negated=*/false, body, memo, 0);
 }
 
 MaskModBounds mlir::fa4::maskBounds(MaskKind mask, int64_t windowLeft,

@@ -11,6 +11,7 @@
 
 #include "fa4/Emu/Emulator.h"
 #include "fa4/Runtime/Launch.h"
+#include "fa4/Runtime/Runtime.h"
 #include "fa4/InitFA4.h"
 #include "fa4/Sim/Mods.h"
 #include "fa4/Sim/Reference.h"
@@ -262,6 +263,14 @@ int main(int argc, char **argv) {
       buffers.extras.push_back(
           {address, std::vector<int64_t>(extra.shape.begin(), extra.shape.end())});
     }
+  if (mods) {
+    // The entry's extras must be the ones the kernel was compiled for.
+    std::vector<runtime::Tensor> extras;
+    for (auto [extra, buffer] : llvm::zip(mods->buffers(), buffers.extras))
+      extras.push_back({buffer.address, extra.dtype, buffer.shape, {}});
+    if (!runtime::checkExtras(manifest, extras, {}, error))
+      return fail(entryFile + " does not match the kernel: " + error);
+  }
   runtime::LaunchPlan plan;
   if (!runtime::planLaunch(manifest, shapes, buffers, emu::encodeTensorMap, plan, error))
     return fail(error);

@@ -150,9 +150,11 @@ private:
   /// KeyBound::evaluate on index values.
   Value emitKeyBound(const KeyBound &bound, Value position, Value seqQ,
                      Value seqK);
-  /// KeyBound::firstReaching on index values.
+  /// KeyBound::firstReaching on index values (computed in 64 bits).
   Value emitFirstReaching(const KeyBound &bound, Value target, Value seqQ,
                           Value seqK);
+  Value emitFirstReaching64(const KeyBound &bound, Value target, Value seqQ,
+                            Value seqK);
   /// The visible keys [begin, end) of query position `position`.
   Value emitKeyEdges(Value position, const KeyBounds &bounds, Value seqQ,
                      Value seqK, Value &end);

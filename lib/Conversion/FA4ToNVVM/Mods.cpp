@@ -23,7 +23,7 @@ using namespace mlir::fa4;
 using namespace mlir::fa4::nvvm;
 
 /// The least (or the greatest) of `value` over a Min/Max node's operands, as
-/// signed index arithmetic.
+/// signed integer arithmetic.
 static Value fold(OpBuilder &b, Location loc, ArrayRef<KeyBound> operands,
                   bool least, function_ref<Value(const KeyBound &)> value) {
   Value result;
@@ -68,10 +68,25 @@ Value Lowering::emitKeyBound(const KeyBound &bound, Value position, Value seqQ,
 
 Value Lowering::emitFirstReaching(const KeyBound &bound, Value target,
                                   Value seqQ, Value seqK) {
-  Value zero = index(0);
+  // In 64 bits: a window side may be up to 2^31 - 1 keys, and target minus
+  // such an offset, plus seq_q, does not fit the kernel's 32-bit index. The
+  // result, a query position or "never", is clamped back into [0, 2^31).
+  Type i64Type = b.getI64Type();
+  auto wide = [&](Value value) -> Value {
+    return arith::IndexCastOp::create(b, loc(), i64Type, value);
+  };
+  Value first = emitFirstReaching64(bound, wide(target), wide(seqQ), wide(seqK));
+  first = arith::MinSIOp::create(b, loc(), first,
+                                 i64(std::numeric_limits<int32_t>::max()));
+  return arith::IndexCastOp::create(b, loc(), b.getIndexType(), first);
+}
+
+Value Lowering::emitFirstReaching64(const KeyBound &bound, Value target,
+                                    Value seqQ, Value seqK) {
+  Value zero = i64(0);
   switch (bound.kind) {
   case KeyBound::Kind::Diagonal: {
-    Value first = arith::SubIOp::create(b, loc(), target, index(bound.offset));
+    Value first = arith::SubIOp::create(b, loc(), target, i64(bound.offset));
     if (bound.bottomRight)
       first = arith::SubIOp::create(
           b, loc(), arith::AddIOp::create(b, loc(), first, seqQ), seqK);
@@ -79,26 +94,24 @@ Value Lowering::emitFirstReaching(const KeyBound &bound, Value target,
   }
   case KeyBound::Kind::Chunk: {
     // floor(q / C)·C >= x  <=>  q >= C·ceil(x / C).
-    Value x = arith::SubIOp::create(b, loc(), target, index(bound.offset));
-    Value chunks = arith::CeilDivSIOp::create(b, loc(), x, index(bound.chunk));
+    Value x = arith::SubIOp::create(b, loc(), target, i64(bound.offset));
+    Value chunks = arith::CeilDivSIOp::create(b, loc(), x, i64(bound.chunk));
     return arith::MaxSIOp::create(
-        b, loc(), arith::MulIOp::create(b, loc(), chunks, index(bound.chunk)),
+        b, loc(), arith::MulIOp::create(b, loc(), chunks, i64(bound.chunk)),
         zero);
   }
   case KeyBound::Kind::Constant: {
-    // Positions stay below 2^31 - 1, which stands for "never" (the kernel's
-    // indices are 32-bit).
     Value reaches = arith::CmpIOp::create(b, loc(), arith::CmpIPredicate::sge,
-                                          index(bound.offset), target);
+                                          i64(bound.offset), target);
     return arith::SelectOp::create(b, loc(), reaches, zero,
-                                   index(std::numeric_limits<int32_t>::max()));
+                                   i64(KeyBound::kNever));
   }
   case KeyBound::Kind::Min:
   case KeyBound::Kind::Max:
     // max(a, b) reaches the target when either does, min(a, b) when both.
     return fold(b, loc(), bound.operands, bound.kind == KeyBound::Kind::Max,
                 [&](const KeyBound &operand) {
-                  return emitFirstReaching(operand, target, seqQ, seqK);
+                  return emitFirstReaching64(operand, target, seqQ, seqK);
                 });
   }
   return zero;
@@ -168,9 +181,10 @@ FailureOr<Value> Lowering::emitModRegion(Operation *owner, Region &region,
       Value address = LLVM::GEPOp::create(
           b, loc(), extra->second.pointer.getType(), element,
           extra->second.pointer, ValueRange{toI32(offset)});
-      // A plain load: marked invariant, LLVM hoists every key's load of a
-      // table to the top of the row program, and the loaded values' live
-      // ranges spill (a relative-position table did, by 8 bytes).
+      // Not marked invariant, though the extras are read-only: with the
+      // mark, LLVM hoists every key's load of a table to the top of the row
+      // program and the loaded values spill (a relative-position table's
+      // did, by 8 bytes).
       local.map(load.getResult(),
                 LLVM::LoadOp::create(b, loc(), element, address).getResult());
       continue;

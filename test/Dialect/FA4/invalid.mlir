@@ -494,11 +494,13 @@ func.func @mask_mod_yield(%q: memref<?x?x8x64xf16>) {
 // -----
 
 func.func @capture(%q: memref<?x?x8x64xf16>, %bias: f32) {
+  // The op is isolated from above: a region reaches tables through extras.
+  // expected-note @+1 {{required by region isolation constraints}}
   fa4.attention %q, %q, %q -> %q
       : memref<?x?x8x64xf16>, memref<?x?x8x64xf16>, memref<?x?x8x64xf16> -> memref<?x?x8x64xf16>
   score_mod {
   ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
-    // expected-error @+1 {{in a score_mod region uses a value defined outside it; pass tables as extras and rebuild constants inside the region}}
+    // expected-error @+1 {{'arith.addf' op using value defined outside the region}}
     %r = arith.addf %s, %bias : f32
     fa4.yield %r : f32
   }
@@ -563,7 +565,7 @@ func.func @unread_extra(%q: memref<?x?x8x64xf16>, %t: memref<8xf32>) {
 // -----
 
 func.func @strided_extra(%q: memref<?x?x8x64xf16>, %t: memref<8xf32, strided<[2]>>) {
-  // expected-error @+1 {{extras must be row-major memrefs of integers or floats, got 'memref<8xf32, strided<[2]>>'}}
+  // expected-error @+1 {{extras must be row-major memrefs in the default memory space, of f16, bf16, f32, f64 or i1, i8, i16, i32, i64, with no empty dimension, got 'memref<8xf32, strided<[2]>>'}}
   fa4.attention %q, %q, %q -> %q extras(%t : memref<8xf32, strided<[2]>>)
       : memref<?x?x8x64xf16>, memref<?x?x8x64xf16>, memref<?x?x8x64xf16> -> memref<?x?x8x64xf16>
   score_mod {
@@ -583,5 +585,53 @@ func.func @mask_at(%s: tensor<128x128xf32>, %i: index) {
     %c = arith.cmpi ule, %k, %q : index
     fa4.yield %c : i1
   }
+  return
+}
+
+// -----
+
+func.func @extra_element(%q: memref<?x?x8x64xf16>, %t: memref<8xi4>) {
+  // expected-error @+1 {{extras must be row-major memrefs in the default memory space, of f16, bf16, f32, f64 or i1, i8, i16, i32, i64, with no empty dimension, got 'memref<8xi4>'}}
+  fa4.attention %q, %q, %q -> %q extras(%t : memref<8xi4>)
+      : memref<?x?x8x64xf16>, memref<?x?x8x64xf16>, memref<?x?x8x64xf16> -> memref<?x?x8x64xf16>
+  mask_mod {
+  ^bb0(%b: index, %h: index, %i: index, %j: index, %x: memref<8xi4>):
+    %true = arith.constant true
+    fa4.yield %true : i1
+  }
+  return
+}
+
+// -----
+
+func.func @repeated_extra(%q: memref<?x?x8x64xf16>, %t: memref<8xf32>) {
+  // expected-error @+1 {{extra #1 repeats extra #0; pass each memref once}}
+  fa4.attention %q, %q, %q -> %q extras(%t, %t : memref<8xf32>, memref<8xf32>)
+      : memref<?x?x8x64xf16>, memref<?x?x8x64xf16>, memref<?x?x8x64xf16> -> memref<?x?x8x64xf16>
+  score_mod {
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index, %x: memref<8xf32>, %y: memref<8xf32>):
+    fa4.yield %s : f32
+  }
+  return
+}
+
+// -----
+
+func.func @empty_mask_mod(%q: memref<?x?x8x64xf16>) {
+  // expected-error @+1 {{empty block: expect at least a terminator}}
+  "fa4.attention"(%q, %q, %q, %q) <{operandSegmentSizes = array<i32: 1, 1, 1, 1, 0, 0>}> ({}, {
+  ^bb0(%b: index, %h: index, %i: index, %j: index):
+  }) : (memref<?x?x8x64xf16>, memref<?x?x8x64xf16>, memref<?x?x8x64xf16>, memref<?x?x8x64xf16>) -> ()
+  return
+}
+
+// -----
+
+func.func @no_yield(%q: memref<?x?x8x64xf16>) {
+  "fa4.attention"(%q, %q, %q, %q) <{operandSegmentSizes = array<i32: 1, 1, 1, 1, 0, 0>}> ({}, {
+  ^bb0(%b: index, %h: index, %i: index, %j: index):
+    // expected-error @+1 {{block with no terminator}}
+    %c = arith.cmpi ule, %j, %i : index
+  }) : (memref<?x?x8x64xf16>, memref<?x?x8x64xf16>, memref<?x?x8x64xf16>, memref<?x?x8x64xf16>) -> ()
   return
 }

@@ -98,8 +98,8 @@ static int64_t dimOf(Value value, unsigned index) {
 
 /// A score_mod or mask_mod body: one block taking `leading` and then one
 /// argument per extra, straight-line code whose only side effects are reads
-/// of the extras, capturing nothing from above, ending in an fa4.yield of
-/// `yielded`. `extras` null accepts any trailing memref arguments (the copy
+/// of the extras, ending in an fa4.yield of `yielded` (the ops holding one
+/// are IsolatedFromAbove: a body captures nothing). `extras` null accepts any trailing memref arguments (the copy
 /// a kv_block_range analyses, which holds no extras).
 static LogicalResult verifyModRegion(Operation *op, Region &region,
                                      StringRef name, ArrayRef<Type> leading,
@@ -140,12 +140,6 @@ static LogicalResult verifyModRegion(Operation *op, Region &region,
              << "in a " << name
              << " region: regions are straight-line code (use arith.select "
                 "for a choice)";
-    for (Value operand : inner.getOperands())
-      if (operand.getParentRegion() != &region)
-        return inner.emitOpError()
-               << "in a " << name
-               << " region uses a value defined outside it; pass tables as "
-                  "extras and rebuild constants inside the region";
     if (isMemoryEffectFree(&inner))
       continue;
     auto effects = dyn_cast<MemoryEffectOpInterface>(&inner);
@@ -164,7 +158,7 @@ static LogicalResult verifyModRegion(Operation *op, Region &region,
              << "in a " << name
              << " region has side effects; a region may only read its extras";
   }
-  auto yield = dyn_cast<YieldOp>(body.getTerminator());
+  auto yield = body.empty() ? YieldOp() : dyn_cast<YieldOp>(body.back());
   if (!yield)
     return op->emitOpError() << name << " must end in fa4.yield";
   if (yield.getValue().getType() != yielded)
@@ -370,24 +364,41 @@ LogicalResult AttentionOp::verify() {
   if (!getExtras().empty() && getScoreMod().empty() && getMaskMod().empty())
     return emitOpError() << "has extras but no score_mod or mask_mod region "
                             "to read them";
-  for (Value extra : getExtras()) {
+  for (auto [position, extra] : llvm::enumerate(getExtras())) {
     auto type = cast<MemRefType>(extra.getType());
     Type element = type.getElementType();
-    if (!type.getLayout().isIdentity() ||
-        !isa<IntegerType, FloatType>(element))
-      return emitOpError() << "extras must be row-major memrefs of integers "
-                              "or floats, got "
+    // What a kernel parameter and the manifest can carry: row-major, in
+    // global memory, of a width the runtime knows, every size known or
+    // given at launch.
+    bool known = element.isF16() || element.isBF16() || element.isF32() ||
+                 element.isF64() || element.isInteger(1) ||
+                 element.isInteger(8) || element.isInteger(16) ||
+                 element.isInteger(32) || element.isInteger(64);
+    if (!type.getLayout().isIdentity() || !known || type.getMemorySpace() ||
+        llvm::any_of(type.getShape(), [](int64_t dim) { return dim == 0; }))
+      return emitOpError() << "extras must be row-major memrefs in the default "
+                              "memory space, of f16, bf16, f32, f64 or i1, i8, "
+                              "i16, i32, i64, with no empty dimension, got "
                            << type;
+    for (auto [earlier, other] :
+         llvm::enumerate(getExtras().take_front(position)))
+      if (other == extra)
+        return emitOpError() << "extra #" << position << " repeats extra #"
+                             << earlier << "; pass each memref once";
   }
+  return verifyMaskBounds(op, getMask(), getWindowLeft(), getWindowRight());
+}
+
+LogicalResult AttentionOp::verifyRegions() {
   TypeRange extras = getExtras().getTypes();
-  if (failed(verifyModRegion(op, getScoreMod(), "score_mod",
+  if (failed(verifyModRegion(*this, getScoreMod(), "score_mod",
                              scoreModArguments(getContext()), extras,
                              Float32Type::get(getContext()))) ||
-      failed(verifyModRegion(op, getMaskMod(), "mask_mod",
+      failed(verifyModRegion(*this, getMaskMod(), "mask_mod",
                              maskModArguments(getContext()), extras,
                              IntegerType::get(getContext(), 1))))
     return failure();
-  return verifyMaskBounds(op, getMask(), getWindowLeft(), getWindowRight());
+  return success();
 }
 
 //===----------------------------------------------------------------------===//
@@ -395,12 +406,14 @@ LogicalResult AttentionOp::verify() {
 //===----------------------------------------------------------------------===//
 
 LogicalResult KvBlockRangeOp::verify() {
-  if (failed(verifyModRegion(getOperation(), getMaskMod(), "mask_mod",
-                             maskModArguments(getContext()), std::nullopt,
-                             IntegerType::get(getContext(), 1))))
-    return failure();
   return verifyMaskBounds(getOperation(), getMask(), getWindowLeft(),
                           getWindowRight());
+}
+
+LogicalResult KvBlockRangeOp::verifyRegions() {
+  return verifyModRegion(getOperation(), getMaskMod(), "mask_mod",
+                         maskModArguments(getContext()), std::nullopt,
+                         IntegerType::get(getContext(), 1));
 }
 
 /// Checks a `[batch, seq, heads, head_dim]` memref against a `[rows, D]` tile.
@@ -483,9 +496,10 @@ LogicalResult SoftcapOp::verify() {
 }
 
 LogicalResult ScoreModOp::verify() {
-  if (failed(verifyTile(getOperation(), "scores", getScores().getType(), 2,
-                        true)))
-    return failure();
+  return verifyTile(getOperation(), "scores", getScores().getType(), 2, true);
+}
+
+LogicalResult ScoreModOp::verifyRegions() {
   return verifyModRegion(getOperation(), getBody(), "score_mod",
                          scoreModArguments(getContext()),
                          TypeRange(getExtras().getTypes()),
@@ -503,13 +517,15 @@ LogicalResult MaskOp::verify() {
                             "exactly when it has a mask_mod region";
   if (!hasRegion && !getExtras().empty())
     return emitOpError() << "has extras but no mask_mod region";
-  if (failed(verifyModRegion(getOperation(), getMaskMod(), "mask_mod",
-                             maskModArguments(getContext()),
-                             TypeRange(getExtras().getTypes()),
-                             IntegerType::get(getContext(), 1))))
-    return failure();
   return verifyMaskBounds(getOperation(), getMask(), getWindowLeft(),
                           getWindowRight());
+}
+
+LogicalResult MaskOp::verifyRegions() {
+  return verifyModRegion(getOperation(), getMaskMod(), "mask_mod",
+                         maskModArguments(getContext()),
+                         TypeRange(getExtras().getTypes()),
+                         IntegerType::get(getContext(), 1));
 }
 
 /// Row statistics hold one f32 per row of the tile they describe.

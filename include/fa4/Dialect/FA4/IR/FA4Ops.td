@@ -30,7 +30,7 @@ def FA4_RowVector : 1DTensorOf<[F32]>;
 //===----------------------------------------------------------------------===//
 
 def FA4_AttentionOp : FA4_Op<"attention", [
-    AttrSizedOperandSegments,
+    AttrSizedOperandSegments, IsolatedFromAbove,
     DeclareOpInterfaceMethods<MemoryEffectsOpInterface>,
     DeclareOpInterfaceMethods<InferTypeOpInterface>,
     DestinationStyleOpInterface]> {
@@ -132,6 +132,7 @@ def FA4_AttentionOp : FA4_Op<"attention", [
     (`score_mod` $score_mod^)? (`mask_mod` $mask_mod^)?
   }];
   let hasVerifier = 1;
+  let hasRegionVerifier = 1;
   let extraClassDeclaration = [{
     /// The destinations: O and, when present, the LSE.
     MutableOperandRange getDpsInitsMutable();
@@ -164,7 +165,7 @@ def FA4_YieldOp : FA4_Op<"yield", [Pure, Terminator,
 // Level B: the tile program.
 //===----------------------------------------------------------------------===//
 
-def FA4_KvBlockRangeOp : FA4_Op<"kv_block_range", [Pure]> {
+def FA4_KvBlockRangeOp : FA4_Op<"kv_block_range", [Pure, IsolatedFromAbove]> {
   let summary = "the KV blocks a task visits, split by mask region";
   let description = [{
     For the task whose packed query rows are `[row_begin, row_begin + rows)`
@@ -202,6 +203,7 @@ def FA4_KvBlockRangeOp : FA4_Op<"kv_block_range", [Pure]> {
   let assemblyFormat =
       "$row_begin `,` $seq_q `,` $seq_k attr-dict (`mask_mod` $mask_mod^)?";
   let hasVerifier = 1;
+  let hasRegionVerifier = 1;
 }
 
 def FA4_LoadQTileOp : FA4_Op<"load_q_tile"> {
@@ -288,7 +290,7 @@ def FA4_SoftcapOp : FA4_Op<"softcap", [Pure, AllTypesMatch<["scores", "result"]>
 }
 
 def FA4_ScoreModOp : FA4_Op<"score_mod", [RecursiveMemoryEffects,
-    AllTypesMatch<["scores", "result"]>]> {
+    IsolatedFromAbove, AllTypesMatch<["scores", "result"]>]> {
   let summary = "scale each score, then rewrite it with the score_mod region";
   let description = [{
     For score `s` at row `r`, column `c`: packed row `row + r` is query
@@ -321,10 +323,11 @@ def FA4_ScoreModOp : FA4_Op<"score_mod", [RecursiveMemoryEffects,
     $body
   }];
   let hasVerifier = 1;
+  let hasRegionVerifier = 1;
 }
 
 def FA4_MaskOp : FA4_Op<"mask", [RecursiveMemoryEffects, AttrSizedOperandSegments,
-    AllTypesMatch<["scores", "result"]>]> {
+    IsolatedFromAbove, AllTypesMatch<["scores", "result"]>]> {
   let summary = "set the scores a query may not see to -inf";
   let description = [{
     Masks a boundary score tile before the softmax, so that neither the row
@@ -359,6 +362,7 @@ def FA4_MaskOp : FA4_Op<"mask", [RecursiveMemoryEffects, AttrSizedOperandSegment
     (`mask_mod` $mask_mod^)?
   }];
   let hasVerifier = 1;
+  let hasRegionVerifier = 1;
 }
 
 def FA4_OnlineSoftmaxOp : FA4_Op<"online_softmax", [Pure,
