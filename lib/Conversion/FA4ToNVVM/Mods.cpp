@@ -190,7 +190,14 @@ FailureOr<Value> Lowering::emitModRegion(Operation *owner, Region &region,
       continue;
     }
     if (op.getDialect() && op.getDialect()->getNamespace() == "arith") {
-      b.clone(op, local);
+      Operation *clone = b.clone(op, local);
+      // A multiply and the add that takes it may fuse into one FMA, as CUDA
+      // compiles by default (nvcc's --fmad=true).
+      if (auto fastMath = dyn_cast<arith::ArithFastMathInterface>(clone))
+        clone->setAttr(fastMath.getFastMathAttrName(),
+                       arith::FastMathFlagsAttr::get(
+                           b.getContext(), fastMath.getFastMathFlagsAttr().getValue() |
+                                               arith::FastMathFlags::contract));
       continue;
     }
     auto unsupported = [&]() -> FailureOr<Value> {

@@ -125,7 +125,8 @@ LogicalResult Lowering::lowerOnlineSoftmax(OnlineSoftmaxOp op) {
       Value key = arith::AddIOp::create(b, loc(), firstKey, index(column));
       if (lastKey)
         key = arith::MinSIOp::create(b, loc(), key, lastKey);
-      Value scaled = arith::MulFOp::create(b, loc(), element, scale);
+      Value scaled = arith::MulFOp::create(b, loc(), element, scale,
+                                           arith::FastMathFlags::contract);
       FailureOr<Value> modded =
           emitModRegion(scoreMod, body,
                         {scaled, batch, queryHead, query, key},
