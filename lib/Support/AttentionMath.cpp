@@ -41,22 +41,22 @@ KeyBound KeyBound::constant(int64_t offset) {
   return bound;
 }
 
-KeyBound KeyBound::min(KeyBound a, KeyBound b) {
+/// min(a, b) or max(a, b); a bound with itself is itself.
+static KeyBound both(KeyBound::Kind kind, KeyBound a, KeyBound b) {
   if (a == b)
     return a;
   KeyBound bound;
-  bound.kind = Kind::Min;
+  bound.kind = kind;
   bound.operands = {std::move(a), std::move(b)};
   return bound;
 }
 
+KeyBound KeyBound::min(KeyBound a, KeyBound b) {
+  return both(Kind::Min, std::move(a), std::move(b));
+}
+
 KeyBound KeyBound::max(KeyBound a, KeyBound b) {
-  if (a == b)
-    return a;
-  KeyBound bound;
-  bound.kind = Kind::Max;
-  bound.operands = {std::move(a), std::move(b)};
-  return bound;
+  return both(Kind::Max, std::move(a), std::move(b));
 }
 
 int64_t KeyBound::evaluate(int64_t queryPos, int64_t seqQ, int64_t seqK) const {
