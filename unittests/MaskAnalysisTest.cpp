@@ -82,9 +82,7 @@ protected:
                  int64_t seqQ, int64_t seqK, int64_t ratio, int64_t blockN,
                  int64_t rows, int64_t rowBegin) {
     KvBlockRange range = kvBlockRange(analysis.bounds, rowBegin, rows, ratio,
-                                      blockN, seqQ, seqK);
-    if (!analysis.exact)
-      range.fullBegin = range.fullEnd = range.begin;
+                                      blockN, seqQ, seqK, analysis.exact);
     ASSERT_LE(range.begin, range.fullBegin);
     ASSERT_LE(range.fullBegin, range.fullEnd);
     ASSERT_LE(range.fullEnd, range.end);

@@ -62,6 +62,27 @@ bool Kernel::load(const std::string &manifestPath, Kernel &kernel,
   return true;
 }
 
+/// Where a tensor's elements lie: [address, address + span) bytes, its
+/// strides dense when it gives none.
+static unsigned __int128 spanBytes(const Tensor &t) {
+  unsigned __int128 last = 0;
+  uint64_t dense = 1;
+  for (size_t i = t.sizes.size(); i-- > 0;) {
+    uint64_t stride = t.strides.empty() ? dense : (uint64_t)t.strides[i];
+    if (t.sizes[i] > 1)
+      last += (unsigned __int128)(t.sizes[i] - 1) * stride;
+    dense *= (uint64_t)t.sizes[i];
+  }
+  size_t bytes = t.dtype == "fp16" || t.dtype == "bf16" ? 2 : extraElementBytes(t.dtype);
+  return (last + 1) * bytes;
+}
+
+static bool overlap(const Tensor &a, const Tensor &b) {
+  unsigned __int128 aBegin = a.address, aEnd = aBegin + spanBytes(a);
+  unsigned __int128 bBegin = b.address, bEnd = bBegin + spanBytes(b);
+  return aBegin < bEnd && bBegin < aEnd;
+}
+
 static std::string list(const std::vector<int64_t> &values) {
   std::string text = "[";
   for (size_t i = 0; i < values.size(); ++i)
@@ -168,20 +189,11 @@ bool checkTensors(const Manifest &m, const Tensor &q, const Tensor &k,
     return true;
   };
   // Where each tensor's elements lie: [address, address + span) bytes.
-  auto span = [](const Tensor &t) {
-    unsigned __int128 last = 0;
-    for (size_t i = 0; i < t.sizes.size(); ++i)
-      if (t.sizes[i] > 1)
-        last += (unsigned __int128)(t.sizes[i] - 1) * (uint64_t)t.strides[i];
-    return (last + 1) * (t.dtype == "f32" ? 4 : 2);
-  };
   // What the kernel writes must not share memory with what it reads (nor
   // O with the LSE): on a GPU it would read values it already overwrote.
   auto disjoint = [&](const char *written, const Tensor &w, const char *other,
                       const Tensor &r) {
-    unsigned __int128 wBegin = w.address, wEnd = wBegin + span(w);
-    unsigned __int128 rBegin = r.address, rEnd = rBegin + span(r);
-    if (wBegin < rEnd && rBegin < wEnd) {
+    if (overlap(w, r)) {
       error = std::string(written) + ": shares memory with " + other +
               " (the kernel writes " + written + " while it reads " + other + ")";
       if (std::string(other) == "o")
@@ -224,7 +236,7 @@ bool checkTensors(const Manifest &m, const Tensor &q, const Tensor &k,
   if (lse && !check("lse", *lse, "f32", {shapes.batch, m.qHeads, shapes.seqQ}, false))
     return false;
   for (const Tensor *t : {&q, &k, &v, &o})
-    if (span(*t) > ((unsigned __int128)1 << 48)) {
+    if (spanBytes(*t) > ((unsigned __int128)1 << 48)) {
       error = std::string(t == &q ? "q" : t == &k ? "k" : t == &v ? "v" : "o") +
               ": its strides span more than 2^48 bytes";
       return false;
@@ -289,25 +301,11 @@ bool checkExtras(const Manifest &m, const std::vector<Tensor> &extras,
       error = name + ": its address is not aligned to its element size";
       return false;
     }
-    unsigned __int128 begin = t.address, end = begin + (unsigned __int128)count * bytes;
-    for (const Tensor *w : written) {
-      if (!w)
-        continue;
-      // The written tensor's address range (dense when it gives no strides).
-      unsigned __int128 last = 0, dense = 1;
-      for (size_t d = w->sizes.size(); d-- > 0;) {
-        uint64_t stride = w->strides.empty() ? (uint64_t)dense : (uint64_t)w->strides[d];
-        if (w->sizes[d] > 1)
-          last += (unsigned __int128)(w->sizes[d] - 1) * stride;
-        dense *= (uint64_t)w->sizes[d];
-      }
-      unsigned __int128 wBegin = w->address,
-                        wEnd = wBegin + (last + 1) * (w->dtype == "f32" ? 4 : 2);
-      if (wBegin < end && begin < wEnd) {
+    for (const Tensor *w : written)
+      if (w && overlap(t, *w)) {
         error = name + ": shares memory with an output the kernel writes";
         return false;
       }
-    }
   }
   return true;
 }

@@ -237,7 +237,7 @@ bool Interpreter::checkOperands(Operation *op, std::string &error) {
 }
 
 const Interpreter::Mod *Interpreter::mod(Operation *op, Region &region,
-                                          ValueRange extraOperands, bool isMask,
+                                          ValueRange extraOperands,
                                           std::string &error) {
   std::shared_ptr<Mod> &cached = mods[op];
   if (cached)
@@ -255,11 +255,20 @@ const Interpreter::Mod *Interpreter::mod(Operation *op, Region &region,
     }
     compiled->extras.push_back(buffer);
   }
-  if (auto mask = dyn_cast<MaskOp>(op); mask && isMask)
-    compiled->bounds = maskBounds(mask.getMask(), mask.getWindowLeft(),
-                                  mask.getWindowRight(), region);
   cached = std::move(compiled);
   return cached.get();
+}
+
+const MaskModBounds &Interpreter::boundsOf(Operation *op, MaskKind mask,
+                                           int64_t windowLeft,
+                                           int64_t windowRight,
+                                           Region &maskMod) {
+  auto found = bounds.find(op);
+  if (found == bounds.end())
+    found = bounds
+                .try_emplace(op, maskBounds(mask, windowLeft, windowRight, maskMod))
+                .first;
+  return found->second;
 }
 
 const TileScheduler &Interpreter::scheduler(const TaskGridShape &shape,
@@ -445,21 +454,12 @@ bool Interpreter::execute(Operation *op, std::string &error) {
       // The tile program.
       .Case([&](KvBlockRangeOp range) {
         int64_t seqQ = index(range.getSeqQ()), seqK = index(range.getSeqK());
-        auto cached = rangeBounds.find(op);
-        if (cached == rangeBounds.end())
-          cached = rangeBounds
-                       .try_emplace(op, maskBounds(range.getMask(),
-                                                   range.getWindowLeft(),
-                                                   range.getWindowRight(),
-                                                   range.getMaskMod()))
-                       .first;
-        const MaskModBounds &bounds = cached->second;
+        const MaskModBounds &bounds =
+            boundsOf(op, range.getMask(), range.getWindowLeft(),
+                     range.getWindowRight(), range.getMaskMod());
         KvBlockRange blocks = kvBlockRange(
             bounds.bounds, index(range.getRowBegin()), range.getRows(),
-            range.getGqaRatio(), range.getBlockN(), seqQ, seqK);
-        // A predicate that is not all affine is evaluated in every block.
-        if (!bounds.exact)
-          blocks.fullBegin = blocks.fullEnd = blocks.begin;
+            range.getGqaRatio(), range.getBlockN(), seqQ, seqK, bounds.exact);
         values[range.getBegin()] = blocks.begin;
         values[range.getFullBegin()] = blocks.fullBegin;
         values[range.getFullEnd()] = blocks.fullEnd;
@@ -584,7 +584,7 @@ bool Interpreter::execute(Operation *op, std::string &error) {
       })
       .Case([&](ScoreModOp scoreMod) -> bool {
         const Mod *program = mod(op, scoreMod.getBody(), scoreMod.getExtras(),
-                                 /*isMask=*/false, error);
+                                 error);
         if (!program)
           return false;
         auto result = std::make_shared<Tile>(tile(scoreMod.getScores()));
@@ -615,16 +615,14 @@ bool Interpreter::execute(Operation *op, std::string &error) {
         return true;
       })
       .Case([&](MaskOp mask) -> bool {
+        const MaskModBounds &bounds =
+            boundsOf(op, mask.getMask(), mask.getWindowLeft(),
+                     mask.getWindowRight(), mask.getMaskMod());
         const Mod *program = nullptr;
-        MaskModBounds bounds;
-        bounds.bounds = KeyBounds::band(maskBandFor(
-            mask.getMask(), mask.getWindowLeft(), mask.getWindowRight()));
-        if (!mask.getMaskMod().empty()) {
-          program = mod(op, mask.getMaskMod(), mask.getExtras(),
-                        /*isMask=*/true, error);
+        if (!bounds.exact) {
+          program = mod(op, mask.getMaskMod(), mask.getExtras(), error);
           if (!program)
             return false;
-          bounds = program->bounds;
         }
         auto result = std::make_shared<Tile>(tile(mask.getScores()));
         int64_t rows = result->shape[0], cols = result->shape[1];
@@ -643,7 +641,7 @@ bool Interpreter::execute(Operation *op, std::string &error) {
               continue;
             }
             // Only a predicate the bounds do not capture runs per element.
-            if (!program || bounds.exact || packed.seqPos >= seqQ)
+            if (!program || packed.seqPos >= seqQ)
               continue;
             double visible;
             double arguments[] = {double(batch),

@@ -150,21 +150,23 @@ private:
   const TileScheduler &scheduler(const TaskGridShape &shape,
                                  TileScheduler::Order order);
 
-  /// A mod region, compiled once per op; its extras' buffers; for a
-  /// mask_mod, the bounds its affine part gives.
+  /// A mod region, compiled once per op, and its extras' buffers.
   struct Mod {
     std::unique_ptr<ModProgram> program;
     llvm::SmallVector<const ModBuffer *, 2> extras;
-    MaskModBounds bounds;
   };
   const Mod *mod(Operation *op, Region &region, ValueRange extraOperands,
-                 bool isMask, std::string &error);
+                 std::string &error);
+  /// The key bounds of a kv_block_range or a mask (its attribute mask and
+  /// its mask_mod), analysed once per op, not once per task or tile.
+  const MaskModBounds &boundsOf(Operation *op, MaskKind mask,
+                                int64_t windowLeft, int64_t windowRight,
+                                Region &maskMod);
 
   llvm::DenseMap<Value, RuntimeValue> values;
   llvm::DenseMap<Value, const ModBuffer *> extras;
   llvm::DenseMap<Operation *, std::shared_ptr<Mod>> mods;
-  /// The bounds of each kv_block_range, analysed once, not once per task.
-  llvm::DenseMap<Operation *, MaskModBounds> rangeBounds;
+  llvm::DenseMap<Operation *, MaskModBounds> bounds;
   InterpreterStats stats;
   OpHook *hook = nullptr;
   StepBudget *budget = nullptr;

@@ -2,6 +2,8 @@
 
 #include "ModProgram.h"
 
+#include "Interpreter.h"
+
 #include "fa4/Dialect/FA4/IR/FA4Ops.h"
 #include "fa4/Support/AttentionMath.h"
 
@@ -99,14 +101,8 @@ static int64_t roundedQuotient(int64_t x, int64_t y, bool up) {
   return quotient;
 }
 
-static double roundFloat(Type type, double value) {
-  if (type.isF32())
-    return static_cast<float>(value);
-  if (type.isF16())
-    return roundToHalf(static_cast<float>(value));
-  if (type.isBF16())
-    return roundToBFloat16(static_cast<float>(value));
-  return value;
+double mlir::fa4::sim::roundScalar(Type type, double value) {
+  return type.isF64() ? value : roundTo(type, static_cast<float>(value));
 }
 
 std::unique_ptr<ModProgram> ModProgram::compile(Region &region,
@@ -121,6 +117,7 @@ std::unique_ptr<ModProgram> ModProgram::compile(Region &region,
   for (Operation &op : body) {
     if (auto yield = dyn_cast<YieldOp>(op)) {
       program->resultSlot = slots.lookup(yield.getValue());
+      program->resultIsFloat = isa<FloatType>(yield.getValue().getType());
       return program;
     }
     Instruction instruction;
@@ -216,7 +213,7 @@ bool ModProgram::run(ArrayRef<double> leading, ArrayRef<const ModBuffer *> extra
       slot[position].i = static_cast<int64_t>(value);
   }
   auto real = [&](Type type, double value) {
-    return rounded ? roundFloat(type, value) : value;
+    return rounded ? roundScalar(type, value) : value;
   };
   for (const Instruction &in : instructions) {
     auto a = [&](unsigned n) -> const Slot & { return slot[in.operands[n]]; };
@@ -376,13 +373,6 @@ bool ModProgram::run(ArrayRef<double> leading, ArrayRef<const ModBuffer *> extra
     }
   }
   const Slot &value = slot[resultSlot];
-  Type resultType = resultSlot < static_cast<int>(argumentTypes.size())
-                        ? argumentTypes[resultSlot]
-                        : Type();
-  for (const Instruction &in : instructions)
-    if (in.result == resultSlot)
-      resultType = in.type;
-  result = resultType && isa<FloatType>(resultType) ? value.f
-                                                    : static_cast<double>(value.i);
+  result = resultIsFloat ? value.f : static_cast<double>(value.i);
   return true;
 }

@@ -29,6 +29,10 @@ class Operation;
 
 namespace mlir::fa4::sim {
 
+/// `value` rounded to a float type as a value of that type holds it (f64
+/// as it is).
+double roundScalar(Type type, double value);
+
 class ModProgram {
 public:
   /// Compiles a score_mod or mask_mod body; fails naming the first op the
@@ -52,6 +56,7 @@ private:
   std::vector<Type> argumentTypes;
   int numSlots = 0;
   int resultSlot = 0;
+  bool resultIsFloat = false;
 };
 
 } // namespace mlir::fa4::sim

@@ -99,16 +99,6 @@ llvm::SmallVector<unsigned> Mods::argumentNumbers() const {
   return numbers;
 }
 
-static double roundToElement(const std::string &dtype, double value) {
-  if (dtype == "f32")
-    return static_cast<float>(value);
-  if (dtype == "f16")
-    return roundToHalf(static_cast<float>(value));
-  if (dtype == "bf16")
-    return roundToBFloat16(static_cast<float>(value));
-  return value;
-}
-
 bool Mods::fillExtras(const Problem &p, uint64_t seed, std::string &error) {
   int64_t dynamicSize = std::max({p.batch, p.seqQ, p.seqK, p.qHeads});
   for (auto [i, extra] : llvm::enumerate(extraArguments)) {
@@ -131,7 +121,7 @@ bool Mods::fillExtras(const Problem &p, uint64_t seed, std::string &error) {
     if (!buffer.integer) {
       std::uniform_real_distribution<double> uniform(-1.0, 1.0);
       for (double &value : buffer.data)
-        value = roundToElement(buffer.dtype, uniform(random));
+        value = roundScalar(type.getElementType(), uniform(random));
       continue;
     }
     // Runs of 1 to len/2 equal ids along the last dimension: a few

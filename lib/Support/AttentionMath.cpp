@@ -147,7 +147,7 @@ IndexRange visibleKeys(MaskBand band, int64_t queryPos, int64_t seqQ,
 
 KvBlockRange kvBlockRange(const KeyBounds &bounds, int64_t rowBegin,
                           int64_t rows, int64_t gqaRatio, int64_t blockN,
-                          int64_t seqQ, int64_t seqK) {
+                          int64_t seqQ, int64_t seqK, bool exact) {
   int64_t firstPos = rowBegin / gqaRatio;
   int64_t lastPos = std::min(seqQ - 1, (rowBegin + rows - 1) / gqaRatio);
   if (seqK <= 0 || firstPos > lastPos)
@@ -181,6 +181,8 @@ KvBlockRange kvBlockRange(const KeyBounds &bounds, int64_t rowBegin,
   range.fullEnd = everyRowSees
                       ? std::clamp(first.end / blockN, range.fullBegin, range.end)
                       : range.fullBegin;
+  if (!exact)
+    range.fullBegin = range.fullEnd = range.begin;
   return range;
 }
 

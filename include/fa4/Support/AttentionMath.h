@@ -106,9 +106,11 @@ struct KvBlockRange {
   int64_t fullEnd = 0;
   int64_t end = 0;
 };
+/// `exact`: the bounds are the whole predicate. Otherwise a predicate
+/// narrower than the bounds runs per element, and no block is whole.
 KvBlockRange kvBlockRange(const KeyBounds &bounds, int64_t rowBegin,
                           int64_t rows, int64_t gqaRatio, int64_t blockN,
-                          int64_t seqQ, int64_t seqK);
+                          int64_t seqQ, int64_t seqK, bool exact = true);
 KvBlockRange kvBlockRange(MaskBand band, int64_t rowBegin, int64_t rows,
                           int64_t gqaRatio, int64_t blockN, int64_t seqQ,
                           int64_t seqK);

@@ -859,14 +859,20 @@ LogicalResult FA4ToNVVMPass::convert(func::FuncOp func,
   auto arguments = spec ? spec.getAs<DenseI64ArrayAttr>("arguments") : nullptr;
   if (!arguments || arguments.size() < 4 || arguments.size() > 5)
     return func.emitError() << "fa4.spec names no Q, K, V, O (and LSE) arguments";
-  SmallVector<Value> tensors;
-  for (int64_t position : arguments.asArrayRef()) {
+  // The memref argument fa4.spec names at `position`, or null.
+  auto memrefArgument = [&](int64_t position) -> Value {
     if (position < 0 || position >= static_cast<int64_t>(func.getNumArguments()) ||
         !isa<MemRefType>(func.getArgument(position).getType()))
+      return nullptr;
+    return func.getArgument(position);
+  };
+  SmallVector<Value> tensors;
+  for (int64_t position : arguments.asArrayRef()) {
+    tensors.push_back(memrefArgument(position));
+    if (!tensors.back())
       return func.emitError() << "fa4.spec names argument #" << position
                               << ", which is not a memref argument of @"
                               << func.getName();
-    tensors.push_back(func.getArgument(position));
   }
   bool hasLse = tensors.size() > 4;
   KernelState kernel;
@@ -892,19 +898,19 @@ LogicalResult FA4ToNVVMPass::convert(func::FuncOp func,
   SmallVector<Value> extras;
   if (auto positions = spec.getAs<DenseI64ArrayAttr>("extras"))
     for (int64_t position : positions.asArrayRef()) {
-      if (position < 0 || position >= static_cast<int64_t>(func.getNumArguments()) ||
-          !isa<MemRefType>(func.getArgument(position).getType()))
+      Value extra = memrefArgument(position);
+      if (!extra)
         return func.emitError() << "fa4.spec names extra argument #" << position
                                 << ", which is not a memref argument of @"
                                 << func.getName();
-      auto type = cast<MemRefType>(func.getArgument(position).getType());
+      auto type = cast<MemRefType>(extra.getType());
       if (!isa<IntegerType, FloatType>(type.getElementType()) ||
           !type.getLayout().isIdentity())
         return func.emitError() << "extra argument #" << position << " is "
                                 << type
                                 << "; the kernel reads row-major memrefs of "
                                    "integers or floats";
-      extras.push_back(func.getArgument(position));
+      extras.push_back(extra);
     }
 
   // Q, K, V and O tensor maps, the LSE pointer, the runtime sizes, then per

@@ -162,6 +162,20 @@ private:
   /// depends on block argument `argument`: positions passed for it must then
   /// be clamped into the sequence.
   static bool loadsIndexedBy(Region &region, unsigned argument);
+  /// What a mod region sees of this thread's row (packed row `packed` of
+  /// K/V head `head`): the query position and query head, and the key of a
+  /// column. A position a load of the region is indexed by is clamped into
+  /// its sequence, so that the padding rows and keys read in bounds.
+  struct RowPositions {
+    Value query, queryHead;
+    /// seq_k - 1 when keys are clamped, else null.
+    Value lastKey;
+    Value key(OpBuilder &b, Location loc, Value firstKey, int64_t column) const;
+  };
+  /// `queryArgument`: the region's q_idx argument (kv_idx follows it).
+  RowPositions emitRowPositions(Region &region, unsigned queryArgument,
+                                Value packed, Value head, int64_t gqaRatio,
+                                Value seqQ, Value seqK);
   /// A mod region inlined at the insertion point: its leading arguments bound
   /// to `leading`, its extras' loads read through the kernel's pointers.
   FailureOr<Value> emitModRegion(Operation *owner, Region &region,

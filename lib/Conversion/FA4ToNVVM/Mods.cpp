@@ -150,6 +150,31 @@ bool Lowering::loadsIndexedBy(Region &region, unsigned argument) {
   return false;
 }
 
+Lowering::RowPositions
+Lowering::emitRowPositions(Region &region, unsigned queryArgument, Value packed,
+                           Value head, int64_t gqaRatio, Value seqQ,
+                           Value seqK) {
+  RowPositions row;
+  Value ratio = index(gqaRatio);
+  row.query = arith::DivUIOp::create(b, loc(), packed, ratio);
+  if (loadsIndexedBy(region, queryArgument))
+    row.query = arith::MinSIOp::create(
+        b, loc(), row.query, arith::SubIOp::create(b, loc(), seqQ, index(1)));
+  row.queryHead = arith::AddIOp::create(
+      b, loc(), arith::MulIOp::create(b, loc(), head, ratio),
+      arith::RemUIOp::create(b, loc(), packed, ratio));
+  if (loadsIndexedBy(region, queryArgument + 1))
+    row.lastKey = arith::SubIOp::create(b, loc(), seqK, index(1));
+  return row;
+}
+
+Value Lowering::RowPositions::key(OpBuilder &b, Location loc, Value firstKey,
+                                  int64_t column) const {
+  Value key = arith::AddIOp::create(
+      b, loc, firstKey, arith::ConstantIndexOp::create(b, loc, column));
+  return lastKey ? arith::MinSIOp::create(b, loc, key, lastKey).getResult() : key;
+}
+
 FailureOr<Value> Lowering::emitModRegion(Operation *owner, Region &region,
                                          ArrayRef<Value> leading,
                                          ValueRange extraOperands) {

@@ -102,35 +102,24 @@ LogicalResult Lowering::lowerOnlineSoftmax(OnlineSoftmaxOp op) {
   // the sequences, so they stay in bounds; the scores past seq_q or seq_k it
   // changes are masked or never stored.
   if (ScoreModOp scoreMod = scores.scoreMod) {
-    int64_t ratio = scoreMod.getGqaRatio();
     Region &body = scoreMod.getBody();
     Value packed = arith::AddIOp::create(b, loc(), lookup(scoreMod.getRow()),
                                          rowInWarpgroup());
-    Value query = arith::DivUIOp::create(b, loc(), packed, index(ratio));
-    if (loadsIndexedBy(body, 3))
-      query = arith::MinSIOp::create(
-          b, loc(), query,
-          arith::SubIOp::create(b, loc(), lookup(scoreMod.getSeqQ()), index(1)));
-    Value lastKey;
-    if (loadsIndexedBy(body, 4))
-      lastKey = arith::SubIOp::create(b, loc(), lookup(scoreMod.getSeqK()), index(1));
-    Value queryHead = arith::AddIOp::create(
-        b, loc(),
-        arith::MulIOp::create(b, loc(), lookup(scoreMod.getHead()), index(ratio)),
-        arith::RemUIOp::create(b, loc(), packed, index(ratio)));
+    RowPositions row = emitRowPositions(
+        body, /*queryArgument=*/3, packed, lookup(scoreMod.getHead()),
+        scoreMod.getGqaRatio(), lookup(scoreMod.getSeqQ()),
+        lookup(scoreMod.getSeqK()));
     Value batch = lookup(scoreMod.getBatch());
     Value firstKey = lookup(scoreMod.getCol());
     Value scale = f32(scoreMod.getScale().convertToFloat());
     for (auto [column, element] : llvm::enumerate(s)) {
-      Value key = arith::AddIOp::create(b, loc(), firstKey, index(column));
-      if (lastKey)
-        key = arith::MinSIOp::create(b, loc(), key, lastKey);
       Value scaled = arith::MulFOp::create(b, loc(), element, scale,
                                            arith::FastMathFlags::contract);
-      FailureOr<Value> modded =
-          emitModRegion(scoreMod, body,
-                        {scaled, batch, queryHead, query, key},
-                        scoreMod.getExtras());
+      FailureOr<Value> modded = emitModRegion(
+          scoreMod, body,
+          {scaled, batch, row.queryHead, row.query,
+           row.key(b, loc(), firstKey, column)},
+          scoreMod.getExtras());
       if (failed(modded))
         return failure();
       element = *modded;
@@ -203,28 +192,15 @@ LogicalResult Lowering::lowerOnlineSoftmax(OnlineSoftmaxOp op) {
       // positions clamped into the sequences (the keys past seq_k are
       // already hidden, the rows past seq_q never stored).
       if (!bounds.exact) {
-        int64_t ratio = mask.getGqaRatio();
-        Region &body = mask.getMaskMod();
-        Value query = position;
-        if (loadsIndexedBy(body, 2))
-          query = arith::MinSIOp::create(
-              b, loc(), position,
-              arith::SubIOp::create(b, loc(), lookup(mask.getSeqQ()), index(1)));
-        Value queryHead = arith::AddIOp::create(
-            b, loc(),
-            arith::MulIOp::create(b, loc(), lookup(mask.getHead()), index(ratio)),
-            arith::RemUIOp::create(b, loc(), packed, index(ratio)));
-        Value lastKey;
-        if (loadsIndexedBy(body, 3))
-          lastKey =
-              arith::SubIOp::create(b, loc(), lookup(mask.getSeqK()), index(1));
+        RowPositions row = emitRowPositions(
+            mask.getMaskMod(), /*queryArgument=*/2, packed,
+            lookup(mask.getHead()), mask.getGqaRatio(), lookup(mask.getSeqQ()),
+            lookup(mask.getSeqK()));
         for (auto [column, element] : llvm::enumerate(masked)) {
-          Value key = arith::AddIOp::create(b, loc(), first, index(column));
-          if (lastKey)
-            key = arith::MinSIOp::create(b, loc(), key, lastKey);
           FailureOr<Value> visible = emitModRegion(
-              mask, body,
-              {lookup(mask.getBatch()), queryHead, query, key},
+              mask, mask.getMaskMod(),
+              {lookup(mask.getBatch()), row.queryHead, row.query,
+               row.key(b, loc(), first, column)},
               mask.getExtras());
           if (failed(visible))
             return failure();
@@ -425,24 +401,18 @@ LogicalResult Lowering::lowerOnlineSoftmax(OnlineSoftmaxOp op) {
 LogicalResult Lowering::lowerRowMath(Operation *op) {
   float minusInf = -std::numeric_limits<float>::infinity();
   return llvm::TypeSwitch<Operation *, LogicalResult>(op)
-      .Case([&](SoftcapOp softcap) -> LogicalResult {
-        auto found = deferred.find(softcap.getScores());
+      .Case<SoftcapOp, ScoreModOp>([&](Operation *rewrite) -> LogicalResult {
+        // Both rewrite S as it leaves TMEM, inside the fused softmax.
+        auto found = deferred.find(rewrite->getOperand(0));
         if (found == deferred.end())
-          return softcap.emitOpError()
-                 << "fa4-to-nvvm applies the softcap to S as it leaves TMEM";
+          return rewrite->emitOpError()
+                 << "fa4-to-nvvm applies it to S as it leaves TMEM";
         DeferredScores scores = found->second;
-        scores.softcap = softcap;
-        deferred[softcap.getResult()] = scores;
-        return success();
-      })
-      .Case([&](ScoreModOp scoreMod) -> LogicalResult {
-        auto found = deferred.find(scoreMod.getScores());
-        if (found == deferred.end())
-          return scoreMod.emitOpError()
-                 << "fa4-to-nvvm applies the score_mod to S as it leaves TMEM";
-        DeferredScores scores = found->second;
-        scores.scoreMod = scoreMod;
-        deferred[scoreMod.getResult()] = scores;
+        if (auto softcap = dyn_cast<SoftcapOp>(rewrite))
+          scores.softcap = softcap;
+        else
+          scores.scoreMod = cast<ScoreModOp>(rewrite);
+        deferred[rewrite->getResult(0)] = scores;
         return success();
       })
       .Case([&](MaskOp mask) -> LogicalResult {
