@@ -53,7 +53,7 @@ static std::string nameOf(Operation *op) {
   return "'" + op->getName().getStringRef().str() + "'";
 }
 
-static std::string str(Type type) {
+std::string mlir::fa4::sim::str(Type type) {
   std::string text;
   llvm::raw_string_ostream(text) << type;
   return text;

@@ -81,6 +81,8 @@ void scoreProduct(const float *q, const float *k, float *s, int64_t m,
 void valueProduct(const float *p, const float *v, float *o, int64_t m,
                   int64_t n, int64_t d);
 float roundTo(Type element, float value);
+/// A type as MLIR prints it, for messages.
+std::string str(Type type);
 /// A zero (or `fill`) tile of `result`'s tensor type (checked against
 /// kMaxTileElements before the run starts).
 std::shared_ptr<Tile> makeTile(Value result, float fill = 0.0f);

@@ -2,6 +2,7 @@
 
 #include "fa4/Sim/Mods.h"
 
+#include "Interpreter.h"
 #include "ModProgram.h"
 #include "fa4/Dialect/FA4/IR/FA4Ops.h"
 #include "fa4/Support/AttentionMath.h"
@@ -17,12 +18,6 @@ using namespace mlir::fa4::sim;
 
 Mods::Mods() = default;
 Mods::~Mods() = default;
-
-static std::string str(Type type) {
-  std::string text;
-  llvm::raw_string_ostream(text) << type;
-  return text;
-}
 
 std::unique_ptr<Mods> Mods::fromFunction(func::FuncOp func,
                                          std::string &error) {

@@ -62,11 +62,6 @@ private:
   bool lateCompletions;
 };
 
-std::string str(Type type) {
-  std::string text;
-  llvm::raw_string_ostream(text) << type;
-  return text;
-}
 } // namespace
 
 std::string RunReport::toJson() const {
