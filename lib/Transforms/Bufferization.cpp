@@ -54,13 +54,25 @@ struct AttentionOpInterface
       buffers.push_back(*buffer);
     }
     rewriter.setInsertionPoint(op);
+    // `heads_first` tensors are [batch, heads, seq, head_dim]; the memref
+    // form sees the same buffers as [batch, seq, heads, head_dim] through
+    // transposed (strided) views, and states the layout in the strides.
+    SmallVector<Value> operands(buffers);
+    if (attention.getHeadsFirst()) {
+      AffineMap swap = AffineMap::getPermutationMap(
+          ArrayRef<unsigned>{0, 2, 1, 3}, op->getContext());
+      for (Value &operand : MutableArrayRef<Value>(operands).take_front(4))
+        operand = memref::TransposeOp::create(rewriter, op->getLoc(), operand,
+                                              AffineMapAttr::get(swap));
+    }
     OperationState memrefForm(op->getLoc(), AttentionOp::getOperationName());
-    memrefForm.addOperands(buffers);
-    memrefForm.addAttributes(attention->getAttrs());
+    memrefForm.addOperands(operands);
     memrefForm.propertiesAttr = attention->getPropertiesAsAttribute();
+    memrefForm.addAttributes(attention->getAttrs());
     for (Region &region : op->getRegions())
       memrefForm.addRegion()->takeBody(region);
-    rewriter.create(memrefForm);
+    Operation *created = rewriter.create(memrefForm);
+    cast<AttentionOp>(created).setHeadsFirst(false);
     // The results are the destinations' buffers: O, then the LSE.
     bufferization::replaceOpWithBufferizedValues(
         rewriter, op,
@@ -87,24 +99,51 @@ struct PromoteDestinationsPass
       if (op->getNumResults())
         continue; // not bufferized: fa4-tile says so
       for (OpOperand &destination : op.getDpsInitsMutable()) {
-        auto alloc = destination.get().getDefiningOp<memref::AllocOp>();
+        memref::TransposeOp view =
+            destination.get().getDefiningOp<memref::TransposeOp>();
+        Value buffer = view && view->hasOneUse() ? view.getIn() : destination.get();
+        auto alloc = buffer.getDefiningOp<memref::AllocOp>();
         if (!alloc || alloc->getBlock() != &func.getBody().front())
           continue;
+        Operation *user = view && buffer == view.getIn() ? view.getOperation()
+                                                         : op.getOperation();
         bool onlyHandedOver = llvm::all_of(alloc->getUses(), [&](OpOperand &use) {
-          return use.getOwner() == op.getOperation() ||
-                 isa<func::ReturnOp>(use.getOwner());
+          return use.getOwner() == user || isa<func::ReturnOp>(use.getOwner());
         });
         if (!onlyHandedOver)
           continue;
-        promote(func, alloc);
+        promote(func, alloc, user == op.getOperation() ? nullptr : view);
+      }
+      // (After the destinations, whose sizes may have read the inputs.) A
+      // `heads_first` operand reaches the op as a transposed view of its
+      // buffer: the view becomes the parameter, whose strides then carry
+      // the layout to the tensor map.
+      for (OpOperand &operand : op->getOpOperands().take_front(4)) {
+        auto view = operand.get().getDefiningOp<memref::TransposeOp>();
+        if (!view || !view->hasOneUse())
+          continue;
+        auto argument = dyn_cast<BlockArgument>(view.getIn());
+        if (!argument || argument.getOwner() != &func.getBody().front() ||
+            !argument.hasOneUse())
+          continue;
+        argument.setType(view.getType());
+        view.getResult().replaceAllUsesWith(argument);
+        view.erase();
+        SmallVector<Type> inputs(func.getArgumentTypes());
+        inputs[argument.getArgNumber()] = argument.getType();
+        func.setType(FunctionType::get(func.getContext(), inputs,
+                                       func.getResultTypes()));
       }
     }
   }
 
-  /// `alloc` becomes a new last argument of `func` and leaves its results.
-  void promote(func::FuncOp func, memref::AllocOp alloc) {
+  /// `alloc` becomes a new last argument of `func` and leaves its results;
+  /// with a `view` of it (the transposed O of a `heads_first` op), the view
+  /// becomes the argument instead.
+  void promote(func::FuncOp func, memref::AllocOp alloc, memref::TransposeOp view) {
     unsigned index = func.getNumArguments();
-    if (failed(func.insertArgument(index, alloc.getType(), {}, alloc.getLoc())))
+    Type type = view ? view.getType() : alloc.getType();
+    if (failed(func.insertArgument(index, type, {}, alloc.getLoc())))
       return signalPassFailure();
     Value argument = func.getArgument(index);
     llvm::BitVector returned(func.getNumResults());
@@ -116,8 +155,13 @@ struct PromoteDestinationsPass
     func.walk([&](func::ReturnOp ret) { ret->eraseOperands(returned); });
     if (failed(func.eraseResults(returned)))
       return signalPassFailure();
+    if (view) {
+      view.getResult().replaceAllUsesWith(argument);
+      view.erase();
+    }
     SmallVector<Value> sizes(alloc.getOperands());
-    alloc.getResult().replaceAllUsesWith(argument);
+    if (!view)
+      alloc.getResult().replaceAllUsesWith(argument);
     alloc.erase();
     // The sizes the allocation took (memref.dim of the inputs, constants)
     // are dead now: not kernel code.

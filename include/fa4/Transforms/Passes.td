@@ -17,6 +17,12 @@ def FA4PromoteDestinations : Pass<"fa4-promote-destinations", "::mlir::func::Fun
     function does anything else with than hand to fa4.attention and return
     is left alone (and fa4-tile then says which operand is not an argument).
 
+    A `heads_first` op on tensors bufferizes into transposed views of its
+    buffers. Where Q, K, V or O is such a view of an argument (used only
+    there) or of an allocation, the view itself becomes the parameter: its
+    strided type tells the tensor map the `[batch, heads, seq, head_dim]`
+    storage, and nothing is copied.
+
     Requires: bufferized IR. Guarantees: each such destination is an
     argument of the function; the function returns what it returned before,
     minus those buffers.

@@ -183,8 +183,15 @@ static SmallVector<Type> maskModArguments(MLIRContext *context) {
 //===----------------------------------------------------------------------===//
 
 int64_t AttentionOp::getHeadDim() { return dimOf(getQ(), 3); }
-int64_t AttentionOp::getNumQueryHeads() { return dimOf(getQ(), 2); }
-int64_t AttentionOp::getNumKvHeads() { return dimOf(getK(), 2); }
+int64_t AttentionOp::getNumQueryHeads() { return getLogicalShape(getQ())[2]; }
+int64_t AttentionOp::getNumKvHeads() { return getLogicalShape(getK())[2]; }
+
+SmallVector<int64_t> AttentionOp::getLogicalShape(Value operand) {
+  SmallVector<int64_t> shape(cast<ShapedType>(operand.getType()).getShape());
+  if (getHeadsFirst() && shape.size() == 4)
+    std::swap(shape[1], shape[2]);
+  return shape;
+}
 
 float AttentionOp::getEffectiveScale() {
   if (std::optional<APFloat> scale = getScale())
@@ -238,17 +245,21 @@ LogicalResult AttentionOp::verify() {
     if (operand && isa<RankedTensorType>(operand.getType()) != onTensors)
       return emitOpError()
              << "Q, K, V, O and the LSE must be all memrefs or all tensors";
+  if (getHeadsFirst() && !onTensors)
+    return emitOpError() << "heads_first applies to tensors; a memref states "
+                            "its layout in its strides";
+  StringRef order = getHeadsFirst() ? "[batch, heads, seq, head_dim]"
+                                    : "[batch, seq, heads, head_dim]";
+  unsigned headsDim = getHeadsFirst() ? 1 : 2;
   for (auto [name, value] : operands) {
     auto shaped = cast<ShapedType>(value.getType());
     if (shaped.getRank() != 4)
-      return emitOpError() << name
-                           << " must have rank 4 ([batch, seq, heads, "
-                              "head_dim]), got rank "
-                           << shaped.getRank();
-    for (unsigned dim : {2u, 3u})
+      return emitOpError() << name << " must have rank 4 (" << order
+                           << "), got rank " << shaped.getRank();
+    for (unsigned dim : {headsDim, 3u})
       if (shaped.isDynamicDim(dim))
         return emitOpError() << name << " "
-                             << (dim == 2 ? "heads" : "head dim")
+                             << (dim == headsDim ? "heads" : "head dim")
                              << " must be static, got shape "
                              << shapeString(shaped.getShape());
     auto type = dyn_cast<MemRefType>(shaped);
@@ -294,15 +305,15 @@ LogicalResult AttentionOp::verify() {
     return emitOpError() << "head dim " << headDim
                          << " is not supported (expected 64, 96 or 128)";
 
-  auto kShape = cast<ShapedType>(getK().getType()).getShape();
-  auto vShape = cast<ShapedType>(getV().getType()).getShape();
+  SmallVector<int64_t> kShape = getLogicalShape(getK());
+  SmallVector<int64_t> vShape = getLogicalShape(getV());
   if (failed(verifyCompatibleShape(kShape, vShape)))
     return emitOpError() << "V shape " << shapeString(vShape)
                          << " does not match K shape " << shapeString(kShape);
   if (failed(verifyDim(op, "K head dim", kShape[3], "Q's head dim", headDim)))
     return failure();
-  auto qShape = cast<ShapedType>(getQ().getType()).getShape();
-  auto oShape = cast<ShapedType>(getOut().getType()).getShape();
+  SmallVector<int64_t> qShape = getLogicalShape(getQ());
+  SmallVector<int64_t> oShape = getLogicalShape(getOut());
   if (failed(verifyCompatibleShape(qShape, oShape)))
     return emitOpError() << "O shape " << shapeString(oShape)
                          << " does not match Q shape " << shapeString(qShape);

@@ -103,6 +103,12 @@ def FA4_AttentionOp : FA4_Op<"attention", [
     output tensor and, with an LSE, the LSE tensor. It bufferizes with
     `one-shot-bufferize` (the pipeline's first stage) into the memref form.
 
+    Tensors have no strides, so on tensors the unit attribute `heads_first`
+    says that Q, K, V and O are `[batch, heads, seq, head_dim]` (what most
+    front ends hold) rather than `[batch, seq, heads, head_dim]`.
+    Bufferization turns it into transposed views of the same buffers (no
+    copy), and the memref form states the layout in its strides instead.
+
     ```mlir
     %out, %l = fa4.attention %q, %k, %v -> %o, lse %lse
         : tensor<?x?x32x128xf16>, tensor<?x?x8x128xf16>, tensor<?x?x8x128xf16>
@@ -120,7 +126,8 @@ def FA4_AttentionOp : FA4_Op<"attention", [
     DefaultValuedAttr<I64Attr, "-1">:$window_left,
     DefaultValuedAttr<I64Attr, "-1">:$window_right,
     OptionalAttr<F32Attr>:$scale,
-    DefaultValuedAttr<F32Attr, "0.0f">:$softcap
+    DefaultValuedAttr<F32Attr, "0.0f">:$softcap,
+    UnitAttr:$heads_first
   );
   let results = (outs Variadic<AnyRankedTensor>:$results);
   let regions = (region MaxSizedRegion<1>:$score_mod,
@@ -137,6 +144,9 @@ def FA4_AttentionOp : FA4_Op<"attention", [
     /// The destinations: O and, when present, the LSE.
     MutableOperandRange getDpsInitsMutable();
     int64_t getHeadDim();
+    /// Q, K, V or O's shape in the logical order [batch, seq, heads,
+    /// head_dim], whatever order `heads_first` declares.
+    ::llvm::SmallVector<int64_t> getLogicalShape(::mlir::Value operand);
     int64_t getNumQueryHeads();
     int64_t getNumKvHeads();
     /// Query heads that share one K/V head.
