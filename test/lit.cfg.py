@@ -24,6 +24,26 @@ tools = ["fa4-opt", "fa4c", "fa4-sim", "fa4-emu", "fa4-emu-gemm", "fa4-fuzz", "f
 llvm_config.add_tool_substitutions(tools, tool_dirs)
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 
+# The CPU evaluator of linalg-on-tensors functions (scripts/evaluate-linalg.py)
+# runs the installed MLIR's mlir-opt and mlir-runner with the runner's
+# libraries, which live in the lib directory beside the tools' bin directory
+# (or config.llvm_lib_dir where a site config sets it); tests that use
+# %evaluate_linalg should say `REQUIRES: mlir-runner`.
+import sys
+llvm_lib_dir = getattr(config, "llvm_lib_dir", None) or \
+    os.path.join(os.path.dirname(os.path.normpath(config.llvm_tools_dir)), "lib")
+config.substitutions.append(("%evaluate_linalg", '"%s" "%s" --mlir-opt "%s" --mlir-runner "%s" --lib-dir "%s"' % (
+    sys.executable, os.path.join(config.fa4_src_root, "scripts", "evaluate-linalg.py"),
+    os.path.join(config.llvm_tools_dir, "mlir-opt"),
+    os.path.join(config.llvm_tools_dir, "mlir-runner"), llvm_lib_dir)))
+config.substitutions.append(("%reference_attention", '"%s" "%s"' % (
+    sys.executable, os.path.join(config.fa4_src_root, "test", "Raise", "Inputs",
+                                 "reference_attention.py"))))
+if os.access(os.path.join(config.llvm_tools_dir, "mlir-runner"), os.X_OK) and \
+        all(os.path.exists(os.path.join(llvm_lib_dir, lib))
+            for lib in ("libmlir_runner_utils.so", "libmlir_c_runner_utils.so")):
+    config.available_features.add("mlir-runner")
+
 # NVIDIA's disassembler, installed from PyPI by scripts/test.sh when the
 # registry is reachable (the CUDA toolkit here ships none): the SASS tests
 # need it and are reported unsupported without it.
