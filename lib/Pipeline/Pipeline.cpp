@@ -23,6 +23,7 @@
 #include "fa4/InitFA4.h"
 #include "mlir/Dialect/ControlFlow/IR/ControlFlow.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 #include "mlir/Target/LLVM/NVVM/Target.h"
@@ -214,7 +215,8 @@ void mlir::fa4::registerPipelineDialects(DialectRegistry &registry) {
   registerTileLevelDialects(registry);
   registerBufferizableOpInterfaceExternalModels(registry);
   registry.insert<bufferization::BufferizationDialect, gpu::GPUDialect, LLVM::LLVMDialect, NVVM::NVVMDialect,
-                  vector::VectorDialect, cf::ControlFlowDialect>();
+                  vector::VectorDialect, cf::ControlFlowDialect,
+                  linalg::LinalgDialect>();
   NVVM::registerNVVMTargetInterfaceExternalModels(registry);
   registerBuiltinDialectTranslation(registry);
   registerLLVMDialectTranslation(registry);
