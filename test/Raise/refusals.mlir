@@ -1,0 +1,375 @@
+// RUN: fa4-opt --fa4-raise-attention --split-input-file --verify-diagnostics %s | FileCheck %s
+//
+// Each function is attention the pass must leave alone, with the remark
+// saying why; the first raises.
+
+// CHECK-LABEL: func.func @attention
+// CHECK: fa4.attention
+// CHECK-NOT: linalg.
+// CHECK: return
+// The rest stays linalg.
+// CHECK-NOT: fa4.attention
+
+// The base case, IREE-style, raises: no remark.
+func.func @attention(%q: tensor<1x2x32x64xf16>, %k: tensor<1x2x48x64xf16>, %v: tensor<1x2x48x64xf16>) -> tensor<1x2x32x64xf16> {
+  %zero = arith.constant 0.0 : f32
+  %scale = arith.constant 0.125 : f32
+  %e = tensor.empty() : tensor<1x2x32x48xf32>
+  %z = linalg.fill ins(%zero : f32) outs(%e : tensor<1x2x32x48xf32>) -> tensor<1x2x32x48xf32>
+  %s = linalg.generic {indexing_maps = [affine_map<(b, h, i, j, d) -> (b, h, i, d)>, affine_map<(b, h, i, j, d) -> (b, h, j, d)>, affine_map<(b, h, i, j, d) -> (b, h, i, j)>], iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction"]} ins(%q, %k : tensor<1x2x32x64xf16>, tensor<1x2x48x64xf16>) outs(%z : tensor<1x2x32x48xf32>) {
+  ^bb0(%a: f16, %b: f16, %acc: f32):
+    %x = arith.extf %a : f16 to f32
+    %y = arith.extf %b : f16 to f32
+    %m = arith.mulf %x, %y : f32
+    %r = arith.addf %acc, %m : f32
+    linalg.yield %r : f32
+  } -> tensor<1x2x32x48xf32>
+  %scaled = linalg.generic {indexing_maps = [affine_map<(b, h, i, j) -> (b, h, i, j)>, affine_map<(b, h, i, j) -> (b, h, i, j)>], iterator_types = ["parallel", "parallel", "parallel", "parallel"]} ins(%s : tensor<1x2x32x48xf32>) outs(%e : tensor<1x2x32x48xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    %t = arith.mulf %in, %scale : f32
+    linalg.yield %t : f32
+  } -> tensor<1x2x32x48xf32>
+  %p = linalg.softmax dimension(3) ins(%scaled : tensor<1x2x32x48xf32>) outs(%e : tensor<1x2x32x48xf32>) -> tensor<1x2x32x48xf32>
+  %eo = tensor.empty() : tensor<1x2x32x64xf32>
+  %zo = linalg.fill ins(%zero : f32) outs(%eo : tensor<1x2x32x64xf32>) -> tensor<1x2x32x64xf32>
+  %o = linalg.generic {indexing_maps = [affine_map<(b, h, i, e, j) -> (b, h, i, j)>, affine_map<(b, h, i, e, j) -> (b, h, j, e)>, affine_map<(b, h, i, e, j) -> (b, h, i, e)>], iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction"]} ins(%p, %v : tensor<1x2x32x48xf32>, tensor<1x2x48x64xf16>) outs(%zo : tensor<1x2x32x64xf32>) {
+  ^bb0(%a: f32, %b: f16, %acc: f32):
+    %y = arith.extf %b : f16 to f32
+    %m = arith.mulf %a, %y : f32
+    %r = arith.addf %acc, %m : f32
+    linalg.yield %r : f32
+  } -> tensor<1x2x32x64xf32>
+  %eh = tensor.empty() : tensor<1x2x32x64xf16>
+  %oh = linalg.generic {indexing_maps = [affine_map<(b, h, i, e) -> (b, h, i, e)>, affine_map<(b, h, i, e) -> (b, h, i, e)>], iterator_types = ["parallel", "parallel", "parallel", "parallel"]} ins(%o : tensor<1x2x32x64xf32>) outs(%eh : tensor<1x2x32x64xf16>) {
+  ^bb0(%in: f32, %out: f16):
+    %t = arith.truncf %in : f32 to f16
+    linalg.yield %t : f16
+  } -> tensor<1x2x32x64xf16>
+  return %oh : tensor<1x2x32x64xf16>
+}
+
+// -----
+
+// linalg.softmax over the queries (dimension 2), then P·V over the keys.
+func.func @attention(%q: tensor<1x2x32x64xf16>, %k: tensor<1x2x48x64xf16>, %v: tensor<1x2x48x64xf16>) -> tensor<1x2x32x64xf16> {
+  %zero = arith.constant 0.0 : f32
+  %scale = arith.constant 0.125 : f32
+  %e = tensor.empty() : tensor<1x2x32x48xf32>
+  %z = linalg.fill ins(%zero : f32) outs(%e : tensor<1x2x32x48xf32>) -> tensor<1x2x32x48xf32>
+  %s = linalg.generic {indexing_maps = [affine_map<(b, h, i, j, d) -> (b, h, i, d)>, affine_map<(b, h, i, j, d) -> (b, h, j, d)>, affine_map<(b, h, i, j, d) -> (b, h, i, j)>], iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction"]} ins(%q, %k : tensor<1x2x32x64xf16>, tensor<1x2x48x64xf16>) outs(%z : tensor<1x2x32x48xf32>) {
+  ^bb0(%a: f16, %b: f16, %acc: f32):
+    %x = arith.extf %a : f16 to f32
+    %y = arith.extf %b : f16 to f32
+    %m = arith.mulf %x, %y : f32
+    %r = arith.addf %acc, %m : f32
+    linalg.yield %r : f32
+  } -> tensor<1x2x32x48xf32>
+  %scaled = linalg.generic {indexing_maps = [affine_map<(b, h, i, j) -> (b, h, i, j)>, affine_map<(b, h, i, j) -> (b, h, i, j)>], iterator_types = ["parallel", "parallel", "parallel", "parallel"]} ins(%s : tensor<1x2x32x48xf32>) outs(%e : tensor<1x2x32x48xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    %t = arith.mulf %in, %scale : f32
+    linalg.yield %t : f32
+  } -> tensor<1x2x32x48xf32>
+  %p = linalg.softmax dimension(2) ins(%scaled : tensor<1x2x32x48xf32>) outs(%e : tensor<1x2x32x48xf32>) -> tensor<1x2x32x48xf32>
+  %eo = tensor.empty() : tensor<1x2x32x64xf32>
+  %zo = linalg.fill ins(%zero : f32) outs(%eo : tensor<1x2x32x64xf32>) -> tensor<1x2x32x64xf32>
+  %o = linalg.generic {indexing_maps = [affine_map<(b, h, i, e, j) -> (b, h, i, j)>, affine_map<(b, h, i, e, j) -> (b, h, j, e)>, affine_map<(b, h, i, e, j) -> (b, h, i, e)>], iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction"]} ins(%p, %v : tensor<1x2x32x48xf32>, tensor<1x2x48x64xf16>) outs(%zo : tensor<1x2x32x64xf32>) {
+  ^bb0(%a: f32, %b: f16, %acc: f32):
+    %y = arith.extf %b : f16 to f32
+    %m = arith.mulf %a, %y : f32
+    %r = arith.addf %acc, %m : f32
+    linalg.yield %r : f32
+  } -> tensor<1x2x32x64xf32>
+  %eh = tensor.empty() : tensor<1x2x32x64xf16>
+  // expected-remark @+1 {{not raised to fa4.attention: the softmax's shift varies along the keys P·V sums over}}
+  %oh = linalg.generic {indexing_maps = [affine_map<(b, h, i, e) -> (b, h, i, e)>, affine_map<(b, h, i, e) -> (b, h, i, e)>], iterator_types = ["parallel", "parallel", "parallel", "parallel"]} ins(%o : tensor<1x2x32x64xf32>) outs(%eh : tensor<1x2x32x64xf16>) {
+  ^bb0(%in: f32, %out: f16):
+    %t = arith.truncf %in : f32 to f16
+    linalg.yield %t : f16
+  } -> tensor<1x2x32x64xf16>
+  return %oh : tensor<1x2x32x64xf16>
+}
+
+// -----
+
+// O stays f32 while Q is f16: fa4.attention writes O in Q's type.
+func.func @attention(%q: tensor<1x2x32x64xf16>, %k: tensor<1x2x48x64xf16>, %v: tensor<1x2x48x64xf16>) -> tensor<1x2x32x64xf32> {
+  %zero = arith.constant 0.0 : f32
+  %scale = arith.constant 0.125 : f32
+  %e = tensor.empty() : tensor<1x2x32x48xf32>
+  %z = linalg.fill ins(%zero : f32) outs(%e : tensor<1x2x32x48xf32>) -> tensor<1x2x32x48xf32>
+  %s = linalg.generic {indexing_maps = [affine_map<(b, h, i, j, d) -> (b, h, i, d)>, affine_map<(b, h, i, j, d) -> (b, h, j, d)>, affine_map<(b, h, i, j, d) -> (b, h, i, j)>], iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction"]} ins(%q, %k : tensor<1x2x32x64xf16>, tensor<1x2x48x64xf16>) outs(%z : tensor<1x2x32x48xf32>) {
+  ^bb0(%a: f16, %b: f16, %acc: f32):
+    %x = arith.extf %a : f16 to f32
+    %y = arith.extf %b : f16 to f32
+    %m = arith.mulf %x, %y : f32
+    %r = arith.addf %acc, %m : f32
+    linalg.yield %r : f32
+  } -> tensor<1x2x32x48xf32>
+  %scaled = linalg.generic {indexing_maps = [affine_map<(b, h, i, j) -> (b, h, i, j)>, affine_map<(b, h, i, j) -> (b, h, i, j)>], iterator_types = ["parallel", "parallel", "parallel", "parallel"]} ins(%s : tensor<1x2x32x48xf32>) outs(%e : tensor<1x2x32x48xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    %t = arith.mulf %in, %scale : f32
+    linalg.yield %t : f32
+  } -> tensor<1x2x32x48xf32>
+  %p = linalg.softmax dimension(3) ins(%scaled : tensor<1x2x32x48xf32>) outs(%e : tensor<1x2x32x48xf32>) -> tensor<1x2x32x48xf32>
+  %eo = tensor.empty() : tensor<1x2x32x64xf32>
+  %zo = linalg.fill ins(%zero : f32) outs(%eo : tensor<1x2x32x64xf32>) -> tensor<1x2x32x64xf32>
+  // expected-remark @+1 {{not raised to fa4.attention: fa4.attention would not verify: 'fa4.attention' op O element type 'f32' does not match Q's 'f16'}}
+  %o = linalg.generic {indexing_maps = [affine_map<(b, h, i, e, j) -> (b, h, i, j)>, affine_map<(b, h, i, e, j) -> (b, h, j, e)>, affine_map<(b, h, i, e, j) -> (b, h, i, e)>], iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction"]} ins(%p, %v : tensor<1x2x32x48xf32>, tensor<1x2x48x64xf16>) outs(%zo : tensor<1x2x32x64xf32>) {
+  ^bb0(%a: f32, %b: f16, %acc: f32):
+    %y = arith.extf %b : f16 to f32
+    %m = arith.mulf %a, %y : f32
+    %r = arith.addf %acc, %m : f32
+    linalg.yield %r : f32
+  } -> tensor<1x2x32x64xf32>
+  return %o : tensor<1x2x32x64xf32>
+}
+
+// -----
+
+// Head dim 32: fa4.attention takes 64, 96 and 128.
+func.func @attention(%q: tensor<1x2x32x32xf16>, %k: tensor<1x2x48x32xf16>, %v: tensor<1x2x48x32xf16>) -> tensor<1x2x32x32xf16> {
+  %zero = arith.constant 0.0 : f32
+  %scale = arith.constant 0.125 : f32
+  %e = tensor.empty() : tensor<1x2x32x48xf32>
+  %z = linalg.fill ins(%zero : f32) outs(%e : tensor<1x2x32x48xf32>) -> tensor<1x2x32x48xf32>
+  %s = linalg.generic {indexing_maps = [affine_map<(b, h, i, j, d) -> (b, h, i, d)>, affine_map<(b, h, i, j, d) -> (b, h, j, d)>, affine_map<(b, h, i, j, d) -> (b, h, i, j)>], iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction"]} ins(%q, %k : tensor<1x2x32x32xf16>, tensor<1x2x48x32xf16>) outs(%z : tensor<1x2x32x48xf32>) {
+  ^bb0(%a: f16, %b: f16, %acc: f32):
+    %x = arith.extf %a : f16 to f32
+    %y = arith.extf %b : f16 to f32
+    %m = arith.mulf %x, %y : f32
+    %r = arith.addf %acc, %m : f32
+    linalg.yield %r : f32
+  } -> tensor<1x2x32x48xf32>
+  %scaled = linalg.generic {indexing_maps = [affine_map<(b, h, i, j) -> (b, h, i, j)>, affine_map<(b, h, i, j) -> (b, h, i, j)>], iterator_types = ["parallel", "parallel", "parallel", "parallel"]} ins(%s : tensor<1x2x32x48xf32>) outs(%e : tensor<1x2x32x48xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    %t = arith.mulf %in, %scale : f32
+    linalg.yield %t : f32
+  } -> tensor<1x2x32x48xf32>
+  %p = linalg.softmax dimension(3) ins(%scaled : tensor<1x2x32x48xf32>) outs(%e : tensor<1x2x32x48xf32>) -> tensor<1x2x32x48xf32>
+  %eo = tensor.empty() : tensor<1x2x32x32xf32>
+  %zo = linalg.fill ins(%zero : f32) outs(%eo : tensor<1x2x32x32xf32>) -> tensor<1x2x32x32xf32>
+  %o = linalg.generic {indexing_maps = [affine_map<(b, h, i, e, j) -> (b, h, i, j)>, affine_map<(b, h, i, e, j) -> (b, h, j, e)>, affine_map<(b, h, i, e, j) -> (b, h, i, e)>], iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction"]} ins(%p, %v : tensor<1x2x32x48xf32>, tensor<1x2x48x32xf16>) outs(%zo : tensor<1x2x32x32xf32>) {
+  ^bb0(%a: f32, %b: f16, %acc: f32):
+    %y = arith.extf %b : f16 to f32
+    %m = arith.mulf %a, %y : f32
+    %r = arith.addf %acc, %m : f32
+    linalg.yield %r : f32
+  } -> tensor<1x2x32x32xf32>
+  %eh = tensor.empty() : tensor<1x2x32x32xf16>
+  // expected-remark @+1 {{not raised to fa4.attention: fa4.attention would not verify: 'fa4.attention' op head dim 32 is not supported}}
+  %oh = linalg.generic {indexing_maps = [affine_map<(b, h, i, e) -> (b, h, i, e)>, affine_map<(b, h, i, e) -> (b, h, i, e)>], iterator_types = ["parallel", "parallel", "parallel", "parallel"]} ins(%o : tensor<1x2x32x32xf32>) outs(%eh : tensor<1x2x32x32xf16>) {
+  ^bb0(%in: f32, %out: f16):
+    %t = arith.truncf %in : f32 to f16
+    linalg.yield %t : f16
+  } -> tensor<1x2x32x32xf16>
+  return %oh : tensor<1x2x32x32xf16>
+}
+
+// -----
+
+// K/V repeated head by head (torch's repeat, query head h reads K/V head h mod 2), not the grouping fa4 packs (h floordiv 2).
+func.func @attention(%q: tensor<1x4x32x64xf16>, %k: tensor<1x2x48x64xf16>, %v: tensor<1x2x48x64xf16>) -> tensor<1x4x32x64xf16> {
+  %zero = arith.constant 0.0 : f32
+  %scale = arith.constant 0.125 : f32
+  %e = tensor.empty() : tensor<1x4x32x48xf32>
+  %z = linalg.fill ins(%zero : f32) outs(%e : tensor<1x4x32x48xf32>) -> tensor<1x4x32x48xf32>
+  %s = linalg.generic {indexing_maps = [affine_map<(b, h, i, j, d) -> (b, h, i, d)>, affine_map<(b, h, i, j, d) -> (b, h mod 2, j, d)>, affine_map<(b, h, i, j, d) -> (b, h, i, j)>], iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction"]} ins(%q, %k : tensor<1x4x32x64xf16>, tensor<1x2x48x64xf16>) outs(%z : tensor<1x4x32x48xf32>) {
+  ^bb0(%a: f16, %b: f16, %acc: f32):
+    %x = arith.extf %a : f16 to f32
+    %y = arith.extf %b : f16 to f32
+    %m = arith.mulf %x, %y : f32
+    %r = arith.addf %acc, %m : f32
+    linalg.yield %r : f32
+  } -> tensor<1x4x32x48xf32>
+  %scaled = linalg.generic {indexing_maps = [affine_map<(b, h, i, j) -> (b, h, i, j)>, affine_map<(b, h, i, j) -> (b, h, i, j)>], iterator_types = ["parallel", "parallel", "parallel", "parallel"]} ins(%s : tensor<1x4x32x48xf32>) outs(%e : tensor<1x4x32x48xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    %t = arith.mulf %in, %scale : f32
+    linalg.yield %t : f32
+  } -> tensor<1x4x32x48xf32>
+  %p = linalg.softmax dimension(3) ins(%scaled : tensor<1x4x32x48xf32>) outs(%e : tensor<1x4x32x48xf32>) -> tensor<1x4x32x48xf32>
+  %eo = tensor.empty() : tensor<1x4x32x64xf32>
+  %zo = linalg.fill ins(%zero : f32) outs(%eo : tensor<1x4x32x64xf32>) -> tensor<1x4x32x64xf32>
+  %o = linalg.generic {indexing_maps = [affine_map<(b, h, i, e, j) -> (b, h, i, j)>, affine_map<(b, h, i, e, j) -> (b, h mod 2, j, e)>, affine_map<(b, h, i, e, j) -> (b, h, i, e)>], iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction"]} ins(%p, %v : tensor<1x4x32x48xf32>, tensor<1x2x48x64xf16>) outs(%zo : tensor<1x4x32x64xf32>) {
+  ^bb0(%a: f32, %b: f16, %acc: f32):
+    %y = arith.extf %b : f16 to f32
+    %m = arith.mulf %a, %y : f32
+    %r = arith.addf %acc, %m : f32
+    linalg.yield %r : f32
+  } -> tensor<1x4x32x64xf32>
+  %eh = tensor.empty() : tensor<1x4x32x64xf16>
+  // expected-remark @+1 {{not raised to fa4.attention: K and V heads are not Q's heads or a grouping of consecutive Q heads}}
+  %oh = linalg.generic {indexing_maps = [affine_map<(b, h, i, e) -> (b, h, i, e)>, affine_map<(b, h, i, e) -> (b, h, i, e)>], iterator_types = ["parallel", "parallel", "parallel", "parallel"]} ins(%o : tensor<1x4x32x64xf32>) outs(%eh : tensor<1x4x32x64xf16>) {
+  ^bb0(%in: f32, %out: f16):
+    %t = arith.truncf %in : f32 to f16
+    linalg.yield %t : f16
+  } -> tensor<1x4x32x64xf16>
+  return %oh : tensor<1x4x32x64xf16>
+}
+
+// -----
+
+// V is [batch, seq, heads, head_dim] while Q and K are heads-first: one layout for all.
+func.func @attention(%q: tensor<1x2x32x64xf16>, %k: tensor<1x2x48x64xf16>, %v: tensor<1x48x2x64xf16>) -> tensor<1x2x32x64xf16> {
+  %zero = arith.constant 0.0 : f32
+  %scale = arith.constant 0.125 : f32
+  %e = tensor.empty() : tensor<1x2x32x48xf32>
+  %z = linalg.fill ins(%zero : f32) outs(%e : tensor<1x2x32x48xf32>) -> tensor<1x2x32x48xf32>
+  %s = linalg.generic {indexing_maps = [affine_map<(b, h, i, j, d) -> (b, h, i, d)>, affine_map<(b, h, i, j, d) -> (b, h, j, d)>, affine_map<(b, h, i, j, d) -> (b, h, i, j)>], iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction"]} ins(%q, %k : tensor<1x2x32x64xf16>, tensor<1x2x48x64xf16>) outs(%z : tensor<1x2x32x48xf32>) {
+  ^bb0(%a: f16, %b: f16, %acc: f32):
+    %x = arith.extf %a : f16 to f32
+    %y = arith.extf %b : f16 to f32
+    %m = arith.mulf %x, %y : f32
+    %r = arith.addf %acc, %m : f32
+    linalg.yield %r : f32
+  } -> tensor<1x2x32x48xf32>
+  %scaled = linalg.generic {indexing_maps = [affine_map<(b, h, i, j) -> (b, h, i, j)>, affine_map<(b, h, i, j) -> (b, h, i, j)>], iterator_types = ["parallel", "parallel", "parallel", "parallel"]} ins(%s : tensor<1x2x32x48xf32>) outs(%e : tensor<1x2x32x48xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    %t = arith.mulf %in, %scale : f32
+    linalg.yield %t : f32
+  } -> tensor<1x2x32x48xf32>
+  %p = linalg.softmax dimension(3) ins(%scaled : tensor<1x2x32x48xf32>) outs(%e : tensor<1x2x32x48xf32>) -> tensor<1x2x32x48xf32>
+  %eo = tensor.empty() : tensor<1x2x32x64xf32>
+  %zo = linalg.fill ins(%zero : f32) outs(%eo : tensor<1x2x32x64xf32>) -> tensor<1x2x32x64xf32>
+  %o = linalg.generic {indexing_maps = [affine_map<(b, h, i, e, j) -> (b, h, i, j)>, affine_map<(b, h, i, e, j) -> (b, j, h, e)>, affine_map<(b, h, i, e, j) -> (b, h, i, e)>], iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction"]} ins(%p, %v : tensor<1x2x32x48xf32>, tensor<1x48x2x64xf16>) outs(%zo : tensor<1x2x32x64xf32>) {
+  ^bb0(%a: f32, %b: f16, %acc: f32):
+    %y = arith.extf %b : f16 to f32
+    %m = arith.mulf %a, %y : f32
+    %r = arith.addf %acc, %m : f32
+    linalg.yield %r : f32
+  } -> tensor<1x2x32x64xf32>
+  %eh = tensor.empty() : tensor<1x2x32x64xf16>
+  // expected-remark @+1 {{not raised to fa4.attention: K and V are not [batch, heads, seq, head_dim] like Q}}
+  %oh = linalg.generic {indexing_maps = [affine_map<(b, h, i, e) -> (b, h, i, e)>, affine_map<(b, h, i, e) -> (b, h, i, e)>], iterator_types = ["parallel", "parallel", "parallel", "parallel"]} ins(%o : tensor<1x2x32x64xf32>) outs(%eh : tensor<1x2x32x64xf16>) {
+  ^bb0(%in: f32, %out: f16):
+    %t = arith.truncf %in : f32 to f16
+    linalg.yield %t : f16
+  } -> tensor<1x2x32x64xf16>
+  return %oh : tensor<1x2x32x64xf16>
+}
+
+// -----
+
+// O transposed to [batch, seq, heads, head_dim] while the inputs are heads-first.
+func.func @attention(%q: tensor<1x2x32x64xf16>, %k: tensor<1x2x48x64xf16>, %v: tensor<1x2x48x64xf16>) -> tensor<1x32x2x64xf16> {
+  %zero = arith.constant 0.0 : f32
+  %scale = arith.constant 0.125 : f32
+  %e = tensor.empty() : tensor<1x2x32x48xf32>
+  %z = linalg.fill ins(%zero : f32) outs(%e : tensor<1x2x32x48xf32>) -> tensor<1x2x32x48xf32>
+  %s = linalg.generic {indexing_maps = [affine_map<(b, h, i, j, d) -> (b, h, i, d)>, affine_map<(b, h, i, j, d) -> (b, h, j, d)>, affine_map<(b, h, i, j, d) -> (b, h, i, j)>], iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction"]} ins(%q, %k : tensor<1x2x32x64xf16>, tensor<1x2x48x64xf16>) outs(%z : tensor<1x2x32x48xf32>) {
+  ^bb0(%a: f16, %b: f16, %acc: f32):
+    %x = arith.extf %a : f16 to f32
+    %y = arith.extf %b : f16 to f32
+    %m = arith.mulf %x, %y : f32
+    %r = arith.addf %acc, %m : f32
+    linalg.yield %r : f32
+  } -> tensor<1x2x32x48xf32>
+  %scaled = linalg.generic {indexing_maps = [affine_map<(b, h, i, j) -> (b, h, i, j)>, affine_map<(b, h, i, j) -> (b, h, i, j)>], iterator_types = ["parallel", "parallel", "parallel", "parallel"]} ins(%s : tensor<1x2x32x48xf32>) outs(%e : tensor<1x2x32x48xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    %t = arith.mulf %in, %scale : f32
+    linalg.yield %t : f32
+  } -> tensor<1x2x32x48xf32>
+  %p = linalg.softmax dimension(3) ins(%scaled : tensor<1x2x32x48xf32>) outs(%e : tensor<1x2x32x48xf32>) -> tensor<1x2x32x48xf32>
+  %eo = tensor.empty() : tensor<1x2x32x64xf32>
+  %zo = linalg.fill ins(%zero : f32) outs(%eo : tensor<1x2x32x64xf32>) -> tensor<1x2x32x64xf32>
+  %o = linalg.generic {indexing_maps = [affine_map<(b, h, i, e, j) -> (b, h, i, j)>, affine_map<(b, h, i, e, j) -> (b, h, j, e)>, affine_map<(b, h, i, e, j) -> (b, h, i, e)>], iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction"]} ins(%p, %v : tensor<1x2x32x48xf32>, tensor<1x2x48x64xf16>) outs(%zo : tensor<1x2x32x64xf32>) {
+  ^bb0(%a: f32, %b: f16, %acc: f32):
+    %y = arith.extf %b : f16 to f32
+    %m = arith.mulf %a, %y : f32
+    %r = arith.addf %acc, %m : f32
+    linalg.yield %r : f32
+  } -> tensor<1x2x32x64xf32>
+  %eh = tensor.empty() : tensor<1x2x32x64xf16>
+  %oh = linalg.generic {indexing_maps = [affine_map<(b, h, i, e) -> (b, h, i, e)>, affine_map<(b, h, i, e) -> (b, h, i, e)>], iterator_types = ["parallel", "parallel", "parallel", "parallel"]} ins(%o : tensor<1x2x32x64xf32>) outs(%eh : tensor<1x2x32x64xf16>) {
+  ^bb0(%in: f32, %out: f16):
+    %t = arith.truncf %in : f32 to f16
+    linalg.yield %t : f16
+  } -> tensor<1x2x32x64xf16>
+  %et = tensor.empty() : tensor<1x32x2x64xf16>
+  // expected-remark @+1 {{not raised to fa4.attention: the result's dimensions are not [batch, heads, seq, head_dim] as Q's}}
+  %ot = linalg.transpose ins(%oh : tensor<1x2x32x64xf16>) outs(%et : tensor<1x32x2x64xf16>) permutation = [0, 2, 1, 3]
+  return %ot : tensor<1x32x2x64xf16>
+}
+
+// -----
+
+// A scalar bias argument: the regions capture nothing, and a scalar cannot be an extra.
+func.func @attention(%q: tensor<1x2x32x64xf16>, %k: tensor<1x2x48x64xf16>, %v: tensor<1x2x48x64xf16>, %bias: f32) -> tensor<1x2x32x64xf16> {
+  %zero = arith.constant 0.0 : f32
+  %scale = arith.constant 0.125 : f32
+  %e = tensor.empty() : tensor<1x2x32x48xf32>
+  %z = linalg.fill ins(%zero : f32) outs(%e : tensor<1x2x32x48xf32>) -> tensor<1x2x32x48xf32>
+  %s = linalg.generic {indexing_maps = [affine_map<(b, h, i, j, d) -> (b, h, i, d)>, affine_map<(b, h, i, j, d) -> (b, h, j, d)>, affine_map<(b, h, i, j, d) -> (b, h, i, j)>], iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction"]} ins(%q, %k : tensor<1x2x32x64xf16>, tensor<1x2x48x64xf16>) outs(%z : tensor<1x2x32x48xf32>) {
+  ^bb0(%a: f16, %b: f16, %acc: f32):
+    %x = arith.extf %a : f16 to f32
+    %y = arith.extf %b : f16 to f32
+    %m = arith.mulf %x, %y : f32
+    %r = arith.addf %acc, %m : f32
+    linalg.yield %r : f32
+  } -> tensor<1x2x32x48xf32>
+  %scaled = linalg.generic {indexing_maps = [affine_map<(b, h, i, j) -> (b, h, i, j)>, affine_map<(b, h, i, j) -> (b, h, i, j)>], iterator_types = ["parallel", "parallel", "parallel", "parallel"]} ins(%s : tensor<1x2x32x48xf32>) outs(%e : tensor<1x2x32x48xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    %t = arith.mulf %in, %scale : f32
+    %t2 = arith.addf %t, %bias : f32
+    linalg.yield %t2 : f32
+  } -> tensor<1x2x32x48xf32>
+  %p = linalg.softmax dimension(3) ins(%scaled : tensor<1x2x32x48xf32>) outs(%e : tensor<1x2x32x48xf32>) -> tensor<1x2x32x48xf32>
+  %eo = tensor.empty() : tensor<1x2x32x64xf32>
+  %zo = linalg.fill ins(%zero : f32) outs(%eo : tensor<1x2x32x64xf32>) -> tensor<1x2x32x64xf32>
+  %o = linalg.generic {indexing_maps = [affine_map<(b, h, i, e, j) -> (b, h, i, j)>, affine_map<(b, h, i, e, j) -> (b, h, j, e)>, affine_map<(b, h, i, e, j) -> (b, h, i, e)>], iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction"]} ins(%p, %v : tensor<1x2x32x48xf32>, tensor<1x2x48x64xf16>) outs(%zo : tensor<1x2x32x64xf32>) {
+  ^bb0(%a: f32, %b: f16, %acc: f32):
+    %y = arith.extf %b : f16 to f32
+    %m = arith.mulf %a, %y : f32
+    %r = arith.addf %acc, %m : f32
+    linalg.yield %r : f32
+  } -> tensor<1x2x32x64xf32>
+  %eh = tensor.empty() : tensor<1x2x32x64xf16>
+  // expected-remark @+1 {{not raised to fa4.attention: a score modification reads argument #3, a scalar the regions cannot capture}}
+  %oh = linalg.generic {indexing_maps = [affine_map<(b, h, i, e) -> (b, h, i, e)>, affine_map<(b, h, i, e) -> (b, h, i, e)>], iterator_types = ["parallel", "parallel", "parallel", "parallel"]} ins(%o : tensor<1x2x32x64xf32>) outs(%eh : tensor<1x2x32x64xf16>) {
+  ^bb0(%in: f32, %out: f16):
+    %t = arith.truncf %in : f32 to f16
+    linalg.yield %t : f16
+  } -> tensor<1x2x32x64xf16>
+  return %oh : tensor<1x2x32x64xf16>
+}
+
+// -----
+
+// Q is a slice of an argument: fa4.attention reads whole tensors.
+func.func @attention(%qbig: tensor<1x2x64x64xf16>, %k: tensor<1x2x48x64xf16>, %v: tensor<1x2x48x64xf16>) -> tensor<1x2x32x64xf16> {
+  %q = tensor.extract_slice %qbig[0, 0, 0, 0] [1, 2, 32, 64] [1, 1, 1, 1] : tensor<1x2x64x64xf16> to tensor<1x2x32x64xf16>
+  %zero = arith.constant 0.0 : f32
+  %scale = arith.constant 0.125 : f32
+  %e = tensor.empty() : tensor<1x2x32x48xf32>
+  %z = linalg.fill ins(%zero : f32) outs(%e : tensor<1x2x32x48xf32>) -> tensor<1x2x32x48xf32>
+  %s = linalg.generic {indexing_maps = [affine_map<(b, h, i, j, d) -> (b, h, i, d)>, affine_map<(b, h, i, j, d) -> (b, h, j, d)>, affine_map<(b, h, i, j, d) -> (b, h, i, j)>], iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction"]} ins(%q, %k : tensor<1x2x32x64xf16>, tensor<1x2x48x64xf16>) outs(%z : tensor<1x2x32x48xf32>) {
+  ^bb0(%a: f16, %b: f16, %acc: f32):
+    %x = arith.extf %a : f16 to f32
+    %y = arith.extf %b : f16 to f32
+    %m = arith.mulf %x, %y : f32
+    %r = arith.addf %acc, %m : f32
+    linalg.yield %r : f32
+  } -> tensor<1x2x32x48xf32>
+  %scaled = linalg.generic {indexing_maps = [affine_map<(b, h, i, j) -> (b, h, i, j)>, affine_map<(b, h, i, j) -> (b, h, i, j)>], iterator_types = ["parallel", "parallel", "parallel", "parallel"]} ins(%s : tensor<1x2x32x48xf32>) outs(%e : tensor<1x2x32x48xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    %t = arith.mulf %in, %scale : f32
+    linalg.yield %t : f32
+  } -> tensor<1x2x32x48xf32>
+  %p = linalg.softmax dimension(3) ins(%scaled : tensor<1x2x32x48xf32>) outs(%e : tensor<1x2x32x48xf32>) -> tensor<1x2x32x48xf32>
+  %eo = tensor.empty() : tensor<1x2x32x64xf32>
+  %zo = linalg.fill ins(%zero : f32) outs(%eo : tensor<1x2x32x64xf32>) -> tensor<1x2x32x64xf32>
+  %o = linalg.generic {indexing_maps = [affine_map<(b, h, i, e, j) -> (b, h, i, j)>, affine_map<(b, h, i, e, j) -> (b, h, j, e)>, affine_map<(b, h, i, e, j) -> (b, h, i, e)>], iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction"]} ins(%p, %v : tensor<1x2x32x48xf32>, tensor<1x2x48x64xf16>) outs(%zo : tensor<1x2x32x64xf32>) {
+  ^bb0(%a: f32, %b: f16, %acc: f32):
+    %y = arith.extf %b : f16 to f32
+    %m = arith.mulf %a, %y : f32
+    %r = arith.addf %acc, %m : f32
+    linalg.yield %r : f32
+  } -> tensor<1x2x32x64xf32>
+  %eh = tensor.empty() : tensor<1x2x32x64xf16>
+  // expected-remark @+1 {{not raised to fa4.attention: Q is not a function argument (it is a result of tensor.extract_slice)}}
+  %oh = linalg.generic {indexing_maps = [affine_map<(b, h, i, e) -> (b, h, i, e)>, affine_map<(b, h, i, e) -> (b, h, i, e)>], iterator_types = ["parallel", "parallel", "parallel", "parallel"]} ins(%o : tensor<1x2x32x64xf32>) outs(%eh : tensor<1x2x32x64xf16>) {
+  ^bb0(%in: f32, %out: f16):
+    %t = arith.truncf %in : f32 to f16
+    linalg.yield %t : f16
+  } -> tensor<1x2x32x64xf16>
+  return %oh : tensor<1x2x32x64xf16>
+}
