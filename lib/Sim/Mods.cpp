@@ -2,6 +2,7 @@
 
 #include "fa4/Sim/Mods.h"
 
+#include "Inputs.h"
 #include "Interpreter.h"
 #include "ModProgram.h"
 #include "fa4/Dialect/FA4/IR/FA4Ops.h"
@@ -10,6 +11,8 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 
 #include <algorithm>
+#include <cassert>
+#include <cmath>
 #include <random>
 
 using namespace mlir;
@@ -40,13 +43,15 @@ std::unique_ptr<Mods> Mods::fromFunction(func::FuncOp func,
     if (!entry.getMaskMod().empty())
       maskModRegion = &entry.getMaskMod();
     for (Value extra : entry.getExtras()) {
-      auto argument = dyn_cast<BlockArgument>(extra);
-      if (!argument || argument.getOwner() != &func.getBody().front()) {
+      BlockArgument argument = entryArgument(extra, func);
+      if (!argument) {
         error = "the extras of fa4.attention must be arguments of @" +
-                func.getName().str();
+                func.getName().str() +
+                " (directly or through bufferization.to_buffer)";
         return nullptr;
       }
       mods->extraArguments.push_back(extra);
+      mods->extraNumbers.push_back(argument.getArgNumber());
     }
   } else if (auto spec = func->getAttrOfType<DictionaryAttr>("fa4.spec")) {
     if (auto positions = spec.getAs<DenseI64ArrayAttr>("extras"))
@@ -58,6 +63,7 @@ std::unique_ptr<Mods> Mods::fromFunction(func::FuncOp func,
           return nullptr;
         }
         mods->extraArguments.push_back(func.getArgument(position));
+        mods->extraNumbers.push_back(position);
       }
   }
   for (auto [region, program, leading] :
@@ -85,13 +91,6 @@ std::unique_ptr<Mods> Mods::fromFunction(func::FuncOp func,
   for (const ModBuffer &buffer : mods->extraBuffers)
     mods->extraPointers.push_back(&buffer);
   return mods;
-}
-
-llvm::SmallVector<unsigned> Mods::argumentNumbers() const {
-  llvm::SmallVector<unsigned> numbers;
-  for (Value extra : extraArguments)
-    numbers.push_back(cast<BlockArgument>(extra).getArgNumber());
-  return numbers;
 }
 
 bool Mods::fillExtras(const Problem &p, uint64_t seed, std::string &error) {
@@ -134,6 +133,25 @@ bool Mods::fillExtras(const Problem &p, uint64_t seed, std::string &error) {
         buffer.data[start + j] = static_cast<double>(id);
       }
     }
+  }
+  return true;
+}
+
+bool Mods::setExtra(size_t index, llvm::ArrayRef<float> values,
+                    std::string &error) {
+  ModBuffer &buffer = extraBuffers[index];
+  assert(values.size() == buffer.data.size() && "fillExtras sizes the extras");
+  Type element =
+      cast<MemRefType>(extraArguments[index].getType()).getElementType();
+  for (auto [i, value] : llvm::enumerate(values)) {
+    if (buffer.integer &&
+        (!std::isfinite(value) || std::trunc(value) != value)) {
+      error = "element " + std::to_string(i) + " of extra #" +
+              std::to_string(index) + " is " + std::to_string(value) +
+              ", not a whole number of its type " + buffer.dtype;
+      return false;
+    }
+    buffer.data[i] = buffer.integer ? value : roundScalar(element, value);
   }
   return true;
 }

@@ -2,6 +2,7 @@
 
 #include "fa4/Sim/Simulator.h"
 
+#include "Inputs.h"
 #include "Interpreter.h"
 #include "Protocol.h"
 #include "fa4/Sim/Mods.h"
@@ -91,6 +92,10 @@ std::string RunReport::toJson() const {
     os << "null";
   else
     number(refLowpLseMaxAbsErr);
+  if (!(expectMaxAbsErr < 0)) {
+    os << ",\"expect_max_abs_err\":";
+    number(expectMaxAbsErr);
+  }
   os << ",\"rescales_done\":" << rescalesDone
      << ",\"rescales_skipped\":" << rescalesSkipped
      << ",\"blocks_visited\":" << blocksVisited
@@ -132,10 +137,37 @@ std::string RunReport::toJson() const {
   return text;
 }
 
+/// max |a - b|, NaN where either holds a NaN (equal infinities are no
+/// difference).
+static double maxAbsDifference(const std::vector<float> &a,
+                               const std::vector<float> &b) {
+  double largest = 0.0;
+  for (auto [x, y] : llvm::zip_equal(a, b)) {
+    if (std::isnan(x) || std::isnan(y))
+      return std::nan("");
+    if (x != y)
+      largest = std::max(largest, std::fabs(double(x) - double(y)));
+  }
+  return largest;
+}
+
 bool mlir::fa4::sim::simulate(func::FuncOp func, const RunOptions &options,
                               RunReport &report, std::string &error) {
   if (!checkProgram(func, error))
     return false;
+  auto entry = dyn_cast_or_null<func::FuncOp>(options.entry);
+  AttentionOp entryOp;
+  if (entry)
+    entry.walk([&](AttentionOp op) {
+      if (!entryOp)
+        entryOp = op;
+    });
+  if ((!options.inputs.empty() || !options.expect.empty()) && !entryOp) {
+    error = "--inputs and --expect name the arguments and O of the level-A "
+            "entry function; give level-A IR (a function with "
+            "fa4.attention), not level B or C";
+    return false;
+  }
   auto spec = func->getAttrOfType<DictionaryAttr>("fa4.spec");
   auto arguments = spec ? spec.getAs<DenseI64ArrayAttr>("arguments") : nullptr;
   auto mask = spec ? spec.getAs<MaskKindAttr>("mask") : nullptr;
@@ -296,16 +328,23 @@ bool mlir::fa4::sim::simulate(func::FuncOp func, const RunOptions &options,
   std::fill(lse.data.begin(), lse.data.end(), std::nanf(""));
 
   Type element = qType.getElementType();
-  fillInputs(problem, element.isBF16(), options.seed, options.distribution, q.data,
-             k.data, v.data);
-
-  // The extras the mod regions read, drawn like the inputs; the reference
-  // runs the regions in double, the mathematics the user wrote.
-  auto entry = dyn_cast_or_null<func::FuncOp>(options.entry);
+  // The extras the mod regions read, drawn like the inputs (or read with
+  // them); the reference runs the regions in double, the mathematics the
+  // user wrote.
   std::unique_ptr<Mods> mods = Mods::fromFunction(entry ? entry : func, error);
   if (!mods || !mods->fillExtras(problem, options.seed, error))
     return false;
+  if (options.inputs.empty())
+    fillInputs(problem, element.isBF16(), options.seed, options.distribution,
+               q.data, k.data, v.data);
+  else if (!readInputs(entryOp, problem, options.inputs, q.data, k.data,
+                       v.data, *mods, error))
+    return false;
   mods->attach(problem);
+  std::vector<float> expected;
+  if (!options.expect.empty() &&
+      !readExpectedOutput(entryOp, problem, options.expect, expected, error))
+    return false;
   // The program's extras, by the entry's argument numbers.
   SmallVector<Value> extraArguments;
   for (auto [number, extra] :
@@ -350,6 +389,8 @@ bool mlir::fa4::sim::simulate(func::FuncOp func, const RunOptions &options,
   budget.total = kStepsPerTilePair * (qTiles * (kvTiles + 1) + 1);
 
   report = RunReport();
+  if (!options.expect.empty())
+    report.expectMaxAbsErr = 0.0;
   bool numericsOk = true;
   // Folds one run's outputs into the report; false past tolerance.
   auto compare = [&]() {
@@ -363,7 +404,13 @@ bool mlir::fa4::sim::simulate(func::FuncOp func, const RunOptions &options,
     report.lseMaxAbsErr = errors.lseMaxAbsErr;
     report.refLowpMaxAbsErr = errors.refLowpMaxAbsErr;
     report.refLowpLseMaxAbsErr = errors.refLowpLseMaxAbsErr;
-    return ok;
+    if (options.expect.empty())
+      return ok;
+    double expectErr = maxAbsDifference(out.data, expected);
+    double &largest = report.expectMaxAbsErr;
+    if (!std::isnan(largest))
+      largest = std::isnan(expectErr) ? expectErr : std::max(largest, expectErr);
+    return ok && expectErr <= options.expectAtol;
   };
   auto recordStats = [&](const InterpreterStats &stats) {
     report.rescalesDone = stats.rescalesDone;

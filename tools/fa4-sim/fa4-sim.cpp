@@ -1,10 +1,12 @@
 //===- fa4-sim.cpp - run fa4 IR on the CPU and check it -------------------===//
 //
 // Reads level-A, -B or -C IR, runs it on seeded random inputs of the given
-// sizes, judges it against a float64 reference (with a low-precision one as
-// the yardstick), prints one JSON object. Exit status: 0 within tolerance
-// (and at level C a clean protocol), 1 otherwise, 2 when the run cannot be
-// made: bad flags, or IR it cannot run or does not trust.
+// sizes (or, at level A, on inputs read from files), judges it against a
+// float64 reference (with a low-precision one as the yardstick) and, when
+// given, an expected O read from a file, prints one JSON object. Exit
+// status: 0 within tolerance (and at level C a clean protocol), 1 otherwise,
+// 2 when the run cannot be made: bad flags, or IR it cannot run or does not
+// trust.
 //
 //===----------------------------------------------------------------------===//
 
@@ -57,6 +59,24 @@ static cl::opt<int64_t> interleavings(
              "ops, each from its own seed; every second one completes "
              "asynchronous work only when no role can run"),
     cl::init(1), cl::cat(simCategory));
+static cl::opt<std::string> inputsDir(
+    "inputs",
+    cl::desc("Level A: read Q, K, V and the extras from DIR/argN.bin, N the "
+             "entry function's argument each one is (instead of drawing them "
+             "from --seed). Each file: float32, little-endian, row-major in "
+             "the argument's declared shape, dynamic dimensions taking "
+             "--batch, --seq-q, --seq-k (an extra's the largest of those and "
+             "q_heads); values are rounded to the element type"),
+    cl::value_desc("DIR"), cl::cat(simCategory));
+static cl::opt<std::string> expectFile(
+    "expect",
+    cl::desc("Level A: compare O with FILE (float32, little-endian, "
+             "row-major in O's declared shape, heads_first included) and "
+             "report expect_max_abs_err; ok only within --expect-atol"),
+    cl::value_desc("FILE"), cl::cat(simCategory));
+static cl::opt<double> expectTolerance(
+    "expect-atol", cl::desc("Absolute tolerance of --expect"), cl::init(2e-2),
+    cl::cat(simCategory));
 static cl::opt<double> rescaleThreshold(
     "rescale-threshold",
     cl::desc("Rescale threshold used when lowering level-A input"),
@@ -82,6 +102,9 @@ int main(int argc, char **argv) {
       "tensor-core ops complete at random later points; the report adds "
       "deadlocks, hazards (SMEM/TMEM accesses no chain of barriers orders) and "
       "barrier misuse.\n"
+      "With --inputs and --expect, level-A IR runs on inputs computed "
+      "elsewhere and is judged against an O computed elsewhere as well (the "
+      "entry IR run by another executor), beside the float64 reference.\n"
       "Prints one JSON object; exits 0 within tolerance and with a clean "
       "protocol, 1 otherwise, 2 on bad flags or IR it cannot run.\n");
   if (batch <= 0 || seqQ <= 0 || seqK <= 0)
@@ -90,6 +113,8 @@ int main(int argc, char **argv) {
     return fail("--interleavings must be positive");
   if (!(absTolerance >= 0) || !(relTolerance >= 0))
     return fail("--atol and --rtol must be non-negative");
+  if (!(expectTolerance >= 0))
+    return fail("--expect-atol must be non-negative");
 
   fa4::ToolSession session;
   MLIRContext &context = session.getContext();
@@ -142,6 +167,9 @@ int main(int argc, char **argv) {
   options.rtol = relTolerance;
   options.interleavings = interleavings;
   options.entry = entry;
+  options.inputs = inputsDir;
+  options.expect = expectFile;
+  options.expectAtol = expectTolerance;
   fa4::sim::RunReport report;
   if (!fa4::sim::simulate(kernels.front(), options, report, error))
     return fail(error);

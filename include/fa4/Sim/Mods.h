@@ -44,7 +44,8 @@ struct ModBuffer {
 class Mods {
 public:
   /// The regions and extras of the attention in `func`: its fa4.attention
-  /// (level A, whose extras must be arguments of `func`) or the tile
+  /// (level A, whose extras must be arguments of `func`, directly or through
+  /// bufferization.to_buffer / to_tensor) or the tile
   /// program fa4-tile made of it (levels B and C, extras named by
   /// fa4.spec). A function with neither region gives an empty set.
   static std::unique_ptr<Mods> fromFunction(func::FuncOp func,
@@ -59,6 +60,12 @@ public:
   /// q_heads, so any of those indices is in bounds.
   bool fillExtras(const Problem &problem, uint64_t seed, std::string &error);
 
+  /// Replaces extra `index`'s values (fillExtras gave it its shape) with
+  /// `values`, row-major: floats rounded to the element type, integers
+  /// taken exactly, so a value that is not a whole number is refused.
+  bool setExtra(size_t index, llvm::ArrayRef<float> values,
+                std::string &error);
+
   /// Points `problem`'s scoreMod and maskMod at the regions, run in double
   /// on the drawn extras. They must outlive the problem's use.
   void attach(Problem &problem);
@@ -67,17 +74,19 @@ public:
   /// of an extra's bounds, a division by zero), empty when none.
   const std::string &error() const { return runError; }
 
-  /// The function arguments of the extras, and their storage, in order.
+  /// The extras as the attention takes them (memrefs), and their storage,
+  /// in order.
   llvm::ArrayRef<Value> arguments() const { return extraArguments; }
-  /// Their argument numbers: lowering keeps them, so they name the extras
-  /// of the lowered function too.
-  llvm::SmallVector<unsigned> argumentNumbers() const;
+  /// The numbers of the function arguments they are: lowering keeps them, so
+  /// they name the extras of the lowered function too.
+  llvm::ArrayRef<unsigned> argumentNumbers() const { return extraNumbers; }
   const std::vector<ModBuffer> &buffers() const { return extraBuffers; }
 
 private:
   Mods();
   std::unique_ptr<ModProgram> scoreMod, maskMod;
   llvm::SmallVector<Value> extraArguments;
+  llvm::SmallVector<unsigned> extraNumbers;
   std::vector<ModBuffer> extraBuffers;
   llvm::SmallVector<const ModBuffer *> extraPointers;
   std::string runError;

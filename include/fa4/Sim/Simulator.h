@@ -1,8 +1,9 @@
 //===- Simulator.h - run fa4 IR on the CPU ----------------------*- C++ -*-===//
 //
 // fa4-sim's engine: executes the tile program (level B) of one function on
-// seeded random inputs, computes an independent float64 reference, and
-// compares the two.
+// seeded random inputs (or inputs read from files), computes an independent
+// float64 reference, and compares the two (and, when given, O with an
+// expected O computed elsewhere).
 //
 //===----------------------------------------------------------------------===//
 
@@ -41,6 +42,15 @@ struct RunOptions {
   /// the copies the lowering made, so a lowering that loses or changes a
   /// region is caught. Null: the reference runs the program's own copies.
   Operation *entry = nullptr;
+  /// Level A only. Non-empty: Q, K, V and the extras are read from
+  /// `inputs`/argN.bin, N the number of the entry's argument each is (seed
+  /// and distribution then do not apply).
+  std::string inputs;
+  /// Level A only. Non-empty: a file holding the O the entry function
+  /// should produce, in the shape it declares; every run's O must lie
+  /// within expectAtol of it.
+  std::string expect;
+  double expectAtol = 2e-2;
 };
 
 struct RunReport {
@@ -53,6 +63,9 @@ struct RunReport {
   /// -1 without an LSE): what the input type alone costs.
   double refLowpMaxAbsErr = 0.0;
   double refLowpLseMaxAbsErr = -1.0;
+  /// max |O - expected| over every run, -1 without an expected O (NaN where
+  /// O or the expected O holds one).
+  double expectMaxAbsErr = -1.0;
   /// Per (Q tile, KV block) where some row's max moved: a rescale happened
   /// (done) or every move stayed under the threshold (skipped).
   int64_t rescalesDone = 0;
