@@ -17,6 +17,7 @@
 #include "fa4/Sim/Reference.h"
 #include "fa4/Support/AttentionMath.h"
 
+#include "mlir/Dialect/Bufferization/IR/Bufferization.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Parser/Parser.h"
@@ -188,6 +189,8 @@ int main(int argc, char **argv) {
   if (!entryFile.empty()) {
     mlir::DialectRegistry registry;
     registerTileLevelDialects(registry);
+    // A tensor-level entry hands its extras over with to_buffer.
+    registry.insert<mlir::bufferization::BufferizationDialect>();
     context.appendDialectRegistry(registry);
     entryModule = mlir::parseSourceFile<mlir::ModuleOp>(entryFile, &context);
     if (!entryModule)
