@@ -44,7 +44,8 @@ protected:
         loc, body->getArgument(0), body->getArgument(1), body->getArgument(2),
         body->getArgument(3), Value(), ValueRange(),
         MaskKindAttr::get(&context, MaskKind::none), b.getI64IntegerAttr(-1),
-        b.getI64IntegerAttr(-1), FloatAttr(), b.getF32FloatAttr(0.0f), UnitAttr());
+        b.getI64IntegerAttr(-1), FloatAttr(), b.getF32FloatAttr(0.0f), UnitAttr(),
+        IntegerAttr());
     if (edit)
       edit(op);
     func::ReturnOp::create(b, loc);

@@ -202,6 +202,14 @@ bool parseManifest(const std::string &json, Manifest &m, std::string &error) {
     m.scoreMod = flag->getAsBoolean().value_or(false);
   if (const llvm::json::Value *flag = attention.optional("mask_mod"))
     m.maskMod = flag->getAsBoolean().value_or(false);
+  if (const llvm::json::Value *position = attention.optional("block_mask")) {
+    std::optional<int64_t> value = position->getAsInteger();
+    if (!value || *value < 0) {
+      error = "manifest: attention.block_mask must be a non-negative integer";
+      return false;
+    }
+    m.blockMask = *value;
+  }
   if (!error.empty())
     return false;
   if (const llvm::json::Value *extras = top.optional("extras")) {
@@ -233,6 +241,13 @@ bool parseManifest(const std::string &json, Manifest &m, std::string &error) {
       m.extras.push_back(std::move(extra));
     }
   }
+  if (m.blockMask >= 0 &&
+      (m.blockMask >= static_cast<int64_t>(m.extras.size()) ||
+       m.extras[m.blockMask].dtype != "i32" ||
+       m.extras[m.blockMask].shape.size() != 4 ||
+       (m.extras[m.blockMask].shape[3] != 4 && m.extras[m.blockMask].shape[3] != -1)))
+    attention.fail("names as its block_mask an extra that is not a rank-4 "
+                   "i32 table [batch, heads, query blocks, 4]");
   if (m.mask != "none" && m.mask != "causal" && m.mask != "window")
     attention.fail("has an unknown mask \"" + m.mask + "\"");
   if (m.qHeads <= 0 || m.kvHeads <= 0 || m.qHeads % m.kvHeads || m.headDim <= 0 ||

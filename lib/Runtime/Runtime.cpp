@@ -250,7 +250,8 @@ bool checkTensors(const Manifest &m, const Tensor &q, const Tensor &k,
 }
 
 bool checkExtras(const Manifest &m, const std::vector<Tensor> &extras,
-                 const std::vector<const Tensor *> &written, std::string &error) {
+                 const std::vector<const Tensor *> &written, std::string &error,
+                 const Shapes *shapes) {
   if (extras.size() != m.extras.size()) {
     error = "extras: the kernel reads " + std::to_string(m.extras.size()) +
             " extra tensors (its score_mod / mask_mod tables), got " +
@@ -306,6 +307,19 @@ bool checkExtras(const Manifest &m, const std::vector<Tensor> &extras,
         error = name + ": shares memory with an output the kernel writes";
         return false;
       }
+    // The block mask has an entry for every batch, query head and block of
+    // 128 queries (or one for all batches or heads).
+    if (shapes && static_cast<int64_t>(i) == m.blockMask &&
+        ((t.sizes[0] != 1 && t.sizes[0] != shapes->batch) ||
+         (t.sizes[1] != 1 && t.sizes[1] != m.qHeads) ||
+         t.sizes[2] != (shapes->seqQ + 127) / 128 || t.sizes[3] != 4)) {
+      error = name + ": the block mask must be [batch or 1, q_heads or 1, "
+                     "ceil(seq_q / 128), 4] = [" +
+              std::to_string(shapes->batch) + " or 1, " +
+              std::to_string(m.qHeads) + " or 1, " +
+              std::to_string((shapes->seqQ + 127) / 128) + ", 4]";
+      return false;
+    }
   }
   return true;
 }
@@ -322,7 +336,7 @@ bool launch(Backend &backend, const Kernel &kernel, const Tensor &q,
             std::string &error) {
   Shapes shapes;
   if (!checkTensors(kernel.manifest, q, k, v, o, lse, shapes, error) ||
-      !checkExtras(kernel.manifest, extras, {&o, lse}, error))
+      !checkExtras(kernel.manifest, extras, {&o, lse}, error, &shapes))
     return false;
   Buffers buffers;
   for (const Tensor &extra : extras)

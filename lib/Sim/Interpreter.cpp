@@ -460,6 +460,46 @@ bool Interpreter::execute(Operation *op, std::string &error) {
         KvBlockRange blocks = kvBlockRange(
             bounds.bounds, index(range.getRowBegin()), range.getRows(),
             range.getGqaRatio(), range.getBlockN(), seqQ, seqK, bounds.exact);
+        if (Value blockMask = range.getBlockMask()) {
+          const ModBuffer *table = extras.lookup(blockMask);
+          if (!table || table->shape.size() != 4) {
+            error = "fa4.kv_block_range's block mask is not a bound extra of "
+                    "the kernel";
+            return false;
+          }
+          int64_t batch = index(range.getBatch());
+          int64_t kvHead = index(range.getKvHead());
+          int64_t ratio = range.getGqaRatio();
+          KvBlockRange attribute = kvBlockRange(
+              KeyBounds::band(maskBandFor(range.getMask(), range.getWindowLeft(),
+                                          range.getWindowRight())),
+              index(range.getRowBegin()), range.getRows(), ratio,
+              range.getBlockN(), seqQ, seqK);
+          std::string missing;
+          blocks = narrowByBlockMask(
+              blocks, attribute, index(range.getRowBegin()), range.getRows(),
+              ratio, seqQ, table->shape[1] == 1 ? 1 : ratio,
+              [&](int64_t queryBlock, int64_t headInGroup) {
+                int64_t b = table->shape[0] == 1 ? 0 : batch;
+                int64_t h = table->shape[1] == 1 ? 0 : kvHead * ratio + headInGroup;
+                if (b >= table->shape[0] || h >= table->shape[1] ||
+                    queryBlock >= table->shape[2]) {
+                  missing = "the block mask has no entry for batch " +
+                            std::to_string(b) + ", head " + std::to_string(h) +
+                            ", query block " + std::to_string(queryBlock);
+                  return BlockMaskEntry();
+                }
+                const double *e =
+                    &table->data[((b * table->shape[1] + h) * table->shape[2] +
+                                  queryBlock) * 4];
+                return BlockMaskEntry{int64_t(e[0]), int64_t(e[1]),
+                                      int64_t(e[2]), int64_t(e[3])};
+              });
+          if (!missing.empty()) {
+            error = missing;
+            return false;
+          }
+        }
         values[range.getBegin()] = blocks.begin;
         values[range.getFullBegin()] = blocks.fullBegin;
         values[range.getFullEnd()] = blocks.fullEnd;

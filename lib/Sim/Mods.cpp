@@ -53,7 +53,11 @@ std::unique_ptr<Mods> Mods::fromFunction(func::FuncOp func,
       mods->extraArguments.push_back(extra);
       mods->extraNumbers.push_back(argument.getArgNumber());
     }
+    if (std::optional<uint64_t> position = entry.getBlockMask())
+      mods->blockMaskIndex = *position;
   } else if (auto spec = func->getAttrOfType<DictionaryAttr>("fa4.spec")) {
+    if (auto position = spec.getAs<IntegerAttr>("block_mask"))
+      mods->blockMaskIndex = position.getInt();
     if (auto positions = spec.getAs<DenseI64ArrayAttr>("extras"))
       for (int64_t position : positions.asArrayRef()) {
         if (position < 0 || position >= func.getNumArguments() ||
@@ -81,6 +85,12 @@ std::unique_ptr<Mods> Mods::fromFunction(func::FuncOp func,
     if (!*program)
       return nullptr;
   }
+  if (mods->blockMaskIndex && *mods->blockMaskIndex >= mods->extraArguments.size()) {
+    error = "the block mask is extra #" + std::to_string(*mods->blockMaskIndex) +
+            ", but there are " + std::to_string(mods->extraArguments.size()) +
+            " extras";
+    return nullptr;
+  }
   for (Value extra : mods->extraArguments) {
     auto type = cast<MemRefType>(extra.getType());
     ModBuffer buffer;
@@ -100,8 +110,14 @@ bool Mods::fillExtras(const Problem &p, uint64_t seed, std::string &error) {
     ModBuffer &buffer = extraBuffers[i];
     buffer.shape.clear();
     int64_t count = 1;
-    for (int64_t dim : type.getShape()) {
-      int64_t size = ShapedType::isDynamic(dim) ? dynamicSize : dim;
+    // The block mask's dynamic sizes are batch, q_heads and query blocks.
+    bool blockMask = blockMaskIndex && *blockMaskIndex == i;
+    int64_t blockMaskSizes[] = {p.batch, p.qHeads,
+                                ceilDiv(p.seqQ, kBlockMaskQueries), 4};
+    for (auto [position, dim] : llvm::enumerate(type.getShape())) {
+      int64_t size = !ShapedType::isDynamic(dim) ? dim
+                     : blockMask                 ? blockMaskSizes[position]
+                                                 : dynamicSize;
       if (size <= 0 || size > (int64_t(1) << 26) / count) {
         error = "an extra of type " + str(type) +
                 " would need more than 2^26 elements (or has a zero dimension)";
@@ -134,6 +150,84 @@ bool Mods::fillExtras(const Problem &p, uint64_t seed, std::string &error) {
       }
     }
   }
+  if (blockMaskIndex)
+    return fillBlockMask(p, error);
+  return true;
+}
+
+// As FlexAttention's create_block_mask does: the mask_mod evaluated on every
+// (query, key) pair. A broadcast dimension (size 1) takes the union of what
+// its batches or heads see, and the intersection of what they see whole.
+bool Mods::fillBlockMask(const Problem &p, std::string &error) {
+  ModBuffer &buffer = extraBuffers[*blockMaskIndex];
+  if (buffer.shape.size() != 4 || buffer.shape[3] != 4 ||
+      (buffer.shape[0] != 1 && buffer.shape[0] != p.batch) ||
+      (buffer.shape[1] != 1 && buffer.shape[1] != p.qHeads) ||
+      buffer.shape[2] != ceilDiv(p.seqQ, kBlockMaskQueries)) {
+    error = "the block mask's sizes do not fit [batch or 1, q_heads or 1, "
+            "ceil(seq_q / 128), 4] for these sizes";
+    return false;
+  }
+  if (!maskMod) {
+    error = "a block mask needs a mask_mod to describe";
+    return false;
+  }
+  int64_t kvBlocks = ceilDiv(p.seqK, kBlockMaskKeys);
+  for (int64_t b = 0; b < buffer.shape[0]; ++b)
+    for (int64_t h = 0; h < buffer.shape[1]; ++h)
+      for (int64_t qb = 0; qb < buffer.shape[2]; ++qb) {
+        int64_t firstQuery = qb * kBlockMaskQueries;
+        int64_t lastQuery = std::min(p.seqQ, firstQuery + kBlockMaskQueries);
+        BlockMaskEntry entry{kvBlocks, kvBlocks, 0, 0};
+        std::vector<bool> whole(kvBlocks, true);
+        for (int64_t kb = 0; kb < kvBlocks; ++kb) {
+          bool any = false;
+          for (int64_t bb = 0; bb < p.batch; ++bb)
+            for (int64_t hh = 0; hh < p.qHeads; ++hh) {
+              if ((buffer.shape[0] != 1 && bb != b) ||
+                  (buffer.shape[1] != 1 && hh != h))
+                continue;
+              for (int64_t q = firstQuery; q < lastQuery; ++q)
+                for (int64_t k = kb * kBlockMaskKeys;
+                     k < std::min(p.seqK, (kb + 1) * kBlockMaskKeys); ++k) {
+                  double arguments[] = {double(bb), double(hh), double(q),
+                                        double(k)};
+                  double result = 1.0;
+                  if (!maskMod->run(arguments, extraPointers, /*rounded=*/false,
+                                    result, error))
+                    return false;
+                  if (result != 0.0)
+                    any = true;
+                  else
+                    whole[kb] = false;
+                }
+            }
+          if (any) {
+            entry.begin = std::min(entry.begin, kb);
+            entry.end = kb + 1;
+          } else {
+            whole[kb] = false;
+          }
+        }
+        // The first run of whole blocks.
+        int64_t first = 0;
+        while (first < kvBlocks && !whole[first])
+          ++first;
+        int64_t last = first;
+        while (last < kvBlocks && whole[last])
+          ++last;
+        if (entry.begin >= entry.end)
+          entry = BlockMaskEntry();
+        else if (first < last)
+          entry.fullBegin = first, entry.fullEnd = last;
+        else
+          entry.fullBegin = entry.fullEnd = entry.begin;
+        double *out = &buffer.data[((b * buffer.shape[1] + h) * buffer.shape[2] + qb) * 4];
+        out[0] = double(entry.begin);
+        out[1] = double(entry.fullBegin);
+        out[2] = double(entry.fullEnd);
+        out[3] = double(entry.end);
+      }
   return true;
 }
 

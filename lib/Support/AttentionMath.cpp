@@ -2,6 +2,8 @@
 
 #include "fa4/Support/AttentionMath.h"
 
+#include <limits>
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -183,6 +185,45 @@ KvBlockRange kvBlockRange(const KeyBounds &bounds, int64_t rowBegin,
                       : range.fullBegin;
   if (!exact)
     range.fullBegin = range.fullEnd = range.begin;
+  return range;
+}
+
+KvBlockRange narrowByBlockMask(
+    const KvBlockRange &analysed, const KvBlockRange &wholeByAttribute,
+    int64_t rowBegin, int64_t rows, int64_t gqaRatio, int64_t seqQ,
+    int64_t headsInGroup,
+    const std::function<BlockMaskEntry(int64_t, int64_t)> &entry) {
+  int64_t firstPos = rowBegin / gqaRatio;
+  int64_t lastPos = std::min(seqQ - 1, (rowBegin + rows - 1) / gqaRatio);
+  if (firstPos > lastPos || analysed.begin >= analysed.end)
+    return {};
+  int64_t begin = std::numeric_limits<int64_t>::max();
+  int64_t end = std::numeric_limits<int64_t>::min();
+  int64_t fullBegin = std::numeric_limits<int64_t>::min();
+  int64_t fullEnd = std::numeric_limits<int64_t>::max();
+  for (int64_t block = firstPos / kBlockMaskQueries;
+       block <= lastPos / kBlockMaskQueries; ++block)
+    for (int64_t head = 0; head < headsInGroup; ++head) {
+      BlockMaskEntry e = entry(block, head);
+      if (e.begin < e.end) {
+        begin = std::min(begin, e.begin);
+        end = std::max(end, e.end);
+      }
+      // An entry that sees nothing has no whole block, nor has the task.
+      fullBegin = std::max(fullBegin, e.fullBegin);
+      fullEnd = std::min(fullEnd, e.begin < e.end
+                                      ? e.fullEnd
+                                      : std::numeric_limits<int64_t>::min());
+    }
+  KvBlockRange range;
+  range.begin = std::max(analysed.begin, begin);
+  range.end = std::min(analysed.end, end);
+  if (range.begin >= range.end)
+    return {};
+  range.fullBegin = std::clamp(std::max(fullBegin, wholeByAttribute.fullBegin),
+                               range.begin, range.end);
+  range.fullEnd = std::clamp(std::min(fullEnd, wholeByAttribute.fullEnd),
+                             range.fullBegin, range.end);
   return range;
 }
 

@@ -65,7 +65,8 @@ OwningOpRef<ModuleOp> fa4::buildVariantModule(MLIRContext &context,
       /*extras=*/ValueRange(), MaskKindAttr::get(&context, variant.mask),
       b.getI64IntegerAttr(variant.windowLeft), b.getI64IntegerAttr(variant.windowRight),
       variant.scale ? b.getF32FloatAttr(*variant.scale) : FloatAttr(),
-      b.getF32FloatAttr(variant.softcap), /*heads_first=*/UnitAttr());
+      b.getF32FloatAttr(variant.softcap), /*heads_first=*/UnitAttr(),
+      /*block_mask=*/IntegerAttr());
   func::ReturnOp::create(b, loc);
   if (failed(verify(*module))) {
     error.clear(); // the verifier has reported

@@ -236,8 +236,11 @@ std::string mlir::fa4::launchManifest(ModuleOp module, StringRef chip,
        << "\", \"lse\": " << (hasLse ? "true" : "false")
        << ", \"rows_per_task\": " << integer("rows_per_task")
        << ", \"score_mod\": " << (flag("score_mod") ? "true" : "false")
-       << ", \"mask_mod\": " << (flag("mask_mod") ? "true" : "false")
-       << "},\n";
+       << ", \"mask_mod\": " << (flag("mask_mod") ? "true" : "false");
+    // Which extra is the block mask, when there is one.
+    if (launch.get("block_mask"))
+      os << ", \"block_mask\": " << integer("block_mask");
+    os << "},\n";
   }
   // The memrefs the score_mod and mask_mod read: element type and shape, -1
   // where the launch gives the size.

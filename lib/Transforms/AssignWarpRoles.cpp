@@ -203,6 +203,10 @@ scf::ForOp RoleProgramBuilder::buildTaskLoop(ArrayRef<Counter> counters,
   mapping.map(range.getRowBegin(), task.qRow[0]);
   mapping.map(range.getSeqQ(), seqQ);
   mapping.map(range.getSeqK(), seqK);
+  if (range.getBlockMask()) {
+    mapping.map(range.getBatch(), task.batch);
+    mapping.map(range.getKvHead(), task.kvHead);
+  }
   auto blocks = cast<KvBlockRangeOp>(b.clone(*range, mapping));
   task.begin = blocks.getBegin();
   task.fullBegin = blocks.getFullBegin();

@@ -1017,7 +1017,8 @@ bool rewrite(OpResult result, const Match &m, func::FuncOp func, std::string &wh
       b, loc, m.q, m.k, m.v, init, Value(), buffers,
       MaskKindAttr::get(context, MaskKind::none), b.getI64IntegerAttr(-1),
       b.getI64IntegerAttr(-1), b.getF32FloatAttr(static_cast<float>(m.scale)),
-      b.getF32FloatAttr(0.0f), m.headsFirst ? b.getUnitAttr() : UnitAttr());
+      b.getF32FloatAttr(0.0f), m.headsFirst ? b.getUnitAttr() : UnitAttr(),
+      /*block_mask=*/IntegerAttr());
 
   SmallVector<Type> extraTypes;
   for (Value buffer : buffers)

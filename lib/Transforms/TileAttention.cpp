@@ -134,9 +134,15 @@ void TileProgramBuilder::buildTask(Value batch, Value head, Value mBlock,
   }
 
   Type indexType = b.getIndexType();
+  // A block mask narrows the range by the task's entries.
+  Value blockMask;
+  if (std::optional<uint64_t> position = op.getBlockMask())
+    blockMask = op.getExtras()[*position];
   auto range = KvBlockRangeOp::create(b,
-      loc, indexType, indexType, indexType, indexType, taskRow, seqQ, seqK, TileConfig::kRowsPerTask, TileConfig::kBlockN,
-      config.gqaRatio, config.mask, config.windowLeft, config.windowRight);
+      loc, indexType, indexType, indexType, indexType, taskRow, seqQ, seqK,
+      blockMask, blockMask ? batch : Value(), blockMask ? head : Value(),
+      TileConfig::kRowsPerTask, TileConfig::kBlockN, config.gqaRatio,
+      config.mask, config.windowLeft, config.windowRight);
   // The range reads the mask_mod's affine part; the region is not run there.
   IRMapping none;
   op.getMaskMod().cloneInto(&range.getMaskMod(), none);
@@ -285,6 +291,10 @@ static DictionaryAttr buildSpec(AttentionOp op, const TileConfig &config) {
   if (!extraPositions.empty())
     entries.push_back(
         b.getNamedAttr("extras", b.getDenseI64ArrayAttr(extraPositions)));
+  // Which of them is the block mask.
+  if (std::optional<uint64_t> position = op.getBlockMask())
+    entries.push_back(b.getNamedAttr(
+        "block_mask", b.getI64IntegerAttr(static_cast<int64_t>(*position))));
   return b.getDictionaryAttr(entries);
 }
 

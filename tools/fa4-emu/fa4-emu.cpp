@@ -271,7 +271,7 @@ int main(int argc, char **argv) {
     std::vector<runtime::Tensor> extras;
     for (auto [extra, buffer] : llvm::zip(mods->buffers(), buffers.extras))
       extras.push_back({buffer.address, extra.dtype, buffer.shape, {}});
-    if (!runtime::checkExtras(manifest, extras, {}, error))
+    if (!runtime::checkExtras(manifest, extras, {}, error, &shapes))
       return fail(entryFile + " does not match the kernel: " + error);
   }
   runtime::LaunchPlan plan;

@@ -41,6 +41,9 @@ struct Manifest {
   /// The kernel inlines a score_mod / mask_mod region (the manifest does not
   /// hold it: a reference needs the entry IR).
   bool scoreMod = false, maskMod = false;
+  /// Which extra is the block mask (`[batch or 1, q_heads or 1, ceil(seq_q /
+  /// 128), 4]` i32), -1 without one.
+  int64_t blockMask = -1;
 
   /// A memref the mod regions read: element type ("f32", "i32", ...) and
   /// shape, -1 where the launch gives the size (an `extraN_dimD` parameter).

@@ -77,9 +77,11 @@ bool checkTensors(const Manifest &manifest, const Tensor &q, const Tensor &k,
 
 /// Checks the extras a kernel's score_mod / mask_mod read (the manifest's
 /// `extras`, in order): dtype, rank, the static sizes, dense row-major, under
-/// 2^31 elements, aligned, and sharing no memory with the `written` tensors.
+/// 2^31 elements, aligned, and sharing no memory with the `written` tensors;
+/// with `shapes`, the block mask's sizes against the problem's.
 bool checkExtras(const Manifest &manifest, const std::vector<Tensor> &extras,
-                 const std::vector<const Tensor *> &written, std::string &error);
+                 const std::vector<const Tensor *> &written, std::string &error,
+                 const Shapes *shapes = nullptr);
 
 /// checkTensors, then plan and run on `backend`.
 bool launch(Backend &backend, const Kernel &kernel, const Tensor &q,

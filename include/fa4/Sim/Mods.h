@@ -17,6 +17,7 @@
 #include "llvm/ADT/SmallVector.h"
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -81,9 +82,15 @@ public:
   /// they name the extras of the lowered function too.
   llvm::ArrayRef<unsigned> argumentNumbers() const { return extraNumbers; }
   const std::vector<ModBuffer> &buffers() const { return extraBuffers; }
+  /// Which extra is the block mask (fa4.attention's `block_mask`), if any:
+  /// fillExtras computes it from the mask_mod, as FlexAttention's
+  /// create_block_mask does.
+  std::optional<size_t> blockMask() const { return blockMaskIndex; }
 
 private:
   Mods();
+  bool fillBlockMask(const Problem &problem, std::string &error);
+  std::optional<size_t> blockMaskIndex;
   std::unique_ptr<ModProgram> scoreMod, maskMod;
   llvm::SmallVector<Value> extraArguments;
   llvm::SmallVector<unsigned> extraNumbers;

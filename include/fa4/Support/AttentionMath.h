@@ -9,6 +9,7 @@
 #define FA4_SUPPORT_ATTENTIONMATH_H
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <vector>
 
@@ -114,6 +115,31 @@ KvBlockRange kvBlockRange(const KeyBounds &bounds, int64_t rowBegin,
 KvBlockRange kvBlockRange(MaskBand band, int64_t rowBegin, int64_t rows,
                           int64_t gqaRatio, int64_t blockN, int64_t seqQ,
                           int64_t seqK);
+
+/// A block mask (fa4.attention's `block_mask` extra) gives, per batch, query
+/// head and block of kBlockMaskQueries query positions, the KV blocks of
+/// kBlockMaskKeys keys its queries may see: `[begin, end)`, and inside it
+/// `[fullBegin, fullEnd)` where every query sees every key, so the mask
+/// need not run. The memref is `[batch or 1, q_heads or 1, ceil(seq_q /
+/// 128), 4]` i32, the four numbers in this order.
+inline constexpr int64_t kBlockMaskQueries = 128;
+inline constexpr int64_t kBlockMaskKeys = 128;
+struct BlockMaskEntry {
+  int64_t begin = 0, fullBegin = 0, fullEnd = 0, end = 0;
+};
+/// Narrows `analysed` (the range the mask's analysis gives a task: packed
+/// rows [rowBegin, rowBegin + rows)) by the block mask's entries for the
+/// task's query blocks and heads: `entry(queryBlock, headInGroup)`, where
+/// the task covers `headsInGroup` query heads of the block mask (1 when the
+/// mask has one head for all). Visited blocks are those both allow (the
+/// hull of the entries'); whole blocks are those every entry calls whole
+/// and `wholeByAttribute` (the range of the attribute mask alone, which the
+/// block mask does not describe) does too.
+KvBlockRange narrowByBlockMask(
+    const KvBlockRange &analysed, const KvBlockRange &wholeByAttribute,
+    int64_t rowBegin, int64_t rows, int64_t gqaRatio, int64_t seqQ,
+    int64_t headsInGroup,
+    const std::function<BlockMaskEntry(int64_t, int64_t)> &entry);
 
 inline int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 inline int64_t floorDiv(int64_t a, int64_t b) {

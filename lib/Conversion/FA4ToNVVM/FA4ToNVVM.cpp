@@ -666,6 +666,123 @@ SmallVector<Value, 4> Lowering::emitKvBlockRange(Value rowBegin, Value seqQ,
   return results;
 }
 
+FailureOr<SmallVector<Value, 4>>
+Lowering::emitBlockMaskNarrowing(KvBlockRangeOp range, ArrayRef<Value> analysed) {
+  auto extra = kernel.extras.find(range.getBlockMask());
+  if (extra == kernel.extras.end() || extra->second.sizes.size() != 4)
+    return range.emitOpError()
+           << "reads a block mask that is not a parameter of the kernel";
+  const KernelState::Extra &table = extra->second;
+  auto cmp = [&](arith::CmpIPredicate predicate, Value x, Value y) -> Value {
+    return arith::CmpIOp::create(b, loc(), predicate, x, y);
+  };
+  auto select = [&](Value c, Value x, Value y) -> Value {
+    return arith::SelectOp::create(b, loc(), c, x, y);
+  };
+  auto min = [&](Value x, Value y) -> Value {
+    return arith::MinSIOp::create(b, loc(), x, y);
+  };
+  auto max = [&](Value x, Value y) -> Value {
+    return arith::MaxSIOp::create(b, loc(), x, y);
+  };
+  Value zero = index(0), one = index(1);
+  int64_t ratio = range.getGqaRatio();
+  Value rowBegin = lookup(range.getRowBegin()), seqQ = lookup(range.getSeqQ()),
+        seqK = lookup(range.getSeqK());
+  // The blocks the attribute mask alone leaves whole.
+  MaskModBounds attributeOnly;
+  attributeOnly.bounds = KeyBounds::band(maskBandFor(
+      range.getMask(), range.getWindowLeft(), range.getWindowRight()));
+  SmallVector<Value, 4> attribute =
+      emitKvBlockRange(rowBegin, seqQ, seqK, ratio, range.getRows(),
+                       range.getBlockN(), attributeOnly);
+  // The task's query blocks and the block mask's heads in its group.
+  Value firstPos = arith::DivSIOp::create(b, loc(), rowBegin, index(ratio));
+  Value lastPos = min(arith::SubIOp::create(b, loc(), seqQ, one),
+                      arith::DivSIOp::create(
+                          b, loc(),
+                          arith::AddIOp::create(b, loc(), rowBegin,
+                                                index(range.getRows() - 1)),
+                          index(ratio)));
+  Value block = index(kBlockMaskQueries);
+  Value firstBlock = arith::DivSIOp::create(b, loc(), firstPos, block);
+  Value blocks = max(zero, arith::AddIOp::create(
+                               b, loc(),
+                               arith::SubIOp::create(
+                                   b, loc(),
+                                   arith::DivSIOp::create(b, loc(), lastPos, block),
+                                   firstBlock),
+                               one));
+  Value sharedHeads = cmp(arith::CmpIPredicate::eq, table.sizes[1], one);
+  Value heads = select(sharedHeads, one, index(ratio));
+  // Indices stay inside the table whatever its sizes (the runtime checks
+  // them against the problem's).
+  Value batch = min(select(cmp(arith::CmpIPredicate::eq, table.sizes[0], one),
+                           zero, lookup(range.getBatch())),
+                    arith::SubIOp::create(b, loc(), table.sizes[0], one));
+  Value firstHead =
+      arith::MulIOp::create(b, loc(), lookup(range.getKvHead()), index(ratio));
+  constexpr int64_t kFar = int64_t(1) << 30;
+  auto loop = scf::ForOp::create(
+      b, loc(), zero, arith::MulIOp::create(b, loc(), blocks, heads), one,
+      ValueRange{index(kFar), index(-kFar), index(-kFar), index(kFar)});
+  {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(loop.getBody());
+    Value i = loop.getInductionVar();
+    Value queryBlock = min(
+        arith::AddIOp::create(b, loc(), firstBlock,
+                              arith::DivSIOp::create(b, loc(), i, heads)),
+        arith::SubIOp::create(b, loc(), table.sizes[2], one));
+    Value head = min(select(sharedHeads, zero,
+                            arith::AddIOp::create(
+                                b, loc(), firstHead,
+                                arith::RemSIOp::create(b, loc(), i, heads))),
+                     arith::SubIOp::create(b, loc(), table.sizes[1], one));
+    Value entry = arith::MulIOp::create(
+        b, loc(),
+        arith::AddIOp::create(
+            b, loc(),
+            arith::MulIOp::create(
+                b, loc(),
+                arith::AddIOp::create(
+                    b, loc(), arith::MulIOp::create(b, loc(), batch, table.sizes[1]),
+                    head),
+                table.sizes[2]),
+            queryBlock),
+        index(4));
+    Type i32 = b.getI32Type();
+    Value e[4];
+    for (int c = 0; c < 4; ++c) {
+      Value address = LLVM::GEPOp::create(
+          b, loc(), table.pointer.getType(), i32, table.pointer,
+          ValueRange{toI32(arith::AddIOp::create(b, loc(), entry, index(c)))});
+      e[c] = toIndex(LLVM::LoadOp::create(b, loc(), i32, address).getResult());
+    }
+    ValueRange carried = loop.getRegionIterArgs();
+    Value sees = cmp(arith::CmpIPredicate::slt, e[0], e[3]);
+    scf::YieldOp::create(
+        b, loc(),
+        ValueRange{select(sees, min(carried[0], e[0]), carried[0]),
+                   select(sees, max(carried[1], e[3]), carried[1]),
+                   max(carried[2], e[1]),
+                   min(carried[3], select(sees, e[2], index(-kFar)))});
+  }
+  ValueRange hull = loop.getResults();
+  Value begin = max(analysed[0], hull[0]);
+  Value end = min(analysed[3], hull[1]);
+  Value empty = cmp(arith::CmpIPredicate::sge, begin, end);
+  auto clamp = [&](Value value, Value low, Value high) {
+    return min(max(value, low), high);
+  };
+  Value fullBegin = clamp(max(hull[2], attribute[1]), begin, end);
+  Value fullEnd = clamp(min(hull[3], attribute[2]), fullBegin, end);
+  SmallVector<Value, 4> results;
+  for (Value value : {begin, fullBegin, fullEnd, end})
+    results.push_back(select(empty, zero, value));
+  return results;
+}
+
 LogicalResult Lowering::lowerScheduler(Operation *op) {
   return llvm::TypeSwitch<Operation *, LogicalResult>(op)
       .Case([&](TaskCountOp count) -> LogicalResult {
@@ -697,6 +814,13 @@ LogicalResult Lowering::lowerScheduler(Operation *op) {
             range.getBlockN(),
             maskBounds(range.getMask(), range.getWindowLeft(),
                        range.getWindowRight(), range.getMaskMod()));
+        if (range.getBlockMask()) {
+          FailureOr<SmallVector<Value, 4>> narrowed =
+              emitBlockMaskNarrowing(range, results);
+          if (failed(narrowed))
+            return failure();
+          results = *narrowed;
+        }
         for (auto [from, to] : llvm::zip(range.getResults(), results))
           mapping.map(from, to);
         return success();
@@ -1048,6 +1172,8 @@ LogicalResult FA4ToNVVMPass::convert(func::FuncOp func,
   });
   launch.push_back(b.getNamedAttr("score_mod", b.getBoolAttr(scoreMod)));
   launch.push_back(b.getNamedAttr("mask_mod", b.getBoolAttr(maskMod)));
+  if (auto blockMask = spec.getAs<IntegerAttr>("block_mask"))
+    launch.push_back(b.getNamedAttr("block_mask", blockMask));
   kernelFunc->setAttr("fa4.launch", b.getDictionaryAttr(launch));
   return success();
 }

@@ -145,6 +145,10 @@ private:
                                          int64_t gqaRatio, int64_t rows,
                                          int64_t blockN,
                                          const MaskModBounds &bounds);
+  /// AttentionMath's narrowByBlockMask: `analysed` narrowed by the entries
+  /// of `table` (a block-mask extra) for the task's query blocks and heads.
+  FailureOr<SmallVector<Value, 4>>
+  emitBlockMaskNarrowing(KvBlockRangeOp range, ArrayRef<Value> analysed);
 
   // Key bounds and the score_mod / mask_mod regions (Mods.cpp).
   /// KeyBound::evaluate on index values.

@@ -1,6 +1,7 @@
 //===- FA4Ops.cpp - fa4 operations and their verifiers --------------------===//
 
 #include "fa4/Dialect/FA4/IR/FA4Ops.h"
+#include "fa4/Support/AttentionMath.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/OpImplementation.h"
@@ -176,6 +177,20 @@ static SmallVector<Type> scoreModArguments(MLIRContext *context) {
 static SmallVector<Type> maskModArguments(MLIRContext *context) {
   Type index = IndexType::get(context);
   return {index, index, index, index};
+}
+
+/// A block mask: `[batch or 1, q_heads or 1, query blocks, 4]` i32,
+/// row-major (see AttentionMath.h's BlockMaskEntry).
+static LogicalResult verifyBlockMaskType(Operation *op, MemRefType type) {
+  if (type.getRank() != 4 || !type.getElementType().isInteger(32) ||
+      type.getDimSize(3) != 4 || !type.getLayout().isIdentity())
+    return op->emitOpError()
+           << "block mask must be a row-major i32 memref [batch or 1, "
+              "q_heads or 1, ceil(seq_q / "
+           << kBlockMaskQueries
+           << "), 4] (begin, full_begin, full_end, end per query block), got "
+           << type;
+  return success();
 }
 
 //===----------------------------------------------------------------------===//
@@ -397,6 +412,38 @@ LogicalResult AttentionOp::verify() {
         return emitOpError() << "extra #" << position << " repeats extra #"
                              << earlier << "; pass each memref once";
   }
+  if (std::optional<uint64_t> position = getBlockMask()) {
+    if (*position >= getExtras().size())
+      return emitOpError() << "block_mask names extra #" << *position
+                           << ", but the op has " << getExtras().size()
+                           << " extras";
+    if (getMaskMod().empty())
+      return emitOpError() << "has a block_mask but no mask_mod: the block "
+                              "mask describes the mask_mod's blocks";
+    auto type = cast<MemRefType>(getExtras()[*position].getType());
+    if (failed(verifyBlockMaskType(op, type)))
+      return failure();
+    SmallVector<int64_t> qShape = getLogicalShape(getQ());
+    int64_t heads = getNumQueryHeads();
+    auto broadcastOr = [](int64_t size, int64_t full) {
+      return ShapedType::isDynamic(size) || size == 1 ||
+             ShapedType::isDynamic(full) || size == full;
+    };
+    if (!broadcastOr(type.getDimSize(0), qShape[0]) ||
+        !broadcastOr(type.getDimSize(1), heads) ||
+        (!ShapedType::isDynamic(type.getDimSize(2)) &&
+         !ShapedType::isDynamic(qShape[1]) &&
+         type.getDimSize(2) != ceilDiv(qShape[1], kBlockMaskQueries)))
+      return emitOpError() << "block mask " << type
+                           << " does not fit [batch or 1, q_heads or 1, "
+                              "ceil(seq_q / "
+                           << kBlockMaskQueries << "), 4] = ["
+                           << qShape[0] << " or 1, " << heads << " or 1, "
+                           << (ShapedType::isDynamic(qShape[1])
+                                   ? std::string("?")
+                                   : std::to_string(ceilDiv(qShape[1], kBlockMaskQueries)))
+                           << ", 4]";
+  }
   return verifyMaskBounds(op, getMask(), getWindowLeft(), getWindowRight());
 }
 
@@ -417,6 +464,19 @@ LogicalResult AttentionOp::verifyRegions() {
 //===----------------------------------------------------------------------===//
 
 LogicalResult KvBlockRangeOp::verify() {
+  if (static_cast<bool>(getBlockMask()) != static_cast<bool>(getBatch()) ||
+      static_cast<bool>(getBlockMask()) != static_cast<bool>(getKvHead()))
+    return emitOpError() << "takes a block_mask with the task's batch and "
+                            "kv_head, or none of them";
+  if (Value blockMask = getBlockMask()) {
+    if (failed(verifyBlockMaskType(getOperation(),
+                                   cast<MemRefType>(blockMask.getType()))))
+      return failure();
+    if (getBlockN() != kBlockMaskKeys)
+      return emitOpError() << "block_n (" << getBlockN()
+                           << ") must be the block mask's "
+                           << kBlockMaskKeys << " keys";
+  }
   return verifyMaskBounds(getOperation(), getMask(), getWindowLeft(),
                           getWindowRight());
 }

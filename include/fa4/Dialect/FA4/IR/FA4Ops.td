@@ -70,6 +70,17 @@ def FA4_AttentionOp : FA4_Op<"attention", [
       `kv_idx` (causal, windows, prefix-LM, chunks, conjunctions of them) the
       compiler derives which KV blocks are fully masked, fully visible or
       partial; any other part is evaluated element by element.
+    * `block_mask`: the position of an extra that tells, per block of 128
+      queries, which KV blocks (of 128 keys) the mask_mod leaves visible
+      and which it leaves whole, as FlexAttention's `BlockMask` does; the
+      kernel skips the others and does not run the mask_mod in whole ones.
+      It is `[batch or 1, q_heads or 1, ceil(seq_q / 128), 4]` i32: per
+      entry `begin, full_begin, full_end, end` — the blocks `[begin, end)`
+      may hold a visible key, every key of `[full_begin, full_end)` is
+      visible to every query of the block (`begin <= full_begin <=
+      full_end <= end`). It describes the mask_mod alone (the `mask`
+      attribute is applied on top) and must be right: a block left out is
+      never visited, and a block called whole is not masked.
     * `extras`: memrefs the regions read with `memref.load` (bias tables,
       per-head slopes, document ids). Regions are straight-line code free of
       side effects other than those loads, and capture nothing from above:
@@ -127,7 +138,8 @@ def FA4_AttentionOp : FA4_Op<"attention", [
     DefaultValuedAttr<I64Attr, "-1">:$window_right,
     OptionalAttr<F32Attr>:$scale,
     DefaultValuedAttr<F32Attr, "0.0f">:$softcap,
-    UnitAttr:$heads_first
+    UnitAttr:$heads_first,
+    OptionalAttr<ConfinedAttr<I64Attr, [IntNonNegative]>>:$block_mask
   );
   let results = (outs Variadic<AnyRankedTensor>:$results);
   let regions = (region MaxSizedRegion<1>:$score_mod,
@@ -175,7 +187,8 @@ def FA4_YieldOp : FA4_Op<"yield", [Pure, Terminator,
 // Level B: the tile program.
 //===----------------------------------------------------------------------===//
 
-def FA4_KvBlockRangeOp : FA4_Op<"kv_block_range", [Pure, IsolatedFromAbove]> {
+def FA4_KvBlockRangeOp : FA4_Op<"kv_block_range", [Pure, IsolatedFromAbove,
+                                                   AttrSizedOperandSegments]> {
   let summary = "the KV blocks a task visits, split by mask region";
   let description = [{
     For the task whose packed query rows are `[row_begin, row_begin + rows)`
@@ -194,6 +207,12 @@ def FA4_KvBlockRangeOp : FA4_Op<"kv_block_range", [Pure, IsolatedFromAbove]> {
     When a part of it is not affine (it reads an extra, say), no block is
     whole: every visited block is masked element by element.
 
+    With a `block_mask` (the entry's, an i32 memref `[batch or 1, q_heads
+    or 1, query blocks, 4]`) the range is narrowed by the entries of the
+    task's query blocks and heads (batch `batch`, query heads `kv_head ·
+    gqa_ratio` on): visited blocks are those the entries allow, whole
+    blocks those every entry and the attribute mask call whole.
+
     ```mlir
     %b, %fb, %fe, %e = fa4.kv_block_range %row0, %seq_q, %seq_k
         {rows = 256 : i64, block_n = 128 : i64, gqa_ratio = 4 : i64,
@@ -201,6 +220,8 @@ def FA4_KvBlockRangeOp : FA4_Op<"kv_block_range", [Pure, IsolatedFromAbove]> {
     ```
   }];
   let arguments = (ins Index:$row_begin, Index:$seq_q, Index:$seq_k,
+    Optional<AnyMemRef>:$block_mask, Optional<Index>:$batch,
+    Optional<Index>:$kv_head,
     ConfinedAttr<I64Attr, [IntPositive]>:$rows,
     ConfinedAttr<I64Attr, [IntPositive]>:$block_n,
     ConfinedAttr<I64Attr, [IntPositive]>:$gqa_ratio,
@@ -210,8 +231,11 @@ def FA4_KvBlockRangeOp : FA4_Op<"kv_block_range", [Pure, IsolatedFromAbove]> {
   let results = (outs Index:$begin, Index:$full_begin, Index:$full_end,
                       Index:$end);
   let regions = (region MaxSizedRegion<1>:$mask_mod);
-  let assemblyFormat =
-      "$row_begin `,` $seq_q `,` $seq_k attr-dict (`mask_mod` $mask_mod^)?";
+  let assemblyFormat = [{
+    $row_begin `,` $seq_q `,` $seq_k
+    (`block_mask` `(` $block_mask^ `:` type($block_mask) `at` $batch `,`
+     $kv_head `)`)? attr-dict (`mask_mod` $mask_mod^)?
+  }];
   let hasVerifier = 1;
   let hasRegionVerifier = 1;
 }
