@@ -130,6 +130,95 @@ TEST(KvBlockRange, RowsPastTheSequenceVisitNothing) {
   EXPECT_EQ(range.begin, range.end);
 }
 
+// Block masks: a document mask (ids in runs) under each attribute mask, its
+// table built by brute force as create_block_mask builds it; every task's
+// narrowed range must visit each block holding a key some row sees, and
+// call whole only blocks every row sees whole.
+TEST(BlockMask, NarrowingKeepsVisibleBlocksAndWholeOnlyWhole) {
+  const int64_t rows = 256, blockN = kBlockMaskKeys;
+  uint64_t state = 12345;
+  auto random = [&](int64_t n) {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    return static_cast<int64_t>((state >> 33) % static_cast<uint64_t>(n));
+  };
+  int64_t checkedWhole = 0, skipped = 0;
+  for (MaskBand band : {kNoMask, kCausal, MaskBand{300, 0}})
+    for (int64_t ratio : {1, 2, 4})
+      for (auto [seqQ, seqK] : {std::pair<int64_t, int64_t>{700, 700},
+                                {333, 517}, {517, 333}, {129, 1000}}) {
+        std::vector<int64_t> doc(std::max(seqQ, seqK));
+        for (int64_t i = 0, id = 0; i < static_cast<int64_t>(doc.size()); ++i) {
+          if (random(200) == 0)
+            ++id;
+          doc[i] = id;
+        }
+        auto sees = [&](int64_t q, int64_t k) {
+          IndexRange keys = visibleKeys(band, q, seqQ, seqK);
+          return k >= keys.begin && k < keys.end && doc[q] == doc[k];
+        };
+        auto docOnly = [&](int64_t q, int64_t k) { return doc[q] == doc[k]; };
+        // The table describes the document mask alone.
+        int64_t queryBlocks = ceilDiv(seqQ, kBlockMaskQueries);
+        int64_t kvBlocks = ceilDiv(seqK, blockN);
+        std::vector<BlockMaskEntry> table(queryBlocks);
+        for (int64_t qb = 0; qb < queryBlocks; ++qb) {
+          BlockMaskEntry &e = table[qb];
+          e = {kvBlocks, kvBlocks, kvBlocks, 0};
+          std::vector<bool> whole(kvBlocks);
+          for (int64_t kb = 0; kb < kvBlocks; ++kb) {
+            bool any = false, all = true;
+            for (int64_t q = qb * 128; q < std::min(seqQ, qb * 128 + 128); ++q)
+              for (int64_t k = kb * blockN; k < std::min(seqK, kb * blockN + blockN); ++k)
+                (docOnly(q, k) ? any : all) = docOnly(q, k) ? true : false;
+            if (any) {
+              e.begin = std::min(e.begin, kb);
+              e.end = kb + 1;
+            }
+            whole[kb] = any && all;
+          }
+          int64_t first = 0;
+          while (first < kvBlocks && !whole[first])
+            ++first;
+          int64_t last = first;
+          while (last < kvBlocks && whole[last])
+            ++last;
+          e.fullBegin = first < last ? first : e.begin;
+          e.fullEnd = first < last ? last : e.begin;
+          if (e.begin >= e.end)
+            e = BlockMaskEntry();
+        }
+        int64_t tasks = ceilDiv(seqQ * ratio, rows);
+        for (int64_t task = 0; task < tasks; ++task) {
+          int64_t rowBegin = task * rows;
+          KvBlockRange attribute =
+              kvBlockRange(band, rowBegin, rows, ratio, blockN, seqQ, seqK);
+          KvBlockRange range = narrowByBlockMask(
+              attribute, attribute, rowBegin, rows, ratio, seqQ, 1,
+              [&](int64_t qb, int64_t) { return table[qb]; });
+          int64_t firstPos = rowBegin / ratio;
+          int64_t lastPos = std::min(seqQ - 1, (rowBegin + rows - 1) / ratio);
+          for (int64_t kb = 0; kb < kvBlocks; ++kb) {
+            bool any = false, all = true;
+            for (int64_t q = firstPos; q <= lastPos; ++q)
+              for (int64_t k = kb * blockN; k < std::min(seqK, kb * blockN + blockN); ++k)
+                (sees(q, k) ? any : all) = sees(q, k) ? true : false;
+            bool visited = kb >= range.begin && kb < range.end;
+            bool whole = kb >= range.fullBegin && kb < range.fullEnd;
+            ASSERT_TRUE(!any || visited)
+                << "block " << kb << " of task " << task << " skipped, ratio "
+                << ratio << ", " << seqQ << "x" << seqK;
+            ASSERT_TRUE(!whole || all)
+                << "block " << kb << " of task " << task << " called whole";
+            checkedWhole += whole;
+            skipped += !visited && kb >= attribute.begin && kb < attribute.end;
+          }
+        }
+      }
+  // The table did narrow ranges and did leave whole blocks.
+  EXPECT_GT(checkedWhole, 50);
+  EXPECT_GT(skipped, 100);
+}
+
 TEST(Rounding, HalfMatchesHandWorkedValues) {
   EXPECT_EQ(floatToHalfBits(1.0f), 0x3c00);
   EXPECT_EQ(floatToHalfBits(-2.0f), 0xc000);

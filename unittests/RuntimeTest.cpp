@@ -164,6 +164,29 @@ TEST(Runtime, ExtrasAreCheckedByName) {
   EXPECT_NE(refused(wrong).find("2^31 elements"), std::string::npos) << error;
 }
 
+TEST(Runtime, BlockMaskSizesFollowTheProblem) {
+  Manifest m = seedManifest(); // 32 query heads
+  m.extras = {{"i32", {-1, -1}}, {"i32", {-1, 1, -1, 4}}};
+  m.blockMask = 1;
+  Tensor o{0x100000000ull, "fp16", {2, 300, 32, 128}, {}};
+  Tensor ids{0x200000000ull, "i32", {2, 300}, {}};
+  Tensor table{0x300000000ull, "i32", {2, 1, 3, 4}, {}};
+  Shapes shapes{2, 300, 300};
+  std::string error;
+  EXPECT_TRUE(checkExtras(m, {ids, table}, {&o}, error, &shapes)) << error;
+  // One entry for all batches is fine; a wrong count of query blocks is not.
+  table.sizes = {1, 1, 3, 4};
+  EXPECT_TRUE(checkExtras(m, {ids, table}, {&o}, error, &shapes)) << error;
+  table.sizes = {2, 1, 2, 4};
+  EXPECT_FALSE(checkExtras(m, {ids, table}, {&o}, error, &shapes));
+  EXPECT_NE(error.find("extra1: the block mask must be [batch or 1, q_heads or 1, "
+                       "ceil(seq_q / 128), 4] = [2 or 1, 32 or 1, 3, 4]"),
+            std::string::npos)
+      << error;
+  table.sizes = {3, 1, 3, 4};
+  EXPECT_FALSE(checkExtras(m, {ids, table}, {&o}, error, &shapes));
+}
+
 TEST(Runtime, ManifestExtrasAreValidated) {
   Manifest m;
   std::string error;
@@ -182,6 +205,14 @@ TEST(Runtime, ManifestExtrasAreValidated) {
   EXPECT_NE(error.find("unknown dtype \"q7\""), std::string::npos) << error;
   EXPECT_FALSE(parseManifest(head + R"("extras": [{"dtype": "f32", "shape": [0]}]})", m, error));
   EXPECT_NE(error.find("neither -1 nor"), std::string::npos) << error;
+  // The block mask must name an i32 [?, ?, ?, 4] extra.
+  std::string withBlockMask = head;
+  withBlockMask.replace(withBlockMask.find(R"("mask_mod": true)"), 16,
+                        R"("mask_mod": true, "block_mask": 0)");
+  EXPECT_TRUE(parseManifest(withBlockMask + R"("extras": [{"dtype": "i32", "shape": [-1, 1, -1, 4]}]})", m, error)) << error;
+  EXPECT_EQ(m.blockMask, 0);
+  EXPECT_FALSE(parseManifest(withBlockMask + R"("extras": [{"dtype": "f32", "shape": [-1, 1, -1, 4]}]})", m, error));
+  EXPECT_NE(error.find("block_mask"), std::string::npos) << error;
 }
 
 } // namespace

@@ -163,6 +163,8 @@ size_t extraElementBytes(const std::string &dtype) {
 
 bool parseManifest(const std::string &json, Manifest &m, std::string &error) {
   error.clear();
+  // Every field from this manifest alone, whatever `m` held.
+  m = Manifest();
   llvm::Expected<llvm::json::Value> parsed = llvm::json::parse(json);
   if (!parsed) {
     error = "manifest: not JSON: " + llvm::toString(parsed.takeError());

@@ -635,3 +635,84 @@ func.func @no_yield(%q: memref<?x?x8x64xf16>) {
   }) : (memref<?x?x8x64xf16>, memref<?x?x8x64xf16>, memref<?x?x8x64xf16>, memref<?x?x8x64xf16>) -> ()
   return
 }
+
+// -----
+
+func.func @heads_first_on_memrefs(%q: memref<?x8x?x64xf16>) {
+  // expected-error @+1 {{heads_first applies to tensors; a memref states its layout in its strides}}
+  fa4.attention %q, %q, %q -> %q {heads_first}
+      : memref<?x8x?x64xf16>, memref<?x8x?x64xf16>, memref<?x8x?x64xf16> -> memref<?x8x?x64xf16>
+  return
+}
+
+// -----
+
+func.func @heads_first_dynamic_heads(%q: tensor<?x?x?x64xf16>) -> tensor<?x?x?x64xf16> {
+  // expected-error @+1 {{Q heads must be static, got shape [?, ?, ?, 64]}}
+  %o = fa4.attention %q, %q, %q -> %q {heads_first}
+      : tensor<?x?x?x64xf16>, tensor<?x?x?x64xf16>, tensor<?x?x?x64xf16> -> tensor<?x?x?x64xf16>
+  return %o : tensor<?x?x?x64xf16>
+}
+
+// -----
+
+func.func @block_mask_out_of_range(%q: memref<?x?x8x64xf16>, %t: memref<?x1x?x4xi32>) {
+  // expected-error @+1 {{block_mask names extra #1, but the op has 1 extras}}
+  fa4.attention %q, %q, %q -> %q extras(%t : memref<?x1x?x4xi32>) {block_mask = 1 : i64}
+      : memref<?x?x8x64xf16>, memref<?x?x8x64xf16>, memref<?x?x8x64xf16> -> memref<?x?x8x64xf16>
+  mask_mod {
+  ^bb0(%b: index, %h: index, %i: index, %j: index, %x: memref<?x1x?x4xi32>):
+    %true = arith.constant true
+    fa4.yield %true : i1
+  }
+  return
+}
+
+// -----
+
+func.func @block_mask_without_mask_mod(%q: memref<?x?x8x64xf16>, %t: memref<?x1x?x4xi32>) {
+  // expected-error @+1 {{has a block_mask but no mask_mod: the block mask describes the mask_mod's blocks}}
+  fa4.attention %q, %q, %q -> %q extras(%t : memref<?x1x?x4xi32>) {block_mask = 0 : i64}
+      : memref<?x?x8x64xf16>, memref<?x?x8x64xf16>, memref<?x?x8x64xf16> -> memref<?x?x8x64xf16>
+  score_mod {
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index, %x: memref<?x1x?x4xi32>):
+    fa4.yield %s : f32
+  }
+  return
+}
+
+// -----
+
+func.func @block_mask_type(%q: memref<?x?x8x64xf16>, %t: memref<?x1x?x3xi32>) {
+  // expected-error @+1 {{block mask must be a row-major i32 memref [batch or 1, q_heads or 1, ceil(seq_q / 128), 4] (begin, full_begin, full_end, end per query block), got 'memref<?x1x?x3xi32>'}}
+  fa4.attention %q, %q, %q -> %q extras(%t : memref<?x1x?x3xi32>) {block_mask = 0 : i64}
+      : memref<?x?x8x64xf16>, memref<?x?x8x64xf16>, memref<?x?x8x64xf16> -> memref<?x?x8x64xf16>
+  mask_mod {
+  ^bb0(%b: index, %h: index, %i: index, %j: index, %x: memref<?x1x?x3xi32>):
+    %true = arith.constant true
+    fa4.yield %true : i1
+  }
+  return
+}
+
+// -----
+
+func.func @block_mask_sizes(%q: memref<2x300x8x64xf16>, %t: memref<2x4x3x4xi32>) {
+  // expected-error @+1 {{block mask 'memref<2x4x3x4xi32>' does not fit [batch or 1, q_heads or 1, ceil(seq_q / 128), 4] = [2 or 1, 8 or 1, 3, 4]}}
+  fa4.attention %q, %q, %q -> %q extras(%t : memref<2x4x3x4xi32>) {block_mask = 0 : i64}
+      : memref<2x300x8x64xf16>, memref<2x300x8x64xf16>, memref<2x300x8x64xf16> -> memref<2x300x8x64xf16>
+  mask_mod {
+  ^bb0(%b: index, %h: index, %i: index, %j: index, %x: memref<2x4x3x4xi32>):
+    %true = arith.constant true
+    fa4.yield %true : i1
+  }
+  return
+}
+
+// -----
+
+func.func @kv_block_range_block_mask_alone(%i: index, %t: memref<1x1x1x4xi32>) {
+  // expected-error @+1 {{takes a block_mask with the task's batch and kv_head, or none of them}}
+  %0:4 = "fa4.kv_block_range"(%i, %i, %i, %t) ({}) {operandSegmentSizes = array<i32: 1, 1, 1, 1, 0, 0>, rows = 256 : i64, block_n = 128 : i64, gqa_ratio = 1 : i64, mask = #fa4.mask<none>} : (index, index, index, memref<1x1x1x4xi32>) -> (index, index, index, index)
+  return
+}
