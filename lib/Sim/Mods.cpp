@@ -251,6 +251,11 @@ bool Mods::setExtra(size_t index, llvm::ArrayRef<float> values,
 }
 
 void Mods::attach(Problem &problem) {
+  // An entry with a score_mod has no softcap attribute (the verifier says
+  // so); a softcap the lowering reports then is the region itself, taken
+  // down the softcap's path. The reference runs the region, not both.
+  if (scoreMod)
+    problem.softcap = 0.0;
   if (scoreMod)
     problem.scoreMod = [this](double score, int64_t b, int64_t h, int64_t i,
                               int64_t j) {

@@ -3,6 +3,12 @@
 #include "fa4/Transforms/TileConfig.h"
 #include "fa4/Dialect/FA4/IR/FA4Ops.h"
 
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/IR/Matchers.h"
+
+#include <cmath>
+
 using namespace mlir;
 using namespace mlir::fa4;
 
@@ -40,13 +46,65 @@ TileConfig TileConfig::get(int64_t headDim, int64_t numQueryHeads,
   return config;
 }
 
+float mlir::fa4::softcapOf(Region &scoreMod) {
+  // c · tanh(s / c) (or s · (1/c), the factors in either order), then yield.
+  if (scoreMod.empty())
+    return 0.0f;
+  Block &body = scoreMod.front();
+  if (body.getNumArguments() < 1)
+    return 0.0f;
+  Value score = body.getArgument(0);
+  auto yield = dyn_cast<YieldOp>(body.getTerminator());
+  if (!yield)
+    return 0.0f;
+  auto constant = [](Value v) -> std::optional<float> {
+    FloatAttr attr;
+    if (matchPattern(v, m_Constant(&attr)) && attr.getType().isF32())
+      return attr.getValue().convertToFloat();
+    return std::nullopt;
+  };
+  auto capped = yield.getValue().getDefiningOp<arith::MulFOp>();
+  if (!capped)
+    return 0.0f;
+  Value squashedValue = capped.getRhs();
+  std::optional<float> cap = constant(capped.getLhs());
+  if (!cap) {
+    cap = constant(capped.getRhs());
+    squashedValue = capped.getLhs();
+  }
+  auto squashed = squashedValue.getDefiningOp<math::TanhOp>();
+  if (!cap || !(*cap > 0.0f) || !std::isfinite(*cap) || !squashed)
+    return 0.0f;
+  Operation *ratio = squashed.getOperand().getDefiningOp();
+  bool matches = false;
+  if (auto div = dyn_cast_or_null<arith::DivFOp>(ratio))
+    matches = div.getLhs() == score && constant(div.getRhs()) == cap;
+  if (auto mul = dyn_cast_or_null<arith::MulFOp>(ratio)) {
+    Value other = mul.getLhs() == score ? mul.getRhs() : mul.getLhs();
+    matches = llvm::is_contained(mul->getOperands(), score) &&
+              constant(other) == 1.0f / *cap;
+  }
+  // Nothing else in the body (constants aside), so nothing else to keep.
+  for (Operation &op : body.without_terminator())
+    if (&op != capped && &op != squashed.getOperation() && &op != ratio &&
+        !matchPattern(&op, m_Constant()))
+      matches = false;
+  return matches ? *cap : 0.0f;
+}
+
 TileConfig TileConfig::get(AttentionOp op, double rescaleThreshold) {
+  // A score_mod that is a softcap takes the softcap's path (the scale folded
+  // into the tanh's argument, no region per score): one lowering for both
+  // spellings.
+  float softcap = op.getSoftcap().convertToFloat();
+  float cap = softcapOf(op.getScoreMod());
+  if (cap > 0.0f)
+    softcap = cap;
   TileConfig config =
       get(op.getHeadDim(), op.getNumQueryHeads(), op.getNumKvHeads(),
           op.getMask(), op.getWindowLeft(), op.getWindowRight(),
-          op.getEffectiveScale(), op.getSoftcap().convertToFloat(),
-          rescaleThreshold);
-  if (!op.getScoreMod().empty()) {
+          op.getEffectiveScale(), softcap, rescaleThreshold);
+  if (!op.getScoreMod().empty() && cap == 0.0f) {
     config.scoreMod = true;
     config.scaleLog2 = static_cast<float>(kLog2E);
   }

@@ -139,3 +139,52 @@ func.func @local_buffer(%q: memref<?x?x8x64xf16>, %n: index) {
       -> memref<?x?x8x64xf16>
   return
 }
+
+// -----
+
+// A score_mod that is exactly a softcap, c·tanh(s·(1/c)), takes the softcap
+// attribute's path: fa4.softcap on the scores, no region.
+// CHECK-LABEL: func.func @softcap_written_as_score_mod
+// CHECK-SAME: softcap = 2.000000e+01 : f32
+// CHECK: fa4.softcap %{{.*}} {cap = 2.000000e+01 : f32, scale = 1.250000e-01 : f32}
+// CHECK-NOT: fa4.score_mod
+// CHECK: return
+func.func @softcap_written_as_score_mod(%q: memref<?x?x8x64xf16>, %k: memref<?x?x8x64xf16>,
+                                        %v: memref<?x?x8x64xf16>, %o: memref<?x?x8x64xf16>) {
+  fa4.attention %q, %k, %v -> %o
+      : memref<?x?x8x64xf16>, memref<?x?x8x64xf16>, memref<?x?x8x64xf16> -> memref<?x?x8x64xf16>
+  score_mod {
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
+    %inverse = arith.constant 0.05 : f32
+    %cap = arith.constant 20.0 : f32
+    %ratio = arith.mulf %inverse, %s : f32
+    %squashed = math.tanh %ratio : f32
+    %capped = arith.mulf %squashed, %cap : f32
+    fa4.yield %capped : f32
+  }
+  return
+}
+
+// -----
+
+// Anything more than the softcap stays a region.
+// CHECK-LABEL: func.func @softcap_plus_bias
+// CHECK-SAME: softcap = 0.000000e+00 : f32
+// CHECK-NOT: fa4.softcap
+// CHECK: fa4.score_mod
+func.func @softcap_plus_bias(%q: memref<?x?x8x64xf16>, %k: memref<?x?x8x64xf16>,
+                             %v: memref<?x?x8x64xf16>, %o: memref<?x?x8x64xf16>) {
+  fa4.attention %q, %k, %v -> %o
+      : memref<?x?x8x64xf16>, memref<?x?x8x64xf16>, memref<?x?x8x64xf16> -> memref<?x?x8x64xf16>
+  score_mod {
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
+    %cap = arith.constant 20.0 : f32
+    %one = arith.constant 1.0 : f32
+    %ratio = arith.divf %s, %cap : f32
+    %squashed = math.tanh %ratio : f32
+    %capped = arith.mulf %squashed, %cap : f32
+    %biased = arith.addf %capped, %one : f32
+    fa4.yield %biased : f32
+  }
+  return
+}

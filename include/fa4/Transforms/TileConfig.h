@@ -11,11 +11,18 @@
 #include "fa4/Dialect/FA4/IR/FA4Dialect.h"
 #include "fa4/Support/AttentionMath.h"
 
+namespace mlir {
+class Region;
+} // namespace mlir
+
 namespace mlir::fa4 {
 
 class AttentionOp;
 
 /// The band of visible keys that a mask kind and its bounds describe.
+/// The cap c of a score_mod that computes c · tanh(score / c) and nothing
+/// else, 0 for any other region: the softcap attribute written as code.
+float softcapOf(Region &scoreMod);
 MaskBand maskBandFor(MaskKind mask, int64_t windowLeft, int64_t windowRight);
 
 struct TileConfig {
