@@ -120,15 +120,30 @@ struct PromoteDestinationsPass
       // the layout to the tensor map.
       for (OpOperand &operand : op->getOpOperands().take_front(4)) {
         auto view = operand.get().getDefiningOp<memref::TransposeOp>();
-        if (!view || !view->hasOneUse())
+        if (!view)
           continue;
         auto argument = dyn_cast<BlockArgument>(view.getIn());
-        if (!argument || argument.getOwner() != &func.getBody().front() ||
-            !argument.hasOneUse())
+        if (!argument || argument.getOwner() != &func.getBody().front())
+          continue;
+        // Every use the same view (K and V one tensor, say), each used only
+        // by the op.
+        SmallVector<memref::TransposeOp> views;
+        bool onlyViews = llvm::all_of(argument.getUses(), [&](OpOperand &use) {
+          auto other = dyn_cast<memref::TransposeOp>(use.getOwner());
+          if (!other || other.getPermutation() != view.getPermutation() ||
+              !llvm::all_of(other->getUsers(),
+                            [&](Operation *user) { return user == op.getOperation(); }))
+            return false;
+          views.push_back(other);
+          return true;
+        });
+        if (!onlyViews)
           continue;
         argument.setType(view.getType());
-        view.getResult().replaceAllUsesWith(argument);
-        view.erase();
+        for (memref::TransposeOp other : views) {
+          other.getResult().replaceAllUsesWith(argument);
+          other.erase();
+        }
         SmallVector<Type> inputs(func.getArgumentTypes());
         inputs[argument.getArgNumber()] = argument.getType();
         func.setType(FunctionType::get(func.getContext(), inputs,

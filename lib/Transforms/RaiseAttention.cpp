@@ -27,6 +27,7 @@
 #include "llvm/ADT/SetVector.h"
 
 #include <deque>
+#include <map>
 
 namespace mlir::fa4 {
 #define GEN_PASS_DEF_FA4RAISEATTENTION
@@ -68,6 +69,9 @@ struct Term {
   SmallVector<AffineExpr> indices;      // Leaf
   std::string why;                      // Leaf: why the trace stopped
   double value = 0.0;                   // Constant
+  /// Constant: the exact attribute (an integer's value beyond double's
+  /// precision stays exact).
+  TypedAttr attr;
   Value scalar;                         // Constant: a non-constant scalar
   AffineExpr index;                     // Position
   /// Apply: the op's name, and the op of a linalg body it comes from (null
@@ -125,7 +129,7 @@ bool equalTerms(const Term *a, const Term *b,
         return false;
     return true;
   case Term::Constant:
-    return a->scalar == b->scalar && a->value == b->value;
+    return a->scalar == b->scalar && a->value == b->value && a->attr == b->attr;
   case Term::Position:
     return rename(a->index) == b->index;
   case Term::Apply: {
@@ -179,10 +183,20 @@ public:
 
   /// The ops the trace went through.
   llvm::SetVector<Operation *> visited;
+  /// The number of values variable `v` runs over (dynamic: unknown).
+  int64_t extentOf(unsigned v) const {
+    return v < extents.size() ? extents[v] : ShapedType::kDynamic;
+  }
+  /// Whether the trace stopped at its size limit: an expression this large
+  /// (attention layers stacked in one function, say) is not analysed.
+  bool exhausted = false;
+  static constexpr size_t kMaxTerms = 200000;
 
 private:
   Term *make(Term::Kind kind, Type type) {
-    terms.push_back(Term{kind, type, {}, {}, {}, 0.0, {}, {}, {}, nullptr, {}, 0});
+    if (terms.size() >= kMaxTerms)
+      exhausted = true;
+    terms.push_back(Term{kind, type, {}, {}, {}, 0.0, {}, {}, {}, {}, nullptr, {}, 0});
     return &terms.back();
   }
   const Term *leaf(Value value, ArrayRef<AffineExpr> at, StringRef why = "") {
@@ -193,6 +207,7 @@ private:
     return t;
   }
   const Term *scalar(Value value);
+  const Term *traceUncached(Value value, ArrayRef<AffineExpr> at);
   const Term *traceLinalg(linalg::LinalgOp op, unsigned result,
                           ArrayRef<AffineExpr> at);
   const Term *traceSoftmax(linalg::SoftmaxOp op, ArrayRef<AffineExpr> at);
@@ -206,6 +221,8 @@ private:
   std::pair<int64_t, std::optional<int64_t>> range(AffineExpr e);
 
   std::deque<Term> terms;
+  /// One term per value read at the same indices.
+  std::map<std::pair<void *, std::vector<const void *>>, const Term *> memo;
   SmallVector<int64_t> extents;
   unsigned nextVariable;
 };
@@ -214,12 +231,19 @@ const Term *Tracer::scalar(Value value) {
   Term *t = make(Term::Constant, value.getType());
   FloatAttr f;
   IntegerAttr i;
-  if (matchPattern(value, m_Constant(&f)))
+  auto narrow = [](Type type) {
+    return type.isIndex() ||
+           (type.isIntOrFloat() && type.getIntOrFloatBitWidth() <= 64);
+  };
+  if (matchPattern(value, m_Constant(&f)) && narrow(f.getType())) {
     t->value = f.getValueAsDouble();
-  else if (matchPattern(value, m_Constant(&i)))
-    t->value = static_cast<double>(i.getInt());
-  else
+    t->attr = f;
+  } else if (matchPattern(value, m_Constant(&i)) && narrow(i.getType())) {
+    t->value = static_cast<double>(i.getValue().getSExtValue());
+    t->attr = i;
+  } else {
     t->scalar = value;
+  }
   return t;
 }
 
@@ -335,25 +359,50 @@ const Term *Tracer::trace(Value value, ArrayRef<AffineExpr> unsimplified) {
   SmallVector<AffineExpr> at;
   for (AffineExpr e : unsimplified)
     at.push_back(simplify(e));
+  std::pair<void *, std::vector<const void *>> key;
+  key.first = value.getAsOpaquePointer();
+  for (AffineExpr e : at)
+    key.second.push_back(e.getAsOpaquePointer());
+  if (const Term *known = memo[key])
+    return known;
+  const Term *t = exhausted ? leaf(value, at, "a value past the trace's size limit")
+                            : traceUncached(value, at);
+  memo[key] = t;
+  return t;
+}
+
+const Term *Tracer::traceUncached(Value value, ArrayRef<AffineExpr> at) {
   Operation *def = value.getDefiningOp();
   if (!def)
     return leaf(value, at);
   MLIRContext *context = value.getContext();
   if (auto constant = dyn_cast<arith::ConstantOp>(def)) {
     auto dense = dyn_cast<DenseElementsAttr>(constant.getValue());
-    if (dense && dense.isSplat()) {
-      Term *t = make(Term::Constant, dense.getElementType());
-      if (isa<FloatType>(dense.getElementType()))
-        t->value = dense.getSplatValue<APFloat>().convertToDouble();
-      else
-        t->value = static_cast<double>(dense.getSplatValue<APInt>().getSExtValue());
+    Type element = dense ? dense.getElementType() : Type();
+    if (dense && dense.isSplat() && element.isIntOrFloat() &&
+        element.getIntOrFloatBitWidth() <= 64) {
+      Term *t = make(Term::Constant, element);
+      if (auto floatType = dyn_cast<FloatType>(element)) {
+        APFloat splat = dense.getSplatValue<APFloat>();
+        t->attr = FloatAttr::get(floatType, splat);
+        bool lost;
+        splat.convert(APFloat::IEEEdouble(), APFloat::rmNearestTiesToEven, &lost);
+        t->value = splat.convertToDouble();
+      } else {
+        APInt splat = dense.getSplatValue<APInt>();
+        t->attr = IntegerAttr::get(element, splat);
+        t->value = static_cast<double>(splat.getSExtValue());
+      }
       return t;
     }
     return leaf(value, at, "a constant tensor");
   }
   visited.insert(def);
-  if (auto cast = dyn_cast<tensor::CastOp>(def))
+  if (auto cast = dyn_cast<tensor::CastOp>(def)) {
+    if (!isa<RankedTensorType>(cast.getSource().getType()))
+      return leaf(value, at, "a tensor.cast of an unranked tensor");
     return trace(cast.getSource(), at);
+  }
   if (auto fill = dyn_cast<linalg::FillOp>(def))
     return scalar(fill.getInputs()[0]);
   if (auto expand = dyn_cast<tensor::ExpandShapeOp>(def)) {
@@ -480,6 +529,9 @@ const Term *Tracer::traceLinalg(linalg::LinalgOp op, unsigned result,
     if (const Term *known = values.lookup(v))
       return known;
     if (v == accumulator)
+      return nullptr;
+    // Another result's accumulator: not a value of this result's element.
+    if (auto argument = dyn_cast<BlockArgument>(v); argument && argument.getOwner() == body)
       return nullptr;
     Operation *def = v.getDefiningOp();
     if (!def || def->getBlock() != body)
@@ -610,7 +662,7 @@ std::optional<unsigned> dimOf(AffineExpr e) {
   return std::nullopt;
 }
 
-Match matchAttention(const Term *o, func::FuncOp func) {
+Match matchAttention(const Term *o, func::FuncOp func, const Tracer &tracer) {
   Match m;
   auto refuse = [&](const Twine &why) {
     m.why = why.str();
@@ -619,31 +671,35 @@ Match matchAttention(const Term *o, func::FuncOp func) {
   // O = Σ_k P·V with P = E / Z, or (Σ_k E·V) / Z.
   const Term *root = stripCasts(o);
   const Term *sum = nullptr, *e = nullptr, *z = nullptr, *vLeaf = nullptr;
-  auto splitProduct = [&](const Term *body, const Term *&p, const Term *&leafV) {
+  // The product's factor that is not the probabilities (`isP`) is V.
+  auto splitProduct = [&](const Term *body, const Term *&p, const Term *&leafV,
+                          function_ref<bool(const Term *)> isP) {
     body = stripCasts(body);
     if (!body->isApply("arith.mulf"))
       return false;
     for (int side : {0, 1}) {
       const Term *x = stripCasts(body->operands[side]);
-      if (x->kind == Term::Leaf && mentions(x, sum->variable)) {
-        leafV = x;
-        p = stripCasts(body->operands[1 - side]);
+      if (isP(x) && mentions(stripCasts(body->operands[1 - side]), sum->variable)) {
+        p = x;
+        leafV = stripCasts(body->operands[1 - side]);
         return true;
       }
     }
     return false;
   };
+  auto isDiv = [](const Term *t) { return t->isApply("arith.divf"); };
+  auto isExp = [](const Term *t) { return t->isApply("math.exp"); };
   const Term *p = nullptr;
   if (root->kind == Term::Sum) {
     sum = root;
-    if (!splitProduct(sum->operands[0], p, vLeaf) || !p->isApply("arith.divf"))
+    if (!splitProduct(sum->operands[0], p, vLeaf, isDiv))
       return m;
     e = stripCasts(p->operands[0]);
     z = stripCasts(p->operands[1]);
   } else if (root->isApply("arith.divf") &&
              stripCasts(root->operands[0])->kind == Term::Sum) {
     sum = stripCasts(root->operands[0]);
-    if (!splitProduct(sum->operands[0], e, vLeaf))
+    if (!splitProduct(sum->operands[0], e, vLeaf, isExp))
       return m;
     z = stripCasts(root->operands[1]);
   } else {
@@ -653,6 +709,10 @@ Match matchAttention(const Term *o, func::FuncOp func) {
     return m;
   // From here on it is attention-shaped: every refusal says why.
   m.attention = true;
+  if (tracer.exhausted)
+    return refuse("the computation is too large to follow (more than " +
+                  Twine(Tracer::kMaxTerms) +
+                  " terms): raise one attention per function");
   m.key = sum->variable;
   const Term *shifted = stripCasts(e->operands[0]);
   const Term *s = shifted;
@@ -723,6 +783,9 @@ Match matchAttention(const Term *o, func::FuncOp func) {
   if (mentions(qLeaf, m.key) || !mentions(kLeaf, m.key))
     return refuse("exactly one operand of the score contraction must run "
                   "along the keys P·V sums over");
+  if (vLeaf->kind != Term::Leaf)
+    return refuse("V is computed inside the function (not read from an "
+                  "argument)");
   for (auto [name, leafTerm] :
        {std::pair<StringRef, const Term *>{"Q", qLeaf}, {"K", kLeaf}, {"V", vLeaf}})
     if (!isArgument(leafTerm->tensor, func))
@@ -732,8 +795,14 @@ Match matchAttention(const Term *o, func::FuncOp func) {
   m.q = qLeaf->tensor;
   m.k = kLeaf->tensor;
   m.v = vLeaf->tensor;
-  if (vLeaf->indices.size() != 4)
-    return refuse("V is not a rank-4 tensor");
+  if (m.q == m.k || m.q == m.v || m.k == m.v)
+    return refuse("Q, K and V are not three distinct arguments (the kernel "
+                  "takes each as its own parameter; pass the tensor twice)");
+  for (auto [name, value] : {std::pair<StringRef, Value>{"Q", m.q}, {"K", m.k}, {"V", m.v}}) {
+    auto type = dyn_cast<RankedTensorType>(value.getType());
+    if (!type || type.getRank() != 4)
+      return refuse(Twine(name) + " is not a rank-4 ranked tensor");
+  }
 
   // Roles: Q is [b, q, h, d] or [b, h, q, d] with plain indices.
   SmallVector<unsigned> qDims;
@@ -790,6 +859,24 @@ Match matchAttention(const Term *o, func::FuncOp func) {
     return refuse("the result's dimensions are not " + layout +
                   " as Q's (one layout for Q, K, V and O)");
 
+  // Every reduction runs over the whole dimension it stands for: P·V's and
+  // the normalization's over K's keys, the contraction over head_dim (where
+  // both sizes are known).
+  auto sameExtent = [&](unsigned variable, int64_t size) {
+    int64_t extent = tracer.extentOf(variable);
+    return ShapedType::isDynamic(extent) || ShapedType::isDynamic(size) ||
+           extent == size;
+  };
+  int64_t keys = cast<ShapedType>(m.k.getType()).getDimSize(seqPos);
+  int64_t headDim = cast<ShapedType>(m.q.getType()).getDimSize(3);
+  if (!sameExtent(m.key, keys) || !sameExtent(z->variable, keys))
+    return refuse("P·V or the softmax's sum runs over " +
+                  Twine(tracer.extentOf(!sameExtent(m.key, keys) ? m.key : z->variable)) +
+                  " keys, not K's " + Twine(keys));
+  if (!sameExtent(contraction->variable, headDim))
+    return refuse("Q·Kᵀ sums over " + Twine(tracer.extentOf(contraction->variable)) +
+                  " elements, not head_dim " + Twine(headDim));
+
   // The scale: a constant multiplying (or dividing) every use of the
   // contraction; the rest of the score expression is the score_mod.
   const Term *scaled = nullptr;
@@ -799,11 +886,15 @@ Match matchAttention(const Term *o, func::FuncOp func) {
     for (const Term *operand : t->operands) {
       if (equalTerms(operand, contraction, Renaming())) {
         bool mul = t->isApply("arith.mulf"), div = t->isApply("arith.divf");
+        if (t->operands.size() != 2)
+          continue;
         const Term *other = t->operands[operand == t->operands[0] ? 1 : 0];
         other = stripCasts(other);
-        if ((mul || (div && operand == t->operands[0])) &&
-            t->operands.size() == 2) {
-          if (other->kind == Term::Constant && !other->scalar) {
+        if (mul || (div && operand == t->operands[0])) {
+          // (A scale the op cannot take, zero or negative, stays in the
+          // score_mod.)
+          if (other->kind == Term::Constant && !other->scalar &&
+              other->value > 0.0 && std::isfinite(other->value)) {
             double value = div ? 1.0 / other->value : other->value;
             if (scaled && (value != scale || !equalTerms(t, scaled, Renaming())))
               scaleError = "the scores are scaled by different constants";
@@ -811,7 +902,8 @@ Match matchAttention(const Term *o, func::FuncOp func) {
             scaled = t;
             continue;
           }
-          if (!mentions(other, m.key) && !mentions(other, m.query))
+          bool constant = other->kind == Term::Constant && !other->scalar;
+          if (!constant && !mentions(other, m.key) && !mentions(other, m.query))
             scaleError = "the scale of Q·Kᵀ is not a compile-time constant "
                          "(it is " +
                          (other->kind == Term::Constant
@@ -914,11 +1006,10 @@ Value RegionEmitter::emit(OpBuilder &b, const Term *t, Value score,
       if (t->scalar)
         return fail("a score modification reads " + describe(t->scalar) +
                     ", a scalar the regions cannot capture (pass a constant)");
-      TypedAttr attr;
-      if (auto floatType = dyn_cast<FloatType>(t->type))
-        attr = b.getFloatAttr(floatType, t->value);
-      else
-        attr = b.getIntegerAttr(t->type, static_cast<int64_t>(t->value));
+      TypedAttr attr = t->attr;
+      if (!attr || attr.getType() != t->type)
+        return fail("a score modification uses a constant the pass cannot "
+                    "rebuild");
       result = arith::ConstantOp::create(b, loc, attr);
       break;
     }
@@ -930,7 +1021,10 @@ Value RegionEmitter::emit(OpBuilder &b, const Term *t, Value score,
         return fail("a score modification reads " +
                     (t->why.empty() ? describe(t->tensor) : t->why) +
                     "; the regions can read only function arguments (extras)");
-      auto type = cast<RankedTensorType>(t->tensor.getType());
+      if (!isa<RankedTensorType>(t->tensor.getType()))
+        return fail("a score modification reads an unranked tensor");
+      if (t->tensor == match.q || t->tensor == match.k || t->tensor == match.v)
+        return fail("a score modification reads Q, K or V element by element");
       unsigned position = llvm::find(extras, t->tensor) - extras.begin();
       if (position == extras.size())
         extras.push_back(t->tensor);
@@ -943,7 +1037,6 @@ Value RegionEmitter::emit(OpBuilder &b, const Term *t, Value score,
           return Value();
         indices.push_back(i);
       }
-      (void)type;
       result = memref::LoadOp::create(b, loc, extraArguments[position], indices);
       break;
     }
@@ -972,13 +1065,18 @@ Value RegionEmitter::emit(OpBuilder &b, const Term *t, Value score,
   return result;
 }
 
-/// The extras a region reads, found by a dry run over its terms.
-void collectExtras(const Term *t, func::FuncOp func, SmallVectorImpl<Value> &extras) {
+/// The extras a region reads: the ranked tensor arguments its terms read,
+/// but for those under `hole` (the scaled score the region receives).
+void collectExtras(const Term *t, const Term *hole, func::FuncOp func,
+                   SmallVectorImpl<Value> &extras) {
+  if (hole && equalTerms(t, hole, Renaming()))
+    return;
   if (t->kind == Term::Leaf && isArgument(t->tensor, func) &&
+      isa<RankedTensorType>(t->tensor.getType()) &&
       !llvm::is_contained(extras, t->tensor))
     extras.push_back(t->tensor);
   for (const Term *o : t->operands)
-    collectExtras(o, func, extras);
+    collectExtras(o, hole, func, extras);
 }
 
 /// Replaces `result` with the fa4.attention `m` describes; false with
@@ -992,13 +1090,10 @@ bool rewrite(OpResult result, const Match &m, func::FuncOp func, std::string &wh
 
   // The extras: every function argument the regions read, in first-read order.
   SmallVector<Value> extras;
-  // (Masks are not under the scale: skip the contraction inside the score.)
   if (m.scoreMod)
-    collectExtras(m.score, func, extras);
+    collectExtras(m.score, m.scaled, func, extras);
   for (auto [condition, negated] : m.masks)
-    collectExtras(condition, func, extras);
-  // Q, K and V are read by the op itself.
-  llvm::erase_if(extras, [&](Value v) { return v == m.q || v == m.k || v == m.v; });
+    collectExtras(condition, nullptr, func, extras);
 
   SmallVector<Value> sizes;
   for (auto [dim, size] : llvm::enumerate(outType.getShape()))
@@ -1126,8 +1221,20 @@ struct RaiseAttentionPass
           if (type.getRank() == 4)
             candidates.push_back(r);
     });
+    // A raise claims the ops it read, so the values inside it are not tried
+    // again. A refusal claims nothing: the attention inside an outer form
+    // the op cannot take (a final transpose to another layout, an upcast)
+    // is still raised, and the refusal's remark is kept only when no raise
+    // happened inside it or around it and no other refusal encloses it.
     llvm::DenseSet<Operation *> claimed;
-    bool changed = false;
+    llvm::SetVector<Operation *> touched;
+    struct Refusal {
+      Operation *root;
+      std::string why;
+      llvm::SetVector<Operation *> visited;
+    };
+    SmallVector<Refusal> refusals;
+    SmallVector<Operation *> raised;
     for (OpResult candidate : llvm::reverse(candidates)) {
       if (claimed.contains(candidate.getOwner()))
         continue;
@@ -1137,28 +1244,52 @@ struct RaiseAttentionPass
         at.push_back(getAffineDimExpr(dim, context));
       Tracer tracer(cast<RankedTensorType>(candidate.getType()).getShape());
       const Term *element = tracer.trace(candidate, at);
-      Match m = matchAttention(element, func);
+      Match m = matchAttention(element, func, tracer);
       if (!m.attention)
         continue;
-      claimed.insert(tracer.visited.begin(), tracer.visited.end());
       std::string why = m.why;
       if (why.empty() && rewrite(candidate, m, func, why)) {
-        changed = true;
+        claimed.insert(tracer.visited.begin(), tracer.visited.end());
+        touched.insert(tracer.visited.begin(), tracer.visited.end());
+        raised.push_back(candidate.getOwner());
         continue;
       }
-      candidate.getOwner()->emitRemark()
-          << "not raised to fa4.attention: " << why;
+      refusals.push_back({candidate.getOwner(), why, tracer.visited});
     }
-    if (!changed)
-      return;
-    // The ops the raise left unused.
-    SmallVector<Operation *> ops;
-    func.walk([&](Operation *op) { ops.push_back(op); });
-    for (Operation *op : llvm::reverse(ops))
-      if (op->use_empty() && isMemoryEffectFree(op) && !op->hasTrait<OpTrait::IsTerminator>() &&
-          op->getParentOp() && !isa<func::FuncOp>(op) &&
-          op->getParentOfType<AttentionOp>() == nullptr)
-        op->erase();
+    for (const Refusal &refusal : refusals) {
+      bool inner =
+          touched.contains(refusal.root) ||
+          llvm::any_of(raised, [&](Operation *op) {
+            return refusal.visited.contains(op);
+          }) ||
+          llvm::any_of(refusals, [&](const Refusal &other) {
+            return &other != &refusal && other.visited.contains(refusal.root);
+          });
+      if (!inner)
+        refusal.root->emitRemark() << "not raised to fa4.attention: " << refusal.why;
+    }
+    // The ops the raises left unused: those they read, and then whatever
+    // only those read (constants, destinations), in the function's own
+    // block. Ops that were dead before are not the pass's to remove.
+    Block &body = func.getBody().front();
+    SmallVector<Operation *> worklist;
+    for (Operation &op : body)
+      if (touched.contains(&op))
+        worklist.push_back(&op);
+    llvm::DenseSet<Operation *> erased;
+    while (!worklist.empty()) {
+      Operation *op = worklist.pop_back_val();
+      if (erased.contains(op) || !isOpTriviallyDead(op))
+        continue;
+      op->walk([&](Operation *inner) {
+        for (Value operand : inner->getOperands())
+          if (Operation *def = operand.getDefiningOp();
+              def && def->getBlock() == &body && def != op)
+            worklist.push_back(def);
+      });
+      erased.insert(op);
+      op->erase();
+    }
   }
 };
 
