@@ -371,6 +371,21 @@ const Term *Tracer::trace(Value value, ArrayRef<AffineExpr> unsimplified) {
   return t;
 }
 
+/// Groups that partition [0, expandedRank) in order, one per collapsed
+/// dimension (what the verifier should have ensured; the trace does not
+/// rely on it).
+static bool validReassociation(ArrayRef<ReassociationIndices> groups,
+                               int64_t expandedRank, int64_t collapsedRank) {
+  if (static_cast<int64_t>(groups.size()) != collapsedRank)
+    return false;
+  int64_t next = 0;
+  for (const ReassociationIndices &group : groups)
+    for (int64_t dim : group)
+      if (dim != next++)
+        return false;
+  return next == expandedRank;
+}
+
 const Term *Tracer::traceUncached(Value value, ArrayRef<AffineExpr> at) {
   Operation *def = value.getDefiningOp();
   if (!def)
@@ -409,6 +424,9 @@ const Term *Tracer::traceUncached(Value value, ArrayRef<AffineExpr> at) {
     // Each source dimension is its group of result dimensions, row-major.
     ArrayRef<int64_t> sizes = expand.getResultType().getShape();
     SmallVector<AffineExpr> source;
+    if (!validReassociation(expand.getReassociationIndices(), sizes.size(),
+                            expand.getSrcType().getRank()))
+      return leaf(value, at, "a tensor.expand_shape with malformed groups");
     for (ReassociationIndices group : expand.getReassociationIndices()) {
       AffineExpr index = getAffineConstantExpr(0, context);
       for (int64_t dim : group) {
@@ -424,6 +442,9 @@ const Term *Tracer::traceUncached(Value value, ArrayRef<AffineExpr> at) {
   if (auto collapse = dyn_cast<tensor::CollapseShapeOp>(def)) {
     ArrayRef<int64_t> sizes = collapse.getSrcType().getShape();
     SmallVector<AffineExpr> source;
+    if (!validReassociation(collapse.getReassociationIndices(), sizes.size(),
+                            collapse.getResultType().getRank()))
+      return leaf(value, at, "a tensor.collapse_shape with malformed groups");
     for (auto [position, group] :
          llvm::enumerate(collapse.getReassociationIndices())) {
       int64_t inner = 1;
@@ -998,8 +1019,6 @@ Value RegionEmitter::emit(OpBuilder &b, const Term *t, Value score,
     result = score;
     if (t->type != score.getType())
       result = arith::TruncFOp::create(b, loc, t->type, score);
-  } else if (score && equalTerms(t, match.score, Renaming()) && t != match.score) {
-    return emit(b, match.score, score, positions, extraArguments);
   } else {
     switch (t->kind) {
     case Term::Constant: {

@@ -218,11 +218,15 @@ FailureOr<Value> Lowering::emitModRegion(Operation *owner, Region &region,
       Operation *clone = b.clone(op, local);
       // A multiply and the add that takes it may fuse into one FMA, as CUDA
       // compiles by default (nvcc's --fmad=true).
-      if (auto fastMath = dyn_cast<arith::ArithFastMathInterface>(clone))
+      if (auto fastMath = dyn_cast<arith::ArithFastMathInterface>(clone)) {
+        // (An op built without the attribute has none: no flags yet.)
+        arith::FastMathFlagsAttr flags = fastMath.getFastMathFlagsAttr();
         clone->setAttr(fastMath.getFastMathAttrName(),
                        arith::FastMathFlagsAttr::get(
-                           b.getContext(), fastMath.getFastMathFlagsAttr().getValue() |
-                                               arith::FastMathFlags::contract));
+                           b.getContext(),
+                           (flags ? flags.getValue() : arith::FastMathFlags::none) |
+                               arith::FastMathFlags::contract));
+      }
       continue;
     }
     auto unsupported = [&]() -> FailureOr<Value> {
