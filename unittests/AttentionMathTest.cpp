@@ -162,30 +162,16 @@ TEST(BlockMask, NarrowingKeepsVisibleBlocksAndWholeOnlyWhole) {
         int64_t kvBlocks = ceilDiv(seqK, blockN);
         std::vector<BlockMaskEntry> table(queryBlocks);
         for (int64_t qb = 0; qb < queryBlocks; ++qb) {
-          BlockMaskEntry &e = table[qb];
-          e = {kvBlocks, kvBlocks, kvBlocks, 0};
-          std::vector<bool> whole(kvBlocks);
+          std::vector<bool> seen(kvBlocks), whole(kvBlocks);
           for (int64_t kb = 0; kb < kvBlocks; ++kb) {
             bool any = false, all = true;
             for (int64_t q = qb * 128; q < std::min(seqQ, qb * 128 + 128); ++q)
               for (int64_t k = kb * blockN; k < std::min(seqK, kb * blockN + blockN); ++k)
                 (docOnly(q, k) ? any : all) = docOnly(q, k) ? true : false;
-            if (any) {
-              e.begin = std::min(e.begin, kb);
-              e.end = kb + 1;
-            }
+            seen[kb] = any;
             whole[kb] = any && all;
           }
-          int64_t first = 0;
-          while (first < kvBlocks && !whole[first])
-            ++first;
-          int64_t last = first;
-          while (last < kvBlocks && whole[last])
-            ++last;
-          e.fullBegin = first < last ? first : e.begin;
-          e.fullEnd = first < last ? last : e.begin;
-          if (e.begin >= e.end)
-            e = BlockMaskEntry();
+          table[qb] = blockMaskEntry(seen, whole);
         }
         int64_t tasks = ceilDiv(seqQ * ratio, rows);
         for (int64_t task = 0; task < tasks; ++task) {

@@ -178,10 +178,8 @@ bool Mods::fillBlockMask(const Problem &p, std::string &error) {
       for (int64_t qb = 0; qb < buffer.shape[2]; ++qb) {
         int64_t firstQuery = qb * kBlockMaskQueries;
         int64_t lastQuery = std::min(p.seqQ, firstQuery + kBlockMaskQueries);
-        BlockMaskEntry entry{kvBlocks, kvBlocks, 0, 0};
-        std::vector<bool> whole(kvBlocks, true);
-        for (int64_t kb = 0; kb < kvBlocks; ++kb) {
-          bool any = false;
+        std::vector<bool> seen(kvBlocks, false), whole(kvBlocks, true);
+        for (int64_t kb = 0; kb < kvBlocks; ++kb)
           for (int64_t bb = 0; bb < p.batch; ++bb)
             for (int64_t hh = 0; hh < p.qHeads; ++hh) {
               if ((buffer.shape[0] != 1 && bb != b) ||
@@ -196,32 +194,10 @@ bool Mods::fillBlockMask(const Problem &p, std::string &error) {
                   if (!maskMod->run(arguments, extraPointers, /*rounded=*/false,
                                     result, error))
                     return false;
-                  if (result != 0.0)
-                    any = true;
-                  else
-                    whole[kb] = false;
+                  (result != 0.0 ? seen : whole)[kb] = result != 0.0;
                 }
             }
-          if (any) {
-            entry.begin = std::min(entry.begin, kb);
-            entry.end = kb + 1;
-          } else {
-            whole[kb] = false;
-          }
-        }
-        // The first run of whole blocks.
-        int64_t first = 0;
-        while (first < kvBlocks && !whole[first])
-          ++first;
-        int64_t last = first;
-        while (last < kvBlocks && whole[last])
-          ++last;
-        if (entry.begin >= entry.end)
-          entry = BlockMaskEntry();
-        else if (first < last)
-          entry.fullBegin = first, entry.fullEnd = last;
-        else
-          entry.fullBegin = entry.fullEnd = entry.begin;
+        BlockMaskEntry entry = blockMaskEntry(seen, whole);
         double *out = &buffer.data[((b * buffer.shape[1] + h) * buffer.shape[2] + qb) * 4];
         out[0] = double(entry.begin);
         out[1] = double(entry.fullBegin);

@@ -188,6 +188,31 @@ KvBlockRange kvBlockRange(const KeyBounds &bounds, int64_t rowBegin,
   return range;
 }
 
+BlockMaskEntry blockMaskEntry(const std::vector<bool> &seen,
+                              const std::vector<bool> &whole) {
+  int64_t blocks = static_cast<int64_t>(seen.size());
+  BlockMaskEntry entry;
+  int64_t first = 0;
+  while (first < blocks && !seen[first])
+    ++first;
+  if (first == blocks)
+    return entry;
+  int64_t last = blocks;
+  while (!seen[last - 1])
+    --last;
+  entry.begin = first;
+  entry.end = last;
+  int64_t fullBegin = 0;
+  while (fullBegin < blocks && !(whole[fullBegin] && seen[fullBegin]))
+    ++fullBegin;
+  int64_t fullEnd = fullBegin;
+  while (fullEnd < blocks && whole[fullEnd] && seen[fullEnd])
+    ++fullEnd;
+  entry.fullBegin = fullBegin < fullEnd ? fullBegin : entry.begin;
+  entry.fullEnd = fullBegin < fullEnd ? fullEnd : entry.begin;
+  return entry;
+}
+
 KvBlockRange narrowByBlockMask(
     const KvBlockRange &analysed, const KvBlockRange &wholeByAttribute,
     int64_t rowBegin, int64_t rows, int64_t gqaRatio, int64_t seqQ,

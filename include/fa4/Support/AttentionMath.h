@@ -127,6 +127,12 @@ inline constexpr int64_t kBlockMaskKeys = 128;
 struct BlockMaskEntry {
   int64_t begin = 0, fullBegin = 0, fullEnd = 0, end = 0;
 };
+/// One query block's entry from what its queries see of each KV block:
+/// `seen[kb]` some key, `whole[kb]` every key (below seq_k) for every query.
+/// `[begin, end)` is the hull of the seen blocks, `[fullBegin, fullEnd)` the
+/// first run of whole ones (a range can hold one run); nothing seen is all 0.
+BlockMaskEntry blockMaskEntry(const std::vector<bool> &seen,
+                              const std::vector<bool> &whole);
 /// Narrows `analysed` (the range the mask's analysis gives a task: packed
 /// rows [rowBegin, rowBegin + rows)) by the block mask's entries for the
 /// task's query blocks and heads: `entry(queryBlock, headInGroup)`, where
