@@ -173,18 +173,31 @@ bool runPipeline(ModuleOp module, const PipelineOptions &options,
   }
   return true;
 }
-} // namespace
 
-bool fa4::compileVariant(const Variant &variant, const PipelineOptions &given,
-                         bool useCache, runtime::Kernel &kernel,
-                         std::string &error, bool *fromCache) {
+/// The entry IR `ir` parsed in `session`, or null with `error` set.
+OwningOpRef<ModuleOp> entryModule(ToolSession &session, const std::string &ir,
+                                  const CollectedDiagnostics &diagnostics,
+                                  std::string &error) {
+  OwningOpRef<ModuleOp> module = session.parseText(ir, "entry", error);
+  if (!module) {
+    if (error.empty())
+      error = diagnostics.explain("the entry IR does not parse");
+    return nullptr;
+  }
+  if (failed(verify(*module))) {
+    error = diagnostics.explain("the entry IR does not verify");
+    return nullptr;
+  }
+  return module;
+}
+
+/// compileVariant and compileEntry once they hold the entry module.
+bool compileModule(ModuleOp module, const CollectedDiagnostics &diagnostics,
+                   const PipelineOptions &given, bool useCache,
+                   runtime::Kernel &kernel, std::string &error,
+                   bool *fromCache) {
   if (fromCache)
     *fromCache = false;
-  ToolSession session;
-  CollectedDiagnostics diagnostics(session.getContext());
-  OwningOpRef<ModuleOp> module = variantModule(session, variant, diagnostics, error);
-  if (!module)
-    return false;
   PipelineOptions options;
   options.copyOptionValuesFrom(given);
   options.stopAfter = "nvvm";
@@ -194,7 +207,7 @@ bool fa4::compileVariant(const Variant &variant, const PipelineOptions &given,
   if (useCache) {
     std::string directory = runtime::CompileCache::defaultDirectory();
     if (!directory.empty() &&
-        compileCacheKey(*module, options, buildIdentity(), key, error)) {
+        compileCacheKey(module, options, buildIdentity(), key, error)) {
       cache = std::make_unique<runtime::CompileCache>(directory);
       if (cache->lookup(key, entry)) {
         kernel.ptx = entry.ptx;
@@ -207,9 +220,9 @@ bool fa4::compileVariant(const Variant &variant, const PipelineOptions &given,
     }
     error.clear();
   }
-  if (!runPipeline(*module, options, diagnostics, error))
+  if (!runPipeline(module, options, diagnostics, error))
     return false;
-  if (failed(serializeToPtx(*module, kernel.ptx, error))) {
+  if (failed(serializeToPtx(module, kernel.ptx, error))) {
     error = diagnostics.explain(error);
     return false;
   }
@@ -231,7 +244,7 @@ bool fa4::compileVariant(const Variant &variant, const PipelineOptions &given,
   }
   llvm::StringRef bytes = (*cubin)->getBuffer();
   kernel.cubin.assign(bytes.begin(), bytes.end());
-  std::string manifest = launchManifest(*module, options.target, "kernel.cubin",
+  std::string manifest = launchManifest(module, options.target, "kernel.cubin",
                                         "kernel.ptx", report);
   if (!runtime::parseManifest(manifest, kernel.manifest, error))
     return false;
@@ -248,6 +261,28 @@ bool fa4::compileVariant(const Variant &variant, const PipelineOptions &given,
   return true;
 }
 
+} // namespace
+
+bool fa4::compileVariant(const Variant &variant, const PipelineOptions &options,
+                         bool useCache, runtime::Kernel &kernel,
+                         std::string &error, bool *fromCache) {
+  ToolSession session;
+  CollectedDiagnostics diagnostics(session.getContext());
+  OwningOpRef<ModuleOp> module = variantModule(session, variant, diagnostics, error);
+  return module && compileModule(*module, diagnostics, options, useCache,
+                                 kernel, error, fromCache);
+}
+
+bool fa4::compileEntry(const std::string &ir, const PipelineOptions &options,
+                       bool useCache, runtime::Kernel &kernel,
+                       std::string &error, bool *fromCache) {
+  ToolSession session;
+  CollectedDiagnostics diagnostics(session.getContext());
+  OwningOpRef<ModuleOp> module = entryModule(session, ir, diagnostics, error);
+  return module && compileModule(*module, diagnostics, options, useCache,
+                                 kernel, error, fromCache);
+}
+
 std::vector<std::string> fa4::variantIrStages() {
   std::vector<std::string> stages = {"entry"};
   for (StringRef stage : getPipelineStages())
@@ -257,21 +292,11 @@ std::vector<std::string> fa4::variantIrStages() {
   return stages;
 }
 
-bool fa4::variantIr(const Variant &variant, const PipelineOptions &given,
-                    const std::string &stage, std::string &ir,
-                    std::string &error) {
-  std::vector<std::string> stages = variantIrStages();
-  if (std::find(stages.begin(), stages.end(), stage) == stages.end()) {
-    error = "unknown stage '" + stage + "'; the stages are";
-    for (const std::string &name : stages)
-      error += " " + name;
-    return false;
-  }
-  ToolSession session;
-  CollectedDiagnostics diagnostics(session.getContext());
-  OwningOpRef<ModuleOp> module = variantModule(session, variant, diagnostics, error);
-  if (!module)
-    return false;
+namespace {
+/// variantIr and entryIr once they hold the entry module.
+bool moduleIr(ModuleOp module, const CollectedDiagnostics &diagnostics,
+              const PipelineOptions &given, const std::string &stage,
+              std::string &ir, std::string &error) {
   ir.clear();
   llvm::raw_string_ostream os(ir);
   if (stage == "entry") {
@@ -282,12 +307,45 @@ bool fa4::variantIr(const Variant &variant, const PipelineOptions &given,
   options.copyOptionValuesFrom(given);
   bool code = stage == "llvm" || stage == "ptx";
   options.stopAfter = code ? "nvvm" : stage;
-  if (!runPipeline(*module, options, diagnostics, error))
+  if (!runPipeline(module, options, diagnostics, error))
     return false;
   if (stage == "llvm")
-    return succeeded(writeLlvmIr(*module, os, error));
+    return succeeded(writeLlvmIr(module, os, error));
   if (stage == "ptx")
-    return succeeded(serializeToPtx(*module, ir, error));
+    return succeeded(serializeToPtx(module, ir, error));
   module->print(os);
   return true;
+}
+
+bool knownStage(const std::string &stage, std::string &error) {
+  std::vector<std::string> stages = variantIrStages();
+  if (std::find(stages.begin(), stages.end(), stage) != stages.end())
+    return true;
+  error = "unknown stage '" + stage + "'; the stages are";
+  for (const std::string &name : stages)
+    error += " " + name;
+  return false;
+}
+} // namespace
+
+bool fa4::variantIr(const Variant &variant, const PipelineOptions &options,
+                    const std::string &stage, std::string &ir,
+                    std::string &error) {
+  if (!knownStage(stage, error))
+    return false;
+  ToolSession session;
+  CollectedDiagnostics diagnostics(session.getContext());
+  OwningOpRef<ModuleOp> module = variantModule(session, variant, diagnostics, error);
+  return module && moduleIr(*module, diagnostics, options, stage, ir, error);
+}
+
+bool fa4::entryIr(const std::string &entry, const PipelineOptions &options,
+                  const std::string &stage, std::string &ir,
+                  std::string &error) {
+  if (!knownStage(stage, error))
+    return false;
+  ToolSession session;
+  CollectedDiagnostics diagnostics(session.getContext());
+  OwningOpRef<ModuleOp> module = entryModule(session, entry, diagnostics, error);
+  return module && moduleIr(*module, diagnostics, options, stage, ir, error);
 }

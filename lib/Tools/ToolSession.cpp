@@ -31,6 +31,17 @@ OwningOpRef<ModuleOp> ToolSession::parseFile(StringRef path,
   std::unique_ptr<llvm::MemoryBuffer> file = openInputFile(path, &error);
   if (!file)
     return nullptr;
+  return parseBuffer(std::move(file));
+}
+
+OwningOpRef<ModuleOp> ToolSession::parseText(StringRef text, StringRef name,
+                                             std::string &error) {
+  error.clear();
+  return parseBuffer(llvm::MemoryBuffer::getMemBufferCopy(text, name));
+}
+
+OwningOpRef<ModuleOp>
+ToolSession::parseBuffer(std::unique_ptr<llvm::MemoryBuffer> file) {
   // MLIR 22's parser crashes on a dense array of index elements
   // (`array<index>`, `array<index: ...>`; an upstream bug listed in
   // docs/Robustness.md): refuse it with a diagnostic before parsing.

@@ -8,6 +8,11 @@ Two calls cover most uses:
     kernel = fa4.compile(head_dim=128, q_heads=32, kv_heads=8, mask="causal")
     kernel.cubin, kernel.manifest, kernel.ptx, kernel.ir("scheduler")
 
+Variants written as IR (score_mod / mask_mod regions reading extra tensors,
+tensor entries, heads-first layouts) compile from their entry IR with
+``fa4.compile_ir(text)``; the kernel then takes the extras:
+``kernel(q, k, v, o, extras=[slopes])``.
+
 ``attention`` takes tensors in the layout of FlashAttention's
 ``flash_attn_func``: q (batch, seq_q, q_heads, head_dim), k and v (batch,
 seq_k, kv_heads, head_dim), fp16 or bf16. CUDA tensors run on the GPU in the
@@ -32,7 +37,7 @@ from . import _fa4
 from ._fa4 import CompileError, LaunchError
 
 __all__ = ["CompileError", "Kernel", "LaunchError", "attention", "compile",
-           "stages"]
+           "compile_ir", "stages"]
 
 _DTYPES = {"fp16": "fp16", "float16": "fp16", "half": "fp16",
            "bf16": "bf16", "bfloat16": "bf16"}
@@ -47,8 +52,10 @@ class Kernel:
     """A compiled kernel: its cubin, PTX and launch manifest.
 
     Calling it launches it on tensors as they are, with their strides:
-    ``kernel(q, k, v, o, lse=None)``, O and the LSE written in place; see
-    ``attention`` for the layouts. On the GPU nothing is copied; on the CPU
+    ``kernel(q, k, v, o, lse=None, extras=())``, O and the LSE written in
+    place; see ``attention`` for the layouts. ``extras`` are the tensors a
+    kernel compiled from IR with regions reads (``manifest["extras"]``:
+    their dtypes and shapes), dense and row-major, on q's device. On the GPU nothing is copied; on the CPU
     the emulator works on copies of the elements in its own memory and
     writes O's (and the LSE's) back.
     """
@@ -77,15 +84,18 @@ class Kernel:
         Compiles again up to that stage."""
         return self._native.ir(stage)
 
-    def __call__(self, q, k, v, o, lse=None, *, workers: int = 0,
-                 seed: int = 1, stream: Optional[int] = None):
+    def __call__(self, q, k, v, o, lse=None, *, extras: Sequence = (),
+                 workers: int = 0, seed: int = 1,
+                 stream: Optional[int] = None):
+        extras = list(extras)
         if _device_type(q) == "cuda":
             if stream is None:
                 import torch
                 stream = torch.cuda.current_stream(q.device).cuda_stream
-            _fa4.launch_cuda(self._native, q, k, v, o, lse, stream)
+            _fa4.launch_cuda(self._native, q, k, v, o, lse, extras, stream)
         else:
-            _fa4.launch_emulator(self._native, q, k, v, o, lse, workers, seed)
+            _fa4.launch_emulator(self._native, q, k, v, o, lse, extras,
+                                 workers, seed)
 
     def __repr__(self):
         m = self.manifest
@@ -158,6 +168,33 @@ def compile(head_dim: int = 128, q_heads: int = 32, kv_heads: int = 8,
                           key_dtype, bool(lse), scale, float(softcap or 0.0),
                           target, bool(cache), float(rescale_threshold),
                           float(exp2_emulation_fraction), sm_count)
+    kernel = Kernel(native)
+    with _memo_lock:
+        _memo.setdefault(key, kernel)
+    return kernel
+
+
+def compile_ir(ir: str, target: str = "sm_100a", *, cache: bool = True,
+               rescale_threshold: float = 8.0,
+               exp2_emulation_fraction: float = 0.125,
+               sm_count: int = 148) -> Kernel:
+    """Compiles entry IR (text, as fa4c reads it: one ``func.func`` holding
+    one ``fa4.attention``, with any attributes, ``score_mod`` / ``mask_mod``
+    regions and extras) to a ``Kernel``; see docs/Variants.md. Within one
+    process the same text is compiled once; ``cache`` uses the compile
+    cache across processes. Parse and verifier errors raise
+    ``fa4.CompileError`` with the diagnostics."""
+    if not isinstance(ir, str):
+        raise TypeError(f"ir must be a str of MLIR, got {type(ir).__name__}")
+    sm_count = _integer("sm_count", sm_count)
+    key = ("ir", ir, target, float(rescale_threshold),
+           float(exp2_emulation_fraction), sm_count)
+    with _memo_lock:
+        kernel = _memo.get(key)
+    if kernel is not None:
+        return kernel
+    native = _fa4.compile_ir(ir, target, bool(cache), float(rescale_threshold),
+                             float(exp2_emulation_fraction), sm_count)
     kernel = Kernel(native)
     with _memo_lock:
         _memo.setdefault(key, kernel)

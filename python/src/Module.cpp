@@ -44,9 +44,11 @@ struct LaunchFailure : std::runtime_error {
 /// the pipeline's command-line-backed options are process-wide.
 std::mutex compiling;
 
-/// A compiled kernel with the variant and options it came from (for ir()).
+/// A compiled kernel with the variant (or the entry IR) and options it came
+/// from (for ir()).
 struct PyKernel {
   Variant variant;
+  std::optional<std::string> entry;
   std::string target;
   double rescaleThreshold = 8.0;
   double exp2EmulationFraction = 0.125;
@@ -102,6 +104,30 @@ PyKernel compile(int64_t headDim, int64_t qHeads, int64_t kvHeads,
   return result;
 }
 
+PyKernel compileIr(const std::string &entry, const std::string &target,
+                   bool cache, double rescaleThreshold,
+                   double exp2EmulationFraction, int64_t smCount) {
+  PyKernel result;
+  result.entry = entry;
+  result.target = target;
+  result.rescaleThreshold = rescaleThreshold;
+  result.exp2EmulationFraction = exp2EmulationFraction;
+  result.smCount = smCount;
+  PipelineOptions options;
+  result.options(options);
+  std::string error;
+  bool ok;
+  {
+    nb::gil_scoped_release released;
+    std::lock_guard<std::mutex> lock(compiling);
+    ok = compileEntry(entry, options, cache, result.kernel, error,
+                      &result.fromCache);
+  }
+  if (!ok)
+    throw CompileFailure(error);
+  return result;
+}
+
 std::string ir(const PyKernel &kernel, const std::string &stage) {
   PipelineOptions options;
   kernel.options(options);
@@ -110,7 +136,8 @@ std::string ir(const PyKernel &kernel, const std::string &stage) {
   {
     nb::gil_scoped_release released;
     std::lock_guard<std::mutex> lock(compiling);
-    ok = variantIr(kernel.variant, options, stage, text, error);
+    ok = kernel.entry ? entryIr(*kernel.entry, options, stage, text, error)
+                      : variantIr(kernel.variant, options, stage, text, error);
   }
   if (!ok)
     throw CompileFailure(error);
@@ -131,6 +158,42 @@ std::string dtypeName(const nb::dlpack::dtype &type) {
     return "f32";
   return "a " + std::to_string(type.bits) + "-bit type of DLPack code " +
          std::to_string(type.code);
+}
+
+/// An extra's element type as MLIR names it (what the manifest's extras
+/// say), or a description for the error message.
+std::string extraDtypeName(const nb::dlpack::dtype &type) {
+  using Code = nb::dlpack::dtype_code;
+  if (type.lanes != 1)
+    return "a vector type";
+  if (type.code == uint8_t(Code::Float) && (type.bits == 16 || type.bits == 32 ||
+                                             type.bits == 64))
+    return "f" + std::to_string(type.bits);
+  if (type.code == uint8_t(Code::Bfloat) && type.bits == 16)
+    return "bf16";
+  if (type.code == uint8_t(Code::Int) &&
+      (type.bits == 8 || type.bits == 16 || type.bits == 32 || type.bits == 64))
+    return "i" + std::to_string(type.bits);
+  if (type.code == uint8_t(Code::Bool))
+    return "i1";
+  return "a " + std::to_string(type.bits) + "-bit type of DLPack code " +
+         std::to_string(type.code);
+}
+
+/// The extras as the runtime takes them (dtype as MLIR names it).
+std::vector<runtime::Tensor> extrasOf(const std::vector<Array> &arrays) {
+  std::vector<runtime::Tensor> extras;
+  for (const Array &array : arrays) {
+    runtime::Tensor tensor;
+    tensor.address = reinterpret_cast<uint64_t>(array.data());
+    tensor.dtype = extraDtypeName(array.dtype());
+    for (size_t i = 0; i < array.ndim(); ++i) {
+      tensor.sizes.push_back(array.shape(i));
+      tensor.strides.push_back(array.stride(i));
+    }
+    extras.push_back(tensor);
+  }
+  return extras;
 }
 
 runtime::Tensor tensorOf(const Array &array) {
@@ -205,9 +268,12 @@ void checkDevice(const std::vector<std::pair<const char *, const Array *>> &arra
 /// between them is not touched).
 void launchEmulator(const PyKernel &kernel, const Array &q, const Array &k,
                     const Array &v, const Array &o, const std::optional<Array> &lse,
-                    unsigned workers, uint64_t seed) {
+                    const std::vector<Array> &extraArrays, unsigned workers,
+                    uint64_t seed) {
   checkDevice({{"q", &q}, {"k", &k}, {"v", &v}, {"o", &o}, {"lse", lse ? &*lse : nullptr}},
               nb::device::cpu::value, "CPU");
+  for (const Array &extra : extraArrays)
+    checkDevice({{"q", &q}, {"extra", &extra}}, nb::device::cpu::value, "CPU");
   runtime::Tensor host[5] = {tensorOf(q), tensorOf(k), tensorOf(v), tensorOf(o),
                              lse ? tensorOf(*lse) : runtime::Tensor()};
   const runtime::Tensor *hostLse = lse ? &host[4] : nullptr;
@@ -216,6 +282,10 @@ void launchEmulator(const PyKernel &kernel, const Array &q, const Array &k,
   runtime::Shapes shapes;
   if (!runtime::checkTensors(kernel.kernel.manifest, host[0], host[1], host[2],
                              host[3], hostLse, shapes, error))
+    throw LaunchFailure(error);
+  // The extras are read as they are: dense and row-major (checkExtras).
+  std::vector<runtime::Tensor> hostExtras = extrasOf(extraArrays);
+  if (!runtime::checkExtras(kernel.kernel.manifest, hostExtras, {}, error, &shapes))
     throw LaunchFailure(error);
   bool ok;
   {
@@ -230,13 +300,23 @@ void launchEmulator(const PyKernel &kernel, const Array &q, const Array &k,
         copyRows(host[i], reinterpret_cast<const uint8_t *>(host[i].address),
                  onDevice[i], device.host(onDevice[i].address, bytes));
     }
+    std::vector<runtime::Tensor> extras = hostExtras;
+    for (runtime::Tensor &extra : extras) {
+      int64_t bytes = runtime::extraElementBytes(extra.dtype);
+      for (int64_t size : extra.sizes)
+        bytes *= size;
+      uint64_t address = device.allocate(std::max<int64_t>(bytes, 1));
+      std::memcpy(device.host(address, bytes),
+                  reinterpret_cast<const void *>(extra.address), bytes);
+      extra.address = address;
+    }
     if (workers == 0)
       workers = std::max(1u, std::thread::hardware_concurrency());
     std::unique_ptr<runtime::Backend> backend =
         runtime::createEmulatorBackend(device, workers, seed);
     ok = runtime::launch(*backend, kernel.kernel, onDevice[0], onDevice[1],
                          onDevice[2], onDevice[3], hostLse ? &onDevice[4] : nullptr,
-                         nullptr, error);
+                         extras, nullptr, error);
     for (int i = 3; ok && i < count; ++i)
       copyRows(onDevice[i], device.host(onDevice[i].address, bytesOf(host[i])), host[i],
                reinterpret_cast<uint8_t *>(host[i].address));
@@ -249,9 +329,11 @@ void launchEmulator(const PyKernel &kernel, const Array &q, const Array &k,
 /// CUstream; 0 is the legacy default stream).
 void launchCuda(const PyKernel &kernel, const Array &q, const Array &k,
                 const Array &v, const Array &o, const std::optional<Array> &lse,
-                uintptr_t stream) {
+                const std::vector<Array> &extraArrays, uintptr_t stream) {
   checkDevice({{"q", &q}, {"k", &k}, {"v", &v}, {"o", &o}, {"lse", lse ? &*lse : nullptr}},
               nb::device::cuda::value, "GPU");
+  for (const Array &extra : extraArrays)
+    checkDevice({{"q", &q}, {"extra", &extra}}, nb::device::cuda::value, "GPU");
   std::string error;
   // One backend for the process: the driver is opened and initialised once.
   static std::unique_ptr<runtime::Backend> backend;
@@ -262,7 +344,7 @@ void launchCuda(const PyKernel &kernel, const Array &q, const Array &k,
     throw LaunchFailure(backendError);
   runtime::Tensor tl = lse ? tensorOf(*lse) : runtime::Tensor();
   if (!runtime::launch(*backend, kernel.kernel, tensorOf(q), tensorOf(k), tensorOf(v),
-                       tensorOf(o), lse ? &tl : nullptr,
+                       tensorOf(o), lse ? &tl : nullptr, extrasOf(extraArrays),
                        reinterpret_cast<void *>(stream), error))
     throw LaunchFailure(error);
 }
@@ -293,10 +375,14 @@ NB_MODULE(_fa4, m) {
         nb::arg("scale").none(), nb::arg("softcap"), nb::arg("target"),
         nb::arg("cache"), nb::arg("rescale_threshold"),
         nb::arg("exp2_emulation_fraction"), nb::arg("sm_count"));
+  m.def("compile_ir", &compileIr, nb::arg("ir"), nb::arg("target"),
+        nb::arg("cache"), nb::arg("rescale_threshold"),
+        nb::arg("exp2_emulation_fraction"), nb::arg("sm_count"));
   m.def("ir_stages", &variantIrStages);
   m.def("launch_emulator", &launchEmulator, nb::arg("kernel"), nb::arg("q"),
         nb::arg("k"), nb::arg("v"), nb::arg("o"), nb::arg("lse").none(),
-        nb::arg("workers"), nb::arg("seed"));
+        nb::arg("extras"), nb::arg("workers"), nb::arg("seed"));
   m.def("launch_cuda", &launchCuda, nb::arg("kernel"), nb::arg("q"), nb::arg("k"),
-        nb::arg("v"), nb::arg("o"), nb::arg("lse").none(), nb::arg("stream"));
+        nb::arg("v"), nb::arg("o"), nb::arg("lse").none(), nb::arg("extras"),
+        nb::arg("stream"));
 }

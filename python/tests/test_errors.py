@@ -81,7 +81,7 @@ def test_launch_validation(kernel):
 def test_gpu_launch_of_cpu_tensors(kernel):
     q, k, v, o, lse = tensors()
     with pytest.raises(fa4.LaunchError, match="must be on the GPU"):
-        _fa4.launch_cuda(kernel._native, q, k, v, o, lse, 0)
+        _fa4.launch_cuda(kernel._native, q, k, v, o, lse, [], 0)
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="a GPU is present")

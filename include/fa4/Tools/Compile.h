@@ -67,6 +67,13 @@ bool compileVariant(const Variant &variant, const PipelineOptions &options,
                     bool useCache, runtime::Kernel &kernel, std::string &error,
                     bool *fromCache = nullptr);
 
+/// compileVariant for entry IR given as text: one function holding one
+/// fa4.attention, as fa4c reads (regions, extras, tensors, any layout);
+/// parse and verifier errors come back in `error`.
+bool compileEntry(const std::string &ir, const PipelineOptions &options,
+                  bool useCache, runtime::Kernel &kernel, std::string &error,
+                  bool *fromCache = nullptr);
+
 /// The stages variantIr prints: "entry" (the entry IR), the pipeline's
 /// stages (getPipelineStages), "llvm" and "ptx".
 std::vector<std::string> variantIrStages();
@@ -74,6 +81,9 @@ std::vector<std::string> variantIrStages();
 /// `variant` compiled up to `stage` and printed (see variantIrStages).
 bool variantIr(const Variant &variant, const PipelineOptions &options,
                const std::string &stage, std::string &ir, std::string &error);
+/// The same for entry IR given as text (see compileEntry).
+bool entryIr(const std::string &entry, const PipelineOptions &options,
+             const std::string &stage, std::string &ir, std::string &error);
 
 } // namespace mlir::fa4
 

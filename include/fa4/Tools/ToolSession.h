@@ -25,8 +25,12 @@ public:
   /// file cannot be opened, and null with `error` empty when it does not
   /// parse (the parser has already reported where).
   OwningOpRef<ModuleOp> parseFile(StringRef path, std::string &error);
+  /// Parses `text` (named `name` in diagnostics) the same way.
+  OwningOpRef<ModuleOp> parseText(StringRef text, StringRef name,
+                                  std::string &error);
 
 private:
+  OwningOpRef<ModuleOp> parseBuffer(std::unique_ptr<llvm::MemoryBuffer> buffer);
   MLIRContext context;
   llvm::SourceMgr sourceMgr;
   SourceMgrDiagnosticHandler diagnostics;

@@ -1,0 +1,76 @@
+"""fa4.compile_ir: variants written as IR (regions reading extras) compiled
+from their text and launched with their extras, on CPU tensors (the
+emulator), against a float64 computation of the same mathematics."""
+
+import math
+import pathlib
+
+import pytest
+import torch
+
+import fa4
+
+EXAMPLES = pathlib.Path(__file__).resolve().parents[2] / "examples"
+
+
+def alibi_reference(q, k, v, slopes):
+    """examples/alibi.mlir: causal (bottom-right), score + slope[h]·(j - i)."""
+    batch, seq_q, q_heads, head_dim = q.shape
+    seq_k, kv_heads = k.shape[1], k.shape[2]
+    group = q_heads // kv_heads
+    qd = q.double().transpose(1, 2)
+    kd = k.double().transpose(1, 2).repeat_interleave(group, dim=1)
+    vd = v.double().transpose(1, 2).repeat_interleave(group, dim=1)
+    scores = qd @ kd.transpose(-1, -2) / math.sqrt(head_dim)
+    i = torch.arange(seq_q).view(-1, 1)
+    j = torch.arange(seq_k).view(1, -1)
+    scores = scores + slopes.double().view(1, -1, 1, 1) * (j - i)
+    scores = scores.masked_fill(j > i + seq_k - seq_q, -math.inf)
+    return (scores.softmax(-1) @ vd).transpose(1, 2)
+
+
+def test_alibi_from_its_ir():
+    kernel = fa4.compile_ir((EXAMPLES / "alibi.mlir").read_text())
+    assert kernel.manifest["attention"]["score_mod"] is True
+    assert kernel.manifest["extras"][0]["dtype"] == "f32"
+    assert kernel.manifest["extras"][0]["shape"] == [16]
+    assert "fa4.score_mod" in kernel.ir("tile")
+    # The same text is compiled once per process.
+    assert fa4.compile_ir((EXAMPLES / "alibi.mlir").read_text()) is kernel
+
+    torch.manual_seed(3)
+    batch, seq_q, seq_k = 1, 130, 200
+    q = torch.randn(batch, seq_q, 16, 128, dtype=torch.float16)
+    k = torch.randn(batch, seq_k, 4, 128, dtype=torch.float16)
+    v = torch.randn(batch, seq_k, 4, 128, dtype=torch.float16)
+    slopes = torch.tensor([2.0 ** (-8 * (h + 1) / 16) for h in range(16)])
+    o = torch.empty_like(q)
+    kernel(q, k, v, o, extras=[slopes])
+    error = (o.double() - alibi_reference(q, k, v, slopes)).abs().max().item()
+    assert error <= 1e-2
+    # The slopes are read: without them the answer differs.
+    kernel(q, k, v, o, extras=[torch.zeros(16)])
+    assert (o.double() - alibi_reference(q, k, v, slopes)).abs().max().item() > 0.05
+
+
+def test_extras_are_checked():
+    kernel = fa4.compile_ir((EXAMPLES / "alibi.mlir").read_text())
+    q = torch.randn(1, 128, 16, 128, dtype=torch.float16)
+    k = torch.randn(1, 128, 4, 128, dtype=torch.float16)
+    o = torch.empty_like(q)
+    with pytest.raises(fa4.LaunchError, match="reads 1 extra tensors"):
+        kernel(q, k, k.clone(), o)
+    with pytest.raises(fa4.LaunchError, match="expected dtype f32, got f64"):
+        kernel(q, k, k.clone(), o, extras=[torch.zeros(16, dtype=torch.float64)])
+    with pytest.raises(fa4.LaunchError, match="dimension 0 is 8, expected 16"):
+        kernel(q, k, k.clone(), o, extras=[torch.zeros(8)])
+
+
+def test_bad_ir_is_a_compile_error():
+    with pytest.raises(fa4.CompileError, match="does not parse"):
+        fa4.compile_ir("func.func @attention(")
+    text = (EXAMPLES / "alibi.mlir").read_text().replace("memref<16xf32>", "memref<16xi32>")
+    with pytest.raises(fa4.CompileError):
+        fa4.compile_ir(text)
+    with pytest.raises(TypeError, match="ir must be a str"):
+        fa4.compile_ir(b"func.func")
