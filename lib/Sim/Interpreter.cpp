@@ -532,6 +532,10 @@ bool Interpreter::execute(Operation *op, std::string &error) {
         shape.seqK = index(coords.getSeqK());
         shape.band = maskBandFor(coords.getMask(), coords.getWindowLeft(),
                                  coords.getWindowRight());
+        if (!coords.getMaskMod().empty())
+          shape.bounds = boundsOf(op, coords.getMask(), coords.getWindowLeft(),
+                                  coords.getWindowRight(), coords.getMaskMod())
+                             .bounds;
         int64_t mBlocks, tasks;
         if (!countTasks(op, shape.batch, shape.kvHeads, shape.gqaRatio,
                         shape.rows, shape.seqQ, mBlocks, tasks, error))

@@ -29,7 +29,8 @@ TileScheduler::TileScheduler(const TaskGridShape &shape, Order order)
 
 int64_t TileScheduler::work(int64_t mBlock) const {
   KvBlockRange range =
-      kvBlockRange(shape.band, mBlock * shape.rows, shape.rows, shape.gqaRatio,
+      kvBlockRange(shape.bounds ? *shape.bounds : KeyBounds::band(shape.band),
+                   mBlock * shape.rows, shape.rows, shape.gqaRatio,
                    shape.blockN, shape.seqQ, shape.seqK);
   return std::max<int64_t>(0, range.end - range.begin);
 }

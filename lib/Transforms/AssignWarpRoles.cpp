@@ -194,6 +194,9 @@ scf::ForOp RoleProgramBuilder::buildTaskLoop(ArrayRef<Counter> counters,
       b.getI64IntegerAttr(kvHeads), b.getI64IntegerAttr(gqaRatio),
       range.getRowsAttr(), range.getBlockNAttr(), range.getMaskAttr(),
       range.getWindowLeftAttr(), range.getWindowRightAttr());
+  // The LPT order weighs tasks by the keys the mask_mod leaves too.
+  IRMapping none;
+  range.getMaskMod().cloneInto(&coords.getMaskMod(), none);
   task.batch = coords.getBatchIndex();
   task.kvHead = coords.getKvHead();
   task.mBlock = coords.getMBlock();

@@ -45,9 +45,11 @@ struct TileSchedulerPass
       loop.getLowerBoundMutable().assign(cta);
       loop.getStepMutable().assign(grid);
       for (auto coords : loop.getBody()->getOps<TaskCoordsOp>()) {
-        // Causal and windowed tasks differ in work: heaviest first.
-        order = coords.getMask() == MaskKind::none ? TaskOrder::static_order
-                                                   : TaskOrder::lpt;
+        // Masked tasks (causal, windowed, a mask_mod) differ in work:
+        // heaviest first.
+        order = coords.getMask() == MaskKind::none && coords.getMaskMod().empty()
+                    ? TaskOrder::static_order
+                    : TaskOrder::lpt;
         coords.setOrder(order);
       }
     });

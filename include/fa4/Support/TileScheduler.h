@@ -32,6 +32,9 @@ struct TaskGridShape {
   int64_t seqQ = 1;
   int64_t seqK = 1;
   MaskBand band;
+  /// When set, the keys each query sees (the attribute mask and a
+  /// mask_mod's bounds together), used instead of `band`.
+  std::optional<KeyBounds> bounds;
 };
 
 class TileScheduler {

@@ -189,8 +189,10 @@ def FA4TileScheduler : Pass<"fa4-tile-scheduler", "::mlir::func::FuncOp"> {
   let description = [{
     Every role's task loop starts at `fa4.cta_id` and strides by
     `fa4.grid_size` (min(sm-count, tasks) CTAs at launch). Causal and
-    windowed attention take the tasks in LPT order (m_blocks with the most
-    visible KV blocks first); without a mask the order is static. The policy
+    windowed attention, and attention with a mask_mod, take the tasks in LPT
+    order (m_blocks with the most visible KV blocks first, weighed by the
+    attribute mask and the mask_mod's bounds); without a mask the order is
+    static. The policy
     is recorded as `fa4.grid` on the warp-specialize op.
   }];
   let options = [

@@ -852,7 +852,7 @@ LogicalResult Lowering::lowerScheduler(Operation *op) {
                     arith::RemUIOp::create(b, loc(), rest, heads));
         mapping.map(coords.getBatchIndex(),
                     arith::DivUIOp::create(b, loc(), rest, heads));
-        if (coords.getMask() == MaskKind::causal) {
+        if (coords.getMask() == MaskKind::causal && coords.getMaskMod().empty()) {
           // Causal work grows with the m_block: LPT is the last one first.
           mapping.map(coords.getMBlock(),
                       arith::SubIOp::create(b,
@@ -860,16 +860,18 @@ LogicalResult Lowering::lowerScheduler(Operation *op) {
                           rank));
           return success();
         }
-        // A window's work rises, plateaus and falls: find the m_block of the
-        // given LPT rank without sorting. count(W) = #{m : work(m) > W} is
+        // A window's work rises, plateaus and falls (a mask_mod's may do
+        // anything): find the m_block of the given LPT rank without sorting. count(W) = #{m : work(m) > W} is
         // non-increasing; binary search the work W of rank `rank`, then take
         // the (rank - count(W))-th m_block of work W, last first.
         Value seqQ = lookup(coords.getSeqQ()), seqK = lookup(coords.getSeqK());
         // The work of an m_block: the KV blocks its task visits.
         auto workOf = [&](Value m) -> Value {
-          MaskModBounds band;
-          band.bounds = KeyBounds::band(maskBandFor(
-              coords.getMask(), coords.getWindowLeft(), coords.getWindowRight()));
+          MaskModBounds band =
+              maskBounds(coords.getMask(), coords.getWindowLeft(),
+                         coords.getWindowRight(), coords.getMaskMod());
+          // (Only the bounds weigh a task; inexactness does not matter.)
+          band.exact = true;
           SmallVector<Value, 4> range = emitKvBlockRange(
               arith::MulIOp::create(b, loc(), m, index(coords.getRows())), seqQ,
               seqK, coords.getGqaRatio(), coords.getRows(), coords.getBlockN(),

@@ -481,6 +481,12 @@ LogicalResult KvBlockRangeOp::verify() {
                           getWindowRight());
 }
 
+LogicalResult TaskCoordsOp::verifyRegions() {
+  return verifyModRegion(getOperation(), getMaskMod(), "mask_mod",
+                         maskModArguments(getContext()), std::nullopt,
+                         IntegerType::get(getContext(), 1));
+}
+
 LogicalResult KvBlockRangeOp::verifyRegions() {
   return verifyModRegion(getOperation(), getMaskMod(), "mask_mod",
                          maskModArguments(getContext()), std::nullopt,

@@ -169,7 +169,8 @@ def FA4_AttentionOp : FA4_Op<"attention", [
 }
 
 def FA4_YieldOp : FA4_Op<"yield", [Pure, Terminator,
-    ParentOneOf<["AttentionOp", "ScoreModOp", "MaskOp", "KvBlockRangeOp"]>]> {
+    ParentOneOf<["AttentionOp", "ScoreModOp", "MaskOp", "KvBlockRangeOp",
+                 "TaskCoordsOp"]>]> {
   let summary = "the value of a score_mod or mask_mod region";
   let description = [{
     Ends a `score_mod` region with the new score (f32) or a `mask_mod` region

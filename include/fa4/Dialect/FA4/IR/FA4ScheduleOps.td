@@ -570,12 +570,14 @@ def FA4_TaskCountOp : FA4_Op<"task_count", [Pure]> {
   let assemblyFormat = "$batch `,` $seq_q attr-dict";
 }
 
-def FA4_TaskCoordsOp : FA4_Op<"task_coords", [Pure]> {
+def FA4_TaskCoordsOp : FA4_Op<"task_coords", [Pure, IsolatedFromAbove]> {
   let summary = "the task at position `index` of the schedule";
   let description = [{
     `static`: m_block fastest, then kv_head, then batch. `lpt`: m_blocks by
     their number of visible KV blocks, heaviest first (the mask attributes
-    give the band), every (batch, kv_head) of one m_block together.
+    and the bounds of the mask_mod region, a copy of the entry's that is
+    analysed and never run, give the keys), every (batch, kv_head) of one
+    m_block together.
 
     ```mlir
     %b, %h, %m = fa4.task_coords %t, %batch, %seq_q, %seq_k {order = #fa4.task_order<lpt>,
@@ -593,7 +595,10 @@ def FA4_TaskCoordsOp : FA4_Op<"task_coords", [Pure]> {
     DefaultValuedAttr<I64Attr, "-1">:$window_left,
     DefaultValuedAttr<I64Attr, "-1">:$window_right);
   let results = (outs Index:$batch_index, Index:$kv_head, Index:$m_block);
-  let assemblyFormat = "$index `,` $batch `,` $seq_q `,` $seq_k attr-dict";
+  let regions = (region MaxSizedRegion<1>:$mask_mod);
+  let assemblyFormat =
+      "$index `,` $batch `,` $seq_q `,` $seq_k attr-dict (`mask_mod` $mask_mod^)?";
+  let hasRegionVerifier = 1;
 }
 
 def FA4_CtaIdOp : FA4_Op<"cta_id", [Pure]> {
