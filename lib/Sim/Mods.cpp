@@ -214,6 +214,19 @@ bool Mods::setExtra(size_t index, llvm::ArrayRef<float> values,
   Type element =
       cast<MemRefType>(extraArguments[index].getType()).getElementType();
   for (auto [i, value] : llvm::enumerate(values)) {
+    // Integers within their type's range (an i1 is 0 or 1).
+    unsigned width = element.isIntOrIndex() && !element.isIndex()
+                         ? element.getIntOrFloatBitWidth()
+                         : 64;
+    double limit = width == 1 ? 2.0 : std::ldexp(1.0, int(width) - 1);
+    double low = width == 1 ? 0.0 : -limit;
+    if (buffer.integer && std::isfinite(value) && std::trunc(value) == value &&
+        !(value >= low && value < limit)) {
+      error = "element " + std::to_string(i) + " of extra #" +
+              std::to_string(index) + " is " + std::to_string(value) +
+              ", outside the range of its type " + buffer.dtype;
+      return false;
+    }
     if (buffer.integer &&
         (!std::isfinite(value) || std::trunc(value) != value)) {
       error = "element " + std::to_string(i) + " of extra #" +

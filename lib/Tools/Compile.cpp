@@ -198,6 +198,8 @@ bool compileModule(ModuleOp module, const CollectedDiagnostics &diagnostics,
                    bool *fromCache) {
   if (fromCache)
     *fromCache = false;
+  if (!checkOneKernel(module, error))
+    return false;
   PipelineOptions options;
   options.copyOptionValuesFrom(given);
   options.stopAfter = "nvvm";
@@ -281,6 +283,30 @@ bool fa4::compileEntry(const std::string &ir, const PipelineOptions &options,
   OwningOpRef<ModuleOp> module = entryModule(session, ir, diagnostics, error);
   return module && compileModule(*module, diagnostics, options, useCache,
                                  kernel, error, fromCache);
+}
+
+bool fa4::checkOneKernel(ModuleOp module, std::string &error) {
+  SmallVector<std::string> kernels;
+  module.walk([&](func::FuncOp func) {
+    bool attention = func->hasAttr("fa4.spec");
+    func.walk([&](AttentionOp) { attention = true; });
+    if (attention)
+      kernels.push_back("@" + func.getName().str());
+  });
+  if (kernels.size() == 1)
+    return true;
+  if (kernels.empty()) {
+    error = "the IR holds no attention kernel (a function with an "
+            "fa4.attention)";
+    return false;
+  }
+  error = "the IR holds " + std::to_string(kernels.size()) +
+          " attention kernels (";
+  for (auto [i, name] : llvm::enumerate(kernels))
+    error += (i ? ", " : "") + name;
+  error += "); a cubin and its manifest describe one: compile one function "
+           "per module";
+  return false;
 }
 
 std::vector<std::string> fa4::variantIrStages() {

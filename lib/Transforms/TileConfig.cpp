@@ -73,7 +73,9 @@ float mlir::fa4::softcapOf(Region &scoreMod) {
     squashedValue = capped.getLhs();
   }
   auto squashed = squashedValue.getDefiningOp<math::TanhOp>();
-  if (!cap || !(*cap > 0.0f) || !std::isfinite(*cap) || !squashed)
+  // (A subnormal cap has no finite reciprocal: not the attribute's math.)
+  if (!cap || !(*cap > 0.0f) || !std::isnormal(*cap) ||
+      !std::isfinite(1.0f / *cap) || !squashed)
     return 0.0f;
   Operation *ratio = squashed.getOperand().getDefiningOp();
   bool matches = false;

@@ -74,3 +74,11 @@ def test_bad_ir_is_a_compile_error():
         fa4.compile_ir(text)
     with pytest.raises(TypeError, match="ir must be a str"):
         fa4.compile_ir(b"func.func")
+
+
+def test_one_kernel_per_module():
+    text = (EXAMPLES / "attention.mlir").read_text()
+    with pytest.raises(fa4.CompileError, match="holds 2 attention kernels"):
+        fa4.compile_ir(text + text.replace("@attention", "@attention2"))
+    with pytest.raises(fa4.CompileError, match="holds no attention kernel"):
+        fa4.compile_ir("func.func @f() { return }")

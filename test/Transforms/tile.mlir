@@ -188,3 +188,26 @@ func.func @softcap_plus_bias(%q: memref<?x?x8x64xf16>, %k: memref<?x?x8x64xf16>,
   }
   return
 }
+
+// -----
+
+// A subnormal cap has no finite reciprocal: s·(1/c) is not the softcap's
+// math (0·inf at s = 0), so the region stays.
+// CHECK-LABEL: func.func @subnormal_cap
+// CHECK-SAME: softcap = 0.000000e+00 : f32
+// CHECK: fa4.score_mod
+func.func @subnormal_cap(%q: memref<?x?x8x64xf16>, %k: memref<?x?x8x64xf16>,
+                         %v: memref<?x?x8x64xf16>, %o: memref<?x?x8x64xf16>) {
+  fa4.attention %q, %k, %v -> %o
+      : memref<?x?x8x64xf16>, memref<?x?x8x64xf16>, memref<?x?x8x64xf16> -> memref<?x?x8x64xf16>
+  score_mod {
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
+    %inverse = arith.constant 0x7F800000 : f32
+    %cap = arith.constant 1.0e-39 : f32
+    %ratio = arith.mulf %s, %inverse : f32
+    %squashed = math.tanh %ratio : f32
+    %capped = arith.mulf %cap, %squashed : f32
+    fa4.yield %capped : f32
+  }
+  return
+}

@@ -234,6 +234,12 @@ int main(int argc, char **argv) {
     return 2;
   }
 
+  // A binary and its manifest describe one kernel.
+  if (kind != EmitKind::Mlir && !fa4::checkOneKernel(*module, error)) {
+    errs() << "fa4c: " << error << "\n";
+    return 2;
+  }
+
   fa4::PipelineOptions options;
   // Without --stop-after, MLIR output is the schedule (level C); the other
   // kinds need the kernel at level D.

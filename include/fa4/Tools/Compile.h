@@ -67,6 +67,12 @@ bool compileVariant(const Variant &variant, const PipelineOptions &options,
                     bool useCache, runtime::Kernel &kernel, std::string &error,
                     bool *fromCache = nullptr);
 
+/// Whether `module` holds exactly one kernel to compile to a binary: one
+/// function with an fa4.attention (or lowered from one, fa4.spec), as a
+/// cubin and its manifest describe one kernel. Otherwise `error` says how
+/// many there are and where.
+bool checkOneKernel(ModuleOp module, std::string &error);
+
 /// compileVariant for entry IR given as text: one function holding one
 /// fa4.attention, as fa4c reads (regions, extras, tensors, any layout);
 /// parse and verifier errors come back in `error`.
