@@ -352,26 +352,41 @@ bool knownStage(const std::string &stage, std::string &error) {
     error += " " + name;
   return false;
 }
+
+/// The IR after `stage` of the entry module `make` builds in a session.
+bool stageIr(function_ref<OwningOpRef<ModuleOp>(ToolSession &,
+                                                const CollectedDiagnostics &,
+                                                std::string &)>
+                 make,
+             const PipelineOptions &options, const std::string &stage,
+             std::string &ir, std::string &error) {
+  if (!knownStage(stage, error))
+    return false;
+  ToolSession session;
+  CollectedDiagnostics diagnostics(session.getContext());
+  OwningOpRef<ModuleOp> module = make(session, diagnostics, error);
+  return module && moduleIr(*module, diagnostics, options, stage, ir, error);
+}
 } // namespace
 
 bool fa4::variantIr(const Variant &variant, const PipelineOptions &options,
                     const std::string &stage, std::string &ir,
                     std::string &error) {
-  if (!knownStage(stage, error))
-    return false;
-  ToolSession session;
-  CollectedDiagnostics diagnostics(session.getContext());
-  OwningOpRef<ModuleOp> module = variantModule(session, variant, diagnostics, error);
-  return module && moduleIr(*module, diagnostics, options, stage, ir, error);
+  return stageIr(
+      [&](ToolSession &session, const CollectedDiagnostics &diagnostics,
+          std::string &error) {
+        return variantModule(session, variant, diagnostics, error);
+      },
+      options, stage, ir, error);
 }
 
 bool fa4::entryIr(const std::string &entry, const PipelineOptions &options,
                   const std::string &stage, std::string &ir,
                   std::string &error) {
-  if (!knownStage(stage, error))
-    return false;
-  ToolSession session;
-  CollectedDiagnostics diagnostics(session.getContext());
-  OwningOpRef<ModuleOp> module = entryModule(session, entry, diagnostics, error);
-  return module && moduleIr(*module, diagnostics, options, stage, ir, error);
+  return stageIr(
+      [&](ToolSession &session, const CollectedDiagnostics &diagnostics,
+          std::string &error) {
+        return entryModule(session, entry, diagnostics, error);
+      },
+      options, stage, ir, error);
 }

@@ -64,6 +64,31 @@ struct PyKernel {
   }
 };
 
+/// Sets the options of `result` (its variant or entry IR given) and compiles
+/// it, without the GIL, one compilation at a time.
+void finish(PyKernel &result, const std::string &target, bool cache,
+            double rescaleThreshold, double exp2EmulationFraction,
+            int64_t smCount) {
+  result.target = target;
+  result.rescaleThreshold = rescaleThreshold;
+  result.exp2EmulationFraction = exp2EmulationFraction;
+  result.smCount = smCount;
+  PipelineOptions options;
+  result.options(options);
+  std::string error;
+  bool ok;
+  {
+    nb::gil_scoped_release released;
+    std::lock_guard<std::mutex> lock(compiling);
+    ok = result.entry ? compileEntry(*result.entry, options, cache, result.kernel,
+                                     error, &result.fromCache)
+                      : compileVariant(result.variant, options, cache,
+                                       result.kernel, error, &result.fromCache);
+  }
+  if (!ok)
+    throw CompileFailure(error);
+}
+
 PyKernel compile(int64_t headDim, int64_t qHeads, int64_t kvHeads,
                  const std::string &mask, int64_t windowLeft,
                  int64_t windowRight, const std::string &dtype, bool lse,
@@ -85,22 +110,7 @@ PyKernel compile(int64_t headDim, int64_t qHeads, int64_t kvHeads,
   variant.lse = lse;
   variant.scale = scale;
   variant.softcap = softcap;
-  result.target = target;
-  result.rescaleThreshold = rescaleThreshold;
-  result.exp2EmulationFraction = exp2EmulationFraction;
-  result.smCount = smCount;
-  PipelineOptions options;
-  result.options(options);
-  std::string error;
-  bool ok;
-  {
-    nb::gil_scoped_release released;
-    std::lock_guard<std::mutex> lock(compiling);
-    ok = compileVariant(variant, options, cache, result.kernel, error,
-                        &result.fromCache);
-  }
-  if (!ok)
-    throw CompileFailure(error);
+  finish(result, target, cache, rescaleThreshold, exp2EmulationFraction, smCount);
   return result;
 }
 
@@ -109,22 +119,7 @@ PyKernel compileIr(const std::string &entry, const std::string &target,
                    double exp2EmulationFraction, int64_t smCount) {
   PyKernel result;
   result.entry = entry;
-  result.target = target;
-  result.rescaleThreshold = rescaleThreshold;
-  result.exp2EmulationFraction = exp2EmulationFraction;
-  result.smCount = smCount;
-  PipelineOptions options;
-  result.options(options);
-  std::string error;
-  bool ok;
-  {
-    nb::gil_scoped_release released;
-    std::lock_guard<std::mutex> lock(compiling);
-    ok = compileEntry(entry, options, cache, result.kernel, error,
-                      &result.fromCache);
-  }
-  if (!ok)
-    throw CompileFailure(error);
+  finish(result, target, cache, rescaleThreshold, exp2EmulationFraction, smCount);
   return result;
 }
 
