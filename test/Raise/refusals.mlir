@@ -167,7 +167,8 @@ func.func @attention(%q: tensor<1x2x32x32xf16>, %k: tensor<1x2x48x32xf16>, %v: t
 
 // -----
 
-// K/V repeated head by head (torch's repeat, query head h reads K/V head h mod 2), not the grouping fa4 packs (h floordiv 2).
+// K/V repeated head by head (torch's repeat, query head h reads K/V head h mod
+// 2), not the grouping fa4 packs (h floordiv 2).
 func.func @attention(%q: tensor<1x4x32x64xf16>, %k: tensor<1x2x48x64xf16>, %v: tensor<1x2x48x64xf16>) -> tensor<1x4x32x64xf16> {
   %zero = arith.constant 0.0 : f32
   %scale = arith.constant 0.125 : f32
@@ -208,7 +209,8 @@ func.func @attention(%q: tensor<1x4x32x64xf16>, %k: tensor<1x2x48x64xf16>, %v: t
 
 // -----
 
-// V is [batch, seq, heads, head_dim] while Q and K are heads-first: one layout for all.
+// V is [batch, seq, heads, head_dim] while Q and K are heads-first: one layout
+// for all.
 func.func @attention(%q: tensor<1x2x32x64xf16>, %k: tensor<1x2x48x64xf16>, %v: tensor<1x48x2x64xf16>) -> tensor<1x2x32x64xf16> {
   %zero = arith.constant 0.0 : f32
   %scale = arith.constant 0.125 : f32
@@ -290,7 +292,8 @@ func.func @attention(%q: tensor<1x2x32x64xf16>, %k: tensor<1x2x48x64xf16>, %v: t
 
 // -----
 
-// A scalar bias argument: the regions capture nothing, and a scalar cannot be an extra.
+// A scalar bias argument: the regions capture nothing, and a scalar cannot be
+// an extra.
 func.func @attention(%q: tensor<1x2x32x64xf16>, %k: tensor<1x2x48x64xf16>, %v: tensor<1x2x48x64xf16>, %bias: f32) -> tensor<1x2x32x64xf16> {
   %zero = arith.constant 0.0 : f32
   %scale = arith.constant 0.125 : f32

@@ -6,6 +6,41 @@
 // Q [2, 2, 32, 64], K/V [2, 2, 40, 64] (b, h, s, d) f16, bias [2, 32, 40]
 // (h, sq, sk) f32, result [2, 2, 32, 64] f16. The matmuls are 4-D
 // linalg.generic contractions and the softmax is decomposed in f32.
+//
+// REQUIRES: mlir-runner
+// Raising an additive f32 bias argument [heads, seq_q, seq_k] broadcast over
+// the batch: a score_mod reading it as an extra.
+// The raised function is one fa4.attention on the arguments, nothing else is
+// left,
+// it compiles to a cubin without spills, and fa4-sim on the inputs mlir-runner
+// used agrees with mlir-runner's evaluation of the original linalg IR; fa4-emu
+// runs the cubin against the raised op's own reference.
+//
+// RUN: fa4-opt --fa4-raise-attention %s -o %t.mlir
+// RUN: FileCheck %s --input-file %t.mlir
+// CHECK: %[[BIAS:.*]] = bufferization.to_buffer %arg3 read_only : tensor<2x32x40xf32> to memref<2x32x40xf32>
+// CHECK: fa4.attention %arg0, %arg1, %arg2 -> %{{.*}} extras(%[[BIAS]] : memref<2x32x40xf32>) {heads_first, scale = 1.250000e-01 : f32} : {{.*}} score_mod {
+// CHECK-NEXT: ^bb0(%[[S:.*]]: f32, %[[B:.*]]: index, %[[H:.*]]: index, %[[Q:.*]]: index, %[[K:.*]]: index, %[[T:.*]]: memref<2x32x40xf32>):
+// CHECK-NEXT: %[[X:.*]] = memref.load %[[T]][%[[H]], %[[Q]], %[[K]]]
+// CHECK-NEXT: %[[R:.*]] = arith.addf %[[S]], %[[X]] : f32
+// CHECK-NEXT: fa4.yield %[[R]] : f32
+// CHECK-NOT: linalg.
+//
+// RUN: fa4c %t.mlir -o %t.cubin
+// RUN: FileCheck %s --check-prefix=PTXAS --input-file %t.cubin.json
+// PTXAS: "spill_store_bytes": 0
+//
+// RUN: rm -rf %t.d && %evaluate_linalg %s --func attention --out-dir %t.d
+// The evaluation itself agrees with attention computed in float64 from the same
+// files.
+// RUN: %reference_attention --dir %t.d --layout bhsd --q-shape 2,2,32,64 --kv-shape 2,2,40,64 --bias %t.d/arg3.bin --bias-shape 2,32,40 --result %t.d/result0.bin
+// RUN: fa4-sim %t.mlir --batch 2 --seq-q 32 --seq-k 40 --inputs %t.d --expect %t.d/result0.bin --expect-atol 1e-2 | FileCheck %s --check-prefix=SIM
+// SIM: "ok":true
+//
+// RUN: fa4-emu %t.cubin.json --entry %t.mlir --batch 2 --seq-q 32 --seq-k 40 --interleavings 2 | FileCheck %s --check-prefix=EMU
+// EMU: "error_count":0
+// EMU-SAME: "hazard_count":0
+
 #q = affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d2, d4)>
 #k = affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d3, d4)>
 #s = affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d2, d3)>

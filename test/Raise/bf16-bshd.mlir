@@ -12,6 +12,33 @@
 // [b*h, ...] with f32 accumulators truncated to bf16 (torch-mlir's default
 // accumulator type for bf16), the max and sum are keepdim reductions
 // (indexing map (d0, d1, d2, 0)), and the division is the last generic.
+//
+// REQUIRES: mlir-runner
+// Raising torch-mlir style on [batch, seq, heads, head_dim] bf16 operands
+// transposed to heads-first and back, with the softmax's division after P·V.
+// The raised function is one fa4.attention on the arguments, nothing else is
+// left,
+// it compiles to a cubin without spills, and fa4-sim on the inputs mlir-runner
+// used agrees with mlir-runner's evaluation of the original linalg IR; fa4-emu
+// runs the cubin against the raised op's own reference.
+//
+// RUN: fa4-opt --fa4-raise-attention %s -o %t.mlir
+// RUN: FileCheck %s --input-file %t.mlir
+// CHECK: fa4.attention %arg0, %arg1, %arg2 -> %{{.*}} {scale = 1.250000e-01 : f32} : tensor<1x24x4x64xbf16>, tensor<1x72x4x64xbf16>, tensor<1x72x4x64xbf16> -> tensor<1x24x4x64xbf16>{{$}}
+// CHECK-NOT: linalg.
+//
+// RUN: fa4c %t.mlir -o %t.cubin
+// RUN: FileCheck %s --check-prefix=PTXAS --input-file %t.cubin.json
+// PTXAS: "spill_store_bytes": 0
+//
+// RUN: rm -rf %t.d && %evaluate_linalg %s --func attention --out-dir %t.d
+// RUN: fa4-sim %t.mlir --batch 1 --seq-q 24 --seq-k 72 --inputs %t.d --expect %t.d/result0.bin --expect-atol 2e-2 | FileCheck %s --check-prefix=SIM
+// SIM: "ok":true
+//
+// RUN: fa4-emu %t.cubin.json --entry %t.mlir --batch 1 --seq-q 24 --seq-k 72 --interleavings 2 | FileCheck %s --check-prefix=EMU
+// EMU: "error_count":0
+// EMU-SAME: "hazard_count":0
+
 #id = affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>
 #keep = affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, 0)>
 module {

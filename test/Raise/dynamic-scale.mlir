@@ -6,6 +6,14 @@
 // result [1, 2, 32, 64] f16. fa4.attention takes its scale as an attribute,
 // so a scale only known at run time (a block argument of the function,
 // captured by the scaling generic's body) cannot be raised.
+//
+// A front-end-style input the pass must refuse: it keeps its linalg IR
+// and gets one remark saying why.
+// RUN: fa4-opt --fa4-raise-attention --mlir-print-op-on-diagnostic=false %s 2>&1 | FileCheck %s --check-prefix=SCALE
+// SCALE: remark: not raised to fa4.attention: the scale of Q·Kᵀ is not a compile-time constant (it is argument #3)
+// SCALE-NOT: remark
+// SCALE-NOT: fa4.attention
+
 #q = affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d2, d4)>
 #k = affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d3, d4)>
 #s = affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d2, d3)>

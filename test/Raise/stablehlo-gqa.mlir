@@ -13,6 +13,37 @@
 // contractions in f16, the scale is an arith.divf by a splat constant tensor,
 // and the softmax is decomposed (linalg.reduce max / sub+exp / linalg.reduce
 // sum / div), as jax.nn.softmax computes it.
+//
+// REQUIRES: mlir-runner
+// Raising StableHLO→linalg with grouped-query attention: [batch, seq, heads,
+// head_dim] operands, K and V repeated over the query heads by expand /
+// broadcast / collapse, the scale as a division.
+// The raised function is one fa4.attention on the arguments, nothing else is
+// left,
+// it compiles to a cubin without spills, and fa4-sim on the inputs mlir-runner
+// used agrees with mlir-runner's evaluation of the original linalg IR; fa4-emu
+// runs the cubin against the raised op's own reference.
+//
+// RUN: fa4-opt --fa4-raise-attention %s -o %t.mlir
+// RUN: FileCheck %s --input-file %t.mlir
+// CHECK: fa4.attention %arg0, %arg1, %arg2 -> %{{.*}} {scale = 1.250000e-01 : f32} : tensor<1x32x4x64xf16>, tensor<1x56x2x64xf16>, tensor<1x56x2x64xf16> -> tensor<1x32x4x64xf16>{{$}}
+// CHECK-NOT: linalg.
+//
+// RUN: fa4c %t.mlir -o %t.cubin
+// RUN: FileCheck %s --check-prefix=PTXAS --input-file %t.cubin.json
+// PTXAS: "spill_store_bytes": 0
+//
+// RUN: rm -rf %t.d && %evaluate_linalg %s --func attention --out-dir %t.d
+// The evaluation itself agrees with attention computed in float64 from the same
+// files.
+// RUN: %reference_attention --dir %t.d --layout bshd --q-shape 1,32,4,64 --kv-shape 1,56,2,64 --result %t.d/result0.bin
+// RUN: fa4-sim %t.mlir --batch 1 --seq-q 32 --seq-k 56 --inputs %t.d --expect %t.d/result0.bin --expect-atol 1e-2 | FileCheck %s --check-prefix=SIM
+// SIM: "ok":true
+//
+// RUN: fa4-emu %t.cubin.json --entry %t.mlir --batch 1 --seq-q 32 --seq-k 56 --interleavings 2 | FileCheck %s --check-prefix=EMU
+// EMU: "error_count":0
+// EMU-SAME: "hazard_count":0
+
 #q = affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d2, d4)>
 #k = affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d3, d4)>
 #o = affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d2, d3)>

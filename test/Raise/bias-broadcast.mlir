@@ -11,6 +11,14 @@
 // it holds h * sq rows of sk keys, i.e. that element (h, i, j) lives at
 // (h * sq + i) * sk + j, cannot be proven from the IR (the expanded type
 // tensor<2x?x?xf32> need not match the static [2, 32, 48] scores).
+//
+// A front-end-style input the pass must refuse: it keeps its linalg IR
+// and gets one remark saying why.
+// RUN: fa4-opt --fa4-raise-attention --mlir-print-op-on-diagnostic=false %s 2>&1 | FileCheck %s --check-prefix=BCAST
+// BCAST: remark: not raised to fa4.attention: a score modification reads a tensor.expand_shape with a dynamic inner size; the regions can read only function arguments (extras)
+// BCAST-NOT: remark
+// BCAST-NOT: fa4.attention
+
 #q = affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d2, d4)>
 #k = affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d3, d4)>
 #s = affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d2, d3)>

@@ -8,6 +8,14 @@
 // alone do not give the dimension away.
 // Q/K/V [1, 2, 40, 64] (b, h, s, d) f16, result [1, 2, 40, 64] f16;
 // linalg.transpose + linalg.batch_matmul as in torch-sdpa.mlir.
+//
+// A front-end-style input the pass must refuse: it keeps its linalg IR
+// and gets one remark saying why.
+// RUN: fa4-opt --fa4-raise-attention --mlir-print-op-on-diagnostic=false %s 2>&1 | FileCheck %s --check-prefix=DIM
+// DIM: remark: not raised to fa4.attention: the softmax's shift varies along the keys P·V sums over: it is not a softmax over the keys
+// DIM-NOT: remark
+// DIM-NOT: fa4.attention
+
 #map = affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>
 #col = affine_map<(d0, d1, d2, d3) -> (d0, d1, 0, d3)>
 module {

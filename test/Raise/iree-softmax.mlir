@@ -5,7 +5,35 @@
 // transpose), the scale is a separate generic, and the softmax is one
 // linalg.softmax on f32:
 //   O = truncf(softmax((Q . K^T) * 0.125, dim=3) as f16 . V, f32 accumulation)
-// Q [2, 2, 24, 64], K/V [2, 2, 80, 64] (b, h, s, d) f16, result [2, 2, 24, 64] f16.
+// Q [2, 2, 24, 64], K/V [2, 2, 80, 64] (b, h, s, d) f16, result [2, 2, 24, 64]
+// f16.
+//
+// REQUIRES: mlir-runner
+// Raising IREE's style: 4-D linalg.generic contractions accumulating in f32,
+// linalg.softmax.
+// The raised function is one fa4.attention on the arguments, nothing else is
+// left,
+// it compiles to a cubin without spills, and fa4-sim on the inputs mlir-runner
+// used agrees with mlir-runner's evaluation of the original linalg IR; fa4-emu
+// runs the cubin against the raised op's own reference.
+//
+// RUN: fa4-opt --fa4-raise-attention %s -o %t.mlir
+// RUN: FileCheck %s --input-file %t.mlir
+// CHECK: fa4.attention %arg0, %arg1, %arg2 -> %{{.*}} {heads_first, scale = 1.250000e-01 : f32} : tensor<2x2x24x64xf16>, tensor<2x2x80x64xf16>, tensor<2x2x80x64xf16> -> tensor<2x2x24x64xf16>{{$}}
+// CHECK-NOT: linalg.
+//
+// RUN: fa4c %t.mlir -o %t.cubin
+// RUN: FileCheck %s --check-prefix=PTXAS --input-file %t.cubin.json
+// PTXAS: "spill_store_bytes": 0
+//
+// RUN: rm -rf %t.d && %evaluate_linalg %s --func attention --out-dir %t.d
+// RUN: fa4-sim %t.mlir --batch 2 --seq-q 24 --seq-k 80 --inputs %t.d --expect %t.d/result0.bin --expect-atol 1e-2 | FileCheck %s --check-prefix=SIM
+// SIM: "ok":true
+//
+// RUN: fa4-emu %t.cubin.json --entry %t.mlir --batch 2 --seq-q 24 --seq-k 80 --interleavings 2 | FileCheck %s --check-prefix=EMU
+// EMU: "error_count":0
+// EMU-SAME: "hazard_count":0
+
 #q = affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d2, d4)>
 #k = affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d3, d4)>
 #s = affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d2, d3)>

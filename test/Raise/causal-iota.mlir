@@ -10,6 +10,40 @@
 // comparing linalg.index 2 and 3 with arith.cmpi and choosing -inf with
 // arith.select, the softmax one linalg.softmax, and P . V a mixed-precision
 // linalg.batch_matmul (f16 operands, f32 accumulator) on [b*h, ...].
+//
+// REQUIRES: mlir-runner
+// Raising a causal mask built from linalg.index comparisons and a select of
+// -inf, head dim 128.
+// The raised function is one fa4.attention on the arguments, nothing else is
+// left,
+// it compiles to a cubin without spills, and fa4-sim on the inputs mlir-runner
+// used agrees with mlir-runner's evaluation of the original linalg IR; fa4-emu
+// runs the cubin against the raised op's own reference.
+//
+// RUN: fa4-opt --fa4-raise-attention %s -o %t.mlir
+// RUN: FileCheck %s --input-file %t.mlir
+// CHECK: fa4.attention %arg0, %arg1, %arg2 -> %{{.*}} {heads_first, scale = 0.0883883461 : f32} : {{.*}} mask_mod {
+// CHECK-NEXT: ^bb0(%[[B:.*]]: index, %[[H:.*]]: index, %[[Q:.*]]: index, %[[K:.*]]: index):
+// CHECK-NEXT: %[[C:.*]] = arith.cmpi ugt, %[[K]], %[[Q]] : index
+// CHECK: %[[M:.*]] = arith.xori %[[C]]
+// CHECK-NEXT: fa4.yield %[[M]] : i1
+// CHECK-NOT: linalg.
+//
+// RUN: fa4c %t.mlir -o %t.cubin
+// RUN: FileCheck %s --check-prefix=PTXAS --input-file %t.cubin.json
+// PTXAS: "spill_store_bytes": 0
+//
+// RUN: rm -rf %t.d && %evaluate_linalg %s --func attention --out-dir %t.d
+// The evaluation itself agrees with attention computed in float64 from the same
+// files.
+// RUN: %reference_attention --dir %t.d --layout bhsd --q-shape 1,2,48,128 --causal --result %t.d/result0.bin
+// RUN: fa4-sim %t.mlir --batch 1 --seq-q 48 --seq-k 48 --inputs %t.d --expect %t.d/result0.bin --expect-atol 1e-2 | FileCheck %s --check-prefix=SIM
+// SIM: "ok":true
+//
+// RUN: fa4-emu %t.cubin.json --entry %t.mlir --batch 1 --seq-q 48 --seq-k 48 --interleavings 2 | FileCheck %s --check-prefix=EMU
+// EMU: "error_count":0
+// EMU-SAME: "hazard_count":0
+
 #q = affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d2, d4)>
 #k = affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d3, d4)>
 #s = affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d2, d3)>

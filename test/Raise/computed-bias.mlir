@@ -10,6 +10,14 @@
 // a function argument (or a view of one).
 // Scores and softmax are f32 (matmuls accumulate in f32 and the scores are
 // widened before the f32 bias is added); P is rounded to f16 for P . V.
+//
+// A front-end-style input the pass must refuse: it keeps its linalg IR
+// and gets one remark saying why.
+// RUN: fa4-opt --fa4-raise-attention --mlir-print-op-on-diagnostic=false %s 2>&1 | FileCheck %s --check-prefix=COMPUTED
+// COMPUTED: remark: not raised to fa4.attention: a score modification reads a value computed inside the function (a reduction); the regions compute one score at a time from function arguments
+// COMPUTED-NOT: remark
+// COMPUTED-NOT: fa4.attention
+
 #map = affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>
 #bias = affine_map<(d0, d1, d2, d3) -> (d2, d3)>
 #keep = affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, 0)>

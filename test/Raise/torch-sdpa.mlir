@@ -5,6 +5,37 @@
 // f16. K is transposed with linalg.transpose, the matmuls run as 3-D
 // linalg.batch_matmul on [b*h, ...] collapsed tensors with f16 accumulators,
 // and the softmax is decomposed into max / sub+exp / sum / div generics.
+//
+// REQUIRES: mlir-runner
+// Raising torch-mlir's SDPA lowering: [batch, heads, seq, head_dim] f16, K
+// transposed by linalg.transpose, batch_matmul over collapsed batch·heads, the
+// scale as a multiply, a decomposed softmax.
+// The raised function is one fa4.attention on the arguments, nothing else is
+// left,
+// it compiles to a cubin without spills, and fa4-sim on the inputs mlir-runner
+// used agrees with mlir-runner's evaluation of the original linalg IR; fa4-emu
+// runs the cubin against the raised op's own reference.
+//
+// RUN: fa4-opt --fa4-raise-attention %s -o %t.mlir
+// RUN: FileCheck %s --input-file %t.mlir
+// CHECK: fa4.attention %arg0, %arg1, %arg2 -> %{{.*}} {heads_first, scale = 1.250000e-01 : f32} : tensor<1x2x32x64xf16>, tensor<1x2x48x64xf16>, tensor<1x2x48x64xf16> -> tensor<1x2x32x64xf16>{{$}}
+// CHECK-NOT: linalg.
+//
+// RUN: fa4c %t.mlir -o %t.cubin
+// RUN: FileCheck %s --check-prefix=PTXAS --input-file %t.cubin.json
+// PTXAS: "spill_store_bytes": 0
+//
+// RUN: rm -rf %t.d && %evaluate_linalg %s --func attention --out-dir %t.d
+// The evaluation itself agrees with attention computed in float64 from the same
+// files.
+// RUN: %reference_attention --dir %t.d --layout bhsd --q-shape 1,2,32,64 --kv-shape 1,2,48,64 --result %t.d/result0.bin
+// RUN: fa4-sim %t.mlir --batch 1 --seq-q 32 --seq-k 48 --inputs %t.d --expect %t.d/result0.bin --expect-atol 1e-2 | FileCheck %s --check-prefix=SIM
+// SIM: "ok":true
+//
+// RUN: fa4-emu %t.cubin.json --entry %t.mlir --batch 1 --seq-q 32 --seq-k 48 --interleavings 2 | FileCheck %s --check-prefix=EMU
+// EMU: "error_count":0
+// EMU-SAME: "hazard_count":0
+
 #map = affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>
 #map1 = affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, 0)>
 #map2 = affine_map<(d0, d1, d2, d3) -> (d0, d1, d2)>

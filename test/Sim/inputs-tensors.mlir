@@ -2,6 +2,18 @@
 // the ALiBi slopes (reaching the op through bufferization.to_buffer) #1, Q
 // #2, V #3; O is made with tensor.empty and returned. fp16, 4 query heads
 // over 2 K/V heads, head dim 64, causal.
+//
+// Also an input of inputs.test (its files name arguments by number). On its
+// own: seeded inputs at level A and level C, and the cubin in fa4-emu, whose
+// parameters follow the function's own argument order.
+// RUN: fa4-sim %s --batch 2 --seq-q 70 --seq-k 130 | FileCheck %s
+// RUN: fa4c %s --emit=mlir --sm-count 2 | fa4-sim --seq-q 301 --seq-k 129 --interleavings 2 | FileCheck %s
+// CHECK: "ok":true
+// RUN: fa4c %s -o %t.cubin
+// RUN: fa4-emu %t.cubin.json --entry %s --batch 2 --seq-q 301 --seq-k 129 --interleavings 2 --workers 2 | FileCheck %s --check-prefix=EMU
+// EMU: "error_count":0
+// EMU-SAME: "hazard_count":0
+
 func.func @attention(%k: tensor<?x?x2x64xf16>, %slopes: tensor<4xf32>,
                      %q: tensor<?x?x4x64xf16>, %v: tensor<?x?x2x64xf16>)
     -> tensor<?x?x4x64xf16> {
