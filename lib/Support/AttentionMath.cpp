@@ -150,9 +150,9 @@ IndexRange visibleKeys(MaskBand band, int64_t queryPos, int64_t seqQ,
 KvBlockRange kvBlockRange(const KeyBounds &bounds, int64_t rowBegin,
                           int64_t rows, int64_t gqaRatio, int64_t blockN,
                           int64_t seqQ, int64_t seqK, bool exact) {
-  int64_t firstPos = rowBegin / gqaRatio;
-  int64_t lastPos = std::min(seqQ - 1, (rowBegin + rows - 1) / gqaRatio);
-  if (seqK <= 0 || firstPos > lastPos)
+  IndexRange positions = taskPositions(rowBegin, rows, gqaRatio, seqQ);
+  int64_t firstPos = positions.begin, lastPos = positions.end - 1;
+  if (seqK <= 0 || positions.empty())
     return {};
   // Rows whose keys all lie before key 0 (upper < 0) come first, rows whose
   // keys all lie at or past seq_k (lower >= seq_k) come last: both bounds
@@ -218,16 +218,15 @@ KvBlockRange narrowByBlockMask(
     int64_t rowBegin, int64_t rows, int64_t gqaRatio, int64_t seqQ,
     int64_t headsInGroup,
     const std::function<BlockMaskEntry(int64_t, int64_t)> &entry) {
-  int64_t firstPos = rowBegin / gqaRatio;
-  int64_t lastPos = std::min(seqQ - 1, (rowBegin + rows - 1) / gqaRatio);
-  if (firstPos > lastPos || analysed.begin >= analysed.end)
+  IndexRange positions = taskPositions(rowBegin, rows, gqaRatio, seqQ);
+  if (positions.empty() || analysed.begin >= analysed.end)
     return {};
   int64_t begin = std::numeric_limits<int64_t>::max();
   int64_t end = std::numeric_limits<int64_t>::min();
   int64_t fullBegin = std::numeric_limits<int64_t>::min();
   int64_t fullEnd = std::numeric_limits<int64_t>::max();
-  for (int64_t block = firstPos / kBlockMaskQueries;
-       block <= lastPos / kBlockMaskQueries; ++block)
+  for (int64_t block = positions.begin / kBlockMaskQueries;
+       block <= (positions.end - 1) / kBlockMaskQueries; ++block)
     for (int64_t head = 0; head < headsInGroup; ++head) {
       BlockMaskEntry e = entry(block, head);
       if (e.begin < e.end) {

@@ -837,9 +837,6 @@ Match matchAttention(const Term *o, func::FuncOp func, const Tracer &tracer) {
     qDims.push_back(*dim);
   }
   m.batch = qDims[0];
-  auto kvHeadsAt = [&](const Term *leafTerm, unsigned position) {
-    return leafTerm->indices[position];
-  };
   // The head is the index K shares with Q (directly, or grouped).
   unsigned kHeadPos = 0;
   for (unsigned candidate : {1u, 2u}) {
@@ -866,7 +863,7 @@ Match matchAttention(const Term *o, func::FuncOp func, const Tracer &tracer) {
   if (!ShapedType::isDynamic(qHeads) && !ShapedType::isDynamic(kvHeads) &&
       kvHeads > 0 && qHeads % kvHeads == 0 && qHeads != kvHeads)
     kvHead = h.floorDiv(qHeads / kvHeads);
-  if (kvHeadsAt(kLeaf, kHeadPos) != kvHead || kvHeadsAt(vLeaf, kHeadPos) != kvHead)
+  if (kLeaf->indices[kHeadPos] != kvHead || vLeaf->indices[kHeadPos] != kvHead)
     return refuse("K and V heads are not Q's heads or a grouping of "
                   "consecutive Q heads (grouped-query attention)");
   if (dimOf(kLeaf->indices[0]) != m.batch || dimOf(vLeaf->indices[0]) != m.batch)
@@ -961,23 +958,23 @@ Match matchAttention(const Term *o, func::FuncOp func, const Tracer &tracer) {
 // The rewrite
 //===----------------------------------------------------------------------===//
 
-/// Builds the score_mod and mask_mod bodies from terms. The extras are
-/// collected as the bodies read them; a term the regions cannot compute
-/// sets `why`.
+/// Builds the score_mod and mask_mod bodies from terms, the tensors they
+/// read being `extras` (collectExtras' list, the regions' trailing
+/// arguments); a term the regions cannot compute sets `why`.
 class RegionEmitter {
 public:
-  RegionEmitter(const Match &match, func::FuncOp func)
-      : match(match), func(func) {}
+  RegionEmitter(const Match &match, func::FuncOp func, ArrayRef<Value> extras)
+      : extras(extras), match(match), func(func) {}
 
   /// Emits `t` into `builder`'s block; `score` stands for `match.scaled`
   /// (null in the mask_mod). Null with `why` set when it cannot.
   Value emit(OpBuilder &builder, const Term *t, Value score,
              ArrayRef<Value> positions, ArrayRef<Value> extraArguments);
 
-  SmallVector<Value> extras;
   std::string why;
 
 private:
+  ArrayRef<Value> extras;
   const Match &match;
   func::FuncOp func;
   llvm::DenseMap<const Term *, Value> emitted;
@@ -1044,9 +1041,9 @@ Value RegionEmitter::emit(OpBuilder &b, const Term *t, Value score,
         return fail("a score modification reads an unranked tensor");
       if (t->tensor == match.q || t->tensor == match.k || t->tensor == match.v)
         return fail("a score modification reads Q, K or V element by element");
+      // collectExtras found every tensor the terms read: the region's
+      // arguments follow that list.
       unsigned position = llvm::find(extras, t->tensor) - extras.begin();
-      if (position == extras.size())
-        extras.push_back(t->tensor);
       if (position >= extraArguments.size())
         return fail("internal: extra without a region argument");
       SmallVector<Value> indices;
@@ -1138,7 +1135,7 @@ bool rewrite(OpResult result, const Match &m, func::FuncOp func, std::string &wh
   for (Value buffer : buffers)
     extraTypes.push_back(buffer.getType());
   Type indexType = b.getIndexType();
-  RegionEmitter emitter(m, func);
+  RegionEmitter emitter(m, func, extras);
   // Fills one region: leading arguments, then the extras.
   auto fill = [&](Region &region, ArrayRef<Type> leading,
                   function_ref<Value(OpBuilder &, Block *)> body) {
@@ -1159,8 +1156,6 @@ bool rewrite(OpResult result, const Match &m, func::FuncOp func, std::string &wh
     return SmallVector<Value>(block->getArguments().drop_front(leading));
   };
   bool ok = true;
-  // The extras' order in the regions is the op's.
-  emitter.extras = extras;
   if (m.scoreMod) {
     ok = fill(op.getScoreMod(),
               {b.getF32Type(), indexType, indexType, indexType, indexType},
@@ -1174,8 +1169,7 @@ bool rewrite(OpResult result, const Match &m, func::FuncOp func, std::string &wh
               });
   }
   if (ok && !m.masks.empty()) {
-    RegionEmitter maskEmitter(m, func);
-    maskEmitter.extras = extras;
+    RegionEmitter maskEmitter(m, func, extras);
     ok = fill(op.getMaskMod(), {indexType, indexType, indexType, indexType},
               [&](OpBuilder &inner, Block *block) -> Value {
                 SmallVector<Value> positions(block->getArguments().take_front(4));

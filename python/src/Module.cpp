@@ -175,22 +175,6 @@ std::string extraDtypeName(const nb::dlpack::dtype &type) {
          std::to_string(type.code);
 }
 
-/// The extras as the runtime takes them (dtype as MLIR names it).
-std::vector<runtime::Tensor> extrasOf(const std::vector<Array> &arrays) {
-  std::vector<runtime::Tensor> extras;
-  for (const Array &array : arrays) {
-    runtime::Tensor tensor;
-    tensor.address = reinterpret_cast<uint64_t>(array.data());
-    tensor.dtype = extraDtypeName(array.dtype());
-    for (size_t i = 0; i < array.ndim(); ++i) {
-      tensor.sizes.push_back(array.shape(i));
-      tensor.strides.push_back(array.stride(i));
-    }
-    extras.push_back(tensor);
-  }
-  return extras;
-}
-
 runtime::Tensor tensorOf(const Array &array) {
   runtime::Tensor tensor;
   tensor.address = reinterpret_cast<uint64_t>(array.data());
@@ -200,6 +184,16 @@ runtime::Tensor tensorOf(const Array &array) {
     tensor.strides.push_back(array.stride(i));
   }
   return tensor;
+}
+
+/// The extras as the runtime takes them (dtype as MLIR names it).
+std::vector<runtime::Tensor> extrasOf(const std::vector<Array> &arrays) {
+  std::vector<runtime::Tensor> extras;
+  for (const Array &array : arrays) {
+    extras.push_back(tensorOf(array));
+    extras.back().dtype = extraDtypeName(array.dtype());
+  }
+  return extras;
 }
 
 /// The tensor's elements as a dense row-major array: its innermost axis is

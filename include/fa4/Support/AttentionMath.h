@@ -98,6 +98,15 @@ inline int64_t packRow(PackedRow row, int64_t ratio) {
   return row.seqPos * ratio + row.headInGroup;
 }
 
+/// The query positions of the packed rows [rowBegin, rowBegin + rows) that
+/// lie inside the sequence: [rowBegin / ratio, last + 1), `last` the last
+/// row's position clamped to seq_q - 1 (empty past the sequence).
+inline IndexRange taskPositions(int64_t rowBegin, int64_t rows,
+                                int64_t gqaRatio, int64_t seqQ) {
+  int64_t last = (rowBegin + rows - 1) / gqaRatio;
+  return {rowBegin / gqaRatio, (last < seqQ - 1 ? last : seqQ - 1) + 1};
+}
+
 /// The KV blocks visited by the packed rows [rowBegin, rowBegin + rows):
 /// `[begin, end)` holds every block any row can see; `[fullBegin, fullEnd)`,
 /// inside it, the blocks that every row sees whole (no mask needed).

@@ -604,6 +604,19 @@ LogicalResult Lowering::lowerRole(RoleOp newRole) {
 // The persistent scheduler
 //===----------------------------------------------------------------------===//
 
+std::pair<Value, Value> Lowering::emitTaskPositions(Value rowBegin, Value seqQ,
+                                                   int64_t ratio, int64_t rows) {
+  // AttentionMath's taskPositions: the first position and the last (clamped
+  // to seq_q - 1).
+  Value first = arith::DivSIOp::create(b, loc(), rowBegin, index(ratio));
+  Value last = arith::MinSIOp::create(
+      b, loc(), arith::SubIOp::create(b, loc(), seqQ, index(1)),
+      arith::DivSIOp::create(
+          b, loc(), arith::AddIOp::create(b, loc(), rowBegin, index(rows - 1)),
+          index(ratio)));
+  return {first, last};
+}
+
 SmallVector<Value, 4> Lowering::emitKvBlockRange(Value rowBegin, Value seqQ,
                                                  Value seqK, int64_t ratio,
                                                  int64_t rows, int64_t blockN,
@@ -613,12 +626,7 @@ SmallVector<Value, 4> Lowering::emitKvBlockRange(Value rowBegin, Value seqQ,
     return arith::CmpIOp::create(b, loc(), predicate, x, y);
   };
   Value zero = index(0), one = index(1);
-  Value firstPos = arith::DivSIOp::create(b, loc(), rowBegin, index(ratio));
-  Value lastPos = arith::MinSIOp::create(b,
-      loc(), arith::SubIOp::create(b, loc(), seqQ, one),
-      arith::DivSIOp::create(b,
-          loc(), arith::AddIOp::create(b, loc(), rowBegin, index(rows - 1)),
-          index(ratio)));
+  auto [firstPos, lastPos] = emitTaskPositions(rowBegin, seqQ, ratio, rows);
   // Rows that see nothing before key 0 or from seq_k on are left out.
   Value seeingFirst = firstPos, seeingLast = lastPos;
   if (bounds.bounds.upper)
@@ -697,13 +705,8 @@ Lowering::emitBlockMaskNarrowing(KvBlockRangeOp range, ArrayRef<Value> analysed)
       emitKvBlockRange(rowBegin, seqQ, seqK, ratio, range.getRows(),
                        range.getBlockN(), attributeOnly);
   // The task's query blocks and the block mask's heads in its group.
-  Value firstPos = arith::DivSIOp::create(b, loc(), rowBegin, index(ratio));
-  Value lastPos = min(arith::SubIOp::create(b, loc(), seqQ, one),
-                      arith::DivSIOp::create(
-                          b, loc(),
-                          arith::AddIOp::create(b, loc(), rowBegin,
-                                                index(range.getRows() - 1)),
-                          index(ratio)));
+  auto [firstPos, lastPos] =
+      emitTaskPositions(rowBegin, seqQ, ratio, range.getRows());
   Value block = index(kBlockMaskQueries);
   Value firstBlock = arith::DivSIOp::create(b, loc(), firstPos, block);
   Value blocks = max(zero, arith::AddIOp::create(

@@ -139,6 +139,10 @@ private:
   // Row arithmetic of the softmax and correction roles (RowMath.cpp).
   LogicalResult lowerRowMath(Operation *op);
   LogicalResult lowerOnlineSoftmax(OnlineSoftmaxOp op);
+  /// AttentionMath's taskPositions on index values: the first and the last
+  /// query position of the packed rows from `rowBegin`.
+  std::pair<Value, Value> emitTaskPositions(Value rowBegin, Value seqQ,
+                                            int64_t ratio, int64_t rows);
   /// AttentionMath's kvBlockRange on index values: begin, full_begin,
   /// full_end, end of the task whose packed rows start at `rowBegin`.
   SmallVector<Value, 4> emitKvBlockRange(Value rowBegin, Value seqQ, Value seqK,
