@@ -44,6 +44,19 @@
 using namespace mlir;
 using namespace mlir::fa4;
 
+/// The Hopper target: its own schedule (level C) and lowering, the rest
+/// shared with Blackwell.
+static bool isHopper(const PipelineOptions &options) {
+  return options.target == "sm_90a";
+}
+
+int64_t mlir::fa4::smCountOf(const PipelineOptions &options) {
+  if (options.smCount > 0)
+    return options.smCount;
+  // B200 has 148 SMs; H100 and H200 SXM 132.
+  return isHopper(options) ? 132 : 148;
+}
+
 namespace {
 /// One named stage of the pipeline: the unit `--stop-after` counts in.
 struct Stage {
@@ -74,14 +87,26 @@ static const Stage kStages[] = {
      [](OpPassManager &pm, const PipelineOptions &options) {
        FA4TileAttentionOptions tileOptions;
        tileOptions.rescaleThreshold = options.rescaleThreshold;
+       tileOptions.qTilesPerTask = isHopper(options) ? 1 : 2;
        pm.addNestedPass<func::FuncOp>(createFA4TileAttention(tileOptions));
      }},
     {"warp-roles",
-     [](OpPassManager &pm, const PipelineOptions &) {
+     [](OpPassManager &pm, const PipelineOptions &options) {
+       if (isHopper(options)) {
+         FA4HopperWarpgroupRolesOptions hopperOptions;
+         hopperOptions.kvStages = options.kvStages;
+         pm.addNestedPass<func::FuncOp>(
+             createFA4HopperWarpgroupRoles(hopperOptions));
+         return;
+       }
        pm.addNestedPass<func::FuncOp>(createFA4AssignWarpRoles());
      }},
+    // Blackwell only: Hopper's schedule sizes its rings itself, keeps S and
+    // O in registers and rescales O where it is held.
     {"pipeline",
      [](OpPassManager &pm, const PipelineOptions &options) {
+       if (isHopper(options))
+         return;
        FA4PipelineStagesOptions stageOptions;
        stageOptions.kvStages = options.kvStages;
        pm.addNestedPass<func::FuncOp>(createFA4PipelineStages(stageOptions));
@@ -91,17 +116,19 @@ static const Stage kStages[] = {
        pm.addNestedPass<func::FuncOp>(createFA4InsertBarriers());
      }},
     {"tmem",
-     [](OpPassManager &pm, const PipelineOptions &) {
-       pm.addNestedPass<func::FuncOp>(createFA4AllocateTmem());
+     [](OpPassManager &pm, const PipelineOptions &options) {
+       if (!isHopper(options))
+         pm.addNestedPass<func::FuncOp>(createFA4AllocateTmem());
      }},
     {"correction",
-     [](OpPassManager &pm, const PipelineOptions &) {
-       pm.addNestedPass<func::FuncOp>(createFA4ExpandCorrection());
+     [](OpPassManager &pm, const PipelineOptions &options) {
+       if (!isHopper(options))
+         pm.addNestedPass<func::FuncOp>(createFA4ExpandCorrection());
      }},
     {"scheduler",
      [](OpPassManager &pm, const PipelineOptions &options) {
        FA4TileSchedulerOptions schedulerOptions;
-       schedulerOptions.smCount = options.smCount;
+       schedulerOptions.smCount = smCountOf(options);
        pm.addNestedPass<func::FuncOp>(createFA4TileScheduler(schedulerOptions));
      }},
     {"nvvm",
@@ -157,12 +184,14 @@ LogicalResult mlir::fa4::buildPipeline(OpPassManager &pm,
     return failure();
   }
   // Options checked where they are given, with the option's name.
-  if (options.target != "sm_100a") {
-    error = "unknown target '" + options.target.getValue() + "' (expected sm_100a)";
+  if (options.target != "sm_100a" && options.target != "sm_90a") {
+    error = "unknown target '" + options.target.getValue() +
+            "' (expected sm_100a for Blackwell or sm_90a for Hopper)";
     return failure();
   }
-  if (options.smCount < 1 || options.smCount > std::numeric_limits<int32_t>::max()) {
-    error = "sm-count must be in [1, 2^31), got " + std::to_string(options.smCount);
+  if (options.smCount < 0 || options.smCount > std::numeric_limits<int32_t>::max()) {
+    error = "sm-count must be 0 (the target's) or in [1, 2^31), got " +
+            std::to_string(options.smCount);
     return failure();
   }
   if (options.kvStages < 0) {

@@ -801,6 +801,43 @@ bool Cta::execute(Interpreter &interpreter, Operation *op, std::string &error) {
                              interpreter.index(mma.getAccumulate())});
         return true;
       })
+      // Hopper's warpgroup MMAs complete within the op (the lowering waits
+      // for them): their shared-memory operands are plain reads, ordered by
+      // the barriers around them like any other.
+      .Case([&](WarpgroupScoreMmaOp mma) {
+        SmemState &q = smem(mma.getQuery()), &k = smem(mma.getKey());
+        int64_t qStage = interpreter.index(mma.getQueryCount()) % q.type.getStages();
+        int64_t kStage = interpreter.index(mma.getKeyCount()) % k.type.getStages();
+        access(q.stages[qStage],
+               "SMEM " + q.name + "[" + std::to_string(qStage) + "]", self,
+               clock, false, what);
+        access(k.stages[kStage],
+               "SMEM " + k.name + "[" + std::to_string(kStage) + "]", self,
+               clock, false, what);
+        ++report.mmasIssued[thread.name];
+        auto scores = makeTile(mma.getScores());
+        int64_t m = scores->shape[0], n = k.type.getRows(), d = q.type.getCols();
+        int64_t first = mma.getRowOffset();
+        scoreProduct(&q.data[(qStage * q.type.getRows() + first) * d],
+                     &k.data[kStage * n * d], scores->data.data(), m, n, d);
+        interpreter.setTile(mma.getScores(), scores);
+        return true;
+      })
+      .Case([&](WarpgroupValueMmaOp mma) {
+        SmemState &v = smem(mma.getValue());
+        int64_t vStage = interpreter.index(mma.getValueCount()) % v.type.getStages();
+        access(v.stages[vStage],
+               "SMEM " + v.name + "[" + std::to_string(vStage) + "]", self,
+               clock, false, what);
+        ++report.mmasIssued[thread.name];
+        const Tile &p = interpreter.tile(mma.getProbs());
+        auto result = std::make_shared<Tile>(interpreter.tile(mma.getAcc()));
+        int64_t m = p.shape[0], n = p.shape[1], d = v.type.getCols();
+        valueProduct(p.data.data(), &v.data[vStage * n * d],
+                     result->data.data(), m, n, d);
+        interpreter.setTile(mma.getResult(), result);
+        return true;
+      })
       .Case([&](TmemLoadOp load) {
         TmemPlace place;
         if (!tmemPlace(load.getBuffer(), place, error) ||

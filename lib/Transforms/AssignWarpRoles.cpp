@@ -200,7 +200,7 @@ scf::ForOp RoleProgramBuilder::buildTaskLoop(ArrayRef<Counter> counters,
   task.batch = coords.getBatchIndex();
   task.kvHead = coords.getKvHead();
   task.mBlock = coords.getMBlock();
-  task.qRow[0] = mul(task.mBlock, TileConfig::kRowsPerTask);
+  task.qRow[0] = mul(task.mBlock, program.range.getRows());
   task.qRow[1] = add(task.qRow[0], index(TileConfig::kBlockM));
   IRMapping mapping;
   mapping.map(range.getRowBegin(), task.qRow[0]);
@@ -622,6 +622,15 @@ struct AssignWarpRolesPass
                           "fa4-tile writes (fa4.kv_block_range, "
                           "fa4.online_softmax and fa4.normalize under a "
                           "function with fa4.spec)";
+      return signalPassFailure();
+    }
+    constexpr int64_t kRows =
+        TileConfig::kBlockM * TileConfig::kBlackwellQTilesPerTask;
+    if (program.range.getRows() != kRows) {
+      program.range.emitOpError()
+          << "covers tasks of " << program.range.getRows()
+          << " rows; the Blackwell schedule runs two 128-row Q tiles per task "
+             "(fa4-tile q-tiles-per-task=2)";
       return signalPassFailure();
     }
     for (int64_t position : arguments.asArrayRef()) {

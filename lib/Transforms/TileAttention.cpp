@@ -99,7 +99,7 @@ void TileProgramBuilder::build() {
   Value packedRows =
       arith::MulIOp::create(b, loc, seqQ, index(config.gqaRatio));
   Value mBlocks = arith::CeilDivUIOp::create(b,
-      loc, packedRows, index(TileConfig::kRowsPerTask));
+      loc, packedRows, index(config.rowsPerTask()));
 
   auto batchLoop = scf::ForOp::create(b, loc, zero, batches, one);
   b.setInsertionPointToStart(batchLoop.getBody());
@@ -121,9 +121,9 @@ void TileProgramBuilder::buildTask(Value batch, Value head, Value mBlock,
       RankedTensorType::get({TileConfig::kBlockM, config.headDim}, b.getF32Type());
 
   Value taskRow =
-      arith::MulIOp::create(b, loc, mBlock, index(TileConfig::kRowsPerTask));
+      arith::MulIOp::create(b, loc, mBlock, index(config.rowsPerTask()));
   SmallVector<Value> qRows, qTiles;
-  for (int64_t stage = 0; stage < TileConfig::kQTilesPerTask; ++stage) {
+  for (int64_t stage = 0; stage < config.qTilesPerTask; ++stage) {
     Value row = stage == 0 ? taskRow
                            : arith::AddIOp::create(b,
                                  loc, taskRow, index(stage * TileConfig::kBlockM))
@@ -141,7 +141,7 @@ void TileProgramBuilder::buildTask(Value batch, Value head, Value mBlock,
   auto range = KvBlockRangeOp::create(b,
       loc, indexType, indexType, indexType, indexType, taskRow, seqQ, seqK,
       blockMask, blockMask ? batch : Value(), blockMask ? head : Value(),
-      TileConfig::kRowsPerTask, TileConfig::kBlockN, config.gqaRatio,
+      config.rowsPerTask(), TileConfig::kBlockN, config.gqaRatio,
       config.mask, config.windowLeft, config.windowRight);
   // The range reads the mask_mod's affine part; the region is not run there.
   IRMapping none;
@@ -150,7 +150,7 @@ void TileProgramBuilder::buildTask(Value batch, Value head, Value mBlock,
   Value minusInf = splat(rowType, -std::numeric_limits<float>::infinity());
   Value zeroRow = splat(rowType, 0.0f);
   Value zeroAcc = splat(accType, 0.0f);
-  SmallVector<QTileState> state(TileConfig::kQTilesPerTask,
+  SmallVector<QTileState> state(config.qTilesPerTask,
                                 QTileState{minusInf, zeroRow, zeroAcc});
 
   // Last to first: the boundary blocks at the high end (the causal diagonal,
@@ -343,7 +343,13 @@ struct TileAttentionPass
       return signalPassFailure();
     }
 
+    if (qTilesPerTask != 1 && qTilesPerTask != 2) {
+      op.emitOpError() << "q-tiles-per-task must be 1 or 2, got "
+                       << qTilesPerTask;
+      return signalPassFailure();
+    }
     TileConfig config = TileConfig::get(op, rescaleThreshold);
+    config.qTilesPerTask = qTilesPerTask;
     func->setAttr("fa4.spec", buildSpec(op, config));
     TileProgramBuilder(op, config).build();
     op.erase();

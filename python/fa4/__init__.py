@@ -126,7 +126,7 @@ def compile(head_dim: int = 128, q_heads: int = 32, kv_heads: int = 8,
             target: str = "sm_100a", *, cache: bool = True,
             rescale_threshold: float = 8.0,
             exp2_emulation_fraction: float = 0.125,
-            sm_count: int = 148) -> Kernel:
+            sm_count: int = 0) -> Kernel:
     """Compiles one attention variant to a ``Kernel``.
 
     mask: "none", "causal" (bottom-right aligned) or "window"; window:
@@ -177,7 +177,7 @@ def compile(head_dim: int = 128, q_heads: int = 32, kv_heads: int = 8,
 def compile_ir(ir: str, target: str = "sm_100a", *, cache: bool = True,
                rescale_threshold: float = 8.0,
                exp2_emulation_fraction: float = 0.125,
-               sm_count: int = 148) -> Kernel:
+               sm_count: int = 0) -> Kernel:
     """Compiles entry IR (text, as fa4c reads it: one ``func.func`` holding
     one ``fa4.attention``, with any attributes, ``score_mod`` / ``mask_mod``
     regions and extras) to a ``Kernel``; see docs/Variants.md. Within one

@@ -52,7 +52,7 @@ struct PyKernel {
   std::string target;
   double rescaleThreshold = 8.0;
   double exp2EmulationFraction = 0.125;
-  int64_t smCount = 148;
+  int64_t smCount = 0;
   runtime::Kernel kernel;
   bool fromCache = false;
 

@@ -66,7 +66,11 @@ static cl::opt<EmitKind> emit(
                    "an sm_100a cubin assembled by ptxas, with a launch "
                    "manifest (<output>.json) beside it")),
     cl::cat(compileCategory));
-static cl::opt<std::string> target("target", cl::desc("Target chip"),
+static cl::opt<std::string> target(
+    "target",
+    cl::desc("Target chip: sm_100a (Blackwell, the FA4 schedule: TMEM and "
+             "tcgen05) or sm_90a (Hopper, the FA3-style schedule: wgmma with "
+             "register accumulators)"),
                                    cl::init("sm_100a"), cl::cat(compileCategory));
 static cl::opt<std::string> cudaPath(
     "cuda-path", cl::desc("CUDA toolkit root, for ptxas"),
@@ -99,9 +103,9 @@ static cl::opt<int64_t> kvStages(
     cl::init(0), cl::cat(compileCategory));
 static cl::opt<int64_t> smCount(
     "sm-count",
-    cl::desc("SMs of the target, the persistent grid's size (default 148, "
-             "B200)"),
-    cl::init(148), cl::cat(compileCategory));
+    cl::desc("SMs of the target, the persistent grid's size (default 0: the "
+             "target's, 148 for sm_100a (B200), 132 for sm_90a (H100/H200))"),
+    cl::init(0), cl::cat(compileCategory));
 static cl::opt<std::string> testMutation(
     "test-mutation",
     cl::desc("Test only: break the level-C schedule's protocol in a named way "

@@ -35,11 +35,13 @@ struct PipelineOptions : public PassPipelineOptions<PipelineOptions> {
       llvm::cl::init(0)};
   PassOptions::Option<int64_t> smCount{
       *this, "sm-count",
-      llvm::cl::desc("SMs of the target: the persistent grid's size"),
-      llvm::cl::init(148)};
+      llvm::cl::desc("SMs of the target: the persistent grid's size (0: the "
+                     "target's, 148 for sm_100a, 132 for sm_90a)"),
+      llvm::cl::init(0)};
   PassOptions::Option<std::string> target{
       *this, "target",
-      llvm::cl::desc("Target chip of the NVVM and binary stages"),
+      llvm::cl::desc("Target chip: sm_100a (Blackwell: the FA4 schedule) or "
+                     "sm_90a (Hopper: the FA3-style warpgroup schedule)"),
       llvm::cl::init("sm_100a")};
   PassOptions::Option<double> exp2EmulationFraction{
       *this, "exp2-emulation-fraction",
@@ -52,6 +54,9 @@ struct PipelineOptions : public PassPipelineOptions<PipelineOptions> {
       llvm::cl::desc("CUDA toolkit root, for ptxas (binary stage)"),
       llvm::cl::init(FA4_CUDA_TOOLKIT_PATH)};
 };
+
+/// The persistent grid's size: the option, or the target's SM count.
+int64_t smCountOf(const PipelineOptions &options);
 
 /// The stages of the pipeline in order, by the names `--stop-after` takes.
 ArrayRef<StringRef> getPipelineStages();

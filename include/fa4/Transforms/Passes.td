@@ -63,7 +63,11 @@ def FA4TileAttention : Pass<"fa4-tile", "::mlir::func::FuncOp"> {
   let options = [
     Option<"rescaleThreshold", "rescale-threshold", "double", "8.0",
            "Keep a row's stale max unless it moved by more than this many "
-           "log2 units (0 rescales on every move)">
+           "log2 units (0 rescales on every move)">,
+    Option<"qTilesPerTask", "q-tiles-per-task", "int64_t", "2",
+           "128-row Q tiles per task: 2 for the Blackwell schedule (two Q "
+           "stages), 1 for Hopper's (one tile, split between two consumer "
+           "warpgroups)">
   ];
 }
 
@@ -182,6 +186,41 @@ def FA4ExpandCorrection : Pass<"fa4-correction", "::mlir::func::FuncOp"> {
     result is staged in shared memory for the epilogue warp.
   }];
   let dependentDialects = ["::mlir::scf::SCFDialect"];
+}
+
+//===----------------------------------------------------------------------===//
+// Level B -> level C: the Hopper schedule (sm_90a).
+//===----------------------------------------------------------------------===//
+
+def FA4HopperWarpgroupRoles
+    : Pass<"fa4-hopper-warpgroup-roles", "::mlir::func::FuncOp"> {
+  let summary = "split the tile program over Hopper's warpgroups (level B -> C, sm_90a)";
+  let description = [{
+    The FlashAttention-3 cast, 3 warpgroups (384 threads):
+
+    | role | warps | registers | job |
+    |------|-------|-----------|-----|
+    | producer  | 0-3  | 24  | its elected thread loads Q, then K and V of each visited block, with TMA |
+    | consumer0 | 4-7  | 240 | rows 0-63 of the task's Q tile |
+    | consumer1 | 8-11 | 240 | rows 64-127 |
+
+    Each consumer runs, per KV block: `fa4.wgmma_score` (Q and K in shared
+    memory, S in registers), the level-B softcap / score_mod / mask /
+    online softmax on its 64 rows, `fa4.correction` of its O in registers,
+    and `fa4.wgmma_value` (P from registers, V in shared memory); K is
+    released right after the score MMA, V after the value MMA. After the
+    last block it normalizes, stages its half of O in shared memory, stores
+    it with TMA and writes its LSE rows.
+
+    Q has one stage, K and V their own rings (as many stages as fit, at most
+    4, or `kv-stages`); every hand-off is a ring op, for fa4-insert-barriers.
+    Requires the tile program of `fa4-tile q-tiles-per-task=1` (tasks of 128
+    rows) and a GQA ratio dividing 64 (O is stored in 64-row boxes).
+  }];
+  let options = [
+    Option<"kvStages", "kv-stages", "int64_t", "0",
+           "K and V ring stages (0: as many as shared memory holds, up to 4)">
+  ];
 }
 
 def FA4TileScheduler : Pass<"fa4-tile-scheduler", "::mlir::func::FuncOp"> {

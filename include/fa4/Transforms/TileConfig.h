@@ -30,9 +30,14 @@ struct TileConfig {
   static constexpr int64_t kBlockM = 128;
   /// Keys of a K/V tile.
   static constexpr int64_t kBlockN = 128;
-  /// Q tiles per task: two, so one tile's softmax hides under the other's MMAs.
-  static constexpr int64_t kQTilesPerTask = 2;
-  static constexpr int64_t kRowsPerTask = kBlockM * kQTilesPerTask;
+  /// Q tiles per task on Blackwell: two, so one tile's softmax hides under
+  /// the other's MMAs. Hopper's task is one tile, split between its two
+  /// consumer warpgroups.
+  static constexpr int64_t kBlackwellQTilesPerTask = 2;
+
+  /// Q tiles per task (1 or 2), chosen by the target's schedule.
+  int64_t qTilesPerTask = kBlackwellQTilesPerTask;
+  int64_t rowsPerTask() const { return kBlockM * qTilesPerTask; }
 
   int64_t headDim = 128;
   int64_t numQueryHeads = 1;

@@ -1117,12 +1117,14 @@ LogicalResult FA4ToNVVMPass::convert(func::FuncOp func,
   // What a launcher needs, for fa4c's manifest.
   WarpSpecializeOp specialize;
   func.walk([&](WarpSpecializeOp op) { specialize = op; });
+  int64_t rowsPerTask = 0;
+  func.walk([&](TaskCountOp op) { rowsPerTask = op.getRows(); });
   SmallVector<NamedAttribute> launch = {
       b.getNamedAttr("smem_bytes", b.getI64IntegerAttr(kernel.smemBytes)),
       b.getNamedAttr("tmem_columns", b.getI64IntegerAttr(kernel.tmemColumns)),
       b.getNamedAttr("block", b.getI64IntegerAttr(specialize.getNumThreads())),
       b.getNamedAttr("rows_per_task",
-                     b.getI64IntegerAttr(TileConfig::kRowsPerTask)),
+                     b.getI64IntegerAttr(rowsPerTask)),
       b.getNamedAttr("spec", spec)};
   if (auto grid = specialize->getAttr("fa4.grid"))
     launch.push_back(b.getNamedAttr("grid", grid));

@@ -194,6 +194,55 @@ LogicalResult ScoreMmaAsyncOp::verify() {
   return success();
 }
 
+/// Rows of one Hopper warpgroup MMA (wgmma's M).
+static constexpr int64_t kWarpgroupRows = 64;
+
+LogicalResult WarpgroupScoreMmaOp::verify() {
+  SmemType q = getQuery().getType(), k = getKey().getType();
+  auto s = cast<RankedTensorType>(getScores().getType());
+  if (q.getElementType() != k.getElementType() ||
+      !(q.getElementType().isF16() || q.getElementType().isBF16()))
+    return emitOpError() << "query and key must both hold f16 or bf16, got "
+                         << q.getElementType() << " and " << k.getElementType();
+  if (q.getCols() != k.getCols())
+    return emitOpError() << "query head dim " << q.getCols()
+                         << " does not match key head dim " << k.getCols();
+  if (s.getRank() != 2 || !s.getElementType().isF32() ||
+      s.getDimSize(0) != kWarpgroupRows || s.getDimSize(1) != k.getRows())
+    return emitOpError() << "scores must be tensor<" << kWarpgroupRows << "x"
+                         << k.getRows() << "xf32>, got " << s;
+  int64_t offset = getRowOffset();
+  if (offset < 0 || offset % kWarpgroupRows != 0 ||
+      offset + kWarpgroupRows > q.getRows())
+    return emitOpError() << "rows " << offset << " to "
+                         << offset + kWarpgroupRows - 1
+                         << " are not a 64-row block of the " << q.getRows()
+                         << "-row query buffer";
+  return success();
+}
+
+LogicalResult WarpgroupValueMmaOp::verify() {
+  auto p = cast<RankedTensorType>(getProbs().getType());
+  auto o = cast<RankedTensorType>(getAcc().getType());
+  SmemType v = getValue().getType();
+  if (p.getRank() != 2 || o.getRank() != 2)
+    return emitOpError() << "probs and acc must be 2-D tiles";
+  if (p.getElementType() != v.getElementType())
+    return emitOpError() << "probs element type " << p.getElementType()
+                         << " does not match value's " << v.getElementType();
+  if (!o.getElementType().isF32())
+    return emitOpError() << "acc accumulates in f32, got " << o.getElementType();
+  if (p.getDimSize(0) != kWarpgroupRows || o.getDimSize(0) != kWarpgroupRows ||
+      p.getDimSize(1) != v.getRows() || o.getDimSize(1) != v.getCols())
+    return emitOpError() << "shapes do not chain: probs " << p << " x value ["
+                         << v.getRows() << ", " << v.getCols() << "] into "
+                         << o << " (" << kWarpgroupRows
+                         << " rows per warpgroup)";
+  if (getResult().getType() != o)
+    return emitOpError() << "result must have the accumulator's type " << o;
+  return success();
+}
+
 LogicalResult ValueMmaAsyncOp::verify() {
   TmemType p = getProbs().getType(), o = getAcc().getType();
   SmemType v = getValue().getType();

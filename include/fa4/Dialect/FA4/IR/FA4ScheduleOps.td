@@ -372,6 +372,61 @@ def FA4_ValueMmaAsyncOp : FA4_Op<"value_mma_async"> {
 }
 
 //===----------------------------------------------------------------------===//
+// Hopper's tensor core: warpgroup MMAs with register accumulators
+//===----------------------------------------------------------------------===//
+
+def FA4_WarpgroupScoreMmaOp : FA4_Op<"wgmma_score"> {
+  let summary = "S = Q·Kᵀ for one consumer warpgroup's rows, into registers";
+  let description = [{
+    The Hopper score MMA (sm_90a `wgmma`): the warpgroup multiplies rows
+    `[row_offset, row_offset + M)` of the Q stage by every row of the K
+    stage, both operands in shared memory, and gets the scores as a value
+    held in its registers (M = 64, one `wgmma` row block). The op completes
+    before the next one: the result is ready to use, and the shared-memory
+    operands may be released after it.
+
+    ```mlir
+    %s = fa4.wgmma_score %q[%t] rows 64, %k[%n]
+        : !fa4.smem<[128, 128], f16, stages = 1>,
+          !fa4.smem<[128, 128], f16, stages = 2> -> tensor<64x128xf32>
+    ```
+  }];
+  let arguments = (ins FA4_SmemType:$query, Index:$query_count,
+    I64Attr:$row_offset, FA4_SmemType:$key, Index:$key_count);
+  let results = (outs FA4_Tile:$scores);
+  let assemblyFormat = [{
+    $query `[` $query_count `]` `rows` $row_offset `,` $key `[` $key_count `]`
+    attr-dict `:` type($query) `,` type($key) `->` type($scores)
+  }];
+  let hasVerifier = 1;
+}
+
+def FA4_WarpgroupValueMmaOp : FA4_Op<"wgmma_value",
+    [AllTypesMatch<["acc", "result"]>]> {
+  let summary = "O + P·V for one consumer warpgroup, P and O in registers";
+  let description = [{
+    The Hopper value MMA (sm_90a `wgmma` with A from registers): the
+    warpgroup's probabilities (in the input type) times the V stage in
+    shared memory, added to the accumulator it holds. Completes before the
+    next op, like `fa4.wgmma_score`.
+
+    ```mlir
+    %o1 = fa4.wgmma_value %p, %v[%n], %o0
+        : tensor<64x128xf16>, !fa4.smem<[128, 128], f16, stages = 2>,
+          tensor<64x128xf32>
+    ```
+  }];
+  let arguments = (ins FA4_Tile:$probs, FA4_SmemType:$value,
+    Index:$value_count, FA4_Tile:$acc);
+  let results = (outs FA4_Tile:$result);
+  let assemblyFormat = [{
+    $probs `,` $value `[` $value_count `]` `,` $acc attr-dict `:`
+    type($probs) `,` type($value) `,` type($acc)
+  }];
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
 // Register <-> memory
 //===----------------------------------------------------------------------===//
 

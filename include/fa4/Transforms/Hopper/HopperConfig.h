@@ -1,0 +1,76 @@
+//===- HopperConfig.h - the Hopper schedule's configuration -----*- C++ -*-===//
+//
+// Decided once, from the head dim and element type: the warpgroup roles and
+// their register budgets, and the K/V stages that fit in shared memory.
+// fa4-hopper-warpgroup-roles reads it; the unit tests pin it.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef FA4_TRANSFORMS_HOPPER_HOPPERCONFIG_H
+#define FA4_TRANSFORMS_HOPPER_HOPPERCONFIG_H
+
+#include "fa4/Transforms/ScheduleConfig.h"
+
+#include <algorithm>
+
+namespace mlir::fa4::hopper {
+
+namespace role {
+constexpr llvm::StringLiteral kProducer = "producer";
+constexpr llvm::StringLiteral kConsumer0 = "consumer0";
+constexpr llvm::StringLiteral kConsumer1 = "consumer1";
+} // namespace role
+
+struct ScheduleConfig {
+  /// Consumer warpgroups, each with 64 rows of the task's 128-row Q tile
+  /// (one wgmma row block).
+  static constexpr int64_t kConsumers = 2;
+  static constexpr int64_t kRowsPerConsumer = 64;
+  /// Shared memory an sm_90 block may use, and what the barriers keep.
+  static constexpr int64_t kSmemLimit = 227 * 1024;
+  static constexpr int64_t kBarrierBytes = 1024;
+  /// Deeper K/V rings than this buy nothing once loads run ahead.
+  static constexpr int64_t kMaxKvStages = 4;
+
+  int64_t headDim = 128;
+  int64_t elementBytes = 2;
+  int64_t kvStagesOverride = 0;
+
+  /// The FA3 cast: a producer warpgroup (its elected thread issues TMA)
+  /// giving its registers to two consumer warpgroups; 24 + 2 · 240 per
+  /// thread of 128 is 64 512 of the 65 536.
+  static llvm::ArrayRef<RoleSpec> roles() {
+    static const RoleSpec kRoles[] = {
+        {role::kProducer, 0, 4, 24},
+        {role::kConsumer0, 4, 4, 240},
+        {role::kConsumer1, 8, 4, 240},
+    };
+    return kRoles;
+  }
+
+  /// One [128, head_dim] tile, rows padded to whole 128-byte swizzle lines.
+  int64_t tileBytes() const {
+    return 128 * ((headDim * elementBytes + 127) / 128 * 128);
+  }
+  /// Q (one stage) and the two 64-row O staging halves.
+  int64_t fixedSmemBytes() const { return 2 * tileBytes() + kBarrierBytes; }
+  /// K and V stages that fit beside them.
+  int64_t maxKvStages() const {
+    return std::min(kMaxKvStages,
+                    (kSmemLimit - fixedSmemBytes()) / (2 * tileBytes()));
+  }
+  int64_t kvStages() const {
+    return kvStagesOverride > 0 ? kvStagesOverride : maxKvStages();
+  }
+
+  static ScheduleConfig get(int64_t headDim, int64_t elementBytes) {
+    ScheduleConfig config;
+    config.headDim = headDim;
+    config.elementBytes = elementBytes;
+    return config;
+  }
+};
+
+} // namespace mlir::fa4::hopper
+
+#endif // FA4_TRANSFORMS_HOPPER_HOPPERCONFIG_H
