@@ -39,6 +39,13 @@ using namespace mlir::fa4::nvvm;
 // Helpers
 //===----------------------------------------------------------------------===//
 
+/// Registers per thread at a kernel's entry, one CTA per SM: the register
+/// file over the threads, in ptxas's allocation unit of 8. Each role's
+/// setmaxnreg moves from here.
+static int64_t startRegisters(int64_t threads) {
+  return blackwell::kRegistersPerSm / threads / 8 * 8;
+}
+
 Value Lowering::i32(int64_t value) {
   return LLVM::ConstantOp::create(b, loc(), b.getI32Type(),
                                     b.getI32IntegerAttr(value));
@@ -225,6 +232,12 @@ Type Lowering::convertType(Type type) {
   auto tensor = dyn_cast<RankedTensorType>(type);
   if (!tensor)
     return type;
+  // Hopper: a 64-row tile in wgmma's fragment layout, two rows per thread.
+  if (kernel.hopper) {
+    if (tensor.getRank() == 1)
+      return VectorType::get({2}, tensor.getElementType());
+    return VectorType::get({tensor.getDimSize(1) / 2}, tensor.getElementType());
+  }
   // Row r of a warpgroup tile belongs to thread r.
   if (tensor.getRank() == 1)
     return tensor.getElementType();
@@ -377,6 +390,11 @@ LogicalResult Lowering::lowerOp(Operation *op) {
   }
   if (auto specialize = dyn_cast<WarpSpecializeOp>(op))
     return lowerWarpSpecialize(specialize);
+  if (kernel.hopper &&
+      isa<WarpgroupScoreMmaOp, WarpgroupValueMmaOp, SoftcapOp, ScoreModOp,
+          MaskOp, OnlineSoftmaxOp, CorrectionOp, NormalizeOp, SmemStoreOp,
+          StoreLseTileOp>(op))
+    return lowerWarpgroup(op);
 
   return llvm::TypeSwitch<Operation *, LogicalResult>(op)
       .Case<SmemAllocOp, MBarrierAllocOp>([&](Operation *alloc) -> LogicalResult {
@@ -491,8 +509,8 @@ LogicalResult Lowering::lowerRole(RoleOp newRole) {
   // A 512-thread CTA starts every thread at 128 registers; each role moves
   // to its budget.
   int64_t registers = role.getRegisters();
-  int64_t start = blackwell::kRegistersPerSm /
-                  (blackwell::kWarpsPerCta * blackwell::kThreadsPerWarp);
+  int64_t start = startRegisters(
+      role->getParentOfType<WarpSpecializeOp>().getNumThreads());
   if (registers != start)
     NVVM::SetMaxRegisterOp::create(b,
         loc(), registers,
@@ -543,7 +561,14 @@ LogicalResult Lowering::lowerRole(RoleOp newRole) {
   roleThread = toIndex(thread);
   warpTmemBase = Value();
   stagedForAsyncProxy = false;
+  // One thread issues for the whole role: elect.sync picks one per warp, so
+  // a role of several warps also asks for its first warp.
   elected = NVVM::ElectSyncOp::create(b, loc(), b.getI1Type(), Value());
+  if (role.getNumWarps() > 1)
+    elected = arith::AndIOp::create(
+        b, loc(), elected,
+        arith::CmpIOp::create(b, loc(), arith::CmpIPredicate::ult, roleThread,
+                              index(32)));
   roleUsesTensorMemory = false;
   bool rowsInTensorMemory = false;
   role.walk([&](Operation *inner) {
@@ -584,6 +609,23 @@ LogicalResult Lowering::lowerRole(RoleOp newRole) {
               LLVM::AsmDialectAttr::get(b.getContext(), LLVM::AsmDialect::AD_ATT),
               ArrayAttr());
       });
+  }
+  // A role whose work is its elected thread's keeps only its first warp:
+  // the others have given their registers up and leave.
+  if (role->hasAttr("fa4.single_warp")) {
+    auto rest = scf::IfOp::create(
+        b, loc(),
+        arith::CmpIOp::create(b, loc(), arith::CmpIPredicate::uge, roleThread,
+                              index(32)),
+        false);
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(rest.thenBlock());
+    LLVM::InlineAsmOp::create(
+        b, loc(), TypeRange(), ValueRange(), "exit;", "",
+        /*has_side_effects=*/true, false,
+        LLVM::tailcallkind::TailCallKind::None,
+        LLVM::AsmDialectAttr::get(b.getContext(), LLVM::AsmDialect::AD_ATT),
+        ArrayAttr());
   }
   if (failed(lowerBlock(role.getBody().front())))
     return failure();
@@ -1006,6 +1048,27 @@ LogicalResult FA4ToNVVMPass::convert(func::FuncOp func,
   bool hasLse = tensors.size() > 4;
   KernelState kernel;
   kernel.exp2EmulationFraction = exp2EmulationFraction;
+  // The schedule decides the target's lowering; a schedule for the other
+  // target is refused here rather than by ptxas.
+  WarpSpecializeOp specialize;
+  func.walk([&](WarpSpecializeOp op) { specialize = op; });
+  bool blackwellOps = false;
+  func.walk([&](Operation *op) {
+    if (isa<WarpgroupScoreMmaOp, WarpgroupValueMmaOp>(op))
+      kernel.hopper = true;
+    if (isa<TmemAllocOp, ScoreMmaAsyncOp, ValueMmaAsyncOp>(op))
+      blackwellOps = true;
+  });
+  bool hopperChip = StringRef(chip).starts_with("sm_90");
+  if (kernel.hopper && blackwellOps)
+    return func.emitError() << "the level-C schedule mixes Hopper's warpgroup "
+                               "MMAs with Blackwell's TMEM and tcgen05";
+  if (kernel.hopper != hopperChip)
+    return func.emitError()
+           << "the level-C schedule is "
+           << (kernel.hopper ? "Hopper's (wgmma)" : "Blackwell's (tcgen05, TMEM)")
+           << " but the chip is " << chip << "; compile it with --target "
+           << (kernel.hopper ? "sm_90a" : "sm_100a");
   layOutSharedMemory(func, kernel);
   if (kernel.smemBytes > blackwell::kSmemBytesPerCta)
     return func.emitError() << "the kernel needs " << kernel.smemBytes
@@ -1057,12 +1120,15 @@ LogicalResult FA4ToNVVMPass::convert(func::FuncOp func,
       loc, func.getName(),
       LLVM::LLVMFunctionType::get(LLVM::LLVMVoidType::get(context), params));
   kernelFunc->setAttr("nvvm.kernel", b.getUnitAttr());
-  kernelFunc->setAttr("nvvm.reqntid", b.getDenseI32ArrayAttr({512}));
-  // One CTA per SM with 128 registers per thread at entry: what setmaxnreg
+  int64_t threads = specialize.getNumThreads();
+  kernelFunc->setAttr("nvvm.reqntid",
+                      b.getDenseI32ArrayAttr({static_cast<int32_t>(threads)}));
+  // One CTA per SM with the register file split evenly at entry (128 per
+  // thread for Blackwell's 512, 168 for Hopper's 384): what setmaxnreg
   // needs to know to move each role to its budget.
   kernelFunc->setAttr("nvvm.minctasm", b.getI32IntegerAttr(1));
   kernelFunc->setAttr("nvvm.maxnreg",
-                      b.getI32IntegerAttr(blackwell::kRegistersPerSm / 512));
+                      b.getI32IntegerAttr(startRegisters(threads)));
   auto map = LLVM::LLVMArrayType::get(b.getI8Type(), 128);
   for (unsigned i = 0; i < 4; ++i) {
     kernelFunc.setArgAttr(i, "llvm.byval", TypeAttr::get(map));
@@ -1115,8 +1181,6 @@ LogicalResult FA4ToNVVMPass::convert(func::FuncOp func,
     return failure();
 
   // What a launcher needs, for fa4c's manifest.
-  WarpSpecializeOp specialize;
-  func.walk([&](WarpSpecializeOp op) { specialize = op; });
   int64_t rowsPerTask = 0;
   func.walk([&](TaskCountOp op) { rowsPerTask = op.getRows(); });
   SmallVector<NamedAttribute> launch = {
@@ -1138,7 +1202,16 @@ LogicalResult FA4ToNVVMPass::convert(func::FuncOp func,
          b.getNamedAttr("registers", role.getRegistersAttr())}));
   launch.push_back(b.getNamedAttr("roles", b.getArrayAttr(roles)));
   // Each tensor map: [head_dim, heads, seq, batch], boxes of 64 columns by
-  // 128 rows (GQA-packed for Q and O: ratio heads by 128 / ratio positions).
+  // the rows of the shared-memory tiles it moves (GQA-packed for Q and O:
+  // ratio heads by rows / ratio positions): 128 rows, but Hopper's O is
+  // stored in 64-row halves.
+  llvm::DenseMap<Value, int64_t> boxRows;
+  func.walk([&](Operation *op) {
+    if (auto load = dyn_cast<TmaLoadOp>(op))
+      boxRows[load.getSource()] = load.getBuffer().getType().getRows();
+    if (auto store = dyn_cast<TmaStoreOp>(op))
+      boxRows[store.getDest()] = store.getBuffer().getType().getRows();
+  });
   auto qType = cast<MemRefType>(kernel.q.getType());
   auto kType = cast<MemRefType>(kernel.k.getType());
   int64_t ratio = qType.getDimSize(2) / kType.getDimSize(2);
@@ -1164,7 +1237,9 @@ LogicalResult FA4ToNVVMPass::convert(func::FuncOp func,
         b.getNamedAttr("heads", b.getI64IntegerAttr(type.getDimSize(2))),
         b.getNamedAttr("head_dim", b.getI64IntegerAttr(type.getDimSize(3))),
         b.getNamedAttr("box", b.getDenseI64ArrayAttr(
-                                  {64, boxHeads, 128 / boxHeads, 1})),
+                                  {64, boxHeads,
+                                   boxRows.lookup_or(value, 128) / boxHeads,
+                                   1})),
     }));
   }
   launch.push_back(b.getNamedAttr("tensor_maps", b.getArrayAttr(maps)));

@@ -56,6 +56,9 @@ struct KernelState {
   };
   llvm::DenseMap<Value, Extra> extras;
   double exp2EmulationFraction = 0.0;
+  /// The level-C schedule is Hopper's: tiles live in registers in wgmma's
+  /// fragment layout (Hopper/Warpgroup.cpp).
+  bool hopper = false;
 };
 
 /// Re-emits level-C ops as per-thread code at a builder's insertion point.
@@ -153,6 +156,21 @@ private:
   /// of `table` (a block-mask extra) for the task's query blocks and heads.
   FailureOr<SmallVector<Value, 4>>
   emitBlockMaskNarrowing(KvBlockRangeOp range, ArrayRef<Value> analysed);
+
+  // Hopper's register tiles and warpgroup MMAs (Hopper/Warpgroup.cpp).
+  LogicalResult lowerWarpgroup(Operation *op);
+  /// This thread's lane, its first row of a 64-row fragment tile (`half` 0)
+  /// or its second (1), and its first column (2·(lane mod 4)), as indices.
+  Value fragmentLane();
+  Value fragmentRow(int64_t half);
+  Value fragmentColumn();
+  /// `value` combined over the four threads of the quad that share a row.
+  Value quadReduce(Value value, function_ref<Value(Value, Value)> combine);
+  /// A fragment tile's per-element vector of its rows' values (vector<2>).
+  Value spreadRows(Value rows, int64_t elements);
+  /// Stores `lse` (f32) as the LSE of packed row `row` of the tile `store`
+  /// writes (`row` from the tile's first); rows past seq_q are skipped.
+  LogicalResult emitLseStore(StoreLseTileOp store, Value row, Value lse);
 
   // Key bounds and the score_mod / mask_mod regions (Mods.cpp).
   /// KeyBound::evaluate on index values.

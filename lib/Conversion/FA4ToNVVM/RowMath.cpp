@@ -398,6 +398,49 @@ LogicalResult Lowering::lowerOnlineSoftmax(OnlineSoftmaxOp op) {
   return success();
 }
 
+LogicalResult Lowering::emitLseStore(StoreLseTileOp store, Value row,
+                                     Value lse) {
+  Value pointer = kernel.globalPointers.lookup(store.getDest());
+  auto type = cast<MemRefType>(store.getDest().getType());
+  if (!pointer || type.isDynamicDim(1))
+    return store.emitOpError()
+           << "writes an LSE that is not a kernel parameter with static heads";
+  int64_t ratio = store.getGqaRatio();
+  Value packed = arith::AddIOp::create(b, loc(), lookup(store.getRow()), row);
+  Value position = arith::DivUIOp::create(b, loc(), packed, index(ratio));
+  Value head = arith::AddIOp::create(
+      b, loc(),
+      arith::MulIOp::create(b, loc(), lookup(store.getHead()), index(ratio)),
+      arith::RemUIOp::create(b, loc(), packed, index(ratio)));
+  Value seqQ = toIndex(kernel.seqQ);
+  Value inside = arith::CmpIOp::create(b, loc(), arith::CmpIPredicate::ult,
+                                       position, seqQ);
+  auto branch = scf::IfOp::create(b, loc(), inside, false);
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(branch.thenBlock());
+  // (batch·q_heads + head)·seq_q + position in 64 bits: indices are 32-bit
+  // in the kernel, and this one reaches batch·q_heads·seq_q.
+  auto wide = [&](Value value) -> Value {
+    return arith::ExtUIOp::create(b, loc(), b.getI64Type(), toI32(value));
+  };
+  Value element = arith::AddIOp::create(
+      b, loc(),
+      arith::MulIOp::create(
+          b, loc(),
+          arith::AddIOp::create(
+              b, loc(),
+              arith::MulIOp::create(b, loc(), wide(lookup(store.getBatch())),
+                                    i64(type.getDimSize(1))),
+              wide(head)),
+          wide(seqQ)),
+      wide(position));
+  Value address = LLVM::GEPOp::create(b, loc(), pointer.getType(),
+                                      b.getF32Type(), pointer,
+                                      ValueRange{element});
+  LLVM::StoreOp::create(b, loc(), lse, address, 4);
+  return success();
+}
+
 LogicalResult Lowering::lowerRowMath(Operation *op) {
   float minusInf = -std::numeric_limits<float>::infinity();
   return llvm::TypeSwitch<Operation *, LogicalResult>(op)
@@ -473,47 +516,7 @@ LogicalResult Lowering::lowerRowMath(Operation *op) {
         return success();
       })
       .Case([&](StoreLseTileOp store) -> LogicalResult {
-        Value pointer = kernel.globalPointers.lookup(store.getDest());
-        auto type = cast<MemRefType>(store.getDest().getType());
-        if (!pointer || type.isDynamicDim(1))
-          return store.emitOpError()
-                 << "writes an LSE that is not a kernel parameter with static "
-                    "heads";
-        int64_t ratio = store.getGqaRatio();
-        Value packed =
-            arith::AddIOp::create(b, loc(), lookup(store.getRow()), rowInWarpgroup());
-        Value position = arith::DivUIOp::create(b, loc(), packed, index(ratio));
-        Value head = arith::AddIOp::create(b,
-            loc(),
-            arith::MulIOp::create(b, loc(), lookup(store.getHead()), index(ratio)),
-            arith::RemUIOp::create(b, loc(), packed, index(ratio)));
-        Value seqQ = toIndex(kernel.seqQ);
-        Value inside = arith::CmpIOp::create(b, loc(), arith::CmpIPredicate::ult,
-                                               position, seqQ);
-        auto branch = scf::IfOp::create(b, loc(), inside, false);
-        OpBuilder::InsertionGuard guard(b);
-        b.setInsertionPointToStart(branch.thenBlock());
-        // (batch·q_heads + head)·seq_q + position in 64 bits: indices are
-        // 32-bit in the kernel, and this one reaches batch·q_heads·seq_q.
-        auto wide = [&](Value value) -> Value {
-          return arith::ExtUIOp::create(b, loc(), b.getI64Type(), toI32(value));
-        };
-        Value element = arith::AddIOp::create(b,
-            loc(),
-            arith::MulIOp::create(b,
-                loc(),
-                arith::AddIOp::create(b,
-                    loc(),
-                    arith::MulIOp::create(b, loc(), wide(lookup(store.getBatch())),
-                                            i64(type.getDimSize(1))),
-                    wide(head)),
-                wide(seqQ)),
-            wide(position));
-        Value address = LLVM::GEPOp::create(b, loc(), pointer.getType(),
-                                              b.getF32Type(), pointer,
-                                              ValueRange{element});
-        LLVM::StoreOp::create(b, loc(), lookup(store.getTile()), address, 4);
-        return success();
+        return emitLseStore(store, rowInWarpgroup(), lookup(store.getTile()));
       })
       .Default([](Operation *) { return failure(); });
 }

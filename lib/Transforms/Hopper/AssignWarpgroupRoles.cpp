@@ -362,6 +362,9 @@ void WarpgroupProgramBuilder::build() {
                                spec.numWarps, spec.registers);
     b.setInsertionPointToStart(&role.getBody().emplaceBlock());
     if (spec.name == hopper::role::kProducer) {
+      // Its elected thread does all of its work: the other three warps only
+      // hand their registers to the consumers.
+      role->setAttr("fa4.single_warp", b.getUnitAttr());
       scf::ForOp tasks =
           buildTaskLoop([&](Task &task) { buildProducer(task); });
       // The producer's tail: it waits until the consumers released the last

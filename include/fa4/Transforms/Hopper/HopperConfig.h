@@ -37,13 +37,14 @@ struct ScheduleConfig {
   int64_t kvStagesOverride = 0;
 
   /// The FA3 cast: a producer warpgroup (its elected thread issues TMA)
-  /// giving its registers to two consumer warpgroups; 24 + 2 · 240 per
-  /// thread of 128 is 64 512 of the 65 536.
+  /// giving its registers to two consumer warpgroups; (40 + 2 · 232) · 128
+  /// is 64 512 of the 65 536. FA3's producer keeps 24, but this one also
+  /// walks the LPT order and the window's block range (24 spills there).
   static llvm::ArrayRef<RoleSpec> roles() {
     static const RoleSpec kRoles[] = {
-        {role::kProducer, 0, 4, 24},
-        {role::kConsumer0, 4, 4, 240},
-        {role::kConsumer1, 8, 4, 240},
+        {role::kProducer, 0, 4, 40},
+        {role::kConsumer0, 4, 4, 232},
+        {role::kConsumer1, 8, 4, 232},
     };
     return kRoles;
   }

@@ -1,0 +1,585 @@
+//===- Warpgroup.cpp - Hopper's register tiles and wgmma -------------------===//
+//
+// On sm_90a a consumer warpgroup holds its 64-row tiles in registers, in the
+// layout of a wgmma accumulator (PTX ISA, "Matrix fragments for
+// wgmma.mma_async .m64nNk16"): thread t of the warpgroup (warp w = t / 32,
+// lane l = t % 32) holds element i of its vector<N/2> at
+//
+//   row    16·w + l/4 + 8·((i/2) mod 2)
+//   column 8·(i/4) + 2·(l mod 4) + (i mod 2)
+//
+// so each thread has two rows (its "halves" j = 0, 1), and the four threads
+// of a quad share them. A row vector (tensor<64>) is the thread's two rows'
+// values, vector<2>. Row maxima and sums are reduced across the quad with two
+// shuffles; the row sum is kept per thread, partial, and reduced once, in
+// fa4.normalize (it is only ever scaled and added to, so the partial sums
+// carry the same information). The scores' layout is also the layout of the
+// A operand of the next wgmma for k-steps of 16 keys, so P feeds O += P·V
+// from registers with no data movement, as in FlashAttention-3.
+//
+//===----------------------------------------------------------------------===//
+
+#include "../Lowering.h"
+
+#include "fa4/Support/Descriptors.h"
+
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+#include <limits>
+
+using namespace mlir;
+using namespace mlir::fa4;
+using namespace mlir::fa4::nvvm;
+
+/// K elements per wgmma of 16-bit inputs.
+static constexpr int64_t kWgmmaK = 16;
+/// Bytes from one 8-row group of a 128-byte-swizzled tile to the next.
+static constexpr uint32_t kSwizzleAtomBytes = 1024;
+static constexpr float kMinusInf = -std::numeric_limits<float>::infinity();
+
+/// The sm_90 shared-memory matrix descriptor (PTX ISA, "Matrix Descriptor
+/// Format" of wgmma): start address >> 4 in bits 0-13, leading byte offset
+/// >> 4 in 16-29, stride byte offset >> 4 in 32-45, the swizzle in bits
+/// 62-63 (1: 128 bytes). The leading and stride offsets mean what they mean
+/// for tcgen05 (Descriptors.h), whose descriptor differs in its fixed bits
+/// and its swizzle field.
+static uint64_t wgmmaDescriptorTemplate(uint32_t leadingByteOffset,
+                                        uint32_t strideByteOffset) {
+  return (uint64_t((leadingByteOffset >> 4) & 0x3fff) << 16) |
+         (uint64_t((strideByteOffset >> 4) & 0x3fff) << 32) |
+         (uint64_t(1) << 62);
+}
+
+static StringRef ptxType(Type type) { return type.isBF16() ? "bf16" : "f16"; }
+
+Value Lowering::fragmentLane() {
+  return arith::RemUIOp::create(b, loc(), roleThread, index(32));
+}
+
+Value Lowering::fragmentRow(int64_t half) {
+  Value warp = arith::DivUIOp::create(b, loc(), rowInWarpgroup(), index(32));
+  Value row = arith::AddIOp::create(
+      b, loc(), arith::MulIOp::create(b, loc(), warp, index(16)),
+      arith::DivUIOp::create(b, loc(), fragmentLane(), index(4)));
+  return half ? Value(arith::AddIOp::create(b, loc(), row, index(8))) : row;
+}
+
+Value Lowering::fragmentColumn() {
+  return arith::MulIOp::create(
+      b, loc(), arith::RemUIOp::create(b, loc(), fragmentLane(), index(4)),
+      index(2));
+}
+
+/// Element i of a fragment belongs to the thread's row (i / 2) mod 2.
+static int64_t halfOf(int64_t i) { return (i / 2) % 2; }
+/// Its column, less the thread's 2·(lane mod 4).
+static int64_t columnOf(int64_t i) { return 8 * (i / 4) + i % 2; }
+
+/// `value` reduced over the four threads of the quad with `combine`.
+Value Lowering::quadReduce(Value value,
+                           function_ref<Value(Value, Value)> combine) {
+  for (int64_t offset : {1, 2}) {
+    Value other = NVVM::ShflOp::create(b, loc(), value.getType(), i32(-1),
+                                       value, i32(offset), i32(0x1f),
+                                       NVVM::ShflKind::bfly, UnitAttr());
+    value = combine(value, other);
+  }
+  return value;
+}
+
+/// The per-element vector [v0, v0, v1, v1, v0, v0, ...] of a row vector.
+Value Lowering::spreadRows(Value rows, int64_t elements) {
+  SmallVector<int64_t> pattern;
+  for (int64_t i = 0; i < elements; ++i)
+    pattern.push_back(halfOf(i));
+  return vector::ShuffleOp::create(b, loc(), rows, rows, pattern);
+}
+
+/// One inline-assembly wgmma group: fence, the MMAs of `body`, commit, wait
+/// for completion; `body` may use the predicates `zero` (false, the first
+/// MMA of an accumulator overwrites it) and `one`. Outputs are the
+/// accumulator's floats; with `tied` the first inputs are their old values.
+static Value warpgroupMma(OpBuilder &b, Location loc, int64_t accumulators,
+                          SmallVector<Value> inputs, StringRef constraintsIn,
+                          const std::string &body, bool tied) {
+  std::string constraints;
+  for (int64_t i = 0; i < accumulators; ++i)
+    constraints += (i ? ",=f" : "=f");
+  if (tied)
+    for (int64_t i = 0; i < accumulators; ++i)
+      constraints += "," + std::to_string(i);
+  if (!constraintsIn.empty())
+    constraints += ("," + constraintsIn).str();
+  // The predicates come from a register holding 0 (setp takes a register
+  // first operand).
+  std::string zero = "$" + std::to_string(accumulators + inputs.size());
+  inputs.push_back(LLVM::ConstantOp::create(b, loc, b.getI32Type(),
+                                            b.getI32IntegerAttr(0)));
+  constraints += ",r";
+  SmallVector<Type> types(accumulators, b.getF32Type());
+  std::string text = "{\n\t.reg .pred zero, one;\n\tsetp.ne.b32 zero, " + zero +
+                     ", 0;\n\tsetp.eq.b32 one, " + zero +
+                     ", 0;\n\twgmma.fence.sync.aligned;\n\t" + body +
+                     "wgmma.commit_group.sync.aligned;\n\t"
+                     "wgmma.wait_group.sync.aligned 0;\n\t}";
+  return LLVM::InlineAsmOp::create(
+             b, loc, LLVM::LLVMStructType::getLiteral(b.getContext(), types),
+             inputs, text, constraints, /*has_side_effects=*/true, false,
+             LLVM::tailcallkind::TailCallKind::None,
+             LLVM::AsmDialectAttr::get(b.getContext(), LLVM::AsmDialect::AD_ATT),
+             ArrayAttr())
+      .getResult(0);
+}
+
+/// The accumulator list "{$0, $1, ...}" of a wgmma.
+static std::string accumulatorList(int64_t count) {
+  std::string list = "{";
+  for (int64_t i = 0; i < count; ++i)
+    list += (i ? ", $" : "$") + std::to_string(i);
+  return list + "}";
+}
+
+LogicalResult Lowering::lowerWarpgroup(Operation *op) {
+  Type f32Type = b.getF32Type();
+  // The shared address of ring item `count`, as an i64 descriptor.
+  auto stageDescriptor = [&](Value buffer, Value count, int64_t offset,
+                             uint64_t bits) -> Value {
+    auto type = cast<SmemType>(buffer.getType());
+    Value stage = arith::RemUIOp::create(b, loc(), lookup(count),
+                                         index(type.getStages()));
+    Value pointer = smemAt(
+        lookup(buffer),
+        arith::AddIOp::create(
+            b, loc(),
+            arith::MulIOp::create(b, loc(), stage, index(type.getStageBytes())),
+            index(offset)));
+    Value field = arith::AndIOp::create(
+        b, loc(),
+        arith::ShRUIOp::create(b, loc(), smemAddress(pointer), i32(4)),
+        i32(0x3fff));
+    return arith::OrIOp::create(
+        b, loc(), arith::ExtUIOp::create(b, loc(), b.getI64Type(), field),
+        i64(static_cast<int64_t>(bits)));
+  };
+  auto unpack = [&](Value structValue, int64_t count) -> Value {
+    SmallVector<Value> elements;
+    for (int64_t i = 0; i < count; ++i)
+      elements.push_back(LLVM::ExtractValueOp::create(
+          b, loc(), structValue, ArrayRef<int64_t>{i}));
+    return vector::FromElementsOp::create(
+        b, loc(), VectorType::get({count}, f32Type), elements);
+  };
+  auto rowsOf = [&](Value rowVector, int64_t half) -> Value {
+    return vector::ExtractOp::create(b, loc(), rowVector,
+                                     ArrayRef<int64_t>{half});
+  };
+  auto rowVector = [&](Value first, Value second) -> Value {
+    return vector::FromElementsOp::create(
+        b, loc(), VectorType::get({2}, first.getType()),
+        ValueRange{first, second});
+  };
+
+  return llvm::TypeSwitch<Operation *, LogicalResult>(op)
+      .Case([&](WarpgroupScoreMmaOp mma) -> LogicalResult {
+        SmemType q = mma.getQuery().getType();
+        SmemType k = mma.getKey().getType();
+        int64_t n = k.getRows();
+        int64_t accumulators = n / 2;
+        // Q and K are both K-major: 128-byte rows of 64 elements, 8-row
+        // atoms 1024 bytes apart (the leading offset is unused: 16). The
+        // warpgroup's rows start row_offset lines into each box of Q.
+        uint64_t bits = wgmmaDescriptorTemplate(16, kSwizzleAtomBytes);
+        Value qBase = stageDescriptor(mma.getQuery(), mma.getQueryCount(),
+                                      mma.getRowOffset() * kSwizzleLineBytes,
+                                      bits);
+        Value kBase = stageDescriptor(mma.getKey(), mma.getKeyCount(), 0, bits);
+        SmallVector<Value> inputs;
+        std::string body;
+        std::string instruction = "wgmma.mma_async.sync.aligned.m64n" +
+                                  std::to_string(n) + "k16.f32." +
+                                  ptxType(q.getElementType()).str() + "." +
+                                  ptxType(k.getElementType()).str() + " ";
+        std::string constraintsIn;
+        int64_t steps = llvm::divideCeil(q.getCols(), kWgmmaK);
+        for (int64_t step = 0; step < steps; ++step) {
+          // Along K: 32 bytes inside a swizzle line, a whole box every 64
+          // columns.
+          int64_t column = step * kWgmmaK;
+          int64_t qOffset = (column / kBoxColumns) * boxBytes(q) +
+                            (column % kBoxColumns) * 2;
+          int64_t kOffset = (column / kBoxColumns) * boxBytes(k) +
+                            (column % kBoxColumns) * 2;
+          inputs.push_back(arith::AddIOp::create(b, loc(), qBase,
+                                                 i64(qOffset >> 4)));
+          inputs.push_back(arith::AddIOp::create(b, loc(), kBase,
+                                                 i64(kOffset >> 4)));
+          std::string a = "$" + std::to_string(accumulators + 2 * step);
+          std::string bDesc = "$" + std::to_string(accumulators + 2 * step + 1);
+          constraintsIn += (step ? ",l,l" : "l,l");
+          // The first step overwrites the accumulator (scale-d false).
+          body += instruction + accumulatorList(accumulators) + ", " + a +
+                  ", " + bDesc + (step ? ", one" : ", zero") +
+                  ", 1, 1, 0, 0;\n\t";
+        }
+        Value result = warpgroupMma(b, loc(), accumulators, inputs,
+                                    constraintsIn, body, /*tied=*/false);
+        mapping.map(mma.getScores(), unpack(result, accumulators));
+        return success();
+      })
+      .Case([&](WarpgroupValueMmaOp mma) -> LogicalResult {
+        SmemType v = mma.getValue().getType();
+        auto probsType = cast<RankedTensorType>(mma.getProbs().getType());
+        int64_t n = v.getCols();
+        int64_t accumulators = n / 2;
+        // V is the B operand with N (head dim) contiguous: MN-major. Its
+        // 64-column boxes are the leading-dimension repeats, 8-key groups
+        // the stride.
+        uint64_t bits = wgmmaDescriptorTemplate(boxBytes(v), kSwizzleAtomBytes);
+        Value vBase = stageDescriptor(mma.getValue(), mma.getValueCount(), 0,
+                                      bits);
+        // P's fragment is the A operand's, 16 keys (4 words) per k-step.
+        Value probs = lookup(mma.getProbs());
+        int64_t words = probsType.getDimSize(1) / 4;
+        Value packed = vector::BitCastOp::create(
+            b, loc(), VectorType::get({words}, b.getI32Type()), probs);
+        SmallVector<Value> inputs;
+        Value acc = lookup(mma.getAcc());
+        for (int64_t i = 0; i < accumulators; ++i)
+          inputs.push_back(
+              vector::ExtractOp::create(b, loc(), acc, ArrayRef<int64_t>{i}));
+        std::string instruction = "wgmma.mma_async.sync.aligned.m64n" +
+                                  std::to_string(n) + "k16.f32." +
+                                  ptxType(probsType.getElementType()).str() +
+                                  "." + ptxType(v.getElementType()).str() + " ";
+        std::string body;
+        std::string constraintsIn;
+        int64_t steps = probsType.getDimSize(1) / kWgmmaK;
+        int64_t next = 2 * accumulators;
+        for (int64_t step = 0; step < steps; ++step) {
+          std::string a = "{";
+          for (int64_t w = 0; w < 4; ++w) {
+            inputs.push_back(vector::ExtractOp::create(
+                b, loc(), packed, ArrayRef<int64_t>{4 * step + w}));
+            a += (w ? ", $" : "$") + std::to_string(next++);
+            constraintsIn += (constraintsIn.empty() ? "r" : ",r");
+          }
+          a += "}";
+          inputs.push_back(arith::AddIOp::create(
+              b, loc(), vBase, i64((step * kWgmmaK * kSwizzleLineBytes) >> 4)));
+          constraintsIn += ",l";
+          std::string bDesc = "$" + std::to_string(next++);
+          // scale-d 1 (accumulate), scales 1, B transposed (MN-major).
+          body += instruction + accumulatorList(accumulators) + ", " + a +
+                  ", " + bDesc + ", one, 1, 1, 1;\n\t";
+        }
+        Value result = warpgroupMma(b, loc(), accumulators, inputs,
+                                    constraintsIn, body, /*tied=*/true);
+        mapping.map(mma.getResult(), unpack(result, accumulators));
+        return success();
+      })
+      .Case([&](SoftcapOp softcap) -> LogicalResult {
+        float cap = softcap.getCap().convertToFloat();
+        float inner = softcap.getScale().convertToFloat() / cap;
+        Value s = lookup(softcap.getScores());
+        auto type = cast<VectorType>(s.getType());
+        SmallVector<Value> elements;
+        for (int64_t i = 0; i < type.getNumElements(); ++i) {
+          Value element =
+              vector::ExtractOp::create(b, loc(), s, ArrayRef<int64_t>{i});
+          elements.push_back(
+              arith::MulFOp::create(b, loc(), tanh(element, inner), f32(cap)));
+        }
+        mapping.map(softcap.getResult(),
+                    vector::FromElementsOp::create(b, loc(), type, elements));
+        return success();
+      })
+      .Case([&](ScoreModOp scoreMod) -> LogicalResult {
+        return scoreMod.emitOpError()
+               << "score_mod regions are not lowered for sm_90a yet (the "
+                  "Hopper schedule runs them in fa4-sim only)";
+      })
+      .Case([&](MaskOp mask) -> LogicalResult {
+        MaskModBounds bounds =
+            maskBounds(mask.getMask(), mask.getWindowLeft(),
+                       mask.getWindowRight(), mask.getMaskMod());
+        if (!mask.getMaskMod().empty())
+          return mask.emitOpError()
+                 << "mask_mod regions are not lowered for sm_90a yet (the "
+                    "Hopper schedule runs them in fa4-sim only)";
+        Value s = lookup(mask.getScores());
+        auto type = cast<VectorType>(s.getType());
+        Value first = lookup(mask.getCol());
+        bool hasLow = bounds.bounds.lower.has_value();
+        // Visible keys of each of the thread's rows, relative to the
+        // thread's first column of the tile.
+        Value lowRel[2], highRel[2];
+        Value column = fragmentColumn();
+        for (int64_t half = 0; half < 2; ++half) {
+          Value packed = arith::AddIOp::create(b, loc(), lookup(mask.getRow()),
+                                               fragmentRow(half));
+          Value position = arith::DivUIOp::create(b, loc(), packed,
+                                                  index(mask.getGqaRatio()));
+          Value high;
+          Value low = emitKeyEdges(position, bounds.bounds,
+                                   lookup(mask.getSeqQ()),
+                                   lookup(mask.getSeqK()), high);
+          auto relative = [&](Value edge) -> Value {
+            Value offset = arith::SubIOp::create(
+                b, loc(), arith::SubIOp::create(b, loc(), edge, first), column);
+            // Clamped into [-1, N]: the comparisons below stay in 32 bits.
+            offset = arith::MaxSIOp::create(b, loc(), offset, index(-1));
+            offset = arith::MinSIOp::create(b, loc(), offset,
+                                            index(2 * type.getNumElements()));
+            return toI32(offset);
+          };
+          highRel[half] = relative(high);
+          if (hasLow)
+            lowRel[half] = relative(low);
+        }
+        SmallVector<Value> elements;
+        for (int64_t i = 0; i < type.getNumElements(); ++i) {
+          int64_t half = halfOf(i);
+          Value c = i32(columnOf(i));
+          Value visible = arith::CmpIOp::create(
+              b, loc(), arith::CmpIPredicate::slt, c, highRel[half]);
+          if (hasLow)
+            visible = arith::AndIOp::create(
+                b, loc(), visible,
+                arith::CmpIOp::create(b, loc(), arith::CmpIPredicate::sge, c,
+                                      lowRel[half]));
+          Value element =
+              vector::ExtractOp::create(b, loc(), s, ArrayRef<int64_t>{i});
+          elements.push_back(arith::SelectOp::create(b, loc(), visible, element,
+                                                     f32(kMinusInf)));
+        }
+        mapping.map(mask.getResult(),
+                    vector::FromElementsOp::create(b, loc(), type, elements));
+        return success();
+      })
+      .Case([&](OnlineSoftmaxOp softmax) -> LogicalResult {
+        Value s = lookup(softmax.getScores());
+        auto type = cast<VectorType>(s.getType());
+        int64_t count = type.getNumElements();
+        float scaleLog2 = softmax.getScaleLog2().convertToFloat();
+        float threshold = softmax.getRescaleThreshold().convertToFloat();
+        Value oldMax = lookup(softmax.getRowMax());
+        Value oldSum = lookup(softmax.getRowSum());
+        SmallVector<Value> elements;
+        for (int64_t i = 0; i < count; ++i)
+          elements.push_back(
+              vector::ExtractOp::create(b, loc(), s, ArrayRef<int64_t>{i}));
+        Value newMax[2], scale[2], maxScaled[2];
+        for (int64_t half = 0; half < 2; ++half) {
+          Value previous = rowsOf(oldMax, half);
+          Value candidate = previous;
+          for (int64_t i = 0; i < count; ++i)
+            if (halfOf(i) == half)
+              candidate =
+                  arith::MaximumFOp::create(b, loc(), candidate, elements[i]);
+          candidate = quadReduce(candidate, [&](Value x, Value y) -> Value {
+            return arith::MaximumFOp::create(b, loc(), x, y);
+          });
+          // The first visible block sets the max; after that it moves only
+          // past the threshold (fa4.online_softmax's rule).
+          Value fresh = arith::CmpFOp::create(
+              b, loc(), arith::CmpFPredicate::OEQ, previous, f32(kMinusInf));
+          Value moved = arith::CmpFOp::create(
+              b, loc(), arith::CmpFPredicate::OGT,
+              arith::MulFOp::create(
+                  b, loc(), arith::SubFOp::create(b, loc(), candidate, previous),
+                  f32(scaleLog2)),
+              f32(threshold));
+          Value take = arith::OrIOp::create(b, loc(), fresh, moved);
+          newMax[half] =
+              arith::SelectOp::create(b, loc(), take, candidate, previous);
+          Value factor = ex2(arith::MulFOp::create(
+              b, loc(), arith::SubFOp::create(b, loc(), previous, newMax[half]),
+              f32(scaleLog2)));
+          Value keep = arith::OrIOp::create(
+              b, loc(), fresh,
+              arith::XOrIOp::create(
+                  b, loc(), moved,
+                  arith::ConstantOp::create(b, loc(), b.getBoolAttr(true))));
+          scale[half] = arith::SelectOp::create(b, loc(), keep, f32(1.0f),
+                                                factor);
+          // A row that has seen nothing subtracts 0: exp2(-inf) = 0.
+          Value empty = arith::CmpFOp::create(
+              b, loc(), arith::CmpFPredicate::OEQ, newMax[half], f32(kMinusInf));
+          maxScaled[half] = arith::SelectOp::create(
+              b, loc(), empty, f32(0.0f),
+              arith::MulFOp::create(b, loc(), newMax[half], f32(scaleLog2)));
+        }
+        Value sums[2] = {f32(0.0f), f32(0.0f)};
+        SmallVector<Value> probs;
+        for (int64_t i = 0; i < count; ++i) {
+          int64_t half = halfOf(i);
+          Value exponent = LLVM::FMAOp::create(
+              b, loc(), elements[i], f32(scaleLog2),
+              arith::NegFOp::create(b, loc(), maxScaled[half]));
+          Value p = ex2(exponent);
+          sums[half] = arith::AddFOp::create(b, loc(), sums[half], p);
+          probs.push_back(p);
+        }
+        auto probsType =
+            cast<VectorType>(convertType(softmax.getProbs().getType()));
+        Value p32 = vector::FromElementsOp::create(
+            b, loc(), VectorType::get({count}, f32Type), probs);
+        mapping.map(softmax.getProbs(),
+                    arith::TruncFOp::create(b, loc(), probsType, p32));
+        mapping.map(softmax.getNewRowMax(), rowVector(newMax[0], newMax[1]));
+        // The thread's partial sums (module comment).
+        Value newSum[2];
+        for (int64_t half = 0; half < 2; ++half)
+          newSum[half] = LLVM::FMAOp::create(b, loc(), rowsOf(oldSum, half),
+                                             scale[half], sums[half]);
+        mapping.map(softmax.getNewRowSum(), rowVector(newSum[0], newSum[1]));
+        mapping.map(softmax.getAccScale(), rowVector(scale[0], scale[1]));
+        return success();
+      })
+      .Case([&](CorrectionOp correction) -> LogicalResult {
+        Value acc = lookup(correction.getAcc());
+        Value scale = lookup(correction.getAccScale());
+        auto type = cast<VectorType>(acc.getType());
+        // Conditional rescaling: a warp whose rows all kept their max skips
+        // the multiplies (most blocks, with the threshold).
+        Value moved = arith::OrIOp::create(
+            b, loc(),
+            arith::CmpFOp::create(b, loc(), arith::CmpFPredicate::ONE,
+                                  rowsOf(scale, 0), f32(1.0f)),
+            arith::CmpFOp::create(b, loc(), arith::CmpFPredicate::ONE,
+                                  rowsOf(scale, 1), f32(1.0f)));
+        Value any = NVVM::VoteSyncOp::create(b, loc(), b.getI1Type(), i32(-1),
+                                             moved, NVVM::VoteSyncKind::any);
+        auto branch = scf::IfOp::create(b, loc(), TypeRange{type}, any, true);
+        {
+          OpBuilder::InsertionGuard guard(b);
+          b.setInsertionPointToStart(branch.thenBlock());
+          scf::YieldOp::create(
+              b, loc(),
+              ValueRange{arith::MulFOp::create(
+                  b, loc(), acc, spreadRows(scale, type.getNumElements()))});
+          b.setInsertionPointToStart(branch.elseBlock());
+          scf::YieldOp::create(b, loc(), ValueRange{acc});
+        }
+        mapping.map(correction.getResult(), branch.getResult(0));
+        return success();
+      })
+      .Case([&](NormalizeOp normalize) -> LogicalResult {
+        Value acc = lookup(normalize.getAcc());
+        Value rowMax = lookup(normalize.getRowMax());
+        Value partial = lookup(normalize.getRowSum());
+        auto type = cast<VectorType>(acc.getType());
+        float scaleLog2 = normalize.getScaleLog2().convertToFloat();
+        Value inverse[2], lse[2];
+        for (int64_t half = 0; half < 2; ++half) {
+          Value sum = quadReduce(rowsOf(partial, half), [&](Value x, Value y) {
+            return Value(arith::AddFOp::create(b, loc(), x, y));
+          });
+          Value max = rowsOf(rowMax, half);
+          // A row that saw no key: O = 0, LSE = -inf.
+          Value empty = arith::OrIOp::create(
+              b, loc(),
+              arith::CmpFOp::create(b, loc(), arith::CmpFPredicate::OEQ, max,
+                                    f32(kMinusInf)),
+              arith::CmpFOp::create(b, loc(), arith::CmpFPredicate::OEQ, sum,
+                                    f32(0.0f)));
+          inverse[half] =
+              arith::SelectOp::create(b, loc(), empty, f32(0.0f),
+                                      approximate("rcp.approx.ftz.f32", sum));
+          Value value = arith::MulFOp::create(
+              b, loc(),
+              arith::AddFOp::create(
+                  b, loc(),
+                  arith::MulFOp::create(b, loc(), max, f32(scaleLog2)),
+                  lg2(sum)),
+              f32(float(M_LN2)));
+          lse[half] =
+              arith::SelectOp::create(b, loc(), empty, f32(kMinusInf), value);
+        }
+        Value scaled = arith::MulFOp::create(
+            b, loc(), acc,
+            spreadRows(rowVector(inverse[0], inverse[1]),
+                       type.getNumElements()));
+        auto outType = cast<VectorType>(convertType(normalize.getOut().getType()));
+        mapping.map(normalize.getOut(),
+                    arith::TruncFOp::create(b, loc(), outType, scaled));
+        mapping.map(normalize.getLse(), rowVector(lse[0], lse[1]));
+        return success();
+      })
+      .Case([&](SmemStoreOp store) -> LogicalResult {
+        SmemType type = store.getBuffer().getType();
+        if (store.getRow() || store.getColumn())
+          return store.emitOpError()
+                 << "fa4-to-nvvm stages whole register tiles only on sm_90a";
+        // The staged half of O, in the 128-byte-swizzled layout its TMA
+        // store reads: each thread writes its pairs of adjacent columns, 4
+        // bytes at a time (the quad's four pairs fill one 16-byte chunk).
+        Value values = lookup(store.getTile());
+        auto vector = cast<VectorType>(values.getType());
+        int64_t elementBytes = vector.getElementTypeBitWidth() / 8;
+        Value stageBase = smemAt(
+            lookup(store.getBuffer()),
+            arith::MulIOp::create(
+                b, loc(),
+                arith::RemUIOp::create(b, loc(), lookup(store.getCount()),
+                                       index(type.getStages())),
+                index(type.getStageBytes())));
+        Value pairs = vector::BitCastOp::create(
+            b, loc(),
+            VectorType::get({vector.getNumElements() / 2}, b.getI32Type()),
+            values);
+        Value column = fragmentColumn();
+        Value rowBytes[2], phase[2];
+        for (int64_t half = 0; half < 2; ++half) {
+          Value row = fragmentRow(half);
+          rowBytes[half] =
+              arith::MulIOp::create(b, loc(), row, index(kSwizzleLineBytes));
+          phase[half] = arith::RemUIOp::create(b, loc(), row, index(8));
+        }
+        for (int64_t i = 0; i < vector.getNumElements(); i += 2) {
+          int64_t half = halfOf(i);
+          Value col = arith::AddIOp::create(b, loc(), column,
+                                            index(8 * (i / 4)));
+          Value box = arith::DivUIOp::create(b, loc(), col, index(kBoxColumns));
+          Value within = arith::MulIOp::create(
+              b, loc(),
+              arith::RemUIOp::create(b, loc(), col, index(kBoxColumns)),
+              index(elementBytes));
+          Value chunk = arith::DivUIOp::create(b, loc(), within, index(16));
+          Value swizzled = arith::XOrIOp::create(b, loc(), chunk, phase[half]);
+          Value offset = arith::AddIOp::create(
+              b, loc(),
+              arith::AddIOp::create(
+                  b, loc(),
+                  arith::MulIOp::create(b, loc(), box, index(boxBytes(type))),
+                  rowBytes[half]),
+              arith::AddIOp::create(
+                  b, loc(), arith::MulIOp::create(b, loc(), swizzled, index(16)),
+                  arith::RemUIOp::create(b, loc(), within, index(16))));
+          Value word = vector::ExtractOp::create(b, loc(), pairs,
+                                                 ArrayRef<int64_t>{i / 2});
+          LLVM::StoreOp::create(b, loc(), word, smemAt(stageBase, offset), 4);
+        }
+        stagedForAsyncProxy = true;
+        return success();
+      })
+      .Case([&](StoreLseTileOp store) -> LogicalResult {
+        // The quad's first thread writes its two rows.
+        Value leader = arith::CmpIOp::create(
+            b, loc(), arith::CmpIPredicate::eq,
+            arith::RemUIOp::create(b, loc(), fragmentLane(), index(4)),
+            index(0));
+        auto branch = scf::IfOp::create(b, loc(), leader, false);
+        OpBuilder::InsertionGuard guard(b);
+        b.setInsertionPointToStart(branch.thenBlock());
+        Value lse = lookup(store.getTile());
+        for (int64_t half = 0; half < 2; ++half)
+          if (failed(emitLseStore(store, fragmentRow(half), rowsOf(lse, half))))
+            return failure();
+        return success();
+      })
+      .Default([](Operation *) { return failure(); });
+}
