@@ -457,15 +457,22 @@ struct HopperWarpgroupRolesPass
     auto qType = cast<MemRefType>(program.arguments[kQ].getType());
     hopper::ScheduleConfig config = hopper::ScheduleConfig::get(
         qType.getDimSize(3), qType.getElementTypeBitWidth() / 8);
-    if (kvStages > 0) {
-      if (kvStages > config.maxKvStages()) {
-        func.emitError() << "kv-stages=" << kvStages
+    int64_t stages = kvStages;
+    if (stages < 0) {
+      func.emitError() << "kv-stages must be 0 (as many as fit) or a stage "
+                          "count, got "
+                       << stages;
+      return signalPassFailure();
+    }
+    if (stages > 0) {
+      if (stages > config.maxKvStages()) {
+        func.emitError() << "kv-stages=" << stages
                          << " does not fit in shared memory at head dim "
                          << config.headDim << " (at most "
                          << config.maxKvStages() << ")";
         return signalPassFailure();
       }
-      config.kvStagesOverride = kvStages;
+      config.kvStagesOverride = stages;
     }
     WarpgroupProgramBuilder(func, program, config).build();
   }
