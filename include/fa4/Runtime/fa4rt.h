@@ -1,0 +1,111 @@
+/*===- fa4rt.h - fa4rt's C API: load a kernel, launch it -----------*- C -*-===*\
+|*                                                                            *|
+|* The runtime (Runtime.h) behind a C ABI, for callers that cannot link C++   *|
+|* or load fa4's Python extension: ctypes under any Python, other languages,  *|
+|* machines without LLVM (libfa4rt.so carries what it needs of LLVM and      *|
+|* depends on nothing but libc, libstdc++ and libgcc). A launch here is       *|
+|* runtime::launch: the same tensor checks, launch plan and backends.         *|
+|*                                                                            *|
+|* Every call that can fail returns 0 (or a non-null handle) on success and   *|
+|* leaves fa4rt_last_error() empty; on failure it returns non-zero (or null)  *|
+|* and fa4rt_last_error() says why, in fa4's words ("k: dtype bf16, the       *|
+|* kernel takes fp16"). The message is the calling thread's own.              *|
+|*                                                                            *|
+\*===----------------------------------------------------------------------===*/
+
+#ifndef FA4_RUNTIME_FA4RT_H
+#define FA4_RUNTIME_FA4RT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Bumped whenever a declaration below changes; a binding checks it against
+   fa4rt_abi_version() before its first call. */
+#define FA4RT_ABI_VERSION 1
+
+/* The highest rank of a tensor (q, k, v, o have 4, the LSE 3; an extra any
+   up to this). */
+#define FA4RT_MAX_RANK 8
+
+/* A tensor in a backend's memory: its base address (a CUDA device pointer,
+   or an address fa4rt_emulator_allocate returned), element type ("fp16",
+   "bf16" or "f32" for q, k, v, o and the LSE; an extra's as MLIR names it:
+   "f32", "i32", "i1", ...), rank, and sizes and strides in elements,
+   outermost first (entries past `rank` are ignored). q and o are [batch,
+   seq_q, q_heads, head_dim], k and v [batch, seq_k, kv_heads, head_dim], the
+   LSE [batch, q_heads, seq_q] (docs/Runtime.md, "What launch does"). */
+typedef struct fa4rt_tensor {
+  uint64_t address;
+  const char *dtype;
+  int32_t rank;
+  int64_t sizes[FA4RT_MAX_RANK];
+  int64_t strides[FA4RT_MAX_RANK];
+} fa4rt_tensor;
+
+/* A loaded kernel: the manifest and the cubin and PTX it names. */
+typedef struct fa4rt_kernel fa4rt_kernel;
+
+/* Where a kernel runs: the CUDA driver, or fa4-emu with its own memory. */
+typedef struct fa4rt_backend fa4rt_backend;
+
+int fa4rt_abi_version(void);
+
+/* The calling thread's last error ("" after a call that succeeded). Valid
+   until the thread's next fa4rt call. */
+const char *fa4rt_last_error(void);
+
+/* Reads `<name>.cubin.json` and the cubin and PTX it names, beside it. */
+fa4rt_kernel *fa4rt_kernel_load(const char *manifest_path);
+void fa4rt_kernel_free(fa4rt_kernel *kernel);
+/* The manifest as fa4c wrote it (JSON), valid while the kernel is. */
+const char *fa4rt_kernel_manifest(const fa4rt_kernel *kernel);
+
+/* The process's CUDA backend, opened on first use (libcuda.so.1 with dlopen)
+   in the calling thread's current context, else device 0's primary context.
+   Owned by fa4rt: never freed (fa4rt_backend_free ignores it). */
+fa4rt_backend *fa4rt_backend_cuda(void);
+
+/* An fa4-emu backend with a device of its own: launches run the kernel's PTX
+   (sm_100a) on `workers` host threads (0: one per core), the schedule seeded
+   from `seed`; a launch fails with the emulator's first report (a fault, a
+   deadlock, a hazard or barrier misuse). */
+fa4rt_backend *fa4rt_backend_emulator(unsigned workers, uint64_t seed);
+void fa4rt_backend_free(fa4rt_backend *backend);
+
+/* The emulator's memory: a zeroed allocation (0 on failure; not for the CUDA
+   backend), and the host bytes of [address, address + bytes) (null unless
+   they lie inside one allocation), through which a caller fills the inputs
+   and reads the outputs. */
+uint64_t fa4rt_emulator_allocate(fa4rt_backend *backend, uint64_t bytes);
+void *fa4rt_emulator_host(fa4rt_backend *backend, uint64_t address,
+                          uint64_t bytes);
+
+/* runtime::launch: checks the tensors against the kernel (and the extras,
+   the tensors a kernel's score_mod / mask_mod read, in the manifest's
+   order), plans the launch and runs it on `backend` in `stream` (a CUstream;
+   null is the legacy default stream; unused by the emulator). `lse` is null
+   for a kernel compiled without --lse; `extras` may be null when
+   `num_extras` is 0. On the CUDA backend the launch is asynchronous: a 0
+   says it was enqueued. */
+int fa4rt_launch(const fa4rt_kernel *kernel, fa4rt_backend *backend,
+                 const fa4rt_tensor *q, const fa4rt_tensor *k,
+                 const fa4rt_tensor *v, const fa4rt_tensor *o,
+                 const fa4rt_tensor *lse, const fa4rt_tensor *extras,
+                 size_t num_extras, void *stream);
+
+/* fa4rt_launch on fa4rt_backend_cuda(). */
+int fa4rt_launch_cuda(const fa4rt_kernel *kernel, const fa4rt_tensor *q,
+                      const fa4rt_tensor *k, const fa4rt_tensor *v,
+                      const fa4rt_tensor *o, const fa4rt_tensor *lse,
+                      const fa4rt_tensor *extras, size_t num_extras,
+                      void *stream);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* FA4_RUNTIME_FA4RT_H */

@@ -1,0 +1,214 @@
+//===- CApi.cpp - fa4rt.h over the C++ runtime ----------------------------===//
+//
+// The C API is a translation, not a second runtime: handles own the C++
+// objects (runtime::Kernel, a Backend and, for fa4-emu, its Device), tensors
+// are turned into runtime::Tensor and every launch is runtime::launch. What
+// C adds is the error channel (a thread's last message) and a lock per
+// backend: a binding such as ctypes calls without Python's lock, and neither
+// backend's caches (the CUDA functions per context, fa4-emu's parsed PTX)
+// are meant for concurrent launches.
+//
+//===----------------------------------------------------------------------===//
+
+#include "fa4/Runtime/fa4rt.h"
+
+#include "fa4/Emu/Emulator.h"
+#include "fa4/Runtime/Runtime.h"
+
+#include <cinttypes>
+#include <cstdio>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+using namespace mlir::fa4;
+
+struct fa4rt_kernel {
+  runtime::Kernel kernel;
+};
+
+struct fa4rt_backend {
+  /// fa4-emu's memory; null for the CUDA backend.
+  std::unique_ptr<emu::Device> device;
+  std::unique_ptr<runtime::Backend> backend;
+  std::mutex mutex;
+};
+
+namespace {
+
+thread_local std::string lastError;
+
+int fail(std::string message) {
+  lastError = std::move(message);
+  return 1;
+}
+
+template <typename T>
+T *failWith(std::string message) {
+  lastError = std::move(message);
+  return nullptr;
+}
+
+bool tensorOf(const char *name, const fa4rt_tensor *from,
+              runtime::Tensor &to) {
+  if (!from->dtype) {
+    lastError = std::string(name) + ": no dtype";
+    return false;
+  }
+  if (from->rank < 1 || from->rank > FA4RT_MAX_RANK) {
+    lastError = std::string(name) + ": rank " + std::to_string(from->rank) +
+                " is outside 1.." + std::to_string(FA4RT_MAX_RANK);
+    return false;
+  }
+  to.address = from->address;
+  to.dtype = from->dtype;
+  to.sizes.assign(from->sizes, from->sizes + from->rank);
+  to.strides.assign(from->strides, from->strides + from->rank);
+  return true;
+}
+
+/// The process's CUDA backend, or why there is none (asked once: the
+/// driver is opened and initialised once).
+fa4rt_backend *cudaBackend(std::string &error) {
+  static fa4rt_backend *backend;
+  static std::string openError;
+  static std::once_flag opened;
+  std::call_once(opened, [] {
+    std::unique_ptr<runtime::Backend> cuda = runtime::createCudaBackend(openError);
+    if (!cuda)
+      return;
+    backend = new fa4rt_backend;
+    backend->backend = std::move(cuda);
+  });
+  if (!backend)
+    error = openError;
+  return backend;
+}
+
+} // namespace
+
+extern "C" {
+
+int fa4rt_abi_version(void) { return FA4RT_ABI_VERSION; }
+
+const char *fa4rt_last_error(void) { return lastError.c_str(); }
+
+fa4rt_kernel *fa4rt_kernel_load(const char *manifest_path) {
+  lastError.clear();
+  if (!manifest_path)
+    return failWith<fa4rt_kernel>("no manifest path");
+  auto kernel = std::make_unique<fa4rt_kernel>();
+  std::string error;
+  if (!runtime::Kernel::load(manifest_path, kernel->kernel, error))
+    return failWith<fa4rt_kernel>(std::move(error));
+  return kernel.release();
+}
+
+void fa4rt_kernel_free(fa4rt_kernel *kernel) { delete kernel; }
+
+const char *fa4rt_kernel_manifest(const fa4rt_kernel *kernel) {
+  lastError.clear();
+  if (!kernel)
+    return failWith<const char>("no kernel");
+  return kernel->kernel.manifestJson.c_str();
+}
+
+fa4rt_backend *fa4rt_backend_cuda(void) {
+  lastError.clear();
+  std::string error;
+  fa4rt_backend *backend = cudaBackend(error);
+  if (!backend)
+    return failWith<fa4rt_backend>(std::move(error));
+  return backend;
+}
+
+fa4rt_backend *fa4rt_backend_emulator(unsigned workers, uint64_t seed) {
+  lastError.clear();
+  auto backend = std::make_unique<fa4rt_backend>();
+  backend->device = std::make_unique<emu::Device>();
+  backend->backend = runtime::createEmulatorBackend(*backend->device, workers, seed);
+  return backend.release();
+}
+
+void fa4rt_backend_free(fa4rt_backend *backend) {
+  // The CUDA backend (the only one without a device) lives as long as the
+  // process.
+  if (backend && backend->device)
+    delete backend;
+}
+
+uint64_t fa4rt_emulator_allocate(fa4rt_backend *backend, uint64_t bytes) {
+  lastError.clear();
+  if (!backend || !backend->device) {
+    fail("fa4rt_emulator_allocate needs an emulator backend");
+    return 0;
+  }
+  std::lock_guard<std::mutex> lock(backend->mutex);
+  return backend->device->allocate(bytes);
+}
+
+void *fa4rt_emulator_host(fa4rt_backend *backend, uint64_t address,
+                          uint64_t bytes) {
+  lastError.clear();
+  if (!backend || !backend->device)
+    return failWith<void>("fa4rt_emulator_host needs an emulator backend");
+  std::lock_guard<std::mutex> lock(backend->mutex);
+  uint8_t *host = backend->device->host(address, bytes);
+  if (!host) {
+    char range[64];
+    std::snprintf(range, sizeof(range), "[0x%" PRIx64 ", +%" PRIu64 ")",
+                  address, bytes);
+    return failWith<void>(std::string(range) +
+                          " is not inside one allocation of the emulator");
+  }
+  return host;
+}
+
+int fa4rt_launch(const fa4rt_kernel *kernel, fa4rt_backend *backend,
+                 const fa4rt_tensor *q, const fa4rt_tensor *k,
+                 const fa4rt_tensor *v, const fa4rt_tensor *o,
+                 const fa4rt_tensor *lse, const fa4rt_tensor *extras,
+                 size_t num_extras, void *stream) {
+  lastError.clear();
+  if (!kernel)
+    return fail("no kernel");
+  if (!backend)
+    return fail("no backend");
+  if (!q || !k || !v || !o)
+    return fail("q, k, v and o are all required");
+  if (num_extras && !extras)
+    return fail(std::to_string(num_extras) + " extras announced, none given");
+  runtime::Tensor tensors[5];
+  const char *names[5] = {"q", "k", "v", "o", "lse"};
+  const fa4rt_tensor *given[5] = {q, k, v, o, lse};
+  for (int i = 0; i < 5; ++i)
+    if (given[i] && !tensorOf(names[i], given[i], tensors[i]))
+      return 1;
+  std::vector<runtime::Tensor> extraTensors(num_extras);
+  for (size_t i = 0; i < num_extras; ++i)
+    if (!tensorOf(("extra" + std::to_string(i)).c_str(), &extras[i],
+                  extraTensors[i]))
+      return 1;
+  std::string error;
+  std::lock_guard<std::mutex> lock(backend->mutex);
+  if (!runtime::launch(*backend->backend, kernel->kernel, tensors[0], tensors[1],
+                       tensors[2], tensors[3], lse ? &tensors[4] : nullptr,
+                       extraTensors, stream, error))
+    return fail(std::move(error));
+  return 0;
+}
+
+int fa4rt_launch_cuda(const fa4rt_kernel *kernel, const fa4rt_tensor *q,
+                      const fa4rt_tensor *k, const fa4rt_tensor *v,
+                      const fa4rt_tensor *o, const fa4rt_tensor *lse,
+                      const fa4rt_tensor *extras, size_t num_extras,
+                      void *stream) {
+  fa4rt_backend *backend = fa4rt_backend_cuda();
+  if (!backend)
+    return 1;
+  return fa4rt_launch(kernel, backend, q, k, v, o, lse, extras, num_extras,
+                      stream);
+}
+
+} // extern "C"
