@@ -16,7 +16,8 @@ TEST(TileConfig, FoldsScaleIntoLog2) {
                                       scale, 0.0f, 8.0);
   EXPECT_EQ(config.gqaRatio, 4);
   EXPECT_NEAR(config.scaleLog2, scale * 1.4426950408889634, 1e-7);
-  EXPECT_EQ(TileConfig::kRowsPerTask, 256);
+  EXPECT_EQ(config.qTilesPerTask, 2);
+  EXPECT_EQ(config.rowsPerTask(), 256);
   EXPECT_EQ(config.band().left, -1);
   EXPECT_EQ(config.band().right, 0);
 }

@@ -66,7 +66,8 @@ class Kernel:
 
     @property
     def cubin(self) -> bytes:
-        """The sm_100a cubin, as ptxas assembled it."""
+        """The cubin (sm_100a or sm_90a, the manifest's target), as ptxas
+        assembled it."""
         return self._native.cubin
 
     @property

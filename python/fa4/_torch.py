@@ -57,12 +57,35 @@ def _variant(q, k, causal, window_left, window_right):
     return ("causal" if causal else "none"), None
 
 
+# The targets fa4 has a schedule for, by compute capability.
+_TARGETS = {(9, 0): "sm_90a", (10, 0): "sm_100a"}
+
+
+def _target(device):
+    """The target and the persistent grid's size for tensors on `device`:
+    the GPU's own (sm_90a on Hopper, sm_100a on Blackwell, its SM count), or
+    sm_100a for CPU tensors, which run in fa4-emu (an sm_100a emulator)."""
+    if device.type != "cuda":
+        return "sm_100a", 0
+    capability = tuple(torch.cuda.get_device_capability(device))
+    target = _TARGETS.get(capability)
+    if target is None:
+        name = torch.cuda.get_device_name(device)
+        raise LaunchError(
+            f"{name} is sm_{capability[0]}{capability[1]}; fa4 compiles for "
+            "sm_90a (Hopper, compute capability 9.0) and sm_100a (Blackwell, "
+            "10.0)")
+    sms = torch.cuda.get_device_properties(device).multi_processor_count
+    return target, int(sms)
+
+
 def _kernel(q, k, causal, window_left, window_right, softcap, scale, return_lse):
     mask, window = _variant(q, k, causal, window_left, window_right)
+    target, sm_count = _target(q.device)
     return compile(head_dim=q.shape[3], q_heads=q.shape[2], kv_heads=k.shape[2],
                    mask=mask, dtype=_DTYPES[q.dtype], lse=return_lse,
                    window=window, softcap=softcap or None, scale=scale,
-                   target="sm_100a")
+                   target=target, sm_count=sm_count)
 
 
 @torch.library.custom_op("fa4::attention", mutates_args=())

@@ -1,0 +1,71 @@
+"""Targets: fa4.compile for sm_90a (Hopper) as for sm_100a, and fa4.attention
+choosing the kernel's target from the GPU the tensors are on."""
+
+import pytest
+import torch
+
+import fa4
+from fa4 import _torch
+
+
+def test_hopper_kernel():
+    kernel = fa4.compile(head_dim=128, q_heads=8, kv_heads=2, mask="causal",
+                         dtype="bf16", lse=True, target="sm_90a")
+    manifest = kernel.manifest
+    assert manifest["target"] == "sm_90a"
+    assert manifest["block"] == [384, 1, 1]
+    assert manifest["grid"]["sm_count"] == 132
+    assert manifest["tmem_columns"] == 0
+    assert [r["name"] for r in manifest["roles"]] == ["producer", "consumer0",
+                                                      "consumer1"]
+    assert manifest["ptxas"]["spill_store_bytes"] == 0
+    assert ".target sm_90a" in kernel.ptx
+    assert "wgmma.mma_async" in kernel.ptx and "tcgen05" not in kernel.ptx
+    # O leaves in 64-row halves (GQA-packed: 4 heads by 16 positions).
+    o_map = [m for m in manifest["tensor_maps"] if m["tensor"] == "o"][0]
+    assert o_map["box"] == [64, 4, 16, 1]
+
+
+def test_hopper_kernel_is_refused_by_the_emulator():
+    kernel = fa4.compile(head_dim=64, q_heads=2, kv_heads=2, target="sm_90a")
+    q = torch.zeros(1, 4, 2, 64, dtype=torch.float16)
+    o = torch.empty_like(q)
+    with pytest.raises(fa4.LaunchError, match="sm_100a.*sm_90a"):
+        kernel(q, q, q, o)
+
+
+class _FakeCuda:
+    """What _torch._target reads of torch.cuda, for a GPU this machine has
+    not got."""
+
+    def __init__(self, capability, sms, name):
+        self.capability, self.sms, self.name = capability, sms, name
+
+    def install(self, monkeypatch):
+        monkeypatch.setattr(torch.cuda, "get_device_capability",
+                            lambda device=None: self.capability)
+        monkeypatch.setattr(torch.cuda, "get_device_name",
+                            lambda device=None: self.name)
+
+        class Properties:
+            multi_processor_count = self.sms
+        monkeypatch.setattr(torch.cuda, "get_device_properties",
+                            lambda device=None: Properties())
+
+
+@pytest.mark.parametrize("capability, sms, target", [
+    ((9, 0), 132, "sm_90a"), ((10, 0), 148, "sm_100a")])
+def test_target_follows_the_gpu(monkeypatch, capability, sms, target):
+    _FakeCuda(capability, sms, "a GPU").install(monkeypatch)
+    assert _torch._target(torch.device("cuda", 0)) == (target, sms)
+
+
+def test_cpu_tensors_take_the_emulators_target():
+    assert _torch._target(torch.device("cpu")) == ("sm_100a", 0)
+
+
+def test_other_gpus_are_refused(monkeypatch):
+    _FakeCuda((8, 0), 108, "NVIDIA A100").install(monkeypatch)
+    with pytest.raises(fa4.LaunchError, match="NVIDIA A100 is sm_80; fa4 "
+                       "compiles for sm_90a .* and sm_100a"):
+        _torch._target(torch.device("cuda", 0))
