@@ -8,7 +8,8 @@
 #
 # FA4_TARGET (default sm_90a) and FA4_SM_COUNT (default 132, the H200's SMs:
 # the persistent grid's size) choose what fa4c compiles for; FA4_JOBS
-# compilations run at once (default 1). fa4c's compile cache serves what an
+# compilations run at once (default 1); FA4_FLAGS are passed on to fa4c
+# (e.g. --hopper-overlap=off). fa4c's compile cache serves what an
 # earlier run compiled. fa4c and libfa4rt.so are taken from the build
 # directory ($FA4_BUILD_DIR, default build/) as they are: build them first
 # (cmake --build build --target fa4c fa4rt).
@@ -42,7 +43,7 @@ started=$SECONDS
 running=0
 while IFS=$'\t' read -r name flags; do
   # shellcheck disable=SC2086  # the flags are one word each
-  "$fa4c" --target="$target" --sm-count="$sm_count" --cache $flags \
+  "$fa4c" --target="$target" --sm-count="$sm_count" --cache ${FA4_FLAGS:-} $flags \
     --emit=cubin -o "$out/$name.cubin" 2>"$out/$name.log" &
   running=$((running + 1))
   if ((running >= jobs)); then

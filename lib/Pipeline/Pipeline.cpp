@@ -95,6 +95,7 @@ static const Stage kStages[] = {
        if (isHopper(options)) {
          FA4HopperWarpgroupRolesOptions hopperOptions;
          hopperOptions.kvStages = options.kvStages;
+         hopperOptions.overlap = options.hopperOverlap;
          pm.addNestedPass<func::FuncOp>(
              createFA4HopperWarpgroupRoles(hopperOptions));
          return;
@@ -187,6 +188,12 @@ LogicalResult mlir::fa4::buildPipeline(OpPassManager &pm,
   if (options.target != "sm_100a" && options.target != "sm_90a") {
     error = "unknown target '" + options.target.getValue() +
             "' (expected sm_100a for Blackwell or sm_90a for Hopper)";
+    return failure();
+  }
+  if (options.hopperOverlap != "auto" && options.hopperOverlap != "on" &&
+      options.hopperOverlap != "off") {
+    error = "hopper-overlap must be on, off or auto, got '" +
+            options.hopperOverlap.getValue() + "'";
     return failure();
   }
   if (options.smCount < 0 || options.smCount > std::numeric_limits<int32_t>::max()) {

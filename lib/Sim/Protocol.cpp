@@ -130,6 +130,14 @@ struct RoleThread {
   const BarrierSlot *waitsOn = nullptr;
   std::deque<AsyncOp> tensorCoreQueue;
   int64_t pendingStores = 0;
+  /// Hopper's async warpgroup MMAs issued and not yet waited for, oldest
+  /// first: the value each computes and the shared-memory stages it reads
+  /// until then.
+  struct WarpgroupMma {
+    Value result;
+    SmallVector<std::pair<Operation *, int64_t>, 2> reads;
+  };
+  std::deque<WarpgroupMma> warpgroupMmas;
 };
 
 class Cta : public OpHook {
@@ -145,6 +153,9 @@ public:
 
 private:
   bool setUp(std::string &error);
+  /// Records the shared-memory reads of a warpgroup MMA by thread `self`.
+  void readWarpgroupOperands(const RoleThread::WarpgroupMma &mma, int self,
+                             const Clock &clock, const std::string &what);
   int threadOf(Interpreter &interpreter) {
     return interpreterThreads.at(&interpreter);
   }
@@ -801,19 +812,18 @@ bool Cta::execute(Interpreter &interpreter, Operation *op, std::string &error) {
                              interpreter.index(mma.getAccumulate())});
         return true;
       })
-      // Hopper's warpgroup MMAs complete within the op (the lowering waits
-      // for them): their shared-memory operands are plain reads, ordered by
-      // the barriers around them like any other.
+      // Hopper's warpgroup MMAs. The values are computed at issue; the
+      // shared-memory reads are checked at issue and again when the MMA is
+      // known complete (its wait, or at once when it is not async), so a
+      // stage released before its MMA's wait shows as a hazard.
       .Case([&](WarpgroupScoreMmaOp mma) {
         SmemState &q = smem(mma.getQuery()), &k = smem(mma.getKey());
         int64_t qStage = interpreter.index(mma.getQueryCount()) % q.type.getStages();
         int64_t kStage = interpreter.index(mma.getKeyCount()) % k.type.getStages();
-        access(q.stages[qStage],
-               "SMEM " + q.name + "[" + std::to_string(qStage) + "]", self,
-               clock, false, what);
-        access(k.stages[kStage],
-               "SMEM " + k.name + "[" + std::to_string(kStage) + "]", self,
-               clock, false, what);
+        RoleThread::WarpgroupMma issued{mma.getScores(),
+                                        {{mma.getQuery().getDefiningOp(), qStage},
+                                         {mma.getKey().getDefiningOp(), kStage}}};
+        readWarpgroupOperands(issued, self, clock, what);
         ++report.mmasIssued[thread.name];
         auto scores = makeTile(mma.getScores());
         int64_t m = scores->shape[0], n = k.type.getRows(), d = q.type.getCols();
@@ -821,14 +831,16 @@ bool Cta::execute(Interpreter &interpreter, Operation *op, std::string &error) {
         scoreProduct(&q.data[(qStage * q.type.getRows() + first) * d],
                      &k.data[kStage * n * d], scores->data.data(), m, n, d);
         interpreter.setTile(mma.getScores(), scores);
+        if (mma.getAsync())
+          thread.warpgroupMmas.push_back(issued);
         return true;
       })
       .Case([&](WarpgroupValueMmaOp mma) {
         SmemState &v = smem(mma.getValue());
         int64_t vStage = interpreter.index(mma.getValueCount()) % v.type.getStages();
-        access(v.stages[vStage],
-               "SMEM " + v.name + "[" + std::to_string(vStage) + "]", self,
-               clock, false, what);
+        RoleThread::WarpgroupMma issued{mma.getResult(),
+                                        {{mma.getValue().getDefiningOp(), vStage}}};
+        readWarpgroupOperands(issued, self, clock, what);
         ++report.mmasIssued[thread.name];
         const Tile &p = interpreter.tile(mma.getProbs());
         auto result = std::make_shared<Tile>(interpreter.tile(mma.getAcc()));
@@ -836,6 +848,26 @@ bool Cta::execute(Interpreter &interpreter, Operation *op, std::string &error) {
         valueProduct(p.data.data(), &v.data[vStage * n * d],
                      result->data.data(), m, n, d);
         interpreter.setTile(mma.getResult(), result);
+        if (mma.getAsync())
+          thread.warpgroupMmas.push_back(issued);
+        return true;
+      })
+      .Case([&](WarpgroupWaitOp wait) {
+        auto &pending = thread.warpgroupMmas;
+        while (pending.size() > wait.getPending()) {
+          readWarpgroupOperands(pending.front(), self, clock, what);
+          pending.pop_front();
+        }
+        for (const RoleThread::WarpgroupMma &running : pending)
+          if (running.result == wait.getPendingValue()) {
+            error = "'fa4.wgmma_wait' with pending = " +
+                    std::to_string(wait.getPending()) +
+                    " leaves the MMA it waits for running";
+            return false;
+          }
+        interpreter.setTile(wait.getResult(),
+                            std::make_shared<Tile>(
+                                interpreter.tile(wait.getPendingValue())));
         return true;
       })
       .Case([&](TmemLoadOp load) {
@@ -954,6 +986,17 @@ bool Cta::execute(Interpreter &interpreter, Operation *op, std::string &error) {
                 "' inside a role";
         return false;
       });
+}
+
+void Cta::readWarpgroupOperands(const RoleThread::WarpgroupMma &mma,
+                                int self, const Clock &clock,
+                                const std::string &what) {
+  for (auto [alloc, stage] : mma.reads) {
+    SmemState &state = smemStates.at(alloc);
+    access(state.stages[stage],
+           "SMEM " + state.name + "[" + std::to_string(stage) + "]", self,
+           clock, false, what);
+  }
 }
 
 bool Cta::run(InterpreterStats &stats, std::string &error) {

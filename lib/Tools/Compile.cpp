@@ -115,8 +115,8 @@ bool fa4::compileCacheKey(ModuleOp module, const PipelineOptions &options,
   key = runtime::CompileCache::key(
       {"fa4-cache-1", entryIr, options.target, std::to_string(options.rescaleThreshold),
        std::to_string(options.kvStages), std::to_string(options.smCount),
-       std::to_string(options.exp2EmulationFraction), compiler, LLVM_VERSION_STRING,
-       ptxas});
+       std::to_string(options.exp2EmulationFraction), options.hopperOverlap,
+       compiler, LLVM_VERSION_STRING, ptxas});
   return true;
 }
 

@@ -26,7 +26,8 @@ namespace {
 
 constexpr StringRef kMutations[] = {
     "drop-o-rescaled-gate",   "release-kv-early", "wrong-phase",
-    "tma-barrier-as-threads", "p-aliases-next-s", "release-o-before-rescale"};
+    "tma-barrier-as-threads", "p-aliases-next-s", "release-o-before-rescale",
+    "release-v-before-wait",  "wait-leaves-s-running"};
 
 /// The name of the mbarrier array `barrier` is.
 StringRef barrierName(Value barrier) {
@@ -139,6 +140,35 @@ LogicalResult releaseOBeforeRescale(func::FuncOp func) {
   return success(!moves.empty());
 }
 
+/// Hopper: a consumer hands V back before the wait for the async value MMA
+/// that reads it. (K released before its score MMA's wait would not race:
+/// the producer takes V of the same block first, which comes back later.)
+LogicalResult releaseVBeforeWait(func::FuncOp func) {
+  SmallVector<std::pair<MBarrierArriveOp, WarpgroupWaitOp>> moves;
+  func.walk([&](MBarrierArriveOp arrive) {
+    if (barrierName(arrive.getBarrier()) != "v_empty")
+      return;
+    auto wait = dyn_cast_or_null<WarpgroupWaitOp>(arrive->getPrevNode());
+    if (wait)
+      moves.push_back({arrive, wait});
+  });
+  for (auto [arrive, wait] : moves)
+    arrive->moveBefore(wait);
+  return success(!moves.empty());
+}
+
+/// Hopper: the wait for S lets two groups stay pending, S's among them.
+LogicalResult waitLeavesSRunning(func::FuncOp func) {
+  bool changed = false;
+  func.walk([&](WarpgroupWaitOp wait) {
+    if (wait.getPendingValue().getDefiningOp<WarpgroupScoreMmaOp>()) {
+      wait.setPending(2);
+      changed = true;
+    }
+  });
+  return success(changed);
+}
+
 struct MutateProtocolPass
     : public PassWrapper<MutateProtocolPass, OperationPass<func::FuncOp>> {
   MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(MutateProtocolPass)
@@ -170,6 +200,10 @@ struct MutateProtocolPass
       applied = pAliasesNextS(func);
     else if (name == "release-o-before-rescale")
       applied = releaseOBeforeRescale(func);
+    else if (name == "release-v-before-wait")
+      applied = releaseVBeforeWait(func);
+    else if (name == "wait-leaves-s-running")
+      applied = waitLeavesSRunning(func);
     else {
       func.emitError() << "unknown protocol mutation '" << name
                        << "' (expected one of: "

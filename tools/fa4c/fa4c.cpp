@@ -101,6 +101,13 @@ static cl::opt<int64_t> kvStages(
     cl::desc("K/V ring stages (default 0: as many as the 227 KB of shared "
              "memory hold)"),
     cl::init(0), cl::cat(compileCategory));
+static cl::opt<std::string> hopperOverlap(
+    "hopper-overlap",
+    cl::desc("sm_90a: the consumers' intra-warpgroup overlap (the next "
+             "block's S and the last P·V on the tensor core during the "
+             "softmax): on, off, or auto (default: on where it fits in the "
+             "registers)"),
+    cl::init("auto"), cl::cat(compileCategory));
 static cl::opt<int64_t> smCount(
     "sm-count",
     cl::desc("SMs of the target, the persistent grid's size (default 0: the "
@@ -252,6 +259,7 @@ int main(int argc, char **argv) {
                                                : std::string("nvvm");
   options.rescaleThreshold = rescaleThreshold;
   options.kvStages = kvStages;
+  options.hopperOverlap = hopperOverlap;
   options.smCount = smCount;
   options.target = target;
   options.cudaPath = cudaPath;

@@ -49,6 +49,12 @@ struct PipelineOptions : public PassPipelineOptions<PipelineOptions> {
                      "software exp2 on the FMA units (0 to 1; default "
                      "16 of every 128, as FA4)"),
       llvm::cl::init(0.125)};
+  PassOptions::Option<std::string> hopperOverlap{
+      *this, "hopper-overlap",
+      llvm::cl::desc("sm_90a: the consumers' intra-warpgroup overlap of the "
+                     "next S and the last P·V with the softmax (on, off, or "
+                     "auto: on where it fits in the registers)"),
+      llvm::cl::init("auto")};
   PassOptions::Option<std::string> cudaPath{
       *this, "cuda-path",
       llvm::cl::desc("CUDA toolkit root, for ptxas (binary stage)"),

@@ -200,15 +200,19 @@ def FA4HopperWarpgroupRoles
 
     | role | warps | registers | job |
     |------|-------|-----------|-----|
-    | producer  | 0-3  | 40  | its elected thread loads Q, then K and V of each visited block, with TMA |
-    | consumer0 | 4-7  | 232 | rows 0-63 of the task's Q tile |
-    | consumer1 | 8-11 | 232 | rows 64-127 |
+    | producer  | 0-3  | 32  | its elected thread loads Q, then K and V of each visited block, with TMA |
+    | consumer0 | 4-7  | 240 | rows 0-63 of the task's Q tile |
+    | consumer1 | 8-11 | 240 | rows 64-127 |
 
     Each consumer runs, per KV block: `fa4.wgmma_score` (Q and K in shared
     memory, S in registers), the level-B softcap / score_mod / mask /
     online softmax on its 64 rows, `fa4.correction` of its O in registers,
     and `fa4.wgmma_value` (P from registers, V in shared memory); K is
-    released right after the score MMA, V after the value MMA. After the
+    released right after the score MMA, V after the value MMA. With the
+    overlap (FlashAttention-3's intra-warpgroup pipelining) the loop is
+    software-pipelined: block k's score MMA and block k-1's value MMA are
+    issued `async` before block k's softmax and waited for with
+    `fa4.wgmma_wait`, so the tensor core works while the softmax runs. After the
     last block it normalizes, stages its half of O in shared memory, stores
     it with TMA and writes its LSE rows.
 
@@ -219,7 +223,11 @@ def FA4HopperWarpgroupRoles
   }];
   let options = [
     Option<"kvStages", "kv-stages", "int64_t", "0",
-           "K and V ring stages (0: as many as shared memory holds, up to 4)">
+           "K and V ring stages (0: as many as shared memory holds, up to 4)">,
+    Option<"overlap", "overlap", "std::string", "\"auto\"",
+           "The consumers' intra-warpgroup overlap of the next S and the "
+           "last P·V with the softmax: on, off, or auto (on where it fits "
+           "in the registers: not for windows at head dim 128)">
   ];
 }
 

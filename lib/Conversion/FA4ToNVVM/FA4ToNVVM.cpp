@@ -391,7 +391,8 @@ LogicalResult Lowering::lowerOp(Operation *op) {
   if (auto specialize = dyn_cast<WarpSpecializeOp>(op))
     return lowerWarpSpecialize(specialize);
   if (kernel.hopper &&
-      isa<WarpgroupScoreMmaOp, WarpgroupValueMmaOp, SoftcapOp, ScoreModOp,
+      isa<WarpgroupScoreMmaOp, WarpgroupValueMmaOp, WarpgroupWaitOp,
+          SoftcapOp, ScoreModOp,
           MaskOp, OnlineSoftmaxOp, CorrectionOp, NormalizeOp, SmemStoreOp,
           StoreLseTileOp>(op))
     return lowerWarpgroup(op);

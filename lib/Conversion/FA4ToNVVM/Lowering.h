@@ -86,7 +86,16 @@ private:
   Value f32(float value);
   Value toI32(Value value);
   Value toIndex(Value value);
-  Value lookup(Value value) { return mapping.lookup(value); }
+  Value lookup(Value value) {
+    if (!lazyTruncations.empty())
+      materializeTruncation(value);
+    return mapping.lookup(value);
+  }
+  /// Hopper's P is converted to the input type where it is first used, not
+  /// where the softmax computes it: in the pipelined loop that is after the
+  /// wait for the value MMA that reads the previous P, whose registers the
+  /// new P then takes (FlashAttention-3's order).
+  void materializeTruncation(Value value);
   /// `base` plus `bytes` in shared memory.
   Value smemAt(Value base, Value bytes);
   /// The 32-bit shared address of a pointer.
@@ -232,6 +241,12 @@ private:
     Value maskCondition;
   };
   llvm::DenseMap<Value, DeferredScores> deferred;
+  /// Hopper: P in f32, to be converted on first use (materializeTruncation).
+  struct LazyTruncation {
+    Value wide;
+    VectorType type;
+  };
+  llvm::DenseMap<Value, LazyTruncation> lazyTruncations;
   /// Probabilities the fused softmax already wrote to TMEM.
   llvm::DenseSet<Value> probsInTmem;
 };

@@ -99,6 +99,16 @@ private:
   scf::ForOp buildTaskLoop(function_ref<void(Task &)> body);
   void buildProducer(const Task &task);
   void buildConsumer(const Task &task, int64_t half);
+  /// Softcap, score_mod and mask (straddling blocks only) of the k-th
+  /// visited block's scores `s`, then the online softmax.
+  OnlineSoftmaxOp buildSoftmax(const Task &task, Value rowBegin, Value k,
+                               Value s, Value rowMax, Value rowSum);
+  /// The consumer's loop over the task's blocks, each MMA waited for at
+  /// once, or software-pipelined; both give back max, sum and O.
+  SmallVector<Value, 3> buildSequentialLoop(const Task &task, int64_t half,
+                                            Value rowBegin);
+  SmallVector<Value, 3> buildOverlappedLoop(const Task &task, int64_t half,
+                                            Value rowBegin);
 
   func::FuncOp func;
   TileProgram program;
@@ -203,101 +213,215 @@ void WarpgroupProgramBuilder::buildProducer(const Task &task) {
   }
 }
 
-void WarpgroupProgramBuilder::buildConsumer(const Task &task, int64_t half) {
+OnlineSoftmaxOp WarpgroupProgramBuilder::buildSoftmax(const Task &task,
+                                                      Value rowBegin, Value k,
+                                                      Value s, Value rowMax,
+                                                      Value rowSum) {
+  Value key = keyOf(task, k);
+  if (SoftcapOp softcap = program.softcap) {
+    IRMapping mapping;
+    mapping.map(softcap.getScores(), s);
+    s = cloneForWarpgroup(softcap, mapping)->getResult(0);
+  }
+  if (ScoreModOp scoreMod = program.scoreMod) {
+    IRMapping mapping;
+    mapping.map(scoreMod.getScores(), s);
+    mapping.map(scoreMod.getBatch(), task.batch);
+    mapping.map(scoreMod.getHead(), task.kvHead);
+    mapping.map(scoreMod.getRow(), rowBegin);
+    mapping.map(scoreMod.getCol(), key);
+    mapping.map(scoreMod.getSeqQ(), seqQ);
+    mapping.map(scoreMod.getSeqK(), seqK);
+    s = cloneForWarpgroup(scoreMod, mapping)->getResult(0);
+  }
+  if (MaskOp mask = program.mask) {
+    // Only blocks straddling the band's edges pay for the mask.
+    Value blockIndex = sub(sub(task.end, index(1)), k);
+    Value straddles = arith::OrIOp::create(
+        b, loc, cmp(arith::CmpIPredicate::slt, blockIndex, task.fullBegin),
+        cmp(arith::CmpIPredicate::sge, blockIndex, task.fullEnd));
+    auto branch = scf::IfOp::create(b, loc, s.getType(), straddles, true);
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(branch.thenBlock());
+    IRMapping mapping;
+    mapping.map(mask.getScores(), s);
+    mapping.map(mask.getRow(), rowBegin);
+    mapping.map(mask.getCol(), key);
+    mapping.map(mask.getSeqQ(), seqQ);
+    mapping.map(mask.getSeqK(), seqK);
+    if (mask.getBatch()) {
+      mapping.map(mask.getBatch(), task.batch);
+      mapping.map(mask.getHead(), task.kvHead);
+    }
+    scf::YieldOp::create(b, loc,
+                         cloneForWarpgroup(mask, mapping)->getResult(0));
+    b.setInsertionPointToStart(branch.elseBlock());
+    scf::YieldOp::create(b, loc, s);
+    b.setInsertionPointAfter(branch);
+    s = branch.getResult(0);
+  }
+  IRMapping mapping;
+  mapping.map(program.softmax.getScores(), s);
+  mapping.map(program.softmax.getRowMax(), rowMax);
+  mapping.map(program.softmax.getRowSum(), rowSum);
+  return cast<OnlineSoftmaxOp>(cloneForWarpgroup(program.softmax, mapping));
+}
+
+/// The consumer's KV loop without overlap, level B's loop on 64 rows: each
+/// MMA completes before the softmax or the next MMA reads its result.
+SmallVector<Value, 3>
+WarpgroupProgramBuilder::buildSequentialLoop(const Task &task, int64_t half,
+                                             Value rowBegin) {
   constexpr int64_t kRows = hopper::ScheduleConfig::kRowsPerConsumer;
-  int64_t headDim = config.headDim;
-  Value rowBegin = add(task.qRow, index(half * kRows));
   auto rowType = RankedTensorType::get({kRows}, b.getF32Type());
-  auto accType = RankedTensorType::get({kRows, headDim}, b.getF32Type());
+  auto accType = RankedTensorType::get({kRows, config.headDim}, b.getF32Type());
   auto scoreType =
       RankedTensorType::get({kRows, TileConfig::kBlockN}, b.getF32Type());
-
-  ConsumerWaitOp::create(b, loc, qBuffer, task.taskCount);
   Value init[] = {splat(rowType, -std::numeric_limits<float>::infinity()),
                   splat(rowType, 0.0f), splat(accType, 0.0f)};
   auto loop =
       scf::ForOp::create(b, loc, index(0), task.numBlocks, index(1), init);
   dropImplicitYield(loop);
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(loop.getBody());
+  Value k = loop.getInductionVar();
+  ValueRange carried = loop.getRegionIterArgs();
+  Value item = add(task.kvBase, k);
+  ConsumerWaitOp::create(b, loc, kBuffer, item);
+  Value s = WarpgroupScoreMmaOp::create(b, loc, scoreType, qBuffer,
+                                        task.taskCount, half * kRows, kBuffer,
+                                        item);
+  // K goes back to the producer as soon as both halves have their scores.
+  ConsumerReleaseOp::create(b, loc, kBuffer, item);
+  OnlineSoftmaxOp softmax =
+      buildSoftmax(task, rowBegin, k, s, carried[0], carried[1]);
+  // O holds the earlier blocks in the old scale: rescale it in registers
+  // before this block accumulates.
+  Value acc =
+      CorrectionOp::create(b, loc, accType, carried[2], softmax.getAccScale());
+  ConsumerWaitOp::create(b, loc, vBuffer, item);
+  acc = WarpgroupValueMmaOp::create(b, loc, softmax.getProbs(), vBuffer, item,
+                                    acc);
+  ConsumerReleaseOp::create(b, loc, vBuffer, item);
+  scf::YieldOp::create(b, loc,
+                       ValueRange{softmax.getNewRowMax(),
+                                  softmax.getNewRowSum(), acc});
+  return SmallVector<Value, 3>(loop.getResults());
+}
+
+/// The consumer's KV loop, software-pipelined as FlashAttention-3's
+/// intra-warpgroup overlap: while the softmax of block k runs, the tensor
+/// core computes S of block k and, before it, O += P·V of block k - 1:
+///
+///   S(0); softmax(0)
+///   for k in 1 .. n-1:
+///     issue S(k); issue O += P(k-1)·V(k-1)
+///     wait for S(k) (one group may stay pending); release K(k)
+///     softmax(k)
+///     wait for O; release V(k-1); rescale O by block k's factor
+///   O += P(n-1)·V(n-1)
+///
+/// The same arithmetic as level B's loop, block by block: O holds blocks
+/// < k in block k-1's scale when block k's factor applies to it.
+SmallVector<Value, 3>
+WarpgroupProgramBuilder::buildOverlappedLoop(const Task &task, int64_t half,
+                                             Value rowBegin) {
+  constexpr int64_t kRows = hopper::ScheduleConfig::kRowsPerConsumer;
+  auto rowType = RankedTensorType::get({kRows}, b.getF32Type());
+  auto accType = RankedTensorType::get({kRows, config.headDim}, b.getF32Type());
+  auto scoreType =
+      RankedTensorType::get({kRows, TileConfig::kBlockN}, b.getF32Type());
+  Value minusInf = splat(rowType, -std::numeric_limits<float>::infinity());
+  Value zeroRow = splat(rowType, 0.0f);
+  Value zeroAcc = splat(accType, 0.0f);
+  auto score = [&](Value item, bool async) -> Value {
+    auto mma = WarpgroupScoreMmaOp::create(b, loc, scoreType, qBuffer,
+                                           task.taskCount, half * kRows,
+                                           kBuffer, item);
+    if (async)
+      mma.setAsync(true);
+    return mma;
+  };
+  auto value = [&](Value probs, Value item, Value acc, bool async) -> Value {
+    auto mma = WarpgroupValueMmaOp::create(b, loc, probs, vBuffer, item, acc);
+    if (async)
+      mma.setAsync(true);
+    return mma;
+  };
+  Value visits = cmp(arith::CmpIPredicate::sgt, task.numBlocks, index(0));
+  auto any = scf::IfOp::create(b, loc, TypeRange{rowType, rowType, accType},
+                               visits, true);
   {
     OpBuilder::InsertionGuard guard(b);
-    b.setInsertionPointToStart(loop.getBody());
-    Value k = loop.getInductionVar();
-    ValueRange carried = loop.getRegionIterArgs();
-    Value item = add(task.kvBase, k);
-    Value key = keyOf(task, k);
+    b.setInsertionPointToStart(any.elseBlock());
+    scf::YieldOp::create(b, loc, ValueRange{minusInf, zeroRow, zeroAcc});
 
-    ConsumerWaitOp::create(b, loc, kBuffer, item);
-    Value s = WarpgroupScoreMmaOp::create(b, loc, scoreType, qBuffer,
-                                          task.taskCount, half * kRows,
-                                          kBuffer, item);
-    // K goes back to the producer as soon as both halves have their scores.
-    ConsumerReleaseOp::create(b, loc, kBuffer, item);
-    if (SoftcapOp softcap = program.softcap) {
-      IRMapping mapping;
-      mapping.map(softcap.getScores(), s);
-      s = cloneForWarpgroup(softcap, mapping)->getResult(0);
-    }
-    if (ScoreModOp scoreMod = program.scoreMod) {
-      IRMapping mapping;
-      mapping.map(scoreMod.getScores(), s);
-      mapping.map(scoreMod.getBatch(), task.batch);
-      mapping.map(scoreMod.getHead(), task.kvHead);
-      mapping.map(scoreMod.getRow(), rowBegin);
-      mapping.map(scoreMod.getCol(), key);
-      mapping.map(scoreMod.getSeqQ(), seqQ);
-      mapping.map(scoreMod.getSeqK(), seqK);
-      s = cloneForWarpgroup(scoreMod, mapping)->getResult(0);
-    }
-    if (MaskOp mask = program.mask) {
-      // Only blocks straddling the band's edges pay for the mask.
-      Value blockIndex = sub(sub(task.end, index(1)), k);
-      Value straddles = arith::OrIOp::create(
-          b, loc, cmp(arith::CmpIPredicate::slt, blockIndex, task.fullBegin),
-          cmp(arith::CmpIPredicate::sge, blockIndex, task.fullEnd));
-      auto branch = scf::IfOp::create(b, loc, s.getType(), straddles, true);
-      OpBuilder::InsertionGuard guard(b);
-      b.setInsertionPointToStart(branch.thenBlock());
-      IRMapping mapping;
-      mapping.map(mask.getScores(), s);
-      mapping.map(mask.getRow(), rowBegin);
-      mapping.map(mask.getCol(), key);
-      mapping.map(mask.getSeqQ(), seqQ);
-      mapping.map(mask.getSeqK(), seqK);
-      if (mask.getBatch()) {
-        mapping.map(mask.getBatch(), task.batch);
-        mapping.map(mask.getHead(), task.kvHead);
-      }
+    b.setInsertionPointToStart(any.thenBlock());
+    // Block 0: its scores, then its softmax (O is still 0: no rescale).
+    Value first = task.kvBase;
+    ConsumerWaitOp::create(b, loc, kBuffer, first);
+    Value s0 = score(first, false);
+    ConsumerReleaseOp::create(b, loc, kBuffer, first);
+    OnlineSoftmaxOp softmax0 =
+        buildSoftmax(task, rowBegin, index(0), s0, minusInf, zeroRow);
+
+    auto loop = scf::ForOp::create(
+        b, loc, index(1), task.numBlocks, index(1),
+        ValueRange{softmax0.getNewRowMax(), softmax0.getNewRowSum(), zeroAcc,
+                   softmax0.getProbs()});
+    dropImplicitYield(loop);
+    {
+      OpBuilder::InsertionGuard inner(b);
+      b.setInsertionPointToStart(loop.getBody());
+      Value k = loop.getInductionVar();
+      ValueRange carried = loop.getRegionIterArgs();
+      Value item = add(task.kvBase, k);
+      Value previous = sub(item, index(1));
+      ConsumerWaitOp::create(b, loc, kBuffer, item);
+      Value s = score(item, true);
+      ConsumerWaitOp::create(b, loc, vBuffer, previous);
+      Value acc = value(carried[3], previous, carried[2], true);
+      // S(k) was issued first: it is done once at most one group is left.
+      s = WarpgroupWaitOp::create(b, loc, s, 1);
+      ConsumerReleaseOp::create(b, loc, kBuffer, item);
+      OnlineSoftmaxOp softmax =
+          buildSoftmax(task, rowBegin, k, s, carried[0], carried[1]);
+      acc = WarpgroupWaitOp::create(b, loc, acc, 0);
+      ConsumerReleaseOp::create(b, loc, vBuffer, previous);
+      // O holds blocks < k in block k-1's scale: move it to block k's.
+      acc = CorrectionOp::create(b, loc, accType, acc, softmax.getAccScale());
       scf::YieldOp::create(b, loc,
-                           cloneForWarpgroup(mask, mapping)->getResult(0));
-      b.setInsertionPointToStart(branch.elseBlock());
-      scf::YieldOp::create(b, loc, s);
-      b.setInsertionPointAfter(branch);
-      s = branch.getResult(0);
+                           ValueRange{softmax.getNewRowMax(),
+                                      softmax.getNewRowSum(), acc,
+                                      softmax.getProbs()});
     }
-    IRMapping mapping;
-    mapping.map(program.softmax.getScores(), s);
-    mapping.map(program.softmax.getRowMax(), carried[0]);
-    mapping.map(program.softmax.getRowSum(), carried[1]);
-    auto softmax =
-        cast<OnlineSoftmaxOp>(cloneForWarpgroup(program.softmax, mapping));
-    // O holds the earlier blocks in the old scale: rescale it in registers
-    // before this block accumulates.
-    Value acc = CorrectionOp::create(b, loc, accType, carried[2],
-                                     softmax.getAccScale());
-    ConsumerWaitOp::create(b, loc, vBuffer, item);
-    acc = WarpgroupValueMmaOp::create(b, loc, softmax.getProbs(), vBuffer, item,
-                                      acc);
-    ConsumerReleaseOp::create(b, loc, vBuffer, item);
-    scf::YieldOp::create(b, loc,
-                         ValueRange{softmax.getNewRowMax(),
-                                    softmax.getNewRowSum(), acc});
+    Value last = sub(add(task.kvBase, task.numBlocks), index(1));
+    ConsumerWaitOp::create(b, loc, vBuffer, last);
+    Value acc = value(loop.getResult(3), last, loop.getResult(2), false);
+    ConsumerReleaseOp::create(b, loc, vBuffer, last);
+    scf::YieldOp::create(
+        b, loc, ValueRange{loop.getResult(0), loop.getResult(1), acc});
   }
+  return SmallVector<Value, 3>(any.getResults());
+}
+
+/// A consumer's task: its Q rows against every visited block, then its half
+/// of O (staged, one TMA store) and its LSE rows.
+void WarpgroupProgramBuilder::buildConsumer(const Task &task, int64_t half) {
+  Value rowBegin =
+      add(task.qRow, index(half * hopper::ScheduleConfig::kRowsPerConsumer));
+  ConsumerWaitOp::create(b, loc, qBuffer, task.taskCount);
+  // Max, sum and O after the task's last block.
+  SmallVector<Value, 3> rows =
+      config.overlap ? buildOverlappedLoop(task, half, rowBegin)
+                     : buildSequentialLoop(task, half, rowBegin);
+  Value loopMax = rows[0], loopSum = rows[1], loopAcc = rows[2];
   ConsumerReleaseOp::create(b, loc, qBuffer, task.taskCount);
 
   IRMapping mapping;
-  mapping.map(program.normalize.getAcc(), loop.getResult(2));
-  mapping.map(program.normalize.getRowMax(), loop.getResult(0));
-  mapping.map(program.normalize.getRowSum(), loop.getResult(1));
+  mapping.map(program.normalize.getAcc(), loopAcc);
+  mapping.map(program.normalize.getRowMax(), loopMax);
+  mapping.map(program.normalize.getRowSum(), loopSum);
   auto normalize =
       cast<NormalizeOp>(cloneForWarpgroup(program.normalize, mapping));
   // The half of O goes out through shared memory and one TMA store; the
@@ -473,6 +597,17 @@ struct HopperWarpgroupRolesPass
         return signalPassFailure();
       }
       config.kvStagesOverride = stages;
+    }
+    StringRef overlapMode = overlap;
+    if (overlapMode == "auto")
+      config.overlap = hopper::ScheduleConfig::overlapFits(
+          config.headDim, program.range.getMask() == MaskKind::window);
+    else if (overlapMode == "on" || overlapMode == "off")
+      config.overlap = overlapMode == "on";
+    else {
+      func.emitError() << "overlap must be on, off or auto, got '"
+                       << overlapMode << "'";
+      return signalPassFailure();
     }
     WarpgroupProgramBuilder(func, program, config).build();
   }

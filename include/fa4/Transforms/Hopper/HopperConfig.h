@@ -35,16 +35,28 @@ struct ScheduleConfig {
   int64_t headDim = 128;
   int64_t elementBytes = 2;
   int64_t kvStagesOverride = 0;
+  /// The consumers' intra-warpgroup overlap (FlashAttention-3's): S of the
+  /// next block and O += P·V of the last run on the tensor core during the
+  /// softmax. It keeps S, the previous P and O live at once.
+  bool overlap = true;
+
+  /// Whether the overlap fits the consumers' 240 registers: at head dim
+  /// 128 a window's two key edges per row push ptxas past them (it spills
+  /// a few words per task), so windowed head dim 128 runs the sequential
+  /// loop. Measured with CUDA 13's ptxas over the compile matrix.
+  static bool overlapFits(int64_t headDim, bool window) {
+    return !(window && headDim >= 128);
+  }
 
   /// The FA3 cast: a producer warpgroup (its elected thread issues TMA)
-  /// giving its registers to two consumer warpgroups; (40 + 2 · 232) · 128
-  /// is 64 512 of the 65 536. FA3's producer keeps 24, but this one also
-  /// walks the LPT order and the window's block range (24 spills there).
+  /// giving its registers to two consumer warpgroups; (32 + 2 · 240) · 128
+  /// is all 65 536. FA3's producer keeps 24, but this one also walks the
+  /// LPT order and the window's block range (24 spills there).
   static llvm::ArrayRef<RoleSpec> roles() {
     static const RoleSpec kRoles[] = {
-        {role::kProducer, 0, 4, 40},
-        {role::kConsumer0, 4, 4, 232},
-        {role::kConsumer1, 8, 4, 232},
+        {role::kProducer, 0, 4, 32},
+        {role::kConsumer0, 4, 4, 240},
+        {role::kConsumer1, 8, 4, 240},
     };
     return kRoles;
   }

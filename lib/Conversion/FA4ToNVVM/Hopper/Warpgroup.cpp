@@ -98,13 +98,16 @@ Value Lowering::spreadRows(Value rows, int64_t elements) {
   return vector::ShuffleOp::create(b, loc(), rows, rows, pattern);
 }
 
-/// One inline-assembly wgmma group: fence, the MMAs of `body`, commit, wait
-/// for completion; `body` may use the predicates `zero` (false, the first
-/// MMA of an accumulator overwrites it) and `one`. Outputs are the
-/// accumulator's floats; with `tied` the first inputs are their old values.
+/// One inline-assembly wgmma group: fence, the MMAs of `body`, commit, and
+/// unless `async` the wait for its completion; `body` may use the
+/// predicates `zero` (false: the first MMA of an accumulator overwrites it)
+/// and `one`. Outputs are the accumulator's floats; with `tied` the first
+/// inputs are their old values. An async group's outputs are still being
+/// written: only fa4.wgmma_wait's lowering reads them (ptxas tracks the
+/// registers of an unfinished wgmma, as it does for CUTLASS's).
 static Value warpgroupMma(OpBuilder &b, Location loc, int64_t accumulators,
                           SmallVector<Value> inputs, StringRef constraintsIn,
-                          const std::string &body, bool tied) {
+                          const std::string &body, bool tied, bool async) {
   std::string constraints;
   for (int64_t i = 0; i < accumulators; ++i)
     constraints += (i ? ",=f" : "=f");
@@ -123,8 +126,9 @@ static Value warpgroupMma(OpBuilder &b, Location loc, int64_t accumulators,
   std::string text = "{\n\t.reg .pred zero, one;\n\tsetp.ne.b32 zero, " + zero +
                      ", 0;\n\tsetp.eq.b32 one, " + zero +
                      ", 0;\n\twgmma.fence.sync.aligned;\n\t" + body +
-                     "wgmma.commit_group.sync.aligned;\n\t"
-                     "wgmma.wait_group.sync.aligned 0;\n\t}";
+                     "wgmma.commit_group.sync.aligned;\n\t" +
+                     (async ? "" : "wgmma.wait_group.sync.aligned 0;\n\t") +
+                     "}";
   return LLVM::InlineAsmOp::create(
              b, loc, LLVM::LLVMStructType::getLiteral(b.getContext(), types),
              inputs, text, constraints, /*has_side_effects=*/true, false,
@@ -140,6 +144,47 @@ static std::string accumulatorList(int64_t count) {
   for (int64_t i = 0; i < count; ++i)
     list += (i ? ", $" : "$") + std::to_string(i);
   return list + "}";
+}
+
+void Lowering::materializeTruncation(Value value) {
+  auto found = lazyTruncations.find(value);
+  if (found == lazyTruncations.end())
+    return;
+  LazyTruncation lazy = found->second;
+  lazyTruncations.erase(found);
+  OpBuilder::InsertionGuard guard(b);
+  // At the use when it is in the block of the f32 values; else right after
+  // them, where it dominates every use.
+  Block *home = lazy.wide.getParentBlock();
+  if (b.getInsertionBlock() != home)
+    b.setInsertionPointAfterValue(lazy.wide);
+  // Pairs packed by cvt.rn.{f16,bf16}x2.f32 as inline assembly that LLVM
+  // may not move: it would otherwise carry the f32 values around the loop
+  // and convert them at its top (twice P's registers, live beside the new
+  // S).
+  int64_t count = lazy.type.getNumElements();
+  std::string instruction =
+      lazy.type.getElementType().isBF16() ? "cvt.rn.bf16x2.f32"
+                                          : "cvt.rn.f16x2.f32";
+  SmallVector<Value> words;
+  for (int64_t i = 0; i < count; i += 2) {
+    Value low = vector::ExtractOp::create(b, loc(), lazy.wide,
+                                          ArrayRef<int64_t>{i});
+    Value high = vector::ExtractOp::create(b, loc(), lazy.wide,
+                                           ArrayRef<int64_t>{i + 1});
+    words.push_back(
+        LLVM::InlineAsmOp::create(
+            b, loc(), b.getI32Type(), ValueRange{high, low},
+            instruction + " $0, $1, $2;", "=r,f,f",
+            /*has_side_effects=*/true, false,
+            LLVM::tailcallkind::TailCallKind::None,
+            LLVM::AsmDialectAttr::get(b.getContext(), LLVM::AsmDialect::AD_ATT),
+            ArrayAttr())
+            .getResult(0));
+  }
+  Value packed = vector::FromElementsOp::create(
+      b, loc(), VectorType::get({count / 2}, b.getI32Type()), words);
+  mapping.map(value, vector::BitCastOp::create(b, loc(), lazy.type, packed));
 }
 
 LogicalResult Lowering::lowerWarpgroup(Operation *op) {
@@ -225,7 +270,8 @@ LogicalResult Lowering::lowerWarpgroup(Operation *op) {
                   ", 1, 1, 0, 0;\n\t";
         }
         Value result = warpgroupMma(b, loc(), accumulators, inputs,
-                                    constraintsIn, body, /*tied=*/false);
+                                    constraintsIn, body, /*tied=*/false,
+                                    mma.getAsync());
         mapping.map(mma.getScores(), unpack(result, accumulators));
         return success();
       })
@@ -276,8 +322,40 @@ LogicalResult Lowering::lowerWarpgroup(Operation *op) {
                   ", " + bDesc + ", one, 1, 1, 1;\n\t";
         }
         Value result = warpgroupMma(b, loc(), accumulators, inputs,
-                                    constraintsIn, body, /*tied=*/true);
+                                    constraintsIn, body, /*tied=*/true,
+                                    mma.getAsync());
         mapping.map(mma.getResult(), unpack(result, accumulators));
+        return success();
+      })
+      .Case([&](WarpgroupWaitOp wait) -> LogicalResult {
+        // wgmma.wait_group with the registers it waits for passed through,
+        // so that no use of them is scheduled above it.
+        Value pending = lookup(wait.getPendingValue());
+        auto type = cast<VectorType>(pending.getType());
+        int64_t count = type.getNumElements();
+        SmallVector<Value> inputs;
+        std::string constraints;
+        for (int64_t i = 0; i < count; ++i) {
+          inputs.push_back(
+              vector::ExtractOp::create(b, loc(), pending, ArrayRef<int64_t>{i}));
+          constraints += (i ? ",=f" : "=f");
+        }
+        for (int64_t i = 0; i < count; ++i)
+          constraints += "," + std::to_string(i);
+        SmallVector<Type> types(count, f32Type);
+        Value waited =
+            LLVM::InlineAsmOp::create(
+                b, loc(), LLVM::LLVMStructType::getLiteral(b.getContext(), types),
+                inputs,
+                "wgmma.wait_group.sync.aligned " +
+                    std::to_string(wait.getPending()) + ";",
+                constraints, /*has_side_effects=*/true, false,
+                LLVM::tailcallkind::TailCallKind::None,
+                LLVM::AsmDialectAttr::get(b.getContext(),
+                                          LLVM::AsmDialect::AD_ATT),
+                ArrayAttr())
+                .getResult(0);
+        mapping.map(wait.getResult(), unpack(waited, count));
         return success();
       })
       .Case([&](SoftcapOp softcap) -> LogicalResult {
@@ -313,9 +391,10 @@ LogicalResult Lowering::lowerWarpgroup(Operation *op) {
         auto type = cast<VectorType>(s.getType());
         Value first = lookup(mask.getCol());
         bool hasLow = bounds.bounds.lower.has_value();
-        // Visible keys of each of the thread's rows, relative to the
-        // thread's first column of the tile.
-        Value lowRel[2], highRel[2];
+        // Each of the thread's rows sees keys [low, high): relative to the
+        // thread's first column of the tile, a column c is visible when
+        // c - low < high - low, unsigned (one compare per score).
+        Value lowRel[2], width[2];
         Value column = fragmentColumn();
         for (int64_t half = 0; half < 2; ++half) {
           Value packed = arith::AddIOp::create(b, loc(), lookup(mask.getRow()),
@@ -326,30 +405,29 @@ LogicalResult Lowering::lowerWarpgroup(Operation *op) {
           Value low = emitKeyEdges(position, bounds.bounds,
                                    lookup(mask.getSeqQ()),
                                    lookup(mask.getSeqK()), high);
+          // Edges relative to the thread's columns, clamped into [0, N]:
+          // 32-bit and never wrapping.
+          int64_t limit = 2 * type.getNumElements();
           auto relative = [&](Value edge) -> Value {
             Value offset = arith::SubIOp::create(
                 b, loc(), arith::SubIOp::create(b, loc(), edge, first), column);
-            // Clamped into [-1, N]: the comparisons below stay in 32 bits.
-            offset = arith::MaxSIOp::create(b, loc(), offset, index(-1));
-            offset = arith::MinSIOp::create(b, loc(), offset,
-                                            index(2 * type.getNumElements()));
-            return toI32(offset);
+            offset = arith::MaxSIOp::create(b, loc(), offset, index(0));
+            return toI32(arith::MinSIOp::create(b, loc(), offset, index(limit)));
           };
-          highRel[half] = relative(high);
-          if (hasLow)
-            lowRel[half] = relative(low);
+          Value highRel = relative(high);
+          lowRel[half] = hasLow ? relative(low) : i32(0);
+          width[half] = arith::MaxSIOp::create(
+              b, loc(), arith::SubIOp::create(b, loc(), highRel, lowRel[half]),
+              i32(0));
         }
         SmallVector<Value> elements;
         for (int64_t i = 0; i < type.getNumElements(); ++i) {
           int64_t half = halfOf(i);
           Value c = i32(columnOf(i));
-          Value visible = arith::CmpIOp::create(
-              b, loc(), arith::CmpIPredicate::slt, c, highRel[half]);
           if (hasLow)
-            visible = arith::AndIOp::create(
-                b, loc(), visible,
-                arith::CmpIOp::create(b, loc(), arith::CmpIPredicate::sge, c,
-                                      lowRel[half]));
+            c = arith::SubIOp::create(b, loc(), c, lowRel[half]);
+          Value visible = arith::CmpIOp::create(
+              b, loc(), arith::CmpIPredicate::ult, c, width[half]);
           Value element =
               vector::ExtractOp::create(b, loc(), s, ArrayRef<int64_t>{i});
           elements.push_back(arith::SelectOp::create(b, loc(), visible, element,
@@ -427,8 +505,7 @@ LogicalResult Lowering::lowerWarpgroup(Operation *op) {
             cast<VectorType>(convertType(softmax.getProbs().getType()));
         Value p32 = vector::FromElementsOp::create(
             b, loc(), VectorType::get({count}, f32Type), probs);
-        mapping.map(softmax.getProbs(),
-                    arith::TruncFOp::create(b, loc(), probsType, p32));
+        lazyTruncations[softmax.getProbs()] = {p32, probsType};
         mapping.map(softmax.getNewRowMax(), rowVector(newMax[0], newMax[1]));
         // The thread's partial sums (module comment).
         Value newSum[2];

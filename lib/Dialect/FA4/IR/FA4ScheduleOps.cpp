@@ -197,6 +197,19 @@ LogicalResult ScoreMmaAsyncOp::verify() {
 /// Rows of one Hopper warpgroup MMA (wgmma's M).
 static constexpr int64_t kWarpgroupRows = 64;
 
+/// An async warpgroup MMA's result is in flight until its wait: nothing
+/// else may read it.
+static LogicalResult checkAsyncUses(Operation *op, bool async) {
+  if (!async)
+    return success();
+  for (Operation *user : op->getResult(0).getUsers())
+    if (!isa<WarpgroupWaitOp>(user))
+      return op->emitOpError() << "is async, so only fa4.wgmma_wait may use "
+                                  "its result, not '"
+                               << user->getName() << "'";
+  return success();
+}
+
 LogicalResult WarpgroupScoreMmaOp::verify() {
   SmemType q = getQuery().getType(), k = getKey().getType();
   auto s = cast<RankedTensorType>(getScores().getType());
@@ -218,7 +231,7 @@ LogicalResult WarpgroupScoreMmaOp::verify() {
                          << offset + kWarpgroupRows - 1
                          << " are not a 64-row block of the " << q.getRows()
                          << "-row query buffer";
-  return success();
+  return checkAsyncUses(*this, getAsync());
 }
 
 LogicalResult WarpgroupValueMmaOp::verify() {
@@ -240,6 +253,21 @@ LogicalResult WarpgroupValueMmaOp::verify() {
                          << " rows per warpgroup)";
   if (getResult().getType() != o)
     return emitOpError() << "result must have the accumulator's type " << o;
+  return checkAsyncUses(*this, getAsync());
+}
+
+LogicalResult WarpgroupWaitOp::verify() {
+  Operation *def = getPendingValue().getDefiningOp();
+  bool async = false;
+  if (auto score = dyn_cast_or_null<WarpgroupScoreMmaOp>(def))
+    async = score.getAsync();
+  if (auto value = dyn_cast_or_null<WarpgroupValueMmaOp>(def))
+    async = value.getAsync();
+  if (!async)
+    return emitOpError() << "waits for a value that no async fa4.wgmma_score "
+                            "or fa4.wgmma_value computes";
+  if (def->getBlock() != getOperation()->getBlock())
+    return emitOpError() << "must be in the block of the MMA it waits for";
   return success();
 }
 

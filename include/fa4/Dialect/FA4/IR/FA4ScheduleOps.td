@@ -383,7 +383,9 @@ def FA4_WarpgroupScoreMmaOp : FA4_Op<"wgmma_score"> {
     stage, both operands in shared memory, and gets the scores as a value
     held in its registers (M = 64, one `wgmma` row block). The op completes
     before the next one: the result is ready to use, and the shared-memory
-    operands may be released after it.
+    operands may be released after it. With `async` the op is only issued:
+    its result is the value `fa4.wgmma_wait` gives back, and the operands
+    stay in use until then.
 
     ```mlir
     %s = fa4.wgmma_score %q[%t] rows 64, %k[%n]
@@ -392,7 +394,8 @@ def FA4_WarpgroupScoreMmaOp : FA4_Op<"wgmma_score"> {
     ```
   }];
   let arguments = (ins FA4_SmemType:$query, Index:$query_count,
-    I64Attr:$row_offset, FA4_SmemType:$key, Index:$key_count);
+    I64Attr:$row_offset, FA4_SmemType:$key, Index:$key_count,
+    UnitAttr:$async);
   let results = (outs FA4_Tile:$scores);
   let assemblyFormat = [{
     $query `[` $query_count `]` `rows` $row_offset `,` $key `[` $key_count `]`
@@ -408,7 +411,7 @@ def FA4_WarpgroupValueMmaOp : FA4_Op<"wgmma_value",
     The Hopper value MMA (sm_90a `wgmma` with A from registers): the
     warpgroup's probabilities (in the input type) times the V stage in
     shared memory, added to the accumulator it holds. Completes before the
-    next op, like `fa4.wgmma_score`.
+    next op, like `fa4.wgmma_score`, or with `async` at its `fa4.wgmma_wait`.
 
     ```mlir
     %o1 = fa4.wgmma_value %p, %v[%n], %o0
@@ -417,11 +420,35 @@ def FA4_WarpgroupValueMmaOp : FA4_Op<"wgmma_value",
     ```
   }];
   let arguments = (ins FA4_Tile:$probs, FA4_SmemType:$value,
-    Index:$value_count, FA4_Tile:$acc);
+    Index:$value_count, FA4_Tile:$acc, UnitAttr:$async);
   let results = (outs FA4_Tile:$result);
   let assemblyFormat = [{
     $probs `,` $value `[` $value_count `]` `,` $acc attr-dict `:`
     type($probs) `,` type($value) `,` type($acc)
+  }];
+  let hasVerifier = 1;
+}
+
+def FA4_WarpgroupWaitOp : FA4_Op<"wgmma_wait",
+    [AllTypesMatch<["pending_value", "result"]>]> {
+  let summary = "wait for an async warpgroup MMA: its result, ready";
+  let description = [{
+    Waits until at most `pending` of the warpgroup's async MMAs issued
+    before it are still running (they complete in issue order), which must
+    include the one that computes `pending_value`; gives back its result.
+    The MMA's shared-memory operands may be released after the wait.
+
+    ```mlir
+    %s = fa4.wgmma_score %q[%t] rows 0, %k[%n] {async} : ...
+    %o = fa4.wgmma_value %p, %v[%m], %acc {async} : ...
+    %s_ready = fa4.wgmma_wait %s {pending = 1} : tensor<64x128xf32>
+    ```
+  }];
+  let arguments = (ins FA4_Tile:$pending_value,
+    ConfinedAttr<I64Attr, [IntNonNegative]>:$pending);
+  let results = (outs FA4_Tile:$result);
+  let assemblyFormat = [{
+    $pending_value attr-dict `:` type($pending_value)
   }];
   let hasVerifier = 1;
 }
