@@ -73,7 +73,9 @@ TEST(HopperScheduleConfig, RolesFitTheRegisterFileAndTheWarpgroups) {
     registers += role.registers * role.numWarps * 32;
     warps += role.numWarps;
   }
-  EXPECT_LE(registers, blackwell::kRegistersPerSm);
+  // setmaxnreg moves registers within the launch's allocation, 168 per
+  // thread of 384: a budget past it makes an increase wait forever.
+  EXPECT_LE(registers, 168 * 384);
   EXPECT_EQ(warps, 12);
 }
 

@@ -200,9 +200,9 @@ def FA4HopperWarpgroupRoles
 
     | role | warps | registers | job |
     |------|-------|-----------|-----|
-    | producer  | 0-3  | 32  | its elected thread loads Q, then K and V of each visited block, with TMA |
-    | consumer0 | 4-7  | 240 | rows 0-63 of the task's Q tile |
-    | consumer1 | 8-11 | 240 | rows 64-127 |
+    | producer  | 0-3  | 40  | its elected thread loads Q, then K and V of each visited block, with TMA |
+    | consumer0 | 4-7  | 232 | rows 0-63 of the task's Q tile |
+    | consumer1 | 8-11 | 232 | rows 64-127 |
 
     Each consumer runs, per KV block: `fa4.wgmma_score` (Q and K in shared
     memory, S in registers), the level-B softcap / score_mod / mask /

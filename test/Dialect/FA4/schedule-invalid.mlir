@@ -1,11 +1,26 @@
 // RUN: fa4-opt %s -split-input-file -verify-diagnostics
 
 func.func @registers_overflow() {
-  // expected-error @+1 {{'fa4.warp_specialize' op register budgets need 81920 registers, more than the 65536 of an SM (softmax0: 128 threads x 256, a: 128 threads x 256, b: 128 threads x 128)}}
+  // expected-error @+1 {{'fa4.warp_specialize' op register budgets need 81920 registers, more than the 64512 its 384 threads hold at launch (softmax0: 128 threads x 256, a: 128 threads x 256, b: 128 threads x 128)}}
   fa4.warp_specialize {
     fa4.role "softmax0" warps(0, 4) registers(256) {}
     fa4.role "a" warps(4, 4) registers(256) {}
     fa4.role "b" warps(8, 4) registers(128) {}
+  }
+  return
+}
+
+// -----
+
+// The register file is 65 536, but 384 threads start with 168 each: a
+// consumer's setmaxnreg.inc to 240 beside a producer at 32 would wait
+// forever for registers the CTA never had.
+func.func @registers_past_the_launch() {
+  // expected-error @+1 {{'fa4.warp_specialize' op register budgets need 65536 registers, more than the 64512 its 384 threads hold at launch (producer: 128 threads x 32, consumer0: 128 threads x 240, consumer1: 128 threads x 240)}}
+  fa4.warp_specialize {
+    fa4.role "producer" warps(0, 4) registers(32) {}
+    fa4.role "consumer0" warps(4, 4) registers(240) {}
+    fa4.role "consumer1" warps(8, 4) registers(240) {}
   }
   return
 }

@@ -40,7 +40,7 @@ struct ScheduleConfig {
   /// softmax. It keeps S, the previous P and O live at once.
   bool overlap = true;
 
-  /// Whether the overlap fits the consumers' 240 registers: at head dim
+  /// Whether the overlap fits the consumers' 232 registers: at head dim
   /// 128 a window's two key edges per row push ptxas past them (it spills
   /// a few words per task), so windowed head dim 128 runs the sequential
   /// loop. Measured with CUDA 13's ptxas over the compile matrix.
@@ -49,14 +49,17 @@ struct ScheduleConfig {
   }
 
   /// The FA3 cast: a producer warpgroup (its elected thread issues TMA)
-  /// giving its registers to two consumer warpgroups; (32 + 2 · 240) · 128
-  /// is all 65 536. FA3's producer keeps 24, but this one also walks the
-  /// LPT order and the window's block range (24 spills there).
+  /// giving its registers to two consumer warpgroups. setmaxnreg only moves
+  /// registers within what the CTA was given at launch, 168 per thread of
+  /// 384 (64 512): 40 + 2 · 232 per thread of 128 is exactly that (a
+  /// consumer asking for more would wait forever). FA3's producer keeps 24
+  /// for consumers of 240, but this one also walks the LPT order and the
+  /// window's block range (24 spills there).
   static llvm::ArrayRef<RoleSpec> roles() {
     static const RoleSpec kRoles[] = {
-        {role::kProducer, 0, 4, 32},
-        {role::kConsumer0, 4, 4, 240},
-        {role::kConsumer1, 8, 4, 240},
+        {role::kProducer, 0, 4, 40},
+        {role::kConsumer0, 4, 4, 232},
+        {role::kConsumer1, 8, 4, 232},
     };
     return kRoles;
   }
