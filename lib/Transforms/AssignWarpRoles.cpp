@@ -8,6 +8,8 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "TileProgram.h"
+
 #include "fa4/Dialect/FA4/IR/FA4Ops.h"
 #include "fa4/Transforms/Passes.h"
 #include "fa4/Transforms/ScheduleConfig.h"
@@ -30,30 +32,8 @@ namespace mlir::fa4 {
 using namespace mlir;
 using namespace mlir::fa4;
 
-/// The bodies below end in a yield of their own.
-static void dropImplicitYield(scf::ForOp loop) {
-  Block *body = loop.getBody();
-  if (!body->empty() && isa<scf::YieldOp>(body->back()))
-    body->back().erase();
-}
 
 namespace {
-
-/// Positions of the kernel's tensors among fa4.spec's `arguments`.
-enum Argument { kQ, kK, kV, kOut, kLse };
-
-/// The level-B ops whose attributes the roles reuse: each is cloned with new
-/// operands, so the schedule computes exactly what the tile program did.
-struct TileProgram {
-  KvBlockRangeOp range;
-  OnlineSoftmaxOp softmax;
-  NormalizeOp normalize;
-  MaskOp mask;       // null without a mask
-  SoftcapOp softcap; // null without a softcap
-  ScoreModOp scoreMod; // null without a score_mod
-  StoreLseTileOp lseStore; // null without an LSE output
-  SmallVector<Value, 5> arguments;
-};
 
 /// Counts a role carries from task to task; each names a ring.
 enum class Counter {
@@ -69,44 +49,20 @@ enum class Counter {
 };
 
 /// What every role knows about the task it is working on.
-struct TaskState {
-  Value batch, kvHead, mBlock;
-  Value qRow[ScheduleConfig::kQStages];
-  Value begin, fullBegin, fullEnd, end;
-  /// KV blocks visited: end - begin.
-  Value numBlocks;
+struct TaskState : TaskHeader {
+  /// The first packed row of each Q tile.
+  Value tileRow[ScheduleConfig::kQStages];
   llvm::SmallDenseMap<Counter, Value> counters;
 };
 
-class RoleProgramBuilder {
+class RoleProgramBuilder : IndexBuilder {
 public:
   RoleProgramBuilder(func::FuncOp func, TileProgram program)
-      : func(func), program(program), loc(func.getLoc()),
-        b(func.getContext()) {}
+      : IndexBuilder(func), program(program) {}
 
   void build();
 
 private:
-  Value index(int64_t value) {
-    Value &constant = indexConstants[value];
-    if (!constant) {
-      OpBuilder::InsertionGuard guard(b);
-      b.setInsertionPointToStart(&func.getBody().front());
-      constant = arith::ConstantIndexOp::create(b, loc, value);
-    }
-    return constant;
-  }
-  Value add(Value x, Value y) { return arith::AddIOp::create(b, loc, x, y); }
-  Value sub(Value x, Value y) { return arith::SubIOp::create(b, loc, x, y); }
-  Value mul(Value x, int64_t y) { return arith::MulIOp::create(b, loc, x, index(y)); }
-  Value cmp(arith::CmpIPredicate predicate, Value x, Value y) {
-    return arith::CmpIOp::create(b, loc, predicate, x, y);
-  }
-  Value splat(Type type, float value) {
-    return arith::ConstantOp::create(b,
-        loc, DenseElementsAttr::get(cast<ShapedType>(type), value));
-  }
-
   void createBuffers();
   /// A role's loop over its tasks; `body` returns nothing, the counters
   /// advance by the rules of `Counter`. The loop's results are the counters'
@@ -130,11 +86,7 @@ private:
   void buildCorrectionRole(const TaskState &task);
   void buildEpilogueRole(const TaskState &task);
 
-  func::FuncOp func;
   TileProgram program;
-  Location loc;
-  OpBuilder b;
-  llvm::SmallDenseMap<int64_t, Value> indexConstants;
 
   int64_t headDim = 0, gqaRatio = 1, kvHeads = 1;
   Type element;
@@ -186,36 +138,10 @@ scf::ForOp RoleProgramBuilder::buildTaskLoop(ArrayRef<Counter> counters,
   b.setInsertionPointToStart(loop.getBody());
 
   TaskState task;
-  KvBlockRangeOp range = program.range;
-  Type indexType = b.getIndexType();
-  auto coords = TaskCoordsOp::create(b,
-      loc, indexType, indexType, indexType, loop.getInductionVar(), batchSize,
-      seqQ, seqK, TaskOrderAttr::get(b.getContext(), TaskOrder::static_order),
-      b.getI64IntegerAttr(kvHeads), b.getI64IntegerAttr(gqaRatio),
-      range.getRowsAttr(), range.getBlockNAttr(), range.getMaskAttr(),
-      range.getWindowLeftAttr(), range.getWindowRightAttr());
-  // The LPT order weighs tasks by the keys the mask_mod leaves too.
-  IRMapping none;
-  range.getMaskMod().cloneInto(&coords.getMaskMod(), none);
-  task.batch = coords.getBatchIndex();
-  task.kvHead = coords.getKvHead();
-  task.mBlock = coords.getMBlock();
-  task.qRow[0] = mul(task.mBlock, program.range.getRows());
-  task.qRow[1] = add(task.qRow[0], index(TileConfig::kBlockM));
-  IRMapping mapping;
-  mapping.map(range.getRowBegin(), task.qRow[0]);
-  mapping.map(range.getSeqQ(), seqQ);
-  mapping.map(range.getSeqK(), seqK);
-  if (range.getBlockMask()) {
-    mapping.map(range.getBatch(), task.batch);
-    mapping.map(range.getKvHead(), task.kvHead);
-  }
-  auto blocks = cast<KvBlockRangeOp>(b.clone(*range, mapping));
-  task.begin = blocks.getBegin();
-  task.fullBegin = blocks.getFullBegin();
-  task.fullEnd = blocks.getFullEnd();
-  task.end = blocks.getEnd();
-  task.numBlocks = sub(task.end, task.begin);
+  static_cast<TaskHeader &>(task) = buildTaskHeader(
+      *this, program, loop.getInductionVar(), batchSize, seqQ, seqK, kvHeads);
+  task.tileRow[0] = task.qRow;
+  task.tileRow[1] = add(task.qRow, index(TileConfig::kBlockM));
   for (auto [counter, value] : llvm::zip(counters, loop.getRegionIterArgs()))
     task.counters[counter] = value;
 
@@ -269,7 +195,7 @@ void RoleProgramBuilder::buildLoadRole(const TaskState &task) {
     Value item = add(mul(taskCount, ScheduleConfig::kQStages), index(s));
     ProducerAcquireOp::create(b, loc, qBuffer, item);
     TmaLoadOp::create(b, loc, program.arguments[kQ], task.batch, task.kvHead,
-                        task.qRow[s], qBuffer, item, Value(), Value(),
+                        task.tileRow[s], qBuffer, item, Value(), Value(),
                         gqaRatio);
     ProducerCommitOp::create(b, loc, qBuffer, item);
   }
@@ -277,7 +203,7 @@ void RoleProgramBuilder::buildLoadRole(const TaskState &task) {
   buildBlockLoop(index(0), task.numBlocks, {}, [&](Value k, ValueRange) {
     Value key = keyOf(task, k);
     Value item = add(kvBase, mul(k, 2));
-    for (Argument tensor : {kK, kV}) {
+    for (TileArgument tensor : {kK, kV}) {
       ProducerAcquireOp::create(b, loc, kvBuffer, item);
       TmaLoadOp::create(b, loc, program.arguments[tensor], task.batch,
                           task.kvHead, key, kvBuffer, item, Value(), Value(),
@@ -389,7 +315,7 @@ void RoleProgramBuilder::buildSoftmaxRole(const TaskState &task, int stage) {
           mapping.map(scoreMod.getScores(), s);
           mapping.map(scoreMod.getBatch(), task.batch);
           mapping.map(scoreMod.getHead(), task.kvHead);
-          mapping.map(scoreMod.getRow(), task.qRow[stage]);
+          mapping.map(scoreMod.getRow(), task.tileRow[stage]);
           mapping.map(scoreMod.getCol(), keyOf(task, k));
           mapping.map(scoreMod.getSeqQ(), seqQ);
           mapping.map(scoreMod.getSeqK(), seqK);
@@ -407,7 +333,7 @@ void RoleProgramBuilder::buildSoftmaxRole(const TaskState &task, int stage) {
             b.setInsertionPointToStart(branch.thenBlock());
             IRMapping mapping;
             mapping.map(mask.getScores(), s);
-            mapping.map(mask.getRow(), task.qRow[stage]);
+            mapping.map(mask.getRow(), task.tileRow[stage]);
             mapping.map(mask.getCol(), keyOf(task, k));
             mapping.map(mask.getSeqQ(), seqQ);
             mapping.map(mask.getSeqK(), seqK);
@@ -511,7 +437,7 @@ void RoleProgramBuilder::buildCorrectionRole(const TaskState &task) {
     ProducerCommitOp::create(b, loc, oStaging, item);
     if (program.lseStore)
       StoreLseTileOp::create(b, loc, branch.getResult(0), program.arguments[kLse],
-                               task.batch, task.kvHead, task.qRow[s], gqaRatio);
+                               task.batch, task.kvHead, task.tileRow[s], gqaRatio);
   }
 }
 
@@ -521,7 +447,7 @@ void RoleProgramBuilder::buildEpilogueRole(const TaskState &task) {
     Value item = add(mul(taskCount, ScheduleConfig::kQStages), index(s));
     ConsumerWaitOp::create(b, loc, oStaging, item);
     TmaStoreOp::create(b, loc, oStaging, item, program.arguments[kOut],
-                         task.batch, task.kvHead, task.qRow[s], gqaRatio);
+                         task.batch, task.kvHead, task.tileRow[s], gqaRatio);
     // The stage goes back once the bulk copy has read it.
     TmaStoreWaitOp::create(b, loc);
     ConsumerReleaseOp::create(b, loc, oStaging, item);
@@ -594,36 +520,14 @@ struct AssignWarpRolesPass
     : public fa4::impl::FA4AssignWarpRolesBase<AssignWarpRolesPass> {
   void runOnOperation() override {
     func::FuncOp func = getOperation();
-    auto spec = func->getAttrOfType<DictionaryAttr>("fa4.spec");
-    if (!spec)
+    bool isKernel = false;
+    FailureOr<TileProgram> read =
+        TileProgram::read(func, getArgument(), isKernel);
+    if (!isKernel)
       return; // not an attention kernel
-    TileProgram program;
-    func.walk([&](Operation *op) {
-      if (auto range = dyn_cast<KvBlockRangeOp>(op); range && !program.range)
-        program.range = range;
-      else if (auto softmax = dyn_cast<OnlineSoftmaxOp>(op); softmax && !program.softmax)
-        program.softmax = softmax;
-      else if (auto normalize = dyn_cast<NormalizeOp>(op); normalize && !program.normalize)
-        program.normalize = normalize;
-      else if (auto mask = dyn_cast<MaskOp>(op); mask && !program.mask)
-        program.mask = mask;
-      else if (auto softcap = dyn_cast<SoftcapOp>(op); softcap && !program.softcap)
-        program.softcap = softcap;
-      else if (auto scoreMod = dyn_cast<ScoreModOp>(op);
-               scoreMod && !program.scoreMod)
-        program.scoreMod = scoreMod;
-      else if (auto store = dyn_cast<StoreLseTileOp>(op); store && !program.lseStore)
-        program.lseStore = store;
-    });
-    auto arguments = spec.getAs<DenseI64ArrayAttr>("arguments");
-    if (!program.range || !program.softmax || !program.normalize || !arguments ||
-        arguments.size() < 4) {
-      func.emitError() << "fa4-assign-warp-roles expects the tile program "
-                          "fa4-tile writes (fa4.kv_block_range, "
-                          "fa4.online_softmax and fa4.normalize under a "
-                          "function with fa4.spec)";
+    if (failed(read))
       return signalPassFailure();
-    }
+    TileProgram program = *read;
     constexpr int64_t kRows =
         TileConfig::kBlockM * TileConfig::kBlackwellQTilesPerTask;
     if (program.range.getRows() != kRows) {
@@ -631,19 +535,6 @@ struct AssignWarpRolesPass
           << "covers tasks of " << program.range.getRows()
           << " rows; the Blackwell schedule runs two 128-row Q tiles per task "
              "(fa4-tile q-tiles-per-task=2)";
-      return signalPassFailure();
-    }
-    for (int64_t position : arguments.asArrayRef()) {
-      if (position < 0 || position >= func.getNumArguments()) {
-        func.emitError() << "fa4.spec names argument #" << position
-                         << ", which the function does not have";
-        return signalPassFailure();
-      }
-      program.arguments.push_back(func.getArgument(position));
-    }
-    if (program.lseStore && program.arguments.size() <= kLse) {
-      func.emitError() << "the tile program stores an LSE that fa4.spec does "
-                          "not name";
       return signalPassFailure();
     }
     RoleProgramBuilder(func, program).build();

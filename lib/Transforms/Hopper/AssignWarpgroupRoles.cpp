@@ -11,6 +11,8 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "../TileProgram.h"
+
 #include "fa4/Dialect/FA4/IR/FA4Ops.h"
 #include "fa4/Transforms/Hopper/HopperConfig.h"
 #include "fa4/Transforms/Passes.h"
@@ -35,58 +37,21 @@ using namespace mlir::fa4;
 
 namespace {
 
-enum Argument { kQ, kK, kV, kOut, kLse };
-
-/// The level-B ops the consumers re-issue on their half of the tile.
-struct TileProgram {
-  KvBlockRangeOp range;
-  OnlineSoftmaxOp softmax;
-  NormalizeOp normalize;
-  MaskOp mask;
-  SoftcapOp softcap;
-  ScoreModOp scoreMod;
-  StoreLseTileOp lseStore;
-  SmallVector<Value, 5> arguments;
-};
-
-struct Task {
-  Value batch, kvHead, qRow, begin, fullBegin, fullEnd, end, numBlocks;
+struct Task : TaskHeader {
   /// Tasks this CTA took before this one, and K/V ring items before its
   /// first block.
   Value taskCount, kvBase;
 };
 
-class WarpgroupProgramBuilder {
+class WarpgroupProgramBuilder : IndexBuilder {
 public:
   WarpgroupProgramBuilder(func::FuncOp func, TileProgram program,
                           const hopper::ScheduleConfig &config)
-      : func(func), program(program), config(config), loc(func.getLoc()),
-        b(func.getContext()) {}
+      : IndexBuilder(func), program(program), config(config) {}
 
   void build();
 
 private:
-  Value index(int64_t value) {
-    Value &constant = indexConstants[value];
-    if (!constant) {
-      OpBuilder::InsertionGuard guard(b);
-      b.setInsertionPointToStart(&func.getBody().front());
-      constant = arith::ConstantIndexOp::create(b, loc, value);
-    }
-    return constant;
-  }
-  Value add(Value x, Value y) { return arith::AddIOp::create(b, loc, x, y); }
-  Value sub(Value x, Value y) { return arith::SubIOp::create(b, loc, x, y); }
-  Value mul(Value x, int64_t y) {
-    return arith::MulIOp::create(b, loc, x, index(y));
-  }
-  Value cmp(arith::CmpIPredicate predicate, Value x, Value y) {
-    return arith::CmpIOp::create(b, loc, predicate, x, y);
-  }
-  Value splat(Type type, float value) {
-    return arith::ConstantOp::create(
-        b, loc, DenseElementsAttr::get(cast<ShapedType>(type), value));
-  }
   /// Key of the k-th visited block (the last one first, as level B).
   Value keyOf(const Task &task, Value k) {
     return mul(sub(sub(task.end, index(1)), k), TileConfig::kBlockN);
@@ -110,12 +75,8 @@ private:
   SmallVector<Value, 3> buildOverlappedLoop(const Task &task, int64_t half,
                                             Value rowBegin);
 
-  func::FuncOp func;
   TileProgram program;
   hopper::ScheduleConfig config;
-  Location loc;
-  OpBuilder b;
-  llvm::SmallDenseMap<int64_t, Value> indexConstants;
 
   int64_t gqaRatio = 1, kvHeads = 1;
   Type element;
@@ -125,12 +86,6 @@ private:
 };
 
 } // namespace
-
-static void dropImplicitYield(scf::ForOp loop) {
-  Block *body = loop.getBody();
-  if (!body->empty() && isa<scf::YieldOp>(body->back()))
-    body->back().erase();
-}
 
 Operation *WarpgroupProgramBuilder::cloneForWarpgroup(Operation *op,
                                                       IRMapping &mapping) {
@@ -155,35 +110,9 @@ WarpgroupProgramBuilder::buildTaskLoop(function_ref<void(Task &)> body) {
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPointToStart(loop.getBody());
 
-  KvBlockRangeOp range = program.range;
-  Type indexType = b.getIndexType();
-  auto coords = TaskCoordsOp::create(
-      b, loc, indexType, indexType, indexType, loop.getInductionVar(),
-      batchSize, seqQ, seqK,
-      TaskOrderAttr::get(b.getContext(), TaskOrder::static_order),
-      b.getI64IntegerAttr(kvHeads), b.getI64IntegerAttr(gqaRatio),
-      range.getRowsAttr(), range.getBlockNAttr(), range.getMaskAttr(),
-      range.getWindowLeftAttr(), range.getWindowRightAttr());
-  IRMapping none;
-  range.getMaskMod().cloneInto(&coords.getMaskMod(), none);
   Task task;
-  task.batch = coords.getBatchIndex();
-  task.kvHead = coords.getKvHead();
-  task.qRow = mul(coords.getMBlock(), range.getRows());
-  IRMapping mapping;
-  mapping.map(range.getRowBegin(), task.qRow);
-  mapping.map(range.getSeqQ(), seqQ);
-  mapping.map(range.getSeqK(), seqK);
-  if (range.getBlockMask()) {
-    mapping.map(range.getBatch(), task.batch);
-    mapping.map(range.getKvHead(), task.kvHead);
-  }
-  auto blocks = cast<KvBlockRangeOp>(b.clone(*range, mapping));
-  task.begin = blocks.getBegin();
-  task.fullBegin = blocks.getFullBegin();
-  task.fullEnd = blocks.getFullEnd();
-  task.end = blocks.getEnd();
-  task.numBlocks = sub(task.end, task.begin);
+  static_cast<TaskHeader &>(task) = buildTaskHeader(
+      *this, program, loop.getInductionVar(), batchSize, seqQ, seqK, kvHeads);
   task.taskCount = loop.getRegionIterArgs()[0];
   task.kvBase = loop.getRegionIterArgs()[1];
   body(task);
@@ -516,40 +445,14 @@ struct HopperWarpgroupRolesPass
   using Base::Base;
   void runOnOperation() override {
     func::FuncOp func = getOperation();
-    auto spec = func->getAttrOfType<DictionaryAttr>("fa4.spec");
-    if (!spec)
+    bool isKernel = false;
+    FailureOr<TileProgram> read =
+        TileProgram::read(func, getArgument(), isKernel);
+    if (!isKernel)
       return; // not an attention kernel
-    TileProgram program;
-    func.walk([&](Operation *op) {
-      if (auto range = dyn_cast<KvBlockRangeOp>(op); range && !program.range)
-        program.range = range;
-      else if (auto softmax = dyn_cast<OnlineSoftmaxOp>(op);
-               softmax && !program.softmax)
-        program.softmax = softmax;
-      else if (auto normalize = dyn_cast<NormalizeOp>(op);
-               normalize && !program.normalize)
-        program.normalize = normalize;
-      else if (auto mask = dyn_cast<MaskOp>(op); mask && !program.mask)
-        program.mask = mask;
-      else if (auto softcap = dyn_cast<SoftcapOp>(op);
-               softcap && !program.softcap)
-        program.softcap = softcap;
-      else if (auto scoreMod = dyn_cast<ScoreModOp>(op);
-               scoreMod && !program.scoreMod)
-        program.scoreMod = scoreMod;
-      else if (auto store = dyn_cast<StoreLseTileOp>(op);
-               store && !program.lseStore)
-        program.lseStore = store;
-    });
-    auto arguments = spec.getAs<DenseI64ArrayAttr>("arguments");
-    if (!program.range || !program.softmax || !program.normalize ||
-        !arguments || arguments.size() < 4) {
-      func.emitError() << "fa4-hopper-warpgroup-roles expects the tile "
-                          "program fa4-tile writes (fa4.kv_block_range, "
-                          "fa4.online_softmax and fa4.normalize under a "
-                          "function with fa4.spec)";
+    if (failed(read))
       return signalPassFailure();
-    }
+    TileProgram program = *read;
     if (program.range.getRows() != TileConfig::kBlockM) {
       program.range.emitOpError()
           << "covers tasks of " << program.range.getRows()
@@ -563,19 +466,6 @@ struct HopperWarpgroupRolesPass
           << "packs " << ratio
           << " query heads per K/V head; the Hopper schedule stores O in "
              "64-row halves, so the ratio must divide 64";
-      return signalPassFailure();
-    }
-    for (int64_t position : arguments.asArrayRef()) {
-      if (position < 0 || position >= func.getNumArguments()) {
-        func.emitError() << "fa4.spec names argument #" << position
-                         << ", which the function does not have";
-        return signalPassFailure();
-      }
-      program.arguments.push_back(func.getArgument(position));
-    }
-    if (program.lseStore && program.arguments.size() <= kLse) {
-      func.emitError() << "the tile program stores an LSE that fa4.spec does "
-                          "not name";
       return signalPassFailure();
     }
     auto qType = cast<MemRefType>(program.arguments[kQ].getType());

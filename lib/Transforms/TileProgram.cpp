@@ -1,0 +1,110 @@
+//===- TileProgram.cpp - what a schedule reads of the tile program --------===//
+
+#include "TileProgram.h"
+
+#include "mlir/IR/IRMapping.h"
+
+using namespace mlir;
+using namespace mlir::fa4;
+
+FailureOr<TileProgram> TileProgram::read(func::FuncOp func, StringRef pass,
+                                         bool &isKernel) {
+  auto spec = func->getAttrOfType<DictionaryAttr>("fa4.spec");
+  isKernel = static_cast<bool>(spec);
+  if (!spec)
+    return failure();
+  TileProgram program;
+  func.walk([&](Operation *op) {
+    if (auto range = dyn_cast<KvBlockRangeOp>(op); range && !program.range)
+      program.range = range;
+    else if (auto softmax = dyn_cast<OnlineSoftmaxOp>(op);
+             softmax && !program.softmax)
+      program.softmax = softmax;
+    else if (auto normalize = dyn_cast<NormalizeOp>(op);
+             normalize && !program.normalize)
+      program.normalize = normalize;
+    else if (auto mask = dyn_cast<MaskOp>(op); mask && !program.mask)
+      program.mask = mask;
+    else if (auto softcap = dyn_cast<SoftcapOp>(op);
+             softcap && !program.softcap)
+      program.softcap = softcap;
+    else if (auto scoreMod = dyn_cast<ScoreModOp>(op);
+             scoreMod && !program.scoreMod)
+      program.scoreMod = scoreMod;
+    else if (auto store = dyn_cast<StoreLseTileOp>(op);
+             store && !program.lseStore)
+      program.lseStore = store;
+  });
+  auto arguments = spec.getAs<DenseI64ArrayAttr>("arguments");
+  if (!program.range || !program.softmax || !program.normalize ||
+      !arguments || arguments.size() < 4)
+    return func.emitError() << pass
+                            << " expects the tile program fa4-tile writes "
+                               "(fa4.kv_block_range, fa4.online_softmax and "
+                               "fa4.normalize under a function with fa4.spec)";
+  for (int64_t position : arguments.asArrayRef()) {
+    if (position < 0 || position >= func.getNumArguments())
+      return func.emitError() << "fa4.spec names argument #" << position
+                              << ", which the function does not have";
+    program.arguments.push_back(func.getArgument(position));
+  }
+  if (program.lseStore && program.arguments.size() <= kLse)
+    return func.emitError()
+           << "the tile program stores an LSE that fa4.spec does not name";
+  return program;
+}
+
+Value IndexBuilder::index(int64_t value) {
+  Value &constant = indexConstants[value];
+  if (!constant) {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(&func.getBody().front());
+    constant = arith::ConstantIndexOp::create(b, loc, value);
+  }
+  return constant;
+}
+
+TaskHeader mlir::fa4::buildTaskHeader(IndexBuilder &ib,
+                                      const TileProgram &program, Value task,
+                                      Value batchSize, Value seqQ, Value seqK,
+                                      int64_t kvHeads) {
+  OpBuilder &b = ib.b;
+  Location loc = ib.loc;
+  KvBlockRangeOp range = program.range;
+  Type indexType = b.getIndexType();
+  auto coords = TaskCoordsOp::create(
+      b, loc, indexType, indexType, indexType, task, batchSize, seqQ, seqK,
+      TaskOrderAttr::get(b.getContext(), TaskOrder::static_order),
+      b.getI64IntegerAttr(kvHeads), range.getGqaRatioAttr(),
+      range.getRowsAttr(), range.getBlockNAttr(), range.getMaskAttr(),
+      range.getWindowLeftAttr(), range.getWindowRightAttr());
+  // The LPT order weighs tasks by the keys the mask_mod leaves too.
+  IRMapping none;
+  range.getMaskMod().cloneInto(&coords.getMaskMod(), none);
+  TaskHeader header;
+  header.batch = coords.getBatchIndex();
+  header.kvHead = coords.getKvHead();
+  header.mBlock = coords.getMBlock();
+  header.qRow = ib.mul(header.mBlock, range.getRows());
+  IRMapping mapping;
+  mapping.map(range.getRowBegin(), header.qRow);
+  mapping.map(range.getSeqQ(), seqQ);
+  mapping.map(range.getSeqK(), seqK);
+  if (range.getBlockMask()) {
+    mapping.map(range.getBatch(), header.batch);
+    mapping.map(range.getKvHead(), header.kvHead);
+  }
+  auto blocks = cast<KvBlockRangeOp>(b.clone(*range, mapping));
+  header.begin = blocks.getBegin();
+  header.fullBegin = blocks.getFullBegin();
+  header.fullEnd = blocks.getFullEnd();
+  header.end = blocks.getEnd();
+  header.numBlocks = ib.sub(header.end, header.begin);
+  return header;
+}
+
+void mlir::fa4::dropImplicitYield(scf::ForOp loop) {
+  Block *body = loop.getBody();
+  if (!body->empty() && isa<scf::YieldOp>(body->back()))
+    body->back().erase();
+}

@@ -1,0 +1,93 @@
+//===- TileProgram.h - what a schedule reads of the tile program -*- C++ -*-===//
+//
+// Both targets' level-B -> level-C passes (fa4-assign-warp-roles for
+// Blackwell, fa4-hopper-warpgroup-roles for Hopper) rebuild the kernel from
+// the same facts of the tile program fa4-tile wrote, and open every role's
+// task with the same header. Internal to lib/Transforms.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef FA4_LIB_TRANSFORMS_TILEPROGRAM_H
+#define FA4_LIB_TRANSFORMS_TILEPROGRAM_H
+
+#include "fa4/Dialect/FA4/IR/FA4Ops.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/IR/Builders.h"
+
+namespace mlir::fa4 {
+
+/// Positions of the kernel's tensors among fa4.spec's `arguments`.
+enum TileArgument { kQ, kK, kV, kOut, kLse };
+
+/// The level-B ops whose attributes the roles reuse: each is cloned with new
+/// operands, so the schedule computes exactly what the tile program did.
+struct TileProgram {
+  KvBlockRangeOp range;
+  OnlineSoftmaxOp softmax;
+  NormalizeOp normalize;
+  MaskOp mask;             // null without a mask
+  SoftcapOp softcap;       // null without a softcap
+  ScoreModOp scoreMod;     // null without a score_mod
+  StoreLseTileOp lseStore; // null without an LSE output
+  SmallVector<Value, 5> arguments;
+
+  /// The tile program of `func`, or failure with an error naming `pass`
+  /// (a function without fa4.spec is not a kernel: `isKernel` false).
+  static FailureOr<TileProgram> read(func::FuncOp func, StringRef pass,
+                                     bool &isKernel);
+};
+
+/// The index arithmetic a schedule builder writes, its constants hoisted to
+/// the function's entry.
+class IndexBuilder {
+public:
+  IndexBuilder(func::FuncOp func)
+      : func(func), loc(func.getLoc()), b(func.getContext()) {}
+
+  Value index(int64_t value);
+  Value add(Value x, Value y) { return arith::AddIOp::create(b, loc, x, y); }
+  Value sub(Value x, Value y) { return arith::SubIOp::create(b, loc, x, y); }
+  Value mul(Value x, int64_t y) {
+    return arith::MulIOp::create(b, loc, x, index(y));
+  }
+  Value cmp(arith::CmpIPredicate predicate, Value x, Value y) {
+    return arith::CmpIOp::create(b, loc, predicate, x, y);
+  }
+  Value splat(Type type, float value) {
+    return arith::ConstantOp::create(
+        b, loc, DenseElementsAttr::get(cast<ShapedType>(type), value));
+  }
+
+  func::FuncOp func;
+  Location loc;
+  OpBuilder b;
+
+private:
+  llvm::SmallDenseMap<int64_t, Value> indexConstants;
+};
+
+/// What every role knows of the task it works on: its coordinates, its
+/// first packed row and its visited KV blocks [begin, end).
+struct TaskHeader {
+  Value batch, kvHead, mBlock, qRow;
+  Value begin, fullBegin, fullEnd, end;
+  /// KV blocks visited: end - begin.
+  Value numBlocks;
+};
+
+/// At the builder's insertion point: the task coordinates of task `task`
+/// (static order; fa4-tile-scheduler picks the order) and its block range,
+/// the tile program's range cloned for the task.
+TaskHeader buildTaskHeader(IndexBuilder &ib, const TileProgram &program,
+                           Value task, Value batchSize, Value seqQ, Value seqK,
+                           int64_t kvHeads);
+
+/// Loops built empty end in a yield of their own.
+void dropImplicitYield(scf::ForOp loop);
+
+} // namespace mlir::fa4
+
+#endif // FA4_LIB_TRANSFORMS_TILEPROGRAM_H
