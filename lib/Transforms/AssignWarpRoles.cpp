@@ -455,27 +455,15 @@ void RoleProgramBuilder::buildEpilogueRole(const TaskState &task) {
 }
 
 void RoleProgramBuilder::build() {
-  Block &entry = func.getBody().front();
-  SmallVector<Operation *> levelB;
-  for (Operation &op : entry.without_terminator())
-    levelB.push_back(&op);
-
-  auto qType = cast<MemRefType>(program.arguments[kQ].getType());
-  auto kType = cast<MemRefType>(program.arguments[kK].getType());
-  headDim = qType.getDimSize(3);
-  element = qType.getElementType();
-  kvHeads = kType.getDimSize(2);
-  gqaRatio = program.range.getGqaRatio();
-
-  b.setInsertionPoint(entry.getTerminator());
-  if (!levelB.empty())
-    b.setInsertionPoint(levelB.front());
-  batchSize = memref::DimOp::create(b, loc, program.arguments[kQ], 0);
-  seqQ = memref::DimOp::create(b, loc, program.arguments[kQ], 1);
-  seqK = memref::DimOp::create(b, loc, program.arguments[kK], 1);
-  numTasks = TaskCountOp::create(b,
-      loc, b.getIndexType(), batchSize, seqQ, b.getI64IntegerAttr(kvHeads),
-      b.getI64IntegerAttr(gqaRatio), program.range.getRowsAttr());
+  ScheduleStart start = ScheduleStart::build(*this, program);
+  headDim = cast<MemRefType>(program.arguments[kQ].getType()).getDimSize(3);
+  element = start.element;
+  kvHeads = start.kvHeads;
+  gqaRatio = start.gqaRatio;
+  batchSize = start.batchSize;
+  seqQ = start.seqQ;
+  seqK = start.seqK;
+  numTasks = start.numTasks;
   createBuffers();
 
   auto specialize = WarpSpecializeOp::create(b, loc);
@@ -509,10 +497,7 @@ void RoleProgramBuilder::build() {
                     [&](TaskState &task) { buildEpilogueRole(task); });
   }
 
-  for (Operation *op : llvm::reverse(levelB)) {
-    op->dropAllUses();
-    op->erase();
-  }
+  start.eraseLevelB();
 }
 
 namespace {

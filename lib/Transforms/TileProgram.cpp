@@ -2,6 +2,7 @@
 
 #include "TileProgram.h"
 
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/IR/IRMapping.h"
 
 using namespace mlir;
@@ -107,4 +108,39 @@ void mlir::fa4::dropImplicitYield(scf::ForOp loop) {
   Block *body = loop.getBody();
   if (!body->empty() && isa<scf::YieldOp>(body->back()))
     body->back().erase();
+}
+
+ScheduleStart ScheduleStart::build(IndexBuilder &ib,
+                                   const TileProgram &program) {
+  OpBuilder &b = ib.b;
+  Location loc = ib.loc;
+  ScheduleStart start;
+  Block &entry = ib.func.getBody().front();
+  for (Operation &op : entry.without_terminator())
+    start.levelB.push_back(&op);
+  auto qType = cast<MemRefType>(program.arguments[kQ].getType());
+  auto kType = cast<MemRefType>(program.arguments[kK].getType());
+  start.element = qType.getElementType();
+  start.kvHeads = kType.getDimSize(2);
+  KvBlockRangeOp range = program.range;
+  start.gqaRatio = range.getGqaRatio();
+  b.setInsertionPoint(entry.getTerminator());
+  if (!start.levelB.empty())
+    b.setInsertionPoint(start.levelB.front());
+  start.batchSize = memref::DimOp::create(b, loc, program.arguments[kQ], 0);
+  start.seqQ = memref::DimOp::create(b, loc, program.arguments[kQ], 1);
+  start.seqK = memref::DimOp::create(b, loc, program.arguments[kK], 1);
+  start.numTasks = TaskCountOp::create(
+      b, loc, b.getIndexType(), start.batchSize, start.seqQ,
+      b.getI64IntegerAttr(start.kvHeads), b.getI64IntegerAttr(start.gqaRatio),
+      range.getRowsAttr());
+  return start;
+}
+
+void ScheduleStart::eraseLevelB() {
+  for (Operation *op : llvm::reverse(levelB)) {
+    op->dropAllUses();
+    op->erase();
+  }
+  levelB.clear();
 }

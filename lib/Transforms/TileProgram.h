@@ -85,6 +85,20 @@ TaskHeader buildTaskHeader(IndexBuilder &ib, const TileProgram &program,
                            Value task, Value batchSize, Value seqQ, Value seqK,
                            int64_t kvHeads);
 
+/// What every schedule starts from: the tile program's ops (erased once
+/// the schedule replaces them), the problem's sizes as the kernel reads
+/// them, and the task count, built before the first of those ops.
+struct ScheduleStart {
+  SmallVector<Operation *> levelB;
+  Value batchSize, seqQ, seqK, numTasks;
+  int64_t kvHeads = 1, gqaRatio = 1;
+  Type element;
+
+  static ScheduleStart build(IndexBuilder &ib, const TileProgram &program);
+  /// Erases the tile program's ops, last first.
+  void eraseLevelB();
+};
+
 /// Loops built empty end in a yield of their own.
 void dropImplicitYield(scf::ForOp loop);
 

@@ -68,6 +68,16 @@ private:
   /// visited block's scores `s`, then the online softmax.
   OnlineSoftmaxOp buildSoftmax(const Task &task, Value rowBegin, Value k,
                                Value s, Value rowMax, Value rowSum);
+  /// A consumer's row vectors, O and S: tensor<64xf32>, tensor<64xDxf32>,
+  /// tensor<64x128xf32>.
+  std::tuple<RankedTensorType, RankedTensorType, RankedTensorType>
+  tileTypes() {
+    constexpr int64_t kRows = hopper::ScheduleConfig::kRowsPerConsumer;
+    Type f32 = b.getF32Type();
+    return {RankedTensorType::get({kRows}, f32),
+            RankedTensorType::get({kRows, config.headDim}, f32),
+            RankedTensorType::get({kRows, TileConfig::kBlockN}, f32)};
+  }
   /// The consumer's loop over the task's blocks, each MMA waited for at
   /// once, or software-pipelined; both give back max, sum and O.
   SmallVector<Value, 3> buildSequentialLoop(const Task &task, int64_t half,
@@ -202,10 +212,7 @@ SmallVector<Value, 3>
 WarpgroupProgramBuilder::buildSequentialLoop(const Task &task, int64_t half,
                                              Value rowBegin) {
   constexpr int64_t kRows = hopper::ScheduleConfig::kRowsPerConsumer;
-  auto rowType = RankedTensorType::get({kRows}, b.getF32Type());
-  auto accType = RankedTensorType::get({kRows, config.headDim}, b.getF32Type());
-  auto scoreType =
-      RankedTensorType::get({kRows, TileConfig::kBlockN}, b.getF32Type());
+  auto [rowType, accType, scoreType] = tileTypes();
   Value init[] = {splat(rowType, -std::numeric_limits<float>::infinity()),
                   splat(rowType, 0.0f), splat(accType, 0.0f)};
   auto loop =
@@ -256,10 +263,7 @@ SmallVector<Value, 3>
 WarpgroupProgramBuilder::buildOverlappedLoop(const Task &task, int64_t half,
                                              Value rowBegin) {
   constexpr int64_t kRows = hopper::ScheduleConfig::kRowsPerConsumer;
-  auto rowType = RankedTensorType::get({kRows}, b.getF32Type());
-  auto accType = RankedTensorType::get({kRows, config.headDim}, b.getF32Type());
-  auto scoreType =
-      RankedTensorType::get({kRows, TileConfig::kBlockN}, b.getF32Type());
+  auto [rowType, accType, scoreType] = tileTypes();
   Value minusInf = splat(rowType, -std::numeric_limits<float>::infinity());
   Value zeroRow = splat(rowType, 0.0f);
   Value zeroAcc = splat(accType, 0.0f);
@@ -371,26 +375,14 @@ void WarpgroupProgramBuilder::buildConsumer(const Task &task, int64_t half) {
 }
 
 void WarpgroupProgramBuilder::build() {
-  Block &entry = func.getBody().front();
-  SmallVector<Operation *> levelB;
-  for (Operation &op : entry.without_terminator())
-    levelB.push_back(&op);
-
-  auto qType = cast<MemRefType>(program.arguments[kQ].getType());
-  auto kType = cast<MemRefType>(program.arguments[kK].getType());
-  element = qType.getElementType();
-  kvHeads = kType.getDimSize(2);
-  gqaRatio = program.range.getGqaRatio();
-
-  b.setInsertionPoint(entry.getTerminator());
-  if (!levelB.empty())
-    b.setInsertionPoint(levelB.front());
-  batchSize = memref::DimOp::create(b, loc, program.arguments[kQ], 0);
-  seqQ = memref::DimOp::create(b, loc, program.arguments[kQ], 1);
-  seqK = memref::DimOp::create(b, loc, program.arguments[kK], 1);
-  numTasks = TaskCountOp::create(
-      b, loc, b.getIndexType(), batchSize, seqQ, b.getI64IntegerAttr(kvHeads),
-      b.getI64IntegerAttr(gqaRatio), program.range.getRowsAttr());
+  ScheduleStart start = ScheduleStart::build(*this, program);
+  element = start.element;
+  kvHeads = start.kvHeads;
+  gqaRatio = start.gqaRatio;
+  batchSize = start.batchSize;
+  seqQ = start.seqQ;
+  seqK = start.seqK;
+  numTasks = start.numTasks;
 
   MLIRContext *context = func.getContext();
   auto smem = [&](StringRef name, int64_t rows, int64_t stages) -> Value {
@@ -433,10 +425,7 @@ void WarpgroupProgramBuilder::build() {
     }
   }
 
-  for (Operation *op : llvm::reverse(levelB)) {
-    op->dropAllUses();
-    op->erase();
-  }
+  start.eraseLevelB();
 }
 
 namespace {
