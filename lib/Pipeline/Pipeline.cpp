@@ -96,6 +96,7 @@ static const Stage kStages[] = {
          FA4HopperWarpgroupRolesOptions hopperOptions;
          hopperOptions.kvStages = options.kvStages;
          hopperOptions.overlap = options.hopperOverlap;
+         hopperOptions.pingpong = options.hopperPingpong;
          pm.addNestedPass<func::FuncOp>(
              createFA4HopperWarpgroupRoles(hopperOptions));
          return;
@@ -194,6 +195,12 @@ LogicalResult mlir::fa4::buildPipeline(OpPassManager &pm,
       options.hopperOverlap != "off") {
     error = "hopper-overlap must be on, off or auto, got '" +
             options.hopperOverlap.getValue() + "'";
+    return failure();
+  }
+  if (options.hopperPingpong != "auto" && options.hopperPingpong != "on" &&
+      options.hopperPingpong != "off") {
+    error = "hopper-pingpong must be on, off or auto, got '" +
+            options.hopperPingpong.getValue() + "'";
     return failure();
   }
   if (options.smCount < 0 || options.smCount > std::numeric_limits<int32_t>::max()) {

@@ -202,6 +202,29 @@ private:
   llvm::DenseMap<Interpreter *, int> interpreterThreads;
   llvm::DenseMap<Operation *, SmemState> smemStates;
   llvm::DenseMap<Operation *, BarrierState> barriers;
+  /// Hardware named barriers by id, made at their first use.
+  std::map<int64_t, BarrierState> namedBarriers;
+  BarrierState &namedBarrier(int64_t id, int64_t count) {
+    auto [it, fresh] = namedBarriers.try_emplace(id);
+    BarrierState &state = it->second;
+    if (fresh) {
+      state.type = MBarrierType::get(specialize.getContext(),
+                                     BarrierKind::threads, 1);
+      state.name = "named barrier " + std::to_string(id);
+      state.count = count;
+      state.slots.resize(1);
+      state.slots[0].pending = count;
+      for (BarrierSlot &slot : state.slots) {
+        slot.accumulated.assign(threads.size(), 0);
+        slot.last.assign(threads.size(), 0);
+      }
+    } else if (state.count != count) {
+      report.addMisuse(state.name + " counts " + std::to_string(count) +
+                       " threads here and " + std::to_string(state.count) +
+                       " elsewhere");
+    }
+    return state;
+  }
   std::vector<uint32_t> tmem;
   std::vector<Region> tmemColumns;
   bool tmemAllocated = false, tmemFreed = false;
@@ -693,7 +716,7 @@ bool Cta::execute(Interpreter &interpreter, Operation *op, std::string &error) {
   // the barriers around them and need no turn of their own.
   if (isa<MBarrierWaitOp, MBarrierArriveOp, MBarrierExpectTxOp, MmaCommitOp,
           TmaLoadOp, TmaStoreOp, TmaStoreWaitOp, ScoreMmaAsyncOp,
-          ValueMmaAsyncOp>(op) &&
+          ValueMmaAsyncOp, NamedBarrierSyncOp, NamedBarrierArriveOp>(op) &&
       !yieldTurn(self))
     return aborted();
 
@@ -735,6 +758,24 @@ bool Cta::execute(Interpreter &interpreter, Operation *op, std::string &error) {
         arrive(bar, count % bar.type.getStages(), thread.role.getNumThreads(),
                clock);
         ++clock[self];
+        return true;
+      })
+      .Case([&](NamedBarrierArriveOp arriveOp) {
+        BarrierState &bar = namedBarrier(arriveOp.getId(), arriveOp.getCount());
+        arrive(bar, 0, thread.role.getNumThreads(), clock);
+        ++clock[self];
+        return true;
+      })
+      .Case([&](NamedBarrierSyncOp sync) {
+        BarrierState &bar = namedBarrier(sync.getId(), sync.getCount());
+        BarrierSlot &slot = bar.slots[0];
+        int64_t phase = slot.completed;
+        arrive(bar, 0, thread.role.getNumThreads(), clock);
+        ++clock[self];
+        if (!waitUntil(self, [&] { return slot.completed > phase; },
+                       thread.name + " waits at " + bar.name, &slot))
+          return aborted();
+        join(clock, slot.last);
         return true;
       })
       .Case([&](MBarrierExpectTxOp expect) {

@@ -116,6 +116,7 @@ bool fa4::compileCacheKey(ModuleOp module, const PipelineOptions &options,
       {"fa4-cache-1", entryIr, options.target, std::to_string(options.rescaleThreshold),
        std::to_string(options.kvStages), std::to_string(options.smCount),
        std::to_string(options.exp2EmulationFraction), options.hopperOverlap,
+       options.hopperPingpong,
        compiler, LLVM_VERSION_STRING, ptxas});
   return true;
 }

@@ -27,7 +27,7 @@ namespace {
 constexpr StringRef kMutations[] = {
     "drop-o-rescaled-gate",   "release-kv-early", "wrong-phase",
     "tma-barrier-as-threads", "p-aliases-next-s", "release-o-before-rescale",
-    "release-v-before-wait",  "wait-leaves-s-running"};
+    "release-v-before-wait",  "wait-leaves-s-running", "no-first-turn"};
 
 /// The name of the mbarrier array `barrier` is.
 StringRef barrierName(Value barrier) {
@@ -169,6 +169,18 @@ LogicalResult waitLeavesSRunning(func::FuncOp func) {
   return success(changed);
 }
 
+/// Hopper's ping-pong: consumer1 never hands consumer0 its first turn.
+LogicalResult noFirstTurn(func::FuncOp func) {
+  SmallVector<NamedBarrierArriveOp> first;
+  func.walk([&](NamedBarrierArriveOp arrive) {
+    if (isa<RoleOp>(arrive->getParentOp()))
+      first.push_back(arrive);
+  });
+  for (NamedBarrierArriveOp arrive : first)
+    arrive.erase();
+  return success(!first.empty());
+}
+
 struct MutateProtocolPass
     : public PassWrapper<MutateProtocolPass, OperationPass<func::FuncOp>> {
   MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(MutateProtocolPass)
@@ -204,6 +216,8 @@ struct MutateProtocolPass
       applied = releaseVBeforeWait(func);
     else if (name == "wait-leaves-s-running")
       applied = waitLeavesSRunning(func);
+    else if (name == "no-first-turn")
+      applied = noFirstTurn(func);
     else {
       func.emitError() << "unknown protocol mutation '" << name
                        << "' (expected one of: "

@@ -108,6 +108,12 @@ static cl::opt<std::string> hopperOverlap(
              "softmax): on, off, or auto (default: on where it fits in the "
              "registers)"),
     cl::init("auto"), cl::cat(compileCategory));
+static cl::opt<std::string> hopperPingpong(
+    "hopper-pingpong",
+    cl::desc("sm_90a: the two consumer warpgroups take turns issuing their "
+             "MMAs, so that one's softmax runs under the other's (on, off, or "
+             "auto: on with the overlap)"),
+    cl::init("auto"), cl::cat(compileCategory));
 static cl::opt<int64_t> smCount(
     "sm-count",
     cl::desc("SMs of the target, the persistent grid's size (default 0: the "
@@ -260,6 +266,7 @@ int main(int argc, char **argv) {
   options.rescaleThreshold = rescaleThreshold;
   options.kvStages = kvStages;
   options.hopperOverlap = hopperOverlap;
+  options.hopperPingpong = hopperPingpong;
   options.smCount = smCount;
   options.target = target;
   options.cudaPath = cudaPath;

@@ -55,6 +55,11 @@ struct PipelineOptions : public PassPipelineOptions<PipelineOptions> {
                      "next S and the last P·V with the softmax (on, off, or "
                      "auto: on where it fits in the registers)"),
       llvm::cl::init("auto")};
+  PassOptions::Option<std::string> hopperPingpong{
+      *this, "hopper-pingpong",
+      llvm::cl::desc("sm_90a: the two consumer warpgroups take turns issuing "
+                     "their MMAs (on, off, or auto: on with the overlap)"),
+      llvm::cl::init("auto")};
   PassOptions::Option<std::string> cudaPath{
       *this, "cuda-path",
       llvm::cl::desc("CUDA toolkit root, for ptxas (binary stage)"),

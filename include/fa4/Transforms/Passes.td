@@ -212,7 +212,12 @@ def FA4HopperWarpgroupRoles
     overlap (FlashAttention-3's intra-warpgroup pipelining) the loop is
     software-pipelined: block k's score MMA and block k-1's value MMA are
     issued `async` before block k's softmax and waited for with
-    `fa4.wgmma_wait`, so the tensor core works while the softmax runs. After the
+    `fa4.wgmma_wait`, so the tensor core works while the softmax runs.
+    With `pingpong` (FlashAttention-3's) the two consumers also take turns
+    issuing their MMAs, through named barriers 1 and 2
+    (`fa4.named_barrier_sync` / `fa4.named_barrier_arrive`, 256 threads):
+    each waits for its turn before its score MMA and hands the turn over
+    once its value MMA is issued. After the
     last block it normalizes, stages its half of O in shared memory, stores
     it with TMA and writes its LSE rows.
 
@@ -227,7 +232,11 @@ def FA4HopperWarpgroupRoles
     Option<"overlap", "overlap", "std::string", "\"auto\"",
            "The consumers' intra-warpgroup overlap of the next S and the "
            "last P·V with the softmax: on, off, or auto (on where it fits "
-           "in the registers: not for windows at head dim 128)">
+           "in the registers: not for windows at head dim 128)">,
+    Option<"pingpong", "pingpong", "std::string", "\"auto\"",
+           "The consumers take turns issuing their MMAs, so that one's "
+           "softmax runs under the other's MMAs: on, off, or auto (on with "
+           "the overlapped loop)">
   ];
 }
 

@@ -416,7 +416,8 @@ LogicalResult Lowering::lowerOp(Operation *op) {
       })
       .Case<TaskCountOp, TaskCoordsOp, CtaIdOp, GridSizeOp, KvBlockRangeOp>(
           [&](Operation *scheduler) { return lowerScheduler(scheduler); })
-      .Case<MBarrierWaitOp, MBarrierArriveOp, MBarrierExpectTxOp, MmaCommitOp>(
+      .Case<MBarrierWaitOp, MBarrierArriveOp, MBarrierExpectTxOp, MmaCommitOp,
+            NamedBarrierSyncOp, NamedBarrierArriveOp>(
           [&](Operation *barrier) { return lowerBarrier(barrier); })
       .Case<TmaLoadOp, TmaStoreOp, TmaStoreWaitOp>(
           [&](Operation *tma) { return lowerTma(tma); })

@@ -81,6 +81,23 @@ LogicalResult Lowering::lowerBarrier(Operation *op) {
               loc(), NVVM::Tcgen05FenceKind::AFTER_THREAD_SYNC);
         return success();
       })
+      .Case<NamedBarrierSyncOp, NamedBarrierArriveOp>(
+          [&](Operation *named) -> LogicalResult {
+            bool sync = isa<NamedBarrierSyncOp>(named);
+            int64_t id = named->getAttrOfType<IntegerAttr>("id").getInt();
+            int64_t count = named->getAttrOfType<IntegerAttr>("count").getInt();
+            LLVM::InlineAsmOp::create(
+                b, loc(), TypeRange(), ValueRange(),
+                (Twine(sync ? "bar.sync " : "bar.arrive ") + Twine(id) + ", " +
+                 Twine(count) + ";")
+                    .str(),
+                "", /*has_side_effects=*/true, false,
+                LLVM::tailcallkind::TailCallKind::None,
+                LLVM::AsmDialectAttr::get(b.getContext(),
+                                          LLVM::AsmDialect::AD_ATT),
+                ArrayAttr());
+            return success();
+          })
       .Case([&](MBarrierArriveOp arrive) -> LogicalResult {
         if (stagedForAsyncProxy) {
           NVVM::FenceProxyOp::create(b,

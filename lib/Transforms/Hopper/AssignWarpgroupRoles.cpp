@@ -68,6 +68,18 @@ private:
   /// visited block's scores `s`, then the online softmax.
   OnlineSoftmaxOp buildSoftmax(const Task &task, Value rowBegin, Value k,
                                Value s, Value rowMax, Value rowSum);
+  /// FlashAttention-3's ping-pong: consumer `half` waits for its turn to
+  /// issue its MMAs (named barrier 1 + half, both consumers' 256 threads),
+  /// and hands the turn to the other after issuing them, so that one's
+  /// softmax runs while the other's MMAs do.
+  void takeTurn(int64_t half) {
+    NamedBarrierSyncOp::create(b, loc, 1 + half,
+                               2 * hopper::ScheduleConfig::kThreadsPerRole);
+  }
+  void passTurn(int64_t half) {
+    NamedBarrierArriveOp::create(b, loc, 1 + (1 - half),
+                                 2 * hopper::ScheduleConfig::kThreadsPerRole);
+  }
   /// A consumer's row vectors, O and S: tensor<64xf32>, tensor<64xDxf32>,
   /// tensor<64x128xf32>.
   std::tuple<RankedTensorType, RankedTensorType, RankedTensorType>
@@ -293,7 +305,15 @@ WarpgroupProgramBuilder::buildOverlappedLoop(const Task &task, int64_t half,
     // Block 0: its scores, then its softmax (O is still 0: no rescale).
     Value first = task.kvBase;
     ConsumerWaitOp::create(b, loc, kBuffer, first);
-    Value s0 = score(first, false);
+    Value s0;
+    if (config.pingpong) {
+      takeTurn(half);
+      s0 = score(first, true);
+      passTurn(half);
+      s0 = WarpgroupWaitOp::create(b, loc, s0, 0);
+    } else {
+      s0 = score(first, false);
+    }
     ConsumerReleaseOp::create(b, loc, kBuffer, first);
     OnlineSoftmaxOp softmax0 =
         buildSoftmax(task, rowBegin, index(0), s0, minusInf, zeroRow);
@@ -311,9 +331,13 @@ WarpgroupProgramBuilder::buildOverlappedLoop(const Task &task, int64_t half,
       Value item = add(task.kvBase, k);
       Value previous = sub(item, index(1));
       ConsumerWaitOp::create(b, loc, kBuffer, item);
+      if (config.pingpong)
+        takeTurn(half);
       Value s = score(item, true);
       ConsumerWaitOp::create(b, loc, vBuffer, previous);
       Value acc = value(carried[3], previous, carried[2], true);
+      if (config.pingpong)
+        passTurn(half);
       // S(k) was issued first: it is done once at most one group is left.
       s = WarpgroupWaitOp::create(b, loc, s, 1);
       ConsumerReleaseOp::create(b, loc, kBuffer, item);
@@ -421,6 +445,9 @@ void WarpgroupProgramBuilder::build() {
                                     add(tasks.getResult(1), index(s)));
     } else {
       int64_t half = spec.name == hopper::role::kConsumer0 ? 0 : 1;
+      // The ping-pong starts with consumer0's turn.
+      if (config.pingpong && half == 1)
+        passTurn(half);
       buildTaskLoop([&](Task &task) { buildConsumer(task, half); });
     }
   }
@@ -488,6 +515,19 @@ struct HopperWarpgroupRolesPass
                        << overlapMode << "'";
       return signalPassFailure();
     }
+    StringRef pingpongMode = pingpong;
+    if (pingpongMode != "auto" && pingpongMode != "on" &&
+        pingpongMode != "off") {
+      func.emitError() << "pingpong must be on, off or auto, got '"
+                       << pingpongMode << "'";
+      return signalPassFailure();
+    }
+    if (pingpongMode == "on" && !config.overlap) {
+      func.emitError() << "pingpong=on needs the overlapped loop (overlap is "
+                          "off for this variant)";
+      return signalPassFailure();
+    }
+    config.pingpong = config.overlap && pingpongMode != "off";
     WarpgroupProgramBuilder(func, program, config).build();
   }
 };

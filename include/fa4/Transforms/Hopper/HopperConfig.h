@@ -39,6 +39,10 @@ struct ScheduleConfig {
   /// next block and O += P·V of the last run on the tensor core during the
   /// softmax. It keeps S, the previous P and O live at once.
   bool overlap = true;
+  /// The consumers take turns issuing their MMAs (FlashAttention-3's
+  /// ping-pong, with two named barriers); with the overlapped loop only.
+  bool pingpong = true;
+  static constexpr int64_t kThreadsPerRole = 128;
 
   /// Whether the overlap fits the consumers' 232 registers: at head dim
   /// 128 a window's two key edges per row push ptxas past them (it spills

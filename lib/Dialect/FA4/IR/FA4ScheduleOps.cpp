@@ -279,6 +279,29 @@ LogicalResult WarpgroupWaitOp::verify() {
   return success();
 }
 
+/// A named barrier counts whole warps, and its role's threads are among
+/// them.
+static LogicalResult verifyNamedBarrier(Operation *op, int64_t count) {
+  if (count % 32 != 0)
+    return op->emitOpError() << "counts " << count
+                             << " threads; a named barrier counts whole "
+                                "warps (a multiple of 32)";
+  if (auto role = op->getParentOfType<RoleOp>();
+      role && role.getNumThreads() > count)
+    return op->emitOpError() << "counts " << count << " threads, fewer than "
+                             << "the " << role.getNumThreads()
+                             << " of its role '" << role.getName() << "'";
+  return success();
+}
+
+LogicalResult NamedBarrierSyncOp::verify() {
+  return verifyNamedBarrier(*this, getCount());
+}
+
+LogicalResult NamedBarrierArriveOp::verify() {
+  return verifyNamedBarrier(*this, getCount());
+}
+
 LogicalResult ValueMmaAsyncOp::verify() {
   TmemType p = getProbs().getType(), o = getAcc().getType();
   SmemType v = getValue().getType();

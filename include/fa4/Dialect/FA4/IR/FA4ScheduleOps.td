@@ -453,6 +453,41 @@ def FA4_WarpgroupWaitOp : FA4_Op<"wgmma_wait",
   let hasVerifier = 1;
 }
 
+def FA4_NamedBarrierSyncOp : FA4_Op<"named_barrier_sync"> {
+  let summary = "arrive at a named CTA barrier and wait for its phase";
+  let description = [{
+    The role's threads arrive at hardware barrier `id` (1-15; 0 is the
+    CTA-wide one) and wait until `count` threads in all have arrived, some
+    of them with `fa4.named_barrier_arrive`. The Hopper consumers take
+    turns issuing their MMAs this way (FlashAttention-3's ping-pong).
+
+    ```mlir
+    fa4.named_barrier_sync 1, 256
+    ```
+  }];
+  let arguments = (ins ConfinedAttr<I64Attr, [IntMinValue<1>, IntMaxValue<15>]>:$id,
+    ConfinedAttr<I64Attr, [IntPositive]>:$count);
+  let assemblyFormat = "$id `,` $count attr-dict";
+  let hasVerifier = 1;
+}
+
+def FA4_NamedBarrierArriveOp : FA4_Op<"named_barrier_arrive"> {
+  let summary = "arrive at a named CTA barrier without waiting";
+  let description = [{
+    The role's threads count towards the current phase of barrier `id`,
+    whose `count` threads some role waits for with
+    `fa4.named_barrier_sync`.
+
+    ```mlir
+    fa4.named_barrier_arrive 2, 256
+    ```
+  }];
+  let arguments = (ins ConfinedAttr<I64Attr, [IntMinValue<1>, IntMaxValue<15>]>:$id,
+    ConfinedAttr<I64Attr, [IntPositive]>:$count);
+  let assemblyFormat = "$id `,` $count attr-dict";
+  let hasVerifier = 1;
+}
+
 //===----------------------------------------------------------------------===//
 // Register <-> memory
 //===----------------------------------------------------------------------===//
