@@ -36,16 +36,16 @@ import argparse
 import contextlib
 import datetime
 import functools
-import importlib.util
 import json
 import math
 import os
 import re
-import subprocess
 import sys
 import time
 
 import torch
+
+from common import device_info, load_capi
 import torch.nn.functional as F
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -56,15 +56,6 @@ import variants  # noqa: E402
 TORCH_DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16}
 TOLERANCE = {"fp16": 1e-2, "bf16": 2e-2}
 IMPLEMENTATIONS = ("fa4", "cuDNN", "FA2", "Triton")
-
-
-def load_capi():
-    """python/fa4/_capi.py as a module of its own (see check.py)."""
-    spec = importlib.util.spec_from_file_location(
-        "fa4_capi", os.path.join(ROOT, "python", "fa4", "_capi.py"))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def load_triton():
@@ -188,19 +179,9 @@ def sdpa(backend, q, k, v, causal, out):
 
 
 def versions(triton):
-    info = {"torch": torch.__version__, "cuda": torch.version.cuda,
-            "cudnn": torch.backends.cudnn.version(),
-            "triton": getattr(triton, "__version__", None),
-            "python": sys.version.split()[0]}
-    props = torch.cuda.get_device_properties(0)
-    info.update(gpu=props.name, sm_count=props.multi_processor_count,
-                capability=f"{props.major}.{props.minor}")
-    try:
-        info["driver"] = subprocess.run(
-            ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
-            capture_output=True, text=True, check=True).stdout.split()[0]
-    except (OSError, subprocess.CalledProcessError, IndexError):
-        info["driver"] = None
+    info = device_info(torch.device("cuda", 0))
+    info.update(cudnn=torch.backends.cudnn.version(),
+                triton=getattr(triton, "__version__", None))
     return info
 
 

@@ -40,33 +40,22 @@ own, so what it reports is fa4's or the matmuls'.
 
 import argparse
 import datetime
-import importlib.util
 import json
 import math
 import os
 import re
-import subprocess
 import sys
 import time
 
 import torch
+
+from common import device_info, load_capi
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SHAPES = ((1, 1, 1), (2, 129, 257), (1, 1000, 333), (3, 257, 641),
           (1, 2048, 2048), (2, 4096, 4096))
 TOLERANCE = {"fp16": 1e-2, "bf16": 2e-2}
 TORCH_DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16}
-
-
-def load_capi():
-    """python/fa4/_capi.py as a module of its own: the fa4 package around it
-    needs its native extension, which is not built for this Python."""
-    spec = importlib.util.spec_from_file_location(
-        "fa4_capi", os.path.join(ROOT, "python", "fa4", "_capi.py"))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def visible(seq_q, seq_k, attention, device):
@@ -163,22 +152,6 @@ def index_disagreement(entry, attention, target):
     if target and attention["target"] != target:
         return f"the manifest's target is {attention['target']}, the index's {target}"
     return None
-
-
-def device_info(device):
-    info = {"torch": torch.__version__, "cuda": torch.version.cuda,
-            "python": sys.version.split()[0]}
-    if device.type == "cuda":
-        props = torch.cuda.get_device_properties(device)
-        info.update(gpu=props.name, sm_count=props.multi_processor_count,
-                    capability=f"{props.major}.{props.minor}")
-        try:
-            info["driver"] = subprocess.run(
-                ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
-                capture_output=True, text=True, check=True).stdout.split()[0]
-        except (OSError, subprocess.CalledProcessError, IndexError):
-            info["driver"] = None
-    return info
 
 
 def parse_shapes(text):

@@ -1,0 +1,40 @@
+"""What check.py and bench.py share: the C API binding and the device's
+description for their JSON."""
+
+import importlib.util
+import os
+import subprocess
+import sys
+
+import torch
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def load_capi():
+    """python/fa4/_capi.py as a module of its own: the fa4 package around it
+    needs its native extension, which is not built for this Python."""
+    spec = importlib.util.spec_from_file_location(
+        "fa4_capi", os.path.join(ROOT, "python", "fa4", "_capi.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def device_info(device):
+    """torch, CUDA and Python versions, and for a GPU its name, SM count,
+    compute capability and driver."""
+    info = {"torch": torch.__version__, "cuda": torch.version.cuda,
+            "python": sys.version.split()[0]}
+    if device.type == "cuda":
+        props = torch.cuda.get_device_properties(device)
+        info.update(gpu=props.name, sm_count=props.multi_processor_count,
+                    capability=f"{props.major}.{props.minor}")
+        try:
+            info["driver"] = subprocess.run(
+                ["nvidia-smi", "--query-gpu=driver_version",
+                 "--format=csv,noheader"],
+                capture_output=True, text=True, check=True).stdout.split()[0]
+        except (OSError, subprocess.CalledProcessError, IndexError):
+            info["driver"] = None
+    return info
