@@ -75,6 +75,8 @@ TEST(HopperScheduleConfig, RolesFitTheRegisterFileAndTheWarpgroups) {
   }
   // setmaxnreg moves registers within the launch's allocation, 168 per
   // thread of 384: a budget past it makes an increase wait forever.
+  EXPECT_EQ(blackwell::registersAtLaunch(384), 168);
+  EXPECT_EQ(blackwell::registersAtLaunch(512), 128);
   EXPECT_LE(registers, 168 * 384);
   EXPECT_EQ(warps, 12);
 }

@@ -88,9 +88,9 @@ private:
 
   TileProgram program;
 
-  int64_t headDim = 0, gqaRatio = 1, kvHeads = 1;
-  Type element;
-  Value batchSize, seqQ, seqK, numTasks;
+  int64_t headDim = 0;
+  /// The sizes, task count and level-B ops the schedule starts from.
+  ScheduleStart start;
   Value qBuffer, kvBuffer, oStaging;
   Value stats[ScheduleConfig::kQStages];
   Value scores[ScheduleConfig::kQStages], probs[ScheduleConfig::kQStages],
@@ -113,9 +113,10 @@ void RoleProgramBuilder::createBuffers() {
         b.getStringAttr(name), IntegerAttr());
   };
   // One K/V stage until fa4-pipeline-stages sizes the ring.
-  qBuffer = smem("q", 128, headDim, element, ScheduleConfig::kQStages);
-  kvBuffer = smem("kv", 128, headDim, element, 1);
-  oStaging = smem("o_stage", 128, headDim, element, ScheduleConfig::kQStages);
+  qBuffer = smem("q", 128, headDim, start.element, ScheduleConfig::kQStages);
+  kvBuffer = smem("kv", 128, headDim, start.element, 1);
+  oStaging = smem("o_stage", 128, headDim, start.element,
+                  ScheduleConfig::kQStages);
   for (int s = 0; s < ScheduleConfig::kQStages; ++s)
     stats[s] = smem(("stats" + Twine(s)).str(), 2, 128, b.getF32Type(), 1);
   for (int s = 0; s < ScheduleConfig::kQStages; ++s)
@@ -124,22 +125,23 @@ void RoleProgramBuilder::createBuffers() {
     acc[s] = tmem(("O" + Twine(s)).str(), headDim);
   for (int s = 0; s < ScheduleConfig::kQStages; ++s)
     probs[s] = TmemViewOp::create(b,
-        loc, TmemType::get(context, 128, 128, element),
+        loc, TmemType::get(context, 128, 128, start.element),
         b.getStringAttr("P" + Twine(s)), scores[s]);
 }
 
 scf::ForOp RoleProgramBuilder::buildTaskLoop(ArrayRef<Counter> counters,
                                              function_ref<void(TaskState &)> body) {
   SmallVector<Value> init(counters.size(), index(0));
-  auto loop = scf::ForOp::create(b, loc, index(0), numTasks, index(1), init);
+  auto loop =
+      scf::ForOp::create(b, loc, index(0), start.numTasks, index(1), init);
   loop->setAttr("fa4.task_loop", b.getUnitAttr());
   dropImplicitYield(loop);
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPointToStart(loop.getBody());
 
   TaskState task;
-  static_cast<TaskHeader &>(task) = buildTaskHeader(
-      *this, program, loop.getInductionVar(), batchSize, seqQ, seqK, kvHeads);
+  static_cast<TaskHeader &>(task) =
+      buildTaskHeader(*this, program, start, loop.getInductionVar());
   task.tileRow[0] = task.qRow;
   task.tileRow[1] = add(task.qRow, index(TileConfig::kBlockM));
   for (auto [counter, value] : llvm::zip(counters, loop.getRegionIterArgs()))
@@ -196,7 +198,7 @@ void RoleProgramBuilder::buildLoadRole(const TaskState &task) {
     ProducerAcquireOp::create(b, loc, qBuffer, item);
     TmaLoadOp::create(b, loc, program.arguments[kQ], task.batch, task.kvHead,
                         task.tileRow[s], qBuffer, item, Value(), Value(),
-                        gqaRatio);
+                        start.gqaRatio);
     ProducerCommitOp::create(b, loc, qBuffer, item);
   }
   Value kvBase = task.counters.lookup(Counter::Kv);
@@ -317,8 +319,8 @@ void RoleProgramBuilder::buildSoftmaxRole(const TaskState &task, int stage) {
           mapping.map(scoreMod.getHead(), task.kvHead);
           mapping.map(scoreMod.getRow(), task.tileRow[stage]);
           mapping.map(scoreMod.getCol(), keyOf(task, k));
-          mapping.map(scoreMod.getSeqQ(), seqQ);
-          mapping.map(scoreMod.getSeqK(), seqK);
+          mapping.map(scoreMod.getSeqQ(), start.seqQ);
+          mapping.map(scoreMod.getSeqK(), start.seqK);
           s = b.clone(*scoreMod, mapping)->getResult(0);
         }
         if (MaskOp mask = program.mask) {
@@ -335,8 +337,8 @@ void RoleProgramBuilder::buildSoftmaxRole(const TaskState &task, int stage) {
             mapping.map(mask.getScores(), s);
             mapping.map(mask.getRow(), task.tileRow[stage]);
             mapping.map(mask.getCol(), keyOf(task, k));
-            mapping.map(mask.getSeqQ(), seqQ);
-            mapping.map(mask.getSeqK(), seqK);
+            mapping.map(mask.getSeqQ(), start.seqQ);
+            mapping.map(mask.getSeqK(), start.seqK);
             if (mask.getBatch()) {
               mapping.map(mask.getBatch(), task.batch);
               mapping.map(mask.getHead(), task.kvHead);
@@ -407,7 +409,7 @@ void RoleProgramBuilder::buildCorrectionRole(const TaskState &task) {
                                        index(0)));
   Value last = sub(add(blockBase, task.numBlocks), index(1));
   Value visited = cmp(arith::CmpIPredicate::sgt, task.numBlocks, index(0));
-  auto outType = RankedTensorType::get({128, headDim}, element);
+  auto outType = RankedTensorType::get({128, headDim}, start.element);
   for (int s = 0; s < ScheduleConfig::kQStages; ++s) {
     ConsumerWaitOp::create(b, loc, stats[s], finalItem);
     Value rowMax = SmemLoadOp::create(b, loc, rowType, stats[s], finalItem,
@@ -437,7 +439,8 @@ void RoleProgramBuilder::buildCorrectionRole(const TaskState &task) {
     ProducerCommitOp::create(b, loc, oStaging, item);
     if (program.lseStore)
       StoreLseTileOp::create(b, loc, branch.getResult(0), program.arguments[kLse],
-                               task.batch, task.kvHead, task.tileRow[s], gqaRatio);
+                               task.batch, task.kvHead, task.tileRow[s],
+                               start.gqaRatio);
   }
 }
 
@@ -447,7 +450,8 @@ void RoleProgramBuilder::buildEpilogueRole(const TaskState &task) {
     Value item = add(mul(taskCount, ScheduleConfig::kQStages), index(s));
     ConsumerWaitOp::create(b, loc, oStaging, item);
     TmaStoreOp::create(b, loc, oStaging, item, program.arguments[kOut],
-                         task.batch, task.kvHead, task.tileRow[s], gqaRatio);
+                         task.batch, task.kvHead, task.tileRow[s],
+                         start.gqaRatio);
     // The stage goes back once the bulk copy has read it.
     TmaStoreWaitOp::create(b, loc);
     ConsumerReleaseOp::create(b, loc, oStaging, item);
@@ -455,15 +459,8 @@ void RoleProgramBuilder::buildEpilogueRole(const TaskState &task) {
 }
 
 void RoleProgramBuilder::build() {
-  ScheduleStart start = ScheduleStart::build(*this, program);
+  start = ScheduleStart::build(*this, program);
   headDim = cast<MemRefType>(program.arguments[kQ].getType()).getDimSize(3);
-  element = start.element;
-  kvHeads = start.kvHeads;
-  gqaRatio = start.gqaRatio;
-  batchSize = start.batchSize;
-  seqQ = start.seqQ;
-  seqK = start.seqK;
-  numTasks = start.numTasks;
   createBuffers();
 
   auto specialize = WarpSpecializeOp::create(b, loc);

@@ -66,17 +66,17 @@ Value IndexBuilder::index(int64_t value) {
 }
 
 TaskHeader mlir::fa4::buildTaskHeader(IndexBuilder &ib,
-                                      const TileProgram &program, Value task,
-                                      Value batchSize, Value seqQ, Value seqK,
-                                      int64_t kvHeads) {
+                                      const TileProgram &program,
+                                      const ScheduleStart &start, Value task) {
+  Value seqQ = start.seqQ, seqK = start.seqK;
   OpBuilder &b = ib.b;
   Location loc = ib.loc;
   KvBlockRangeOp range = program.range;
   Type indexType = b.getIndexType();
   auto coords = TaskCoordsOp::create(
-      b, loc, indexType, indexType, indexType, task, batchSize, seqQ, seqK,
-      TaskOrderAttr::get(b.getContext(), TaskOrder::static_order),
-      b.getI64IntegerAttr(kvHeads), range.getGqaRatioAttr(),
+      b, loc, indexType, indexType, indexType, task, start.batchSize, seqQ,
+      seqK, TaskOrderAttr::get(b.getContext(), TaskOrder::static_order),
+      b.getI64IntegerAttr(start.kvHeads), range.getGqaRatioAttr(),
       range.getRowsAttr(), range.getBlockNAttr(), range.getMaskAttr(),
       range.getWindowLeftAttr(), range.getWindowRightAttr());
   // The LPT order weighs tasks by the keys the mask_mod leaves too.

@@ -69,22 +69,6 @@ private:
   llvm::SmallDenseMap<int64_t, Value> indexConstants;
 };
 
-/// What every role knows of the task it works on: its coordinates, its
-/// first packed row and its visited KV blocks [begin, end).
-struct TaskHeader {
-  Value batch, kvHead, mBlock, qRow;
-  Value begin, fullBegin, fullEnd, end;
-  /// KV blocks visited: end - begin.
-  Value numBlocks;
-};
-
-/// At the builder's insertion point: the task coordinates of task `task`
-/// (static order; fa4-tile-scheduler picks the order) and its block range,
-/// the tile program's range cloned for the task.
-TaskHeader buildTaskHeader(IndexBuilder &ib, const TileProgram &program,
-                           Value task, Value batchSize, Value seqQ, Value seqK,
-                           int64_t kvHeads);
-
 /// What every schedule starts from: the tile program's ops (erased once
 /// the schedule replaces them), the problem's sizes as the kernel reads
 /// them, and the task count, built before the first of those ops.
@@ -98,6 +82,21 @@ struct ScheduleStart {
   /// Erases the tile program's ops, last first.
   void eraseLevelB();
 };
+
+/// What every role knows of the task it works on: its coordinates, its
+/// first packed row and its visited KV blocks [begin, end).
+struct TaskHeader {
+  Value batch, kvHead, mBlock, qRow;
+  Value begin, fullBegin, fullEnd, end;
+  /// KV blocks visited: end - begin.
+  Value numBlocks;
+};
+
+/// At the builder's insertion point: the task coordinates of task `task`
+/// (static order; fa4-tile-scheduler picks the order) and its block range,
+/// the tile program's range cloned for the task.
+TaskHeader buildTaskHeader(IndexBuilder &ib, const TileProgram &program,
+                           const ScheduleStart &start, Value task);
 
 /// Loops built empty end in a yield of their own.
 void dropImplicitYield(scf::ForOp loop);

@@ -19,6 +19,14 @@ inline int64_t accumulatorColumns(int64_t columns) {
 }
 /// 32-bit registers per SM, shared by every resident thread.
 constexpr int64_t kRegistersPerSm = 64 * 1024;
+/// Registers per thread at a kernel's entry with one CTA per SM: the
+/// register file split over the threads, in ptxas's unit of 8 (128 of 512,
+/// 168 of 384). `setmaxnreg` only moves registers within this share of the
+/// CTA, so role budgets must sum to at most this times the threads (the
+/// same on sm_90a, whose register file is the same size).
+inline int64_t registersAtLaunch(int64_t threads) {
+  return threads > 0 ? kRegistersPerSm / threads / 8 * 8 : 0;
+}
 /// `setmaxnreg` accepts multiples of 8 in this range.
 constexpr int64_t kMinRegistersPerThread = 24;
 constexpr int64_t kMaxRegistersPerThread = 256;

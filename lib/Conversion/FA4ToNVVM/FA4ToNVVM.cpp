@@ -39,13 +39,6 @@ using namespace mlir::fa4::nvvm;
 // Helpers
 //===----------------------------------------------------------------------===//
 
-/// Registers per thread at a kernel's entry, one CTA per SM: the register
-/// file over the threads, in ptxas's allocation unit of 8. Each role's
-/// setmaxnreg moves from here.
-static int64_t startRegisters(int64_t threads) {
-  return blackwell::kRegistersPerSm / threads / 8 * 8;
-}
-
 Value Lowering::i32(int64_t value) {
   return LLVM::ConstantOp::create(b, loc(), b.getI32Type(),
                                     b.getI32IntegerAttr(value));
@@ -511,7 +504,7 @@ LogicalResult Lowering::lowerRole(RoleOp newRole) {
   // A 512-thread CTA starts every thread at 128 registers; each role moves
   // to its budget.
   int64_t registers = role.getRegisters();
-  int64_t start = startRegisters(
+  int64_t start = blackwell::registersAtLaunch(
       role->getParentOfType<WarpSpecializeOp>().getNumThreads());
   if (registers != start)
     NVVM::SetMaxRegisterOp::create(b,
@@ -1130,7 +1123,8 @@ LogicalResult FA4ToNVVMPass::convert(func::FuncOp func,
   // needs to know to move each role to its budget.
   kernelFunc->setAttr("nvvm.minctasm", b.getI32IntegerAttr(1));
   kernelFunc->setAttr("nvvm.maxnreg",
-                      b.getI32IntegerAttr(startRegisters(threads)));
+                      b.getI32IntegerAttr(
+                          blackwell::registersAtLaunch(threads)));
   auto map = LLVM::LLVMArrayType::get(b.getI8Type(), 128);
   for (unsigned i = 0; i < 4; ++i) {
     kernelFunc.setArgAttr(i, "llvm.byval", TypeAttr::get(map));

@@ -100,9 +100,8 @@ private:
   TileProgram program;
   hopper::ScheduleConfig config;
 
-  int64_t gqaRatio = 1, kvHeads = 1;
-  Type element;
-  Value batchSize, seqQ, seqK, numTasks;
+  /// The sizes, task count and level-B ops the schedule starts from.
+  ScheduleStart start;
   Value qBuffer, kBuffer, vBuffer;
   Value oStaging[hopper::ScheduleConfig::kConsumers];
 };
@@ -125,7 +124,7 @@ Operation *WarpgroupProgramBuilder::cloneForWarpgroup(Operation *op,
 
 scf::ForOp
 WarpgroupProgramBuilder::buildTaskLoop(function_ref<void(Task &)> body) {
-  auto loop = scf::ForOp::create(b, loc, index(0), numTasks, index(1),
+  auto loop = scf::ForOp::create(b, loc, index(0), start.numTasks, index(1),
                                  ValueRange{index(0), index(0)});
   loop->setAttr("fa4.task_loop", b.getUnitAttr());
   dropImplicitYield(loop);
@@ -133,8 +132,8 @@ WarpgroupProgramBuilder::buildTaskLoop(function_ref<void(Task &)> body) {
   b.setInsertionPointToStart(loop.getBody());
 
   Task task;
-  static_cast<TaskHeader &>(task) = buildTaskHeader(
-      *this, program, loop.getInductionVar(), batchSize, seqQ, seqK, kvHeads);
+  static_cast<TaskHeader &>(task) =
+      buildTaskHeader(*this, program, start, loop.getInductionVar());
   task.taskCount = loop.getRegionIterArgs()[0];
   task.kvBase = loop.getRegionIterArgs()[1];
   body(task);
@@ -148,7 +147,7 @@ void WarpgroupProgramBuilder::buildProducer(const Task &task) {
   ProducerAcquireOp::create(b, loc, qBuffer, task.taskCount);
   TmaLoadOp::create(b, loc, program.arguments[kQ], task.batch, task.kvHead,
                     task.qRow, qBuffer, task.taskCount, Value(), Value(),
-                    gqaRatio);
+                    start.gqaRatio);
   ProducerCommitOp::create(b, loc, qBuffer, task.taskCount);
   auto loop = scf::ForOp::create(b, loc, index(0), task.numBlocks, index(1));
   OpBuilder::InsertionGuard guard(b);
@@ -181,8 +180,8 @@ OnlineSoftmaxOp WarpgroupProgramBuilder::buildSoftmax(const Task &task,
     mapping.map(scoreMod.getHead(), task.kvHead);
     mapping.map(scoreMod.getRow(), rowBegin);
     mapping.map(scoreMod.getCol(), key);
-    mapping.map(scoreMod.getSeqQ(), seqQ);
-    mapping.map(scoreMod.getSeqK(), seqK);
+    mapping.map(scoreMod.getSeqQ(), start.seqQ);
+    mapping.map(scoreMod.getSeqK(), start.seqK);
     s = cloneForWarpgroup(scoreMod, mapping)->getResult(0);
   }
   if (MaskOp mask = program.mask) {
@@ -198,8 +197,8 @@ OnlineSoftmaxOp WarpgroupProgramBuilder::buildSoftmax(const Task &task,
     mapping.map(mask.getScores(), s);
     mapping.map(mask.getRow(), rowBegin);
     mapping.map(mask.getCol(), key);
-    mapping.map(mask.getSeqQ(), seqQ);
-    mapping.map(mask.getSeqK(), seqK);
+    mapping.map(mask.getSeqQ(), start.seqQ);
+    mapping.map(mask.getSeqK(), start.seqK);
     if (mask.getBatch()) {
       mapping.map(mask.getBatch(), task.batch);
       mapping.map(mask.getHead(), task.kvHead);
@@ -390,28 +389,22 @@ void WarpgroupProgramBuilder::buildConsumer(const Task &task, int64_t half) {
   ProducerCommitOp::create(b, loc, staging, task.taskCount);
   ConsumerWaitOp::create(b, loc, staging, task.taskCount);
   TmaStoreOp::create(b, loc, staging, task.taskCount, program.arguments[kOut],
-                     task.batch, task.kvHead, rowBegin, gqaRatio);
+                     task.batch, task.kvHead, rowBegin, start.gqaRatio);
   TmaStoreWaitOp::create(b, loc);
   ConsumerReleaseOp::create(b, loc, staging, task.taskCount);
   if (program.lseStore)
     StoreLseTileOp::create(b, loc, normalize.getLse(), program.arguments[kLse],
-                           task.batch, task.kvHead, rowBegin, gqaRatio);
+                           task.batch, task.kvHead, rowBegin, start.gqaRatio);
 }
 
 void WarpgroupProgramBuilder::build() {
-  ScheduleStart start = ScheduleStart::build(*this, program);
-  element = start.element;
-  kvHeads = start.kvHeads;
-  gqaRatio = start.gqaRatio;
-  batchSize = start.batchSize;
-  seqQ = start.seqQ;
-  seqK = start.seqK;
-  numTasks = start.numTasks;
+  start = ScheduleStart::build(*this, program);
 
   MLIRContext *context = func.getContext();
   auto smem = [&](StringRef name, int64_t rows, int64_t stages) -> Value {
     return SmemAllocOp::create(
-        b, loc, SmemType::get(context, rows, config.headDim, element, stages),
+        b, loc,
+        SmemType::get(context, rows, config.headDim, start.element, stages),
         b.getStringAttr(name));
   };
   qBuffer = smem("q", TileConfig::kBlockM, 1);

@@ -65,13 +65,10 @@ LogicalResult WarpSpecializeOp::verifyRegions() {
                               "of it must take part in setmaxnreg (give the "
                               "rest an empty role)";
   }
-  // setmaxnreg moves registers between warpgroups within what the CTA got
-  // at launch, the register file split evenly over its threads in ptxas's
-  // unit of 8 (128 each of 512, 168 each of 384): budgets past that make an
-  // increase wait forever.
+  // setmaxnreg moves registers within what the CTA got at launch: budgets
+  // past that make an increase wait forever.
   int64_t threads = getNumThreads();
-  int64_t pool =
-      threads ? blackwell::kRegistersPerSm / threads / 8 * 8 * threads : 0;
+  int64_t pool = blackwell::registersAtLaunch(threads) * threads;
   if (registers > pool) {
     InFlightDiagnostic diag = emitOpError()
                               << "register budgets need " << registers
