@@ -9,10 +9,13 @@
 # FA4_TARGET (default sm_90a) and FA4_SM_COUNT (default 132, the H200's SMs:
 # the persistent grid's size) choose what fa4c compiles for; FA4_JOBS
 # compilations run at once (default 1); FA4_FLAGS are passed on to fa4c
-# (e.g. --hopper-overlap=off). fa4c's compile cache serves what an
-# earlier run compiled. fa4c and libfa4rt.so are taken from the build
-# directory ($FA4_BUILD_DIR, default build/) as they are: build them first
-# (cmake --build build --target fa4c fa4rt).
+# (e.g. --hopper-overlap=off) before each kernel's own flags, so they apply
+# to the kernels of the `auto` schedule while the kernels that name a
+# schedule (-pingpong, -overlap-nopp, -sequential) keep theirs; the index
+# records them. fa4c's compile cache serves what an earlier run compiled.
+# fa4c and libfa4rt.so are taken from the build directory ($FA4_BUILD_DIR,
+# default build/) as they are: build them first (cmake --build build
+# --target fa4c fa4rt).
 set -euo pipefail
 
 if [[ $# -ne 1 ]]; then
@@ -61,7 +64,7 @@ for log in "$out"/*.log; do
 done
 
 python3 "$root/bench/h200/variants.py" index --target="$target" \
-  --sm-count="$sm_count" >"$out/index.json"
+  --sm-count="$sm_count" --fa4-flags="${FA4_FLAGS:-}" >"$out/index.json"
 cp "$library" "$out/libfa4rt.so"
 echo "fa4: $((count - failed)) of $count compiled in $((SECONDS - started)) s;" \
      "index.json and libfa4rt.so beside them"

@@ -33,7 +33,8 @@ struct Outcome {
   std::vector<uint32_t> out;
 };
 
-Outcome launchKernel(const std::string &ptx, uint32_t threads, uint32_t smem = 0) {
+Outcome launchKernel(const std::string &ptx, uint32_t threads, uint32_t smem = 0,
+                     uint32_t wordsPerThread = 1) {
   Outcome run;
   std::string error;
   auto program = parsePtx(ptx, error);
@@ -41,7 +42,8 @@ Outcome launchKernel(const std::string &ptx, uint32_t threads, uint32_t smem = 0
   if (!program)
     return run;
   Device device;
-  uint64_t out = device.allocate(threads * 4);
+  uint32_t words = threads * wordsPerThread;
+  uint64_t out = device.allocate(words * 4);
   LaunchConfig config;
   config.kernel = "k";
   config.block[0] = threads;
@@ -50,8 +52,8 @@ Outcome launchKernel(const std::string &ptx, uint32_t threads, uint32_t smem = 0
   std::memcpy(pointer.data(), &out, 8);
   config.arguments = {pointer};
   EXPECT_TRUE(launch(*program, device, config, run.report, error)) << error;
-  run.out.resize(threads);
-  std::memcpy(run.out.data(), device.host(out, threads * 4), threads * 4);
+  run.out.resize(words);
+  std::memcpy(run.out.data(), device.host(out, words * 4), words * 4);
   return run;
 }
 
@@ -326,5 +328,230 @@ TEST(EmulatorForms, ModuleGlobalIsDeclaredButNotAddressable) {
                             pointerKernel("").substr(std::string(kHead).size()),
                         error));
   EXPECT_NE(error.find("module-scope .const variables are not supported"), std::string::npos)
+      << error;
+}
+
+//===----------------------------------------------------------------------===//
+// sm_90a: named barriers, setmaxnreg's pool, wgmma
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+std::string hopperKernel(const std::string &body, const std::string &regs = "") {
+  std::string text = kernel(body, "\t.reg .f32 %f<80>;\n" + regs);
+  text.replace(text.find("sm_100a"), 7, "sm_90a");
+  return text;
+}
+
+TEST(EmulatorHopper, NamedBarrierArriveLetsTheSyncingWarpsGo) {
+  // Warps 0-1 arrive on barrier 1 and go on; warps 2-3 wait there until all
+  // 128 threads have arrived.
+  Outcome run = launchKernel(hopperKernel("\tsetp.lt.u32 %p1, %r1, 64;\n"
+                                          "\t@%p1 bra ARRIVE;\n"
+                                          "\tbar.sync 1, 128;\n"
+                                          "\tst.global.b32 [%rd3], 7;\n"
+                                          "\tret;\n"
+                                          "ARRIVE:\n"
+                                          "\tbar.arrive 1, 128;\n"
+                                          "\tst.global.b32 [%rd3], 5;\n"
+                                          "\tret;\n"),
+                             128);
+  ASSERT_TRUE(run.report.clean())
+      << (run.report.errors.empty() ? "" : run.report.errors[0]);
+  EXPECT_EQ(run.out[0], 5u);
+  EXPECT_EQ(run.out[127], 7u);
+}
+
+TEST(EmulatorHopper, NamedBarrierShortOfItsCountIsADeadlock) {
+  // Only warps 2-3 arrive at a barrier of 128 threads; the others exit.
+  Outcome run = launchKernel(hopperKernel("\tsetp.lt.u32 %p1, %r1, 64;\n"
+                                          "\t@%p1 bra DONE;\n"
+                                          "\tbar.sync 3, 128;\n"
+                                          "DONE:\n"
+                                          "\tret;\n"),
+                             128);
+  ASSERT_GE(run.report.deadlock.size(), 2u);
+  EXPECT_NE(run.report.deadlock[1].find("waits at named barrier 3 (64 of 128 "
+                                        "threads arrived)"),
+            std::string::npos)
+      << run.report.deadlock[1];
+}
+
+TEST(EmulatorHopper, NamedBarrierCountsMustAgree) {
+  // Warp 0 says 128 threads, the others 64: in any order, a 128 meets a 64
+  // within one use of the barrier.
+  Outcome run = launchKernel(hopperKernel("\tsetp.lt.u32 %p1, %r1, 32;\n"
+                                          "\t@%p1 bra FIRST;\n"
+                                          "\tbar.sync 2, 64;\n"
+                                          "\tret;\n"
+                                          "FIRST:\n"
+                                          "\tbar.sync 2, 128;\n"
+                                          "\tret;\n"),
+                             128);
+  ASSERT_EQ(run.report.errorCount, 1);
+  EXPECT_NE(run.report.errors[0].find("earlier arrivals of this use expect"),
+            std::string::npos)
+      << run.report.errors[0];
+}
+
+TEST(EmulatorHopper, SetmaxnregIncWaitsForRegistersReleasedInTheCta) {
+  // 256 threads at .maxnreg 128: the CTA holds 32K registers and its pool
+  // starts empty. Warpgroup 0 gives back 128 x 88; warpgroup 1 asks for
+  // 128 x 104 more, which the CTA never has, whatever the SM has free.
+  std::string text = hopperKernel("\tsetp.lt.u32 %p1, %r1, 128;\n"
+                                  "\t@%p1 bra GIVE;\n"
+                                  "\tsetmaxnreg.inc.sync.aligned.u32 232;\n"
+                                  "\tret;\n"
+                                  "GIVE:\n"
+                                  "\tsetmaxnreg.dec.sync.aligned.u32 40;\n"
+                                  "\tret;\n");
+  text.replace(text.find("{\n"), 2, ".maxnreg 128\n{\n");
+  Outcome run = launchKernel(text, 256);
+  ASSERT_GE(run.report.deadlock.size(), 2u);
+  EXPECT_NE(run.report.deadlock[1].find("waits in setmaxnreg.inc"),
+            std::string::npos)
+      << run.report.deadlock[1];
+}
+
+/// A warpgroup's wgmma of A (RS: from registers, lane l's register j holding
+/// 32·j + l in both halves) by B = ones (64 rows of 16 bf16 in shared
+/// memory, no swizzle), then optional `between` and D stored by every
+/// thread: 4 accumulators of N = 8 each, word 4·tid + i.
+const char *kWgmmaSetup =
+    // B: 16 ones (bf16 0x3f80) a row for n < 8, K-major with no swizzle:
+    // 8 rows of 16 bytes, the second 8 columns LBO = 128 bytes on.
+    "\tmov.u32 %r10, smem;\n"
+    "\tsetp.lt.u32 %p2, %r1, 16;\n"
+    "\tmul.lo.u32 %r11, %r1, 16;\n"
+    "\tadd.u32 %r11, %r10, %r11;\n"
+    "\tmov.b32 %r12, 0x3f803f80;\n"
+    "\t@%p2 st.shared.v4.b32 [%r11], {%r12, %r12, %r12, %r12};\n"
+    "\tfence.proxy.async.shared::cta;\n"
+    "\tbar.sync 0;\n"
+    // A's registers: 32·j + lane, as bf16, in both halves.
+    "\tand.b32 %r13, %r1, 31;\n"
+    "\tcvt.rn.f32.u32 %f1, %r13;\n"
+    "\tadd.f32 %f2, %f1, 0f42000000;\n"
+    "\tadd.f32 %f3, %f1, 0f42800000;\n"
+    "\tadd.f32 %f4, %f1, 0f42C00000;\n"
+    "\tcvt.rn.bf16x2.f32 %r20, %f1, %f1;\n"
+    "\tcvt.rn.bf16x2.f32 %r21, %f2, %f2;\n"
+    "\tcvt.rn.bf16x2.f32 %r22, %f3, %f3;\n"
+    "\tcvt.rn.bf16x2.f32 %r23, %f4, %f4;\n"
+    // The descriptor: start >> 4, LBO 128 >> 4, SBO 128 >> 4, no swizzle.
+    "\tshr.u32 %r14, %r10, 4;\n"
+    "\tcvt.u64.u32 %rd8, %r14;\n"
+    "\tor.b64 %rd8, %rd8, 0x0000000800080000;\n"
+    "\tmov.f32 %f10, 0f00000000;\n\tmov.f32 %f11, 0f00000000;\n"
+    "\tmov.f32 %f12, 0f00000000;\n\tmov.f32 %f13, 0f00000000;\n"
+    "\tsetp.ne.u32 %p3, %r13, 99;\n";
+const char *kWgmmaStore =
+    "\tmul.wide.u32 %rd9, %r1, 16;\n"
+    "\tadd.s64 %rd9, %rd1, %rd9;\n"
+    "\tst.global.v4.f32 [%rd9], {%f10, %f11, %f12, %f13};\n"
+    "\tret;\n";
+const char *kWgmmaIssue =
+    "\twgmma.mma_async.sync.aligned.m64n8k16.f32.bf16.bf16 "
+    "{%f10, %f11, %f12, %f13}, {%r20, %r21, %r22, %r23}, %rd8, %p3, 1, 1, 0;\n"
+    "\twgmma.commit_group.sync.aligned;\n";
+
+} // namespace
+
+TEST(EmulatorHopper, WgmmaRegisterFragmentsFollowTheIsaLayout) {
+  std::string body = std::string(kWgmmaSetup) + "\twgmma.fence.sync.aligned;\n" +
+                     kWgmmaIssue + "\twgmma.wait_group.sync.aligned 0;\n" +
+                     kWgmmaStore;
+  Outcome run = launchKernel(hopperKernel(body), 128, 4096, 4);
+  ASSERT_TRUE(run.report.clean())
+      << (run.report.errors.empty() ? "" : run.report.errors[0])
+      << (run.report.hazards.empty() ? "" : run.report.hazards[0]);
+  // A from the fragment layout: lane l, element i at row 16w + l/4 +
+  // 8((i/2) mod 2), column 8(i/4) + 2(l mod 4) + i mod 2, value 32(i/2) + l.
+  float a[64][16] = {};
+  for (uint32_t t = 0; t < 128; ++t)
+    for (uint32_t i = 0; i < 8; ++i)
+      a[16 * (t / 32) + (t % 32) / 4 + 8 * ((i / 2) % 2)]
+       [8 * (i / 4) + 2 * (t % 4) + i % 2] = 32.0f * (i / 2) + t % 32;
+  // D = A·Bᵀ with B all ones: every column of row r is A's row sum.
+  for (uint32_t t = 0; t < 128; ++t)
+    for (uint32_t i = 0; i < 4; ++i) {
+      uint32_t row = 16 * (t / 32) + (t % 32) / 4 + 8 * ((i / 2) % 2);
+      float expected = 0;
+      for (uint32_t k = 0; k < 16; ++k)
+        expected += a[row][k];
+      float got;
+      std::memcpy(&got, &run.out[4 * t + i], 4);
+      EXPECT_EQ(got, expected) << "thread " << t << " element " << i;
+    }
+}
+
+TEST(EmulatorHopper, ReadingTheAccumulatorBeforeTheWaitIsAHazard) {
+  std::string body = std::string(kWgmmaSetup) + "\twgmma.fence.sync.aligned;\n" +
+                     kWgmmaIssue + "\tadd.f32 %f20, %f10, %f11;\n" +
+                     "\twgmma.wait_group.sync.aligned 0;\n" + kWgmmaStore;
+  Outcome run = launchKernel(hopperKernel(body), 128, 4096, 4);
+  ASSERT_GE(run.report.hazardCount, 1);
+  EXPECT_NE(run.report.hazards[0].find("reads a register that an in-flight "
+                                       "wgmma writes"),
+            std::string::npos)
+      << run.report.hazards[0];
+}
+
+TEST(EmulatorHopper, OverwritingTheAFragmentBeforeTheWaitIsAHazard) {
+  std::string body = std::string(kWgmmaSetup) + "\twgmma.fence.sync.aligned;\n" +
+                     kWgmmaIssue + "\tmov.b32 %r21, 0;\n" +
+                     "\twgmma.wait_group.sync.aligned 0;\n" + kWgmmaStore;
+  Outcome run = launchKernel(hopperKernel(body), 128, 4096, 4);
+  ASSERT_GE(run.report.hazardCount, 1);
+  EXPECT_NE(run.report.hazards[0].find("overwrites a register that an "
+                                       "in-flight wgmma reads"),
+            std::string::npos)
+      << run.report.hazards[0];
+}
+
+TEST(EmulatorHopper, OverwritingSharedOperandsBeforeTheWaitIsAHazard) {
+  std::string body = std::string(kWgmmaSetup) + "\twgmma.fence.sync.aligned;\n" +
+                     kWgmmaIssue + "\t@%p2 st.shared.b32 [%r11], 0;\n" +
+                     "\twgmma.wait_group.sync.aligned 0;\n" + kWgmmaStore;
+  Outcome run = launchKernel(hopperKernel(body), 128, 4096, 4);
+  ASSERT_GE(run.report.hazardCount, 1);
+  EXPECT_NE(run.report.hazards[0].find("that an in-flight wgmma"),
+            std::string::npos)
+      << run.report.hazards[0];
+}
+
+TEST(EmulatorHopper, AWgmmaWithoutAFenceAfterTheRegisterWritesIsAHazard) {
+  std::string body = std::string(kWgmmaSetup) + kWgmmaIssue +
+                     "\twgmma.wait_group.sync.aligned 0;\n" + kWgmmaStore;
+  Outcome run = launchKernel(hopperKernel(body), 128, 4096, 4);
+  ASSERT_GE(run.report.hazardCount, 1);
+  EXPECT_NE(run.report.hazards[0].find("after the last wgmma.fence"),
+            std::string::npos)
+      << run.report.hazards[0];
+}
+
+TEST(EmulatorHopper, AWarpThatSkipsTheWarpgroupsWgmmaIsReported) {
+  // Warp 3 branches around the MMA: wgmma is warpgroup-collective.
+  std::string body = std::string(kWgmmaSetup) + "\twgmma.fence.sync.aligned;\n" +
+                     "\tsetp.ge.u32 %p4, %r1, 96;\n\t@%p4 bra SKIP;\n" +
+                     kWgmmaIssue + "\twgmma.wait_group.sync.aligned 0;\n" +
+                     "SKIP:\n" + kWgmmaStore;
+  Outcome run = launchKernel(hopperKernel(body), 128, 4096, 4);
+  ASSERT_GE(run.report.errorCount, 1);
+  EXPECT_NE(run.report.errors[0].find("warps of warpgroup 0 issued"),
+            std::string::npos)
+      << run.report.errors[0];
+}
+
+TEST(EmulatorHopper, WgmmaIsRefusedOutsideSm90a) {
+  std::string body = std::string(kWgmmaSetup) + "\twgmma.fence.sync.aligned;\n" +
+                     kWgmmaIssue + kWgmmaStore;
+  std::string text = hopperKernel(body);
+  text.replace(text.find("sm_90a"), 6, "sm_100a");
+  std::string error;
+  EXPECT_FALSE(parsePtx(text, error));
+  EXPECT_NE(error.find("wgmma needs .target sm_90a; this module is for "
+                       "sm_100a"),
+            std::string::npos)
       << error;
 }

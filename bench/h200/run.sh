@@ -8,7 +8,12 @@
 #
 # PYTHON picks the interpreter (default /opt/torch/.venv/bin/python3, the
 # lent H200's torch); CHECK_ARGS and BENCH_ARGS are passed on (--only,
-# --shapes). Exits non-zero when a check fails or either script cannot run.
+# --shapes, --timeout). CHECK_DEADLINE (default 360) is check.py's
+# --deadline: a check whose launches hang (each costs its 10 s timeout)
+# starts no case after that many seconds, so that its JSON is written and
+# the benchmark still runs within one 600 s command (a check without hangs
+# should take a minute or two). Exits non-zero when a check fails or either
+# script cannot run.
 set -uo pipefail
 
 if [[ $# -lt 1 || $# -gt 2 ]]; then
@@ -26,7 +31,7 @@ echo "== libfa4rt.so needs:"
 readelf -d "$kernels/libfa4rt.so" | grep NEEDED
 # shellcheck disable=SC2086  # the extra arguments are words
 "$python" "$root/bench/h200/check.py" "$kernels" --out "$out/check.json" \
-  ${CHECK_ARGS:-} 2>&1 | tee "$out/check.log"
+  --deadline "${CHECK_DEADLINE:-360}" ${CHECK_ARGS:-} 2>&1 | tee "$out/check.log"
 check=${PIPESTATUS[0]}
 # shellcheck disable=SC2086
 "$python" "$root/bench/h200/bench.py" "$kernels" --out "$out/bench.json" \

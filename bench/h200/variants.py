@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
 """The kernels the H200 scripts need, decided here once.
 
-check.py runs a correctness matrix over `CHECK`, bench.py times the
-configurations of `BENCH`; scripts/hopper-kernels.sh compiles every kernel
-both name (this file's `list`) and writes the index check.py reads (`index`).
-Standard library only: it runs on the compiling machine and on the GPU one.
+check.py runs a correctness matrix over `check_variants()`, bench.py times
+the configurations of `bench_configs()`; scripts/hopper-kernels.sh compiles
+every kernel both name (this file's `list`) and writes the index check.py
+reads (`index`). Standard library only: it runs on the compiling machine and
+on the GPU one.
 
   python3 bench/h200/variants.py list                  # name<TAB>fa4c flags
   python3 bench/h200/variants.py index --target sm_90a --sm-count 132
@@ -23,18 +24,61 @@ CHECK_Q_HEADS = 8
 CHECK_KV_HEADS = (8, 2, 1)
 # (mask, window_left, window_right): unmasked, causal (bottom-right
 # aligned), a causal sliding window, and a window that reaches right of the
-# diagonal.
+# diagonal; both windows within one 128-key block of the diagonal.
 CHECK_MASKS = (("none", -1, -1), ("causal", -1, -1), ("window", 100, 0),
                ("window", 64, 32))
 
+# The Hopper schedule a kernel is compiled with (fa4c's --hopper-overlap and
+# --hopper-pingpong): name -> its flags. `auto` gives none (fa4c's default:
+# the overlap where it fits in the registers, i.e. not for windows at head
+# dim 128, and the ping-pong with it); the others force one loop. Ping-pong
+# needs the overlapped loop, so there is no overlap=off pingpong=on. A
+# kernel's name ends in -SCHEDULE unless it is `auto`.
+SCHEDULES = {
+    "auto": (),
+    "pingpong": ("--hopper-overlap=on", "--hopper-pingpong=on"),
+    "overlap-nopp": ("--hopper-overlap=on", "--hopper-pingpong=off"),
+    "sequential": ("--hopper-overlap=off", "--hopper-pingpong=off"),
+}
+
+# Windows over several 128-key blocks on each side they bound (-1: that side
+# unbounded), each under every schedule, for a few (head dim, dtype, kv
+# heads, LSE) chosen so that every window has head dims 64, 96 and 128 and
+# GQA ratios 1, 4 and 8, and the whole set both dtypes (not a cross
+# product). (1000, 200) at hd64 bf16 kv 8 with the LSE is issue 22's kernel,
+# which hung on the H200 where a persistent CTA runs several tasks.
+LONG_WINDOWS = (
+    ((1000, 200), ((64, "bf16", 8, True), (64, "bf16", 1, True),
+                   (96, "fp16", 2, True), (128, "fp16", 8, True))),
+    ((1000, 0), ((64, "bf16", 8, True), (96, "fp16", 1, True),
+                 (128, "bf16", 2, True))),
+    ((300, 700), ((64, "fp16", 2, True), (96, "bf16", 8, True),
+                  (128, "bf16", 1, False))),
+    ((-1, 500), ((64, "fp16", 1, True), (96, "bf16", 8, True),
+                 (128, "fp16", 2, True))),
+    ((700, -1), ((64, "bf16", 2, False), (96, "fp16", 1, True),
+                 (128, "bf16", 8, True))),
+)
+
+# Kernels of the CHECK_MASKS matrix (with the LSE) also compiled under the
+# three forced schedules: (head dim, dtype, mask, kv heads).
+SCHEDULED_MATRIX = ((64, "fp16", CHECK_MASKS[0], 8),
+                    (128, "bf16", CHECK_MASKS[1], 2),
+                    (96, "bf16", CHECK_MASKS[2], 1),
+                    (128, "fp16", CHECK_MASKS[3], 8))
+
 
 def _mask_name(mask, left, right):
-    return f"win{left}_{right}" if mask == "window" else mask
+    def side(n):
+        return "inf" if n < 0 else str(n)
+    return f"win{side(left)}_{side(right)}" if mask == "window" else mask
 
 
-def check_name(head_dim, dtype, mask, left, right, q_heads, kv_heads, lse):
+def check_name(head_dim, dtype, mask, left, right, q_heads, kv_heads, lse,
+               schedule="auto"):
     return (f"check-hd{head_dim}-{dtype}-{_mask_name(mask, left, right)}-"
-            f"q{q_heads}kv{kv_heads}" + ("-lse" if lse else ""))
+            f"q{q_heads}kv{kv_heads}" + ("-lse" if lse else "") +
+            ("" if schedule == "auto" else "-" + schedule))
 
 
 def bench_name(head_dim, dtype, causal, q_heads, kv_heads):
@@ -42,33 +86,53 @@ def bench_name(head_dim, dtype, causal, q_heads, kv_heads):
             f"q{q_heads}kv{kv_heads}")
 
 
+def _check_variant(head_dim, dtype, mask, left, right, kv_heads, lse,
+                   schedule="auto"):
+    return dict(head_dim=head_dim, dtype=dtype, mask=mask, window_left=left,
+                window_right=right, q_heads=CHECK_Q_HEADS, kv_heads=kv_heads,
+                lse=lse, schedule=schedule)
+
+
 def check_variants():
-    """Every check kernel: head dim 64/96/128 x fp16/bf16 x the masks x GQA
-    1/4/8, with the LSE; and a few without it (the kernel that writes no
-    LSE is a different kernel)."""
+    """Every check kernel, the kernels of one variant (all but the
+    schedule) next to each other, so that check.py computes its reference
+    once for them:
+
+    - head dim 64/96/128 x fp16/bf16 x CHECK_MASKS x GQA 1/4/8, with the
+      LSE, under the `auto` schedule; the SCHEDULED_MATRIX ones also under
+      the three forced schedules;
+    - LONG_WINDOWS, each of its variants under the four schedules;
+    - a few without the LSE (the kernel that writes no LSE is a different
+      kernel)."""
     variants = []
+    forced = [s for s in SCHEDULES if s != "auto"]
     for head_dim in (64, 96, 128):
         for dtype in ("fp16", "bf16"):
             for mask, left, right in CHECK_MASKS:
                 for kv_heads in CHECK_KV_HEADS:
-                    variants.append(dict(head_dim=head_dim, dtype=dtype,
-                                         mask=mask, window_left=left,
-                                         window_right=right,
-                                         q_heads=CHECK_Q_HEADS,
-                                         kv_heads=kv_heads, lse=True))
+                    scheduled = ((head_dim, dtype, (mask, left, right), kv_heads)
+                                 in SCHEDULED_MATRIX)
+                    for schedule in ["auto"] + (forced if scheduled else []):
+                        variants.append(_check_variant(
+                            head_dim, dtype, mask, left, right, kv_heads, True,
+                            schedule))
+    for (left, right), chosen in LONG_WINDOWS:
+        for head_dim, dtype, kv_heads, lse in chosen:
+            for schedule in SCHEDULES:
+                variants.append(_check_variant(head_dim, dtype, "window", left,
+                                               right, kv_heads, lse, schedule))
     for head_dim, dtype, (mask, left, right), kv_heads in (
             (64, "fp16", CHECK_MASKS[0], 8),
             (96, "bf16", CHECK_MASKS[2], 1),
             (128, "bf16", CHECK_MASKS[1], 2),
             (128, "fp16", CHECK_MASKS[3], 8)):
-        variants.append(dict(head_dim=head_dim, dtype=dtype, mask=mask,
-                             window_left=left, window_right=right,
-                             q_heads=CHECK_Q_HEADS, kv_heads=kv_heads,
-                             lse=False))
+        variants.append(_check_variant(head_dim, dtype, mask, left, right,
+                                       kv_heads, False))
     for v in variants:
         v["name"] = check_name(v["head_dim"], v["dtype"], v["mask"],
                                v["window_left"], v["window_right"],
-                               v["q_heads"], v["kv_heads"], v["lse"])
+                               v["q_heads"], v["kv_heads"], v["lse"],
+                               v["schedule"])
     return variants
 
 
@@ -102,7 +166,7 @@ def bench_variants():
             name=c["kernel"], head_dim=c["head_dim"], dtype=c["dtype"],
             mask="causal" if c["causal"] else "none", window_left=-1,
             window_right=-1, q_heads=c["q_heads"], kv_heads=c["kv_heads"],
-            lse=False)
+            lse=False, schedule="auto")
     return list(variants.values())
 
 
@@ -115,6 +179,7 @@ def fa4c_flags(v):
                   f"--window-right={v['window_right']}"]
     if v["lse"]:
         flags.append("--lse")
+    flags += SCHEDULES[v["schedule"]]
     return flags
 
 
@@ -141,6 +206,9 @@ def main():
     index = commands.add_parser("index", help="the index check.py reads (JSON)")
     index.add_argument("--target", required=True)
     index.add_argument("--sm-count", type=int, required=True)
+    index.add_argument("--fa4-flags", default="",
+                       help="the flags given to fa4c before every kernel's "
+                            "own (scripts/hopper-kernels.sh's FA4_FLAGS)")
     args = parser.parse_args()
     if args.command == "list":
         for _, v in kernels():
@@ -152,6 +220,9 @@ def main():
         "compiled": datetime.datetime.now(datetime.timezone.utc).isoformat(
             timespec="seconds"),
         "commit": _git_commit(),
+        # Before each kernel's own flags on fa4c's command line: a kernel's
+        # schedule flags override these, an `auto` kernel takes them.
+        "fa4_flags": args.fa4_flags.split(),
         "kernels": [dict(v, use=use, manifest=v["name"] + ".cubin.json",
                          fa4c_flags=fa4c_flags(v)) for use, v in kernels()],
     }, sys.stdout, indent=1)

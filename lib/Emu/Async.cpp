@@ -51,6 +51,13 @@ const float *halfTable(bool bf16) {
 // mbarriers
 //===----------------------------------------------------------------------===//
 
+uint32_t CtaMachine::barrierIn(Interval range) const {
+  for (const auto &entry : barriers)
+    if (range.overlaps({entry.first, entry.first + 8}))
+      return entry.first;
+  return ~0u;
+}
+
 CtaMachine::Mbarrier *CtaMachine::barrierAt(Thread &th, uint32_t addr) {
   if (addr % 8 || !checkShared(addr, 8)) {
     error(th, "mbarrier address " + hex(addr) +
@@ -300,9 +307,25 @@ void CtaMachine::execTma(Thread &th, const Inst &in) {
         hazard(at(th) + ": overwrites shared memory [" + hex(region.begin) + ", " +
                hex(region.end) + ") that an in-flight MMA (" +
                program.sources[mma.source] + ") is still reading");
+    for (const WgmmaOp &mma : wgmmaInFlight)
+      if (mma.aSmem.overlaps(region) || mma.bSmem.overlaps(region)) {
+        hazard(at(th) + ": overwrites shared memory [" + hex(region.begin) +
+               ", " + hex(region.end) + ") that an in-flight wgmma (" +
+               program.sources[program.code[mma.pc].source] +
+               ") is still reading");
+        break;
+      }
     op.barrier = static_cast<uint32_t>(address(th, in.operands[2]));
     if (!asyncBarrierAt(th, op.barrier, "a TMA load"))
       return;
+    // A swizzle moves 16-byte chunks within their 128-byte line only.
+    Interval landing{region.begin & ~127u, (region.end + 127) & ~127u};
+    if (uint32_t bar = barrierIn(landing); bar != ~0u) {
+      error(th, "the TMA load's box [" + hex(region.begin) + ", " +
+                    hex(region.end) + ") covers the live mbarrier at smem " +
+                    hex(bar) + " (a write there corrupts its phase)");
+      return;
+    }
     report.tmaLoadBytes += op.bytes;
   } else {
     if (unfencedBytes)
@@ -601,6 +624,299 @@ void CtaMachine::runTensorOp(TensorOp &op) {
   }
 }
 
+//===----------------------------------------------------------------------===//
+// wgmma (sm_90a)
+//===----------------------------------------------------------------------===//
+
+/// Calls `body(slot, written)` for every register `in` names: its guard,
+/// operands, vector elements and address bases; `written` for its
+/// destination.
+template <typename Body>
+static void forEachRegister(const Program &program, const Inst &in, Body body) {
+  if (in.guard != kNoReg)
+    body(in.guard, false);
+  bool writesFirst =
+      !(in.op == Op::St || in.op == Op::TcSt || in.op == Op::TcMma ||
+        in.op == Op::TmaLoad || in.op == Op::TmaStore || in.op == Op::MbarInit ||
+        in.op == Op::Bra || in.op == Op::BarSync || in.op == Op::BarArrive ||
+        in.op == Op::MbarExpectTx || in.op == Op::MbarInval ||
+        in.op == Op::BulkWait || in.op == Op::SetMaxNReg ||
+        in.op == Op::BarWarpSync || in.op == Op::TcDealloc ||
+        in.op == Op::TcAlloc || in.op == Op::TcCommit);
+  for (uint32_t i = 0; i < in.numOperands; ++i) {
+    const Operand &o = in.operands[i];
+    bool written = i == 0 && writesFirst;
+    switch (o.kind) {
+    case Operand::Kind::Reg:
+      body(o.reg, written);
+      if (o.reg2 != kNoReg)
+        body(o.reg2, written);
+      break;
+    case Operand::Kind::Mem:
+      if (o.reg != kNoReg)
+        body(o.reg, false);
+      for (uint32_t e = 0; e < o.vecCount; ++e)
+        if (program.vectors[o.vecBegin + e].kind == Operand::Kind::Reg)
+          body(program.vectors[o.vecBegin + e].reg, false);
+      break;
+    case Operand::Kind::Vec:
+      for (uint32_t e = 0; e < o.vecCount; ++e)
+        if (program.vectors[o.vecBegin + e].kind == Operand::Kind::Reg)
+          body(program.vectors[o.vecBegin + e].reg, written);
+      break;
+    default:
+      break;
+    }
+  }
+}
+
+void CtaMachine::markWgmmaRegisters(const WgmmaOp &op, int delta) {
+  const Inst &in = program.code[op.pc];
+  uint16_t *slots = wgmmaRegisters.data() + size_t(op.warp) * program.numRegs;
+  const Operand &d = in.operands[0];
+  for (uint32_t e = 0; e < d.vecCount; ++e)
+    slots[program.vectors[d.vecBegin + e].reg] += delta;
+  if (in.flags & kRegA) {
+    const Operand &a = in.operands[1];
+    for (uint32_t e = 0; e < a.vecCount; ++e)
+      if (program.vectors[a.vecBegin + e].kind == Operand::Kind::Reg)
+        slots[program.vectors[a.vecBegin + e].reg] += delta * 0x100;
+  }
+}
+
+void CtaMachine::checkWgmmaRegisters(uint32_t w, const Inst &in) {
+  const uint16_t *slots = wgmmaRegisters.data() + size_t(w) * program.numRegs;
+  bool reported = false;
+  forEachRegister(program, in, [&](uint32_t slot, bool written) {
+    uint16_t busy = slots[slot];
+    if (reported || !busy)
+      return;
+    const char *what = nullptr;
+    if (busy & 0xff)
+      what = written ? "writes a register that an in-flight wgmma writes (its "
+                       "accumulator)"
+                     : "reads a register that an in-flight wgmma writes (its "
+                       "accumulator)";
+    else if (written)
+      what = "overwrites a register that an in-flight wgmma reads (its A "
+             "fragment)";
+    if (!what)
+      return;
+    reported = true;
+    const Thread &th = threads[w * 32 + __builtin_ctz(warps[w].live())];
+    hazard(at(th) + ": " + what + " before wgmma.wait_group has waited for it");
+  });
+}
+
+bool CtaMachine::wgmmaGroupsDone(const Warp &warp, uint32_t allowed) const {
+  uint32_t self = static_cast<uint32_t>(&warp - warps.data());
+  // Groups complete in order, so the pending ones are those with an
+  // operation in flight.
+  uint32_t pending = 0, last = ~0u;
+  for (const WgmmaOp &op : wgmmaInFlight)
+    if (op.warp == self && op.group < warp.wgCommitted && op.group != last) {
+      ++pending;
+      last = op.group;
+    }
+  return pending <= allowed;
+}
+
+/// One warp's share of a warpgroup's wgmma.mma_async (M = 64, K = 16): the
+/// checks at issue, the registers and shared memory it holds until it
+/// completes.
+void CtaMachine::execWgmma(uint32_t w, uint32_t members, const Inst &in) {
+  Warp &warp = warps[w];
+  Thread &first = threads[w * 32 + __builtin_ctz(members)];
+  if (members != ~0u) {
+    error(first, "wgmma.mma_async needs all 32 lanes of each warp of the "
+                 "warpgroup (lanes " + hex(~members) + " have exited)");
+    return;
+  }
+  WgmmaOp op;
+  op.warp = w;
+  op.pc = first.pc;
+  op.mask = members;
+  op.group = warp.wgCommitted;
+  bool regA = in.flags & kRegA;
+  // Operands the hardware takes once for the warpgroup must agree across
+  // its threads.
+  uint64_t aDesc = regA ? 0 : read(first, in.operands[1], Ty::B64);
+  uint64_t bDesc = read(first, in.operands[2], Ty::B64);
+  uint64_t scaleD = read(first, in.operands[3], Ty::Pred) & 1;
+  for (uint32_t l = 0; l < 32; ++l) {
+    const Thread &th = threads[w * 32 + l];
+    if ((!regA && read(th, in.operands[1], Ty::B64) != aDesc) ||
+        read(th, in.operands[2], Ty::B64) != bDesc ||
+        (read(th, in.operands[3], Ty::Pred) & 1) != scaleD) {
+      error(th, "wgmma.mma_async with a descriptor or scale-d that differs "
+                "from lane " + std::to_string(first.lane) + "'s");
+      return;
+    }
+  }
+  op.accumulate = scaleD;
+  std::string why;
+  if (!decodeWgmmaDescriptor(bDesc, op.b, why) ||
+      (!regA && !decodeWgmmaDescriptor(aDesc, op.a, why))) {
+    error(first, "wgmma.mma_async: " + why);
+    return;
+  }
+  Major aMajor = (in.flags & kTransA) ? Major::MN : Major::K;
+  Major bMajor = (in.flags & kTransB) ? Major::MN : Major::K;
+  auto span = [&](const SmemDescriptor &desc, Major major, uint32_t mnBegin,
+                  uint32_t mnEnd) {
+    Interval range{~0u, 0};
+    for (uint32_t mn = mnBegin; mn < mnEnd; ++mn)
+      for (uint32_t k = 0; k < 16; ++k) {
+        uint32_t a = operandAddress(desc, major, mn, k, 2);
+        range.begin = std::min(range.begin, a);
+        range.end = std::max(range.end, a + 2);
+      }
+    return range;
+  };
+  uint32_t rowBegin = 16 * (w % 4);
+  if (!regA)
+    op.aSmem = span(op.a, aMajor, rowBegin, rowBegin + 16);
+  op.bSmem = span(op.b, bMajor, 0, in.shapeN);
+  for (const Interval &range : {op.aSmem, op.bSmem})
+    if (range.end > range.begin &&
+        !checkShared(range.begin, range.end - range.begin)) {
+      error(first, "wgmma.mma_async reads shared memory [" + hex(range.begin) +
+                       ", " + hex(range.end) + "), outside the CTA's shared "
+                       "memory (check the descriptor's start address, LBO "
+                       "and SBO)");
+      return;
+    }
+  // Every warp of the warpgroup issues the same wgmma, in the same order.
+  std::unordered_map<uint64_t, WgmmaIssue> &issues = wgmmaIssues[w / 4];
+  uint32_t groupWarps = std::min<uint32_t>(4, warps.size() - (w / 4) * 4);
+  WgmmaIssue &issue = issues[warp.wgIssued];
+  if (issue.seen == 0) {
+    issue.pc = op.pc;
+    issue.aDesc = aDesc;
+    issue.bDesc = bDesc;
+    ++report.mmas;
+  } else if (issue.pc != op.pc || issue.aDesc != aDesc || issue.bDesc != bDesc) {
+    error(first, "wgmma.mma_async number " + std::to_string(warp.wgIssued) +
+                     " of warp " + std::to_string(w) +
+                     " is not the one another warp of its warpgroup issued (" +
+                     program.sources[program.code[issue.pc].source] +
+                     (issue.pc == op.pc ? ", with other descriptors" : "") +
+                     "); wgmma is warpgroup-collective");
+    return;
+  }
+  if (++issue.seen == groupWarps)
+    issues.erase(warp.wgIssued);
+  ++warp.wgIssued;
+
+  // The registers it uses may not have been written since the last
+  // wgmma.fence (PTX ISA, wgmma.fence), except by an earlier wgmma.
+  const uint32_t *epochs = registerEpochs.data() + size_t(w) * program.numRegs;
+  auto unfenced = [&](const Operand &vec) {
+    for (uint32_t e = 0; e < vec.vecCount; ++e) {
+      const Operand &r = program.vectors[vec.vecBegin + e];
+      if (r.kind == Operand::Kind::Reg && epochs[r.reg] == warp.wgFenceEpoch)
+        return true;
+    }
+    return false;
+  };
+  if (unfenced(in.operands[0]) || (regA && unfenced(in.operands[1])))
+    hazard(at(first) + ": a register of the wgmma's " +
+           (unfenced(in.operands[0]) ? "accumulator" : "A fragment") +
+           " was written by the thread after the last wgmma.fence");
+  // Hazards against the asynchronous units and the generic proxy.
+  for (const TmaOp &tma : tmaInFlight) {
+    Interval region{tma.smem, tma.smem + tma.bytes};
+    if (tma.load && (region.overlaps(op.aSmem) || region.overlaps(op.bSmem)))
+      hazard(at(first) + ": the wgmma reads shared memory [" +
+             hex(region.begin) + ", " + hex(region.end) +
+             ") that an in-flight TMA load (" + program.sources[tma.source] +
+             ") is still writing");
+  }
+  if (unfencedBytes)
+    for (const Interval &range : {op.aSmem, op.bSmem})
+      for (uint32_t a = range.begin; a < range.end; ++a)
+        if (unfencedOwner[a]) {
+          hazard(at(first) + ": the wgmma reads shared memory " + hex(a) +
+                 " that thread " + std::to_string(unfencedOwner[a] - 1) +
+                 " wrote through the generic proxy with no fence.proxy.async "
+                 "since");
+          break;
+        }
+  // The warp's wgmmas complete in issue order.
+  uint64_t due = now + rng() % (config.maxAsyncDelay + 1);
+  for (const WgmmaOp &other : wgmmaInFlight)
+    if (other.warp == w)
+      due = std::max(due, other.due);
+  op.due = due;
+  markWgmmaRegisters(op, +1);
+  ++warp.wgInFlight;
+  wgmmaInFlight.push_back(op);
+}
+
+/// D[r][n] (+)= sum over k < 16 of A[r][k] * B[n][k] for the warp's rows
+/// r = 16·(warp mod 4) + 0..15, in the fragment layout of the PTX ISA
+/// ("Register fragments" of wgmma .m64nNk16): lane l, element i is row
+/// l/4 + 8·((i/2) mod 2), column 8·(i/4) + 2·(l mod 4) + i mod 2, for D
+/// and, with N = 16, for A in registers (two 16-bit elements a word, the
+/// even one low). Products exact in f32, summed in k order onto D.
+void CtaMachine::runWgmma(const WgmmaOp &op) {
+  const Inst &in = program.code[op.pc];
+  const uint32_t N = in.shapeN;
+  const float *table = halfTable(in.type2 == Ty::BF16);
+  const bool regA = in.flags & kRegA;
+  const Major aMajor = (in.flags & kTransA) ? Major::MN : Major::K;
+  const Major bMajor = (in.flags & kTransB) ? Major::MN : Major::K;
+  const float signA = (in.flags & kNegA) ? -1.0f : 1.0f;
+  const float signB = (in.flags & kNegB) ? -1.0f : 1.0f;
+  auto smemHalf = [&](uint32_t addr) {
+    uint16_t bits;
+    std::memcpy(&bits, smem.data() + addr, 2);
+    return bits;
+  };
+  Thread *lanes = &threads[op.warp * 32];
+  float a[16][16];
+  for (uint32_t r = 0; r < 16; ++r)
+    for (uint32_t k = 0; k < 16; ++k) {
+      uint16_t bits;
+      if (regA) {
+        uint32_t lane = 4 * (r % 8) + (k % 8) / 2;
+        uint32_t i = (k / 8) * 4 + (r / 8) * 2 + k % 2;
+        const Operand &reg = program.vectors[in.operands[1].vecBegin + i / 2];
+        uint32_t word = static_cast<uint32_t>(read(lanes[lane], reg, Ty::B32));
+        bits = static_cast<uint16_t>(i % 2 ? word >> 16 : word);
+      } else {
+        bits = smemHalf(operandAddress(op.a, aMajor, 16 * (op.warp % 4) + r, k, 2));
+      }
+      a[r][k] = signA * table[bits];
+    }
+  std::vector<float> b(size_t(N) * 16);
+  for (uint32_t n = 0; n < N; ++n)
+    for (uint32_t k = 0; k < 16; ++k)
+      b[n * 16 + k] = signB * table[smemHalf(operandAddress(op.b, bMajor, n, k, 2))];
+  const Operand &d = in.operands[0];
+  for (uint32_t l = 0; l < 32; ++l) {
+    Thread &th = lanes[l];
+    for (uint32_t i = 0; i < N / 2; ++i) {
+      uint32_t r = l / 4 + 8 * ((i / 2) % 2);
+      uint32_t n = 8 * (i / 4) + 2 * (l % 4) + i % 2;
+      uint32_t slot = program.vectors[d.vecBegin + i].reg;
+      float acc = 0.0f;
+      if (op.accumulate)
+        std::memcpy(&acc, &th.regs[slot], 4);
+      for (uint32_t k = 0; k < 16; ++k)
+        acc += a[r][k] * b[n * 16 + k];
+      uint32_t bits;
+      std::memcpy(&bits, &acc, 4);
+      th.regs[slot] = bits;
+    }
+  }
+  markWgmmaRegisters(op, -1);
+  Warp &warp = warps[op.warp];
+  --warp.wgInFlight;
+  if (warp.state == State::WgmmaWait)
+    makeRunnable(op.warp);
+}
+
 bool CtaMachine::completeAsync(bool force) {
   bool any = false;
   for (size_t i = 0; i < tmaInFlight.size() && !stopped;) {
@@ -619,6 +935,17 @@ bool CtaMachine::completeAsync(bool force) {
     runTensorOp(op);
     any = true;
   }
+  // A warp's wgmmas are due in issue order, and the vector keeps it.
+  for (size_t i = 0; i < wgmmaInFlight.size() && !stopped;) {
+    if (wgmmaInFlight[i].due <= now) {
+      WgmmaOp op = wgmmaInFlight[i];
+      wgmmaInFlight.erase(wgmmaInFlight.begin() + i);
+      runWgmma(op);
+      any = true;
+    } else {
+      ++i;
+    }
+  }
   if (any || !force || stopped)
     return any;
   // Every thread waits: time jumps to the earliest completion.
@@ -627,6 +954,8 @@ bool CtaMachine::completeAsync(bool force) {
     next = std::min(next, op.due);
   if (!tensorPipe.empty())
     next = std::min(next, tensorPipe.front().due);
+  for (const WgmmaOp &op : wgmmaInFlight)
+    next = std::min(next, op.due);
   if (next == ~0ull)
     return false;
   now = std::max(now, next);

@@ -148,10 +148,19 @@ CtaMachine::CtaMachine(const Program &program, const Kernel &kernel,
     th.pc = kernel.begin;
     th.regs = registerFile.data() + size_t(t) * program.numRegs;
   }
+  // The launch gives each warp its registers; setmaxnreg only moves them
+  // between the CTA's warps through a per-CTA pool that starts empty (PTX
+  // ISA, setmaxnreg): an increase waits for registers another warpgroup
+  // released, never for the rest of the register file.
+  registerPool = 0;
+  if (program.usesWgmma) {
+    wgmmaRegisters.assign(size_t(numWarps) * program.numRegs, 0);
+    registerEpochs.assign(size_t(numWarps) * program.numRegs, 0);
+    wgmmaIssues.resize((numWarps + 3) / 4);
+  }
   for (uint32_t w = 0; w < numWarps; ++w) {
     Warp &warp = warps[w];
     warp.registers = initialRegisters;
-    registerPool -= int64_t(initialRegisters) * 32;
     // Lanes past the block's size in the last warp never exist.
     if (w == numWarps - 1 && numThreads % 32)
       warp.absent = ~0u << (numThreads % 32);
@@ -281,9 +290,20 @@ void CtaMachine::reportDeadlock() {
       }
       break;
     }
-    case State::CtaBarrier:
-      os << "waits at bar.sync (" << barSyncArrived << " of "
-         << warps.size() - exitedWarps << " live warps arrived)";
+    case State::CtaBarrier: {
+      const NamedBarrier &bar = namedBarriers[warp.namedBarrier];
+      os << "waits at named barrier " << warp.namedBarrier << " (";
+      if (bar.expected)
+        os << bar.arrivedWarps * 32 << " of " << bar.expected
+           << " threads arrived)";
+      else
+        os << bar.arrivedWarps << " of " << warps.size() - exitedWarps
+           << " live warps arrived)";
+      break;
+    }
+    case State::WgmmaWait:
+      os << "waits in wgmma.wait_group " << warp.wgWaitAllowed << " for "
+         << warp.wgInFlight << " wgmma operations in flight";
       break;
     case State::BulkWait:
       os << "waits for its bulk async-groups (TMA stores) to complete";
@@ -305,11 +325,21 @@ void CtaMachine::finish() {
     report.perWarp[th.warp] += th.executed;
   if (report.errorCount || !report.deadlock.empty())
     return;
-  if (!tmaInFlight.empty() || !tensorPipe.empty())
+  if (!tmaInFlight.empty() || !tensorPipe.empty() || !wgmmaInFlight.empty())
     hazard("cta (" + std::to_string(ctaId[0]) + ") exited with " +
            std::to_string(tmaInFlight.size()) + " TMA and " +
            std::to_string(tensorPipe.size()) +
            " tensor-core operations still in flight");
+  for (size_t g = 0; g < wgmmaIssues.size(); ++g)
+    if (!wgmmaIssues[g].empty()) {
+      const WgmmaIssue &issue = wgmmaIssues[g].begin()->second;
+      error(threads[g * 128], "only " + std::to_string(issue.seen) +
+                                  " warps of warpgroup " + std::to_string(g) +
+                                  " issued " +
+                                  program.sources[program.code[issue.pc].source] +
+                                  " (wgmma is warpgroup-collective)");
+      return;
+    }
   for (auto [column, count] : tmemAllocations)
     misuse("cta (" + std::to_string(ctaId[0]) + ") exited holding " +
            std::to_string(count) + " TMEM columns from column " +
@@ -373,6 +403,9 @@ void CtaMachine::write(Thread &th, const Operand &o, uint64_t value, Ty type) {
     return;
   unsigned bits = bitsOf(type);
   th.regs[o.reg] = bits == 1 ? (value & 1) : maskTo(value, bits ? bits : 64);
+  if (!registerEpochs.empty())
+    registerEpochs[size_t(th.warp) * program.numRegs + o.reg] =
+        warps[th.warp].wgFenceEpoch;
 }
 
 uint64_t CtaMachine::address(const Thread &th, const Operand &o) const {
@@ -481,11 +514,26 @@ void CtaMachine::onSharedAccess(Thread &th, Interval range, bool store) {
              ") is still reading");
   }
   if (store) {
+    if (uint32_t bar = barrierIn(range); bar != ~0u) {
+      error(th, "a store to shared memory " + hex(range.begin) +
+                    " overwrites the live mbarrier at smem " + hex(bar) +
+                    " (an mbarrier changes through mbarrier instructions "
+                    "only; mbarrier.inval ends its life)");
+      return;
+    }
     for (const TensorOp &op : tensorPipe)
       if (!op.commit && (op.aSmem.overlaps(range) || op.bSmem.overlaps(range)))
         hazard(at(th) + ": writes shared memory " + hex(range.begin) +
                " that an in-flight MMA (" + program.sources[op.source] +
                ") is still reading");
+    for (const WgmmaOp &op : wgmmaInFlight)
+      if (op.aSmem.overlaps(range) || op.bSmem.overlaps(range)) {
+        hazard(at(th) + ": writes shared memory " + hex(range.begin) +
+               " that an in-flight wgmma (" +
+               program.sources[program.code[op.pc].source] +
+               ") is still reading");
+        break;
+      }
     // Generic-proxy writes must be fenced before the async proxy reads them.
     for (uint32_t a = range.begin; a < range.end; ++a) {
       if (!unfencedOwner[a])
@@ -535,6 +583,9 @@ void CtaMachine::step(uint32_t w, uint64_t budget) {
     }
     report.instructions += __builtin_popcount(mask);
     now += 1;
+    if (warp.wgInFlight && in.op != Op::WgMma && in.op != Op::WgWait &&
+        in.op != Op::WgCommit && in.op != Op::WgFence)
+      checkWgmmaRegisters(w, in);
     auto lane0 = [&]() -> Thread & {
       return threads[w * 32 + __builtin_ctz(active ? active : mask)];
     };
@@ -605,21 +656,62 @@ void CtaMachine::step(uint32_t w, uint64_t budget) {
       advance();
       continue;
     }
-    case Op::BarSync: {
+    case Op::BarSync: case Op::BarArrive: {
+      if (!active) {
+        advance();
+        continue;
+      }
       if (active != warp.live()) {
-        error(lane0(), "bar.sync reached by a divergent warp (active lanes " +
+        error(lane0(), std::string(in.op == Op::BarSync ? "bar.sync" : "bar.arrive") +
+                           " reached by a divergent warp (active lanes " +
                            hex(active) + " of " + hex(warp.live()) + ")");
         return;
       }
-      if (read(lane0(), in.operands[0], Ty::U32) != 0) {
-        error(lane0(), "only barrier 0 (bar.sync 0) is modelled");
+      // bar.sync blocks the warp; its release moves it past the barrier.
+      if (!arriveNamedBarrier(w, in, in.op == Op::BarSync) ||
+          in.op == Op::BarSync)
+        return;
+      advance();
+      continue;
+    }
+    case Op::WgWait: {
+      if (!active) {
+        advance();
+        continue;
+      }
+      if (active != warp.live()) {
+        error(lane0(), "wgmma.wait_group reached by a divergent warp");
         return;
       }
-      ++barSyncArrived;
-      block(w, State::CtaBarrier);
-      if (barSyncArrived + exitedWarps == warps.size())
-        releaseBarSync();
-      return;
+      warp.wgWaitAllowed = static_cast<uint32_t>(in.operands[0].imm);
+      if (!wgmmaGroupsDone(warp, warp.wgWaitAllowed)) {
+        block(w, State::WgmmaWait);
+        return;
+      }
+      advance();
+      continue;
+    }
+    case Op::WgFence: case Op::WgCommit: case Op::WgMma: {
+      if (!active) {
+        advance();
+        continue;
+      }
+      if (active != warp.live()) {
+        error(lane0(), "a wgmma instruction (.sync.aligned) is reached by a "
+                       "divergent warp (active lanes " + hex(active) + " of " +
+                       hex(warp.live()) + ")");
+        return;
+      }
+      if (in.op == Op::WgFence)
+        ++warp.wgFenceEpoch;
+      else if (in.op == Op::WgCommit)
+        ++warp.wgCommitted;
+      else
+        execWgmma(w, active, in);
+      if (stopped)
+        return;
+      advance();
+      continue;
     }
     case Op::TcAlloc: case Op::TcDealloc: case Op::TcRelinquish:
     case Op::TcLd: case Op::TcSt: case Op::TcWaitLd: case Op::TcWaitSt:
@@ -731,15 +823,83 @@ void CtaMachine::exitLanes(uint32_t w, uint32_t lanes) {
   warp.exited |= lanes;
   if (warp.live())
     return;
+  if (warp.wgInFlight)
+    hazard("cta (" + std::to_string(ctaId[0]) + ") warp " + std::to_string(w) +
+           " exited with " + std::to_string(warp.wgInFlight) +
+           " wgmma operations in flight (no wgmma.wait_group)");
   block(w, State::Exited);
   ++exitedWarps;
-  if (barSyncArrived && barSyncArrived + exitedWarps == warps.size())
-    releaseBarSync();
+  // A barrier of the whole CTA waits only for the warps that have not
+  // exited.
+  for (uint32_t id = 0; id < kNamedBarriers; ++id)
+    if (namedBarriers[id].arrivedWarps && !namedBarriers[id].expected &&
+        namedBarrierComplete(namedBarriers[id]))
+      releaseNamedBarrier(id);
 }
 
-void CtaMachine::releaseBarSync() {
-  barSyncArrived = 0;
-  for (uint32_t w = 0; w < warps.size(); ++w)
+//===----------------------------------------------------------------------===//
+// Named barriers (bar.sync, bar.arrive)
+//===----------------------------------------------------------------------===//
+
+bool CtaMachine::namedBarrierComplete(const NamedBarrier &bar) const {
+  return bar.expected ? bar.arrivedWarps * 32 >= bar.expected
+                      : bar.arrivedWarps + exitedWarps >= warps.size();
+}
+
+/// A warp's arrival at named barrier a of b threads (PTX ISA, bar): the
+/// hardware counts arrivals per warp, the barrier completes when b threads
+/// (every non-exited thread of the CTA without b) have arrived, and it is
+/// then ready for its next use at once. Every arrival of one use must give
+/// the same b.
+bool CtaMachine::arriveNamedBarrier(uint32_t w, const Inst &in, bool wait) {
+  Thread &first = threads[w * 32 + __builtin_ctz(warps[w].live())];
+  uint32_t id = static_cast<uint32_t>(read(first, in.operands[0], Ty::U32));
+  const char *name = wait ? "bar.sync" : "bar.arrive";
+  if (id >= kNamedBarriers) {
+    error(first, std::string(name) + " on barrier " + std::to_string(id) +
+                     " (a CTA has barriers 0..15)");
+    return false;
+  }
+  uint32_t expected = 0;
+  if (in.numOperands == 2) {
+    expected = static_cast<uint32_t>(read(first, in.operands[1], Ty::U32));
+    if (expected == 0 || expected % 32 || expected > numThreads) {
+      error(first, std::string(name) + " with a thread count of " +
+                       std::to_string(expected) +
+                       " (a non-zero multiple of 32, at most the CTA's " +
+                       std::to_string(numThreads) + " threads)");
+      return false;
+    }
+  }
+  NamedBarrier &bar = namedBarriers[id];
+  if (bar.arrivedWarps && bar.expected != expected) {
+    error(first, std::string(name) + " on barrier " + std::to_string(id) +
+                     " expects " +
+                     (expected ? std::to_string(expected) + " threads"
+                               : std::string("the whole CTA")) +
+                     " but earlier arrivals of this use expect " +
+                     (bar.expected ? std::to_string(bar.expected) + " threads"
+                                   : std::string("the whole CTA")));
+    return false;
+  }
+  bar.expected = expected;
+  ++bar.arrivedWarps;
+  if (wait) {
+    warps[w].namedBarrier = id;
+    bar.waiters.push_back(w);
+    block(w, State::CtaBarrier);
+  }
+  if (namedBarrierComplete(bar))
+    releaseNamedBarrier(id);
+  return true;
+}
+
+void CtaMachine::releaseNamedBarrier(uint32_t id) {
+  NamedBarrier &bar = namedBarriers[id];
+  std::vector<uint32_t> waiters;
+  waiters.swap(bar.waiters);
+  bar = NamedBarrier();
+  for (uint32_t w : waiters)
     if (warps[w].state == State::CtaBarrier) {
       ++warps[w].stack.back().pc;
       makeRunnable(w);

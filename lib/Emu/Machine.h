@@ -57,7 +57,7 @@ public:
 
 private:
   enum class State : uint8_t {
-    Ready, CtaBarrier, Mbarrier, BulkWait, Registers, Exited,
+    Ready, CtaBarrier, Mbarrier, BulkWait, Registers, WgmmaWait, Exited,
   };
   struct Thread {
     /// The instruction this lane executes (kept for reports).
@@ -94,7 +94,23 @@ private:
     uint32_t waitBarrier = 0;
     uint64_t waitSnapshot = 0;
     bool waiting = false;
+    // The named barrier (bar.sync a) the warp waits at.
+    uint32_t namedBarrier = 0;
+    // wgmma: groups committed, operations issued, in flight, and the
+    // wait_group count the warp blocks on; wgmma.fence's epoch (a register
+    // written in the current epoch was written after the last fence).
+    uint32_t wgCommitted = 0, wgInFlight = 0, wgWaitAllowed = 0;
+    uint64_t wgIssued = 0;
+    uint32_t wgFenceEpoch = 1;
     uint32_t live() const { return ~(exited | absent); }
+  };
+  /// A named barrier (bar.sync / bar.arrive a, b): the thread count it was
+  /// given (0: every thread of the CTA), the warps that arrived, and those
+  /// that wait.
+  struct NamedBarrier {
+    uint32_t expected = 0;
+    uint32_t arrivedWarps = 0;
+    std::vector<uint32_t> waiters;
   };
   struct Mbarrier {
     uint32_t expected = 0;
@@ -133,6 +149,19 @@ private:
     uint64_t due = 0;
     uint32_t source = 0;
     uint32_t thread = 0;
+  };
+
+  /// One warp's part of a wgmma.mma_async: the 16 rows of the 64 its
+  /// lanes hold. A (from shared memory or the lanes' registers), B and, when
+  /// it accumulates, D are read when it completes, which is as late as the
+  /// hardware may read them; the threads may not touch its registers nor
+  /// overwrite its shared memory before wgmma.wait_group says it is done.
+  struct WgmmaOp {
+    uint32_t warp = 0, group = 0, pc = 0, mask = 0;
+    bool accumulate = false;
+    SmemDescriptor a, b;
+    Interval aSmem, bSmem;
+    uint64_t due = 0;
   };
 
   // Scheduling.
@@ -179,7 +208,18 @@ private:
   void exitLanes(uint32_t warp, uint32_t lanes);
   void execCollective(uint32_t warp, uint32_t members, const Inst &in,
                       bool &waitForRegisters);
-  void releaseBarSync();
+  /// bar.sync / bar.arrive on named barrier `id`; false when the warp
+  /// blocks.
+  bool arriveNamedBarrier(uint32_t warp, const Inst &in, bool wait);
+  void releaseNamedBarrier(uint32_t id);
+  bool namedBarrierComplete(const NamedBarrier &bar) const;
+  // wgmma (sm_90a).
+  void execWgmma(uint32_t warp, uint32_t members, const Inst &in);
+  void runWgmma(const WgmmaOp &op);
+  bool wgmmaGroupsDone(const Warp &warp, uint32_t allowed) const;
+  /// Registers of in-flight wgmmas the warp's instruction touches.
+  void checkWgmmaRegisters(uint32_t warp, const Inst &in);
+  void markWgmmaRegisters(const WgmmaOp &op, int delta);
 
   // Units.
   Mbarrier *barrierAt(Thread &th, uint32_t addr);
@@ -207,7 +247,8 @@ private:
   /// Warps that can run.
   std::vector<uint32_t> runnable;
   uint32_t exitedWarps = 0;
-  uint32_t barSyncArrived = 0; // warps
+  static constexpr uint32_t kNamedBarriers = 16;
+  NamedBarrier namedBarriers[kNamedBarriers];
   uint64_t now = 0;
   std::mt19937_64 rng;
 
@@ -217,6 +258,10 @@ private:
   std::vector<uint16_t> unfencedOwner;
   uint32_t unfencedBytes = 0;
   std::unordered_map<uint32_t, Mbarrier> barriers;
+  /// The mbarrier whose 8 bytes overlap [begin, end), or ~0u: an mbarrier
+  /// object may be changed by mbarrier instructions only (PTX ISA), and a
+  /// store or TMA load over a live one corrupts its phase on hardware.
+  uint32_t barrierIn(Interval range) const;
 
   static constexpr uint32_t kTmemLanes = 128, kTmemColumns = 512;
   std::vector<uint32_t> tmem;
@@ -225,6 +270,20 @@ private:
 
   std::vector<TmaOp> tmaInFlight;
   std::deque<TensorOp> tensorPipe;
+  std::vector<WgmmaOp> wgmmaInFlight;
+  /// Per warp and register slot: in-flight wgmmas that write it (low byte,
+  /// the accumulator) and that read it (high byte, A's fragment); and the
+  /// wgmma.fence epoch of the thread's last write. Empty unless the
+  /// program uses wgmma.
+  std::vector<uint16_t> wgmmaRegisters;
+  std::vector<uint32_t> registerEpochs;
+  /// Warpgroup agreement: the k-th wgmma.mma_async of each warp of a
+  /// warpgroup is the same instruction with the same descriptors.
+  struct WgmmaIssue {
+    uint32_t pc = 0, seen = 0;
+    uint64_t aDesc = 0, bDesc = 0;
+  };
+  std::vector<std::unordered_map<uint64_t, WgmmaIssue>> wgmmaIssues;
   int64_t registerPool = 65536;
   std::vector<uint32_t> registerWaiters;
 };

@@ -187,6 +187,9 @@ private:
   std::map<std::string, uint32_t> sharedSymbols;
   std::string dynamicSmemSymbol;
   std::set<std::string> globalVariables;
+  /// Where the first wgmma and tcgen05 instructions are, for the target
+  /// check.
+  std::string firstWgmma, firstTcgen05;
 };
 
 uint32_t Parser::line() const {
@@ -288,6 +291,14 @@ void Parser::parse(Program &prog) {
   }
   if (prog.kernels.empty())
     fail("the PTX holds no .entry");
+  // The architecture-specific families exist on their own chips only:
+  // wgmma on sm_90a, tcgen05 on sm_100a (PTX ISA, target requirements).
+  if (!firstWgmma.empty() && prog.target != "sm_90a")
+    fail(firstWgmma + ": wgmma needs .target sm_90a; this module is for " +
+         (prog.target.empty() ? std::string("no target") : prog.target));
+  if (!firstTcgen05.empty() && prog.target != "sm_100a")
+    fail(firstTcgen05 + ": tcgen05 needs .target sm_100a; this module is for " +
+         (prog.target.empty() ? std::string("no target") : prog.target));
 }
 
 void Parser::parseModuleDirective(const std::string &statement) {
@@ -295,7 +306,13 @@ void Parser::parseModuleDirective(const std::string &statement) {
   if (words.empty())
     return;
   const std::string &first = words[0];
-  if (first == ".version" || first == ".target" || first == ".address_size")
+  if (first == ".target") {
+    program->target = words.size() > 1 ? trim(words[1]) : "";
+    if (!program->target.empty() && program->target.back() == ',')
+      program->target.pop_back();
+    return;
+  }
+  if (first == ".version" || first == ".address_size")
     return;
   if (statement.find(".func") != std::string::npos)
     fail(where() + ": .func declarations are not supported (fa4 kernels "
@@ -1143,6 +1160,8 @@ void Parser::decode(Inst &inst, const std::vector<std::string> &parts,
   if (base == "tcgen05") {
     if (parts.size() < 2)
       unsupported("tcgen05 form");
+    if (firstTcgen05.empty())
+      firstTcgen05 = where();
     std::string verb = parts[1];
     readQualifiers(2);
     auto dropUnknown = [&](const std::string &q) {
@@ -1253,13 +1272,133 @@ void Parser::decode(Inst &inst, const std::vector<std::string> &parts,
     return;
   }
   if (base == "bar" || base == "barrier") {
-    for (size_t i = 1; i < parts.size(); ++i)
-      if (parts[i] != "sync" && parts[i] != "aligned" && parts[i] != "cta")
+    // bar{.cta}.sync / barrier{.cta}.sync.aligned a{, b} and the .arrive
+    // forms: named barrier a (0..15) of b threads (all of the CTA without
+    // b). `barrier.sync` without .aligned lets a warp's lanes arrive apart,
+    // which the emulator does not model.
+    bool arrive = false, sync = false, aligned = base == "bar";
+    for (size_t i = 1; i < parts.size(); ++i) {
+      if (parts[i] == "sync")
+        sync = true;
+      else if (parts[i] == "arrive")
+        arrive = true;
+      else if (parts[i] == "aligned")
+        aligned = true;
+      else if (parts[i] != "cta")
         unsupported("barrier form ." + parts[i]);
-    inst.op = Op::BarSync;
-    setOperands(1, 2, Ty::B32);
-    if (inst.numOperands == 2)
-      unsupported("a bar.sync with a thread count");
+    }
+    if (arrive == sync)
+      unsupported("barrier form (expected .sync or .arrive)");
+    if (!aligned)
+      unsupported("a barrier without .aligned (divergent arrival)");
+    inst.op = arrive ? Op::BarArrive : Op::BarSync;
+    setOperands(arrive ? 2 : 1, 2, Ty::U32);
+    return;
+  }
+  if (base == "wgmma") {
+    if (parts.size() < 2)
+      unsupported("wgmma form");
+    const std::string &verb = parts[1];
+    auto onlySyncAligned = [&](size_t from) {
+      for (size_t i = from; i < parts.size(); ++i)
+        if (parts[i] != "sync" && parts[i] != "aligned")
+          unsupported("qualifier ." + parts[i]);
+    };
+    program->usesWgmma = true;
+    if (firstWgmma.empty())
+      firstWgmma = where();
+    if (verb == "fence") {
+      onlySyncAligned(2);
+      inst.op = Op::WgFence;
+      return;
+    }
+    if (verb == "commit_group") {
+      onlySyncAligned(2);
+      inst.op = Op::WgCommit;
+      return;
+    }
+    if (verb == "wait_group") {
+      onlySyncAligned(2);
+      inst.op = Op::WgWait;
+      setOperands(1, 1, Ty::B32);
+      if (inst.operands[0].kind != Operand::Kind::Imm || inst.operands[0].imm < 0)
+        fail(where() + ": wgmma.wait_group takes an immediate count");
+      return;
+    }
+    if (verb != "mma_async")
+      unsupported("wgmma." + verb);
+    // wgmma.mma_async.sync.aligned.m64nNk16.f32.{f16,bf16}.{f16,bf16}
+    //   d, a-desc, b-desc, scale-d, imm-scale-a, imm-scale-b, imm-trans-a,
+    //   imm-trans-b                                   (A in shared memory)
+    //   d, {a0, a1, a2, a3}, b-desc, scale-d, imm-scale-a, imm-scale-b,
+    //   imm-trans-b                                   (A in registers)
+    inst.op = Op::WgMma;
+    for (size_t i = 2; i < parts.size(); ++i) {
+      const std::string &q = parts[i];
+      Ty t;
+      if (q == "sync" || q == "aligned")
+        continue;
+      if (q.size() > 5 && q.compare(0, 4, "m64n") == 0 &&
+          q.compare(q.size() - 3, 3, "k16") == 0) {
+        int64_t n = 0;
+        if (!parseInteger(q.substr(4, q.size() - 7), n) || n < 8 || n > 256 ||
+            n % 8)
+          unsupported("shape ." + q);
+        inst.shapeN = static_cast<uint16_t>(n);
+      } else if (parseType(q, t)) {
+        types.push_back(t);
+      } else {
+        unsupported("qualifier ." + q);
+      }
+    }
+    if (!inst.shapeN)
+      unsupported("a shape other than m64nNk16");
+    if (types.size() != 3 || types[0] != Ty::F32 ||
+        (types[1] != Ty::F16 && types[1] != Ty::BF16) || types[2] != types[1])
+      unsupported("types other than .f32 accumulating .f16 x .f16 or "
+                  ".bf16 x .bf16");
+    inst.type = types[0];
+    inst.type2 = types[1];
+    if (operandTexts.size() != 7 && operandTexts.size() != 8)
+      fail(where() + ": '" + mnemonic + "' takes 7 (A in registers) or 8 "
+                                        "(A in shared memory) operands, got " +
+           std::to_string(operandTexts.size()));
+    bool regA = operandTexts.size() == 7;
+    if (regA)
+      inst.flags |= kRegA;
+    inst.numOperands = 4;
+    inst.operands[0] = parseOperand(operandTexts[0], Ty::F32);
+    inst.operands[1] = parseOperand(operandTexts[1], regA ? Ty::B32 : Ty::B64);
+    inst.operands[2] = parseOperand(operandTexts[2], Ty::B64);
+    inst.operands[3] = parseOperand(operandTexts[3], Ty::Pred);
+    const Operand &d = inst.operands[0];
+    if (d.kind != Operand::Kind::Vec || d.vecCount != inst.shapeN / 2u)
+      fail(where() + ": " + mnemonic + " needs " +
+           std::to_string(inst.shapeN / 2) + " accumulator registers");
+    if (regA && (inst.operands[1].kind != Operand::Kind::Vec ||
+                 inst.operands[1].vecCount != 4))
+      fail(where() + ": " + mnemonic + " with A in registers needs 4 of them");
+    for (uint32_t e = 0; e < d.vecCount; ++e)
+      if (program->vectors[d.vecBegin + e].kind != Operand::Kind::Reg)
+        fail(where() + ": a wgmma accumulator must be a register");
+    auto immediate = [&](size_t i, std::initializer_list<int64_t> allowed) {
+      int64_t value = 0;
+      if (!parseInteger(trim(operandTexts[i]), value) ||
+          std::find(allowed.begin(), allowed.end(), value) == allowed.end())
+        fail(where() + ": operand " + std::to_string(i + 1) + " of '" +
+             mnemonic + "' must be an immediate in {" +
+             (allowed.size() == 2 && *allowed.begin() == -1 ? "-1, 1" : "0, 1") +
+             "}, got " + trim(operandTexts[i]));
+      return value;
+    };
+    if (immediate(4, {-1, 1}) < 0)
+      inst.flags |= kNegA;
+    if (immediate(5, {-1, 1}) < 0)
+      inst.flags |= kNegB;
+    if (!regA && immediate(6, {0, 1}))
+      inst.flags |= kTransA;
+    if (immediate(regA ? 6 : 7, {0, 1}))
+      inst.flags |= kTransB;
     return;
   }
   if (base == "setmaxnreg") {
@@ -1294,6 +1433,8 @@ std::shared_ptr<const Program> parsePtx(const std::string &text,
   }
   return program;
 }
+
+const std::string &targetOf(const Program &program) { return program.target; }
 
 std::vector<KernelParam> kernelParams(const Program &program,
                                       const std::string &kernel) {

@@ -38,7 +38,8 @@ enum class Op : uint8_t {
   TmaLoad, TmaStore, BulkCommit, BulkWait, FenceProxyAsync, FenceMbarrierInit,
   TcAlloc, TcDealloc, TcRelinquish, TcMma, TcCommit, TcLd, TcSt, TcWaitLd,
   TcWaitSt,
-  Elect, Vote, BarSync, BarWarpSync, SetMaxNReg, Shfl,
+  Elect, Vote, BarSync, BarArrive, BarWarpSync, SetMaxNReg, Shfl,
+  WgFence, WgMma, WgCommit, WgWait,
 };
 
 enum class Ty : uint8_t {
@@ -92,6 +93,10 @@ enum Flag : uint32_t {
   kToSpace = 1u << 24,     // cvta.to.<space>
   kCacheHint = 1u << 25,   // a trailing L2 cache-policy operand
   kUniform = 1u << 26,     // bra.uni: the branch is uniform across the warp
+  // wgmma.mma_async: A from registers (the RS form), the immediate
+  // transposes (1: MN-major) and scales (-1: negate) of A and B.
+  kRegA = 1u << 27, kTransA = 1u << 28, kTransB = 1u << 29,
+  kNegA = 1u << 30, kNegB = 1u << 31,
 };
 
 /// Special registers.
@@ -132,6 +137,8 @@ struct Inst {
   uint8_t numOperands = 0;
   /// TMA rank; tcgen05.ld/st repeat count.
   uint8_t count = 0;
+  /// wgmma.mma_async's N (M = 64, K = 16 for 16-bit inputs).
+  uint16_t shapeN = 0;
   bool guardNegated = false;
   uint32_t guard = kNoReg;
   uint32_t flags = 0;
@@ -167,6 +174,10 @@ struct Program {
   /// Static shared memory, laid out from kSharedBase; dynamic after it.
   uint32_t staticSmemBytes = 0;
   uint32_t dynamicSmemAlign = 16;
+  /// The module's `.target` (e.g. "sm_90a"), and whether it uses wgmma
+  /// (which turns on the per-register tracking wgmma's rules need).
+  std::string target;
+  bool usesWgmma = false;
 
   const Kernel *findKernel(const std::string &name) const {
     for (const Kernel &k : kernels)

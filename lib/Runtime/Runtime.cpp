@@ -389,8 +389,8 @@ public:
   }
   bool run(const Kernel &kernel, const LaunchPlan &plan, void *,
            std::string &error) override {
-    if (kernel.manifest.target != "sm_100a") {
-      error = "fa4-emu runs sm_100a kernels; this one is for " +
+    if (!emu::emulatesTarget(kernel.manifest.target)) {
+      error = "fa4-emu runs sm_100a and sm_90a kernels; this one is for " +
               kernel.manifest.target;
       return false;
     }
@@ -403,6 +403,11 @@ public:
       program = emu::parsePtx(kernel.ptx, error);
       if (!program)
         return false;
+    }
+    if (emu::targetOf(*program) != kernel.manifest.target) {
+      error = "the manifest is for " + kernel.manifest.target +
+              " but the kernel's PTX targets " + emu::targetOf(*program);
+      return false;
     }
     emu::LaunchConfig config;
     config.kernel = kernel.manifest.kernel;

@@ -123,7 +123,7 @@ int main(int argc, char **argv) {
   cl::HideUnrelatedOptions(emuCategory);
   cl::ParseCommandLineOptions(
       argc, argv,
-      "fa4-emu: run an fa4 sm_100a kernel's PTX on the CPU and check it\n\n"
+      "fa4-emu: run an fa4 kernel's PTX (sm_100a or sm_90a) on the CPU and check it\n\n"
       "  fa4c --head-dim 128 --q-heads 32 --kv-heads 8 --mask causal --lse -o a.cubin\n"
       "  fa4-emu a.cubin.json --batch 1 --seq-q 1024 --seq-k 1024\n\n"
       "The manifest gives the launch (grid, block, shared memory, tensor maps, "
@@ -149,9 +149,9 @@ int main(int argc, char **argv) {
   std::string error;
   if (!runtime::parseManifest((*manifestText)->getBuffer().str(), manifest, error))
     return fail(manifestFile + ": " + error);
-  if (manifest.target != "sm_100a")
+  if (!emu::emulatesTarget(manifest.target))
     return fail("the manifest is for " + manifest.target +
-                "; fa4-emu runs sm_100a kernels");
+                "; fa4-emu runs sm_100a and sm_90a kernels");
   if (smCount > 0)
     manifest.smCount = smCount;
 
@@ -171,6 +171,9 @@ int main(int argc, char **argv) {
       emu::parsePtx((*ptxText)->getBuffer().str(), error);
   if (!program)
     return fail(ptxPath + ": " + error);
+  if (emu::targetOf(*program) != manifest.target)
+    return fail("the manifest is for " + manifest.target + " but its PTX " +
+                ptxPath + " targets " + emu::targetOf(*program));
 
   // The problem, its inputs and the reference.
   sim::Problem problem = sim::problemOf(manifest, batch, seqQ, seqK);

@@ -1,4 +1,4 @@
-//===- Emulator.h - fa4-emu: run sm_100a PTX on the CPU ---------*- C++ -*-===//
+//===- Emulator.h - fa4-emu: run sm_100a and sm_90a PTX on the CPU -*- C++ -*-===//
 //
 // The front door of the emulator. A Program is PTX text as ptxas would read
 // it, parsed once; a Device holds global memory; launch() runs a grid of CTAs
@@ -26,10 +26,19 @@ namespace mlir::fa4::emu {
 
 struct Program;
 
+/// The chips whose PTX the emulator executes: sm_100a (tcgen05, TMEM) and
+/// sm_90a (wgmma, named barriers); TMA and mbarriers are shared.
+inline bool emulatesTarget(const std::string &target) {
+  return target == "sm_100a" || target == "sm_90a";
+}
+
 /// Parses PTX text. Null with `error` (line and reason) when the text is not
 /// PTX the emulator understands; an unknown instruction is named.
 std::shared_ptr<const Program> parsePtx(const std::string &text,
                                         std::string &error);
+
+/// The module's `.target` (e.g. "sm_90a"), empty when it names none.
+const std::string &targetOf(const Program &program);
 
 /// One .param of a kernel entry.
 struct KernelParam {

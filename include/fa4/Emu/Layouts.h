@@ -94,6 +94,30 @@ inline bool decodeSmemDescriptor(uint64_t bits, SmemDescriptor &out,
   return true;
 }
 
+/// Decodes a wgmma (sm_90) matrix descriptor (PTX ISA, "Matrix Descriptor
+/// Format" of wgmma): the start address and the two byte offsets sit where
+/// tcgen05's do and mean the same, bits 49-51 are the base offset, and the
+/// swizzle is bits 62-63 (0 none, 1 128B, 2 64B, 3 32B); the other bits are
+/// reserved. False with `error` for a base offset, which is not modelled.
+inline bool decodeWgmmaDescriptor(uint64_t bits, SmemDescriptor &out,
+                                  std::string &error) {
+  out.startAddress = static_cast<uint32_t>(bits & 0x3fff) << 4;
+  out.leadingByteOffset = static_cast<uint32_t>((bits >> 16) & 0x3fff) << 4;
+  out.strideByteOffset = static_cast<uint32_t>((bits >> 32) & 0x3fff) << 4;
+  out.baseOffset = static_cast<uint32_t>((bits >> 49) & 0x7);
+  out.absoluteLeadingOffset = false;
+  static constexpr Swizzle kModes[4] = {Swizzle::None, Swizzle::Bytes128,
+                                        Swizzle::Bytes64, Swizzle::Bytes32};
+  out.swizzle = kModes[bits >> 62];
+  if (out.baseOffset != 0) {
+    error = "wgmma descriptor base offset " + std::to_string(out.baseOffset) +
+            " is not modelled (operands must start on their swizzle "
+            "pattern's repeat)";
+    return false;
+  }
+  return true;
+}
+
 /// Which dimension of an operand is contiguous in shared memory.
 enum class Major : uint32_t { K = 0, MN = 1 };
 
