@@ -153,6 +153,14 @@ CtaMachine::CtaMachine(const Program &program, const Kernel &kernel,
   // ISA, setmaxnreg): an increase waits for registers another warpgroup
   // released, never for the rest of the register file.
   registerPool = 0;
+  if (config.skewedSpeeds) {
+    speeds.resize(numWarps);
+    for (uint32_t g = 0; g * 4 < numWarps; ++g) {
+      uint32_t speed = 512u >> (3 * (rng() % 4)); // 512, 64, 8 or 1
+      for (uint32_t w = g * 4; w < std::min(numWarps, g * 4 + 4); ++w)
+        speeds[w] = speed;
+    }
+  }
   if (program.usesWgmma) {
     wgmmaRegisters.assign(size_t(numWarps) * program.numRegs, 0);
     registerEpochs.assign(size_t(numWarps) * program.numRegs, 0);
@@ -245,8 +253,12 @@ void CtaMachine::run() {
       reportDeadlock();
       break;
     }
-    // A random warp runs for a random number of instructions.
+    // A random warp runs for a random number of instructions; with skewed
+    // speeds a slow warp is passed over most of the times it is drawn.
     uint32_t w = runnable[rng() % runnable.size()];
+    for (int draw = 0; !speeds.empty() && draw < 64 && rng() % 512 >= speeds[w];
+         ++draw)
+      w = runnable[rng() % runnable.size()];
     step(w, 1 + rng() % 256);
     if (report.instructions > int64_t(config.instructionLimit)) {
       error(threads[w * 32], "the CTA ran past " +

@@ -286,6 +286,9 @@ private:
   std::vector<std::unordered_map<uint64_t, WgmmaIssue>> wgmmaIssues;
   int64_t registerPool = 65536;
   std::vector<uint32_t> registerWaiters;
+  /// With LaunchConfig::skewedSpeeds, each warp's chance to be picked when
+  /// it is runnable, out of 512 (the warps of a warpgroup share it).
+  std::vector<uint32_t> speeds;
 };
 
 } // namespace mlir::fa4::emu

@@ -65,8 +65,9 @@ static cl::opt<sim::InputDistribution> distribution(
 static cl::opt<int64_t> interleavings(
     "interleavings",
     cl::desc("Launches, each with its own schedule of threads and asynchronous "
-             "completions; every second one delays each completion until "
-             "every warp waits"),
+             "completions, in a cycle of three kinds: completions at seeded "
+             "random points; each completion held back until every warp "
+             "waits; warpgroups at seeded speeds 1 to 512 times apart"),
     cl::init(1), cl::cat(emuCategory));
 static cl::opt<uint64_t> maxAsyncDelay(
     "max-async-delay",
@@ -301,10 +302,12 @@ int main(int argc, char **argv) {
     if (manifest.lse)
       std::memset(device.host(buffers.lse, refLse.size() * 4), 0xff, refLse.size() * 4);
     config.seed = seed + run;
-    // Every other schedule holds each asynchronous completion back until
-    // every warp waits — the last moment the hardware may take — where a
-    // missing wait is most likely to show.
-    config.maxAsyncDelay = run % 2 ? kLatestCompletion : maxAsyncDelay;
+    // The second schedule of three holds each asynchronous completion back
+    // until every warp waits — the last moment the hardware may take —
+    // where a missing wait is most likely to show; the third lets one role
+    // race ahead of another, where a missing hand-off shows.
+    config.maxAsyncDelay = run % 3 == 1 ? kLatestCompletion : maxAsyncDelay;
+    config.skewedSpeeds = run % 3 == 2;
     emu::LaunchReport report;
     if (!emu::launch(*program, device, config, report, error))
       return fail(error);

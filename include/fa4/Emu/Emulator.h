@@ -96,6 +96,11 @@ struct LaunchConfig {
   uint64_t maxAsyncDelay = 4096;
   /// CTAs run in parallel on this many host threads.
   unsigned workers = 1;
+  /// Skewed schedules: each warpgroup of a CTA runs at its own seeded speed
+  /// (1 to 1/512 of the fastest), so that one role races ahead of another
+  /// by whole rings and tasks, as a stalled SM or a slow memory path makes
+  /// it on hardware.
+  bool skewedSpeeds = false;
   /// Stop a CTA past this many instructions (a livelock guard).
   uint64_t instructionLimit = uint64_t(1) << 34;
 };

@@ -71,6 +71,21 @@ Value Lowering::smemAddress(Value pointer) {
   return LLVM::PtrToIntOp::create(b, loc(), b.getI32Type(), pointer);
 }
 void Lowering::ifElected(function_ref<void()> body) {
+  // A fresh elect.sync at every issue point, as NVIDIA's kernels elect one
+  // thread per copy or MMA: the instruction waits for every lane of the
+  // warp, so the lanes that only wait meet the issuing lane again here. One
+  // predicate elected at the role's start lets them part for good: under
+  // independent thread scheduling the issuing lane ran tasks ahead of the
+  // others, which then waited on mbarrier phases long lapped, after every
+  // other warp had exited (a Hopper producer hung on the H200 that way).
+  // Every warp of a role executes it; a role of several warps issues from
+  // its first.
+  Value elected = NVVM::ElectSyncOp::create(b, loc(), b.getI1Type(), Value());
+  if (role.getNumWarps() > 1)
+    elected = arith::AndIOp::create(
+        b, loc(), elected,
+        arith::CmpIOp::create(b, loc(), arith::CmpIPredicate::ult, roleThread,
+                              index(32)));
   auto branch = scf::IfOp::create(b, loc(), elected, false);
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPointToStart(branch.thenBlock());
@@ -556,14 +571,6 @@ LogicalResult Lowering::lowerRole(RoleOp newRole) {
   roleThread = toIndex(thread);
   warpTmemBase = Value();
   stagedForAsyncProxy = false;
-  // One thread issues for the whole role: elect.sync picks one per warp, so
-  // a role of several warps also asks for its first warp.
-  elected = NVVM::ElectSyncOp::create(b, loc(), b.getI1Type(), Value());
-  if (role.getNumWarps() > 1)
-    elected = arith::AndIOp::create(
-        b, loc(), elected,
-        arith::CmpIOp::create(b, loc(), arith::CmpIPredicate::ult, roleThread,
-                              index(32)));
   roleUsesTensorMemory = false;
   bool rowsInTensorMemory = false;
   role.walk([&](Operation *inner) {

@@ -100,7 +100,8 @@ private:
   Value smemAt(Value base, Value bytes);
   /// The 32-bit shared address of a pointer.
   Value smemAddress(Value pointer);
-  /// Runs `body` on the role's elected thread only.
+  /// Runs `body` on the role's elected thread only, elected here by a
+  /// fresh elect.sync: its rendezvous keeps the role's lanes together.
   void ifElected(function_ref<void()> body);
   /// This thread's row of a warpgroup tile (0..127) as an index.
   Value rowInWarpgroup();
@@ -228,7 +229,6 @@ private:
   /// Shared-memory tiles written since the last arrival, for a TMA store to
   /// read: the next arrival fences them into the async proxy first.
   bool stagedForAsyncProxy = false;
-  Value elected;
   bool roleUsesTensorMemory = false;
 
   /// S tiles whose load is deferred into the fused softmax: the value of a
