@@ -50,12 +50,14 @@ Exit status 1 when any case fails or is skipped.
   python3 bench/h200/check.py dist-h200 --out check.json
   python3 bench/h200/check.py KDIR --only 'hd128-bf16' --shapes 2x129x257
   python3 bench/h200/check.py KDIR --only 'win1000_200.*-pingpong' --hangs-per-kernel 0
-  python3 bench/h200/check.py KDIR --device cpu --shapes 1x1x1   # fa4-emu, sm_100a
+  python3 bench/h200/check.py KDIR --device cpu --shapes 1x1x1   # fa4-emu
   compute-sanitizer --tool racecheck python3 bench/h200/check.py KDIR \\
       --timeout 0 --only 'hd64-fp16-none-q8kv8-lse$' --shapes 2x129x257
 
 With --device cpu the tensors are CPU tensors and the launches run in
-fa4-emu (sm_100a kernels; slow: small shapes only, default timeout 600 s),
+fa4-emu (sm_100a or sm_90a kernels; slow: small shapes only, default
+timeout 600 s; a kernel directory compiled with a small FA4_SM_COUNT gives
+CTAs several tasks at small shapes),
 which is how this file is tested without a GPU. compute-sanitizer can wrap
 the process (with --timeout 0 and small shapes): the reference runs no
 fused attention kernel of its own, so what it reports is fa4's or the
@@ -546,7 +548,8 @@ def main():
                         help="BATCHxSEQ_QxSEQ_K,... (default: "
                              + ",".join("x".join(map(str, s)) for s in SHAPES) + ")")
     parser.add_argument("--device", default="cuda",
-                        help="cuda (default) or cpu (fa4-emu, sm_100a kernels)")
+                        help="cuda (default) or cpu (fa4-emu: sm_100a or sm_90a "
+                             "kernels, small shapes)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--timeout", type=float,
                         help="seconds a launch may take before it is a hang and "
@@ -730,8 +733,7 @@ def main():
     timed_out = sum(bool(r.get("timed_out")) for r in results)
     print(f"fa4 check: {passed} passed, {failed} failed ({timed_out} timed out), "
           f"{skipped} skipped in {time.time() - started:.0f} s"
-          + (f"; the worker replaced {workers.replaced} times" if workers.replaced
-             else "")
+          + (f"; workers replaced: {workers.replaced}" if workers.replaced else "")
           + (f"; stopped: {state['stopped']}" if state["stopped"] else ""))
     failures = [r for r in results if r["status"] == "FAIL"]
     if failures:

@@ -89,7 +89,7 @@ void CtaMachine::completePhase(Mbarrier &bar) {
   bar.pending = bar.expected;
   bar.tx = 0;
   for (uint32_t waiter : bar.waiters)
-    if (warps[waiter].state == State::Mbarrier)
+    if (strands[waiter].state == State::Mbarrier)
       makeRunnable(waiter);
   bar.waiters.clear();
 }
@@ -422,8 +422,7 @@ void CtaMachine::runTma(TmaOp &op) {
     auto it = th.storesInFlight.find(op.group);
     if (it != th.storesInFlight.end() && --it->second == 0)
       th.storesInFlight.erase(it);
-    if (warps[th.warp].state == State::BulkWait)
-      makeRunnable(th.warp);
+    wake(th.warp, State::BulkWait);
   }
 }
 
@@ -913,8 +912,7 @@ void CtaMachine::runWgmma(const WgmmaOp &op) {
   markWgmmaRegisters(op, -1);
   Warp &warp = warps[op.warp];
   --warp.wgInFlight;
-  if (warp.state == State::WgmmaWait)
-    makeRunnable(op.warp);
+  wake(op.warp, State::WgmmaWait);
 }
 
 bool CtaMachine::completeAsync(bool force) {

@@ -153,26 +153,28 @@ CtaMachine::CtaMachine(const Program &program, const Kernel &kernel,
   // ISA, setmaxnreg): an increase waits for registers another warpgroup
   // released, never for the rest of the register file.
   registerPool = 0;
-  if (config.skewedSpeeds) {
-    speeds.resize(numWarps);
-    for (uint32_t g = 0; g * 4 < numWarps; ++g) {
-      uint32_t speed = 512u >> (3 * (rng() % 4)); // 512, 64, 8 or 1
-      for (uint32_t w = g * 4; w < std::min(numWarps, g * 4 + 4); ++w)
-        speeds[w] = speed;
-    }
-  }
   if (program.usesWgmma) {
     wgmmaRegisters.assign(size_t(numWarps) * program.numRegs, 0);
     registerEpochs.assign(size_t(numWarps) * program.numRegs, 0);
     wgmmaIssues.resize((numWarps + 3) / 4);
   }
+  // One strand a warp; with skewed speeds the warps of a warpgroup (a role)
+  // share theirs.
+  strands.resize(numWarps);
+  uint32_t speed = 512;
   for (uint32_t w = 0; w < numWarps; ++w) {
     Warp &warp = warps[w];
     warp.registers = initialRegisters;
     // Lanes past the block's size in the last warp never exist.
     if (w == numWarps - 1 && numThreads % 32)
       warp.absent = ~0u << (numThreads % 32);
-    warp.stack.push_back({kernel.begin, kReconvergeAtExit, warp.live()});
+    if (config.skewedSpeeds && w % 4 == 0)
+      speed = drawSpeed();
+    Strand &strand = strands[w];
+    strand.warp = w;
+    strand.lanes = warp.live();
+    strand.speed = speed;
+    strand.stack.push_back({kernel.begin, kReconvergeAtExit, warp.live()});
     makeRunnable(w);
   }
   uint32_t staticBytes = (program.staticSmemBytes + program.dynamicSmemAlign - 1) /
@@ -219,25 +221,99 @@ void CtaMachine::misuse(const std::string &message) {
 // Scheduling
 //===----------------------------------------------------------------------===//
 
-void CtaMachine::makeRunnable(uint32_t w) {
-  Warp &warp = warps[w];
-  warp.state = State::Ready;
-  if (warp.runnableIndex != ~0u)
+void CtaMachine::makeRunnable(uint32_t s) {
+  Strand &strand = strands[s];
+  strand.state = State::Ready;
+  if (strand.runnableIndex != ~0u)
     return;
-  warp.runnableIndex = static_cast<uint32_t>(runnable.size());
-  runnable.push_back(w);
+  strand.runnableIndex = static_cast<uint32_t>(runnable.size());
+  runnable.push_back(s);
 }
 
-void CtaMachine::block(uint32_t w, State state) {
-  Warp &warp = warps[w];
-  warp.state = state;
-  if (warp.runnableIndex == ~0u)
+void CtaMachine::block(uint32_t s, State state) {
+  Strand &strand = strands[s];
+  strand.state = state;
+  if (strand.runnableIndex == ~0u)
     return;
   uint32_t last = runnable.back();
-  runnable[warp.runnableIndex] = last;
-  warps[last].runnableIndex = warp.runnableIndex;
+  runnable[strand.runnableIndex] = last;
+  strands[last].runnableIndex = strand.runnableIndex;
   runnable.pop_back();
-  warp.runnableIndex = ~0u;
+  strand.runnableIndex = ~0u;
+}
+
+void CtaMachine::wake(uint32_t w, State state) {
+  for (uint32_t s = 0; s < strands.size(); ++s)
+    if (strands[s].warp == w && strands[s].state == state)
+      makeRunnable(s);
+}
+
+void CtaMachine::split(uint32_t s, uint32_t lanes, uint32_t pc) {
+  // A strand merged away or exited is reused.
+  uint32_t other = 0;
+  while (other < strands.size() && strands[other].state != State::Merged &&
+         (strands[other].state != State::Exited || strands[other].lanes))
+    ++other;
+  if (other == strands.size())
+    strands.emplace_back();
+  Strand &fresh = strands[other];
+  fresh = Strand();
+  fresh.warp = strands[s].warp;
+  fresh.lanes = lanes;
+  // With skewed speeds one side, either, is starved: it runs only when
+  // nothing else can (as lanes that a try_wait suspended may oversleep on
+  // hardware), so that the other may run whole rings and tasks ahead.
+  if (config.skewedSpeeds) {
+    bool starveFresh = rng() & 1;
+    fresh.speed = starveFresh ? 0 : strands[s].speed;
+    if (!starveFresh)
+      strands[s].speed = 0;
+  }
+  fresh.stack.push_back({pc, kReconvergeAtExit, lanes});
+  strands[s].lanes &= ~lanes;
+  strands[s].stack.back().mask &= ~lanes;
+  makeRunnable(other);
+}
+
+CtaMachine::Gather CtaMachine::gather(uint32_t s, uint32_t members, uint32_t pc) {
+  Strand &strand = strands[s];
+  Warp &warp = warps[strand.warp];
+  uint32_t missing = members & ~strand.lanes;
+  if (!missing)
+    return Gather::Here;
+  Thread &first = threads[strand.warp * 32 + __builtin_ctz(strand.lanes)];
+  if (!config.independentThreads || (missing & ~warp.live())) {
+    error(first, "a warp-collective instruction is reached by a divergent "
+                 "warp: lanes " + hex(missing) + " of its members are not "
+                 "here (" + hex(missing & ~warp.live()) + " have exited)");
+    return Gather::Failed;
+  }
+  // The member lanes' strands wait at this instruction until all are here,
+  // then run on as one.
+  strand.convergeMembers = members;
+  strand.stack.back().pc = pc;
+  uint32_t here = strand.lanes;
+  for (const Strand &other : strands)
+    if (&other != &strand && other.warp == strand.warp &&
+        other.state == State::Converge && other.stack.back().pc == pc)
+      here |= other.lanes;
+  if ((members & ~here) != 0) {
+    block(s, State::Converge);
+    return Gather::Waiting;
+  }
+  for (Strand &other : strands)
+    if (&other != &strand && other.warp == strand.warp &&
+        other.state == State::Converge && other.stack.back().pc == pc) {
+      strand.lanes |= other.lanes;
+      strand.stack.back().mask |= other.lanes;
+      // Joined lanes run at the pace of the fastest: a starved side ends
+      // with its parting.
+      strand.speed = std::max(strand.speed, other.speed);
+      other.lanes = 0;
+      other.state = State::Merged;
+    }
+  makeRunnable(s);
+  return Gather::Joined;
 }
 
 void CtaMachine::run() {
@@ -253,15 +329,29 @@ void CtaMachine::run() {
       reportDeadlock();
       break;
     }
-    // A random warp runs for a random number of instructions; with skewed
-    // speeds a slow warp is passed over most of the times it is drawn.
-    uint32_t w = runnable[rng() % runnable.size()];
-    for (int draw = 0; !speeds.empty() && draw < 64 && rng() % 512 >= speeds[w];
-         ++draw)
-      w = runnable[rng() % runnable.size()];
-    step(w, 1 + rng() % 256);
+    // A random strand runs for a random number of instructions; with
+    // skewed speeds each is drawn in proportion to its speed.
+    uint32_t s = runnable[rng() % runnable.size()];
+    if (config.skewedSpeeds) {
+      uint64_t total = 0;
+      for (uint32_t r : runnable)
+        total += strands[r].speed;
+      // Only starved strands can run: their turn comes once the
+      // asynchronous units have nothing left to complete.
+      if (total == 0 && completeAsync(true))
+        continue;
+      uint64_t pick = total ? rng() % total : 0;
+      for (uint32_t r : runnable) {
+        if (pick < strands[r].speed) {
+          s = r;
+          break;
+        }
+        pick -= strands[r].speed;
+      }
+    }
+    step(s, 1 + rng() % 256);
     if (report.instructions > int64_t(config.instructionLimit)) {
-      error(threads[w * 32], "the CTA ran past " +
+      error(threads[strands[s].warp * 32], "the CTA ran past " +
                                  std::to_string(config.instructionLimit) +
                                  " instructions (livelock?)");
       break;
@@ -276,23 +366,29 @@ void CtaMachine::reportDeadlock() {
        << ") deadlocked: every live warp is blocked and no asynchronous "
           "operation is in flight";
   report.deadlock.push_back(head.str());
-  // One line per blocked warp: where it waits and on what.
-  for (uint32_t w = 0; w < warps.size(); ++w) {
-    const Warp &warp = warps[w];
-    if (warp.state == State::Exited || warp.stack.empty())
+  // One line per blocked strand (a warp, or some of its lanes): where it
+  // waits and on what.
+  for (const Strand &strand : strands) {
+    if (strand.state == State::Exited || strand.state == State::Merged ||
+        strand.stack.empty() || !strand.lanes)
       continue;
-    const StackEntry &top = warp.stack.back();
+    const uint32_t w = strand.warp;
+    const Warp &warp = warps[w];
+    const StackEntry &top = strand.stack.back();
     const Inst &in = program.code[std::min(top.pc, kernel.end - 1)];
+    uint32_t lanes = top.mask & strand.lanes;
     std::ostringstream os;
-    os << "warp " << w << " (" << __builtin_popcount(top.mask & warp.live())
-       << " lanes) " << program.sources[in.source] << ": ";
-    switch (warp.state) {
+    os << "warp " << w << " (" << __builtin_popcount(lanes) << " lanes";
+    if (strand.lanes != warp.live())
+      os << " " << hex(strand.lanes);
+    os << ") " << program.sources[in.source] << ": ";
+    switch (strand.state) {
     case State::Mbarrier: {
-      auto it = barriers.find(warp.waitBarrier);
-      os << "waits on the mbarrier at smem " << hex(warp.waitBarrier);
+      auto it = barriers.find(strand.waitBarrier);
+      os << "waits on the mbarrier at smem " << hex(strand.waitBarrier);
       if (it != barriers.end()) {
         const Mbarrier &b = it->second;
-        const Thread &lane = threads[w * 32 + __builtin_ctz(top.mask & warp.live())];
+        const Thread &lane = threads[w * 32 + __builtin_ctz(lanes ? lanes : strand.lanes)];
         if (in.flags & kParity)
           os << " for the phase of parity "
              << (const_cast<CtaMachine *>(this)->read(lane, in.operands[2], Ty::B32) & 1);
@@ -303,8 +399,8 @@ void CtaMachine::reportDeadlock() {
       break;
     }
     case State::CtaBarrier: {
-      const NamedBarrier &bar = namedBarriers[warp.namedBarrier];
-      os << "waits at named barrier " << warp.namedBarrier << " (";
+      const NamedBarrier &bar = namedBarriers[strand.namedBarrier];
+      os << "waits at named barrier " << strand.namedBarrier << " (";
       if (bar.expected)
         os << bar.arrivedWarps * 32 << " of " << bar.expected
            << " threads arrived)";
@@ -314,8 +410,12 @@ void CtaMachine::reportDeadlock() {
       break;
     }
     case State::WgmmaWait:
-      os << "waits in wgmma.wait_group " << warp.wgWaitAllowed << " for "
+      os << "waits in wgmma.wait_group " << strand.wgWaitAllowed << " for "
          << warp.wgInFlight << " wgmma operations in flight";
+      break;
+    case State::Converge:
+      os << "waits for lanes " << hex(strand.convergeMembers & ~strand.lanes)
+         << " of its warp to reach this warp-synchronous instruction";
       break;
     case State::BulkWait:
       os << "waits for its bulk async-groups (TMA stores) to complete";
@@ -566,18 +666,21 @@ void CtaMachine::onSharedAccess(Thread &th, Interval range, bool store) {
 /// Runs warp `w` for up to `budget` instructions, lanes in lockstep under
 /// a SIMT stack: a branch that splits the active lanes pushes the two paths,
 /// taken first, each to run until the branch's reconvergence point.
-void CtaMachine::step(uint32_t w, uint64_t budget) {
-  Warp &warp = warps[w];
+void CtaMachine::step(uint32_t s, uint64_t budget) {
   const Inst *code = program.code.data();
-  while (budget && warp.state == State::Ready && !stopped) {
-    if (warp.stack.empty()) {
-      exitLanes(w, warp.live());
+  while (budget && strands[s].state == State::Ready && !stopped) {
+    // Re-read each round: a split may have grown the strands.
+    Strand &strand = strands[s];
+    const uint32_t w = strand.warp;
+    Warp &warp = warps[w];
+    if (strand.stack.empty()) {
+      exitLanes(s, strand.lanes);
       return;
     }
-    StackEntry top = warp.stack.back();
-    uint32_t mask = top.mask & warp.live();
+    StackEntry top = strand.stack.back();
+    uint32_t mask = top.mask & strand.lanes;
     if (!mask || top.pc == top.reconverge || top.pc == kReconvergeAtExit) {
-      warp.stack.pop_back();
+      strand.stack.pop_back();
       continue;
     }
     const Inst &in = code[top.pc];
@@ -601,12 +704,12 @@ void CtaMachine::step(uint32_t w, uint64_t budget) {
     auto lane0 = [&]() -> Thread & {
       return threads[w * 32 + __builtin_ctz(active ? active : mask)];
     };
-    auto advance = [&]() { warp.stack.back().pc = top.pc + 1; };
+    auto advance = [&]() { strand.stack.back().pc = top.pc + 1; };
     switch (in.op) {
     case Op::Bra: {
       uint32_t taken = active, fallthrough = mask & ~active;
       if (!fallthrough) {
-        warp.stack.back().pc = in.target;
+        strand.stack.back().pc = in.target;
       } else if (!taken) {
         advance();
       } else {
@@ -616,45 +719,58 @@ void CtaMachine::step(uint32_t w, uint64_t budget) {
                          ", not by " + hex(fallthrough) + ")");
           return;
         }
-        warp.stack.back().pc = in.reconverge;
-        warp.stack.push_back({top.pc + 1, in.reconverge, fallthrough});
-        warp.stack.push_back({in.target, in.reconverge, taken});
+        // Either side may run first: the hardware promises no order.
+        bool takenFirst = rng() & 1;
+        if (config.independentThreads) {
+          // The sides part: one stays, the other runs as a strand of its
+          // own until a warp-synchronous instruction joins them.
+          strand.stack.back().pc = takenFirst ? in.target : top.pc + 1;
+          split(s, takenFirst ? fallthrough : taken,
+                takenFirst ? top.pc + 1 : in.target);
+        } else {
+          strand.stack.back().pc = in.reconverge;
+          StackEntry takenSide{in.target, in.reconverge, taken};
+          StackEntry otherSide{top.pc + 1, in.reconverge, fallthrough};
+          strand.stack.push_back(takenFirst ? otherSide : takenSide);
+          strand.stack.push_back(takenFirst ? takenSide : otherSide);
+        }
       }
       continue;
     }
     case Op::Ret:
       if (active != mask)
         advance();
-      exitLanes(w, active);
+      exitLanes(s, active);
       continue;
     case Op::MbarTryWait: {
-      // Every lane tries; a warp none of whose lanes saw the phase complete
-      // sleeps until the barrier moves, then tries again.
+      // Every lane tries; a strand none of whose lanes saw the phase
+      // complete sleeps until the barrier moves, then tries again.
       bool any = false;
       for (uint32_t lanes = active; lanes; lanes &= lanes - 1)
         any |= execMbarrier(threads[w * 32 + __builtin_ctz(lanes)], in);
       if (stopped)
         return;
       if (any || !active || (in.flags & kTest)) {
-        warp.waiting = false;
+        strand.waiting = false;
         advance();
         continue;
       }
       Thread &first = lane0();
       uint32_t addr = static_cast<uint32_t>(address(first, in.operands[1]));
       Mbarrier &bar = barriers[addr];
-      if (warp.waiting && warp.waitBarrier == addr && bar.phase >= warp.waitSnapshot + 2)
+      if (strand.waiting && strand.waitBarrier == addr &&
+          bar.phase >= strand.waitSnapshot + 2)
         misuse(at(first) + ": waited for a phase of the mbarrier at smem " +
                hex(addr) + " while it completed " +
-               std::to_string(bar.phase - warp.waitSnapshot) +
+               std::to_string(bar.phase - strand.waitSnapshot) +
                " phases: its producer lapped this consumer");
-      if (!warp.waiting || warp.waitBarrier != addr) {
-        warp.waiting = true;
-        warp.waitBarrier = addr;
-        warp.waitSnapshot = bar.phase;
+      if (!strand.waiting || strand.waitBarrier != addr) {
+        strand.waiting = true;
+        strand.waitBarrier = addr;
+        strand.waitSnapshot = bar.phase;
       }
-      bar.waiters.push_back(w);
-      block(w, State::Mbarrier);
+      bar.waiters.push_back(s);
+      block(s, State::Mbarrier);
       return;
     }
     case Op::BulkWait: {
@@ -662,66 +778,52 @@ void CtaMachine::step(uint32_t w, uint64_t budget) {
       for (uint32_t lanes = active; lanes; lanes &= lanes - 1)
         done &= bulkGroupsDone(threads[w * 32 + __builtin_ctz(lanes)], in);
       if (!done) {
-        block(w, State::BulkWait);
+        block(s, State::BulkWait);
         return;
       }
       advance();
       continue;
     }
-    case Op::BarSync: case Op::BarArrive: {
+    case Op::BarSync: case Op::BarArrive:
+    case Op::WgFence: case Op::WgCommit: case Op::WgMma: case Op::WgWait: {
       if (!active) {
         advance();
         continue;
       }
-      if (active != warp.live()) {
-        error(lane0(), std::string(in.op == Op::BarSync ? "bar.sync" : "bar.arrive") +
-                           " reached by a divergent warp (active lanes " +
-                           hex(active) + " of " + hex(warp.live()) + ")");
+      // .aligned: every live lane of the warp executes it together (a
+      // strand that gathers them runs it again with all of them).
+      Gather g = gather(s, warp.live(), top.pc);
+      if (g == Gather::Waiting || g == Gather::Failed)
         return;
-      }
-      // bar.sync blocks the warp; its release moves it past the barrier.
-      if (!arriveNamedBarrier(w, in, in.op == Op::BarSync) ||
-          in.op == Op::BarSync)
-        return;
-      advance();
-      continue;
-    }
-    case Op::WgWait: {
-      if (!active) {
-        advance();
+      if (g == Gather::Joined)
         continue;
-      }
       if (active != warp.live()) {
-        error(lane0(), "wgmma.wait_group reached by a divergent warp");
-        return;
-      }
-      warp.wgWaitAllowed = static_cast<uint32_t>(in.operands[0].imm);
-      if (!wgmmaGroupsDone(warp, warp.wgWaitAllowed)) {
-        block(w, State::WgmmaWait);
-        return;
-      }
-      advance();
-      continue;
-    }
-    case Op::WgFence: case Op::WgCommit: case Op::WgMma: {
-      if (!active) {
-        advance();
-        continue;
-      }
-      if (active != warp.live()) {
-        error(lane0(), "a wgmma instruction (.sync.aligned) is reached by a "
-                       "divergent warp (active lanes " + hex(active) + " of " +
+        error(lane0(), "an .aligned instruction is reached by a divergent "
+                       "warp (active lanes " + hex(active) + " of " +
                        hex(warp.live()) + ")");
         return;
       }
-      if (in.op == Op::WgFence)
+      if (in.op == Op::BarSync || in.op == Op::BarArrive) {
+        // bar.sync blocks the strand; its release moves it past the
+        // barrier.
+        if (!arriveNamedBarrier(s, in, in.op == Op::BarSync) ||
+            in.op == Op::BarSync)
+          return;
+      } else if (in.op == Op::WgWait) {
+        strand.wgWaitAllowed = static_cast<uint32_t>(in.operands[0].imm);
+        if (!wgmmaGroupsDone(warp, strand.wgWaitAllowed)) {
+          block(s, State::WgmmaWait);
+          return;
+        }
+      } else if (in.op == Op::WgFence) {
         ++warp.wgFenceEpoch;
-      else if (in.op == Op::WgCommit)
+      } else if (in.op == Op::WgCommit) {
         ++warp.wgCommitted;
-      else
+      } else {
         execWgmma(w, active, in);
-      if (stopped)
-        return;
+        if (stopped)
+          return;
+      }
       advance();
       continue;
     }
@@ -750,6 +852,11 @@ void CtaMachine::step(uint32_t w, uint64_t budget) {
                            "mask " + hex(members) + " leaves them out");
         return;
       }
+      Gather g = gather(s, members, top.pc);
+      if (g == Gather::Waiting || g == Gather::Failed)
+        return;
+      if (g == Gather::Joined)
+        continue;
       if ((members & active) != members || (!maskOperand && active != members)) {
         error(lane0(), "a warp-collective instruction is reached by a divergent "
                        "warp: lanes " + hex(members & ~active) +
@@ -762,8 +869,8 @@ void CtaMachine::step(uint32_t w, uint64_t budget) {
       if (stopped)
         return;
       if (waitForRegisters) {
-        registerWaiters.push_back(w);
-        block(w, State::Registers);
+        registerWaiters.push_back(s);
+        block(s, State::Registers);
         return;
       }
       advance();
@@ -830,16 +937,22 @@ void CtaMachine::execLane(Thread &th, const Inst &in) {
   }
 }
 
-void CtaMachine::exitLanes(uint32_t w, uint32_t lanes) {
+void CtaMachine::exitLanes(uint32_t s, uint32_t lanes) {
+  const uint32_t w = strands[s].warp;
   Warp &warp = warps[w];
   warp.exited |= lanes;
+  strands[s].lanes &= ~lanes;
+  if (!strands[s].lanes)
+    block(s, State::Exited);
+  // Strands waiting for lanes at an .aligned instruction need those that
+  // live no more: they look again.
+  wake(w, State::Converge);
   if (warp.live())
     return;
   if (warp.wgInFlight)
     hazard("cta (" + std::to_string(ctaId[0]) + ") warp " + std::to_string(w) +
            " exited with " + std::to_string(warp.wgInFlight) +
            " wgmma operations in flight (no wgmma.wait_group)");
-  block(w, State::Exited);
   ++exitedWarps;
   // A barrier of the whole CTA waits only for the warps that have not
   // exited.
@@ -863,7 +976,8 @@ bool CtaMachine::namedBarrierComplete(const NamedBarrier &bar) const {
 /// (every non-exited thread of the CTA without b) have arrived, and it is
 /// then ready for its next use at once. Every arrival of one use must give
 /// the same b.
-bool CtaMachine::arriveNamedBarrier(uint32_t w, const Inst &in, bool wait) {
+bool CtaMachine::arriveNamedBarrier(uint32_t s, const Inst &in, bool wait) {
+  const uint32_t w = strands[s].warp;
   Thread &first = threads[w * 32 + __builtin_ctz(warps[w].live())];
   uint32_t id = static_cast<uint32_t>(read(first, in.operands[0], Ty::U32));
   const char *name = wait ? "bar.sync" : "bar.arrive";
@@ -897,9 +1011,9 @@ bool CtaMachine::arriveNamedBarrier(uint32_t w, const Inst &in, bool wait) {
   bar.expected = expected;
   ++bar.arrivedWarps;
   if (wait) {
-    warps[w].namedBarrier = id;
-    bar.waiters.push_back(w);
-    block(w, State::CtaBarrier);
+    strands[s].namedBarrier = id;
+    bar.waiters.push_back(s);
+    block(s, State::CtaBarrier);
   }
   if (namedBarrierComplete(bar))
     releaseNamedBarrier(id);
@@ -911,10 +1025,10 @@ void CtaMachine::releaseNamedBarrier(uint32_t id) {
   std::vector<uint32_t> waiters;
   waiters.swap(bar.waiters);
   bar = NamedBarrier();
-  for (uint32_t w : waiters)
-    if (warps[w].state == State::CtaBarrier) {
-      ++warps[w].stack.back().pc;
-      makeRunnable(w);
+  for (uint32_t s : waiters)
+    if (strands[s].state == State::CtaBarrier) {
+      ++strands[s].stack.back().pc;
+      makeRunnable(s);
     }
 }
 

@@ -57,7 +57,8 @@ public:
 
 private:
   enum class State : uint8_t {
-    Ready, CtaBarrier, Mbarrier, BulkWait, Registers, WgmmaWait, Exited,
+    Ready, CtaBarrier, Mbarrier, BulkWait, Registers, WgmmaWait, Converge,
+    Exited, Merged,
   };
   struct Thread {
     /// The instruction this lane executes (kept for reports).
@@ -81,29 +82,52 @@ private:
   struct StackEntry {
     uint32_t pc, reconverge, mask;
   };
+  /// A warp of the CTA: which of its lanes live, its registers, its wgmma
+  /// groups.
   struct Warp {
-    State state = State::Ready;
-    uint32_t runnableIndex = ~0u;
-    std::vector<StackEntry> stack;
     uint32_t exited = 0;
     uint32_t absent = 0; // lanes past the block's last thread
     uint32_t registers = 0;
     std::vector<uint32_t> setmaxnregValues;
+    // wgmma: groups committed, operations issued and in flight;
+    // wgmma.fence's epoch (a register written in the current epoch was
+    // written after the last fence).
+    uint32_t wgCommitted = 0, wgInFlight = 0;
+    uint64_t wgIssued = 0;
+    uint32_t wgFenceEpoch = 1;
+    uint32_t live() const { return ~(exited | absent); }
+  };
+  /// What the scheduler runs: lanes of one warp that execute together. A
+  /// warp starts as one strand. In lockstep (the default) it stays one, a
+  /// SIMT stack reconverging its diverged lanes at branches' immediate
+  /// post-dominators. Under independent thread scheduling (the PTX ISA's
+  /// model since sm_70, which promises no reconvergence) a divergent branch
+  /// splits a strand in two that run apart, and only a warp-synchronous
+  /// instruction (elect/vote/shfl .sync, bar.warp.sync, the .aligned ones)
+  /// joins the strands it names again.
+  struct Strand {
+    uint32_t warp = 0;
+    uint32_t lanes = 0; // its lanes that have not exited
+    State state = State::Ready;
+    uint32_t runnableIndex = ~0u;
+    std::vector<StackEntry> stack;
+    // With skewed speeds, the chance out of 512 that it runs when drawn.
+    uint32_t speed = 512;
     // An mbarrier wait: the barrier, and the phases it had completed when
     // the wait began.
     uint32_t waitBarrier = 0;
     uint64_t waitSnapshot = 0;
     bool waiting = false;
-    // The named barrier (bar.sync a) the warp waits at.
+    // The named barrier (bar.sync a) it waits at; the wait_group count it
+    // waits for; the lanes a warp-synchronous instruction waits for.
     uint32_t namedBarrier = 0;
-    // wgmma: groups committed, operations issued, in flight, and the
-    // wait_group count the warp blocks on; wgmma.fence's epoch (a register
-    // written in the current epoch was written after the last fence).
-    uint32_t wgCommitted = 0, wgInFlight = 0, wgWaitAllowed = 0;
-    uint64_t wgIssued = 0;
-    uint32_t wgFenceEpoch = 1;
-    uint32_t live() const { return ~(exited | absent); }
+    uint32_t wgWaitAllowed = 0;
+    uint32_t convergeMembers = 0;
   };
+  /// What a warp-synchronous instruction found: all its member lanes in the
+  /// strand, the strand now waiting for the others, the strand just joined
+  /// by them (run the instruction again), or an error.
+  enum class Gather : uint8_t { Here, Waiting, Joined, Failed };
   /// A named barrier (bar.sync / bar.arrive a, b): the thread count it was
   /// given (0: every thread of the CTA), the warps that arrived, and those
   /// that wait.
@@ -165,9 +189,17 @@ private:
   };
 
   // Scheduling.
-  void makeRunnable(uint32_t warp);
-  void block(uint32_t warp, State state);
-  void step(uint32_t warp, uint64_t budget);
+  void makeRunnable(uint32_t strand);
+  void block(uint32_t strand, State state);
+  void step(uint32_t strand, uint64_t budget);
+  /// Independent thread scheduling: `lanes` of strand `s` leave it for a
+  /// strand of their own at `pc`.
+  void split(uint32_t s, uint32_t lanes, uint32_t pc);
+  /// Brings the `members` lanes of strand `s`'s warp together at its
+  /// instruction `pc`.
+  Gather gather(uint32_t s, uint32_t members, uint32_t pc);
+  /// Strands of `warp` in `state` become runnable (they retry).
+  void wake(uint32_t warp, State state);
   bool completeAsync(bool force);
   void reportDeadlock();
   void finish();
@@ -205,12 +237,12 @@ private:
   void execMma(Thread &th, const Inst &in);
   void execCommit(Thread &th, const Inst &in);
   /// Warp-level: lanes leaving, collectives, the CTA barrier.
-  void exitLanes(uint32_t warp, uint32_t lanes);
+  void exitLanes(uint32_t strand, uint32_t lanes);
   void execCollective(uint32_t warp, uint32_t members, const Inst &in,
                       bool &waitForRegisters);
   /// bar.sync / bar.arrive on named barrier `id`; false when the warp
   /// blocks.
-  bool arriveNamedBarrier(uint32_t warp, const Inst &in, bool wait);
+  bool arriveNamedBarrier(uint32_t strand, const Inst &in, bool wait);
   void releaseNamedBarrier(uint32_t id);
   bool namedBarrierComplete(const NamedBarrier &bar) const;
   // wgmma (sm_90a).
@@ -243,6 +275,7 @@ private:
   uint32_t numThreads = 0;
   std::vector<Thread> threads;
   std::vector<Warp> warps;
+  std::vector<Strand> strands;
   std::vector<uint64_t> registerFile;
   /// Warps that can run.
   std::vector<uint32_t> runnable;
@@ -286,9 +319,8 @@ private:
   std::vector<std::unordered_map<uint64_t, WgmmaIssue>> wgmmaIssues;
   int64_t registerPool = 65536;
   std::vector<uint32_t> registerWaiters;
-  /// With LaunchConfig::skewedSpeeds, each warp's chance to be picked when
-  /// it is runnable, out of 512 (the warps of a warpgroup share it).
-  std::vector<uint32_t> speeds;
+  /// A seeded speed for a strand under skewed schedules (512, 64, 8 or 1).
+  uint32_t drawSpeed() { return 512u >> (3 * (rng() % 4)); }
 };
 
 } // namespace mlir::fa4::emu

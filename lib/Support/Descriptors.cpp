@@ -1,4 +1,4 @@
-//===- Descriptors.cpp - tcgen05 descriptor bit encodings -----------------===//
+//===- Descriptors.cpp - tensor-core descriptor bit encodings -------------===//
 
 #include "fa4/Support/Descriptors.h"
 
@@ -27,5 +27,16 @@ uint32_t mlir::fa4::tcgen05::instructionDescriptorF16(Element a, Element b,
   descriptor |= static_cast<uint32_t>(bMajor) << 16;
   descriptor |= ((n >> 3) & 0x3f) << 17;
   descriptor |= ((m >> 4) & 0x1f) << 24;
+  return descriptor;
+}
+
+uint64_t mlir::fa4::wgmma::smemDescriptor(uint32_t startAddress,
+                                          uint32_t leadingByteOffset,
+                                          uint32_t strideByteOffset,
+                                          Swizzle swizzle) {
+  uint64_t descriptor = tcgen05::smemAddressField(startAddress);
+  descriptor |= uint64_t((leadingByteOffset >> 4) & 0x3fff) << 16;
+  descriptor |= uint64_t((strideByteOffset >> 4) & 0x3fff) << 32;
+  descriptor |= static_cast<uint64_t>(swizzle) << 62;
   return descriptor;
 }

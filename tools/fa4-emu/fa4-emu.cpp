@@ -65,9 +65,12 @@ static cl::opt<sim::InputDistribution> distribution(
 static cl::opt<int64_t> interleavings(
     "interleavings",
     cl::desc("Launches, each with its own schedule of threads and asynchronous "
-             "completions, in a cycle of three kinds: completions at seeded "
-             "random points; each completion held back until every warp "
-             "waits; warpgroups at seeded speeds 1 to 512 times apart"),
+             "completions, alternating two kinds: lockstep warps (diverged "
+             "lanes reconverge, either side first) with completions at seeded "
+             "random points; and independent thread scheduling (diverged "
+             "lanes run apart, one side starved) with warpgroups at seeded "
+             "speeds up to 512 times apart and each completion held back "
+             "until every warp waits"),
     cl::init(1), cl::cat(emuCategory));
 static cl::opt<uint64_t> maxAsyncDelay(
     "max-async-delay",
@@ -302,12 +305,14 @@ int main(int argc, char **argv) {
     if (manifest.lse)
       std::memset(device.host(buffers.lse, refLse.size() * 4), 0xff, refLse.size() * 4);
     config.seed = seed + run;
-    // The second schedule of three holds each asynchronous completion back
-    // until every warp waits — the last moment the hardware may take —
-    // where a missing wait is most likely to show; the third lets one role
-    // race ahead of another, where a missing hand-off shows.
-    config.maxAsyncDelay = run % 3 == 1 ? kLatestCompletion : maxAsyncDelay;
-    config.skewedSpeeds = run % 3 == 2;
+    // Every second schedule is adversarial: each asynchronous completion
+    // is held back until every warp waits — the last moment the hardware
+    // may take — where a missing wait is most likely to show; roles run at
+    // skewed speeds and a warp's diverged lanes part, one side starved,
+    // where a missing hand-off or a lane that only waits shows.
+    bool adversarial = run % 2 == 1;
+    config.maxAsyncDelay = adversarial ? kLatestCompletion : maxAsyncDelay;
+    config.skewedSpeeds = config.independentThreads = adversarial;
     emu::LaunchReport report;
     if (!emu::launch(*program, device, config, report, error))
       return fail(error);

@@ -101,6 +101,11 @@ struct LaunchConfig {
   /// by whole rings and tasks, as a stalled SM or a slow memory path makes
   /// it on hardware.
   bool skewedSpeeds = false;
+  /// Independent thread scheduling: a warp's diverged lanes run apart, in
+  /// either order and at their own (skewed) speeds, until a
+  /// warp-synchronous instruction joins them; the default runs them in
+  /// lockstep, reconverging at immediate post-dominators.
+  bool independentThreads = false;
   /// Stop a CTA past this many instructions (a livelock guard).
   uint64_t instructionLimit = uint64_t(1) << 34;
 };

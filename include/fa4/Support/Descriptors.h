@@ -1,9 +1,11 @@
-//===- Descriptors.h - tcgen05 descriptor bit encodings ---------*- C++ -*-===//
+//===- Descriptors.h - tensor-core descriptor bit encodings -----*- C++ -*-===//
 //
-// The two descriptors a tcgen05.mma reads, encoded in one place. The field
-// layouts are those of the PTX ISA ("Shared memory descriptor" and
-// "Instruction descriptor" of the tcgen05 family); the unit tests work the
-// expected values out by hand.
+// The descriptors the tensor cores read, encoded in one place: the two a
+// tcgen05.mma reads (sm_100a) and the matrix descriptor of wgmma.mma_async
+// (sm_90a). The field layouts are those of the PTX ISA ("Shared memory
+// descriptor" and "Instruction descriptor" of the tcgen05 family, "Matrix
+// Descriptor Format" of wgmma); the unit tests work the expected values out
+// by hand, and test/Emu/cute-crosscheck.test compares them with CuTe's.
 //
 //===----------------------------------------------------------------------===//
 
@@ -64,5 +66,32 @@ inline uint32_t swizzle128(uint32_t offset) {
 }
 
 } // namespace mlir::fa4::tcgen05
+
+namespace mlir::fa4::wgmma {
+
+/// Shared-memory swizzle modes, by their value in bits 62-63 (the same
+/// modes as tcgen05's, numbered differently).
+enum class Swizzle : uint64_t { None = 0, Bytes128 = 1, Bytes64 = 2, Bytes32 = 3 };
+
+/// The 64-bit matrix descriptor of wgmma.mma_async. The start address and
+/// the two byte offsets sit where tcgen05's do and mean the same; unlike
+/// tcgen05's it has no fixed bits, and its swizzle field is two bits wide:
+///   bits  0-13  start address >> 4
+///   bits 16-29  leading-dimension byte offset >> 4
+///   bits 32-45  stride-dimension byte offset >> 4
+///   bits 49-51  base offset (0: the tiles are 1024-byte aligned)
+///   bits 62-63  swizzle mode
+uint64_t smemDescriptor(uint32_t startAddress, uint32_t leadingByteOffset,
+                        uint32_t strideByteOffset, Swizzle swizzle);
+
+/// The descriptor with a zero start address: what the kernel ORs the
+/// run-time address field (tcgen05::smemAddressField) into.
+inline uint64_t smemDescriptorTemplate(uint32_t leadingByteOffset,
+                                       uint32_t strideByteOffset,
+                                       Swizzle swizzle) {
+  return smemDescriptor(0, leadingByteOffset, strideByteOffset, swizzle);
+}
+
+} // namespace mlir::fa4::wgmma
 
 #endif // FA4_SUPPORT_DESCRIPTORS_H

@@ -71,22 +71,15 @@ Value Lowering::smemAddress(Value pointer) {
   return LLVM::PtrToIntOp::create(b, loc(), b.getI32Type(), pointer);
 }
 void Lowering::ifElected(function_ref<void()> body) {
-  // A fresh elect.sync at every issue point, as NVIDIA's kernels elect one
-  // thread per copy or MMA: the instruction waits for every lane of the
-  // warp, so the lanes that only wait meet the issuing lane again here. One
-  // predicate elected at the role's start lets them part for good: under
-  // independent thread scheduling the issuing lane ran tasks ahead of the
-  // others, which then waited on mbarrier phases long lapped, after every
-  // other warp had exited (a Hopper producer hung on the H200 that way).
-  // Every warp of a role executes it; a role of several warps issues from
-  // its first.
-  Value elected = NVVM::ElectSyncOp::create(b, loc(), b.getI1Type(), Value());
-  if (role.getNumWarps() > 1)
-    elected = arith::AndIOp::create(
-        b, loc(), elected,
-        arith::CmpIOp::create(b, loc(), arith::CmpIPredicate::ult, roleThread,
-                              index(32)));
-  auto branch = scf::IfOp::create(b, loc(), elected, false);
+  // In an issuing role the elected thread alone waits, issues and arrives
+  // (for all of the role's threads), as in NVIDIA's kernels: the other
+  // lanes take part in nothing, so none can find an mbarrier's phase
+  // lapped nor arrive for a phase not yet its own. When all lanes waited
+  // and one of them issued, they parted under independent thread
+  // scheduling: a Hopper producer's issuing lane ran tasks ahead of the
+  // others, which then waited on lapped phases after every other warp had
+  // exited (a hang on the H200, issue 22).
+  auto branch = scf::IfOp::create(b, loc(), roleElected, false);
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPointToStart(branch.thenBlock());
   body();
@@ -571,6 +564,18 @@ LogicalResult Lowering::lowerRole(RoleOp newRole) {
   roleThread = toIndex(thread);
   warpTmemBase = Value();
   stagedForAsyncProxy = false;
+  // One thread issues for the whole role: elect.sync picks one per warp, so
+  // a role of several warps also asks for its first warp. In an issuing
+  // role (one warp, or one left working) it alone waits and arrives too
+  // (ifElected says why).
+  roleElected = NVVM::ElectSyncOp::create(b, loc(), b.getI1Type(), Value());
+  if (role.getNumWarps() > 1)
+    roleElected = arith::AndIOp::create(
+        b, loc(), roleElected,
+        arith::CmpIOp::create(b, loc(), arith::CmpIPredicate::ult, roleThread,
+                              index(32)));
+  onlyElectedWaits =
+      role.getNumWarps() == 1 || role->hasAttr("fa4.single_warp");
   roleUsesTensorMemory = false;
   bool rowsInTensorMemory = false;
   role.walk([&](Operation *inner) {

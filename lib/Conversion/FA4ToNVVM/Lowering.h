@@ -100,8 +100,7 @@ private:
   Value smemAt(Value base, Value bytes);
   /// The 32-bit shared address of a pointer.
   Value smemAddress(Value pointer);
-  /// Runs `body` on the role's elected thread only, elected here by a
-  /// fresh elect.sync: its rendezvous keeps the role's lanes together.
+  /// Runs `body` on the role's elected thread only (see `roleElected`).
   void ifElected(function_ref<void()> body);
   /// This thread's row of a warpgroup tile (0..127) as an index.
   Value rowInWarpgroup();
@@ -229,6 +228,10 @@ private:
   /// Shared-memory tiles written since the last arrival, for a TMA store to
   /// read: the next arrival fences them into the async proxy first.
   bool stagedForAsyncProxy = false;
+  /// The role's one elected thread; in an issuing role it alone waits and
+  /// arrives.
+  Value roleElected;
+  bool onlyElectedWaits = false;
   bool roleUsesTensorMemory = false;
 
   /// S tiles whose load is deferred into the fused softmax: the value of a

@@ -60,18 +60,30 @@ LogicalResult Lowering::lowerBarrier(Operation *op) {
         // for it is waiting on the other parity.
         if (wait.getPrior())
           parity = arith::XOrIOp::create(b, loc(), parity, i32(1));
+        Value address =
+            smemAddress(slot(wait.getBarrier(), wait.getCount()));
         // The wait loop, written out: upstream's lowering of
-        // mbarrier.try_wait.parity branches back with `bra.uni` on a
-        // per-lane predicate; a plain `bra` is right whether or not the
-        // warp's lanes agree.
+        // mbarrier.try_wait.parity branches back with `bra.uni` on a per-lane
+        // predicate; a plain `bra` is right whether or not the warp's lanes
+        // agree. In an issuing role only the elected thread waits
+        // (ifElected says why); the others skip the loop inside the same
+        // assembly, on the election's own predicate register, which costs
+        // the role no register (the MMA warp has 72; a branch around the
+        // wait, or a 32-bit copy of the predicate, spilled it).
+        SmallVector<Value> operands{address, parity};
+        std::string text = "{\n\t.reg .pred done;\n\t";
+        if (onlyElectedWaits) {
+          operands.push_back(roleElected);
+          text += "@!$2 bra skip;\n\t";
+        }
+        text += "wait:\n\tmbarrier.try_wait.parity.shared::cta.b64 done, "
+                "[$0], $1, 10000000;\n\t@!done bra wait;\n\t";
+        if (onlyElectedWaits)
+          text += "skip:\n\t";
+        text += "}";
         LLVM::InlineAsmOp::create(b,
-            loc(), Type(),
-            ValueRange{smemAddress(slot(wait.getBarrier(), wait.getCount())),
-                       parity},
-            "{\n\t.reg .pred done;\n\twait:\n\t"
-            "mbarrier.try_wait.parity.shared::cta.b64 done, [$0], $1, "
-            "10000000;\n\t@!done bra wait;\n\t}",
-            "r,r", /*has_side_effects=*/true, false,
+            loc(), Type(), operands, text, onlyElectedWaits ? "r,r,b" : "r,r",
+            /*has_side_effects=*/true, false,
             LLVM::tailcallkind::TailCallKind::None,
             LLVM::AsmDialectAttr::get(b.getContext(), LLVM::AsmDialect::AD_ATT),
             ArrayAttr());
@@ -109,9 +121,18 @@ LogicalResult Lowering::lowerBarrier(Operation *op) {
         if (roleUsesTensorMemory)
           NVVM::Tcgen05FenceOp::create(b,
               loc(), NVVM::Tcgen05FenceKind::BEFORE_THREAD_SYNC);
-        NVVM::MBarrierArriveOp::create(b, loc(), Type(),
-                                         slot(arrive.getBarrier(), arrive.getCount()),
-                                         Value());
+        Value barrier = slot(arrive.getBarrier(), arrive.getCount());
+        // In an issuing role the elected thread arrives for all of the
+        // role's threads, whose arrivals the barrier counts: the others
+        // neither wait nor arrive (ifElected says why).
+        if (onlyElectedWaits) {
+          Value threads = i32(role.getNumThreads());
+          ifElected([&] {
+            NVVM::MBarrierArriveOp::create(b, loc(), Type(), barrier, threads);
+          });
+          return success();
+        }
+        NVVM::MBarrierArriveOp::create(b, loc(), Type(), barrier, Value());
         return success();
       })
       .Case([&](MBarrierExpectTxOp expect) -> LogicalResult {

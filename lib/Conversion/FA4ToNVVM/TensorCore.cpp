@@ -91,6 +91,11 @@ LogicalResult Lowering::lowerTmem(Operation *op) {
         Value base = LLVM::IntToPtrOp::create(b,
             loc(), LLVM::LLVMPointerType::get(b.getContext(), 6),
             kernel.tmemBase);
+        // In an issuing role only the elected thread waited for the other
+        // roles to be done with TMEM: the warp meets before the
+        // warp-collective (.aligned) dealloc.
+        if (onlyElectedWaits)
+          NVVM::SyncWarpOp::create(b, loc(), i32(-1));
         NVVM::Tcgen05DeallocOp::create(b, loc(), base, i32(dealloc.getColumns()));
         return success();
       })

@@ -19,6 +19,13 @@
 // CuTe's, and the placement of a TMA box with the MMA's reading of it. Then
 // the instruction descriptors and the swizzle functions.
 //
+// Then the same for wgmma (sm_90a): every canonical GMMA layout, partitioned
+// for CuTe's SM90 SS atoms, each K step's GmmaDescriptor read by the
+// emulator's wgmma decoder element by element and given back bit for bit by
+// fa4's wgmma encoder; and fa4's Hopper Q, K and V tiles with fa4's own
+// descriptors for each warpgroup and K step (as
+// lib/Conversion/FA4ToNVVM/Hopper/Warpgroup.cpp forms them) against CuTe's.
+//
 // Prints one line per check and "cute cross-check: N layouts agree"; on the
 // first disagreement prints it and exits 1.
 //
@@ -40,7 +47,9 @@
 extern "C" uint32_t __nvvm_get_smem_pointer(void const *pointer);
 
 #include <cute/arch/mma_sm100_desc.hpp>
+#include <cute/arch/mma_sm90.hpp>
 #include <cute/atom/mma_traits_sm100.hpp>
+#include <cute/atom/mma_traits_sm90_gmma.hpp>
 #include <cute/tensor.hpp>
 
 #include "fa4/Emu/Layouts.h"
@@ -54,6 +63,7 @@ extern "C" uint32_t __nvvm_get_smem_pointer(void const *pointer);
 using namespace cute;
 namespace emu = mlir::fa4::emu;
 namespace tc = mlir::fa4::tcgen05;
+namespace wg = mlir::fa4::wgmma;
 
 namespace {
 
@@ -352,6 +362,178 @@ template <int B> void checkSwizzle(emu::Swizzle mode) {
               B == 3 ? " (and fa4's swizzle128)" : "");
 }
 
+//===----------------------------------------------------------------------===//
+// wgmma (sm_90a)
+//===----------------------------------------------------------------------===//
+
+constexpr emu::Major emuMajor(GMMA::Major major) {
+  return major == GMMA::Major::K ? emu::Major::K : emu::Major::MN;
+}
+wg::Swizzle fa4WgmmaSwizzle(emu::Swizzle swizzle) {
+  switch (swizzle) {
+  case emu::Swizzle::None: return wg::Swizzle::None;
+  case emu::Swizzle::Bytes32: return wg::Swizzle::Bytes32;
+  case emu::Swizzle::Bytes64: return wg::Swizzle::Bytes64;
+  case emu::Swizzle::Bytes128: return wg::Swizzle::Bytes128;
+  }
+  return wg::Swizzle::None;
+}
+
+/// One wgmma's M: a warpgroup's 64 rows.
+constexpr int kWgmmaM = 64;
+
+/// fa4's wgmma descriptor for K step `step` of the 64-row block `block` of
+/// an operand tile at `start`, as Hopper/Warpgroup.cpp forms it at run time:
+/// the template ORed with the address field of the block's first row (a
+/// consumer warpgroup's row offset), plus the step's byte offset >> 4.
+using Fa4WgmmaDescriptor = uint64_t (*)(uint32_t start, int block, int step);
+
+/// Q and K: K-major 128B-swizzled, 64-column boxes of 128 rows (16384
+/// bytes); a step is 16 columns, 32 bytes inside a box.
+uint64_t fa4WgmmaQueryKeyDescriptor(uint32_t start, int block, int step) {
+  int column = step * 16;
+  uint32_t offset = (column / 64) * 16384 + (column % 64) * 2;
+  uint64_t base =
+      wg::smemDescriptorTemplate(16, 1024, wg::Swizzle::Bytes128) |
+      tc::smemAddressField(start + block * kWgmmaM * 128);
+  return base + (offset >> 4);
+}
+
+/// V: MN-major 128B-swizzled, head-dimension boxes of 128 keys 16384 bytes
+/// apart, 8-key groups 1024; a step is 16 keys of 128 bytes.
+uint64_t fa4WgmmaValueDescriptor(uint32_t start, int block, int step) {
+  uint64_t base =
+      wg::smemDescriptorTemplate(16384, 1024, wg::Swizzle::Bytes128) |
+      tc::smemAddressField(start + block * kWgmmaM * 128);
+  return base + ((step * 16 * 128) >> 4);
+}
+
+struct Fa4WgmmaUse {
+  char const *what = nullptr; // the operand and head dimensions
+  Fa4WgmmaDescriptor descriptor = nullptr;
+  Fa4TmaPlacement tma = nullptr;
+};
+
+/// Tiles `Atom` to an MN x K operand tile at shared address `start`, plays
+/// it as operand `role` of CuTe's SM90 SS wgmma (A: MN / 64 warpgroups'
+/// blocks of 64 rows; B: N = MN), and compares every element of every block
+/// and K = 16 slice.
+template <class T, GMMA::Major Major, Role R, int MN, int K, class Atom,
+          class Order>
+void checkWgmmaOperand(char const *layoutName, uint32_t start,
+                       Fa4WgmmaUse fa4 = {}) {
+  std::string name = std::string("wgmma ") +
+                     (Major == GMMA::Major::K ? "K" : "MN") + "-major " +
+                     layoutName + " " + typeName<T>() + " " +
+                     std::to_string(MN) + "x" + std::to_string(K);
+  T *base = reinterpret_cast<T *>(shared + start);
+  auto layout = tile_to_shape(Atom{}, make_shape(Int<MN>{}, Int<K>{}), Order{});
+  Tensor tile = make_tensor(make_smem_ptr(base), layout); // (MN, K)
+
+  // The other operand's extent and major are immaterial to this one's
+  // partitioning; CuTe's selector picks the atom for the shape.
+  constexpr int N = R == Role::A ? 64 : MN;
+  constexpr int rows = R == Role::A ? kWgmmaM : MN;
+  using Op = decltype(GMMA::ss_op_selector<
+                      T, T, float, Shape<Int<kWgmmaM>, Int<N>, Int<K>>,
+                      R == Role::A ? Major : GMMA::Major::K,
+                      R == Role::B ? Major : GMMA::Major::K>());
+  auto slice = make_tiled_mma(Op{}).get_slice(0);
+  // (MMA, blocks, K / 16) elements and (1, blocks, K / 16) descriptors.
+  auto partitioned = [&] {
+    if constexpr (R == Role::A)
+      return slice.partition_A(tile);
+    else
+      return slice.partition_B(tile);
+  }();
+  auto descriptors = [&] {
+    if constexpr (R == Role::A)
+      return slice.make_fragment_A(partitioned);
+    else
+      return slice.make_fragment_B(partitioned);
+  }();
+  constexpr int blocks = decltype(size<1>(partitioned))::value;
+  constexpr int steps = decltype(size<2>(partitioned))::value;
+  static_assert(blocks * rows == MN && steps * 16 == K);
+
+  int elements = 0;
+  bool leadingOffsetIgnored = false;
+  for (int block = 0; block < blocks; ++block) {
+    for (int step = 0; step < steps; ++step) {
+      uint64_t bits = descriptors(0, block, step);
+      std::string at = name + " block " + std::to_string(block) + " step " +
+                       std::to_string(step);
+      emu::SmemDescriptor decoded;
+      std::string error;
+      if (!emu::decodeWgmmaDescriptor(bits, decoded, error))
+        disagree(at + ": the emulator rejects CuTe's descriptor " + hex(bits) +
+                 ": " + error);
+      uint64_t encoded = wg::smemDescriptor(
+          decoded.startAddress, decoded.leadingByteOffset,
+          decoded.strideByteOffset, fa4WgmmaSwizzle(decoded.swizzle));
+      if (encoded != bits)
+        disagree(at + ": CuTe's descriptor " + hex(bits) +
+                 ", fa4's wgmma smemDescriptor of its decoded fields " +
+                 hex(encoded));
+      // fa4's own descriptor: CuTe's bits, but for the leading byte offset
+      // of an MN-major tile one swizzle atom wide, as for tcgen05.
+      emu::SmemDescriptor fa4Decoded = decoded;
+      if (fa4.descriptor) {
+        uint64_t mine = fa4.descriptor(start, block, step);
+        constexpr uint64_t leadingField = uint64_t(0x3fff) << 16;
+        bool unusedLeading =
+            Major == GMMA::Major::MN && decoded.swizzle != emu::Swizzle::None &&
+            (bits & leadingField) == 0 &&
+            rows * sizeof(T) <= emu::swizzleRowBytes(decoded.swizzle);
+        bool otherwiseEqual =
+            (mine & ~leadingField) == (bits & ~leadingField);
+        if (mine != bits && !(unusedLeading && otherwiseEqual))
+          disagree(at + ": CuTe's descriptor " + hex(bits) + ", fa4's " +
+                   hex(mine));
+        if (mine != bits)
+          leadingOffsetIgnored = true;
+        if (!emu::decodeWgmmaDescriptor(mine, fa4Decoded, error))
+          disagree(at + ": the emulator rejects fa4's descriptor " +
+                   hex(mine) + ": " + error);
+      }
+      for (int k = 0; k < 16; ++k) {
+        for (int mn = 0; mn < rows; ++mn) {
+          int tileMn = block * rows + mn;
+          uint32_t cute =
+              sharedAddress(&partitioned(make_coord(mn, k), block, step));
+          uint32_t plain = sharedAddress(&tile(tileMn, step * 16 + k));
+          uint32_t mine =
+              emu::operandAddress(decoded, emuMajor(Major), mn, k, sizeof(T));
+          uint32_t fa4Mine = emu::operandAddress(fa4Decoded, emuMajor(Major),
+                                                 mn, k, sizeof(T));
+          std::string element = at + ": element (mn " + std::to_string(mn) +
+                                ", k " + std::to_string(k) +
+                                "): CuTe address " + std::to_string(cute);
+          if (cute != plain || cute != mine)
+            disagree(element + " (the tile's " + std::to_string(plain) +
+                     "), emulator address " + std::to_string(mine));
+          if (fa4Mine != cute)
+            disagree(element + ", emulator address from fa4's descriptor " +
+                     std::to_string(fa4Mine));
+          if (fa4.tma && fa4.tma(start, tileMn, step * 16 + k) != cute)
+            disagree(element + ", fa4's TMA box writes it at " +
+                     std::to_string(fa4.tma(start, tileMn, step * 16 + k)));
+          ++elements;
+        }
+      }
+    }
+  }
+  ++layoutsAgreeing;
+  std::printf("%s: %d elements agree", name.c_str(), elements);
+  if (fa4.what && !leadingOffsetIgnored)
+    std::printf(" (fa4 %s: descriptors and TMA placement agree)", fa4.what);
+  else if (fa4.what)
+    std::printf(" (fa4 %s: descriptors agree but for the unused leading byte "
+                "offset, which CuTe leaves 0; TMA placement agrees)",
+                fa4.what);
+  std::printf("\n");
+}
+
 /// Operand tiles start at a 1024-byte aligned address other than 0, like a
 /// second pipeline stage, so that the start-address field takes part.
 constexpr uint32_t kTileStart = 0x8000;
@@ -424,6 +606,74 @@ int main() {
   checkOperand<bfloat16_t, MNmaj, Role::B, 128, 128,
                UMMA::Layout_MN_SW128_Atom<bfloat16_t>, KFirst>(
       "SW128", kTileStart, v128);
+
+  // wgmma: every canonical GMMA layout as the A operand of two
+  // warpgroups' 64-row blocks over 64 columns of K.
+  constexpr auto Kgmma = GMMA::Major::K, MNgmma = GMMA::Major::MN;
+  checkWgmmaOperand<half_t, Kgmma, Role::A, 128, 64,
+                    GMMA::Layout_K_INTER_Atom<half_t>, MNFirst>("INTER",
+                                                                kTileStart);
+  checkWgmmaOperand<half_t, Kgmma, Role::A, 128, 64,
+                    GMMA::Layout_K_SW32_Atom<half_t>, MNFirst>("SW32",
+                                                               kTileStart);
+  checkWgmmaOperand<half_t, Kgmma, Role::A, 128, 64,
+                    GMMA::Layout_K_SW64_Atom<half_t>, MNFirst>("SW64",
+                                                               kTileStart);
+  checkWgmmaOperand<half_t, MNgmma, Role::A, 128, 64,
+                    GMMA::Layout_MN_INTER_Atom<half_t>, MNFirst>("INTER",
+                                                                 kTileStart);
+  checkWgmmaOperand<half_t, MNgmma, Role::A, 128, 64,
+                    GMMA::Layout_MN_SW32_Atom<half_t>, MNFirst>("SW32",
+                                                                kTileStart);
+  checkWgmmaOperand<half_t, MNgmma, Role::A, 128, 64,
+                    GMMA::Layout_MN_SW64_Atom<half_t>, MNFirst>("SW64",
+                                                                kTileStart);
+  checkWgmmaOperand<half_t, MNgmma, Role::A, 128, 64,
+                    GMMA::Layout_MN_SW128_Atom<half_t>, MNFirst>("SW128",
+                                                                 kTileStart);
+
+  // fa4's Hopper operands, in the layouts of its Blackwell ones. Q, the A
+  // of Q.K^T: a 128-row tile, each consumer warpgroup's 64 rows a block;
+  // K, the B: N = 128 keys.
+  Fa4WgmmaUse q64{"Q at head dim 64", fa4WgmmaQueryKeyDescriptor,
+                  fa4QueryKeyTma};
+  Fa4WgmmaUse q128{"Q at head dim 96, 128", fa4WgmmaQueryKeyDescriptor,
+                   fa4QueryKeyTma};
+  Fa4WgmmaUse k64{"K at head dim 64", fa4WgmmaQueryKeyDescriptor,
+                  fa4QueryKeyTma};
+  Fa4WgmmaUse k128{"K at head dim 96, 128", fa4WgmmaQueryKeyDescriptor,
+                   fa4QueryKeyTma};
+  checkWgmmaOperand<half_t, Kgmma, Role::A, 128, 64,
+                    GMMA::Layout_K_SW128_Atom<half_t>, MNFirst>(
+      "SW128", kTileStart, q64);
+  checkWgmmaOperand<bfloat16_t, Kgmma, Role::B, 128, 64,
+                    GMMA::Layout_K_SW128_Atom<bfloat16_t>, MNFirst>(
+      "SW128", kTileStart, k64);
+  checkWgmmaOperand<bfloat16_t, Kgmma, Role::A, 128, 128,
+                    GMMA::Layout_K_SW128_Atom<bfloat16_t>, MNFirst>(
+      "SW128", kTileStart, q128);
+  checkWgmmaOperand<half_t, Kgmma, Role::B, 128, 128,
+                    GMMA::Layout_K_SW128_Atom<half_t>, MNFirst>(
+      "SW128", kTileStart, k128);
+
+  // V, the B of P.V: N = head dimension, K = 128 keys, MN-major, boxes
+  // outermost. fa4's descriptor does not depend on N, so head dimension 96
+  // (an N = 96 wgmma) reads a subset of what the N = 128 one reads.
+  Fa4WgmmaUse wv64{"V at head dim 64", fa4WgmmaValueDescriptor, fa4ValueTma};
+  Fa4WgmmaUse wv128{"V at head dim 96, 128", fa4WgmmaValueDescriptor,
+                    fa4ValueTma};
+  checkWgmmaOperand<half_t, MNgmma, Role::B, 64, 128,
+                    GMMA::Layout_MN_SW128_Atom<half_t>, KFirst>(
+      "SW128", kTileStart, wv64);
+  checkWgmmaOperand<bfloat16_t, MNgmma, Role::B, 64, 128,
+                    GMMA::Layout_MN_SW128_Atom<bfloat16_t>, KFirst>(
+      "SW128", kTileStart, wv64);
+  checkWgmmaOperand<half_t, MNgmma, Role::B, 128, 128,
+                    GMMA::Layout_MN_SW128_Atom<half_t>, KFirst>(
+      "SW128", kTileStart, wv128);
+  checkWgmmaOperand<bfloat16_t, MNgmma, Role::B, 128, 128,
+                    GMMA::Layout_MN_SW128_Atom<bfloat16_t>, KFirst>(
+      "SW128", kTileStart, wv128);
 
   checkInstructions<half_t, half_t>();
   checkInstructions<bfloat16_t, bfloat16_t>();

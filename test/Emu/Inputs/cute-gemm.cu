@@ -23,7 +23,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include <cuda.h>
+#include "tma-load.cuh"
 
 #include <cute/arch/mma_sm100_desc.hpp>
 #include <cute/atom/mma_traits_sm100.hpp>
@@ -39,35 +39,6 @@ constexpr int kM = 128;
 constexpr int kThreads = 128;
 /// Elements of one 128-byte swizzle row: the K extent of one TMA box.
 constexpr int kBlockK = 64;
-
-__device__ uint32_t sharedAddress(void const *pointer) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(pointer));
-}
-
-/// Waits until the phase of parity `parity` of the mbarrier at shared
-/// address `barrier` has completed.
-__device__ void waitParity(uint32_t barrier, uint32_t parity) {
-  asm volatile("{\n\t"
-               ".reg .pred done;\n"
-               "WAIT:\n\t"
-               "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n\t"
-               "@!done bra WAIT;\n\t"
-               "}" ::"r"(barrier),
-               "r"(parity)
-               : "memory");
-}
-
-/// A 2-d TMA tile load of the box at element (inner, outer) of `map` into
-/// `destination`; its bytes complete on `barrier`'s transaction count.
-__device__ void tmaLoad(uint32_t destination, CUtensorMap const &map,
-                        int32_t inner, int32_t outer, uint32_t barrier) {
-  asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.tile."
-               "mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];" ::"r"(
-                   destination),
-               "l"(reinterpret_cast<uint64_t>(&map)), "r"(inner), "r"(outer),
-               "r"(barrier)
-               : "memory");
-}
 
 /// Loads 32 consecutive TMEM columns of this warp's lane quadrant and stores
 /// them to row `row` of C, from column `column`.

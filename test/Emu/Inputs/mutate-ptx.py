@@ -79,6 +79,30 @@ def mutate(name, text):
         if mutated == text:
             sys.exit("mutate-ptx: no fence.mbarrier_init found")
         return mutated
+    # sm_90a.
+    if kind == "no-wgmma-wait":
+        # The n-th wgmma.wait_group is gone: the accumulators are read while
+        # the tensor core still writes them.
+        m = nth(r"wgmma\.wait_group\.sync\.aligned \d+;", text, n)
+        return text[:m.start()] + text[m.end():]
+    if kind == "no-bar-arrive":
+        # The n-th ping-pong hand-over (bar.arrive on a named barrier other
+        # than 0) is gone: the other consumer waits for its turn forever.
+        m = nth(r"bar\.arrive\s+[1-9]\d*, \d+;", text, n)
+        return text[:m.start()] + text[m.end():]
+    if kind == "early-release":
+        # The consumer's release that follows the n-th wgmma.wait_group
+        # comes before it: the producer may load the next tile into the
+        # stage an MMA of the group still reads.
+        waits = list(re.finditer(r"wgmma\.wait_group\.sync\.aligned \d+;", text))
+        if len(waits) < n:
+            sys.exit("mutate-ptx: fewer than %d wgmma.wait_group" % n)
+        wait = waits[n - 1]
+        arrive = re.compile(r"mbarrier\.arrive\.shared\.b64\s+%rd\d+, \[%rd\d+\];").search(text, wait.end())
+        if not arrive:
+            sys.exit("mutate-ptx: no release after the wait")
+        return (text[:wait.start()] + text[wait.end():arrive.end()] + "\n\t" +
+                wait.group(0) + text[arrive.end():])
     sys.exit("mutate-ptx: unknown mutation " + name)
 
 

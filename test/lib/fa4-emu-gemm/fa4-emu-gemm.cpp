@@ -1,15 +1,18 @@
 //===- fa4-emu-gemm.cpp - run a GEMM kernel's PTX in fa4-emu and check it ---===//
 //
-// A test-only driver for test/Emu/cute-gemm.test: reads PTX that nvcc
-// compiled from test/Emu/Inputs/cute-gemm.cu, launches one of its GEMM
+// A test-only driver for test/Emu/cute-gemm.test and cute-gemm-sm90.test:
+// reads PTX that nvcc compiled from test/Emu/Inputs/cute-gemm.cu (sm_100a,
+// M = 128) or cute-gemm-sm90.cu (sm_90a, M = 64), launches one of its GEMM
 // entries in the emulator on one CTA of 128 threads — once per interleaving,
 // each with its own schedule — and compares C with a GEMM on the host.
 //
-// The entry computes C[128 x N] (f32, row-major) = A[128 x K] * B[N x K]^T
-// with A and B f16 and K-major, and takes (A's tensor map, B's tensor map,
-// C's address). The maps are encoded by the emulator's encoder, as the
-// driver's cuTensorMapEncodeTiled would encode them for a GPU: 2-d, boxes of
-// 64 columns (one 128-byte swizzle row) by every row, 128B swizzle.
+// The entry computes C[M x N] (f32, row-major) = A[M x K] * B[N x K]^T with
+// A and B f16 or bf16, A K-major, B K-major (stored N x K) or MN-major
+// (stored K x N), and takes (A's tensor map, B's tensor map, C's address).
+// The maps are encoded by the emulator's encoder, as the driver's
+// cuTensorMapEncodeTiled would encode them for a GPU: 2-d, boxes of 64
+// elements of the contiguous dimension (one 128-byte swizzle row) by every
+// row, 128B swizzle.
 //
 // Prints each failing interleaving with its report, then
 //   gemm MxNxK: max error E, I interleavings, ok
@@ -41,10 +44,25 @@ static cl::opt<std::string> ptxFile(cl::Positional, cl::Required,
 static cl::opt<std::string> kernelName("kernel", cl::Required,
                                        cl::desc("The GEMM entry to launch"),
                                        cl::cat(gemmCategory));
+static cl::opt<uint32_t> m("m", cl::desc("Rows of C and A: 128 (tcgen05) or 64 "
+                                     "(one warpgroup's wgmma)"),
+                           cl::init(128), cl::cat(gemmCategory));
 static cl::opt<uint32_t> n("n", cl::Required, cl::desc("Columns of C (rows of B)"),
                            cl::cat(gemmCategory));
 static cl::opt<uint32_t> k("k", cl::Required, cl::desc("The reduction extent"),
                            cl::cat(gemmCategory));
+enum class Element { F16, BF16 };
+static cl::opt<Element> element(
+    "element", cl::desc("The type of A and B"),
+    cl::values(clEnumValN(Element::F16, "f16", "IEEE half precision"),
+               clEnumValN(Element::BF16, "bf16", "bfloat16")),
+    cl::init(Element::F16), cl::cat(gemmCategory));
+enum class Major { K, MN };
+static cl::opt<Major> bMajor(
+    "b-major", cl::desc("Which dimension of B is contiguous"),
+    cl::values(clEnumValN(Major::K, "k", "B stored N x K, as K in Q·K^T"),
+               clEnumValN(Major::MN, "mn", "B stored K x N, as V in P·V")),
+    cl::init(Major::K), cl::cat(gemmCategory));
 static cl::opt<uint64_t> seed("seed",
                               cl::desc("Seed of the inputs and of the first schedule"),
                               cl::init(0), cl::cat(gemmCategory));
@@ -64,35 +82,47 @@ static cl::opt<double> tolerance(
 
 namespace {
 
-constexpr uint32_t kM = 128;
 constexpr uint32_t kThreads = 128;
-/// The K extent of one TMA box: 64 f16 elements, one 128-byte swizzle row.
-constexpr uint32_t kBoxK = 64;
+/// The inner extent of one TMA box: 64 16-bit elements, one 128-byte
+/// swizzle row.
+constexpr uint32_t kBoxInner = 64;
+/// The most rows a TMA box may have.
+constexpr uint32_t kMaxBoxOuter = 256;
 
 int fail(const Twine &message) {
   errs() << "fa4-emu-gemm: " << message << "\n";
   return 2;
 }
 
-/// Seeded f16 values in [-1, 1), as their bits.
-std::vector<uint16_t> randomHalves(size_t count, std::mt19937_64 &rng) {
+/// Seeded values in [-1, 1) of the element type, as their bits.
+std::vector<uint16_t> randomElements(size_t count, std::mt19937_64 &rng) {
   std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
   std::vector<uint16_t> bits(count);
   for (uint16_t &b : bits)
-    b = floatToHalfBits(uniform(rng));
+    b = element == Element::BF16 ? floatToBFloat16Bits(uniform(rng))
+                                 : floatToHalfBits(uniform(rng));
   return bits;
 }
 
-/// The map of a rows x k K-major f16 operand at `address`.
-runtime::TensorMapSpec operandMap(uint64_t address, uint32_t rows) {
+double elementValue(uint16_t bits) {
+  return element == Element::BF16 ? bfloat16BitsToFloat(bits)
+                                  : halfBitsToFloat(bits);
+}
+
+/// The map of an operand at `address` stored as `rows` rows of `columns`
+/// contiguous elements: one box is 64 columns of every row.
+runtime::TensorMapSpec operandMap(uint64_t address, uint32_t columns,
+                                  uint32_t rows) {
   runtime::TensorMapSpec spec;
-  spec.dataType = runtime::TensorMapDataType::Float16;
+  spec.dataType = element == Element::BF16
+                      ? runtime::TensorMapDataType::BFloat16
+                      : runtime::TensorMapDataType::Float16;
   spec.rank = 2;
   spec.globalAddress = address;
-  spec.globalDims[0] = k;
+  spec.globalDims[0] = columns;
   spec.globalDims[1] = rows;
-  spec.globalStrides[0] = uint64_t(k) * 2;
-  spec.boxDims[0] = kBoxK;
+  spec.globalStrides[0] = uint64_t(columns) * 2;
+  spec.boxDims[0] = kBoxInner;
   spec.boxDims[1] = rows;
   spec.swizzle = runtime::TensorMapSwizzle::Bytes128;
   return spec;
@@ -114,8 +144,13 @@ int main(int argc, char **argv) {
   cl::ParseCommandLineOptions(argc, argv,
                               "fa4-emu-gemm: run a GEMM kernel's PTX in fa4-emu "
                               "and check C against the host\n");
-  if (n == 0 || n % 16 || n > 256 || k == 0 || k % kBoxK)
+  if (m != 64 && m != 128)
+    return fail("--m must be 64 or 128");
+  if (n == 0 || n % 16 || n > 256 || k == 0 || k % kBoxInner)
     return fail("--n must be a multiple of 16 up to 256 and --k a multiple of 64");
+  // An MN-major B is loaded in boxes of 64 columns of N by all K rows.
+  if (bMajor == Major::MN && (n % kBoxInner || k > kMaxBoxOuter))
+    return fail("--b-major mn needs --n a multiple of 64 and --k at most 256");
   if (interleavings <= 0)
     return fail("--interleavings must be positive");
 
@@ -133,17 +168,20 @@ int main(int argc, char **argv) {
                              "float *)");
 
   std::mt19937_64 rng(seed);
-  std::vector<uint16_t> a = randomHalves(size_t(kM) * k, rng);
-  std::vector<uint16_t> b = randomHalves(size_t(n) * k, rng);
-  // The reference in double: the products of f16 values and their sums of
+  std::vector<uint16_t> a = randomElements(size_t(m) * k, rng);
+  std::vector<uint16_t> b = randomElements(size_t(n) * k, rng);
+  // B(j, x): stored N x K or K x N.
+  auto bAt = [&](uint32_t j, uint32_t x) {
+    return bMajor == Major::K ? b[size_t(j) * k + x] : b[size_t(x) * n + j];
+  };
+  // The reference in double: the products of 16-bit values and their sums of
   // up to a few hundred terms are exact or nearly so.
-  std::vector<double> reference(size_t(kM) * n);
-  for (uint32_t i = 0; i < kM; ++i)
+  std::vector<double> reference(size_t(m) * n);
+  for (uint32_t i = 0; i < m; ++i)
     for (uint32_t j = 0; j < n; ++j) {
       double sum = 0;
       for (uint32_t x = 0; x < k; ++x)
-        sum += double(halfBitsToFloat(a[size_t(i) * k + x])) *
-               double(halfBitsToFloat(b[size_t(j) * k + x]));
+        sum += elementValue(a[size_t(i) * k + x]) * elementValue(bAt(j, x));
       reference[size_t(i) * n + j] = sum;
     }
 
@@ -164,16 +202,19 @@ int main(int argc, char **argv) {
     emu::LaunchConfig config;
     config.kernel = kernelName;
     config.block[0] = kThreads;
-    config.dynamicSmemBytes = 2 * (kM + n) * k + 20;
+    // The tiles, then the mbarriers (and, on sm_100a, the TMEM address).
+    config.dynamicSmemBytes = 2 * (m + n) * k + 20;
     config.seed = seed + run;
     config.maxAsyncDelay = maxAsyncDelay;
     config.arguments.assign(3, {});
     config.arguments[0].resize(128);
     config.arguments[1].resize(128);
-    if (!emu::encodeTensorMap(operandMap(aAddress, kM), config.arguments[0].data(),
-                              error) ||
-        !emu::encodeTensorMap(operandMap(bAddress, n), config.arguments[1].data(),
-                              error))
+    runtime::TensorMapSpec mapB = bMajor == Major::K
+                                      ? operandMap(bAddress, k, n)
+                                      : operandMap(bAddress, n, k);
+    if (!emu::encodeTensorMap(operandMap(aAddress, k, m),
+                              config.arguments[0].data(), error) ||
+        !emu::encodeTensorMap(mapB, config.arguments[1].data(), error))
       return fail("cannot encode a tensor map: " + error);
     config.arguments[2].resize(8);
     std::memcpy(config.arguments[2].data(), &cAddress, 8);
@@ -203,7 +244,7 @@ int main(int argc, char **argv) {
     total.add(report);
   }
 
-  outs() << "gemm " << kM << "x" << n << "x" << k << ": max error "
+  outs() << "gemm " << m << "x" << n << "x" << k << ": max error "
          << format("%.3g", maxError) << ", " << interleavings << " interleavings, "
          << (allOk ? "ok" : "FAILED") << "\n";
   outs() << "report: errors " << total.errorCount << ", hazards "

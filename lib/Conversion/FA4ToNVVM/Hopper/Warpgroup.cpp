@@ -40,19 +40,6 @@ static constexpr int64_t kWgmmaK = 16;
 static constexpr uint32_t kSwizzleAtomBytes = 1024;
 static constexpr float kMinusInf = -std::numeric_limits<float>::infinity();
 
-/// The sm_90 shared-memory matrix descriptor (PTX ISA, "Matrix Descriptor
-/// Format" of wgmma): start address >> 4 in bits 0-13, leading byte offset
-/// >> 4 in 16-29, stride byte offset >> 4 in 32-45, the swizzle in bits
-/// 62-63 (1: 128 bytes). The leading and stride offsets mean what they mean
-/// for tcgen05 (Descriptors.h), whose descriptor differs in its fixed bits
-/// and its swizzle field.
-static uint64_t wgmmaDescriptorTemplate(uint32_t leadingByteOffset,
-                                        uint32_t strideByteOffset) {
-  return (uint64_t((leadingByteOffset >> 4) & 0x3fff) << 16) |
-         (uint64_t((strideByteOffset >> 4) & 0x3fff) << 32) |
-         (uint64_t(1) << 62);
-}
-
 static StringRef ptxType(Type type) { return type.isBF16() ? "bf16" : "f16"; }
 
 Value Lowering::fragmentLane() {
@@ -236,7 +223,8 @@ LogicalResult Lowering::lowerWarpgroup(Operation *op) {
         // Q and K are both K-major: 128-byte rows of 64 elements, 8-row
         // atoms 1024 bytes apart (the leading offset is unused: 16). The
         // warpgroup's rows start row_offset lines into each box of Q.
-        uint64_t bits = wgmmaDescriptorTemplate(16, kSwizzleAtomBytes);
+        uint64_t bits = wgmma::smemDescriptorTemplate(
+            16, kSwizzleAtomBytes, wgmma::Swizzle::Bytes128);
         Value qBase = stageDescriptor(mma.getQuery(), mma.getQueryCount(),
                                       mma.getRowOffset() * kSwizzleLineBytes,
                                       bits);
@@ -283,7 +271,8 @@ LogicalResult Lowering::lowerWarpgroup(Operation *op) {
         // V is the B operand with N (head dim) contiguous: MN-major. Its
         // 64-column boxes are the leading-dimension repeats, 8-key groups
         // the stride.
-        uint64_t bits = wgmmaDescriptorTemplate(boxBytes(v), kSwizzleAtomBytes);
+        uint64_t bits = wgmma::smemDescriptorTemplate(
+            boxBytes(v), kSwizzleAtomBytes, wgmma::Swizzle::Bytes128);
         Value vBase = stageDescriptor(mma.getValue(), mma.getValueCount(), 0,
                                       bits);
         // P's fragment is the A operand's, 16 keys (4 words) per k-step.
