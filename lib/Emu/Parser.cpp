@@ -1364,6 +1364,11 @@ void Parser::decode(Inst &inst, const std::vector<std::string> &parts,
                                         "(A in shared memory) operands, got " +
            std::to_string(operandTexts.size()));
     bool regA = operandTexts.size() == 7;
+    if (regA != (trim(operandTexts[1]).compare(0, 1, "{") == 0))
+      fail(where() + ": '" + mnemonic + "' takes " +
+           (regA ? "8 operands with A in shared memory (a descriptor)"
+                 : "7 operands with A in registers ({a0, a1, a2, a3})") +
+           ", got " + std::to_string(operandTexts.size()));
     if (regA)
       inst.flags |= kRegA;
     inst.numOperands = 4;
