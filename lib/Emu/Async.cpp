@@ -917,33 +917,28 @@ void CtaMachine::runWgmma(const WgmmaOp &op) {
 
 bool CtaMachine::completeAsync(bool force) {
   bool any = false;
-  for (size_t i = 0; i < tmaInFlight.size() && !stopped;) {
-    if (tmaInFlight[i].due <= now) {
-      TmaOp op = tmaInFlight[i];
-      tmaInFlight.erase(tmaInFlight.begin() + i);
-      runTma(op);
+  // Runs the due operations of `queue` in its order (a warp's wgmmas are
+  // due in issue order, and the vector keeps it).
+  auto runDue = [&](auto &queue, auto run) {
+    for (size_t i = 0; i < queue.size() && !stopped;) {
+      if (queue[i].due > now) {
+        ++i;
+        continue;
+      }
+      auto op = queue[i];
+      queue.erase(queue.begin() + i);
+      run(op);
       any = true;
-    } else {
-      ++i;
     }
-  }
+  };
+  runDue(tmaInFlight, [&](TmaOp &op) { runTma(op); });
   while (!tensorPipe.empty() && tensorPipe.front().due <= now && !stopped) {
     TensorOp op = tensorPipe.front();
     tensorPipe.pop_front();
     runTensorOp(op);
     any = true;
   }
-  // A warp's wgmmas are due in issue order, and the vector keeps it.
-  for (size_t i = 0; i < wgmmaInFlight.size() && !stopped;) {
-    if (wgmmaInFlight[i].due <= now) {
-      WgmmaOp op = wgmmaInFlight[i];
-      wgmmaInFlight.erase(wgmmaInFlight.begin() + i);
-      runWgmma(op);
-      any = true;
-    } else {
-      ++i;
-    }
-  }
+  runDue(wgmmaInFlight, [&](WgmmaOp &op) { runWgmma(op); });
   if (any || !force || stopped)
     return any;
   // Every thread waits: time jumps to the earliest completion.
