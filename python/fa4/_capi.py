@@ -13,8 +13,8 @@ A launch is fa4's ``runtime::launch``: the runtime checks the tensors against
 the kernel and says what is wrong (``LaunchError``), builds the tensor maps
 from the manifest and launches. CUDA tensors run on the GPU in torch's
 current stream (or ``stream``, a CUstream as an int), asynchronously and
-in place, with their strides. CPU tensors run in fa4-emu (sm_100a kernels
-only): their elements are copied into the emulator's memory as dense
+in place, with their strides. CPU tensors run in fa4-emu (sm_100a and sm_90a
+kernels): their elements are copied into the emulator's memory as dense
 tensors, and O's and the LSE's copied back.
 
 The library is found from ``library=`` if given, else ``$FA4RT_LIBRARY``,

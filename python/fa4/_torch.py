@@ -64,7 +64,8 @@ _TARGETS = {(9, 0): "sm_90a", (10, 0): "sm_100a"}
 def _target(device):
     """The target and the persistent grid's size for tensors on `device`:
     the GPU's own (sm_90a on Hopper, sm_100a on Blackwell, its SM count), or
-    sm_100a for CPU tensors, which run in fa4-emu (an sm_100a emulator)."""
+    sm_100a for CPU tensors, which run in fa4-emu (which runs sm_90a kernels
+    too: `fa4.compile(target="sm_90a")` on CPU tensors)."""
     if device.type != "cuda":
         return "sm_100a", 0
     capability = tuple(torch.cuda.get_device_capability(device))
