@@ -734,7 +734,6 @@ void CtaMachine::execWgmma(uint32_t w, uint32_t members, const Inst &in) {
   WgmmaOp op;
   op.warp = w;
   op.pc = first.pc;
-  op.mask = members;
   op.group = warp.wgCommitted;
   bool regA = in.flags & kRegA;
   // Operands the hardware takes once for the warpgroup must agree across

@@ -181,7 +181,7 @@ private:
   /// hardware may read them; the threads may not touch its registers nor
   /// overwrite its shared memory before wgmma.wait_group says it is done.
   struct WgmmaOp {
-    uint32_t warp = 0, group = 0, pc = 0, mask = 0;
+    uint32_t warp = 0, group = 0, pc = 0;
     bool accumulate = false;
     SmemDescriptor a, b;
     Interval aSmem, bSmem;
