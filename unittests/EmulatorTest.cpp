@@ -555,3 +555,217 @@ TEST(EmulatorHopper, WgmmaIsRefusedOutsideSm90a) {
             std::string::npos)
       << error;
 }
+
+// Ordering across thread synchronization (issue 23): tcgen05 operations of
+// two warps are ordered only by tcgen05.fence::before_thread_sync, a
+// synchronization and tcgen05.fence::after_thread_sync; generic writes reach
+// another warp's async-proxy read only through fence.proxy.async before the
+// release; a swizzled TMA box moves chunks within its 128-byte lines.
+namespace {
+
+/// Warp 0 stores one TMEM word a lane and hands it to warp 4 (the same
+/// lane quadrant) through an mbarrier; warp 4 reads it back and hands the
+/// columns back for the dealloc. `before` / `after` keep the fences of the
+/// first hand-over.
+std::string tmemHandOver(bool before, bool after) {
+  return kernel(std::string("\tmov.b32 %r2, smem;\n"
+                            "\tshr.u32 %r3, %r1, 5;\n"
+                            "\tsetp.ne.u32 %p1, %r3, 0;\n"
+                            "\t@%p1 bra ALLOCATED;\n"
+                            "\ttcgen05.alloc.cta_group::1.sync.aligned.shared::cta.b32 [%r2], 32;\n"
+                            "\ttcgen05.relinquish_alloc_permit.cta_group::1.sync.aligned;\n"
+                            "\tmbarrier.init.shared.b64 [%r2+8], 32;\n"
+                            "\tmbarrier.init.shared.b64 [%r2+16], 32;\n"
+                            "ALLOCATED:\n"
+                            "\ttcgen05.fence::before_thread_sync;\n"
+                            "\tbar.sync 0;\n"
+                            "\ttcgen05.fence::after_thread_sync;\n"
+                            "\tld.shared.b32 %r4, [%r2];\n"
+                            "\tsetp.eq.u32 %p2, %r3, 0;\n"
+                            "\t@%p2 bra WRITER;\n"
+                            "\tsetp.eq.u32 %p3, %r3, 4;\n"
+                            "\t@%p3 bra READER;\n"
+                            "\tret;\n"
+                            "WRITER:\n"
+                            "\ttcgen05.st.sync.aligned.32x32b.x1.b32 [%r4], {%r1};\n"
+                            "\ttcgen05.wait::st.sync.aligned;\n") +
+                (before ? "\ttcgen05.fence::before_thread_sync;\n" : "") +
+                "\tmbarrier.arrive.shared.b64 %rd4, [%r2+8];\n"
+                "BACK:\n"
+                "\tmbarrier.try_wait.parity.shared.b64 %p1, [%r2+16], 0;\n"
+                "\t@!%p1 bra BACK;\n"
+                "\ttcgen05.fence::after_thread_sync;\n"
+                "\ttcgen05.dealloc.cta_group::1.sync.aligned.b32 %r4, 32;\n"
+                "\tret;\n"
+                "READER:\n"
+                "\tmbarrier.try_wait.parity.shared.b64 %p1, [%r2+8], 0;\n"
+                "\t@!%p1 bra READER;\n" +
+                (after ? "\ttcgen05.fence::after_thread_sync;\n" : "") +
+                "\ttcgen05.ld.sync.aligned.32x32b.x1.b32 {%r5}, [%r4];\n"
+                "\ttcgen05.wait::ld.sync.aligned;\n"
+                "\tst.global.b32 [%rd3], %r5;\n"
+                "\ttcgen05.fence::before_thread_sync;\n"
+                "\tmbarrier.arrive.shared.b64 %rd4, [%r2+16];\n"
+                "\tret;\n");
+}
+
+std::string allHazards(const LaunchReport &report) {
+  std::string all;
+  for (const std::string &h : report.hazards)
+    all += h + "\n";
+  return all;
+}
+
+} // namespace
+
+TEST(EmulatorOrder, TmemHandOverWithBothFencesIsClean) {
+  Outcome run = launchKernel(tmemHandOver(true, true), 160, 1024);
+  EXPECT_EQ(run.report.hazardCount, 0) << allHazards(run.report);
+  EXPECT_TRUE(run.report.errors.empty());
+  // Warp 4's lanes read what warp 0's lanes stored: their thread ids.
+  for (uint32_t lane = 0; lane < 32; ++lane)
+    EXPECT_EQ(run.out[128 + lane], lane);
+}
+
+TEST(EmulatorOrder, MissingBeforeThreadSyncIsAHazardNamingBoth) {
+  Outcome run = launchKernel(tmemHandOver(false, true), 160, 1024);
+  ASSERT_GE(run.report.hazardCount, 1);
+  const std::string &h = run.report.hazards[0];
+  EXPECT_NE(h.find("tcgen05.ld"), std::string::npos) << h;
+  EXPECT_NE(h.find("tcgen05.st"), std::string::npos) << h;
+  EXPECT_NE(h.find("warp 0 has no tcgen05.fence::before_thread_sync"), std::string::npos) << h;
+}
+
+TEST(EmulatorOrder, MissingAfterThreadSyncIsAHazardNamingBoth) {
+  Outcome run = launchKernel(tmemHandOver(true, false), 160, 1024);
+  ASSERT_GE(run.report.hazardCount, 1);
+  const std::string &h = run.report.hazards[0];
+  EXPECT_NE(h.find("tcgen05.ld"), std::string::npos) << h;
+  EXPECT_NE(h.find("tcgen05.st"), std::string::npos) << h;
+  EXPECT_NE(h.find("no tcgen05.fence::after_thread_sync"), std::string::npos) << h;
+}
+
+TEST(EmulatorOrder, UnwrittenSharedMemoryReadsAsPoison) {
+  // Shared memory no instruction wrote is all ones, not zero: a kernel that
+  // reads it before the write that publishes it sees a NaN, not 0.0.
+  Outcome run = launchKernel(kernel("\tmov.b32 %r2, smem;\n"
+                                    "\tld.shared.b32 %r3, [%r2+64];\n"
+                                    "\tst.global.b32 [%rd3], %r3;\n"
+                                    "\tret;\n"),
+                             32, 1024);
+  EXPECT_EQ(run.out[0], 0xffffffffu);
+}
+
+namespace {
+
+/// Launches entry k(.param .align 64 .b8 map[128]) with `threads` threads,
+/// `smem` bytes of dynamic shared memory and the tensor map `spec` over a
+/// zeroed global buffer.
+LaunchReport runWithMap(const std::string &body, uint32_t threads, uint32_t smem,
+                        mlir::fa4::runtime::TensorMapSpec spec) {
+  LaunchReport report;
+  std::string ptx = ".version 8.8\n.target sm_100a\n.address_size 64\n"
+                    ".extern .shared .align 1024 .b8 smem[];\n"
+                    ".visible .entry k(\n\t.param .align 64 .b8 k_param_0[128]\n)\n{\n"
+                    "\t.reg .pred %p<8>;\n\t.reg .b32 %r<32>;\n\t.reg .b64 %rd<16>;\n"
+                    "\tmov.b64 %rd1, k_param_0;\n"
+                    "\tcvta.param.u64 %rd2, %rd1;\n"
+                    "\tmov.u32 %r1, %tid.x;\n"
+                    "\tmov.b32 %r2, smem;\n"
+                    "\tmov.u32 %r3, 0;\n" +
+                    body + "}\n";
+  std::string error;
+  auto program = parsePtx(ptx, error);
+  EXPECT_TRUE(program) << error;
+  if (!program)
+    return report;
+  Device device;
+  spec.globalAddress = device.allocate(4096);
+  std::vector<uint8_t> map(128);
+  EXPECT_TRUE(encodeTensorMap(spec, map.data(), error)) << error;
+  LaunchConfig config;
+  config.kernel = "k";
+  config.block[0] = threads;
+  config.dynamicSmemBytes = smem;
+  config.arguments = {map};
+  EXPECT_TRUE(launch(*program, device, config, report, error)) << error;
+  return report;
+}
+
+mlir::fa4::runtime::TensorMapSpec narrowMap() {
+  // 16 f16 a row (32 bytes, narrower than the 128-byte swizzle span).
+  mlir::fa4::runtime::TensorMapSpec spec;
+  spec.rank = 2;
+  spec.globalDims[0] = 16;
+  spec.globalDims[1] = 4;
+  spec.globalStrides[0] = 32;
+  spec.boxDims[0] = 16;
+  spec.boxDims[1] = 1;
+  spec.swizzle = mlir::fa4::runtime::TensorMapSwizzle::Bytes128;
+  return spec;
+}
+
+} // namespace
+
+TEST(EmulatorOrder, SwizzledBoxPastTheEndOfSharedMemoryIsRefused) {
+  // The box is 32 bytes at smem + 896, the last bytes of the CTA's shared
+  // memory; the 128B swizzle moves its chunk 112 bytes on (row bits 7..9 of
+  // the address are 7), past the end.
+  LaunchReport report = runWithMap(
+      "\tmbarrier.init.shared.b64 [%r2], 1;\n"
+      "\tfence.mbarrier_init.release.cluster;\n"
+      "\tadd.s32 %r4, %r2, 896;\n"
+      "\tmbarrier.arrive.expect_tx.shared.b64 %rd3, [%r2], 32;\n"
+      "\tcp.async.bulk.tensor.2d.shared::cta.global.tile.mbarrier::complete_tx::bytes "
+      "[%r4], [%rd2, {%r3, %r3}], [%r2];\n"
+      "WAIT:\n"
+      "\tmbarrier.try_wait.parity.shared.b64 %p1, [%r2], 0;\n"
+      "\t@!%p1 bra WAIT;\n"
+      "\tret;\n",
+      32, 928, narrowMap());
+  ASSERT_GE(report.errorCount, 1);
+  EXPECT_NE(report.errors[0].find("through its swizzle"), std::string::npos)
+      << report.errors[0];
+}
+
+TEST(EmulatorOrder, ProxyFenceAfterTheReleaseIsAHazard) {
+  // Warp 0 writes the staging tile, arrives, and only then fences; warp 1
+  // waits and stores the tile with TMA: its read is not ordered after the
+  // fence.
+  auto body = [](bool late) {
+    return std::string("\tshr.u32 %r5, %r1, 5;\n"
+                       "\tadd.s32 %r4, %r2, 1024;\n"
+                       "\tsetp.ne.u32 %p1, %r5, 0;\n"
+                       "\t@%p1 bra INITED;\n"
+                       "\tmbarrier.init.shared.b64 [%r2], 32;\n"
+                       "INITED:\n"
+                       "\tbar.sync 0;\n"
+                       "\t@%p1 bra STORER;\n"
+                       "\tshl.b32 %r6, %r1, 0;\n"
+                       "\tst.shared.b8 [%r4], %r6;\n") +
+           (late ? "" : "\tfence.proxy.async.shared::cta;\n") +
+           "\tmbarrier.arrive.shared.b64 %rd3, [%r2];\n" +
+           (late ? "\tfence.proxy.async.shared::cta;\n" : "") +
+           "\tret;\n"
+           "STORER:\n"
+           "\tmbarrier.try_wait.parity.shared.b64 %p2, [%r2], 0;\n"
+           "\t@!%p2 bra STORER;\n"
+           "\tsetp.ne.u32 %p3, %r1, 32;\n"
+           "\t@%p3 bra DONE;\n"
+           "\tcp.async.bulk.tensor.2d.global.shared::cta.tile.bulk_group "
+           "[%rd2, {%r3, %r3}], [%r4];\n"
+           "\tcp.async.bulk.commit_group;\n"
+           "\tcp.async.bulk.wait_group.read 0;\n"
+           "DONE:\n"
+           "\tret;\n";
+  };
+  mlir::fa4::runtime::TensorMapSpec spec = narrowMap();
+  spec.swizzle = mlir::fa4::runtime::TensorMapSwizzle::None;
+  LaunchReport clean = runWithMap(body(false), 64, 2048, spec);
+  EXPECT_EQ(clean.hazardCount, 0) << allHazards(clean);
+  LaunchReport late = runWithMap(body(true), 64, 2048, spec);
+  ASSERT_GE(late.hazardCount, 1);
+  EXPECT_NE(late.hazards[0].find("a fence after the release does not order it"),
+            std::string::npos)
+      << late.hazards[0];
+}

@@ -19,6 +19,7 @@
 #include <cmath>
 #include <cstring>
 #include <sstream>
+#include <type_traits>
 
 namespace mlir::fa4::emu {
 
@@ -84,8 +85,134 @@ CtaMachine::Mbarrier *CtaMachine::asyncBarrierAt(Thread &th, uint32_t addr,
   return bar;
 }
 
+//===----------------------------------------------------------------------===//
+// Ordering across thread synchronization
+//===----------------------------------------------------------------------===//
+
+static void join(std::vector<uint32_t> &into, const std::vector<uint32_t> &from) {
+  if (into.size() < from.size())
+    into.resize(from.size(), 0);
+  for (size_t i = 0; i < from.size(); ++i)
+    into[i] = std::max(into[i], from[i]);
+}
+
+void CtaMachine::release(uint32_t w, Order &into) {
+  const Warp &warp = warps[w];
+  join(into.tc, warp.knownTc);
+  join(into.proxy, warp.knownProxy);
+  into.tc[w] = std::max(into.tc[w], warp.tcFences);
+  into.proxy[w] = std::max(into.proxy[w], warp.proxyFences);
+}
+
+void CtaMachine::acquire(uint32_t w, const Order &from) {
+  Warp &warp = warps[w];
+  join(warp.knownTc, from.tc);
+  join(warp.knownProxy, from.proxy);
+}
+
+void CtaMachine::orderTmem(uint32_t w, uint32_t pc, const TmemRect &rect, bool write) {
+  const Warp &warp = warps[w];
+  const uint32_t tag = warp.tcFences + 1;
+  auto check = [&](const TmemAccess &prior, bool priorWrites, uint32_t column) {
+    if (prior.warp == 0xffff || prior.warp == w || warp.tcVisible[prior.warp] >= prior.tag)
+      return;
+    std::pair<uint32_t, uint32_t> key{prior.pc, pc};
+    if (std::find(orderReported.begin(), orderReported.end(), key) != orderReported.end())
+      return;
+    orderReported.push_back(key);
+    const Inst &mine = program.code[pc];
+    std::string why =
+        warp.knownTc[prior.warp] >= prior.tag
+            ? "warp " + std::to_string(w) +
+                  " synchronized with warp " + std::to_string(prior.warp) +
+                  " but has no tcgen05.fence::after_thread_sync between that "
+                  "synchronization and this instruction"
+            : "warp " + std::to_string(prior.warp) +
+                  " has no tcgen05.fence::before_thread_sync between that "
+                  "instruction and a synchronization that warp " +
+                  std::to_string(w) + " waited for";
+    hazard("cta (" + std::to_string(ctaId[0]) + ") warp " + std::to_string(w) + " at " +
+           program.sources[mine.source] + ": " + (write ? "writes" : "reads") +
+           " TMEM lanes " + std::to_string(rect.lane0) + ".." +
+           std::to_string(rect.lane1 - 1) + " column " + std::to_string(column) +
+           " that warp " + std::to_string(prior.warp) + " " +
+           (priorWrites ? "wrote" : "read") + " at " +
+           program.sources[program.code[prior.pc].source] +
+           ", unordered (PTX ISA: tcgen05 operations of two threads are ordered "
+           "only by tcgen05.fence::before_thread_sync, a synchronization and "
+           "tcgen05.fence::after_thread_sync): " + why);
+  };
+  for (uint32_t q = rect.lane0 / 32; q < (rect.lane1 + 31) / 32 && q < kTmemLanes / 32; ++q)
+    for (uint32_t c = rect.col0; c < rect.col1 && c < kTmemColumns; ++c) {
+      TmemCell &cell = tmemOrder[size_t(q) * kTmemColumns + c];
+      check(cell.write, true, c);
+      if (write)
+        for (const TmemAccess &r : cell.reads)
+          check(r, false, c);
+      TmemAccess access{tag, pc, static_cast<uint16_t>(w)};
+      if (write) {
+        cell.write = access;
+        for (TmemAccess &r : cell.reads)
+          r = TmemAccess();
+        continue;
+      }
+      // One read record per warp: its latest; a fourth warp replaces the
+      // oldest.
+      TmemAccess *slot = nullptr;
+      for (TmemAccess &r : cell.reads)
+        if (r.warp == w || r.warp == 0xffff) {
+          slot = &r;
+          break;
+        }
+      if (!slot) {
+        slot = &cell.reads[0];
+        for (TmemAccess &r : cell.reads)
+          if (r.tag < slot->tag)
+            slot = &r;
+      }
+      *slot = access;
+    }
+}
+
+void CtaMachine::orderProxy(uint32_t w, const Interval &range, const std::string &what) {
+  // A write not yet fenced by its own thread.
+  if (unfencedBytes)
+    for (uint32_t a = range.begin; a < range.end; ++a)
+      if (unfencedOwner[a]) {
+        hazard(what + " reads shared memory " + hex(a) + " that thread " +
+               std::to_string(unfencedOwner[a] - 1) +
+               " wrote through the generic proxy with no fence.proxy.async since");
+        return;
+      }
+  // Another warp's write, fenced after the release this warp acquired, or
+  // not released to it at all.
+  const Warp &warp = warps[w];
+  bool possible = false;
+  for (uint32_t u = 0; u < warps.size() && !possible; ++u)
+    possible = u != w && warps[u].lastGenericTag > warp.knownProxy[u];
+  if (!possible)
+    return;
+  for (uint32_t a = range.begin; a < range.end && a < genericTag.size(); ++a) {
+    uint32_t tag = genericTag[a];
+    if (!tag)
+      continue;
+    uint32_t u = (tag >> 24) - 1, t = tag & 0xffffff;
+    if (u == w || warp.knownProxy[u] >= t)
+      continue;
+    hazard(what + " reads shared memory " + hex(a) + " that warp " + std::to_string(u) +
+           " wrote through the generic proxy, with no fence.proxy.async in warp " +
+           std::to_string(u) + " between that write and a synchronization warp " +
+           std::to_string(w) + " waited for (a fence after the release does not "
+           "order it)");
+    return;
+  }
+}
+
 void CtaMachine::completePhase(Mbarrier &bar) {
   ++bar.phase;
+  join(bar.released.tc, bar.releasing.tc);
+  join(bar.released.proxy, bar.releasing.proxy);
+  bar.releasing = Order();
   bar.pending = bar.expected;
   bar.tx = 0;
   for (uint32_t waiter : bar.waiters)
@@ -158,6 +285,7 @@ bool CtaMachine::execMbarrier(Thread &th, const Inst &in) {
     bar->tx += static_cast<int64_t>(read(th, o[1], Ty::U32));
     return true;
   case Op::MbarArrive: {
+    release(th.warp, bar->releasing);
     int64_t count = 1;
     if (in.flags & kExpectTx)
       bar->tx += static_cast<int64_t>(read(th, o[2], Ty::U32));
@@ -291,6 +419,21 @@ void CtaMachine::execTma(Thread &th, const Inst &in) {
                   ") is not a 128-byte aligned range of the CTA's shared memory");
     return;
   }
+  // A swizzle moves 16-byte chunks within their 128-byte line, so a box
+  // whose rows are narrower than the swizzle span reaches past its own
+  // bytes: the whole lines it touches must be shared memory.
+  if (op.map.swizzle != runtime::TensorMapSwizzle::None) {
+    uint64_t lineEnd = (uint64_t(op.smem) + op.bytes + 127) / 128 * 128;
+    if (lineEnd > smemEnd) {
+      error(th, std::string("the swizzled TMA ") + (load ? "destination" : "source") +
+                    " [" + hex(op.smem) + ", " + hex(uint64_t(op.smem) + op.bytes) +
+                    ") reaches " + hex(lineEnd) +
+                    " through its swizzle (16-byte chunks move within their "
+                    "128-byte line), past the CTA's shared memory at " +
+                    hex(smemEnd));
+      return;
+    }
+  }
   Interval region{op.smem, op.smem + op.bytes};
   for (const TmaOp &other : tmaInFlight) {
     Interval theirs{other.smem, other.smem + other.bytes};
@@ -327,16 +470,11 @@ void CtaMachine::execTma(Thread &th, const Inst &in) {
       return;
     }
     report.tmaLoadBytes += op.bytes;
+    // What the async proxy writes supersedes the generic writes there.
+    std::fill(genericTag.begin() + landing.begin,
+              genericTag.begin() + std::min<uint32_t>(landing.end, smemEnd), 0);
   } else {
-    if (unfencedBytes)
-      for (uint32_t a = region.begin; a < region.end; ++a)
-        if (unfencedOwner[a]) {
-          hazard(at(th) + ": the TMA store reads shared memory " + hex(a) +
-                 " that thread " + std::to_string(unfencedOwner[a] - 1) +
-                 " wrote through the generic proxy with no fence.proxy.async "
-                 "since");
-          break;
-        }
+    orderProxy(th.warp, region, at(th) + ": the TMA store");
     op.group = th.committedGroups;
     ++th.storesInFlight[op.group];
     report.tmaStoreBytes += op.bytes;
@@ -525,15 +663,11 @@ void CtaMachine::execMma(Thread &th, const Inst &in) {
              hex(region.end) + ") that an in-flight TMA load (" +
              program.sources[tma.source] + ") is still writing");
   }
-  if (unfencedBytes)
-    for (const Interval &range : {op.aSmem, op.bSmem})
-      for (uint32_t a = range.begin; a < range.end; ++a)
-        if (unfencedOwner[a]) {
-          hazard(at(th) + ": the MMA reads shared memory " + hex(a) + " that thread " +
-                 std::to_string(unfencedOwner[a] - 1) +
-                 " wrote through the generic proxy with no fence.proxy.async since");
-          break;
-        }
+  for (const Interval &range : {op.aSmem, op.bSmem})
+    orderProxy(th.warp, range, at(th) + ": the MMA");
+  orderTmem(th.warp, th.pc, op.dRect, true);
+  if (op.aInTmem)
+    orderTmem(th.warp, th.pc, op.aRect, false);
   for (const Thread &other : threads)
     for (const TmemRect &rect : other.pendingSt)
       if ((op.aInTmem && rect.overlaps(op.aRect)) || rect.overlaps(op.dRect)) {
@@ -561,6 +695,10 @@ void CtaMachine::execCommit(Thread &th, const Inst &in) {
   op.barrier = static_cast<uint32_t>(address(th, in.operands[0]));
   if (!asyncBarrierAt(th, op.barrier, "tcgen05.commit"))
     return;
+  // The commit's arrive fences what the warp issued before it, as
+  // tcgen05.fence::before_thread_sync would (PTX ISA, tcgen05.commit).
+  ++warps[th.warp].tcFences;
+  release(th.warp, op.order);
   op.due = tensorPipe.empty() ? now : tensorPipe.back().due;
   tensorPipe.push_back(op);
 }
@@ -575,8 +713,11 @@ void CtaMachine::runTensorOp(TensorOp &op) {
       misuse("tcgen05.commit (" + program.sources[op.source] +
              ") arrives on the mbarrier at smem " + hex(op.barrier) +
              ", which is no longer initialized");
-    else
+    else {
+      join(it->second.releasing.tc, op.order.tc);
+      join(it->second.releasing.proxy, op.order.proxy);
       arrive(op.barrier, it->second, 1, program.sources[op.source]);
+    }
     return;
   }
   const uint32_t M = op.instr.m, N = op.instr.n;
@@ -830,16 +971,8 @@ void CtaMachine::execWgmma(uint32_t w, uint32_t members, const Inst &in) {
              ") that an in-flight TMA load (" + program.sources[tma.source] +
              ") is still writing");
   }
-  if (unfencedBytes)
-    for (const Interval &range : {op.aSmem, op.bSmem})
-      for (uint32_t a = range.begin; a < range.end; ++a)
-        if (unfencedOwner[a]) {
-          hazard(at(first) + ": the wgmma reads shared memory " + hex(a) +
-                 " that thread " + std::to_string(unfencedOwner[a] - 1) +
-                 " wrote through the generic proxy with no fence.proxy.async "
-                 "since");
-          break;
-        }
+  for (const Interval &range : {op.aSmem, op.bSmem})
+    orderProxy(w, range, at(first) + ": the wgmma");
   // The warp's wgmmas complete in issue order.
   uint64_t due = now + rng() % (config.maxAsyncDelay + 1);
   for (const WgmmaOp &other : wgmmaInFlight)
@@ -914,13 +1047,42 @@ void CtaMachine::runWgmma(const WgmmaOp &op) {
   wake(op.warp, State::WgmmaWait);
 }
 
+bool CtaMachine::awaited(uint32_t barrier) const {
+  auto it = barriers.find(barrier);
+  return it != barriers.end() && !it->second.waiters.empty();
+}
+
 bool CtaMachine::completeAsync(bool force) {
   bool any = false;
+  // Lazy completion holds an operation back until a thread waits for it.
+  bool anyBulkWait = false, anyWgmmaWait = false;
+  if (config.lazyCompletion && !force)
+    for (const Strand &strand : strands) {
+      anyBulkWait |= strand.state == State::BulkWait;
+      anyWgmmaWait |= strand.state == State::WgmmaWait;
+    }
+  auto held = [&](const auto &op) {
+    if (!config.lazyCompletion || force)
+      return false;
+    using Op = std::decay_t<decltype(op)>;
+    if constexpr (std::is_same_v<Op, TmaOp>)
+      return op.load ? !awaited(op.barrier) : !anyBulkWait;
+    else
+      return !anyWgmmaWait;
+  };
+  // The tensor pipe completes in order, up to a commit a thread waits on.
+  bool pipeAwaited = !config.lazyCompletion || force;
+  if (!pipeAwaited)
+    for (const TensorOp &op : tensorPipe)
+      if (op.commit) {
+        pipeAwaited = awaited(op.barrier);
+        break;
+      }
   // Runs the due operations of `queue` in its order (a warp's wgmmas are
   // due in issue order, and the vector keeps it).
   auto runDue = [&](auto &queue, auto run) {
     for (size_t i = 0; i < queue.size() && !stopped;) {
-      if (queue[i].due > now) {
+      if (queue[i].due > now || held(queue[i])) {
         ++i;
         continue;
       }
@@ -931,11 +1093,21 @@ bool CtaMachine::completeAsync(bool force) {
     }
   };
   runDue(tmaInFlight, [&](TmaOp &op) { runTma(op); });
-  while (!tensorPipe.empty() && tensorPipe.front().due <= now && !stopped) {
+  while (!tensorPipe.empty() && tensorPipe.front().due <= now && pipeAwaited &&
+         !stopped) {
     TensorOp op = tensorPipe.front();
     tensorPipe.pop_front();
     runTensorOp(op);
     any = true;
+    // Past the awaited commit, the next one decides.
+    if (op.commit && config.lazyCompletion && !force) {
+      pipeAwaited = false;
+      for (const TensorOp &next : tensorPipe)
+        if (next.commit) {
+          pipeAwaited = awaited(next.barrier);
+          break;
+        }
+    }
   }
   runDue(wgmmaInFlight, [&](WgmmaOp &op) { runWgmma(op); });
   if (any || !force || stopped)

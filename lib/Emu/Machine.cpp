@@ -136,7 +136,12 @@ CtaMachine::CtaMachine(const Program &program, const Kernel &kernel,
   uint32_t numWarps = (numThreads + 31) / 32;
   threads.resize(numThreads);
   warps.resize(numWarps);
-  registerFile.assign(size_t(numThreads) * program.numRegs, 0);
+  // Registers, shared memory and tensor memory start from a poison pattern,
+  // all ones (a NaN in every float format fa4 uses, an address past every
+  // allocation): a read of a value no instruction wrote, or of data before
+  // the synchronization that publishes it, changes the result or faults
+  // instead of finding a harmless zero.
+  registerFile.assign(size_t(numThreads) * program.numRegs, kPoison);
   uint32_t initialRegisters =
       kernel.maxnreg ? kernel.maxnreg
                      : std::min<uint32_t>(255, 65536 / (numWarps * 32)) & ~7u;
@@ -168,6 +173,9 @@ CtaMachine::CtaMachine(const Program &program, const Kernel &kernel,
     // Lanes past the block's size in the last warp never exist.
     if (w == numWarps - 1 && numThreads % 32)
       warp.absent = ~0u << (numThreads % 32);
+    warp.knownTc.assign(numWarps, 0);
+    warp.knownProxy.assign(numWarps, 0);
+    warp.tcVisible.assign(numWarps, 0);
     if (config.skewedSpeeds && w % 4 == 0)
       speed = drawSpeed();
     Strand &strand = strands[w];
@@ -180,9 +188,11 @@ CtaMachine::CtaMachine(const Program &program, const Kernel &kernel,
   uint32_t staticBytes = (program.staticSmemBytes + program.dynamicSmemAlign - 1) /
                          program.dynamicSmemAlign * program.dynamicSmemAlign;
   smemEnd = kSharedBase + staticBytes + config.dynamicSmemBytes;
-  smem.assign(smemEnd, 0);
+  smem.assign(smemEnd, uint8_t(kPoison));
   unfencedOwner.assign(smemEnd, 0);
-  tmem.assign(size_t(kTmemLanes) * kTmemColumns, 0);
+  genericTag.assign(smemEnd, 0);
+  tmem.assign(size_t(kTmemLanes) * kTmemColumns, uint32_t(kPoison));
+  tmemOrder.assign(size_t(kTmemLanes / 32) * kTmemColumns, TmemCell());
   report.perWarp.assign(numWarps, 0);
 }
 
@@ -329,24 +339,32 @@ void CtaMachine::run() {
       reportDeadlock();
       break;
     }
+    // Starved roles: a new stretch, a new warpgroup kept waiting (or, one
+    // stretch in four, none).
+    if (config.starveRoles && report.instructions >= starvedUntil) {
+      uint32_t groups = (static_cast<uint32_t>(warps.size()) + 3) / 4;
+      starvedGroup = rng() % 4 ? static_cast<uint32_t>(rng() % groups) : ~0u;
+      starvedUntil = report.instructions + (int64_t(1000) << (rng() % 9));
+    }
     // A random strand runs for a random number of instructions; with
-    // skewed speeds each is drawn in proportion to its speed.
+    // skewed speeds or starved roles each is drawn in proportion to its
+    // speed.
     uint32_t s = runnable[rng() % runnable.size()];
-    if (config.skewedSpeeds) {
+    if (config.skewedSpeeds || config.starveRoles) {
       uint64_t total = 0;
       for (uint32_t r : runnable)
-        total += strands[r].speed;
+        total += speedOf(r);
       // Only starved strands can run: their turn comes once the
       // asynchronous units have nothing left to complete.
       if (total == 0 && completeAsync(true))
         continue;
       uint64_t pick = total ? rng() % total : 0;
       for (uint32_t r : runnable) {
-        if (pick < strands[r].speed) {
+        if (pick < speedOf(r)) {
           s = r;
           break;
         }
-        pick -= strands[r].speed;
+        pick -= speedOf(r);
       }
     }
     step(s, 1 + rng() % 256);
@@ -646,7 +664,13 @@ void CtaMachine::onSharedAccess(Thread &th, Interval range, bool store) {
                ") is still reading");
         break;
       }
-    // Generic-proxy writes must be fenced before the async proxy reads them.
+    // Generic-proxy writes must be fenced before the async proxy reads them:
+    // by this thread (unfencedOwner) and, for another warp's async read,
+    // before a release that warp acquired (genericTag, orderProxy).
+    Warp &warp = warps[th.warp];
+    warp.lastGenericTag = warp.proxyFences + 1;
+    uint32_t tag = (th.warp + 1) << 24 | (warp.lastGenericTag & 0xffffff);
+    std::fill(genericTag.begin() + range.begin, genericTag.begin() + range.end, tag);
     for (uint32_t a = range.begin; a < range.end; ++a) {
       if (!unfencedOwner[a])
         ++unfencedBytes;
@@ -750,6 +774,13 @@ void CtaMachine::step(uint32_t s, uint64_t budget) {
         any |= execMbarrier(threads[w * 32 + __builtin_ctz(lanes)], in);
       if (stopped)
         return;
+      if (any) {
+        // The wait returned: it acquires what the phase's arrivals
+        // released.
+        uint32_t addr = static_cast<uint32_t>(address(lane0(), in.operands[1]));
+        if (auto it = barriers.find(addr); it != barriers.end())
+          acquire(w, it->second.released);
+      }
       if (any || !active || (in.flags & kTest)) {
         strand.waiting = false;
         advance();
@@ -887,6 +918,10 @@ void CtaMachine::step(uint32_t s, uint64_t budget) {
       for (uint32_t lanes = active; lanes && !stopped; lanes &= lanes - 1)
         execLane(threads[w * 32 + __builtin_ctz(lanes)], in);
       advance();
+      // Completions and other warps may come between two arrivals.
+      if (config.yieldAtArrives && active &&
+          (in.op == Op::MbarArrive || in.op == Op::TcCommit))
+        return;
       continue;
     }
   }
@@ -912,6 +947,7 @@ void CtaMachine::execLane(Thread &th, const Inst &in) {
     ++th.committedGroups;
     return;
   case Op::FenceProxyAsync:
+    ++warps[th.warp].proxyFences;
     for (const Interval &range : th.unfenced)
       for (uint32_t a = range.begin; a < range.end; ++a)
         if (unfencedOwner[a] == th.tid + 1) {
@@ -920,6 +956,14 @@ void CtaMachine::execLane(Thread &th, const Inst &in) {
         }
     th.unfenced.clear();
     return;
+  case Op::TcFenceBefore:
+    ++warps[th.warp].tcFences;
+    return;
+  case Op::TcFenceAfter: {
+    Warp &warp = warps[th.warp];
+    warp.tcVisible = warp.knownTc;
+    return;
+  }
   case Op::FenceMbarrierInit:
     for (auto &[addr, bar] : barriers)
       if (bar.initThread == th.tid)
@@ -1010,6 +1054,7 @@ bool CtaMachine::arriveNamedBarrier(uint32_t s, const Inst &in, bool wait) {
   }
   bar.expected = expected;
   ++bar.arrivedWarps;
+  release(w, bar.order);
   if (wait) {
     strands[s].namedBarrier = id;
     bar.waiters.push_back(s);
@@ -1024,9 +1069,11 @@ void CtaMachine::releaseNamedBarrier(uint32_t id) {
   NamedBarrier &bar = namedBarriers[id];
   std::vector<uint32_t> waiters;
   waiters.swap(bar.waiters);
+  Order order = std::move(bar.order);
   bar = NamedBarrier();
   for (uint32_t s : waiters)
     if (strands[s].state == State::CtaBarrier) {
+      acquire(strands[s].warp, order);
       ++strands[s].stack.back().pc;
       makeRunnable(s);
     }
@@ -1654,6 +1701,7 @@ void CtaMachine::execCollective(uint32_t w, uint32_t members, const Inst &in,
         for (const TensorOp &op : tensorPipe)
           if (!op.commit && op.dRect.col1 > it->first && op.dRect.col0 < it->first + columns)
             hazard(at(first) + ": frees TMEM that an in-flight MMA is writing");
+        orderTmem(w, first.pc, {0, kTmemLanes, it->first, it->first + columns}, true);
         tmemAllocations.erase(it);
         return;
       }
@@ -1712,6 +1760,7 @@ void CtaMachine::execCollective(uint32_t w, uint32_t members, const Inst &in,
                ".." + std::to_string(rect.col1 - 1) + " that an in-flight MMA (" +
                program.sources[op.source] + ") is still reading");
     }
+    orderTmem(w, first.pc, rect, !load);
     uint32_t words = pack ? in.count / 2 : in.count;
     lanes([&](Thread &th) {
       uint32_t *row = tmem.data() + size_t(laneBase + th.lane) * kTmemColumns + column;

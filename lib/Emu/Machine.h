@@ -95,7 +95,31 @@ private:
     uint32_t wgCommitted = 0, wgInFlight = 0;
     uint64_t wgIssued = 0;
     uint32_t wgFenceEpoch = 1;
+    // Ordering across thread synchronization (see `Order` below): the
+    // warp's tcgen05.fence::before_thread_sync and fence.proxy.async counts
+    // (a tcgen05.commit counts as the first: its arrive fences what the
+    // warp issued before it), what it has acquired of every warp's counts
+    // through synchronization, and the tcgen05 part of that at its last
+    // tcgen05.fence::after_thread_sync.
+    uint32_t tcFences = 0, proxyFences = 0;
+    uint32_t lastGenericTag = 0;
+    std::vector<uint32_t> knownTc, knownProxy, tcVisible;
     uint32_t live() const { return ~(exited | absent); }
+  };
+  /// What a release carries (an mbarrier phase, a named barrier's use, a
+  /// commit's arrive): per warp, the fence counts that happen before it.
+  struct Order {
+    std::vector<uint32_t> tc, proxy;
+  };
+  /// The last tcgen05 accesses of 32 TMEM lanes of one column: the write,
+  /// and reads since by up to three other warps.
+  struct TmemAccess {
+    uint32_t tag = 0, pc = 0;
+    uint16_t warp = 0xffff;
+  };
+  struct TmemCell {
+    TmemAccess write;
+    TmemAccess reads[3];
   };
   /// What the scheduler runs: lanes of one warp that execute together. A
   /// warp starts as one strand. In lockstep (the default) it stays one, a
@@ -135,6 +159,7 @@ private:
     uint32_t expected = 0;
     uint32_t arrivedWarps = 0;
     std::vector<uint32_t> waiters;
+    Order order;
   };
   struct Mbarrier {
     uint32_t expected = 0;
@@ -146,6 +171,9 @@ private:
     // initialization visible to the async proxy since.
     uint32_t initThread = 0;
     bool fenced = false, unfencedReported = false;
+    // The arrivals of the current phase, and of the completed ones (what a
+    // wait that returns acquires).
+    Order releasing, released;
   };
   struct TmaOp {
     bool load = true;
@@ -173,6 +201,7 @@ private:
     uint64_t due = 0;
     uint32_t source = 0;
     uint32_t thread = 0;
+    Order order; // a commit's: what its arrive releases
   };
 
   /// One warp's part of a wgmma.mma_async: the 16 rows of the 64 its
@@ -201,6 +230,26 @@ private:
   /// Strands of `warp` in `state` become runnable (they retry).
   void wake(uint32_t warp, State state);
   bool completeAsync(bool force);
+
+  // Ordering across thread synchronization (PTX ISA, memory consistency of
+  // tcgen05 and of the async proxy). Per warp, vector clocks of fence
+  // counts: a release joins what its warp knows (and its own counts) into
+  // the synchronization object; a wait that returns, or a bar.sync, joins
+  // the object's into what the warp knows.
+  void release(uint32_t warp, Order &into);
+  void acquire(uint32_t warp, const Order &from);
+  /// A tcgen05 access by `warp` (instruction `pc`) of `rect`: every earlier
+  /// conflicting access by another warp must be ordered before it by
+  /// before_thread_sync there, a synchronization, and after_thread_sync
+  /// here; a hazard otherwise, naming both instructions.
+  void orderTmem(uint32_t warp, uint32_t pc, const TmemRect &rect, bool write);
+  /// An async-proxy read (TMA store, MMA, wgmma) issued by `warp` of shared
+  /// memory `range`: another warp's generic writes there must be fenced
+  /// (fence.proxy.async) before a release this warp acquired.
+  void orderProxy(uint32_t warp, const Interval &range, const std::string &what);
+  std::vector<TmemCell> tmemOrder;
+  std::vector<uint32_t> genericTag; // per shared byte: (warp + 1) << 24 | tag
+  std::vector<std::pair<uint32_t, uint32_t>> orderReported;
   void reportDeadlock();
   void finish();
 
@@ -321,6 +370,17 @@ private:
   std::vector<uint32_t> registerWaiters;
   /// A seeded speed for a strand under skewed schedules (512, 64, 8 or 1).
   uint32_t drawSpeed() { return 512u >> (3 * (rng() % 4)); }
+  /// Starved roles: the warpgroup starved now, and until which instruction
+  /// count (~0u: none).
+  uint32_t starvedGroup = ~0u;
+  int64_t starvedUntil = 0;
+  uint32_t speedOf(uint32_t strand) const {
+    const Strand &st = strands[strand];
+    return st.warp / 4 == starvedGroup ? 0 : st.speed;
+  }
+  /// Lazy completion: whether a thread waits for what `barrier` will be
+  /// told.
+  bool awaited(uint32_t barrier) const;
 };
 
 } // namespace mlir::fa4::emu

@@ -1222,9 +1222,10 @@ void Parser::decode(Inst &inst, const std::vector<std::string> &parts,
       inst.op = Op::TcWaitLd;
     } else if (verb == "wait::st") {
       inst.op = Op::TcWaitSt;
-    } else if (verb == "fence::before_thread_sync" ||
-               verb == "fence::after_thread_sync") {
-      inst.op = Op::Nop;
+    } else if (verb == "fence::before_thread_sync") {
+      inst.op = Op::TcFenceBefore;
+    } else if (verb == "fence::after_thread_sync") {
+      inst.op = Op::TcFenceAfter;
     } else {
       unsupported("tcgen05." + verb);
     }

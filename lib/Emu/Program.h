@@ -28,6 +28,9 @@ constexpr uint32_t kSharedWindow = 228 * 1024 + kSharedBase;
 constexpr uint64_t kGenericParam = 0x7f0000000000ull;
 constexpr uint64_t kGenericShared = 0x7e0000000000ull;
 constexpr uint64_t kGlobalBegin = 0x100000000ull;
+/// What registers, shared memory and tensor memory hold before anything
+/// writes them: all ones, a NaN in f32, f16 and bf16.
+constexpr uint64_t kPoison = ~0ull;
 
 enum class Op : uint8_t {
   Mov, Add, Sub, Mul, Mad, Fma, Div, Rem, Min, Max, Neg, Abs,
@@ -37,7 +40,7 @@ enum class Op : uint8_t {
   MbarInit, MbarArrive, MbarExpectTx, MbarTryWait, MbarInval,
   TmaLoad, TmaStore, BulkCommit, BulkWait, FenceProxyAsync, FenceMbarrierInit,
   TcAlloc, TcDealloc, TcRelinquish, TcMma, TcCommit, TcLd, TcSt, TcWaitLd,
-  TcWaitSt,
+  TcWaitSt, TcFenceBefore, TcFenceAfter,
   Elect, Vote, BarSync, BarArrive, BarWarpSync, SetMaxNReg, Shfl,
   WgFence, WgMma, WgCommit, WgWait,
 };

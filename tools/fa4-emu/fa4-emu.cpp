@@ -65,13 +65,17 @@ static cl::opt<sim::InputDistribution> distribution(
 static cl::opt<int64_t> interleavings(
     "interleavings",
     cl::desc("Launches, each with its own schedule of threads and asynchronous "
-             "completions, alternating two kinds: lockstep warps (diverged "
-             "lanes reconverge, either side first) with completions at seeded "
-             "random points; and independent thread scheduling (diverged "
-             "lanes run apart, one side starved) with warpgroups at seeded "
-             "speeds up to 512 times apart and each completion held back "
-             "until every warp waits"),
-    cl::init(1), cl::cat(emuCategory));
+             "completions. Schedule seed s (the first is --seed) is of kind "
+             "s mod 4: 0 lockstep warps (diverged lanes reconverge, either "
+             "side first), completions at seeded random points; 1 independent "
+             "thread scheduling (diverged lanes part, one side starved), "
+             "warpgroups at speeds up to 512 times apart, each completion "
+             "held back until every warp waits; 2 independent thread "
+             "scheduling with one warpgroup at a time starved for long "
+             "stretches, a yield after every arrive; 3 lockstep at skewed "
+             "speeds, each completion held until a thread waits for it, a "
+             "yield after every arrive. The default runs one of each"),
+    cl::init(4), cl::cat(emuCategory));
 static cl::opt<uint64_t> maxAsyncDelay(
     "max-async-delay",
     cl::desc("TMA and tensor-core operations complete within this many "
@@ -305,14 +309,31 @@ int main(int argc, char **argv) {
     if (manifest.lse)
       std::memset(device.host(buffers.lse, refLse.size() * 4), 0xff, refLse.size() * 4);
     config.seed = seed + run;
-    // Every second schedule is adversarial: each asynchronous completion
-    // is held back until every warp waits — the last moment the hardware
-    // may take — where a missing wait is most likely to show; roles run at
-    // skewed speeds and a warp's diverged lanes part, one side starved,
-    // where a missing hand-off or a lane that only waits shows.
-    bool adversarial = run % 2 == 1;
-    config.maxAsyncDelay = adversarial ? kLatestCompletion : maxAsyncDelay;
-    config.skewedSpeeds = config.independentThreads = adversarial;
+    // The schedule's kind (see --interleavings): where a missing wait, a
+    // missing hand-off or a lane that only waits shows.
+    switch (config.seed % 4) {
+    case 0: // lockstep, completions at random points
+      config.maxAsyncDelay = maxAsyncDelay;
+      config.skewedSpeeds = config.independentThreads = false;
+      config.starveRoles = config.lazyCompletion = config.yieldAtArrives = false;
+      break;
+    case 1: // the latest completions, skewed speeds, lanes apart
+      config.maxAsyncDelay = kLatestCompletion;
+      config.skewedSpeeds = config.independentThreads = true;
+      config.starveRoles = config.lazyCompletion = config.yieldAtArrives = false;
+      break;
+    case 2: // lanes apart, one role starved at a time
+      config.maxAsyncDelay = maxAsyncDelay;
+      config.skewedSpeeds = false;
+      config.independentThreads = config.starveRoles = config.yieldAtArrives = true;
+      config.lazyCompletion = false;
+      break;
+    default: // lockstep, skewed, completions when awaited
+      config.maxAsyncDelay = 0;
+      config.skewedSpeeds = config.lazyCompletion = config.yieldAtArrives = true;
+      config.independentThreads = config.starveRoles = false;
+      break;
+    }
     emu::LaunchReport report;
     if (!emu::launch(*program, device, config, report, error))
       return fail(error);

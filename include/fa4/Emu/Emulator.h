@@ -106,6 +106,20 @@ struct LaunchConfig {
   /// warp-synchronous instruction joins them; the default runs them in
   /// lockstep, reconverging at immediate post-dominators.
   bool independentThreads = false;
+  /// Starved warpgroups: for stretches of a few thousand to a few hundred
+  /// thousand instructions one warpgroup (a role), drawn anew each stretch,
+  /// runs only when nothing else can, as a warp the hardware keeps waiting
+  /// behind others would.
+  bool starveRoles = false;
+  /// Lazy completion: an asynchronous operation completes only once a
+  /// thread waits for it (on the mbarrier it signals, its bulk group, its
+  /// wgmma group) or when every thread waits, so that its producer and
+  /// every other role run on meanwhile.
+  bool lazyCompletion = false;
+  /// A strand yields after every arrive and commit, so that completions and
+  /// other warps come between a warp's arrivals (a phase that completes in
+  /// the middle of another warp's arrive sequence).
+  bool yieldAtArrives = false;
   /// Stop a CTA past this many instructions (a livelock guard).
   uint64_t instructionLimit = uint64_t(1) << 34;
 };

@@ -1,0 +1,255 @@
+#!/usr/bin/env python3
+"""Single-site synchronization mutants of a kernel's PTX, run in fa4-emu.
+
+Every synchronization site of the PTX that fa4c wrote (a manifest's "ptx") is
+broken one way at a time: each mbarrier arrive, wait, init count and
+expect-tx, each tcgen05.commit, each fence (tcgen05.fence, fence.proxy.async,
+fence.mbarrier_init), each named barrier and its thread count, each
+tcgen05.wait::ld/st, each bulk-group commit and wait, each wgmma fence,
+commit and wait, and each barrier address moved to the next stage's. Each
+mutant runs in fa4-emu; one the emulator reports (a wrong result, an error, a
+hazard, misuse, a deadlock, a time-out) is killed. A survivor must be listed,
+with the reason it is harmless per the PTX ISA, in the harmless list (one
+mutant name, a tab, the reason, per line; '#' starts a comment); any other
+survivor fails the run.
+
+usage:
+  emu-mutants.py MANIFEST --emu fa4-emu [--list] [--sample N] [--seed S]
+      [--harmless FILE] [--interleavings 4] [--jobs 2] [--timeout 120]
+      [--json OUT] -- [fa4-emu shape flags: --seq-q 300 --seq-k 300 ...]
+
+Exit status: 0 when every survivor is listed harmless (and the unmutated
+kernel runs clean), 1 otherwise, 2 on bad usage.
+"""
+import argparse
+import concurrent.futures
+import json
+import os
+import random
+import re
+import subprocess
+import sys
+import tempfile
+
+# (kind, regex over one line, what the mutant does). The regex's groups feed
+# the rewrite in mutate().
+SITES = [
+    ("del-arrive", r"^\s*(@%?!?\w+\s+)?mbarrier\.arrive[\w.:]*\s"),
+    ("arrive-count", r"^\s*(@%?!?\w+\s+)?mbarrier\.arrive(?!\.expect_tx)[\w.:]*\s+[^,]+,\s*\[[^\]]+\],\s*(%r\d+|\d+);"),
+    ("expect-tx", r"^\s*(@%?!?\w+\s+)?mbarrier\.(arrive\.)?expect_tx[\w.:]*\s"),
+    ("del-wait", r"^\s*mbarrier\.try_wait\.parity"),
+    ("flip-parity", r"^\s*mbarrier\.try_wait\.parity"),
+    ("stage", r"^\s*(@%?!?\w+\s+)?mbarrier\.(arrive|try_wait)[\w.:]*\s"),
+    ("init-count", r"^\s*(@%?!?\w+\s+)?mbarrier\.init[\w.:]*\s+\[[^\]]+\],\s*(%r\d+|\d+);"),
+    ("del-commit", r"^\s*(@%?!?\w+\s+)?tcgen05\.commit"),
+    ("del-fence", r"^\s*(@%?!?\w+\s+)?(tcgen05\.fence::\w+|fence\.proxy\.async[\w.:]*|fence\.mbarrier_init[\w.:]*);"),
+    ("del-bar", r"^\s*(@%?!?\w+\s+)?(bar|barrier)\.(sync|arrive|warp\.sync)[\w.]*\s"),
+    ("bar-count", r"^\s*(@%?!?\w+\s+)?(bar|barrier)\.(sync|arrive)[\w.]*\s+\S+,\s*\d+;"),
+    ("del-tc-wait", r"^\s*tcgen05\.wait::(ld|st)"),
+    ("del-bulk", r"^\s*(@%?!?\w+\s+)?cp\.async\.bulk\.(commit_group|wait_group)"),
+    ("bulk-count", r"^\s*(@%?!?\w+\s+)?cp\.async\.bulk\.wait_group[\w.]*\s+\d+;"),
+    ("del-wgmma-sync", r"^\s*(@%?!?\w+\s+)?wgmma\.(fence|commit_group|wait_group)"),
+    ("wgmma-count", r"^\s*(@%?!?\w+\s+)?wgmma\.wait_group[\w.]*\s+\d+;"),
+]
+
+
+def sites(lines):
+    """Every (name, kind, line index) of the PTX; the name is the kind, the
+    instruction's mnemonic and its ordinal among the kind's sites, so that
+    it stays put while the PTX does."""
+    found = []
+    counts = {}
+    for i, line in enumerate(lines):
+        for kind, pattern in SITES:
+            if not re.search(pattern, line):
+                continue
+            mnemonic = re.sub(r"^\s*(@%?!?\w+\s+)?", "", line).split()[0].rstrip(";")
+            key = (kind, mnemonic)
+            counts[key] = counts.get(key, 0) + 1
+            found.append(("%s:%s#%d" % (kind, mnemonic, counts[key]), kind, i))
+    return found
+
+
+def mutate(lines, kind, i):
+    out = list(lines)
+    line = lines[i]
+    if kind in ("del-arrive", "del-commit", "del-fence", "del-bar", "del-tc-wait",
+                "del-bulk", "del-wgmma-sync"):
+        out[i] = ""
+    elif kind == "del-wait":
+        # The wait and its retry branch.
+        out[i] = ""
+        if i + 1 < len(lines) and re.match(r"^\s*@!?\w+ bra", lines[i + 1]):
+            out[i + 1] = ""
+    elif kind == "flip-parity":
+        m = re.match(r"^(\s*)(mbarrier\.try_wait\.parity[\w.:]*)\s+(\w+),\s*(\[[^\]]+\]),\s*(%r\d+|\d+)(.*)$", line)
+        if not m:
+            return None
+        parity = m.group(5)
+        if parity.startswith("%"):
+            out[i] = ("%s{ .reg .b32 flipped; xor.b32 flipped, %s, 1; %s %s, %s, flipped%s }"
+                      % (m.group(1), parity, m.group(2), m.group(3), m.group(4), m.group(6)))
+        else:
+            out[i] = "%s%s %s, %s, %d%s" % (m.group(1), m.group(2), m.group(3), m.group(4),
+                                           int(parity) ^ 1, m.group(6))
+    elif kind == "stage":
+        # The next stage's barrier: eight bytes on.
+        m = re.search(r"\[([%\w]+)(\+(-?\d+))?\]", line)
+        if not m:
+            return None
+        offset = int(m.group(3) or 0) + 8
+        out[i] = line[:m.start()] + "[%s+%d]" % (m.group(1), offset) + line[m.end():]
+    elif kind == "arrive-count":
+        m = re.search(r",\s*(%r\d+|\d+);", line)
+        if m.group(1).startswith("%"):
+            body = line[:m.start()] + ", lowered;"
+            out[i] = "{ .reg .b32 lowered; add.s32 lowered, %s, -1; %s }" % (m.group(1), body.strip())
+        else:
+            count = int(m.group(1))
+            if count <= 1:
+                return None
+            out[i] = line[:m.start()] + ", %d;" % (count - 1)
+    elif kind == "expect-tx":
+        m = re.search(r",\s*(%r\d+|\d+);\s*$", line)
+        if not m:
+            return None
+        if m.group(1).startswith("%"):
+            body = line[:m.start()] + ", shorter;"
+            out[i] = "{ .reg .b32 shorter; add.s32 shorter, %s, -16; %s }" % (m.group(1), body.strip())
+        else:
+            out[i] = line[:m.start()] + ", %d;" % (int(m.group(1)) - 16)
+    elif kind == "init-count":
+        m = re.search(r",\s*(%r\d+|\d+);", line)
+        if m.group(1).startswith("%"):
+            body = line[:m.start()] + ", raised;"
+            out[i] = "{ .reg .b32 raised; add.s32 raised, %s, 1; %s }" % (m.group(1), body.strip())
+        else:
+            out[i] = line[:m.start()] + ", %d;" % (int(m.group(1)) + 1)
+    elif kind == "bar-count":
+        m = re.search(r",\s*(\d+);", line)
+        count = int(m.group(1))
+        out[i] = line[:m.start()] + ", %d;" % (count - 32 if count > 32 else count + 32)
+    elif kind in ("bulk-count", "wgmma-count"):
+        m = re.search(r"\s(\d+);", line)
+        out[i] = line[:m.start()] + " %d;" % (int(m.group(1)) + 1)
+    else:
+        return None
+    return out
+
+
+def run_emu(emu, manifest, ptx, flags, timeout):
+    cmd = [emu, manifest] + (["--ptx", ptx] if ptx else []) + flags
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return "killed", "time-out after %d s" % timeout
+    try:
+        report = json.loads(proc.stdout)
+    except ValueError:
+        report = None
+    if proc.returncode == 2 or report is None:
+        # The launch could not be made: ptxas would refuse such PTX too, or
+        # the emulator refused it; either way not a survivor.
+        return "refused", (proc.stderr or proc.stdout).strip().splitlines()[-1:] or [""]
+    if proc.returncode == 0 and report.get("ok"):
+        return "survived", ""
+    why = (report.get("errors") or report.get("hazards") or report.get("barrier_misuse") or
+           [report.get("deadlock") or "result outside tolerance"])[0]
+    return "killed", str(why)[:300]
+
+
+def read_harmless(path):
+    harmless = {}
+    if not path:
+        return harmless
+    with open(path) as f:
+        for line in f:
+            line = line.split("#", 1)[0].rstrip("\n")
+            if not line.strip():
+                continue
+            name, _, reason = line.partition("\t")
+            if not reason.strip():
+                sys.exit("emu-mutants: %s: '%s' has no reason" % (path, name.strip()))
+            harmless[name.strip()] = reason.strip()
+    return harmless
+
+
+def main():
+    argv = sys.argv[1:]
+    emu_flags = []
+    if "--" in argv:
+        cut = argv.index("--")
+        argv, emu_flags = argv[:cut], argv[cut + 1:]
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("manifest")
+    ap.add_argument("--emu", default="fa4-emu")
+    ap.add_argument("--list", action="store_true", help="print the mutants and stop")
+    ap.add_argument("--sample", type=int, default=0, help="run N mutants drawn by --seed (0: all)")
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--only", default="", help="run the mutants whose names contain this text")
+    ap.add_argument("--harmless", default="")
+    ap.add_argument("--interleavings", type=int, default=4)
+    ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument("--timeout", type=int, default=120)
+    ap.add_argument("--json", default="")
+    args = ap.parse_args(argv)
+
+    with open(args.manifest) as f:
+        manifest = json.load(f)
+    ptx_path = os.path.join(os.path.dirname(os.path.abspath(args.manifest)), manifest["ptx"])
+    with open(ptx_path) as f:
+        lines = f.read().split("\n")
+    mutants = sites(lines)
+    if args.only:
+        mutants = [m for m in mutants if args.only in m[0]]
+    if args.list:
+        for name, _, i in mutants:
+            print("%s\tline %d\t%s" % (name, i + 1, lines[i].strip()))
+        return 0
+    if args.sample and args.sample < len(mutants):
+        mutants = random.Random(args.seed).sample(mutants, args.sample)
+    harmless = read_harmless(args.harmless)
+    flags = emu_flags + ["--interleavings", str(args.interleavings)]
+
+    status, why = run_emu(args.emu, args.manifest, None, flags, args.timeout)
+    if status != "survived":
+        print("emu-mutants: the unmutated kernel does not run clean: %s" % why)
+        return 1
+
+    results = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        def one(mutant):
+            name, kind, i = mutant
+            out = mutate(lines, kind, i)
+            if out is None:
+                return name, "skipped", "no such form here"
+            path = os.path.join(tmp, re.sub(r"[^\w.-]", "_", name) + ".ptx")
+            with open(path, "w") as f:
+                f.write("\n".join(out))
+            return (name,) + run_emu(args.emu, args.manifest, path, flags, args.timeout)
+        with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
+            for name, status, why in pool.map(one, mutants):
+                results[name] = {"status": status, "why": why}
+
+    killed = sum(r["status"] == "killed" for r in results.values())
+    survivors = sorted(n for n, r in results.items() if r["status"] == "survived")
+    listed = [n for n in survivors if n in harmless]
+    unexplained = [n for n in survivors if n not in harmless]
+    real = killed + len(unexplained)
+    summary = {
+        "manifest": args.manifest, "mutants": len(results), "killed": killed,
+        "survived_harmless": len(listed), "survived_unexplained": len(unexplained),
+        "refused": sum(r["status"] == "refused" for r in results.values()),
+        "skipped": sum(r["status"] == "skipped" for r in results.values()),
+        "kill_rate": round(killed / real, 4) if real else 1.0,
+        "unexplained": unexplained,
+    }
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"summary": summary, "results": results}, f, indent=1)
+    print(json.dumps(summary))
+    return 1 if unexplained else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
