@@ -158,6 +158,115 @@ def run_emu(emu, manifest, ptx, flags, timeout):
     return "killed", str(why)[:300]
 
 
+# --- Harmless by the PTX ISA, proved from the PTX's control flow ---------
+#
+# A fence orders tcgen05 operations across a thread synchronization (PTX
+# ISA, tcgen05 memory consistency): tcgen05.fence::after_thread_sync orders
+# the thread's later tcgen05 operations after its earlier synchronization,
+# tcgen05.fence::before_thread_sync its earlier ones before its later
+# synchronization. One with nothing to order on any path can go.
+
+TC_ACCESS = re.compile(r"\btcgen05\.(ld|st|mma|cp|alloc|dealloc|shift)\b")
+RELEASE = re.compile(r"\bmbarrier\.arrive|\bbar(rier)?\.(sync|arrive)\b|\btcgen05\.commit")
+
+
+class Flow:
+    """The kernel's instructions as a control-flow graph: an inline-asm
+    block (a wait loop, an elected arrive) is one node."""
+
+    def __init__(self, lines):
+        self.nodes = []  # (first line, last line, text)
+        self.node_of_line = {}
+        labels = {}
+        i = 0
+        while i < len(lines):
+            line = lines[i].strip()
+            if line.startswith("// begin inline asm"):
+                j = i + 1
+                while j < len(lines) and not lines[j].strip().startswith("// end inline asm"):
+                    j += 1
+                self._add(i, j, "\n".join(lines[i:j + 1]))
+                i = j + 1
+                continue
+            m = re.match(r"^(\$?[\w$]+):$", line)
+            if m:
+                labels[m.group(1)] = len(self.nodes)
+            elif line and not line.startswith(("//", ".", "{", "}")) and line.endswith(";"):
+                self._add(i, i, line)
+            i += 1
+        self.succ = []
+        for n, (_, _, text) in enumerate(self.nodes):
+            nxt = [n + 1] if n + 1 < len(self.nodes) else []
+            m = re.match(r"^(@%?!?\w+\s+)?bra(\.uni)?\s+([\w$]+);", text)
+            if m and "\n" not in text:
+                target = labels.get(m.group(3))
+                targets = [target] if target is not None else []
+                nxt = targets + (nxt if m.group(1) else [])
+            elif re.match(r"^(ret|exit);", text) or re.search(r"^\s*exit;", text, re.M):
+                nxt = []
+            self.succ.append(nxt)
+        self.pred = [[] for _ in self.nodes]
+        for n, ss in enumerate(self.succ):
+            for t in ss:
+                self.pred[t].append(n)
+
+    def _add(self, first, last, text):
+        for k in range(first, last + 1):
+            self.node_of_line[k] = len(self.nodes)
+        self.nodes.append((first, last, text))
+
+    def all_paths_reach(self, start, edges, good, bad):
+        """Whether every path from `start` along `edges` meets a node that
+        is `good` before one that is `bad` (a path that ends is good)."""
+        seen, stack = set(), list(edges[start])
+        while stack:
+            n = stack.pop()
+            if n in seen:
+                continue
+            seen.add(n)
+            text = self.nodes[n][2]
+            if good(text):
+                continue
+            if bad(text):
+                return False
+            stack.extend(edges[n])
+        return True
+
+
+def proved_harmless(lines, flow, kind, i):
+    """The reason a mutant cannot change what the kernel does, or None."""
+    line = lines[i]
+    node = flow.node_of_line.get(i)
+    if node is None:
+        return None
+    text = flow.nodes[node][2]
+    # Dead code: an elected block whose election is the constant false.
+    m = re.search(r"@!(%p\d+) bra skip;", text)
+    if m and node > 0 and re.match(r"^mov\.pred\s+%s,\s*0;" % re.escape(m.group(1)),
+                                   flow.nodes[node - 1][2]):
+        return "dead code: the block's election predicate is the constant false"
+    if kind != "del-fence":
+        return None
+    if "fence::after_thread_sync" in line:
+        if flow.all_paths_reach(node, flow.succ,
+                                lambda t: "fence::after_thread_sync" in t,
+                                lambda t: bool(TC_ACCESS.search(t))):
+            return ("no tcgen05 operation follows it before the next "
+                    "after_thread_sync or the exit on any path: it orders nothing")
+    if "fence::before_thread_sync" in line:
+        if flow.all_paths_reach(node, flow.pred,
+                                lambda t: "fence::before_thread_sync" in t,
+                                lambda t: bool(TC_ACCESS.search(t))):
+            return ("no tcgen05 operation precedes it since the last "
+                    "before_thread_sync (or the entry) on any path: it orders nothing")
+        if flow.all_paths_reach(node, flow.succ,
+                                lambda t: "fence::before_thread_sync" in t,
+                                lambda t: bool(RELEASE.search(t))):
+            return ("another before_thread_sync comes before any synchronization "
+                    "on every path")
+    return None
+
+
 def read_harmless(path):
     harmless = {}
     if not path:
@@ -200,15 +309,21 @@ def main():
     with open(ptx_path) as f:
         lines = f.read().split("\n")
     mutants = sites(lines)
+    flow = Flow(lines)
+    proved = {name: proved_harmless(lines, flow, kind, i) for name, kind, i in mutants}
     if args.only:
         mutants = [m for m in mutants if args.only in m[0]]
     if args.list:
         for name, _, i in mutants:
-            print("%s\tline %d\t%s" % (name, i + 1, lines[i].strip()))
+            print("%s\tline %d\t%s%s" % (name, i + 1, lines[i].strip(),
+                                         "\tharmless: " + proved[name] if proved[name] else ""))
         return 0
     if args.sample and args.sample < len(mutants):
         mutants = random.Random(args.seed).sample(mutants, args.sample)
     harmless = read_harmless(args.harmless)
+    for name, reason in proved.items():
+        if reason and name not in harmless:
+            harmless[name] = "proved: " + reason
     flags = emu_flags + ["--interleavings", str(args.interleavings)]
 
     status, why = run_emu(args.emu, args.manifest, None, flags, args.timeout)

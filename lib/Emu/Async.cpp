@@ -97,17 +97,62 @@ static void join(std::vector<uint32_t> &into, const std::vector<uint32_t> &from)
 }
 
 void CtaMachine::release(uint32_t w, Order &into) {
-  const Warp &warp = warps[w];
+  Warp &warp = warps[w];
   join(into.tc, warp.knownTc);
   join(into.proxy, warp.knownProxy);
+  join(into.sync, warp.knownSync);
   into.tc[w] = std::max(into.tc[w], warp.tcFences);
   into.proxy[w] = std::max(into.proxy[w], warp.proxyFences);
+  into.sync[w] = std::max(into.sync[w], warp.syncEpoch);
+  // What the warp does next is not covered by this release.
+  ++warp.syncEpoch;
 }
 
 void CtaMachine::acquire(uint32_t w, const Order &from) {
   Warp &warp = warps[w];
   join(warp.knownTc, from.tc);
   join(warp.knownProxy, from.proxy);
+  join(warp.knownSync, from.sync);
+}
+
+void CtaMachine::orderShared(const Thread &th, Interval range, bool store) {
+  const uint32_t w = th.warp;
+  const Warp &warp = warps[w];
+  auto check = [&](const SmemAccess &prior, bool priorWrites, uint32_t addr) {
+    if (prior.warp == 0xffff || prior.warp == w || warp.knownSync[prior.warp] >= prior.epoch)
+      return;
+    std::pair<uint32_t, uint32_t> key{prior.pc, th.pc};
+    if (std::find(orderReported.begin(), orderReported.end(), key) != orderReported.end())
+      return;
+    orderReported.push_back(key);
+    hazard(at(th) + ": " + (store ? "writes" : "reads") + " shared memory " + hex(addr) +
+           " that warp " + std::to_string(prior.warp) + " " +
+           (priorWrites ? "wrote" : "read") + " at " +
+           program.sources[program.code[prior.pc].source] +
+           ", with no synchronization between them (a data race: no release of "
+           "warp " + std::to_string(prior.warp) + " after that access was acquired by warp " +
+           std::to_string(w) + ")");
+  };
+  for (uint32_t word = range.begin / 4; word < (range.end + 3) / 4 && word < smemOrder.size();
+       ++word) {
+    SmemWord &cell = smemOrder[word];
+    check(cell.write, true, word * 4);
+    if (store)
+      for (const SmemAccess &r : cell.reads)
+        check(r, false, word * 4);
+    SmemAccess access{warp.syncEpoch, th.pc, static_cast<uint16_t>(w)};
+    if (store) {
+      cell.write = access;
+      cell.reads[0] = cell.reads[1] = SmemAccess();
+      continue;
+    }
+    SmemAccess *slot = cell.reads[0].warp == w || cell.reads[0].warp == 0xffff ? &cell.reads[0]
+                       : cell.reads[1].warp == w || cell.reads[1].warp == 0xffff
+                           ? &cell.reads[1]
+                           : (cell.reads[0].epoch < cell.reads[1].epoch ? &cell.reads[0]
+                                                                        : &cell.reads[1]);
+    *slot = access;
+  }
 }
 
 void CtaMachine::orderTmem(uint32_t w, uint32_t pc, const TmemRect &rect, bool write) {
@@ -210,8 +255,9 @@ void CtaMachine::orderProxy(uint32_t w, const Interval &range, const std::string
 
 void CtaMachine::completePhase(Mbarrier &bar) {
   ++bar.phase;
-  join(bar.released.tc, bar.releasing.tc);
-  join(bar.released.proxy, bar.releasing.proxy);
+  // A wait that sees this completion acquires this phase's arrivals (not
+  // earlier phases': a consumer lapped by its producer gains nothing).
+  bar.released = std::move(bar.releasing);
   bar.releasing = Order();
   bar.pending = bar.expected;
   bar.tx = 0;
@@ -470,9 +516,13 @@ void CtaMachine::execTma(Thread &th, const Inst &in) {
       return;
     }
     report.tmaLoadBytes += op.bytes;
-    // What the async proxy writes supersedes the generic writes there.
+    // What the async proxy writes supersedes the generic accesses there
+    // (its ordering is the mbarrier's complete_tx).
     std::fill(genericTag.begin() + landing.begin,
               genericTag.begin() + std::min<uint32_t>(landing.end, smemEnd), 0);
+    for (uint32_t word = landing.begin / 4; word < landing.end / 4 && word < smemOrder.size();
+         ++word)
+      smemOrder[word] = SmemWord();
   } else {
     orderProxy(th.warp, region, at(th) + ": the TMA store");
     op.group = th.committedGroups;
@@ -716,6 +766,7 @@ void CtaMachine::runTensorOp(TensorOp &op) {
     else {
       join(it->second.releasing.tc, op.order.tc);
       join(it->second.releasing.proxy, op.order.proxy);
+      join(it->second.releasing.sync, op.order.sync);
       arrive(op.barrier, it->second, 1, program.sources[op.source]);
     }
     return;
@@ -1053,77 +1104,84 @@ bool CtaMachine::awaited(uint32_t barrier) const {
 }
 
 bool CtaMachine::completeAsync(bool force) {
-  bool any = false;
-  // Lazy completion holds an operation back until a thread waits for it.
+  // Which kinds of wait some strand is blocked in.
   bool anyBulkWait = false, anyWgmmaWait = false;
-  if (config.lazyCompletion && !force)
-    for (const Strand &strand : strands) {
-      anyBulkWait |= strand.state == State::BulkWait;
-      anyWgmmaWait |= strand.state == State::WgmmaWait;
-    }
-  auto held = [&](const auto &op) {
-    if (!config.lazyCompletion || force)
+  for (const Strand &strand : strands) {
+    anyBulkWait |= strand.state == State::BulkWait;
+    anyWgmmaWait |= strand.state == State::WgmmaWait;
+  }
+  // When every thread waits (force), work comes due first, then a TMA store
+  // no thread waits for: completing one frees nobody, and holding it shows
+  // a release of its shared memory before cp.async.bulk.wait_group.read.
+  for (int stage = force ? 1 : 0; stage <= (force ? 2 : 0); ++stage) {
+    auto held = [&](const auto &op) {
+      using Op = std::decay_t<decltype(op)>;
+      if constexpr (std::is_same_v<Op, TmaOp>) {
+        if (!op.load && stage < 2 && !anyBulkWait)
+          return stage == 1 || config.lazyCompletion || config.lateStores;
+        return stage == 0 && config.lazyCompletion && op.load && !awaited(op.barrier);
+      } else {
+        return stage == 0 && config.lazyCompletion && !anyWgmmaWait;
+      }
+    };
+    // The tensor pipe completes in order; lazily, up to a commit a thread
+    // waits on.
+    auto pipeAwaited = [&]() {
+      if (stage > 0 || !config.lazyCompletion)
+        return true;
+      for (const TensorOp &op : tensorPipe)
+        if (op.commit)
+          return awaited(op.barrier);
       return false;
-    using Op = std::decay_t<decltype(op)>;
-    if constexpr (std::is_same_v<Op, TmaOp>)
-      return op.load ? !awaited(op.barrier) : !anyBulkWait;
-    else
-      return !anyWgmmaWait;
-  };
-  // The tensor pipe completes in order, up to a commit a thread waits on.
-  bool pipeAwaited = !config.lazyCompletion || force;
-  if (!pipeAwaited)
-    for (const TensorOp &op : tensorPipe)
-      if (op.commit) {
-        pipeAwaited = awaited(op.barrier);
-        break;
-      }
-  // Runs the due operations of `queue` in its order (a warp's wgmmas are
-  // due in issue order, and the vector keeps it).
-  auto runDue = [&](auto &queue, auto run) {
-    for (size_t i = 0; i < queue.size() && !stopped;) {
-      if (queue[i].due > now || held(queue[i])) {
-        ++i;
-        continue;
-      }
-      auto op = queue[i];
-      queue.erase(queue.begin() + i);
-      run(op);
-      any = true;
-    }
-  };
-  runDue(tmaInFlight, [&](TmaOp &op) { runTma(op); });
-  while (!tensorPipe.empty() && tensorPipe.front().due <= now && pipeAwaited &&
-         !stopped) {
-    TensorOp op = tensorPipe.front();
-    tensorPipe.pop_front();
-    runTensorOp(op);
-    any = true;
-    // Past the awaited commit, the next one decides.
-    if (op.commit && config.lazyCompletion && !force) {
-      pipeAwaited = false;
-      for (const TensorOp &next : tensorPipe)
-        if (next.commit) {
-          pipeAwaited = awaited(next.barrier);
-          break;
+    };
+    for (int attempt = 0; attempt < 2; ++attempt) {
+      bool any = false;
+      // Runs the due operations of `queue` in its order (a warp's wgmmas
+      // are due in issue order, and the vector keeps it).
+      auto runDue = [&](auto &queue, auto run) {
+        for (size_t i = 0; i < queue.size() && !stopped;) {
+          if (queue[i].due > now || held(queue[i])) {
+            ++i;
+            continue;
+          }
+          auto op = queue[i];
+          queue.erase(queue.begin() + i);
+          run(op);
+          any = true;
         }
+      };
+      runDue(tmaInFlight, [&](TmaOp &op) { runTma(op); });
+      bool awaitedPipe = pipeAwaited();
+      while (!tensorPipe.empty() && tensorPipe.front().due <= now && awaitedPipe &&
+             !stopped) {
+        TensorOp op = tensorPipe.front();
+        tensorPipe.pop_front();
+        runTensorOp(op);
+        any = true;
+        if (op.commit)
+          awaitedPipe = pipeAwaited(); // past the awaited commit, the next decides
+      }
+      runDue(wgmmaInFlight, [&](WgmmaOp &op) { runWgmma(op); });
+      if (any || stage == 0 || stopped)
+        return any;
+      if (attempt == 1)
+        break;
+      // Every thread waits: time jumps to the earliest completion this
+      // stage allows.
+      uint64_t next = ~0ull;
+      for (const TmaOp &op : tmaInFlight)
+        if (!held(op))
+          next = std::min(next, op.due);
+      if (!tensorPipe.empty())
+        next = std::min(next, tensorPipe.front().due);
+      for (const WgmmaOp &op : wgmmaInFlight)
+        next = std::min(next, op.due);
+      if (next == ~0ull)
+        break;
+      now = std::max(now, next);
     }
   }
-  runDue(wgmmaInFlight, [&](WgmmaOp &op) { runWgmma(op); });
-  if (any || !force || stopped)
-    return any;
-  // Every thread waits: time jumps to the earliest completion.
-  uint64_t next = ~0ull;
-  for (const TmaOp &op : tmaInFlight)
-    next = std::min(next, op.due);
-  if (!tensorPipe.empty())
-    next = std::min(next, tensorPipe.front().due);
-  for (const WgmmaOp &op : wgmmaInFlight)
-    next = std::min(next, op.due);
-  if (next == ~0ull)
-    return false;
-  now = std::max(now, next);
-  return completeAsync(false);
+  return false;
 }
 
 } // namespace mlir::fa4::emu

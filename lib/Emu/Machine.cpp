@@ -176,6 +176,7 @@ CtaMachine::CtaMachine(const Program &program, const Kernel &kernel,
     warp.knownTc.assign(numWarps, 0);
     warp.knownProxy.assign(numWarps, 0);
     warp.tcVisible.assign(numWarps, 0);
+    warp.knownSync.assign(numWarps, 0);
     if (config.skewedSpeeds && w % 4 == 0)
       speed = drawSpeed();
     Strand &strand = strands[w];
@@ -191,6 +192,7 @@ CtaMachine::CtaMachine(const Program &program, const Kernel &kernel,
   smem.assign(smemEnd, uint8_t(kPoison));
   unfencedOwner.assign(smemEnd, 0);
   genericTag.assign(smemEnd, 0);
+  smemOrder.assign((smemEnd + 3) / 4, SmemWord());
   tmem.assign(size_t(kTmemLanes) * kTmemColumns, uint32_t(kPoison));
   tmemOrder.assign(size_t(kTmemLanes / 32) * kTmemColumns, TmemCell());
   report.perWarp.assign(numWarps, 0);
@@ -339,11 +341,17 @@ void CtaMachine::run() {
       reportDeadlock();
       break;
     }
-    // Starved roles: a new stretch, a new warpgroup kept waiting (or, one
-    // stretch in four, none).
+    // Starved roles: a new stretch, a new warp or warpgroup kept waiting
+    // (or, one stretch in four, none).
     if (config.starveRoles && report.instructions >= starvedUntil) {
-      uint32_t groups = (static_cast<uint32_t>(warps.size()) + 3) / 4;
-      starvedGroup = rng() % 4 ? static_cast<uint32_t>(rng() % groups) : ~0u;
+      uint32_t numWarps = static_cast<uint32_t>(warps.size());
+      switch (rng() % 4) {
+      case 0: starvedCount = 0; break;
+      case 1: starvedFirst = static_cast<uint32_t>(rng() % ((numWarps + 3) / 4)) * 4;
+              starvedCount = 4; break;
+      default: starvedFirst = static_cast<uint32_t>(rng() % numWarps);
+               starvedCount = 1; break;
+      }
       starvedUntil = report.instructions + (int64_t(1000) << (rng() % 9));
     }
     // A random strand runs for a random number of instructions; with
@@ -630,6 +638,7 @@ void CtaMachine::checkPendingLd(Thread &th, const Inst &in) {
 }
 
 void CtaMachine::onSharedAccess(Thread &th, Interval range, bool store) {
+  orderShared(th, range, store);
   for (const TmaOp &op : tmaInFlight) {
     Interval region{op.smem, op.smem + op.bytes};
     if (!region.overlaps(range))
@@ -920,8 +929,18 @@ void CtaMachine::step(uint32_t s, uint64_t budget) {
       advance();
       // Completions and other warps may come between two arrivals.
       if (config.yieldAtArrives && active &&
-          (in.op == Op::MbarArrive || in.op == Op::TcCommit))
+          (in.op == Op::MbarArrive || in.op == Op::TcCommit)) {
+        // A warp that has just released a resource is a good one to keep
+        // waiting: what it does before its next wait (a store still
+        // reading the resource, say) then stays undone the longest.
+        if (config.starveRoles && (starvedCount == 0 || report.instructions >= starvedUntil) &&
+            rng() % 4 == 0) {
+          starvedFirst = w;
+          starvedCount = 1;
+          starvedUntil = report.instructions + (int64_t(1000) << (rng() % 9));
+        }
         return;
+      }
       continue;
     }
   }

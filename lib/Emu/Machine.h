@@ -104,12 +104,25 @@ private:
     uint32_t tcFences = 0, proxyFences = 0;
     uint32_t lastGenericTag = 0;
     std::vector<uint32_t> knownTc, knownProxy, tcVisible;
+    // Releases made (the epoch its accesses belong to: one ahead of the
+    // releases made), and what it has acquired of every warp's.
+    uint32_t syncEpoch = 1;
+    std::vector<uint32_t> knownSync;
     uint32_t live() const { return ~(exited | absent); }
   };
   /// What a release carries (an mbarrier phase, a named barrier's use, a
   /// commit's arrive): per warp, the fence counts that happen before it.
   struct Order {
-    std::vector<uint32_t> tc, proxy;
+    std::vector<uint32_t> tc, proxy, sync;
+  };
+  /// Per 4-byte word of shared memory: its last generic write and reads
+  /// since (two warps), for the data-race check.
+  struct SmemAccess {
+    uint32_t epoch = 0, pc = 0;
+    uint16_t warp = 0xffff;
+  };
+  struct SmemWord {
+    SmemAccess write, reads[2];
   };
   /// The last tcgen05 accesses of 32 TMEM lanes of one column: the write,
   /// and reads since by up to three other warps.
@@ -248,6 +261,11 @@ private:
   /// (fence.proxy.async) before a release this warp acquired.
   void orderProxy(uint32_t warp, const Interval &range, const std::string &what);
   std::vector<TmemCell> tmemOrder;
+  /// Generic accesses of shared memory by two warps, at least one a write,
+  /// must be ordered by a synchronization (a release the second acquired):
+  /// a hazard otherwise, naming both instructions.
+  void orderShared(const Thread &th, Interval range, bool store);
+  std::vector<SmemWord> smemOrder;
   std::vector<uint32_t> genericTag; // per shared byte: (warp + 1) << 24 | tag
   std::vector<std::pair<uint32_t, uint32_t>> orderReported;
   void reportDeadlock();
@@ -370,13 +388,13 @@ private:
   std::vector<uint32_t> registerWaiters;
   /// A seeded speed for a strand under skewed schedules (512, 64, 8 or 1).
   uint32_t drawSpeed() { return 512u >> (3 * (rng() % 4)); }
-  /// Starved roles: the warpgroup starved now, and until which instruction
-  /// count (~0u: none).
-  uint32_t starvedGroup = ~0u;
+  /// Starved roles: the warps starved now [first, first + count), and
+  /// until which instruction count.
+  uint32_t starvedFirst = 0, starvedCount = 0;
   int64_t starvedUntil = 0;
   uint32_t speedOf(uint32_t strand) const {
     const Strand &st = strands[strand];
-    return st.warp / 4 == starvedGroup ? 0 : st.speed;
+    return st.warp - starvedFirst < starvedCount ? 0 : st.speed;
   }
   /// Lazy completion: whether a thread waits for what `barrier` will be
   /// told.

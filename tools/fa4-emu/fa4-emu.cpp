@@ -72,9 +72,10 @@ static cl::opt<int64_t> interleavings(
              "warpgroups at speeds up to 512 times apart, each completion "
              "held back until every warp waits; 2 independent thread "
              "scheduling with one warpgroup at a time starved for long "
-             "stretches, a yield after every arrive; 3 lockstep at skewed "
-             "speeds, each completion held until a thread waits for it, a "
-             "yield after every arrive. The default runs one of each"),
+             "stretches (often the warp that has just arrived on an mbarrier), "
+             "TMA stores held until their thread waits; 3 lockstep at skewed "
+             "speeds with starved warps as in 2, each completion held until a "
+             "thread waits for it. The default runs one of each"),
     cl::init(4), cl::cat(emuCategory));
 static cl::opt<uint64_t> maxAsyncDelay(
     "max-async-delay",
@@ -316,22 +317,25 @@ int main(int argc, char **argv) {
       config.maxAsyncDelay = maxAsyncDelay;
       config.skewedSpeeds = config.independentThreads = false;
       config.starveRoles = config.lazyCompletion = config.yieldAtArrives = false;
+      config.lateStores = false;
       break;
     case 1: // the latest completions, skewed speeds, lanes apart
       config.maxAsyncDelay = kLatestCompletion;
-      config.skewedSpeeds = config.independentThreads = true;
+      config.skewedSpeeds = config.independentThreads = config.lateStores = true;
       config.starveRoles = config.lazyCompletion = config.yieldAtArrives = false;
       break;
     case 2: // lanes apart, one role starved at a time
       config.maxAsyncDelay = maxAsyncDelay;
       config.skewedSpeeds = false;
       config.independentThreads = config.starveRoles = config.yieldAtArrives = true;
+      config.lateStores = true;
       config.lazyCompletion = false;
       break;
     default: // lockstep, skewed, completions when awaited
       config.maxAsyncDelay = 0;
       config.skewedSpeeds = config.lazyCompletion = config.yieldAtArrives = true;
-      config.independentThreads = config.starveRoles = false;
+      config.lateStores = config.starveRoles = true;
+      config.independentThreads = false;
       break;
     }
     emu::LaunchReport report;

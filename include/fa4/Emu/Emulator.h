@@ -120,6 +120,10 @@ struct LaunchConfig {
   /// other warps come between a warp's arrivals (a phase that completes in
   /// the middle of another warp's arrive sequence).
   bool yieldAtArrives = false;
+  /// A TMA store completes only once its thread waits for its bulk group
+  /// (or when nothing else is left to run): its shared memory stays in use
+  /// as long as the hardware may keep reading it.
+  bool lateStores = false;
   /// Stop a CTA past this many instructions (a livelock guard).
   uint64_t instructionLimit = uint64_t(1) << 34;
 };

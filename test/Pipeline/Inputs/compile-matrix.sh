@@ -9,7 +9,7 @@
 # deadlock. Prints one line per variant.
 set -euo pipefail
 fa4c=$1 out=$2 headdim=$3 emu=${4:-}
-shapes=("1 1 1" "2 127 127" "1 300 300" "1 520 520" "1 127 300" "2 300 127" "1 520 200")
+shapes=("1 1 1" "2 127 127" "1 300 300" "1 520 520" "1 127 300" "2 300 127" "1 520 200" "1 520 40" "1 40 520")
 mkdir -p "$out"
 required=(tcgen05.mma tcgen05.ld tcgen05.st tcgen05.commit cp.async.bulk.tensor
           mbarrier.try_wait.parity setmaxnreg)

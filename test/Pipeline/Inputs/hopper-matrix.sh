@@ -15,7 +15,7 @@
 # line per variant.
 set -euo pipefail
 fa4c=$1 out=$2 headdim=$3 sim=$4 emu=$5
-shapes=("1 1 1" "2 127 127" "1 300 700" "2 520 300" "1 700 520" "2 300 300" "1 127 300")
+shapes=("1 1 1" "2 127 127" "1 300 700" "2 520 300" "1 700 520" "2 300 300" "1 127 300" "1 700 40" "1 40 700")
 schedules=("" "--hopper-overlap=off" "--hopper-overlap=on --hopper-pingpong=off"
            "--hopper-overlap=on --hopper-pingpong=on")
 mkdir -p "$out"
