@@ -105,32 +105,21 @@ def mutate(lines, kind, i):
             return None
         offset = int(m.group(3) or 0) + 8
         out[i] = line[:m.start()] + "[%s+%d]" % (m.group(1), offset) + line[m.end():]
-    elif kind == "arrive-count":
-        m = re.search(r",\s*(%r\d+|\d+);", line)
-        if m.group(1).startswith("%"):
-            body = line[:m.start()] + ", lowered;"
-            out[i] = "{ .reg .b32 lowered; add.s32 lowered, %s, -1; %s }" % (m.group(1), body.strip())
-        else:
-            count = int(m.group(1))
-            if count <= 1:
-                return None
-            out[i] = line[:m.start()] + ", %d;" % (count - 1)
-    elif kind == "expect-tx":
+    elif kind in ("arrive-count", "expect-tx", "init-count"):
+        # The last operand moved by a count: arrivals one fewer, 16
+        # transaction bytes fewer, an init count one more.
+        delta = {"arrive-count": -1, "expect-tx": -16, "init-count": 1}[kind]
         m = re.search(r",\s*(%r\d+|\d+);\s*$", line)
         if not m:
             return None
         if m.group(1).startswith("%"):
-            body = line[:m.start()] + ", shorter;"
-            out[i] = "{ .reg .b32 shorter; add.s32 shorter, %s, -16; %s }" % (m.group(1), body.strip())
+            body = line[:m.start()] + ", moved;"
+            out[i] = "{ .reg .b32 moved; add.s32 moved, %s, %d; %s }" % (m.group(1), delta,
+                                                                      body.strip())
+        elif int(m.group(1)) + delta < 1:
+            return None
         else:
-            out[i] = line[:m.start()] + ", %d;" % (int(m.group(1)) - 16)
-    elif kind == "init-count":
-        m = re.search(r",\s*(%r\d+|\d+);", line)
-        if m.group(1).startswith("%"):
-            body = line[:m.start()] + ", raised;"
-            out[i] = "{ .reg .b32 raised; add.s32 raised, %s, 1; %s }" % (m.group(1), body.strip())
-        else:
-            out[i] = line[:m.start()] + ", %d;" % (int(m.group(1)) + 1)
+            out[i] = line[:m.start()] + ", %d;" % (int(m.group(1)) + delta)
     elif kind == "bar-count":
         m = re.search(r",\s*(\d+);", line)
         count = int(m.group(1))
@@ -253,23 +242,24 @@ def proved_harmless(lines, flow, kind, i):
         return "dead code: the block's election predicate is the constant false"
     if kind != "del-fence":
         return None
-    if "fence::after_thread_sync" in line:
-        if flow.all_paths_reach(node, flow.succ,
-                                lambda t: "fence::after_thread_sync" in t,
-                                lambda t: bool(TC_ACCESS.search(t))):
-            return ("no tcgen05 operation follows it before the next "
-                    "after_thread_sync or the exit on any path: it orders nothing")
-    if "fence::before_thread_sync" in line:
-        if flow.all_paths_reach(node, flow.pred,
-                                lambda t: "fence::before_thread_sync" in t,
-                                lambda t: bool(TC_ACCESS.search(t))):
-            return ("no tcgen05 operation precedes it since the last "
-                    "before_thread_sync (or the entry) on any path: it orders nothing")
-        if flow.all_paths_reach(node, flow.succ,
-                                lambda t: "fence::before_thread_sync" in t,
-                                lambda t: bool(RELEASE.search(t))):
-            return ("another before_thread_sync comes before any synchronization "
-                    "on every path")
+    # (the fence, the direction searched, what it orders, the reason): the
+    # same fence met first on every path, or the kernel's end, means the
+    # deleted one ordered nothing.
+    rules = [
+        ("fence::after_thread_sync", flow.succ, TC_ACCESS,
+         "no tcgen05 operation follows it before the next after_thread_sync "
+         "or the exit on any path: it orders nothing"),
+        ("fence::before_thread_sync", flow.pred, TC_ACCESS,
+         "no tcgen05 operation precedes it since the last before_thread_sync "
+         "(or the entry) on any path: it orders nothing"),
+        ("fence::before_thread_sync", flow.succ, RELEASE,
+         "another before_thread_sync comes before any synchronization on "
+         "every path"),
+    ]
+    for fence, edges, orders, reason in rules:
+        if fence in line and flow.all_paths_reach(node, edges, lambda t: fence in t,
+                                                  lambda t: bool(orders.search(t))):
+            return reason
     return None
 
 
