@@ -7,6 +7,7 @@
 #include "llvm/Support/JSON.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cstdlib>
 #include <cstring>
 
@@ -494,20 +495,33 @@ bool checkInterface(const Manifest &m, std::string &error) {
 }
 
 bool checkPtxEntry(const Manifest &m, const std::string &ptx, std::string &error) {
-  // `.entry NAME(` then the parameters up to `)`.
-  std::string head = ".entry " + m.kernel + "(";
-  size_t at = ptx.find(head);
-  if (at == std::string::npos) {
+  // `.entry NAME (` then the parameters up to `)`.
+  auto blank = [&](size_t i) {
+    while (i < ptx.size() && std::isspace(static_cast<unsigned char>(ptx[i])))
+      ++i;
+    return i;
+  };
+  size_t open = std::string::npos;
+  for (size_t at = ptx.find(".entry"); at != std::string::npos && open == std::string::npos;
+       at = ptx.find(".entry", at + 1)) {
+    size_t name = blank(at + 6);
+    if (name == at + 6 || ptx.compare(name, m.kernel.size(), m.kernel) != 0)
+      continue;
+    size_t paren = blank(name + m.kernel.size());
+    if (paren < ptx.size() && ptx[paren] == '(')
+      open = paren + 1;
+  }
+  if (open == std::string::npos) {
     error = "the PTX has no entry point " + m.kernel + " (the manifest's kernel)";
     return false;
   }
-  size_t end = ptx.find(')', at + head.size());
+  size_t end = ptx.find(')', open);
   if (end == std::string::npos) {
     error = "the PTX's entry point " + m.kernel + " has no parameter list";
     return false;
   }
   std::vector<size_t> sizes;
-  std::string list = ptx.substr(at + head.size(), end - at - head.size());
+  std::string list = ptx.substr(open, end - open);
   for (size_t from = 0; from < list.size();) {
     size_t comma = list.find(',', from);
     std::string param = list.substr(from, comma == std::string::npos ? std::string::npos

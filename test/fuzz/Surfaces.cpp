@@ -447,12 +447,13 @@ void runCapi(const std::string &input, const Corpus &corpus) {
   for (int i = 0; i < 5; ++i) {
     const Description::Slot &slot = d.slots[i];
     fa4rt_tensor &t = tensors[i];
-    // Allocations past the emulator's bound are refused; within it, only
-    // what a child may hold is asked for.
-    uint64_t bytes = slot.allocationBytes <= (uint64_t(1) << 26) ||
-                             slot.allocationBytes > (uint64_t(1) << 48)
+    // Past the emulator's bound an allocation is refused, past the child's
+    // 4 GiB it fails at once (std::bad_alloc, caught in the C API); between
+    // them, what would take seconds to zero is asked for as 1 MiB.
+    uint64_t bytes = slot.allocationBytes <= (uint64_t(1) << 20) ||
+                             slot.allocationBytes > (uint64_t(1) << 33)
                          ? slot.allocationBytes
-                         : uint64_t(1) << 26;
+                         : uint64_t(1) << 20;
     uint64_t base = fa4rt_emulator_allocate(backend, bytes);
     if (!base && !*fa4rt_last_error())
       std::abort(); // a refusal always says why
@@ -522,6 +523,18 @@ bool loadCorpus(Surface surface, const std::vector<std::string> &manifests,
     return false;
   }
   if (surface == Surface::Cache) {
+    // The files' contents matter to the cache only through their hashes and
+    // the PTX's entry point: an entry of the PTX up to its body and a
+    // cubin's first bytes keeps an input's I/O small.
+    auto shorten = [](runtime::CompileCache::Entry &entry) {
+      size_t body = entry.ptx.find('{', entry.ptx.find(".entry"));
+      if (body != std::string::npos)
+        entry.ptx.resize(body);
+      entry.cubin.resize(std::min<size_t>(entry.cubin.size(), 4096));
+    };
+    shorten(corpus.cacheEntry);
+    for (runtime::CompileCache::Entry &entry : corpus.otherEntries)
+      shorten(entry);
     // The index as CompileCache writes it: store the entry once and read it.
     corpus.cacheKey = runtime::CompileCache::key({"fa4-fuzz"});
     llvm::SmallString<128> root;
@@ -538,8 +551,19 @@ bool loadCorpus(Surface surface, const std::vector<std::string> &manifests,
     llvm::sys::fs::remove_directories(root, /*IgnoreErrors=*/true);
   }
   if (surface == Surface::Capi) {
-    // The first kernel without its PTX: a launch that passes every check
-    // ends at the emulator's "no PTX", so that inputs run in microseconds.
+    // The first kernel without extras (their tensors are not described
+    // here), without its PTX: a launch that passes every check ends at the
+    // emulator's "no PTX", so that inputs run in microseconds.
+    size_t chosen = 0;
+    for (size_t i = corpus.manifests.size(); i-- > 0;) {
+      runtime::Manifest m;
+      std::string ignored;
+      if (runtime::parseManifest(corpus.manifests[i], m, ignored) && m.extras.empty())
+        chosen = i;
+    }
+    std::swap(corpus.manifests[0], corpus.manifests[chosen]);
+    if (chosen)
+      std::swap(corpus.cacheEntry, corpus.otherEntries[chosen - 1]);
     llvm::SmallString<128> root;
     if (llvm::sys::fs::createUniqueDirectory("fa4-fuzz-capi", root)) {
       error = "cannot create a temporary directory";
