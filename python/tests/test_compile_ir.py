@@ -82,3 +82,12 @@ def test_one_kernel_per_module():
         fa4.compile_ir(text + text.replace("@attention", "@attention2"))
     with pytest.raises(fa4.CompileError, match="holds no attention kernel"):
         fa4.compile_ir("func.func @f() { return }")
+
+
+def test_a_refusal_before_parsing_keeps_its_reason():
+    """The parse refusals of fa4's own (IR the MLIR parser would crash on)
+    come back in the error, with their place, as the parser's do."""
+    text = "func.func @f() attributes {x = array<index: 1>} { return }"
+    with pytest.raises(fa4.CompileError,
+                       match=r"entry\":1:32\): error: dense arrays of `index` are not accepted"):
+        fa4.compile_ir(text)
