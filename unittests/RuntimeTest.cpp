@@ -7,6 +7,7 @@
 
 #include "llvm/ADT/SmallString.h"
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Path.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include "gtest/gtest.h"
@@ -451,6 +452,13 @@ TEST(CompileCache, EntriesAreVerifiedAndBadOnesReplaced) {
   ASSERT_EQ(::mkfifo((entryA + "/kernel.ptx").c_str(), 0600), 0);
   EXPECT_FALSE(cache.lookup(keyA, found, &rejected));
   EXPECT_NE(rejected.find("not a regular file"), std::string::npos) << rejected;
+  // Discarded whole, FIFO and all: nothing is left.
+  std::error_code ec;
+  std::vector<std::string> left;
+  for (llvm::sys::fs::directory_iterator it(dir, ec), end; it != end && !ec;
+       it.increment(ec))
+    left.push_back(llvm::sys::path::filename(it->path()).str());
+  EXPECT_TRUE(left.empty()) << left.front();
   llvm::sys::fs::remove_directories(dir);
 }
 

@@ -13,6 +13,7 @@
 #include "llvm/Support/SHA256.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <filesystem>
 #include <random>
 
 namespace mlir::fa4::runtime {
@@ -140,6 +141,13 @@ static bool readEntry(const llvm::Twine &dir, const std::string &key,
   return true;
 }
 
+/// Deletes `dir` and everything in it. (llvm::sys::fs::remove_directories
+/// leaves FIFOs and devices, and the directory holding them, behind.)
+static void removeTree(const llvm::Twine &dir) {
+  std::error_code ignored;
+  std::filesystem::remove_all(dir.str(), ignored);
+}
+
 /// Moves the entry at `dir` out of the way (one rename, so a reader sees it
 /// whole or not at all) and deletes it.
 static void discard(const std::string &directory, const llvm::Twine &dir,
@@ -150,7 +158,7 @@ static void discard(const std::string &directory, const llvm::Twine &dir,
                            std::to_string(llvm::sys::Process::getProcessId()) +
                            "-" + std::to_string(random()));
   if (!fs::rename(dir, doomed))
-    fs::remove_directories(doomed, /*IgnoreErrors=*/true);
+    removeTree(doomed);
 }
 
 bool CompileCache::lookup(const std::string &key, Entry &entry,
@@ -203,7 +211,7 @@ bool CompileCache::store(const std::string &key, const Entry &entry,
     if (!fs::rename(scratch, final))
       return true;
   }
-  fs::remove_directories(scratch, /*IgnoreErrors=*/true);
+  removeTree(scratch);
   return written;
 }
 

@@ -28,6 +28,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fcntl.h>
+#include <filesystem>
 #include <functional>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -311,7 +312,17 @@ void runCache(const std::string &input, const Corpus &corpus) {
                  << "\n";
     std::abort();
   }
-  llvm::sys::fs::remove_directories(root, /*IgnoreErrors=*/true);
+  // And nothing else is left: no discarded entry, no scratch directory.
+  std::error_code ec;
+  size_t names = 0;
+  for (llvm::sys::fs::directory_iterator it(directory, ec), end; it != end && !ec;
+       it.increment(ec))
+    ++names;
+  if (names != 1) {
+    llvm::errs() << "fa4-fuzz: the cache holds " << names << " names, not the one entry\n";
+    std::abort();
+  }
+  std::filesystem::remove_all(std::string(root), ec);
 }
 
 std::string mutateCache(const Corpus &corpus, std::mt19937_64 &rng) {
