@@ -85,7 +85,7 @@ class Kernel:
         """The kernel's IR after ``stage`` (see ``fa4.stages()``): "entry",
         the pipeline's stages ("tile" ... "nvvm", "binary"), "llvm", "ptx".
         Compiles again up to that stage."""
-        return self._native.ir(stage)
+        return self._native.ir(_string("stage", stage))
 
     def __call__(self, q, k, v, o, lse=None, *, extras: Sequence = (),
                  workers: int = 0, seed: int = 1,

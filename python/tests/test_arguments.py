@@ -134,6 +134,8 @@ def test_argument_errors_name_the_argument():
         kernel(q, k, k, o, seed=1.0)
     with pytest.raises(TypeError, match=r"window\[1\] must be an int"):
         fa4.attention(q, k, k, window=(4, "8"))
+    with pytest.raises(TypeError, match="stage must be a str"):
+        kernel.ir(3)
 
 
 WINDOWS = [
