@@ -711,12 +711,13 @@ bool planLaunch(const Manifest &m, const Shapes &shapes, const Buffers &buffers,
         }
         continue;
       }
-      int64_t stride = strides[axis] * elementBytes(spec.dataType);
-      if (stride <= 0) {
+      // Positive and below TMA's 2^40 bytes, checked before the product.
+      if (strides[axis] <= 0 || strides[axis] >= (int64_t(1) << 40)) {
         error = "stride of axis " + std::to_string(axis) + " of \"" + t +
-                "\" is not positive";
+                "\" is not positive and below 2^40";
         return false;
       }
+      int64_t stride = strides[axis] * elementBytes(spec.dataType);
       if (given.empty()) {
         // A dense launch took the manifest's strides; they must be the
         // dense ones.

@@ -171,8 +171,12 @@ void runManifest(const std::string &input, const Corpus &corpus) {
     case 1: return {seq * heads * m.headDim, m.headDim, seq * m.headDim, 1};
     default: {
       std::vector<int64_t> s(4);
+      static const int64_t huge[] = {int64_t(1) << 39, int64_t(1) << 40,
+                                     INT64_MAX / 2, INT64_MAX, INT64_MIN};
       for (int64_t &stride : s)
-        stride = rng() % 2 ? int64_t(rng() % 4096) * 8 : extents[rng() % std::size(extents)];
+        stride = rng() % 2   ? int64_t(rng() % 4096) * 8
+                 : rng() % 4 ? extents[rng() % std::size(extents)]
+                             : huge[rng() % std::size(huge)];
       s[3] = 1;
       return s;
     }
