@@ -84,10 +84,16 @@ def _validate(q, k, v, causal, window_left, window_right, softcap, scale,
     _check_variant(variant["head_dim"], variant["q_heads"], variant["kv_heads"],
                    mask, left, right, variant["dtype"], return_lse, scale,
                    softcap)
+    # The runtime's size limits, where the sizes are known (not symbolic)
+    # and the problem is not empty.
+    sizes = (q.shape[0], q.shape[1], k.shape[1])
+    if all(isinstance(size, int) and size > 0 for size in sizes):
+        _fa4.check_shapes(variant["head_dim"], variant["q_heads"],
+                          variant["kv_heads"], *sizes)
     return variant
 
 
-def _tma_ready(t):
+def _tma_ready(name, t):
     """`t` itself when a tensor map can describe it (head_dim contiguous,
     the other strides multiples of 16 bytes, a 16-byte aligned start), so
     that e.g. a (batch, heads, seq, head_dim) tensor seen through
@@ -97,7 +103,17 @@ def _tma_ready(t):
     ok = t.data_ptr() % 16 == 0 and (sizes[-1] == 1 or strides[-1] == 1)
     for size, stride in zip(sizes[:-1], strides[:-1]):
         ok = ok and (size == 1 or (stride > 0 and stride * t.element_size() % 16 == 0))
-    return t if ok else t.clone(memory_format=torch.contiguous_format)
+    if ok:
+        return t
+    try:
+        return t.clone(memory_format=torch.contiguous_format)
+    except (RuntimeError, MemoryError) as e:
+        # A broadcast input within the size limits can still be larger than
+        # memory once its elements are written out.
+        raise LaunchError(
+            f"{name}: its strides {tuple(strides)} need a contiguous copy for "
+            f"TMA, {t.numel() * t.element_size()} bytes, which could not be "
+            f"allocated ({e})") from None
 
 
 # The targets fa4 has a schedule for, by compute capability.
@@ -149,10 +165,11 @@ def _attention_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
         return _empty_results(q, k, return_lse)
     target, sm_count = _target(q.device)
     kernel = compile(target=target, sm_count=sm_count, **variant)
-    # The runtime's size limits before any copy (a broadcast input copied
-    # whole could be far larger than its storage).
-    kernel._native.check_shapes(batch, seq_q, k.shape[1])
-    q, k, v = (_tma_ready(t.detach()) for t in (q, k, v))
+    # (_validate checked the sizes against the runtime's limits before any
+    # copy: a broadcast input copied whole can be far larger than its
+    # storage.)
+    q, k, v = (_tma_ready(name, t.detach()) for name, t in
+               (("q", q), ("k", k), ("v", v)))
     o = torch.empty_like(q, memory_format=torch.contiguous_format)
     lse = (torch.empty((batch, q_heads, seq_q), dtype=torch.float32,
                        device=q.device) if return_lse

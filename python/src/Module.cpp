@@ -349,16 +349,22 @@ void launchEmulator(const PyKernel &kernel, const Array &q, const Array &k,
     throw LaunchFailure(error);
 }
 
-/// The runtime's limits on a launch's batch and sequence lengths, checked
-/// before a caller copies tensors of those sizes.
-void checkShapes(const PyKernel &kernel, int64_t batch, int64_t seqQ,
-                 int64_t seqK) {
+/// The runtime's limits on a launch's batch and sequence lengths for a
+/// variant's head counts and head dim, checked before a caller copies
+/// tensors of those sizes, and by the torch op's fake implementation, which
+/// has no kernel.
+void checkShapes(int64_t headDim, int64_t qHeads, int64_t kvHeads, int64_t batch,
+                 int64_t seqQ, int64_t seqK) {
+  runtime::Manifest manifest;
+  manifest.headDim = headDim;
+  manifest.qHeads = qHeads;
+  manifest.kvHeads = kvHeads;
   runtime::Shapes shapes;
   shapes.batch = batch;
   shapes.seqQ = seqQ;
   shapes.seqK = seqK;
   std::string error;
-  if (!runtime::checkShapes(kernel.kernel.manifest, shapes, error))
+  if (!runtime::checkShapes(manifest, shapes, error))
     throw LaunchFailure(error);
 }
 
@@ -404,9 +410,7 @@ NB_MODULE(_fa4, m) {
       .def_prop_ro("ptx", [](const PyKernel &k) { return k.kernel.ptx; })
       .def_prop_ro("manifest_json", [](const PyKernel &k) { return k.kernel.manifestJson; })
       .def_prop_ro("from_cache", [](const PyKernel &k) { return k.fromCache; })
-      .def("ir", &ir, nb::arg("stage"))
-      .def("check_shapes", &checkShapes, nb::arg("batch"), nb::arg("seq_q"),
-           nb::arg("seq_k"));
+      .def("ir", &ir, nb::arg("stage"));
 
   m.def("compile", &compile, nb::arg("head_dim"), nb::arg("q_heads"),
         nb::arg("kv_heads"), nb::arg("mask"), nb::arg("window_left"),
@@ -421,6 +425,8 @@ NB_MODULE(_fa4, m) {
         nb::arg("kv_heads"), nb::arg("mask"), nb::arg("window_left"),
         nb::arg("window_right"), nb::arg("dtype"), nb::arg("lse"),
         nb::arg("scale").none(), nb::arg("softcap"));
+  m.def("check_shapes", &checkShapes, nb::arg("head_dim"), nb::arg("q_heads"),
+        nb::arg("kv_heads"), nb::arg("batch"), nb::arg("seq_q"), nb::arg("seq_k"));
   m.def("ir_stages", &variantIrStages);
   m.def("launch_emulator", &launchEmulator, nb::arg("kernel"), nb::arg("q"),
         nb::arg("k"), nb::arg("v"), nb::arg("o"), nb::arg("lse").none(),

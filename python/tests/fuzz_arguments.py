@@ -199,8 +199,11 @@ def _attention_case(rng, torch, fa4, reference, through_op):
                 # The fake implementation answers as the real op does.
                 fake = _outcome(lambda: _fake_call(torch, op, (q, k, v)))
                 real = _outcome(lambda: op(q, k, v))
+                # (Only memory, which the fake does not allocate, may fail
+                # the op alone.)
+                out_of_memory = "could not be allocated" in str(real[1])
                 if (fake[0], type(fake[1])) != (real[0], type(real[1])) and \
-                        not (fake[0] == real[0] == "result"):
+                        not (fake[0] == real[0] == "result") and not out_of_memory:
                     raise AssertionError(f"the fake gives {fake}, the op {real}")
                 if real[0] == "raised":
                     raise real[1]

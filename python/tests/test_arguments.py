@@ -52,15 +52,18 @@ REFUSED = {
     "window -2": (dict(left=-2), ValueError, "window left must be -1"),
     "window 2^31": (dict(left=1 << 31), fa4.CompileError, "window_left must be"),
     "softcap negative": (dict(softcap=-1.0), fa4.CompileError, "softcap"),
+    "seq_k 2^31": (dict(seq_k=1 << 31), fa4.LaunchError, "below 2\\^31"),
 }
 
 
-def arguments(dtype=torch.float16, rank=4, head_dim=64, q_heads=2, **scalars):
+def arguments(dtype=torch.float16, rank=4, head_dim=64, q_heads=2, seq_k=64,
+              **scalars):
     q = torch.randn(1, 64, q_heads, head_dim).to(dtype)
-    k = torch.randn(1, 64, 2, head_dim).to(dtype)
+    # K and V broadcast from one key.
+    k = torch.randn(1, 1, 2, head_dim).to(dtype).expand(1, seq_k, 2, head_dim)
     if rank == 3:
         q, k = q[0], k[0]
-    return (q, k, k.clone()), scalars
+    return (q, k, k), scalars
 
 
 @pytest.mark.parametrize("name", sorted(REFUSED))
@@ -76,6 +79,22 @@ def test_op_and_its_fake_refuse_alike(name):
         fake = [mode.from_tensor(t) for t in tensors]
         with pytest.raises(error, match=message):
             op(*fake, **scalars)
+
+
+def test_a_copy_that_cannot_be_allocated_is_a_launch_error(monkeypatch):
+    """A broadcast input within the size limits is copied whole for TMA;
+    when that copy cannot be had, the error says so (here torch's allocator
+    is made to fail: 2^30 keys of head dim 64 would need 128 GiB)."""
+    def no_memory(self, *args, **kwargs):
+        raise RuntimeError("DefaultCPUAllocator: can't allocate memory")
+
+    monkeypatch.setattr(torch.Tensor, "clone", no_memory)
+    q = torch.randn(1, 64, 2, 64, dtype=torch.float16)
+    k = torch.randn(1, 1, 1, 64, dtype=torch.float16).expand(1, 1 << 30, 1, 64)
+    with pytest.raises(fa4.LaunchError,
+                       match=r"k: its strides \(64, 0, 64, 1\) need a contiguous copy"
+                             r" for TMA, 137438953472 bytes, which could not be allocated"):
+        fa4.attention(q, k, k)
 
 
 def test_fake_gives_the_real_shapes(inputs):
