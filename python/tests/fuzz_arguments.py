@@ -189,7 +189,8 @@ def _attention_case(rng, torch, fa4, reference, through_op):
     def call():
         with torch.set_grad_enabled(grad_mode):
             if through_op:
-                if not isinstance(window, tuple) or len(window) != 2 or \
+                if not all(isinstance(t, torch.Tensor) for t in (q, k, v)) or \
+                        not isinstance(window, tuple) or len(window) != 2 or \
                         not all(isinstance(w, int) for w in window) or \
                         not isinstance(causal, bool) or \
                         not isinstance(softcap, float) or \
