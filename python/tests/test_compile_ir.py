@@ -64,6 +64,9 @@ def test_extras_are_checked():
         kernel(q, k, k.clone(), o, extras=[torch.zeros(16, dtype=torch.float64)])
     with pytest.raises(fa4.LaunchError, match="dimension 0 is 8, expected 16"):
         kernel(q, k, k.clone(), o, extras=[torch.zeros(8)])
+    # On CPU tensors as on the GPU: an extra inside O is refused.
+    with pytest.raises(fa4.LaunchError, match="extra0: shares memory with an output"):
+        kernel(q, k, k.clone(), o, extras=[o.view(torch.float32).flatten()[:16]])
 
 
 def test_bad_ir_is_a_compile_error():
