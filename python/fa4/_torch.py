@@ -84,12 +84,12 @@ def _validate(q, k, v, causal, window_left, window_right, softcap, scale,
     _check_variant(variant["head_dim"], variant["q_heads"], variant["kv_heads"],
                    mask, left, right, variant["dtype"], return_lse, scale,
                    softcap)
-    # The runtime's size limits, where the sizes are known (not symbolic)
-    # and the problem is not empty.
+    # The runtime's size limits where the sizes are known (not symbolic),
+    # an empty problem's other sizes included (its O is allocated too).
     sizes = (q.shape[0], q.shape[1], k.shape[1])
-    if all(isinstance(size, int) and size > 0 for size in sizes):
+    if all(isinstance(size, int) for size in sizes):
         _fa4.check_shapes(variant["head_dim"], variant["q_heads"],
-                          variant["kv_heads"], *sizes)
+                          variant["kv_heads"], *(max(size, 1) for size in sizes))
     return variant
 
 
@@ -105,15 +105,21 @@ def _tma_ready(name, t):
         ok = ok and (size == 1 or (stride > 0 and stride * t.element_size() % 16 == 0))
     if ok:
         return t
+    # A broadcast input within the size limits can still be larger than
+    # memory once its elements are written out.
+    return _allocate(f"{name}: its strides {tuple(strides)} need a contiguous "
+                     "copy for TMA", t.numel() * t.element_size(),
+                     lambda: t.clone(memory_format=torch.contiguous_format))
+
+
+def _allocate(what, nbytes, make):
+    """`make()`, or a LaunchError saying `what` needed `nbytes` bytes that
+    could not be allocated (torch's own error is a bare RuntimeError)."""
     try:
-        return t.clone(memory_format=torch.contiguous_format)
+        return make()
     except (RuntimeError, MemoryError) as e:
-        # A broadcast input within the size limits can still be larger than
-        # memory once its elements are written out.
-        raise LaunchError(
-            f"{name}: its strides {tuple(strides)} need a contiguous copy for "
-            f"TMA, {t.numel() * t.element_size()} bytes, which could not be "
-            f"allocated ({e})") from None
+        raise LaunchError(f"{what}, {nbytes} bytes, which could not be "
+                          f"allocated ({e})") from None
 
 
 # The targets fa4 has a schedule for, by compute capability.
@@ -143,9 +149,12 @@ def _empty_results(q, k, return_lse):
     """O and the LSE of a problem with no query or no key: rows that see no
     key are O = 0 and LSE = -inf (fa4's convention); nothing to compile."""
     batch, seq_q, q_heads, _ = q.shape
-    o = torch.zeros_like(q, memory_format=torch.contiguous_format)
-    lse = (torch.full((batch, q_heads, seq_q), float("-inf"),
-                      dtype=torch.float32, device=q.device) if return_lse
+    o = _allocate("o", q.numel() * q.element_size(),
+                  lambda: torch.zeros_like(q, memory_format=torch.contiguous_format))
+    lse = (_allocate("lse", batch * q_heads * seq_q * 4,
+                     lambda: torch.full((batch, q_heads, seq_q), float("-inf"),
+                                        dtype=torch.float32, device=q.device))
+           if return_lse
            else torch.empty((0,), dtype=torch.float32, device=q.device))
     return o, lse
 
@@ -170,9 +179,11 @@ def _attention_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
     # storage.)
     q, k, v = (_tma_ready(name, t.detach()) for name, t in
                (("q", q), ("k", k), ("v", v)))
-    o = torch.empty_like(q, memory_format=torch.contiguous_format)
-    lse = (torch.empty((batch, q_heads, seq_q), dtype=torch.float32,
-                       device=q.device) if return_lse
+    o = _allocate("o", q.numel() * q.element_size(),
+                  lambda: torch.empty_like(q, memory_format=torch.contiguous_format))
+    lse = (_allocate("lse", batch * q_heads * seq_q * 4,
+                     lambda: torch.empty((batch, q_heads, seq_q), dtype=torch.float32,
+                                         device=q.device)) if return_lse
            else torch.empty((0,), dtype=torch.float32, device=q.device))
     if q.device.type == "cuda":
         with torch.cuda.device(q.device):

@@ -30,6 +30,11 @@ def test_empty_problems_return_empty_results(batch, seq_q, seq_k, monkeypatch):
     assert lse.shape == (batch, 4, seq_q) and lse.dtype == torch.float32
     # Rows that see no key: O = 0, LSE = -inf (fa4's convention).
     assert bool((o == 0).all()) and bool((lse == float("-inf")).all())
+    # The sizes too (O is allocated): 2^31 queries are past the limit.
+    huge = torch.zeros(1, 1, 4, 64, dtype=torch.bfloat16).expand(1, 1 << 31, 4, 64)
+    with pytest.raises(fa4.LaunchError, match="below 2\\^31"):
+        no_key = torch.zeros(1, 0, 2, 64, dtype=torch.bfloat16)
+        fa4.attention(huge, no_key, no_key)
     # The variant is still checked.
     with pytest.raises(fa4.CompileError, match="head dim 80 is not supported"):
         fa4.attention(q[..., :40].repeat(1, 1, 1, 2), k[..., :40].repeat(1, 1, 1, 2),
