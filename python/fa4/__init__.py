@@ -23,7 +23,8 @@ there in milliseconds.
 
 Every failure of fa4 itself raises ``fa4.CompileError`` or ``fa4.LaunchError``
 (both ``RuntimeError``) with fa4's message; bad arguments raise ``ValueError``
-or ``TypeError``.
+or ``TypeError`` naming the argument; inputs that require grad, in grad mode,
+``NotImplementedError`` (there is no backward yet).
 """
 
 from __future__ import annotations
