@@ -14,6 +14,8 @@ config.excludes = ["CMakeLists.txt", "lit.cfg.py", "lit.site.cfg.py", "Inputs", 
 
 config.substitutions.append(("%PATH%", config.environment["PATH"]))
 config.substitutions.append(("%fa4_src_root", config.fa4_src_root))
+# libfa4rt.so, the C API, for tests that call it as a binding would.
+config.substitutions.append(("%fa4rt", os.path.join(config.fa4_obj_root, "lib", "libfa4rt.so")))
 
 llvm_config.with_system_environment(["HOME", "INCLUDE", "LIB", "TMP", "TEMP"])
 llvm_config.use_default_substitutions()

@@ -1,12 +1,21 @@
 //===- RuntimeTest.cpp - manifest to launch arguments ---------------------===//
 
+#include "fa4/Runtime/CompileCache.h"
 #include "fa4/Runtime/Launch.h"
 #include "fa4/Runtime/Runtime.h"
+#include "fa4/Support/InputLimits.h"
+
+#include "llvm/ADT/SmallString.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/raw_ostream.h"
 
 #include "gtest/gtest.h"
 
 #include <cstring>
+#include <sys/stat.h>
 
+using namespace mlir::fa4;
 using namespace mlir::fa4::runtime;
 
 namespace {
@@ -22,6 +31,7 @@ Manifest seedManifest() {
   m.headDim = 128;
   m.rowsPerTask = 256;
   m.lse = true;
+  m.dtype = "fp16";
   Manifest::TensorMap q;
   q.tensor = "q";
   q.dtype = "fp16";
@@ -213,6 +223,243 @@ TEST(Runtime, ManifestExtrasAreValidated) {
   EXPECT_EQ(m.blockMask, 0);
   EXPECT_FALSE(parseManifest(withBlockMask + R"("extras": [{"dtype": "f32", "shape": [-1, 1, -1, 4]}]})", m, error));
   EXPECT_NE(error.find("block_mask"), std::string::npos) << error;
+}
+
+TEST(InputLimits, NestingIsCountedOutsideStringsAndComments) {
+  std::string error;
+  EXPECT_TRUE(checkNestingDepth("[[1]]", 2, NestingSyntax::Json, error));
+  EXPECT_FALSE(checkNestingDepth("[[[1]]]", 2, NestingSyntax::Json, error));
+  EXPECT_NE(error.find("line 1, column 3: nesting deeper than 2"), std::string::npos)
+      << error;
+  // Brackets in strings (with escaped quotes) and comments do not nest.
+  EXPECT_TRUE(checkNestingDepth(R"(["[[[\"[[["])", 1, NestingSyntax::Json, error));
+  EXPECT_TRUE(checkNestingDepth("// ((((\n(x)", 1, NestingSyntax::Mlir, error));
+  // The `>` of `->` closes nothing.
+  EXPECT_TRUE(checkNestingDepth("(a) -> (b)", 1, NestingSyntax::Mlir, error));
+  EXPECT_FALSE(checkNestingDepth("<(x) -> y>", 1, NestingSyntax::Mlir, error));
+  size_t offset = 0;
+  EXPECT_FALSE(checkNestingDepth("{\n {\n  {", 2, NestingSyntax::Mlir, error, &offset));
+  EXPECT_EQ(offset, 7u);
+  EXPECT_NE(error.find("line 3, column 3"), std::string::npos) << error;
+}
+
+TEST(InputLimits, OnlyBoundedRegularFilesAreRead) {
+  llvm::SmallString<128> dir;
+  ASSERT_FALSE(llvm::sys::fs::createUniqueDirectory("fa4-runtime-test", dir));
+  std::string file = std::string(dir) + "/f", fifo = std::string(dir) + "/p";
+  {
+    std::error_code ec;
+    llvm::raw_fd_ostream os(file, ec);
+    os << "0123456789";
+  }
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  std::string text, error;
+  bool missing = true;
+  EXPECT_TRUE(readRegularFile(file, 10, text, error, &missing)) << error;
+  EXPECT_EQ(text, "0123456789");
+  EXPECT_FALSE(missing);
+  EXPECT_FALSE(readRegularFile(file, 9, text, error));
+  EXPECT_NE(error.find("more than the 9 accepted"), std::string::npos) << error;
+  // A FIFO without a writer: refused at once, not waited on.
+  EXPECT_FALSE(readRegularFile(fifo, 10, text, error));
+  EXPECT_NE(error.find("not a regular file"), std::string::npos) << error;
+  EXPECT_FALSE(readRegularFile(std::string(dir), 10, text, error));
+  EXPECT_FALSE(readRegularFile("/dev/zero", 10, text, error));
+  EXPECT_FALSE(readRegularFile(std::string(dir) + "/none", 10, text, error, &missing));
+  EXPECT_TRUE(missing);
+  llvm::sys::fs::remove_directories(dir);
+}
+
+/// A manifest as fa4c writes it for hd 64, 2 q heads over 1 kv head, LSE.
+std::string writtenManifest() {
+  return R"({"kernel": "attention", "cubin": "k.cubin", "ptx": "k.ptx",
+    "target": "sm_100a", "block": [512, 1, 1],
+    "grid": {"sm_count": 148, "order": "static"},
+    "dynamic_smem_bytes": 1024, "tmem_columns": 512,
+    "attention": {"mask": "causal", "window_left": -1, "window_right": 0,
+      "scale": 0.125, "softcap": 0, "head_dim": 64, "q_heads": 2, "kv_heads": 1,
+      "dtype": "fp16", "lse": true, "rows_per_task": 256},
+    "tensor_maps": [)" +
+         [] {
+           std::string maps;
+           for (const char *t : {"q", "k", "v", "o"}) {
+             bool query = *t == 'q' || *t == 'o';
+             std::string heads = query ? "2" : "1", seq = query ? "seq_q" : "seq_k";
+             std::string row = query ? "256" : "128";
+             maps += std::string(maps.empty() ? "" : ", ") + R"({"tensor": ")" + t +
+                     R"(", "dtype": "fp16", "rank": 4, "dims": [64, )" + heads +
+                     R"(, ")" + seq + R"(", "batch"], "strides_bytes": [128, )" + row +
+                     R"(, ")" + row + " * " + seq +
+                     R"("], "box": [64, 1, 128, 1], "axes": [3, 2, 1, 0],
+                     "element_strides": [1, 1, 1, 1], "swizzle": "128B", "oob_fill": "zero"})";
+           }
+           return maps;
+         }() +
+         R"(], "parameters": [{"name": "q_map", "type": "CUtensorMap"},
+      {"name": "k_map", "type": "CUtensorMap"}, {"name": "v_map", "type": "CUtensorMap"},
+      {"name": "o_map", "type": "CUtensorMap"}, {"name": "lse", "type": "float*"},
+      {"name": "batch", "type": "int32"}, {"name": "seq_q", "type": "int32"},
+      {"name": "seq_k", "type": "int32"}]})";
+}
+
+const char *kWrittenPtx = R"(.version 8.7
+.target sm_100a
+.address_size 64
+.visible .entry attention(
+	.param .align 64 .b8 attention_param_0[128],
+	.param .align 64 .b8 attention_param_1[128],
+	.param .align 64 .b8 attention_param_2[128],
+	.param .align 64 .b8 attention_param_3[128],
+	.param .u64 .ptr .global .align 1 attention_param_4,
+	.param .u32 attention_param_5,
+	.param .u32 attention_param_6,
+	.param .u32 attention_param_7
+)
+.reqntid 512
+{
+})";
+
+TEST(Runtime, ManifestFilesStayBesideIt) {
+  Manifest m;
+  std::string error, json = writtenManifest();
+  ASSERT_TRUE(parseManifest(json, m, error)) << error;
+  for (const char *name : {"../k.ptx", "/dev/zero", "..", ".", "a/b"}) {
+    std::string edited = json;
+    edited.replace(edited.find("\"k.ptx\""), 7, std::string("\"") + name + "\"");
+    EXPECT_FALSE(parseManifest(edited, m, error)) << name;
+    EXPECT_NE(error.find("must name a file beside the manifest"), std::string::npos)
+        << error;
+  }
+  // Nesting is refused before llvm::json recurses into it.
+  std::string deep = json;
+  deep.insert(1, R"("x": )" + std::string(100000, '[') + std::string(100000, ']') + ", ");
+  EXPECT_FALSE(parseManifest(deep, m, error));
+  EXPECT_NE(error.find("nesting deeper than 64"), std::string::npos) << error;
+}
+
+TEST(Runtime, InterfaceIsFa4sAndThePtxs) {
+  Manifest m;
+  std::string error;
+  ASSERT_TRUE(parseManifest(writtenManifest(), m, error)) << error;
+  EXPECT_TRUE(checkInterface(m, error)) << error;
+  EXPECT_TRUE(checkPtxEntry(m, kWrittenPtx, error)) << error;
+  // Q's and O's maps exchanged in the parameter list.
+  Manifest swapped = m;
+  std::swap(swapped.parameters[0], swapped.parameters[3]);
+  EXPECT_FALSE(checkInterface(swapped, error));
+  EXPECT_NE(error.find("are not the kernel's"), std::string::npos) << error;
+  // A map of the wrong heads, a second map of q, none of v.
+  Manifest edited = m;
+  edited.tensorMaps[3].dims[1] = "4";
+  EXPECT_FALSE(checkInterface(edited, error));
+  EXPECT_NE(error.find("dimension 1 is \"4\", the kernel's tensor has 2"),
+            std::string::npos)
+      << error;
+  edited = m;
+  edited.tensorMaps[2].tensor = "q";
+  EXPECT_FALSE(checkInterface(edited, error));
+  EXPECT_NE(error.find("two tensor maps for \"q\""), std::string::npos) << error;
+  // The PTX's entry: its name, count, sizes and block.
+  edited = m;
+  edited.kernel = "other";
+  EXPECT_FALSE(checkPtxEntry(edited, kWrittenPtx, error));
+  edited = m;
+  edited.parameters[5].type = "float*";
+  EXPECT_FALSE(checkPtxEntry(edited, kWrittenPtx, error));
+  EXPECT_NE(error.find("parameter 5 of attention is 4 bytes"), std::string::npos) << error;
+  edited = m;
+  edited.block[0] = 384;
+  EXPECT_FALSE(checkPtxEntry(edited, kWrittenPtx, error));
+  EXPECT_NE(error.find("runs 512 threads"), std::string::npos) << error;
+}
+
+TEST(Runtime, PlanMapsStayInsideTheirTensors) {
+  Manifest m;
+  std::string error;
+  ASSERT_TRUE(parseManifest(writtenManifest(), m, error)) << error;
+  Buffers buffers{0x10000, 0x20000, 0x30000, 0x40000, 0x50000};
+  auto encode = [](const TensorMapSpec &, uint8_t *out, std::string &) {
+    std::memset(out, 0, 128);
+    return true;
+  };
+  LaunchPlan plan;
+  ASSERT_TRUE(planLaunch(m, {2, 300, 200}, buffers, encode, plan, error)) << error;
+  // O's map: [64, 2, 300, 2] with the dense strides.
+  const TensorMapSpec &o = plan.tensorMaps[3].second;
+  EXPECT_EQ(o.globalDims[2], 300u);
+  EXPECT_EQ(o.globalStrides[2], 256u * 300u);
+  // An enlarged stride or extent in the manifest is refused.
+  Manifest edited = m;
+  edited.tensorMaps[3].strides[1] = "1024";
+  EXPECT_FALSE(planLaunch(edited, {2, 300, 200}, buffers, encode, plan, error));
+  EXPECT_NE(error.find("stride 2 (\"1024\") of the tensor map of \"o\" is not the "
+                       "tensor's 256 bytes"),
+            std::string::npos)
+      << error;
+  edited = m;
+  edited.tensorMaps[3].dims[2] = "seq_k";
+  EXPECT_FALSE(planLaunch(edited, {2, 300, 200}, buffers, encode, plan, error));
+  EXPECT_NE(error.find("dimension 2 of the tensor map of \"o\" is 200, the tensor's axis 1 is 300"),
+            std::string::npos)
+      << error;
+}
+
+TEST(CompileCache, EntriesAreVerifiedAndBadOnesReplaced) {
+  llvm::SmallString<128> dir;
+  ASSERT_FALSE(llvm::sys::fs::createUniqueDirectory("fa4-cache-test", dir));
+  CompileCache cache{std::string(dir)};
+  std::string manifest = writtenManifest();
+  CompileCache::Entry a{"cubin a", kWrittenPtx, manifest, "k.cubin", "k.ptx"};
+  CompileCache::Entry b = a;
+  b.cubin = "cubin b";
+  std::string keyA = CompileCache::key({"a"}), keyB = CompileCache::key({"b"});
+  std::string error;
+  ASSERT_TRUE(cache.store(keyA, a, error)) << error;
+  ASSERT_TRUE(cache.store(keyB, b, error)) << error;
+  CompileCache::Entry found;
+  ASSERT_TRUE(cache.lookup(keyA, found));
+  EXPECT_EQ(found.cubin, "cubin a");
+  std::string entryA = std::string(dir) + "/" + keyA, entryB = std::string(dir) + "/" + keyB;
+  auto write = [](const std::string &path, const std::string &text) {
+    std::error_code ec;
+    llvm::raw_fd_ostream os(path, ec);
+    os << text;
+  };
+  // Another entry's cubin: no hit, the entry gone, and a store replaces it.
+  write(entryA + "/kernel.cubin", "cubin b");
+  std::string rejected;
+  EXPECT_FALSE(cache.lookup(keyA, found, &rejected));
+  EXPECT_NE(rejected.find("kernel.cubin is not the file the entry was written with"),
+            std::string::npos)
+      << rejected;
+  EXPECT_FALSE(llvm::sys::fs::exists(entryA));
+  ASSERT_TRUE(cache.store(keyA, a, error)) << error;
+  ASSERT_TRUE(cache.lookup(keyA, found));
+  EXPECT_EQ(found.cubin, "cubin a");
+  // Another key's whole entry.
+  llvm::sys::fs::remove_directories(entryA);
+  ASSERT_FALSE(llvm::sys::fs::rename(entryB, entryA));
+  EXPECT_FALSE(cache.lookup(keyA, found, &rejected));
+  EXPECT_NE(rejected.find("another key's compilation"), std::string::npos) << rejected;
+  // A bad entry in place when a store comes: replaced, not kept.
+  ASSERT_TRUE(cache.store(keyA, a, error)) << error;
+  write(entryA + "/manifest.json", "{");
+  ASSERT_TRUE(cache.store(keyA, a, error)) << error;
+  ASSERT_TRUE(cache.lookup(keyA, found));
+  EXPECT_EQ(found.manifest, manifest);
+  // A FIFO for a file: refused, not waited on.
+  llvm::sys::fs::remove(entryA + "/kernel.ptx");
+  ASSERT_EQ(::mkfifo((entryA + "/kernel.ptx").c_str(), 0600), 0);
+  EXPECT_FALSE(cache.lookup(keyA, found, &rejected));
+  EXPECT_NE(rejected.find("not a regular file"), std::string::npos) << rejected;
+  // Discarded whole, FIFO and all: nothing is left.
+  std::error_code ec;
+  std::vector<std::string> left;
+  for (llvm::sys::fs::directory_iterator it(dir, ec), end; it != end && !ec;
+       it.increment(ec))
+    left.push_back(llvm::sys::path::filename(it->path()).str());
+  EXPECT_TRUE(left.empty()) << left.front();
+  llvm::sys::fs::remove_directories(dir);
 }
 
 } // namespace

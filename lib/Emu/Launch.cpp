@@ -18,9 +18,11 @@ Device::~Device() = default;
 
 uint64_t Device::allocate(uint64_t bytes) {
   uint64_t base = next;
+  // The memory first: when it cannot be had, the device is left as it was.
+  decltype(Allocation::bytes) zeroed(bytes, 0);
   Allocation &a = allocations[base];
   a.base = base;
-  a.bytes.assign(bytes, 0);
+  a.bytes = std::move(zeroed);
   // A gap after every allocation, so that running off its end is caught
   // rather than landing in a neighbour.
   next += (bytes + 4096 + 255) / 256 * 256;

@@ -2,15 +2,18 @@
 
 #include "fa4/Runtime/CompileCache.h"
 
+#include "fa4/Runtime/Launch.h"
+#include "fa4/Support/InputLimits.h"
+
 #include "llvm/ADT/SmallString.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FileSystem.h"
-#include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/Process.h"
 #include "llvm/Support/SHA256.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <filesystem>
 #include <random>
 
 namespace mlir::fa4::runtime {
@@ -45,13 +48,9 @@ std::string CompileCache::key(const std::vector<std::string> &parts) {
   return llvm::toHex(digest, /*LowerCase=*/true);
 }
 
-static bool readFile(const llvm::Twine &file, std::string &text) {
-  auto buffer = llvm::MemoryBuffer::getFile(file, /*IsText=*/false,
-                                            /*RequiresNullTerminator=*/false);
-  if (!buffer)
-    return false;
-  text = (*buffer)->getBuffer().str();
-  return true;
+static std::string sha256(llvm::StringRef bytes) {
+  return llvm::toHex(llvm::SHA256::hash(llvm::arrayRefFromStringRef(bytes)),
+                     /*LowerCase=*/true);
 }
 
 static bool writeFile(const llvm::Twine &file, const std::string &text,
@@ -72,19 +71,111 @@ static bool writeFile(const llvm::Twine &file, const std::string &text,
   return true;
 }
 
-bool CompileCache::lookup(const std::string &key, Entry &entry) const {
+// An entry is a directory named by its key holding kernel.cubin, kernel.ptx,
+// manifest.json and, written last, `index`: the key and each file's SHA-256
+// (and the names the manifest gives the cubin and the PTX). A lookup checks
+// all of it, so an entry whose files were swapped for another's, cut short
+// or edited is no hit.
+static constexpr const char *kIndexHeader = "fa4-compile-cache-entry 1";
+
+static std::string indexOf(const std::string &key, const CompileCache::Entry &entry) {
+  return std::string(kIndexHeader) + "\nkey " + key + "\ncubin " +
+         sha256(entry.cubin) + " " + entry.cubinName + "\nptx " +
+         sha256(entry.ptx) + " " + entry.ptxName + "\nmanifest " +
+         sha256(entry.manifest) + "\n";
+}
+
+/// Reads and checks the entry in `dir` against `key`; false with `why`.
+static bool readEntry(const llvm::Twine &dir, const std::string &key,
+                      CompileCache::Entry &entry, std::string &why) {
+  std::string index;
+  if (!readRegularFile((dir + "/index").str(), 4096, index, why))
+    return false;
+  llvm::SmallVector<llvm::StringRef> lines;
+  llvm::StringRef(index).split(lines, '\n', -1, /*KeepEmpty=*/false);
+  if (lines.size() != 5 || lines[0] != kIndexHeader) {
+    why = "its index is not one fa4 writes";
+    return false;
+  }
+  if (lines[1] != "key " + key) {
+    why = "it holds another key's compilation";
+    return false;
+  }
+  auto file = [&](llvm::StringRef line, llvm::StringRef field, const char *name,
+                  std::string &contents, std::string *fileName) {
+    llvm::SmallVector<llvm::StringRef, 3> parts;
+    line.split(parts, ' ', fileName ? 2 : 1, /*KeepEmpty=*/false);
+    if (parts.size() != (fileName ? 3u : 2u) || parts[0] != field) {
+      why = "its index is not one fa4 writes";
+      return false;
+    }
+    if (!readRegularFile((dir + "/" + name).str(), kMaxKernelFileBytes, contents, why))
+      return false;
+    if (sha256(contents) != parts[1]) {
+      why = std::string(name) + " is not the file the entry was written with";
+      return false;
+    }
+    if (fileName)
+      *fileName = parts[2].str();
+    return true;
+  };
+  if (!file(lines[2], "cubin", "kernel.cubin", entry.cubin, &entry.cubinName) ||
+      !file(lines[3], "ptx", "kernel.ptx", entry.ptx, &entry.ptxName) ||
+      !file(lines[4], "manifest", "manifest.json", entry.manifest, nullptr))
+    return false;
+  // What the files say must hold together: the manifest parses, describes
+  // the PTX's entry point and names the files the index names.
+  Manifest manifest;
+  std::string error;
+  if (!parseManifest(entry.manifest, manifest, error) ||
+      !checkInterface(manifest, error) ||
+      !checkPtxEntry(manifest, entry.ptx, error)) {
+    why = error;
+    return false;
+  }
+  if (entry.cubinName.empty() || entry.ptxName.empty() ||
+      manifest.cubin != entry.cubinName || manifest.ptx != entry.ptxName) {
+    why = "its manifest names other files than its index";
+    return false;
+  }
+  return true;
+}
+
+/// Deletes `dir` and everything in it. (llvm::sys::fs::remove_directories
+/// leaves FIFOs and devices, and the directory holding them, behind.)
+static void removeTree(const llvm::Twine &dir) {
+  std::error_code ignored;
+  std::filesystem::remove_all(dir.str(), ignored);
+}
+
+/// Moves the entry at `dir` out of the way (one rename, so a reader sees it
+/// whole or not at all) and deletes it.
+static void discard(const std::string &directory, const llvm::Twine &dir,
+                    const std::string &key) {
+  std::random_device random;
+  llvm::SmallString<256> doomed(directory);
+  path::append(doomed, ".bad-" + key.substr(0, 16) + "-" +
+                           std::to_string(llvm::sys::Process::getProcessId()) +
+                           "-" + std::to_string(random()));
+  if (!fs::rename(dir, doomed))
+    removeTree(doomed);
+}
+
+bool CompileCache::lookup(const std::string &key, Entry &entry,
+                          std::string *rejected) const {
   llvm::SmallString<256> dir(directory);
   path::append(dir, key);
-  // The manifest is the last file of an entry; a renamed entry is whole.
-  std::string names;
-  if (!readFile(dir + "/names", names) || !readFile(dir + "/kernel.cubin", entry.cubin) ||
-      !readFile(dir + "/kernel.ptx", entry.ptx) ||
-      !readFile(dir + "/manifest.json", entry.manifest))
+  if (!fs::exists(dir))
     return false;
-  auto [cubinName, ptxName] = llvm::StringRef(names).split('\n');
-  entry.cubinName = cubinName.str();
-  entry.ptxName = ptxName.trim().str();
-  return !entry.cubinName.empty() && !entry.ptxName.empty();
+  std::string why;
+  if (readEntry(dir, key, entry, why))
+    return true;
+  // A bad entry is replaced by the next store, not kept failing lookups.
+  if (rejected)
+    *rejected = "the compile cache's entry " + key.substr(0, 16) +
+                " was discarded: " + why;
+  discard(directory, dir, key);
+  return false;
 }
 
 bool CompileCache::store(const std::string &key, const Entry &entry,
@@ -105,15 +196,22 @@ bool CompileCache::store(const std::string &key, const Entry &entry,
   }
   bool written = writeFile(scratch + "/kernel.cubin", entry.cubin, error) &&
                  writeFile(scratch + "/kernel.ptx", entry.ptx, error) &&
-                 writeFile(scratch + "/names", entry.cubinName + "\n" + entry.ptxName + "\n",
-                           error) &&
-                 writeFile(scratch + "/manifest.json", entry.manifest, error);
+                 writeFile(scratch + "/manifest.json", entry.manifest, error) &&
+                 writeFile(scratch + "/index", indexOf(key, entry), error);
   llvm::SmallString<256> final(directory);
   path::append(final, key);
   if (written && !fs::rename(scratch, final))
     return true;
-  // Failed, or another process stored the key first: drop the copy.
-  fs::remove_directories(scratch, /*IgnoreErrors=*/true);
+  // The key is taken: by another process's whole entry (ours is dropped),
+  // or by a bad one, which ours replaces.
+  Entry existing;
+  std::string why;
+  if (written && fs::exists(final) && !readEntry(final, key, existing, why)) {
+    discard(directory, final, key);
+    if (!fs::rename(scratch, final))
+      return true;
+  }
+  removeTree(scratch);
   return written;
 }
 

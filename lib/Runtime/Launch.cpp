@@ -2,9 +2,13 @@
 
 #include "fa4/Runtime/Launch.h"
 
+#include "fa4/Support/InputLimits.h"
+
 #include "llvm/Support/JSON.h"
 
 #include <algorithm>
+#include <cctype>
+#include <cstdlib>
 #include <cstring>
 
 namespace mlir::fa4::runtime {
@@ -149,6 +153,13 @@ int64_t extraIndex(const std::string &name, const char *prefix) {
 }
 } // namespace
 
+bool isPlainFileName(const std::string &name) {
+  if (name.empty())
+    return true;
+  return name != "." && name != ".." && name.find('/') == std::string::npos &&
+         name.find('\0') == std::string::npos;
+}
+
 size_t extraElementBytes(const std::string &dtype) {
   if (dtype == "f32" || dtype == "i32")
     return 4;
@@ -165,6 +176,17 @@ bool parseManifest(const std::string &json, Manifest &m, std::string &error) {
   error.clear();
   // Every field from this manifest alone, whatever `m` held.
   m = Manifest();
+  // llvm::json recurses once per bracket: deep nesting would overflow the
+  // stack before it could say anything.
+  if (json.size() > kMaxManifestBytes) {
+    error = "manifest: " + std::to_string(json.size()) + " bytes, more than the " +
+            std::to_string(kMaxManifestBytes) + " accepted";
+    return false;
+  }
+  if (!checkNestingDepth(json, kMaxJsonNesting, NestingSyntax::Json, error)) {
+    error = "manifest: " + error;
+    return false;
+  }
   llvm::Expected<llvm::json::Value> parsed = llvm::json::parse(json);
   if (!parsed) {
     error = "manifest: not JSON: " + llvm::toString(parsed.takeError());
@@ -177,6 +199,13 @@ bool parseManifest(const std::string &json, Manifest &m, std::string &error) {
   if (auto *object = parsed->getAsObject())
     if (auto ptx = object->getString("ptx"))
       m.ptx = ptx->str();
+  // The cubin and the PTX lie beside the manifest: a name with a directory
+  // part (`../x`, `/dev/zero`) would read any file of the machine.
+  for (auto [field, name] : {std::pair<const char *, const std::string *>{"cubin", &m.cubin},
+                             {"ptx", &m.ptx}})
+    if (!isPlainFileName(*name))
+      top.fail("\"" + std::string(field) + "\" must name a file beside the manifest "
+               "(no directory part, not . or ..), got \"" + *name + "\"");
   if (const llvm::json::Array *block = top.array("block")) {
     if (block->size() != 3)
       top.fail("\"block\" is not [x, y, z]");
@@ -252,8 +281,11 @@ bool parseManifest(const std::string &json, Manifest &m, std::string &error) {
                    "i32 table [batch, heads, query blocks, 4]");
   if (m.mask != "none" && m.mask != "causal" && m.mask != "window")
     attention.fail("has an unknown mask \"" + m.mask + "\"");
+  // Bounded so that no product of sizes below overflows: heads below 2^31,
+  // head_dim at most 1024, rows per task at most 2^20.
   if (m.qHeads <= 0 || m.kvHeads <= 0 || m.qHeads % m.kvHeads || m.headDim <= 0 ||
-      m.rowsPerTask <= 0 || !(m.scale > 0))
+      m.qHeads >= (int64_t(1) << 31) || m.headDim > 1024 || m.rowsPerTask <= 0 ||
+      m.rowsPerTask > (int64_t(1) << 20) || !(m.scale > 0))
     attention.fail("describes no valid attention (heads, head_dim, scale, "
                    "rows_per_task)");
   if (m.block[0] * m.block[1] * m.block[2] == 0 || m.smCount <= 0)
@@ -386,6 +418,181 @@ bool parseManifest(const std::string &json, Manifest &m, std::string &error) {
   return error.empty();
 }
 
+bool checkInterface(const Manifest &m, std::string &error) {
+  // The parameters fa4c writes, in its order.
+  std::vector<Manifest::Parameter> expected = {{"q_map", "CUtensorMap"},
+                                               {"k_map", "CUtensorMap"},
+                                               {"v_map", "CUtensorMap"},
+                                               {"o_map", "CUtensorMap"}};
+  if (m.lse)
+    expected.push_back({"lse", "float*"});
+  for (const char *name : {"batch", "seq_q", "seq_k"})
+    expected.push_back({name, "int32"});
+  for (size_t i = 0; i < m.extras.size(); ++i) {
+    std::string extra = "extra" + std::to_string(i);
+    expected.push_back({extra, "void*"});
+    for (size_t d = 0; d < m.extras[i].shape.size(); ++d)
+      if (m.extras[i].shape[d] < 0)
+        expected.push_back({extra + "_dim" + std::to_string(d), "int32"});
+  }
+  auto list = [](const std::vector<Manifest::Parameter> &parameters) {
+    std::string text;
+    for (const Manifest::Parameter &p : parameters)
+      text += (text.empty() ? "" : ", ") + p.name + ": " + p.type;
+    return "[" + text + "]";
+  };
+  bool same = expected.size() == m.parameters.size();
+  for (size_t i = 0; same && i < expected.size(); ++i)
+    same = expected[i].name == m.parameters[i].name &&
+           expected[i].type == m.parameters[i].type;
+  if (!same) {
+    error = "manifest: the parameters " + list(m.parameters) +
+            " are not the kernel's " + list(expected);
+    return false;
+  }
+  // One map per tensor, laid out [head_dim, heads, seq, batch] by its axes.
+  for (const char *tensor : {"q", "k", "v", "o"}) {
+    const Manifest::TensorMap *found = nullptr;
+    for (const Manifest::TensorMap &map : m.tensorMaps) {
+      if (map.tensor != tensor)
+        continue;
+      if (found) {
+        error = std::string("manifest: two tensor maps for \"") + tensor + "\"";
+        return false;
+      }
+      found = &map;
+    }
+    std::string prefix = std::string("manifest: the tensor map of \"") + tensor + "\"";
+    if (!found) {
+      error = prefix + " is missing";
+      return false;
+    }
+    if (found->rank != 4 || found->dims.size() != 4 || found->dtype != m.dtype) {
+      error = prefix + " is not a rank-4 map of the kernel's " + m.dtype;
+      return false;
+    }
+    bool isQuery = *tensor == 'q' || *tensor == 'o';
+    std::vector<std::string> sizes = {
+        "batch", isQuery ? "seq_q" : "seq_k",
+        std::to_string(isQuery ? m.qHeads : m.kvHeads), std::to_string(m.headDim)};
+    for (uint32_t d = 0; d < 4; ++d) {
+      int axis = found->axes.empty() ? 3 - static_cast<int>(d) : found->axes[d];
+      if (found->dims[d] != sizes[axis]) {
+        error = prefix + ": dimension " + std::to_string(d) + " is \"" +
+                found->dims[d] + "\", the kernel's tensor has " + sizes[axis] +
+                " there";
+        return false;
+      }
+    }
+  }
+  for (const Manifest::TensorMap &map : m.tensorMaps)
+    if (map.tensor != "q" && map.tensor != "k" && map.tensor != "v" &&
+        map.tensor != "o") {
+      error = "manifest: a tensor map of \"" + map.tensor + "\", which the kernel has not";
+      return false;
+    }
+  return true;
+}
+
+bool checkPtxEntry(const Manifest &m, const std::string &ptx, std::string &error) {
+  // `.entry NAME (` then the parameters up to `)`.
+  auto blank = [&](size_t i) {
+    while (i < ptx.size() && std::isspace(static_cast<unsigned char>(ptx[i])))
+      ++i;
+    return i;
+  };
+  size_t open = std::string::npos;
+  for (size_t at = ptx.find(".entry"); at != std::string::npos && open == std::string::npos;
+       at = ptx.find(".entry", at + 1)) {
+    size_t name = blank(at + 6);
+    if (name == at + 6 || ptx.compare(name, m.kernel.size(), m.kernel) != 0)
+      continue;
+    size_t paren = blank(name + m.kernel.size());
+    if (paren < ptx.size() && ptx[paren] == '(')
+      open = paren + 1;
+  }
+  if (open == std::string::npos) {
+    error = "the PTX has no entry point " + m.kernel + " (the manifest's kernel)";
+    return false;
+  }
+  size_t end = ptx.find(')', open);
+  if (end == std::string::npos) {
+    error = "the PTX's entry point " + m.kernel + " has no parameter list";
+    return false;
+  }
+  std::vector<size_t> sizes;
+  std::string list = ptx.substr(open, end - open);
+  for (size_t from = 0; from < list.size();) {
+    size_t comma = list.find(',', from);
+    std::string param = list.substr(from, comma == std::string::npos ? std::string::npos
+                                                                    : comma - from);
+    from = comma == std::string::npos ? list.size() : comma + 1;
+    if (param.find(".param") == std::string::npos)
+      continue;
+    // The element type (`.b8`, `.u32`, `.u64`, ...) times the array count.
+    size_t bytes = 0, count = 1;
+    size_t bracket = param.find('[');
+    if (bracket != std::string::npos)
+      count = std::strtoull(param.c_str() + bracket + 1, nullptr, 10);
+    for (size_t t = param.find(" ."); t != std::string::npos && !bytes;
+         t = param.find(" .", t + 1)) {
+      char kind = t + 2 < param.size() ? param[t + 2] : 0;
+      if (kind != 'b' && kind != 'u' && kind != 's' && kind != 'f')
+        continue;
+      char *after = nullptr;
+      unsigned long bits = std::strtoul(param.c_str() + t + 3, &after, 10);
+      if (after != param.c_str() + t + 3 && (*after == ' ' || *after == '\t') &&
+          (bits == 8 || bits == 16 || bits == 32 || bits == 64))
+        bytes = bits / 8 * count;
+    }
+    sizes.push_back(bytes);
+  }
+  if (sizes.size() != m.parameters.size()) {
+    error = "the PTX's " + m.kernel + " takes " + std::to_string(sizes.size()) +
+            " parameters, the manifest lists " + std::to_string(m.parameters.size());
+    return false;
+  }
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    const std::string &type = m.parameters[i].type;
+    size_t want = type == "CUtensorMap" ? 128 : type == "int32" ? 4 : 8;
+    if (sizes[i] != want) {
+      error = "the PTX's parameter " + std::to_string(i) + " of " + m.kernel +
+              " is " + std::to_string(sizes[i]) + " bytes; the manifest's " +
+              m.parameters[i].name + " (" + type + ") is " + std::to_string(want);
+      return false;
+    }
+  }
+  // The block the kernel was compiled for.
+  size_t reqntid = ptx.find(".reqntid", end);
+  size_t next = ptx.find(".entry", end);
+  if (reqntid != std::string::npos && (next == std::string::npos || reqntid < next)) {
+    // `.reqntid x[, y[, z]]`.
+    uint64_t threads = 1;
+    const char *cursor = ptx.c_str() + reqntid + 8;
+    for (int d = 0; d < 3; ++d) {
+      char *after = nullptr;
+      uint64_t extent = std::strtoull(cursor, &after, 10);
+      if (after == cursor)
+        break;
+      threads *= extent;
+      cursor = after;
+      while (*cursor == ' ' || *cursor == '\t')
+        ++cursor;
+      if (*cursor != ',')
+        break;
+      ++cursor;
+    }
+    uint64_t block = uint64_t(m.block[0]) * m.block[1] * m.block[2];
+    if (threads != block) {
+      error = "the PTX's " + m.kernel + " runs " + std::to_string(threads) +
+              " threads per CTA (.reqntid); the manifest's block has " +
+              std::to_string(block);
+      return false;
+    }
+  }
+  return true;
+}
+
 bool checkShapes(const Manifest &m, const Shapes &s, std::string &error) {
   constexpr int64_t kLimit = int64_t(1) << 31;
   if (s.batch < 1 || s.seqQ < 1 || s.seqK < 1) {
@@ -396,11 +603,24 @@ bool checkShapes(const Manifest &m, const Shapes &s, std::string &error) {
     error = "batch, seq_q and seq_k are passed as int32: each must be below 2^31";
     return false;
   }
+  if (m.qHeads <= 0 || m.kvHeads <= 0 || m.headDim <= 0 || m.qHeads >= kLimit ||
+      m.kvHeads >= kLimit || m.headDim > 1024) {
+    error = "the manifest's heads or head_dim are out of range";
+    return false;
+  }
   // Packed query rows and the LSE's index are computed in 32 bits.
   if (s.batch * m.qHeads > (kLimit - 1) / s.seqQ) {
     error = "batch * q_heads * seq_q = " + std::to_string(s.batch) + " * " +
             std::to_string(m.qHeads) + " * " + std::to_string(s.seqQ) +
             " reaches 2^31, past the kernel's 32-bit indices";
+    return false;
+  }
+  // K and V span at most what a tensor map reaches (2^48 bytes).
+  if ((__int128)s.batch * s.seqK * m.kvHeads * m.headDim * 4 > ((__int128)1 << 48)) {
+    error = "batch * seq_k * kv_heads * head_dim = " + std::to_string(s.batch) +
+            " * " + std::to_string(s.seqK) + " * " + std::to_string(m.kvHeads) +
+            " * " + std::to_string(m.headDim) +
+            " elements span more than the 2^48 bytes a tensor map reaches";
     return false;
   }
   return true;
@@ -433,44 +653,81 @@ bool planLaunch(const Manifest &m, const Shapes &shapes, const Buffers &buffers,
       error = "no buffer for the tensor map of \"" + t + "\"";
       return false;
     }
+    if (!m.dtype.empty() && entry.dtype != m.dtype) {
+      error = "manifest: the tensor map of \"" + t + "\" is " + entry.dtype +
+              ", the kernel's tensors " + m.dtype;
+      return false;
+    }
+    // The tensor this map walks: its sizes, and its strides (the launch's,
+    // else dense), [batch, seq, heads, head_dim].
+    bool isQuery = t == "q" || t == "o";
+    std::vector<int64_t> sizes = {shapes.batch, isQuery ? shapes.seqQ : shapes.seqK,
+                                  isQuery ? m.qHeads : m.kvHeads, m.headDim};
+    const std::vector<int64_t> &given = t == "q"   ? buffers.qStrides
+                                        : t == "k" ? buffers.kStrides
+                                        : t == "v" ? buffers.vStrides
+                                                   : buffers.oStrides;
+    if (!given.empty() && (entry.axes.size() != entry.rank || given.size() != 4)) {
+      error = "the tensor map of \"" + t +
+              "\" cannot take a launch's strides: its manifest names no axes "
+              "(written by an older fa4; compile the kernel again)";
+      return false;
+    }
+    std::vector<int64_t> strides = given;
+    if (strides.empty()) {
+      strides.assign(4, 1);
+      for (size_t i = 3; i > 0; --i)
+        strides[i - 1] = strides[i] * sizes[i];
+    }
+    if (entry.rank != 4 || (!entry.axes.empty() && entry.axes.size() != 4)) {
+      error = "manifest: the tensor map of \"" + t + "\" is not a rank-4 map "
+              "of its tensor";
+      return false;
+    }
     for (uint32_t d = 0; d < entry.rank; ++d) {
+      int axis = entry.axes.empty() ? 3 - static_cast<int>(d) : entry.axes[d];
       int64_t size;
       if (!evaluate(entry.dims[d], shapes, size) || size <= 0) {
         error = "manifest: cannot evaluate dimension " + std::to_string(d) + " (\"" +
                 entry.dims[d] + "\") of the tensor map of \"" + t + "\"";
         return false;
       }
+      // What the map reaches must be the tensor: an edited size or stride
+      // would move the kernel's reads and writes past it.
+      if (size != sizes[axis]) {
+        error = "manifest: dimension " + std::to_string(d) + " of the tensor map of \"" +
+                t + "\" is " + std::to_string(size) + ", the tensor's axis " +
+                std::to_string(axis) + " is " + std::to_string(sizes[axis]);
+        return false;
+      }
       spec.globalDims[d] = static_cast<uint64_t>(size);
       spec.boxDims[d] = entry.box[d];
       spec.elementStrides[d] = entry.elementStrides[d];
-      if (d == 0)
-        continue;
-      int64_t stride;
-      const std::vector<int64_t> &given = t == "q"   ? buffers.qStrides
-                                          : t == "k" ? buffers.kStrides
-                                          : t == "v" ? buffers.vStrides
-                                                     : buffers.oStrides;
-      if (!given.empty()) {
-        // The launch's own strides, through the map's axes.
-        if (entry.axes.size() != entry.rank || given.size() != 4) {
-          error = "the tensor map of \"" + t +
-                  "\" cannot take a launch's strides: its manifest names no axes "
-                  "(written by an older fa4; compile the kernel again)";
+      if (d == 0) {
+        if (axis != 3) {
+          error = "manifest: the tensor map of \"" + t + "\" does not walk "
+                  "head_dim (the contiguous axis) first";
           return false;
         }
-        stride = given[entry.axes[d]] * elementBytes(spec.dataType);
-        if (stride <= 0) {
-          error = "stride of axis " + std::to_string(entry.axes[d]) + " of \"" + t +
-                  "\" is not positive";
-          return false;
-        }
-        spec.globalStrides[d - 1] = static_cast<uint64_t>(stride);
         continue;
       }
-      if (!evaluate(entry.strides[d - 1], shapes, stride) || stride <= 0) {
-        error = "manifest: cannot evaluate stride " + std::to_string(d) + " (\"" +
-                entry.strides[d - 1] + "\") of the tensor map of \"" + t + "\"";
+      // Positive and below TMA's 2^40 bytes, checked before the product.
+      if (strides[axis] <= 0 || strides[axis] >= (int64_t(1) << 40)) {
+        error = "stride of axis " + std::to_string(axis) + " of \"" + t +
+                "\" is not positive and below 2^40";
         return false;
+      }
+      int64_t stride = strides[axis] * elementBytes(spec.dataType);
+      if (given.empty()) {
+        // A dense launch took the manifest's strides; they must be the
+        // dense ones.
+        int64_t written;
+        if (!evaluate(entry.strides[d - 1], shapes, written) || written != stride) {
+          error = "manifest: stride " + std::to_string(d) + " (\"" +
+                  entry.strides[d - 1] + "\") of the tensor map of \"" + t +
+                  "\" is not the tensor's " + std::to_string(stride) + " bytes";
+          return false;
+        }
       }
       spec.globalStrides[d - 1] = static_cast<uint64_t>(stride);
     }

@@ -3,9 +3,9 @@
 #include "fa4/Runtime/Runtime.h"
 
 #include "fa4/Emu/Emulator.h"
+#include "fa4/Support/InputLimits.h"
 
 #include "llvm/ADT/SmallString.h"
-#include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 
 #include <algorithm>
@@ -17,49 +17,55 @@ namespace mlir::fa4::runtime {
 
 Backend::~Backend() = default;
 
-static bool readFile(const std::string &path, std::string &text,
-                     std::string &error) {
-  auto buffer = llvm::MemoryBuffer::getFile(path, /*IsText=*/false,
-                                            /*RequiresNullTerminator=*/false);
-  if (!buffer) {
-    error = "cannot read " + path + ": " + buffer.getError().message();
-    return false;
-  }
-  text = (*buffer)->getBuffer().str();
-  return true;
-}
-
 bool Kernel::load(const std::string &manifestPath, Kernel &kernel,
                   std::string &error) {
   std::string json;
-  if (!readFile(manifestPath, json, error))
+  if (!readRegularFile(manifestPath, kMaxManifestBytes, json, error))
     return false;
   if (!parseManifest(json, kernel.manifest, error)) {
     error = manifestPath + ": " + error;
     return false;
   }
   kernel.manifestJson = json;
-  // The cubin and the PTX lie beside the manifest.
-  auto beside = [&](const std::string &name) {
+  // The cubin and the PTX lie beside the manifest (parseManifest holds their
+  // names to plain file names); either may be missing, but one that is
+  // there must be a regular file of a bounded size.
+  auto readBeside = [&](const std::string &name, std::string &contents) {
+    if (name.empty())
+      return true;
     llvm::SmallString<256> path(manifestPath);
     llvm::sys::path::remove_filename(path);
     llvm::sys::path::append(path, name);
-    return std::string(path);
+    bool missing = false;
+    std::string why;
+    if (readRegularFile(std::string(path), kMaxKernelFileBytes, contents, why,
+                        &missing) ||
+        missing)
+      return true;
+    error = manifestPath + ": " + why;
+    return false;
   };
-  std::string ignored;
   kernel.ptx.clear();
   kernel.cubin.clear();
-  if (!kernel.manifest.ptx.empty())
-    readFile(beside(kernel.manifest.ptx), kernel.ptx, ignored);
   std::string cubin;
-  if (!kernel.manifest.cubin.empty() &&
-      readFile(beside(kernel.manifest.cubin), cubin, ignored))
-    kernel.cubin.assign(cubin.begin(), cubin.end());
+  if (!readBeside(kernel.manifest.ptx, kernel.ptx) ||
+      !readBeside(kernel.manifest.cubin, cubin))
+    return false;
+  kernel.cubin.assign(cubin.begin(), cubin.end());
   if (kernel.ptx.empty() && kernel.cubin.empty()) {
     error = manifestPath + ": neither the cubin nor the PTX it names is there";
     return false;
   }
+  if (!kernel.check(error)) {
+    error = manifestPath + ": " + error;
+    return false;
+  }
   return true;
+}
+
+bool Kernel::check(std::string &error) const {
+  return checkInterface(manifest, error) &&
+         (ptx.empty() || checkPtxEntry(manifest, ptx, error));
 }
 
 /// Where a tensor's elements lie: [address, address + span) bytes, its
@@ -335,7 +341,8 @@ bool launch(Backend &backend, const Kernel &kernel, const Tensor &q,
             const Tensor *lse, const std::vector<Tensor> &extras, void *stream,
             std::string &error) {
   Shapes shapes;
-  if (!checkTensors(kernel.manifest, q, k, v, o, lse, shapes, error) ||
+  if (!checkInterface(kernel.manifest, error) ||
+      !checkTensors(kernel.manifest, q, k, v, o, lse, shapes, error) ||
       !checkExtras(kernel.manifest, extras, {&o, lse}, error, &shapes))
     return false;
   Buffers buffers;

@@ -212,13 +212,18 @@ bool compileModule(ModuleOp module, const CollectedDiagnostics &diagnostics,
     if (!directory.empty() &&
         compileCacheKey(module, options, buildIdentity(), key, error)) {
       cache = std::make_unique<runtime::CompileCache>(directory);
-      if (cache->lookup(key, entry)) {
+      // An entry that verifies (CompileCache::lookup) and describes a
+      // kernel fa4 launches; anything else is compiled afresh and replaced.
+      if (cache->lookup(key, entry) &&
+          runtime::parseManifest(entry.manifest, kernel.manifest, error)) {
         kernel.ptx = entry.ptx;
         kernel.cubin.assign(entry.cubin.begin(), entry.cubin.end());
         kernel.manifestJson = entry.manifest;
-        if (fromCache)
-          *fromCache = true;
-        return runtime::parseManifest(entry.manifest, kernel.manifest, error);
+        if (kernel.check(error)) {
+          if (fromCache)
+            *fromCache = true;
+          return true;
+        }
       }
     }
     error.clear();
@@ -252,6 +257,8 @@ bool compileModule(ModuleOp module, const CollectedDiagnostics &diagnostics,
   if (!runtime::parseManifest(manifest, kernel.manifest, error))
     return false;
   kernel.manifestJson = manifest;
+  if (!kernel.check(error))
+    return false;
   if (cache) {
     entry.cubin = bytes.str();
     entry.ptx = kernel.ptx;

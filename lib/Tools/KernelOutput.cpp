@@ -10,6 +10,7 @@
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Target/LLVMIR/Export.h"
+#include "llvm/ADT/ScopeExit.h"
 #include "llvm/IR/LLVMContext.h"
 #include "llvm/IR/Module.h"
 #include "llvm/Support/FileSystem.h"
@@ -121,16 +122,37 @@ LogicalResult mlir::fa4::assembleCubin(StringRef ptx, StringRef cudaPath,
                 .str();
     return failure();
   }
+  // The temporary files go whatever happens; a write that fails (a full
+  // TMPDIR) is an error, never the stream's fatal report at destruction.
   SmallString<128> ptxFile, logFile;
-  if (llvm::sys::fs::createTemporaryFile("fa4", "ptx", ptxFile) ||
-      llvm::sys::fs::createTemporaryFile("fa4", "log", logFile)) {
-    error = "cannot create temporary files for ptxas";
+  llvm::scope_exit removeTemporaries([&] {
+    if (!ptxFile.empty())
+      llvm::sys::fs::remove(ptxFile);
+    if (!logFile.empty())
+      llvm::sys::fs::remove(logFile);
+  });
+  int ptxFd = -1;
+  if (std::error_code ec = llvm::sys::fs::createTemporaryFile("fa4", "ptx", ptxFd, ptxFile)) {
+    ptxFile.clear();
+    error = "cannot create a temporary file for ptxas: " + ec.message();
     return failure();
   }
   {
-    std::error_code ec;
-    llvm::raw_fd_ostream os(ptxFile, ec);
+    llvm::raw_fd_ostream os(ptxFd, /*shouldClose=*/true);
     os << ptx;
+    os.close();
+    if (os.has_error()) {
+      error = ("cannot write the PTX for ptxas to " + ptxFile + ": " +
+               os.error().message())
+                  .str();
+      os.clear_error();
+      return failure();
+    }
+  }
+  if (std::error_code ec = llvm::sys::fs::createTemporaryFile("fa4", "log", logFile)) {
+    logFile.clear();
+    error = "cannot create a temporary file for ptxas: " + ec.message();
+    return failure();
   }
   std::string arch = ("-arch=" + chip).str();
   StringRef args[] = {*ptxas, arch, "-v", "-o", cubinPath, ptxFile};
@@ -141,8 +163,6 @@ LogicalResult mlir::fa4::assembleCubin(StringRef ptx, StringRef cudaPath,
                                          0, 0, &message);
   if (auto log = llvm::MemoryBuffer::getFile(logFile))
     report.log = (*log)->getBuffer().str();
-  llvm::sys::fs::remove(ptxFile);
-  llvm::sys::fs::remove(logFile);
   if (status != 0) {
     error = "ptxas failed: " + (message.empty() ? report.log : message);
     return failure();

@@ -23,13 +23,15 @@ there in milliseconds.
 
 Every failure of fa4 itself raises ``fa4.CompileError`` or ``fa4.LaunchError``
 (both ``RuntimeError``) with fa4's message; bad arguments raise ``ValueError``
-or ``TypeError``.
+or ``TypeError`` naming the argument; inputs that require grad, in grad mode,
+``NotImplementedError`` (there is no backward yet).
 """
 
 from __future__ import annotations
 
 import importlib.util
 import json
+import numbers
 import threading
 from typing import Optional, Sequence
 
@@ -56,8 +58,9 @@ class Kernel:
     place; see ``attention`` for the layouts. ``extras`` are the tensors a
     kernel compiled from IR with regions reads (``manifest["extras"]``:
     their dtypes and shapes), dense and row-major, on q's device. On the GPU nothing is copied; on the CPU
-    the emulator works on copies of the elements in its own memory and
-    writes O's (and the LSE's) back.
+    the emulator works on copies of the elements in its own memory, laid
+    out with the tensors' own strides (so a kernel compiled for a static
+    layout runs there too), and writes O's (and the LSE's) back.
     """
 
     def __init__(self, native):
@@ -83,20 +86,32 @@ class Kernel:
         """The kernel's IR after ``stage`` (see ``fa4.stages()``): "entry",
         the pipeline's stages ("tile" ... "nvvm", "binary"), "llvm", "ptx".
         Compiles again up to that stage."""
-        return self._native.ir(stage)
+        return self._native.ir(_string("stage", stage))
 
     def __call__(self, q, k, v, o, lse=None, *, extras: Sequence = (),
                  workers: int = 0, seed: int = 1,
                  stream: Optional[int] = None):
-        extras = list(extras)
-        if _device_type(q) == "cuda":
+        q, k, v, o = (_array(name, t) for name, t in
+                      (("q", q), ("k", k), ("v", v), ("o", o)))
+        lse = None if lse is None else _array("lse", lse)
+        if isinstance(extras, (str, bytes)) or not hasattr(extras, "__iter__"):
+            raise TypeError(f"extras must be a sequence of tensors, got "
+                            f"{type(extras).__name__}")
+        extras = [_array(f"extras[{i}]", e) for i, e in enumerate(extras)]
+        device = _device_type(q)
+        if device == "cuda":
             if stream is None:
                 import torch
                 stream = torch.cuda.current_stream(q.device).cuda_stream
+            stream = _integer("stream", stream, 0, 1 << 64)
             _fa4.launch_cuda(self._native, q, k, v, o, lse, extras, stream)
-        else:
+        elif device == "cpu":
             _fa4.launch_emulator(self._native, q, k, v, o, lse, extras,
-                                 workers, seed)
+                                 _integer("workers", workers, 0, 1 << 32),
+                                 _integer("seed", seed, 0, 1 << 64))
+        else:
+            raise ValueError(f"q: on a {device} device; fa4 runs CUDA tensors "
+                             "on the GPU and CPU tensors in the emulator")
 
     def __repr__(self):
         m = self.manifest
@@ -110,10 +125,79 @@ def _device_type(tensor) -> str:
     return getattr(device, "type", "cpu")
 
 
-def _integer(name, value) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{name} must be an int, got {value!r}")
+def _array(name, value):
+    """`value` as the native launch takes it: anything with DLPack (torch
+    tensors, numpy arrays), a torch tensor detached (the launch writes O in
+    place, outside autograd)."""
+    if not hasattr(value, "__dlpack__"):
+        raise TypeError(f"{name} must be a tensor (torch, or any array with "
+                        f"__dlpack__), got {type(value).__name__}")
+    if getattr(value, "requires_grad", False):
+        value = value.detach()
     return value
+
+
+def _integer(name, value, low: int = -(1 << 63), high: int = 1 << 63) -> int:
+    """`value` as an int in [low, high) (the native layer's int64 by
+    default), or a TypeError / ValueError naming `name`."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{name} must be an int, got {value!r}")
+    value = int(value)
+    if not low <= value < high:
+        raise ValueError(f"{name} must be in [{low}, {high}), got {value}")
+    return value
+
+
+def _real(name, value) -> float:
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name} must be a number, got {value!r}")
+    return float(value)
+
+
+def _flag(name, value) -> bool:
+    if not isinstance(value, (bool, int)):
+        raise TypeError(f"{name} must be a bool, got {value!r}")
+    return bool(value)
+
+
+def _string(name, value) -> str:
+    if not isinstance(value, str):
+        raise TypeError(f"{name} must be a str, got {value!r}")
+    return value
+
+
+def _variant(mask, window):
+    """The one normalization of a mask and a window, for ``compile`` and
+    ``attention`` alike: (mask, left, right) as the verifier takes them.
+
+    A window is (left, right), each -1 (that side unbounded) or a number of
+    keys; (-1, -1), or None, is no window. A window with a bounded side
+    makes the mask "window" (mask "none" or "window"); with mask "causal" it
+    is FlashAttention's causal sliding window: nothing visible right of the
+    diagonal (right becomes 0), and with left unbounded it is the causal
+    mask itself."""
+    mask = _string("mask", mask)
+    if mask not in ("none", "causal", "window"):
+        raise ValueError(f"mask must be none, causal or window, got {mask!r}")
+    if window is None:
+        window = (-1, -1)
+    if isinstance(window, (str, bytes)) or not hasattr(window, "__len__") \
+            or len(window) != 2:
+        raise ValueError(f"window must be (left, right), got {window!r}")
+    left, right = (_integer("window[0]", window[0]),
+                   _integer("window[1]", window[1]))
+    for name, bound in (("left", left), ("right", right)):
+        if bound < -1:
+            raise ValueError(f"window {name} must be -1 (unbounded) or a "
+                             f"number of keys, got {bound}")
+    if left == -1 and right == -1:
+        if mask == "window":
+            raise ValueError("mask='window' needs window=(left, right) with a "
+                             "bounded side")
+        return mask, -1, -1
+    if mask == "causal":
+        return ("causal", -1, -1) if left == -1 else ("window", left, 0)
+    return "window", left, right
 
 
 _memo = {}
@@ -132,43 +216,37 @@ def compile(head_dim: int = 128, q_heads: int = 32, kv_heads: int = 8,
 
     mask: "none", "causal" (bottom-right aligned) or "window"; window:
     (left, right) keys visible around the diagonal, -1 unbounded (with
-    mask="window", or alone, which implies it); softcap: None or 0 for none;
+    mask="window", or alone, which implies it; with mask="causal", right is
+    0, as in ``attention``); softcap: None or 0 for none;
     scale: None for 1/sqrt(head_dim). ``cache`` uses the compile cache;
     within one process a variant is compiled once either way.
     """
     head_dim = _integer("head_dim", head_dim)
     q_heads = _integer("q_heads", q_heads)
     kv_heads = _integer("kv_heads", kv_heads)
-    sm_count = _integer("sm_count", sm_count)
+    sm_count = _integer("sm_count", sm_count, 0)
     key_dtype = _DTYPES.get(str(dtype).replace("torch.", ""))
     if key_dtype is None:
         raise ValueError(f"dtype must be fp16 or bf16, got {dtype!r}")
-    if mask not in ("none", "causal", "window"):
-        raise ValueError(f"mask must be none, causal or window, got {mask!r}")
-    left, right = -1, -1
-    if window is not None:
-        if len(window) != 2:
-            raise ValueError(f"window must be (left, right), got {window!r}")
-        left, right = (_integer("window[0]", window[0]),
-                       _integer("window[1]", window[1]))
-        if mask == "none":
-            mask = "window"
-        elif mask == "causal":
-            raise ValueError("mask='causal' takes no window; a causal sliding "
-                             "window is mask='window', window=(left, 0)")
-    elif mask == "window":
-        raise ValueError("mask='window' needs window=(left, right)")
-    key = (head_dim, q_heads, kv_heads, mask, left, right, key_dtype,
-           bool(lse), scale, float(softcap or 0.0), target, float(rescale_threshold),
-           float(exp2_emulation_fraction), sm_count)
+    mask, left, right = _variant(mask, window)
+    lse = _flag("lse", lse)
+    scale = None if scale is None else _real("scale", scale)
+    softcap = 0.0 if softcap is None else _real("softcap", softcap)
+    target = _string("target", target)
+    cache = _flag("cache", cache)
+    rescale_threshold = _real("rescale_threshold", rescale_threshold)
+    exp2_emulation_fraction = _real("exp2_emulation_fraction",
+                                    exp2_emulation_fraction)
+    key = (head_dim, q_heads, kv_heads, mask, left, right, key_dtype, lse,
+           scale, softcap, target, rescale_threshold, exp2_emulation_fraction,
+           sm_count)
     with _memo_lock:
         kernel = _memo.get(key)
     if kernel is not None:
         return kernel
     native = _fa4.compile(head_dim, q_heads, kv_heads, mask, left, right,
-                          key_dtype, bool(lse), scale, float(softcap or 0.0),
-                          target, bool(cache), float(rescale_threshold),
-                          float(exp2_emulation_fraction), sm_count)
+                          key_dtype, lse, scale, softcap, target, cache,
+                          rescale_threshold, exp2_emulation_fraction, sm_count)
     kernel = Kernel(native)
     with _memo_lock:
         _memo.setdefault(key, kernel)
@@ -187,15 +265,20 @@ def compile_ir(ir: str, target: str = "sm_100a", *, cache: bool = True,
     ``fa4.CompileError`` with the diagnostics."""
     if not isinstance(ir, str):
         raise TypeError(f"ir must be a str of MLIR, got {type(ir).__name__}")
-    sm_count = _integer("sm_count", sm_count)
-    key = ("ir", ir, target, float(rescale_threshold),
-           float(exp2_emulation_fraction), sm_count)
+    target = _string("target", target)
+    cache = _flag("cache", cache)
+    rescale_threshold = _real("rescale_threshold", rescale_threshold)
+    exp2_emulation_fraction = _real("exp2_emulation_fraction",
+                                    exp2_emulation_fraction)
+    sm_count = _integer("sm_count", sm_count, 0)
+    key = ("ir", ir, target, rescale_threshold, exp2_emulation_fraction,
+           sm_count)
     with _memo_lock:
         kernel = _memo.get(key)
     if kernel is not None:
         return kernel
-    native = _fa4.compile_ir(ir, target, bool(cache), float(rescale_threshold),
-                             float(exp2_emulation_fraction), sm_count)
+    native = _fa4.compile_ir(ir, target, cache, rescale_threshold,
+                             exp2_emulation_fraction, sm_count)
     kernel = Kernel(native)
     with _memo_lock:
         _memo.setdefault(key, kernel)
@@ -213,11 +296,14 @@ def attention(q, k, v, causal: bool = False,
     visible around the diagonal, -1 unbounded (with causal, right is 0);
     softcap: 0 for none; scale: None for 1/sqrt(head_dim). Returns O
     (like q), and with ``return_lse`` also the log-sum-exp (batch, q_heads,
-    seq_q) in float32. CUDA tensors run on the GPU in the current stream, CPU
+    seq_q) in float32; an empty problem (batch, seq_q or seq_k 0) returns
+    at once, rows without keys O = 0 and LSE = -inf. There is no backward
+    yet: inputs that require grad are refused while grad mode is on. CUDA tensors run on the GPU in the current stream, CPU
     tensors in the emulator. Inputs are read in place with any strides a
     TMA tensor map can express — head_dim contiguous, the other strides
-    multiples of 16 bytes, e.g. ``x.transpose(1, 2)`` of a (batch, heads,
-    seq, head_dim) tensor; others are copied to contiguous ones first.
+    multiples of 16 bytes, a 16-byte aligned start, e.g.
+    ``x.transpose(1, 2)`` of a (batch, heads, seq, head_dim) tensor; others
+    are copied to contiguous ones first.
 
     This is the ``torch.ops.fa4.attention`` custom op, so ``torch.compile``
     traces through it.

@@ -14,8 +14,9 @@ the kernel and says what is wrong (``LaunchError``), builds the tensor maps
 from the manifest and launches. CUDA tensors run on the GPU in torch's
 current stream (or ``stream``, a CUstream as an int), asynchronously and
 in place, with their strides. CPU tensors run in fa4-emu (sm_100a and sm_90a
-kernels): their elements are copied into the emulator's memory as dense
-tensors, and O's and the LSE's copied back.
+kernels): their bytes are copied into the emulator's memory, placed as on
+the host (their strides, their alignment, which of them overlap), and O's
+and the LSE's elements copied back.
 
 The library is found from ``library=`` if given, else ``$FA4RT_LIBRARY``,
 else ``libfa4rt.so`` beside this file, else by the dynamic loader's search.
@@ -122,9 +123,9 @@ _EXTRA_DTYPES = {"torch.float16": b"f16", "torch.bfloat16": b"bf16",
                  "torch.bool": b"i1"}
 
 
-def _describe(name, tensor, dtypes, address=None, strides=None):
-    """The fa4rt_tensor of a torch tensor (at `address` with `strides` when
-    it is placed elsewhere, as in the emulator's memory)."""
+def _describe(name, tensor, dtypes, address=None):
+    """The fa4rt_tensor of a torch tensor (at `address` when it is placed
+    elsewhere, as in the emulator's memory, with its own strides)."""
     dtype = dtypes.get(str(tensor.dtype))
     if dtype is None:
         raise TypeError(f"{name}: dtype {tensor.dtype} is not one fa4 takes "
@@ -136,19 +137,47 @@ def _describe(name, tensor, dtypes, address=None, strides=None):
     described.address = tensor.data_ptr() if address is None else address
     described.dtype = dtype
     described.rank = rank
-    strides = tensor.stride() if strides is None else strides
+    strides = tensor.stride()
     for i in range(rank):
         described.sizes[i] = tensor.shape[i]
         described.strides[i] = strides[i]
     return described
 
 
-def _dense_strides(shape):
-    strides, stride = [], 1
-    for size in reversed(shape):
-        strides.append(stride)
-        stride *= size
-    return tuple(reversed(strides))
+def _tensor(name, value):
+    """`value` when it is a torch tensor; a TypeError naming `name` else."""
+    import torch
+    if not isinstance(value, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor, got {type(value).__name__}")
+    if value.layout != torch.strided:
+        raise ValueError(f"{name}: layout {value.layout}; fa4 takes dense "
+                         f"(strided) tensors")
+    return value
+
+
+def _bounded(name, value, high):
+    """`value` as an int in [0, high) (a C unsigned argument)."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be an int, got {value!r}")
+    if not 0 <= value < high:
+        raise ValueError(f"{name} must be in [0, {high}), got {value}")
+    return value
+
+
+def _host_span(tensor):
+    """[begin, end): the host bytes a CPU tensor's elements lie in (inside
+    its storage: torch checks every view against it)."""
+    begin = tensor.data_ptr()
+    if tensor.numel() == 0:
+        return begin, begin
+    last = sum((size - 1) * stride
+               for size, stride in zip(tensor.shape, tensor.stride()) if size > 1)
+    return begin, begin + (last + 1) * tensor.element_size()
+
+
+# The emulator's allocations are 256-byte aligned; a placed tensor keeps
+# its host address modulo this, so alignment is judged as on a GPU.
+_PLACEMENT_ALIGNMENT = 256
 
 
 class _BoundLaunch:
@@ -203,13 +232,18 @@ class Kernel:
         CUDA tensors (`stream`: a CUstream as an int, default torch's current
         stream of q's device), in fa4-emu for CPU tensors (`workers`,
         `seed`: the emulator's threads and schedule)."""
-        extras = list(extras)
+        q, k, v, o = (_tensor(name, t) for name, t in
+                      (("q", q), ("k", k), ("v", v), ("o", o)))
+        lse = None if lse is None else _tensor("lse", lse)
+        extras = [_tensor(f"extra{i}", e) for i, e in enumerate(extras)]
         if q.device.type == "cuda":
             self.bind(q, k, v, o, lse, extras, stream)()
         else:
             if not self._handle:
                 raise ValueError("the kernel was closed")
-            self._emulate(q, k, v, o, lse, extras, workers, seed)
+            self._emulate(q, k, v, o, lse, extras,
+                          _bounded("workers", workers, 1 << 32),
+                          _bounded("seed", seed, 1 << 64))
 
     def bind(self, q, k, v, o, lse=None, extras=(), stream=None):
         """A CUDA launch with its arguments described once: a callable that
@@ -218,6 +252,10 @@ class Kernel:
         `stream` or else torch's current stream at each call."""
         if not self._handle:
             raise ValueError("the kernel was closed")
+        q, k, v, o = (_tensor(name, t) for name, t in
+                      (("q", q), ("k", k), ("v", v), ("o", o)))
+        lse = None if lse is None else _tensor("lse", lse)
+        extras = [_tensor(f"extra{i}", e) for i, e in enumerate(extras)]
         tensors = [q, k, v, o] + ([lse] if lse is not None else [])
         for name, t in zip(("q", "k", "v", "o", "lse"), tensors):
             if t.device != q.device:
@@ -235,55 +273,79 @@ class Kernel:
             _describe(f"extra{i}", e, _EXTRA_DTYPES) for i, e in enumerate(extras)])
         arguments = ([self._handle] + [ctypes.byref(t) for t in described] +
                      [lse_arg, extra_args if extras else None, len(extras)])
+        if stream is not None:
+            stream = _bounded("stream", stream, 1 << 64)
         return _BoundLaunch(self._lib, q.device, arguments, stream,
                             (self, tensors, extras, described, lse_arg, extra_args))
 
     def _emulate(self, q, k, v, o, lse, extras, workers, seed):
+        """The emulator's memory mirrors the host's: tensors whose host bytes
+        overlap are placed in one allocation at the same distances apart,
+        each with its own strides, so that the runtime's checks see the
+        caller's tensors as they are (their strides, alignment and aliasing;
+        a kernel compiled for a static layout gets that layout) and a
+        broadcast input costs its storage, not its elements."""
         import torch
+        named = [("q", q, _TENSOR_DTYPES), ("k", k, _TENSOR_DTYPES),
+                 ("v", v, _TENSOR_DTYPES), ("o", o, _TENSOR_DTYPES)]
+        if lse is not None:
+            named.append(("lse", lse, _TENSOR_DTYPES))
+        named += [(f"extra{i}", e, _EXTRA_DTYPES) for i, e in enumerate(extras)]
+        for name, tensor, _ in named:
+            if tensor.device.type != "cpu":
+                raise ValueError(f"{name} is on {tensor.device}, q on the "
+                                 f"CPU: every tensor must be on the CPU")
+        # Groups of tensors whose host bytes overlap, by address.
+        spans = sorted((_host_span(t) + (i,) for i, (_, t, _) in enumerate(named)))
+        groups = []
+        for begin, end, i in spans:
+            if groups and begin < groups[-1][1] and end > begin:
+                groups[-1][1] = max(groups[-1][1], end)
+                groups[-1][2].append(i)
+            else:
+                groups.append([begin, end, [i]])
         lib = self._lib
         backend = lib.fa4rt_backend_emulator(workers, seed)
         if not backend:
             raise LaunchError(_error(lib))
         try:
-            placed = []
-
-            def place(name, tensor, dtypes, copy_in):
-                if tensor.device.type != "cpu":
-                    raise ValueError(f"{name} is on {tensor.device}, q on the "
-                                     f"CPU: every tensor must be on the CPU")
-                nbytes = tensor.numel() * tensor.element_size()
+            placed = [None] * len(named)
+            for begin, end, members in groups:
+                start = begin - begin % _PLACEMENT_ALIGNMENT
+                nbytes = end - start
                 address = lib.fa4rt_emulator_allocate(backend, max(nbytes, 1))
                 if not address:
                     raise LaunchError(_error(lib))
-                if copy_in and nbytes:
-                    ctypes.memmove(self._host(backend, address, nbytes),
-                                   tensor.detach().contiguous().data_ptr(), nbytes)
-                placed.append((tensor, address, nbytes))
-                return _describe(name, tensor, dtypes, address,
-                                 _dense_strides(tensor.shape))
-
+                if end > begin:
+                    ctypes.memmove(self._host(backend, address + begin - start,
+                                              end - begin), begin, end - begin)
+                for i in members:
+                    offset = named[i][1].data_ptr() - start
+                    placed[i] = (address, start, nbytes, offset)
+            described = [_describe(name, tensor, dtypes, placed[i][0] + placed[i][3])
+                         for i, (name, tensor, dtypes) in enumerate(named)]
+            lse_arg = ctypes.byref(described[4]) if lse is not None else None
+            first_extra = 5 if lse is not None else 4
+            extra_args = (_Tensor * len(extras))(*described[first_extra:])
+            if lib.fa4rt_launch(self._handle, backend,
+                                *[ctypes.byref(t) for t in described[:4]],
+                                lse_arg, extra_args if extras else None,
+                                len(extras), None):
+                raise LaunchError(_error(lib))
+            # O and the LSE back, element by element through their strides
+            # (the launch refused them sharing memory with anything).
             with torch.no_grad():
-                described = [place(name, t, _TENSOR_DTYPES, copy_in)
-                             for name, t, copy_in in
-                             (("q", q, True), ("k", k, True), ("v", v, True),
-                              ("o", o, False))]
-                lse_arg = (ctypes.byref(place("lse", lse, _TENSOR_DTYPES, False))
-                           if lse is not None else None)
-                extra_args = (_Tensor * len(extras))(*[
-                    place(f"extra{i}", e, _EXTRA_DTYPES, True)
-                    for i, e in enumerate(extras)])
-                if lib.fa4rt_launch(self._handle, backend,
-                                    *[ctypes.byref(t) for t in described],
-                                    lse_arg, extra_args if extras else None,
-                                    len(extras), None):
-                    raise LaunchError(_error(lib))
-                # O and the LSE back (placed 4th and 5th).
-                for tensor, address, nbytes in placed[3:5 if lse is not None else 4]:
-                    result = torch.empty(tensor.shape, dtype=tensor.dtype)
-                    if nbytes:
-                        ctypes.memmove(result.data_ptr(),
-                                       self._host(backend, address, nbytes), nbytes)
-                    tensor.copy_(result)
+                for i in range(3, 5 if lse is not None else 4):
+                    tensor = named[i][1]
+                    if tensor.numel() == 0:
+                        continue
+                    address, start, nbytes, offset = placed[i]
+                    size = tensor.element_size()
+                    raw = torch.empty(-(-nbytes // size) * size, dtype=torch.uint8)
+                    ctypes.memmove(raw.data_ptr(),
+                                   self._host(backend, address, nbytes), nbytes)
+                    tensor.copy_(raw.view(tensor.dtype).as_strided(
+                        tensor.shape, tensor.stride(), offset // size))
         finally:
             lib.fa4rt_backend_free(backend)
 

@@ -2,29 +2,38 @@
 
 The op takes the variant as plain arguments and returns (O, LSE), the LSE
 empty when it is not asked for; its fake implementation gives the shapes, so
-``torch.compile`` traces through it without running a kernel.
+``torch.compile`` traces through it without running a kernel. Both
+implementations validate their arguments with the same function,
+``_validate``, so a call the real op refuses is refused while tracing too.
 """
 
 from __future__ import annotations
 
+import functools
 from typing import Optional, Sequence, Tuple
 
 import torch
 
-from . import LaunchError, compile
+from . import LaunchError, _fa4, _integer, _real, _variant, compile
 
 _DTYPES = {torch.float16: "fp16", torch.bfloat16: "bf16"}
 
 
-def _check(q, k, v):
+def _check_tensors(q, k, v):
     for name, t in (("q", q), ("k", k), ("v", v)):
         if not isinstance(t, torch.Tensor):
             raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+        if t.layout != torch.strided:
+            raise ValueError(f"{name}: layout {t.layout}; fa4 takes dense "
+                             "(strided) tensors")
         if t.dim() != 4:
             raise ValueError(f"{name} must be (batch, seq, heads, head_dim), "
                              f"got shape {tuple(t.shape)}")
     if q.dtype not in _DTYPES:
         raise ValueError(f"q: dtype {q.dtype}; fa4 takes float16 or bfloat16")
+    if q.device.type not in ("cpu", "cuda", "meta"):
+        raise ValueError(f"q: on {q.device}; fa4 runs CUDA tensors on the GPU "
+                         "and CPU tensors in the emulator")
     for name, t in (("k", k), ("v", v)):
         if t.dtype != q.dtype:
             raise ValueError(f"{name}: dtype {t.dtype}, q is {q.dtype}")
@@ -37,24 +46,80 @@ def _check(q, k, v):
                          "on batch or head_dim")
 
 
-def _tma_ready(t):
+@functools.lru_cache(maxsize=256)
+def _check_variant(*variant):
+    """The verifier's answer on a variant (fa4.CompileError when it refuses),
+    without compiling it."""
+    _fa4.check_variant(*variant)
+
+
+def _check_grad(q, k, v, grad_mode=None):
+    grad_mode = torch.is_grad_enabled() if grad_mode is None else grad_mode
+    if grad_mode and any(t.requires_grad for t in (q, k, v)):
+        raise NotImplementedError(
+            "fa4.attention has no backward yet, and q, k or v requires grad: "
+            "call it under torch.no_grad() (or torch.inference_mode()) or on "
+            "detached tensors")
+
+
+def _validate(q, k, v, causal, window_left, window_right, softcap, scale,
+              return_lse):
+    """Everything the op checks before it compiles or runs: the tensors, the
+    scalars, and the variant (through the verifier). Returns the compile()
+    arguments of the variant. Shared by the real op and its fake, and
+    raising only ValueError, TypeError or fa4.CompileError."""
+    _check_tensors(q, k, v)
+    for name, flag in (("causal", causal), ("return_lse", return_lse)):
+        if not isinstance(flag, bool):
+            raise TypeError(f"{name} must be a bool, got {flag!r}")
+    mask, left, right = _variant("causal" if causal else "none",
+                                 (window_left, window_right))
+    softcap = _real("softcap", softcap)
+    scale = None if scale is None else _real("scale", scale)
+    variant = dict(head_dim=int(q.shape[3]), q_heads=int(q.shape[2]),
+                   kv_heads=int(k.shape[2]), mask=mask,
+                   window=None if mask != "window" else (left, right),
+                   dtype=_DTYPES[q.dtype], lse=return_lse,
+                   softcap=softcap or None, scale=scale)
+    _check_variant(variant["head_dim"], variant["q_heads"], variant["kv_heads"],
+                   mask, left, right, variant["dtype"], return_lse, scale,
+                   softcap)
+    # The runtime's size limits where the sizes are known (not symbolic),
+    # an empty problem's other sizes included (its O is allocated too).
+    sizes = (q.shape[0], q.shape[1], k.shape[1])
+    if all(isinstance(size, int) for size in sizes):
+        _fa4.check_shapes(variant["head_dim"], variant["q_heads"],
+                          variant["kv_heads"], *(max(size, 1) for size in sizes))
+    return variant
+
+
+def _tma_ready(name, t):
     """`t` itself when a tensor map can describe it (head_dim contiguous,
     the other strides multiples of 16 bytes, a 16-byte aligned start), so
     that e.g. a (batch, heads, seq, head_dim) tensor seen through
-    ``transpose(1, 2)`` is read in place; else a contiguous copy."""
+    ``transpose(1, 2)`` is read in place; else a contiguous copy (a fresh
+    allocation, aligned, even when `t` is contiguous already)."""
     sizes, strides = t.shape, t.stride()
     ok = t.data_ptr() % 16 == 0 and (sizes[-1] == 1 or strides[-1] == 1)
     for size, stride in zip(sizes[:-1], strides[:-1]):
         ok = ok and (size == 1 or (stride > 0 and stride * t.element_size() % 16 == 0))
-    return t if ok else t.contiguous()
+    if ok:
+        return t
+    # A broadcast input within the size limits can still be larger than
+    # memory once its elements are written out.
+    return _allocate(f"{name}: its strides {tuple(strides)} need a contiguous "
+                     "copy for TMA", t.numel() * t.element_size(),
+                     lambda: t.clone(memory_format=torch.contiguous_format))
 
 
-def _variant(q, k, causal, window_left, window_right):
-    if window_left >= 0 or window_right >= 0:
-        # FlashAttention's convention: causal with a window is the window
-        # with nothing visible right of the diagonal.
-        return "window", (window_left, 0 if causal else window_right)
-    return ("causal" if causal else "none"), None
+def _allocate(what, nbytes, make):
+    """`make()`, or a LaunchError saying `what` needed `nbytes` bytes that
+    could not be allocated (torch's own error is a bare RuntimeError)."""
+    try:
+        return make()
+    except (RuntimeError, MemoryError) as e:
+        raise LaunchError(f"{what}, {nbytes} bytes, which could not be "
+                          f"allocated ({e})") from None
 
 
 # The targets fa4 has a schedule for, by compute capability.
@@ -80,13 +145,18 @@ def _target(device):
     return target, int(sms)
 
 
-def _kernel(q, k, causal, window_left, window_right, softcap, scale, return_lse):
-    mask, window = _variant(q, k, causal, window_left, window_right)
-    target, sm_count = _target(q.device)
-    return compile(head_dim=q.shape[3], q_heads=q.shape[2], kv_heads=k.shape[2],
-                   mask=mask, dtype=_DTYPES[q.dtype], lse=return_lse,
-                   window=window, softcap=softcap or None, scale=scale,
-                   target=target, sm_count=sm_count)
+def _empty_results(q, k, return_lse):
+    """O and the LSE of a problem with no query or no key: rows that see no
+    key are O = 0 and LSE = -inf (fa4's convention); nothing to compile."""
+    batch, seq_q, q_heads, _ = q.shape
+    o = _allocate("o", q.numel() * q.element_size(),
+                  lambda: torch.zeros_like(q, memory_format=torch.contiguous_format))
+    lse = (_allocate("lse", batch * q_heads * seq_q * 4,
+                     lambda: torch.full((batch, q_heads, seq_q), float("-inf"),
+                                        dtype=torch.float32, device=q.device))
+           if return_lse
+           else torch.empty((0,), dtype=torch.float32, device=q.device))
+    return o, lse
 
 
 @torch.library.custom_op("fa4::attention", mutates_args=())
@@ -94,27 +164,39 @@ def _attention_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                   causal: bool, window_left: int, window_right: int,
                   softcap: float, scale: Optional[float],
                   return_lse: bool) -> Tuple[torch.Tensor, torch.Tensor]:
-    kernel = _kernel(q, k, causal, window_left, window_right, softcap, scale,
-                     return_lse)
-    q, k, v = (_tma_ready(t.detach()) for t in (q, k, v))
+    variant = _validate(q, k, v, causal, window_left, window_right, softcap,
+                        scale, return_lse)
+    if q.device.type not in ("cpu", "cuda"):
+        raise ValueError(f"q: on {q.device}; fa4 runs CUDA tensors on the GPU "
+                         "and CPU tensors in the emulator")
     batch, seq_q, q_heads, _ = q.shape
-    o = torch.empty_like(q, memory_format=torch.contiguous_format)
-    lse = (torch.empty((batch, q_heads, seq_q), dtype=torch.float32,
-                       device=q.device) if return_lse
+    if batch == 0 or seq_q == 0 or k.shape[1] == 0:
+        return _empty_results(q, k, return_lse)
+    target, sm_count = _target(q.device)
+    kernel = compile(target=target, sm_count=sm_count, **variant)
+    # (_validate checked the sizes against the runtime's limits before any
+    # copy: a broadcast input copied whole can be far larger than its
+    # storage.)
+    q, k, v = (_tma_ready(name, t.detach()) for name, t in
+               (("q", q), ("k", k), ("v", v)))
+    o = _allocate("o", q.numel() * q.element_size(),
+                  lambda: torch.empty_like(q, memory_format=torch.contiguous_format))
+    lse = (_allocate("lse", batch * q_heads * seq_q * 4,
+                     lambda: torch.empty((batch, q_heads, seq_q), dtype=torch.float32,
+                                         device=q.device)) if return_lse
            else torch.empty((0,), dtype=torch.float32, device=q.device))
     if q.device.type == "cuda":
         with torch.cuda.device(q.device):
             kernel(q, k, v, o, lse if return_lse else None)
-    elif q.device.type == "cpu":
-        kernel(q, k, v, o, lse if return_lse else None)
     else:
-        raise LaunchError(f"fa4 runs CUDA tensors on the GPU and CPU tensors "
-                          f"in the emulator; got a {q.device.type} tensor")
+        kernel(q, k, v, o, lse if return_lse else None)
     return o, lse
 
 
 @_attention_op.register_fake
 def _(q, k, v, causal, window_left, window_right, softcap, scale, return_lse):
+    _validate(q, k, v, causal, window_left, window_right, softcap, scale,
+              return_lse)
     batch, seq_q, q_heads, _ = q.shape
     o = torch.empty_like(q, memory_format=torch.contiguous_format)
     lse = q.new_empty((batch, q_heads, seq_q) if return_lse else (0,),
@@ -122,13 +204,32 @@ def _(q, k, v, causal, window_left, window_right, softcap, scale, return_lse):
     return o, lse
 
 
+def _no_backward(ctx, inputs, output):
+    # Called only when autograd records the call (in grad mode, with an
+    # input that requires grad), itself under no_grad.
+    q, k, v = inputs[:3]
+    _check_grad(q, k, v, grad_mode=True)
+
+
+# Until fa4 has a backward, a call that autograd would record is refused
+# (rather than returning outputs whose backward fails later).
+_attention_op.register_autograd(lambda ctx, *grads: None,
+                                setup_context=_no_backward)
+
+
 def attention(q, k, v, causal: bool, window: Sequence[int], softcap: float,
               scale: Optional[float], return_lse: bool):
-    _check(q, k, v)
-    if len(window) != 2:
+    _check_tensors(q, k, v)
+    _check_grad(q, k, v)
+    if isinstance(window, (str, bytes)) or not hasattr(window, "__len__") \
+            or len(window) != 2:
         raise ValueError(f"window must be (left, right), got {window!r}")
-    o, lse = _attention_op(q, k, v, bool(causal), int(window[0]),
-                           int(window[1]), float(softcap),
-                           None if scale is None else float(scale),
+    # The op's schema types, so that torch's own argument parsing never
+    # speaks first.
+    o, lse = _attention_op(q, k, v, bool(causal),
+                           _integer("window[0]", window[0]),
+                           _integer("window[1]", window[1]),
+                           _real("softcap", softcap),
+                           None if scale is None else _real("scale", scale),
                            bool(return_lse))
     return (o, lse) if return_lse else o

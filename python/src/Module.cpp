@@ -16,6 +16,7 @@
 #include "fa4/Emu/Emulator.h"
 #include "fa4/Runtime/Runtime.h"
 #include "fa4/Tools/Compile.h"
+#include "fa4/Tools/ToolSession.h"
 
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
@@ -89,17 +90,14 @@ void finish(PyKernel &result, const std::string &target, bool cache,
     throw CompileFailure(error);
 }
 
-PyKernel compile(int64_t headDim, int64_t qHeads, int64_t kvHeads,
-                 const std::string &mask, int64_t windowLeft,
-                 int64_t windowRight, const std::string &dtype, bool lse,
-                 std::optional<double> scale, double softcap,
-                 const std::string &target, bool cache, double rescaleThreshold,
-                 double exp2EmulationFraction, int64_t smCount) {
-  PyKernel result;
+Variant variantOf(int64_t headDim, int64_t qHeads, int64_t kvHeads,
+                  const std::string &mask, int64_t windowLeft,
+                  int64_t windowRight, const std::string &dtype, bool lse,
+                  std::optional<double> scale, double softcap) {
   std::optional<MaskKind> kind = symbolizeMaskKind(mask);
   if (!kind)
     throw CompileFailure("mask must be none, causal or window, got '" + mask + "'");
-  Variant &variant = result.variant;
+  Variant variant;
   variant.headDim = headDim;
   variant.qHeads = qHeads;
   variant.kvHeads = kvHeads;
@@ -110,8 +108,46 @@ PyKernel compile(int64_t headDim, int64_t qHeads, int64_t kvHeads,
   variant.lse = lse;
   variant.scale = scale;
   variant.softcap = softcap;
+  return variant;
+}
+
+PyKernel compile(int64_t headDim, int64_t qHeads, int64_t kvHeads,
+                 const std::string &mask, int64_t windowLeft,
+                 int64_t windowRight, const std::string &dtype, bool lse,
+                 std::optional<double> scale, double softcap,
+                 const std::string &target, bool cache, double rescaleThreshold,
+                 double exp2EmulationFraction, int64_t smCount) {
+  PyKernel result;
+  result.variant = variantOf(headDim, qHeads, kvHeads, mask, windowLeft,
+                             windowRight, dtype, lse, scale, softcap);
   finish(result, target, cache, rescaleThreshold, exp2EmulationFraction, smCount);
   return result;
+}
+
+/// Runs the verifier on a variant's entry IR without compiling it: what
+/// compile() would refuse first, refused the same way (for callers that
+/// must answer without a kernel: torch's fake tensors, empty problems).
+void checkVariant(int64_t headDim, int64_t qHeads, int64_t kvHeads,
+                  const std::string &mask, int64_t windowLeft,
+                  int64_t windowRight, const std::string &dtype, bool lse,
+                  std::optional<double> scale, double softcap) {
+  Variant variant = variantOf(headDim, qHeads, kvHeads, mask, windowLeft,
+                              windowRight, dtype, lse, scale, softcap);
+  std::string error, diagnostics;
+  {
+    nb::gil_scoped_release released;
+    ToolSession session;
+    mlir::ScopedDiagnosticHandler collect(
+        &session.getContext(), [&](mlir::Diagnostic &diagnostic) {
+          diagnostics += (diagnostics.empty() ? "error: " : "\nerror: ") + diagnostic.str();
+          return mlir::success();
+        });
+    if (buildVariantModule(session.getContext(), variant, error))
+      return;
+  }
+  if (error.empty())
+    error = "the variant does not verify:\n" + diagnostics;
+  throw CompileFailure(error);
 }
 
 PyKernel compileIr(const std::string &entry, const std::string &target,
@@ -196,23 +232,19 @@ std::vector<runtime::Tensor> extrasOf(const std::vector<Array> &arrays) {
   return extras;
 }
 
-/// The tensor's elements as a dense row-major array: its innermost axis is
-/// contiguous (checkTensors says so), so it moves row by row.
-runtime::Tensor denseLike(const runtime::Tensor &tensor) {
-  runtime::Tensor dense = tensor;
-  int64_t stride = 1;
-  for (size_t i = tensor.sizes.size(); i-- > 0;) {
-    dense.strides[i] = stride;
-    stride *= tensor.sizes[i];
-  }
-  return dense;
+int64_t elementBytes(const runtime::Tensor &tensor) {
+  return tensor.dtype == "f32" ? 4 : 2;
 }
 
-int64_t bytesOf(const runtime::Tensor &tensor) {
-  int64_t elements = 1;
-  for (int64_t size : tensor.sizes)
-    elements *= size;
-  return elements * (tensor.dtype == "f32" ? 4 : 2);
+/// The bytes from a tensor's base address to the end of its last element,
+/// for strides checkTensors accepted (positive, or any on an axis of size 1,
+/// which is never stepped along).
+int64_t spanBytes(const runtime::Tensor &tensor) {
+  int64_t last = 0;
+  for (size_t i = 0; i < tensor.sizes.size(); ++i)
+    if (tensor.sizes[i] > 1)
+      last += (tensor.sizes[i] - 1) * tensor.strides[i];
+  return (last + 1) * elementBytes(tensor);
 }
 
 /// Copies every element of `from` into `to` (same sizes, any strides with a
@@ -220,7 +252,7 @@ int64_t bytesOf(const runtime::Tensor &tensor) {
 /// tensors' addresses).
 void copyRows(const runtime::Tensor &from, const uint8_t *fromBase,
               const runtime::Tensor &to, uint8_t *toBase) {
-  int64_t element = from.dtype == "f32" ? 4 : 2;
+  int64_t element = elementBytes(from);
   size_t rank = from.sizes.size();
   int64_t rowBytes = from.sizes[rank - 1] * element;
   int64_t rows = 1;
@@ -250,11 +282,13 @@ void checkDevice(const std::vector<std::pair<const char *, const Array *>> &arra
 }
 
 /// Runs the kernel on the emulator: the launch is validated on the caller's
-/// tensors (so that its messages speak of their strides and alignment), the
-/// elements are copied into dense tensors of an emulator device, the launch
-/// goes through runtime::launch (the path the GPU takes but the last call),
-/// and O's and the LSE's elements are copied back (only those: whatever lies
-/// between them is not touched).
+/// tensors (so that its messages speak of their strides, alignment and
+/// aliasing), the elements are copied into tensors of an emulator device
+/// laid out with the caller's strides (a kernel compiled for a static layout
+/// takes no other, and the kernel reads through the tensor maps a GPU launch
+/// would build), the launch goes through runtime::launch (the path the GPU
+/// takes but the last call), and O's and the LSE's elements are copied back
+/// (only those: whatever lies between them is not touched).
 void launchEmulator(const PyKernel &kernel, const Array &q, const Array &k,
                     const Array &v, const Array &o, const std::optional<Array> &lse,
                     const std::vector<Array> &extraArrays, unsigned workers,
@@ -274,7 +308,8 @@ void launchEmulator(const PyKernel &kernel, const Array &q, const Array &k,
     throw LaunchFailure(error);
   // The extras are read as they are: dense and row-major (checkExtras).
   std::vector<runtime::Tensor> hostExtras = extrasOf(extraArrays);
-  if (!runtime::checkExtras(kernel.kernel.manifest, hostExtras, {}, error, &shapes))
+  if (!runtime::checkExtras(kernel.kernel.manifest, hostExtras, {&host[3], hostLse},
+                            error, &shapes))
     throw LaunchFailure(error);
   bool ok;
   {
@@ -282,8 +317,8 @@ void launchEmulator(const PyKernel &kernel, const Array &q, const Array &k,
     emu::Device device;
     runtime::Tensor onDevice[5];
     for (int i = 0; i < count; ++i) {
-      onDevice[i] = denseLike(host[i]);
-      int64_t bytes = bytesOf(host[i]);
+      onDevice[i] = host[i];
+      int64_t bytes = spanBytes(host[i]);
       onDevice[i].address = device.allocate(bytes);
       if (i < 3)
         copyRows(host[i], reinterpret_cast<const uint8_t *>(host[i].address),
@@ -307,10 +342,29 @@ void launchEmulator(const PyKernel &kernel, const Array &q, const Array &k,
                          onDevice[2], onDevice[3], hostLse ? &onDevice[4] : nullptr,
                          extras, nullptr, error);
     for (int i = 3; ok && i < count; ++i)
-      copyRows(onDevice[i], device.host(onDevice[i].address, bytesOf(host[i])), host[i],
-               reinterpret_cast<uint8_t *>(host[i].address));
+      copyRows(onDevice[i], device.host(onDevice[i].address, spanBytes(host[i])),
+               host[i], reinterpret_cast<uint8_t *>(host[i].address));
   }
   if (!ok)
+    throw LaunchFailure(error);
+}
+
+/// The runtime's limits on a launch's batch and sequence lengths for a
+/// variant's head counts and head dim, checked before a caller copies
+/// tensors of those sizes, and by the torch op's fake implementation, which
+/// has no kernel.
+void checkShapes(int64_t headDim, int64_t qHeads, int64_t kvHeads, int64_t batch,
+                 int64_t seqQ, int64_t seqK) {
+  runtime::Manifest manifest;
+  manifest.headDim = headDim;
+  manifest.qHeads = qHeads;
+  manifest.kvHeads = kvHeads;
+  runtime::Shapes shapes;
+  shapes.batch = batch;
+  shapes.seqQ = seqQ;
+  shapes.seqK = seqK;
+  std::string error;
+  if (!runtime::checkShapes(manifest, shapes, error))
     throw LaunchFailure(error);
 }
 
@@ -367,6 +421,12 @@ NB_MODULE(_fa4, m) {
   m.def("compile_ir", &compileIr, nb::arg("ir"), nb::arg("target"),
         nb::arg("cache"), nb::arg("rescale_threshold"),
         nb::arg("exp2_emulation_fraction"), nb::arg("sm_count"));
+  m.def("check_variant", &checkVariant, nb::arg("head_dim"), nb::arg("q_heads"),
+        nb::arg("kv_heads"), nb::arg("mask"), nb::arg("window_left"),
+        nb::arg("window_right"), nb::arg("dtype"), nb::arg("lse"),
+        nb::arg("scale").none(), nb::arg("softcap"));
+  m.def("check_shapes", &checkShapes, nb::arg("head_dim"), nb::arg("q_heads"),
+        nb::arg("kv_heads"), nb::arg("batch"), nb::arg("seq_q"), nb::arg("seq_k"));
   m.def("ir_stages", &variantIrStages);
   m.def("launch_emulator", &launchEmulator, nb::arg("kernel"), nb::arg("q"),
         nb::arg("k"), nb::arg("v"), nb::arg("o"), nb::arg("lse").none(),

@@ -64,6 +64,9 @@ def test_extras_are_checked():
         kernel(q, k, k.clone(), o, extras=[torch.zeros(16, dtype=torch.float64)])
     with pytest.raises(fa4.LaunchError, match="dimension 0 is 8, expected 16"):
         kernel(q, k, k.clone(), o, extras=[torch.zeros(8)])
+    # On CPU tensors as on the GPU: an extra inside O is refused.
+    with pytest.raises(fa4.LaunchError, match="extra0: shares memory with an output"):
+        kernel(q, k, k.clone(), o, extras=[o.view(torch.float32).flatten()[:16]])
 
 
 def test_bad_ir_is_a_compile_error():
@@ -82,3 +85,12 @@ def test_one_kernel_per_module():
         fa4.compile_ir(text + text.replace("@attention", "@attention2"))
     with pytest.raises(fa4.CompileError, match="holds no attention kernel"):
         fa4.compile_ir("func.func @f() { return }")
+
+
+def test_a_refusal_before_parsing_keeps_its_reason():
+    """The parse refusals of fa4's own (IR the MLIR parser would crash on)
+    come back in the error, with their place, as the parser's do."""
+    text = "func.func @f() attributes {x = array<index: 1>} { return }"
+    with pytest.raises(fa4.CompileError,
+                       match=r"entry\":1:32\): error: dense arrays of `index` are not accepted"):
+        fa4.compile_ir(text)

@@ -9,9 +9,13 @@
 // IR, to the simulator at small sizes. A child that dies of a signal is a
 // crash, one that outlives the timeout a hang; both are saved for replay
 // (`fa4-fuzz --replay FILE`). Diagnostics are the expected outcome and are
-// silenced. Test-only.
+// silenced. With --mode manifest, cache or capi it mutates the runtime's
+// other input surfaces instead (Surfaces.h), many inputs to a child: a child
+// that dies has each of its inputs run again alone, to name the one. Test-only.
 //
 //===----------------------------------------------------------------------===//
+
+#include "Surfaces.h"
 
 #include "fa4/Pipeline/Pipeline.h"
 #include "fa4/Sim/Simulator.h"
@@ -65,6 +69,17 @@ static cl::opt<unsigned> simulateEvery(
     cl::init(4), cl::cat(fuzzCategory));
 static cl::opt<unsigned> jobs("jobs", cl::desc("Inputs run at once"),
                               cl::init(2), cl::cat(fuzzCategory));
+static cl::opt<std::string> mode(
+    "mode",
+    cl::desc("What to mutate: ir (IR of every level; seeds are .mlir files), "
+             "manifest, cache or capi (launch manifests, compile-cache entries, "
+             "the C API's tensor descriptions; seeds are .cubin.json manifests "
+             "with their cubin and PTX)"),
+    cl::init("ir"), cl::cat(fuzzCategory));
+static cl::opt<unsigned> perChild(
+    "per-child",
+    cl::desc("Inputs one child runs (0: 1 for ir, 256 for the other modes)"),
+    cl::init(0), cl::cat(fuzzCategory));
 static cl::opt<std::string> replay("replay",
                                    cl::desc("Run one input in this process (to "
                                             "debug a saved crash)"),
@@ -222,27 +237,30 @@ private:
   std::mt19937_64 rng;
 };
 
-std::vector<std::string> loadSeeds() {
-  std::vector<std::string> seeds;
-  auto add = [&](StringRef path) {
-    if (auto file = MemoryBuffer::getFile(path))
-      seeds.push_back((*file)->getBuffer().str());
-  };
+std::vector<std::string> seedFiles(StringRef suffix) {
+  std::vector<std::string> found;
   for (const std::string &path : seedPaths) {
     if (!sys::fs::is_directory(path)) {
-      add(path);
+      found.push_back(path);
       continue;
     }
     std::error_code ec;
     std::vector<std::string> files;
     for (sys::fs::directory_iterator it(path, ec), end; it != end && !ec;
          it.increment(ec))
-      if (StringRef(it->path()).ends_with(".mlir"))
+      if (StringRef(it->path()).ends_with(suffix))
         files.push_back(it->path());
     std::sort(files.begin(), files.end()); // a fixed order for a fixed seed
-    for (const std::string &file : files)
-      add(file);
+    found.insert(found.end(), files.begin(), files.end());
   }
+  return found;
+}
+
+std::vector<std::string> loadSeeds() {
+  std::vector<std::string> seeds;
+  for (const std::string &path : seedFiles(".mlir"))
+    if (auto file = MemoryBuffer::getFile(path))
+      seeds.push_back((*file)->getBuffer().str());
   return seeds;
 }
 
@@ -263,6 +281,23 @@ int main(int argc, char **argv) {
   // Children are forked from this process: no thread pool may exist.
   context.disableMultithreading();
 
+  std::optional<fuzz::Surface> surface;
+  if (mode != "ir") {
+    surface = fuzz::surfaceNamed(mode);
+    if (!surface) {
+      errs() << "fa4-fuzz: --mode must be ir, manifest, cache or capi\n";
+      return 2;
+    }
+  }
+  fuzz::Corpus corpus;
+  if (surface) {
+    std::string error;
+    if (!fuzz::loadCorpus(*surface, seedFiles(".cubin.json"), corpus, error)) {
+      errs() << "fa4-fuzz: " << error << "\n";
+      return 2;
+    }
+  }
+
   if (!replay.empty()) {
     sys::PrintStackTraceOnErrorSignal(argv[0]);
     auto file = MemoryBuffer::getFile(replay);
@@ -270,9 +305,14 @@ int main(int argc, char **argv) {
       errs() << "fa4-fuzz: cannot read " << replay << "\n";
       return 2;
     }
+    StringRef text = (*file)->getBuffer();
+    if (surface) {
+      fuzz::runInput(*surface, text.str(), corpus);
+      outs() << "fa4-fuzz: " << replay << " ran to completion\n";
+      return 0;
+    }
     // The plan rides in the first line of a saved input.
     Plan plan;
-    StringRef text = (*file)->getBuffer();
     StringRef header = text.take_until([](char c) { return c == '\n'; });
     SmallVector<StringRef> fields;
     header.split(fields, ' ');
@@ -288,25 +328,50 @@ int main(int argc, char **argv) {
     return 0;
   }
 
-  std::vector<std::string> seeds = loadSeeds();
-  if (seeds.empty()) {
-    errs() << "fa4-fuzz: no seed IR (give .mlir files or directories)\n";
-    return 2;
+  std::vector<std::string> seeds;
+  if (!surface) {
+    seeds = loadSeeds();
+    if (seeds.empty()) {
+      errs() << "fa4-fuzz: no seed IR (give .mlir files or directories)\n";
+      return 2;
+    }
   }
   ArrayRef<StringRef> stages = fa4::getPipelineStages();
   Mutator mutator(seed);
+  std::mt19937_64 surfaceRng(seed);
+  unsigned batchSize = perChild ? perChild.getValue() : surface ? 256 : 1;
   uint64_t runs = 0, crashes = 0, hangs = 0;
   auto start = std::chrono::steady_clock::now();
   auto elapsed = [&] {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
         .count();
   };
-  struct Running {
+  struct Input {
     uint64_t index;
-    std::string input;
+    std::string text;
     Plan plan;
   };
-  std::map<pid_t, Running> running;
+  // A child runs a batch of inputs; one that dies with more than one has
+  // each run again alone (`retry`), so that a crash names its input.
+  std::map<pid_t, std::vector<Input>> running;
+  std::vector<Input> retry;
+  auto save = [&](const Input &done, bool hang, int signal) {
+    (hang ? hangs : crashes) += 1;
+    sys::fs::create_directories(crashDir);
+    SmallString<128> path(crashDir);
+    sys::path::append(path, (hang ? "hang-" : "crash-") + std::to_string(done.index) +
+                                (surface ? "." + mode : std::string(".mlir")));
+    std::error_code ec;
+    raw_fd_ostream out(path, ec);
+    if (!surface)
+      out << "// " << done.plan.stopAfter << " "
+          << (done.plan.simulate ? "simulate" : "pipeline") << " " << done.plan.batch
+          << " " << done.plan.seqQ << " " << done.plan.seqK << "\n";
+    out << done.text;
+    errs() << "fa4-fuzz: "
+           << (hang ? std::string("hang") : "crash (signal " + std::to_string(signal) + ")")
+           << " on input " << done.index << ", saved to " << path << "\n";
+  };
   // Reaps one child; a signal is a crash (SIGALRM: a hang), saved for replay.
   auto reap = [&]() {
     int status = 0;
@@ -314,30 +379,21 @@ int main(int argc, char **argv) {
     auto it = running.find(child);
     if (it == running.end())
       return;
-    Running done = std::move(it->second);
+    std::vector<Input> done = std::move(it->second);
     running.erase(it);
     if (!WIFSIGNALED(status))
       return;
-    bool hang = WTERMSIG(status) == SIGALRM;
-    (hang ? hangs : crashes) += 1;
-    sys::fs::create_directories(crashDir);
-    SmallString<128> path(crashDir);
-    sys::path::append(path, (hang ? "hang-" : "crash-") + std::to_string(done.index) +
-                                ".mlir");
-    std::error_code ec;
-    raw_fd_ostream out(path, ec);
-    out << "// " << done.plan.stopAfter << " "
-        << (done.plan.simulate ? "simulate" : "pipeline") << " " << done.plan.batch
-        << " " << done.plan.seqQ << " " << done.plan.seqK << "\n"
-        << done.input;
-    errs() << "fa4-fuzz: "
-           << (hang ? std::string("hang")
-                    : "crash (signal " + std::to_string(WTERMSIG(status)) + ")")
-           << " on input " << done.index << ", saved to " << path << "\n";
+    if (done.size() > 1) {
+      for (Input &input : done)
+        retry.push_back(std::move(input));
+      return;
+    }
+    save(done.front(), WTERMSIG(status) == SIGALRM, WTERMSIG(status));
   };
   unsigned parallel = std::max(1u, jobs.getValue());
   double nextProgress = 600;
-  while (elapsed() < seconds && (!maxRuns || runs < maxRuns)) {
+  auto more = [&] { return elapsed() < seconds && (!maxRuns || runs < maxRuns); };
+  while (more() || !retry.empty()) {
     // A long run says every ten minutes how far it got.
     if (elapsed() >= nextProgress) {
       outs() << "fa4-fuzz: " << runs << " inputs after " << format("%.0f", elapsed())
@@ -347,16 +403,32 @@ int main(int argc, char **argv) {
     }
     while (running.size() >= parallel)
       reap();
-    Running next;
-    next.input = mutator.mutate(seeds[mutator.next() % seeds.size()]);
-    // The binary stage runs ptxas: every stage before it.
-    next.plan.stopAfter = stages[mutator.next() % (stages.size() - 1)].str();
-    uint64_t draw = mutator.next();
-    next.plan.simulate = simulateEvery && draw % simulateEvery == 0;
-    next.plan.batch = 1 + mutator.next() % 2;
-    next.plan.seqQ = 1 + mutator.next() % 300;
-    next.plan.seqK = 1 + mutator.next() % 300;
-    next.index = ++runs;
+    // A retried input runs alone; new ones in batches.
+    std::vector<Input> batch;
+    bool retried = !retry.empty();
+    if (retried) {
+      batch.push_back(std::move(retry.back()));
+      retry.pop_back();
+    }
+    while (!retried && batch.size() < batchSize && more()) {
+      Input next;
+      if (surface) {
+        next.text = fuzz::mutateInput(*surface, corpus, surfaceRng);
+      } else {
+        next.text = mutator.mutate(seeds[mutator.next() % seeds.size()]);
+        // The binary stage runs ptxas: every stage before it.
+        next.plan.stopAfter = stages[mutator.next() % (stages.size() - 1)].str();
+        uint64_t draw = mutator.next();
+        next.plan.simulate = simulateEvery && draw % simulateEvery == 0;
+        next.plan.batch = 1 + mutator.next() % 2;
+        next.plan.seqQ = 1 + mutator.next() % 300;
+        next.plan.seqK = 1 + mutator.next() % 300;
+      }
+      next.index = ++runs;
+      batch.push_back(std::move(next));
+    }
+    if (batch.empty())
+      break;
     fflush(nullptr);
     pid_t child = fork();
     if (child < 0) {
@@ -365,13 +437,38 @@ int main(int argc, char **argv) {
     }
     if (child == 0) {
       alarm(timeout);
-      runInput(context, next.input, next.plan);
+      for (const Input &input : batch) {
+        if (surface)
+          fuzz::runInput(*surface, input.text, corpus);
+        else
+          runInput(context, input.text, input.plan);
+      }
       _exit(0);
     }
-    running.emplace(child, std::move(next));
+    running.emplace(child, std::move(batch));
   }
-  while (!running.empty())
+  // The last batches, and their inputs run alone if one died.
+  while (!running.empty()) {
     reap();
+    while (!retry.empty()) {
+      std::vector<Input> one = {std::move(retry.back())};
+      retry.pop_back();
+      pid_t child = fork();
+      if (child < 0) {
+        errs() << "fa4-fuzz: fork failed\n";
+        return 2;
+      }
+      if (child == 0) {
+        alarm(timeout);
+        if (surface)
+          fuzz::runInput(*surface, one.front().text, corpus);
+        else
+          runInput(context, one.front().text, one.front().plan);
+        _exit(0);
+      }
+      running.emplace(child, std::move(one));
+    }
+  }
   double took = elapsed();
   outs() << "fa4-fuzz: " << runs << " inputs in " << format("%.1f", took) << " s ("
          << format("%.0f", runs / std::max(took, 1e-9)) << " per second), "

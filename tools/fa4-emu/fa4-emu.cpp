@@ -15,6 +15,7 @@
 #include "fa4/InitFA4.h"
 #include "fa4/Sim/Mods.h"
 #include "fa4/Sim/Reference.h"
+#include "fa4/Support/InputLimits.h"
 #include "fa4/Support/AttentionMath.h"
 
 #include "mlir/Dialect/Bufferization/IR/Bufferization.h"
@@ -26,7 +27,6 @@
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/InitLLVM.h"
-#include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -150,13 +150,11 @@ int main(int argc, char **argv) {
   if (!(absTolerance >= 0) || !(relTolerance >= 0))
     return fail("--atol and --rtol must be non-negative");
 
-  auto manifestText = MemoryBuffer::getFile(manifestFile);
-  if (!manifestText)
-    return fail("cannot read " + manifestFile + ": " +
-                manifestText.getError().message());
   runtime::Manifest manifest;
-  std::string error;
-  if (!runtime::parseManifest((*manifestText)->getBuffer().str(), manifest, error))
+  std::string error, manifestText;
+  if (!readRegularFile(manifestFile, kMaxManifestBytes, manifestText, error))
+    return fail(error);
+  if (!runtime::parseManifest(manifestText, manifest, error))
     return fail(manifestFile + ": " + error);
   if (!emu::emulatesTarget(manifest.target))
     return fail("the manifest is for " + manifest.target +
@@ -173,13 +171,15 @@ int main(int argc, char **argv) {
     sys::path::append(beside, manifest.ptx);
     ptxPath = std::string(beside);
   }
-  auto ptxText = MemoryBuffer::getFile(ptxPath);
-  if (!ptxText)
-    return fail("cannot read the PTX " + ptxPath + ": " + ptxText.getError().message());
-  std::shared_ptr<const emu::Program> program =
-      emu::parsePtx((*ptxText)->getBuffer().str(), error);
+  std::string ptxText;
+  if (!readRegularFile(ptxPath, kMaxKernelFileBytes, ptxText, error))
+    return fail(error);
+  std::shared_ptr<const emu::Program> program = emu::parsePtx(ptxText, error);
   if (!program)
     return fail(ptxPath + ": " + error);
+  if (!runtime::checkInterface(manifest, error) ||
+      !runtime::checkPtxEntry(manifest, ptxText, error))
+    return fail(manifestFile + ": " + error);
   if (emu::targetOf(*program) != manifest.target)
     return fail("the manifest is for " + manifest.target + " but its PTX " +
                 ptxPath + " targets " + emu::targetOf(*program));
@@ -204,7 +204,11 @@ int main(int argc, char **argv) {
     // A tensor-level entry hands its extras over with to_buffer.
     registry.insert<mlir::bufferization::BufferizationDialect>();
     context.appendDialectRegistry(registry);
-    entryModule = mlir::parseSourceFile<mlir::ModuleOp>(entryFile, &context);
+    std::string entryText;
+    if (!readRegularFile(entryFile, kMaxKernelFileBytes, entryText, error) ||
+        !checkNestingDepth(entryText, kMaxIrNesting, NestingSyntax::Mlir, error))
+      return fail(entryFile + ": " + error);
+    entryModule = mlir::parseSourceString<mlir::ModuleOp>(entryText, &context, entryFile);
     if (!entryModule)
       return fail("cannot parse the entry IR " + entryFile);
     mlir::func::FuncOp entry;

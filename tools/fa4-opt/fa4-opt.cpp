@@ -16,6 +16,11 @@
 #include "mlir/Dialect/SCF/Transforms/Passes.h"
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
 #include "mlir/Transforms/Passes.h"
+#include "fa4/Support/InputLimits.h"
+
+#include "mlir/Support/FileUtilities.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/raw_ostream.h"
 
 int main(int argc, char **argv) {
   mlir::DialectRegistry registry;
@@ -32,7 +37,24 @@ int main(int argc, char **argv) {
   // For the tests only: fa4-test-mutate-protocol.
   mlir::fa4::test::registerTestPasses();
 
-  return mlir::asMainReturnCode(mlir::MlirOptMain(
+  auto [inputFilename, outputFilename] = mlir::registerAndParseCLIOptions(
       argc, argv, "fa4 optimizer: the fa4 dialect, passes and pipelines\n",
-      registry));
+      registry);
+  // IR nested deeper than the parser's stack allows is refused before
+  // upstream's parser sees it (docs/Robustness.md); stdin is read once, by
+  // MlirOptMain, and is not checked.
+  if (inputFilename != "-") {
+    std::string error;
+    std::unique_ptr<llvm::MemoryBuffer> input =
+        mlir::openInputFile(inputFilename, &error);
+    if (input && !mlir::fa4::checkNestingDepth(input->getBuffer(),
+                                               mlir::fa4::kMaxIrNesting,
+                                               mlir::fa4::NestingSyntax::Mlir,
+                                               error)) {
+      llvm::errs() << inputFilename << ": error: " << error << "\n";
+      return 1;
+    }
+  }
+  return mlir::asMainReturnCode(
+      mlir::MlirOptMain(argc, argv, inputFilename, outputFilename, registry));
 }

@@ -296,7 +296,11 @@ int main(int argc, char **argv) {
     }
     cache = std::make_unique<fa4::runtime::CompileCache>(directory);
     fa4::runtime::CompileCache::Entry entry;
-    if (cache->lookup(cacheKey, entry)) {
+    std::string rejected;
+    bool hit = cache->lookup(cacheKey, entry, &rejected);
+    if (!rejected.empty())
+      errs() << "fa4c: warning: " << rejected << "\n";
+    if (hit) {
       if (!fa4::runtime::CompileCache::materialize(entry, outputFile,
                                                    std::string(ptxPath), error)) {
         errs() << "fa4c: " << error << "\n";

@@ -7,7 +7,10 @@
 // and ptxas's version — so a changed compiler or toolkit never hits a stale
 // entry. Entries are written into a private directory and renamed into place
 // whole: concurrent processes never see half an entry, and when two store
-// the same key one rename wins and the other's copy is dropped.
+// the same key one rename wins and the other's copy is dropped. An entry
+// records its key and its files' SHA-256; a lookup verifies both (and that
+// the manifest parses), so an entry swapped for another's, cut short or
+// edited is no hit: it is discarded, and the next store replaces it.
 //
 //===----------------------------------------------------------------------===//
 
@@ -39,10 +42,14 @@ public:
   /// so that no two lists of parts collide by concatenation.
   static std::string key(const std::vector<std::string> &parts);
 
-  /// The entry of `key`, when there is a whole one.
-  bool lookup(const std::string &key, Entry &entry) const;
+  /// The entry of `key`, when there is a whole one that verifies. One that
+  /// does not is discarded (moved away in one rename and deleted), with
+  /// `rejected` saying why.
+  bool lookup(const std::string &key, Entry &entry,
+              std::string *rejected = nullptr) const;
   /// Stores an entry atomically; false with `error` when the directory
   /// cannot be written (another process storing the same key is no error).
+  /// A bad entry under the key is replaced.
   bool store(const std::string &key, const Entry &entry, std::string &error) const;
 
   /// Writes an entry's files as `cubinPath`, `ptxPath` and

@@ -86,8 +86,32 @@ struct Manifest {
 };
 
 /// Parses a manifest; false with `error` naming the field when it is
-/// malformed or from an incompatible fa4.
+/// malformed or from an incompatible fa4. Input nested deeper than
+/// kMaxJsonNesting or larger than kMaxManifestBytes (InputLimits.h) is
+/// refused before it is parsed; "cubin" and "ptx" must be plain file names
+/// (isPlainFileName).
 bool parseManifest(const std::string &json, Manifest &manifest,
+                   std::string &error);
+
+/// Whether `name` names a file in a directory without leaving it: no `/`,
+/// not `.` or `..` (the empty name, "no file", is allowed).
+bool isPlainFileName(const std::string &name);
+
+/// Checks what the manifest says of the kernel's interface against what
+/// every fa4 kernel takes: the parameters in fa4c's order (q_map, k_map,
+/// v_map, o_map, lse when the kernel writes one, batch, seq_q, seq_k, then
+/// each extra's address and dynamic sizes), and one tensor map each for q,
+/// k, v and o, rank 4, in the kernel's dtype, [head_dim, heads, seq, batch]
+/// in the map's dimensions. A manifest whose roles were swapped or edited
+/// (q_map naming O's buffer would have the kernel write O into Q) is
+/// refused by name.
+bool checkInterface(const Manifest &manifest, std::string &error);
+
+/// Checks the PTX's entry point against the manifest: the function the
+/// manifest names, one parameter per manifest parameter of its size (128
+/// bytes for a tensor map, 8 for an address, 4 for an int32), and its
+/// `.reqntid`, when it has one, the manifest's block.
+bool checkPtxEntry(const Manifest &manifest, const std::string &ptx,
                    std::string &error);
 
 /// One launch's sizes.
@@ -136,6 +160,11 @@ bool checkShapes(const Manifest &manifest, const Shapes &shapes,
 /// one the runtime does not know.
 size_t extraElementBytes(const std::string &dtype);
 
+/// Binds the manifest to one launch: each tensor map's dimensions must be
+/// the problem's sizes of its tensor and its strides the tensor's (those in
+/// `buffers`, else the dense ones) — a manifest whose sizes or strides were
+/// edited would have the kernel read or write past its tensors — then
+/// encodes the maps, lays out the parameters and sizes the grid.
 bool planLaunch(const Manifest &manifest, const Shapes &shapes,
                 const Buffers &buffers, const TensorMapEncoder &encode,
                 LaunchPlan &plan, std::string &error);

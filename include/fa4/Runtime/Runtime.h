@@ -37,9 +37,16 @@ struct Kernel {
   std::string ptx;
   std::vector<uint8_t> cubin;
 
-  /// Reads `<cubin>.json` and the cubin and PTX it names, beside it.
+  /// Reads `<cubin>.json` and the cubin and PTX it names, beside it: the
+  /// manifest a regular file of at most kMaxManifestBytes, the cubin and the
+  /// PTX regular files of at most kMaxKernelFileBytes (InputLimits.h), then
+  /// check() of what was read.
   static bool load(const std::string &manifestPath, Kernel &kernel,
                    std::string &error);
+
+  /// The manifest's interface against fa4's (checkInterface) and, when
+  /// there is PTX, against the PTX's entry point (checkPtxEntry).
+  bool check(std::string &error) const;
 };
 
 /// A tensor in a backend's memory: its base address, element type ("fp16",

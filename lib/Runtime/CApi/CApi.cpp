@@ -6,7 +6,9 @@
 // C adds is the error channel (a thread's last message) and a lock per
 // backend: a binding such as ctypes calls without Python's lock, and neither
 // backend's caches (the CUDA functions per context, fa4-emu's parsed PTX)
-// are meant for concurrent launches.
+// are meant for concurrent launches. No C++ exception leaves a call (it
+// would abort the caller's process): each body runs under `guarded`, and a
+// std::bad_alloc or anything else thrown becomes the call's error.
 //
 //===----------------------------------------------------------------------===//
 
@@ -48,6 +50,22 @@ template <typename T>
 T *failWith(std::string message) {
   lastError = std::move(message);
   return nullptr;
+}
+
+/// Runs `body`; an exception it throws is turned into the thread's error
+/// and `failed` returned, so that none crosses the C ABI.
+template <typename T, typename Body>
+T guarded(T failed, Body body) {
+  try {
+    return body();
+  } catch (const std::bad_alloc &) {
+    lastError = "out of memory";
+  } catch (const std::exception &e) {
+    lastError = std::string("internal error: ") + e.what();
+  } catch (...) {
+    lastError = "internal error";
+  }
+  return failed;
 }
 
 bool tensorOf(const char *name, const fa4rt_tensor *from,
@@ -95,40 +113,48 @@ int fa4rt_abi_version(void) { return FA4RT_ABI_VERSION; }
 const char *fa4rt_last_error(void) { return lastError.c_str(); }
 
 fa4rt_kernel *fa4rt_kernel_load(const char *manifest_path) {
-  lastError.clear();
-  if (!manifest_path)
-    return failWith<fa4rt_kernel>("no manifest path");
-  auto kernel = std::make_unique<fa4rt_kernel>();
-  std::string error;
-  if (!runtime::Kernel::load(manifest_path, kernel->kernel, error))
-    return failWith<fa4rt_kernel>(std::move(error));
-  return kernel.release();
+  return guarded<fa4rt_kernel *>(nullptr, [&]() -> fa4rt_kernel * {
+    lastError.clear();
+    if (!manifest_path)
+      return failWith<fa4rt_kernel>("no manifest path");
+    auto kernel = std::make_unique<fa4rt_kernel>();
+    std::string error;
+    if (!runtime::Kernel::load(manifest_path, kernel->kernel, error))
+      return failWith<fa4rt_kernel>(std::move(error));
+    return kernel.release();
+  });
 }
 
 void fa4rt_kernel_free(fa4rt_kernel *kernel) { delete kernel; }
 
 const char *fa4rt_kernel_manifest(const fa4rt_kernel *kernel) {
-  lastError.clear();
-  if (!kernel)
-    return failWith<const char>("no kernel");
-  return kernel->kernel.manifestJson.c_str();
+  return guarded<const char *>(nullptr, [&]() -> const char * {
+    lastError.clear();
+    if (!kernel)
+      return failWith<const char>("no kernel");
+    return kernel->kernel.manifestJson.c_str();
+  });
 }
 
 fa4rt_backend *fa4rt_backend_cuda(void) {
-  lastError.clear();
-  std::string error;
-  fa4rt_backend *backend = cudaBackend(error);
-  if (!backend)
-    return failWith<fa4rt_backend>(std::move(error));
-  return backend;
+  return guarded<fa4rt_backend *>(nullptr, [&]() -> fa4rt_backend * {
+    lastError.clear();
+    std::string error;
+    fa4rt_backend *backend = cudaBackend(error);
+    if (!backend)
+      return failWith<fa4rt_backend>(std::move(error));
+    return backend;
+  });
 }
 
 fa4rt_backend *fa4rt_backend_emulator(unsigned workers, uint64_t seed) {
-  lastError.clear();
-  auto backend = std::make_unique<fa4rt_backend>();
-  backend->device = std::make_unique<emu::Device>();
-  backend->backend = runtime::createEmulatorBackend(*backend->device, workers, seed);
-  return backend.release();
+  return guarded<fa4rt_backend *>(nullptr, [&]() -> fa4rt_backend * {
+    lastError.clear();
+    auto backend = std::make_unique<fa4rt_backend>();
+    backend->device = std::make_unique<emu::Device>();
+    backend->backend = runtime::createEmulatorBackend(*backend->device, workers, seed);
+    return backend.release();
+  });
 }
 
 void fa4rt_backend_free(fa4rt_backend *backend) {
@@ -139,30 +165,41 @@ void fa4rt_backend_free(fa4rt_backend *backend) {
 }
 
 uint64_t fa4rt_emulator_allocate(fa4rt_backend *backend, uint64_t bytes) {
-  lastError.clear();
-  if (!backend || !backend->device) {
-    fail("fa4rt_emulator_allocate needs an emulator backend");
-    return 0;
-  }
-  std::lock_guard<std::mutex> lock(backend->mutex);
-  return backend->device->allocate(bytes);
+  return guarded<uint64_t>(uint64_t(0), [&]() -> uint64_t {
+    lastError.clear();
+    if (!backend || !backend->device) {
+      fail("fa4rt_emulator_allocate needs an emulator backend");
+      return 0;
+    }
+    // The largest span a tensor map reaches (docs/Runtime.md): anything
+    // larger is refused before the host memory is asked for.
+    if (bytes > (uint64_t(1) << 48)) {
+      fail("fa4rt_emulator_allocate: " + std::to_string(bytes) +
+           " bytes, more than the 2^48 a tensor may span");
+      return 0;
+    }
+    std::lock_guard<std::mutex> lock(backend->mutex);
+    return backend->device->allocate(bytes);
+  });
 }
 
 void *fa4rt_emulator_host(fa4rt_backend *backend, uint64_t address,
                           uint64_t bytes) {
-  lastError.clear();
-  if (!backend || !backend->device)
-    return failWith<void>("fa4rt_emulator_host needs an emulator backend");
-  std::lock_guard<std::mutex> lock(backend->mutex);
-  uint8_t *host = backend->device->host(address, bytes);
-  if (!host) {
-    char range[64];
-    std::snprintf(range, sizeof(range), "[0x%" PRIx64 ", +%" PRIu64 ")",
-                  address, bytes);
-    return failWith<void>(std::string(range) +
-                          " is not inside one allocation of the emulator");
-  }
-  return host;
+  return guarded<void *>(nullptr, [&]() -> void * {
+    lastError.clear();
+    if (!backend || !backend->device)
+      return failWith<void>("fa4rt_emulator_host needs an emulator backend");
+    std::lock_guard<std::mutex> lock(backend->mutex);
+    uint8_t *host = backend->device->host(address, bytes);
+    if (!host) {
+      char range[64];
+      std::snprintf(range, sizeof(range), "[0x%" PRIx64 ", +%" PRIu64 ")",
+                    address, bytes);
+      return failWith<void>(std::string(range) +
+                            " is not inside one allocation of the emulator");
+    }
+    return host;
+  });
 }
 
 int fa4rt_launch(const fa4rt_kernel *kernel, fa4rt_backend *backend,
@@ -170,33 +207,41 @@ int fa4rt_launch(const fa4rt_kernel *kernel, fa4rt_backend *backend,
                  const fa4rt_tensor *v, const fa4rt_tensor *o,
                  const fa4rt_tensor *lse, const fa4rt_tensor *extras,
                  size_t num_extras, void *stream) {
-  lastError.clear();
-  if (!kernel)
-    return fail("no kernel");
-  if (!backend)
-    return fail("no backend");
-  if (!q || !k || !v || !o)
-    return fail("q, k, v and o are all required");
-  if (num_extras && !extras)
-    return fail(std::to_string(num_extras) + " extras announced, none given");
-  runtime::Tensor tensors[5];
-  const char *names[5] = {"q", "k", "v", "o", "lse"};
-  const fa4rt_tensor *given[5] = {q, k, v, o, lse};
-  for (int i = 0; i < 5; ++i)
-    if (given[i] && !tensorOf(names[i], given[i], tensors[i]))
-      return 1;
-  std::vector<runtime::Tensor> extraTensors(num_extras);
-  for (size_t i = 0; i < num_extras; ++i)
-    if (!tensorOf(("extra" + std::to_string(i)).c_str(), &extras[i],
-                  extraTensors[i]))
-      return 1;
-  std::string error;
-  std::lock_guard<std::mutex> lock(backend->mutex);
-  if (!runtime::launch(*backend->backend, kernel->kernel, tensors[0], tensors[1],
-                       tensors[2], tensors[3], lse ? &tensors[4] : nullptr,
-                       extraTensors, stream, error))
-    return fail(std::move(error));
-  return 0;
+  return guarded<int>(1, [&]() -> int {
+    lastError.clear();
+    if (!kernel)
+      return fail("no kernel");
+    if (!backend)
+      return fail("no backend");
+    if (!q || !k || !v || !o)
+      return fail("q, k, v and o are all required");
+    if (num_extras && !extras)
+      return fail(std::to_string(num_extras) + " extras announced, none given");
+    // The count is checked before anything is allocated for it.
+    size_t expected = kernel->kernel.manifest.extras.size();
+    if (num_extras != expected)
+      return fail("extras: the kernel reads " + std::to_string(expected) +
+                  " extra tensors (its score_mod / mask_mod tables), got " +
+                  std::to_string(num_extras));
+    runtime::Tensor tensors[5];
+    const char *names[5] = {"q", "k", "v", "o", "lse"};
+    const fa4rt_tensor *given[5] = {q, k, v, o, lse};
+    for (int i = 0; i < 5; ++i)
+      if (given[i] && !tensorOf(names[i], given[i], tensors[i]))
+        return 1;
+    std::vector<runtime::Tensor> extraTensors(num_extras);
+    for (size_t i = 0; i < num_extras; ++i)
+      if (!tensorOf(("extra" + std::to_string(i)).c_str(), &extras[i],
+                    extraTensors[i]))
+        return 1;
+    std::string error;
+    std::lock_guard<std::mutex> lock(backend->mutex);
+    if (!runtime::launch(*backend->backend, kernel->kernel, tensors[0], tensors[1],
+                         tensors[2], tensors[3], lse ? &tensors[4] : nullptr,
+                         extraTensors, stream, error))
+      return fail(std::move(error));
+    return 0;
+  });
 }
 
 int fa4rt_launch_cuda(const fa4rt_kernel *kernel, const fa4rt_tensor *q,

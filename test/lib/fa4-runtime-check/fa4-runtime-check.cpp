@@ -13,7 +13,10 @@
 //   creates the CUDA backend and prints what it says;
 // fa4-runtime-check --compile [--cache] --batch B --seq-q SQ --seq-k SK
 //   compiles hd 64, 4 q heads, 2 kv heads, causal, LSE in process
-//   (fa4::compileVariant) and launches that kernel as above.
+//   (fa4::compileVariant) and launches that kernel as above;
+// fa4-runtime-check --compile --entry FILE ...
+//   compiles the entry IR in FILE in process (fa4::compileEntry, what
+//   fa4.compile_ir calls) instead.
 //
 //===----------------------------------------------------------------------===//
 
@@ -21,6 +24,7 @@
 #include "fa4/Runtime/Runtime.h"
 #include "fa4/Sim/Reference.h"
 #include "fa4/Support/AttentionMath.h"
+#include "fa4/Support/InputLimits.h"
 #include "fa4/Tools/Compile.h"
 
 #include "llvm/Support/CommandLine.h"
@@ -40,6 +44,7 @@ static cl::opt<std::string> breakRule("break", cl::init(""));
 static cl::opt<bool> cuda("cuda", cl::init(false));
 static cl::opt<bool> compile("compile", cl::init(false));
 static cl::opt<bool> useCache("cache", cl::init(false));
+static cl::opt<std::string> entryPath("entry", cl::init(""));
 static cl::opt<std::string> layout("layout", cl::init("bshd"),
                                    cl::desc("Storage of q, k, v and o: bshd (dense "
                                             "[batch, seq, heads, head_dim]) or bhsd "
@@ -65,7 +70,15 @@ int main(int argc, char **argv) {
     variant.lse = true;
     PipelineOptions options;
     auto started = std::chrono::steady_clock::now();
-    if (!compileVariant(variant, options, useCache, kernel, error)) {
+    std::string entry;
+    if (!entryPath.empty() &&
+        !readRegularFile(entryPath, kMaxKernelFileBytes, entry, error)) {
+      errs() << "error: " << error << "\n";
+      return 2;
+    }
+    if (!(entryPath.empty()
+              ? compileVariant(variant, options, useCache, kernel, error)
+              : compileEntry(entry, options, useCache, kernel, error))) {
       errs() << "error: " << error << "\n";
       return 2;
     }

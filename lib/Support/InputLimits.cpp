@@ -1,0 +1,113 @@
+//===- InputLimits.cpp - bounds on what fa4 reads from outside ------------===//
+
+#include "fa4/Support/InputLimits.h"
+
+#include <cerrno>
+#include <cstring>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+namespace mlir::fa4 {
+
+bool checkNestingDepth(std::string_view text, unsigned limit,
+                       NestingSyntax syntax, std::string &error,
+                       size_t *offset) {
+  bool mlir = syntax == NestingSyntax::Mlir;
+  unsigned depth = 0;
+  size_t line = 1, lineStart = 0;
+  for (size_t i = 0; i < text.size(); ++i) {
+    char c = text[i];
+    if (c == '\n') {
+      ++line;
+      lineStart = i + 1;
+      continue;
+    }
+    if (c == '"') {
+      // A string: brackets inside do not nest; an unterminated one is the
+      // parser's to report.
+      for (++i; i < text.size() && text[i] != '"'; ++i) {
+        if (text[i] == '\\')
+          ++i;
+        else if (text[i] == '\n') {
+          ++line;
+          lineStart = i + 1;
+        }
+      }
+      continue;
+    }
+    if (mlir && c == '/' && i + 1 < text.size() && text[i + 1] == '/') {
+      while (i + 1 < text.size() && text[i + 1] != '\n')
+        ++i;
+      continue;
+    }
+    bool open = c == '[' || c == '{' || (mlir && (c == '(' || c == '<'));
+    bool close = c == ']' || c == '}' ||
+                 (mlir && (c == ')' || (c == '>' && (i == 0 || text[i - 1] != '-'))));
+    if (open && ++depth > limit) {
+      if (offset)
+        *offset = i;
+      error = "line " + std::to_string(line) + ", column " +
+              std::to_string(i - lineStart + 1) + ": nesting deeper than " +
+              std::to_string(limit) +
+              " levels (refused before parsing: the parser would overflow its "
+              "stack)";
+      return false;
+    }
+    // More closing than opening brackets is malformed: the parser says so.
+    if (close && depth > 0)
+      --depth;
+  }
+  return true;
+}
+
+bool readRegularFile(const std::string &path, uint64_t maxBytes,
+                     std::string &contents, std::string &error, bool *missing) {
+  if (missing)
+    *missing = false;
+  auto fail = [&](const std::string &why) {
+    error = "cannot read " + path + ": " + why;
+    return false;
+  };
+  // Non-blocking: opening a FIFO for reading would wait for a writer.
+  int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) {
+    int code = errno;
+    if (missing)
+      *missing = code == ENOENT;
+    return fail(std::strerror(code));
+  }
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } closer{fd};
+  struct stat status;
+  if (::fstat(fd, &status) != 0)
+    return fail(std::strerror(errno));
+  if (!S_ISREG(status.st_mode))
+    return fail("not a regular file");
+  if (static_cast<uint64_t>(status.st_size) > maxBytes)
+    return fail(std::to_string(status.st_size) + " bytes, more than the " +
+                std::to_string(maxBytes) + " accepted");
+  // The size as read, not as stated: a file may grow while it is read.
+  contents.clear();
+  contents.reserve(static_cast<size_t>(status.st_size));
+  char chunk[1 << 16];
+  for (;;) {
+    ssize_t got = ::read(fd, chunk, sizeof(chunk));
+    if (got < 0) {
+      if (errno == EINTR)
+        continue;
+      return fail(std::strerror(errno));
+    }
+    if (got == 0)
+      break;
+    if (contents.size() + static_cast<uint64_t>(got) > maxBytes)
+      return fail("more than the " + std::to_string(maxBytes) +
+                  " bytes accepted");
+    contents.append(chunk, static_cast<size_t>(got));
+  }
+  return true;
+}
+
+} // namespace mlir::fa4

@@ -1,0 +1,24 @@
+"""A short run of the argument-layer fuzzer (fuzz_arguments.py, which runs
+longer by hand): its batches in child processes, no finding, no crash, no
+hang."""
+
+import json
+import os
+import subprocess
+import sys
+
+FUZZER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fuzz_arguments.py")
+
+
+def test_argument_fuzzer_short_run():
+    run = subprocess.run([sys.executable, FUZZER, "--seed", "24", "--batches", "2",
+                          "--cases", "30"], capture_output=True, text=True,
+                         timeout=1800)
+    report = json.loads(run.stdout)
+    total = report["total"]
+    assert (total["findings"], total["crashes"], total["hangs"]) == (0, 0, 0), \
+        json.dumps(report["findings"], indent=1)
+    assert total["cases"] == 60
+    # Both answers occur: the run reaches launches, not only refusals.
+    assert total["results"] > 0 and total["refusals"] > 0
+    assert run.returncode == 0
