@@ -37,10 +37,11 @@ static Value fold(OpBuilder &b, Location loc, ArrayRef<KeyBound> operands,
 }
 
 Value Lowering::emitKeyBound(const KeyBound &bound, Value position, Value seqQ,
-                             Value seqK) {
+                             Value seqK, bool wide) {
+  auto constant = [&](int64_t value) { return wide ? i64(value) : index(value); };
   switch (bound.kind) {
   case KeyBound::Kind::Diagonal: {
-    Value value = arith::AddIOp::create(b, loc(), position, index(bound.offset));
+    Value value = arith::AddIOp::create(b, loc(), position, constant(bound.offset));
     if (bound.bottomRight)
       value = arith::SubIOp::create(
           b, loc(), arith::AddIOp::create(b, loc(), value, seqK), seqQ);
@@ -50,20 +51,30 @@ Value Lowering::emitKeyBound(const KeyBound &bound, Value position, Value seqQ,
     // Positions are never negative: a truncating division is the floor.
     Value start = arith::MulIOp::create(
         b, loc(),
-        arith::DivSIOp::create(b, loc(), position, index(bound.chunk)),
-        index(bound.chunk));
-    return arith::AddIOp::create(b, loc(), start, index(bound.offset));
+        arith::DivSIOp::create(b, loc(), position, constant(bound.chunk)),
+        constant(bound.chunk));
+    return arith::AddIOp::create(b, loc(), start, constant(bound.offset));
   }
   case KeyBound::Kind::Constant:
-    return index(bound.offset);
+    return constant(bound.offset);
   case KeyBound::Kind::Min:
   case KeyBound::Kind::Max:
     return fold(b, loc(), bound.operands, bound.kind == KeyBound::Kind::Min,
                 [&](const KeyBound &operand) {
-                  return emitKeyBound(operand, position, seqQ, seqK);
+                  return emitKeyBound(operand, position, seqQ, seqK, wide);
                 });
   }
-  return index(bound.offset);
+  return constant(bound.offset);
+}
+
+/// Whether a bound adds an offset (or a chunk) of 2^24 or more: a window
+/// side from 2^24 up to kSequenceLimit (past it a side is open, as
+/// maskBandFor reads it). A mask_mod's analysed offsets stay below 2^24.
+static bool hasLargeOffset(const KeyBound &bound) {
+  constexpr int64_t kSmall = int64_t(1) << 24;
+  if (bound.offset <= -kSmall || bound.offset >= kSmall || bound.chunk >= kSmall)
+    return true;
+  return llvm::any_of(bound.operands, hasLargeOffset);
 }
 
 Value Lowering::emitFirstReaching(const KeyBound &bound, Value target,
@@ -119,20 +130,39 @@ Value Lowering::emitFirstReaching64(const KeyBound &bound, Value target,
 
 Value Lowering::emitKeyEdges(Value position, const KeyBounds &bounds,
                              Value seqQ, Value seqK, Value &end) {
-  Value zero = index(0);
+  // A position plus an offset below 2^24, plus seq_k - seq_q, stays within
+  // 32 bits for every launch runtime::checkShapes accepts (sequences below
+  // kSequenceLimit). A larger offset (a window side of 2^24 keys or more)
+  // would wrap the kernel's index: its edges are computed in 64 bits, then
+  // clamped into [0, seq_k].
+  bool wide = (bounds.lower && hasLargeOffset(*bounds.lower)) ||
+              (bounds.upper && hasLargeOffset(*bounds.upper));
+  Type type = wide ? Type(b.getI64Type()) : Type(b.getIndexType());
+  auto cast = [&](Value value, Type to) -> Value {
+    return wide ? arith::IndexCastOp::create(b, loc(), to, value).getResult()
+                : value;
+  };
+  Value zero = wide ? i64(0) : index(0), one = wide ? i64(1) : index(1);
+  Value edgeSeqQ = cast(seqQ, type), edgeSeqK = cast(seqK, type),
+        edgePosition = cast(position, type);
   Value begin = zero;
-  if (bounds.lower)
+  if (bounds.lower) {
     begin = arith::MaxSIOp::create(
-        b, loc(), zero, emitKeyBound(*bounds.lower, position, seqQ, seqK));
-  end = seqK;
+        b, loc(), zero,
+        emitKeyBound(*bounds.lower, edgePosition, edgeSeqQ, edgeSeqK, wide));
+    if (wide)
+      begin = arith::MinSIOp::create(b, loc(), edgeSeqK, begin);
+  }
+  Value last = edgeSeqK;
   if (bounds.upper)
-    end = arith::MinSIOp::create(
-        b, loc(), seqK,
-        arith::AddIOp::create(b, loc(),
-                              emitKeyBound(*bounds.upper, position, seqQ, seqK),
-                              index(1)));
-  end = arith::MaxSIOp::create(b, loc(), begin, end);
-  return begin;
+    last = arith::MinSIOp::create(
+        b, loc(), edgeSeqK,
+        arith::AddIOp::create(
+            b, loc(),
+            emitKeyBound(*bounds.upper, edgePosition, edgeSeqQ, edgeSeqK, wide),
+            one));
+  end = cast(arith::MaxSIOp::create(b, loc(), begin, last), b.getIndexType());
+  return cast(begin, b.getIndexType());
 }
 
 bool Lowering::loadsIndexedBy(Region &region, unsigned argument) {
@@ -175,14 +205,50 @@ Value Lowering::RowPositions::key(OpBuilder &b, Location loc, Value firstKey,
   return lastKey ? arith::MinSIOp::create(b, loc, key, lastKey).getResult() : key;
 }
 
+Value Lowering::emitWideIndexOp(Operation &op, IRMapping &local) {
+  Type i64Type = b.getI64Type();
+  if (auto constant = dyn_cast<arith::ConstantOp>(op)) {
+    auto value = dyn_cast<IntegerAttr>(constant.getValue());
+    if (!value || !value.getType().isIndex())
+      return Value();
+    return i64(value.getValue().getSExtValue());
+  }
+  if (!isa<arith::IndexCastOp, arith::IndexCastUIOp>(op))
+    return Value();
+  // Casts to and from index are casts to and from i64.
+  Value source = local.lookup(op.getOperand(0));
+  Type from = source.getType(), to = op.getResult(0).getType();
+  if (to.isIndex())
+    to = i64Type;
+  unsigned fromWidth = from.getIntOrFloatBitWidth();
+  unsigned toWidth = to.getIntOrFloatBitWidth();
+  if (fromWidth == toWidth)
+    return source;
+  if (fromWidth > toWidth)
+    return arith::TruncIOp::create(b, loc(), to, source);
+  if (isa<arith::IndexCastUIOp>(op))
+    return arith::ExtUIOp::create(b, loc(), to, source);
+  return arith::ExtSIOp::create(b, loc(), to, source);
+}
+
 FailureOr<Value> Lowering::emitModRegion(Operation *owner, Region &region,
                                          ArrayRef<Value> leading,
                                          ValueRange extraOperands) {
   Block &body = region.front();
   IRMapping local;
+  // The region's `index` arithmetic runs in 64 bits, as on the host that
+  // wrote it (a front end's linalg.index is 64-bit): the kernel's 32-bit
+  // index would wrap large constants and products and change unsigned
+  // division, remainder and shifts of negative differences.
+  Type i64Type = b.getI64Type();
+  auto wide = [&](Value value) -> Value {
+    return value.getType().isIndex()
+               ? arith::IndexCastOp::create(b, loc(), i64Type, value).getResult()
+               : value;
+  };
   for (auto [argument, value] :
        llvm::zip(body.getArguments().take_front(leading.size()), leading))
-    local.map(argument, value);
+    local.map(argument, wide(value));
   Type f32Type = b.getF32Type();
   for (Operation &op : body) {
     if (auto yield = dyn_cast<YieldOp>(op))
@@ -201,7 +267,8 @@ FailureOr<Value> Lowering::emitModRegion(Operation *owner, Region &region,
            llvm::zip(extra->second.sizes, load.getIndices()))
         offset = arith::AddIOp::create(
             b, loc(), arith::MulIOp::create(b, loc(), offset, size),
-            local.lookup(indexValue));
+            arith::IndexCastOp::create(b, loc(), b.getIndexType(),
+                                       local.lookup(indexValue)));
       Type element = load.getMemRefType().getElementType();
       Value address = LLVM::GEPOp::create(
           b, loc(), extra->second.pointer.getType(), element,
@@ -215,7 +282,14 @@ FailureOr<Value> Lowering::emitModRegion(Operation *owner, Region &region,
       continue;
     }
     if (op.getDialect() && op.getDialect()->getNamespace() == "arith") {
+      if (Value widened = emitWideIndexOp(op, local)) {
+        local.map(op.getResult(0), widened);
+        continue;
+      }
       Operation *clone = b.clone(op, local);
+      for (Value result : clone->getResults())
+        if (result.getType().isIndex())
+          result.setType(i64Type);
       // A multiply and the add that takes it may fuse into one FMA, as CUDA
       // compiles by default (nvcc's --fmad=true).
       if (auto fastMath = dyn_cast<arith::ArithFastMathInterface>(clone)) {

@@ -214,8 +214,11 @@ LogicalResult Lowering::lowerOnlineSoftmax(OnlineSoftmaxOp op) {
       element = result;
   }
 
-  // 3. The row max: a balanced tree of 3-input maxima (max.f32 a, b, c),
-  // the running max one of its leaves.
+  // 3. The row max: a balanced tree of 3-input maxima (max.NaN.f32 a, b,
+  // c), the running max one of its leaves. A NaN score makes the max NaN,
+  // and with it every exponent of the row, as in SDPA: the row's O and LSE
+  // are NaN (max.f32 without .NaN would drop it, and a row of NaN scores
+  // would pass for a row that sees no key).
   Value rowMax = lookup(op.getRowMax()), rowSum = lookup(op.getRowSum());
   SmallVector<Value> level(s.begin(), s.end());
   level.push_back(rowMax);
@@ -224,7 +227,7 @@ LogicalResult Lowering::lowerOnlineSoftmax(OnlineSoftmaxOp op) {
     for (size_t i = 0; i < level.size(); i += 3) {
       Value m = level[i];
       for (size_t j = i + 1; j < std::min(i + 3, level.size()); ++j)
-        m = arith::MaxNumFOp::create(b, loc(), m, level[j]);
+        m = arith::MaximumFOp::create(b, loc(), m, level[j]);
       next.push_back(m);
     }
     level = std::move(next);
@@ -235,9 +238,11 @@ LogicalResult Lowering::lowerOnlineSoftmax(OnlineSoftmaxOp op) {
   Value first = arith::CmpFOp::create(b, loc(), arith::CmpFPredicate::OEQ,
                                       rowMax, f32(minusInf));
   // (candidate - max)·scale_log2 > threshold, as candidate - max >
-  // threshold / scale_log2: one instruction less per tile.
+  // threshold / scale_log2: one instruction less per tile. Unordered: a NaN
+  // candidate becomes the max (and stays it), so a NaN score in any block
+  // poisons the row.
   Value grows = arith::CmpFOp::create(
-      b, loc(), arith::CmpFPredicate::OGT,
+      b, loc(), arith::CmpFPredicate::UGT,
       arith::SubFOp::create(b, loc(), candidate, rowMax),
       f32(threshold / scaleLog2));
   Value newMax = arith::SelectOp::create(
@@ -256,7 +261,7 @@ LogicalResult Lowering::lowerOnlineSoftmax(OnlineSoftmaxOp op) {
       b, loc(),
       arith::CmpFOp::create(b, loc(), arith::CmpFPredicate::OEQ, newMax,
                             f32(minusInf)),
-      f32(0.0f), arith::MulFOp::create(b, loc(), newMax, f32(scaleLog2)));
+      f32(0.0f), scaledMax(newMax, scaleLog2));
 
   // 4. Exponents two at a time: x = s·scale_log2 - m·scale_log2.
   auto splat = [&](float value) {
@@ -298,10 +303,20 @@ LogicalResult Lowering::lowerOnlineSoftmax(OnlineSoftmaxOp op) {
   };
   // z = sat((x + 127) / 256), in one saturating FMA per element from s:
   // x clamped to [-127, 129] for free (x never exceeds the rescale
-  // threshold, < 64).
-  Value satOffset = LLVM::FMAOp::create(b, loc(), maxScaled,
-                                        f32(-1.0f / 256.0f),
-                                        f32(127.0f / 256.0f));
+  // threshold, < 64). The offset (127 - maxScaled) / 256 is rounded toward
+  // -inf, so that z stays within an ulp of 127/256 for s at the max however
+  // large maxScaled is (rounded to nearest, x could reach the clamp's 129,
+  // whose exponent overflows the field).
+  Value satOffset = LLVM::InlineAsmOp::create(
+                        b, loc(), f32Type,
+                        ValueRange{maxScaled, f32(-1.0f / 256.0f),
+                                   f32(127.0f / 256.0f)},
+                        "fma.rm.f32 $0, $1, $2, $3;", "=f,f,f,f", false, false,
+                        LLVM::tailcallkind::TailCallKind::None,
+                        LLVM::AsmDialectAttr::get(b.getContext(),
+                                                  LLVM::AsmDialect::AD_ATT),
+                        ArrayAttr())
+                        .getResult(0);
   auto saturated = [&](Value score) -> Value {
     return LLVM::InlineAsmOp::create(
                b, loc(), f32Type,
@@ -389,6 +404,14 @@ LogicalResult Lowering::lowerOnlineSoftmax(OnlineSoftmaxOp op) {
   }
   Value blockSum = arith::AddFOp::create(b, loc(), half(sums.front(), 0),
                                          half(sums.front(), 1));
+  // The software exp2 saturates its argument, which maps NaN to 0: a NaN
+  // max (a NaN score) or an infinite one (s = +inf, whose exponent is
+  // inf - inf) would leave the emulated columns finite, and a row whose
+  // poison sits only there would sum to a finite value. maxScaled·0 is NaN
+  // exactly then (and 0 otherwise: an empty row's maxScaled is 0), so the
+  // sum carries it, and O and the LSE with it. One FFMA per tile.
+  if (emulatedPairs > 0)
+    blockSum = LLVM::FMAOp::create(b, loc(), maxScaled, f32(0.0f), blockSum);
 
   probsInTmem.insert(op.getProbs());
   mapping.map(op.getNewRowMax(), newMax);
@@ -495,10 +518,11 @@ LogicalResult Lowering::lowerRowMath(Operation *op) {
             vector::BroadcastOp::create(b, loc(), acc.getType(), inverse));
         mapping.map(normalize.getOut(),
                     arith::TruncFOp::create(b, loc(), outType, scaled));
+        // The sum is relative to the softmax's own rounded-up max·scale_log2.
         Value lse = arith::MulFOp::create(b,
             loc(),
             arith::AddFOp::create(b,
-                loc(), arith::MulFOp::create(b, loc(), rowMax, f32(scaleLog2)),
+                loc(), scaledMax(rowMax, scaleLog2),
                 lg2(rowSum)),
             f32(float(M_LN2)));
         mapping.map(normalize.getLse(),
