@@ -55,8 +55,8 @@ struct ModProgram::Instruction {
 ModProgram::~ModProgram() = default;
 
 /// A region's `index` is 64 bits wide, as on the host whose IR it comes from
-/// (a front end's linalg.index): the kernel computes mod regions' index
-/// arithmetic in 64 bits too, though its own indices are 32-bit.
+/// (a front end's linalg.index): the kernel, whose own indices are 32-bit,
+/// computes a region's index arithmetic in 64 bits wherever 32 could differ.
 static unsigned widthOf(Type type) {
   if (type.isIndex())
     return 64;

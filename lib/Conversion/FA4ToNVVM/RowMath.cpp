@@ -404,14 +404,6 @@ LogicalResult Lowering::lowerOnlineSoftmax(OnlineSoftmaxOp op) {
   }
   Value blockSum = arith::AddFOp::create(b, loc(), half(sums.front(), 0),
                                          half(sums.front(), 1));
-  // The software exp2 saturates its argument, which maps NaN to 0: a NaN
-  // max (a NaN score) or an infinite one (s = +inf, whose exponent is
-  // inf - inf) would leave the emulated columns finite, and a row whose
-  // poison sits only there would sum to a finite value. maxScaled·0 is NaN
-  // exactly then (and 0 otherwise: an empty row's maxScaled is 0), so the
-  // sum carries it, and O and the LSE with it. One FFMA per tile.
-  if (emulatedPairs > 0)
-    blockSum = LLVM::FMAOp::create(b, loc(), maxScaled, f32(0.0f), blockSum);
 
   probsInTmem.insert(op.getProbs());
   mapping.map(op.getNewRowMax(), newMax);
@@ -502,16 +494,28 @@ LogicalResult Lowering::lowerRowMath(Operation *op) {
         Value rowMax = lookup(normalize.getRowMax());
         Value rowSum = lookup(normalize.getRowSum());
         float scaleLog2 = normalize.getScaleLog2().convertToFloat();
+        // max·0 is NaN exactly for a NaN or infinite max (a NaN score, or
+        // s = +inf, whose exponent is inf - inf): the software exp2's
+        // saturation maps NaN to 0, so a row whose poison sat only in its
+        // emulated columns would otherwise come out finite (or empty). Here,
+        // once per row, it makes O and the LSE NaN; per tile it would cost
+        // an instruction and, at ALiBi's register pressure, spills.
+        Value poison = arith::MulFOp::create(b, loc(), rowMax, f32(0.0f));
         // A row that saw no key (its max never left -inf; its sum may hold
         // the subnormal crumbs of the software exp2): O = 0, LSE = -inf.
         Value empty = arith::OrIOp::create(b, loc(),
             arith::CmpFOp::create(b, loc(), arith::CmpFPredicate::OEQ, rowMax,
                                   f32(minusInf)),
-            arith::CmpFOp::create(b, loc(), arith::CmpFPredicate::OEQ, rowSum,
-                                  f32(0.0f)));
+            arith::AndIOp::create(b, loc(),
+                arith::CmpFOp::create(b, loc(), arith::CmpFPredicate::OEQ,
+                                      rowSum, f32(0.0f)),
+                arith::CmpFOp::create(b, loc(), arith::CmpFPredicate::OEQ,
+                                      poison, f32(0.0f))));
         Value inverse = arith::SelectOp::create(b,
             loc(), empty, f32(0.0f),
-            approximate("rcp.approx.ftz.f32", rowSum));
+            arith::AddFOp::create(b, loc(),
+                                  approximate("rcp.approx.ftz.f32", rowSum),
+                                  poison));
         auto outType = cast<VectorType>(convertType(normalize.getOut().getType()));
         Value scaled = arith::MulFOp::create(b,
             loc(), acc,
@@ -523,7 +527,7 @@ LogicalResult Lowering::lowerRowMath(Operation *op) {
             loc(),
             arith::AddFOp::create(b,
                 loc(), scaledMax(rowMax, scaleLog2),
-                lg2(rowSum)),
+                arith::AddFOp::create(b, loc(), lg2(rowSum), poison)),
             f32(float(M_LN2)));
         mapping.map(normalize.getLse(),
                     arith::SelectOp::create(b, loc(), empty, f32(minusInf), lse));
