@@ -58,6 +58,11 @@ TEST(Runtime, ShapeLimitIsTheKernelsThirtyTwoBitIndices) {
   EXPECT_NE(error.find("reaches 2^31"), std::string::npos) << error;
   EXPECT_FALSE(checkShapes(m, {1, 1, int64_t(1) << 31}, error));
   EXPECT_FALSE(checkShapes(m, {0, 1, 1}, error));
+  // Key edges add offsets below 2^24 in 32 bits: sequences keep 2^25 spare.
+  int64_t seqLimit = (int64_t(1) << 31) - (int64_t(1) << 25);
+  EXPECT_TRUE(checkShapes(m, {1, 1, seqLimit - 1}, error)) << error;
+  EXPECT_FALSE(checkShapes(m, {1, 1, seqLimit}, error));
+  EXPECT_NE(error.find("2^31 - 2^25"), std::string::npos) << error;
 }
 
 TEST(Runtime, PlanBindsMapsParametersAndThePersistentGrid) {

@@ -1,6 +1,7 @@
 //===- Launch.cpp - from a launch manifest to launch arguments --------------===//
 
 #include "fa4/Runtime/Launch.h"
+#include "fa4/Support/AttentionMath.h"
 
 #include "fa4/Support/InputLimits.h"
 
@@ -606,6 +607,14 @@ bool checkShapes(const Manifest &m, const Shapes &s, std::string &error) {
   if (m.qHeads <= 0 || m.kvHeads <= 0 || m.headDim <= 0 || m.qHeads >= kLimit ||
       m.kvHeads >= kLimit || m.headDim > 1024) {
     error = "the manifest's heads or head_dim are out of range";
+    return false;
+  }
+  // The kernel adds key offsets below 2^24 to 32-bit positions (a window's
+  // or a mask_mod's edges, plus seq_k - seq_q): sequences keep 2^25 of
+  // headroom, so that no edge wraps.
+  if (s.seqQ >= kSequenceLimit || s.seqK >= kSequenceLimit) {
+    error = "seq_q and seq_k must be below 2^31 - 2^25 (the kernel's 32-bit "
+            "key edges add offsets of up to 2^24)";
     return false;
   }
   // Packed query rows and the LSE's index are computed in 32 bits.

@@ -718,14 +718,17 @@ bool Interpreter::execute(Operation *op, std::string &error) {
           const float *sRow = &s.data[r * cols];
           float oldMax = rowMax.data[r];
           float candidate = oldMax;
+          // NaN propagates into the max (max.NaN.f32 in the kernel).
           for (int64_t c = 0; c < cols; ++c)
-            candidate = std::max(candidate, sRow[c]);
+            candidate = std::isnan(sRow[c]) || std::isnan(candidate)
+                            ? sRow[c] + candidate
+                            : std::max(candidate, sRow[c]);
           // The first visible block sets the max; after that it moves only
           // past the threshold, and a kept (stale) max only lets the
           // exponentials grow up to 2^threshold.
           float maxNew = oldMax;
           float scale = 1.0f;
-          if (oldMax == kMinusInf) {
+          if (oldMax == kMinusInf || std::isnan(candidate)) {
             maxNew = candidate;
           } else if (candidate > oldMax) {
             anyMoved = true;

@@ -54,11 +54,12 @@ struct ModProgram::Instruction {
 
 ModProgram::~ModProgram() = default;
 
-/// `index` is 32 bits wide in the kernel (the pipeline's index width), and so
-/// here: the reference and the tile program compute what the kernel does.
+/// A region's `index` is 64 bits wide, as on the host whose IR it comes from
+/// (a front end's linalg.index): the kernel, whose own indices are 32-bit,
+/// computes a region's index arithmetic in 64 bits wherever 32 could differ.
 static unsigned widthOf(Type type) {
   if (type.isIndex())
-    return 32;
+    return 64;
   return type.getIntOrFloatBitWidth();
 }
 

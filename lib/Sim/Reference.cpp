@@ -29,6 +29,14 @@ static bool isVisible(const Problem &p, int64_t b, int64_t h, int64_t i,
   return true;
 }
 
+/// The larger of two scores, NaN when either is: a NaN score makes its row
+/// NaN, as in SDPA (std::max would drop it, and a row of NaN scores would
+/// pass for a row that sees no key).
+template <typename T> static T nanMax(T a, T b) {
+  return std::isnan(a) || std::isnan(b) ? std::numeric_limits<T>::quiet_NaN()
+                                        : std::max(a, b);
+}
+
 void referenceAttention(const Problem &p, const std::vector<float> &q,
                         const std::vector<float> &k,
                         const std::vector<float> &v, std::vector<double> &out,
@@ -60,7 +68,7 @@ void referenceAttention(const Problem &p, const std::vector<float> &q,
           if (p.scoreMod)
             s = p.scoreMod(s, b, h, i, j);
           scores[j] = s;
-          maxScore = std::max(maxScore, s);
+          maxScore = nanMax(maxScore, s);
         }
         if (maxScore == -std::numeric_limits<double>::infinity())
           continue; // no visible key: O = 0, LSE = -inf
@@ -129,7 +137,7 @@ void lowPrecisionAttention(const Problem &p, bool bf16,
           if (p.scoreMod)
             s = static_cast<float>(p.scoreMod(s, b, h, i, j));
           scores[j] = s;
-          maxScore = std::max(maxScore, s);
+          maxScore = nanMax(maxScore, s);
         }
         if (maxScore == kMinusInf)
           continue; // no visible key: O = 0, LSE = -inf
@@ -157,8 +165,10 @@ void lowPrecisionAttention(const Problem &p, bool bf16,
 }
 
 /// |got - want|, 0 where both are the same infinity (the LSE of a row that
-/// sees no key), NaN where either is NaN.
+/// sees no key) or both NaN (a row with a NaN score), NaN where one is NaN.
 static double difference(double got, double want) {
+  if (std::isnan(got) && std::isnan(want))
+    return 0.0;
   return std::isinf(want) && got == want ? 0.0 : std::fabs(got - want);
 }
 
@@ -260,6 +270,19 @@ void fillInputs(const Problem &p, bool bf16, uint64_t seed,
       float growth = 0.5f * static_cast<float>(p.seqK - 1 - key) / 128.0f;
       k[i] = 0.5f * k[i] + growth;
     }
+    break;
+  }
+  case InputDistribution::NonFinite: {
+    auto qAt = [&](int64_t row, int64_t head) -> float & {
+      return q[(row * p.qHeads + head) * p.headDim];
+    };
+    auto kAt = [&](int64_t key) -> float & { return k[key * p.kvHeads * p.headDim]; };
+    if (p.seqQ > 3)
+      qAt(3, 0) = std::numeric_limits<float>::quiet_NaN();
+    if (p.seqK > 15)
+      kAt(15) = std::numeric_limits<float>::quiet_NaN();
+    if (p.seqK > 142)
+      kAt(142) = std::numeric_limits<float>::infinity();
     break;
   }
   case InputDistribution::Outliers:

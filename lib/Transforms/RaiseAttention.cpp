@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "fa4/Dialect/FA4/IR/FA4Ops.h"
+#include "fa4/Transforms/MaskAnalysis.h"
 #include "fa4/Transforms/Passes.h"
 
 #include "mlir/Dialect/Affine/Utils.h"
@@ -25,6 +26,7 @@
 #include "mlir/IR/Verifier.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "llvm/ADT/SetVector.h"
+#include "llvm/Support/FormatVariadic.h"
 
 #include <deque>
 #include <map>
@@ -643,6 +645,10 @@ struct Match {
   bool scoreMod = false;
   /// Conditions a score must meet (negated where `second` is true).
   SmallVector<std::pair<const Term *, bool>> masks;
+  /// The most negative finite value a mask fills hidden scores with (-1e9,
+  /// finfo.min), if any mask does: the original then averages V over every
+  /// key in a row that sees none, where fa4 gives O = 0.
+  std::optional<double> finiteFill;
 };
 
 /// Renders a value for a remark: `%arg2`, or the op that makes it.
@@ -653,6 +659,24 @@ std::string describe(Value value) {
 }
 
 bool isNegInf(const Term *t) { return stripCasts(t)->isConstant(-INFINITY); }
+
+/// A finite fill at or below this hides a score as -inf does wherever the
+/// row sees a key: exp(fill - m) is 0 in f32 for any visible max m above
+/// fill + 104, i.e. for every score of magnitude below 5 000. (A front end's
+/// masks fill with -1e4, -1e9 or finfo(dtype).min.)
+constexpr double kFiniteMaskFill = -1e4;
+
+/// -inf, or a finite constant at or below kFiniteMaskFill (set in `fill`).
+bool isMaskFill(const Term *t, std::optional<double> &fill) {
+  t = stripCasts(t);
+  if (isNegInf(t))
+    return true;
+  if (t->kind != Term::Constant || t->scalar || !std::isfinite(t->value) ||
+      t->value > kFiniteMaskFill)
+    return false;
+  fill = fill ? std::min(*fill, t->value) : t->value;
+  return true;
+}
 
 /// A function argument of `func` (its tensors are the only ones an
 /// fa4.attention on tensors can read).
@@ -756,7 +780,7 @@ Match matchAttention(const Term *o, func::FuncOp func, const Tracer &tracer) {
     const Term *t = stripCasts(s);
     if (t->isApply("arith.select")) {
       for (int side : {1, 2}) {
-        if (isNegInf(t->operands[side])) {
+        if (isMaskFill(t->operands[side], m.finiteFill)) {
           m.masks.push_back({t->operands[0], side == 1});
           s = t->operands[side == 1 ? 2 : 1];
           changed = true;
@@ -766,10 +790,13 @@ Match matchAttention(const Term *o, func::FuncOp func, const Tracer &tracer) {
     } else if (t->isApply("arith.addf")) {
       for (int side : {0, 1}) {
         const Term *c = stripCasts(t->operands[side]);
-        if (c->isApply("arith.select") &&
-            ((stripCasts(c->operands[1])->isConstant(0.0) && isNegInf(c->operands[2])) ||
-             (isNegInf(c->operands[1]) && stripCasts(c->operands[2])->isConstant(0.0)))) {
-          m.masks.push_back({c->operands[0], isNegInf(c->operands[1])});
+        if (!c->isApply("arith.select"))
+          continue;
+        bool zeroFirst = stripCasts(c->operands[1])->isConstant(0.0);
+        bool zeroSecond = stripCasts(c->operands[2])->isConstant(0.0);
+        if ((zeroFirst && isMaskFill(c->operands[2], m.finiteFill)) ||
+            (zeroSecond && isMaskFill(c->operands[1], m.finiteFill))) {
+          m.masks.push_back({c->operands[0], zeroSecond});
           s = t->operands[1 - side];
           changed = true;
           break;
@@ -1095,6 +1122,24 @@ void collectExtras(const Term *t, const Term *hole, func::FuncOp func,
     collectExtras(o, hole, func, extras);
 }
 
+/// Why some row of `op` may see no key under its mask_mod, or "" when every
+/// row sees one: the sequence lengths must be static and the mask_mod's
+/// bounds exact.
+std::string rowWithoutKeys(AttentionOp op, bool headsFirst) {
+  unsigned seqDim = headsFirst ? 2 : 1;
+  int64_t seqQ = cast<ShapedType>(op.getQ().getType()).getDimSize(seqDim);
+  int64_t seqK = cast<ShapedType>(op.getK().getType()).getDimSize(seqDim);
+  if (ShapedType::isDynamic(seqQ) || ShapedType::isDynamic(seqK))
+    return "the sequence lengths are dynamic";
+  MaskModBounds bounds = analyzeMaskMod(op.getMaskMod());
+  if (!bounds.exact)
+    return "the mask is not a band of key positions the pass can read";
+  for (int64_t query = 0; query < seqQ; ++query)
+    if (visibleKeys(bounds.bounds, query, seqQ, seqK).empty())
+      return "query position " + std::to_string(query) + " sees no key";
+  return "";
+}
+
 /// Replaces `result` with the fa4.attention `m` describes; false with
 /// `why` set when the op would not verify.
 bool rewrite(OpResult result, const Match &m, func::FuncOp func, std::string &why) {
@@ -1200,6 +1245,18 @@ bool rewrite(OpResult result, const Match &m, func::FuncOp func, std::string &wh
       return success();
     });
     ok = succeeded(mlir::verify(op));
+  }
+  if (ok && m.finiteFill) {
+    std::string unseen = rowWithoutKeys(op, m.headsFirst);
+    if (!unseen.empty()) {
+      why = "a mask fills hidden scores with the finite " +
+            llvm::formatv("{0:e}", *m.finiteFill).str() +
+            " instead of -inf, so a row that sees no key averages V there, "
+            "where fa4.attention gives O = 0; such a mask is raised only "
+            "when every row provably sees a key, and " + unseen +
+            " (fill with -inf to accept fa4's semantics)";
+      ok = false;
+    }
   }
   if (!ok) {
     SmallVector<Operation *> made = {op};

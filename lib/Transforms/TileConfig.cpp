@@ -19,8 +19,12 @@ MaskBand mlir::fa4::maskBandFor(MaskKind mask, int64_t windowLeft,
     return {-1, -1};
   case MaskKind::causal:
     return {-1, 0};
-  case MaskKind::window:
-    return {windowLeft, windowRight};
+  case MaskKind::window: {
+    // A side that reaches past any sequence (INT32_MAX, a common
+    // "unbounded") is an open one: its edge would need 64 bits in the kernel.
+    auto side = [](int64_t keys) { return keys >= kSequenceLimit ? -1 : keys; };
+    return {side(windowLeft), side(windowRight)};
+  }
   }
   return {-1, -1};
 }

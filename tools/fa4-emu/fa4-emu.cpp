@@ -60,7 +60,9 @@ static cl::opt<sim::InputDistribution> distribution(
                clEnumValN(sim::InputDistribution::Growing, "growing",
                           "scores that grow block by block, forcing rescales"),
                clEnumValN(sim::InputDistribution::Outliers, "outliers",
-                          "rare large-magnitude entries")),
+                          "rare large-magnitude entries"),
+               clEnumValN(sim::InputDistribution::NonFinite, "nonfinite",
+                          "NaN and +inf entries in a few rows of Q and K")),
     cl::cat(emuCategory));
 static cl::opt<int64_t> interleavings(
     "interleavings",

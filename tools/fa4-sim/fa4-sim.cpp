@@ -47,7 +47,9 @@ static cl::opt<fa4::sim::InputDistribution> distribution(
         clEnumValN(fa4::sim::InputDistribution::Growing, "growing",
                    "scores that grow block by block, forcing rescales"),
         clEnumValN(fa4::sim::InputDistribution::Outliers, "outliers",
-                   "rare large-magnitude entries")),
+                   "rare large-magnitude entries"),
+               clEnumValN(fa4::sim::InputDistribution::NonFinite, "nonfinite",
+                          "NaN and +inf entries in a few rows of Q and K")),
     cl::cat(simCategory));
 static cl::opt<double> absTolerance("atol", cl::desc("Absolute tolerance"),
                             cl::init(1e-2), cl::cat(simCategory));

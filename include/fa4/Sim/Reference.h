@@ -27,6 +27,12 @@ enum class InputDistribution {
   Growing,
   /// Normal, with rare entries of Q and K scaled by 16 and of V by 100.
   Outliers,
+  /// Normal, with NaN and infinite entries in the first batch's first KV
+  /// head: a NaN in the first element of query row 3 of Q head 0, a NaN in
+  /// key 15's and a +inf in key 142's (columns the software exp2 computes by
+  /// default), so that some rows' scores are NaN or infinite and the others
+  /// stay finite.
+  NonFinite,
 };
 
 struct Problem {

@@ -15,6 +15,11 @@
 
 namespace mlir::fa4 {
 
+/// Sequence lengths stay below this (runtime::checkShapes): the kernel adds
+/// key offsets below 2^24 to 32-bit positions, which then never wrap, and a
+/// window side at or past it reaches every key, as an open side does.
+constexpr int64_t kSequenceLimit = (int64_t(1) << 31) - (int64_t(1) << 25);
+
 /// The visible band of keys around the (bottom-right aligned) diagonal: query
 /// position i sees key j when `i + off - left <= j <= i + off + right` with
 /// `off = seqK - seqQ`; a bound of -1 leaves that side open. No mask is

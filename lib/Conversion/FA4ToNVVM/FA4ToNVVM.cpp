@@ -174,6 +174,16 @@ Value Lowering::approximate(StringRef instruction, Value x) {
       .getResult(0);
 }
 
+Value Lowering::scaledMax(Value max, float scaleLog2) {
+  return LLVM::InlineAsmOp::create(
+             b, loc(), b.getF32Type(), ValueRange{max, f32(scaleLog2)},
+             "mul.rp.f32 $0, $1, $2;", "=f,f,f", false, false,
+             LLVM::tailcallkind::TailCallKind::None,
+             LLVM::AsmDialectAttr::get(b.getContext(), LLVM::AsmDialect::AD_ATT),
+             ArrayAttr())
+      .getResult(0);
+}
+
 Value Lowering::tanh(Value x, float scale) {
   Value e = arith::AddFOp::create(
       b, loc(),

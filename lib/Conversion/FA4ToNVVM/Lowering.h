@@ -117,6 +117,12 @@ private:
   Value approximate(StringRef instruction, Value x);
   Value ex2(Value x) { return approximate("ex2.approx.ftz.f32", x); }
   Value lg2(Value x) { return approximate("lg2.approx.ftz.f32", x); }
+  /// max·scale_log2 rounded toward +inf: the exponents s·scale_log2 - it,
+  /// one FMA each, are then at most 0 for every s <= max, however large the
+  /// product (rounded to nearest, its error reaches 2^(e-24) for a product
+  /// of 2^e and the exponent of the max itself may come out positive: P
+  /// above 1, past fp16's range for a finite-minimum mask's -1e9).
+  Value scaledMax(Value max, float scaleLog2);
   /// tanh(x·scale) = 1 - 2 / (2^(2·scale·x·log2 e) + 1) on MUFU.EX2 and
   /// MUFU.RCP (a full-precision division costs a dozen instructions more per
   /// score); saturates to ±1.
@@ -182,17 +188,21 @@ private:
   LogicalResult emitLseStore(StoreLseTileOp store, Value row, Value lse);
 
   // Key bounds and the score_mod / mask_mod regions (Mods.cpp).
-  /// KeyBound::evaluate on index values.
+  /// KeyBound::evaluate on index values, or on i64 ones when `wide`.
   Value emitKeyBound(const KeyBound &bound, Value position, Value seqQ,
-                     Value seqK);
+                     Value seqK, bool wide);
   /// KeyBound::firstReaching on index values (computed in 64 bits).
   Value emitFirstReaching(const KeyBound &bound, Value target, Value seqQ,
                           Value seqK);
   Value emitFirstReaching64(const KeyBound &bound, Value target, Value seqQ,
                             Value seqK);
-  /// The visible keys [begin, end) of query position `position`.
+  /// The visible keys [begin, end) of query position `position` (computed
+  /// in 64 bits where a bound's offset is 2^24 or more).
   Value emitKeyEdges(Value position, const KeyBounds &bounds, Value seqQ,
                      Value seqK, Value &end);
+  /// `op` of a mod region rebuilt on i64 in place of index when it is an
+  /// index constant or a cast to or from index; null otherwise.
+  Value emitWideIndexOp(Operation &op, IRMapping &local);
   /// Whether a load of an extra in the region is indexed by a value that
   /// depends on block argument `argument`: positions passed for it must then
   /// be clamped into the sequence.

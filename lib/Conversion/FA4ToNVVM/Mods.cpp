@@ -15,6 +15,8 @@
 #include "llvm/ADT/SmallPtrSet.h"
 #include "llvm/ADT/TypeSwitch.h"
 
+#include <algorithm>
+
 #include <cmath>
 #include <limits>
 
@@ -37,10 +39,11 @@ static Value fold(OpBuilder &b, Location loc, ArrayRef<KeyBound> operands,
 }
 
 Value Lowering::emitKeyBound(const KeyBound &bound, Value position, Value seqQ,
-                             Value seqK) {
+                             Value seqK, bool wide) {
+  auto constant = [&](int64_t value) { return wide ? i64(value) : index(value); };
   switch (bound.kind) {
   case KeyBound::Kind::Diagonal: {
-    Value value = arith::AddIOp::create(b, loc(), position, index(bound.offset));
+    Value value = arith::AddIOp::create(b, loc(), position, constant(bound.offset));
     if (bound.bottomRight)
       value = arith::SubIOp::create(
           b, loc(), arith::AddIOp::create(b, loc(), value, seqK), seqQ);
@@ -50,20 +53,30 @@ Value Lowering::emitKeyBound(const KeyBound &bound, Value position, Value seqQ,
     // Positions are never negative: a truncating division is the floor.
     Value start = arith::MulIOp::create(
         b, loc(),
-        arith::DivSIOp::create(b, loc(), position, index(bound.chunk)),
-        index(bound.chunk));
-    return arith::AddIOp::create(b, loc(), start, index(bound.offset));
+        arith::DivSIOp::create(b, loc(), position, constant(bound.chunk)),
+        constant(bound.chunk));
+    return arith::AddIOp::create(b, loc(), start, constant(bound.offset));
   }
   case KeyBound::Kind::Constant:
-    return index(bound.offset);
+    return constant(bound.offset);
   case KeyBound::Kind::Min:
   case KeyBound::Kind::Max:
     return fold(b, loc(), bound.operands, bound.kind == KeyBound::Kind::Min,
                 [&](const KeyBound &operand) {
-                  return emitKeyBound(operand, position, seqQ, seqK);
+                  return emitKeyBound(operand, position, seqQ, seqK, wide);
                 });
   }
-  return index(bound.offset);
+  return constant(bound.offset);
+}
+
+/// Whether a bound adds an offset (or a chunk) of 2^24 or more: a window
+/// side from 2^24 up to kSequenceLimit (past it a side is open, as
+/// maskBandFor reads it). A mask_mod's analysed offsets stay below 2^24.
+static bool hasLargeOffset(const KeyBound &bound) {
+  constexpr int64_t kSmall = int64_t(1) << 24;
+  if (bound.offset <= -kSmall || bound.offset >= kSmall || bound.chunk >= kSmall)
+    return true;
+  return llvm::any_of(bound.operands, hasLargeOffset);
 }
 
 Value Lowering::emitFirstReaching(const KeyBound &bound, Value target,
@@ -119,20 +132,39 @@ Value Lowering::emitFirstReaching64(const KeyBound &bound, Value target,
 
 Value Lowering::emitKeyEdges(Value position, const KeyBounds &bounds,
                              Value seqQ, Value seqK, Value &end) {
-  Value zero = index(0);
+  // A position plus an offset below 2^24, plus seq_k - seq_q, stays within
+  // 32 bits for every launch runtime::checkShapes accepts (sequences below
+  // kSequenceLimit). A larger offset (a window side of 2^24 keys or more)
+  // would wrap the kernel's index: its edges are computed in 64 bits, then
+  // clamped into [0, seq_k].
+  bool wide = (bounds.lower && hasLargeOffset(*bounds.lower)) ||
+              (bounds.upper && hasLargeOffset(*bounds.upper));
+  Type type = wide ? Type(b.getI64Type()) : Type(b.getIndexType());
+  auto cast = [&](Value value, Type to) -> Value {
+    return wide ? arith::IndexCastOp::create(b, loc(), to, value).getResult()
+                : value;
+  };
+  Value zero = wide ? i64(0) : index(0), one = wide ? i64(1) : index(1);
+  Value edgeSeqQ = cast(seqQ, type), edgeSeqK = cast(seqK, type),
+        edgePosition = cast(position, type);
   Value begin = zero;
-  if (bounds.lower)
+  if (bounds.lower) {
     begin = arith::MaxSIOp::create(
-        b, loc(), zero, emitKeyBound(*bounds.lower, position, seqQ, seqK));
-  end = seqK;
+        b, loc(), zero,
+        emitKeyBound(*bounds.lower, edgePosition, edgeSeqQ, edgeSeqK, wide));
+    if (wide)
+      begin = arith::MinSIOp::create(b, loc(), edgeSeqK, begin);
+  }
+  Value last = edgeSeqK;
   if (bounds.upper)
-    end = arith::MinSIOp::create(
-        b, loc(), seqK,
-        arith::AddIOp::create(b, loc(),
-                              emitKeyBound(*bounds.upper, position, seqQ, seqK),
-                              index(1)));
-  end = arith::MaxSIOp::create(b, loc(), begin, end);
-  return begin;
+    last = arith::MinSIOp::create(
+        b, loc(), edgeSeqK,
+        arith::AddIOp::create(
+            b, loc(),
+            emitKeyBound(*bounds.upper, edgePosition, edgeSeqQ, edgeSeqK, wide),
+            one));
+  end = cast(arith::MaxSIOp::create(b, loc(), begin, last), b.getIndexType());
+  return cast(begin, b.getIndexType());
 }
 
 bool Lowering::loadsIndexedBy(Region &region, unsigned argument) {
@@ -175,14 +207,163 @@ Value Lowering::RowPositions::key(OpBuilder &b, Location loc, Value firstKey,
   return lastKey ? arith::MinSIOp::create(b, loc, key, lastKey).getResult() : key;
 }
 
+namespace {
+/// The values an index of a mod region may take, exactly (no wrapping).
+struct Interval {
+  __int128 low, high;
+};
+} // namespace
+
+/// Whether every `index` value of `region` provably takes the same value in
+/// 32 bits as in 64, for positions, batch and head in [0, 2^31): the values
+/// fit in int32, unsigned operations see no negative operand. Such a region
+/// keeps the kernel's 32-bit index; any other computes its index in 64 bits.
+static bool indexFitsIn32Bits(Region &region) {
+  constexpr __int128 kMin = INT32_MIN, kMax = INT32_MAX;
+  llvm::DenseMap<Value, Interval> known;
+  Block &body = region.front();
+  for (BlockArgument argument : body.getArguments())
+    if (argument.getType().isIndex())
+      known[argument] = {0, kMax};
+  auto fits = [&](Interval i) { return i.low >= kMin && i.high <= kMax; };
+  auto of = [&](Value value) -> std::optional<Interval> {
+    auto found = known.find(value);
+    if (found == known.end())
+      return std::nullopt;
+    return found->second;
+  };
+  for (Operation &op : body) {
+    bool touchesIndex =
+        llvm::any_of(op.getOperandTypes(), [](Type t) { return t.isIndex(); }) ||
+        llvm::any_of(op.getResultTypes(), [](Type t) { return t.isIndex(); });
+    if (!touchesIndex)
+      continue;
+    if (isa<memref::LoadOp>(op))
+      continue; // positions, clamped into the sequences
+    SmallVector<Interval, 3> in;
+    for (Value operand : op.getOperands()) {
+      if (!operand.getType().isIndex())
+        continue;
+      std::optional<Interval> interval = of(operand);
+      if (!interval)
+        return false;
+      in.push_back(*interval);
+    }
+    bool nonNegative = llvm::all_of(in, [](Interval i) { return i.low >= 0; });
+    std::optional<Interval> out;
+    if (auto constant = dyn_cast<arith::ConstantOp>(op)) {
+      auto value = dyn_cast<IntegerAttr>(constant.getValue());
+      if (!value)
+        return false;
+      int64_t v = value.getValue().getSExtValue();
+      out = Interval{v, v};
+    } else if (isa<arith::AddIOp>(op)) {
+      out = Interval{in[0].low + in[1].low, in[0].high + in[1].high};
+    } else if (isa<arith::SubIOp>(op)) {
+      out = Interval{in[0].low - in[1].high, in[0].high - in[1].low};
+    } else if (isa<arith::MulIOp>(op)) {
+      __int128 products[] = {in[0].low * in[1].low, in[0].low * in[1].high,
+                             in[0].high * in[1].low, in[0].high * in[1].high};
+      out = Interval{*std::min_element(std::begin(products), std::end(products)),
+                     *std::max_element(std::begin(products), std::end(products))};
+    } else if (isa<arith::DivSIOp, arith::FloorDivSIOp, arith::CeilDivSIOp,
+                   arith::RemSIOp>(op) ||
+               (nonNegative && isa<arith::DivUIOp, arith::RemUIOp>(op))) {
+      // |a / b| and |a rem b| are at most |a| (b = 0 traps alike).
+      __int128 most = std::max(-in[0].low, in[0].high);
+      out = Interval{-most, most};
+    } else if (isa<arith::MinSIOp>(op) ||
+               (nonNegative && isa<arith::MinUIOp>(op))) {
+      out = Interval{std::min(in[0].low, in[1].low),
+                     std::min(in[0].high, in[1].high)};
+    } else if (isa<arith::MaxSIOp>(op) ||
+               (nonNegative && isa<arith::MaxUIOp>(op))) {
+      out = Interval{std::max(in[0].low, in[1].low),
+                     std::max(in[0].high, in[1].high)};
+    } else if (isa<arith::AndIOp, arith::OrIOp, arith::XOrIOp>(op) ||
+               (nonNegative && isa<arith::ShRSIOp, arith::ShRUIOp>(op))) {
+      // Bitwise operations commute with sign extension; a right shift of a
+      // value that fits stays within it.
+      out = Interval{kMin, kMax};
+    } else if (isa<arith::SelectOp>(op)) {
+      out = Interval{std::min(in[0].low, in[1].low),
+                     std::max(in[0].high, in[1].high)};
+    } else if (auto compare = dyn_cast<arith::CmpIOp>(op)) {
+      using P = arith::CmpIPredicate;
+      P predicate = compare.getPredicate();
+      bool isUnsigned = predicate == P::ult || predicate == P::ule ||
+                        predicate == P::ugt || predicate == P::uge;
+      if (!nonNegative && isUnsigned)
+        return false;
+      continue;
+    } else if (isa<arith::IndexCastOp, arith::SIToFPOp>(op) ||
+               (nonNegative && isa<arith::IndexCastUIOp, arith::UIToFPOp>(op))) {
+      if (op.getResult(0).getType().isIndex()) {
+        // From a narrower integer, or a 64-bit one of unknown value.
+        unsigned width = op.getOperand(0).getType().getIntOrFloatBitWidth();
+        if (width > 32)
+          return false;
+        out = Interval{isa<arith::IndexCastUIOp>(op) ? 0 : kMin, kMax};
+      } else {
+        continue;
+      }
+    } else {
+      return false;
+    }
+    if (!out || !fits(*out))
+      return false;
+    known[op.getResult(0)] = *out;
+  }
+  return true;
+}
+
+Value Lowering::emitWideIndexOp(Operation &op, IRMapping &local) {
+  Type i64Type = b.getI64Type();
+  if (auto constant = dyn_cast<arith::ConstantOp>(op)) {
+    auto value = dyn_cast<IntegerAttr>(constant.getValue());
+    if (!value || !value.getType().isIndex())
+      return Value();
+    return i64(value.getValue().getSExtValue());
+  }
+  if (!isa<arith::IndexCastOp, arith::IndexCastUIOp>(op))
+    return Value();
+  // Casts to and from index are casts to and from i64.
+  Value source = local.lookup(op.getOperand(0));
+  Type from = source.getType(), to = op.getResult(0).getType();
+  if (to.isIndex())
+    to = i64Type;
+  unsigned fromWidth = from.getIntOrFloatBitWidth();
+  unsigned toWidth = to.getIntOrFloatBitWidth();
+  if (fromWidth == toWidth)
+    return source;
+  if (fromWidth > toWidth)
+    return arith::TruncIOp::create(b, loc(), to, source);
+  if (isa<arith::IndexCastUIOp>(op))
+    return arith::ExtUIOp::create(b, loc(), to, source);
+  return arith::ExtSIOp::create(b, loc(), to, source);
+}
+
 FailureOr<Value> Lowering::emitModRegion(Operation *owner, Region &region,
                                          ArrayRef<Value> leading,
                                          ValueRange extraOperands) {
   Block &body = region.front();
   IRMapping local;
+  // The region's `index` is 64-bit, as on the host that wrote it (a front
+  // end's linalg.index): where its values may leave int32, or an unsigned
+  // operation may see a negative one, the kernel's 32-bit index would wrap
+  // large constants and products and change unsigned division, remainder
+  // and shifts of negative differences, so it runs in i64. A region whose
+  // values provably fit (ALiBi's kv - q) keeps the cheaper 32 bits.
+  bool wideIndex = !indexFitsIn32Bits(region);
+  Type i64Type = b.getI64Type();
+  auto wide = [&](Value value) -> Value {
+    return wideIndex && value.getType().isIndex()
+               ? arith::IndexCastOp::create(b, loc(), i64Type, value).getResult()
+               : value;
+  };
   for (auto [argument, value] :
        llvm::zip(body.getArguments().take_front(leading.size()), leading))
-    local.map(argument, value);
+    local.map(argument, wide(value));
   Type f32Type = b.getF32Type();
   for (Operation &op : body) {
     if (auto yield = dyn_cast<YieldOp>(op))
@@ -201,7 +382,7 @@ FailureOr<Value> Lowering::emitModRegion(Operation *owner, Region &region,
            llvm::zip(extra->second.sizes, load.getIndices()))
         offset = arith::AddIOp::create(
             b, loc(), arith::MulIOp::create(b, loc(), offset, size),
-            local.lookup(indexValue));
+            toIndex(local.lookup(indexValue)));
       Type element = load.getMemRefType().getElementType();
       Value address = LLVM::GEPOp::create(
           b, loc(), extra->second.pointer.getType(), element,
@@ -215,7 +396,16 @@ FailureOr<Value> Lowering::emitModRegion(Operation *owner, Region &region,
       continue;
     }
     if (op.getDialect() && op.getDialect()->getNamespace() == "arith") {
+      if (wideIndex)
+        if (Value widened = emitWideIndexOp(op, local)) {
+          local.map(op.getResult(0), widened);
+          continue;
+        }
       Operation *clone = b.clone(op, local);
+      if (wideIndex)
+        for (Value result : clone->getResults())
+          if (result.getType().isIndex())
+            result.setType(i64Type);
       // A multiply and the add that takes it may fuse into one FMA, as CUDA
       // compiles by default (nvcc's --fmad=true).
       if (auto fastMath = dyn_cast<arith::ArithFastMathInterface>(clone)) {

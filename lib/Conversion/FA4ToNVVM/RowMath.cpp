@@ -214,8 +214,11 @@ LogicalResult Lowering::lowerOnlineSoftmax(OnlineSoftmaxOp op) {
       element = result;
   }
 
-  // 3. The row max: a balanced tree of 3-input maxima (max.f32 a, b, c),
-  // the running max one of its leaves.
+  // 3. The row max: a balanced tree of 3-input maxima (max.NaN.f32 a, b,
+  // c), the running max one of its leaves. A NaN score makes the max NaN,
+  // and with it every exponent of the row, as in SDPA: the row's O and LSE
+  // are NaN (max.f32 without .NaN would drop it, and a row of NaN scores
+  // would pass for a row that sees no key).
   Value rowMax = lookup(op.getRowMax()), rowSum = lookup(op.getRowSum());
   SmallVector<Value> level(s.begin(), s.end());
   level.push_back(rowMax);
@@ -224,7 +227,7 @@ LogicalResult Lowering::lowerOnlineSoftmax(OnlineSoftmaxOp op) {
     for (size_t i = 0; i < level.size(); i += 3) {
       Value m = level[i];
       for (size_t j = i + 1; j < std::min(i + 3, level.size()); ++j)
-        m = arith::MaxNumFOp::create(b, loc(), m, level[j]);
+        m = arith::MaximumFOp::create(b, loc(), m, level[j]);
       next.push_back(m);
     }
     level = std::move(next);
@@ -235,9 +238,11 @@ LogicalResult Lowering::lowerOnlineSoftmax(OnlineSoftmaxOp op) {
   Value first = arith::CmpFOp::create(b, loc(), arith::CmpFPredicate::OEQ,
                                       rowMax, f32(minusInf));
   // (candidate - max)·scale_log2 > threshold, as candidate - max >
-  // threshold / scale_log2: one instruction less per tile.
+  // threshold / scale_log2: one instruction less per tile. Unordered: a NaN
+  // candidate becomes the max (and stays it), so a NaN score in any block
+  // poisons the row.
   Value grows = arith::CmpFOp::create(
-      b, loc(), arith::CmpFPredicate::OGT,
+      b, loc(), arith::CmpFPredicate::UGT,
       arith::SubFOp::create(b, loc(), candidate, rowMax),
       f32(threshold / scaleLog2));
   Value newMax = arith::SelectOp::create(
@@ -256,7 +261,7 @@ LogicalResult Lowering::lowerOnlineSoftmax(OnlineSoftmaxOp op) {
       b, loc(),
       arith::CmpFOp::create(b, loc(), arith::CmpFPredicate::OEQ, newMax,
                             f32(minusInf)),
-      f32(0.0f), arith::MulFOp::create(b, loc(), newMax, f32(scaleLog2)));
+      f32(0.0f), scaledMax(newMax, scaleLog2));
 
   // 4. Exponents two at a time: x = s·scale_log2 - m·scale_log2.
   auto splat = [&](float value) {
@@ -298,10 +303,20 @@ LogicalResult Lowering::lowerOnlineSoftmax(OnlineSoftmaxOp op) {
   };
   // z = sat((x + 127) / 256), in one saturating FMA per element from s:
   // x clamped to [-127, 129] for free (x never exceeds the rescale
-  // threshold, < 64).
-  Value satOffset = LLVM::FMAOp::create(b, loc(), maxScaled,
-                                        f32(-1.0f / 256.0f),
-                                        f32(127.0f / 256.0f));
+  // threshold, < 64). The offset (127 - maxScaled) / 256 is rounded toward
+  // -inf, so that z stays within an ulp of 127/256 for s at the max however
+  // large maxScaled is (rounded to nearest, x could reach the clamp's 129,
+  // whose exponent overflows the field).
+  Value satOffset = LLVM::InlineAsmOp::create(
+                        b, loc(), f32Type,
+                        ValueRange{maxScaled, f32(-1.0f / 256.0f),
+                                   f32(127.0f / 256.0f)},
+                        "fma.rm.f32 $0, $1, $2, $3;", "=f,f,f,f", false, false,
+                        LLVM::tailcallkind::TailCallKind::None,
+                        LLVM::AsmDialectAttr::get(b.getContext(),
+                                                  LLVM::AsmDialect::AD_ATT),
+                        ArrayAttr())
+                        .getResult(0);
   auto saturated = [&](Value score) -> Value {
     return LLVM::InlineAsmOp::create(
                b, loc(), f32Type,
@@ -479,27 +494,40 @@ LogicalResult Lowering::lowerRowMath(Operation *op) {
         Value rowMax = lookup(normalize.getRowMax());
         Value rowSum = lookup(normalize.getRowSum());
         float scaleLog2 = normalize.getScaleLog2().convertToFloat();
+        // max·0 is NaN exactly for a NaN or infinite max (a NaN score, or
+        // s = +inf, whose exponent is inf - inf): the software exp2's
+        // saturation maps NaN to 0, so a row whose poison sat only in its
+        // emulated columns would otherwise come out finite (or empty). Here,
+        // once per row, it makes O and the LSE NaN; per tile it would cost
+        // an instruction and, at ALiBi's register pressure, spills.
+        Value poison = arith::MulFOp::create(b, loc(), rowMax, f32(0.0f));
         // A row that saw no key (its max never left -inf; its sum may hold
         // the subnormal crumbs of the software exp2): O = 0, LSE = -inf.
         Value empty = arith::OrIOp::create(b, loc(),
             arith::CmpFOp::create(b, loc(), arith::CmpFPredicate::OEQ, rowMax,
                                   f32(minusInf)),
-            arith::CmpFOp::create(b, loc(), arith::CmpFPredicate::OEQ, rowSum,
-                                  f32(0.0f)));
+            arith::AndIOp::create(b, loc(),
+                arith::CmpFOp::create(b, loc(), arith::CmpFPredicate::OEQ,
+                                      rowSum, f32(0.0f)),
+                arith::CmpFOp::create(b, loc(), arith::CmpFPredicate::OEQ,
+                                      poison, f32(0.0f))));
         Value inverse = arith::SelectOp::create(b,
             loc(), empty, f32(0.0f),
-            approximate("rcp.approx.ftz.f32", rowSum));
+            arith::AddFOp::create(b, loc(),
+                                  approximate("rcp.approx.ftz.f32", rowSum),
+                                  poison));
         auto outType = cast<VectorType>(convertType(normalize.getOut().getType()));
         Value scaled = arith::MulFOp::create(b,
             loc(), acc,
             vector::BroadcastOp::create(b, loc(), acc.getType(), inverse));
         mapping.map(normalize.getOut(),
                     arith::TruncFOp::create(b, loc(), outType, scaled));
+        // The sum is relative to the softmax's own rounded-up max·scale_log2.
         Value lse = arith::MulFOp::create(b,
             loc(),
             arith::AddFOp::create(b,
-                loc(), arith::MulFOp::create(b, loc(), rowMax, f32(scaleLog2)),
-                lg2(rowSum)),
+                loc(), scaledMax(rowMax, scaleLog2),
+                arith::AddFOp::create(b, loc(), lg2(rowSum), poison)),
             f32(float(M_LN2)));
         mapping.map(normalize.getLse(),
                     arith::SelectOp::create(b, loc(), empty, f32(minusInf), lse));

@@ -716,3 +716,23 @@ func.func @kv_block_range_block_mask_alone(%i: index, %t: memref<1x1x1x4xi32>) {
   %0:4 = "fa4.kv_block_range"(%i, %i, %i, %t) ({}) {operandSegmentSizes = array<i32: 1, 1, 1, 1, 0, 0>, rows = 256 : i64, block_n = 128 : i64, gqa_ratio = 1 : i64, mask = #fa4.mask<none>} : (index, index, index, memref<1x1x1x4xi32>) -> (index, index, index, index)
   return
 }
+
+// -----
+
+// Issue 24, item 6: a softcap of 1e8 was accepted and a score came out off
+// by 1.4 (tanh's 2^-22 absolute error times the cap).
+func.func @softcap_large(%q: memref<?x?x8x128xf16>, %k: memref<?x?x8x128xf16>, %v: memref<?x?x8x128xf16>, %o: memref<?x?x8x128xf16>) {
+  // expected-error @+1 {{softcap must be at most 1024 (the kernel's tanh is accurate to about 2^-22, which the cap multiplies), got 1e+08}}
+  fa4.attention %q, %k, %v -> %o {softcap = 1.0e8 : f32}
+      : memref<?x?x8x128xf16>, memref<?x?x8x128xf16>, memref<?x?x8x128xf16> -> memref<?x?x8x128xf16>
+  return
+}
+
+// -----
+
+func.func @softcap_small(%q: memref<?x?x8x128xf16>, %k: memref<?x?x8x128xf16>, %v: memref<?x?x8x128xf16>, %o: memref<?x?x8x128xf16>) {
+  // expected-error @+1 {{softcap 1e-38 is too small for scale 1000: 2·log2(e)·scale / softcap must be a finite f32}}
+  fa4.attention %q, %k, %v -> %o {scale = 1000.0 : f32, softcap = 1.0e-38 : f32}
+      : memref<?x?x8x128xf16>, memref<?x?x8x128xf16>, memref<?x?x8x128xf16> -> memref<?x?x8x128xf16>
+  return
+}

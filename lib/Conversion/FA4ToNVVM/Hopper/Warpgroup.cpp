@@ -476,8 +476,7 @@ LogicalResult Lowering::lowerWarpgroup(Operation *op) {
           Value empty = arith::CmpFOp::create(
               b, loc(), arith::CmpFPredicate::OEQ, newMax[half], f32(kMinusInf));
           maxScaled[half] = arith::SelectOp::create(
-              b, loc(), empty, f32(0.0f),
-              arith::MulFOp::create(b, loc(), newMax[half], f32(scaleLog2)));
+              b, loc(), empty, f32(0.0f), scaledMax(newMax[half], scaleLog2));
         }
         Value sums[2] = {f32(0.0f), f32(0.0f)};
         SmallVector<Value> probs;
@@ -557,10 +556,8 @@ LogicalResult Lowering::lowerWarpgroup(Operation *op) {
                                       approximate("rcp.approx.ftz.f32", sum));
           Value value = arith::MulFOp::create(
               b, loc(),
-              arith::AddFOp::create(
-                  b, loc(),
-                  arith::MulFOp::create(b, loc(), max, f32(scaleLog2)),
-                  lg2(sum)),
+              arith::AddFOp::create(b, loc(), scaledMax(max, scaleLog2),
+                                    lg2(sum)),
               f32(float(M_LN2)));
           lse[half] =
               arith::SelectOp::create(b, loc(), empty, f32(kMinusInf), value);

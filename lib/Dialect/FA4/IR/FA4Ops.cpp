@@ -215,6 +215,8 @@ float AttentionOp::getEffectiveScale() {
 }
 
 static constexpr int64_t kSupportedHeadDims[] = {64, 96, 128};
+/// The largest softcap: see the verifier.
+static constexpr float kMaxSoftcap = 1024.0f;
 static constexpr int64_t kSupportedGqaRatios[] = {1, 2, 4, 8, 16};
 
 MutableOperandRange AttentionOp::getDpsInitsMutable() {
@@ -384,6 +386,23 @@ LogicalResult AttentionOp::verify() {
     return emitOpError()
            << "softcap must be non-negative and finite (0 disables it), got "
            << formatNumber(softcap);
+  // The kernel's tanh (on ex2.approx and rcp.approx) is accurate to about
+  // 2^-22 absolute, which the cap multiplies into the score: at 1024 that is
+  // 2.4e-4, under half an fp16 ulp of P; at 1e8 a score was off by 1.4.
+  if (softcap > kMaxSoftcap)
+    return emitOpError() << "softcap must be at most " << formatNumber(kMaxSoftcap)
+                         << " (the kernel's tanh is accurate to about 2^-22, "
+                            "which the cap multiplies), got "
+                         << formatNumber(softcap);
+  if (softcap > 0.0f) {
+    // tanh's argument is s·(2·log2(e)·scale / cap): the factor must be finite.
+    float scale = getScale() ? getScale()->convertToFloat()
+                             : 1.0f / std::sqrt(static_cast<float>(headDim));
+    if (!std::isfinite(2.0f * static_cast<float>(M_LOG2E) * scale / softcap))
+      return emitOpError() << "softcap " << formatNumber(softcap)
+                           << " is too small for scale " << formatNumber(scale)
+                           << ": 2·log2(e)·scale / softcap must be a finite f32";
+  }
   if (softcap > 0.0f && !getScoreMod().empty())
     return emitOpError() << "has both a softcap and a score_mod; write the "
                             "softcap in the score_mod region";
