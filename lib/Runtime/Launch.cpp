@@ -210,14 +210,25 @@ bool parseManifest(const std::string &json, Manifest &m, std::string &error) {
   if (const llvm::json::Array *block = top.array("block")) {
     if (block->size() != 3)
       top.fail("\"block\" is not [x, y, z]");
-    for (size_t i = 0; i < block->size() && i < 3; ++i)
-      m.block[i] = static_cast<uint32_t>((*block)[i].getAsInteger().value_or(0));
+    for (size_t i = 0; i < block->size() && i < 3; ++i) {
+      int64_t extent = (*block)[i].getAsInteger().value_or(0);
+      if (extent < 1 || extent > 1024)
+        top.fail("\"block\" entries must be 1 to 1024, got " + std::to_string(extent));
+      m.block[i] = static_cast<uint32_t>(std::clamp<int64_t>(extent, 0, 1024));
+    }
   }
   Fields grid(top.child("grid"), "\"grid\"", error);
   m.smCount = grid.integer("sm_count");
   m.order = grid.string("order");
-  m.dynamicSmemBytes = static_cast<uint32_t>(top.integer("dynamic_smem_bytes"));
-  m.tmemColumns = static_cast<uint32_t>(top.integer("tmem_columns"));
+  // Read at full width and ranged: a cast alone would wrap 2^32 to 0.
+  int64_t smemBytes = top.integer("dynamic_smem_bytes");
+  int64_t tmemColumns = top.integer("tmem_columns");
+  if (smemBytes < 0 || smemBytes > (int64_t(1) << 20))
+    top.fail("\"dynamic_smem_bytes\" must be 0 to 2^20, got " + std::to_string(smemBytes));
+  if (tmemColumns < 0 || tmemColumns > 512)
+    top.fail("\"tmem_columns\" must be 0 to 512, got " + std::to_string(tmemColumns));
+  m.dynamicSmemBytes = static_cast<uint32_t>(std::clamp<int64_t>(smemBytes, 0, 1 << 20));
+  m.tmemColumns = static_cast<uint32_t>(std::clamp<int64_t>(tmemColumns, 0, 512));
   Fields attention(top.child("attention"), "\"attention\"", error);
   m.mask = attention.string("mask");
   m.windowLeft = attention.integer("window_left");

@@ -12,6 +12,7 @@
 #include "mlir/IR/Verifier.h"
 #include "mlir/Pass/PassManager.h"
 #include "llvm/Config/llvm-config.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
@@ -301,8 +302,22 @@ bool fa4::checkOneKernel(ModuleOp module, std::string &error) {
     if (attention)
       kernels.push_back("@" + func.getName().str());
   });
-  if (kernels.size() == 1)
-    return true;
+  if (kernels.size() == 1) {
+    // The function's name becomes the PTX entry's: a PTX identifier (a
+    // letter or _ first, then letters, digits, _ and $), which NVPTX's
+    // emitter and ptxas take as it is.
+    StringRef name = StringRef(kernels.front()).drop_front();
+    bool valid = !name.empty() && name.size() <= 1024 &&
+                 (llvm::isAlpha(name[0]) || name[0] == '_');
+    for (char c : name)
+      valid &= llvm::isAlnum(c) || c == '_' || c == '$';
+    if (valid)
+      return true;
+    error = "the kernel's function is named \"" + name.str() +
+            "\", which is not a PTX identifier (a letter or _, then letters, "
+            "digits, _ or $; at most 1024 characters): rename it";
+    return false;
+  }
   if (kernels.empty()) {
     error = "the IR holds no attention kernel (a function with an "
             "fa4.attention)";

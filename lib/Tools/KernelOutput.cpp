@@ -16,6 +16,7 @@
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/JSON.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/Program.h"
 #include "llvm/Support/Regex.h"
@@ -213,10 +214,17 @@ std::string mlir::fa4::launchManifest(ModuleOp module, StringRef chip,
       kvHeads = map.getAs<IntegerAttr>("heads").getInt();
   }
 
+  // Names a caller chose (the entry's, the output files') are JSON strings,
+  // escaped: a quote or a backslash in them must not end the field.
+  auto quoted = [](StringRef text) {
+    std::string out;
+    llvm::raw_string_ostream(out) << llvm::json::Value(llvm::json::fixUTF8(text));
+    return out;
+  };
   os << "{\n";
-  os << "  \"kernel\": \"" << kernel.getName() << "\",\n";
-  os << "  \"cubin\": \"" << llvm::sys::path::filename(cubinPath) << "\",\n";
-  os << "  \"ptx\": \"" << llvm::sys::path::filename(ptxPath) << "\",\n";
+  os << "  \"kernel\": " << quoted(kernel.getName()) << ",\n";
+  os << "  \"cubin\": " << quoted(llvm::sys::path::filename(cubinPath)) << ",\n";
+  os << "  \"ptx\": " << quoted(llvm::sys::path::filename(ptxPath)) << ",\n";
   os << "  \"target\": \"" << chip << "\",\n";
   os << "  \"block\": [" << integer("block") << ", 1, 1],\n";
   os << "  \"grid\": {\"policy\": \"persistent\", \"size\": \"min(sm_count, "

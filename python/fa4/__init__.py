@@ -163,6 +163,12 @@ def _flag(name, value) -> bool:
 def _string(name, value) -> str:
     if not isinstance(value, str):
         raise TypeError(f"{name} must be a str, got {value!r}")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as error:
+        # A lone surrogate has no UTF-8 form: the extension could not take it.
+        raise ValueError(f"{name} is not valid Unicode text: {error.reason} "
+                         f"at index {error.start}") from None
     return value
 
 
@@ -265,6 +271,7 @@ def compile_ir(ir: str, target: str = "sm_100a", *, cache: bool = True,
     ``fa4.CompileError`` with the diagnostics."""
     if not isinstance(ir, str):
         raise TypeError(f"ir must be a str of MLIR, got {type(ir).__name__}")
+    ir = _string("ir", ir)
     target = _string("target", target)
     cache = _flag("cache", cache)
     rescale_threshold = _real("rescale_threshold", rescale_threshold)

@@ -14,7 +14,7 @@ from typing import Optional, Sequence, Tuple
 
 import torch
 
-from . import LaunchError, _fa4, _integer, _real, _variant, compile
+from . import LaunchError, _fa4, _flag, _integer, _real, _variant, compile
 
 _DTYPES = {torch.float16: "fp16", torch.bfloat16: "bf16"}
 
@@ -221,15 +221,14 @@ def attention(q, k, v, causal: bool, window: Sequence[int], softcap: float,
               scale: Optional[float], return_lse: bool):
     _check_tensors(q, k, v)
     _check_grad(q, k, v)
-    if isinstance(window, (str, bytes)) or not hasattr(window, "__len__") \
-            or len(window) != 2:
+    if not isinstance(window, (tuple, list)) or len(window) != 2:
         raise ValueError(f"window must be (left, right), got {window!r}")
     # The op's schema types, so that torch's own argument parsing never
-    # speaks first.
-    o, lse = _attention_op(q, k, v, bool(causal),
+    # speaks first; flags must be flags (a truthy string is not causal).
+    o, lse = _attention_op(q, k, v, _flag("causal", causal),
                            _integer("window[0]", window[0]),
                            _integer("window[1]", window[1]),
                            _real("softcap", softcap),
                            None if scale is None else _real("scale", scale),
-                           bool(return_lse))
+                           _flag("return_lse", return_lse))
     return (o, lse) if return_lse else o

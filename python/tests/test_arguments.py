@@ -207,3 +207,17 @@ def test_window_errors():
     q = torch.randn(1, 64, 2, 64, dtype=torch.float16)
     with pytest.raises(ValueError, match="window right must be -1"):
         fa4.attention(q, q, q, window=(4, -7))
+
+
+def test_flags_and_text_are_checked_before_anything_runs():
+    """A truthy non-flag is no causal mask, and text with a lone surrogate is
+    refused by fa4, not by the extension's signature match."""
+    q = torch.randn(1, 8, 2, 64, dtype=torch.float16)
+    with pytest.raises(TypeError, match="causal must be a bool"):
+        fa4.attention(q, q, q, causal="no")
+    with pytest.raises(ValueError, match="window must be"):
+        fa4.attention(q, q, q, window={0: 1, 1: 2})
+    with pytest.raises(ValueError, match="not valid Unicode"):
+        fa4.compile_ir("\udcff")
+    with pytest.raises(ValueError, match="target is not valid Unicode"):
+        fa4.compile(head_dim=64, target="sm_100a\udcff")
