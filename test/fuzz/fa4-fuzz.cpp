@@ -373,6 +373,28 @@ int main(int argc, char **argv) {
            << " on input " << done.index << ", saved to " << path << "\n";
   };
   // Reaps one child; a signal is a crash (SIGALRM: a hang), saved for replay.
+  // A child runs `inputs` under the time limit; the parent keeps them to
+  // judge how it ended.
+  auto spawn = [&](std::vector<Input> inputs) {
+    fflush(nullptr);
+    pid_t child = fork();
+    if (child < 0) {
+      errs() << "fa4-fuzz: fork failed\n";
+      return false;
+    }
+    if (child == 0) {
+      alarm(timeout);
+      for (const Input &input : inputs) {
+        if (surface)
+          fuzz::runInput(*surface, input.text, corpus);
+        else
+          runInput(context, input.text, input.plan);
+      }
+      _exit(0);
+    }
+    running.emplace(child, std::move(inputs));
+    return true;
+  };
   auto reap = [&]() {
     int status = 0;
     pid_t child = wait(&status);
@@ -429,23 +451,8 @@ int main(int argc, char **argv) {
     }
     if (batch.empty())
       break;
-    fflush(nullptr);
-    pid_t child = fork();
-    if (child < 0) {
-      errs() << "fa4-fuzz: fork failed\n";
+    if (!spawn(std::move(batch)))
       return 2;
-    }
-    if (child == 0) {
-      alarm(timeout);
-      for (const Input &input : batch) {
-        if (surface)
-          fuzz::runInput(*surface, input.text, corpus);
-        else
-          runInput(context, input.text, input.plan);
-      }
-      _exit(0);
-    }
-    running.emplace(child, std::move(batch));
   }
   // The last batches, and their inputs run alone if one died.
   while (!running.empty()) {
@@ -453,20 +460,8 @@ int main(int argc, char **argv) {
     while (!retry.empty()) {
       std::vector<Input> one = {std::move(retry.back())};
       retry.pop_back();
-      pid_t child = fork();
-      if (child < 0) {
-        errs() << "fa4-fuzz: fork failed\n";
+      if (!spawn(std::move(one)))
         return 2;
-      }
-      if (child == 0) {
-        alarm(timeout);
-        if (surface)
-          fuzz::runInput(*surface, one.front().text, corpus);
-        else
-          runInput(context, one.front().text, one.front().plan);
-        _exit(0);
-      }
-      running.emplace(child, std::move(one));
     }
   }
   double took = elapsed();
