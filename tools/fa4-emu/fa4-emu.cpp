@@ -149,6 +149,8 @@ int main(int argc, char **argv) {
     return fail("--batch, --seq-q and --seq-k must be positive");
   if (interleavings <= 0)
     return fail("--interleavings must be positive");
+  if (smCount < 0 || smCount >= (int64_t(1) << 31))
+    return fail("--sm-count must be 0 (the manifest's) to 2^31 - 1");
   if (!(absTolerance >= 0) || !(relTolerance >= 0))
     return fail("--atol and --rtol must be non-negative");
 
