@@ -58,3 +58,15 @@ def inputs():
         v = torch.randn(batch, seq_k, kv_heads, head_dim, generator=g)
         return q.to(dtype), k.to(dtype), v.to(dtype)
     return make
+
+
+def write_files(kernel, directory):
+    """A kernel's cubin, PTX and manifest in `directory`, as fa4c writes
+    them; the manifest's path."""
+    m = kernel.manifest
+    (directory / m["cubin"]).write_bytes(kernel.cubin)
+    (directory / m["ptx"]).write_text(kernel.ptx)
+    path = directory / (m["cubin"] + ".json")
+    path.write_text(kernel._native.manifest_json)
+    return path
+

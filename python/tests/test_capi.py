@@ -12,7 +12,7 @@ import torch
 
 import fa4
 from fa4 import _capi
-from conftest import reference
+from conftest import reference, write_files
 
 
 @pytest.fixture(scope="module")
@@ -25,12 +25,7 @@ def compiled():
 
 @pytest.fixture
 def manifest_path(compiled, tmp_path):
-    m = compiled.manifest
-    (tmp_path / m["cubin"]).write_bytes(compiled.cubin)
-    (tmp_path / m["ptx"]).write_text(compiled.ptx)
-    path = tmp_path / (m["cubin"] + ".json")
-    path.write_text(compiled._native.manifest_json)
-    return path
+    return write_files(compiled, tmp_path)
 
 
 def test_library_exports_the_c_api_alone():

@@ -8,7 +8,7 @@ import torch
 
 import fa4
 from fa4 import _capi
-from conftest import reference
+from conftest import reference, write_files
 
 
 def heads_first_ir(static):
@@ -35,15 +35,6 @@ func.func @attention(%q: {q}, %k: {kv}, %v: {kv}) -> {q} {{
 """
 
 
-def files(kernel, directory):
-    m = kernel.manifest
-    (directory / m["cubin"]).write_bytes(kernel.cubin)
-    (directory / m["ptx"]).write_text(kernel.ptx)
-    path = directory / (m["cubin"] + ".json")
-    path.write_text(kernel._native.manifest_json)
-    return path
-
-
 @pytest.mark.parametrize("static", [True, False], ids=["static", "dynamic"])
 def test_heads_first_kernel_runs_on_cpu_tensors(static, inputs, tmp_path):
     kernel = fa4.compile_ir(heads_first_ir(static))
@@ -59,7 +50,7 @@ def test_heads_first_kernel_runs_on_cpu_tensors(static, inputs, tmp_path):
     kernel(qh, kh, vh, o)
     assert (o.double() - want).abs().max().item() <= 1e-2
     o_capi = torch.zeros_like(o.transpose(1, 2)).transpose(1, 2)
-    _capi.load_kernel(files(kernel, tmp_path))(qh, kh, vh, o_capi)
+    _capi.load_kernel(write_files(kernel, tmp_path))(qh, kh, vh, o_capi)
     assert torch.equal(o_capi, o)
     # Dense tensors are not that layout: refused with their own strides.
     with pytest.raises(fa4.LaunchError, match=r"q: strides \[24576, 256, 64, 1\] differ"):
@@ -69,7 +60,7 @@ def test_heads_first_kernel_runs_on_cpu_tensors(static, inputs, tmp_path):
 @pytest.fixture(scope="module")
 def capi_kernel(tmp_path_factory):
     kernel = fa4.compile(head_dim=64, q_heads=2, kv_heads=1, lse=True)
-    return _capi.load_kernel(files(kernel, tmp_path_factory.mktemp("capi")))
+    return _capi.load_kernel(write_files(kernel, tmp_path_factory.mktemp("capi")))
 
 
 def test_capi_applies_the_aliasing_checks(capi_kernel, inputs):
