@@ -16,7 +16,12 @@ survivor fails the run.
 usage:
   emu-mutants.py MANIFEST --emu fa4-emu [--list] [--sample N] [--seed S]
       [--harmless FILE] [--interleavings 4] [--jobs 2] [--timeout 120]
-      [--json OUT] [--min-kill-rate R] -- [fa4-emu flags: --seq-q 300 ...]
+      [--also "FA4-EMU FLAGS"]... [--json OUT] [--min-kill-rate R]
+      -- [fa4-emu flags: --seq-q 300 ...]
+
+Each `--also` is another launch (a shape, a CTA count) a survivor of the
+first runs under in turn: a ring that does not wrap within one task at one
+shape wraps at another.
 
 Besides the list, a survivor is harmless when the PTX's control flow proves
 it (a tcgen05 fence with nothing to order on any path; a wait in an elected
@@ -162,6 +167,11 @@ def run_emu(emu, manifest, ptx, flags, timeout):
 # synchronization. One with nothing to order on any path can go.
 
 TC_ACCESS = re.compile(r"\btcgen05\.(ld|st|mma|cp|alloc|dealloc|shift)\b")
+# What another thread can see a thread do: writes of any space, arrives and
+# barriers, asynchronous work it starts, and the register pool it shares.
+SIDE_EFFECT = re.compile(r"\b(st|atom|red|cp|tcgen05|wgmma|bar|barrier|setmaxnreg)\.|"
+                         r"\bmbarrier\.(arrive|init|inval|expect_tx)")
+WAIT = re.compile(r"\bmbarrier\.try_wait")
 RELEASE = re.compile(r"\bmbarrier\.arrive|\bbar(rier)?\.(sync|arrive)\b|\btcgen05\.commit")
 
 
@@ -240,6 +250,15 @@ def proved_harmless(lines, flow, kind, i):
     if m and node > 0 and re.match(r"^mov\.pred\s+%s,\s*0;" % re.escape(m.group(1)),
                                    flow.nodes[node - 1][2]):
         return "dead code: the block's election predicate is the constant false"
+    # A wait after which the thread does nothing another thread can see
+    # before it exits (a producer draining its ring at the end): whether,
+    # and on which phase, it returns changes nothing but when the warp exits,
+    # and a CTA's shared memory and mbarriers outlive its warps. (A wait
+    # that then never returns is a deadlock, which is reported.)
+    if kind in ("del-wait", "flip-parity", "stage") and WAIT.search(line) and \
+            flow.all_paths_reach(node, flow.succ, lambda t: False,
+                                 lambda t: bool(SIDE_EFFECT.search(t))):
+        return "only waits and exit follow it: it orders nothing another thread sees"
     if kind != "del-fence":
         return None
     # (the fence, the direction searched, what it orders, the reason): the
@@ -297,6 +316,8 @@ def main():
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--timeout", type=int, default=120)
     ap.add_argument("--json", default="")
+    ap.add_argument("--also", action="append", default=[],
+                    help="another set of fa4-emu flags a survivor runs under")
     ap.add_argument("--min-kill-rate", type=float, default=None,
                     help="pass when the kill rate reaches this, listing the unexplained "
                          "survivors, instead of failing on any of them")
@@ -323,12 +344,15 @@ def main():
     for name, reason in proved.items():
         if reason and name not in harmless:
             harmless[name] = "proved: " + reason
-    flags = emu_flags + ["--interleavings", str(args.interleavings)]
+    launches = [emu_flags] + [a.split() for a in args.also]
+    launches = [l + ["--interleavings", str(args.interleavings)] for l in launches]
 
-    status, why = run_emu(args.emu, args.manifest, None, flags, args.timeout)
-    if status != "survived":
-        print("emu-mutants: the unmutated kernel does not run clean: %s" % why)
-        return 1
+    for flags in launches:
+        status, why = run_emu(args.emu, args.manifest, None, flags, args.timeout)
+        if status != "survived":
+            print("emu-mutants: the unmutated kernel does not run clean (%s): %s"
+                  % (" ".join(flags), why))
+            return 1
 
     results = {}
     with tempfile.TemporaryDirectory() as tmp:
@@ -340,7 +364,11 @@ def main():
             path = os.path.join(tmp, re.sub(r"[^\w.-]", "_", name) + ".ptx")
             with open(path, "w") as f:
                 f.write("\n".join(out))
-            return (name,) + run_emu(args.emu, args.manifest, path, flags, args.timeout)
+            for flags in launches:
+                status, why = run_emu(args.emu, args.manifest, path, flags, args.timeout)
+                if status != "survived":
+                    break
+            return name, status, why
         with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
             for name, status, why in pool.map(one, mutants):
                 results[name] = {"status": status, "why": why}

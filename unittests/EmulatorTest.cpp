@@ -769,3 +769,40 @@ TEST(EmulatorOrder, ProxyFenceAfterTheReleaseIsAHazard) {
             std::string::npos)
       << late.hazards[0];
 }
+
+TEST(EmulatorOrder, OverwritingWhatATmaStoreReadsNeedsItsWait) {
+  // A thread stores a tile with TMA and loads the next one into the same
+  // shared memory. Without cp.async.bulk.wait_group.read between them the
+  // load's write is unordered with the store's read, however early the
+  // store happened to finish: the happens-before check sees it every time.
+  auto body = [](bool wait) {
+    return std::string("\tsetp.ne.u32 %p1, %r1, 0;\n"
+                       "\t@%p1 bra DONE;\n"
+                       "\tmbarrier.init.shared.b64 [%r2], 1;\n"
+                       "\tfence.mbarrier_init.release.cluster;\n"
+                       "\tadd.s32 %r4, %r2, 1024;\n"
+                       "\tst.shared.b32 [%r4], %r1;\n"
+                       "\tfence.proxy.async.shared::cta;\n"
+                       "\tcp.async.bulk.tensor.2d.global.shared::cta.tile.bulk_group "
+                       "[%rd2, {%r3, %r3}], [%r4];\n"
+                       "\tcp.async.bulk.commit_group;\n") +
+           (wait ? "\tcp.async.bulk.wait_group.read 0;\n" : "") +
+           "\tmbarrier.arrive.expect_tx.shared.b64 %rd3, [%r2], 32;\n"
+           "\tcp.async.bulk.tensor.2d.shared::cta.global.tile.mbarrier::complete_tx::bytes "
+           "[%r4], [%rd2, {%r3, %r3}], [%r2];\n"
+           "WAIT:\n"
+           "\tmbarrier.try_wait.parity.shared.b64 %p2, [%r2], 0;\n"
+           "\t@!%p2 bra WAIT;\n"
+           "DONE:\n"
+           "\tret;\n";
+  };
+  mlir::fa4::runtime::TensorMapSpec spec = narrowMap();
+  spec.swizzle = mlir::fa4::runtime::TensorMapSwizzle::None;
+  LaunchReport clean = runWithMap(body(true), 32, 2048, spec);
+  EXPECT_EQ(clean.hazardCount, 0) << allHazards(clean);
+  EXPECT_TRUE(clean.errors.empty());
+  LaunchReport unwaited = runWithMap(body(false), 32, 2048, spec);
+  ASSERT_GE(unwaited.hazardCount, 1);
+  EXPECT_NE(allHazards(unwaited).find("the asynchronous proxy read"), std::string::npos)
+      << allHazards(unwaited);
+}

@@ -89,7 +89,8 @@ CtaMachine::Mbarrier *CtaMachine::asyncBarrierAt(Thread &th, uint32_t addr,
 // Ordering across thread synchronization
 //===----------------------------------------------------------------------===//
 
-static void join(std::vector<uint32_t> &into, const std::vector<uint32_t> &from) {
+template <typename T>
+static void join(std::vector<T> &into, const std::vector<T> &from) {
   if (into.size() < from.size())
     into.resize(from.size(), 0);
   for (size_t i = 0; i < from.size(); ++i)
@@ -101,6 +102,8 @@ void CtaMachine::release(uint32_t w, Order &into) {
   join(into.tc, warp.knownTc);
   join(into.proxy, warp.knownProxy);
   join(into.sync, warp.knownSync);
+  join(into.phase, warp.knownPhase);
+  join(into.commit, warp.knownCommit);
   into.tc[w] = std::max(into.tc[w], warp.tcFences);
   into.proxy[w] = std::max(into.proxy[w], warp.proxyFences);
   into.sync[w] = std::max(into.sync[w], warp.syncEpoch);
@@ -113,9 +116,109 @@ void CtaMachine::acquire(uint32_t w, const Order &from) {
   join(warp.knownTc, from.tc);
   join(warp.knownProxy, from.proxy);
   join(warp.knownSync, from.sync);
+  join(warp.knownPhase, from.phase);
+  join(warp.knownCommit, from.commit);
 }
 
-void CtaMachine::orderShared(const Thread &th, Interval range, bool store) {
+//===----------------------------------------------------------------------===//
+// Ordering of the asynchronous proxy's shared-memory accesses
+//===----------------------------------------------------------------------===//
+
+uint32_t CtaMachine::newToken(TokenKind kind, uint32_t who, uint64_t value) {
+  asyncTokens.push_back({kind, who, value});
+  return static_cast<uint32_t>(asyncTokens.size() - 1);
+}
+
+bool CtaMachine::asyncOrdered(uint32_t w, uint32_t token) const {
+  const AsyncToken &t = asyncTokens[token];
+  const Warp &warp = warps[w];
+  switch (t.kind) {
+  case TokenKind::Phase:
+    return t.value != kPendingToken && t.who < warp.knownPhase.size() &&
+           warp.knownPhase[t.who] >= t.value;
+  case TokenKind::Commit:
+    return t.who < warp.knownCommit.size() && warp.knownCommit[t.who] >= t.value;
+  case TokenKind::Epoch:
+    return t.value != kPendingToken && (t.who == w || warp.knownSync[t.who] >= t.value);
+  }
+  return true;
+}
+
+void CtaMachine::orderAsync(uint32_t w, uint32_t pc, Interval range, bool write,
+                            const std::string &what) {
+  auto check = [&](const AsyncAccess &prior, bool priorWrites, uint32_t line) {
+    if (prior.token == ~0u || asyncOrdered(w, prior.token))
+      return;
+    std::pair<uint32_t, uint32_t> key{prior.pc, pc};
+    if (std::find(orderReported.begin(), orderReported.end(), key) != orderReported.end())
+      return;
+    orderReported.push_back(key);
+    const AsyncToken &t = asyncTokens[prior.token];
+    std::string prior_ = program.sources[program.code[prior.pc].source];
+    std::string why;
+    switch (t.kind) {
+    case TokenKind::Phase:
+      why = "warp " + std::to_string(w) + " has not acquired the mbarrier phase that "
+            "load completes (a wait on it, or a release of a warp that waited)";
+      break;
+    case TokenKind::Commit:
+      why = "warp " + std::to_string(w) + " has not acquired the arrive of a "
+            "tcgen05.commit issued after it (the only sign the MMA is done)";
+      break;
+    case TokenKind::Epoch:
+      why = t.value == kPendingToken
+                ? "warp " + std::to_string(t.who) + " has not waited for it yet"
+                : "warp " + std::to_string(w) + " has not acquired a release warp " +
+                      std::to_string(t.who) + " made after waiting for it";
+      break;
+    }
+    hazard(what + " " + (write ? "writes" : "reads") + " shared memory " +
+           hex(uint64_t(line) * 128) + " that the asynchronous proxy " +
+           (priorWrites ? "wrote" : "read") + " for " + prior_ +
+           ", unordered (PTX ISA: an asynchronous operation's accesses are "
+           "ordered only through the completion mechanism it names): " + why);
+  };
+  for (uint32_t line = range.begin / 128; line < (range.end + 127) / 128 &&
+                                          line < asyncLines.size();
+       ++line) {
+    AsyncLine &cell = asyncLines[line];
+    check(cell.write, true, line);
+    if (write)
+      for (const AsyncAccess &r : cell.reads)
+        check(r, false, line);
+  }
+}
+
+void CtaMachine::recordAsyncRead(Interval range, uint32_t token, uint32_t pc) {
+  const AsyncToken &t = asyncTokens[token];
+  for (uint32_t line = range.begin / 128; line < (range.end + 127) / 128 &&
+                                          line < asyncLines.size();
+       ++line) {
+    std::vector<AsyncAccess> &reads = asyncLines[line].reads;
+    auto same = std::find_if(reads.begin(), reads.end(), [&](const AsyncAccess &r) {
+      const AsyncToken &u = asyncTokens[r.token];
+      return u.kind == t.kind && u.who == t.who;
+    });
+    if (same != reads.end())
+      *same = {token, pc};
+    else
+      reads.push_back({token, pc});
+  }
+}
+
+void CtaMachine::finishTokens(uint32_t w,
+                              std::vector<std::pair<uint32_t, uint32_t>> &pending,
+                              uint32_t done) {
+  auto end = std::remove_if(pending.begin(), pending.end(), [&](const auto &entry) {
+    if (entry.first >= done)
+      return false;
+    asyncTokens[entry.second].value = warps[w].syncEpoch;
+    return true;
+  });
+  pending.erase(end, pending.end());
+}
+
+void CtaMachine::orderShared(const Thread &th, Interval range, bool store, bool record) {
   const uint32_t w = th.warp;
   const Warp &warp = warps[w];
   auto check = [&](const SmemAccess &prior, bool priorWrites, uint32_t addr) {
@@ -140,6 +243,8 @@ void CtaMachine::orderShared(const Thread &th, Interval range, bool store) {
     if (store)
       for (const SmemAccess &r : cell.reads)
         check(r, false, word * 4);
+    if (!record)
+      continue;
     SmemAccess access{warp.syncEpoch, th.pc, static_cast<uint16_t>(w)};
     if (store) {
       cell.write = access;
@@ -318,6 +423,7 @@ bool CtaMachine::execMbarrier(Thread &th, const Inst &in) {
     bar.expected = static_cast<uint32_t>(count);
     bar.pending = count;
     bar.initThread = th.tid;
+    bar.id = nextBarrierId++;
     return true;
   }
   Mbarrier *bar = barrierAt(th, addr);
@@ -516,6 +622,10 @@ void CtaMachine::execTma(Thread &th, const Inst &in) {
       return;
     }
     report.tmaLoadBytes += op.bytes;
+    // The load overwrites what the generic proxy and the async proxy did
+    // there: both must be ordered before it.
+    orderShared(th, landing, true, /*record=*/false);
+    orderAsync(th.warp, th.pc, landing, true, at(th) + ": the TMA load");
     // What the async proxy writes supersedes the generic accesses there
     // (its ordering is the mbarrier's complete_tx).
     std::fill(genericTag.begin() + landing.begin,
@@ -523,9 +633,18 @@ void CtaMachine::execTma(Thread &th, const Inst &in) {
     for (uint32_t word = landing.begin / 4; word < landing.end / 4 && word < smemOrder.size();
          ++word)
       smemOrder[word] = SmemWord();
+    op.token = newToken(TokenKind::Phase, barriers[op.barrier].id, kPendingToken);
+    for (uint32_t line = landing.begin / 128; line < landing.end / 128 && line < asyncLines.size();
+         ++line)
+      asyncLines[line] = AsyncLine{{op.token, th.pc}, {}};
   } else {
     orderProxy(th.warp, region, at(th) + ": the TMA store");
+    Interval lines{region.begin & ~127u, (region.end + 127) & ~127u};
+    orderAsync(th.warp, th.pc, lines, false, at(th) + ": the TMA store");
     op.group = th.committedGroups;
+    op.token = newToken(TokenKind::Epoch, th.warp, kPendingToken);
+    recordAsyncRead(lines, op.token, th.pc);
+    th.storeTokens.push_back({op.group, op.token});
     ++th.storesInFlight[op.group];
     report.tmaStoreBytes += op.bytes;
   }
@@ -604,8 +723,12 @@ void CtaMachine::runTma(TmaOp &op) {
       misuse("a TMA load (" + program.sources[op.source] +
              ") completed on the mbarrier at smem " + hex(op.barrier) +
              ", which is no longer initialized");
-    else
+    else {
+      // Its write is seen by whoever acquires the phase this completes.
+      if (it->second.id == asyncTokens[op.token].who)
+        asyncTokens[op.token].value = it->second.phase + 1;
       completeTx(op.barrier, it->second, op.bytes);
+    }
   } else {
     auto it = th.storesInFlight.find(op.group);
     if (it != th.storesInFlight.end() && --it->second == 0)
@@ -715,6 +838,13 @@ void CtaMachine::execMma(Thread &th, const Inst &in) {
   }
   for (const Interval &range : {op.aSmem, op.bSmem})
     orderProxy(th.warp, range, at(th) + ": the MMA");
+  // Its reads are done when a later tcgen05.commit of this warp arrives.
+  uint32_t token = newToken(TokenKind::Commit, th.warp, warps[th.warp].commits + 1);
+  for (const Interval &range : {op.aSmem, op.bSmem})
+    if (range.end > range.begin) {
+      orderAsync(th.warp, th.pc, range, false, at(th) + ": the MMA");
+      recordAsyncRead(range, token, th.pc);
+    }
   orderTmem(th.warp, th.pc, op.dRect, true);
   if (op.aInTmem)
     orderTmem(th.warp, th.pc, op.aRect, false);
@@ -749,6 +879,7 @@ void CtaMachine::execCommit(Thread &th, const Inst &in) {
   // tcgen05.fence::before_thread_sync would (PTX ISA, tcgen05.commit).
   ++warps[th.warp].tcFences;
   release(th.warp, op.order);
+  op.commitIndex = ++warps[th.warp].commits;
   op.due = tensorPipe.empty() ? now : tensorPipe.back().due;
   tensorPipe.push_back(op);
 }
@@ -767,6 +898,14 @@ void CtaMachine::runTensorOp(TensorOp &op) {
       join(it->second.releasing.tc, op.order.tc);
       join(it->second.releasing.proxy, op.order.proxy);
       join(it->second.releasing.sync, op.order.sync);
+      join(it->second.releasing.phase, op.order.phase);
+      join(it->second.releasing.commit, op.order.commit);
+      // The arrive says the warp's earlier tcgen05 operations are done.
+      std::vector<uint32_t> &commits = it->second.releasing.commit;
+      uint32_t issuer = threads[op.thread].warp;
+      if (commits.size() <= issuer)
+        commits.resize(issuer + 1, 0);
+      commits[issuer] = std::max(commits[issuer], op.commitIndex);
       arrive(op.barrier, it->second, 1, program.sources[op.source]);
     }
     return;
@@ -1024,6 +1163,14 @@ void CtaMachine::execWgmma(uint32_t w, uint32_t members, const Inst &in) {
   }
   for (const Interval &range : {op.aSmem, op.bSmem})
     orderProxy(w, range, at(first) + ": the wgmma");
+  // Its reads are done for the warp at the wgmma.wait_group that covers it.
+  uint32_t token = newToken(TokenKind::Epoch, w, kPendingToken);
+  for (const Interval &range : {op.aSmem, op.bSmem})
+    if (range.end > range.begin) {
+      orderAsync(w, op.pc, range, false, at(first) + ": the wgmma");
+      recordAsyncRead(range, token, op.pc);
+    }
+  warp.wgTokens.push_back({op.group, token});
   // The warp's wgmmas complete in issue order.
   uint64_t due = now + rng() % (config.maxAsyncDelay + 1);
   for (const WgmmaOp &other : wgmmaInFlight)

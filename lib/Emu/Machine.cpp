@@ -193,6 +193,7 @@ CtaMachine::CtaMachine(const Program &program, const Kernel &kernel,
   unfencedOwner.assign(smemEnd, 0);
   genericTag.assign(smemEnd, 0);
   smemOrder.assign((smemEnd + 3) / 4, SmemWord());
+  asyncLines.assign((smemEnd + 127) / 128, AsyncLine());
   tmem.assign(size_t(kTmemLanes) * kTmemColumns, uint32_t(kPoison));
   tmemOrder.assign(size_t(kTmemLanes / 32) * kTmemColumns, TmemCell());
   report.perWarp.assign(numWarps, 0);
@@ -639,6 +640,14 @@ void CtaMachine::checkPendingLd(Thread &th, const Inst &in) {
 
 void CtaMachine::onSharedAccess(Thread &th, Interval range, bool store) {
   orderShared(th, range, store);
+  orderAsync(th.warp, th.pc, range, store, at(th));
+  if (store)
+    // The generic proxy's tracking takes these bytes over (a partial line
+    // forgets the rest: a missed report at worst, never a false one).
+    for (uint32_t line = range.begin / 128; line < (range.end + 127) / 128 &&
+                                            line < asyncLines.size();
+         ++line)
+      asyncLines[line] = AsyncLine();
   for (const TmaOp &op : tmaInFlight) {
     Interval region{op.smem, op.smem + op.bytes};
     if (!region.overlaps(range))
@@ -787,8 +796,14 @@ void CtaMachine::step(uint32_t s, uint64_t budget) {
         // The wait returned: it acquires what the phase's arrivals
         // released.
         uint32_t addr = static_cast<uint32_t>(address(lane0(), in.operands[1]));
-        if (auto it = barriers.find(addr); it != barriers.end())
+        if (auto it = barriers.find(addr); it != barriers.end()) {
           acquire(w, it->second.released);
+          // And the TMA loads that completed the phases it has seen.
+          std::vector<uint64_t> &known = warps[w].knownPhase;
+          if (known.size() <= it->second.id)
+            known.resize(it->second.id + 1, 0);
+          known[it->second.id] = std::max(known[it->second.id], it->second.phase);
+        }
       }
       if (any || !active || (in.flags & kTest)) {
         strand.waiting = false;
@@ -820,6 +835,14 @@ void CtaMachine::step(uint32_t s, uint64_t budget) {
       if (!done) {
         block(s, State::BulkWait);
         return;
+      }
+      // The stores of the groups it waited for have read their shared
+      // memory.
+      for (uint32_t lanes = active; lanes; lanes &= lanes - 1) {
+        Thread &th = threads[w * 32 + __builtin_ctz(lanes)];
+        uint32_t allowed = static_cast<uint32_t>(in.operands[0].imm);
+        if (th.committedGroups > allowed)
+          finishTokens(w, th.storeTokens, th.committedGroups - allowed);
       }
       advance();
       continue;
@@ -855,6 +878,8 @@ void CtaMachine::step(uint32_t s, uint64_t budget) {
           block(s, State::WgmmaWait);
           return;
         }
+        if (warp.wgCommitted > strand.wgWaitAllowed)
+          finishTokens(w, warp.wgTokens, warp.wgCommitted - strand.wgWaitAllowed);
       } else if (in.op == Op::WgFence) {
         ++warp.wgFenceEpoch;
       } else if (in.op == Op::WgCommit) {

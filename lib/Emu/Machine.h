@@ -73,9 +73,11 @@ private:
     // Shared-memory bytes written through the generic proxy since the last
     // fence.proxy.async.
     std::vector<Interval> unfenced;
-    // Bulk async-groups: groups committed, stores in flight per group.
+    // Bulk async-groups: groups committed, stores in flight per group, and
+    // the stores whose reads no wait_group has waited for: (group, token).
     uint32_t committedGroups = 0;
     std::unordered_map<uint32_t, uint32_t> storesInFlight;
+    std::vector<std::pair<uint32_t, uint32_t>> storeTokens;
   };
   /// A SIMT stack entry: the lanes of `mask` run from `pc` until they reach
   /// `reconverge`, where the entry below takes them back.
@@ -108,12 +110,50 @@ private:
     // releases made), and what it has acquired of every warp's.
     uint32_t syncEpoch = 1;
     std::vector<uint32_t> knownSync;
+    // The asynchronous proxy's completions it has acquired: per mbarrier
+    // (by id), the phases completed; per warp, the tcgen05.commits whose
+    // arrive it has seen (a commit's arrive says every tcgen05 operation
+    // its thread issued before it is done). The commits it has issued.
+    std::vector<uint64_t> knownPhase;
+    std::vector<uint32_t> knownCommit;
+    uint32_t commits = 0;
+    // Its wgmmas whose shared-memory reads a wgmma.wait_group has not yet
+    // waited for: (group, token).
+    std::vector<std::pair<uint32_t, uint32_t>> wgTokens;
     uint32_t live() const { return ~(exited | absent); }
   };
   /// What a release carries (an mbarrier phase, a named barrier's use, a
   /// commit's arrive): per warp, the fence counts that happen before it.
   struct Order {
     std::vector<uint32_t> tc, proxy, sync;
+    std::vector<uint64_t> phase;  // per mbarrier id
+    std::vector<uint32_t> commit; // per warp
+  };
+  /// When an asynchronous-proxy access of shared memory (a TMA load's
+  /// write; an MMA's, a wgmma's or a TMA store's read) is ordered before a
+  /// warp's later access: `Phase` once the warp has acquired phase `value`
+  /// of mbarrier `who` (a TMA load completes on it), `Commit` once it has
+  /// acquired commit number `value` of warp `who` (tcgen05.commit), `Epoch`
+  /// once warp `who` has waited for it (wgmma.wait_group,
+  /// cp.async.bulk.wait_group) and the warp has acquired a release `who`
+  /// made since, its epoch `value`. kPendingToken until then.
+  enum class TokenKind : uint8_t { Phase, Commit, Epoch };
+  struct AsyncToken {
+    TokenKind kind;
+    uint32_t who;
+    uint64_t value;
+  };
+  static constexpr uint64_t kPendingToken = ~0ull;
+  struct AsyncAccess {
+    uint32_t token = ~0u, pc = 0;
+  };
+  /// Per 128-byte line of shared memory (TMA boxes and MMA operand tiles
+  /// are whole lines): the async proxy's last write and its reads since,
+  /// one per (kind, who) — a later read of the same warp needs a later
+  /// wait, so it stands for the earlier.
+  struct AsyncLine {
+    AsyncAccess write;
+    std::vector<AsyncAccess> reads;
   };
   /// Per 4-byte word of shared memory: its last generic write and reads
   /// since (two warps), for the data-race check.
@@ -184,6 +224,9 @@ private:
     // initialization visible to the async proxy since.
     uint32_t initThread = 0;
     bool fenced = false, unfencedReported = false;
+    // Its id for the ordering of TMA loads (a re-initialized barrier's
+    // phases count again from 0, so it gets a new one).
+    uint32_t id = 0;
     // The arrivals of the current phase, and of the completed ones (what a
     // wait that returns acquires).
     Order releasing, released;
@@ -199,6 +242,7 @@ private:
     uint32_t group = 0;
     uint64_t due = 0;
     uint32_t source = 0;
+    uint32_t token = ~0u; // the load's write, the store's read
   };
   struct TensorOp {
     bool commit = false;
@@ -215,6 +259,7 @@ private:
     uint32_t source = 0;
     uint32_t thread = 0;
     Order order; // a commit's: what its arrive releases
+    uint32_t commitIndex = 0; // a commit's number among its warp's
   };
 
   /// One warp's part of a wgmma.mma_async: the 16 rows of the 64 its
@@ -264,9 +309,25 @@ private:
   /// Generic accesses of shared memory by two warps, at least one a write,
   /// must be ordered by a synchronization (a release the second acquired):
   /// a hazard otherwise, naming both instructions.
-  void orderShared(const Thread &th, Interval range, bool store);
+  void orderShared(const Thread &th, Interval range, bool store, bool record = true);
   std::vector<SmemWord> smemOrder;
   std::vector<uint32_t> genericTag; // per shared byte: (warp + 1) << 24 | tag
+  /// The asynchronous proxy's accesses of shared memory, in happens-before
+  /// terms (so that a missing wait is seen whatever the timing): an access
+  /// of `range` by `warp` (instruction `pc`) conflicting with an async one
+  /// (a write and anything; a read of what a TMA load wrote) must be
+  /// ordered after it by its token; a hazard otherwise, naming both.
+  bool asyncOrdered(uint32_t warp, uint32_t token) const;
+  void orderAsync(uint32_t warp, uint32_t pc, Interval range, bool write,
+                  const std::string &what);
+  uint32_t newToken(TokenKind kind, uint32_t who, uint64_t value);
+  void recordAsyncRead(Interval range, uint32_t token, uint32_t pc);
+  /// Tokens of `pending` whose group is below `done` take the warp's epoch.
+  void finishTokens(uint32_t warp, std::vector<std::pair<uint32_t, uint32_t>> &pending,
+                    uint32_t done);
+  std::vector<AsyncToken> asyncTokens;
+  std::vector<AsyncLine> asyncLines;
+  uint32_t nextBarrierId = 0;
   std::vector<std::pair<uint32_t, uint32_t>> orderReported;
   void reportDeadlock();
   void finish();

@@ -9,12 +9,14 @@
 # instructions the FA3-style schedule is made of and none of Blackwell's.
 # Every variant's PTX then runs in fa4-emu at one of a cycle of odd shapes
 # (Sq = 1, tails, Sq != Sk both ways, batch 2) on 2 persistent CTAs, so that
-# a CTA runs several tasks and every ring wraps, under 2 schedules (one
-# lockstep, one adversarial): within tolerance, no hazard, misuse or
-# deadlock. Every third variant's level C also runs in fa4-sim. Prints one
-# line per variant.
+# a CTA runs several tasks and every ring wraps, under one schedule (its kind
+# cycles with the variant, so the matrix runs all four of fa4-emu's kinds):
+# within tolerance, no hazard, misuse or deadlock. Every sixth variant's level
+# C also runs in fa4-sim. Prints one line per variant. FA4_MATRIX_INTERLEAVINGS
+# and FA4_MATRIX_SIM_EVERY widen it (the long run docs/Testing.md lists).
 set -euo pipefail
 fa4c=$1 out=$2 headdim=$3 sim=$4 emu=$5
+interleavings=${FA4_MATRIX_INTERLEAVINGS:-1} sim_every=${FA4_MATRIX_SIM_EVERY:-6}
 shapes=("1 1 1" "2 127 127" "1 300 700" "2 520 300" "1 700 520" "2 300 300" "1 127 300" "1 700 40" "1 40 700")
 schedules=("" "--hopper-overlap=off" "--hopper-overlap=on --hopper-pingpong=off"
            "--hopper-overlap=on --hopper-pingpong=on")
@@ -49,10 +51,10 @@ for dtype in fp16 bf16; do
         echo "$name: cubin, 0 spill bytes, 0 stack bytes${schedule:+ (${schedule[*]})}"
         read -r batch seqq seqk <<< "${shapes[$((count % ${#shapes[@]}))]}"
         report=$("$emu" "$manifest" --batch "$batch" --seq-q "$seqq" --seq-k "$seqk" \
-                   --seed "$count" --interleavings 2 --sm-count 2) \
+                   --seed "$count" --interleavings "$interleavings" --sm-count 2) \
           || { echo "$name: fa4-emu failed at B=$batch Sq=$seqq Sk=$seqk: $report"; exit 1; }
         echo "$name: emulated B=$batch Sq=$seqq Sk=$seqk ok"
-        if (( count % 3 == 0 )); then
+        if (( count % sim_every == 0 )); then
           "$fa4c" "${flags[@]}" --emit=mlir --stop-after=scheduler -o "$out/$name.mlir"
           report=$("$sim" "$out/$name.mlir" --batch "$batch" --seq-q "$seqq" \
                      --seq-k "$seqk" --seed "$count" --interleavings 2) \
