@@ -147,12 +147,12 @@ std::optional<IrRefusal> fa4::refuseBeforeParsing(StringRef text) {
     return token;
   };
   IrLexer lexer{text};
-  size_t start = 0, runStart = 0;
+  size_t start = 0, runStart = 0, previousStart = 0, arrayStart = 0;
   unsigned minusRun = 0;
   StringRef previous, beforePrevious;
   for (StringRef token = lexer.next(start); !token.empty();
-       beforePrevious = previous, previous = token,
-                 token = lexer.next(start)) {
+       beforePrevious = previous, previous = token, arrayStart = previousStart,
+                 previousStart = start, token = lexer.next(start)) {
     if (token == "-") {
       if (minusRun++ == 0)
         runStart = start;
@@ -169,7 +169,7 @@ std::optional<IrRefusal> fa4::refuseBeforeParsing(StringRef text) {
     // docs/Robustness.md).
     if (beforePrevious == "array" && previous == "<" &&
         resolve(token) == "index")
-      return IrRefusal{start, "dense arrays of `index` are not accepted: MLIR "
+      return IrRefusal{arrayStart, "dense arrays of `index` are not accepted: MLIR "
                               "22's parser crashes on them (use i64)"};
   }
   return std::nullopt;
