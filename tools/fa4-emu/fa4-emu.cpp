@@ -432,5 +432,13 @@ int main(int argc, char **argv) {
      << format("%.4g", seconds > 0 ? total.instructions / seconds : 0.0)
      << ",\"ok\":" << (failing < 0 ? "true" : "false") << "}";
   outs() << text << "\n";
+  // A report that cannot be written (stdout on a full disk) is an error, not
+  // LLVM's fatal report at exit.
+  outs().flush();
+  if (outs().has_error()) {
+    std::string cause = outs().error().message();
+    outs().clear_error();
+    return fail("cannot write stdout: " + cause);
+  }
   return failing < 0 ? 0 : 1;
 }
