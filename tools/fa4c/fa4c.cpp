@@ -419,7 +419,9 @@ static int compile(std::unique_ptr<MemoryBuffer> input, StringRef stopAfter) {
     if (!write(ptxPath, [&](raw_ostream &os) { os << ptx; }) ||
         !write(manifestPath, [&](raw_ostream &os) { os << manifestText; })) {
       errs() << "fa4c: " << error << "\n";
-      sys::fs::remove(outputFile);
+      // Never a device node: `-o /dev/null` names one.
+      if (sys::fs::is_regular_file(outputFile))
+        sys::fs::remove(outputFile);
       return 1;
     }
     if (cache) {
