@@ -4,7 +4,7 @@
 
 #include "fa4/Runtime/CompileCache.h"
 #include "fa4/Runtime/Runtime.h"
-#include "fa4/Tools/IrInput.h"
+#include "fa4/Support/IrInput.h"
 #include "fa4/Tools/KernelOutput.h"
 #include "fa4/Tools/ToolSession.h"
 
@@ -288,7 +288,7 @@ bool fa4::compileEntry(const std::string &ir, const PipelineOptions &options,
                        bool useCache, runtime::Kernel &kernel,
                        std::string &error, bool *fromCache) {
   // The caller's text is parsed, and everything that walks it runs, on a
-  // stack sized to it (fa4/Tools/IrInput.h): a Python thread's own stack
+  // stack sized to it (fa4/Support/IrInput.h): a Python thread's own stack
   // may be small.
   bool compiled = false;
   if (!runOnIrStack(

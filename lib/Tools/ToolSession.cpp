@@ -3,7 +3,7 @@
 #include "fa4/Tools/ToolSession.h"
 
 #include "fa4/Pipeline/Pipeline.h"
-#include "fa4/Tools/IrInput.h"
+#include "fa4/Support/IrInput.h"
 
 #include "mlir/Parser/Parser.h"
 
@@ -23,7 +23,7 @@ ToolSession::ToolSession()
   // buries the message.
   context.printOpOnDiagnostic(false);
   // The IR is walked on one thread whose stack is sized to the input
-  // (fa4/Tools/IrInput.h); a pass run on the context's thread pool would
+  // (fa4/Support/IrInput.h); a pass run on the context's thread pool would
   // walk it on a worker's default stack instead. fa4's modules hold one
   // kernel, so the pool bought nothing.
   context.disableMultithreading();

@@ -16,12 +16,11 @@
 #include "mlir/Dialect/SCF/Transforms/Passes.h"
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
 #include "mlir/Transforms/Passes.h"
-#include "fa4/Tools/IrInput.h"
+#include "fa4/Support/IrInput.h"
 #include "fa4/Tools/OutputFile.h"
 
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/MemoryBuffer.h"
-#include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/raw_ostream.h"
 
 int main(int argc, char **argv) {
@@ -56,19 +55,14 @@ int main(int argc, char **argv) {
         argc, argv, inputFilename, outputFilename, registry));
   // The input, file or stdin, is refused before upstream's parser sees it
   // when the parser would crash on it, and is parsed, transformed and printed
-  // on a stack sized to it (fa4/Tools/IrInput.h); the output is written whole
-  // or not at all (fa4/Tools/OutputFile.h).
+  // on a stack sized to it (fa4/Support/IrInput.h); the output is written
+  // whole or not at all (fa4/Tools/OutputFile.h).
   return mlir::fa4::runToolOnInput(
       "fa4-opt", inputFilename,
       [&](std::unique_ptr<llvm::MemoryBuffer> input) {
         if (std::optional<mlir::fa4::IrRefusal> refusal =
                 mlir::fa4::refuseBeforeParsing(input->getBuffer())) {
-          llvm::SourceMgr sourceMgr;
-          llvm::SMLoc at = llvm::SMLoc::getFromPointer(
-              input->getBufferStart() + refusal->offset);
-          sourceMgr.AddNewSourceBuffer(std::move(input), llvm::SMLoc());
-          sourceMgr.PrintMessage(llvm::errs(), at, llvm::SourceMgr::DK_Error,
-                                 refusal->message);
+          mlir::fa4::printRefusal(*input, *refusal);
           return 1;
         }
         std::string error;

@@ -8,7 +8,7 @@
 #include "fa4/Dialect/FA4/IR/FA4Ops.h"
 #include "fa4/Runtime/CompileCache.h"
 #include "fa4/Tools/Compile.h"
-#include "fa4/Tools/IrInput.h"
+#include "fa4/Support/IrInput.h"
 #include "fa4/Tools/KernelOutput.h"
 #include "fa4/Tools/OutputFile.h"
 #include "fa4/Tools/ToolSession.h"

@@ -13,8 +13,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef FA4_TOOLS_IRINPUT_H
-#define FA4_TOOLS_IRINPUT_H
+#ifndef FA4_SUPPORT_IRINPUT_H
+#define FA4_SUPPORT_IRINPUT_H
 
 #include "mlir/Support/LLVM.h"
 #include "llvm/ADT/StringRef.h"
@@ -52,6 +52,10 @@ struct IrRefusal {
 /// and whitespace skipped, strings opaque, type aliases resolved).
 std::optional<IrRefusal> refuseBeforeParsing(StringRef text);
 
+/// Prints `refusal` of `buffer`'s text on stderr as the parser prints an
+/// error: `name:line:col: error: message` and the line.
+void printRefusal(const llvm::MemoryBuffer &buffer, const IrRefusal &refusal);
+
 /// Runs `body` on a thread with an irStackBytes(bytes) stack and waits for
 /// it (fa4 builds without exceptions: nothing crosses the thread). False
 /// with `error` set
@@ -68,4 +72,4 @@ int runToolOnInput(StringRef tool, StringRef path,
 
 } // namespace mlir::fa4
 
-#endif // FA4_TOOLS_IRINPUT_H
+#endif // FA4_SUPPORT_IRINPUT_H

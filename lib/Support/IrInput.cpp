@@ -1,10 +1,11 @@
 //===- IrInput.cpp - IR text in, on a stack that fits it ------------------===//
 
-#include "fa4/Tools/IrInput.h"
+#include "fa4/Support/IrInput.h"
 
 #include "fa4/Support/InputLimits.h"
 
 #include "llvm/ADT/StringMap.h"
+#include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <cctype>
@@ -21,7 +22,8 @@ using namespace mlir::fa4;
 // 7; unary minus 1 100, bounded by kMaxUnaryMinusRun instead. 128 bytes per
 // byte is three times the largest; the base covers what does not grow with
 // the input (the pipeline's own frames, 256 bracket levels, 16-sign minus
-// runs under each).
+// runs under each). fa4c and fa4-opt were run on 15 MiB of each construct
+// (a million levels and more) with this stack.
 static constexpr uint64_t kIrStackBase = uint64_t(64) << 20;
 static constexpr uint64_t kIrStackPerByte = 128;
 
@@ -173,6 +175,19 @@ std::optional<IrRefusal> fa4::refuseBeforeParsing(StringRef text) {
                               "22's parser crashes on them (use i64)"};
   }
   return std::nullopt;
+}
+
+void fa4::printRefusal(const llvm::MemoryBuffer &buffer,
+                       const IrRefusal &refusal) {
+  llvm::SourceMgr sourceMgr;
+  sourceMgr.AddNewSourceBuffer(
+      llvm::MemoryBuffer::getMemBuffer(buffer.getMemBufferRef(),
+                                       /*RequiresNullTerminator=*/false),
+      llvm::SMLoc());
+  sourceMgr.PrintMessage(
+      llvm::errs(),
+      llvm::SMLoc::getFromPointer(buffer.getBufferStart() + refusal.offset),
+      llvm::SourceMgr::DK_Error, refusal.message);
 }
 
 static void *runIrThread(void *body) {
