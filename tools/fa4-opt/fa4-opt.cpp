@@ -17,7 +17,7 @@
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
 #include "mlir/Transforms/Passes.h"
 #include "fa4/Support/IrInput.h"
-#include "fa4/Tools/OutputFile.h"
+#include "fa4/Support/OutputFile.h"
 
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/MemoryBuffer.h"
@@ -56,7 +56,7 @@ int main(int argc, char **argv) {
   // The input, file or stdin, is refused before upstream's parser sees it
   // when the parser would crash on it, and is parsed, transformed and printed
   // on a stack sized to it (fa4/Support/IrInput.h); the output is written
-  // whole or not at all (fa4/Tools/OutputFile.h).
+  // whole or not at all (fa4/Support/OutputFile.h).
   return mlir::fa4::runToolOnInput(
       "fa4-opt", inputFilename,
       [&](std::unique_ptr<llvm::MemoryBuffer> input) {

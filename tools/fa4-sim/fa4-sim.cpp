@@ -13,7 +13,7 @@
 #include "fa4/Dialect/FA4/IR/FA4Ops.h"
 #include "fa4/Sim/Simulator.h"
 #include "fa4/Support/IrInput.h"
-#include "fa4/Tools/OutputFile.h"
+#include "fa4/Support/OutputFile.h"
 #include "fa4/Tools/ToolSession.h"
 #include "fa4/Pipeline/Pipeline.h"
 #include "fa4/Transforms/Passes.h"

@@ -10,7 +10,7 @@
 #include "fa4/Tools/Compile.h"
 #include "fa4/Support/IrInput.h"
 #include "fa4/Tools/KernelOutput.h"
-#include "fa4/Tools/OutputFile.h"
+#include "fa4/Support/OutputFile.h"
 #include "fa4/Tools/ToolSession.h"
 #include "fa4/Pipeline/Pipeline.h"
 #include "fa4/Transforms/Passes.h"
@@ -346,7 +346,7 @@ static int compile(std::unique_ptr<MemoryBuffer> input, StringRef stopAfter) {
   if (failed(pm.run(*module)))
     return 1;
 
-  // Every file is written whole or not at all (fa4/Tools/OutputFile.h); the
+  // Every file is written whole or not at all (fa4/Support/OutputFile.h); the
   // cubin is ptxas's to write.
   auto write = [&](StringRef path, llvm::function_ref<void(raw_ostream &)> print) {
     std::unique_ptr<fa4::OutputFile> file = fa4::OutputFile::open(path, error);

@@ -1,6 +1,6 @@
-//===- OutputFile.cpp - a tool's output, written whole or not at all ------===//
+//===- OutputFile.cpp - output written whole or not at all ----------------===//
 
-#include "fa4/Tools/OutputFile.h"
+#include "fa4/Support/OutputFile.h"
 
 #include "llvm/Support/Errc.h"
 #include "llvm/Support/Error.h"

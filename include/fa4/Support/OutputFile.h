@@ -1,4 +1,4 @@
-//===- OutputFile.h - a tool's output, written whole or not at all -*- C++ -*-===//
+//===- OutputFile.h - output written whole or not at all --------*- C++ -*-===//
 //
 // LLVM's ToolOutputFile ends the process with a fatal "IO failure on output
 // stream" when a write fails (a full disk) and leaves what was written. A
@@ -8,8 +8,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef FA4_TOOLS_OUTPUTFILE_H
-#define FA4_TOOLS_OUTPUTFILE_H
+#ifndef FA4_SUPPORT_OUTPUTFILE_H
+#define FA4_SUPPORT_OUTPUTFILE_H
 
 #include "mlir/Support/LLVM.h"
 #include "llvm/Support/FileSystem.h"
@@ -55,4 +55,4 @@ bool flushStdout(std::string &error);
 
 } // namespace mlir::fa4
 
-#endif // FA4_TOOLS_OUTPUTFILE_H
+#endif // FA4_SUPPORT_OUTPUTFILE_H
