@@ -4,6 +4,7 @@
 
 #include "fa4/Runtime/Launch.h"
 #include "fa4/Support/InputLimits.h"
+#include "fa4/Support/OutputFile.h"
 
 #include "llvm/ADT/SmallString.h"
 #include "llvm/ADT/StringExtras.h"
@@ -231,14 +232,33 @@ static std::string renamed(const CompileCache::Entry &entry,
   return manifest;
 }
 
+/// `text` in `file`, whole or not at all: a file beside its name renamed
+/// over it (fa4/Support/OutputFile.h), so a failed write leaves no partial
+/// file where a kernel is looked for.
+static bool writeWhole(const std::string &file, const std::string &text,
+                       std::string &error) {
+  std::unique_ptr<OutputFile> output = OutputFile::open(file, error);
+  if (!output)
+    return false;
+  output->os() << text;
+  return output->commit(error);
+}
+
 bool CompileCache::materialize(const Entry &entry, const std::string &cubinPath,
                                const std::string &ptxPath, std::string &error) {
-  return writeFile(cubinPath, entry.cubin, error) &&
-         writeFile(ptxPath, entry.ptx, error) &&
-         writeFile(cubinPath + ".json",
-                   renamed(entry, path::filename(cubinPath).str(),
-                           path::filename(ptxPath).str()),
-                   error);
+  if (!writeWhole(cubinPath, entry.cubin, error))
+    return false;
+  if (writeWhole(ptxPath, entry.ptx, error) &&
+      writeWhole(cubinPath + ".json",
+                 renamed(entry, path::filename(cubinPath).str(),
+                         path::filename(ptxPath).str()),
+                 error))
+    return true;
+  // A cubin without its PTX or manifest is no kernel (never a device node:
+  // `-o /dev/null` names one).
+  if (fs::is_regular_file(cubinPath))
+    fs::remove(cubinPath);
+  return false;
 }
 
 } // namespace mlir::fa4::runtime

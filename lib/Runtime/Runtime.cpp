@@ -96,6 +96,87 @@ static std::string list(const std::vector<int64_t> &values) {
   return text + "]";
 }
 
+/// What elementsDistinct can say of a strided layout.
+enum class Distinctness { Distinct, Shared, Unproven };
+
+/// Whether no two index tuples of a layout with positive `strides` reach the
+/// same element: exactly when no nonzero d with |d_i| < sizes[i] has
+/// sum(strides[i] * d_i) = 0. Axes of size 1 never step. An axis whose
+/// stride is larger than the span of all the others can be in no such sum
+/// (its term alone outweighs theirs), so it is set aside, repeatedly; what
+/// remains is searched exhaustively, all axes but the longest enumerated and
+/// the longest solved for, when that is at most 2^24 cases. Beyond the
+/// budget (only layouts that interleave several long axes) the answer is
+/// Unproven.
+static Distinctness elementsDistinct(const std::vector<int64_t> &sizes,
+                                     const std::vector<int64_t> &strides) {
+  struct Axis {
+    int64_t size;
+    __int128 stride;
+  };
+  std::vector<Axis> axes;
+  for (size_t i = 0; i < sizes.size(); ++i)
+    if (sizes[i] > 1)
+      axes.push_back({sizes[i], strides[i] < 0 ? -__int128(strides[i])
+                                               : __int128(strides[i])});
+  for (const Axis &axis : axes)
+    if (axis.stride == 0)
+      return Distinctness::Shared;
+  auto span = [](const Axis &axis) { return axis.stride * (axis.size - 1); };
+  for (bool removed = true; removed && !axes.empty();) {
+    removed = false;
+    __int128 total = 0;
+    for (const Axis &axis : axes)
+      total += span(axis);
+    for (size_t i = 0; i < axes.size(); ++i) {
+      if (axes[i].stride > total - span(axes[i])) {
+        axes.erase(axes.begin() + i);
+        removed = true;
+        break;
+      }
+    }
+  }
+  if (axes.empty())
+    return Distinctness::Distinct;
+  // One axis left would have been set aside: at least two remain.
+  size_t longest = 0;
+  for (size_t i = 1; i < axes.size(); ++i)
+    if (axes[i].size > axes[longest].size)
+      longest = i;
+  Axis solved = axes[longest];
+  axes.erase(axes.begin() + longest);
+  uint64_t cases = 1;
+  for (const Axis &axis : axes) {
+    cases *= uint64_t(2 * axis.size - 1);
+    if (cases > (uint64_t(1) << 24))
+      return Distinctness::Unproven;
+  }
+  std::vector<int64_t> step(axes.size());
+  for (size_t i = 0; i < axes.size(); ++i)
+    step[i] = -(axes[i].size - 1);
+  for (uint64_t c = 0; c < cases; ++c) {
+    __int128 sum = 0;
+    bool zero = true;
+    for (size_t i = 0; i < axes.size(); ++i) {
+      sum += axes[i].stride * step[i];
+      zero = zero && step[i] == 0;
+    }
+    // solved.stride * d = -sum with |d| < solved.size; d = 0 only with a
+    // nonzero step elsewhere.
+    if (!zero && sum % solved.stride == 0) {
+      __int128 d = sum / solved.stride;
+      if (d < solved.size && -d < solved.size)
+        return Distinctness::Shared;
+    }
+    for (size_t i = 0; i < axes.size(); ++i) {
+      if (++step[i] < axes[i].size)
+        break;
+      step[i] = -(axes[i].size - 1);
+    }
+  }
+  return Distinctness::Distinct;
+}
+
 bool checkTensors(const Manifest &m, const Tensor &q, const Tensor &k,
                   const Tensor &v, const Tensor &o, const Tensor *lse,
                   Shapes &shapes, std::string &error) {
@@ -174,25 +255,23 @@ bool checkTensors(const Manifest &m, const Tensor &q, const Tensor &k,
     }
     return true;
   };
-  // O's elements must not share memory: its axes, by stride, each step past
-  // the extent of the finer ones.
+  // O's elements must not share memory: the kernel would race on them.
   auto distinct = [&](const Tensor &t) -> bool {
-    std::vector<size_t> axes;
-    for (size_t i = 0; i < t.sizes.size(); ++i)
-      if (t.sizes[i] > 1)
-        axes.push_back(i);
-    std::sort(axes.begin(), axes.end(),
-              [&](size_t a, size_t b) { return t.strides[a] < t.strides[b]; });
-    int64_t extent = 1;
-    for (size_t axis : axes) {
-      if (t.strides[axis] < extent) {
-        error = "o: strides " + list(t.strides) +
-                " make elements share memory (the kernel would race on them)";
-        return false;
-      }
-      extent = t.strides[axis] * t.sizes[axis];
+    switch (elementsDistinct(t.sizes, t.strides)) {
+    case Distinctness::Distinct:
+      return true;
+    case Distinctness::Shared:
+      error = "o: strides " + list(t.strides) +
+              " make elements share memory (the kernel would race on them)";
+      return false;
+    case Distinctness::Unproven:
+      error = "o: strides " + list(t.strides) +
+              " interleave its axes too finely to prove its elements distinct "
+              "(the kernel would race on shared ones); use a layout whose "
+              "axes nest";
+      return false;
     }
-    return true;
+    return false;
   };
   // Where each tensor's elements lie: [address, address + span) bytes.
   // What the kernel writes must not share memory with what it reads (nor

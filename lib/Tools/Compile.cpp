@@ -4,6 +4,7 @@
 
 #include "fa4/Runtime/CompileCache.h"
 #include "fa4/Runtime/Runtime.h"
+#include "fa4/Support/IrInput.h"
 #include "fa4/Tools/KernelOutput.h"
 #include "fa4/Tools/ToolSession.h"
 
@@ -180,10 +181,9 @@ bool runPipeline(ModuleOp module, const PipelineOptions &options,
 OwningOpRef<ModuleOp> entryModule(ToolSession &session, const std::string &ir,
                                   const CollectedDiagnostics &diagnostics,
                                   std::string &error) {
-  OwningOpRef<ModuleOp> module = session.parseText(ir, "entry", error);
+  OwningOpRef<ModuleOp> module = session.parseText(ir, "entry");
   if (!module) {
-    if (error.empty())
-      error = diagnostics.explain("the entry IR does not parse");
+    error = diagnostics.explain("the entry IR does not parse");
     return nullptr;
   }
   if (failed(verify(*module))) {
@@ -287,11 +287,24 @@ bool fa4::compileVariant(const Variant &variant, const PipelineOptions &options,
 bool fa4::compileEntry(const std::string &ir, const PipelineOptions &options,
                        bool useCache, runtime::Kernel &kernel,
                        std::string &error, bool *fromCache) {
-  ToolSession session;
-  CollectedDiagnostics diagnostics(session.getContext());
-  OwningOpRef<ModuleOp> module = entryModule(session, ir, diagnostics, error);
-  return module && compileModule(*module, diagnostics, options, useCache,
-                                 kernel, error, fromCache);
+  // The caller's text is parsed, and everything that walks it runs, on a
+  // stack sized to it (fa4/Support/IrInput.h): a Python thread's own stack
+  // may be small.
+  bool compiled = false;
+  if (!runOnIrStack(
+          ir.size(),
+          [&] {
+            ToolSession session;
+            CollectedDiagnostics diagnostics(session.getContext());
+            OwningOpRef<ModuleOp> module =
+                entryModule(session, ir, diagnostics, error);
+            compiled = module && compileModule(*module, diagnostics, options,
+                                               useCache, kernel, error,
+                                               fromCache);
+          },
+          error))
+    return false;
+  return compiled;
 }
 
 bool fa4::checkOneKernel(ModuleOp module, std::string &error) {
@@ -406,10 +419,20 @@ bool fa4::variantIr(const Variant &variant, const PipelineOptions &options,
 bool fa4::entryIr(const std::string &entry, const PipelineOptions &options,
                   const std::string &stage, std::string &ir,
                   std::string &error) {
-  return stageIr(
-      [&](ToolSession &session, const CollectedDiagnostics &diagnostics,
-          std::string &error) {
-        return entryModule(session, entry, diagnostics, error);
-      },
-      options, stage, ir, error);
+  // On a stack sized to the text, as compileEntry.
+  bool staged = false;
+  if (!runOnIrStack(
+          entry.size(),
+          [&] {
+            staged = stageIr(
+                [&](ToolSession &session,
+                    const CollectedDiagnostics &diagnostics,
+                    std::string &error) {
+                  return entryModule(session, entry, diagnostics, error);
+                },
+                options, stage, ir, error);
+          },
+          error))
+    return false;
+  return staged;
 }

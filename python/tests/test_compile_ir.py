@@ -94,3 +94,91 @@ def test_a_refusal_before_parsing_keeps_its_reason():
     with pytest.raises(fa4.CompileError,
                        match=r"entry\":1:32\): error: dense arrays of `index` are not accepted"):
         fa4.compile_ir(text)
+
+
+def _on_a_small_stack(call):
+    """Runs `call` on a Python thread with a 256 KiB stack (as an embedding
+    application's worker may have) and returns what it raised."""
+    import threading
+    raised = []
+
+    def run():
+        try:
+            call()
+        except Exception as error:  # noqa: BLE001 - handed to the test
+            raised.append(error)
+
+    threading.stack_size(256 << 10)
+    try:
+        thread = threading.Thread(target=run)
+        thread.start()
+        thread.join()
+    finally:
+        threading.stack_size(0)
+    return raised[0] if raised else None
+
+
+def _deep_entry(kind, window):
+    """An attention entry beside IR nested deep without brackets."""
+    depth = 300000 if kind == "chain" else 50000
+    location, extra = "", ""
+    if kind == "chain":
+        prefix = "#m = affine_map<(d0) -> (" + " + ".join(["d0"] * depth) + ")>\n"
+    elif kind == "callsite":
+        prefix = '#l0 = loc("deep":1:1)\n' + "".join(
+            f'#l{i} = loc(callsite(#l{i - 1} at "deep":{i}:1))\n'
+            for i in range(1, depth))
+        location = f" loc(#l{depth - 1})"
+    else:
+        prefix = "!t0 = i32\n" + "".join(f"!t{i} = tuple<!t{i - 1}>\n"
+                                         for i in range(1, depth))
+        extra = f"func.func private @deep(!t{depth - 1})\n"
+    return (prefix + extra +
+            "func.func @attention(%q: memref<?x?x4x64xf16>, %k: memref<?x?x2x64xf16>,\n"
+            "    %v: memref<?x?x2x64xf16>, %o: memref<?x?x4x64xf16>) {\n"
+            "  fa4.attention %q, %k, %v -> %o {mask = #fa4.mask<causal>" + window + "}\n"
+            "      : memref<?x?x4x64xf16>, memref<?x?x2x64xf16>, memref<?x?x2x64xf16>\n"
+            "      -> memref<?x?x4x64xf16>" + location + "\n"
+            "  return\n}\n")
+
+
+@pytest.mark.parametrize("kind", ["chain", "callsite"])
+def test_deep_ir_parses_on_a_stack_sized_to_it(kind):
+    """IR nested deep without brackets (an affine `+` chain, a location
+    through aliases) overflowed the caller's stack in the parser,
+    verifier or diagnostics (the process died of SIGSEGV); compile_ir now
+    parses and walks it on a thread with a stack sized to the text, here
+    from a thread whose own stack is small."""
+    text = _deep_entry(kind, ", window_left = -7 : i64")
+    error = _on_a_small_stack(lambda: fa4.compile_ir(text, cache=False))
+    assert isinstance(error, fa4.CompileError)
+    assert "window_left must be -1 (unbounded) or in [0, 2^31), got -7" in str(error)
+
+
+def test_a_deep_type_compiles():
+    """A type nested 50 000 deep through aliases: the pipeline's passes walk
+    it (they died of SIGSEGV on a worker thread's stack before)."""
+    text = _deep_entry("type", "")
+    kernels = []
+    error = _on_a_small_stack(
+        lambda: kernels.append(fa4.compile_ir(text, cache=False)))
+    assert error is None
+    assert "fa4.spec" in kernels[0].ir("tile")
+
+
+def test_a_run_of_minus_signs_is_refused():
+    text = ("#m = affine_map<(d0) -> (" + "-" * 10000 + "d0)>\n"
+            "func.func @f() { return }\n")
+    error = _on_a_small_stack(lambda: fa4.compile_ir(text, cache=False))
+    assert isinstance(error, fa4.CompileError)
+    assert "more than 16 minus signs in a row" in str(error)
+
+
+@pytest.mark.parametrize("spelling", ["array< // a comment\n index: 1>",
+                                      "array<!ix: 1>"])
+def test_an_index_array_is_refused_however_spelled(spelling):
+    text = ("!ix = index\nfunc.func @f() attributes {x = " + spelling +
+            "} { return }\n")
+    with pytest.raises(fa4.CompileError,
+                       match="dense arrays of `index` are not accepted"):
+        fa4.compile_ir(text)

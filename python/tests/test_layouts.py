@@ -108,3 +108,39 @@ def test_attention_checks_sizes_before_copying():
     q = row.expand(1, 1 << 30, 2, 64)
     with pytest.raises(fa4.LaunchError, match="reaches 2\\^31"):
         fa4.attention(q, row.expand(1, 64, 1, 64), row.expand(1, 64, 1, 64))
+
+
+@pytest.mark.parametrize("strides", [
+    # Rows 192 elements apart, the two heads 128 apart: head 1's rows lie
+    # between head 0's (block 3j + 2 never meets block 3j') without sharing
+    # an element.
+    (12288, 192, 128, 1),
+    # Rows 128 apart, heads 192: even and odd 64-element blocks.
+    (8320, 128, 192, 1),
+])
+def test_o_layouts_with_distinct_elements_run(capi_kernel, inputs, strides):
+    """O's elements must be distinct (the kernel would race on shared ones);
+    the check is exact, so layouts whose axes interleave without sharing an
+    element run (a check by extents alone refused both), through the
+    extension and through the C API."""
+    q, k, v = inputs(1, 64, 64, 2, 1, 64, torch.float16)
+    want, want_lse = reference(q, k, v)
+    kernel = fa4.compile(head_dim=64, q_heads=2, kv_heads=1, lse=True)
+    for launch in (kernel, capi_kernel):
+        storage = torch.zeros(strides[0], dtype=torch.float16)
+        o = storage.as_strided(q.shape, strides)
+        lse = torch.zeros(1, 2, 64)
+        launch(q, k, v, o, lse)
+        assert (o.double() - want).abs().max().item() <= 1e-2
+        assert (lse.double() - want_lse).abs().max().item() <= 1e-2
+
+
+def test_o_layouts_with_shared_elements_are_refused(capi_kernel, inputs):
+    """Rows 128 apart and heads 256: row 2 of head 0 is row 0 of head 1."""
+    q, k, v = inputs(1, 64, 64, 2, 1, 64, torch.float16)
+    kernel = fa4.compile(head_dim=64, q_heads=2, kv_heads=1, lse=True)
+    o = torch.zeros(8512, dtype=torch.float16).as_strided(q.shape, (8512, 128, 256, 1))
+    with pytest.raises(fa4.LaunchError, match=r"o: strides \[8512, 128, 256, 1\] make elements share memory"):
+        kernel(q, k, v, o, torch.zeros(1, 2, 64))
+    with pytest.raises(_capi.LaunchError, match=r"o: strides \[8512, 128, 256, 1\] make elements share memory"):
+        capi_kernel(q, k, v, o, torch.zeros(1, 2, 64))

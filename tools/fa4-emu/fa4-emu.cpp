@@ -16,6 +16,7 @@
 #include "fa4/Sim/Mods.h"
 #include "fa4/Sim/Reference.h"
 #include "fa4/Support/InputLimits.h"
+#include "fa4/Support/IrInput.h"
 #include "fa4/Support/AttentionMath.h"
 
 #include "mlir/Dialect/Bufferization/IR/Bufferization.h"
@@ -27,6 +28,8 @@
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -129,6 +132,8 @@ static void jsonStrings(raw_ostream &os, const std::vector<std::string> &list) {
   os << "]";
 }
 
+static int emulate(std::unique_ptr<MemoryBuffer> entryBuffer);
+
 int main(int argc, char **argv) {
   InitLLVM init(argc, argv);
   cl::HideUnrelatedOptions(emuCategory);
@@ -153,7 +158,14 @@ int main(int argc, char **argv) {
     return fail("--sm-count must be 0 (the manifest's) to 2^31 - 1");
   if (!(absTolerance >= 0) || !(relTolerance >= 0))
     return fail("--atol and --rtol must be non-negative");
+  // The entry IR, when given, is read first: the rest runs on a stack sized
+  // to it (fa4/Support/IrInput.h), since the reference walks its regions.
+  return runToolOnInput("fa4-emu", entryFile, emulate);
+}
 
+/// fa4-emu after its options: runs the kernel and prints the report; the
+/// reference runs mod regions from `entryBuffer` (null without --entry).
+static int emulate(std::unique_ptr<MemoryBuffer> entryBuffer) {
   runtime::Manifest manifest;
   std::string error, manifestText;
   if (!readRegularFile(manifestFile, kMaxManifestBytes, manifestText, error))
@@ -195,6 +207,9 @@ int main(int argc, char **argv) {
     return fail(error);
   // A kernel with mod regions: the reference runs them from the entry IR.
   mlir::MLIRContext context;
+  // The entry is walked on this thread's stack, sized to it; never on the
+  // context's workers with their default stacks.
+  context.disableMultithreading();
   mlir::OwningOpRef<mlir::ModuleOp> entryModule;
   std::unique_ptr<sim::Mods> mods;
   bool hasMods = manifest.scoreMod || manifest.maskMod || !manifest.extras.empty();
@@ -208,11 +223,14 @@ int main(int argc, char **argv) {
     // A tensor-level entry hands its extras over with to_buffer.
     registry.insert<mlir::bufferization::BufferizationDialect>();
     context.appendDialectRegistry(registry);
-    std::string entryText;
-    if (!readRegularFile(entryFile, kMaxKernelFileBytes, entryText, error) ||
-        !checkNestingDepth(entryText, kMaxIrNesting, NestingSyntax::Mlir, error))
-      return fail(entryFile + ": " + error);
-    entryModule = mlir::parseSourceString<mlir::ModuleOp>(entryText, &context, entryFile);
+    if (std::optional<IrRefusal> refusal =
+            refuseBeforeParsing(entryBuffer->getBuffer())) {
+      printRefusal(*entryBuffer, *refusal);
+      return fail("cannot parse the entry IR " + entryFile);
+    }
+    llvm::SourceMgr sourceMgr;
+    sourceMgr.AddNewSourceBuffer(std::move(entryBuffer), llvm::SMLoc());
+    entryModule = mlir::parseSourceFile<mlir::ModuleOp>(sourceMgr, &context);
     if (!entryModule)
       return fail("cannot parse the entry IR " + entryFile);
     mlir::func::FuncOp entry;
@@ -432,5 +450,13 @@ int main(int argc, char **argv) {
      << format("%.4g", seconds > 0 ? total.instructions / seconds : 0.0)
      << ",\"ok\":" << (failing < 0 ? "true" : "false") << "}";
   outs() << text << "\n";
+  // A report that cannot be written (stdout on a full disk) is an error, not
+  // LLVM's fatal report at exit.
+  outs().flush();
+  if (outs().has_error()) {
+    std::string cause = outs().error().message();
+    outs().clear_error();
+    return fail("cannot write stdout: " + cause);
+  }
   return failing < 0 ? 0 : 1;
 }

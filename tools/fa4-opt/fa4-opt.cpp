@@ -16,9 +16,10 @@
 #include "mlir/Dialect/SCF/Transforms/Passes.h"
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
 #include "mlir/Transforms/Passes.h"
-#include "fa4/Support/InputLimits.h"
+#include "fa4/Support/IrInput.h"
+#include "fa4/Support/OutputFile.h"
 
-#include "mlir/Support/FileUtilities.h"
+#include "llvm/Support/CommandLine.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -40,21 +41,44 @@ int main(int argc, char **argv) {
   auto [inputFilename, outputFilename] = mlir::registerAndParseCLIOptions(
       argc, argv, "fa4 optimizer: the fa4 dialect, passes and pipelines\n",
       registry);
-  // IR nested deeper than the parser's stack allows is refused before
-  // upstream's parser sees it (docs/Robustness.md); stdin is read once, by
-  // MlirOptMain, and is not checked.
-  if (inputFilename != "-") {
-    std::string error;
-    std::unique_ptr<llvm::MemoryBuffer> input =
-        mlir::openInputFile(inputFilename, &error);
-    if (input && !mlir::fa4::checkNestingDepth(input->getBuffer(),
-                                               mlir::fa4::kMaxIrNesting,
-                                               mlir::fa4::NestingSyntax::Mlir,
-                                               error)) {
-      llvm::errs() << inputFilename << ": error: " << error << "\n";
-      return 1;
-    }
-  }
-  return mlir::asMainReturnCode(
-      mlir::MlirOptMain(argc, argv, inputFilename, outputFilename, registry));
+  // Passes walk the IR on this tool's thread, whose stack is sized to the
+  // input, never on a thread pool's workers with their default stacks (as
+  // --mlir-disable-threading; the option is MLIRContext's cl::opt<bool>).
+  auto &options = llvm::cl::getRegisteredOptions();
+  if (auto it = options.find("mlir-disable-threading"); it != options.end())
+    static_cast<llvm::cl::opt<bool> *>(it->second)->setValue(true);
+  mlir::MlirOptMainConfig config =
+      mlir::MlirOptMainConfig::createFromCLOptions();
+  // Listing dialects or passes reads no input: upstream's driver does it.
+  if (config.shouldShowDialects() || config.shouldListPasses())
+    return mlir::asMainReturnCode(mlir::MlirOptMain(
+        argc, argv, inputFilename, outputFilename, registry));
+  // The input, file or stdin, is refused before upstream's parser sees it
+  // when the parser would crash on it, and is parsed, transformed and printed
+  // on a stack sized to it (fa4/Support/IrInput.h); the output is written
+  // whole or not at all (fa4/Support/OutputFile.h).
+  return mlir::fa4::runToolOnInput(
+      "fa4-opt", inputFilename,
+      [&](std::unique_ptr<llvm::MemoryBuffer> input) {
+        if (std::optional<mlir::fa4::IrRefusal> refusal =
+                mlir::fa4::refuseBeforeParsing(input->getBuffer())) {
+          mlir::fa4::printRefusal(*input, *refusal);
+          return 1;
+        }
+        std::string error;
+        std::unique_ptr<mlir::fa4::OutputFile> output =
+            mlir::fa4::OutputFile::open(outputFilename, error);
+        if (!output) {
+          llvm::errs() << "fa4-opt: error: " << error << "\n";
+          return 1;
+        }
+        if (failed(mlir::MlirOptMain(output->os(), std::move(input), registry,
+                                     config)))
+          return 1;
+        if (!output->commit(error)) {
+          llvm::errs() << "fa4-opt: error: " << error << "\n";
+          return 1;
+        }
+        return 0;
+      });
 }

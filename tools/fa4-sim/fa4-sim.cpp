@@ -12,6 +12,8 @@
 
 #include "fa4/Dialect/FA4/IR/FA4Ops.h"
 #include "fa4/Sim/Simulator.h"
+#include "fa4/Support/IrInput.h"
+#include "fa4/Support/OutputFile.h"
 #include "fa4/Tools/ToolSession.h"
 #include "fa4/Pipeline/Pipeline.h"
 #include "fa4/Transforms/Passes.h"
@@ -89,6 +91,8 @@ static int fail(const Twine &message) {
   return 2;
 }
 
+static int simulateInput(std::unique_ptr<MemoryBuffer> input);
+
 int main(int argc, char **argv) {
   InitLLVM init(argc, argv);
   cl::HideUnrelatedOptions(simCategory);
@@ -118,12 +122,17 @@ int main(int argc, char **argv) {
   if (!(expectTolerance >= 0))
     return fail("--expect-atol must be non-negative");
 
+  return fa4::runToolOnInput("fa4-sim", inputFile, simulateInput);
+}
+
+/// fa4-sim after its options: runs `input` and prints the report.
+static int simulateInput(std::unique_ptr<MemoryBuffer> input) {
   fa4::ToolSession session;
   MLIRContext &context = session.getContext();
   std::string error;
-  OwningOpRef<ModuleOp> module = session.parseFile(inputFile, error);
+  OwningOpRef<ModuleOp> module = session.parse(std::move(input));
   if (!module)
-    return fail(error.empty() ? "cannot parse the input" : error);
+    return fail("cannot parse the input");
 
   // Level A runs through the same lowering fa4c uses, then as level B.
   bool hasEntryOp = false;
@@ -176,5 +185,7 @@ int main(int argc, char **argv) {
   if (!fa4::sim::simulate(kernels.front(), options, report, error))
     return fail(error);
   outs() << report.toJson() << "\n";
+  if (!fa4::flushStdout(error))
+    return fail(error);
   return report.ok ? 0 : 1;
 }

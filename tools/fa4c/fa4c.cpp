@@ -8,7 +8,9 @@
 #include "fa4/Dialect/FA4/IR/FA4Ops.h"
 #include "fa4/Runtime/CompileCache.h"
 #include "fa4/Tools/Compile.h"
+#include "fa4/Support/IrInput.h"
 #include "fa4/Tools/KernelOutput.h"
+#include "fa4/Support/OutputFile.h"
 #include "fa4/Tools/ToolSession.h"
 #include "fa4/Pipeline/Pipeline.h"
 #include "fa4/Transforms/Passes.h"
@@ -20,7 +22,6 @@
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/IR/Verifier.h"
 #include "mlir/Pass/PassManager.h"
-#include "mlir/Support/FileUtilities.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/Format.h"
@@ -29,8 +30,8 @@
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
+
 #include <chrono>
-#include "llvm/Support/ToolOutputFile.h"
 
 using namespace mlir;
 using namespace llvm;
@@ -189,6 +190,8 @@ static bool usesVariantFlags() {
   });
 }
 
+static int compile(std::unique_ptr<MemoryBuffer> input, StringRef stopAfter);
+
 int main(int argc, char **argv) {
   InitLLVM init(argc, argv);
   // libLLVM registers a code-generator `-stop-after` of its own; fa4c's
@@ -212,24 +215,25 @@ int main(int argc, char **argv) {
       "  fa4c --head-dim 128 --q-heads 32 --kv-heads 8 --mask causal \\\n"
       "       --dtype fp16 --lse --target sm_100a -o attn.cubin --timing\n");
 
+  if (!inputFile.empty() && usesVariantFlags()) {
+    errs() << "fa4c: variant flags (--head-dim, --mask, ...) describe the "
+              "kernel when no input file is given; drop them or the file\n";
+    return 2;
+  }
+  return fa4::runToolOnInput(
+      "fa4c", inputFile, [&](std::unique_ptr<MemoryBuffer> input) {
+        return compile(std::move(input), stopAfter);
+      });
+}
+
+/// fa4c after its options: compiles `input` (the variant the flags describe
+/// when null) and writes what --emit asks for.
+static int compile(std::unique_ptr<MemoryBuffer> input, StringRef stopAfter) {
   fa4::ToolSession session;
   MLIRContext &context = session.getContext();
   std::string error;
-  OwningOpRef<ModuleOp> module;
-  if (!inputFile.empty()) {
-    if (usesVariantFlags()) {
-      errs() << "fa4c: variant flags (--head-dim, --mask, ...) describe the "
-                "kernel when no input file is given; drop them or the file\n";
-      return 2;
-    }
-    module = session.parseFile(inputFile, error);
-    if (!module && !error.empty()) {
-      errs() << "fa4c: " << error << "\n";
-      return 2;
-    }
-  } else {
-    module = buildVariant(context);
-  }
+  OwningOpRef<ModuleOp> module =
+      input ? session.parse(std::move(input)) : buildVariant(context);
   if (!module)
     return 1;
 
@@ -260,7 +264,7 @@ int main(int argc, char **argv) {
   fa4::PipelineOptions options;
   // Without --stop-after, MLIR output is the schedule (level C); the other
   // kinds need the kernel at level D.
-  options.stopAfter = !stopAfter.empty()        ? std::string(stopAfter)
+  options.stopAfter = !stopAfter.empty()        ? stopAfter.str()
                       : kind == EmitKind::Mlir ? std::string("scheduler")
                                                : std::string("nvvm");
   options.rescaleThreshold = rescaleThreshold;
@@ -342,12 +346,15 @@ int main(int argc, char **argv) {
   if (failed(pm.run(*module)))
     return 1;
 
-  auto output = openOutputFile(
-      kind == EmitKind::Cubin ? std::string("-") : std::string(outputFile), &error);
-  if (!output) {
-    errs() << "fa4c: " << error << "\n";
-    return 2;
-  }
+  // Every file is written whole or not at all (fa4/Support/OutputFile.h); the
+  // cubin is ptxas's to write.
+  auto write = [&](StringRef path, llvm::function_ref<void(raw_ostream &)> print) {
+    std::unique_ptr<fa4::OutputFile> file = fa4::OutputFile::open(path, error);
+    if (!file)
+      return false;
+    print(file->os());
+    return file->commit(error);
+  };
   // Serialization runs outside the pass manager; --timing reports it too.
   auto timed = [&](StringRef what, auto &&step) {
     auto start = std::chrono::steady_clock::now();
@@ -361,15 +368,24 @@ int main(int argc, char **argv) {
   switch (kind) {
   case EmitKind::Default:
   case EmitKind::Mlir:
-    module->print(output->os());
-    output->os() << "\n";
-    break;
-  case EmitKind::Llvm:
-    if (failed(fa4::writeLlvmIr(*module, output->os(), error))) {
+    if (!write(outputFile, [&](raw_ostream &os) { module->print(os); os << "\n"; })) {
       errs() << "fa4c: " << error << "\n";
       return 1;
     }
-    break;
+    return 0;
+  case EmitKind::Llvm: {
+    std::string llvmIr;
+    raw_string_ostream os(llvmIr);
+    if (failed(fa4::writeLlvmIr(*module, os, error))) {
+      errs() << "fa4c: " << error << "\n";
+      return 1;
+    }
+    if (!write(outputFile, [&](raw_ostream &file) { file << llvmIr; })) {
+      errs() << "fa4c: " << error << "\n";
+      return 1;
+    }
+    return 0;
+  }
   case EmitKind::Ptx:
   case EmitKind::Cubin: {
     std::string ptx;
@@ -381,8 +397,11 @@ int main(int argc, char **argv) {
       return 1;
     }
     if (kind == EmitKind::Ptx) {
-      output->os() << ptx;
-      break;
+      if (!write(outputFile, [&](raw_ostream &os) { os << ptx; })) {
+        errs() << "fa4c: " << error << "\n";
+        return 1;
+      }
+      return 0;
     }
     fa4::PtxasReport report;
     LogicalResult assembled = timed("ptxas (cubin)", [&] {
@@ -392,26 +411,19 @@ int main(int argc, char **argv) {
       errs() << "fa4c: " << error << "\n";
       return 1;
     }
-    // The PTX beside the cubin: what fa4-emu runs.
-    {
-      auto ptxFile = openOutputFile(ptxPath, &error);
-      if (!ptxFile) {
-        errs() << "fa4c: " << error << "\n";
-        return 2;
-      }
-      ptxFile->os() << ptx;
-      ptxFile->keep();
-    }
+    // The PTX beside the cubin: what fa4-emu runs. A kernel without its PTX
+    // or manifest is no kernel: the cubin goes when either cannot be written.
     std::string manifestPath = outputFile + ".json";
-    auto manifest = openOutputFile(manifestPath, &error);
-    if (!manifest) {
-      errs() << "fa4c: " << error << "\n";
-      return 2;
-    }
     std::string manifestText =
         fa4::launchManifest(*module, target, outputFile, ptxPath, report);
-    manifest->os() << manifestText;
-    manifest->keep();
+    if (!write(ptxPath, [&](raw_ostream &os) { os << ptx; }) ||
+        !write(manifestPath, [&](raw_ostream &os) { os << manifestText; })) {
+      errs() << "fa4c: " << error << "\n";
+      // Never a device node: `-o /dev/null` names one.
+      if (sys::fs::is_regular_file(outputFile))
+        sys::fs::remove(outputFile);
+      return 1;
+    }
     if (cache) {
       fa4::runtime::CompileCache::Entry entry;
       entry.ptx = ptx;
@@ -430,6 +442,5 @@ int main(int argc, char **argv) {
     return 0;
   }
   }
-  output->keep();
-  return 0;
+  llvm_unreachable("every kind is written above");
 }

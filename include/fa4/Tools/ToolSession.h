@@ -7,9 +7,10 @@
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/IR/OwningOpRef.h"
+#include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/SourceMgr.h"
 
-#include <string>
+#include <memory>
 
 namespace mlir::fa4 {
 
@@ -21,16 +22,15 @@ public:
 
   MLIRContext &getContext() { return context; }
 
-  /// Parses `path` ('-' reads stdin). Returns null with `error` set when the
-  /// file cannot be opened, and null with `error` empty when it does not
-  /// parse (the parser has already reported where).
-  OwningOpRef<ModuleOp> parseFile(StringRef path, std::string &error);
-  /// Parses `text` (named `name` in diagnostics) the same way.
-  OwningOpRef<ModuleOp> parseText(StringRef text, StringRef name,
-                                  std::string &error);
+  /// Parses `buffer` as a module, after refuseBeforeParsing (IrInput.h).
+  /// Null when it is refused or does not parse, the diagnostics reported.
+  /// The caller runs this and everything that walks the module on a stack
+  /// sized for the text (runOnIrStack, runToolOnInput).
+  OwningOpRef<ModuleOp> parse(std::unique_ptr<llvm::MemoryBuffer> buffer);
+  /// Parses `text`, named `name` in diagnostics, the same way.
+  OwningOpRef<ModuleOp> parseText(StringRef text, StringRef name);
 
 private:
-  OwningOpRef<ModuleOp> parseBuffer(std::unique_ptr<llvm::MemoryBuffer> buffer);
   MLIRContext context;
   llvm::SourceMgr sourceMgr;
   SourceMgrDiagnosticHandler diagnostics;

@@ -1,0 +1,58 @@
+//===- OutputFile.h - output written whole or not at all --------*- C++ -*-===//
+//
+// LLVM's ToolOutputFile ends the process with a fatal "IO failure on output
+// stream" when a write fails (a full disk) and leaves what was written. A
+// tool's output goes through OutputFile instead: every write is checked, a
+// failure is an error naming the file and the cause, and a regular file is
+// written beside its name and renamed over it only when whole.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef FA4_SUPPORT_OUTPUTFILE_H
+#define FA4_SUPPORT_OUTPUTFILE_H
+
+#include "mlir/Support/LLVM.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <memory>
+#include <optional>
+#include <string>
+
+namespace mlir::fa4 {
+
+class OutputFile {
+public:
+  /// Opens `path` ('-' is stdout) for writing, or returns null with `error`
+  /// ("cannot write PATH: cause"). A regular file, or a new one, is written
+  /// to a temporary file in its directory that commit renames over it.
+  /// Anything else (a device such as /dev/null or /dev/full, a FIFO) is
+  /// written in place: a rename would replace the device, not write to it;
+  /// a failed write there leaves what the device took.
+  static std::unique_ptr<OutputFile> open(StringRef path, std::string &error);
+  /// Removes the temporary file when commit did not keep it.
+  ~OutputFile();
+
+  raw_ostream &os() { return *stream; }
+  /// Flushes and closes the output and, for a regular file, renames it into
+  /// place. False with `error` ("cannot write PATH: cause") when any write,
+  /// the close or the rename failed; then the temporary file is gone and
+  /// `path` is as it was.
+  bool commit(std::string &error);
+
+private:
+  OutputFile() = default;
+  std::string path;
+  std::optional<llvm::sys::fs::TempFile> temporary;
+  std::unique_ptr<llvm::raw_fd_ostream> owned;
+  llvm::raw_fd_ostream *stream = nullptr;
+};
+
+/// Flushes stdout; false with `error` ("cannot write stdout: cause") when a
+/// write to it failed (`> /dev/full`), which LLVM would otherwise report as
+/// a fatal error at exit.
+bool flushStdout(std::string &error);
+
+} // namespace mlir::fa4
+
+#endif // FA4_SUPPORT_OUTPUTFILE_H
