@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "fa4/Emu/Emulator.h"
+#include "fa4/Runtime/Contract.h"
 #include "fa4/Runtime/Launch.h"
 #include "fa4/Runtime/Runtime.h"
 #include "fa4/InitFA4.h"
@@ -184,6 +185,9 @@ int main(int argc, char **argv) {
   if (!runtime::checkInterface(manifest, error) ||
       !runtime::checkPtxEntry(manifest, ptxText, error))
     return fail(manifestFile + ": " + error);
+  // fa4-emu runs the PTX: its contract is the one that must hold.
+  if (llvm::Error refused = runtime::checkContract(manifest, ptxText, {}))
+    return fail(manifestFile + ": " + llvm::toString(std::move(refused)));
   if (emu::targetOf(*program) != manifest.target)
     return fail("the manifest is for " + manifest.target + " but its PTX " +
                 ptxPath + " targets " + emu::targetOf(*program));
