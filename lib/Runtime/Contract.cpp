@@ -220,8 +220,12 @@ readCubinContract(llvm::ArrayRef<uint8_t> cubin) {
                                    "the cubin " + why);
   };
   ElfBytes elf(cubin);
+  // Not ELF at all: no symbol to hold a contract (the driver takes other
+  // formats too; checkContract refuses it when the PTX declares one).
   static const uint8_t magic[] = {0x7f, 'E', 'L', 'F', /*64-bit*/ 2,
                                   /*little-endian*/ 1};
+  if (!elf.contains(0, 4) || std::memcmp(cubin.data(), magic, 4) != 0)
+    return std::nullopt;
   if (!elf.contains(0, kElfHeaderBytes) ||
       std::memcmp(cubin.data(), magic, sizeof(magic)) != 0)
     return fail("is not a little-endian ELF64 file");

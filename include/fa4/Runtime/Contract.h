@@ -57,10 +57,11 @@ llvm::Expected<std::optional<std::string>> readPtxContract(llvm::StringRef ptx);
 
 /// The contract a cubin holds: the bytes of the ELF64 symbol
 /// `fa4_contract` (in `.symtab`, defined in a section with contents),
-/// std::nullopt when the cubin has no such symbol. Every offset and size is
-/// checked against the file, which is untrusted input: an error when it is
-/// not a little-endian ELF64 file or when a header, the symbol table or the
-/// symbol's bytes lie outside it.
+/// std::nullopt when the cubin has no such symbol or is no ELF file at all.
+/// Every offset and size is checked against the file, which is untrusted
+/// input: an error when an ELF file is not a little-endian ELF64 one, when
+/// a header, the symbol table, a name or the symbol's bytes lie outside it,
+/// or when the symbol is defined twice.
 llvm::Expected<std::optional<std::string>>
 readCubinContract(llvm::ArrayRef<uint8_t> cubin);
 
