@@ -78,6 +78,8 @@ const char *swizzleName(TensorMapSwizzle swizzle) {
 }
 } // namespace
 
+// A tensor map's `strides_bytes` are not in it: they are the dense strides a
+// launch replaces with its tensors' own, and planLaunch holds them to those.
 std::string kernelContract(const Manifest &m) {
   ContractWriter w;
   w.field("kernel", m.kernel);
@@ -117,7 +119,6 @@ std::string kernelContract(const Manifest &m) {
     w.field(at + "dtype", map.dtype);
     w.field(at + "rank", map.rank);
     w.list(at + "dims", map.dims);
-    w.list(at + "strides_bytes", map.strides);
     w.list(at + "axes", map.axes);
     w.list(at + "layout_strides", map.layoutStrides);
     w.list(at + "box", std::vector<uint32_t>(map.box, map.box + map.rank));

@@ -15,6 +15,7 @@
 
 #include "fa4/Emu/Emulator.h"
 #include "fa4/Runtime/CompileCache.h"
+#include "fa4/Runtime/Contract.h"
 #include "fa4/Runtime/Launch.h"
 #include "fa4/Runtime/Runtime.h"
 #include "fa4/Runtime/fa4rt.h"
@@ -152,8 +153,10 @@ void runManifest(const std::string &input, const Corpus &corpus) {
   if (!runtime::parseManifest(input, m, error))
     return;
   bool interface = runtime::checkInterface(m, error);
-  for (const std::string &ptx : corpus.ptx)
+  for (const std::string &ptx : corpus.ptx) {
     (void)runtime::checkPtxEntry(m, ptx, error);
+    llvm::consumeError(runtime::checkContract(m, ptx, {}));
+  }
   std::mt19937_64 rng = rngOf(input);
   static const int64_t extents[] = {1, 2, 3, 127, 128, 129, 300, 65536,
                                     int64_t(1) << 30, (int64_t(1) << 31) - 1,
@@ -538,14 +541,15 @@ bool loadCorpus(Surface surface, const std::vector<std::string> &manifests,
     return false;
   }
   if (surface == Surface::Cache) {
-    // The files' contents matter to the cache only through their hashes and
-    // the PTX's entry point: an entry of the PTX up to its body and a
-    // cubin's first bytes keeps an input's I/O small.
+    // The files' contents matter to the cache only through their hashes,
+    // the PTX's entry point and the contract the PTX (before its entry) and
+    // the cubin (in its symbol table) declare: the PTX up to the entry's
+    // body keeps an input's I/O small; the cubin stays whole, since an ELF
+    // file cut short is refused.
     auto shorten = [](runtime::CompileCache::Entry &entry) {
       size_t body = entry.ptx.find('{', entry.ptx.find(".entry"));
       if (body != std::string::npos)
         entry.ptx.resize(body);
-      entry.cubin.resize(std::min<size_t>(entry.cubin.size(), 4096));
     };
     shorten(corpus.cacheEntry);
     for (runtime::CompileCache::Entry &entry : corpus.otherEntries)

@@ -185,12 +185,12 @@ int main(int argc, char **argv) {
   if (!runtime::checkInterface(manifest, error) ||
       !runtime::checkPtxEntry(manifest, ptxText, error))
     return fail(manifestFile + ": " + error);
-  // fa4-emu runs the PTX: its contract is the one that must hold.
-  if (llvm::Error refused = runtime::checkContract(manifest, ptxText, {}))
-    return fail(manifestFile + ": " + llvm::toString(std::move(refused)));
   if (emu::targetOf(*program) != manifest.target)
     return fail("the manifest is for " + manifest.target + " but its PTX " +
                 ptxPath + " targets " + emu::targetOf(*program));
+  // fa4-emu runs the PTX: its contract is the one that must hold.
+  if (llvm::Error refused = runtime::checkContract(manifest, ptxText, {}))
+    return fail(manifestFile + ": " + llvm::toString(std::move(refused)));
 
   // The problem, its inputs and the reference.
   sim::Problem problem = sim::problemOf(manifest, batch, seqQ, seqK);

@@ -47,7 +47,9 @@ constexpr uint64_t kMaxContractBytes = 64 * 1024;
 /// memory and TMEM columns, the attention variant, each tensor map and
 /// extra, the parameters, the warp roles). Left out, because the code does
 /// not depend on them: the cubin and PTX file names, the grid's sm_count
-/// (the kernel reads its grid size) and ptxas's report.
+/// (the kernel reads its grid size), the tensor maps' `strides_bytes` (dense
+/// defaults a launch replaces with its tensors' strides, which planLaunch
+/// checks) and ptxas's report.
 std::string kernelContract(const Manifest &manifest);
 
 /// The contract the PTX declares (`.global ... .b8 fa4_contract[N] = {...}`),
