@@ -10,9 +10,11 @@
 
 #include "fa4/Runtime/Contract.h"
 
+#include "llvm/ADT/SmallString.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/Endian.h"
 
+#include <charconv>
 #include <cstdio>
 #include <cstring>
 #include <type_traits>
@@ -23,10 +25,68 @@ namespace mlir::fa4::runtime {
 
 namespace {
 /// The contract's lines, in order; a value never holds a newline (escaped).
+/// Appended straight to one string: launch() recomputes the contract on
+/// every call, so it must cost little next to the launch's own host work.
 class ContractWriter {
 public:
-  void field(const std::string &key, const std::string &value) {
-    text += key + "=";
+  ContractWriter() {
+    text.reserve(4096);
+    text += "fa4-contract 1\n";
+  }
+  /// `prefix` names the array element a field belongs to ("tensor_maps[1].").
+  void field(llvm::StringRef prefix, llvm::StringRef key, llvm::StringRef value) {
+    keyed(prefix, key);
+    escaped(value);
+    text += '\n';
+  }
+  void field(llvm::StringRef key, llvm::StringRef value) { field("", key, value); }
+  void field(llvm::StringRef prefix, llvm::StringRef key, int64_t value) {
+    keyed(prefix, key);
+    integer(value);
+    text += '\n';
+  }
+  void field(llvm::StringRef key, int64_t value) { field("", key, value); }
+  void flag(llvm::StringRef key, bool value) { field(key, value ? "true" : "false"); }
+  /// Seventeen significant digits: one double, one text.
+  void number(llvm::StringRef key, double value) {
+    char digits[32];
+    std::snprintf(digits, sizeof(digits), "%.17g", value);
+    field(key, digits);
+  }
+  template <typename Range>
+  void list(llvm::StringRef prefix, llvm::StringRef key, const Range &values) {
+    keyed(prefix, key);
+    text += '[';
+    bool first = true;
+    for (const auto &v : values) {
+      if (!first)
+        text += ',';
+      first = false;
+      if constexpr (std::is_same_v<std::decay_t<decltype(v)>, std::string>)
+        escaped(v);
+      else
+        integer(static_cast<int64_t>(v));
+    }
+    text += "]\n";
+  }
+  std::string text;
+
+private:
+  void keyed(llvm::StringRef prefix, llvm::StringRef key) {
+    text.append(prefix.data(), prefix.size());
+    text.append(key.data(), key.size());
+    text += '=';
+  }
+  void integer(int64_t value) {
+    char digits[24];
+    auto end = std::to_chars(digits, digits + sizeof(digits), value).ptr;
+    text.append(digits, end);
+  }
+  void escaped(llvm::StringRef value) {
+    if (value.find_first_of("\\\n") == llvm::StringRef::npos) {
+      text.append(value.data(), value.size());
+      return;
+    }
     for (char c : value) {
       if (c == '\\')
         text += "\\\\";
@@ -35,33 +95,13 @@ public:
       else
         text += c;
     }
-    text += "\n";
   }
-  void field(const std::string &key, int64_t value) {
-    field(key, std::to_string(value));
-  }
-  void flag(const std::string &key, bool value) {
-    field(key, value ? "true" : "false");
-  }
-  /// Seventeen significant digits: one double, one text.
-  void number(const std::string &key, double value) {
-    char text[32];
-    std::snprintf(text, sizeof(text), "%.17g", value);
-    field(key, text);
-  }
-  template <typename T> void list(const std::string &key, const T &values) {
-    std::string joined;
-    for (const auto &v : values) {
-      joined += joined.empty() ? "" : ",";
-      if constexpr (std::is_same_v<std::decay_t<decltype(v)>, std::string>)
-        joined += v;
-      else
-        joined += std::to_string(v);
-    }
-    field(key, "[" + joined + "]");
-  }
-  std::string text = "fa4-contract 1\n";
 };
+
+/// "NAME[I]", the name of an array element (its fields: "NAME[I].FIELD").
+std::string element(llvm::StringRef name, size_t i) {
+  return (name + "[" + llvm::Twine(i) + "]").str();
+}
 
 const char *swizzleName(TensorMapSwizzle swizzle) {
   switch (swizzle) {
@@ -101,41 +141,39 @@ std::string kernelContract(const Manifest &m) {
   w.flag("attention.score_mod", m.scoreMod);
   w.flag("attention.mask_mod", m.maskMod);
   w.field("attention.block_mask", m.blockMask);
-  w.list("block", std::vector<uint32_t>(m.block, m.block + 3));
+  w.list("", "block", llvm::ArrayRef<uint32_t>(m.block, 3));
   w.field("grid.order", m.order);
   w.field("dynamic_smem_bytes", m.dynamicSmemBytes);
   w.field("tmem_columns", m.tmemColumns);
   w.field("extras", static_cast<int64_t>(m.extras.size()));
   for (size_t i = 0; i < m.extras.size(); ++i) {
-    std::string at = "extras[" + std::to_string(i) + "].";
-    w.field(at + "dtype", m.extras[i].dtype);
-    w.list(at + "shape", m.extras[i].shape);
+    std::string at = element("extras", i) + ".";
+    w.field(at, "dtype", m.extras[i].dtype);
+    w.list(at, "shape", m.extras[i].shape);
   }
   w.field("tensor_maps", static_cast<int64_t>(m.tensorMaps.size()));
   for (size_t i = 0; i < m.tensorMaps.size(); ++i) {
     const Manifest::TensorMap &map = m.tensorMaps[i];
-    std::string at = "tensor_maps[" + std::to_string(i) + "].";
-    w.field(at + "tensor", map.tensor);
-    w.field(at + "dtype", map.dtype);
-    w.field(at + "rank", map.rank);
-    w.list(at + "dims", map.dims);
-    w.list(at + "axes", map.axes);
-    w.list(at + "layout_strides", map.layoutStrides);
-    w.list(at + "box", std::vector<uint32_t>(map.box, map.box + map.rank));
-    w.list(at + "element_strides", std::vector<uint32_t>(
-                                       map.elementStrides, map.elementStrides + map.rank));
-    w.field(at + "swizzle", swizzleName(map.swizzle));
-    w.field(at + "oob_fill",
+    std::string at = element("tensor_maps", i) + ".";
+    w.field(at, "tensor", map.tensor);
+    w.field(at, "dtype", map.dtype);
+    w.field(at, "rank", map.rank);
+    w.list(at, "dims", map.dims);
+    w.list(at, "axes", map.axes);
+    w.list(at, "layout_strides", map.layoutStrides);
+    w.list(at, "box", llvm::ArrayRef<uint32_t>(map.box, map.rank));
+    w.list(at, "element_strides", llvm::ArrayRef<uint32_t>(map.elementStrides, map.rank));
+    w.field(at, "swizzle", swizzleName(map.swizzle));
+    w.field(at, "oob_fill",
             map.oobFill == TensorMapOobFill::Zero ? "zero" : "nan");
   }
   w.field("parameters", static_cast<int64_t>(m.parameters.size()));
   for (size_t i = 0; i < m.parameters.size(); ++i)
-    w.field("parameters[" + std::to_string(i) + "]",
-            m.parameters[i].name + ": " + m.parameters[i].type);
+    w.field(element("parameters", i), "", m.parameters[i].name + ": " + m.parameters[i].type);
   w.field("roles", static_cast<int64_t>(m.roles.size()));
   for (size_t i = 0; i < m.roles.size(); ++i) {
     const Manifest::Role &role = m.roles[i];
-    w.field("roles[" + std::to_string(i) + "]",
+    w.field(element("roles", i), "",
             role.name + " warps " + std::to_string(role.firstWarp) + "+" +
                 std::to_string(role.numWarps) + " registers " +
                 std::to_string(role.registers));
