@@ -231,7 +231,8 @@ namespace {
 constexpr size_t kElfHeaderBytes = 64, kSectionHeaderBytes = 64, kSymbolBytes = 24;
 constexpr uint32_t kSymtab = 2, kNobits = 8;
 
-/// A bounded view of the file: reads outside it fail instead of reading.
+/// The file's bytes: every read() is preceded by a contains() of its range
+/// (the headers' and the tables' ranges are checked once, whole).
 class ElfBytes {
 public:
   explicit ElfBytes(llvm::ArrayRef<uint8_t> bytes) : bytes(bytes) {}
