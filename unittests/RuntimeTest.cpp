@@ -1,6 +1,7 @@
 //===- RuntimeTest.cpp - manifest to launch arguments ---------------------===//
 
 #include "fa4/Runtime/CompileCache.h"
+#include "fa4/Runtime/Contract.h"
 #include "fa4/Runtime/Launch.h"
 #include "fa4/Runtime/Runtime.h"
 #include "fa4/Support/InputLimits.h"
@@ -13,6 +14,8 @@
 #include "gtest/gtest.h"
 
 #include <cstring>
+#include <functional>
+#include <random>
 #include <sys/stat.h>
 
 using namespace mlir::fa4;
@@ -465,6 +468,242 @@ TEST(CompileCache, EntriesAreVerifiedAndBadOnesReplaced) {
     left.push_back(llvm::sys::path::filename(it->path()).str());
   EXPECT_TRUE(left.empty()) << left.front();
   llvm::sys::fs::remove_directories(dir);
+}
+
+/// The declaration fa4c's lowering writes into the PTX for `contract`.
+std::string ptxDeclaring(const std::string &contract) {
+  std::string text = ".version 8.8\n.target sm_100a\n.address_size 64\n\n"
+                     ".visible .global .align 1 .b8 fa4_contract[" +
+                     std::to_string(contract.size()) + "] = {";
+  for (size_t i = 0; i < contract.size(); ++i)
+    text += (i ? ", " : "") + std::to_string(static_cast<uint8_t>(contract[i]));
+  return text + "};\n\n.visible .entry attention()\n{\n\tret;\n}\n";
+}
+
+/// A minimal little-endian ELF64 file as ptxas lays out a cubin's symbols:
+/// a string table, a symbol table (a null symbol, `other`, then each of
+/// `names`), one PROGBITS section holding `contents` (every named symbol
+/// covers all of it) and one NOBITS section, then the section headers.
+struct ElfImage {
+  std::vector<uint8_t> bytes;
+  size_t symbols = 0, sectionTable = 0;
+  /// Offset of symbol `i`'s entry, and of section header `i`.
+  size_t symbol(size_t i) const { return symbols + 24 * i; }
+  size_t section(size_t i) const { return sectionTable + 64 * i; }
+};
+
+ElfImage elfWith(const std::vector<std::string> &names, const std::string &contents) {
+  ElfImage elf;
+  std::vector<uint8_t> &b = elf.bytes;
+  auto put = [&](size_t at, uint64_t value, unsigned size) {
+    for (unsigned i = 0; i < size; ++i)
+      b[at + i] = static_cast<uint8_t>(value >> (8 * i));
+  };
+  b.assign(64, 0);
+  const uint8_t ident[] = {0x7f, 'E', 'L', 'F', 2, 1, 1};
+  std::memcpy(b.data(), ident, sizeof(ident));
+  std::string strtab = std::string(1, '\0') + "other" + '\0';
+  std::vector<uint32_t> nameOffsets;
+  for (const std::string &name : names) {
+    nameOffsets.push_back(static_cast<uint32_t>(strtab.size()));
+    strtab += name + '\0';
+  }
+  size_t strtabAt = b.size();
+  b.insert(b.end(), strtab.begin(), strtab.end());
+  while (b.size() % 8)
+    b.push_back(0);
+  elf.symbols = b.size();
+  size_t count = 2 + names.size();
+  b.resize(b.size() + 24 * count, 0);
+  put(elf.symbol(1), 1, 4); // "other", section 3
+  put(elf.symbol(1) + 6, 3, 2);
+  for (size_t i = 0; i < names.size(); ++i) {
+    put(elf.symbol(2 + i), nameOffsets[i], 4);
+    put(elf.symbol(2 + i) + 6, 3, 2);
+    put(elf.symbol(2 + i) + 16, contents.size(), 8);
+  }
+  size_t dataAt = b.size();
+  b.insert(b.end(), contents.begin(), contents.end());
+  while (b.size() % 8)
+    b.push_back(0);
+  elf.sectionTable = b.size();
+  b.resize(b.size() + 64 * 5, 0);
+  auto header = [&](size_t i, uint32_t type, uint64_t offset, uint64_t size,
+                    uint32_t link, uint64_t entrySize) {
+    put(elf.section(i) + 0x04, type, 4);
+    put(elf.section(i) + 0x18, offset, 8);
+    put(elf.section(i) + 0x20, size, 8);
+    put(elf.section(i) + 0x28, link, 4);
+    put(elf.section(i) + 0x38, entrySize, 8);
+  };
+  header(1, /*STRTAB*/ 3, strtabAt, strtab.size(), 0, 0);
+  header(2, /*SYMTAB*/ 2, elf.symbols, 24 * count, 1, 24);
+  header(3, /*PROGBITS*/ 1, dataAt, contents.size(), 0, 0);
+  header(4, /*NOBITS*/ 8, 0, 1 << 20, 0, 0);
+  put(0x28, elf.sectionTable, 8);
+  put(0x3a, 64, 2);
+  put(0x3c, 5, 2);
+  return elf;
+}
+
+std::string errorOf(llvm::Expected<std::optional<std::string>> result) {
+  if (result)
+    return "no error";
+  return llvm::toString(result.takeError());
+}
+
+TEST(Contract, CubinSymbolIsRead) {
+  ElfImage elf = elfWith({"fa4_contract"}, "fa4-contract 1\nkernel=x\n");
+  auto read = readCubinContract(elf.bytes);
+  ASSERT_TRUE(static_cast<bool>(read)) << llvm::toString(read.takeError());
+  ASSERT_TRUE(read->has_value());
+  EXPECT_EQ(**read, "fa4-contract 1\nkernel=x\n");
+  // No such symbol, or no ELF file at all: no contract.
+  auto none = readCubinContract(elfWith({"fa4_contracts"}, "x").bytes);
+  ASSERT_TRUE(static_cast<bool>(none));
+  EXPECT_FALSE(none->has_value());
+  const uint8_t text[] = {'c', 'u', 'b', 'i', 'n'};
+  auto notElf = readCubinContract(text);
+  ASSERT_TRUE(static_cast<bool>(notElf));
+  EXPECT_FALSE(notElf->has_value());
+}
+
+TEST(Contract, CubinReaderStaysInsideTheFile) {
+  const ElfImage good = elfWith({"fa4_contract"}, "the contract");
+  auto put = [](std::vector<uint8_t> &b, size_t at, uint64_t value, unsigned size) {
+    for (unsigned i = 0; i < size; ++i)
+      b[at + i] = static_cast<uint8_t>(value >> (8 * i));
+  };
+  // Every truncation: an error (or, shorter than the magic, no ELF).
+  for (size_t size = 0; size < good.bytes.size(); ++size) {
+    auto read = readCubinContract(llvm::ArrayRef(good.bytes).take_front(size));
+    if (read) {
+      EXPECT_LT(size, 4u);
+      EXPECT_FALSE(read->has_value());
+    } else {
+      llvm::consumeError(read.takeError());
+    }
+  }
+  struct Corruption {
+    const char *expected;
+    std::function<void(std::vector<uint8_t> &)> apply;
+  };
+  std::vector<Corruption> corruptions = {
+      {"is not a little-endian ELF64 file", [&](auto &b) { b[4] = 1; }},
+      {"is not a little-endian ELF64 file", [&](auto &b) { b[5] = 2; }},
+      {"section table outside the file",
+       [&](auto &b) { put(b, 0x28, ~uint64_t(0) - 63, 8); }},
+      {"section table outside the file", [&](auto &b) { put(b, 0x3c, 0xffff, 2); }},
+      {"section table outside the file", [&](auto &b) { put(b, 0x3a, 8, 2); }},
+      {"section 3 outside the file",
+       [&](auto &b) { put(b, good.section(3) + 0x20, ~uint64_t(0), 8); }},
+      {"malformed symbol table", [&](auto &b) { put(b, good.section(2) + 0x38, 0, 8); }},
+      {"malformed symbol table", [&](auto &b) { put(b, good.section(2) + 0x28, 77, 4); }},
+      {"malformed symbol table", [&](auto &b) { put(b, good.section(2) + 0x28, 4, 4); }},
+      {"name lies outside its string table",
+       [&](auto &b) { put(b, good.symbol(2), 1u << 31, 4); }},
+      {"does not end in its string table",
+       [&](auto &b) { put(b, good.section(1) + 0x20, 14, 8); }},
+      {"without contents", [&](auto &b) { put(b, good.symbol(2) + 6, 4, 2); }},
+      {"without contents", [&](auto &b) { put(b, good.symbol(2) + 6, 0, 2); }},
+      {"without contents", [&](auto &b) { put(b, good.symbol(2) + 6, 0xfff1, 2); }},
+      {"larger than its section",
+       [&](auto &b) { put(b, good.symbol(2) + 8, ~uint64_t(0), 8); }},
+      {"larger than its section",
+       [&](auto &b) { put(b, good.symbol(2) + 16, ~uint64_t(0) - 2, 8); }},
+  };
+  for (const Corruption &c : corruptions) {
+    std::vector<uint8_t> bytes = good.bytes;
+    c.apply(bytes);
+    std::string error = errorOf(readCubinContract(bytes));
+    EXPECT_NE(error.find(c.expected), std::string::npos) << c.expected << ": " << error;
+  }
+  EXPECT_NE(errorOf(readCubinContract(elfWith({"fa4_contract", "fa4_contract"}, "x").bytes))
+                .find("defines fa4_contract twice"),
+            std::string::npos);
+  // Garbage behind the magic: never a read outside (the sanitizer build
+  // checks), whatever the verdict.
+  std::mt19937_64 random(24);
+  for (int trial = 0; trial < 20000; ++trial) {
+    std::vector<uint8_t> bytes = good.bytes;
+    for (int flips = 1 + trial % 8; flips-- > 0;)
+      bytes[6 + random() % (bytes.size() - 6)] = static_cast<uint8_t>(random());
+    if (auto read = readCubinContract(bytes); !read)
+      llvm::consumeError(read.takeError());
+  }
+}
+
+TEST(Contract, PtxDeclarationIsRead) {
+  auto read = readPtxContract(ptxDeclaring("a=1\nb=2\n"));
+  ASSERT_TRUE(static_cast<bool>(read)) << llvm::toString(read.takeError());
+  ASSERT_TRUE(read->has_value());
+  EXPECT_EQ(**read, "a=1\nb=2\n");
+  auto none = readPtxContract(kWrittenPtx);
+  ASSERT_TRUE(static_cast<bool>(none));
+  EXPECT_FALSE(none->has_value());
+  std::string good = ptxDeclaring("ab");
+  auto edited = [&](const std::string &from, const std::string &to) {
+    std::string text = good;
+    text.replace(text.find(from), from.size(), to);
+    return errorOf(readPtxContract(text));
+  };
+  EXPECT_NE(edited("[2]", "[3]").find("not 3 bytes"), std::string::npos);
+  EXPECT_NE(edited("{97, 98}", "{97}").find("not 2 bytes"), std::string::npos);
+  EXPECT_NE(edited("{97, 98}", "{97, 98, 99}").find("not 2 bytes"), std::string::npos);
+  EXPECT_NE(edited("98}", "256}").find("not 2 bytes"), std::string::npos);
+  EXPECT_NE(edited("[2]", "[99999999999999999999]").find("no size of at most"),
+            std::string::npos);
+  EXPECT_NE(edited("[2]", "[65537]").find("no size of at most"), std::string::npos);
+  EXPECT_NE(edited(".global", ".shared").find("not a .global .b8 array"), std::string::npos);
+  EXPECT_NE(edited(" = {", ";").find("no initializer"), std::string::npos);
+  EXPECT_NE(errorOf(readPtxContract(good + ptxDeclaring("ab"))).find("declared twice"),
+            std::string::npos);
+  // Cut anywhere: an error or no contract, never a read past the end.
+  for (size_t size = 0; size < good.size(); ++size)
+    if (auto read = readPtxContract(llvm::StringRef(good).take_front(size)); !read)
+      llvm::consumeError(read.takeError());
+}
+
+TEST(Contract, ManifestPtxAndCubinMustAgree) {
+  Manifest m = seedManifest();
+  std::string contract = kernelContract(m);
+  std::string ptx = ptxDeclaring(contract);
+  std::vector<uint8_t> cubin = elfWith({"fa4_contract"}, contract).bytes;
+  EXPECT_FALSE(static_cast<bool>(checkContract(m, ptx, cubin)));
+  // What the code does not depend on.
+  Manifest renamed = m;
+  renamed.cubin = "other.cubin";
+  renamed.smCount = 7;
+  EXPECT_FALSE(static_cast<bool>(checkContract(renamed, ptx, cubin)));
+  // What it does, named with both values.
+  Manifest edited = m;
+  edited.tensorMaps[0].swizzle = TensorMapSwizzle::None;
+  std::string error = llvm::toString(checkContract(edited, ptx, cubin));
+  EXPECT_NE(error.find("\"tensor_maps[0].swizzle\" is none in the manifest but 128B in "
+                       "the kernel's PTX"),
+            std::string::npos)
+      << error;
+  error = llvm::toString(checkContract(edited, {}, cubin));
+  EXPECT_NE(error.find("but 128B in the kernel's cubin"), std::string::npos) << error;
+  edited = m;
+  edited.parameters.pop_back();
+  error = llvm::toString(checkContract(edited, ptx, {}));
+  EXPECT_NE(error.find("\"parameters\" is 4 in the manifest but 5"), std::string::npos)
+      << error;
+  // Another kernel's cubin; a cubin without one beside a PTX with one.
+  edited = m;
+  edited.dtype = "bf16";
+  std::vector<uint8_t> other = elfWith({"fa4_contract"}, kernelContract(edited)).bytes;
+  error = llvm::toString(checkContract(m, ptx, other));
+  EXPECT_NE(error.find("the cubin is not the PTX's: \"attention.dtype\" is fp16 in the "
+                       "PTX's contract but bf16 in the cubin's"),
+            std::string::npos)
+      << error;
+  const uint8_t notElf[] = {'c', 'u', 'b', 'i', 'n'};
+  error = llvm::toString(checkContract(m, ptx, notElf));
+  EXPECT_NE(error.find("the PTX declares the kernel's contract"), std::string::npos) << error;
+  // Neither declares one (hand-written PTX): accepted as before contracts.
+  EXPECT_FALSE(static_cast<bool>(checkContract(m, kWrittenPtx, notElf)));
 }
 
 } // namespace

@@ -1,6 +1,7 @@
 //===- CompileCache.cpp - compiled kernels on disk ------------------------===//
 
 #include "fa4/Runtime/CompileCache.h"
+#include "fa4/Runtime/Contract.h"
 
 #include "fa4/Runtime/Launch.h"
 #include "fa4/Support/InputLimits.h"
@@ -125,13 +126,21 @@ static bool readEntry(const llvm::Twine &dir, const std::string &key,
       !file(lines[4], "manifest", "manifest.json", entry.manifest, nullptr))
     return false;
   // What the files say must hold together: the manifest parses, describes
-  // the PTX's entry point and names the files the index names.
+  // the PTX's entry point, agrees with the contract the PTX and the cubin
+  // declare and names the files the index names.
   Manifest manifest;
   std::string error;
   if (!parseManifest(entry.manifest, manifest, error) ||
       !checkInterface(manifest, error) ||
       !checkPtxEntry(manifest, entry.ptx, error)) {
     why = error;
+    return false;
+  }
+  if (llvm::Error refused = checkContract(
+          manifest, entry.ptx,
+          llvm::ArrayRef<uint8_t>(reinterpret_cast<const uint8_t *>(entry.cubin.data()),
+                                  entry.cubin.size()))) {
+    why = llvm::toString(std::move(refused));
     return false;
   }
   if (entry.cubinName.empty() || entry.ptxName.empty() ||

@@ -89,6 +89,7 @@ public:
   CudaBackend(Driver driver, int major, int minor)
       : driver(driver), major(major), minor(minor) {}
   const char *name() const override { return "cuda"; }
+  bool runsPtx() const override { return false; }
 
   bool encodeTensorMap(const TensorMapSpec &spec, uint8_t out[128],
                        std::string &error) override {

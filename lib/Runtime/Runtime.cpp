@@ -3,6 +3,7 @@
 #include "fa4/Runtime/Runtime.h"
 
 #include "fa4/Emu/Emulator.h"
+#include "fa4/Runtime/Contract.h"
 #include "fa4/Support/InputLimits.h"
 
 #include "llvm/ADT/SmallString.h"
@@ -64,8 +65,14 @@ bool Kernel::load(const std::string &manifestPath, Kernel &kernel,
 }
 
 bool Kernel::check(std::string &error) const {
-  return checkInterface(manifest, error) &&
-         (ptx.empty() || checkPtxEntry(manifest, ptx, error));
+  if (!checkInterface(manifest, error) ||
+      (!ptx.empty() && !checkPtxEntry(manifest, ptx, error)))
+    return false;
+  if (llvm::Error refused = checkContract(manifest, ptx, cubin)) {
+    error = llvm::toString(std::move(refused));
+    return false;
+  }
+  return true;
 }
 
 /// Where a tensor's elements lie: [address, address + span) bytes, its
@@ -420,8 +427,19 @@ bool launch(Backend &backend, const Kernel &kernel, const Tensor &q,
             const Tensor *lse, const std::vector<Tensor> &extras, void *stream,
             std::string &error) {
   Shapes shapes;
-  if (!checkInterface(kernel.manifest, error) ||
-      !checkTensors(kernel.manifest, q, k, v, o, lse, shapes, error) ||
+  if (!checkInterface(kernel.manifest, error))
+    return false;
+  // The manifest against the contract of the code this backend runs, on
+  // every launch: a Kernel is a plain struct its caller may have filled or
+  // edited since load(). The other file was checked by load(); scanning a
+  // megabyte of PTX here would cost a CUDA launch more than its host work.
+  if (llvm::Error refused = backend.runsPtx()
+                                ? checkContract(kernel.manifest, kernel.ptx, {})
+                                : checkContract(kernel.manifest, {}, kernel.cubin)) {
+    error = llvm::toString(std::move(refused));
+    return false;
+  }
+  if (!checkTensors(kernel.manifest, q, k, v, o, lse, shapes, error) ||
       !checkExtras(kernel.manifest, extras, {&o, lse}, error, &shapes))
     return false;
   Buffers buffers;
@@ -469,6 +487,7 @@ public:
   EmulatorBackend(emu::Device &device, unsigned workers, uint64_t seed)
       : device(device), workers(workers), seed(seed) {}
   const char *name() const override { return "fa4-emu"; }
+  bool runsPtx() const override { return true; }
   bool encodeTensorMap(const TensorMapSpec &spec, uint8_t out[128],
                        std::string &error) override {
     return emu::encodeTensorMap(spec, out, error);

@@ -3,10 +3,13 @@
 #include "fa4/Tools/KernelOutput.h"
 
 #include "fa4/Dialect/FA4/IR/FA4Ops.h"
+#include "fa4/Runtime/Contract.h"
+#include "fa4/Runtime/Launch.h"
 
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/GPU/Transforms/Passes.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Target/LLVMIR/Export.h"
@@ -49,9 +52,48 @@ LogicalResult mlir::fa4::writeLlvmIr(ModuleOp module, llvm::raw_ostream &os,
   return success();
 }
 
+/// Adds the kernel's contract (fa4/Runtime/Contract.h) to the gpu.module:
+/// `fa4_contract`, an external constant in global memory, so that the NVPTX
+/// backend writes it as a `.visible .global` array and ptxas keeps it, with
+/// its symbol, in the cubin. Its text is computed from the manifest that
+/// launchManifest() writes for this module — parsed as the runtime parses
+/// it — so the runtime's kernelContract() of an unedited manifest is the
+/// same text. A module without a launchable kernel gets none.
+static LogicalResult embedContract(ModuleOp module, std::string &error) {
+  gpu::GPUModuleOp gpuModule = kernelModule(module);
+  bool launchable = false;
+  module.walk([&](LLVM::LLVMFuncOp func) {
+    launchable = launchable || func->hasAttr("fa4.launch");
+  });
+  if (!gpuModule || !launchable)
+    return success();
+  StringRef chip;
+  if (ArrayAttr targets = gpuModule.getTargetsAttr())
+    for (Attribute target : targets)
+      if (auto nvvm = dyn_cast<NVVM::NVVMTargetAttr>(target))
+        chip = nvvm.getChip();
+  // The file names and ptxas's report are not part of the contract.
+  runtime::Manifest manifest;
+  if (!runtime::parseManifest(launchManifest(module, chip, "", "", PtxasReport()),
+                              manifest, error)) {
+    error = "the kernel's own manifest does not parse: " + error;
+    return failure();
+  }
+  std::string contract = runtime::kernelContract(manifest);
+  OpBuilder builder = OpBuilder::atBlockBegin(gpuModule.getBody());
+  auto type = LLVM::LLVMArrayType::get(builder.getI8Type(), contract.size());
+  LLVM::GlobalOp::create(builder, gpuModule.getLoc(), type, /*isConstant=*/true,
+                         LLVM::Linkage::External, runtime::kContractSymbol,
+                         builder.getStringAttr(contract), /*alignment=*/1,
+                         /*addrSpace=*/1);
+  return success();
+}
+
 LogicalResult mlir::fa4::serializeToPtx(ModuleOp module, std::string &ptx,
                                         std::string &error) {
   OwningOpRef<ModuleOp> copy = module.clone();
+  if (failed(embedContract(*copy, error)))
+    return failure();
   PassManager pm(module.getContext());
   GpuModuleToBinaryPassOptions options;
   options.compilationTarget = "isa";

@@ -3,8 +3,8 @@
 // The runtime's input surfaces as fa4-fuzz modes: launch manifests (the JSON
 // reader, the interface checks and the launch planner with the emulator's
 // tensor-map encoder), compile-cache entries (files edited, cut short,
-// swapped, replaced by FIFOs and devices) and the C API's tensor
-// descriptions. Each input is bytes that replay alone; each run states what
+// swapped, replaced by FIFOs and devices), the C API's tensor
+// descriptions and cubins (the ELF64 reader of the kernel's contract). Each input is bytes that replay alone; each run states what
 // must hold beyond "no crash, no hang" and aborts when it does not (a plan
 // whose tensor map reaches past its tensor; a cache hit that is not the
 // entry as stored; a bad entry that the next store does not replace).
@@ -15,6 +15,7 @@
 
 #include "fa4/Emu/Emulator.h"
 #include "fa4/Runtime/CompileCache.h"
+#include "fa4/Runtime/Contract.h"
 #include "fa4/Runtime/Launch.h"
 #include "fa4/Runtime/Runtime.h"
 #include "fa4/Runtime/fa4rt.h"
@@ -152,8 +153,10 @@ void runManifest(const std::string &input, const Corpus &corpus) {
   if (!runtime::parseManifest(input, m, error))
     return;
   bool interface = runtime::checkInterface(m, error);
-  for (const std::string &ptx : corpus.ptx)
+  for (const std::string &ptx : corpus.ptx) {
     (void)runtime::checkPtxEntry(m, ptx, error);
+    llvm::consumeError(runtime::checkContract(m, ptx, {}));
+  }
   std::mt19937_64 rng = rngOf(input);
   static const int64_t extents[] = {1, 2, 3, 127, 128, 129, 300, 65536,
                                     int64_t(1) << 30, (int64_t(1) << 31) - 1,
@@ -494,6 +497,78 @@ void runCapi(const std::string &input, const Corpus &corpus) {
   fa4rt_backend_free(backend);
 }
 
+//===----------------------------------------------------------------------===//
+// Cubins
+//===----------------------------------------------------------------------===//
+
+/// A kernel's cubin with its ELF64 headers, section headers and symbols
+/// edited: a field at an 8-byte boundary of the file's head or tail (where
+/// the ELF header, the symbol table and the section headers lie) set to a
+/// boundary value, bytes changed, spans cut out or the file cut short.
+std::string mutateCubin(const Corpus &corpus, std::mt19937_64 &rng) {
+  size_t chosen = rng() % (1 + corpus.otherEntries.size());
+  std::string cubin =
+      chosen ? corpus.otherEntries[chosen - 1].cubin : corpus.cacheEntry.cubin;
+  static const uint64_t values[] = {0, 1, 2, 8, 24, 64, 0x7f, 0xff, 0xffff,
+                                    0x7fffffff, 0xffffffff, uint64_t(1) << 32,
+                                    ~uint64_t(0), ~uint64_t(0) - 63};
+  for (int n = 1 + rng() % 4; n-- > 0 && cubin.size() >= 8;) {
+    // Half the edits in the first 4 KiB (ELF header, string and symbol
+    // tables), half in the last 4 KiB (the section headers).
+    size_t span = std::min<size_t>(cubin.size(), 4096);
+    size_t at = rng() % 2 ? rng() % span : cubin.size() - 1 - rng() % span;
+    switch (rng() % 5) {
+    case 0:
+    case 1: { // a field becomes a boundary value
+      at = std::min(at & ~size_t(1), cubin.size() - 8);
+      unsigned width = 2u << (rng() % 3);
+      uint64_t value = values[rng() % std::size(values)];
+      for (unsigned i = 0; i < width; ++i)
+        cubin[at + i] = static_cast<char>(value >> (8 * i));
+      break;
+    }
+    case 2: // a byte changes
+      cubin[at] = static_cast<char>(rng());
+      break;
+    case 3: // a span goes
+      cubin.erase(at, 1 + rng() % 64);
+      break;
+    default: // cut short
+      cubin.resize(at);
+    }
+  }
+  return cubin;
+}
+
+/// The reader stays inside the file and a contract it returns is bytes of
+/// the file; checked against the first kernel's manifest and PTX, a cubin is
+/// accepted only with that kernel's contract, unchanged.
+void runCubin(const std::string &input, const Corpus &corpus) {
+  llvm::ArrayRef<uint8_t> bytes(reinterpret_cast<const uint8_t *>(input.data()),
+                                input.size());
+  auto read = runtime::readCubinContract(bytes);
+  if (!read) {
+    llvm::consumeError(read.takeError());
+  } else if (read->has_value() && input.find(**read) == std::string::npos) {
+    llvm::errs() << "fa4-fuzz: the cubin's contract is not bytes of the cubin\n";
+    std::abort();
+  }
+  runtime::Manifest manifest;
+  std::string error;
+  if (!runtime::parseManifest(corpus.manifests.front(), manifest, error))
+    std::abort();
+  llvm::Error checked = runtime::checkContract(manifest, corpus.ptx.front(), bytes);
+  bool accepted = !checked;
+  llvm::consumeError(std::move(checked));
+  // No bytes is no cubin (its file missing), which the PTX's contract alone
+  // decides.
+  if (accepted && !input.empty() && !(read && read->has_value() &&
+                    **read == runtime::kernelContract(manifest))) {
+    llvm::errs() << "fa4-fuzz: a cubin without the kernel's contract was accepted\n";
+    std::abort();
+  }
+}
+
 bool readSeed(const std::string &path, std::string &text) {
   std::string error;
   return readRegularFile(path, kMaxKernelFileBytes, text, error);
@@ -508,6 +583,8 @@ std::optional<Surface> surfaceNamed(const std::string &name) {
     return Surface::Cache;
   if (name == "capi")
     return Surface::Capi;
+  if (name == "cubin")
+    return Surface::Cubin;
   return std::nullopt;
 }
 
@@ -538,14 +615,15 @@ bool loadCorpus(Surface surface, const std::vector<std::string> &manifests,
     return false;
   }
   if (surface == Surface::Cache) {
-    // The files' contents matter to the cache only through their hashes and
-    // the PTX's entry point: an entry of the PTX up to its body and a
-    // cubin's first bytes keeps an input's I/O small.
+    // The files' contents matter to the cache only through their hashes,
+    // the PTX's entry point and the contract the PTX (before its entry) and
+    // the cubin (in its symbol table) declare: the PTX up to the entry's
+    // body keeps an input's I/O small; the cubin stays whole, since an ELF
+    // file cut short is refused.
     auto shorten = [](runtime::CompileCache::Entry &entry) {
       size_t body = entry.ptx.find('{', entry.ptx.find(".entry"));
       if (body != std::string::npos)
         entry.ptx.resize(body);
-      entry.cubin.resize(std::min<size_t>(entry.cubin.size(), 4096));
     };
     shorten(corpus.cacheEntry);
     for (runtime::CompileCache::Entry &entry : corpus.otherEntries)
@@ -621,6 +699,8 @@ std::string mutateInput(Surface surface, const Corpus &corpus, std::mt19937_64 &
     return mutateCache(corpus, rng);
   case Surface::Capi:
     return mutateCapi(corpus, rng);
+  case Surface::Cubin:
+    return mutateCubin(corpus, rng);
   }
   return "";
 }
@@ -630,6 +710,7 @@ void runInput(Surface surface, const std::string &input, const Corpus &corpus) {
   case Surface::Manifest: return runManifest(input, corpus);
   case Surface::Cache: return runCache(input, corpus);
   case Surface::Capi: return runCapi(input, corpus);
+  case Surface::Cubin: return runCubin(input, corpus);
   }
 }
 

@@ -1,9 +1,9 @@
 //===- Surfaces.h - fa4-fuzz's inputs beyond IR -----------------*- C++ -*-===//
 //
 // The runtime's input surfaces that fa4-fuzz mutates besides IR: launch
-// manifests, compile-cache entries and the C API's tensor descriptions. The
-// driver (fa4-fuzz.cpp) forks, counts and saves; this file makes inputs and
-// runs one.
+// manifests, compile-cache entries, the C API's tensor descriptions and
+// cubins. The driver (fa4-fuzz.cpp) forks, counts and saves; this file makes
+// inputs and runs one.
 //
 //===----------------------------------------------------------------------===//
 
@@ -22,9 +22,9 @@ struct fa4rt_kernel;
 
 namespace fuzz {
 
-enum class Surface { Manifest, Cache, Capi };
+enum class Surface { Manifest, Cache, Capi, Cubin };
 
-/// "manifest", "cache" or "capi".
+/// "manifest", "cache", "capi" or "cubin".
 std::optional<Surface> surfaceNamed(const std::string &name);
 
 /// What the inputs are made from: kernels fa4c wrote (each manifest with

@@ -9,7 +9,7 @@
 // IR, to the simulator at small sizes. A child that dies of a signal is a
 // crash, one that outlives the timeout a hang; both are saved for replay
 // (`fa4-fuzz --replay FILE`). Diagnostics are the expected outcome and are
-// silenced. With --mode manifest, cache or capi it mutates the runtime's
+// silenced. With --mode manifest, cache, capi or cubin it mutates the runtime's
 // other input surfaces instead (Surfaces.h), many inputs to a child: a child
 // that dies has each of its inputs run again alone, to name the one. Test-only.
 //
@@ -72,8 +72,9 @@ static cl::opt<unsigned> jobs("jobs", cl::desc("Inputs run at once"),
 static cl::opt<std::string> mode(
     "mode",
     cl::desc("What to mutate: ir (IR of every level; seeds are .mlir files), "
-             "manifest, cache or capi (launch manifests, compile-cache entries, "
-             "the C API's tensor descriptions; seeds are .cubin.json manifests "
+             "manifest, cache, capi or cubin (launch manifests, compile-cache "
+             "entries, the C API's tensor descriptions, cubins' ELF and "
+             "contract; seeds are .cubin.json manifests "
              "with their cubin and PTX)"),
     cl::init("ir"), cl::cat(fuzzCategory));
 static cl::opt<unsigned> perChild(
@@ -285,7 +286,7 @@ int main(int argc, char **argv) {
   if (mode != "ir") {
     surface = fuzz::surfaceNamed(mode);
     if (!surface) {
-      errs() << "fa4-fuzz: --mode must be ir, manifest, cache or capi\n";
+      errs() << "fa4-fuzz: --mode must be ir, manifest, cache, capi or cubin\n";
       return 2;
     }
   }

@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "fa4/Emu/Emulator.h"
+#include "fa4/Runtime/Contract.h"
 #include "fa4/Runtime/Launch.h"
 #include "fa4/Runtime/Runtime.h"
 #include "fa4/InitFA4.h"
@@ -199,6 +200,9 @@ static int emulate(std::unique_ptr<MemoryBuffer> entryBuffer) {
   if (emu::targetOf(*program) != manifest.target)
     return fail("the manifest is for " + manifest.target + " but its PTX " +
                 ptxPath + " targets " + emu::targetOf(*program));
+  // fa4-emu runs the PTX: its contract is the one that must hold.
+  if (llvm::Error refused = runtime::checkContract(manifest, ptxText, {}))
+    return fail(manifestFile + ": " + llvm::toString(std::move(refused)));
 
   // The problem, its inputs and the reference.
   sim::Problem problem = sim::problemOf(manifest, batch, seqQ, seqK);

@@ -44,8 +44,9 @@ struct Kernel {
   static bool load(const std::string &manifestPath, Kernel &kernel,
                    std::string &error);
 
-  /// The manifest's interface against fa4's (checkInterface) and, when
-  /// there is PTX, against the PTX's entry point (checkPtxEntry).
+  /// The manifest's interface against fa4's (checkInterface), when there
+  /// is PTX against the PTX's entry point (checkPtxEntry), and against the
+  /// contract the PTX and the cubin declare (checkContract, Contract.h).
   bool check(std::string &error) const;
 };
 
@@ -62,6 +63,9 @@ class Backend {
 public:
   virtual ~Backend();
   virtual const char *name() const = 0;
+  /// Whether the backend runs the kernel's PTX (fa4-emu) or its cubin (the
+  /// GPU): launch() checks that code's contract against the manifest.
+  virtual bool runsPtx() const = 0;
   /// Encodes one tensor map into the 128 bytes the kernel takes by value.
   virtual bool encodeTensorMap(const TensorMapSpec &spec, uint8_t out[128],
                                std::string &error) = 0;
