@@ -259,6 +259,8 @@ def proved_harmless(lines, flow, kind, i):
             flow.all_paths_reach(node, flow.succ, lambda t: False,
                                  lambda t: bool(SIDE_EFFECT.search(t))):
         return "only waits and exit follow it: it orders nothing another thread sees"
+    if kind == "del-wgmma-sync" and "wgmma.fence" in line:
+        return wgmma_fence_redundant(lines, flow, node, i)
     if kind != "del-fence":
         return None
     # (the fence, the direction searched, what it orders, the reason): the
@@ -280,6 +282,77 @@ def proved_harmless(lines, flow, kind, i):
                                                   lambda t: bool(orders.search(t))):
             return reason
     return None
+
+
+REGISTER = re.compile(r"%[a-z]+\d+")
+
+
+def wgmma_fence_redundant(lines, flow, node, line_index):
+    """A wgmma.fence orders the thread's accesses of registers before the
+    wgmmas after it that use them as accumulator or A fragment (PTX ISA,
+    wgmma.fence). Deleting it changes nothing when, on every path back to
+    the previous wgmma.fence, no instruction but a wgmma touches those
+    registers; a path back to the entry makes it the warpgroup's first
+    fence, which is required. (An inline-asm node holds several
+    instructions: the walk goes line by line.)"""
+    def node_lines(n):
+        first, last, _ = flow.nodes[n]
+        return [l.strip() for l in lines[first:last + 1]]
+
+    def walk(start_lines, edges, visit):
+        """visit(line) -> 'stop' (this path is done), 'fail' or None."""
+        for l in start_lines:
+            r = visit(l)
+            if r:
+                return r != "fail"
+        seen, stack = set(), list(edges[node])
+        while stack:
+            n = stack.pop()
+            if n in seen:
+                continue
+            seen.add(n)
+            ordered = node_lines(n) if edges is flow.succ else node_lines(n)[::-1]
+            verdict = None
+            for l in ordered:
+                verdict = visit(l)
+                if verdict:
+                    break
+            if verdict == "fail":
+                return False
+            if verdict != "stop":
+                if not edges[n] and edges is flow.pred:
+                    return False  # the entry: this may be the first fence
+                stack.extend(edges[n])
+        return True
+
+    first, _, _ = flow.nodes[node]
+    own = [l.strip() for l in lines[first:]][:flow.nodes[node][1] - first + 1]
+    offset = line_index - first
+    used = set()
+
+    def forward(l):
+        if "wgmma.fence" in l:
+            return "stop"
+        if "wgmma.mma_async" in l:
+            for group in re.findall(r"\{([^}]*)\}", l)[:2]:
+                used.update(REGISTER.findall(group))
+        return None
+
+    walk(own[offset + 1:], flow.succ, forward)
+    if not used:
+        return "no wgmma follows it before the next wgmma.fence: it orders nothing"
+
+    def backward(l):
+        if "wgmma.fence" in l:
+            return "stop"
+        if "wgmma.mma_async" not in l and used & set(REGISTER.findall(l)):
+            return "fail"
+        return None
+
+    if not flow.pred[node] or not walk(own[:offset][::-1], flow.pred, backward):
+        return None
+    return ("the registers of the wgmmas it guards are untouched since the "
+            "previous wgmma.fence on every path: that fence orders them")
 
 
 def read_harmless(path):

@@ -509,23 +509,62 @@ TEST(EmulatorHopper, OverwritingTheAFragmentBeforeTheWaitIsAHazard) {
       << run.report.hazards[0];
 }
 
+namespace {
+std::string allHazards(const LaunchReport &report) {
+  std::string all;
+  for (const std::string &h : report.hazards)
+    all += h + "\n";
+  return all;
+}
+
+} // namespace
+
 TEST(EmulatorHopper, OverwritingSharedOperandsBeforeTheWaitIsAHazard) {
   std::string body = std::string(kWgmmaSetup) + "\twgmma.fence.sync.aligned;\n" +
                      kWgmmaIssue + "\t@%p2 st.shared.b32 [%r11], 0;\n" +
                      "\twgmma.wait_group.sync.aligned 0;\n" + kWgmmaStore;
   Outcome run = launchKernel(hopperKernel(body), 128, 4096, 4);
   ASSERT_GE(run.report.hazardCount, 1);
-  EXPECT_NE(run.report.hazards[0].find("that an in-flight wgmma"),
+  // Both the in-flight check and the happens-before one (no
+  // wgmma.wait_group has covered the read) see it.
+  EXPECT_NE(allHazards(run.report).find("that an in-flight wgmma"), std::string::npos)
+      << allHazards(run.report);
+  EXPECT_NE(allHazards(run.report).find("warp 0 has not waited for it yet"),
+            std::string::npos)
+      << allHazards(run.report);
+}
+
+TEST(EmulatorHopper, AWgmmaWithoutAFenceAfterTheRegisterWritesIsAHazard) {
+  std::string body = std::string("\twgmma.fence.sync.aligned;\n") + kWgmmaSetup +
+                     kWgmmaIssue + "\twgmma.wait_group.sync.aligned 0;\n" + kWgmmaStore;
+  Outcome run = launchKernel(hopperKernel(body), 128, 4096, 4);
+  ASSERT_GE(run.report.hazardCount, 1);
+  EXPECT_NE(run.report.hazards[0].find("written by the thread after the last wgmma.fence"),
             std::string::npos)
       << run.report.hazards[0];
 }
 
-TEST(EmulatorHopper, AWgmmaWithoutAFenceAfterTheRegisterWritesIsAHazard) {
+TEST(EmulatorHopper, AFirstWgmmaWithoutAnyFenceIsAHazard) {
   std::string body = std::string(kWgmmaSetup) + kWgmmaIssue +
                      "\twgmma.wait_group.sync.aligned 0;\n" + kWgmmaStore;
   Outcome run = launchKernel(hopperKernel(body), 128, 4096, 4);
   ASSERT_GE(run.report.hazardCount, 1);
-  EXPECT_NE(run.report.hazards[0].find("after the last wgmma.fence"),
+  EXPECT_NE(run.report.hazards[0].find("first wgmma.mma_async has no wgmma.fence"),
+            std::string::npos)
+      << run.report.hazards[0];
+}
+
+TEST(EmulatorHopper, AnAccumulatorReadAfterTheFenceIsAHazard) {
+  // The thread reads the accumulator (as softmax reads S) after the fence
+  // and before the wgmma that overwrites it: the PTX ISA asks for a
+  // wgmma.fence between any register access and the wgmma.
+  std::string body = std::string(kWgmmaSetup) + "\twgmma.fence.sync.aligned;\n" +
+                     "\tmov.b32 %r24, %f10;\n" + kWgmmaIssue +
+                     "\twgmma.wait_group.sync.aligned 0;\n" + kWgmmaStore;
+  Outcome run = launchKernel(hopperKernel(body), 128, 4096, 4);
+  ASSERT_GE(run.report.hazardCount, 1);
+  EXPECT_NE(run.report.hazards[0].find("accumulator was read by the thread after the last "
+                                       "wgmma.fence"),
             std::string::npos)
       << run.report.hazards[0];
 }
@@ -607,13 +646,6 @@ std::string tmemHandOver(bool before, bool after) {
                 "\ttcgen05.fence::before_thread_sync;\n"
                 "\tmbarrier.arrive.shared.b64 %rd4, [%r2+16];\n"
                 "\tret;\n");
-}
-
-std::string allHazards(const LaunchReport &report) {
-  std::string all;
-  for (const std::string &h : report.hazards)
-    all += h + "\n";
-  return all;
 }
 
 } // namespace

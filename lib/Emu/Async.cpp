@@ -1137,21 +1137,33 @@ void CtaMachine::execWgmma(uint32_t w, uint32_t members, const Inst &in) {
     issues.erase(warp.wgIssued);
   ++warp.wgIssued;
 
-  // The registers it uses may not have been written since the last
-  // wgmma.fence (PTX ISA, wgmma.fence), except by an earlier wgmma.
+  // The registers it uses may not have been accessed by the thread since
+  // the last wgmma.fence (PTX ISA, wgmma.fence: "between a register access
+  // by a thread ... and any wgmma.mma_async that accesses the same
+  // registers"), except by an earlier wgmma. A read counts: the wgmma may
+  // overwrite an accumulator before the thread's read of it has happened.
   const uint32_t *epochs = registerEpochs.data() + size_t(w) * program.numRegs;
-  auto unfenced = [&](const Operand &vec) {
+  const uint32_t *reads = registerReads.data() + size_t(w) * program.numRegs;
+  auto unfenced = [&](const Operand &vec, const uint32_t *when) {
     for (uint32_t e = 0; e < vec.vecCount; ++e) {
       const Operand &r = program.vectors[vec.vecBegin + e];
-      if (r.kind == Operand::Kind::Reg && epochs[r.reg] == warp.wgFenceEpoch)
+      if (r.kind == Operand::Kind::Reg && when[r.reg] == warp.wgFenceEpoch)
         return true;
     }
     return false;
   };
-  if (unfenced(in.operands[0]) || (regA && unfenced(in.operands[1])))
+  bool writtenD = unfenced(in.operands[0], epochs), readD = unfenced(in.operands[0], reads);
+  bool writtenA = regA && unfenced(in.operands[1], epochs);
+  bool readA = regA && unfenced(in.operands[1], reads);
+  if (warp.wgFenceEpoch == 1)
+    hazard(at(first) + ": the warp's first wgmma.mma_async has no wgmma.fence "
+                       "before it (PTX ISA: wgmma.fence comes before the first "
+                       "wgmma.mma_async of a warpgroup)");
+  else if (writtenD || readD || writtenA || readA)
     hazard(at(first) + ": a register of the wgmma's " +
-           (unfenced(in.operands[0]) ? "accumulator" : "A fragment") +
-           " was written by the thread after the last wgmma.fence");
+           (writtenD || readD ? "accumulator" : "A fragment") + " was " +
+           ((writtenD || (!readD && writtenA)) ? "written" : "read") +
+           " by the thread after the last wgmma.fence");
   // Hazards against the asynchronous units and the generic proxy.
   for (const TmaOp &tma : tmaInFlight) {
     Interval region{tma.smem, tma.smem + tma.bytes};
@@ -1211,7 +1223,8 @@ void CtaMachine::runWgmma(const WgmmaOp &op) {
         uint32_t lane = 4 * (r % 8) + (k % 8) / 2;
         uint32_t i = (k / 8) * 4 + (r / 8) * 2 + k % 2;
         const Operand &reg = program.vectors[in.operands[1].vecBegin + i / 2];
-        uint32_t word = static_cast<uint32_t>(read(lanes[lane], reg, Ty::B32));
+        // The wgmma's own read, not the thread's (no access epoch).
+        uint32_t word = static_cast<uint32_t>(lanes[lane].regs[reg.reg]);
         bits = static_cast<uint16_t>(i % 2 ? word >> 16 : word);
       } else {
         bits = smemHalf(operandAddress(op.a, aMajor, 16 * (op.warp % 4) + r, k, 2));

@@ -161,6 +161,7 @@ CtaMachine::CtaMachine(const Program &program, const Kernel &kernel,
   if (program.usesWgmma) {
     wgmmaRegisters.assign(size_t(numWarps) * program.numRegs, 0);
     registerEpochs.assign(size_t(numWarps) * program.numRegs, 0);
+    registerReads.assign(size_t(numWarps) * program.numRegs, 0);
     wgmmaIssues.resize((numWarps + 3) / 4);
   }
   // One strand a warp; with skewed speeds the warps of a warpgroup (a role)
@@ -530,7 +531,10 @@ uint64_t CtaMachine::special(const Thread &th, Special s) const {
 
 uint64_t CtaMachine::read(const Thread &th, const Operand &o, Ty type) {
   switch (o.kind) {
-  case Operand::Kind::Reg: return th.regs[o.reg];
+  case Operand::Kind::Reg:
+    if (!registerReads.empty())
+      registerReads[size_t(th.warp) * program.numRegs + o.reg] = warps[th.warp].wgFenceEpoch;
+    return th.regs[o.reg];
   case Operand::Kind::Imm: return maskTo(static_cast<uint64_t>(o.imm), bitsOf(type) ? bitsOf(type) : 64);
   case Operand::Kind::Special: return special(th, o.special);
   default: return 0;

@@ -434,10 +434,10 @@ private:
   std::vector<WgmmaOp> wgmmaInFlight;
   /// Per warp and register slot: in-flight wgmmas that write it (low byte,
   /// the accumulator) and that read it (high byte, A's fragment); and the
-  /// wgmma.fence epoch of the thread's last write. Empty unless the
-  /// program uses wgmma.
+  /// wgmma.fence epochs of the thread's last write and last read. Empty
+  /// unless the program uses wgmma.
   std::vector<uint16_t> wgmmaRegisters;
-  std::vector<uint32_t> registerEpochs;
+  std::vector<uint32_t> registerEpochs, registerReads;
   /// Warpgroup agreement: the k-th wgmma.mma_async of each warp of a
   /// warpgroup is the same instruction with the same descriptors.
   struct WgmmaIssue {
