@@ -10,7 +10,8 @@ commit and wait, and each barrier address moved to the next stage's. Each
 mutant runs in fa4-emu; one the emulator reports (a wrong result, an error, a
 hazard, misuse, a deadlock, a time-out) is killed. A survivor must be listed,
 with the reason it is harmless per the PTX ISA, in the harmless list (one
-mutant name, a tab, the reason, per line; '#' starts a comment); any other
+mutant name, a tab, the reason, per line; a line starting with '#' is a
+comment); any other
 survivor fails the run.
 
 usage:
@@ -259,6 +260,15 @@ def proved_harmless(lines, flow, kind, i):
             flow.all_paths_reach(node, flow.succ, lambda t: False,
                                  lambda t: bool(SIDE_EFFECT.search(t))):
         return "only waits and exit follow it: it orders nothing another thread sees"
+    # bar.warp.sync before a .sync.aligned instruction the whole warp
+    # executes next: that instruction waits for every lane of the warp
+    # itself (PTX ISA, .sync: the thread waits until all threads of the
+    # warp execute it), and nothing between them is shared.
+    if kind == "del-bar" and "bar.warp.sync" in line and flow.all_paths_reach(
+            node, flow.succ, lambda t: ".sync.aligned" in t,
+            lambda t: bool(SIDE_EFFECT.search(t) or re.search(r"\bld\.|\bmbarrier\.", t))):
+        return ("the .sync.aligned instruction that follows gathers the warp's "
+                "lanes itself, with nothing shared between them")
     if kind == "del-wgmma-sync" and "wgmma.fence" in line:
         return wgmma_fence_redundant(lines, flow, node, i)
     if kind != "del-fence":
@@ -361,8 +371,9 @@ def read_harmless(path):
         return harmless
     with open(path) as f:
         for line in f:
-            line = line.split("#", 1)[0].rstrip("\n")
-            if not line.strip():
+            # A comment is a line that starts with '#' (names hold one).
+            line = line.rstrip("\n")
+            if not line.strip() or line.lstrip().startswith("#"):
                 continue
             name, _, reason = line.partition("\t")
             if not reason.strip():
@@ -389,6 +400,9 @@ def main():
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--timeout", type=int, default=120)
     ap.add_argument("--json", default="")
+    ap.add_argument("--rescore", default="",
+                    help="take the results of an earlier --json run instead of running "
+                         "the mutants (to apply a new harmless list or proof)")
     ap.add_argument("--also", action="append", default=[],
                     help="another set of fa4-emu flags a survivor runs under")
     ap.add_argument("--min-kill-rate", type=float, default=None,
@@ -417,6 +431,11 @@ def main():
     for name, reason in proved.items():
         if reason and name not in harmless:
             harmless[name] = "proved: " + reason
+    if args.rescore:
+        with open(args.rescore) as f:
+            results = json.load(f)["results"]
+        return report(args, results, harmless)
+
     launches = [emu_flags] + [a.split() for a in args.also]
     launches = [l + ["--interleavings", str(args.interleavings)] for l in launches]
 
@@ -446,6 +465,10 @@ def main():
             for name, status, why in pool.map(one, mutants):
                 results[name] = {"status": status, "why": why}
 
+    return report(args, results, harmless)
+
+
+def report(args, results, harmless):
     killed = sum(r["status"] == "killed" for r in results.values())
     survivors = sorted(n for n, r in results.items() if r["status"] == "survived")
     listed = [n for n in survivors if n in harmless]
