@@ -394,7 +394,8 @@ def main():
     ap.add_argument("--list", action="store_true", help="print the mutants and stop")
     ap.add_argument("--sample", type=int, default=0, help="run N mutants drawn by --seed (0: all)")
     ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--only", default="", help="run the mutants whose names contain this text")
+    ap.add_argument("--only", action="append", default=[],
+                    help="run the mutants whose names contain this text (repeatable: any)")
     ap.add_argument("--harmless", default="")
     ap.add_argument("--interleavings", type=int, default=4)
     ap.add_argument("--jobs", type=int, default=2)
@@ -419,7 +420,7 @@ def main():
     flow = Flow(lines)
     proved = {name: proved_harmless(lines, flow, kind, i) for name, kind, i in mutants}
     if args.only:
-        mutants = [m for m in mutants if args.only in m[0]]
+        mutants = [m for m in mutants if any(o in m[0] for o in args.only)]
     if args.list:
         for name, _, i in mutants:
             print("%s\tline %d\t%s%s" % (name, i + 1, lines[i].strip(),
