@@ -167,7 +167,12 @@ def run_emu(emu, manifest, ptx, flags, timeout):
 # tcgen05.fence::before_thread_sync its earlier ones before its later
 # synchronization. One with nothing to order on any path can go.
 
-TC_ACCESS = re.compile(r"\btcgen05\.(ld|st|mma|cp|alloc|dealloc|shift)\b")
+# The asynchronous tcgen05 operations the fences order (PTX ISA, tcgen05
+# memory consistency: "orders all the prior asynchronous tcgen05
+# operations"); dealloc too, conservatively. tcgen05.alloc and
+# relinquish_alloc_permit are not asynchronous: the thread synchronization
+# after them orders them as any instruction.
+TC_ACCESS = re.compile(r"\btcgen05\.(ld|st|mma|cp|dealloc|shift)\b")
 # What another thread can see a thread do: writes of any space, arrives and
 # barriers, asynchronous work it starts, and the register pool it shares.
 SIDE_EFFECT = re.compile(r"\b(st|atom|red|cp|tcgen05|wgmma|bar|barrier|setmaxnreg)\.|"
