@@ -190,10 +190,27 @@ llvm::Expected<std::optional<std::string>> readPtxContract(llvm::StringRef ptx) 
   // The declaration is the symbol followed by `[`; an instruction naming
   // the symbol (there is none in fa4's code) takes its address without one.
   std::string declarator = std::string(kContractSymbol) + "[";
-  size_t at = ptx.find(declarator);
+  // A declaration in a comment (`//` to the line's end, `/* ... */`) is no
+  // declaration: ptxas ignores it, and so must the reader.
+  auto commented = [&](size_t at) {
+    size_t lineStart = ptx.find_last_of('\n', at);
+    lineStart = lineStart == llvm::StringRef::npos ? 0 : lineStart + 1;
+    if (ptx.slice(lineStart, at).contains("//"))
+      return true;
+    size_t open = ptx.take_front(at).rfind("/*");
+    return open != llvm::StringRef::npos &&
+           ptx.slice(open, at).find("*/") == llvm::StringRef::npos;
+  };
+  auto nextDeclaration = [&](size_t from) {
+    size_t at = ptx.find(declarator, from);
+    while (at != llvm::StringRef::npos && commented(at))
+      at = ptx.find(declarator, at + 1);
+    return at;
+  };
+  size_t at = nextDeclaration(0);
   if (at == llvm::StringRef::npos)
     return std::nullopt;
-  if (ptx.find(declarator, at + 1) != llvm::StringRef::npos)
+  if (nextDeclaration(at + 1) != llvm::StringRef::npos)
     return fail("is declared twice");
   // The declaration must be a `.global` one: the statement it is in starts
   // after the previous `;` or `}`.

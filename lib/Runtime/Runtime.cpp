@@ -40,9 +40,15 @@ bool Kernel::load(const std::string &manifestPath, Kernel &kernel,
     bool missing = false;
     std::string why;
     if (readRegularFile(std::string(path), kMaxKernelFileBytes, contents, why,
-                        &missing) ||
-        missing)
+                        &missing)) {
+      // An empty file is not an absent one: a kernel file cut to nothing
+      // (a failed copy) must not pass as "no cubin".
+      if (!contents.empty())
+        return true;
+      why = "cannot read " + std::string(path) + ": the file is empty";
+    } else if (missing) {
       return true;
+    }
     error = manifestPath + ": " + why;
     return false;
   };

@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <vector>
 
 namespace mlir::fa4 {
 
@@ -15,6 +16,7 @@ bool checkNestingDepth(std::string_view text, unsigned limit,
                        size_t *offset) {
   bool mlir = syntax == NestingSyntax::Mlir;
   unsigned depth = 0;
+  std::vector<char> stack; // the open brackets, innermost last
   size_t line = 1, lineStart = 0;
   for (size_t i = 0; i < text.size(); ++i) {
     char c = text[i];
@@ -42,8 +44,7 @@ bool checkNestingDepth(std::string_view text, unsigned limit,
       continue;
     }
     bool open = c == '[' || c == '{' || (mlir && (c == '(' || c == '<'));
-    bool close = c == ']' || c == '}' ||
-                 (mlir && (c == ')' || (c == '>' && (i == 0 || text[i - 1] != '-'))));
+    bool close = c == ']' || c == '}' || (mlir && (c == ')' || c == '>'));
     if (open && ++depth > limit) {
       if (offset)
         *offset = i;
@@ -54,9 +55,24 @@ bool checkNestingDepth(std::string_view text, unsigned limit,
               "stack)";
       return false;
     }
-    // More closing than opening brackets is malformed: the parser says so.
-    if (close && depth > 0)
-      --depth;
+    if (open) {
+      stack.push_back(c);
+      continue;
+    }
+    // A closer counts only against its own opener: `>` also ends `->` and
+    // `>=` (an affine set's constraint), and a stray closer must not let
+    // the count fall below the parser's own depth (a closer the parser
+    // refuses comes after the nesting it recursed into). Unmatched closers
+    // are the parser's to report.
+    if (close && !stack.empty()) {
+      char opener = c == ']' ? '[' : c == '}' ? '{' : c == ')' ? '(' : '<';
+      bool arrowOrCompare = c == '>' && ((i > 0 && text[i - 1] == '-') ||
+                                         (i + 1 < text.size() && text[i + 1] == '='));
+      if (stack.back() == opener && !arrowOrCompare) {
+        stack.pop_back();
+        --depth;
+      }
+    }
   }
   return true;
 }

@@ -9,7 +9,10 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <cctype>
+#include <csignal>
 #include <cstring>
+#include <functional>
+#include <vector>
 #include <pthread.h>
 
 using namespace mlir;
@@ -79,9 +82,14 @@ struct IrLexer {
         if (!sign && !std::isalnum(static_cast<unsigned char>(d)) && d != '.')
           break;
       }
-    } else if (isIdentifierChar(c) || c == '!' || c == '#' || c == '%' ||
-               c == '@' || c == '^') {
-      // Bare identifiers and `!`, `#`, `%`, `@`, `^` names.
+    } else if (c == '!' || c == '#' || c == '%' || c == '^') {
+      // `!`, `#`, `%`, `^` names: MLIR's suffix-id, whose punctuation
+      // includes `-` (`!i-x`, `%a--b` are one name each).
+      for (++pos; pos < text.size() && (isIdentifierChar(text[pos]) || text[pos] == '-');
+           ++pos)
+        ;
+    } else if (isIdentifierChar(c) || c == '@') {
+      // Bare identifiers and `@` names.
       for (++pos; pos < text.size() && isIdentifierChar(text[pos]); ++pos)
         ;
     } else {
@@ -119,6 +127,90 @@ static llvm::StringMap<StringRef> typeAliases(StringRef text) {
   return aliases;
 }
 
+/// The largest size, in tokens, that an alias (`!name = ...`,
+/// `#name = ...`) may stand for once every alias inside it is expanded.
+/// Aliases share what they name, so a few lines can describe a type or a
+/// location of 2^60 tokens, which the printer and the verifier's messages
+/// write out in full (an hour, or all the memory, for 1.5 KB of text). Real
+/// IR stays orders of magnitude below.
+static constexpr uint64_t kMaxAliasExpansion = uint64_t(1) << 20;
+
+/// The top-level alias whose expansion exceeds kMaxAliasExpansion tokens:
+/// its offset, or npos.
+static size_t explosiveAlias(StringRef text) {
+  struct Alias {
+    size_t offset;
+    uint64_t tokens = 0;
+    std::vector<StringRef> uses;
+  };
+  llvm::StringMap<Alias> aliases;
+  IrLexer lexer{text};
+  size_t start;
+  int depth = 0;
+  StringRef token = lexer.next(start);
+  while (!token.empty()) {
+    size_t tokenStart = start;
+    StringRef following = lexer.next(start);
+    if (depth == 0 && (token.starts_with("!") || token.starts_with("#")) &&
+        following == "=") {
+      // The definition: its first token and, when a bracket follows it,
+      // everything up to the matching close.
+      StringRef name = token;
+      Alias alias{tokenStart};
+      int inner = 0;
+      StringRef t = lexer.next(start);
+      token = {};
+      for (bool first = true; !t.empty(); first = false) {
+        ++alias.tokens;
+        if ((t.starts_with("!") || t.starts_with("#")) && t.size() > 1)
+          alias.uses.push_back(t);
+        if (t == "(" || t == "[" || t == "{" || t == "<")
+          ++inner;
+        else if ((t == ")" || t == "]" || t == "}" || t == ">") && inner > 0)
+          --inner;
+        StringRef n = lexer.next(start);
+        bool opens = n == "(" || n == "[" || n == "{" || n == "<";
+        if (inner == 0 && !(first && opens)) {
+          token = n;
+          break;
+        }
+        t = n;
+      }
+      aliases.insert({name, std::move(alias)});
+      continue;
+    }
+    if (token == "(" || token == "[" || token == "{" || token == "<")
+      ++depth;
+    else if ((token == ")" || token == "]" || token == "}" || token == ">") && depth > 0)
+      --depth;
+    token = following;
+  }
+  // Expanded sizes, memoized; a cycle (which the parser refuses) counts once.
+  llvm::StringMap<uint64_t> size;
+  std::function<uint64_t(StringRef, unsigned)> expand = [&](StringRef name,
+                                                            unsigned hops) -> uint64_t {
+    auto known = size.find(name);
+    if (known != size.end())
+      return known->second;
+    auto it = aliases.find(name);
+    if (it == aliases.end() || hops > aliases.size())
+      return 1;
+    size[name] = 1; // a cycle's back edge
+    uint64_t total = it->second.tokens;
+    for (StringRef use : it->second.uses) {
+      total += expand(use, hops + 1);
+      if (total > kMaxAliasExpansion)
+        break;
+    }
+    size[name] = total;
+    return total;
+  };
+  for (auto &entry : aliases)
+    if (expand(entry.getKey(), 0) > kMaxAliasExpansion)
+      return entry.getValue().offset;
+  return StringRef::npos;
+}
+
 std::optional<IrRefusal> fa4::refuseBeforeParsing(StringRef text) {
   if (text.size() > kMaxIrBytes)
     return IrRefusal{0, (Twine(text.size()) + " bytes of IR, more than the " +
@@ -134,6 +226,14 @@ std::optional<IrRefusal> fa4::refuseBeforeParsing(StringRef text) {
                                  std::to_string(kMaxIrNesting) +
                                  " levels: refused before parsing (the parser "
                                  "would overflow its stack)"};
+
+  size_t explosive = explosiveAlias(text);
+  if (explosive != StringRef::npos)
+    return IrRefusal{explosive, "an alias that stands for more than " +
+                                    std::to_string(kMaxAliasExpansion) +
+                                    " tokens once the aliases inside it are "
+                                    "expanded: refused before parsing (printing "
+                                    "or verifying it would not end)"};
 
   llvm::StringMap<StringRef> aliases = typeAliases(text);
   // The type a token names, through chains of aliases (a cycle, which the
@@ -222,6 +322,10 @@ bool fa4::runOnIrStack(uint64_t bytes, function_ref<void()> body,
 int fa4::runToolOnInput(
     StringRef tool, StringRef path,
     function_ref<int(std::unique_ptr<llvm::MemoryBuffer>)> body) {
+  // A file-size limit (`ulimit -f`) would end the tool with SIGXFSZ in the
+  // middle of a write; ignored, the write fails with EFBIG and the tool
+  // reports it as any failed write (and removes its temporary files).
+  std::signal(SIGXFSZ, SIG_IGN);
   std::unique_ptr<llvm::MemoryBuffer> input;
   if (!path.empty()) {
     llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> read =

@@ -47,6 +47,10 @@ std::unique_ptr<OutputFile> OutputFile::open(StringRef path,
   if (!temporary)
     return fail(llvm::toString(temporary.takeError()));
   file->temporary.emplace(std::move(*temporary));
+  // The file it replaces keeps its permissions (a 0600 output stays
+  // private); a new one gets the process's defaults.
+  if (exists)
+    (void)llvm::sys::fs::setPermissions(file->temporary->FD, status.permissions());
   file->owned = std::make_unique<llvm::raw_fd_ostream>(
       file->temporary->FD, /*shouldClose=*/false);
   file->stream = file->owned.get();

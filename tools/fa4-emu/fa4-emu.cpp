@@ -194,15 +194,34 @@ static int emulate(std::unique_ptr<MemoryBuffer> entryBuffer) {
   std::shared_ptr<const emu::Program> program = emu::parsePtx(ptxText, error);
   if (!program)
     return fail(ptxPath + ": " + error);
-  if (!runtime::checkInterface(manifest, error) ||
-      !runtime::checkPtxEntry(manifest, ptxText, error))
-    return fail(manifestFile + ": " + error);
   if (emu::targetOf(*program) != manifest.target)
     return fail("the manifest is for " + manifest.target + " but its PTX " +
                 ptxPath + " targets " + emu::targetOf(*program));
-  // fa4-emu runs the PTX: its contract is the one that must hold.
-  if (llvm::Error refused = runtime::checkContract(manifest, ptxText, {}))
+  // The contract binds the files of one fa4c run: the PTX fa4-emu runs must
+  // be the manifest's and, when the manifest names a cubin that is there,
+  // the cubin's.
+  if (!runtime::checkInterface(manifest, error) ||
+      !runtime::checkPtxEntry(manifest, ptxText, error))
+    return fail(manifestFile + ": " + error);
+  std::string cubinBytes;
+  if (!manifest.cubin.empty()) {
+    SmallString<256> cubinPath(manifestFile);
+    sys::path::remove_filename(cubinPath);
+    sys::path::append(cubinPath, manifest.cubin);
+    bool missing = false;
+    if (!readRegularFile(std::string(cubinPath), kMaxKernelFileBytes, cubinBytes, error,
+                         &missing) &&
+        !missing)
+      return fail(error);
+    if (!missing && cubinBytes.empty())
+      return fail("cannot read " + std::string(cubinPath) + ": the file is empty");
+  }
+  if (llvm::Error refused = runtime::checkContract(
+          manifest, ptxText,
+          ArrayRef<uint8_t>(reinterpret_cast<const uint8_t *>(cubinBytes.data()),
+                            cubinBytes.size())))
     return fail(manifestFile + ": " + llvm::toString(std::move(refused)));
+
 
   // The problem, its inputs and the reference.
   sim::Problem problem = sim::problemOf(manifest, batch, seqQ, seqK);
