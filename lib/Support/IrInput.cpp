@@ -100,50 +100,23 @@ struct IrLexer {
 };
 } // namespace
 
-/// The type aliases `text` defines at its top level (`!name = type`), each
-/// to the first token of its type.
-static llvm::StringMap<StringRef> typeAliases(StringRef text) {
-  llvm::StringMap<StringRef> aliases;
-  IrLexer lexer{text};
-  size_t start;
-  int depth = 0;
-  StringRef token = lexer.next(start);
-  while (!token.empty()) {
-    StringRef following = lexer.next(start);
-    if (depth == 0 && token.starts_with("!") && following == "=") {
-      // A type starts with its name (`index`, `tuple`, `!other`), never
-      // with a bracket.
-      aliases[token] = lexer.next(start);
-      token = lexer.next(start);
-      continue;
-    }
-    if (token == "(" || token == "[" || token == "{" || token == "<")
-      ++depth;
-    else if ((token == ")" || token == "]" || token == "}" || token == ">") &&
-             depth > 0)
-      --depth;
-    token = following;
-  }
-  return aliases;
-}
+/// An alias the text defines at its top level (`!name = ...`,
+/// `#name = ...`): where, the first token of what it names (a type starts
+/// with its name: `index`, `tuple`, `!other`), that definition's length in
+/// tokens and the `!`/`#` names it uses.
+struct AliasDefinition {
+  size_t offset = 0;
+  StringRef first;
+  uint64_t tokens = 0;
+  std::vector<StringRef> uses;
+};
 
-/// The largest size, in tokens, that an alias (`!name = ...`,
-/// `#name = ...`) may stand for once every alias inside it is expanded.
-/// Aliases share what they name, so a few lines can describe a type or a
-/// location of 2^60 tokens, which the printer and the verifier's messages
-/// write out in full (an hour, or all the memory, for 1.5 KB of text). Real
-/// IR stays orders of magnitude below.
-static constexpr uint64_t kMaxAliasExpansion = uint64_t(1) << 20;
-
-/// The top-level alias whose expansion exceeds kMaxAliasExpansion tokens:
-/// its offset, or npos.
-static size_t explosiveAlias(StringRef text) {
-  struct Alias {
-    size_t offset;
-    uint64_t tokens = 0;
-    std::vector<StringRef> uses;
-  };
-  llvm::StringMap<Alias> aliases;
+/// The text's top-level aliases. A definition is its first token and, when
+/// a bracket follows it, everything up to the matching close.
+static llvm::StringMap<AliasDefinition> aliasDefinitions(StringRef text) {
+  auto opens = [](StringRef t) { return t == "(" || t == "[" || t == "{" || t == "<"; };
+  auto closes = [](StringRef t) { return t == ")" || t == "]" || t == "}" || t == ">"; };
+  llvm::StringMap<AliasDefinition> aliases;
   IrLexer lexer{text};
   size_t start;
   int depth = 0;
@@ -153,24 +126,23 @@ static size_t explosiveAlias(StringRef text) {
     StringRef following = lexer.next(start);
     if (depth == 0 && (token.starts_with("!") || token.starts_with("#")) &&
         following == "=") {
-      // The definition: its first token and, when a bracket follows it,
-      // everything up to the matching close.
       StringRef name = token;
-      Alias alias{tokenStart};
+      AliasDefinition alias;
+      alias.offset = tokenStart;
       int inner = 0;
       StringRef t = lexer.next(start);
+      alias.first = t;
       token = {};
       for (bool first = true; !t.empty(); first = false) {
         ++alias.tokens;
         if ((t.starts_with("!") || t.starts_with("#")) && t.size() > 1)
           alias.uses.push_back(t);
-        if (t == "(" || t == "[" || t == "{" || t == "<")
+        if (opens(t))
           ++inner;
-        else if ((t == ")" || t == "]" || t == "}" || t == ">") && inner > 0)
+        else if (closes(t) && inner > 0)
           --inner;
         StringRef n = lexer.next(start);
-        bool opens = n == "(" || n == "[" || n == "{" || n == "<";
-        if (inner == 0 && !(first && opens)) {
+        if (inner == 0 && !(first && opens(n))) {
           token = n;
           break;
         }
@@ -179,12 +151,26 @@ static size_t explosiveAlias(StringRef text) {
       aliases.insert({name, std::move(alias)});
       continue;
     }
-    if (token == "(" || token == "[" || token == "{" || token == "<")
+    if (opens(token))
       ++depth;
-    else if ((token == ")" || token == "]" || token == "}" || token == ">") && depth > 0)
+    else if (closes(token) && depth > 0)
       --depth;
     token = following;
   }
+  return aliases;
+}
+
+/// The largest size, in tokens, that an alias may stand for once every
+/// alias inside it is expanded. Aliases share what they name, so a few
+/// lines can describe a type or a location of 2^60 tokens, which the
+/// printer and the verifier's messages write out in full (an hour, or all
+/// the memory, for 1.5 KB of text). Real IR stays orders of magnitude
+/// below.
+static constexpr uint64_t kMaxAliasExpansion = uint64_t(1) << 20;
+
+/// The alias whose expansion exceeds kMaxAliasExpansion tokens: its offset,
+/// or npos.
+static size_t explosiveAlias(const llvm::StringMap<AliasDefinition> &aliases) {
   // Expanded sizes, memoized; a cycle (which the parser refuses) counts once.
   llvm::StringMap<uint64_t> size;
   std::function<uint64_t(StringRef, unsigned)> expand = [&](StringRef name,
@@ -205,7 +191,7 @@ static size_t explosiveAlias(StringRef text) {
     size[name] = total;
     return total;
   };
-  for (auto &entry : aliases)
+  for (const auto &entry : aliases)
     if (expand(entry.getKey(), 0) > kMaxAliasExpansion)
       return entry.getValue().offset;
   return StringRef::npos;
@@ -227,7 +213,8 @@ std::optional<IrRefusal> fa4::refuseBeforeParsing(StringRef text) {
                                  " levels: refused before parsing (the parser "
                                  "would overflow its stack)"};
 
-  size_t explosive = explosiveAlias(text);
+  llvm::StringMap<AliasDefinition> aliases = aliasDefinitions(text);
+  size_t explosive = explosiveAlias(aliases);
   if (explosive != StringRef::npos)
     return IrRefusal{explosive, "an alias that stands for more than " +
                                     std::to_string(kMaxAliasExpansion) +
@@ -235,16 +222,15 @@ std::optional<IrRefusal> fa4::refuseBeforeParsing(StringRef text) {
                                     "expanded: refused before parsing (printing "
                                     "or verifying it would not end)"};
 
-  llvm::StringMap<StringRef> aliases = typeAliases(text);
-  // The type a token names, through chains of aliases (a cycle, which the
-  // parser refuses, ends the chain).
+  // The type a token names, through chains of type aliases (a cycle, which
+  // the parser refuses, ends the chain).
   auto resolve = [&](StringRef token) {
     for (size_t hops = 0; token.starts_with("!") && hops <= aliases.size();
          ++hops) {
       auto it = aliases.find(token);
       if (it == aliases.end())
         break;
-      token = it->second;
+      token = it->second.first;
     }
     return token;
   };
