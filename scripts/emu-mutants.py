@@ -205,6 +205,18 @@ class Flow:
             elif line and not line.startswith(("//", ".", "{", "}")) and line.endswith(";"):
                 self._add(i, i, line)
             i += 1
+        # Predicates every definition of which is the constant false. A
+        # definition is any instruction whose first operand is the register
+        # (setp, mov, and, selp, ...); one inside an inline-asm block counts
+        # too, so a register written there is never taken for a constant.
+        defs = {}
+        for line in lines:
+            d = re.match(r"^\s*(@%?!?\w+\s+)?[a-z][\w.:]*\s+(%p\d+)\s*[,|;]", line)
+            if d:
+                defs.setdefault(d.group(2), []).append(line.strip())
+        self.false_predicates = {
+            p for p, ds in defs.items()
+            if all(re.match(r"^mov\.pred\s+%s,\s*0;$" % re.escape(p), x) for x in ds)}
         self.succ = []
         for n, (_, _, text) in enumerate(self.nodes):
             nxt = [n + 1] if n + 1 < len(self.nodes) else []
@@ -251,10 +263,11 @@ def proved_harmless(lines, flow, kind, i):
     if node is None:
         return None
     text = flow.nodes[node][2]
-    # Dead code: an elected block whose election is the constant false.
+    # Dead code: an elected block whose election is the constant false
+    # (every definition of its predicate in the kernel is `mov.pred %p, 0`;
+    # the lanes that do not issue an elected operation get such a copy).
     m = re.search(r"@!(%p\d+) bra skip;", text)
-    if m and node > 0 and re.match(r"^mov\.pred\s+%s,\s*0;" % re.escape(m.group(1)),
-                                   flow.nodes[node - 1][2]):
+    if m and m.group(1) in flow.false_predicates:
         return "dead code: the block's election predicate is the constant false"
     # A wait after which the thread does nothing another thread can see
     # before it exits (a producer draining its ring at the end): whether,

@@ -241,33 +241,16 @@ static std::string renamed(const CompileCache::Entry &entry,
   return manifest;
 }
 
-/// `text` in `file`, whole or not at all: a file beside its name renamed
-/// over it (fa4/Support/OutputFile.h), so a failed write leaves no partial
-/// file where a kernel is looked for.
-static bool writeWhole(const std::string &file, const std::string &text,
-                       std::string &error) {
-  std::unique_ptr<OutputFile> output = OutputFile::open(file, error);
-  if (!output)
-    return false;
-  output->os() << text;
-  return output->commit(error);
-}
-
 bool CompileCache::materialize(const Entry &entry, const std::string &cubinPath,
                                const std::string &ptxPath, std::string &error) {
-  if (!writeWhole(cubinPath, entry.cubin, error))
-    return false;
-  if (writeWhole(ptxPath, entry.ptx, error) &&
-      writeWhole(cubinPath + ".json",
-                 renamed(entry, path::filename(cubinPath).str(),
-                         path::filename(ptxPath).str()),
-                 error))
-    return true;
-  // A cubin without its PTX or manifest is no kernel (never a device node:
-  // `-o /dev/null` names one).
-  if (fs::is_regular_file(cubinPath))
-    fs::remove(cubinPath);
-  return false;
+  // One set (fa4/Support/OutputFile.h): a cubin without its PTX or manifest
+  // is no kernel, nor one beside an earlier kernel's.
+  std::string manifest = renamed(entry, path::filename(cubinPath).str(),
+                                 path::filename(ptxPath).str());
+  return writeFileSet({{ptxPath, entry.ptx},
+                       {cubinPath + ".json", manifest},
+                       {cubinPath, entry.cubin}},
+                      error);
 }
 
 } // namespace mlir::fa4::runtime

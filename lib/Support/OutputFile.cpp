@@ -6,6 +6,8 @@
 #include "llvm/Support/Error.h"
 #include "llvm/Support/Path.h"
 
+#include <vector>
+
 using namespace mlir;
 using namespace mlir::fa4;
 
@@ -59,36 +61,76 @@ std::unique_ptr<OutputFile> OutputFile::open(StringRef path,
 
 OutputFile::~OutputFile() {
   // A stream with an unreported error would end the process at its
-  // destruction; commit reported it, or nothing was committed.
-  if (stream)
+  // destruction, and so would the flush of what it still buffers: flushed
+  // here and the error dropped (commit reported it, or nothing was
+  // committed and the temporary file goes).
+  if (stream) {
+    stream->flush();
     stream->clear_error();
+  }
   owned.reset();
   if (temporary)
     llvm::consumeError(temporary->discard());
 }
 
-bool OutputFile::commit(std::string &error) {
+bool OutputFile::finish(std::string &error) {
+  if (!stream)
+    return true; // finished already
   auto fail = [&](const Twine &cause) {
     error = ("cannot write " + (path == "-" ? "stdout" : path) + ": " + cause)
                 .str();
     stream->clear_error();
+    owned.reset();
+    stream = nullptr;
+    if (temporary)
+      llvm::consumeError(temporary->discard());
+    temporary.reset();
+    failed = true;
     return false;
   };
   stream->flush();
   if (owned && !temporary)
-    owned->close();
+    owned->close(); // a device; a temporary file's descriptor is its own
   if (stream->has_error())
     return fail(stream->error().message());
-  if (!temporary)
-    return true;
   owned.reset();
   stream = nullptr;
+  return true;
+}
+
+bool OutputFile::commit(std::string &error) {
+  if (!finish(error))
+    return false;
+  if (failed) {
+    error = "cannot write " + path + ": an earlier write failed";
+    return false;
+  }
+  if (!temporary)
+    return true;
   llvm::Error kept = temporary->keep(path);
   temporary.reset();
   if (kept) {
     error = "cannot write " + path + ": " + llvm::toString(std::move(kept));
     return false;
   }
+  return true;
+}
+
+bool fa4::writeFileSet(ArrayRef<std::pair<StringRef, StringRef>> files,
+                       std::string &error) {
+  std::vector<std::unique_ptr<OutputFile>> outputs;
+  for (auto [path, text] : files) {
+    outputs.push_back(OutputFile::open(path, error));
+    if (!outputs.back())
+      return false;
+    outputs.back()->os() << text;
+  }
+  for (std::unique_ptr<OutputFile> &output : outputs)
+    if (!output->finish(error))
+      return false;
+  for (std::unique_ptr<OutputFile> &output : outputs)
+    if (!output->commit(error))
+      return false;
   return true;
 }
 

@@ -235,24 +235,12 @@ bool compileModule(ModuleOp module, const CollectedDiagnostics &diagnostics,
     error = diagnostics.explain(error);
     return false;
   }
-  llvm::SmallString<128> cubinPath;
-  if (llvm::sys::fs::createTemporaryFile("fa4", "cubin", cubinPath)) {
-    error = "cannot create a temporary file for the cubin";
-    return false;
-  }
   PtxasReport report;
-  LogicalResult assembled =
-      assembleCubin(kernel.ptx, options.cudaPath, options.target, cubinPath, report, error);
-  auto cubin = llvm::MemoryBuffer::getFile(cubinPath, false, false);
-  llvm::sys::fs::remove(cubinPath);
-  if (failed(assembled))
+  std::string cubin;
+  if (failed(assembleCubin(kernel.ptx, options.cudaPath, options.target, cubin,
+                           report, error)))
     return false;
-  if (!cubin) {
-    error = "cannot read back the cubin ptxas wrote";
-    return false;
-  }
-  llvm::StringRef bytes = (*cubin)->getBuffer();
-  kernel.cubin.assign(bytes.begin(), bytes.end());
+  kernel.cubin.assign(cubin.begin(), cubin.end());
   std::string manifest = launchManifest(module, options.target, "kernel.cubin",
                                         "kernel.ptx", report);
   if (!runtime::parseManifest(manifest, kernel.manifest, error))
@@ -261,7 +249,7 @@ bool compileModule(ModuleOp module, const CollectedDiagnostics &diagnostics,
   if (!kernel.check(error))
     return false;
   if (cache) {
-    entry.cubin = bytes.str();
+    entry.cubin = std::move(cubin);
     entry.ptx = kernel.ptx;
     entry.manifest = manifest;
     entry.cubinName = "kernel.cubin";

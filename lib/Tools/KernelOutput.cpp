@@ -153,7 +153,7 @@ LogicalResult mlir::fa4::ptxasVersion(StringRef cudaPath, std::string &version,
 }
 
 LogicalResult mlir::fa4::assembleCubin(StringRef ptx, StringRef cudaPath,
-                                       StringRef chip, StringRef cubinPath,
+                                       StringRef chip, std::string &cubin,
                                        PtxasReport &report, std::string &error) {
   SmallString<256> binDir(cudaPath);
   llvm::sys::path::append(binDir, "bin");
@@ -167,12 +167,11 @@ LogicalResult mlir::fa4::assembleCubin(StringRef ptx, StringRef cudaPath,
   }
   // The temporary files go whatever happens; a write that fails (a full
   // TMPDIR) is an error, never the stream's fatal report at destruction.
-  SmallString<128> ptxFile, logFile;
+  SmallString<128> ptxFile, logFile, cubinFile;
   llvm::scope_exit removeTemporaries([&] {
-    if (!ptxFile.empty())
-      llvm::sys::fs::remove(ptxFile);
-    if (!logFile.empty())
-      llvm::sys::fs::remove(logFile);
+    for (SmallString<128> *file : {&ptxFile, &logFile, &cubinFile})
+      if (!file->empty())
+        llvm::sys::fs::remove(*file);
   });
   int ptxFd = -1;
   if (std::error_code ec = llvm::sys::fs::createTemporaryFile("fa4", "ptx", ptxFd, ptxFile)) {
@@ -197,8 +196,13 @@ LogicalResult mlir::fa4::assembleCubin(StringRef ptx, StringRef cudaPath,
     error = "cannot create a temporary file for ptxas: " + ec.message();
     return failure();
   }
+  if (std::error_code ec = llvm::sys::fs::createTemporaryFile("fa4", "cubin", cubinFile)) {
+    cubinFile.clear();
+    error = "cannot create a temporary file for ptxas: " + ec.message();
+    return failure();
+  }
   std::string arch = ("-arch=" + chip).str();
-  StringRef args[] = {*ptxas, arch, "-v", "-o", cubinPath, ptxFile};
+  StringRef args[] = {*ptxas, arch, "-v", "-o", cubinFile, ptxFile};
   std::optional<StringRef> redirects[] = {std::nullopt, StringRef(logFile),
                                           StringRef(logFile)};
   std::string message;
@@ -210,6 +214,15 @@ LogicalResult mlir::fa4::assembleCubin(StringRef ptx, StringRef cudaPath,
     error = "ptxas failed: " + (message.empty() ? report.log : message);
     return failure();
   }
+  auto written = llvm::MemoryBuffer::getFile(cubinFile, /*IsText=*/false,
+                                             /*RequiresNullTerminator=*/false);
+  if (!written || (*written)->getBufferSize() == 0) {
+    error = ("cannot read back the cubin ptxas wrote to " + cubinFile + ": " +
+             (written ? "the file is empty" : written.getError().message()))
+                .str();
+    return failure();
+  }
+  cubin = (*written)->getBuffer().str();
   report.registers = capture(report.log, "Used ([0-9]+) registers");
   report.stackBytes = capture(report.log, "([0-9]+) bytes stack frame");
   report.spillStoreBytes = capture(report.log, "([0-9]+) bytes spill stores");

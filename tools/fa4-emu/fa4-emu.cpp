@@ -191,12 +191,6 @@ static int emulate(std::unique_ptr<MemoryBuffer> entryBuffer) {
   std::string ptxText;
   if (!readRegularFile(ptxPath, kMaxKernelFileBytes, ptxText, error))
     return fail(error);
-  std::shared_ptr<const emu::Program> program = emu::parsePtx(ptxText, error);
-  if (!program)
-    return fail(ptxPath + ": " + error);
-  if (emu::targetOf(*program) != manifest.target)
-    return fail("the manifest is for " + manifest.target + " but its PTX " +
-                ptxPath + " targets " + emu::targetOf(*program));
   // The contract binds the files of one fa4c run: the PTX fa4-emu runs must
   // be the manifest's and, when the manifest names a cubin that is there,
   // the cubin's.
@@ -221,7 +215,14 @@ static int emulate(std::unique_ptr<MemoryBuffer> entryBuffer) {
           ArrayRef<uint8_t>(reinterpret_cast<const uint8_t *>(cubinBytes.data()),
                             cubinBytes.size())))
     return fail(manifestFile + ": " + llvm::toString(std::move(refused)));
-
+  // Parsed only once the contract holds: the contract's checks are linear
+  // in the files, the parse of a large PTX is not cheap.
+  std::shared_ptr<const emu::Program> program = emu::parsePtx(ptxText, error);
+  if (!program)
+    return fail(ptxPath + ": " + error);
+  if (emu::targetOf(*program) != manifest.target)
+    return fail("the manifest is for " + manifest.target + " but its PTX " +
+                ptxPath + " targets " + emu::targetOf(*program));
 
   // The problem, its inputs and the reference.
   sim::Problem problem = sim::problemOf(manifest, batch, seqQ, seqK);

@@ -404,24 +404,25 @@ static int compile(std::unique_ptr<MemoryBuffer> input, StringRef stopAfter) {
       return 0;
     }
     fa4::PtxasReport report;
+    std::string cubin;
     LogicalResult assembled = timed("ptxas (cubin)", [&] {
-      return fa4::assembleCubin(ptx, cudaPath, target, outputFile, report, error);
+      return fa4::assembleCubin(ptx, cudaPath, target, cubin, report, error);
     });
     if (failed(assembled)) {
       errs() << "fa4c: " << error << "\n";
       return 1;
     }
-    // The PTX beside the cubin: what fa4-emu runs. A kernel without its PTX
-    // or manifest is no kernel: the cubin goes when either cannot be written.
+    // The cubin, the PTX beside it (what fa4-emu runs) and the manifest are
+    // one kernel, written as a set (fa4/Support/OutputFile.h): a failed
+    // write (a full disk) leaves whatever an earlier run wrote there.
     std::string manifestPath = outputFile + ".json";
     std::string manifestText =
         fa4::launchManifest(*module, target, outputFile, ptxPath, report);
-    if (!write(ptxPath, [&](raw_ostream &os) { os << ptx; }) ||
-        !write(manifestPath, [&](raw_ostream &os) { os << manifestText; })) {
+    if (!fa4::writeFileSet({{ptxPath, ptx},
+                            {manifestPath, manifestText},
+                            {outputFile, cubin}},
+                           error)) {
       errs() << "fa4c: " << error << "\n";
-      // Never a device node: `-o /dev/null` names one.
-      if (sys::fs::is_regular_file(outputFile))
-        sys::fs::remove(outputFile);
       return 1;
     }
     if (cache) {
@@ -430,14 +431,12 @@ static int compile(std::unique_ptr<MemoryBuffer> input, StringRef stopAfter) {
       entry.manifest = manifestText;
       entry.cubinName = llvm::sys::path::filename(outputFile).str();
       entry.ptxName = llvm::sys::path::filename(ptxPath).str();
-      auto cubin = MemoryBuffer::getFile(outputFile, false, false);
-      if (cubin)
-        entry.cubin = (*cubin)->getBuffer().str();
+      entry.cubin = std::move(cubin);
       // A cache that cannot be written costs the next run a compile, not
       // this one its result.
-      if (!cubin || !cache->store(cacheKey, entry, error))
-        errs() << "fa4c: warning: the compile cache was not written: "
-               << (cubin ? error : "cannot read back " + outputFile) << "\n";
+      if (!cache->store(cacheKey, entry, error))
+        errs() << "fa4c: warning: the compile cache was not written: " << error
+               << "\n";
     }
     return 0;
   }

@@ -34,6 +34,10 @@ public:
   ~OutputFile();
 
   raw_ostream &os() { return *stream; }
+  /// Flushes and closes the output without renaming it into place: false
+  /// with `error` when a write or the close failed (then the temporary file
+  /// is gone). A set of files is finished, each, before any is committed.
+  bool finish(std::string &error);
   /// Flushes and closes the output and, for a regular file, renames it into
   /// place. False with `error` ("cannot write PATH: cause") when any write,
   /// the close or the rename failed; then the temporary file is gone and
@@ -46,7 +50,16 @@ private:
   std::optional<llvm::sys::fs::TempFile> temporary;
   std::unique_ptr<llvm::raw_fd_ostream> owned;
   llvm::raw_fd_ostream *stream = nullptr;
+  bool failed = false;
 };
+
+/// Writes each (path, text) as one set: every file is written to its
+/// temporary file and finished before any is renamed into place, in the
+/// given order (put the file readers look for first, a cubin, last). False
+/// with `error` when one cannot be written; then no file of the set has
+/// changed unless a rename itself failed midway (the earlier ones renamed).
+bool writeFileSet(ArrayRef<std::pair<StringRef, StringRef>> files,
+                  std::string &error);
 
 /// Flushes stdout; false with `error` ("cannot write stdout: cause") when a
 /// write to it failed (`> /dev/full`), which LLVM would otherwise report as

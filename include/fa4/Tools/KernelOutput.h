@@ -46,11 +46,10 @@ LogicalResult serializeToPtx(ModuleOp module, std::string &ptx,
 LogicalResult ptxasVersion(StringRef cudaPath, std::string &version,
                            std::string &error);
 
-/// Assembles `ptx` for `chip` with the ptxas of `cudaPath`, writing
-/// `cubinPath`.
-
+/// Assembles `ptx` for `chip` with the ptxas of `cudaPath` into `cubin`
+/// (ptxas writes a temporary file, read back and removed).
 LogicalResult assembleCubin(StringRef ptx, StringRef cudaPath, StringRef chip,
-                            StringRef cubinPath, PtxasReport &report,
+                            std::string &cubin, PtxasReport &report,
                             std::string &error);
 
 /// The launch manifest of the kernel in `module` (after the nvvm stage);
