@@ -490,8 +490,9 @@ bool launch(Backend &backend, const Kernel &kernel, const Tensor &q,
 namespace {
 class EmulatorBackend final : public Backend {
 public:
-  EmulatorBackend(emu::Device &device, unsigned workers, uint64_t seed)
-      : device(device), workers(workers), seed(seed) {}
+  EmulatorBackend(emu::Device &device, unsigned workers, uint64_t seed,
+                  bool execute)
+      : device(device), workers(workers), seed(seed), execute(execute) {}
   const char *name() const override { return "fa4-emu"; }
   bool runsPtx() const override { return true; }
   bool encodeTensorMap(const TensorMapSpec &spec, uint8_t out[128],
@@ -509,6 +510,8 @@ public:
       error = "fa4-emu runs the kernel's PTX, and the kernel has none";
       return false;
     }
+    if (!execute)
+      return true;
     std::shared_ptr<const emu::Program> &program = programs[kernel.ptx];
     if (!program) {
       program = emu::parsePtx(kernel.ptx, error);
@@ -550,13 +553,15 @@ private:
   emu::Device &device;
   unsigned workers;
   uint64_t seed;
+  bool execute;
   std::map<std::string, std::shared_ptr<const emu::Program>> programs;
 };
 } // namespace
 
 std::unique_ptr<Backend> createEmulatorBackend(emu::Device &device,
-                                               unsigned workers, uint64_t seed) {
-  return std::make_unique<EmulatorBackend>(device, workers, seed);
+                                               unsigned workers, uint64_t seed,
+                                               bool execute) {
+  return std::make_unique<EmulatorBackend>(device, workers, seed, execute);
 }
 
 } // namespace mlir::fa4::runtime

@@ -38,6 +38,12 @@ from typing import Optional, Sequence
 from . import _fa4
 from ._fa4 import CompileError, LaunchError
 
+# Whether a launch on CPU tensors runs the kernel in the emulator. Private:
+# fa4's argument fuzzer (python/tests/fuzz_arguments.py --execute-every)
+# turns it off to check every layer above the emulator at speed; a launch
+# then makes every check and the plan, and leaves the outputs as they were.
+_emulator_executes = True
+
 __all__ = ["CompileError", "Kernel", "LaunchError", "attention", "compile",
            "compile_ir", "stages"]
 
@@ -108,7 +114,8 @@ class Kernel:
         elif device == "cpu":
             _fa4.launch_emulator(self._native, q, k, v, o, lse, extras,
                                  _integer("workers", workers, 0, 1 << 32),
-                                 _integer("seed", seed, 0, 1 << 64))
+                                 _integer("seed", seed, 0, 1 << 64),
+                                 _emulator_executes)
         else:
             raise ValueError(f"q: on a {device} device; fa4 runs CUDA tensors "
                              "on the GPU and CPU tensors in the emulator")

@@ -292,7 +292,7 @@ void checkDevice(const std::vector<std::pair<const char *, const Array *>> &arra
 void launchEmulator(const PyKernel &kernel, const Array &q, const Array &k,
                     const Array &v, const Array &o, const std::optional<Array> &lse,
                     const std::vector<Array> &extraArrays, unsigned workers,
-                    uint64_t seed) {
+                    uint64_t seed, bool execute) {
   checkDevice({{"q", &q}, {"k", &k}, {"v", &v}, {"o", &o}, {"lse", lse ? &*lse : nullptr}},
               nb::device::cpu::value, "CPU");
   for (const Array &extra : extraArrays)
@@ -337,7 +337,7 @@ void launchEmulator(const PyKernel &kernel, const Array &q, const Array &k,
     if (workers == 0)
       workers = std::max(1u, std::thread::hardware_concurrency());
     std::unique_ptr<runtime::Backend> backend =
-        runtime::createEmulatorBackend(device, workers, seed);
+        runtime::createEmulatorBackend(device, workers, seed, execute);
     ok = runtime::launch(*backend, kernel.kernel, onDevice[0], onDevice[1],
                          onDevice[2], onDevice[3], hostLse ? &onDevice[4] : nullptr,
                          extras, nullptr, error);
@@ -430,7 +430,8 @@ NB_MODULE(_fa4, m) {
   m.def("ir_stages", &variantIrStages);
   m.def("launch_emulator", &launchEmulator, nb::arg("kernel"), nb::arg("q"),
         nb::arg("k"), nb::arg("v"), nb::arg("o"), nb::arg("lse").none(),
-        nb::arg("extras"), nb::arg("workers"), nb::arg("seed"));
+        nb::arg("extras"), nb::arg("workers"), nb::arg("seed"),
+        nb::arg("execute") = true);
   m.def("launch_cuda", &launchCuda, nb::arg("kernel"), nb::arg("q"), nb::arg("k"),
         nb::arg("v"), nb::arg("o"), nb::arg("lse").none(), nb::arg("extras"),
         nb::arg("stream"));

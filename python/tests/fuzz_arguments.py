@@ -19,6 +19,14 @@ rather than ending the run:
 prints the counts as JSON (cases by outcome, findings with the seed and
 index that reproduce each: ``--replay SEED:INDEX``). Kernels are compiled
 for a handful of variants only, which the compile cache keeps.
+
+An emulated launch takes about a second; ``--execute-every N`` runs the
+kernel in only every N-th case and stops the others where the kernel would
+start (``fa4._emulator_executes``, and fa4._capi's kernels loaded without
+their PTX, so that a launch ends at the emulator's "no PTX"): every check
+and the launch plan still run, the result is checked for its shapes and
+dtypes only, and the case counts as "planned". That is what makes runs of
+10^6 cases possible.
 """
 
 from __future__ import annotations
@@ -145,11 +153,15 @@ def _close(torch, got, want, dtype):
 
 
 def _check_attention(torch, reference, q, k, v, causal, window, softcap, scale,
-                     return_lse, result):
+                     return_lse, result, executed=True):
     o, lse = result if return_lse else (result, None)
     if tuple(o.shape) != tuple(q.shape) or o.dtype != q.dtype:
         return f"O has shape {tuple(o.shape)} {o.dtype}"
-    if q.numel() == 0 or q.device.type == "meta":
+    if return_lse:
+        want = (q.shape[0], q.shape[2], q.shape[1])
+        if tuple(lse.shape) != want or lse.dtype != torch.float32:
+            return f"the LSE has shape {tuple(lse.shape)} {lse.dtype}"
+    if q.numel() == 0 or q.device.type == "meta" or not executed:
         return None
     want_o, want_lse = reference(q, k, v, causal, window, softcap, scale)
     if not _close(torch, o, want_o, q.dtype):
@@ -212,11 +224,11 @@ def _attention_case(rng, torch, fa4, reference, through_op):
             return fa4.attention(q, k, v, causal=causal, window=window,
                                  softcap=softcap, scale=scale, return_lse=return_lse)
 
-    def check(result):
+    def check(result, executed=True):
         if through_op:
             result = result if return_lse else result[0]
         return _check_attention(torch, reference, q.detach(), k, v, causal, window,
-                                softcap, scale, return_lse, result)
+                                softcap, scale, return_lse, result, executed)
 
     entry = "torch.ops.fa4.attention" if through_op else "fa4.attention"
     description = (f"{entry} q={_describe(q)} k={_describe(k)} v={_describe(v)} "
@@ -282,7 +294,7 @@ def _compile_case(rng, torch, fa4):
     def call():
         return fa4.compile(**kwargs)
 
-    def check(kernel):
+    def check(kernel, executed=True):
         attention = kernel.manifest["attention"]
         if attention["head_dim"] != kwargs["head_dim"]:
             return "the manifest's head_dim differs"
@@ -316,10 +328,10 @@ def _compile_ir_case(rng, torch, fa4):
         return fa4.compile_ir(text, **kwargs)
 
     return Case("fa4.compile_ir", f"fa4.compile_ir({text!r:.60}, **{kwargs!r})",
-                call, lambda kernel: None)
+                call, lambda kernel, executed=True: None)
 
 
-def _kernel_case(rng, torch, fa4, reference, capi_kernels):
+def _kernel_case(rng, torch, fa4, reference, capi_kernels, execute):
     """Kernel.__call__ (the extension's) or fa4._capi's Kernel on a compiled
     variant, with random tensors for q, k, v, o and the LSE."""
     q_heads, kv_heads = rng.choice(HEADS)
@@ -354,7 +366,7 @@ def _kernel_case(rng, torch, fa4, reference, capi_kernels):
     extras = [] if rng.random() < 0.9 else rng.choice([[torch.zeros(4)], 3, ["x"]])
     workers = 0 if rng.random() < 0.9 else rng.choice([-1, 1 << 40, "2", 1])
     if through_capi:
-        capi = capi_kernels(kernel)
+        capi = capi_kernels(kernel, execute)
 
         def call():
             return capi(q, k, v, o, lse, extras, workers=workers)
@@ -362,7 +374,9 @@ def _kernel_case(rng, torch, fa4, reference, capi_kernels):
         def call():
             return kernel(q, k, v, o, lse, extras=extras, workers=workers)
 
-    def check(_):
+    def check(_, executed=True):
+        if not executed:
+            return None  # the outputs are left as they were
         o_wanted, lse_wanted = reference(q, k, v, causal, window)
         if not _close(torch, o, o_wanted, q.dtype):
             return "O differs from the reference"
@@ -381,9 +395,10 @@ def _kernel_case(rng, torch, fa4, reference, capi_kernels):
     return Case(entry, description, call, check)
 
 
-def run_batch(seed, cases, first=0, only=None):
+def run_batch(seed, cases, first=0, only=None, execute_every=1):
     """Runs cases [first, first + cases) of `seed` in this process; returns
-    the counts and the findings."""
+    the counts and the findings. The kernel runs in every `execute_every`-th
+    case only (the others stop where it would start)."""
     import torch
     import fa4
     from fa4 import _capi
@@ -393,28 +408,34 @@ def run_batch(seed, cases, first=0, only=None):
     directory = tempfile.mkdtemp(prefix="fa4-fuzz-")
     loaded = {}
 
-    def capi_kernels(kernel):
-        if id(kernel) not in loaded:
+    def capi_kernels(kernel, with_ptx):
+        # Without its PTX the emulator backend stops a launch that passed
+        # every check at "no PTX": fa4._capi's plan-only launch.
+        key = (id(kernel), with_ptx)
+        if key not in loaded:
             m = kernel.manifest
             stem = os.path.join(directory, str(len(loaded)))
             os.makedirs(stem)
             with open(os.path.join(stem, m["cubin"]), "wb") as f:
                 f.write(kernel.cubin)
-            with open(os.path.join(stem, m["ptx"]), "w") as f:
-                f.write(kernel.ptx)
+            if with_ptx:
+                with open(os.path.join(stem, m["ptx"]), "w") as f:
+                    f.write(kernel.ptx)
             path = os.path.join(stem, m["cubin"] + ".json")
             with open(path, "w") as f:
                 f.write(kernel._native.manifest_json)
-            loaded[id(kernel)] = _capi.load_kernel(path)
-        return loaded[id(kernel)]
+            loaded[key] = _capi.load_kernel(path)
+        return loaded[key]
 
     refusals = (ValueError, TypeError, fa4.CompileError, fa4.LaunchError,
                 _capi.LaunchError)
-    counts = {"cases": 0, "results": 0, "refusals": 0, "findings": 0}
+    counts = {"cases": 0, "results": 0, "planned": 0, "refusals": 0, "findings": 0}
     by_entry, findings, samples = {}, [], {}
     indices = range(first, first + cases) if only is None else [only]
     for index in indices:
         rng = random.Random(f"{seed}:{index}")
+        execute = execute_every <= 1 or index % execute_every == 0
+        fa4._emulator_executes = execute
         kind = rng.choice(["attention", "op", "compile", "compile_ir", "kernel",
                            "kernel"])
         try:
@@ -425,18 +446,25 @@ def run_batch(seed, cases, first=0, only=None):
             elif kind == "compile_ir":
                 case = _compile_ir_case(rng, torch, fa4)
             else:
-                case = _kernel_case(rng, torch, fa4, reference, capi_kernels)
+                case = _kernel_case(rng, torch, fa4, reference, capi_kernels, execute)
         except Exception:
             findings.append({"case": f"{seed}:{index}", "entry": "generator",
                              "error": traceback.format_exc(limit=3)})
             counts["findings"] += 1
             continue
         counts["cases"] += 1
-        entry = by_entry.setdefault(case.entry, {"results": 0, "refusals": 0,
-                                                 "findings": 0})
+        entry = by_entry.setdefault(case.entry, {"results": 0, "planned": 0,
+                                                 "refusals": 0, "findings": 0})
         problem = None
+        launches = case.entry not in ("fa4.compile", "fa4.compile_ir")
         try:
             result = case.call()
+        except _capi.LaunchError as e:
+            # fa4._capi's plan-only launch ends at "no PTX", every check made.
+            if not execute and "the kernel has none" in str(e):
+                outcome = "planned"
+            else:
+                outcome = "refusals"
         except refusals as e:
             outcome = "refusals"
             said = samples.setdefault(case.entry, [])
@@ -452,9 +480,9 @@ def run_batch(seed, cases, first=0, only=None):
             outcome = "findings"
             problem = f"{type(e).__name__}: {e}"[:500]
         else:
-            outcome = "results"
+            outcome = "results" if execute or not launches else "planned"
             try:
-                problem = case.check(result)
+                problem = case.check(result, executed=execute)
             except BaseException as e:  # noqa: BLE001
                 problem = f"the check failed: {type(e).__name__}: {e}"[:500]
         if problem is not None:
@@ -474,50 +502,65 @@ def main():
     parser.add_argument("--cases", type=int, default=50, help="cases per batch")
     parser.add_argument("--timeout", type=float, default=900,
                         help="seconds a batch may take before it counts as a hang")
-    parser.add_argument("--child", metavar="SEED:FIRST:COUNT",
+    parser.add_argument("--execute-every", type=int, default=1, metavar="N",
+                        help="run the kernel in every N-th case only; the "
+                             "others stop where it would start (default 1: all)")
+    parser.add_argument("--jobs", type=int, default=1,
+                        help="batches run at once")
+    parser.add_argument("--child", metavar="SEED:FIRST:COUNT:EVERY",
                         help=argparse.SUPPRESS)
     parser.add_argument("--replay", metavar="SEED:INDEX",
                         help="run one case here and print it")
     options = parser.parse_args()
     if options.child:
-        seed, first, count = options.child.split(":")
-        print(json.dumps(run_batch(seed, int(count), int(first))))
+        seed, first, count, every = options.child.split(":")
+        print(json.dumps(run_batch(seed, int(count), int(first),
+                                   execute_every=int(every))))
         return 0
     if options.replay:
         seed, index = options.replay.split(":")
-        print(json.dumps(run_batch(seed, 1, only=int(index)), indent=1))
+        print(json.dumps(run_batch(seed, 1, only=int(index),
+                                   execute_every=options.execute_every), indent=1))
         return 0
-    total = {"batches": 0, "cases": 0, "results": 0, "refusals": 0,
-             "findings": 0, "crashes": 0, "hangs": 0}
+    total = {"batches": 0, "cases": 0, "results": 0, "planned": 0,
+             "refusals": 0, "findings": 0, "crashes": 0, "hangs": 0}
     by_entry, findings = {}, []
-    for batch in range(options.batches):
+
+    def run_child(batch):
         first = batch * options.cases
+        spec = f"{options.seed}:{first}:{options.cases}"
         command = [sys.executable, os.path.abspath(__file__), "--child",
-                   f"{options.seed}:{first}:{options.cases}"]
-        total["batches"] += 1
+                   f"{spec}:{options.execute_every}"]
         try:
             run = subprocess.run(command, capture_output=True, text=True,
                                  timeout=options.timeout)
         except subprocess.TimeoutExpired:
-            total["hangs"] += 1
-            findings.append({"batch": f"{options.seed}:{first}:{options.cases}",
-                             "problem": f"no answer within {options.timeout} s"})
-            continue
-        if run.returncode != 0:
-            total["crashes"] += 1
-            findings.append({"batch": f"{options.seed}:{first}:{options.cases}",
-                             "problem": f"exit status {run.returncode}",
-                             "stderr": run.stderr[-2000:]})
-            continue
-        report = json.loads(run.stdout.strip().splitlines()[-1])
-        for key, value in report["counts"].items():
-            total[key] += value
-        for name, counts in report["by_entry"].items():
-            mine = by_entry.setdefault(name, {"results": 0, "refusals": 0,
-                                              "findings": 0})
-            for key, value in counts.items():
-                mine[key] += value
-        findings += report["findings"]
+            return spec, None, None
+        return spec, run.returncode, run
+
+    from concurrent.futures import ThreadPoolExecutor
+    with ThreadPoolExecutor(max(1, options.jobs)) as pool:
+        for spec, status, run in pool.map(run_child, range(options.batches)):
+            total["batches"] += 1
+            if status is None:
+                total["hangs"] += 1
+                findings.append({"batch": spec,
+                                 "problem": f"no answer within {options.timeout} s"})
+                continue
+            if status != 0:
+                total["crashes"] += 1
+                findings.append({"batch": spec, "problem": f"exit status {status}",
+                                 "stderr": run.stderr[-2000:]})
+                continue
+            report = json.loads(run.stdout.strip().splitlines()[-1])
+            for key, value in report["counts"].items():
+                total[key] += value
+            for name, counts in report["by_entry"].items():
+                mine = by_entry.setdefault(name, {"results": 0, "planned": 0,
+                                                  "refusals": 0, "findings": 0})
+                for key, value in counts.items():
+                    mine[key] += value
+            findings += report["findings"]
     print(json.dumps({"total": total, "by_entry": by_entry,
                       "findings": findings}, indent=1))
     return 1 if total["findings"] or total["crashes"] or total["hangs"] else 0

@@ -22,3 +22,21 @@ def test_argument_fuzzer_short_run():
     # Both answers occur: the run reaches launches, not only refusals.
     assert total["results"] > 0 and total["refusals"] > 0
     assert run.returncode == 0
+
+
+def test_argument_fuzzer_plan_only_run():
+    # --execute-every: the kernel runs in every 50th case only; the others
+    # make every check and the launch plan, and count as "planned".
+    run = subprocess.run([sys.executable, FUZZER, "--seed", "25", "--batches", "2",
+                          "--cases", "100", "--execute-every", "50", "--jobs", "2"],
+                         capture_output=True, text=True, timeout=1800)
+    report = json.loads(run.stdout)
+    total = report["total"]
+    assert (total["findings"], total["crashes"], total["hangs"]) == (0, 0, 0), \
+        json.dumps(report["findings"], indent=1)
+    assert total["cases"] == 200
+    assert total["planned"] > 0 and total["refusals"] > 0
+    # Both plan-only paths: the extension's and fa4._capi's ("no PTX").
+    assert report["by_entry"]["fa4.Kernel"]["planned"] > 0
+    assert report["by_entry"]["fa4._capi.Kernel"]["planned"] > 0
+    assert run.returncode == 0

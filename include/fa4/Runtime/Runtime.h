@@ -106,10 +106,14 @@ bool launch(Backend &backend, const Kernel &kernel, const Tensor &q,
 
 /// fa4-emu as a backend: tensors live in `device`; each launch runs the
 /// kernel's PTX there with `workers` host threads and fails on any error,
-/// hazard, barrier misuse or deadlock the emulator reports.
+/// hazard, barrier misuse or deadlock the emulator reports. With `execute`
+/// false a launch stops where the kernel would start: every check and the
+/// plan (tensor maps, parameters) are made and the kernel is not run (the
+/// Python argument fuzzer's fast mode; the outputs are left as they were).
 std::unique_ptr<Backend> createEmulatorBackend(emu::Device &device,
                                                unsigned workers = 0,
-                                               uint64_t seed = 1);
+                                               uint64_t seed = 1,
+                                               bool execute = true);
 
 /// The CUDA driver as a backend, in the calling thread's current context
 /// (the device's primary context when there is none); null with `error`
