@@ -287,6 +287,18 @@ def proved_harmless(lines, flow, kind, i):
             lambda t: bool(SIDE_EFFECT.search(t) or re.search(r"\bld\.|\bmbarrier\.", t))):
         return ("the .sync.aligned instruction that follows gathers the warp's "
                 "lanes itself, with nothing shared between them")
+    # tcgen05.wait::st waits for every earlier tcgen05.st of the thread
+    # (PTX ISA, tcgen05.wait): one with another wait::st after it on every
+    # path, before the thread synchronizes, fences, exits or touches TMEM
+    # again, leaves nothing unwaited (a rescale loop unrolled into chunks,
+    # each with its wait).
+    if kind == "del-tc-wait" and "tcgen05.wait::st" in line and flow.all_paths_reach(
+            node, flow.succ, lambda t: "tcgen05.wait::st" in t,
+            lambda t: bool(RELEASE.search(t) or TC_ACCESS.search(t) or
+                           re.search(r"\b(exit|ret)\b|\bfence\b|\bmbarrier\.", t))):
+        return ("another tcgen05.wait::st follows on every path before the "
+                "thread synchronizes or touches TMEM again: it waits for this "
+                "store too")
     if kind == "del-wgmma-sync" and "wgmma.fence" in line:
         return wgmma_fence_redundant(lines, flow, node, i)
     if kind != "del-fence":

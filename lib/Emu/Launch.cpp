@@ -223,8 +223,9 @@ bool launch(const Program &program, Device &device, const LaunchConfig &config,
   uint64_t smemBytes = uint64_t(program.staticSmemBytes) + config.dynamicSmemBytes;
   if (smemBytes > kSharedWindow - kSharedBase) {
     error = "the launch asks for " + std::to_string(smemBytes) +
-            " bytes of shared memory; sm_100a has " +
-            std::to_string(kSharedWindow - kSharedBase) + " per CTA";
+            " bytes of shared memory; a CTA of " +
+            (program.target.empty() ? std::string("the emulator") : program.target) +
+            " has " + std::to_string(kSharedWindow - kSharedBase);
     return false;
   }
   uint64_t ctas = uint64_t(config.grid[0]) * config.grid[1] * config.grid[2];

@@ -11,6 +11,8 @@
 
 #include "Program.h"
 
+#include "fa4/Target/Target.h"
+
 #include <algorithm>
 #include <cctype>
 #include <cstdlib>
@@ -293,11 +295,14 @@ void Parser::parse(Program &prog) {
     fail("the PTX holds no .entry");
   // The architecture-specific families exist on their own chips only:
   // wgmma on sm_90a, tcgen05 on sm_100a (PTX ISA, target requirements).
-  if (!firstWgmma.empty() && prog.target != "sm_90a")
-    fail(firstWgmma + ": wgmma needs .target sm_90a; this module is for " +
+  const target::ChipInfo *chip = target::lookup(prog.target);
+  if (!firstWgmma.empty() && !(chip && chip->wgmma))
+    fail(firstWgmma + ": wgmma needs .target " + target::chipsWithWgmma() +
+         "; this module is for " +
          (prog.target.empty() ? std::string("no target") : prog.target));
-  if (!firstTcgen05.empty() && prog.target != "sm_100a")
-    fail(firstTcgen05 + ": tcgen05 needs .target sm_100a; this module is for " +
+  if (!firstTcgen05.empty() && !(chip && chip->tcgen05))
+    fail(firstTcgen05 + ": tcgen05 needs .target " + target::chipsWithTcgen05() +
+         "; this module is for " +
          (prog.target.empty() ? std::string("no target") : prog.target));
 }
 

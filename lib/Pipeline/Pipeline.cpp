@@ -1,6 +1,7 @@
 //===- Pipeline.cpp - the fa4 pipeline, stage by stage --------------------===//
 
 #include "fa4/Pipeline/Pipeline.h"
+#include "fa4/Target/Target.h"
 
 #include "fa4/Conversion/Passes.h"
 #include "fa4/Transforms/Passes.h"
@@ -44,17 +45,23 @@
 using namespace mlir;
 using namespace mlir::fa4;
 
-/// The Hopper target: its own schedule (level C) and lowering, the rest
+/// The chip the options name (buildPipeline refuses an unknown one before
+/// any stage reads it).
+static const target::ChipInfo &chipOf(const PipelineOptions &options) {
+  const target::ChipInfo *chip = target::lookup(options.target);
+  return chip ? *chip : target::defaultChip();
+}
+
+/// The Hopper family: its own schedule (level C) and lowering, the rest
 /// shared with Blackwell.
 static bool isHopper(const PipelineOptions &options) {
-  return options.target == "sm_90a";
+  return chipOf(options).family == target::Family::Hopper;
 }
 
 int64_t mlir::fa4::smCountOf(const PipelineOptions &options) {
   if (options.smCount > 0)
     return options.smCount;
-  // B200 has 148 SMs; H100 and H200 SXM 132.
-  return isHopper(options) ? 132 : 148;
+  return chipOf(options).smCount;
 }
 
 namespace {
@@ -87,7 +94,7 @@ static const Stage kStages[] = {
      [](OpPassManager &pm, const PipelineOptions &options) {
        FA4TileAttentionOptions tileOptions;
        tileOptions.rescaleThreshold = options.rescaleThreshold;
-       tileOptions.qTilesPerTask = isHopper(options) ? 1 : 2;
+       tileOptions.qTilesPerTask = chipOf(options).qTilesPerTask;
        pm.addNestedPass<func::FuncOp>(createFA4TileAttention(tileOptions));
      }},
     {"warp-roles",
@@ -186,9 +193,8 @@ LogicalResult mlir::fa4::buildPipeline(OpPassManager &pm,
     return failure();
   }
   // Options checked where they are given, with the option's name.
-  if (options.target != "sm_100a" && options.target != "sm_90a") {
-    error = "unknown target '" + options.target.getValue() +
-            "' (expected sm_100a for Blackwell or sm_90a for Hopper)";
+  if (!target::lookup(options.target)) {
+    error = target::unknownChipMessage(options.target);
     return failure();
   }
   if (options.hopperOverlap != "auto" && options.hopperOverlap != "on" &&

@@ -502,7 +502,7 @@ public:
   bool run(const Kernel &kernel, const LaunchPlan &plan, void *,
            std::string &error) override {
     if (!emu::emulatesTarget(kernel.manifest.target)) {
-      error = "fa4-emu runs sm_100a and sm_90a kernels; this one is for " +
+      error = "fa4-emu runs " + target::emulatedChips() + " kernels; this one is for " +
               kernel.manifest.target;
       return false;
     }

@@ -75,7 +75,7 @@ class Kernel:
 
     @property
     def cubin(self) -> bytes:
-        """The cubin (sm_100a or sm_90a, the manifest's target), as ptxas
+        """The cubin (for the manifest's target), as ptxas
         assembled it."""
         return self._native.cubin
 
@@ -216,12 +216,17 @@ def _variant(mask, window):
 _memo = {}
 _memo_lock = threading.Lock()
 
+# The chips fa4 compiles for (the extension's table, fa4/Target/Target.h);
+# the first is the default target.
+_CHIPS = tuple(_fa4.chips())
+_DEFAULT_TARGET = _CHIPS[0]["name"]
+
 
 def compile(head_dim: int = 128, q_heads: int = 32, kv_heads: int = 8,
             mask: str = "none", dtype: str = "fp16", lse: bool = False,
             window: Optional[Sequence[int]] = None,
             softcap: Optional[float] = None, scale: Optional[float] = None,
-            target: str = "sm_100a", *, cache: bool = True,
+            target: str = _DEFAULT_TARGET, *, cache: bool = True,
             rescale_threshold: float = 8.0,
             exp2_emulation_fraction: float = 0.125,
             sm_count: int = 0) -> Kernel:
@@ -266,7 +271,7 @@ def compile(head_dim: int = 128, q_heads: int = 32, kv_heads: int = 8,
     return kernel
 
 
-def compile_ir(ir: str, target: str = "sm_100a", *, cache: bool = True,
+def compile_ir(ir: str, target: str = _DEFAULT_TARGET, *, cache: bool = True,
                rescale_threshold: float = 8.0,
                exp2_emulation_fraction: float = 0.125,
                sm_count: int = 0) -> Kernel:

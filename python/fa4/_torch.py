@@ -122,25 +122,28 @@ def _allocate(what, nbytes, make):
                           f"allocated ({e})") from None
 
 
-# The targets fa4 has a schedule for, by compute capability.
-_TARGETS = {(9, 0): "sm_90a", (10, 0): "sm_100a"}
+# The targets fa4 has a schedule for, by compute capability (the chip table).
+_TARGETS = {tuple(chip["compute_capability"]): chip["name"] for chip in _fa4.chips()}
 
 
 def _target(device):
     """The target and the persistent grid's size for tensors on `device`:
-    the GPU's own (sm_90a on Hopper, sm_100a on Blackwell, its SM count), or
-    sm_100a for CPU tensors, which run in fa4-emu (which runs sm_90a kernels
-    too: `fa4.compile(target="sm_90a")` on CPU tensors)."""
+    the GPU's own (by its compute capability, with its SM count), or the
+    default chip for CPU tensors, which run in fa4-emu (which runs every
+    chip's kernels: `fa4.compile(target=...)` on CPU tensors)."""
     if device.type != "cuda":
-        return "sm_100a", 0
+        return _fa4.chips()[0]["name"], 0
     capability = tuple(torch.cuda.get_device_capability(device))
     target = _TARGETS.get(capability)
     if target is None:
         name = torch.cuda.get_device_name(device)
+        known = ", ".join(
+            f"{chip['name']} ({chip['family']}, compute capability "
+            f"{chip['compute_capability'][0]}.{chip['compute_capability'][1]})"
+            for chip in _fa4.chips())
         raise LaunchError(
             f"{name} is sm_{capability[0]}{capability[1]}; fa4 compiles for "
-            "sm_90a (Hopper, compute capability 9.0) and sm_100a (Blackwell, "
-            "10.0)")
+            f"{known}")
     sms = torch.cuda.get_device_properties(device).multi_processor_count
     return target, int(sms)
 

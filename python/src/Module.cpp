@@ -15,6 +15,7 @@
 
 #include "fa4/Emu/Emulator.h"
 #include "fa4/Runtime/Runtime.h"
+#include "fa4/Target/Target.h"
 #include "fa4/Tools/Compile.h"
 #include "fa4/Tools/ToolSession.h"
 
@@ -428,6 +429,21 @@ NB_MODULE(_fa4, m) {
   m.def("check_shapes", &checkShapes, nb::arg("head_dim"), nb::arg("q_heads"),
         nb::arg("kv_heads"), nb::arg("batch"), nb::arg("seq_q"), nb::arg("seq_k"));
   m.def("ir_stages", &variantIrStages);
+  // The chip table (fa4/Target/Target.h), the first the default: the
+  // Python layer names no chip itself.
+  m.def("chips", [] {
+    nb::list chips;
+    for (const target::ChipInfo &chip : target::chips()) {
+      nb::dict row;
+      row["name"] = chip.name.str();
+      row["family"] = chip.familyName.str();
+      row["sm_count"] = chip.smCount;
+      row["compute_capability"] = nb::make_tuple(chip.computeMajor, chip.computeMinor);
+      row["emulated"] = chip.emulated;
+      chips.append(row);
+    }
+    return chips;
+  });
   m.def("launch_emulator", &launchEmulator, nb::arg("kernel"), nb::arg("q"),
         nb::arg("k"), nb::arg("v"), nb::arg("o"), nb::arg("lse").none(),
         nb::arg("extras"), nb::arg("workers"), nb::arg("seed"),

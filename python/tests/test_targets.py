@@ -74,6 +74,7 @@ def test_cpu_tensors_take_the_emulators_target():
 
 def test_other_gpus_are_refused(monkeypatch):
     _FakeCuda((8, 0), 108, "NVIDIA A100").install(monkeypatch)
-    with pytest.raises(fa4.LaunchError, match="NVIDIA A100 is sm_80; fa4 "
-                       "compiles for sm_90a .* and sm_100a"):
+    with pytest.raises(fa4.LaunchError, match=r"NVIDIA A100 is sm_80; fa4 "
+                       r"compiles for sm_100a \(Blackwell, compute capability "
+                       r"10\.0\), sm_90a \(Hopper, compute capability 9\.0\)"):
         _torch._target(torch.device("cuda", 0))

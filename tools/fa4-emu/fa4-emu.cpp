@@ -140,7 +140,8 @@ int main(int argc, char **argv) {
   cl::HideUnrelatedOptions(emuCategory);
   cl::ParseCommandLineOptions(
       argc, argv,
-      "fa4-emu: run an fa4 kernel's PTX (sm_100a or sm_90a) on the CPU and check it\n\n"
+      "fa4-emu: run an fa4 kernel's PTX (" + target::emulatedChips() +
+      ") on the CPU and check it\n\n"
       "  fa4c --head-dim 128 --q-heads 32 --kv-heads 8 --mask causal --lse -o a.cubin\n"
       "  fa4-emu a.cubin.json --batch 1 --seq-q 1024 --seq-k 1024\n\n"
       "The manifest gives the launch (grid, block, shared memory, tensor maps, "
@@ -175,7 +176,7 @@ static int emulate(std::unique_ptr<MemoryBuffer> entryBuffer) {
     return fail(manifestFile + ": " + error);
   if (!emu::emulatesTarget(manifest.target))
     return fail("the manifest is for " + manifest.target +
-                "; fa4-emu runs sm_100a and sm_90a kernels");
+                "; fa4-emu runs " + target::emulatedChips() + " kernels");
   if (smCount > 0)
     manifest.smCount = smCount;
 
@@ -191,6 +192,20 @@ static int emulate(std::unique_ptr<MemoryBuffer> entryBuffer) {
   std::string ptxText;
   if (!readRegularFile(ptxPath, kMaxKernelFileBytes, ptxText, error))
     return fail(error);
+  // A contract too large or malformed is refused before the PTX is parsed
+  // (reading it is linear in the file, the parse of a large PTX is not
+  // cheap); the contract's other checks follow the parse, so that a
+  // hand-written file that is no PTX gets the parser's error.
+  if (llvm::Expected<std::optional<std::string>> contract =
+          runtime::readPtxContract(ptxText);
+      !contract)
+    return fail(ptxPath + ": " + llvm::toString(contract.takeError()));
+  std::shared_ptr<const emu::Program> program = emu::parsePtx(ptxText, error);
+  if (!program)
+    return fail(ptxPath + ": " + error);
+  if (emu::targetOf(*program) != manifest.target)
+    return fail("the manifest is for " + manifest.target + " but its PTX " +
+                ptxPath + " targets " + emu::targetOf(*program));
   // The contract binds the files of one fa4c run: the PTX fa4-emu runs must
   // be the manifest's and, when the manifest names a cubin that is there,
   // the cubin's.
@@ -215,14 +230,6 @@ static int emulate(std::unique_ptr<MemoryBuffer> entryBuffer) {
           ArrayRef<uint8_t>(reinterpret_cast<const uint8_t *>(cubinBytes.data()),
                             cubinBytes.size())))
     return fail(manifestFile + ": " + llvm::toString(std::move(refused)));
-  // Parsed only once the contract holds: the contract's checks are linear
-  // in the files, the parse of a large PTX is not cheap.
-  std::shared_ptr<const emu::Program> program = emu::parsePtx(ptxText, error);
-  if (!program)
-    return fail(ptxPath + ": " + error);
-  if (emu::targetOf(*program) != manifest.target)
-    return fail("the manifest is for " + manifest.target + " but its PTX " +
-                ptxPath + " targets " + emu::targetOf(*program));
 
   // The problem, its inputs and the reference.
   sim::Problem problem = sim::problemOf(manifest, batch, seqQ, seqK);

@@ -64,15 +64,13 @@ static cl::opt<EmitKind> emit(
         clEnumValN(EmitKind::Llvm, "llvm", "the kernel as LLVM IR"),
         clEnumValN(EmitKind::Ptx, "ptx", "the kernel as PTX"),
         clEnumValN(EmitKind::Cubin, "cubin",
-                   "an sm_100a cubin assembled by ptxas, with a launch "
+                   "a cubin for --target assembled by ptxas, with a launch "
                    "manifest (<output>.json) beside it")),
     cl::cat(compileCategory));
 static cl::opt<std::string> target(
     "target",
-    cl::desc("Target chip: sm_100a (Blackwell, the FA4 schedule: TMEM and "
-             "tcgen05) or sm_90a (Hopper, the FA3-style schedule: wgmma with "
-             "register accumulators)"),
-                                   cl::init("sm_100a"), cl::cat(compileCategory));
+    cl::desc(mlir::fa4::target::targetOptionHelp()),
+    cl::init(mlir::fa4::target::defaultChip().name.str()), cl::cat(compileCategory));
 static cl::opt<std::string> cudaPath(
     "cuda-path", cl::desc("CUDA toolkit root, for ptxas"),
     cl::init(FA4_CUDA_TOOLKIT_PATH), cl::cat(compileCategory));
@@ -104,21 +102,20 @@ static cl::opt<int64_t> kvStages(
     cl::init(0), cl::cat(compileCategory));
 static cl::opt<std::string> hopperOverlap(
     "hopper-overlap",
-    cl::desc("sm_90a: the consumers' intra-warpgroup overlap (the next "
+    cl::desc("Hopper: the consumers' intra-warpgroup overlap (the next "
              "block's S and the last P·V on the tensor core during the "
              "softmax): on, off, or auto (default: on where it fits in the "
              "registers)"),
     cl::init("auto"), cl::cat(compileCategory));
 static cl::opt<std::string> hopperPingpong(
     "hopper-pingpong",
-    cl::desc("sm_90a: the two consumer warpgroups take turns issuing their "
+    cl::desc("Hopper: the two consumer warpgroups take turns issuing their "
              "MMAs, so that one's softmax runs under the other's (on, off, or "
              "auto: on with the overlap)"),
     cl::init("auto"), cl::cat(compileCategory));
 static cl::opt<int64_t> smCount(
     "sm-count",
-    cl::desc("SMs of the target, the persistent grid's size (default 0: the "
-             "target's, 148 for sm_100a (B200), 132 for sm_90a (H100/H200))"),
+    cl::desc(mlir::fa4::target::smCountOptionHelp()),
     cl::init(0), cl::cat(compileCategory));
 static cl::opt<std::string> testMutation(
     "test-mutation",

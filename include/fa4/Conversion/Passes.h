@@ -4,6 +4,7 @@
 #define FA4_CONVERSION_PASSES_H
 
 #include "mlir/Pass/Pass.h"
+#include "fa4/Target/Target.h"
 
 namespace mlir {
 class ModuleOp;

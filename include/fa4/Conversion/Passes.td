@@ -53,7 +53,10 @@ def FA4ToNVVM : Pass<"fa4-to-nvvm", "::mlir::ModuleOp"> {
            "Fraction of each row's exponentials computed with the software "
            "exp2 on the FMA units instead of ex2.approx (0 to 1; default 16 "
            "of every 128, which balances MUFU and FMA as in FA4)">,
-    Option<"chip", "chip", "std::string", "\"sm_100a\"", "Target chip">
+    Option<"chip", "chip", "std::string",
+           "::mlir::fa4::target::defaultChip().name.str()",
+           "Target chip (fa4/Target/Target.h's table; the schedule must be "
+           "its family's)">
   ];
 }
 

@@ -15,6 +15,7 @@
 #define FA4_EMU_EMULATOR_H
 
 #include "fa4/Runtime/TensorMapSpec.h"
+#include "fa4/Target/Target.h"
 
 #include <cstdint>
 #include <map>
@@ -26,10 +27,12 @@ namespace mlir::fa4::emu {
 
 struct Program;
 
-/// The chips whose PTX the emulator executes: sm_100a (tcgen05, TMEM) and
-/// sm_90a (wgmma, named barriers); TMA and mbarriers are shared.
-inline bool emulatesTarget(const std::string &target) {
-  return target == "sm_100a" || target == "sm_90a";
+/// The chips whose PTX the emulator executes (fa4/Target/Target.h: the
+/// Blackwell chip's tcgen05 and TMEM, the Hopper chip's wgmma and named
+/// barriers; TMA and mbarriers are shared).
+inline bool emulatesTarget(const std::string &name) {
+  const target::ChipInfo *chip = target::lookup(name);
+  return chip && chip->emulated;
 }
 
 /// Parses PTX text. Null with `error` (line and reason) when the text is not
@@ -37,7 +40,7 @@ inline bool emulatesTarget(const std::string &target) {
 std::shared_ptr<const Program> parsePtx(const std::string &text,
                                         std::string &error);
 
-/// The module's `.target` (e.g. "sm_90a"), empty when it names none.
+/// The module's `.target` (a chip's name), empty when it names none.
 const std::string &targetOf(const Program &program);
 
 /// One .param of a kernel entry.

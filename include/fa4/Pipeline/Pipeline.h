@@ -4,6 +4,7 @@
 #define FA4_PIPELINE_PIPELINE_H
 
 #include "fa4/Config.h"
+#include "fa4/Target/Target.h"
 
 #include "mlir/Pass/PassOptions.h"
 #include "mlir/Support/LLVM.h"
@@ -35,14 +36,12 @@ struct PipelineOptions : public PassPipelineOptions<PipelineOptions> {
       llvm::cl::init(0)};
   PassOptions::Option<int64_t> smCount{
       *this, "sm-count",
-      llvm::cl::desc("SMs of the target: the persistent grid's size (0: the "
-                     "target's, 148 for sm_100a, 132 for sm_90a)"),
+      llvm::cl::desc(target::smCountOptionHelp()),
       llvm::cl::init(0)};
   PassOptions::Option<std::string> target{
       *this, "target",
-      llvm::cl::desc("Target chip: sm_100a (Blackwell: the FA4 schedule) or "
-                     "sm_90a (Hopper: the FA3-style warpgroup schedule)"),
-      llvm::cl::init("sm_100a")};
+      llvm::cl::desc(target::targetOptionHelp()),
+      llvm::cl::init(target::defaultChip().name.str())};
   PassOptions::Option<double> exp2EmulationFraction{
       *this, "exp2-emulation-fraction",
       llvm::cl::desc("Fraction of the softmax exponentials computed with the "
@@ -51,13 +50,13 @@ struct PipelineOptions : public PassPipelineOptions<PipelineOptions> {
       llvm::cl::init(0.125)};
   PassOptions::Option<std::string> hopperOverlap{
       *this, "hopper-overlap",
-      llvm::cl::desc("sm_90a: the consumers' intra-warpgroup overlap of the "
+      llvm::cl::desc("Hopper: the consumers' intra-warpgroup overlap of the "
                      "next S and the last P·V with the softmax (on, off, or "
                      "auto: on where it fits in the registers)"),
       llvm::cl::init("auto")};
   PassOptions::Option<std::string> hopperPingpong{
       *this, "hopper-pingpong",
-      llvm::cl::desc("sm_90a: the two consumer warpgroups take turns issuing "
+      llvm::cl::desc("Hopper: the two consumer warpgroups take turns issuing "
                      "their MMAs (on, off, or auto: on with the overlap)"),
       llvm::cl::init("auto")};
   PassOptions::Option<std::string> cudaPath{

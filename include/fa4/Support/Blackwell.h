@@ -3,12 +3,17 @@
 #ifndef FA4_SUPPORT_BLACKWELL_H
 #define FA4_SUPPORT_BLACKWELL_H
 
+#include "fa4/Target/Target.h"
+
 #include <cstdint>
 
 namespace mlir::fa4::blackwell {
 
+/// The chip whose facts the Blackwell schedule is sized against.
+inline constexpr const target::ChipInfo &kChip = target::info(target::Chip::Sm100a);
+
 /// 32-bit columns of tensor memory per SM (128 lanes each).
-constexpr int64_t kTmemColumns = 512;
+constexpr int64_t kTmemColumns = kChip.tmemColumns;
 constexpr int64_t kTmemLanes = 128;
 /// An MMA whose B operand is MN-major under the 128-byte swizzle reads whole
 /// swizzle atoms of 64 16-bit elements along N, as NVIDIA's kernels always
@@ -18,7 +23,7 @@ inline int64_t accumulatorColumns(int64_t columns) {
   return (columns + kMmaAtomColumns - 1) / kMmaAtomColumns * kMmaAtomColumns;
 }
 /// 32-bit registers per SM, shared by every resident thread.
-constexpr int64_t kRegistersPerSm = 64 * 1024;
+constexpr int64_t kRegistersPerSm = kChip.registersPerSm;
 /// Registers per thread at a kernel's entry with one CTA per SM: the
 /// register file split over the threads, in ptxas's unit of 8 (128 of 512,
 /// 168 of 384). `setmaxnreg` only moves registers within this share of the
@@ -30,12 +35,10 @@ inline int64_t registersAtLaunch(int64_t threads) {
 /// `setmaxnreg` accepts multiples of 8 in this range.
 constexpr int64_t kMinRegistersPerThread = 24;
 constexpr int64_t kMaxRegistersPerThread = 256;
-/// Dynamic shared memory one CTA may use (227 KB).
-constexpr int64_t kSmemBytesPerCta = 227 * 1024;
+/// Dynamic shared memory one CTA may use.
+constexpr int64_t kSmemBytesPerCta = kChip.smemBytesPerCta;
 constexpr int64_t kWarpsPerCta = 16;
 constexpr int64_t kThreadsPerWarp = 32;
-/// SMs of a B200, the default persistent grid.
-constexpr int64_t kDefaultSmCount = 148;
 
 } // namespace mlir::fa4::blackwell
 

@@ -252,8 +252,10 @@ def FA4TileScheduler : Pass<"fa4-tile-scheduler", "::mlir::func::FuncOp"> {
     is recorded as `fa4.grid` on the warp-specialize op.
   }];
   let options = [
-    Option<"smCount", "sm-count", "int64_t", "148",
-           "SMs of the target: the persistent grid's size">
+    Option<"smCount", "sm-count", "int64_t",
+           "::mlir::fa4::target::defaultChip().smCount",
+           "SMs of the target: the persistent grid's size (default: the "
+           "default chip's, fa4/Target/Target.h)">
   ];
 }
 

@@ -1076,7 +1076,9 @@ LogicalResult FA4ToNVVMPass::convert(func::FuncOp func,
     if (isa<TmemAllocOp, ScoreMmaAsyncOp, ValueMmaAsyncOp>(op))
       blackwellOps = true;
   });
-  bool hopperChip = StringRef(chip).starts_with("sm_90");
+  // runOnOperation refused an unknown chip.
+  const target::ChipInfo &chipInfo = *target::lookup(chip);
+  bool hopperChip = chipInfo.family == target::Family::Hopper;
   if (kernel.hopper && blackwellOps)
     return func.emitError() << "the level-C schedule mixes Hopper's warpgroup "
                                "MMAs with Blackwell's TMEM and tcgen05";
@@ -1085,12 +1087,14 @@ LogicalResult FA4ToNVVMPass::convert(func::FuncOp func,
            << "the level-C schedule is "
            << (kernel.hopper ? "Hopper's (wgmma)" : "Blackwell's (tcgen05, TMEM)")
            << " but the chip is " << chip << "; compile it with --target "
-           << (kernel.hopper ? "sm_90a" : "sm_100a");
+           << target::chipsOf(kernel.hopper ? target::Family::Hopper
+                                            : target::Family::Blackwell);
   layOutSharedMemory(func, kernel);
-  if (kernel.smemBytes > blackwell::kSmemBytesPerCta)
+  if (kernel.smemBytes > chipInfo.smemBytesPerCta)
     return func.emitError() << "the kernel needs " << kernel.smemBytes
                             << " bytes of shared memory, more than the "
-                            << blackwell::kSmemBytesPerCta << " a CTA may use";
+                            << chipInfo.smemBytesPerCta << " a CTA of "
+                            << chip << " may use";
 
   OpBuilder b(gpuModule.getBodyRegion());
   b.setInsertionPointToEnd(&gpuModule.getBodyRegion().front());
@@ -1284,6 +1288,10 @@ void FA4ToNVVMPass::runOnOperation() {
   if (!(exp2EmulationFraction >= 0.0 && exp2EmulationFraction <= 1.0)) {
     module.emitError() << "exp2-emulation-fraction must be in [0, 1], got "
                        << exp2EmulationFraction;
+    return signalPassFailure();
+  }
+  if (!target::lookup(chip)) {
+    module.emitError() << "fa4-to-nvvm: " << target::unknownChipMessage(chip);
     return signalPassFailure();
   }
   SmallVector<func::FuncOp> kernels;

@@ -9,6 +9,7 @@
 #ifndef FA4_TRANSFORMS_HOPPER_HOPPERCONFIG_H
 #define FA4_TRANSFORMS_HOPPER_HOPPERCONFIG_H
 
+#include "fa4/Target/Target.h"
 #include "fa4/Transforms/ScheduleConfig.h"
 
 #include <algorithm>
@@ -26,8 +27,9 @@ struct ScheduleConfig {
   /// (one wgmma row block).
   static constexpr int64_t kConsumers = 2;
   static constexpr int64_t kRowsPerConsumer = 64;
-  /// Shared memory an sm_90 block may use, and what the barriers keep.
-  static constexpr int64_t kSmemLimit = 227 * 1024;
+  /// Shared memory a Hopper CTA may use, and what the barriers keep.
+  static constexpr int64_t kSmemLimit =
+      target::info(target::Chip::Sm90a).smemBytesPerCta;
   static constexpr int64_t kBarrierBytes = 1024;
   /// Deeper K/V rings than this buy nothing once loads run ahead.
   static constexpr int64_t kMaxKvStages = 4;

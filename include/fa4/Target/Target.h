@@ -1,0 +1,124 @@
+//===- Target.h - the chips fa4 compiles for, and their facts ---*- C++ -*-===//
+//
+// The one place a chip is named. Every chip fa4 targets is a row of one
+// table (kChipTable, below): its name as ptxas and the PTX `.target`
+// spell it, its family (which schedule and lowering it gets) and the facts
+// the passes, the emulator and the runtime size things against. Elsewhere a
+// chip is a `Chip` or a `ChipInfo`, found by name once, where a target is
+// given (an option, a manifest, a PTX module), with an error that lists the
+// table. Adding a chip is a row here plus its family's wing
+// (docs/Targets.md).
+//
+// Plain C++ over LLVM Support: the C runtime (libfa4rt) links it too. The
+// table is constant (a header) so that a wing's constants are its row's.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef FA4_TARGET_TARGET_H
+#define FA4_TARGET_TARGET_H
+
+#include "llvm/ADT/ArrayRef.h"
+#include "llvm/ADT/StringRef.h"
+
+#include <cstdint>
+#include <string>
+
+namespace mlir::fa4::target {
+
+/// The chips fa4 compiles for.
+enum class Chip { Sm100a, Sm90a };
+
+/// A family shares one schedule (level C) and one lowering: a wing.
+enum class Family {
+  /// tcgen05 MMAs into tensor memory, FA4's warp-specialized schedule.
+  Blackwell,
+  /// wgmma into registers, the FA3-style warpgroup schedule.
+  Hopper,
+};
+
+struct ChipInfo {
+  Chip chip;
+  /// As ptxas's -arch, the PTX `.target` and a manifest's "target" spell it.
+  llvm::StringLiteral name;
+  Family family;
+  /// The family's name, and the schedule it gets, for messages and --help.
+  llvm::StringLiteral familyName;
+  llvm::StringLiteral schedule;
+  /// The product whose SM count is the default persistent grid.
+  llvm::StringLiteral product;
+  /// CUDA's compute capability of the chip's GPUs (major, minor): how the
+  /// torch op finds the target of a CUDA tensor.
+  int computeMajor, computeMinor;
+  int64_t smCount;
+  /// Dynamic shared memory one CTA may use.
+  int64_t smemBytesPerCta;
+  /// 32-bit registers per SM, shared by every resident thread.
+  int64_t registersPerSm;
+  /// 32-bit columns of tensor memory per SM (0: none).
+  int64_t tmemColumns;
+  /// 128-row Q tiles one task (one CTA's unit of work) computes.
+  int64_t qTilesPerTask;
+  /// MUFU `ex2` results per clock per SM.
+  int64_t mufuExp2PerClock;
+  /// Which tensor-core instruction family the chip has.
+  bool tcgen05;
+  bool wgmma;
+  /// Whether fa4-emu executes the chip's PTX.
+  bool emulated;
+};
+
+/// The table: one row a chip, the first the default. Constant, so that a
+/// wing's constants (fa4/Support/Blackwell.h) are its chip's row. SM counts
+/// are the products' (B200: 148; H100 and H200 SXM: 132); both chips let a
+/// CTA use 227 KB of dynamic shared memory and have a 64 K-register file
+/// per SM; Blackwell's tensor memory is 512 columns of 128 lanes; its
+/// schedule computes two Q tiles a task (FA4's), Hopper's one (FA3's);
+/// MUFU gives 16 ex2 per clock per SM on both.
+inline constexpr ChipInfo kChipTable[] = {
+    {Chip::Sm100a, "sm_100a", Family::Blackwell, "Blackwell",
+     "the FA4 schedule: TMEM and tcgen05", "B200", /*compute=*/10, 0,
+     /*smCount=*/148, /*smemBytesPerCta=*/227 * 1024,
+     /*registersPerSm=*/64 * 1024, /*tmemColumns=*/512, /*qTilesPerTask=*/2,
+     /*mufuExp2PerClock=*/16, /*tcgen05=*/true, /*wgmma=*/false,
+     /*emulated=*/true},
+    {Chip::Sm90a, "sm_90a", Family::Hopper, "Hopper",
+     "the FA3-style schedule: wgmma with register accumulators", "H100/H200",
+     /*compute=*/9, 0,
+     /*smCount=*/132, /*smemBytesPerCta=*/227 * 1024,
+     /*registersPerSm=*/64 * 1024, /*tmemColumns=*/0, /*qTilesPerTask=*/1,
+     /*mufuExp2PerClock=*/16, /*tcgen05=*/false, /*wgmma=*/true,
+     /*emulated=*/true},
+};
+
+/// Every chip, in the table's order.
+inline llvm::ArrayRef<ChipInfo> chips() { return kChipTable; }
+/// The chip compiled for when none is named.
+constexpr const ChipInfo &defaultChip() { return kChipTable[0]; }
+constexpr const ChipInfo &info(Chip chip) {
+  for (const ChipInfo &row : kChipTable)
+    if (row.chip == chip)
+      return row;
+  return kChipTable[0]; // unreachable: every Chip has a row
+}
+/// The chip named `name` ("sm_100a"), or null.
+const ChipInfo *lookup(llvm::StringRef name);
+/// "sm_100a for Blackwell or sm_90a for Hopper": the table, for errors.
+std::string chipList();
+/// "sm_100a and sm_90a": the chips fa4-emu executes.
+std::string emulatedChips();
+/// "unknown target 'NAME' (expected ...)".
+std::string unknownChipMessage(llvm::StringRef name);
+/// The `--target` and `--sm-count` options' help, from the table.
+llvm::StringRef targetOptionHelp();
+llvm::StringRef smCountOptionHelp();
+/// "sm_100a for Blackwell or sm_90a for Hopper" restricted to `family`'s
+/// chips ("sm_90a").
+std::string chipsOf(Family family);
+/// The family's chips that have (`tcgen05`) or (`wgmma`) instructions, for
+/// the emulator's "wgmma needs .target ..." ("sm_90a").
+std::string chipsWithWgmma();
+std::string chipsWithTcgen05();
+
+} // namespace mlir::fa4::target
+
+#endif // FA4_TARGET_TARGET_H
