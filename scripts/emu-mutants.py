@@ -214,6 +214,20 @@ class Flow:
             d = re.match(r"^\s*(@%?!?\w+\s+)?[a-z][\w.:]*\s+(%p\d+)\s*[,|;]", line)
             if d:
                 defs.setdefault(d.group(2), []).append(line.strip())
+        # TMEM addresses as (base register, column offset): a register
+        # defined once, by `add.s32 %r, %base, imm` (or nothing else).
+        adds, counts = {}, {}
+        for line in lines:
+            d = re.match(r"^\s*[a-z][\w.:]*\s+(%r\d+)\s*[,;]", line)
+            if d:
+                counts[d.group(1)] = counts.get(d.group(1), 0) + 1
+            a = re.match(r"^\s*add\.s32\s+(%r\d+),\s*(%r\d+),\s*(-?\d+);", line)
+            if a:
+                adds[a.group(1)] = (a.group(2), int(a.group(3)))
+        self.tmem_addresses = {}
+        for register, count in counts.items():
+            if count == 1 and register in adds and counts.get(adds[register][0]) == 1:
+                self.tmem_addresses[register] = adds[register]
         self.false_predicates = {
             p for p, ds in defs.items()
             if all(re.match(r"^mov\.pred\s+%s,\s*0;$" % re.escape(p), x) for x in ds)}
@@ -292,13 +306,8 @@ def proved_harmless(lines, flow, kind, i):
     # path, before the thread synchronizes, fences, exits or touches TMEM
     # again, leaves nothing unwaited (a rescale loop unrolled into chunks,
     # each with its wait).
-    if kind == "del-tc-wait" and "tcgen05.wait::st" in line and flow.all_paths_reach(
-            node, flow.succ, lambda t: "tcgen05.wait::st" in t,
-            lambda t: bool(RELEASE.search(t) or TC_ACCESS.search(t) or
-                           re.search(r"\b(exit|ret)\b|\bfence\b|\bmbarrier\.", t))):
-        return ("another tcgen05.wait::st follows on every path before the "
-                "thread synchronizes or touches TMEM again: it waits for this "
-                "store too")
+    if kind == "del-tc-wait" and "tcgen05.wait::st" in line:
+        return tc_wait_st_covered(lines, flow, node)
     if kind == "del-wgmma-sync" and "wgmma.fence" in line:
         return wgmma_fence_redundant(lines, flow, node, i)
     if kind != "del-fence":
@@ -325,6 +334,66 @@ def proved_harmless(lines, flow, kind, i):
 
 
 REGISTER = re.compile(r"%[a-z]+\d+")
+
+
+def tmem_access(text):
+    """(address register, columns) of a tcgen05.ld/st, or None: the shapes
+    whose columns are the .num (32x32b, 16x64b)."""
+    m = re.search(r"\btcgen05\.(ld|st)\.sync\.aligned\.(32x32b|16x64b)\.x(\d+)\b.*\[(%r\d+)\]",
+                  text)
+    return (m.group(4), int(m.group(3))) if m else None
+
+
+def tc_wait_st_covered(lines, flow, node):
+    """Why a tcgen05.wait::st can go, or None: on every path another
+    wait::st follows (it waits for every earlier tcgen05.st of the thread,
+    PTX ISA tcgen05.wait) before the thread synchronizes, fences, exits or
+    touches TMEM other than with a tcgen05.ld/st of columns disjoint from
+    every store since the last wait (a rescale loop unrolled into 16-column
+    chunks, each with its wait)."""
+    # The stores this wait covers: back to the previous wait::st.
+    pending = []
+    n = node
+    while n > 0:
+        n -= 1
+        text = flow.nodes[n][2]
+        if "tcgen05.wait::st" in text or flow.pred[n + 1] != [n] or len(flow.succ[n]) != 1:
+            break
+        if re.search(r"\btcgen05\.st\b", text):
+            access = tmem_access(text)
+            if access is None:
+                return None
+            pending.append(access)
+    if not pending:
+        return None
+    where = flow.tmem_addresses
+    for register, _ in pending:
+        if register not in where:
+            return None
+
+    def disjoint(text):
+        access = tmem_access(text)
+        if access is None or access[0] not in where:
+            return False
+        base, offset = where[access[0]]
+        for register, columns in pending:
+            other_base, other_offset = where[register]
+            delta = abs(offset - other_offset)
+            if base != other_base or not (max(columns, access[1]) <= delta < 65536):
+                return False
+        return True
+
+    def bad(text):
+        if re.search(r"\btcgen05\.(ld|st)\b", text):
+            return not disjoint(text)
+        return bool(RELEASE.search(text) or TC_ACCESS.search(text) or
+                    re.search(r"\b(exit|ret)\b|\bfence\b|\bmbarrier\.", text))
+
+    if flow.all_paths_reach(node, flow.succ, lambda t: "tcgen05.wait::st" in t, bad):
+        return ("another tcgen05.wait::st follows on every path before the thread "
+                "synchronizes or touches the stored TMEM columns again: it waits "
+                "for this store too")
+    return None
 
 
 def wgmma_fence_redundant(lines, flow, node, line_index):
