@@ -8,8 +8,15 @@ set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 # --asan: the same suite, built with AddressSanitizer and UBSan in its own
 # build directory (a full build: by hand, not in CI).
+# --quick: the fast tier for iteration (a few minutes after a build): the
+# unit tests, the lit tests but the long matrices, emulations and fuzzing
+# runs (their names below), and the Python tests but the numerics and the
+# fuzzer. CI and the README's test command run everything.
 asan=0
-if [[ ${1:-} == --asan ]]; then
+quick=0
+if [[ ${1:-} == --quick ]]; then
+  quick=1
+elif [[ ${1:-} == --asan ]]; then
   asan=1
   export FA4_BUILD_DIR=${FA4_BUILD_DIR:-$root/build-asan}
   export FA4_CMAKE_ARGS="-DFA4_SANITIZE=ON"
@@ -17,7 +24,7 @@ if [[ ${1:-} == --asan ]]; then
   export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=0}
   export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 elif [[ $# -gt 0 ]]; then
-  echo "usage: $0 [--asan]" >&2
+  echo "usage: $0 [--quick | --asan]" >&2
   exit 2
 fi
 build=${FA4_BUILD_DIR:-$root/build}
@@ -100,11 +107,27 @@ echo "== unit tests"
 cmake --build "$build" --target check-fa4-unit 2>&1 | tee "$logs/unit"
 unit_status=${PIPESTATUS[0]}
 echo "== lit tests"
+if ((quick)); then
+  # The tests that take more than ~20 s each on this project's two-core
+  # machine (lit keeps their times in <build>/test/.lit_test_times.txt).
+  slow='Pipeline/(hopper-)?matrix|Pipeline/(mods-d|window-bounds)|Emu/(cute-|hopper-hang|seed|long-cta|sync-mutants|mutations|hopper-mutations|nonfinite)|Sim/(block-mask|dtypes|examples|gqa)|fuzz/'
+  export LIT_OPTS="${LIT_OPTS:-} --filter-out=$slow"
+fi
 cmake --build "$build" --target check-fa4-lit 2>&1 | tee "$logs/lit"
 lit_status=${PIPESTATUS[0]}
 python_status=0
 : >"$logs/python"
-if [[ $python_enabled == ON ]]; then
+if [[ $python_enabled == ON ]] && ((quick)); then
+  echo "== Python tests (quick: no numerics, no fuzzer)"
+  (cd "$build" &&
+   PYTHONPATH="$build/python" FA4_CACHE_DIR="$build/python-tests-cache" \
+   FA4RT_LIBRARY="$build/lib/libfa4rt.so" \
+   "$python_venv/bin/python" -m pytest -q -p no:cacheprovider \
+     "$root/python/tests/test_errors.py" "$root/python/tests/test_targets.py" \
+     "$root/python/tests/test_compile.py" "$root/python/tests/test_arguments.py") 2>&1 |
+    tee "$logs/python"
+  python_status=${PIPESTATUS[0]}
+elif [[ $python_enabled == ON ]]; then
   echo "== Python tests"
   cmake --build "$build" --target check-fa4-python 2>&1 | tee "$logs/python"
   python_status=${PIPESTATUS[0]}
