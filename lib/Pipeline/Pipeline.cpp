@@ -197,18 +197,6 @@ LogicalResult mlir::fa4::buildPipeline(OpPassManager &pm,
     error = target::unknownChipMessage(options.target);
     return failure();
   }
-  if (options.hopperOverlap != "auto" && options.hopperOverlap != "on" &&
-      options.hopperOverlap != "off") {
-    error = "hopper-overlap must be on, off or auto, got '" +
-            options.hopperOverlap.getValue() + "'";
-    return failure();
-  }
-  if (options.hopperPingpong != "auto" && options.hopperPingpong != "on" &&
-      options.hopperPingpong != "off") {
-    error = "hopper-pingpong must be on, off or auto, got '" +
-            options.hopperPingpong.getValue() + "'";
-    return failure();
-  }
   if (options.smCount < 0 || options.smCount > std::numeric_limits<int32_t>::max()) {
     error = "sm-count must be 0 (the target's) or in [1, 2^31), got " +
             std::to_string(options.smCount);

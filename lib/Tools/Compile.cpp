@@ -117,8 +117,8 @@ bool fa4::compileCacheKey(ModuleOp module, const PipelineOptions &options,
   key = runtime::CompileCache::key(
       {"fa4-cache-1", entryIr, options.target, std::to_string(options.rescaleThreshold),
        std::to_string(options.kvStages), std::to_string(options.smCount),
-       std::to_string(options.exp2EmulationFraction), options.hopperOverlap,
-       options.hopperPingpong,
+       std::to_string(options.exp2EmulationFraction),
+       toggleName(options.hopperOverlap).str(), toggleName(options.hopperPingpong).str(),
        compiler, LLVM_VERSION_STRING, ptxas});
   return true;
 }

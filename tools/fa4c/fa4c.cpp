@@ -100,19 +100,21 @@ static cl::opt<int64_t> kvStages(
     cl::desc("K/V ring stages (default 0: as many as the 227 KB of shared "
              "memory hold)"),
     cl::init(0), cl::cat(compileCategory));
-static cl::opt<std::string> hopperOverlap(
+static cl::opt<mlir::fa4::Toggle> hopperOverlap(
     "hopper-overlap",
     cl::desc("Hopper: the consumers' intra-warpgroup overlap (the next "
              "block's S and the last P·V on the tensor core during the "
              "softmax): on, off, or auto (default: on where it fits in the "
              "registers)"),
-    cl::init("auto"), cl::cat(compileCategory));
-static cl::opt<std::string> hopperPingpong(
+    cl::init(mlir::fa4::Toggle::Auto), mlir::fa4::toggleValues(),
+    cl::cat(compileCategory));
+static cl::opt<mlir::fa4::Toggle> hopperPingpong(
     "hopper-pingpong",
     cl::desc("Hopper: the two consumer warpgroups take turns issuing their "
              "MMAs, so that one's softmax runs under the other's (on, off, or "
              "auto: on with the overlap)"),
-    cl::init("auto"), cl::cat(compileCategory));
+    cl::init(mlir::fa4::Toggle::Auto), mlir::fa4::toggleValues(),
+    cl::cat(compileCategory));
 static cl::opt<int64_t> smCount(
     "sm-count",
     cl::desc(mlir::fa4::target::smCountOptionHelp()),

@@ -4,6 +4,7 @@
 #define FA4_PIPELINE_PIPELINE_H
 
 #include "fa4/Config.h"
+#include "fa4/Support/Toggle.h"
 #include "fa4/Target/Target.h"
 
 #include "mlir/Pass/PassOptions.h"
@@ -48,17 +49,17 @@ struct PipelineOptions : public PassPipelineOptions<PipelineOptions> {
                      "software exp2 on the FMA units (0 to 1; default "
                      "16 of every 128, as FA4)"),
       llvm::cl::init(0.125)};
-  PassOptions::Option<std::string> hopperOverlap{
+  PassOptions::Option<Toggle> hopperOverlap{
       *this, "hopper-overlap",
       llvm::cl::desc("Hopper: the consumers' intra-warpgroup overlap of the "
                      "next S and the last P·V with the softmax (on, off, or "
                      "auto: on where it fits in the registers)"),
-      llvm::cl::init("auto")};
-  PassOptions::Option<std::string> hopperPingpong{
+      llvm::cl::init(Toggle::Auto), toggleValues()};
+  PassOptions::Option<Toggle> hopperPingpong{
       *this, "hopper-pingpong",
       llvm::cl::desc("Hopper: the two consumer warpgroups take turns issuing "
                      "their MMAs (on, off, or auto: on with the overlap)"),
-      llvm::cl::init("auto")};
+      llvm::cl::init(Toggle::Auto), toggleValues()};
   PassOptions::Option<std::string> cudaPath{
       *this, "cuda-path",
       llvm::cl::desc("CUDA toolkit root, for ptxas (binary stage)"),

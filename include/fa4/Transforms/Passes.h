@@ -4,6 +4,7 @@
 #define FA4_TRANSFORMS_PASSES_H
 
 #include "mlir/Pass/Pass.h"
+#include "fa4/Support/Toggle.h"
 #include "fa4/Target/Target.h"
 
 

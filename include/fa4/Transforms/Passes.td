@@ -229,14 +229,18 @@ def FA4HopperWarpgroupRoles
   let options = [
     Option<"kvStages", "kv-stages", "int64_t", "0",
            "K and V ring stages (0: as many as shared memory holds, up to 4)">,
-    Option<"overlap", "overlap", "std::string", "\"auto\"",
+    Option<"overlap", "overlap", "::mlir::fa4::Toggle",
+           "::mlir::fa4::Toggle::Auto",
            "The consumers' intra-warpgroup overlap of the next S and the "
            "last P·V with the softmax: on, off, or auto (on where it fits "
-           "in the registers: not for windows at head dim 128)">,
-    Option<"pingpong", "pingpong", "std::string", "\"auto\"",
+           "in the registers: not for windows at head dim 128)",
+           "::mlir::fa4::toggleValues()">,
+    Option<"pingpong", "pingpong", "::mlir::fa4::Toggle",
+           "::mlir::fa4::Toggle::Auto",
            "The consumers take turns issuing their MMAs, so that one's "
            "softmax runs under the other's MMAs: on, off, or auto (on with "
-           "the overlapped loop)">
+           "the overlapped loop)",
+           "::mlir::fa4::toggleValues()">
   ];
 }
 

@@ -497,30 +497,18 @@ struct HopperWarpgroupRolesPass
       }
       config.kvStagesOverride = stages;
     }
-    StringRef overlapMode = overlap;
-    if (overlapMode == "auto")
+    // The options' values were checked where they are declared (Toggle).
+    if (overlap == Toggle::Auto)
       config.overlap = hopper::ScheduleConfig::overlapFits(
           config.headDim, program.range.getMask() == MaskKind::window);
-    else if (overlapMode == "on" || overlapMode == "off")
-      config.overlap = overlapMode == "on";
-    else {
-      func.emitError() << "overlap must be on, off or auto, got '"
-                       << overlapMode << "'";
-      return signalPassFailure();
-    }
-    StringRef pingpongMode = pingpong;
-    if (pingpongMode != "auto" && pingpongMode != "on" &&
-        pingpongMode != "off") {
-      func.emitError() << "pingpong must be on, off or auto, got '"
-                       << pingpongMode << "'";
-      return signalPassFailure();
-    }
-    if (pingpongMode == "on" && !config.overlap) {
+    else
+      config.overlap = overlap == Toggle::On;
+    if (pingpong == Toggle::On && !config.overlap) {
       func.emitError() << "pingpong=on needs the overlapped loop (overlap is "
                           "off for this variant)";
       return signalPassFailure();
     }
-    config.pingpong = config.overlap && pingpongMode != "off";
+    config.pingpong = config.overlap && pingpong != Toggle::Off;
     WarpgroupProgramBuilder(func, program, config).build();
   }
 };
