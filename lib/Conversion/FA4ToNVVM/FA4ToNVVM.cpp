@@ -1069,11 +1069,14 @@ LogicalResult FA4ToNVVMPass::convert(func::FuncOp func,
   // target is refused here rather than by ptxas.
   WarpSpecializeOp specialize;
   func.walk([&](WarpSpecializeOp op) { specialize = op; });
+  // The schedule's family, from its ops' traits (fa4/Dialect/FA4/IR/
+  // FA4Traits.h; fa4.warp_specialize's verifier refuses a mix).
   bool blackwellOps = false;
   func.walk([&](Operation *op) {
-    if (isa<WarpgroupScoreMmaOp, WarpgroupValueMmaOp>(op))
+    std::optional<target::Family> family = familyOnly(op);
+    if (family == target::Family::Hopper)
       kernel.hopper = true;
-    if (isa<TmemAllocOp, ScoreMmaAsyncOp, ValueMmaAsyncOp>(op))
+    if (family == target::Family::Blackwell)
       blackwellOps = true;
   });
   // runOnOperation refused an unknown chip.

@@ -28,6 +28,28 @@ int64_t WarpSpecializeOp::getNumThreads() {
 }
 
 LogicalResult WarpSpecializeOp::verifyRegions() {
+  // One chip family's schedule: its ops name the family they exist on.
+  Operation *familyOps[2] = {};
+  WalkResult mixed = walk([&](Operation *op) {
+    std::optional<target::Family> family = familyOnly(op);
+    if (!family)
+      return WalkResult::advance();
+    Operation *&first = familyOps[*family == target::Family::Blackwell ? 0 : 1];
+    if (!first)
+      first = op;
+    return familyOps[0] && familyOps[1] ? WalkResult::interrupt()
+                                        : WalkResult::advance();
+  });
+  if (mixed.wasInterrupted()) {
+    InFlightDiagnostic diag =
+        emitOpError() << "mixes Blackwell's ops (tensor memory, tcgen05: '"
+                      << familyOps[0]->getName() << "') with Hopper's (wgmma: '"
+                      << familyOps[1]->getName()
+                      << "'); a schedule is one chip family's";
+    diag.attachNote(familyOps[0]->getLoc()) << "the Blackwell op";
+    diag.attachNote(familyOps[1]->getLoc()) << "the Hopper op";
+    return diag;
+  }
   uint32_t warpsTaken = 0;
   int64_t registers = 0;
   // setmaxnreg is collective over a warpgroup: its four warps move to one

@@ -43,4 +43,15 @@ def FA4_Dialect : Dialect {
 class FA4_Op<string mnemonic, list<Trait> traits = []>
     : Op<FA4_Dialect, mnemonic, traits>;
 
+// Ops of one chip family only (fa4/Target/Target.h): tensor memory and
+// tcgen05 on Blackwell, wgmma on Hopper. fa4.warp_specialize refuses a
+// schedule that holds both, and fa4-to-nvvm lowers a schedule for the chip
+// of its ops' family (fa4/Dialect/FA4/IR/FA4Traits.h).
+def FA4_BlackwellOnly : NativeOpTrait<"BlackwellOnly"> {
+  let cppNamespace = "::mlir::fa4";
+}
+def FA4_HopperOnly : NativeOpTrait<"HopperOnly"> {
+  let cppNamespace = "::mlir::fa4";
+}
+
 #endif // FA4_DIALECT_FA4_IR_FA4DIALECT_TD

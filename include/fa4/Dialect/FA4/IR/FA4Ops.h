@@ -4,6 +4,7 @@
 #define FA4_DIALECT_FA4_IR_FA4OPS_H
 
 #include "fa4/Dialect/FA4/IR/FA4Dialect.h"
+#include "fa4/Dialect/FA4/IR/FA4Traits.h"
 #include "mlir/Bytecode/BytecodeOpInterface.h"
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/OpDefinition.h"

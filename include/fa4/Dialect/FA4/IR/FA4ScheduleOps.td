@@ -91,7 +91,7 @@ def FA4_SmemAllocOp : FA4_Op<"smem_alloc"> {
   let assemblyFormat = "$name attr-dict `:` type($buffer)";
 }
 
-def FA4_TmemAllocOp : FA4_Op<"tmem_alloc"> {
+def FA4_TmemAllocOp : FA4_Op<"tmem_alloc", [FA4_BlackwellOnly]> {
   let summary = "an f32 tensor-memory buffer (an accumulator)";
   let description = [{
     One 128-lane accumulator. `column_offset`, the first 32-bit column it
@@ -109,7 +109,7 @@ def FA4_TmemAllocOp : FA4_Op<"tmem_alloc"> {
   let hasVerifier = 1;
 }
 
-def FA4_TmemViewOp : FA4_Op<"tmem_view"> {
+def FA4_TmemViewOp : FA4_Op<"tmem_view", [FA4_BlackwellOnly]> {
   let summary = "reinterpret a TMEM buffer's columns with another element type";
   let description = [{
     The view shares the source's columns from its first one: P, an f16 view
@@ -201,7 +201,8 @@ def FA4_ConsumerReleaseOp : FA4_HandoffOp<"consumer_release",
 // mbarriers
 //===----------------------------------------------------------------------===//
 
-class FA4_BarrierOp<string mnemonic> : FA4_Op<mnemonic> {
+class FA4_BarrierOp<string mnemonic, list<Trait> traits = []>
+    : FA4_Op<mnemonic, traits> {
   let arguments = (ins FA4_MBarrierType:$barrier, Index:$count);
   let assemblyFormat = "$barrier `[` $count `]` attr-dict `:` type($barrier)";
 }
@@ -256,7 +257,7 @@ def FA4_MBarrierExpectTxOp : FA4_Op<"mbarrier_expect_tx"> {
   }];
 }
 
-def FA4_MmaCommitOp : FA4_BarrierOp<"mma_commit"> {
+def FA4_MmaCommitOp : FA4_BarrierOp<"mma_commit", [FA4_BlackwellOnly]> {
   let summary = "arrive on a barrier once every tensor-core op issued so far is done";
   let description = [{
     `tcgen05.commit`: tracks all earlier tensor-core ops of the issuing
@@ -332,7 +333,7 @@ def FA4_TmaStoreWaitOp : FA4_Op<"tma_store_wait"> {
   let assemblyFormat = "attr-dict";
 }
 
-def FA4_ScoreMmaAsyncOp : FA4_Op<"score_mma_async"> {
+def FA4_ScoreMmaAsyncOp : FA4_Op<"score_mma_async", [FA4_BlackwellOnly]> {
   let summary = "S = Q·Kᵀ on the tensor core, into TMEM";
   let description = [{
     Issued by one thread; completes asynchronously, in issue order with the
@@ -353,7 +354,7 @@ def FA4_ScoreMmaAsyncOp : FA4_Op<"score_mma_async"> {
   let hasVerifier = 1;
 }
 
-def FA4_ValueMmaAsyncOp : FA4_Op<"value_mma_async"> {
+def FA4_ValueMmaAsyncOp : FA4_Op<"value_mma_async", [FA4_BlackwellOnly]> {
   let summary = "O = P·V (+ O when accumulate), P read from TMEM";
   let description = [{
     ```mlir
@@ -375,7 +376,7 @@ def FA4_ValueMmaAsyncOp : FA4_Op<"value_mma_async"> {
 // Hopper's tensor core: warpgroup MMAs with register accumulators
 //===----------------------------------------------------------------------===//
 
-def FA4_WarpgroupScoreMmaOp : FA4_Op<"wgmma_score"> {
+def FA4_WarpgroupScoreMmaOp : FA4_Op<"wgmma_score", [FA4_HopperOnly]> {
   let summary = "S = Q·Kᵀ for one consumer warpgroup's rows, into registers";
   let description = [{
     The Hopper score MMA (sm_90a `wgmma`): the warpgroup multiplies rows
@@ -405,7 +406,7 @@ def FA4_WarpgroupScoreMmaOp : FA4_Op<"wgmma_score"> {
 }
 
 def FA4_WarpgroupValueMmaOp : FA4_Op<"wgmma_value",
-    [AllTypesMatch<["acc", "result"]>]> {
+    [FA4_HopperOnly, AllTypesMatch<["acc", "result"]>]> {
   let summary = "O + P·V for one consumer warpgroup, P and O in registers";
   let description = [{
     The Hopper value MMA (sm_90a `wgmma` with A from registers): the
@@ -430,7 +431,7 @@ def FA4_WarpgroupValueMmaOp : FA4_Op<"wgmma_value",
 }
 
 def FA4_WarpgroupWaitOp : FA4_Op<"wgmma_wait",
-    [AllTypesMatch<["pending_value", "result"]>]> {
+    [FA4_HopperOnly, AllTypesMatch<["pending_value", "result"]>]> {
   let summary = "wait for an async warpgroup MMA: its result, ready";
   let description = [{
     Waits until at most `pending` of the warpgroup's async MMAs issued
@@ -492,7 +493,7 @@ def FA4_NamedBarrierArriveOp : FA4_Op<"named_barrier_arrive"> {
 // Register <-> memory
 //===----------------------------------------------------------------------===//
 
-def FA4_TmemLoadOp : FA4_Op<"tmem_load"> {
+def FA4_TmemLoadOp : FA4_Op<"tmem_load", [FA4_BlackwellOnly]> {
   let summary = "read columns of a TMEM buffer into registers";
   let description = [{
     Reads `result`'s columns starting at element column `column`; thread `t`
@@ -510,7 +511,7 @@ def FA4_TmemLoadOp : FA4_Op<"tmem_load"> {
   let hasVerifier = 1;
 }
 
-def FA4_TmemStoreOp : FA4_Op<"tmem_store"> {
+def FA4_TmemStoreOp : FA4_Op<"tmem_store", [FA4_BlackwellOnly]> {
   let summary = "write registers into columns of a TMEM buffer";
   let description = [{
     ```mlir
@@ -632,7 +633,7 @@ def FA4_NeedsRescaleOp : FA4_Op<"needs_rescale", [Pure]> {
 // TMEM allocation
 //===----------------------------------------------------------------------===//
 
-def FA4_TmemAllocColumnsOp : FA4_Op<"tmem_alloc_columns"> {
+def FA4_TmemAllocColumnsOp : FA4_Op<"tmem_alloc_columns", [FA4_BlackwellOnly]> {
   let summary = "allocate the CTA's TMEM columns (one warp, collectively)";
   let description = [{
     ```mlir
@@ -644,7 +645,7 @@ def FA4_TmemAllocColumnsOp : FA4_Op<"tmem_alloc_columns"> {
   let hasVerifier = 1;
 }
 
-def FA4_TmemRelinquishOp : FA4_Op<"tmem_relinquish"> {
+def FA4_TmemRelinquishOp : FA4_Op<"tmem_relinquish", [FA4_BlackwellOnly]> {
   let summary = "give up the right to allocate more TMEM";
   let description = [{
     ```mlir
@@ -654,7 +655,7 @@ def FA4_TmemRelinquishOp : FA4_Op<"tmem_relinquish"> {
   let assemblyFormat = "attr-dict";
 }
 
-def FA4_TmemDeallocOp : FA4_Op<"tmem_dealloc"> {
+def FA4_TmemDeallocOp : FA4_Op<"tmem_dealloc", [FA4_BlackwellOnly]> {
   let summary = "free the CTA's TMEM columns";
   let description = [{
     ```mlir
