@@ -34,6 +34,8 @@ when the kill rate reaches R) and the unmutated kernel runs clean, 1
 otherwise, 2 on bad usage.
 """
 import argparse
+import fnmatch
+import shutil
 import concurrent.futures
 import json
 import os
@@ -175,8 +177,8 @@ def run_emu(emu, manifest, ptx, flags, timeout):
 TC_ACCESS = re.compile(r"\btcgen05\.(ld|st|mma|cp|dealloc|shift)\b")
 # What another thread can see a thread do: writes of any space, arrives and
 # barriers, asynchronous work it starts, and the register pool it shares.
-SIDE_EFFECT = re.compile(r"\b(st|atom|red|cp|tcgen05|wgmma|bar|barrier|setmaxnreg)\.|"
-                         r"\bmbarrier\.(arrive|init|inval|expect_tx)")
+SIDE_EFFECT = re.compile(r"\b(st|stmatrix|atom|red|cp|tcgen05|wgmma|bar|barrier|setmaxnreg|"
+                         r"tensormap)\.|\bmbarrier\.(?!(try_wait|test_wait)\b)")
 WAIT = re.compile(r"\bmbarrier\.try_wait")
 RELEASE = re.compile(r"\bmbarrier\.arrive|\bbar(rier)?\.(sync|arrive)\b|\btcgen05\.commit")
 
@@ -211,9 +213,12 @@ class Flow:
         # too, so a register written there is never taken for a constant.
         defs = {}
         for line in lines:
-            d = re.match(r"^\s*(@%?!?\w+\s+)?[a-z][\w.:]*\s+(%p\d+)\s*[,|;]", line)
+            # The destination operand, `%p1` or `%r1|%p1` (elect.sync, setp
+            # with two predicates): each predicate in it is defined here.
+            d = re.match(r"^\s*(@%?!?\w+\s+)?[a-z][\w.:]*\s+([%\w]+(\|[%\w]+)?)\s*[,;]", line)
             if d:
-                defs.setdefault(d.group(2), []).append(line.strip())
+                for register in re.findall(r"%p\d+", d.group(2)):
+                    defs.setdefault(register, []).append(line.strip())
         # TMEM addresses as (base register, column offset): a register
         # defined once, by `add.s32 %r, %base, imm` (or nothing else).
         adds, counts = {}, {}
@@ -383,7 +388,18 @@ def tc_wait_st_covered(lines, flow, node):
                 return False
         return True
 
+    # The addresses are compared as the same base plus constants: a path
+    # that defines the base or a stored-to address again (a loop around to
+    # the next iteration's values) compares other values, and is refused.
+    held = {register for register, _ in pending} | {where[r][0] for r, _ in pending}
+
+    def redefines(text):
+        return any(re.match(r"^\s*(@%?!?\w+\s+)?[a-z][\w.:]*\s+" + re.escape(r) + r"\s*[,;]",
+                            line) for line in text.split("\n") for r in held)
+
     def bad(text):
+        if redefines(text):
+            return True
         if re.search(r"\btcgen05\.(ld|st)\b", text):
             return not disjoint(text)
         return bool(RELEASE.search(text) or TC_ACCESS.search(text) or
@@ -494,7 +510,8 @@ def main():
     ap.add_argument("--sample", type=int, default=0, help="run N mutants drawn by --seed (0: all)")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--only", action="append", default=[],
-                    help="run the mutants whose names contain this text (repeatable: any)")
+                    help="run the mutant of this name, or those a shell pattern "
+                         "matches ('del-wait:*'); repeatable")
     ap.add_argument("--harmless", default="")
     ap.add_argument("--interleavings", type=int, default=4)
     ap.add_argument("--jobs", type=int, default=2)
@@ -518,8 +535,22 @@ def main():
     mutants = sites(lines)
     flow = Flow(lines)
     proved = {name: proved_harmless(lines, flow, kind, i) for name, kind, i in mutants}
+    harmless = read_harmless(args.harmless)
+    # A list entry must name a site of this kernel: a list written for
+    # another kernel, or before its code changed, is refused here.
+    known = {name for name, _, _ in sites(lines)}
+    strangers = sorted(n for n in harmless if n not in known)
+    if strangers:
+        sys.exit("emu-mutants: %s names %d site(s) this kernel does not have "
+                 "(a list of another kernel, or a stale one): %s"
+                 % (args.harmless, len(strangers), ", ".join(strangers[:5])))
+    listed = set(harmless)
     if args.only:
-        mutants = [m for m in mutants if any(o in m[0] for o in args.only)]
+        mutants = [m for m in mutants
+                   if any(fnmatch.fnmatchcase(m[0], o) for o in args.only)]
+        if not mutants:
+            sys.exit("emu-mutants: --only %s names no mutant of this kernel (--list "
+                     "shows them)" % " ".join(args.only))
     if args.list:
         for name, _, i in mutants:
             print("%s\tline %d\t%s%s" % (name, i + 1, lines[i].strip(),
@@ -527,14 +558,19 @@ def main():
         return 0
     if args.sample and args.sample < len(mutants):
         mutants = random.Random(args.seed).sample(mutants, args.sample)
-    harmless = read_harmless(args.harmless)
     for name, reason in proved.items():
         if reason and name not in harmless:
             harmless[name] = "proved: " + reason
     if args.rescore:
         with open(args.rescore) as f:
             results = json.load(f)["results"]
-        return report(args, results, harmless)
+        if args.only:
+            chosen = {name for name, _, _ in mutants}
+            results = {n: r for n, r in results.items() if n in chosen}
+        return report(args, results, harmless, listed)
+
+    if not shutil.which(args.emu):
+        sys.exit("emu-mutants: --emu %s: no such program" % args.emu)
 
     launches = [emu_flags] + [a.split() for a in args.also]
     launches = [l + ["--interleavings", str(args.interleavings)] for l in launches]
@@ -565,10 +601,10 @@ def main():
             for name, status, why in pool.map(one, mutants):
                 results[name] = {"status": status, "why": why}
 
-    return report(args, results, harmless)
+    return report(args, results, harmless, listed)
 
 
-def report(args, results, harmless):
+def report(args, results, harmless, listed_in_file=()):
     killed = sum(r["status"] == "killed" for r in results.values())
     survivors = sorted(n for n, r in results.items() if r["status"] == "survived")
     listed = [n for n in survivors if n in harmless]
@@ -582,10 +618,18 @@ def report(args, results, harmless):
         "kill_rate": round(killed / real, 4) if real else 1.0,
         "unexplained": unexplained,
     }
+    # A list entry whose mutant is killed is a wrong or stale claim.
+    stale = sorted(n for n in listed_in_file if results.get(n, {}).get("status") == "killed")
+    if stale:
+        summary["listed_but_killed"] = stale
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"summary": summary, "results": results}, f, indent=1)
     print(json.dumps(summary))
+    if stale:
+        print("emu-mutants: the list calls %d killed mutant(s) harmless: %s"
+              % (len(stale), ", ".join(stale)), file=sys.stderr)
+        return 1
     if args.min_kill_rate is not None:
         return 0 if summary["kill_rate"] >= args.min_kill_rate else 1
     return 1 if unexplained else 0

@@ -138,7 +138,8 @@ static int emulate(std::unique_ptr<MemoryBuffer> entryBuffer);
 int main(int argc, char **argv) {
   InitLLVM init(argc, argv);
   cl::HideUnrelatedOptions(emuCategory);
-  cl::ParseCommandLineOptions(
+  // A bad flag is exit code 2, as --help says (LLVM would exit 1).
+  if (!cl::ParseCommandLineOptions(
       argc, argv,
       "fa4-emu: run an fa4 kernel's PTX (" + target::emulatedChips() +
       ") on the CPU and check it\n\n"
@@ -151,7 +152,8 @@ int main(int argc, char **argv) {
       "report adds errors (bad addresses, divergent collectives, bad "
       "encodings), hazards, barrier misuse and deadlocks to the numerics.\n"
       "Prints one JSON object; exits 0 within tolerance and clean, 1 otherwise, "
-      "2 on bad flags or a launch that cannot be made.\n");
+      "2 on bad flags or a launch that cannot be made.\n", &llvm::errs()))
+    return 2;
   if (batch <= 0 || seqQ <= 0 || seqK <= 0)
     return fail("--batch, --seq-q and --seq-k must be positive");
   if (interleavings <= 0)

@@ -96,7 +96,8 @@ static int simulateInput(std::unique_ptr<MemoryBuffer> input);
 int main(int argc, char **argv) {
   InitLLVM init(argc, argv);
   cl::HideUnrelatedOptions(simCategory);
-  cl::ParseCommandLineOptions(
+  // A bad flag is exit code 2, as --help says (LLVM would exit 1).
+  if (!cl::ParseCommandLineOptions(
       argc, argv,
       "fa4-sim: run fa4 IR (level A, B or C) on the CPU against a float64 "
       "reference\n\n"
@@ -112,7 +113,8 @@ int main(int argc, char **argv) {
       "elsewhere and is judged against an O computed elsewhere as well (the "
       "entry IR run by another executor), beside the float64 reference.\n"
       "Prints one JSON object; exits 0 within tolerance and with a clean "
-      "protocol, 1 otherwise, 2 on bad flags or IR it cannot run.\n");
+      "protocol, 1 otherwise, 2 on bad flags or IR it cannot run.\n", &llvm::errs()))
+    return 2;
   if (batch <= 0 || seqQ <= 0 || seqK <= 0)
     return fail("--batch, --seq-q and --seq-k must be positive");
   if (interleavings <= 0)

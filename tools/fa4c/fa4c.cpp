@@ -205,14 +205,16 @@ int main(int argc, char **argv) {
                                         cl::value_desc("stage"), cl::init(""),
                                         cl::cat(compileCategory));
   cl::HideUnrelatedOptions({&variantCategory, &compileCategory});
-  cl::ParseCommandLineOptions(
+  // A bad flag is exit code 2, as --help says (LLVM would exit 1).
+  if (!cl::ParseCommandLineOptions(
       argc, argv,
       "fa4c: compile one FlashAttention-4 kernel\n\n"
       "  fa4c attention.mlir -o attention.cubin      (cubin + "
       "attention.cubin.json)\n"
       "  fa4c attention.mlir --stop-after=tile       (the tile program)\n"
       "  fa4c --head-dim 128 --q-heads 32 --kv-heads 8 --mask causal \\\n"
-      "       --dtype fp16 --lse --target sm_100a -o attn.cubin --timing\n");
+      "       --dtype fp16 --lse --target sm_100a -o attn.cubin --timing\n", &llvm::errs()))
+    return 2;
 
   if (!inputFile.empty() && usesVariantFlags()) {
     errs() << "fa4c: variant flags (--head-dim, --mask, ...) describe the "
