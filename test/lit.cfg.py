@@ -18,6 +18,17 @@ config.substitutions.append(("%fa4_src_root", config.fa4_src_root))
 config.substitutions.append(("%fa4rt", os.path.join(config.fa4_obj_root, "lib", "libfa4rt.so")))
 
 llvm_config.with_system_environment(["HOME", "INCLUDE", "LIB", "TMP", "TEMP"])
+llvm_config.with_system_environment(["ASAN_OPTIONS", "UBSAN_OPTIONS"])
+# The sanitizer build (scripts/test.sh --asan): a Python that loads the
+# instrumented libfa4rt.so needs the ASan runtime loaded first.
+if getattr(config, "fa4_sanitize", "OFF").upper() in ("ON", "1", "TRUE", "YES"):
+    import subprocess
+    import sys
+    libasan = subprocess.run(["gcc", "-print-file-name=libasan.so"], capture_output=True,
+                             text=True).stdout.strip()
+    if os.path.isabs(libasan):
+        config.substitutions.insert(0, ("%python", 'env LD_PRELOAD="%s" "%s"' % (
+            libasan, sys.executable)))
 llvm_config.use_default_substitutions()
 
 tool_dirs = [config.fa4_tools_dir, config.llvm_tools_dir]

@@ -20,10 +20,17 @@
 #include "fa4/Support/OutputFile.h"
 
 #include "llvm/Support/CommandLine.h"
+#include "llvm/Support/Signals.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/raw_ostream.h"
 
 int main(int argc, char **argv) {
+  // LLVM's signal handlers, and the alternate signal stack they use, are
+  // installed here on the main thread, not lazily by the first thread that
+  // needs them (the big-stack parse thread, fa4/Support/IrInput.h, whose
+  // exit must not tear down a stack it does not own: AddressSanitizer's
+  // thread exit fails on it).
+  llvm::sys::PrintStackTraceOnErrorSignal(argv[0]);
   mlir::DialectRegistry registry;
   mlir::fa4::registerPipelineDialects(registry);
 
