@@ -22,6 +22,7 @@ llvm_config.with_system_environment(["ASAN_OPTIONS", "UBSAN_OPTIONS"])
 # The sanitizer build (scripts/test.sh --asan): a Python that loads the
 # instrumented libfa4rt.so needs the ASan runtime loaded first.
 if getattr(config, "fa4_sanitize", "OFF").upper() in ("ON", "1", "TRUE", "YES"):
+    config.available_features.add("asan")
     import subprocess
     import sys
     libasan = subprocess.run(["gcc", "-print-file-name=libasan.so"], capture_output=True,
