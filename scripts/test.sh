@@ -21,7 +21,11 @@ elif [[ ${1:-} == --asan ]]; then
   export FA4_BUILD_DIR=${FA4_BUILD_DIR:-$root/build-asan}
   export FA4_CMAKE_ARGS="-DFA4_SANITIZE=ON"
   # LLVM's own objects live until exit; their allocations are not fa4's leaks.
-  export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=0}
+  # fa4's instrumented code inlines LLVM's BumpPtrAllocator, which then
+  # poisons the unused part of slabs that the uninstrumented libMLIR hands
+  # out again without unpoisoning (a false use-after-poison in MLIR's
+  # storage uniquer): user poisoning off, as it is in libMLIR itself.
+  export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=0:allow_user_poisoning=0}
   export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 elif [[ $# -gt 0 ]]; then
   echo "usage: $0 [--quick | --asan]" >&2
