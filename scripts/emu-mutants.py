@@ -538,7 +538,7 @@ def main():
     harmless = read_harmless(args.harmless)
     # A list entry must name a site of this kernel: a list written for
     # another kernel, or before its code changed, is refused here.
-    known = {name for name, _, _ in sites(lines)}
+    known = {name for name, _, _ in mutants}
     strangers = sorted(n for n in harmless if n not in known)
     if strangers:
         sys.exit("emu-mutants: %s names %d site(s) this kernel does not have "
