@@ -58,12 +58,6 @@ static bool isHopper(const PipelineOptions &options) {
   return chipOf(options).family == target::Family::Hopper;
 }
 
-int64_t mlir::fa4::smCountOf(const PipelineOptions &options) {
-  if (options.smCount > 0)
-    return options.smCount;
-  return chipOf(options).smCount;
-}
-
 namespace {
 /// One named stage of the pipeline: the unit `--stop-after` counts in.
 struct Stage {
@@ -80,7 +74,12 @@ static const Stage kStages[] = {
     // were), or into new parameters where the function made its
     // destinations. A no-op on an entry that is already on memrefs.
     {"bufferize",
-     [](OpPassManager &pm, const PipelineOptions &) {
+     [](OpPassManager &pm, const PipelineOptions &options) {
+       // The module records its chip; every chip-dependent pass reads it
+       // there (fa4.target).
+       FA4SetTargetOptions targetOptions;
+       targetOptions.chip = options.target;
+       pm.addPass(createFA4SetTarget(targetOptions));
        bufferization::OneShotBufferizePassOptions bufferize;
        bufferize.bufferizeFunctionBoundaries = true;
        bufferize.functionBoundaryTypeConversion =
@@ -94,7 +93,6 @@ static const Stage kStages[] = {
      [](OpPassManager &pm, const PipelineOptions &options) {
        FA4TileAttentionOptions tileOptions;
        tileOptions.rescaleThreshold = options.rescaleThreshold;
-       tileOptions.qTilesPerTask = chipOf(options).qTilesPerTask;
        pm.addNestedPass<func::FuncOp>(createFA4TileAttention(tileOptions));
      }},
     {"warp-roles",
@@ -137,13 +135,12 @@ static const Stage kStages[] = {
     {"scheduler",
      [](OpPassManager &pm, const PipelineOptions &options) {
        FA4TileSchedulerOptions schedulerOptions;
-       schedulerOptions.smCount = smCountOf(options);
+       schedulerOptions.smCount = options.smCount; // 0: the chip's
        pm.addNestedPass<func::FuncOp>(createFA4TileScheduler(schedulerOptions));
      }},
     {"nvvm",
      [](OpPassManager &pm, const PipelineOptions &options) {
        FA4ToNVVMOptions nvvmOptions;
-       nvvmOptions.chip = options.target;
        nvvmOptions.exp2EmulationFraction = options.exp2EmulationFraction;
        pm.addPass(createFA4ToNVVM(nvvmOptions));
        // The kernel body is structured per-thread code; the upstream

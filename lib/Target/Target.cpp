@@ -74,6 +74,13 @@ llvm::StringRef mlir::fa4::target::smCountOptionHelp() {
   return help;
 }
 
+llvm::StringRef mlir::fa4::target::familyName(Family family) {
+  for (const ChipInfo &row : kChipTable)
+    if (row.family == family)
+      return row.familyName;
+  return "unknown";
+}
+
 std::string mlir::fa4::target::chipsOf(Family family) {
   return join([&](const ChipInfo &c) { return c.family == family; }, false);
 }

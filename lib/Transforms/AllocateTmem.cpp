@@ -28,6 +28,8 @@ struct AllocateTmemPass
 
 void AllocateTmemPass::runOnOperation() {
   func::FuncOp func = getOperation();
+  if (failed(checkModuleFamily(func, target::Family::Blackwell, getArgument())))
+    return signalPassFailure();
   WarpSpecializeOp specialize;
   func.walk([&](WarpSpecializeOp op) { specialize = op; });
   SmallVector<TmemAllocOp> buffers;

@@ -502,6 +502,8 @@ struct AssignWarpRolesPass
     : public fa4::impl::FA4AssignWarpRolesBase<AssignWarpRolesPass> {
   void runOnOperation() override {
     func::FuncOp func = getOperation();
+    if (failed(checkModuleFamily(func, target::Family::Blackwell, getArgument())))
+      return signalPassFailure();
     bool isKernel = false;
     FailureOr<TileProgram> read =
         TileProgram::read(func, getArgument(), isKernel);

@@ -84,6 +84,8 @@ struct ExpandCorrectionPass
   using Base::Base;
   void runOnOperation() override {
     func::FuncOp func = getOperation();
+    if (failed(checkModuleFamily(func, target::Family::Blackwell, getArgument())))
+      return signalPassFailure();
     SmallVector<RescaleOOp> rescales;
     SmallVector<FinalizeOOp> finals;
     func.walk([&](RescaleOOp op) { rescales.push_back(op); });

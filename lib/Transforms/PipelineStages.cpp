@@ -101,6 +101,8 @@ struct PipelineStagesPass
 
   void runOnOperation() override {
     func::FuncOp func = getOperation();
+    if (failed(checkModuleFamily(func, target::Family::Blackwell, getArgument())))
+      return signalPassFailure();
     WarpSpecializeOp specialize;
     func.walk([&](WarpSpecializeOp op) { specialize = op; });
     if (!specialize)

@@ -343,13 +343,18 @@ struct TileAttentionPass
       return signalPassFailure();
     }
 
-    if (qTilesPerTask != 1 && qTilesPerTask != 2) {
-      op.emitOpError() << "q-tiles-per-task must be 1 or 2, got "
-                       << qTilesPerTask;
+    // Q tiles per task: the option's, else the module's chip's.
+    int64_t qTiles = qTilesPerTask != 0
+                         ? int64_t(qTilesPerTask)
+                         : getTargetOrDefault(func).qTilesPerTask;
+    if (qTiles != 1 && qTiles != 2) {
+      op.emitOpError() << "q-tiles-per-task must be 0 (the chip's), 1 or 2, "
+                          "got "
+                       << qTiles;
       return signalPassFailure();
     }
     TileConfig config = TileConfig::get(op, rescaleThreshold);
-    config.qTilesPerTask = qTilesPerTask;
+    config.qTilesPerTask = qTiles;
     func->setAttr("fa4.spec", buildSpec(op, config));
     TileProgramBuilder(op, config).build();
     op.erase();

@@ -21,11 +21,15 @@ struct TileSchedulerPass
   using Base::Base;
   void runOnOperation() override {
     func::FuncOp func = getOperation();
-    if (smCount <= 0) {
-      func.emitError() << "sm-count must be positive, got "
+    if (smCount < 0) {
+      func.emitError() << "sm-count must be 0 (the module's chip's) or "
+                          "positive, got "
                        << static_cast<int64_t>(smCount);
       return signalPassFailure();
     }
+    // The persistent grid: the option's SM count, else the chip's.
+    int64_t sms = smCount > 0 ? int64_t(smCount)
+                              : getTargetOrDefault(func).smCount;
     WarpSpecializeOp specialize;
     func.walk([&](WarpSpecializeOp op) { specialize = op; });
     if (!specialize)
@@ -34,7 +38,7 @@ struct TileSchedulerPass
     Location loc = specialize.getLoc();
     Value cta = CtaIdOp::create(top, loc, top.getIndexType());
     Value grid = GridSizeOp::create(top, loc, top.getIndexType(),
-                                        top.getI64IntegerAttr(smCount));
+                                        top.getI64IntegerAttr(sms));
 
     TaskOrder order = TaskOrder::static_order;
     specialize.walk([&](scf::ForOp loop) {
@@ -57,7 +61,7 @@ struct TileSchedulerPass
     specialize->setAttr(
         "fa4.grid",
         builder.getDictionaryAttr(
-            {builder.getNamedAttr("sm_count", builder.getI64IntegerAttr(smCount)),
+            {builder.getNamedAttr("sm_count", builder.getI64IntegerAttr(sms)),
              builder.getNamedAttr(
                  "policy", builder.getStringAttr(
                                "persistent: min(sm_count, tasks) CTAs")),

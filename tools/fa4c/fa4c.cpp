@@ -262,6 +262,14 @@ static int compile(std::unique_ptr<MemoryBuffer> input, StringRef stopAfter) {
     return 2;
   }
 
+  // The chip: --target, else the one the module names (its fa4.target),
+  // else the table's default. A module for another chip than --target is
+  // refused by the pipeline's first stage.
+  std::string chip = target;
+  if (target.getNumOccurrences() == 0)
+    if (const fa4::target::ChipInfo *named = fa4::getModuleTarget(*module))
+      chip = named->name.str();
+
   fa4::PipelineOptions options;
   // Without --stop-after, MLIR output is the schedule (level C); the other
   // kinds need the kernel at level D.
@@ -273,7 +281,7 @@ static int compile(std::unique_ptr<MemoryBuffer> input, StringRef stopAfter) {
   options.hopperOverlap = hopperOverlap;
   options.hopperPingpong = hopperPingpong;
   options.smCount = smCount;
-  options.target = target;
+  options.target = chip;
   options.cudaPath = cudaPath;
   options.exp2EmulationFraction = exp2EmulationFraction;
   // The compile cache (fa4/Tools/Compile.h, docs/Runtime.md).
@@ -407,7 +415,7 @@ static int compile(std::unique_ptr<MemoryBuffer> input, StringRef stopAfter) {
     fa4::PtxasReport report;
     std::string cubin;
     LogicalResult assembled = timed("ptxas (cubin)", [&] {
-      return fa4::assembleCubin(ptx, cudaPath, target, cubin, report, error);
+      return fa4::assembleCubin(ptx, cudaPath, chip, cubin, report, error);
     });
     if (failed(assembled)) {
       errs() << "fa4c: " << error << "\n";
@@ -418,7 +426,7 @@ static int compile(std::unique_ptr<MemoryBuffer> input, StringRef stopAfter) {
     // write (a full disk) leaves whatever an earlier run wrote there.
     std::string manifestPath = outputFile + ".json";
     std::string manifestText =
-        fa4::launchManifest(*module, target, outputFile, ptxPath, report);
+        fa4::launchManifest(*module, chip, outputFile, ptxPath, report);
     if (!fa4::writeFileSet({{ptxPath, ptx},
                             {manifestPath, manifestText},
                             {outputFile, cubin}},

@@ -53,10 +53,10 @@ def FA4ToNVVM : Pass<"fa4-to-nvvm", "::mlir::ModuleOp"> {
            "Fraction of each row's exponentials computed with the software "
            "exp2 on the FMA units instead of ex2.approx (0 to 1; default 16 "
            "of every 128, which balances MUFU and FMA as in FA4)">,
-    Option<"chip", "chip", "std::string",
-           "::mlir::fa4::target::defaultChip().name.str()",
+    Option<"chip", "chip", "std::string", "",
            "Target chip (fa4/Target/Target.h's table; the schedule must be "
-           "its family's)">
+           "its family's). Empty: the module's `fa4.target`, else the "
+           "default chip; a chip that differs from the module's is an error">
   ];
 }
 

@@ -66,9 +66,6 @@ struct PipelineOptions : public PassPipelineOptions<PipelineOptions> {
       llvm::cl::init(FA4_CUDA_TOOLKIT_PATH)};
 };
 
-/// The persistent grid's size: the option, or the target's SM count.
-int64_t smCountOf(const PipelineOptions &options);
-
 /// The stages of the pipeline in order, by the names `--stop-after` takes.
 ArrayRef<StringRef> getPipelineStages();
 

@@ -111,6 +111,8 @@ std::string unknownChipMessage(llvm::StringRef name);
 /// The `--target` and `--sm-count` options' help, from the table.
 llvm::StringRef targetOptionHelp();
 llvm::StringRef smCountOptionHelp();
+/// "Blackwell", "Hopper": the family's name, from its first row.
+llvm::StringRef familyName(Family family);
 /// "sm_100a for Blackwell or sm_90a for Hopper" restricted to `family`'s
 /// chips ("sm_90a").
 std::string chipsOf(Family family);

@@ -5,6 +5,28 @@
 
 include "mlir/Pass/PassBase.td"
 
+def FA4SetTarget : Pass<"fa4-set-target", "::mlir::ModuleOp"> {
+  let summary = "record the chip the module is compiled for (`fa4.target`)";
+  let description = [{
+    Writes `fa4.target = #fa4.target<CHIP>` on the module: the pipeline's
+    first step. Every pass whose work depends on the chip reads it there —
+    tiling (Q tiles per task), the family's schedule passes (which refuse a
+    module for another family's chip), the tile scheduler (the SM count),
+    fa4-to-nvvm (the NVVM target and the shared-memory limit) — so that a
+    module carries its target from level A to level D and a pass run on its
+    own (`fa4-opt`) compiles for the same chip as the pipeline.
+
+    A module that already names a chip keeps it when it is this one; another
+    chip is an error naming both (a module is compiled for one chip).
+  }];
+  let dependentDialects = ["::mlir::fa4::FA4Dialect"];
+  let options = [
+    Option<"chip", "chip", "std::string",
+           "::mlir::fa4::target::defaultChip().name.str()",
+           "The chip (a row of fa4/Target/Target.h's table)">
+  ];
+}
+
 def FA4PromoteDestinations : Pass<"fa4-promote-destinations", "::mlir::func::FuncOp"> {
   let summary = "make the destinations bufferization allocated for fa4.attention parameters";
   let description = [{
@@ -64,10 +86,11 @@ def FA4TileAttention : Pass<"fa4-tile", "::mlir::func::FuncOp"> {
     Option<"rescaleThreshold", "rescale-threshold", "double", "8.0",
            "Keep a row's stale max unless it moved by more than this many "
            "log2 units (0 rescales on every move)">,
-    Option<"qTilesPerTask", "q-tiles-per-task", "int64_t", "2",
-           "128-row Q tiles per task: 2 for the Blackwell schedule (two Q "
-           "stages), 1 for Hopper's (one tile, split between two consumer "
-           "warpgroups)">
+    Option<"qTilesPerTask", "q-tiles-per-task", "int64_t", "0",
+           "128-row Q tiles per task: 0 for the module's chip's (its "
+           "`fa4.target`, else the default chip's): 2 for the Blackwell "
+           "schedule (two Q stages), 1 for Hopper's (one tile, split between "
+           "two consumer warpgroups)">
   ];
 }
 
@@ -256,10 +279,9 @@ def FA4TileScheduler : Pass<"fa4-tile-scheduler", "::mlir::func::FuncOp"> {
     is recorded as `fa4.grid` on the warp-specialize op.
   }];
   let options = [
-    Option<"smCount", "sm-count", "int64_t",
-           "::mlir::fa4::target::defaultChip().smCount",
-           "SMs of the target: the persistent grid's size (default: the "
-           "default chip's, fa4/Target/Target.h)">
+    Option<"smCount", "sm-count", "int64_t", "0",
+           "SMs of the target: the persistent grid's size (0: the module's "
+           "chip's, from its `fa4.target`, else the default chip's)">
   ];
 }
 

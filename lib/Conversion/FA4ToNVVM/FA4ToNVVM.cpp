@@ -1036,6 +1036,8 @@ struct FA4ToNVVMPass : public fa4::impl::FA4ToNVVMBase<FA4ToNVVMPass> {
   using Base::Base;
   void runOnOperation() override;
   LogicalResult convert(func::FuncOp func, gpu::GPUModuleOp gpuModule);
+  /// The chip compiled for, resolved by runOnOperation.
+  const target::ChipInfo *chipInfo = nullptr;
 };
 
 } // namespace
@@ -1079,9 +1081,7 @@ LogicalResult FA4ToNVVMPass::convert(func::FuncOp func,
     if (family == target::Family::Blackwell)
       blackwellOps = true;
   });
-  // runOnOperation refused an unknown chip.
-  const target::ChipInfo &chipInfo = *target::lookup(chip);
-  bool hopperChip = chipInfo.family == target::Family::Hopper;
+  bool hopperChip = chipInfo->family == target::Family::Hopper;
   if (kernel.hopper && blackwellOps)
     return func.emitError() << "the level-C schedule mixes Hopper's warpgroup "
                                "MMAs with Blackwell's TMEM and tcgen05";
@@ -1089,15 +1089,16 @@ LogicalResult FA4ToNVVMPass::convert(func::FuncOp func,
     return func.emitError()
            << "the level-C schedule is "
            << (kernel.hopper ? "Hopper's (wgmma)" : "Blackwell's (tcgen05, TMEM)")
-           << " but the chip is " << chip << "; compile it with --target "
+           << " but the chip is " << chipInfo->name
+           << "; compile it with --target "
            << target::chipsOf(kernel.hopper ? target::Family::Hopper
                                             : target::Family::Blackwell);
   layOutSharedMemory(func, kernel);
-  if (kernel.smemBytes > chipInfo.smemBytesPerCta)
+  if (kernel.smemBytes > chipInfo->smemBytesPerCta)
     return func.emitError() << "the kernel needs " << kernel.smemBytes
                             << " bytes of shared memory, more than the "
-                            << chipInfo.smemBytesPerCta << " a CTA of "
-                            << chip << " may use";
+                            << chipInfo->smemBytesPerCta << " a CTA of "
+                            << chipInfo->name << " may use";
 
   OpBuilder b(gpuModule.getBodyRegion());
   b.setInsertionPointToEnd(&gpuModule.getBodyRegion().front());
@@ -1293,10 +1294,24 @@ void FA4ToNVVMPass::runOnOperation() {
                        << exp2EmulationFraction;
     return signalPassFailure();
   }
-  if (!target::lookup(chip)) {
-    module.emitError() << "fa4-to-nvvm: " << target::unknownChipMessage(chip);
-    return signalPassFailure();
+  // The chip: the module's `fa4.target` (the pipeline's first stage wrote
+  // it), or the option's; both, when they differ, is an error.
+  const target::ChipInfo *named = getModuleTarget(module);
+  if (!chip.empty()) {
+    const target::ChipInfo *asked = target::lookup(chip);
+    if (!asked) {
+      module.emitError() << "fa4-to-nvvm: " << target::unknownChipMessage(chip);
+      return signalPassFailure();
+    }
+    if (named && named != asked) {
+      module.emitError() << "fa4-to-nvvm: chip=" << asked->name
+                         << " but the module is compiled for " << named->name
+                         << " (its '" << kTargetAttrName << "')";
+      return signalPassFailure();
+    }
+    named = asked;
   }
+  chipInfo = named ? named : &target::defaultChip();
   SmallVector<func::FuncOp> kernels;
   module.walk([&](func::FuncOp func) {
     bool scheduled = false;
@@ -1312,7 +1327,8 @@ void FA4ToNVVMPass::runOnOperation() {
   auto gpuModule = gpu::GPUModuleOp::create(b,
       module.getLoc(), "fa4_kernels",
       b.getArrayAttr({NVVM::NVVMTargetAttr::get(context, /*optLevel=*/3,
-                                                "nvptx64-nvidia-cuda", chip,
+                                                "nvptx64-nvidia-cuda",
+                                                chipInfo->name,
                                                 "+ptx88")}));
   for (func::FuncOp func : kernels) {
     if (failed(convert(func, gpuModule)))

@@ -454,6 +454,8 @@ struct HopperWarpgroupRolesPass
   using Base::Base;
   void runOnOperation() override {
     func::FuncOp func = getOperation();
+    if (failed(checkModuleFamily(func, target::Family::Hopper, getArgument())))
+      return signalPassFailure();
     bool isKernel = false;
     FailureOr<TileProgram> read =
         TileProgram::read(func, getArgument(), isKernel);

@@ -6,6 +6,8 @@
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/Dialect.h"
 
+#include "fa4/Target/Target.h"
+
 #include "fa4/Dialect/FA4/IR/FA4OpsDialect.h.inc"
 
 #include "fa4/Dialect/FA4/IR/FA4Enums.h.inc"
@@ -15,5 +17,24 @@
 
 #define GET_TYPEDEF_CLASSES
 #include "fa4/Dialect/FA4/IR/FA4Types.h.inc"
+
+namespace mlir::fa4 {
+/// The module attribute that records the chip: `fa4.target =
+/// #fa4.target<sm_100a>`.
+inline constexpr llvm::StringLiteral kTargetAttrName = "fa4.target";
+
+/// The chip named by the `fa4.target` of `op`'s module (`op` itself when it
+/// is one), or null when no enclosing module names one.
+const target::ChipInfo *getModuleTarget(Operation *op);
+
+/// The chip a pass works for: the module's `fa4.target` when it has one,
+/// else the table's default. A pass of one family's schedule calls
+/// `checkModuleFamily` first, which reports a module that names another
+/// family's chip on `op` (naming `pass`) and fails; a module that names no
+/// chip passes.
+const target::ChipInfo &getTargetOrDefault(Operation *op);
+LogicalResult checkModuleFamily(Operation *op, target::Family family,
+                                llvm::StringRef pass);
+} // namespace mlir::fa4
 
 #endif // FA4_DIALECT_FA4_IR_FA4DIALECT_H

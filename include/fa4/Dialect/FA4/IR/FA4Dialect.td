@@ -38,6 +38,8 @@ def FA4_Dialect : Dialect {
   }];
   let useDefaultAttributePrinterParser = 1;
   let useDefaultTypePrinterParser = 1;
+  // `fa4.target` is a module's, and a #fa4.target.
+  let hasOperationAttrVerify = 1;
 }
 
 class FA4_Op<string mnemonic, list<Trait> traits = []>
