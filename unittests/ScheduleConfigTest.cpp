@@ -1,8 +1,8 @@
 //===- ScheduleConfigTest.cpp - roles, stages and budgets -----------------===//
 
-#include "fa4/Support/Blackwell.h"
-#include "fa4/Transforms/Hopper/HopperConfig.h"
-#include "fa4/Transforms/ScheduleConfig.h"
+#include "fa4/Target/Blackwell/Chip.h"
+#include "fa4/Target/Hopper/ScheduleConfig.h"
+#include "fa4/Target/Blackwell/ScheduleConfig.h"
 
 #include <gtest/gtest.h>
 

@@ -2,6 +2,7 @@
 
 #include "fa4/Pipeline/Pipeline.h"
 #include "fa4/Target/Target.h"
+#include "fa4/Target/Wing.h"
 
 #include "fa4/Conversion/Passes.h"
 #include "fa4/Transforms/Passes.h"
@@ -52,10 +53,30 @@ static const target::ChipInfo &chipOf(const PipelineOptions &options) {
   return chip ? *chip : target::defaultChip();
 }
 
-/// The Hopper family: its own schedule (level C) and lowering, the rest
-/// shared with Blackwell.
-static bool isHopper(const PipelineOptions &options) {
-  return chipOf(options).family == target::Family::Hopper;
+/// The wings: each family's schedule steps (fa4/Target/Wing.h). A new
+/// family is a row here and its folder under lib/Target.
+namespace {
+struct WingRow {
+  target::Family family;
+  AddScheduleStep addStep;
+};
+} // namespace
+static const WingRow kWings[] = {
+    {target::Family::Blackwell, blackwell::addScheduleStep},
+    {target::Family::Hopper, hopper::addScheduleStep},
+};
+
+/// Adds the options' chip's wing's passes for the schedule step `step`.
+static void addScheduleStep(StringRef step, OpPassManager &pm,
+                            const PipelineOptions &options) {
+  ScheduleOptions schedule;
+  schedule.kvStages = options.kvStages;
+  schedule.overlap = options.hopperOverlap;
+  schedule.pingpong = options.hopperPingpong;
+  target::Family family = chipOf(options).family;
+  for (const WingRow &wing : kWings)
+    if (wing.family == family)
+      return wing.addStep(step, pm, schedule);
 }
 
 namespace {
@@ -95,42 +116,29 @@ static const Stage kStages[] = {
        tileOptions.rescaleThreshold = options.rescaleThreshold;
        pm.addNestedPass<func::FuncOp>(createFA4TileAttention(tileOptions));
      }},
-    {"warp-roles",
+    // The schedule (level C): each step is the chip's wing's, and a wing
+    // adds nothing for a step it does not have (Hopper's warpgroups size
+    // their own ring, keep S and O in registers and rescale O where it is
+    // held).
+    {step::kRoles,
      [](OpPassManager &pm, const PipelineOptions &options) {
-       if (isHopper(options)) {
-         FA4HopperWarpgroupRolesOptions hopperOptions;
-         hopperOptions.kvStages = options.kvStages;
-         hopperOptions.overlap = options.hopperOverlap;
-         hopperOptions.pingpong = options.hopperPingpong;
-         pm.addNestedPass<func::FuncOp>(
-             createFA4HopperWarpgroupRoles(hopperOptions));
-         return;
-       }
-       pm.addNestedPass<func::FuncOp>(createFA4AssignWarpRoles());
+       addScheduleStep(step::kRoles, pm, options);
      }},
-    // Blackwell only: Hopper's schedule sizes its rings itself, keeps S and
-    // O in registers and rescales O where it is held.
-    {"pipeline",
+    {step::kPipeline,
      [](OpPassManager &pm, const PipelineOptions &options) {
-       if (isHopper(options))
-         return;
-       FA4PipelineStagesOptions stageOptions;
-       stageOptions.kvStages = options.kvStages;
-       pm.addNestedPass<func::FuncOp>(createFA4PipelineStages(stageOptions));
+       addScheduleStep(step::kPipeline, pm, options);
      }},
     {"barriers",
      [](OpPassManager &pm, const PipelineOptions &) {
        pm.addNestedPass<func::FuncOp>(createFA4InsertBarriers());
      }},
-    {"tmem",
+    {step::kTmem,
      [](OpPassManager &pm, const PipelineOptions &options) {
-       if (!isHopper(options))
-         pm.addNestedPass<func::FuncOp>(createFA4AllocateTmem());
+       addScheduleStep(step::kTmem, pm, options);
      }},
-    {"correction",
+    {step::kCorrection,
      [](OpPassManager &pm, const PipelineOptions &options) {
-       if (!isHopper(options))
-         pm.addNestedPass<func::FuncOp>(createFA4ExpandCorrection());
+       addScheduleStep(step::kCorrection, pm, options);
      }},
     {"scheduler",
      [](OpPassManager &pm, const PipelineOptions &options) {

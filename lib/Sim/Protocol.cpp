@@ -18,7 +18,7 @@
 
 #include "fa4/Dialect/FA4/IR/FA4Ops.h"
 #include "fa4/Support/AttentionMath.h"
-#include "fa4/Support/Blackwell.h"
+#include "fa4/Target/Blackwell/Chip.h"
 
 #include "llvm/ADT/TypeSwitch.h"
 #include "llvm/Support/MathExtras.h"

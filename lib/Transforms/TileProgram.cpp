@@ -1,6 +1,6 @@
 //===- TileProgram.cpp - what a schedule reads of the tile program --------===//
 
-#include "TileProgram.h"
+#include "fa4/Transforms/TileProgram.h"
 
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/IR/IRMapping.h"

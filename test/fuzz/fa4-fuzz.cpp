@@ -19,6 +19,7 @@
 
 #include "fa4/Pipeline/Pipeline.h"
 #include "fa4/Sim/Simulator.h"
+#include "fa4/Conversion/Passes.h"
 #include "fa4/Transforms/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"

@@ -7,6 +7,8 @@
 
 #include "fa4/Conversion/Passes.h"
 #include "fa4/Pipeline/Pipeline.h"
+#include "fa4/Target/Blackwell/Passes.h"
+#include "fa4/Target/Hopper/Passes.h"
 #include "fa4/Transforms/Passes.h"
 #include "TestPasses.h"
 
@@ -40,6 +42,8 @@ int main(int argc, char **argv) {
   mlir::registerConversionPasses();
   mlir::bufferization::registerBufferizationPasses();
   mlir::fa4::registerFA4Passes();
+  mlir::fa4::registerFA4BlackwellPasses();
+  mlir::fa4::registerFA4HopperPasses();
   mlir::fa4::registerFA4ConversionPasses();
   mlir::fa4::registerFA4Pipelines();
   // For the tests only: fa4-test-mutate-protocol.

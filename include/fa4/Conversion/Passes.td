@@ -60,4 +60,48 @@ def FA4ToNVVM : Pass<"fa4-to-nvvm", "::mlir::ModuleOp"> {
   ];
 }
 
+def FA4RaiseAttention : Pass<"fa4-raise-attention", "::mlir::func::FuncOp"> {
+  let summary = "find attention in linalg-on-tensors IR and rewrite it into fa4.attention";
+  let description = [{
+    Finds `softmax(scores)·V` written as linalg on tensors, the way
+    torch-mlir, IREE and StableHLO→linalg write it, and replaces it with one
+    `fa4.attention` (on tensors) reading the function's own arguments.
+
+    The pass follows each rank-4 result back through the ops that compute
+    it, as one expression per output element: linalg structured ops (named
+    ops such as `linalg.batch_matmul`, `linalg.transpose`,
+    `linalg.broadcast`, and `linalg.generic` with any indexing maps) become
+    their bodies over affine indices, reductions become sums and maxima over
+    a bound index, `linalg.softmax` its definition, and
+    `tensor.expand_shape` / `collapse_shape` / `cast` index arithmetic. It
+    then matches that expression against attention:
+    `Σ_k softmax_k(s)·V` (or `(Σ_k e^{s-m}·V) / Σ_k e^{s-m}`), where
+    `s` is a contraction of Q and K over the head dim, wrapped in
+    modifications. Q, K and V must be function arguments, all
+    `[batch, seq, heads, head_dim]` or all `[batch, heads, seq, head_dim]`
+    (the latter sets `heads_first`); K and V may serve several query heads
+    through a repeat of their heads (GQA), written with expand / broadcast /
+    collapse or an indexing map.
+
+    A multiplication or division of the contraction by a constant becomes
+    `scale`. `select(c, s, -inf)` and adding `select(c, 0, -inf)` become
+    `mask_mod` (with `linalg.index` positions becoming the region's
+    `q_idx` / `kv_idx`). Anything else between the contraction and the
+    softmax becomes `score_mod`; tensors those regions read (a bias, a
+    document-id table) must be function arguments and become `extras`.
+
+    What the pass cannot prove equivalent it leaves alone, with a remark at
+    the result's location saying why: a softmax over another dimension than
+    the keys, a scale that is not a constant, a bias computed inside the
+    function or broadcast in a way it cannot follow, operand layouts
+    fa4.attention does not take, and so on. The rewritten ops it leaves
+    unused are erased.
+  }];
+  let dependentDialects = ["::mlir::fa4::FA4Dialect",
+                           "::mlir::bufferization::BufferizationDialect",
+                           "::mlir::memref::MemRefDialect",
+                           "::mlir::tensor::TensorDialect",
+                           "::mlir::arith::ArithDialect"];
+}
+
 #endif // FA4_CONVERSION_PASSES_TD

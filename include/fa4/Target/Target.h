@@ -68,7 +68,7 @@ struct ChipInfo {
 };
 
 /// The table: one row a chip, the first the default. Constant, so that a
-/// wing's constants (fa4/Support/Blackwell.h) are its chip's row. SM counts
+/// wing's constants (fa4/Target/Blackwell/Chip.h) are its chip's row. SM counts
 /// are the products' (B200: 148; H100 and H200 SXM: 132); both chips let a
 /// CTA use 227 KB of dynamic shared memory and have a 64 K-register file
 /// per SM; Blackwell's tensor memory is 512 columns of 128 lanes; its

@@ -10,8 +10,8 @@
 #include "Lowering.h"
 
 #include "fa4/Conversion/Passes.h"
-#include "fa4/Support/Blackwell.h"
-#include "fa4/Transforms/ScheduleConfig.h"
+#include "fa4/Target/Blackwell/Chip.h"
+#include "fa4/Target/Blackwell/ScheduleConfig.h"
 #include "fa4/Transforms/TileConfig.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"

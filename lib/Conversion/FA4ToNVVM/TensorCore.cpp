@@ -2,9 +2,9 @@
 
 #include "Lowering.h"
 
-#include "fa4/Support/Blackwell.h"
+#include "fa4/Target/Blackwell/Chip.h"
 #include "fa4/Support/Descriptors.h"
-#include "fa4/Transforms/ScheduleConfig.h"
+#include "fa4/Target/Blackwell/ScheduleConfig.h"
 
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/IR/Matchers.h"

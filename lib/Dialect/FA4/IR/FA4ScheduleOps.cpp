@@ -1,7 +1,7 @@
 //===- FA4ScheduleOps.cpp - level C verifiers -----------------------------===//
 
 #include "fa4/Dialect/FA4/IR/FA4Ops.h"
-#include "fa4/Support/Blackwell.h"
+#include "fa4/Target/Blackwell/Chip.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/IR/Matchers.h"

@@ -1,7 +1,7 @@
 //===- FA4Types.cpp - level C's memory types ------------------------------===//
 
 #include "fa4/Dialect/FA4/IR/FA4Dialect.h"
-#include "fa4/Support/Blackwell.h"
+#include "fa4/Target/Blackwell/Chip.h"
 
 #include "mlir/IR/Diagnostics.h"
 

@@ -1,8 +1,8 @@
 //===- AllocateTmem.cpp - columns of the CTA's tensor memory ---------------===//
 
 #include "fa4/Dialect/FA4/IR/FA4Ops.h"
-#include "fa4/Support/Blackwell.h"
-#include "fa4/Transforms/Passes.h"
+#include "fa4/Target/Blackwell/Chip.h"
+#include "fa4/Target/Blackwell/Passes.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -12,7 +12,7 @@
 
 namespace mlir::fa4 {
 #define GEN_PASS_DEF_FA4ALLOCATETMEM
-#include "fa4/Transforms/Passes.h.inc"
+#include "fa4/Target/Blackwell/Passes.h.inc"
 } // namespace mlir::fa4
 
 using namespace mlir;

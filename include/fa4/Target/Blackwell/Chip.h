@@ -1,7 +1,7 @@
-//===- Blackwell.h - sm_100a limits the schedule is sized against -*- C++ -*-===//
+//===- Chip.h - the Blackwell limits the schedule is sized against -*- C++ -*-===//
 
-#ifndef FA4_SUPPORT_BLACKWELL_H
-#define FA4_SUPPORT_BLACKWELL_H
+#ifndef FA4_TARGET_BLACKWELL_CHIP_H
+#define FA4_TARGET_BLACKWELL_CHIP_H
 
 #include "fa4/Target/Target.h"
 
@@ -42,4 +42,4 @@ constexpr int64_t kThreadsPerWarp = 32;
 
 } // namespace mlir::fa4::blackwell
 
-#endif // FA4_SUPPORT_BLACKWELL_H
+#endif // FA4_TARGET_BLACKWELL_CHIP_H

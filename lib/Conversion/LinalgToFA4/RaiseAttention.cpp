@@ -11,7 +11,7 @@
 
 #include "fa4/Dialect/FA4/IR/FA4Ops.h"
 #include "fa4/Transforms/MaskAnalysis.h"
-#include "fa4/Transforms/Passes.h"
+#include "fa4/Conversion/Passes.h"
 
 #include "mlir/Dialect/Affine/Utils.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -33,7 +33,7 @@
 
 namespace mlir::fa4 {
 #define GEN_PASS_DEF_FA4RAISEATTENTION
-#include "fa4/Transforms/Passes.h.inc"
+#include "fa4/Conversion/Passes.h.inc"
 } // namespace mlir::fa4
 
 using namespace mlir;

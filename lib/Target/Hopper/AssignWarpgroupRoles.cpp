@@ -11,11 +11,11 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "../TileProgram.h"
+#include "fa4/Transforms/TileProgram.h"
 
 #include "fa4/Dialect/FA4/IR/FA4Ops.h"
-#include "fa4/Transforms/Hopper/HopperConfig.h"
-#include "fa4/Transforms/Passes.h"
+#include "fa4/Target/Hopper/ScheduleConfig.h"
+#include "fa4/Target/Hopper/Passes.h"
 #include "fa4/Transforms/TileConfig.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -29,7 +29,7 @@
 
 namespace mlir::fa4 {
 #define GEN_PASS_DEF_FA4HOPPERWARPGROUPROLES
-#include "fa4/Transforms/Passes.h.inc"
+#include "fa4/Target/Hopper/Passes.h.inc"
 } // namespace mlir::fa4
 
 using namespace mlir;

@@ -8,11 +8,11 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "TileProgram.h"
+#include "fa4/Transforms/TileProgram.h"
 
 #include "fa4/Dialect/FA4/IR/FA4Ops.h"
-#include "fa4/Transforms/Passes.h"
-#include "fa4/Transforms/ScheduleConfig.h"
+#include "fa4/Target/Blackwell/Passes.h"
+#include "fa4/Target/Blackwell/ScheduleConfig.h"
 #include "fa4/Transforms/TileConfig.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -26,7 +26,7 @@
 
 namespace mlir::fa4 {
 #define GEN_PASS_DEF_FA4ASSIGNWARPROLES
-#include "fa4/Transforms/Passes.h.inc"
+#include "fa4/Target/Blackwell/Passes.h.inc"
 } // namespace mlir::fa4
 
 using namespace mlir;

@@ -1,8 +1,8 @@
 //===- ExpandCorrection.cpp - the correction role's TMEM round trips -------===//
 
 #include "fa4/Dialect/FA4/IR/FA4Ops.h"
-#include "fa4/Transforms/Passes.h"
-#include "fa4/Transforms/ScheduleConfig.h"
+#include "fa4/Target/Blackwell/Passes.h"
+#include "fa4/Target/Blackwell/ScheduleConfig.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -13,7 +13,7 @@
 
 namespace mlir::fa4 {
 #define GEN_PASS_DEF_FA4EXPANDCORRECTION
-#include "fa4/Transforms/Passes.h.inc"
+#include "fa4/Target/Blackwell/Passes.h.inc"
 } // namespace mlir::fa4
 
 using namespace mlir;

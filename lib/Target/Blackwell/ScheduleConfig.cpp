@@ -1,7 +1,7 @@
 //===- ScheduleConfig.cpp - the Blackwell schedule's configuration --------===//
 
-#include "fa4/Transforms/ScheduleConfig.h"
-#include "fa4/Support/Blackwell.h"
+#include "fa4/Target/Blackwell/ScheduleConfig.h"
+#include "fa4/Target/Blackwell/Chip.h"
 
 using namespace mlir::fa4;
 

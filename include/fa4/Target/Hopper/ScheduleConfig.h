@@ -1,4 +1,4 @@
-//===- HopperConfig.h - the Hopper schedule's configuration -----*- C++ -*-===//
+//===- ScheduleConfig.h - the Hopper schedule's configuration --*- C++ -*-===//
 //
 // Decided once, from the head dim and element type: the warpgroup roles and
 // their register budgets, and the K/V stages that fit in shared memory.
@@ -6,11 +6,11 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef FA4_TRANSFORMS_HOPPER_HOPPERCONFIG_H
-#define FA4_TRANSFORMS_HOPPER_HOPPERCONFIG_H
+#ifndef FA4_TARGET_HOPPER_SCHEDULECONFIG_H
+#define FA4_TARGET_HOPPER_SCHEDULECONFIG_H
 
 #include "fa4/Target/Target.h"
-#include "fa4/Transforms/ScheduleConfig.h"
+#include "fa4/Transforms/RoleSpec.h"
 
 #include <algorithm>
 
@@ -95,4 +95,4 @@ struct ScheduleConfig {
 
 } // namespace mlir::fa4::hopper
 
-#endif // FA4_TRANSFORMS_HOPPER_HOPPERCONFIG_H
+#endif // FA4_TARGET_HOPPER_SCHEDULECONFIG_H

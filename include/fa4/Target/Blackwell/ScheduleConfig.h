@@ -6,8 +6,10 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef FA4_TRANSFORMS_SCHEDULECONFIG_H
-#define FA4_TRANSFORMS_SCHEDULECONFIG_H
+#ifndef FA4_TARGET_BLACKWELL_SCHEDULECONFIG_H
+#define FA4_TARGET_BLACKWELL_SCHEDULECONFIG_H
+
+#include "fa4/Transforms/RoleSpec.h"
 
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/StringRef.h"
@@ -15,13 +17,6 @@
 #include <cstdint>
 
 namespace mlir::fa4 {
-
-struct RoleSpec {
-  llvm::StringRef name;
-  int64_t firstWarp;
-  int64_t numWarps;
-  int64_t registers;
-};
 
 /// Role names, as the IR and the simulator's reports spell them.
 namespace role {
@@ -78,4 +73,4 @@ struct ScheduleConfig {
 
 } // namespace mlir::fa4
 
-#endif // FA4_TRANSFORMS_SCHEDULECONFIG_H
+#endif // FA4_TARGET_BLACKWELL_SCHEDULECONFIG_H

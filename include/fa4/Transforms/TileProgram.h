@@ -7,8 +7,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef FA4_LIB_TRANSFORMS_TILEPROGRAM_H
-#define FA4_LIB_TRANSFORMS_TILEPROGRAM_H
+#ifndef FA4_TRANSFORMS_TILEPROGRAM_H
+#define FA4_TRANSFORMS_TILEPROGRAM_H
 
 #include "fa4/Dialect/FA4/IR/FA4Ops.h"
 
@@ -103,4 +103,4 @@ void dropImplicitYield(scf::ForOp loop);
 
 } // namespace mlir::fa4
 
-#endif // FA4_LIB_TRANSFORMS_TILEPROGRAM_H
+#endif // FA4_TRANSFORMS_TILEPROGRAM_H
