@@ -1,0 +1,50 @@
+//===- ScheduleConfigTest.cpp - Hopper roles, stages and budgets ----------===//
+
+#include "fa4/Target/Blackwell/Chip.h"
+#include "fa4/Target/Hopper/ScheduleConfig.h"
+
+#include <gtest/gtest.h>
+
+using namespace mlir::fa4;
+
+namespace {
+
+TEST(HopperScheduleConfig, RolesFitTheRegisterFileAndTheWarpgroups) {
+  int64_t registers = 0;
+  int64_t warps = 0;
+  for (const RoleSpec &role : hopper::ScheduleConfig::roles()) {
+    // One role per warpgroup: setmaxnreg is warpgroup-collective, and
+    // wgmma is issued by a whole warpgroup starting at a multiple of 4.
+    EXPECT_EQ(role.firstWarp % 4, 0);
+    EXPECT_EQ(role.numWarps, 4);
+    EXPECT_EQ(role.firstWarp, warps);
+    EXPECT_EQ(role.registers % 8, 0);
+    EXPECT_GE(role.registers, 24);
+    EXPECT_LE(role.registers, 256);
+    registers += role.registers * role.numWarps * 32;
+    warps += role.numWarps;
+  }
+  // setmaxnreg moves registers within the launch's allocation, 168 per
+  // thread of 384: a budget past it makes an increase wait forever.
+  EXPECT_EQ(blackwell::registersAtLaunch(384), 168);
+  EXPECT_EQ(blackwell::registersAtLaunch(512), 128);
+  EXPECT_LE(registers, 168 * 384);
+  EXPECT_EQ(warps, 12);
+}
+
+TEST(HopperScheduleConfig, KvStagesFollowTheSharedMemoryBudget) {
+  // Q (one tile) + two 64-row O halves + barriers, the rest K and V pairs.
+  EXPECT_EQ(hopper::ScheduleConfig::get(128, 2).kvStages(), 2);
+  EXPECT_EQ(hopper::ScheduleConfig::get(96, 2).kvStages(), 2);
+  EXPECT_EQ(hopper::ScheduleConfig::get(64, 2).kvStages(), 4);
+  for (int64_t headDim : {64, 96, 128}) {
+    hopper::ScheduleConfig config = hopper::ScheduleConfig::get(headDim, 2);
+    EXPECT_LE(config.fixedSmemBytes() + 2 * config.kvStages() * config.tileBytes(),
+              hopper::ScheduleConfig::kSmemLimit);
+  }
+  hopper::ScheduleConfig config = hopper::ScheduleConfig::get(128, 2);
+  config.kvStagesOverride = 1;
+  EXPECT_EQ(config.kvStages(), 1);
+}
+
+} // namespace
