@@ -239,20 +239,21 @@ Value Lowering::waitForTmemLoad(Value raw) {
   return vector::FromElementsOp::create(b, loc(), vector, outputs);
 }
 
+const FamilyLowering &mlir::fa4::nvvm::familyLowering(target::Family family) {
+  switch (family) {
+  case target::Family::Blackwell:
+    return blackwellLowering();
+  case target::Family::Hopper:
+    return hopperLowering();
+  }
+  llvm_unreachable("every family has a lowering");
+}
+
 Type Lowering::convertType(Type type) {
   auto tensor = dyn_cast<RankedTensorType>(type);
   if (!tensor)
     return type;
-  // Hopper: a 64-row tile in wgmma's fragment layout, two rows per thread.
-  if (kernel.hopper) {
-    if (tensor.getRank() == 1)
-      return VectorType::get({2}, tensor.getElementType());
-    return VectorType::get({tensor.getDimSize(1) / 2}, tensor.getElementType());
-  }
-  // Row r of a warpgroup tile belongs to thread r.
-  if (tensor.getRank() == 1)
-    return tensor.getElementType();
-  return VectorType::get({tensor.getDimSize(1)}, tensor.getElementType());
+  return kernel.family->convertTile(tensor);
 }
 
 //===----------------------------------------------------------------------===//
@@ -401,28 +402,14 @@ LogicalResult Lowering::lowerOp(Operation *op) {
   }
   if (auto specialize = dyn_cast<WarpSpecializeOp>(op))
     return lowerWarpSpecialize(specialize);
-  if (kernel.hopper &&
-      isa<WarpgroupScoreMmaOp, WarpgroupValueMmaOp, WarpgroupWaitOp,
-          SoftcapOp, ScoreModOp,
-          MaskOp, OnlineSoftmaxOp, CorrectionOp, NormalizeOp, SmemStoreOp,
-          StoreLseTileOp>(op))
-    return lowerWarpgroup(op);
+  // The ops the schedule's family lowers its own way.
+  if (std::optional<LogicalResult> own = kernel.family->lowerOwn(*this, op))
+    return *own;
 
   return llvm::TypeSwitch<Operation *, LogicalResult>(op)
       .Case<SmemAllocOp, MBarrierAllocOp>([&](Operation *alloc) -> LogicalResult {
         mapping.map(alloc->getResult(0),
                     smemAt(kernel.smem, i32(kernel.smemOffset.lookup(alloc))));
-        return success();
-      })
-      .Case([&](TmemAllocOp alloc) -> LogicalResult {
-        if (!alloc.getColumnOffset())
-          return alloc.emitOpError()
-                 << "has no column offset (run fa4-allocate-tmem first)";
-        mapping.map(alloc.getResult(), i32(*alloc.getColumnOffset()));
-        return success();
-      })
-      .Case([&](TmemViewOp view) -> LogicalResult {
-        mapping.map(view.getResult(), lookup(view.getSource()));
         return success();
       })
       .Case<TaskCountOp, TaskCoordsOp, CtaIdOp, GridSizeOp, KvBlockRangeOp>(
@@ -434,14 +421,17 @@ LogicalResult Lowering::lowerOp(Operation *op) {
           [&](Operation *tma) { return lowerTma(tma); })
       .Case<SmemLoadOp, SmemStoreOp>(
           [&](Operation *smem) { return lowerSmem(smem); })
-      .Case<TmemLoadOp, TmemStoreOp, TmemAllocColumnsOp, TmemRelinquishOp,
-            TmemDeallocOp>([&](Operation *tmem) -> LogicalResult { return lowerTmem(tmem); })
-      .Case<ScoreMmaAsyncOp, ValueMmaAsyncOp>(
-          [&](Operation *mma) { return lowerMma(mma); })
       .Case<SoftcapOp, ScoreModOp, MaskOp, OnlineSoftmaxOp, CorrectionOp, NormalizeOp,
             NeedsRescaleOp, StoreLseTileOp>(
           [&](Operation *math) { return lowerRowMath(math); })
       .Default([&](Operation *other) -> LogicalResult {
+        // An op of the other family's schedule (fa4.warp_specialize's
+        // verifier refuses a mix; convert() a schedule for another chip).
+        if (std::optional<target::Family> only = familyOnly(other))
+          return other->emitOpError()
+                 << "is " << target::familyName(*only)
+                 << "'s and has no lowering in a "
+                 << target::familyName(kernel.family->family()) << " kernel";
         return other->emitOpError()
                << "has no NVVM lowering (fa4-to-nvvm expects the level-C "
                   "schedule after fa4-correction)";
@@ -1073,26 +1063,28 @@ LogicalResult FA4ToNVVMPass::convert(func::FuncOp func,
   func.walk([&](WarpSpecializeOp op) { specialize = op; });
   // The schedule's family, from its ops' traits (fa4/Dialect/FA4/IR/
   // FA4Traits.h; fa4.warp_specialize's verifier refuses a mix).
-  bool blackwellOps = false;
+  // A schedule with no op of either family's is the chip's.
+  bool blackwellOps = false, hopperOps = false;
   func.walk([&](Operation *op) {
     std::optional<target::Family> family = familyOnly(op);
-    if (family == target::Family::Hopper)
-      kernel.hopper = true;
-    if (family == target::Family::Blackwell)
-      blackwellOps = true;
+    hopperOps |= family == target::Family::Hopper;
+    blackwellOps |= family == target::Family::Blackwell;
   });
-  bool hopperChip = chipInfo->family == target::Family::Hopper;
-  if (kernel.hopper && blackwellOps)
+  if (hopperOps && blackwellOps)
     return func.emitError() << "the level-C schedule mixes Hopper's warpgroup "
                                "MMAs with Blackwell's TMEM and tcgen05";
-  if (kernel.hopper != hopperChip)
+  target::Family scheduleFamily = hopperOps      ? target::Family::Hopper
+                                  : blackwellOps ? target::Family::Blackwell
+                                                 : chipInfo->family;
+  if (scheduleFamily != chipInfo->family)
     return func.emitError()
            << "the level-C schedule is "
-           << (kernel.hopper ? "Hopper's (wgmma)" : "Blackwell's (tcgen05, TMEM)")
+           << (scheduleFamily == target::Family::Hopper
+                   ? "Hopper's (wgmma)"
+                   : "Blackwell's (tcgen05, TMEM)")
            << " but the chip is " << chipInfo->name
-           << "; compile it with --target "
-           << target::chipsOf(kernel.hopper ? target::Family::Hopper
-                                            : target::Family::Blackwell);
+           << "; compile it with --target " << target::chipsOf(scheduleFamily);
+  kernel.family = &familyLowering(scheduleFamily);
   layOutSharedMemory(func, kernel);
   if (kernel.smemBytes > chipInfo->smemBytesPerCta)
     return func.emitError() << "the kernel needs " << kernel.smemBytes

@@ -12,6 +12,7 @@
 #define FA4_LIB_CONVERSION_FA4TONVVM_LOWERING_H
 
 #include "fa4/Dialect/FA4/IR/FA4Ops.h"
+#include "fa4/Target/Target.h"
 #include "fa4/Transforms/MaskAnalysis.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -30,6 +31,35 @@ constexpr int64_t kSwizzleLineBytes = 128;
 inline int64_t boxBytes(SmemType type) {
   return type.getRows() * kSwizzleLineBytes;
 }
+
+class Lowering;
+
+/// The narrow interface between the shared lowering and a chip family's:
+/// how a level-C tile maps onto a thread's registers, and the ops the
+/// family lowers its own way. Everything else (structure, the prologue and
+/// role dispatch, the scheduler, barriers, TMA, shared memory, the row
+/// math both families share, the mods) is lowered once, in the shared
+/// files. One implementation per family, in its folder (Blackwell/,
+/// Hopper/); a new family is a class there and a case of `familyLowering`.
+class FamilyLowering {
+public:
+  virtual ~FamilyLowering() = default;
+  virtual target::Family family() const = 0;
+  /// The per-thread type of a tile held by a warpgroup (rank 2) or of a
+  /// row vector (rank 1).
+  virtual Type convertTile(RankedTensorType tile) const = 0;
+  /// Lowers `op` when the family lowers it its own way (its tensor-core
+  /// and tensor-memory ops, and the row ops whose thread layout differs);
+  /// std::nullopt leaves it to the shared lowering.
+  virtual std::optional<LogicalResult> lowerOwn(Lowering &lowering,
+                                                Operation *op) const = 0;
+};
+
+/// The lowering of `family`'s schedules.
+const FamilyLowering &familyLowering(target::Family family);
+/// Each family's, in its folder.
+const FamilyLowering &blackwellLowering();
+const FamilyLowering &hopperLowering();
 
 /// What the whole kernel shares: decided once, before any role is lowered.
 struct KernelState {
@@ -56,9 +86,10 @@ struct KernelState {
   };
   llvm::DenseMap<Value, Extra> extras;
   double exp2EmulationFraction = 0.0;
-  /// The level-C schedule is Hopper's: tiles live in registers in wgmma's
-  /// fragment layout (Hopper/Warpgroup.cpp).
-  bool hopper = false;
+  /// The lowering of the schedule's chip family: Blackwell's (tiles in
+  /// TMEM, a row per thread; Blackwell/) or Hopper's (tiles in registers in
+  /// wgmma's fragment layout; Hopper/).
+  const FamilyLowering *family = nullptr;
 };
 
 /// Re-emits level-C ops as per-thread code at a builder's insertion point.
@@ -77,6 +108,8 @@ public:
 
 private:
   friend struct RoleScope;
+  friend class BlackwellLowering;
+  friend class HopperLowering;
 
   // Helpers shared by the concern files.
   Location loc() const { return currentLoc; }

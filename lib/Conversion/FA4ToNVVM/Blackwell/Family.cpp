@@ -1,0 +1,58 @@
+//===- Family.cpp - what the Blackwell lowering does its own way ----------===//
+//
+// On sm_100a a warpgroup's tiles live in tensor memory, row r in TMEM lane
+// r, so thread r of the warpgroup holds row r of every tile it loads (and
+// its element of every row vector). The family's own ops: TMEM buffers and
+// their loads, stores, allocation and release, and the tcgen05 MMAs
+// (TensorCore.cpp). The row math is the shared lowering's (RowMath.cpp).
+//
+//===----------------------------------------------------------------------===//
+
+#include "../Lowering.h"
+
+#include "llvm/ADT/TypeSwitch.h"
+
+namespace mlir::fa4::nvvm {
+
+class BlackwellLowering final : public FamilyLowering {
+public:
+  target::Family family() const override { return target::Family::Blackwell; }
+
+  Type convertTile(RankedTensorType tile) const override {
+    // Row r of a warpgroup tile belongs to thread r.
+    if (tile.getRank() == 1)
+      return tile.getElementType();
+    return VectorType::get({tile.getDimSize(1)}, tile.getElementType());
+  }
+
+  std::optional<LogicalResult> lowerOwn(Lowering &lowering,
+                                        Operation *op) const override {
+    return llvm::TypeSwitch<Operation *, std::optional<LogicalResult>>(op)
+        .Case([&](TmemAllocOp alloc) -> LogicalResult {
+          if (!alloc.getColumnOffset())
+            return alloc.emitOpError()
+                   << "has no column offset (run fa4-allocate-tmem first)";
+          lowering.mapping.map(alloc.getResult(),
+                               lowering.i32(*alloc.getColumnOffset()));
+          return success();
+        })
+        .Case([&](TmemViewOp view) -> LogicalResult {
+          lowering.mapping.map(view.getResult(),
+                               lowering.lookup(view.getSource()));
+          return success();
+        })
+        .Case<TmemLoadOp, TmemStoreOp, TmemAllocColumnsOp, TmemRelinquishOp,
+              TmemDeallocOp>(
+            [&](Operation *tmem) { return lowering.lowerTmem(tmem); })
+        .Case<ScoreMmaAsyncOp, ValueMmaAsyncOp>(
+            [&](Operation *mma) { return lowering.lowerMma(mma); })
+        .Default([](Operation *) { return std::nullopt; });
+  }
+};
+
+const FamilyLowering &blackwellLowering() {
+  static const BlackwellLowering lowering;
+  return lowering;
+}
+
+} // namespace mlir::fa4::nvvm
