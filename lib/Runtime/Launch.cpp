@@ -5,6 +5,7 @@
 
 #include "fa4/Support/InputLimits.h"
 
+#include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/JSON.h"
 
 #include <algorithm>
@@ -413,6 +414,12 @@ bool parseManifest(const std::string &json, Manifest &m, std::string &error) {
       Manifest::Parameter p;
       p.name = f.string("name");
       p.type = f.string("type");
+      if (const llvm::json::Value *passing = f.optional("passing"))
+        if (auto text = passing->getAsString())
+          p.passing = text->str();
+      if (const llvm::json::Value *layout = f.optional("layout"))
+        if (auto text = layout->getAsString())
+          p.layout = text->str();
       m.parameters.push_back(p);
     }
   }
@@ -427,7 +434,173 @@ bool parseManifest(const std::string &json, Manifest &m, std::string &error) {
         role.registers = f.integer("registers");
         m.roles.push_back(role);
       }
+  if (auto *object = parsed->getAsObject())
+    if (const llvm::json::Object *ptxas = object->getObject("ptxas")) {
+      auto read = [&](const char *name, int64_t &field) {
+        if (std::optional<int64_t> value = ptxas->getInteger(name))
+          field = *value;
+      };
+      read("registers", m.ptxas.registers);
+      read("spill_store_bytes", m.ptxas.spillStoreBytes);
+      read("spill_load_bytes", m.ptxas.spillLoadBytes);
+      read("stack_bytes", m.ptxas.stackBytes);
+      read("static_smem_bytes", m.ptxas.staticSmemBytes);
+    }
   return error.empty();
+}
+
+namespace {
+/// A JSON string: quotes, backslashes and control characters escaped, bytes
+/// that are not UTF-8 replaced.
+std::string quoted(const std::string &text) {
+  std::string out;
+  llvm::raw_string_ostream(out) << llvm::json::Value(llvm::json::fixUTF8(text));
+  return out;
+}
+/// A size or stride entry: a number as a number, an expression as a string.
+std::string sizeEntry(const std::string &text) {
+  bool number = !text.empty() && text.size() < 19 &&
+                std::all_of(text.begin(), text.end(),
+                            [](char c) { return c >= '0' && c <= '9'; });
+  return number ? text : quoted(text);
+}
+const char *swizzleName(TensorMapSwizzle swizzle) {
+  switch (swizzle) {
+  case TensorMapSwizzle::None:
+    return "none";
+  case TensorMapSwizzle::Bytes32:
+    return "32B";
+  case TensorMapSwizzle::Bytes64:
+    return "64B";
+  case TensorMapSwizzle::Bytes128:
+    return "128B";
+  }
+  return "none";
+}
+template <typename T>
+std::string list(const T *values, size_t count) {
+  std::string out = "[";
+  for (size_t i = 0; i < count; ++i)
+    out += (i ? ", " : "") + std::to_string(values[i]);
+  return out + "]";
+}
+} // namespace
+
+std::string writeManifest(const Manifest &m) {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  os << "{\n";
+  os << "  \"kernel\": " << quoted(m.kernel) << ",\n";
+  os << "  \"cubin\": " << quoted(m.cubin) << ",\n";
+  os << "  \"ptx\": " << quoted(m.ptx) << ",\n";
+  os << "  \"target\": " << quoted(m.target) << ",\n";
+  os << "  \"block\": " << list(m.block, 3) << ",\n";
+  // The persistent grid: min(sm_count, tasks) CTAs, a task being
+  // rows_per_task packed query rows of one K/V head.
+  int64_t ratio = m.kvHeads > 0 ? m.qHeads / m.kvHeads : 1;
+  os << "  \"grid\": {\"policy\": \"persistent\", \"size\": \"min(sm_count, "
+        "tasks)\", \"sm_count\": "
+     << m.smCount << ", \"tasks\": \"batch * " << m.kvHeads
+     << " * ceil(seq_q * " << ratio << " / " << m.rowsPerTask
+     << ")\", \"order\": " << quoted(m.order) << "},\n";
+  os << "  \"dynamic_smem_bytes\": " << m.dynamicSmemBytes << ",\n";
+  os << "  \"tmem_columns\": " << m.tmemColumns << ",\n";
+  // The variant, in full: what a launcher validates shapes against and what
+  // a reference needs (fa4-emu).
+  os << "  \"attention\": {\"mask\": " << quoted(m.mask)
+     << ", \"window_left\": " << m.windowLeft
+     << ", \"window_right\": " << m.windowRight
+     << ", \"scale\": " << llvm::formatv("{0:e9}", m.scale)
+     << ", \"softcap\": " << llvm::formatv("{0:e9}", m.softcap)
+     << ", \"head_dim\": " << m.headDim << ", \"q_heads\": " << m.qHeads
+     << ", \"kv_heads\": " << m.kvHeads << ", \"dtype\": " << quoted(m.dtype)
+     << ", \"lse\": " << (m.lse ? "true" : "false")
+     << ", \"rows_per_task\": " << m.rowsPerTask
+     << ", \"score_mod\": " << (m.scoreMod ? "true" : "false")
+     << ", \"mask_mod\": " << (m.maskMod ? "true" : "false");
+  if (m.blockMask >= 0)
+    os << ", \"block_mask\": " << m.blockMask;
+  os << "},\n";
+  // The memrefs the score_mod and mask_mod read: element type and shape, -1
+  // where the launch gives the size.
+  if (!m.extras.empty()) {
+    os << "  \"extras\": [";
+    for (size_t i = 0; i < m.extras.size(); ++i) {
+      const Manifest::Extra &extra = m.extras[i];
+      os << (i ? ", " : "") << "{\"name\": \"extra" << i
+         << "\", \"dtype\": " << quoted(extra.dtype) << ", \"shape\": "
+         << list(extra.shape.data(), extra.shape.size())
+         << ", \"layout\": \"row-major\"}";
+    }
+    os << "],\n";
+  }
+  if (!m.roles.empty()) {
+    os << "  \"roles\": [";
+    for (size_t i = 0; i < m.roles.size(); ++i) {
+      const Manifest::Role &role = m.roles[i];
+      os << (i ? ", " : "") << "{\"name\": " << quoted(role.name)
+         << ", \"first_warp\": " << role.firstWarp
+         << ", \"num_warps\": " << role.numWarps
+         << ", \"registers\": " << role.registers << "}";
+    }
+    os << "],\n";
+  }
+  // Sizes and strides innermost first: `strides_bytes` the dense ones, which
+  // a launch replaces with its tensors' own through `axes`;
+  // `layout_strides` the entry IR's (elements, [batch, seq, heads,
+  // head_dim], null where dynamic or free), which a launch must match.
+  os << "  \"tensor_maps\": [\n";
+  for (size_t i = 0; i < m.tensorMaps.size(); ++i) {
+    const Manifest::TensorMap &map = m.tensorMaps[i];
+    auto entries = [](const std::vector<std::string> &values) {
+      std::string out = "[";
+      for (size_t j = 0; j < values.size(); ++j)
+        out += (j ? ", " : "") + sizeEntry(values[j]);
+      return out + "]";
+    };
+    os << (i ? ",\n" : "") << "    {\"tensor\": " << quoted(map.tensor)
+       << ", \"dtype\": " << quoted(map.dtype) << ", \"rank\": " << map.rank
+       << ", \"dims\": " << entries(map.dims)
+       << ", \"strides_bytes\": " << entries(map.strides)
+       << ", \"box\": " << list(map.box, map.rank);
+    if (!map.axes.empty())
+      os << ", \"axes\": " << list(map.axes.data(), map.axes.size());
+    if (!map.layoutStrides.empty()) {
+      os << ", \"layout_strides\": [";
+      for (size_t j = 0; j < map.layoutStrides.size(); ++j) {
+        os << (j ? ", " : "");
+        if (map.layoutStrides[j] > 0)
+          os << map.layoutStrides[j];
+        else
+          os << "null";
+      }
+      os << "]";
+    }
+    os << ", \"element_strides\": " << list(map.elementStrides, map.rank)
+       << ", \"swizzle\": \"" << swizzleName(map.swizzle)
+       << "\", \"interleave\": \"none\", \"oob_fill\": \""
+       << (map.oobFill == TensorMapOobFill::Zero ? "zero" : "nan") << "\"}";
+  }
+  os << "\n  ],\n";
+  os << "  \"parameters\": [\n";
+  for (size_t i = 0; i < m.parameters.size(); ++i) {
+    const Manifest::Parameter &p = m.parameters[i];
+    os << (i ? ",\n" : "") << "    {\"name\": " << quoted(p.name)
+       << ", \"type\": " << quoted(p.type);
+    if (!p.passing.empty())
+      os << ", \"passing\": " << quoted(p.passing);
+    if (!p.layout.empty())
+      os << ", \"layout\": " << quoted(p.layout);
+    os << "}";
+  }
+  os << "\n  ],\n";
+  os << "  \"ptxas\": {\"registers\": " << m.ptxas.registers
+     << ", \"spill_store_bytes\": " << m.ptxas.spillStoreBytes
+     << ", \"spill_load_bytes\": " << m.ptxas.spillLoadBytes
+     << ", \"stack_bytes\": " << m.ptxas.stackBytes
+     << ", \"static_smem_bytes\": " << m.ptxas.staticSmemBytes << "}\n";
+  os << "}\n";
+  return text;
 }
 
 bool checkInterface(const Manifest &m, std::string &error) {

@@ -232,199 +232,154 @@ LogicalResult mlir::fa4::assembleCubin(StringRef ptx, StringRef cudaPath,
   return success();
 }
 
-std::string mlir::fa4::launchManifest(ModuleOp module, StringRef chip,
-                                      StringRef cubinPath, StringRef ptxPath,
-                                      const PtxasReport &ptxas) {
-  std::string text;
-  llvm::raw_string_ostream os(text);
+runtime::Manifest mlir::fa4::kernelManifest(ModuleOp module, StringRef chip,
+                                            StringRef cubinPath,
+                                            StringRef ptxPath,
+                                            const PtxasReport &ptxas) {
+  runtime::Manifest m;
   LLVM::LLVMFuncOp kernel;
   module.walk([&](LLVM::LLVMFuncOp func) {
     if (func->hasAttr("fa4.launch"))
       kernel = func;
   });
   if (!kernel)
-    return "{}";
+    return m;
   auto launch = kernel->getAttrOfType<DictionaryAttr>("fa4.launch");
-  auto integer = [&](StringRef name) {
-    auto value = launch.getAs<IntegerAttr>(name);
-    return value ? value.getInt() : 0;
+  auto integer = [&](DictionaryAttr dict, StringRef name, int64_t otherwise) {
+    auto value = dict ? dict.getAs<IntegerAttr>(name) : IntegerAttr();
+    return value ? value.getInt() : otherwise;
   };
-  auto grid = launch.getAs<DictionaryAttr>("grid");
-  auto spec = launch.getAs<DictionaryAttr>("spec");
-  bool hasLse = launch.getAs<BoolAttr>("lse").getValue();
   auto flag = [&](StringRef name) {
     auto value = launch.getAs<BoolAttr>(name);
     return value && value.getValue();
   };
-  int64_t smCount = grid ? grid.getAs<IntegerAttr>("sm_count").getInt() : 1;
-  StringRef order = grid ? grid.getAs<StringAttr>("order").getValue() : "static";
+  m.kernel = kernel.getName().str();
+  m.cubin = llvm::sys::path::filename(cubinPath).str();
+  m.ptx = llvm::sys::path::filename(ptxPath).str();
+  m.target = chip.str();
+  m.block[0] = static_cast<uint32_t>(integer(launch, "block", 0));
+  auto grid = launch.getAs<DictionaryAttr>("grid");
+  m.smCount = integer(grid, "sm_count", 1);
+  auto order = grid ? grid.getAs<StringAttr>("order") : StringAttr();
+  m.order = order ? order.getValue().str() : "static";
+  m.dynamicSmemBytes = static_cast<uint32_t>(integer(launch, "smem_bytes", 0));
+  m.tmemColumns = static_cast<uint32_t>(integer(launch, "tmem_columns", 0));
+
+  // The variant, in full.
   auto maps = launch.getAs<ArrayAttr>("tensor_maps");
-  int64_t kvHeads = 1, qHeads = 1;
+  m.qHeads = m.kvHeads = 1;
   for (Attribute attr : maps) {
     auto map = cast<DictionaryAttr>(attr);
     StringRef name = map.getAs<StringAttr>("name").getValue();
     if (name == "q")
-      qHeads = map.getAs<IntegerAttr>("heads").getInt();
+      m.qHeads = map.getAs<IntegerAttr>("heads").getInt();
     if (name == "k")
-      kvHeads = map.getAs<IntegerAttr>("heads").getInt();
+      m.kvHeads = map.getAs<IntegerAttr>("heads").getInt();
+    m.dtype = map.getAs<StringAttr>("dtype").getValue().str();
+    m.headDim = map.getAs<IntegerAttr>("head_dim").getInt();
   }
-
-  // Names a caller chose (the entry's, the output files') are JSON strings,
-  // escaped: a quote or a backslash in them must not end the field.
-  auto quoted = [](StringRef text) {
-    std::string out;
-    llvm::raw_string_ostream(out) << llvm::json::Value(llvm::json::fixUTF8(text));
-    return out;
-  };
-  os << "{\n";
-  os << "  \"kernel\": " << quoted(kernel.getName()) << ",\n";
-  os << "  \"cubin\": " << quoted(llvm::sys::path::filename(cubinPath)) << ",\n";
-  os << "  \"ptx\": " << quoted(llvm::sys::path::filename(ptxPath)) << ",\n";
-  os << "  \"target\": \"" << chip << "\",\n";
-  os << "  \"block\": [" << integer("block") << ", 1, 1],\n";
-  os << "  \"grid\": {\"policy\": \"persistent\", \"size\": \"min(sm_count, "
-        "tasks)\", \"sm_count\": "
-     << smCount << ", \"tasks\": \"batch * " << kvHeads << " * ceil(seq_q * "
-     << qHeads / kvHeads << " / " << integer("rows_per_task")
-     << ")\", \"order\": \"" << order << "\"},\n";
-  os << "  \"dynamic_smem_bytes\": " << integer("smem_bytes") << ",\n";
-  os << "  \"tmem_columns\": " << integer("tmem_columns") << ",\n";
-  if (spec) {
-    // The variant, in full: what a launcher validates shapes against and
-    // what a reference needs (fa4-emu).
+  if (auto spec = launch.getAs<DictionaryAttr>("spec")) {
     auto maskAttr = spec.getAs<MaskKindAttr>("mask");
+    m.mask = maskAttr ? stringifyMaskKind(maskAttr.getValue()).str() : "none";
     auto number = [&](StringRef name) {
       auto value = spec.getAs<FloatAttr>(name);
       return value ? value.getValueAsDouble() : 0.0;
     };
-    auto whole = [&](StringRef name) {
-      auto value = spec.getAs<IntegerAttr>(name);
-      return value ? value.getInt() : int64_t(-1);
-    };
-    StringRef dtype = "fp16";
-    int64_t headDim = 0;
-    for (Attribute attr : maps) {
-      auto map = cast<DictionaryAttr>(attr);
-      dtype = map.getAs<StringAttr>("dtype").getValue();
-      headDim = map.getAs<IntegerAttr>("head_dim").getInt();
-    }
-    os << "  \"attention\": {\"mask\": \""
-       << (maskAttr ? stringifyMaskKind(maskAttr.getValue()) : "none")
-       << "\", \"window_left\": " << whole("window_left")
-       << ", \"window_right\": " << whole("window_right")
-       << ", \"scale\": " << llvm::formatv("{0:e9}", number("scale"))
-       << ", \"softcap\": " << llvm::formatv("{0:e9}", number("softcap"))
-       << ", \"head_dim\": " << headDim << ", \"q_heads\": " << qHeads
-       << ", \"kv_heads\": " << kvHeads << ", \"dtype\": \"" << dtype
-       << "\", \"lse\": " << (hasLse ? "true" : "false")
-       << ", \"rows_per_task\": " << integer("rows_per_task")
-       << ", \"score_mod\": " << (flag("score_mod") ? "true" : "false")
-       << ", \"mask_mod\": " << (flag("mask_mod") ? "true" : "false");
-    // Which extra is the block mask, when there is one.
-    if (launch.get("block_mask"))
-      os << ", \"block_mask\": " << integer("block_mask");
-    os << "},\n";
+    m.windowLeft = integer(spec, "window_left", -1);
+    m.windowRight = integer(spec, "window_right", -1);
+    m.scale = number("scale");
+    m.softcap = number("softcap");
   }
-  // The memrefs the score_mod and mask_mod read: element type and shape, -1
-  // where the launch gives the size.
+  m.lse = flag("lse");
+  m.rowsPerTask = integer(launch, "rows_per_task", 0);
+  m.scoreMod = flag("score_mod");
+  m.maskMod = flag("mask_mod");
+  m.blockMask = integer(launch, "block_mask", -1);
+
+  // The memrefs the score_mod and mask_mod read.
   auto extras = launch.getAs<ArrayAttr>("extras");
-  if (extras) {
-    os << "  \"extras\": [";
-    for (auto [i, attr] : llvm::enumerate(extras)) {
+  if (extras)
+    for (Attribute attr : extras) {
       auto extra = cast<DictionaryAttr>(attr);
-      os << (i ? ", " : "") << "{\"name\": \"extra" << i << "\", \"dtype\": \""
-         << extra.getAs<StringAttr>("dtype").getValue() << "\", \"shape\": [";
-      for (auto [d, dim] :
-           llvm::enumerate(extra.getAs<DenseI64ArrayAttr>("shape").asArrayRef()))
-        os << (d ? ", " : "") << (ShapedType::isDynamic(dim) ? int64_t(-1) : dim);
-      os << "], \"layout\": \"row-major\"}";
+      runtime::Manifest::Extra entry;
+      entry.dtype = extra.getAs<StringAttr>("dtype").getValue().str();
+      for (int64_t dim : extra.getAs<DenseI64ArrayAttr>("shape").asArrayRef())
+        entry.shape.push_back(ShapedType::isDynamic(dim) ? int64_t(-1) : dim);
+      m.extras.push_back(std::move(entry));
     }
-    os << "],\n";
-  }
-  if (auto roles = launch.getAs<ArrayAttr>("roles")) {
-    os << "  \"roles\": [";
-    for (auto [i, attr] : llvm::enumerate(roles)) {
+  if (auto roles = launch.getAs<ArrayAttr>("roles"))
+    for (Attribute attr : roles) {
       auto role = cast<DictionaryAttr>(attr);
-      os << (i ? ", " : "") << "{\"name\": \""
-         << role.getAs<StringAttr>("name").getValue() << "\", \"first_warp\": "
-         << role.getAs<IntegerAttr>("first_warp").getInt()
-         << ", \"num_warps\": " << role.getAs<IntegerAttr>("num_warps").getInt()
-         << ", \"registers\": " << role.getAs<IntegerAttr>("registers").getInt()
-         << "}";
+      m.roles.push_back({role.getAs<StringAttr>("name").getValue().str(),
+                         integer(role, "first_warp", 0),
+                         integer(role, "num_warps", 0),
+                         integer(role, "registers", 0)});
     }
-    os << "],\n";
-  }
-  os << "  \"tensor_maps\": [\n";
-  bool firstMap = true;
+
+  // [batch, seq, heads, head_dim] of 2-byte elements, innermost first: the
+  // dense strides, each map dimension's tensor axis, and the entry IR's
+  // strides (elements, -1 where dynamic or free).
   for (Attribute attr : maps) {
     auto map = cast<DictionaryAttr>(attr);
+    runtime::Manifest::TensorMap entry;
     int64_t heads = map.getAs<IntegerAttr>("heads").getInt();
     int64_t dim = map.getAs<IntegerAttr>("head_dim").getInt();
-    StringRef name = map.getAs<StringAttr>("name").getValue();
-    StringRef seq = name == "k" || name == "v" ? "seq_k" : "seq_q";
+    entry.tensor = map.getAs<StringAttr>("name").getValue().str();
+    entry.dtype = map.getAs<StringAttr>("dtype").getValue().str();
+    std::string seq = entry.tensor == "k" || entry.tensor == "v" ? "seq_k" : "seq_q";
+    entry.rank = 4;
+    entry.dims = {std::to_string(dim), std::to_string(heads), seq, "batch"};
+    entry.strides = {std::to_string(dim * 2), std::to_string(dim * 2 * heads),
+                     std::to_string(dim * 2 * heads) + " * " + seq};
     ArrayRef<int64_t> box = map.getAs<DenseI64ArrayAttr>("box").asArrayRef();
-    // [batch, seq, heads, head_dim] of 2-byte elements, innermost first:
-    // `strides_bytes` are the dense (row-major) ones, which a launch replaces
-    // with its tensors' own through `axes` (each map dimension's tensor axis);
-    // `layout_strides` are the entry IR's (elements, [batch, seq, heads,
-    // head_dim], null where dynamic or free), which a launch's tensors must
-    // match.
-    os << (firstMap ? "" : ",\n") << "    {\"tensor\": \"" << name
-       << "\", \"dtype\": \"" << map.getAs<StringAttr>("dtype").getValue()
-       << "\", \"rank\": 4, \"dims\": [" << dim << ", " << heads << ", \""
-       << seq << "\", \"batch\"], \"strides_bytes\": [" << dim * 2 << ", "
-       << dim * 2 * heads << ", \"" << dim * 2 * heads << " * " << seq
-       << "\"], \"box\": [" << box[0] << ", " << box[1] << ", " << box[2]
-       << ", " << box[3]
-       << "], \"axes\": [3, 2, 1, 0], \"layout_strides\": [";
+    for (size_t d = 0; d < 4 && d < box.size(); ++d)
+      entry.box[d] = static_cast<uint32_t>(box[d]);
+    entry.axes = {3, 2, 1, 0};
     ArrayRef<int64_t> declared;
     if (auto strides = map.getAs<DenseI64ArrayAttr>("strides"))
       declared = strides.asArrayRef();
-    for (size_t i = 0; i < 4; ++i) {
-      os << (i ? ", " : "");
-      if (i < declared.size() && !ShapedType::isDynamic(declared[i]) && declared[i] > 0)
-        os << declared[i];
-      else
-        os << "null";
-    }
-    os << "], \"element_strides\": [1, 1, 1, 1], "
-          "\"swizzle\": \"128B\", "
-          "\"interleave\": \"none\", \"oob_fill\": \"zero\"}";
-    firstMap = false;
+    for (size_t i = 0; i < 4; ++i)
+      entry.layoutStrides.push_back(i < declared.size() &&
+                                            !ShapedType::isDynamic(declared[i]) &&
+                                            declared[i] > 0
+                                        ? declared[i]
+                                        : -1);
+    entry.swizzle = runtime::TensorMapSwizzle::Bytes128;
+    entry.oobFill = runtime::TensorMapOobFill::Zero;
+    m.tensorMaps.push_back(std::move(entry));
   }
-  os << "\n  ],\n";
-  os << "  \"parameters\": [\n";
-  os << "    {\"name\": \"q_map\", \"type\": \"CUtensorMap\", \"passing\": "
-        "\"by value, __grid_constant__\"},\n";
-  os << "    {\"name\": \"k_map\", \"type\": \"CUtensorMap\", \"passing\": "
-        "\"by value, __grid_constant__\"},\n";
-  os << "    {\"name\": \"v_map\", \"type\": \"CUtensorMap\", \"passing\": "
-        "\"by value, __grid_constant__\"},\n";
-  os << "    {\"name\": \"o_map\", \"type\": \"CUtensorMap\", \"passing\": "
-        "\"by value, __grid_constant__\"},\n";
-  if (hasLse)
-    os << "    {\"name\": \"lse\", \"type\": \"float*\", \"layout\": "
-          "\"[batch, q_heads, seq_q] row-major, f32\"},\n";
-  os << "    {\"name\": \"batch\", \"type\": \"int32\"},\n";
-  os << "    {\"name\": \"seq_q\", \"type\": \"int32\"},\n";
-  os << "    {\"name\": \"seq_k\", \"type\": \"int32\"}";
-  if (extras) {
-    for (auto [i, attr] : llvm::enumerate(extras)) {
-      auto extra = cast<DictionaryAttr>(attr);
-      os << ",\n    {\"name\": \"extra" << i << "\", \"type\": \"void*\"}";
-      for (auto [d, dim] :
-           llvm::enumerate(extra.getAs<DenseI64ArrayAttr>("shape").asArrayRef()))
-        if (ShapedType::isDynamic(dim))
-          os << ",\n    {\"name\": \"extra" << i << "_dim" << d
-             << "\", \"type\": \"int32\"}";
-    }
+
+  // The kernel's parameters, in order (runtime::checkInterface's).
+  const char *byValue = "by value, __grid_constant__";
+  for (const char *name : {"q_map", "k_map", "v_map", "o_map"})
+    m.parameters.push_back({name, "CUtensorMap", byValue, ""});
+  if (m.lse)
+    m.parameters.push_back(
+        {"lse", "float*", "", "[batch, q_heads, seq_q] row-major, f32"});
+  for (const char *name : {"batch", "seq_q", "seq_k"})
+    m.parameters.push_back({name, "int32", "", ""});
+  for (size_t i = 0; i < m.extras.size(); ++i) {
+    std::string extra = "extra" + std::to_string(i);
+    m.parameters.push_back({extra, "void*", "", ""});
+    for (size_t d = 0; d < m.extras[i].shape.size(); ++d)
+      if (m.extras[i].shape[d] < 0)
+        m.parameters.push_back(
+            {extra + "_dim" + std::to_string(d), "int32", "", ""});
   }
-  os << "\n  ],\n";
-  os << "  \"ptxas\": {\"registers\": " << ptxas.registers
-     << ", \"spill_store_bytes\": " << ptxas.spillStoreBytes
-     << ", \"spill_load_bytes\": " << ptxas.spillLoadBytes
-     << ", \"stack_bytes\": " << ptxas.stackBytes
-     << ", \"static_smem_bytes\": " << ptxas.staticSmemBytes << "}\n";
-  os << "}\n";
-  return text;
+  m.ptxas = {ptxas.registers, ptxas.spillStoreBytes, ptxas.spillLoadBytes,
+             ptxas.stackBytes, ptxas.staticSmemBytes};
+  return m;
+}
+
+std::string mlir::fa4::launchManifest(ModuleOp module, StringRef chip,
+                                      StringRef cubinPath, StringRef ptxPath,
+                                      const PtxasReport &ptxas) {
+  bool launchable = false;
+  module.walk([&](LLVM::LLVMFuncOp func) {
+    launchable = launchable || func->hasAttr("fa4.launch");
+  });
+  if (!launchable)
+    return "{}";
+  return runtime::writeManifest(
+      kernelManifest(module, chip, cubinPath, ptxPath, ptxas));
 }

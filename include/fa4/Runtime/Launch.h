@@ -75,6 +75,9 @@ struct Manifest {
 
   struct Parameter {
     std::string name, type;
+    /// How it is passed ("by value, __grid_constant__" for a tensor map)
+    /// and what it points at (the LSE's layout); empty when not said.
+    std::string passing, layout;
   };
   std::vector<Parameter> parameters;
 
@@ -83,6 +86,13 @@ struct Manifest {
     int64_t firstWarp = 0, numWarps = 0, registers = 0;
   };
   std::vector<Role> roles;
+
+  /// What ptxas reported of the cubin (-1: not known).
+  struct Ptxas {
+    int64_t registers = -1, spillStoreBytes = -1, spillLoadBytes = -1,
+            stackBytes = -1, staticSmemBytes = 0;
+  };
+  Ptxas ptxas;
 };
 
 /// Parses a manifest; false with `error` naming the field when it is
@@ -92,6 +102,13 @@ struct Manifest {
 /// (isPlainFileName).
 bool parseManifest(const std::string &json, Manifest &manifest,
                    std::string &error);
+
+/// The manifest's JSON text, as fa4c writes it beside a cubin: every
+/// field of `manifest`, in the order and layout docs/README.md shows ("The
+/// manifest"), so that `parseManifest(writeManifest(m))` gives `m` back.
+/// fa4c, the compile cache and the Python package write manifests through
+/// it; parseManifest is the one reader.
+std::string writeManifest(const Manifest &manifest);
 
 /// Whether `name` names a file in a directory without leaving it: no `/`,
 /// not `.` or `..` (the empty name, "no file", is allowed).

@@ -9,6 +9,7 @@
 #ifndef FA4_TOOLS_KERNELOUTPUT_H
 #define FA4_TOOLS_KERNELOUTPUT_H
 
+#include "fa4/Runtime/Launch.h"
 #include "mlir/Support/LLVM.h"
 
 #include <cstdint>
@@ -52,8 +53,15 @@ LogicalResult assembleCubin(StringRef ptx, StringRef cudaPath, StringRef chip,
                             std::string &cubin, PtxasReport &report,
                             std::string &error);
 
-/// The launch manifest of the kernel in `module` (after the nvvm stage);
-/// `ptxPath` names the PTX written beside the cubin.
+/// The launch manifest of the kernel in `module` (after the nvvm stage), as
+/// the runtime's struct: what `fa4.launch` says, the file names (their last
+/// component) and ptxas's report.
+runtime::Manifest kernelManifest(ModuleOp module, StringRef chip,
+                                 StringRef cubinPath, StringRef ptxPath,
+                                 const PtxasReport &ptxas);
+
+/// Its JSON text (runtime::writeManifest); "{}" for a module without a
+/// launchable kernel. `ptxPath` names the PTX written beside the cubin.
 std::string launchManifest(ModuleOp module, StringRef chip,
                            StringRef cubinPath, StringRef ptxPath,
                            const PtxasReport &ptxas);

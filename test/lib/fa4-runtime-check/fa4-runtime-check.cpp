@@ -16,7 +16,10 @@
 //   (fa4::compileVariant) and launches that kernel as above;
 // fa4-runtime-check --compile --entry FILE ...
 //   compiles the entry IR in FILE in process (fa4::compileEntry, what
-//   fa4.compile_ir calls) instead.
+//   fa4.compile_ir calls) instead;
+// fa4-runtime-check KERNEL.cubin.json --rewrite-manifest
+//   parses the manifest (runtime::parseManifest) and prints it again
+//   (runtime::writeManifest): the text fa4c wrote, when the two agree.
 //
 //===----------------------------------------------------------------------===//
 
@@ -45,6 +48,7 @@ static cl::opt<bool> cuda("cuda", cl::init(false));
 static cl::opt<bool> compile("compile", cl::init(false));
 static cl::opt<bool> useCache("cache", cl::init(false));
 static cl::opt<std::string> entryPath("entry", cl::init(""));
+static cl::opt<bool> rewriteManifest("rewrite-manifest", cl::init(false));
 static cl::opt<std::string> layout("layout", cl::init("bshd"),
                                    cl::desc("Storage of q, k, v and o: bshd (dense "
                                             "[batch, seq, heads, head_dim]) or bhsd "
@@ -58,6 +62,17 @@ int main(int argc, char **argv) {
     outs() << (backend ? std::string("cuda backend: ") + backend->name()
                        : "cuda backend unavailable: " + error)
            << "\n";
+    return 0;
+  }
+  if (rewriteManifest) {
+    std::string text;
+    runtime::Manifest manifest;
+    if (!readRegularFile(manifestPath, kMaxManifestBytes, text, error) ||
+        !runtime::parseManifest(text, manifest, error)) {
+      errs() << "error: " << error << "\n";
+      return 2;
+    }
+    outs() << runtime::writeManifest(manifest);
     return 0;
   }
   runtime::Kernel kernel;
