@@ -1,6 +1,6 @@
 //===- Memory.cpp - mbarriers, TMA and shared memory -----------------------===//
 
-#include "Lowering.h"
+#include "fa4/Conversion/FA4ToNVVM/Lowering.h"
 
 #include "fa4/Support/Descriptors.h"
 

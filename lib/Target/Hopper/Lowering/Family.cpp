@@ -9,7 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "../Lowering.h"
+#include "fa4/Conversion/FA4ToNVVM/Lowering.h"
 
 namespace mlir::fa4::nvvm {
 

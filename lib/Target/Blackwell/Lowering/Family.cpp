@@ -8,7 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "../Lowering.h"
+#include "fa4/Conversion/FA4ToNVVM/Lowering.h"
 
 #include "llvm/ADT/TypeSwitch.h"
 

@@ -8,8 +8,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef FA4_LIB_CONVERSION_FA4TONVVM_LOWERING_H
-#define FA4_LIB_CONVERSION_FA4TONVVM_LOWERING_H
+#ifndef FA4_CONVERSION_FA4TONVVM_LOWERING_H
+#define FA4_CONVERSION_FA4TONVVM_LOWERING_H
 
 #include "fa4/Dialect/FA4/IR/FA4Ops.h"
 #include "fa4/Target/Target.h"
@@ -299,4 +299,4 @@ private:
 
 } // namespace mlir::fa4::nvvm
 
-#endif // FA4_LIB_CONVERSION_FA4TONVVM_LOWERING_H
+#endif // FA4_CONVERSION_FA4TONVVM_LOWERING_H

@@ -5,7 +5,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "Lowering.h"
+#include "fa4/Conversion/FA4ToNVVM/Lowering.h"
 
 #include "fa4/Support/AttentionMath.h"
 #include "fa4/Transforms/TileConfig.h"

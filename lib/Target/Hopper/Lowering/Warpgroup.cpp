@@ -19,7 +19,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "../Lowering.h"
+#include "fa4/Conversion/FA4ToNVVM/Lowering.h"
 
 #include "fa4/Support/Descriptors.h"
 

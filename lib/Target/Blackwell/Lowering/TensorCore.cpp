@@ -1,6 +1,6 @@
 //===- TensorCore.cpp - tensor memory and tcgen05.mma ----------------------===//
 
-#include "../Lowering.h"
+#include "fa4/Conversion/FA4ToNVVM/Lowering.h"
 
 #include "fa4/Target/Blackwell/Chip.h"
 #include "fa4/Support/Descriptors.h"

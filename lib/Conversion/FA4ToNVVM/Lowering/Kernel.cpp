@@ -1,0 +1,980 @@
+//===- Kernel.cpp - the kernel, its roles and the scheduler ----------------===//
+//
+// Level C -> level D, the shared lowering: the helpers every concern uses,
+// the prologue and the dispatch of the warps to their roles, the
+// structured control flow and the persistent scheduler; the other shared
+// concerns live beside it (Memory.cpp, RowMath.cpp, Mods.cpp), what a chip
+// family lowers its own way in its wing (FamilyLowering, Lowering.h).
+//
+//===----------------------------------------------------------------------===//
+
+#include "fa4/Conversion/FA4ToNVVM/Lowering.h"
+
+#include "fa4/Target/Blackwell/Chip.h"
+#include "fa4/Target/Blackwell/ScheduleConfig.h"
+#include "fa4/Transforms/TileConfig.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
+#include "llvm/ADT/ScopeExit.h"
+#include "mlir/Transforms/RegionUtils.h"
+#include "mlir/IR/Matchers.h"
+#include "llvm/ADT/SetVector.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+using namespace mlir;
+using namespace mlir::fa4;
+using namespace mlir::fa4::nvvm;
+
+//===----------------------------------------------------------------------===//
+// Helpers
+//===----------------------------------------------------------------------===//
+
+Value Lowering::i32(int64_t value) {
+  return LLVM::ConstantOp::create(b, loc(), b.getI32Type(),
+                                    b.getI32IntegerAttr(value));
+}
+Value Lowering::i64(int64_t value) {
+  return LLVM::ConstantOp::create(b, loc(), b.getI64Type(),
+                                    b.getI64IntegerAttr(value));
+}
+Value Lowering::index(int64_t value) {
+  return arith::ConstantIndexOp::create(b, loc(), value);
+}
+Value Lowering::f32(float value) {
+  return arith::ConstantOp::create(b, loc(), b.getF32FloatAttr(value));
+}
+Value Lowering::toI32(Value value) {
+  if (value.getType().isIndex())
+    return arith::IndexCastOp::create(b, loc(), b.getI32Type(), value);
+  return value;
+}
+Value Lowering::toIndex(Value value) {
+  if (value.getType().isIndex())
+    return value;
+  return arith::IndexCastOp::create(b, loc(), b.getIndexType(), value);
+}
+Value Lowering::smemAt(Value base, Value bytes) {
+  return LLVM::GEPOp::create(b, loc(), base.getType(), b.getI8Type(), base,
+                               ValueRange{toI32(bytes)});
+}
+Value Lowering::smemAddress(Value pointer) {
+  return LLVM::PtrToIntOp::create(b, loc(), b.getI32Type(), pointer);
+}
+void Lowering::ifElected(function_ref<void()> body) {
+  // In an issuing role the elected thread alone waits, issues and arrives
+  // (for all of the role's threads), as in NVIDIA's kernels: the other
+  // lanes take part in nothing, so none can find an mbarrier's phase
+  // lapped nor arrive for a phase not yet its own. When all lanes waited
+  // and one of them issued, they parted under independent thread
+  // scheduling: a Hopper producer's issuing lane ran tasks ahead of the
+  // others, which then waited on lapped phases after every other warp had
+  // exited (a hang on the H200, issue 22).
+  auto branch = scf::IfOp::create(b, loc(), roleElected, false);
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(branch.thenBlock());
+  body();
+}
+Value Lowering::rowInWarpgroup() {
+  return arith::RemUIOp::create(b, loc(), roleThread, index(128));
+}
+Value Lowering::tmemLaneField() {
+  // Warp w of the CTA reaches TMEM lanes 32·(w % 4) to 32·(w % 4) + 31 (the
+  // hardware's warp index, not the role's); the lane sits in the address's
+  // upper 16 bits.
+  Value warp = arith::RemUIOp::create(b,
+      loc(), arith::DivUIOp::create(b, loc(), toIndex(kernel.threadId), index(32)),
+      index(4));
+  return toI32(arith::ShLIOp::create(b,
+      loc(), arith::MulIOp::create(b, loc(), warp, index(32)), index(16)));
+}
+Value Lowering::rematerializeAtRoleEntry(Value value) {
+  if (!value || matchPattern(value, m_Constant()))
+    return value;
+  Type type = value.getType();
+  bool isIndex = type.isIndex();
+  StringRef constraints;
+  StringRef text;
+  if (type.isInteger(32) || type.isF32()) {
+    constraints = "=r,r";
+    text = "mov.b32 $0, $1;";
+    if (type.isF32())
+      constraints = "=f,f";
+  } else if (isIndex || type.isInteger(64) ||
+             isa<LLVM::LLVMPointerType>(type)) {
+    constraints = "=l,l";
+    text = "mov.b64 $0, $1;";
+  } else {
+    return value;
+  }
+  // Shared-memory pointers are 32 bits wide.
+  if (auto pointer = dyn_cast<LLVM::LLVMPointerType>(type);
+      pointer && pointer.getAddressSpace() == 3) {
+    constraints = "=r,r";
+    text = "mov.b32 $0, $1;";
+  }
+  Value operand = isIndex ? Value(arith::IndexCastOp::create(
+                                b, loc(), b.getI64Type(), value))
+                          : value;
+  Value moved =
+      LLVM::InlineAsmOp::create(
+          b, loc(), operand.getType(), ValueRange{operand}, text, constraints,
+          /*has_side_effects=*/true, false,
+          LLVM::tailcallkind::TailCallKind::None,
+          LLVM::AsmDialectAttr::get(b.getContext(), LLVM::AsmDialect::AD_ATT),
+          ArrayAttr())
+          .getResult(0);
+  return isIndex ? Value(arith::IndexCastOp::create(b, loc(), b.getIndexType(),
+                                                    moved))
+                 : moved;
+}
+
+Value Lowering::roleTmemBase() {
+  if (!warpTmemBase) {
+    // The TMEM base plus this warp's lane field, computed once per role at
+    // its entry and broadcast from lane 0 (as CUTLASS's warp index): ptxas
+    // then knows it is warp-uniform and keeps every tcgen05.ld/st address
+    // in uniform registers.
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointAfterValue(roleThread);
+    Value base = arith::AddIOp::create(b, loc(), kernel.tmemBase, tmemLaneField());
+    warpTmemBase = NVVM::ShflOp::create(b, loc(), b.getI32Type(), i32(-1), base,
+                                        i32(0), i32(0x1f), NVVM::ShflKind::idx,
+                                        UnitAttr());
+  }
+  return warpTmemBase;
+}
+Value Lowering::tmemAddress(Value bufferColumn, Value column,
+                            int64_t elementBits) {
+  Value columnWords = toI32(column);
+  if (elementBits != 32)
+    columnWords = arith::DivUIOp::create(b, loc(), columnWords,
+                                           i32(32 / elementBits));
+  Value address = arith::AddIOp::create(b, loc(), roleTmemBase(), bufferColumn);
+  address = arith::AddIOp::create(b, loc(), address, columnWords);
+  return LLVM::IntToPtrOp::create(b,
+      loc(), LLVM::LLVMPointerType::get(b.getContext(), 6), address);
+}
+Value Lowering::approximate(StringRef instruction, Value x) {
+  return LLVM::InlineAsmOp::create(
+          b, loc(), b.getF32Type(), ValueRange{x},
+          (instruction + " $0, $1;").str(), "=f,f", false, false,
+          LLVM::tailcallkind::TailCallKind::None,
+          LLVM::AsmDialectAttr::get(b.getContext(), LLVM::AsmDialect::AD_ATT),
+          ArrayAttr())
+      .getResult(0);
+}
+
+Value Lowering::scaledMax(Value max, float scaleLog2) {
+  return LLVM::InlineAsmOp::create(
+             b, loc(), b.getF32Type(), ValueRange{max, f32(scaleLog2)},
+             "mul.rp.f32 $0, $1, $2;", "=f,f,f", false, false,
+             LLVM::tailcallkind::TailCallKind::None,
+             LLVM::AsmDialectAttr::get(b.getContext(), LLVM::AsmDialect::AD_ATT),
+             ArrayAttr())
+      .getResult(0);
+}
+
+Value Lowering::tanh(Value x, float scale) {
+  Value e = arith::AddFOp::create(
+      b, loc(),
+      ex2(arith::MulFOp::create(b, loc(), x, f32(2.0f * scale * float(M_LOG2E)))),
+      f32(1.0f));
+  Value twiceReciprocal = arith::MulFOp::create(
+      b, loc(), approximate("rcp.approx.ftz.f32", e), f32(2.0f));
+  return arith::SubFOp::create(b, loc(), f32(1.0f), twiceReciprocal);
+}
+
+SmallVector<Value> Lowering::waitForTmemLoads(ArrayRef<Value> raws) {
+  // tcgen05.wait::ld as inline assembly that takes the loaded words and
+  // gives them back. With the NVVM wait op, which no value depends on, LLVM
+  // is free to schedule a use of a tcgen05.ld destination above the wait,
+  // and does (fa4-emu reported it); a use of this op's results cannot move
+  // above it. One wait covers every load issued before it.
+  SmallVector<Value> inputs;
+  for (Value raw : raws) {
+    auto vector = dyn_cast<VectorType>(raw.getType());
+    if (!vector) {
+      inputs.push_back(raw);
+      continue;
+    }
+    for (int64_t i = 0; i < vector.getNumElements(); ++i)
+      inputs.push_back(
+          vector::ExtractOp::create(b, loc(), raw, ArrayRef<int64_t>{i}));
+  }
+  int64_t words = inputs.size();
+  std::string constraints;
+  for (int64_t i = 0; i < words; ++i)
+    constraints += "=r,";
+  for (int64_t i = 0; i < words; ++i)
+    constraints += std::to_string(i) + (i + 1 < words ? "," : "");
+  SmallVector<Type> types(words, b.getI32Type());
+  auto wait = LLVM::InlineAsmOp::create(b,
+      loc(), LLVM::LLVMStructType::getLiteral(b.getContext(), types), inputs,
+      "tcgen05.wait::ld.sync.aligned;", constraints, /*has_side_effects=*/true,
+      false, LLVM::tailcallkind::TailCallKind::None,
+      LLVM::AsmDialectAttr::get(b.getContext(), LLVM::AsmDialect::AD_ATT),
+      ArrayAttr());
+  SmallVector<Value> outputs;
+  for (int64_t i = 0; i < words; ++i)
+    outputs.push_back(LLVM::ExtractValueOp::create(b, loc(), wait.getResult(0),
+                                                     ArrayRef<int64_t>{i}));
+  return outputs;
+}
+
+Value Lowering::waitForTmemLoad(Value raw) {
+  SmallVector<Value> outputs = waitForTmemLoads(raw);
+  auto vector = dyn_cast<VectorType>(raw.getType());
+  if (!vector)
+    return outputs.front();
+  return vector::FromElementsOp::create(b, loc(), vector, outputs);
+}
+
+Type Lowering::convertType(Type type) {
+  auto tensor = dyn_cast<RankedTensorType>(type);
+  if (!tensor)
+    return type;
+  return kernel.family->convertTile(tensor);
+}
+
+//===----------------------------------------------------------------------===//
+// Structure
+//===----------------------------------------------------------------------===//
+
+LogicalResult Lowering::lowerBlock(Block &block) {
+  for (Operation &op : block)
+    if (failed(lowerOp(&op)))
+      return failure();
+  return success();
+}
+
+LogicalResult Lowering::lowerConstant(arith::ConstantOp op) {
+  Type type = convertType(op.getType());
+  auto dense = dyn_cast<DenseElementsAttr>(op.getValue());
+  if (!dense) {
+    mapping.map(op.getResult(), b.clone(*op)->getResult(0));
+    return success();
+  }
+  if (!dense.isSplat())
+    return op.emitOpError() << "fa4-to-nvvm lowers splat tiles only";
+  Attribute value = dense.getSplatValue<Attribute>();
+  Value lowered;
+  if (auto vector = dyn_cast<VectorType>(type))
+    lowered = arith::ConstantOp::create(b,
+        loc(), DenseElementsAttr::get(vector, value));
+  else
+    lowered = arith::ConstantOp::create(b, loc(), cast<TypedAttr>(value));
+  mapping.map(op.getResult(), lowered);
+  return success();
+}
+
+/// Loops and branches are rebuilt with per-thread types; their bodies are
+/// lowered into the new regions, which end in the lowered yields.
+LogicalResult Lowering::lowerFor(Operation *op) {
+  auto loop = cast<scf::ForOp>(op);
+  SmallVector<Value> inits;
+  for (Value init : loop.getInitArgs())
+    inits.push_back(lookup(init));
+  auto lowered = scf::ForOp::create(b, loc(), lookup(loop.getLowerBound()),
+                                      lookup(loop.getUpperBound()),
+                                      lookup(loop.getStep()), inits);
+  Block *body = lowered.getBody();
+  if (!body->empty())
+    body->back().erase();
+  mapping.map(loop.getInductionVar(), lowered.getInductionVar());
+  for (auto [from, to] :
+       llvm::zip(loop.getRegionIterArgs(), lowered.getRegionIterArgs()))
+    mapping.map(from, to);
+  {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToEnd(body);
+    if (failed(lowerBlock(*loop.getBody())))
+      return failure();
+  }
+  for (auto [from, to] : llvm::zip(loop.getResults(), lowered.getResults()))
+    mapping.map(from, to);
+  return success();
+}
+
+LogicalResult Lowering::lowerIf(Operation *op) {
+  auto branch = cast<scf::IfOp>(op);
+  // The straddling-block mask of the softmax: S stays deferred, the mask
+  // applies chunk by chunk inside the fused softmax.
+  if (branch.getNumResults() == 1 && !branch.getElseRegion().empty()) {
+    Block &thenBlock = branch.getThenRegion().front();
+    auto yieldThen = cast<scf::YieldOp>(thenBlock.getTerminator());
+    auto yieldElse =
+        cast<scf::YieldOp>(branch.getElseRegion().front().getTerminator());
+    auto mask = yieldThen.getOperand(0).getDefiningOp<MaskOp>();
+    if (mask && deferred.count(mask.getScores()) &&
+        yieldElse.getOperand(0) == mask.getScores()) {
+      for (Operation &inner : thenBlock.without_terminator())
+        if (&inner != mask.getOperation() && failed(lowerOp(&inner)))
+          return failure();
+      DeferredScores scores = deferred.lookup(mask.getScores());
+      scores.mask = mask;
+      scores.maskCondition = lookup(branch.getCondition());
+      deferred[branch.getResult(0)] = scores;
+      return success();
+    }
+  }
+  SmallVector<Type> types;
+  for (Type type : branch.getResultTypes())
+    types.push_back(convertType(type));
+  bool hasElse = !branch.getElseRegion().empty();
+  auto lowered = scf::IfOp::create(b, loc(), types, lookup(branch.getCondition()),
+                                     hasElse);
+  for (auto [from, to] : llvm::zip(branch.getRegions(), lowered.getRegions())) {
+    if (from->empty())
+      continue;
+    Block *body = &to->front();
+    if (!body->empty())
+      body->back().erase();
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToEnd(body);
+    if (failed(lowerBlock(from->front())))
+      return failure();
+  }
+  for (auto [from, to] : llvm::zip(branch.getResults(), lowered.getResults()))
+    mapping.map(from, to);
+  return success();
+}
+
+LogicalResult Lowering::lowerOp(Operation *op) {
+  currentLoc = op->getLoc();
+  if (auto constant = dyn_cast<arith::ConstantOp>(op))
+    return lowerConstant(constant);
+  if (isa<scf::ForOp>(op))
+    return lowerFor(op);
+  if (isa<scf::IfOp>(op))
+    return lowerIf(op);
+  if (auto yield = dyn_cast<scf::YieldOp>(op)) {
+    SmallVector<Value> operands;
+    for (Value operand : yield.getOperands())
+      operands.push_back(lookup(operand));
+    scf::YieldOp::create(b, loc(), operands);
+    return success();
+  }
+  if (isa<arith::ArithDialect>(op->getDialect())) {
+    b.clone(*op, mapping);
+    return success();
+  }
+  if (isa<func::ReturnOp>(op)) {
+    LLVM::ReturnOp::create(b, loc(), ValueRange());
+    return success();
+  }
+  if (auto dim = dyn_cast<memref::DimOp>(op)) {
+    std::optional<int64_t> axis = dim.getConstantIndex();
+    auto type = cast<MemRefType>(dim.getSource().getType());
+    if (!axis)
+      return dim.emitOpError() << "fa4-to-nvvm needs a constant dimension";
+    Value value;
+    if (!type.isDynamicDim(*axis)) {
+      value = index(type.getDimSize(*axis));
+    } else if (*axis == 0) {
+      value = toIndex(kernel.batch);
+    } else {
+      Value source = dim.getSource();
+      bool keys = source == kernel.k || source == kernel.v;
+      value = toIndex(keys ? kernel.seqK : kernel.seqQ);
+    }
+    mapping.map(dim.getResult(), value);
+    return success();
+  }
+  if (auto specialize = dyn_cast<WarpSpecializeOp>(op))
+    return lowerWarpSpecialize(specialize);
+  // The ops the schedule's family lowers its own way.
+  if (std::optional<LogicalResult> own = kernel.family->lowerOwn(*this, op))
+    return *own;
+
+  return llvm::TypeSwitch<Operation *, LogicalResult>(op)
+      .Case<SmemAllocOp, MBarrierAllocOp>([&](Operation *alloc) -> LogicalResult {
+        mapping.map(alloc->getResult(0),
+                    smemAt(kernel.smem, i32(kernel.smemOffset.lookup(alloc))));
+        return success();
+      })
+      .Case<TaskCountOp, TaskCoordsOp, CtaIdOp, GridSizeOp, KvBlockRangeOp>(
+          [&](Operation *scheduler) { return lowerScheduler(scheduler); })
+      .Case<MBarrierWaitOp, MBarrierArriveOp, MBarrierExpectTxOp, MmaCommitOp,
+            NamedBarrierSyncOp, NamedBarrierArriveOp>(
+          [&](Operation *barrier) { return lowerBarrier(barrier); })
+      .Case<TmaLoadOp, TmaStoreOp, TmaStoreWaitOp>(
+          [&](Operation *tma) { return lowerTma(tma); })
+      .Case<SmemLoadOp, SmemStoreOp>(
+          [&](Operation *smem) { return lowerSmem(smem); })
+      .Case<SoftcapOp, ScoreModOp, MaskOp, OnlineSoftmaxOp, CorrectionOp, NormalizeOp,
+            NeedsRescaleOp, StoreLseTileOp>(
+          [&](Operation *math) { return lowerRowMath(math); })
+      .Default([&](Operation *other) -> LogicalResult {
+        // An op of the other family's schedule (fa4.warp_specialize's
+        // verifier refuses a mix; convert() a schedule for another chip).
+        if (std::optional<target::Family> only = familyOnly(other))
+          return other->emitOpError()
+                 << "is " << target::familyName(*only)
+                 << "'s and has no lowering in a "
+                 << target::familyName(kernel.family->family()) << " kernel";
+        return other->emitOpError()
+               << "has no NVVM lowering (fa4-to-nvvm expects the level-C "
+                  "schedule after fa4-correction)";
+      });
+}
+
+//===----------------------------------------------------------------------===//
+// The CTA: prologue and role dispatch
+//===----------------------------------------------------------------------===//
+
+LogicalResult Lowering::lowerWarpSpecialize(WarpSpecializeOp op) {
+  Value tid = kernel.threadId;
+  Value warp = arith::DivUIOp::create(b, loc(), tid, i32(32));
+
+  // Thread 0 initializes every mbarrier before any role may touch one.
+  Operation *scope = op->getParentOp();
+  auto first = scf::IfOp::create(b,
+      loc(), arith::CmpIOp::create(b, loc(), arith::CmpIPredicate::eq, tid, i32(0)),
+      false);
+  {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(first.thenBlock());
+    scope->walk([&](MBarrierAllocOp alloc) {
+      int64_t base = kernel.smemOffset.lookup(alloc);
+      for (int64_t stage = 0; stage < alloc.getBarrier().getType().getStages();
+           ++stage)
+        NVVM::MBarrierInitOp::create(b,
+            loc(), smemAt(kernel.smem, i32(base + 8 * stage)),
+            i32(alloc.getCount()), Value());
+    });
+    // TMA and tcgen05.commit arrive through the async proxy: the inits must
+    // be made visible to it before the CTA barrier hands the mbarriers out,
+    // as NVIDIA's kernels do.
+    NVVM::FenceMbarrierInitOp::create(b, loc());
+  }
+
+  // The warp that owns TMEM allocates it for the whole CTA.
+  RoleOp owner;
+  op.walk([&](TmemAllocColumnsOp alloc) {
+    owner = alloc->getParentOfType<RoleOp>();
+  });
+  Value slot = smemAt(kernel.smem, i32(kernel.tmemSlotOffset));
+  if (owner) {
+    auto allocate = scf::IfOp::create(b,
+        loc(),
+        arith::CmpIOp::create(b, loc(), arith::CmpIPredicate::eq, warp,
+                                i32(owner.getFirstWarp())),
+        false);
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(allocate.thenBlock());
+    NVVM::Tcgen05AllocOp::create(b, loc(), slot, i32(kernel.tmemColumns));
+    NVVM::Tcgen05RelinquishAllocPermitOp::create(b, loc());
+  }
+  NVVM::Barrier0Op::create(b, loc());
+  kernel.tmemBase = LLVM::LoadOp::create(b, loc(), b.getI32Type(), slot);
+
+  // Every role is dispatched, an empty one too: setmaxnreg must be executed
+  // by all four warps of a warpgroup.
+  for (RoleOp role : op.getRoles().front().getOps<RoleOp>()) {
+    Value from = arith::CmpIOp::create(b, loc(), arith::CmpIPredicate::uge, warp,
+                                         i32(role.getFirstWarp()));
+    Value to = arith::CmpIOp::create(b,
+        loc(), arith::CmpIPredicate::ult, warp,
+        i32(role.getFirstWarp() + role.getNumWarps()));
+    auto mine = scf::IfOp::create(b,
+        loc(), arith::AndIOp::create(b, loc(), from, to), false);
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(mine.thenBlock());
+    if (failed(lowerRole(role)))
+      return failure();
+  }
+  return success();
+}
+
+LogicalResult Lowering::lowerRole(RoleOp newRole) {
+  role = newRole;
+  currentLoc = role.getLoc();
+  // A 512-thread CTA starts every thread at 128 registers; each role moves
+  // to its budget.
+  int64_t registers = role.getRegisters();
+  int64_t start = blackwell::registersAtLaunch(
+      role->getParentOfType<WarpSpecializeOp>().getNumThreads());
+  if (registers != start)
+    NVVM::SetMaxRegisterOp::create(b,
+        loc(), registers,
+        registers > start ? NVVM::SetMaxRegisterAction::increase
+                          : NVVM::SetMaxRegisterAction::decrease);
+  // Every value the role takes from the kernel's prologue is re-made at the
+  // role's entry, after setmaxnreg, by an opaque move: LLVM cannot hoist the
+  // role's arithmetic on it into the prologue, so nothing but these moves'
+  // sources is live across setmaxnreg, where ptxas would keep such values in
+  // local memory (a spill) rather than in registers.
+  IRMapping outerMapping = mapping;
+  KernelState outerKernel = kernel;
+  llvm::scope_exit restore([&] {
+    mapping = std::move(outerMapping);
+    kernel = std::move(outerKernel);
+  });
+  {
+    llvm::SetVector<Value> liveIns;
+    getUsedValuesDefinedAbove(role.getBody(), liveIns);
+    for (Value liveIn : liveIns)
+      if (Value lowered = mapping.lookupOrNull(liveIn))
+        mapping.map(liveIn, rematerializeAtRoleEntry(lowered));
+    for (Value *field : {&kernel.batch, &kernel.seqQ, &kernel.seqK,
+                         &kernel.threadId, &kernel.tmemBase, &kernel.smem})
+      *field = rematerializeAtRoleEntry(*field);
+    // In the order of the kernel's arguments, not the maps' hash order:
+    // the output must not depend on where values were allocated.
+    auto inArgumentOrder = [](llvm::DenseMap<Value, Value> &map) {
+      SmallVector<Value> keys;
+      for (auto &entry : map)
+        keys.push_back(entry.first);
+      llvm::sort(keys, [](Value a, Value b) {
+        auto argA = dyn_cast<BlockArgument>(a), argB = dyn_cast<BlockArgument>(b);
+        unsigned ia = argA ? argA.getArgNumber() : ~0u;
+        unsigned ib = argB ? argB.getArgNumber() : ~0u;
+        return ia < ib;
+      });
+      return keys;
+    };
+    for (Value key : inArgumentOrder(kernel.tensorMaps))
+      kernel.tensorMaps[key] = rematerializeAtRoleEntry(kernel.tensorMaps[key]);
+    for (Value key : inArgumentOrder(kernel.globalPointers))
+      kernel.globalPointers[key] =
+          rematerializeAtRoleEntry(kernel.globalPointers[key]);
+  }
+  Value thread = arith::SubIOp::create(b,
+      loc(), kernel.threadId, i32(role.getFirstWarp() * 32));
+  roleThread = toIndex(thread);
+  warpTmemBase = Value();
+  stagedForAsyncProxy = false;
+  // One thread issues for the whole role: elect.sync picks one per warp, so
+  // a role of several warps also asks for its first warp. In an issuing
+  // role (one warp, or one left working) it alone waits and arrives too
+  // (ifElected says why).
+  roleElected = NVVM::ElectSyncOp::create(b, loc(), b.getI1Type(), Value());
+  if (role.getNumWarps() > 1)
+    roleElected = arith::AndIOp::create(
+        b, loc(), roleElected,
+        arith::CmpIOp::create(b, loc(), arith::CmpIPredicate::ult, roleThread,
+                              index(32)));
+  onlyElectedWaits =
+      role.getNumWarps() == 1 || role->hasAttr("fa4.single_warp");
+  roleUsesTensorMemory = false;
+  bool rowsInTensorMemory = false;
+  role.walk([&](Operation *inner) {
+    if (isa<TmemLoadOp, TmemStoreOp, ScoreMmaAsyncOp, ValueMmaAsyncOp>(inner))
+      roleUsesTensorMemory = true;
+    if (isa<TmemLoadOp, TmemStoreOp, OnlineSoftmaxOp>(inner))
+      rowsInTensorMemory = true;
+  });
+  // Warp w reaches only TMEM lanes 32·(w mod 4) to 32·(w mod 4) + 31, and a
+  // thread's row of a tile is its TMEM lane: a role that moves rows between
+  // TMEM and registers must start on a warpgroup.
+  if (rowsInTensorMemory && role.getFirstWarp() % 4 != 0)
+    return role.emitOpError()
+           << "reads or writes tensor memory but starts at warp "
+           << role.getFirstWarp()
+           << ": such a role must start at a multiple of 4 warps";
+  // A role that issues TMA copies prefetches their tensor maps first, as
+  // FA4's load warp does: the descriptor is then on chip for the first copy.
+  {
+    llvm::SetVector<Value> maps;
+    role.walk([&](Operation *inner) {
+      if (auto load = dyn_cast<TmaLoadOp>(inner))
+        maps.insert(kernel.tensorMaps.lookup(load.getSource()));
+      if (auto store = dyn_cast<TmaStoreOp>(inner))
+        maps.insert(kernel.tensorMaps.lookup(store.getDest()));
+    });
+    maps.remove(Value());
+    if (!maps.empty())
+      ifElected([&] {
+        // As inline assembly on the generic address: LLVM's lowering of
+        // the NVVM op emits a param-space and a generic prefetch of the
+        // same map.
+        for (Value map : maps)
+          LLVM::InlineAsmOp::create(
+              b, loc(), TypeRange(), ValueRange{map}, "prefetch.tensormap [$0];",
+              "l", /*has_side_effects=*/true, false,
+              LLVM::tailcallkind::TailCallKind::None,
+              LLVM::AsmDialectAttr::get(b.getContext(), LLVM::AsmDialect::AD_ATT),
+              ArrayAttr());
+      });
+  }
+  // A role whose work is its elected thread's keeps only its first warp:
+  // the others have given their registers up and leave.
+  if (role->hasAttr("fa4.single_warp")) {
+    auto rest = scf::IfOp::create(
+        b, loc(),
+        arith::CmpIOp::create(b, loc(), arith::CmpIPredicate::uge, roleThread,
+                              index(32)),
+        false);
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(rest.thenBlock());
+    LLVM::InlineAsmOp::create(
+        b, loc(), TypeRange(), ValueRange(), "exit;", "",
+        /*has_side_effects=*/true, false,
+        LLVM::tailcallkind::TailCallKind::None,
+        LLVM::AsmDialectAttr::get(b.getContext(), LLVM::AsmDialect::AD_ATT),
+        ArrayAttr());
+  }
+  if (failed(lowerBlock(role.getBody().front())))
+    return failure();
+  // Each role ends in its own exit, as NVIDIA's warp-specialized kernels
+  // do: with no path from one role's code into code other roles share,
+  // ptxas allocates each role's registers within its setmaxnreg budget
+  // (with a shared tail it allocates the whole kernel within the launch's
+  // 128 and spills the softmax's S row).
+  LLVM::InlineAsmOp::create(
+      b, loc(), TypeRange(), ValueRange(), "exit;", "", /*has_side_effects=*/true,
+      false, LLVM::tailcallkind::TailCallKind::None,
+      LLVM::AsmDialectAttr::get(b.getContext(), LLVM::AsmDialect::AD_ATT),
+      ArrayAttr());
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// The persistent scheduler
+//===----------------------------------------------------------------------===//
+
+std::pair<Value, Value> Lowering::emitTaskPositions(Value rowBegin, Value seqQ,
+                                                   int64_t ratio, int64_t rows) {
+  // AttentionMath's taskPositions: the first position and the last (clamped
+  // to seq_q - 1).
+  Value first = arith::DivSIOp::create(b, loc(), rowBegin, index(ratio));
+  Value last = arith::MinSIOp::create(
+      b, loc(), arith::SubIOp::create(b, loc(), seqQ, index(1)),
+      arith::DivSIOp::create(
+          b, loc(), arith::AddIOp::create(b, loc(), rowBegin, index(rows - 1)),
+          index(ratio)));
+  return {first, last};
+}
+
+SmallVector<Value, 4> Lowering::emitKvBlockRange(Value rowBegin, Value seqQ,
+                                                 Value seqK, int64_t ratio,
+                                                 int64_t rows, int64_t blockN,
+                                                 const MaskModBounds &bounds) {
+  // AttentionMath's kvBlockRange, step for step.
+  auto cmp = [&](arith::CmpIPredicate predicate, Value x, Value y) -> Value {
+    return arith::CmpIOp::create(b, loc(), predicate, x, y);
+  };
+  Value zero = index(0), one = index(1);
+  auto [firstPos, lastPos] = emitTaskPositions(rowBegin, seqQ, ratio, rows);
+  // Rows that see nothing before key 0 or from seq_k on are left out.
+  Value seeingFirst = firstPos, seeingLast = lastPos;
+  if (bounds.bounds.upper)
+    seeingFirst = arith::MaxSIOp::create(
+        b, loc(), firstPos,
+        emitFirstReaching(*bounds.bounds.upper, zero, seqQ, seqK));
+  if (bounds.bounds.lower)
+    seeingLast = arith::MinSIOp::create(
+        b, loc(), lastPos,
+        arith::SubIOp::create(
+            b, loc(),
+            emitFirstReaching(*bounds.bounds.lower, seqK, seqQ, seqK), one));
+  Value firstEnd, lastEnd;
+  Value firstBegin = emitKeyEdges(seeingFirst, bounds.bounds, seqQ, seqK, firstEnd);
+  Value lastBegin = emitKeyEdges(seeingLast, bounds.bounds, seqQ, seqK, lastEnd);
+  Value empty = arith::OrIOp::create(b,
+      loc(),
+      arith::OrIOp::create(b, loc(), cmp(arith::CmpIPredicate::sle, seqK, zero),
+                           cmp(arith::CmpIPredicate::sgt, seeingFirst, seeingLast)),
+      cmp(arith::CmpIPredicate::sle, lastEnd, firstBegin));
+  Value block = index(blockN);
+  Value begin = arith::DivSIOp::create(b, loc(), firstBegin, block);
+  Value end = arith::CeilDivSIOp::create(b, loc(), lastEnd, block);
+  auto clamp = [&](Value value, Value low, Value high) -> Value {
+    return arith::MinSIOp::create(b,
+        loc(), arith::MaxSIOp::create(b, loc(), value, low), high);
+  };
+  Value fullBegin = clamp(arith::CeilDivSIOp::create(b, loc(), lastBegin, block),
+                          begin, end);
+  Value fullEnd =
+      clamp(arith::DivSIOp::create(b, loc(), firstEnd, block), fullBegin, end);
+  // A row left out leaves no block whole.
+  if (bounds.bounds.upper || bounds.bounds.lower) {
+    Value everyRowSees = arith::AndIOp::create(
+        b, loc(), cmp(arith::CmpIPredicate::eq, seeingFirst, firstPos),
+        cmp(arith::CmpIPredicate::eq, seeingLast, lastPos));
+    fullEnd = arith::SelectOp::create(b, loc(), everyRowSees, fullEnd, fullBegin);
+  }
+  // A predicate that is not all affine is evaluated in every block.
+  if (!bounds.exact)
+    fullBegin = fullEnd = begin;
+  SmallVector<Value, 4> results;
+  for (Value value : {begin, fullBegin, fullEnd, end})
+    results.push_back(arith::SelectOp::create(b, loc(), empty, zero, value));
+  return results;
+}
+
+FailureOr<SmallVector<Value, 4>>
+Lowering::emitBlockMaskNarrowing(KvBlockRangeOp range, ArrayRef<Value> analysed) {
+  auto extra = kernel.extras.find(range.getBlockMask());
+  if (extra == kernel.extras.end() || extra->second.sizes.size() != 4)
+    return range.emitOpError()
+           << "reads a block mask that is not a parameter of the kernel";
+  const KernelState::Extra &table = extra->second;
+  auto cmp = [&](arith::CmpIPredicate predicate, Value x, Value y) -> Value {
+    return arith::CmpIOp::create(b, loc(), predicate, x, y);
+  };
+  auto select = [&](Value c, Value x, Value y) -> Value {
+    return arith::SelectOp::create(b, loc(), c, x, y);
+  };
+  auto min = [&](Value x, Value y) -> Value {
+    return arith::MinSIOp::create(b, loc(), x, y);
+  };
+  auto max = [&](Value x, Value y) -> Value {
+    return arith::MaxSIOp::create(b, loc(), x, y);
+  };
+  Value zero = index(0), one = index(1);
+  int64_t ratio = range.getGqaRatio();
+  Value rowBegin = lookup(range.getRowBegin()), seqQ = lookup(range.getSeqQ()),
+        seqK = lookup(range.getSeqK());
+  // The blocks the attribute mask alone leaves whole.
+  MaskModBounds attributeOnly;
+  attributeOnly.bounds = KeyBounds::band(maskBandFor(
+      range.getMask(), range.getWindowLeft(), range.getWindowRight()));
+  SmallVector<Value, 4> attribute =
+      emitKvBlockRange(rowBegin, seqQ, seqK, ratio, range.getRows(),
+                       range.getBlockN(), attributeOnly);
+  // The task's query blocks and the block mask's heads in its group.
+  auto [firstPos, lastPos] =
+      emitTaskPositions(rowBegin, seqQ, ratio, range.getRows());
+  Value block = index(kBlockMaskQueries);
+  Value firstBlock = arith::DivSIOp::create(b, loc(), firstPos, block);
+  Value blocks = max(zero, arith::AddIOp::create(
+                               b, loc(),
+                               arith::SubIOp::create(
+                                   b, loc(),
+                                   arith::DivSIOp::create(b, loc(), lastPos, block),
+                                   firstBlock),
+                               one));
+  Value sharedHeads = cmp(arith::CmpIPredicate::eq, table.sizes[1], one);
+  Value heads = select(sharedHeads, one, index(ratio));
+  // Indices stay inside the table whatever its sizes (the runtime checks
+  // them against the problem's).
+  Value batch = min(select(cmp(arith::CmpIPredicate::eq, table.sizes[0], one),
+                           zero, lookup(range.getBatch())),
+                    arith::SubIOp::create(b, loc(), table.sizes[0], one));
+  Value firstHead =
+      arith::MulIOp::create(b, loc(), lookup(range.getKvHead()), index(ratio));
+  constexpr int64_t kFar = int64_t(1) << 30;
+  auto loop = scf::ForOp::create(
+      b, loc(), zero, arith::MulIOp::create(b, loc(), blocks, heads), one,
+      ValueRange{index(kFar), index(-kFar), index(-kFar), index(kFar)});
+  {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(loop.getBody());
+    Value i = loop.getInductionVar();
+    Value queryBlock = min(
+        arith::AddIOp::create(b, loc(), firstBlock,
+                              arith::DivSIOp::create(b, loc(), i, heads)),
+        arith::SubIOp::create(b, loc(), table.sizes[2], one));
+    Value head = min(select(sharedHeads, zero,
+                            arith::AddIOp::create(
+                                b, loc(), firstHead,
+                                arith::RemSIOp::create(b, loc(), i, heads))),
+                     arith::SubIOp::create(b, loc(), table.sizes[1], one));
+    Value entry = arith::MulIOp::create(
+        b, loc(),
+        arith::AddIOp::create(
+            b, loc(),
+            arith::MulIOp::create(
+                b, loc(),
+                arith::AddIOp::create(
+                    b, loc(), arith::MulIOp::create(b, loc(), batch, table.sizes[1]),
+                    head),
+                table.sizes[2]),
+            queryBlock),
+        index(4));
+    Type i32 = b.getI32Type();
+    Value e[4];
+    for (int c = 0; c < 4; ++c) {
+      Value address = LLVM::GEPOp::create(
+          b, loc(), table.pointer.getType(), i32, table.pointer,
+          ValueRange{toI32(arith::AddIOp::create(b, loc(), entry, index(c)))});
+      e[c] = toIndex(LLVM::LoadOp::create(b, loc(), i32, address).getResult());
+    }
+    ValueRange carried = loop.getRegionIterArgs();
+    Value sees = cmp(arith::CmpIPredicate::slt, e[0], e[3]);
+    scf::YieldOp::create(
+        b, loc(),
+        ValueRange{select(sees, min(carried[0], e[0]), carried[0]),
+                   select(sees, max(carried[1], e[3]), carried[1]),
+                   max(carried[2], e[1]),
+                   min(carried[3], select(sees, e[2], index(-kFar)))});
+  }
+  ValueRange hull = loop.getResults();
+  Value begin = max(analysed[0], hull[0]);
+  Value end = min(analysed[3], hull[1]);
+  Value empty = cmp(arith::CmpIPredicate::sge, begin, end);
+  auto clamp = [&](Value value, Value low, Value high) {
+    return min(max(value, low), high);
+  };
+  Value fullBegin = clamp(max(hull[2], attribute[1]), begin, end);
+  Value fullEnd = clamp(min(hull[3], attribute[2]), fullBegin, end);
+  SmallVector<Value, 4> results;
+  for (Value value : {begin, fullBegin, fullEnd, end})
+    results.push_back(select(empty, zero, value));
+  return results;
+}
+
+LogicalResult Lowering::lowerScheduler(Operation *op) {
+  return llvm::TypeSwitch<Operation *, LogicalResult>(op)
+      .Case([&](TaskCountOp count) -> LogicalResult {
+        Value packed = arith::MulIOp::create(b, loc(), lookup(count.getSeqQ()),
+                                               index(count.getGqaRatio()));
+        Value mBlocks = arith::CeilDivSIOp::create(b, loc(), packed,
+                                                     index(count.getRows()));
+        Value tasks = arith::MulIOp::create(b,
+            loc(), arith::MulIOp::create(b, loc(), lookup(count.getBatch()),
+                                           index(count.getKvHeads())),
+            mBlocks);
+        mapping.map(count.getResult(), tasks);
+        return success();
+      })
+      .Case([&](CtaIdOp cta) -> LogicalResult {
+        mapping.map(cta.getResult(),
+                    toIndex(NVVM::BlockIdXOp::create(b, loc(), b.getI32Type())));
+        return success();
+      })
+      .Case([&](GridSizeOp grid) -> LogicalResult {
+        mapping.map(grid.getResult(),
+                    toIndex(NVVM::GridDimXOp::create(b, loc(), b.getI32Type())));
+        return success();
+      })
+      .Case([&](KvBlockRangeOp range) -> LogicalResult {
+        SmallVector<Value, 4> results = emitKvBlockRange(
+            lookup(range.getRowBegin()), lookup(range.getSeqQ()),
+            lookup(range.getSeqK()), range.getGqaRatio(), range.getRows(),
+            range.getBlockN(),
+            maskBounds(range.getMask(), range.getWindowLeft(),
+                       range.getWindowRight(), range.getMaskMod()));
+        if (range.getBlockMask()) {
+          FailureOr<SmallVector<Value, 4>> narrowed =
+              emitBlockMaskNarrowing(range, results);
+          if (failed(narrowed))
+            return failure();
+          results = *narrowed;
+        }
+        for (auto [from, to] : llvm::zip(range.getResults(), results))
+          mapping.map(from, to);
+        return success();
+      })
+      .Case([&](TaskCoordsOp coords) -> LogicalResult {
+        Value t = lookup(coords.getIndex());
+        Value batch = lookup(coords.getBatch());
+        Value heads = index(coords.getKvHeads());
+        Value mBlocks = arith::CeilDivSIOp::create(b,
+            loc(),
+            arith::MulIOp::create(b, loc(), lookup(coords.getSeqQ()),
+                                    index(coords.getGqaRatio())),
+            index(coords.getRows()));
+        if (coords.getOrder() == TaskOrder::static_order) {
+          // m_block fastest, then kv_head, then batch.
+          Value rest = arith::DivUIOp::create(b, loc(), t, mBlocks);
+          mapping.map(coords.getMBlock(),
+                      arith::RemUIOp::create(b, loc(), t, mBlocks));
+          mapping.map(coords.getKvHead(),
+                      arith::RemUIOp::create(b, loc(), rest, heads));
+          mapping.map(coords.getBatchIndex(),
+                      arith::DivUIOp::create(b, loc(), rest, heads));
+          return success();
+        }
+        Value groups = arith::MulIOp::create(b, loc(), batch, heads);
+        Value rank = arith::DivUIOp::create(b, loc(), t, groups);
+        Value rest = arith::RemUIOp::create(b, loc(), t, groups);
+        mapping.map(coords.getKvHead(),
+                    arith::RemUIOp::create(b, loc(), rest, heads));
+        mapping.map(coords.getBatchIndex(),
+                    arith::DivUIOp::create(b, loc(), rest, heads));
+        if (coords.getMask() == MaskKind::causal && coords.getMaskMod().empty()) {
+          // Causal work grows with the m_block: LPT is the last one first.
+          mapping.map(coords.getMBlock(),
+                      arith::SubIOp::create(b,
+                          loc(), arith::SubIOp::create(b, loc(), mBlocks, index(1)),
+                          rank));
+          return success();
+        }
+        // A window's work rises, plateaus and falls (a mask_mod's may do
+        // anything): find the m_block of the given LPT rank without sorting. count(W) = #{m : work(m) > W} is
+        // non-increasing; binary search the work W of rank `rank`, then take
+        // the (rank - count(W))-th m_block of work W, last first.
+        Value seqQ = lookup(coords.getSeqQ()), seqK = lookup(coords.getSeqK());
+        // The work of an m_block: the KV blocks its task visits.
+        auto workOf = [&](Value m) -> Value {
+          MaskModBounds band =
+              maskBounds(coords.getMask(), coords.getWindowLeft(),
+                         coords.getWindowRight(), coords.getMaskMod());
+          // (Only the bounds weigh a task; inexactness does not matter.)
+          band.exact = true;
+          SmallVector<Value, 4> range = emitKvBlockRange(
+              arith::MulIOp::create(b, loc(), m, index(coords.getRows())), seqQ,
+              seqK, coords.getGqaRatio(), coords.getRows(), coords.getBlockN(),
+              band);
+          return arith::SubIOp::create(b, loc(), range[3], range[0]);
+        };
+        auto countAbove = [&](Value threshold) -> Value {
+          auto loop = scf::ForOp::create(b, loc(), index(0), mBlocks, index(1),
+                                           ValueRange{index(0)});
+          OpBuilder::InsertionGuard guard(b);
+          b.setInsertionPointToStart(loop.getBody());
+          Value above = arith::CmpIOp::create(b,
+              loc(), arith::CmpIPredicate::sgt, workOf(loop.getInductionVar()),
+              threshold);
+          Value next = arith::AddIOp::create(b,
+              loc(), loop.getRegionIterArgs()[0],
+              arith::SelectOp::create(b, loc(), above, index(1), index(0)));
+          scf::YieldOp::create(b, loc(), next);
+          return loop.getResult(0);
+        };
+        Value maxWork = arith::CeilDivSIOp::create(b, loc(), seqK,
+                                                     index(coords.getBlockN()));
+        auto search = scf::ForOp::create(b, loc(), index(0), index(24), index(1),
+                                           ValueRange{index(0), maxWork});
+        {
+          OpBuilder::InsertionGuard guard(b);
+          b.setInsertionPointToStart(search.getBody());
+          Value low = search.getRegionIterArgs()[0];
+          Value high = search.getRegionIterArgs()[1];
+          Value middle = arith::DivSIOp::create(b,
+              loc(), arith::AddIOp::create(b, loc(), low, high), index(2));
+          Value fits = arith::CmpIOp::create(b, loc(), arith::CmpIPredicate::sle,
+                                               countAbove(middle), rank);
+          Value next = arith::AddIOp::create(b, loc(), middle, index(1));
+          scf::YieldOp::create(b,
+              loc(), ValueRange{arith::SelectOp::create(b, loc(), fits, low, next),
+                                arith::SelectOp::create(b, loc(), fits, middle, high)});
+        }
+        Value work = search.getResult(0);
+        Value within = arith::SubIOp::create(b, loc(), rank, countAbove(work));
+        auto scan = scf::ForOp::create(b, loc(), index(0), mBlocks, index(1),
+                                         ValueRange{index(0), index(0)});
+        {
+          OpBuilder::InsertionGuard guard(b);
+          b.setInsertionPointToStart(scan.getBody());
+          Value m = arith::SubIOp::create(b,
+              loc(), arith::SubIOp::create(b, loc(), mBlocks, index(1)),
+              scan.getInductionVar());
+          Value seen = scan.getRegionIterArgs()[0];
+          Value found = scan.getRegionIterArgs()[1];
+          Value same = arith::CmpIOp::create(b, loc(), arith::CmpIPredicate::eq,
+                                               workOf(m), work);
+          Value hit = arith::AndIOp::create(b,
+              loc(), same,
+              arith::CmpIOp::create(b, loc(), arith::CmpIPredicate::eq, seen, within));
+          scf::YieldOp::create(b,
+              loc(),
+              ValueRange{arith::AddIOp::create(b,
+                             loc(), seen,
+                             arith::SelectOp::create(b, loc(), same, index(1),
+                                                       index(0))),
+                         arith::SelectOp::create(b, loc(), hit, m, found)});
+        }
+        mapping.map(coords.getMBlock(), scan.getResult(1));
+        return success();
+      })
+      .Default([](Operation *) { return failure(); });
+}
+
