@@ -1,6 +1,7 @@
 //===- Launch.cpp - from a launch manifest to launch arguments --------------===//
 
 #include "fa4/Runtime/Launch.h"
+#include "fa4/Target/Target.h"
 #include "fa4/Support/AttentionMath.h"
 
 #include "fa4/Support/InputLimits.h"
@@ -9,6 +10,7 @@
 #include "llvm/Support/JSON.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cctype>
 #include <cstdlib>
 #include <cstring>
@@ -41,15 +43,26 @@ public:
   int64_t integer(const char *name) {
     auto value = object ? object->getInteger(name) : std::nullopt;
     if (!value) {
-      fail("has no integer \"" + std::string(name) + "\"");
+      // A number that is not a 64-bit integer is said as such.
+      if (object && object->getNumber(name))
+        fail("has \"" + std::string(name) +
+             "\" that is not an integer in the 64-bit range");
+      else
+        fail("has no integer \"" + std::string(name) + "\"");
       return 0;
     }
     return *value;
   }
+  /// A finite number: JSON has no infinity (a literal past the double range
+  /// reads as one) and the manifest must be written back as JSON.
   double number(const char *name) {
     auto value = object ? object->getNumber(name) : std::nullopt;
     if (!value) {
       fail("has no number \"" + std::string(name) + "\"");
+      return 0;
+    }
+    if (!std::isfinite(*value)) {
+      fail("has \"" + std::string(name) + "\" that is not a finite number");
       return 0;
     }
     return *value;
@@ -121,9 +134,12 @@ bool evaluate(const std::string &text, const Shapes &shapes, int64_t &value) {
   return true;
 }
 
+/// A size or stride of a tensor map: a positive integer, or a non-empty
+/// expression (in `batch`, `seq_q`, `seq_k`; checked where it is
+/// evaluated); "" for anything else, which the caller refuses.
 std::string asText(const llvm::json::Value &value) {
   if (auto i = value.getAsInteger())
-    return std::to_string(*i);
+    return *i > 0 ? std::to_string(*i) : "";
   if (auto s = value.getAsString())
     return s->str();
   return "";
@@ -197,7 +213,6 @@ bool parseManifest(const std::string &json, Manifest &m, std::string &error) {
   Fields top(parsed->getAsObject(), "(top level)", error);
   m.kernel = top.string("kernel");
   m.cubin = top.string("cubin");
-  m.target = top.string("target");
   if (auto *object = parsed->getAsObject())
     if (auto ptx = object->getString("ptx"))
       m.ptx = ptx->str();
@@ -218,8 +233,17 @@ bool parseManifest(const std::string &json, Manifest &m, std::string &error) {
       m.block[i] = static_cast<uint32_t>(std::clamp<int64_t>(extent, 0, 1024));
     }
   }
+  m.target = top.string("target");
+  if (error.empty() && !target::lookup(m.target))
+    top.fail("has \"target\" " + target::unknownChipMessage(m.target));
   Fields grid(top.child("grid"), "\"grid\"", error);
   m.smCount = grid.integer("sm_count");
+  // The persistent grid's size is a 32-bit launch dimension (as fa4c's
+  // --sm-count); its "policy", "size" and "tasks" are derived from the
+  // fields here and written again from them.
+  if (m.smCount >= (int64_t(1) << 31))
+    grid.fail("has \"sm_count\" " + std::to_string(m.smCount) +
+              ", not below 2^31");
   m.order = grid.string("order");
   // Read at full width and ranged: a cast alone would wrap 2^32 to 0.
   int64_t smemBytes = top.integer("dynamic_smem_bytes");
@@ -335,6 +359,15 @@ bool parseManifest(const std::string &json, Manifest &m, std::string &error) {
         map.dims.push_back(asText(v));
       for (const llvm::json::Value &v : *strides)
         map.strides.push_back(asText(v));
+      for (const std::vector<std::string> *entries : {&map.dims, &map.strides})
+        for (const std::string &entry : *entries)
+          if (entry.empty()) {
+            f.fail(std::string("has a ") +
+                   (entries == &map.dims ? "dims" : "strides_bytes") +
+                   " entry that is neither a positive integer nor an "
+                   "expression");
+            return false;
+          }
       if (const llvm::json::Value *axes = f.optional("axes")) {
         const llvm::json::Array *list = axes->getAsArray();
         if (!list || list->size() != map.rank) {
@@ -549,7 +582,7 @@ std::string writeManifest(const Manifest &m) {
   // a launch replaces with its tensors' own through `axes`;
   // `layout_strides` the entry IR's (elements, [batch, seq, heads,
   // head_dim], null where dynamic or free), which a launch must match.
-  os << "  \"tensor_maps\": [\n";
+  os << "  \"tensor_maps\": [" << (m.tensorMaps.empty() ? "" : "\n");
   for (size_t i = 0; i < m.tensorMaps.size(); ++i) {
     const Manifest::TensorMap &map = m.tensorMaps[i];
     auto entries = [](const std::vector<std::string> &values) {
@@ -581,8 +614,8 @@ std::string writeManifest(const Manifest &m) {
        << "\", \"interleave\": \"none\", \"oob_fill\": \""
        << (map.oobFill == TensorMapOobFill::Zero ? "zero" : "nan") << "\"}";
   }
-  os << "\n  ],\n";
-  os << "  \"parameters\": [\n";
+  os << (m.tensorMaps.empty() ? "" : "\n  ") << "],\n";
+  os << "  \"parameters\": [" << (m.parameters.empty() ? "" : "\n");
   for (size_t i = 0; i < m.parameters.size(); ++i) {
     const Manifest::Parameter &p = m.parameters[i];
     os << (i ? ",\n" : "") << "    {\"name\": " << quoted(p.name)
@@ -593,7 +626,7 @@ std::string writeManifest(const Manifest &m) {
       os << ", \"layout\": " << quoted(p.layout);
     os << "}";
   }
-  os << "\n  ],\n";
+  os << (m.parameters.empty() ? "" : "\n  ") << "],\n";
   os << "  \"ptxas\": {\"registers\": " << m.ptxas.registers
      << ", \"spill_store_bytes\": " << m.ptxas.spillStoreBytes
      << ", \"spill_load_bytes\": " << m.ptxas.spillLoadBytes

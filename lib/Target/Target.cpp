@@ -2,6 +2,8 @@
 
 #include "fa4/Target/Target.h"
 
+#include "llvm/Support/raw_ostream.h"
+
 #include "llvm/ADT/STLExtras.h"
 
 #include <cassert>
@@ -45,7 +47,15 @@ std::string mlir::fa4::target::emulatedChips() {
 }
 
 std::string mlir::fa4::target::unknownChipMessage(llvm::StringRef name) {
-  return "unknown target '" + name.str() + "' (expected " + chipList() + ")";
+  // The name as given, escaped (a control byte or a quote must not reach a
+  // terminal or end the message) and cut at 64 bytes.
+  constexpr size_t kShown = 64;
+  std::string shown;
+  llvm::raw_string_ostream os(shown);
+  os.write_escaped(name.take_front(kShown));
+  if (name.size() > kShown)
+    os << "... (" << name.size() << " bytes)";
+  return "unknown target '" + shown + "' (expected " + chipList() + ")";
 }
 
 llvm::StringRef mlir::fa4::target::targetOptionHelp() {

@@ -9,6 +9,7 @@
 #include "fa4/Tools/ToolSession.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/Verifier.h"
 #include "mlir/Pass/PassManager.h"
@@ -200,7 +201,7 @@ bool compileModule(ModuleOp module, const CollectedDiagnostics &diagnostics,
                    bool *fromCache) {
   if (fromCache)
     *fromCache = false;
-  if (!checkOneKernel(module, error))
+  if (!checkEntryLevel(module, error) || !checkOneKernel(module, error))
     return false;
   PipelineOptions options;
   options.copyOptionValuesFrom(given);
@@ -293,6 +294,28 @@ bool fa4::compileEntry(const std::string &ir, const PipelineOptions &options,
           error))
     return false;
   return compiled;
+}
+
+bool fa4::checkEntryLevel(ModuleOp module, std::string &error) {
+  std::string found;
+  module.walk([&](Operation *op) {
+    if (!found.empty())
+      return WalkResult::interrupt();
+    if (auto func = dyn_cast<func::FuncOp>(op); func && func->hasAttr("fa4.spec"))
+      found = "@" + func.getName().str() +
+              " is already tiled (it carries fa4.spec: level B or C, as "
+              "--stop-after=tile and the later stages write it)";
+    else if (isa<gpu::GPUModuleOp>(op))
+      found = "the module already holds a gpu.module (level D, as "
+              "--stop-after=nvvm writes it)";
+    return WalkResult::advance();
+  });
+  if (found.empty())
+    return true;
+  error = "the pipeline starts from entry IR (level A: a function with "
+          "fa4.attention, as --stop-after=bufferize writes it at the latest); " +
+          found + ": run the remaining passes with fa4-opt";
+  return false;
 }
 
 bool fa4::checkOneKernel(ModuleOp module, std::string &error) {

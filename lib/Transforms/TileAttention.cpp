@@ -303,6 +303,16 @@ struct TileAttentionPass
     : public fa4::impl::FA4TileAttentionBase<TileAttentionPass> {
   using FA4TileAttentionBase::FA4TileAttentionBase;
 
+  /// The option is checked once, whatever the input holds.
+  LogicalResult initialize(MLIRContext *context) override {
+    if (qTilesPerTask >= 0 && qTilesPerTask <= 2)
+      return success();
+    emitError(UnknownLoc::get(context))
+        << "fa4-tile: q-tiles-per-task must be 0 (the chip's), 1 or 2, got "
+        << static_cast<int64_t>(qTilesPerTask);
+    return failure();
+  }
+
   void runOnOperation() override {
     func::FuncOp func = getOperation();
     SmallVector<AttentionOp> attentions;
@@ -347,12 +357,7 @@ struct TileAttentionPass
     int64_t qTiles = qTilesPerTask != 0
                          ? int64_t(qTilesPerTask)
                          : getTargetOrDefault(func).qTilesPerTask;
-    if (qTiles != 1 && qTiles != 2) {
-      op.emitOpError() << "q-tiles-per-task must be 0 (the chip's), 1 or 2, "
-                          "got "
-                       << qTiles;
-      return signalPassFailure();
-    }
+
     TileConfig config = TileConfig::get(op, rescaleThreshold);
     config.qTilesPerTask = qTiles;
     func->setAttr("fa4.spec", buildSpec(op, config));

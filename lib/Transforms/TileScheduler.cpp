@@ -19,14 +19,19 @@ namespace {
 struct TileSchedulerPass
     : public fa4::impl::FA4TileSchedulerBase<TileSchedulerPass> {
   using Base::Base;
+  /// The option is checked once, whatever the input holds.
+  LogicalResult initialize(MLIRContext *context) override {
+    if (smCount >= 0 && smCount < (int64_t(1) << 31))
+      return success();
+    emitError(UnknownLoc::get(context))
+        << "fa4-tile-scheduler: sm-count must be 0 (the module's chip's) or in "
+           "[1, 2^31), got "
+        << static_cast<int64_t>(smCount);
+    return failure();
+  }
   void runOnOperation() override {
     func::FuncOp func = getOperation();
-    if (smCount < 0) {
-      func.emitError() << "sm-count must be 0 (the module's chip's) or "
-                          "positive, got "
-                       << static_cast<int64_t>(smCount);
-      return signalPassFailure();
-    }
+
     // The persistent grid: the option's SM count, else the chip's.
     int64_t sms = smCount > 0 ? int64_t(smCount)
                               : getTargetOrDefault(func).smCount;

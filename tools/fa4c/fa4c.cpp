@@ -256,8 +256,10 @@ static int compile(std::unique_ptr<MemoryBuffer> input, StringRef stopAfter) {
     return 2;
   }
 
-  // A binary and its manifest describe one kernel.
-  if (kind != EmitKind::Mlir && !fa4::checkOneKernel(*module, error)) {
+  // The pipeline starts from entry IR; a binary and its manifest describe
+  // one kernel.
+  if (!fa4::checkEntryLevel(*module, error) ||
+      (kind != EmitKind::Mlir && !fa4::checkOneKernel(*module, error))) {
     errs() << "fa4c: " << error << "\n";
     return 2;
   }

@@ -41,6 +41,14 @@ TEST(ChipTable, UnknownNamesAreRefusedWithTheList) {
   std::string message = target::unknownChipMessage("sm_80");
   for (const target::ChipInfo &row : target::chips())
     EXPECT_NE(message.find(row.name.str()), std::string::npos) << message;
+  // The name is escaped (no control byte reaches a terminal) and cut.
+  message = target::unknownChipMessage(llvm::StringRef("sm_90a\x01\0\n", 9));
+  EXPECT_EQ(message.find('\x01'), std::string::npos);
+  EXPECT_EQ(message.find('\n'), std::string::npos);
+  EXPECT_NE(message.find("'sm_90a\\001\\000\\n'"), std::string::npos) << message;
+  message = target::unknownChipMessage(std::string(1 << 20, 'x'));
+  EXPECT_LT(message.size(), 200u);
+  EXPECT_NE(message.find("(1048576 bytes)"), std::string::npos);
 }
 
 class TargetAttrTest : public ::testing::Test {

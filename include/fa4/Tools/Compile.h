@@ -67,6 +67,11 @@ bool compileVariant(const Variant &variant, const PipelineOptions &options,
                     bool useCache, runtime::Kernel &kernel, std::string &error,
                     bool *fromCache = nullptr);
 
+/// Whether `module` is entry IR, where the pipeline starts: no function
+/// already tiled (fa4.spec) and no gpu.module. Otherwise `error` names what
+/// was found and says how to continue it (fa4-opt).
+bool checkEntryLevel(ModuleOp module, std::string &error);
+
 /// Whether `module` holds exactly one kernel to compile to a binary: one
 /// function with an fa4.attention (or lowered from one, fa4.spec), as a
 /// cubin and its manifest describe one kernel. Otherwise `error` says how

@@ -340,9 +340,28 @@ void FA4ToNVVMPass::runOnOperation() {
                        << exp2EmulationFraction;
     return signalPassFailure();
   }
-  // The chip: the module's `fa4.target` (the pipeline's first stage wrote
-  // it), or the option's; both, when they differ, is an error.
+  SmallVector<func::FuncOp> kernels;
+  module.walk([&](func::FuncOp func) {
+    bool scheduled = false;
+    func.walk([&](WarpSpecializeOp) { scheduled = true; });
+    if (func->hasAttr("fa4.spec") && scheduled)
+      kernels.push_back(func);
+  });
+  // The chip: the `fa4.target` of the kernels' modules (the pipeline's
+  // first stage wrote it on the top-level one; the verifier keeps nested
+  // ones consistent), or the option's; both, when they differ, is an error.
   const target::ChipInfo *named = getModuleTarget(module);
+  for (func::FuncOp func : kernels) {
+    const target::ChipInfo *own = getModuleTarget(func);
+    if (own && named && own != named) {
+      func.emitError() << "fa4-to-nvvm: @" << func.getName()
+                       << " is in a module for " << own->name
+                       << ", another kernel's is for " << named->name
+                       << "; one gpu.module is for one chip";
+      return signalPassFailure();
+    }
+    named = own ? own : named;
+  }
   if (!chip.empty()) {
     const target::ChipInfo *asked = target::lookup(chip);
     if (!asked) {
@@ -358,13 +377,6 @@ void FA4ToNVVMPass::runOnOperation() {
     named = asked;
   }
   chipInfo = named ? named : &target::defaultChip();
-  SmallVector<func::FuncOp> kernels;
-  module.walk([&](func::FuncOp func) {
-    bool scheduled = false;
-    func.walk([&](WarpSpecializeOp) { scheduled = true; });
-    if (func->hasAttr("fa4.spec") && scheduled)
-      kernels.push_back(func);
-  });
   if (kernels.empty())
     return;
   OpBuilder b(context);

@@ -45,3 +45,21 @@ module {
     return
   }
 }
+
+// -----
+
+// One chip for a compile: a nested module may repeat its enclosing
+// module's, not name another.
+// CHECK: module @same attributes {fa4.target = #fa4.target<sm_90a>}
+module attributes {fa4.target = #fa4.target<sm_90a>} {
+  module @same attributes {fa4.target = #fa4.target<sm_90a>} {
+  }
+}
+
+// -----
+
+module attributes {fa4.target = #fa4.target<sm_100a>} {
+  // expected-error @+1 {{'fa4.target' names sm_90a inside a module for sm_100a (a compile is for one chip)}}
+  module @other attributes {fa4.target = #fa4.target<sm_90a>} {
+  }
+}

@@ -106,6 +106,15 @@ int main(int argc, char **argv) {
     return 2;
   }
   const runtime::Manifest &m = kernel.manifest;
+  // The float64 reference here is the manifest's attention; a region the
+  // kernel inlines is known only from its entry IR (fa4-emu --entry).
+  if ((m.scoreMod || m.maskMod) && breakRule.empty()) {
+    errs() << "error: the kernel inlines a "
+           << (m.scoreMod ? "score_mod" : "mask_mod")
+           << " region, which this check's reference cannot evaluate; run it "
+              "with fa4-emu --entry <the entry IR>\n";
+    return 2;
+  }
   bool bf16 = m.dtype == "bf16";
   sim::Problem problem = sim::problemOf(m, batch, seqQ, seqK);
   std::vector<float> q, k, v;

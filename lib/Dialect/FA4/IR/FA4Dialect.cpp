@@ -70,6 +70,17 @@ LogicalResult FA4Dialect::verifyOperationAttribute(Operation *op,
     return op->emitError() << "'" << kTargetAttrName
                            << "' belongs on a builtin.module, not on '"
                            << op->getName() << "'";
+  // One chip for everything a compile sees: a nested module may repeat its
+  // enclosing module's chip, not name another.
+  auto chip = cast<TargetAttr>(attribute.getValue());
+  for (Operation *parent = op->getParentOp(); parent;
+       parent = parent->getParentOp())
+    if (auto outer = parent->getAttrOfType<TargetAttr>(kTargetAttrName))
+      if (outer != chip)
+        return op->emitError()
+               << "'" << kTargetAttrName << "' names " << chip.getInfo().name
+               << " inside a module for " << outer.getInfo().name
+               << " (a compile is for one chip)";
   return success();
 }
 
