@@ -103,19 +103,6 @@ std::string element(llvm::StringRef name, size_t i) {
   return (name + "[" + llvm::Twine(i) + "]").str();
 }
 
-const char *swizzleName(TensorMapSwizzle swizzle) {
-  switch (swizzle) {
-  case TensorMapSwizzle::None:
-    return "none";
-  case TensorMapSwizzle::Bytes32:
-    return "32B";
-  case TensorMapSwizzle::Bytes64:
-    return "64B";
-  case TensorMapSwizzle::Bytes128:
-    return "128B";
-  }
-  return "?";
-}
 } // namespace
 
 // A tensor map's `strides_bytes` are not in it: they are the dense strides a

@@ -497,19 +497,6 @@ std::string sizeEntry(const std::string &text) {
                             [](char c) { return c >= '0' && c <= '9'; });
   return number ? text : quoted(text);
 }
-const char *swizzleName(TensorMapSwizzle swizzle) {
-  switch (swizzle) {
-  case TensorMapSwizzle::None:
-    return "none";
-  case TensorMapSwizzle::Bytes32:
-    return "32B";
-  case TensorMapSwizzle::Bytes64:
-    return "64B";
-  case TensorMapSwizzle::Bytes128:
-    return "128B";
-  }
-  return "none";
-}
 template <typename T>
 std::string list(const T *values, size_t count) {
   std::string out = "[";

@@ -1,12 +1,34 @@
 //===- TileProgram.cpp - what a schedule reads of the tile program --------===//
 
 #include "fa4/Transforms/TileProgram.h"
+#include "fa4/Transforms/TileConfig.h"
 
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/IR/IRMapping.h"
 
 using namespace mlir;
 using namespace mlir::fa4;
+
+FailureOr<std::optional<TileProgram>>
+TileProgram::readForSchedule(func::FuncOp func, target::Family family,
+                             StringRef pass, int64_t qTilesPerTask) {
+  if (failed(checkModuleFamily(func, family, pass)))
+    return failure();
+  bool isKernel = false;
+  FailureOr<TileProgram> read = TileProgram::read(func, pass, isKernel);
+  if (!isKernel)
+    return std::optional<TileProgram>();
+  if (failed(read))
+    return failure();
+  int64_t rows = TileConfig::kBlockM * qTilesPerTask;
+  if (static_cast<int64_t>(read->range.getRows()) != rows)
+    return read->range.emitOpError()
+           << "covers tasks of " << read->range.getRows() << " rows; the "
+           << target::familyName(family) << " schedule runs "
+           << (qTilesPerTask == 1 ? "one 128-row Q tile" : "two 128-row Q tiles")
+           << " per task (fa4-tile q-tiles-per-task=" << qTilesPerTask << ")";
+  return std::optional<TileProgram>(*read);
+}
 
 FailureOr<TileProgram> TileProgram::read(func::FuncOp func, StringRef pass,
                                          bool &isKernel) {

@@ -30,6 +30,20 @@ enum class TensorMapDataType : uint32_t {
 
 /// CUtensorMapSwizzle.
 enum class TensorMapSwizzle : uint32_t { None = 0, Bytes32 = 1, Bytes64 = 2, Bytes128 = 3 };
+/// "none", "32B", "64B", "128B": as manifests and contracts spell it.
+inline const char *swizzleName(TensorMapSwizzle swizzle) {
+  switch (swizzle) {
+  case TensorMapSwizzle::None:
+    return "none";
+  case TensorMapSwizzle::Bytes32:
+    return "32B";
+  case TensorMapSwizzle::Bytes64:
+    return "64B";
+  case TensorMapSwizzle::Bytes128:
+    return "128B";
+  }
+  return "none";
+}
 
 /// CUtensorMapFloatOOBfill: out-of-bounds elements read as zero, or as NaN
 /// (the latter only for floating-point types).

@@ -11,6 +11,7 @@
 #define FA4_TRANSFORMS_TILEPROGRAM_H
 
 #include "fa4/Dialect/FA4/IR/FA4Ops.h"
+#include "fa4/Target/Target.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -38,6 +39,15 @@ struct TileProgram {
   /// (a function without fa4.spec is not a kernel: `isKernel` false).
   static FailureOr<TileProgram> read(func::FuncOp func, StringRef pass,
                                      bool &isKernel);
+
+  /// What a family's roles pass (`pass`) reads first: the module's chip is
+  /// the family's (fa4.target), and the tile program's tasks are
+  /// `qTilesPerTask` 128-row Q tiles, as the family's schedule runs them.
+  /// std::nullopt for a function that is not a kernel; failure after an
+  /// error naming the cause.
+  static FailureOr<std::optional<TileProgram>>
+  readForSchedule(func::FuncOp func, target::Family family, StringRef pass,
+                  int64_t qTilesPerTask);
 };
 
 /// The index arithmetic a schedule builder writes, its constants hoisted to

@@ -502,25 +502,14 @@ struct AssignWarpRolesPass
     : public fa4::impl::FA4AssignWarpRolesBase<AssignWarpRolesPass> {
   void runOnOperation() override {
     func::FuncOp func = getOperation();
-    if (failed(checkModuleFamily(func, target::Family::Blackwell, getArgument())))
-      return signalPassFailure();
-    bool isKernel = false;
-    FailureOr<TileProgram> read =
-        TileProgram::read(func, getArgument(), isKernel);
-    if (!isKernel)
-      return; // not an attention kernel
+    FailureOr<std::optional<TileProgram>> read = TileProgram::readForSchedule(
+        func, target::Family::Blackwell, getArgument(),
+        TileConfig::kBlackwellQTilesPerTask);
     if (failed(read))
       return signalPassFailure();
-    TileProgram program = *read;
-    constexpr int64_t kRows =
-        TileConfig::kBlockM * TileConfig::kBlackwellQTilesPerTask;
-    if (program.range.getRows() != kRows) {
-      program.range.emitOpError()
-          << "covers tasks of " << program.range.getRows()
-          << " rows; the Blackwell schedule runs two 128-row Q tiles per task "
-             "(fa4-tile q-tiles-per-task=2)";
-      return signalPassFailure();
-    }
+    if (!*read)
+      return; // not an attention kernel
+    TileProgram program = **read;
     RoleProgramBuilder(func, program).build();
   }
 };

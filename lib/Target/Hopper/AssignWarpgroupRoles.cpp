@@ -454,23 +454,13 @@ struct HopperWarpgroupRolesPass
   using Base::Base;
   void runOnOperation() override {
     func::FuncOp func = getOperation();
-    if (failed(checkModuleFamily(func, target::Family::Hopper, getArgument())))
-      return signalPassFailure();
-    bool isKernel = false;
-    FailureOr<TileProgram> read =
-        TileProgram::read(func, getArgument(), isKernel);
-    if (!isKernel)
-      return; // not an attention kernel
+    FailureOr<std::optional<TileProgram>> read = TileProgram::readForSchedule(
+        func, target::Family::Hopper, getArgument(), /*qTilesPerTask=*/1);
     if (failed(read))
       return signalPassFailure();
-    TileProgram program = *read;
-    if (program.range.getRows() != TileConfig::kBlockM) {
-      program.range.emitOpError()
-          << "covers tasks of " << program.range.getRows()
-          << " rows; the Hopper schedule runs one 128-row Q tile per task "
-             "(fa4-tile q-tiles-per-task=1)";
-      return signalPassFailure();
-    }
+    if (!*read)
+      return; // not an attention kernel
+    TileProgram program = **read;
     int64_t ratio = program.range.getGqaRatio();
     if (hopper::ScheduleConfig::kRowsPerConsumer % ratio != 0) {
       program.range.emitOpError()

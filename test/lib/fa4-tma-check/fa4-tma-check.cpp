@@ -306,15 +306,6 @@ std::string compare(const std::vector<uint8_t> &got, const std::vector<uint8_t> 
   return std::to_string(differing) + " bytes differ, first at " + std::to_string(first);
 }
 
-const char *swizzleName(TensorMapSwizzle swizzle) {
-  switch (swizzle) {
-  case TensorMapSwizzle::None: return "none";
-  case TensorMapSwizzle::Bytes32: return "32B";
-  case TensorMapSwizzle::Bytes64: return "64B";
-  default: return "128B";
-  }
-}
-
 } // namespace
 
 int main(int argc, char **argv) {
