@@ -19,6 +19,10 @@ config.substitutions.append(("%fa4rt", os.path.join(config.fa4_obj_root, "lib", 
 
 llvm_config.with_system_environment(["HOME", "INCLUDE", "LIB", "TMP", "TEMP"])
 llvm_config.with_system_environment(["ASAN_OPTIONS", "UBSAN_OPTIONS"])
+# The knobs that widen the sampled checks into the long runs (README, "Long
+# runs"); lit passes no other variable of the caller's environment.
+llvm_config.with_system_environment(["FA4_MATRIX_EMULATE_EVERY", "FA4_MATRIX_INTERLEAVINGS",
+                                     "FA4_MATRIX_SIM_EVERY"])
 # The sanitizer build (scripts/test.sh --asan): a Python that loads the
 # instrumented libfa4rt.so needs the ASan runtime loaded first.
 if getattr(config, "fa4_sanitize", "OFF").upper() in ("ON", "1", "TRUE", "YES"):

@@ -55,20 +55,14 @@ std::unique_ptr<Mods> Mods::fromFunction(func::FuncOp func,
     }
     if (std::optional<uint64_t> position = entry.getBlockMask())
       mods->blockMaskIndex = *position;
-  } else if (auto spec = func->getAttrOfType<DictionaryAttr>("fa4.spec")) {
-    if (auto position = spec.getAs<IntegerAttr>("block_mask"))
-      mods->blockMaskIndex = position.getInt();
-    if (auto positions = spec.getAs<DenseI64ArrayAttr>("extras"))
-      for (int64_t position : positions.asArrayRef()) {
-        if (position < 0 || position >= func.getNumArguments() ||
-            !isa<MemRefType>(func.getArgument(position).getType())) {
-          error = "fa4.spec names extra argument #" + std::to_string(position) +
-                  ", which is not a memref argument of @" + func.getName().str();
-          return nullptr;
-        }
-        mods->extraArguments.push_back(func.getArgument(position));
-        mods->extraNumbers.push_back(position);
-      }
+  } else if (KernelSpecAttr spec = getKernelSpec(func)) {
+    // Its positions are memref arguments (fa4.spec's verifier).
+    if (std::optional<int64_t> position = spec.getBlockMask())
+      mods->blockMaskIndex = *position;
+    for (int64_t position : spec.getExtras()) {
+      mods->extraArguments.push_back(func.getArgument(position));
+      mods->extraNumbers.push_back(position);
+    }
   }
   for (auto [region, program, leading] :
        {std::tuple{scoreModRegion, &mods->scoreMod, 5u},

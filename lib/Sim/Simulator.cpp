@@ -168,39 +168,20 @@ bool mlir::fa4::sim::simulate(func::FuncOp func, const RunOptions &options,
             "fa4.attention), not level B or C";
     return false;
   }
-  auto spec = func->getAttrOfType<DictionaryAttr>("fa4.spec");
-  auto arguments = spec ? spec.getAs<DenseI64ArrayAttr>("arguments") : nullptr;
-  auto mask = spec ? spec.getAs<MaskKindAttr>("mask") : nullptr;
-  if (!arguments || !mask || arguments.size() < 4) {
+  // fa4.spec's verifier has checked its positions (distinct memref
+  // arguments), window bounds, scale and softcap.
+  KernelSpecAttr spec = getKernelSpec(func);
+  if (!spec) {
     error = "@" + func.getName().str() +
             " has no fa4.spec (run fa4-tile first, or give level-A IR)";
     return false;
   }
+  ArrayRef<int64_t> arguments = spec.getArguments();
   auto argument = [&](ArgumentRole role) -> Value {
-    int64_t position = arguments[role];
-    if (position < 0 || position >= func.getNumArguments())
-      return nullptr;
-    return func.getArgument(position);
+    return func.getArgument(arguments[role]);
   };
-  for (ArgumentRole role : {kQ, kK, kV, kOut})
-    if (!argument(role) || !isa<MemRefType>(argument(role).getType())) {
-      error = "fa4.spec names an argument that is not a memref";
-      return false;
-    }
-  bool hasLse = arguments.size() > 4;
-  if (hasLse && (!argument(kLse) || !isa<MemRefType>(argument(kLse).getType()))) {
-    error = "fa4.spec names an LSE argument that is not a memref";
-    return false;
-  }
+  bool hasLse = spec.getLse();
   const char *names[] = {"Q", "K", "V", "O", "LSE"};
-  size_t named = hasLse ? 5 : 4;
-  for (size_t i = 0; i < named; ++i)
-    for (size_t j = i + 1; j < named; ++j)
-      if (arguments[i] == arguments[j]) {
-        error = "fa4.spec names argument #" + std::to_string(arguments[i]) +
-                " as both " + names[i] + " and " + names[j];
-        return false;
-      }
 
   // The reference and the buffers are sized from these types, so they must
   // describe one attention, as the entry op's verifier requires of level A.
@@ -252,29 +233,12 @@ bool mlir::fa4::sim::simulate(func::FuncOp func, const RunOptions &options,
   problem.qHeads = qType.getDimSize(2);
   problem.kvHeads = kType.getDimSize(2);
   problem.headDim = qType.getDimSize(3);
-  problem.causal = mask.getValue() == MaskKind::causal;
-  problem.window = mask.getValue() == MaskKind::window;
-  if (auto left = spec.getAs<IntegerAttr>("window_left"))
-    problem.windowLeft = left.getInt();
-  if (auto right = spec.getAs<IntegerAttr>("window_right"))
-    problem.windowRight = right.getInt();
-  if (auto scale = spec.getAs<FloatAttr>("scale"))
-    problem.scale = scale.getValueAsDouble();
-  if (auto softcap = spec.getAs<FloatAttr>("softcap"))
-    problem.softcap = softcap.getValueAsDouble();
-  for (int64_t bound : {problem.windowLeft, problem.windowRight})
-    if (bound < -1 || bound >= kIndexLimit) {
-      error = "fa4.spec's window bound " + std::to_string(bound) +
-              " is neither -1 (open) nor in [0, 2^31)";
-      return false;
-    }
-  if (!(problem.scale > 0.0) || !std::isfinite(problem.scale) ||
-      !(problem.softcap >= 0.0) || !std::isfinite(problem.softcap)) {
-    error = "fa4.spec's scale (" + std::to_string(problem.scale) +
-            ") must be positive and finite, its softcap (" +
-            std::to_string(problem.softcap) + ") non-negative and finite";
-    return false;
-  }
+  problem.causal = spec.getMask() == MaskKind::causal;
+  problem.window = spec.getMask() == MaskKind::window;
+  problem.windowLeft = spec.getWindowLeft();
+  problem.windowRight = spec.getWindowRight();
+  problem.scale = spec.getScaleValue();
+  problem.softcap = spec.getSoftcapValue();
 
   // Runtime sizes must agree with every static dimension of the IR.
   auto makeBuffer = [&](Value value, ArrayRef<int64_t> shape,

@@ -271,31 +271,23 @@ QTileState TileProgramBuilder::buildBlockStep(OpBuilder &body, QTileState state,
 
 /// The entry op's configuration, kept on the function for the simulator and
 /// the later levels once the op itself is gone.
-static DictionaryAttr buildSpec(AttentionOp op, const TileConfig &config) {
-  Builder b(op.getContext());
+static KernelSpecAttr buildSpec(AttentionOp op, const TileConfig &config) {
   SmallVector<int64_t> argumentPositions, extraPositions;
   for (Value operand : {op.getQ(), op.getK(), op.getV(), op.getOut(), op.getLse()})
     if (operand)
       argumentPositions.push_back(cast<BlockArgument>(operand).getArgNumber());
+  // The memrefs the score_mod and mask_mod regions read, and which of them
+  // is the block mask.
   for (Value extra : op.getExtras())
     extraPositions.push_back(cast<BlockArgument>(extra).getArgNumber());
-  SmallVector<NamedAttribute> entries = {
-      b.getNamedAttr("mask", MaskKindAttr::get(b.getContext(), config.mask)),
-      b.getNamedAttr("window_left", b.getI64IntegerAttr(config.windowLeft)),
-      b.getNamedAttr("window_right", b.getI64IntegerAttr(config.windowRight)),
-      b.getNamedAttr("scale", b.getF32FloatAttr(config.scale)),
-      b.getNamedAttr("softcap", b.getF32FloatAttr(config.softcap)),
-      b.getNamedAttr("lse", b.getBoolAttr(static_cast<bool>(op.getLse()))),
-      b.getNamedAttr("arguments", b.getDenseI64ArrayAttr(argumentPositions))};
-  // The memrefs the score_mod and mask_mod regions read.
-  if (!extraPositions.empty())
-    entries.push_back(
-        b.getNamedAttr("extras", b.getDenseI64ArrayAttr(extraPositions)));
-  // Which of them is the block mask.
+  std::optional<int64_t> blockMask;
   if (std::optional<uint64_t> position = op.getBlockMask())
-    entries.push_back(b.getNamedAttr(
-        "block_mask", b.getI64IntegerAttr(static_cast<int64_t>(*position))));
-  return b.getDictionaryAttr(entries);
+    blockMask = static_cast<int64_t>(*position);
+  return KernelSpecAttr::get(
+      op.getContext(), config.mask, config.windowLeft, config.windowRight,
+      llvm::APFloat(config.scale), llvm::APFloat(config.softcap),
+      static_cast<bool>(op.getLse()), argumentPositions, extraPositions,
+      blockMask);
 }
 
 namespace {
@@ -360,7 +352,7 @@ struct TileAttentionPass
 
     TileConfig config = TileConfig::get(op, rescaleThreshold);
     config.qTilesPerTask = qTiles;
-    func->setAttr("fa4.spec", buildSpec(op, config));
+    func->setAttr(kSpecAttrName, buildSpec(op, config));
     TileProgramBuilder(op, config).build();
     op.erase();
   }

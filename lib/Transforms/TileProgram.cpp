@@ -32,7 +32,7 @@ TileProgram::readForSchedule(func::FuncOp func, target::Family family,
 
 FailureOr<TileProgram> TileProgram::read(func::FuncOp func, StringRef pass,
                                          bool &isKernel) {
-  auto spec = func->getAttrOfType<DictionaryAttr>("fa4.spec");
+  KernelSpecAttr spec = getKernelSpec(func);
   isKernel = static_cast<bool>(spec);
   if (!spec)
     return failure();
@@ -58,19 +58,14 @@ FailureOr<TileProgram> TileProgram::read(func::FuncOp func, StringRef pass,
              store && !program.lseStore)
       program.lseStore = store;
   });
-  auto arguments = spec.getAs<DenseI64ArrayAttr>("arguments");
-  if (!program.range || !program.softmax || !program.normalize ||
-      !arguments || arguments.size() < 4)
+  if (!program.range || !program.softmax || !program.normalize)
     return func.emitError() << pass
                             << " expects the tile program fa4-tile writes "
                                "(fa4.kv_block_range, fa4.online_softmax and "
                                "fa4.normalize under a function with fa4.spec)";
-  for (int64_t position : arguments.asArrayRef()) {
-    if (position < 0 || position >= func.getNumArguments())
-      return func.emitError() << "fa4.spec names argument #" << position
-                              << ", which the function does not have";
+  // The positions are the function's memref arguments (fa4.spec's verifier).
+  for (int64_t position : spec.getArguments())
     program.arguments.push_back(func.getArgument(position));
-  }
   if (program.lseStore && program.arguments.size() <= kLse)
     return func.emitError()
            << "the tile program stores an LSE that fa4.spec does not name";

@@ -62,16 +62,8 @@ struct TileSchedulerPass
         coords.setOrder(order);
       }
     });
-    Builder builder(func.getContext());
-    specialize->setAttr(
-        "fa4.grid",
-        builder.getDictionaryAttr(
-            {builder.getNamedAttr("sm_count", builder.getI64IntegerAttr(sms)),
-             builder.getNamedAttr(
-                 "policy", builder.getStringAttr(
-                               "persistent: min(sm_count, tasks) CTAs")),
-             builder.getNamedAttr("order", builder.getStringAttr(
-                                               stringifyTaskOrder(order)))}));
+    specialize->setAttr(kGridAttrName,
+                        GridAttr::get(func.getContext(), sms, order));
   }
 };
 } // namespace

@@ -16,8 +16,8 @@
 #include "fa4/Emu/Emulator.h"
 #include "fa4/Runtime/Runtime.h"
 #include "fa4/Target/Target.h"
-#include "fa4/Tools/Compile.h"
-#include "fa4/Tools/ToolSession.h"
+#include "fa4/Driver/Compile.h"
+#include "fa4/Driver/ToolSession.h"
 
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>

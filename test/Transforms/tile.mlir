@@ -3,7 +3,7 @@
 
 // The seed's configuration: GQA ratio 4, head dim 128, causal, LSE.
 // CHECK-LABEL: func.func @seed
-// CHECK-SAME: fa4.spec = {arguments = array<i64: 0, 1, 2, 3, 4>, lse = true, mask = #fa4.mask<causal>, scale = 0.0883883461 : f32, softcap = 0.000000e+00 : f32, window_left = -1 : i64, window_right = -1 : i64}
+// CHECK-SAME: fa4.spec = #fa4.spec<mask = causal, window_left = -1, window_right = -1, scale = 0.0883883461, softcap = 0.000000e+00, lse = true, arguments = [0, 1, 2, 3, 4]>
 // CHECK-DAG: %[[C4:.*]] = arith.constant 4 : index
 // CHECK-DAG: %[[C256:.*]] = arith.constant 256 : index
 // CHECK-DAG: %[[C128:.*]] = arith.constant 128 : index
@@ -145,7 +145,7 @@ func.func @local_buffer(%q: memref<?x?x8x64xf16>, %n: index) {
 // A score_mod that is exactly a softcap, c·tanh(s·(1/c)), takes the softcap
 // attribute's path: fa4.softcap on the scores, no region.
 // CHECK-LABEL: func.func @softcap_written_as_score_mod
-// CHECK-SAME: softcap = 2.000000e+01 : f32
+// CHECK-SAME: softcap = 2.000000e+01,
 // CHECK: fa4.softcap %{{.*}} {cap = 2.000000e+01 : f32, scale = 1.250000e-01 : f32}
 // CHECK-NOT: fa4.score_mod
 // CHECK: return
@@ -169,7 +169,7 @@ func.func @softcap_written_as_score_mod(%q: memref<?x?x8x64xf16>, %k: memref<?x?
 
 // Anything more than the softcap stays a region.
 // CHECK-LABEL: func.func @softcap_plus_bias
-// CHECK-SAME: softcap = 0.000000e+00 : f32
+// CHECK-SAME: softcap = 0.000000e+00,
 // CHECK-NOT: fa4.softcap
 // CHECK: fa4.score_mod
 func.func @softcap_plus_bias(%q: memref<?x?x8x64xf16>, %k: memref<?x?x8x64xf16>,
@@ -194,7 +194,7 @@ func.func @softcap_plus_bias(%q: memref<?x?x8x64xf16>, %k: memref<?x?x8x64xf16>,
 // A subnormal cap has no finite reciprocal: s·(1/c) is not the softcap's
 // math (0·inf at s = 0), so the region stays.
 // CHECK-LABEL: func.func @subnormal_cap
-// CHECK-SAME: softcap = 0.000000e+00 : f32
+// CHECK-SAME: softcap = 0.000000e+00,
 // CHECK: fa4.score_mod
 func.func @subnormal_cap(%q: memref<?x?x8x64xf16>, %k: memref<?x?x8x64xf16>,
                          %v: memref<?x?x8x64xf16>, %o: memref<?x?x8x64xf16>) {

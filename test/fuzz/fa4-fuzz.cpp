@@ -17,6 +17,7 @@
 
 #include "Surfaces.h"
 
+#include "fa4/Dialect/FA4/IR/FA4Dialect.h"
 #include "fa4/Pipeline/Pipeline.h"
 #include "fa4/Sim/Simulator.h"
 #include "fa4/Conversion/Passes.h"
@@ -105,7 +106,7 @@ void runInput(MLIRContext &context, const std::string &text, const Plan &plan) {
   if (plan.simulate) {
     SmallVector<func::FuncOp> kernels;
     module->walk([&](func::FuncOp func) {
-      if (func->hasAttr("fa4.spec"))
+      if (fa4::getKernelSpec(func))
         kernels.push_back(func);
     });
     if (kernels.size() == 1) {

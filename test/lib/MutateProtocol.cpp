@@ -196,7 +196,7 @@ struct MutateProtocolPass
 
   void runOnOperation() override {
     func::FuncOp func = getOperation();
-    if (!func->hasAttr("fa4.spec"))
+    if (!getKernelSpec(func))
       return;
     StringRef name = mutation;
     LogicalResult applied = failure();

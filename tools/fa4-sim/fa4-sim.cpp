@@ -14,7 +14,7 @@
 #include "fa4/Sim/Simulator.h"
 #include "fa4/Support/IrInput.h"
 #include "fa4/Support/OutputFile.h"
-#include "fa4/Tools/ToolSession.h"
+#include "fa4/Driver/ToolSession.h"
 #include "fa4/Pipeline/Pipeline.h"
 #include "fa4/Transforms/Passes.h"
 
@@ -162,7 +162,7 @@ static int simulateInput(std::unique_ptr<MemoryBuffer> input) {
 
   SmallVector<func::FuncOp> kernels;
   module->walk([&](func::FuncOp func) {
-    if (func->hasAttr("fa4.spec"))
+    if (fa4::getKernelSpec(func))
       kernels.push_back(func);
   });
   if (kernels.size() != 1)

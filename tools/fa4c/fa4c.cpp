@@ -7,11 +7,11 @@
 
 #include "fa4/Dialect/FA4/IR/FA4Ops.h"
 #include "fa4/Runtime/CompileCache.h"
-#include "fa4/Tools/Compile.h"
+#include "fa4/Driver/Compile.h"
 #include "fa4/Support/IrInput.h"
-#include "fa4/Tools/KernelOutput.h"
+#include "fa4/Driver/KernelOutput.h"
 #include "fa4/Support/OutputFile.h"
-#include "fa4/Tools/ToolSession.h"
+#include "fa4/Driver/ToolSession.h"
 #include "fa4/Pipeline/Pipeline.h"
 #include "fa4/Transforms/Passes.h"
 #include "TestPasses.h"
@@ -158,7 +158,7 @@ static cl::opt<double> softcap("softcap",
 static cl::opt<bool> lse("lse", cl::desc("Also write the log-sum-exp"),
                          cl::init(false), cl::cat(variantCategory));
 
-/// The variant the flags describe, as entry IR (fa4/Tools/Compile.h).
+/// The variant the flags describe, as entry IR (fa4/Driver/Compile.h).
 static OwningOpRef<ModuleOp> buildVariant(MLIRContext &context) {
   fa4::Variant variant;
   variant.headDim = headDim;
@@ -286,7 +286,7 @@ static int compile(std::unique_ptr<MemoryBuffer> input, StringRef stopAfter) {
   options.target = chip;
   options.cudaPath = cudaPath;
   options.exp2EmulationFraction = exp2EmulationFraction;
-  // The compile cache (fa4/Tools/Compile.h, docs/Runtime.md).
+  // The compile cache (fa4/Driver/Compile.h, docs/Runtime.md).
   std::string cacheKey;
   std::unique_ptr<fa4::runtime::CompileCache> cache;
   SmallString<256> ptxPath(outputFile);

@@ -133,8 +133,8 @@ def FA4TileScheduler : Pass<"fa4-tile-scheduler", "::mlir::func::FuncOp"> {
     windowed attention, and attention with a mask_mod, take the tasks in LPT
     order (m_blocks with the most visible KV blocks first, weighed by the
     attribute mask and the mask_mod's bounds); without a mask the order is
-    static. The policy
-    is recorded as `fa4.grid` on the warp-specialize op.
+    static. The grid is recorded as `fa4.grid = #fa4.grid<sm_count = N,
+    order = static|lpt>` on the warp-specialize op.
   }];
   let options = [
     Option<"smCount", "sm-count", "int64_t", "0",

@@ -86,28 +86,28 @@ struct FA4ToNVVMPass : public fa4::impl::FA4ToNVVMBase<FA4ToNVVMPass> {
 
 } // namespace
 
+/// A shape or strides for fa4.launch: dynamic sizes as -1.
+static SmallVector<int64_t> dynamicAsMinusOne(ArrayRef<int64_t> sizes) {
+  SmallVector<int64_t> out;
+  for (int64_t size : sizes)
+    out.push_back(ShapedType::isDynamic(size) ? -1 : size);
+  return out;
+}
+
 LogicalResult FA4ToNVVMPass::convert(func::FuncOp func,
                                      gpu::GPUModuleOp gpuModule) {
   MLIRContext *context = &getContext();
-  auto spec = func->getAttrOfType<DictionaryAttr>("fa4.spec");
-  auto arguments = spec ? spec.getAs<DenseI64ArrayAttr>("arguments") : nullptr;
-  if (!arguments || arguments.size() < 4 || arguments.size() > 5)
-    return func.emitError() << "fa4.spec names no Q, K, V, O (and LSE) arguments";
-  // The memref argument fa4.spec names at `position`, or null.
+  // fa4.spec's verifier has checked that its positions are memref
+  // arguments of the function.
+  KernelSpecAttr spec = getKernelSpec(func);
+  if (!spec)
+    return func.emitError() << "@" << func.getName() << " has no fa4.spec";
   auto memrefArgument = [&](int64_t position) -> Value {
-    if (position < 0 || position >= static_cast<int64_t>(func.getNumArguments()) ||
-        !isa<MemRefType>(func.getArgument(position).getType()))
-      return nullptr;
     return func.getArgument(position);
   };
   SmallVector<Value> tensors;
-  for (int64_t position : arguments.asArrayRef()) {
+  for (int64_t position : spec.getArguments())
     tensors.push_back(memrefArgument(position));
-    if (!tensors.back())
-      return func.emitError() << "fa4.spec names argument #" << position
-                              << ", which is not a memref argument of @"
-                              << func.getName();
-  }
   bool hasLse = tensors.size() > 4;
   KernelState kernel;
   kernel.exp2EmulationFraction = exp2EmulationFraction;
@@ -159,22 +159,17 @@ LogicalResult FA4ToNVVMPass::convert(func::FuncOp func,
 
   // The memrefs the mod regions read.
   SmallVector<Value> extras;
-  if (auto positions = spec.getAs<DenseI64ArrayAttr>("extras"))
-    for (int64_t position : positions.asArrayRef()) {
-      Value extra = memrefArgument(position);
-      if (!extra)
-        return func.emitError() << "fa4.spec names extra argument #" << position
-                                << ", which is not a memref argument of @"
-                                << func.getName();
-      auto type = cast<MemRefType>(extra.getType());
-      if (!isa<IntegerType, FloatType>(type.getElementType()) ||
-          !type.getLayout().isIdentity())
-        return func.emitError() << "extra argument #" << position << " is "
-                                << type
-                                << "; the kernel reads row-major memrefs of "
-                                   "integers or floats";
-      extras.push_back(extra);
-    }
+  for (int64_t position : spec.getExtras()) {
+    Value extra = memrefArgument(position);
+    auto type = cast<MemRefType>(extra.getType());
+    if (!isa<IntegerType, FloatType>(type.getElementType()) ||
+        !type.getLayout().isIdentity())
+      return func.emitError() << "extra argument #" << position << " is "
+                              << type
+                              << "; the kernel reads row-major memrefs of "
+                                 "integers or floats";
+    extras.push_back(extra);
+  }
 
   // Q, K, V and O tensor maps, the LSE pointer, the runtime sizes, then per
   // extra its pointer and its dynamic sizes.
@@ -227,7 +222,7 @@ LogicalResult FA4ToNVVMPass::convert(func::FuncOp func,
   kernel.seqQ = entry->getArgument(sizes + 1);
   kernel.seqK = entry->getArgument(sizes + 2);
   unsigned next = sizes + 3;
-  SmallVector<Attribute> extraEntries;
+  SmallVector<ExtraInfoAttr> extraEntries;
   for (Value extra : extras) {
     auto type = cast<MemRefType>(extra.getType());
     KernelState::Extra &state = kernel.extras[extra];
@@ -241,9 +236,8 @@ LogicalResult FA4ToNVVMPass::convert(func::FuncOp func,
               : arith::ConstantIndexOp::create(b, loc, dim).getResult());
     std::string dtype;
     llvm::raw_string_ostream(dtype) << type.getElementType();
-    extraEntries.push_back(b.getDictionaryAttr(
-        {b.getNamedAttr("dtype", b.getStringAttr(dtype)),
-         b.getNamedAttr("shape", b.getDenseI64ArrayAttr(type.getShape()))}));
+    extraEntries.push_back(
+        ExtraInfoAttr::get(context, dtype, dynamicAsMinusOne(type.getShape())));
   }
   kernel.smem = LLVM::AddressOfOp::create(b, loc, sharedPtr, "fa4_smem");
   kernel.threadId = NVVM::ThreadIdXOp::create(b, loc, b.getI32Type());
@@ -255,24 +249,12 @@ LogicalResult FA4ToNVVMPass::convert(func::FuncOp func,
   // What a launcher needs, for fa4c's manifest.
   int64_t rowsPerTask = 0;
   func.walk([&](TaskCountOp op) { rowsPerTask = op.getRows(); });
-  SmallVector<NamedAttribute> launch = {
-      b.getNamedAttr("smem_bytes", b.getI64IntegerAttr(kernel.smemBytes)),
-      b.getNamedAttr("tmem_columns", b.getI64IntegerAttr(kernel.tmemColumns)),
-      b.getNamedAttr("block", b.getI64IntegerAttr(specialize.getNumThreads())),
-      b.getNamedAttr("rows_per_task",
-                     b.getI64IntegerAttr(rowsPerTask)),
-      b.getNamedAttr("spec", spec)};
-  if (auto grid = specialize->getAttr("fa4.grid"))
-    launch.push_back(b.getNamedAttr("grid", grid));
   // Which warps do what, for tools that report per role (fa4-emu).
-  SmallVector<Attribute> roles;
+  SmallVector<RoleInfoAttr> roles;
   for (RoleOp role : specialize.getRoles().front().getOps<RoleOp>())
-    roles.push_back(b.getDictionaryAttr(
-        {b.getNamedAttr("name", role.getNameAttr()),
-         b.getNamedAttr("first_warp", role.getFirstWarpAttr()),
-         b.getNamedAttr("num_warps", role.getNumWarpsAttr()),
-         b.getNamedAttr("registers", role.getRegistersAttr())}));
-  launch.push_back(b.getNamedAttr("roles", b.getArrayAttr(roles)));
+    roles.push_back(RoleInfoAttr::get(context, role.getName(),
+                                      role.getFirstWarp(), role.getNumWarps(),
+                                      role.getRegisters()));
   // Each tensor map: [head_dim, heads, seq, batch], boxes of 64 columns by
   // the rows of the shared-memory tiles it moves (GQA-packed for Q and O:
   // ratio heads by rows / ratio positions): 128 rows, but Hopper's O is
@@ -287,48 +269,38 @@ LogicalResult FA4ToNVVMPass::convert(func::FuncOp func,
   auto qType = cast<MemRefType>(kernel.q.getType());
   auto kType = cast<MemRefType>(kernel.k.getType());
   int64_t ratio = qType.getDimSize(2) / kType.getDimSize(2);
-  SmallVector<Attribute> maps;
+  SmallVector<TensorMapInfoAttr> maps;
   for (auto [name, value] : {std::pair<StringRef, Value>{"q", kernel.q},
                              {"k", kernel.k}, {"v", kernel.v}, {"o", kernel.out}}) {
     auto type = cast<MemRefType>(value.getType());
     bool packed = name == "q" || name == "o";
     int64_t boxHeads = packed ? ratio : 1;
     // The entry's layout, for the manifest: strides in elements, [batch,
-    // seq, heads, head_dim], dynamic ones as ShapedType::kDynamic. The
-    // kernel does not depend on them (the tensor maps carry the strides).
+    // seq, heads, head_dim], dynamic ones as -1. The kernel does not depend
+    // on them (the tensor maps carry the strides).
     SmallVector<int64_t> strides;
     int64_t offset;
     if (failed(type.getStridesAndOffset(strides, offset)))
       strides.assign(4, ShapedType::kDynamic);
-    maps.push_back(b.getDictionaryAttr({
-        b.getNamedAttr("strides", b.getDenseI64ArrayAttr(strides)),
-        b.getNamedAttr("name", b.getStringAttr(name)),
-        b.getNamedAttr("dtype", b.getStringAttr(type.getElementType().isBF16()
-                                                    ? "bf16"
-                                                    : "fp16")),
-        b.getNamedAttr("heads", b.getI64IntegerAttr(type.getDimSize(2))),
-        b.getNamedAttr("head_dim", b.getI64IntegerAttr(type.getDimSize(3))),
-        b.getNamedAttr("box", b.getDenseI64ArrayAttr(
-                                  {64, boxHeads,
-                                   boxRows.lookup_or(value, 128) / boxHeads,
-                                   1})),
-    }));
+    maps.push_back(TensorMapInfoAttr::get(
+        context, name, type.getElementType().isBF16() ? "bf16" : "fp16",
+        type.getDimSize(2), type.getDimSize(3),
+        {64, boxHeads, boxRows.lookup_or(value, 128) / boxHeads, 1},
+        dynamicAsMinusOne(strides)));
   }
-  launch.push_back(b.getNamedAttr("tensor_maps", b.getArrayAttr(maps)));
-  launch.push_back(b.getNamedAttr("lse", b.getBoolAttr(hasLse)));
-  if (!extraEntries.empty())
-    launch.push_back(b.getNamedAttr("extras", b.getArrayAttr(extraEntries)));
   bool scoreMod = false, maskMod = false;
   func.walk([&](Operation *op) {
     scoreMod |= isa<ScoreModOp>(op);
     if (auto range = dyn_cast<KvBlockRangeOp>(op))
       maskMod |= !range.getMaskMod().empty();
   });
-  launch.push_back(b.getNamedAttr("score_mod", b.getBoolAttr(scoreMod)));
-  launch.push_back(b.getNamedAttr("mask_mod", b.getBoolAttr(maskMod)));
-  if (auto blockMask = spec.getAs<IntegerAttr>("block_mask"))
-    launch.push_back(b.getNamedAttr("block_mask", blockMask));
-  kernelFunc->setAttr("fa4.launch", b.getDictionaryAttr(launch));
+  kernelFunc->setAttr(
+      kLaunchAttrName,
+      LaunchAttr::get(context, specialize.getNumThreads(), kernel.smemBytes,
+                      kernel.tmemColumns, rowsPerTask,
+                      specialize->getAttrOfType<GridAttr>(kGridAttrName), spec,
+                      roles, maps, hasLse, scoreMod, maskMod, extraEntries,
+                      spec.getBlockMask()));
   return success();
 }
 
@@ -344,7 +316,7 @@ void FA4ToNVVMPass::runOnOperation() {
   module.walk([&](func::FuncOp func) {
     bool scheduled = false;
     func.walk([&](WarpSpecializeOp) { scheduled = true; });
-    if (func->hasAttr("fa4.spec") && scheduled)
+    if (getKernelSpec(func) && scheduled)
       kernels.push_back(func);
   });
   // The chip: the `fa4.target` of the kernels' modules (the pipeline's

@@ -28,7 +28,7 @@
 #include "fa4/Sim/Reference.h"
 #include "fa4/Support/AttentionMath.h"
 #include "fa4/Support/InputLimits.h"
-#include "fa4/Tools/Compile.h"
+#include "fa4/Driver/Compile.h"
 
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/Format.h"

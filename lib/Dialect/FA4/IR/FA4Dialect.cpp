@@ -6,10 +6,39 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/DialectImplementation.h"
+#include "mlir/Interfaces/FunctionInterfaces.h"
+#include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/TypeSwitch.h"
+
+#include <cmath>
 
 using namespace mlir;
 using namespace mlir::fa4;
+
+namespace mlir::fa4::detail {
+/// `[a, b, ...]`: the lists of FA4Attrs.td's attributes.
+template <typename T>
+static FailureOr<SmallVector<T>> parseBracketList(AsmParser &parser) {
+  SmallVector<T> items;
+  if (parser.parseCommaSeparatedList(
+          AsmParser::Delimiter::Square, [&]() -> ParseResult {
+            FailureOr<T> item = FieldParser<T>::parse(parser);
+            if (failed(item))
+              return failure();
+            items.push_back(*item);
+            return success();
+          }))
+    return failure();
+  return items;
+}
+
+template <typename T>
+static void printBracketList(AsmPrinter &printer, ArrayRef<T> items) {
+  printer << '[';
+  llvm::interleaveComma(items, printer);
+  printer << ']';
+}
+} // namespace mlir::fa4::detail
 
 #include "fa4/Dialect/FA4/IR/FA4OpsDialect.cpp.inc"
 #include "fa4/Dialect/FA4/IR/FA4Enums.cpp.inc"
@@ -55,10 +84,116 @@ void TargetAttr::print(AsmPrinter &printer) const {
   printer << '<' << getInfo().name << '>';
 }
 
+//===----------------------------------------------------------------------===//
+// The kernel spec attribute
+//===----------------------------------------------------------------------===//
+
+FailureOr<llvm::APFloat> mlir::fa4::detail::parseF32Field(AsmParser &parser) {
+  llvm::APFloat value(0.0f);
+  if (parser.parseFloat(llvm::APFloat::IEEEsingle(), value))
+    return failure();
+  return value;
+}
+
+FailureOr<bool> mlir::fa4::detail::parseBoolField(AsmParser &parser) {
+  llvm::SMLoc loc = parser.getCurrentLocation();
+  StringRef word;
+  if (parser.parseKeyword(&word))
+    return failure();
+  if (word == "true" || word == "false")
+    return word == "true";
+  return parser.emitError(loc) << "expected true or false, got '" << word << "'";
+}
+
+LogicalResult
+KernelSpecAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                       MaskKind mask, int64_t windowLeft, int64_t windowRight,
+                       llvm::APFloat scale, llvm::APFloat softcap, bool lse,
+                       ArrayRef<int64_t> arguments, ArrayRef<int64_t> extras,
+                       std::optional<int64_t> blockMask) {
+  (void)mask;
+  // Key positions are 32-bit in the kernels.
+  constexpr int64_t kLimit = int64_t(1) << 31;
+  for (int64_t bound : {windowLeft, windowRight})
+    if (bound < -1 || bound >= kLimit)
+      return emitError() << "fa4.spec: window bound " << bound
+                         << " is neither -1 (unbounded) nor in [0, 2^31)";
+  float scaleValue = scale.convertToFloat();
+  if (!(scaleValue > 0.0f) || !std::isfinite(scaleValue))
+    return emitError() << "fa4.spec: scale must be positive and finite";
+  float softcapValue = softcap.convertToFloat();
+  if (!(softcapValue >= 0.0f) || !std::isfinite(softcapValue))
+    return emitError() << "fa4.spec: softcap must be non-negative and finite";
+  size_t expected = lse ? 5 : 4;
+  if (arguments.size() != expected)
+    return emitError() << "fa4.spec: arguments names " << arguments.size()
+                       << " positions; Q, K, V, O" << (lse ? " and the LSE" : "")
+                       << " are " << expected;
+  llvm::SmallDenseSet<int64_t> seen;
+  for (ArrayRef<int64_t> positions : {arguments, extras})
+    for (int64_t position : positions) {
+      if (position < 0)
+        return emitError() << "fa4.spec: argument position " << position
+                           << " is negative";
+      if (!seen.insert(position).second)
+        return emitError() << "fa4.spec names argument #" << position
+                           << " twice";
+    }
+  if (blockMask &&
+      (*blockMask < 0 || *blockMask >= static_cast<int64_t>(extras.size())))
+    return emitError() << "fa4.spec: block_mask " << *blockMask
+                       << " is not the index of one of its " << extras.size()
+                       << " extras";
+  return success();
+}
+
+LogicalResult GridAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                               int64_t smCount, TaskOrder order) {
+  (void)order;
+  if (smCount < 1 || smCount >= (int64_t(1) << 31))
+    return emitError() << "fa4.grid: sm_count must be in [1, 2^31), got "
+                       << smCount;
+  return success();
+}
+
+/// `fa4.spec` on a function: each position it names is a memref argument.
+static LogicalResult verifySpecOn(Operation *op, Attribute value) {
+  auto spec = dyn_cast<KernelSpecAttr>(value);
+  if (!spec)
+    return op->emitError() << "'" << kSpecAttrName
+                           << "' must be a #fa4.spec<...>, got " << value;
+  auto function = dyn_cast<FunctionOpInterface>(op);
+  if (!function)
+    return op->emitError() << "'" << kSpecAttrName
+                           << "' belongs on a function, not on '"
+                           << op->getName() << "'";
+  ArrayRef<Type> types = function.getArgumentTypes();
+  for (ArrayRef<int64_t> positions : {spec.getArguments(), spec.getExtras()})
+    for (int64_t position : positions)
+      if (position >= static_cast<int64_t>(types.size()) ||
+          !isa<MemRefType>(types[position]))
+        return op->emitError() << "fa4.spec names argument #" << position
+                               << ", which is not a memref argument of the "
+                                  "function";
+  return success();
+}
+
 LogicalResult FA4Dialect::verifyOperationAttribute(Operation *op,
                                                    NamedAttribute attribute) {
-  // The other fa4.* attributes (fa4.spec, fa4.launch, ...) are checked by
-  // the passes that read them.
+  // fa4.spec, fa4.grid and fa4.launch are typed; fa4.spec is also checked
+  // against its function, fa4.target against the enclosing modules.
+  if (attribute.getName() == kSpecAttrName)
+    return verifySpecOn(op, attribute.getValue());
+  if (attribute.getName() == kGridAttrName &&
+      !isa<GridAttr>(attribute.getValue()))
+    return op->emitError() << "'" << kGridAttrName
+                           << "' must be a #fa4.grid<...>, got "
+                           << attribute.getValue();
+  if (attribute.getName() == kLaunchAttrName &&
+      !isa<LaunchAttr>(attribute.getValue()))
+    return op->emitError() << "'" << kLaunchAttrName
+                           << "' must be a #fa4.launch<...>, got "
+                           << attribute.getValue();
   if (attribute.getName() != kTargetAttrName)
     return success();
   if (!isa<TargetAttr>(attribute.getValue()))
@@ -82,6 +217,10 @@ LogicalResult FA4Dialect::verifyOperationAttribute(Operation *op,
                << " inside a module for " << outer.getInfo().name
                << " (a compile is for one chip)";
   return success();
+}
+
+KernelSpecAttr mlir::fa4::getKernelSpec(Operation *op) {
+  return op->getAttrOfType<KernelSpecAttr>(kSpecAttrName);
 }
 
 const target::ChipInfo *mlir::fa4::getModuleTarget(Operation *op) {

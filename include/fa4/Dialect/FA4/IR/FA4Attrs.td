@@ -68,4 +68,158 @@ def FA4_TargetAttr : AttrDef<FA4_Dialect, "Target"> {
   }];
 }
 
+// Parameters printed as MLIR writes them elsewhere: an f32 as a float
+// literal, a flag as true/false.
+class FA4_F32Parameter<string desc> : APFloatParameter<desc> {
+  let parser = [{ ::mlir::fa4::detail::parseF32Field($_parser) }];
+  let printer = [{ $_printer.printFloat($_self) }];
+}
+// A list in square brackets (ODS's own list has none, which struct(params)
+// cannot tell from the next field).
+class FA4_ListParameter<string of, string desc> : ArrayRefParameter<of, desc> {
+  let parser = [{ ::mlir::fa4::detail::parseBracketList<}] # of # [{>($_parser) }];
+  let printer = [{ ::mlir::fa4::detail::printBracketList($_printer, $_self) }];
+}
+class FA4_OptionalListParameter<string of, string desc>
+    : OptionalArrayRefParameter<of, desc> {
+  let parser = [{ ::mlir::fa4::detail::parseBracketList<}] # of # [{>($_parser) }];
+  let printer = [{ ::mlir::fa4::detail::printBracketList($_printer, $_self) }];
+}
+class FA4_BoolParameter<string desc> : AttrParameter<"bool", desc> {
+  let parser = [{ ::mlir::fa4::detail::parseBoolField($_parser) }];
+  let printer = [{ $_printer << ($_self ? "true" : "false") }];
+}
+
+// What a tiled kernel function computes: written on the function by fa4-tile
+// (level B) and read by every later stage, the simulator and the manifest.
+def FA4_KernelSpecAttr : AttrDef<FA4_Dialect, "KernelSpec"> {
+  let mnemonic = "spec";
+  let summary = "the variant a tiled kernel function computes (`fa4.spec`)";
+  let description = [{
+    `fa4-tile` replaces a function's `fa4.attention` with its tile program
+    and records what the op said as `fa4.spec` on the function:
+
+    ```mlir
+    func.func @attention(...) attributes {fa4.spec = #fa4.spec<
+        mask = causal, window_left = -1, window_right = 0, scale = 0.125,
+        softcap = 0.0, lse = true, arguments = [0, 1, 2, 3, 4]>}
+    ```
+
+    `arguments` are the positions of Q, K, V, O (and the LSE when `lse`)
+    among the function's arguments; `extras` those of the memrefs the
+    `score_mod` / `mask_mod` regions read, and `block_mask` the index among
+    the extras of the block mask. The window bounds are in keys (-1: unbounded),
+    `scale` is the resolved softmax scale and `softcap` 0 when there is none.
+    The attribute checks itself (counts, signs, finiteness, distinct
+    positions) and, on a function, that each position names a memref
+    argument.
+  }];
+  let parameters = (ins
+    EnumParameter<FA4_MaskKind>:$mask,
+    "int64_t":$window_left,
+    "int64_t":$window_right,
+    FA4_F32Parameter<"the softmax scale">:$scale,
+    FA4_F32Parameter<"the softcap, 0 for none">:$softcap,
+    FA4_BoolParameter<"whether the kernel writes the LSE">:$lse,
+    FA4_ListParameter<"int64_t", "positions of Q, K, V, O (, LSE)">:$arguments,
+    FA4_OptionalListParameter<"int64_t", "positions of the mods' memrefs">:$extras,
+    OptionalParameter<"std::optional<int64_t>", "index of the block mask among the extras">:$block_mask
+  );
+  let assemblyFormat = "`<` struct(params) `>`";
+  let genVerifyDecl = 1;
+  let extraClassDeclaration = [{
+    /// The scale and the softcap as the kernel computes with them.
+    float getScaleValue() const { return getScale().convertToFloat(); }
+    float getSoftcapValue() const { return getSoftcap().convertToFloat(); }
+  }];
+}
+
+// How a kernel's tasks map to CTAs: written on fa4.warp_specialize by
+// fa4-tile-scheduler as `fa4.grid`.
+def FA4_GridAttr : AttrDef<FA4_Dialect, "Grid"> {
+  let mnemonic = "grid";
+  let summary = "the persistent grid: min(sm_count, tasks) CTAs, task order";
+  let description = [{
+    `#fa4.grid<sm_count = 148, order = lpt>`: the kernel runs min(sm_count,
+    tasks) persistent CTAs, each taking every sm_count-th task in `order`
+    (`static`, round robin, or `lpt`, the heaviest first).
+  }];
+  let parameters = (ins "int64_t":$sm_count, EnumParameter<FA4_TaskOrder>:$order);
+  let assemblyFormat = "`<` struct(params) `>`";
+  let genVerifyDecl = 1;
+}
+
+// The parts of fa4.launch (below).
+def FA4_TensorMapInfoAttr : AttrDef<FA4_Dialect, "TensorMapInfo"> {
+  let mnemonic = "tensor_map";
+  let summary = "one tensor map a kernel takes: its tensor, box and layout";
+  let description = [{
+    `name` is the tensor (`q`, `k`, `v`, `o`), `dtype` its element type
+    (`fp16`, `bf16`), `heads` and `head_dim` its static sizes, `box` the
+    TMA box [head_dim columns, heads, rows, batch] and `strides` the entry
+    function's strides in elements, [batch, seq, heads, head_dim], dynamic
+    ones as -1.
+  }];
+  let parameters = (ins
+    StringRefParameter<"the tensor">:$name,
+    StringRefParameter<"the element type">:$dtype,
+    "int64_t":$heads,
+    "int64_t":$head_dim,
+    FA4_ListParameter<"int64_t", "the TMA box">:$box,
+    FA4_ListParameter<"int64_t", "the entry's strides">:$strides
+  );
+  let assemblyFormat = "`<` struct(params) `>`";
+}
+
+def FA4_RoleInfoAttr : AttrDef<FA4_Dialect, "RoleInfo"> {
+  let mnemonic = "role_info";
+  let summary = "one role's warps and registers, for tools that report per role";
+  let parameters = (ins
+    StringRefParameter<"the role">:$name,
+    "int64_t":$first_warp,
+    "int64_t":$num_warps,
+    "int64_t":$registers
+  );
+  let assemblyFormat = "`<` struct(params) `>`";
+}
+
+def FA4_ExtraInfoAttr : AttrDef<FA4_Dialect, "ExtraInfo"> {
+  let mnemonic = "extra";
+  let summary = "one memref a mod region reads: element type and shape";
+  let parameters = (ins
+    StringRefParameter<"the element type">:$dtype,
+    FA4_ListParameter<"int64_t", "the shape, dynamic sizes as -1">:$shape
+  );
+  let assemblyFormat = "`<` struct(params) `>`";
+}
+
+// What a launcher needs: written on the kernel's llvm.func by fa4-to-nvvm
+// as `fa4.launch` and read by fa4c's manifest writer.
+def FA4_LaunchAttr : AttrDef<FA4_Dialect, "Launch"> {
+  let mnemonic = "launch";
+  let summary = "how to launch a kernel (`fa4.launch`): the manifest's source";
+  let description = [{
+    Block size, dynamic shared memory, TMEM columns, rows per task, the
+    grid, the variant (`#fa4.spec`), the roles, the tensor maps, whether the
+    kernel writes the LSE or runs mod regions, the extras and the block
+    mask: everything fa4c's manifest says, in one typed attribute.
+  }];
+  let parameters = (ins
+    "int64_t":$block,
+    "int64_t":$smem_bytes,
+    "int64_t":$tmem_columns,
+    "int64_t":$rows_per_task,
+    OptionalParameter<"GridAttr", "the grid (none: one CTA)">:$grid,
+    "KernelSpecAttr":$spec,
+    FA4_ListParameter<"RoleInfoAttr", "the roles">:$roles,
+    FA4_ListParameter<"TensorMapInfoAttr", "Q, K, V, O">:$tensor_maps,
+    FA4_BoolParameter<"whether the kernel writes the LSE">:$lse,
+    FA4_BoolParameter<"whether it runs a score_mod">:$score_mod,
+    FA4_BoolParameter<"whether it runs a mask_mod">:$mask_mod,
+    FA4_OptionalListParameter<"ExtraInfoAttr", "the mods' memrefs">:$extras,
+    OptionalParameter<"std::optional<int64_t>", "index of the block mask">:$block_mask
+  );
+  let assemblyFormat = "`<` struct(params) `>`";
+}
+
 #endif // FA4_DIALECT_FA4_IR_FA4ATTRS_TD

@@ -12,6 +12,16 @@
 
 #include "fa4/Dialect/FA4/IR/FA4Enums.h.inc"
 
+namespace mlir {
+class AsmParser;
+namespace fa4::detail {
+/// The custom parameter parsers of FA4Attrs.td: an f32 (a float literal that
+/// f32 holds) and a flag (`true` / `false`).
+FailureOr<llvm::APFloat> parseF32Field(AsmParser &parser);
+FailureOr<bool> parseBoolField(AsmParser &parser);
+} // namespace fa4::detail
+} // namespace mlir
+
 #define GET_ATTRDEF_CLASSES
 #include "fa4/Dialect/FA4/IR/FA4Attrs.h.inc"
 
@@ -22,6 +32,22 @@ namespace mlir::fa4 {
 /// The module attribute that records the chip: `fa4.target =
 /// #fa4.target<sm_100a>`.
 inline constexpr llvm::StringLiteral kTargetAttrName = "fa4.target";
+
+/// The function attribute that records a tiled kernel's variant: `fa4.spec =
+/// #fa4.spec<...>` (KernelSpecAttr), written by fa4-tile.
+inline constexpr llvm::StringLiteral kSpecAttrName = "fa4.spec";
+
+/// The attribute fa4-tile-scheduler writes on fa4.warp_specialize: `fa4.grid =
+/// #fa4.grid<...>`.
+inline constexpr llvm::StringLiteral kGridAttrName = "fa4.grid";
+
+/// The attribute fa4-to-nvvm writes on the kernel's llvm.func: `fa4.launch =
+/// #fa4.launch<...>`, the manifest's source.
+inline constexpr llvm::StringLiteral kLaunchAttrName = "fa4.launch";
+
+/// `op`'s `fa4.spec`, or null when it has none (a function that is not a
+/// tiled kernel).
+KernelSpecAttr getKernelSpec(Operation *op);
 
 /// The chip named by the `fa4.target` of `op`'s module (`op` itself when it
 /// is one), or null when no enclosing module names one.

@@ -7,8 +7,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef FA4_TOOLS_COMPILE_H
-#define FA4_TOOLS_COMPILE_H
+#ifndef FA4_DRIVER_COMPILE_H
+#define FA4_DRIVER_COMPILE_H
 
 #include "fa4/Dialect/FA4/IR/FA4Ops.h"
 #include "fa4/Pipeline/Pipeline.h"
@@ -98,4 +98,4 @@ bool entryIr(const std::string &entry, const PipelineOptions &options,
 
 } // namespace mlir::fa4
 
-#endif // FA4_TOOLS_COMPILE_H
+#endif // FA4_DRIVER_COMPILE_H

@@ -1,6 +1,6 @@
 //===- ToolSession.cpp - what fa4's command-line tools share --------------===//
 
-#include "fa4/Tools/ToolSession.h"
+#include "fa4/Driver/ToolSession.h"
 
 #include "fa4/Pipeline/Pipeline.h"
 #include "fa4/Support/IrInput.h"

@@ -1,7 +1,7 @@
 //===- ToolSession.h - what fa4's command-line tools share ------*- C++ -*-===//
 
-#ifndef FA4_TOOLS_TOOLSESSION_H
-#define FA4_TOOLS_TOOLSESSION_H
+#ifndef FA4_DRIVER_TOOLSESSION_H
+#define FA4_DRIVER_TOOLSESSION_H
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/Diagnostics.h"
@@ -38,4 +38,4 @@ private:
 
 } // namespace mlir::fa4
 
-#endif // FA4_TOOLS_TOOLSESSION_H
+#endif // FA4_DRIVER_TOOLSESSION_H

@@ -1,6 +1,6 @@
 //===- KernelOutput.cpp - LLVM IR, PTX, cubin and manifest ----------------===//
 
-#include "fa4/Tools/KernelOutput.h"
+#include "fa4/Driver/KernelOutput.h"
 
 #include "fa4/Dialect/FA4/IR/FA4Ops.h"
 #include "fa4/Runtime/Contract.h"
@@ -63,7 +63,7 @@ static LogicalResult embedContract(ModuleOp module, std::string &error) {
   gpu::GPUModuleOp gpuModule = kernelModule(module);
   bool launchable = false;
   module.walk([&](LLVM::LLVMFuncOp func) {
-    launchable = launchable || func->hasAttr("fa4.launch");
+    launchable = launchable || func->hasAttr(kLaunchAttrName);
   });
   if (!gpuModule || !launchable)
     return success();
@@ -239,111 +239,76 @@ runtime::Manifest mlir::fa4::kernelManifest(ModuleOp module, StringRef chip,
   runtime::Manifest m;
   LLVM::LLVMFuncOp kernel;
   module.walk([&](LLVM::LLVMFuncOp func) {
-    if (func->hasAttr("fa4.launch"))
+    if (func->getAttrOfType<LaunchAttr>(kLaunchAttrName))
       kernel = func;
   });
   if (!kernel)
     return m;
-  auto launch = kernel->getAttrOfType<DictionaryAttr>("fa4.launch");
-  auto integer = [&](DictionaryAttr dict, StringRef name, int64_t otherwise) {
-    auto value = dict ? dict.getAs<IntegerAttr>(name) : IntegerAttr();
-    return value ? value.getInt() : otherwise;
-  };
-  auto flag = [&](StringRef name) {
-    auto value = launch.getAs<BoolAttr>(name);
-    return value && value.getValue();
-  };
+  auto launch = kernel->getAttrOfType<LaunchAttr>(kLaunchAttrName);
   m.kernel = kernel.getName().str();
   m.cubin = llvm::sys::path::filename(cubinPath).str();
   m.ptx = llvm::sys::path::filename(ptxPath).str();
   m.target = chip.str();
-  m.block[0] = static_cast<uint32_t>(integer(launch, "block", 0));
-  auto grid = launch.getAs<DictionaryAttr>("grid");
-  m.smCount = integer(grid, "sm_count", 1);
-  auto order = grid ? grid.getAs<StringAttr>("order") : StringAttr();
-  m.order = order ? order.getValue().str() : "static";
-  m.dynamicSmemBytes = static_cast<uint32_t>(integer(launch, "smem_bytes", 0));
-  m.tmemColumns = static_cast<uint32_t>(integer(launch, "tmem_columns", 0));
+  m.block[0] = static_cast<uint32_t>(launch.getBlock());
+  GridAttr grid = launch.getGrid();
+  m.smCount = grid ? grid.getSmCount() : 1;
+  m.order = stringifyTaskOrder(grid ? grid.getOrder() : TaskOrder::static_order).str();
+  m.dynamicSmemBytes = static_cast<uint32_t>(launch.getSmemBytes());
+  m.tmemColumns = static_cast<uint32_t>(launch.getTmemColumns());
 
   // The variant, in full.
-  auto maps = launch.getAs<ArrayAttr>("tensor_maps");
   m.qHeads = m.kvHeads = 1;
-  for (Attribute attr : maps) {
-    auto map = cast<DictionaryAttr>(attr);
-    StringRef name = map.getAs<StringAttr>("name").getValue();
-    if (name == "q")
-      m.qHeads = map.getAs<IntegerAttr>("heads").getInt();
-    if (name == "k")
-      m.kvHeads = map.getAs<IntegerAttr>("heads").getInt();
-    m.dtype = map.getAs<StringAttr>("dtype").getValue().str();
-    m.headDim = map.getAs<IntegerAttr>("head_dim").getInt();
+  for (TensorMapInfoAttr map : launch.getTensorMaps()) {
+    if (map.getName() == "q")
+      m.qHeads = map.getHeads();
+    if (map.getName() == "k")
+      m.kvHeads = map.getHeads();
+    m.dtype = map.getDtype().str();
+    m.headDim = map.getHeadDim();
   }
-  if (auto spec = launch.getAs<DictionaryAttr>("spec")) {
-    auto maskAttr = spec.getAs<MaskKindAttr>("mask");
-    m.mask = maskAttr ? stringifyMaskKind(maskAttr.getValue()).str() : "none";
-    auto number = [&](StringRef name) {
-      auto value = spec.getAs<FloatAttr>(name);
-      return value ? value.getValueAsDouble() : 0.0;
-    };
-    m.windowLeft = integer(spec, "window_left", -1);
-    m.windowRight = integer(spec, "window_right", -1);
-    m.scale = number("scale");
-    m.softcap = number("softcap");
-  }
-  m.lse = flag("lse");
-  m.rowsPerTask = integer(launch, "rows_per_task", 0);
-  m.scoreMod = flag("score_mod");
-  m.maskMod = flag("mask_mod");
-  m.blockMask = integer(launch, "block_mask", -1);
+  KernelSpecAttr spec = launch.getSpec();
+  m.mask = stringifyMaskKind(spec.getMask()).str();
+  m.windowLeft = spec.getWindowLeft();
+  m.windowRight = spec.getWindowRight();
+  m.scale = spec.getScaleValue();
+  m.softcap = spec.getSoftcapValue();
+  m.lse = launch.getLse();
+  m.rowsPerTask = launch.getRowsPerTask();
+  m.scoreMod = launch.getScoreMod();
+  m.maskMod = launch.getMaskMod();
+  m.blockMask = launch.getBlockMask().value_or(-1);
 
-  // The memrefs the score_mod and mask_mod read.
-  auto extras = launch.getAs<ArrayAttr>("extras");
-  if (extras)
-    for (Attribute attr : extras) {
-      auto extra = cast<DictionaryAttr>(attr);
-      runtime::Manifest::Extra entry;
-      entry.dtype = extra.getAs<StringAttr>("dtype").getValue().str();
-      for (int64_t dim : extra.getAs<DenseI64ArrayAttr>("shape").asArrayRef())
-        entry.shape.push_back(ShapedType::isDynamic(dim) ? int64_t(-1) : dim);
-      m.extras.push_back(std::move(entry));
-    }
-  if (auto roles = launch.getAs<ArrayAttr>("roles"))
-    for (Attribute attr : roles) {
-      auto role = cast<DictionaryAttr>(attr);
-      m.roles.push_back({role.getAs<StringAttr>("name").getValue().str(),
-                         integer(role, "first_warp", 0),
-                         integer(role, "num_warps", 0),
-                         integer(role, "registers", 0)});
-    }
+  // The memrefs the score_mod and mask_mod read (dynamic sizes as -1).
+  for (ExtraInfoAttr extra : launch.getExtras())
+    m.extras.push_back({extra.getDtype().str(),
+                        std::vector<int64_t>(extra.getShape().begin(),
+                                             extra.getShape().end())});
+  for (RoleInfoAttr role : launch.getRoles())
+    m.roles.push_back({role.getName().str(), role.getFirstWarp(),
+                       role.getNumWarps(), role.getRegisters()});
 
   // [batch, seq, heads, head_dim] of 2-byte elements, innermost first: the
   // dense strides, each map dimension's tensor axis, and the entry IR's
   // strides (elements, -1 where dynamic or free).
-  for (Attribute attr : maps) {
-    auto map = cast<DictionaryAttr>(attr);
+  for (TensorMapInfoAttr map : launch.getTensorMaps()) {
     runtime::Manifest::TensorMap entry;
-    int64_t heads = map.getAs<IntegerAttr>("heads").getInt();
-    int64_t dim = map.getAs<IntegerAttr>("head_dim").getInt();
-    entry.tensor = map.getAs<StringAttr>("name").getValue().str();
-    entry.dtype = map.getAs<StringAttr>("dtype").getValue().str();
+    int64_t heads = map.getHeads();
+    int64_t dim = map.getHeadDim();
+    entry.tensor = map.getName().str();
+    entry.dtype = map.getDtype().str();
     std::string seq = entry.tensor == "k" || entry.tensor == "v" ? "seq_k" : "seq_q";
     entry.rank = 4;
     entry.dims = {std::to_string(dim), std::to_string(heads), seq, "batch"};
     entry.strides = {std::to_string(dim * 2), std::to_string(dim * 2 * heads),
                      std::to_string(dim * 2 * heads) + " * " + seq};
-    ArrayRef<int64_t> box = map.getAs<DenseI64ArrayAttr>("box").asArrayRef();
+    ArrayRef<int64_t> box = map.getBox();
     for (size_t d = 0; d < 4 && d < box.size(); ++d)
       entry.box[d] = static_cast<uint32_t>(box[d]);
     entry.axes = {3, 2, 1, 0};
-    ArrayRef<int64_t> declared;
-    if (auto strides = map.getAs<DenseI64ArrayAttr>("strides"))
-      declared = strides.asArrayRef();
+    ArrayRef<int64_t> declared = map.getStrides();
     for (size_t i = 0; i < 4; ++i)
-      entry.layoutStrides.push_back(i < declared.size() &&
-                                            !ShapedType::isDynamic(declared[i]) &&
-                                            declared[i] > 0
-                                        ? declared[i]
-                                        : -1);
+      entry.layoutStrides.push_back(
+          i < declared.size() && declared[i] > 0 ? declared[i] : -1);
     entry.swizzle = runtime::TensorMapSwizzle::Bytes128;
     entry.oobFill = runtime::TensorMapOobFill::Zero;
     m.tensorMaps.push_back(std::move(entry));
@@ -376,7 +341,7 @@ std::string mlir::fa4::launchManifest(ModuleOp module, StringRef chip,
                                       const PtxasReport &ptxas) {
   bool launchable = false;
   module.walk([&](LLVM::LLVMFuncOp func) {
-    launchable = launchable || func->hasAttr("fa4.launch");
+    launchable = launchable || func->hasAttr(kLaunchAttrName);
   });
   if (!launchable)
     return "{}";

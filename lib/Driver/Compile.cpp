@@ -1,12 +1,14 @@
 //===- Compile.cpp - a variant to a kernel, in process ---------------------===//
 
-#include "fa4/Tools/Compile.h"
+#include "fa4/Driver/Compile.h"
+
+#include "fa4/Dialect/FA4/IR/FA4Dialect.h"
 
 #include "fa4/Runtime/CompileCache.h"
 #include "fa4/Runtime/Runtime.h"
 #include "fa4/Support/IrInput.h"
-#include "fa4/Tools/KernelOutput.h"
-#include "fa4/Tools/ToolSession.h"
+#include "fa4/Driver/KernelOutput.h"
+#include "fa4/Driver/ToolSession.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
@@ -301,7 +303,7 @@ bool fa4::checkEntryLevel(ModuleOp module, std::string &error) {
   module.walk([&](Operation *op) {
     if (!found.empty())
       return WalkResult::interrupt();
-    if (auto func = dyn_cast<func::FuncOp>(op); func && func->hasAttr("fa4.spec"))
+    if (auto func = dyn_cast<func::FuncOp>(op); func && getKernelSpec(func))
       found = "@" + func.getName().str() +
               " is already tiled (it carries fa4.spec: level B or C, as "
               "--stop-after=tile and the later stages write it)";
@@ -321,7 +323,7 @@ bool fa4::checkEntryLevel(ModuleOp module, std::string &error) {
 bool fa4::checkOneKernel(ModuleOp module, std::string &error) {
   SmallVector<std::string> kernels;
   module.walk([&](func::FuncOp func) {
-    bool attention = func->hasAttr("fa4.spec");
+    bool attention = static_cast<bool>(getKernelSpec(func));
     func.walk([&](AttentionOp) { attention = true; });
     if (attention)
       kernels.push_back("@" + func.getName().str());

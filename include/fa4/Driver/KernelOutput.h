@@ -6,8 +6,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef FA4_TOOLS_KERNELOUTPUT_H
-#define FA4_TOOLS_KERNELOUTPUT_H
+#ifndef FA4_DRIVER_KERNELOUTPUT_H
+#define FA4_DRIVER_KERNELOUTPUT_H
 
 #include "fa4/Runtime/Launch.h"
 #include "mlir/Support/LLVM.h"
@@ -68,4 +68,4 @@ std::string launchManifest(ModuleOp module, StringRef chip,
 
 } // namespace mlir::fa4
 
-#endif // FA4_TOOLS_KERNELOUTPUT_H
+#endif // FA4_DRIVER_KERNELOUTPUT_H

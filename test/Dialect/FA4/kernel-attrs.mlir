@@ -1,0 +1,190 @@
+// RUN: fa4-opt %s -split-input-file -verify-diagnostics | FileCheck %s
+
+// The typed attributes of a compiled kernel: #fa4.spec (what a tiled
+// function computes, written by fa4-tile), #fa4.grid (fa4-tile-scheduler)
+// and #fa4.launch (fa4-to-nvvm, the manifest's source). Each verifies
+// itself; fa4.spec also against its function.
+
+// CHECK-LABEL: func.func @spec
+// CHECK-SAME: fa4.spec = #fa4.spec<mask = window, window_left = 128, window_right = 0, scale = 2.500000e-01, softcap = 5.000000e+01, lse = true, arguments = [0, 1, 2, 3, 4]>
+func.func @spec(%q: memref<?x?x2x64xf16>, %k: memref<?x?x1x64xf16>,
+                %v: memref<?x?x1x64xf16>, %o: memref<?x?x2x64xf16>,
+                %lse: memref<?x2x?xf32>) attributes {
+    fa4.spec = #fa4.spec<mask = window, window_left = 128, window_right = 0,
+                         scale = 0.25, softcap = 50.0, lse = true,
+                         arguments = [0, 1, 2, 3, 4]>} {
+  return
+}
+
+// -----
+
+// The extras and the block mask's index among them are optional.
+// CHECK-LABEL: func.func @extras
+// CHECK-SAME: arguments = [1, 2, 3, 4], extras = [0, 5], block_mask = 1>
+func.func @extras(%bias: memref<8xf32>, %q: memref<?x?x2x64xf16>,
+                  %k: memref<?x?x1x64xf16>, %v: memref<?x?x1x64xf16>,
+                  %o: memref<?x?x2x64xf16>, %mask: memref<1x1x4x4xi32>) attributes {
+    fa4.spec = #fa4.spec<mask = none, window_left = -1, window_right = -1,
+                         scale = 0.125, softcap = 0.0, lse = false,
+                         arguments = [1, 2, 3, 4], extras = [0, 5], block_mask = 1>} {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{fa4.spec names argument #4, which is not a memref argument of the function}}
+func.func @missing(%q: memref<?x?x2x64xf16>, %k: memref<?x?x1x64xf16>,
+                   %v: memref<?x?x1x64xf16>, %o: memref<?x?x2x64xf16>) attributes {
+    fa4.spec = #fa4.spec<mask = none, window_left = -1, window_right = -1,
+                         scale = 0.125, softcap = 0.0, lse = true,
+                         arguments = [0, 1, 2, 3, 4]>} {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{fa4.spec names argument #1, which is not a memref argument of the function}}
+func.func @scalar(%q: memref<?x?x2x64xf16>, %k: index,
+                  %v: memref<?x?x1x64xf16>, %o: memref<?x?x2x64xf16>) attributes {
+    fa4.spec = #fa4.spec<mask = none, window_left = -1, window_right = -1,
+                         scale = 0.125, softcap = 0.0, lse = false,
+                         arguments = [0, 1, 2, 3]>} {
+  return
+}
+
+// -----
+
+func.func @twice(%q: memref<?x?x2x64xf16>, %k: memref<?x?x1x64xf16>,
+                 %v: memref<?x?x1x64xf16>, %o: memref<?x?x2x64xf16>) attributes {
+    // expected-error @+1 {{fa4.spec names argument #0 twice}}
+    fa4.spec = #fa4.spec<mask = none, window_left = -1, window_right = -1,
+                         scale = 0.125, softcap = 0.0, lse = false,
+                         arguments = [0, 1, 2, 0]>} {
+  return
+}
+
+// -----
+
+func.func @count(%q: memref<?x?x2x64xf16>, %k: memref<?x?x1x64xf16>,
+                 %v: memref<?x?x1x64xf16>, %o: memref<?x?x2x64xf16>) attributes {
+    // expected-error @+1 {{fa4.spec: arguments names 4 positions; Q, K, V, O and the LSE are 5}}
+    fa4.spec = #fa4.spec<mask = none, window_left = -1, window_right = -1,
+                         scale = 0.125, softcap = 0.0, lse = true,
+                         arguments = [0, 1, 2, 3]>} {
+  return
+}
+
+// -----
+
+func.func @window(%q: memref<?x?x2x64xf16>) attributes {
+    // expected-error @+1 {{fa4.spec: window bound 2147483648 is neither -1 (unbounded) nor in [0, 2^31)}}
+    fa4.spec = #fa4.spec<mask = window, window_left = 2147483648, window_right = 0,
+                         scale = 0.125, softcap = 0.0, lse = false,
+                         arguments = [0, 0, 0, 0]>} {
+  return
+}
+
+// -----
+
+func.func @scale(%q: memref<?x?x2x64xf16>) attributes {
+    // expected-error @+1 {{fa4.spec: scale must be positive and finite}}
+    fa4.spec = #fa4.spec<mask = none, window_left = -1, window_right = -1,
+                         scale = 0x7FC00000, softcap = 0.0, lse = false,
+                         arguments = [0, 1, 2, 3]>} {
+  return
+}
+
+// -----
+
+func.func @softcap(%q: memref<?x?x2x64xf16>) attributes {
+    // expected-error @+1 {{fa4.spec: softcap must be non-negative and finite}}
+    fa4.spec = #fa4.spec<mask = none, window_left = -1, window_right = -1,
+                         scale = 0.125, softcap = -1.0, lse = false,
+                         arguments = [0, 1, 2, 3]>} {
+  return
+}
+
+// -----
+
+func.func @block_mask(%q: memref<?x?x2x64xf16>) attributes {
+    // expected-error @+1 {{fa4.spec: block_mask 1 is not the index of one of its 1 extras}}
+    fa4.spec = #fa4.spec<mask = none, window_left = -1, window_right = -1,
+                         scale = 0.125, softcap = 0.0, lse = false,
+                         arguments = [0, 1, 2, 3], extras = [4], block_mask = 1>} {
+  return
+}
+
+// -----
+
+func.func @flag(%q: memref<?x?x2x64xf16>) attributes {
+    // expected-error @+3 {{expected true or false, got 'yes'}}
+    // expected-error @+2 {{failed to parse FA4_KernelSpecAttr parameter 'lse' which is to be a `bool`}}
+    fa4.spec = #fa4.spec<mask = none, window_left = -1, window_right = -1,
+                         scale = 0.125, softcap = 0.0, lse = yes,
+                         arguments = [0, 1, 2, 3]>} {
+  return
+}
+
+// -----
+
+// The dictionary fa4.spec once was is refused by name.
+// expected-error @+1 {{'fa4.spec' must be a #fa4.spec<...>, got {arguments = array<i64: 0, 1, 2, 3>}}}
+func.func @dictionary(%q: memref<?x?x2x64xf16>) attributes {
+    fa4.spec = {arguments = array<i64: 0, 1, 2, 3>}} {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{'fa4.spec' belongs on a function, not on 'builtin.module'}}
+module attributes {fa4.spec = #fa4.spec<mask = none, window_left = -1, window_right = -1,
+                                        scale = 0.125, softcap = 0.0, lse = false,
+                                        arguments = [0, 1, 2, 3]>} {
+}
+
+// -----
+
+// CHECK-LABEL: func.func @grid
+// CHECK: fa4.grid = #fa4.grid<sm_count = 148, order = lpt>
+func.func @grid() attributes {fa4.grid = #fa4.grid<sm_count = 148, order = lpt>} {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{fa4.grid: sm_count must be in [1, 2^31), got 0}}
+func.func @grid_zero() attributes {fa4.grid = #fa4.grid<sm_count = 0, order = static>} {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{'fa4.grid' must be a #fa4.grid<...>, got {sm_count = 148 : i64}}}
+func.func @grid_dictionary() attributes {fa4.grid = {sm_count = 148 : i64}} {
+  return
+}
+
+// -----
+
+// CHECK-LABEL: func.func @launch
+// CHECK-SAME: fa4.launch = #fa4.launch<block = 512, smem_bytes = 1024, tmem_columns = 512, rows_per_task = 256, grid = <sm_count = 2, order = static>, spec = <{{.*}}>, roles = [#fa4.role_info<name = "mma", first_warp = 12, num_warps = 1, registers = 72>], tensor_maps = [#fa4.tensor_map<name = "q", dtype = "fp16", heads = 2, head_dim = 64, box = [64, 1, 128, 1], strides = [-1, -1, 64, 1]>], lse = false, score_mod = false, mask_mod = true, extras = [#fa4.extra<dtype = "i32", shape = [-1, 4]>], block_mask = 0>
+func.func @launch() attributes {fa4.launch = #fa4.launch<
+    block = 512, smem_bytes = 1024, tmem_columns = 512, rows_per_task = 256,
+    grid = #fa4.grid<sm_count = 2, order = static>,
+    spec = #fa4.spec<mask = none, window_left = -1, window_right = -1,
+                     scale = 0.125, softcap = 0.0, lse = false,
+                     arguments = [0, 1, 2, 3], extras = [4], block_mask = 0>,
+    roles = [#fa4.role_info<name = "mma", first_warp = 12, num_warps = 1, registers = 72>],
+    tensor_maps = [#fa4.tensor_map<name = "q", dtype = "fp16", heads = 2, head_dim = 64,
+                                   box = [64, 1, 128, 1], strides = [-1, -1, 64, 1]>],
+    lse = false, score_mod = false, mask_mod = true,
+    extras = [#fa4.extra<dtype = "i32", shape = [-1, 4]>], block_mask = 0>} {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{'fa4.launch' must be a #fa4.launch<...>, got {block = 512 : i64}}}
+func.func @launch_dictionary() attributes {fa4.launch = {block = 512 : i64}} {
+  return
+}
