@@ -145,7 +145,7 @@ bool CtaMachine::asyncOrdered(uint32_t w, uint32_t token) const {
 }
 
 void CtaMachine::orderAsync(uint32_t w, uint32_t pc, Interval range, bool write,
-                            const std::string &what) {
+                            llvm::function_ref<std::string()> what) {
   auto check = [&](const AsyncAccess &prior, bool priorWrites, uint32_t line) {
     if (prior.token == ~0u || asyncOrdered(w, prior.token))
       return;
@@ -172,7 +172,7 @@ void CtaMachine::orderAsync(uint32_t w, uint32_t pc, Interval range, bool write,
                       std::to_string(t.who) + " made after waiting for it";
       break;
     }
-    hazard(what + " " + (write ? "writes" : "reads") + " shared memory " +
+    hazard(what() + " " + (write ? "writes" : "reads") + " shared memory " +
            hex(uint64_t(line) * 128) + " that the asynchronous proxy " +
            (priorWrites ? "wrote" : "read") + " for " + prior_ +
            ", unordered (PTX ISA: an asynchronous operation's accesses are "
@@ -324,12 +324,13 @@ void CtaMachine::orderTmem(uint32_t w, uint32_t pc, const TmemRect &rect, bool w
     }
 }
 
-void CtaMachine::orderProxy(uint32_t w, const Interval &range, const std::string &what) {
+void CtaMachine::orderProxy(uint32_t w, const Interval &range,
+                            llvm::function_ref<std::string()> what) {
   // A write not yet fenced by its own thread.
   if (unfencedBytes)
     for (uint32_t a = range.begin; a < range.end; ++a)
       if (unfencedOwner[a]) {
-        hazard(what + " reads shared memory " + hex(a) + " that thread " +
+        hazard(what() + " reads shared memory " + hex(a) + " that thread " +
                std::to_string(unfencedOwner[a] - 1) +
                " wrote through the generic proxy with no fence.proxy.async since");
         return;
@@ -349,7 +350,7 @@ void CtaMachine::orderProxy(uint32_t w, const Interval &range, const std::string
     uint32_t u = (tag >> 24) - 1, t = tag & 0xffffff;
     if (u == w || warp.knownProxy[u] >= t)
       continue;
-    hazard(what + " reads shared memory " + hex(a) + " that warp " + std::to_string(u) +
+    hazard(what() + " reads shared memory " + hex(a) + " that warp " + std::to_string(u) +
            " wrote through the generic proxy, with no fence.proxy.async in warp " +
            std::to_string(u) + " between that write and a synchronization warp " +
            std::to_string(w) + " waited for (a fence after the release does not "
@@ -373,9 +374,9 @@ void CtaMachine::completePhase(Mbarrier &bar) {
 }
 
 void CtaMachine::arrive(uint32_t addr, Mbarrier &bar, int64_t count,
-                        const std::string &who) {
+                        llvm::function_ref<std::string()> who) {
   if (bar.pending - count < 0) {
-    misuse(who + ": arrives on the mbarrier at smem " + hex(addr) +
+    misuse(who() + ": arrives on the mbarrier at smem " + hex(addr) +
            " past its expected count (" + std::to_string(bar.expected) +
            " arrivals, " + std::to_string(bar.pending) +
            " pending, a transaction count of " + std::to_string(bar.tx) +
@@ -445,7 +446,7 @@ bool CtaMachine::execMbarrier(Thread &th, const Inst &in) {
       count = static_cast<int64_t>(read(th, o[2], Ty::U32));
     // The state token: the phase this arrival belongs to.
     write(th, o[0], bar->phase, Ty::B64);
-    arrive(addr, *bar, count, at(th));
+    arrive(addr, *bar, count, [&] { return at(th); });
     return true;
   }
   case Op::MbarTryWait: {
@@ -625,7 +626,7 @@ void CtaMachine::execTma(Thread &th, const Inst &in) {
     // The load overwrites what the generic proxy and the async proxy did
     // there: both must be ordered before it.
     orderShared(th, landing, true, /*record=*/false);
-    orderAsync(th.warp, th.pc, landing, true, at(th) + ": the TMA load");
+    orderAsync(th.warp, th.pc, landing, true, [&] { return at(th) + ": the TMA load"; });
     // What the async proxy writes supersedes the generic accesses there
     // (its ordering is the mbarrier's complete_tx).
     std::fill(genericTag.begin() + landing.begin,
@@ -638,9 +639,9 @@ void CtaMachine::execTma(Thread &th, const Inst &in) {
          ++line)
       asyncLines[line] = AsyncLine{{op.token, th.pc}, {}};
   } else {
-    orderProxy(th.warp, region, at(th) + ": the TMA store");
+    orderProxy(th.warp, region, [&] { return at(th) + ": the TMA store"; });
     Interval lines{region.begin & ~127u, (region.end + 127) & ~127u};
-    orderAsync(th.warp, th.pc, lines, false, at(th) + ": the TMA store");
+    orderAsync(th.warp, th.pc, lines, false, [&] { return at(th) + ": the TMA store"; });
     op.group = th.committedGroups;
     op.token = newToken(TokenKind::Epoch, th.warp, kPendingToken);
     recordAsyncRead(lines, op.token, th.pc);
@@ -837,12 +838,12 @@ void CtaMachine::execMma(Thread &th, const Inst &in) {
              program.sources[tma.source] + ") is still writing");
   }
   for (const Interval &range : {op.aSmem, op.bSmem})
-    orderProxy(th.warp, range, at(th) + ": the MMA");
+    orderProxy(th.warp, range, [&] { return at(th) + ": the MMA"; });
   // Its reads are done when a later tcgen05.commit of this warp arrives.
   uint32_t token = newToken(TokenKind::Commit, th.warp, warps[th.warp].commits + 1);
   for (const Interval &range : {op.aSmem, op.bSmem})
     if (range.end > range.begin) {
-      orderAsync(th.warp, th.pc, range, false, at(th) + ": the MMA");
+      orderAsync(th.warp, th.pc, range, false, [&] { return at(th) + ": the MMA"; });
       recordAsyncRead(range, token, th.pc);
     }
   orderTmem(th.warp, th.pc, op.dRect, true);
@@ -906,7 +907,7 @@ void CtaMachine::runTensorOp(TensorOp &op) {
       if (commits.size() <= issuer)
         commits.resize(issuer + 1, 0);
       commits[issuer] = std::max(commits[issuer], op.commitIndex);
-      arrive(op.barrier, it->second, 1, program.sources[op.source]);
+      arrive(op.barrier, it->second, 1, [&] { return program.sources[op.source]; });
     }
     return;
   }
@@ -1174,12 +1175,12 @@ void CtaMachine::execWgmma(uint32_t w, uint32_t members, const Inst &in) {
              ") is still writing");
   }
   for (const Interval &range : {op.aSmem, op.bSmem})
-    orderProxy(w, range, at(first) + ": the wgmma");
+    orderProxy(w, range, [&] { return at(first) + ": the wgmma"; });
   // Its reads are done for the warp at the wgmma.wait_group that covers it.
   uint32_t token = newToken(TokenKind::Epoch, w, kPendingToken);
   for (const Interval &range : {op.aSmem, op.bSmem})
     if (range.end > range.begin) {
-      orderAsync(w, op.pc, range, false, at(first) + ": the wgmma");
+      orderAsync(w, op.pc, range, false, [&] { return at(first) + ": the wgmma"; });
       recordAsyncRead(range, token, op.pc);
     }
   warp.wgTokens.push_back({op.group, token});

@@ -644,7 +644,7 @@ void CtaMachine::checkPendingLd(Thread &th, const Inst &in) {
 
 void CtaMachine::onSharedAccess(Thread &th, Interval range, bool store) {
   orderShared(th, range, store);
-  orderAsync(th.warp, th.pc, range, store, at(th));
+  orderAsync(th.warp, th.pc, range, store, [&] { return at(th); });
   if (store)
     // The generic proxy's tracking takes these bytes over (a partial line
     // forgets the rest: a missed report at worst, never a false one).

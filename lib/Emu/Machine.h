@@ -20,6 +20,7 @@
 #include "Program.h"
 
 #include "fa4/Emu/Layouts.h"
+#include "llvm/ADT/STLFunctionalExtras.h"
 
 #include <deque>
 #include <random>
@@ -304,7 +305,10 @@ private:
   /// An async-proxy read (TMA store, MMA, wgmma) issued by `warp` of shared
   /// memory `range`: another warp's generic writes there must be fenced
   /// (fence.proxy.async) before a release this warp acquired.
-  void orderProxy(uint32_t warp, const Interval &range, const std::string &what);
+  /// `what` names the reader in a report; it is built only for one (the
+  /// check runs on every TMA store and MMA).
+  void orderProxy(uint32_t warp, const Interval &range,
+                  llvm::function_ref<std::string()> what);
   std::vector<TmemCell> tmemOrder;
   /// Generic accesses of shared memory by two warps, at least one a write,
   /// must be ordered by a synchronization (a release the second acquired):
@@ -319,7 +323,7 @@ private:
   /// ordered after it by its token; a hazard otherwise, naming both.
   bool asyncOrdered(uint32_t warp, uint32_t token) const;
   void orderAsync(uint32_t warp, uint32_t pc, Interval range, bool write,
-                  const std::string &what);
+                  llvm::function_ref<std::string()> what);
   uint32_t newToken(TokenKind kind, uint32_t who, uint64_t value);
   void recordAsyncRead(Interval range, uint32_t token, uint32_t pc);
   /// Tokens of `pending` whose group is below `done` take the warp's epoch.
@@ -385,7 +389,8 @@ private:
   Mbarrier *barrierAt(Thread &th, uint32_t addr);
   /// An mbarrier the async proxy (TMA, tcgen05.commit) is given.
   Mbarrier *asyncBarrierAt(Thread &th, uint32_t addr, const char *unit);
-  void arrive(uint32_t addr, Mbarrier &bar, int64_t count, const std::string &who);
+  void arrive(uint32_t addr, Mbarrier &bar, int64_t count,
+              llvm::function_ref<std::string()> who);
   void completeTx(uint32_t addr, Mbarrier &bar, int64_t bytes);
   void completePhase(Mbarrier &bar);
   void runTma(TmaOp &op);

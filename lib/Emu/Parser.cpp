@@ -174,6 +174,9 @@ private:
   const std::string &text;
   size_t pos = 0;
   size_t statementBegin = 0;
+  /// line()'s running count: the line of text[linesCountedTo].
+  mutable size_t linesCountedTo = 0;
+  mutable uint32_t linesBefore = 1;
   Program *program = nullptr;
   Kernel *kernel = nullptr;
   std::vector<Scope> scopes;
@@ -195,10 +198,17 @@ private:
 };
 
 uint32_t Parser::line() const {
-  uint32_t n = 1;
-  for (size_t i = 0; i < statementBegin && i < text.size(); ++i)
-    n += text[i] == '\n';
-  return n;
+  // Statements are read front to back: count on from the last statement
+  // asked about (every instruction records its line, so a count from the
+  // start each time would make parsing quadratic in the PTX's size).
+  size_t end = std::min(statementBegin, text.size());
+  if (end < linesCountedTo) {
+    linesCountedTo = 0;
+    linesBefore = 1;
+  }
+  for (; linesCountedTo < end; ++linesCountedTo)
+    linesBefore += text[linesCountedTo] == '\n';
+  return linesBefore;
 }
 
 void Parser::skipSpaceAndComments() {
