@@ -284,11 +284,13 @@ const TileScheduler &Interpreter::scheduler(const TaskGridShape &shape,
   return *cachedScheduler;
 }
 
+bool Interpreter::unsupported(Operation *op, std::string &error) {
+  error = "cannot run " + nameOf(op);
+  return false;
+}
+
 bool Interpreter::execute(Operation *op, std::string &error) {
-  auto unsupported = [&]() {
-    error = "cannot run " + nameOf(op);
-    return false;
-  };
+  auto unsupported = [&]() { return Interpreter::unsupported(op, error); };
   if (!checkOperands(op, error))
     return false;
   // Index arithmetic wraps around in two's complement, as arith defines it.
@@ -312,31 +314,7 @@ bool Interpreter::execute(Operation *op, std::string &error) {
 
   return llvm::TypeSwitch<Operation *, bool>(op)
       // Scalar and loop plumbing.
-      .Case([&](arith::ConstantOp constant) {
-        Attribute value = constant.getValue();
-        if (auto integer = dyn_cast<IntegerAttr>(value)) {
-          Type type = integer.getType();
-          if (type.isInteger(1)) {
-            values[constant] = static_cast<int64_t>(integer.getValue().getZExtValue());
-          } else if (type.isIndex() || type.isInteger(64)) {
-            values[constant] = integer.getValue().getSExtValue();
-          } else {
-            error = "arith.constant of type " + str(type) +
-                    ": the simulator computes in 64 bits, so it runs index, "
-                    "i64 and i1 values only";
-            return false;
-          }
-        } else if (auto real = dyn_cast<FloatAttr>(value)) {
-          values[constant] = real.getValueAsDouble();
-        } else if (auto dense = dyn_cast<DenseFPElementsAttr>(value);
-                   dense && dense.isSplat()) {
-          float fill = dense.getSplatValue<APFloat>().convertToFloat();
-          setTile(constant, makeTile(constant, fill));
-        } else {
-          return unsupported();
-        }
-        return true;
-      })
+      .Case([&](arith::ConstantOp constant) { return run(constant, error); })
       .Case([&](arith::AddIOp) { return binary(std::plus<uint64_t>()); })
       .Case([&](arith::SubIOp) { return binary(std::minus<uint64_t>()); })
       .Case([&](arith::MulIOp) { return binary(std::multiplies<uint64_t>()); })
@@ -352,165 +330,19 @@ bool Interpreter::execute(Operation *op, std::string &error) {
           return std::max(static_cast<int64_t>(a), static_cast<int64_t>(b));
         });
       })
-      .Case([&](memref::DimOp dim) {
-        const Buffer &source = buffer(dim.getSource());
-        int64_t axis = index(dim.getIndex());
-        int64_t rank = source.shape.size();
-        if (axis < 0 || axis >= rank) {
-          error = "memref.dim asks for dimension " + std::to_string(axis) +
-                  " of a rank-" + std::to_string(rank) +
-                  " memref (expected 0 to " + std::to_string(rank - 1) + ")";
-          return false;
-        }
-        values[dim] = source.shape[axis];
-        return true;
-      })
-      .Case([&](scf::ForOp loop) {
-        int64_t lower = index(loop.getLowerBound());
-        int64_t upper = index(loop.getUpperBound());
-        int64_t step = index(loop.getStep());
-        if (step <= 0) {
-          error = "scf.for with a non-positive step never ends";
-          return false;
-        }
-        if (loop.getUnsignedCmp()) {
-          error = "scf.for with unsignedCmp: the simulator runs loops with "
-                  "signed bounds only";
-          return false;
-        }
-        // The distance may exceed INT64_MAX: count in unsigned arithmetic.
-        uint64_t trips =
-            upper > lower ? (static_cast<uint64_t>(upper) -
-                             static_cast<uint64_t>(lower) - 1) /
-                                    static_cast<uint64_t>(step) +
-                                1
-                          : 0;
-        if (!budget || !budget->take(trips)) {
-          error = "scf.for from " + std::to_string(lower) + " to " +
-                  std::to_string(upper) + " step " + std::to_string(step) +
-                  " would run " + std::to_string(trips) +
-                  " iterations, past the run's budget of " +
-                  std::to_string(budget ? budget->total : 0) +
-                  " loop iterations and CTAs for these sizes (is a bound "
-                  "wrong?)";
-          return false;
-        }
-        SmallVector<RuntimeValue> carried;
-        for (Value init : loop.getInitArgs())
-          carried.push_back(values[init]);
-        Block *body = loop.getBody();
-        for (uint64_t trip = 0; trip < trips; ++trip) {
-          values[loop.getInductionVar()] = static_cast<int64_t>(
-              static_cast<uint64_t>(lower) + trip * static_cast<uint64_t>(step));
-          for (auto [arg, value] : llvm::zip(loop.getRegionIterArgs(), carried))
-            values[arg] = value;
-          if (!run(*body, error))
-            return false;
-          auto yield = cast<scf::YieldOp>(body->getTerminator());
-          for (auto [slot, value] : llvm::zip(carried, yield.getOperands()))
-            slot = values[value];
-        }
-        for (auto [result, value] : llvm::zip(loop.getResults(), carried))
-          values[result] = value;
-        return true;
-      })
-      .Case([&](arith::CmpIOp compare) {
-        int64_t a = index(compare.getLhs()), b = index(compare.getRhs());
-        bool result = false;
-        switch (compare.getPredicate()) {
-        case arith::CmpIPredicate::eq: result = a == b; break;
-        case arith::CmpIPredicate::ne: result = a != b; break;
-        case arith::CmpIPredicate::slt: result = a < b; break;
-        case arith::CmpIPredicate::sle: result = a <= b; break;
-        case arith::CmpIPredicate::sgt: result = a > b; break;
-        case arith::CmpIPredicate::sge: result = a >= b; break;
-        default: return unsupported();
-        }
-        values[compare] = static_cast<int64_t>(result);
-        return true;
-      })
+      .Case([&](memref::DimOp dim) { return run(dim, error); })
+      .Case([&](scf::ForOp loop) { return run(loop, error); })
+      .Case([&](arith::CmpIOp compare) { return run(compare, error); })
       .Case([&](arith::OrIOp) {
         return binary([](uint64_t a, uint64_t b) { return a | b; });
       })
       .Case([&](arith::AndIOp) {
         return binary([](uint64_t a, uint64_t b) { return a & b; });
       })
-      .Case([&](scf::IfOp branch) {
-        Region &taken = index(branch.getCondition()) ? branch.getThenRegion()
-                                                     : branch.getElseRegion();
-        if (taken.empty())
-          return true;
-        Block &body = taken.front();
-        if (!run(body, error))
-          return false;
-        auto yield = cast<scf::YieldOp>(body.getTerminator());
-        for (auto [result, value] : llvm::zip(branch.getResults(), yield.getOperands())) {
-          RuntimeValue copy = values[value];
-          values[result] = std::move(copy);
-        }
-        return true;
-      })
+      .Case([&](scf::IfOp branch) { return run(branch, error); })
       .Case<scf::YieldOp, func::ReturnOp>([](Operation *) { return true; })
       // The tile program.
-      .Case([&](KvBlockRangeOp range) {
-        int64_t seqQ = index(range.getSeqQ()), seqK = index(range.getSeqK());
-        const MaskModBounds &bounds =
-            boundsOf(op, range.getMask(), range.getWindowLeft(),
-                     range.getWindowRight(), range.getMaskMod());
-        KvBlockRange blocks = kvBlockRange(
-            bounds.bounds, index(range.getRowBegin()), range.getRows(),
-            range.getGqaRatio(), range.getBlockN(), seqQ, seqK, bounds.exact);
-        if (Value blockMask = range.getBlockMask()) {
-          const ModBuffer *table = extras.lookup(blockMask);
-          if (!table || table->shape.size() != 4) {
-            error = "fa4.kv_block_range's block mask is not a bound extra of "
-                    "the kernel";
-            return false;
-          }
-          int64_t batch = index(range.getBatch());
-          int64_t kvHead = index(range.getKvHead());
-          int64_t ratio = range.getGqaRatio();
-          KvBlockRange attribute = kvBlockRange(
-              KeyBounds::band(maskBandFor(range.getMask(), range.getWindowLeft(),
-                                          range.getWindowRight())),
-              index(range.getRowBegin()), range.getRows(), ratio,
-              range.getBlockN(), seqQ, seqK);
-          std::string missing;
-          blocks = narrowByBlockMask(
-              blocks, attribute, index(range.getRowBegin()), range.getRows(),
-              ratio, seqQ, table->shape[1] == 1 ? 1 : ratio,
-              [&](int64_t queryBlock, int64_t headInGroup) {
-                int64_t b = table->shape[0] == 1 ? 0 : batch;
-                int64_t h = table->shape[1] == 1 ? 0 : kvHead * ratio + headInGroup;
-                if (b >= table->shape[0] || h >= table->shape[1] ||
-                    queryBlock >= table->shape[2]) {
-                  missing = "the block mask has no entry for batch " +
-                            std::to_string(b) + ", head " + std::to_string(h) +
-                            ", query block " + std::to_string(queryBlock);
-                  return BlockMaskEntry();
-                }
-                const double *e =
-                    &table->data[((b * table->shape[1] + h) * table->shape[2] +
-                                  queryBlock) * 4];
-                return BlockMaskEntry{int64_t(e[0]), int64_t(e[1]),
-                                      int64_t(e[2]), int64_t(e[3])};
-              });
-          if (!missing.empty()) {
-            error = missing;
-            return false;
-          }
-        }
-        values[range.getBegin()] = blocks.begin;
-        values[range.getFullBegin()] = blocks.fullBegin;
-        values[range.getFullEnd()] = blocks.fullEnd;
-        values[range.getEnd()] = blocks.end;
-        if (countsBlocks) {
-          stats.blocksVisited += blocks.end - blocks.begin;
-          stats.blocksSkipped +=
-              ceilDiv(seqK, range.getBlockN()) - (blocks.end - blocks.begin);
-        }
-        return true;
-      })
+      .Case([&](KvBlockRangeOp range) { return run(range, error); })
       // The persistent scheduler.
       .Case([&](TaskCountOp count) {
         int64_t mBlocks;
@@ -521,47 +353,7 @@ bool Interpreter::execute(Operation *op, std::string &error) {
         values[count.getResult()] = numTasks;
         return true;
       })
-      .Case([&](TaskCoordsOp coords) {
-        TaskGridShape shape;
-        shape.batch = index(coords.getBatch());
-        shape.kvHeads = coords.getKvHeads();
-        shape.gqaRatio = coords.getGqaRatio();
-        shape.rows = coords.getRows();
-        shape.blockN = coords.getBlockN();
-        shape.seqQ = index(coords.getSeqQ());
-        shape.seqK = index(coords.getSeqK());
-        shape.band = maskBandFor(coords.getMask(), coords.getWindowLeft(),
-                                 coords.getWindowRight());
-        if (!coords.getMaskMod().empty())
-          shape.bounds = boundsOf(op, coords.getMask(), coords.getWindowLeft(),
-                                  coords.getWindowRight(), coords.getMaskMod())
-                             .bounds;
-        int64_t mBlocks, tasks;
-        if (!countTasks(op, shape.batch, shape.kvHeads, shape.gqaRatio,
-                        shape.rows, shape.seqQ, mBlocks, tasks, error))
-          return false;
-        int64_t position = index(coords.getIndex());
-        if (position >= tasks) {
-          error = "fa4.task_coords asked for task " + std::to_string(position) +
-                  " of " + std::to_string(tasks);
-          return false;
-        }
-        // An LPT order costs O(m_blocks log m_blocks) to build: refuse more
-        // m_blocks than the run could visit within its budget.
-        if (coords.getOrder() == TaskOrder::lpt &&
-            (!budget || mBlocks > budget->total)) {
-          error = "fa4.task_coords orders " + std::to_string(mBlocks) +
-                  " m_blocks, more than the run's budget of " +
-                  std::to_string(budget ? budget->total : 0) +
-                  " loop iterations and CTAs for these sizes";
-          return false;
-        }
-        Task task = scheduler(shape, orderOf(coords.getOrder())).taskAt(position);
-        values[coords.getBatchIndex()] = task.batch;
-        values[coords.getKvHead()] = task.kvHead;
-        values[coords.getMBlock()] = task.mBlock;
-        return true;
-      })
+      .Case([&](TaskCoordsOp coords) { return run(coords, error); })
       .Case([&](CtaIdOp cta) {
         values[cta.getResult()] = ctaId;
         return true;
@@ -572,43 +364,8 @@ bool Interpreter::execute(Operation *op, std::string &error) {
             llvm::any_of(scale.data, [](float f) { return f != 1.0f; }));
         return true;
       })
-      .Case([&](LoadQTileOp load) {
-        const Buffer &q = buffer(load.getSource());
-        auto tile = makeTile(load.getResult());
-        int64_t rows = tile->shape[0], dim = tile->shape[1];
-        int64_t batch = index(load.getBatch()), head = index(load.getHead());
-        int64_t row = index(load.getRow()), ratio = load.getGqaRatio();
-        if (!checkTensorAccess(op, q, batch, head, ratio, dim, error))
-          return false;
-        for (int64_t r = 0; r < rows; ++r) {
-          PackedRow packed = unpackRow(row + r, ratio);
-          if (packed.seqPos >= q.shape[1])
-            continue;
-          int64_t qHead = head * ratio + packed.headInGroup;
-          const float *src =
-              &q.data[((batch * q.shape[1] + packed.seqPos) * q.shape[2] + qHead) *
-                      dim];
-          std::copy(src, src + dim, &tile->data[r * dim]);
-        }
-        setTile(load.getResult(), tile);
-        return true;
-      })
-      .Case([&](LoadKvTileOp load) {
-        const Buffer &kv = buffer(load.getSource());
-        auto tile = makeTile(load.getResult());
-        int64_t rows = tile->shape[0], dim = tile->shape[1];
-        int64_t batch = index(load.getBatch()), head = index(load.getHead());
-        int64_t col = index(load.getCol());
-        if (!checkTensorAccess(op, kv, batch, head, 1, dim, error))
-          return false;
-        for (int64_t r = 0; r < rows && col + r < kv.shape[1]; ++r) {
-          const float *src =
-              &kv.data[((batch * kv.shape[1] + col + r) * kv.shape[2] + head) * dim];
-          std::copy(src, src + dim, &tile->data[r * dim]);
-        }
-        setTile(load.getResult(), tile);
-        return true;
-      })
+      .Case([&](LoadQTileOp load) { return run(load, error); })
+      .Case([&](LoadKvTileOp load) { return run(load, error); })
       .Case([&](ScoreMmaOp mma) {
         const Tile &q = tile(mma.getQuery()), &k = tile(mma.getKey());
         int64_t m = q.shape[0], n = k.shape[0], d = q.shape[1];
@@ -626,159 +383,10 @@ bool Interpreter::execute(Operation *op, std::string &error) {
         setTile(softcap.getResult(), result);
         return true;
       })
-      .Case([&](ScoreModOp scoreMod) -> bool {
-        const Mod *program = mod(op, scoreMod.getBody(), scoreMod.getExtras(),
-                                 error);
-        if (!program)
-          return false;
-        auto result = std::make_shared<Tile>(tile(scoreMod.getScores()));
-        int64_t rows = result->shape[0], cols = result->shape[1];
-        int64_t row = index(scoreMod.getRow()), col = index(scoreMod.getCol());
-        int64_t seqQ = index(scoreMod.getSeqQ()), seqK = index(scoreMod.getSeqK());
-        int64_t batch = index(scoreMod.getBatch()), head = index(scoreMod.getHead());
-        int64_t ratio = scoreMod.getGqaRatio();
-        float scale = scoreMod.getScale().convertToFloat();
-        for (int64_t r = 0; r < rows; ++r) {
-          PackedRow packed = unpackRow(row + r, ratio);
-          for (int64_t c = 0; c < cols; ++c) {
-            float &s = result->data[r * cols + c];
-            s *= scale;
-            if (packed.seqPos >= seqQ || col + c >= seqK)
-              continue;
-            double value;
-            double arguments[] = {s, double(batch),
-                                  double(head * ratio + packed.headInGroup),
-                                  double(packed.seqPos), double(col + c)};
-            if (!program->program->run(arguments, program->extras,
-                                       /*rounded=*/true, value, error))
-              return false;
-            s = static_cast<float>(value);
-          }
-        }
-        setTile(scoreMod.getResult(), result);
-        return true;
-      })
-      .Case([&](MaskOp mask) -> bool {
-        const MaskModBounds &bounds =
-            boundsOf(op, mask.getMask(), mask.getWindowLeft(),
-                     mask.getWindowRight(), mask.getMaskMod());
-        const Mod *program = nullptr;
-        if (!bounds.exact) {
-          program = mod(op, mask.getMaskMod(), mask.getExtras(), error);
-          if (!program)
-            return false;
-        }
-        auto result = std::make_shared<Tile>(tile(mask.getScores()));
-        int64_t rows = result->shape[0], cols = result->shape[1];
-        int64_t row = index(mask.getRow()), col = index(mask.getCol());
-        int64_t seqQ = index(mask.getSeqQ()), seqK = index(mask.getSeqK());
-        int64_t ratio = mask.getGqaRatio();
-        int64_t batch = program ? index(mask.getBatch()) : 0;
-        int64_t head = program ? index(mask.getHead()) : 0;
-        for (int64_t r = 0; r < rows; ++r) {
-          PackedRow packed = unpackRow(row + r, ratio);
-          IndexRange keys = visibleKeys(bounds.bounds, packed.seqPos, seqQ, seqK);
-          for (int64_t c = 0; c < cols; ++c) {
-            float &s = result->data[r * cols + c];
-            if (col + c < keys.begin || col + c >= keys.end) {
-              s = kMinusInf;
-              continue;
-            }
-            // Only a predicate the bounds do not capture runs per element.
-            if (!program || packed.seqPos >= seqQ)
-              continue;
-            double visible;
-            double arguments[] = {double(batch),
-                                  double(head * ratio + packed.headInGroup),
-                                  double(packed.seqPos), double(col + c)};
-            if (!program->program->run(arguments, program->extras,
-                                       /*rounded=*/true, visible, error))
-              return false;
-            if (visible == 0.0)
-              s = kMinusInf;
-          }
-        }
-        setTile(mask.getResult(), result);
-        return true;
-      })
-      .Case([&](OnlineSoftmaxOp softmax) {
-        const Tile &s = tile(softmax.getScores());
-        const Tile &rowMax = tile(softmax.getRowMax());
-        const Tile &rowSum = tile(softmax.getRowSum());
-        int64_t rows = s.shape[0], cols = s.shape[1];
-        float scaleLog2 = softmax.getScaleLog2().convertToFloat();
-        float threshold = softmax.getRescaleThreshold().convertToFloat();
-        Type probElement = elementOf(softmax.getProbs());
-        auto probs = makeTile(softmax.getProbs());
-        auto newMax = makeTile(softmax.getNewRowMax());
-        auto newSum = makeTile(softmax.getNewRowSum());
-        auto accScale = makeTile(softmax.getAccScale());
-        bool anyMoved = false, anyRescaled = false;
-        for (int64_t r = 0; r < rows; ++r) {
-          const float *sRow = &s.data[r * cols];
-          float oldMax = rowMax.data[r];
-          float candidate = oldMax;
-          // NaN propagates into the max (max.NaN.f32 in the kernel).
-          for (int64_t c = 0; c < cols; ++c)
-            candidate = std::isnan(sRow[c]) || std::isnan(candidate)
-                            ? sRow[c] + candidate
-                            : std::max(candidate, sRow[c]);
-          // The first visible block sets the max; after that it moves only
-          // past the threshold, and a kept (stale) max only lets the
-          // exponentials grow up to 2^threshold.
-          float maxNew = oldMax;
-          float scale = 1.0f;
-          if (oldMax == kMinusInf || std::isnan(candidate)) {
-            maxNew = candidate;
-          } else if (candidate > oldMax) {
-            anyMoved = true;
-            if ((candidate - oldMax) * scaleLog2 > threshold) {
-              maxNew = candidate;
-              scale = std::exp2((oldMax - maxNew) * scaleLog2);
-              anyRescaled = true;
-            }
-          }
-          // A row that has seen nothing yet subtracts 0, so exp2(-inf) = 0
-          // rather than exp2(-inf + inf) = NaN.
-          float maxScaled = maxNew == kMinusInf ? 0.0f : maxNew * scaleLog2;
-          float sum = 0.0f;
-          float *pRow = &probs->data[r * cols];
-          for (int64_t c = 0; c < cols; ++c) {
-            float p = std::exp2(sRow[c] * scaleLog2 - maxScaled);
-            sum += p;
-            pRow[c] = roundTo(probElement, p);
-          }
-          newMax->data[r] = maxNew;
-          newSum->data[r] = rowSum.data[r] * scale + sum;
-          accScale->data[r] = scale;
-        }
-        if (anyRescaled)
-          ++stats.rescalesDone;
-        else if (anyMoved)
-          ++stats.rescalesSkipped;
-        setTile(softmax.getProbs(), probs);
-        setTile(softmax.getNewRowMax(), newMax);
-        setTile(softmax.getNewRowSum(), newSum);
-        setTile(softmax.getAccScale(), accScale);
-        return true;
-      })
-      .Case([&](CorrectionOp correction) {
-        const Tile &scale = tile(correction.getAccScale());
-        if (llvm::all_of(scale.data, [](float f) { return f == 1.0f; })) {
-          // Nothing to rescale: the accumulator passes through untouched.
-          // (Copied out first: inserting the result may rehash the map.)
-          RuntimeValue acc = values[correction.getAcc()];
-          values[correction.getResult()] = std::move(acc);
-          return true;
-        }
-        auto result = std::make_shared<Tile>(tile(correction.getAcc()));
-        int64_t cols = result->shape[1];
-        for (int64_t r = 0; r < result->shape[0]; ++r)
-          for (int64_t c = 0; c < cols; ++c)
-            result->data[r * cols + c] *= scale.data[r];
-        setTile(correction.getResult(), result);
-        return true;
-      })
+      .Case([&](ScoreModOp scoreMod) { return run(scoreMod, error); })
+      .Case([&](MaskOp mask) { return run(mask, error); })
+      .Case([&](OnlineSoftmaxOp softmax) { return run(softmax, error); })
+      .Case([&](CorrectionOp correction) { return run(correction, error); })
       .Case([&](ValueMmaOp mma) {
         const Tile &p = tile(mma.getProbs()), &v = tile(mma.getValue());
         auto result = std::make_shared<Tile>(tile(mma.getAcc()));
@@ -787,82 +395,517 @@ bool Interpreter::execute(Operation *op, std::string &error) {
         setTile(mma.getResult(), result);
         return true;
       })
-      .Case([&](NormalizeOp normalize) {
-        const Tile &acc = tile(normalize.getAcc());
-        const Tile &rowMax = tile(normalize.getRowMax());
-        const Tile &rowSum = tile(normalize.getRowSum());
-        float scaleLog2 = normalize.getScaleLog2().convertToFloat();
-        Type outElement = elementOf(normalize.getOut());
-        auto out = makeTile(normalize.getOut());
-        auto lse = makeTile(normalize.getLse());
-        int64_t cols = acc.shape[1];
-        for (int64_t r = 0; r < acc.shape[0]; ++r) {
-          float sum = rowSum.data[r];
-          if (sum == 0.0f) {
-            lse->data[r] = kMinusInf; // the row saw no key: O stays 0
-            continue;
-          }
-          float inverse = 1.0f / sum;
-          for (int64_t c = 0; c < cols; ++c)
-            out->data[r * cols + c] = roundTo(outElement, acc.data[r * cols + c] * inverse);
-          lse->data[r] =
-              (rowMax.data[r] * scaleLog2 + std::log2(sum)) * float(M_LN2);
-        }
-        setTile(normalize.getOut(), out);
-        setTile(normalize.getLse(), lse);
-        return true;
-      })
-      .Case([&](StoreOTileOp store) {
-        Buffer &o = buffer(store.getDest());
-        const Tile &t = tile(store.getTile());
-        int64_t dim = t.shape[1], ratio = store.getGqaRatio();
-        int64_t batch = index(store.getBatch()), head = index(store.getHead());
-        int64_t row = index(store.getRow());
-        if (!checkTensorAccess(op, o, batch, head, ratio, dim, error))
-          return false;
-        for (int64_t r = 0; r < t.shape[0]; ++r) {
-          PackedRow packed = unpackRow(row + r, ratio);
-          if (packed.seqPos >= o.shape[1])
-            continue;
-          int64_t qHead = head * ratio + packed.headInGroup;
-          std::copy_n(&t.data[r * dim], dim,
-                      &o.data[((batch * o.shape[1] + packed.seqPos) * o.shape[2] +
-                               qHead) *
-                              dim]);
-        }
-        return true;
-      })
-      .Case([&](StoreLseTileOp store) {
-        Buffer &lse = buffer(store.getDest());
-        const Tile &t = tile(store.getTile());
-        int64_t ratio = store.getGqaRatio();
-        int64_t batch = index(store.getBatch()), head = index(store.getHead());
-        int64_t row = index(store.getRow());
-        if (lse.shape.size() != 3 || batch >= lse.shape[0] ||
-            head >= lse.shape[1] / ratio) {
-          std::string shape;
-          for (int64_t size : lse.shape)
-            shape += (shape.empty() ? "" : ", ") + std::to_string(size);
-          error = nameOf(op) + " addresses batch index " +
-                  std::to_string(batch) + " and heads [" +
-                  std::to_string(head * ratio) + ", " +
-                  std::to_string((head + 1) * ratio) + ") of an LSE of shape [" +
-                  shape + "] (expected [batch, q_heads, seq_q])";
-          return false;
-        }
-        for (int64_t r = 0; r < t.shape[0]; ++r) {
-          PackedRow packed = unpackRow(row + r, ratio);
-          if (packed.seqPos >= lse.shape[2])
-            continue;
-          int64_t qHead = head * ratio + packed.headInGroup;
-          lse.data[(batch * lse.shape[1] + qHead) * lse.shape[2] + packed.seqPos] =
-              t.data[r];
-        }
-        return true;
-      })
+      .Case([&](NormalizeOp normalize) { return run(normalize, error); })
+      .Case([&](StoreOTileOp store) { return run(store, error); })
+      .Case([&](StoreLseTileOp store) { return run(store, error); })
       .Default([&](Operation *) {
         if (hook && op->getDialect() == op->getContext()->getLoadedDialect<FA4Dialect>())
           return hook->execute(*this, op, error);
         return unsupported();
       });
 }
+
+bool Interpreter::run(arith::ConstantOp constant, std::string &error) {
+  Attribute value = constant.getValue();
+  if (auto integer = dyn_cast<IntegerAttr>(value)) {
+    Type type = integer.getType();
+    if (type.isInteger(1)) {
+      values[constant] = static_cast<int64_t>(integer.getValue().getZExtValue());
+    } else if (type.isIndex() || type.isInteger(64)) {
+      values[constant] = integer.getValue().getSExtValue();
+    } else {
+      error = "arith.constant of type " + str(type) +
+              ": the simulator computes in 64 bits, so it runs index, "
+              "i64 and i1 values only";
+      return false;
+    }
+  } else if (auto real = dyn_cast<FloatAttr>(value)) {
+    values[constant] = real.getValueAsDouble();
+  } else if (auto dense = dyn_cast<DenseFPElementsAttr>(value);
+             dense && dense.isSplat()) {
+    float fill = dense.getSplatValue<APFloat>().convertToFloat();
+    setTile(constant, makeTile(constant, fill));
+  } else {
+    return unsupported(constant.getOperation(), error);
+  }
+  return true;
+}
+
+bool Interpreter::run(memref::DimOp dim, std::string &error) {
+  const Buffer &source = buffer(dim.getSource());
+  int64_t axis = index(dim.getIndex());
+  int64_t rank = source.shape.size();
+  if (axis < 0 || axis >= rank) {
+    error = "memref.dim asks for dimension " + std::to_string(axis) +
+            " of a rank-" + std::to_string(rank) +
+            " memref (expected 0 to " + std::to_string(rank - 1) + ")";
+    return false;
+  }
+  values[dim] = source.shape[axis];
+  return true;
+}
+
+bool Interpreter::run(scf::ForOp loop, std::string &error) {
+  int64_t lower = index(loop.getLowerBound());
+  int64_t upper = index(loop.getUpperBound());
+  int64_t step = index(loop.getStep());
+  if (step <= 0) {
+    error = "scf.for with a non-positive step never ends";
+    return false;
+  }
+  if (loop.getUnsignedCmp()) {
+    error = "scf.for with unsignedCmp: the simulator runs loops with "
+            "signed bounds only";
+    return false;
+  }
+  // The distance may exceed INT64_MAX: count in unsigned arithmetic.
+  uint64_t trips =
+      upper > lower ? (static_cast<uint64_t>(upper) -
+                       static_cast<uint64_t>(lower) - 1) /
+                              static_cast<uint64_t>(step) +
+                          1
+                    : 0;
+  if (!budget || !budget->take(trips)) {
+    error = "scf.for from " + std::to_string(lower) + " to " +
+            std::to_string(upper) + " step " + std::to_string(step) +
+            " would run " + std::to_string(trips) +
+            " iterations, past the run's budget of " +
+            std::to_string(budget ? budget->total : 0) +
+            " loop iterations and CTAs for these sizes (is a bound "
+            "wrong?)";
+    return false;
+  }
+  SmallVector<RuntimeValue> carried;
+  for (Value init : loop.getInitArgs())
+    carried.push_back(values[init]);
+  Block *body = loop.getBody();
+  for (uint64_t trip = 0; trip < trips; ++trip) {
+    values[loop.getInductionVar()] = static_cast<int64_t>(
+        static_cast<uint64_t>(lower) + trip * static_cast<uint64_t>(step));
+    for (auto [arg, value] : llvm::zip(loop.getRegionIterArgs(), carried))
+      values[arg] = value;
+    if (!run(*body, error))
+      return false;
+    auto yield = cast<scf::YieldOp>(body->getTerminator());
+    for (auto [slot, value] : llvm::zip(carried, yield.getOperands()))
+      slot = values[value];
+  }
+  for (auto [result, value] : llvm::zip(loop.getResults(), carried))
+    values[result] = value;
+  return true;
+}
+
+bool Interpreter::run(arith::CmpIOp compare, std::string &error) {
+  int64_t a = index(compare.getLhs()), b = index(compare.getRhs());
+  bool result = false;
+  switch (compare.getPredicate()) {
+  case arith::CmpIPredicate::eq: result = a == b; break;
+  case arith::CmpIPredicate::ne: result = a != b; break;
+  case arith::CmpIPredicate::slt: result = a < b; break;
+  case arith::CmpIPredicate::sle: result = a <= b; break;
+  case arith::CmpIPredicate::sgt: result = a > b; break;
+  case arith::CmpIPredicate::sge: result = a >= b; break;
+  default: return unsupported(compare.getOperation(), error);
+  }
+  values[compare] = static_cast<int64_t>(result);
+  return true;
+}
+
+bool Interpreter::run(scf::IfOp branch, std::string &error) {
+  Region &taken = index(branch.getCondition()) ? branch.getThenRegion()
+                                               : branch.getElseRegion();
+  if (taken.empty())
+    return true;
+  Block &body = taken.front();
+  if (!run(body, error))
+    return false;
+  auto yield = cast<scf::YieldOp>(body.getTerminator());
+  for (auto [result, value] : llvm::zip(branch.getResults(), yield.getOperands())) {
+    RuntimeValue copy = values[value];
+    values[result] = std::move(copy);
+  }
+  return true;
+}
+
+bool Interpreter::run(KvBlockRangeOp range, std::string &error) {
+  Operation *op = range.getOperation();
+  int64_t seqQ = index(range.getSeqQ()), seqK = index(range.getSeqK());
+  const MaskModBounds &bounds =
+      boundsOf(op, range.getMask(), range.getWindowLeft(),
+               range.getWindowRight(), range.getMaskMod());
+  KvBlockRange blocks = kvBlockRange(
+      bounds.bounds, index(range.getRowBegin()), range.getRows(),
+      range.getGqaRatio(), range.getBlockN(), seqQ, seqK, bounds.exact);
+  if (Value blockMask = range.getBlockMask()) {
+    const ModBuffer *table = extras.lookup(blockMask);
+    if (!table || table->shape.size() != 4) {
+      error = "fa4.kv_block_range's block mask is not a bound extra of "
+              "the kernel";
+      return false;
+    }
+    int64_t batch = index(range.getBatch());
+    int64_t kvHead = index(range.getKvHead());
+    int64_t ratio = range.getGqaRatio();
+    KvBlockRange attribute = kvBlockRange(
+        KeyBounds::band(maskBandFor(range.getMask(), range.getWindowLeft(),
+                                    range.getWindowRight())),
+        index(range.getRowBegin()), range.getRows(), ratio,
+        range.getBlockN(), seqQ, seqK);
+    std::string missing;
+    blocks = narrowByBlockMask(
+        blocks, attribute, index(range.getRowBegin()), range.getRows(),
+        ratio, seqQ, table->shape[1] == 1 ? 1 : ratio,
+        [&](int64_t queryBlock, int64_t headInGroup) {
+          int64_t b = table->shape[0] == 1 ? 0 : batch;
+          int64_t h = table->shape[1] == 1 ? 0 : kvHead * ratio + headInGroup;
+          if (b >= table->shape[0] || h >= table->shape[1] ||
+              queryBlock >= table->shape[2]) {
+            missing = "the block mask has no entry for batch " +
+                      std::to_string(b) + ", head " + std::to_string(h) +
+                      ", query block " + std::to_string(queryBlock);
+            return BlockMaskEntry();
+          }
+          const double *e =
+              &table->data[((b * table->shape[1] + h) * table->shape[2] +
+                            queryBlock) * 4];
+          return BlockMaskEntry{int64_t(e[0]), int64_t(e[1]),
+                                int64_t(e[2]), int64_t(e[3])};
+        });
+    if (!missing.empty()) {
+      error = missing;
+      return false;
+    }
+  }
+  values[range.getBegin()] = blocks.begin;
+  values[range.getFullBegin()] = blocks.fullBegin;
+  values[range.getFullEnd()] = blocks.fullEnd;
+  values[range.getEnd()] = blocks.end;
+  if (countsBlocks) {
+    stats.blocksVisited += blocks.end - blocks.begin;
+    stats.blocksSkipped +=
+        ceilDiv(seqK, range.getBlockN()) - (blocks.end - blocks.begin);
+  }
+  return true;
+}
+
+bool Interpreter::run(TaskCoordsOp coords, std::string &error) {
+  Operation *op = coords.getOperation();
+  TaskGridShape shape;
+  shape.batch = index(coords.getBatch());
+  shape.kvHeads = coords.getKvHeads();
+  shape.gqaRatio = coords.getGqaRatio();
+  shape.rows = coords.getRows();
+  shape.blockN = coords.getBlockN();
+  shape.seqQ = index(coords.getSeqQ());
+  shape.seqK = index(coords.getSeqK());
+  shape.band = maskBandFor(coords.getMask(), coords.getWindowLeft(),
+                           coords.getWindowRight());
+  if (!coords.getMaskMod().empty())
+    shape.bounds = boundsOf(op, coords.getMask(), coords.getWindowLeft(),
+                            coords.getWindowRight(), coords.getMaskMod())
+                       .bounds;
+  int64_t mBlocks, tasks;
+  if (!countTasks(op, shape.batch, shape.kvHeads, shape.gqaRatio,
+                  shape.rows, shape.seqQ, mBlocks, tasks, error))
+    return false;
+  int64_t position = index(coords.getIndex());
+  if (position >= tasks) {
+    error = "fa4.task_coords asked for task " + std::to_string(position) +
+            " of " + std::to_string(tasks);
+    return false;
+  }
+  // An LPT order costs O(m_blocks log m_blocks) to build: refuse more
+  // m_blocks than the run could visit within its budget.
+  if (coords.getOrder() == TaskOrder::lpt &&
+      (!budget || mBlocks > budget->total)) {
+    error = "fa4.task_coords orders " + std::to_string(mBlocks) +
+            " m_blocks, more than the run's budget of " +
+            std::to_string(budget ? budget->total : 0) +
+            " loop iterations and CTAs for these sizes";
+    return false;
+  }
+  Task task = scheduler(shape, orderOf(coords.getOrder())).taskAt(position);
+  values[coords.getBatchIndex()] = task.batch;
+  values[coords.getKvHead()] = task.kvHead;
+  values[coords.getMBlock()] = task.mBlock;
+  return true;
+}
+
+bool Interpreter::run(LoadQTileOp load, std::string &error) {
+  Operation *op = load.getOperation();
+  const Buffer &q = buffer(load.getSource());
+  auto tile = makeTile(load.getResult());
+  int64_t rows = tile->shape[0], dim = tile->shape[1];
+  int64_t batch = index(load.getBatch()), head = index(load.getHead());
+  int64_t row = index(load.getRow()), ratio = load.getGqaRatio();
+  if (!checkTensorAccess(op, q, batch, head, ratio, dim, error))
+    return false;
+  for (int64_t r = 0; r < rows; ++r) {
+    PackedRow packed = unpackRow(row + r, ratio);
+    if (packed.seqPos >= q.shape[1])
+      continue;
+    int64_t qHead = head * ratio + packed.headInGroup;
+    const float *src =
+        &q.data[((batch * q.shape[1] + packed.seqPos) * q.shape[2] + qHead) *
+                dim];
+    std::copy(src, src + dim, &tile->data[r * dim]);
+  }
+  setTile(load.getResult(), tile);
+  return true;
+}
+
+bool Interpreter::run(LoadKvTileOp load, std::string &error) {
+  Operation *op = load.getOperation();
+  const Buffer &kv = buffer(load.getSource());
+  auto tile = makeTile(load.getResult());
+  int64_t rows = tile->shape[0], dim = tile->shape[1];
+  int64_t batch = index(load.getBatch()), head = index(load.getHead());
+  int64_t col = index(load.getCol());
+  if (!checkTensorAccess(op, kv, batch, head, 1, dim, error))
+    return false;
+  for (int64_t r = 0; r < rows && col + r < kv.shape[1]; ++r) {
+    const float *src =
+        &kv.data[((batch * kv.shape[1] + col + r) * kv.shape[2] + head) * dim];
+    std::copy(src, src + dim, &tile->data[r * dim]);
+  }
+  setTile(load.getResult(), tile);
+  return true;
+}
+
+bool Interpreter::run(ScoreModOp scoreMod, std::string &error) {
+  Operation *op = scoreMod.getOperation();
+  const Mod *program = mod(op, scoreMod.getBody(), scoreMod.getExtras(),
+                           error);
+  if (!program)
+    return false;
+  auto result = std::make_shared<Tile>(tile(scoreMod.getScores()));
+  int64_t rows = result->shape[0], cols = result->shape[1];
+  int64_t row = index(scoreMod.getRow()), col = index(scoreMod.getCol());
+  int64_t seqQ = index(scoreMod.getSeqQ()), seqK = index(scoreMod.getSeqK());
+  int64_t batch = index(scoreMod.getBatch()), head = index(scoreMod.getHead());
+  int64_t ratio = scoreMod.getGqaRatio();
+  float scale = scoreMod.getScale().convertToFloat();
+  for (int64_t r = 0; r < rows; ++r) {
+    PackedRow packed = unpackRow(row + r, ratio);
+    for (int64_t c = 0; c < cols; ++c) {
+      float &s = result->data[r * cols + c];
+      s *= scale;
+      if (packed.seqPos >= seqQ || col + c >= seqK)
+        continue;
+      double value;
+      double arguments[] = {s, double(batch),
+                            double(head * ratio + packed.headInGroup),
+                            double(packed.seqPos), double(col + c)};
+      if (!program->program->run(arguments, program->extras,
+                                 /*rounded=*/true, value, error))
+        return false;
+      s = static_cast<float>(value);
+    }
+  }
+  setTile(scoreMod.getResult(), result);
+  return true;
+}
+
+bool Interpreter::run(MaskOp mask, std::string &error) {
+  Operation *op = mask.getOperation();
+  const MaskModBounds &bounds =
+      boundsOf(op, mask.getMask(), mask.getWindowLeft(),
+               mask.getWindowRight(), mask.getMaskMod());
+  const Mod *program = nullptr;
+  if (!bounds.exact) {
+    program = mod(op, mask.getMaskMod(), mask.getExtras(), error);
+    if (!program)
+      return false;
+  }
+  auto result = std::make_shared<Tile>(tile(mask.getScores()));
+  int64_t rows = result->shape[0], cols = result->shape[1];
+  int64_t row = index(mask.getRow()), col = index(mask.getCol());
+  int64_t seqQ = index(mask.getSeqQ()), seqK = index(mask.getSeqK());
+  int64_t ratio = mask.getGqaRatio();
+  int64_t batch = program ? index(mask.getBatch()) : 0;
+  int64_t head = program ? index(mask.getHead()) : 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    PackedRow packed = unpackRow(row + r, ratio);
+    IndexRange keys = visibleKeys(bounds.bounds, packed.seqPos, seqQ, seqK);
+    for (int64_t c = 0; c < cols; ++c) {
+      float &s = result->data[r * cols + c];
+      if (col + c < keys.begin || col + c >= keys.end) {
+        s = kMinusInf;
+        continue;
+      }
+      // Only a predicate the bounds do not capture runs per element.
+      if (!program || packed.seqPos >= seqQ)
+        continue;
+      double visible;
+      double arguments[] = {double(batch),
+                            double(head * ratio + packed.headInGroup),
+                            double(packed.seqPos), double(col + c)};
+      if (!program->program->run(arguments, program->extras,
+                                 /*rounded=*/true, visible, error))
+        return false;
+      if (visible == 0.0)
+        s = kMinusInf;
+    }
+  }
+  setTile(mask.getResult(), result);
+  return true;
+}
+
+bool Interpreter::run(OnlineSoftmaxOp softmax, std::string &error) {
+  const Tile &s = tile(softmax.getScores());
+  const Tile &rowMax = tile(softmax.getRowMax());
+  const Tile &rowSum = tile(softmax.getRowSum());
+  int64_t rows = s.shape[0], cols = s.shape[1];
+  float scaleLog2 = softmax.getScaleLog2().convertToFloat();
+  float threshold = softmax.getRescaleThreshold().convertToFloat();
+  Type probElement = elementOf(softmax.getProbs());
+  auto probs = makeTile(softmax.getProbs());
+  auto newMax = makeTile(softmax.getNewRowMax());
+  auto newSum = makeTile(softmax.getNewRowSum());
+  auto accScale = makeTile(softmax.getAccScale());
+  bool anyMoved = false, anyRescaled = false;
+  for (int64_t r = 0; r < rows; ++r) {
+    const float *sRow = &s.data[r * cols];
+    float oldMax = rowMax.data[r];
+    float candidate = oldMax;
+    // NaN propagates into the max (max.NaN.f32 in the kernel).
+    for (int64_t c = 0; c < cols; ++c)
+      candidate = std::isnan(sRow[c]) || std::isnan(candidate)
+                      ? sRow[c] + candidate
+                      : std::max(candidate, sRow[c]);
+    // The first visible block sets the max; after that it moves only
+    // past the threshold, and a kept (stale) max only lets the
+    // exponentials grow up to 2^threshold.
+    float maxNew = oldMax;
+    float scale = 1.0f;
+    if (oldMax == kMinusInf || std::isnan(candidate)) {
+      maxNew = candidate;
+    } else if (candidate > oldMax) {
+      anyMoved = true;
+      if ((candidate - oldMax) * scaleLog2 > threshold) {
+        maxNew = candidate;
+        scale = std::exp2((oldMax - maxNew) * scaleLog2);
+        anyRescaled = true;
+      }
+    }
+    // A row that has seen nothing yet subtracts 0, so exp2(-inf) = 0
+    // rather than exp2(-inf + inf) = NaN.
+    float maxScaled = maxNew == kMinusInf ? 0.0f : maxNew * scaleLog2;
+    float sum = 0.0f;
+    float *pRow = &probs->data[r * cols];
+    for (int64_t c = 0; c < cols; ++c) {
+      float p = std::exp2(sRow[c] * scaleLog2 - maxScaled);
+      sum += p;
+      pRow[c] = roundTo(probElement, p);
+    }
+    newMax->data[r] = maxNew;
+    newSum->data[r] = rowSum.data[r] * scale + sum;
+    accScale->data[r] = scale;
+  }
+  if (anyRescaled)
+    ++stats.rescalesDone;
+  else if (anyMoved)
+    ++stats.rescalesSkipped;
+  setTile(softmax.getProbs(), probs);
+  setTile(softmax.getNewRowMax(), newMax);
+  setTile(softmax.getNewRowSum(), newSum);
+  setTile(softmax.getAccScale(), accScale);
+  return true;
+}
+
+bool Interpreter::run(CorrectionOp correction, std::string &error) {
+  const Tile &scale = tile(correction.getAccScale());
+  if (llvm::all_of(scale.data, [](float f) { return f == 1.0f; })) {
+    // Nothing to rescale: the accumulator passes through untouched.
+    // (Copied out first: inserting the result may rehash the map.)
+    RuntimeValue acc = values[correction.getAcc()];
+    values[correction.getResult()] = std::move(acc);
+    return true;
+  }
+  auto result = std::make_shared<Tile>(tile(correction.getAcc()));
+  int64_t cols = result->shape[1];
+  for (int64_t r = 0; r < result->shape[0]; ++r)
+    for (int64_t c = 0; c < cols; ++c)
+      result->data[r * cols + c] *= scale.data[r];
+  setTile(correction.getResult(), result);
+  return true;
+}
+
+bool Interpreter::run(NormalizeOp normalize, std::string &error) {
+  const Tile &acc = tile(normalize.getAcc());
+  const Tile &rowMax = tile(normalize.getRowMax());
+  const Tile &rowSum = tile(normalize.getRowSum());
+  float scaleLog2 = normalize.getScaleLog2().convertToFloat();
+  Type outElement = elementOf(normalize.getOut());
+  auto out = makeTile(normalize.getOut());
+  auto lse = makeTile(normalize.getLse());
+  int64_t cols = acc.shape[1];
+  for (int64_t r = 0; r < acc.shape[0]; ++r) {
+    float sum = rowSum.data[r];
+    if (sum == 0.0f) {
+      lse->data[r] = kMinusInf; // the row saw no key: O stays 0
+      continue;
+    }
+    float inverse = 1.0f / sum;
+    for (int64_t c = 0; c < cols; ++c)
+      out->data[r * cols + c] = roundTo(outElement, acc.data[r * cols + c] * inverse);
+    lse->data[r] =
+        (rowMax.data[r] * scaleLog2 + std::log2(sum)) * float(M_LN2);
+  }
+  setTile(normalize.getOut(), out);
+  setTile(normalize.getLse(), lse);
+  return true;
+}
+
+bool Interpreter::run(StoreOTileOp store, std::string &error) {
+  Operation *op = store.getOperation();
+  Buffer &o = buffer(store.getDest());
+  const Tile &t = tile(store.getTile());
+  int64_t dim = t.shape[1], ratio = store.getGqaRatio();
+  int64_t batch = index(store.getBatch()), head = index(store.getHead());
+  int64_t row = index(store.getRow());
+  if (!checkTensorAccess(op, o, batch, head, ratio, dim, error))
+    return false;
+  for (int64_t r = 0; r < t.shape[0]; ++r) {
+    PackedRow packed = unpackRow(row + r, ratio);
+    if (packed.seqPos >= o.shape[1])
+      continue;
+    int64_t qHead = head * ratio + packed.headInGroup;
+    std::copy_n(&t.data[r * dim], dim,
+                &o.data[((batch * o.shape[1] + packed.seqPos) * o.shape[2] +
+                         qHead) *
+                        dim]);
+  }
+  return true;
+}
+
+bool Interpreter::run(StoreLseTileOp store, std::string &error) {
+  Operation *op = store.getOperation();
+  Buffer &lse = buffer(store.getDest());
+  const Tile &t = tile(store.getTile());
+  int64_t ratio = store.getGqaRatio();
+  int64_t batch = index(store.getBatch()), head = index(store.getHead());
+  int64_t row = index(store.getRow());
+  if (lse.shape.size() != 3 || batch >= lse.shape[0] ||
+      head >= lse.shape[1] / ratio) {
+    std::string shape;
+    for (int64_t size : lse.shape)
+      shape += (shape.empty() ? "" : ", ") + std::to_string(size);
+    error = nameOf(op) + " addresses batch index " +
+            std::to_string(batch) + " and heads [" +
+            std::to_string(head * ratio) + ", " +
+            std::to_string((head + 1) * ratio) + ") of an LSE of shape [" +
+            shape + "] (expected [batch, q_heads, seq_q])";
+    return false;
+  }
+  for (int64_t r = 0; r < t.shape[0]; ++r) {
+    PackedRow packed = unpackRow(row + r, ratio);
+    if (packed.seqPos >= lse.shape[2])
+      continue;
+    int64_t qHead = head * ratio + packed.headInGroup;
+    lse.data[(batch * lse.shape[1] + qHead) * lse.shape[2] + packed.seqPos] =
+        t.data[r];
+  }
+  return true;
+}
+

@@ -24,6 +24,30 @@ namespace mlir {
 class Block;
 class Operation;
 class Region;
+namespace arith {
+class ConstantOp;
+class CmpIOp;
+} // namespace arith
+namespace memref {
+class DimOp;
+} // namespace memref
+namespace scf {
+class ForOp;
+class IfOp;
+} // namespace scf
+namespace fa4 {
+class KvBlockRangeOp;
+class TaskCoordsOp;
+class LoadQTileOp;
+class LoadKvTileOp;
+class ScoreModOp;
+class MaskOp;
+class OnlineSoftmaxOp;
+class CorrectionOp;
+class NormalizeOp;
+class StoreOTileOp;
+class StoreLseTileOp;
+} // namespace fa4
 } // namespace mlir
 
 namespace mlir::fa4::sim {
@@ -147,7 +171,26 @@ private:
       std::variant<std::monostate, int64_t, double, std::shared_ptr<Tile>,
                    Buffer *>;
 
+  /// One op: execute dispatches, the ops of more than a few lines have a
+  /// `run` of their own.
   bool execute(Operation *op, std::string &error);
+  static bool unsupported(Operation *op, std::string &error);
+  bool run(arith::ConstantOp constant, std::string &error);
+  bool run(memref::DimOp dim, std::string &error);
+  bool run(scf::ForOp loop, std::string &error);
+  bool run(arith::CmpIOp compare, std::string &error);
+  bool run(scf::IfOp branch, std::string &error);
+  bool run(KvBlockRangeOp range, std::string &error);
+  bool run(TaskCoordsOp coords, std::string &error);
+  bool run(LoadQTileOp load, std::string &error);
+  bool run(LoadKvTileOp load, std::string &error);
+  bool run(ScoreModOp scoreMod, std::string &error);
+  bool run(MaskOp mask, std::string &error);
+  bool run(OnlineSoftmaxOp softmax, std::string &error);
+  bool run(CorrectionOp correction, std::string &error);
+  bool run(NormalizeOp normalize, std::string &error);
+  bool run(StoreOTileOp store, std::string &error);
+  bool run(StoreLseTileOp store, std::string &error);
   bool checkOperands(Operation *op, std::string &error);
   const TileScheduler &scheduler(const TaskGridShape &shape,
                                  TileScheduler::Order order);

@@ -63,9 +63,14 @@ FailureOr<TileProgram> TileProgram::read(func::FuncOp func, StringRef pass,
                             << " expects the tile program fa4-tile writes "
                                "(fa4.kv_block_range, fa4.online_softmax and "
                                "fa4.normalize under a function with fa4.spec)";
-  // The positions are the function's memref arguments (fa4.spec's verifier).
-  for (int64_t position : spec.getArguments())
+  // fa4.spec's verifier checks the positions; checked again here, as a
+  // pipeline run with verification off must not read past the arguments.
+  for (int64_t position : spec.getArguments()) {
+    if (position < 0 || position >= func.getNumArguments())
+      return func.emitError() << "fa4.spec names argument #" << position
+                              << ", which the function does not have";
     program.arguments.push_back(func.getArgument(position));
+  }
   if (program.lseStore && program.arguments.size() <= kLse)
     return func.emitError()
            << "the tile program stores an LSE that fa4.spec does not name";

@@ -74,9 +74,9 @@ def FA4TileAttention : Pass<"fa4-tile", "::mlir::func::FuncOp"> {
 
     Requires: at most one `fa4.attention` per function, whose memrefs are the
     function's arguments (they become kernel parameters). Guarantees: no
-    `fa4.attention` remains; the function carries `fa4.spec`, a dictionary of
-    the entry op's configuration and argument positions, for the simulator and
-    the later levels.
+    `fa4.attention` remains; the function carries `fa4.spec`, a
+    `#fa4.spec<...>` of the entry op's configuration and argument positions,
+    for the simulator and the later levels.
   }];
   let dependentDialects = ["::mlir::arith::ArithDialect",
                            "::mlir::memref::MemRefDialect",

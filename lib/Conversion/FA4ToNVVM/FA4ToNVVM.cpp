@@ -86,6 +86,62 @@ struct FA4ToNVVMPass : public fa4::impl::FA4ToNVVMBase<FA4ToNVVMPass> {
 
 } // namespace
 
+/// The spec against the ops: the TMA loads read its Q, K and V, the TMA
+/// stores write its O, an LSE is stored exactly when it names one, and the
+/// KV block range masks as it says.
+static LogicalResult checkSpecAgainstSchedule(func::FuncOp func,
+                                              KernelSpecAttr spec,
+                                              ArrayRef<Value> tensors) {
+  const char *names[] = {"Q", "K", "V", "O", "LSE"};
+  auto roleOf = [&](Value memref) -> std::string {
+    for (auto [role, tensor] : llvm::enumerate(tensors))
+      if (tensor == memref)
+        return names[role];
+    if (auto argument = dyn_cast<BlockArgument>(memref))
+      return "argument #" + std::to_string(argument.getArgNumber());
+    return "a value that is no argument";
+  };
+  bool lseStored = false;
+  WalkResult walk = func.walk([&](Operation *op) -> WalkResult {
+    if (auto load = dyn_cast<TmaLoadOp>(op)) {
+      Value source = load.getSource();
+      if (source != tensors[0] && source != tensors[1] && source != tensors[2])
+        return load.emitOpError()
+               << "loads " << roleOf(source)
+               << ", but fa4.spec's arguments name Q, K and V as the tensors "
+                  "the kernel reads";
+    } else if (auto store = dyn_cast<TmaStoreOp>(op)) {
+      if (store.getDest() != tensors[3])
+        return store.emitOpError()
+               << "stores to " << roleOf(store.getDest())
+               << ", but fa4.spec's arguments name argument #"
+               << spec.getArguments()[3] << " as O";
+    } else if (isa<StoreLseTileOp>(op)) {
+      lseStored = true;
+    } else if (auto range = dyn_cast<KvBlockRangeOp>(op)) {
+      auto left = static_cast<int64_t>(range.getWindowLeft());
+      auto right = static_cast<int64_t>(range.getWindowRight());
+      if (range.getMask() != spec.getMask() || left != spec.getWindowLeft() ||
+          right != spec.getWindowRight())
+        return range.emitOpError()
+               << "masks as " << stringifyMaskKind(range.getMask()) << " ("
+               << left << ", " << right
+               << "), but fa4.spec says "
+               << stringifyMaskKind(spec.getMask()) << " ("
+               << spec.getWindowLeft() << ", " << spec.getWindowRight() << ")";
+    }
+    return WalkResult::advance();
+  });
+  if (walk.wasInterrupted())
+    return failure();
+  if (lseStored != spec.getLse())
+    return func.emitError() << "fa4.spec says lse = "
+                            << (spec.getLse() ? "true" : "false")
+                            << ", but the schedule "
+                            << (lseStored ? "stores" : "stores no") << " LSE";
+  return success();
+}
+
 /// A shape or strides for fa4.launch: dynamic sizes as -1.
 static SmallVector<int64_t> dynamicAsMinusOne(ArrayRef<int64_t> sizes) {
   SmallVector<int64_t> out;
@@ -109,6 +165,10 @@ LogicalResult FA4ToNVVMPass::convert(func::FuncOp func,
   for (int64_t position : spec.getArguments())
     tensors.push_back(memrefArgument(position));
   bool hasLse = tensors.size() > 4;
+  // The spec must describe the schedule it sits on: the launch data and the
+  // kernel's parameter order are taken from it.
+  if (failed(checkSpecAgainstSchedule(func, spec, tensors)))
+    return failure();
   KernelState kernel;
   kernel.exp2EmulationFraction = exp2EmulationFraction;
   // The schedule decides the target's lowering; a schedule for the other
@@ -313,12 +373,21 @@ void FA4ToNVVMPass::runOnOperation() {
     return signalPassFailure();
   }
   SmallVector<func::FuncOp> kernels;
+  bool noSpec = false;
   module.walk([&](func::FuncOp func) {
     bool scheduled = false;
     func.walk([&](WarpSpecializeOp) { scheduled = true; });
     if (getKernelSpec(func) && scheduled)
       kernels.push_back(func);
+    else if (scheduled)
+      func.emitError() << "@" << func.getName()
+                       << " holds a level-C schedule but no fa4.spec (the "
+                          "variant fa4-tile records): fa4-to-nvvm cannot "
+                          "lower it";
+    noSpec |= scheduled && !getKernelSpec(func);
   });
+  if (noSpec)
+    return signalPassFailure();
   // The chip: the `fa4.target` of the kernels' modules (the pipeline's
   // first stage wrote it on the top-level one; the verifier keeps nested
   // ones consistent), or the option's; both, when they differ, is an error.

@@ -77,7 +77,7 @@ func.func @count(%q: memref<?x?x2x64xf16>, %k: memref<?x?x1x64xf16>,
 // -----
 
 func.func @window(%q: memref<?x?x2x64xf16>) attributes {
-    // expected-error @+1 {{fa4.spec: window bound 2147483648 is neither -1 (unbounded) nor in [0, 2^31)}}
+    // expected-error @+1 {{fa4.spec: window_left must be -1 (unbounded) or in [0, 2^31), got 2147483648}}
     fa4.spec = #fa4.spec<mask = window, window_left = 2147483648, window_right = 0,
                          scale = 0.125, softcap = 0.0, lse = false,
                          arguments = [0, 0, 0, 0]>} {
@@ -144,8 +144,9 @@ module attributes {fa4.spec = #fa4.spec<mask = none, window_left = -1, window_ri
 
 // -----
 
-// CHECK-LABEL: func.func @grid
-// CHECK: fa4.grid = #fa4.grid<sm_count = 148, order = lpt>
+// fa4.grid belongs on fa4.warp_specialize (tile-scheduler.test prints it
+// there), fa4.launch on the kernel's llvm.func.
+// expected-error @+1 {{'fa4.grid' belongs on 'fa4.warp_specialize', not on 'func.func'}}
 func.func @grid() attributes {fa4.grid = #fa4.grid<sm_count = 148, order = lpt>} {
   return
 }
@@ -166,25 +167,148 @@ func.func @grid_dictionary() attributes {fa4.grid = {sm_count = 148 : i64}} {
 
 // -----
 
-// CHECK-LABEL: func.func @launch
-// CHECK-SAME: fa4.launch = #fa4.launch<block = 512, smem_bytes = 1024, tmem_columns = 512, rows_per_task = 256, grid = <sm_count = 2, order = static>, spec = <{{.*}}>, roles = [#fa4.role_info<name = "mma", first_warp = 12, num_warps = 1, registers = 72>], tensor_maps = [#fa4.tensor_map<name = "q", dtype = "fp16", heads = 2, head_dim = 64, box = [64, 1, 128, 1], strides = [-1, -1, 64, 1]>], lse = false, score_mod = false, mask_mod = true, extras = [#fa4.extra<dtype = "i32", shape = [-1, 4]>], block_mask = 0>
-func.func @launch() attributes {fa4.launch = #fa4.launch<
+// CHECK-LABEL: llvm.func @launch
+// CHECK-SAME: fa4.launch = #fa4.launch<block = 512, smem_bytes = 1024, tmem_columns = 512, rows_per_task = 256, grid = <sm_count = 2, order = static>, spec = <{{.*}}>, roles = [#fa4.role_info<name = "mma", first_warp = 12, num_warps = 1, registers = 72>], tensor_maps = [#fa4.tensor_map<name = "q", dtype = "fp16", heads = 2, head_dim = 64, box = [64, 1, 128, 1], strides = [-1, -1, 64, 1]>, {{.*}}], lse = false, score_mod = false, mask_mod = true, extras = [#fa4.extra<dtype = "i32", shape = [-1, 4]>], block_mask = 0>
+llvm.func @launch() attributes {fa4.launch = #fa4.launch<
     block = 512, smem_bytes = 1024, tmem_columns = 512, rows_per_task = 256,
     grid = #fa4.grid<sm_count = 2, order = static>,
     spec = #fa4.spec<mask = none, window_left = -1, window_right = -1,
                      scale = 0.125, softcap = 0.0, lse = false,
                      arguments = [0, 1, 2, 3], extras = [4], block_mask = 0>,
     roles = [#fa4.role_info<name = "mma", first_warp = 12, num_warps = 1, registers = 72>],
-    tensor_maps = [#fa4.tensor_map<name = "q", dtype = "fp16", heads = 2, head_dim = 64,
-                                   box = [64, 1, 128, 1], strides = [-1, -1, 64, 1]>],
+    tensor_maps = [
+      #fa4.tensor_map<name = "q", dtype = "fp16", heads = 2, head_dim = 64, box = [64, 1, 128, 1], strides = [-1, -1, 64, 1]>,
+      #fa4.tensor_map<name = "k", dtype = "fp16", heads = 1, head_dim = 64, box = [64, 1, 128, 1], strides = [-1, -1, 64, 1]>,
+      #fa4.tensor_map<name = "v", dtype = "fp16", heads = 1, head_dim = 64, box = [64, 1, 128, 1], strides = [-1, -1, 64, 1]>,
+      #fa4.tensor_map<name = "o", dtype = "fp16", heads = 2, head_dim = 64, box = [64, 1, 128, 1], strides = [-1, -1, 64, 1]>],
     lse = false, score_mod = false, mask_mod = true,
     extras = [#fa4.extra<dtype = "i32", shape = [-1, 4]>], block_mask = 0>} {
-  return
+  llvm.return
 }
 
 // -----
 
 // expected-error @+1 {{'fa4.launch' must be a #fa4.launch<...>, got {block = 512 : i64}}}
 func.func @launch_dictionary() attributes {fa4.launch = {block = 512 : i64}} {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{'fa4.launch' belongs on 'llvm.func', not on 'func.func'}}
+func.func @launch_on_func() attributes {fa4.launch = #fa4.launch<
+    block = 512, smem_bytes = 0, tmem_columns = 0, rows_per_task = 0,
+    spec = #fa4.spec<mask = none, window_left = -1, window_right = -1,
+                     scale = 0.125, softcap = 0.0, lse = false, arguments = [0, 1, 2, 3]>,
+    roles = [#fa4.role_info<name = "mma", first_warp = 0, num_warps = 1, registers = 72>],
+    tensor_maps = [
+      #fa4.tensor_map<name = "q", dtype = "fp16", heads = 2, head_dim = 64, box = [64, 1, 128, 1], strides = [-1, -1, 64, 1]>,
+      #fa4.tensor_map<name = "k", dtype = "fp16", heads = 1, head_dim = 64, box = [64, 1, 128, 1], strides = [-1, -1, 64, 1]>,
+      #fa4.tensor_map<name = "v", dtype = "fp16", heads = 1, head_dim = 64, box = [64, 1, 128, 1], strides = [-1, -1, 64, 1]>,
+      #fa4.tensor_map<name = "o", dtype = "fp16", heads = 2, head_dim = 64, box = [64, 1, 128, 1], strides = [-1, -1, 64, 1]>],
+    lse = false, score_mod = false, mask_mod = false>} {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{fa4.launch: lse = true but its spec says lse = false}}
+llvm.func @launch_lse() attributes {fa4.launch = #fa4.launch<
+    block = 512, smem_bytes = 0, tmem_columns = 0, rows_per_task = 0,
+    spec = #fa4.spec<mask = none, window_left = -1, window_right = -1,
+                     scale = 0.125, softcap = 0.0, lse = false, arguments = [0, 1, 2, 3]>,
+    roles = [#fa4.role_info<name = "mma", first_warp = 0, num_warps = 1, registers = 72>],
+    tensor_maps = [
+      #fa4.tensor_map<name = "q", dtype = "fp16", heads = 2, head_dim = 64, box = [64, 1, 128, 1], strides = [-1, -1, 64, 1]>,
+      #fa4.tensor_map<name = "k", dtype = "fp16", heads = 1, head_dim = 64, box = [64, 1, 128, 1], strides = [-1, -1, 64, 1]>,
+      #fa4.tensor_map<name = "v", dtype = "fp16", heads = 1, head_dim = 64, box = [64, 1, 128, 1], strides = [-1, -1, 64, 1]>,
+      #fa4.tensor_map<name = "o", dtype = "fp16", heads = 2, head_dim = 64, box = [64, 1, 128, 1], strides = [-1, -1, 64, 1]>],
+    lse = true, score_mod = false, mask_mod = false>} {
+  llvm.return
+}
+
+// -----
+
+// expected-error @+1 {{fa4.launch: tensor_maps must describe q, k, v and o once each}}
+llvm.func @launch_maps() attributes {fa4.launch = #fa4.launch<
+    block = 512, smem_bytes = 0, tmem_columns = 0, rows_per_task = 0,
+    spec = #fa4.spec<mask = none, window_left = -1, window_right = -1,
+                     scale = 0.125, softcap = 0.0, lse = false, arguments = [0, 1, 2, 3]>,
+    roles = [#fa4.role_info<name = "mma", first_warp = 0, num_warps = 1, registers = 72>],
+    tensor_maps = [], lse = false, score_mod = false, mask_mod = false>} {
+  llvm.return
+}
+
+// -----
+
+// expected-error @+1 {{fa4.launch: block must be whole warps, 32 to 1024 threads, got -5}}
+llvm.func @launch_block() attributes {fa4.launch = #fa4.launch<
+    block = -5, smem_bytes = 0, tmem_columns = 0, rows_per_task = 0,
+    spec = #fa4.spec<mask = none, window_left = -1, window_right = -1,
+                     scale = 0.125, softcap = 0.0, lse = false, arguments = [0, 1, 2, 3]>,
+    roles = [#fa4.role_info<name = "mma", first_warp = 0, num_warps = 1, registers = 72>],
+    tensor_maps = [
+      #fa4.tensor_map<name = "q", dtype = "fp16", heads = 2, head_dim = 64, box = [64, 1, 128, 1], strides = [-1, -1, 64, 1]>,
+      #fa4.tensor_map<name = "k", dtype = "fp16", heads = 1, head_dim = 64, box = [64, 1, 128, 1], strides = [-1, -1, 64, 1]>,
+      #fa4.tensor_map<name = "v", dtype = "fp16", heads = 1, head_dim = 64, box = [64, 1, 128, 1], strides = [-1, -1, 64, 1]>,
+      #fa4.tensor_map<name = "o", dtype = "fp16", heads = 2, head_dim = 64, box = [64, 1, 128, 1], strides = [-1, -1, 64, 1]>],
+    lse = false, score_mod = false, mask_mod = false>} {
+  llvm.return
+}
+
+// -----
+
+// expected-error @+1 {{fa4.role_info: 'mma' needs a name, warps within a CTA's 32 and 24 to 256 registers, got warps 31 + 2 and 72 registers}}
+llvm.func @role() attributes {r = #fa4.role_info<name = "mma", first_warp = 31, num_warps = 2, registers = 72>} {
+  llvm.return
+}
+
+// -----
+
+// expected-error @+1 {{fa4.tensor_map: name must be q, k, v or o, got 'x'}}
+llvm.func @map() attributes {m = #fa4.tensor_map<name = "x", dtype = "fp16", heads = 2, head_dim = 64, box = [64, 1, 128, 1], strides = [-1, -1, 64, 1]>} {
+  llvm.return
+}
+
+// -----
+
+// The entry op's rules: bounds only with mask = window, the softcap limit.
+func.func @causal_bounds(%q: memref<?x?x2x64xf16>) attributes {
+    // expected-error @+1 {{fa4.spec: window bounds (7, 9) require mask = window, got mask = causal}}
+    fa4.spec = #fa4.spec<mask = causal, window_left = 7, window_right = 9,
+                         scale = 0.125, softcap = 0.0, lse = false,
+                         arguments = [0, 1, 2, 3]>} {
+  return
+}
+
+// -----
+
+func.func @big_softcap(%q: memref<?x?x2x64xf16>) attributes {
+    // expected-error @+1 {{fa4.spec: softcap must be at most 1024}}
+    fa4.spec = #fa4.spec<mask = none, window_left = -1, window_right = -1,
+                         scale = 0.125, softcap = 2000.0, lse = false,
+                         arguments = [0, 1, 2, 3]>} {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{fa4.spec names argument #9223372036854775807, which is not a memref argument of the function}}
+func.func @largest(%q: memref<?x?x2x64xf16>, %k: memref<?x?x1x64xf16>,
+                   %v: memref<?x?x1x64xf16>) attributes {
+    fa4.spec = #fa4.spec<mask = none, window_left = -1, window_right = -1,
+                         scale = 0.125, softcap = 0.0, lse = false,
+                         arguments = [0, 1, 2, 9223372036854775807]>} {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{fa4.spec's Q, K, V and O ('memref<?x?x4x64xf16>', 'memref<?x?x3x64xf16>', 'memref<?x?x3x64xf16>', 'memref<?x?x4x64xf16>') do not describe one attention}}
+func.func @heads(%q: memref<?x?x4x64xf16>, %k: memref<?x?x3x64xf16>,
+                 %v: memref<?x?x3x64xf16>, %o: memref<?x?x4x64xf16>) attributes {
+    fa4.spec = #fa4.spec<mask = none, window_left = -1, window_right = -1,
+                         scale = 0.125, softcap = 0.0, lse = false,
+                         arguments = [0, 1, 2, 3]>} {
   return
 }

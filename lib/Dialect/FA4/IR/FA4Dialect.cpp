@@ -3,11 +3,12 @@
 #include "fa4/Dialect/FA4/IR/FA4Dialect.h"
 #include "fa4/Dialect/FA4/IR/FA4Ops.h"
 
+#include "Verify.h"
+
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/DialectImplementation.h"
 #include "mlir/Interfaces/FunctionInterfaces.h"
-#include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/TypeSwitch.h"
 
 #include <cmath>
@@ -111,34 +112,29 @@ KernelSpecAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                        llvm::APFloat scale, llvm::APFloat softcap, bool lse,
                        ArrayRef<int64_t> arguments, ArrayRef<int64_t> extras,
                        std::optional<int64_t> blockMask) {
-  (void)mask;
-  // Key positions are 32-bit in the kernels.
-  constexpr int64_t kLimit = int64_t(1) << 31;
-  for (int64_t bound : {windowLeft, windowRight})
-    if (bound < -1 || bound >= kLimit)
-      return emitError() << "fa4.spec: window bound " << bound
-                         << " is neither -1 (unbounded) nor in [0, 2^31)";
-  float scaleValue = scale.convertToFloat();
-  if (!(scaleValue > 0.0f) || !std::isfinite(scaleValue))
-    return emitError() << "fa4.spec: scale must be positive and finite";
-  float softcapValue = softcap.convertToFloat();
-  if (!(softcapValue >= 0.0f) || !std::isfinite(softcapValue))
-    return emitError() << "fa4.spec: softcap must be non-negative and finite";
+  // The entry op's own rules (Verify.h): level B holds no variant level A
+  // refuses.
+  auto prefixed = [&]() { return emitError() << "fa4.spec: "; };
+  if (failed(fa4::detail::verifyWindow(prefixed, mask, windowLeft, windowRight)) ||
+      failed(fa4::detail::verifyScaleAndSoftcap(prefixed, scale.convertToFloat(),
+                                           softcap.convertToFloat())))
+    return failure();
   size_t expected = lse ? 5 : 4;
   if (arguments.size() != expected)
     return emitError() << "fa4.spec: arguments names " << arguments.size()
                        << " positions; Q, K, V, O" << (lse ? " and the LSE" : "")
                        << " are " << expected;
-  llvm::SmallDenseSet<int64_t> seen;
-  for (ArrayRef<int64_t> positions : {arguments, extras})
-    for (int64_t position : positions) {
-      if (position < 0)
-        return emitError() << "fa4.spec: argument position " << position
-                           << " is negative";
-      if (!seen.insert(position).second)
-        return emitError() << "fa4.spec names argument #" << position
-                           << " twice";
-    }
+  SmallVector<int64_t> positions(arguments);
+  positions.append(extras.begin(), extras.end());
+  for (int64_t position : positions)
+    if (position < 0)
+      return emitError() << "fa4.spec: argument position " << position
+                         << " is negative";
+  llvm::sort(positions);
+  for (size_t i = 1; i < positions.size(); ++i)
+    if (positions[i] == positions[i - 1])
+      return emitError() << "fa4.spec names argument #" << positions[i]
+                         << " twice";
   if (blockMask &&
       (*blockMask < 0 || *blockMask >= static_cast<int64_t>(extras.size())))
     return emitError() << "fa4.spec: block_mask " << *blockMask
@@ -156,7 +152,109 @@ LogicalResult GridAttr::verify(function_ref<InFlightDiagnostic()> emitError,
   return success();
 }
 
-/// `fa4.spec` on a function: each position it names is a memref argument.
+LogicalResult
+TensorMapInfoAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                          StringRef name, StringRef dtype, int64_t heads,
+                          int64_t headDim, ArrayRef<int64_t> box,
+                          ArrayRef<int64_t> strides) {
+  if (!llvm::is_contained({"q", "k", "v", "o"}, name))
+    return emitError() << "fa4.tensor_map: name must be q, k, v or o, got '"
+                       << name << "'";
+  if (dtype != "fp16" && dtype != "bf16")
+    return emitError() << "fa4.tensor_map: dtype must be fp16 or bf16, got '"
+                       << dtype << "'";
+  if (heads <= 0 || headDim <= 0)
+    return emitError() << "fa4.tensor_map: heads and head_dim must be "
+                          "positive, got "
+                       << heads << " and " << headDim;
+  // A TMA box: 4 dimensions of 1 to 256 elements.
+  if (box.size() != 4 || llvm::any_of(box, [](int64_t size) {
+        return size < 1 || size > 256;
+      }))
+    return emitError() << "fa4.tensor_map: box must be 4 sizes in [1, 256]";
+  if (strides.size() != 4 || llvm::any_of(strides, [](int64_t stride) {
+        return stride < -1;
+      }))
+    return emitError() << "fa4.tensor_map: strides must be 4 entries, each "
+                          "-1 (dynamic) or a size";
+  return success();
+}
+
+LogicalResult RoleInfoAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                                   StringRef name, int64_t firstWarp,
+                                   int64_t numWarps, int64_t registers) {
+  // A CTA of at most 1024 threads: 32 warps; setmaxnreg's range.
+  if (name.empty() || firstWarp < 0 || numWarps < 1 || firstWarp + numWarps > 32 ||
+      registers < 24 || registers > 256)
+    return emitError() << "fa4.role_info: '" << name << "' needs a name, warps "
+                       << "within a CTA's 32 and 24 to 256 registers, got "
+                          "warps "
+                       << firstWarp << " + " << numWarps << " and "
+                       << registers << " registers";
+  return success();
+}
+
+LogicalResult
+ExtraInfoAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                      StringRef dtype, ArrayRef<int64_t> shape) {
+  if (dtype.empty())
+    return emitError() << "fa4.extra: dtype must name the element type";
+  if (llvm::any_of(shape, [](int64_t size) { return size < -1; }))
+    return emitError() << "fa4.extra: shape entries must be -1 (dynamic) or "
+                          "sizes";
+  return success();
+}
+
+LogicalResult LaunchAttr::verify(
+    function_ref<InFlightDiagnostic()> emitError, int64_t block,
+    int64_t smemBytes, int64_t tmemColumns, int64_t rowsPerTask, GridAttr grid,
+    KernelSpecAttr spec, ArrayRef<RoleInfoAttr> roles,
+    ArrayRef<TensorMapInfoAttr> tensorMaps, bool lse, bool scoreMod,
+    bool maskMod, ArrayRef<ExtraInfoAttr> extras,
+    std::optional<int64_t> blockMask) {
+  (void)grid;
+  (void)scoreMod;
+  (void)maskMod;
+  if (block < 1 || block > 1024 || block % 32 != 0)
+    return emitError() << "fa4.launch: block must be whole warps, 32 to 1024 "
+                          "threads, got "
+                       << block;
+  // Sizes the manifest carries as 32-bit unsigned numbers.
+  constexpr int64_t kLimit = int64_t(1) << 31;
+  for (auto [name, value] :
+       {std::pair<StringRef, int64_t>{"smem_bytes", smemBytes},
+        {"tmem_columns", tmemColumns},
+        {"rows_per_task", rowsPerTask}})
+    if (value < 0 || value >= kLimit)
+      return emitError() << "fa4.launch: " << name
+                         << " must be in [0, 2^31), got " << value;
+  if (!spec)
+    return emitError() << "fa4.launch: spec is required";
+  if (roles.empty())
+    return emitError() << "fa4.launch: roles must name at least one role";
+  SmallVector<StringRef> names;
+  for (TensorMapInfoAttr map : tensorMaps)
+    names.push_back(map.getName());
+  llvm::sort(names);
+  if (names != ArrayRef<StringRef>{"k", "o", "q", "v"})
+    return emitError() << "fa4.launch: tensor_maps must describe q, k, v and o "
+                          "once each";
+  if (lse != spec.getLse())
+    return emitError() << "fa4.launch: lse = " << (lse ? "true" : "false")
+                       << " but its spec says lse = "
+                       << (spec.getLse() ? "true" : "false");
+  if (blockMask &&
+      (*blockMask < 0 || *blockMask >= static_cast<int64_t>(extras.size())))
+    return emitError() << "fa4.launch: block_mask " << *blockMask
+                       << " is not the index of one of its " << extras.size()
+                       << " extras";
+  return success();
+}
+
+/// `fa4.spec` on a function: each position it names is a memref argument,
+/// and Q, K, V, O (and the LSE) describe one attention, as the entry op's
+/// verifier requires of level A (the kernels and the simulator size
+/// everything from these types).
 static LogicalResult verifySpecOn(Operation *op, Attribute value) {
   auto spec = dyn_cast<KernelSpecAttr>(value);
   if (!spec)
@@ -175,6 +273,40 @@ static LogicalResult verifySpecOn(Operation *op, Attribute value) {
         return op->emitError() << "fa4.spec names argument #" << position
                                << ", which is not a memref argument of the "
                                   "function";
+  const char *names[] = {"Q", "K", "V", "O", "LSE"};
+  auto typeOf = [&](size_t role) {
+    return cast<MemRefType>(types[spec.getArguments()[role]]);
+  };
+  MemRefType q = typeOf(0), k = typeOf(1);
+  for (size_t role = 0; role < 4; ++role) {
+    MemRefType type = typeOf(role);
+    Type element = type.getElementType();
+    if (type.getRank() != 4 || type.isDynamicDim(2) || type.isDynamicDim(3) ||
+        type.getDimSize(2) <= 0 || type.getDimSize(3) <= 0 ||
+        !(element.isF16() || element.isBF16()) ||
+        element != q.getElementType())
+      return op->emitError()
+             << "fa4.spec's " << names[role] << " is " << type
+             << "; expected a [batch, seq, heads, head_dim] memref of f16 or "
+                "bf16 (Q's element type) with static, positive heads and "
+                "head dim";
+  }
+  auto heads = [&](size_t role) { return typeOf(role).getDimSize(2); };
+  auto dim = [&](size_t role) { return typeOf(role).getDimSize(3); };
+  if (heads(2) != heads(1) || heads(3) != heads(0) || dim(1) != dim(0) ||
+      dim(2) != dim(0) || dim(3) != dim(0) || heads(0) % heads(1) != 0)
+    return op->emitError()
+           << "fa4.spec's Q, K, V and O (" << q << ", " << k << ", "
+           << typeOf(2) << ", " << typeOf(3)
+           << ") do not describe one attention: K and V must agree, O must "
+              "match Q, all share the head dim, and K's heads divide Q's";
+  if (spec.getLse()) {
+    MemRefType lse = typeOf(4);
+    if (lse.getRank() != 3 || !lse.getElementType().isF32())
+      return op->emitError() << "fa4.spec's LSE is " << lse
+                             << "; expected a [batch, q_heads, seq_q] memref "
+                                "of f32";
+  }
   return success();
 }
 
@@ -184,16 +316,24 @@ LogicalResult FA4Dialect::verifyOperationAttribute(Operation *op,
   // against its function, fa4.target against the enclosing modules.
   if (attribute.getName() == kSpecAttrName)
     return verifySpecOn(op, attribute.getValue());
-  if (attribute.getName() == kGridAttrName &&
-      !isa<GridAttr>(attribute.getValue()))
-    return op->emitError() << "'" << kGridAttrName
-                           << "' must be a #fa4.grid<...>, got "
-                           << attribute.getValue();
-  if (attribute.getName() == kLaunchAttrName &&
-      !isa<LaunchAttr>(attribute.getValue()))
-    return op->emitError() << "'" << kLaunchAttrName
-                           << "' must be a #fa4.launch<...>, got "
-                           << attribute.getValue();
+  // fa4.grid belongs on the schedule's fa4.warp_specialize, fa4.launch on
+  // the kernel's llvm.func.
+  for (auto [name, owner, typed] :
+       {std::tuple<StringRef, StringRef, bool>{
+            kGridAttrName, "fa4.warp_specialize",
+            isa<GridAttr>(attribute.getValue())},
+        {kLaunchAttrName, "llvm.func", isa<LaunchAttr>(attribute.getValue())}}) {
+    if (attribute.getName() != name)
+      continue;
+    if (!typed)
+      return op->emitError()
+             << "'" << name << "' must be a #" << name << "<...>, got "
+             << attribute.getValue();
+    if (op->getName().getStringRef() != owner)
+      return op->emitError() << "'" << name << "' belongs on '" << owner
+                             << "', not on '" << op->getName() << "'";
+    return success();
+  }
   if (attribute.getName() != kTargetAttrName)
     return success();
   if (!isa<TargetAttr>(attribute.getValue()))

@@ -1,6 +1,8 @@
 //===- FA4Ops.cpp - fa4 operations and their verifiers --------------------===//
 
 #include "fa4/Dialect/FA4/IR/FA4Ops.h"
+
+#include "Verify.h"
 #include "fa4/Support/AttentionMath.h"
 
 #include "mlir/IR/Builders.h"
@@ -47,23 +49,30 @@ static std::string shapeString(ArrayRef<int64_t> shape) {
 
 /// Window bounds are -1 (that side unbounded) or a number of keys, and only a
 /// window mask carries them.
-static LogicalResult verifyMaskBounds(Operation *op, MaskKind mask,
-                                      int64_t left, int64_t right) {
+LogicalResult mlir::fa4::detail::verifyWindow(EmitError emitError,
+                                              MaskKind mask, int64_t left,
+                                              int64_t right) {
   for (auto [name, bound] : {std::pair<StringRef, int64_t>{"window_left", left},
                             {"window_right", right}})
     // The kernel computes key positions in 32 bits.
     if (bound < -1 || bound > std::numeric_limits<int32_t>::max())
-      return op->emitOpError() << name
-                               << " must be -1 (unbounded) or in [0, 2^31), got "
-                               << bound;
+      return emitError() << name
+                         << " must be -1 (unbounded) or in [0, 2^31), got "
+                         << bound;
   if (mask != MaskKind::window && (left != -1 || right != -1))
-    return op->emitOpError() << "window bounds (" << left << ", " << right
-                             << ") require mask = window, got mask = "
-                             << stringifyMaskKind(mask);
+    return emitError() << "window bounds (" << left << ", " << right
+                       << ") require mask = window, got mask = "
+                       << stringifyMaskKind(mask);
   if (mask == MaskKind::window && left == -1 && right == -1)
-    return op->emitOpError()
+    return emitError()
            << "a window unbounded on both sides masks nothing; use mask = none";
   return success();
+}
+
+static LogicalResult verifyMaskBounds(Operation *op, MaskKind mask,
+                                      int64_t left, int64_t right) {
+  return fa4::detail::verifyWindow([op] { return op->emitOpError(); }, mask, left,
+                              right);
 }
 
 /// A tile is a 2-D tensor of the given rows (when known) and element kind.
@@ -219,6 +228,36 @@ static constexpr int64_t kSupportedHeadDims[] = {64, 96, 128};
 static constexpr float kMaxSoftcap = 1024.0f;
 static constexpr int64_t kSupportedGqaRatios[] = {1, 2, 4, 8, 16};
 
+LogicalResult mlir::fa4::detail::verifyScaleAndSoftcap(EmitError emitError,
+                                                       float scale,
+                                                       float softcap) {
+  // The kernel folds log2(e) into the scale: the product must be finite.
+  if (!(scale > 0.0f) || !std::isfinite(scale) ||
+      !std::isfinite(scale * static_cast<float>(M_LOG2E)))
+    return emitError() << "scale must be positive and finite, and finite "
+                          "times log2(e), got "
+                       << formatNumber(scale);
+  if (!(softcap >= 0.0f) || !std::isfinite(softcap))
+    return emitError()
+           << "softcap must be non-negative and finite (0 disables it), got "
+           << formatNumber(softcap);
+  // The kernel's tanh (on ex2.approx and rcp.approx) is accurate to about
+  // 2^-22 absolute, which the cap multiplies into the score: at 1024 that is
+  // 2.4e-4, under half an fp16 ulp of P; at 1e8 a score was off by 1.4.
+  if (softcap > kMaxSoftcap)
+    return emitError() << "softcap must be at most " << formatNumber(kMaxSoftcap)
+                       << " (the kernel's tanh is accurate to about 2^-22, "
+                          "which the cap multiplies), got "
+                       << formatNumber(softcap);
+  // tanh's argument is s·(2·log2(e)·scale / cap): the factor must be finite.
+  if (softcap > 0.0f &&
+      !std::isfinite(2.0f * static_cast<float>(M_LOG2E) * scale / softcap))
+    return emitError() << "softcap " << formatNumber(softcap)
+                       << " is too small for scale " << formatNumber(scale)
+                       << ": 2·log2(e)·scale / softcap must be a finite f32";
+  return success();
+}
+
 MutableOperandRange AttentionOp::getDpsInitsMutable() {
   // O, and the LSE when there is one: the operands from O on.
   return MutableOperandRange(getOperation(), 3,
@@ -372,37 +411,10 @@ LogicalResult AttentionOp::verify() {
                            << shapeString(expected);
   }
 
-  if (std::optional<APFloat> scale = getScale()) {
-    float value = scale->convertToFloat();
-    // The kernel folds log2(e) into the scale: the product must be finite.
-    if (!(value > 0.0f) || !std::isfinite(value) ||
-        !std::isfinite(value * static_cast<float>(M_LOG2E)))
-      return emitOpError() << "scale must be positive and finite, and finite "
-                              "times log2(e), got "
-                           << formatNumber(value);
-  }
   float softcap = getSoftcap().convertToFloat();
-  if (!(softcap >= 0.0f) || !std::isfinite(softcap))
-    return emitOpError()
-           << "softcap must be non-negative and finite (0 disables it), got "
-           << formatNumber(softcap);
-  // The kernel's tanh (on ex2.approx and rcp.approx) is accurate to about
-  // 2^-22 absolute, which the cap multiplies into the score: at 1024 that is
-  // 2.4e-4, under half an fp16 ulp of P; at 1e8 a score was off by 1.4.
-  if (softcap > kMaxSoftcap)
-    return emitOpError() << "softcap must be at most " << formatNumber(kMaxSoftcap)
-                         << " (the kernel's tanh is accurate to about 2^-22, "
-                            "which the cap multiplies), got "
-                         << formatNumber(softcap);
-  if (softcap > 0.0f) {
-    // tanh's argument is s·(2·log2(e)·scale / cap): the factor must be finite.
-    float scale = getScale() ? getScale()->convertToFloat()
-                             : 1.0f / std::sqrt(static_cast<float>(headDim));
-    if (!std::isfinite(2.0f * static_cast<float>(M_LOG2E) * scale / softcap))
-      return emitOpError() << "softcap " << formatNumber(softcap)
-                           << " is too small for scale " << formatNumber(scale)
-                           << ": 2·log2(e)·scale / softcap must be a finite f32";
-  }
+  if (failed(fa4::detail::verifyScaleAndSoftcap([this] { return emitOpError(); },
+                                           getEffectiveScale(), softcap)))
+    return failure();
   if (softcap > 0.0f && !getScoreMod().empty())
     return emitOpError() << "has both a softcap and a score_mod; write the "
                             "softcap in the score_mod region";

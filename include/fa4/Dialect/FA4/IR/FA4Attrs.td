@@ -101,7 +101,7 @@ def FA4_KernelSpecAttr : AttrDef<FA4_Dialect, "KernelSpec"> {
 
     ```mlir
     func.func @attention(...) attributes {fa4.spec = #fa4.spec<
-        mask = causal, window_left = -1, window_right = 0, scale = 0.125,
+        mask = causal, window_left = -1, window_right = -1, scale = 0.125,
         softcap = 0.0, lse = true, arguments = [0, 1, 2, 3, 4]>}
     ```
 
@@ -110,9 +110,11 @@ def FA4_KernelSpecAttr : AttrDef<FA4_Dialect, "KernelSpec"> {
     `score_mod` / `mask_mod` regions read, and `block_mask` the index among
     the extras of the block mask. The window bounds are in keys (-1: unbounded),
     `scale` is the resolved softmax scale and `softcap` 0 when there is none.
-    The attribute checks itself (counts, signs, finiteness, distinct
-    positions) and, on a function, that each position names a memref
-    argument.
+    The attribute checks itself with fa4.attention's own rules (window
+    bounds that agree with the mask, the scale and softcap limits) and its
+    positions (the count, distinct, non-negative, the block mask among the
+    extras); on a function, that each position names a memref argument and
+    that Q, K, V, O and the LSE describe one attention.
   }];
   let parameters = (ins
     EnumParameter<FA4_MaskKind>:$mask,
@@ -156,7 +158,8 @@ def FA4_TensorMapInfoAttr : AttrDef<FA4_Dialect, "TensorMapInfo"> {
   let description = [{
     `name` is the tensor (`q`, `k`, `v`, `o`), `dtype` its element type
     (`fp16`, `bf16`), `heads` and `head_dim` its static sizes, `box` the
-    TMA box [head_dim columns, heads, rows, batch] and `strides` the entry
+    TMA box [columns (64: one 128-byte swizzle span), heads, rows, batch]
+    and `strides` the entry
     function's strides in elements, [batch, seq, heads, head_dim], dynamic
     ones as -1.
   }];
@@ -169,6 +172,7 @@ def FA4_TensorMapInfoAttr : AttrDef<FA4_Dialect, "TensorMapInfo"> {
     FA4_ListParameter<"int64_t", "the entry's strides">:$strides
   );
   let assemblyFormat = "`<` struct(params) `>`";
+  let genVerifyDecl = 1;
 }
 
 def FA4_RoleInfoAttr : AttrDef<FA4_Dialect, "RoleInfo"> {
@@ -181,6 +185,7 @@ def FA4_RoleInfoAttr : AttrDef<FA4_Dialect, "RoleInfo"> {
     "int64_t":$registers
   );
   let assemblyFormat = "`<` struct(params) `>`";
+  let genVerifyDecl = 1;
 }
 
 def FA4_ExtraInfoAttr : AttrDef<FA4_Dialect, "ExtraInfo"> {
@@ -191,6 +196,7 @@ def FA4_ExtraInfoAttr : AttrDef<FA4_Dialect, "ExtraInfo"> {
     FA4_ListParameter<"int64_t", "the shape, dynamic sizes as -1">:$shape
   );
   let assemblyFormat = "`<` struct(params) `>`";
+  let genVerifyDecl = 1;
 }
 
 // What a launcher needs: written on the kernel's llvm.func by fa4-to-nvvm
@@ -202,7 +208,11 @@ def FA4_LaunchAttr : AttrDef<FA4_Dialect, "Launch"> {
     Block size, dynamic shared memory, TMEM columns, rows per task, the
     grid, the variant (`#fa4.spec`), the roles, the tensor maps, whether the
     kernel writes the LSE or runs mod regions, the extras and the block
-    mask: everything fa4c's manifest says, in one typed attribute.
+    mask: everything fa4c's manifest says, in one typed attribute. It checks
+    its sizes (a positive block, non-negative byte and column counts), that
+    it names Q, K, V and O's maps once each, that `lse` agrees with its
+    spec and that the block mask is one of its extras; its parts check
+    theirs.
   }];
   let parameters = (ins
     "int64_t":$block,
@@ -220,6 +230,7 @@ def FA4_LaunchAttr : AttrDef<FA4_Dialect, "Launch"> {
     OptionalParameter<"std::optional<int64_t>", "index of the block mask">:$block_mask
   );
   let assemblyFormat = "`<` struct(params) `>`";
+  let genVerifyDecl = 1;
 }
 
 #endif // FA4_DIALECT_FA4_IR_FA4ATTRS_TD

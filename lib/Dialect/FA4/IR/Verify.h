@@ -1,0 +1,31 @@
+//===- Verify.h - checks fa4.attention and #fa4.spec share -----*- C++ -*-===//
+//
+// The rules of a variant that both the entry op and the spec a tiled kernel
+// carries must keep: one definition, so that level B cannot hold a variant
+// level A refuses. Private to the dialect library.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef FA4_LIB_DIALECT_FA4_IR_VERIFY_H
+#define FA4_LIB_DIALECT_FA4_IR_VERIFY_H
+
+#include "fa4/Dialect/FA4/IR/FA4Dialect.h"
+
+#include "mlir/IR/Diagnostics.h"
+
+namespace mlir::fa4::detail {
+using EmitError = llvm::function_ref<InFlightDiagnostic()>;
+
+/// Window bounds: each -1 (unbounded) or in [0, 2^31); set only with mask =
+/// window, and then not both unbounded.
+LogicalResult verifyWindow(EmitError emitError, MaskKind mask, int64_t left,
+                           int64_t right);
+
+/// The resolved scale (positive, finite, and finite times log2(e)) and the
+/// softcap (0, or positive up to the kernel's limit and large enough that
+/// 2·log2(e)·scale / softcap is a finite f32).
+LogicalResult verifyScaleAndSoftcap(EmitError emitError, float scale,
+                                    float softcap);
+} // namespace mlir::fa4::detail
+
+#endif // FA4_LIB_DIALECT_FA4_IR_VERIFY_H
