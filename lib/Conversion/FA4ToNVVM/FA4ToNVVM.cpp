@@ -86,9 +86,10 @@ struct FA4ToNVVMPass : public fa4::impl::FA4ToNVVMBase<FA4ToNVVMPass> {
 
 } // namespace
 
-/// The spec against the ops: the TMA loads read its Q, K and V, the TMA
-/// stores write its O, an LSE is stored exactly when it names one, and the
-/// KV block range masks as it says.
+/// The spec against the ops: each TMA load reads the tensor the MMAs read
+/// its buffer as (Q for the query operand, K and V for the key and value
+/// operands), the TMA stores write its O, the LSE is stored to its LSE and
+/// exactly when it names one, and the KV block range masks as it says.
 static LogicalResult checkSpecAgainstSchedule(func::FuncOp func,
                                               KernelSpecAttr spec,
                                               ArrayRef<Value> tensors) {
@@ -101,23 +102,56 @@ static LogicalResult checkSpecAgainstSchedule(func::FuncOp func,
       return "argument #" + std::to_string(argument.getArgNumber());
     return "a value that is no argument";
   };
+  // Which tensor each shared-memory buffer holds, from the MMAs that read
+  // it: the query operand is Q's, the key operand K's, the value operand
+  // V's (Blackwell's K and V share one ring: either).
+  llvm::DenseMap<Value, unsigned> readsAs; // bit r: tensor r
+  func.walk([&](Operation *op) {
+    if (auto mma = dyn_cast<ScoreMmaAsyncOp>(op)) {
+      readsAs[mma.getQuery()] |= 1u << 0;
+      readsAs[mma.getKey()] |= 1u << 1;
+    } else if (auto mma = dyn_cast<WarpgroupScoreMmaOp>(op)) {
+      readsAs[mma.getQuery()] |= 1u << 0;
+      readsAs[mma.getKey()] |= 1u << 1;
+    } else if (auto mma = dyn_cast<ValueMmaAsyncOp>(op)) {
+      readsAs[mma.getValue()] |= 1u << 2;
+    } else if (auto mma = dyn_cast<WarpgroupValueMmaOp>(op)) {
+      readsAs[mma.getValue()] |= 1u << 2;
+    }
+  });
   bool lseStored = false;
   WalkResult walk = func.walk([&](Operation *op) -> WalkResult {
     if (auto load = dyn_cast<TmaLoadOp>(op)) {
       Value source = load.getSource();
-      if (source != tensors[0] && source != tensors[1] && source != tensors[2])
-        return load.emitOpError()
-               << "loads " << roleOf(source)
-               << ", but fa4.spec's arguments name Q, K and V as the tensors "
-                  "the kernel reads";
+      unsigned roles = readsAs.lookup(load.getBuffer());
+      if (!roles)
+        roles = 0b111;
+      bool named = false;
+      for (unsigned role = 0; role < 3; ++role)
+        named |= (roles >> role & 1) && source == tensors[role];
+      if (!named) {
+        InFlightDiagnostic diag = load.emitOpError();
+        diag << "loads " << roleOf(source) << " into a buffer the MMAs read as ";
+        llvm::interleave(
+            llvm::make_filter_range(llvm::seq(0u, 3u),
+                                    [&](unsigned role) { return roles >> role & 1; }),
+            [&](unsigned role) { diag << names[role]; },
+            [&] { diag << " or "; });
+        diag << ", which fa4.spec's arguments place elsewhere";
+        return diag;
+      }
     } else if (auto store = dyn_cast<TmaStoreOp>(op)) {
       if (store.getDest() != tensors[3])
         return store.emitOpError()
                << "stores to " << roleOf(store.getDest())
                << ", but fa4.spec's arguments name argument #"
                << spec.getArguments()[3] << " as O";
-    } else if (isa<StoreLseTileOp>(op)) {
+    } else if (auto store = dyn_cast<StoreLseTileOp>(op)) {
       lseStored = true;
+      if (tensors.size() < 5 || store.getDest() != tensors[4])
+        return store.emitOpError()
+               << "stores the LSE to " << roleOf(store.getDest())
+               << ", which fa4.spec's arguments do not name as the LSE";
     } else if (auto range = dyn_cast<KvBlockRangeOp>(op)) {
       auto left = static_cast<int64_t>(range.getWindowLeft());
       auto right = static_cast<int64_t>(range.getWindowRight());

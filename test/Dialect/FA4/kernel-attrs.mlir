@@ -312,3 +312,15 @@ func.func @heads(%q: memref<?x?x4x64xf16>, %k: memref<?x?x3x64xf16>,
                          arguments = [0, 1, 2, 3]>} {
   return
 }
+
+// -----
+
+// expected-error @+1 {{fa4.spec's LSE is 'memref<?x4x?xf32>'; expected a row-major [batch, q_heads = 2, seq_q] memref of f32}}
+func.func @lse_heads(%q: memref<?x?x2x64xf16>, %k: memref<?x?x1x64xf16>,
+                     %v: memref<?x?x1x64xf16>, %o: memref<?x?x2x64xf16>,
+                     %lse: memref<?x4x?xf32>) attributes {
+    fa4.spec = #fa4.spec<mask = none, window_left = -1, window_right = -1,
+                         scale = 0.125, softcap = 0.0, lse = true,
+                         arguments = [0, 1, 2, 3, 4]>} {
+  return
+}

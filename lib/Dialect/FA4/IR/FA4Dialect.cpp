@@ -302,10 +302,11 @@ static LogicalResult verifySpecOn(Operation *op, Attribute value) {
               "match Q, all share the head dim, and K's heads divide Q's";
   if (spec.getLse()) {
     MemRefType lse = typeOf(4);
-    if (lse.getRank() != 3 || !lse.getElementType().isF32())
+    if (lse.getRank() != 3 || !lse.getElementType().isF32() ||
+        !lse.getLayout().isIdentity() || lse.getDimSize(1) != heads(0))
       return op->emitError() << "fa4.spec's LSE is " << lse
-                             << "; expected a [batch, q_heads, seq_q] memref "
-                                "of f32";
+                             << "; expected a row-major [batch, q_heads = "
+                             << heads(0) << ", seq_q] memref of f32";
   }
   return success();
 }
