@@ -18,6 +18,10 @@ fa4c=$1 out=$2 headdim=$3 emu=${4:-}
 interleavings=${FA4_MATRIX_INTERLEAVINGS:-1} every=${FA4_MATRIX_EMULATE_EVERY:-3}
 offset=$(( (headdim / 32) % 3 ))
 shapes=("1 1 1" "2 127 127" "1 300 300" "1 520 520" "1 127 300" "2 300 127" "1 520 200" "1 520 40" "1 40 520")
+for knob in "$interleavings" "$every"; do
+  [[ $knob =~ ^[1-9][0-9]*$ ]] || {
+    echo "FA4_MATRIX_* must be positive integers, got '$knob'" >&2; exit 2; }
+done
 mkdir -p "$out"
 required=(tcgen05.mma tcgen05.ld tcgen05.st tcgen05.commit cp.async.bulk.tensor
           mbarrier.try_wait.parity setmaxnreg)

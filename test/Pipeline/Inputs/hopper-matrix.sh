@@ -25,6 +25,10 @@ every=${FA4_MATRIX_EMULATE_EVERY:-3} offset=$(( (headdim / 32) % 3 ))
 shapes=("1 1 1" "2 127 127" "1 300 700" "2 520 300" "1 700 520" "2 300 300" "1 127 300" "1 700 40" "1 40 700")
 schedules=("" "--hopper-overlap=off" "--hopper-overlap=on --hopper-pingpong=off"
            "--hopper-overlap=on --hopper-pingpong=on")
+for knob in "$interleavings" "$sim_every" "$every"; do
+  [[ $knob =~ ^[1-9][0-9]*$ ]] || {
+    echo "FA4_MATRIX_* must be positive integers, got '$knob'" >&2; exit 2; }
+done
 mkdir -p "$out"
 required=(wgmma.mma_async wgmma.fence wgmma.commit_group wgmma.wait_group
           cp.async.bulk.tensor mbarrier.try_wait.parity setmaxnreg elect.sync)
