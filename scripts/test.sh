@@ -32,6 +32,10 @@ elif [[ $# -gt 0 ]]; then
   exit 2
 fi
 build=${FA4_BUILD_DIR:-$root/build}
+# ccache (CMakeLists.txt uses it when installed) hashes paths relative to the
+# checkout, so a second clone on the same machine reuses the first one's
+# objects.
+export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$root}
 "$root/scripts/setup.sh"
 
 # The Python package's build and test dependencies (nanobind, torch, pytest)
