@@ -70,6 +70,35 @@ bool Kernel::load(const std::string &manifestPath, Kernel &kernel,
   return true;
 }
 
+bool Kernel::create(std::string manifestJson, std::string ptx,
+                    std::vector<uint8_t> cubin, Kernel &kernel,
+                    std::string &error) {
+  if (manifestJson.size() > kMaxManifestBytes) {
+    error = "the manifest is " + std::to_string(manifestJson.size()) +
+            " bytes, more than the " + std::to_string(kMaxManifestBytes) +
+            " a manifest may have";
+    return false;
+  }
+  for (auto [name, bytes] : {std::pair<const char *, size_t>{"PTX", ptx.size()},
+                             {"cubin", cubin.size()}})
+    if (bytes > kMaxKernelFileBytes) {
+      error = std::string("the ") + name + " is " + std::to_string(bytes) +
+              " bytes, more than the " + std::to_string(kMaxKernelFileBytes) +
+              " a kernel file may have";
+      return false;
+    }
+  if (!parseManifest(manifestJson, kernel.manifest, error))
+    return false;
+  if (ptx.empty() && cubin.empty()) {
+    error = "the kernel has neither a cubin nor PTX";
+    return false;
+  }
+  kernel.manifestJson = std::move(manifestJson);
+  kernel.ptx = std::move(ptx);
+  kernel.cubin = std::move(cubin);
+  return kernel.check(error);
+}
+
 bool Kernel::check(std::string &error) const {
   if (!checkInterface(manifest, error) ||
       (!ptx.empty() && !checkPtxEntry(manifest, ptx, error)))

@@ -35,8 +35,9 @@ import numbers
 import threading
 from typing import Optional, Sequence
 
-from . import _fa4
-from ._fa4 import CompileError, LaunchError
+from . import _capi, _fa4
+from ._capi import LaunchError
+from ._fa4 import CompileError
 
 # Whether a launch on CPU tensors runs the kernel in the emulator. Private:
 # fa4's argument fuzzer (python/tests/fuzz_arguments.py --execute-every)
@@ -72,6 +73,8 @@ class Kernel:
     def __init__(self, native):
         self._native = native
         self.manifest = json.loads(native.manifest_json)
+        self._launcher = None
+        self._launcher_lock = threading.Lock()
 
     @property
     def cubin(self) -> bytes:
@@ -94,6 +97,21 @@ class Kernel:
         Compiles again up to that stage."""
         return self._native.ir(_string("stage", stage))
 
+    def _capi_kernel(self):
+        """The kernel in libfa4rt (fa4._capi), made once from the
+        compilation in memory: every launch goes through the C API, the
+        one binding of the runtime."""
+        with self._launcher_lock:
+            if self._launcher is None:
+                native = self._native
+                try:
+                    self._launcher = _capi.create_kernel(
+                        native.manifest_json, native.ptx, native.cubin,
+                        name=f"fa4.Kernel for {self.manifest.get('target')}")
+                except _capi.LoadError as error:
+                    raise LaunchError(str(error)) from None
+            return self._launcher
+
     def __call__(self, q, k, v, o, lse=None, *, extras: Sequence = (),
                  workers: int = 0, seed: int = 1,
                  stream: Optional[int] = None):
@@ -104,21 +122,16 @@ class Kernel:
             raise TypeError(f"extras must be a sequence of tensors, got "
                             f"{type(extras).__name__}")
         extras = [_array(f"extras[{i}]", e) for i, e in enumerate(extras)]
-        device = _device_type(q)
-        if device == "cuda":
-            if stream is None:
-                import torch
-                stream = torch.cuda.current_stream(q.device).cuda_stream
+        workers = _integer("workers", workers, 0, 1 << 32)
+        seed = _integer("seed", seed, 0, 1 << 64)
+        if stream is not None:
             stream = _integer("stream", stream, 0, 1 << 64)
-            _fa4.launch_cuda(self._native, q, k, v, o, lse, extras, stream)
-        elif device == "cpu":
-            _fa4.launch_emulator(self._native, q, k, v, o, lse, extras,
-                                 _integer("workers", workers, 0, 1 << 32),
-                                 _integer("seed", seed, 0, 1 << 64),
-                                 _emulator_executes)
-        else:
+        device = q.device.type
+        if device not in ("cuda", "cpu"):
             raise ValueError(f"q: on a {device} device; fa4 runs CUDA tensors "
                              "on the GPU and CPU tensors in the emulator")
+        self._capi_kernel()(q, k, v, o, lse, extras, stream, workers=workers,
+                            seed=seed, plan_only=not _emulator_executes)
 
     def __repr__(self):
         m = self.manifest
@@ -127,19 +140,23 @@ class Kernel:
                 f"{len(self.cubin)} bytes of cubin)")
 
 
-def _device_type(tensor) -> str:
-    device = getattr(tensor, "device", None)
-    return getattr(device, "type", "cpu")
-
-
 def _array(name, value):
-    """`value` as the native launch takes it: anything with DLPack (torch
-    tensors, numpy arrays), a torch tensor detached (the launch writes O in
-    place, outside autograd)."""
+    """`value` as a launch takes it: a torch tensor (any other array with
+    DLPack, such as a numpy array, through ``torch.from_dlpack``), detached
+    (the launch writes O in place, outside autograd)."""
     if not hasattr(value, "__dlpack__"):
         raise TypeError(f"{name} must be a tensor (torch, or any array with "
                         f"__dlpack__), got {type(value).__name__}")
-    if getattr(value, "requires_grad", False):
+    if importlib.util.find_spec("torch") is None:
+        raise ImportError("a launch takes torch tensors: install torch")
+    import torch
+    if not isinstance(value, torch.Tensor):
+        try:
+            value = torch.from_dlpack(value)
+        except (TypeError, ValueError, RuntimeError, BufferError) as error:
+            raise TypeError(f"{name}: not an array torch can take through "
+                            f"DLPack: {error}") from None
+    if value.requires_grad:
         value = value.detach()
     return value
 
@@ -329,7 +346,8 @@ def attention(q, k, v, causal: bool = False,
     """
     if importlib.util.find_spec("torch") is None:
         raise ImportError("fa4.attention takes torch tensors: install torch "
-                          "(fa4.compile and Kernel work without it)")
+                          "(fa4.compile works without it; a Kernel launches "
+                          "torch tensors)")
     from . import _torch
     return _torch.attention(q, k, v, causal, window, softcap, scale,
                             return_lse)

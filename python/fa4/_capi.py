@@ -1,10 +1,12 @@
-"""fa4's runtime through its C API (libfa4rt.so), with ctypes.
+"""fa4's runtime through its C API (libfa4rt.so), with ctypes: the one
+binding of the runtime in Python.
 
 Pure Python and self-contained (no import of the rest of the package, no
 native extension), so it runs under any Python that has torch — on the GPU
 machine, where fa4's nanobind extension, built for this machine's Python
 and LLVM, cannot load. Load it as ``fa4._capi`` or, without the package, as
-a module from its file (bench/h200/check.py does).
+a module from its file (bench/h200/check.py does). ``fa4.Kernel`` launches
+through it too, its compilation handed over in memory (``create_kernel``).
 
     kernel = load_kernel("out/attn.cubin.json")     # + attn.cubin, attn.ptx
     kernel(q, k, v, o, lse)                          # torch tensors
@@ -27,10 +29,12 @@ import json
 import os
 import threading
 
-ABI_VERSION = 1
+ABI_VERSION = 2
+EMULATOR_PLAN_ONLY = 1
 MAX_RANK = 8
 
-__all__ = ["Kernel", "LaunchError", "LoadError", "load_kernel", "load_library"]
+__all__ = ["Kernel", "LaunchError", "LoadError", "create_kernel", "load_kernel",
+           "load_library"]
 
 
 class LoadError(RuntimeError):
@@ -55,10 +59,14 @@ _SIGNATURES = {
     "fa4rt_abi_version": (ctypes.c_int, []),
     "fa4rt_last_error": (ctypes.c_char_p, []),
     "fa4rt_kernel_load": (ctypes.c_void_p, [ctypes.c_char_p]),
+    "fa4rt_kernel_create": (ctypes.c_void_p,
+                            [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_size_t,
+                             ctypes.c_char_p, ctypes.c_size_t]),
     "fa4rt_kernel_free": (None, [ctypes.c_void_p]),
     "fa4rt_kernel_manifest": (ctypes.c_char_p, [ctypes.c_void_p]),
     "fa4rt_backend_cuda": (ctypes.c_void_p, []),
-    "fa4rt_backend_emulator": (ctypes.c_void_p, [ctypes.c_uint, ctypes.c_uint64]),
+    "fa4rt_backend_emulator": (ctypes.c_void_p,
+                               [ctypes.c_uint, ctypes.c_uint64, ctypes.c_uint]),
     "fa4rt_backend_free": (None, [ctypes.c_void_p]),
     "fa4rt_emulator_allocate": (ctypes.c_uint64, [ctypes.c_void_p, ctypes.c_uint64]),
     "fa4rt_emulator_host": (ctypes.c_void_p,
@@ -227,11 +235,13 @@ class Kernel:
                 f"{self.manifest.get('attention', {})})")
 
     def __call__(self, q, k, v, o, lse=None, extras=(), stream=None, *,
-                 workers=0, seed=1):
+                 workers=0, seed=1, plan_only=False):
         """Launches on q, k, v, o (and the LSE, the extras): on the GPU for
         CUDA tensors (`stream`: a CUstream as an int, default torch's current
         stream of q's device), in fa4-emu for CPU tensors (`workers`,
-        `seed`: the emulator's threads and schedule)."""
+        `seed`: the emulator's threads and schedule; with `plan_only` the
+        launch stops after every check and the plan, where the kernel would
+        start, and the outputs are left as they were)."""
         q, k, v, o = (_tensor(name, t) for name, t in
                       (("q", q), ("k", k), ("v", v), ("o", o)))
         lse = None if lse is None else _tensor("lse", lse)
@@ -243,7 +253,7 @@ class Kernel:
                 raise ValueError("the kernel was closed")
             self._emulate(q, k, v, o, lse, extras,
                           _bounded("workers", workers, 1 << 32),
-                          _bounded("seed", seed, 1 << 64))
+                          _bounded("seed", seed, 1 << 64), bool(plan_only))
 
     def bind(self, q, k, v, o, lse=None, extras=(), stream=None):
         """A CUDA launch with its arguments described once: a callable that
@@ -257,6 +267,10 @@ class Kernel:
         lse = None if lse is None else _tensor("lse", lse)
         extras = [_tensor(f"extra{i}", e) for i, e in enumerate(extras)]
         tensors = [q, k, v, o] + ([lse] if lse is not None else [])
+        if q.device.type != "cuda":
+            raise ValueError(f"q is on {q.device}: a CUDA launch takes "
+                             f"tensors on the GPU (every tensor must be on "
+                             f"the GPU)")
         for name, t in zip(("q", "k", "v", "o", "lse"), tensors):
             if t.device != q.device:
                 raise ValueError(f"{name} is on {t.device}, q on {q.device}: "
@@ -278,7 +292,7 @@ class Kernel:
         return _BoundLaunch(self._lib, q.device, arguments, stream,
                             (self, tensors, extras, described, lse_arg, extra_args))
 
-    def _emulate(self, q, k, v, o, lse, extras, workers, seed):
+    def _emulate(self, q, k, v, o, lse, extras, workers, seed, plan_only):
         """The emulator's memory mirrors the host's: tensors whose host bytes
         overlap are placed in one allocation at the same distances apart,
         each with its own strides, so that the runtime's checks see the
@@ -305,7 +319,8 @@ class Kernel:
             else:
                 groups.append([begin, end, [i]])
         lib = self._lib
-        backend = lib.fa4rt_backend_emulator(workers, seed)
+        backend = lib.fa4rt_backend_emulator(
+            workers, seed, EMULATOR_PLAN_ONLY if plan_only else 0)
         if not backend:
             raise LaunchError(_error(lib))
         try:
@@ -332,6 +347,8 @@ class Kernel:
                                 lse_arg, extra_args if extras else None,
                                 len(extras), None):
                 raise LaunchError(_error(lib))
+            if plan_only:
+                return
             # O and the LSE back, element by element through their strides
             # (the launch refused them sharing memory with anything).
             with torch.no_grad():
@@ -354,6 +371,33 @@ class Kernel:
         if not host:
             raise LaunchError(_error(self._lib))
         return host
+
+
+def create_kernel(manifest_json, ptx=b"", cubin=b"", library=None,
+                  name="<in memory>"):
+    """A kernel handed over in memory (fa4rt_kernel_create): the manifest's
+    JSON, the PTX and the cubin (str or bytes; either may be empty, not
+    both), as a compiler in this process made them (fa4.Kernel's launches
+    come here). The same checks as ``load_kernel``; ``name`` is what the
+    kernel's repr shows in place of a path."""
+    lib = load_library(library)
+
+    def raw(what, value):
+        if isinstance(value, str):
+            return value.encode()
+        if isinstance(value, (bytes, bytearray, memoryview)):
+            return bytes(value)
+        raise TypeError(f"{what} must be str or bytes, got {type(value).__name__}")
+
+    manifest_json, ptx, cubin = (raw("manifest_json", manifest_json),
+                                 raw("ptx", ptx), raw("cubin", cubin))
+    if b"\0" in manifest_json:
+        raise LoadError("the manifest holds a NUL character")
+    handle = lib.fa4rt_kernel_create(manifest_json, ptx, len(ptx), cubin,
+                                     len(cubin))
+    if not handle:
+        raise LoadError(_error(lib))
+    return Kernel(lib, handle, name)
 
 
 def load_kernel(manifest_path, library=None):

@@ -1,34 +1,32 @@
 //===- Module.cpp - fa4._fa4: the Python extension over fa4's C++ API -----===//
 //
-// The thin native layer of the `fa4` package: compile a variant in process
+// The compiler half of the `fa4` package: compile a variant in process
 // (fa4::compileVariant, with the compile cache), show its code and IR, and
-// launch it on tensors handed over by DLPack (torch tensors, numpy arrays):
-// CPU tensors on the emulator backend, CUDA tensors on the driver backend in
-// the caller's stream. Everything Pythonic (argument defaults, torch, the
-// custom op) lives in fa4/__init__.py; every failure here becomes an
-// fa4.CompileError or fa4.LaunchError carrying fa4's message.
+// check a variant or a launch's sizes without compiling. Launches are not
+// here: a kernel runs through the C API (libfa4rt.so, bound by fa4/_capi.py),
+// the one binding of the runtime, which the GPU machine (where this
+// extension, built against LLVM, cannot load) uses too. Everything Pythonic
+// (argument defaults, torch, the custom op) lives in fa4/__init__.py; every
+// failure here becomes an fa4.CompileError or fa4.LaunchError carrying fa4's
+// message.
 //
 // This file alone is built with C++ exceptions and RTTI (nanobind needs
 // both); the fa4 libraries below it have neither and never see an exception.
 //
 //===----------------------------------------------------------------------===//
 
-#include "fa4/Emu/Emulator.h"
 #include "fa4/Runtime/Runtime.h"
 #include "fa4/Target/Target.h"
 #include "fa4/Driver/Compile.h"
 #include "fa4/Driver/ToolSession.h"
 
 #include <nanobind/nanobind.h>
-#include <nanobind/ndarray.h>
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
-#include <cstring>
 #include <mutex>
 #include <stdexcept>
-#include <thread>
 
 namespace nb = nanobind;
 using namespace mlir::fa4;
@@ -176,180 +174,6 @@ std::string ir(const PyKernel &kernel, const std::string &stage) {
   return text;
 }
 
-using Array = nb::ndarray<>;
-
-/// fa4's name of an array's element type ("fp16", "bf16", "f32"), or the
-/// DLPack code for the error message.
-std::string dtypeName(const nb::dlpack::dtype &type) {
-  using Code = nb::dlpack::dtype_code;
-  if (type.lanes == 1 && type.bits == 16 && type.code == uint8_t(Code::Float))
-    return "fp16";
-  if (type.lanes == 1 && type.bits == 16 && type.code == uint8_t(Code::Bfloat))
-    return "bf16";
-  if (type.lanes == 1 && type.bits == 32 && type.code == uint8_t(Code::Float))
-    return "f32";
-  return "a " + std::to_string(type.bits) + "-bit type of DLPack code " +
-         std::to_string(type.code);
-}
-
-/// An extra's element type as MLIR names it (what the manifest's extras
-/// say), or a description for the error message.
-std::string extraDtypeName(const nb::dlpack::dtype &type) {
-  using Code = nb::dlpack::dtype_code;
-  if (type.lanes != 1)
-    return "a vector type";
-  if (type.code == uint8_t(Code::Float) && (type.bits == 16 || type.bits == 32 ||
-                                             type.bits == 64))
-    return "f" + std::to_string(type.bits);
-  if (type.code == uint8_t(Code::Bfloat) && type.bits == 16)
-    return "bf16";
-  if (type.code == uint8_t(Code::Int) &&
-      (type.bits == 8 || type.bits == 16 || type.bits == 32 || type.bits == 64))
-    return "i" + std::to_string(type.bits);
-  if (type.code == uint8_t(Code::Bool))
-    return "i1";
-  return "a " + std::to_string(type.bits) + "-bit type of DLPack code " +
-         std::to_string(type.code);
-}
-
-runtime::Tensor tensorOf(const Array &array) {
-  runtime::Tensor tensor;
-  tensor.address = reinterpret_cast<uint64_t>(array.data());
-  tensor.dtype = dtypeName(array.dtype());
-  for (size_t i = 0; i < array.ndim(); ++i) {
-    tensor.sizes.push_back(array.shape(i));
-    tensor.strides.push_back(array.stride(i));
-  }
-  return tensor;
-}
-
-/// The extras as the runtime takes them (dtype as MLIR names it).
-std::vector<runtime::Tensor> extrasOf(const std::vector<Array> &arrays) {
-  std::vector<runtime::Tensor> extras;
-  for (const Array &array : arrays) {
-    extras.push_back(tensorOf(array));
-    extras.back().dtype = extraDtypeName(array.dtype());
-  }
-  return extras;
-}
-
-int64_t elementBytes(const runtime::Tensor &tensor) {
-  return tensor.dtype == "f32" ? 4 : 2;
-}
-
-/// The bytes from a tensor's base address to the end of its last element,
-/// for strides checkTensors accepted (positive, or any on an axis of size 1,
-/// which is never stepped along).
-int64_t spanBytes(const runtime::Tensor &tensor) {
-  int64_t last = 0;
-  for (size_t i = 0; i < tensor.sizes.size(); ++i)
-    if (tensor.sizes[i] > 1)
-      last += (tensor.sizes[i] - 1) * tensor.strides[i];
-  return (last + 1) * elementBytes(tensor);
-}
-
-/// Copies every element of `from` into `to` (same sizes, any strides with a
-/// contiguous innermost axis; `toBase`/`fromBase` are host pointers of the
-/// tensors' addresses).
-void copyRows(const runtime::Tensor &from, const uint8_t *fromBase,
-              const runtime::Tensor &to, uint8_t *toBase) {
-  int64_t element = elementBytes(from);
-  size_t rank = from.sizes.size();
-  int64_t rowBytes = from.sizes[rank - 1] * element;
-  int64_t rows = 1;
-  for (size_t i = 0; i + 1 < rank; ++i)
-    rows *= from.sizes[i];
-  for (int64_t row = 0; row < rows; ++row) {
-    int64_t rest = row, fromAt = 0, toAt = 0;
-    for (size_t i = rank - 1; i-- > 0;) {
-      int64_t index = rest % from.sizes[i];
-      rest /= from.sizes[i];
-      fromAt += index * from.strides[i];
-      toAt += index * to.strides[i];
-    }
-    std::memcpy(toBase + toAt * element, fromBase + fromAt * element, rowBytes);
-  }
-}
-
-/// Checks that every array lives on `device` (a DLPack device type), all
-/// on one device.
-void checkDevice(const std::vector<std::pair<const char *, const Array *>> &arrays,
-                 int device, const char *where) {
-  for (auto [name, array] : arrays)
-    if (array && (array->device_type() != device ||
-                  array->device_id() != arrays.front().second->device_id()))
-      throw LaunchFailure(std::string(name) + ": every tensor must be on the " +
-                          where + ", on q's device");
-}
-
-/// Runs the kernel on the emulator: the launch is validated on the caller's
-/// tensors (so that its messages speak of their strides, alignment and
-/// aliasing), the elements are copied into tensors of an emulator device
-/// laid out with the caller's strides (a kernel compiled for a static layout
-/// takes no other, and the kernel reads through the tensor maps a GPU launch
-/// would build), the launch goes through runtime::launch (the path the GPU
-/// takes but the last call), and O's and the LSE's elements are copied back
-/// (only those: whatever lies between them is not touched).
-void launchEmulator(const PyKernel &kernel, const Array &q, const Array &k,
-                    const Array &v, const Array &o, const std::optional<Array> &lse,
-                    const std::vector<Array> &extraArrays, unsigned workers,
-                    uint64_t seed, bool execute) {
-  checkDevice({{"q", &q}, {"k", &k}, {"v", &v}, {"o", &o}, {"lse", lse ? &*lse : nullptr}},
-              nb::device::cpu::value, "CPU");
-  for (const Array &extra : extraArrays)
-    checkDevice({{"q", &q}, {"extra", &extra}}, nb::device::cpu::value, "CPU");
-  runtime::Tensor host[5] = {tensorOf(q), tensorOf(k), tensorOf(v), tensorOf(o),
-                             lse ? tensorOf(*lse) : runtime::Tensor()};
-  const runtime::Tensor *hostLse = lse ? &host[4] : nullptr;
-  int count = hostLse ? 5 : 4;
-  std::string error;
-  runtime::Shapes shapes;
-  if (!runtime::checkTensors(kernel.kernel.manifest, host[0], host[1], host[2],
-                             host[3], hostLse, shapes, error))
-    throw LaunchFailure(error);
-  // The extras are read as they are: dense and row-major (checkExtras).
-  std::vector<runtime::Tensor> hostExtras = extrasOf(extraArrays);
-  if (!runtime::checkExtras(kernel.kernel.manifest, hostExtras, {&host[3], hostLse},
-                            error, &shapes))
-    throw LaunchFailure(error);
-  bool ok;
-  {
-    nb::gil_scoped_release released;
-    emu::Device device;
-    runtime::Tensor onDevice[5];
-    for (int i = 0; i < count; ++i) {
-      onDevice[i] = host[i];
-      int64_t bytes = spanBytes(host[i]);
-      onDevice[i].address = device.allocate(bytes);
-      if (i < 3)
-        copyRows(host[i], reinterpret_cast<const uint8_t *>(host[i].address),
-                 onDevice[i], device.host(onDevice[i].address, bytes));
-    }
-    std::vector<runtime::Tensor> extras = hostExtras;
-    for (runtime::Tensor &extra : extras) {
-      int64_t bytes = runtime::extraElementBytes(extra.dtype);
-      for (int64_t size : extra.sizes)
-        bytes *= size;
-      uint64_t address = device.allocate(std::max<int64_t>(bytes, 1));
-      std::memcpy(device.host(address, bytes),
-                  reinterpret_cast<const void *>(extra.address), bytes);
-      extra.address = address;
-    }
-    if (workers == 0)
-      workers = std::max(1u, std::thread::hardware_concurrency());
-    std::unique_ptr<runtime::Backend> backend =
-        runtime::createEmulatorBackend(device, workers, seed, execute);
-    ok = runtime::launch(*backend, kernel.kernel, onDevice[0], onDevice[1],
-                         onDevice[2], onDevice[3], hostLse ? &onDevice[4] : nullptr,
-                         extras, nullptr, error);
-    for (int i = 3; ok && i < count; ++i)
-      copyRows(onDevice[i], device.host(onDevice[i].address, spanBytes(host[i])),
-               host[i], reinterpret_cast<uint8_t *>(host[i].address));
-  }
-  if (!ok)
-    throw LaunchFailure(error);
-}
-
 /// The runtime's limits on a launch's batch and sequence lengths for a
 /// variant's head counts and head dim, checked before a caller copies
 /// tensors of those sizes, and by the torch op's fake implementation, which
@@ -369,38 +193,26 @@ void checkShapes(int64_t headDim, int64_t qHeads, int64_t kvHeads, int64_t batch
     throw LaunchFailure(error);
 }
 
-/// Launches the kernel on the GPU through the driver, in `stream` (a
-/// CUstream; 0 is the legacy default stream).
-void launchCuda(const PyKernel &kernel, const Array &q, const Array &k,
-                const Array &v, const Array &o, const std::optional<Array> &lse,
-                const std::vector<Array> &extraArrays, uintptr_t stream) {
-  checkDevice({{"q", &q}, {"k", &k}, {"v", &v}, {"o", &o}, {"lse", lse ? &*lse : nullptr}},
-              nb::device::cuda::value, "GPU");
-  for (const Array &extra : extraArrays)
-    checkDevice({{"q", &q}, {"extra", &extra}}, nb::device::cuda::value, "GPU");
-  std::string error;
-  // One backend for the process: the driver is opened and initialised once.
-  static std::unique_ptr<runtime::Backend> backend;
-  static std::string backendError;
-  static std::once_flag opened;
-  std::call_once(opened, [] { backend = runtime::createCudaBackend(backendError); });
-  if (!backend)
-    throw LaunchFailure(backendError);
-  runtime::Tensor tl = lse ? tensorOf(*lse) : runtime::Tensor();
-  if (!runtime::launch(*backend, kernel.kernel, tensorOf(q), tensorOf(k), tensorOf(v),
-                       tensorOf(o), lse ? &tl : nullptr, extrasOf(extraArrays),
-                       reinterpret_cast<void *>(stream), error))
-    throw LaunchFailure(error);
-}
-
 } // namespace
 
 NB_MODULE(_fa4, m) {
-  m.doc() = "fa4's native layer: compile attention variants, launch them "
-            "(use the fa4 package, not this module)";
+  m.doc() = "fa4's native layer: compile attention variants (use the fa4 "
+            "package, not this module; launches go through fa4._capi)";
   nb::object base = nb::module_::import_("builtins").attr("RuntimeError");
   nb::exception<CompileFailure>(m, "CompileError", base.ptr());
-  nb::exception<LaunchFailure>(m, "LaunchError", base.ptr());
+  // A launch's limits (check_shapes) fail as the launches themselves do,
+  // with the C API binding's LaunchError: there is one fa4.LaunchError.
+  nb::object launchError = nb::module_::import_("fa4._capi").attr("LaunchError");
+  m.attr("LaunchError") = launchError;
+  nb::register_exception_translator(
+      [](const std::exception_ptr &thrown, void *type) {
+        try {
+          std::rethrow_exception(thrown);
+        } catch (const LaunchFailure &failure) {
+          PyErr_SetString(static_cast<PyObject *>(type), failure.what());
+        }
+      },
+      launchError.release().ptr());
 
   nb::class_<PyKernel>(m, "Kernel")
       .def_prop_ro("cubin",
@@ -444,11 +256,4 @@ NB_MODULE(_fa4, m) {
     }
     return chips;
   });
-  m.def("launch_emulator", &launchEmulator, nb::arg("kernel"), nb::arg("q"),
-        nb::arg("k"), nb::arg("v"), nb::arg("o"), nb::arg("lse").none(),
-        nb::arg("extras"), nb::arg("workers"), nb::arg("seed"),
-        nb::arg("execute") = true);
-  m.def("launch_cuda", &launchCuda, nb::arg("kernel"), nb::arg("q"), nb::arg("k"),
-        nb::arg("v"), nb::arg("o"), nb::arg("lse").none(), nb::arg("extras"),
-        nb::arg("stream"));
 }

@@ -6,9 +6,10 @@ fa4.compile_ir, fa4.Kernel and fa4._capi.Kernel: shapes, dtypes, strides
 grad modes and arguments of the wrong type. Every call must end in one of
 
 - a result that matches the float64 reference (or the variant asked for),
-- a refusal: ValueError, TypeError, fa4.CompileError, fa4.LaunchError,
-  fa4._capi.LaunchError (NotImplementedError only for inputs requiring
-  grad in grad mode), with a message;
+- a refusal: ValueError, TypeError, fa4.CompileError, fa4.LaunchError
+  (which is fa4._capi.LaunchError: every launch goes through the C API;
+  NotImplementedError only for inputs requiring grad in grad mode), with a
+  message;
 
 anything else is a finding. Batches run in child processes, so that a
 crash (a signal, an abort) or a hang (past the timeout) is seen and counted
@@ -22,9 +23,8 @@ for a handful of variants only, which the compile cache keeps.
 
 An emulated launch takes about a second; ``--execute-every N`` runs the
 kernel in only every N-th case and stops the others where the kernel would
-start (``fa4._emulator_executes``, and fa4._capi's kernels loaded without
-their PTX, so that a launch ends at the emulator's "no PTX"): every check
-and the launch plan still run, the result is checked for its shapes and
+start (``fa4._emulator_executes``, and fa4._capi's ``plan_only``, both the
+C API's FA4RT_EMULATOR_PLAN_ONLY): every check and the launch plan still run, the result is checked for its shapes and
 dtypes only, and the case counts as "planned". That is what makes runs of
 10^6 cases possible.
 """
@@ -366,10 +366,11 @@ def _kernel_case(rng, torch, fa4, reference, capi_kernels, execute):
     extras = [] if rng.random() < 0.9 else rng.choice([[torch.zeros(4)], 3, ["x"]])
     workers = 0 if rng.random() < 0.9 else rng.choice([-1, 1 << 40, "2", 1])
     if through_capi:
-        capi = capi_kernels(kernel, execute)
+        capi = capi_kernels(kernel)
 
         def call():
-            return capi(q, k, v, o, lse, extras, workers=workers)
+            return capi(q, k, v, o, lse, extras, workers=workers,
+                        plan_only=not execute)
     else:
         def call():
             return kernel(q, k, v, o, lse, extras=extras, workers=workers)
@@ -408,27 +409,24 @@ def run_batch(seed, cases, first=0, only=None, execute_every=1):
     directory = tempfile.mkdtemp(prefix="fa4-fuzz-")
     loaded = {}
 
-    def capi_kernels(kernel, with_ptx):
-        # Without its PTX the emulator backend stops a launch that passed
-        # every check at "no PTX": fa4._capi's plan-only launch.
-        key = (id(kernel), with_ptx)
+    def capi_kernels(kernel):
+        # fa4._capi's kernel as a GPU machine loads one: from its files.
+        key = id(kernel)
         if key not in loaded:
             m = kernel.manifest
             stem = os.path.join(directory, str(len(loaded)))
             os.makedirs(stem)
             with open(os.path.join(stem, m["cubin"]), "wb") as f:
                 f.write(kernel.cubin)
-            if with_ptx:
-                with open(os.path.join(stem, m["ptx"]), "w") as f:
-                    f.write(kernel.ptx)
+            with open(os.path.join(stem, m["ptx"]), "w") as f:
+                f.write(kernel.ptx)
             path = os.path.join(stem, m["cubin"] + ".json")
             with open(path, "w") as f:
                 f.write(kernel._native.manifest_json)
             loaded[key] = _capi.load_kernel(path)
         return loaded[key]
 
-    refusals = (ValueError, TypeError, fa4.CompileError, fa4.LaunchError,
-                _capi.LaunchError)
+    refusals = (ValueError, TypeError, fa4.CompileError, fa4.LaunchError)
     counts = {"cases": 0, "results": 0, "planned": 0, "refusals": 0, "findings": 0}
     by_entry, findings, samples = {}, [], {}
     indices = range(first, first + cases) if only is None else [only]
@@ -459,12 +457,6 @@ def run_batch(seed, cases, first=0, only=None, execute_every=1):
         launches = case.entry not in ("fa4.compile", "fa4.compile_ir")
         try:
             result = case.call()
-        except _capi.LaunchError as e:
-            # fa4._capi's plan-only launch ends at "no PTX", every check made.
-            if not execute and "the kernel has none" in str(e):
-                outcome = "planned"
-            else:
-                outcome = "refusals"
         except refusals as e:
             outcome = "refusals"
             said = samples.setdefault(case.entry, [])

@@ -49,7 +49,8 @@ def test_launch_matches_reference_and_extension(compiled, manifest_path, inputs)
     finite = torch.isfinite(want_lse)
     assert torch.equal(torch.isfinite(lse), finite) and not bool(finite[..., :33].any())
     assert (lse.double()[finite] - want_lse[finite]).abs().max().item() <= 1e-2
-    # The same kernel through the nanobind extension: the same launch path.
+    # The same kernel as fa4.Kernel launches it (handed over in memory,
+    # fa4rt_kernel_create): the same launch path.
     o_ext, lse_ext = torch.zeros_like(q), torch.zeros_like(lse)
     compiled(q, k, v, o_ext, lse_ext)
     assert torch.equal(o, o_ext) and torch.equal(lse, lse_ext)
@@ -98,3 +99,44 @@ def test_errors_come_back_with_the_runtimes_words(manifest_path, inputs):
     kernel.close()
     with pytest.raises(ValueError, match="closed"):
         kernel(q, k, v, o, lse)
+
+
+def test_kernel_from_memory(compiled, manifest_path, inputs):
+    """fa4rt_kernel_create: the kernel fa4.Kernel launches, handed over in
+    memory, with load_kernel's checks."""
+    native = compiled._native
+    kernel = _capi.create_kernel(native.manifest_json, native.ptx, native.cubin)
+    assert kernel.manifest == compiled.manifest
+    q, k, v = inputs(1, 70, 70, 4, 2, 64, torch.float16)
+    o, lse = torch.zeros_like(q), torch.zeros(1, 4, 70)
+    kernel(q, k, v, o, lse)
+    o_file, lse_file = torch.zeros_like(q), torch.zeros(1, 4, 70)
+    _capi.load_kernel(manifest_path)(q, k, v, o_file, lse_file)
+    assert torch.equal(o, o_file) and torch.equal(lse, lse_file)
+    # A plan-only launch makes every check and leaves the outputs alone.
+    untouched = torch.full_like(q, 7.0)
+    kernel(q, k, v, untouched, lse, plan_only=True)
+    assert bool((untouched == 7.0).all())
+    with pytest.raises(_capi.LaunchError, match="shares memory with q"):
+        kernel(q, k, v, q, lse, plan_only=True)
+    # The PTX alone runs in the emulator; the cubin alone is checked.
+    _capi.create_kernel(native.manifest_json, ptx=native.ptx)
+    _capi.create_kernel(native.manifest_json, cubin=native.cubin)
+    with pytest.raises(_capi.LoadError, match="neither a cubin nor PTX"):
+        _capi.create_kernel(native.manifest_json)
+    with pytest.raises(_capi.LoadError, match="NUL"):
+        _capi.create_kernel(native.manifest_json + "\0", native.ptx)
+    with pytest.raises(_capi.LoadError):
+        _capi.create_kernel("{", native.ptx)
+    with pytest.raises(_capi.LoadError, match="entry"):
+        _capi.create_kernel(native.manifest_json,
+                            native.ptx.replace(compiled.manifest["kernel"], "other"))
+    with pytest.raises(TypeError, match="ptx must be str or bytes"):
+        _capi.create_kernel(native.manifest_json, 3)
+    lib = _capi.load_library()
+    # Bytes announced without a pointer, unknown emulator flags.
+    assert not lib.fa4rt_kernel_create(native.manifest_json.encode(), None, 5,
+                                       None, 0)
+    assert b"no PTX given" in lib.fa4rt_last_error()
+    assert not lib.fa4rt_backend_emulator(1, 0, 6)
+    assert b"unknown flags 6" in lib.fa4rt_last_error()

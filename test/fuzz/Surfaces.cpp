@@ -457,7 +457,7 @@ void runCapi(const std::string &input, const Corpus &corpus) {
   // No request for memory may take the machine: a child gets 4 GiB.
   struct rlimit limit = {uint64_t(4) << 30, uint64_t(4) << 30};
   setrlimit(RLIMIT_AS, &limit);
-  fa4rt_backend *backend = fa4rt_backend_emulator(1, 0);
+  fa4rt_backend *backend = fa4rt_backend_emulator(1, 0, 0);
   if (!backend)
     std::abort();
   fa4rt_tensor tensors[5];

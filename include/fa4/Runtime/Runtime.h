@@ -44,6 +44,14 @@ struct Kernel {
   static bool load(const std::string &manifestPath, Kernel &kernel,
                    std::string &error);
 
+  /// A kernel handed over in memory, as a compiler in the same process has
+  /// it: the manifest's JSON (at most kMaxManifestBytes), the PTX and the
+  /// cubin (at most kMaxKernelFileBytes each; either may be empty, not
+  /// both), then check(). The file names the manifest gives are not read.
+  static bool create(std::string manifestJson, std::string ptx,
+                     std::vector<uint8_t> cubin, Kernel &kernel,
+                     std::string &error);
+
   /// The manifest's interface against fa4's (checkInterface), when there
   /// is PTX against the PTX's entry point (checkPtxEntry), and against the
   /// contract the PTX and the cubin declare (checkContract, Contract.h).

@@ -25,7 +25,7 @@ extern "C" {
 
 /* Bumped whenever a declaration below changes; a binding checks it against
    fa4rt_abi_version() before its first call. */
-#define FA4RT_ABI_VERSION 1
+#define FA4RT_ABI_VERSION 2
 
 /* The highest rank of a tensor (q, k, v, o have 4, the LSE 3; an extra any
    up to this). */
@@ -61,6 +61,14 @@ const char *fa4rt_last_error(void);
 /* Reads `<name>.cubin.json` and the cubin and PTX it names, beside it. */
 fa4rt_kernel *fa4rt_kernel_load(const char *manifest_path);
 void fa4rt_kernel_free(fa4rt_kernel *kernel);
+/* A kernel handed over in memory, as a compiler in the same process has it
+   (fa4's Python package hands over what fa4.compile made): the manifest's
+   JSON (NUL-terminated), the PTX (`ptx_bytes` of it, 0 for none) and the
+   cubin (`cubin_bytes`, 0 for none; not both 0). The same checks as
+   fa4rt_kernel_load; the file names the manifest gives are not read. */
+fa4rt_kernel *fa4rt_kernel_create(const char *manifest_json, const char *ptx,
+                                  size_t ptx_bytes, const void *cubin,
+                                  size_t cubin_bytes);
 /* The manifest as fa4c wrote it (JSON), valid while the kernel is. */
 const char *fa4rt_kernel_manifest(const fa4rt_kernel *kernel);
 
@@ -70,10 +78,14 @@ const char *fa4rt_kernel_manifest(const fa4rt_kernel *kernel);
 fa4rt_backend *fa4rt_backend_cuda(void);
 
 /* An fa4-emu backend with a device of its own: launches run the kernel's PTX
-   (sm_100a) on `workers` host threads (0: one per core), the schedule seeded
-   from `seed`; a launch fails with the emulator's first report (a fault, a
-   deadlock, a hazard or barrier misuse). */
-fa4rt_backend *fa4rt_backend_emulator(unsigned workers, uint64_t seed);
+   (sm_100a or sm_90a) on `workers` host threads (0: one per core), the
+   schedule seeded from `seed`; a launch fails with the emulator's first
+   report (a fault, a deadlock, a hazard or barrier misuse). `flags` is 0 or
+   FA4RT_EMULATOR_PLAN_ONLY: launches then stop after every check and the
+   launch plan, where the kernel would start (a dry run; 0 returned). */
+#define FA4RT_EMULATOR_PLAN_ONLY 1u
+fa4rt_backend *fa4rt_backend_emulator(unsigned workers, uint64_t seed,
+                                      unsigned flags);
 void fa4rt_backend_free(fa4rt_backend *backend);
 
 /* The emulator's memory: a zeroed allocation (0 on failure; not for the CUDA

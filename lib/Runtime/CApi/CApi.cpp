@@ -16,6 +16,7 @@
 
 #include "fa4/Emu/Emulator.h"
 #include "fa4/Runtime/Runtime.h"
+#include "fa4/Support/InputLimits.h"
 
 #include <cinttypes>
 #include <cstdio>
@@ -125,6 +126,35 @@ fa4rt_kernel *fa4rt_kernel_load(const char *manifest_path) {
   });
 }
 
+fa4rt_kernel *fa4rt_kernel_create(const char *manifest_json, const char *ptx,
+                                  size_t ptx_bytes, const void *cubin,
+                                  size_t cubin_bytes) {
+  return guarded<fa4rt_kernel *>(nullptr, [&]() -> fa4rt_kernel * {
+    lastError.clear();
+    if (!manifest_json)
+      return failWith<fa4rt_kernel>("no manifest");
+    if ((ptx_bytes && !ptx) || (cubin_bytes && !cubin))
+      return failWith<fa4rt_kernel>(
+          ptx_bytes && !ptx ? "PTX bytes announced, no PTX given"
+                            : "cubin bytes announced, no cubin given");
+    // Limits before copies: Kernel::create checks the same sizes.
+    if (ptx_bytes > kMaxKernelFileBytes || cubin_bytes > kMaxKernelFileBytes)
+      return failWith<fa4rt_kernel>(
+          std::string(ptx_bytes > kMaxKernelFileBytes ? "the PTX" : "the cubin") +
+          " is larger than the " + std::to_string(kMaxKernelFileBytes) +
+          " bytes a kernel file may have");
+    auto kernel = std::make_unique<fa4rt_kernel>();
+    const auto *cubinBytes = static_cast<const uint8_t *>(cubin);
+    std::string error;
+    if (!runtime::Kernel::create(
+            manifest_json, std::string(ptx ? ptx : "", ptx_bytes),
+            std::vector<uint8_t>(cubinBytes, cubinBytes + cubin_bytes),
+            kernel->kernel, error))
+      return failWith<fa4rt_kernel>(std::move(error));
+    return kernel.release();
+  });
+}
+
 void fa4rt_kernel_free(fa4rt_kernel *kernel) { delete kernel; }
 
 const char *fa4rt_kernel_manifest(const fa4rt_kernel *kernel) {
@@ -147,12 +177,18 @@ fa4rt_backend *fa4rt_backend_cuda(void) {
   });
 }
 
-fa4rt_backend *fa4rt_backend_emulator(unsigned workers, uint64_t seed) {
+fa4rt_backend *fa4rt_backend_emulator(unsigned workers, uint64_t seed,
+                                      unsigned flags) {
   return guarded<fa4rt_backend *>(nullptr, [&]() -> fa4rt_backend * {
     lastError.clear();
+    if (flags & ~FA4RT_EMULATOR_PLAN_ONLY)
+      return failWith<fa4rt_backend>("fa4rt_backend_emulator: unknown flags " +
+                                     std::to_string(flags & ~FA4RT_EMULATOR_PLAN_ONLY));
     auto backend = std::make_unique<fa4rt_backend>();
     backend->device = std::make_unique<emu::Device>();
-    backend->backend = runtime::createEmulatorBackend(*backend->device, workers, seed);
+    backend->backend = runtime::createEmulatorBackend(
+        *backend->device, workers, seed,
+        /*execute=*/!(flags & FA4RT_EMULATOR_PLAN_ONLY));
     return backend.release();
   });
 }
