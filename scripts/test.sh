@@ -36,6 +36,10 @@ build=${FA4_BUILD_DIR:-$root/build}
 # checkout, so a second clone on the same machine reuses the first one's
 # objects.
 export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$root}
+# The precompiled header (cmake/Precompiled.h) is cached too only with these
+# (ccache's "PRECOMPILED HEADERS"); without them ccache compiles those
+# sources itself.
+export CCACHE_SLOPPINESS=${CCACHE_SLOPPINESS:-pch_defines,time_macros}
 "$root/scripts/setup.sh"
 
 # The Python package's build and test dependencies (nanobind, torch, pytest)
