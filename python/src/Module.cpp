@@ -77,18 +77,22 @@ void finish(PyKernel &result, const std::string &target, bool cache,
   result.smCount = smCount;
   PipelineOptions options;
   result.options(options);
-  std::string error;
-  bool ok;
+  std::optional<std::string> failure;
   {
     nb::gil_scoped_release released;
     std::lock_guard<std::mutex> lock(compiling);
-    ok = result.entry ? compileEntry(*result.entry, options, cache, result.kernel,
-                                     error, &result.fromCache)
-                      : compileVariant(result.variant, options, cache,
-                                       result.kernel, error, &result.fromCache);
+    llvm::Expected<runtime::Kernel> kernel =
+        result.entry ? compileEntry(*result.entry, options, cache,
+                                    &result.fromCache)
+                     : compileVariant(result.variant, options, cache,
+                                      &result.fromCache);
+    if (kernel)
+      result.kernel = std::move(*kernel);
+    else
+      failure = llvm::toString(kernel.takeError());
   }
-  if (!ok)
-    throw CompileFailure(error);
+  if (failure)
+    throw CompileFailure(*failure);
 }
 
 Variant variantOf(int64_t headDim, int64_t qHeads, int64_t kvHeads,
@@ -128,13 +132,15 @@ PyKernel compile(int64_t headDim, int64_t qHeads, int64_t kvHeads,
 /// Runs the verifier on a variant's entry IR without compiling it: what
 /// compile() would refuse first, refused the same way (for callers that
 /// must answer without a kernel: torch's fake tensors, empty problems).
-void checkVariant(int64_t headDim, int64_t qHeads, int64_t kvHeads,
-                  const std::string &mask, int64_t windowLeft,
-                  int64_t windowRight, const std::string &dtype, bool lse,
-                  std::optional<double> scale, double softcap) {
+void verifyVariant(int64_t headDim, int64_t qHeads, int64_t kvHeads,
+                   const std::string &mask, int64_t windowLeft,
+                   int64_t windowRight, const std::string &dtype, bool lse,
+                   std::optional<double> scale, double softcap) {
   Variant variant = variantOf(headDim, qHeads, kvHeads, mask, windowLeft,
                               windowRight, dtype, lse, scale, softcap);
-  std::string error, diagnostics;
+  if (llvm::Error refused = mlir::fa4::checkVariant(variant))
+    throw CompileFailure(llvm::toString(std::move(refused)));
+  std::string diagnostics;
   {
     nb::gil_scoped_release released;
     ToolSession session;
@@ -143,12 +149,10 @@ void checkVariant(int64_t headDim, int64_t qHeads, int64_t kvHeads,
           diagnostics += (diagnostics.empty() ? "error: " : "\nerror: ") + diagnostic.str();
           return mlir::success();
         });
-    if (buildVariantModule(session.getContext(), variant, error))
+    if (buildVariantModule(session.getContext(), variant))
       return;
   }
-  if (error.empty())
-    error = "the variant does not verify:\n" + diagnostics;
-  throw CompileFailure(error);
+  throw CompileFailure("the variant does not verify:\n" + diagnostics);
 }
 
 PyKernel compileIr(const std::string &entry, const std::string &target,
@@ -163,16 +167,21 @@ PyKernel compileIr(const std::string &entry, const std::string &target,
 std::string ir(const PyKernel &kernel, const std::string &stage) {
   PipelineOptions options;
   kernel.options(options);
-  std::string text, error;
-  bool ok;
+  std::string text;
+  std::optional<std::string> failure;
   {
     nb::gil_scoped_release released;
     std::lock_guard<std::mutex> lock(compiling);
-    ok = kernel.entry ? entryIr(*kernel.entry, options, stage, text, error)
-                      : variantIr(kernel.variant, options, stage, text, error);
+    llvm::Expected<std::string> ir =
+        kernel.entry ? entryIr(*kernel.entry, options, stage)
+                     : variantIr(kernel.variant, options, stage);
+    if (ir)
+      text = std::move(*ir);
+    else
+      failure = llvm::toString(ir.takeError());
   }
-  if (!ok)
-    throw CompileFailure(error);
+  if (failure)
+    throw CompileFailure(*failure);
   return text;
 }
 
@@ -302,17 +311,16 @@ void launchEmulator(const PyKernel &kernel, const Array &q, const Array &k,
                              lse ? tensorOf(*lse) : runtime::Tensor()};
   const runtime::Tensor *hostLse = lse ? &host[4] : nullptr;
   int count = hostLse ? 5 : 4;
-  std::string error;
-  runtime::Shapes shapes;
-  if (!runtime::checkTensors(kernel.kernel.manifest, host[0], host[1], host[2],
-                             host[3], hostLse, shapes, error))
-    throw LaunchFailure(error);
+  llvm::Expected<runtime::Shapes> shapes = runtime::checkTensors(
+      kernel.kernel.manifest, host[0], host[1], host[2], host[3], hostLse);
+  if (!shapes)
+    throw LaunchFailure(llvm::toString(shapes.takeError()));
   // The extras are read as they are: dense and row-major (checkExtras).
   std::vector<runtime::Tensor> hostExtras = extrasOf(extraArrays);
-  if (!runtime::checkExtras(kernel.kernel.manifest, hostExtras, {&host[3], hostLse},
-                            error, &shapes))
-    throw LaunchFailure(error);
-  bool ok;
+  if (llvm::Error refused = runtime::checkExtras(
+          kernel.kernel.manifest, hostExtras, {&host[3], hostLse}, &*shapes))
+    throw LaunchFailure(llvm::toString(std::move(refused)));
+  std::optional<std::string> failure;
   {
     nb::gil_scoped_release released;
     emu::Device device;
@@ -339,15 +347,16 @@ void launchEmulator(const PyKernel &kernel, const Array &q, const Array &k,
       workers = std::max(1u, std::thread::hardware_concurrency());
     std::unique_ptr<runtime::Backend> backend =
         runtime::createEmulatorBackend(device, workers, seed, execute);
-    ok = runtime::launch(*backend, kernel.kernel, onDevice[0], onDevice[1],
-                         onDevice[2], onDevice[3], hostLse ? &onDevice[4] : nullptr,
-                         extras, nullptr, error);
-    for (int i = 3; ok && i < count; ++i)
+    if (llvm::Error refused = runtime::launch(
+            *backend, kernel.kernel, onDevice[0], onDevice[1], onDevice[2],
+            onDevice[3], hostLse ? &onDevice[4] : nullptr, extras, nullptr))
+      failure = llvm::toString(std::move(refused));
+    for (int i = 3; !failure && i < count; ++i)
       copyRows(onDevice[i], device.host(onDevice[i].address, spanBytes(host[i])),
                host[i], reinterpret_cast<uint8_t *>(host[i].address));
   }
-  if (!ok)
-    throw LaunchFailure(error);
+  if (failure)
+    throw LaunchFailure(*failure);
 }
 
 /// The runtime's limits on a launch's batch and sequence lengths for a
@@ -364,9 +373,8 @@ void checkShapes(int64_t headDim, int64_t qHeads, int64_t kvHeads, int64_t batch
   shapes.batch = batch;
   shapes.seqQ = seqQ;
   shapes.seqK = seqK;
-  std::string error;
-  if (!runtime::checkShapes(manifest, shapes, error))
-    throw LaunchFailure(error);
+  if (llvm::Error refused = runtime::checkShapes(manifest, shapes))
+    throw LaunchFailure(llvm::toString(std::move(refused)));
 }
 
 /// Launches the kernel on the GPU through the driver, in `stream` (a
@@ -378,19 +386,26 @@ void launchCuda(const PyKernel &kernel, const Array &q, const Array &k,
               nb::device::cuda::value, "GPU");
   for (const Array &extra : extraArrays)
     checkDevice({{"q", &q}, {"extra", &extra}}, nb::device::cuda::value, "GPU");
-  std::string error;
   // One backend for the process: the driver is opened and initialised once.
   static std::unique_ptr<runtime::Backend> backend;
   static std::string backendError;
   static std::once_flag opened;
-  std::call_once(opened, [] { backend = runtime::createCudaBackend(backendError); });
+  std::call_once(opened, [] {
+    llvm::Expected<std::unique_ptr<runtime::Backend>> cuda =
+        runtime::createCudaBackend();
+    if (cuda)
+      backend = std::move(*cuda);
+    else
+      backendError = llvm::toString(cuda.takeError());
+  });
   if (!backend)
     throw LaunchFailure(backendError);
   runtime::Tensor tl = lse ? tensorOf(*lse) : runtime::Tensor();
-  if (!runtime::launch(*backend, kernel.kernel, tensorOf(q), tensorOf(k), tensorOf(v),
-                       tensorOf(o), lse ? &tl : nullptr, extrasOf(extraArrays),
-                       reinterpret_cast<void *>(stream), error))
-    throw LaunchFailure(error);
+  if (llvm::Error refused = runtime::launch(
+          *backend, kernel.kernel, tensorOf(q), tensorOf(k), tensorOf(v),
+          tensorOf(o), lse ? &tl : nullptr, extrasOf(extraArrays),
+          reinterpret_cast<void *>(stream)))
+    throw LaunchFailure(llvm::toString(std::move(refused)));
 }
 
 } // namespace
@@ -422,7 +437,7 @@ NB_MODULE(_fa4, m) {
   m.def("compile_ir", &compileIr, nb::arg("ir"), nb::arg("target"),
         nb::arg("cache"), nb::arg("rescale_threshold"),
         nb::arg("exp2_emulation_fraction"), nb::arg("sm_count"));
-  m.def("check_variant", &checkVariant, nb::arg("head_dim"), nb::arg("q_heads"),
+  m.def("check_variant", &verifyVariant, nb::arg("head_dim"), nb::arg("q_heads"),
         nb::arg("kv_heads"), nb::arg("mask"), nb::arg("window_left"),
         nb::arg("window_right"), nb::arg("dtype"), nb::arg("lse"),
         nb::arg("scale").none(), nb::arg("softcap"));
