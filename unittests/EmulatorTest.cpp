@@ -240,7 +240,8 @@ PtrRun runPointerKernel(const std::string &ptx, uint32_t threads) {
   a[0] = 7;
   std::memcpy(b.data(), &out, 8);
   config.arguments = {a, b};
-  run.launched = succeeds(launch(*program, device, config), run.report, run.error);
+  run.launched =
+      succeeds(launch(*program, device, config), run.report, run.error);
   run.out.resize(threads);
   std::memcpy(run.out.data(), device.host(out, threads * 4), threads * 4);
   return run;
@@ -329,9 +330,10 @@ TEST(EmulatorForms, ModuleGlobalIsDeclaredButNotAddressable) {
                        "does not place in global memory"),
             std::string::npos)
       << error;
-  EXPECT_FALSE(succeeds(parsePtx(std::string(kHead) + ".const .align 4 .b32 c;\n" +
-                                 pointerKernel("").substr(std::string(kHead).size())),
-                        program, error));
+  EXPECT_FALSE(
+      succeeds(parsePtx(std::string(kHead) + ".const .align 4 .b32 c;\n" +
+                        pointerKernel("").substr(std::string(kHead).size())),
+               program, error));
   EXPECT_NE(error.find("module-scope .const variables are not supported"), std::string::npos)
       << error;
 }
@@ -726,7 +728,8 @@ LaunchReport runWithMap(const std::string &body, uint32_t threads, uint32_t smem
   config.block[0] = threads;
   config.dynamicSmemBytes = smem;
   config.arguments = {map};
-  EXPECT_TRUE(succeeds(launch(*program, device, config), report, error)) << error;
+  EXPECT_TRUE(succeeds(launch(*program, device, config), report, error))
+      << error;
   return report;
 }
 

@@ -59,7 +59,8 @@ TEST(Runtime, ShapeLimitIsTheKernelsThirtyTwoBitIndices) {
   Manifest m = seedManifest();
   std::string error;
   // batch · q_heads · seq_q = 2^31 - 32: the largest LSE index still fits.
-  EXPECT_TRUE(succeeds(checkShapes(m, {1, (int64_t(1) << 26) - 1, 1}), error)) << error;
+  EXPECT_TRUE(succeeds(checkShapes(m, {1, (int64_t(1) << 26) - 1, 1}), error))
+      << error;
   EXPECT_FALSE(succeeds(checkShapes(m, {1, int64_t(1) << 26, 1}), error));
   EXPECT_NE(error.find("reaches 2^31"), std::string::npos) << error;
   EXPECT_FALSE(succeeds(checkShapes(m, {1, 1, int64_t(1) << 31}), error));
@@ -84,7 +85,9 @@ TEST(Runtime, PlanBindsMapsParametersAndThePersistentGrid) {
   };
   LaunchPlan plan;
   std::string error;
-  ASSERT_TRUE(succeeds(planLaunch(m, {2, 1000, 1000}, buffers, encode), plan, error)) << error;
+  ASSERT_TRUE(
+      succeeds(planLaunch(m, {2, 1000, 1000}, buffers, encode), plan, error))
+      << error;
   // 2 batches · 8 K/V heads · ceil(1000 · 4 / 256) = 16 m_blocks.
   EXPECT_EQ(plan.tasks, 2 * 8 * 16);
   EXPECT_EQ(plan.grid[0], 148u);
@@ -102,7 +105,8 @@ TEST(Runtime, PlanBindsMapsParametersAndThePersistentGrid) {
   EXPECT_EQ(seqQ, 1000);
   // A kernel that writes the LSE needs its buffer.
   buffers.lse = 0;
-  EXPECT_FALSE(succeeds(planLaunch(m, {2, 1000, 1000}, buffers, encode), plan, error));
+  EXPECT_FALSE(
+      succeeds(planLaunch(m, {2, 1000, 1000}, buffers, encode), plan, error));
   EXPECT_NE(error.find("LSE"), std::string::npos);
 }
 
@@ -132,7 +136,9 @@ TEST(Runtime, PlanPassesExtrasAndTheirDynamicSizes) {
   };
   LaunchPlan plan;
   std::string error;
-  ASSERT_TRUE(succeeds(planLaunch(m, {2, 1000, 1000}, buffers, encode), plan, error)) << error;
+  ASSERT_TRUE(
+      succeeds(planLaunch(m, {2, 1000, 1000}, buffers, encode), plan, error))
+      << error;
   ASSERT_EQ(plan.arguments.size(), 9u);
   uint64_t address;
   std::memcpy(&address, plan.arguments[5].data(), 8);
@@ -146,7 +152,8 @@ TEST(Runtime, PlanPassesExtrasAndTheirDynamicSizes) {
   EXPECT_EQ(size, 1000);
   // A kernel that reads an extra needs its buffer.
   buffers.extras.pop_back();
-  EXPECT_FALSE(succeeds(planLaunch(m, {2, 1000, 1000}, buffers, encode), plan, error));
+  EXPECT_FALSE(
+      succeeds(planLaunch(m, {2, 1000, 1000}, buffers, encode), plan, error));
   EXPECT_NE(error.find("extra1"), std::string::npos) << error;
 }
 
@@ -194,10 +201,12 @@ TEST(Runtime, BlockMaskSizesFollowTheProblem) {
   Tensor table{0x300000000ull, "i32", {2, 1, 3, 4}, {}};
   Shapes shapes{2, 300, 300};
   std::string error;
-  EXPECT_TRUE(succeeds(checkExtras(m, {ids, table}, {&o}, &shapes), error)) << error;
+  EXPECT_TRUE(succeeds(checkExtras(m, {ids, table}, {&o}, &shapes), error))
+      << error;
   // One entry for all batches is fine; a wrong count of query blocks is not.
   table.sizes = {1, 1, 3, 4};
-  EXPECT_TRUE(succeeds(checkExtras(m, {ids, table}, {&o}, &shapes), error)) << error;
+  EXPECT_TRUE(succeeds(checkExtras(m, {ids, table}, {&o}, &shapes), error))
+      << error;
   table.sizes = {2, 1, 2, 4};
   EXPECT_FALSE(succeeds(checkExtras(m, {ids, table}, {&o}, &shapes), error));
   EXPECT_NE(error.find("extra1: the block mask must be [batch or 1, q_heads or 1, "
@@ -218,38 +227,62 @@ TEST(Runtime, ManifestExtrasAreValidated) {
       "scale": 0.1, "softcap": 0, "head_dim": 64, "q_heads": 4, "kv_heads": 4,
       "dtype": "fp16", "lse": false, "rows_per_task": 256, "mask_mod": true},
     "tensor_maps": [], "parameters": [], )";
-  ASSERT_TRUE(succeeds(parseManifest(head + R"("extras": [{"dtype": "i32", "shape": [-1, 8]}]})"), m, error)) << error;
+  ASSERT_TRUE(
+      succeeds(parseManifest(
+                   head + R"("extras": [{"dtype": "i32", "shape": [-1, 8]}]})"),
+               m, error))
+      << error;
   EXPECT_TRUE(m.maskMod);
   ASSERT_EQ(m.extras.size(), 1u);
   EXPECT_EQ(m.extras[0].shape, (std::vector<int64_t>{-1, 8}));
-  EXPECT_FALSE(succeeds(parseManifest(head + R"("extras": [{"dtype": "q7", "shape": [1]}]})"), m, error));
+  EXPECT_FALSE(succeeds(
+      parseManifest(head + R"("extras": [{"dtype": "q7", "shape": [1]}]})"), m,
+      error));
   EXPECT_NE(error.find("unknown dtype \"q7\""), std::string::npos) << error;
-  EXPECT_FALSE(succeeds(parseManifest(head + R"("extras": [{"dtype": "f32", "shape": [0]}]})"), m, error));
+  EXPECT_FALSE(succeeds(
+      parseManifest(head + R"("extras": [{"dtype": "f32", "shape": [0]}]})"), m,
+      error));
   EXPECT_NE(error.find("neither -1 nor"), std::string::npos) << error;
   // The block mask must name an i32 [?, ?, ?, 4] extra.
   std::string withBlockMask = head;
   withBlockMask.replace(withBlockMask.find(R"("mask_mod": true)"), 16,
                         R"("mask_mod": true, "block_mask": 0)");
-  EXPECT_TRUE(succeeds(parseManifest(withBlockMask + R"("extras": [{"dtype": "i32", "shape": [-1, 1, -1, 4]}]})"), m, error)) << error;
+  EXPECT_TRUE(
+      succeeds(parseManifest(
+                   withBlockMask +
+                   R"("extras": [{"dtype": "i32", "shape": [-1, 1, -1, 4]}]})"),
+               m, error))
+      << error;
   EXPECT_EQ(m.blockMask, 0);
-  EXPECT_FALSE(succeeds(parseManifest(withBlockMask + R"("extras": [{"dtype": "f32", "shape": [-1, 1, -1, 4]}]})"), m, error));
+  EXPECT_FALSE(
+      succeeds(parseManifest(
+                   withBlockMask +
+                   R"("extras": [{"dtype": "f32", "shape": [-1, 1, -1, 4]}]})"),
+               m, error));
   EXPECT_NE(error.find("block_mask"), std::string::npos) << error;
 }
 
 TEST(InputLimits, NestingIsCountedOutsideStringsAndComments) {
   std::string error;
-  EXPECT_TRUE(succeeds(checkNestingDepth("[[1]]", 2, NestingSyntax::Json), error));
-  EXPECT_FALSE(succeeds(checkNestingDepth("[[[1]]]", 2, NestingSyntax::Json), error));
+  EXPECT_TRUE(
+      succeeds(checkNestingDepth("[[1]]", 2, NestingSyntax::Json), error));
+  EXPECT_FALSE(
+      succeeds(checkNestingDepth("[[[1]]]", 2, NestingSyntax::Json), error));
   EXPECT_NE(error.find("line 1, column 3: nesting deeper than 2"), std::string::npos)
       << error;
   // Brackets in strings (with escaped quotes) and comments do not nest.
-  EXPECT_TRUE(succeeds(checkNestingDepth(R"(["[[[\"[[["])", 1, NestingSyntax::Json), error));
-  EXPECT_TRUE(succeeds(checkNestingDepth("// ((((\n(x)", 1, NestingSyntax::Mlir), error));
+  EXPECT_TRUE(succeeds(
+      checkNestingDepth(R"(["[[[\"[[["])", 1, NestingSyntax::Json), error));
+  EXPECT_TRUE(succeeds(
+      checkNestingDepth("// ((((\n(x)", 1, NestingSyntax::Mlir), error));
   // The `>` of `->` closes nothing.
-  EXPECT_TRUE(succeeds(checkNestingDepth("(a) -> (b)", 1, NestingSyntax::Mlir), error));
-  EXPECT_FALSE(succeeds(checkNestingDepth("<(x) -> y>", 1, NestingSyntax::Mlir), error));
+  EXPECT_TRUE(
+      succeeds(checkNestingDepth("(a) -> (b)", 1, NestingSyntax::Mlir), error));
+  EXPECT_FALSE(
+      succeeds(checkNestingDepth("<(x) -> y>", 1, NestingSyntax::Mlir), error));
   size_t offset = 0;
-  EXPECT_FALSE(succeeds(checkNestingDepth("{\n {\n  {", 2, NestingSyntax::Mlir, &offset), error));
+  EXPECT_FALSE(succeeds(
+      checkNestingDepth("{\n {\n  {", 2, NestingSyntax::Mlir, &offset), error));
   EXPECT_EQ(offset, 7u);
   EXPECT_NE(error.find("line 3, column 3"), std::string::npos) << error;
 }
@@ -266,7 +299,8 @@ TEST(InputLimits, OnlyBoundedRegularFilesAreRead) {
   ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
   std::string text, error;
   bool missing = true;
-  EXPECT_TRUE(succeeds(readRegularFile(file, 10, &missing), text, error)) << error;
+  EXPECT_TRUE(succeeds(readRegularFile(file, 10, &missing), text, error))
+      << error;
   EXPECT_EQ(text, "0123456789");
   EXPECT_FALSE(missing);
   EXPECT_FALSE(succeeds(readRegularFile(file, 9), text, error));
@@ -276,7 +310,8 @@ TEST(InputLimits, OnlyBoundedRegularFilesAreRead) {
   EXPECT_NE(error.find("not a regular file"), std::string::npos) << error;
   EXPECT_FALSE(succeeds(readRegularFile(std::string(dir), 10), text, error));
   EXPECT_FALSE(succeeds(readRegularFile("/dev/zero", 10), text, error));
-  EXPECT_FALSE(succeeds(readRegularFile(std::string(dir) + "/none", 10, &missing), text, error));
+  EXPECT_FALSE(succeeds(
+      readRegularFile(std::string(dir) + "/none", 10, &missing), text, error));
   EXPECT_TRUE(missing);
   llvm::sys::fs::remove_directories(dir);
 }
@@ -394,7 +429,9 @@ TEST(Runtime, PlanMapsStayInsideTheirTensors) {
     return llvm::Error::success();
   };
   LaunchPlan plan;
-  ASSERT_TRUE(succeeds(planLaunch(m, {2, 300, 200}, buffers, encode), plan, error)) << error;
+  ASSERT_TRUE(
+      succeeds(planLaunch(m, {2, 300, 200}, buffers, encode), plan, error))
+      << error;
   // O's map: [64, 2, 300, 2] with the dense strides.
   const TensorMapSpec &o = plan.tensorMaps[3].second;
   EXPECT_EQ(o.globalDims[2], 300u);
@@ -402,14 +439,16 @@ TEST(Runtime, PlanMapsStayInsideTheirTensors) {
   // An enlarged stride or extent in the manifest is refused.
   Manifest edited = m;
   edited.tensorMaps[3].strides[1] = "1024";
-  EXPECT_FALSE(succeeds(planLaunch(edited, {2, 300, 200}, buffers, encode), plan, error));
+  EXPECT_FALSE(succeeds(planLaunch(edited, {2, 300, 200}, buffers, encode),
+                        plan, error));
   EXPECT_NE(error.find("stride 2 (\"1024\") of the tensor map of \"o\" is not the "
                        "tensor's 256 bytes"),
             std::string::npos)
       << error;
   edited = m;
   edited.tensorMaps[3].dims[2] = "seq_k";
-  EXPECT_FALSE(succeeds(planLaunch(edited, {2, 300, 200}, buffers, encode), plan, error));
+  EXPECT_FALSE(succeeds(planLaunch(edited, {2, 300, 200}, buffers, encode),
+                        plan, error));
   EXPECT_NE(error.find("dimension 2 of the tensor map of \"o\" is 200, the tensor's axis 1 is 300"),
             std::string::npos)
       << error;

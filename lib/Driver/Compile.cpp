@@ -4,12 +4,12 @@
 
 #include "fa4/Dialect/FA4/IR/FA4Dialect.h"
 
-#include "fa4/Runtime/CompileCache.h"
-#include "fa4/Runtime/Runtime.h"
-#include "fa4/Support/IrInput.h"
 #include "fa4/Driver/KernelOutput.h"
 #include "fa4/Driver/ToolSession.h"
+#include "fa4/Runtime/CompileCache.h"
+#include "fa4/Runtime/Runtime.h"
 #include "fa4/Support/Error.h"
+#include "fa4/Support/IrInput.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
@@ -45,8 +45,8 @@ OwningOpRef<ModuleOp> fa4::buildVariantModule(MLIRContext &context,
     emitError(loc) << llvm::toString(std::move(refused));
     return nullptr;
   }
-  Type element = variant.dtype == "bf16" ? Type(b.getBF16Type())
-                                         : Type(b.getF16Type());
+  Type element =
+      variant.dtype == "bf16" ? Type(b.getBF16Type()) : Type(b.getF16Type());
   OwningOpRef<ModuleOp> module = ModuleOp::create(loc);
   int64_t dyn = ShapedType::kDynamic;
   // Q, K, V and O with any strides TMA expresses (head_dim contiguous): the
@@ -110,9 +110,9 @@ static std::string printed(ModuleOp module) {
   return text;
 }
 
-llvm::Expected<std::string>
-fa4::compileCacheKey(ModuleOp module, const PipelineOptions &options,
-                     const std::string &compiler) {
+llvm::Expected<std::string> fa4::compileCacheKey(ModuleOp module,
+                                                 const PipelineOptions &options,
+                                                 const std::string &compiler) {
   if (compiler.empty())
     return makeError("cannot identify the compiler's binary");
   std::string entryIr = printed(module);
@@ -120,11 +120,13 @@ fa4::compileCacheKey(ModuleOp module, const PipelineOptions &options,
   if (!ptxas)
     return ptxas.takeError();
   return runtime::CompileCache::key(
-      {"fa4-cache-1", entryIr, options.target, std::to_string(options.rescaleThreshold),
+      {"fa4-cache-1", entryIr, options.target,
+       std::to_string(options.rescaleThreshold),
        std::to_string(options.kvStages), std::to_string(options.smCount),
        std::to_string(options.exp2EmulationFraction),
-       toggleName(options.hopperOverlap).str(), toggleName(options.hopperPingpong).str(),
-       compiler, LLVM_VERSION_STRING, *ptxas});
+       toggleName(options.hopperOverlap).str(),
+       toggleName(options.hopperPingpong).str(), compiler, LLVM_VERSION_STRING,
+       *ptxas});
 }
 
 namespace {
@@ -290,10 +292,9 @@ compileModule(ModuleOp module, const CollectedDiagnostics &diagnostics,
 
 } // namespace
 
-llvm::Expected<runtime::Kernel> fa4::compileVariant(const Variant &variant,
-                                                    const PipelineOptions &options,
-                                                    bool useCache,
-                                                    bool *fromCache) {
+llvm::Expected<runtime::Kernel>
+fa4::compileVariant(const Variant &variant, const PipelineOptions &options,
+                    bool useCache, bool *fromCache) {
   ToolSession session;
   CollectedDiagnostics diagnostics(session.getContext());
   llvm::Expected<OwningOpRef<ModuleOp>> module =
@@ -303,10 +304,9 @@ llvm::Expected<runtime::Kernel> fa4::compileVariant(const Variant &variant,
   return compileModule(**module, diagnostics, options, useCache, fromCache);
 }
 
-llvm::Expected<runtime::Kernel> fa4::compileEntry(const std::string &ir,
-                                                  const PipelineOptions &options,
-                                                  bool useCache,
-                                                  bool *fromCache) {
+llvm::Expected<runtime::Kernel>
+fa4::compileEntry(const std::string &ir, const PipelineOptions &options,
+                  bool useCache, bool *fromCache) {
   // The caller's text is parsed, and everything that walks it runs, on a
   // stack sized to it (fa4/Support/IrInput.h): a Python thread's own stack
   // may be small.
@@ -318,8 +318,8 @@ llvm::Expected<runtime::Kernel> fa4::compileEntry(const std::string &ir,
             entryModule(session, ir, diagnostics);
         if (!module)
           return module.takeError();
-        llvm::Expected<runtime::Kernel> kernel = compileModule(
-            **module, diagnostics, options, useCache, fromCache);
+        llvm::Expected<runtime::Kernel> kernel =
+            compileModule(**module, diagnostics, options, useCache, fromCache);
         if (!kernel)
           return kernel.takeError();
         compiled = std::move(*kernel);

@@ -144,8 +144,9 @@ mlir::fa4::assembleCubin(StringRef ptx, StringRef cudaPath, StringRef chip) {
   llvm::ErrorOr<std::string> ptxas =
       llvm::sys::findProgramByName("ptxas", {binDir});
   if (!ptxas)
-    return makeError("ptxas not found in " + binDir +
-                     " (set --cuda-path, or CUDA_TOOLKIT_PATH when configuring)");
+    return makeError(
+        "ptxas not found in " + binDir +
+        " (set --cuda-path, or CUDA_TOOLKIT_PATH when configuring)");
   // The temporary files go whatever happens; a write that fails (a full
   // TMPDIR) is an error, never the stream's fatal report at destruction.
   SmallString<128> ptxFile, logFile, cubinFile;
@@ -201,10 +202,9 @@ mlir::fa4::assembleCubin(StringRef ptx, StringRef cudaPath, StringRef chip) {
   auto written = llvm::MemoryBuffer::getFile(cubinFile, /*IsText=*/false,
                                              /*RequiresNullTerminator=*/false);
   if (!written || (*written)->getBufferSize() == 0)
-    return makeError("cannot read back the cubin ptxas wrote to " + cubinFile +
-                     ": " +
-                     (written ? "the file is empty"
-                              : written.getError().message()));
+    return makeError(
+        "cannot read back the cubin ptxas wrote to " + cubinFile + ": " +
+        (written ? "the file is empty" : written.getError().message()));
   assembled.cubin = (*written)->getBuffer().str();
   report.registers = capture(report.log, "Used ([0-9]+) registers");
   report.stackBytes = capture(report.log, "([0-9]+) bytes stack frame");

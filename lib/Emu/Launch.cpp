@@ -185,32 +185,39 @@ llvm::Expected<LaunchReport> launch(const Program &program, Device &device,
   if (!kernel)
     return makeError("the PTX has no entry named '" + config.kernel + "'");
   if (config.arguments.size() != kernel->params.size())
-    return makeError(config.kernel + " takes " + std::to_string(kernel->params.size()) +
-                     " parameters, the launch gives " + std::to_string(config.arguments.size()));
+    return makeError(config.kernel + " takes " +
+                     std::to_string(kernel->params.size()) +
+                     " parameters, the launch gives " +
+                     std::to_string(config.arguments.size()));
   std::vector<uint8_t> params(kernel->paramBytes, 0);
   for (size_t i = 0; i < kernel->params.size(); ++i) {
     if (config.arguments[i].size() != kernel->params[i].bytes)
       return makeError("parameter " + kernel->params[i].name + " is " +
-                       std::to_string(kernel->params[i].bytes) + " bytes, the launch gives " +
+                       std::to_string(kernel->params[i].bytes) +
+                       " bytes, the launch gives " +
                        std::to_string(config.arguments[i].size()));
     std::memcpy(params.data() + kernel->paramOffsets[i], config.arguments[i].data(),
                 config.arguments[i].size());
   }
   uint64_t blockThreads = uint64_t(config.block[0]) * config.block[1] * config.block[2];
   if (blockThreads == 0 || blockThreads > 1024)
-    return makeError("a block of " + std::to_string(blockThreads) + " threads (1 to 1024)");
+    return makeError("a block of " + std::to_string(blockThreads) +
+                     " threads (1 to 1024)");
   if (kernel->reqntid && blockThreads != kernel->reqntid)
-    return makeError(config.kernel + " requires .reqntid " + std::to_string(kernel->reqntid) +
-                     ", the launch gives " + std::to_string(blockThreads) + " threads");
+    return makeError(config.kernel + " requires .reqntid " +
+                     std::to_string(kernel->reqntid) + ", the launch gives " +
+                     std::to_string(blockThreads) + " threads");
   if (kernel->maxntid && blockThreads > kernel->maxntid)
     return makeError(config.kernel + " allows at most .maxntid " +
-                     std::to_string(kernel->maxntid) + " threads, the launch gives " +
+                     std::to_string(kernel->maxntid) +
+                     " threads, the launch gives " +
                      std::to_string(blockThreads));
   uint64_t smemBytes = uint64_t(program.staticSmemBytes) + config.dynamicSmemBytes;
   if (smemBytes > kSharedWindow - kSharedBase)
     return makeError("the launch asks for " + std::to_string(smemBytes) +
                      " bytes of shared memory; a CTA of " +
-                     (program.target.empty() ? std::string("the emulator") : program.target) +
+                     (program.target.empty() ? std::string("the emulator")
+                                             : program.target) +
                      " has " + std::to_string(kSharedWindow - kSharedBase));
   uint64_t ctas = uint64_t(config.grid[0]) * config.grid[1] * config.grid[2];
   if (ctas == 0)

@@ -197,17 +197,20 @@ llvm::Error mlir::fa4::buildPipeline(OpPassManager &pm,
   // Options checked where they are given, with the option's name.
   if (!target::lookup(options.target))
     return makeError(target::unknownChipMessage(options.target));
-  if (options.smCount < 0 || options.smCount > std::numeric_limits<int32_t>::max())
+  if (options.smCount < 0 ||
+      options.smCount > std::numeric_limits<int32_t>::max())
     return makeError("sm-count must be 0 (the target's) or in [1, 2^31), got " +
                      std::to_string(options.smCount));
   if (options.kvStages < 0)
     return makeError("kv-stages must be 0 (as many as shared memory holds) or "
                      "a stage count, got " +
                      std::to_string(options.kvStages));
-  if (!(options.rescaleThreshold >= 0.0) || !std::isfinite(options.rescaleThreshold))
+  if (!(options.rescaleThreshold >= 0.0) ||
+      !std::isfinite(options.rescaleThreshold))
     return makeError("rescale-threshold must be finite and non-negative, got " +
                      std::to_string(options.rescaleThreshold));
-  if (!(options.exp2EmulationFraction >= 0.0 && options.exp2EmulationFraction <= 1.0))
+  if (!(options.exp2EmulationFraction >= 0.0 &&
+        options.exp2EmulationFraction <= 1.0))
     return makeError("exp2-emulation-fraction must be in [0, 1], got " +
                      std::to_string(options.exp2EmulationFraction));
   for (const Stage &stage : kStages) {

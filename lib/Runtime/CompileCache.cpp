@@ -89,8 +89,9 @@ static std::string indexOf(const std::string &key, const CompileCache::Entry &en
 /// The entry in `dir`, read and checked against `key`; an error saying
 /// what is wrong with it otherwise.
 static llvm::Expected<CompileCache::Entry> readEntry(const llvm::Twine &dir,
-                                                    const std::string &key) {
-  llvm::Expected<std::string> index = readRegularFile((dir + "/index").str(), 4096);
+                                                     const std::string &key) {
+  llvm::Expected<std::string> index =
+      readRegularFile((dir + "/index").str(), 4096);
   if (!index)
     return index.takeError();
   llvm::SmallVector<llvm::StringRef> lines;
@@ -126,8 +127,8 @@ static llvm::Expected<CompileCache::Entry> readEntry(const llvm::Twine &dir,
   if (llvm::Error bad =
           file(lines[3], "ptx", "kernel.ptx", entry.ptx, &entry.ptxName))
     return std::move(bad);
-  if (llvm::Error bad = file(lines[4], "manifest", "manifest.json",
-                             entry.manifest, nullptr))
+  if (llvm::Error bad =
+          file(lines[4], "manifest", "manifest.json", entry.manifest, nullptr))
     return std::move(bad);
   // What the files say must hold together: the manifest parses, describes
   // the PTX's entry point, agrees with the contract the PTX and the cubin
@@ -141,8 +142,9 @@ static llvm::Expected<CompileCache::Entry> readEntry(const llvm::Twine &dir,
     return std::move(bad);
   if (llvm::Error bad = checkContract(
           *manifest, entry.ptx,
-          llvm::ArrayRef<uint8_t>(reinterpret_cast<const uint8_t *>(entry.cubin.data()),
-                                  entry.cubin.size())))
+          llvm::ArrayRef<uint8_t>(
+              reinterpret_cast<const uint8_t *>(entry.cubin.data()),
+              entry.cubin.size())))
     return std::move(bad);
   if (entry.cubinName.empty() || entry.ptxName.empty() ||
       manifest->cubin != entry.cubinName || manifest->ptx != entry.ptxName)
@@ -205,11 +207,11 @@ llvm::Error CompileCache::store(const std::string &key,
     return makeError("cannot create " + std::string(scratch) + ": " +
                      ec.message());
   std::string index = indexOf(key, entry);
-  for (auto [name, text] :
-       {std::pair<const char *, const std::string *>{"kernel.cubin", &entry.cubin},
-        {"kernel.ptx", &entry.ptx},
-        {"manifest.json", &entry.manifest},
-        {"index", &index}})
+  for (auto [name, text] : {std::pair<const char *, const std::string *>{
+                                "kernel.cubin", &entry.cubin},
+                            {"kernel.ptx", &entry.ptx},
+                            {"manifest.json", &entry.manifest},
+                            {"index", &index}})
     if (llvm::Error unwritten = writeFile(scratch + "/" + name, *text)) {
       removeTree(scratch);
       return unwritten;

@@ -229,7 +229,8 @@ llvm::Expected<std::unique_ptr<Backend>> createCudaBackend() {
   } else {
     if ((result = driver.cuDeviceGet(&device, 0)) != kSuccess)
       return makeError(driver.message("cuDeviceGet", result));
-    if ((result = driver.cuDevicePrimaryCtxRetain(&context, device)) != kSuccess)
+    if ((result = driver.cuDevicePrimaryCtxRetain(&context, device)) !=
+        kSuccess)
       return makeError(driver.message("cuDevicePrimaryCtxRetain", result));
     if ((result = driver.cuCtxSetCurrent(context)) != kSuccess)
       return makeError(driver.message("cuCtxSetCurrent", result));

@@ -1,10 +1,10 @@
 //===- Launch.cpp - from a launch manifest to launch arguments --------------===//
 
 #include "fa4/Runtime/Launch.h"
-#include "fa4/Target/Target.h"
 #include "fa4/Support/AttentionMath.h"
 #include "fa4/Support/Error.h"
 #include "fa4/Support/InputLimits.h"
+#include "fa4/Target/Target.h"
 
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/JSON.h"
@@ -361,7 +361,8 @@ bool readAxes(Fields &f, Manifest::TensorMap &map) {
   for (int axis = 0; permutation && axis < 4; ++axis)
     permutation = sorted[axis] == axis;
   if (!permutation || map.axes[0] != 3) {
-    f.fail("has axes that are not a permutation of [0, 3] with head_dim (3) first");
+    f.fail("has axes that are not a permutation of [0, 3] with head_dim (3) "
+           "first");
     return false;
   }
   return true;
@@ -416,7 +417,8 @@ bool readTensorMap(Fields &f, Manifest::TensorMap &map) {
   if (dims->size() != map.rank || strides->size() + 1 != map.rank ||
       box->size() != map.rank || elementStrides->size() != map.rank) {
     f.fail("has dims, strides_bytes, box or element_strides of the wrong "
-           "length for rank " + std::to_string(map.rank));
+           "length for rank " +
+           std::to_string(map.rank));
     return false;
   }
   for (const llvm::json::Value &v : *dims)
@@ -484,8 +486,8 @@ void readParameters(Fields &top, Manifest &m, std::string &error) {
   if (!params)
     return;
   for (size_t i = 0; i < params->size(); ++i) {
-    Fields f((*params)[i].getAsObject(), "parameters[" + std::to_string(i) + "]",
-             error);
+    Fields f((*params)[i].getAsObject(),
+             "parameters[" + std::to_string(i) + "]", error);
     Manifest::Parameter p;
     p.name = f.string("name");
     p.type = f.string("type");
@@ -506,7 +508,8 @@ void readRoles(const llvm::json::Object &object, Manifest &m,
   if (!roles)
     return;
   for (size_t i = 0; i < roles->size(); ++i) {
-    Fields f((*roles)[i].getAsObject(), "roles[" + std::to_string(i) + "]", error);
+    Fields f((*roles)[i].getAsObject(), "roles[" + std::to_string(i) + "]",
+             error);
     Manifest::Role role;
     role.name = f.string("name");
     role.firstWarp = f.integer("first_warp");
@@ -568,7 +571,8 @@ llvm::Expected<Manifest> parseManifest(const std::string &json) {
     return prefixError("manifest: ", std::move(deep));
   llvm::Expected<llvm::json::Value> parsed = llvm::json::parse(json);
   if (!parsed)
-    return makeError("manifest: not JSON: " + llvm::toString(parsed.takeError()));
+    return makeError("manifest: not JSON: " +
+                     llvm::toString(parsed.takeError()));
   Manifest m;
   std::string error;
   if (!readManifest(*parsed, m, error))
@@ -754,14 +758,16 @@ llvm::Error checkInterface(const Manifest &m) {
       if (map.tensor != tensor)
         continue;
       if (found)
-        return makeError(std::string("manifest: two tensor maps for \"") + tensor + "\"");
+        return makeError(std::string("manifest: two tensor maps for \"") +
+                         tensor + "\"");
       found = &map;
     }
     std::string prefix = std::string("manifest: the tensor map of \"") + tensor + "\"";
     if (!found)
       return makeError(prefix + " is missing");
     if (found->rank != 4 || found->dims.size() != 4 || found->dtype != m.dtype)
-      return makeError(prefix + " is not a rank-4 map of the kernel's " + m.dtype);
+      return makeError(prefix + " is not a rank-4 map of the kernel's " +
+                       m.dtype);
     bool isQuery = *tensor == 'q' || *tensor == 'o';
     std::vector<std::string> sizes = {
         "batch", isQuery ? "seq_q" : "seq_k",
@@ -769,8 +775,9 @@ llvm::Error checkInterface(const Manifest &m) {
     for (uint32_t d = 0; d < 4; ++d) {
       int axis = found->axes.empty() ? 3 - static_cast<int>(d) : found->axes[d];
       if (found->dims[d] != sizes[axis])
-        return makeError(prefix + ": dimension " + std::to_string(d) + " is \"" +
-                         found->dims[d] + "\", the kernel's tensor has " + sizes[axis] +
+        return makeError(prefix + ": dimension " + std::to_string(d) +
+                         " is \"" + found->dims[d] +
+                         "\", the kernel's tensor has " + sizes[axis] +
                          " there");
     }
   }
@@ -800,10 +807,12 @@ llvm::Error checkPtxEntry(const Manifest &m, const std::string &ptx) {
       open = paren + 1;
   }
   if (open == std::string::npos)
-    return makeError("the PTX has no entry point " + m.kernel + " (the manifest's kernel)");
+    return makeError("the PTX has no entry point " + m.kernel +
+                     " (the manifest's kernel)");
   size_t end = ptx.find(')', open);
   if (end == std::string::npos)
-    return makeError("the PTX's entry point " + m.kernel + " has no parameter list");
+    return makeError("the PTX's entry point " + m.kernel +
+                     " has no parameter list");
   std::vector<size_t> sizes;
   std::string list = ptx.substr(open, end - open);
   for (size_t from = 0; from < list.size();) {
@@ -832,15 +841,18 @@ llvm::Error checkPtxEntry(const Manifest &m, const std::string &ptx) {
     sizes.push_back(bytes);
   }
   if (sizes.size() != m.parameters.size())
-    return makeError("the PTX's " + m.kernel + " takes " + std::to_string(sizes.size()) +
-                     " parameters, the manifest lists " + std::to_string(m.parameters.size()));
+    return makeError("the PTX's " + m.kernel + " takes " +
+                     std::to_string(sizes.size()) +
+                     " parameters, the manifest lists " +
+                     std::to_string(m.parameters.size()));
   for (size_t i = 0; i < sizes.size(); ++i) {
     const std::string &type = m.parameters[i].type;
     size_t want = type == "CUtensorMap" ? 128 : type == "int32" ? 4 : 8;
     if (sizes[i] != want)
-      return makeError("the PTX's parameter " + std::to_string(i) + " of " + m.kernel +
-                       " is " + std::to_string(sizes[i]) + " bytes; the manifest's " +
-                       m.parameters[i].name + " (" + type + ") is " + std::to_string(want));
+      return makeError("the PTX's parameter " + std::to_string(i) + " of " +
+                       m.kernel + " is " + std::to_string(sizes[i]) +
+                       " bytes; the manifest's " + m.parameters[i].name + " (" +
+                       type + ") is " + std::to_string(want));
   }
   // The block the kernel was compiled for.
   size_t reqntid = ptx.find(".reqntid", end);
@@ -864,9 +876,10 @@ llvm::Error checkPtxEntry(const Manifest &m, const std::string &ptx) {
     }
     uint64_t block = uint64_t(m.block[0]) * m.block[1] * m.block[2];
     if (threads != block)
-      return makeError("the PTX's " + m.kernel + " runs " + std::to_string(threads) +
-                       " threads per CTA (.reqntid); the manifest's block has " +
-                       std::to_string(block));
+      return makeError(
+          "the PTX's " + m.kernel + " runs " + std::to_string(threads) +
+          " threads per CTA (.reqntid); the manifest's block has " +
+          std::to_string(block));
   }
   return llvm::Error::success();
 }
@@ -876,7 +889,8 @@ llvm::Error checkShapes(const Manifest &m, const Shapes &s) {
   if (s.batch < 1 || s.seqQ < 1 || s.seqK < 1)
     return makeError("batch, seq_q and seq_k must be at least 1");
   if (s.batch >= kLimit || s.seqQ >= kLimit || s.seqK >= kLimit)
-    return makeError("batch, seq_q and seq_k are passed as int32: each must be below 2^31");
+    return makeError(
+        "batch, seq_q and seq_k are passed as int32: each must be below 2^31");
   if (m.qHeads <= 0 || m.kvHeads <= 0 || m.headDim <= 0 || m.qHeads >= kLimit ||
       m.kvHeads >= kLimit || m.headDim > 1024)
     return makeError("the manifest's heads or head_dim are out of range");
@@ -884,19 +898,23 @@ llvm::Error checkShapes(const Manifest &m, const Shapes &s) {
   // or a mask_mod's edges, plus seq_k - seq_q): sequences keep 2^25 of
   // headroom, so that no edge wraps.
   if (s.seqQ >= kSequenceLimit || s.seqK >= kSequenceLimit)
-    return makeError("seq_q and seq_k must be below 2^31 - 2^25 (the kernel's 32-bit "
-                     "key edges add offsets of up to 2^24)");
+    return makeError(
+        "seq_q and seq_k must be below 2^31 - 2^25 (the kernel's 32-bit "
+        "key edges add offsets of up to 2^24)");
   // Packed query rows and the LSE's index are computed in 32 bits.
   if (s.batch * m.qHeads > (kLimit - 1) / s.seqQ)
-    return makeError("batch * q_heads * seq_q = " + std::to_string(s.batch) + " * " +
-                     std::to_string(m.qHeads) + " * " + std::to_string(s.seqQ) +
+    return makeError("batch * q_heads * seq_q = " + std::to_string(s.batch) +
+                     " * " + std::to_string(m.qHeads) + " * " +
+                     std::to_string(s.seqQ) +
                      " reaches 2^31, past the kernel's 32-bit indices");
   // K and V span at most what a tensor map reaches (2^48 bytes).
-  if ((__int128)s.batch * s.seqK * m.kvHeads * m.headDim * 4 > ((__int128)1 << 48))
-    return makeError("batch * seq_k * kv_heads * head_dim = " + std::to_string(s.batch) +
-                     " * " + std::to_string(s.seqK) + " * " + std::to_string(m.kvHeads) +
-                     " * " + std::to_string(m.headDim) +
-                     " elements span more than the 2^48 bytes a tensor map reaches");
+  if ((__int128)s.batch * s.seqK * m.kvHeads * m.headDim * 4 >
+      ((__int128)1 << 48))
+    return makeError(
+        "batch * seq_k * kv_heads * head_dim = " + std::to_string(s.batch) +
+        " * " + std::to_string(s.seqK) + " * " + std::to_string(m.kvHeads) +
+        " * " + std::to_string(m.headDim) +
+        " elements span more than the 2^48 bytes a tensor map reaches");
   return llvm::Error::success();
 }
 
@@ -926,8 +944,8 @@ llvm::Expected<LaunchPlan> planLaunch(const Manifest &m, const Shapes &shapes,
     if (!spec.globalAddress)
       return makeError("no buffer for the tensor map of \"" + t + "\"");
     if (!m.dtype.empty() && entry.dtype != m.dtype)
-      return makeError("manifest: the tensor map of \"" + t + "\" is " + entry.dtype +
-                       ", the kernel's tensors " + m.dtype);
+      return makeError("manifest: the tensor map of \"" + t + "\" is " +
+                       entry.dtype + ", the kernel's tensors " + m.dtype);
     // The tensor this map walks: its sizes, and its strides (the launch's,
     // else dense), [batch, seq, heads, head_dim].
     bool isQuery = t == "q" || t == "o";
@@ -937,10 +955,12 @@ llvm::Expected<LaunchPlan> planLaunch(const Manifest &m, const Shapes &shapes,
                                         : t == "k" ? buffers.kStrides
                                         : t == "v" ? buffers.vStrides
                                                    : buffers.oStrides;
-    if (!given.empty() && (entry.axes.size() != entry.rank || given.size() != 4))
-      return makeError("the tensor map of \"" + t +
-                       "\" cannot take a launch's strides: its manifest names no axes "
-                       "(written by an older fa4; compile the kernel again)");
+    if (!given.empty() &&
+        (entry.axes.size() != entry.rank || given.size() != 4))
+      return makeError(
+          "the tensor map of \"" + t +
+          "\" cannot take a launch's strides: its manifest names no axes "
+          "(written by an older fa4; compile the kernel again)");
     std::vector<int64_t> strides = given;
     if (strides.empty()) {
       strides.assign(4, 1);
@@ -948,42 +968,49 @@ llvm::Expected<LaunchPlan> planLaunch(const Manifest &m, const Shapes &shapes,
         strides[i - 1] = strides[i] * sizes[i];
     }
     if (entry.rank != 4 || (!entry.axes.empty() && entry.axes.size() != 4))
-      return makeError("manifest: the tensor map of \"" + t + "\" is not a rank-4 map "
+      return makeError("manifest: the tensor map of \"" + t +
+                       "\" is not a rank-4 map "
                        "of its tensor");
     for (uint32_t d = 0; d < entry.rank; ++d) {
       int axis = entry.axes.empty() ? 3 - static_cast<int>(d) : entry.axes[d];
       int64_t size;
       if (!evaluate(entry.dims[d], shapes, size) || size <= 0)
-        return makeError("manifest: cannot evaluate dimension " + std::to_string(d) + " (\"" +
-                         entry.dims[d] + "\") of the tensor map of \"" + t + "\"");
+        return makeError("manifest: cannot evaluate dimension " +
+                         std::to_string(d) + " (\"" + entry.dims[d] +
+                         "\") of the tensor map of \"" + t + "\"");
       // What the map reaches must be the tensor: an edited size or stride
       // would move the kernel's reads and writes past it.
       if (size != sizes[axis])
-        return makeError("manifest: dimension " + std::to_string(d) + " of the tensor map of \"" +
-                         t + "\" is " + std::to_string(size) + ", the tensor's axis " +
-                         std::to_string(axis) + " is " + std::to_string(sizes[axis]));
+        return makeError("manifest: dimension " + std::to_string(d) +
+                         " of the tensor map of \"" + t + "\" is " +
+                         std::to_string(size) + ", the tensor's axis " +
+                         std::to_string(axis) + " is " +
+                         std::to_string(sizes[axis]));
       spec.globalDims[d] = static_cast<uint64_t>(size);
       spec.boxDims[d] = entry.box[d];
       spec.elementStrides[d] = entry.elementStrides[d];
       if (d == 0) {
         if (axis != 3)
-          return makeError("manifest: the tensor map of \"" + t + "\" does not walk "
+          return makeError("manifest: the tensor map of \"" + t +
+                           "\" does not walk "
                            "head_dim (the contiguous axis) first");
         continue;
       }
       // Positive and below TMA's 2^40 bytes, checked before the product.
       if (strides[axis] <= 0 || strides[axis] >= (int64_t(1) << 40))
-        return makeError("stride of axis " + std::to_string(axis) + " of \"" + t +
-                         "\" is not positive and below 2^40");
+        return makeError("stride of axis " + std::to_string(axis) + " of \"" +
+                         t + "\" is not positive and below 2^40");
       int64_t stride = strides[axis] * elementBytes(spec.dataType);
       if (given.empty()) {
         // A dense launch took the manifest's strides; they must be the
         // dense ones.
         int64_t written;
-        if (!evaluate(entry.strides[d - 1], shapes, written) || written != stride)
-          return makeError("manifest: stride " + std::to_string(d) + " (\"" +
-                           entry.strides[d - 1] + "\") of the tensor map of \"" + t +
-                           "\" is not the tensor's " + std::to_string(stride) + " bytes");
+        if (!evaluate(entry.strides[d - 1], shapes, written) ||
+            written != stride)
+          return makeError(
+              "manifest: stride " + std::to_string(d) + " (\"" +
+              entry.strides[d - 1] + "\") of the tensor map of \"" + t +
+              "\" is not the tensor's " + std::to_string(stride) + " bytes");
       }
       spec.globalStrides[d - 1] = static_cast<uint64_t>(stride);
     }
@@ -1004,10 +1031,12 @@ llvm::Expected<LaunchPlan> planLaunch(const Manifest &m, const Shapes &shapes,
         if (name == tensor)
           spec = &s;
       if (!spec)
-        return makeError("manifest: parameter " + p.name + " names no tensor map");
+        return makeError("manifest: parameter " + p.name +
+                         " names no tensor map");
       bytes.assign(128, 0);
       if (llvm::Error refused = encode(*spec, bytes.data()))
-        return prefixError("the tensor map of \"" + tensor + "\" cannot be encoded: ",
+        return prefixError("the tensor map of \"" + tensor +
+                               "\" cannot be encoded: ",
                            std::move(refused));
     } else if (p.type == "float*") {
       if (p.name == "lse" && !buffers.lse)
@@ -1042,7 +1071,8 @@ llvm::Expected<LaunchPlan> planLaunch(const Manifest &m, const Shapes &shapes,
         return makeError("manifest: unknown int32 parameter " + p.name);
       scalar(static_cast<int32_t>(value));
     } else {
-      return makeError("manifest: parameter " + p.name + " has an unknown type " + p.type);
+      return makeError("manifest: parameter " + p.name +
+                       " has an unknown type " + p.type);
     }
     plan.arguments.push_back(std::move(bytes));
   }

@@ -33,7 +33,8 @@ llvm::Expected<Kernel> Kernel::load(const std::string &manifestPath) {
   // The cubin and the PTX lie beside the manifest (parseManifest holds their
   // names to plain file names); either may be missing (nothing read), but
   // one that is there must be a regular file of a bounded size.
-  auto readBeside = [&](const std::string &name) -> llvm::Expected<std::string> {
+  auto readBeside =
+      [&](const std::string &name) -> llvm::Expected<std::string> {
     if (name.empty())
       return std::string();
     llvm::SmallString<256> path(manifestPath);
@@ -199,7 +200,8 @@ llvm::Expected<Shapes> checkTensors(const Manifest &m, const Tensor &q,
                    const std::vector<int64_t> &sizes, bool tma) -> llvm::Error {
     std::string prefix = std::string(name) + ": ";
     if (t.dtype != dtype)
-      return makeError(prefix + "dtype " + t.dtype + ", the kernel takes " + dtype);
+      return makeError(prefix + "dtype " + t.dtype + ", the kernel takes " +
+                       dtype);
     if (t.sizes != sizes)
       return makeError(prefix + "sizes " + list(t.sizes) +
                        ", the kernel expects " + list(sizes));
@@ -284,9 +286,10 @@ llvm::Expected<Shapes> checkTensors(const Manifest &m, const Tensor &q,
                      other + ")");
   };
   if (q.sizes.size() != 4 || k.sizes.size() != 4)
-    return makeError(std::string(q.sizes.size() != 4 ? "q" : "k") +
-                     ": expected [batch, seq, heads, head_dim], got rank " +
-                     std::to_string((q.sizes.size() != 4 ? q : k).sizes.size()));
+    return makeError(
+        std::string(q.sizes.size() != 4 ? "q" : "k") +
+        ": expected [batch, seq, heads, head_dim], got rank " +
+        std::to_string((q.sizes.size() != 4 ? q : k).sizes.size()));
   Shapes shapes;
   shapes.batch = q.sizes[0];
   shapes.seqQ = q.sizes[1];
@@ -299,27 +302,33 @@ llvm::Expected<Shapes> checkTensors(const Manifest &m, const Tensor &q,
     return std::move(refused);
   std::vector<int64_t> qSizes{shapes.batch, shapes.seqQ, m.qHeads, m.headDim};
   std::vector<int64_t> kSizes{shapes.batch, shapes.seqK, m.kvHeads, m.headDim};
-  for (auto [name, tensor, sizes] :
-       {std::tuple{"q", &q, &qSizes}, {"k", &k, &kSizes}, {"v", &v, &kSizes},
-        {"o", &o, &qSizes}})
+  for (auto [name, tensor, sizes] : {std::tuple{"q", &q, &qSizes},
+                                     {"k", &k, &kSizes},
+                                     {"v", &v, &kSizes},
+                                     {"o", &o, &qSizes}})
     if (llvm::Error refused = check(name, *tensor, m.dtype, *sizes, true))
       return std::move(refused);
   if (llvm::Error refused = distinct(o))
     return std::move(refused);
   if (m.lse && !lse)
-    return makeError("lse: the kernel writes the log-sum-exp; pass a tensor for it");
+    return makeError(
+        "lse: the kernel writes the log-sum-exp; pass a tensor for it");
   if (!m.lse && lse)
-    return makeError("lse: the kernel writes no log-sum-exp (compile it with --lse)");
+    return makeError(
+        "lse: the kernel writes no log-sum-exp (compile it with --lse)");
   if (lse)
-    if (llvm::Error refused = check("lse", *lse, "f32",
-                                    {shapes.batch, m.qHeads, shapes.seqQ}, false))
+    if (llvm::Error refused = check(
+            "lse", *lse, "f32", {shapes.batch, m.qHeads, shapes.seqQ}, false))
       return std::move(refused);
   for (const Tensor *t : {&q, &k, &v, &o})
     if (spanBytes(*t) > ((unsigned __int128)1 << 48))
-      return makeError(
-          std::string(t == &q ? "q" : t == &k ? "k" : t == &v ? "v" : "o") +
-          ": its strides span more than 2^48 bytes");
-  std::pair<const char *, const Tensor *> read[] = {{"q", &q}, {"k", &k}, {"v", &v}};
+      return makeError(std::string(t == &q   ? "q"
+                                   : t == &k ? "k"
+                                   : t == &v ? "v"
+                                             : "o") +
+                       ": its strides span more than 2^48 bytes");
+  std::pair<const char *, const Tensor *> read[] = {
+      {"q", &q}, {"k", &k}, {"v", &v}};
   for (auto [name, tensor] : read)
     if (llvm::Error refused = disjoint("o", o, name, *tensor))
       return std::move(refused);
@@ -337,7 +346,8 @@ llvm::Error checkExtras(const Manifest &m, const std::vector<Tensor> &extras,
                         const std::vector<const Tensor *> &written,
                         const Shapes *shapes) {
   if (extras.size() != m.extras.size())
-    return makeError("extras: the kernel reads " + std::to_string(m.extras.size()) +
+    return makeError("extras: the kernel reads " +
+                     std::to_string(m.extras.size()) +
                      " extra tensors (its score_mod / mask_mod tables), got " +
                      std::to_string(extras.size()));
   for (size_t i = 0; i < extras.size(); ++i) {
@@ -345,42 +355,51 @@ llvm::Error checkExtras(const Manifest &m, const std::vector<Tensor> &extras,
     const Manifest::Extra &want = m.extras[i];
     std::string name = "extra" + std::to_string(i);
     if (t.dtype != want.dtype)
-      return makeError(name + ": expected dtype " + want.dtype + ", got " + t.dtype);
+      return makeError(name + ": expected dtype " + want.dtype + ", got " +
+                       t.dtype);
     if (!t.strides.empty() && t.strides.size() != t.sizes.size())
       return makeError(name + ": has " + std::to_string(t.strides.size()) +
-                       " strides for " + std::to_string(t.sizes.size()) + " sizes");
+                       " strides for " + std::to_string(t.sizes.size()) +
+                       " sizes");
     if (t.sizes.size() != want.shape.size())
-      return makeError(name + ": expected rank " + std::to_string(want.shape.size()) +
-                       ", got " + std::to_string(t.sizes.size()));
+      return makeError(name + ": expected rank " +
+                       std::to_string(want.shape.size()) + ", got " +
+                       std::to_string(t.sizes.size()));
     // Row-major and dense: the kernel computes offsets from the sizes.
     int64_t count = 1;
     for (size_t d = t.sizes.size(); d-- > 0;) {
-      if (t.sizes[d] <= 0 || (want.shape[d] >= 0 && t.sizes[d] != want.shape[d]))
+      if (t.sizes[d] <= 0 ||
+          (want.shape[d] >= 0 && t.sizes[d] != want.shape[d]))
         return makeError(name + ": dimension " + std::to_string(d) + " is " +
                          std::to_string(t.sizes[d]) + ", expected " +
                          (want.shape[d] >= 0 ? std::to_string(want.shape[d])
                                              : std::string("a positive size")));
       if (!t.strides.empty() && t.strides[d] != count && t.sizes[d] != 1)
-        return makeError(name + ": must be dense and row-major (the kernel indexes it "
-                                "from its sizes)");
+        return makeError(name +
+                         ": must be dense and row-major (the kernel indexes it "
+                         "from its sizes)");
       if (t.sizes[d] >= (int64_t(1) << 31) / count)
-        return makeError(name + ": 2^31 elements or more (the kernel's offsets are 32-bit)");
+        return makeError(
+            name + ": 2^31 elements or more (the kernel's offsets are 32-bit)");
       count *= t.sizes[d];
     }
     size_t bytes = extraElementBytes(t.dtype);
     if (t.address % bytes)
-      return makeError(name + ": its address is not aligned to its element size");
+      return makeError(name +
+                       ": its address is not aligned to its element size");
     for (const Tensor *w : written)
       if (w && overlap(t, *w))
-        return makeError(name + ": shares memory with an output the kernel writes");
+        return makeError(name +
+                         ": shares memory with an output the kernel writes");
     // The block mask has an entry for every batch, query head and block of
     // 128 queries (or one for all batches or heads).
     if (shapes && static_cast<int64_t>(i) == m.blockMask &&
         ((t.sizes[0] != 1 && t.sizes[0] != shapes->batch) ||
          (t.sizes[1] != 1 && t.sizes[1] != m.qHeads) ||
          t.sizes[2] != (shapes->seqQ + 127) / 128 || t.sizes[3] != 4))
-      return makeError(name + ": the block mask must be [batch or 1, q_heads or 1, "
-                              "ceil(seq_q / 128), 4] = [" +
+      return makeError(name +
+                       ": the block mask must be [batch or 1, q_heads or 1, "
+                       "ceil(seq_q / 128), 4] = [" +
                        std::to_string(shapes->batch) + " or 1, " +
                        std::to_string(m.qHeads) + " or 1, " +
                        std::to_string((shapes->seqQ + 127) / 128) + ", 4]");
@@ -404,9 +423,9 @@ llvm::Error launch(Backend &backend, const Kernel &kernel, const Tensor &q,
   // every launch: a Kernel is a plain struct its caller may have filled or
   // edited since load(). The other file was checked by load(); scanning a
   // megabyte of PTX here would cost a CUDA launch more than its host work.
-  if (llvm::Error refused = backend.runsPtx()
-                                ? checkContract(kernel.manifest, kernel.ptx, {})
-                                : checkContract(kernel.manifest, {}, kernel.cubin))
+  if (llvm::Error refused =
+          backend.runsPtx() ? checkContract(kernel.manifest, kernel.ptx, {})
+                            : checkContract(kernel.manifest, {}, kernel.cubin))
     return refused;
   llvm::Expected<Shapes> shapes =
       checkTensors(kernel.manifest, q, k, v, o, lse);
@@ -473,7 +492,8 @@ public:
       return makeError("fa4-emu runs " + target::emulatedChips() +
                        " kernels; this one is for " + kernel.manifest.target);
     if (kernel.ptx.empty())
-      return makeError("fa4-emu runs the kernel's PTX, and the kernel has none");
+      return makeError(
+          "fa4-emu runs the kernel's PTX, and the kernel has none");
     if (!execute)
       return llvm::Error::success();
     std::shared_ptr<const emu::Program> &program = programs[kernel.ptx];
@@ -486,7 +506,8 @@ public:
     }
     if (emu::targetOf(*program) != kernel.manifest.target)
       return makeError("the manifest is for " + kernel.manifest.target +
-                       " but the kernel's PTX targets " + emu::targetOf(*program));
+                       " but the kernel's PTX targets " +
+                       emu::targetOf(*program));
     emu::LaunchConfig config;
     config.kernel = kernel.manifest.kernel;
     std::memcpy(config.grid, plan.grid, sizeof(config.grid));

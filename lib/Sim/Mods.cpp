@@ -77,9 +77,11 @@ llvm::Expected<std::unique_ptr<Mods>> Mods::fromFunction(func::FuncOp func) {
     if (!*program)
       return makeError(error);
   }
-  if (mods->blockMaskIndex && *mods->blockMaskIndex >= mods->extraArguments.size())
+  if (mods->blockMaskIndex &&
+      *mods->blockMaskIndex >= mods->extraArguments.size())
     return makeError("the block mask is extra #" +
-                     std::to_string(*mods->blockMaskIndex) + ", but there are " +
+                     std::to_string(*mods->blockMaskIndex) +
+                     ", but there are " +
                      std::to_string(mods->extraArguments.size()) + " extras");
   for (Value extra : mods->extraArguments) {
     auto type = cast<MemRefType>(extra.getType());
@@ -210,8 +212,7 @@ llvm::Error Mods::setExtra(size_t index, llvm::ArrayRef<float> values) {
       return makeError("element " + std::to_string(i) + " of extra #" +
                        std::to_string(index) + " is " + std::to_string(value) +
                        ", outside the range of its type " + buffer.dtype);
-    if (buffer.integer &&
-        (!std::isfinite(value) || std::trunc(value) != value))
+    if (buffer.integer && (!std::isfinite(value) || std::trunc(value) != value))
       return makeError("element " + std::to_string(i) + " of extra #" +
                        std::to_string(index) + " is " + std::to_string(value) +
                        ", not a whole number of its type " + buffer.dtype);

@@ -166,15 +166,17 @@ llvm::Expected<RunReport> mlir::fa4::sim::simulate(func::FuncOp func,
         entryOp = op;
     });
   if ((!options.inputs.empty() || !options.expect.empty()) && !entryOp)
-    return makeError("--inputs and --expect name the arguments and O of the level-A "
-                     "entry function; give level-A IR (a function with "
-                     "fa4.attention), not level B or C");
+    return makeError(
+        "--inputs and --expect name the arguments and O of the level-A "
+        "entry function; give level-A IR (a function with "
+        "fa4.attention), not level B or C");
   // fa4.spec's verifier has checked its positions (distinct memref
   // arguments), window bounds, scale and softcap.
   KernelSpecAttr spec = getKernelSpec(func);
   if (!spec)
-    return makeError("@" + func.getName().str() +
-                     " has no fa4.spec (run fa4-tile first, or give level-A IR)");
+    return makeError(
+        "@" + func.getName().str() +
+        " has no fa4.spec (run fa4-tile first, or give level-A IR)");
   ArrayRef<int64_t> arguments = spec.getArguments();
   auto argument = [&](ArgumentRole role) -> Value {
     return func.getArgument(arguments[role]);
@@ -279,8 +281,8 @@ llvm::Expected<RunReport> mlir::fa4::sim::simulate(func::FuncOp func,
     if (number >= func.getNumArguments() ||
         func.getArgument(number).getType() != extra.getType())
       return makeError("the lowered @" + func.getName().str() +
-                       " has no extra argument #" + std::to_string(number) + " of type " +
-                       str(extra.getType()));
+                       " has no extra argument #" + std::to_string(number) +
+                       " of type " + str(extra.getType()));
     extraArguments.push_back(func.getArgument(number));
   }
 

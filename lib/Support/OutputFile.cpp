@@ -76,8 +76,8 @@ llvm::Error OutputFile::finish() {
   if (!stream)
     return llvm::Error::success(); // finished already
   auto fail = [&](const Twine &cause) {
-    llvm::Error error = makeError("cannot write " +
-                                  (path == "-" ? "stdout" : path) + ": " + cause);
+    llvm::Error error = makeError(
+        "cannot write " + (path == "-" ? "stdout" : path) + ": " + cause);
     stream->clear_error();
     owned.reset();
     stream = nullptr;

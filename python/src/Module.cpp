@@ -82,10 +82,9 @@ void finish(PyKernel &result, const std::string &target, bool cache,
     nb::gil_scoped_release released;
     std::lock_guard<std::mutex> lock(compiling);
     llvm::Expected<runtime::Kernel> kernel =
-        result.entry ? compileEntry(*result.entry, options, cache,
-                                    &result.fromCache)
-                     : compileVariant(result.variant, options, cache,
-                                      &result.fromCache);
+        result.entry
+            ? compileEntry(*result.entry, options, cache, &result.fromCache)
+            : compileVariant(result.variant, options, cache, &result.fromCache);
     if (kernel)
       result.kernel = std::move(*kernel);
     else
@@ -437,10 +436,10 @@ NB_MODULE(_fa4, m) {
   m.def("compile_ir", &compileIr, nb::arg("ir"), nb::arg("target"),
         nb::arg("cache"), nb::arg("rescale_threshold"),
         nb::arg("exp2_emulation_fraction"), nb::arg("sm_count"));
-  m.def("check_variant", &verifyVariant, nb::arg("head_dim"), nb::arg("q_heads"),
-        nb::arg("kv_heads"), nb::arg("mask"), nb::arg("window_left"),
-        nb::arg("window_right"), nb::arg("dtype"), nb::arg("lse"),
-        nb::arg("scale").none(), nb::arg("softcap"));
+  m.def("check_variant", &verifyVariant, nb::arg("head_dim"),
+        nb::arg("q_heads"), nb::arg("kv_heads"), nb::arg("mask"),
+        nb::arg("window_left"), nb::arg("window_right"), nb::arg("dtype"),
+        nb::arg("lse"), nb::arg("scale").none(), nb::arg("softcap"));
   m.def("check_shapes", &checkShapes, nb::arg("head_dim"), nb::arg("q_heads"),
         nb::arg("kv_heads"), nb::arg("batch"), nb::arg("seq_q"), nb::arg("seq_k"));
   m.def("ir_stages", &variantIrStages);

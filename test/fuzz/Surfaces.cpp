@@ -655,8 +655,10 @@ bool loadCorpus(Surface surface, const std::vector<std::string> &manifests,
       return false;
     }
     runtime::CompileCache cache{std::string(root)};
-    if (llvm::Error unstored = cache.store(corpus.cacheKey, corpus.cacheEntry)) {
-      error = "cannot store the seed entry: " + llvm::toString(std::move(unstored));
+    if (llvm::Error unstored =
+            cache.store(corpus.cacheKey, corpus.cacheEntry)) {
+      error =
+          "cannot store the seed entry: " + llvm::toString(std::move(unstored));
       return false;
     }
     if (!readSeed(std::string(root) + "/" + corpus.cacheKey + "/index",
@@ -672,7 +674,8 @@ bool loadCorpus(Surface surface, const std::vector<std::string> &manifests,
     // emulator's "no PTX", so that inputs run in microseconds.
     size_t chosen = 0;
     for (size_t i = corpus.manifests.size(); i-- > 0;) {
-      llvm::Expected<runtime::Manifest> m = runtime::parseManifest(corpus.manifests[i]);
+      llvm::Expected<runtime::Manifest> m =
+          runtime::parseManifest(corpus.manifests[i]);
       if (!m)
         llvm::consumeError(m.takeError());
       else if (m->extras.empty())

@@ -10,10 +10,10 @@
 //===----------------------------------------------------------------------===//
 
 #include "fa4/Emu/Emulator.h"
+#include "fa4/InitFA4.h"
 #include "fa4/Runtime/Contract.h"
 #include "fa4/Runtime/Launch.h"
 #include "fa4/Runtime/Runtime.h"
-#include "fa4/InitFA4.h"
 #include "fa4/Sim/Mods.h"
 #include "fa4/Sim/Reference.h"
 #include "fa4/Support/AttentionMath.h"
@@ -196,8 +196,8 @@ static llvm::Error checkKernelFiles(const runtime::Manifest &manifest,
     sys::path::remove_filename(cubinPath);
     sys::path::append(cubinPath, manifest.cubin);
     bool missing = false;
-    llvm::Expected<std::string> cubin = readRegularFile(
-        std::string(cubinPath), kMaxKernelFileBytes, &missing);
+    llvm::Expected<std::string> cubin =
+        readRegularFile(std::string(cubinPath), kMaxKernelFileBytes, &missing);
     if (!cubin && !missing)
       return cubin.takeError();
     if (!cubin)
@@ -208,12 +208,12 @@ static llvm::Error checkKernelFiles(const runtime::Manifest &manifest,
     else
       cubinBytes = std::move(*cubin);
   }
-  return prefixError(
-      manifestFile + ": ",
-      runtime::checkContract(
-          manifest, ptxText,
-          ArrayRef<uint8_t>(reinterpret_cast<const uint8_t *>(cubinBytes.data()),
-                            cubinBytes.size())));
+  return prefixError(manifestFile + ": ",
+                     runtime::checkContract(
+                         manifest, ptxText,
+                         ArrayRef<uint8_t>(reinterpret_cast<const uint8_t *>(
+                                               cubinBytes.data()),
+                                           cubinBytes.size())));
 }
 
 /// Reads the manifest and the PTX (beside it, or --ptx) and checks them
@@ -322,7 +322,8 @@ entryMods(mlir::ModuleOp entryModule, const runtime::Manifest &manifest,
 /// An extra's elements in `device`, each in the extra's own type.
 static uint64_t uploadExtra(emu::Device &device, const sim::ModBuffer &extra,
                             size_t bytes) {
-  uint64_t address = device.allocate(std::max<size_t>(1, extra.data.size() * bytes));
+  uint64_t address =
+      device.allocate(std::max<size_t>(1, extra.data.size() * bytes));
   uint8_t *host = device.host(address, extra.data.size() * bytes);
   for (size_t i = 0; i < extra.data.size(); ++i) {
     double value = extra.data[i];
@@ -400,7 +401,8 @@ static void setScheduleKind(emu::LaunchConfig &config) {
   case 2: // lanes apart, one role starved at a time
     config.maxAsyncDelay = maxAsyncDelay;
     config.skewedSpeeds = false;
-    config.independentThreads = config.starveRoles = config.yieldAtArrives = true;
+    config.independentThreads = config.starveRoles = config.yieldAtArrives =
+        true;
     config.lateStores = true;
     config.lazyCompletion = false;
     break;
@@ -426,12 +428,12 @@ struct Runs {
 
 /// Launches `plan` once per interleaving, each with its own schedule, and
 /// judges O and the LSE against `reference` each time.
-static llvm::Expected<Runs>
-runInterleavings(const emu::Program &program, emu::Device &device,
-                 const runtime::Manifest &manifest,
-                 const runtime::LaunchPlan &plan,
-                 const runtime::Buffers &buffers,
-                 const sim::Reference &reference) {
+static llvm::Expected<Runs> runInterleavings(const emu::Program &program,
+                                             emu::Device &device,
+                                             const runtime::Manifest &manifest,
+                                             const runtime::LaunchPlan &plan,
+                                             const runtime::Buffers &buffers,
+                                             const sim::Reference &reference) {
   emu::LaunchConfig config;
   config.kernel = manifest.kernel;
   std::memcpy(config.grid, plan.grid, sizeof(config.grid));
@@ -466,9 +468,9 @@ runInterleavings(const emu::Program &program, emu::Device &device,
           device.host(buffers.lse, refLse.size() * 4));
       gotLse.assign(lse, lse + refLse.size());
     }
-    bool ok = sim::compareWithReference(reference, gotOut,
-                                        manifest.lse ? &gotLse : nullptr,
-                                        absTolerance, relTolerance, runs.errors) &&
+    bool ok = sim::compareWithReference(
+                  reference, gotOut, manifest.lse ? &gotLse : nullptr,
+                  absTolerance, relTolerance, runs.errors) &&
               report->clean();
     if (!ok && runs.failing < 0)
       runs.failing = run;
@@ -477,7 +479,9 @@ runInterleavings(const emu::Program &program, emu::Device &device,
     if (!report->errors.empty() || !report->deadlock.empty())
       break; // the next schedule would only say it again
   }
-  runs.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  runs.seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started)
+          .count();
   return std::move(runs);
 }
 
@@ -545,7 +549,8 @@ static std::string reportJson(const runtime::Manifest &manifest,
     os << runs.failing;
   os << ",\"wall_seconds\":" << format("%.3f", runs.seconds)
      << ",\"instructions_per_second\":"
-     << format("%.4g", runs.seconds > 0 ? total.instructions / runs.seconds : 0.0)
+     << format("%.4g",
+               runs.seconds > 0 ? total.instructions / runs.seconds : 0.0)
      << ",\"ok\":" << (runs.failing < 0 ? "true" : "false") << "}";
   return text;
 }
@@ -570,7 +575,8 @@ static int emulate(std::unique_ptr<MemoryBuffer> entryBuffer) {
   context.disableMultithreading();
   mlir::OwningOpRef<mlir::ModuleOp> entryModule;
   std::unique_ptr<sim::Mods> mods;
-  bool hasMods = manifest.scoreMod || manifest.maskMod || !manifest.extras.empty();
+  bool hasMods =
+      manifest.scoreMod || manifest.maskMod || !manifest.extras.empty();
   if (hasMods && entryFile.empty())
     return fail("the kernel inlines a score_mod or mask_mod region: pass "
                 "--entry with the IR it was compiled from, so the reference "
@@ -615,9 +621,8 @@ static int emulate(std::unique_ptr<MemoryBuffer> entryBuffer) {
   if (!plan)
     return fail(plan.takeError());
 
-  llvm::Expected<Runs> runs = runInterleavings(*kernel->program, device,
-                                               manifest, *plan, *buffers,
-                                               reference);
+  llvm::Expected<Runs> runs = runInterleavings(
+      *kernel->program, device, manifest, *plan, *buffers, reference);
   if (!runs)
     return fail(runs.takeError());
   outs() << reportJson(manifest, *plan, *runs) << "\n";

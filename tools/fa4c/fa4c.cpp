@@ -6,14 +6,14 @@
 //===----------------------------------------------------------------------===//
 
 #include "fa4/Dialect/FA4/IR/FA4Ops.h"
-#include "fa4/Runtime/CompileCache.h"
 #include "fa4/Driver/Compile.h"
-#include "fa4/Support/Error.h"
-#include "fa4/Support/IrInput.h"
 #include "fa4/Driver/KernelOutput.h"
-#include "fa4/Support/OutputFile.h"
 #include "fa4/Driver/ToolSession.h"
 #include "fa4/Pipeline/Pipeline.h"
+#include "fa4/Runtime/CompileCache.h"
+#include "fa4/Support/Error.h"
+#include "fa4/Support/IrInput.h"
+#include "fa4/Support/OutputFile.h"
 #include "fa4/Transforms/Passes.h"
 #include "TestPasses.h"
 
@@ -319,7 +319,8 @@ static llvm::Expected<CacheUse> lookUpCache(ModuleOp module,
   auto started = std::chrono::steady_clock::now();
   std::string directory = fa4::runtime::CompileCache::defaultDirectory();
   if (directory.empty())
-    return fa4::makeError("--cache needs FA4_CACHE_DIR, XDG_CACHE_HOME or HOME");
+    return fa4::makeError(
+        "--cache needs FA4_CACHE_DIR, XDG_CACHE_HOME or HOME");
   llvm::Expected<std::string> key =
       fa4::compileCacheKey(module, options, fa4::buildIdentity());
   if (!key)
@@ -337,7 +338,8 @@ static llvm::Expected<CacheUse> lookUpCache(ModuleOp module,
   if (llvm::Error unwritten = fa4::runtime::CompileCache::materialize(
           entry, outputFile, ptxPath.str()))
     return std::move(unwritten);
-  std::chrono::duration<double> seconds = std::chrono::steady_clock::now() - started;
+  std::chrono::duration<double> seconds =
+      std::chrono::steady_clock::now() - started;
   if (timing)
     errs() << llvm::format("  %.4f  compile cache hit (%s)\n", seconds.count(),
                            use.key.substr(0, 16).c_str());
@@ -369,8 +371,8 @@ static llvm::Error buildPasses(PassManager &pm,
 
 /// Writes what `print` prints to `path`, whole or not at all
 /// (fa4/Support/OutputFile.h).
-static llvm::Error writeOutputFile(StringRef path,
-                                   llvm::function_ref<void(raw_ostream &)> print) {
+static llvm::Error
+writeOutputFile(StringRef path, llvm::function_ref<void(raw_ostream &)> print) {
   llvm::Expected<std::unique_ptr<fa4::OutputFile>> file =
       fa4::OutputFile::open(path);
   if (!file)
@@ -381,8 +383,7 @@ static llvm::Error writeOutputFile(StringRef path,
 
 /// Runs `step` (serialization runs outside the pass manager) and reports its
 /// wall time under --timing.
-template <typename Step>
-static auto timed(StringRef what, Step &&step) {
+template <typename Step> static auto timed(StringRef what, Step &&step) {
   auto start = std::chrono::steady_clock::now();
   auto result = step();
   std::chrono::duration<double> seconds =
@@ -407,8 +408,9 @@ static llvm::Error writeLlvm(ModuleOp module) {
 /// --cache uses one).
 static llvm::Error writeKernel(ModuleOp module, EmitKind kind, StringRef chip,
                                StringRef ptxPath, const CacheUse &cache) {
-  llvm::Expected<std::string> ptx = timed(
-      "gpu-module-to-binary (PTX)", [&] { return fa4::serializeToPtx(module); });
+  llvm::Expected<std::string> ptx = timed("gpu-module-to-binary (PTX)", [&] {
+    return fa4::serializeToPtx(module);
+  });
   if (!ptx)
     return ptx.takeError();
   if (kind == EmitKind::Ptx)
@@ -422,11 +424,12 @@ static llvm::Error writeKernel(ModuleOp module, EmitKind kind, StringRef chip,
   // one kernel, written as a set (fa4/Support/OutputFile.h): a failed
   // write (a full disk) leaves whatever an earlier run wrote there.
   std::string manifestPath = outputFile + ".json";
-  std::string manifestText = fa4::launchManifest(module, chip, outputFile,
-                                                 ptxPath, assembled->report);
-  if (llvm::Error unwritten = fa4::writeFileSet({{ptxPath, *ptx},
-                                                 {manifestPath, manifestText},
-                                                 {outputFile, assembled->cubin}}))
+  std::string manifestText =
+      fa4::launchManifest(module, chip, outputFile, ptxPath, assembled->report);
+  if (llvm::Error unwritten =
+          fa4::writeFileSet({{ptxPath, *ptx},
+                             {manifestPath, manifestText},
+                             {outputFile, assembled->cubin}}))
     return unwritten;
   if (!cache.cache)
     return llvm::Error::success();
@@ -483,7 +486,8 @@ static int compile(std::unique_ptr<MemoryBuffer> input, StringRef stopAfter) {
   std::string ptxPath = ptxPathBeside();
   CacheUse cache;
   if (useCache) {
-    llvm::Expected<CacheUse> looked = lookUpCache(*module, options, kind, ptxPath);
+    llvm::Expected<CacheUse> looked =
+        lookUpCache(*module, options, kind, ptxPath);
     if (!looked)
       return fail(looked.takeError(), 2);
     if (looked->hit)

@@ -39,7 +39,8 @@ inline bool emulatesTarget(const std::string &name) {
 
 /// Parses PTX text; an error (line and reason) when the text is not PTX
 /// the emulator understands, naming an unknown instruction.
-llvm::Expected<std::shared_ptr<const Program>> parsePtx(const std::string &text);
+llvm::Expected<std::shared_ptr<const Program>>
+parsePtx(const std::string &text);
 
 /// The module's `.target` (a chip's name), empty when it names none.
 const std::string &targetOf(const Program &program);

@@ -97,7 +97,8 @@ struct RunReport {
 /// Runs the level-B or level-C function `func` (it must carry `fa4.spec`)
 /// and reports how it fared: `ok` says whether the result is within
 /// tolerance. An error when the IR cannot be run.
-llvm::Expected<RunReport> simulate(func::FuncOp func, const RunOptions &options);
+llvm::Expected<RunReport> simulate(func::FuncOp func,
+                                   const RunOptions &options);
 
 } // namespace mlir::fa4::sim
 

@@ -120,7 +120,8 @@ fa4rt_kernel *fa4rt_kernel_load(const char *manifest_path) {
     lastError.clear();
     if (!manifest_path)
       return failWith<fa4rt_kernel>("no manifest path");
-    llvm::Expected<runtime::Kernel> loaded = runtime::Kernel::load(manifest_path);
+    llvm::Expected<runtime::Kernel> loaded =
+        runtime::Kernel::load(manifest_path);
     if (!loaded)
       return failWith<fa4rt_kernel>(llvm::toString(loaded.takeError()));
     auto kernel = std::make_unique<fa4rt_kernel>();
@@ -235,10 +236,10 @@ int fa4rt_launch(const fa4rt_kernel *kernel, fa4rt_backend *backend,
                     extraTensors[i]))
         return 1;
     std::lock_guard<std::mutex> lock(backend->mutex);
-    if (llvm::Error refused = runtime::launch(
-            *backend->backend, kernel->kernel, tensors[0], tensors[1],
-            tensors[2], tensors[3], lse ? &tensors[4] : nullptr, extraTensors,
-            stream))
+    if (llvm::Error refused =
+            runtime::launch(*backend->backend, kernel->kernel, tensors[0],
+                            tensors[1], tensors[2], tensors[3],
+                            lse ? &tensors[4] : nullptr, extraTensors, stream))
       return fail(llvm::toString(std::move(refused)));
     return 0;
   });

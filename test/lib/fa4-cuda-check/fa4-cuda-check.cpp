@@ -83,7 +83,8 @@ int main(int argc, char **argv) {
     }
     std::printf("%s: %zu tensor maps encoded by the driver, grid %u, %u bytes "
                 "of shared memory\n",
-                argv[i], plan->tensorMaps.size(), plan->grid[0], plan->dynamicSmemBytes);
+                argv[i], plan->tensorMaps.size(), plan->grid[0],
+                plan->dynamicSmemBytes);
     if (llvm::Error refused = backend->run(kernel, *plan, nullptr))
       std::printf("%s: refused: %s\n", argv[i],
                   llvm::toString(std::move(refused)).c_str());
@@ -107,7 +108,8 @@ int main(int argc, char **argv) {
       int result = load(&module, kernel->cubin.data());
       const char *text = "?";
       name(result, &text);
-      std::printf("cuModuleLoadData(%s) directly: %s\n", kernel->manifest.target.c_str(),
+      std::printf("cuModuleLoadData(%s) directly: %s\n",
+                  kernel->manifest.target.c_str(),
                   result ? text : "CUDA_SUCCESS");
     }
   }

@@ -213,9 +213,9 @@ int main(int argc, char **argv) {
     runtime::TensorMapSpec mapB = bMajor == Major::K
                                       ? operandMap(bAddress, k, n)
                                       : operandMap(bAddress, n, k);
-    for (auto [map, bytes] : {std::pair{operandMap(aAddress, k, m),
-                                        config.arguments[0].data()},
-                              {mapB, config.arguments[1].data()}})
+    for (auto [map, bytes] :
+         {std::pair{operandMap(aAddress, k, m), config.arguments[0].data()},
+          {mapB, config.arguments[1].data()}})
       if (llvm::Error refused = emu::encodeTensorMap(map, bytes))
         return fail("cannot encode a tensor map: " +
                     toString(std::move(refused)));

@@ -109,7 +109,8 @@ int main(int argc, char **argv) {
            << kernel.manifest.tensorMaps.size() << " tensor maps, "
            << format("%.3f", seconds.count()) << " s\n";
   } else {
-    llvm::Expected<runtime::Kernel> loaded = runtime::Kernel::load(manifestPath);
+    llvm::Expected<runtime::Kernel> loaded =
+        runtime::Kernel::load(manifestPath);
     if (!loaded)
       return fail(loaded.takeError());
     kernel = std::move(*loaded);
@@ -206,8 +207,8 @@ int main(int argc, char **argv) {
     const runtime::Tensor &value = breakRule == "seq" ? bad : tv;
     const runtime::Tensor &output = breakRule == "overlap" ? bad : to;
     std::unique_ptr<runtime::Backend> backend = runtime::createEmulatorBackend(device);
-    llvm::Error refused =
-        runtime::launch(*backend, kernel, tq, key, value, output, badLse, nullptr);
+    llvm::Error refused = runtime::launch(*backend, kernel, tq, key, value,
+                                          output, badLse, nullptr);
     if (!refused) {
       outs() << "launched\n";
       return 1;

@@ -190,13 +190,15 @@ bool runEmulator(const emu::Program &program, const TensorMapSpec &spec,
                       argument(&coordsAddress, 8), argument(&rank, 4),
                       argument(&bytes, 4),          argument(&outAddress, 8)};
   config.workers = 2;
-  llvm::Expected<emu::LaunchReport> report = emu::launch(program, device, config);
+  llvm::Expected<emu::LaunchReport> report =
+      emu::launch(program, device, config);
   if (!report)
     return succeeded(report.takeError(), error);
   if (!report->clean()) {
-    error = "the emulator's run was not clean: " +
-            (report->errors.empty() ? std::string("hazards, misuse or a deadlock")
-                                    : report->errors.front());
+    error =
+        "the emulator's run was not clean: " +
+        (report->errors.empty() ? std::string("hazards, misuse or a deadlock")
+                                : report->errors.front());
     return false;
   }
   const uint8_t *o = device.host(outAddress, boxes * boxBytes);
@@ -379,7 +381,8 @@ int main(int argc, char **argv) {
   for (int i = 2; i < argc; ++i) {
     llvm::Expected<Kernel> kernel = Kernel::load(argv[i]);
     if (!kernel) {
-      std::printf("%s: %s\n", argv[i], llvm::toString(kernel.takeError()).c_str());
+      std::printf("%s: %s\n", argv[i],
+                  llvm::toString(kernel.takeError()).c_str());
       ++failures;
       continue;
     }
@@ -419,7 +422,8 @@ int main(int argc, char **argv) {
         line += (d ? "x" : " ") + std::to_string(spec.boxDims[d]);
       line += " swizzle " + std::string(swizzleName(spec.swizzle)) + ", " +
               std::to_string(coords.size() / 5) + " boxes";
-      bool ok = runEmulator(**program, spec, coords, src, emuOut, emuStored, error);
+      bool ok =
+          runEmulator(**program, spec, coords, src, emuOut, emuStored, error);
       if (!ok) {
         std::printf("%s: emulator failed: %s\n", line.c_str(), error.c_str());
         ++failures;
