@@ -220,7 +220,7 @@ std::optional<runtime::Kernel> cachedKernel(const runtime::CompileCache &cache,
     llvm::consumeError(std::move(refused));
     return std::nullopt;
   }
-  return kernel;
+  return std::move(kernel);
 }
 
 /// compileVariant and compileEntry once they hold the entry module.
