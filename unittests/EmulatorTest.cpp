@@ -8,11 +8,14 @@
 
 #include "fa4/Emu/Emulator.h"
 
+#include "Succeeds.h"
+
 #include "gtest/gtest.h"
 
 #include <cstring>
 
 using namespace mlir::fa4::emu;
+using fa4test::succeeds;
 
 namespace {
 
@@ -37,8 +40,8 @@ Outcome launchKernel(const std::string &ptx, uint32_t threads, uint32_t smem = 0
                      uint32_t wordsPerThread = 1) {
   Outcome run;
   std::string error;
-  auto program = parsePtx(ptx, error);
-  EXPECT_TRUE(program) << error;
+  std::shared_ptr<const Program> program;
+  EXPECT_TRUE(succeeds(parsePtx(ptx), program, error)) << error;
   if (!program)
     return run;
   Device device;
@@ -51,7 +54,8 @@ Outcome launchKernel(const std::string &ptx, uint32_t threads, uint32_t smem = 0
   std::vector<uint8_t> pointer(8);
   std::memcpy(pointer.data(), &out, 8);
   config.arguments = {pointer};
-  EXPECT_TRUE(launch(*program, device, config, run.report, error)) << error;
+  EXPECT_TRUE(succeeds(launch(*program, device, config), run.report, error))
+      << error;
   run.out.resize(words);
   std::memcpy(run.out.data(), device.host(out, words * 4), words * 4);
   return run;
@@ -191,18 +195,18 @@ TEST(Emulator, TensorMapEncodingFollowsTheDriversRules) {
   spec.swizzle = mlir::fa4::runtime::TensorMapSwizzle::Bytes128;
   uint8_t bytes[128];
   std::string error;
-  ASSERT_TRUE(encodeTensorMap(spec, bytes, error)) << error;
+  ASSERT_TRUE(succeeds(encodeTensorMap(spec, bytes), error)) << error;
   mlir::fa4::runtime::TensorMapSpec decoded;
-  ASSERT_TRUE(decodeTensorMap(bytes, decoded, error)) << error;
+  ASSERT_TRUE(succeeds(decodeTensorMap(bytes), decoded, error)) << error;
   EXPECT_EQ(decoded.boxDims[0], 64u);
   EXPECT_EQ(decoded.globalStrides[0], 256u);
   // A 128-element f16 inner box is 256 bytes: wider than the 128B swizzle.
   spec.boxDims[0] = 128;
-  EXPECT_FALSE(encodeTensorMap(spec, bytes, error));
+  EXPECT_FALSE(succeeds(encodeTensorMap(spec, bytes), error));
   EXPECT_NE(error.find("more than the 128-byte swizzle span"), std::string::npos);
   spec.boxDims[0] = 64;
   spec.globalStrides[0] = 200;
-  EXPECT_FALSE(encodeTensorMap(spec, bytes, error));
+  EXPECT_FALSE(succeeds(encodeTensorMap(spec, bytes), error));
   EXPECT_NE(error.find("a multiple of 16"), std::string::npos);
 }
 
@@ -224,8 +228,8 @@ struct PtrRun {
 };
 PtrRun runPointerKernel(const std::string &ptx, uint32_t threads) {
   PtrRun run;
-  auto program = parsePtx(ptx, run.error);
-  if (!program)
+  std::shared_ptr<const Program> program;
+  if (!succeeds(parsePtx(ptx), program, run.error))
     return run;
   Device device;
   uint64_t out = device.allocate(threads * 4);
@@ -236,7 +240,8 @@ PtrRun runPointerKernel(const std::string &ptx, uint32_t threads) {
   a[0] = 7;
   std::memcpy(b.data(), &out, 8);
   config.arguments = {a, b};
-  run.launched = launch(*program, device, config, run.report, run.error);
+  run.launched =
+      succeeds(launch(*program, device, config), run.report, run.error);
   run.out.resize(threads);
   std::memcpy(run.out.data(), device.host(out, threads * 4), threads * 4);
   return run;
@@ -316,17 +321,19 @@ TEST(EmulatorForms, ModuleGlobalIsDeclaredButNotAddressable) {
                          ".visible .global .align 8 .b8 table[16] = {1, 2};\n" +
                          pointerKernel("").substr(std::string(kHead).size());
   std::string error;
-  EXPECT_TRUE(parsePtx(declared, error)) << error;
+  std::shared_ptr<const Program> program;
+  EXPECT_TRUE(succeeds(parsePtx(declared), program, error)) << error;
   std::string used = std::string(kHead) + ".global .align 4 .b32 counter;\n" +
                      pointerKernel("\tmov.u64 %rd4, counter;\n").substr(std::string(kHead).size());
-  EXPECT_FALSE(parsePtx(used, error));
+  EXPECT_FALSE(succeeds(parsePtx(used), program, error));
   EXPECT_NE(error.find("'counter' is a module-scope .global variable, which fa4-emu "
                        "does not place in global memory"),
             std::string::npos)
       << error;
-  EXPECT_FALSE(parsePtx(std::string(kHead) + ".const .align 4 .b32 c;\n" +
-                            pointerKernel("").substr(std::string(kHead).size()),
-                        error));
+  EXPECT_FALSE(
+      succeeds(parsePtx(std::string(kHead) + ".const .align 4 .b32 c;\n" +
+                        pointerKernel("").substr(std::string(kHead).size())),
+               program, error));
   EXPECT_NE(error.find("module-scope .const variables are not supported"), std::string::npos)
       << error;
 }
@@ -588,7 +595,8 @@ TEST(EmulatorHopper, WgmmaIsRefusedOutsideSm90a) {
   std::string text = hopperKernel(body);
   text.replace(text.find("sm_90a"), 6, "sm_100a");
   std::string error;
-  EXPECT_FALSE(parsePtx(text, error));
+  std::shared_ptr<const Program> program;
+  EXPECT_FALSE(succeeds(parsePtx(text), program, error));
   EXPECT_NE(error.find("wgmma needs .target sm_90a; this module is for "
                        "sm_100a"),
             std::string::npos)
@@ -707,20 +715,21 @@ LaunchReport runWithMap(const std::string &body, uint32_t threads, uint32_t smem
                     "\tmov.u32 %r3, 0;\n" +
                     body + "}\n";
   std::string error;
-  auto program = parsePtx(ptx, error);
-  EXPECT_TRUE(program) << error;
+  std::shared_ptr<const Program> program;
+  EXPECT_TRUE(succeeds(parsePtx(ptx), program, error)) << error;
   if (!program)
     return report;
   Device device;
   spec.globalAddress = device.allocate(4096);
   std::vector<uint8_t> map(128);
-  EXPECT_TRUE(encodeTensorMap(spec, map.data(), error)) << error;
+  EXPECT_TRUE(succeeds(encodeTensorMap(spec, map.data()), error)) << error;
   LaunchConfig config;
   config.kernel = "k";
   config.block[0] = threads;
   config.dynamicSmemBytes = smem;
   config.arguments = {map};
-  EXPECT_TRUE(launch(*program, device, config, report, error)) << error;
+  EXPECT_TRUE(succeeds(launch(*program, device, config), report, error))
+      << error;
   return report;
 }
 

@@ -6,6 +6,8 @@
 #include "fa4/Runtime/Runtime.h"
 #include "fa4/Support/InputLimits.h"
 
+#include "Succeeds.h"
+
 #include "llvm/ADT/SmallString.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Path.h"
@@ -20,6 +22,7 @@
 
 using namespace mlir::fa4;
 using namespace mlir::fa4::runtime;
+using fa4test::succeeds;
 
 namespace {
 
@@ -56,15 +59,16 @@ TEST(Runtime, ShapeLimitIsTheKernelsThirtyTwoBitIndices) {
   Manifest m = seedManifest();
   std::string error;
   // batch · q_heads · seq_q = 2^31 - 32: the largest LSE index still fits.
-  EXPECT_TRUE(checkShapes(m, {1, (int64_t(1) << 26) - 1, 1}, error)) << error;
-  EXPECT_FALSE(checkShapes(m, {1, int64_t(1) << 26, 1}, error));
+  EXPECT_TRUE(succeeds(checkShapes(m, {1, (int64_t(1) << 26) - 1, 1}), error))
+      << error;
+  EXPECT_FALSE(succeeds(checkShapes(m, {1, int64_t(1) << 26, 1}), error));
   EXPECT_NE(error.find("reaches 2^31"), std::string::npos) << error;
-  EXPECT_FALSE(checkShapes(m, {1, 1, int64_t(1) << 31}, error));
-  EXPECT_FALSE(checkShapes(m, {0, 1, 1}, error));
+  EXPECT_FALSE(succeeds(checkShapes(m, {1, 1, int64_t(1) << 31}), error));
+  EXPECT_FALSE(succeeds(checkShapes(m, {0, 1, 1}), error));
   // Key edges add offsets below 2^24 in 32 bits: sequences keep 2^25 spare.
   int64_t seqLimit = (int64_t(1) << 31) - (int64_t(1) << 25);
-  EXPECT_TRUE(checkShapes(m, {1, 1, seqLimit - 1}, error)) << error;
-  EXPECT_FALSE(checkShapes(m, {1, 1, seqLimit}, error));
+  EXPECT_TRUE(succeeds(checkShapes(m, {1, 1, seqLimit - 1}), error)) << error;
+  EXPECT_FALSE(succeeds(checkShapes(m, {1, 1, seqLimit}), error));
   EXPECT_NE(error.find("2^31 - 2^25"), std::string::npos) << error;
 }
 
@@ -74,14 +78,16 @@ TEST(Runtime, PlanBindsMapsParametersAndThePersistentGrid) {
   buffers.q = 0x100000000ull;
   buffers.lse = 0x200000000ull;
   std::vector<TensorMapSpec> encoded;
-  auto encode = [&](const TensorMapSpec &spec, uint8_t *out, std::string &) {
+  auto encode = [&](const TensorMapSpec &spec, uint8_t *out) {
     encoded.push_back(spec);
     std::memset(out, 0xab, 128);
-    return true;
+    return llvm::Error::success();
   };
   LaunchPlan plan;
   std::string error;
-  ASSERT_TRUE(planLaunch(m, {2, 1000, 1000}, buffers, encode, plan, error)) << error;
+  ASSERT_TRUE(
+      succeeds(planLaunch(m, {2, 1000, 1000}, buffers, encode), plan, error))
+      << error;
   // 2 batches · 8 K/V heads · ceil(1000 · 4 / 256) = 16 m_blocks.
   EXPECT_EQ(plan.tasks, 2 * 8 * 16);
   EXPECT_EQ(plan.grid[0], 148u);
@@ -99,16 +105,17 @@ TEST(Runtime, PlanBindsMapsParametersAndThePersistentGrid) {
   EXPECT_EQ(seqQ, 1000);
   // A kernel that writes the LSE needs its buffer.
   buffers.lse = 0;
-  EXPECT_FALSE(planLaunch(m, {2, 1000, 1000}, buffers, encode, plan, error));
+  EXPECT_FALSE(
+      succeeds(planLaunch(m, {2, 1000, 1000}, buffers, encode), plan, error));
   EXPECT_NE(error.find("LSE"), std::string::npos);
 }
 
 TEST(Runtime, MalformedManifestsNameTheField) {
   Manifest m;
   std::string error;
-  EXPECT_FALSE(parseManifest("{\"kernel\": 3}", m, error));
+  EXPECT_FALSE(succeeds(parseManifest("{\"kernel\": 3}"), m, error));
   EXPECT_NE(error.find("\"kernel\""), std::string::npos) << error;
-  EXPECT_FALSE(parseManifest("[", m, error));
+  EXPECT_FALSE(succeeds(parseManifest("["), m, error));
   EXPECT_NE(error.find("not JSON"), std::string::npos) << error;
 }
 
@@ -123,13 +130,15 @@ TEST(Runtime, PlanPassesExtrasAndTheirDynamicSizes) {
   buffers.q = 0x100000000ull;
   buffers.lse = 0x200000000ull;
   buffers.extras = {{0x300000000ull, {32}}, {0x400000000ull, {2, 1000}}};
-  auto encode = [](const TensorMapSpec &, uint8_t *out, std::string &) {
+  auto encode = [](const TensorMapSpec &, uint8_t *out) {
     std::memset(out, 0, 128);
-    return true;
+    return llvm::Error::success();
   };
   LaunchPlan plan;
   std::string error;
-  ASSERT_TRUE(planLaunch(m, {2, 1000, 1000}, buffers, encode, plan, error)) << error;
+  ASSERT_TRUE(
+      succeeds(planLaunch(m, {2, 1000, 1000}, buffers, encode), plan, error))
+      << error;
   ASSERT_EQ(plan.arguments.size(), 9u);
   uint64_t address;
   std::memcpy(&address, plan.arguments[5].data(), 8);
@@ -143,7 +152,8 @@ TEST(Runtime, PlanPassesExtrasAndTheirDynamicSizes) {
   EXPECT_EQ(size, 1000);
   // A kernel that reads an extra needs its buffer.
   buffers.extras.pop_back();
-  EXPECT_FALSE(planLaunch(m, {2, 1000, 1000}, buffers, encode, plan, error));
+  EXPECT_FALSE(
+      succeeds(planLaunch(m, {2, 1000, 1000}, buffers, encode), plan, error));
   EXPECT_NE(error.find("extra1"), std::string::npos) << error;
 }
 
@@ -153,11 +163,11 @@ TEST(Runtime, ExtrasAreCheckedByName) {
   Tensor o{0x100000000ull, "fp16", {1, 64, 32, 128}, {}};
   Tensor ids{0x200000000ull, "i32", {2, 64}, {64, 1}};
   std::string error;
-  EXPECT_TRUE(checkExtras(m, {ids}, {&o}, error)) << error;
+  EXPECT_TRUE(succeeds(checkExtras(m, {ids}, {&o}), error)) << error;
   auto refused = [&](Tensor extra, std::vector<Tensor> extras = {}) {
     if (extras.empty())
       extras = {extra};
-    EXPECT_FALSE(checkExtras(m, extras, {&o}, error));
+    EXPECT_FALSE(succeeds(checkExtras(m, extras, {&o}), error));
     return error;
   };
   EXPECT_NE(refused(ids, {ids, ids}).find("reads 1 extra"), std::string::npos) << error;
@@ -191,18 +201,20 @@ TEST(Runtime, BlockMaskSizesFollowTheProblem) {
   Tensor table{0x300000000ull, "i32", {2, 1, 3, 4}, {}};
   Shapes shapes{2, 300, 300};
   std::string error;
-  EXPECT_TRUE(checkExtras(m, {ids, table}, {&o}, error, &shapes)) << error;
+  EXPECT_TRUE(succeeds(checkExtras(m, {ids, table}, {&o}, &shapes), error))
+      << error;
   // One entry for all batches is fine; a wrong count of query blocks is not.
   table.sizes = {1, 1, 3, 4};
-  EXPECT_TRUE(checkExtras(m, {ids, table}, {&o}, error, &shapes)) << error;
+  EXPECT_TRUE(succeeds(checkExtras(m, {ids, table}, {&o}, &shapes), error))
+      << error;
   table.sizes = {2, 1, 2, 4};
-  EXPECT_FALSE(checkExtras(m, {ids, table}, {&o}, error, &shapes));
+  EXPECT_FALSE(succeeds(checkExtras(m, {ids, table}, {&o}, &shapes), error));
   EXPECT_NE(error.find("extra1: the block mask must be [batch or 1, q_heads or 1, "
                        "ceil(seq_q / 128), 4] = [2 or 1, 32 or 1, 3, 4]"),
             std::string::npos)
       << error;
   table.sizes = {3, 1, 3, 4};
-  EXPECT_FALSE(checkExtras(m, {ids, table}, {&o}, error, &shapes));
+  EXPECT_FALSE(succeeds(checkExtras(m, {ids, table}, {&o}, &shapes), error));
 }
 
 TEST(Runtime, ManifestExtrasAreValidated) {
@@ -215,38 +227,62 @@ TEST(Runtime, ManifestExtrasAreValidated) {
       "scale": 0.1, "softcap": 0, "head_dim": 64, "q_heads": 4, "kv_heads": 4,
       "dtype": "fp16", "lse": false, "rows_per_task": 256, "mask_mod": true},
     "tensor_maps": [], "parameters": [], )";
-  ASSERT_TRUE(parseManifest(head + R"("extras": [{"dtype": "i32", "shape": [-1, 8]}]})", m, error)) << error;
+  ASSERT_TRUE(
+      succeeds(parseManifest(
+                   head + R"("extras": [{"dtype": "i32", "shape": [-1, 8]}]})"),
+               m, error))
+      << error;
   EXPECT_TRUE(m.maskMod);
   ASSERT_EQ(m.extras.size(), 1u);
   EXPECT_EQ(m.extras[0].shape, (std::vector<int64_t>{-1, 8}));
-  EXPECT_FALSE(parseManifest(head + R"("extras": [{"dtype": "q7", "shape": [1]}]})", m, error));
+  EXPECT_FALSE(succeeds(
+      parseManifest(head + R"("extras": [{"dtype": "q7", "shape": [1]}]})"), m,
+      error));
   EXPECT_NE(error.find("unknown dtype \"q7\""), std::string::npos) << error;
-  EXPECT_FALSE(parseManifest(head + R"("extras": [{"dtype": "f32", "shape": [0]}]})", m, error));
+  EXPECT_FALSE(succeeds(
+      parseManifest(head + R"("extras": [{"dtype": "f32", "shape": [0]}]})"), m,
+      error));
   EXPECT_NE(error.find("neither -1 nor"), std::string::npos) << error;
   // The block mask must name an i32 [?, ?, ?, 4] extra.
   std::string withBlockMask = head;
   withBlockMask.replace(withBlockMask.find(R"("mask_mod": true)"), 16,
                         R"("mask_mod": true, "block_mask": 0)");
-  EXPECT_TRUE(parseManifest(withBlockMask + R"("extras": [{"dtype": "i32", "shape": [-1, 1, -1, 4]}]})", m, error)) << error;
+  EXPECT_TRUE(
+      succeeds(parseManifest(
+                   withBlockMask +
+                   R"("extras": [{"dtype": "i32", "shape": [-1, 1, -1, 4]}]})"),
+               m, error))
+      << error;
   EXPECT_EQ(m.blockMask, 0);
-  EXPECT_FALSE(parseManifest(withBlockMask + R"("extras": [{"dtype": "f32", "shape": [-1, 1, -1, 4]}]})", m, error));
+  EXPECT_FALSE(
+      succeeds(parseManifest(
+                   withBlockMask +
+                   R"("extras": [{"dtype": "f32", "shape": [-1, 1, -1, 4]}]})"),
+               m, error));
   EXPECT_NE(error.find("block_mask"), std::string::npos) << error;
 }
 
 TEST(InputLimits, NestingIsCountedOutsideStringsAndComments) {
   std::string error;
-  EXPECT_TRUE(checkNestingDepth("[[1]]", 2, NestingSyntax::Json, error));
-  EXPECT_FALSE(checkNestingDepth("[[[1]]]", 2, NestingSyntax::Json, error));
+  EXPECT_TRUE(
+      succeeds(checkNestingDepth("[[1]]", 2, NestingSyntax::Json), error));
+  EXPECT_FALSE(
+      succeeds(checkNestingDepth("[[[1]]]", 2, NestingSyntax::Json), error));
   EXPECT_NE(error.find("line 1, column 3: nesting deeper than 2"), std::string::npos)
       << error;
   // Brackets in strings (with escaped quotes) and comments do not nest.
-  EXPECT_TRUE(checkNestingDepth(R"(["[[[\"[[["])", 1, NestingSyntax::Json, error));
-  EXPECT_TRUE(checkNestingDepth("// ((((\n(x)", 1, NestingSyntax::Mlir, error));
+  EXPECT_TRUE(succeeds(
+      checkNestingDepth(R"(["[[[\"[[["])", 1, NestingSyntax::Json), error));
+  EXPECT_TRUE(succeeds(
+      checkNestingDepth("// ((((\n(x)", 1, NestingSyntax::Mlir), error));
   // The `>` of `->` closes nothing.
-  EXPECT_TRUE(checkNestingDepth("(a) -> (b)", 1, NestingSyntax::Mlir, error));
-  EXPECT_FALSE(checkNestingDepth("<(x) -> y>", 1, NestingSyntax::Mlir, error));
+  EXPECT_TRUE(
+      succeeds(checkNestingDepth("(a) -> (b)", 1, NestingSyntax::Mlir), error));
+  EXPECT_FALSE(
+      succeeds(checkNestingDepth("<(x) -> y>", 1, NestingSyntax::Mlir), error));
   size_t offset = 0;
-  EXPECT_FALSE(checkNestingDepth("{\n {\n  {", 2, NestingSyntax::Mlir, error, &offset));
+  EXPECT_FALSE(succeeds(
+      checkNestingDepth("{\n {\n  {", 2, NestingSyntax::Mlir, &offset), error));
   EXPECT_EQ(offset, 7u);
   EXPECT_NE(error.find("line 3, column 3"), std::string::npos) << error;
 }
@@ -263,17 +299,19 @@ TEST(InputLimits, OnlyBoundedRegularFilesAreRead) {
   ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
   std::string text, error;
   bool missing = true;
-  EXPECT_TRUE(readRegularFile(file, 10, text, error, &missing)) << error;
+  EXPECT_TRUE(succeeds(readRegularFile(file, 10, &missing), text, error))
+      << error;
   EXPECT_EQ(text, "0123456789");
   EXPECT_FALSE(missing);
-  EXPECT_FALSE(readRegularFile(file, 9, text, error));
+  EXPECT_FALSE(succeeds(readRegularFile(file, 9), text, error));
   EXPECT_NE(error.find("more than the 9 accepted"), std::string::npos) << error;
   // A FIFO without a writer: refused at once, not waited on.
-  EXPECT_FALSE(readRegularFile(fifo, 10, text, error));
+  EXPECT_FALSE(succeeds(readRegularFile(fifo, 10), text, error));
   EXPECT_NE(error.find("not a regular file"), std::string::npos) << error;
-  EXPECT_FALSE(readRegularFile(std::string(dir), 10, text, error));
-  EXPECT_FALSE(readRegularFile("/dev/zero", 10, text, error));
-  EXPECT_FALSE(readRegularFile(std::string(dir) + "/none", 10, text, error, &missing));
+  EXPECT_FALSE(succeeds(readRegularFile(std::string(dir), 10), text, error));
+  EXPECT_FALSE(succeeds(readRegularFile("/dev/zero", 10), text, error));
+  EXPECT_FALSE(succeeds(
+      readRegularFile(std::string(dir) + "/none", 10, &missing), text, error));
   EXPECT_TRUE(missing);
   llvm::sys::fs::remove_directories(dir);
 }
@@ -330,68 +368,70 @@ const char *kWrittenPtx = R"(.version 8.7
 TEST(Runtime, ManifestFilesStayBesideIt) {
   Manifest m;
   std::string error, json = writtenManifest();
-  ASSERT_TRUE(parseManifest(json, m, error)) << error;
+  ASSERT_TRUE(succeeds(parseManifest(json), m, error)) << error;
   for (const char *name : {"../k.ptx", "/dev/zero", "..", ".", "a/b"}) {
     std::string edited = json;
     edited.replace(edited.find("\"k.ptx\""), 7, std::string("\"") + name + "\"");
-    EXPECT_FALSE(parseManifest(edited, m, error)) << name;
+    EXPECT_FALSE(succeeds(parseManifest(edited), m, error)) << name;
     EXPECT_NE(error.find("must name a file beside the manifest"), std::string::npos)
         << error;
   }
   // Nesting is refused before llvm::json recurses into it.
   std::string deep = json;
   deep.insert(1, R"("x": )" + std::string(100000, '[') + std::string(100000, ']') + ", ");
-  EXPECT_FALSE(parseManifest(deep, m, error));
+  EXPECT_FALSE(succeeds(parseManifest(deep), m, error));
   EXPECT_NE(error.find("nesting deeper than 64"), std::string::npos) << error;
 }
 
 TEST(Runtime, InterfaceIsFa4sAndThePtxs) {
   Manifest m;
   std::string error;
-  ASSERT_TRUE(parseManifest(writtenManifest(), m, error)) << error;
-  EXPECT_TRUE(checkInterface(m, error)) << error;
-  EXPECT_TRUE(checkPtxEntry(m, kWrittenPtx, error)) << error;
+  ASSERT_TRUE(succeeds(parseManifest(writtenManifest()), m, error)) << error;
+  EXPECT_TRUE(succeeds(checkInterface(m), error)) << error;
+  EXPECT_TRUE(succeeds(checkPtxEntry(m, kWrittenPtx), error)) << error;
   // Q's and O's maps exchanged in the parameter list.
   Manifest swapped = m;
   std::swap(swapped.parameters[0], swapped.parameters[3]);
-  EXPECT_FALSE(checkInterface(swapped, error));
+  EXPECT_FALSE(succeeds(checkInterface(swapped), error));
   EXPECT_NE(error.find("are not the kernel's"), std::string::npos) << error;
   // A map of the wrong heads, a second map of q, none of v.
   Manifest edited = m;
   edited.tensorMaps[3].dims[1] = "4";
-  EXPECT_FALSE(checkInterface(edited, error));
+  EXPECT_FALSE(succeeds(checkInterface(edited), error));
   EXPECT_NE(error.find("dimension 1 is \"4\", the kernel's tensor has 2"),
             std::string::npos)
       << error;
   edited = m;
   edited.tensorMaps[2].tensor = "q";
-  EXPECT_FALSE(checkInterface(edited, error));
+  EXPECT_FALSE(succeeds(checkInterface(edited), error));
   EXPECT_NE(error.find("two tensor maps for \"q\""), std::string::npos) << error;
   // The PTX's entry: its name, count, sizes and block.
   edited = m;
   edited.kernel = "other";
-  EXPECT_FALSE(checkPtxEntry(edited, kWrittenPtx, error));
+  EXPECT_FALSE(succeeds(checkPtxEntry(edited, kWrittenPtx), error));
   edited = m;
   edited.parameters[5].type = "float*";
-  EXPECT_FALSE(checkPtxEntry(edited, kWrittenPtx, error));
+  EXPECT_FALSE(succeeds(checkPtxEntry(edited, kWrittenPtx), error));
   EXPECT_NE(error.find("parameter 5 of attention is 4 bytes"), std::string::npos) << error;
   edited = m;
   edited.block[0] = 384;
-  EXPECT_FALSE(checkPtxEntry(edited, kWrittenPtx, error));
+  EXPECT_FALSE(succeeds(checkPtxEntry(edited, kWrittenPtx), error));
   EXPECT_NE(error.find("runs 512 threads"), std::string::npos) << error;
 }
 
 TEST(Runtime, PlanMapsStayInsideTheirTensors) {
   Manifest m;
   std::string error;
-  ASSERT_TRUE(parseManifest(writtenManifest(), m, error)) << error;
+  ASSERT_TRUE(succeeds(parseManifest(writtenManifest()), m, error)) << error;
   Buffers buffers{0x10000, 0x20000, 0x30000, 0x40000, 0x50000};
-  auto encode = [](const TensorMapSpec &, uint8_t *out, std::string &) {
+  auto encode = [](const TensorMapSpec &, uint8_t *out) {
     std::memset(out, 0, 128);
-    return true;
+    return llvm::Error::success();
   };
   LaunchPlan plan;
-  ASSERT_TRUE(planLaunch(m, {2, 300, 200}, buffers, encode, plan, error)) << error;
+  ASSERT_TRUE(
+      succeeds(planLaunch(m, {2, 300, 200}, buffers, encode), plan, error))
+      << error;
   // O's map: [64, 2, 300, 2] with the dense strides.
   const TensorMapSpec &o = plan.tensorMaps[3].second;
   EXPECT_EQ(o.globalDims[2], 300u);
@@ -399,14 +439,16 @@ TEST(Runtime, PlanMapsStayInsideTheirTensors) {
   // An enlarged stride or extent in the manifest is refused.
   Manifest edited = m;
   edited.tensorMaps[3].strides[1] = "1024";
-  EXPECT_FALSE(planLaunch(edited, {2, 300, 200}, buffers, encode, plan, error));
+  EXPECT_FALSE(succeeds(planLaunch(edited, {2, 300, 200}, buffers, encode),
+                        plan, error));
   EXPECT_NE(error.find("stride 2 (\"1024\") of the tensor map of \"o\" is not the "
                        "tensor's 256 bytes"),
             std::string::npos)
       << error;
   edited = m;
   edited.tensorMaps[3].dims[2] = "seq_k";
-  EXPECT_FALSE(planLaunch(edited, {2, 300, 200}, buffers, encode, plan, error));
+  EXPECT_FALSE(succeeds(planLaunch(edited, {2, 300, 200}, buffers, encode),
+                        plan, error));
   EXPECT_NE(error.find("dimension 2 of the tensor map of \"o\" is 200, the tensor's axis 1 is 300"),
             std::string::npos)
       << error;
@@ -422,8 +464,8 @@ TEST(CompileCache, EntriesAreVerifiedAndBadOnesReplaced) {
   b.cubin = "cubin b";
   std::string keyA = CompileCache::key({"a"}), keyB = CompileCache::key({"b"});
   std::string error;
-  ASSERT_TRUE(cache.store(keyA, a, error)) << error;
-  ASSERT_TRUE(cache.store(keyB, b, error)) << error;
+  ASSERT_TRUE(succeeds(cache.store(keyA, a), error)) << error;
+  ASSERT_TRUE(succeeds(cache.store(keyB, b), error)) << error;
   CompileCache::Entry found;
   ASSERT_TRUE(cache.lookup(keyA, found));
   EXPECT_EQ(found.cubin, "cubin a");
@@ -441,7 +483,7 @@ TEST(CompileCache, EntriesAreVerifiedAndBadOnesReplaced) {
             std::string::npos)
       << rejected;
   EXPECT_FALSE(llvm::sys::fs::exists(entryA));
-  ASSERT_TRUE(cache.store(keyA, a, error)) << error;
+  ASSERT_TRUE(succeeds(cache.store(keyA, a), error)) << error;
   ASSERT_TRUE(cache.lookup(keyA, found));
   EXPECT_EQ(found.cubin, "cubin a");
   // Another key's whole entry.
@@ -450,9 +492,9 @@ TEST(CompileCache, EntriesAreVerifiedAndBadOnesReplaced) {
   EXPECT_FALSE(cache.lookup(keyA, found, &rejected));
   EXPECT_NE(rejected.find("another key's compilation"), std::string::npos) << rejected;
   // A bad entry in place when a store comes: replaced, not kept.
-  ASSERT_TRUE(cache.store(keyA, a, error)) << error;
+  ASSERT_TRUE(succeeds(cache.store(keyA, a), error)) << error;
   write(entryA + "/manifest.json", "{");
-  ASSERT_TRUE(cache.store(keyA, a, error)) << error;
+  ASSERT_TRUE(succeeds(cache.store(keyA, a), error)) << error;
   ASSERT_TRUE(cache.lookup(keyA, found));
   EXPECT_EQ(found.manifest, manifest);
   // A FIFO for a file: refused, not waited on.

@@ -4,11 +4,12 @@
 
 #include "fa4/Dialect/FA4/IR/FA4Dialect.h"
 
-#include "fa4/Runtime/CompileCache.h"
-#include "fa4/Runtime/Runtime.h"
-#include "fa4/Support/IrInput.h"
 #include "fa4/Driver/KernelOutput.h"
 #include "fa4/Driver/ToolSession.h"
+#include "fa4/Runtime/CompileCache.h"
+#include "fa4/Runtime/Runtime.h"
+#include "fa4/Support/Error.h"
+#include "fa4/Support/IrInput.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
@@ -28,24 +29,24 @@
 using namespace mlir;
 using namespace mlir::fa4;
 
+llvm::Error fa4::checkVariant(const Variant &variant) {
+  if (variant.dtype != "fp16" && variant.dtype != "bf16")
+    return makeError("dtype must be fp16 or bf16, got '" + variant.dtype + "'");
+  if (variant.qHeads <= 0 || variant.kvHeads <= 0)
+    return makeError("q_heads and kv_heads must be positive");
+  return llvm::Error::success();
+}
+
 OwningOpRef<ModuleOp> fa4::buildVariantModule(MLIRContext &context,
-                                              const Variant &variant,
-                                              std::string &error) {
+                                              const Variant &variant) {
   OpBuilder b(&context);
   Location loc = b.getUnknownLoc();
-  Type element;
-  if (variant.dtype == "fp16") {
-    element = b.getF16Type();
-  } else if (variant.dtype == "bf16") {
-    element = b.getBF16Type();
-  } else {
-    error = "dtype must be fp16 or bf16, got '" + variant.dtype + "'";
+  if (llvm::Error refused = checkVariant(variant)) {
+    emitError(loc) << llvm::toString(std::move(refused));
     return nullptr;
   }
-  if (variant.qHeads <= 0 || variant.kvHeads <= 0) {
-    error = "q_heads and kv_heads must be positive";
-    return nullptr;
-  }
+  Type element =
+      variant.dtype == "bf16" ? Type(b.getBF16Type()) : Type(b.getF16Type());
   OwningOpRef<ModuleOp> module = ModuleOp::create(loc);
   int64_t dyn = ShapedType::kDynamic;
   // Q, K, V and O with any strides TMA expresses (head_dim contiguous): the
@@ -73,10 +74,8 @@ OwningOpRef<ModuleOp> fa4::buildVariantModule(MLIRContext &context,
       b.getF32FloatAttr(variant.softcap), /*heads_first=*/UnitAttr(),
       /*block_mask=*/IntegerAttr());
   func::ReturnOp::create(b, loc);
-  if (failed(verify(*module))) {
-    error.clear(); // the verifier has reported
-    return nullptr;
-  }
+  if (failed(verify(*module)))
+    return nullptr; // the verifier has reported
   return module;
 }
 
@@ -103,27 +102,31 @@ std::string fa4::buildIdentity() {
   return identity;
 }
 
-bool fa4::compileCacheKey(ModuleOp module, const PipelineOptions &options,
-                          const std::string &compiler, std::string &key,
-                          std::string &error) {
-  if (compiler.empty()) {
-    error = "cannot identify the compiler's binary";
-    return false;
-  }
-  std::string entryIr, ptxas;
-  {
-    llvm::raw_string_ostream os(entryIr);
-    module->print(os);
-  }
-  if (failed(ptxasVersion(options.cudaPath, ptxas, error)))
-    return false;
-  key = runtime::CompileCache::key(
-      {"fa4-cache-1", entryIr, options.target, std::to_string(options.rescaleThreshold),
+/// `module` as MLIR prints it.
+static std::string printed(ModuleOp module) {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  module->print(os);
+  return text;
+}
+
+llvm::Expected<std::string> fa4::compileCacheKey(ModuleOp module,
+                                                 const PipelineOptions &options,
+                                                 const std::string &compiler) {
+  if (compiler.empty())
+    return makeError("cannot identify the compiler's binary");
+  std::string entryIr = printed(module);
+  llvm::Expected<std::string> ptxas = ptxasVersion(options.cudaPath);
+  if (!ptxas)
+    return ptxas.takeError();
+  return runtime::CompileCache::key(
+      {"fa4-cache-1", entryIr, options.target,
+       std::to_string(options.rescaleThreshold),
        std::to_string(options.kvStages), std::to_string(options.smCount),
        std::to_string(options.exp2EmulationFraction),
-       toggleName(options.hopperOverlap).str(), toggleName(options.hopperPingpong).str(),
-       compiler, LLVM_VERSION_STRING, ptxas});
-  return true;
+       toggleName(options.hopperOverlap).str(),
+       toggleName(options.hopperPingpong).str(), compiler, LLVM_VERSION_STRING,
+       *ptxas});
 }
 
 namespace {
@@ -156,149 +159,177 @@ private:
   ScopedDiagnosticHandler handler;
 };
 
-/// A variant's entry module in `session`, or null with `error` set.
-OwningOpRef<ModuleOp> variantModule(ToolSession &session, const Variant &variant,
-                                    const CollectedDiagnostics &diagnostics,
-                                    std::string &error) {
+/// A variant's entry module in `session`; an error naming the bad field or
+/// carrying the verifier's diagnostics.
+llvm::Expected<OwningOpRef<ModuleOp>>
+variantModule(ToolSession &session, const Variant &variant,
+              const CollectedDiagnostics &diagnostics) {
+  if (llvm::Error refused = checkVariant(variant))
+    return std::move(refused);
   OwningOpRef<ModuleOp> module =
-      buildVariantModule(session.getContext(), variant, error);
-  if (!module && error.empty())
-    error = diagnostics.explain("the variant does not verify");
-  return module;
+      buildVariantModule(session.getContext(), variant);
+  if (!module)
+    return makeError(diagnostics.explain("the variant does not verify"));
+  return std::move(module);
 }
-/// Runs the pipeline `options` describe on `module`; a failure's `error`
+/// Runs the pipeline `options` describe on `module`; a failure's error
 /// carries the diagnostics.
-bool runPipeline(ModuleOp module, const PipelineOptions &options,
-                 const CollectedDiagnostics &diagnostics, std::string &error) {
+llvm::Error runPipeline(ModuleOp module, const PipelineOptions &options,
+                        const CollectedDiagnostics &diagnostics) {
   PassManager pm(module.getContext());
-  if (failed(buildPipeline(pm, options, error)))
-    return false;
-  if (failed(pm.run(module))) {
-    error = diagnostics.explain("the pipeline failed");
-    return false;
-  }
-  return true;
+  if (llvm::Error refused = buildPipeline(pm, options))
+    return refused;
+  if (failed(pm.run(module)))
+    return makeError(diagnostics.explain("the pipeline failed"));
+  return llvm::Error::success();
 }
 
-/// The entry IR `ir` parsed in `session`, or null with `error` set.
-OwningOpRef<ModuleOp> entryModule(ToolSession &session, const std::string &ir,
-                                  const CollectedDiagnostics &diagnostics,
-                                  std::string &error) {
+/// The entry IR `ir` parsed in `session`; an error carrying the parser's or
+/// the verifier's diagnostics.
+llvm::Expected<OwningOpRef<ModuleOp>>
+entryModule(ToolSession &session, const std::string &ir,
+            const CollectedDiagnostics &diagnostics) {
   OwningOpRef<ModuleOp> module = session.parseText(ir, "entry");
-  if (!module) {
-    error = diagnostics.explain("the entry IR does not parse");
-    return nullptr;
+  if (!module)
+    return makeError(diagnostics.explain("the entry IR does not parse"));
+  if (failed(verify(*module)))
+    return makeError(diagnostics.explain("the entry IR does not verify"));
+  return std::move(module);
+}
+
+/// The kernel the compile cache holds under `key`, when it holds one that
+/// verifies (CompileCache::lookup) and describes a kernel fa4 launches;
+/// anything else is compiled afresh and replaced.
+std::optional<runtime::Kernel> cachedKernel(const runtime::CompileCache &cache,
+                                            const std::string &key) {
+  runtime::CompileCache::Entry entry;
+  if (!cache.lookup(key, entry))
+    return std::nullopt;
+  llvm::Expected<runtime::Manifest> manifest =
+      runtime::parseManifest(entry.manifest);
+  if (!manifest) {
+    llvm::consumeError(manifest.takeError());
+    return std::nullopt;
   }
-  if (failed(verify(*module))) {
-    error = diagnostics.explain("the entry IR does not verify");
-    return nullptr;
+  runtime::Kernel kernel;
+  kernel.manifest = std::move(*manifest);
+  kernel.ptx = entry.ptx;
+  kernel.cubin.assign(entry.cubin.begin(), entry.cubin.end());
+  kernel.manifestJson = entry.manifest;
+  if (llvm::Error refused = kernel.check()) {
+    llvm::consumeError(std::move(refused));
+    return std::nullopt;
   }
-  return module;
+  return std::move(kernel);
 }
 
 /// compileVariant and compileEntry once they hold the entry module.
-bool compileModule(ModuleOp module, const CollectedDiagnostics &diagnostics,
-                   const PipelineOptions &given, bool useCache,
-                   runtime::Kernel &kernel, std::string &error,
-                   bool *fromCache) {
+llvm::Expected<runtime::Kernel>
+compileModule(ModuleOp module, const CollectedDiagnostics &diagnostics,
+              const PipelineOptions &given, bool useCache, bool *fromCache) {
   if (fromCache)
     *fromCache = false;
-  if (!checkEntryLevel(module, error) || !checkOneKernel(module, error))
-    return false;
+  if (llvm::Error refused = checkEntryLevel(module))
+    return std::move(refused);
+  if (llvm::Error refused = checkOneKernel(module))
+    return std::move(refused);
   PipelineOptions options;
   options.copyOptionValuesFrom(given);
   options.stopAfter = "nvvm";
   std::string key;
   std::unique_ptr<runtime::CompileCache> cache;
-  runtime::CompileCache::Entry entry;
-  if (useCache) {
-    std::string directory = runtime::CompileCache::defaultDirectory();
-    if (!directory.empty() &&
-        compileCacheKey(module, options, buildIdentity(), key, error)) {
+  std::string directory =
+      useCache ? runtime::CompileCache::defaultDirectory() : std::string();
+  if (!directory.empty()) {
+    llvm::Expected<std::string> cacheKey =
+        compileCacheKey(module, options, buildIdentity());
+    if (cacheKey) {
+      key = std::move(*cacheKey);
       cache = std::make_unique<runtime::CompileCache>(directory);
-      // An entry that verifies (CompileCache::lookup) and describes a
-      // kernel fa4 launches; anything else is compiled afresh and replaced.
-      if (cache->lookup(key, entry) &&
-          runtime::parseManifest(entry.manifest, kernel.manifest, error)) {
-        kernel.ptx = entry.ptx;
-        kernel.cubin.assign(entry.cubin.begin(), entry.cubin.end());
-        kernel.manifestJson = entry.manifest;
-        if (kernel.check(error)) {
-          if (fromCache)
-            *fromCache = true;
-          return true;
-        }
+      if (std::optional<runtime::Kernel> cached = cachedKernel(*cache, key)) {
+        if (fromCache)
+          *fromCache = true;
+        return std::move(*cached);
       }
+    } else {
+      // No key (no ptxas to ask, say): compiled, and not cached.
+      llvm::consumeError(cacheKey.takeError());
     }
-    error.clear();
   }
-  if (!runPipeline(module, options, diagnostics, error))
-    return false;
-  if (failed(serializeToPtx(module, kernel.ptx, error))) {
-    error = diagnostics.explain(error);
-    return false;
-  }
-  PtxasReport report;
-  std::string cubin;
-  if (failed(assembleCubin(kernel.ptx, options.cudaPath, options.target, cubin,
-                           report, error)))
-    return false;
-  kernel.cubin.assign(cubin.begin(), cubin.end());
+  if (llvm::Error refused = runPipeline(module, options, diagnostics))
+    return std::move(refused);
+  llvm::Expected<std::string> ptx = serializeToPtx(module);
+  if (!ptx)
+    return makeError(diagnostics.explain(llvm::toString(ptx.takeError())));
+  llvm::Expected<AssembledCubin> assembled =
+      assembleCubin(*ptx, options.cudaPath, options.target);
+  if (!assembled)
+    return assembled.takeError();
   std::string manifest = launchManifest(module, options.target, "kernel.cubin",
-                                        "kernel.ptx", report);
-  if (!runtime::parseManifest(manifest, kernel.manifest, error))
-    return false;
+                                        "kernel.ptx", assembled->report);
+  llvm::Expected<runtime::Manifest> parsed = runtime::parseManifest(manifest);
+  if (!parsed)
+    return parsed.takeError();
+  runtime::Kernel kernel;
+  kernel.manifest = std::move(*parsed);
+  kernel.ptx = std::move(*ptx);
+  kernel.cubin.assign(assembled->cubin.begin(), assembled->cubin.end());
   kernel.manifestJson = manifest;
-  if (!kernel.check(error))
-    return false;
+  if (llvm::Error refused = kernel.check())
+    return std::move(refused);
   if (cache) {
-    entry.cubin = std::move(cubin);
+    runtime::CompileCache::Entry entry;
+    entry.cubin = std::move(assembled->cubin);
     entry.ptx = kernel.ptx;
     entry.manifest = manifest;
     entry.cubinName = "kernel.cubin";
     entry.ptxName = "kernel.ptx";
-    std::string ignored; // an unwritable cache costs the next compile only
-    cache->store(key, entry, ignored);
+    // An unwritable cache costs the next compile only.
+    llvm::consumeError(cache->store(key, entry));
   }
-  return true;
+  return std::move(kernel);
 }
 
 } // namespace
 
-bool fa4::compileVariant(const Variant &variant, const PipelineOptions &options,
-                         bool useCache, runtime::Kernel &kernel,
-                         std::string &error, bool *fromCache) {
+llvm::Expected<runtime::Kernel>
+fa4::compileVariant(const Variant &variant, const PipelineOptions &options,
+                    bool useCache, bool *fromCache) {
   ToolSession session;
   CollectedDiagnostics diagnostics(session.getContext());
-  OwningOpRef<ModuleOp> module = variantModule(session, variant, diagnostics, error);
-  return module && compileModule(*module, diagnostics, options, useCache,
-                                 kernel, error, fromCache);
+  llvm::Expected<OwningOpRef<ModuleOp>> module =
+      variantModule(session, variant, diagnostics);
+  if (!module)
+    return module.takeError();
+  return compileModule(**module, diagnostics, options, useCache, fromCache);
 }
 
-bool fa4::compileEntry(const std::string &ir, const PipelineOptions &options,
-                       bool useCache, runtime::Kernel &kernel,
-                       std::string &error, bool *fromCache) {
+llvm::Expected<runtime::Kernel>
+fa4::compileEntry(const std::string &ir, const PipelineOptions &options,
+                  bool useCache, bool *fromCache) {
   // The caller's text is parsed, and everything that walks it runs, on a
   // stack sized to it (fa4/Support/IrInput.h): a Python thread's own stack
   // may be small.
-  bool compiled = false;
-  if (!runOnIrStack(
-          ir.size(),
-          [&] {
-            ToolSession session;
-            CollectedDiagnostics diagnostics(session.getContext());
-            OwningOpRef<ModuleOp> module =
-                entryModule(session, ir, diagnostics, error);
-            compiled = module && compileModule(*module, diagnostics, options,
-                                               useCache, kernel, error,
-                                               fromCache);
-          },
-          error))
-    return false;
-  return compiled;
+  std::optional<runtime::Kernel> compiled;
+  if (llvm::Error refused = runOnIrStack(ir.size(), [&]() -> llvm::Error {
+        ToolSession session;
+        CollectedDiagnostics diagnostics(session.getContext());
+        llvm::Expected<OwningOpRef<ModuleOp>> module =
+            entryModule(session, ir, diagnostics);
+        if (!module)
+          return module.takeError();
+        llvm::Expected<runtime::Kernel> kernel =
+            compileModule(**module, diagnostics, options, useCache, fromCache);
+        if (!kernel)
+          return kernel.takeError();
+        compiled = std::move(*kernel);
+        return llvm::Error::success();
+      }))
+    return std::move(refused);
+  return std::move(*compiled);
 }
 
-bool fa4::checkEntryLevel(ModuleOp module, std::string &error) {
+llvm::Error fa4::checkEntryLevel(ModuleOp module) {
   std::string found;
   module.walk([&](Operation *op) {
     if (!found.empty())
@@ -313,14 +344,14 @@ bool fa4::checkEntryLevel(ModuleOp module, std::string &error) {
     return WalkResult::advance();
   });
   if (found.empty())
-    return true;
-  error = "the pipeline starts from entry IR (level A: a function with "
-          "fa4.attention, as --stop-after=bufferize writes it at the latest); " +
-          found + ": run the remaining passes with fa4-opt";
-  return false;
+    return llvm::Error::success();
+  return makeError("the pipeline starts from entry IR (level A: a function "
+                   "with fa4.attention, as --stop-after=bufferize writes it at "
+                   "the latest); " +
+                   found + ": run the remaining passes with fa4-opt");
 }
 
-bool fa4::checkOneKernel(ModuleOp module, std::string &error) {
+llvm::Error fa4::checkOneKernel(ModuleOp module) {
   SmallVector<std::string> kernels;
   module.walk([&](func::FuncOp func) {
     bool attention = static_cast<bool>(getKernelSpec(func));
@@ -338,24 +369,22 @@ bool fa4::checkOneKernel(ModuleOp module, std::string &error) {
     for (char c : name)
       valid &= llvm::isAlnum(c) || c == '_' || c == '$';
     if (valid)
-      return true;
-    error = "the kernel's function is named \"" + name.str() +
-            "\", which is not a PTX identifier (a letter or _, then letters, "
-            "digits, _ or $; at most 1024 characters): rename it";
-    return false;
+      return llvm::Error::success();
+    return makeError("the kernel's function is named \"" + name +
+                     "\", which is not a PTX identifier (a letter or _, then "
+                     "letters, digits, _ or $; at most 1024 characters): "
+                     "rename it");
   }
-  if (kernels.empty()) {
-    error = "the IR holds no attention kernel (a function with an "
-            "fa4.attention)";
-    return false;
-  }
-  error = "the IR holds " + std::to_string(kernels.size()) +
-          " attention kernels (";
+  if (kernels.empty())
+    return makeError("the IR holds no attention kernel (a function with an "
+                     "fa4.attention)");
+  std::string list;
   for (auto [i, name] : llvm::enumerate(kernels))
-    error += (i ? ", " : "") + name;
-  error += "); a cubin and its manifest describe one: compile one function "
-           "per module";
-  return false;
+    list += (i ? ", " : "") + name;
+  return makeError("the IR holds " + std::to_string(kernels.size()) +
+                   " attention kernels (" + list +
+                   "); a cubin and its manifest describe one: compile one "
+                   "function per module");
 }
 
 std::vector<std::string> fa4::variantIrStages() {
@@ -369,83 +398,84 @@ std::vector<std::string> fa4::variantIrStages() {
 
 namespace {
 /// variantIr and entryIr once they hold the entry module.
-bool moduleIr(ModuleOp module, const CollectedDiagnostics &diagnostics,
-              const PipelineOptions &given, const std::string &stage,
-              std::string &ir, std::string &error) {
-  ir.clear();
-  llvm::raw_string_ostream os(ir);
-  if (stage == "entry") {
-    module->print(os);
-    return true;
-  }
+llvm::Expected<std::string> moduleIr(ModuleOp module,
+                                     const CollectedDiagnostics &diagnostics,
+                                     const PipelineOptions &given,
+                                     const std::string &stage) {
+  if (stage == "entry")
+    return printed(module);
   PipelineOptions options;
   options.copyOptionValuesFrom(given);
   bool code = stage == "llvm" || stage == "ptx";
   options.stopAfter = code ? "nvvm" : stage;
-  if (!runPipeline(module, options, diagnostics, error))
-    return false;
-  if (stage == "llvm")
-    return succeeded(writeLlvmIr(module, os, error));
+  if (llvm::Error refused = runPipeline(module, options, diagnostics))
+    return std::move(refused);
   if (stage == "ptx")
-    return succeeded(serializeToPtx(module, ir, error));
-  module->print(os);
-  return true;
+    return serializeToPtx(module);
+  if (stage != "llvm")
+    return printed(module);
+  std::string ir;
+  llvm::raw_string_ostream os(ir);
+  if (llvm::Error refused = writeLlvmIr(module, os))
+    return std::move(refused);
+  return std::move(ir);
 }
 
-bool knownStage(const std::string &stage, std::string &error) {
+llvm::Error knownStage(const std::string &stage) {
   std::vector<std::string> stages = variantIrStages();
   if (std::find(stages.begin(), stages.end(), stage) != stages.end())
-    return true;
-  error = "unknown stage '" + stage + "'; the stages are";
+    return llvm::Error::success();
+  std::string message = "unknown stage '" + stage + "'; the stages are";
   for (const std::string &name : stages)
-    error += " " + name;
-  return false;
+    message += " " + name;
+  return makeError(message);
 }
 
+/// The entry module of a session, as variantModule and entryModule make it.
+using ModuleMaker = function_ref<llvm::Expected<OwningOpRef<ModuleOp>>(
+    ToolSession &, const CollectedDiagnostics &)>;
+
 /// The IR after `stage` of the entry module `make` builds in a session.
-bool stageIr(function_ref<OwningOpRef<ModuleOp>(ToolSession &,
-                                                const CollectedDiagnostics &,
-                                                std::string &)>
-                 make,
-             const PipelineOptions &options, const std::string &stage,
-             std::string &ir, std::string &error) {
-  if (!knownStage(stage, error))
-    return false;
+llvm::Expected<std::string> stageIr(ModuleMaker make,
+                                    const PipelineOptions &options,
+                                    const std::string &stage) {
+  if (llvm::Error refused = knownStage(stage))
+    return std::move(refused);
   ToolSession session;
   CollectedDiagnostics diagnostics(session.getContext());
-  OwningOpRef<ModuleOp> module = make(session, diagnostics, error);
-  return module && moduleIr(*module, diagnostics, options, stage, ir, error);
+  llvm::Expected<OwningOpRef<ModuleOp>> module = make(session, diagnostics);
+  if (!module)
+    return module.takeError();
+  return moduleIr(**module, diagnostics, options, stage);
 }
 } // namespace
 
-bool fa4::variantIr(const Variant &variant, const PipelineOptions &options,
-                    const std::string &stage, std::string &ir,
-                    std::string &error) {
+llvm::Expected<std::string> fa4::variantIr(const Variant &variant,
+                                           const PipelineOptions &options,
+                                           const std::string &stage) {
   return stageIr(
-      [&](ToolSession &session, const CollectedDiagnostics &diagnostics,
-          std::string &error) {
-        return variantModule(session, variant, diagnostics, error);
+      [&](ToolSession &session, const CollectedDiagnostics &diagnostics) {
+        return variantModule(session, variant, diagnostics);
       },
-      options, stage, ir, error);
+      options, stage);
 }
 
-bool fa4::entryIr(const std::string &entry, const PipelineOptions &options,
-                  const std::string &stage, std::string &ir,
-                  std::string &error) {
+llvm::Expected<std::string> fa4::entryIr(const std::string &entry,
+                                         const PipelineOptions &options,
+                                         const std::string &stage) {
   // On a stack sized to the text, as compileEntry.
-  bool staged = false;
-  if (!runOnIrStack(
-          entry.size(),
-          [&] {
-            staged = stageIr(
-                [&](ToolSession &session,
-                    const CollectedDiagnostics &diagnostics,
-                    std::string &error) {
-                  return entryModule(session, entry, diagnostics, error);
-                },
-                options, stage, ir, error);
-          },
-          error))
-    return false;
-  return staged;
+  std::optional<std::string> staged;
+  if (llvm::Error refused = runOnIrStack(entry.size(), [&]() -> llvm::Error {
+        llvm::Expected<std::string> ir = stageIr(
+            [&](ToolSession &session, const CollectedDiagnostics &diagnostics) {
+              return entryModule(session, entry, diagnostics);
+            },
+            options, stage);
+        if (!ir)
+          return ir.takeError();
+        staged = std::move(*ir);
+        return llvm::Error::success();
+      }))
+    return std::move(refused);
+  return std::move(*staged);
 }

@@ -5,6 +5,7 @@
 #include "fa4/Dialect/FA4/IR/FA4Ops.h"
 #include "fa4/Runtime/Contract.h"
 #include "fa4/Runtime/Launch.h"
+#include "fa4/Support/Error.h"
 
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/GPU/Transforms/Passes.h"
@@ -34,22 +35,17 @@ static gpu::GPUModuleOp kernelModule(ModuleOp module) {
   return found;
 }
 
-LogicalResult mlir::fa4::writeLlvmIr(ModuleOp module, llvm::raw_ostream &os,
-                                     std::string &error) {
+llvm::Error mlir::fa4::writeLlvmIr(ModuleOp module, llvm::raw_ostream &os) {
   gpu::GPUModuleOp gpuModule = kernelModule(module);
-  if (!gpuModule) {
-    error = "no gpu.module to translate (run the nvvm stage)";
-    return failure();
-  }
+  if (!gpuModule)
+    return makeError("no gpu.module to translate (run the nvvm stage)");
   llvm::LLVMContext context;
   std::unique_ptr<llvm::Module> llvmModule =
       translateModuleToLLVMIR(gpuModule, context, gpuModule.getName());
-  if (!llvmModule) {
-    error = "the kernel does not translate to LLVM IR";
-    return failure();
-  }
+  if (!llvmModule)
+    return makeError("the kernel does not translate to LLVM IR");
   llvmModule->print(os, nullptr);
-  return success();
+  return llvm::Error::success();
 }
 
 /// Adds the kernel's contract (fa4/Runtime/Contract.h) to the gpu.module:
@@ -59,58 +55,53 @@ LogicalResult mlir::fa4::writeLlvmIr(ModuleOp module, llvm::raw_ostream &os,
 /// launchManifest() writes for this module — parsed as the runtime parses
 /// it — so the runtime's kernelContract() of an unedited manifest is the
 /// same text. A module without a launchable kernel gets none.
-static LogicalResult embedContract(ModuleOp module, std::string &error) {
+static llvm::Error embedContract(ModuleOp module) {
   gpu::GPUModuleOp gpuModule = kernelModule(module);
   bool launchable = false;
   module.walk([&](LLVM::LLVMFuncOp func) {
     launchable = launchable || func->hasAttr(kLaunchAttrName);
   });
   if (!gpuModule || !launchable)
-    return success();
+    return llvm::Error::success();
   StringRef chip;
   if (ArrayAttr targets = gpuModule.getTargetsAttr())
     for (Attribute target : targets)
       if (auto nvvm = dyn_cast<NVVM::NVVMTargetAttr>(target))
         chip = nvvm.getChip();
   // The file names and ptxas's report are not part of the contract.
-  runtime::Manifest manifest;
-  if (!runtime::parseManifest(launchManifest(module, chip, "", "", PtxasReport()),
-                              manifest, error)) {
-    error = "the kernel's own manifest does not parse: " + error;
-    return failure();
-  }
-  std::string contract = runtime::kernelContract(manifest);
+  llvm::Expected<runtime::Manifest> manifest = runtime::parseManifest(
+      launchManifest(module, chip, "", "", PtxasReport()));
+  if (!manifest)
+    return prefixError("the kernel's own manifest does not parse: ",
+                       manifest.takeError());
+  std::string contract = runtime::kernelContract(*manifest);
   OpBuilder builder = OpBuilder::atBlockBegin(gpuModule.getBody());
   auto type = LLVM::LLVMArrayType::get(builder.getI8Type(), contract.size());
   LLVM::GlobalOp::create(builder, gpuModule.getLoc(), type, /*isConstant=*/true,
                          LLVM::Linkage::External, runtime::kContractSymbol,
                          builder.getStringAttr(contract), /*alignment=*/1,
                          /*addrSpace=*/1);
-  return success();
+  return llvm::Error::success();
 }
 
-LogicalResult mlir::fa4::serializeToPtx(ModuleOp module, std::string &ptx,
-                                        std::string &error) {
+llvm::Expected<std::string> mlir::fa4::serializeToPtx(ModuleOp module) {
   OwningOpRef<ModuleOp> copy = module.clone();
-  if (failed(embedContract(*copy, error)))
-    return failure();
+  if (llvm::Error refused = embedContract(*copy))
+    return std::move(refused);
   PassManager pm(module.getContext());
   GpuModuleToBinaryPassOptions options;
   options.compilationTarget = "isa";
   pm.addPass(createGpuModuleToBinaryPass(options));
-  if (failed(pm.run(*copy))) {
-    error = "cannot serialize the kernel to PTX";
-    return failure();
-  }
+  if (failed(pm.run(*copy)))
+    return makeError("cannot serialize the kernel to PTX");
+  std::string ptx;
   copy->walk([&](gpu::BinaryOp binary) {
     for (Attribute object : binary.getObjects())
       ptx = cast<gpu::ObjectAttr>(object).getObject().getValue().str();
   });
-  if (ptx.empty()) {
-    error = "gpu-module-to-binary produced no PTX";
-    return failure();
-  }
-  return success();
+  if (ptx.empty())
+    return makeError("gpu-module-to-binary produced no PTX");
+  return std::move(ptx);
 }
 
 /// The first integer `pattern` captures in `text`, or -1.
@@ -123,48 +114,39 @@ static int64_t capture(StringRef text, StringRef pattern) {
   return value;
 }
 
-LogicalResult mlir::fa4::ptxasVersion(StringRef cudaPath, std::string &version,
-                                      std::string &error) {
+llvm::Expected<std::string> mlir::fa4::ptxasVersion(StringRef cudaPath) {
   SmallString<256> binDir(cudaPath);
   llvm::sys::path::append(binDir, "bin");
   llvm::ErrorOr<std::string> ptxas =
       llvm::sys::findProgramByName("ptxas", {binDir});
-  if (!ptxas) {
-    error = ("ptxas not found in " + binDir).str();
-    return failure();
-  }
+  if (!ptxas)
+    return makeError("ptxas not found in " + binDir);
   SmallString<128> logFile;
-  if (llvm::sys::fs::createTemporaryFile("fa4", "log", logFile)) {
-    error = "cannot create a temporary file for ptxas --version";
-    return failure();
-  }
+  if (llvm::sys::fs::createTemporaryFile("fa4", "log", logFile))
+    return makeError("cannot create a temporary file for ptxas --version");
   StringRef args[] = {*ptxas, "--version"};
   std::optional<StringRef> redirects[] = {std::nullopt, StringRef(logFile),
                                           StringRef(logFile)};
   int status = llvm::sys::ExecuteAndWait(*ptxas, args, std::nullopt, redirects);
+  std::string version;
   if (auto log = llvm::MemoryBuffer::getFile(logFile))
     version = (*log)->getBuffer().str();
   llvm::sys::fs::remove(logFile);
-  if (status != 0 || version.empty()) {
-    error = "ptxas --version failed";
-    return failure();
-  }
-  return success();
+  if (status != 0 || version.empty())
+    return makeError("ptxas --version failed");
+  return std::move(version);
 }
 
-LogicalResult mlir::fa4::assembleCubin(StringRef ptx, StringRef cudaPath,
-                                       StringRef chip, std::string &cubin,
-                                       PtxasReport &report, std::string &error) {
+llvm::Expected<AssembledCubin>
+mlir::fa4::assembleCubin(StringRef ptx, StringRef cudaPath, StringRef chip) {
   SmallString<256> binDir(cudaPath);
   llvm::sys::path::append(binDir, "bin");
   llvm::ErrorOr<std::string> ptxas =
       llvm::sys::findProgramByName("ptxas", {binDir});
-  if (!ptxas) {
-    error = ("ptxas not found in " + binDir +
-             " (set --cuda-path, or CUDA_TOOLKIT_PATH when configuring)")
-                .str();
-    return failure();
-  }
+  if (!ptxas)
+    return makeError(
+        "ptxas not found in " + binDir +
+        " (set --cuda-path, or CUDA_TOOLKIT_PATH when configuring)");
   // The temporary files go whatever happens; a write that fails (a full
   // TMPDIR) is an error, never the stream's fatal report at destruction.
   SmallString<128> ptxFile, logFile, cubinFile;
@@ -174,32 +156,34 @@ LogicalResult mlir::fa4::assembleCubin(StringRef ptx, StringRef cudaPath,
         llvm::sys::fs::remove(*file);
   });
   int ptxFd = -1;
-  if (std::error_code ec = llvm::sys::fs::createTemporaryFile("fa4", "ptx", ptxFd, ptxFile)) {
+  if (std::error_code ec =
+          llvm::sys::fs::createTemporaryFile("fa4", "ptx", ptxFd, ptxFile)) {
     ptxFile.clear();
-    error = "cannot create a temporary file for ptxas: " + ec.message();
-    return failure();
+    return makeError("cannot create a temporary file for ptxas: " +
+                     ec.message());
   }
   {
     llvm::raw_fd_ostream os(ptxFd, /*shouldClose=*/true);
     os << ptx;
     os.close();
     if (os.has_error()) {
-      error = ("cannot write the PTX for ptxas to " + ptxFile + ": " +
-               os.error().message())
-                  .str();
+      llvm::Error unwritten = makeError("cannot write the PTX for ptxas to " +
+                                        ptxFile + ": " + os.error().message());
       os.clear_error();
-      return failure();
+      return std::move(unwritten);
     }
   }
-  if (std::error_code ec = llvm::sys::fs::createTemporaryFile("fa4", "log", logFile)) {
+  if (std::error_code ec =
+          llvm::sys::fs::createTemporaryFile("fa4", "log", logFile)) {
     logFile.clear();
-    error = "cannot create a temporary file for ptxas: " + ec.message();
-    return failure();
+    return makeError("cannot create a temporary file for ptxas: " +
+                     ec.message());
   }
-  if (std::error_code ec = llvm::sys::fs::createTemporaryFile("fa4", "cubin", cubinFile)) {
+  if (std::error_code ec =
+          llvm::sys::fs::createTemporaryFile("fa4", "cubin", cubinFile)) {
     cubinFile.clear();
-    error = "cannot create a temporary file for ptxas: " + ec.message();
-    return failure();
+    return makeError("cannot create a temporary file for ptxas: " +
+                     ec.message());
   }
   std::string arch = ("-arch=" + chip).str();
   StringRef args[] = {*ptxas, arch, "-v", "-o", cubinFile, ptxFile};
@@ -208,28 +192,27 @@ LogicalResult mlir::fa4::assembleCubin(StringRef ptx, StringRef cudaPath,
   std::string message;
   int status = llvm::sys::ExecuteAndWait(*ptxas, args, std::nullopt, redirects,
                                          0, 0, &message);
+  AssembledCubin assembled;
+  PtxasReport &report = assembled.report;
   if (auto log = llvm::MemoryBuffer::getFile(logFile))
     report.log = (*log)->getBuffer().str();
-  if (status != 0) {
-    error = "ptxas failed: " + (message.empty() ? report.log : message);
-    return failure();
-  }
+  if (status != 0)
+    return makeError("ptxas failed: " +
+                     (message.empty() ? report.log : message));
   auto written = llvm::MemoryBuffer::getFile(cubinFile, /*IsText=*/false,
                                              /*RequiresNullTerminator=*/false);
-  if (!written || (*written)->getBufferSize() == 0) {
-    error = ("cannot read back the cubin ptxas wrote to " + cubinFile + ": " +
-             (written ? "the file is empty" : written.getError().message()))
-                .str();
-    return failure();
-  }
-  cubin = (*written)->getBuffer().str();
+  if (!written || (*written)->getBufferSize() == 0)
+    return makeError(
+        "cannot read back the cubin ptxas wrote to " + cubinFile + ": " +
+        (written ? "the file is empty" : written.getError().message()));
+  assembled.cubin = (*written)->getBuffer().str();
   report.registers = capture(report.log, "Used ([0-9]+) registers");
   report.stackBytes = capture(report.log, "([0-9]+) bytes stack frame");
   report.spillStoreBytes = capture(report.log, "([0-9]+) bytes spill stores");
   report.spillLoadBytes = capture(report.log, "([0-9]+) bytes spill loads");
   int64_t smem = capture(report.log, "([0-9]+) bytes smem");
   report.staticSmemBytes = smem < 0 ? 0 : smem;
-  return success();
+  return std::move(assembled);
 }
 
 runtime::Manifest mlir::fa4::kernelManifest(ModuleOp module, StringRef chip,

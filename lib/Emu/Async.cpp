@@ -518,11 +518,13 @@ bool CtaMachine::decodeMap(Thread &th, uint64_t generic,
   uint8_t *bytes = memory(th, Space::Generic, generic, 128, false, smemAddr);
   if (!bytes)
     return false;
-  std::string why;
-  if (!decodeTensorMap(bytes, map, why)) {
-    error(th, "the operand at " + hex(generic) + " is not a tensor map: " + why);
+  llvm::Expected<runtime::TensorMapSpec> decoded = decodeTensorMap(bytes);
+  if (!decoded) {
+    error(th, "the operand at " + hex(generic) + " is not a tensor map: " +
+                  llvm::toString(decoded.takeError()));
     return false;
   }
+  map = *decoded;
   return true;
 }
 

@@ -1,6 +1,7 @@
 //===- Launch.cpp - global memory, tensor maps, a launch --------------------===//
 
 #include "Machine.h"
+#include "fa4/Support/Error.h"
 
 #include <atomic>
 #include <cstring>
@@ -60,13 +61,10 @@ struct Encoded {
 static_assert(sizeof(Encoded) <= 128, "a tensor map is 128 bytes");
 } // namespace
 
-bool encodeTensorMap(const runtime::TensorMapSpec &spec, uint8_t out[128],
-                     std::string &error) {
+llvm::Error encodeTensorMap(const runtime::TensorMapSpec &spec,
+                            uint8_t out[128]) {
   using runtime::TensorMapDataType;
-  auto fail = [&](const std::string &message) {
-    error = message;
-    return false;
-  };
+  auto fail = [](const std::string &message) { return makeError(message); };
   if (spec.rank < 1 || spec.rank > 5)
     return fail("rank " + std::to_string(spec.rank) + " (1 to 5)");
   if (static_cast<uint32_t>(spec.dataType) > 9)
@@ -124,17 +122,15 @@ bool encodeTensorMap(const runtime::TensorMapSpec &spec, uint8_t out[128],
     e.globalStrides[d] = spec.globalStrides[d];
   std::memset(out, 0, 128);
   std::memcpy(out, &e, sizeof(e));
-  return true;
+  return llvm::Error::success();
 }
 
-bool decodeTensorMap(const uint8_t in[128], runtime::TensorMapSpec &spec,
-                     std::string &error) {
+llvm::Expected<runtime::TensorMapSpec> decodeTensorMap(const uint8_t in[128]) {
   Encoded e;
   std::memcpy(&e, in, sizeof(e));
-  if (e.magic != kMagic) {
-    error = "no tensor map encoding (bad magic)";
-    return false;
-  }
+  if (e.magic != kMagic)
+    return makeError("no tensor map encoding (bad magic)");
+  runtime::TensorMapSpec spec;
   spec.dataType = static_cast<runtime::TensorMapDataType>(e.dataType);
   spec.rank = e.rank;
   spec.swizzle = static_cast<runtime::TensorMapSwizzle>(e.swizzle);
@@ -150,7 +146,9 @@ bool decodeTensorMap(const uint8_t in[128], runtime::TensorMapSpec &spec,
   // What the encoder accepted is what the kernel gets; check again so that
   // a corrupted map is named, not executed.
   uint8_t again[128];
-  return encodeTensorMap(spec, again, error);
+  if (llvm::Error corrupted = encodeTensorMap(spec, again))
+    return std::move(corrupted);
+  return spec;
 }
 
 //===----------------------------------------------------------------------===//
@@ -181,59 +179,51 @@ void LaunchReport::add(const LaunchReport &other) {
     instructionsPerWarp[w] += other.instructionsPerWarp[w];
 }
 
-bool launch(const Program &program, Device &device, const LaunchConfig &config,
-            LaunchReport &report, std::string &error) {
+llvm::Expected<LaunchReport> launch(const Program &program, Device &device,
+                                    const LaunchConfig &config) {
   const Kernel *kernel = program.findKernel(config.kernel);
-  if (!kernel) {
-    error = "the PTX has no entry named '" + config.kernel + "'";
-    return false;
-  }
-  if (config.arguments.size() != kernel->params.size()) {
-    error = config.kernel + " takes " + std::to_string(kernel->params.size()) +
-            " parameters, the launch gives " + std::to_string(config.arguments.size());
-    return false;
-  }
+  if (!kernel)
+    return makeError("the PTX has no entry named '" + config.kernel + "'");
+  if (config.arguments.size() != kernel->params.size())
+    return makeError(config.kernel + " takes " +
+                     std::to_string(kernel->params.size()) +
+                     " parameters, the launch gives " +
+                     std::to_string(config.arguments.size()));
   std::vector<uint8_t> params(kernel->paramBytes, 0);
   for (size_t i = 0; i < kernel->params.size(); ++i) {
-    if (config.arguments[i].size() != kernel->params[i].bytes) {
-      error = "parameter " + kernel->params[i].name + " is " +
-              std::to_string(kernel->params[i].bytes) + " bytes, the launch gives " +
-              std::to_string(config.arguments[i].size());
-      return false;
-    }
+    if (config.arguments[i].size() != kernel->params[i].bytes)
+      return makeError("parameter " + kernel->params[i].name + " is " +
+                       std::to_string(kernel->params[i].bytes) +
+                       " bytes, the launch gives " +
+                       std::to_string(config.arguments[i].size()));
     std::memcpy(params.data() + kernel->paramOffsets[i], config.arguments[i].data(),
                 config.arguments[i].size());
   }
   uint64_t blockThreads = uint64_t(config.block[0]) * config.block[1] * config.block[2];
-  if (blockThreads == 0 || blockThreads > 1024) {
-    error = "a block of " + std::to_string(blockThreads) + " threads (1 to 1024)";
-    return false;
-  }
-  if (kernel->reqntid && blockThreads != kernel->reqntid) {
-    error = config.kernel + " requires .reqntid " + std::to_string(kernel->reqntid) +
-            ", the launch gives " + std::to_string(blockThreads) + " threads";
-    return false;
-  }
-  if (kernel->maxntid && blockThreads > kernel->maxntid) {
-    error = config.kernel + " allows at most .maxntid " +
-            std::to_string(kernel->maxntid) + " threads, the launch gives " +
-            std::to_string(blockThreads);
-    return false;
-  }
+  if (blockThreads == 0 || blockThreads > 1024)
+    return makeError("a block of " + std::to_string(blockThreads) +
+                     " threads (1 to 1024)");
+  if (kernel->reqntid && blockThreads != kernel->reqntid)
+    return makeError(config.kernel + " requires .reqntid " +
+                     std::to_string(kernel->reqntid) + ", the launch gives " +
+                     std::to_string(blockThreads) + " threads");
+  if (kernel->maxntid && blockThreads > kernel->maxntid)
+    return makeError(config.kernel + " allows at most .maxntid " +
+                     std::to_string(kernel->maxntid) +
+                     " threads, the launch gives " +
+                     std::to_string(blockThreads));
   uint64_t smemBytes = uint64_t(program.staticSmemBytes) + config.dynamicSmemBytes;
-  if (smemBytes > kSharedWindow - kSharedBase) {
-    error = "the launch asks for " + std::to_string(smemBytes) +
-            " bytes of shared memory; a CTA of " +
-            (program.target.empty() ? std::string("the emulator") : program.target) +
-            " has " + std::to_string(kSharedWindow - kSharedBase);
-    return false;
-  }
+  if (smemBytes > kSharedWindow - kSharedBase)
+    return makeError("the launch asks for " + std::to_string(smemBytes) +
+                     " bytes of shared memory; a CTA of " +
+                     (program.target.empty() ? std::string("the emulator")
+                                             : program.target) +
+                     " has " + std::to_string(kSharedWindow - kSharedBase));
   uint64_t ctas = uint64_t(config.grid[0]) * config.grid[1] * config.grid[2];
-  if (ctas == 0) {
-    error = "an empty grid";
-    return false;
-  }
+  if (ctas == 0)
+    return makeError("an empty grid");
 
+  LaunchReport report;
   std::mutex merge;
   std::atomic<uint64_t> nextCta{0};
   std::atomic<bool> failed{false};
@@ -276,7 +266,7 @@ bool launch(const Program &program, Device &device, const LaunchConfig &config,
   worker();
   for (std::thread &t : pool)
     t.join();
-  return true;
+  return std::move(report);
 }
 
 } // namespace mlir::fa4::emu

@@ -11,6 +11,7 @@
 
 #include "Program.h"
 
+#include "fa4/Support/Error.h"
 #include "fa4/Target/Target.h"
 
 #include <algorithm>
@@ -1442,17 +1443,16 @@ void Parser::decode(Inst &inst, const std::vector<std::string> &parts,
 
 } // namespace
 
-std::shared_ptr<const Program> parsePtx(const std::string &text,
-                                        std::string &error) {
+llvm::Expected<std::shared_ptr<const Program>>
+parsePtx(const std::string &text) {
   auto program = std::make_shared<Program>();
   try {
     Parser parser(text);
     parser.parse(*program);
   } catch (const ParseError &e) {
-    error = e.message;
-    return nullptr;
+    return makeError(e.message);
   }
-  return program;
+  return std::shared_ptr<const Program>(std::move(program));
 }
 
 const std::string &targetOf(const Program &program) { return program.target; }

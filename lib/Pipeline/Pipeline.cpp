@@ -1,6 +1,7 @@
 //===- Pipeline.cpp - the fa4 pipeline, stage by stage --------------------===//
 
 #include "fa4/Pipeline/Pipeline.h"
+#include "fa4/Support/Error.h"
 #include "fa4/Target/Target.h"
 #include "fa4/Target/Wing.h"
 
@@ -187,48 +188,37 @@ ArrayRef<StringRef> mlir::fa4::getPipelineStages() {
   return names;
 }
 
-LogicalResult mlir::fa4::buildPipeline(OpPassManager &pm,
-                                       const PipelineOptions &options,
-                                       std::string &error) {
+llvm::Error mlir::fa4::buildPipeline(OpPassManager &pm,
+                                     const PipelineOptions &options) {
   StringRef stopAfter = options.stopAfter;
-  if (!stopAfter.empty() && !llvm::is_contained(getPipelineStages(), stopAfter)) {
-    error = ("unknown stage '" + stopAfter + "' (expected one of: " +
-             llvm::join(getPipelineStages(), ", ") + ")")
-                .str();
-    return failure();
-  }
+  if (!stopAfter.empty() && !llvm::is_contained(getPipelineStages(), stopAfter))
+    return makeError("unknown stage '" + stopAfter + "' (expected one of: " +
+                     llvm::join(getPipelineStages(), ", ") + ")");
   // Options checked where they are given, with the option's name.
-  if (!target::lookup(options.target)) {
-    error = target::unknownChipMessage(options.target);
-    return failure();
-  }
-  if (options.smCount < 0 || options.smCount > std::numeric_limits<int32_t>::max()) {
-    error = "sm-count must be 0 (the target's) or in [1, 2^31), got " +
-            std::to_string(options.smCount);
-    return failure();
-  }
-  if (options.kvStages < 0) {
-    error = "kv-stages must be 0 (as many as shared memory holds) or a stage "
-            "count, got " +
-            std::to_string(options.kvStages);
-    return failure();
-  }
-  if (!(options.rescaleThreshold >= 0.0) || !std::isfinite(options.rescaleThreshold)) {
-    error = "rescale-threshold must be finite and non-negative, got " +
-            std::to_string(options.rescaleThreshold);
-    return failure();
-  }
-  if (!(options.exp2EmulationFraction >= 0.0 && options.exp2EmulationFraction <= 1.0)) {
-    error = "exp2-emulation-fraction must be in [0, 1], got " +
-            std::to_string(options.exp2EmulationFraction);
-    return failure();
-  }
+  if (!target::lookup(options.target))
+    return makeError(target::unknownChipMessage(options.target));
+  if (options.smCount < 0 ||
+      options.smCount > std::numeric_limits<int32_t>::max())
+    return makeError("sm-count must be 0 (the target's) or in [1, 2^31), got " +
+                     std::to_string(options.smCount));
+  if (options.kvStages < 0)
+    return makeError("kv-stages must be 0 (as many as shared memory holds) or "
+                     "a stage count, got " +
+                     std::to_string(options.kvStages));
+  if (!(options.rescaleThreshold >= 0.0) ||
+      !std::isfinite(options.rescaleThreshold))
+    return makeError("rescale-threshold must be finite and non-negative, got " +
+                     std::to_string(options.rescaleThreshold));
+  if (!(options.exp2EmulationFraction >= 0.0 &&
+        options.exp2EmulationFraction <= 1.0))
+    return makeError("exp2-emulation-fraction must be in [0, 1], got " +
+                     std::to_string(options.exp2EmulationFraction));
   for (const Stage &stage : kStages) {
     stage.add(pm, options);
     if (stage.name == stopAfter)
       break;
   }
-  return success();
+  return llvm::Error::success();
 }
 
 void mlir::fa4::registerFA4Pipelines() {
@@ -243,9 +233,9 @@ void mlir::fa4::registerFA4Pipelines() {
         PipelineOptions options;
         if (failed(options.parseFromString(optionsText)))
           return failure();
-        std::string error;
-        if (failed(buildPipeline(pm, options, error)))
-          return errorHandler("fa4-pipeline: " + error);
+        if (llvm::Error refused = buildPipeline(pm, options))
+          return errorHandler("fa4-pipeline: " +
+                              llvm::toString(std::move(refused)));
         return success();
       },
       [](function_ref<void(const mlir::detail::PassOptions &)> optionsHandler) {

@@ -4,6 +4,7 @@
 #include "fa4/Runtime/Contract.h"
 
 #include "fa4/Runtime/Launch.h"
+#include "fa4/Support/Error.h"
 #include "fa4/Support/InputLimits.h"
 #include "fa4/Support/OutputFile.h"
 
@@ -55,22 +56,20 @@ static std::string sha256(llvm::StringRef bytes) {
                      /*LowerCase=*/true);
 }
 
-static bool writeFile(const llvm::Twine &file, const std::string &text,
-                      std::string &error) {
+static llvm::Error writeFile(const llvm::Twine &file, const std::string &text) {
   std::error_code ec;
   llvm::raw_fd_ostream os(file.str(), ec, fs::OF_None);
-  if (ec) {
-    error = "cannot write " + file.str() + ": " + ec.message();
-    return false;
-  }
+  if (ec)
+    return makeError("cannot write " + file.str() + ": " + ec.message());
   os << text;
   os.close();
   if (os.has_error()) {
-    error = "cannot write " + file.str() + ": " + os.error().message();
+    llvm::Error error =
+        makeError("cannot write " + file.str() + ": " + os.error().message());
     os.clear_error();
-    return false;
+    return error;
   }
-  return true;
+  return llvm::Error::success();
 }
 
 // An entry is a directory named by its key holding kernel.cubin, kernel.ptx,
@@ -87,68 +86,70 @@ static std::string indexOf(const std::string &key, const CompileCache::Entry &en
          sha256(entry.manifest) + "\n";
 }
 
-/// Reads and checks the entry in `dir` against `key`; false with `why`.
-static bool readEntry(const llvm::Twine &dir, const std::string &key,
-                      CompileCache::Entry &entry, std::string &why) {
-  std::string index;
-  if (!readRegularFile((dir + "/index").str(), 4096, index, why))
-    return false;
+/// The entry in `dir`, read and checked against `key`; an error saying
+/// what is wrong with it otherwise.
+static llvm::Expected<CompileCache::Entry> readEntry(const llvm::Twine &dir,
+                                                     const std::string &key) {
+  llvm::Expected<std::string> index =
+      readRegularFile((dir + "/index").str(), 4096);
+  if (!index)
+    return index.takeError();
   llvm::SmallVector<llvm::StringRef> lines;
-  llvm::StringRef(index).split(lines, '\n', -1, /*KeepEmpty=*/false);
-  if (lines.size() != 5 || lines[0] != kIndexHeader) {
-    why = "its index is not one fa4 writes";
-    return false;
-  }
-  if (lines[1] != "key " + key) {
-    why = "it holds another key's compilation";
-    return false;
-  }
+  llvm::StringRef(*index).split(lines, '\n', -1, /*KeepEmpty=*/false);
+  if (lines.size() != 5 || lines[0] != kIndexHeader)
+    return makeError("its index is not one fa4 writes");
+  if (lines[1] != "key " + key)
+    return makeError("it holds another key's compilation");
+  // One file the index lists: its contents, which must hash as the index
+  // says, and (with `fileName`) the name the index gives it.
   auto file = [&](llvm::StringRef line, llvm::StringRef field, const char *name,
-                  std::string &contents, std::string *fileName) {
+                  std::string &contents, std::string *fileName) -> llvm::Error {
     llvm::SmallVector<llvm::StringRef, 3> parts;
     line.split(parts, ' ', fileName ? 2 : 1, /*KeepEmpty=*/false);
-    if (parts.size() != (fileName ? 3u : 2u) || parts[0] != field) {
-      why = "its index is not one fa4 writes";
-      return false;
-    }
-    if (!readRegularFile((dir + "/" + name).str(), kMaxKernelFileBytes, contents, why))
-      return false;
-    if (sha256(contents) != parts[1]) {
-      why = std::string(name) + " is not the file the entry was written with";
-      return false;
-    }
+    if (parts.size() != (fileName ? 3u : 2u) || parts[0] != field)
+      return makeError("its index is not one fa4 writes");
+    llvm::Expected<std::string> read =
+        readRegularFile((dir + "/" + name).str(), kMaxKernelFileBytes);
+    if (!read)
+      return read.takeError();
+    contents = std::move(*read);
+    if (sha256(contents) != parts[1])
+      return makeError(std::string(name) +
+                       " is not the file the entry was written with");
     if (fileName)
       *fileName = parts[2].str();
-    return true;
+    return llvm::Error::success();
   };
-  if (!file(lines[2], "cubin", "kernel.cubin", entry.cubin, &entry.cubinName) ||
-      !file(lines[3], "ptx", "kernel.ptx", entry.ptx, &entry.ptxName) ||
-      !file(lines[4], "manifest", "manifest.json", entry.manifest, nullptr))
-    return false;
+  CompileCache::Entry entry;
+  if (llvm::Error bad = file(lines[2], "cubin", "kernel.cubin", entry.cubin,
+                             &entry.cubinName))
+    return std::move(bad);
+  if (llvm::Error bad =
+          file(lines[3], "ptx", "kernel.ptx", entry.ptx, &entry.ptxName))
+    return std::move(bad);
+  if (llvm::Error bad =
+          file(lines[4], "manifest", "manifest.json", entry.manifest, nullptr))
+    return std::move(bad);
   // What the files say must hold together: the manifest parses, describes
   // the PTX's entry point, agrees with the contract the PTX and the cubin
   // declare and names the files the index names.
-  Manifest manifest;
-  std::string error;
-  if (!parseManifest(entry.manifest, manifest, error) ||
-      !checkInterface(manifest, error) ||
-      !checkPtxEntry(manifest, entry.ptx, error)) {
-    why = error;
-    return false;
-  }
-  if (llvm::Error refused = checkContract(
-          manifest, entry.ptx,
-          llvm::ArrayRef<uint8_t>(reinterpret_cast<const uint8_t *>(entry.cubin.data()),
-                                  entry.cubin.size()))) {
-    why = llvm::toString(std::move(refused));
-    return false;
-  }
+  llvm::Expected<Manifest> manifest = parseManifest(entry.manifest);
+  if (!manifest)
+    return manifest.takeError();
+  if (llvm::Error bad = checkInterface(*manifest))
+    return std::move(bad);
+  if (llvm::Error bad = checkPtxEntry(*manifest, entry.ptx))
+    return std::move(bad);
+  if (llvm::Error bad = checkContract(
+          *manifest, entry.ptx,
+          llvm::ArrayRef<uint8_t>(
+              reinterpret_cast<const uint8_t *>(entry.cubin.data()),
+              entry.cubin.size())))
+    return std::move(bad);
   if (entry.cubinName.empty() || entry.ptxName.empty() ||
-      manifest.cubin != entry.cubinName || manifest.ptx != entry.ptxName) {
-    why = "its manifest names other files than its index";
-    return false;
-  }
-  return true;
+      manifest->cubin != entry.cubinName || manifest->ptx != entry.ptxName)
+    return makeError("its manifest names other files than its index");
+  return std::move(entry);
 }
 
 /// Deletes `dir` and everything in it. (llvm::sys::fs::remove_directories
@@ -177,10 +178,13 @@ bool CompileCache::lookup(const std::string &key, Entry &entry,
   path::append(dir, key);
   if (!fs::exists(dir))
     return false;
-  std::string why;
-  if (readEntry(dir, key, entry, why))
+  llvm::Expected<Entry> found = readEntry(dir, key);
+  if (found) {
+    entry = std::move(*found);
     return true;
+  }
   // A bad entry is replaced by the next store, not kept failing lookups.
+  std::string why = llvm::toString(found.takeError());
   if (rejected)
     *rejected = "the compile cache's entry " + key.substr(0, 16) +
                 " was discarded: " + why;
@@ -188,41 +192,47 @@ bool CompileCache::lookup(const std::string &key, Entry &entry,
   return false;
 }
 
-bool CompileCache::store(const std::string &key, const Entry &entry,
-                         std::string &error) const {
-  if (std::error_code ec = fs::create_directories(directory)) {
-    error = "cannot create the cache directory " + directory + ": " + ec.message();
-    return false;
-  }
+llvm::Error CompileCache::store(const std::string &key,
+                                const Entry &entry) const {
+  if (std::error_code ec = fs::create_directories(directory))
+    return makeError("cannot create the cache directory " + directory + ": " +
+                     ec.message());
   // A private directory, filled, then renamed to the key.
   std::random_device random;
   llvm::SmallString<256> scratch(directory);
   path::append(scratch, ".tmp-" + key.substr(0, 16) + "-" +
                             std::to_string(llvm::sys::Process::getProcessId()) +
                             "-" + std::to_string(random()));
-  if (std::error_code ec = fs::create_directory(scratch)) {
-    error = "cannot create " + std::string(scratch) + ": " + ec.message();
-    return false;
-  }
-  bool written = writeFile(scratch + "/kernel.cubin", entry.cubin, error) &&
-                 writeFile(scratch + "/kernel.ptx", entry.ptx, error) &&
-                 writeFile(scratch + "/manifest.json", entry.manifest, error) &&
-                 writeFile(scratch + "/index", indexOf(key, entry), error);
+  if (std::error_code ec = fs::create_directory(scratch))
+    return makeError("cannot create " + std::string(scratch) + ": " +
+                     ec.message());
+  std::string index = indexOf(key, entry);
+  for (auto [name, text] : {std::pair<const char *, const std::string *>{
+                                "kernel.cubin", &entry.cubin},
+                            {"kernel.ptx", &entry.ptx},
+                            {"manifest.json", &entry.manifest},
+                            {"index", &index}})
+    if (llvm::Error unwritten = writeFile(scratch + "/" + name, *text)) {
+      removeTree(scratch);
+      return unwritten;
+    }
   llvm::SmallString<256> final(directory);
   path::append(final, key);
-  if (written && !fs::rename(scratch, final))
-    return true;
+  if (!fs::rename(scratch, final))
+    return llvm::Error::success();
   // The key is taken: by another process's whole entry (ours is dropped),
   // or by a bad one, which ours replaces.
-  Entry existing;
-  std::string why;
-  if (written && fs::exists(final) && !readEntry(final, key, existing, why)) {
-    discard(directory, final, key);
-    if (!fs::rename(scratch, final))
-      return true;
+  if (fs::exists(final)) {
+    llvm::Expected<Entry> existing = readEntry(final, key);
+    if (!existing) {
+      llvm::consumeError(existing.takeError());
+      discard(directory, final, key);
+      if (!fs::rename(scratch, final))
+        return llvm::Error::success();
+    }
   }
   removeTree(scratch);
-  return written;
+  return llvm::Error::success();
 }
 
 /// The manifest with its "cubin" and "ptx" fields naming other files.
@@ -241,16 +251,16 @@ static std::string renamed(const CompileCache::Entry &entry,
   return manifest;
 }
 
-bool CompileCache::materialize(const Entry &entry, const std::string &cubinPath,
-                               const std::string &ptxPath, std::string &error) {
+llvm::Error CompileCache::materialize(const Entry &entry,
+                                      const std::string &cubinPath,
+                                      const std::string &ptxPath) {
   // One set (fa4/Support/OutputFile.h): a cubin without its PTX or manifest
   // is no kernel, nor one beside an earlier kernel's.
   std::string manifest = renamed(entry, path::filename(cubinPath).str(),
                                  path::filename(ptxPath).str());
   return writeFileSet({{ptxPath, entry.ptx},
                        {cubinPath + ".json", manifest},
-                       {cubinPath, entry.cubin}},
-                      error);
+                       {cubinPath, entry.cubin}});
 }
 
 } // namespace mlir::fa4::runtime

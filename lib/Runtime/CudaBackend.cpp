@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "fa4/Runtime/Runtime.h"
+#include "fa4/Support/Error.h"
 
 #include <dlfcn.h>
 
@@ -91,8 +92,8 @@ public:
   const char *name() const override { return "cuda"; }
   bool runsPtx() const override { return false; }
 
-  bool encodeTensorMap(const TensorMapSpec &spec, uint8_t out[128],
-                       std::string &error) override {
+  llvm::Error encodeTensorMap(const TensorMapSpec &spec,
+                              uint8_t out[128]) override {
     CUtensorMap map;
     // The driver takes the strides of every dimension but the innermost.
     CUresult result = driver.cuTensorMapEncodeTiled(
@@ -101,16 +102,14 @@ public:
         spec.globalStrides, spec.boxDims, spec.elementStrides, kInterleaveNone,
         static_cast<int>(spec.swizzle), kL2Promotion256B,
         static_cast<int>(spec.oobFill));
-    if (result != kSuccess) {
-      error = driver.message("cuTensorMapEncodeTiled", result);
-      return false;
-    }
+    if (result != kSuccess)
+      return makeError(driver.message("cuTensorMapEncodeTiled", result));
     std::memcpy(out, &map, sizeof(map));
-    return true;
+    return llvm::Error::success();
   }
 
-  bool run(const Kernel &kernel, const LaunchPlan &plan, void *stream,
-           std::string &error) override {
+  llvm::Error run(const Kernel &kernel, const LaunchPlan &plan,
+                  void *stream) override {
     const std::string &target = kernel.manifest.target;
     std::string device = "sm_" + std::to_string(major) + std::to_string(minor);
     // An arch-specific target (sm_100a) runs on its own compute capability
@@ -118,19 +117,16 @@ public:
     std::string wanted = target;
     if (!wanted.empty() && wanted.back() == 'a')
       wanted.pop_back();
-    if (wanted != device) {
-      error = "the kernel needs " + target + "; the device is " + device +
-              " (compute capability " + std::to_string(major) + "." +
-              std::to_string(minor) + ")";
-      return false;
-    }
-    if (kernel.cubin.empty()) {
-      error = "the kernel has no cubin to load";
-      return false;
-    }
-    CUfunction function = nullptr;
-    if (!functionOf(kernel, function, error))
-      return false;
+    if (wanted != device)
+      return makeError("the kernel needs " + target + "; the device is " +
+                       device + " (compute capability " +
+                       std::to_string(major) + "." + std::to_string(minor) +
+                       ")");
+    if (kernel.cubin.empty())
+      return makeError("the kernel has no cubin to load");
+    llvm::Expected<CUfunction> function = functionOf(kernel);
+    if (!function)
+      return function.takeError();
     std::vector<void *> parameters;
     for (const std::vector<uint8_t> &argument : plan.arguments)
       parameters.push_back(const_cast<uint8_t *>(argument.data()));
@@ -144,17 +140,15 @@ public:
     config.sharedMemBytes = plan.dynamicSmemBytes;
     config.hStream = stream;
     CUresult result =
-        driver.cuLaunchKernelEx(&config, function, parameters.data(), nullptr);
-    if (result != kSuccess) {
-      error = driver.message("cuLaunchKernelEx", result);
-      return false;
-    }
-    return true;
+        driver.cuLaunchKernelEx(&config, *function, parameters.data(), nullptr);
+    if (result != kSuccess)
+      return makeError(driver.message("cuLaunchKernelEx", result));
+    return llvm::Error::success();
   }
 
 private:
-  bool functionOf(const Kernel &kernel, CUfunction &function,
-                  std::string &error) {
+  /// The kernel's function in the current context, its module loaded once.
+  llvm::Expected<CUfunction> functionOf(const Kernel &kernel) {
     // A module belongs to a context: one function per (context, cubin), so
     // that launches from another device's context load their own.
     CUcontext context = nullptr;
@@ -162,31 +156,24 @@ private:
     std::string key(reinterpret_cast<const char *>(&context), sizeof(context));
     key.append(kernel.cubin.begin(), kernel.cubin.end());
     auto found = functions.find(key);
-    if (found != functions.end()) {
-      function = found->second;
-      return true;
-    }
+    if (found != functions.end())
+      return found->second;
     CUmodule module = nullptr;
     CUresult result = driver.cuModuleLoadData(&module, kernel.cubin.data());
-    if (result != kSuccess) {
-      error = driver.message("cuModuleLoadData", result);
-      return false;
-    }
+    if (result != kSuccess)
+      return makeError(driver.message("cuModuleLoadData", result));
+    CUfunction function = nullptr;
     result = driver.cuModuleGetFunction(&function, module,
                                         kernel.manifest.kernel.c_str());
-    if (result != kSuccess) {
-      error = driver.message("cuModuleGetFunction", result);
-      return false;
-    }
+    if (result != kSuccess)
+      return makeError(driver.message("cuModuleGetFunction", result));
     // More than 48 KB of dynamic shared memory must be asked for.
     result = driver.cuFuncSetAttribute(function, kMaxDynamicSharedSizeBytes,
                                        static_cast<int>(kernel.manifest.dynamicSmemBytes));
-    if (result != kSuccess) {
-      error = driver.message("cuFuncSetAttribute", result);
-      return false;
-    }
+    if (result != kSuccess)
+      return makeError(driver.message("cuFuncSetAttribute", result));
     functions.emplace(std::move(key), function);
-    return true;
+    return function;
   }
 
   Driver driver;
@@ -195,16 +182,14 @@ private:
 };
 } // namespace
 
-std::unique_ptr<Backend> createCudaBackend(std::string &error) {
-  error.clear();
+llvm::Expected<std::unique_ptr<Backend>> createCudaBackend() {
   Driver driver;
   driver.library = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
   if (!driver.library) {
     const char *why = dlerror();
-    error = std::string("cannot load libcuda.so.1 (no NVIDIA driver on this "
-                        "machine?): ") +
-            (why ? why : "dlopen failed");
-    return nullptr;
+    return makeError(std::string("cannot load libcuda.so.1 (no NVIDIA driver "
+                                 "on this machine?): ") +
+                     (why ? why : "dlopen failed"));
   }
   std::string missing;
   resolve(driver.library, "cuGetErrorString", driver.cuGetErrorString, missing);
@@ -227,15 +212,11 @@ std::unique_ptr<Backend> createCudaBackend(std::string &error) {
                     driver.cuTensorMapEncodeTiled, missing) &&
             resolve(driver.library, "cuLaunchKernelEx", driver.cuLaunchKernelEx,
                     missing);
-  if (!ok) {
-    error = missing;
-    return nullptr;
-  }
+  if (!ok)
+    return makeError(missing);
   CUresult result = driver.cuInit(0);
-  if (result != kSuccess) {
-    error = driver.message("cuInit", result);
-    return nullptr;
-  }
+  if (result != kSuccess)
+    return makeError(driver.message("cuInit", result));
   // The caller's context when it has one (torch's), else device 0's
   // primary context.
   CUcontext context = nullptr;
@@ -243,32 +224,23 @@ std::unique_ptr<Backend> createCudaBackend(std::string &error) {
   result = driver.cuCtxGetCurrent(&context);
   if (result == kSuccess && context) {
     result = driver.cuCtxGetDevice(&device);
-    if (result != kSuccess) {
-      error = driver.message("cuCtxGetDevice", result);
-      return nullptr;
-    }
+    if (result != kSuccess)
+      return makeError(driver.message("cuCtxGetDevice", result));
   } else {
-    if ((result = driver.cuDeviceGet(&device, 0)) != kSuccess) {
-      error = driver.message("cuDeviceGet", result);
-      return nullptr;
-    }
-    if ((result = driver.cuDevicePrimaryCtxRetain(&context, device)) != kSuccess) {
-      error = driver.message("cuDevicePrimaryCtxRetain", result);
-      return nullptr;
-    }
-    if ((result = driver.cuCtxSetCurrent(context)) != kSuccess) {
-      error = driver.message("cuCtxSetCurrent", result);
-      return nullptr;
-    }
+    if ((result = driver.cuDeviceGet(&device, 0)) != kSuccess)
+      return makeError(driver.message("cuDeviceGet", result));
+    if ((result = driver.cuDevicePrimaryCtxRetain(&context, device)) !=
+        kSuccess)
+      return makeError(driver.message("cuDevicePrimaryCtxRetain", result));
+    if ((result = driver.cuCtxSetCurrent(context)) != kSuccess)
+      return makeError(driver.message("cuCtxSetCurrent", result));
   }
   int major = 0, minor = 0;
   if ((result = driver.cuDeviceGetAttribute(&major, kComputeCapabilityMajor,
                                             device)) != kSuccess ||
       (result = driver.cuDeviceGetAttribute(&minor, kComputeCapabilityMinor,
-                                            device)) != kSuccess) {
-    error = driver.message("cuDeviceGetAttribute", result);
-    return nullptr;
-  }
+                                            device)) != kSuccess)
+    return makeError(driver.message("cuDeviceGetAttribute", result));
   return std::make_unique<CudaBackend>(driver, major, minor);
 }
 

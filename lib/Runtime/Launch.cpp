@@ -1,10 +1,10 @@
 //===- Launch.cpp - from a launch manifest to launch arguments --------------===//
 
 #include "fa4/Runtime/Launch.h"
-#include "fa4/Target/Target.h"
 #include "fa4/Support/AttentionMath.h"
-
+#include "fa4/Support/Error.h"
 #include "fa4/Support/InputLimits.h"
+#include "fa4/Target/Target.h"
 
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/JSON.h"
@@ -190,30 +190,18 @@ size_t extraElementBytes(const std::string &dtype) {
   return 0;
 }
 
-bool parseManifest(const std::string &json, Manifest &m, std::string &error) {
-  error.clear();
-  // Every field from this manifest alone, whatever `m` held.
-  m = Manifest();
-  // llvm::json recurses once per bracket: deep nesting would overflow the
-  // stack before it could say anything.
-  if (json.size() > kMaxManifestBytes) {
-    error = "manifest: " + std::to_string(json.size()) + " bytes, more than the " +
-            std::to_string(kMaxManifestBytes) + " accepted";
-    return false;
-  }
-  if (!checkNestingDepth(json, kMaxJsonNesting, NestingSyntax::Json, error)) {
-    error = "manifest: " + error;
-    return false;
-  }
-  llvm::Expected<llvm::json::Value> parsed = llvm::json::parse(json);
-  if (!parsed) {
-    error = "manifest: not JSON: " + llvm::toString(parsed.takeError());
-    return false;
-  }
-  Fields top(parsed->getAsObject(), "(top level)", error);
+namespace {
+// The manifest's sections, one reader each, in the order they are read:
+// Fields keep the first failure, so that order decides which one a
+// manifest broken in several places is refused for. A reader returns false
+// where reading on would look past a failure (an array of the wrong
+// length); the rest go on and the caller sees the failure at the end.
+
+/// "kernel", "cubin", "ptx" (optional), "block" and "target".
+void readKernel(Fields &top, const llvm::json::Object *object, Manifest &m) {
   m.kernel = top.string("kernel");
   m.cubin = top.string("cubin");
-  if (auto *object = parsed->getAsObject())
+  if (object)
     if (auto ptx = object->getString("ptx"))
       m.ptx = ptx->str();
   // The cubin and the PTX lie beside the manifest: a name with a directory
@@ -234,8 +222,13 @@ bool parseManifest(const std::string &json, Manifest &m, std::string &error) {
     }
   }
   m.target = top.string("target");
-  if (error.empty() && !target::lookup(m.target))
+  if (top.ok() && !target::lookup(m.target))
     top.fail("has \"target\" " + target::unknownChipMessage(m.target));
+}
+
+/// "grid" (its sm_count and order), "dynamic_smem_bytes" and
+/// "tmem_columns".
+void readResources(Fields &top, Manifest &m, std::string &error) {
   Fields grid(top.child("grid"), "\"grid\"", error);
   m.smCount = grid.integer("sm_count");
   // The persistent grid's size is a 32-bit launch dimension (as fa4c's
@@ -254,7 +247,11 @@ bool parseManifest(const std::string &json, Manifest &m, std::string &error) {
     top.fail("\"tmem_columns\" must be 0 to 512, got " + std::to_string(tmemColumns));
   m.dynamicSmemBytes = static_cast<uint32_t>(std::clamp<int64_t>(smemBytes, 0, 1 << 20));
   m.tmemColumns = static_cast<uint32_t>(std::clamp<int64_t>(tmemColumns, 0, 512));
-  Fields attention(top.child("attention"), "\"attention\"", error);
+}
+
+/// "attention": the variant. A malformed block_mask is refused at once, in
+/// its own words (whatever failed before it).
+void readAttention(Fields &attention, Manifest &m, std::string &error) {
   m.mask = attention.string("mask");
   m.windowLeft = attention.integer("window_left");
   m.windowRight = attention.integer("window_right");
@@ -274,41 +271,51 @@ bool parseManifest(const std::string &json, Manifest &m, std::string &error) {
     std::optional<int64_t> value = position->getAsInteger();
     if (!value || *value < 0) {
       error = "manifest: attention.block_mask must be a non-negative integer";
-      return false;
+      return;
     }
     m.blockMask = *value;
   }
-  if (!error.empty())
+}
+
+/// "extras" (optional): each one's element type and shape.
+bool readExtras(Fields &top, Manifest &m, std::string &error) {
+  const llvm::json::Value *extras = top.optional("extras");
+  if (!extras)
+    return true;
+  const llvm::json::Array *list = extras->getAsArray();
+  if (!list) {
+    top.fail("has \"extras\" that is not an array");
     return false;
-  if (const llvm::json::Value *extras = top.optional("extras")) {
-    const llvm::json::Array *list = extras->getAsArray();
-    if (!list) {
-      top.fail("has \"extras\" that is not an array");
+  }
+  for (size_t i = 0; i < list->size(); ++i) {
+    Fields f((*list)[i].getAsObject(), "extras[" + std::to_string(i) + "]",
+             error);
+    Manifest::Extra extra;
+    extra.dtype = f.string("dtype");
+    const llvm::json::Array *shape = f.array("shape");
+    if (!f.ok())
+      return false;
+    if (extraElementBytes(extra.dtype) == 0) {
+      f.fail("has an unknown dtype \"" + extra.dtype + "\"");
       return false;
     }
-    for (size_t i = 0; i < list->size(); ++i) {
-      Fields f((*list)[i].getAsObject(), "extras[" + std::to_string(i) + "]",
-               error);
-      Manifest::Extra extra;
-      extra.dtype = f.string("dtype");
-      const llvm::json::Array *shape = f.array("shape");
-      if (!error.empty())
-        return false;
-      if (extraElementBytes(extra.dtype) == 0) {
-        f.fail("has an unknown dtype \"" + extra.dtype + "\"");
+    for (const llvm::json::Value &v : *shape) {
+      int64_t dim = v.getAsInteger().value_or(0);
+      if (dim == 0 || dim < -1 || dim >= (int64_t(1) << 31)) {
+        f.fail("has a dimension that is neither -1 nor in [1, 2^31)");
         return false;
       }
-      for (const llvm::json::Value &v : *shape) {
-        int64_t dim = v.getAsInteger().value_or(0);
-        if (dim == 0 || dim < -1 || dim >= (int64_t(1) << 31)) {
-          f.fail("has a dimension that is neither -1 nor in [1, 2^31)");
-          return false;
-        }
-        extra.shape.push_back(dim);
-      }
-      m.extras.push_back(std::move(extra));
+      extra.shape.push_back(dim);
     }
+    m.extras.push_back(std::move(extra));
   }
+  return true;
+}
+
+/// What the sections read so far must say together: a block mask that is
+/// an extra of its shape, a known mask, an attention whose sizes no
+/// product below overflows, a block and a grid.
+void checkVariant(Fields &top, Fields &attention, const Manifest &m) {
   if (m.blockMask >= 0 &&
       (m.blockMask >= static_cast<int64_t>(m.extras.size()) ||
        m.extras[m.blockMask].dtype != "i32" ||
@@ -327,159 +334,250 @@ bool parseManifest(const std::string &json, Manifest &m, std::string &error) {
                    "rows_per_task)");
   if (m.block[0] * m.block[1] * m.block[2] == 0 || m.smCount <= 0)
     top.fail("has an empty block or grid");
+}
 
-  if (const llvm::json::Array *maps = top.array("tensor_maps")) {
-    for (size_t i = 0; i < maps->size(); ++i) {
-      Fields f((*maps)[i].getAsObject(), "tensor_maps[" + std::to_string(i) + "]",
-               error);
-      Manifest::TensorMap map;
-      map.tensor = f.string("tensor");
-      map.dtype = f.string("dtype");
-      map.rank = static_cast<uint32_t>(f.integer("rank"));
-      if (!error.empty())
-        return false;
-      if (map.rank < 1 || map.rank > 5)
-        f.fail("has rank " + std::to_string(map.rank));
-      TensorMapDataType type;
-      if (!dataTypeOf(map.dtype, type))
-        f.fail("has an unknown dtype \"" + map.dtype + "\"");
-      const llvm::json::Array *dims = f.array("dims");
-      const llvm::json::Array *strides = f.array("strides_bytes");
-      const llvm::json::Array *box = f.array("box");
-      const llvm::json::Array *elementStrides = f.array("element_strides");
-      if (!error.empty())
-        return false;
-      if (dims->size() != map.rank || strides->size() + 1 != map.rank ||
-          box->size() != map.rank || elementStrides->size() != map.rank) {
-        f.fail("has dims, strides_bytes, box or element_strides of the wrong "
-               "length for rank " + std::to_string(map.rank));
-        return false;
-      }
-      for (const llvm::json::Value &v : *dims)
-        map.dims.push_back(asText(v));
-      for (const llvm::json::Value &v : *strides)
-        map.strides.push_back(asText(v));
-      for (const std::vector<std::string> *entries : {&map.dims, &map.strides})
-        for (const std::string &entry : *entries)
-          if (entry.empty()) {
-            f.fail(std::string("has a ") +
-                   (entries == &map.dims ? "dims" : "strides_bytes") +
-                   " entry that is neither a positive integer nor an "
-                   "expression");
-            return false;
-          }
-      if (const llvm::json::Value *axes = f.optional("axes")) {
-        const llvm::json::Array *list = axes->getAsArray();
-        if (!list || list->size() != map.rank) {
-          f.fail("has axes that are not one tensor axis per dimension");
-          return false;
-        }
-        for (const llvm::json::Value &v : *list) {
-          int64_t axis = v.getAsInteger().value_or(-1);
-          if (axis < 0 || axis > 3) {
-            f.fail("has an axis out of [0, 3]");
-            return false;
-          }
-          map.axes.push_back(static_cast<int>(axis));
-        }
-        // Each tensor axis once, head_dim (contiguous) innermost.
-        std::vector<int> sorted = map.axes;
-        std::sort(sorted.begin(), sorted.end());
-        bool permutation = map.rank == 4;
-        for (int axis = 0; permutation && axis < 4; ++axis)
-          permutation = sorted[axis] == axis;
-        if (!permutation || map.axes[0] != 3) {
-          f.fail("has axes that are not a permutation of [0, 3] with head_dim (3) first");
-          return false;
-        }
-      }
-      if (const llvm::json::Value *layout = f.optional("layout_strides")) {
-        const llvm::json::Array *list = layout->getAsArray();
-        if (!list || list->size() != 4) {
-          f.fail("has layout_strides that are not four strides");
-          return false;
-        }
-        for (const llvm::json::Value &v : *list) {
-          std::optional<int64_t> stride = v.getAsInteger();
-          if (v.getAsNull()) {
-            map.layoutStrides.push_back(-1);
-          } else if (stride && *stride > 0) {
-            map.layoutStrides.push_back(*stride);
-          } else {
-            f.fail("has a layout stride that is neither positive nor null");
-            return false;
-          }
-        }
-      }
-      for (uint32_t d = 0; d < map.rank; ++d) {
-        int64_t b = (*box)[d].getAsInteger().value_or(0);
-        int64_t e = (*elementStrides)[d].getAsInteger().value_or(0);
-        if (b <= 0 || b > 256 || e <= 0 || e > 8)
-          f.fail("has a box or element stride out of range");
-        map.box[d] = static_cast<uint32_t>(b);
-        map.elementStrides[d] = static_cast<uint32_t>(e);
-      }
-      std::string swizzle = f.string("swizzle");
-      if (swizzle == "none")
-        map.swizzle = TensorMapSwizzle::None;
-      else if (swizzle == "32B")
-        map.swizzle = TensorMapSwizzle::Bytes32;
-      else if (swizzle == "64B")
-        map.swizzle = TensorMapSwizzle::Bytes64;
-      else if (swizzle == "128B")
-        map.swizzle = TensorMapSwizzle::Bytes128;
-      else
-        f.fail("has an unknown swizzle \"" + swizzle + "\"");
-      std::string fill = f.string("oob_fill");
-      if (fill == "nan")
-        map.oobFill = TensorMapOobFill::NanRequestZeroFma;
-      else if (fill != "zero")
-        f.fail("has an unknown oob_fill \"" + fill + "\"");
-      if (!error.empty())
-        return false;
-      m.tensorMaps.push_back(map);
+/// A tensor map's "axes" (optional): one tensor axis per dimension, each
+/// once, head_dim (3) first.
+bool readAxes(Fields &f, Manifest::TensorMap &map) {
+  const llvm::json::Value *axes = f.optional("axes");
+  if (!axes)
+    return true;
+  const llvm::json::Array *list = axes->getAsArray();
+  if (!list || list->size() != map.rank) {
+    f.fail("has axes that are not one tensor axis per dimension");
+    return false;
+  }
+  for (const llvm::json::Value &v : *list) {
+    int64_t axis = v.getAsInteger().value_or(-1);
+    if (axis < 0 || axis > 3) {
+      f.fail("has an axis out of [0, 3]");
+      return false;
+    }
+    map.axes.push_back(static_cast<int>(axis));
+  }
+  std::vector<int> sorted = map.axes;
+  std::sort(sorted.begin(), sorted.end());
+  bool permutation = map.rank == 4;
+  for (int axis = 0; permutation && axis < 4; ++axis)
+    permutation = sorted[axis] == axis;
+  if (!permutation || map.axes[0] != 3) {
+    f.fail("has axes that are not a permutation of [0, 3] with head_dim (3) "
+           "first");
+    return false;
+  }
+  return true;
+}
+
+/// A tensor map's "layout_strides" (optional): four strides, null where
+/// dynamic.
+bool readLayoutStrides(Fields &f, Manifest::TensorMap &map) {
+  const llvm::json::Value *layout = f.optional("layout_strides");
+  if (!layout)
+    return true;
+  const llvm::json::Array *list = layout->getAsArray();
+  if (!list || list->size() != 4) {
+    f.fail("has layout_strides that are not four strides");
+    return false;
+  }
+  for (const llvm::json::Value &v : *list) {
+    std::optional<int64_t> stride = v.getAsInteger();
+    if (v.getAsNull()) {
+      map.layoutStrides.push_back(-1);
+    } else if (stride && *stride > 0) {
+      map.layoutStrides.push_back(*stride);
+    } else {
+      f.fail("has a layout stride that is neither positive nor null");
+      return false;
     }
   }
-  if (const llvm::json::Array *params = top.array("parameters")) {
-    for (size_t i = 0; i < params->size(); ++i) {
-      Fields f((*params)[i].getAsObject(), "parameters[" + std::to_string(i) + "]",
-               error);
-      Manifest::Parameter p;
-      p.name = f.string("name");
-      p.type = f.string("type");
-      if (const llvm::json::Value *passing = f.optional("passing"))
-        if (auto text = passing->getAsString())
-          p.passing = text->str();
-      if (const llvm::json::Value *layout = f.optional("layout"))
-        if (auto text = layout->getAsString())
-          p.layout = text->str();
-      m.parameters.push_back(p);
-    }
+  return true;
+}
+
+/// One entry of "tensor_maps".
+bool readTensorMap(Fields &f, Manifest::TensorMap &map) {
+  map.tensor = f.string("tensor");
+  map.dtype = f.string("dtype");
+  map.rank = static_cast<uint32_t>(f.integer("rank"));
+  if (!f.ok())
+    return false;
+  // Nothing below reads past a refused rank: the box has five entries.
+  if (map.rank < 1 || map.rank > 5) {
+    f.fail("has rank " + std::to_string(map.rank));
+    return false;
   }
-  if (auto *object = parsed->getAsObject())
-    if (const llvm::json::Array *roles = object->getArray("roles"))
-      for (size_t i = 0; i < roles->size(); ++i) {
-        Fields f((*roles)[i].getAsObject(), "roles[" + std::to_string(i) + "]", error);
-        Manifest::Role role;
-        role.name = f.string("name");
-        role.firstWarp = f.integer("first_warp");
-        role.numWarps = f.integer("num_warps");
-        role.registers = f.integer("registers");
-        m.roles.push_back(role);
+  TensorMapDataType type;
+  if (!dataTypeOf(map.dtype, type))
+    f.fail("has an unknown dtype \"" + map.dtype + "\"");
+  const llvm::json::Array *dims = f.array("dims");
+  const llvm::json::Array *strides = f.array("strides_bytes");
+  const llvm::json::Array *box = f.array("box");
+  const llvm::json::Array *elementStrides = f.array("element_strides");
+  if (!f.ok())
+    return false;
+  if (dims->size() != map.rank || strides->size() + 1 != map.rank ||
+      box->size() != map.rank || elementStrides->size() != map.rank) {
+    f.fail("has dims, strides_bytes, box or element_strides of the wrong "
+           "length for rank " +
+           std::to_string(map.rank));
+    return false;
+  }
+  for (const llvm::json::Value &v : *dims)
+    map.dims.push_back(asText(v));
+  for (const llvm::json::Value &v : *strides)
+    map.strides.push_back(asText(v));
+  for (const std::vector<std::string> *entries : {&map.dims, &map.strides})
+    for (const std::string &entry : *entries)
+      if (entry.empty()) {
+        f.fail(std::string("has a ") +
+               (entries == &map.dims ? "dims" : "strides_bytes") +
+               " entry that is neither a positive integer nor an "
+               "expression");
+        return false;
       }
-  if (auto *object = parsed->getAsObject())
-    if (const llvm::json::Object *ptxas = object->getObject("ptxas")) {
-      auto read = [&](const char *name, int64_t &field) {
-        if (std::optional<int64_t> value = ptxas->getInteger(name))
-          field = *value;
-      };
-      read("registers", m.ptxas.registers);
-      read("spill_store_bytes", m.ptxas.spillStoreBytes);
-      read("spill_load_bytes", m.ptxas.spillLoadBytes);
-      read("stack_bytes", m.ptxas.stackBytes);
-      read("static_smem_bytes", m.ptxas.staticSmemBytes);
-    }
+  if (!readAxes(f, map) || !readLayoutStrides(f, map))
+    return false;
+  for (uint32_t d = 0; d < map.rank; ++d) {
+    int64_t b = (*box)[d].getAsInteger().value_or(0);
+    int64_t e = (*elementStrides)[d].getAsInteger().value_or(0);
+    if (b <= 0 || b > 256 || e <= 0 || e > 8)
+      f.fail("has a box or element stride out of range");
+    map.box[d] = static_cast<uint32_t>(b);
+    map.elementStrides[d] = static_cast<uint32_t>(e);
+  }
+  std::string swizzle = f.string("swizzle");
+  if (swizzle == "none")
+    map.swizzle = TensorMapSwizzle::None;
+  else if (swizzle == "32B")
+    map.swizzle = TensorMapSwizzle::Bytes32;
+  else if (swizzle == "64B")
+    map.swizzle = TensorMapSwizzle::Bytes64;
+  else if (swizzle == "128B")
+    map.swizzle = TensorMapSwizzle::Bytes128;
+  else
+    f.fail("has an unknown swizzle \"" + swizzle + "\"");
+  std::string fill = f.string("oob_fill");
+  if (fill == "nan")
+    map.oobFill = TensorMapOobFill::NanRequestZeroFma;
+  else if (fill != "zero")
+    f.fail("has an unknown oob_fill \"" + fill + "\"");
+  return f.ok();
+}
+
+/// "tensor_maps".
+bool readTensorMaps(Fields &top, Manifest &m, std::string &error) {
+  const llvm::json::Array *maps = top.array("tensor_maps");
+  if (!maps)
+    return true;
+  for (size_t i = 0; i < maps->size(); ++i) {
+    Fields f((*maps)[i].getAsObject(), "tensor_maps[" + std::to_string(i) + "]",
+             error);
+    Manifest::TensorMap map;
+    if (!readTensorMap(f, map))
+      return false;
+    m.tensorMaps.push_back(std::move(map));
+  }
+  return true;
+}
+
+/// "parameters": each one's name, type and, when said, how it is passed
+/// and what it points at.
+void readParameters(Fields &top, Manifest &m, std::string &error) {
+  const llvm::json::Array *params = top.array("parameters");
+  if (!params)
+    return;
+  for (size_t i = 0; i < params->size(); ++i) {
+    Fields f((*params)[i].getAsObject(),
+             "parameters[" + std::to_string(i) + "]", error);
+    Manifest::Parameter p;
+    p.name = f.string("name");
+    p.type = f.string("type");
+    if (const llvm::json::Value *passing = f.optional("passing"))
+      if (auto text = passing->getAsString())
+        p.passing = text->str();
+    if (const llvm::json::Value *layout = f.optional("layout"))
+      if (auto text = layout->getAsString())
+        p.layout = text->str();
+    m.parameters.push_back(p);
+  }
+}
+
+/// "roles" (optional): the warp roles and their register budgets.
+void readRoles(const llvm::json::Object &object, Manifest &m,
+               std::string &error) {
+  const llvm::json::Array *roles = object.getArray("roles");
+  if (!roles)
+    return;
+  for (size_t i = 0; i < roles->size(); ++i) {
+    Fields f((*roles)[i].getAsObject(), "roles[" + std::to_string(i) + "]",
+             error);
+    Manifest::Role role;
+    role.name = f.string("name");
+    role.firstWarp = f.integer("first_warp");
+    role.numWarps = f.integer("num_warps");
+    role.registers = f.integer("registers");
+    m.roles.push_back(role);
+  }
+}
+
+/// "ptxas" (optional): what ptxas reported, each number when it is one.
+void readPtxas(const llvm::json::Object &object, Manifest &m) {
+  const llvm::json::Object *ptxas = object.getObject("ptxas");
+  if (!ptxas)
+    return;
+  auto read = [&](const char *name, int64_t &field) {
+    if (std::optional<int64_t> value = ptxas->getInteger(name))
+      field = *value;
+  };
+  read("registers", m.ptxas.registers);
+  read("spill_store_bytes", m.ptxas.spillStoreBytes);
+  read("spill_load_bytes", m.ptxas.spillLoadBytes);
+  read("stack_bytes", m.ptxas.stackBytes);
+  read("static_smem_bytes", m.ptxas.staticSmemBytes);
+}
+
+/// Reads every section of `json` into `m`; false with `error` (the first
+/// failure) when one is malformed.
+bool readManifest(const llvm::json::Value &json, Manifest &m,
+                  std::string &error) {
+  const llvm::json::Object *object = json.getAsObject();
+  Fields top(object, "(top level)", error);
+  readKernel(top, object, m);
+  readResources(top, m, error);
+  Fields attention(top.child("attention"), "\"attention\"", error);
+  readAttention(attention, m, error);
+  if (!error.empty() || !readExtras(top, m, error))
+    return false;
+  checkVariant(top, attention, m);
+  if (!readTensorMaps(top, m, error))
+    return false;
+  readParameters(top, m, error);
+  if (object) {
+    readRoles(*object, m, error);
+    readPtxas(*object, m);
+  }
   return error.empty();
+}
+} // namespace
+
+llvm::Expected<Manifest> parseManifest(const std::string &json) {
+  // llvm::json recurses once per bracket: deep nesting would overflow the
+  // stack before it could say anything.
+  if (json.size() > kMaxManifestBytes)
+    return makeError("manifest: " + std::to_string(json.size()) +
+                     " bytes, more than the " +
+                     std::to_string(kMaxManifestBytes) + " accepted");
+  if (llvm::Error deep =
+          checkNestingDepth(json, kMaxJsonNesting, NestingSyntax::Json))
+    return prefixError("manifest: ", std::move(deep));
+  llvm::Expected<llvm::json::Value> parsed = llvm::json::parse(json);
+  if (!parsed)
+    return makeError("manifest: not JSON: " +
+                     llvm::toString(parsed.takeError()));
+  Manifest m;
+  std::string error;
+  if (!readManifest(*parsed, m, error))
+    return makeError(error);
+  return std::move(m);
 }
 
 namespace {
@@ -623,7 +721,7 @@ std::string writeManifest(const Manifest &m) {
   return text;
 }
 
-bool checkInterface(const Manifest &m, std::string &error) {
+llvm::Error checkInterface(const Manifest &m) {
   // The parameters fa4c writes, in its order.
   std::vector<Manifest::Parameter> expected = {{"q_map", "CUtensorMap"},
                                                {"k_map", "CUtensorMap"},
@@ -650,56 +748,48 @@ bool checkInterface(const Manifest &m, std::string &error) {
   for (size_t i = 0; same && i < expected.size(); ++i)
     same = expected[i].name == m.parameters[i].name &&
            expected[i].type == m.parameters[i].type;
-  if (!same) {
-    error = "manifest: the parameters " + list(m.parameters) +
-            " are not the kernel's " + list(expected);
-    return false;
-  }
+  if (!same)
+    return makeError("manifest: the parameters " + list(m.parameters) +
+                     " are not the kernel's " + list(expected));
   // One map per tensor, laid out [head_dim, heads, seq, batch] by its axes.
   for (const char *tensor : {"q", "k", "v", "o"}) {
     const Manifest::TensorMap *found = nullptr;
     for (const Manifest::TensorMap &map : m.tensorMaps) {
       if (map.tensor != tensor)
         continue;
-      if (found) {
-        error = std::string("manifest: two tensor maps for \"") + tensor + "\"";
-        return false;
-      }
+      if (found)
+        return makeError(std::string("manifest: two tensor maps for \"") +
+                         tensor + "\"");
       found = &map;
     }
     std::string prefix = std::string("manifest: the tensor map of \"") + tensor + "\"";
-    if (!found) {
-      error = prefix + " is missing";
-      return false;
-    }
-    if (found->rank != 4 || found->dims.size() != 4 || found->dtype != m.dtype) {
-      error = prefix + " is not a rank-4 map of the kernel's " + m.dtype;
-      return false;
-    }
+    if (!found)
+      return makeError(prefix + " is missing");
+    if (found->rank != 4 || found->dims.size() != 4 || found->dtype != m.dtype)
+      return makeError(prefix + " is not a rank-4 map of the kernel's " +
+                       m.dtype);
     bool isQuery = *tensor == 'q' || *tensor == 'o';
     std::vector<std::string> sizes = {
         "batch", isQuery ? "seq_q" : "seq_k",
         std::to_string(isQuery ? m.qHeads : m.kvHeads), std::to_string(m.headDim)};
     for (uint32_t d = 0; d < 4; ++d) {
       int axis = found->axes.empty() ? 3 - static_cast<int>(d) : found->axes[d];
-      if (found->dims[d] != sizes[axis]) {
-        error = prefix + ": dimension " + std::to_string(d) + " is \"" +
-                found->dims[d] + "\", the kernel's tensor has " + sizes[axis] +
-                " there";
-        return false;
-      }
+      if (found->dims[d] != sizes[axis])
+        return makeError(prefix + ": dimension " + std::to_string(d) +
+                         " is \"" + found->dims[d] +
+                         "\", the kernel's tensor has " + sizes[axis] +
+                         " there");
     }
   }
   for (const Manifest::TensorMap &map : m.tensorMaps)
     if (map.tensor != "q" && map.tensor != "k" && map.tensor != "v" &&
-        map.tensor != "o") {
-      error = "manifest: a tensor map of \"" + map.tensor + "\", which the kernel has not";
-      return false;
-    }
-  return true;
+        map.tensor != "o")
+      return makeError("manifest: a tensor map of \"" + map.tensor +
+                       "\", which the kernel has not");
+  return llvm::Error::success();
 }
 
-bool checkPtxEntry(const Manifest &m, const std::string &ptx, std::string &error) {
+llvm::Error checkPtxEntry(const Manifest &m, const std::string &ptx) {
   // `.entry NAME (` then the parameters up to `)`.
   auto blank = [&](size_t i) {
     while (i < ptx.size() && std::isspace(static_cast<unsigned char>(ptx[i])))
@@ -716,15 +806,13 @@ bool checkPtxEntry(const Manifest &m, const std::string &ptx, std::string &error
     if (paren < ptx.size() && ptx[paren] == '(')
       open = paren + 1;
   }
-  if (open == std::string::npos) {
-    error = "the PTX has no entry point " + m.kernel + " (the manifest's kernel)";
-    return false;
-  }
+  if (open == std::string::npos)
+    return makeError("the PTX has no entry point " + m.kernel +
+                     " (the manifest's kernel)");
   size_t end = ptx.find(')', open);
-  if (end == std::string::npos) {
-    error = "the PTX's entry point " + m.kernel + " has no parameter list";
-    return false;
-  }
+  if (end == std::string::npos)
+    return makeError("the PTX's entry point " + m.kernel +
+                     " has no parameter list");
   std::vector<size_t> sizes;
   std::string list = ptx.substr(open, end - open);
   for (size_t from = 0; from < list.size();) {
@@ -752,20 +840,19 @@ bool checkPtxEntry(const Manifest &m, const std::string &ptx, std::string &error
     }
     sizes.push_back(bytes);
   }
-  if (sizes.size() != m.parameters.size()) {
-    error = "the PTX's " + m.kernel + " takes " + std::to_string(sizes.size()) +
-            " parameters, the manifest lists " + std::to_string(m.parameters.size());
-    return false;
-  }
+  if (sizes.size() != m.parameters.size())
+    return makeError("the PTX's " + m.kernel + " takes " +
+                     std::to_string(sizes.size()) +
+                     " parameters, the manifest lists " +
+                     std::to_string(m.parameters.size()));
   for (size_t i = 0; i < sizes.size(); ++i) {
     const std::string &type = m.parameters[i].type;
     size_t want = type == "CUtensorMap" ? 128 : type == "int32" ? 4 : 8;
-    if (sizes[i] != want) {
-      error = "the PTX's parameter " + std::to_string(i) + " of " + m.kernel +
-              " is " + std::to_string(sizes[i]) + " bytes; the manifest's " +
-              m.parameters[i].name + " (" + type + ") is " + std::to_string(want);
-      return false;
-    }
+    if (sizes[i] != want)
+      return makeError("the PTX's parameter " + std::to_string(i) + " of " +
+                       m.kernel + " is " + std::to_string(sizes[i]) +
+                       " bytes; the manifest's " + m.parameters[i].name + " (" +
+                       type + ") is " + std::to_string(want));
   }
   // The block the kernel was compiled for.
   size_t reqntid = ptx.find(".reqntid", end);
@@ -788,63 +875,55 @@ bool checkPtxEntry(const Manifest &m, const std::string &ptx, std::string &error
       ++cursor;
     }
     uint64_t block = uint64_t(m.block[0]) * m.block[1] * m.block[2];
-    if (threads != block) {
-      error = "the PTX's " + m.kernel + " runs " + std::to_string(threads) +
-              " threads per CTA (.reqntid); the manifest's block has " +
-              std::to_string(block);
-      return false;
-    }
+    if (threads != block)
+      return makeError(
+          "the PTX's " + m.kernel + " runs " + std::to_string(threads) +
+          " threads per CTA (.reqntid); the manifest's block has " +
+          std::to_string(block));
   }
-  return true;
+  return llvm::Error::success();
 }
 
-bool checkShapes(const Manifest &m, const Shapes &s, std::string &error) {
+llvm::Error checkShapes(const Manifest &m, const Shapes &s) {
   constexpr int64_t kLimit = int64_t(1) << 31;
-  if (s.batch < 1 || s.seqQ < 1 || s.seqK < 1) {
-    error = "batch, seq_q and seq_k must be at least 1";
-    return false;
-  }
-  if (s.batch >= kLimit || s.seqQ >= kLimit || s.seqK >= kLimit) {
-    error = "batch, seq_q and seq_k are passed as int32: each must be below 2^31";
-    return false;
-  }
+  if (s.batch < 1 || s.seqQ < 1 || s.seqK < 1)
+    return makeError("batch, seq_q and seq_k must be at least 1");
+  if (s.batch >= kLimit || s.seqQ >= kLimit || s.seqK >= kLimit)
+    return makeError(
+        "batch, seq_q and seq_k are passed as int32: each must be below 2^31");
   if (m.qHeads <= 0 || m.kvHeads <= 0 || m.headDim <= 0 || m.qHeads >= kLimit ||
-      m.kvHeads >= kLimit || m.headDim > 1024) {
-    error = "the manifest's heads or head_dim are out of range";
-    return false;
-  }
+      m.kvHeads >= kLimit || m.headDim > 1024)
+    return makeError("the manifest's heads or head_dim are out of range");
   // The kernel adds key offsets below 2^24 to 32-bit positions (a window's
   // or a mask_mod's edges, plus seq_k - seq_q): sequences keep 2^25 of
   // headroom, so that no edge wraps.
-  if (s.seqQ >= kSequenceLimit || s.seqK >= kSequenceLimit) {
-    error = "seq_q and seq_k must be below 2^31 - 2^25 (the kernel's 32-bit "
-            "key edges add offsets of up to 2^24)";
-    return false;
-  }
+  if (s.seqQ >= kSequenceLimit || s.seqK >= kSequenceLimit)
+    return makeError(
+        "seq_q and seq_k must be below 2^31 - 2^25 (the kernel's 32-bit "
+        "key edges add offsets of up to 2^24)");
   // Packed query rows and the LSE's index are computed in 32 bits.
-  if (s.batch * m.qHeads > (kLimit - 1) / s.seqQ) {
-    error = "batch * q_heads * seq_q = " + std::to_string(s.batch) + " * " +
-            std::to_string(m.qHeads) + " * " + std::to_string(s.seqQ) +
-            " reaches 2^31, past the kernel's 32-bit indices";
-    return false;
-  }
+  if (s.batch * m.qHeads > (kLimit - 1) / s.seqQ)
+    return makeError("batch * q_heads * seq_q = " + std::to_string(s.batch) +
+                     " * " + std::to_string(m.qHeads) + " * " +
+                     std::to_string(s.seqQ) +
+                     " reaches 2^31, past the kernel's 32-bit indices");
   // K and V span at most what a tensor map reaches (2^48 bytes).
-  if ((__int128)s.batch * s.seqK * m.kvHeads * m.headDim * 4 > ((__int128)1 << 48)) {
-    error = "batch * seq_k * kv_heads * head_dim = " + std::to_string(s.batch) +
-            " * " + std::to_string(s.seqK) + " * " + std::to_string(m.kvHeads) +
-            " * " + std::to_string(m.headDim) +
-            " elements span more than the 2^48 bytes a tensor map reaches";
-    return false;
-  }
-  return true;
+  if ((__int128)s.batch * s.seqK * m.kvHeads * m.headDim * 4 >
+      ((__int128)1 << 48))
+    return makeError(
+        "batch * seq_k * kv_heads * head_dim = " + std::to_string(s.batch) +
+        " * " + std::to_string(s.seqK) + " * " + std::to_string(m.kvHeads) +
+        " * " + std::to_string(m.headDim) +
+        " elements span more than the 2^48 bytes a tensor map reaches");
+  return llvm::Error::success();
 }
 
-bool planLaunch(const Manifest &m, const Shapes &shapes, const Buffers &buffers,
-                const TensorMapEncoder &encode, LaunchPlan &plan,
-                std::string &error) {
-  if (!checkShapes(m, shapes, error))
-    return false;
-  plan = LaunchPlan();
+llvm::Expected<LaunchPlan> planLaunch(const Manifest &m, const Shapes &shapes,
+                                      const Buffers &buffers,
+                                      const TensorMapEncoder &encode) {
+  if (llvm::Error refused = checkShapes(m, shapes))
+    return std::move(refused);
+  LaunchPlan plan;
   int64_t ratio = m.qHeads / m.kvHeads;
   int64_t rows = shapes.seqQ * ratio;
   plan.tasks = shapes.batch * m.kvHeads * ((rows + m.rowsPerTask - 1) / m.rowsPerTask);
@@ -862,15 +941,11 @@ bool planLaunch(const Manifest &m, const Shapes &shapes, const Buffers &buffers,
     const std::string &t = entry.tensor;
     spec.globalAddress = t == "q" ? buffers.q : t == "k" ? buffers.k
                          : t == "v" ? buffers.v : t == "o" ? buffers.o : 0;
-    if (!spec.globalAddress) {
-      error = "no buffer for the tensor map of \"" + t + "\"";
-      return false;
-    }
-    if (!m.dtype.empty() && entry.dtype != m.dtype) {
-      error = "manifest: the tensor map of \"" + t + "\" is " + entry.dtype +
-              ", the kernel's tensors " + m.dtype;
-      return false;
-    }
+    if (!spec.globalAddress)
+      return makeError("no buffer for the tensor map of \"" + t + "\"");
+    if (!m.dtype.empty() && entry.dtype != m.dtype)
+      return makeError("manifest: the tensor map of \"" + t + "\" is " +
+                       entry.dtype + ", the kernel's tensors " + m.dtype);
     // The tensor this map walks: its sizes, and its strides (the launch's,
     // else dense), [batch, seq, heads, head_dim].
     bool isQuery = t == "q" || t == "o";
@@ -880,67 +955,62 @@ bool planLaunch(const Manifest &m, const Shapes &shapes, const Buffers &buffers,
                                         : t == "k" ? buffers.kStrides
                                         : t == "v" ? buffers.vStrides
                                                    : buffers.oStrides;
-    if (!given.empty() && (entry.axes.size() != entry.rank || given.size() != 4)) {
-      error = "the tensor map of \"" + t +
-              "\" cannot take a launch's strides: its manifest names no axes "
-              "(written by an older fa4; compile the kernel again)";
-      return false;
-    }
+    if (!given.empty() &&
+        (entry.axes.size() != entry.rank || given.size() != 4))
+      return makeError(
+          "the tensor map of \"" + t +
+          "\" cannot take a launch's strides: its manifest names no axes "
+          "(written by an older fa4; compile the kernel again)");
     std::vector<int64_t> strides = given;
     if (strides.empty()) {
       strides.assign(4, 1);
       for (size_t i = 3; i > 0; --i)
         strides[i - 1] = strides[i] * sizes[i];
     }
-    if (entry.rank != 4 || (!entry.axes.empty() && entry.axes.size() != 4)) {
-      error = "manifest: the tensor map of \"" + t + "\" is not a rank-4 map "
-              "of its tensor";
-      return false;
-    }
+    if (entry.rank != 4 || (!entry.axes.empty() && entry.axes.size() != 4))
+      return makeError("manifest: the tensor map of \"" + t +
+                       "\" is not a rank-4 map "
+                       "of its tensor");
     for (uint32_t d = 0; d < entry.rank; ++d) {
       int axis = entry.axes.empty() ? 3 - static_cast<int>(d) : entry.axes[d];
       int64_t size;
-      if (!evaluate(entry.dims[d], shapes, size) || size <= 0) {
-        error = "manifest: cannot evaluate dimension " + std::to_string(d) + " (\"" +
-                entry.dims[d] + "\") of the tensor map of \"" + t + "\"";
-        return false;
-      }
+      if (!evaluate(entry.dims[d], shapes, size) || size <= 0)
+        return makeError("manifest: cannot evaluate dimension " +
+                         std::to_string(d) + " (\"" + entry.dims[d] +
+                         "\") of the tensor map of \"" + t + "\"");
       // What the map reaches must be the tensor: an edited size or stride
       // would move the kernel's reads and writes past it.
-      if (size != sizes[axis]) {
-        error = "manifest: dimension " + std::to_string(d) + " of the tensor map of \"" +
-                t + "\" is " + std::to_string(size) + ", the tensor's axis " +
-                std::to_string(axis) + " is " + std::to_string(sizes[axis]);
-        return false;
-      }
+      if (size != sizes[axis])
+        return makeError("manifest: dimension " + std::to_string(d) +
+                         " of the tensor map of \"" + t + "\" is " +
+                         std::to_string(size) + ", the tensor's axis " +
+                         std::to_string(axis) + " is " +
+                         std::to_string(sizes[axis]));
       spec.globalDims[d] = static_cast<uint64_t>(size);
       spec.boxDims[d] = entry.box[d];
       spec.elementStrides[d] = entry.elementStrides[d];
       if (d == 0) {
-        if (axis != 3) {
-          error = "manifest: the tensor map of \"" + t + "\" does not walk "
-                  "head_dim (the contiguous axis) first";
-          return false;
-        }
+        if (axis != 3)
+          return makeError("manifest: the tensor map of \"" + t +
+                           "\" does not walk "
+                           "head_dim (the contiguous axis) first");
         continue;
       }
       // Positive and below TMA's 2^40 bytes, checked before the product.
-      if (strides[axis] <= 0 || strides[axis] >= (int64_t(1) << 40)) {
-        error = "stride of axis " + std::to_string(axis) + " of \"" + t +
-                "\" is not positive and below 2^40";
-        return false;
-      }
+      if (strides[axis] <= 0 || strides[axis] >= (int64_t(1) << 40))
+        return makeError("stride of axis " + std::to_string(axis) + " of \"" +
+                         t + "\" is not positive and below 2^40");
       int64_t stride = strides[axis] * elementBytes(spec.dataType);
       if (given.empty()) {
         // A dense launch took the manifest's strides; they must be the
         // dense ones.
         int64_t written;
-        if (!evaluate(entry.strides[d - 1], shapes, written) || written != stride) {
-          error = "manifest: stride " + std::to_string(d) + " (\"" +
-                  entry.strides[d - 1] + "\") of the tensor map of \"" + t +
-                  "\" is not the tensor's " + std::to_string(stride) + " bytes";
-          return false;
-        }
+        if (!evaluate(entry.strides[d - 1], shapes, written) ||
+            written != stride)
+          return makeError(
+              "manifest: stride " + std::to_string(d) + " (\"" +
+              entry.strides[d - 1] + "\") of the tensor map of \"" + t +
+              "\" is not the tensor's " + std::to_string(stride) + " bytes");
       }
       spec.globalStrides[d - 1] = static_cast<uint64_t>(stride);
     }
@@ -960,30 +1030,24 @@ bool planLaunch(const Manifest &m, const Shapes &shapes, const Buffers &buffers,
       for (auto &[name, s] : plan.tensorMaps)
         if (name == tensor)
           spec = &s;
-      if (!spec) {
-        error = "manifest: parameter " + p.name + " names no tensor map";
-        return false;
-      }
+      if (!spec)
+        return makeError("manifest: parameter " + p.name +
+                         " names no tensor map");
       bytes.assign(128, 0);
-      std::string why;
-      if (!encode(*spec, bytes.data(), why)) {
-        error = "the tensor map of \"" + tensor + "\" cannot be encoded: " + why;
-        return false;
-      }
+      if (llvm::Error refused = encode(*spec, bytes.data()))
+        return prefixError("the tensor map of \"" + tensor +
+                               "\" cannot be encoded: ",
+                           std::move(refused));
     } else if (p.type == "float*") {
-      if (p.name == "lse" && !buffers.lse) {
-        error = "the kernel writes the LSE: give it a buffer";
-        return false;
-      }
+      if (p.name == "lse" && !buffers.lse)
+        return makeError("the kernel writes the LSE: give it a buffer");
       scalar(p.name == "lse" ? buffers.lse : uint64_t(0));
     } else if (p.type == "void*") {
       // extraN: the address of the N-th extra.
       int64_t n = extraIndex(p.name, "extra");
-      if (n < 0 || n >= static_cast<int64_t>(buffers.extras.size())) {
-        error = "the kernel reads " + p.name + ": give it a buffer (" +
-                std::to_string(m.extras.size()) + " extras)";
-        return false;
-      }
+      if (n < 0 || n >= static_cast<int64_t>(buffers.extras.size()))
+        return makeError("the kernel reads " + p.name + ": give it a buffer (" +
+                         std::to_string(m.extras.size()) + " extras)");
       scalar(buffers.extras[n].address);
     } else if (p.type == "int32") {
       int64_t value = p.name == "batch"   ? shapes.batch
@@ -1003,18 +1067,16 @@ bool planLaunch(const Manifest &m, const Shapes &shapes, const Buffers &buffers,
             d >= 0 && d < static_cast<int64_t>(buffers.extras[n].shape.size()))
           value = buffers.extras[n].shape[d];
       }
-      if (value < 0) {
-        error = "manifest: unknown int32 parameter " + p.name;
-        return false;
-      }
+      if (value < 0)
+        return makeError("manifest: unknown int32 parameter " + p.name);
       scalar(static_cast<int32_t>(value));
     } else {
-      error = "manifest: parameter " + p.name + " has an unknown type " + p.type;
-      return false;
+      return makeError("manifest: parameter " + p.name +
+                       " has an unknown type " + p.type);
     }
     plan.arguments.push_back(std::move(bytes));
   }
-  return true;
+  return std::move(plan);
 }
 
 } // namespace mlir::fa4::runtime

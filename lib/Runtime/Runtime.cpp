@@ -4,6 +4,7 @@
 
 #include "fa4/Emu/Emulator.h"
 #include "fa4/Runtime/Contract.h"
+#include "fa4/Support/Error.h"
 #include "fa4/Support/InputLimits.h"
 
 #include "llvm/ADT/SmallString.h"
@@ -18,96 +19,95 @@ namespace mlir::fa4::runtime {
 
 Backend::~Backend() = default;
 
-bool Kernel::load(const std::string &manifestPath, Kernel &kernel,
-                  std::string &error) {
-  std::string json;
-  if (!readRegularFile(manifestPath, kMaxManifestBytes, json, error))
-    return false;
-  if (!parseManifest(json, kernel.manifest, error)) {
-    error = manifestPath + ": " + error;
-    return false;
-  }
-  kernel.manifestJson = json;
+llvm::Expected<Kernel> Kernel::load(const std::string &manifestPath) {
+  llvm::Expected<std::string> json =
+      readRegularFile(manifestPath, kMaxManifestBytes);
+  if (!json)
+    return json.takeError();
+  llvm::Expected<Manifest> manifest = parseManifest(*json);
+  if (!manifest)
+    return prefixError(manifestPath + ": ", manifest.takeError());
+  Kernel kernel;
+  kernel.manifest = std::move(*manifest);
+  kernel.manifestJson = std::move(*json);
   // The cubin and the PTX lie beside the manifest (parseManifest holds their
-  // names to plain file names); either may be missing, but one that is
-  // there must be a regular file of a bounded size.
-  auto readBeside = [&](const std::string &name, std::string &contents) {
+  // names to plain file names); either may be missing (nothing read), but
+  // one that is there must be a regular file of a bounded size.
+  auto readBeside =
+      [&](const std::string &name) -> llvm::Expected<std::string> {
     if (name.empty())
-      return true;
+      return std::string();
     llvm::SmallString<256> path(manifestPath);
     llvm::sys::path::remove_filename(path);
     llvm::sys::path::append(path, name);
     bool missing = false;
-    std::string why;
-    if (readRegularFile(std::string(path), kMaxKernelFileBytes, contents, why,
-                        &missing)) {
-      // An empty file is not an absent one: a kernel file cut to nothing
-      // (a failed copy) must not pass as "no cubin".
-      if (!contents.empty())
-        return true;
-      why = "cannot read " + std::string(path) + ": the file is empty";
-    } else if (missing) {
-      return true;
+    llvm::Expected<std::string> contents =
+        readRegularFile(std::string(path), kMaxKernelFileBytes, &missing);
+    if (!contents && missing) {
+      llvm::consumeError(contents.takeError());
+      return std::string();
     }
-    error = manifestPath + ": " + why;
-    return false;
+    if (!contents)
+      return prefixError(manifestPath + ": ", contents.takeError());
+    // An empty file is not an absent one: a kernel file cut to nothing (a
+    // failed copy) must not pass as "no cubin".
+    if (contents->empty())
+      return makeError(manifestPath + ": cannot read " + std::string(path) +
+                       ": the file is empty");
+    return contents;
   };
-  kernel.ptx.clear();
-  kernel.cubin.clear();
-  std::string cubin;
-  if (!readBeside(kernel.manifest.ptx, kernel.ptx) ||
-      !readBeside(kernel.manifest.cubin, cubin))
-    return false;
-  kernel.cubin.assign(cubin.begin(), cubin.end());
-  if (kernel.ptx.empty() && kernel.cubin.empty()) {
-    error = manifestPath + ": neither the cubin nor the PTX it names is there";
-    return false;
-  }
-  if (!kernel.check(error)) {
-    error = manifestPath + ": " + error;
-    return false;
-  }
-  return true;
+  llvm::Expected<std::string> ptx = readBeside(kernel.manifest.ptx);
+  if (!ptx)
+    return ptx.takeError();
+  kernel.ptx = std::move(*ptx);
+  llvm::Expected<std::string> cubin = readBeside(kernel.manifest.cubin);
+  if (!cubin)
+    return cubin.takeError();
+  kernel.cubin.assign(cubin->begin(), cubin->end());
+  if (kernel.ptx.empty() && kernel.cubin.empty())
+    return makeError(manifestPath +
+                     ": neither the cubin nor the PTX it names is there");
+  if (llvm::Error refused = kernel.check())
+    return prefixError(manifestPath + ": ", std::move(refused));
+  return std::move(kernel);
 }
 
-bool Kernel::create(std::string manifestJson, std::string ptx,
-                    std::vector<uint8_t> cubin, Kernel &kernel,
-                    std::string &error) {
-  if (manifestJson.size() > kMaxManifestBytes) {
-    error = "the manifest is " + std::to_string(manifestJson.size()) +
-            " bytes, more than the " + std::to_string(kMaxManifestBytes) +
-            " a manifest may have";
-    return false;
-  }
+llvm::Expected<Kernel> Kernel::create(std::string manifestJson,
+                                      std::string ptx,
+                                      std::vector<uint8_t> cubin) {
+  if (manifestJson.size() > kMaxManifestBytes)
+    return makeError("the manifest is " + std::to_string(manifestJson.size()) +
+                     " bytes, more than the " +
+                     std::to_string(kMaxManifestBytes) + " a manifest may have");
   for (auto [name, bytes] : {std::pair<const char *, size_t>{"PTX", ptx.size()},
                              {"cubin", cubin.size()}})
-    if (bytes > kMaxKernelFileBytes) {
-      error = std::string("the ") + name + " is " + std::to_string(bytes) +
-              " bytes, more than the " + std::to_string(kMaxKernelFileBytes) +
-              " a kernel file may have";
-      return false;
-    }
-  if (!parseManifest(manifestJson, kernel.manifest, error))
-    return false;
-  if (ptx.empty() && cubin.empty()) {
-    error = "the kernel has neither a cubin nor PTX";
-    return false;
-  }
+    if (bytes > kMaxKernelFileBytes)
+      return makeError(std::string("the ") + name + " is " +
+                       std::to_string(bytes) + " bytes, more than the " +
+                       std::to_string(kMaxKernelFileBytes) +
+                       " a kernel file may have");
+  llvm::Expected<Manifest> manifest = parseManifest(manifestJson);
+  if (!manifest)
+    return manifest.takeError();
+  if (ptx.empty() && cubin.empty())
+    return makeError("the kernel has neither a cubin nor PTX");
+  Kernel kernel;
+  kernel.manifest = std::move(*manifest);
   kernel.manifestJson = std::move(manifestJson);
   kernel.ptx = std::move(ptx);
   kernel.cubin = std::move(cubin);
-  return kernel.check(error);
+  if (llvm::Error refused = kernel.check())
+    return std::move(refused);
+  return std::move(kernel);
 }
 
-bool Kernel::check(std::string &error) const {
-  if (!checkInterface(manifest, error) ||
-      (!ptx.empty() && !checkPtxEntry(manifest, ptx, error)))
-    return false;
-  if (llvm::Error refused = checkContract(manifest, ptx, cubin)) {
-    error = llvm::toString(std::move(refused));
-    return false;
-  }
-  return true;
+llvm::Error Kernel::check() const {
+  if (llvm::Error refused = checkInterface(manifest))
+    return refused;
+  if (!ptx.empty())
+    if (llvm::Error refused = checkPtxEntry(manifest, ptx))
+      return refused;
+  return checkContract(manifest, ptx, cubin);
 }
 
 /// Where a tensor's elements lie: [address, address + span) bytes, its
@@ -219,28 +219,24 @@ static Distinctness elementsDistinct(const std::vector<int64_t> &sizes,
   return Distinctness::Distinct;
 }
 
-bool checkTensors(const Manifest &m, const Tensor &q, const Tensor &k,
-                  const Tensor &v, const Tensor &o, const Tensor *lse,
-                  Shapes &shapes, std::string &error) {
+llvm::Expected<Shapes> checkTensors(const Manifest &m, const Tensor &q,
+                                    const Tensor &k, const Tensor &v,
+                                    const Tensor &o, const Tensor *lse) {
   // `tma`: any strides a tensor map expresses (contiguous along the last
   // axis, the others positive multiples of 16 bytes); else dense. A
   // dimension of size 1 is never stepped along: its stride is free.
   auto check = [&](const char *name, const Tensor &t, const std::string &dtype,
-                   const std::vector<int64_t> &sizes, bool tma) -> bool {
+                   const std::vector<int64_t> &sizes, bool tma) -> llvm::Error {
     std::string prefix = std::string(name) + ": ";
-    if (t.dtype != dtype) {
-      error = prefix + "dtype " + t.dtype + ", the kernel takes " + dtype;
-      return false;
-    }
-    if (t.sizes != sizes) {
-      error = prefix + "sizes " + list(t.sizes) + ", the kernel expects " +
-              list(sizes);
-      return false;
-    }
-    if (t.strides.size() != sizes.size()) {
-      error = prefix + "strides " + list(t.strides) + " do not match its rank";
-      return false;
-    }
+    if (t.dtype != dtype)
+      return makeError(prefix + "dtype " + t.dtype + ", the kernel takes " +
+                       dtype);
+    if (t.sizes != sizes)
+      return makeError(prefix + "sizes " + list(t.sizes) +
+                       ", the kernel expects " + list(sizes));
+    if (t.strides.size() != sizes.size())
+      return makeError(prefix + "strides " + list(t.strides) +
+                       " do not match its rank");
     std::vector<int64_t> dense(sizes.size(), 1);
     for (size_t i = sizes.size() - 1; i > 0; --i)
       dense[i - 1] = dense[i] * sizes[i];
@@ -248,27 +244,20 @@ bool checkTensors(const Manifest &m, const Tensor &q, const Tensor &k,
     for (size_t i = 0; i < sizes.size(); ++i) {
       if (sizes[i] == 1 || t.strides[i] == dense[i])
         continue;
-      if (!tma) {
-        error = prefix + "strides " + list(t.strides) + " are not the dense " +
-                list(dense) + " the kernel writes";
-        return false;
-      }
-      if (i + 1 == sizes.size()) {
-        error = prefix + "strides " + list(t.strides) +
-                ": head_dim must be contiguous (stride 1) for TMA";
-        return false;
-      }
-      if (t.strides[i] <= 0 || (t.strides[i] * bytes) % 16) {
-        error = prefix + "strides " + list(t.strides) +
-                ": every stride but head_dim's must be a positive multiple of 16 "
-                "bytes for TMA";
-        return false;
-      }
-      if (t.strides[i] >= (int64_t(1) << 40) / bytes) {
-        error = prefix + "strides " + list(t.strides) +
-                ": a stride of 2^40 bytes or more is beyond TMA";
-        return false;
-      }
+      if (!tma)
+        return makeError(prefix + "strides " + list(t.strides) +
+                         " are not the dense " + list(dense) +
+                         " the kernel writes");
+      if (i + 1 == sizes.size())
+        return makeError(prefix + "strides " + list(t.strides) +
+                         ": head_dim must be contiguous (stride 1) for TMA");
+      if (t.strides[i] <= 0 || (t.strides[i] * bytes) % 16)
+        return makeError(prefix + "strides " + list(t.strides) +
+                         ": every stride but head_dim's must be a positive "
+                         "multiple of 16 bytes for TMA");
+      if (t.strides[i] >= (int64_t(1) << 40) / bytes)
+        return makeError(prefix + "strides " + list(t.strides) +
+                         ": a stride of 2^40 bytes or more is beyond TMA");
     }
     // The layout the entry IR declared, where it is static.
     for (const Manifest::TensorMap &map : m.tensorMaps) {
@@ -282,201 +271,198 @@ bool checkTensors(const Manifest &m, const Tensor &q, const Tensor &k,
             declared += (j ? ", " : "") + (map.layoutStrides[j] > 0
                                                ? std::to_string(map.layoutStrides[j])
                                                : std::string("?"));
-          error = prefix + "strides " + list(t.strides) + " differ from the " +
-                  declared + "] the kernel was compiled for";
-          return false;
+          return makeError(prefix + "strides " + list(t.strides) +
+                           " differ from the " + declared +
+                           "] the kernel was compiled for");
         }
     }
-    if (t.address % 16) {
-      error = prefix + "base address is not 16-byte aligned (TMA needs it)";
-      return false;
-    }
-    if (t.address == 0) {
-      error = prefix + "null base address";
-      return false;
-    }
-    return true;
+    if (t.address % 16)
+      return makeError(prefix +
+                       "base address is not 16-byte aligned (TMA needs it)");
+    if (t.address == 0)
+      return makeError(prefix + "null base address");
+    return llvm::Error::success();
   };
   // O's elements must not share memory: the kernel would race on them.
-  auto distinct = [&](const Tensor &t) -> bool {
+  auto distinct = [&](const Tensor &t) -> llvm::Error {
     switch (elementsDistinct(t.sizes, t.strides)) {
     case Distinctness::Distinct:
-      return true;
+      return llvm::Error::success();
     case Distinctness::Shared:
-      error = "o: strides " + list(t.strides) +
-              " make elements share memory (the kernel would race on them)";
-      return false;
+      return makeError("o: strides " + list(t.strides) +
+                       " make elements share memory (the kernel would race "
+                       "on them)");
     case Distinctness::Unproven:
-      error = "o: strides " + list(t.strides) +
-              " interleave its axes too finely to prove its elements distinct "
-              "(the kernel would race on shared ones); use a layout whose "
-              "axes nest";
-      return false;
+      return makeError("o: strides " + list(t.strides) +
+                       " interleave its axes too finely to prove its elements "
+                       "distinct (the kernel would race on shared ones); use a "
+                       "layout whose axes nest");
     }
-    return false;
+    llvm_unreachable("every answer is handled above");
   };
   // Where each tensor's elements lie: [address, address + span) bytes.
   // What the kernel writes must not share memory with what it reads (nor
   // O with the LSE): on a GPU it would read values it already overwrote.
   auto disjoint = [&](const char *written, const Tensor &w, const char *other,
-                      const Tensor &r) {
-    if (overlap(w, r)) {
-      error = std::string(written) + ": shares memory with " + other +
-              " (the kernel writes " + written + " while it reads " + other + ")";
-      if (std::string(other) == "o")
-        error = std::string(written) + ": shares memory with o (both are written)";
-      return false;
-    }
-    return true;
+                      const Tensor &r) -> llvm::Error {
+    if (!overlap(w, r))
+      return llvm::Error::success();
+    if (std::string(other) == "o")
+      return makeError(std::string(written) +
+                       ": shares memory with o (both are written)");
+    return makeError(std::string(written) + ": shares memory with " + other +
+                     " (the kernel writes " + written + " while it reads " +
+                     other + ")");
   };
-  if (q.sizes.size() != 4 || k.sizes.size() != 4) {
-    error = std::string(q.sizes.size() != 4 ? "q" : "k") +
-            ": expected [batch, seq, heads, head_dim], got rank " +
-            std::to_string((q.sizes.size() != 4 ? q : k).sizes.size());
-    return false;
-  }
+  if (q.sizes.size() != 4 || k.sizes.size() != 4)
+    return makeError(
+        std::string(q.sizes.size() != 4 ? "q" : "k") +
+        ": expected [batch, seq, heads, head_dim], got rank " +
+        std::to_string((q.sizes.size() != 4 ? q : k).sizes.size()));
+  Shapes shapes;
   shapes.batch = q.sizes[0];
   shapes.seqQ = q.sizes[1];
   shapes.seqK = k.sizes[1];
-  if (shapes.batch <= 0 || shapes.seqQ <= 0 || shapes.seqK <= 0) {
-    error = "batch, seq_q and seq_k must be positive, got " +
-            list({shapes.batch, shapes.seqQ, shapes.seqK});
-    return false;
-  }
+  if (shapes.batch <= 0 || shapes.seqQ <= 0 || shapes.seqK <= 0)
+    return makeError("batch, seq_q and seq_k must be positive, got " +
+                     list({shapes.batch, shapes.seqQ, shapes.seqK}));
   // The size limits first: every product below stays far from overflow.
-  if (!checkShapes(m, shapes, error))
-    return false;
+  if (llvm::Error refused = checkShapes(m, shapes))
+    return std::move(refused);
   std::vector<int64_t> qSizes{shapes.batch, shapes.seqQ, m.qHeads, m.headDim};
   std::vector<int64_t> kSizes{shapes.batch, shapes.seqK, m.kvHeads, m.headDim};
-  if (!check("q", q, m.dtype, qSizes, true) || !check("k", k, m.dtype, kSizes, true) ||
-      !check("v", v, m.dtype, kSizes, true) || !check("o", o, m.dtype, qSizes, true) ||
-      !distinct(o))
-    return false;
-  if (m.lse && !lse) {
-    error = "lse: the kernel writes the log-sum-exp; pass a tensor for it";
-    return false;
-  }
-  if (!m.lse && lse) {
-    error = "lse: the kernel writes no log-sum-exp (compile it with --lse)";
-    return false;
-  }
-  if (lse && !check("lse", *lse, "f32", {shapes.batch, m.qHeads, shapes.seqQ}, false))
-    return false;
+  for (auto [name, tensor, sizes] : {std::tuple{"q", &q, &qSizes},
+                                     {"k", &k, &kSizes},
+                                     {"v", &v, &kSizes},
+                                     {"o", &o, &qSizes}})
+    if (llvm::Error refused = check(name, *tensor, m.dtype, *sizes, true))
+      return std::move(refused);
+  if (llvm::Error refused = distinct(o))
+    return std::move(refused);
+  if (m.lse && !lse)
+    return makeError(
+        "lse: the kernel writes the log-sum-exp; pass a tensor for it");
+  if (!m.lse && lse)
+    return makeError(
+        "lse: the kernel writes no log-sum-exp (compile it with --lse)");
+  if (lse)
+    if (llvm::Error refused = check(
+            "lse", *lse, "f32", {shapes.batch, m.qHeads, shapes.seqQ}, false))
+      return std::move(refused);
   for (const Tensor *t : {&q, &k, &v, &o})
-    if (spanBytes(*t) > ((unsigned __int128)1 << 48)) {
-      error = std::string(t == &q ? "q" : t == &k ? "k" : t == &v ? "v" : "o") +
-              ": its strides span more than 2^48 bytes";
-      return false;
-    }
-  if (!disjoint("o", o, "q", q) || !disjoint("o", o, "k", k) || !disjoint("o", o, "v", v))
-    return false;
-  if (lse && (!disjoint("lse", *lse, "q", q) || !disjoint("lse", *lse, "k", k) ||
-              !disjoint("lse", *lse, "v", v) || !disjoint("lse", *lse, "o", o)))
-    return false;
-  return true;
+    if (spanBytes(*t) > ((unsigned __int128)1 << 48))
+      return makeError(std::string(t == &q   ? "q"
+                                   : t == &k ? "k"
+                                   : t == &v ? "v"
+                                             : "o") +
+                       ": its strides span more than 2^48 bytes");
+  std::pair<const char *, const Tensor *> read[] = {
+      {"q", &q}, {"k", &k}, {"v", &v}};
+  for (auto [name, tensor] : read)
+    if (llvm::Error refused = disjoint("o", o, name, *tensor))
+      return std::move(refused);
+  if (lse) {
+    for (auto [name, tensor] : read)
+      if (llvm::Error refused = disjoint("lse", *lse, name, *tensor))
+        return std::move(refused);
+    if (llvm::Error refused = disjoint("lse", *lse, "o", o))
+      return std::move(refused);
+  }
+  return shapes;
 }
 
-bool checkExtras(const Manifest &m, const std::vector<Tensor> &extras,
-                 const std::vector<const Tensor *> &written, std::string &error,
-                 const Shapes *shapes) {
-  if (extras.size() != m.extras.size()) {
-    error = "extras: the kernel reads " + std::to_string(m.extras.size()) +
-            " extra tensors (its score_mod / mask_mod tables), got " +
-            std::to_string(extras.size());
-    return false;
-  }
+llvm::Error checkExtras(const Manifest &m, const std::vector<Tensor> &extras,
+                        const std::vector<const Tensor *> &written,
+                        const Shapes *shapes) {
+  if (extras.size() != m.extras.size())
+    return makeError("extras: the kernel reads " +
+                     std::to_string(m.extras.size()) +
+                     " extra tensors (its score_mod / mask_mod tables), got " +
+                     std::to_string(extras.size()));
   for (size_t i = 0; i < extras.size(); ++i) {
     const Tensor &t = extras[i];
     const Manifest::Extra &want = m.extras[i];
     std::string name = "extra" + std::to_string(i);
-    if (t.dtype != want.dtype) {
-      error = name + ": expected dtype " + want.dtype + ", got " + t.dtype;
-      return false;
-    }
-    if (!t.strides.empty() && t.strides.size() != t.sizes.size()) {
-      error = name + ": has " + std::to_string(t.strides.size()) +
-              " strides for " + std::to_string(t.sizes.size()) + " sizes";
-      return false;
-    }
-    if (t.sizes.size() != want.shape.size()) {
-      error = name + ": expected rank " + std::to_string(want.shape.size()) +
-              ", got " + std::to_string(t.sizes.size());
-      return false;
-    }
+    if (t.dtype != want.dtype)
+      return makeError(name + ": expected dtype " + want.dtype + ", got " +
+                       t.dtype);
+    if (!t.strides.empty() && t.strides.size() != t.sizes.size())
+      return makeError(name + ": has " + std::to_string(t.strides.size()) +
+                       " strides for " + std::to_string(t.sizes.size()) +
+                       " sizes");
+    if (t.sizes.size() != want.shape.size())
+      return makeError(name + ": expected rank " +
+                       std::to_string(want.shape.size()) + ", got " +
+                       std::to_string(t.sizes.size()));
     // Row-major and dense: the kernel computes offsets from the sizes.
     int64_t count = 1;
     for (size_t d = t.sizes.size(); d-- > 0;) {
-      if (t.sizes[d] <= 0 || (want.shape[d] >= 0 && t.sizes[d] != want.shape[d])) {
-        error = name + ": dimension " + std::to_string(d) + " is " +
-                std::to_string(t.sizes[d]) + ", expected " +
-                (want.shape[d] >= 0 ? std::to_string(want.shape[d])
-                                    : std::string("a positive size"));
-        return false;
-      }
-      if (!t.strides.empty() && t.strides[d] != count && t.sizes[d] != 1) {
-        error = name + ": must be dense and row-major (the kernel indexes it "
-                       "from its sizes)";
-        return false;
-      }
-      if (t.sizes[d] >= (int64_t(1) << 31) / count) {
-        error = name + ": 2^31 elements or more (the kernel's offsets are 32-bit)";
-        return false;
-      }
+      if (t.sizes[d] <= 0 ||
+          (want.shape[d] >= 0 && t.sizes[d] != want.shape[d]))
+        return makeError(name + ": dimension " + std::to_string(d) + " is " +
+                         std::to_string(t.sizes[d]) + ", expected " +
+                         (want.shape[d] >= 0 ? std::to_string(want.shape[d])
+                                             : std::string("a positive size")));
+      if (!t.strides.empty() && t.strides[d] != count && t.sizes[d] != 1)
+        return makeError(name +
+                         ": must be dense and row-major (the kernel indexes it "
+                         "from its sizes)");
+      if (t.sizes[d] >= (int64_t(1) << 31) / count)
+        return makeError(
+            name + ": 2^31 elements or more (the kernel's offsets are 32-bit)");
       count *= t.sizes[d];
     }
     size_t bytes = extraElementBytes(t.dtype);
-    if (t.address % bytes) {
-      error = name + ": its address is not aligned to its element size";
-      return false;
-    }
+    if (t.address % bytes)
+      return makeError(name +
+                       ": its address is not aligned to its element size");
     for (const Tensor *w : written)
-      if (w && overlap(t, *w)) {
-        error = name + ": shares memory with an output the kernel writes";
-        return false;
-      }
+      if (w && overlap(t, *w))
+        return makeError(name +
+                         ": shares memory with an output the kernel writes");
     // The block mask has an entry for every batch, query head and block of
     // 128 queries (or one for all batches or heads).
     if (shapes && static_cast<int64_t>(i) == m.blockMask &&
         ((t.sizes[0] != 1 && t.sizes[0] != shapes->batch) ||
          (t.sizes[1] != 1 && t.sizes[1] != m.qHeads) ||
-         t.sizes[2] != (shapes->seqQ + 127) / 128 || t.sizes[3] != 4)) {
-      error = name + ": the block mask must be [batch or 1, q_heads or 1, "
-                     "ceil(seq_q / 128), 4] = [" +
-              std::to_string(shapes->batch) + " or 1, " +
-              std::to_string(m.qHeads) + " or 1, " +
-              std::to_string((shapes->seqQ + 127) / 128) + ", 4]";
-      return false;
-    }
+         t.sizes[2] != (shapes->seqQ + 127) / 128 || t.sizes[3] != 4))
+      return makeError(name +
+                       ": the block mask must be [batch or 1, q_heads or 1, "
+                       "ceil(seq_q / 128), 4] = [" +
+                       std::to_string(shapes->batch) + " or 1, " +
+                       std::to_string(m.qHeads) + " or 1, " +
+                       std::to_string((shapes->seqQ + 127) / 128) + ", 4]");
   }
-  return true;
+  return llvm::Error::success();
 }
 
-bool launch(Backend &backend, const Kernel &kernel, const Tensor &q,
-            const Tensor &k, const Tensor &v, const Tensor &o,
-            const Tensor *lse, void *stream, std::string &error) {
-  return launch(backend, kernel, q, k, v, o, lse, {}, stream, error);
+llvm::Error launch(Backend &backend, const Kernel &kernel, const Tensor &q,
+                   const Tensor &k, const Tensor &v, const Tensor &o,
+                   const Tensor *lse, void *stream) {
+  return launch(backend, kernel, q, k, v, o, lse, {}, stream);
 }
 
-bool launch(Backend &backend, const Kernel &kernel, const Tensor &q,
-            const Tensor &k, const Tensor &v, const Tensor &o,
-            const Tensor *lse, const std::vector<Tensor> &extras, void *stream,
-            std::string &error) {
-  Shapes shapes;
-  if (!checkInterface(kernel.manifest, error))
-    return false;
+llvm::Error launch(Backend &backend, const Kernel &kernel, const Tensor &q,
+                   const Tensor &k, const Tensor &v, const Tensor &o,
+                   const Tensor *lse, const std::vector<Tensor> &extras,
+                   void *stream) {
+  if (llvm::Error refused = checkInterface(kernel.manifest))
+    return refused;
   // The manifest against the contract of the code this backend runs, on
   // every launch: a Kernel is a plain struct its caller may have filled or
   // edited since load(). The other file was checked by load(); scanning a
   // megabyte of PTX here would cost a CUDA launch more than its host work.
-  if (llvm::Error refused = backend.runsPtx()
-                                ? checkContract(kernel.manifest, kernel.ptx, {})
-                                : checkContract(kernel.manifest, {}, kernel.cubin)) {
-    error = llvm::toString(std::move(refused));
-    return false;
-  }
-  if (!checkTensors(kernel.manifest, q, k, v, o, lse, shapes, error) ||
-      !checkExtras(kernel.manifest, extras, {&o, lse}, error, &shapes))
-    return false;
+  if (llvm::Error refused =
+          backend.runsPtx() ? checkContract(kernel.manifest, kernel.ptx, {})
+                            : checkContract(kernel.manifest, {}, kernel.cubin))
+    return refused;
+  llvm::Expected<Shapes> shapes =
+      checkTensors(kernel.manifest, q, k, v, o, lse);
+  if (!shapes)
+    return shapes.takeError();
+  if (llvm::Error refused =
+          checkExtras(kernel.manifest, extras, {&o, lse}, &*shapes))
+    return refused;
   Buffers buffers;
   for (const Tensor &extra : extras)
     buffers.extras.push_back({extra.address, extra.sizes});
@@ -505,15 +491,16 @@ bool launch(Backend &backend, const Kernel &kernel, const Tensor &q,
   buffers.kStrides = strides(k);
   buffers.vStrides = strides(v);
   buffers.oStrides = strides(o);
-  LaunchPlan plan;
-  auto encode = [&](const TensorMapSpec &spec, uint8_t *out, std::string &why) {
-    return backend.encodeTensorMap(spec, out, why);
+  auto encode = [&](const TensorMapSpec &spec, uint8_t *out) {
+    return backend.encodeTensorMap(spec, out);
   };
-  if (!planLaunch(kernel.manifest, shapes, buffers, encode, plan, error))
-    return false;
-  if (plan.tasks == 0)
-    return true;
-  return backend.run(kernel, plan, stream, error);
+  llvm::Expected<LaunchPlan> plan =
+      planLaunch(kernel.manifest, *shapes, buffers, encode);
+  if (!plan)
+    return plan.takeError();
+  if (plan->tasks == 0)
+    return llvm::Error::success();
+  return backend.run(kernel, *plan, stream);
 }
 
 namespace {
@@ -524,34 +511,32 @@ public:
       : device(device), workers(workers), seed(seed), execute(execute) {}
   const char *name() const override { return "fa4-emu"; }
   bool runsPtx() const override { return true; }
-  bool encodeTensorMap(const TensorMapSpec &spec, uint8_t out[128],
-                       std::string &error) override {
-    return emu::encodeTensorMap(spec, out, error);
+  llvm::Error encodeTensorMap(const TensorMapSpec &spec,
+                              uint8_t out[128]) override {
+    return emu::encodeTensorMap(spec, out);
   }
-  bool run(const Kernel &kernel, const LaunchPlan &plan, void *,
-           std::string &error) override {
-    if (!emu::emulatesTarget(kernel.manifest.target)) {
-      error = "fa4-emu runs " + target::emulatedChips() + " kernels; this one is for " +
-              kernel.manifest.target;
-      return false;
-    }
-    if (kernel.ptx.empty()) {
-      error = "fa4-emu runs the kernel's PTX, and the kernel has none";
-      return false;
-    }
+  llvm::Error run(const Kernel &kernel, const LaunchPlan &plan,
+                  void *) override {
+    if (!emu::emulatesTarget(kernel.manifest.target))
+      return makeError("fa4-emu runs " + target::emulatedChips() +
+                       " kernels; this one is for " + kernel.manifest.target);
+    if (kernel.ptx.empty())
+      return makeError(
+          "fa4-emu runs the kernel's PTX, and the kernel has none");
     if (!execute)
-      return true;
+      return llvm::Error::success();
     std::shared_ptr<const emu::Program> &program = programs[kernel.ptx];
     if (!program) {
-      program = emu::parsePtx(kernel.ptx, error);
-      if (!program)
-        return false;
+      llvm::Expected<std::shared_ptr<const emu::Program>> parsed =
+          emu::parsePtx(kernel.ptx);
+      if (!parsed)
+        return parsed.takeError();
+      program = std::move(*parsed);
     }
-    if (emu::targetOf(*program) != kernel.manifest.target) {
-      error = "the manifest is for " + kernel.manifest.target +
-              " but the kernel's PTX targets " + emu::targetOf(*program);
-      return false;
-    }
+    if (emu::targetOf(*program) != kernel.manifest.target)
+      return makeError("the manifest is for " + kernel.manifest.target +
+                       " but the kernel's PTX targets " +
+                       emu::targetOf(*program));
     emu::LaunchConfig config;
     config.kernel = kernel.manifest.kernel;
     std::memcpy(config.grid, plan.grid, sizeof(config.grid));
@@ -561,21 +546,21 @@ public:
     config.seed = seed++;
     config.workers =
         workers ? workers : std::max(1u, std::thread::hardware_concurrency());
-    emu::LaunchReport report;
-    if (!emu::launch(*program, device, config, report, error))
-      return false;
-    if (report.clean())
-      return true;
+    llvm::Expected<emu::LaunchReport> report =
+        emu::launch(*program, device, config);
+    if (!report)
+      return report.takeError();
+    if (report->clean())
+      return llvm::Error::success();
     // The first thing that went wrong, by kind.
-    if (!report.errors.empty())
-      error = "fa4-emu: " + report.errors.front();
-    else if (!report.deadlock.empty())
-      error = "fa4-emu: " + report.deadlock.front();
-    else if (!report.hazards.empty())
-      error = "fa4-emu: hazard: " + report.hazards.front();
-    else
-      error = "fa4-emu: barrier misuse: " + report.barrierMisuse.front();
-    return false;
+    if (!report->errors.empty())
+      return makeError("fa4-emu: " + report->errors.front());
+    if (!report->deadlock.empty())
+      return makeError("fa4-emu: " + report->deadlock.front());
+    if (!report->hazards.empty())
+      return makeError("fa4-emu: hazard: " + report->hazards.front());
+    return makeError("fa4-emu: barrier misuse: " +
+                     report->barrierMisuse.front());
   }
 
 private:

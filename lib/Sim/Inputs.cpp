@@ -174,8 +174,8 @@ bool mlir::fa4::sim::readInputs(AttentionOp op, const Problem &p,
       error = "--inputs: " + error;
       return false;
     }
-    if (!mods.setExtra(index, values, error)) {
-      error = "--inputs: " + path + ": " + error;
+    if (llvm::Error refused = mods.setExtra(index, values)) {
+      error = "--inputs: " + path + ": " + llvm::toString(std::move(refused));
       return false;
     }
   }

@@ -7,6 +7,7 @@
 #include "ModProgram.h"
 #include "fa4/Dialect/FA4/IR/FA4Ops.h"
 #include "fa4/Support/AttentionMath.h"
+#include "fa4/Support/Error.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 
@@ -22,8 +23,7 @@ using namespace mlir::fa4::sim;
 Mods::Mods() = default;
 Mods::~Mods() = default;
 
-std::unique_ptr<Mods> Mods::fromFunction(func::FuncOp func,
-                                         std::string &error) {
+llvm::Expected<std::unique_ptr<Mods>> Mods::fromFunction(func::FuncOp func) {
   std::unique_ptr<Mods> mods(new Mods());
   Region *scoreModRegion = nullptr, *maskModRegion = nullptr;
   AttentionOp entry;
@@ -44,12 +44,10 @@ std::unique_ptr<Mods> Mods::fromFunction(func::FuncOp func,
       maskModRegion = &entry.getMaskMod();
     for (Value extra : entry.getExtras()) {
       BlockArgument argument = entryArgument(extra, func);
-      if (!argument) {
-        error = "the extras of fa4.attention must be arguments of @" +
-                func.getName().str() +
-                " (directly or through bufferization.to_buffer)";
-        return nullptr;
-      }
+      if (!argument)
+        return makeError("the extras of fa4.attention must be arguments of @" +
+                         func.getName().str() +
+                         " (directly or through bufferization.to_buffer)");
       mods->extraArguments.push_back(extra);
       mods->extraNumbers.push_back(argument.getArgNumber());
     }
@@ -69,22 +67,22 @@ std::unique_ptr<Mods> Mods::fromFunction(func::FuncOp func,
         std::tuple{maskModRegion, &mods->maskMod, 4u}}) {
     if (!region)
       continue;
-    if (region->getNumArguments() != leading + mods->extraArguments.size()) {
-      error = "a mod region takes " + std::to_string(region->getNumArguments()) +
-              " arguments, but the attention has " +
-              std::to_string(mods->extraArguments.size()) + " extras";
-      return nullptr;
-    }
+    if (region->getNumArguments() != leading + mods->extraArguments.size())
+      return makeError("a mod region takes " +
+                       std::to_string(region->getNumArguments()) +
+                       " arguments, but the attention has " +
+                       std::to_string(mods->extraArguments.size()) + " extras");
+    std::string error;
     *program = ModProgram::compile(*region, error);
     if (!*program)
-      return nullptr;
+      return makeError(error);
   }
-  if (mods->blockMaskIndex && *mods->blockMaskIndex >= mods->extraArguments.size()) {
-    error = "the block mask is extra #" + std::to_string(*mods->blockMaskIndex) +
-            ", but there are " + std::to_string(mods->extraArguments.size()) +
-            " extras";
-    return nullptr;
-  }
+  if (mods->blockMaskIndex &&
+      *mods->blockMaskIndex >= mods->extraArguments.size())
+    return makeError("the block mask is extra #" +
+                     std::to_string(*mods->blockMaskIndex) +
+                     ", but there are " +
+                     std::to_string(mods->extraArguments.size()) + " extras");
   for (Value extra : mods->extraArguments) {
     auto type = cast<MemRefType>(extra.getType());
     ModBuffer buffer;
@@ -94,10 +92,10 @@ std::unique_ptr<Mods> Mods::fromFunction(func::FuncOp func,
   }
   for (const ModBuffer &buffer : mods->extraBuffers)
     mods->extraPointers.push_back(&buffer);
-  return mods;
+  return std::move(mods);
 }
 
-bool Mods::fillExtras(const Problem &p, uint64_t seed, std::string &error) {
+llvm::Error Mods::fillExtras(const Problem &p, uint64_t seed) {
   int64_t dynamicSize = std::max({p.batch, p.seqQ, p.seqK, p.qHeads});
   for (auto [i, extra] : llvm::enumerate(extraArguments)) {
     auto type = cast<MemRefType>(extra.getType());
@@ -112,11 +110,10 @@ bool Mods::fillExtras(const Problem &p, uint64_t seed, std::string &error) {
       int64_t size = !ShapedType::isDynamic(dim) ? dim
                      : blockMask                 ? blockMaskSizes[position]
                                                  : dynamicSize;
-      if (size <= 0 || size > (int64_t(1) << 26) / count) {
-        error = "an extra of type " + str(type) +
-                " would need more than 2^26 elements (or has a zero dimension)";
-        return false;
-      }
+      if (size <= 0 || size > (int64_t(1) << 26) / count)
+        return makeError("an extra of type " + str(type) +
+                         " would need more than 2^26 elements (or has a zero "
+                         "dimension)");
       buffer.shape.push_back(size);
       count *= size;
     }
@@ -145,27 +142,24 @@ bool Mods::fillExtras(const Problem &p, uint64_t seed, std::string &error) {
     }
   }
   if (blockMaskIndex)
-    return fillBlockMask(p, error);
-  return true;
+    return fillBlockMask(p);
+  return llvm::Error::success();
 }
 
 // As FlexAttention's create_block_mask does: the mask_mod evaluated on every
 // (query, key) pair. A broadcast dimension (size 1) takes the union of what
 // its batches or heads see, and the intersection of what they see whole.
-bool Mods::fillBlockMask(const Problem &p, std::string &error) {
+llvm::Error Mods::fillBlockMask(const Problem &p) {
   ModBuffer &buffer = extraBuffers[*blockMaskIndex];
   if (buffer.shape.size() != 4 || buffer.shape[3] != 4 ||
       (buffer.shape[0] != 1 && buffer.shape[0] != p.batch) ||
       (buffer.shape[1] != 1 && buffer.shape[1] != p.qHeads) ||
-      buffer.shape[2] != ceilDiv(p.seqQ, kBlockMaskQueries)) {
-    error = "the block mask's sizes do not fit [batch or 1, q_heads or 1, "
-            "ceil(seq_q / 128), 4] for these sizes";
-    return false;
-  }
-  if (!maskMod) {
-    error = "a block mask needs a mask_mod to describe";
-    return false;
-  }
+      buffer.shape[2] != ceilDiv(p.seqQ, kBlockMaskQueries))
+    return makeError("the block mask's sizes do not fit [batch or 1, q_heads "
+                     "or 1, ceil(seq_q / 128), 4] for these sizes");
+  if (!maskMod)
+    return makeError("a block mask needs a mask_mod to describe");
+  std::string error; // what a run of the mask_mod met
   int64_t kvBlocks = ceilDiv(p.seqK, kBlockMaskKeys);
   for (int64_t b = 0; b < buffer.shape[0]; ++b)
     for (int64_t h = 0; h < buffer.shape[1]; ++h)
@@ -187,7 +181,7 @@ bool Mods::fillBlockMask(const Problem &p, std::string &error) {
                   double result = 1.0;
                   if (!maskMod->run(arguments, extraPointers, /*rounded=*/false,
                                     result, error))
-                    return false;
+                    return makeError(error);
                   (result != 0.0 ? seen : whole)[kb] = result != 0.0;
                 }
             }
@@ -198,11 +192,10 @@ bool Mods::fillBlockMask(const Problem &p, std::string &error) {
         out[2] = double(entry.fullEnd);
         out[3] = double(entry.end);
       }
-  return true;
+  return llvm::Error::success();
 }
 
-bool Mods::setExtra(size_t index, llvm::ArrayRef<float> values,
-                    std::string &error) {
+llvm::Error Mods::setExtra(size_t index, llvm::ArrayRef<float> values) {
   ModBuffer &buffer = extraBuffers[index];
   assert(values.size() == buffer.data.size() && "fillExtras sizes the extras");
   Type element =
@@ -215,22 +208,17 @@ bool Mods::setExtra(size_t index, llvm::ArrayRef<float> values,
     double limit = width == 1 ? 2.0 : std::ldexp(1.0, int(width) - 1);
     double low = width == 1 ? 0.0 : -limit;
     if (buffer.integer && std::isfinite(value) && std::trunc(value) == value &&
-        !(value >= low && value < limit)) {
-      error = "element " + std::to_string(i) + " of extra #" +
-              std::to_string(index) + " is " + std::to_string(value) +
-              ", outside the range of its type " + buffer.dtype;
-      return false;
-    }
-    if (buffer.integer &&
-        (!std::isfinite(value) || std::trunc(value) != value)) {
-      error = "element " + std::to_string(i) + " of extra #" +
-              std::to_string(index) + " is " + std::to_string(value) +
-              ", not a whole number of its type " + buffer.dtype;
-      return false;
-    }
+        !(value >= low && value < limit))
+      return makeError("element " + std::to_string(i) + " of extra #" +
+                       std::to_string(index) + " is " + std::to_string(value) +
+                       ", outside the range of its type " + buffer.dtype);
+    if (buffer.integer && (!std::isfinite(value) || std::trunc(value) != value))
+      return makeError("element " + std::to_string(i) + " of extra #" +
+                       std::to_string(index) + " is " + std::to_string(value) +
+                       ", not a whole number of its type " + buffer.dtype);
     buffer.data[i] = buffer.integer ? value : roundScalar(element, value);
   }
-  return true;
+  return llvm::Error::success();
 }
 
 void Mods::attach(Problem &problem) {

@@ -10,6 +10,7 @@
 
 #include "fa4/Dialect/FA4/IR/FA4Ops.h"
 #include "fa4/Support/AttentionMath.h"
+#include "fa4/Support/Error.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/Support/Format.h"
@@ -151,10 +152,12 @@ static double maxAbsDifference(const std::vector<float> &a,
   return largest;
 }
 
-bool mlir::fa4::sim::simulate(func::FuncOp func, const RunOptions &options,
-                              RunReport &report, std::string &error) {
+llvm::Expected<RunReport> mlir::fa4::sim::simulate(func::FuncOp func,
+                                                   const RunOptions &options) {
+  // What the interpreter's own checks and runs say of a failure.
+  std::string error;
   if (!checkProgram(func, error))
-    return false;
+    return makeError(error);
   auto entry = dyn_cast_or_null<func::FuncOp>(options.entry);
   AttentionOp entryOp;
   if (entry)
@@ -162,20 +165,18 @@ bool mlir::fa4::sim::simulate(func::FuncOp func, const RunOptions &options,
       if (!entryOp)
         entryOp = op;
     });
-  if ((!options.inputs.empty() || !options.expect.empty()) && !entryOp) {
-    error = "--inputs and --expect name the arguments and O of the level-A "
-            "entry function; give level-A IR (a function with "
-            "fa4.attention), not level B or C";
-    return false;
-  }
+  if ((!options.inputs.empty() || !options.expect.empty()) && !entryOp)
+    return makeError(
+        "--inputs and --expect name the arguments and O of the level-A "
+        "entry function; give level-A IR (a function with "
+        "fa4.attention), not level B or C");
   // fa4.spec's verifier has checked its positions (distinct memref
   // arguments), window bounds, scale and softcap.
   KernelSpecAttr spec = getKernelSpec(func);
-  if (!spec) {
-    error = "@" + func.getName().str() +
-            " has no fa4.spec (run fa4-tile first, or give level-A IR)";
-    return false;
-  }
+  if (!spec)
+    return makeError(
+        "@" + func.getName().str() +
+        " has no fa4.spec (run fa4-tile first, or give level-A IR)");
   ArrayRef<int64_t> arguments = spec.getArguments();
   auto argument = [&](ArgumentRole role) -> Value {
     return func.getArgument(arguments[role]);
@@ -246,7 +247,7 @@ bool mlir::fa4::sim::simulate(func::FuncOp func, const RunOptions &options,
       !makeBuffer(argument(kV), {p.batch, p.seqK, p.kvHeads, p.headDim}, v) ||
       !makeBuffer(argument(kOut), {p.batch, p.seqQ, p.qHeads, p.headDim}, out) ||
       (hasLse && !makeBuffer(argument(kLse), {p.batch, p.qHeads, p.seqQ}, lse)))
-    return false;
+    return makeError(error);
   // A NaN poisons every output not written, so that a skipped store shows up.
   std::fill(out.data.begin(), out.data.end(), std::nanf(""));
   std::fill(lse.data.begin(), lse.data.end(), std::nanf(""));
@@ -255,31 +256,33 @@ bool mlir::fa4::sim::simulate(func::FuncOp func, const RunOptions &options,
   // The extras the mod regions read, drawn like the inputs (or read with
   // them); the reference runs the regions in double, the mathematics the
   // user wrote.
-  std::unique_ptr<Mods> mods = Mods::fromFunction(entry ? entry : func, error);
-  if (!mods || !mods->fillExtras(problem, options.seed, error))
-    return false;
+  llvm::Expected<std::unique_ptr<Mods>> madeMods =
+      Mods::fromFunction(entry ? entry : func);
+  if (!madeMods)
+    return madeMods.takeError();
+  std::unique_ptr<Mods> mods = std::move(*madeMods);
+  if (llvm::Error refused = mods->fillExtras(problem, options.seed))
+    return std::move(refused);
   if (options.inputs.empty())
     fillInputs(problem, element.isBF16(), options.seed, options.distribution,
                q.data, k.data, v.data);
   else if (!readInputs(entryOp, problem, options.inputs, q.data, k.data,
                        v.data, *mods, error))
-    return false;
+    return makeError(error);
   mods->attach(problem);
   std::vector<float> expected;
   if (!options.expect.empty() &&
       !readExpectedOutput(entryOp, problem, options.expect, expected, error))
-    return false;
+    return makeError(error);
   // The program's extras, by the entry's argument numbers.
   SmallVector<Value> extraArguments;
   for (auto [number, extra] :
        llvm::zip(mods->argumentNumbers(), mods->arguments())) {
     if (number >= func.getNumArguments() ||
-        func.getArgument(number).getType() != extra.getType()) {
-      error = "the lowered @" + func.getName().str() +
-              " has no extra argument #" + std::to_string(number) + " of type " +
-              str(extra.getType());
-      return false;
-    }
+        func.getArgument(number).getType() != extra.getType())
+      return makeError("the lowered @" + func.getName().str() +
+                       " has no extra argument #" + std::to_string(number) +
+                       " of type " + str(extra.getType()));
     extraArguments.push_back(func.getArgument(number));
   }
 
@@ -297,10 +300,8 @@ bool mlir::fa4::sim::simulate(func::FuncOp func, const RunOptions &options,
   Reference reference;
   computeReference(problem, element.isBF16(), q.data, k.data, v.data,
                    reference);
-  if (!mods->error().empty()) {
-    error = "the reference's mod region: " + mods->error();
-    return false;
-  }
+  if (!mods->error().empty())
+    return makeError("the reference's mod region: " + mods->error());
 
   // Loop iterations and CTAs a run may take. The correct kernel takes a few
   // dozen per (Q tile, KV block) pair; counting pairs of 64-row tiles, finer
@@ -312,7 +313,7 @@ bool mlir::fa4::sim::simulate(func::FuncOp func, const RunOptions &options,
   StepBudget budget;
   budget.total = kStepsPerTilePair * (qTiles * (kvTiles + 1) + 1);
 
-  report = RunReport();
+  RunReport report;
   if (!options.expect.empty())
     report.expectMaxAbsErr = 0.0;
   bool numericsOk = true;
@@ -350,11 +351,11 @@ bool mlir::fa4::sim::simulate(func::FuncOp func, const RunOptions &options,
     bindArguments(interpreter);
     interpreter.setBudget(&budget);
     if (!interpreter.runFunction(func.getBody().front(), error))
-      return false;
+      return makeError(error);
     numericsOk = compare();
     recordStats(interpreter.getStats());
     report.ok = numericsOk;
-    return true;
+    return std::move(report);
   }
 
   // Level C: every CTA of the persistent grid, under `interleavings`
@@ -375,13 +376,11 @@ bool mlir::fa4::sim::simulate(func::FuncOp func, const RunOptions &options,
     budget.used = 0;
     int64_t grid = 1;
     for (int64_t cta = 0; cta < grid; ++cta) {
-      if (!budget.take(1)) {
-        error = "the grid of " + std::to_string(grid) +
-                " CTAs runs past the run's budget of " +
-                std::to_string(budget.total) +
-                " loop iterations and CTAs for these sizes";
-        return false;
-      }
+      if (!budget.take(1))
+        return makeError("the grid of " + std::to_string(grid) +
+                         " CTAs runs past the run's budget of " +
+                         std::to_string(budget.total) +
+                         " loop iterations and CTAs for these sizes");
       Interpreter interpreter;
       bindArguments(interpreter);
       interpreter.setBudget(&budget);
@@ -389,7 +388,7 @@ bool mlir::fa4::sim::simulate(func::FuncOp func, const RunOptions &options,
       interpreter.ctaId = cta;
       launch.ctaId = cta;
       if (!interpreter.runFunction(func.getBody().front(), error))
-        return false;
+        return makeError(error);
       if (cta == 0 && hasGrid)
         grid = launch.gridSize;
       if (!protocol.clean())
@@ -412,5 +411,5 @@ bool mlir::fa4::sim::simulate(func::FuncOp func, const RunOptions &options,
     }
   }
   report.ok = numericsOk && report.failingInterleaving < 0;
-  return true;
+  return std::move(report);
 }

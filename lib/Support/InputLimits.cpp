@@ -1,6 +1,7 @@
 //===- InputLimits.cpp - bounds on what fa4 reads from outside ------------===//
 
 #include "fa4/Support/InputLimits.h"
+#include "fa4/Support/Error.h"
 
 #include <cerrno>
 #include <cstring>
@@ -11,9 +12,8 @@
 
 namespace mlir::fa4 {
 
-bool checkNestingDepth(std::string_view text, unsigned limit,
-                       NestingSyntax syntax, std::string &error,
-                       size_t *offset) {
+llvm::Error checkNestingDepth(std::string_view text, unsigned limit,
+                              NestingSyntax syntax, size_t *offset) {
   bool mlir = syntax == NestingSyntax::Mlir;
   unsigned depth = 0;
   std::vector<char> stack; // the open brackets, innermost last
@@ -48,12 +48,11 @@ bool checkNestingDepth(std::string_view text, unsigned limit,
     if (open && ++depth > limit) {
       if (offset)
         *offset = i;
-      error = "line " + std::to_string(line) + ", column " +
-              std::to_string(i - lineStart + 1) + ": nesting deeper than " +
-              std::to_string(limit) +
-              " levels (refused before parsing: the parser would overflow its "
-              "stack)";
-      return false;
+      return makeError("line " + std::to_string(line) + ", column " +
+                       std::to_string(i - lineStart + 1) +
+                       ": nesting deeper than " + std::to_string(limit) +
+                       " levels (refused before parsing: the parser would "
+                       "overflow its stack)");
     }
     if (open) {
       stack.push_back(c);
@@ -74,16 +73,15 @@ bool checkNestingDepth(std::string_view text, unsigned limit,
       }
     }
   }
-  return true;
+  return llvm::Error::success();
 }
 
-bool readRegularFile(const std::string &path, uint64_t maxBytes,
-                     std::string &contents, std::string &error, bool *missing) {
+llvm::Expected<std::string> readRegularFile(const std::string &path,
+                                            uint64_t maxBytes, bool *missing) {
   if (missing)
     *missing = false;
   auto fail = [&](const std::string &why) {
-    error = "cannot read " + path + ": " + why;
-    return false;
+    return makeError("cannot read " + path + ": " + why);
   };
   // Non-blocking: opening a FIFO for reading would wait for a writer.
   int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
@@ -106,7 +104,7 @@ bool readRegularFile(const std::string &path, uint64_t maxBytes,
     return fail(std::to_string(status.st_size) + " bytes, more than the " +
                 std::to_string(maxBytes) + " accepted");
   // The size as read, not as stated: a file may grow while it is read.
-  contents.clear();
+  std::string contents;
   contents.reserve(static_cast<size_t>(status.st_size));
   char chunk[1 << 16];
   for (;;) {
@@ -123,7 +121,7 @@ bool readRegularFile(const std::string &path, uint64_t maxBytes,
                   " bytes accepted");
     contents.append(chunk, static_cast<size_t>(got));
   }
-  return true;
+  return std::move(contents);
 }
 
 } // namespace mlir::fa4

@@ -2,6 +2,7 @@
 
 #include "fa4/Support/IrInput.h"
 
+#include "fa4/Support/Error.h"
 #include "fa4/Support/InputLimits.h"
 
 #include "llvm/ADT/StringMap.h"
@@ -204,14 +205,17 @@ std::optional<IrRefusal> fa4::refuseBeforeParsing(StringRef text) {
                             .str()};
   // The parser recurses once per bracket; the bracket's place makes the
   // clearest error for IR nested by hand or by a generator gone wrong.
-  std::string depthError;
+  // The refusal is printed at the bracket, as the parser prints an error:
+  // its message leaves out checkNestingDepth's line and column.
   size_t offset = 0;
-  if (!checkNestingDepth(text, kMaxIrNesting, NestingSyntax::Mlir, depthError,
-                         &offset))
+  if (llvm::Error deep = checkNestingDepth(text, kMaxIrNesting,
+                                           NestingSyntax::Mlir, &offset)) {
+    llvm::consumeError(std::move(deep));
     return IrRefusal{offset, "nesting deeper than " +
                                  std::to_string(kMaxIrNesting) +
                                  " levels: refused before parsing (the parser "
                                  "would overflow its stack)"};
+  }
 
   llvm::StringMap<AliasDefinition> aliases = aliasDefinitions(text);
   size_t explosive = explosiveAlias(aliases);
@@ -276,33 +280,41 @@ void fa4::printRefusal(const llvm::MemoryBuffer &buffer,
       llvm::SourceMgr::DK_Error, refusal.message);
 }
 
-static void *runIrThread(void *body) {
-  (*static_cast<function_ref<void()> *>(body))();
+namespace {
+/// What the IR thread runs and, once it has, what that gave back.
+struct IrThreadWork {
+  function_ref<llvm::Error()> body;
+  std::optional<llvm::Error> result;
+};
+} // namespace
+
+static void *runIrThread(void *work) {
+  auto *irWork = static_cast<IrThreadWork *>(work);
+  irWork->result.emplace(irWork->body());
   return nullptr;
 }
 
-bool fa4::runOnIrStack(uint64_t bytes, function_ref<void()> body,
-                       std::string &error) {
+llvm::Error fa4::runOnIrStack(uint64_t bytes,
+                              function_ref<llvm::Error()> body) {
   // pthreads rather than llvm::thread: a stack that cannot be had is an
   // error to report, not a fatal one.
   pthread_attr_t attributes;
-  if (int code = pthread_attr_init(&attributes)) {
-    error = std::string("cannot start the IR thread: ") + std::strerror(code);
-    return false;
-  }
+  if (int code = pthread_attr_init(&attributes))
+    return makeError(std::string("cannot start the IR thread: ") +
+                     std::strerror(code));
   uint64_t stack = irStackBytes(bytes);
   pthread_t handle;
+  IrThreadWork work{body};
   int code = pthread_attr_setstacksize(&attributes, stack);
   if (code == 0)
-    code = pthread_create(&handle, &attributes, runIrThread, &body);
+    code = pthread_create(&handle, &attributes, runIrThread, &work);
   pthread_attr_destroy(&attributes);
-  if (code != 0) {
-    error = "cannot start a thread with a " + std::to_string(stack >> 20) +
-            " MiB stack for the IR: " + std::strerror(code);
-    return false;
-  }
+  if (code != 0)
+    return makeError("cannot start a thread with a " +
+                     std::to_string(stack >> 20) +
+                     " MiB stack for the IR: " + std::strerror(code));
   pthread_join(handle, nullptr);
-  return true;
+  return std::move(*work.result);
 }
 
 int fa4::runToolOnInput(
@@ -332,10 +344,12 @@ int fa4::runToolOnInput(
   }
   uint64_t bytes = input ? input->getBufferSize() : 0;
   int result = 1;
-  std::string error;
-  if (!runOnIrStack(
-          bytes, [&] { result = body(std::move(input)); }, error)) {
-    llvm::errs() << tool << ": error: " << error << "\n";
+  if (llvm::Error noThread = runOnIrStack(bytes, [&] {
+        result = body(std::move(input));
+        return llvm::Error::success();
+      })) {
+    llvm::errs() << tool << ": error: " << llvm::toString(std::move(noThread))
+                 << "\n";
     return 2;
   }
   return result;

@@ -1,6 +1,7 @@
 //===- OutputFile.cpp - output written whole or not at all ----------------===//
 
 #include "fa4/Support/OutputFile.h"
+#include "fa4/Support/Error.h"
 
 #include "llvm/Support/Errc.h"
 #include "llvm/Support/Error.h"
@@ -11,17 +12,15 @@
 using namespace mlir;
 using namespace mlir::fa4;
 
-std::unique_ptr<OutputFile> OutputFile::open(StringRef path,
-                                             std::string &error) {
+llvm::Expected<std::unique_ptr<OutputFile>> OutputFile::open(StringRef path) {
   std::unique_ptr<OutputFile> file(new OutputFile);
   file->path = path.str();
   auto fail = [&](const Twine &cause) {
-    error = ("cannot write " + path + ": " + cause).str();
-    return nullptr;
+    return makeError("cannot write " + path + ": " + cause);
   };
   if (path == "-") {
     file->stream = &llvm::outs();
-    return file;
+    return std::move(file);
   }
   // Through a symbolic link to the file it names: the rename replaces that
   // file, not the link.
@@ -41,7 +40,7 @@ std::unique_ptr<OutputFile> OutputFile::open(StringRef path,
     if (code)
       return fail(code.message());
     file->stream = file->owned.get();
-    return file;
+    return std::move(file);
   }
   file->path = target.str().str();
   llvm::Expected<llvm::sys::fs::TempFile> temporary =
@@ -56,7 +55,7 @@ std::unique_ptr<OutputFile> OutputFile::open(StringRef path,
   file->owned = std::make_unique<llvm::raw_fd_ostream>(
       file->temporary->FD, /*shouldClose=*/false);
   file->stream = file->owned.get();
-  return file;
+  return std::move(file);
 }
 
 OutputFile::~OutputFile() {
@@ -73,12 +72,12 @@ OutputFile::~OutputFile() {
     llvm::consumeError(temporary->discard());
 }
 
-bool OutputFile::finish(std::string &error) {
+llvm::Error OutputFile::finish() {
   if (!stream)
-    return true; // finished already
+    return llvm::Error::success(); // finished already
   auto fail = [&](const Twine &cause) {
-    error = ("cannot write " + (path == "-" ? "stdout" : path) + ": " + cause)
-                .str();
+    llvm::Error error = makeError(
+        "cannot write " + (path == "-" ? "stdout" : path) + ": " + cause);
     stream->clear_error();
     owned.reset();
     stream = nullptr;
@@ -86,7 +85,7 @@ bool OutputFile::finish(std::string &error) {
       llvm::consumeError(temporary->discard());
     temporary.reset();
     failed = true;
-    return false;
+    return error;
   };
   stream->flush();
   if (owned && !temporary)
@@ -95,50 +94,45 @@ bool OutputFile::finish(std::string &error) {
     return fail(stream->error().message());
   owned.reset();
   stream = nullptr;
-  return true;
+  return llvm::Error::success();
 }
 
-bool OutputFile::commit(std::string &error) {
-  if (!finish(error))
-    return false;
-  if (failed) {
-    error = "cannot write " + path + ": an earlier write failed";
-    return false;
-  }
+llvm::Error OutputFile::commit() {
+  if (llvm::Error unfinished = finish())
+    return unfinished;
+  if (failed)
+    return makeError("cannot write " + path + ": an earlier write failed");
   if (!temporary)
-    return true;
+    return llvm::Error::success();
   llvm::Error kept = temporary->keep(path);
   temporary.reset();
-  if (kept) {
-    error = "cannot write " + path + ": " + llvm::toString(std::move(kept));
-    return false;
-  }
-  return true;
+  return prefixError("cannot write " + path + ": ", std::move(kept));
 }
 
-bool fa4::writeFileSet(ArrayRef<std::pair<StringRef, StringRef>> files,
-                       std::string &error) {
+llvm::Error fa4::writeFileSet(ArrayRef<std::pair<StringRef, StringRef>> files) {
   std::vector<std::unique_ptr<OutputFile>> outputs;
   for (auto [path, text] : files) {
-    outputs.push_back(OutputFile::open(path, error));
-    if (!outputs.back())
-      return false;
+    llvm::Expected<std::unique_ptr<OutputFile>> output = OutputFile::open(path);
+    if (!output)
+      return output.takeError();
+    outputs.push_back(std::move(*output));
     outputs.back()->os() << text;
   }
   for (std::unique_ptr<OutputFile> &output : outputs)
-    if (!output->finish(error))
-      return false;
+    if (llvm::Error unfinished = output->finish())
+      return unfinished;
   for (std::unique_ptr<OutputFile> &output : outputs)
-    if (!output->commit(error))
-      return false;
-  return true;
+    if (llvm::Error uncommitted = output->commit())
+      return uncommitted;
+  return llvm::Error::success();
 }
 
-bool fa4::flushStdout(std::string &error) {
+llvm::Error fa4::flushStdout() {
   llvm::outs().flush();
   if (!llvm::outs().has_error())
-    return true;
-  error = "cannot write stdout: " + llvm::outs().error().message();
+    return llvm::Error::success();
+  llvm::Error error =
+      makeError("cannot write stdout: " + llvm::outs().error().message());
   llvm::outs().clear_error();
-  return false;
+  return error;
 }

@@ -75,18 +75,21 @@ void finish(PyKernel &result, const std::string &target, bool cache,
   result.smCount = smCount;
   PipelineOptions options;
   result.options(options);
-  std::string error;
-  bool ok;
+  std::optional<std::string> failure;
   {
     nb::gil_scoped_release released;
     std::lock_guard<std::mutex> lock(compiling);
-    ok = result.entry ? compileEntry(*result.entry, options, cache, result.kernel,
-                                     error, &result.fromCache)
-                      : compileVariant(result.variant, options, cache,
-                                       result.kernel, error, &result.fromCache);
+    llvm::Expected<runtime::Kernel> kernel =
+        result.entry
+            ? compileEntry(*result.entry, options, cache, &result.fromCache)
+            : compileVariant(result.variant, options, cache, &result.fromCache);
+    if (kernel)
+      result.kernel = std::move(*kernel);
+    else
+      failure = llvm::toString(kernel.takeError());
   }
-  if (!ok)
-    throw CompileFailure(error);
+  if (failure)
+    throw CompileFailure(*failure);
 }
 
 Variant variantOf(int64_t headDim, int64_t qHeads, int64_t kvHeads,
@@ -126,13 +129,15 @@ PyKernel compile(int64_t headDim, int64_t qHeads, int64_t kvHeads,
 /// Runs the verifier on a variant's entry IR without compiling it: what
 /// compile() would refuse first, refused the same way (for callers that
 /// must answer without a kernel: torch's fake tensors, empty problems).
-void checkVariant(int64_t headDim, int64_t qHeads, int64_t kvHeads,
-                  const std::string &mask, int64_t windowLeft,
-                  int64_t windowRight, const std::string &dtype, bool lse,
-                  std::optional<double> scale, double softcap) {
+void verifyVariant(int64_t headDim, int64_t qHeads, int64_t kvHeads,
+                   const std::string &mask, int64_t windowLeft,
+                   int64_t windowRight, const std::string &dtype, bool lse,
+                   std::optional<double> scale, double softcap) {
   Variant variant = variantOf(headDim, qHeads, kvHeads, mask, windowLeft,
                               windowRight, dtype, lse, scale, softcap);
-  std::string error, diagnostics;
+  if (llvm::Error refused = mlir::fa4::checkVariant(variant))
+    throw CompileFailure(llvm::toString(std::move(refused)));
+  std::string diagnostics;
   {
     nb::gil_scoped_release released;
     ToolSession session;
@@ -141,12 +146,10 @@ void checkVariant(int64_t headDim, int64_t qHeads, int64_t kvHeads,
           diagnostics += (diagnostics.empty() ? "error: " : "\nerror: ") + diagnostic.str();
           return mlir::success();
         });
-    if (buildVariantModule(session.getContext(), variant, error))
+    if (buildVariantModule(session.getContext(), variant))
       return;
   }
-  if (error.empty())
-    error = "the variant does not verify:\n" + diagnostics;
-  throw CompileFailure(error);
+  throw CompileFailure("the variant does not verify:\n" + diagnostics);
 }
 
 PyKernel compileIr(const std::string &entry, const std::string &target,
@@ -161,16 +164,21 @@ PyKernel compileIr(const std::string &entry, const std::string &target,
 std::string ir(const PyKernel &kernel, const std::string &stage) {
   PipelineOptions options;
   kernel.options(options);
-  std::string text, error;
-  bool ok;
+  std::string text;
+  std::optional<std::string> failure;
   {
     nb::gil_scoped_release released;
     std::lock_guard<std::mutex> lock(compiling);
-    ok = kernel.entry ? entryIr(*kernel.entry, options, stage, text, error)
-                      : variantIr(kernel.variant, options, stage, text, error);
+    llvm::Expected<std::string> ir =
+        kernel.entry ? entryIr(*kernel.entry, options, stage)
+                     : variantIr(kernel.variant, options, stage);
+    if (ir)
+      text = std::move(*ir);
+    else
+      failure = llvm::toString(ir.takeError());
   }
-  if (!ok)
-    throw CompileFailure(error);
+  if (failure)
+    throw CompileFailure(*failure);
   return text;
 }
 
@@ -188,9 +196,8 @@ void checkShapes(int64_t headDim, int64_t qHeads, int64_t kvHeads, int64_t batch
   shapes.batch = batch;
   shapes.seqQ = seqQ;
   shapes.seqK = seqK;
-  std::string error;
-  if (!runtime::checkShapes(manifest, shapes, error))
-    throw LaunchFailure(error);
+  if (llvm::Error refused = runtime::checkShapes(manifest, shapes))
+    throw LaunchFailure(llvm::toString(std::move(refused)));
 }
 
 } // namespace
@@ -234,10 +241,10 @@ NB_MODULE(_fa4, m) {
   m.def("compile_ir", &compileIr, nb::arg("ir"), nb::arg("target"),
         nb::arg("cache"), nb::arg("rescale_threshold"),
         nb::arg("exp2_emulation_fraction"), nb::arg("sm_count"));
-  m.def("check_variant", &checkVariant, nb::arg("head_dim"), nb::arg("q_heads"),
-        nb::arg("kv_heads"), nb::arg("mask"), nb::arg("window_left"),
-        nb::arg("window_right"), nb::arg("dtype"), nb::arg("lse"),
-        nb::arg("scale").none(), nb::arg("softcap"));
+  m.def("check_variant", &verifyVariant, nb::arg("head_dim"),
+        nb::arg("q_heads"), nb::arg("kv_heads"), nb::arg("mask"),
+        nb::arg("window_left"), nb::arg("window_right"), nb::arg("dtype"),
+        nb::arg("lse"), nb::arg("scale").none(), nb::arg("softcap"));
   m.def("check_shapes", &checkShapes, nb::arg("head_dim"), nb::arg("q_heads"),
         nb::arg("kv_heads"), nb::arg("batch"), nb::arg("seq_q"), nb::arg("seq_k"));
   m.def("ir_stages", &variantIrStages);

@@ -148,13 +148,17 @@ unsigned __int128 tensorEnd(const std::vector<int64_t> &sizes,
 }
 
 void runManifest(const std::string &input, const Corpus &corpus) {
-  runtime::Manifest m;
-  std::string error;
-  if (!runtime::parseManifest(input, m, error))
+  llvm::Expected<runtime::Manifest> parsed = runtime::parseManifest(input);
+  if (!parsed) {
+    llvm::consumeError(parsed.takeError());
     return;
-  bool interface = runtime::checkInterface(m, error);
+  }
+  const runtime::Manifest &m = *parsed;
+  llvm::Error refused = runtime::checkInterface(m);
+  bool interface = !refused;
+  llvm::consumeError(std::move(refused));
   for (const std::string &ptx : corpus.ptx) {
-    (void)runtime::checkPtxEntry(m, ptx, error);
+    llvm::consumeError(runtime::checkPtxEntry(m, ptx));
     llvm::consumeError(runtime::checkContract(m, ptx, {}));
   }
   std::mt19937_64 rng = rngOf(input);
@@ -193,9 +197,13 @@ void runManifest(const std::string &input, const Corpus &corpus) {
       given.shape.push_back(dim < 0 ? pick() : dim);
     buffers.extras.push_back(given);
   }
-  runtime::LaunchPlan plan;
-  if (!runtime::planLaunch(m, shapes, buffers, emu::encodeTensorMap, plan, error))
+  llvm::Expected<runtime::LaunchPlan> planned =
+      runtime::planLaunch(m, shapes, buffers, emu::encodeTensorMap);
+  if (!planned) {
+    llvm::consumeError(planned.takeError());
     return;
+  }
+  const runtime::LaunchPlan &plan = *planned;
   // What must hold of every plan: each tensor map stays inside its tensor
   // (the sizes a launch was checked against, with its strides).
   for (auto &[tensor, spec] : plan.tensorMaps) {
@@ -313,8 +321,10 @@ void runCache(const std::string &input, const Corpus &corpus) {
   }
   // Whatever was there, a store leaves the key's entry whole.
   std::string error;
-  if (!cache.store(corpus.cacheKey, stored, error) ||
-      !cache.lookup(corpus.cacheKey, found, &why) || !same(found)) {
+  if (llvm::Error unstored = cache.store(corpus.cacheKey, stored))
+    error = llvm::toString(std::move(unstored));
+  if (!error.empty() || !cache.lookup(corpus.cacheKey, found, &why) ||
+      !same(found)) {
     llvm::errs() << "fa4-fuzz: a store did not replace the entry: " << error << why
                  << "\n";
     std::abort();
@@ -553,10 +563,11 @@ void runCubin(const std::string &input, const Corpus &corpus) {
     llvm::errs() << "fa4-fuzz: the cubin's contract is not bytes of the cubin\n";
     std::abort();
   }
-  runtime::Manifest manifest;
-  std::string error;
-  if (!runtime::parseManifest(corpus.manifests.front(), manifest, error))
+  llvm::Expected<runtime::Manifest> parsed =
+      runtime::parseManifest(corpus.manifests.front());
+  if (!parsed)
     std::abort();
+  const runtime::Manifest &manifest = *parsed;
   llvm::Error checked = runtime::checkContract(manifest, corpus.ptx.front(), bytes);
   bool accepted = !checked;
   llvm::consumeError(std::move(checked));
@@ -570,8 +581,13 @@ void runCubin(const std::string &input, const Corpus &corpus) {
 }
 
 bool readSeed(const std::string &path, std::string &text) {
-  std::string error;
-  return readRegularFile(path, kMaxKernelFileBytes, text, error);
+  llvm::Expected<std::string> read = readRegularFile(path, kMaxKernelFileBytes);
+  if (!read) {
+    llvm::consumeError(read.takeError());
+    return false;
+  }
+  text = std::move(*read);
+  return true;
 }
 
 } // namespace
@@ -597,9 +613,12 @@ bool loadCorpus(Surface surface, const std::vector<std::string> &manifests,
       return false;
     }
     corpus.manifests.push_back(json);
-    runtime::Kernel kernel;
-    if (!runtime::Kernel::load(path, kernel, error))
+    llvm::Expected<runtime::Kernel> loaded = runtime::Kernel::load(path);
+    if (!loaded) {
+      error = llvm::toString(loaded.takeError());
       return false;
+    }
+    const runtime::Kernel &kernel = *loaded;
     corpus.ptx.push_back(kernel.ptx);
     runtime::CompileCache::Entry entry;
     entry.cubin.assign(kernel.cubin.begin(), kernel.cubin.end());
@@ -636,9 +655,15 @@ bool loadCorpus(Surface surface, const std::vector<std::string> &manifests,
       return false;
     }
     runtime::CompileCache cache{std::string(root)};
-    if (!cache.store(corpus.cacheKey, corpus.cacheEntry, error) ||
-        !readSeed(std::string(root) + "/" + corpus.cacheKey + "/index", corpus.cacheIndex)) {
-      error = "cannot store the seed entry: " + error;
+    if (llvm::Error unstored =
+            cache.store(corpus.cacheKey, corpus.cacheEntry)) {
+      error =
+          "cannot store the seed entry: " + llvm::toString(std::move(unstored));
+      return false;
+    }
+    if (!readSeed(std::string(root) + "/" + corpus.cacheKey + "/index",
+                  corpus.cacheIndex)) {
+      error = "cannot store the seed entry: ";
       return false;
     }
     llvm::sys::fs::remove_directories(root, /*IgnoreErrors=*/true);
@@ -649,9 +674,11 @@ bool loadCorpus(Surface surface, const std::vector<std::string> &manifests,
     // emulator's "no PTX", so that inputs run in microseconds.
     size_t chosen = 0;
     for (size_t i = corpus.manifests.size(); i-- > 0;) {
-      runtime::Manifest m;
-      std::string ignored;
-      if (runtime::parseManifest(corpus.manifests[i], m, ignored) && m.extras.empty())
+      llvm::Expected<runtime::Manifest> m =
+          runtime::parseManifest(corpus.manifests[i]);
+      if (!m)
+        llvm::consumeError(m.takeError());
+      else if (m->extras.empty())
         chosen = i;
     }
     std::swap(corpus.manifests[0], corpus.manifests[chosen]);
@@ -684,8 +711,12 @@ bool loadCorpus(Surface surface, const std::vector<std::string> &manifests,
       error = std::string("fa4rt_kernel_load: ") + fa4rt_last_error();
       return false;
     }
-    std::string ignored;
-    runtime::parseManifest(corpus.manifests.front(), corpus.capiManifest, ignored);
+    llvm::Expected<runtime::Manifest> manifest =
+        runtime::parseManifest(corpus.manifests.front());
+    if (!manifest)
+      llvm::consumeError(manifest.takeError());
+    else
+      corpus.capiManifest = std::move(*manifest);
   }
   return true;
 }

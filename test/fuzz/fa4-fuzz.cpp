@@ -114,9 +114,8 @@ void runInput(MLIRContext &context, const std::string &text, const Plan &plan) {
       options.batch = plan.batch;
       options.seqQ = plan.seqQ;
       options.seqK = plan.seqK;
-      fa4::sim::RunReport report;
-      std::string error;
-      fa4::sim::simulate(kernels.front(), options, report, error);
+      llvm::consumeError(
+          fa4::sim::simulate(kernels.front(), options).takeError());
     }
     return;
   }
@@ -130,8 +129,9 @@ void runInput(MLIRContext &context, const std::string &text, const Plan &plan) {
   });
   if (linalg)
     pm.addNestedPass<func::FuncOp>(fa4::createFA4RaiseAttention());
-  std::string error;
-  if (succeeded(fa4::buildPipeline(pm, options, error)))
+  if (llvm::Error refused = fa4::buildPipeline(pm, options))
+    llvm::consumeError(std::move(refused));
+  else
     (void)pm.run(*module);
 }
 

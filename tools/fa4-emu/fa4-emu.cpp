@@ -10,15 +10,17 @@
 //===----------------------------------------------------------------------===//
 
 #include "fa4/Emu/Emulator.h"
+#include "fa4/InitFA4.h"
 #include "fa4/Runtime/Contract.h"
 #include "fa4/Runtime/Launch.h"
 #include "fa4/Runtime/Runtime.h"
-#include "fa4/InitFA4.h"
 #include "fa4/Sim/Mods.h"
 #include "fa4/Sim/Reference.h"
+#include "fa4/Support/AttentionMath.h"
+#include "fa4/Support/Error.h"
 #include "fa4/Support/InputLimits.h"
 #include "fa4/Support/IrInput.h"
-#include "fa4/Support/AttentionMath.h"
+#include "fa4/Support/OutputFile.h"
 
 #include "mlir/Dialect/Bufferization/IR/Bufferization.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -167,132 +169,192 @@ int main(int argc, char **argv) {
   return runToolOnInput("fa4-emu", entryFile, emulate);
 }
 
-/// fa4-emu after its options: runs the kernel and prints the report; the
-/// reference runs mod regions from `entryBuffer` (null without --entry).
-static int emulate(std::unique_ptr<MemoryBuffer> entryBuffer) {
-  runtime::Manifest manifest;
-  std::string error, manifestText;
-  if (!readRegularFile(manifestFile, kMaxManifestBytes, manifestText, error))
-    return fail(error);
-  if (!runtime::parseManifest(manifestText, manifest, error))
-    return fail(manifestFile + ": " + error);
-  if (!emu::emulatesTarget(manifest.target))
-    return fail("the manifest is for " + manifest.target +
-                "; fa4-emu runs " + target::emulatedChips() + " kernels");
-  if (smCount > 0)
-    manifest.smCount = smCount;
+/// fa4-emu's error: the message after the tool's name, exit code 2.
+static int fail(llvm::Error error) { return fail(toString(std::move(error))); }
 
-  std::string ptxPath = ptxFile;
-  if (ptxPath.empty()) {
-    if (manifest.ptx.empty())
-      return fail("the manifest names no PTX; pass --ptx (fa4c --emit=ptx writes it)");
-    SmallString<256> beside(manifestFile);
-    sys::path::remove_filename(beside);
-    sys::path::append(beside, manifest.ptx);
-    ptxPath = std::string(beside);
-  }
-  std::string ptxText;
-  if (!readRegularFile(ptxPath, kMaxKernelFileBytes, ptxText, error))
-    return fail(error);
-  // A contract too large or malformed is refused before the PTX is parsed
-  // (reading it is linear in the file, the parse of a large PTX is not
-  // cheap); the contract's other checks follow the parse, so that a
-  // hand-written file that is no PTX gets the parser's error.
-  if (llvm::Expected<std::optional<std::string>> contract =
-          runtime::readPtxContract(ptxText);
-      !contract)
-    return fail(ptxPath + ": " + llvm::toString(contract.takeError()));
-  std::shared_ptr<const emu::Program> program = emu::parsePtx(ptxText, error);
-  if (!program)
-    return fail(ptxPath + ": " + error);
-  if (emu::targetOf(*program) != manifest.target)
-    return fail("the manifest is for " + manifest.target + " but its PTX " +
-                ptxPath + " targets " + emu::targetOf(*program));
-  // The contract binds the files of one fa4c run: the PTX fa4-emu runs must
-  // be the manifest's and, when the manifest names a cubin that is there,
-  // the cubin's.
-  if (!runtime::checkInterface(manifest, error) ||
-      !runtime::checkPtxEntry(manifest, ptxText, error))
-    return fail(manifestFile + ": " + error);
+namespace {
+/// What fa4-emu runs: the manifest (its sm_count as --sm-count sets it) and
+/// the PTX beside it, parsed.
+struct LoadedKernel {
+  runtime::Manifest manifest;
+  std::shared_ptr<const emu::Program> program;
+};
+} // namespace
+
+/// The contract binds the files of one fa4c run: the PTX fa4-emu runs must
+/// be the manifest's and, when the manifest names a cubin that is there,
+/// the cubin's.
+static llvm::Error checkKernelFiles(const runtime::Manifest &manifest,
+                                    const std::string &ptxText) {
+  if (llvm::Error refused = runtime::checkInterface(manifest))
+    return prefixError(manifestFile + ": ", std::move(refused));
+  if (llvm::Error refused = runtime::checkPtxEntry(manifest, ptxText))
+    return prefixError(manifestFile + ": ", std::move(refused));
   std::string cubinBytes;
   if (!manifest.cubin.empty()) {
     SmallString<256> cubinPath(manifestFile);
     sys::path::remove_filename(cubinPath);
     sys::path::append(cubinPath, manifest.cubin);
     bool missing = false;
-    if (!readRegularFile(std::string(cubinPath), kMaxKernelFileBytes, cubinBytes, error,
-                         &missing) &&
-        !missing)
-      return fail(error);
-    if (!missing && cubinBytes.empty())
-      return fail("cannot read " + std::string(cubinPath) + ": the file is empty");
+    llvm::Expected<std::string> cubin =
+        readRegularFile(std::string(cubinPath), kMaxKernelFileBytes, &missing);
+    if (!cubin && !missing)
+      return cubin.takeError();
+    if (!cubin)
+      llvm::consumeError(cubin.takeError()); // no cubin: the PTX decides
+    else if (cubin->empty())
+      return makeError("cannot read " + std::string(cubinPath) +
+                       ": the file is empty");
+    else
+      cubinBytes = std::move(*cubin);
   }
-  if (llvm::Error refused = runtime::checkContract(
-          manifest, ptxText,
-          ArrayRef<uint8_t>(reinterpret_cast<const uint8_t *>(cubinBytes.data()),
-                            cubinBytes.size())))
-    return fail(manifestFile + ": " + llvm::toString(std::move(refused)));
+  return prefixError(manifestFile + ": ",
+                     runtime::checkContract(
+                         manifest, ptxText,
+                         ArrayRef<uint8_t>(reinterpret_cast<const uint8_t *>(
+                                               cubinBytes.data()),
+                                           cubinBytes.size())));
+}
 
-  // The problem, its inputs and the reference.
-  sim::Problem problem = sim::problemOf(manifest, batch, seqQ, seqK);
-  runtime::Shapes shapes{batch, seqQ, seqK};
-  if (!runtime::checkShapes(manifest, shapes, error))
-    return fail(error);
-  // A kernel with mod regions: the reference runs them from the entry IR.
-  mlir::MLIRContext context;
-  // The entry is walked on this thread's stack, sized to it; never on the
-  // context's workers with their default stacks.
-  context.disableMultithreading();
-  mlir::OwningOpRef<mlir::ModuleOp> entryModule;
-  std::unique_ptr<sim::Mods> mods;
-  bool hasMods = manifest.scoreMod || manifest.maskMod || !manifest.extras.empty();
-  if (hasMods && entryFile.empty())
-    return fail("the kernel inlines a score_mod or mask_mod region: pass "
-                "--entry with the IR it was compiled from, so the reference "
-                "can run the regions");
-  if (!entryFile.empty()) {
-    mlir::DialectRegistry registry;
-    registerTileLevelDialects(registry);
-    // A tensor-level entry hands its extras over with to_buffer.
-    registry.insert<mlir::bufferization::BufferizationDialect>();
-    context.appendDialectRegistry(registry);
-    if (std::optional<IrRefusal> refusal =
-            refuseBeforeParsing(entryBuffer->getBuffer())) {
-      printRefusal(*entryBuffer, *refusal);
-      return fail("cannot parse the entry IR " + entryFile);
+/// Reads the manifest and the PTX (beside it, or --ptx) and checks them
+/// against each other and against the cubin.
+static llvm::Expected<LoadedKernel> loadKernel() {
+  llvm::Expected<std::string> manifestText =
+      readRegularFile(manifestFile, kMaxManifestBytes);
+  if (!manifestText)
+    return manifestText.takeError();
+  llvm::Expected<runtime::Manifest> manifest =
+      runtime::parseManifest(*manifestText);
+  if (!manifest)
+    return prefixError(manifestFile + ": ", manifest.takeError());
+  if (!emu::emulatesTarget(manifest->target))
+    return makeError("the manifest is for " + manifest->target +
+                     "; fa4-emu runs " + target::emulatedChips() + " kernels");
+  if (smCount > 0)
+    manifest->smCount = smCount;
+
+  std::string ptxPath = ptxFile;
+  if (ptxPath.empty()) {
+    if (manifest->ptx.empty())
+      return makeError("the manifest names no PTX; pass --ptx (fa4c "
+                       "--emit=ptx writes it)");
+    SmallString<256> beside(manifestFile);
+    sys::path::remove_filename(beside);
+    sys::path::append(beside, manifest->ptx);
+    ptxPath = std::string(beside);
+  }
+  llvm::Expected<std::string> ptxText =
+      readRegularFile(ptxPath, kMaxKernelFileBytes);
+  if (!ptxText)
+    return ptxText.takeError();
+  // A contract too large or malformed is refused before the PTX is parsed
+  // (reading it is linear in the file, the parse of a large PTX is not
+  // cheap); the contract's other checks follow the parse, so that a
+  // hand-written file that is no PTX gets the parser's error.
+  if (llvm::Expected<std::optional<std::string>> contract =
+          runtime::readPtxContract(*ptxText);
+      !contract)
+    return prefixError(ptxPath + ": ", contract.takeError());
+  llvm::Expected<std::shared_ptr<const emu::Program>> program =
+      emu::parsePtx(*ptxText);
+  if (!program)
+    return prefixError(ptxPath + ": ", program.takeError());
+  if (emu::targetOf(**program) != manifest->target)
+    return makeError("the manifest is for " + manifest->target +
+                     " but its PTX " + ptxPath + " targets " +
+                     emu::targetOf(**program));
+  if (llvm::Error refused = checkKernelFiles(*manifest, *ptxText))
+    return std::move(refused);
+  return LoadedKernel{std::move(*manifest), std::move(*program)};
+}
+
+/// The entry IR (--entry) in `context`, refused before parsing where the
+/// parser would crash on it.
+static llvm::Expected<mlir::OwningOpRef<mlir::ModuleOp>>
+parseEntry(mlir::MLIRContext &context,
+           std::unique_ptr<MemoryBuffer> entryBuffer) {
+  mlir::DialectRegistry registry;
+  registerTileLevelDialects(registry);
+  // A tensor-level entry hands its extras over with to_buffer.
+  registry.insert<mlir::bufferization::BufferizationDialect>();
+  context.appendDialectRegistry(registry);
+  if (std::optional<IrRefusal> refusal =
+          refuseBeforeParsing(entryBuffer->getBuffer())) {
+    printRefusal(*entryBuffer, *refusal);
+    return makeError("cannot parse the entry IR " + entryFile);
+  }
+  llvm::SourceMgr sourceMgr;
+  sourceMgr.AddNewSourceBuffer(std::move(entryBuffer), llvm::SMLoc());
+  mlir::OwningOpRef<mlir::ModuleOp> entryModule =
+      mlir::parseSourceFile<mlir::ModuleOp>(sourceMgr, &context);
+  if (!entryModule)
+    return makeError("cannot parse the entry IR " + entryFile);
+  return std::move(entryModule);
+}
+
+/// The score_mod and mask_mod of the entry's function the kernel was
+/// compiled from, their extras drawn for `problem` and attached to it.
+static llvm::Expected<std::unique_ptr<sim::Mods>>
+entryMods(mlir::ModuleOp entryModule, const runtime::Manifest &manifest,
+          sim::Problem &problem) {
+  mlir::func::FuncOp entry;
+  entryModule->walk([&](mlir::func::FuncOp func) {
+    if (!entry && func.getName() == manifest.kernel)
+      entry = func;
+  });
+  if (!entry)
+    return makeError(entryFile + " has no function @" + manifest.kernel);
+  llvm::Expected<std::unique_ptr<sim::Mods>> mods =
+      sim::Mods::fromFunction(entry);
+  if (!mods)
+    return prefixError(entryFile + ": ", mods.takeError());
+  if (llvm::Error refused = (*mods)->fillExtras(problem, seed))
+    return prefixError(entryFile + ": ", std::move(refused));
+  if ((*mods)->buffers().size() != manifest.extras.size())
+    return makeError(entryFile + ": @" + manifest.kernel + " has " +
+                     std::to_string((*mods)->buffers().size()) +
+                     " extras, the manifest " +
+                     std::to_string(manifest.extras.size()));
+  (*mods)->attach(problem);
+  return mods;
+}
+
+/// An extra's elements in `device`, each in the extra's own type.
+static uint64_t uploadExtra(emu::Device &device, const sim::ModBuffer &extra,
+                            size_t bytes) {
+  uint64_t address =
+      device.allocate(std::max<size_t>(1, extra.data.size() * bytes));
+  uint8_t *host = device.host(address, extra.data.size() * bytes);
+  for (size_t i = 0; i < extra.data.size(); ++i) {
+    double value = extra.data[i];
+    uint8_t *at = host + i * bytes;
+    if (extra.dtype == "f32") {
+      float f = static_cast<float>(value);
+      std::memcpy(at, &f, 4);
+    } else if (extra.dtype == "f64") {
+      std::memcpy(at, &value, 8);
+    } else if (extra.dtype == "f16" || extra.dtype == "bf16") {
+      uint16_t half = extra.dtype == "f16"
+                          ? floatToHalfBits(static_cast<float>(value))
+                          : floatToBFloat16Bits(static_cast<float>(value));
+      std::memcpy(at, &half, 2);
+    } else {
+      int64_t whole = static_cast<int64_t>(value);
+      std::memcpy(at, &whole, bytes); // little-endian: the low bytes
     }
-    llvm::SourceMgr sourceMgr;
-    sourceMgr.AddNewSourceBuffer(std::move(entryBuffer), llvm::SMLoc());
-    entryModule = mlir::parseSourceFile<mlir::ModuleOp>(sourceMgr, &context);
-    if (!entryModule)
-      return fail("cannot parse the entry IR " + entryFile);
-    mlir::func::FuncOp entry;
-    entryModule->walk([&](mlir::func::FuncOp func) {
-      if (!entry && func.getName() == manifest.kernel)
-        entry = func;
-    });
-    if (!entry)
-      return fail(entryFile + " has no function @" + manifest.kernel);
-    mods = sim::Mods::fromFunction(entry, error);
-    if (!mods || !mods->fillExtras(problem, seed, error))
-      return fail(entryFile + ": " + error);
-    if (mods->buffers().size() != manifest.extras.size())
-      return fail(entryFile + ": @" + manifest.kernel + " has " +
-                  std::to_string(mods->buffers().size()) +
-                  " extras, the manifest " +
-                  std::to_string(manifest.extras.size()));
-    mods->attach(problem);
   }
-  bool bf16 = manifest.dtype == "bf16";
-  std::vector<float> q, k, v;
-  sim::fillInputs(problem, bf16, seed, distribution, q, k, v);
-  sim::Reference reference;
-  sim::computeReference(problem, bf16, q, k, v, reference);
-  if (mods && !mods->error().empty())
-    return fail("the reference's mod region: " + mods->error());
-  const std::vector<double> &refOut = reference.out, &refLse = reference.lse;
+  return address;
+}
 
-  emu::Device device;
+/// The launch's tensors in `device`: Q, K and V in the kernel's dtype, O
+/// and the LSE allocated for the reference's sizes, the extras (with
+/// `mods`) element by element in their own types.
+static llvm::Expected<runtime::Buffers>
+uploadTensors(emu::Device &device, const runtime::Manifest &manifest,
+              const std::vector<float> &q, const std::vector<float> &k,
+              const std::vector<float> &v, const sim::Reference &reference,
+              const sim::Mods *mods) {
+  bool bf16 = manifest.dtype == "bf16";
   auto upload = [&](const std::vector<float> &values) {
     uint64_t address = device.allocate(values.size() * 2);
     uint16_t *bits = reinterpret_cast<uint16_t *>(device.host(address, values.size() * 2));
@@ -304,51 +366,74 @@ static int emulate(std::unique_ptr<MemoryBuffer> entryBuffer) {
   buffers.q = upload(q);
   buffers.k = upload(k);
   buffers.v = upload(v);
-  buffers.o = device.allocate(refOut.size() * 2);
+  buffers.o = device.allocate(reference.out.size() * 2);
   if (manifest.lse)
-    buffers.lse = device.allocate(refLse.size() * 4);
-  // The extras, element by element in their own types.
-  if (mods)
-    for (const sim::ModBuffer &extra : mods->buffers()) {
-      size_t bytes = runtime::extraElementBytes(extra.dtype);
-      if (!bytes)
-        return fail("an extra of element type " + extra.dtype +
-                    " has no device layout");
-      uint64_t address = device.allocate(std::max<size_t>(1, extra.data.size() * bytes));
-      uint8_t *host = device.host(address, extra.data.size() * bytes);
-      for (size_t i = 0; i < extra.data.size(); ++i) {
-        double value = extra.data[i];
-        uint8_t *at = host + i * bytes;
-        if (extra.dtype == "f32") {
-          float f = static_cast<float>(value);
-          std::memcpy(at, &f, 4);
-        } else if (extra.dtype == "f64") {
-          std::memcpy(at, &value, 8);
-        } else if (extra.dtype == "f16" || extra.dtype == "bf16") {
-          uint16_t half = extra.dtype == "f16"
-                              ? floatToHalfBits(static_cast<float>(value))
-                              : floatToBFloat16Bits(static_cast<float>(value));
-          std::memcpy(at, &half, 2);
-        } else {
-          int64_t whole = static_cast<int64_t>(value);
-          std::memcpy(at, &whole, bytes); // little-endian: the low bytes
-        }
-      }
-      buffers.extras.push_back(
-          {address, std::vector<int64_t>(extra.shape.begin(), extra.shape.end())});
-    }
-  if (mods) {
-    // The entry's extras must be the ones the kernel was compiled for.
-    std::vector<runtime::Tensor> extras;
-    for (auto [extra, buffer] : llvm::zip(mods->buffers(), buffers.extras))
-      extras.push_back({buffer.address, extra.dtype, buffer.shape, {}});
-    if (!runtime::checkExtras(manifest, extras, {}, error, &shapes))
-      return fail(entryFile + " does not match the kernel: " + error);
+    buffers.lse = device.allocate(reference.lse.size() * 4);
+  if (!mods)
+    return std::move(buffers);
+  for (const sim::ModBuffer &extra : mods->buffers()) {
+    size_t bytes = runtime::extraElementBytes(extra.dtype);
+    if (!bytes)
+      return makeError("an extra of element type " + extra.dtype +
+                       " has no device layout");
+    buffers.extras.push_back(
+        {uploadExtra(device, extra, bytes),
+         std::vector<int64_t>(extra.shape.begin(), extra.shape.end())});
   }
-  runtime::LaunchPlan plan;
-  if (!runtime::planLaunch(manifest, shapes, buffers, emu::encodeTensorMap, plan, error))
-    return fail(error);
+  return std::move(buffers);
+}
 
+/// Sets the schedule's kind by `config.seed` (see --interleavings): where a
+/// missing wait, a missing hand-off or a lane that only waits shows.
+static void setScheduleKind(emu::LaunchConfig &config) {
+  switch (config.seed % 4) {
+  case 0: // lockstep, completions at random points
+    config.maxAsyncDelay = maxAsyncDelay;
+    config.skewedSpeeds = config.independentThreads = false;
+    config.starveRoles = config.lazyCompletion = config.yieldAtArrives = false;
+    config.lateStores = false;
+    break;
+  case 1: // the latest completions, skewed speeds, lanes apart
+    config.maxAsyncDelay = kLatestCompletion;
+    config.skewedSpeeds = config.independentThreads = config.lateStores = true;
+    config.starveRoles = config.lazyCompletion = config.yieldAtArrives = false;
+    break;
+  case 2: // lanes apart, one role starved at a time
+    config.maxAsyncDelay = maxAsyncDelay;
+    config.skewedSpeeds = false;
+    config.independentThreads = config.starveRoles = config.yieldAtArrives =
+        true;
+    config.lateStores = true;
+    config.lazyCompletion = false;
+    break;
+  default: // lockstep, skewed, completions when awaited
+    config.maxAsyncDelay = 0;
+    config.skewedSpeeds = config.lazyCompletion = config.yieldAtArrives = true;
+    config.lateStores = config.starveRoles = true;
+    config.independentThreads = false;
+    break;
+  }
+}
+
+namespace {
+/// What the interleavings came to.
+struct Runs {
+  sim::Errors errors;
+  /// The first interleaving that failed, -1 without one.
+  int64_t failing = -1;
+  emu::LaunchReport total;
+  double seconds = 0;
+};
+} // namespace
+
+/// Launches `plan` once per interleaving, each with its own schedule, and
+/// judges O and the LSE against `reference` each time.
+static llvm::Expected<Runs> runInterleavings(const emu::Program &program,
+                                             emu::Device &device,
+                                             const runtime::Manifest &manifest,
+                                             const runtime::LaunchPlan &plan,
+                                             const runtime::Buffers &buffers,
+                                             const sim::Reference &reference) {
   emu::LaunchConfig config;
   config.kernel = manifest.kernel;
   std::memcpy(config.grid, plan.grid, sizeof(config.grid));
@@ -358,9 +443,9 @@ static int emulate(std::unique_ptr<MemoryBuffer> entryBuffer) {
   config.maxAsyncDelay = maxAsyncDelay;
   config.workers = workers ? workers : std::max(1u, std::thread::hardware_concurrency());
 
-  sim::Errors errors;
-  int64_t failing = -1;
-  emu::LaunchReport total;
+  const std::vector<double> &refOut = reference.out, &refLse = reference.lse;
+  bool bf16 = manifest.dtype == "bf16";
+  Runs runs;
   auto started = std::chrono::steady_clock::now();
   for (int64_t run = 0; run < interleavings; ++run) {
     // Unwritten outputs read as NaN.
@@ -369,37 +454,11 @@ static int emulate(std::unique_ptr<MemoryBuffer> entryBuffer) {
     if (manifest.lse)
       std::memset(device.host(buffers.lse, refLse.size() * 4), 0xff, refLse.size() * 4);
     config.seed = seed + run;
-    // The schedule's kind (see --interleavings): where a missing wait, a
-    // missing hand-off or a lane that only waits shows.
-    switch (config.seed % 4) {
-    case 0: // lockstep, completions at random points
-      config.maxAsyncDelay = maxAsyncDelay;
-      config.skewedSpeeds = config.independentThreads = false;
-      config.starveRoles = config.lazyCompletion = config.yieldAtArrives = false;
-      config.lateStores = false;
-      break;
-    case 1: // the latest completions, skewed speeds, lanes apart
-      config.maxAsyncDelay = kLatestCompletion;
-      config.skewedSpeeds = config.independentThreads = config.lateStores = true;
-      config.starveRoles = config.lazyCompletion = config.yieldAtArrives = false;
-      break;
-    case 2: // lanes apart, one role starved at a time
-      config.maxAsyncDelay = maxAsyncDelay;
-      config.skewedSpeeds = false;
-      config.independentThreads = config.starveRoles = config.yieldAtArrives = true;
-      config.lateStores = true;
-      config.lazyCompletion = false;
-      break;
-    default: // lockstep, skewed, completions when awaited
-      config.maxAsyncDelay = 0;
-      config.skewedSpeeds = config.lazyCompletion = config.yieldAtArrives = true;
-      config.lateStores = config.starveRoles = true;
-      config.independentThreads = false;
-      break;
-    }
-    emu::LaunchReport report;
-    if (!emu::launch(*program, device, config, report, error))
-      return fail(error);
+    setScheduleKind(config);
+    llvm::Expected<emu::LaunchReport> report =
+        emu::launch(program, device, config);
+    if (!report)
+      return report.takeError();
     std::vector<float> gotOut(refOut.size()), gotLse;
     const uint16_t *bits = reinterpret_cast<const uint16_t *>(o);
     for (size_t i = 0; i < refOut.size(); ++i)
@@ -409,19 +468,29 @@ static int emulate(std::unique_ptr<MemoryBuffer> entryBuffer) {
           device.host(buffers.lse, refLse.size() * 4));
       gotLse.assign(lse, lse + refLse.size());
     }
-    bool ok = sim::compareWithReference(reference, gotOut,
-                                        manifest.lse ? &gotLse : nullptr,
-                                        absTolerance, relTolerance, errors) &&
-              report.clean();
-    if (!ok && failing < 0)
-      failing = run;
-    total.add(report);
-    total.ctas = report.ctas; // per launch
-    if (!report.errors.empty() || !report.deadlock.empty())
+    bool ok = sim::compareWithReference(
+                  reference, gotOut, manifest.lse ? &gotLse : nullptr,
+                  absTolerance, relTolerance, runs.errors) &&
+              report->clean();
+    if (!ok && runs.failing < 0)
+      runs.failing = run;
+    runs.total.add(*report);
+    runs.total.ctas = report->ctas; // per launch
+    if (!report->errors.empty() || !report->deadlock.empty())
       break; // the next schedule would only say it again
   }
-  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  runs.seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started)
+          .count();
+  return std::move(runs);
+}
 
+/// The report: one JSON object on one line.
+static std::string reportJson(const runtime::Manifest &manifest,
+                              const runtime::LaunchPlan &plan,
+                              const Runs &runs) {
+  const sim::Errors &errors = runs.errors;
+  const emu::LaunchReport &total = runs.total;
   std::string text;
   raw_string_ostream os(text);
   os << "{\"max_abs_err\":";
@@ -474,22 +543,92 @@ static int emulate(std::unique_ptr<MemoryBuffer> entryBuffer) {
   else
     jsonStrings(os, total.deadlock);
   os << ",\"failing_interleaving\":";
-  if (failing < 0)
+  if (runs.failing < 0)
     os << "null";
   else
-    os << failing;
-  os << ",\"wall_seconds\":" << format("%.3f", seconds)
+    os << runs.failing;
+  os << ",\"wall_seconds\":" << format("%.3f", runs.seconds)
      << ",\"instructions_per_second\":"
-     << format("%.4g", seconds > 0 ? total.instructions / seconds : 0.0)
-     << ",\"ok\":" << (failing < 0 ? "true" : "false") << "}";
-  outs() << text << "\n";
+     << format("%.4g",
+               runs.seconds > 0 ? total.instructions / runs.seconds : 0.0)
+     << ",\"ok\":" << (runs.failing < 0 ? "true" : "false") << "}";
+  return text;
+}
+
+/// fa4-emu after its options: runs the kernel and prints the report; the
+/// reference runs mod regions from `entryBuffer` (null without --entry).
+static int emulate(std::unique_ptr<MemoryBuffer> entryBuffer) {
+  llvm::Expected<LoadedKernel> kernel = loadKernel();
+  if (!kernel)
+    return fail(kernel.takeError());
+  const runtime::Manifest &manifest = kernel->manifest;
+
+  // The problem, its inputs and the reference.
+  sim::Problem problem = sim::problemOf(manifest, batch, seqQ, seqK);
+  runtime::Shapes shapes{batch, seqQ, seqK};
+  if (llvm::Error refused = runtime::checkShapes(manifest, shapes))
+    return fail(std::move(refused));
+  // A kernel with mod regions: the reference runs them from the entry IR.
+  mlir::MLIRContext context;
+  // The entry is walked on this thread's stack, sized to it; never on the
+  // context's workers with their default stacks.
+  context.disableMultithreading();
+  mlir::OwningOpRef<mlir::ModuleOp> entryModule;
+  std::unique_ptr<sim::Mods> mods;
+  bool hasMods =
+      manifest.scoreMod || manifest.maskMod || !manifest.extras.empty();
+  if (hasMods && entryFile.empty())
+    return fail("the kernel inlines a score_mod or mask_mod region: pass "
+                "--entry with the IR it was compiled from, so the reference "
+                "can run the regions");
+  if (!entryFile.empty()) {
+    llvm::Expected<mlir::OwningOpRef<mlir::ModuleOp>> parsed =
+        parseEntry(context, std::move(entryBuffer));
+    if (!parsed)
+      return fail(parsed.takeError());
+    entryModule = std::move(*parsed);
+    llvm::Expected<std::unique_ptr<sim::Mods>> drawn =
+        entryMods(*entryModule, manifest, problem);
+    if (!drawn)
+      return fail(drawn.takeError());
+    mods = std::move(*drawn);
+  }
+  bool bf16 = manifest.dtype == "bf16";
+  std::vector<float> q, k, v;
+  sim::fillInputs(problem, bf16, seed, distribution, q, k, v);
+  sim::Reference reference;
+  sim::computeReference(problem, bf16, q, k, v, reference);
+  if (mods && !mods->error().empty())
+    return fail("the reference's mod region: " + mods->error());
+
+  emu::Device device;
+  llvm::Expected<runtime::Buffers> buffers =
+      uploadTensors(device, manifest, q, k, v, reference, mods.get());
+  if (!buffers)
+    return fail(buffers.takeError());
+  if (mods) {
+    // The entry's extras must be the ones the kernel was compiled for.
+    std::vector<runtime::Tensor> extras;
+    for (auto [extra, buffer] : llvm::zip(mods->buffers(), buffers->extras))
+      extras.push_back({buffer.address, extra.dtype, buffer.shape, {}});
+    if (llvm::Error refused =
+            runtime::checkExtras(manifest, extras, {}, &shapes))
+      return fail(prefixError(entryFile + " does not match the kernel: ",
+                              std::move(refused)));
+  }
+  llvm::Expected<runtime::LaunchPlan> plan =
+      runtime::planLaunch(manifest, shapes, *buffers, emu::encodeTensorMap);
+  if (!plan)
+    return fail(plan.takeError());
+
+  llvm::Expected<Runs> runs = runInterleavings(
+      *kernel->program, device, manifest, *plan, *buffers, reference);
+  if (!runs)
+    return fail(runs.takeError());
+  outs() << reportJson(manifest, *plan, *runs) << "\n";
   // A report that cannot be written (stdout on a full disk) is an error, not
   // LLVM's fatal report at exit.
-  outs().flush();
-  if (outs().has_error()) {
-    std::string cause = outs().error().message();
-    outs().clear_error();
-    return fail("cannot write stdout: " + cause);
-  }
-  return failing < 0 ? 0 : 1;
+  if (llvm::Error unwritten = flushStdout())
+    return fail(std::move(unwritten));
+  return runs->failing < 0 ? 0 : 1;
 }

@@ -76,18 +76,19 @@ int main(int argc, char **argv) {
           mlir::fa4::printRefusal(*input, *refusal);
           return 1;
         }
-        std::string error;
-        std::unique_ptr<mlir::fa4::OutputFile> output =
-            mlir::fa4::OutputFile::open(outputFilename, error);
+        llvm::Expected<std::unique_ptr<mlir::fa4::OutputFile>> output =
+            mlir::fa4::OutputFile::open(outputFilename);
         if (!output) {
-          llvm::errs() << "fa4-opt: error: " << error << "\n";
+          llvm::errs() << "fa4-opt: error: "
+                       << llvm::toString(output.takeError()) << "\n";
           return 1;
         }
-        if (failed(mlir::MlirOptMain(output->os(), std::move(input), registry,
-                                     config)))
+        if (failed(mlir::MlirOptMain((*output)->os(), std::move(input),
+                                     registry, config)))
           return 1;
-        if (!output->commit(error)) {
-          llvm::errs() << "fa4-opt: error: " << error << "\n";
+        if (llvm::Error unwritten = (*output)->commit()) {
+          llvm::errs() << "fa4-opt: error: "
+                       << llvm::toString(std::move(unwritten)) << "\n";
           return 1;
         }
         return 0;

@@ -131,7 +131,6 @@ int main(int argc, char **argv) {
 static int simulateInput(std::unique_ptr<MemoryBuffer> input) {
   fa4::ToolSession session;
   MLIRContext &context = session.getContext();
-  std::string error;
   OwningOpRef<ModuleOp> module = session.parse(std::move(input));
   if (!module)
     return fail("cannot parse the input");
@@ -155,8 +154,11 @@ static int simulateInput(std::unique_ptr<MemoryBuffer> input) {
     options.stopAfter = "tile";
     options.rescaleThreshold = rescaleThreshold;
     PassManager pm(&context);
-    if (failed(fa4::buildPipeline(pm, options, error)) ||
-        failed(pm.run(*module)))
+    if (llvm::Error refused = fa4::buildPipeline(pm, options)) {
+      llvm::consumeError(std::move(refused));
+      return fail("cannot lower the level-A input to the tile program");
+    }
+    if (failed(pm.run(*module)))
       return fail("cannot lower the level-A input to the tile program");
   }
 
@@ -183,11 +185,12 @@ static int simulateInput(std::unique_ptr<MemoryBuffer> input) {
   options.inputs = inputsDir;
   options.expect = expectFile;
   options.expectAtol = expectTolerance;
-  fa4::sim::RunReport report;
-  if (!fa4::sim::simulate(kernels.front(), options, report, error))
-    return fail(error);
-  outs() << report.toJson() << "\n";
-  if (!fa4::flushStdout(error))
-    return fail(error);
-  return report.ok ? 0 : 1;
+  llvm::Expected<fa4::sim::RunReport> report =
+      fa4::sim::simulate(kernels.front(), options);
+  if (!report)
+    return fail(llvm::toString(report.takeError()));
+  outs() << report->toJson() << "\n";
+  if (llvm::Error unwritten = fa4::flushStdout())
+    return fail(llvm::toString(std::move(unwritten)));
+  return report->ok ? 0 : 1;
 }

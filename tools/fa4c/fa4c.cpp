@@ -6,13 +6,14 @@
 //===----------------------------------------------------------------------===//
 
 #include "fa4/Dialect/FA4/IR/FA4Ops.h"
-#include "fa4/Runtime/CompileCache.h"
 #include "fa4/Driver/Compile.h"
-#include "fa4/Support/IrInput.h"
 #include "fa4/Driver/KernelOutput.h"
-#include "fa4/Support/OutputFile.h"
 #include "fa4/Driver/ToolSession.h"
 #include "fa4/Pipeline/Pipeline.h"
+#include "fa4/Runtime/CompileCache.h"
+#include "fa4/Support/Error.h"
+#include "fa4/Support/IrInput.h"
+#include "fa4/Support/OutputFile.h"
 #include "fa4/Transforms/Passes.h"
 #include "TestPasses.h"
 
@@ -172,11 +173,11 @@ static OwningOpRef<ModuleOp> buildVariant(MLIRContext &context) {
     variant.scale = scale;
   variant.softcap = softcap;
   variant.lse = lse;
-  std::string error;
-  OwningOpRef<ModuleOp> module = fa4::buildVariantModule(context, variant, error);
-  if (!module && !error.empty())
-    errs() << "fa4c: --" << error << "\n";
-  return module;
+  if (llvm::Error refused = fa4::checkVariant(variant)) {
+    errs() << "fa4c: --" << toString(std::move(refused)) << "\n";
+    return nullptr;
+  }
+  return fa4::buildVariantModule(context, variant);
 }
 
 static bool usesVariantFlags() {
@@ -227,52 +228,52 @@ int main(int argc, char **argv) {
       });
 }
 
-/// fa4c after its options: compiles `input` (the variant the flags describe
-/// when null) and writes what --emit asks for.
-static int compile(std::unique_ptr<MemoryBuffer> input, StringRef stopAfter) {
-  fa4::ToolSession session;
-  MLIRContext &context = session.getContext();
-  std::string error;
-  OwningOpRef<ModuleOp> module =
-      input ? session.parse(std::move(input)) : buildVariant(context);
-  if (!module)
-    return 1;
+/// Reports `error` as fa4c's and gives `exitCode`.
+static int fail(llvm::Error error, int exitCode) {
+  errs() << "fa4c: " << toString(std::move(error)) << "\n";
+  return exitCode;
+}
 
-  EmitKind kind = emit;
-  if (kind == EmitKind::Default) {
-    StringRef extension = llvm::sys::path::extension(outputFile);
-    kind = extension == ".cubin" ? EmitKind::Cubin
-           : extension == ".ptx" ? EmitKind::Ptx
-           : extension == ".ll"  ? EmitKind::Llvm
-                                 : EmitKind::Mlir;
-  }
-  if (kind != EmitKind::Mlir && !stopAfter.empty()) {
-    errs() << "fa4c: --stop-after applies to --emit=mlir; llvm, ptx and cubin "
-              "run the whole pipeline\n";
-    return 2;
-  }
-  if (kind == EmitKind::Cubin && outputFile == "-") {
-    errs() << "fa4c: --emit=cubin needs -o <file>\n";
-    return 2;
-  }
+/// What --emit asks for; by default what -o's extension names.
+static EmitKind emitKind() {
+  if (emit != EmitKind::Default)
+    return emit;
+  StringRef extension = llvm::sys::path::extension(outputFile);
+  return extension == ".cubin" ? EmitKind::Cubin
+         : extension == ".ptx" ? EmitKind::Ptx
+         : extension == ".ll"  ? EmitKind::Llvm
+                               : EmitKind::Mlir;
+}
 
-  // The pipeline starts from entry IR; a binary and its manifest describe
-  // one kernel.
-  if (!fa4::checkEntryLevel(*module, error) ||
-      (kind != EmitKind::Mlir && !fa4::checkOneKernel(*module, error))) {
-    errs() << "fa4c: " << error << "\n";
-    return 2;
-  }
+/// Whether --stop-after and -o suit `kind`.
+static llvm::Error checkOutputFlags(EmitKind kind, StringRef stopAfter) {
+  if (kind != EmitKind::Mlir && !stopAfter.empty())
+    return fa4::makeError("--stop-after applies to --emit=mlir; llvm, ptx and "
+                          "cubin run the whole pipeline");
+  if (kind == EmitKind::Cubin && outputFile == "-")
+    return fa4::makeError("--emit=cubin needs -o <file>");
+  return llvm::Error::success();
+}
 
-  // The chip: --target, else the one the module names (its fa4.target),
-  // else the table's default. A module for another chip than --target is
-  // refused by the pipeline's first stage.
+/// The pipeline starts from entry IR; a binary and its manifest describe
+/// one kernel.
+static llvm::Error checkInput(ModuleOp module, EmitKind kind) {
+  if (llvm::Error refused = fa4::checkEntryLevel(module))
+    return refused;
+  if (kind != EmitKind::Mlir)
+    return fa4::checkOneKernel(module);
+  return llvm::Error::success();
+}
+
+/// The pipeline's options from fa4c's. The chip: --target, else the one the
+/// module names (its fa4.target), else the table's default; a module for
+/// another chip than --target is refused by the pipeline's first stage.
+static void setPipelineOptions(fa4::PipelineOptions &options, ModuleOp module,
+                               EmitKind kind, StringRef stopAfter) {
   std::string chip = target;
   if (target.getNumOccurrences() == 0)
-    if (const fa4::target::ChipInfo *named = fa4::getModuleTarget(*module))
+    if (const fa4::target::ChipInfo *named = fa4::getModuleTarget(module))
       chip = named->name.str();
-
-  fa4::PipelineOptions options;
   // Without --stop-after, MLIR output is the schedule (level C); the other
   // kinds need the kernel at level D.
   options.stopAfter = !stopAfter.empty()        ? stopAfter.str()
@@ -286,171 +287,222 @@ static int compile(std::unique_ptr<MemoryBuffer> input, StringRef stopAfter) {
   options.target = chip;
   options.cudaPath = cudaPath;
   options.exp2EmulationFraction = exp2EmulationFraction;
-  // The compile cache (fa4/Driver/Compile.h, docs/Runtime.md).
-  std::string cacheKey;
-  std::unique_ptr<fa4::runtime::CompileCache> cache;
+}
+
+/// The PTX beside a cubin output: -o with its extension replaced.
+static std::string ptxPathBeside() {
   SmallString<256> ptxPath(outputFile);
   llvm::sys::path::replace_extension(ptxPath, "ptx");
   if (ptxPath == StringRef(outputFile))
     ptxPath += ".ptx";
+  return std::string(ptxPath);
+}
+
+namespace {
+/// The compile cache as --cache uses it (fa4/Driver/Compile.h,
+/// docs/Runtime.md): the cache, this compilation's key, and whether the
+/// cache held it (then its files are written already).
+struct CacheUse {
+  std::unique_ptr<fa4::runtime::CompileCache> cache;
+  std::string key;
+  bool hit = false;
+};
+} // namespace
+
+/// --cache: keys the compilation and, when the cache holds it, writes its
+/// files as fa4c would have; an error when the cache cannot be used.
+static llvm::Expected<CacheUse> lookUpCache(ModuleOp module,
+                                            const fa4::PipelineOptions &options,
+                                            EmitKind kind, StringRef ptxPath) {
+  if (kind != EmitKind::Cubin)
+    return fa4::makeError("--cache applies to cubin output (-o <file>.cubin)");
+  auto started = std::chrono::steady_clock::now();
+  std::string directory = fa4::runtime::CompileCache::defaultDirectory();
+  if (directory.empty())
+    return fa4::makeError(
+        "--cache needs FA4_CACHE_DIR, XDG_CACHE_HOME or HOME");
+  llvm::Expected<std::string> key =
+      fa4::compileCacheKey(module, options, fa4::buildIdentity());
+  if (!key)
+    return fa4::prefixError("--cache: ", key.takeError());
+  CacheUse use;
+  use.key = std::move(*key);
+  use.cache = std::make_unique<fa4::runtime::CompileCache>(directory);
+  fa4::runtime::CompileCache::Entry entry;
+  std::string rejected;
+  use.hit = use.cache->lookup(use.key, entry, &rejected);
+  if (!rejected.empty())
+    errs() << "fa4c: warning: " << rejected << "\n";
+  if (!use.hit)
+    return std::move(use);
+  if (llvm::Error unwritten = fa4::runtime::CompileCache::materialize(
+          entry, outputFile, ptxPath.str()))
+    return std::move(unwritten);
+  std::chrono::duration<double> seconds =
+      std::chrono::steady_clock::now() - started;
+  if (timing)
+    errs() << llvm::format("  %.4f  compile cache hit (%s)\n", seconds.count(),
+                           use.key.substr(0, 16).c_str());
+  return std::move(use);
+}
+
+/// The pipeline `options` describe, and the test mutation when one is asked
+/// for.
+static llvm::Error buildPasses(PassManager &pm,
+                               const fa4::PipelineOptions &options,
+                               EmitKind kind) {
+  if (llvm::Error refused = fa4::buildPipeline(pm, options))
+    return refused;
+  if (testMutation.empty())
+    return llvm::Error::success();
+  // The mutations break a finished schedule: the level-C output only.
+  if (kind != EmitKind::Mlir || options.stopAfter.getValue() != "scheduler")
+    return fa4::makeError("--test-mutation applies to the level-C schedule "
+                          "(--emit=mlir without --stop-after)");
+  if (!llvm::is_contained(fa4::test::protocolMutations(),
+                          StringRef(testMutation)))
+    return fa4::makeError("unknown test mutation '" + testMutation.getValue() +
+                          "' (expected one of: " +
+                          join(fa4::test::protocolMutations(), ", ") + ")");
+  pm.addNestedPass<func::FuncOp>(
+      fa4::test::createMutateProtocolPass(testMutation));
+  return llvm::Error::success();
+}
+
+/// Writes what `print` prints to `path`, whole or not at all
+/// (fa4/Support/OutputFile.h).
+static llvm::Error
+writeOutputFile(StringRef path, llvm::function_ref<void(raw_ostream &)> print) {
+  llvm::Expected<std::unique_ptr<fa4::OutputFile>> file =
+      fa4::OutputFile::open(path);
+  if (!file)
+    return file.takeError();
+  print((*file)->os());
+  return (*file)->commit();
+}
+
+/// Runs `step` (serialization runs outside the pass manager) and reports its
+/// wall time under --timing.
+template <typename Step> static auto timed(StringRef what, Step &&step) {
+  auto start = std::chrono::steady_clock::now();
+  auto result = step();
+  std::chrono::duration<double> seconds =
+      std::chrono::steady_clock::now() - start;
+  if (timing)
+    errs() << llvm::format("  %.4f  %s\n", seconds.count(), what.data());
+  return result;
+}
+
+/// The kernel as LLVM IR to -o.
+static llvm::Error writeLlvm(ModuleOp module) {
+  std::string llvmIr;
+  raw_string_ostream os(llvmIr);
+  if (llvm::Error refused = fa4::writeLlvmIr(module, os))
+    return refused;
+  return writeOutputFile(outputFile,
+                         [&](raw_ostream &file) { file << llvmIr; });
+}
+
+/// The kernel as PTX to -o, or assembled by ptxas into a cubin at -o with
+/// the PTX and the manifest beside it (stored in the compile cache when
+/// --cache uses one).
+static llvm::Error writeKernel(ModuleOp module, EmitKind kind, StringRef chip,
+                               StringRef ptxPath, const CacheUse &cache) {
+  llvm::Expected<std::string> ptx = timed("gpu-module-to-binary (PTX)", [&] {
+    return fa4::serializeToPtx(module);
+  });
+  if (!ptx)
+    return ptx.takeError();
+  if (kind == EmitKind::Ptx)
+    return writeOutputFile(outputFile, [&](raw_ostream &os) { os << *ptx; });
+  llvm::Expected<fa4::AssembledCubin> assembled = timed("ptxas (cubin)", [&] {
+    return fa4::assembleCubin(*ptx, cudaPath, chip);
+  });
+  if (!assembled)
+    return assembled.takeError();
+  // The cubin, the PTX beside it (what fa4-emu runs) and the manifest are
+  // one kernel, written as a set (fa4/Support/OutputFile.h): a failed
+  // write (a full disk) leaves whatever an earlier run wrote there.
+  std::string manifestPath = outputFile + ".json";
+  std::string manifestText =
+      fa4::launchManifest(module, chip, outputFile, ptxPath, assembled->report);
+  if (llvm::Error unwritten =
+          fa4::writeFileSet({{ptxPath, *ptx},
+                             {manifestPath, manifestText},
+                             {outputFile, assembled->cubin}}))
+    return unwritten;
+  if (!cache.cache)
+    return llvm::Error::success();
+  fa4::runtime::CompileCache::Entry entry;
+  entry.ptx = std::move(*ptx);
+  entry.manifest = manifestText;
+  entry.cubinName = llvm::sys::path::filename(outputFile).str();
+  entry.ptxName = llvm::sys::path::filename(ptxPath).str();
+  entry.cubin = std::move(assembled->cubin);
+  // A cache that cannot be written costs the next run a compile, not
+  // this one its result.
+  if (llvm::Error unwritten = cache.cache->store(cache.key, entry))
+    errs() << "fa4c: warning: the compile cache was not written: "
+           << toString(std::move(unwritten)) << "\n";
+  return llvm::Error::success();
+}
+
+/// Writes what `kind` asks for of the compiled `module`.
+static llvm::Error writeOutput(ModuleOp module, EmitKind kind, StringRef chip,
+                               StringRef ptxPath, const CacheUse &cache) {
+  switch (kind) {
+  case EmitKind::Default:
+  case EmitKind::Mlir:
+    return writeOutputFile(outputFile, [&](raw_ostream &os) {
+      module->print(os);
+      os << "\n";
+    });
+  case EmitKind::Llvm:
+    return writeLlvm(module);
+  case EmitKind::Ptx:
+  case EmitKind::Cubin:
+    return writeKernel(module, kind, chip, ptxPath, cache);
+  }
+  llvm_unreachable("every kind is written above");
+}
+
+/// fa4c after its options: compiles `input` (the variant the flags describe
+/// when null) and writes what --emit asks for. Refused flags and input exit
+/// with 2, a failed compilation or write with 1.
+static int compile(std::unique_ptr<MemoryBuffer> input, StringRef stopAfter) {
+  fa4::ToolSession session;
+  MLIRContext &context = session.getContext();
+  OwningOpRef<ModuleOp> module =
+      input ? session.parse(std::move(input)) : buildVariant(context);
+  if (!module)
+    return 1;
+  EmitKind kind = emitKind();
+  if (llvm::Error refused = checkOutputFlags(kind, stopAfter))
+    return fail(std::move(refused), 2);
+  if (llvm::Error refused = checkInput(*module, kind))
+    return fail(std::move(refused), 2);
+  fa4::PipelineOptions options;
+  setPipelineOptions(options, *module, kind, stopAfter);
+  std::string ptxPath = ptxPathBeside();
+  CacheUse cache;
   if (useCache) {
-    if (kind != EmitKind::Cubin) {
-      errs() << "fa4c: --cache applies to cubin output (-o <file>.cubin)\n";
-      return 2;
-    }
-    auto started = std::chrono::steady_clock::now();
-    std::string directory = fa4::runtime::CompileCache::defaultDirectory();
-    if (directory.empty()) {
-      errs() << "fa4c: --cache needs FA4_CACHE_DIR, XDG_CACHE_HOME or HOME\n";
-      return 2;
-    }
-    if (!fa4::compileCacheKey(*module, options, fa4::buildIdentity(), cacheKey,
-                              error)) {
-      errs() << "fa4c: --cache: " << error << "\n";
-      return 2;
-    }
-    cache = std::make_unique<fa4::runtime::CompileCache>(directory);
-    fa4::runtime::CompileCache::Entry entry;
-    std::string rejected;
-    bool hit = cache->lookup(cacheKey, entry, &rejected);
-    if (!rejected.empty())
-      errs() << "fa4c: warning: " << rejected << "\n";
-    if (hit) {
-      if (!fa4::runtime::CompileCache::materialize(entry, outputFile,
-                                                   std::string(ptxPath), error)) {
-        errs() << "fa4c: " << error << "\n";
-        return 2;
-      }
-      std::chrono::duration<double> seconds = std::chrono::steady_clock::now() - started;
-      if (timing)
-        errs() << llvm::format("  %.4f  compile cache hit (%s)\n", seconds.count(),
-                               cacheKey.substr(0, 16).c_str());
+    llvm::Expected<CacheUse> looked =
+        lookUpCache(*module, options, kind, ptxPath);
+    if (!looked)
+      return fail(looked.takeError(), 2);
+    if (looked->hit)
       return 0;
-    }
+    cache = std::move(*looked);
   }
-
   PassManager pm(&context);
-  if (failed(fa4::buildPipeline(pm, options, error))) {
-    errs() << "fa4c: " << error << "\n";
-    return 2;
-  }
-  if (!testMutation.empty()) {
-    // The mutations break a finished schedule: the level-C output only.
-    if (kind != EmitKind::Mlir || options.stopAfter.getValue() != "scheduler") {
-      errs() << "fa4c: --test-mutation applies to the level-C schedule "
-                "(--emit=mlir without --stop-after)\n";
-      return 2;
-    }
-    if (!llvm::is_contained(fa4::test::protocolMutations(),
-                            StringRef(testMutation))) {
-      errs() << "fa4c: unknown test mutation '" << testMutation
-             << "' (expected one of: "
-             << join(fa4::test::protocolMutations(), ", ") << ")\n";
-      return 2;
-    }
-    pm.addNestedPass<func::FuncOp>(
-        fa4::test::createMutateProtocolPass(testMutation));
-  }
-
+  if (llvm::Error refused = buildPasses(pm, options, kind))
+    return fail(std::move(refused), 2);
   if (timing)
     pm.enableTiming();
   if (failed(pm.run(*module)))
     return 1;
-
-  // Every file is written whole or not at all (fa4/Support/OutputFile.h); the
-  // cubin is ptxas's to write.
-  auto write = [&](StringRef path, llvm::function_ref<void(raw_ostream &)> print) {
-    std::unique_ptr<fa4::OutputFile> file = fa4::OutputFile::open(path, error);
-    if (!file)
-      return false;
-    print(file->os());
-    return file->commit(error);
-  };
-  // Serialization runs outside the pass manager; --timing reports it too.
-  auto timed = [&](StringRef what, auto &&step) {
-    auto start = std::chrono::steady_clock::now();
-    LogicalResult result = step();
-    std::chrono::duration<double> seconds =
-        std::chrono::steady_clock::now() - start;
-    if (timing)
-      errs() << llvm::format("  %.4f  %s\n", seconds.count(), what.data());
-    return result;
-  };
-  switch (kind) {
-  case EmitKind::Default:
-  case EmitKind::Mlir:
-    if (!write(outputFile, [&](raw_ostream &os) { module->print(os); os << "\n"; })) {
-      errs() << "fa4c: " << error << "\n";
-      return 1;
-    }
-    return 0;
-  case EmitKind::Llvm: {
-    std::string llvmIr;
-    raw_string_ostream os(llvmIr);
-    if (failed(fa4::writeLlvmIr(*module, os, error))) {
-      errs() << "fa4c: " << error << "\n";
-      return 1;
-    }
-    if (!write(outputFile, [&](raw_ostream &file) { file << llvmIr; })) {
-      errs() << "fa4c: " << error << "\n";
-      return 1;
-    }
-    return 0;
-  }
-  case EmitKind::Ptx:
-  case EmitKind::Cubin: {
-    std::string ptx;
-    LogicalResult serialized = timed("gpu-module-to-binary (PTX)", [&] {
-      return fa4::serializeToPtx(*module, ptx, error);
-    });
-    if (failed(serialized)) {
-      errs() << "fa4c: " << error << "\n";
-      return 1;
-    }
-    if (kind == EmitKind::Ptx) {
-      if (!write(outputFile, [&](raw_ostream &os) { os << ptx; })) {
-        errs() << "fa4c: " << error << "\n";
-        return 1;
-      }
-      return 0;
-    }
-    fa4::PtxasReport report;
-    std::string cubin;
-    LogicalResult assembled = timed("ptxas (cubin)", [&] {
-      return fa4::assembleCubin(ptx, cudaPath, chip, cubin, report, error);
-    });
-    if (failed(assembled)) {
-      errs() << "fa4c: " << error << "\n";
-      return 1;
-    }
-    // The cubin, the PTX beside it (what fa4-emu runs) and the manifest are
-    // one kernel, written as a set (fa4/Support/OutputFile.h): a failed
-    // write (a full disk) leaves whatever an earlier run wrote there.
-    std::string manifestPath = outputFile + ".json";
-    std::string manifestText =
-        fa4::launchManifest(*module, chip, outputFile, ptxPath, report);
-    if (!fa4::writeFileSet({{ptxPath, ptx},
-                            {manifestPath, manifestText},
-                            {outputFile, cubin}},
-                           error)) {
-      errs() << "fa4c: " << error << "\n";
-      return 1;
-    }
-    if (cache) {
-      fa4::runtime::CompileCache::Entry entry;
-      entry.ptx = ptx;
-      entry.manifest = manifestText;
-      entry.cubinName = llvm::sys::path::filename(outputFile).str();
-      entry.ptxName = llvm::sys::path::filename(ptxPath).str();
-      entry.cubin = std::move(cubin);
-      // A cache that cannot be written costs the next run a compile, not
-      // this one its result.
-      if (!cache->store(cacheKey, entry, error))
-        errs() << "fa4c: warning: the compile cache was not written: " << error
-               << "\n";
-    }
-    return 0;
-  }
-  }
-  llvm_unreachable("every kind is written above");
+  if (llvm::Error unwritten =
+          writeOutput(*module, kind, options.target, ptxPath, cache))
+    return fail(std::move(unwritten), 1);
+  return 0;
 }

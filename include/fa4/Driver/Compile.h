@@ -15,6 +15,7 @@
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/OwningOpRef.h"
+#include "llvm/Support/Error.h"
 
 #include <optional>
 #include <string>
@@ -38,21 +39,26 @@ struct Variant {
   bool lse = false;
 };
 
+/// Whether `variant`'s fields can be built into entry IR at all (its dtype,
+/// its head counts): an error naming the bad field otherwise. What the
+/// fa4.attention verifier checks is its to say (buildVariantModule).
+llvm::Error checkVariant(const Variant &variant);
+
 /// The variant's entry IR: one function `attention` whose arguments are Q,
 /// K, V, O (any strides TMA expresses: `strided<[?, ?, ?, 1], offset: ?>`)
-/// and the LSE (dense), holding one fa4.attention; null with `error` naming
-/// the bad field, or with the verifier's diagnostic reported.
+/// and the LSE (dense), holding one fa4.attention. Null when it does not
+/// verify, the diagnostic reported to `context` (a variant checkVariant
+/// refuses is reported there too).
 OwningOpRef<ModuleOp> buildVariantModule(MLIRContext &context,
-                                         const Variant &variant,
-                                         std::string &error);
+                                         const Variant &variant);
 
 /// The compile-cache key of compiling `module` (entry IR) with `options` to
 /// a cubin: the entry IR as printed, the target and code-changing options,
 /// `compiler` (the SHA-256 of the compiler's binary, or another identity of
 /// the fa4 build), LLVM's version and ptxas's.
-bool compileCacheKey(ModuleOp module, const PipelineOptions &options,
-                     const std::string &compiler, std::string &key,
-                     std::string &error);
+llvm::Expected<std::string> compileCacheKey(ModuleOp module,
+                                            const PipelineOptions &options,
+                                            const std::string &compiler);
 
 /// The identity of the running fa4 build for compileCacheKey: the SHA-256
 /// of the binary holding this function (the tool's executable, or the
@@ -61,40 +67,45 @@ std::string buildIdentity();
 
 /// Compiles `variant` to a kernel in process (with the compile cache when
 /// `useCache`): the pipeline, PTX, ptxas, the manifest. Diagnostics are not
-/// printed: a failure's `error` carries them. `fromCache` (when given) says
-/// whether the compile cache held the compilation.
-bool compileVariant(const Variant &variant, const PipelineOptions &options,
-                    bool useCache, runtime::Kernel &kernel, std::string &error,
-                    bool *fromCache = nullptr);
+/// printed: a failure's error carries them. `fromCache` (when given; an
+/// output beside the kernel, not part of it) says whether the compile cache
+/// held the compilation.
+llvm::Expected<runtime::Kernel> compileVariant(const Variant &variant,
+                                               const PipelineOptions &options,
+                                               bool useCache,
+                                               bool *fromCache = nullptr);
 
 /// Whether `module` is entry IR, where the pipeline starts: no function
-/// already tiled (fa4.spec) and no gpu.module. Otherwise `error` names what
+/// already tiled (fa4.spec) and no gpu.module. Otherwise an error names what
 /// was found and says how to continue it (fa4-opt).
-bool checkEntryLevel(ModuleOp module, std::string &error);
+llvm::Error checkEntryLevel(ModuleOp module);
 
 /// Whether `module` holds exactly one kernel to compile to a binary: one
 /// function with an fa4.attention (or lowered from one, fa4.spec), as a
-/// cubin and its manifest describe one kernel. Otherwise `error` says how
+/// cubin and its manifest describe one kernel. Otherwise an error says how
 /// many there are and where.
-bool checkOneKernel(ModuleOp module, std::string &error);
+llvm::Error checkOneKernel(ModuleOp module);
 
 /// compileVariant for entry IR given as text: one function holding one
 /// fa4.attention, as fa4c reads (regions, extras, tensors, any layout);
-/// parse and verifier errors come back in `error`.
-bool compileEntry(const std::string &ir, const PipelineOptions &options,
-                  bool useCache, runtime::Kernel &kernel, std::string &error,
-                  bool *fromCache = nullptr);
+/// parse and verifier errors come back in the error.
+llvm::Expected<runtime::Kernel> compileEntry(const std::string &ir,
+                                             const PipelineOptions &options,
+                                             bool useCache,
+                                             bool *fromCache = nullptr);
 
 /// The stages variantIr prints: "entry" (the entry IR), the pipeline's
 /// stages (getPipelineStages), "llvm" and "ptx".
 std::vector<std::string> variantIrStages();
 
 /// `variant` compiled up to `stage` and printed (see variantIrStages).
-bool variantIr(const Variant &variant, const PipelineOptions &options,
-               const std::string &stage, std::string &ir, std::string &error);
+llvm::Expected<std::string> variantIr(const Variant &variant,
+                                      const PipelineOptions &options,
+                                      const std::string &stage);
 /// The same for entry IR given as text (see compileEntry).
-bool entryIr(const std::string &entry, const PipelineOptions &options,
-             const std::string &stage, std::string &ir, std::string &error);
+llvm::Expected<std::string> entryIr(const std::string &entry,
+                                    const PipelineOptions &options,
+                                    const std::string &stage);
 
 } // namespace mlir::fa4
 

@@ -11,6 +11,7 @@
 
 #include "fa4/Runtime/Launch.h"
 #include "mlir/Support/LLVM.h"
+#include "llvm/Support/Error.h"
 
 #include <cstdint>
 #include <string>
@@ -35,23 +36,26 @@ struct PtxasReport {
   std::string log;
 };
 
-/// The gpu.module's kernel translated to LLVM IR.
-LogicalResult writeLlvmIr(ModuleOp module, llvm::raw_ostream &os,
-                          std::string &error);
+/// What ptxas made of the PTX: the cubin and what it reported.
+struct AssembledCubin {
+  std::string cubin;
+  PtxasReport report;
+};
+
+/// The gpu.module's kernel translated to LLVM IR, written to `os`.
+llvm::Error writeLlvmIr(ModuleOp module, llvm::raw_ostream &os);
 
 /// The gpu.module serialized to PTX (gpu-module-to-binary, format=isa).
-LogicalResult serializeToPtx(ModuleOp module, std::string &ptx,
-                             std::string &error);
+llvm::Expected<std::string> serializeToPtx(ModuleOp module);
 
 /// What `ptxas --version` of `cudaPath` prints (a compile-cache key part).
-LogicalResult ptxasVersion(StringRef cudaPath, std::string &version,
-                           std::string &error);
+llvm::Expected<std::string> ptxasVersion(StringRef cudaPath);
 
-/// Assembles `ptx` for `chip` with the ptxas of `cudaPath` into `cubin`
-/// (ptxas writes a temporary file, read back and removed).
-LogicalResult assembleCubin(StringRef ptx, StringRef cudaPath, StringRef chip,
-                            std::string &cubin, PtxasReport &report,
-                            std::string &error);
+/// Assembles `ptx` for `chip` with the ptxas of `cudaPath` (ptxas writes a
+/// temporary file, read back and removed); a failure's error carries what
+/// ptxas said.
+llvm::Expected<AssembledCubin> assembleCubin(StringRef ptx, StringRef cudaPath,
+                                             StringRef chip);
 
 /// The launch manifest of the kernel in `module` (after the nvvm stage), as
 /// the runtime's struct: what `fa4.launch` says, the file names (their last

@@ -17,6 +17,8 @@
 #include "fa4/Runtime/TensorMapSpec.h"
 #include "fa4/Target/Target.h"
 
+#include "llvm/Support/Error.h"
+
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -35,10 +37,10 @@ inline bool emulatesTarget(const std::string &name) {
   return chip && chip->emulated;
 }
 
-/// Parses PTX text. Null with `error` (line and reason) when the text is not
-/// PTX the emulator understands; an unknown instruction is named.
-std::shared_ptr<const Program> parsePtx(const std::string &text,
-                                        std::string &error);
+/// Parses PTX text; an error (line and reason) when the text is not PTX
+/// the emulator understands, naming an unknown instruction.
+llvm::Expected<std::shared_ptr<const Program>>
+parsePtx(const std::string &text);
 
 /// The module's `.target` (a chip's name), empty when it names none.
 const std::string &targetOf(const Program &program);
@@ -77,12 +79,14 @@ private:
 };
 
 /// Encodes a tensor map into the 128 bytes a kernel receives by value,
-/// checking the rules of cuTensorMapEncodeTiled. The byte layout is the
-/// emulator's own (the driver's is not public).
-bool encodeTensorMap(const runtime::TensorMapSpec &spec, uint8_t out[128],
-                     std::string &error);
-bool decodeTensorMap(const uint8_t in[128], runtime::TensorMapSpec &spec,
-                     std::string &error);
+/// checking the rules of cuTensorMapEncodeTiled; an error naming the rule
+/// broken. The byte layout is the emulator's own (the driver's is not
+/// public).
+llvm::Error encodeTensorMap(const runtime::TensorMapSpec &spec,
+                            uint8_t out[128]);
+/// The map encodeTensorMap wrote into `in`, checked again by its rules; an
+/// error for bytes that are no such map.
+llvm::Expected<runtime::TensorMapSpec> decodeTensorMap(const uint8_t in[128]);
 
 struct LaunchConfig {
   std::string kernel;
@@ -161,11 +165,10 @@ struct LaunchReport {
   }
 };
 
-/// Runs one launch to completion. Returns false with `error` when it cannot
-/// start (no such kernel, wrong arguments); what happens once it runs is in
-/// `report`.
-bool launch(const Program &program, Device &device, const LaunchConfig &config,
-            LaunchReport &report, std::string &error);
+/// Runs one launch to completion and reports what happened once it ran; an
+/// error when it cannot start (no such kernel, wrong arguments).
+llvm::Expected<LaunchReport> launch(const Program &program, Device &device,
+                                    const LaunchConfig &config);
 
 } // namespace mlir::fa4::emu
 

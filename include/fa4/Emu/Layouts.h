@@ -8,7 +8,9 @@
 // encoding mistake cannot hide in both; the CuTe cross-check test compares
 // them with NVIDIA's own layouts element by element.
 //
-// Header-only on purpose: the cross-check compiles it without the rest of fa4.
+// Header-only on purpose: the cross-check compiles it (with nvcc) without the
+// rest of fa4 and without LLVM, which is why its decoders say what they
+// refuse in a string rather than an llvm::Error.
 //
 //===----------------------------------------------------------------------===//
 

@@ -9,6 +9,7 @@
 
 #include "mlir/Pass/PassOptions.h"
 #include "mlir/Support/LLVM.h"
+#include "llvm/Support/Error.h"
 
 #include <string>
 
@@ -70,9 +71,9 @@ struct PipelineOptions : public PassPipelineOptions<PipelineOptions> {
 ArrayRef<StringRef> getPipelineStages();
 
 /// Adds the stages up to and including `options.stopAfter` (all when empty).
-/// Fails with a message naming the stages when `stopAfter` is unknown.
-LogicalResult buildPipeline(OpPassManager &pm, const PipelineOptions &options,
-                            std::string &error);
+/// An error naming the stages when `stopAfter` is unknown, or naming the
+/// option whose value is out of its range; then nothing was added.
+llvm::Error buildPipeline(OpPassManager &pm, const PipelineOptions &options);
 
 /// Registers `fa4-pipeline` with fa4-opt.
 void registerFA4Pipelines();

@@ -17,6 +17,8 @@
 #ifndef FA4_RUNTIME_COMPILECACHE_H
 #define FA4_RUNTIME_COMPILECACHE_H
 
+#include "llvm/Support/Error.h"
+
 #include <string>
 #include <vector>
 
@@ -47,15 +49,17 @@ public:
   /// `rejected` saying why.
   bool lookup(const std::string &key, Entry &entry,
               std::string *rejected = nullptr) const;
-  /// Stores an entry atomically; false with `error` when the directory
-  /// cannot be written (another process storing the same key is no error).
-  /// A bad entry under the key is replaced.
-  bool store(const std::string &key, const Entry &entry, std::string &error) const;
+  /// Stores an entry atomically; an error when the directory cannot be
+  /// written (another process storing the same key is no error). A bad
+  /// entry under the key is replaced.
+  llvm::Error store(const std::string &key, const Entry &entry) const;
 
   /// Writes an entry's files as `cubinPath`, `ptxPath` and
-  /// `cubinPath + ".json"`, the manifest naming the new files.
-  static bool materialize(const Entry &entry, const std::string &cubinPath,
-                          const std::string &ptxPath, std::string &error);
+  /// `cubinPath + ".json"`, the manifest naming the new files (one set:
+  /// writeFileSet, fa4/Support/OutputFile.h).
+  static llvm::Error materialize(const Entry &entry,
+                                 const std::string &cubinPath,
+                                 const std::string &ptxPath);
 
 private:
   std::string directory;

@@ -14,6 +14,8 @@
 
 #include "fa4/Runtime/TensorMapSpec.h"
 
+#include "llvm/Support/Error.h"
+
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -95,13 +97,11 @@ struct Manifest {
   Ptxas ptxas;
 };
 
-/// Parses a manifest; false with `error` naming the field when it is
-/// malformed or from an incompatible fa4. Input nested deeper than
-/// kMaxJsonNesting or larger than kMaxManifestBytes (InputLimits.h) is
-/// refused before it is parsed; "cubin" and "ptx" must be plain file names
-/// (isPlainFileName).
-bool parseManifest(const std::string &json, Manifest &manifest,
-                   std::string &error);
+/// Parses a manifest; an error naming the field when it is malformed or
+/// from an incompatible fa4. Input nested deeper than kMaxJsonNesting or
+/// larger than kMaxManifestBytes (InputLimits.h) is refused before it is
+/// parsed; "cubin" and "ptx" must be plain file names (isPlainFileName).
+llvm::Expected<Manifest> parseManifest(const std::string &json);
 
 /// The manifest's JSON text, as fa4c writes it beside a cubin: every
 /// field of `manifest`, in the order and layout docs/README.md shows ("The
@@ -122,14 +122,13 @@ bool isPlainFileName(const std::string &name);
 /// in the map's dimensions. A manifest whose roles were swapped or edited
 /// (q_map naming O's buffer would have the kernel write O into Q) is
 /// refused by name.
-bool checkInterface(const Manifest &manifest, std::string &error);
+llvm::Error checkInterface(const Manifest &manifest);
 
 /// Checks the PTX's entry point against the manifest: the function the
 /// manifest names, one parameter per manifest parameter of its size (128
 /// bytes for a tensor map, 8 for an address, 4 for an int32), and its
 /// `.reqntid`, when it has one, the manifest's block.
-bool checkPtxEntry(const Manifest &manifest, const std::string &ptx,
-                   std::string &error);
+llvm::Error checkPtxEntry(const Manifest &manifest, const std::string &ptx);
 
 /// One launch's sizes.
 struct Shapes {
@@ -154,7 +153,7 @@ struct Buffers {
 
 /// Encodes one tensor map into the 128 bytes the kernel takes by value.
 using TensorMapEncoder =
-    std::function<bool(const TensorMapSpec &, uint8_t *, std::string &)>;
+    std::function<llvm::Error(const TensorMapSpec &, uint8_t *)>;
 
 struct LaunchPlan {
   uint32_t grid[3] = {1, 1, 1};
@@ -170,8 +169,7 @@ struct LaunchPlan {
 
 /// The largest sizes a launch accepts: every index the kernel computes stays
 /// below 2^31 (docs/Runtime.md).
-bool checkShapes(const Manifest &manifest, const Shapes &shapes,
-                 std::string &error);
+llvm::Error checkShapes(const Manifest &manifest, const Shapes &shapes);
 
 /// Bytes per element of an extra's dtype ("f32", "i32", "bf16", ...); 0 for
 /// one the runtime does not know.
@@ -182,9 +180,10 @@ size_t extraElementBytes(const std::string &dtype);
 /// `buffers`, else the dense ones) — a manifest whose sizes or strides were
 /// edited would have the kernel read or write past its tensors — then
 /// encodes the maps, lays out the parameters and sizes the grid.
-bool planLaunch(const Manifest &manifest, const Shapes &shapes,
-                const Buffers &buffers, const TensorMapEncoder &encode,
-                LaunchPlan &plan, std::string &error);
+llvm::Expected<LaunchPlan> planLaunch(const Manifest &manifest,
+                                      const Shapes &shapes,
+                                      const Buffers &buffers,
+                                      const TensorMapEncoder &encode);
 
 } // namespace mlir::fa4::runtime
 

@@ -16,6 +16,8 @@
 
 #include "fa4/Runtime/Launch.h"
 
+#include "llvm/Support/Error.h"
+
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -40,22 +42,21 @@ struct Kernel {
   /// Reads `<cubin>.json` and the cubin and PTX it names, beside it: the
   /// manifest a regular file of at most kMaxManifestBytes, the cubin and the
   /// PTX regular files of at most kMaxKernelFileBytes (InputLimits.h), then
-  /// check() of what was read.
-  static bool load(const std::string &manifestPath, Kernel &kernel,
-                   std::string &error);
+  /// check() of what was read. Every error names the manifest's path.
+  static llvm::Expected<Kernel> load(const std::string &manifestPath);
 
   /// A kernel handed over in memory, as a compiler in the same process has
   /// it: the manifest's JSON (at most kMaxManifestBytes), the PTX and the
   /// cubin (at most kMaxKernelFileBytes each; either may be empty, not
   /// both), then check(). The file names the manifest gives are not read.
-  static bool create(std::string manifestJson, std::string ptx,
-                     std::vector<uint8_t> cubin, Kernel &kernel,
-                     std::string &error);
+  static llvm::Expected<Kernel> create(std::string manifestJson,
+                                       std::string ptx,
+                                       std::vector<uint8_t> cubin);
 
   /// The manifest's interface against fa4's (checkInterface), when there
   /// is PTX against the PTX's entry point (checkPtxEntry), and against the
   /// contract the PTX and the cubin declare (checkContract, Contract.h).
-  bool check(std::string &error) const;
+  llvm::Error check() const;
 };
 
 /// A tensor in a backend's memory: its base address, element type ("fp16",
@@ -75,12 +76,12 @@ public:
   /// GPU): launch() checks that code's contract against the manifest.
   virtual bool runsPtx() const = 0;
   /// Encodes one tensor map into the 128 bytes the kernel takes by value.
-  virtual bool encodeTensorMap(const TensorMapSpec &spec, uint8_t out[128],
-                               std::string &error) = 0;
+  virtual llvm::Error encodeTensorMap(const TensorMapSpec &spec,
+                                      uint8_t out[128]) = 0;
   /// Runs the plan; `stream` is the backend's (a CUstream for CUDA, unused
   /// by the emulator).
-  virtual bool run(const Kernel &kernel, const LaunchPlan &plan, void *stream,
-                   std::string &error) = 0;
+  virtual llvm::Error run(const Kernel &kernel, const LaunchPlan &plan,
+                          void *stream) = 0;
 };
 
 /// Checks q, k, v, o (and lse when the kernel writes one) against the
@@ -89,28 +90,30 @@ public:
 /// expresses (head_dim contiguous, the other strides positive multiples of
 /// 16 bytes; o's elements distinct), lse [batch, q_heads, seq_q] f32 dense;
 /// a dimension of size 1 may have any stride; base addresses 16-byte
-/// aligned. The first broken rule is named with its tensor.
-bool checkTensors(const Manifest &manifest, const Tensor &q, const Tensor &k,
-                  const Tensor &v, const Tensor &o, const Tensor *lse,
-                  Shapes &shapes, std::string &error);
+/// aligned. The first broken rule is named with its tensor. What comes back
+/// is the launch's sizes, read from the tensors.
+llvm::Expected<Shapes> checkTensors(const Manifest &manifest, const Tensor &q,
+                                    const Tensor &k, const Tensor &v,
+                                    const Tensor &o, const Tensor *lse);
 
 /// Checks the extras a kernel's score_mod / mask_mod read (the manifest's
 /// `extras`, in order): dtype, rank, the static sizes, dense row-major, under
 /// 2^31 elements, aligned, and sharing no memory with the `written` tensors;
 /// with `shapes`, the block mask's sizes against the problem's.
-bool checkExtras(const Manifest &manifest, const std::vector<Tensor> &extras,
-                 const std::vector<const Tensor *> &written, std::string &error,
-                 const Shapes *shapes = nullptr);
+llvm::Error checkExtras(const Manifest &manifest,
+                        const std::vector<Tensor> &extras,
+                        const std::vector<const Tensor *> &written,
+                        const Shapes *shapes = nullptr);
 
 /// checkTensors, then plan and run on `backend`.
-bool launch(Backend &backend, const Kernel &kernel, const Tensor &q,
-            const Tensor &k, const Tensor &v, const Tensor &o,
-            const Tensor *lse, void *stream, std::string &error);
+llvm::Error launch(Backend &backend, const Kernel &kernel, const Tensor &q,
+                   const Tensor &k, const Tensor &v, const Tensor &o,
+                   const Tensor *lse, void *stream);
 /// The same for a kernel with extras (checkExtras).
-bool launch(Backend &backend, const Kernel &kernel, const Tensor &q,
-            const Tensor &k, const Tensor &v, const Tensor &o,
-            const Tensor *lse, const std::vector<Tensor> &extras, void *stream,
-            std::string &error);
+llvm::Error launch(Backend &backend, const Kernel &kernel, const Tensor &q,
+                   const Tensor &k, const Tensor &v, const Tensor &o,
+                   const Tensor *lse, const std::vector<Tensor> &extras,
+                   void *stream);
 
 /// fa4-emu as a backend: tensors live in `device`; each launch runs the
 /// kernel's PTX there with `workers` host threads and fails on any error,
@@ -124,11 +127,11 @@ std::unique_ptr<Backend> createEmulatorBackend(emu::Device &device,
                                                bool execute = true);
 
 /// The CUDA driver as a backend, in the calling thread's current context
-/// (the device's primary context when there is none); null with `error`
-/// saying why when libcuda.so.1 cannot be loaded or initialised. A kernel
-/// for another architecture than the device's is refused by name
-/// ("needs sm_100a, the device is sm_90").
-std::unique_ptr<Backend> createCudaBackend(std::string &error);
+/// (the device's primary context when there is none); an error saying why
+/// when libcuda.so.1 cannot be loaded or initialised. A kernel for another
+/// architecture than the device's is refused by name ("needs sm_100a, the
+/// device is sm_90").
+llvm::Expected<std::unique_ptr<Backend>> createCudaBackend();
 
 } // namespace mlir::fa4::runtime
 

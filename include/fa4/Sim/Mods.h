@@ -15,6 +15,7 @@
 
 #include "mlir/IR/Value.h"
 #include "llvm/ADT/SmallVector.h"
+#include "llvm/Support/Error.h"
 
 #include <memory>
 #include <optional>
@@ -48,9 +49,9 @@ public:
   /// (level A, whose extras must be arguments of `func`, directly or through
   /// bufferization.to_buffer / to_tensor) or the tile
   /// program fa4-tile made of it (levels B and C, extras named by
-  /// fa4.spec). A function with neither region gives an empty set.
-  static std::unique_ptr<Mods> fromFunction(func::FuncOp func,
-                                            std::string &error);
+  /// fa4.spec). A function with neither region gives an empty set; an
+  /// error says why the regions or extras cannot be run.
+  static llvm::Expected<std::unique_ptr<Mods>> fromFunction(func::FuncOp func);
   ~Mods();
 
   bool empty() const { return !scoreMod && !maskMod; }
@@ -59,20 +60,21 @@ public:
   /// integers as non-decreasing runs along the last dimension (document
   /// ids); a dynamic dimension takes the largest of batch, seq_q, seq_k and
   /// q_heads, so any of those indices is in bounds.
-  bool fillExtras(const Problem &problem, uint64_t seed, std::string &error);
+  llvm::Error fillExtras(const Problem &problem, uint64_t seed);
 
   /// Replaces extra `index`'s values (fillExtras gave it its shape) with
   /// `values`, row-major: floats rounded to the element type, integers
   /// taken exactly, so a value that is not a whole number is refused.
-  bool setExtra(size_t index, llvm::ArrayRef<float> values,
-                std::string &error);
+  llvm::Error setExtra(size_t index, llvm::ArrayRef<float> values);
 
   /// Points `problem`'s scoreMod and maskMod at the regions, run in double
   /// on the drawn extras. They must outlive the problem's use.
   void attach(Problem &problem);
 
   /// The first error a region met while the reference ran it (an index out
-  /// of an extra's bounds, a division by zero), empty when none.
+  /// of an extra's bounds, a division by zero), empty when none: the
+  /// reference calls the regions through Problem's callbacks, which have no
+  /// error to return, so the message waits here for the caller to ask.
   const std::string &error() const { return runError; }
 
   /// The extras as the attention takes them (memrefs), and their storage,
@@ -89,7 +91,7 @@ public:
 
 private:
   Mods();
-  bool fillBlockMask(const Problem &problem, std::string &error);
+  llvm::Error fillBlockMask(const Problem &problem);
   std::optional<size_t> blockMaskIndex;
   std::unique_ptr<ModProgram> scoreMod, maskMod;
   llvm::SmallVector<Value> extraArguments;

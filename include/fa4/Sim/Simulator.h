@@ -12,6 +12,8 @@
 
 #include "fa4/Sim/Reference.h"
 
+#include "llvm/Support/Error.h"
+
 #include <cstdint>
 #include <map>
 #include <string>
@@ -92,11 +94,11 @@ struct RunReport {
   std::string toJson() const;
 };
 
-/// Runs the level-B or level-C function `func` (it must carry `fa4.spec`). Returns false
-/// with `error` set when the IR cannot be run; `report.ok` says whether the
-/// result is within tolerance.
-bool simulate(func::FuncOp func, const RunOptions &options, RunReport &report,
-              std::string &error);
+/// Runs the level-B or level-C function `func` (it must carry `fa4.spec`)
+/// and reports how it fared: `ok` says whether the result is within
+/// tolerance. An error when the IR cannot be run.
+llvm::Expected<RunReport> simulate(func::FuncOp func,
+                                   const RunOptions &options);
 
 } // namespace mlir::fa4::sim
 

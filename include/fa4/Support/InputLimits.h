@@ -12,6 +12,8 @@
 #ifndef FA4_SUPPORT_INPUTLIMITS_H
 #define FA4_SUPPORT_INPUTLIMITS_H
 
+#include "llvm/Support/Error.h"
+
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -35,24 +37,24 @@ constexpr unsigned kMaxJsonNesting = 64;
 /// an 8 MiB stack at a few thousand.
 constexpr unsigned kMaxIrNesting = 256;
 
-/// Checks that no bracket of `text` opens nesting level `limit + 1`; false
-/// with `error` naming the line and column (1-based) where it does, and
-/// `offset` (when given) that bracket's offset in `text`.
-bool checkNestingDepth(std::string_view text, unsigned limit,
-                       NestingSyntax syntax, std::string &error,
-                       size_t *offset = nullptr);
+/// Checks that no bracket of `text` opens nesting level `limit + 1`: an
+/// error naming the line and column (1-based) where one does, with
+/// `offset` (when given) set to that bracket's offset in `text`.
+llvm::Error checkNestingDepth(std::string_view text, unsigned limit,
+                              NestingSyntax syntax, size_t *offset = nullptr);
 
 /// The largest manifest, and the largest cubin or PTX, the runtime reads.
 constexpr uint64_t kMaxManifestBytes = uint64_t(4) << 20;
 constexpr uint64_t kMaxKernelFileBytes = uint64_t(256) << 20;
 
-/// Reads `path` whole when it is a regular file (after symbolic links) of
-/// at most `maxBytes`; opening does not block (a FIFO is refused, not
-/// waited on). False with `error` ("cannot read PATH: ...") otherwise;
-/// `missing` (when given) says whether the file does not exist.
-bool readRegularFile(const std::string &path, uint64_t maxBytes,
-                     std::string &contents, std::string &error,
-                     bool *missing = nullptr);
+/// The contents of `path`, read whole when it is a regular file (after
+/// symbolic links) of at most `maxBytes`; opening does not block (a FIFO is
+/// refused, not waited on). An error ("cannot read PATH: ...") otherwise;
+/// `missing` (when given; an output beside the result, since a caller may
+/// take an absent file as no file) says whether the file does not exist.
+llvm::Expected<std::string> readRegularFile(const std::string &path,
+                                            uint64_t maxBytes,
+                                            bool *missing = nullptr);
 
 } // namespace mlir::fa4
 

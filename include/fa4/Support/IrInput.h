@@ -18,6 +18,7 @@
 
 #include "mlir/Support/LLVM.h"
 #include "llvm/ADT/StringRef.h"
+#include "llvm/Support/Error.h"
 #include "llvm/Support/MemoryBuffer.h"
 
 #include <cstdint>
@@ -56,12 +57,11 @@ std::optional<IrRefusal> refuseBeforeParsing(StringRef text);
 /// error: `name:line:col: error: message` and the line.
 void printRefusal(const llvm::MemoryBuffer &buffer, const IrRefusal &refusal);
 
-/// Runs `body` on a thread with an irStackBytes(bytes) stack and waits for
-/// it (fa4 builds without exceptions: nothing crosses the thread). False
-/// with `error` set
-/// when no such thread can be started.
-bool runOnIrStack(uint64_t bytes, function_ref<void()> body,
-                  std::string &error);
+/// Runs `body` on a thread with an irStackBytes(bytes) stack, waits for it
+/// (fa4 builds without exceptions: nothing crosses the thread) and returns
+/// what `body` returned; an error of its own when no such thread can be
+/// started.
+llvm::Error runOnIrStack(uint64_t bytes, function_ref<llvm::Error()> body);
 
 /// A command-line tool's main after its options: reads `path` ('-' is stdin;
 /// empty reads nothing and hands `body` null), then runs `body` with the

@@ -12,6 +12,7 @@
 #define FA4_SUPPORT_OUTPUTFILE_H
 
 #include "mlir/Support/LLVM.h"
+#include "llvm/Support/Error.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -23,26 +24,26 @@ namespace mlir::fa4 {
 
 class OutputFile {
 public:
-  /// Opens `path` ('-' is stdout) for writing, or returns null with `error`
-  /// ("cannot write PATH: cause"). A regular file, or a new one, is written
+  /// Opens `path` ('-' is stdout) for writing; an error ("cannot write PATH:
+  /// cause") when it cannot be. A regular file, or a new one, is written
   /// to a temporary file in its directory that commit renames over it.
   /// Anything else (a device such as /dev/null or /dev/full, a FIFO) is
   /// written in place: a rename would replace the device, not write to it;
   /// a failed write there leaves what the device took.
-  static std::unique_ptr<OutputFile> open(StringRef path, std::string &error);
+  static llvm::Expected<std::unique_ptr<OutputFile>> open(StringRef path);
   /// Removes the temporary file when commit did not keep it.
   ~OutputFile();
 
   raw_ostream &os() { return *stream; }
-  /// Flushes and closes the output without renaming it into place: false
-  /// with `error` when a write or the close failed (then the temporary file
-  /// is gone). A set of files is finished, each, before any is committed.
-  bool finish(std::string &error);
+  /// Flushes and closes the output without renaming it into place: an
+  /// error when a write or the close failed (then the temporary file is
+  /// gone). A set of files is finished, each, before any is committed.
+  llvm::Error finish();
   /// Flushes and closes the output and, for a regular file, renames it into
-  /// place. False with `error` ("cannot write PATH: cause") when any write,
-  /// the close or the rename failed; then the temporary file is gone and
-  /// `path` is as it was.
-  bool commit(std::string &error);
+  /// place. An error ("cannot write PATH: cause") when any write, the close
+  /// or the rename failed; then the temporary file is gone and `path` is as
+  /// it was.
+  llvm::Error commit();
 
 private:
   OutputFile() = default;
@@ -55,16 +56,15 @@ private:
 
 /// Writes each (path, text) as one set: every file is written to its
 /// temporary file and finished before any is renamed into place, in the
-/// given order (put the file readers look for first, a cubin, last). False
-/// with `error` when one cannot be written; then no file of the set has
-/// changed unless a rename itself failed midway (the earlier ones renamed).
-bool writeFileSet(ArrayRef<std::pair<StringRef, StringRef>> files,
-                  std::string &error);
+/// given order (put the file readers look for first, a cubin, last). An
+/// error when one cannot be written; then no file of the set has changed
+/// unless a rename itself failed midway (the earlier ones renamed).
+llvm::Error writeFileSet(ArrayRef<std::pair<StringRef, StringRef>> files);
 
-/// Flushes stdout; false with `error` ("cannot write stdout: cause") when a
-/// write to it failed (`> /dev/full`), which LLVM would otherwise report as
-/// a fatal error at exit.
-bool flushStdout(std::string &error);
+/// Flushes stdout; an error ("cannot write stdout: cause") when a write to
+/// it failed (`> /dev/full`), which LLVM would otherwise report as a fatal
+/// error at exit.
+llvm::Error flushStdout();
 
 } // namespace mlir::fa4
 

@@ -87,21 +87,24 @@ bool tensorOf(const char *name, const fa4rt_tensor *from,
   return true;
 }
 
-/// The process's CUDA backend, or why there is none (asked once: the
-/// driver is opened and initialised once).
-fa4rt_backend *cudaBackend(std::string &error) {
+/// The process's CUDA backend, or null with the thread's error saying why
+/// there is none (asked once: the driver is opened and initialised once).
+fa4rt_backend *cudaBackend() {
   static fa4rt_backend *backend;
   static std::string openError;
   static std::once_flag opened;
   std::call_once(opened, [] {
-    std::unique_ptr<runtime::Backend> cuda = runtime::createCudaBackend(openError);
-    if (!cuda)
+    llvm::Expected<std::unique_ptr<runtime::Backend>> cuda =
+        runtime::createCudaBackend();
+    if (!cuda) {
+      openError = llvm::toString(cuda.takeError());
       return;
+    }
     backend = new fa4rt_backend;
-    backend->backend = std::move(cuda);
+    backend->backend = std::move(*cuda);
   });
   if (!backend)
-    error = openError;
+    return failWith<fa4rt_backend>(openError);
   return backend;
 }
 
@@ -118,10 +121,12 @@ fa4rt_kernel *fa4rt_kernel_load(const char *manifest_path) {
     lastError.clear();
     if (!manifest_path)
       return failWith<fa4rt_kernel>("no manifest path");
+    llvm::Expected<runtime::Kernel> loaded =
+        runtime::Kernel::load(manifest_path);
+    if (!loaded)
+      return failWith<fa4rt_kernel>(llvm::toString(loaded.takeError()));
     auto kernel = std::make_unique<fa4rt_kernel>();
-    std::string error;
-    if (!runtime::Kernel::load(manifest_path, kernel->kernel, error))
-      return failWith<fa4rt_kernel>(std::move(error));
+    kernel->kernel = std::move(*loaded);
     return kernel.release();
   });
 }
@@ -143,14 +148,14 @@ fa4rt_kernel *fa4rt_kernel_create(const char *manifest_json, const char *ptx,
           std::string(ptx_bytes > kMaxKernelFileBytes ? "the PTX" : "the cubin") +
           " is larger than the " + std::to_string(kMaxKernelFileBytes) +
           " bytes a kernel file may have");
-    auto kernel = std::make_unique<fa4rt_kernel>();
     const auto *cubinBytes = static_cast<const uint8_t *>(cubin);
-    std::string error;
-    if (!runtime::Kernel::create(
-            manifest_json, std::string(ptx ? ptx : "", ptx_bytes),
-            std::vector<uint8_t>(cubinBytes, cubinBytes + cubin_bytes),
-            kernel->kernel, error))
-      return failWith<fa4rt_kernel>(std::move(error));
+    llvm::Expected<runtime::Kernel> created = runtime::Kernel::create(
+        manifest_json, std::string(ptx ? ptx : "", ptx_bytes),
+        std::vector<uint8_t>(cubinBytes, cubinBytes + cubin_bytes));
+    if (!created)
+      return failWith<fa4rt_kernel>(llvm::toString(created.takeError()));
+    auto kernel = std::make_unique<fa4rt_kernel>();
+    kernel->kernel = std::move(*created);
     return kernel.release();
   });
 }
@@ -169,11 +174,7 @@ const char *fa4rt_kernel_manifest(const fa4rt_kernel *kernel) {
 fa4rt_backend *fa4rt_backend_cuda(void) {
   return guarded<fa4rt_backend *>(nullptr, [&]() -> fa4rt_backend * {
     lastError.clear();
-    std::string error;
-    fa4rt_backend *backend = cudaBackend(error);
-    if (!backend)
-      return failWith<fa4rt_backend>(std::move(error));
-    return backend;
+    return cudaBackend();
   });
 }
 
@@ -270,12 +271,12 @@ int fa4rt_launch(const fa4rt_kernel *kernel, fa4rt_backend *backend,
       if (!tensorOf(("extra" + std::to_string(i)).c_str(), &extras[i],
                     extraTensors[i]))
         return 1;
-    std::string error;
     std::lock_guard<std::mutex> lock(backend->mutex);
-    if (!runtime::launch(*backend->backend, kernel->kernel, tensors[0], tensors[1],
-                         tensors[2], tensors[3], lse ? &tensors[4] : nullptr,
-                         extraTensors, stream, error))
-      return fail(std::move(error));
+    if (llvm::Error refused =
+            runtime::launch(*backend->backend, kernel->kernel, tensors[0],
+                            tensors[1], tensors[2], tensors[3],
+                            lse ? &tensors[4] : nullptr, extraTensors, stream))
+      return fail(llvm::toString(std::move(refused)));
     return 0;
   });
 }

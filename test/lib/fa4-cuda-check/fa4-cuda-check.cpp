@@ -23,21 +23,24 @@
 using namespace mlir::fa4::runtime;
 
 int main(int argc, char **argv) {
-  std::string error;
-  std::unique_ptr<Backend> backend = createCudaBackend(error);
-  if (!backend) {
-    std::printf("cuda backend unavailable: %s\n", error.c_str());
+  llvm::Expected<std::unique_ptr<Backend>> opened = createCudaBackend();
+  if (!opened) {
+    std::printf("cuda backend unavailable: %s\n",
+                llvm::toString(opened.takeError()).c_str());
     return 1;
   }
+  std::unique_ptr<Backend> backend = std::move(*opened);
   std::printf("cuda backend: %s\n", backend->name());
   int failures = 0;
   for (int i = 1; i < argc; ++i) {
-    Kernel kernel;
-    if (!Kernel::load(argv[i], kernel, error)) {
-      std::printf("%s: load failed: %s\n", argv[i], error.c_str());
+    llvm::Expected<Kernel> loaded = Kernel::load(argv[i]);
+    if (!loaded) {
+      std::printf("%s: load failed: %s\n", argv[i],
+                  llvm::toString(loaded.takeError()).c_str());
       ++failures;
       continue;
     }
+    const Kernel &kernel = *loaded;
     const Manifest &m = kernel.manifest;
     int64_t batch = 2, seqQ = 300, seqK = 257;
     // Addresses a device allocation could have (256-byte aligned); the
@@ -60,41 +63,53 @@ int main(int argc, char **argv) {
     Tensor v = tensor({batch, seqK, m.kvHeads, m.headDim}, m.dtype);
     Tensor o = tensor({batch, seqQ, m.qHeads, m.headDim}, m.dtype);
     Tensor lse = tensor({batch, m.qHeads, seqQ}, "f32");
-    Shapes shapes;
     Buffers buffers{q.address, k.address, v.address, o.address,
                     m.lse ? lse.address : 0};
-    LaunchPlan plan;
-    auto encode = [&](const TensorMapSpec &spec, uint8_t *out, std::string &why) {
-      return backend->encodeTensorMap(spec, out, why);
+    auto encode = [&](const TensorMapSpec &spec, uint8_t *out) {
+      return backend->encodeTensorMap(spec, out);
     };
-    if (!checkTensors(m, q, k, v, o, m.lse ? &lse : nullptr, shapes, error) ||
-        !planLaunch(m, shapes, buffers, encode, plan, error)) {
-      std::printf("%s: plan failed: %s\n", argv[i], error.c_str());
+    auto plan = [&]() -> llvm::Expected<LaunchPlan> {
+      llvm::Expected<Shapes> shapes =
+          checkTensors(m, q, k, v, o, m.lse ? &lse : nullptr);
+      if (!shapes)
+        return shapes.takeError();
+      return planLaunch(m, *shapes, buffers, encode);
+    }();
+    if (!plan) {
+      std::printf("%s: plan failed: %s\n", argv[i],
+                  llvm::toString(plan.takeError()).c_str());
       ++failures;
       continue;
     }
     std::printf("%s: %zu tensor maps encoded by the driver, grid %u, %u bytes "
                 "of shared memory\n",
-                argv[i], plan.tensorMaps.size(), plan.grid[0], plan.dynamicSmemBytes);
-    if (backend->run(kernel, plan, nullptr, error))
-      std::printf("%s: launched\n", argv[i]);
+                argv[i], plan->tensorMaps.size(), plan->grid[0],
+                plan->dynamicSmemBytes);
+    if (llvm::Error refused = backend->run(kernel, *plan, nullptr))
+      std::printf("%s: refused: %s\n", argv[i],
+                  llvm::toString(std::move(refused)).c_str());
     else
-      std::printf("%s: refused: %s\n", argv[i], error.c_str());
+      std::printf("%s: launched\n", argv[i]);
   }
   // What the driver itself says of loading the first cubin here.
   if (argc > 1) {
-    Kernel kernel;
     void *library = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
     using Load = int (*)(void **, const void *);
     using Name = int (*)(int, const char **);
     auto load = library ? reinterpret_cast<Load>(dlsym(library, "cuModuleLoadData")) : nullptr;
     auto name = library ? reinterpret_cast<Name>(dlsym(library, "cuGetErrorName")) : nullptr;
-    if (load && name && Kernel::load(argv[1], kernel, error) && !kernel.cubin.empty()) {
+    // A kernel that does not load was reported above.
+    llvm::Expected<Kernel> kernel =
+        load && name ? Kernel::load(argv[1]) : llvm::Expected<Kernel>(Kernel());
+    if (!kernel)
+      llvm::consumeError(kernel.takeError());
+    else if (!kernel->cubin.empty()) {
       void *module = nullptr;
-      int result = load(&module, kernel.cubin.data());
+      int result = load(&module, kernel->cubin.data());
       const char *text = "?";
       name(result, &text);
-      std::printf("cuModuleLoadData(%s) directly: %s\n", kernel.manifest.target.c_str(),
+      std::printf("cuModuleLoadData(%s) directly: %s\n",
+                  kernel->manifest.target.c_str(),
                   result ? text : "CUDA_SUCCESS");
     }
   }

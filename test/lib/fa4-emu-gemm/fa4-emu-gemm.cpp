@@ -157,11 +157,12 @@ int main(int argc, char **argv) {
   auto buffer = MemoryBuffer::getFile(ptxFile);
   if (!buffer)
     return fail("cannot read " + ptxFile + ": " + buffer.getError().message());
-  std::string error;
-  auto program = emu::parsePtx((*buffer)->getBuffer().str(), error);
-  if (!program)
-    return fail(ptxFile + ": " + error);
-  std::vector<emu::KernelParam> params = emu::kernelParams(*program, kernelName);
+  llvm::Expected<std::shared_ptr<const emu::Program>> parsed =
+      emu::parsePtx((*buffer)->getBuffer().str());
+  if (!parsed)
+    return fail(ptxFile + ": " + toString(parsed.takeError()));
+  const emu::Program &program = **parsed;
+  std::vector<emu::KernelParam> params = emu::kernelParams(program, kernelName);
   if (params.size() != 3 || params[0].bytes != 128 || params[1].bytes != 128 ||
       params[2].bytes != 8)
     return fail(kernelName + " is not an entry taking (CUtensorMap, CUtensorMap, "
@@ -212,16 +213,20 @@ int main(int argc, char **argv) {
     runtime::TensorMapSpec mapB = bMajor == Major::K
                                       ? operandMap(bAddress, k, n)
                                       : operandMap(bAddress, n, k);
-    if (!emu::encodeTensorMap(operandMap(aAddress, k, m),
-                              config.arguments[0].data(), error) ||
-        !emu::encodeTensorMap(mapB, config.arguments[1].data(), error))
-      return fail("cannot encode a tensor map: " + error);
+    for (auto [map, bytes] :
+         {std::pair{operandMap(aAddress, k, m), config.arguments[0].data()},
+          {mapB, config.arguments[1].data()}})
+      if (llvm::Error refused = emu::encodeTensorMap(map, bytes))
+        return fail("cannot encode a tensor map: " +
+                    toString(std::move(refused)));
     config.arguments[2].resize(8);
     std::memcpy(config.arguments[2].data(), &cAddress, 8);
 
-    emu::LaunchReport report;
-    if (!emu::launch(*program, device, config, report, error))
-      return fail(error);
+    llvm::Expected<emu::LaunchReport> launched =
+        emu::launch(program, device, config);
+    if (!launched)
+      return fail(toString(launched.takeError()));
+    const emu::LaunchReport &report = *launched;
 
     double runError = 0;
     for (size_t i = 0; i < reference.size(); ++i) {

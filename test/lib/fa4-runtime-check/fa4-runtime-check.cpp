@@ -56,23 +56,28 @@ static cl::opt<std::string> layout("layout", cl::init("bshd"),
 
 int main(int argc, char **argv) {
   cl::ParseCommandLineOptions(argc, argv, "fa4rt check\n");
-  std::string error;
+  auto fail = [](llvm::Error error) {
+    errs() << "error: " << toString(std::move(error)) << "\n";
+    return 2;
+  };
   if (cuda) {
-    std::unique_ptr<runtime::Backend> backend = runtime::createCudaBackend(error);
-    outs() << (backend ? std::string("cuda backend: ") + backend->name()
-                       : "cuda backend unavailable: " + error)
+    llvm::Expected<std::unique_ptr<runtime::Backend>> backend =
+        runtime::createCudaBackend();
+    outs() << (backend ? std::string("cuda backend: ") + (*backend)->name()
+                       : "cuda backend unavailable: " +
+                             toString(backend.takeError()))
            << "\n";
     return 0;
   }
   if (rewriteManifest) {
-    std::string text;
-    runtime::Manifest manifest;
-    if (!readRegularFile(manifestPath, kMaxManifestBytes, text, error) ||
-        !runtime::parseManifest(text, manifest, error)) {
-      errs() << "error: " << error << "\n";
-      return 2;
-    }
-    outs() << runtime::writeManifest(manifest);
+    llvm::Expected<std::string> text =
+        readRegularFile(manifestPath, kMaxManifestBytes);
+    if (!text)
+      return fail(text.takeError());
+    llvm::Expected<runtime::Manifest> manifest = runtime::parseManifest(*text);
+    if (!manifest)
+      return fail(manifest.takeError());
+    outs() << runtime::writeManifest(*manifest);
     return 0;
   }
   runtime::Kernel kernel;
@@ -86,24 +91,29 @@ int main(int argc, char **argv) {
     PipelineOptions options;
     auto started = std::chrono::steady_clock::now();
     std::string entry;
-    if (!entryPath.empty() &&
-        !readRegularFile(entryPath, kMaxKernelFileBytes, entry, error)) {
-      errs() << "error: " << error << "\n";
-      return 2;
+    if (!entryPath.empty()) {
+      llvm::Expected<std::string> text =
+          readRegularFile(entryPath, kMaxKernelFileBytes);
+      if (!text)
+        return fail(text.takeError());
+      entry = std::move(*text);
     }
-    if (!(entryPath.empty()
-              ? compileVariant(variant, options, useCache, kernel, error)
-              : compileEntry(entry, options, useCache, kernel, error))) {
-      errs() << "error: " << error << "\n";
-      return 2;
-    }
+    llvm::Expected<runtime::Kernel> compiled =
+        entryPath.empty() ? compileVariant(variant, options, useCache)
+                          : compileEntry(entry, options, useCache);
+    if (!compiled)
+      return fail(compiled.takeError());
+    kernel = std::move(*compiled);
     std::chrono::duration<double> seconds = std::chrono::steady_clock::now() - started;
     outs() << "compiled in process: " << kernel.cubin.size() << " bytes of cubin, "
            << kernel.manifest.tensorMaps.size() << " tensor maps, "
            << format("%.3f", seconds.count()) << " s\n";
-  } else if (!runtime::Kernel::load(manifestPath, kernel, error)) {
-    errs() << "error: " << error << "\n";
-    return 2;
+  } else {
+    llvm::Expected<runtime::Kernel> loaded =
+        runtime::Kernel::load(manifestPath);
+    if (!loaded)
+      return fail(loaded.takeError());
+    kernel = std::move(*loaded);
   }
   const runtime::Manifest &m = kernel.manifest;
   // The float64 reference here is the manifest's attention; a region the
@@ -197,17 +207,20 @@ int main(int argc, char **argv) {
     const runtime::Tensor &value = breakRule == "seq" ? bad : tv;
     const runtime::Tensor &output = breakRule == "overlap" ? bad : to;
     std::unique_ptr<runtime::Backend> backend = runtime::createEmulatorBackend(device);
-    if (runtime::launch(*backend, kernel, tq, key, value, output, badLse, nullptr, error)) {
+    llvm::Error refused = runtime::launch(*backend, kernel, tq, key, value,
+                                          output, badLse, nullptr);
+    if (!refused) {
       outs() << "launched\n";
       return 1;
     }
-    outs() << "refused: " << error << "\n";
+    outs() << "refused: " << toString(std::move(refused)) << "\n";
     return 0;
   }
 
   std::unique_ptr<runtime::Backend> backend = runtime::createEmulatorBackend(device, 2);
-  if (!runtime::launch(*backend, kernel, tq, tk, tv, to, lse, nullptr, error)) {
-    errs() << "error: " << error << "\n";
+  if (llvm::Error refused =
+          runtime::launch(*backend, kernel, tq, tk, tv, to, lse, nullptr)) {
+    errs() << "error: " << toString(std::move(refused)) << "\n";
     return 1;
   }
   sim::Reference reference;

@@ -144,6 +144,14 @@ void model(const TensorMapSpec &spec, const std::vector<int32_t> &coords,
   }
 }
 
+/// Whether `failure` is none; else false with `error` its message.
+bool succeeded(llvm::Error failure, std::string &error) {
+  if (!failure)
+    return true;
+  error = llvm::toString(std::move(failure));
+  return false;
+}
+
 std::vector<uint8_t> argument(const void *data, size_t bytes) {
   const uint8_t *begin = static_cast<const uint8_t *>(data);
   return std::vector<uint8_t>(begin, begin + bytes);
@@ -166,10 +174,10 @@ bool runEmulator(const emu::Program &program, const TensorMapSpec &spec,
   uint8_t srcMap[128], dstMap[128];
   TensorMapSpec bound = spec;
   bound.globalAddress = srcAddress;
-  if (!emu::encodeTensorMap(bound, srcMap, error))
+  if (!succeeded(emu::encodeTensorMap(bound, srcMap), error))
     return false;
   bound.globalAddress = dstAddress;
-  if (!emu::encodeTensorMap(bound, dstMap, error))
+  if (!succeeded(emu::encodeTensorMap(bound, dstMap), error))
     return false;
   emu::LaunchConfig config;
   config.kernel = "fa4_tma_copy";
@@ -182,13 +190,15 @@ bool runEmulator(const emu::Program &program, const TensorMapSpec &spec,
                       argument(&coordsAddress, 8), argument(&rank, 4),
                       argument(&bytes, 4),          argument(&outAddress, 8)};
   config.workers = 2;
-  emu::LaunchReport report;
-  if (!emu::launch(program, device, config, report, error))
-    return false;
-  if (!report.clean()) {
-    error = "the emulator's run was not clean: " +
-            (report.errors.empty() ? std::string("hazards, misuse or a deadlock")
-                                   : report.errors.front());
+  llvm::Expected<emu::LaunchReport> report =
+      emu::launch(program, device, config);
+  if (!report)
+    return succeeded(report.takeError(), error);
+  if (!report->clean()) {
+    error =
+        "the emulator's run was not clean: " +
+        (report->errors.empty() ? std::string("hazards, misuse or a deadlock")
+                                : report->errors.front());
     return false;
   }
   const uint8_t *o = device.host(outAddress, boxes * boxBytes);
@@ -264,9 +274,9 @@ bool runGpu(Driver &driver, Backend &backend, void *function,
   alignas(64) uint8_t srcMap[128], dstMap[128];
   TensorMapSpec bound = spec;
   bound.globalAddress = srcAddress;
-  ok = ok && backend.encodeTensorMap(bound, srcMap, error);
+  ok = ok && succeeded(backend.encodeTensorMap(bound, srcMap), error);
   bound.globalAddress = dstAddress;
-  ok = ok && backend.encodeTensorMap(bound, dstMap, error);
+  ok = ok && succeeded(backend.encodeTensorMap(bound, dstMap), error);
   int32_t rank = int32_t(spec.rank) | (storeNegative ? 0x100 : 0);
   uint32_t bytes = uint32_t(boxBytes);
   void *parameters[] = {srcMap, dstMap, &coordsAddress, &rank, &bytes, &outAddress};
@@ -335,22 +345,26 @@ int main(int argc, char **argv) {
   std::stringstream text;
   text << file.rdbuf();
   std::string error;
-  std::shared_ptr<const emu::Program> program = emu::parsePtx(text.str(), error);
+  llvm::Expected<std::shared_ptr<const emu::Program>> program =
+      emu::parsePtx(text.str());
   if (!program) {
-    std::fprintf(stderr, "%s: %s\n", argv[1], error.c_str());
+    std::fprintf(stderr, "%s: %s\n", argv[1],
+                 llvm::toString(program.takeError()).c_str());
     return 2;
   }
   // The GPU side, when there is one.
   Driver driver;
-  std::unique_ptr<Backend> backend = createCudaBackend(error);
+  std::unique_ptr<Backend> backend;
   void *function = nullptr;
-  if (!backend) {
+  if (llvm::Expected<std::unique_ptr<Backend>> opened = createCudaBackend())
+    backend = std::move(*opened);
+  else
     std::printf("gpu: none (%s); the emulator against the host model only\n",
-                error.c_str());
-  } else if (!driver.open()) {
+                llvm::toString(opened.takeError()).c_str());
+  if (backend && !driver.open()) {
     std::printf("gpu: libcuda lacks a call this check needs\n");
     backend.reset();
-  } else {
+  } else if (backend) {
     void *module = nullptr;
     std::string text2 = text.str();
     if (!driver.check(driver.loadData(&module, text2.c_str()), "cuModuleLoadData(ptx)",
@@ -365,13 +379,14 @@ int main(int argc, char **argv) {
 
   int failures = 0, maps = 0;
   for (int i = 2; i < argc; ++i) {
-    Kernel kernel;
-    if (!Kernel::load(argv[i], kernel, error)) {
-      std::printf("%s: %s\n", argv[i], error.c_str());
+    llvm::Expected<Kernel> kernel = Kernel::load(argv[i]);
+    if (!kernel) {
+      std::printf("%s: %s\n", argv[i],
+                  llvm::toString(kernel.takeError()).c_str());
       ++failures;
       continue;
     }
-    const Manifest &m = kernel.manifest;
+    const Manifest &m = kernel->manifest;
     Shapes shapes;
     shapes.batch = 2;
     shapes.seqQ = 300;
@@ -386,16 +401,15 @@ int main(int argc, char **argv) {
       buffers.qStrides = buffers.oStrides = bhsd(shapes.seqQ, m.qHeads);
       buffers.kStrides = buffers.vStrides = bhsd(shapes.seqK, m.kvHeads);
     }
-    LaunchPlan plan;
-    auto encode = [](const TensorMapSpec &spec, uint8_t *out, std::string &why) {
-      return emu::encodeTensorMap(spec, out, why);
-    };
-    if (!planLaunch(m, shapes, buffers, encode, plan, error)) {
-      std::printf("%s: plan failed: %s\n", argv[i], error.c_str());
+    llvm::Expected<LaunchPlan> plan =
+        planLaunch(m, shapes, buffers, emu::encodeTensorMap);
+    if (!plan) {
+      std::printf("%s: plan failed: %s\n", argv[i],
+                  llvm::toString(plan.takeError()).c_str());
       ++failures;
       continue;
     }
-    for (const auto &[tensor, spec] : plan.tensorMaps) {
+    for (const auto &[tensor, spec] : plan->tensorMaps) {
       ++maps;
       std::vector<int32_t> coords = boxCoordinates(spec);
       std::vector<uint8_t> src = sourceBytes(extentOf(spec));
@@ -408,7 +422,8 @@ int main(int argc, char **argv) {
         line += (d ? "x" : " ") + std::to_string(spec.boxDims[d]);
       line += " swizzle " + std::string(swizzleName(spec.swizzle)) + ", " +
               std::to_string(coords.size() / 5) + " boxes";
-      bool ok = runEmulator(*program, spec, coords, src, emuOut, emuStored, error);
+      bool ok =
+          runEmulator(**program, spec, coords, src, emuOut, emuStored, error);
       if (!ok) {
         std::printf("%s: emulator failed: %s\n", line.c_str(), error.c_str());
         ++failures;

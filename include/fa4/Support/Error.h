@@ -1,0 +1,36 @@
+//===- Error.h - the errors fa4's fallible calls return ---------*- C++ -*-===//
+//
+// A fallible fa4 call returns llvm::Error, or llvm::Expected<T> when it has a
+// result; a failure already reported as an MLIR diagnostic comes back as
+// mlir::FailureOr<T> (or a null op) instead. The message is what a user
+// reads: a tool prints it after its name, the Python package raises it,
+// fa4rt_last_error() returns it. So it is made once, where the failure is
+// found, passed on whole (a caller may put context before it) and consumed
+// with llvm::toString only at those boundaries.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef FA4_SUPPORT_ERROR_H
+#define FA4_SUPPORT_ERROR_H
+
+#include "llvm/ADT/Twine.h"
+#include "llvm/Support/Error.h"
+
+namespace mlir::fa4 {
+
+/// A failure whose message is `message`, word for word.
+inline llvm::Error makeError(const llvm::Twine &message) {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
+}
+
+/// `error` with `prefix` put before its message (a file's name and ": ",
+/// say); success stays success.
+inline llvm::Error prefixError(const llvm::Twine &prefix, llvm::Error error) {
+  if (!error)
+    return llvm::Error::success();
+  return makeError(prefix + llvm::toString(std::move(error)));
+}
+
+} // namespace mlir::fa4
+
+#endif // FA4_SUPPORT_ERROR_H
