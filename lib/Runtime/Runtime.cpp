@@ -349,13 +349,23 @@ llvm::Expected<Shapes> checkTensors(const Manifest &m, const Tensor &q,
     if (llvm::Error refused = check(
             "lse", *lse, "f32", {shapes.batch, m.qHeads, shapes.seqQ}, false))
       return std::move(refused);
-  for (const Tensor *t : {&q, &k, &v, &o})
+  for (const Tensor *t : {&q, &k, &v, &o, lse}) {
+    if (!t)
+      continue;
+    std::string name = t == &q   ? "q"
+                       : t == &k ? "k"
+                       : t == &v ? "v"
+                       : t == &o ? "o"
+                                 : "lse";
     if (spanBytes(*t) > ((unsigned __int128)1 << 48))
-      return makeError(std::string(t == &q   ? "q"
-                                   : t == &k ? "k"
-                                   : t == &v ? "v"
-                                             : "o") +
-                       ": its strides span more than 2^48 bytes");
+      return makeError(name + ": its strides span more than 2^48 bytes");
+    // No address space has its last bytes mapped: a tensor running past
+    // 2^64 is a wrong address, not a tensor.
+    if ((unsigned __int128)t->address + spanBytes(*t) >
+        ((unsigned __int128)1 << 64))
+      return makeError(name + ": its elements run past the end of the "
+                       "address space");
+  }
   std::pair<const char *, const Tensor *> read[] = {
       {"q", &q}, {"k", &k}, {"v", &v}};
   for (auto [name, tensor] : read)

@@ -107,6 +107,7 @@ class Kernel:
                 try:
                     self._launcher = _capi.create_kernel(
                         native.manifest_json, native.ptx, native.cubin,
+                        library=_runtime_library(),
                         name=f"fa4.Kernel for {self.manifest.get('target')}")
                 except _capi.LoadError as error:
                     raise LaunchError(str(error)) from None
@@ -115,13 +116,14 @@ class Kernel:
     def __call__(self, q, k, v, o, lse=None, *, extras: Sequence = (),
                  workers: int = 0, seed: int = 1,
                  stream: Optional[int] = None):
-        q, k, v, o = (_array(name, t) for name, t in
-                      (("q", q), ("k", k), ("v", v), ("o", o)))
-        lse = None if lse is None else _array("lse", lse)
-        if isinstance(extras, (str, bytes)) or not hasattr(extras, "__iter__"):
+        q, k, v = (_array(name, t) for name, t in (("q", q), ("k", k), ("v", v)))
+        o = _array("o", o, written=True)
+        lse = None if lse is None else _array("lse", lse, written=True)
+        if isinstance(extras, (str, bytes)) or hasattr(extras, "__dlpack__") \
+                or not hasattr(extras, "__iter__"):
             raise TypeError(f"extras must be a sequence of tensors, got "
                             f"{type(extras).__name__}")
-        extras = [_array(f"extras[{i}]", e) for i, e in enumerate(extras)]
+        extras = [_array(f"extra{i}", e) for i, e in enumerate(extras)]
         workers = _integer("workers", workers, 0, 1 << 32)
         seed = _integer("seed", seed, 0, 1 << 64)
         if stream is not None:
@@ -140,10 +142,32 @@ class Kernel:
                 f"{len(self.cubin)} bytes of cubin)")
 
 
-def _array(name, value):
+def _runtime_library():
+    """The libfa4rt.so built with this package (beside it), so that a
+    $FA4RT_LIBRARY meant for fa4._capi's own users does not redirect it;
+    None (the C API binding's search) when there is none beside it."""
+    import os
+    beside = os.path.join(os.path.dirname(os.path.abspath(__file__)), "libfa4rt.so")
+    return beside if os.path.exists(beside) else None
+
+
+def _read_only(value) -> bool:
+    """Whether an array that is not a torch tensor says it may not be
+    written (numpy's flags, the buffer protocol): DLPack drops that."""
+    flags = getattr(value, "flags", None)
+    if flags is not None and getattr(flags, "writeable", True) is False:
+        return True
+    try:
+        return memoryview(value).readonly
+    except (TypeError, ValueError, BufferError):
+        return False
+
+
+def _array(name, value, written=False):
     """`value` as a launch takes it: a torch tensor (any other array with
-    DLPack, such as a numpy array, through ``torch.from_dlpack``), detached
-    (the launch writes O in place, outside autograd)."""
+    DLPack, such as a numpy array, through ``torch.from_dlpack``; a
+    read-only one refused for an output, `written`), detached (the launch
+    writes O in place, outside autograd)."""
     if not hasattr(value, "__dlpack__"):
         raise TypeError(f"{name} must be a tensor (torch, or any array with "
                         f"__dlpack__), got {type(value).__name__}")
@@ -151,11 +175,14 @@ def _array(name, value):
         raise ImportError("a launch takes torch tensors: install torch")
     import torch
     if not isinstance(value, torch.Tensor):
+        if written and _read_only(value):
+            raise ValueError(f"{name}: the array is read-only; the kernel "
+                             f"writes it in place")
         try:
             value = torch.from_dlpack(value)
-        except (TypeError, ValueError, RuntimeError, BufferError) as error:
+        except Exception as error:  # noqa: BLE001 - any failure of a foreign __dlpack__
             raise TypeError(f"{name}: not an array torch can take through "
-                            f"DLPack: {error}") from None
+                            f"DLPack: {type(error).__name__}: {error}") from None
     if value.requires_grad:
         value = value.detach()
     return value

@@ -24,6 +24,7 @@ The library is found from ``library=`` if given, else ``$FA4RT_LIBRARY``,
 else ``libfa4rt.so`` beside this file, else by the dynamic loader's search.
 """
 
+import contextlib
 import ctypes
 import json
 import os
@@ -105,13 +106,25 @@ def load_library(path=None):
         except OSError as e:
             raise LoadError(f"cannot load {path}: {e} (set FA4RT_LIBRARY or "
                             f"pass library=)") from None
+        # The version before anything else: a library of another ABI may
+        # lack functions this module declares.
+        try:
+            version = lib.fa4rt_abi_version
+        except AttributeError:
+            raise LoadError(f"{path} is not libfa4rt (it has no "
+                            f"fa4rt_abi_version)") from None
+        version.restype, version.argtypes = ctypes.c_int, []
+        if version() != ABI_VERSION:
+            raise LoadError(f"{path} speaks fa4rt ABI {version()}, "
+                            f"this module {ABI_VERSION}")
         for name, (result, arguments) in _SIGNATURES.items():
-            function = getattr(lib, name)
+            try:
+                function = getattr(lib, name)
+            except AttributeError:
+                raise LoadError(f"{path} lacks {name} although it speaks ABI "
+                                f"{ABI_VERSION}") from None
             function.restype = result
             function.argtypes = arguments
-        if lib.fa4rt_abi_version() != ABI_VERSION:
-            raise LoadError(f"{path} speaks fa4rt ABI {lib.fa4rt_abi_version()}, "
-                            f"this module {ABI_VERSION}")
         _libraries[path] = lib
         return lib
 
@@ -131,13 +144,22 @@ _EXTRA_DTYPES = {"torch.float16": b"f16", "torch.bfloat16": b"bf16",
                  "torch.bool": b"i1"}
 
 
+# What each role takes, for the message refusing another dtype (the
+# runtime names the kernel's own dtype when a taken one does not match).
+_ROLE_DTYPES = {"q": "torch.float16 or torch.bfloat16",
+                "lse": "torch.float32"}
+
+
 def _describe(name, tensor, dtypes, address=None):
     """The fa4rt_tensor of a torch tensor (at `address` when it is placed
     elsewhere, as in the emulator's memory, with its own strides)."""
     dtype = dtypes.get(str(tensor.dtype))
     if dtype is None:
+        taken = (_ROLE_DTYPES["lse"] if name == "lse" else
+                 _ROLE_DTYPES["q"] if name in ("q", "k", "v", "o") else
+                 ", ".join(sorted(dtypes)))
         raise TypeError(f"{name}: dtype {tensor.dtype} is not one fa4 takes "
-                        f"({', '.join(sorted(dtypes))})")
+                        f"there ({taken})")
     rank = tensor.dim()
     if not 1 <= rank <= MAX_RANK:
         raise ValueError(f"{name}: rank {rank} is outside 1..{MAX_RANK}")
@@ -152,15 +174,65 @@ def _describe(name, tensor, dtypes, address=None):
     return described
 
 
-def _tensor(name, value):
-    """`value` when it is a torch tensor; a TypeError naming `name` else."""
+def _tensor(name, value, written=False):
+    """`value` when it is a torch tensor whose elements lie in host or
+    device memory it owns, a TypeError / ValueError naming `name` else.
+    Checked before any byte is read or copied: a tensor whose storage was
+    freed or shrunk (``untyped_storage().resize_``), one without storage
+    (fake, functorch-batched) or nested is refused here, where the C API
+    would only see an address. A negated or conjugated view (a bit on the
+    tensor, not in its bytes) is resolved for an input (a copy) and refused
+    for an output (`written`)."""
     import torch
     if not isinstance(value, torch.Tensor):
         raise TypeError(f"{name} must be a torch.Tensor, got {type(value).__name__}")
+    if value.is_nested:
+        raise ValueError(f"{name}: a nested tensor; fa4 takes dense (strided) "
+                         f"tensors")
     if value.layout != torch.strided:
         raise ValueError(f"{name}: layout {value.layout}; fa4 takes dense "
                          f"(strided) tensors")
+    if value.is_neg() or value.is_conj():
+        if written:
+            raise ValueError(f"{name}: a negated or conjugated view; the "
+                             f"kernel writes it in place")
+        value = value.resolve_neg().resolve_conj()
+    if value.device.type == "meta" or value.numel() == 0:
+        return value
+    if type(value).__name__ == "FakeTensor":
+        raise ValueError(f"{name}: a fake tensor (torch's FakeTensorMode) has "
+                         f"no memory fa4 can read")
+    try:
+        storage_bytes = value.untyped_storage().nbytes()
+        address = value.data_ptr()
+    except (RuntimeError, NotImplementedError) as e:
+        raise ValueError(f"{name}: a tensor without memory fa4 can read "
+                         f"({str(e).splitlines()[0]})") from None
+    if address == 0:
+        raise ValueError(f"{name}: its data pointer is null (freed storage, "
+                         f"or a fake tensor)")
+    last = sum((size - 1) * stride
+               for size, stride in zip(value.shape, value.stride()) if size > 1)
+    end = (value.storage_offset() + last + 1) * value.element_size()
+    if end > storage_bytes:
+        raise ValueError(f"{name}: its elements reach byte {end} of a storage "
+                         f"of {storage_bytes} (the storage was resized)")
     return value
+
+
+def _arguments(q, k, v, o, lse, extras):
+    """A launch's tensors checked (_tensor), O and the LSE as the outputs,
+    the extras a sequence of tensors (a tensor itself is not one)."""
+    import torch
+    if isinstance(extras, (str, bytes, torch.Tensor)) or \
+            not hasattr(extras, "__iter__"):
+        raise TypeError(f"extras must be a sequence of tensors, got "
+                        f"{type(extras).__name__}")
+    q, k, v = (_tensor(name, t) for name, t in (("q", q), ("k", k), ("v", v)))
+    o = _tensor("o", o, written=True)
+    lse = None if lse is None else _tensor("lse", lse, written=True)
+    extras = [_tensor(f"extra{i}", e) for i, e in enumerate(extras)]
+    return q, k, v, o, lse, extras
 
 
 def _bounded(name, value, high):
@@ -195,20 +267,21 @@ class _BoundLaunch:
     own it launches in torch's current stream of the moment (so that a CUDA
     graph being captured on another stream captures it)."""
 
-    __slots__ = ("_lib", "_device", "_arguments", "_stream", "_held")
+    __slots__ = ("_kernel", "_device", "_arguments", "_stream", "_held")
 
-    def __init__(self, lib, device, arguments, stream, held):
-        self._lib, self._device = lib, device
+    def __init__(self, kernel, device, arguments, stream, held):
+        self._kernel, self._device = kernel, device
         self._arguments, self._stream, self._held = arguments, stream, held
 
     def __call__(self):
         import torch
-        with torch.cuda.device(self._device):
+        lib = self._kernel._lib
+        with torch.cuda.device(self._device), self._kernel._using() as handle:
             stream = (self._stream if self._stream is not None else
                       torch.cuda.current_stream(self._device).cuda_stream)
-            if self._lib.fa4rt_launch_cuda(*self._arguments,
-                                           ctypes.c_void_p(stream)):
-                raise LaunchError(_error(self._lib))
+            if lib.fa4rt_launch_cuda(handle, *self._arguments,
+                                     ctypes.c_void_p(stream)):
+                raise LaunchError(_error(lib))
 
 
 class Kernel:
@@ -218,14 +291,41 @@ class Kernel:
     def __init__(self, lib, handle, path):
         self._lib = lib
         self._handle = handle
+        # Launches in flight (ctypes releases Python's lock during a call):
+        # close() waits for them, so that the handle is never freed under
+        # one.
+        self._state = threading.Condition()
+        self._in_flight = 0
         self.path = path
         self.manifest_json = lib.fa4rt_kernel_manifest(handle).decode()
         self.manifest = json.loads(self.manifest_json)
 
+    @contextlib.contextmanager
+    def _using(self):
+        """The handle, kept open for one launch; a ValueError once closed."""
+        with self._state:
+            if not self._handle:
+                raise ValueError("the kernel was closed")
+            self._in_flight += 1
+        try:
+            yield self._handle
+        finally:
+            with self._state:
+                self._in_flight -= 1
+                self._state.notify_all()
+
     def close(self):
-        if self._handle:
-            self._lib.fa4rt_kernel_free(self._handle)
-            self._handle = None
+        """Frees the kernel once the launches in flight have returned; later
+        launches raise ValueError."""
+        state = getattr(self, "_state", None)
+        if state is None:  # __init__ did not get that far
+            return
+        with state:
+            while self._in_flight:
+                state.wait()
+            if self._handle:
+                self._lib.fa4rt_kernel_free(self._handle)
+                self._handle = None
 
     def __del__(self):
         self.close()
@@ -242,10 +342,7 @@ class Kernel:
         `seed`: the emulator's threads and schedule; with `plan_only` the
         launch stops after every check and the plan, where the kernel would
         start, and the outputs are left as they were)."""
-        q, k, v, o = (_tensor(name, t) for name, t in
-                      (("q", q), ("k", k), ("v", v), ("o", o)))
-        lse = None if lse is None else _tensor("lse", lse)
-        extras = [_tensor(f"extra{i}", e) for i, e in enumerate(extras)]
+        q, k, v, o, lse, extras = _arguments(q, k, v, o, lse, extras)
         if q.device.type == "cuda":
             self.bind(q, k, v, o, lse, extras, stream)()
         else:
@@ -262,10 +359,7 @@ class Kernel:
         `stream` or else torch's current stream at each call."""
         if not self._handle:
             raise ValueError("the kernel was closed")
-        q, k, v, o = (_tensor(name, t) for name, t in
-                      (("q", q), ("k", k), ("v", v), ("o", o)))
-        lse = None if lse is None else _tensor("lse", lse)
-        extras = [_tensor(f"extra{i}", e) for i, e in enumerate(extras)]
+        q, k, v, o, lse, extras = _arguments(q, k, v, o, lse, extras)
         tensors = [q, k, v, o] + ([lse] if lse is not None else [])
         if q.device.type != "cuda":
             raise ValueError(f"q is on {q.device}: a CUDA launch takes "
@@ -285,11 +379,11 @@ class Kernel:
                    if lse is not None else None)
         extra_args = (_Tensor * len(extras))(*[
             _describe(f"extra{i}", e, _EXTRA_DTYPES) for i, e in enumerate(extras)])
-        arguments = ([self._handle] + [ctypes.byref(t) for t in described] +
+        arguments = ([ctypes.byref(t) for t in described] +
                      [lse_arg, extra_args if extras else None, len(extras)])
         if stream is not None:
             stream = _bounded("stream", stream, 1 << 64)
-        return _BoundLaunch(self._lib, q.device, arguments, stream,
+        return _BoundLaunch(self, q.device, arguments, stream,
                             (self, tensors, extras, described, lse_arg, extra_args))
 
     def _emulate(self, q, k, v, o, lse, extras, workers, seed, plan_only):
@@ -342,18 +436,24 @@ class Kernel:
             lse_arg = ctypes.byref(described[4]) if lse is not None else None
             first_extra = 5 if lse is not None else 4
             extra_args = (_Tensor * len(extras))(*described[first_extra:])
-            if lib.fa4rt_launch(self._handle, backend,
-                                *[ctypes.byref(t) for t in described[:4]],
-                                lse_arg, extra_args if extras else None,
-                                len(extras), None):
+            with self._using() as handle:
+                failed = lib.fa4rt_launch(handle, backend,
+                                          *[ctypes.byref(t) for t in described[:4]],
+                                          lse_arg, extra_args if extras else None,
+                                          len(extras), None)
+            if failed:
                 raise LaunchError(_error(lib))
             if plan_only:
                 return
             # O and the LSE back, element by element through their strides
-            # (the launch refused them sharing memory with anything).
-            with torch.no_grad():
-                for i in range(3, 5 if lse is not None else 4):
-                    tensor = named[i][1]
+            # (the launch refused them sharing memory with anything); an
+            # inference tensor is written in inference mode, the only mode
+            # that may.
+            for i in range(3, 5 if lse is not None else 4):
+                tensor = named[i][1]
+                mode = (torch.inference_mode() if tensor.is_inference()
+                        else torch.no_grad())
+                with mode:
                     if tensor.numel() == 0:
                         continue
                     address, start, nbytes, offset = placed[i]

@@ -122,6 +122,36 @@ def _allocate(what, nbytes, make):
                           f"allocated ({e})") from None
 
 
+def _available_host_bytes():
+    """The kernel's estimate of memory available for new allocations
+    (/proc/meminfo's MemAvailable), or None where there is none."""
+    try:
+        with open("/proc/meminfo") as meminfo:
+            for line in meminfo:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def _check_host_memory(q, k, v, return_lse):
+    """A CPU launch writes every input out densely (a broadcast input in
+    full: its copy for TMA, then the emulator's) and O and the LSE twice:
+    refused up front, with a LaunchError, when that is more than the machine
+    has available, rather than left to the kernel's out-of-memory killer
+    (allocations succeed under overcommit and fail only when touched)."""
+    batch, seq_q, q_heads, _ = q.shape
+    needed = 2 * sum(t.numel() * t.element_size() for t in (q, k, v, q))
+    if return_lse:
+        needed += 2 * batch * q_heads * seq_q * 4
+    available = _available_host_bytes()
+    if available is not None and needed > available:
+        raise LaunchError(f"a CPU launch of this problem needs about {needed} "
+                          f"bytes of host memory for its copies, more than the "
+                          f"{available} available")
+
+
 # The targets fa4 has a schedule for, by compute capability (the chip table).
 _TARGETS = {tuple(chip["compute_capability"]): chip["name"] for chip in _fa4.chips()}
 
@@ -177,6 +207,8 @@ def _attention_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
         return _empty_results(q, k, return_lse)
     target, sm_count = _target(q.device)
     kernel = compile(target=target, sm_count=sm_count, **variant)
+    if q.device.type == "cpu":
+        _check_host_memory(q, k, v, return_lse)
     # (_validate checked the sizes against the runtime's limits before any
     # copy: a broadcast input copied whole can be far larger than its
     # storage.)
