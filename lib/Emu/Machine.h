@@ -435,6 +435,20 @@ private:
   bool namedBarrierComplete(const NamedBarrier &bar) const;
   // wgmma (sm_90a).
   void execWgmma(uint32_t warp, uint32_t members, const Inst &in);
+  /// The descriptors (`aDesc` 0 with A in registers), uniform across the
+  /// warp, decoded into `op` with the shared memory they span.
+  bool readWgmmaOperands(const Thread &first, const Inst &in, WgmmaOp &op,
+                         uint64_t &aDesc, uint64_t &bDesc);
+  /// The warp's k-th wgmma is the one the other warps of its warpgroup
+  /// issued k-th.
+  bool agreeOnWgmmaIssue(const Thread &first, const WgmmaOp &op,
+                         uint64_t aDesc, uint64_t bDesc);
+  /// A register the wgmma uses touched by the thread since the last
+  /// wgmma.fence: a hazard.
+  void checkWgmmaFence(const Thread &first, const Inst &in);
+  /// The wgmma's shared-memory reads against in-flight TMA loads, the
+  /// generic proxy's writes and the async proxy's order.
+  void orderWgmmaReads(const Thread &first, const WgmmaOp &op);
   void runWgmma(const WgmmaOp &op);
   bool wgmmaGroupsDone(const Warp &warp, uint32_t allowed) const;
   /// Registers of in-flight wgmmas the warp's instruction touches.

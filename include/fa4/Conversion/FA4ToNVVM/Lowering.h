@@ -176,6 +176,13 @@ private:
   LogicalResult lowerConstant(arith::ConstantOp op);
   LogicalResult lowerWarpSpecialize(WarpSpecializeOp op);
   LogicalResult lowerRole(RoleOp role);
+  // The role's entry: its live-ins re-made after setmaxnreg, its issuing
+  // thread elected, its tensor maps prefetched.
+  void rematerializeRoleLiveIns();
+  void electRoleIssuer();
+  void prefetchRoleTensorMaps();
+  /// `exit;`, as inline assembly: the thread leaves the kernel here.
+  void emitExit();
   LogicalResult lowerScheduler(Operation *op);
   LogicalResult lowerKvBlockRange(KvBlockRangeOp range);
   LogicalResult lowerTaskCoords(TaskCoordsOp coords);

@@ -504,63 +504,19 @@ LogicalResult Lowering::lowerRole(RoleOp newRole) {
         loc(), registers,
         registers > start ? NVVM::SetMaxRegisterAction::increase
                           : NVVM::SetMaxRegisterAction::decrease);
-  // Every value the role takes from the kernel's prologue is re-made at the
-  // role's entry, after setmaxnreg, by an opaque move: LLVM cannot hoist the
-  // role's arithmetic on it into the prologue, so nothing but these moves'
-  // sources is live across setmaxnreg, where ptxas would keep such values in
-  // local memory (a spill) rather than in registers.
   IRMapping outerMapping = mapping;
   KernelState outerKernel = kernel;
   llvm::scope_exit restore([&] {
     mapping = std::move(outerMapping);
     kernel = std::move(outerKernel);
   });
-  {
-    llvm::SetVector<Value> liveIns;
-    getUsedValuesDefinedAbove(role.getBody(), liveIns);
-    for (Value liveIn : liveIns)
-      if (Value lowered = mapping.lookupOrNull(liveIn))
-        mapping.map(liveIn, rematerializeAtRoleEntry(lowered));
-    for (Value *field : {&kernel.batch, &kernel.seqQ, &kernel.seqK,
-                         &kernel.threadId, &kernel.tmemBase, &kernel.smem})
-      *field = rematerializeAtRoleEntry(*field);
-    // In the order of the kernel's arguments, not the maps' hash order:
-    // the output must not depend on where values were allocated.
-    auto inArgumentOrder = [](llvm::DenseMap<Value, Value> &map) {
-      SmallVector<Value> keys;
-      for (auto &entry : map)
-        keys.push_back(entry.first);
-      llvm::sort(keys, [](Value a, Value b) {
-        auto argA = dyn_cast<BlockArgument>(a), argB = dyn_cast<BlockArgument>(b);
-        unsigned ia = argA ? argA.getArgNumber() : ~0u;
-        unsigned ib = argB ? argB.getArgNumber() : ~0u;
-        return ia < ib;
-      });
-      return keys;
-    };
-    for (Value key : inArgumentOrder(kernel.tensorMaps))
-      kernel.tensorMaps[key] = rematerializeAtRoleEntry(kernel.tensorMaps[key]);
-    for (Value key : inArgumentOrder(kernel.globalPointers))
-      kernel.globalPointers[key] =
-          rematerializeAtRoleEntry(kernel.globalPointers[key]);
-  }
+  rematerializeRoleLiveIns();
   Value thread = arith::SubIOp::create(b,
       loc(), kernel.threadId, i32(role.getFirstWarp() * 32));
   roleThread = toIndex(thread);
   warpTmemBase = Value();
   stagedForAsyncProxy = false;
-  // One thread issues for the whole role: elect.sync picks one per warp, so
-  // a role of several warps also asks for its first warp. In an issuing
-  // role (one warp, or one left working) it alone waits and arrives too
-  // (ifElected says why).
-  roleElected = NVVM::ElectSyncOp::create(b, loc(), b.getI1Type(), Value());
-  if (role.getNumWarps() > 1)
-    roleElected = arith::AndIOp::create(
-        b, loc(), roleElected,
-        arith::CmpIOp::create(b, loc(), arith::CmpIPredicate::ult, roleThread,
-                              index(32)));
-  onlyElectedWaits =
-      role.getNumWarps() == 1 || role->hasAttr("fa4.single_warp");
+  electRoleIssuer();
   roleUsesTensorMemory = false;
   bool rowsInTensorMemory = false;
   role.walk([&](Operation *inner) {
@@ -577,31 +533,7 @@ LogicalResult Lowering::lowerRole(RoleOp newRole) {
            << "reads or writes tensor memory but starts at warp "
            << role.getFirstWarp()
            << ": such a role must start at a multiple of 4 warps";
-  // A role that issues TMA copies prefetches their tensor maps first, as
-  // FA4's load warp does: the descriptor is then on chip for the first copy.
-  {
-    llvm::SetVector<Value> maps;
-    role.walk([&](Operation *inner) {
-      if (auto load = dyn_cast<TmaLoadOp>(inner))
-        maps.insert(kernel.tensorMaps.lookup(load.getSource()));
-      if (auto store = dyn_cast<TmaStoreOp>(inner))
-        maps.insert(kernel.tensorMaps.lookup(store.getDest()));
-    });
-    maps.remove(Value());
-    if (!maps.empty())
-      ifElected([&] {
-        // As inline assembly on the generic address: LLVM's lowering of
-        // the NVVM op emits a param-space and a generic prefetch of the
-        // same map.
-        for (Value map : maps)
-          LLVM::InlineAsmOp::create(
-              b, loc(), TypeRange(), ValueRange{map}, "prefetch.tensormap [$0];",
-              "l", /*has_side_effects=*/true, false,
-              LLVM::tailcallkind::TailCallKind::None,
-              LLVM::AsmDialectAttr::get(b.getContext(), LLVM::AsmDialect::AD_ATT),
-              ArrayAttr());
-      });
-  }
+  prefetchRoleTensorMaps();
   // A role whose work is its elected thread's keeps only its first warp:
   // the others have given their registers up and leave.
   if (role->hasAttr("fa4.single_warp")) {
@@ -612,12 +544,7 @@ LogicalResult Lowering::lowerRole(RoleOp newRole) {
         false);
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(rest.thenBlock());
-    LLVM::InlineAsmOp::create(
-        b, loc(), TypeRange(), ValueRange(), "exit;", "",
-        /*has_side_effects=*/true, false,
-        LLVM::tailcallkind::TailCallKind::None,
-        LLVM::AsmDialectAttr::get(b.getContext(), LLVM::AsmDialect::AD_ATT),
-        ArrayAttr());
+    emitExit();
   }
   if (failed(lowerBlock(role.getBody().front())))
     return failure();
@@ -626,12 +553,92 @@ LogicalResult Lowering::lowerRole(RoleOp newRole) {
   // ptxas allocates each role's registers within its setmaxnreg budget
   // (with a shared tail it allocates the whole kernel within the launch's
   // 128 and spills the softmax's S row).
+  emitExit();
+  return success();
+}
+
+/// Every value the role takes from the kernel's prologue is re-made at the
+/// role's entry, after setmaxnreg, by an opaque move: LLVM cannot hoist the
+/// role's arithmetic on it into the prologue, so nothing but these moves'
+/// sources is live across setmaxnreg, where ptxas would keep such values in
+/// local memory (a spill) rather than in registers.
+void Lowering::rematerializeRoleLiveIns() {
+  llvm::SetVector<Value> liveIns;
+  getUsedValuesDefinedAbove(role.getBody(), liveIns);
+  for (Value liveIn : liveIns)
+    if (Value lowered = mapping.lookupOrNull(liveIn))
+      mapping.map(liveIn, rematerializeAtRoleEntry(lowered));
+  for (Value *field : {&kernel.batch, &kernel.seqQ, &kernel.seqK,
+                       &kernel.threadId, &kernel.tmemBase, &kernel.smem})
+    *field = rematerializeAtRoleEntry(*field);
+  // In the order of the kernel's arguments, not the maps' hash order: the
+  // output must not depend on where values were allocated.
+  auto inArgumentOrder = [](llvm::DenseMap<Value, Value> &map) {
+    SmallVector<Value> keys;
+    for (auto &entry : map)
+      keys.push_back(entry.first);
+    llvm::sort(keys, [](Value a, Value b) {
+      auto argA = dyn_cast<BlockArgument>(a), argB = dyn_cast<BlockArgument>(b);
+      unsigned ia = argA ? argA.getArgNumber() : ~0u;
+      unsigned ib = argB ? argB.getArgNumber() : ~0u;
+      return ia < ib;
+    });
+    return keys;
+  };
+  for (Value key : inArgumentOrder(kernel.tensorMaps))
+    kernel.tensorMaps[key] = rematerializeAtRoleEntry(kernel.tensorMaps[key]);
+  for (Value key : inArgumentOrder(kernel.globalPointers))
+    kernel.globalPointers[key] =
+        rematerializeAtRoleEntry(kernel.globalPointers[key]);
+}
+
+/// One thread issues for the whole role: elect.sync picks one per warp, so a
+/// role of several warps also asks for its first warp. In an issuing role
+/// (one warp, or one left working) it alone waits and arrives too
+/// (ifElected says why).
+void Lowering::electRoleIssuer() {
+  roleElected = NVVM::ElectSyncOp::create(b, loc(), b.getI1Type(), Value());
+  if (role.getNumWarps() > 1)
+    roleElected = arith::AndIOp::create(
+        b, loc(), roleElected,
+        arith::CmpIOp::create(b, loc(), arith::CmpIPredicate::ult, roleThread,
+                              index(32)));
+  onlyElectedWaits =
+      role.getNumWarps() == 1 || role->hasAttr("fa4.single_warp");
+}
+
+/// A role that issues TMA copies prefetches their tensor maps first, as
+/// FA4's load warp does: the descriptor is then on chip for the first copy.
+void Lowering::prefetchRoleTensorMaps() {
+  llvm::SetVector<Value> maps;
+  role.walk([&](Operation *inner) {
+    if (auto load = dyn_cast<TmaLoadOp>(inner))
+      maps.insert(kernel.tensorMaps.lookup(load.getSource()));
+    if (auto store = dyn_cast<TmaStoreOp>(inner))
+      maps.insert(kernel.tensorMaps.lookup(store.getDest()));
+  });
+  maps.remove(Value());
+  if (maps.empty())
+    return;
+  ifElected([&] {
+    // As inline assembly on the generic address: LLVM's lowering of the
+    // NVVM op emits a param-space and a generic prefetch of the same map.
+    for (Value map : maps)
+      LLVM::InlineAsmOp::create(
+          b, loc(), TypeRange(), ValueRange{map}, "prefetch.tensormap [$0];",
+          "l", /*has_side_effects=*/true, false,
+          LLVM::tailcallkind::TailCallKind::None,
+          LLVM::AsmDialectAttr::get(b.getContext(), LLVM::AsmDialect::AD_ATT),
+          ArrayAttr());
+  });
+}
+
+void Lowering::emitExit() {
   LLVM::InlineAsmOp::create(
       b, loc(), TypeRange(), ValueRange(), "exit;", "", /*has_side_effects=*/true,
       false, LLVM::tailcallkind::TailCallKind::None,
       LLVM::AsmDialectAttr::get(b.getContext(), LLVM::AsmDialect::AD_ATT),
       ArrayAttr());
-  return success();
 }
 
 //===----------------------------------------------------------------------===//
