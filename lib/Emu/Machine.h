@@ -386,6 +386,7 @@ private:
   // Instruction families, per lane unless they say otherwise.
   void execLane(Thread &th, const Inst &in);
   void execAlu(Thread &th, const Inst &in);
+  /// An ALU instruction's operands as one lane reads and writes them.
   struct AluLane;
   void execMovParts(const AluLane &lane);
   void execF32(const AluLane &lane);

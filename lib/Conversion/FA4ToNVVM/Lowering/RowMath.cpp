@@ -75,7 +75,8 @@ LogicalResult Lowering::lowerOnlineSoftmax(OnlineSoftmaxOp op) {
 
   // 1. S, once.
   SmallVector<Value> s = loadScoreRow(scores.scoresColumn, columns / kChunk);
-  // 2. Softcap: cap·tanh(s·scale/cap).
+  // 2. What was applied to S since its load: the softcap, the score_mod,
+  // the mask.
   if (SoftcapOp softcap = scores.softcap)
     applySoftcap(softcap, s);
   if (ScoreModOp scoreMod = scores.scoreMod)
