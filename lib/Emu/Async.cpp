@@ -1069,11 +1069,32 @@ void CtaMachine::execWgmma(uint32_t w, uint32_t members, const Inst &in) {
   op.warp = w;
   op.pc = first.pc;
   op.group = warp.wgCommitted;
+  uint64_t aDesc = 0, bDesc = 0;
+  if (!readWgmmaOperands(first, in, op, aDesc, bDesc) ||
+      !agreeOnWgmmaIssue(first, op, aDesc, bDesc))
+    return;
+  checkWgmmaFence(first, in);
+  orderWgmmaReads(first, op);
+  // The warp's wgmmas complete in issue order.
+  uint64_t due = now + rng() % (config.maxAsyncDelay + 1);
+  for (const WgmmaOp &other : wgmmaInFlight)
+    if (other.warp == w)
+      due = std::max(due, other.due);
+  op.due = due;
+  markWgmmaRegisters(op, +1);
+  ++warp.wgInFlight;
+  wgmmaInFlight.push_back(op);
+}
+
+bool CtaMachine::readWgmmaOperands(const Thread &first, const Inst &in,
+                                   WgmmaOp &op, uint64_t &aDesc,
+                                   uint64_t &bDesc) {
+  const uint32_t w = op.warp;
   bool regA = in.flags & kRegA;
   // Operands the hardware takes once for the warpgroup must agree across
   // its threads.
-  uint64_t aDesc = regA ? 0 : read(first, in.operands[1], Ty::B64);
-  uint64_t bDesc = read(first, in.operands[2], Ty::B64);
+  aDesc = regA ? 0 : read(first, in.operands[1], Ty::B64);
+  bDesc = read(first, in.operands[2], Ty::B64);
   uint64_t scaleD = read(first, in.operands[3], Ty::Pred) & 1;
   for (uint32_t l = 0; l < 32; ++l) {
     const Thread &th = threads[w * 32 + l];
@@ -1082,7 +1103,7 @@ void CtaMachine::execWgmma(uint32_t w, uint32_t members, const Inst &in) {
         (read(th, in.operands[3], Ty::Pred) & 1) != scaleD) {
       error(th, "wgmma.mma_async with a descriptor or scale-d that differs "
                 "from lane " + std::to_string(first.lane) + "'s");
-      return;
+      return false;
     }
   }
   op.accumulate = scaleD;
@@ -1090,7 +1111,7 @@ void CtaMachine::execWgmma(uint32_t w, uint32_t members, const Inst &in) {
   if (!decodeWgmmaDescriptor(bDesc, op.b, why) ||
       (!regA && !decodeWgmmaDescriptor(aDesc, op.a, why))) {
     error(first, "wgmma.mma_async: " + why);
-    return;
+    return false;
   }
   Major aMajor = (in.flags & kTransA) ? Major::MN : Major::K;
   Major bMajor = (in.flags & kTransB) ? Major::MN : Major::K;
@@ -1116,8 +1137,15 @@ void CtaMachine::execWgmma(uint32_t w, uint32_t members, const Inst &in) {
                        ", " + hex(range.end) + "), outside the CTA's shared "
                        "memory (check the descriptor's start address, LBO "
                        "and SBO)");
-      return;
+      return false;
     }
+  return true;
+}
+
+bool CtaMachine::agreeOnWgmmaIssue(const Thread &first, const WgmmaOp &op,
+                                   uint64_t aDesc, uint64_t bDesc) {
+  const uint32_t w = op.warp;
+  Warp &warp = warps[w];
   // Every warp of the warpgroup issues the same wgmma, in the same order.
   std::unordered_map<uint64_t, WgmmaIssue> &issues = wgmmaIssues[w / 4];
   uint32_t groupWarps = std::min<uint32_t>(4, warps.size() - (w / 4) * 4);
@@ -1134,12 +1162,18 @@ void CtaMachine::execWgmma(uint32_t w, uint32_t members, const Inst &in) {
                      program.sources[program.code[issue.pc].source] +
                      (issue.pc == op.pc ? ", with other descriptors" : "") +
                      "); wgmma is warpgroup-collective");
-    return;
+    return false;
   }
   if (++issue.seen == groupWarps)
     issues.erase(warp.wgIssued);
   ++warp.wgIssued;
+  return true;
+}
 
+void CtaMachine::checkWgmmaFence(const Thread &first, const Inst &in) {
+  const uint32_t w = first.warp;
+  const Warp &warp = warps[w];
+  bool regA = in.flags & kRegA;
   // The registers it uses may not have been accessed by the thread since
   // the last wgmma.fence (PTX ISA, wgmma.fence: "between a register access
   // by a thread ... and any wgmma.mma_async that accesses the same
@@ -1167,6 +1201,10 @@ void CtaMachine::execWgmma(uint32_t w, uint32_t members, const Inst &in) {
            (writtenD || readD ? "accumulator" : "A fragment") + " was " +
            ((writtenD || (!readD && writtenA)) ? "written" : "read") +
            " by the thread after the last wgmma.fence");
+}
+
+void CtaMachine::orderWgmmaReads(const Thread &first, const WgmmaOp &op) {
+  const uint32_t w = op.warp;
   // Hazards against the asynchronous units and the generic proxy.
   for (const TmaOp &tma : tmaInFlight) {
     Interval region{tma.smem, tma.smem + tma.bytes};
@@ -1185,16 +1223,7 @@ void CtaMachine::execWgmma(uint32_t w, uint32_t members, const Inst &in) {
       orderAsync(w, op.pc, range, false, [&] { return at(first) + ": the wgmma"; });
       recordAsyncRead(range, token, op.pc);
     }
-  warp.wgTokens.push_back({op.group, token});
-  // The warp's wgmmas complete in issue order.
-  uint64_t due = now + rng() % (config.maxAsyncDelay + 1);
-  for (const WgmmaOp &other : wgmmaInFlight)
-    if (other.warp == w)
-      due = std::max(due, other.due);
-  op.due = due;
-  markWgmmaRegisters(op, +1);
-  ++warp.wgInFlight;
-  wgmmaInFlight.push_back(op);
+  warps[w].wgTokens.push_back({op.group, token});
 }
 
 /// D[r][n] (+)= sum over k < 16 of A[r][k] * B[n][k] for the warp's rows

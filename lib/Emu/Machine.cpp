@@ -747,232 +747,279 @@ void CtaMachine::step(uint32_t s, uint64_t budget) {
     if (warp.wgInFlight && in.op != Op::WgMma && in.op != Op::WgWait &&
         in.op != Op::WgCommit && in.op != Op::WgFence)
       checkWgmmaRegisters(w, in);
-    auto lane0 = [&]() -> Thread & {
-      return threads[w * 32 + __builtin_ctz(active ? active : mask)];
-    };
-    auto advance = [&]() { strand.stack.back().pc = top.pc + 1; };
+    const Issue issue{s, w, top, mask, active};
+    Flow flow;
     switch (in.op) {
-    case Op::Bra: {
-      uint32_t taken = active, fallthrough = mask & ~active;
-      if (!fallthrough) {
-        strand.stack.back().pc = in.target;
-      } else if (!taken) {
-        advance();
-      } else {
-        if (in.flags & kUniform) {
-          error(lane0(), "bra.uni with a predicate that differs across the "
-                         "warp's active lanes (taken by " + hex(taken) +
-                         ", not by " + hex(fallthrough) + ")");
-          return;
-        }
-        // Either side may run first: the hardware promises no order.
-        bool takenFirst = rng() & 1;
-        if (config.independentThreads) {
-          // The sides part: one stays, the other runs as a strand of its
-          // own until a warp-synchronous instruction joins them.
-          strand.stack.back().pc = takenFirst ? in.target : top.pc + 1;
-          split(s, takenFirst ? fallthrough : taken,
-                takenFirst ? top.pc + 1 : in.target);
-        } else {
-          strand.stack.back().pc = in.reconverge;
-          StackEntry takenSide{in.target, in.reconverge, taken};
-          StackEntry otherSide{top.pc + 1, in.reconverge, fallthrough};
-          strand.stack.push_back(takenFirst ? otherSide : takenSide);
-          strand.stack.push_back(takenFirst ? takenSide : otherSide);
-        }
-      }
-      continue;
-    }
+    case Op::Bra:
+      flow = stepBranch(issue, in);
+      break;
     case Op::Ret:
       if (active != mask)
-        advance();
+        advance(issue);
       exitLanes(s, active);
-      continue;
-    case Op::MbarTryWait: {
-      // Every lane tries; a strand none of whose lanes saw the phase
-      // complete sleeps until the barrier moves, then tries again.
-      bool any = false;
-      for (uint32_t lanes = active; lanes; lanes &= lanes - 1)
-        any |= execMbarrier(threads[w * 32 + __builtin_ctz(lanes)], in);
-      if (stopped)
-        return;
-      if (any) {
-        // The wait returned: it acquires what the phase's arrivals
-        // released.
-        uint32_t addr = static_cast<uint32_t>(address(lane0(), in.operands[1]));
-        if (auto it = barriers.find(addr); it != barriers.end()) {
-          acquire(w, it->second.released);
-          // And the TMA loads that completed the phases it has seen.
-          std::vector<uint64_t> &known = warps[w].knownPhase;
-          if (known.size() <= it->second.id)
-            known.resize(it->second.id + 1, 0);
-          known[it->second.id] = std::max(known[it->second.id], it->second.phase);
-        }
-      }
-      if (any || !active || (in.flags & kTest)) {
-        strand.waiting = false;
-        advance();
-        continue;
-      }
-      Thread &first = lane0();
-      uint32_t addr = static_cast<uint32_t>(address(first, in.operands[1]));
-      Mbarrier &bar = barriers[addr];
-      if (strand.waiting && strand.waitBarrier == addr &&
-          bar.phase >= strand.waitSnapshot + 2)
-        misuse(at(first) + ": waited for a phase of the mbarrier at smem " +
-               hex(addr) + " while it completed " +
-               std::to_string(bar.phase - strand.waitSnapshot) +
-               " phases: its producer lapped this consumer");
-      if (!strand.waiting || strand.waitBarrier != addr) {
-        strand.waiting = true;
-        strand.waitBarrier = addr;
-        strand.waitSnapshot = bar.phase;
-      }
-      bar.waiters.push_back(s);
-      block(s, State::Mbarrier);
-      return;
-    }
-    case Op::BulkWait: {
-      bool done = true;
-      for (uint32_t lanes = active; lanes; lanes &= lanes - 1)
-        done &= bulkGroupsDone(threads[w * 32 + __builtin_ctz(lanes)], in);
-      if (!done) {
-        block(s, State::BulkWait);
-        return;
-      }
-      // The stores of the groups it waited for have read their shared
-      // memory.
-      for (uint32_t lanes = active; lanes; lanes &= lanes - 1) {
-        Thread &th = threads[w * 32 + __builtin_ctz(lanes)];
-        uint32_t allowed = static_cast<uint32_t>(in.operands[0].imm);
-        if (th.committedGroups > allowed)
-          finishTokens(w, th.storeTokens, th.committedGroups - allowed);
-      }
-      advance();
-      continue;
-    }
+      flow = Flow::Continue;
+      break;
+    case Op::MbarTryWait:
+      flow = stepMbarrierWait(issue, in);
+      break;
+    case Op::BulkWait:
+      flow = stepBulkWait(issue, in);
+      break;
     case Op::BarSync: case Op::BarArrive:
-    case Op::WgFence: case Op::WgCommit: case Op::WgMma: case Op::WgWait: {
-      if (!active) {
-        advance();
-        continue;
-      }
-      // .aligned: every live lane of the warp executes it together (a
-      // strand that gathers them runs it again with all of them).
-      Gather g = gather(s, warp.live(), top.pc);
-      if (g == Gather::Waiting || g == Gather::Failed)
-        return;
-      if (g == Gather::Joined)
-        continue;
-      if (active != warp.live()) {
-        error(lane0(), "an .aligned instruction is reached by a divergent "
-                       "warp (active lanes " + hex(active) + " of " +
-                       hex(warp.live()) + ")");
-        return;
-      }
-      if (in.op == Op::BarSync || in.op == Op::BarArrive) {
-        // bar.sync blocks the strand; its release moves it past the
-        // barrier.
-        if (!arriveNamedBarrier(s, in, in.op == Op::BarSync) ||
-            in.op == Op::BarSync)
-          return;
-      } else if (in.op == Op::WgWait) {
-        strand.wgWaitAllowed = static_cast<uint32_t>(in.operands[0].imm);
-        if (!wgmmaGroupsDone(warp, strand.wgWaitAllowed)) {
-          block(s, State::WgmmaWait);
-          return;
-        }
-        if (warp.wgCommitted > strand.wgWaitAllowed)
-          finishTokens(w, warp.wgTokens, warp.wgCommitted - strand.wgWaitAllowed);
-      } else if (in.op == Op::WgFence) {
-        ++warp.wgFenceEpoch;
-      } else if (in.op == Op::WgCommit) {
-        ++warp.wgCommitted;
-      } else {
-        execWgmma(w, active, in);
-        if (stopped)
-          return;
-      }
-      advance();
-      continue;
-    }
+    case Op::WgFence: case Op::WgCommit: case Op::WgMma: case Op::WgWait:
+      flow = stepAligned(issue, in);
+      break;
     case Op::TcAlloc: case Op::TcDealloc: case Op::TcRelinquish:
     case Op::TcLd: case Op::TcSt: case Op::TcWaitLd: case Op::TcWaitSt:
     case Op::Elect: case Op::Vote: case Op::Shfl: case Op::SetMaxNReg:
-    case Op::BarWarpSync: {
-      if (!active) {
-        advance();
-        continue;
-      }
-      // The lanes the collective names must all be here: its member mask
-      // where it has one, else (.aligned) every live lane of the warp.
-      uint32_t members = warp.live();
-      const Operand *maskOperand = in.op == Op::Elect         ? &in.operands[1]
-                                   : in.op == Op::Vote        ? &in.operands[2]
-                                   : in.op == Op::Shfl        ? &in.operands[4]
-                                   : in.op == Op::BarWarpSync ? &in.operands[0]
-                                                              : nullptr;
-      if (maskOperand)
-        members = static_cast<uint32_t>(read(lane0(), *maskOperand, Ty::B32));
-      // A lane outside its own member mask is undefined behaviour (PTX ISA).
-      if (active & ~members) {
-        error(lane0(), "lanes " + hex(active & ~members) +
-                           " execute a warp-collective instruction whose member "
-                           "mask " + hex(members) + " leaves them out");
-        return;
-      }
-      Gather g = gather(s, members, top.pc);
-      if (g == Gather::Waiting || g == Gather::Failed)
-        return;
-      if (g == Gather::Joined)
-        continue;
-      if ((members & active) != members || (!maskOperand && active != members)) {
-        error(lane0(), "a warp-collective instruction is reached by a divergent "
-                       "warp: lanes " + hex(members & ~active) +
-                       " of its members are not here (" +
-                       hex(members & warp.exited) + " have exited)");
-        return;
-      }
-      bool waitForRegisters = false;
-      execCollective(w, members, in, waitForRegisters);
-      if (stopped)
-        return;
-      if (waitForRegisters) {
-        registerWaiters.push_back(s);
-        block(s, State::Registers);
-        return;
-      }
-      advance();
-      // Registers a warp gave back may let a waiting setmaxnreg.inc go on.
-      if (in.op == Op::SetMaxNReg && !(in.flags & kInc)) {
-        std::vector<uint32_t> waiting;
-        waiting.swap(registerWaiters);
-        for (uint32_t other : waiting)
-          makeRunnable(other);
-      }
-      continue;
-    }
+    case Op::BarWarpSync:
+      flow = stepCollective(issue, in);
+      break;
     default:
-      for (uint32_t lanes = active; lanes && !stopped; lanes &= lanes - 1)
-        execLane(threads[w * 32 + __builtin_ctz(lanes)], in);
-      advance();
-      // Completions and other warps may come between two arrivals.
-      if (config.yieldAtArrives && active &&
-          (in.op == Op::MbarArrive || in.op == Op::TcCommit)) {
-        // A warp that has just released a resource is a good one to keep
-        // waiting: what it does before its next wait (a store still
-        // reading the resource, say) then stays undone the longest.
-        if (config.starveRoles && (starvedCount == 0 || report.instructions >= starvedUntil) &&
-            rng() % 4 == 0) {
-          starvedFirst = w;
-          starvedCount = 1;
-          starvedUntil = report.instructions + (int64_t(1000) << (rng() % 9));
-        }
-        return;
-      }
-      continue;
+      flow = stepLanes(issue, in);
+      break;
+    }
+    if (flow == Flow::Stop)
+      return;
+  }
+}
+
+CtaMachine::Thread &CtaMachine::firstLane(const Issue &issue) {
+  return threads[issue.warp * 32 +
+                 __builtin_ctz(issue.active ? issue.active : issue.mask)];
+}
+
+void CtaMachine::advance(const Issue &issue) {
+  strands[issue.strand].stack.back().pc = issue.top.pc + 1;
+}
+
+CtaMachine::Flow CtaMachine::stepBranch(const Issue &issue, const Inst &in) {
+  Strand &strand = strands[issue.strand];
+  const uint32_t pc = issue.top.pc;
+  uint32_t taken = issue.active, fallthrough = issue.mask & ~issue.active;
+  if (!fallthrough) {
+    strand.stack.back().pc = in.target;
+    return Flow::Continue;
+  }
+  if (!taken) {
+    advance(issue);
+    return Flow::Continue;
+  }
+  if (in.flags & kUniform) {
+    error(firstLane(issue), "bra.uni with a predicate that differs across the "
+                            "warp's active lanes (taken by " + hex(taken) +
+                            ", not by " + hex(fallthrough) + ")");
+    return Flow::Stop;
+  }
+  // Either side may run first: the hardware promises no order.
+  bool takenFirst = rng() & 1;
+  if (config.independentThreads) {
+    // The sides part: one stays, the other runs as a strand of its own
+    // until a warp-synchronous instruction joins them.
+    strand.stack.back().pc = takenFirst ? in.target : pc + 1;
+    split(issue.strand, takenFirst ? fallthrough : taken,
+          takenFirst ? pc + 1 : in.target);
+    return Flow::Continue;
+  }
+  strand.stack.back().pc = in.reconverge;
+  StackEntry takenSide{in.target, in.reconverge, taken};
+  StackEntry otherSide{pc + 1, in.reconverge, fallthrough};
+  strand.stack.push_back(takenFirst ? otherSide : takenSide);
+  strand.stack.push_back(takenFirst ? takenSide : otherSide);
+  return Flow::Continue;
+}
+
+CtaMachine::Flow CtaMachine::stepMbarrierWait(const Issue &issue,
+                                              const Inst &in) {
+  // Every lane tries; a strand none of whose lanes saw the phase complete
+  // sleeps until the barrier moves, then tries again.
+  const uint32_t s = issue.strand, w = issue.warp;
+  Strand &strand = strands[s];
+  bool any = false;
+  for (uint32_t lanes = issue.active; lanes; lanes &= lanes - 1)
+    any |= execMbarrier(threads[w * 32 + __builtin_ctz(lanes)], in);
+  if (stopped)
+    return Flow::Stop;
+  if (any) {
+    // The wait returned: it acquires what the phase's arrivals released.
+    uint32_t addr =
+        static_cast<uint32_t>(address(firstLane(issue), in.operands[1]));
+    if (auto it = barriers.find(addr); it != barriers.end()) {
+      acquire(w, it->second.released);
+      // And the TMA loads that completed the phases it has seen.
+      std::vector<uint64_t> &known = warps[w].knownPhase;
+      if (known.size() <= it->second.id)
+        known.resize(it->second.id + 1, 0);
+      known[it->second.id] = std::max(known[it->second.id], it->second.phase);
     }
   }
+  if (any || !issue.active || (in.flags & kTest)) {
+    strand.waiting = false;
+    advance(issue);
+    return Flow::Continue;
+  }
+  Thread &first = firstLane(issue);
+  uint32_t addr = static_cast<uint32_t>(address(first, in.operands[1]));
+  Mbarrier &bar = barriers[addr];
+  if (strand.waiting && strand.waitBarrier == addr &&
+      bar.phase >= strand.waitSnapshot + 2)
+    misuse(at(first) + ": waited for a phase of the mbarrier at smem " +
+           hex(addr) + " while it completed " +
+           std::to_string(bar.phase - strand.waitSnapshot) +
+           " phases: its producer lapped this consumer");
+  if (!strand.waiting || strand.waitBarrier != addr) {
+    strand.waiting = true;
+    strand.waitBarrier = addr;
+    strand.waitSnapshot = bar.phase;
+  }
+  bar.waiters.push_back(s);
+  block(s, State::Mbarrier);
+  return Flow::Stop;
+}
+
+CtaMachine::Flow CtaMachine::stepBulkWait(const Issue &issue, const Inst &in) {
+  const uint32_t w = issue.warp;
+  bool done = true;
+  for (uint32_t lanes = issue.active; lanes; lanes &= lanes - 1)
+    done &= bulkGroupsDone(threads[w * 32 + __builtin_ctz(lanes)], in);
+  if (!done) {
+    block(issue.strand, State::BulkWait);
+    return Flow::Stop;
+  }
+  // The stores of the groups it waited for have read their shared memory.
+  for (uint32_t lanes = issue.active; lanes; lanes &= lanes - 1) {
+    Thread &th = threads[w * 32 + __builtin_ctz(lanes)];
+    uint32_t allowed = static_cast<uint32_t>(in.operands[0].imm);
+    if (th.committedGroups > allowed)
+      finishTokens(w, th.storeTokens, th.committedGroups - allowed);
+  }
+  advance(issue);
+  return Flow::Continue;
+}
+
+CtaMachine::Flow CtaMachine::stepAligned(const Issue &issue, const Inst &in) {
+  const uint32_t s = issue.strand, w = issue.warp;
+  Warp &warp = warps[w];
+  if (!issue.active) {
+    advance(issue);
+    return Flow::Continue;
+  }
+  // .aligned: every live lane of the warp executes it together (a strand
+  // that gathers them runs it again with all of them).
+  Gather g = gather(s, warp.live(), issue.top.pc);
+  if (g == Gather::Waiting || g == Gather::Failed)
+    return Flow::Stop;
+  if (g == Gather::Joined)
+    return Flow::Continue;
+  if (issue.active != warp.live()) {
+    error(firstLane(issue), "an .aligned instruction is reached by a divergent "
+                            "warp (active lanes " + hex(issue.active) + " of " +
+                            hex(warp.live()) + ")");
+    return Flow::Stop;
+  }
+  if (in.op == Op::BarSync || in.op == Op::BarArrive) {
+    // bar.sync blocks the strand; its release moves it past the barrier.
+    if (!arriveNamedBarrier(s, in, in.op == Op::BarSync) ||
+        in.op == Op::BarSync)
+      return Flow::Stop;
+  } else if (in.op == Op::WgWait) {
+    Strand &strand = strands[s];
+    strand.wgWaitAllowed = static_cast<uint32_t>(in.operands[0].imm);
+    if (!wgmmaGroupsDone(warp, strand.wgWaitAllowed)) {
+      block(s, State::WgmmaWait);
+      return Flow::Stop;
+    }
+    if (warp.wgCommitted > strand.wgWaitAllowed)
+      finishTokens(w, warp.wgTokens, warp.wgCommitted - strand.wgWaitAllowed);
+  } else if (in.op == Op::WgFence) {
+    ++warp.wgFenceEpoch;
+  } else if (in.op == Op::WgCommit) {
+    ++warp.wgCommitted;
+  } else {
+    execWgmma(w, issue.active, in);
+    if (stopped)
+      return Flow::Stop;
+  }
+  advance(issue);
+  return Flow::Continue;
+}
+
+CtaMachine::Flow CtaMachine::stepCollective(const Issue &issue,
+                                            const Inst &in) {
+  const uint32_t s = issue.strand, w = issue.warp, active = issue.active;
+  Warp &warp = warps[w];
+  if (!active) {
+    advance(issue);
+    return Flow::Continue;
+  }
+  // The lanes the collective names must all be here: its member mask where
+  // it has one, else (.aligned) every live lane of the warp.
+  uint32_t members = warp.live();
+  const Operand *maskOperand = in.op == Op::Elect         ? &in.operands[1]
+                               : in.op == Op::Vote        ? &in.operands[2]
+                               : in.op == Op::Shfl        ? &in.operands[4]
+                               : in.op == Op::BarWarpSync ? &in.operands[0]
+                                                          : nullptr;
+  if (maskOperand)
+    members = static_cast<uint32_t>(read(firstLane(issue), *maskOperand, Ty::B32));
+  // A lane outside its own member mask is undefined behaviour (PTX ISA).
+  if (active & ~members) {
+    error(firstLane(issue), "lanes " + hex(active & ~members) +
+                                " execute a warp-collective instruction whose "
+                                "member mask " + hex(members) + " leaves them out");
+    return Flow::Stop;
+  }
+  Gather g = gather(s, members, issue.top.pc);
+  if (g == Gather::Waiting || g == Gather::Failed)
+    return Flow::Stop;
+  if (g == Gather::Joined)
+    return Flow::Continue;
+  if ((members & active) != members || (!maskOperand && active != members)) {
+    error(firstLane(issue), "a warp-collective instruction is reached by a "
+                            "divergent warp: lanes " + hex(members & ~active) +
+                            " of its members are not here (" +
+                            hex(members & warp.exited) + " have exited)");
+    return Flow::Stop;
+  }
+  bool waitForRegisters = false;
+  execCollective(w, members, in, waitForRegisters);
+  if (stopped)
+    return Flow::Stop;
+  if (waitForRegisters) {
+    registerWaiters.push_back(s);
+    block(s, State::Registers);
+    return Flow::Stop;
+  }
+  advance(issue);
+  // Registers a warp gave back may let a waiting setmaxnreg.inc go on.
+  if (in.op == Op::SetMaxNReg && !(in.flags & kInc)) {
+    std::vector<uint32_t> waiting;
+    waiting.swap(registerWaiters);
+    for (uint32_t other : waiting)
+      makeRunnable(other);
+  }
+  return Flow::Continue;
+}
+
+CtaMachine::Flow CtaMachine::stepLanes(const Issue &issue, const Inst &in) {
+  const uint32_t w = issue.warp;
+  for (uint32_t lanes = issue.active; lanes && !stopped; lanes &= lanes - 1)
+    execLane(threads[w * 32 + __builtin_ctz(lanes)], in);
+  advance(issue);
+  // Completions and other warps may come between two arrivals.
+  if (!config.yieldAtArrives || !issue.active ||
+      (in.op != Op::MbarArrive && in.op != Op::TcCommit))
+    return Flow::Continue;
+  // A warp that has just released a resource is a good one to keep waiting:
+  // what it does before its next wait (a store still reading the resource,
+  // say) then stays undone the longest.
+  if (config.starveRoles && (starvedCount == 0 || report.instructions >= starvedUntil) &&
+      rng() % 4 == 0) {
+    starvedFirst = w;
+    starvedCount = 1;
+    starvedUntil = report.instructions + (int64_t(1000) << (rng() % 9));
+  }
+  return Flow::Stop;
 }
 
 void CtaMachine::execLane(Thread &th, const Inst &in) {
@@ -1131,26 +1178,44 @@ void CtaMachine::releaseNamedBarrier(uint32_t id) {
 // ALU
 //===----------------------------------------------------------------------===//
 
+/// An ALU instruction's operands as one lane reads and writes them, in the
+/// instruction's type; `f` reads and `outF` writes an f32 under .ftz and
+/// .sat.
+struct CtaMachine::AluLane {
+  CtaMachine &machine;
+  Thread &th;
+  const Inst &in;
+
+  uint64_t src(int i) const { return machine.read(th, in.operands[i], in.type); }
+  void out(uint64_t v) const { machine.write(th, in.operands[0], v, in.type); }
+  bool ftz() const { return in.flags & kFtz; }
+  bool sat() const { return in.flags & kSat; }
+  float f(int i) const {
+    float x = asF32(src(i));
+    return ftz() ? flush(x) : x;
+  }
+  void outF(float x) const {
+    if (sat())
+      x = saturate(x);
+    out(fromF32(ftz() ? flush(x) : x));
+  }
+  /// selp's choice: a when the predicate operand holds, else b.
+  bool predicate() const {
+    return machine.read(th, in.operands[3], Ty::Pred) & 1;
+  }
+  float add(float a, float b) const { return addRounded(a, b, in.round); }
+  float mul(float a, float b) const { return mulRounded(a, b, in.round); }
+  float fma(float a, float b, float c) const {
+    return fmaRounded(a, b, c, in.round);
+  }
+  void unsupported() const {
+    machine.error(th, "this instruction/type combination is not modelled by fa4-emu");
+  }
+};
+
 void CtaMachine::execAlu(Thread &th, const Inst &in) {
   const Ty ty = in.type;
-  const unsigned bits = bitsOf(ty);
-  const Operand *o = in.operands;
-  auto src = [&](int i) { return read(th, o[i], ty); };
-  auto out = [&](uint64_t v) { write(th, o[0], v, ty); };
-  const bool ftz = in.flags & kFtz;
-  auto f = [&](int i) {
-    float x = asF32(src(i));
-    return ftz ? flush(x) : x;
-  };
-  const bool sat = in.flags & kSat;
-  auto outF = [&](float x) {
-    if (sat)
-      x = saturate(x);
-    out(fromF32(ftz ? flush(x) : x));
-  };
-  auto unsupported = [&]() {
-    error(th, "this instruction/type combination is not modelled by fa4-emu");
-  };
+  const AluLane lane{*this, th, in};
   // Directed rounding (.rz/.rm/.rp) of f32 arithmetic: exact for add, sub
   // and mul; refused elsewhere rather than silently rounded to nearest.
   const bool directedRound =
@@ -1160,218 +1225,221 @@ void CtaMachine::execAlu(Thread &th, const Inst &in) {
     error(th, "directed rounding of this f32 operation is not modelled by fa4-emu");
     return;
   }
-  auto add = [&](float a, float b) { return addRounded(a, b, in.round); };
-  auto mul = [&](float a, float b) { return mulRounded(a, b, in.round); };
-  auto fmaR = [&](float a, float b, float c) { return fmaRounded(a, b, c, in.round); };
-
-  // mov between a register and a vector of its parts, first part lowest.
+  const Operand *o = in.operands;
   if (in.op == Op::Mov &&
-      (o[0].kind == Operand::Kind::Vec || o[1].kind == Operand::Kind::Vec)) {
-    bool pack = o[1].kind == Operand::Kind::Vec;
-    const Operand &parts = pack ? o[1] : o[0];
-    unsigned width = parts.vecCount ? bits / parts.vecCount : 0;
-    if (!width || width * parts.vecCount != bits) {
-      unsupported();
-      return;
-    }
-    Ty partType = width == 8 ? Ty::B8 : width == 16 ? Ty::B16 : Ty::B32;
-    if (pack) {
-      uint64_t value = 0;
-      for (uint32_t i = 0; i < parts.vecCount; ++i)
-        value |= maskTo(read(th, program.vectors[parts.vecBegin + i], partType), width)
-                 << (i * width);
-      out(value);
-    } else {
-      uint64_t value = src(1);
-      for (uint32_t i = 0; i < parts.vecCount; ++i)
-        write(th, program.vectors[parts.vecBegin + i], value >> (i * width), partType);
-    }
+      (o[0].kind == Operand::Kind::Vec || o[1].kind == Operand::Kind::Vec))
+    return execMovParts(lane);
+  // setp on f32 and f64 compares below with the other types; f32x2 has none.
+  if (ty == Ty::F32 && in.op != Op::Setp)
+    return execF32(lane);
+  if (ty == Ty::F32x2)
+    return execF32x2(lane);
+  if (ty == Ty::F64 && in.op != Op::Setp)
+    return execF64(lane);
+  if (in.op == Op::Setp)
+    return execSetp(lane);
+  if (isFloat(ty))
+    return lane.unsupported();
+  execInteger(lane);
+}
+
+/// mov between a register and a vector of its parts, first part lowest.
+void CtaMachine::execMovParts(const AluLane &lane) {
+  Thread &th = lane.th;
+  const Operand *o = lane.in.operands;
+  const unsigned bits = bitsOf(lane.in.type);
+  bool pack = o[1].kind == Operand::Kind::Vec;
+  const Operand &parts = pack ? o[1] : o[0];
+  unsigned width = parts.vecCount ? bits / parts.vecCount : 0;
+  if (!width || width * parts.vecCount != bits)
+    return lane.unsupported();
+  Ty partType = width == 8 ? Ty::B8 : width == 16 ? Ty::B16 : Ty::B32;
+  if (pack) {
+    uint64_t value = 0;
+    for (uint32_t i = 0; i < parts.vecCount; ++i)
+      value |= maskTo(read(th, program.vectors[parts.vecBegin + i], partType), width)
+               << (i * width);
+    lane.out(value);
+  } else {
+    uint64_t value = lane.src(1);
+    for (uint32_t i = 0; i < parts.vecCount; ++i)
+      write(th, program.vectors[parts.vecBegin + i], value >> (i * width), partType);
+  }
+}
+
+void CtaMachine::execF32(const AluLane &lane) {
+  const Inst &in = lane.in;
+  auto f = [&](int i) { return lane.f(i); };
+  switch (in.op) {
+  case Op::Mov: lane.out(lane.src(1)); return;
+  case Op::Add: lane.outF(lane.add(f(1), f(2))); return;
+  case Op::Sub: lane.outF(lane.add(f(1), -f(2))); return;
+  case Op::Mul: lane.outF(lane.mul(f(1), f(2))); return;
+  case Op::Fma: case Op::Mad: lane.outF(lane.fma(f(1), f(2), f(3))); return;
+  case Op::Div: lane.outF(f(1) / f(2)); return;
+  case Op::Neg: lane.outF(-f(1)); return;
+  case Op::Abs: lane.outF(std::fabs(f(1))); return;
+  case Op::Min: case Op::Max: {
+    bool nan = in.flags & kNaN;
+    float r = f(1);
+    for (int i = 2; i < in.numOperands; ++i)
+      r = in.op == Op::Min ? fmin2(r, f(i), nan) : fmax2(r, f(i), nan);
+    lane.outF(r);
     return;
   }
-  if (ty == Ty::F32) {
-    switch (in.op) {
-    case Op::Mov: out(src(1)); return;
-    case Op::Add: outF(add(f(1), f(2))); return;
-    case Op::Sub: outF(add(f(1), -f(2))); return;
-    case Op::Mul: outF(mul(f(1), f(2))); return;
-    case Op::Fma: case Op::Mad: outF(fmaR(f(1), f(2), f(3))); return;
-    case Op::Div: outF(f(1) / f(2)); return;
-    case Op::Neg: outF(-f(1)); return;
-    case Op::Abs: outF(std::fabs(f(1))); return;
-    case Op::Min: case Op::Max: {
-      bool nan = in.flags & kNaN;
-      float r = f(1);
-      for (int i = 2; i < in.numOperands; ++i)
-        r = in.op == Op::Min ? fmin2(r, f(i), nan) : fmax2(r, f(i), nan);
-      outF(r);
-      return;
-    }
-    // Approximate functions: the host's correctly rounded (or 1-ulp)
-    // results, inside the PTX ISA's stated error bounds.
-    case Op::Ex2: outF(std::exp2(f(1))); return;
-    case Op::Lg2: outF(std::log2(f(1))); return;
-    case Op::Rcp: outF(1.0f / f(1)); return;
-    case Op::Sqrt: outF(std::sqrt(f(1))); return;
-    case Op::Rsqrt: outF(1.0f / std::sqrt(f(1))); return;
-    case Op::Selp: out((read(th, o[3], Ty::Pred) & 1) ? src(1) : src(2)); return;
-    case Op::Setp: break;
-    default: unsupported(); return;
-    }
+  // Approximate functions: the host's correctly rounded (or 1-ulp) results,
+  // inside the PTX ISA's stated error bounds.
+  case Op::Ex2: lane.outF(std::exp2(f(1))); return;
+  case Op::Lg2: lane.outF(std::log2(f(1))); return;
+  case Op::Rcp: lane.outF(1.0f / f(1)); return;
+  case Op::Sqrt: lane.outF(std::sqrt(f(1))); return;
+  case Op::Rsqrt: lane.outF(1.0f / std::sqrt(f(1))); return;
+  case Op::Selp: lane.out(lane.predicate() ? lane.src(1) : lane.src(2)); return;
+  default: lane.unsupported(); return;
   }
-  if (ty == Ty::F32x2) {
-    auto lo = [&](int i) {
-      float x = asF32(src(i));
-      return ftz ? flush(x) : x;
-    };
-    auto hi = [&](int i) {
-      float x = asF32(src(i) >> 32);
-      return ftz ? flush(x) : x;
-    };
-    auto pack = [&](float a, float b) {
-      if (sat) {
-        a = saturate(a);
-        b = saturate(b);
-      }
-      if (ftz) {
-        a = flush(a);
-        b = flush(b);
-      }
-      out(fromF32(a) | (fromF32(b) << 32));
-    };
-    switch (in.op) {
-    case Op::Mov: out(src(1)); return;
-    case Op::Add: pack(add(lo(1), lo(2)), add(hi(1), hi(2))); return;
-    case Op::Sub: pack(add(lo(1), -lo(2)), add(hi(1), -hi(2))); return;
-    case Op::Mul: pack(mul(lo(1), lo(2)), mul(hi(1), hi(2))); return;
-    case Op::Fma: case Op::Mad:
-      pack(fmaR(lo(1), lo(2), lo(3)), fmaR(hi(1), hi(2), hi(3)));
-      return;
-    default: unsupported(); return;
+}
+
+void CtaMachine::execF32x2(const AluLane &lane) {
+  const bool ftz = lane.ftz(), sat = lane.sat();
+  auto lo = [&](int i) {
+    float x = asF32(lane.src(i));
+    return ftz ? flush(x) : x;
+  };
+  auto hi = [&](int i) {
+    float x = asF32(lane.src(i) >> 32);
+    return ftz ? flush(x) : x;
+  };
+  auto pack = [&](float a, float b) {
+    if (sat) {
+      a = saturate(a);
+      b = saturate(b);
     }
-  }
-  if (ty == Ty::F64) {
-    auto d = [&](int i) { return asF64(src(i)); };
-    switch (in.op) {
-    case Op::Mov: out(src(1)); return;
-    case Op::Add: out(fromF64(d(1) + d(2))); return;
-    case Op::Sub: out(fromF64(d(1) - d(2))); return;
-    case Op::Mul: out(fromF64(d(1) * d(2))); return;
-    case Op::Fma: case Op::Mad: out(fromF64(std::fma(d(1), d(2), d(3)))); return;
-    case Op::Div: out(fromF64(d(1) / d(2))); return;
-    case Op::Neg: out(fromF64(-d(1))); return;
-    case Op::Abs: out(fromF64(std::fabs(d(1)))); return;
-    case Op::Selp: out((read(th, o[3], Ty::Pred) & 1) ? src(1) : src(2)); return;
-    case Op::Setp: break;
-    default: unsupported(); return;
+    if (ftz) {
+      a = flush(a);
+      b = flush(b);
     }
-  }
-  if (in.op == Op::Setp) {
-    bool r = false;
-    if (isFloat(ty)) {
-      double a = ty == Ty::F64 ? asF64(src(1)) : double(f(1));
-      double b = ty == Ty::F64 ? asF64(src(2)) : double(f(2));
-      bool unordered = std::isnan(a) || std::isnan(b);
-      switch (in.cmp) {
-      case Cmp::Eq: r = !unordered && a == b; break;
-      case Cmp::Ne: r = !unordered && a != b; break;
-      case Cmp::Lt: r = !unordered && a < b; break;
-      case Cmp::Le: r = !unordered && a <= b; break;
-      case Cmp::Gt: r = !unordered && a > b; break;
-      case Cmp::Ge: r = !unordered && a >= b; break;
-      case Cmp::Equ: r = unordered || a == b; break;
-      case Cmp::Neu: r = unordered || a != b; break;
-      case Cmp::Ltu: r = unordered || a < b; break;
-      case Cmp::Leu: r = unordered || a <= b; break;
-      case Cmp::Gtu: r = unordered || a > b; break;
-      case Cmp::Geu: r = unordered || a >= b; break;
-      case Cmp::Num: r = !unordered; break;
-      case Cmp::Nan: r = unordered; break;
-      default: unsupported(); return;
-      }
-    } else {
-      uint64_t ua = maskTo(src(1), bits), ub = maskTo(src(2), bits);
-      int64_t sa = signExtend(ua, bits), sb = signExtend(ub, bits);
-      bool s = isSigned(ty);
-      switch (in.cmp) {
-      case Cmp::Eq: r = ua == ub; break;
-      case Cmp::Ne: r = ua != ub; break;
-      case Cmp::Lt: r = s ? sa < sb : ua < ub; break;
-      case Cmp::Le: r = s ? sa <= sb : ua <= ub; break;
-      case Cmp::Gt: r = s ? sa > sb : ua > ub; break;
-      case Cmp::Ge: r = s ? sa >= sb : ua >= ub; break;
-      case Cmp::Lo: r = ua < ub; break;
-      case Cmp::Ls: r = ua <= ub; break;
-      case Cmp::Hi: r = ua > ub; break;
-      case Cmp::Hs: r = ua >= ub; break;
-      default: unsupported(); return;
-      }
-    }
-    bool q = !r;
-    if (in.boolOp != BoolOp::None) {
-      bool c = read(th, o[3], Ty::Pred) & 1;
-      auto combine = [&](bool x) {
-        return in.boolOp == BoolOp::And ? (x && c)
-               : in.boolOp == BoolOp::Or ? (x || c)
-                                         : (x != c);
-      };
-      r = combine(r);
-      q = combine(q);
-    }
-    write(th, o[0], r, Ty::Pred);
-    if (o[0].reg2 != kNoReg)
-      th.regs[o[0].reg2] = q;
+    lane.out(fromF32(a) | (fromF32(b) << 32));
+  };
+  switch (lane.in.op) {
+  case Op::Mov: lane.out(lane.src(1)); return;
+  case Op::Add: pack(lane.add(lo(1), lo(2)), lane.add(hi(1), hi(2))); return;
+  case Op::Sub: pack(lane.add(lo(1), -lo(2)), lane.add(hi(1), -hi(2))); return;
+  case Op::Mul: pack(lane.mul(lo(1), lo(2)), lane.mul(hi(1), hi(2))); return;
+  case Op::Fma: case Op::Mad:
+    pack(lane.fma(lo(1), lo(2), lo(3)), lane.fma(hi(1), hi(2), hi(3)));
     return;
+  default: lane.unsupported(); return;
   }
+}
+
+void CtaMachine::execF64(const AluLane &lane) {
+  auto d = [&](int i) { return asF64(lane.src(i)); };
+  auto out = [&](double x) { lane.out(fromF64(x)); };
+  switch (lane.in.op) {
+  case Op::Mov: lane.out(lane.src(1)); return;
+  case Op::Add: out(d(1) + d(2)); return;
+  case Op::Sub: out(d(1) - d(2)); return;
+  case Op::Mul: out(d(1) * d(2)); return;
+  case Op::Fma: case Op::Mad: out(std::fma(d(1), d(2), d(3))); return;
+  case Op::Div: out(d(1) / d(2)); return;
+  case Op::Neg: out(-d(1)); return;
+  case Op::Abs: out(std::fabs(d(1))); return;
+  case Op::Selp: lane.out(lane.predicate() ? lane.src(1) : lane.src(2)); return;
+  default: lane.unsupported(); return;
+  }
+}
+
+/// A float comparison of setp; unordered when either side is NaN.
+static bool compareFloats(Cmp cmp, double a, double b, bool &known) {
+  bool unordered = std::isnan(a) || std::isnan(b);
+  switch (cmp) {
+  case Cmp::Eq: return !unordered && a == b;
+  case Cmp::Ne: return !unordered && a != b;
+  case Cmp::Lt: return !unordered && a < b;
+  case Cmp::Le: return !unordered && a <= b;
+  case Cmp::Gt: return !unordered && a > b;
+  case Cmp::Ge: return !unordered && a >= b;
+  case Cmp::Equ: return unordered || a == b;
+  case Cmp::Neu: return unordered || a != b;
+  case Cmp::Ltu: return unordered || a < b;
+  case Cmp::Leu: return unordered || a <= b;
+  case Cmp::Gtu: return unordered || a > b;
+  case Cmp::Geu: return unordered || a >= b;
+  case Cmp::Num: return !unordered;
+  case Cmp::Nan: return unordered;
+  default: known = false; return false;
+  }
+}
+
+/// An integer comparison of setp on `bits`-bit values, signed or not.
+static bool compareIntegers(Cmp cmp, uint64_t a, uint64_t b, unsigned bits,
+                            bool isSignedType, bool &known) {
+  uint64_t ua = maskTo(a, bits), ub = maskTo(b, bits);
+  int64_t sa = signExtend(ua, bits), sb = signExtend(ub, bits);
+  bool s = isSignedType;
+  switch (cmp) {
+  case Cmp::Eq: return ua == ub;
+  case Cmp::Ne: return ua != ub;
+  case Cmp::Lt: return s ? sa < sb : ua < ub;
+  case Cmp::Le: return s ? sa <= sb : ua <= ub;
+  case Cmp::Gt: return s ? sa > sb : ua > ub;
+  case Cmp::Ge: return s ? sa >= sb : ua >= ub;
+  case Cmp::Lo: return ua < ub;
+  case Cmp::Ls: return ua <= ub;
+  case Cmp::Hi: return ua > ub;
+  case Cmp::Hs: return ua >= ub;
+  default: known = false; return false;
+  }
+}
+
+void CtaMachine::execSetp(const AluLane &lane) {
+  Thread &th = lane.th;
+  const Inst &in = lane.in;
+  const Ty ty = in.type;
+  const Operand *o = in.operands;
+  bool known = true;
+  bool r;
   if (isFloat(ty)) {
-    unsupported();
-    return;
+    double a = ty == Ty::F64 ? asF64(lane.src(1)) : double(lane.f(1));
+    double b = ty == Ty::F64 ? asF64(lane.src(2)) : double(lane.f(2));
+    r = compareFloats(in.cmp, a, b, known);
+  } else {
+    uint64_t a = lane.src(1);
+    r = compareIntegers(in.cmp, a, lane.src(2), bitsOf(ty), isSigned(ty), known);
   }
-  // Integers, bit strings and predicates.
-  uint64_t a = in.numOperands > 1 ? maskTo(src(1), bits) : 0;
+  if (!known)
+    return lane.unsupported();
+  bool q = !r;
+  if (in.boolOp != BoolOp::None) {
+    bool c = read(th, o[3], Ty::Pred) & 1;
+    auto combine = [&](bool x) {
+      return in.boolOp == BoolOp::And ? (x && c)
+             : in.boolOp == BoolOp::Or ? (x || c)
+                                       : (x != c);
+    };
+    r = combine(r);
+    q = combine(q);
+  }
+  write(th, o[0], r, Ty::Pred);
+  if (o[0].reg2 != kNoReg)
+    th.regs[o[0].reg2] = q;
+}
+
+/// Integers, bit strings and predicates.
+void CtaMachine::execInteger(const AluLane &lane) {
+  const Inst &in = lane.in;
+  const Ty ty = in.type;
+  const unsigned bits = bitsOf(ty);
+  uint64_t a = in.numOperands > 1 ? maskTo(lane.src(1), bits) : 0;
   const bool s = isSigned(ty);
+  auto out = [&](uint64_t v) { lane.out(v); };
+  auto src = [&](int i) { return lane.src(i); };
   switch (in.op) {
   case Op::Mov: out(a); return;
   case Op::Add: out(a + src(2)); return;
   case Op::Sub: out(a - src(2)); return;
-  case Op::Mul: case Op::Mad: {
-    uint64_t b = maskTo(src(2), bits);
-    uint64_t product;
-    Ty outType = ty;
-    if (in.flags & (kHi | kWide)) {
-      __int128 p = s ? static_cast<__int128>(signExtend(a, bits)) * signExtend(b, bits)
-                     : static_cast<__int128>(static_cast<unsigned __int128>(a) * b);
-      if (in.flags & kHi) {
-        product = static_cast<uint64_t>(p >> bits);
-      } else {
-        product = static_cast<uint64_t>(p);
-        outType = bits == 32 ? (s ? Ty::S64 : Ty::U64) : bits == 16 ? Ty::B32 : ty;
-      }
-    } else {
-      product = a * b;
-    }
-    if (in.op == Op::Mad)
-      product += read(th, o[3], outType);
-    write(th, o[0], product, outType);
-    return;
-  }
-  case Op::Div: case Op::Rem: {
-    uint64_t b = maskTo(src(2), bits);
-    if (b == 0) {
-      out(in.op == Op::Div ? ~uint64_t(0) : a);
-      return;
-    }
-    if (s) {
-      int64_t x = signExtend(a, bits), y = signExtend(b, bits);
-      if (y == -1) {
-        out(in.op == Op::Div ? static_cast<uint64_t>(-x) : 0);
-        return;
-      }
-      out(static_cast<uint64_t>(in.op == Op::Div ? x / y : x % y));
-    } else {
-      out(in.op == Op::Div ? a / b : a % b);
-    }
-    return;
-  }
+  case Op::Mul: case Op::Mad: return execIntegerMultiply(lane, a);
+  case Op::Div: case Op::Rem: return execIntegerDivide(lane, a);
   case Op::Min: case Op::Max: {
     uint64_t r = a;
     for (int i = 2; i < in.numOperands; ++i) {
@@ -1395,41 +1463,13 @@ void CtaMachine::execAlu(Thread &th, const Inst &in) {
   case Op::Or: out(a | src(2)); return;
   case Op::Xor: out(a ^ src(2)); return;
   case Op::Not: out(ty == Ty::Pred ? !(a & 1) : ~a); return;
-  case Op::Shl: {
-    uint64_t n = read(th, o[2], Ty::U32) & 0xffffffff;
-    out(n >= bits ? 0 : a << n);
-    return;
-  }
-  case Op::Shr: {
-    uint64_t n = read(th, o[2], Ty::U32) & 0xffffffff;
-    if (s) {
-      int64_t x = signExtend(a, bits);
-      out(static_cast<uint64_t>(n >= bits ? (x < 0 ? -1 : 0) : x >> n));
-    } else {
-      out(n >= bits ? 0 : a >> n);
-    }
-    return;
-  }
-  case Op::Selp: out((read(th, o[3], Ty::Pred) & 1) ? a : src(2)); return;
-  case Op::Bfe: {
-    uint32_t pos = read(th, o[2], Ty::U32) & 0xff;
-    uint32_t len = read(th, o[3], Ty::U32) & 0xff;
-    uint64_t field = pos >= bits ? 0 : a >> pos;
-    uint64_t r = len >= 64 ? field : field & ((uint64_t(1) << len) - 1);
-    if (s && len > 0) {
-      uint32_t msb = std::min<uint32_t>(pos + len - 1, bits - 1);
-      bool sign = (a >> msb) & 1;
-      if (len < bits && sign)
-        r |= ~uint64_t(0) << len;
-      if (pos >= bits)
-        r = sign ? ~uint64_t(0) : 0;
-    }
-    out(len == 0 ? 0 : r);
-    return;
-  }
-  case Op::Popc: write(th, o[0], __builtin_popcountll(a), Ty::U32); return;
+  case Op::Shl: case Op::Shr: return execShift(lane, a);
+  case Op::Selp: out(lane.predicate() ? a : src(2)); return;
+  case Op::Bfe: return execBitFieldExtract(lane, a);
+  case Op::Popc: write(lane.th, in.operands[0], __builtin_popcountll(a), Ty::U32); return;
   case Op::Clz:
-    write(th, o[0], a == 0 ? bits : __builtin_clzll(a) - (64 - bits), Ty::U32);
+    write(lane.th, in.operands[0], a == 0 ? bits : __builtin_clzll(a) - (64 - bits),
+          Ty::U32);
     return;
   case Op::Cvta: {
     uint64_t x = src(1);
@@ -1440,9 +1480,93 @@ void CtaMachine::execAlu(Thread &th, const Inst &in) {
     return;
   }
   default:
-    unsupported();
+    lane.unsupported();
     return;
   }
+}
+
+/// mul and mad: .lo, .hi or .wide (twice the width), then mad's addend.
+void CtaMachine::execIntegerMultiply(const AluLane &lane, uint64_t a) {
+  const Inst &in = lane.in;
+  const Ty ty = in.type;
+  const unsigned bits = bitsOf(ty);
+  const bool s = isSigned(ty);
+  uint64_t b = maskTo(lane.src(2), bits);
+  uint64_t product;
+  Ty outType = ty;
+  if (in.flags & (kHi | kWide)) {
+    __int128 p = s ? static_cast<__int128>(signExtend(a, bits)) * signExtend(b, bits)
+                   : static_cast<__int128>(static_cast<unsigned __int128>(a) * b);
+    if (in.flags & kHi) {
+      product = static_cast<uint64_t>(p >> bits);
+    } else {
+      product = static_cast<uint64_t>(p);
+      outType = bits == 32 ? (s ? Ty::S64 : Ty::U64) : bits == 16 ? Ty::B32 : ty;
+    }
+  } else {
+    product = a * b;
+  }
+  if (in.op == Op::Mad)
+    product += read(lane.th, in.operands[3], outType);
+  write(lane.th, in.operands[0], product, outType);
+}
+
+/// div and rem; a zero divisor gives all ones (div) or the dividend (rem),
+/// as the hardware does.
+void CtaMachine::execIntegerDivide(const AluLane &lane, uint64_t a) {
+  const Inst &in = lane.in;
+  const unsigned bits = bitsOf(in.type);
+  uint64_t b = maskTo(lane.src(2), bits);
+  if (b == 0) {
+    lane.out(in.op == Op::Div ? ~uint64_t(0) : a);
+    return;
+  }
+  if (isSigned(in.type)) {
+    int64_t x = signExtend(a, bits), y = signExtend(b, bits);
+    if (y == -1) {
+      lane.out(in.op == Op::Div ? static_cast<uint64_t>(-x) : 0);
+      return;
+    }
+    lane.out(static_cast<uint64_t>(in.op == Op::Div ? x / y : x % y));
+  } else {
+    lane.out(in.op == Op::Div ? a / b : a % b);
+  }
+}
+
+/// shl and shr: shifts of the width or more give 0 (or the sign, shr of a
+/// signed type).
+void CtaMachine::execShift(const AluLane &lane, uint64_t a) {
+  const Inst &in = lane.in;
+  const unsigned bits = bitsOf(in.type);
+  uint64_t n = read(lane.th, in.operands[2], Ty::U32) & 0xffffffff;
+  if (in.op == Op::Shl) {
+    lane.out(n >= bits ? 0 : a << n);
+  } else if (isSigned(in.type)) {
+    int64_t x = signExtend(a, bits);
+    lane.out(static_cast<uint64_t>(n >= bits ? (x < 0 ? -1 : 0) : x >> n));
+  } else {
+    lane.out(n >= bits ? 0 : a >> n);
+  }
+}
+
+/// bfe: `len` bits from `pos`, sign-extended from the field's top bit for a
+/// signed type.
+void CtaMachine::execBitFieldExtract(const AluLane &lane, uint64_t a) {
+  const Inst &in = lane.in;
+  const unsigned bits = bitsOf(in.type);
+  uint32_t pos = read(lane.th, in.operands[2], Ty::U32) & 0xff;
+  uint32_t len = read(lane.th, in.operands[3], Ty::U32) & 0xff;
+  uint64_t field = pos >= bits ? 0 : a >> pos;
+  uint64_t r = len >= 64 ? field : field & ((uint64_t(1) << len) - 1);
+  if (isSigned(in.type) && len > 0) {
+    uint32_t msb = std::min<uint32_t>(pos + len - 1, bits - 1);
+    bool sign = (a >> msb) & 1;
+    if (len < bits && sign)
+      r |= ~uint64_t(0) << len;
+    if (pos >= bits)
+      r = sign ? ~uint64_t(0) : 0;
+  }
+  lane.out(len == 0 ? 0 : r);
 }
 
 void CtaMachine::execCvt(Thread &th, const Inst &in) {
@@ -1581,264 +1705,284 @@ void CtaMachine::execMemory(Thread &th, const Inst &in) {
 // Collectives
 //===----------------------------------------------------------------------===//
 
+template <typename Body>
+void CtaMachine::forEachMember(uint32_t w, uint32_t members, Body &&body) {
+  for (uint32_t l = 0; l < 32 && !stopped; ++l)
+    if (members & (1u << l))
+      body(threads[w * 32 + l]);
+}
+
 void CtaMachine::execCollective(uint32_t w, uint32_t members, const Inst &in,
                                 bool &waitForRegisters) {
   Thread &first = threads[w * 32 + __builtin_ctz(members)];
-  auto lanes = [&](auto &&body) {
-    for (uint32_t l = 0; l < 32 && !stopped; ++l)
-      if (members & (1u << l))
-        body(threads[w * 32 + l]);
-  };
   switch (in.op) {
   case Op::BarWarpSync:
     // Every lane of the member mask is here: the rendezvous is complete
     // (and the memory ordering it also gives is the emulator's sequential
     // consistency).
     return;
-  case Op::Elect: {
-    uint32_t leader = __builtin_ctz(members);
-    lanes([&](Thread &th) {
-      write(th, in.operands[0], leader, Ty::B32);
-      if (in.operands[0].reg2 != kNoReg)
-        th.regs[in.operands[0].reg2] = th.lane == leader;
-    });
-    return;
-  }
-  case Op::Vote: {
-    uint32_t ballot = 0;
-    lanes([&](Thread &th) {
-      if (read(th, in.operands[1], Ty::Pred) & 1)
-        ballot |= 1u << th.lane;
-    });
-    uint64_t result;
-    if (in.flags & kVoteBallot)
-      result = ballot;
-    else if (in.flags & kVoteAny)
-      result = ballot != 0;
-    else if (in.flags & kVoteAll)
-      result = ballot == members;
-    else
-      result = ballot == 0 || ballot == members;
-    lanes([&](Thread &th) {
-      write(th, in.operands[0], result, (in.flags & kVoteBallot) ? Ty::B32 : Ty::Pred);
-    });
-    return;
-  }
-  case Op::Shfl: {
-    uint32_t values[32] = {};
-    lanes([&](Thread &th) { values[th.lane] = read(th, in.operands[1], Ty::B32); });
-    lanes([&](Thread &th) {
-      uint32_t b = read(th, in.operands[2], Ty::B32);
-      uint32_t c = read(th, in.operands[3], Ty::B32);
-      uint32_t clamp = c & 0x1f, segMask = (c >> 8) & 0x1f;
-      uint32_t maxLane = (th.lane & segMask) | (clamp & ~segMask);
-      uint32_t minLane = th.lane & segMask;
-      uint32_t j;
-      bool valid;
-      if (in.flags & kShflUp) {
-        j = th.lane - b;
-        valid = int32_t(j) >= int32_t(maxLane);
-      } else if (in.flags & kShflDown) {
-        j = th.lane + b;
-        valid = j <= maxLane;
-      } else if (in.flags & kShflBfly) {
-        j = th.lane ^ b;
-        valid = j <= maxLane;
-      } else {
-        j = minLane | (b & ~segMask);
-        valid = j <= maxLane;
-      }
-      if (!valid)
-        j = th.lane;
-      if (!(members & (1u << j))) {
-        error(th, "shfl.sync reads lane " + std::to_string(j) +
-                      ", which is not in the member mask");
-        return;
-      }
-      write(th, in.operands[0], values[j], Ty::B32);
-      if (in.operands[0].reg2 != kNoReg)
-        th.regs[in.operands[0].reg2] = valid;
-    });
-    return;
-  }
-  case Op::SetMaxNReg: {
-    Warp &warp = warps[w];
-    uint32_t value = read(first, in.operands[0], Ty::U32);
-    bool inc = in.flags & kInc;
-    if (value < 24 || value > 256 || value % 8) {
-      error(first, "setmaxnreg " + std::to_string(value) +
-                       " (the count must be a multiple of 8 in 24..256)");
-      return;
-    }
-    if (inc ? value < warp.registers : value > warp.registers) {
-      error(first, std::string("setmaxnreg.") + (inc ? "inc" : "dec") + " to " +
-                       std::to_string(value) + " from " +
-                       std::to_string(warp.registers) + " registers");
-      return;
-    }
-    // Warpgroup agreement: the k-th request of every warp of a warpgroup is
-    // the same.
-    size_t k = warp.setmaxnregValues.size();
-    for (uint32_t o = w / 4 * 4; o < std::min<size_t>(w / 4 * 4 + 4, warps.size()); ++o)
-      if (o != w && warps[o].setmaxnregValues.size() > k &&
-          warps[o].setmaxnregValues[k] != value) {
-        error(first, "warp " + std::to_string(w) + " sets " + std::to_string(value) +
-                         " registers but warp " + std::to_string(o) +
-                         " of its warpgroup set " +
-                         std::to_string(warps[o].setmaxnregValues[k]) +
-                         " (setmaxnreg is warpgroup-collective)");
-        return;
-      }
-    int64_t delta = (int64_t(value) - warp.registers) * 32;
-    // An increase waits until other warps have given back enough of the
-    // CTA's 64K registers.
-    if (delta > registerPool) {
-      waitForRegisters = true;
-      return;
-    }
-    registerPool -= delta;
-    warp.registers = value;
-    warp.setmaxnregValues.push_back(value);
-    return;
-  }
-  default:
-    break;
-  }
+  case Op::Elect:
+    return execElect(w, members, in);
+  case Op::Vote:
+    return execVote(w, members, in);
+  case Op::Shfl:
+    return execShfl(w, members, in);
+  case Op::SetMaxNReg:
+    return execSetMaxNReg(w, first, in, waitForRegisters);
   // tcgen05 collectives: one lane acts for the warp (alloc, dealloc,
   // relinquish) or every lane acts on its own TMEM lane (ld, st, waits).
-  switch (in.op) {
-  case Op::TcAlloc: {
-    uint32_t smemAddr;
-    uint32_t columns = read(first, in.operands[1], Ty::U32);
-    if (columns < 32 || columns > kTmemColumns || (columns & (columns - 1))) {
-      error(first, "tcgen05.alloc of " + std::to_string(columns) +
-                       " columns (a power of 2 from 32 to 512)");
-      return;
-    }
-    if (tmemRelinquished) {
-      error(first, "tcgen05.alloc after tcgen05.relinquish_alloc_permit");
-      return;
-    }
-    uint32_t column = 0;
-    for (; column < kTmemColumns; column += columns) {
-      bool free = true;
-      for (auto [c, n] : tmemAllocations)
-        if (c < column + columns && column < c + n)
-          free = false;
-      if (free)
-        break;
-    }
-    if (column >= kTmemColumns) {
-      error(first, "tcgen05.alloc of " + std::to_string(columns) +
-                       " columns does not fit beside the columns already "
-                       "allocated: it would wait forever");
-      return;
-    }
-    tmemAllocations.push_back({column, columns});
-    uint8_t *p = memory(first, Space::Shared, address(first, in.operands[0]), 4, true, smemAddr);
-    if (!p)
-      return;
-    std::memcpy(p, &column, 4);
-    return;
-  }
-  case Op::TcDealloc: {
-    uint32_t taddr = read(first, in.operands[0], Ty::U32);
-    uint32_t columns = read(first, in.operands[1], Ty::U32);
-    for (auto it = tmemAllocations.begin(); it != tmemAllocations.end(); ++it)
-      if (it->first == (taddr & 0xffff) && it->second == columns && (taddr >> 16) == 0) {
-        for (const TensorOp &op : tensorPipe)
-          if (!op.commit && op.dRect.col1 > it->first && op.dRect.col0 < it->first + columns)
-            hazard(at(first) + ": frees TMEM that an in-flight MMA is writing");
-        orderTmem(w, first.pc, {0, kTmemLanes, it->first, it->first + columns}, true);
-        tmemAllocations.erase(it);
-        return;
-      }
-    error(first, "tcgen05.dealloc of " + std::to_string(columns) + " columns at " +
-                     hex(taddr) + " matches no allocation");
-    return;
-  }
+  case Op::TcAlloc:
+    return execTmemAlloc(first, in);
+  case Op::TcDealloc:
+    return execTmemDealloc(w, first, in);
   case Op::TcRelinquish:
     tmemRelinquished = true;
     return;
   case Op::TcWaitLd:
-    lanes([&](Thread &th) { th.pendingLd.clear(); });
+    forEachMember(w, members, [&](Thread &th) { th.pendingLd.clear(); });
     return;
   case Op::TcWaitSt:
-    lanes([&](Thread &th) { th.pendingSt.clear(); });
+    forEachMember(w, members, [&](Thread &th) { th.pendingSt.clear(); });
     return;
-  case Op::TcLd: case Op::TcSt: {
-    bool load = in.op == Op::TcLd;
-    const Operand &addrOp = in.operands[load ? 1 : 0];
-    const Operand &values = in.operands[load ? 0 : 1];
-    bool pack = in.flags & kPack16;
-    uint32_t columns = pack ? in.count / 2 * 1 : in.count;
-    // 32x32b: lane i of the warp reaches TMEM lane (address lane + i); a
-    // warp may touch only its quadrant, lanes 32*(warp%4) .. +31.
-    uint32_t taddr = static_cast<uint32_t>(address(first, addrOp));
-    uint32_t laneBase = taddr >> 16, column = taddr & 0xffff;
-    uint32_t quadrant = (w % 4) * 32;
-    if (laneBase != quadrant) {
-      error(first, std::string("tcgen05.") + (load ? "ld" : "st") +
-                       " of TMEM lanes " + std::to_string(laneBase) + ".." +
-                       std::to_string(laneBase + 31) + " by warp " +
-                       std::to_string(w) + ", which may access only lanes " +
-                       std::to_string(quadrant) + ".." + std::to_string(quadrant + 31));
-      return;
-    }
-    lanes([&](Thread &th) {
-      uint32_t laneAddr = static_cast<uint32_t>(address(th, addrOp));
-      if (laneAddr != taddr)
-        error(th, "lanes of one tcgen05 access name different TMEM addresses");
-    });
-    if (stopped)
-      return;
-    TmemRect rect{laneBase, laneBase + 32, column, column + (pack ? in.count : columns)};
-    if (!tmemCheck(&first, rect, load ? "tcgen05.ld" : "tcgen05.st"))
-      return;
-    for (const TensorOp &op : tensorPipe) {
-      if (op.commit)
-        continue;
-      if (op.dRect.overlaps(rect))
-        hazard(at(first) + ": " + (load ? "reads" : "writes") +
-               " TMEM columns " + std::to_string(rect.col0) + ".." +
-               std::to_string(rect.col1 - 1) + " that an in-flight MMA (" +
-               program.sources[op.source] + ") is writing");
-      else if (!load && op.aInTmem && op.aRect.overlaps(rect))
-        hazard(at(first) + ": writes TMEM columns " + std::to_string(rect.col0) +
-               ".." + std::to_string(rect.col1 - 1) + " that an in-flight MMA (" +
-               program.sources[op.source] + ") is still reading");
-    }
-    orderTmem(w, first.pc, rect, !load);
-    uint32_t words = pack ? in.count / 2 : in.count;
-    lanes([&](Thread &th) {
-      uint32_t *row = tmem.data() + size_t(laneBase + th.lane) * kTmemColumns + column;
-      for (uint32_t j = 0; j < words; ++j) {
-        const Operand &v = values.kind == Operand::Kind::Vec
-                               ? program.vectors[values.vecBegin + j]
-                               : values;
-        if (load) {
-          uint32_t word = pack ? ((row[2 * j] & 0xffff) | (row[2 * j + 1] << 16)) : row[j];
-          write(th, v, word, Ty::B32);
-          if (v.kind == Operand::Kind::Reg)
-            th.pendingLd.push_back(v.reg);
-        } else {
-          uint32_t word = static_cast<uint32_t>(read(th, v, Ty::B32));
-          if (pack) {
-            row[2 * j] = word & 0xffff;
-            row[2 * j + 1] = word >> 16;
-          } else {
-            row[j] = word;
-          }
-        }
-      }
-      if (!load)
-        th.pendingSt.push_back({laneBase + th.lane, laneBase + th.lane + 1, rect.col0, rect.col1});
-    });
-    return;
-  }
+  case Op::TcLd: case Op::TcSt:
+    return execTmemCopy(w, members, in);
   default:
     error(first, "unexpected collective");
     return;
+  }
+}
+
+void CtaMachine::execElect(uint32_t w, uint32_t members, const Inst &in) {
+  uint32_t leader = __builtin_ctz(members);
+  forEachMember(w, members, [&](Thread &th) {
+    write(th, in.operands[0], leader, Ty::B32);
+    if (in.operands[0].reg2 != kNoReg)
+      th.regs[in.operands[0].reg2] = th.lane == leader;
+  });
+}
+
+void CtaMachine::execVote(uint32_t w, uint32_t members, const Inst &in) {
+  uint32_t ballot = 0;
+  forEachMember(w, members, [&](Thread &th) {
+    if (read(th, in.operands[1], Ty::Pred) & 1)
+      ballot |= 1u << th.lane;
+  });
+  uint64_t result;
+  if (in.flags & kVoteBallot)
+    result = ballot;
+  else if (in.flags & kVoteAny)
+    result = ballot != 0;
+  else if (in.flags & kVoteAll)
+    result = ballot == members;
+  else
+    result = ballot == 0 || ballot == members;
+  forEachMember(w, members, [&](Thread &th) {
+    write(th, in.operands[0], result, (in.flags & kVoteBallot) ? Ty::B32 : Ty::Pred);
+  });
+}
+
+void CtaMachine::execShfl(uint32_t w, uint32_t members, const Inst &in) {
+  uint32_t values[32] = {};
+  forEachMember(w, members,
+                [&](Thread &th) { values[th.lane] = read(th, in.operands[1], Ty::B32); });
+  forEachMember(w, members, [&](Thread &th) {
+    uint32_t b = read(th, in.operands[2], Ty::B32);
+    uint32_t c = read(th, in.operands[3], Ty::B32);
+    uint32_t clamp = c & 0x1f, segMask = (c >> 8) & 0x1f;
+    uint32_t maxLane = (th.lane & segMask) | (clamp & ~segMask);
+    uint32_t minLane = th.lane & segMask;
+    uint32_t j;
+    bool valid;
+    if (in.flags & kShflUp) {
+      j = th.lane - b;
+      valid = int32_t(j) >= int32_t(maxLane);
+    } else if (in.flags & kShflDown) {
+      j = th.lane + b;
+      valid = j <= maxLane;
+    } else if (in.flags & kShflBfly) {
+      j = th.lane ^ b;
+      valid = j <= maxLane;
+    } else {
+      j = minLane | (b & ~segMask);
+      valid = j <= maxLane;
+    }
+    if (!valid)
+      j = th.lane;
+    if (!(members & (1u << j))) {
+      error(th, "shfl.sync reads lane " + std::to_string(j) +
+                    ", which is not in the member mask");
+      return;
+    }
+    write(th, in.operands[0], values[j], Ty::B32);
+    if (in.operands[0].reg2 != kNoReg)
+      th.regs[in.operands[0].reg2] = valid;
+  });
+}
+
+void CtaMachine::execSetMaxNReg(uint32_t w, Thread &first, const Inst &in,
+                                bool &waitForRegisters) {
+  Warp &warp = warps[w];
+  uint32_t value = read(first, in.operands[0], Ty::U32);
+  bool inc = in.flags & kInc;
+  if (value < 24 || value > 256 || value % 8) {
+    error(first, "setmaxnreg " + std::to_string(value) +
+                     " (the count must be a multiple of 8 in 24..256)");
+    return;
+  }
+  if (inc ? value < warp.registers : value > warp.registers) {
+    error(first, std::string("setmaxnreg.") + (inc ? "inc" : "dec") + " to " +
+                     std::to_string(value) + " from " +
+                     std::to_string(warp.registers) + " registers");
+    return;
+  }
+  // Warpgroup agreement: the k-th request of every warp of a warpgroup is
+  // the same.
+  size_t k = warp.setmaxnregValues.size();
+  for (uint32_t o = w / 4 * 4; o < std::min<size_t>(w / 4 * 4 + 4, warps.size()); ++o)
+    if (o != w && warps[o].setmaxnregValues.size() > k &&
+        warps[o].setmaxnregValues[k] != value) {
+      error(first, "warp " + std::to_string(w) + " sets " + std::to_string(value) +
+                       " registers but warp " + std::to_string(o) +
+                       " of its warpgroup set " +
+                       std::to_string(warps[o].setmaxnregValues[k]) +
+                       " (setmaxnreg is warpgroup-collective)");
+      return;
+    }
+  int64_t delta = (int64_t(value) - warp.registers) * 32;
+  // An increase waits until other warps have given back enough of the CTA's
+  // 64K registers.
+  if (delta > registerPool) {
+    waitForRegisters = true;
+    return;
+  }
+  registerPool -= delta;
+  warp.registers = value;
+  warp.setmaxnregValues.push_back(value);
+}
+
+void CtaMachine::execTmemAlloc(Thread &first, const Inst &in) {
+  uint32_t smemAddr;
+  uint32_t columns = read(first, in.operands[1], Ty::U32);
+  if (columns < 32 || columns > kTmemColumns || (columns & (columns - 1))) {
+    error(first, "tcgen05.alloc of " + std::to_string(columns) +
+                     " columns (a power of 2 from 32 to 512)");
+    return;
+  }
+  if (tmemRelinquished) {
+    error(first, "tcgen05.alloc after tcgen05.relinquish_alloc_permit");
+    return;
+  }
+  uint32_t column = 0;
+  for (; column < kTmemColumns; column += columns) {
+    bool free = true;
+    for (auto [c, n] : tmemAllocations)
+      if (c < column + columns && column < c + n)
+        free = false;
+    if (free)
+      break;
+  }
+  if (column >= kTmemColumns) {
+    error(first, "tcgen05.alloc of " + std::to_string(columns) +
+                     " columns does not fit beside the columns already "
+                     "allocated: it would wait forever");
+    return;
+  }
+  tmemAllocations.push_back({column, columns});
+  uint8_t *p = memory(first, Space::Shared, address(first, in.operands[0]), 4, true, smemAddr);
+  if (!p)
+    return;
+  std::memcpy(p, &column, 4);
+}
+
+void CtaMachine::execTmemDealloc(uint32_t w, Thread &first, const Inst &in) {
+  uint32_t taddr = read(first, in.operands[0], Ty::U32);
+  uint32_t columns = read(first, in.operands[1], Ty::U32);
+  for (auto it = tmemAllocations.begin(); it != tmemAllocations.end(); ++it)
+    if (it->first == (taddr & 0xffff) && it->second == columns && (taddr >> 16) == 0) {
+      for (const TensorOp &op : tensorPipe)
+        if (!op.commit && op.dRect.col1 > it->first && op.dRect.col0 < it->first + columns)
+          hazard(at(first) + ": frees TMEM that an in-flight MMA is writing");
+      orderTmem(w, first.pc, {0, kTmemLanes, it->first, it->first + columns}, true);
+      tmemAllocations.erase(it);
+      return;
+    }
+  error(first, "tcgen05.dealloc of " + std::to_string(columns) + " columns at " +
+                   hex(taddr) + " matches no allocation");
+}
+
+void CtaMachine::execTmemCopy(uint32_t w, uint32_t members, const Inst &in) {
+  Thread &first = threads[w * 32 + __builtin_ctz(members)];
+  bool load = in.op == Op::TcLd;
+  const Operand &addrOp = in.operands[load ? 1 : 0];
+  const Operand &values = in.operands[load ? 0 : 1];
+  bool pack = in.flags & kPack16;
+  uint32_t columns = pack ? in.count / 2 * 1 : in.count;
+  // 32x32b: lane i of the warp reaches TMEM lane (address lane + i); a warp
+  // may touch only its quadrant, lanes 32*(warp%4) .. +31.
+  uint32_t taddr = static_cast<uint32_t>(address(first, addrOp));
+  uint32_t laneBase = taddr >> 16, column = taddr & 0xffff;
+  uint32_t quadrant = (w % 4) * 32;
+  if (laneBase != quadrant) {
+    error(first, std::string("tcgen05.") + (load ? "ld" : "st") +
+                     " of TMEM lanes " + std::to_string(laneBase) + ".." +
+                     std::to_string(laneBase + 31) + " by warp " +
+                     std::to_string(w) + ", which may access only lanes " +
+                     std::to_string(quadrant) + ".." + std::to_string(quadrant + 31));
+    return;
+  }
+  forEachMember(w, members, [&](Thread &th) {
+    uint32_t laneAddr = static_cast<uint32_t>(address(th, addrOp));
+    if (laneAddr != taddr)
+      error(th, "lanes of one tcgen05 access name different TMEM addresses");
+  });
+  if (stopped)
+    return;
+  TmemRect rect{laneBase, laneBase + 32, column, column + (pack ? in.count : columns)};
+  if (!tmemCheck(&first, rect, load ? "tcgen05.ld" : "tcgen05.st"))
+    return;
+  checkTmemCopyAgainstMmas(first, rect, load);
+  orderTmem(w, first.pc, rect, !load);
+  uint32_t words = pack ? in.count / 2 : in.count;
+  forEachMember(w, members, [&](Thread &th) {
+    uint32_t *row = tmem.data() + size_t(laneBase + th.lane) * kTmemColumns + column;
+    for (uint32_t j = 0; j < words; ++j) {
+      const Operand &v = values.kind == Operand::Kind::Vec
+                             ? program.vectors[values.vecBegin + j]
+                             : values;
+      if (load) {
+        uint32_t word = pack ? ((row[2 * j] & 0xffff) | (row[2 * j + 1] << 16)) : row[j];
+        write(th, v, word, Ty::B32);
+        if (v.kind == Operand::Kind::Reg)
+          th.pendingLd.push_back(v.reg);
+      } else {
+        uint32_t word = static_cast<uint32_t>(read(th, v, Ty::B32));
+        if (pack) {
+          row[2 * j] = word & 0xffff;
+          row[2 * j + 1] = word >> 16;
+        } else {
+          row[j] = word;
+        }
+      }
+    }
+    if (!load)
+      th.pendingSt.push_back({laneBase + th.lane, laneBase + th.lane + 1, rect.col0, rect.col1});
+  });
+}
+
+void CtaMachine::checkTmemCopyAgainstMmas(const Thread &first, const TmemRect &rect,
+                                          bool load) {
+  for (const TensorOp &op : tensorPipe) {
+    if (op.commit)
+      continue;
+    if (op.dRect.overlaps(rect))
+      hazard(at(first) + ": " + (load ? "reads" : "writes") +
+             " TMEM columns " + std::to_string(rect.col0) + ".." +
+             std::to_string(rect.col1 - 1) + " that an in-flight MMA (" +
+             program.sources[op.source] + ") is writing");
+    else if (!load && op.aInTmem && op.aRect.overlaps(rect))
+      hazard(at(first) + ": writes TMEM columns " + std::to_string(rect.col0) +
+             ".." + std::to_string(rect.col1 - 1) + " that an in-flight MMA (" +
+             program.sources[op.source] + ") is still reading");
   }
 }
 

@@ -280,6 +280,32 @@ private:
   void makeRunnable(uint32_t strand);
   void block(uint32_t strand, State state);
   void step(uint32_t strand, uint64_t budget);
+  /// One instruction as `step` issues it: the strand and its warp, the top
+  /// of its SIMT stack, the lanes there and those whose guard lets them
+  /// execute.
+  struct Issue {
+    uint32_t strand, warp;
+    StackEntry top;
+    uint32_t mask, active;
+  };
+  /// Whether `step` goes on to the strand's next instruction, or ends (the
+  /// strand blocked, exited, failed or yields its turn).
+  enum class Flow : uint8_t { Continue, Stop };
+  Flow stepBranch(const Issue &issue, const Inst &in);
+  /// mbarrier.try_wait / test_wait: a strand whose lanes all still wait
+  /// sleeps on the barrier.
+  Flow stepMbarrierWait(const Issue &issue, const Inst &in);
+  Flow stepBulkWait(const Issue &issue, const Inst &in);
+  /// The .aligned instructions of the whole warp: bar.sync/arrive, wgmma.
+  Flow stepAligned(const Issue &issue, const Inst &in);
+  /// The warp-collective instructions with a member mask, and tcgen05's.
+  Flow stepCollective(const Issue &issue, const Inst &in);
+  /// Every other instruction: each active lane on its own.
+  Flow stepLanes(const Issue &issue, const Inst &in);
+  /// The first active lane (the first lane when none is).
+  Thread &firstLane(const Issue &issue);
+  /// The strand moves past the issued instruction.
+  void advance(const Issue &issue);
   /// Independent thread scheduling: `lanes` of strand `s` leave it for a
   /// strand of their own at `pc`.
   void split(uint32_t s, uint32_t lanes, uint32_t pc);
@@ -360,6 +386,19 @@ private:
   // Instruction families, per lane unless they say otherwise.
   void execLane(Thread &th, const Inst &in);
   void execAlu(Thread &th, const Inst &in);
+  /// An ALU instruction's operands as one lane reads and writes them.
+  struct AluLane;
+  void execMovParts(const AluLane &lane);
+  void execF32(const AluLane &lane);
+  void execF32x2(const AluLane &lane);
+  void execF64(const AluLane &lane);
+  void execSetp(const AluLane &lane);
+  void execInteger(const AluLane &lane);
+  // `a`: the first source, masked to the type's width.
+  void execIntegerMultiply(const AluLane &lane, uint64_t a);
+  void execIntegerDivide(const AluLane &lane, uint64_t a);
+  void execShift(const AluLane &lane, uint64_t a);
+  void execBitFieldExtract(const AluLane &lane, uint64_t a);
   void execCvt(Thread &th, const Inst &in);
   void execMemory(Thread &th, const Inst &in);
   /// For a wait, whether the awaited phase has completed.
@@ -372,6 +411,24 @@ private:
   void exitLanes(uint32_t strand, uint32_t lanes);
   void execCollective(uint32_t warp, uint32_t members, const Inst &in,
                       bool &waitForRegisters);
+  /// Runs `body` on each lane of `members` of `warp` until an error stops
+  /// the CTA.
+  template <typename Body>
+  void forEachMember(uint32_t warp, uint32_t members, Body &&body);
+  void execElect(uint32_t warp, uint32_t members, const Inst &in);
+  void execVote(uint32_t warp, uint32_t members, const Inst &in);
+  void execShfl(uint32_t warp, uint32_t members, const Inst &in);
+  /// `first`: the lane that acts for the warp.
+  void execSetMaxNReg(uint32_t warp, Thread &first, const Inst &in,
+                      bool &waitForRegisters);
+  void execTmemAlloc(Thread &first, const Inst &in);
+  void execTmemDealloc(uint32_t warp, Thread &first, const Inst &in);
+  /// tcgen05.ld / tcgen05.st (32x32b): each lane its own TMEM lane.
+  void execTmemCopy(uint32_t warp, uint32_t members, const Inst &in);
+  /// A tcgen05.ld or st of `rect` while an MMA that writes it (or, for a
+  /// store, reads A from it) is in flight: a hazard.
+  void checkTmemCopyAgainstMmas(const Thread &first, const TmemRect &rect,
+                                bool load);
   /// bar.sync / bar.arrive on named barrier `id`; false when the warp
   /// blocks.
   bool arriveNamedBarrier(uint32_t strand, const Inst &in, bool wait);
@@ -379,6 +436,20 @@ private:
   bool namedBarrierComplete(const NamedBarrier &bar) const;
   // wgmma (sm_90a).
   void execWgmma(uint32_t warp, uint32_t members, const Inst &in);
+  /// The descriptors (`aDesc` 0 with A in registers), uniform across the
+  /// warp, decoded into `op` with the shared memory they span.
+  bool readWgmmaOperands(const Thread &first, const Inst &in, WgmmaOp &op,
+                         uint64_t &aDesc, uint64_t &bDesc);
+  /// The warp's k-th wgmma is the one the other warps of its warpgroup
+  /// issued k-th.
+  bool agreeOnWgmmaIssue(const Thread &first, const WgmmaOp &op,
+                         uint64_t aDesc, uint64_t bDesc);
+  /// A register the wgmma uses touched by the thread since the last
+  /// wgmma.fence: a hazard.
+  void checkWgmmaFence(const Thread &first, const Inst &in);
+  /// The wgmma's shared-memory reads against in-flight TMA loads, the
+  /// generic proxy's writes and the async proxy's order.
+  void orderWgmmaReads(const Thread &first, const WgmmaOp &op);
   void runWgmma(const WgmmaOp &op);
   bool wgmmaGroupsDone(const Warp &warp, uint32_t allowed) const;
   /// Registers of in-flight wgmmas the warp's instruction touches.

@@ -169,6 +169,34 @@ private:
   void decode(Inst &inst, const std::vector<std::string> &parts,
               std::vector<std::string> &operands);
 
+  // Decoding, one instruction family each.
+  struct Decoding;
+  [[noreturn]] void unsupported(const Decoding &d, const std::string &what) const;
+  void requireNoUnknown(const Decoding &d) const;
+  void requireType(Decoding &d) const;
+  void setOperands(Decoding &d, size_t expectedMin, size_t expectedMax, Ty type);
+  void decodeCvta(Decoding &d);
+  void decodeAlu(Decoding &d);
+  void decodeLoadStore(Decoding &d);
+  void decodeBranch(Decoding &d);
+  void decodeFence(Decoding &d);
+  void decodeMbarrier(Decoding &d);
+  void decodeBulkCopy(Decoding &d);
+  void decodeTma(Decoding &d);
+  void decodeTcgen05(Decoding &d);
+  void decodeTmemCopy(Decoding &d);
+  void decodeVote(Decoding &d);
+  void decodeShfl(Decoding &d);
+  void decodeWarpBarrier(Decoding &d);
+  void decodeBarrier(Decoding &d);
+  void decodeWgmma(Decoding &d);
+  void decodeWgmmaShape(Decoding &d);
+  void decodeWgmmaOperands(Decoding &d);
+  /// Operand `i` of a wgmma.mma_async, an immediate from `allowed`.
+  int64_t wgmmaImmediate(const Decoding &d, size_t i,
+                         std::initializer_list<int64_t> allowed) const;
+  void decodeSetMaxNReg(Decoding &d);
+
   uint32_t line() const;
   std::string where() const { return "line " + std::to_string(line()); }
 
@@ -858,88 +886,126 @@ bool isIgnorable(const std::string &q) {
   return ignorable.count(q) != 0;
 }
 
-void Parser::decode(Inst &inst, const std::vector<std::string> &parts,
-                    std::vector<std::string> &operandTexts) {
-  const std::string &base = parts[0];
+/// The instruction being decoded: its mnemonic split at dots (`base` the
+/// first part) and joined again for messages, its operand texts, and what
+/// readQualifiers found.
+struct Parser::Decoding {
+  Inst &inst;
+  const std::vector<std::string> &parts;
+  std::vector<std::string> &operandTexts;
+  const std::string &base;
   std::string mnemonic;
-  for (size_t i = 0; i < parts.size(); ++i)
-    mnemonic += (i ? "." : "") + parts[i];
-  auto unsupported = [&](const std::string &what) {
-    fail(where() + ": " + what + " in '" + mnemonic +
-         "' is not modelled by fa4-emu");
-  };
-  // Generic qualifier reading: types, rounding, comparison, spaces, flags.
   std::vector<Ty> types;
   std::vector<std::string> unknown;
-  auto readQualifiers = [&](size_t from) {
-    for (size_t i = from; i < parts.size(); ++i) {
-      const std::string &q = parts[i];
-      Ty t;
-      if (parseType(q, t)) {
-        types.push_back(t);
-        continue;
-      }
-      static const std::map<std::string, Round> rounds = {
-          {"rn", Round::Rn},   {"rz", Round::Rz},   {"rm", Round::Rm},
-          {"rp", Round::Rp},   {"rni", Round::Rni}, {"rzi", Round::Rzi},
-          {"rmi", Round::Rmi}, {"rpi", Round::Rpi}};
-      static const std::map<std::string, Cmp> cmps = {
-          {"eq", Cmp::Eq},   {"ne", Cmp::Ne},   {"lt", Cmp::Lt},
-          {"le", Cmp::Le},   {"gt", Cmp::Gt},   {"ge", Cmp::Ge},
-          {"lo", Cmp::Lo},   {"ls", Cmp::Ls},   {"hi", Cmp::Hi},
-          {"hs", Cmp::Hs},   {"equ", Cmp::Equ}, {"neu", Cmp::Neu},
-          {"ltu", Cmp::Ltu}, {"leu", Cmp::Leu}, {"gtu", Cmp::Gtu},
-          {"geu", Cmp::Geu}, {"num", Cmp::Num}, {"nan", Cmp::Nan}};
-      static const std::map<std::string, Space> spaces = {
-          {"shared", Space::Shared},       {"shared::cta", Space::Shared},
-          {"global", Space::Global},       {"param", Space::Param},
-          {"local", Space::Local},         {"const", Space::Const}};
-      static const std::map<std::string, uint32_t> flags = {
-          {"lo", kLo},     {"hi", kHi},     {"wide", kWide}, {"ftz", kFtz},
-          {"sat", kSat},   {"relu", kRelu}, {"NaN", kNaN},
-          {"approx", kApprox}, {"full", kApprox}};
-      if (auto r = rounds.find(q); r != rounds.end()) {
-        inst.round = r->second;
-      } else if (auto c = cmps.find(q); c != cmps.end() && base == "setp") {
-        inst.cmp = c->second;
-      } else if (auto sp = spaces.find(q); sp != spaces.end()) {
-        inst.space = sp->second;
-      } else if (auto f = flags.find(q); f != flags.end()) {
-        inst.flags |= f->second;
-      } else if (q == "v2" || q == "v4" || q == "v8") {
-        inst.vec = static_cast<uint8_t>(q[1] - '0');
-      } else if (base == "setp" && (q == "and" || q == "or" || q == "xor")) {
-        inst.boolOp = q == "and" ? BoolOp::And : q == "or" ? BoolOp::Or : BoolOp::Xor;
-      } else if (!isIgnorable(q)) {
-        unknown.push_back(q);
-      }
-    }
-  };
-  auto requireNoUnknown = [&]() {
-    if (!unknown.empty())
-      unsupported("qualifier ." + unknown.front());
-  };
-  auto setOperands = [&](size_t expectedMin, size_t expectedMax, Ty type) {
-    if (operandTexts.size() < expectedMin || operandTexts.size() > expectedMax)
-      fail(where() + ": '" + mnemonic + "' takes " + std::to_string(expectedMin) +
-           (expectedMax != expectedMin ? "-" + std::to_string(expectedMax) : "") +
-           " operands, got " + std::to_string(operandTexts.size()));
-    inst.numOperands = static_cast<uint8_t>(operandTexts.size());
-    for (size_t i = 0; i < operandTexts.size(); ++i)
-      inst.operands[i] = parseOperand(operandTexts[i], type);
-  };
-  auto requireType = [&]() {
-    if (types.empty())
-      fail(where() + ": '" + mnemonic + "' has no type");
-    inst.type = types.back();
-  };
-  auto has = [&](const std::string &q) {
+
+  /// Reads parts[from..]: types, rounding, comparison, state spaces, flags,
+  /// vector widths; the qualifiers it does not know go to `unknown`.
+  void readQualifiers(size_t from);
+  /// Whether a qualifier (a part after the base) is `q`.
+  bool has(const std::string &q) const {
     for (size_t i = 1; i < parts.size(); ++i)
       if (parts[i] == q)
         return true;
     return false;
-  };
+  }
+  /// Takes the first unknown qualifier `q` out; whether there was one.
+  bool dropUnknown(const std::string &q) {
+    for (auto it = unknown.begin(); it != unknown.end(); ++it)
+      if (*it == q) {
+        unknown.erase(it);
+        return true;
+      }
+    return false;
+  }
+  /// Takes every unknown qualifier `q` out; whether there was one.
+  bool dropEachUnknown(const std::string &q) {
+    bool dropped = false;
+    for (auto it = unknown.begin(); it != unknown.end();)
+      if (*it == q) {
+        dropped = true;
+        it = unknown.erase(it);
+      } else {
+        ++it;
+      }
+    return dropped;
+  }
+};
 
+void Parser::Decoding::readQualifiers(size_t from) {
+  static const std::map<std::string, Round> rounds = {
+      {"rn", Round::Rn},   {"rz", Round::Rz},   {"rm", Round::Rm},
+      {"rp", Round::Rp},   {"rni", Round::Rni}, {"rzi", Round::Rzi},
+      {"rmi", Round::Rmi}, {"rpi", Round::Rpi}};
+  static const std::map<std::string, Cmp> cmps = {
+      {"eq", Cmp::Eq},   {"ne", Cmp::Ne},   {"lt", Cmp::Lt},
+      {"le", Cmp::Le},   {"gt", Cmp::Gt},   {"ge", Cmp::Ge},
+      {"lo", Cmp::Lo},   {"ls", Cmp::Ls},   {"hi", Cmp::Hi},
+      {"hs", Cmp::Hs},   {"equ", Cmp::Equ}, {"neu", Cmp::Neu},
+      {"ltu", Cmp::Ltu}, {"leu", Cmp::Leu}, {"gtu", Cmp::Gtu},
+      {"geu", Cmp::Geu}, {"num", Cmp::Num}, {"nan", Cmp::Nan}};
+  static const std::map<std::string, Space> spaces = {
+      {"shared", Space::Shared},       {"shared::cta", Space::Shared},
+      {"global", Space::Global},       {"param", Space::Param},
+      {"local", Space::Local},         {"const", Space::Const}};
+  static const std::map<std::string, uint32_t> flags = {
+      {"lo", kLo},     {"hi", kHi},     {"wide", kWide}, {"ftz", kFtz},
+      {"sat", kSat},   {"relu", kRelu}, {"NaN", kNaN},
+      {"approx", kApprox}, {"full", kApprox}};
+  for (size_t i = from; i < parts.size(); ++i) {
+    const std::string &q = parts[i];
+    Ty t;
+    if (parseType(q, t)) {
+      types.push_back(t);
+      continue;
+    }
+    if (auto r = rounds.find(q); r != rounds.end()) {
+      inst.round = r->second;
+    } else if (auto c = cmps.find(q); c != cmps.end() && base == "setp") {
+      inst.cmp = c->second;
+    } else if (auto sp = spaces.find(q); sp != spaces.end()) {
+      inst.space = sp->second;
+    } else if (auto f = flags.find(q); f != flags.end()) {
+      inst.flags |= f->second;
+    } else if (q == "v2" || q == "v4" || q == "v8") {
+      inst.vec = static_cast<uint8_t>(q[1] - '0');
+    } else if (base == "setp" && (q == "and" || q == "or" || q == "xor")) {
+      inst.boolOp = q == "and" ? BoolOp::And : q == "or" ? BoolOp::Or : BoolOp::Xor;
+    } else if (!isIgnorable(q)) {
+      unknown.push_back(q);
+    }
+  }
+}
+
+void Parser::unsupported(const Decoding &d, const std::string &what) const {
+  fail(where() + ": " + what + " in '" + d.mnemonic +
+       "' is not modelled by fa4-emu");
+}
+
+void Parser::requireNoUnknown(const Decoding &d) const {
+  if (!d.unknown.empty())
+    unsupported(d, "qualifier ." + d.unknown.front());
+}
+
+void Parser::requireType(Decoding &d) const {
+  if (d.types.empty())
+    fail(where() + ": '" + d.mnemonic + "' has no type");
+  d.inst.type = d.types.back();
+}
+
+void Parser::setOperands(Decoding &d, size_t expectedMin, size_t expectedMax,
+                         Ty type) {
+  const std::vector<std::string> &texts = d.operandTexts;
+  if (texts.size() < expectedMin || texts.size() > expectedMax)
+    fail(where() + ": '" + d.mnemonic + "' takes " + std::to_string(expectedMin) +
+         (expectedMax != expectedMin ? "-" + std::to_string(expectedMax) : "") +
+         " operands, got " + std::to_string(texts.size()));
+  d.inst.numOperands = static_cast<uint8_t>(texts.size());
+  for (size_t i = 0; i < texts.size(); ++i)
+    d.inst.operands[i] = parseOperand(texts[i], type);
+}
+
+/// The integer and floating-point instructions, by their base mnemonic.
+const std::map<std::string, Op> &aluOps() {
   static const std::map<std::string, Op> alu = {
       {"mov", Op::Mov},   {"add", Op::Add},   {"sub", Op::Sub},
       {"mul", Op::Mul},   {"mad", Op::Mad},   {"fma", Op::Fma},
@@ -951,494 +1017,548 @@ void Parser::decode(Inst &inst, const std::vector<std::string> &parts,
       {"cvta", Op::Cvta}, {"bfe", Op::Bfe},   {"popc", Op::Popc},
       {"clz", Op::Clz},   {"ex2", Op::Ex2},   {"lg2", Op::Lg2},
       {"rcp", Op::Rcp},   {"sqrt", Op::Sqrt}, {"rsqrt", Op::Rsqrt}};
+  return alu;
+}
 
-  if (auto it = alu.find(base); it != alu.end()) {
+void Parser::decode(Inst &inst, const std::vector<std::string> &parts,
+                    std::vector<std::string> &operandTexts) {
+  Decoding d{inst, parts, operandTexts, parts[0], "", {}, {}};
+  for (size_t i = 0; i < parts.size(); ++i)
+    d.mnemonic += (i ? "." : "") + parts[i];
+  const std::string &base = d.base;
+  if (auto it = aluOps().find(base); it != aluOps().end()) {
     inst.op = it->second;
-    if (inst.op == Op::Cvta) {
-      // cvta[.to].space.size
-      for (size_t i = 1; i < parts.size(); ++i)
-        if (parts[i] == "to")
-          inst.flags |= kToSpace;
-      for (size_t i = 1; i < parts.size(); ++i) {
-        Ty t;
-        if (parts[i] == "to")
-          continue;
-        if (parseType(parts[i], t))
-          types.push_back(t);
-        else if (parts[i] == "shared" || parts[i] == "shared::cta")
-          inst.space = Space::Shared;
-        else if (parts[i] == "global")
-          inst.space = Space::Global;
-        else if (parts[i] == "param")
-          inst.space = Space::Param;
-        else
-          unknown.push_back(parts[i]);
-      }
-      requireNoUnknown();
-      requireType();
-      setOperands(2, 2, inst.type);
-      return;
-    }
-    readQualifiers(1);
-    requireNoUnknown();
-    requireType();
-    if (inst.op == Op::Cvt) {
-      if (types.size() != 2)
-        fail(where() + ": cvt needs a destination and a source type");
-      inst.type = types[0];
-      inst.type2 = types[1];
-      bool packed = inst.type == Ty::F16x2 || inst.type == Ty::BF16x2;
-      setOperands(packed ? 3 : 2, packed ? 3 : 2, inst.type2);
-      return;
-    }
-    if (inst.op == Op::Setp) {
-      setOperands(inst.boolOp == BoolOp::None ? 3 : 4,
-                  inst.boolOp == BoolOp::None ? 3 : 4, inst.type);
-      return;
-    }
-    size_t arity = 3;
-    switch (inst.op) {
-    case Op::Mov: case Op::Neg: case Op::Abs: case Op::Not: case Op::Cvta:
-    case Op::Popc: case Op::Clz: case Op::Ex2: case Op::Lg2: case Op::Rcp:
-    case Op::Sqrt: case Op::Rsqrt:
-      arity = 2;
-      break;
-    case Op::Mad: case Op::Fma: case Op::Selp: case Op::Bfe:
-      arity = 4;
-      break;
-    default:
-      break;
-    }
-    // sm_100a's three-input min/max.
-    size_t maxArity = (inst.op == Op::Min || inst.op == Op::Max) ? 4 : arity;
-    setOperands(arity, maxArity, inst.type);
-    if (inst.op == Op::Mul && inst.type != Ty::F32 && inst.type != Ty::F64 &&
-        inst.type != Ty::F32x2 && inst.type != Ty::F16 && inst.type != Ty::F16x2 &&
-        !(inst.flags & (kLo | kHi | kWide)))
-      fail(where() + ": integer mul needs .lo, .hi or .wide");
-    return;
+    if (inst.op == Op::Cvta)
+      return decodeCvta(d);
+    return decodeAlu(d);
   }
-
-  if (base == "ld" || base == "st") {
-    inst.op = base == "ld" ? Op::Ld : Op::St;
-    readQualifiers(1);
-    requireNoUnknown();
-    requireType();
-    setOperands(2, 2, inst.type);
-    const Operand &address = inst.operands[inst.op == Op::Ld ? 1 : 0];
-    if (address.kind != Operand::Kind::Mem)
-      fail(where() + ": '" + mnemonic + "' needs an address in [ ]");
-    if (inst.space == Space::Local || inst.space == Space::Const)
-      unsupported("the ." + std::string(inst.space == Space::Local ? "local" : "const") +
-                  " state space");
-    return;
-  }
-  if (base == "bra") {
-    inst.op = Op::Bra;
-    for (size_t i = 1; i < parts.size(); ++i) {
-      if (parts[i] == "uni")
-        inst.flags |= kUniform;
-      else
-        unknown.push_back(parts[i]);
-    }
-    requireNoUnknown();
-    if (operandTexts.size() != 1)
-      fail(where() + ": bra takes one label");
-    branches.push_back({static_cast<uint32_t>(program->code.size()),
-                        currentScope, trim(operandTexts[0])});
-    return;
-  }
+  if (base == "ld" || base == "st")
+    return decodeLoadStore(d);
+  if (base == "bra")
+    return decodeBranch(d);
   if (base == "ret" || base == "exit") {
     inst.op = Op::Ret;
     return;
   }
-  if (base == "membar" || (base == "fence" && !has("proxy") &&
-                           !has("mbarrier_init"))) {
-    inst.op = Op::Nop; // the emulator is sequentially consistent
-    return;
-  }
-  if (base == "fence") {
-    if (has("mbarrier_init")) {
-      // fence.mbarrier_init.release.cluster: this thread's mbarrier.inits
-      // become visible to the async proxy (TMA, tcgen05.commit).
-      inst.op = Op::FenceMbarrierInit;
-      return;
-    }
-    // fence.proxy.async[.shared::cta|.global]: generic-proxy writes become
-    // visible to the async proxy.
-    if (!has("async"))
-      unsupported("proxy fence kind");
-    inst.op = Op::FenceProxyAsync;
-    return;
-  }
+  if (base == "membar" || base == "fence")
+    return decodeFence(d);
   if (base == "prefetch") {
     inst.op = Op::Nop;
     return;
   }
-  if (base == "mbarrier") {
-    if (parts.size() < 2)
-      unsupported("mbarrier form");
-    const std::string &verb = parts[1];
-    readQualifiers(2);
-    if (verb == "init") {
-      inst.op = Op::MbarInit;
-      setOperands(2, 2, Ty::B32);
-    } else if (verb == "inval") {
-      inst.op = Op::MbarInval;
-      setOperands(1, 1, Ty::B32);
-    } else if (verb == "arrive") {
-      inst.op = Op::MbarArrive;
-      inst.flags |= kArrive;
-      for (auto it = unknown.begin(); it != unknown.end();)
-        if (*it == "expect_tx") {
-          inst.flags |= kExpectTx;
-          it = unknown.erase(it);
-        } else {
-          ++it;
-        }
-      setOperands(2, 3, Ty::B32);
-    } else if (verb == "expect_tx") {
-      inst.op = Op::MbarExpectTx;
-      inst.flags |= kExpectTx;
-      setOperands(2, 2, Ty::B32);
-    } else if (verb == "try_wait" || verb == "test_wait") {
-      inst.op = Op::MbarTryWait;
-      if (verb == "test_wait")
-        inst.flags |= kTest;
-      for (auto it = unknown.begin(); it != unknown.end();)
-        if (*it == "parity") {
-          inst.flags |= kParity;
-          it = unknown.erase(it);
-        } else {
-          ++it;
-        }
-      setOperands(3, 4, Ty::B64);
-    } else {
-      unsupported("mbarrier." + verb);
-    }
-    requireNoUnknown();
-    if (inst.space != Space::Shared)
-      unsupported("an mbarrier outside .shared");
-    return;
-  }
-  if (base == "cp") {
-    // cp.async.bulk.tensor.Nd.<dst>.<src>.tile[.mbarrier::complete_tx::bytes|.bulk_group][.L2::cache_hint]
-    // cp.async.bulk.commit_group / wait_group[.read]
-    if (parts.size() >= 4 && parts[1] == "async" && parts[2] == "bulk") {
-      if (parts[3] == "commit_group") {
-        inst.op = Op::BulkCommit;
-        return;
-      }
-      if (parts[3] == "wait_group") {
-        inst.op = Op::BulkWait;
-        if (parts.size() > 4 && parts[4] == "read")
-          inst.flags |= kRead;
-        setOperands(1, 1, Ty::B32);
-        if (inst.operands[0].kind != Operand::Kind::Imm)
-          fail(where() + ": wait_group takes an immediate count");
-        return;
-      }
-      if (parts[3] == "tensor" && parts.size() > 6) {
-        const std::string &rank = parts[4];
-        if (rank.size() != 2 || rank[1] != 'd' || rank[0] < '1' || rank[0] > '5')
-          unsupported("rank " + rank);
-        inst.count = static_cast<uint8_t>(rank[0] - '0');
-        bool load = parts[5].compare(0, 6, "shared") == 0;
-        inst.op = load ? Op::TmaLoad : Op::TmaStore;
-        // .tile is the default mode; im2col and the gather modes are
-        // refused as unknown qualifiers.
-        bool completeTx = false, bulkGroup = false;
-        for (size_t i = 7; i < parts.size(); ++i) {
-          if (parts[i] == "tile")
-            continue;
-          if (parts[i] == "mbarrier::complete_tx::bytes")
-            completeTx = true;
-          else if (parts[i] == "bulk_group")
-            bulkGroup = true;
-          else if (parts[i] == "L2::cache_hint")
-            inst.flags |= kCacheHint;
-          else
-            unsupported("qualifier ." + parts[i]);
-        }
-        if (load && (!completeTx || parts[6] != "global"))
-          unsupported("a TMA load that is not global -> shared with "
-                      "mbarrier::complete_tx::bytes");
-        if (!load && (!bulkGroup || parts[5] != "global"))
-          unsupported("a TMA store that is not shared -> global with .bulk_group");
-        size_t expected = (load ? 3 : 2) + ((inst.flags & kCacheHint) ? 1 : 0);
-        setOperands(expected, expected, Ty::B32);
-        // [tensorMap, {coords}] arrives as one bracketed operand.
-        return;
-      }
-    }
-    unsupported("copy form");
-  }
-  if (base == "tcgen05") {
-    if (parts.size() < 2)
-      unsupported("tcgen05 form");
-    if (firstTcgen05.empty())
-      firstTcgen05 = where();
-    std::string verb = parts[1];
-    readQualifiers(2);
-    auto dropUnknown = [&](const std::string &q) {
-      for (auto it = unknown.begin(); it != unknown.end(); ++it)
-        if (*it == q) {
-          unknown.erase(it);
-          return true;
-        }
-      return false;
-    };
-    if (verb == "alloc") {
-      inst.op = Op::TcAlloc;
-      setOperands(2, 2, Ty::B32);
-    } else if (verb == "dealloc") {
-      inst.op = Op::TcDealloc;
-      setOperands(2, 2, Ty::B32);
-    } else if (verb == "relinquish_alloc_permit") {
-      inst.op = Op::TcRelinquish;
-    } else if (verb == "mma") {
-      inst.op = Op::TcMma;
-      if (!dropUnknown("kind::f16"))
-        unsupported("an MMA kind other than kind::f16");
-      dropUnknown("collector::a::discard");
-      dropUnknown("collector::a::lastuse");
-      dropUnknown("collector::a::fill");
-      dropUnknown("collector::a::use");
-      setOperands(5, 5, Ty::B32);
-      if (inst.operands[1].kind == Operand::Kind::Mem)
-        inst.flags |= kTmemA;
-    } else if (verb == "commit") {
-      inst.op = Op::TcCommit;
-      if (!dropUnknown("mbarrier::arrive::one"))
-        unsupported("a commit without mbarrier::arrive::one");
-      dropUnknown("shared::cta");
-      setOperands(1, 1, Ty::B64);
-      inst.space = Space::Shared;
-    } else if (verb == "ld" || verb == "st") {
-      inst.op = verb == "ld" ? Op::TcLd : Op::TcSt;
-      if (!dropUnknown("32x32b"))
-        unsupported("a tcgen05." + verb + " shape other than 32x32b");
-      if (dropUnknown("pack::16b") || dropUnknown("unpack::16b"))
-        inst.flags |= kPack16;
-      for (auto it = unknown.begin(); it != unknown.end(); ++it)
-        if (it->size() > 1 && (*it)[0] == 'x') {
-          inst.count = static_cast<uint8_t>(std::strtoul(it->c_str() + 1, nullptr, 10));
-          unknown.erase(it);
-          break;
-        }
-      if (inst.count == 0 || inst.count > 128 || (inst.count & (inst.count - 1)))
-        unsupported("repeat count");
-      setOperands(2, 2, Ty::B32);
-      const Operand &values = inst.operands[verb == "ld" ? 0 : 1];
-      uint32_t words = inst.count / ((inst.flags & kPack16) ? 2 : 1);
-      if (values.kind != Operand::Kind::Vec ? words != 1 : values.vecCount != words)
-        fail(where() + ": tcgen05." + verb + " .x" + std::to_string(inst.count) +
-             " needs " + std::to_string(words) + " registers");
-    } else if (verb == "wait::ld") {
-      inst.op = Op::TcWaitLd;
-    } else if (verb == "wait::st") {
-      inst.op = Op::TcWaitSt;
-    } else if (verb == "fence::before_thread_sync") {
-      inst.op = Op::TcFenceBefore;
-    } else if (verb == "fence::after_thread_sync") {
-      inst.op = Op::TcFenceAfter;
-    } else {
-      unsupported("tcgen05." + verb);
-    }
-    requireNoUnknown();
-    return;
-  }
+  if (base == "mbarrier")
+    return decodeMbarrier(d);
+  if (base == "cp")
+    return decodeBulkCopy(d);
+  if (base == "tcgen05")
+    return decodeTcgen05(d);
   if (base == "elect") {
     inst.op = Op::Elect;
-    setOperands(2, 2, Ty::B32);
+    setOperands(d, 2, 2, Ty::B32);
     return;
   }
-  if (base == "vote") {
-    inst.op = Op::Vote;
-    for (size_t i = 1; i < parts.size(); ++i) {
-      const std::string &q = parts[i];
-      if (q == "any") inst.flags |= kVoteAny;
-      else if (q == "all") inst.flags |= kVoteAll;
-      else if (q == "uni") inst.flags |= kVoteUni;
-      else if (q == "ballot") inst.flags |= kVoteBallot;
-      else if (q != "sync" && q != "pred" && q != "b32") unsupported("qualifier ." + q);
-    }
-    setOperands(3, 3, Ty::Pred);
-    return;
-  }
-  if (base == "shfl") {
-    inst.op = Op::Shfl;
-    for (size_t i = 1; i < parts.size(); ++i) {
-      const std::string &q = parts[i];
-      if (q == "up") inst.flags |= kShflUp;
-      else if (q == "down") inst.flags |= kShflDown;
-      else if (q == "bfly") inst.flags |= kShflBfly;
-      else if (q == "idx") inst.flags |= kShflIdx;
-      else if (q != "sync" && q != "b32") unsupported("qualifier ." + q);
-    }
-    setOperands(5, 5, Ty::B32);
-    return;
-  }
-  if (base == "bar" && parts.size() > 1 && parts[1] == "warp") {
-    // bar.warp.sync membermask: the lanes of membermask meet.
-    for (size_t i = 2; i < parts.size(); ++i)
-      if (parts[i] != "sync")
-        unsupported("qualifier ." + parts[i]);
-    inst.op = Op::BarWarpSync;
-    setOperands(1, 1, Ty::B32);
-    return;
-  }
-  if (base == "bar" || base == "barrier") {
-    // bar{.cta}.sync / barrier{.cta}.sync.aligned a{, b} and the .arrive
-    // forms: named barrier a (0..15) of b threads (all of the CTA without
-    // b). `barrier.sync` without .aligned lets a warp's lanes arrive apart,
-    // which the emulator does not model.
-    bool arrive = false, sync = false, aligned = base == "bar";
-    for (size_t i = 1; i < parts.size(); ++i) {
-      if (parts[i] == "sync")
-        sync = true;
-      else if (parts[i] == "arrive")
-        arrive = true;
-      else if (parts[i] == "aligned")
-        aligned = true;
-      else if (parts[i] != "cta")
-        unsupported("barrier form ." + parts[i]);
-    }
-    if (arrive == sync)
-      unsupported("barrier form (expected .sync or .arrive)");
-    if (!aligned)
-      unsupported("a barrier without .aligned (divergent arrival)");
-    inst.op = arrive ? Op::BarArrive : Op::BarSync;
-    setOperands(arrive ? 2 : 1, 2, Ty::U32);
-    return;
-  }
-  if (base == "wgmma") {
-    if (parts.size() < 2)
-      unsupported("wgmma form");
-    const std::string &verb = parts[1];
-    auto onlySyncAligned = [&](size_t from) {
-      for (size_t i = from; i < parts.size(); ++i)
-        if (parts[i] != "sync" && parts[i] != "aligned")
-          unsupported("qualifier ." + parts[i]);
-    };
-    program->usesWgmma = true;
-    if (firstWgmma.empty())
-      firstWgmma = where();
-    if (verb == "fence") {
-      onlySyncAligned(2);
-      inst.op = Op::WgFence;
-      return;
-    }
-    if (verb == "commit_group") {
-      onlySyncAligned(2);
-      inst.op = Op::WgCommit;
-      return;
-    }
-    if (verb == "wait_group") {
-      onlySyncAligned(2);
-      inst.op = Op::WgWait;
-      setOperands(1, 1, Ty::B32);
-      if (inst.operands[0].kind != Operand::Kind::Imm || inst.operands[0].imm < 0)
-        fail(where() + ": wgmma.wait_group takes an immediate count");
-      return;
-    }
-    if (verb != "mma_async")
-      unsupported("wgmma." + verb);
-    // wgmma.mma_async.sync.aligned.m64nNk16.f32.{f16,bf16}.{f16,bf16}
-    //   d, a-desc, b-desc, scale-d, imm-scale-a, imm-scale-b, imm-trans-a,
-    //   imm-trans-b                                   (A in shared memory)
-    //   d, {a0, a1, a2, a3}, b-desc, scale-d, imm-scale-a, imm-scale-b,
-    //   imm-trans-b                                   (A in registers)
-    inst.op = Op::WgMma;
-    for (size_t i = 2; i < parts.size(); ++i) {
-      const std::string &q = parts[i];
-      Ty t;
-      if (q == "sync" || q == "aligned")
-        continue;
-      if (q.size() > 5 && q.compare(0, 4, "m64n") == 0 &&
-          q.compare(q.size() - 3, 3, "k16") == 0) {
-        int64_t n = 0;
-        if (!parseInteger(q.substr(4, q.size() - 7), n) || n < 8 || n > 256 ||
-            n % 8)
-          unsupported("shape ." + q);
-        inst.shapeN = static_cast<uint16_t>(n);
-      } else if (parseType(q, t)) {
-        types.push_back(t);
-      } else {
-        unsupported("qualifier ." + q);
-      }
-    }
-    if (!inst.shapeN)
-      unsupported("a shape other than m64nNk16");
-    if (types.size() != 3 || types[0] != Ty::F32 ||
-        (types[1] != Ty::F16 && types[1] != Ty::BF16) || types[2] != types[1])
-      unsupported("types other than .f32 accumulating .f16 x .f16 or "
-                  ".bf16 x .bf16");
-    inst.type = types[0];
-    inst.type2 = types[1];
-    if (operandTexts.size() != 7 && operandTexts.size() != 8)
-      fail(where() + ": '" + mnemonic + "' takes 7 (A in registers) or 8 "
-                                        "(A in shared memory) operands, got " +
-           std::to_string(operandTexts.size()));
-    bool regA = operandTexts.size() == 7;
-    if (regA != (trim(operandTexts[1]).compare(0, 1, "{") == 0))
-      fail(where() + ": '" + mnemonic + "' takes " +
-           (regA ? "8 operands with A in shared memory (a descriptor)"
-                 : "7 operands with A in registers ({a0, a1, a2, a3})") +
-           ", got " + std::to_string(operandTexts.size()));
-    if (regA)
-      inst.flags |= kRegA;
-    inst.numOperands = 4;
-    inst.operands[0] = parseOperand(operandTexts[0], Ty::F32);
-    inst.operands[1] = parseOperand(operandTexts[1], regA ? Ty::B32 : Ty::B64);
-    inst.operands[2] = parseOperand(operandTexts[2], Ty::B64);
-    inst.operands[3] = parseOperand(operandTexts[3], Ty::Pred);
-    const Operand &d = inst.operands[0];
-    if (d.kind != Operand::Kind::Vec || d.vecCount != inst.shapeN / 2u)
-      fail(where() + ": " + mnemonic + " needs " +
-           std::to_string(inst.shapeN / 2) + " accumulator registers");
-    if (regA && (inst.operands[1].kind != Operand::Kind::Vec ||
-                 inst.operands[1].vecCount != 4))
-      fail(where() + ": " + mnemonic + " with A in registers needs 4 of them");
-    for (uint32_t e = 0; e < d.vecCount; ++e)
-      if (program->vectors[d.vecBegin + e].kind != Operand::Kind::Reg)
-        fail(where() + ": a wgmma accumulator must be a register");
-    auto immediate = [&](size_t i, std::initializer_list<int64_t> allowed) {
-      int64_t value = 0;
-      if (!parseInteger(trim(operandTexts[i]), value) ||
-          std::find(allowed.begin(), allowed.end(), value) == allowed.end())
-        fail(where() + ": operand " + std::to_string(i + 1) + " of '" +
-             mnemonic + "' must be an immediate in {" +
-             (allowed.size() == 2 && *allowed.begin() == -1 ? "-1, 1" : "0, 1") +
-             "}, got " + trim(operandTexts[i]));
-      return value;
-    };
-    if (immediate(4, {-1, 1}) < 0)
-      inst.flags |= kNegA;
-    if (immediate(5, {-1, 1}) < 0)
-      inst.flags |= kNegB;
-    if (!regA && immediate(6, {0, 1}))
-      inst.flags |= kTransA;
-    if (immediate(regA ? 6 : 7, {0, 1}))
-      inst.flags |= kTransB;
-    return;
-  }
-  if (base == "setmaxnreg") {
-    inst.op = Op::SetMaxNReg;
-    for (size_t i = 1; i < parts.size(); ++i) {
-      if (parts[i] == "inc")
-        inst.flags |= kInc;
-      else if (parts[i] != "dec" && parts[i] != "sync" && parts[i] != "aligned" &&
-               parts[i] != "u32")
-        unsupported("qualifier ." + parts[i]);
-    }
-    setOperands(1, 1, Ty::U32);
-    if (inst.operands[0].kind != Operand::Kind::Imm)
-      fail(where() + ": setmaxnreg takes an immediate register count");
-    return;
-  }
-  fail(where() + ": unknown instruction '" + mnemonic +
+  if (base == "vote")
+    return decodeVote(d);
+  if (base == "shfl")
+    return decodeShfl(d);
+  if (base == "bar" && parts.size() > 1 && parts[1] == "warp")
+    return decodeWarpBarrier(d);
+  if (base == "bar" || base == "barrier")
+    return decodeBarrier(d);
+  if (base == "wgmma")
+    return decodeWgmma(d);
+  if (base == "setmaxnreg")
+    return decodeSetMaxNReg(d);
+  fail(where() + ": unknown instruction '" + d.mnemonic +
        "' (fa4-emu models the PTX subset listed in docs/Emulator.md)");
+}
+
+void Parser::decodeCvta(Decoding &d) {
+  // cvta[.to].space.size
+  Inst &inst = d.inst;
+  const std::vector<std::string> &parts = d.parts;
+  for (size_t i = 1; i < parts.size(); ++i)
+    if (parts[i] == "to")
+      inst.flags |= kToSpace;
+  for (size_t i = 1; i < parts.size(); ++i) {
+    Ty t;
+    if (parts[i] == "to")
+      continue;
+    if (parseType(parts[i], t))
+      d.types.push_back(t);
+    else if (parts[i] == "shared" || parts[i] == "shared::cta")
+      inst.space = Space::Shared;
+    else if (parts[i] == "global")
+      inst.space = Space::Global;
+    else if (parts[i] == "param")
+      inst.space = Space::Param;
+    else
+      d.unknown.push_back(parts[i]);
+  }
+  requireNoUnknown(d);
+  requireType(d);
+  setOperands(d, 2, 2, inst.type);
+}
+
+void Parser::decodeAlu(Decoding &d) {
+  Inst &inst = d.inst;
+  d.readQualifiers(1);
+  requireNoUnknown(d);
+  requireType(d);
+  if (inst.op == Op::Cvt) {
+    if (d.types.size() != 2)
+      fail(where() + ": cvt needs a destination and a source type");
+    inst.type = d.types[0];
+    inst.type2 = d.types[1];
+    bool packed = inst.type == Ty::F16x2 || inst.type == Ty::BF16x2;
+    setOperands(d, packed ? 3 : 2, packed ? 3 : 2, inst.type2);
+    return;
+  }
+  if (inst.op == Op::Setp) {
+    setOperands(d, inst.boolOp == BoolOp::None ? 3 : 4,
+                inst.boolOp == BoolOp::None ? 3 : 4, inst.type);
+    return;
+  }
+  size_t arity = 3;
+  switch (inst.op) {
+  case Op::Mov: case Op::Neg: case Op::Abs: case Op::Not: case Op::Cvta:
+  case Op::Popc: case Op::Clz: case Op::Ex2: case Op::Lg2: case Op::Rcp:
+  case Op::Sqrt: case Op::Rsqrt:
+    arity = 2;
+    break;
+  case Op::Mad: case Op::Fma: case Op::Selp: case Op::Bfe:
+    arity = 4;
+    break;
+  default:
+    break;
+  }
+  // sm_100a's three-input min/max.
+  size_t maxArity = (inst.op == Op::Min || inst.op == Op::Max) ? 4 : arity;
+  setOperands(d, arity, maxArity, inst.type);
+  if (inst.op == Op::Mul && inst.type != Ty::F32 && inst.type != Ty::F64 &&
+      inst.type != Ty::F32x2 && inst.type != Ty::F16 && inst.type != Ty::F16x2 &&
+      !(inst.flags & (kLo | kHi | kWide)))
+    fail(where() + ": integer mul needs .lo, .hi or .wide");
+}
+
+void Parser::decodeLoadStore(Decoding &d) {
+  Inst &inst = d.inst;
+  inst.op = d.base == "ld" ? Op::Ld : Op::St;
+  d.readQualifiers(1);
+  requireNoUnknown(d);
+  requireType(d);
+  setOperands(d, 2, 2, inst.type);
+  const Operand &address = inst.operands[inst.op == Op::Ld ? 1 : 0];
+  if (address.kind != Operand::Kind::Mem)
+    fail(where() + ": '" + d.mnemonic + "' needs an address in [ ]");
+  if (inst.space == Space::Local || inst.space == Space::Const)
+    unsupported(d, "the ." +
+                       std::string(inst.space == Space::Local ? "local" : "const") +
+                       " state space");
+}
+
+void Parser::decodeBranch(Decoding &d) {
+  d.inst.op = Op::Bra;
+  for (size_t i = 1; i < d.parts.size(); ++i) {
+    if (d.parts[i] == "uni")
+      d.inst.flags |= kUniform;
+    else
+      d.unknown.push_back(d.parts[i]);
+  }
+  requireNoUnknown(d);
+  if (d.operandTexts.size() != 1)
+    fail(where() + ": bra takes one label");
+  branches.push_back({static_cast<uint32_t>(program->code.size()),
+                      currentScope, trim(d.operandTexts[0])});
+}
+
+void Parser::decodeFence(Decoding &d) {
+  if (d.base == "membar" || (!d.has("proxy") && !d.has("mbarrier_init"))) {
+    d.inst.op = Op::Nop; // the emulator is sequentially consistent
+    return;
+  }
+  if (d.has("mbarrier_init")) {
+    // fence.mbarrier_init.release.cluster: this thread's mbarrier.inits
+    // become visible to the async proxy (TMA, tcgen05.commit).
+    d.inst.op = Op::FenceMbarrierInit;
+    return;
+  }
+  // fence.proxy.async[.shared::cta|.global]: generic-proxy writes become
+  // visible to the async proxy.
+  if (!d.has("async"))
+    unsupported(d, "proxy fence kind");
+  d.inst.op = Op::FenceProxyAsync;
+}
+
+void Parser::decodeMbarrier(Decoding &d) {
+  Inst &inst = d.inst;
+  if (d.parts.size() < 2)
+    unsupported(d, "mbarrier form");
+  const std::string &verb = d.parts[1];
+  d.readQualifiers(2);
+  if (verb == "init") {
+    inst.op = Op::MbarInit;
+    setOperands(d, 2, 2, Ty::B32);
+  } else if (verb == "inval") {
+    inst.op = Op::MbarInval;
+    setOperands(d, 1, 1, Ty::B32);
+  } else if (verb == "arrive") {
+    inst.op = Op::MbarArrive;
+    inst.flags |= kArrive;
+    if (d.dropEachUnknown("expect_tx"))
+      inst.flags |= kExpectTx;
+    setOperands(d, 2, 3, Ty::B32);
+  } else if (verb == "expect_tx") {
+    inst.op = Op::MbarExpectTx;
+    inst.flags |= kExpectTx;
+    setOperands(d, 2, 2, Ty::B32);
+  } else if (verb == "try_wait" || verb == "test_wait") {
+    inst.op = Op::MbarTryWait;
+    if (verb == "test_wait")
+      inst.flags |= kTest;
+    if (d.dropEachUnknown("parity"))
+      inst.flags |= kParity;
+    setOperands(d, 3, 4, Ty::B64);
+  } else {
+    unsupported(d, "mbarrier." + verb);
+  }
+  requireNoUnknown(d);
+  if (inst.space != Space::Shared)
+    unsupported(d, "an mbarrier outside .shared");
+}
+
+void Parser::decodeBulkCopy(Decoding &d) {
+  // cp.async.bulk.tensor.Nd.<dst>.<src>.tile[.mbarrier::complete_tx::bytes|.bulk_group][.L2::cache_hint]
+  // cp.async.bulk.commit_group / wait_group[.read]
+  Inst &inst = d.inst;
+  const std::vector<std::string> &parts = d.parts;
+  if (parts.size() < 4 || parts[1] != "async" || parts[2] != "bulk")
+    unsupported(d, "copy form");
+  if (parts[3] == "commit_group") {
+    inst.op = Op::BulkCommit;
+    return;
+  }
+  if (parts[3] == "wait_group") {
+    inst.op = Op::BulkWait;
+    if (parts.size() > 4 && parts[4] == "read")
+      inst.flags |= kRead;
+    setOperands(d, 1, 1, Ty::B32);
+    if (inst.operands[0].kind != Operand::Kind::Imm)
+      fail(where() + ": wait_group takes an immediate count");
+    return;
+  }
+  if (parts[3] != "tensor" || parts.size() <= 6)
+    unsupported(d, "copy form");
+  decodeTma(d);
+}
+
+void Parser::decodeTma(Decoding &d) {
+  Inst &inst = d.inst;
+  const std::vector<std::string> &parts = d.parts;
+  const std::string &rank = parts[4];
+  if (rank.size() != 2 || rank[1] != 'd' || rank[0] < '1' || rank[0] > '5')
+    unsupported(d, "rank " + rank);
+  inst.count = static_cast<uint8_t>(rank[0] - '0');
+  bool load = parts[5].compare(0, 6, "shared") == 0;
+  inst.op = load ? Op::TmaLoad : Op::TmaStore;
+  // .tile is the default mode; im2col and the gather modes are refused as
+  // unknown qualifiers.
+  bool completeTx = false, bulkGroup = false;
+  for (size_t i = 7; i < parts.size(); ++i) {
+    if (parts[i] == "tile")
+      continue;
+    if (parts[i] == "mbarrier::complete_tx::bytes")
+      completeTx = true;
+    else if (parts[i] == "bulk_group")
+      bulkGroup = true;
+    else if (parts[i] == "L2::cache_hint")
+      inst.flags |= kCacheHint;
+    else
+      unsupported(d, "qualifier ." + parts[i]);
+  }
+  if (load && (!completeTx || parts[6] != "global"))
+    unsupported(d, "a TMA load that is not global -> shared with "
+                   "mbarrier::complete_tx::bytes");
+  if (!load && (!bulkGroup || parts[5] != "global"))
+    unsupported(d, "a TMA store that is not shared -> global with .bulk_group");
+  size_t expected = (load ? 3 : 2) + ((inst.flags & kCacheHint) ? 1 : 0);
+  // [tensorMap, {coords}] arrives as one bracketed operand.
+  setOperands(d, expected, expected, Ty::B32);
+}
+
+void Parser::decodeTcgen05(Decoding &d) {
+  Inst &inst = d.inst;
+  if (d.parts.size() < 2)
+    unsupported(d, "tcgen05 form");
+  if (firstTcgen05.empty())
+    firstTcgen05 = where();
+  const std::string &verb = d.parts[1];
+  d.readQualifiers(2);
+  if (verb == "alloc") {
+    inst.op = Op::TcAlloc;
+    setOperands(d, 2, 2, Ty::B32);
+  } else if (verb == "dealloc") {
+    inst.op = Op::TcDealloc;
+    setOperands(d, 2, 2, Ty::B32);
+  } else if (verb == "relinquish_alloc_permit") {
+    inst.op = Op::TcRelinquish;
+  } else if (verb == "mma") {
+    inst.op = Op::TcMma;
+    if (!d.dropUnknown("kind::f16"))
+      unsupported(d, "an MMA kind other than kind::f16");
+    d.dropUnknown("collector::a::discard");
+    d.dropUnknown("collector::a::lastuse");
+    d.dropUnknown("collector::a::fill");
+    d.dropUnknown("collector::a::use");
+    setOperands(d, 5, 5, Ty::B32);
+    if (inst.operands[1].kind == Operand::Kind::Mem)
+      inst.flags |= kTmemA;
+  } else if (verb == "commit") {
+    inst.op = Op::TcCommit;
+    if (!d.dropUnknown("mbarrier::arrive::one"))
+      unsupported(d, "a commit without mbarrier::arrive::one");
+    d.dropUnknown("shared::cta");
+    setOperands(d, 1, 1, Ty::B64);
+    inst.space = Space::Shared;
+  } else if (verb == "ld" || verb == "st") {
+    decodeTmemCopy(d);
+  } else if (verb == "wait::ld") {
+    inst.op = Op::TcWaitLd;
+  } else if (verb == "wait::st") {
+    inst.op = Op::TcWaitSt;
+  } else if (verb == "fence::before_thread_sync") {
+    inst.op = Op::TcFenceBefore;
+  } else if (verb == "fence::after_thread_sync") {
+    inst.op = Op::TcFenceAfter;
+  } else {
+    unsupported(d, "tcgen05." + verb);
+  }
+  requireNoUnknown(d);
+}
+
+void Parser::decodeTmemCopy(Decoding &d) {
+  Inst &inst = d.inst;
+  const std::string &verb = d.parts[1];
+  inst.op = verb == "ld" ? Op::TcLd : Op::TcSt;
+  if (!d.dropUnknown("32x32b"))
+    unsupported(d, "a tcgen05." + verb + " shape other than 32x32b");
+  if (d.dropUnknown("pack::16b") || d.dropUnknown("unpack::16b"))
+    inst.flags |= kPack16;
+  for (auto it = d.unknown.begin(); it != d.unknown.end(); ++it)
+    if (it->size() > 1 && (*it)[0] == 'x') {
+      inst.count = static_cast<uint8_t>(std::strtoul(it->c_str() + 1, nullptr, 10));
+      d.unknown.erase(it);
+      break;
+    }
+  if (inst.count == 0 || inst.count > 128 || (inst.count & (inst.count - 1)))
+    unsupported(d, "repeat count");
+  setOperands(d, 2, 2, Ty::B32);
+  const Operand &values = inst.operands[verb == "ld" ? 0 : 1];
+  uint32_t words = inst.count / ((inst.flags & kPack16) ? 2 : 1);
+  if (values.kind != Operand::Kind::Vec ? words != 1 : values.vecCount != words)
+    fail(where() + ": tcgen05." + verb + " .x" + std::to_string(inst.count) +
+         " needs " + std::to_string(words) + " registers");
+}
+
+void Parser::decodeVote(Decoding &d) {
+  d.inst.op = Op::Vote;
+  for (size_t i = 1; i < d.parts.size(); ++i) {
+    const std::string &q = d.parts[i];
+    if (q == "any") d.inst.flags |= kVoteAny;
+    else if (q == "all") d.inst.flags |= kVoteAll;
+    else if (q == "uni") d.inst.flags |= kVoteUni;
+    else if (q == "ballot") d.inst.flags |= kVoteBallot;
+    else if (q != "sync" && q != "pred" && q != "b32") unsupported(d, "qualifier ." + q);
+  }
+  setOperands(d, 3, 3, Ty::Pred);
+}
+
+void Parser::decodeShfl(Decoding &d) {
+  d.inst.op = Op::Shfl;
+  for (size_t i = 1; i < d.parts.size(); ++i) {
+    const std::string &q = d.parts[i];
+    if (q == "up") d.inst.flags |= kShflUp;
+    else if (q == "down") d.inst.flags |= kShflDown;
+    else if (q == "bfly") d.inst.flags |= kShflBfly;
+    else if (q == "idx") d.inst.flags |= kShflIdx;
+    else if (q != "sync" && q != "b32") unsupported(d, "qualifier ." + q);
+  }
+  setOperands(d, 5, 5, Ty::B32);
+}
+
+void Parser::decodeWarpBarrier(Decoding &d) {
+  // bar.warp.sync membermask: the lanes of membermask meet.
+  for (size_t i = 2; i < d.parts.size(); ++i)
+    if (d.parts[i] != "sync")
+      unsupported(d, "qualifier ." + d.parts[i]);
+  d.inst.op = Op::BarWarpSync;
+  setOperands(d, 1, 1, Ty::B32);
+}
+
+void Parser::decodeBarrier(Decoding &d) {
+  // bar{.cta}.sync / barrier{.cta}.sync.aligned a{, b} and the .arrive
+  // forms: named barrier a (0..15) of b threads (all of the CTA without
+  // b). `barrier.sync` without .aligned lets a warp's lanes arrive apart,
+  // which the emulator does not model.
+  bool arrive = false, sync = false, aligned = d.base == "bar";
+  for (size_t i = 1; i < d.parts.size(); ++i) {
+    if (d.parts[i] == "sync")
+      sync = true;
+    else if (d.parts[i] == "arrive")
+      arrive = true;
+    else if (d.parts[i] == "aligned")
+      aligned = true;
+    else if (d.parts[i] != "cta")
+      unsupported(d, "barrier form ." + d.parts[i]);
+  }
+  if (arrive == sync)
+    unsupported(d, "barrier form (expected .sync or .arrive)");
+  if (!aligned)
+    unsupported(d, "a barrier without .aligned (divergent arrival)");
+  d.inst.op = arrive ? Op::BarArrive : Op::BarSync;
+  setOperands(d, arrive ? 2 : 1, 2, Ty::U32);
+}
+
+void Parser::decodeWgmma(Decoding &d) {
+  Inst &inst = d.inst;
+  if (d.parts.size() < 2)
+    unsupported(d, "wgmma form");
+  const std::string &verb = d.parts[1];
+  auto onlySyncAligned = [&](size_t from) {
+    for (size_t i = from; i < d.parts.size(); ++i)
+      if (d.parts[i] != "sync" && d.parts[i] != "aligned")
+        unsupported(d, "qualifier ." + d.parts[i]);
+  };
+  program->usesWgmma = true;
+  if (firstWgmma.empty())
+    firstWgmma = where();
+  if (verb == "fence") {
+    onlySyncAligned(2);
+    inst.op = Op::WgFence;
+    return;
+  }
+  if (verb == "commit_group") {
+    onlySyncAligned(2);
+    inst.op = Op::WgCommit;
+    return;
+  }
+  if (verb == "wait_group") {
+    onlySyncAligned(2);
+    inst.op = Op::WgWait;
+    setOperands(d, 1, 1, Ty::B32);
+    if (inst.operands[0].kind != Operand::Kind::Imm || inst.operands[0].imm < 0)
+      fail(where() + ": wgmma.wait_group takes an immediate count");
+    return;
+  }
+  if (verb != "mma_async")
+    unsupported(d, "wgmma." + verb);
+  inst.op = Op::WgMma;
+  decodeWgmmaShape(d);
+  decodeWgmmaOperands(d);
+}
+
+// wgmma.mma_async.sync.aligned.m64nNk16.f32.{f16,bf16}.{f16,bf16}
+//   d, a-desc, b-desc, scale-d, imm-scale-a, imm-scale-b, imm-trans-a,
+//   imm-trans-b                                   (A in shared memory)
+//   d, {a0, a1, a2, a3}, b-desc, scale-d, imm-scale-a, imm-scale-b,
+//   imm-trans-b                                   (A in registers)
+void Parser::decodeWgmmaShape(Decoding &d) {
+  Inst &inst = d.inst;
+  for (size_t i = 2; i < d.parts.size(); ++i) {
+    const std::string &q = d.parts[i];
+    Ty t;
+    if (q == "sync" || q == "aligned")
+      continue;
+    if (q.size() > 5 && q.compare(0, 4, "m64n") == 0 &&
+        q.compare(q.size() - 3, 3, "k16") == 0) {
+      int64_t n = 0;
+      if (!parseInteger(q.substr(4, q.size() - 7), n) || n < 8 || n > 256 ||
+          n % 8)
+        unsupported(d, "shape ." + q);
+      inst.shapeN = static_cast<uint16_t>(n);
+    } else if (parseType(q, t)) {
+      d.types.push_back(t);
+    } else {
+      unsupported(d, "qualifier ." + q);
+    }
+  }
+  if (!inst.shapeN)
+    unsupported(d, "a shape other than m64nNk16");
+  const std::vector<Ty> &types = d.types;
+  if (types.size() != 3 || types[0] != Ty::F32 ||
+      (types[1] != Ty::F16 && types[1] != Ty::BF16) || types[2] != types[1])
+    unsupported(d, "types other than .f32 accumulating .f16 x .f16 or "
+                   ".bf16 x .bf16");
+  inst.type = types[0];
+  inst.type2 = types[1];
+}
+
+void Parser::decodeWgmmaOperands(Decoding &d) {
+  Inst &inst = d.inst;
+  const std::vector<std::string> &operandTexts = d.operandTexts;
+  const std::string &mnemonic = d.mnemonic;
+  if (operandTexts.size() != 7 && operandTexts.size() != 8)
+    fail(where() + ": '" + mnemonic + "' takes 7 (A in registers) or 8 "
+                                      "(A in shared memory) operands, got " +
+         std::to_string(operandTexts.size()));
+  bool regA = operandTexts.size() == 7;
+  if (regA != (trim(operandTexts[1]).compare(0, 1, "{") == 0))
+    fail(where() + ": '" + mnemonic + "' takes " +
+         (regA ? "8 operands with A in shared memory (a descriptor)"
+               : "7 operands with A in registers ({a0, a1, a2, a3})") +
+         ", got " + std::to_string(operandTexts.size()));
+  if (regA)
+    inst.flags |= kRegA;
+  inst.numOperands = 4;
+  inst.operands[0] = parseOperand(operandTexts[0], Ty::F32);
+  inst.operands[1] = parseOperand(operandTexts[1], regA ? Ty::B32 : Ty::B64);
+  inst.operands[2] = parseOperand(operandTexts[2], Ty::B64);
+  inst.operands[3] = parseOperand(operandTexts[3], Ty::Pred);
+  const Operand &acc = inst.operands[0];
+  if (acc.kind != Operand::Kind::Vec || acc.vecCount != inst.shapeN / 2u)
+    fail(where() + ": " + mnemonic + " needs " +
+         std::to_string(inst.shapeN / 2) + " accumulator registers");
+  if (regA && (inst.operands[1].kind != Operand::Kind::Vec ||
+               inst.operands[1].vecCount != 4))
+    fail(where() + ": " + mnemonic + " with A in registers needs 4 of them");
+  for (uint32_t e = 0; e < acc.vecCount; ++e)
+    if (program->vectors[acc.vecBegin + e].kind != Operand::Kind::Reg)
+      fail(where() + ": a wgmma accumulator must be a register");
+  if (wgmmaImmediate(d, 4, {-1, 1}) < 0)
+    inst.flags |= kNegA;
+  if (wgmmaImmediate(d, 5, {-1, 1}) < 0)
+    inst.flags |= kNegB;
+  if (!regA && wgmmaImmediate(d, 6, {0, 1}))
+    inst.flags |= kTransA;
+  if (wgmmaImmediate(d, regA ? 6 : 7, {0, 1}))
+    inst.flags |= kTransB;
+}
+
+int64_t Parser::wgmmaImmediate(const Decoding &d, size_t i,
+                               std::initializer_list<int64_t> allowed) const {
+  const std::string text = trim(d.operandTexts[i]);
+  int64_t value = 0;
+  if (!parseInteger(text, value) ||
+      std::find(allowed.begin(), allowed.end(), value) == allowed.end())
+    fail(where() + ": operand " + std::to_string(i + 1) + " of '" +
+         d.mnemonic + "' must be an immediate in {" +
+         (allowed.size() == 2 && *allowed.begin() == -1 ? "-1, 1" : "0, 1") +
+         "}, got " + text);
+  return value;
+}
+
+void Parser::decodeSetMaxNReg(Decoding &d) {
+  d.inst.op = Op::SetMaxNReg;
+  for (size_t i = 1; i < d.parts.size(); ++i) {
+    const std::string &q = d.parts[i];
+    if (q == "inc")
+      d.inst.flags |= kInc;
+    else if (q != "dec" && q != "sync" && q != "aligned" && q != "u32")
+      unsupported(d, "qualifier ." + q);
+  }
+  setOperands(d, 1, 1, Ty::U32);
+  if (d.inst.operands[0].kind != Operand::Kind::Imm)
+    fail(where() + ": setmaxnreg takes an immediate register count");
 }
 
 } // namespace

@@ -204,6 +204,153 @@ std::unique_ptr<ModProgram> ModProgram::compile(Region &region,
   return nullptr;
 }
 
+/// arith.cmpi on the operands read signed (`x`, `y`) and unsigned (`ux`,
+/// `uy`).
+static bool compareIntegers(int64_t predicate, int64_t x, int64_t y,
+                            uint64_t ux, uint64_t uy) {
+  using P = arith::CmpIPredicate;
+  switch (static_cast<P>(predicate)) {
+  case P::eq: return x == y;
+  case P::ne: return x != y;
+  case P::slt: return x < y;
+  case P::sle: return x <= y;
+  case P::sgt: return x > y;
+  case P::sge: return x >= y;
+  case P::ult: return ux < uy;
+  case P::ule: return ux <= uy;
+  case P::ugt: return ux > uy;
+  case P::uge: return ux >= uy;
+  }
+  return false;
+}
+
+/// arith.cmpf: ordered predicates are false, unordered ones true, when
+/// either side is NaN.
+static bool compareFloats(int64_t predicate, double f, double g) {
+  using P = arith::CmpFPredicate;
+  bool unordered = std::isnan(f) || std::isnan(g);
+  switch (static_cast<P>(predicate)) {
+  case P::AlwaysFalse: return false;
+  case P::AlwaysTrue: return true;
+  case P::OEQ: return !unordered && f == g;
+  case P::OGT: return !unordered && f > g;
+  case P::OGE: return !unordered && f >= g;
+  case P::OLT: return !unordered && f < g;
+  case P::OLE: return !unordered && f <= g;
+  case P::ONE: return !unordered && f != g;
+  case P::ORD: return !unordered;
+  case P::UEQ: return unordered || f == g;
+  case P::UGT: return unordered || f > g;
+  case P::UGE: return unordered || f >= g;
+  case P::ULT: return unordered || f < g;
+  case P::ULE: return unordered || f <= g;
+  case P::UNE: return unordered || f != g;
+  case P::UNO: return unordered;
+  }
+  return false;
+}
+
+/// The integer arithmetic, casts and math.absi of `type`, before the
+/// result is wrapped to the type's width; a divisor is never 0 here.
+static int64_t integerResult(Code code, Type type, int64_t x, int64_t y,
+                             uint64_t ux, uint64_t uy) {
+  switch (code) {
+  case Code::AddI: return static_cast<int64_t>(uint64_t(x) + uint64_t(y));
+  case Code::SubI: return static_cast<int64_t>(uint64_t(x) - uint64_t(y));
+  case Code::MulI: return static_cast<int64_t>(uint64_t(x) * uint64_t(y));
+  case Code::DivSI: return y == -1 ? negate(x) : x / y;
+  case Code::DivUI: return static_cast<int64_t>(ux / uy);
+  case Code::FloorDivSI: return roundedQuotient(x, y, /*up=*/false);
+  case Code::CeilDivSI: return roundedQuotient(x, y, /*up=*/true);
+  case Code::RemSI: return y == -1 ? 0 : x % y;
+  case Code::RemUI: return static_cast<int64_t>(ux % uy);
+  case Code::MinSI: return std::min(x, y);
+  case Code::MaxSI: return std::max(x, y);
+  case Code::MinUI: return static_cast<int64_t>(std::min(ux, uy));
+  case Code::MaxUI: return static_cast<int64_t>(std::max(ux, uy));
+  case Code::AndI: return x & y;
+  case Code::OrI: return x | y;
+  case Code::XOrI: return x ^ y;
+  case Code::ShLI: return uy >= widthOf(type) ? 0 : static_cast<int64_t>(ux << uy);
+  case Code::ShRSI: return uy >= widthOf(type) ? (x < 0 ? -1 : 0) : x >> uy;
+  case Code::ShRUI: return uy >= widthOf(type) ? 0 : static_cast<int64_t>(ux >> uy);
+  case Code::ExtSI: case Code::TruncI: case Code::IndexCast: return x;
+  case Code::ExtUI: case Code::IndexCastUI: return static_cast<int64_t>(ux);
+  case Code::AbsI: return x < 0 ? negate(x) : x;
+  default: llvm_unreachable("not an integer operation");
+  }
+}
+
+/// The float arithmetic and math functions of one or two operands, before
+/// the result is rounded to its type.
+static double floatResult(Code code, double f, double g) {
+  switch (code) {
+  case Code::AddF: return f + g;
+  case Code::SubF: return f - g;
+  case Code::MulF: return f * g;
+  case Code::DivF: return f / g;
+  case Code::RemF: return std::fmod(f, g);
+  case Code::NegF: return -f;
+  case Code::MaximumF: return std::isnan(f) || std::isnan(g) ? NAN : std::max(f, g);
+  case Code::MinimumF: return std::isnan(f) || std::isnan(g) ? NAN : std::min(f, g);
+  case Code::MaxNumF: return std::fmax(f, g);
+  case Code::MinNumF: return std::fmin(f, g);
+  case Code::ExtF: case Code::TruncF: return f;
+  case Code::Exp: return std::exp(f);
+  case Code::Exp2: return std::exp2(f);
+  case Code::Log: return std::log(f);
+  case Code::Log2: return std::log2(f);
+  case Code::Log1p: return std::log1p(f);
+  case Code::ExpM1: return std::expm1(f);
+  case Code::Tanh: return std::tanh(f);
+  case Code::Sqrt: return std::sqrt(f);
+  case Code::Rsqrt: return 1.0 / std::sqrt(f);
+  case Code::AbsF: return std::fabs(f);
+  case Code::PowF: return std::pow(f, g);
+  case Code::Erf: return std::erf(f);
+  case Code::Sin: return std::sin(f);
+  case Code::Cos: return std::cos(f);
+  case Code::Floor: return std::floor(f);
+  case Code::Ceil: return std::ceil(f);
+  case Code::Round: return std::round(f);
+  case Code::CopySign: return std::copysign(f, g);
+  default: llvm_unreachable("not a float operation");
+  }
+}
+
+/// A memref.load of extra `extra` at the indices in `slot[indices]` into
+/// `out`, as `type` holds it; false with `error` set when the run bound no
+/// such extra or an index is out of bounds.
+static bool loadExtra(int extra, ArrayRef<int> indices, Type type,
+                      ArrayRef<Slot> slot, size_t leading,
+                      ArrayRef<const ModBuffer *> extras, Slot &out,
+                      std::string &error) {
+  const ModBuffer *buffer =
+      extra - static_cast<int>(leading) < static_cast<int>(extras.size())
+          ? extras[extra - leading] : nullptr;
+  if (!buffer) {
+    error = "a mod region loads from an extra the run did not bind";
+    return false;
+  }
+  int64_t offset = 0;
+  for (auto [dim, operand] : llvm::enumerate(indices)) {
+    int64_t index = slot[operand].i;
+    if (index < 0 || index >= buffer->shape[dim]) {
+      error = "a mod region loads index " + std::to_string(index) +
+              " of dimension " + std::to_string(dim) + " of extra #" +
+              std::to_string(extra - leading) + ", whose size is " +
+              std::to_string(buffer->shape[dim]);
+      return false;
+    }
+    offset = offset * buffer->shape[dim] + index;
+  }
+  if (type.isIntOrIndex())
+    out.i = wrap(type, static_cast<int64_t>(buffer->data[offset]));
+  else
+    out.f = buffer->data[offset];
+  return true;
+}
+
 bool ModProgram::run(ArrayRef<double> leading, ArrayRef<const ModBuffer *> extras,
                      bool rounded, double &result, std::string &error) const {
   llvm::SmallVector<Slot, 32> slot(numSlots);
@@ -220,8 +367,6 @@ bool ModProgram::run(ArrayRef<double> leading, ArrayRef<const ModBuffer *> extra
     auto a = [&](unsigned n) -> const Slot & { return slot[in.operands[n]]; };
     Slot &out = slot[in.result];
     Type type = in.type;
-    auto integer = [&](int64_t value) { out.i = wrap(type, value); };
-    auto floating = [&](double value) { out.f = real(type, value); };
     int64_t x = in.operands.size() > 0 ? a(0).i : 0;
     int64_t y = in.operands.size() > 1 ? a(1).i : 0;
     double f = in.operands.size() > 0 ? a(0).f : 0.0;
@@ -239,138 +384,35 @@ bool ModProgram::run(ArrayRef<double> leading, ArrayRef<const ModBuffer *> extra
     }
     switch (in.code) {
     case Code::Constant: out = in.constant; break;
-    case Code::AddI: integer(static_cast<int64_t>(uint64_t(x) + uint64_t(y))); break;
-    case Code::SubI: integer(static_cast<int64_t>(uint64_t(x) - uint64_t(y))); break;
-    case Code::MulI: integer(static_cast<int64_t>(uint64_t(x) * uint64_t(y))); break;
-    case Code::DivSI: integer(y == -1 ? negate(x) : x / y); break;
-    case Code::DivUI: integer(static_cast<int64_t>(ux / uy)); break;
-    case Code::FloorDivSI: integer(roundedQuotient(x, y, /*up=*/false)); break;
-    case Code::CeilDivSI: integer(roundedQuotient(x, y, /*up=*/true)); break;
-    case Code::RemSI: integer(y == -1 ? 0 : x % y); break;
-    case Code::RemUI: integer(static_cast<int64_t>(ux % uy)); break;
-    case Code::MinSI: integer(std::min(x, y)); break;
-    case Code::MaxSI: integer(std::max(x, y)); break;
-    case Code::MinUI: integer(static_cast<int64_t>(std::min(ux, uy))); break;
-    case Code::MaxUI: integer(static_cast<int64_t>(std::max(ux, uy))); break;
-    case Code::AndI: integer(x & y); break;
-    case Code::OrI: integer(x | y); break;
-    case Code::XOrI: integer(x ^ y); break;
-    case Code::ShLI: integer(uy >= widthOf(type) ? 0 : static_cast<int64_t>(ux << uy)); break;
-    case Code::ShRSI: integer(uy >= widthOf(type) ? (x < 0 ? -1 : 0) : x >> uy); break;
-    case Code::ShRUI: integer(uy >= widthOf(type) ? 0 : static_cast<int64_t>(ux >> uy)); break;
-    case Code::ExtSI: case Code::TruncI: case Code::IndexCast: integer(x); break;
-    case Code::ExtUI: case Code::IndexCastUI: integer(static_cast<int64_t>(ux)); break;
-    case Code::CmpI: {
-      using P = arith::CmpIPredicate;
-      bool r = false;
-      switch (static_cast<P>(in.predicate)) {
-      case P::eq: r = x == y; break;
-      case P::ne: r = x != y; break;
-      case P::slt: r = x < y; break;
-      case P::sle: r = x <= y; break;
-      case P::sgt: r = x > y; break;
-      case P::sge: r = x >= y; break;
-      case P::ult: r = ux < uy; break;
-      case P::ule: r = ux <= uy; break;
-      case P::ugt: r = ux > uy; break;
-      case P::uge: r = ux >= uy; break;
-      }
-      out.i = r ? -1 : 0;
+    case Code::AddI: case Code::SubI: case Code::MulI: case Code::DivSI:
+    case Code::DivUI: case Code::FloorDivSI: case Code::CeilDivSI:
+    case Code::RemSI: case Code::RemUI: case Code::MinSI: case Code::MaxSI:
+    case Code::MinUI: case Code::MaxUI: case Code::AndI: case Code::OrI:
+    case Code::XOrI: case Code::ShLI: case Code::ShRSI: case Code::ShRUI:
+    case Code::ExtSI: case Code::TruncI: case Code::IndexCast:
+    case Code::ExtUI: case Code::IndexCastUI: case Code::AbsI:
+      out.i = wrap(type, integerResult(in.code, type, x, y, ux, uy));
       break;
-    }
-    case Code::CmpF: {
-      using P = arith::CmpFPredicate;
-      bool unordered = std::isnan(f) || std::isnan(g);
-      bool r = false;
-      switch (static_cast<P>(in.predicate)) {
-      case P::AlwaysFalse: r = false; break;
-      case P::AlwaysTrue: r = true; break;
-      case P::OEQ: r = !unordered && f == g; break;
-      case P::OGT: r = !unordered && f > g; break;
-      case P::OGE: r = !unordered && f >= g; break;
-      case P::OLT: r = !unordered && f < g; break;
-      case P::OLE: r = !unordered && f <= g; break;
-      case P::ONE: r = !unordered && f != g; break;
-      case P::ORD: r = !unordered; break;
-      case P::UEQ: r = unordered || f == g; break;
-      case P::UGT: r = unordered || f > g; break;
-      case P::UGE: r = unordered || f >= g; break;
-      case P::ULT: r = unordered || f < g; break;
-      case P::ULE: r = unordered || f <= g; break;
-      case P::UNE: r = unordered || f != g; break;
-      case P::UNO: r = unordered; break;
-      }
-      out.i = r ? -1 : 0;
-      break;
-    }
-    case Code::AddF: floating(f + g); break;
-    case Code::SubF: floating(f - g); break;
-    case Code::MulF: floating(f * g); break;
-    case Code::DivF: floating(f / g); break;
-    case Code::RemF: floating(std::fmod(f, g)); break;
-    case Code::NegF: floating(-f); break;
-    case Code::MaximumF: floating(std::isnan(f) || std::isnan(g) ? NAN : std::max(f, g)); break;
-    case Code::MinimumF: floating(std::isnan(f) || std::isnan(g) ? NAN : std::min(f, g)); break;
-    case Code::MaxNumF: floating(std::fmax(f, g)); break;
-    case Code::MinNumF: floating(std::fmin(f, g)); break;
-    case Code::SIToFP: floating(static_cast<double>(x)); break;
-    case Code::UIToFP: floating(static_cast<double>(ux)); break;
+    case Code::CmpI: out.i = compareIntegers(in.predicate, x, y, ux, uy) ? -1 : 0; break;
+    case Code::CmpF: out.i = compareFloats(in.predicate, f, g) ? -1 : 0; break;
+    case Code::SIToFP: out.f = real(type, static_cast<double>(x)); break;
+    case Code::UIToFP: out.f = real(type, static_cast<double>(ux)); break;
     case Code::FPToSI: case Code::FPToUI:
       if (!(std::fabs(f) < 9.0e18)) {
         error = "a mod region converts " + std::to_string(f) +
                 " to an integer it cannot hold";
         return false;
       }
-      integer(static_cast<int64_t>(f));
+      out.i = wrap(type, static_cast<int64_t>(f));
       break;
-    case Code::ExtF: case Code::TruncF: floating(f); break;
-    case Code::Exp: floating(std::exp(f)); break;
-    case Code::Exp2: floating(std::exp2(f)); break;
-    case Code::Log: floating(std::log(f)); break;
-    case Code::Log2: floating(std::log2(f)); break;
-    case Code::Log1p: floating(std::log1p(f)); break;
-    case Code::ExpM1: floating(std::expm1(f)); break;
-    case Code::Tanh: floating(std::tanh(f)); break;
-    case Code::Sqrt: floating(std::sqrt(f)); break;
-    case Code::Rsqrt: floating(1.0 / std::sqrt(f)); break;
-    case Code::AbsF: floating(std::fabs(f)); break;
-    case Code::AbsI: integer(x < 0 ? negate(x) : x); break;
-    case Code::PowF: floating(std::pow(f, g)); break;
-    case Code::Erf: floating(std::erf(f)); break;
-    case Code::Sin: floating(std::sin(f)); break;
-    case Code::Cos: floating(std::cos(f)); break;
-    case Code::Floor: floating(std::floor(f)); break;
-    case Code::Ceil: floating(std::ceil(f)); break;
-    case Code::Round: floating(std::round(f)); break;
-    case Code::CopySign: floating(std::copysign(f, g)); break;
-    case Code::Fma: floating(f * g + a(2).f); break;
+    case Code::Fma: out.f = real(type, f * g + a(2).f); break;
     case Code::Select: out = x ? a(1) : a(2); break;
-    case Code::Load: {
-      const ModBuffer *buffer =
-          in.extra - static_cast<int>(leading.size()) < static_cast<int>(extras.size())
-              ? extras[in.extra - leading.size()] : nullptr;
-      if (!buffer) {
-        error = "a mod region loads from an extra the run did not bind";
+    case Code::Load:
+      if (!loadExtra(in.extra, ArrayRef(in.operands).drop_front(), type, slot,
+                     leading.size(), extras, out, error))
         return false;
-      }
-      int64_t offset = 0;
-      for (auto [dim, operand] : llvm::enumerate(ArrayRef(in.operands).drop_front())) {
-        int64_t index = slot[operand].i;
-        if (index < 0 || index >= buffer->shape[dim]) {
-          error = "a mod region loads index " + std::to_string(index) +
-                  " of dimension " + std::to_string(dim) + " of extra #" +
-                  std::to_string(in.extra - leading.size()) + ", whose size is " +
-                  std::to_string(buffer->shape[dim]);
-          return false;
-        }
-        offset = offset * buffer->shape[dim] + index;
-      }
-      if (type.isIntOrIndex())
-        out.i = wrap(type, static_cast<int64_t>(buffer->data[offset]));
-      else
-        out.f = buffer->data[offset];
       break;
-    }
+    default: out.f = real(type, floatResult(in.code, f, g)); break;
     }
   }
   const Slot &value = slot[resultSlot];

@@ -153,6 +153,40 @@ public:
 
 private:
   bool setUp(std::string &error);
+
+  /// An op of role thread `self` being run: its interpreter, the thread,
+  /// the op, its name in reports, and where a failure says why.
+  struct RoleStep {
+    Interpreter &interpreter;
+    int self;
+    RoleThread &thread;
+    Operation *op;
+    std::string what;
+    std::string &error;
+  };
+  /// Hands the asynchronous part of the step's op to the TMA unit or the
+  /// thread's tensor-core queue, with `indices` resolved now.
+  void issue(const RoleStep &step, AsyncOp::Kind kind,
+             std::vector<int64_t> indices, Buffer *global = nullptr);
+  /// The step ends because the run is being torn down.
+  bool aborted(const RoleStep &step);
+  // One per op of more than a few lines; false with `step.error` set when
+  // it cannot run.
+  bool run(const RoleStep &step, MBarrierWaitOp wait);
+  bool run(const RoleStep &step, MBarrierArriveOp arriveOp);
+  bool run(const RoleStep &step, NamedBarrierSyncOp sync);
+  bool run(const RoleStep &step, MBarrierExpectTxOp expect);
+  bool run(const RoleStep &step, TmaLoadOp load);
+  bool run(const RoleStep &step, TmaStoreOp store);
+  bool run(const RoleStep &step, WarpgroupScoreMmaOp mma);
+  bool run(const RoleStep &step, WarpgroupValueMmaOp mma);
+  bool run(const RoleStep &step, WarpgroupWaitOp wait);
+  bool run(const RoleStep &step, TmemLoadOp load);
+  bool run(const RoleStep &step, TmemStoreOp store);
+  bool run(const RoleStep &step, SmemStoreOp store);
+  bool run(const RoleStep &step, SmemLoadOp load);
+  bool run(const RoleStep &step, TmemAllocColumnsOp alloc);
+  bool run(const RoleStep &step, TmemDeallocOp dealloc);
   /// Records the shared-memory reads of a warpgroup MMA by thread `self`.
   void readWarpgroupOperands(const RoleThread::WarpgroupMma &mma, int self,
                              const Clock &clock, const std::string &what);
@@ -679,24 +713,26 @@ bool Cta::complete(AsyncOp &async, std::string &error) {
       });
 }
 
+void Cta::issue(const RoleStep &step, AsyncOp::Kind kind,
+                std::vector<int64_t> indices, Buffer *global) {
+  Clock &clock = step.thread.clock;
+  AsyncOp async{kind, step.self, clock, step.op, std::move(indices), global};
+  if (kind == AsyncOp::TmaLoad || kind == AsyncOp::TmaStore)
+    tmaInFlight.push_back(std::move(async));
+  else
+    step.thread.tensorCoreQueue.push_back(std::move(async));
+  ++clock[step.self];
+}
+
+bool Cta::aborted(const RoleStep &step) {
+  step.error = "aborted";
+  return false;
+}
+
 bool Cta::execute(Interpreter &interpreter, Operation *op, std::string &error) {
   int self = threadOf(interpreter);
   RoleThread &thread = *threads[self];
-  Clock &clock = thread.clock;
-  std::string what = describe(thread, op);
-  auto issue = [&](AsyncOp::Kind kind, std::vector<int64_t> indices,
-                   Buffer *global = nullptr) {
-    AsyncOp async{kind, self, clock, op, std::move(indices), global};
-    if (kind == AsyncOp::TmaLoad || kind == AsyncOp::TmaStore)
-      tmaInFlight.push_back(std::move(async));
-    else
-      thread.tensorCoreQueue.push_back(std::move(async));
-    ++clock[self];
-  };
-  auto aborted = [&] {
-    error = "aborted";
-    return false;
-  };
+  RoleStep step{interpreter, self, thread, op, describe(thread, op), error};
   // Shared memory and barriers are the ones set up for this CTA; every use
   // below looks them up by their allocation.
   for (OpOperand &operand : op->getOpOperands()) {
@@ -718,298 +754,53 @@ bool Cta::execute(Interpreter &interpreter, Operation *op, std::string &error) {
           TmaLoadOp, TmaStoreOp, TmaStoreWaitOp, ScoreMmaAsyncOp,
           ValueMmaAsyncOp, NamedBarrierSyncOp, NamedBarrierArriveOp>(op) &&
       !yieldTurn(self))
-    return aborted();
+    return aborted(step);
 
   return llvm::TypeSwitch<Operation *, bool>(op)
-      .Case([&](MBarrierWaitOp wait) {
-        BarrierState &bar = barrier(wait.getBarrier());
-        int64_t count = interpreter.index(wait.getCount());
-        int64_t stages = bar.type.getStages();
-        int64_t stage = count % stages;
-        int64_t intended = count / stages - (wait.getPrior() ? 1 : 0);
-        int64_t parity = intended & 1;
-        BarrierSlot &slot = bar.slots[stage];
-        std::string waiting = thread.name + " waits on " + bar.name + "[" +
-                              std::to_string(stage) + "] for phase " +
-                              std::to_string(intended) + " (parity " +
-                              std::to_string(parity) + ")";
-        if (!waitUntil(self, [&] { return (slot.completed & 1) != parity; },
-                       waiting, &slot))
-          return aborted();
-        int64_t observed = slot.completed - 1;
-        if (observed != intended)
-          report.addMisuse(
-              thread.name + " waited on " + bar.name + "[" +
-              std::to_string(stage) + "] for phase " + std::to_string(intended) +
-              " and passed on phase " + std::to_string(observed) +
-              (observed < intended ? ": wrong phase (parity of an older one)"
-                                   : ": a phase was skipped"));
-        if (observed >= 0)
-          join(clock, slot.last);
-        return true;
-      })
-      .Case([&](MBarrierArriveOp arriveOp) {
-        BarrierState &bar = barrier(arriveOp.getBarrier());
-        if (bar.type.getKind() != BarrierKind::threads)
-          report.addMisuse(thread.name + " arrives on " + bar.name + ", a '" +
-                           stringifyBarrierKind(bar.type.getKind()).str() +
-                           "' barrier (thread arrivals need kind 'threads')");
-        int64_t count = interpreter.index(arriveOp.getCount());
-        arrive(bar, count % bar.type.getStages(), thread.role.getNumThreads(),
-               clock);
-        ++clock[self];
-        return true;
-      })
+      .Case([&](MBarrierWaitOp wait) { return run(step, wait); })
+      .Case([&](MBarrierArriveOp arriveOp) { return run(step, arriveOp); })
       .Case([&](NamedBarrierArriveOp arriveOp) {
         BarrierState &bar = namedBarrier(arriveOp.getId(), arriveOp.getCount());
-        arrive(bar, 0, thread.role.getNumThreads(), clock);
-        ++clock[self];
+        arrive(bar, 0, thread.role.getNumThreads(), thread.clock);
+        ++thread.clock[self];
         return true;
       })
-      .Case([&](NamedBarrierSyncOp sync) {
-        BarrierState &bar = namedBarrier(sync.getId(), sync.getCount());
-        BarrierSlot &slot = bar.slots[0];
-        int64_t phase = slot.completed;
-        arrive(bar, 0, thread.role.getNumThreads(), clock);
-        ++clock[self];
-        if (!waitUntil(self, [&] { return slot.completed > phase; },
-                       thread.name + " waits at " + bar.name, &slot))
-          return aborted();
-        join(clock, slot.last);
-        return true;
-      })
-      .Case([&](MBarrierExpectTxOp expect) {
-        BarrierState &bar = barrier(expect.getBarrier());
-        if (bar.type.getKind() != BarrierKind::tma)
-          report.addMisuse(thread.name + " announces transaction bytes on " +
-                           bar.name + ", a '" +
-                           stringifyBarrierKind(bar.type.getKind()).str() +
-                           "' barrier (expect_tx needs kind 'tma')");
-        int64_t stage =
-            interpreter.index(expect.getCount()) % bar.type.getStages();
-        BarrierSlot &slot = bar.slots[stage];
-        slot.tx += expect.getBytes();
-        if (slot.tx > kMaxTxCount)
-          report.addMisuse(thread.name + " raises the transaction count of " +
-                           bar.name + "[" + std::to_string(stage) + "] to " +
-                           std::to_string(slot.tx) +
-                           " bytes, past the mbarrier's limit of 2^20 - 1");
-        slot.expectTx = true;
-        arrive(bar, stage, 1, clock);
-        ++clock[self];
-        return true;
-      })
+      .Case([&](NamedBarrierSyncOp sync) { return run(step, sync); })
+      .Case([&](MBarrierExpectTxOp expect) { return run(step, expect); })
       .Case([&](MmaCommitOp commit) {
-        issue(AsyncOp::Commit, {interpreter.index(commit.getCount())});
+        issue(step, AsyncOp::Commit, {interpreter.index(commit.getCount())});
         return true;
       })
-      .Case([&](TmaLoadOp load) {
-        if (!load.getBarrier()) {
-          error = "a TMA load signals no barrier (run fa4-insert-barriers)";
-          return false;
-        }
-        Buffer &source = interpreter.buffer(load.getSource());
-        int64_t batch = interpreter.index(load.getBatch());
-        int64_t head = interpreter.index(load.getHead());
-        if (!checkTensorAccess(op, source, batch, head, load.getGqaRatio(),
-                               smem(load.getBuffer()).type.getCols(), error))
-          return false;
-        issue(AsyncOp::TmaLoad,
-              {batch, head, interpreter.index(load.getRow()),
-               interpreter.index(load.getCount()),
-               interpreter.index(load.getBarrierCount())},
-              &source);
-        return true;
-      })
-      .Case([&](TmaStoreOp store) {
-        Buffer &dest = interpreter.buffer(store.getDest());
-        int64_t batch = interpreter.index(store.getBatch());
-        int64_t head = interpreter.index(store.getHead());
-        if (!checkTensorAccess(op, dest, batch, head, store.getGqaRatio(),
-                               smem(store.getBuffer()).type.getCols(), error))
-          return false;
-        ++thread.pendingStores;
-        issue(AsyncOp::TmaStore,
-              {interpreter.index(store.getCount()), batch, head,
-               interpreter.index(store.getRow())},
-              &dest);
-        return true;
-      })
+      .Case([&](TmaLoadOp load) { return run(step, load); })
+      .Case([&](TmaStoreOp store) { return run(step, store); })
       .Case([&](TmaStoreWaitOp) {
         if (!waitUntil(self, [&] { return thread.pendingStores == 0; },
                        thread.name + " waits for its TMA stores", nullptr))
-          return aborted();
+          return aborted(step);
         return true;
       })
       .Case([&](ScoreMmaAsyncOp mma) {
         ++report.mmasIssued[thread.name];
-        issue(AsyncOp::Mma, {interpreter.index(mma.getQueryCount()),
-                             interpreter.index(mma.getKeyCount())});
+        issue(step, AsyncOp::Mma, {interpreter.index(mma.getQueryCount()),
+                                   interpreter.index(mma.getKeyCount())});
         return true;
       })
       .Case([&](ValueMmaAsyncOp mma) {
         ++report.mmasIssued[thread.name];
-        issue(AsyncOp::Mma, {interpreter.index(mma.getValueCount()),
-                             interpreter.index(mma.getAccumulate())});
+        issue(step, AsyncOp::Mma, {interpreter.index(mma.getValueCount()),
+                                   interpreter.index(mma.getAccumulate())});
         return true;
       })
-      // Hopper's warpgroup MMAs. The values are computed at issue; the
-      // shared-memory reads are checked at issue and again when the MMA is
-      // known complete (its wait, or at once when it is not async), so a
-      // stage released before its MMA's wait shows as a hazard.
-      .Case([&](WarpgroupScoreMmaOp mma) {
-        SmemState &q = smem(mma.getQuery()), &k = smem(mma.getKey());
-        int64_t qStage = interpreter.index(mma.getQueryCount()) % q.type.getStages();
-        int64_t kStage = interpreter.index(mma.getKeyCount()) % k.type.getStages();
-        RoleThread::WarpgroupMma issued{mma.getScores(),
-                                        {{mma.getQuery().getDefiningOp(), qStage},
-                                         {mma.getKey().getDefiningOp(), kStage}}};
-        readWarpgroupOperands(issued, self, clock, what);
-        ++report.mmasIssued[thread.name];
-        auto scores = makeTile(mma.getScores());
-        int64_t m = scores->shape[0], n = k.type.getRows(), d = q.type.getCols();
-        int64_t first = mma.getRowOffset();
-        scoreProduct(&q.data[(qStage * q.type.getRows() + first) * d],
-                     &k.data[kStage * n * d], scores->data.data(), m, n, d);
-        interpreter.setTile(mma.getScores(), scores);
-        if (mma.getAsync())
-          thread.warpgroupMmas.push_back(issued);
-        return true;
-      })
-      .Case([&](WarpgroupValueMmaOp mma) {
-        SmemState &v = smem(mma.getValue());
-        int64_t vStage = interpreter.index(mma.getValueCount()) % v.type.getStages();
-        RoleThread::WarpgroupMma issued{mma.getResult(),
-                                        {{mma.getValue().getDefiningOp(), vStage}}};
-        readWarpgroupOperands(issued, self, clock, what);
-        ++report.mmasIssued[thread.name];
-        const Tile &p = interpreter.tile(mma.getProbs());
-        auto result = std::make_shared<Tile>(interpreter.tile(mma.getAcc()));
-        int64_t m = p.shape[0], n = p.shape[1], d = v.type.getCols();
-        valueProduct(p.data.data(), &v.data[vStage * n * d],
-                     result->data.data(), m, n, d);
-        interpreter.setTile(mma.getResult(), result);
-        if (mma.getAsync())
-          thread.warpgroupMmas.push_back(issued);
-        return true;
-      })
-      .Case([&](WarpgroupWaitOp wait) {
-        auto &pending = thread.warpgroupMmas;
-        while (pending.size() > wait.getPending()) {
-          readWarpgroupOperands(pending.front(), self, clock, what);
-          pending.pop_front();
-        }
-        for (const RoleThread::WarpgroupMma &running : pending)
-          if (running.result == wait.getPendingValue()) {
-            error = "'fa4.wgmma_wait' with pending = " +
-                    std::to_string(wait.getPending()) +
-                    " leaves the MMA it waits for running";
-            return false;
-          }
-        interpreter.setTile(wait.getResult(),
-                            std::make_shared<Tile>(
-                                interpreter.tile(wait.getPendingValue())));
-        return true;
-      })
-      .Case([&](TmemLoadOp load) {
-        TmemPlace place;
-        if (!tmemPlace(load.getBuffer(), place, error) ||
-            !checkTmemLive(what, error))
-          return false;
-        auto tile = makeTile(load.getResult());
-        int64_t first = interpreter.index(load.getColumn());
-        int64_t cols = tile->shape[1];
-        if (!checkColumns(op, first, cols, place, error))
-          return false;
-        accessTmem(place, first, cols, self, clock, false, what);
-        for (int64_t r = 0; r < tile->shape[0]; ++r)
-          for (int64_t c = 0; c < cols; ++c)
-            tile->data[r * cols + c] = readTmem(
-                &tmem[r * blackwell::kTmemColumns + place.firstColumn],
-                first + c, place.element);
-        interpreter.setTile(load.getResult(), tile);
-        return true;
-      })
-      .Case([&](TmemStoreOp store) {
-        TmemPlace place;
-        if (!tmemPlace(store.getBuffer(), place, error) ||
-            !checkTmemLive(what, error))
-          return false;
-        const Tile &tile = interpreter.tile(store.getTile());
-        int64_t first = interpreter.index(store.getColumn());
-        int64_t cols = tile.shape[1];
-        if (!checkColumns(op, first, cols, place, error))
-          return false;
-        accessTmem(place, first, cols, self, clock, true, what);
-        for (int64_t r = 0; r < tile.shape[0]; ++r)
-          for (int64_t c = 0; c < cols; ++c)
-            writeTmem(&tmem[r * blackwell::kTmemColumns + place.firstColumn],
-                      first + c, place.element, tile.data[r * cols + c]);
-        return true;
-      })
-      .Case([&](SmemStoreOp store) {
-        SmemState &state = smem(store.getBuffer());
-        int64_t stage = interpreter.index(store.getCount()) % state.type.getStages();
-        access(state.stages[stage],
-               "SMEM " + state.name + "[" + std::to_string(stage) + "]", self,
-               clock, true, what);
-        const Tile &tile = interpreter.tile(store.getTile());
-        int64_t rows = state.type.getRows(), cols = state.type.getCols();
-        float *dest = &state.data[stage * rows * cols];
-        if (std::optional<int64_t> row = store.getRow()) {
-          std::copy(tile.data.begin(), tile.data.end(), dest + *row * cols);
-          return true;
-        }
-        int64_t first = store.getColumn() ? interpreter.index(store.getColumn()) : 0;
-        int64_t width = tile.shape[1];
-        if (first + width > cols) {
-          error = "'fa4.smem_store' writes columns [" + std::to_string(first) +
-                  ", " + std::to_string(first + width) + ") of " + state.name +
-                  ", which has " + std::to_string(cols);
-          return false;
-        }
-        for (int64_t r = 0; r < rows; ++r)
-          std::copy_n(&tile.data[r * width], width, dest + r * cols + first);
-        return true;
-      })
-      .Case([&](SmemLoadOp load) {
-        SmemState &state = smem(load.getBuffer());
-        int64_t stage = interpreter.index(load.getCount()) % state.type.getStages();
-        access(state.stages[stage],
-               "SMEM " + state.name + "[" + std::to_string(stage) + "]", self,
-               clock, false, what);
-        auto tile = makeTile(load.getResult());
-        int64_t rows = state.type.getRows(), cols = state.type.getCols();
-        const float *source = &state.data[stage * rows * cols];
-        if (std::optional<int64_t> row = load.getRow())
-          source += *row * cols;
-        std::copy(source, source + tile->data.size(), tile->data.begin());
-        interpreter.setTile(load.getResult(), tile);
-        return true;
-      })
-      .Case([&](TmemAllocColumnsOp alloc) {
-        if (tmemAllocated)
-          report.addMisuse(what + " allocates TMEM again; " + tmemAllocator +
-                           " already holds " +
-                           std::to_string(tmemAllocatedColumns) + " columns");
-        tmemAllocated = true;
-        tmemAllocatedColumns = alloc.getColumns();
-        tmemAllocator = thread.name;
-        return true;
-      })
+      .Case([&](WarpgroupScoreMmaOp mma) { return run(step, mma); })
+      .Case([&](WarpgroupValueMmaOp mma) { return run(step, mma); })
+      .Case([&](WarpgroupWaitOp wait) { return run(step, wait); })
+      .Case([&](TmemLoadOp load) { return run(step, load); })
+      .Case([&](TmemStoreOp store) { return run(step, store); })
+      .Case([&](SmemStoreOp store) { return run(step, store); })
+      .Case([&](SmemLoadOp load) { return run(step, load); })
+      .Case([&](TmemAllocColumnsOp alloc) { return run(step, alloc); })
       .Case([&](TmemRelinquishOp) { return true; })
-      .Case([&](TmemDeallocOp dealloc) {
-        if (!tmemAllocated || tmemFreed)
-          report.addMisuse(what + " frees TMEM that is not allocated");
-        else if (static_cast<int64_t>(dealloc.getColumns()) !=
-                 tmemAllocatedColumns)
-          report.addMisuse(what + " frees " +
-                           std::to_string(dealloc.getColumns()) +
-                           " TMEM columns; " + tmemAllocator + " allocated " +
-                           std::to_string(tmemAllocatedColumns));
-        tmemFreed = true;
-        return true;
-      })
+      .Case([&](TmemDeallocOp dealloc) { return run(step, dealloc); })
       .Case<ProducerAcquireOp, ProducerCommitOp, ConsumerWaitOp,
             ConsumerReleaseOp>([&](Operation *) {
         error = "'" + op->getName().getStringRef().str() +
@@ -1027,6 +818,293 @@ bool Cta::execute(Interpreter &interpreter, Operation *op, std::string &error) {
                 "' inside a role";
         return false;
       });
+}
+
+bool Cta::run(const RoleStep &step, MBarrierWaitOp wait) {
+  RoleThread &thread = step.thread;
+  BarrierState &bar = barrier(wait.getBarrier());
+  int64_t count = step.interpreter.index(wait.getCount());
+  int64_t stages = bar.type.getStages();
+  int64_t stage = count % stages;
+  int64_t intended = count / stages - (wait.getPrior() ? 1 : 0);
+  int64_t parity = intended & 1;
+  BarrierSlot &slot = bar.slots[stage];
+  std::string waiting = thread.name + " waits on " + bar.name + "[" +
+                        std::to_string(stage) + "] for phase " +
+                        std::to_string(intended) + " (parity " +
+                        std::to_string(parity) + ")";
+  if (!waitUntil(step.self, [&] { return (slot.completed & 1) != parity; },
+                 waiting, &slot))
+    return aborted(step);
+  int64_t observed = slot.completed - 1;
+  if (observed != intended)
+    report.addMisuse(
+        thread.name + " waited on " + bar.name + "[" + std::to_string(stage) +
+        "] for phase " + std::to_string(intended) + " and passed on phase " +
+        std::to_string(observed) +
+        (observed < intended ? ": wrong phase (parity of an older one)"
+                             : ": a phase was skipped"));
+  if (observed >= 0)
+    join(thread.clock, slot.last);
+  return true;
+}
+
+bool Cta::run(const RoleStep &step, MBarrierArriveOp arriveOp) {
+  RoleThread &thread = step.thread;
+  BarrierState &bar = barrier(arriveOp.getBarrier());
+  if (bar.type.getKind() != BarrierKind::threads)
+    report.addMisuse(thread.name + " arrives on " + bar.name + ", a '" +
+                     stringifyBarrierKind(bar.type.getKind()).str() +
+                     "' barrier (thread arrivals need kind 'threads')");
+  int64_t count = step.interpreter.index(arriveOp.getCount());
+  arrive(bar, count % bar.type.getStages(), thread.role.getNumThreads(),
+         thread.clock);
+  ++thread.clock[step.self];
+  return true;
+}
+
+bool Cta::run(const RoleStep &step, NamedBarrierSyncOp sync) {
+  RoleThread &thread = step.thread;
+  BarrierState &bar = namedBarrier(sync.getId(), sync.getCount());
+  BarrierSlot &slot = bar.slots[0];
+  int64_t phase = slot.completed;
+  arrive(bar, 0, thread.role.getNumThreads(), thread.clock);
+  ++thread.clock[step.self];
+  if (!waitUntil(step.self, [&] { return slot.completed > phase; },
+                 thread.name + " waits at " + bar.name, &slot))
+    return aborted(step);
+  join(thread.clock, slot.last);
+  return true;
+}
+
+bool Cta::run(const RoleStep &step, MBarrierExpectTxOp expect) {
+  RoleThread &thread = step.thread;
+  BarrierState &bar = barrier(expect.getBarrier());
+  if (bar.type.getKind() != BarrierKind::tma)
+    report.addMisuse(thread.name + " announces transaction bytes on " +
+                     bar.name + ", a '" +
+                     stringifyBarrierKind(bar.type.getKind()).str() +
+                     "' barrier (expect_tx needs kind 'tma')");
+  int64_t stage =
+      step.interpreter.index(expect.getCount()) % bar.type.getStages();
+  BarrierSlot &slot = bar.slots[stage];
+  slot.tx += expect.getBytes();
+  if (slot.tx > kMaxTxCount)
+    report.addMisuse(thread.name + " raises the transaction count of " +
+                     bar.name + "[" + std::to_string(stage) + "] to " +
+                     std::to_string(slot.tx) +
+                     " bytes, past the mbarrier's limit of 2^20 - 1");
+  slot.expectTx = true;
+  arrive(bar, stage, 1, thread.clock);
+  ++thread.clock[step.self];
+  return true;
+}
+
+bool Cta::run(const RoleStep &step, TmaLoadOp load) {
+  Interpreter &interpreter = step.interpreter;
+  if (!load.getBarrier()) {
+    step.error = "a TMA load signals no barrier (run fa4-insert-barriers)";
+    return false;
+  }
+  Buffer &source = interpreter.buffer(load.getSource());
+  int64_t batch = interpreter.index(load.getBatch());
+  int64_t head = interpreter.index(load.getHead());
+  if (!checkTensorAccess(step.op, source, batch, head, load.getGqaRatio(),
+                         smem(load.getBuffer()).type.getCols(), step.error))
+    return false;
+  issue(step, AsyncOp::TmaLoad,
+        {batch, head, interpreter.index(load.getRow()),
+         interpreter.index(load.getCount()),
+         interpreter.index(load.getBarrierCount())},
+        &source);
+  return true;
+}
+
+bool Cta::run(const RoleStep &step, TmaStoreOp store) {
+  Interpreter &interpreter = step.interpreter;
+  Buffer &dest = interpreter.buffer(store.getDest());
+  int64_t batch = interpreter.index(store.getBatch());
+  int64_t head = interpreter.index(store.getHead());
+  if (!checkTensorAccess(step.op, dest, batch, head, store.getGqaRatio(),
+                         smem(store.getBuffer()).type.getCols(), step.error))
+    return false;
+  ++step.thread.pendingStores;
+  issue(step, AsyncOp::TmaStore,
+        {interpreter.index(store.getCount()), batch, head,
+         interpreter.index(store.getRow())},
+        &dest);
+  return true;
+}
+
+// Hopper's warpgroup MMAs. The values are computed at issue; the
+// shared-memory reads are checked at issue and again when the MMA is known
+// complete (its wait, or at once when it is not async), so a stage released
+// before its MMA's wait shows as a hazard.
+
+bool Cta::run(const RoleStep &step, WarpgroupScoreMmaOp mma) {
+  Interpreter &interpreter = step.interpreter;
+  SmemState &q = smem(mma.getQuery()), &k = smem(mma.getKey());
+  int64_t qStage = interpreter.index(mma.getQueryCount()) % q.type.getStages();
+  int64_t kStage = interpreter.index(mma.getKeyCount()) % k.type.getStages();
+  RoleThread::WarpgroupMma issued{mma.getScores(),
+                                  {{mma.getQuery().getDefiningOp(), qStage},
+                                   {mma.getKey().getDefiningOp(), kStage}}};
+  readWarpgroupOperands(issued, step.self, step.thread.clock, step.what);
+  ++report.mmasIssued[step.thread.name];
+  auto scores = makeTile(mma.getScores());
+  int64_t m = scores->shape[0], n = k.type.getRows(), d = q.type.getCols();
+  int64_t first = mma.getRowOffset();
+  scoreProduct(&q.data[(qStage * q.type.getRows() + first) * d],
+               &k.data[kStage * n * d], scores->data.data(), m, n, d);
+  interpreter.setTile(mma.getScores(), scores);
+  if (mma.getAsync())
+    step.thread.warpgroupMmas.push_back(issued);
+  return true;
+}
+
+bool Cta::run(const RoleStep &step, WarpgroupValueMmaOp mma) {
+  Interpreter &interpreter = step.interpreter;
+  SmemState &v = smem(mma.getValue());
+  int64_t vStage = interpreter.index(mma.getValueCount()) % v.type.getStages();
+  RoleThread::WarpgroupMma issued{mma.getResult(),
+                                  {{mma.getValue().getDefiningOp(), vStage}}};
+  readWarpgroupOperands(issued, step.self, step.thread.clock, step.what);
+  ++report.mmasIssued[step.thread.name];
+  const Tile &p = interpreter.tile(mma.getProbs());
+  auto result = std::make_shared<Tile>(interpreter.tile(mma.getAcc()));
+  int64_t m = p.shape[0], n = p.shape[1], d = v.type.getCols();
+  valueProduct(p.data.data(), &v.data[vStage * n * d], result->data.data(), m,
+               n, d);
+  interpreter.setTile(mma.getResult(), result);
+  if (mma.getAsync())
+    step.thread.warpgroupMmas.push_back(issued);
+  return true;
+}
+
+bool Cta::run(const RoleStep &step, WarpgroupWaitOp wait) {
+  auto &pending = step.thread.warpgroupMmas;
+  while (pending.size() > wait.getPending()) {
+    readWarpgroupOperands(pending.front(), step.self, step.thread.clock,
+                          step.what);
+    pending.pop_front();
+  }
+  for (const RoleThread::WarpgroupMma &running : pending)
+    if (running.result == wait.getPendingValue()) {
+      step.error = "'fa4.wgmma_wait' with pending = " +
+                   std::to_string(wait.getPending()) +
+                   " leaves the MMA it waits for running";
+      return false;
+    }
+  step.interpreter.setTile(
+      wait.getResult(),
+      std::make_shared<Tile>(step.interpreter.tile(wait.getPendingValue())));
+  return true;
+}
+
+bool Cta::run(const RoleStep &step, TmemLoadOp load) {
+  Interpreter &interpreter = step.interpreter;
+  TmemPlace place;
+  if (!tmemPlace(load.getBuffer(), place, step.error) ||
+      !checkTmemLive(step.what, step.error))
+    return false;
+  auto tile = makeTile(load.getResult());
+  int64_t first = interpreter.index(load.getColumn());
+  int64_t cols = tile->shape[1];
+  if (!checkColumns(step.op, first, cols, place, step.error))
+    return false;
+  accessTmem(place, first, cols, step.self, step.thread.clock, false, step.what);
+  for (int64_t r = 0; r < tile->shape[0]; ++r)
+    for (int64_t c = 0; c < cols; ++c)
+      tile->data[r * cols + c] =
+          readTmem(&tmem[r * blackwell::kTmemColumns + place.firstColumn],
+                   first + c, place.element);
+  interpreter.setTile(load.getResult(), tile);
+  return true;
+}
+
+bool Cta::run(const RoleStep &step, TmemStoreOp store) {
+  Interpreter &interpreter = step.interpreter;
+  TmemPlace place;
+  if (!tmemPlace(store.getBuffer(), place, step.error) ||
+      !checkTmemLive(step.what, step.error))
+    return false;
+  const Tile &tile = interpreter.tile(store.getTile());
+  int64_t first = interpreter.index(store.getColumn());
+  int64_t cols = tile.shape[1];
+  if (!checkColumns(step.op, first, cols, place, step.error))
+    return false;
+  accessTmem(place, first, cols, step.self, step.thread.clock, true, step.what);
+  for (int64_t r = 0; r < tile.shape[0]; ++r)
+    for (int64_t c = 0; c < cols; ++c)
+      writeTmem(&tmem[r * blackwell::kTmemColumns + place.firstColumn],
+                first + c, place.element, tile.data[r * cols + c]);
+  return true;
+}
+
+bool Cta::run(const RoleStep &step, SmemStoreOp store) {
+  Interpreter &interpreter = step.interpreter;
+  SmemState &state = smem(store.getBuffer());
+  int64_t stage = interpreter.index(store.getCount()) % state.type.getStages();
+  access(state.stages[stage],
+         "SMEM " + state.name + "[" + std::to_string(stage) + "]", step.self,
+         step.thread.clock, true, step.what);
+  const Tile &tile = interpreter.tile(store.getTile());
+  int64_t rows = state.type.getRows(), cols = state.type.getCols();
+  float *dest = &state.data[stage * rows * cols];
+  if (std::optional<int64_t> row = store.getRow()) {
+    std::copy(tile.data.begin(), tile.data.end(), dest + *row * cols);
+    return true;
+  }
+  int64_t first = store.getColumn() ? interpreter.index(store.getColumn()) : 0;
+  int64_t width = tile.shape[1];
+  if (first + width > cols) {
+    step.error = "'fa4.smem_store' writes columns [" + std::to_string(first) +
+                 ", " + std::to_string(first + width) + ") of " + state.name +
+                 ", which has " + std::to_string(cols);
+    return false;
+  }
+  for (int64_t r = 0; r < rows; ++r)
+    std::copy_n(&tile.data[r * width], width, dest + r * cols + first);
+  return true;
+}
+
+bool Cta::run(const RoleStep &step, SmemLoadOp load) {
+  Interpreter &interpreter = step.interpreter;
+  SmemState &state = smem(load.getBuffer());
+  int64_t stage = interpreter.index(load.getCount()) % state.type.getStages();
+  access(state.stages[stage],
+         "SMEM " + state.name + "[" + std::to_string(stage) + "]", step.self,
+         step.thread.clock, false, step.what);
+  auto tile = makeTile(load.getResult());
+  int64_t rows = state.type.getRows(), cols = state.type.getCols();
+  const float *source = &state.data[stage * rows * cols];
+  if (std::optional<int64_t> row = load.getRow())
+    source += *row * cols;
+  std::copy(source, source + tile->data.size(), tile->data.begin());
+  interpreter.setTile(load.getResult(), tile);
+  return true;
+}
+
+bool Cta::run(const RoleStep &step, TmemAllocColumnsOp alloc) {
+  if (tmemAllocated)
+    report.addMisuse(step.what + " allocates TMEM again; " + tmemAllocator +
+                     " already holds " + std::to_string(tmemAllocatedColumns) +
+                     " columns");
+  tmemAllocated = true;
+  tmemAllocatedColumns = alloc.getColumns();
+  tmemAllocator = step.thread.name;
+  return true;
+}
+
+bool Cta::run(const RoleStep &step, TmemDeallocOp dealloc) {
+  if (!tmemAllocated || tmemFreed)
+    report.addMisuse(step.what + " frees TMEM that is not allocated");
+  else if (static_cast<int64_t>(dealloc.getColumns()) != tmemAllocatedColumns)
+    report.addMisuse(step.what + " frees " + std::to_string(dealloc.getColumns()) +
+                     " TMEM columns; " + tmemAllocator + " allocated " +
+                     std::to_string(tmemAllocatedColumns));
+  tmemFreed = true;
+  return true;
 }
 
 void Cta::readWarpgroupOperands(const RoleThread::WarpgroupMma &mma,

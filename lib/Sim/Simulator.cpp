@@ -152,9 +152,297 @@ static double maxAbsDifference(const std::vector<float> &a,
   return largest;
 }
 
+namespace {
+/// What every run of one simulation shares: the kernel's tensors as
+/// buffers, the mods and their extras, the reference and the O the runs
+/// are judged against.
+struct Simulation {
+  Simulation(func::FuncOp func, const RunOptions &options, KernelSpecAttr spec)
+      : func(func), options(options), spec(spec), hasLse(spec.getLse()) {}
+
+  /// The function argument that is `role` of the attention.
+  Value argument(ArgumentRole role) {
+    return func.getArgument(spec.getArguments()[role]);
+  }
+  void bindArguments(Interpreter &interpreter);
+  /// NaN in every output, so that a skipped store shows up.
+  void poisonOutputs() {
+    std::fill(out.data.begin(), out.data.end(), std::nanf(""));
+    std::fill(lse.data.begin(), lse.data.end(), std::nanf(""));
+  }
+  /// Folds one run's outputs into `report`; false past tolerance.
+  bool compare(RunReport &report) const;
+
+  func::FuncOp func;
+  const RunOptions &options;
+  KernelSpecAttr spec;
+  bool hasLse;
+  Problem problem;
+  Buffer q, k, v, out, lse;
+  std::unique_ptr<Mods> mods;
+  /// The program's extra arguments, by the entry's argument numbers.
+  SmallVector<Value> extraArguments;
+  std::vector<float> expected;
+  Reference reference;
+};
+} // namespace
+
+void Simulation::bindArguments(Interpreter &interpreter) {
+  for (auto [extra, buffer] : llvm::zip(extraArguments, mods->buffers()))
+    interpreter.bindExtra(extra, &buffer);
+  interpreter.bind(argument(kQ), &q);
+  interpreter.bind(argument(kK), &k);
+  interpreter.bind(argument(kV), &v);
+  interpreter.bind(argument(kOut), &out);
+  if (hasLse)
+    interpreter.bind(argument(kLse), &lse);
+}
+
+bool Simulation::compare(RunReport &report) const {
+  Errors errors{report.maxAbsErr, report.maxRelErr, report.lseMaxAbsErr,
+                report.refLowpMaxAbsErr, report.refLowpLseMaxAbsErr};
+  bool ok = compareWithReference(reference, out.data,
+                                 hasLse ? &lse.data : nullptr, options.atol,
+                                 options.rtol, errors);
+  report.maxAbsErr = errors.maxAbsErr;
+  report.maxRelErr = errors.maxRelErr;
+  report.lseMaxAbsErr = errors.lseMaxAbsErr;
+  report.refLowpMaxAbsErr = errors.refLowpMaxAbsErr;
+  report.refLowpLseMaxAbsErr = errors.refLowpLseMaxAbsErr;
+  if (options.expect.empty())
+    return ok;
+  double expectErr = maxAbsDifference(out.data, expected);
+  double &largest = report.expectMaxAbsErr;
+  if (!std::isnan(largest))
+    largest = std::isnan(expectErr) ? expectErr : std::max(largest, expectErr);
+  return ok && expectErr <= options.expectAtol;
+}
+
+/// The attention `spec` describes (static, positive heads and head dims
+/// that agree, f16/bf16, an f32 LSE: fa4.spec's verifier has checked) at
+/// the run's sizes.
+static Problem describeProblem(Simulation &sim) {
+  const RunOptions &options = sim.options;
+  KernelSpecAttr spec = sim.spec;
+  auto qType = cast<MemRefType>(sim.argument(kQ).getType());
+  auto kType = cast<MemRefType>(sim.argument(kK).getType());
+  Problem problem;
+  problem.batch = options.batch;
+  problem.seqQ = options.seqQ;
+  problem.seqK = options.seqK;
+  problem.qHeads = qType.getDimSize(2);
+  problem.kvHeads = kType.getDimSize(2);
+  problem.headDim = qType.getDimSize(3);
+  problem.causal = spec.getMask() == MaskKind::causal;
+  problem.window = spec.getMask() == MaskKind::window;
+  problem.windowLeft = spec.getWindowLeft();
+  problem.windowRight = spec.getWindowRight();
+  problem.scale = spec.getScaleValue();
+  problem.softcap = spec.getSoftcapValue();
+  return problem;
+}
+
+/// `buffer` for the memref argument `value` at the run's `shape`, which
+/// must agree with every static dimension of the IR.
+static llvm::Error makeBuffer(Value value, ArrayRef<int64_t> shape,
+                              Buffer &buffer) {
+  auto type = cast<MemRefType>(value.getType());
+  if (type.getRank() != static_cast<int64_t>(shape.size()))
+    return makeError("argument #" +
+                     std::to_string(cast<BlockArgument>(value).getArgNumber()) +
+                     " has the wrong rank");
+  for (auto [dim, size] : llvm::enumerate(shape)) {
+    if (!type.isDynamicDim(dim) && type.getDimSize(dim) != size)
+      return makeError(
+          "argument #" +
+          std::to_string(cast<BlockArgument>(value).getArgNumber()) +
+          " has static size " + std::to_string(type.getDimSize(dim)) +
+          " in dimension " + std::to_string(dim) + " but the run asks for " +
+          std::to_string(size) + " (check --batch, --seq-q and --seq-k)");
+  }
+  buffer.shape.assign(shape.begin(), shape.end());
+  // Past 2^30 elements (4 GiB of floats) a buffer no longer fits the
+  // machines this runs on; say so rather than fail to allocate.
+  constexpr int64_t kMaxElements = int64_t(1) << 30;
+  int64_t count = 1;
+  for (int64_t size : shape) {
+    if (size > kMaxElements / count)
+      return makeError(
+          "argument #" +
+          std::to_string(cast<BlockArgument>(value).getArgNumber()) +
+          " would need more than 2^30 elements; use smaller sizes");
+    count *= size;
+  }
+  buffer.data.assign(count, 0.0f);
+  return llvm::Error::success();
+}
+
+/// Q, K, V, O and the LSE at the run's sizes, the outputs poisoned.
+static llvm::Error makeBuffers(Simulation &sim) {
+  const Problem &p = sim.problem;
+  if (llvm::Error refused = makeBuffer(
+          sim.argument(kQ), {p.batch, p.seqQ, p.qHeads, p.headDim}, sim.q))
+    return refused;
+  if (llvm::Error refused = makeBuffer(
+          sim.argument(kK), {p.batch, p.seqK, p.kvHeads, p.headDim}, sim.k))
+    return refused;
+  if (llvm::Error refused = makeBuffer(
+          sim.argument(kV), {p.batch, p.seqK, p.kvHeads, p.headDim}, sim.v))
+    return refused;
+  if (llvm::Error refused = makeBuffer(
+          sim.argument(kOut), {p.batch, p.seqQ, p.qHeads, p.headDim}, sim.out))
+    return refused;
+  if (sim.hasLse)
+    if (llvm::Error refused = makeBuffer(sim.argument(kLse),
+                                         {p.batch, p.qHeads, p.seqQ}, sim.lse))
+      return refused;
+  sim.poisonOutputs();
+  return llvm::Error::success();
+}
+
+/// The inputs and the mods' extras, drawn from the seed or read with
+/// --inputs (the entry's `entryOp` names their arguments), and the expected
+/// O of --expect. The reference runs the regions of `entry` (the program's
+/// own without one) in double, the mathematics the user wrote.
+static llvm::Error makeInputs(Simulation &sim, func::FuncOp entry,
+                              AttentionOp entryOp) {
+  const RunOptions &options = sim.options;
+  bool bf16 = cast<MemRefType>(sim.argument(kQ).getType())
+                  .getElementType()
+                  .isBF16();
+  llvm::Expected<std::unique_ptr<Mods>> madeMods =
+      Mods::fromFunction(entry ? entry : sim.func);
+  if (!madeMods)
+    return madeMods.takeError();
+  sim.mods = std::move(*madeMods);
+  if (llvm::Error refused = sim.mods->fillExtras(sim.problem, options.seed))
+    return refused;
+  std::string error;
+  if (options.inputs.empty())
+    fillInputs(sim.problem, bf16, options.seed, options.distribution,
+               sim.q.data, sim.k.data, sim.v.data);
+  else if (!readInputs(entryOp, sim.problem, options.inputs, sim.q.data,
+                       sim.k.data, sim.v.data, *sim.mods, error))
+    return makeError(error);
+  sim.mods->attach(sim.problem);
+  if (!options.expect.empty() &&
+      !readExpectedOutput(entryOp, sim.problem, options.expect, sim.expected,
+                          error))
+    return makeError(error);
+  return llvm::Error::success();
+}
+
+/// The program's extra arguments, by the entry's argument numbers.
+static llvm::Error findExtraArguments(Simulation &sim) {
+  func::FuncOp func = sim.func;
+  for (auto [number, extra] :
+       llvm::zip(sim.mods->argumentNumbers(), sim.mods->arguments())) {
+    if (number >= func.getNumArguments() ||
+        func.getArgument(number).getType() != extra.getType())
+      return makeError("the lowered @" + func.getName().str() +
+                       " has no extra argument #" + std::to_string(number) +
+                       " of type " + str(extra.getType()));
+    sim.extraArguments.push_back(func.getArgument(number));
+  }
+  return llvm::Error::success();
+}
+
+static void recordStats(const InterpreterStats &stats, RunReport &report) {
+  report.rescalesDone = stats.rescalesDone;
+  report.rescalesSkipped = stats.rescalesSkipped;
+  report.blocksVisited = stats.blocksVisited;
+  report.blocksSkipped = stats.blocksSkipped;
+}
+
+/// Level A or B: the function once.
+static llvm::Error runFunction(Simulation &sim, StepBudget &budget,
+                               RunReport &report) {
+  Interpreter interpreter;
+  sim.bindArguments(interpreter);
+  interpreter.setBudget(&budget);
+  std::string error;
+  if (!interpreter.runFunction(sim.func.getBody().front(), error))
+    return makeError(error);
+  bool numericsOk = sim.compare(report);
+  recordStats(interpreter.getStats(), report);
+  report.ok = numericsOk;
+  return llvm::Error::success();
+}
+
+/// Level C: every CTA of the persistent grid (one CTA without `hasGrid`)
+/// under schedule `run`, until one breaks the protocol; `grid` the CTAs.
+static llvm::Error runGrid(Simulation &sim, int64_t run, bool hasGrid,
+                           StepBudget &budget, ProtocolReport &protocol,
+                           InterpreterStats &stats, int64_t &grid) {
+  LaunchHook launch(protocol, stats,
+                    sim.options.seed * 1000003u + static_cast<uint64_t>(run),
+                    run % 2 == 1);
+  budget.used = 0;
+  grid = 1;
+  for (int64_t cta = 0; cta < grid; ++cta) {
+    if (!budget.take(1))
+      return makeError("the grid of " + std::to_string(grid) +
+                       " CTAs runs past the run's budget of " +
+                       std::to_string(budget.total) +
+                       " loop iterations and CTAs for these sizes");
+    Interpreter interpreter;
+    sim.bindArguments(interpreter);
+    interpreter.setBudget(&budget);
+    interpreter.setHook(&launch);
+    interpreter.ctaId = cta;
+    launch.ctaId = cta;
+    std::string error;
+    if (!interpreter.runFunction(sim.func.getBody().front(), error))
+      return makeError(error);
+    if (cta == 0 && hasGrid)
+      grid = launch.gridSize;
+    if (!protocol.clean())
+      break;
+  }
+  return llvm::Error::success();
+}
+
+/// Level C under `interleavings` schedules; the first schedule that breaks
+/// the protocol ends the run. Every second schedule completes asynchronous
+/// work at the last moment (when no role can run), where a missing wait is
+/// most likely to show.
+static llvm::Error runSchedules(Simulation &sim, StepBudget &budget,
+                                RunReport &report) {
+  report.levelC = true;
+  bool hasGrid = false;
+  sim.func.walk([&](GridSizeOp) { hasGrid = true; });
+  bool numericsOk = true;
+  for (int64_t run = 0; run < sim.options.interleavings; ++run) {
+    sim.poisonOutputs();
+    ProtocolReport protocol;
+    InterpreterStats stats;
+    int64_t grid;
+    if (llvm::Error refused =
+            runGrid(sim, run, hasGrid, budget, protocol, stats, grid))
+      return refused;
+    report.interleavings = run + 1;
+    report.ctas = grid;
+    if (run == 0) {
+      recordStats(stats, report);
+      report.mmasIssued = protocol.mmasIssued;
+    }
+    numericsOk = sim.compare(report) && numericsOk;
+    if (!protocol.clean()) {
+      report.failingInterleaving = run;
+      report.deadlock = protocol.deadlock;
+      report.hazards = protocol.hazards;
+      report.hazardCount = protocol.hazardCount;
+      report.barrierMisuse = protocol.misuse;
+      break;
+    }
+  }
+  report.ok = numericsOk && report.failingInterleaving < 0;
+  return llvm::Error::success();
+}
+
 llvm::Expected<RunReport> mlir::fa4::sim::simulate(func::FuncOp func,
                                                    const RunOptions &options) {
-  // What the interpreter's own checks and runs say of a failure.
+  // What the interpreter's own checks say of a failure.
   std::string error;
   if (!checkProgram(func, error))
     return makeError(error);
@@ -177,137 +465,28 @@ llvm::Expected<RunReport> mlir::fa4::sim::simulate(func::FuncOp func,
     return makeError(
         "@" + func.getName().str() +
         " has no fa4.spec (run fa4-tile first, or give level-A IR)");
-  ArrayRef<int64_t> arguments = spec.getArguments();
-  auto argument = [&](ArgumentRole role) -> Value {
-    return func.getArgument(arguments[role]);
-  };
-  bool hasLse = spec.getLse();
-  // ... and that they describe one attention (static, positive heads and
-  // head dims that agree, f16/bf16, an f32 LSE).
-  auto qType = cast<MemRefType>(argument(kQ).getType());
-  auto kType = cast<MemRefType>(argument(kK).getType());
-
-  Problem problem;
-  problem.batch = options.batch;
-  problem.seqQ = options.seqQ;
-  problem.seqK = options.seqK;
-  problem.qHeads = qType.getDimSize(2);
-  problem.kvHeads = kType.getDimSize(2);
-  problem.headDim = qType.getDimSize(3);
-  problem.causal = spec.getMask() == MaskKind::causal;
-  problem.window = spec.getMask() == MaskKind::window;
-  problem.windowLeft = spec.getWindowLeft();
-  problem.windowRight = spec.getWindowRight();
-  problem.scale = spec.getScaleValue();
-  problem.softcap = spec.getSoftcapValue();
-
-  // Runtime sizes must agree with every static dimension of the IR.
-  auto makeBuffer = [&](Value value, ArrayRef<int64_t> shape,
-                        Buffer &buffer) -> bool {
-    auto type = cast<MemRefType>(value.getType());
-    if (type.getRank() != static_cast<int64_t>(shape.size())) {
-      error = "argument #" +
-              std::to_string(cast<BlockArgument>(value).getArgNumber()) +
-              " has the wrong rank";
-      return false;
-    }
-    for (auto [dim, size] : llvm::enumerate(shape)) {
-      if (!type.isDynamicDim(dim) && type.getDimSize(dim) != size) {
-        error = "argument #" +
-                std::to_string(cast<BlockArgument>(value).getArgNumber()) +
-                " has static size " + std::to_string(type.getDimSize(dim)) +
-                " in dimension " + std::to_string(dim) +
-                " but the run asks for " + std::to_string(size) +
-                " (check --batch, --seq-q and --seq-k)";
-        return false;
-      }
-    }
-    buffer.shape.assign(shape.begin(), shape.end());
-    // Past 2^30 elements (4 GiB of floats) a buffer no longer fits the
-    // machines this runs on; say so rather than fail to allocate.
-    constexpr int64_t kMaxElements = int64_t(1) << 30;
-    int64_t count = 1;
-    for (int64_t size : shape) {
-      if (size > kMaxElements / count) {
-        error = "argument #" +
-                std::to_string(cast<BlockArgument>(value).getArgNumber()) +
-                " would need more than 2^30 elements; use smaller sizes";
-        return false;
-      }
-      count *= size;
-    }
-    buffer.data.assign(count, 0.0f);
-    return true;
-  };
-
-  const Problem &p = problem;
-  Buffer q, k, v, out, lse;
-  if (!makeBuffer(argument(kQ), {p.batch, p.seqQ, p.qHeads, p.headDim}, q) ||
-      !makeBuffer(argument(kK), {p.batch, p.seqK, p.kvHeads, p.headDim}, k) ||
-      !makeBuffer(argument(kV), {p.batch, p.seqK, p.kvHeads, p.headDim}, v) ||
-      !makeBuffer(argument(kOut), {p.batch, p.seqQ, p.qHeads, p.headDim}, out) ||
-      (hasLse && !makeBuffer(argument(kLse), {p.batch, p.qHeads, p.seqQ}, lse)))
-    return makeError(error);
-  // A NaN poisons every output not written, so that a skipped store shows up.
-  std::fill(out.data.begin(), out.data.end(), std::nanf(""));
-  std::fill(lse.data.begin(), lse.data.end(), std::nanf(""));
-
-  Type element = qType.getElementType();
-  // The extras the mod regions read, drawn like the inputs (or read with
-  // them); the reference runs the regions in double, the mathematics the
-  // user wrote.
-  llvm::Expected<std::unique_ptr<Mods>> madeMods =
-      Mods::fromFunction(entry ? entry : func);
-  if (!madeMods)
-    return madeMods.takeError();
-  std::unique_ptr<Mods> mods = std::move(*madeMods);
-  if (llvm::Error refused = mods->fillExtras(problem, options.seed))
+  Simulation sim(func, options, spec);
+  sim.problem = describeProblem(sim);
+  if (llvm::Error refused = makeBuffers(sim))
     return std::move(refused);
-  if (options.inputs.empty())
-    fillInputs(problem, element.isBF16(), options.seed, options.distribution,
-               q.data, k.data, v.data);
-  else if (!readInputs(entryOp, problem, options.inputs, q.data, k.data,
-                       v.data, *mods, error))
-    return makeError(error);
-  mods->attach(problem);
-  std::vector<float> expected;
-  if (!options.expect.empty() &&
-      !readExpectedOutput(entryOp, problem, options.expect, expected, error))
-    return makeError(error);
-  // The program's extras, by the entry's argument numbers.
-  SmallVector<Value> extraArguments;
-  for (auto [number, extra] :
-       llvm::zip(mods->argumentNumbers(), mods->arguments())) {
-    if (number >= func.getNumArguments() ||
-        func.getArgument(number).getType() != extra.getType())
-      return makeError("the lowered @" + func.getName().str() +
-                       " has no extra argument #" + std::to_string(number) +
-                       " of type " + str(extra.getType()));
-    extraArguments.push_back(func.getArgument(number));
-  }
-
-  auto bindArguments = [&](Interpreter &interpreter) {
-    for (auto [extra, buffer] : llvm::zip(extraArguments, mods->buffers()))
-      interpreter.bindExtra(extra, &buffer);
-    interpreter.bind(argument(kQ), &q);
-    interpreter.bind(argument(kK), &k);
-    interpreter.bind(argument(kV), &v);
-    interpreter.bind(argument(kOut), &out);
-    if (hasLse)
-      interpreter.bind(argument(kLse), &lse);
-  };
-
-  Reference reference;
-  computeReference(problem, element.isBF16(), q.data, k.data, v.data,
-                   reference);
-  if (!mods->error().empty())
-    return makeError("the reference's mod region: " + mods->error());
+  if (llvm::Error refused = makeInputs(sim, entry, entryOp))
+    return std::move(refused);
+  if (llvm::Error refused = findExtraArguments(sim))
+    return std::move(refused);
+  bool bf16 = cast<MemRefType>(sim.argument(kQ).getType())
+                  .getElementType()
+                  .isBF16();
+  computeReference(sim.problem, bf16, sim.q.data, sim.k.data, sim.v.data,
+                   sim.reference);
+  if (!sim.mods->error().empty())
+    return makeError("the reference's mod region: " + sim.mods->error());
 
   // Loop iterations and CTAs a run may take. The correct kernel takes a few
   // dozen per (Q tile, KV block) pair; counting pairs of 64-row tiles, finer
   // than any the kernel uses, at 64 steps each leaves a wide margin, while a
   // wrong loop bound or grid fails within seconds rather than hours.
   constexpr int64_t kStepsPerTilePair = 64;
+  const Problem &p = sim.problem;
   int64_t qTiles = p.batch * p.qHeads * ceilDiv(p.seqQ, 64);
   int64_t kvTiles = ceilDiv(p.seqK, 64);
   StepBudget budget;
@@ -316,100 +495,11 @@ llvm::Expected<RunReport> mlir::fa4::sim::simulate(func::FuncOp func,
   RunReport report;
   if (!options.expect.empty())
     report.expectMaxAbsErr = 0.0;
-  bool numericsOk = true;
-  // Folds one run's outputs into the report; false past tolerance.
-  auto compare = [&]() {
-    Errors errors{report.maxAbsErr, report.maxRelErr, report.lseMaxAbsErr,
-                  report.refLowpMaxAbsErr, report.refLowpLseMaxAbsErr};
-    bool ok = compareWithReference(reference, out.data,
-                                   hasLse ? &lse.data : nullptr, options.atol,
-                                   options.rtol, errors);
-    report.maxAbsErr = errors.maxAbsErr;
-    report.maxRelErr = errors.maxRelErr;
-    report.lseMaxAbsErr = errors.lseMaxAbsErr;
-    report.refLowpMaxAbsErr = errors.refLowpMaxAbsErr;
-    report.refLowpLseMaxAbsErr = errors.refLowpLseMaxAbsErr;
-    if (options.expect.empty())
-      return ok;
-    double expectErr = maxAbsDifference(out.data, expected);
-    double &largest = report.expectMaxAbsErr;
-    if (!std::isnan(largest))
-      largest = std::isnan(expectErr) ? expectErr : std::max(largest, expectErr);
-    return ok && expectErr <= options.expectAtol;
-  };
-  auto recordStats = [&](const InterpreterStats &stats) {
-    report.rescalesDone = stats.rescalesDone;
-    report.rescalesSkipped = stats.rescalesSkipped;
-    report.blocksVisited = stats.blocksVisited;
-    report.blocksSkipped = stats.blocksSkipped;
-  };
-
   WarpSpecializeOp specialize;
   func.walk([&](WarpSpecializeOp op) { specialize = op; });
-  if (!specialize) {
-    Interpreter interpreter;
-    bindArguments(interpreter);
-    interpreter.setBudget(&budget);
-    if (!interpreter.runFunction(func.getBody().front(), error))
-      return makeError(error);
-    numericsOk = compare();
-    recordStats(interpreter.getStats());
-    report.ok = numericsOk;
-    return std::move(report);
-  }
-
-  // Level C: every CTA of the persistent grid, under `interleavings`
-  // schedules; the first schedule that breaks the protocol ends the run.
-  // Every second schedule completes asynchronous work at the last moment
-  // (when no role can run), where a missing wait is most likely to show.
-  report.levelC = true;
-  bool hasGrid = false;
-  func.walk([&](GridSizeOp) { hasGrid = true; });
-  for (int64_t run = 0; run < options.interleavings; ++run) {
-    std::fill(out.data.begin(), out.data.end(), std::nanf(""));
-    std::fill(lse.data.begin(), lse.data.end(), std::nanf(""));
-    ProtocolReport protocol;
-    InterpreterStats stats;
-    LaunchHook launch(protocol, stats,
-                      options.seed * 1000003u + static_cast<uint64_t>(run),
-                      run % 2 == 1);
-    budget.used = 0;
-    int64_t grid = 1;
-    for (int64_t cta = 0; cta < grid; ++cta) {
-      if (!budget.take(1))
-        return makeError("the grid of " + std::to_string(grid) +
-                         " CTAs runs past the run's budget of " +
-                         std::to_string(budget.total) +
-                         " loop iterations and CTAs for these sizes");
-      Interpreter interpreter;
-      bindArguments(interpreter);
-      interpreter.setBudget(&budget);
-      interpreter.setHook(&launch);
-      interpreter.ctaId = cta;
-      launch.ctaId = cta;
-      if (!interpreter.runFunction(func.getBody().front(), error))
-        return makeError(error);
-      if (cta == 0 && hasGrid)
-        grid = launch.gridSize;
-      if (!protocol.clean())
-        break;
-    }
-    report.interleavings = run + 1;
-    report.ctas = grid;
-    if (run == 0) {
-      recordStats(stats);
-      report.mmasIssued = protocol.mmasIssued;
-    }
-    numericsOk = compare() && numericsOk;
-    if (!protocol.clean()) {
-      report.failingInterleaving = run;
-      report.deadlock = protocol.deadlock;
-      report.hazards = protocol.hazards;
-      report.hazardCount = protocol.hazardCount;
-      report.barrierMisuse = protocol.misuse;
-      break;
-    }
-  }
-  report.ok = numericsOk && report.failingInterleaving < 0;
+  llvm::Error refused = specialize ? runSchedules(sim, budget, report)
+                                   : runFunction(sim, budget, report);
+  if (refused)
+    return std::move(refused);
   return std::move(report);
 }

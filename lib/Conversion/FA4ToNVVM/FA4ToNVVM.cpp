@@ -184,34 +184,12 @@ static SmallVector<int64_t> dynamicAsMinusOne(ArrayRef<int64_t> sizes) {
   return out;
 }
 
-LogicalResult FA4ToNVVMPass::convert(func::FuncOp func,
-                                     gpu::GPUModuleOp gpuModule) {
-  MLIRContext *context = &getContext();
-  // fa4.spec's verifier has checked that its positions are memref
-  // arguments of the function.
-  KernelSpecAttr spec = getKernelSpec(func);
-  if (!spec)
-    return func.emitError() << "@" << func.getName() << " has no fa4.spec";
-  auto memrefArgument = [&](int64_t position) -> Value {
-    return func.getArgument(position);
-  };
-  SmallVector<Value> tensors;
-  for (int64_t position : spec.getArguments())
-    tensors.push_back(memrefArgument(position));
-  bool hasLse = tensors.size() > 4;
-  // The spec must describe the schedule it sits on: the launch data and the
-  // kernel's parameter order are taken from it.
-  if (failed(checkSpecAgainstSchedule(func, spec, tensors)))
-    return failure();
-  KernelState kernel;
-  kernel.exp2EmulationFraction = exp2EmulationFraction;
-  // The schedule decides the target's lowering; a schedule for the other
-  // target is refused here rather than by ptxas.
-  WarpSpecializeOp specialize;
-  func.walk([&](WarpSpecializeOp op) { specialize = op; });
-  // The schedule's family, from its ops' traits (fa4/Dialect/FA4/IR/
-  // FA4Traits.h; fa4.warp_specialize's verifier refuses a mix).
-  // A schedule with no op of either family's is the chip's.
+/// The schedule's family, from its ops' traits (fa4/Dialect/FA4/IR/
+/// FA4Traits.h; fa4.warp_specialize's verifier refuses a mix); a schedule
+/// with no op of either family's is the chip's. A schedule for the other
+/// family is refused here rather than by ptxas.
+static FailureOr<target::Family> scheduleFamily(func::FuncOp func,
+                                                const target::ChipInfo &chip) {
   bool blackwellOps = false, hopperOps = false;
   func.walk([&](Operation *op) {
     std::optional<target::Family> family = familyOnly(op);
@@ -221,40 +199,26 @@ LogicalResult FA4ToNVVMPass::convert(func::FuncOp func,
   if (hopperOps && blackwellOps)
     return func.emitError() << "the level-C schedule mixes Hopper's warpgroup "
                                "MMAs with Blackwell's TMEM and tcgen05";
-  target::Family scheduleFamily = hopperOps      ? target::Family::Hopper
-                                  : blackwellOps ? target::Family::Blackwell
-                                                 : chipInfo->family;
-  if (scheduleFamily != chipInfo->family)
+  target::Family family = hopperOps      ? target::Family::Hopper
+                          : blackwellOps ? target::Family::Blackwell
+                                         : chip.family;
+  if (family != chip.family)
     return func.emitError()
            << "the level-C schedule is "
-           << (scheduleFamily == target::Family::Hopper
-                   ? "Hopper's (wgmma)"
-                   : "Blackwell's (tcgen05, TMEM)")
-           << " but the chip is " << chipInfo->name
-           << "; compile it with --target " << target::chipsOf(scheduleFamily);
-  kernel.family = &familyLowering(scheduleFamily);
-  layOutSharedMemory(func, kernel);
-  if (kernel.smemBytes > chipInfo->smemBytesPerCta)
-    return func.emitError() << "the kernel needs " << kernel.smemBytes
-                            << " bytes of shared memory, more than the "
-                            << chipInfo->smemBytesPerCta << " a CTA of "
-                            << chipInfo->name << " may use";
+           << (family == target::Family::Hopper ? "Hopper's (wgmma)"
+                                                : "Blackwell's (tcgen05, TMEM)")
+           << " but the chip is " << chip.name
+           << "; compile it with --target " << target::chipsOf(family);
+  return family;
+}
 
-  OpBuilder b(gpuModule.getBodyRegion());
-  b.setInsertionPointToEnd(&gpuModule.getBodyRegion().front());
-  Location loc = func.getLoc();
-  auto ptr = LLVM::LLVMPointerType::get(context);
-  auto globalPtr = LLVM::LLVMPointerType::get(context, 1);
-  auto sharedPtr = LLVM::LLVMPointerType::get(context, 3);
-  if (!gpuModule.lookupSymbol("fa4_smem"))
-    LLVM::GlobalOp::create(b, loc, LLVM::LLVMArrayType::get(b.getI8Type(), 0),
-                             false, LLVM::Linkage::External, "fa4_smem",
-                             Attribute(), 1024, 3);
-
-  // The memrefs the mod regions read.
+/// The memrefs the mod regions read (fa4.spec's extras): row-major memrefs
+/// of integers or floats.
+static FailureOr<SmallVector<Value>> modExtras(func::FuncOp func,
+                                               KernelSpecAttr spec) {
   SmallVector<Value> extras;
   for (int64_t position : spec.getExtras()) {
-    Value extra = memrefArgument(position);
+    Value extra = func.getArgument(position);
     auto type = cast<MemRefType>(extra.getType());
     if (!isa<IntegerType, FloatType>(type.getElementType()) ||
         !type.getLayout().isIdentity())
@@ -264,9 +228,19 @@ LogicalResult FA4ToNVVMPass::convert(func::FuncOp func,
                                  "integers or floats";
     extras.push_back(extra);
   }
+  return extras;
+}
 
-  // Q, K, V and O tensor maps, the LSE pointer, the runtime sizes, then per
-  // extra its pointer and its dynamic sizes.
+/// The kernel's llvm.func at `b`, for a CTA of `threads`: Q, K, V and O
+/// tensor maps, the LSE pointer, the runtime sizes, then per extra its
+/// pointer and its dynamic sizes.
+static LLVM::LLVMFuncOp createKernelFunction(OpBuilder &b, func::FuncOp func,
+                                             bool hasLse,
+                                             ArrayRef<Value> extras,
+                                             int64_t threads) {
+  MLIRContext *context = b.getContext();
+  auto ptr = LLVM::LLVMPointerType::get(context);
+  auto globalPtr = LLVM::LLVMPointerType::get(context, 1);
   SmallVector<Type> params(4, ptr);
   if (hasLse)
     params.push_back(globalPtr);
@@ -277,10 +251,9 @@ LogicalResult FA4ToNVVMPass::convert(func::FuncOp func,
                   b.getI32Type());
   }
   auto kernelFunc = LLVM::LLVMFuncOp::create(b,
-      loc, func.getName(),
+      func.getLoc(), func.getName(),
       LLVM::LLVMFunctionType::get(LLVM::LLVMVoidType::get(context), params));
   kernelFunc->setAttr("nvvm.kernel", b.getUnitAttr());
-  int64_t threads = specialize.getNumThreads();
   kernelFunc->setAttr("nvvm.reqntid",
                       b.getDenseI32ArrayAttr({static_cast<int32_t>(threads)}));
   // One CTA per SM with the register file split evenly at entry (128 per
@@ -298,9 +271,17 @@ LogicalResult FA4ToNVVMPass::convert(func::FuncOp func,
     // aligned (CUTLASS declares its tensor maps alignas(64)).
     kernelFunc.setArgAttr(i, "llvm.align", b.getI64IntegerAttr(64));
   }
-  Block *entry = kernelFunc.addEntryBlock(b);
-  b.setInsertionPointToStart(entry);
+  return kernelFunc;
+}
 
+/// The kernel's parameters as what `kernel` maps the level-C function's
+/// tensors and extras to (the extras' static sizes as constants, at `b`,
+/// the entry's start); the extras as the manifest lists them.
+static SmallVector<ExtraInfoAttr>
+bindKernelParameters(OpBuilder &b, Location loc, Block *entry,
+                     ArrayRef<Value> tensors, ArrayRef<Value> extras,
+                     KernelState &kernel) {
+  bool hasLse = tensors.size() > 4;
   kernel.q = tensors[0];
   kernel.k = tensors[1];
   kernel.v = tensors[2];
@@ -330,29 +311,18 @@ LogicalResult FA4ToNVVMPass::convert(func::FuncOp func,
               : arith::ConstantIndexOp::create(b, loc, dim).getResult());
     std::string dtype;
     llvm::raw_string_ostream(dtype) << type.getElementType();
-    extraEntries.push_back(
-        ExtraInfoAttr::get(context, dtype, dynamicAsMinusOne(type.getShape())));
+    extraEntries.push_back(ExtraInfoAttr::get(
+        b.getContext(), dtype, dynamicAsMinusOne(type.getShape())));
   }
-  kernel.smem = LLVM::AddressOfOp::create(b, loc, sharedPtr, "fa4_smem");
-  kernel.threadId = NVVM::ThreadIdXOp::create(b, loc, b.getI32Type());
+  return extraEntries;
+}
 
-  Lowering lowering(b, kernel);
-  if (failed(lowering.lowerBlock(func.getBody().front())))
-    return failure();
-
-  // What a launcher needs, for fa4c's manifest.
-  int64_t rowsPerTask = 0;
-  func.walk([&](TaskCountOp op) { rowsPerTask = op.getRows(); });
-  // Which warps do what, for tools that report per role (fa4-emu).
-  SmallVector<RoleInfoAttr> roles;
-  for (RoleOp role : specialize.getRoles().front().getOps<RoleOp>())
-    roles.push_back(RoleInfoAttr::get(context, role.getName(),
-                                      role.getFirstWarp(), role.getNumWarps(),
-                                      role.getRegisters()));
-  // Each tensor map: [head_dim, heads, seq, batch], boxes of 64 columns by
-  // the rows of the shared-memory tiles it moves (GQA-packed for Q and O:
-  // ratio heads by rows / ratio positions): 128 rows, but Hopper's O is
-  // stored in 64-row halves.
+/// Each tensor map: [head_dim, heads, seq, batch], boxes of 64 columns by
+/// the rows of the shared-memory tiles it moves (GQA-packed for Q and O:
+/// ratio heads by rows / ratio positions): 128 rows, but Hopper's O is
+/// stored in 64-row halves.
+static SmallVector<TensorMapInfoAttr> tensorMapInfos(func::FuncOp func,
+                                                     const KernelState &kernel) {
   llvm::DenseMap<Value, int64_t> boxRows;
   func.walk([&](Operation *op) {
     if (auto load = dyn_cast<TmaLoadOp>(op))
@@ -377,24 +347,99 @@ LogicalResult FA4ToNVVMPass::convert(func::FuncOp func,
     if (failed(type.getStridesAndOffset(strides, offset)))
       strides.assign(4, ShapedType::kDynamic);
     maps.push_back(TensorMapInfoAttr::get(
-        context, name, type.getElementType().isBF16() ? "bf16" : "fp16",
+        func.getContext(), name, type.getElementType().isBF16() ? "bf16" : "fp16",
         type.getDimSize(2), type.getDimSize(3),
         {64, boxHeads, boxRows.lookup_or(value, 128) / boxHeads, 1},
         dynamicAsMinusOne(strides)));
   }
+  return maps;
+}
+
+/// What a launcher needs, for fa4c's manifest: the CTA, its memory, the
+/// tasks, which warps do what (for tools that report per role, fa4-emu),
+/// the tensor maps, the mods and their extras.
+static LaunchAttr launchInfo(func::FuncOp func, WarpSpecializeOp specialize,
+                             const KernelState &kernel, KernelSpecAttr spec,
+                             bool hasLse, ArrayRef<ExtraInfoAttr> extraEntries) {
+  MLIRContext *context = func.getContext();
+  int64_t rowsPerTask = 0;
+  func.walk([&](TaskCountOp op) { rowsPerTask = op.getRows(); });
+  SmallVector<RoleInfoAttr> roles;
+  for (RoleOp role : specialize.getRoles().front().getOps<RoleOp>())
+    roles.push_back(RoleInfoAttr::get(context, role.getName(),
+                                      role.getFirstWarp(), role.getNumWarps(),
+                                      role.getRegisters()));
+  SmallVector<TensorMapInfoAttr> maps = tensorMapInfos(func, kernel);
   bool scoreMod = false, maskMod = false;
   func.walk([&](Operation *op) {
     scoreMod |= isa<ScoreModOp>(op);
     if (auto range = dyn_cast<KvBlockRangeOp>(op))
       maskMod |= !range.getMaskMod().empty();
   });
-  kernelFunc->setAttr(
-      kLaunchAttrName,
-      LaunchAttr::get(context, specialize.getNumThreads(), kernel.smemBytes,
-                      kernel.tmemColumns, rowsPerTask,
-                      specialize->getAttrOfType<GridAttr>(kGridAttrName), spec,
-                      roles, maps, hasLse, scoreMod, maskMod, extraEntries,
-                      spec.getBlockMask()));
+  return LaunchAttr::get(context, specialize.getNumThreads(), kernel.smemBytes,
+                         kernel.tmemColumns, rowsPerTask,
+                         specialize->getAttrOfType<GridAttr>(kGridAttrName),
+                         spec, roles, maps, hasLse, scoreMod, maskMod,
+                         extraEntries, spec.getBlockMask());
+}
+
+LogicalResult FA4ToNVVMPass::convert(func::FuncOp func,
+                                     gpu::GPUModuleOp gpuModule) {
+  MLIRContext *context = &getContext();
+  // fa4.spec's verifier has checked that its positions are memref
+  // arguments of the function.
+  KernelSpecAttr spec = getKernelSpec(func);
+  if (!spec)
+    return func.emitError() << "@" << func.getName() << " has no fa4.spec";
+  SmallVector<Value> tensors;
+  for (int64_t position : spec.getArguments())
+    tensors.push_back(func.getArgument(position));
+  bool hasLse = tensors.size() > 4;
+  // The spec must describe the schedule it sits on: the launch data and the
+  // kernel's parameter order are taken from it.
+  if (failed(checkSpecAgainstSchedule(func, spec, tensors)))
+    return failure();
+  KernelState kernel;
+  kernel.exp2EmulationFraction = exp2EmulationFraction;
+  WarpSpecializeOp specialize;
+  func.walk([&](WarpSpecializeOp op) { specialize = op; });
+  FailureOr<target::Family> family = scheduleFamily(func, *chipInfo);
+  if (failed(family))
+    return failure();
+  kernel.family = &familyLowering(*family);
+  layOutSharedMemory(func, kernel);
+  if (kernel.smemBytes > chipInfo->smemBytesPerCta)
+    return func.emitError() << "the kernel needs " << kernel.smemBytes
+                            << " bytes of shared memory, more than the "
+                            << chipInfo->smemBytesPerCta << " a CTA of "
+                            << chipInfo->name << " may use";
+
+  OpBuilder b(gpuModule.getBodyRegion());
+  b.setInsertionPointToEnd(&gpuModule.getBodyRegion().front());
+  Location loc = func.getLoc();
+  if (!gpuModule.lookupSymbol("fa4_smem"))
+    LLVM::GlobalOp::create(b, loc, LLVM::LLVMArrayType::get(b.getI8Type(), 0),
+                             false, LLVM::Linkage::External, "fa4_smem",
+                             Attribute(), 1024, 3);
+  FailureOr<SmallVector<Value>> extras = modExtras(func, spec);
+  if (failed(extras))
+    return failure();
+  auto kernelFunc = createKernelFunction(b, func, hasLse, *extras,
+                                         specialize.getNumThreads());
+  Block *entry = kernelFunc.addEntryBlock(b);
+  b.setInsertionPointToStart(entry);
+  SmallVector<ExtraInfoAttr> extraEntries =
+      bindKernelParameters(b, loc, entry, tensors, *extras, kernel);
+  kernel.smem = LLVM::AddressOfOp::create(
+      b, loc, LLVM::LLVMPointerType::get(context, 3), "fa4_smem");
+  kernel.threadId = NVVM::ThreadIdXOp::create(b, loc, b.getI32Type());
+
+  Lowering lowering(b, kernel);
+  if (failed(lowering.lowerBlock(func.getBody().front())))
+    return failure();
+  kernelFunc->setAttr(kLaunchAttrName,
+                      launchInfo(func, specialize, kernel, spec, hasLse,
+                                 extraEntries));
   return success();
 }
 

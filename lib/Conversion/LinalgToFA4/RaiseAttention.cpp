@@ -707,74 +707,86 @@ std::optional<unsigned> dimOf(AffineExpr e) {
   return std::nullopt;
 }
 
-Match matchAttention(const Term *o, func::FuncOp func, const Tracer &tracer) {
-  Match m;
-  auto refuse = [&](const Twine &why) {
-    m.why = why.str();
-    return m;
-  };
-  // O = Σ_k P·V with P = E / Z, or (Σ_k E·V) / Z.
-  const Term *root = stripCasts(o);
+/// Sets the refusal of an attention-shaped expression; false, for the step
+/// that refuses to return.
+bool refuse(Match &m, const Twine &why) {
+  m.why = why.str();
+  return false;
+}
+
+/// The softmax's parts of O = Σ_k P·V with P = E / Z, or of (Σ_k E·V) / Z:
+/// the sum over the keys, E, Z and V's leaf.
+struct SoftmaxOfValues {
   const Term *sum = nullptr, *e = nullptr, *z = nullptr, *vLeaf = nullptr;
-  // The product's factor that is not the probabilities (`isP`) is V.
-  auto splitProduct = [&](const Term *body, const Term *&p, const Term *&leafV,
-                          function_ref<bool(const Term *)> isP) {
-    body = stripCasts(body);
-    if (!body->isApply("arith.mulf"))
-      return false;
-    for (int side : {0, 1}) {
-      const Term *x = stripCasts(body->operands[side]);
-      if (isP(x) && mentions(stripCasts(body->operands[1 - side]), sum->variable)) {
-        p = x;
-        leafV = stripCasts(body->operands[1 - side]);
-        return true;
-      }
-    }
+};
+
+/// Splits `body` into P and V's leaf: the product's factor that is not the
+/// probabilities (`isP`) is V, and it must run along the keys of `sum`.
+bool splitProduct(const Term *body, const Term *sum, const Term *&p,
+                  const Term *&leafV, function_ref<bool(const Term *)> isP) {
+  body = stripCasts(body);
+  if (!body->isApply("arith.mulf"))
     return false;
-  };
+  for (int side : {0, 1}) {
+    const Term *x = stripCasts(body->operands[side]);
+    if (isP(x) && mentions(stripCasts(body->operands[1 - side]), sum->variable)) {
+      p = x;
+      leafV = stripCasts(body->operands[1 - side]);
+      return true;
+    }
+  }
+  return false;
+}
+
+/// Whether `root` (O, casts stripped) is a softmax-weighted sum of values
+/// with E an exponential: the shape that makes it attention.
+bool matchSoftmaxOfValues(const Term *root, SoftmaxOfValues &parts) {
   auto isDiv = [](const Term *t) { return t->isApply("arith.divf"); };
   auto isExp = [](const Term *t) { return t->isApply("math.exp"); };
   const Term *p = nullptr;
   if (root->kind == Term::Sum) {
-    sum = root;
-    if (!splitProduct(sum->operands[0], p, vLeaf, isDiv))
-      return m;
-    e = stripCasts(p->operands[0]);
-    z = stripCasts(p->operands[1]);
+    parts.sum = root;
+    if (!splitProduct(parts.sum->operands[0], parts.sum, p, parts.vLeaf, isDiv))
+      return false;
+    parts.e = stripCasts(p->operands[0]);
+    parts.z = stripCasts(p->operands[1]);
   } else if (root->isApply("arith.divf") &&
              stripCasts(root->operands[0])->kind == Term::Sum) {
-    sum = stripCasts(root->operands[0]);
-    if (!splitProduct(sum->operands[0], e, vLeaf, isExp))
-      return m;
-    z = stripCasts(root->operands[1]);
+    parts.sum = stripCasts(root->operands[0]);
+    if (!splitProduct(parts.sum->operands[0], parts.sum, parts.e, parts.vLeaf,
+                      isExp))
+      return false;
+    parts.z = stripCasts(root->operands[1]);
   } else {
-    return m;
+    return false;
   }
-  if (!e->isApply("math.exp"))
-    return m;
-  // From here on it is attention-shaped: every refusal says why.
-  m.attention = true;
-  if (tracer.exhausted)
-    return refuse("the computation is too large to follow (more than " +
-                  Twine(Tracer::kMaxTerms) +
-                  " terms): raise one attention per function");
-  m.key = sum->variable;
-  const Term *shifted = stripCasts(e->operands[0]);
-  const Term *s = shifted;
+  return parts.e->isApply("math.exp");
+}
+
+/// The score under the exponential, exp(s - M) or exp(s): `s`. M must be
+/// constant along the keys and Z must sum E over them.
+bool matchExponent(const SoftmaxOfValues &parts, Match &m, const Term *&s) {
+  const Term *shifted = stripCasts(parts.e->operands[0]);
+  s = shifted;
   if (shifted->isApply("arith.subf")) {
     s = shifted->operands[0];
-    // exp(s - M) / Σ exp(s - M) is softmax(s) for any M constant along
-    // the keys (the row maximum, usually).
+    // exp(s - M) / Σ exp(s - M) is softmax(s) for any M constant along the
+    // keys (the row maximum, usually).
     if (mentions(shifted->operands[1], m.key))
-      return refuse("the softmax's shift varies along the keys P·V sums "
-                    "over: it is not a softmax over the keys");
+      return refuse(m, "the softmax's shift varies along the keys P·V sums "
+                       "over: it is not a softmax over the keys");
   }
+  const Term *z = parts.z;
   if (z->kind != Term::Sum ||
-      !equalTerms(e, z->operands[0], Renaming{{m.key, z->variable}}))
-    return refuse("the softmax normalizes over another dimension than the "
-                  "keys P·V sums over");
+      !equalTerms(parts.e, z->operands[0], Renaming{{m.key, z->variable}}))
+    return refuse(m, "the softmax normalizes over another dimension than the "
+                     "keys P·V sums over");
+  return true;
+}
 
-  // The masks around the score.
+/// The masks around the score, peeled off `s` into `m.masks`: selects that
+/// fill hidden scores, and additions of such a select of 0 or a fill.
+void peelMasks(const Term *&s, Match &m) {
   for (bool changed = true; changed;) {
     changed = false;
     const Term *t = stripCasts(s);
@@ -804,8 +816,11 @@ Match matchAttention(const Term *o, func::FuncOp func, const Tracer &tracer) {
       }
     }
   }
+}
 
-  // The contraction: Q·Kᵀ over the head dim, of rank-4 arguments.
+/// The contraction: Q·Kᵀ over the head dim, of rank-4 arguments; every
+/// use of it in `s` the same one.
+bool findScoreContraction(const Term *s, Match &m, const Term *&contraction) {
   SmallVector<const Term *> contractions;
   findContractions(s, contractions);
   SmallVector<const Term *> scores;
@@ -817,50 +832,65 @@ Match matchAttention(const Term *o, func::FuncOp func, const Tracer &tracer) {
       scores.push_back(c);
   }
   if (scores.empty())
-    return refuse("no contraction of two rank-4 tensors over their last "
-                  "dimension (Q·Kᵀ over head_dim) feeds the softmax");
-  const Term *contraction = scores.front();
+    return refuse(m, "no contraction of two rank-4 tensors over their last "
+                     "dimension (Q·Kᵀ over head_dim) feeds the softmax");
+  contraction = scores.front();
   for (const Term *c : scores)
     if (!equalTerms(c, contraction, Renaming()))
-      return refuse("the scores combine two different contractions");
+      return refuse(m, "the scores combine two different contractions");
+  return true;
+}
+
+/// Q, K and V: the contraction's operand along the keys is K, the other Q;
+/// all three distinct rank-4 tensor arguments of `func`.
+bool bindOperands(const Term *contraction, const Term *vLeaf,
+                  func::FuncOp func, Match &m, const Term *&qLeaf,
+                  const Term *&kLeaf) {
   const Term *body = stripCasts(contraction->operands[0]);
-  const Term *qLeaf = stripCasts(body->operands[0]);
-  const Term *kLeaf = stripCasts(body->operands[1]);
+  qLeaf = stripCasts(body->operands[0]);
+  kLeaf = stripCasts(body->operands[1]);
   if (mentions(qLeaf, m.key))
     std::swap(qLeaf, kLeaf);
   if (mentions(qLeaf, m.key) || !mentions(kLeaf, m.key))
-    return refuse("exactly one operand of the score contraction must run "
-                  "along the keys P·V sums over");
+    return refuse(m, "exactly one operand of the score contraction must run "
+                     "along the keys P·V sums over");
   if (vLeaf->kind != Term::Leaf)
-    return refuse("V is computed inside the function (not read from an "
-                  "argument)");
+    return refuse(m, "V is computed inside the function (not read from an "
+                     "argument)");
   for (auto [name, leafTerm] :
        {std::pair<StringRef, const Term *>{"Q", qLeaf}, {"K", kLeaf}, {"V", vLeaf}})
     if (!isArgument(leafTerm->tensor, func))
-      return refuse(Twine(name) + " is not a function argument (it is " +
-                    (leafTerm->why.empty() ? describe(leafTerm->tensor) : leafTerm->why) +
-                    ")");
+      return refuse(m, Twine(name) + " is not a function argument (it is " +
+                           (leafTerm->why.empty() ? describe(leafTerm->tensor)
+                                                  : leafTerm->why) +
+                           ")");
   m.q = qLeaf->tensor;
   m.k = kLeaf->tensor;
   m.v = vLeaf->tensor;
   if (m.q == m.k || m.q == m.v || m.k == m.v)
-    return refuse("Q, K and V are not three distinct arguments (the kernel "
-                  "takes each as its own parameter; pass the tensor twice)");
+    return refuse(m, "Q, K and V are not three distinct arguments (the kernel "
+                     "takes each as its own parameter; pass the tensor twice)");
   for (auto [name, value] : {std::pair<StringRef, Value>{"Q", m.q}, {"K", m.k}, {"V", m.v}}) {
     auto type = dyn_cast<RankedTensorType>(value.getType());
     if (!type || type.getRank() != 4)
-      return refuse(Twine(name) + " is not a rank-4 ranked tensor");
+      return refuse(m, Twine(name) + " is not a rank-4 ranked tensor");
   }
+  return true;
+}
 
-  // Roles: Q is [b, q, h, d] or [b, h, q, d] with plain indices.
+/// The roles of O's dimensions: Q is [b, q, h, d] or [b, h, q, d] with plain
+/// indices, K and V alike (their heads Q's or a grouping of them), O in
+/// Q's layout. `seqPos`: the position of the sequence dimension.
+bool matchLayout(const Term *qLeaf, const Term *kLeaf, const Term *vLeaf,
+                 func::FuncOp func, Match &m, unsigned &seqPos) {
   SmallVector<unsigned> qDims;
   for (AffineExpr index : qLeaf->indices) {
     std::optional<unsigned> dim = dimOf(index);
     if (!dim)
-      return refuse("Q is read at a computed index (" +
-                    std::to_string(qDims.size()) +
-                    "): only a transposition of [batch, seq, heads, head_dim] "
-                    "is supported");
+      return refuse(m, "Q is read at a computed index (" +
+                           std::to_string(qDims.size()) +
+                           "): only a transposition of [batch, seq, heads, "
+                           "head_dim] is supported");
     qDims.push_back(*dim);
   }
   m.batch = qDims[0];
@@ -872,17 +902,17 @@ Match matchAttention(const Term *o, func::FuncOp func, const Tracer &tracer) {
       kHeadPos = candidate;
   }
   if (!kHeadPos)
-    return refuse("K does not share a head index with Q");
+    return refuse(m, "K does not share a head index with Q");
   m.headsFirst = kHeadPos == 1;
   m.head = m.headsFirst ? qDims[1] : qDims[2];
   m.query = m.headsFirst ? qDims[2] : qDims[1];
-  unsigned seqPos = m.headsFirst ? 2 : 1;
+  seqPos = m.headsFirst ? 2 : 1;
   std::string layout = m.headsFirst ? "[batch, heads, seq, head_dim]"
                                     : "[batch, seq, heads, head_dim]";
   if (kLeaf->indices[seqPos] != getAffineDimExpr(m.key, func.getContext()) ||
       vLeaf->indices[seqPos] != getAffineDimExpr(m.key, func.getContext()))
-    return refuse("K and V are not " + layout +
-                  " like Q (one layout for Q, K, V and O)");
+    return refuse(m, "K and V are not " + layout +
+                         " like Q (one layout for Q, K, V and O)");
   int64_t qHeads = cast<ShapedType>(m.q.getType()).getDimSize(m.headsFirst ? 1 : 2);
   int64_t kvHeads = cast<ShapedType>(m.k.getType()).getDimSize(kHeadPos);
   AffineExpr h = getAffineDimExpr(m.head, func.getContext());
@@ -891,22 +921,27 @@ Match matchAttention(const Term *o, func::FuncOp func, const Tracer &tracer) {
       kvHeads > 0 && qHeads % kvHeads == 0 && qHeads != kvHeads)
     kvHead = h.floorDiv(qHeads / kvHeads);
   if (kLeaf->indices[kHeadPos] != kvHead || vLeaf->indices[kHeadPos] != kvHead)
-    return refuse("K and V heads are not Q's heads or a grouping of "
-                  "consecutive Q heads (grouped-query attention)");
+    return refuse(m, "K and V heads are not Q's heads or a grouping of "
+                     "consecutive Q heads (grouped-query attention)");
   if (dimOf(kLeaf->indices[0]) != m.batch || dimOf(vLeaf->indices[0]) != m.batch)
-    return refuse("K and V do not share Q's batch index");
+    return refuse(m, "K and V do not share Q's batch index");
   std::optional<unsigned> vDim = dimOf(vLeaf->indices[3]);
   // O is [b, q, h, dv] (or [b, h, q, dv]), the variables 0..3.
   SmallVector<unsigned> expected = {m.batch, m.query, m.head};
   if (m.headsFirst)
     std::swap(expected[1], expected[2]);
   if (expected != SmallVector<unsigned>{0, 1, 2} || vDim != 3u)
-    return refuse("the result's dimensions are not " + layout +
-                  " as Q's (one layout for Q, K, V and O)");
+    return refuse(m, "the result's dimensions are not " + layout +
+                         " as Q's (one layout for Q, K, V and O)");
+  return true;
+}
 
-  // Every reduction runs over the whole dimension it stands for: P·V's and
-  // the normalization's over K's keys, the contraction over head_dim (where
-  // both sizes are known).
+/// Every reduction runs over the whole dimension it stands for: P·V's and
+/// the normalization's (`normalization`) over K's keys, the contraction
+/// over head_dim (where both sizes are known).
+bool checkReductionExtents(const Tracer &tracer, Match &m,
+                           unsigned normalization, const Term *contraction,
+                           unsigned seqPos) {
   auto sameExtent = [&](unsigned variable, int64_t size) {
     int64_t extent = tracer.extentOf(variable);
     return ShapedType::isDynamic(extent) || ShapedType::isDynamic(size) ||
@@ -914,16 +949,23 @@ Match matchAttention(const Term *o, func::FuncOp func, const Tracer &tracer) {
   };
   int64_t keys = cast<ShapedType>(m.k.getType()).getDimSize(seqPos);
   int64_t headDim = cast<ShapedType>(m.q.getType()).getDimSize(3);
-  if (!sameExtent(m.key, keys) || !sameExtent(z->variable, keys))
-    return refuse("P·V or the softmax's sum runs over " +
-                  Twine(tracer.extentOf(!sameExtent(m.key, keys) ? m.key : z->variable)) +
-                  " keys, not K's " + Twine(keys));
+  if (!sameExtent(m.key, keys) || !sameExtent(normalization, keys))
+    return refuse(m, "P·V or the softmax's sum runs over " +
+                         Twine(tracer.extentOf(!sameExtent(m.key, keys)
+                                                   ? m.key
+                                                   : normalization)) +
+                         " keys, not K's " + Twine(keys));
   if (!sameExtent(contraction->variable, headDim))
-    return refuse("Q·Kᵀ sums over " + Twine(tracer.extentOf(contraction->variable)) +
-                  " elements, not head_dim " + Twine(headDim));
+    return refuse(m, "Q·Kᵀ sums over " +
+                         Twine(tracer.extentOf(contraction->variable)) +
+                         " elements, not head_dim " + Twine(headDim));
+  return true;
+}
 
-  // The scale: a constant multiplying (or dividing) every use of the
-  // contraction; the rest of the score expression is the score_mod.
+/// The scale: a constant multiplying (or dividing) every use of the
+/// contraction in the score `s`; the rest of the score expression is the
+/// score_mod.
+bool matchScale(const Term *s, const Term *contraction, Match &m) {
   const Term *scaled = nullptr;
   std::string scaleError;
   double scale = 1.0;
@@ -965,17 +1007,47 @@ Match matchAttention(const Term *o, func::FuncOp func, const Tracer &tracer) {
   const Term *top = stripCasts(s);
   if (equalTerms(top, contraction, Renaming())) {
     m.scaled = contraction;
-  } else {
-    // The score itself may be the scaled contraction.
-    Term wrapper;
-    wrapper.kind = Term::Apply;
-    wrapper.operands = {s};
-    findScale(&wrapper);
-    if (!scaleError.empty())
-      return refuse(scaleError);
-    m.scaled = scaled ? scaled : contraction;
-    m.scale = scale;
+    return true;
   }
+  // The score itself may be the scaled contraction.
+  Term wrapper;
+  wrapper.kind = Term::Apply;
+  wrapper.operands = {s};
+  findScale(&wrapper);
+  if (!scaleError.empty())
+    return refuse(m, scaleError);
+  m.scaled = scaled ? scaled : contraction;
+  m.scale = scale;
+  return true;
+}
+
+Match matchAttention(const Term *o, func::FuncOp func, const Tracer &tracer) {
+  Match m;
+  SoftmaxOfValues parts;
+  if (!matchSoftmaxOfValues(stripCasts(o), parts))
+    return m;
+  // From here on it is attention-shaped: every refusal says why.
+  m.attention = true;
+  if (tracer.exhausted) {
+    refuse(m, "the computation is too large to follow (more than " +
+                  Twine(Tracer::kMaxTerms) +
+                  " terms): raise one attention per function");
+    return m;
+  }
+  m.key = parts.sum->variable;
+  const Term *s = nullptr, *contraction = nullptr, *qLeaf = nullptr,
+             *kLeaf = nullptr;
+  unsigned seqPos = 0;
+  if (!matchExponent(parts, m, s))
+    return m;
+  peelMasks(s, m);
+  if (!findScoreContraction(s, m, contraction) ||
+      !bindOperands(contraction, parts.vLeaf, func, m, qLeaf, kLeaf) ||
+      !matchLayout(qLeaf, kLeaf, parts.vLeaf, func, m, seqPos) ||
+      !checkReductionExtents(tracer, m, parts.z->variable, contraction,
+                             seqPos) ||
+      !matchScale(s, contraction, m))
+    return m;
   m.score = s;
   m.scoreMod = !equalTerms(stripCasts(s), stripCasts(m.scaled), Renaming());
   return m;

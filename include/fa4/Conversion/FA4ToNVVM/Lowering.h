@@ -176,7 +176,23 @@ private:
   LogicalResult lowerConstant(arith::ConstantOp op);
   LogicalResult lowerWarpSpecialize(WarpSpecializeOp op);
   LogicalResult lowerRole(RoleOp role);
+  // The role's entry: its live-ins re-made after setmaxnreg, its issuing
+  // thread elected, its tensor maps prefetched.
+  void rematerializeRoleLiveIns();
+  void electRoleIssuer();
+  void prefetchRoleTensorMaps();
+  /// `exit;`, as inline assembly: the thread leaves the kernel here.
+  void emitExit();
   LogicalResult lowerScheduler(Operation *op);
+  LogicalResult lowerKvBlockRange(KvBlockRangeOp range);
+  LogicalResult lowerTaskCoords(TaskCoordsOp coords);
+  /// The KV blocks the task of m_block `m` visits, its work in the LPT
+  /// order.
+  Value emitTaskWork(TaskCoordsOp coords, Value m);
+  /// The m_blocks whose work exceeds `threshold`.
+  Value emitCountAbove(TaskCoordsOp coords, Value mBlocks, Value threshold);
+  /// The m_block of LPT rank `rank` when the work is not monotone in it.
+  Value emitLptMBlock(TaskCoordsOp coords, Value mBlocks, Value rank);
 
   // Barriers and copies (Memory.cpp).
   LogicalResult lowerBarrier(Operation *op);
@@ -190,6 +206,38 @@ private:
   // Row arithmetic of the softmax and correction roles (RowMath.cpp).
   LogicalResult lowerRowMath(Operation *op);
   LogicalResult lowerOnlineSoftmax(OnlineSoftmaxOp op);
+  // The softmax's steps, in the order it takes them.
+  /// This thread's row of S from TMEM, `chunks` loads of 32 columns and one
+  /// wait, as f32.
+  SmallVector<Value> loadScoreRow(Value scoresColumn, int64_t chunks);
+  /// cap·tanh(s·scale/cap) on each score.
+  void applySoftcap(SoftcapOp softcap, MutableArrayRef<Value> s);
+  LogicalResult applyScoreMod(ScoreModOp scoreMod, MutableArrayRef<Value> s);
+  LogicalResult applyDeferredMask(MaskOp mask, Value condition,
+                                  MutableArrayRef<Value> s);
+  /// The scores with the keys `mask` hides at -inf: the band's keys by bit
+  /// mask, the rest of a mask_mod per score.
+  FailureOr<SmallVector<Value>> maskScores(MaskOp mask, ArrayRef<Value> s);
+  /// The scores outside keys [low, high) of the tile (`lowRel`, `highRel`
+  /// relative to its first; no `lowRel`: from 0) at `minusInfinity`.
+  SmallVector<Value> maskScoresToKeys(ArrayRef<Value> s, Value lowRel,
+                                      Value highRel, Value minusInfinity);
+  Value rowMaxTree(ArrayRef<Value> s, Value rowMax);
+  /// The row max after a block whose largest score is `candidate`, the
+  /// factor that rescales the row's sum and O, and the max·scale_log2 the
+  /// exponents subtract.
+  struct RowMaxUpdate {
+    Value newMax, accScale, maxScaled;
+  };
+  RowMaxUpdate updateRowMax(Value candidate, Value rowMax, float scaleLog2,
+                            float threshold);
+  /// 2^(s·scale_log2 - maxScaled) of the row, as vector<2xf32> pairs.
+  SmallVector<Value> rowExponentials(ArrayRef<Value> s, Value maxScaled,
+                                     float scaleLog2);
+  Value emulatedExp2(Value lo, Value hi, Value satOffset, float scaleLog2);
+  void storeProbabilities(ArrayRef<Value> probs, Type probElement,
+                          TmemStoreOp store);
+  Value rowSumTree(ArrayRef<Value> probs);
   /// AttentionMath's taskPositions on index values: the first and the last
   /// query position of the packed rows from `rowBegin`.
   std::pair<Value, Value> emitTaskPositions(Value rowBegin, Value seqQ,
@@ -207,6 +255,32 @@ private:
 
   // Hopper's register tiles and warpgroup MMAs (Hopper/Warpgroup.cpp).
   LogicalResult lowerWarpgroup(Operation *op);
+  LogicalResult lowerWarpgroupScoreMma(WarpgroupScoreMmaOp mma);
+  LogicalResult lowerWarpgroupValueMma(WarpgroupValueMmaOp mma);
+  LogicalResult lowerWarpgroupWait(WarpgroupWaitOp wait);
+  // The row ops on fragment tiles (each thread two rows, a quad per row).
+  LogicalResult lowerFragmentSoftcap(SoftcapOp softcap);
+  LogicalResult lowerFragmentMask(MaskOp mask);
+  LogicalResult lowerFragmentSoftmax(OnlineSoftmaxOp softmax);
+  /// One of the thread's rows (`half`) of the softmax: its max over the
+  /// quad after `elements`, as updateRowMax's rule moves it from `previous`.
+  RowMaxUpdate updateFragmentRowMax(ArrayRef<Value> elements, int64_t half,
+                                    Value previous, float scaleLog2,
+                                    float threshold);
+  LogicalResult lowerFragmentCorrection(CorrectionOp correction);
+  LogicalResult lowerFragmentNormalize(NormalizeOp normalize);
+  LogicalResult lowerFragmentSmemStore(SmemStoreOp store);
+  LogicalResult lowerFragmentLseStore(StoreLseTileOp store);
+  /// The wgmma shared-memory descriptor (`bits` and the address field) of
+  /// ring item `count` of `buffer`, `offset` bytes into its stage.
+  Value wgmmaStageDescriptor(Value buffer, Value count, int64_t offset,
+                             uint64_t bits);
+  /// The `count` floats of a wgmma's result struct as a vector.
+  Value unpackAccumulators(Value structValue, int64_t count);
+  /// The value of row `half` of a row vector (vector<2>), and the row
+  /// vector of two rows' values.
+  Value rowOfFragment(Value rowVector, int64_t half);
+  Value fragmentRowVector(Value first, Value second);
   /// This thread's lane, its first row of a 64-row fragment tile (`half` 0)
   /// or its second (1), and its first column (2·(lane mod 4)), as indices.
   Value fragmentLane();

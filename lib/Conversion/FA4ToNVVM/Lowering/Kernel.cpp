@@ -504,63 +504,19 @@ LogicalResult Lowering::lowerRole(RoleOp newRole) {
         loc(), registers,
         registers > start ? NVVM::SetMaxRegisterAction::increase
                           : NVVM::SetMaxRegisterAction::decrease);
-  // Every value the role takes from the kernel's prologue is re-made at the
-  // role's entry, after setmaxnreg, by an opaque move: LLVM cannot hoist the
-  // role's arithmetic on it into the prologue, so nothing but these moves'
-  // sources is live across setmaxnreg, where ptxas would keep such values in
-  // local memory (a spill) rather than in registers.
   IRMapping outerMapping = mapping;
   KernelState outerKernel = kernel;
   llvm::scope_exit restore([&] {
     mapping = std::move(outerMapping);
     kernel = std::move(outerKernel);
   });
-  {
-    llvm::SetVector<Value> liveIns;
-    getUsedValuesDefinedAbove(role.getBody(), liveIns);
-    for (Value liveIn : liveIns)
-      if (Value lowered = mapping.lookupOrNull(liveIn))
-        mapping.map(liveIn, rematerializeAtRoleEntry(lowered));
-    for (Value *field : {&kernel.batch, &kernel.seqQ, &kernel.seqK,
-                         &kernel.threadId, &kernel.tmemBase, &kernel.smem})
-      *field = rematerializeAtRoleEntry(*field);
-    // In the order of the kernel's arguments, not the maps' hash order:
-    // the output must not depend on where values were allocated.
-    auto inArgumentOrder = [](llvm::DenseMap<Value, Value> &map) {
-      SmallVector<Value> keys;
-      for (auto &entry : map)
-        keys.push_back(entry.first);
-      llvm::sort(keys, [](Value a, Value b) {
-        auto argA = dyn_cast<BlockArgument>(a), argB = dyn_cast<BlockArgument>(b);
-        unsigned ia = argA ? argA.getArgNumber() : ~0u;
-        unsigned ib = argB ? argB.getArgNumber() : ~0u;
-        return ia < ib;
-      });
-      return keys;
-    };
-    for (Value key : inArgumentOrder(kernel.tensorMaps))
-      kernel.tensorMaps[key] = rematerializeAtRoleEntry(kernel.tensorMaps[key]);
-    for (Value key : inArgumentOrder(kernel.globalPointers))
-      kernel.globalPointers[key] =
-          rematerializeAtRoleEntry(kernel.globalPointers[key]);
-  }
+  rematerializeRoleLiveIns();
   Value thread = arith::SubIOp::create(b,
       loc(), kernel.threadId, i32(role.getFirstWarp() * 32));
   roleThread = toIndex(thread);
   warpTmemBase = Value();
   stagedForAsyncProxy = false;
-  // One thread issues for the whole role: elect.sync picks one per warp, so
-  // a role of several warps also asks for its first warp. In an issuing
-  // role (one warp, or one left working) it alone waits and arrives too
-  // (ifElected says why).
-  roleElected = NVVM::ElectSyncOp::create(b, loc(), b.getI1Type(), Value());
-  if (role.getNumWarps() > 1)
-    roleElected = arith::AndIOp::create(
-        b, loc(), roleElected,
-        arith::CmpIOp::create(b, loc(), arith::CmpIPredicate::ult, roleThread,
-                              index(32)));
-  onlyElectedWaits =
-      role.getNumWarps() == 1 || role->hasAttr("fa4.single_warp");
+  electRoleIssuer();
   roleUsesTensorMemory = false;
   bool rowsInTensorMemory = false;
   role.walk([&](Operation *inner) {
@@ -577,31 +533,7 @@ LogicalResult Lowering::lowerRole(RoleOp newRole) {
            << "reads or writes tensor memory but starts at warp "
            << role.getFirstWarp()
            << ": such a role must start at a multiple of 4 warps";
-  // A role that issues TMA copies prefetches their tensor maps first, as
-  // FA4's load warp does: the descriptor is then on chip for the first copy.
-  {
-    llvm::SetVector<Value> maps;
-    role.walk([&](Operation *inner) {
-      if (auto load = dyn_cast<TmaLoadOp>(inner))
-        maps.insert(kernel.tensorMaps.lookup(load.getSource()));
-      if (auto store = dyn_cast<TmaStoreOp>(inner))
-        maps.insert(kernel.tensorMaps.lookup(store.getDest()));
-    });
-    maps.remove(Value());
-    if (!maps.empty())
-      ifElected([&] {
-        // As inline assembly on the generic address: LLVM's lowering of
-        // the NVVM op emits a param-space and a generic prefetch of the
-        // same map.
-        for (Value map : maps)
-          LLVM::InlineAsmOp::create(
-              b, loc(), TypeRange(), ValueRange{map}, "prefetch.tensormap [$0];",
-              "l", /*has_side_effects=*/true, false,
-              LLVM::tailcallkind::TailCallKind::None,
-              LLVM::AsmDialectAttr::get(b.getContext(), LLVM::AsmDialect::AD_ATT),
-              ArrayAttr());
-      });
-  }
+  prefetchRoleTensorMaps();
   // A role whose work is its elected thread's keeps only its first warp:
   // the others have given their registers up and leave.
   if (role->hasAttr("fa4.single_warp")) {
@@ -612,12 +544,7 @@ LogicalResult Lowering::lowerRole(RoleOp newRole) {
         false);
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(rest.thenBlock());
-    LLVM::InlineAsmOp::create(
-        b, loc(), TypeRange(), ValueRange(), "exit;", "",
-        /*has_side_effects=*/true, false,
-        LLVM::tailcallkind::TailCallKind::None,
-        LLVM::AsmDialectAttr::get(b.getContext(), LLVM::AsmDialect::AD_ATT),
-        ArrayAttr());
+    emitExit();
   }
   if (failed(lowerBlock(role.getBody().front())))
     return failure();
@@ -626,12 +553,92 @@ LogicalResult Lowering::lowerRole(RoleOp newRole) {
   // ptxas allocates each role's registers within its setmaxnreg budget
   // (with a shared tail it allocates the whole kernel within the launch's
   // 128 and spills the softmax's S row).
+  emitExit();
+  return success();
+}
+
+/// Every value the role takes from the kernel's prologue is re-made at the
+/// role's entry, after setmaxnreg, by an opaque move: LLVM cannot hoist the
+/// role's arithmetic on it into the prologue, so nothing but these moves'
+/// sources is live across setmaxnreg, where ptxas would keep such values in
+/// local memory (a spill) rather than in registers.
+void Lowering::rematerializeRoleLiveIns() {
+  llvm::SetVector<Value> liveIns;
+  getUsedValuesDefinedAbove(role.getBody(), liveIns);
+  for (Value liveIn : liveIns)
+    if (Value lowered = mapping.lookupOrNull(liveIn))
+      mapping.map(liveIn, rematerializeAtRoleEntry(lowered));
+  for (Value *field : {&kernel.batch, &kernel.seqQ, &kernel.seqK,
+                       &kernel.threadId, &kernel.tmemBase, &kernel.smem})
+    *field = rematerializeAtRoleEntry(*field);
+  // In the order of the kernel's arguments, not the maps' hash order: the
+  // output must not depend on where values were allocated.
+  auto inArgumentOrder = [](llvm::DenseMap<Value, Value> &map) {
+    SmallVector<Value> keys;
+    for (auto &entry : map)
+      keys.push_back(entry.first);
+    llvm::sort(keys, [](Value a, Value b) {
+      auto argA = dyn_cast<BlockArgument>(a), argB = dyn_cast<BlockArgument>(b);
+      unsigned ia = argA ? argA.getArgNumber() : ~0u;
+      unsigned ib = argB ? argB.getArgNumber() : ~0u;
+      return ia < ib;
+    });
+    return keys;
+  };
+  for (Value key : inArgumentOrder(kernel.tensorMaps))
+    kernel.tensorMaps[key] = rematerializeAtRoleEntry(kernel.tensorMaps[key]);
+  for (Value key : inArgumentOrder(kernel.globalPointers))
+    kernel.globalPointers[key] =
+        rematerializeAtRoleEntry(kernel.globalPointers[key]);
+}
+
+/// One thread issues for the whole role: elect.sync picks one per warp, so a
+/// role of several warps also asks for its first warp. In an issuing role
+/// (one warp, or one left working) it alone waits and arrives too
+/// (ifElected says why).
+void Lowering::electRoleIssuer() {
+  roleElected = NVVM::ElectSyncOp::create(b, loc(), b.getI1Type(), Value());
+  if (role.getNumWarps() > 1)
+    roleElected = arith::AndIOp::create(
+        b, loc(), roleElected,
+        arith::CmpIOp::create(b, loc(), arith::CmpIPredicate::ult, roleThread,
+                              index(32)));
+  onlyElectedWaits =
+      role.getNumWarps() == 1 || role->hasAttr("fa4.single_warp");
+}
+
+/// A role that issues TMA copies prefetches their tensor maps first, as
+/// FA4's load warp does: the descriptor is then on chip for the first copy.
+void Lowering::prefetchRoleTensorMaps() {
+  llvm::SetVector<Value> maps;
+  role.walk([&](Operation *inner) {
+    if (auto load = dyn_cast<TmaLoadOp>(inner))
+      maps.insert(kernel.tensorMaps.lookup(load.getSource()));
+    if (auto store = dyn_cast<TmaStoreOp>(inner))
+      maps.insert(kernel.tensorMaps.lookup(store.getDest()));
+  });
+  maps.remove(Value());
+  if (maps.empty())
+    return;
+  ifElected([&] {
+    // As inline assembly on the generic address: LLVM's lowering of the
+    // NVVM op emits a param-space and a generic prefetch of the same map.
+    for (Value map : maps)
+      LLVM::InlineAsmOp::create(
+          b, loc(), TypeRange(), ValueRange{map}, "prefetch.tensormap [$0];",
+          "l", /*has_side_effects=*/true, false,
+          LLVM::tailcallkind::TailCallKind::None,
+          LLVM::AsmDialectAttr::get(b.getContext(), LLVM::AsmDialect::AD_ATT),
+          ArrayAttr());
+  });
+}
+
+void Lowering::emitExit() {
   LLVM::InlineAsmOp::create(
       b, loc(), TypeRange(), ValueRange(), "exit;", "", /*has_side_effects=*/true,
       false, LLVM::tailcallkind::TailCallKind::None,
       LLVM::AsmDialectAttr::get(b.getContext(), LLVM::AsmDialect::AD_ATT),
       ArrayAttr());
-  return success();
 }
 
 //===----------------------------------------------------------------------===//
@@ -844,137 +851,150 @@ LogicalResult Lowering::lowerScheduler(Operation *op) {
                     toIndex(NVVM::GridDimXOp::create(b, loc(), b.getI32Type())));
         return success();
       })
-      .Case([&](KvBlockRangeOp range) -> LogicalResult {
-        SmallVector<Value, 4> results = emitKvBlockRange(
-            lookup(range.getRowBegin()), lookup(range.getSeqQ()),
-            lookup(range.getSeqK()), range.getGqaRatio(), range.getRows(),
-            range.getBlockN(),
-            maskBounds(range.getMask(), range.getWindowLeft(),
-                       range.getWindowRight(), range.getMaskMod()));
-        if (range.getBlockMask()) {
-          FailureOr<SmallVector<Value, 4>> narrowed =
-              emitBlockMaskNarrowing(range, results);
-          if (failed(narrowed))
-            return failure();
-          results = *narrowed;
-        }
-        for (auto [from, to] : llvm::zip(range.getResults(), results))
-          mapping.map(from, to);
-        return success();
-      })
-      .Case([&](TaskCoordsOp coords) -> LogicalResult {
-        Value t = lookup(coords.getIndex());
-        Value batch = lookup(coords.getBatch());
-        Value heads = index(coords.getKvHeads());
-        Value mBlocks = arith::CeilDivSIOp::create(b,
-            loc(),
-            arith::MulIOp::create(b, loc(), lookup(coords.getSeqQ()),
-                                    index(coords.getGqaRatio())),
-            index(coords.getRows()));
-        if (coords.getOrder() == TaskOrder::static_order) {
-          // m_block fastest, then kv_head, then batch.
-          Value rest = arith::DivUIOp::create(b, loc(), t, mBlocks);
-          mapping.map(coords.getMBlock(),
-                      arith::RemUIOp::create(b, loc(), t, mBlocks));
-          mapping.map(coords.getKvHead(),
-                      arith::RemUIOp::create(b, loc(), rest, heads));
-          mapping.map(coords.getBatchIndex(),
-                      arith::DivUIOp::create(b, loc(), rest, heads));
-          return success();
-        }
-        Value groups = arith::MulIOp::create(b, loc(), batch, heads);
-        Value rank = arith::DivUIOp::create(b, loc(), t, groups);
-        Value rest = arith::RemUIOp::create(b, loc(), t, groups);
-        mapping.map(coords.getKvHead(),
-                    arith::RemUIOp::create(b, loc(), rest, heads));
-        mapping.map(coords.getBatchIndex(),
-                    arith::DivUIOp::create(b, loc(), rest, heads));
-        if (coords.getMask() == MaskKind::causal && coords.getMaskMod().empty()) {
-          // Causal work grows with the m_block: LPT is the last one first.
-          mapping.map(coords.getMBlock(),
-                      arith::SubIOp::create(b,
-                          loc(), arith::SubIOp::create(b, loc(), mBlocks, index(1)),
-                          rank));
-          return success();
-        }
-        // A window's work rises, plateaus and falls (a mask_mod's may do
-        // anything): find the m_block of the given LPT rank without sorting. count(W) = #{m : work(m) > W} is
-        // non-increasing; binary search the work W of rank `rank`, then take
-        // the (rank - count(W))-th m_block of work W, last first.
-        Value seqQ = lookup(coords.getSeqQ()), seqK = lookup(coords.getSeqK());
-        // The work of an m_block: the KV blocks its task visits.
-        auto workOf = [&](Value m) -> Value {
-          MaskModBounds band =
-              maskBounds(coords.getMask(), coords.getWindowLeft(),
-                         coords.getWindowRight(), coords.getMaskMod());
-          // (Only the bounds weigh a task; inexactness does not matter.)
-          band.exact = true;
-          SmallVector<Value, 4> range = emitKvBlockRange(
-              arith::MulIOp::create(b, loc(), m, index(coords.getRows())), seqQ,
-              seqK, coords.getGqaRatio(), coords.getRows(), coords.getBlockN(),
-              band);
-          return arith::SubIOp::create(b, loc(), range[3], range[0]);
-        };
-        auto countAbove = [&](Value threshold) -> Value {
-          auto loop = scf::ForOp::create(b, loc(), index(0), mBlocks, index(1),
-                                           ValueRange{index(0)});
-          OpBuilder::InsertionGuard guard(b);
-          b.setInsertionPointToStart(loop.getBody());
-          Value above = arith::CmpIOp::create(b,
-              loc(), arith::CmpIPredicate::sgt, workOf(loop.getInductionVar()),
-              threshold);
-          Value next = arith::AddIOp::create(b,
-              loc(), loop.getRegionIterArgs()[0],
-              arith::SelectOp::create(b, loc(), above, index(1), index(0)));
-          scf::YieldOp::create(b, loc(), next);
-          return loop.getResult(0);
-        };
-        Value maxWork = arith::CeilDivSIOp::create(b, loc(), seqK,
-                                                     index(coords.getBlockN()));
-        auto search = scf::ForOp::create(b, loc(), index(0), index(24), index(1),
-                                           ValueRange{index(0), maxWork});
-        {
-          OpBuilder::InsertionGuard guard(b);
-          b.setInsertionPointToStart(search.getBody());
-          Value low = search.getRegionIterArgs()[0];
-          Value high = search.getRegionIterArgs()[1];
-          Value middle = arith::DivSIOp::create(b,
-              loc(), arith::AddIOp::create(b, loc(), low, high), index(2));
-          Value fits = arith::CmpIOp::create(b, loc(), arith::CmpIPredicate::sle,
-                                               countAbove(middle), rank);
-          Value next = arith::AddIOp::create(b, loc(), middle, index(1));
-          scf::YieldOp::create(b,
-              loc(), ValueRange{arith::SelectOp::create(b, loc(), fits, low, next),
-                                arith::SelectOp::create(b, loc(), fits, middle, high)});
-        }
-        Value work = search.getResult(0);
-        Value within = arith::SubIOp::create(b, loc(), rank, countAbove(work));
-        auto scan = scf::ForOp::create(b, loc(), index(0), mBlocks, index(1),
-                                         ValueRange{index(0), index(0)});
-        {
-          OpBuilder::InsertionGuard guard(b);
-          b.setInsertionPointToStart(scan.getBody());
-          Value m = arith::SubIOp::create(b,
-              loc(), arith::SubIOp::create(b, loc(), mBlocks, index(1)),
-              scan.getInductionVar());
-          Value seen = scan.getRegionIterArgs()[0];
-          Value found = scan.getRegionIterArgs()[1];
-          Value same = arith::CmpIOp::create(b, loc(), arith::CmpIPredicate::eq,
-                                               workOf(m), work);
-          Value hit = arith::AndIOp::create(b,
-              loc(), same,
-              arith::CmpIOp::create(b, loc(), arith::CmpIPredicate::eq, seen, within));
-          scf::YieldOp::create(b,
-              loc(),
-              ValueRange{arith::AddIOp::create(b,
-                             loc(), seen,
-                             arith::SelectOp::create(b, loc(), same, index(1),
-                                                       index(0))),
-                         arith::SelectOp::create(b, loc(), hit, m, found)});
-        }
-        mapping.map(coords.getMBlock(), scan.getResult(1));
-        return success();
-      })
+      .Case([&](KvBlockRangeOp range) { return lowerKvBlockRange(range); })
+      .Case([&](TaskCoordsOp coords) { return lowerTaskCoords(coords); })
       .Default([](Operation *) { return failure(); });
+}
+
+LogicalResult Lowering::lowerKvBlockRange(KvBlockRangeOp range) {
+  SmallVector<Value, 4> results = emitKvBlockRange(
+      lookup(range.getRowBegin()), lookup(range.getSeqQ()),
+      lookup(range.getSeqK()), range.getGqaRatio(), range.getRows(),
+      range.getBlockN(),
+      maskBounds(range.getMask(), range.getWindowLeft(),
+                 range.getWindowRight(), range.getMaskMod()));
+  if (range.getBlockMask()) {
+    FailureOr<SmallVector<Value, 4>> narrowed =
+        emitBlockMaskNarrowing(range, results);
+    if (failed(narrowed))
+      return failure();
+    results = *narrowed;
+  }
+  for (auto [from, to] : llvm::zip(range.getResults(), results))
+    mapping.map(from, to);
+  return success();
+}
+
+LogicalResult Lowering::lowerTaskCoords(TaskCoordsOp coords) {
+  Value t = lookup(coords.getIndex());
+  Value batch = lookup(coords.getBatch());
+  Value heads = index(coords.getKvHeads());
+  Value mBlocks = arith::CeilDivSIOp::create(b,
+      loc(),
+      arith::MulIOp::create(b, loc(), lookup(coords.getSeqQ()),
+                              index(coords.getGqaRatio())),
+      index(coords.getRows()));
+  if (coords.getOrder() == TaskOrder::static_order) {
+    // m_block fastest, then kv_head, then batch.
+    Value rest = arith::DivUIOp::create(b, loc(), t, mBlocks);
+    mapping.map(coords.getMBlock(),
+                arith::RemUIOp::create(b, loc(), t, mBlocks));
+    mapping.map(coords.getKvHead(),
+                arith::RemUIOp::create(b, loc(), rest, heads));
+    mapping.map(coords.getBatchIndex(),
+                arith::DivUIOp::create(b, loc(), rest, heads));
+    return success();
+  }
+  Value groups = arith::MulIOp::create(b, loc(), batch, heads);
+  Value rank = arith::DivUIOp::create(b, loc(), t, groups);
+  Value rest = arith::RemUIOp::create(b, loc(), t, groups);
+  mapping.map(coords.getKvHead(),
+              arith::RemUIOp::create(b, loc(), rest, heads));
+  mapping.map(coords.getBatchIndex(),
+              arith::DivUIOp::create(b, loc(), rest, heads));
+  if (coords.getMask() == MaskKind::causal && coords.getMaskMod().empty()) {
+    // Causal work grows with the m_block: LPT is the last one first.
+    mapping.map(coords.getMBlock(),
+                arith::SubIOp::create(b,
+                    loc(), arith::SubIOp::create(b, loc(), mBlocks, index(1)),
+                    rank));
+    return success();
+  }
+  mapping.map(coords.getMBlock(), emitLptMBlock(coords, mBlocks, rank));
+  return success();
+}
+
+Value Lowering::emitTaskWork(TaskCoordsOp coords, Value m) {
+  MaskModBounds band =
+      maskBounds(coords.getMask(), coords.getWindowLeft(),
+                 coords.getWindowRight(), coords.getMaskMod());
+  // (Only the bounds weigh a task; inexactness does not matter.)
+  band.exact = true;
+  SmallVector<Value, 4> range = emitKvBlockRange(
+      arith::MulIOp::create(b, loc(), m, index(coords.getRows())),
+      lookup(coords.getSeqQ()), lookup(coords.getSeqK()),
+      coords.getGqaRatio(), coords.getRows(), coords.getBlockN(), band);
+  return arith::SubIOp::create(b, loc(), range[3], range[0]);
+}
+
+Value Lowering::emitCountAbove(TaskCoordsOp coords, Value mBlocks,
+                               Value threshold) {
+  auto loop = scf::ForOp::create(b, loc(), index(0), mBlocks, index(1),
+                                   ValueRange{index(0)});
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(loop.getBody());
+  Value above = arith::CmpIOp::create(b,
+      loc(), arith::CmpIPredicate::sgt,
+      emitTaskWork(coords, loop.getInductionVar()), threshold);
+  Value next = arith::AddIOp::create(b,
+      loc(), loop.getRegionIterArgs()[0],
+      arith::SelectOp::create(b, loc(), above, index(1), index(0)));
+  scf::YieldOp::create(b, loc(), next);
+  return loop.getResult(0);
+}
+
+/// A window's work rises, plateaus and falls (a mask_mod's may do anything):
+/// the m_block of LPT rank `rank` is found without sorting. count(W) = #{m :
+/// work(m) > W} is non-increasing; a binary search finds the work W of rank
+/// `rank`, then a scan takes the (rank - count(W))-th m_block of work W,
+/// last first.
+Value Lowering::emitLptMBlock(TaskCoordsOp coords, Value mBlocks, Value rank) {
+  Value seqK = lookup(coords.getSeqK());
+  Value maxWork = arith::CeilDivSIOp::create(b, loc(), seqK,
+                                               index(coords.getBlockN()));
+  auto search = scf::ForOp::create(b, loc(), index(0), index(24), index(1),
+                                     ValueRange{index(0), maxWork});
+  {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(search.getBody());
+    Value low = search.getRegionIterArgs()[0];
+    Value high = search.getRegionIterArgs()[1];
+    Value middle = arith::DivSIOp::create(b,
+        loc(), arith::AddIOp::create(b, loc(), low, high), index(2));
+    Value fits = arith::CmpIOp::create(b, loc(), arith::CmpIPredicate::sle,
+                                         emitCountAbove(coords, mBlocks, middle),
+                                         rank);
+    Value next = arith::AddIOp::create(b, loc(), middle, index(1));
+    scf::YieldOp::create(b,
+        loc(), ValueRange{arith::SelectOp::create(b, loc(), fits, low, next),
+                          arith::SelectOp::create(b, loc(), fits, middle, high)});
+  }
+  Value work = search.getResult(0);
+  Value within = arith::SubIOp::create(b, loc(), rank,
+                                       emitCountAbove(coords, mBlocks, work));
+  auto scan = scf::ForOp::create(b, loc(), index(0), mBlocks, index(1),
+                                   ValueRange{index(0), index(0)});
+  {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(scan.getBody());
+    Value m = arith::SubIOp::create(b,
+        loc(), arith::SubIOp::create(b, loc(), mBlocks, index(1)),
+        scan.getInductionVar());
+    Value seen = scan.getRegionIterArgs()[0];
+    Value found = scan.getRegionIterArgs()[1];
+    Value same = arith::CmpIOp::create(b, loc(), arith::CmpIPredicate::eq,
+                                         emitTaskWork(coords, m), work);
+    Value hit = arith::AndIOp::create(b,
+        loc(), same,
+        arith::CmpIOp::create(b, loc(), arith::CmpIPredicate::eq, seen, within));
+    scf::YieldOp::create(b,
+        loc(),
+        ValueRange{arith::AddIOp::create(b,
+                       loc(), seen,
+                       arith::SelectOp::create(b, loc(), same, index(1),
+                                                 index(0))),
+                   arith::SelectOp::create(b, loc(), hit, m, found)});
+  }
+  return scan.getResult(1);
 }
 

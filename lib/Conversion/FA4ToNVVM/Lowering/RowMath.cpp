@@ -65,9 +65,6 @@ LogicalResult Lowering::lowerOnlineSoftmax(OnlineSoftmaxOp op) {
   if (!store || !op.getProbs().hasOneUse())
     return op.emitOpError() << "fa4-to-nvvm expects the probabilities to go "
                                "straight to TMEM";
-  Type f32Type = b.getF32Type();
-  Type i32Type = b.getI32Type();
-  auto pairType = VectorType::get({2}, f32Type);
   Type probElement = cast<ShapedType>(op.getProbs().getType()).getElementType();
   int64_t columns = cast<ShapedType>(op.getScores().getType()).getDimSize(1);
   if (columns % kChunk != 0)
@@ -75,151 +72,203 @@ LogicalResult Lowering::lowerOnlineSoftmax(OnlineSoftmaxOp op) {
                             << kChunk << " columns, got " << columns;
   float scaleLog2 = op.getScaleLog2().convertToFloat();
   float threshold = op.getRescaleThreshold().convertToFloat();
-  float minusInf = -std::numeric_limits<float>::infinity();
-  int64_t chunks = columns / kChunk;
 
   // 1. S, once.
+  SmallVector<Value> s = loadScoreRow(scores.scoresColumn, columns / kChunk);
+  // 2. What was applied to S since its load: the softcap, the score_mod,
+  // the mask.
+  if (SoftcapOp softcap = scores.softcap)
+    applySoftcap(softcap, s);
+  if (ScoreModOp scoreMod = scores.scoreMod)
+    if (failed(applyScoreMod(scoreMod, s)))
+      return failure();
+  if (MaskOp mask = scores.mask)
+    if (failed(applyDeferredMask(mask, scores.maskCondition, s)))
+      return failure();
+  // 3. The row max, and what moving it asks of the exponents and of O.
+  Value rowMax = lookup(op.getRowMax()), rowSum = lookup(op.getRowSum());
+  RowMaxUpdate update =
+      updateRowMax(rowMaxTree(s, rowMax), rowMax, scaleLog2, threshold);
+  // 4. The exponentials.
+  SmallVector<Value> probs = rowExponentials(s, update.maxScaled, scaleLog2);
+  // 5. P over S.
+  storeProbabilities(probs, probElement, store);
+  // 6. The row sum.
+  Value blockSum = rowSumTree(probs);
+
+  probsInTmem.insert(op.getProbs());
+  mapping.map(op.getNewRowMax(), update.newMax);
+  mapping.map(op.getNewRowSum(),
+              LLVM::FMAOp::create(b, loc(), rowSum, update.accScale, blockSum));
+  mapping.map(op.getAccScale(), update.accScale);
+  return success();
+}
+
+SmallVector<Value> Lowering::loadScoreRow(Value scoresColumn, int64_t chunks) {
+  Type i32Type = b.getI32Type();
   SmallVector<Value> raws;
   for (int64_t chunk = 0; chunk < chunks; ++chunk)
     raws.push_back(NVVM::Tcgen05LdOp::create(b,
         loc(), VectorType::get({kChunk}, i32Type), false,
         NVVM::Tcgen05LdStShape::SHAPE_32X32B,
-        tmemAddress(scores.scoresColumn, index(chunk * kChunk), 32), Value()));
+        tmemAddress(scoresColumn, index(chunk * kChunk), 32), Value()));
   SmallVector<Value> s;
   for (Value word : waitForTmemLoads(raws))
-    s.push_back(arith::BitcastOp::create(b, loc(), f32Type, word));
+    s.push_back(arith::BitcastOp::create(b, loc(), b.getF32Type(), word));
+  return s;
+}
 
-  // 2. Softcap: cap·tanh(s·scale/cap).
-  if (SoftcapOp softcap = scores.softcap) {
-    float cap = softcap.getCap().convertToFloat();
-    float inner = softcap.getScale().convertToFloat() / cap;
-    for (Value &element : s)
-      element = arith::MulFOp::create(b, loc(), tanh(element, inner), f32(cap));
+void Lowering::applySoftcap(SoftcapOp softcap, MutableArrayRef<Value> s) {
+  float cap = softcap.getCap().convertToFloat();
+  float inner = softcap.getScale().convertToFloat() / cap;
+  for (Value &element : s)
+    element = arith::MulFOp::create(b, loc(), tanh(element, inner), f32(cap));
+}
+
+/// The score_mod, inlined per score on the scaled score. Where its loads are
+/// indexed by a position, the region sees positions clamped into the
+/// sequences, so they stay in bounds; the scores past seq_q or seq_k it
+/// changes are masked or never stored.
+LogicalResult Lowering::applyScoreMod(ScoreModOp scoreMod,
+                                      MutableArrayRef<Value> s) {
+  Region &body = scoreMod.getBody();
+  Value packed = arith::AddIOp::create(b, loc(), lookup(scoreMod.getRow()),
+                                       rowInWarpgroup());
+  RowPositions row = emitRowPositions(
+      body, /*queryArgument=*/3, packed, lookup(scoreMod.getHead()),
+      scoreMod.getGqaRatio(), lookup(scoreMod.getSeqQ()),
+      lookup(scoreMod.getSeqK()));
+  Value batch = lookup(scoreMod.getBatch());
+  Value firstKey = lookup(scoreMod.getCol());
+  Value scale = f32(scoreMod.getScale().convertToFloat());
+  for (auto [column, element] : llvm::enumerate(s)) {
+    Value scaled = arith::MulFOp::create(b, loc(), element, scale,
+                                         arith::FastMathFlags::contract);
+    FailureOr<Value> modded = emitModRegion(
+        scoreMod, body,
+        {scaled, batch, row.queryHead, row.query,
+         row.key(b, loc(), firstKey, column)},
+        scoreMod.getExtras());
+    if (failed(modded))
+      return failure();
+    element = *modded;
   }
+  return success();
+}
 
-  // 2a. The score_mod, inlined per score on the scaled score. Where its
-  // loads are indexed by a position, the region sees positions clamped into
-  // the sequences, so they stay in bounds; the scores past seq_q or seq_k it
-  // changes are masked or never stored.
-  if (ScoreModOp scoreMod = scores.scoreMod) {
-    Region &body = scoreMod.getBody();
-    Value packed = arith::AddIOp::create(b, loc(), lookup(scoreMod.getRow()),
-                                         rowInWarpgroup());
-    RowPositions row = emitRowPositions(
-        body, /*queryArgument=*/3, packed, lookup(scoreMod.getHead()),
-        scoreMod.getGqaRatio(), lookup(scoreMod.getSeqQ()),
-        lookup(scoreMod.getSeqK()));
-    Value batch = lookup(scoreMod.getBatch());
-    Value firstKey = lookup(scoreMod.getCol());
-    Value scale = f32(scoreMod.getScale().convertToFloat());
-    for (auto [column, element] : llvm::enumerate(s)) {
-      Value scaled = arith::MulFOp::create(b, loc(), element, scale,
-                                           arith::FastMathFlags::contract);
-      FailureOr<Value> modded = emitModRegion(
-          scoreMod, body,
-          {scaled, batch, row.queryHead, row.query,
-           row.key(b, loc(), firstKey, column)},
-          scoreMod.getExtras());
-      if (failed(modded))
-        return failure();
-      element = *modded;
+/// The mask, in its own branch taken where `condition` holds: hidden keys
+/// become -inf before the max, so they never move it.
+LogicalResult Lowering::applyDeferredMask(MaskOp mask, Value condition,
+                                          MutableArrayRef<Value> s) {
+  SmallVector<Type> types(s.size(), b.getF32Type());
+  auto branch = scf::IfOp::create(b, loc(), types, condition, true);
+  {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(branch.elseBlock());
+    scf::YieldOp::create(b, loc(), ValueRange(s));
+    b.setInsertionPointToStart(branch.thenBlock());
+    FailureOr<SmallVector<Value>> masked = maskScores(mask, s);
+    if (failed(masked))
+      return failure();
+    scf::YieldOp::create(b, loc(), ValueRange(*masked));
+  }
+  for (auto [element, result] : llvm::zip(s, branch.getResults()))
+    element = result;
+  return success();
+}
+
+FailureOr<SmallVector<Value>> Lowering::maskScores(MaskOp mask,
+                                                   ArrayRef<Value> s) {
+  Value packed = arith::AddIOp::create(b, loc(), lookup(mask.getRow()),
+                                       rowInWarpgroup());
+  Value position =
+      arith::DivUIOp::create(b, loc(), packed, index(mask.getGqaRatio()));
+  Value high;
+  MaskModBounds bounds = maskBounds(mask.getMask(), mask.getWindowLeft(),
+                                    mask.getWindowRight(), mask.getMaskMod());
+  Value low = emitKeyEdges(position, bounds.bounds, lookup(mask.getSeqQ()),
+                           lookup(mask.getSeqK()), high);
+  bool hasLow = bounds.bounds.lower.has_value();
+  // Visible keys relative to the tile's first, at least 0; below 2^31, so
+  // the per-chunk offsets below never wrap.
+  Value first = lookup(mask.getCol());
+  auto relative = [&](Value edge) -> Value {
+    Value offset = arith::SubIOp::create(b, loc(), edge, first);
+    return toI32(arith::MaxSIOp::create(b, loc(), offset, index(0)));
+  };
+  Value lowRel = hasLow ? relative(low) : Value();
+  Value highRel = relative(high);
+  Value minusInfinity = f32(-std::numeric_limits<float>::infinity());
+  SmallVector<Value> masked =
+      maskScoresToKeys(s, lowRel, highRel, minusInfinity);
+  if (bounds.exact)
+    return masked;
+  // The part of a mask_mod the bounds do not capture, per score, on
+  // positions clamped into the sequences (the keys past seq_k are already
+  // hidden, the rows past seq_q never stored).
+  RowPositions row = emitRowPositions(
+      mask.getMaskMod(), /*queryArgument=*/2, packed, lookup(mask.getHead()),
+      mask.getGqaRatio(), lookup(mask.getSeqQ()), lookup(mask.getSeqK()));
+  for (auto [column, element] : llvm::enumerate(masked)) {
+    FailureOr<Value> visible = emitModRegion(
+        mask, mask.getMaskMod(),
+        {lookup(mask.getBatch()), row.queryHead, row.query,
+         row.key(b, loc(), first, column)},
+        mask.getExtras());
+    if (failed(visible))
+      return failure();
+    element = arith::SelectOp::create(b, loc(), *visible, element,
+                                      minusInfinity);
+  }
+  return masked;
+}
+
+SmallVector<Value> Lowering::maskScoresToKeys(ArrayRef<Value> s, Value lowRel,
+                                              Value highRel,
+                                              Value minusInfinity) {
+  Type i32Type = b.getI32Type();
+  // Bits [n, 32) of chunk `base`, n = max(edge - base, 0): ~0 << n with
+  // PTX's shl, which gives 0 for shifts of 32 and more (LLVM's shl would be
+  // poison there), so no upper clamp is needed.
+  auto bitsFrom = [&](Value edge, int64_t base) -> Value {
+    Value n = arith::MaxSIOp::create(
+        b, loc(), arith::SubIOp::create(b, loc(), edge, i32(base)), i32(0));
+    return LLVM::InlineAsmOp::create(
+               b, loc(), i32Type, ValueRange{i32(-1), n},
+               "shl.b32 $0, $1, $2;", "=r,r,r", false, false,
+               LLVM::tailcallkind::TailCallKind::None,
+               LLVM::AsmDialectAttr::get(b.getContext(),
+                                         LLVM::AsmDialect::AD_ATT),
+               ArrayAttr())
+        .getResult(0);
+  };
+  SmallVector<Value> masked;
+  int64_t chunks = static_cast<int64_t>(s.size()) / kChunk;
+  for (int64_t chunk = 0; chunk < chunks; ++chunk) {
+    // Visible: [low, high) = bits from low, minus bits from high.
+    Value visible = arith::XOrIOp::create(
+        b, loc(), bitsFrom(highRel, chunk * kChunk), i32(-1));
+    if (lowRel)
+      visible = arith::AndIOp::create(b, loc(), visible,
+                                      bitsFrom(lowRel, chunk * kChunk));
+    for (int64_t i = 0; i < kChunk; ++i) {
+      Value bit = arith::AndIOp::create(b, loc(), visible,
+                                        i32(int64_t(1) << i));
+      Value shown = arith::CmpIOp::create(b, loc(), arith::CmpIPredicate::ne,
+                                          bit, i32(0));
+      masked.push_back(arith::SelectOp::create(
+          b, loc(), shown, s[chunk * kChunk + i], minusInfinity));
     }
   }
+  return masked;
+}
 
-  // 2b. The mask, in its own branch: hidden keys become -inf before the
-  // max, so they never move it.
-  if (MaskOp mask = scores.mask) {
-    SmallVector<Type> types(s.size(), f32Type);
-    auto branch = scf::IfOp::create(b, loc(), types, scores.maskCondition, true);
-    {
-      OpBuilder::InsertionGuard guard(b);
-      b.setInsertionPointToStart(branch.elseBlock());
-      scf::YieldOp::create(b, loc(), s);
-      b.setInsertionPointToStart(branch.thenBlock());
-      Value packed = arith::AddIOp::create(b, loc(), lookup(mask.getRow()),
-                                           rowInWarpgroup());
-      Value position =
-          arith::DivUIOp::create(b, loc(), packed, index(mask.getGqaRatio()));
-      Value high;
-      MaskModBounds bounds = maskBounds(mask.getMask(), mask.getWindowLeft(),
-                                        mask.getWindowRight(), mask.getMaskMod());
-      Value low = emitKeyEdges(position, bounds.bounds, lookup(mask.getSeqQ()),
-                               lookup(mask.getSeqK()), high);
-      bool hasLow = bounds.bounds.lower.has_value();
-      // Visible keys relative to the tile's first, at least 0; below 2^31,
-      // so the per-chunk offsets below never wrap.
-      Value first = lookup(mask.getCol());
-      auto relative = [&](Value edge) -> Value {
-        Value offset = arith::SubIOp::create(b, loc(), edge, first);
-        return toI32(arith::MaxSIOp::create(b, loc(), offset, index(0)));
-      };
-      Value lowRel = hasLow ? relative(low) : Value();
-      Value highRel = relative(high);
-      Value minusInfinity = f32(minusInf);
-      // Bits [n, 32) of chunk `base`, n = max(edge - base, 0): ~0 << n with
-      // PTX's shl, which gives 0 for shifts of 32 and more (LLVM's shl
-      // would be poison there), so no upper clamp is needed.
-      auto bitsFrom = [&](Value edge, int64_t base) -> Value {
-        Value n = arith::MaxSIOp::create(
-            b, loc(), arith::SubIOp::create(b, loc(), edge, i32(base)), i32(0));
-        return LLVM::InlineAsmOp::create(
-                   b, loc(), i32Type, ValueRange{i32(-1), n},
-                   "shl.b32 $0, $1, $2;", "=r,r,r", false, false,
-                   LLVM::tailcallkind::TailCallKind::None,
-                   LLVM::AsmDialectAttr::get(b.getContext(),
-                                             LLVM::AsmDialect::AD_ATT),
-                   ArrayAttr())
-            .getResult(0);
-      };
-      SmallVector<Value> masked;
-      for (int64_t chunk = 0; chunk < chunks; ++chunk) {
-        // Visible: [low, high) = bits from low, minus bits from high.
-        Value visible = arith::XOrIOp::create(
-            b, loc(), bitsFrom(highRel, chunk * kChunk), i32(-1));
-        if (lowRel)
-          visible = arith::AndIOp::create(b, loc(), visible,
-                                          bitsFrom(lowRel, chunk * kChunk));
-        for (int64_t i = 0; i < kChunk; ++i) {
-          Value bit = arith::AndIOp::create(b, loc(), visible,
-                                            i32(int64_t(1) << i));
-          Value shown = arith::CmpIOp::create(b, loc(), arith::CmpIPredicate::ne,
-                                              bit, i32(0));
-          masked.push_back(arith::SelectOp::create(
-              b, loc(), shown, s[chunk * kChunk + i], minusInfinity));
-        }
-      }
-      // The part of a mask_mod the bounds do not capture, per score, on
-      // positions clamped into the sequences (the keys past seq_k are
-      // already hidden, the rows past seq_q never stored).
-      if (!bounds.exact) {
-        RowPositions row = emitRowPositions(
-            mask.getMaskMod(), /*queryArgument=*/2, packed,
-            lookup(mask.getHead()), mask.getGqaRatio(), lookup(mask.getSeqQ()),
-            lookup(mask.getSeqK()));
-        for (auto [column, element] : llvm::enumerate(masked)) {
-          FailureOr<Value> visible = emitModRegion(
-              mask, mask.getMaskMod(),
-              {lookup(mask.getBatch()), row.queryHead, row.query,
-               row.key(b, loc(), first, column)},
-              mask.getExtras());
-          if (failed(visible))
-            return failure();
-          element = arith::SelectOp::create(b, loc(), *visible, element,
-                                            minusInfinity);
-        }
-      }
-      scf::YieldOp::create(b, loc(), masked);
-    }
-    for (auto [element, result] : llvm::zip(s, branch.getResults()))
-      element = result;
-  }
-
-  // 3. The row max: a balanced tree of 3-input maxima (max.NaN.f32 a, b,
-  // c), the running max one of its leaves. A NaN score makes the max NaN,
-  // and with it every exponent of the row, as in SDPA: the row's O and LSE
-  // are NaN (max.f32 without .NaN would drop it, and a row of NaN scores
-  // would pass for a row that sees no key).
-  Value rowMax = lookup(op.getRowMax()), rowSum = lookup(op.getRowSum());
+/// A balanced tree of 3-input maxima (max.NaN.f32 a, b, c), the running max
+/// one of its leaves. A NaN score makes the max NaN, and with it every
+/// exponent of the row, as in SDPA: the row's O and LSE are NaN (max.f32
+/// without .NaN would drop it, and a row of NaN scores would pass for a row
+/// that sees no key).
+Value Lowering::rowMaxTree(ArrayRef<Value> s, Value rowMax) {
   SmallVector<Value> level(s.begin(), s.end());
   level.push_back(rowMax);
   while (level.size() > 1) {
@@ -232,8 +281,13 @@ LogicalResult Lowering::lowerOnlineSoftmax(OnlineSoftmaxOp op) {
     }
     level = std::move(next);
   }
-  Value candidate = level.front();
+  return level.front();
+}
 
+Lowering::RowMaxUpdate Lowering::updateRowMax(Value candidate, Value rowMax,
+                                              float scaleLog2,
+                                              float threshold) {
+  float minusInf = -std::numeric_limits<float>::infinity();
   // The max moves only past the threshold; the first block sets it.
   Value first = arith::CmpFOp::create(b, loc(), arith::CmpFPredicate::OEQ,
                                       rowMax, f32(minusInf));
@@ -262,45 +316,37 @@ LogicalResult Lowering::lowerOnlineSoftmax(OnlineSoftmaxOp op) {
       arith::CmpFOp::create(b, loc(), arith::CmpFPredicate::OEQ, newMax,
                             f32(minusInf)),
       f32(0.0f), scaledMax(newMax, scaleLog2));
+  return {newMax, accScale, maxScaled};
+}
 
-  // 4. Exponents two at a time: x = s·scale_log2 - m·scale_log2.
-  auto splat = [&](float value) {
-    return arith::ConstantOp::create(
-        b, loc(), DenseElementsAttr::get(pairType, value));
-  };
-  auto pairOf = [&](Value lo, Value hi) -> Value {
-    return vector::FromElementsOp::create(b, loc(), pairType,
-                                          ValueRange{lo, hi});
-  };
-  auto half = [&](Value pair, int64_t i) -> Value {
-    return vector::ExtractOp::create(b, loc(), pair, ArrayRef<int64_t>{i});
-  };
-  Value scalePair = splat(scaleLog2);
+/// Pairs of f32 as vector<2xf32>, the operands of packed f32x2 arithmetic.
+static VectorType f32PairType(OpBuilder &b) {
+  return VectorType::get({2}, b.getF32Type());
+}
+static Value splatPair(OpBuilder &b, Location loc, float value) {
+  return arith::ConstantOp::create(
+      b, loc, DenseElementsAttr::get(f32PairType(b), value));
+}
+static Value pairOf(OpBuilder &b, Location loc, Value lo, Value hi) {
+  return vector::FromElementsOp::create(b, loc, f32PairType(b),
+                                        ValueRange{lo, hi});
+}
+static Value halfOfPair(OpBuilder &b, Location loc, Value pair, int64_t i) {
+  return vector::ExtractOp::create(b, loc, pair, ArrayRef<int64_t>{i});
+}
+
+/// Exponents two at a time: x = s·scale_log2 - m·scale_log2, then 2^x on
+/// MUFU.EX2, or for the emulated pairs on the FMA pipe.
+SmallVector<Value> Lowering::rowExponentials(ArrayRef<Value> s,
+                                             Value maxScaled, float scaleLog2) {
+  Type f32Type = b.getF32Type();
+  auto pairType = f32PairType(b);
+  Value scalePair = splatPair(b, loc(), scaleLog2);
   Value negMax = vector::BroadcastOp::create(
       b, loc(), pairType, arith::NegFOp::create(b, loc(), maxScaled));
-  int64_t pairs = columns / 2;
+  int64_t pairs = static_cast<int64_t>(s.size()) / 2;
   int64_t emulatedPairs = static_cast<int64_t>(
       std::floor(kernel.exp2EmulationFraction * double(pairs)));
-  auto i32Pair = VectorType::get({2}, i32Type);
-  // Software exp2 of a pair on the FMA pipe: floor(x) from one add rounded
-  // toward -inf, 2^fraction by the polynomial, 2^floor(x) added to the
-  // exponent field. x is clamped to -127, where the result's exponent field
-  // reaches 0 (subnormal, flushed by every .ftz consumer); an all-hidden row
-  // is recognised by its max, never by its sum (NormalizeOp).
-  auto asm64 = [&](StringRef text, ValueRange operands) -> Value {
-    SmallVector<Value> words;
-    std::string constraints = "=l";
-    for (Value operand : operands) {
-      words.push_back(LLVM::BitcastOp::create(b, loc(), b.getI64Type(), operand));
-      constraints += ",l";
-    }
-    return LLVM::InlineAsmOp::create(
-               b, loc(), b.getI64Type(), words, text, constraints, false, false,
-               LLVM::tailcallkind::TailCallKind::None,
-               LLVM::AsmDialectAttr::get(b.getContext(), LLVM::AsmDialect::AD_ATT),
-               ArrayAttr())
-        .getResult(0);
-  };
   // z = sat((x + 127) / 256), in one saturating FMA per element from s:
   // x clamped to [-127, 129] for free (x never exceeds the rescale
   // threshold, < 64). The offset (127 - maxScaled) / 256 is rounded toward
@@ -317,6 +363,47 @@ LogicalResult Lowering::lowerOnlineSoftmax(OnlineSoftmaxOp op) {
                                                   LLVM::AsmDialect::AD_ATT),
                         ArrayAttr())
                         .getResult(0);
+  SmallVector<Value> probs;
+  for (int64_t pair = 0; pair < pairs; ++pair) {
+    if (isEmulatedPair(pair, emulatedPairs, pairs)) {
+      probs.push_back(
+          emulatedExp2(s[2 * pair], s[2 * pair + 1], satOffset, scaleLog2));
+      continue;
+    }
+    Value x = LLVM::FMAOp::create(b, loc(),
+                                  pairOf(b, loc(), s[2 * pair], s[2 * pair + 1]),
+                                  scalePair, negMax);
+    probs.push_back(pairOf(b, loc(), ex2(halfOfPair(b, loc(), x, 0)),
+                           ex2(halfOfPair(b, loc(), x, 1))));
+  }
+  return probs;
+}
+
+/// Software exp2 of a pair on the FMA pipe: floor(x) from one add rounded
+/// toward -inf, 2^fraction by the polynomial, 2^floor(x) added to the
+/// exponent field. x is clamped to -127, where the result's exponent field
+/// reaches 0 (subnormal, flushed by every .ftz consumer); an all-hidden row
+/// is recognised by its max, never by its sum (NormalizeOp).
+Value Lowering::emulatedExp2(Value lo, Value hi, Value satOffset,
+                             float scaleLog2) {
+  Type f32Type = b.getF32Type();
+  auto pairType = f32PairType(b);
+  auto i32Pair = VectorType::get({2}, b.getI32Type());
+  auto splat = [&](float value) { return splatPair(b, loc(), value); };
+  auto asm64 = [&](StringRef text, ValueRange operands) -> Value {
+    SmallVector<Value> words;
+    std::string constraints = "=l";
+    for (Value operand : operands) {
+      words.push_back(LLVM::BitcastOp::create(b, loc(), b.getI64Type(), operand));
+      constraints += ",l";
+    }
+    return LLVM::InlineAsmOp::create(
+               b, loc(), b.getI64Type(), words, text, constraints, false, false,
+               LLVM::tailcallkind::TailCallKind::None,
+               LLVM::AsmDialectAttr::get(b.getContext(), LLVM::AsmDialect::AD_ATT),
+               ArrayAttr())
+        .getResult(0);
+  };
   auto saturated = [&](Value score) -> Value {
     return LLVM::InlineAsmOp::create(
                b, loc(), f32Type,
@@ -327,45 +414,37 @@ LogicalResult Lowering::lowerOnlineSoftmax(OnlineSoftmaxOp op) {
                ArrayAttr())
         .getResult(0);
   };
-  auto emulatedExp2 = [&](Value lo, Value hi) -> Value {
-    Value z = pairOf(saturated(lo), saturated(hi));
-    // t = magic + floor(256·z - 127), rounded toward -inf.
-    Value shifted = asm64("fma.rm.ftz.f32x2 $0, $1, $2, $3;",
-                          {z, splat(256.0f), splat(kFloorMagic - 127.0f)});
-    Value floorBits = LLVM::BitcastOp::create(b, loc(), i32Pair, shifted);
-    // u = floor(x) + 127, f = 256·z - u = x - floor(x).
-    Value biased = arith::SubFOp::create(
-        b, loc(), LLVM::BitcastOp::create(b, loc(), pairType, shifted),
-        splat(kFloorMagic - 127.0f));
-    Value fraction = LLVM::FMAOp::create(b, loc(), z, splat(256.0f),
-                                         arith::NegFOp::create(b, loc(), biased));
-    Value poly = LLVM::FMAOp::create(b, loc(), splat(kExp2C3), fraction,
-                                     splat(kExp2C2));
-    poly = LLVM::FMAOp::create(b, loc(), poly, fraction, splat(kExp2C1));
-    poly = LLVM::FMAOp::create(b, loc(), poly, fraction, splat(1.0f));
-    // floor(x) sits in the low bits of t; shifted by 23 the magic's own
-    // bits fall off the top.
-    Value exponent = arith::ShLIOp::create(
-        b, loc(), floorBits,
-        arith::ConstantOp::create(b, loc(),
-                                  DenseElementsAttr::get(i32Pair, int32_t(23))));
-    Value bits = arith::AddIOp::create(
-        b, loc(), LLVM::BitcastOp::create(b, loc(), i32Pair, poly), exponent);
-    return LLVM::BitcastOp::create(b, loc(), pairType, bits);
-  };
-  SmallVector<Value> probs;
-  for (int64_t pair = 0; pair < pairs; ++pair) {
-    if (isEmulatedPair(pair, emulatedPairs, pairs)) {
-      probs.push_back(emulatedExp2(s[2 * pair], s[2 * pair + 1]));
-      continue;
-    }
-    Value x = LLVM::FMAOp::create(b, loc(), pairOf(s[2 * pair], s[2 * pair + 1]),
-                                  scalePair, negMax);
-    probs.push_back(pairOf(ex2(half(x, 0)), ex2(half(x, 1))));
-  }
+  Value z = pairOf(b, loc(), saturated(lo), saturated(hi));
+  // t = magic + floor(256·z - 127), rounded toward -inf.
+  Value shifted = asm64("fma.rm.ftz.f32x2 $0, $1, $2, $3;",
+                        {z, splat(256.0f), splat(kFloorMagic - 127.0f)});
+  Value floorBits = LLVM::BitcastOp::create(b, loc(), i32Pair, shifted);
+  // u = floor(x) + 127, f = 256·z - u = x - floor(x).
+  Value biased = arith::SubFOp::create(
+      b, loc(), LLVM::BitcastOp::create(b, loc(), pairType, shifted),
+      splat(kFloorMagic - 127.0f));
+  Value fraction = LLVM::FMAOp::create(b, loc(), z, splat(256.0f),
+                                       arith::NegFOp::create(b, loc(), biased));
+  Value poly = LLVM::FMAOp::create(b, loc(), splat(kExp2C3), fraction,
+                                   splat(kExp2C2));
+  poly = LLVM::FMAOp::create(b, loc(), poly, fraction, splat(kExp2C1));
+  poly = LLVM::FMAOp::create(b, loc(), poly, fraction, splat(1.0f));
+  // floor(x) sits in the low bits of t; shifted by 23 the magic's own bits
+  // fall off the top.
+  Value exponent = arith::ShLIOp::create(
+      b, loc(), floorBits,
+      arith::ConstantOp::create(b, loc(),
+                                DenseElementsAttr::get(i32Pair, int32_t(23))));
+  Value bits = arith::AddIOp::create(
+      b, loc(), LLVM::BitcastOp::create(b, loc(), i32Pair, poly), exponent);
+  return LLVM::BitcastOp::create(b, loc(), pairType, bits);
+}
 
-  // 5. P: packed pairs, stored over S in 32-word stores. P's column is
-  // counted in its 16-bit elements, two to a TMEM column.
+/// P: packed pairs, stored over S in 32-word stores. P's column is counted
+/// in its 16-bit elements, two to a TMEM column.
+void Lowering::storeProbabilities(ArrayRef<Value> probs, Type probElement,
+                                  TmemStoreOp store) {
+  Type i32Type = b.getI32Type();
   auto packedType = VectorType::get({2}, probElement);
   SmallVector<Value> words;
   for (Value pair : probs)
@@ -391,8 +470,11 @@ LogicalResult Lowering::lowerOnlineSoftmax(OnlineSoftmaxOp op) {
                               NVVM::Tcgen05LdStShape::SHAPE_32X32B, address,
                               packed, Value());
   }
+}
 
-  // 6. The row sum: a balanced tree of packed adds over the fp32 values.
+/// The row sum of the block: a balanced tree of packed adds over the fp32
+/// values, then the pair's two halves.
+Value Lowering::rowSumTree(ArrayRef<Value> probs) {
   SmallVector<Value> sums(probs.begin(), probs.end());
   while (sums.size() > 1) {
     SmallVector<Value> next;
@@ -402,15 +484,8 @@ LogicalResult Lowering::lowerOnlineSoftmax(OnlineSoftmaxOp op) {
       next.push_back(sums.back());
     sums = std::move(next);
   }
-  Value blockSum = arith::AddFOp::create(b, loc(), half(sums.front(), 0),
-                                         half(sums.front(), 1));
-
-  probsInTmem.insert(op.getProbs());
-  mapping.map(op.getNewRowMax(), newMax);
-  mapping.map(op.getNewRowSum(),
-              LLVM::FMAOp::create(b, loc(), rowSum, accScale, blockSum));
-  mapping.map(op.getAccScale(), accScale);
-  return success();
+  return arith::AddFOp::create(b, loc(), halfOfPair(b, loc(), sums.front(), 0),
+                               halfOfPair(b, loc(), sums.front(), 1));
 }
 
 LogicalResult Lowering::emitLseStore(StoreLseTileOp store, Value row,

@@ -174,475 +174,487 @@ void Lowering::materializeTruncation(Value value) {
   mapping.map(value, vector::BitCastOp::create(b, loc(), lazy.type, packed));
 }
 
-LogicalResult Lowering::lowerWarpgroup(Operation *op) {
-  Type f32Type = b.getF32Type();
-  // The shared address of ring item `count`, as an i64 descriptor.
-  auto stageDescriptor = [&](Value buffer, Value count, int64_t offset,
-                             uint64_t bits) -> Value {
-    auto type = cast<SmemType>(buffer.getType());
-    Value stage = arith::RemUIOp::create(b, loc(), lookup(count),
-                                         index(type.getStages()));
-    Value pointer = smemAt(
-        lookup(buffer),
-        arith::AddIOp::create(
-            b, loc(),
-            arith::MulIOp::create(b, loc(), stage, index(type.getStageBytes())),
-            index(offset)));
-    Value field = arith::AndIOp::create(
-        b, loc(),
-        arith::ShRUIOp::create(b, loc(), smemAddress(pointer), i32(4)),
-        i32(0x3fff));
-    return arith::OrIOp::create(
-        b, loc(), arith::ExtUIOp::create(b, loc(), b.getI64Type(), field),
-        i64(static_cast<int64_t>(bits)));
-  };
-  auto unpack = [&](Value structValue, int64_t count) -> Value {
-    SmallVector<Value> elements;
-    for (int64_t i = 0; i < count; ++i)
-      elements.push_back(LLVM::ExtractValueOp::create(
-          b, loc(), structValue, ArrayRef<int64_t>{i}));
-    return vector::FromElementsOp::create(
-        b, loc(), VectorType::get({count}, f32Type), elements);
-  };
-  auto rowsOf = [&](Value rowVector, int64_t half) -> Value {
-    return vector::ExtractOp::create(b, loc(), rowVector,
-                                     ArrayRef<int64_t>{half});
-  };
-  auto rowVector = [&](Value first, Value second) -> Value {
-    return vector::FromElementsOp::create(
-        b, loc(), VectorType::get({2}, first.getType()),
-        ValueRange{first, second});
-  };
+Value Lowering::wgmmaStageDescriptor(Value buffer, Value count, int64_t offset,
+                                     uint64_t bits) {
+  auto type = cast<SmemType>(buffer.getType());
+  Value stage = arith::RemUIOp::create(b, loc(), lookup(count),
+                                       index(type.getStages()));
+  Value pointer = smemAt(
+      lookup(buffer),
+      arith::AddIOp::create(
+          b, loc(),
+          arith::MulIOp::create(b, loc(), stage, index(type.getStageBytes())),
+          index(offset)));
+  Value field = arith::AndIOp::create(
+      b, loc(),
+      arith::ShRUIOp::create(b, loc(), smemAddress(pointer), i32(4)),
+      i32(0x3fff));
+  return arith::OrIOp::create(
+      b, loc(), arith::ExtUIOp::create(b, loc(), b.getI64Type(), field),
+      i64(static_cast<int64_t>(bits)));
+}
 
+Value Lowering::unpackAccumulators(Value structValue, int64_t count) {
+  SmallVector<Value> elements;
+  for (int64_t i = 0; i < count; ++i)
+    elements.push_back(LLVM::ExtractValueOp::create(
+        b, loc(), structValue, ArrayRef<int64_t>{i}));
+  return vector::FromElementsOp::create(
+      b, loc(), VectorType::get({count}, b.getF32Type()), elements);
+}
+
+Value Lowering::rowOfFragment(Value rowVector, int64_t half) {
+  return vector::ExtractOp::create(b, loc(), rowVector,
+                                   ArrayRef<int64_t>{half});
+}
+
+Value Lowering::fragmentRowVector(Value first, Value second) {
+  return vector::FromElementsOp::create(
+      b, loc(), VectorType::get({2}, first.getType()),
+      ValueRange{first, second});
+}
+
+LogicalResult Lowering::lowerWarpgroup(Operation *op) {
   return llvm::TypeSwitch<Operation *, LogicalResult>(op)
-      .Case([&](WarpgroupScoreMmaOp mma) -> LogicalResult {
-        SmemType q = mma.getQuery().getType();
-        SmemType k = mma.getKey().getType();
-        int64_t n = k.getRows();
-        int64_t accumulators = n / 2;
-        // Q and K are both K-major: 128-byte rows of 64 elements, 8-row
-        // atoms 1024 bytes apart (the leading offset is unused: 16). The
-        // warpgroup's rows start row_offset lines into each box of Q.
-        uint64_t bits = wgmma::smemDescriptorTemplate(
-            16, kSwizzleAtomBytes, wgmma::Swizzle::Bytes128);
-        Value qBase = stageDescriptor(mma.getQuery(), mma.getQueryCount(),
-                                      mma.getRowOffset() * kSwizzleLineBytes,
-                                      bits);
-        Value kBase = stageDescriptor(mma.getKey(), mma.getKeyCount(), 0, bits);
-        SmallVector<Value> inputs;
-        std::string body;
-        std::string instruction = "wgmma.mma_async.sync.aligned.m64n" +
-                                  std::to_string(n) + "k16.f32." +
-                                  ptxType(q.getElementType()).str() + "." +
-                                  ptxType(k.getElementType()).str() + " ";
-        std::string constraintsIn;
-        int64_t steps = llvm::divideCeil(q.getCols(), kWgmmaK);
-        for (int64_t step = 0; step < steps; ++step) {
-          // Along K: 32 bytes inside a swizzle line, a whole box every 64
-          // columns.
-          int64_t column = step * kWgmmaK;
-          int64_t qOffset = (column / kBoxColumns) * boxBytes(q) +
-                            (column % kBoxColumns) * 2;
-          int64_t kOffset = (column / kBoxColumns) * boxBytes(k) +
-                            (column % kBoxColumns) * 2;
-          inputs.push_back(arith::AddIOp::create(b, loc(), qBase,
-                                                 i64(qOffset >> 4)));
-          inputs.push_back(arith::AddIOp::create(b, loc(), kBase,
-                                                 i64(kOffset >> 4)));
-          std::string a = "$" + std::to_string(accumulators + 2 * step);
-          std::string bDesc = "$" + std::to_string(accumulators + 2 * step + 1);
-          constraintsIn += (step ? ",l,l" : "l,l");
-          // The first step overwrites the accumulator (scale-d false).
-          body += instruction + accumulatorList(accumulators) + ", " + a +
-                  ", " + bDesc + (step ? ", one" : ", zero") +
-                  ", 1, 1, 0, 0;\n\t";
-        }
-        Value result = warpgroupMma(b, loc(), accumulators, inputs,
-                                    constraintsIn, body, /*tied=*/false,
-                                    mma.getAsync());
-        mapping.map(mma.getScores(), unpack(result, accumulators));
-        return success();
-      })
-      .Case([&](WarpgroupValueMmaOp mma) -> LogicalResult {
-        SmemType v = mma.getValue().getType();
-        auto probsType = cast<RankedTensorType>(mma.getProbs().getType());
-        int64_t n = v.getCols();
-        int64_t accumulators = n / 2;
-        // V is the B operand with N (head dim) contiguous: MN-major. Its
-        // 64-column boxes are the leading-dimension repeats, 8-key groups
-        // the stride.
-        uint64_t bits = wgmma::smemDescriptorTemplate(
-            boxBytes(v), kSwizzleAtomBytes, wgmma::Swizzle::Bytes128);
-        Value vBase = stageDescriptor(mma.getValue(), mma.getValueCount(), 0,
-                                      bits);
-        // P's fragment is the A operand's, 16 keys (4 words) per k-step.
-        Value probs = lookup(mma.getProbs());
-        int64_t words = probsType.getDimSize(1) / 4;
-        Value packed = vector::BitCastOp::create(
-            b, loc(), VectorType::get({words}, b.getI32Type()), probs);
-        SmallVector<Value> inputs;
-        Value acc = lookup(mma.getAcc());
-        for (int64_t i = 0; i < accumulators; ++i)
-          inputs.push_back(
-              vector::ExtractOp::create(b, loc(), acc, ArrayRef<int64_t>{i}));
-        std::string instruction = "wgmma.mma_async.sync.aligned.m64n" +
-                                  std::to_string(n) + "k16.f32." +
-                                  ptxType(probsType.getElementType()).str() +
-                                  "." + ptxType(v.getElementType()).str() + " ";
-        std::string body;
-        std::string constraintsIn;
-        int64_t steps = probsType.getDimSize(1) / kWgmmaK;
-        int64_t next = 2 * accumulators;
-        for (int64_t step = 0; step < steps; ++step) {
-          std::string a = "{";
-          for (int64_t w = 0; w < 4; ++w) {
-            inputs.push_back(vector::ExtractOp::create(
-                b, loc(), packed, ArrayRef<int64_t>{4 * step + w}));
-            a += (w ? ", $" : "$") + std::to_string(next++);
-            constraintsIn += (constraintsIn.empty() ? "r" : ",r");
-          }
-          a += "}";
-          inputs.push_back(arith::AddIOp::create(
-              b, loc(), vBase, i64((step * kWgmmaK * kSwizzleLineBytes) >> 4)));
-          constraintsIn += ",l";
-          std::string bDesc = "$" + std::to_string(next++);
-          // scale-d 1 (accumulate), scales 1, B transposed (MN-major).
-          body += instruction + accumulatorList(accumulators) + ", " + a +
-                  ", " + bDesc + ", one, 1, 1, 1;\n\t";
-        }
-        Value result = warpgroupMma(b, loc(), accumulators, inputs,
-                                    constraintsIn, body, /*tied=*/true,
-                                    mma.getAsync());
-        mapping.map(mma.getResult(), unpack(result, accumulators));
-        return success();
-      })
-      .Case([&](WarpgroupWaitOp wait) -> LogicalResult {
-        // wgmma.wait_group with the registers it waits for passed through,
-        // so that no use of them is scheduled above it.
-        Value pending = lookup(wait.getPendingValue());
-        auto type = cast<VectorType>(pending.getType());
-        int64_t count = type.getNumElements();
-        SmallVector<Value> inputs;
-        std::string constraints;
-        for (int64_t i = 0; i < count; ++i) {
-          inputs.push_back(
-              vector::ExtractOp::create(b, loc(), pending, ArrayRef<int64_t>{i}));
-          constraints += (i ? ",=f" : "=f");
-        }
-        for (int64_t i = 0; i < count; ++i)
-          constraints += "," + std::to_string(i);
-        SmallVector<Type> types(count, f32Type);
-        Value waited =
-            LLVM::InlineAsmOp::create(
-                b, loc(), LLVM::LLVMStructType::getLiteral(b.getContext(), types),
-                inputs,
-                "wgmma.wait_group.sync.aligned " +
-                    std::to_string(wait.getPending()) + ";",
-                constraints, /*has_side_effects=*/true, false,
-                LLVM::tailcallkind::TailCallKind::None,
-                LLVM::AsmDialectAttr::get(b.getContext(),
-                                          LLVM::AsmDialect::AD_ATT),
-                ArrayAttr())
-                .getResult(0);
-        mapping.map(wait.getResult(), unpack(waited, count));
-        return success();
-      })
-      .Case([&](SoftcapOp softcap) -> LogicalResult {
-        float cap = softcap.getCap().convertToFloat();
-        float inner = softcap.getScale().convertToFloat() / cap;
-        Value s = lookup(softcap.getScores());
-        auto type = cast<VectorType>(s.getType());
-        SmallVector<Value> elements;
-        for (int64_t i = 0; i < type.getNumElements(); ++i) {
-          Value element =
-              vector::ExtractOp::create(b, loc(), s, ArrayRef<int64_t>{i});
-          elements.push_back(
-              arith::MulFOp::create(b, loc(), tanh(element, inner), f32(cap)));
-        }
-        mapping.map(softcap.getResult(),
-                    vector::FromElementsOp::create(b, loc(), type, elements));
-        return success();
-      })
+      .Case([&](WarpgroupScoreMmaOp mma) { return lowerWarpgroupScoreMma(mma); })
+      .Case([&](WarpgroupValueMmaOp mma) { return lowerWarpgroupValueMma(mma); })
+      .Case([&](WarpgroupWaitOp wait) { return lowerWarpgroupWait(wait); })
+      .Case([&](SoftcapOp softcap) { return lowerFragmentSoftcap(softcap); })
       .Case([&](ScoreModOp scoreMod) -> LogicalResult {
         return scoreMod.emitOpError()
                << "score_mod regions are not lowered for sm_90a yet (the "
                   "Hopper schedule runs them in fa4-sim only)";
       })
-      .Case([&](MaskOp mask) -> LogicalResult {
-        MaskModBounds bounds =
-            maskBounds(mask.getMask(), mask.getWindowLeft(),
-                       mask.getWindowRight(), mask.getMaskMod());
-        if (!mask.getMaskMod().empty())
-          return mask.emitOpError()
-                 << "mask_mod regions are not lowered for sm_90a yet (the "
-                    "Hopper schedule runs them in fa4-sim only)";
-        Value s = lookup(mask.getScores());
-        auto type = cast<VectorType>(s.getType());
-        Value first = lookup(mask.getCol());
-        bool hasLow = bounds.bounds.lower.has_value();
-        // Each of the thread's rows sees keys [low, high): relative to the
-        // thread's first column of the tile, a column c is visible when
-        // c - low < high - low, unsigned (one compare per score).
-        Value lowRel[2], width[2];
-        Value column = fragmentColumn();
-        for (int64_t half = 0; half < 2; ++half) {
-          Value packed = arith::AddIOp::create(b, loc(), lookup(mask.getRow()),
-                                               fragmentRow(half));
-          Value position = arith::DivUIOp::create(b, loc(), packed,
-                                                  index(mask.getGqaRatio()));
-          Value high;
-          Value low = emitKeyEdges(position, bounds.bounds,
-                                   lookup(mask.getSeqQ()),
-                                   lookup(mask.getSeqK()), high);
-          // Edges relative to the thread's columns, clamped into [0, N]:
-          // 32-bit and never wrapping.
-          int64_t limit = 2 * type.getNumElements();
-          auto relative = [&](Value edge) -> Value {
-            Value offset = arith::SubIOp::create(
-                b, loc(), arith::SubIOp::create(b, loc(), edge, first), column);
-            offset = arith::MaxSIOp::create(b, loc(), offset, index(0));
-            return toI32(arith::MinSIOp::create(b, loc(), offset, index(limit)));
-          };
-          Value highRel = relative(high);
-          lowRel[half] = hasLow ? relative(low) : i32(0);
-          width[half] = arith::MaxSIOp::create(
-              b, loc(), arith::SubIOp::create(b, loc(), highRel, lowRel[half]),
-              i32(0));
-        }
-        SmallVector<Value> elements;
-        for (int64_t i = 0; i < type.getNumElements(); ++i) {
-          int64_t half = halfOf(i);
-          Value c = i32(columnOf(i));
-          if (hasLow)
-            c = arith::SubIOp::create(b, loc(), c, lowRel[half]);
-          Value visible = arith::CmpIOp::create(
-              b, loc(), arith::CmpIPredicate::ult, c, width[half]);
-          Value element =
-              vector::ExtractOp::create(b, loc(), s, ArrayRef<int64_t>{i});
-          elements.push_back(arith::SelectOp::create(b, loc(), visible, element,
-                                                     f32(kMinusInf)));
-        }
-        mapping.map(mask.getResult(),
-                    vector::FromElementsOp::create(b, loc(), type, elements));
-        return success();
+      .Case([&](MaskOp mask) { return lowerFragmentMask(mask); })
+      .Case([&](OnlineSoftmaxOp softmax) { return lowerFragmentSoftmax(softmax); })
+      .Case([&](CorrectionOp correction) {
+        return lowerFragmentCorrection(correction);
       })
-      .Case([&](OnlineSoftmaxOp softmax) -> LogicalResult {
-        Value s = lookup(softmax.getScores());
-        auto type = cast<VectorType>(s.getType());
-        int64_t count = type.getNumElements();
-        float scaleLog2 = softmax.getScaleLog2().convertToFloat();
-        float threshold = softmax.getRescaleThreshold().convertToFloat();
-        Value oldMax = lookup(softmax.getRowMax());
-        Value oldSum = lookup(softmax.getRowSum());
-        SmallVector<Value> elements;
-        for (int64_t i = 0; i < count; ++i)
-          elements.push_back(
-              vector::ExtractOp::create(b, loc(), s, ArrayRef<int64_t>{i}));
-        Value newMax[2], scale[2], maxScaled[2];
-        for (int64_t half = 0; half < 2; ++half) {
-          Value previous = rowsOf(oldMax, half);
-          Value candidate = previous;
-          for (int64_t i = 0; i < count; ++i)
-            if (halfOf(i) == half)
-              candidate =
-                  arith::MaximumFOp::create(b, loc(), candidate, elements[i]);
-          candidate = quadReduce(candidate, [&](Value x, Value y) -> Value {
-            return arith::MaximumFOp::create(b, loc(), x, y);
-          });
-          // The first visible block sets the max; after that it moves only
-          // past the threshold (fa4.online_softmax's rule).
-          Value fresh = arith::CmpFOp::create(
-              b, loc(), arith::CmpFPredicate::OEQ, previous, f32(kMinusInf));
-          Value moved = arith::CmpFOp::create(
-              b, loc(), arith::CmpFPredicate::OGT,
-              arith::MulFOp::create(
-                  b, loc(), arith::SubFOp::create(b, loc(), candidate, previous),
-                  f32(scaleLog2)),
-              f32(threshold));
-          Value take = arith::OrIOp::create(b, loc(), fresh, moved);
-          newMax[half] =
-              arith::SelectOp::create(b, loc(), take, candidate, previous);
-          Value factor = ex2(arith::MulFOp::create(
-              b, loc(), arith::SubFOp::create(b, loc(), previous, newMax[half]),
-              f32(scaleLog2)));
-          Value keep = arith::OrIOp::create(
-              b, loc(), fresh,
-              arith::XOrIOp::create(
-                  b, loc(), moved,
-                  arith::ConstantOp::create(b, loc(), b.getBoolAttr(true))));
-          scale[half] = arith::SelectOp::create(b, loc(), keep, f32(1.0f),
-                                                factor);
-          // A row that has seen nothing subtracts 0: exp2(-inf) = 0.
-          Value empty = arith::CmpFOp::create(
-              b, loc(), arith::CmpFPredicate::OEQ, newMax[half], f32(kMinusInf));
-          maxScaled[half] = arith::SelectOp::create(
-              b, loc(), empty, f32(0.0f), scaledMax(newMax[half], scaleLog2));
-        }
-        Value sums[2] = {f32(0.0f), f32(0.0f)};
-        SmallVector<Value> probs;
-        for (int64_t i = 0; i < count; ++i) {
-          int64_t half = halfOf(i);
-          Value exponent = LLVM::FMAOp::create(
-              b, loc(), elements[i], f32(scaleLog2),
-              arith::NegFOp::create(b, loc(), maxScaled[half]));
-          Value p = ex2(exponent);
-          sums[half] = arith::AddFOp::create(b, loc(), sums[half], p);
-          probs.push_back(p);
-        }
-        auto probsType =
-            cast<VectorType>(convertType(softmax.getProbs().getType()));
-        Value p32 = vector::FromElementsOp::create(
-            b, loc(), VectorType::get({count}, f32Type), probs);
-        lazyTruncations[softmax.getProbs()] = {p32, probsType};
-        mapping.map(softmax.getNewRowMax(), rowVector(newMax[0], newMax[1]));
-        // The thread's partial sums (module comment).
-        Value newSum[2];
-        for (int64_t half = 0; half < 2; ++half)
-          newSum[half] = LLVM::FMAOp::create(b, loc(), rowsOf(oldSum, half),
-                                             scale[half], sums[half]);
-        mapping.map(softmax.getNewRowSum(), rowVector(newSum[0], newSum[1]));
-        mapping.map(softmax.getAccScale(), rowVector(scale[0], scale[1]));
-        return success();
-      })
-      .Case([&](CorrectionOp correction) -> LogicalResult {
-        Value acc = lookup(correction.getAcc());
-        Value scale = lookup(correction.getAccScale());
-        auto type = cast<VectorType>(acc.getType());
-        // Conditional rescaling: a warp whose rows all kept their max skips
-        // the multiplies (most blocks, with the threshold).
-        Value moved = arith::OrIOp::create(
-            b, loc(),
-            arith::CmpFOp::create(b, loc(), arith::CmpFPredicate::ONE,
-                                  rowsOf(scale, 0), f32(1.0f)),
-            arith::CmpFOp::create(b, loc(), arith::CmpFPredicate::ONE,
-                                  rowsOf(scale, 1), f32(1.0f)));
-        Value any = NVVM::VoteSyncOp::create(b, loc(), b.getI1Type(), i32(-1),
-                                             moved, NVVM::VoteSyncKind::any);
-        auto branch = scf::IfOp::create(b, loc(), TypeRange{type}, any, true);
-        {
-          OpBuilder::InsertionGuard guard(b);
-          b.setInsertionPointToStart(branch.thenBlock());
-          scf::YieldOp::create(
-              b, loc(),
-              ValueRange{arith::MulFOp::create(
-                  b, loc(), acc, spreadRows(scale, type.getNumElements()))});
-          b.setInsertionPointToStart(branch.elseBlock());
-          scf::YieldOp::create(b, loc(), ValueRange{acc});
-        }
-        mapping.map(correction.getResult(), branch.getResult(0));
-        return success();
-      })
-      .Case([&](NormalizeOp normalize) -> LogicalResult {
-        Value acc = lookup(normalize.getAcc());
-        Value rowMax = lookup(normalize.getRowMax());
-        Value partial = lookup(normalize.getRowSum());
-        auto type = cast<VectorType>(acc.getType());
-        float scaleLog2 = normalize.getScaleLog2().convertToFloat();
-        Value inverse[2], lse[2];
-        for (int64_t half = 0; half < 2; ++half) {
-          Value sum = quadReduce(rowsOf(partial, half), [&](Value x, Value y) {
-            return Value(arith::AddFOp::create(b, loc(), x, y));
-          });
-          Value max = rowsOf(rowMax, half);
-          // A row that saw no key: O = 0, LSE = -inf.
-          Value empty = arith::OrIOp::create(
-              b, loc(),
-              arith::CmpFOp::create(b, loc(), arith::CmpFPredicate::OEQ, max,
-                                    f32(kMinusInf)),
-              arith::CmpFOp::create(b, loc(), arith::CmpFPredicate::OEQ, sum,
-                                    f32(0.0f)));
-          inverse[half] =
-              arith::SelectOp::create(b, loc(), empty, f32(0.0f),
-                                      approximate("rcp.approx.ftz.f32", sum));
-          Value value = arith::MulFOp::create(
-              b, loc(),
-              arith::AddFOp::create(b, loc(), scaledMax(max, scaleLog2),
-                                    lg2(sum)),
-              f32(float(M_LN2)));
-          lse[half] =
-              arith::SelectOp::create(b, loc(), empty, f32(kMinusInf), value);
-        }
-        Value scaled = arith::MulFOp::create(
-            b, loc(), acc,
-            spreadRows(rowVector(inverse[0], inverse[1]),
-                       type.getNumElements()));
-        auto outType = cast<VectorType>(convertType(normalize.getOut().getType()));
-        mapping.map(normalize.getOut(),
-                    arith::TruncFOp::create(b, loc(), outType, scaled));
-        mapping.map(normalize.getLse(), rowVector(lse[0], lse[1]));
-        return success();
-      })
-      .Case([&](SmemStoreOp store) -> LogicalResult {
-        SmemType type = store.getBuffer().getType();
-        if (store.getRow() || store.getColumn())
-          return store.emitOpError()
-                 << "fa4-to-nvvm stages whole register tiles only on sm_90a";
-        // The staged half of O, in the 128-byte-swizzled layout its TMA
-        // store reads: each thread writes its pairs of adjacent columns, 4
-        // bytes at a time (the quad's four pairs fill one 16-byte chunk).
-        Value values = lookup(store.getTile());
-        auto vector = cast<VectorType>(values.getType());
-        int64_t elementBytes = vector.getElementTypeBitWidth() / 8;
-        Value stageBase = smemAt(
-            lookup(store.getBuffer()),
-            arith::MulIOp::create(
-                b, loc(),
-                arith::RemUIOp::create(b, loc(), lookup(store.getCount()),
-                                       index(type.getStages())),
-                index(type.getStageBytes())));
-        Value pairs = vector::BitCastOp::create(
-            b, loc(),
-            VectorType::get({vector.getNumElements() / 2}, b.getI32Type()),
-            values);
-        Value column = fragmentColumn();
-        Value rowBytes[2], phase[2];
-        for (int64_t half = 0; half < 2; ++half) {
-          Value row = fragmentRow(half);
-          rowBytes[half] =
-              arith::MulIOp::create(b, loc(), row, index(kSwizzleLineBytes));
-          phase[half] = arith::RemUIOp::create(b, loc(), row, index(8));
-        }
-        for (int64_t i = 0; i < vector.getNumElements(); i += 2) {
-          int64_t half = halfOf(i);
-          Value col = arith::AddIOp::create(b, loc(), column,
-                                            index(8 * (i / 4)));
-          Value box = arith::DivUIOp::create(b, loc(), col, index(kBoxColumns));
-          Value within = arith::MulIOp::create(
-              b, loc(),
-              arith::RemUIOp::create(b, loc(), col, index(kBoxColumns)),
-              index(elementBytes));
-          Value chunk = arith::DivUIOp::create(b, loc(), within, index(16));
-          Value swizzled = arith::XOrIOp::create(b, loc(), chunk, phase[half]);
-          Value offset = arith::AddIOp::create(
-              b, loc(),
-              arith::AddIOp::create(
-                  b, loc(),
-                  arith::MulIOp::create(b, loc(), box, index(boxBytes(type))),
-                  rowBytes[half]),
-              arith::AddIOp::create(
-                  b, loc(), arith::MulIOp::create(b, loc(), swizzled, index(16)),
-                  arith::RemUIOp::create(b, loc(), within, index(16))));
-          Value word = vector::ExtractOp::create(b, loc(), pairs,
-                                                 ArrayRef<int64_t>{i / 2});
-          LLVM::StoreOp::create(b, loc(), word, smemAt(stageBase, offset), 4);
-        }
-        stagedForAsyncProxy = true;
-        return success();
-      })
-      .Case([&](StoreLseTileOp store) -> LogicalResult {
-        // The quad's first thread writes its two rows.
-        Value leader = arith::CmpIOp::create(
-            b, loc(), arith::CmpIPredicate::eq,
-            arith::RemUIOp::create(b, loc(), fragmentLane(), index(4)),
-            index(0));
-        auto branch = scf::IfOp::create(b, loc(), leader, false);
-        OpBuilder::InsertionGuard guard(b);
-        b.setInsertionPointToStart(branch.thenBlock());
-        Value lse = lookup(store.getTile());
-        for (int64_t half = 0; half < 2; ++half)
-          if (failed(emitLseStore(store, fragmentRow(half), rowsOf(lse, half))))
-            return failure();
-        return success();
-      })
+      .Case([&](NormalizeOp normalize) { return lowerFragmentNormalize(normalize); })
+      .Case([&](SmemStoreOp store) { return lowerFragmentSmemStore(store); })
+      .Case([&](StoreLseTileOp store) { return lowerFragmentLseStore(store); })
       .Default([](Operation *) { return failure(); });
+}
+
+LogicalResult Lowering::lowerWarpgroupScoreMma(WarpgroupScoreMmaOp mma) {
+  SmemType q = mma.getQuery().getType();
+  SmemType k = mma.getKey().getType();
+  int64_t n = k.getRows();
+  int64_t accumulators = n / 2;
+  // Q and K are both K-major: 128-byte rows of 64 elements, 8-row atoms 1024
+  // bytes apart (the leading offset is unused: 16). The warpgroup's rows
+  // start row_offset lines into each box of Q.
+  uint64_t bits = wgmma::smemDescriptorTemplate(16, kSwizzleAtomBytes,
+                                                wgmma::Swizzle::Bytes128);
+  Value qBase = wgmmaStageDescriptor(mma.getQuery(), mma.getQueryCount(),
+                                     mma.getRowOffset() * kSwizzleLineBytes,
+                                     bits);
+  Value kBase = wgmmaStageDescriptor(mma.getKey(), mma.getKeyCount(), 0, bits);
+  SmallVector<Value> inputs;
+  std::string body;
+  std::string instruction = "wgmma.mma_async.sync.aligned.m64n" +
+                            std::to_string(n) + "k16.f32." +
+                            ptxType(q.getElementType()).str() + "." +
+                            ptxType(k.getElementType()).str() + " ";
+  std::string constraintsIn;
+  int64_t steps = llvm::divideCeil(q.getCols(), kWgmmaK);
+  for (int64_t step = 0; step < steps; ++step) {
+    // Along K: 32 bytes inside a swizzle line, a whole box every 64
+    // columns.
+    int64_t column = step * kWgmmaK;
+    int64_t qOffset = (column / kBoxColumns) * boxBytes(q) +
+                      (column % kBoxColumns) * 2;
+    int64_t kOffset = (column / kBoxColumns) * boxBytes(k) +
+                      (column % kBoxColumns) * 2;
+    inputs.push_back(arith::AddIOp::create(b, loc(), qBase,
+                                           i64(qOffset >> 4)));
+    inputs.push_back(arith::AddIOp::create(b, loc(), kBase,
+                                           i64(kOffset >> 4)));
+    std::string a = "$" + std::to_string(accumulators + 2 * step);
+    std::string bDesc = "$" + std::to_string(accumulators + 2 * step + 1);
+    constraintsIn += (step ? ",l,l" : "l,l");
+    // The first step overwrites the accumulator (scale-d false).
+    body += instruction + accumulatorList(accumulators) + ", " + a + ", " +
+            bDesc + (step ? ", one" : ", zero") + ", 1, 1, 0, 0;\n\t";
+  }
+  Value result = warpgroupMma(b, loc(), accumulators, inputs, constraintsIn,
+                              body, /*tied=*/false, mma.getAsync());
+  mapping.map(mma.getScores(), unpackAccumulators(result, accumulators));
+  return success();
+}
+
+LogicalResult Lowering::lowerWarpgroupValueMma(WarpgroupValueMmaOp mma) {
+  SmemType v = mma.getValue().getType();
+  auto probsType = cast<RankedTensorType>(mma.getProbs().getType());
+  int64_t n = v.getCols();
+  int64_t accumulators = n / 2;
+  // V is the B operand with N (head dim) contiguous: MN-major. Its 64-column
+  // boxes are the leading-dimension repeats, 8-key groups the stride.
+  uint64_t bits = wgmma::smemDescriptorTemplate(
+      boxBytes(v), kSwizzleAtomBytes, wgmma::Swizzle::Bytes128);
+  Value vBase =
+      wgmmaStageDescriptor(mma.getValue(), mma.getValueCount(), 0, bits);
+  // P's fragment is the A operand's, 16 keys (4 words) per k-step.
+  Value probs = lookup(mma.getProbs());
+  int64_t words = probsType.getDimSize(1) / 4;
+  Value packed = vector::BitCastOp::create(
+      b, loc(), VectorType::get({words}, b.getI32Type()), probs);
+  SmallVector<Value> inputs;
+  Value acc = lookup(mma.getAcc());
+  for (int64_t i = 0; i < accumulators; ++i)
+    inputs.push_back(
+        vector::ExtractOp::create(b, loc(), acc, ArrayRef<int64_t>{i}));
+  std::string instruction = "wgmma.mma_async.sync.aligned.m64n" +
+                            std::to_string(n) + "k16.f32." +
+                            ptxType(probsType.getElementType()).str() + "." +
+                            ptxType(v.getElementType()).str() + " ";
+  std::string body;
+  std::string constraintsIn;
+  int64_t steps = probsType.getDimSize(1) / kWgmmaK;
+  int64_t next = 2 * accumulators;
+  for (int64_t step = 0; step < steps; ++step) {
+    std::string a = "{";
+    for (int64_t w = 0; w < 4; ++w) {
+      inputs.push_back(vector::ExtractOp::create(
+          b, loc(), packed, ArrayRef<int64_t>{4 * step + w}));
+      a += (w ? ", $" : "$") + std::to_string(next++);
+      constraintsIn += (constraintsIn.empty() ? "r" : ",r");
+    }
+    a += "}";
+    inputs.push_back(arith::AddIOp::create(
+        b, loc(), vBase, i64((step * kWgmmaK * kSwizzleLineBytes) >> 4)));
+    constraintsIn += ",l";
+    std::string bDesc = "$" + std::to_string(next++);
+    // scale-d 1 (accumulate), scales 1, B transposed (MN-major).
+    body += instruction + accumulatorList(accumulators) + ", " + a + ", " +
+            bDesc + ", one, 1, 1, 1;\n\t";
+  }
+  Value result = warpgroupMma(b, loc(), accumulators, inputs, constraintsIn,
+                              body, /*tied=*/true, mma.getAsync());
+  mapping.map(mma.getResult(), unpackAccumulators(result, accumulators));
+  return success();
+}
+
+/// wgmma.wait_group with the registers it waits for passed through, so that
+/// no use of them is scheduled above it.
+LogicalResult Lowering::lowerWarpgroupWait(WarpgroupWaitOp wait) {
+  Value pending = lookup(wait.getPendingValue());
+  auto type = cast<VectorType>(pending.getType());
+  int64_t count = type.getNumElements();
+  SmallVector<Value> inputs;
+  std::string constraints;
+  for (int64_t i = 0; i < count; ++i) {
+    inputs.push_back(
+        vector::ExtractOp::create(b, loc(), pending, ArrayRef<int64_t>{i}));
+    constraints += (i ? ",=f" : "=f");
+  }
+  for (int64_t i = 0; i < count; ++i)
+    constraints += "," + std::to_string(i);
+  SmallVector<Type> types(count, b.getF32Type());
+  Value waited =
+      LLVM::InlineAsmOp::create(
+          b, loc(), LLVM::LLVMStructType::getLiteral(b.getContext(), types),
+          inputs,
+          "wgmma.wait_group.sync.aligned " + std::to_string(wait.getPending()) +
+              ";",
+          constraints, /*has_side_effects=*/true, false,
+          LLVM::tailcallkind::TailCallKind::None,
+          LLVM::AsmDialectAttr::get(b.getContext(), LLVM::AsmDialect::AD_ATT),
+          ArrayAttr())
+          .getResult(0);
+  mapping.map(wait.getResult(), unpackAccumulators(waited, count));
+  return success();
+}
+
+LogicalResult Lowering::lowerFragmentSoftcap(SoftcapOp softcap) {
+  float cap = softcap.getCap().convertToFloat();
+  float inner = softcap.getScale().convertToFloat() / cap;
+  Value s = lookup(softcap.getScores());
+  auto type = cast<VectorType>(s.getType());
+  SmallVector<Value> elements;
+  for (int64_t i = 0; i < type.getNumElements(); ++i) {
+    Value element = vector::ExtractOp::create(b, loc(), s, ArrayRef<int64_t>{i});
+    elements.push_back(
+        arith::MulFOp::create(b, loc(), tanh(element, inner), f32(cap)));
+  }
+  mapping.map(softcap.getResult(),
+              vector::FromElementsOp::create(b, loc(), type, elements));
+  return success();
+}
+
+LogicalResult Lowering::lowerFragmentMask(MaskOp mask) {
+  MaskModBounds bounds = maskBounds(mask.getMask(), mask.getWindowLeft(),
+                                    mask.getWindowRight(), mask.getMaskMod());
+  if (!mask.getMaskMod().empty())
+    return mask.emitOpError()
+           << "mask_mod regions are not lowered for sm_90a yet (the Hopper "
+              "schedule runs them in fa4-sim only)";
+  Value s = lookup(mask.getScores());
+  auto type = cast<VectorType>(s.getType());
+  Value first = lookup(mask.getCol());
+  bool hasLow = bounds.bounds.lower.has_value();
+  // Each of the thread's rows sees keys [low, high): relative to the
+  // thread's first column of the tile, a column c is visible when
+  // c - low < high - low, unsigned (one compare per score).
+  Value lowRel[2], width[2];
+  Value column = fragmentColumn();
+  for (int64_t half = 0; half < 2; ++half) {
+    Value packed = arith::AddIOp::create(b, loc(), lookup(mask.getRow()),
+                                         fragmentRow(half));
+    Value position =
+        arith::DivUIOp::create(b, loc(), packed, index(mask.getGqaRatio()));
+    Value high;
+    Value low = emitKeyEdges(position, bounds.bounds, lookup(mask.getSeqQ()),
+                             lookup(mask.getSeqK()), high);
+    // Edges relative to the thread's columns, clamped into [0, N]: 32-bit
+    // and never wrapping.
+    int64_t limit = 2 * type.getNumElements();
+    auto relative = [&](Value edge) -> Value {
+      Value offset = arith::SubIOp::create(
+          b, loc(), arith::SubIOp::create(b, loc(), edge, first), column);
+      offset = arith::MaxSIOp::create(b, loc(), offset, index(0));
+      return toI32(arith::MinSIOp::create(b, loc(), offset, index(limit)));
+    };
+    Value highRel = relative(high);
+    lowRel[half] = hasLow ? relative(low) : i32(0);
+    width[half] = arith::MaxSIOp::create(
+        b, loc(), arith::SubIOp::create(b, loc(), highRel, lowRel[half]),
+        i32(0));
+  }
+  SmallVector<Value> elements;
+  for (int64_t i = 0; i < type.getNumElements(); ++i) {
+    int64_t half = halfOf(i);
+    Value c = i32(columnOf(i));
+    if (hasLow)
+      c = arith::SubIOp::create(b, loc(), c, lowRel[half]);
+    Value visible = arith::CmpIOp::create(b, loc(), arith::CmpIPredicate::ult,
+                                          c, width[half]);
+    Value element = vector::ExtractOp::create(b, loc(), s, ArrayRef<int64_t>{i});
+    elements.push_back(
+        arith::SelectOp::create(b, loc(), visible, element, f32(kMinusInf)));
+  }
+  mapping.map(mask.getResult(),
+              vector::FromElementsOp::create(b, loc(), type, elements));
+  return success();
+}
+
+Lowering::RowMaxUpdate
+Lowering::updateFragmentRowMax(ArrayRef<Value> elements, int64_t half,
+                               Value previous, float scaleLog2,
+                               float threshold) {
+  Value candidate = previous;
+  for (int64_t i = 0; i < int64_t(elements.size()); ++i)
+    if (halfOf(i) == half)
+      candidate = arith::MaximumFOp::create(b, loc(), candidate, elements[i]);
+  candidate = quadReduce(candidate, [&](Value x, Value y) -> Value {
+    return arith::MaximumFOp::create(b, loc(), x, y);
+  });
+  // The first visible block sets the max; after that it moves only past the
+  // threshold (fa4.online_softmax's rule).
+  Value fresh = arith::CmpFOp::create(b, loc(), arith::CmpFPredicate::OEQ,
+                                      previous, f32(kMinusInf));
+  Value moved = arith::CmpFOp::create(
+      b, loc(), arith::CmpFPredicate::OGT,
+      arith::MulFOp::create(
+          b, loc(), arith::SubFOp::create(b, loc(), candidate, previous),
+          f32(scaleLog2)),
+      f32(threshold));
+  Value take = arith::OrIOp::create(b, loc(), fresh, moved);
+  Value newMax = arith::SelectOp::create(b, loc(), take, candidate, previous);
+  Value factor = ex2(arith::MulFOp::create(
+      b, loc(), arith::SubFOp::create(b, loc(), previous, newMax),
+      f32(scaleLog2)));
+  Value keep = arith::OrIOp::create(
+      b, loc(), fresh,
+      arith::XOrIOp::create(
+          b, loc(), moved,
+          arith::ConstantOp::create(b, loc(), b.getBoolAttr(true))));
+  Value scale = arith::SelectOp::create(b, loc(), keep, f32(1.0f), factor);
+  // A row that has seen nothing subtracts 0: exp2(-inf) = 0.
+  Value empty = arith::CmpFOp::create(b, loc(), arith::CmpFPredicate::OEQ,
+                                      newMax, f32(kMinusInf));
+  Value maxScaled = arith::SelectOp::create(
+      b, loc(), empty, f32(0.0f), scaledMax(newMax, scaleLog2));
+  return {newMax, scale, maxScaled};
+}
+
+LogicalResult Lowering::lowerFragmentSoftmax(OnlineSoftmaxOp softmax) {
+  Value s = lookup(softmax.getScores());
+  auto type = cast<VectorType>(s.getType());
+  int64_t count = type.getNumElements();
+  float scaleLog2 = softmax.getScaleLog2().convertToFloat();
+  float threshold = softmax.getRescaleThreshold().convertToFloat();
+  Value oldMax = lookup(softmax.getRowMax());
+  Value oldSum = lookup(softmax.getRowSum());
+  SmallVector<Value> elements;
+  for (int64_t i = 0; i < count; ++i)
+    elements.push_back(
+        vector::ExtractOp::create(b, loc(), s, ArrayRef<int64_t>{i}));
+  RowMaxUpdate rows[2];
+  for (int64_t half = 0; half < 2; ++half)
+    rows[half] = updateFragmentRowMax(elements, half, rowOfFragment(oldMax, half),
+                                      scaleLog2, threshold);
+  Value sums[2] = {f32(0.0f), f32(0.0f)};
+  SmallVector<Value> probs;
+  for (int64_t i = 0; i < count; ++i) {
+    int64_t half = halfOf(i);
+    Value exponent = LLVM::FMAOp::create(
+        b, loc(), elements[i], f32(scaleLog2),
+        arith::NegFOp::create(b, loc(), rows[half].maxScaled));
+    Value p = ex2(exponent);
+    sums[half] = arith::AddFOp::create(b, loc(), sums[half], p);
+    probs.push_back(p);
+  }
+  auto probsType = cast<VectorType>(convertType(softmax.getProbs().getType()));
+  Value p32 = vector::FromElementsOp::create(
+      b, loc(), VectorType::get({count}, b.getF32Type()), probs);
+  lazyTruncations[softmax.getProbs()] = {p32, probsType};
+  mapping.map(softmax.getNewRowMax(),
+              fragmentRowVector(rows[0].newMax, rows[1].newMax));
+  // The thread's partial sums (module comment).
+  Value newSum[2];
+  for (int64_t half = 0; half < 2; ++half)
+    newSum[half] = LLVM::FMAOp::create(b, loc(), rowOfFragment(oldSum, half),
+                                       rows[half].accScale, sums[half]);
+  mapping.map(softmax.getNewRowSum(), fragmentRowVector(newSum[0], newSum[1]));
+  mapping.map(softmax.getAccScale(),
+              fragmentRowVector(rows[0].accScale, rows[1].accScale));
+  return success();
+}
+
+LogicalResult Lowering::lowerFragmentCorrection(CorrectionOp correction) {
+  Value acc = lookup(correction.getAcc());
+  Value scale = lookup(correction.getAccScale());
+  auto type = cast<VectorType>(acc.getType());
+  // Conditional rescaling: a warp whose rows all kept their max skips the
+  // multiplies (most blocks, with the threshold).
+  Value moved = arith::OrIOp::create(
+      b, loc(),
+      arith::CmpFOp::create(b, loc(), arith::CmpFPredicate::ONE,
+                            rowOfFragment(scale, 0), f32(1.0f)),
+      arith::CmpFOp::create(b, loc(), arith::CmpFPredicate::ONE,
+                            rowOfFragment(scale, 1), f32(1.0f)));
+  Value any = NVVM::VoteSyncOp::create(b, loc(), b.getI1Type(), i32(-1), moved,
+                                       NVVM::VoteSyncKind::any);
+  auto branch = scf::IfOp::create(b, loc(), TypeRange{type}, any, true);
+  {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(branch.thenBlock());
+    scf::YieldOp::create(
+        b, loc(),
+        ValueRange{arith::MulFOp::create(
+            b, loc(), acc, spreadRows(scale, type.getNumElements()))});
+    b.setInsertionPointToStart(branch.elseBlock());
+    scf::YieldOp::create(b, loc(), ValueRange{acc});
+  }
+  mapping.map(correction.getResult(), branch.getResult(0));
+  return success();
+}
+
+LogicalResult Lowering::lowerFragmentNormalize(NormalizeOp normalize) {
+  Value acc = lookup(normalize.getAcc());
+  Value rowMax = lookup(normalize.getRowMax());
+  Value partial = lookup(normalize.getRowSum());
+  auto type = cast<VectorType>(acc.getType());
+  float scaleLog2 = normalize.getScaleLog2().convertToFloat();
+  Value inverse[2], lse[2];
+  for (int64_t half = 0; half < 2; ++half) {
+    Value sum = quadReduce(rowOfFragment(partial, half), [&](Value x, Value y) {
+      return Value(arith::AddFOp::create(b, loc(), x, y));
+    });
+    Value max = rowOfFragment(rowMax, half);
+    // A row that saw no key: O = 0, LSE = -inf.
+    Value empty = arith::OrIOp::create(
+        b, loc(),
+        arith::CmpFOp::create(b, loc(), arith::CmpFPredicate::OEQ, max,
+                              f32(kMinusInf)),
+        arith::CmpFOp::create(b, loc(), arith::CmpFPredicate::OEQ, sum,
+                              f32(0.0f)));
+    inverse[half] = arith::SelectOp::create(
+        b, loc(), empty, f32(0.0f), approximate("rcp.approx.ftz.f32", sum));
+    Value value = arith::MulFOp::create(
+        b, loc(),
+        arith::AddFOp::create(b, loc(), scaledMax(max, scaleLog2), lg2(sum)),
+        f32(float(M_LN2)));
+    lse[half] = arith::SelectOp::create(b, loc(), empty, f32(kMinusInf), value);
+  }
+  Value scaled = arith::MulFOp::create(
+      b, loc(), acc,
+      spreadRows(fragmentRowVector(inverse[0], inverse[1]),
+                 type.getNumElements()));
+  auto outType = cast<VectorType>(convertType(normalize.getOut().getType()));
+  mapping.map(normalize.getOut(),
+              arith::TruncFOp::create(b, loc(), outType, scaled));
+  mapping.map(normalize.getLse(), fragmentRowVector(lse[0], lse[1]));
+  return success();
+}
+
+/// The staged half of O, in the 128-byte-swizzled layout its TMA store
+/// reads: each thread writes its pairs of adjacent columns, 4 bytes at a
+/// time (the quad's four pairs fill one 16-byte chunk).
+LogicalResult Lowering::lowerFragmentSmemStore(SmemStoreOp store) {
+  SmemType type = store.getBuffer().getType();
+  if (store.getRow() || store.getColumn())
+    return store.emitOpError()
+           << "fa4-to-nvvm stages whole register tiles only on sm_90a";
+  Value values = lookup(store.getTile());
+  auto vector = cast<VectorType>(values.getType());
+  int64_t elementBytes = vector.getElementTypeBitWidth() / 8;
+  Value stageBase = smemAt(
+      lookup(store.getBuffer()),
+      arith::MulIOp::create(
+          b, loc(),
+          arith::RemUIOp::create(b, loc(), lookup(store.getCount()),
+                                 index(type.getStages())),
+          index(type.getStageBytes())));
+  Value pairs = vector::BitCastOp::create(
+      b, loc(), VectorType::get({vector.getNumElements() / 2}, b.getI32Type()),
+      values);
+  Value column = fragmentColumn();
+  Value rowBytes[2], phase[2];
+  for (int64_t half = 0; half < 2; ++half) {
+    Value row = fragmentRow(half);
+    rowBytes[half] =
+        arith::MulIOp::create(b, loc(), row, index(kSwizzleLineBytes));
+    phase[half] = arith::RemUIOp::create(b, loc(), row, index(8));
+  }
+  for (int64_t i = 0; i < vector.getNumElements(); i += 2) {
+    int64_t half = halfOf(i);
+    Value col = arith::AddIOp::create(b, loc(), column, index(8 * (i / 4)));
+    Value box = arith::DivUIOp::create(b, loc(), col, index(kBoxColumns));
+    Value within = arith::MulIOp::create(
+        b, loc(), arith::RemUIOp::create(b, loc(), col, index(kBoxColumns)),
+        index(elementBytes));
+    Value chunk = arith::DivUIOp::create(b, loc(), within, index(16));
+    Value swizzled = arith::XOrIOp::create(b, loc(), chunk, phase[half]);
+    Value offset = arith::AddIOp::create(
+        b, loc(),
+        arith::AddIOp::create(
+            b, loc(),
+            arith::MulIOp::create(b, loc(), box, index(boxBytes(type))),
+            rowBytes[half]),
+        arith::AddIOp::create(
+            b, loc(), arith::MulIOp::create(b, loc(), swizzled, index(16)),
+            arith::RemUIOp::create(b, loc(), within, index(16))));
+    Value word =
+        vector::ExtractOp::create(b, loc(), pairs, ArrayRef<int64_t>{i / 2});
+    LLVM::StoreOp::create(b, loc(), word, smemAt(stageBase, offset), 4);
+  }
+  stagedForAsyncProxy = true;
+  return success();
+}
+
+/// The quad's first thread writes its two rows.
+LogicalResult Lowering::lowerFragmentLseStore(StoreLseTileOp store) {
+  Value leader = arith::CmpIOp::create(
+      b, loc(), arith::CmpIPredicate::eq,
+      arith::RemUIOp::create(b, loc(), fragmentLane(), index(4)), index(0));
+  auto branch = scf::IfOp::create(b, loc(), leader, false);
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(branch.thenBlock());
+  Value lse = lookup(store.getTile());
+  for (int64_t half = 0; half < 2; ++half)
+    if (failed(emitLseStore(store, fragmentRow(half), rowOfFragment(lse, half))))
+      return failure();
+  return success();
 }
