@@ -82,7 +82,8 @@ fa4rt_backend *fa4rt_backend_cuda(void);
    schedule seeded from `seed`; a launch fails with the emulator's first
    report (a fault, a deadlock, a hazard or barrier misuse). `flags` is 0 or
    FA4RT_EMULATOR_PLAN_ONLY: launches then stop after every check and the
-   launch plan, where the kernel would start (a dry run; 0 returned). */
+   launch plan, where the kernel would start (a dry run; 0 returned; the
+   PTX is not parsed, so a PTX the emulator would refuse passes). */
 #define FA4RT_EMULATOR_PLAN_ONLY 1u
 fa4rt_backend *fa4rt_backend_emulator(unsigned workers, uint64_t seed,
                                       unsigned flags);
