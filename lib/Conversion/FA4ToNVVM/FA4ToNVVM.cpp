@@ -400,13 +400,14 @@ LogicalResult FA4ToNVVMPass::convert(func::FuncOp func,
   if (failed(checkSpecAgainstSchedule(func, spec, tensors)))
     return failure();
   KernelState kernel;
-  kernel.exp2EmulationFraction = exp2EmulationFraction;
   WarpSpecializeOp specialize;
   func.walk([&](WarpSpecializeOp op) { specialize = op; });
   FailureOr<target::Family> family = scheduleFamily(func, *chipInfo);
   if (failed(family))
     return failure();
   kernel.family = &familyLowering(*family);
+  kernel.exp2EmulationFraction =
+      kernel.family->emulatesExp2() ? exp2EmulationFraction : 0.0;
   layOutSharedMemory(func, kernel);
   if (kernel.smemBytes > chipInfo->smemBytesPerCta)
     return func.emitError() << "the kernel needs " << kernel.smemBytes

@@ -48,11 +48,36 @@ public:
   /// The per-thread type of a tile held by a warpgroup (rank 2) or of a
   /// row vector (rank 1).
   virtual Type convertTile(RankedTensorType tile) const = 0;
+  /// Whether the family's softmax computes a fraction of its exponentials
+  /// with the software exp2 on the FMA units (fa4-to-nvvm's
+  /// exp2-emulation-fraction); the fraction is 0 where not.
+  virtual bool emulatesExp2() const = 0;
   /// Lowers `op` when the family lowers it its own way (its tensor-core
   /// and tensor-memory ops, and the row ops whose thread layout differs);
   /// std::nullopt leaves it to the shared lowering.
   virtual std::optional<LogicalResult> lowerOwn(Lowering &lowering,
                                                 Operation *op) const = 0;
+
+  // The thread's rows, for the row ops lowered once (normalization, LSE
+  // store): how a thread holds the rows of a tile, not what is computed on
+  // them.
+  /// The thread's rows of the tile (index values, from the tile's first).
+  virtual SmallVector<Value, 2> threadRows(Lowering &lowering) const = 0;
+  /// An i1 that holds on the one thread that writes its rows' scalars out,
+  /// where several threads share a row; a null Value where each row is one
+  /// thread's.
+  virtual Value rowWriter(Lowering &lowering) const = 0;
+  /// The scalar of each of the thread's rows in a row vector, and back.
+  virtual SmallVector<Value, 2> rowScalars(Lowering &lowering,
+                                           Value rowVector) const = 0;
+  virtual Value rowVector(Lowering &lowering, ArrayRef<Value> rows) const = 0;
+  /// The row's total of a per-thread partial sum, over the threads that
+  /// share the row.
+  virtual Value rowTotal(Lowering &lowering, Value partial) const = 0;
+  /// A value of each of the thread's rows, spread over `tile` (a per-thread
+  /// tile vector) element by element.
+  virtual Value spreadRows(Lowering &lowering, ArrayRef<Value> rows,
+                           VectorType tile) const = 0;
 };
 
 /// The lowering of `family`'s schedules.
@@ -231,6 +256,19 @@ private:
   };
   RowMaxUpdate updateRowMax(Value candidate, Value rowMax, float scaleLog2,
                             float threshold);
+  /// O's factor 1/sum and the LSE of a row whose softmax ended at `rowMax`
+  /// with the sum `rowSum` (over the whole row); `guardPoison` when some
+  /// exponentials were computed by the software exp2, whose saturation
+  /// drops NaN (the guard carries a NaN max into O and the LSE).
+  struct RowNormalization {
+    Value inverse, lse;
+  };
+  RowNormalization normalizeRow(Value rowMax, Value rowSum, float scaleLog2,
+                                bool guardPoison);
+  LogicalResult lowerNormalize(NormalizeOp normalize);
+  LogicalResult lowerLseStore(StoreLseTileOp store);
+  /// cap·tanh(s·scale/cap) of one score.
+  Value softcapScore(SoftcapOp softcap, Value score);
   /// 2^(s·scale_log2 - maxScaled) of the row, as vector<2xf32> pairs.
   SmallVector<Value> rowExponentials(ArrayRef<Value> s, Value maxScaled,
                                      float scaleLog2);
@@ -263,14 +301,12 @@ private:
   LogicalResult lowerFragmentMask(MaskOp mask);
   LogicalResult lowerFragmentSoftmax(OnlineSoftmaxOp softmax);
   /// One of the thread's rows (`half`) of the softmax: its max over the
-  /// quad after `elements`, as updateRowMax's rule moves it from `previous`.
+  /// quad after `elements`, moved from `previous` by updateRowMax.
   RowMaxUpdate updateFragmentRowMax(ArrayRef<Value> elements, int64_t half,
                                     Value previous, float scaleLog2,
                                     float threshold);
   LogicalResult lowerFragmentCorrection(CorrectionOp correction);
-  LogicalResult lowerFragmentNormalize(NormalizeOp normalize);
   LogicalResult lowerFragmentSmemStore(SmemStoreOp store);
-  LogicalResult lowerFragmentLseStore(StoreLseTileOp store);
   /// The wgmma shared-memory descriptor (`bits` and the address field) of
   /// ring item `count` of `buffer`, `offset` bytes into its stage.
   Value wgmmaStageDescriptor(Value buffer, Value count, int64_t offset,

@@ -118,11 +118,15 @@ SmallVector<Value> Lowering::loadScoreRow(Value scoresColumn, int64_t chunks) {
   return s;
 }
 
-void Lowering::applySoftcap(SoftcapOp softcap, MutableArrayRef<Value> s) {
+Value Lowering::softcapScore(SoftcapOp softcap, Value score) {
   float cap = softcap.getCap().convertToFloat();
   float inner = softcap.getScale().convertToFloat() / cap;
+  return arith::MulFOp::create(b, loc(), tanh(score, inner), f32(cap));
+}
+
+void Lowering::applySoftcap(SoftcapOp softcap, MutableArrayRef<Value> s) {
   for (Value &element : s)
-    element = arith::MulFOp::create(b, loc(), tanh(element, inner), f32(cap));
+    element = softcapScore(softcap, element);
 }
 
 /// The score_mod, inlined per score on the scaled score. Where its loads are
@@ -531,8 +535,98 @@ LogicalResult Lowering::emitLseStore(StoreLseTileOp store, Value row,
   return success();
 }
 
-LogicalResult Lowering::lowerRowMath(Operation *op) {
+Lowering::RowNormalization Lowering::normalizeRow(Value rowMax, Value rowSum,
+                                                  float scaleLog2,
+                                                  bool guardPoison) {
   float minusInf = -std::numeric_limits<float>::infinity();
+  // max·0 is NaN exactly for a NaN or infinite max (a NaN score, or
+  // s = +inf, whose exponent is inf - inf): the software exp2's saturation
+  // maps NaN to 0, so a row whose poison sat only in its emulated columns
+  // would otherwise come out finite (or empty). Here, once per row, it
+  // makes O and the LSE NaN; per tile it would cost an instruction and, at
+  // ALiBi's register pressure, spills. Without the software exp2, the NaN
+  // reaches the sum through ex2.approx and needs no guard.
+  Value poison = guardPoison
+                     ? Value(arith::MulFOp::create(b, loc(), rowMax, f32(0.0f)))
+                     : Value();
+  // A row that saw no key (its max never left -inf; its sum may hold the
+  // subnormal crumbs of the software exp2): O = 0, LSE = -inf.
+  Value sumIsZero = arith::CmpFOp::create(b, loc(), arith::CmpFPredicate::OEQ,
+                                          rowSum, f32(0.0f));
+  if (poison)
+    sumIsZero = arith::AndIOp::create(
+        b, loc(), sumIsZero,
+        arith::CmpFOp::create(b, loc(), arith::CmpFPredicate::OEQ, poison,
+                              f32(0.0f)));
+  Value empty = arith::OrIOp::create(
+      b, loc(),
+      arith::CmpFOp::create(b, loc(), arith::CmpFPredicate::OEQ, rowMax,
+                            f32(minusInf)),
+      sumIsZero);
+  auto withPoison = [&](Value value) -> Value {
+    return poison ? Value(arith::AddFOp::create(b, loc(), value, poison))
+                  : value;
+  };
+  Value inverse = arith::SelectOp::create(
+      b, loc(), empty, f32(0.0f),
+      withPoison(approximate("rcp.approx.ftz.f32", rowSum)));
+  // The sum is relative to the softmax's own rounded-up max·scale_log2.
+  Value lse = arith::MulFOp::create(
+      b, loc(),
+      arith::AddFOp::create(b, loc(), scaledMax(rowMax, scaleLog2),
+                            withPoison(lg2(rowSum))),
+      f32(float(M_LN2)));
+  return {inverse, arith::SelectOp::create(b, loc(), empty, f32(minusInf), lse)};
+}
+
+/// O / sum and the LSE, row by row of the thread's rows; the same for every
+/// thread layout (the family says how a thread holds its rows).
+LogicalResult Lowering::lowerNormalize(NormalizeOp normalize) {
+  const FamilyLowering &family = *kernel.family;
+  Value acc = lookup(normalize.getAcc());
+  SmallVector<Value, 2> maxima =
+      family.rowScalars(*this, lookup(normalize.getRowMax()));
+  SmallVector<Value, 2> partials =
+      family.rowScalars(*this, lookup(normalize.getRowSum()));
+  // Only the software exp2 drops a NaN (normalizeRow).
+  bool guardPoison = kernel.exp2EmulationFraction > 0.0;
+  SmallVector<Value, 2> inverses, lses;
+  for (auto [rowMax, partial] : llvm::zip_equal(maxima, partials)) {
+    RowNormalization row =
+        normalizeRow(rowMax, family.rowTotal(*this, partial),
+                     normalize.getScaleLog2().convertToFloat(), guardPoison);
+    inverses.push_back(row.inverse);
+    lses.push_back(row.lse);
+  }
+  auto tile = cast<VectorType>(acc.getType());
+  Value scaled = arith::MulFOp::create(
+      b, loc(), acc, family.spreadRows(*this, inverses, tile));
+  auto outType = cast<VectorType>(convertType(normalize.getOut().getType()));
+  mapping.map(normalize.getOut(),
+              arith::TruncFOp::create(b, loc(), outType, scaled));
+  mapping.map(normalize.getLse(), family.rowVector(*this, lses));
+  return success();
+}
+
+/// Each of the thread's rows' LSE, written by the thread that writes the
+/// row's scalars.
+LogicalResult Lowering::lowerLseStore(StoreLseTileOp store) {
+  const FamilyLowering &family = *kernel.family;
+  std::optional<OpBuilder::InsertionGuard> guard;
+  if (Value writer = family.rowWriter(*this)) {
+    auto branch = scf::IfOp::create(b, loc(), writer, false);
+    guard.emplace(b);
+    b.setInsertionPointToStart(branch.thenBlock());
+  }
+  SmallVector<Value, 2> rows = family.threadRows(*this);
+  SmallVector<Value, 2> lses = family.rowScalars(*this, lookup(store.getTile()));
+  for (auto [row, lse] : llvm::zip_equal(rows, lses))
+    if (failed(emitLseStore(store, row, lse)))
+      return failure();
+  return success();
+}
+
+LogicalResult Lowering::lowerRowMath(Operation *op) {
   return llvm::TypeSwitch<Operation *, LogicalResult>(op)
       .Case<SoftcapOp, ScoreModOp>([&](Operation *rewrite) -> LogicalResult {
         // Both rewrite S as it leaves TMEM, inside the fused softmax.
@@ -564,50 +658,7 @@ LogicalResult Lowering::lowerRowMath(Operation *op) {
                             lookup(correction.getAccScale()))));
         return success();
       })
-      .Case([&](NormalizeOp normalize) -> LogicalResult {
-        Value acc = lookup(normalize.getAcc());
-        Value rowMax = lookup(normalize.getRowMax());
-        Value rowSum = lookup(normalize.getRowSum());
-        float scaleLog2 = normalize.getScaleLog2().convertToFloat();
-        // max·0 is NaN exactly for a NaN or infinite max (a NaN score, or
-        // s = +inf, whose exponent is inf - inf): the software exp2's
-        // saturation maps NaN to 0, so a row whose poison sat only in its
-        // emulated columns would otherwise come out finite (or empty). Here,
-        // once per row, it makes O and the LSE NaN; per tile it would cost
-        // an instruction and, at ALiBi's register pressure, spills.
-        Value poison = arith::MulFOp::create(b, loc(), rowMax, f32(0.0f));
-        // A row that saw no key (its max never left -inf; its sum may hold
-        // the subnormal crumbs of the software exp2): O = 0, LSE = -inf.
-        Value empty = arith::OrIOp::create(b, loc(),
-            arith::CmpFOp::create(b, loc(), arith::CmpFPredicate::OEQ, rowMax,
-                                  f32(minusInf)),
-            arith::AndIOp::create(b, loc(),
-                arith::CmpFOp::create(b, loc(), arith::CmpFPredicate::OEQ,
-                                      rowSum, f32(0.0f)),
-                arith::CmpFOp::create(b, loc(), arith::CmpFPredicate::OEQ,
-                                      poison, f32(0.0f))));
-        Value inverse = arith::SelectOp::create(b,
-            loc(), empty, f32(0.0f),
-            arith::AddFOp::create(b, loc(),
-                                  approximate("rcp.approx.ftz.f32", rowSum),
-                                  poison));
-        auto outType = cast<VectorType>(convertType(normalize.getOut().getType()));
-        Value scaled = arith::MulFOp::create(b,
-            loc(), acc,
-            vector::BroadcastOp::create(b, loc(), acc.getType(), inverse));
-        mapping.map(normalize.getOut(),
-                    arith::TruncFOp::create(b, loc(), outType, scaled));
-        // The sum is relative to the softmax's own rounded-up max·scale_log2.
-        Value lse = arith::MulFOp::create(b,
-            loc(),
-            arith::AddFOp::create(b,
-                loc(), scaledMax(rowMax, scaleLog2),
-                arith::AddFOp::create(b, loc(), lg2(rowSum), poison)),
-            f32(float(M_LN2)));
-        mapping.map(normalize.getLse(),
-                    arith::SelectOp::create(b, loc(), empty, f32(minusInf), lse));
-        return success();
-      })
+      .Case([&](NormalizeOp normalize) { return lowerNormalize(normalize); })
       .Case([&](NeedsRescaleOp vote) -> LogicalResult {
         // A warp rescales its 32 rows when any of them needs it.
         Value moved = arith::CmpFOp::create(b, loc(), arith::CmpFPredicate::ONE,
@@ -618,8 +669,6 @@ LogicalResult Lowering::lowerRowMath(Operation *op) {
                                                moved, NVVM::VoteSyncKind::any));
         return success();
       })
-      .Case([&](StoreLseTileOp store) -> LogicalResult {
-        return emitLseStore(store, rowInWarpgroup(), lookup(store.getTile()));
-      })
+      .Case([&](StoreLseTileOp store) { return lowerLseStore(store); })
       .Default([](Operation *) { return failure(); });
 }

@@ -4,12 +4,14 @@
 // r, so thread r of the warpgroup holds row r of every tile it loads (and
 // its element of every row vector). The family's own ops: TMEM buffers and
 // their loads, stores, allocation and release, and the tcgen05 MMAs
-// (TensorCore.cpp). The row math is the shared lowering's (RowMath.cpp).
+// (TensorCore.cpp). The row math is the shared lowering's (RowMath.cpp),
+// on the one row each thread holds.
 //
 //===----------------------------------------------------------------------===//
 
 #include "fa4/Conversion/FA4ToNVVM/Lowering.h"
 
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
 #include "llvm/ADT/TypeSwitch.h"
 
 namespace mlir::fa4::nvvm {
@@ -23,6 +25,27 @@ public:
     if (tile.getRank() == 1)
       return tile.getElementType();
     return VectorType::get({tile.getDimSize(1)}, tile.getElementType());
+  }
+
+  bool emulatesExp2() const override { return true; }
+
+  // Thread r holds row r alone: its row scalars are plain f32 values.
+  SmallVector<Value, 2> threadRows(Lowering &lowering) const override {
+    return {lowering.rowInWarpgroup()};
+  }
+  Value rowWriter(Lowering &) const override { return Value(); }
+  SmallVector<Value, 2> rowScalars(Lowering &,
+                                   Value rowVector) const override {
+    return {rowVector};
+  }
+  Value rowVector(Lowering &, ArrayRef<Value> rows) const override {
+    return rows.front();
+  }
+  Value rowTotal(Lowering &, Value partial) const override { return partial; }
+  Value spreadRows(Lowering &lowering, ArrayRef<Value> rows,
+                   VectorType tile) const override {
+    return vector::BroadcastOp::create(lowering.b, lowering.loc(), tile,
+                                       rows.front());
   }
 
   std::optional<LogicalResult> lowerOwn(Lowering &lowering,

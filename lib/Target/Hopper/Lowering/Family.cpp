@@ -5,11 +5,14 @@
 // tile, shared with the three other threads of its quad. The family's own
 // ops: the warpgroup MMAs and their waits, and the row ops whose lowering
 // follows that layout (softcap, score_mod, mask, the online softmax, the
-// correction, the normalization, the O staging store and the LSE store).
+// correction and the O staging store). The normalization and the LSE store
+// are the shared lowering's, on the rows this file says a thread holds.
 //
 //===----------------------------------------------------------------------===//
 
 #include "fa4/Conversion/FA4ToNVVM/Lowering.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
 
 namespace mlir::fa4::nvvm {
 
@@ -24,11 +27,46 @@ public:
     return VectorType::get({tile.getDimSize(1) / 2}, tile.getElementType());
   }
 
+  // The softmax's exponentials are all ex2.approx: with the two consumer
+  // warpgroups taking turns, MUFU is not the bottleneck FA4 offloads.
+  bool emulatesExp2() const override { return false; }
+
+  // A thread holds two rows (fragmentRow), each shared by its quad.
+  SmallVector<Value, 2> threadRows(Lowering &lowering) const override {
+    return {lowering.fragmentRow(0), lowering.fragmentRow(1)};
+  }
+  Value rowWriter(Lowering &lowering) const override {
+    // The quad's first thread.
+    return arith::CmpIOp::create(
+        lowering.b, lowering.loc(), arith::CmpIPredicate::eq,
+        arith::RemUIOp::create(lowering.b, lowering.loc(),
+                               lowering.fragmentLane(), lowering.index(4)),
+        lowering.index(0));
+  }
+  SmallVector<Value, 2> rowScalars(Lowering &lowering,
+                                   Value rowVector) const override {
+    return {lowering.rowOfFragment(rowVector, 0),
+            lowering.rowOfFragment(rowVector, 1)};
+  }
+  Value rowVector(Lowering &lowering, ArrayRef<Value> rows) const override {
+    return lowering.fragmentRowVector(rows[0], rows[1]);
+  }
+  Value rowTotal(Lowering &lowering, Value partial) const override {
+    return lowering.quadReduce(partial, [&](Value x, Value y) {
+      return Value(arith::AddFOp::create(lowering.b, lowering.loc(), x, y));
+    });
+  }
+  Value spreadRows(Lowering &lowering, ArrayRef<Value> rows,
+                   VectorType tile) const override {
+    return lowering.spreadRows(lowering.fragmentRowVector(rows[0], rows[1]),
+                               tile.getNumElements());
+  }
+
   std::optional<LogicalResult> lowerOwn(Lowering &lowering,
                                         Operation *op) const override {
     if (isa<WarpgroupScoreMmaOp, WarpgroupValueMmaOp, WarpgroupWaitOp,
             SoftcapOp, ScoreModOp, MaskOp, OnlineSoftmaxOp, CorrectionOp,
-            NormalizeOp, SmemStoreOp, StoreLseTileOp>(op))
+            SmemStoreOp>(op))
       return lowering.lowerWarpgroup(op);
     return std::nullopt;
   }

@@ -13,7 +13,9 @@
 // values, vector<2>. Row maxima and sums are reduced across the quad with two
 // shuffles; the row sum is kept per thread, partial, and reduced once, in
 // fa4.normalize (it is only ever scaled and added to, so the partial sums
-// carry the same information). The scores' layout is also the layout of the
+// carry the same information). The arithmetic on a row's scalars (the max's
+// update, the normalization, the LSE store) is the shared lowering's
+// (RowMath.cpp); this file holds what follows the layout. The scores' layout is also the layout of the
 // A operand of the next wgmma for k-steps of 16 keys, so P feeds O += P·V
 // from registers with no data movement, as in FlashAttention-3.
 //
@@ -230,9 +232,7 @@ LogicalResult Lowering::lowerWarpgroup(Operation *op) {
       .Case([&](CorrectionOp correction) {
         return lowerFragmentCorrection(correction);
       })
-      .Case([&](NormalizeOp normalize) { return lowerFragmentNormalize(normalize); })
       .Case([&](SmemStoreOp store) { return lowerFragmentSmemStore(store); })
-      .Case([&](StoreLseTileOp store) { return lowerFragmentLseStore(store); })
       .Default([](Operation *) { return failure(); });
 }
 
@@ -367,16 +367,12 @@ LogicalResult Lowering::lowerWarpgroupWait(WarpgroupWaitOp wait) {
 }
 
 LogicalResult Lowering::lowerFragmentSoftcap(SoftcapOp softcap) {
-  float cap = softcap.getCap().convertToFloat();
-  float inner = softcap.getScale().convertToFloat() / cap;
   Value s = lookup(softcap.getScores());
   auto type = cast<VectorType>(s.getType());
   SmallVector<Value> elements;
-  for (int64_t i = 0; i < type.getNumElements(); ++i) {
-    Value element = vector::ExtractOp::create(b, loc(), s, ArrayRef<int64_t>{i});
-    elements.push_back(
-        arith::MulFOp::create(b, loc(), tanh(element, inner), f32(cap)));
-  }
+  for (int64_t i = 0; i < type.getNumElements(); ++i)
+    elements.push_back(softcapScore(
+        softcap, vector::ExtractOp::create(b, loc(), s, ArrayRef<int64_t>{i})));
   mapping.map(softcap.getResult(),
               vector::FromElementsOp::create(b, loc(), type, elements));
   return success();
@@ -449,33 +445,7 @@ Lowering::updateFragmentRowMax(ArrayRef<Value> elements, int64_t half,
   candidate = quadReduce(candidate, [&](Value x, Value y) -> Value {
     return arith::MaximumFOp::create(b, loc(), x, y);
   });
-  // The first visible block sets the max; after that it moves only past the
-  // threshold (fa4.online_softmax's rule).
-  Value fresh = arith::CmpFOp::create(b, loc(), arith::CmpFPredicate::OEQ,
-                                      previous, f32(kMinusInf));
-  Value moved = arith::CmpFOp::create(
-      b, loc(), arith::CmpFPredicate::OGT,
-      arith::MulFOp::create(
-          b, loc(), arith::SubFOp::create(b, loc(), candidate, previous),
-          f32(scaleLog2)),
-      f32(threshold));
-  Value take = arith::OrIOp::create(b, loc(), fresh, moved);
-  Value newMax = arith::SelectOp::create(b, loc(), take, candidate, previous);
-  Value factor = ex2(arith::MulFOp::create(
-      b, loc(), arith::SubFOp::create(b, loc(), previous, newMax),
-      f32(scaleLog2)));
-  Value keep = arith::OrIOp::create(
-      b, loc(), fresh,
-      arith::XOrIOp::create(
-          b, loc(), moved,
-          arith::ConstantOp::create(b, loc(), b.getBoolAttr(true))));
-  Value scale = arith::SelectOp::create(b, loc(), keep, f32(1.0f), factor);
-  // A row that has seen nothing subtracts 0: exp2(-inf) = 0.
-  Value empty = arith::CmpFOp::create(b, loc(), arith::CmpFPredicate::OEQ,
-                                      newMax, f32(kMinusInf));
-  Value maxScaled = arith::SelectOp::create(
-      b, loc(), empty, f32(0.0f), scaledMax(newMax, scaleLog2));
-  return {newMax, scale, maxScaled};
+  return updateRowMax(candidate, previous, scaleLog2, threshold);
 }
 
 LogicalResult Lowering::lowerFragmentSoftmax(OnlineSoftmaxOp softmax) {
@@ -551,44 +521,6 @@ LogicalResult Lowering::lowerFragmentCorrection(CorrectionOp correction) {
   return success();
 }
 
-LogicalResult Lowering::lowerFragmentNormalize(NormalizeOp normalize) {
-  Value acc = lookup(normalize.getAcc());
-  Value rowMax = lookup(normalize.getRowMax());
-  Value partial = lookup(normalize.getRowSum());
-  auto type = cast<VectorType>(acc.getType());
-  float scaleLog2 = normalize.getScaleLog2().convertToFloat();
-  Value inverse[2], lse[2];
-  for (int64_t half = 0; half < 2; ++half) {
-    Value sum = quadReduce(rowOfFragment(partial, half), [&](Value x, Value y) {
-      return Value(arith::AddFOp::create(b, loc(), x, y));
-    });
-    Value max = rowOfFragment(rowMax, half);
-    // A row that saw no key: O = 0, LSE = -inf.
-    Value empty = arith::OrIOp::create(
-        b, loc(),
-        arith::CmpFOp::create(b, loc(), arith::CmpFPredicate::OEQ, max,
-                              f32(kMinusInf)),
-        arith::CmpFOp::create(b, loc(), arith::CmpFPredicate::OEQ, sum,
-                              f32(0.0f)));
-    inverse[half] = arith::SelectOp::create(
-        b, loc(), empty, f32(0.0f), approximate("rcp.approx.ftz.f32", sum));
-    Value value = arith::MulFOp::create(
-        b, loc(),
-        arith::AddFOp::create(b, loc(), scaledMax(max, scaleLog2), lg2(sum)),
-        f32(float(M_LN2)));
-    lse[half] = arith::SelectOp::create(b, loc(), empty, f32(kMinusInf), value);
-  }
-  Value scaled = arith::MulFOp::create(
-      b, loc(), acc,
-      spreadRows(fragmentRowVector(inverse[0], inverse[1]),
-                 type.getNumElements()));
-  auto outType = cast<VectorType>(convertType(normalize.getOut().getType()));
-  mapping.map(normalize.getOut(),
-              arith::TruncFOp::create(b, loc(), outType, scaled));
-  mapping.map(normalize.getLse(), fragmentRowVector(lse[0], lse[1]));
-  return success();
-}
-
 /// The staged half of O, in the 128-byte-swizzled layout its TMA store
 /// reads: each thread writes its pairs of adjacent columns, 4 bytes at a
 /// time (the quad's four pairs fill one 16-byte chunk).
@@ -641,20 +573,5 @@ LogicalResult Lowering::lowerFragmentSmemStore(SmemStoreOp store) {
     LLVM::StoreOp::create(b, loc(), word, smemAt(stageBase, offset), 4);
   }
   stagedForAsyncProxy = true;
-  return success();
-}
-
-/// The quad's first thread writes its two rows.
-LogicalResult Lowering::lowerFragmentLseStore(StoreLseTileOp store) {
-  Value leader = arith::CmpIOp::create(
-      b, loc(), arith::CmpIPredicate::eq,
-      arith::RemUIOp::create(b, loc(), fragmentLane(), index(4)), index(0));
-  auto branch = scf::IfOp::create(b, loc(), leader, false);
-  OpBuilder::InsertionGuard guard(b);
-  b.setInsertionPointToStart(branch.thenBlock());
-  Value lse = lookup(store.getTile());
-  for (int64_t half = 0; half < 2; ++half)
-    if (failed(emitLseStore(store, fragmentRow(half), rowOfFragment(lse, half))))
-      return failure();
   return success();
 }
