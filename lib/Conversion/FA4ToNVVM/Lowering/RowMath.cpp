@@ -13,6 +13,7 @@
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
+#include "mlir/IR/Matchers.h"
 #include "llvm/ADT/TypeSwitch.h"
 
 #include <cmath>
@@ -292,6 +293,24 @@ Lowering::RowMaxUpdate Lowering::updateRowMax(Value candidate, Value rowMax,
                                               float scaleLog2,
                                               float threshold) {
   float minusInf = -std::numeric_limits<float>::infinity();
+  // A softmax peeled off as the task's first block starts from the constant
+  // -inf: the max is the candidate, and the factor what the rule below
+  // gives there (0, or 1 while the candidate is -inf too), in one select
+  // instead of an exponential.
+  APFloat initial(0.0f);
+  if (matchPattern(rowMax, m_ConstantFloat(&initial)) &&
+      initial.isNegative() && initial.isInfinity()) {
+    Value seen = arith::CmpFOp::create(b, loc(), arith::CmpFPredicate::OGT,
+                                       candidate, f32(minusInf));
+    Value accScale =
+        arith::SelectOp::create(b, loc(), seen, f32(0.0f), f32(1.0f));
+    Value maxScaled = arith::SelectOp::create(
+        b, loc(),
+        arith::CmpFOp::create(b, loc(), arith::CmpFPredicate::OEQ, candidate,
+                              f32(minusInf)),
+        f32(0.0f), scaledMax(candidate, scaleLog2));
+    return {candidate, accScale, maxScaled};
+  }
   // The max moves only past the threshold; the first block sets it.
   Value first = arith::CmpFOp::create(b, loc(), arith::CmpFPredicate::OEQ,
                                       rowMax, f32(minusInf));

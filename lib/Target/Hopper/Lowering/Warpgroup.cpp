@@ -206,8 +206,10 @@ Value Lowering::unpackAccumulators(Value structValue, int64_t count) {
 }
 
 Value Lowering::rowOfFragment(Value rowVector, int64_t half) {
-  return vector::ExtractOp::create(b, loc(), rowVector,
-                                   ArrayRef<int64_t>{half});
+  // Folded: the first block's row max is then the constant updateRowMax
+  // recognizes.
+  return b.createOrFold<vector::ExtractOp>(loc(), rowVector,
+                                           ArrayRef<int64_t>{half});
 }
 
 Value Lowering::fragmentRowVector(Value first, Value second) {
