@@ -4,6 +4,7 @@
 #include "fa4/Runtime/Contract.h"
 #include "fa4/Runtime/Launch.h"
 #include "fa4/Runtime/Runtime.h"
+#include "fa4/Support/Error.h"
 #include "fa4/Support/InputLimits.h"
 
 #include "Succeeds.h"
@@ -364,6 +365,36 @@ const char *kWrittenPtx = R"(.version 8.7
 .reqntid 512
 {
 })";
+
+TEST(InputLimits, StreamsAreReadOnlyUpToTheBound) {
+  // A device that never ends is refused after the bound, not read whole.
+  llvm::Expected<std::string> zero = readBoundedStream("/dev/zero", 1 << 20);
+  ASSERT_FALSE(bool(zero));
+  EXPECT_EQ(llvm::toString(zero.takeError()),
+            "/dev/zero holds more than 1048576 bytes, the most accepted");
+  llvm::Expected<std::string> missing =
+      readBoundedStream("/nonexistent/fa4.mlir", 1 << 20);
+  ASSERT_FALSE(bool(missing));
+  EXPECT_NE(llvm::toString(missing.takeError())
+                .find("cannot open input file '/nonexistent/fa4.mlir'"),
+            std::string::npos);
+  llvm::Expected<std::string> empty = readBoundedStream("/dev/null", 0);
+  ASSERT_TRUE(bool(empty));
+  EXPECT_TRUE(empty->empty());
+}
+
+TEST(CompileCache, KeysHoldNumbersExactly) {
+  // Six decimals made 0.1249999 and 0.125 (which emulate a different
+  // number of exponentials) one key.
+  EXPECT_NE(roundTripDecimal(0.1249999), roundTripDecimal(0.125));
+  for (double value : {0.125, 0.1249999, 1.0000001, 1e-46, 8.0, 2.5e38,
+                       0.1 + 0.2})
+    EXPECT_EQ(std::strtod(roundTripDecimal(value).c_str(), nullptr), value)
+        << roundTripDecimal(value);
+  EXPECT_EQ(roundTripDecimal(0.125), "0.125");
+  EXPECT_EQ(roundTripDecimal(8.0), "8");
+  EXPECT_EQ(roundTripDecimal(1e-46), "1e-46");
+}
 
 TEST(Runtime, ManifestFilesStayBesideIt) {
   Manifest m;

@@ -33,7 +33,9 @@ llvm::Error fa4::checkVariant(const Variant &variant) {
   if (variant.dtype != "fp16" && variant.dtype != "bf16")
     return makeError("dtype must be fp16 or bf16, got '" + variant.dtype + "'");
   if (variant.qHeads <= 0 || variant.kvHeads <= 0)
-    return makeError("q_heads and kv_heads must be positive");
+    return makeError("the query and K/V head counts must be positive, got " +
+                     std::to_string(variant.qHeads) + " and " +
+                     std::to_string(variant.kvHeads));
   return llvm::Error::success();
 }
 
@@ -120,10 +122,10 @@ llvm::Expected<std::string> fa4::compileCacheKey(ModuleOp module,
   if (!ptxas)
     return ptxas.takeError();
   return runtime::CompileCache::key(
-      {"fa4-cache-1", entryIr, options.target,
-       std::to_string(options.rescaleThreshold),
+      {"fa4-cache-2", entryIr, options.target,
+       roundTripDecimal(options.rescaleThreshold),
        std::to_string(options.kvStages), std::to_string(options.smCount),
-       std::to_string(options.exp2EmulationFraction),
+       roundTripDecimal(options.exp2EmulationFraction),
        toggleName(options.hopperOverlap).str(),
        toggleName(options.hopperPingpong).str(), compiler, LLVM_VERSION_STRING,
        *ptxas});

@@ -651,7 +651,7 @@ void CtaMachine::execTma(Thread &th, const Inst &in) {
     ++th.storesInFlight[op.group];
     report.tmaStoreBytes += op.bytes;
   }
-  op.due = now + rng() % (config.maxAsyncDelay + 1);
+  op.due = now + randomDelay();
   tmaInFlight.push_back(op);
 }
 
@@ -862,7 +862,7 @@ void CtaMachine::execMma(Thread &th, const Inst &in) {
                " stored with tcgen05.st and has not waited for (tcgen05.wait::st)");
         break;
       }
-  uint64_t due = now + rng() % (config.maxAsyncDelay + 1);
+  uint64_t due = now + randomDelay();
   if (!tensorPipe.empty())
     due = std::max(due, tensorPipe.back().due);
   op.due = due;
@@ -1076,7 +1076,7 @@ void CtaMachine::execWgmma(uint32_t w, uint32_t members, const Inst &in) {
   checkWgmmaFence(first, in);
   orderWgmmaReads(first, op);
   // The warp's wgmmas complete in issue order.
-  uint64_t due = now + rng() % (config.maxAsyncDelay + 1);
+  uint64_t due = now + randomDelay();
   for (const WgmmaOp &other : wgmmaInFlight)
     if (other.warp == w)
       due = std::max(due, other.due);

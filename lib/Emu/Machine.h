@@ -22,6 +22,7 @@
 #include "fa4/Emu/Layouts.h"
 #include "llvm/ADT/STLFunctionalExtras.h"
 
+#include <algorithm>
 #include <deque>
 #include <random>
 #include <unordered_map>
@@ -525,6 +526,13 @@ private:
   std::vector<uint32_t> registerWaiters;
   /// A seeded speed for a strand under skewed schedules (512, 64, 8 or 1).
   uint32_t drawSpeed() { return 512u >> (3 * (rng() % 4)); }
+  /// A seeded completion delay in [0, maxAsyncDelay]; any maxAsyncDelay
+  /// (UINT64_MAX would make the modulus 0), and far from overflowing the
+  /// instruction count it is added to.
+  uint64_t randomDelay() {
+    uint64_t bound = std::min<uint64_t>(config.maxAsyncDelay, uint64_t(1) << 62);
+    return rng() % (bound + 1);
+  }
   /// Starved roles: the warps starved now [first, first + count), and
   /// until which instruction count.
   uint32_t starvedFirst = 0, starvedCount = 0;

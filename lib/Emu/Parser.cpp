@@ -28,7 +28,27 @@ struct ParseError {
   std::string message;
 };
 
-[[noreturn]] void fail(const std::string &message) { throw ParseError{message}; }
+/// The longest message a parse error carries: the statements it quotes come
+/// from the input, which may be one line of hundreds of megabytes (or the
+/// bytes of a cubin named as PTX).
+constexpr size_t kMaxMessageBytes = 512;
+
+/// `message` cut to kMaxMessageBytes, bytes outside printable ASCII shown
+/// as '?'.
+std::string boundedMessage(const std::string &message) {
+  std::string shown = message.substr(0, kMaxMessageBytes);
+  for (char &c : shown)
+    if (!std::isprint(static_cast<unsigned char>(c)) && c != '\t')
+      c = '?';
+  if (message.size() > kMaxMessageBytes)
+    shown += "... (" + std::to_string(message.size() - kMaxMessageBytes) +
+             " more bytes)";
+  return shown;
+}
+
+[[noreturn]] void fail(const std::string &message) {
+  throw ParseError{boundedMessage(message)};
+}
 
 std::string trim(const std::string &s) {
   size_t b = 0, e = s.size();

@@ -208,11 +208,11 @@ llvm::Error mlir::fa4::buildPipeline(OpPassManager &pm,
   if (!(options.rescaleThreshold >= 0.0) ||
       !std::isfinite(options.rescaleThreshold))
     return makeError("rescale-threshold must be finite and non-negative, got " +
-                     std::to_string(options.rescaleThreshold));
+                     roundTripDecimal(options.rescaleThreshold));
   if (!(options.exp2EmulationFraction >= 0.0 &&
         options.exp2EmulationFraction <= 1.0))
     return makeError("exp2-emulation-fraction must be in [0, 1], got " +
-                     std::to_string(options.exp2EmulationFraction));
+                     roundTripDecimal(options.exp2EmulationFraction));
   for (const Stage &stage : kStages) {
     stage.add(pm, options);
     if (stage.name == stopAfter)

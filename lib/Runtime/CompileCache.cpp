@@ -25,12 +25,20 @@ namespace fs = llvm::sys::fs;
 namespace path = llvm::sys::path;
 
 std::string CompileCache::defaultDirectory() {
-  if (std::optional<std::string> dir = llvm::sys::Process::GetEnv("FA4_CACHE_DIR"))
+  // An empty variable counts as unset (as the XDG base directories say of
+  // XDG_CACHE_HOME).
+  auto variable = [](const char *name) -> std::optional<std::string> {
+    std::optional<std::string> value = llvm::sys::Process::GetEnv(name);
+    if (value && value->empty())
+      return std::nullopt;
+    return value;
+  };
+  if (std::optional<std::string> dir = variable("FA4_CACHE_DIR"))
     return *dir;
   llvm::SmallString<256> result;
-  if (std::optional<std::string> xdg = llvm::sys::Process::GetEnv("XDG_CACHE_HOME")) {
+  if (std::optional<std::string> xdg = variable("XDG_CACHE_HOME")) {
     result = *xdg;
-  } else if (std::optional<std::string> home = llvm::sys::Process::GetEnv("HOME")) {
+  } else if (std::optional<std::string> home = variable("HOME")) {
     result = *home;
     path::append(result, ".cache");
   } else {

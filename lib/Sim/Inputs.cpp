@@ -5,6 +5,7 @@
 #include "Interpreter.h"
 #include "fa4/Dialect/FA4/IR/FA4Ops.h"
 #include "fa4/Sim/Mods.h"
+#include "fa4/Support/InputLimits.h"
 
 #include "mlir/Dialect/Bufferization/IR/Bufferization.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -43,24 +44,30 @@ static std::string shapeString(ArrayRef<int64_t> shape) {
 static bool readFloats(StringRef path, ArrayRef<int64_t> shape,
                        const std::string &what, std::vector<float> &values,
                        std::string &error) {
-  auto file = llvm::MemoryBuffer::getFile(path, /*IsText=*/false,
-                                          /*RequiresNullTerminator=*/false);
-  if (!file) {
-    error = "cannot read " + path.str() + " (" + what +
-            "): " + file.getError().message();
-    return false;
-  }
   int64_t count = 1;
   for (int64_t size : shape)
     count *= size;
-  uint64_t bytes = (*file)->getBufferSize();
-  if (bytes != static_cast<uint64_t>(count) * 4) {
+  // A regular file of exactly the expected size: a FIFO is refused rather
+  // than waited on, and nothing larger is read.
+  uint64_t expected = static_cast<uint64_t>(count) * 4;
+  llvm::Expected<std::string> file = readRegularFile(path.str(), expected);
+  if (!file) {
+    // "cannot read PATH: why" as "cannot read PATH (what): why".
+    std::string why = llvm::toString(file.takeError());
+    std::string prefix = "cannot read " + path.str() + ": ";
+    if (StringRef(why).starts_with(prefix))
+      why = why.substr(prefix.size());
+    error = prefix.substr(0, prefix.size() - 2) + " (" + what + "): " + why;
+    return false;
+  }
+  uint64_t bytes = file->size();
+  if (bytes != expected) {
     error = path.str() + " has " + std::to_string(bytes) + " bytes; expected " +
-            std::to_string(count * 4) + " (" + what + " as " +
+            std::to_string(expected) + " (" + what + " as " +
             shapeString(shape) + " float32)";
     return false;
   }
-  const char *data = (*file)->getBufferStart();
+  const char *data = file->data();
   values.resize(count);
   for (int64_t i = 0; i < count; ++i)
     values[i] = llvm::support::endian::read<float, llvm::endianness::little>(

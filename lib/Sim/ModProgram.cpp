@@ -382,6 +382,22 @@ bool ModProgram::run(ArrayRef<double> leading, ArrayRef<const ModBuffer *> extra
       error = "a mod region divides by zero";
       return false;
     }
+    // The smallest signed value by -1 overflows: undefined in arith (as in
+    // LLVM's sdiv and srem), so the kernel may compute anything there.
+    bool signedDivides = in.code == Code::DivSI ||
+                         in.code == Code::FloorDivSI ||
+                         in.code == Code::CeilDivSI || in.code == Code::RemSI;
+    if (signedDivides && y == -1) {
+      unsigned width = in.operandType.isIndex()
+                           ? 64
+                           : in.operandType.getIntOrFloatBitWidth();
+      if (width >= 1 && width <= 64 &&
+          x == static_cast<int64_t>(~uint64_t(0) << (width - 1))) {
+        error = "a mod region divides the smallest " + std::to_string(width) +
+                "-bit integer by -1 (signed overflow)";
+        return false;
+      }
+    }
     switch (in.code) {
     case Code::Constant: out = in.constant; break;
     case Code::AddI: case Code::SubI: case Code::MulI: case Code::DivSI:

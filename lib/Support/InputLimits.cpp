@@ -124,4 +124,40 @@ llvm::Expected<std::string> readRegularFile(const std::string &path,
   return std::move(contents);
 }
 
+llvm::Expected<std::string> readBoundedStream(const std::string &path,
+                                              uint64_t maxBytes) {
+  bool standardInput = path == "-";
+  int fd = standardInput ? STDIN_FILENO
+                         : ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return makeError("cannot open input file '" + path +
+                     "': " + std::strerror(errno));
+  struct Closer {
+    int fd;
+    bool owned;
+    ~Closer() {
+      if (owned)
+        ::close(fd);
+    }
+  } closer{fd, !standardInput};
+  std::string contents;
+  char chunk[1 << 16];
+  for (;;) {
+    ssize_t got = ::read(fd, chunk, sizeof(chunk));
+    if (got < 0) {
+      if (errno == EINTR)
+        continue;
+      return makeError("cannot read input file '" + path +
+                       "': " + std::strerror(errno));
+    }
+    if (got == 0)
+      break;
+    if (contents.size() + static_cast<uint64_t>(got) > maxBytes)
+      return makeError((standardInput ? std::string("standard input") : path) + " holds more than " + std::to_string(maxBytes) +
+                       " bytes, the most accepted");
+    contents.append(chunk, static_cast<size_t>(got));
+  }
+  return std::move(contents);
+}
+
 } // namespace mlir::fa4

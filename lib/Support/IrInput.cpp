@@ -6,6 +6,7 @@
 #include "fa4/Support/InputLimits.h"
 
 #include "llvm/ADT/StringMap.h"
+#include "llvm/Support/FileSystem.h"
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -326,21 +327,26 @@ int fa4::runToolOnInput(
   std::signal(SIGXFSZ, SIG_IGN);
   std::unique_ptr<llvm::MemoryBuffer> input;
   if (!path.empty()) {
-    llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> read =
-        llvm::MemoryBuffer::getFileOrSTDIN(path, /*IsText=*/false,
-                                           /*RequiresNullTerminator=*/true);
+    // Read in pieces up to the bound: a device or a pipe that never ends
+    // is refused, not read until memory runs out. A regular file's size
+    // is known first, for the message that says how much larger it is.
+    uint64_t size = 0;
+    if (path != "-" && !llvm::sys::fs::file_size(path, size) &&
+        llvm::sys::fs::is_regular_file(path) && size > kMaxIrBytes) {
+      llvm::errs() << tool << ": error: " << path << " is " << size
+                   << " bytes, more than the " << kMaxIrBytes
+                   << " bytes of IR accepted\n";
+      return 2;
+    }
+    llvm::Expected<std::string> read =
+        readBoundedStream(path.str(), kMaxIrBytes);
     if (!read) {
-      llvm::errs() << tool << ": cannot open input file '" << path
-                   << "': " << read.getError().message() << "\n";
+      llvm::errs() << tool << ": " << llvm::toString(read.takeError())
+                   << "\n";
       return 2;
     }
-    input = std::move(*read);
-    if (input->getBufferSize() > kMaxIrBytes) {
-      llvm::errs() << tool << ": error: " << path << " is "
-                   << input->getBufferSize() << " bytes, more than the "
-                   << kMaxIrBytes << " bytes of IR accepted\n";
-      return 2;
-    }
+    input = llvm::MemoryBuffer::getMemBufferCopy(
+        *read, path == "-" ? StringRef("<stdin>") : path);
   }
   uint64_t bytes = input ? input->getBufferSize() : 0;
   int result = 1;

@@ -29,9 +29,11 @@ or ``TypeError`` naming the argument; inputs that require grad, in grad mode,
 
 from __future__ import annotations
 
+import collections.abc
 import importlib.util
 import json
 import numbers
+import sys
 import threading
 from typing import Optional, Sequence
 
@@ -206,9 +208,24 @@ def _real(name, value) -> float:
 
 
 def _flag(name, value) -> bool:
-    if not isinstance(value, (bool, int)):
+    # numpy's bool is no int; it is taken as Python's bool is.
+    numpy = sys.modules.get("numpy")
+    if not isinstance(value, (bool, int)) and not (
+            numpy is not None and isinstance(value, numpy.bool_)):
         raise TypeError(f"{name} must be a bool, got {value!r}")
     return bool(value)
+
+
+def _window_pair(window):
+    """`window` as (left, right) ints: any sequence of two (a tuple, a list,
+    a numpy array), None as (-1, -1)."""
+    if window is None:
+        return -1, -1
+    if isinstance(window, (str, bytes, collections.abc.Mapping)) \
+            or not hasattr(window, "__len__") or len(window) != 2:
+        raise ValueError(f"window must be (left, right), got {window!r}")
+    return (_integer("window[0]", window[0]),
+            _integer("window[1]", window[1]))
 
 
 def _string(name, value) -> str:
@@ -236,13 +253,7 @@ def _variant(mask, window):
     mask = _string("mask", mask)
     if mask not in ("none", "causal", "window"):
         raise ValueError(f"mask must be none, causal or window, got {mask!r}")
-    if window is None:
-        window = (-1, -1)
-    if isinstance(window, (str, bytes)) or not hasattr(window, "__len__") \
-            or len(window) != 2:
-        raise ValueError(f"window must be (left, right), got {window!r}")
-    left, right = (_integer("window[0]", window[0]),
-                   _integer("window[1]", window[1]))
+    left, right = _window_pair(window)
     for name, bound in (("left", left), ("right", right)):
         if bound < -1:
             raise ValueError(f"window {name} must be -1 (unbounded) or a "

@@ -14,7 +14,8 @@ from typing import Optional, Sequence, Tuple
 
 import torch
 
-from . import LaunchError, _fa4, _flag, _integer, _real, _variant, compile
+from . import (LaunchError, _fa4, _flag, _real, _variant,
+               _window_pair, compile)
 
 _DTYPES = {torch.float16: "fp16", torch.bfloat16: "bf16"}
 
@@ -23,6 +24,9 @@ def _check_tensors(q, k, v):
     for name, t in (("q", q), ("k", k), ("v", v)):
         if not isinstance(t, torch.Tensor):
             raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+        if t.is_nested:
+            raise ValueError(f"{name} is a nested tensor; fa4 takes dense "
+                             "(strided) tensors")
         if t.layout != torch.strided:
             raise ValueError(f"{name}: layout {t.layout}; fa4 takes dense "
                              "(strided) tensors")
@@ -256,13 +260,10 @@ def attention(q, k, v, causal: bool, window: Sequence[int], softcap: float,
               scale: Optional[float], return_lse: bool):
     _check_tensors(q, k, v)
     _check_grad(q, k, v)
-    if not isinstance(window, (tuple, list)) or len(window) != 2:
-        raise ValueError(f"window must be (left, right), got {window!r}")
+    left, right = _window_pair(window)
     # The op's schema types, so that torch's own argument parsing never
     # speaks first; flags must be flags (a truthy string is not causal).
-    o, lse = _attention_op(q, k, v, _flag("causal", causal),
-                           _integer("window[0]", window[0]),
-                           _integer("window[1]", window[1]),
+    o, lse = _attention_op(q, k, v, _flag("causal", causal), left, right,
                            _real("softcap", softcap),
                            None if scale is None else _real("scale", scale),
                            _flag("return_lse", return_lse))

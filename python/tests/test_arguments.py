@@ -224,3 +224,38 @@ def test_flags_and_text_are_checked_before_anything_runs():
         fa4.compile_ir("\udcff")
     with pytest.raises(ValueError, match="target is not valid Unicode"):
         fa4.compile(head_dim=64, target="sm_100a\udcff")
+
+
+def test_numpy_flags_and_windows_are_taken_as_python_ones(monkeypatch):
+    """np.True_ is a flag as True is, a numpy pair a window as a tuple is;
+    fa4.attention and fa4.compile take the same ones."""
+    np = pytest.importorskip("numpy")
+    compiled = []
+
+    def compile_stub(head_dim, q_heads, kv_heads, mask, left, right, *rest):
+        compiled.append((mask, left, right))
+        raise fa4.CompileError("stub")
+
+    monkeypatch.setattr(fa4._fa4, "compile", compile_stub)
+    monkeypatch.setattr(fa4, "_memo", {})
+    q = torch.randn(1, 64, 2, 64, dtype=torch.float16)
+    k = torch.randn(1, 64, 1, 64, dtype=torch.float16)
+    for call in (lambda: fa4.attention(q, k, k, causal=np.True_,
+                                       window=np.array([8, 3])),
+                 lambda: fa4.compile(head_dim=64, q_heads=2, kv_heads=1,
+                                     mask="causal", window=np.array([8, 3]),
+                                     lse=np.False_)):
+        with pytest.raises(fa4.CompileError, match="stub"):
+            call()
+    assert compiled == [("window", 8, 0), ("window", 8, 0)]
+    with pytest.raises(ValueError, match="window must be"):
+        fa4.compile(head_dim=64, window={0: 1, 1: 2})
+
+
+def test_nested_tensors_are_refused_by_name():
+    q = torch.nested.nested_tensor([torch.randn(8, 2, 64), torch.randn(5, 2, 64)],
+                                   dtype=torch.float16)
+    dense = torch.randn(1, 8, 2, 64, dtype=torch.float16)
+    with pytest.raises(ValueError, match="q is a nested tensor"):
+        fa4.attention(q, dense, dense)
+

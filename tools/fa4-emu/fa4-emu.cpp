@@ -164,6 +164,10 @@ int main(int argc, char **argv) {
     return fail("--sm-count must be 0 (the manifest's) to 2^31 - 1");
   if (!(absTolerance >= 0) || !(relTolerance >= 0))
     return fail("--atol and --rtol must be non-negative");
+  if (maxAsyncDelay > kLatestCompletion)
+    return fail("--max-async-delay must be at most 2^50 (" +
+                Twine(kLatestCompletion) +
+                "), a delay no run reaches; got " + Twine(maxAsyncDelay));
   // The entry IR, when given, is read first: the rest runs on a stack sized
   // to it (fa4/Support/IrInput.h), since the reference walks its regions.
   return runToolOnInput("fa4-emu", entryFile, emulate);
@@ -555,6 +559,31 @@ static std::string reportJson(const runtime::Manifest &manifest,
   return text;
 }
 
+/// Refuses a problem whose tensors would not fit in memory, before any is
+/// made: past 2^30 elements a tensor (4 GiB of floats, 8 of the reference's
+/// doubles) no longer fits the machines this runs on (fa4-sim's bound).
+static llvm::Error checkProblemSize(const sim::Problem &p) {
+  constexpr int64_t kMaxElements = int64_t(1) << 30;
+  struct Tensor {
+    const char *name;
+    int64_t sizes[4];
+  } tensors[] = {{"Q and O", {p.batch, p.seqQ, p.qHeads, p.headDim}},
+                 {"K and V", {p.batch, p.seqK, p.kvHeads, p.headDim}}};
+  for (const Tensor &tensor : tensors) {
+    int64_t count = 1;
+    for (int64_t size : tensor.sizes) {
+      if (size > kMaxElements / count)
+        return makeError(std::string(tensor.name) +
+                         " would need more than 2^30 elements at --batch " +
+                         std::to_string(p.batch) + " --seq-q " +
+                         std::to_string(p.seqQ) + " --seq-k " +
+                         std::to_string(p.seqK) + "; use smaller sizes");
+      count *= size;
+    }
+  }
+  return llvm::Error::success();
+}
+
 /// fa4-emu after its options: runs the kernel and prints the report; the
 /// reference runs mod regions from `entryBuffer` (null without --entry).
 static int emulate(std::unique_ptr<MemoryBuffer> entryBuffer) {
@@ -567,6 +596,8 @@ static int emulate(std::unique_ptr<MemoryBuffer> entryBuffer) {
   sim::Problem problem = sim::problemOf(manifest, batch, seqQ, seqK);
   runtime::Shapes shapes{batch, seqQ, seqK};
   if (llvm::Error refused = runtime::checkShapes(manifest, shapes))
+    return fail(std::move(refused));
+  if (llvm::Error refused = checkProblemSize(problem))
     return fail(std::move(refused));
   // A kernel with mod regions: the reference runs them from the entry IR.
   mlir::MLIRContext context;

@@ -154,10 +154,9 @@ static int simulateInput(std::unique_ptr<MemoryBuffer> input) {
     options.stopAfter = "tile";
     options.rescaleThreshold = rescaleThreshold;
     PassManager pm(&context);
-    if (llvm::Error refused = fa4::buildPipeline(pm, options)) {
-      llvm::consumeError(std::move(refused));
-      return fail("cannot lower the level-A input to the tile program");
-    }
+    if (llvm::Error refused = fa4::buildPipeline(pm, options))
+      return fail("cannot lower the level-A input to the tile program: --" +
+                  llvm::toString(std::move(refused)));
     if (failed(pm.run(*module)))
       return fail("cannot lower the level-A input to the tile program");
   }

@@ -16,6 +16,10 @@
 #include "llvm/ADT/Twine.h"
 #include "llvm/Support/Error.h"
 
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
 namespace mlir::fa4 {
 
 /// A failure whose message is `message`, word for word.
@@ -29,6 +33,20 @@ inline llvm::Error prefixError(const llvm::Twine &prefix, llvm::Error error) {
   if (!error)
     return llvm::Error::success();
   return makeError(prefix + llvm::toString(std::move(error)));
+}
+
+/// `value` in the fewest significant digits that read back as the same
+/// double (1.0000001, 1e-46, 0.125): what a message quotes of a number the
+/// user gave, and what a key holds of one (std::to_string's six decimals
+/// make 0.1249999 and 0.125 one text).
+inline std::string roundTripDecimal(double value) {
+  char digits[32];
+  for (int precision = 1; precision <= 17; ++precision) {
+    std::snprintf(digits, sizeof(digits), "%.*g", precision, value);
+    if (std::strtod(digits, nullptr) == value)
+      break;
+  }
+  return digits;
 }
 
 } // namespace mlir::fa4

@@ -56,6 +56,15 @@ llvm::Expected<std::string> readRegularFile(const std::string &path,
                                             uint64_t maxBytes,
                                             bool *missing = nullptr);
 
+/// The contents of `path` ('-' is standard input) as a stream: a regular
+/// file, a pipe or a FIFO (opening one waits for its writer, as any tool
+/// reading a pipe does), read in pieces and refused as soon as it passes
+/// `maxBytes`, so that a device or a pipe that never ends (/dev/zero,
+/// `yes`) is refused rather than read until memory runs out. The error says
+/// "cannot open input file 'PATH': ..." or "PATH holds more than N bytes".
+llvm::Expected<std::string> readBoundedStream(const std::string &path,
+                                              uint64_t maxBytes);
+
 } // namespace mlir::fa4
 
 #endif // FA4_SUPPORT_INPUTLIMITS_H

@@ -120,6 +120,15 @@ struct PipelineStagesPass
     ScheduleConfig config = ScheduleConfig::get(
         kvType.getCols(), kvType.getElementType().getIntOrFloatBitWidth() / 8);
     int64_t stages = kvStages > 0 ? int64_t(kvStages) : config.kvStages();
+    // Refused before the ring is built: the loader's tail grows by a stage
+    // each, and a count past what fits would only be found after that.
+    if (kvStages > 0 && stages > config.kvStages()) {
+      kvAlloc.emitError() << "kv-stages=" << stages
+                          << " does not fit in shared memory at head dim "
+                          << kvType.getCols() << " (at most "
+                          << config.kvStages() << ")";
+      return signalPassFailure();
+    }
     if (stages < 2) {
       kvAlloc.emitError() << "the K/V ring needs at least 2 stages (a K and "
                              "a V in flight), got "
