@@ -120,23 +120,16 @@ void InsertBarriersPass::runOnOperation() {
   OpBuilder allocs(specialize);
   SmallVector<Attribute> table;
   auto roleNames = [&](const llvm::SetVector<RoleOp> &roles) {
-    SmallVector<Attribute> names;
+    SmallVector<StringAttr> names;
     for (RoleOp role : roles)
       names.push_back(role.getNameAttr());
-    return ArrayAttr::get(context, names);
+    return names;
   };
   auto makeBarrier = [&](StringRef name, BarrierKind kind, int64_t count,
                          int64_t stages, const llvm::SetVector<RoleOp> &from,
                          const llvm::SetVector<RoleOp> &to) -> Value {
-    table.push_back(allocs.getDictionaryAttr({
-        allocs.getNamedAttr("name", allocs.getStringAttr(name)),
-        allocs.getNamedAttr("kind",
-                            allocs.getStringAttr(stringifyBarrierKind(kind))),
-        allocs.getNamedAttr("count", allocs.getI64IntegerAttr(count)),
-        allocs.getNamedAttr("stages", allocs.getI64IntegerAttr(stages)),
-        allocs.getNamedAttr("producer", roleNames(from)),
-        allocs.getNamedAttr("consumers", roleNames(to)),
-    }));
+    table.push_back(BarrierInfoAttr::get(context, name, kind, count, stages,
+                                         roleNames(from), roleNames(to)));
     return MBarrierAllocOp::create(allocs,
         func.getLoc(), MBarrierType::get(context, kind, stages),
         allocs.getStringAttr(name), count);
@@ -178,7 +171,7 @@ void InsertBarriersPass::runOnOperation() {
           std::max<int64_t>(count, 1), stages, ring.consumers, ring.producers);
     }
   }
-  specialize->setAttr("fa4.barriers", ArrayAttr::get(context, table));
+  specialize->setAttr(kBarriersAttrName, ArrayAttr::get(context, table));
 
   for (auto &[buffer, ring] : rings) {
     for (Operation *op : ring.handoffs) {

@@ -66,23 +66,18 @@ void AllocateTmemPass::runOnOperation() {
   }
 
   Builder builder(func.getContext());
-  SmallVector<Attribute> layout;
+  SmallVector<TmemBufferAttr> layout;
   int64_t column = 0;
   for (TmemAllocOp buffer : buffers) {
     int64_t columns = footprint(buffer);
     buffer.setColumnOffsetAttr(builder.getI64IntegerAttr(column));
-    layout.push_back(builder.getDictionaryAttr(
-        {builder.getNamedAttr("name", buffer.getNameAttr()),
-         builder.getNamedAttr("column", builder.getI64IntegerAttr(column)),
-         builder.getNamedAttr("columns", builder.getI64IntegerAttr(columns))}));
+    layout.push_back(TmemBufferAttr::get(builder.getContext(),
+                                         buffer.getName(), column, columns));
     column += columns;
   }
   int64_t allocated = std::max<int64_t>(32, llvm::PowerOf2Ceil(column));
-  specialize->setAttr(
-      "fa4.tmem",
-      builder.getDictionaryAttr(
-          {builder.getNamedAttr("columns", builder.getI64IntegerAttr(allocated)),
-           builder.getNamedAttr("buffers", builder.getArrayAttr(layout))}));
+  specialize->setAttr(kTmemAttrName, TmemLayoutAttr::get(builder.getContext(),
+                                                         allocated, layout));
 
   // The warp that issues the MMAs owns the allocation; every role that reads
   // or writes TMEM must be done before it is freed.
@@ -106,7 +101,7 @@ void AllocateTmemPass::runOnOperation() {
   Location loc = specialize.getLoc();
   OpBuilder allocs(specialize);
   int64_t threads = 0;
-  SmallVector<Attribute> userNames;
+  SmallVector<StringAttr> userNames;
   for (RoleOp user : users) {
     threads += user.getNumThreads();
     userNames.push_back(user.getNameAttr());
@@ -117,18 +112,12 @@ void AllocateTmemPass::runOnOperation() {
         loc, MBarrierType::get(func.getContext(), BarrierKind::threads, 1),
         allocs.getStringAttr("tmem_dealloc"), threads);
     SmallVector<Attribute> table;
-    if (auto existing = specialize->getAttrOfType<ArrayAttr>("fa4.barriers"))
+    if (auto existing = specialize->getAttrOfType<ArrayAttr>(kBarriersAttrName))
       table.assign(existing.begin(), existing.end());
-    table.push_back(builder.getDictionaryAttr({
-        builder.getNamedAttr("name", builder.getStringAttr("tmem_dealloc")),
-        builder.getNamedAttr("kind", builder.getStringAttr("threads")),
-        builder.getNamedAttr("count", builder.getI64IntegerAttr(threads)),
-        builder.getNamedAttr("stages", builder.getI64IntegerAttr(1)),
-        builder.getNamedAttr("producer", builder.getArrayAttr(userNames)),
-        builder.getNamedAttr("consumers",
-                             builder.getArrayAttr({owner.getNameAttr()})),
-    }));
-    specialize->setAttr("fa4.barriers", builder.getArrayAttr(table));
+    table.push_back(BarrierInfoAttr::get(
+        builder.getContext(), "tmem_dealloc", BarrierKind::threads, threads,
+        /*stages=*/1, userNames, {owner.getNameAttr()}));
+    specialize->setAttr(kBarriersAttrName, builder.getArrayAttr(table));
   }
   Value zero = arith::ConstantIndexOp::create(allocs, loc, 0);
 

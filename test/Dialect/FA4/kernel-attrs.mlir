@@ -3,7 +3,9 @@
 // The typed attributes of a compiled kernel: #fa4.spec (what a tiled
 // function computes, written by fa4-tile), #fa4.grid (fa4-tile-scheduler)
 // and #fa4.launch (fa4-to-nvvm, the manifest's source). Each verifies
-// itself; fa4.spec also against its function.
+// itself; fa4.spec also against its function. fa4.barriers and fa4.tmem
+// (the schedule's summaries, fa4-insert-barriers and fa4-allocate-tmem)
+// are typed too.
 
 // CHECK-LABEL: func.func @spec
 // CHECK-SAME: fa4.spec = #fa4.spec<mask = window, window_left = 128, window_right = 0, scale = 2.500000e-01, softcap = 5.000000e+01, lse = true, arguments = [0, 1, 2, 3, 4]>
@@ -322,5 +324,72 @@ func.func @lse_heads(%q: memref<?x?x2x64xf16>, %k: memref<?x?x1x64xf16>,
     fa4.spec = #fa4.spec<mask = none, window_left = -1, window_right = -1,
                          scale = 0.125, softcap = 0.0, lse = true,
                          arguments = [0, 1, 2, 3, 4]>} {
+  return
+}
+
+// -----
+
+// The schedule's summaries: a list of #fa4.barrier and a #fa4.tmem_layout,
+// on fa4.warp_specialize only (the old dictionaries are refused).
+
+// expected-error @+1 {{'fa4.barriers' belongs on 'fa4.warp_specialize', not on 'func.func'}}
+func.func @barriers_on_func() attributes {fa4.barriers = [#fa4.barrier<name = "kv_full", kind = tma, count = 1, stages = 3, producers = ["load"], consumers = ["mma"]>]} {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{'fa4.barriers' must be a list of #fa4.barrier<...>, got [{count = 1 : i64, name = "kv_full"}]}}
+func.func @barriers_dictionary() attributes {fa4.barriers = [{name = "kv_full", count = 1 : i64}]} {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{fa4.barrier: 'kv_full' needs a name, 1 to 2^20 - 1 arrivals, a stage and a role on each side, got count 0, stages 3, 1 producers and 1 consumers}}
+func.func @barrier_no_arrivals() attributes {fa4.barriers = [#fa4.barrier<name = "kv_full", kind = tma, count = 0, stages = 3, producers = ["load"], consumers = ["mma"]>]} {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{fa4.barrier: 'kv_empty' needs a name, 1 to 2^20 - 1 arrivals, a stage and a role on each side, got count 1, stages 3, 1 producers and 0 consumers}}
+func.func @barrier_no_waiter() attributes {fa4.barriers = [#fa4.barrier<name = "kv_empty", kind = tcgen05, count = 1, stages = 3, producers = ["mma"], consumers = []>]} {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{'fa4.tmem' belongs on 'fa4.warp_specialize', not on 'func.func'}}
+func.func @tmem_on_func() attributes {fa4.tmem = #fa4.tmem_layout<columns = 256, buffers = [#fa4.tmem_buffer<name = "S0", column = 0, columns = 128>, #fa4.tmem_buffer<name = "O0", column = 128, columns = 128>]>} {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{fa4.tmem_layout: buffers 'S0' and 'O0' overlap}}
+func.func @tmem_overlap() attributes {fa4.tmem = #fa4.tmem_layout<columns = 256, buffers = [#fa4.tmem_buffer<name = "O0", column = 64, columns = 128>, #fa4.tmem_buffer<name = "S0", column = 0, columns = 128>]>} {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{fa4.tmem_layout: buffer 'O0' ends at column 384, past the 256 allocated}}
+func.func @tmem_past_allocation() attributes {fa4.tmem = #fa4.tmem_layout<columns = 256, buffers = [#fa4.tmem_buffer<name = "O0", column = 256, columns = 128>]>} {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{fa4.tmem_layout: columns must be a power of two from 32 to 512 (tcgen05.alloc's), got 384}}
+func.func @tmem_columns() attributes {fa4.tmem = #fa4.tmem_layout<columns = 384, buffers = []>} {
+  return
+}
+
+// -----
+
+// expected-error @+2 {{fa4.tmem_buffer: 'S0' needs a name and columns inside TMEM's 512, got 128 from column 448}}
+// expected-error @+1 {{failed to parse FA4_TmemLayoutAttr parameter 'buffers'}}
+func.func @tmem_buffer_past_tmem() attributes {fa4.tmem = #fa4.tmem_layout<columns = 512, buffers = [#fa4.tmem_buffer<name = "S0", column = 448, columns = 128>]>} {
   return
 }

@@ -205,6 +205,60 @@ ExtraInfoAttr::verify(function_ref<InFlightDiagnostic()> emitError,
   return success();
 }
 
+LogicalResult BarrierInfoAttr::verify(
+    function_ref<InFlightDiagnostic()> emitError, StringRef name,
+    BarrierKind kind, int64_t count, int64_t stages,
+    ArrayRef<StringAttr> producers, ArrayRef<StringAttr> consumers) {
+  (void)kind;
+  // An mbarrier's arrival count is 20 bits.
+  if (name.empty() || count < 1 || count >= (int64_t(1) << 20) || stages < 1 ||
+      producers.empty() || consumers.empty())
+    return emitError() << "fa4.barrier: '" << name
+                       << "' needs a name, 1 to 2^20 - 1 arrivals, a stage "
+                          "and a role on each side, got count "
+                       << count << ", stages " << stages << ", "
+                       << producers.size() << " producers and "
+                       << consumers.size() << " consumers";
+  return success();
+}
+
+LogicalResult TmemBufferAttr::verify(
+    function_ref<InFlightDiagnostic()> emitError, StringRef name,
+    int64_t column, int64_t columns) {
+  if (name.empty() || column < 0 || columns < 1 || column > 512 ||
+      columns > 512 - column)
+    return emitError() << "fa4.tmem_buffer: '" << name
+                       << "' needs a name and columns inside TMEM's 512, got "
+                       << columns << " from column " << column;
+  return success();
+}
+
+LogicalResult TmemLayoutAttr::verify(
+    function_ref<InFlightDiagnostic()> emitError, int64_t columns,
+    ArrayRef<TmemBufferAttr> buffers) {
+  if (columns < 32 || columns > 512 || !llvm::isPowerOf2_64(columns))
+    return emitError() << "fa4.tmem_layout: columns must be a power of two "
+                          "from 32 to 512 (tcgen05.alloc's), got "
+                       << columns;
+  SmallVector<TmemBufferAttr> sorted(buffers.begin(), buffers.end());
+  llvm::sort(sorted, [](TmemBufferAttr a, TmemBufferAttr b) {
+    return a.getColumn() < b.getColumn();
+  });
+  for (auto [i, buffer] : llvm::enumerate(sorted)) {
+    if (buffer.getColumn() + buffer.getColumns() > columns)
+      return emitError() << "fa4.tmem_layout: buffer '" << buffer.getName()
+                         << "' ends at column "
+                         << buffer.getColumn() + buffer.getColumns()
+                         << ", past the " << columns << " allocated";
+    if (i > 0 && sorted[i - 1].getColumn() + sorted[i - 1].getColumns() >
+                     buffer.getColumn())
+      return emitError() << "fa4.tmem_layout: buffers '"
+                         << sorted[i - 1].getName() << "' and '"
+                         << buffer.getName() << "' overlap";
+  }
+  return success();
+}
+
 LogicalResult LaunchAttr::verify(
     function_ref<InFlightDiagnostic()> emitError, int64_t block,
     int64_t smemBytes, int64_t tmemColumns, int64_t rowsPerTask, GridAttr grid,
@@ -317,19 +371,27 @@ LogicalResult FA4Dialect::verifyOperationAttribute(Operation *op,
   // against its function, fa4.target against the enclosing modules.
   if (attribute.getName() == kSpecAttrName)
     return verifySpecOn(op, attribute.getValue());
-  // fa4.grid belongs on the schedule's fa4.warp_specialize, fa4.launch on
-  // the kernel's llvm.func.
-  for (auto [name, owner, typed] :
-       {std::tuple<StringRef, StringRef, bool>{
+  // fa4.grid, fa4.barriers and fa4.tmem belong on the schedule's
+  // fa4.warp_specialize, fa4.launch on the kernel's llvm.func.
+  auto barriers = dyn_cast<ArrayAttr>(attribute.getValue());
+  bool barrierList = barriers && llvm::all_of(barriers, [](Attribute entry) {
+    return isa<BarrierInfoAttr>(entry);
+  });
+  for (auto [name, owner, typed, spelling] :
+       {std::tuple<StringRef, StringRef, bool, StringRef>{
             kGridAttrName, "fa4.warp_specialize",
-            isa<GridAttr>(attribute.getValue())},
-        {kLaunchAttrName, "llvm.func", isa<LaunchAttr>(attribute.getValue())}}) {
+            isa<GridAttr>(attribute.getValue()), "a #fa4.grid<...>"},
+        {kBarriersAttrName, "fa4.warp_specialize", barrierList,
+         "a list of #fa4.barrier<...>"},
+        {kTmemAttrName, "fa4.warp_specialize",
+         isa<TmemLayoutAttr>(attribute.getValue()), "a #fa4.tmem_layout<...>"},
+        {kLaunchAttrName, "llvm.func", isa<LaunchAttr>(attribute.getValue()),
+         "a #fa4.launch<...>"}}) {
     if (attribute.getName() != name)
       continue;
     if (!typed)
-      return op->emitError()
-             << "'" << name << "' must be a #" << name << "<...>, got "
-             << attribute.getValue();
+      return op->emitError() << "'" << name << "' must be " << spelling
+                             << ", got " << attribute.getValue();
     if (op->getName().getStringRef() != owner)
       return op->emitError() << "'" << name << "' belongs on '" << owner
                              << "', not on '" << op->getName() << "'";

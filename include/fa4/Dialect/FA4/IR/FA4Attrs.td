@@ -199,6 +199,60 @@ def FA4_ExtraInfoAttr : AttrDef<FA4_Dialect, "ExtraInfo"> {
   let genVerifyDecl = 1;
 }
 
+// The level-C schedule's summaries, on its fa4.warp_specialize: what the
+// mbarriers are (fa4-insert-barriers, fa4-allocate-tmem's dealloc barrier)
+// and where the TMEM buffers sit (fa4-allocate-tmem). Written for the reader
+// of the IR and its tests; the ops carry what the lowering uses.
+def FA4_BarrierInfoAttr : AttrDef<FA4_Dialect, "BarrierInfo"> {
+  let mnemonic = "barrier";
+  let summary = "one mbarrier ring of a schedule: what completes it, for whom";
+  let description = [{
+    An entry of `fa4.barriers`: the ring's name, what completes a phase
+    (`tma` bytes, a `tcgen05` commit, or `threads` arriving), the arrivals
+    a phase takes, its stages, and the roles that arrive on it (producers)
+    and wait on it (consumers). It checks a name, 1 to 2^20 - 1 arrivals
+    (an mbarrier's count), at least one stage and one role on each side.
+  }];
+  let parameters = (ins
+    StringRefParameter<"the barrier">:$name,
+    EnumParameter<FA4_BarrierKind>:$kind,
+    "int64_t":$count,
+    "int64_t":$stages,
+    FA4_ListParameter<"StringAttr", "the roles that arrive">:$producers,
+    FA4_ListParameter<"StringAttr", "the roles that wait">:$consumers
+  );
+  let assemblyFormat = "`<` struct(params) `>`";
+  let genVerifyDecl = 1;
+}
+
+def FA4_TmemBufferAttr : AttrDef<FA4_Dialect, "TmemBuffer"> {
+  let mnemonic = "tmem_buffer";
+  let summary = "one TMEM buffer's columns";
+  let parameters = (ins
+    StringRefParameter<"the buffer">:$name,
+    "int64_t":$column,
+    "int64_t":$columns
+  );
+  let assemblyFormat = "`<` struct(params) `>`";
+  let genVerifyDecl = 1;
+}
+
+def FA4_TmemLayoutAttr : AttrDef<FA4_Dialect, "TmemLayout"> {
+  let mnemonic = "tmem_layout";
+  let summary = "the TMEM allocation of a schedule (`fa4.tmem`)";
+  let description = [{
+    The columns a CTA allocates (a power of two, 32 to 512, as
+    `tcgen05.alloc` takes them) and each buffer's first column and width;
+    it checks that the buffers lie inside the allocation and apart.
+  }];
+  let parameters = (ins
+    "int64_t":$columns,
+    FA4_ListParameter<"TmemBufferAttr", "the buffers">:$buffers
+  );
+  let assemblyFormat = "`<` struct(params) `>`";
+  let genVerifyDecl = 1;
+}
+
 // What a launcher needs: written on the kernel's llvm.func by fa4-to-nvvm
 // as `fa4.launch` and read by fa4c's manifest writer.
 def FA4_LaunchAttr : AttrDef<FA4_Dialect, "Launch"> {

@@ -44,6 +44,10 @@ inline constexpr llvm::StringLiteral kGridAttrName = "fa4.grid";
 /// The attribute fa4-to-nvvm writes on the kernel's llvm.func: `fa4.launch =
 /// #fa4.launch<...>`, the manifest's source.
 inline constexpr llvm::StringLiteral kLaunchAttrName = "fa4.launch";
+/// The schedule's mbarriers (an array of #fa4.barrier) and TMEM allocation
+/// (#fa4.tmem_layout), on its fa4.warp_specialize.
+inline constexpr llvm::StringLiteral kBarriersAttrName = "fa4.barriers";
+inline constexpr llvm::StringLiteral kTmemAttrName = "fa4.tmem";
 
 /// `op`'s `fa4.spec`, or null when it has none (a function that is not a
 /// tiled kernel).
