@@ -76,6 +76,29 @@ llvm::Error checkNestingDepth(std::string_view text, unsigned limit,
   return llvm::Error::success();
 }
 
+namespace {
+enum class ReadEnd { Whole, TooLarge, Failed };
+} // namespace
+
+/// Appends what `fd` holds to `contents` until its end, stopping once it
+/// would pass `maxBytes`; Failed leaves errno as the read set it.
+static ReadEnd readAll(int fd, uint64_t maxBytes, std::string &contents) {
+  char chunk[1 << 16];
+  for (;;) {
+    ssize_t got = ::read(fd, chunk, sizeof(chunk));
+    if (got < 0) {
+      if (errno == EINTR)
+        continue;
+      return ReadEnd::Failed;
+    }
+    if (got == 0)
+      return ReadEnd::Whole;
+    if (contents.size() + static_cast<uint64_t>(got) > maxBytes)
+      return ReadEnd::TooLarge;
+    contents.append(chunk, static_cast<size_t>(got));
+  }
+}
+
 llvm::Expected<std::string> readRegularFile(const std::string &path,
                                             uint64_t maxBytes, bool *missing) {
   if (missing)
@@ -106,21 +129,12 @@ llvm::Expected<std::string> readRegularFile(const std::string &path,
   // The size as read, not as stated: a file may grow while it is read.
   std::string contents;
   contents.reserve(static_cast<size_t>(status.st_size));
-  char chunk[1 << 16];
-  for (;;) {
-    ssize_t got = ::read(fd, chunk, sizeof(chunk));
-    if (got < 0) {
-      if (errno == EINTR)
-        continue;
-      return fail(std::strerror(errno));
-    }
-    if (got == 0)
-      break;
-    if (contents.size() + static_cast<uint64_t>(got) > maxBytes)
-      return fail("more than the " + std::to_string(maxBytes) +
-                  " bytes accepted");
-    contents.append(chunk, static_cast<size_t>(got));
-  }
+  ReadEnd end = readAll(fd, maxBytes, contents);
+  if (end == ReadEnd::Failed)
+    return fail(std::strerror(errno));
+  if (end == ReadEnd::TooLarge)
+    return fail("more than the " + std::to_string(maxBytes) +
+                " bytes accepted");
   return std::move(contents);
 }
 
@@ -141,22 +155,14 @@ llvm::Expected<std::string> readBoundedStream(const std::string &path,
     }
   } closer{fd, !standardInput};
   std::string contents;
-  char chunk[1 << 16];
-  for (;;) {
-    ssize_t got = ::read(fd, chunk, sizeof(chunk));
-    if (got < 0) {
-      if (errno == EINTR)
-        continue;
-      return makeError("cannot read input file '" + path +
-                       "': " + std::strerror(errno));
-    }
-    if (got == 0)
-      break;
-    if (contents.size() + static_cast<uint64_t>(got) > maxBytes)
-      return makeError((standardInput ? std::string("standard input") : path) + " holds more than " + std::to_string(maxBytes) +
-                       " bytes, the most accepted");
-    contents.append(chunk, static_cast<size_t>(got));
-  }
+  ReadEnd end = readAll(fd, maxBytes, contents);
+  if (end == ReadEnd::Failed)
+    return makeError("cannot read input file '" + path +
+                     "': " + std::strerror(errno));
+  if (end == ReadEnd::TooLarge)
+    return makeError((standardInput ? std::string("standard input") : path) +
+                     " holds more than " + std::to_string(maxBytes) +
+                     " bytes, the most accepted");
   return std::move(contents);
 }
 

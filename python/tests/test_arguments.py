@@ -179,9 +179,10 @@ WINDOWS = [
 ]
 
 
-@pytest.mark.parametrize("given,as_attention,variant", WINDOWS,
-                         ids=[str(w[0]) for w in WINDOWS])
-def test_one_window_normalization(given, as_attention, variant, monkeypatch):
+@pytest.fixture
+def compiles(monkeypatch):
+    """The (mask, left, right) of every compile asked for; each compile
+    then fails with CompileError("stub")."""
     compiled = []
 
     def compile_stub(head_dim, q_heads, kv_heads, mask, left, right, *rest):
@@ -190,6 +191,13 @@ def test_one_window_normalization(given, as_attention, variant, monkeypatch):
 
     monkeypatch.setattr(fa4._fa4, "compile", compile_stub)
     monkeypatch.setattr(fa4, "_memo", {})
+    return compiled
+
+
+@pytest.mark.parametrize("given,as_attention,variant", WINDOWS,
+                         ids=[str(w[0]) for w in WINDOWS])
+def test_one_window_normalization(given, as_attention, variant, compiles):
+    compiled = compiles
     with pytest.raises(fa4.CompileError, match="stub"):
         fa4.compile(head_dim=64, q_heads=2, kv_heads=1, mask=given[0],
                     window=given[1])
@@ -226,18 +234,11 @@ def test_flags_and_text_are_checked_before_anything_runs():
         fa4.compile(head_dim=64, target="sm_100a\udcff")
 
 
-def test_numpy_flags_and_windows_are_taken_as_python_ones(monkeypatch):
+def test_numpy_flags_and_windows_are_taken_as_python_ones(compiles):
     """np.True_ is a flag as True is, a numpy pair a window as a tuple is;
     fa4.attention and fa4.compile take the same ones."""
     np = pytest.importorskip("numpy")
-    compiled = []
-
-    def compile_stub(head_dim, q_heads, kv_heads, mask, left, right, *rest):
-        compiled.append((mask, left, right))
-        raise fa4.CompileError("stub")
-
-    monkeypatch.setattr(fa4._fa4, "compile", compile_stub)
-    monkeypatch.setattr(fa4, "_memo", {})
+    compiled = compiles
     q = torch.randn(1, 64, 2, 64, dtype=torch.float16)
     k = torch.randn(1, 64, 1, 64, dtype=torch.float16)
     for call in (lambda: fa4.attention(q, k, k, causal=np.True_,

@@ -293,6 +293,14 @@ Lowering::RowMaxUpdate Lowering::updateRowMax(Value candidate, Value rowMax,
                                               float scaleLog2,
                                               float threshold) {
   float minusInf = -std::numeric_limits<float>::infinity();
+  // A row that has seen nothing subtracts 0: exp2(-inf) = 0, not NaN.
+  auto subtracted = [&](Value max) -> Value {
+    return arith::SelectOp::create(
+        b, loc(),
+        arith::CmpFOp::create(b, loc(), arith::CmpFPredicate::OEQ, max,
+                              f32(minusInf)),
+        f32(0.0f), scaledMax(max, scaleLog2));
+  };
   // A softmax peeled off as the task's first block starts from the constant
   // -inf: the max is the candidate, and the factor what the rule below
   // gives there (0, or 1 while the candidate is -inf too), in one select
@@ -304,12 +312,7 @@ Lowering::RowMaxUpdate Lowering::updateRowMax(Value candidate, Value rowMax,
                                        candidate, f32(minusInf));
     Value accScale =
         arith::SelectOp::create(b, loc(), seen, f32(0.0f), f32(1.0f));
-    Value maxScaled = arith::SelectOp::create(
-        b, loc(),
-        arith::CmpFOp::create(b, loc(), arith::CmpFPredicate::OEQ, candidate,
-                              f32(minusInf)),
-        f32(0.0f), scaledMax(candidate, scaleLog2));
-    return {candidate, accScale, maxScaled};
+    return {candidate, accScale, subtracted(candidate)};
   }
   // The max moves only past the threshold; the first block sets it.
   Value first = arith::CmpFOp::create(b, loc(), arith::CmpFPredicate::OEQ,
@@ -333,13 +336,7 @@ Lowering::RowMaxUpdate Lowering::updateRowMax(Value candidate, Value rowMax,
                             arith::SubFOp::create(b, loc(), rowMax, newMax),
                             f32(scaleLog2)),
       f32(0.0f)));
-  // A row that has seen nothing subtracts 0: exp2(-inf) = 0, not NaN.
-  Value maxScaled = arith::SelectOp::create(
-      b, loc(),
-      arith::CmpFOp::create(b, loc(), arith::CmpFPredicate::OEQ, newMax,
-                            f32(minusInf)),
-      f32(0.0f), scaledMax(newMax, scaleLog2));
-  return {newMax, accScale, maxScaled};
+  return {newMax, accScale, subtracted(newMax)};
 }
 
 /// Pairs of f32 as vector<2xf32>, the operands of packed f32x2 arithmetic.
