@@ -14,6 +14,7 @@
 #include "fa4/Support/Error.h"
 #include "fa4/Support/IrInput.h"
 #include "fa4/Support/OutputFile.h"
+#include "fa4/Target/Target.h"
 #include "fa4/Transforms/Passes.h"
 #include "TestPasses.h"
 
@@ -98,8 +99,8 @@ static cl::opt<double> rescaleThreshold(
 
 static cl::opt<int64_t> kvStages(
     "kv-stages",
-    cl::desc("K/V ring stages (default 0: as many as the 227 KB of shared "
-             "memory hold)"),
+    cl::desc("K/V ring stages (default 0: as many as the target's shared "
+             "memory per CTA holds)"),
     cl::init(0), cl::cat(compileCategory));
 static cl::opt<mlir::fa4::Toggle> hopperOverlap(
     "hopper-overlap",
@@ -207,14 +208,18 @@ int main(int argc, char **argv) {
                                         cl::cat(compileCategory));
   cl::HideUnrelatedOptions({&variantCategory, &compileCategory});
   // A bad flag is exit code 2, as --help says (LLVM would exit 1).
-  if (!cl::ParseCommandLineOptions(
-      argc, argv,
-      "fa4c: compile one FlashAttention-4 kernel\n\n"
-      "  fa4c attention.mlir -o attention.cubin      (cubin + "
-      "attention.cubin.json)\n"
-      "  fa4c attention.mlir --stop-after=tile       (the tile program)\n"
-      "  fa4c --head-dim 128 --q-heads 32 --kv-heads 8 --mask causal \\\n"
-      "       --dtype fp16 --lse --target sm_100a -o attn.cubin --timing\n", &llvm::errs()))
+  // The example names the default chip, from the chip table.
+  std::string overview =
+      std::string("fa4c: compile one FlashAttention-4 kernel\n\n"
+                  "  fa4c attention.mlir -o attention.cubin      (cubin + "
+                  "attention.cubin.json)\n"
+                  "  fa4c attention.mlir --stop-after=tile       (the tile "
+                  "program)\n"
+                  "  fa4c --head-dim 128 --q-heads 32 --kv-heads 8 --mask "
+                  "causal \\\n"
+                  "       --dtype fp16 --lse --target ") +
+      mlir::fa4::target::defaultChip().name.str() + " -o attn.cubin --timing\n";
+  if (!cl::ParseCommandLineOptions(argc, argv, overview, &llvm::errs()))
     return 2;
 
   if (!inputFile.empty() && usesVariantFlags()) {
