@@ -151,6 +151,12 @@ void InsertBarriersPass::runOnOperation() {
                        << " producer roles; a ring has exactly one";
       return signalPassFailure();
     }
+    if (ring.consumers.empty()) {
+      func.emitError() << "buffer '" << name
+                       << "' has no consumer role; a ring needs one to wait "
+                          "on what its producer hands off";
+      return signalPassFailure();
+    }
     RoleOp producer = ring.producers.front();
     if (hasFull) {
       BarrierKind kind = loadedByTma ? BarrierKind::tma

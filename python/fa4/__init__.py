@@ -33,6 +33,7 @@ import collections.abc
 import importlib.util
 import json
 import numbers
+import operator
 import sys
 import threading
 from typing import Optional, Sequence
@@ -193,8 +194,14 @@ def _array(name, value, written=False):
 def _integer(name, value, low: int = -(1 << 63), high: int = 1 << 63) -> int:
     """`value` as an int in [low, high) (the native layer's int64 by
     default), or a TypeError / ValueError naming `name`."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+    if isinstance(value, bool):
         raise TypeError(f"{name} must be an int, got {value!r}")
+    if not isinstance(value, numbers.Integral):
+        # An integer scalar of another library (a 0-d integer tensor).
+        try:
+            value = operator.index(value)
+        except TypeError:
+            raise TypeError(f"{name} must be an int, got {value!r}") from None
     value = int(value)
     if not low <= value < high:
         raise ValueError(f"{name} must be in [{low}, {high}), got {value}")
@@ -221,8 +228,12 @@ def _window_pair(window):
     a numpy array), None as (-1, -1)."""
     if window is None:
         return -1, -1
-    if isinstance(window, (str, bytes, collections.abc.Mapping)) \
-            or not hasattr(window, "__len__") or len(window) != 2:
+    try:
+        pair = (not isinstance(window, (str, bytes, collections.abc.Mapping))
+                and hasattr(window, "__getitem__") and len(window) == 2)
+    except TypeError:  # no length (a 0-d array)
+        pair = False
+    if not pair:
         raise ValueError(f"window must be (left, right), got {window!r}")
     return (_integer("window[0]", window[0]),
             _integer("window[1]", window[1]))

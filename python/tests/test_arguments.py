@@ -249,8 +249,14 @@ def test_numpy_flags_and_windows_are_taken_as_python_ones(compiles):
         with pytest.raises(fa4.CompileError, match="stub"):
             call()
     assert compiled == [("window", 8, 0), ("window", 8, 0)]
-    with pytest.raises(ValueError, match="window must be"):
-        fa4.compile(head_dim=64, window={0: 1, 1: 2})
+    for bad in ({0: 1, 1: 2}, {1, 2}, np.array(5)):
+        with pytest.raises(ValueError, match="window must be"):
+            fa4.compile(head_dim=64, window=bad)
+    with pytest.raises(fa4.CompileError, match="stub"):
+        fa4.attention(q, k, k, window=torch.tensor([8, 3]))
+    assert compiled[-1] == ("window", 8, 3)
+    with pytest.raises(TypeError, match="window\\[0\\] must be an int"):
+        fa4.attention(q, k, k, window=torch.tensor([8.0, 3.0]))
 
 
 def test_nested_tensors_are_refused_by_name():

@@ -104,6 +104,27 @@ LogicalResult tmaBarrierAsThreads(func::FuncOp func) {
         func.getContext(), BarrierKind::threads, type.getStages()));
     changed = true;
   });
+  // The schedule's barrier table says so too: the mutant is a protocol
+  // error for fa4-sim to find, not IR that its verifier refuses.
+  func.walk([&](WarpSpecializeOp specialize) {
+    auto table = specialize->getAttrOfType<ArrayAttr>(kBarriersAttrName);
+    if (!table)
+      return;
+    SmallVector<Attribute> entries;
+    for (Attribute entry : table) {
+      auto barrier = cast<BarrierInfoAttr>(entry);
+      entries.push_back(
+          barrier.getKind() != BarrierKind::tma
+              ? entry
+              : BarrierInfoAttr::get(func.getContext(), barrier.getName(),
+                                     BarrierKind::threads, barrier.getCount(),
+                                     barrier.getStages(),
+                                     barrier.getProducers(),
+                                     barrier.getConsumers()));
+    }
+    specialize->setAttr(kBarriersAttrName,
+                        ArrayAttr::get(func.getContext(), entries));
+  });
   return success(changed);
 }
 

@@ -346,14 +346,14 @@ func.func @barriers_dictionary() attributes {fa4.barriers = [{name = "kv_full", 
 
 // -----
 
-// expected-error @+1 {{fa4.barrier: 'kv_full' needs a name, 1 to 2^20 - 1 arrivals, a stage and a role on each side, got count 0, stages 3, 1 producers and 1 consumers}}
+// expected-error @+1 {{fa4.barrier: 'kv_full' needs a name, 1 to 2^20 - 1 arrivals and stages and a role on each side, got count 0, stages 3, 1 producers and 1 consumers}}
 func.func @barrier_no_arrivals() attributes {fa4.barriers = [#fa4.barrier<name = "kv_full", kind = tma, count = 0, stages = 3, producers = ["load"], consumers = ["mma"]>]} {
   return
 }
 
 // -----
 
-// expected-error @+1 {{fa4.barrier: 'kv_empty' needs a name, 1 to 2^20 - 1 arrivals, a stage and a role on each side, got count 1, stages 3, 1 producers and 0 consumers}}
+// expected-error @+1 {{fa4.barrier: 'kv_empty' needs a name, 1 to 2^20 - 1 arrivals and stages and a role on each side, got count 1, stages 3, 1 producers and 0 consumers}}
 func.func @barrier_no_waiter() attributes {fa4.barriers = [#fa4.barrier<name = "kv_empty", kind = tcgen05, count = 1, stages = 3, producers = ["mma"], consumers = []>]} {
   return
 }

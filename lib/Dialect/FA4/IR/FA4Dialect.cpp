@@ -9,6 +9,8 @@
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/DialectImplementation.h"
 #include "mlir/Interfaces/FunctionInterfaces.h"
+#include "llvm/ADT/StringMap.h"
+#include "llvm/ADT/StringSet.h"
 #include "llvm/ADT/TypeSwitch.h"
 
 #include <cmath>
@@ -212,9 +214,9 @@ LogicalResult BarrierInfoAttr::verify(
   (void)kind;
   // An mbarrier's arrival count is 20 bits.
   if (name.empty() || count < 1 || count >= (int64_t(1) << 20) || stages < 1 ||
-      producers.empty() || consumers.empty())
+      stages >= (int64_t(1) << 20) || producers.empty() || consumers.empty())
     return emitError() << "fa4.barrier: '" << name
-                       << "' needs a name, 1 to 2^20 - 1 arrivals, a stage "
+                       << "' needs a name, 1 to 2^20 - 1 arrivals and stages "
                           "and a role on each side, got count "
                        << count << ", stages " << stages << ", "
                        << producers.size() << " producers and "
@@ -365,6 +367,98 @@ static LogicalResult verifySpecOn(Operation *op, Attribute value) {
   return success();
 }
 
+/// fa4.barriers against the schedule it summarizes: one entry per
+/// fa4.mbarrier_alloc of the function, by name, with its kind, stages and
+/// count, between roles of the fa4.warp_specialize it sits on.
+static LogicalResult verifyBarrierTable(Operation *specialize,
+                                        ArrayAttr table) {
+  llvm::StringMap<MBarrierAllocOp> allocs;
+  if (auto func = specialize->getParentOfType<FunctionOpInterface>())
+    func->walk([&](MBarrierAllocOp alloc) { allocs[alloc.getName()] = alloc; });
+  llvm::StringSet<> roles, named;
+  for (Operation &op : specialize->getRegion(0).getOps())
+    if (auto role = dyn_cast<RoleOp>(op))
+      roles.insert(role.getName());
+  for (Attribute entry : table) {
+    auto barrier = cast<BarrierInfoAttr>(entry);
+    StringRef name = barrier.getName();
+    if (!named.insert(name).second)
+      return specialize->emitError()
+             << "'fa4.barriers' lists '" << name << "' twice";
+    for (ArrayRef<StringAttr> side :
+         {barrier.getProducers(), barrier.getConsumers()}) {
+      llvm::StringSet<> onSide;
+      for (StringAttr role : side) {
+        if (!roles.contains(role.getValue()))
+          return specialize->emitError()
+                 << "'fa4.barriers': '" << name << "' names role '"
+                 << role.getValue() << "', which the schedule does not have";
+        if (!onSide.insert(role.getValue()).second)
+          return specialize->emitError()
+                 << "'fa4.barriers': '" << name << "' names role '"
+                 << role.getValue() << "' twice on one side";
+      }
+    }
+    MBarrierAllocOp alloc = allocs.lookup(name);
+    if (!alloc)
+      return specialize->emitError()
+             << "'fa4.barriers' lists '" << name
+             << "', which no fa4.mbarrier_alloc of the function makes";
+    MBarrierType type = alloc.getBarrier().getType();
+    if (type.getKind() != barrier.getKind() ||
+        type.getStages() != barrier.getStages() ||
+        static_cast<int64_t>(alloc.getCount()) != barrier.getCount())
+      return specialize->emitError()
+             << "'fa4.barriers': '" << name << "' says "
+             << stringifyBarrierKind(barrier.getKind()) << ", "
+             << barrier.getStages() << " stages, count " << barrier.getCount()
+             << "; its fa4.mbarrier_alloc is "
+             << stringifyBarrierKind(type.getKind()) << ", "
+             << type.getStages() << " stages, count " << alloc.getCount();
+  }
+  for (auto &entry : allocs)
+    if (!named.contains(entry.getKey()))
+      return specialize->emitError()
+             << "'fa4.barriers' does not list '" << entry.getKey()
+             << "', an fa4.mbarrier_alloc of the function";
+  return success();
+}
+
+/// fa4.tmem against the function's fa4.tmem_alloc ops: each buffer once,
+/// at its op's column offset, and every op in the layout.
+static LogicalResult verifyTmemLayout(Operation *specialize,
+                                      TmemLayoutAttr layout) {
+  llvm::StringMap<TmemAllocOp> allocs;
+  if (auto func = specialize->getParentOfType<FunctionOpInterface>())
+    func->walk([&](TmemAllocOp alloc) { allocs[alloc.getName()] = alloc; });
+  if (allocs.empty())
+    return specialize->emitError()
+           << "'fa4.tmem' on a schedule that allocates no tensor memory";
+  llvm::StringSet<> named;
+  for (TmemBufferAttr buffer : layout.getBuffers()) {
+    StringRef name = buffer.getName();
+    if (!named.insert(name).second)
+      return specialize->emitError()
+             << "'fa4.tmem' lists buffer '" << name << "' twice";
+    TmemAllocOp alloc = allocs.lookup(name);
+    if (!alloc)
+      return specialize->emitError()
+             << "'fa4.tmem' lists '" << name
+             << "', which no fa4.tmem_alloc of the function makes";
+    if (std::optional<int64_t> offset = alloc.getColumnOffset();
+        offset && *offset != buffer.getColumn())
+      return specialize->emitError()
+             << "'fa4.tmem' puts '" << name << "' at column "
+             << buffer.getColumn() << "; its fa4.tmem_alloc says " << *offset;
+  }
+  for (auto &entry : allocs)
+    if (!named.contains(entry.getKey()))
+      return specialize->emitError()
+             << "'fa4.tmem' does not list '" << entry.getKey()
+             << "', an fa4.tmem_alloc of the function";
+  return success();
+}
+
 LogicalResult FA4Dialect::verifyOperationAttribute(Operation *op,
                                                    NamedAttribute attribute) {
   // fa4.spec, fa4.grid and fa4.launch are typed; fa4.spec is also checked
@@ -395,6 +489,30 @@ LogicalResult FA4Dialect::verifyOperationAttribute(Operation *op,
     if (op->getName().getStringRef() != owner)
       return op->emitError() << "'" << name << "' belongs on '" << owner
                              << "', not on '" << op->getName() << "'";
+    // Attributes made in memory (the passes' ::get) are checked here too.
+    if (barrierList && name == kBarriersAttrName) {
+      for (Attribute entry : barriers) {
+        auto barrier = cast<BarrierInfoAttr>(entry);
+        if (failed(BarrierInfoAttr::verify(
+                [&] { return op->emitError(); }, barrier.getName(),
+                barrier.getKind(), barrier.getCount(), barrier.getStages(),
+                barrier.getProducers(), barrier.getConsumers())))
+          return failure();
+      }
+      return verifyBarrierTable(op, barriers);
+    }
+    if (auto layout = dyn_cast<TmemLayoutAttr>(attribute.getValue())) {
+      for (TmemBufferAttr buffer : layout.getBuffers())
+        if (failed(TmemBufferAttr::verify([&] { return op->emitError(); },
+                                          buffer.getName(), buffer.getColumn(),
+                                          buffer.getColumns())))
+          return failure();
+      if (failed(TmemLayoutAttr::verify([&] { return op->emitError(); },
+                                        layout.getColumns(),
+                                        layout.getBuffers())))
+        return failure();
+      return verifyTmemLayout(op, layout);
+    }
     return success();
   }
   if (attribute.getName() != kTargetAttrName)
