@@ -280,21 +280,23 @@ static llvm::Error makeBuffer(Value value, ArrayRef<int64_t> shape,
 /// Q, K, V, O and the LSE at the run's sizes, the outputs poisoned.
 static llvm::Error makeBuffers(Simulation &sim) {
   const Problem &p = sim.problem;
-  if (llvm::Error refused = makeBuffer(
-          sim.argument(kQ), {p.batch, p.seqQ, p.qHeads, p.headDim}, sim.q))
-    return refused;
-  if (llvm::Error refused = makeBuffer(
-          sim.argument(kK), {p.batch, p.seqK, p.kvHeads, p.headDim}, sim.k))
-    return refused;
-  if (llvm::Error refused = makeBuffer(
-          sim.argument(kV), {p.batch, p.seqK, p.kvHeads, p.headDim}, sim.v))
-    return refused;
-  if (llvm::Error refused = makeBuffer(
-          sim.argument(kOut), {p.batch, p.seqQ, p.qHeads, p.headDim}, sim.out))
-    return refused;
+  SmallVector<int64_t, 4> queries{p.batch, p.seqQ, p.qHeads, p.headDim};
+  SmallVector<int64_t, 4> keys{p.batch, p.seqK, p.kvHeads, p.headDim};
+  struct Made {
+    ArgumentRole role;
+    ArrayRef<int64_t> shape;
+    Buffer &buffer;
+  };
+  SmallVector<Made, 5> made{{kQ, queries, sim.q},
+                            {kK, keys, sim.k},
+                            {kV, keys, sim.v},
+                            {kOut, queries, sim.out}};
+  SmallVector<int64_t, 3> rows{p.batch, p.qHeads, p.seqQ};
   if (sim.hasLse)
-    if (llvm::Error refused = makeBuffer(sim.argument(kLse),
-                                         {p.batch, p.qHeads, p.seqQ}, sim.lse))
+    made.push_back({kLse, rows, sim.lse});
+  for (const Made &buffer : made)
+    if (llvm::Error refused = makeBuffer(sim.argument(buffer.role),
+                                         buffer.shape, buffer.buffer))
       return refused;
   sim.poisonOutputs();
   return llvm::Error::success();
