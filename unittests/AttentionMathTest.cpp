@@ -52,6 +52,22 @@ TEST(PackedRows, RoundTripForEveryRatio) {
   EXPECT_EQ(unpackRow(127, 4).headInGroup, 3);
 }
 
+TEST(PackedRows, PackingOfEveryRatio) {
+  // Whole where the ratio is a power of two up to 16; otherwise the largest
+  // power of two dividing it, at most 16, the rest as groups per K/V head.
+  struct Case {
+    int64_t ratio, packing;
+  } cases[] = {{1, 1},  {2, 2},  {3, 1},  {4, 4},  {5, 1},   {6, 2},
+               {7, 1},  {8, 8},  {12, 4}, {16, 16}, {24, 8}, {32, 16},
+               {40, 8}, {48, 16}, {64, 16}, {96, 16}, {127, 1}};
+  for (Case c : cases) {
+    EXPECT_EQ(gqaPacking(c.ratio), c.packing) << "ratio " << c.ratio;
+    EXPECT_EQ(c.ratio % gqaPacking(c.ratio), 0);
+    // Every tile row holds whole positions of the group's heads.
+    EXPECT_EQ(128 % gqaPacking(c.ratio), 0);
+  }
+}
+
 /// Checks a block range against a brute-force scan of every row and key.
 void expectRangeMatchesScan(MaskBand band, int64_t rowBegin, int64_t rows,
                             int64_t ratio, int64_t blockN, int64_t seqQ,

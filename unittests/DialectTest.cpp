@@ -92,9 +92,11 @@ TEST_F(AttentionVerifierTest, RejectsHeadsThatDoNotGroup) {
   EXPECT_EQ(verifyAttention(b.getF16Type(), 128, 30, 8),
             "'fa4.attention' op Q heads (30) must be a multiple of K/V heads "
             "(8)");
-  EXPECT_EQ(verifyAttention(b.getF16Type(), 128, 24, 8),
-            "'fa4.attention' op GQA ratio 3 (Q heads / K/V heads) is not "
-            "supported (expected 1, 2, 4, 8 or 16)");
+  // Any whole ratio is served, MQA included.
+  for (int64_t qHeads : {24, 40, 56, 64, 8})
+    EXPECT_EQ(verifyAttention(b.getF16Type(), 128, qHeads,
+                              qHeads == 64 ? 1 : 8),
+              "");
 }
 
 TEST_F(AttentionVerifierTest, RejectsBadScaleAndWindow) {

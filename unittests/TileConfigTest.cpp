@@ -29,6 +29,28 @@ TEST(TileConfig, SoftcapLeavesOnlyLog2E) {
   EXPECT_EQ(config.gqaRatio, 1);
 }
 
+TEST(TileConfig, HeadGroupsOfAnyRatio) {
+  // The seed's ratio 4 packs whole: one group per K/V head.
+  TileConfig seed =
+      TileConfig::get(128, 32, 8, MaskKind::causal, -1, -1, 0.1f, 0.0f, 8.0);
+  EXPECT_EQ(seed.gqaPacking, 4);
+  EXPECT_EQ(seed.groupsPerKv(), 1);
+  EXPECT_EQ(seed.headGroups(), 8);
+  // Llama 3.2 3B's 24 over 8: unpacked, 24 groups, 3 per K/V head.
+  TileConfig three =
+      TileConfig::get(128, 24, 8, MaskKind::causal, -1, -1, 0.1f, 0.0f, 8.0);
+  EXPECT_EQ(three.gqaRatio, 3);
+  EXPECT_EQ(three.gqaPacking, 1);
+  EXPECT_EQ(three.groupsPerKv(), 3);
+  EXPECT_EQ(three.headGroups(), 24);
+  // MQA over 48 heads: groups of 16, three of them.
+  TileConfig mqa =
+      TileConfig::get(64, 48, 1, MaskKind::none, -1, -1, 0.1f, 0.0f, 8.0);
+  EXPECT_EQ(mqa.gqaPacking, 16);
+  EXPECT_EQ(mqa.groupsPerKv(), 3);
+  EXPECT_EQ(mqa.headGroups(), 3);
+}
+
 TEST(TileConfig, MaskBands) {
   EXPECT_EQ(maskBandFor(MaskKind::none, -1, -1).right, -1);
   EXPECT_EQ(maskBandFor(MaskKind::window, 256, 0).left, 256);

@@ -35,7 +35,7 @@ std::vector<Case> cases() {
 TaskGridShape shapeOf(const Case &c) {
   TaskGridShape shape;
   shape.batch = c.batch;
-  shape.kvHeads = c.kvHeads;
+  shape.headGroups = c.kvHeads;
   shape.gqaRatio = c.ratio;
   shape.seqQ = c.seqQ;
   shape.seqK = c.seqK;
@@ -55,11 +55,11 @@ TEST(TileScheduler, EveryTaskExactlyOnceOverAnyGrid) {
           for (const Task &task : tasksOfCta(scheduler, cta, grid)) {
             EXPECT_GE(task.batch, 0);
             EXPECT_LT(task.batch, c.batch);
-            EXPECT_GE(task.kvHead, 0);
-            EXPECT_LT(task.kvHead, c.kvHeads);
+            EXPECT_GE(task.headGroup, 0);
+            EXPECT_LT(task.headGroup, c.kvHeads);
             EXPECT_GE(task.mBlock, 0);
             EXPECT_LT(task.mBlock, mBlocks);
-            EXPECT_TRUE(seen.insert({task.batch, task.kvHead, task.mBlock}).second)
+            EXPECT_TRUE(seen.insert({task.batch, task.headGroup, task.mBlock}).second)
                 << "task visited twice";
           }
         EXPECT_EQ(static_cast<int64_t>(seen.size()), scheduler.numTasks());
@@ -84,7 +84,7 @@ TEST(TileScheduler, CausalLptIsTheLastMBlockFirst) {
   // m_block order, heads of one m_block together.
   TaskGridShape shape;
   shape.batch = 1;
-  shape.kvHeads = 2;
+  shape.headGroups = 2;
   shape.gqaRatio = 4;
   shape.seqQ = 1024;
   shape.seqK = 1024;
@@ -93,7 +93,7 @@ TEST(TileScheduler, CausalLptIsTheLastMBlockFirst) {
   ASSERT_EQ(scheduler.numMBlocks(), 16);
   EXPECT_EQ(scheduler.taskAt(0).mBlock, 15);
   EXPECT_EQ(scheduler.taskAt(1).mBlock, 15);
-  EXPECT_EQ(scheduler.taskAt(1).kvHead, 1);
+  EXPECT_EQ(scheduler.taskAt(1).headGroup, 1);
   EXPECT_EQ(scheduler.taskAt(2).mBlock, 14);
   EXPECT_EQ(scheduler.taskAt(31).mBlock, 0);
   EXPECT_EQ(scheduler.work(15), 8);
@@ -103,17 +103,17 @@ TEST(TileScheduler, CausalLptIsTheLastMBlockFirst) {
 TEST(TileScheduler, StaticIsMBlockFastest) {
   TaskGridShape shape;
   shape.batch = 2;
-  shape.kvHeads = 3;
+  shape.headGroups = 3;
   shape.seqQ = 600; // 3 m_blocks
   shape.seqK = 600;
   TileScheduler scheduler(shape, TileScheduler::Order::Static);
   Task task = scheduler.taskAt(4);
   EXPECT_EQ(task.mBlock, 1);
-  EXPECT_EQ(task.kvHead, 1);
+  EXPECT_EQ(task.headGroup, 1);
   EXPECT_EQ(task.batch, 0);
   task = scheduler.taskAt(17);
   EXPECT_EQ(task.mBlock, 2);
-  EXPECT_EQ(task.kvHead, 2);
+  EXPECT_EQ(task.headGroup, 2);
   EXPECT_EQ(task.batch, 1);
 }
 

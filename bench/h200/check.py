@@ -82,10 +82,11 @@ import torch
 from common import device_info, load_capi
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-# (batch, seq_q, seq_k). A launch has batch * kv_heads * ceil(seq_q *
-# ratio / 128) tasks (128 query rows of one kv head's group each; ratio =
-# q_heads / kv_heads), on a persistent grid of min(132, tasks) CTAs on the
-# H200. With the check kernels' 8 query heads, at GQA ratio 1 / 4 / 8:
+# (batch, seq_q, seq_k). A launch has batch * (q_heads / g) * ceil(seq_q *
+# g / 128) tasks (128 query rows of one head group each; g, the GQA packing,
+# is the ratio q_heads / kv_heads where it is 1, 2, 4, 8 or 16), on a
+# persistent grid of min(132, tasks) CTAs on the H200. With the check
+# kernels' 8 query heads, at GQA ratio 1 / 4 / 8:
 #   1x1x1 8/2/1, 2x129x257 32/20/18, 1x1000x333 64/64/63, 3x257x641
 #   72/54/51, 1x2048x2048 128: one task per CTA at most;
 #   3x700x700 144/132/132, 2x1500x{700,1400,1500} 192/188/188, 4x1000x3000

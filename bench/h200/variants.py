@@ -60,6 +60,14 @@ LONG_WINDOWS = (
                  (128, "bf16", 8, True))),
 )
 
+# GQA ratios that do not pack whole (issue 26): (q heads, kv heads) giving
+# 3, 5 and 7 (unpacked, the Llama 3.2 3B / Qwen2.5-14B / Qwen2.5-7B ratios),
+# 6 (groups of two, three per K/V head) and 24 (groups of eight, three per
+# K/V head), each with head dims 64, 96 and 128 across them, both dtypes,
+# every CHECK_MASKS mask and a long window (several tasks per CTA), LSE on.
+ANY_RATIOS = ((6, 2), (10, 2), (14, 2), (12, 2), (24, 1))
+ANY_RATIO_MASKS = CHECK_MASKS + (("window", 1000, 200),)
+
 # Kernels of the CHECK_MASKS matrix (with the LSE) also compiled under the
 # three forced schedules: (head dim, dtype, mask, kv heads).
 SCHEDULED_MATRIX = ((64, "fp16", CHECK_MASKS[0], 8),
@@ -87,9 +95,9 @@ def bench_name(head_dim, dtype, causal, q_heads, kv_heads):
 
 
 def _check_variant(head_dim, dtype, mask, left, right, kv_heads, lse,
-                   schedule="auto"):
+                   schedule="auto", q_heads=CHECK_Q_HEADS):
     return dict(head_dim=head_dim, dtype=dtype, mask=mask, window_left=left,
-                window_right=right, q_heads=CHECK_Q_HEADS, kv_heads=kv_heads,
+                window_right=right, q_heads=q_heads, kv_heads=kv_heads,
                 lse=lse, schedule=schedule)
 
 
@@ -103,7 +111,8 @@ def check_variants():
       the three forced schedules;
     - LONG_WINDOWS, each of its variants under the four schedules;
     - a few without the LSE (the kernel that writes no LSE is a different
-      kernel)."""
+      kernel);
+    - ANY_RATIOS x ANY_RATIO_MASKS, with the LSE."""
     variants = []
     forced = [s for s in SCHEDULES if s != "auto"]
     for head_dim in (64, 96, 128):
@@ -128,6 +137,12 @@ def check_variants():
             (128, "fp16", CHECK_MASKS[3], 8)):
         variants.append(_check_variant(head_dim, dtype, mask, left, right,
                                        kv_heads, False))
+    for i, (q_heads, kv_heads) in enumerate(ANY_RATIOS):
+        for j, (mask, left, right) in enumerate(ANY_RATIO_MASKS):
+            head_dim = (64, 96, 128)[(i + j) % 3]
+            dtype = ("fp16", "bf16")[(i + j) % 2]
+            variants.append(_check_variant(head_dim, dtype, mask, left, right,
+                                           kv_heads, True, q_heads=q_heads))
     for v in variants:
         v["name"] = check_name(v["head_dim"], v["dtype"], v["mask"],
                                v["window_left"], v["window_right"],

@@ -614,12 +614,13 @@ std::string writeManifest(const Manifest &m) {
   os << "  \"target\": " << quoted(m.target) << ",\n";
   os << "  \"block\": " << list(m.block, 3) << ",\n";
   // The persistent grid: min(sm_count, tasks) CTAs, a task being
-  // rows_per_task packed query rows of one K/V head.
-  int64_t ratio = m.kvHeads > 0 ? m.qHeads / m.kvHeads : 1;
+  // rows_per_task packed query rows of one head group (gqaPacking query
+  // heads of one K/V head).
+  int64_t packing = gqaPacking(m.kvHeads > 0 ? m.qHeads / m.kvHeads : 1);
   os << "  \"grid\": {\"policy\": \"persistent\", \"size\": \"min(sm_count, "
         "tasks)\", \"sm_count\": "
-     << m.smCount << ", \"tasks\": \"batch * " << m.kvHeads
-     << " * ceil(seq_q * " << ratio << " / " << m.rowsPerTask
+     << m.smCount << ", \"tasks\": \"batch * " << m.qHeads / packing
+     << " * ceil(seq_q * " << packing << " / " << m.rowsPerTask
      << ")\", \"order\": " << quoted(m.order) << "},\n";
   os << "  \"dynamic_smem_bytes\": " << m.dynamicSmemBytes << ",\n";
   os << "  \"tmem_columns\": " << m.tmemColumns << ",\n";
@@ -924,9 +925,11 @@ llvm::Expected<LaunchPlan> planLaunch(const Manifest &m, const Shapes &shapes,
   if (llvm::Error refused = checkShapes(m, shapes))
     return std::move(refused);
   LaunchPlan plan;
-  int64_t ratio = m.qHeads / m.kvHeads;
-  int64_t rows = shapes.seqQ * ratio;
-  plan.tasks = shapes.batch * m.kvHeads * ((rows + m.rowsPerTask - 1) / m.rowsPerTask);
+  // The kernel's task_count: batch · head groups · m_blocks.
+  int64_t packing = gqaPacking(m.qHeads / m.kvHeads);
+  int64_t rows = shapes.seqQ * packing;
+  plan.tasks = shapes.batch * (m.qHeads / packing) *
+               ((rows + m.rowsPerTask - 1) / m.rowsPerTask);
   // The persistent grid: one CTA per SM, never more CTAs than tasks.
   plan.grid[0] = static_cast<uint32_t>(std::min<int64_t>(m.smCount, plan.tasks));
   std::memcpy(plan.block, m.block, sizeof(plan.block));

@@ -128,15 +128,15 @@ bool mlir::fa4::sim::checkTensorAccess(Operation *op, const Buffer &tensor,
 
 /// The m-blocks and tasks of a task grid; fails past 2^31 tasks (the
 /// kernel's task index is 32-bit), which also keeps the products exact.
-static bool countTasks(Operation *op, int64_t batch, int64_t kvHeads,
+static bool countTasks(Operation *op, int64_t batch, int64_t headGroups,
                        int64_t gqaRatio, int64_t rows, int64_t seqQ,
                        int64_t &mBlocks, int64_t &tasks, std::string &error) {
-  // Operands and attributes are below 2^31, so these cannot overflow.
   mBlocks = ceilDiv(seqQ * gqaRatio, rows);
-  int64_t heads = batch * kvHeads;
-  if (llvm::MulOverflow(heads, mBlocks, tasks) || tasks >= kIndexLimit) {
+  int64_t heads;
+  if (llvm::MulOverflow(batch, headGroups, heads) ||
+      llvm::MulOverflow(heads, mBlocks, tasks) || tasks >= kIndexLimit) {
     error = nameOf(op) + " makes batch " + std::to_string(batch) +
-            " x kv_heads " + std::to_string(kvHeads) + " x m_blocks " +
+            " x head groups " + std::to_string(headGroups) + " x m_blocks " +
             std::to_string(mBlocks) +
             " tasks, 2^31 or more (the kernel's task index is 32-bit)";
     return false;
@@ -274,7 +274,7 @@ const MaskModBounds &Interpreter::boundsOf(Operation *op, MaskKind mask,
 const TileScheduler &Interpreter::scheduler(const TaskGridShape &shape,
                                             TileScheduler::Order order) {
   std::array<int64_t, 10> key = {
-      shape.batch,     shape.kvHeads,    shape.gqaRatio, shape.rows,
+      shape.batch,     shape.headGroups, shape.gqaRatio, shape.rows,
       shape.blockN,    shape.seqQ,       shape.seqK,     shape.band.left,
       shape.band.right, static_cast<int64_t>(order)};
   if (!cachedScheduler || key != schedulerKey) {
@@ -346,7 +346,13 @@ bool Interpreter::execute(Operation *op, std::string &error) {
       // The persistent scheduler.
       .Case([&](TaskCountOp count) {
         int64_t mBlocks;
-        if (!countTasks(op, index(count.getBatch()), count.getKvHeads(),
+        int64_t headGroups;
+        if (llvm::MulOverflow<int64_t>(count.getKvHeads(), count.getGroupsPerKv(),
+                              headGroups)) {
+          error = "fa4.task_count: kv_heads x groups_per_kv overflows";
+          return false;
+        }
+        if (!countTasks(op, index(count.getBatch()), headGroups,
                         count.getGqaRatio(), count.getRows(),
                         index(count.getSeqQ()), mBlocks, numTasks, error))
           return false;
@@ -592,7 +598,11 @@ bool Interpreter::run(TaskCoordsOp coords, std::string &error) {
   Operation *op = coords.getOperation();
   TaskGridShape shape;
   shape.batch = index(coords.getBatch());
-  shape.kvHeads = coords.getKvHeads();
+  if (llvm::MulOverflow<int64_t>(coords.getKvHeads(), coords.getGroupsPerKv(),
+                        shape.headGroups)) {
+    error = "fa4.task_coords: kv_heads x groups_per_kv overflows";
+    return false;
+  }
   shape.gqaRatio = coords.getGqaRatio();
   shape.rows = coords.getRows();
   shape.blockN = coords.getBlockN();
@@ -604,8 +614,8 @@ bool Interpreter::run(TaskCoordsOp coords, std::string &error) {
     shape.bounds = boundsOf(op, coords.getMask(), coords.getWindowLeft(),
                             coords.getWindowRight(), coords.getMaskMod())
                        .bounds;
-  int64_t mBlocks, tasks;
-  if (!countTasks(op, shape.batch, shape.kvHeads, shape.gqaRatio,
+  int64_t mBlocks = 0, tasks = 0;
+  if (!countTasks(op, shape.batch, shape.headGroups, shape.gqaRatio,
                   shape.rows, shape.seqQ, mBlocks, tasks, error))
     return false;
   int64_t position = index(coords.getIndex());
@@ -626,7 +636,7 @@ bool Interpreter::run(TaskCoordsOp coords, std::string &error) {
   }
   Task task = scheduler(shape, orderOf(coords.getOrder())).taskAt(position);
   values[coords.getBatchIndex()] = task.batch;
-  values[coords.getKvHead()] = task.kvHead;
+  values[coords.getHeadGroup()] = task.headGroup;
   values[coords.getMBlock()] = task.mBlock;
   return true;
 }

@@ -40,16 +40,16 @@ Task TileScheduler::taskAt(int64_t index) const {
   if (order == Order::Static) {
     // m_block fastest: neighbouring CTAs share K/V of one head.
     task.mBlock = index % mBlocks;
-    task.kvHead = (index / mBlocks) % shape.kvHeads;
-    task.batch = index / (mBlocks * shape.kvHeads);
+    task.headGroup = (index / mBlocks) % shape.headGroups;
+    task.batch = index / (mBlocks * shape.headGroups);
     return task;
   }
-  // Every (batch, kv_head) of one m_block together: equal work, so a wave of
+  // Every (batch, head group) of one m_block together: equal work, so a wave of
   // CTAs finishes together.
-  int64_t heads = shape.batch * shape.kvHeads;
+  int64_t heads = shape.batch * shape.headGroups;
   task.mBlock = mBlockOrder[index / heads];
-  task.kvHead = (index % heads) % shape.kvHeads;
-  task.batch = (index % heads) / shape.kvHeads;
+  task.headGroup = (index % heads) % shape.headGroups;
+  task.batch = (index % heads) / shape.headGroups;
   return task;
 }
 

@@ -97,13 +97,16 @@ void TileProgramBuilder::build() {
   // GQA packs `ratio` query heads per row position, so an m_block of 256
   // packed rows covers 256 / ratio query positions.
   Value packedRows =
-      arith::MulIOp::create(b, loc, seqQ, index(config.gqaRatio));
+      arith::MulIOp::create(b, loc, seqQ, index(config.gqaPacking));
   Value mBlocks = arith::CeilDivUIOp::create(b,
       loc, packedRows, index(config.rowsPerTask()));
 
   auto batchLoop = scf::ForOp::create(b, loc, zero, batches, one);
   b.setInsertionPointToStart(batchLoop.getBody());
-  auto headLoop = scf::ForOp::create(b, loc, zero, index(config.numKvHeads), one);
+  // One task per head group: the query heads packed in its rows (all of a
+  // K/V head's where the ratio packs whole).
+  auto headLoop =
+      scf::ForOp::create(b, loc, zero, index(config.headGroups()), one);
   b.setInsertionPointToStart(headLoop.getBody());
   auto mBlockLoop = scf::ForOp::create(b, loc, zero, mBlocks, one);
   b.setInsertionPointToStart(mBlockLoop.getBody());
@@ -130,7 +133,7 @@ void TileProgramBuilder::buildTask(Value batch, Value head, Value mBlock,
                                  .getResult();
     qRows.push_back(row);
     qTiles.push_back(LoadQTileOp::create(b, loc, qTileType, op.getQ(), batch,
-                                           head, row, config.gqaRatio));
+                                           head, row, config.gqaPacking));
   }
 
   Type indexType = b.getIndexType();
@@ -141,7 +144,7 @@ void TileProgramBuilder::buildTask(Value batch, Value head, Value mBlock,
   auto range = KvBlockRangeOp::create(b,
       loc, indexType, indexType, indexType, indexType, taskRow, seqQ, seqK,
       blockMask, blockMask ? batch : Value(), blockMask ? head : Value(),
-      config.rowsPerTask(), TileConfig::kBlockN, config.gqaRatio,
+      config.rowsPerTask(), TileConfig::kBlockN, config.gqaPacking,
       config.mask, config.windowLeft, config.windowRight);
   // The range reads the mask_mod's affine part; the region is not run there.
   IRMapping none;
@@ -170,10 +173,10 @@ void TileProgramBuilder::buildTask(Value batch, Value head, Value mBlock,
         loc, qTileType, rowType, tileState.acc, tileState.rowMax,
         tileState.rowSum, APFloat(config.scaleLog2));
     StoreOTileOp::create(b, loc, normalize.getOut(), op.getOut(), batch, head,
-                           row, config.gqaRatio);
+                           row, config.gqaPacking);
     if (Value lse = op.getLse())
       StoreLseTileOp::create(b, loc, normalize.getLse(), lse, batch, head, row,
-                               config.gqaRatio);
+                               config.gqaPacking);
   }
 }
 
@@ -185,6 +188,10 @@ SmallVector<QTileState> TileProgramBuilder::buildKvLoop(
   for (const QTileState &tile : init)
     iterArgs.append({tile.rowMax, tile.rowSum, tile.acc});
   Value count = arith::SubIOp::create(b, loc, last, first);
+  // The K/V head of the task's head group.
+  Value kvHead = head;
+  if (config.groupsPerKv() > 1)
+    kvHead = arith::DivUIOp::create(b, loc, head, index(config.groupsPerKv()));
   Value lastBlock = arith::SubIOp::create(b, loc, last, index(1));
   auto loop = scf::ForOp::create(b,
       loc, index(0), count, index(1), iterArgs,
@@ -198,9 +205,9 @@ SmallVector<QTileState> TileProgramBuilder::buildKvLoop(
             {TileConfig::kBlockN, config.headDim}, element);
         // One K and one V tile serve both Q tiles and every packed head.
         Value kTile = LoadKvTileOp::create(body, loc, kvTileType, op.getK(),
-                                                batch, head, kvCol);
+                                                batch, kvHead, kvCol);
         Value vTile = LoadKvTileOp::create(body, loc, kvTileType, op.getV(),
-                                                batch, head, kvCol);
+                                                batch, kvHead, kvCol);
         SmallVector<Value> yielded;
         for (auto [stage, qTile] : llvm::enumerate(qTiles)) {
           QTileState state{carried[3 * stage], carried[3 * stage + 1],
@@ -241,7 +248,7 @@ QTileState TileProgramBuilder::buildBlockStep(OpBuilder &body, QTileState state,
   if (config.scoreMod) {
     auto mod = ScoreModOp::create(body, loc, scoreType, scores, batch, head,
                                   qRow, kvCol, seqQ, seqK, op.getExtras(),
-                                  config.gqaRatio,
+                                  config.gqaPacking,
                                   APFloat(config.scale));
     op.getScoreMod().cloneInto(&mod.getBody(), none);
     scores = mod;
@@ -253,7 +260,7 @@ QTileState TileProgramBuilder::buildBlockStep(OpBuilder &body, QTileState state,
     auto mask = MaskOp::create(
         body, loc, scoreType, scores, qRow, kvCol, seqQ, seqK,
         maskMod ? batch : Value(), maskMod ? head : Value(),
-        maskMod ? ValueRange(op.getExtras()) : ValueRange(), config.gqaRatio,
+        maskMod ? ValueRange(op.getExtras()) : ValueRange(), config.gqaPacking,
         config.mask, config.windowLeft, config.windowRight);
     op.getMaskMod().cloneInto(&mask.getMaskMod(), none);
     scores = mask;

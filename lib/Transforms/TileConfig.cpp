@@ -40,6 +40,7 @@ TileConfig TileConfig::get(int64_t headDim, int64_t numQueryHeads,
   config.numQueryHeads = numQueryHeads;
   config.numKvHeads = numKvHeads;
   config.gqaRatio = numQueryHeads / numKvHeads;
+  config.gqaPacking = mlir::fa4::gqaPacking(config.gqaRatio);
   config.mask = mask;
   config.windowLeft = windowLeft;
   config.windowRight = windowRight;

@@ -100,13 +100,19 @@ TaskHeader mlir::fa4::buildTaskHeader(IndexBuilder &ib,
       seqK, TaskOrderAttr::get(b.getContext(), TaskOrder::static_order),
       b.getI64IntegerAttr(start.kvHeads), range.getGqaRatioAttr(),
       range.getRowsAttr(), range.getBlockNAttr(), range.getMaskAttr(),
-      range.getWindowLeftAttr(), range.getWindowRightAttr());
+      range.getWindowLeftAttr(), range.getWindowRightAttr(),
+      b.getI64IntegerAttr(start.groupsPerKv));
   // The LPT order weighs tasks by the keys the mask_mod leaves too.
   IRMapping none;
   range.getMaskMod().cloneInto(&coords.getMaskMod(), none);
   TaskHeader header;
   header.batch = coords.getBatchIndex();
-  header.kvHead = coords.getKvHead();
+  header.headGroup = coords.getHeadGroup();
+  header.kvHead = start.groupsPerKv == 1
+                      ? header.headGroup
+                      : arith::DivUIOp::create(b, loc, header.headGroup,
+                                               ib.index(start.groupsPerKv))
+                            .getResult();
   header.mBlock = coords.getMBlock();
   header.qRow = ib.mul(header.mBlock, range.getRows());
   IRMapping mapping;
@@ -115,7 +121,7 @@ TaskHeader mlir::fa4::buildTaskHeader(IndexBuilder &ib,
   mapping.map(range.getSeqK(), seqK);
   if (range.getBlockMask()) {
     mapping.map(range.getBatch(), header.batch);
-    mapping.map(range.getKvHead(), header.kvHead);
+    mapping.map(range.getKvHead(), header.headGroup);
   }
   auto blocks = cast<KvBlockRangeOp>(b.clone(*range, mapping));
   header.begin = blocks.getBegin();
@@ -146,6 +152,12 @@ ScheduleStart ScheduleStart::build(IndexBuilder &ib,
   start.kvHeads = kType.getDimSize(2);
   KvBlockRangeOp range = program.range;
   start.gqaRatio = range.getGqaRatio();
+  // The tile program's packing leaves qHeads / (kvHeads · packing) head
+  // groups on each K/V head.
+  int64_t qHeads = qType.getDimSize(2);
+  if (!ShapedType::isDynamic(qHeads) && !ShapedType::isDynamic(start.kvHeads) &&
+      start.kvHeads > 0 && qHeads % (start.kvHeads * start.gqaRatio) == 0)
+    start.groupsPerKv = qHeads / (start.kvHeads * start.gqaRatio);
   b.setInsertionPoint(entry.getTerminator());
   if (!start.levelB.empty())
     b.setInsertionPoint(start.levelB.front());
@@ -155,7 +167,7 @@ ScheduleStart ScheduleStart::build(IndexBuilder &ib,
   start.numTasks = TaskCountOp::create(
       b, loc, b.getIndexType(), start.batchSize, start.seqQ,
       b.getI64IntegerAttr(start.kvHeads), b.getI64IntegerAttr(start.gqaRatio),
-      range.getRowsAttr());
+      range.getRowsAttr(), b.getI64IntegerAttr(start.groupsPerKv));
   return start;
 }
 

@@ -18,6 +18,9 @@ VARIANTS = {
     "fp16-causal-window": (1, 129, 129, 2, 2, 64, torch.float16, True, (50, -1), 0.0, None, False),
     "bf16-softcap-scale": (1, 150, 150, 2, 1, 128, torch.bfloat16, False, (-1, -1), 15.0, 0.2, True),
     "fp16-causal-sq-gt-sk": (1, 300, 100, 2, 2, 64, torch.float16, True, (-1, -1), 0.0, None, True),
+    # GQA ratios 3 (unpacked) and 6 (groups of two, three per K/V head).
+    "fp16-causal-gqa3-lse": (2, 70, 150, 6, 2, 64, torch.float16, True, (-1, -1), 0.0, None, True),
+    "bf16-window-gqa6": (1, 100, 90, 12, 2, 64, torch.bfloat16, False, (30, 5), 0.0, None, True),
 }
 
 

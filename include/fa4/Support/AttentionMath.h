@@ -89,9 +89,25 @@ IndexRange visibleKeys(const KeyBounds &bounds, int64_t queryPos, int64_t seqQ,
 IndexRange visibleKeys(MaskBand band, int64_t queryPos, int64_t seqQ,
                        int64_t seqK);
 
+/// GQA packing: how many of the query heads that share a K/V head ride in
+/// one tile, a *head group*. The group's heads are a dimension of the Q/O
+/// TMA box and every tile (and Hopper's 64-row halves) must hold whole
+/// positions of each, so the count is a power of two: the largest dividing
+/// the ratio, at most kMaxGqaPacking (8 positions per 128-row tile). A ratio
+/// of 3, 5 or 7 runs unpacked (groups of one head); 6, 12 or 24 packs 2, 4
+/// or 8 heads; the ratio / packing groups of a K/V head are tasks of their
+/// own that read the same K/V.
+constexpr int64_t kMaxGqaPacking = 16;
+inline int64_t gqaPacking(int64_t ratio) {
+  if (ratio <= 0)
+    return 1;
+  int64_t packing = ratio & -ratio;
+  return packing < kMaxGqaPacking ? packing : kMaxGqaPacking;
+}
+
 /// Packed-row arithmetic of grouped-query attention: the `ratio` query heads
-/// that share a K/V head ride in one tile, packed row `r` being query position
-/// `r / ratio` of the group's head `r % ratio`.
+/// of a head group (gqaPacking of them) ride in one tile, packed row `r`
+/// being query position `r / ratio` of the group's head `r % ratio`.
 struct PackedRow {
   int64_t seqPos;
   int64_t headInGroup;

@@ -1,7 +1,7 @@
 //===- TileScheduler.h - which CTA takes which task, in what order -*- C++ -*-===//
 //
 // Plain C++ shared by the level-C op `fa4.task_coords`, the simulator and the
-// unit tests: the tasks (batch, kv_head, m_block) of one launch and the order a
+// unit tests: the tasks (batch, head group, m_block) of one launch and the order a
 // persistent CTA walks them in.
 //
 //===----------------------------------------------------------------------===//
@@ -18,13 +18,13 @@ namespace mlir::fa4 {
 
 struct Task {
   int64_t batch = 0;
-  int64_t kvHead = 0;
+  int64_t headGroup = 0;
   int64_t mBlock = 0;
 };
 
 struct TaskGridShape {
   int64_t batch = 1;
-  int64_t kvHeads = 1;
+  int64_t headGroups = 1;
   int64_t gqaRatio = 1;
   /// Packed rows per task (two Q tiles).
   int64_t rows = 256;
@@ -44,7 +44,7 @@ public:
   TileScheduler(const TaskGridShape &shape, Order order);
 
   int64_t numMBlocks() const { return mBlocks; }
-  int64_t numTasks() const { return shape.batch * shape.kvHeads * mBlocks; }
+  int64_t numTasks() const { return shape.batch * shape.headGroups * mBlocks; }
   /// The task at position `index` of the order, 0 <= index < numTasks().
   Task taskAt(int64_t index) const;
   /// KV blocks a task of this m_block visits: the work LPT sorts by.

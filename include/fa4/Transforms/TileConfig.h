@@ -42,7 +42,14 @@ struct TileConfig {
   int64_t headDim = 128;
   int64_t numQueryHeads = 1;
   int64_t numKvHeads = 1;
+  /// Query heads per K/V head.
   int64_t gqaRatio = 1;
+  /// Query heads packed in a tile's rows (gqaPacking of the ratio): a task
+  /// covers one head group of that many heads.
+  int64_t gqaPacking = 1;
+  /// Head groups per K/V head (gqaRatio / gqaPacking).
+  int64_t groupsPerKv() const { return gqaRatio / gqaPacking; }
+  int64_t headGroups() const { return numQueryHeads / gqaPacking; }
   MaskKind mask = MaskKind::none;
   int64_t windowLeft = -1;
   int64_t windowRight = -1;

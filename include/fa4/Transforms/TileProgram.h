@@ -85,7 +85,9 @@ private:
 struct ScheduleStart {
   SmallVector<Operation *> levelB;
   Value batchSize, seqQ, seqK, numTasks;
-  int64_t kvHeads = 1, gqaRatio = 1;
+  /// K/V heads, query heads packed per task (the tile program's
+  /// gqa_ratio) and head groups per K/V head.
+  int64_t kvHeads = 1, gqaRatio = 1, groupsPerKv = 1;
   Type element;
 
   static ScheduleStart build(IndexBuilder &ib, const TileProgram &program);
@@ -96,7 +98,9 @@ struct ScheduleStart {
 /// What every role knows of the task it works on: its coordinates, its
 /// first packed row and its visited KV blocks [begin, end).
 struct TaskHeader {
-  Value batch, kvHead, mBlock, qRow;
+  /// The head group's index (Q, O, the LSE, the mods and the block mask
+  /// address query heads by it) and its K/V head.
+  Value batch, headGroup, kvHead, mBlock, qRow;
   Value begin, fullBegin, fullEnd, end;
   /// KV blocks visited: end - begin.
   Value numBlocks;

@@ -319,26 +319,26 @@ bindKernelParameters(OpBuilder &b, Location loc, Block *entry,
 
 /// Each tensor map: [head_dim, heads, seq, batch], boxes of 64 columns by
 /// the rows of the shared-memory tiles it moves (GQA-packed for Q and O:
-/// ratio heads by rows / ratio positions): 128 rows, but Hopper's O is
-/// stored in 64-row halves.
+/// the copy's gqa_ratio heads by rows / gqa_ratio positions): 128 rows, but
+/// Hopper's O is stored in 64-row halves.
 static SmallVector<TensorMapInfoAttr> tensorMapInfos(func::FuncOp func,
                                                      const KernelState &kernel) {
-  llvm::DenseMap<Value, int64_t> boxRows;
+  llvm::DenseMap<Value, int64_t> boxRows, boxHeadsOf;
   func.walk([&](Operation *op) {
-    if (auto load = dyn_cast<TmaLoadOp>(op))
+    if (auto load = dyn_cast<TmaLoadOp>(op)) {
       boxRows[load.getSource()] = load.getBuffer().getType().getRows();
-    if (auto store = dyn_cast<TmaStoreOp>(op))
+      boxHeadsOf[load.getSource()] = load.getGqaRatio();
+    }
+    if (auto store = dyn_cast<TmaStoreOp>(op)) {
       boxRows[store.getDest()] = store.getBuffer().getType().getRows();
+      boxHeadsOf[store.getDest()] = store.getGqaRatio();
+    }
   });
-  auto qType = cast<MemRefType>(kernel.q.getType());
-  auto kType = cast<MemRefType>(kernel.k.getType());
-  int64_t ratio = qType.getDimSize(2) / kType.getDimSize(2);
   SmallVector<TensorMapInfoAttr> maps;
   for (auto [name, value] : {std::pair<StringRef, Value>{"q", kernel.q},
                              {"k", kernel.k}, {"v", kernel.v}, {"o", kernel.out}}) {
     auto type = cast<MemRefType>(value.getType());
-    bool packed = name == "q" || name == "o";
-    int64_t boxHeads = packed ? ratio : 1;
+    int64_t boxHeads = boxHeadsOf.lookup_or(value, 1);
     // The entry's layout, for the manifest: strides in elements, [batch,
     // seq, heads, head_dim], dynamic ones as -1. The kernel does not depend
     // on them (the tensor maps carry the strides).

@@ -196,7 +196,7 @@ void RoleProgramBuilder::buildLoadRole(const TaskState &task) {
   for (int s = 0; s < ScheduleConfig::kQStages; ++s) {
     Value item = add(mul(taskCount, ScheduleConfig::kQStages), index(s));
     ProducerAcquireOp::create(b, loc, qBuffer, item);
-    TmaLoadOp::create(b, loc, program.arguments[kQ], task.batch, task.kvHead,
+    TmaLoadOp::create(b, loc, program.arguments[kQ], task.batch, task.headGroup,
                         task.tileRow[s], qBuffer, item, Value(), Value(),
                         start.gqaRatio);
     ProducerCommitOp::create(b, loc, qBuffer, item);
@@ -316,7 +316,7 @@ void RoleProgramBuilder::buildSoftmaxRole(const TaskState &task, int stage) {
           IRMapping mapping;
           mapping.map(scoreMod.getScores(), s);
           mapping.map(scoreMod.getBatch(), task.batch);
-          mapping.map(scoreMod.getHead(), task.kvHead);
+          mapping.map(scoreMod.getHead(), task.headGroup);
           mapping.map(scoreMod.getRow(), task.tileRow[stage]);
           mapping.map(scoreMod.getCol(), keyOf(task, k));
           mapping.map(scoreMod.getSeqQ(), start.seqQ);
@@ -341,7 +341,7 @@ void RoleProgramBuilder::buildSoftmaxRole(const TaskState &task, int stage) {
             mapping.map(mask.getSeqK(), start.seqK);
             if (mask.getBatch()) {
               mapping.map(mask.getBatch(), task.batch);
-              mapping.map(mask.getHead(), task.kvHead);
+              mapping.map(mask.getHead(), task.headGroup);
             }
             scf::YieldOp::create(b, loc, b.clone(*mask, mapping)->getResult(0));
             b.setInsertionPointToStart(branch.elseBlock());
@@ -439,7 +439,7 @@ void RoleProgramBuilder::buildCorrectionRole(const TaskState &task) {
     ProducerCommitOp::create(b, loc, oStaging, item);
     if (program.lseStore)
       StoreLseTileOp::create(b, loc, branch.getResult(0), program.arguments[kLse],
-                               task.batch, task.kvHead, task.tileRow[s],
+                               task.batch, task.headGroup, task.tileRow[s],
                                start.gqaRatio);
   }
 }
@@ -450,7 +450,7 @@ void RoleProgramBuilder::buildEpilogueRole(const TaskState &task) {
     Value item = add(mul(taskCount, ScheduleConfig::kQStages), index(s));
     ConsumerWaitOp::create(b, loc, oStaging, item);
     TmaStoreOp::create(b, loc, oStaging, item, program.arguments[kOut],
-                         task.batch, task.kvHead, task.tileRow[s],
+                         task.batch, task.headGroup, task.tileRow[s],
                          start.gqaRatio);
     // The stage goes back once the bulk copy has read it.
     TmaStoreWaitOp::create(b, loc);

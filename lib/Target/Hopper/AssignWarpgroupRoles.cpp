@@ -145,7 +145,7 @@ WarpgroupProgramBuilder::buildTaskLoop(function_ref<void(Task &)> body) {
 
 void WarpgroupProgramBuilder::buildProducer(const Task &task) {
   ProducerAcquireOp::create(b, loc, qBuffer, task.taskCount);
-  TmaLoadOp::create(b, loc, program.arguments[kQ], task.batch, task.kvHead,
+  TmaLoadOp::create(b, loc, program.arguments[kQ], task.batch, task.headGroup,
                     task.qRow, qBuffer, task.taskCount, Value(), Value(),
                     start.gqaRatio);
   ProducerCommitOp::create(b, loc, qBuffer, task.taskCount);
@@ -177,7 +177,7 @@ OnlineSoftmaxOp WarpgroupProgramBuilder::buildSoftmax(const Task &task,
     IRMapping mapping;
     mapping.map(scoreMod.getScores(), s);
     mapping.map(scoreMod.getBatch(), task.batch);
-    mapping.map(scoreMod.getHead(), task.kvHead);
+    mapping.map(scoreMod.getHead(), task.headGroup);
     mapping.map(scoreMod.getRow(), rowBegin);
     mapping.map(scoreMod.getCol(), key);
     mapping.map(scoreMod.getSeqQ(), start.seqQ);
@@ -201,7 +201,7 @@ OnlineSoftmaxOp WarpgroupProgramBuilder::buildSoftmax(const Task &task,
     mapping.map(mask.getSeqK(), start.seqK);
     if (mask.getBatch()) {
       mapping.map(mask.getBatch(), task.batch);
-      mapping.map(mask.getHead(), task.kvHead);
+      mapping.map(mask.getHead(), task.headGroup);
     }
     scf::YieldOp::create(b, loc,
                          cloneForWarpgroup(mask, mapping)->getResult(0));
@@ -389,12 +389,12 @@ void WarpgroupProgramBuilder::buildConsumer(const Task &task, int64_t half) {
   ProducerCommitOp::create(b, loc, staging, task.taskCount);
   ConsumerWaitOp::create(b, loc, staging, task.taskCount);
   TmaStoreOp::create(b, loc, staging, task.taskCount, program.arguments[kOut],
-                     task.batch, task.kvHead, rowBegin, start.gqaRatio);
+                     task.batch, task.headGroup, rowBegin, start.gqaRatio);
   TmaStoreWaitOp::create(b, loc);
   ConsumerReleaseOp::create(b, loc, staging, task.taskCount);
   if (program.lseStore)
     StoreLseTileOp::create(b, loc, normalize.getLse(), program.arguments[kLse],
-                           task.batch, task.kvHead, rowBegin, start.gqaRatio);
+                           task.batch, task.headGroup, rowBegin, start.gqaRatio);
 }
 
 void WarpgroupProgramBuilder::build() {

@@ -119,24 +119,6 @@ func.func @heads_multiple(%q: memref<?x?x12x128xf16>, %k: memref<?x?x8x128xf16>,
 
 // -----
 
-func.func @gqa_ratio(%q: memref<?x?x24x128xf16>, %k: memref<?x?x8x128xf16>, %v: memref<?x?x8x128xf16>, %o: memref<?x?x24x128xf16>) {
-  // expected-error @+1 {{GQA ratio 3 (Q heads / K/V heads) is not supported (expected 1, 2, 4, 8 or 16)}}
-  fa4.attention %q, %k, %v -> %o 
-      : memref<?x?x24x128xf16>, memref<?x?x8x128xf16>, memref<?x?x8x128xf16> -> memref<?x?x24x128xf16>
-  return
-}
-
-// -----
-
-func.func @gqa_ratio_32(%q: memref<?x?x32x128xf16>, %k: memref<?x?x1x128xf16>, %v: memref<?x?x1x128xf16>, %o: memref<?x?x32x128xf16>) {
-  // expected-error @+1 {{GQA ratio 32 (Q heads / K/V heads) is not supported (expected 1, 2, 4, 8 or 16)}}
-  fa4.attention %q, %k, %v -> %o 
-      : memref<?x?x32x128xf16>, memref<?x?x1x128xf16>, memref<?x?x1x128xf16> -> memref<?x?x32x128xf16>
-  return
-}
-
-// -----
-
 func.func @lse_type(%q: memref<?x?x8x128xf16>, %k: memref<?x?x8x128xf16>, %v: memref<?x?x8x128xf16>, %o: memref<?x?x8x128xf16>, %lse: memref<?x8x?xf16>) {
   // expected-error @+1 {{LSE must be a rank-3 f32 memref ([batch, q_heads, seq_q]), got 'memref<?x8x?xf16>'}}
   fa4.attention %q, %k, %v -> %o, lse %lse 

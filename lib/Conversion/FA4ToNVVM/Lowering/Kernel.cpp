@@ -836,7 +836,8 @@ LogicalResult Lowering::lowerScheduler(Operation *op) {
                                                      index(count.getRows()));
         Value tasks = arith::MulIOp::create(b,
             loc(), arith::MulIOp::create(b, loc(), lookup(count.getBatch()),
-                                           index(count.getKvHeads())),
+                                           index(count.getKvHeads() *
+                                                 count.getGroupsPerKv())),
             mBlocks);
         mapping.map(count.getResult(), tasks);
         return success();
@@ -878,18 +879,19 @@ LogicalResult Lowering::lowerKvBlockRange(KvBlockRangeOp range) {
 LogicalResult Lowering::lowerTaskCoords(TaskCoordsOp coords) {
   Value t = lookup(coords.getIndex());
   Value batch = lookup(coords.getBatch());
-  Value heads = index(coords.getKvHeads());
+  // Head groups: every K/V head's groups_per_kv of them.
+  Value heads = index(coords.getKvHeads() * coords.getGroupsPerKv());
   Value mBlocks = arith::CeilDivSIOp::create(b,
       loc(),
       arith::MulIOp::create(b, loc(), lookup(coords.getSeqQ()),
                               index(coords.getGqaRatio())),
       index(coords.getRows()));
   if (coords.getOrder() == TaskOrder::static_order) {
-    // m_block fastest, then kv_head, then batch.
+    // m_block fastest, then head group, then batch.
     Value rest = arith::DivUIOp::create(b, loc(), t, mBlocks);
     mapping.map(coords.getMBlock(),
                 arith::RemUIOp::create(b, loc(), t, mBlocks));
-    mapping.map(coords.getKvHead(),
+    mapping.map(coords.getHeadGroup(),
                 arith::RemUIOp::create(b, loc(), rest, heads));
     mapping.map(coords.getBatchIndex(),
                 arith::DivUIOp::create(b, loc(), rest, heads));
@@ -898,7 +900,7 @@ LogicalResult Lowering::lowerTaskCoords(TaskCoordsOp coords) {
   Value groups = arith::MulIOp::create(b, loc(), batch, heads);
   Value rank = arith::DivUIOp::create(b, loc(), t, groups);
   Value rest = arith::RemUIOp::create(b, loc(), t, groups);
-  mapping.map(coords.getKvHead(),
+  mapping.map(coords.getHeadGroup(),
               arith::RemUIOp::create(b, loc(), rest, heads));
   mapping.map(coords.getBatchIndex(),
               arith::DivUIOp::create(b, loc(), rest, heads));

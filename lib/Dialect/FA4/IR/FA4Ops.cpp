@@ -226,7 +226,6 @@ float AttentionOp::getEffectiveScale() {
 static constexpr int64_t kSupportedHeadDims[] = {64, 96, 128};
 /// The largest softcap: see the verifier.
 static constexpr float kMaxSoftcap = 1024.0f;
-static constexpr int64_t kSupportedGqaRatios[] = {1, 2, 4, 8, 16};
 
 LogicalResult mlir::fa4::detail::verifyScaleAndSoftcap(EmitError emitError,
                                                        float scale,
@@ -387,10 +386,6 @@ LogicalResult AttentionOp::verify() {
     return emitOpError() << "Q heads (" << qHeads
                          << ") must be a multiple of K/V heads (" << kvHeads
                          << ")";
-  if (!llvm::is_contained(kSupportedGqaRatios, qHeads / kvHeads))
-    return emitOpError() << "GQA ratio " << qHeads / kvHeads
-                         << " (Q heads / K/V heads) is not supported "
-                            "(expected 1, 2, 4, 8 or 16)";
 
   if (Value lse = getLse()) {
     auto lseType = cast<ShapedType>(lse.getType());

@@ -46,7 +46,7 @@ module attributes {fa4.target = #fa4.target<sm_100a>} {
     fa4.warp_specialize attributes {fa4.barriers = [#fa4.barrier<name = "S0_full", kind = tcgen05, count = 1, stages = 1, producers = ["mma"], consumers = ["softmax0"]>, #fa4.barrier<name = "stats0_full", kind = threads, count = 128, stages = 1, producers = ["softmax0"], consumers = ["correction"]>, #fa4.barrier<name = "stats0_empty", kind = threads, count = 128, stages = 1, producers = ["correction"], consumers = ["softmax0"]>, #fa4.barrier<name = "P0_full", kind = threads, count = 128, stages = 1, producers = ["softmax0"], consumers = ["mma"]>, #fa4.barrier<name = "S1_full", kind = tcgen05, count = 1, stages = 1, producers = ["mma"], consumers = ["softmax1"]>, #fa4.barrier<name = "stats1_full", kind = threads, count = 128, stages = 1, producers = ["softmax1"], consumers = ["correction"]>, #fa4.barrier<name = "stats1_empty", kind = threads, count = 128, stages = 1, producers = ["correction"], consumers = ["softmax1"]>, #fa4.barrier<name = "P1_full", kind = threads, count = 128, stages = 1, producers = ["softmax1"], consumers = ["mma"]>, #fa4.barrier<name = "O0_full", kind = tcgen05, count = 1, stages = 1, producers = ["mma"], consumers = ["correction"]>, #fa4.barrier<name = "O0_empty", kind = threads, count = 128, stages = 1, producers = ["correction"], consumers = ["mma"]>, #fa4.barrier<name = "O1_full", kind = tcgen05, count = 1, stages = 1, producers = ["mma"], consumers = ["correction"]>, #fa4.barrier<name = "O1_empty", kind = threads, count = 128, stages = 1, producers = ["correction"], consumers = ["mma"]>, #fa4.barrier<name = "o_stage_full", kind = threads, count = 128, stages = 2, producers = ["correction"], consumers = ["epilogue"]>, #fa4.barrier<name = "o_stage_empty", kind = threads, count = 32, stages = 2, producers = ["epilogue"], consumers = ["correction"]>, #fa4.barrier<name = "q_full", kind = tma, count = 1, stages = 2, producers = ["load"], consumers = ["mma"]>, #fa4.barrier<name = "q_empty", kind = tcgen05, count = 1, stages = 2, producers = ["mma"], consumers = ["load"]>, #fa4.barrier<name = "kv_full", kind = tma, count = 1, stages = 10, producers = ["load"], consumers = ["mma"]>, #fa4.barrier<name = "kv_empty", kind = tcgen05, count = 1, stages = 10, producers = ["mma"], consumers = ["load"]>], fa4.smem_bytes = 232448 : i64} {
       fa4.role "softmax0" warps(0, 4) registers(176) {
         %30:2 = scf.for %arg4 = %c0 to %0 step %c1 iter_args(%arg5 = %c0, %arg6 = %c0) -> (index, index) {
-          %batch_index, %kv_head, %m_block = fa4.task_coords %arg4, %dim, %dim_2, %dim_4 {block_n = 128 : i64, gqa_ratio = 2 : i64, kv_heads = 1 : i64, mask = #fa4.mask<none>, order = #fa4.task_order<static>, rows = 256 : i64}
+          %batch_index, %head_group, %m_block = fa4.task_coords %arg4, %dim, %dim_2, %dim_4 {block_n = 128 : i64, gqa_ratio = 2 : i64, kv_heads = 1 : i64, mask = #fa4.mask<none>, order = #fa4.task_order<static>, rows = 256 : i64}
           %31 = arith.muli %m_block, %c256 : index
           %begin, %full_begin, %full_end, %end = fa4.kv_block_range %31, %dim_2, %dim_4 {block_n = 128 : i64, gqa_ratio = 2 : i64, mask = #fa4.mask<none>, rows = 256 : i64}
           %32 = arith.subi %end, %begin : index
@@ -99,7 +99,7 @@ module attributes {fa4.target = #fa4.target<sm_100a>} {
       }
       fa4.role "softmax1" warps(4, 4) registers(176) {
         %30:2 = scf.for %arg4 = %c0 to %0 step %c1 iter_args(%arg5 = %c0, %arg6 = %c0) -> (index, index) {
-          %batch_index, %kv_head, %m_block = fa4.task_coords %arg4, %dim, %dim_2, %dim_4 {block_n = 128 : i64, gqa_ratio = 2 : i64, kv_heads = 1 : i64, mask = #fa4.mask<none>, order = #fa4.task_order<static>, rows = 256 : i64}
+          %batch_index, %head_group, %m_block = fa4.task_coords %arg4, %dim, %dim_2, %dim_4 {block_n = 128 : i64, gqa_ratio = 2 : i64, kv_heads = 1 : i64, mask = #fa4.mask<none>, order = #fa4.task_order<static>, rows = 256 : i64}
           %31 = arith.muli %m_block, %c256 : index
           %begin, %full_begin, %full_end, %end = fa4.kv_block_range %31, %dim_2, %dim_4 {block_n = 128 : i64, gqa_ratio = 2 : i64, mask = #fa4.mask<none>, rows = 256 : i64}
           %32 = arith.subi %end, %begin : index
@@ -152,7 +152,7 @@ module attributes {fa4.target = #fa4.target<sm_100a>} {
       }
       fa4.role "correction" warps(8, 4) registers(88) {
         %30:3 = scf.for %arg4 = %c0 to %0 step %c1 iter_args(%arg5 = %c0, %arg6 = %c0, %arg7 = %c0) -> (index, index, index) {
-          %batch_index, %kv_head, %m_block = fa4.task_coords %arg4, %dim, %dim_2, %dim_4 {block_n = 128 : i64, gqa_ratio = 2 : i64, kv_heads = 1 : i64, mask = #fa4.mask<none>, order = #fa4.task_order<static>, rows = 256 : i64}
+          %batch_index, %head_group, %m_block = fa4.task_coords %arg4, %dim, %dim_2, %dim_4 {block_n = 128 : i64, gqa_ratio = 2 : i64, kv_heads = 1 : i64, mask = #fa4.mask<none>, order = #fa4.task_order<static>, rows = 256 : i64}
           %31 = arith.muli %m_block, %c256 : index
           %begin, %full_begin, %full_end, %end = fa4.kv_block_range %31, %dim_2, %dim_4 {block_n = 128 : i64, gqa_ratio = 2 : i64, mask = #fa4.mask<none>, rows = 256 : i64}
           %32 = arith.subi %end, %begin : index
@@ -228,7 +228,7 @@ module attributes {fa4.target = #fa4.target<sm_100a>} {
       }
       fa4.role "mma" warps(12, 1) registers(72) {
         %30:3 = scf.for %arg4 = %c0 to %0 step %c1 iter_args(%arg5 = %c0, %arg6 = %c0, %arg7 = %c0) -> (index, index, index) {
-          %batch_index, %kv_head, %m_block = fa4.task_coords %arg4, %dim, %dim_2, %dim_4 {block_n = 128 : i64, gqa_ratio = 2 : i64, kv_heads = 1 : i64, mask = #fa4.mask<none>, order = #fa4.task_order<static>, rows = 256 : i64}
+          %batch_index, %head_group, %m_block = fa4.task_coords %arg4, %dim, %dim_2, %dim_4 {block_n = 128 : i64, gqa_ratio = 2 : i64, kv_heads = 1 : i64, mask = #fa4.mask<none>, order = #fa4.task_order<static>, rows = 256 : i64}
           %31 = arith.muli %m_block, %c256 : index
           %begin, %full_begin, %full_end, %end = fa4.kv_block_range %31, %dim_2, %dim_4 {block_n = 128 : i64, gqa_ratio = 2 : i64, mask = #fa4.mask<none>, rows = 256 : i64}
           %32 = arith.subi %end, %begin : index
@@ -325,7 +325,7 @@ module attributes {fa4.target = #fa4.target<sm_100a>} {
       }
       fa4.role "epilogue" warps(13, 1) registers(72) {
         %30 = scf.for %arg4 = %c0 to %0 step %c1 iter_args(%arg5 = %c0) -> (index) {
-          %batch_index, %kv_head, %m_block = fa4.task_coords %arg4, %dim, %dim_2, %dim_4 {block_n = 128 : i64, gqa_ratio = 2 : i64, kv_heads = 1 : i64, mask = #fa4.mask<none>, order = #fa4.task_order<static>, rows = 256 : i64}
+          %batch_index, %head_group, %m_block = fa4.task_coords %arg4, %dim, %dim_2, %dim_4 {block_n = 128 : i64, gqa_ratio = 2 : i64, kv_heads = 1 : i64, mask = #fa4.mask<none>, order = #fa4.task_order<static>, rows = 256 : i64}
           %31 = arith.muli %m_block, %c256 : index
           %begin, %full_begin, %full_end, %end = fa4.kv_block_range %31, %dim_2, %dim_4 {block_n = 128 : i64, gqa_ratio = 2 : i64, mask = #fa4.mask<none>, rows = 256 : i64}
           %32 = arith.subi %end, %begin : index
@@ -333,13 +333,13 @@ module attributes {fa4.target = #fa4.target<sm_100a>} {
           %34 = arith.muli %arg5, %c2 : index
           %35 = arith.addi %34, %c0 : index
           fa4.mbarrier_wait %24[%35] : <threads, stages = 2>
-          fa4.tma_store %3[%35] -> %arg3[%batch_index, %kv_head, %31] {gqa_ratio = 2 : i64} : <[128, 64], f16, stages = 2>, memref<?x?x2x64xf16, strided<[?, ?, ?, 1], offset: ?>>
+          fa4.tma_store %3[%35] -> %arg3[%batch_index, %head_group, %31] {gqa_ratio = 2 : i64} : <[128, 64], f16, stages = 2>, memref<?x?x2x64xf16, strided<[?, ?, ?, 1], offset: ?>>
           fa4.tma_store_wait
           fa4.mbarrier_arrive %25[%35] : <threads, stages = 2>
           %36 = arith.muli %arg5, %c2 : index
           %37 = arith.addi %36, %c1 : index
           fa4.mbarrier_wait %24[%37] : <threads, stages = 2>
-          fa4.tma_store %3[%37] -> %arg3[%batch_index, %kv_head, %33] {gqa_ratio = 2 : i64} : <[128, 64], f16, stages = 2>, memref<?x?x2x64xf16, strided<[?, ?, ?, 1], offset: ?>>
+          fa4.tma_store %3[%37] -> %arg3[%batch_index, %head_group, %33] {gqa_ratio = 2 : i64} : <[128, 64], f16, stages = 2>, memref<?x?x2x64xf16, strided<[?, ?, ?, 1], offset: ?>>
           fa4.tma_store_wait
           fa4.mbarrier_arrive %25[%37] : <threads, stages = 2>
           %38 = arith.addi %arg5, %c1 : index
@@ -348,7 +348,7 @@ module attributes {fa4.target = #fa4.target<sm_100a>} {
       }
       fa4.role "load" warps(14, 1) registers(72) {
         %30:2 = scf.for %arg4 = %c0 to %0 step %c1 iter_args(%arg5 = %c0, %arg6 = %c0) -> (index, index) {
-          %batch_index, %kv_head, %m_block = fa4.task_coords %arg4, %dim, %dim_2, %dim_4 {block_n = 128 : i64, gqa_ratio = 2 : i64, kv_heads = 1 : i64, mask = #fa4.mask<none>, order = #fa4.task_order<static>, rows = 256 : i64}
+          %batch_index, %head_group, %m_block = fa4.task_coords %arg4, %dim, %dim_2, %dim_4 {block_n = 128 : i64, gqa_ratio = 2 : i64, kv_heads = 1 : i64, mask = #fa4.mask<none>, order = #fa4.task_order<static>, rows = 256 : i64}
           %44 = arith.muli %m_block, %c256 : index
           %begin, %full_begin, %full_end, %end = fa4.kv_block_range %44, %dim_2, %dim_4 {block_n = 128 : i64, gqa_ratio = 2 : i64, mask = #fa4.mask<none>, rows = 256 : i64}
           %45 = arith.subi %end, %begin : index
@@ -357,12 +357,12 @@ module attributes {fa4.target = #fa4.target<sm_100a>} {
           %48 = arith.addi %47, %c0 : index
           fa4.mbarrier_wait %27[%48] prior : <tcgen05, stages = 2>
           fa4.mbarrier_expect_tx %26[%48], 16384 : <tma, stages = 2>
-          fa4.tma_load %arg0[%batch_index, %kv_head, %44] -> %1[%48] signal %26[%48] {gqa_ratio = 2 : i64} : memref<?x?x2x64xf16, strided<[?, ?, ?, 1], offset: ?>>, <[128, 64], f16, stages = 2>, !fa4.mbarrier<tma, stages = 2>
+          fa4.tma_load %arg0[%batch_index, %head_group, %44] -> %1[%48] signal %26[%48] {gqa_ratio = 2 : i64} : memref<?x?x2x64xf16, strided<[?, ?, ?, 1], offset: ?>>, <[128, 64], f16, stages = 2>, !fa4.mbarrier<tma, stages = 2>
           %49 = arith.muli %arg5, %c2 : index
           %50 = arith.addi %49, %c1 : index
           fa4.mbarrier_wait %27[%50] prior : <tcgen05, stages = 2>
           fa4.mbarrier_expect_tx %26[%50], 16384 : <tma, stages = 2>
-          fa4.tma_load %arg0[%batch_index, %kv_head, %46] -> %1[%50] signal %26[%50] {gqa_ratio = 2 : i64} : memref<?x?x2x64xf16, strided<[?, ?, ?, 1], offset: ?>>, <[128, 64], f16, stages = 2>, !fa4.mbarrier<tma, stages = 2>
+          fa4.tma_load %arg0[%batch_index, %head_group, %46] -> %1[%50] signal %26[%50] {gqa_ratio = 2 : i64} : memref<?x?x2x64xf16, strided<[?, ?, ?, 1], offset: ?>>, <[128, 64], f16, stages = 2>, !fa4.mbarrier<tma, stages = 2>
           scf.for %arg7 = %c0 to %45 step %c1 {
             %54 = arith.subi %end, %c1 : index
             %55 = arith.subi %54, %arg7 : index
@@ -371,11 +371,11 @@ module attributes {fa4.target = #fa4.target<sm_100a>} {
             %58 = arith.addi %arg6, %57 : index
             fa4.mbarrier_wait %29[%58] prior : <tcgen05, stages = 10>
             fa4.mbarrier_expect_tx %28[%58], 16384 : <tma, stages = 10>
-            fa4.tma_load %arg1[%batch_index, %kv_head, %56] -> %2[%58] signal %28[%58] {gqa_ratio = 1 : i64} : memref<?x?x1x64xf16, strided<[?, ?, ?, 1], offset: ?>>, <[128, 64], f16, stages = 10>, !fa4.mbarrier<tma, stages = 10>
+            fa4.tma_load %arg1[%batch_index, %head_group, %56] -> %2[%58] signal %28[%58] {gqa_ratio = 1 : i64} : memref<?x?x1x64xf16, strided<[?, ?, ?, 1], offset: ?>>, <[128, 64], f16, stages = 10>, !fa4.mbarrier<tma, stages = 10>
             %59 = arith.addi %58, %c1 : index
             fa4.mbarrier_wait %29[%59] prior : <tcgen05, stages = 10>
             fa4.mbarrier_expect_tx %28[%59], 16384 : <tma, stages = 10>
-            fa4.tma_load %arg2[%batch_index, %kv_head, %56] -> %2[%59] signal %28[%59] {gqa_ratio = 1 : i64} : memref<?x?x1x64xf16, strided<[?, ?, ?, 1], offset: ?>>, <[128, 64], f16, stages = 10>, !fa4.mbarrier<tma, stages = 10>
+            fa4.tma_load %arg2[%batch_index, %head_group, %56] -> %2[%59] signal %28[%59] {gqa_ratio = 1 : i64} : memref<?x?x1x64xf16, strided<[?, ?, ?, 1], offset: ?>>, <[128, 64], f16, stages = 10>, !fa4.mbarrier<tma, stages = 10>
             %60 = arith.addi %59, %c1 : index
           }
           %51 = arith.addi %arg5, %c1 : index

@@ -50,7 +50,7 @@ module attributes {fa4.target = #fa4.target<sm_100a>} {
     fa4.warp_specialize attributes {fa4.barriers = [#fa4.barrier<name = "S0_full", kind = tcgen05, count = 1, stages = 1, producers = ["mma"], consumers = ["softmax0"]>, #fa4.barrier<name = "stats0_full", kind = threads, count = 128, stages = 1, producers = ["softmax0"], consumers = ["correction"]>, #fa4.barrier<name = "stats0_empty", kind = threads, count = 128, stages = 1, producers = ["correction"], consumers = ["softmax0"]>, #fa4.barrier<name = "P0_full", kind = threads, count = 128, stages = 1, producers = ["softmax0"], consumers = ["mma"]>, #fa4.barrier<name = "S1_full", kind = tcgen05, count = 1, stages = 1, producers = ["mma"], consumers = ["softmax1"]>, #fa4.barrier<name = "stats1_full", kind = threads, count = 128, stages = 1, producers = ["softmax1"], consumers = ["correction"]>, #fa4.barrier<name = "stats1_empty", kind = threads, count = 128, stages = 1, producers = ["correction"], consumers = ["softmax1"]>, #fa4.barrier<name = "P1_full", kind = threads, count = 128, stages = 1, producers = ["softmax1"], consumers = ["mma"]>, #fa4.barrier<name = "O0_full", kind = tcgen05, count = 1, stages = 1, producers = ["mma"], consumers = ["correction"]>, #fa4.barrier<name = "O0_empty", kind = threads, count = 128, stages = 1, producers = ["correction"], consumers = ["mma"]>, #fa4.barrier<name = "O1_full", kind = tcgen05, count = 1, stages = 1, producers = ["mma"], consumers = ["correction"]>, #fa4.barrier<name = "O1_empty", kind = threads, count = 128, stages = 1, producers = ["correction"], consumers = ["mma"]>, #fa4.barrier<name = "o_stage_full", kind = threads, count = 128, stages = 2, producers = ["correction"], consumers = ["epilogue"]>, #fa4.barrier<name = "o_stage_empty", kind = threads, count = 32, stages = 2, producers = ["epilogue"], consumers = ["correction"]>, #fa4.barrier<name = "q_full", kind = tma, count = 1, stages = 2, producers = ["load"], consumers = ["mma"]>, #fa4.barrier<name = "q_empty", kind = tcgen05, count = 1, stages = 2, producers = ["mma"], consumers = ["load"]>, #fa4.barrier<name = "kv_full", kind = tma, count = 1, stages = 10, producers = ["load"], consumers = ["mma"]>, #fa4.barrier<name = "kv_empty", kind = tcgen05, count = 1, stages = 10, producers = ["mma"], consumers = ["load"]>, #fa4.barrier<name = "tmem_dealloc", kind = threads, count = 384, stages = 1, producers = ["softmax0", "softmax1", "correction"], consumers = ["mma"]>], fa4.grid = #fa4.grid<sm_count = 148, order = static>, fa4.smem_bytes = 232448 : i64, fa4.tmem = #fa4.tmem_layout<columns = 512, buffers = [#fa4.tmem_buffer<name = "S0", column = 0, columns = 128>, #fa4.tmem_buffer<name = "S1", column = 128, columns = 128>, #fa4.tmem_buffer<name = "O0", column = 256, columns = 64>, #fa4.tmem_buffer<name = "O1", column = 320, columns = 64>]>} {
       fa4.role "softmax0" warps(0, 4) registers(176) {
         %33:2 = scf.for %arg4 = %31 to %0 step %32 iter_args(%arg5 = %c0, %arg6 = %c0) -> (index, index) {
-          %batch_index, %kv_head, %m_block = fa4.task_coords %arg4, %dim, %dim_2, %dim_4 {block_n = 128 : i64, gqa_ratio = 2 : i64, kv_heads = 1 : i64, mask = #fa4.mask<none>, order = #fa4.task_order<static>, rows = 256 : i64}
+          %batch_index, %head_group, %m_block = fa4.task_coords %arg4, %dim, %dim_2, %dim_4 {block_n = 128 : i64, gqa_ratio = 2 : i64, kv_heads = 1 : i64, mask = #fa4.mask<none>, order = #fa4.task_order<static>, rows = 256 : i64}
           %34 = arith.muli %m_block, %c256 : index
           %begin, %full_begin, %full_end, %end = fa4.kv_block_range %34, %dim_2, %dim_4 {block_n = 128 : i64, gqa_ratio = 2 : i64, mask = #fa4.mask<none>, rows = 256 : i64}
           %35 = arith.subi %end, %begin : index
@@ -104,7 +104,7 @@ module attributes {fa4.target = #fa4.target<sm_100a>} {
       }
       fa4.role "softmax1" warps(4, 4) registers(176) {
         %33:2 = scf.for %arg4 = %31 to %0 step %32 iter_args(%arg5 = %c0, %arg6 = %c0) -> (index, index) {
-          %batch_index, %kv_head, %m_block = fa4.task_coords %arg4, %dim, %dim_2, %dim_4 {block_n = 128 : i64, gqa_ratio = 2 : i64, kv_heads = 1 : i64, mask = #fa4.mask<none>, order = #fa4.task_order<static>, rows = 256 : i64}
+          %batch_index, %head_group, %m_block = fa4.task_coords %arg4, %dim, %dim_2, %dim_4 {block_n = 128 : i64, gqa_ratio = 2 : i64, kv_heads = 1 : i64, mask = #fa4.mask<none>, order = #fa4.task_order<static>, rows = 256 : i64}
           %34 = arith.muli %m_block, %c256 : index
           %begin, %full_begin, %full_end, %end = fa4.kv_block_range %34, %dim_2, %dim_4 {block_n = 128 : i64, gqa_ratio = 2 : i64, mask = #fa4.mask<none>, rows = 256 : i64}
           %35 = arith.subi %end, %begin : index
@@ -158,7 +158,7 @@ module attributes {fa4.target = #fa4.target<sm_100a>} {
       }
       fa4.role "correction" warps(8, 4) registers(88) {
         %33:3 = scf.for %arg4 = %31 to %0 step %32 iter_args(%arg5 = %c0, %arg6 = %c0, %arg7 = %c0) -> (index, index, index) {
-          %batch_index, %kv_head, %m_block = fa4.task_coords %arg4, %dim, %dim_2, %dim_4 {block_n = 128 : i64, gqa_ratio = 2 : i64, kv_heads = 1 : i64, mask = #fa4.mask<none>, order = #fa4.task_order<static>, rows = 256 : i64}
+          %batch_index, %head_group, %m_block = fa4.task_coords %arg4, %dim, %dim_2, %dim_4 {block_n = 128 : i64, gqa_ratio = 2 : i64, kv_heads = 1 : i64, mask = #fa4.mask<none>, order = #fa4.task_order<static>, rows = 256 : i64}
           %34 = arith.muli %m_block, %c256 : index
           %begin, %full_begin, %full_end, %end = fa4.kv_block_range %34, %dim_2, %dim_4 {block_n = 128 : i64, gqa_ratio = 2 : i64, mask = #fa4.mask<none>, rows = 256 : i64}
           %35 = arith.subi %end, %begin : index
@@ -275,7 +275,7 @@ module attributes {fa4.target = #fa4.target<sm_100a>} {
         fa4.tmem_alloc_columns {columns = 512 : i64}
         fa4.tmem_relinquish
         %33:3 = scf.for %arg4 = %31 to %0 step %32 iter_args(%arg5 = %c0, %arg6 = %c0, %arg7 = %c0) -> (index, index, index) {
-          %batch_index, %kv_head, %m_block = fa4.task_coords %arg4, %dim, %dim_2, %dim_4 {block_n = 128 : i64, gqa_ratio = 2 : i64, kv_heads = 1 : i64, mask = #fa4.mask<none>, order = #fa4.task_order<static>, rows = 256 : i64}
+          %batch_index, %head_group, %m_block = fa4.task_coords %arg4, %dim, %dim_2, %dim_4 {block_n = 128 : i64, gqa_ratio = 2 : i64, kv_heads = 1 : i64, mask = #fa4.mask<none>, order = #fa4.task_order<static>, rows = 256 : i64}
           %34 = arith.muli %m_block, %c256 : index
           %begin, %full_begin, %full_end, %end = fa4.kv_block_range %34, %dim_2, %dim_4 {block_n = 128 : i64, gqa_ratio = 2 : i64, mask = #fa4.mask<none>, rows = 256 : i64}
           %35 = arith.subi %end, %begin : index
@@ -374,7 +374,7 @@ module attributes {fa4.target = #fa4.target<sm_100a>} {
       }
       fa4.role "epilogue" warps(13, 1) registers(72) {
         %33 = scf.for %arg4 = %31 to %0 step %32 iter_args(%arg5 = %c0) -> (index) {
-          %batch_index, %kv_head, %m_block = fa4.task_coords %arg4, %dim, %dim_2, %dim_4 {block_n = 128 : i64, gqa_ratio = 2 : i64, kv_heads = 1 : i64, mask = #fa4.mask<none>, order = #fa4.task_order<static>, rows = 256 : i64}
+          %batch_index, %head_group, %m_block = fa4.task_coords %arg4, %dim, %dim_2, %dim_4 {block_n = 128 : i64, gqa_ratio = 2 : i64, kv_heads = 1 : i64, mask = #fa4.mask<none>, order = #fa4.task_order<static>, rows = 256 : i64}
           %34 = arith.muli %m_block, %c256 : index
           %begin, %full_begin, %full_end, %end = fa4.kv_block_range %34, %dim_2, %dim_4 {block_n = 128 : i64, gqa_ratio = 2 : i64, mask = #fa4.mask<none>, rows = 256 : i64}
           %35 = arith.subi %end, %begin : index
@@ -382,13 +382,13 @@ module attributes {fa4.target = #fa4.target<sm_100a>} {
           %37 = arith.muli %arg5, %c2 : index
           %38 = arith.addi %37, %c0 : index
           fa4.mbarrier_wait %24[%38] : <threads, stages = 2>
-          fa4.tma_store %3[%38] -> %arg3[%batch_index, %kv_head, %34] {gqa_ratio = 2 : i64} : <[128, 64], bf16, stages = 2>, memref<?x?x2x64xbf16, strided<[?, ?, ?, 1], offset: ?>>
+          fa4.tma_store %3[%38] -> %arg3[%batch_index, %head_group, %34] {gqa_ratio = 2 : i64} : <[128, 64], bf16, stages = 2>, memref<?x?x2x64xbf16, strided<[?, ?, ?, 1], offset: ?>>
           fa4.tma_store_wait
           fa4.mbarrier_arrive %25[%38] : <threads, stages = 2>
           %39 = arith.muli %arg5, %c2 : index
           %40 = arith.addi %39, %c1 : index
           fa4.mbarrier_wait %24[%40] : <threads, stages = 2>
-          fa4.tma_store %3[%40] -> %arg3[%batch_index, %kv_head, %36] {gqa_ratio = 2 : i64} : <[128, 64], bf16, stages = 2>, memref<?x?x2x64xbf16, strided<[?, ?, ?, 1], offset: ?>>
+          fa4.tma_store %3[%40] -> %arg3[%batch_index, %head_group, %36] {gqa_ratio = 2 : i64} : <[128, 64], bf16, stages = 2>, memref<?x?x2x64xbf16, strided<[?, ?, ?, 1], offset: ?>>
           fa4.tma_store_wait
           fa4.mbarrier_arrive %25[%40] : <threads, stages = 2>
           %41 = arith.addi %arg5, %c1 : index
@@ -397,7 +397,7 @@ module attributes {fa4.target = #fa4.target<sm_100a>} {
       }
       fa4.role "load" warps(14, 1) registers(72) {
         %33:2 = scf.for %arg4 = %31 to %0 step %32 iter_args(%arg5 = %c0, %arg6 = %c0) -> (index, index) {
-          %batch_index, %kv_head, %m_block = fa4.task_coords %arg4, %dim, %dim_2, %dim_4 {block_n = 128 : i64, gqa_ratio = 2 : i64, kv_heads = 1 : i64, mask = #fa4.mask<none>, order = #fa4.task_order<static>, rows = 256 : i64}
+          %batch_index, %head_group, %m_block = fa4.task_coords %arg4, %dim, %dim_2, %dim_4 {block_n = 128 : i64, gqa_ratio = 2 : i64, kv_heads = 1 : i64, mask = #fa4.mask<none>, order = #fa4.task_order<static>, rows = 256 : i64}
           %47 = arith.muli %m_block, %c256 : index
           %begin, %full_begin, %full_end, %end = fa4.kv_block_range %47, %dim_2, %dim_4 {block_n = 128 : i64, gqa_ratio = 2 : i64, mask = #fa4.mask<none>, rows = 256 : i64}
           %48 = arith.subi %end, %begin : index
@@ -406,12 +406,12 @@ module attributes {fa4.target = #fa4.target<sm_100a>} {
           %51 = arith.addi %50, %c0 : index
           fa4.mbarrier_wait %27[%51] prior : <tcgen05, stages = 2>
           fa4.mbarrier_expect_tx %26[%51], 16384 : <tma, stages = 2>
-          fa4.tma_load %arg0[%batch_index, %kv_head, %47] -> %1[%51] signal %26[%51] {gqa_ratio = 2 : i64} : memref<?x?x2x64xbf16, strided<[?, ?, ?, 1], offset: ?>>, <[128, 64], bf16, stages = 2>, !fa4.mbarrier<tma, stages = 2>
+          fa4.tma_load %arg0[%batch_index, %head_group, %47] -> %1[%51] signal %26[%51] {gqa_ratio = 2 : i64} : memref<?x?x2x64xbf16, strided<[?, ?, ?, 1], offset: ?>>, <[128, 64], bf16, stages = 2>, !fa4.mbarrier<tma, stages = 2>
           %52 = arith.muli %arg5, %c2 : index
           %53 = arith.addi %52, %c1 : index
           fa4.mbarrier_wait %27[%53] prior : <tcgen05, stages = 2>
           fa4.mbarrier_expect_tx %26[%53], 16384 : <tma, stages = 2>
-          fa4.tma_load %arg0[%batch_index, %kv_head, %49] -> %1[%53] signal %26[%53] {gqa_ratio = 2 : i64} : memref<?x?x2x64xbf16, strided<[?, ?, ?, 1], offset: ?>>, <[128, 64], bf16, stages = 2>, !fa4.mbarrier<tma, stages = 2>
+          fa4.tma_load %arg0[%batch_index, %head_group, %49] -> %1[%53] signal %26[%53] {gqa_ratio = 2 : i64} : memref<?x?x2x64xbf16, strided<[?, ?, ?, 1], offset: ?>>, <[128, 64], bf16, stages = 2>, !fa4.mbarrier<tma, stages = 2>
           scf.for %arg7 = %c0 to %48 step %c1 {
             %57 = arith.subi %end, %c1 : index
             %58 = arith.subi %57, %arg7 : index
@@ -420,11 +420,11 @@ module attributes {fa4.target = #fa4.target<sm_100a>} {
             %61 = arith.addi %arg6, %60 : index
             fa4.mbarrier_wait %29[%61] prior : <tcgen05, stages = 10>
             fa4.mbarrier_expect_tx %28[%61], 16384 : <tma, stages = 10>
-            fa4.tma_load %arg1[%batch_index, %kv_head, %59] -> %2[%61] signal %28[%61] {gqa_ratio = 1 : i64} : memref<?x?x1x64xbf16, strided<[?, ?, ?, 1], offset: ?>>, <[128, 64], bf16, stages = 10>, !fa4.mbarrier<tma, stages = 10>
+            fa4.tma_load %arg1[%batch_index, %head_group, %59] -> %2[%61] signal %28[%61] {gqa_ratio = 1 : i64} : memref<?x?x1x64xbf16, strided<[?, ?, ?, 1], offset: ?>>, <[128, 64], bf16, stages = 10>, !fa4.mbarrier<tma, stages = 10>
             %62 = arith.addi %61, %c1 : index
             fa4.mbarrier_wait %29[%62] prior : <tcgen05, stages = 10>
             fa4.mbarrier_expect_tx %28[%62], 16384 : <tma, stages = 10>
-            fa4.tma_load %arg2[%batch_index, %kv_head, %59] -> %2[%62] signal %28[%62] {gqa_ratio = 1 : i64} : memref<?x?x1x64xbf16, strided<[?, ?, ?, 1], offset: ?>>, <[128, 64], bf16, stages = 10>, !fa4.mbarrier<tma, stages = 10>
+            fa4.tma_load %arg2[%batch_index, %head_group, %59] -> %2[%62] signal %28[%62] {gqa_ratio = 1 : i64} : memref<?x?x1x64xbf16, strided<[?, ?, ?, 1], offset: ?>>, <[128, 64], bf16, stages = 10>, !fa4.mbarrier<tma, stages = 10>
             %63 = arith.addi %62, %c1 : index
           }
           %54 = arith.addi %arg5, %c1 : index

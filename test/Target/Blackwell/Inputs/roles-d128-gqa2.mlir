@@ -28,7 +28,7 @@ module attributes {fa4.target = #fa4.target<sm_100a>} {
     fa4.warp_specialize {
       fa4.role "softmax0" warps(0, 4) registers(176) {
         %12:2 = scf.for %arg4 = %c0 to %0 step %c1 iter_args(%arg5 = %c0, %arg6 = %c0) -> (index, index) {
-          %batch_index, %kv_head, %m_block = fa4.task_coords %arg4, %dim, %dim_2, %dim_4 {block_n = 128 : i64, gqa_ratio = 2 : i64, kv_heads = 1 : i64, mask = #fa4.mask<none>, order = #fa4.task_order<static>, rows = 256 : i64}
+          %batch_index, %head_group, %m_block = fa4.task_coords %arg4, %dim, %dim_2, %dim_4 {block_n = 128 : i64, gqa_ratio = 2 : i64, kv_heads = 1 : i64, mask = #fa4.mask<none>, order = #fa4.task_order<static>, rows = 256 : i64}
           %13 = arith.muli %m_block, %c256 : index
           %begin, %full_begin, %full_end, %end = fa4.kv_block_range %13, %dim_2, %dim_4 {block_n = 128 : i64, gqa_ratio = 2 : i64, mask = #fa4.mask<none>, rows = 256 : i64}
           %14 = arith.subi %end, %begin : index
@@ -81,7 +81,7 @@ module attributes {fa4.target = #fa4.target<sm_100a>} {
       }
       fa4.role "softmax1" warps(4, 4) registers(176) {
         %12:2 = scf.for %arg4 = %c0 to %0 step %c1 iter_args(%arg5 = %c0, %arg6 = %c0) -> (index, index) {
-          %batch_index, %kv_head, %m_block = fa4.task_coords %arg4, %dim, %dim_2, %dim_4 {block_n = 128 : i64, gqa_ratio = 2 : i64, kv_heads = 1 : i64, mask = #fa4.mask<none>, order = #fa4.task_order<static>, rows = 256 : i64}
+          %batch_index, %head_group, %m_block = fa4.task_coords %arg4, %dim, %dim_2, %dim_4 {block_n = 128 : i64, gqa_ratio = 2 : i64, kv_heads = 1 : i64, mask = #fa4.mask<none>, order = #fa4.task_order<static>, rows = 256 : i64}
           %13 = arith.muli %m_block, %c256 : index
           %begin, %full_begin, %full_end, %end = fa4.kv_block_range %13, %dim_2, %dim_4 {block_n = 128 : i64, gqa_ratio = 2 : i64, mask = #fa4.mask<none>, rows = 256 : i64}
           %14 = arith.subi %end, %begin : index
@@ -134,7 +134,7 @@ module attributes {fa4.target = #fa4.target<sm_100a>} {
       }
       fa4.role "correction" warps(8, 4) registers(88) {
         %12:3 = scf.for %arg4 = %c0 to %0 step %c1 iter_args(%arg5 = %c0, %arg6 = %c0, %arg7 = %c0) -> (index, index, index) {
-          %batch_index, %kv_head, %m_block = fa4.task_coords %arg4, %dim, %dim_2, %dim_4 {block_n = 128 : i64, gqa_ratio = 2 : i64, kv_heads = 1 : i64, mask = #fa4.mask<none>, order = #fa4.task_order<static>, rows = 256 : i64}
+          %batch_index, %head_group, %m_block = fa4.task_coords %arg4, %dim, %dim_2, %dim_4 {block_n = 128 : i64, gqa_ratio = 2 : i64, kv_heads = 1 : i64, mask = #fa4.mask<none>, order = #fa4.task_order<static>, rows = 256 : i64}
           %13 = arith.muli %m_block, %c256 : index
           %begin, %full_begin, %full_end, %end = fa4.kv_block_range %13, %dim_2, %dim_4 {block_n = 128 : i64, gqa_ratio = 2 : i64, mask = #fa4.mask<none>, rows = 256 : i64}
           %14 = arith.subi %end, %begin : index
@@ -210,7 +210,7 @@ module attributes {fa4.target = #fa4.target<sm_100a>} {
       }
       fa4.role "mma" warps(12, 1) registers(72) {
         %12:3 = scf.for %arg4 = %c0 to %0 step %c1 iter_args(%arg5 = %c0, %arg6 = %c0, %arg7 = %c0) -> (index, index, index) {
-          %batch_index, %kv_head, %m_block = fa4.task_coords %arg4, %dim, %dim_2, %dim_4 {block_n = 128 : i64, gqa_ratio = 2 : i64, kv_heads = 1 : i64, mask = #fa4.mask<none>, order = #fa4.task_order<static>, rows = 256 : i64}
+          %batch_index, %head_group, %m_block = fa4.task_coords %arg4, %dim, %dim_2, %dim_4 {block_n = 128 : i64, gqa_ratio = 2 : i64, kv_heads = 1 : i64, mask = #fa4.mask<none>, order = #fa4.task_order<static>, rows = 256 : i64}
           %13 = arith.muli %m_block, %c256 : index
           %begin, %full_begin, %full_end, %end = fa4.kv_block_range %13, %dim_2, %dim_4 {block_n = 128 : i64, gqa_ratio = 2 : i64, mask = #fa4.mask<none>, rows = 256 : i64}
           %14 = arith.subi %end, %begin : index
@@ -266,7 +266,7 @@ module attributes {fa4.target = #fa4.target<sm_100a>} {
       }
       fa4.role "epilogue" warps(13, 1) registers(72) {
         %12 = scf.for %arg4 = %c0 to %0 step %c1 iter_args(%arg5 = %c0) -> (index) {
-          %batch_index, %kv_head, %m_block = fa4.task_coords %arg4, %dim, %dim_2, %dim_4 {block_n = 128 : i64, gqa_ratio = 2 : i64, kv_heads = 1 : i64, mask = #fa4.mask<none>, order = #fa4.task_order<static>, rows = 256 : i64}
+          %batch_index, %head_group, %m_block = fa4.task_coords %arg4, %dim, %dim_2, %dim_4 {block_n = 128 : i64, gqa_ratio = 2 : i64, kv_heads = 1 : i64, mask = #fa4.mask<none>, order = #fa4.task_order<static>, rows = 256 : i64}
           %13 = arith.muli %m_block, %c256 : index
           %begin, %full_begin, %full_end, %end = fa4.kv_block_range %13, %dim_2, %dim_4 {block_n = 128 : i64, gqa_ratio = 2 : i64, mask = #fa4.mask<none>, rows = 256 : i64}
           %14 = arith.subi %end, %begin : index
@@ -274,13 +274,13 @@ module attributes {fa4.target = #fa4.target<sm_100a>} {
           %16 = arith.muli %arg5, %c2 : index
           %17 = arith.addi %16, %c0 : index
           fa4.consumer_wait %3[%17] : !fa4.smem<[128, 128], f16, stages = 2>
-          fa4.tma_store %3[%17] -> %arg3[%batch_index, %kv_head, %13] {gqa_ratio = 2 : i64} : <[128, 128], f16, stages = 2>, memref<?x?x2x128xf16, strided<[?, ?, ?, 1], offset: ?>>
+          fa4.tma_store %3[%17] -> %arg3[%batch_index, %head_group, %13] {gqa_ratio = 2 : i64} : <[128, 128], f16, stages = 2>, memref<?x?x2x128xf16, strided<[?, ?, ?, 1], offset: ?>>
           fa4.tma_store_wait
           fa4.consumer_release %3[%17] : !fa4.smem<[128, 128], f16, stages = 2>
           %18 = arith.muli %arg5, %c2 : index
           %19 = arith.addi %18, %c1 : index
           fa4.consumer_wait %3[%19] : !fa4.smem<[128, 128], f16, stages = 2>
-          fa4.tma_store %3[%19] -> %arg3[%batch_index, %kv_head, %15] {gqa_ratio = 2 : i64} : <[128, 128], f16, stages = 2>, memref<?x?x2x128xf16, strided<[?, ?, ?, 1], offset: ?>>
+          fa4.tma_store %3[%19] -> %arg3[%batch_index, %head_group, %15] {gqa_ratio = 2 : i64} : <[128, 128], f16, stages = 2>, memref<?x?x2x128xf16, strided<[?, ?, ?, 1], offset: ?>>
           fa4.tma_store_wait
           fa4.consumer_release %3[%19] : !fa4.smem<[128, 128], f16, stages = 2>
           %20 = arith.addi %arg5, %c1 : index
@@ -289,7 +289,7 @@ module attributes {fa4.target = #fa4.target<sm_100a>} {
       }
       fa4.role "load" warps(14, 1) registers(72) {
         %12:2 = scf.for %arg4 = %c0 to %0 step %c1 iter_args(%arg5 = %c0, %arg6 = %c0) -> (index, index) {
-          %batch_index, %kv_head, %m_block = fa4.task_coords %arg4, %dim, %dim_2, %dim_4 {block_n = 128 : i64, gqa_ratio = 2 : i64, kv_heads = 1 : i64, mask = #fa4.mask<none>, order = #fa4.task_order<static>, rows = 256 : i64}
+          %batch_index, %head_group, %m_block = fa4.task_coords %arg4, %dim, %dim_2, %dim_4 {block_n = 128 : i64, gqa_ratio = 2 : i64, kv_heads = 1 : i64, mask = #fa4.mask<none>, order = #fa4.task_order<static>, rows = 256 : i64}
           %17 = arith.muli %m_block, %c256 : index
           %begin, %full_begin, %full_end, %end = fa4.kv_block_range %17, %dim_2, %dim_4 {block_n = 128 : i64, gqa_ratio = 2 : i64, mask = #fa4.mask<none>, rows = 256 : i64}
           %18 = arith.subi %end, %begin : index
@@ -297,12 +297,12 @@ module attributes {fa4.target = #fa4.target<sm_100a>} {
           %20 = arith.muli %arg5, %c2 : index
           %21 = arith.addi %20, %c0 : index
           fa4.producer_acquire %1[%21] : !fa4.smem<[128, 128], f16, stages = 2>
-          fa4.tma_load %arg0[%batch_index, %kv_head, %17] -> %1[%21] {gqa_ratio = 2 : i64} : memref<?x?x2x128xf16, strided<[?, ?, ?, 1], offset: ?>>, <[128, 128], f16, stages = 2>
+          fa4.tma_load %arg0[%batch_index, %head_group, %17] -> %1[%21] {gqa_ratio = 2 : i64} : memref<?x?x2x128xf16, strided<[?, ?, ?, 1], offset: ?>>, <[128, 128], f16, stages = 2>
           fa4.producer_commit %1[%21] : !fa4.smem<[128, 128], f16, stages = 2>
           %22 = arith.muli %arg5, %c2 : index
           %23 = arith.addi %22, %c1 : index
           fa4.producer_acquire %1[%23] : !fa4.smem<[128, 128], f16, stages = 2>
-          fa4.tma_load %arg0[%batch_index, %kv_head, %19] -> %1[%23] {gqa_ratio = 2 : i64} : memref<?x?x2x128xf16, strided<[?, ?, ?, 1], offset: ?>>, <[128, 128], f16, stages = 2>
+          fa4.tma_load %arg0[%batch_index, %head_group, %19] -> %1[%23] {gqa_ratio = 2 : i64} : memref<?x?x2x128xf16, strided<[?, ?, ?, 1], offset: ?>>, <[128, 128], f16, stages = 2>
           fa4.producer_commit %1[%23] : !fa4.smem<[128, 128], f16, stages = 2>
           scf.for %arg7 = %c0 to %18 step %c1 {
             %27 = arith.subi %end, %c1 : index
@@ -311,11 +311,11 @@ module attributes {fa4.target = #fa4.target<sm_100a>} {
             %30 = arith.muli %arg7, %c2 : index
             %31 = arith.addi %arg6, %30 : index
             fa4.producer_acquire %2[%31] : !fa4.smem<[128, 128], f16, stages = 1>
-            fa4.tma_load %arg1[%batch_index, %kv_head, %29] -> %2[%31] {gqa_ratio = 1 : i64} : memref<?x?x1x128xf16, strided<[?, ?, ?, 1], offset: ?>>, <[128, 128], f16, stages = 1>
+            fa4.tma_load %arg1[%batch_index, %head_group, %29] -> %2[%31] {gqa_ratio = 1 : i64} : memref<?x?x1x128xf16, strided<[?, ?, ?, 1], offset: ?>>, <[128, 128], f16, stages = 1>
             fa4.producer_commit %2[%31] : !fa4.smem<[128, 128], f16, stages = 1>
             %32 = arith.addi %31, %c1 : index
             fa4.producer_acquire %2[%32] : !fa4.smem<[128, 128], f16, stages = 1>
-            fa4.tma_load %arg2[%batch_index, %kv_head, %29] -> %2[%32] {gqa_ratio = 1 : i64} : memref<?x?x1x128xf16, strided<[?, ?, ?, 1], offset: ?>>, <[128, 128], f16, stages = 1>
+            fa4.tma_load %arg2[%batch_index, %head_group, %29] -> %2[%32] {gqa_ratio = 1 : i64} : memref<?x?x1x128xf16, strided<[?, ?, ?, 1], offset: ?>>, <[128, 128], f16, stages = 1>
             fa4.producer_commit %2[%32] : !fa4.smem<[128, 128], f16, stages = 1>
             %33 = arith.addi %32, %c1 : index
           }

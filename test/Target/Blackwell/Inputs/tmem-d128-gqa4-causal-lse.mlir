@@ -48,7 +48,7 @@ module attributes {fa4.target = #fa4.target<sm_100a>} {
     fa4.warp_specialize attributes {fa4.barriers = [#fa4.barrier<name = "S0_full", kind = tcgen05, count = 1, stages = 1, producers = ["mma"], consumers = ["softmax0"]>, #fa4.barrier<name = "stats0_full", kind = threads, count = 128, stages = 1, producers = ["softmax0"], consumers = ["correction"]>, #fa4.barrier<name = "stats0_empty", kind = threads, count = 128, stages = 1, producers = ["correction"], consumers = ["softmax0"]>, #fa4.barrier<name = "P0_full", kind = threads, count = 128, stages = 1, producers = ["softmax0"], consumers = ["mma"]>, #fa4.barrier<name = "S1_full", kind = tcgen05, count = 1, stages = 1, producers = ["mma"], consumers = ["softmax1"]>, #fa4.barrier<name = "stats1_full", kind = threads, count = 128, stages = 1, producers = ["softmax1"], consumers = ["correction"]>, #fa4.barrier<name = "stats1_empty", kind = threads, count = 128, stages = 1, producers = ["correction"], consumers = ["softmax1"]>, #fa4.barrier<name = "P1_full", kind = threads, count = 128, stages = 1, producers = ["softmax1"], consumers = ["mma"]>, #fa4.barrier<name = "O0_full", kind = tcgen05, count = 1, stages = 1, producers = ["mma"], consumers = ["correction"]>, #fa4.barrier<name = "O0_empty", kind = threads, count = 128, stages = 1, producers = ["correction"], consumers = ["mma"]>, #fa4.barrier<name = "O1_full", kind = tcgen05, count = 1, stages = 1, producers = ["mma"], consumers = ["correction"]>, #fa4.barrier<name = "O1_empty", kind = threads, count = 128, stages = 1, producers = ["correction"], consumers = ["mma"]>, #fa4.barrier<name = "o_stage_full", kind = threads, count = 128, stages = 2, producers = ["correction"], consumers = ["epilogue"]>, #fa4.barrier<name = "o_stage_empty", kind = threads, count = 32, stages = 2, producers = ["epilogue"], consumers = ["correction"]>, #fa4.barrier<name = "q_full", kind = tma, count = 1, stages = 2, producers = ["load"], consumers = ["mma"]>, #fa4.barrier<name = "q_empty", kind = tcgen05, count = 1, stages = 2, producers = ["mma"], consumers = ["load"]>, #fa4.barrier<name = "kv_full", kind = tma, count = 1, stages = 3, producers = ["load"], consumers = ["mma"]>, #fa4.barrier<name = "kv_empty", kind = tcgen05, count = 1, stages = 3, producers = ["mma"], consumers = ["load"]>, #fa4.barrier<name = "tmem_dealloc", kind = threads, count = 384, stages = 1, producers = ["softmax0", "softmax1", "correction"], consumers = ["mma"]>], fa4.smem_bytes = 232448 : i64, fa4.tmem = #fa4.tmem_layout<columns = 512, buffers = [#fa4.tmem_buffer<name = "S0", column = 0, columns = 128>, #fa4.tmem_buffer<name = "S1", column = 128, columns = 128>, #fa4.tmem_buffer<name = "O0", column = 256, columns = 128>, #fa4.tmem_buffer<name = "O1", column = 384, columns = 128>]>} {
       fa4.role "softmax0" warps(0, 4) registers(176) {
         %31:2 = scf.for %arg5 = %c0 to %0 step %c1 iter_args(%arg6 = %c0, %arg7 = %c0) -> (index, index) {
-          %batch_index, %kv_head, %m_block = fa4.task_coords %arg5, %dim, %dim_2, %dim_4 {block_n = 128 : i64, gqa_ratio = 4 : i64, kv_heads = 2 : i64, mask = #fa4.mask<causal>, order = #fa4.task_order<static>, rows = 256 : i64}
+          %batch_index, %head_group, %m_block = fa4.task_coords %arg5, %dim, %dim_2, %dim_4 {block_n = 128 : i64, gqa_ratio = 4 : i64, kv_heads = 2 : i64, mask = #fa4.mask<causal>, order = #fa4.task_order<static>, rows = 256 : i64}
           %32 = arith.muli %m_block, %c256 : index
           %begin, %full_begin, %full_end, %end = fa4.kv_block_range %32, %dim_2, %dim_4 {block_n = 128 : i64, gqa_ratio = 4 : i64, mask = #fa4.mask<causal>, rows = 256 : i64}
           %33 = arith.subi %end, %begin : index
@@ -102,7 +102,7 @@ module attributes {fa4.target = #fa4.target<sm_100a>} {
       }
       fa4.role "softmax1" warps(4, 4) registers(176) {
         %31:2 = scf.for %arg5 = %c0 to %0 step %c1 iter_args(%arg6 = %c0, %arg7 = %c0) -> (index, index) {
-          %batch_index, %kv_head, %m_block = fa4.task_coords %arg5, %dim, %dim_2, %dim_4 {block_n = 128 : i64, gqa_ratio = 4 : i64, kv_heads = 2 : i64, mask = #fa4.mask<causal>, order = #fa4.task_order<static>, rows = 256 : i64}
+          %batch_index, %head_group, %m_block = fa4.task_coords %arg5, %dim, %dim_2, %dim_4 {block_n = 128 : i64, gqa_ratio = 4 : i64, kv_heads = 2 : i64, mask = #fa4.mask<causal>, order = #fa4.task_order<static>, rows = 256 : i64}
           %32 = arith.muli %m_block, %c256 : index
           %begin, %full_begin, %full_end, %end = fa4.kv_block_range %32, %dim_2, %dim_4 {block_n = 128 : i64, gqa_ratio = 4 : i64, mask = #fa4.mask<causal>, rows = 256 : i64}
           %33 = arith.subi %end, %begin : index
@@ -156,7 +156,7 @@ module attributes {fa4.target = #fa4.target<sm_100a>} {
       }
       fa4.role "correction" warps(8, 4) registers(88) {
         %31:3 = scf.for %arg5 = %c0 to %0 step %c1 iter_args(%arg6 = %c0, %arg7 = %c0, %arg8 = %c0) -> (index, index, index) {
-          %batch_index, %kv_head, %m_block = fa4.task_coords %arg5, %dim, %dim_2, %dim_4 {block_n = 128 : i64, gqa_ratio = 4 : i64, kv_heads = 2 : i64, mask = #fa4.mask<causal>, order = #fa4.task_order<static>, rows = 256 : i64}
+          %batch_index, %head_group, %m_block = fa4.task_coords %arg5, %dim, %dim_2, %dim_4 {block_n = 128 : i64, gqa_ratio = 4 : i64, kv_heads = 2 : i64, mask = #fa4.mask<causal>, order = #fa4.task_order<static>, rows = 256 : i64}
           %32 = arith.muli %m_block, %c256 : index
           %begin, %full_begin, %full_end, %end = fa4.kv_block_range %32, %dim_2, %dim_4 {block_n = 128 : i64, gqa_ratio = 4 : i64, mask = #fa4.mask<causal>, rows = 256 : i64}
           %33 = arith.subi %end, %begin : index
@@ -204,7 +204,7 @@ module attributes {fa4.target = #fa4.target<sm_100a>} {
             scf.yield %cst_6 : tensor<128xf32>
           }
           fa4.mbarrier_arrive %24[%44] : <threads, stages = 2>
-          fa4.store_lse_tile %45, %arg4[%batch_index, %kv_head, %32] {gqa_ratio = 4 : i64} : tensor<128xf32>, memref<?x8x?xf32>
+          fa4.store_lse_tile %45, %arg4[%batch_index, %head_group, %32] {gqa_ratio = 4 : i64} : tensor<128xf32>, memref<?x8x?xf32>
           fa4.mbarrier_wait %17[%37] : <threads, stages = 1>
           %46 = fa4.smem_load %5[%37] row 0 : <[2, 128], f32, stages = 1> -> tensor<128xf32>
           %47 = fa4.smem_load %5[%37] row 1 : <[2, 128], f32, stages = 1> -> tensor<128xf32>
@@ -224,7 +224,7 @@ module attributes {fa4.target = #fa4.target<sm_100a>} {
             scf.yield %cst_6 : tensor<128xf32>
           }
           fa4.mbarrier_arrive %24[%49] : <threads, stages = 2>
-          fa4.store_lse_tile %50, %arg4[%batch_index, %kv_head, %34] {gqa_ratio = 4 : i64} : tensor<128xf32>, memref<?x8x?xf32>
+          fa4.store_lse_tile %50, %arg4[%batch_index, %head_group, %34] {gqa_ratio = 4 : i64} : tensor<128xf32>, memref<?x8x?xf32>
           %51 = arith.addi %arg6, %c1 : index
           %52 = arith.addi %arg7, %33 : index
           %53 = arith.maxsi %33, %c1 : index
@@ -237,7 +237,7 @@ module attributes {fa4.target = #fa4.target<sm_100a>} {
         fa4.tmem_alloc_columns {columns = 512 : i64}
         fa4.tmem_relinquish
         %31:3 = scf.for %arg5 = %c0 to %0 step %c1 iter_args(%arg6 = %c0, %arg7 = %c0, %arg8 = %c0) -> (index, index, index) {
-          %batch_index, %kv_head, %m_block = fa4.task_coords %arg5, %dim, %dim_2, %dim_4 {block_n = 128 : i64, gqa_ratio = 4 : i64, kv_heads = 2 : i64, mask = #fa4.mask<causal>, order = #fa4.task_order<static>, rows = 256 : i64}
+          %batch_index, %head_group, %m_block = fa4.task_coords %arg5, %dim, %dim_2, %dim_4 {block_n = 128 : i64, gqa_ratio = 4 : i64, kv_heads = 2 : i64, mask = #fa4.mask<causal>, order = #fa4.task_order<static>, rows = 256 : i64}
           %32 = arith.muli %m_block, %c256 : index
           %begin, %full_begin, %full_end, %end = fa4.kv_block_range %32, %dim_2, %dim_4 {block_n = 128 : i64, gqa_ratio = 4 : i64, mask = #fa4.mask<causal>, rows = 256 : i64}
           %33 = arith.subi %end, %begin : index
@@ -336,7 +336,7 @@ module attributes {fa4.target = #fa4.target<sm_100a>} {
       }
       fa4.role "epilogue" warps(13, 1) registers(72) {
         %31 = scf.for %arg5 = %c0 to %0 step %c1 iter_args(%arg6 = %c0) -> (index) {
-          %batch_index, %kv_head, %m_block = fa4.task_coords %arg5, %dim, %dim_2, %dim_4 {block_n = 128 : i64, gqa_ratio = 4 : i64, kv_heads = 2 : i64, mask = #fa4.mask<causal>, order = #fa4.task_order<static>, rows = 256 : i64}
+          %batch_index, %head_group, %m_block = fa4.task_coords %arg5, %dim, %dim_2, %dim_4 {block_n = 128 : i64, gqa_ratio = 4 : i64, kv_heads = 2 : i64, mask = #fa4.mask<causal>, order = #fa4.task_order<static>, rows = 256 : i64}
           %32 = arith.muli %m_block, %c256 : index
           %begin, %full_begin, %full_end, %end = fa4.kv_block_range %32, %dim_2, %dim_4 {block_n = 128 : i64, gqa_ratio = 4 : i64, mask = #fa4.mask<causal>, rows = 256 : i64}
           %33 = arith.subi %end, %begin : index
@@ -344,13 +344,13 @@ module attributes {fa4.target = #fa4.target<sm_100a>} {
           %35 = arith.muli %arg6, %c2 : index
           %36 = arith.addi %35, %c0 : index
           fa4.mbarrier_wait %24[%36] : <threads, stages = 2>
-          fa4.tma_store %3[%36] -> %arg3[%batch_index, %kv_head, %32] {gqa_ratio = 4 : i64} : <[128, 128], f16, stages = 2>, memref<?x?x8x128xf16, strided<[?, ?, ?, 1], offset: ?>>
+          fa4.tma_store %3[%36] -> %arg3[%batch_index, %head_group, %32] {gqa_ratio = 4 : i64} : <[128, 128], f16, stages = 2>, memref<?x?x8x128xf16, strided<[?, ?, ?, 1], offset: ?>>
           fa4.tma_store_wait
           fa4.mbarrier_arrive %25[%36] : <threads, stages = 2>
           %37 = arith.muli %arg6, %c2 : index
           %38 = arith.addi %37, %c1 : index
           fa4.mbarrier_wait %24[%38] : <threads, stages = 2>
-          fa4.tma_store %3[%38] -> %arg3[%batch_index, %kv_head, %34] {gqa_ratio = 4 : i64} : <[128, 128], f16, stages = 2>, memref<?x?x8x128xf16, strided<[?, ?, ?, 1], offset: ?>>
+          fa4.tma_store %3[%38] -> %arg3[%batch_index, %head_group, %34] {gqa_ratio = 4 : i64} : <[128, 128], f16, stages = 2>, memref<?x?x8x128xf16, strided<[?, ?, ?, 1], offset: ?>>
           fa4.tma_store_wait
           fa4.mbarrier_arrive %25[%38] : <threads, stages = 2>
           %39 = arith.addi %arg6, %c1 : index
@@ -359,7 +359,7 @@ module attributes {fa4.target = #fa4.target<sm_100a>} {
       }
       fa4.role "load" warps(14, 1) registers(72) {
         %31:2 = scf.for %arg5 = %c0 to %0 step %c1 iter_args(%arg6 = %c0, %arg7 = %c0) -> (index, index) {
-          %batch_index, %kv_head, %m_block = fa4.task_coords %arg5, %dim, %dim_2, %dim_4 {block_n = 128 : i64, gqa_ratio = 4 : i64, kv_heads = 2 : i64, mask = #fa4.mask<causal>, order = #fa4.task_order<static>, rows = 256 : i64}
+          %batch_index, %head_group, %m_block = fa4.task_coords %arg5, %dim, %dim_2, %dim_4 {block_n = 128 : i64, gqa_ratio = 4 : i64, kv_heads = 2 : i64, mask = #fa4.mask<causal>, order = #fa4.task_order<static>, rows = 256 : i64}
           %38 = arith.muli %m_block, %c256 : index
           %begin, %full_begin, %full_end, %end = fa4.kv_block_range %38, %dim_2, %dim_4 {block_n = 128 : i64, gqa_ratio = 4 : i64, mask = #fa4.mask<causal>, rows = 256 : i64}
           %39 = arith.subi %end, %begin : index
@@ -368,12 +368,12 @@ module attributes {fa4.target = #fa4.target<sm_100a>} {
           %42 = arith.addi %41, %c0 : index
           fa4.mbarrier_wait %27[%42] prior : <tcgen05, stages = 2>
           fa4.mbarrier_expect_tx %26[%42], 32768 : <tma, stages = 2>
-          fa4.tma_load %arg0[%batch_index, %kv_head, %38] -> %1[%42] signal %26[%42] {gqa_ratio = 4 : i64} : memref<?x?x8x128xf16, strided<[?, ?, ?, 1], offset: ?>>, <[128, 128], f16, stages = 2>, !fa4.mbarrier<tma, stages = 2>
+          fa4.tma_load %arg0[%batch_index, %head_group, %38] -> %1[%42] signal %26[%42] {gqa_ratio = 4 : i64} : memref<?x?x8x128xf16, strided<[?, ?, ?, 1], offset: ?>>, <[128, 128], f16, stages = 2>, !fa4.mbarrier<tma, stages = 2>
           %43 = arith.muli %arg6, %c2 : index
           %44 = arith.addi %43, %c1 : index
           fa4.mbarrier_wait %27[%44] prior : <tcgen05, stages = 2>
           fa4.mbarrier_expect_tx %26[%44], 32768 : <tma, stages = 2>
-          fa4.tma_load %arg0[%batch_index, %kv_head, %40] -> %1[%44] signal %26[%44] {gqa_ratio = 4 : i64} : memref<?x?x8x128xf16, strided<[?, ?, ?, 1], offset: ?>>, <[128, 128], f16, stages = 2>, !fa4.mbarrier<tma, stages = 2>
+          fa4.tma_load %arg0[%batch_index, %head_group, %40] -> %1[%44] signal %26[%44] {gqa_ratio = 4 : i64} : memref<?x?x8x128xf16, strided<[?, ?, ?, 1], offset: ?>>, <[128, 128], f16, stages = 2>, !fa4.mbarrier<tma, stages = 2>
           scf.for %arg8 = %c0 to %39 step %c1 {
             %48 = arith.subi %end, %c1 : index
             %49 = arith.subi %48, %arg8 : index
@@ -382,11 +382,11 @@ module attributes {fa4.target = #fa4.target<sm_100a>} {
             %52 = arith.addi %arg7, %51 : index
             fa4.mbarrier_wait %29[%52] prior : <tcgen05, stages = 3>
             fa4.mbarrier_expect_tx %28[%52], 32768 : <tma, stages = 3>
-            fa4.tma_load %arg1[%batch_index, %kv_head, %50] -> %2[%52] signal %28[%52] {gqa_ratio = 1 : i64} : memref<?x?x2x128xf16, strided<[?, ?, ?, 1], offset: ?>>, <[128, 128], f16, stages = 3>, !fa4.mbarrier<tma, stages = 3>
+            fa4.tma_load %arg1[%batch_index, %head_group, %50] -> %2[%52] signal %28[%52] {gqa_ratio = 1 : i64} : memref<?x?x2x128xf16, strided<[?, ?, ?, 1], offset: ?>>, <[128, 128], f16, stages = 3>, !fa4.mbarrier<tma, stages = 3>
             %53 = arith.addi %52, %c1 : index
             fa4.mbarrier_wait %29[%53] prior : <tcgen05, stages = 3>
             fa4.mbarrier_expect_tx %28[%53], 32768 : <tma, stages = 3>
-            fa4.tma_load %arg2[%batch_index, %kv_head, %50] -> %2[%53] signal %28[%53] {gqa_ratio = 1 : i64} : memref<?x?x2x128xf16, strided<[?, ?, ?, 1], offset: ?>>, <[128, 128], f16, stages = 3>, !fa4.mbarrier<tma, stages = 3>
+            fa4.tma_load %arg2[%batch_index, %head_group, %50] -> %2[%53] signal %28[%53] {gqa_ratio = 1 : i64} : memref<?x?x2x128xf16, strided<[?, ?, ?, 1], offset: ?>>, <[128, 128], f16, stages = 3>, !fa4.mbarrier<tma, stages = 3>
             %54 = arith.addi %53, %c1 : index
           }
           %45 = arith.addi %arg6, %c1 : index

@@ -35,13 +35,13 @@ module attributes {fa4.target = #fa4.target<sm_90a>} {
     fa4.warp_specialize attributes {fa4.barriers = [#fa4.barrier<name = "q_full", kind = tma, count = 1, stages = 1, producers = ["producer"], consumers = ["consumer0", "consumer1"]>, #fa4.barrier<name = "q_empty", kind = threads, count = 256, stages = 1, producers = ["consumer0", "consumer1"], consumers = ["producer"]>, #fa4.barrier<name = "k_full", kind = tma, count = 1, stages = 4, producers = ["producer"], consumers = ["consumer0", "consumer1"]>, #fa4.barrier<name = "k_empty", kind = threads, count = 256, stages = 4, producers = ["consumer0", "consumer1"], consumers = ["producer"]>, #fa4.barrier<name = "v_full", kind = tma, count = 1, stages = 4, producers = ["producer"], consumers = ["consumer0", "consumer1"]>, #fa4.barrier<name = "v_empty", kind = threads, count = 256, stages = 4, producers = ["consumer0", "consumer1"], consumers = ["producer"]>, #fa4.barrier<name = "o0_full", kind = threads, count = 128, stages = 1, producers = ["consumer0"], consumers = ["consumer0"]>, #fa4.barrier<name = "o0_empty", kind = threads, count = 128, stages = 1, producers = ["consumer0"], consumers = ["consumer0"]>, #fa4.barrier<name = "o1_full", kind = threads, count = 128, stages = 1, producers = ["consumer1"], consumers = ["consumer1"]>, #fa4.barrier<name = "o1_empty", kind = threads, count = 128, stages = 1, producers = ["consumer1"], consumers = ["consumer1"]>], fa4.grid = #fa4.grid<sm_count = 132, order = lpt>} {
       fa4.role "producer" warps(0, 4) registers(40) attributes {fa4.single_warp} {
         %18:2 = scf.for %arg5 = %16 to %0 step %17 iter_args(%arg6 = %c0, %arg7 = %c0) -> (index, index) {
-          %batch_index, %kv_head, %m_block = fa4.task_coords %arg5, %dim, %dim_2, %dim_4 {block_n = 128 : i64, gqa_ratio = 2 : i64, kv_heads = 2 : i64, mask = #fa4.mask<causal>, order = #fa4.task_order<lpt>, rows = 128 : i64}
+          %batch_index, %head_group, %m_block = fa4.task_coords %arg5, %dim, %dim_2, %dim_4 {block_n = 128 : i64, gqa_ratio = 2 : i64, kv_heads = 2 : i64, mask = #fa4.mask<causal>, order = #fa4.task_order<lpt>, rows = 128 : i64}
           %27 = arith.muli %m_block, %c128 : index
           %begin, %full_begin, %full_end, %end = fa4.kv_block_range %27, %dim_2, %dim_4 {block_n = 128 : i64, gqa_ratio = 2 : i64, mask = #fa4.mask<causal>, rows = 128 : i64}
           %28 = arith.subi %end, %begin : index
           fa4.mbarrier_wait %7[%arg6] prior : <threads, stages = 1>
           fa4.mbarrier_expect_tx %6[%arg6], 16384 : <tma, stages = 1>
-          fa4.tma_load %arg0[%batch_index, %kv_head, %27] -> %1[%arg6] signal %6[%arg6] {gqa_ratio = 2 : i64} : memref<?x?x4x64xf16, strided<[?, ?, ?, 1], offset: ?>>, <[128, 64], f16, stages = 1>, !fa4.mbarrier<tma, stages = 1>
+          fa4.tma_load %arg0[%batch_index, %head_group, %27] -> %1[%arg6] signal %6[%arg6] {gqa_ratio = 2 : i64} : memref<?x?x4x64xf16, strided<[?, ?, ?, 1], offset: ?>>, <[128, 64], f16, stages = 1>, !fa4.mbarrier<tma, stages = 1>
           scf.for %arg8 = %c0 to %28 step %c1 {
             %31 = arith.subi %end, %c1 : index
             %32 = arith.subi %31, %arg8 : index
@@ -49,10 +49,10 @@ module attributes {fa4.target = #fa4.target<sm_90a>} {
             %34 = arith.addi %arg7, %arg8 : index
             fa4.mbarrier_wait %9[%34] prior : <threads, stages = 4>
             fa4.mbarrier_expect_tx %8[%34], 16384 : <tma, stages = 4>
-            fa4.tma_load %arg1[%batch_index, %kv_head, %33] -> %2[%34] signal %8[%34] {gqa_ratio = 1 : i64} : memref<?x?x2x64xf16, strided<[?, ?, ?, 1], offset: ?>>, <[128, 64], f16, stages = 4>, !fa4.mbarrier<tma, stages = 4>
+            fa4.tma_load %arg1[%batch_index, %head_group, %33] -> %2[%34] signal %8[%34] {gqa_ratio = 1 : i64} : memref<?x?x2x64xf16, strided<[?, ?, ?, 1], offset: ?>>, <[128, 64], f16, stages = 4>, !fa4.mbarrier<tma, stages = 4>
             fa4.mbarrier_wait %11[%34] prior : <threads, stages = 4>
             fa4.mbarrier_expect_tx %10[%34], 16384 : <tma, stages = 4>
-            fa4.tma_load %arg2[%batch_index, %kv_head, %33] -> %3[%34] signal %10[%34] {gqa_ratio = 1 : i64} : memref<?x?x2x64xf16, strided<[?, ?, ?, 1], offset: ?>>, <[128, 64], f16, stages = 4>, !fa4.mbarrier<tma, stages = 4>
+            fa4.tma_load %arg2[%batch_index, %head_group, %33] -> %3[%34] signal %10[%34] {gqa_ratio = 1 : i64} : memref<?x?x2x64xf16, strided<[?, ?, ?, 1], offset: ?>>, <[128, 64], f16, stages = 4>, !fa4.mbarrier<tma, stages = 4>
           }
           %29 = arith.addi %arg6, %c1 : index
           %30 = arith.addi %arg7, %28 : index
@@ -78,7 +78,7 @@ module attributes {fa4.target = #fa4.target<sm_90a>} {
       }
       fa4.role "consumer0" warps(4, 4) registers(232) {
         %18:2 = scf.for %arg5 = %16 to %0 step %17 iter_args(%arg6 = %c0, %arg7 = %c0) -> (index, index) {
-          %batch_index, %kv_head, %m_block = fa4.task_coords %arg5, %dim, %dim_2, %dim_4 {block_n = 128 : i64, gqa_ratio = 2 : i64, kv_heads = 2 : i64, mask = #fa4.mask<causal>, order = #fa4.task_order<lpt>, rows = 128 : i64}
+          %batch_index, %head_group, %m_block = fa4.task_coords %arg5, %dim, %dim_2, %dim_4 {block_n = 128 : i64, gqa_ratio = 2 : i64, kv_heads = 2 : i64, mask = #fa4.mask<causal>, order = #fa4.task_order<lpt>, rows = 128 : i64}
           %19 = arith.muli %m_block, %c128 : index
           %begin, %full_begin, %full_end, %end = fa4.kv_block_range %19, %dim_2, %dim_4 {block_n = 128 : i64, gqa_ratio = 2 : i64, mask = #fa4.mask<causal>, rows = 128 : i64}
           %20 = arith.subi %end, %begin : index
@@ -156,10 +156,10 @@ module attributes {fa4.target = #fa4.target<sm_90a>} {
           fa4.smem_store %out, %4[%arg6] : tensor<64x64xf16>, <[64, 64], f16, stages = 1>
           fa4.mbarrier_arrive %12[%arg6] : <threads, stages = 1>
           fa4.mbarrier_wait %12[%arg6] : <threads, stages = 1>
-          fa4.tma_store %4[%arg6] -> %arg3[%batch_index, %kv_head, %21] {gqa_ratio = 2 : i64} : <[64, 64], f16, stages = 1>, memref<?x?x4x64xf16, strided<[?, ?, ?, 1], offset: ?>>
+          fa4.tma_store %4[%arg6] -> %arg3[%batch_index, %head_group, %21] {gqa_ratio = 2 : i64} : <[64, 64], f16, stages = 1>, memref<?x?x4x64xf16, strided<[?, ?, ?, 1], offset: ?>>
           fa4.tma_store_wait
           fa4.mbarrier_arrive %13[%arg6] : <threads, stages = 1>
-          fa4.store_lse_tile %lse, %arg4[%batch_index, %kv_head, %21] {gqa_ratio = 2 : i64} : tensor<64xf32>, memref<?x4x?xf32>
+          fa4.store_lse_tile %lse, %arg4[%batch_index, %head_group, %21] {gqa_ratio = 2 : i64} : tensor<64xf32>, memref<?x4x?xf32>
           %24 = arith.addi %arg6, %c1 : index
           %25 = arith.addi %arg7, %20 : index
           scf.yield %24, %25 : index, index
@@ -168,7 +168,7 @@ module attributes {fa4.target = #fa4.target<sm_90a>} {
       fa4.role "consumer1" warps(8, 4) registers(232) {
         fa4.named_barrier_arrive 1, 256
         %18:2 = scf.for %arg5 = %16 to %0 step %17 iter_args(%arg6 = %c0, %arg7 = %c0) -> (index, index) {
-          %batch_index, %kv_head, %m_block = fa4.task_coords %arg5, %dim, %dim_2, %dim_4 {block_n = 128 : i64, gqa_ratio = 2 : i64, kv_heads = 2 : i64, mask = #fa4.mask<causal>, order = #fa4.task_order<lpt>, rows = 128 : i64}
+          %batch_index, %head_group, %m_block = fa4.task_coords %arg5, %dim, %dim_2, %dim_4 {block_n = 128 : i64, gqa_ratio = 2 : i64, kv_heads = 2 : i64, mask = #fa4.mask<causal>, order = #fa4.task_order<lpt>, rows = 128 : i64}
           %19 = arith.muli %m_block, %c128 : index
           %begin, %full_begin, %full_end, %end = fa4.kv_block_range %19, %dim_2, %dim_4 {block_n = 128 : i64, gqa_ratio = 2 : i64, mask = #fa4.mask<causal>, rows = 128 : i64}
           %20 = arith.subi %end, %begin : index
@@ -246,10 +246,10 @@ module attributes {fa4.target = #fa4.target<sm_90a>} {
           fa4.smem_store %out, %5[%arg6] : tensor<64x64xf16>, <[64, 64], f16, stages = 1>
           fa4.mbarrier_arrive %14[%arg6] : <threads, stages = 1>
           fa4.mbarrier_wait %14[%arg6] : <threads, stages = 1>
-          fa4.tma_store %5[%arg6] -> %arg3[%batch_index, %kv_head, %21] {gqa_ratio = 2 : i64} : <[64, 64], f16, stages = 1>, memref<?x?x4x64xf16, strided<[?, ?, ?, 1], offset: ?>>
+          fa4.tma_store %5[%arg6] -> %arg3[%batch_index, %head_group, %21] {gqa_ratio = 2 : i64} : <[64, 64], f16, stages = 1>, memref<?x?x4x64xf16, strided<[?, ?, ?, 1], offset: ?>>
           fa4.tma_store_wait
           fa4.mbarrier_arrive %15[%arg6] : <threads, stages = 1>
-          fa4.store_lse_tile %lse, %arg4[%batch_index, %kv_head, %21] {gqa_ratio = 2 : i64} : tensor<64xf32>, memref<?x4x?xf32>
+          fa4.store_lse_tile %lse, %arg4[%batch_index, %head_group, %21] {gqa_ratio = 2 : i64} : tensor<64xf32>, memref<?x4x?xf32>
           %24 = arith.addi %arg6, %c1 : index
           %25 = arith.addi %arg7, %20 : index
           scf.yield %24, %25 : index, index

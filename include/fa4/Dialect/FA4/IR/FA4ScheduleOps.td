@@ -671,9 +671,11 @@ def FA4_TmemDeallocOp : FA4_Op<"tmem_dealloc", [FA4_BlackwellOnly]> {
 //===----------------------------------------------------------------------===//
 
 def FA4_TaskCountOp : FA4_Op<"task_count", [Pure]> {
-  let summary = "the number of (batch, kv_head, m_block) tasks";
+  let summary = "the number of (batch, head group, m_block) tasks";
   let description = [{
-    `batch · kv_heads · ceil(seq_q · gqa_ratio / rows)`.
+    `batch · kv_heads · groups_per_kv · ceil(seq_q · gqa_ratio / rows)`: a
+    head group is `gqa_ratio` query heads packed in a task's rows, and each
+    K/V head has `groups_per_kv` of them (1 where the whole GQA ratio packs).
 
     ```mlir
     %n = fa4.task_count %batch, %seq_q {kv_heads = 8 : i64, gqa_ratio = 4 : i64,
@@ -683,7 +685,8 @@ def FA4_TaskCountOp : FA4_Op<"task_count", [Pure]> {
   let arguments = (ins Index:$batch, Index:$seq_q,
     ConfinedAttr<I64Attr, [IntPositive]>:$kv_heads,
     ConfinedAttr<I64Attr, [IntPositive]>:$gqa_ratio,
-    ConfinedAttr<I64Attr, [IntPositive]>:$rows);
+    ConfinedAttr<I64Attr, [IntPositive]>:$rows,
+    ConfinedAttr<DefaultValuedAttr<I64Attr, "1">, [IntPositive]>:$groups_per_kv);
   let results = (outs Index:$result);
   let assemblyFormat = "$batch `,` $seq_q attr-dict";
 }
@@ -691,11 +694,12 @@ def FA4_TaskCountOp : FA4_Op<"task_count", [Pure]> {
 def FA4_TaskCoordsOp : FA4_Op<"task_coords", [Pure, IsolatedFromAbove]> {
   let summary = "the task at position `index` of the schedule";
   let description = [{
-    `static`: m_block fastest, then kv_head, then batch. `lpt`: m_blocks by
-    their number of visible KV blocks, heaviest first (the mask attributes
-    and the bounds of the mask_mod region, a copy of the entry's that is
-    analysed and never run, give the keys), every (batch, kv_head) of one
-    m_block together.
+    The task's batch, head group (of `kv_heads · groups_per_kv`; its K/V
+    head is `head_group / groups_per_kv`) and m_block. `static`: m_block
+    fastest, then head group, then batch. `lpt`: m_blocks by their number
+    of visible KV blocks, heaviest first (the mask attributes and the bounds
+    of the mask_mod region, a copy of the entry's that is analysed and never
+    run, give the keys), every (batch, head group) of one m_block together.
 
     ```mlir
     %b, %h, %m = fa4.task_coords %t, %batch, %seq_q, %seq_k {order = #fa4.task_order<lpt>,
@@ -711,8 +715,9 @@ def FA4_TaskCoordsOp : FA4_Op<"task_coords", [Pure, IsolatedFromAbove]> {
     ConfinedAttr<I64Attr, [IntPositive]>:$block_n,
     FA4_MaskKindAttr:$mask,
     DefaultValuedAttr<I64Attr, "-1">:$window_left,
-    DefaultValuedAttr<I64Attr, "-1">:$window_right);
-  let results = (outs Index:$batch_index, Index:$kv_head, Index:$m_block);
+    DefaultValuedAttr<I64Attr, "-1">:$window_right,
+    ConfinedAttr<DefaultValuedAttr<I64Attr, "1">, [IntPositive]>:$groups_per_kv);
+  let results = (outs Index:$batch_index, Index:$head_group, Index:$m_block);
   let regions = (region MaxSizedRegion<1>:$mask_mod);
   let assemblyFormat =
       "$index `,` $batch `,` $seq_q `,` $seq_k attr-dict (`mask_mod` $mask_mod^)?";
