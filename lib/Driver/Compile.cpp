@@ -63,6 +63,8 @@ OwningOpRef<ModuleOp> fa4::buildVariantModule(MLIRContext &context,
   SmallVector<Type> arguments = {qType, kvType, kvType, qType};
   if (variant.lse)
     arguments.push_back(MemRefType::get({dyn, variant.qHeads, dyn}, b.getF32Type()));
+  if (variant.seqUsedK)
+    arguments.push_back(MemRefType::get({dyn}, b.getI32Type()));
   b.setInsertionPointToEnd(module->getBody());
   auto func = func::FuncOp::create(b, loc, "attention", b.getFunctionType(arguments, {}));
   Block *body = func.addEntryBlock();
@@ -70,11 +72,14 @@ OwningOpRef<ModuleOp> fa4::buildVariantModule(MLIRContext &context,
   AttentionOp::create(
       b, loc, body->getArgument(0), body->getArgument(1), body->getArgument(2),
       body->getArgument(3), variant.lse ? body->getArgument(4) : Value(),
-      /*extras=*/ValueRange(), MaskKindAttr::get(&context, variant.mask),
+      /*extras=*/variant.seqUsedK ? ValueRange(body->getArguments().back())
+                                  : ValueRange(),
+      MaskKindAttr::get(&context, variant.mask),
       b.getI64IntegerAttr(variant.windowLeft), b.getI64IntegerAttr(variant.windowRight),
       variant.scale ? b.getF32FloatAttr(*variant.scale) : FloatAttr(),
       b.getF32FloatAttr(variant.softcap), /*heads_first=*/UnitAttr(),
-      /*block_mask=*/IntegerAttr());
+      /*block_mask=*/IntegerAttr(),
+      /*seqused_k=*/variant.seqUsedK ? b.getI64IntegerAttr(0) : IntegerAttr());
   func::ReturnOp::create(b, loc);
   if (failed(verify(*module)))
     return nullptr; // the verifier has reported

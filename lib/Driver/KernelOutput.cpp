@@ -260,6 +260,7 @@ runtime::Manifest mlir::fa4::kernelManifest(ModuleOp module, StringRef chip,
   m.scoreMod = launch.getScoreMod();
   m.maskMod = launch.getMaskMod();
   m.blockMask = launch.getBlockMask().value_or(-1);
+  m.seqUsedK = launch.getSequsedK().value_or(-1);
 
   // The memrefs the score_mod and mask_mod read (dynamic sizes as -1).
   for (ExtraInfoAttr extra : launch.getExtras())

@@ -128,6 +128,10 @@ std::string kernelContract(const Manifest &m) {
   w.flag("attention.score_mod", m.scoreMod);
   w.flag("attention.mask_mod", m.maskMod);
   w.field("attention.block_mask", m.blockMask);
+  // Only where there is one: the contracts of kernels without it read as
+  // before.
+  if (m.seqUsedK >= 0)
+    w.field("attention.seqused_k", m.seqUsedK);
   w.list("", "block", llvm::ArrayRef<uint32_t>(m.block, 3));
   w.field("grid.order", m.order);
   w.field("dynamic_smem_bytes", m.dynamicSmemBytes);

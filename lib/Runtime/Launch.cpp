@@ -275,6 +275,14 @@ void readAttention(Fields &attention, Manifest &m, std::string &error) {
     }
     m.blockMask = *value;
   }
+  if (const llvm::json::Value *position = attention.optional("seqused_k")) {
+    std::optional<int64_t> value = position->getAsInteger();
+    if (!value || *value < 0) {
+      error = "manifest: attention.seqused_k must be a non-negative integer";
+      return;
+    }
+    m.seqUsedK = *value;
+  }
 }
 
 /// "extras" (optional): each one's element type and shape.
@@ -323,6 +331,12 @@ void checkVariant(Fields &top, Fields &attention, const Manifest &m) {
        (m.extras[m.blockMask].shape[3] != 4 && m.extras[m.blockMask].shape[3] != -1)))
     attention.fail("names as its block_mask an extra that is not a rank-4 "
                    "i32 table [batch, heads, query blocks, 4]");
+  if (m.seqUsedK >= 0 &&
+      (m.seqUsedK >= static_cast<int64_t>(m.extras.size()) ||
+       m.seqUsedK == m.blockMask || m.extras[m.seqUsedK].dtype != "i32" ||
+       m.extras[m.seqUsedK].shape.size() != 1))
+    attention.fail("names as its seqused_k an extra that is not a rank-1 "
+                   "i32 table [batch] (or the block mask)");
   if (m.mask != "none" && m.mask != "causal" && m.mask != "window")
     attention.fail("has an unknown mask \"" + m.mask + "\"");
   // Bounded so that no product of sizes below overflows: heads below 2^31,
@@ -639,6 +653,8 @@ std::string writeManifest(const Manifest &m) {
      << ", \"mask_mod\": " << (m.maskMod ? "true" : "false");
   if (m.blockMask >= 0)
     os << ", \"block_mask\": " << m.blockMask;
+  if (m.seqUsedK >= 0)
+    os << ", \"seqused_k\": " << m.seqUsedK;
   os << "},\n";
   // The memrefs the score_mod and mask_mod read: element type and shape, -1
   // where the launch gives the size.

@@ -442,6 +442,13 @@ llvm::Error checkExtras(const Manifest &m, const std::vector<Tensor> &extras,
                        std::to_string(shapes->batch) + " or 1, " +
                        std::to_string(m.qHeads) + " or 1, " +
                        std::to_string((shapes->seqQ + 127) / 128) + ", 4]");
+    // The seqused_k table has one entry per sequence: the kernel reads
+    // entry `batch` of every task.
+    if (shapes && static_cast<int64_t>(i) == m.seqUsedK &&
+        t.sizes[0] != shapes->batch)
+      return makeError(name + ": the seqused_k table must have one entry per "
+                              "sequence, [batch] = [" +
+                       std::to_string(shapes->batch) + "]");
   }
   return llvm::Error::success();
 }

@@ -360,6 +360,22 @@ bool Interpreter::execute(Operation *op, std::string &error) {
         return true;
       })
       .Case([&](TaskCoordsOp coords) { return run(coords, error); })
+      .Case([&](SequenceLengthOp length) {
+        const ModBuffer *table = extras.lookup(length.getTable());
+        int64_t batch = index(length.getBatch());
+        if (!table || table->shape.size() != 1 || batch < 0 ||
+            batch >= table->shape[0]) {
+          error = "fa4.sequence_length reads entry " + std::to_string(batch) +
+                  " of a seqused_k table that is not a bound extra of that "
+                  "many entries";
+          return false;
+        }
+        double keys = table->data[batch];
+        int64_t seqK = index(length.getSeqK());
+        values[length.getResult()] =
+            keys <= 0 ? 0 : keys >= double(seqK) ? seqK : int64_t(keys);
+        return true;
+      })
       .Case([&](CtaIdOp cta) {
         values[cta.getResult()] = ctaId;
         return true;

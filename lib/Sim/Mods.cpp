@@ -53,10 +53,14 @@ llvm::Expected<std::unique_ptr<Mods>> Mods::fromFunction(func::FuncOp func) {
     }
     if (std::optional<uint64_t> position = entry.getBlockMask())
       mods->blockMaskIndex = *position;
+    if (std::optional<uint64_t> position = entry.getSequsedK())
+      mods->seqUsedKIndex = *position;
   } else if (KernelSpecAttr spec = getKernelSpec(func)) {
     // Its positions are memref arguments (fa4.spec's verifier).
     if (std::optional<int64_t> position = spec.getBlockMask())
       mods->blockMaskIndex = *position;
+    if (std::optional<int64_t> position = spec.getSequsedK())
+      mods->seqUsedKIndex = *position;
     for (int64_t position : spec.getExtras()) {
       mods->extraArguments.push_back(func.getArgument(position));
       mods->extraNumbers.push_back(position);
@@ -77,6 +81,11 @@ llvm::Expected<std::unique_ptr<Mods>> Mods::fromFunction(func::FuncOp func) {
     if (!*program)
       return makeError(error);
   }
+  if (mods->seqUsedKIndex &&
+      *mods->seqUsedKIndex >= mods->extraArguments.size())
+    return makeError("the seqused_k table is extra #" +
+                     std::to_string(*mods->seqUsedKIndex) + ", but there are " +
+                     std::to_string(mods->extraArguments.size()) + " extras");
   if (mods->blockMaskIndex &&
       *mods->blockMaskIndex >= mods->extraArguments.size())
     return makeError("the block mask is extra #" +
@@ -95,6 +104,22 @@ llvm::Expected<std::unique_ptr<Mods>> Mods::fromFunction(func::FuncOp func) {
   return std::move(mods);
 }
 
+std::vector<int64_t> mlir::fa4::sim::drawKeyCounts(int64_t batch, int64_t seqK,
+                                   uint64_t seed) {
+  std::vector<int64_t> edges = {0, 1, seqK};
+  if (seqK > 129)
+    edges.insert(edges.end(), {127, 129});
+  std::mt19937_64 random(seed * 104729 + 17);
+  std::uniform_int_distribution<int64_t> uniform(0, seqK);
+  std::vector<int64_t> counts(batch);
+  for (int64_t b = 0; b < batch; ++b)
+    counts[b] = b < static_cast<int64_t>(edges.size()) ? std::min(edges[b], seqK)
+                                                       : uniform(random);
+  // The edge cases at seeded places, not always the first sequences.
+  std::shuffle(counts.begin(), counts.end(), random);
+  return counts;
+}
+
 llvm::Error Mods::fillExtras(const Problem &p, uint64_t seed) {
   int64_t dynamicSize = std::max({p.batch, p.seqQ, p.seqK, p.qHeads});
   for (auto [i, extra] : llvm::enumerate(extraArguments)) {
@@ -104,11 +129,13 @@ llvm::Error Mods::fillExtras(const Problem &p, uint64_t seed) {
     int64_t count = 1;
     // The block mask's dynamic sizes are batch, q_heads and query blocks.
     bool blockMask = blockMaskIndex && *blockMaskIndex == i;
+    bool seqUsed = seqUsedKIndex && *seqUsedKIndex == i;
     int64_t blockMaskSizes[] = {p.batch, p.qHeads,
                                 ceilDiv(p.seqQ, kBlockMaskQueries), 4};
     for (auto [position, dim] : llvm::enumerate(type.getShape())) {
       int64_t size = !ShapedType::isDynamic(dim) ? dim
                      : blockMask                 ? blockMaskSizes[position]
+                     : seqUsed                   ? p.batch
                                                  : dynamicSize;
       if (size <= 0 || size > (int64_t(1) << 26) / count)
         return makeError("an extra of type " + str(type) +
@@ -118,6 +145,16 @@ llvm::Error Mods::fillExtras(const Problem &p, uint64_t seed) {
       count *= size;
     }
     buffer.data.assign(count, 0.0);
+    if (seqUsed) {
+      if (count != p.batch)
+        return makeError("the seqused_k table " + str(type) + " has " +
+                         std::to_string(count) + " entries for " +
+                         std::to_string(p.batch) + " sequences");
+      std::vector<int64_t> counts = drawKeyCounts(p.batch, p.seqK, seed);
+      for (int64_t b = 0; b < p.batch; ++b)
+        buffer.data[b] = static_cast<double>(counts[b]);
+      continue;
+    }
     std::mt19937_64 random(seed * 7919 + i);
     if (!buffer.integer) {
       std::uniform_real_distribution<double> uniform(-1.0, 1.0);
@@ -222,6 +259,20 @@ llvm::Error Mods::setExtra(size_t index, llvm::ArrayRef<float> values) {
 }
 
 void Mods::attach(Problem &problem) {
+  // Each sequence's keys, clamped as the kernel clamps them (the table may
+  // have been read from a file).
+  if (seqUsedKIndex) {
+    const ModBuffer &table = extraBuffers[*seqUsedKIndex];
+    problem.seqUsedK.clear();
+    for (int64_t b = 0; b < problem.batch; ++b) {
+      double keys = b < static_cast<int64_t>(table.data.size()) ? table.data[b]
+                                                                : 0.0;
+      problem.seqUsedK.push_back(keys <= 0.0 ? 0
+                                 : keys >= double(problem.seqK)
+                                     ? problem.seqK
+                                     : static_cast<int64_t>(keys));
+    }
+  }
   // An entry with a score_mod has no softcap attribute (the verifier says
   // so); a softcap the lowering reports then is the region itself, taken
   // down the softcap's path. The reference runs the region, not both.

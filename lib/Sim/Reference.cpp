@@ -15,9 +15,10 @@ namespace mlir::fa4::sim {
 /// windows are aligned to the bottom-right corner of the score matrix.
 static bool isVisible(const Problem &p, int64_t b, int64_t h, int64_t i,
                       int64_t j) {
-  if (p.maskMod && !p.maskMod(b, h, i, j))
+  int64_t keys = p.keysOf(b);
+  if (j >= keys || (p.maskMod && !p.maskMod(b, h, i, j)))
     return false;
-  int64_t diagonal = i + p.seqK - p.seqQ;
+  int64_t diagonal = i + keys - p.seqQ;
   if (p.causal && j > diagonal)
     return false;
   if (p.window) {

@@ -103,6 +103,11 @@ void TileProgramBuilder::build() {
 
   auto batchLoop = scf::ForOp::create(b, loc, zero, batches, one);
   b.setInsertionPointToStart(batchLoop.getBody());
+  // With seqused_k, each sequence has its own number of keys: every mask,
+  // range and bound of its tasks reads that one.
+  if (std::optional<uint64_t> position = op.getSequsedK())
+    seqK = SequenceLengthOp::create(b, loc, op.getExtras()[*position],
+                                    batchLoop.getInductionVar(), seqK);
   // One task per head group: the query heads packed in its rows (all of a
   // K/V head's where the ratio packs whole).
   auto headLoop =
@@ -287,14 +292,16 @@ static KernelSpecAttr buildSpec(AttentionOp op, const TileConfig &config) {
   // is the block mask.
   for (Value extra : op.getExtras())
     extraPositions.push_back(cast<BlockArgument>(extra).getArgNumber());
-  std::optional<int64_t> blockMask;
+  std::optional<int64_t> blockMask, seqUsedK;
   if (std::optional<uint64_t> position = op.getBlockMask())
     blockMask = static_cast<int64_t>(*position);
+  if (std::optional<uint64_t> position = op.getSequsedK())
+    seqUsedK = static_cast<int64_t>(*position);
   return KernelSpecAttr::get(
       op.getContext(), config.mask, config.windowLeft, config.windowRight,
       llvm::APFloat(config.scale), llvm::APFloat(config.softcap),
       static_cast<bool>(op.getLse()), argumentPositions, extraPositions,
-      blockMask);
+      blockMask, seqUsedK);
 }
 
 namespace {

@@ -71,6 +71,13 @@ FailureOr<TileProgram> TileProgram::read(func::FuncOp func, StringRef pass,
                               << ", which the function does not have";
     program.arguments.push_back(func.getArgument(position));
   }
+  if (std::optional<int64_t> position = spec.getSequsedK()) {
+    ArrayRef<int64_t> extras = spec.getExtras();
+    if (*position < 0 || *position >= static_cast<int64_t>(extras.size()) ||
+        extras[*position] < 0 || extras[*position] >= func.getNumArguments())
+      return func.emitError() << "fa4.spec's seqused_k names no argument";
+    program.seqUsedK = func.getArgument(extras[*position]);
+  }
   if (program.lseStore && program.arguments.size() <= kLse)
     return func.emitError()
            << "the tile program stores an LSE that fa4.spec does not name";
@@ -115,10 +122,14 @@ TaskHeader mlir::fa4::buildTaskHeader(IndexBuilder &ib,
                             .getResult();
   header.mBlock = coords.getMBlock();
   header.qRow = ib.mul(header.mBlock, range.getRows());
+  header.seqK = seqK;
+  if (program.seqUsedK)
+    header.seqK = SequenceLengthOp::create(b, loc, program.seqUsedK,
+                                           header.batch, seqK);
   IRMapping mapping;
   mapping.map(range.getRowBegin(), header.qRow);
   mapping.map(range.getSeqQ(), seqQ);
-  mapping.map(range.getSeqK(), seqK);
+  mapping.map(range.getSeqK(), header.seqK);
   if (range.getBlockMask()) {
     mapping.map(range.getBatch(), header.batch);
     mapping.map(range.getKvHead(), header.headGroup);

@@ -606,8 +606,13 @@ static int emulate(std::unique_ptr<MemoryBuffer> entryBuffer) {
   context.disableMultithreading();
   mlir::OwningOpRef<mlir::ModuleOp> entryModule;
   std::unique_ptr<sim::Mods> mods;
-  bool hasMods =
-      manifest.scoreMod || manifest.maskMod || !manifest.extras.empty();
+  // A seqused_k table as the only extra needs no entry IR: it is drawn here
+  // as fa4-sim draws it.
+  bool onlySeqUsedK = manifest.seqUsedK >= 0 && manifest.extras.size() == 1 &&
+                      !manifest.scoreMod && !manifest.maskMod;
+  bool hasMods = (manifest.scoreMod || manifest.maskMod ||
+                  !manifest.extras.empty()) &&
+                 !onlySeqUsedK;
   if (hasMods && entryFile.empty())
     return fail("the kernel inlines a score_mod or mask_mod region: pass "
                 "--entry with the IR it was compiled from, so the reference "
@@ -624,6 +629,8 @@ static int emulate(std::unique_ptr<MemoryBuffer> entryBuffer) {
       return fail(drawn.takeError());
     mods = std::move(*drawn);
   }
+  if (onlySeqUsedK && !mods)
+    problem.seqUsedK = sim::drawKeyCounts(batch, seqK, seed);
   bool bf16 = manifest.dtype == "bf16";
   std::vector<float> q, k, v;
   sim::fillInputs(problem, bf16, seed, distribution, q, k, v);
@@ -637,6 +644,14 @@ static int emulate(std::unique_ptr<MemoryBuffer> entryBuffer) {
       uploadTensors(device, manifest, q, k, v, reference, mods.get());
   if (!buffers)
     return fail(buffers.takeError());
+  if (onlySeqUsedK && !mods) {
+    uint64_t address = device.allocate(static_cast<size_t>(batch) * 4);
+    int32_t *table = reinterpret_cast<int32_t *>(
+        device.host(address, static_cast<size_t>(batch) * 4));
+    for (int64_t b = 0; b < batch; ++b)
+      table[b] = static_cast<int32_t>(problem.seqUsedK[b]);
+    buffers->extras.push_back({address, {batch}});
+  }
   if (mods) {
     // The entry's extras must be the ones the kernel was compiled for.
     std::vector<runtime::Tensor> extras;

@@ -159,6 +159,13 @@ static cl::opt<double> softcap("softcap",
                                cl::cat(variantCategory));
 static cl::opt<bool> lse("lse", cl::desc("Also write the log-sum-exp"),
                          cl::init(false), cl::cat(variantCategory));
+static cl::opt<bool> seqUsedK(
+    "seqused-k",
+    cl::desc("Each sequence attends to its own number of keys, read from a "
+             "[batch] i32 table (the kernel's extra 0: FlashAttention's "
+             "seqused_k, a KV cache's cache_seqlens); its masks align "
+             "bottom-right to that length"),
+    cl::init(false), cl::cat(variantCategory));
 
 /// The variant the flags describe, as entry IR (fa4/Driver/Compile.h).
 static OwningOpRef<ModuleOp> buildVariant(MLIRContext &context) {
@@ -174,6 +181,7 @@ static OwningOpRef<ModuleOp> buildVariant(MLIRContext &context) {
     variant.scale = scale;
   variant.softcap = softcap;
   variant.lse = lse;
+  variant.seqUsedK = seqUsedK;
   if (llvm::Error refused = fa4::checkVariant(variant)) {
     errs() << "fa4c: --" << toString(std::move(refused)) << "\n";
     return nullptr;
@@ -185,7 +193,7 @@ static bool usesVariantFlags() {
   cl::Option *variantOptions[] = {&headDim,    &qHeads,      &kvHeads,
                                  &mask,       &windowLeft,  &windowRight,
                                  &dtype,      &scale,       &softcap,
-                                 &lse};
+                                 &lse, &seqUsedK};
   return llvm::any_of(variantOptions, [](cl::Option *option) {
     return option->getNumOccurrences() > 0;
   });

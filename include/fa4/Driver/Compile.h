@@ -37,6 +37,9 @@ struct Variant {
   std::optional<double> scale;
   double softcap = 0.0;
   bool lse = false;
+  /// A seqused_k table (the function's last argument, memref<?xi32>): each
+  /// sequence's number of keys, as a KV cache's cache_seqlens.
+  bool seqUsedK = false;
 };
 
 /// Whether `variant`'s fields can be built into entry IR at all (its dtype,

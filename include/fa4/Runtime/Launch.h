@@ -46,6 +46,9 @@ struct Manifest {
   /// Which extra is the block mask (`[batch or 1, q_heads or 1, ceil(seq_q /
   /// 128), 4]` i32), -1 without one.
   int64_t blockMask = -1;
+  /// Which extra is the seqused_k table (`[batch]` i32: each sequence's
+  /// keys), -1 without one.
+  int64_t seqUsedK = -1;
 
   /// A memref the mod regions read: element type ("f32", "i32", ...) and
   /// shape, -1 where the launch gives the size (an `extraN_dimD` parameter).

@@ -43,6 +43,12 @@ struct ModBuffer {
   std::string dtype;
 };
 
+/// A seqused_k table for `batch` sequences of up to `seqK` keys, drawn from
+/// `seed`: the first sequences take the edge cases (no key, one key, all
+/// seq_k keys, one short of a 128-key block and one past it, where seq_k
+/// has them), the others uniform in [0, seq_k].
+std::vector<int64_t> drawKeyCounts(int64_t batch, int64_t seqK, uint64_t seed);
+
 class Mods {
 public:
   /// The regions and extras of the attention in `func`: its fa4.attention
@@ -88,11 +94,14 @@ public:
   /// fillExtras computes it from the mask_mod, as FlexAttention's
   /// create_block_mask does.
   std::optional<size_t> blockMask() const { return blockMaskIndex; }
+  /// Which extra is the seqused_k table, if any: fillExtras draws it with
+  /// drawKeyCounts, and attach gives the problem its lengths.
+  std::optional<size_t> seqUsedK() const { return seqUsedKIndex; }
 
 private:
   Mods();
   llvm::Error fillBlockMask(const Problem &problem);
-  std::optional<size_t> blockMaskIndex;
+  std::optional<size_t> blockMaskIndex, seqUsedKIndex;
   std::unique_ptr<ModProgram> scoreMod, maskMod;
   llvm::SmallVector<Value> extraArguments;
   llvm::SmallVector<unsigned> extraNumbers;

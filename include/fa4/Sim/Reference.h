@@ -50,6 +50,12 @@ struct Problem {
   /// A mask_mod: whether query i of (batch, query head) may see key j, anded
   /// with the mask above.
   std::function<bool(int64_t b, int64_t h, int64_t i, int64_t j)> maskMod;
+  /// seqused_k: sequence b's keys are its first seqUsedK[b] (each in [0,
+  /// seqK]), and its masks align to that length; empty: all seqK.
+  std::vector<int64_t> seqUsedK;
+  int64_t keysOf(int64_t b) const {
+    return seqUsedK.empty() ? seqK : seqUsedK[b];
+  }
 };
 
 /// Q and O are [batch, seqQ, qHeads, headDim], K and V [batch, seqK, kvHeads,

@@ -34,6 +34,8 @@ struct TileProgram {
   ScoreModOp scoreMod;     // null without a score_mod
   StoreLseTileOp lseStore; // null without an LSE output
   SmallVector<Value, 5> arguments;
+  /// The seqused_k table (fa4.spec's), null without one.
+  Value seqUsedK;
 
   /// The tile program of `func`, or failure with an error naming `pass`
   /// (a function without fa4.spec is not a kernel: `isKernel` false).
@@ -101,6 +103,8 @@ struct TaskHeader {
   /// The head group's index (Q, O, the LSE, the mods and the block mask
   /// address query heads by it) and its K/V head.
   Value batch, headGroup, kvHead, mBlock, qRow;
+  /// The task's sequence's keys: seq_k, or its seqused_k entry.
+  Value seqK;
   Value begin, fullBegin, fullEnd, end;
   /// KV blocks visited: end - begin.
   Value numBlocks;

@@ -380,7 +380,8 @@ static LaunchAttr launchInfo(func::FuncOp func, WarpSpecializeOp specialize,
                          kernel.tmemColumns, rowsPerTask,
                          specialize->getAttrOfType<GridAttr>(kGridAttrName),
                          spec, roles, maps, hasLse, scoreMod, maskMod,
-                         extraEntries, spec.getBlockMask());
+                         extraEntries, spec.getBlockMask(),
+                         spec.getSequsedK());
 }
 
 LogicalResult FA4ToNVVMPass::convert(func::FuncOp func,

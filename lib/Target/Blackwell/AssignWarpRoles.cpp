@@ -320,7 +320,7 @@ void RoleProgramBuilder::buildSoftmaxRole(const TaskState &task, int stage) {
           mapping.map(scoreMod.getRow(), task.tileRow[stage]);
           mapping.map(scoreMod.getCol(), keyOf(task, k));
           mapping.map(scoreMod.getSeqQ(), start.seqQ);
-          mapping.map(scoreMod.getSeqK(), start.seqK);
+          mapping.map(scoreMod.getSeqK(), task.seqK);
           s = b.clone(*scoreMod, mapping)->getResult(0);
         }
         if (MaskOp mask = program.mask) {
@@ -338,7 +338,7 @@ void RoleProgramBuilder::buildSoftmaxRole(const TaskState &task, int stage) {
             mapping.map(mask.getRow(), task.tileRow[stage]);
             mapping.map(mask.getCol(), keyOf(task, k));
             mapping.map(mask.getSeqQ(), start.seqQ);
-            mapping.map(mask.getSeqK(), start.seqK);
+            mapping.map(mask.getSeqK(), task.seqK);
             if (mask.getBatch()) {
               mapping.map(mask.getBatch(), task.batch);
               mapping.map(mask.getHead(), task.headGroup);

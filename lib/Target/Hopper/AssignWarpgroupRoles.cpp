@@ -181,7 +181,7 @@ OnlineSoftmaxOp WarpgroupProgramBuilder::buildSoftmax(const Task &task,
     mapping.map(scoreMod.getRow(), rowBegin);
     mapping.map(scoreMod.getCol(), key);
     mapping.map(scoreMod.getSeqQ(), start.seqQ);
-    mapping.map(scoreMod.getSeqK(), start.seqK);
+    mapping.map(scoreMod.getSeqK(), task.seqK);
     s = cloneForWarpgroup(scoreMod, mapping)->getResult(0);
   }
   if (MaskOp mask = program.mask) {
@@ -198,7 +198,7 @@ OnlineSoftmaxOp WarpgroupProgramBuilder::buildSoftmax(const Task &task,
     mapping.map(mask.getRow(), rowBegin);
     mapping.map(mask.getCol(), key);
     mapping.map(mask.getSeqQ(), start.seqQ);
-    mapping.map(mask.getSeqK(), start.seqK);
+    mapping.map(mask.getSeqK(), task.seqK);
     if (mask.getBatch()) {
       mapping.map(mask.getBatch(), task.batch);
       mapping.map(mask.getHead(), task.headGroup);

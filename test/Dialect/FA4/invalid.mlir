@@ -718,3 +718,48 @@ func.func @softcap_small(%q: memref<?x?x8x128xf16>, %k: memref<?x?x8x128xf16>, %
       : memref<?x?x8x128xf16>, memref<?x?x8x128xf16>, memref<?x?x8x128xf16> -> memref<?x?x8x128xf16>
   return
 }
+
+// -----
+
+func.func @seqused_k_out_of_range(%q: memref<?x?x8x64xf16>, %s: memref<?xi32>) {
+  // expected-error @+1 {{seqused_k names extra #1, but the op has 1 extras}}
+  fa4.attention %q, %q, %q -> %q extras(%s : memref<?xi32>) {seqused_k = 1 : i64}
+      : memref<?x?x8x64xf16>, memref<?x?x8x64xf16>, memref<?x?x8x64xf16> -> memref<?x?x8x64xf16>
+  return
+}
+
+// -----
+
+func.func @seqused_k_wrong_type(%q: memref<?x?x8x64xf16>, %s: memref<?xi64>) {
+  // expected-error @+1 {{seqused_k 'memref<?xi64>' is not an i32 memref of one entry per sequence [?]}}
+  fa4.attention %q, %q, %q -> %q extras(%s : memref<?xi64>) {seqused_k = 0 : i64}
+      : memref<?x?x8x64xf16>, memref<?x?x8x64xf16>, memref<?x?x8x64xf16> -> memref<?x?x8x64xf16>
+  return
+}
+
+// -----
+
+func.func @seqused_k_wrong_batch(%q: memref<4x?x8x64xf16>, %s: memref<3xi32>) {
+  // expected-error @+1 {{seqused_k 'memref<3xi32>' is not an i32 memref of one entry per sequence [4]}}
+  fa4.attention %q, %q, %q -> %q extras(%s : memref<3xi32>) {seqused_k = 0 : i64}
+      : memref<4x?x8x64xf16>, memref<4x?x8x64xf16>, memref<4x?x8x64xf16> -> memref<4x?x8x64xf16>
+  return
+}
+
+// -----
+
+func.func @seqused_k_and_another_extra(%q: memref<?x?x8x64xf16>, %s: memref<?xi32>, %t: memref<8xf32>) {
+  // expected-error @+1 {{has extras but no score_mod or mask_mod region to read them}}
+  fa4.attention %q, %q, %q -> %q extras(%s, %t : memref<?xi32>, memref<8xf32>) {seqused_k = 0 : i64}
+      : memref<?x?x8x64xf16>, memref<?x?x8x64xf16>, memref<?x?x8x64xf16> -> memref<?x?x8x64xf16>
+  return
+}
+
+// -----
+
+func.func @seqused_k_is_the_block_mask(%q: memref<?x?x8x64xf16>, %t: memref<?x1x?x4xi32>) {
+  // expected-error @+1 {{seqused_k 'memref<?x1x?x4xi32>' is not an i32 memref of one entry per sequence [?]}}
+  fa4.attention %q, %q, %q -> %q extras(%t : memref<?x1x?x4xi32>) {seqused_k = 0 : i64}
+      : memref<?x?x8x64xf16>, memref<?x?x8x64xf16>, memref<?x?x8x64xf16> -> memref<?x?x8x64xf16>
+  return
+}

@@ -397,7 +397,8 @@ LogicalResult Lowering::lowerOp(Operation *op) {
                     smemAt(kernel.smem, i32(kernel.smemOffset.lookup(alloc))));
         return success();
       })
-      .Case<TaskCountOp, TaskCoordsOp, CtaIdOp, GridSizeOp, KvBlockRangeOp>(
+      .Case<TaskCountOp, TaskCoordsOp, CtaIdOp, GridSizeOp, KvBlockRangeOp,
+            SequenceLengthOp>(
           [&](Operation *scheduler) { return lowerScheduler(scheduler); })
       .Case<MBarrierWaitOp, MBarrierArriveOp, MBarrierExpectTxOp, MmaCommitOp,
             NamedBarrierSyncOp, NamedBarrierArriveOp>(
@@ -854,6 +855,27 @@ LogicalResult Lowering::lowerScheduler(Operation *op) {
       })
       .Case([&](KvBlockRangeOp range) { return lowerKvBlockRange(range); })
       .Case([&](TaskCoordsOp coords) { return lowerTaskCoords(coords); })
+      .Case([&](SequenceLengthOp length) -> LogicalResult {
+        auto extra = kernel.extras.find(length.getTable());
+        if (extra == kernel.extras.end() || extra->second.sizes.size() != 1)
+          return length.emitOpError()
+                 << "reads a seqused_k table that is not a parameter of the "
+                    "kernel";
+        const KernelState::Extra &table = extra->second;
+        // One i32 per sequence (the runtime checks the table has batch
+        // entries), sign-extended so that a negative count clamps to 0.
+        Type i32 = b.getI32Type();
+        Value address = LLVM::GEPOp::create(
+            b, loc(), table.pointer.getType(), i32, table.pointer,
+            ValueRange{toI32(lookup(length.getBatch()))});
+        Value keys =
+            toIndex(LLVM::LoadOp::create(b, loc(), i32, address).getResult());
+        mapping.map(length.getResult(),
+                    arith::MinSIOp::create(
+                        b, loc(), arith::MaxSIOp::create(b, loc(), keys, index(0)),
+                        lookup(length.getSeqK())));
+        return success();
+      })
       .Default([](Operation *) { return failure(); });
 }
 

@@ -113,7 +113,8 @@ KernelSpecAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                        MaskKind mask, int64_t windowLeft, int64_t windowRight,
                        llvm::APFloat scale, llvm::APFloat softcap, bool lse,
                        ArrayRef<int64_t> arguments, ArrayRef<int64_t> extras,
-                       std::optional<int64_t> blockMask) {
+                       std::optional<int64_t> blockMask,
+                       std::optional<int64_t> seqUsedK) {
   // The entry op's own rules (Verify.h): level B holds no variant level A
   // refuses.
   auto prefixed = [&]() { return emitError() << "fa4.spec: "; };
@@ -142,6 +143,12 @@ KernelSpecAttr::verify(function_ref<InFlightDiagnostic()> emitError,
     return emitError() << "fa4.spec: block_mask " << *blockMask
                        << " is not the index of one of its " << extras.size()
                        << " extras";
+  if (seqUsedK &&
+      (*seqUsedK < 0 || *seqUsedK >= static_cast<int64_t>(extras.size()) ||
+       seqUsedK == blockMask))
+    return emitError() << "fa4.spec: seqused_k " << *seqUsedK
+                       << " is not the index of one of its " << extras.size()
+                       << " extras other than the block mask";
   return success();
 }
 
@@ -267,7 +274,7 @@ LogicalResult LaunchAttr::verify(
     KernelSpecAttr spec, ArrayRef<RoleInfoAttr> roles,
     ArrayRef<TensorMapInfoAttr> tensorMaps, bool lse, bool scoreMod,
     bool maskMod, ArrayRef<ExtraInfoAttr> extras,
-    std::optional<int64_t> blockMask) {
+    std::optional<int64_t> blockMask, std::optional<int64_t> seqUsedK) {
   (void)grid;
   (void)scoreMod;
   (void)maskMod;
@@ -304,6 +311,8 @@ LogicalResult LaunchAttr::verify(
     return emitError() << "fa4.launch: block_mask " << *blockMask
                        << " is not the index of one of its " << extras.size()
                        << " extras";
+  if (seqUsedK != spec.getSequsedK())
+    return emitError() << "fa4.launch: seqused_k differs from its spec's";
   return success();
 }
 
@@ -363,6 +372,13 @@ static LogicalResult verifySpecOn(Operation *op, Attribute value) {
       return op->emitError() << "fa4.spec's LSE is " << lse
                              << "; expected a row-major [batch, q_heads = "
                              << heads(0) << ", seq_q] memref of f32";
+  }
+  if (std::optional<int64_t> position = spec.getSequsedK()) {
+    auto table = cast<MemRefType>(types[spec.getExtras()[*position]]);
+    if (failed(fa4::detail::verifySeqUsedKType(
+            [&] { return op->emitError() << "fa4.spec: "; }, table,
+            q.getDimSize(0))))
+      return failure();
   }
   return success();
 }

@@ -223,6 +223,20 @@ float AttentionOp::getEffectiveScale() {
   return 1.0f / std::sqrt(static_cast<float>(getHeadDim()));
 }
 
+LogicalResult mlir::fa4::detail::verifySeqUsedKType(EmitError emitError,
+                                                    MemRefType table,
+                                                    int64_t batch) {
+  if (table.getRank() != 1 || !table.getElementType().isInteger(32) ||
+      (!ShapedType::isDynamic(batch) && !table.isDynamicDim(0) &&
+       table.getDimSize(0) != batch))
+    return emitError() << "seqused_k " << table
+                       << " is not an i32 memref of one entry per sequence ["
+                       << (ShapedType::isDynamic(batch) ? std::string("?")
+                                                        : std::to_string(batch))
+                       << "]";
+  return success();
+}
+
 static constexpr int64_t kSupportedHeadDims[] = {64, 96, 128};
 /// The largest softcap: see the verifier.
 static constexpr float kMaxSoftcap = 1024.0f;
@@ -413,7 +427,8 @@ LogicalResult AttentionOp::verify() {
   if (softcap > 0.0f && !getScoreMod().empty())
     return emitOpError() << "has both a softcap and a score_mod; write the "
                             "softcap in the score_mod region";
-  if (!getExtras().empty() && getScoreMod().empty() && getMaskMod().empty())
+  if (getExtras().size() > (getSequsedK() ? 1u : 0u) &&
+      getScoreMod().empty() && getMaskMod().empty())
     return emitOpError() << "has extras but no score_mod or mask_mod region "
                             "to read them";
   for (auto [position, extra] : llvm::enumerate(getExtras())) {
@@ -469,6 +484,19 @@ LogicalResult AttentionOp::verify() {
                                    ? std::string("?")
                                    : std::to_string(ceilDiv(qShape[1], kBlockMaskQueries)))
                            << ", 4]";
+  }
+  if (std::optional<uint64_t> position = getSequsedK()) {
+    if (*position >= getExtras().size())
+      return emitOpError() << "seqused_k names extra #" << *position
+                           << ", but the op has " << getExtras().size()
+                           << " extras";
+    if (getBlockMask() == position)
+      return emitOpError() << "seqused_k and block_mask name the same extra";
+    if (failed(fa4::detail::verifySeqUsedKType(
+            [this] { return emitOpError(); },
+            cast<MemRefType>(getExtras()[*position].getType()),
+            getLogicalShape(getQ())[0])))
+      return failure();
   }
   return verifyMaskBounds(op, getMask(), getWindowLeft(), getWindowRight());
 }

@@ -26,6 +26,11 @@ LogicalResult verifyWindow(EmitError emitError, MaskKind mask, int64_t left,
 /// 2·log2(e)·scale / softcap is a finite f32).
 LogicalResult verifyScaleAndSoftcap(EmitError emitError, float scale,
                                     float softcap);
+
+/// A seqused_k table: a rank-1 i32 memref of `batch` entries (either may be
+/// dynamic).
+LogicalResult verifySeqUsedKType(EmitError emitError, MemRefType table,
+                                 int64_t batch);
 } // namespace mlir::fa4::detail
 
 #endif // FA4_LIB_DIALECT_FA4_IR_VERIFY_H

@@ -107,8 +107,9 @@ def FA4_KernelSpecAttr : AttrDef<FA4_Dialect, "KernelSpec"> {
 
     `arguments` are the positions of Q, K, V, O (and the LSE when `lse`)
     among the function's arguments; `extras` those of the memrefs the
-    `score_mod` / `mask_mod` regions read, and `block_mask` the index among
-    the extras of the block mask. The window bounds are in keys (-1: unbounded),
+    `score_mod` / `mask_mod` regions read, `block_mask` the index among
+    the extras of the block mask and `seqused_k` that of the per-sequence
+    key counts. The window bounds are in keys (-1: unbounded),
     `scale` is the resolved softmax scale and `softcap` 0 when there is none.
     The attribute checks itself with fa4.attention's own rules (window
     bounds that agree with the mask, the scale and softcap limits) and its
@@ -125,7 +126,8 @@ def FA4_KernelSpecAttr : AttrDef<FA4_Dialect, "KernelSpec"> {
     FA4_BoolParameter<"whether the kernel writes the LSE">:$lse,
     FA4_ListParameter<"int64_t", "positions of Q, K, V, O (, LSE)">:$arguments,
     FA4_OptionalListParameter<"int64_t", "positions of the mods' memrefs">:$extras,
-    OptionalParameter<"std::optional<int64_t>", "index of the block mask among the extras">:$block_mask
+    OptionalParameter<"std::optional<int64_t>", "index of the block mask among the extras">:$block_mask,
+    OptionalParameter<"std::optional<int64_t>", "index of the seqused_k table among the extras">:$seqused_k
   );
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;
@@ -281,7 +283,8 @@ def FA4_LaunchAttr : AttrDef<FA4_Dialect, "Launch"> {
     FA4_BoolParameter<"whether it runs a score_mod">:$score_mod,
     FA4_BoolParameter<"whether it runs a mask_mod">:$mask_mod,
     FA4_OptionalListParameter<"ExtraInfoAttr", "the mods' memrefs">:$extras,
-    OptionalParameter<"std::optional<int64_t>", "index of the block mask">:$block_mask
+    OptionalParameter<"std::optional<int64_t>", "index of the block mask">:$block_mask,
+    OptionalParameter<"std::optional<int64_t>", "index of the seqused_k table">:$seqused_k
   );
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;

@@ -81,10 +81,17 @@ def FA4_AttentionOp : FA4_Op<"attention", [
       full_end <= end`). It describes the mask_mod alone (the `mask`
       attribute is applied on top) and must be right: a block left out is
       never visited, and a block called whole is not masked.
+    * `seqused_k`: the position of an extra, `[batch]` i32, that gives each
+      sequence's number of keys (FlashAttention's `seqused_k`, a KV cache's
+      `cache_seqlens`): sequence `b` attends to its first `seqused_k[b]`
+      keys (clamped to `[0, seq_k]`), and its masks align bottom-right to
+      that length, as if its `seq_k` were `seqused_k[b]`; the keys past it
+      are never read into a score. A sequence of no key gets an all-zero
+      output and an LSE of `-inf`.
     * `extras`: memrefs the regions read with `memref.load` (bias tables,
-      per-head slopes, document ids). Regions are straight-line code free of
-      side effects other than those loads, and capture nothing from above:
-      an extra reaches them as a block argument.
+      per-head slopes, document ids), and the `seqused_k` table. Regions are
+      straight-line code free of side effects other than those loads, and
+      capture nothing from above: an extra reaches them as a block argument.
 
     ```mlir
     fa4.attention %q, %k, %v -> %o, lse %lse {mask = #fa4.mask<causal>}
@@ -139,7 +146,8 @@ def FA4_AttentionOp : FA4_Op<"attention", [
     OptionalAttr<F32Attr>:$scale,
     DefaultValuedAttr<F32Attr, "0.0f">:$softcap,
     UnitAttr:$heads_first,
-    OptionalAttr<ConfinedAttr<I64Attr, [IntNonNegative]>>:$block_mask
+    OptionalAttr<ConfinedAttr<I64Attr, [IntNonNegative]>>:$block_mask,
+    OptionalAttr<ConfinedAttr<I64Attr, [IntNonNegative]>>:$seqused_k
   );
   let results = (outs Variadic<AnyRankedTensor>:$results);
   let regions = (region MaxSizedRegion<1>:$score_mod,
@@ -187,6 +195,25 @@ def FA4_YieldOp : FA4_Op<"yield", [Pure, Terminator,
 //===----------------------------------------------------------------------===//
 // Level B: the tile program.
 //===----------------------------------------------------------------------===//
+
+def FA4_SequenceLengthOp : FA4_Op<"sequence_length", [Pure]> {
+  let summary = "a sequence's key count from a seqused_k table";
+  let description = [{
+    `min(max(table[batch], 0), seq_k)`: the keys sequence `batch` uses, from
+    the entry's `seqused_k` table (an i32 memref `[batch]`), clamped so that
+    no key outside K and V is ever read. Level B reads it once per batch,
+    each role of a level-C schedule once per task.
+
+    ```mlir
+    %n = fa4.sequence_length %seqused[%b], %seq_k : memref<?xi32>
+    ```
+  }];
+  let arguments = (ins MemRefRankOf<[I32], [1]>:$table, Index:$batch,
+                       Index:$seq_k);
+  let results = (outs Index:$result);
+  let assemblyFormat =
+      "$table `[` $batch `]` `,` $seq_k attr-dict `:` type($table)";
+}
 
 def FA4_KvBlockRangeOp : FA4_Op<"kv_block_range", [Pure, IsolatedFromAbove,
                                                    AttrSizedOperandSegments]> {
