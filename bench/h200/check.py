@@ -111,7 +111,7 @@ PREPARE_LIMIT = 300.0
 CACHE_BYTES = {"cuda": 4 << 30, "cpu": 256 << 20}
 # The attention fields the inputs and the reference depend on.
 VARIANT_KEY = ("head_dim", "q_heads", "kv_heads", "dtype", "mask",
-               "window_left", "window_right", "scale", "softcap")
+               "window_left", "window_right", "scale", "softcap", "seqused_k")
 
 
 def visible(seq_q, seq_k, attention, device):
@@ -136,20 +136,38 @@ def visible(seq_q, seq_k, attention, device):
     return seen
 
 
-def reference(q, k, v, attention):
+def key_counts(batch, seq_k, generator, device):
+    """A seqused_k table: the counts 0, 1 and seq_k (and 127, 129 where
+    seq_k passes 129) first, then uniform in [0, seq_k]."""
+    edges = [0, 1, seq_k] + ([127, 129] if seq_k > 129 else [])
+    drawn = torch.randint(0, seq_k + 1, (batch,), generator=generator,
+                          device=device)
+    counts = [min(edges[b], seq_k) if b < len(edges) else int(drawn[b])
+              for b in range(batch)]
+    return torch.tensor(counts, dtype=torch.int32, device=device)
+
+
+def reference(q, k, v, attention, used=None):
     """O [batch, seq_q, q_heads, head_dim] and LSE [batch, q_heads, seq_q]
-    in float32 (see the module's doc), one batch at a time."""
+    in float32 (see the module's doc), one batch at a time; with `used`
+    (a seqused_k table) batch b sees its first used[b] keys, its masks
+    aligned to that count."""
     batch, seq_q, q_heads, _ = q.shape
     seq_k, kv_heads = k.shape[1], k.shape[2]
     group = q_heads // kv_heads
     scale, softcap = attention["scale"], attention["softcap"]
-    mask = visible(seq_q, seq_k, attention, q.device)
     o = torch.empty(q.shape, dtype=torch.float32, device=q.device)
     lse = torch.empty(batch, q_heads, seq_q, dtype=torch.float32, device=q.device)
     for b in range(batch):
+        keys = seq_k if used is None else int(used[b])
+        if keys == 0:
+            o[b] = 0.0
+            lse[b] = -math.inf
+            continue
+        mask = visible(seq_q, keys, attention, q.device)
         qb = q[b].float().transpose(0, 1)  # heads, seq, head_dim
-        kb = k[b].float().transpose(0, 1).repeat_interleave(group, dim=0)
-        vb = v[b].float().transpose(0, 1).repeat_interleave(group, dim=0)
+        kb = k[b, :keys].float().transpose(0, 1).repeat_interleave(group, dim=0)
+        vb = v[b, :keys].float().transpose(0, 1).repeat_interleave(group, dim=0)
         scores = torch.matmul(qb, kb.transpose(1, 2)) * scale
         if softcap:
             scores = softcap * torch.tanh(scores / softcap)
@@ -168,8 +186,8 @@ def reference(q, k, v, attention):
                     attn_mask=mask, scale=scale).squeeze(0)
         del scores
         o[b] = ob.transpose(0, 1)
-    if mask is not None:
-        o[:, ~mask.any(dim=1)] = 0.0  # rows that see no key
+        if mask is not None:
+            o[b, ~mask.any(dim=1)] = 0.0  # rows that see no key
     return o, lse
 
 
@@ -224,8 +242,11 @@ def parse_shapes(text):
 def case_seed(seed, attention, shape):
     """The generator's seed of a case: from --seed, the variant and the
     shape only."""
-    text = json.dumps([seed, [attention.get(k) for k in VARIANT_KEY],
-                       list(shape)])
+    # (seqused_k only where the kernel has it: the other cases keep the
+    # inputs of the runs before it was a key.)
+    key = [attention.get(k) for k in VARIANT_KEY
+           if k != "seqused_k" or attention.get(k) is not None]
+    text = json.dumps([seed, key, list(shape)])
     return int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "little") >> 1
 
 
@@ -289,8 +310,10 @@ class Runner:
 
         q, k, v = randn(batch, seq_q, hq, hd), randn(batch, seq_k, hkv, hd), \
             randn(batch, seq_k, hkv, hd)
-        want_o, want_lse = reference(q, k, v, a)
-        tensors = (q, k, v, want_o, want_lse)
+        used = (key_counts(batch, seq_k, generator, self.device)
+                if a.get("seqused_k") is not None else None)
+        want_o, want_lse = reference(q, k, v, a, used)
+        tensors = (q, k, v, want_o, want_lse) + ((used,) if used is not None else ())
         size = sum(t.numel() * t.element_size() for t in tensors)
         while self.cache and self.cached + size > self.cache_bytes:
             _, dropped = self.cache.popitem(last=False)
@@ -305,7 +328,7 @@ class Runner:
         before the launch: (max_abs_o, max_abs_lse, why it failed or None,
         whether the CUDA context is lost)."""
         try:
-            q, k, v, want_o, want_lse = self.inputs(shape)
+            q, k, v, want_o, want_lse, *used = self.inputs(shape)
         except Exception as e:  # e.g. out of memory: not the kernel's fault
             return None, None, f"check.py: the inputs or the reference: " \
                                f"{type(e).__name__}: {e}", False
@@ -317,7 +340,7 @@ class Runner:
                if self.attention["lse"] else None)
         launching()
         try:
-            self.kernel(q, k, v, o, lse)
+            self.kernel(q, k, v, o, lse, extras=used)
             if self.device.type == "cuda":
                 torch.cuda.synchronize(self.device)
         except (self.capi.LaunchError, ValueError, TypeError) as e:

@@ -68,6 +68,12 @@ LONG_WINDOWS = (
 ANY_RATIOS = ((6, 2), (10, 2), (14, 2), (12, 2), (24, 1))
 ANY_RATIO_MASKS = CHECK_MASKS + (("window", 1000, 200),)
 
+# seqused_k (issue 26: a KV cache's cache_seqlens): (head dim, dtype, mask,
+# q heads, kv heads), the counts drawn by check.py per shape (0, 1 and
+# seq_k among them).
+SEQUSED = ((64, "fp16", CHECK_MASKS[1], 8, 2), (128, "bf16", CHECK_MASKS[0], 6, 2),
+           (96, "fp16", CHECK_MASKS[2], 8, 8), (128, "fp16", ("window", 1000, 200), 8, 1))
+
 # Kernels of the CHECK_MASKS matrix (with the LSE) also compiled under the
 # three forced schedules: (head dim, dtype, mask, kv heads).
 SCHEDULED_MATRIX = ((64, "fp16", CHECK_MASKS[0], 8),
@@ -83,9 +89,10 @@ def _mask_name(mask, left, right):
 
 
 def check_name(head_dim, dtype, mask, left, right, q_heads, kv_heads, lse,
-               schedule="auto"):
+               schedule="auto", seqused_k=False):
     return (f"check-hd{head_dim}-{dtype}-{_mask_name(mask, left, right)}-"
             f"q{q_heads}kv{kv_heads}" + ("-lse" if lse else "") +
+            ("-seqused" if seqused_k else "") +
             ("" if schedule == "auto" else "-" + schedule))
 
 
@@ -95,10 +102,10 @@ def bench_name(head_dim, dtype, causal, q_heads, kv_heads):
 
 
 def _check_variant(head_dim, dtype, mask, left, right, kv_heads, lse,
-                   schedule="auto", q_heads=CHECK_Q_HEADS):
+                   schedule="auto", q_heads=CHECK_Q_HEADS, seqused_k=False):
     return dict(head_dim=head_dim, dtype=dtype, mask=mask, window_left=left,
                 window_right=right, q_heads=q_heads, kv_heads=kv_heads,
-                lse=lse, schedule=schedule)
+                lse=lse, schedule=schedule, seqused_k=seqused_k)
 
 
 def check_variants():
@@ -112,7 +119,8 @@ def check_variants():
     - LONG_WINDOWS, each of its variants under the four schedules;
     - a few without the LSE (the kernel that writes no LSE is a different
       kernel);
-    - ANY_RATIOS x ANY_RATIO_MASKS, with the LSE."""
+    - ANY_RATIOS x ANY_RATIO_MASKS, with the LSE;
+    - SEQUSED, with the LSE and a seqused_k table."""
     variants = []
     forced = [s for s in SCHEDULES if s != "auto"]
     for head_dim in (64, 96, 128):
@@ -143,11 +151,15 @@ def check_variants():
             dtype = ("fp16", "bf16")[(i + j) % 2]
             variants.append(_check_variant(head_dim, dtype, mask, left, right,
                                            kv_heads, True, q_heads=q_heads))
+    for head_dim, dtype, (mask, left, right), q_heads, kv_heads in SEQUSED:
+        variants.append(_check_variant(head_dim, dtype, mask, left, right,
+                                       kv_heads, True, q_heads=q_heads,
+                                       seqused_k=True))
     for v in variants:
         v["name"] = check_name(v["head_dim"], v["dtype"], v["mask"],
                                v["window_left"], v["window_right"],
                                v["q_heads"], v["kv_heads"], v["lse"],
-                               v["schedule"])
+                               v["schedule"], v["seqused_k"])
     return variants
 
 
@@ -181,7 +193,7 @@ def bench_variants():
             name=c["kernel"], head_dim=c["head_dim"], dtype=c["dtype"],
             mask="causal" if c["causal"] else "none", window_left=-1,
             window_right=-1, q_heads=c["q_heads"], kv_heads=c["kv_heads"],
-            lse=False, schedule="auto")
+            lse=False, schedule="auto", seqused_k=False)
     return list(variants.values())
 
 
@@ -194,6 +206,8 @@ def fa4c_flags(v):
                   f"--window-right={v['window_right']}"]
     if v["lse"]:
         flags.append("--lse")
+    if v.get("seqused_k"):
+        flags.append("--seqused-k")
     flags += SCHEDULES[v["schedule"]]
     return flags
 

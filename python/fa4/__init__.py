@@ -295,20 +295,23 @@ def compile(head_dim: int = 128, q_heads: int = 32, kv_heads: int = 8,
             target: str = _DEFAULT_TARGET, *, cache: bool = True,
             rescale_threshold: float = 8.0,
             exp2_emulation_fraction: float = 0.125,
-            sm_count: int = 0) -> Kernel:
+            sm_count: int = 0, seqused_k: bool = False) -> Kernel:
     """Compiles one attention variant to a ``Kernel``.
 
     mask: "none", "causal" (bottom-right aligned) or "window"; window:
     (left, right) keys visible around the diagonal, -1 unbounded (with
     mask="window", or alone, which implies it; with mask="causal", right is
     0, as in ``attention``); softcap: None or 0 for none;
-    scale: None for 1/sqrt(head_dim). ``cache`` uses the compile cache;
-    within one process a variant is compiled once either way.
+    scale: None for 1/sqrt(head_dim). ``seqused_k``: the kernel takes a
+    (batch,) int32 table of each sequence's keys as its one extra
+    (``kernel(q, k, v, o, extras=[seqused_k])``). ``cache`` uses the
+    compile cache; within one process a variant is compiled once either way.
     """
     head_dim = _integer("head_dim", head_dim)
     q_heads = _integer("q_heads", q_heads)
     kv_heads = _integer("kv_heads", kv_heads)
     sm_count = _integer("sm_count", sm_count, 0)
+    seqused_k = _flag("seqused_k", seqused_k)
     key_dtype = _DTYPES.get(str(dtype).replace("torch.", ""))
     if key_dtype is None:
         raise ValueError(f"dtype must be fp16 or bf16, got {dtype!r}")
@@ -323,14 +326,15 @@ def compile(head_dim: int = 128, q_heads: int = 32, kv_heads: int = 8,
                                     exp2_emulation_fraction)
     key = (head_dim, q_heads, kv_heads, mask, left, right, key_dtype, lse,
            scale, softcap, target, rescale_threshold, exp2_emulation_fraction,
-           sm_count)
+           sm_count, seqused_k)
     with _memo_lock:
         kernel = _memo.get(key)
     if kernel is not None:
         return kernel
     native = _fa4.compile(head_dim, q_heads, kv_heads, mask, left, right,
                           key_dtype, lse, scale, softcap, target, cache,
-                          rescale_threshold, exp2_emulation_fraction, sm_count)
+                          rescale_threshold, exp2_emulation_fraction, sm_count,
+                          seqused_k)
     kernel = Kernel(native)
     with _memo_lock:
         _memo.setdefault(key, kernel)
@@ -372,14 +376,18 @@ def compile_ir(ir: str, target: str = _DEFAULT_TARGET, *, cache: bool = True,
 
 def attention(q, k, v, causal: bool = False,
               window: Sequence[int] = (-1, -1), softcap: float = 0.0,
-              scale: Optional[float] = None, return_lse: bool = False):
+              scale: Optional[float] = None, return_lse: bool = False,
+              seqused_k=None):
     """Attention of torch tensors, as FlashAttention's ``flash_attn_func``.
 
     q: (batch, seq_q, q_heads, head_dim); k, v: (batch, seq_k, kv_heads,
     head_dim), fp16 or bf16, q_heads a multiple of kv_heads (GQA/MQA).
     causal: bottom-right aligned causal mask; window: (left, right) keys
     visible around the diagonal, -1 unbounded (with causal, right is 0);
-    softcap: 0 for none; scale: None for 1/sqrt(head_dim). Returns O
+    softcap: 0 for none; scale: None for 1/sqrt(head_dim); seqused_k: None,
+    or a (batch,) int32 tensor on q's device, sequence b attending to its
+    first seqused_k[b] keys only (clamped to [0, seq_k]), its masks aligned
+    bottom-right to that length (FlashAttention's ``seqused_k``). Returns O
     (like q), and with ``return_lse`` also the log-sum-exp (batch, q_heads,
     seq_q) in float32; an empty problem (batch, seq_q or seq_k 0) returns
     at once, rows without keys O = 0 and LSE = -inf. There is no backward
@@ -399,7 +407,53 @@ def attention(q, k, v, causal: bool = False,
                           "torch tensors)")
     from . import _torch
     return _torch.attention(q, k, v, causal, window, softcap, scale,
-                            return_lse)
+                            return_lse, seqused_k)
+
+
+def attention_with_kvcache(q, k_cache, v_cache, cache_seqlens=None,
+                           block_table=None, causal: bool = False,
+                           window: Sequence[int] = (-1, -1),
+                           softcap: float = 0.0,
+                           scale: Optional[float] = None,
+                           return_lse: bool = False, num_splits: int = 0):
+    """Attention against a KV cache, as FlashAttention's
+    ``flash_attn_with_kvcache`` (without appending new keys).
+
+    q: (batch, seq_q, q_heads, head_dim); k_cache, v_cache: (batch, seq_k,
+    kv_heads, head_dim), contiguous per sequence; cache_seqlens: None (every
+    key), an int, or a (batch,) int32 tensor on q's device: sequence b
+    attends to its first cache_seqlens[b] keys, its causal mask and window
+    aligned bottom-right to that length. causal, window, softcap, scale and
+    return_lse as in ``attention``. Not yet served (NotImplementedError): a
+    paged cache (``block_table``) and split-KV (``num_splits`` other than 0
+    or 1).
+    """
+    if block_table is not None:
+        raise NotImplementedError(
+            "fa4.attention_with_kvcache: a paged KV cache (block_table) is "
+            "not served yet; pass a contiguous (batch, seq_k, kv_heads, "
+            "head_dim) cache")
+    if isinstance(num_splits, bool) or not isinstance(num_splits, int) or \
+            num_splits < 0:
+        raise ValueError(f"num_splits must be a non-negative int, got "
+                         f"{num_splits!r}")
+    if num_splits > 1:
+        raise NotImplementedError(
+            "fa4.attention_with_kvcache: split-KV (num_splits > 1) is not "
+            "served yet; pass 0 (the choice is fa4's) or 1")
+    if importlib.util.find_spec("torch") is None:
+        raise ImportError("fa4.attention_with_kvcache takes torch tensors: "
+                          "install torch")
+    from . import _torch
+    if cache_seqlens is not None and not isinstance(cache_seqlens,
+                                                    _torch.torch.Tensor):
+        count = _integer("cache_seqlens", cache_seqlens, 0, 1 << 31)
+        batch = q.shape[0] if isinstance(q, _torch.torch.Tensor) else 0
+        cache_seqlens = _torch.torch.full((batch,), count,
+                                          dtype=_torch.torch.int32,
+                                          device=q.device)
+    return _torch.attention(q, k_cache, v_cache, causal, window, softcap,
+                            scale, return_lse, cache_seqlens)
 
 
 # With torch installed, fa4.attention is also torch.ops.fa4.attention from

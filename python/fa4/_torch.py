@@ -66,13 +66,36 @@ def _check_grad(q, k, v, grad_mode=None):
             "detached tensors")
 
 
+def _check_seqused_k(q, seqused_k):
+    """A seqused_k table: a (batch,) int32 tensor on q's device. Its values
+    are the kernel's to clamp to [0, seq_k] (reading them here would wait
+    for the GPU)."""
+    if seqused_k is None:
+        return
+    if not isinstance(seqused_k, torch.Tensor):
+        raise TypeError("seqused_k must be None or a torch.Tensor, got "
+                        f"{type(seqused_k).__name__}")
+    if seqused_k.is_nested or seqused_k.layout != torch.strided:
+        raise ValueError("seqused_k must be a dense (strided) tensor")
+    if seqused_k.dtype != torch.int32:
+        raise ValueError(f"seqused_k: dtype {seqused_k.dtype}; it must be "
+                         "torch.int32")
+    if seqused_k.dim() != 1 or seqused_k.shape[0] != q.shape[0]:
+        raise ValueError(f"seqused_k must be (batch,) = ({q.shape[0]},), got "
+                         f"shape {tuple(seqused_k.shape)}")
+    if seqused_k.device != q.device:
+        raise ValueError(f"seqused_k: on {seqused_k.device}, q is on "
+                         f"{q.device}")
+
+
 def _validate(q, k, v, causal, window_left, window_right, softcap, scale,
-              return_lse):
+              return_lse, seqused_k=None):
     """Everything the op checks before it compiles or runs: the tensors, the
     scalars, and the variant (through the verifier). Returns the compile()
     arguments of the variant. Shared by the real op and its fake, and
     raising only ValueError, TypeError or fa4.CompileError."""
     _check_tensors(q, k, v)
+    _check_seqused_k(q, seqused_k)
     for name, flag in (("causal", causal), ("return_lse", return_lse)):
         if not isinstance(flag, bool):
             raise TypeError(f"{name} must be a bool, got {flag!r}")
@@ -200,9 +223,10 @@ def _empty_results(q, k, return_lse):
 def _attention_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                   causal: bool, window_left: int, window_right: int,
                   softcap: float, scale: Optional[float],
-                  return_lse: bool) -> Tuple[torch.Tensor, torch.Tensor]:
+                  return_lse: bool, seqused_k: Optional[torch.Tensor] = None
+                  ) -> Tuple[torch.Tensor, torch.Tensor]:
     variant = _validate(q, k, v, causal, window_left, window_right, softcap,
-                        scale, return_lse)
+                        scale, return_lse, seqused_k)
     if q.device.type not in ("cpu", "cuda"):
         raise ValueError(f"q: on {q.device}; fa4 runs CUDA tensors on the GPU "
                          "and CPU tensors in the emulator")
@@ -210,7 +234,11 @@ def _attention_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
     if batch == 0 or seq_q == 0 or k.shape[1] == 0:
         return _empty_results(q, k, return_lse)
     target, sm_count = _target(q.device)
-    kernel = compile(target=target, sm_count=sm_count, **variant)
+    kernel = compile(target=target, sm_count=sm_count,
+                     seqused_k=seqused_k is not None, **variant)
+    extras = []
+    if seqused_k is not None:
+        extras = [seqused_k.detach().contiguous()]
     if q.device.type == "cpu":
         _check_host_memory(q, k, v, return_lse)
     # (_validate checked the sizes against the runtime's limits before any
@@ -226,16 +254,17 @@ def _attention_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
            else torch.empty((0,), dtype=torch.float32, device=q.device))
     if q.device.type == "cuda":
         with torch.cuda.device(q.device):
-            kernel(q, k, v, o, lse if return_lse else None)
+            kernel(q, k, v, o, lse if return_lse else None, extras=extras)
     else:
-        kernel(q, k, v, o, lse if return_lse else None)
+        kernel(q, k, v, o, lse if return_lse else None, extras=extras)
     return o, lse
 
 
 @_attention_op.register_fake
-def _(q, k, v, causal, window_left, window_right, softcap, scale, return_lse):
+def _(q, k, v, causal, window_left, window_right, softcap, scale, return_lse,
+      seqused_k=None):
     _validate(q, k, v, causal, window_left, window_right, softcap, scale,
-              return_lse)
+              return_lse, seqused_k)
     batch, seq_q, q_heads, _ = q.shape
     o = torch.empty_like(q, memory_format=torch.contiguous_format)
     lse = q.new_empty((batch, q_heads, seq_q) if return_lse else (0,),
@@ -257,8 +286,9 @@ _attention_op.register_autograd(lambda ctx, *grads: None,
 
 
 def attention(q, k, v, causal: bool, window: Sequence[int], softcap: float,
-              scale: Optional[float], return_lse: bool):
+              scale: Optional[float], return_lse: bool, seqused_k=None):
     _check_tensors(q, k, v)
+    _check_seqused_k(q, seqused_k)
     _check_grad(q, k, v)
     left, right = _window_pair(window)
     # The op's schema types, so that torch's own argument parsing never
@@ -266,5 +296,5 @@ def attention(q, k, v, causal: bool, window: Sequence[int], softcap: float,
     o, lse = _attention_op(q, k, v, _flag("causal", causal), left, right,
                            _real("softcap", softcap),
                            None if scale is None else _real("scale", scale),
-                           _flag("return_lse", return_lse))
+                           _flag("return_lse", return_lse), seqused_k)
     return (o, lse) if return_lse else o

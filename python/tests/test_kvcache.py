@@ -1,0 +1,86 @@
+"""fa4.attention_with_kvcache and seqused_k on CPU tensors (the emulator):
+each sequence attends to its own first keys, its masks aligned bottom-right
+to that length, against the float64 reference run sequence by sequence."""
+
+import pytest
+import torch
+
+import fa4
+from conftest import reference
+
+
+def per_sequence_reference(q, k, v, used, causal, window=(-1, -1)):
+    outs, lses = [], []
+    for b, n in enumerate(used.tolist()):
+        if n == 0:
+            outs.append(torch.zeros_like(q[b:b + 1], dtype=torch.float64))
+            lses.append(torch.full((1, q.shape[2], q.shape[1]), float("-inf"),
+                                   dtype=torch.float64))
+            continue
+        o, lse = reference(q[b:b + 1], k[b:b + 1, :n], v[b:b + 1, :n], causal,
+                           window)
+        outs.append(o)
+        lses.append(lse)
+    return torch.cat(outs), torch.cat(lses)
+
+
+@pytest.mark.parametrize("causal,window,q_heads,kv_heads,seq_q", [
+    (True, (-1, -1), 6, 2, 40),     # GQA 3, causal, seq_q > some lengths
+    (False, (-1, -1), 8, 2, 1),     # decode
+    (False, (50, 0), 4, 4, 70),     # a window
+])
+def test_cache_seqlens(inputs, causal, window, q_heads, kv_heads, seq_q):
+    q, k, v = inputs(5, seq_q, 300, q_heads, kv_heads, 64, torch.float16)
+    used = torch.tensor([0, 1, 300, 129, 77], dtype=torch.int32)
+    o, lse = fa4.attention_with_kvcache(q, k, v, used, causal=causal,
+                                        window=window, return_lse=True)
+    want_o, want_lse = per_sequence_reference(q, k, v, used, causal, window)
+    assert (o.double() - want_o).abs().max().item() <= 1e-2
+    finite = torch.isfinite(want_lse)
+    assert torch.equal(torch.isfinite(lse), finite)
+    assert (lse.double()[finite] - want_lse[finite]).abs().max().item() <= 1e-2
+
+
+def test_seqused_k_clamps(inputs):
+    """Counts past seq_k read seq_k keys, negative ones none."""
+    q, k, v = inputs(3, 20, 100, 2, 1, 64, torch.bfloat16)
+    used = torch.tensor([-5, 1000, 50], dtype=torch.int32)
+    o = fa4.attention(q, k, v, causal=True, seqused_k=used)
+    want, _ = per_sequence_reference(q, k, v, torch.tensor([0, 100, 50]), True)
+    assert (o.double() - want).abs().max().item() <= 2e-2
+
+
+def test_int_cache_seqlens_and_refusals(inputs):
+    q, k, v = inputs(2, 8, 64, 2, 2, 64, torch.float16)
+    o = fa4.attention_with_kvcache(q, k, v, 40)
+    want, _ = per_sequence_reference(q, k, v, torch.tensor([40, 40]), False)
+    assert (o.double() - want).abs().max().item() <= 1e-2
+    used = torch.tensor([3, 4], dtype=torch.int32)
+    with pytest.raises(NotImplementedError, match="block_table"):
+        fa4.attention_with_kvcache(q, k, v, used,
+                                   block_table=torch.zeros(2, 1, dtype=torch.int32))
+    with pytest.raises(NotImplementedError, match="num_splits"):
+        fa4.attention_with_kvcache(q, k, v, used, num_splits=4)
+    with pytest.raises(ValueError, match="num_splits"):
+        fa4.attention_with_kvcache(q, k, v, used, num_splits=-1)
+    with pytest.raises(ValueError, match="int32"):
+        fa4.attention(q, k, v, seqused_k=used.long())
+    with pytest.raises(ValueError, match=r"\(batch,\)"):
+        fa4.attention(q, k, v, seqused_k=used[:1])
+    with pytest.raises(TypeError, match="seqused_k"):
+        fa4.attention(q, k, v, seqused_k=[3, 4])
+    with pytest.raises(ValueError, match="cache_seqlens"):
+        fa4.attention_with_kvcache(q, k, v, -1)
+
+
+def test_torch_compile_and_opcheck(inputs):
+    q, k, v = inputs(2, 16, 64, 2, 1, 64, torch.float16)
+    used = torch.tensor([10, 64], dtype=torch.int32)
+
+    def f(q, k, v, used):
+        return fa4.attention_with_kvcache(q, k, v, used, causal=True) * 2
+
+    compiled = torch.compile(f, backend="aot_eager", fullgraph=True)
+    assert torch.equal(compiled(q, k, v, used), f(q, k, v, used))
+    torch.library.opcheck(torch.ops.fa4.attention.default,
+                          (q, k, v, True, -1, -1, 0.0, None, True, used))
