@@ -71,6 +71,21 @@ FailureOr<TileProgram> TileProgram::read(func::FuncOp func, StringRef pass,
                               << ", which the function does not have";
     program.arguments.push_back(func.getArgument(position));
   }
+  // The packing (the tile program's gqa_ratio): whole positions of every
+  // packed head in each 128-row tile (and Hopper's 64-row halves), its heads
+  // those of one K/V head (gqaPacking's rule, or a smaller power of two).
+  auto headsOf = [&](TileArgument argument) {
+    return cast<MemRefType>(program.arguments[argument].getType()).getDimSize(2);
+  };
+  int64_t packing = program.range.getGqaRatio();
+  int64_t qHeads = headsOf(kQ), kvHeads = headsOf(kK);
+  if (packing > kMaxGqaPacking || (packing & (packing - 1)) != 0 ||
+      kvHeads <= 0 || qHeads % kvHeads != 0 || (qHeads / kvHeads) % packing != 0)
+    return program.range.emitOpError()
+           << "packs " << packing << " query heads per tile, with "
+           << qHeads << " query heads over " << kvHeads
+           << " K/V heads; the packing must be a power of two of at most "
+           << kMaxGqaPacking << " dividing the GQA ratio";
   if (std::optional<int64_t> position = spec.getSequsedK()) {
     ArrayRef<int64_t> extras = spec.getExtras();
     if (*position < 0 || *position >= static_cast<int64_t>(extras.size()) ||

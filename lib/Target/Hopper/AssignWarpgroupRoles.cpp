@@ -465,8 +465,8 @@ struct HopperWarpgroupRolesPass
     if (hopper::ScheduleConfig::kRowsPerConsumer % ratio != 0) {
       program.range.emitOpError()
           << "packs " << ratio
-          << " query heads per K/V head; the Hopper schedule stores O in "
-             "64-row halves, so the ratio must divide 64";
+          << " query heads per tile; the Hopper schedule stores O in "
+             "64-row halves, so the packing must divide 64";
       return signalPassFailure();
     }
     auto qType = cast<MemRefType>(program.arguments[kQ].getType());

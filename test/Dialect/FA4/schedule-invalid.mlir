@@ -310,3 +310,21 @@ func.func @warpgroup_partly_assigned() {
   }
   return
 }
+
+// -----
+
+func.func @task_count_head_groups(%b: index, %s: index) -> index {
+  // expected-error @+1 {{has kv_heads 2 x groups_per_kv 1073741824 head groups, 2^31 or more (the kernel's head index is 32-bit)}}
+  %n = fa4.task_count %b, %s {kv_heads = 2 : i64, gqa_ratio = 2 : i64, rows = 256 : i64, groups_per_kv = 1073741824 : i64}
+  return %n : index
+}
+
+// -----
+
+func.func @tma_load_packing(%q: memref<?x?x6x64xf16>, %b: index, %c: index) {
+  %buf = fa4.smem_alloc "q" : <[128, 64], f16, stages = 2>
+  // expected-error @+1 {{packs gqa_ratio = 3 heads in a tile of 128 rows; expected a power of two of at most 16 dividing the rows}}
+  fa4.tma_load %q[%b, %b, %b] -> %buf[%c] {gqa_ratio = 3 : i64}
+      : memref<?x?x6x64xf16>, !fa4.smem<[128, 64], f16, stages = 2>
+  return
+}

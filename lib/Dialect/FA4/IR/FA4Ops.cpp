@@ -535,7 +535,27 @@ LogicalResult KvBlockRangeOp::verify() {
                           getWindowRight());
 }
 
+/// The task grid's head groups, kv_heads · groups_per_kv, index a 32-bit
+/// head coordinate.
+static LogicalResult verifyHeadGroups(Operation *op, uint64_t kvHeads,
+                                      uint64_t groupsPerKv) {
+  constexpr uint64_t kLimit = uint64_t(1) << 31;
+  if (kvHeads >= kLimit || groupsPerKv >= kLimit ||
+      kvHeads * groupsPerKv >= kLimit)
+    return op->emitOpError() << "has kv_heads " << kvHeads << " x groups_per_kv "
+                             << groupsPerKv
+                             << " head groups, 2^31 or more (the kernel's "
+                                "head index is 32-bit)";
+  return success();
+}
+
+LogicalResult TaskCountOp::verify() {
+  return verifyHeadGroups(getOperation(), getKvHeads(), getGroupsPerKv());
+}
+
 LogicalResult TaskCoordsOp::verifyRegions() {
+  if (failed(verifyHeadGroups(getOperation(), getKvHeads(), getGroupsPerKv())))
+    return failure();
   return verifyModRegion(getOperation(), getMaskMod(), "mask_mod",
                          maskModArguments(getContext()), std::nullopt,
                          IntegerType::get(getContext(), 1));

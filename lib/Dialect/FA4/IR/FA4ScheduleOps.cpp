@@ -2,6 +2,7 @@
 
 #include "fa4/Dialect/FA4/IR/FA4Ops.h"
 #include "fa4/Target/Blackwell/Chip.h"
+#include "fa4/Support/AttentionMath.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/IR/Matchers.h"
@@ -172,7 +173,15 @@ LogicalResult MBarrierArriveOp::verify() {
 
 /// A TMA tile is [rows, head_dim] of the tensor's element type.
 static LogicalResult verifyTmaTile(Operation *op, MemRefType tensor,
-                                   SmemType buffer) {
+                                   SmemType buffer, int64_t gqaRatio) {
+  // The box is gqa_ratio heads by rows / gqa_ratio positions: whole
+  // positions of each head (gqaPacking's powers of two).
+  if (gqaRatio > kMaxGqaPacking || (gqaRatio & (gqaRatio - 1)) != 0 ||
+      buffer.getRows() % gqaRatio != 0)
+    return op->emitOpError() << "packs gqa_ratio = " << gqaRatio
+                             << " heads in a tile of " << buffer.getRows()
+                             << " rows; expected a power of two of at most "
+                             << kMaxGqaPacking << " dividing the rows";
   if (tensor.getRank() != 4)
     return op->emitOpError() << "expects a [batch, seq, heads, head_dim] "
                                 "memref, got rank "
@@ -193,12 +202,12 @@ LogicalResult TmaLoadOp::verify() {
   if (static_cast<bool>(getBarrier()) != static_cast<bool>(getBarrierCount()))
     return emitOpError() << "needs both a barrier and its count, or neither";
   return verifyTmaTile(getOperation(), cast<MemRefType>(getSource().getType()),
-                       getBuffer().getType());
+                       getBuffer().getType(), getGqaRatio());
 }
 
 LogicalResult TmaStoreOp::verify() {
   return verifyTmaTile(getOperation(), cast<MemRefType>(getDest().getType()),
-                       getBuffer().getType());
+                       getBuffer().getType(), getGqaRatio());
 }
 
 LogicalResult ScoreMmaAsyncOp::verify() {

@@ -238,7 +238,7 @@ def FA4_KvBlockRangeOp : FA4_Op<"kv_block_range", [Pure, IsolatedFromAbove,
     With a `block_mask` (the entry's, an i32 memref `[batch or 1, q_heads
     or 1, query blocks, 4]`) the range is narrowed by the entries of the
     task's query blocks and heads (batch `batch`, query heads `kv_head ·
-    gqa_ratio` on): visited blocks are those the entries allow, whole
+    gqa_ratio` on, `kv_head` the task's head group): visited blocks are those the entries allow, whole
     blocks those every entry and the attribute mask call whole.
 
     ```mlir
@@ -271,8 +271,9 @@ def FA4_KvBlockRangeOp : FA4_Op<"kv_block_range", [Pure, IsolatedFromAbove,
 def FA4_LoadQTileOp : FA4_Op<"load_q_tile"> {
   let summary = "load a GQA-packed Q tile";
   let description = [{
-    Loads the rows `[row, row + R)` of the packed query matrix of K/V head
-    `head`: packed row `p` holds query position `p / gqa_ratio` of query head
+    Loads the rows `[row, row + R)` of the packed query matrix of head group
+    `head` (the `gqa_ratio` query heads a tile packs: all of a K/V head's, or
+    a power-of-two part of them): packed row `p` holds query position `p / gqa_ratio` of query head
     `head * gqa_ratio + p % gqa_ratio`. Rows past `seq_q` read as zero.
 
     ```mlir
@@ -398,7 +399,7 @@ def FA4_MaskOp : FA4_Op<"mask", [RecursiveMemoryEffects, AttrSizedOperandSegment
     position `col + c`. Columns at or past `seq_k` are always masked; `mask`
     adds the causal or window bounds of `fa4.attention`.
 
-    With a `mask_mod` region (and the task's `batch` and K/V `head`, after
+    With a `mask_mod` region (and the task's `batch` and head group `head`, after
     `at`), a score is also masked where the region yields false. The affine
     part of the region is applied as bounds; the region runs per element only
     when a part of it is not affine.

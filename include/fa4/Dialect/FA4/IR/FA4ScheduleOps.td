@@ -689,6 +689,7 @@ def FA4_TaskCountOp : FA4_Op<"task_count", [Pure]> {
     ConfinedAttr<DefaultValuedAttr<I64Attr, "1">, [IntPositive]>:$groups_per_kv);
   let results = (outs Index:$result);
   let assemblyFormat = "$batch `,` $seq_q attr-dict";
+  let hasVerifier = 1;
 }
 
 def FA4_TaskCoordsOp : FA4_Op<"task_coords", [Pure, IsolatedFromAbove]> {
