@@ -36,6 +36,9 @@ llvm::Error fa4::checkVariant(const Variant &variant) {
     return makeError("the query and K/V head counts must be positive, got " +
                      std::to_string(variant.qHeads) + " and " +
                      std::to_string(variant.kvHeads));
+  if (variant.pageSize < 0 || variant.pageSize >= (int64_t(1) << 31))
+    return makeError("page size must be positive (and below 2^31), got " +
+                     std::to_string(variant.pageSize));
   return llvm::Error::success();
 }
 
@@ -58,13 +61,17 @@ OwningOpRef<ModuleOp> fa4::buildVariantModule(MLIRContext &context,
   auto layout = StridedLayoutAttr::get(&context, dyn, {dyn, dyn, dyn, 1});
   auto qType =
       MemRefType::get({dyn, dyn, variant.qHeads, variant.headDim}, element, layout);
-  auto kvType =
-      MemRefType::get({dyn, dyn, variant.kvHeads, variant.headDim}, element, layout);
+  auto kvType = MemRefType::get(
+      {dyn, variant.pageSize ? variant.pageSize : dyn, variant.kvHeads,
+       variant.headDim},
+      element, layout);
   SmallVector<Type> arguments = {qType, kvType, kvType, qType};
   if (variant.lse)
     arguments.push_back(MemRefType::get({dyn, variant.qHeads, dyn}, b.getF32Type()));
   if (variant.seqUsedK)
     arguments.push_back(MemRefType::get({dyn}, b.getI32Type()));
+  if (variant.pageSize)
+    arguments.push_back(MemRefType::get({dyn, dyn}, b.getI32Type()));
   b.setInsertionPointToEnd(module->getBody());
   auto func = func::FuncOp::create(b, loc, "attention", b.getFunctionType(arguments, {}));
   Block *body = func.addEntryBlock();
@@ -72,14 +79,16 @@ OwningOpRef<ModuleOp> fa4::buildVariantModule(MLIRContext &context,
   AttentionOp::create(
       b, loc, body->getArgument(0), body->getArgument(1), body->getArgument(2),
       body->getArgument(3), variant.lse ? body->getArgument(4) : Value(),
-      /*extras=*/variant.seqUsedK ? ValueRange(body->getArguments().back())
-                                  : ValueRange(),
+      /*extras=*/body->getArguments().drop_front(variant.lse ? 5 : 4),
       MaskKindAttr::get(&context, variant.mask),
       b.getI64IntegerAttr(variant.windowLeft), b.getI64IntegerAttr(variant.windowRight),
       variant.scale ? b.getF32FloatAttr(*variant.scale) : FloatAttr(),
       b.getF32FloatAttr(variant.softcap), /*heads_first=*/UnitAttr(),
       /*block_mask=*/IntegerAttr(),
-      /*seqused_k=*/variant.seqUsedK ? b.getI64IntegerAttr(0) : IntegerAttr());
+      /*seqused_k=*/variant.seqUsedK ? b.getI64IntegerAttr(0) : IntegerAttr(),
+      /*block_table=*/variant.pageSize
+          ? b.getI64IntegerAttr(variant.seqUsedK ? 1 : 0)
+          : IntegerAttr());
   func::ReturnOp::create(b, loc);
   if (failed(verify(*module)))
     return nullptr; // the verifier has reported

@@ -244,8 +244,10 @@ runtime::Manifest mlir::fa4::kernelManifest(ModuleOp module, StringRef chip,
   for (TensorMapInfoAttr map : launch.getTensorMaps()) {
     if (map.getName() == "q")
       m.qHeads = map.getHeads();
-    if (map.getName() == "k")
+    if (map.getName() == "k") {
       m.kvHeads = map.getHeads();
+      m.pageSize = map.getPageSize();
+    }
     m.dtype = map.getDtype().str();
     m.headDim = map.getHeadDim();
   }
@@ -261,6 +263,7 @@ runtime::Manifest mlir::fa4::kernelManifest(ModuleOp module, StringRef chip,
   m.maskMod = launch.getMaskMod();
   m.blockMask = launch.getBlockMask().value_or(-1);
   m.seqUsedK = launch.getSequsedK().value_or(-1);
+  m.blockTable = launch.getBlockTable().value_or(-1);
 
   // The memrefs the score_mod and mask_mod read (dynamic sizes as -1).
   for (ExtraInfoAttr extra : launch.getExtras())
@@ -285,6 +288,12 @@ runtime::Manifest mlir::fa4::kernelManifest(ModuleOp module, StringRef chip,
     entry.dims = {std::to_string(dim), std::to_string(heads), seq, "batch"};
     entry.strides = {std::to_string(dim * 2), std::to_string(dim * 2 * heads),
                      std::to_string(dim * 2 * heads) + " * " + seq};
+    if (int64_t page = map.getPageSize()) {
+      // A paged cache: [num_blocks, page_size, heads, head_dim].
+      entry.dims = {std::to_string(dim), std::to_string(heads),
+                    std::to_string(page), "num_blocks"};
+      entry.strides[2] = std::to_string(dim * 2 * heads * page);
+    }
     ArrayRef<int64_t> box = map.getBox();
     for (size_t d = 0; d < 4 && d < box.size(); ++d)
       entry.box[d] = static_cast<uint32_t>(box[d]);

@@ -132,6 +132,10 @@ std::string kernelContract(const Manifest &m) {
   // before.
   if (m.seqUsedK >= 0)
     w.field("attention.seqused_k", m.seqUsedK);
+  if (m.blockTable >= 0) {
+    w.field("attention.block_table", m.blockTable);
+    w.field("attention.page_size", m.pageSize);
+  }
   w.list("", "block", llvm::ArrayRef<uint32_t>(m.block, 3));
   w.field("grid.order", m.order);
   w.field("dynamic_smem_bytes", m.dynamicSmemBytes);

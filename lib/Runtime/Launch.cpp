@@ -117,6 +117,8 @@ bool evaluate(const std::string &text, const Shapes &shapes, int64_t &value) {
       factor = shapes.seqQ;
     else if (term == "seq_k")
       factor = shapes.seqK;
+    else if (term == "num_blocks")
+      factor = shapes.numBlocks;
     else {
       char *end = nullptr;
       factor = std::strtoll(term.c_str(), &end, 10);
@@ -275,6 +277,17 @@ void readAttention(Fields &attention, Manifest &m, std::string &error) {
     }
     m.blockMask = *value;
   }
+  for (auto [key, field] : {std::pair{"block_table", &m.blockTable},
+                            std::pair{"page_size", &m.pageSize}})
+    if (const llvm::json::Value *position = attention.optional(key)) {
+      std::optional<int64_t> value = position->getAsInteger();
+      if (!value || *value < 0 || *value >= (int64_t(1) << 31)) {
+        error = std::string("manifest: attention.") + key +
+                " must be a non-negative integer below 2^31";
+        return;
+      }
+      *field = *value;
+    }
   if (const llvm::json::Value *position = attention.optional("seqused_k")) {
     std::optional<int64_t> value = position->getAsInteger();
     if (!value || *value < 0) {
@@ -337,6 +350,16 @@ void checkVariant(Fields &top, Fields &attention, const Manifest &m) {
        m.extras[m.seqUsedK].shape.size() != 1))
     attention.fail("names as its seqused_k an extra that is not a rank-1 "
                    "i32 table [batch] (or the block mask)");
+  if ((m.blockTable >= 0) != (m.pageSize > 0) ||
+      (m.blockTable >= 0 &&
+       (m.blockTable >= static_cast<int64_t>(m.extras.size()) ||
+        m.blockTable == m.blockMask || m.blockTable == m.seqUsedK ||
+        m.extras[m.blockTable].dtype != "i32" ||
+        m.extras[m.blockTable].shape.size() != 2 || m.pageSize < 16 ||
+        (m.pageSize & (m.pageSize - 1)) != 0)))
+    attention.fail("has a block_table that is not a rank-2 i32 extra [batch, "
+                   "max_blocks] of its own with a page_size (a power of two "
+                   "of at least 16), or one without the other");
   if (m.mask != "none" && m.mask != "causal" && m.mask != "window")
     attention.fail("has an unknown mask \"" + m.mask + "\"");
   // Bounded so that no product of sizes below overflows: heads below 2^31,
@@ -655,6 +678,9 @@ std::string writeManifest(const Manifest &m) {
     os << ", \"block_mask\": " << m.blockMask;
   if (m.seqUsedK >= 0)
     os << ", \"seqused_k\": " << m.seqUsedK;
+  if (m.blockTable >= 0)
+    os << ", \"block_table\": " << m.blockTable << ", \"page_size\": "
+       << m.pageSize;
   os << "},\n";
   // The memrefs the score_mod and mask_mod read: element type and shape, -1
   // where the launch gives the size.
@@ -789,6 +815,10 @@ llvm::Error checkInterface(const Manifest &m) {
     std::vector<std::string> sizes = {
         "batch", isQuery ? "seq_q" : "seq_k",
         std::to_string(isQuery ? m.qHeads : m.kvHeads), std::to_string(m.headDim)};
+    // A paged cache: [num_blocks, page_size, kv_heads, head_dim].
+    if (!isQuery && m.blockTable >= 0)
+      sizes = {"num_blocks", std::to_string(m.pageSize),
+               std::to_string(m.kvHeads), std::to_string(m.headDim)};
     for (uint32_t d = 0; d < 4; ++d) {
       int axis = found->axes.empty() ? 3 - static_cast<int>(d) : found->axes[d];
       if (found->dims[d] != sizes[axis])
@@ -925,7 +955,12 @@ llvm::Error checkShapes(const Manifest &m, const Shapes &s) {
                      std::to_string(s.seqQ) +
                      " reaches 2^31, past the kernel's 32-bit indices");
   // K and V span at most what a tensor map reaches (2^48 bytes).
-  if ((__int128)s.batch * s.seqK * m.kvHeads * m.headDim * 4 >
+  if (m.blockTable >= 0 && (s.numBlocks < 1 || s.numBlocks >= kLimit))
+    return makeError("a paged cache needs 1 to 2^31 - 1 blocks, got " +
+                     std::to_string(s.numBlocks));
+  if ((__int128)(m.blockTable >= 0 ? s.numBlocks * m.pageSize
+                                   : s.batch * s.seqK) *
+          m.kvHeads * m.headDim * 4 >
       ((__int128)1 << 48))
     return makeError(
         "batch * seq_k * kv_heads * head_dim = " + std::to_string(s.batch) +
@@ -970,6 +1005,9 @@ llvm::Expected<LaunchPlan> planLaunch(const Manifest &m, const Shapes &shapes,
     bool isQuery = t == "q" || t == "o";
     std::vector<int64_t> sizes = {shapes.batch, isQuery ? shapes.seqQ : shapes.seqK,
                                   isQuery ? m.qHeads : m.kvHeads, m.headDim};
+    // A paged cache: [num_blocks, page_size, kv_heads, head_dim].
+    if (!isQuery && m.blockTable >= 0)
+      sizes = {shapes.numBlocks, m.pageSize, m.kvHeads, m.headDim};
     const std::vector<int64_t> &given = t == "q"   ? buffers.qStrides
                                         : t == "k" ? buffers.kStrides
                                         : t == "v" ? buffers.vStrides

@@ -323,6 +323,13 @@ llvm::Expected<Shapes> checkTensors(const Manifest &m, const Tensor &q,
   shapes.batch = q.sizes[0];
   shapes.seqQ = q.sizes[1];
   shapes.seqK = k.sizes[1];
+  // A paged cache: K's first axis is its blocks; the sequences' length, the
+  // block table's max_blocks pages, is known once the extras are
+  // (launch() sets it); one page until then.
+  if (m.blockTable >= 0) {
+    shapes.numBlocks = k.sizes[0];
+    shapes.seqK = m.pageSize;
+  }
   if (shapes.batch <= 0 || shapes.seqQ <= 0 || shapes.seqK <= 0)
     return makeError("batch, seq_q and seq_k must be positive, got " +
                      list({shapes.batch, shapes.seqQ, shapes.seqK}));
@@ -331,6 +338,8 @@ llvm::Expected<Shapes> checkTensors(const Manifest &m, const Tensor &q,
     return std::move(refused);
   std::vector<int64_t> qSizes{shapes.batch, shapes.seqQ, m.qHeads, m.headDim};
   std::vector<int64_t> kSizes{shapes.batch, shapes.seqK, m.kvHeads, m.headDim};
+  if (m.blockTable >= 0)
+    kSizes = {shapes.numBlocks, m.pageSize, m.kvHeads, m.headDim};
   for (auto [name, tensor, sizes] : {std::tuple{"q", &q, &qSizes},
                                      {"k", &k, &kSizes},
                                      {"v", &v, &kSizes},
@@ -444,6 +453,12 @@ llvm::Error checkExtras(const Manifest &m, const std::vector<Tensor> &extras,
                        std::to_string((shapes->seqQ + 127) / 128) + ", 4]");
     // The seqused_k table has one entry per sequence: the kernel reads
     // entry `batch` of every task.
+    // The block table has a row per sequence.
+    if (shapes && static_cast<int64_t>(i) == m.blockTable &&
+        t.sizes[0] != shapes->batch)
+      return makeError(name + ": the block table must have a row per "
+                              "sequence, [batch, max_blocks] = [" +
+                       std::to_string(shapes->batch) + ", ...]");
     if (shapes && static_cast<int64_t>(i) == m.seqUsedK &&
         t.sizes[0] != shapes->batch)
       return makeError(name + ": the seqused_k table must have one entry per "
@@ -480,6 +495,13 @@ llvm::Error launch(Backend &backend, const Kernel &kernel, const Tensor &q,
   if (llvm::Error refused =
           checkExtras(kernel.manifest, extras, {&o, lse}, &*shapes))
     return refused;
+  // A paged cache's sequences are the block table's max_blocks pages.
+  if (kernel.manifest.blockTable >= 0) {
+    shapes->seqK = extras[kernel.manifest.blockTable].sizes[1] *
+                   kernel.manifest.pageSize;
+    if (llvm::Error refused = checkShapes(kernel.manifest, *shapes))
+      return refused;
+  }
   Buffers buffers;
   for (const Tensor &extra : extras)
     buffers.extras.push_back({extra.address, extra.sizes});

@@ -454,16 +454,30 @@ bool Interpreter::run(arith::ConstantOp constant, std::string &error) {
 }
 
 bool Interpreter::run(memref::DimOp dim, std::string &error) {
-  const Buffer &source = buffer(dim.getSource());
+  // A tensor's buffer, or an extra (a block table's pages, say).
+  const llvm::SmallVector<int64_t, 4> *shape = nullptr;
+  auto bound = values.find(dim.getSource());
+  if (bound != values.end() && std::holds_alternative<Buffer *>(bound->second))
+    shape = &std::get<Buffer *>(bound->second)->shape;
+  const ModBuffer *extra = extras.lookup(dim.getSource());
+  llvm::SmallVector<int64_t, 4> extraShape;
+  if (!shape && extra) {
+    extraShape.assign(extra->shape.begin(), extra->shape.end());
+    shape = &extraShape;
+  }
+  if (!shape) {
+    error = "memref.dim of a memref that is no bound argument of the kernel";
+    return false;
+  }
   int64_t axis = index(dim.getIndex());
-  int64_t rank = source.shape.size();
+  int64_t rank = shape->size();
   if (axis < 0 || axis >= rank) {
     error = "memref.dim asks for dimension " + std::to_string(axis) +
             " of a rank-" + std::to_string(rank) +
             " memref (expected 0 to " + std::to_string(rank - 1) + ")";
     return false;
   }
-  values[dim] = source.shape[axis];
+  values[dim] = (*shape)[axis];
   return true;
 }
 
@@ -680,6 +694,20 @@ bool Interpreter::run(LoadQTileOp load, std::string &error) {
   return true;
 }
 
+const float *mlir::fa4::sim::pagedRow(const Buffer &cache,
+                                      const ModBuffer &table, int64_t batch,
+                                      int64_t head, int64_t position) {
+  int64_t page = cache.shape[1];
+  int64_t block = position / page;
+  if (position < 0 || batch >= table.shape[0] || block >= table.shape[1])
+    return nullptr;
+  double entry = table.data[batch * table.shape[1] + block];
+  if (!(entry >= 0.0) || entry >= double(cache.shape[0]))
+    return nullptr;
+  int64_t row = static_cast<int64_t>(entry) * page + position % page;
+  return &cache.data[(row * cache.shape[2] + head) * cache.shape[3]];
+}
+
 bool Interpreter::run(LoadKvTileOp load, std::string &error) {
   Operation *op = load.getOperation();
   const Buffer &kv = buffer(load.getSource());
@@ -687,6 +715,23 @@ bool Interpreter::run(LoadKvTileOp load, std::string &error) {
   int64_t rows = tile->shape[0], dim = tile->shape[1];
   int64_t batch = index(load.getBatch()), head = index(load.getHead());
   int64_t col = index(load.getCol());
+  if (Value blockTable = load.getBlockTable()) {
+    const ModBuffer *table = extras.lookup(blockTable);
+    if (!table || table->shape.size() != 2 || kv.shape.size() != 4 ||
+        kv.shape[3] != dim || head < 0 || head >= kv.shape[2] || batch < 0 ||
+        batch >= table->shape[0]) {
+      error = nameOf(op) + " reads a paged cache whose block table is not a "
+                           "bound [batch, max_blocks] extra covering batch " +
+              std::to_string(batch) + ", or head " + std::to_string(head) +
+              " past the cache's";
+      return false;
+    }
+    for (int64_t r = 0; r < rows; ++r)
+      if (const float *src = pagedRow(kv, *table, batch, head, col + r))
+        std::copy(src, src + dim, &tile->data[r * dim]);
+    setTile(load.getResult(), tile);
+    return true;
+  }
   if (!checkTensorAccess(op, kv, batch, head, 1, dim, error))
     return false;
   for (int64_t r = 0; r < rows && col + r < kv.shape[1]; ++r) {

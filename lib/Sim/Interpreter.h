@@ -59,6 +59,14 @@ struct Buffer {
   std::vector<float> data;
 };
 
+struct ModBuffer;
+/// Key `position` of sequence `batch`, head `head`, in a paged cache
+/// `[num_blocks, page, heads, dim]` through its block table `[batch,
+/// max_blocks]`: null where the position lies past the table's blocks or
+/// its entry outside [0, num_blocks) (the kernel reads zeros there).
+const float *pagedRow(const Buffer &cache, const ModBuffer &table,
+                      int64_t batch, int64_t head, int64_t position);
+
 /// A tile: the value of a ranked tensor, row-major, rounded to its element
 /// type.
 struct Tile {
@@ -139,6 +147,8 @@ public:
   void bind(Value value, Buffer *buffer) { values[value] = buffer; }
   /// An extra operand the mod regions read.
   void bindExtra(Value value, const ModBuffer *buffer) { extras[value] = buffer; }
+  /// The extra bound to `value`, null when none is.
+  const ModBuffer *extra(Value value) const { return extras.lookup(value); }
   void setHook(OpHook *newHook) { hook = newHook; }
   void setBudget(StepBudget *newBudget) { budget = newBudget; }
   /// Only one role of a CTA counts the KV blocks; the others repeat them.

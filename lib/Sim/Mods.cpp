@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <cassert>
 #include <cmath>
+#include <numeric>
 #include <random>
 
 using namespace mlir;
@@ -55,12 +56,16 @@ llvm::Expected<std::unique_ptr<Mods>> Mods::fromFunction(func::FuncOp func) {
       mods->blockMaskIndex = *position;
     if (std::optional<uint64_t> position = entry.getSequsedK())
       mods->seqUsedKIndex = *position;
+    if (std::optional<uint64_t> position = entry.getBlockTable())
+      mods->blockTableIndex = *position;
   } else if (KernelSpecAttr spec = getKernelSpec(func)) {
     // Its positions are memref arguments (fa4.spec's verifier).
     if (std::optional<int64_t> position = spec.getBlockMask())
       mods->blockMaskIndex = *position;
     if (std::optional<int64_t> position = spec.getSequsedK())
       mods->seqUsedKIndex = *position;
+    if (std::optional<int64_t> position = spec.getBlockTable())
+      mods->blockTableIndex = *position;
     for (int64_t position : spec.getExtras()) {
       mods->extraArguments.push_back(func.getArgument(position));
       mods->extraNumbers.push_back(position);
@@ -81,6 +86,11 @@ llvm::Expected<std::unique_ptr<Mods>> Mods::fromFunction(func::FuncOp func) {
     if (!*program)
       return makeError(error);
   }
+  if (mods->blockTableIndex &&
+      *mods->blockTableIndex >= mods->extraArguments.size())
+    return makeError("the block table is extra #" +
+                     std::to_string(*mods->blockTableIndex) + ", but there are " +
+                     std::to_string(mods->extraArguments.size()) + " extras");
   if (mods->seqUsedKIndex &&
       *mods->seqUsedKIndex >= mods->extraArguments.size())
     return makeError("the seqused_k table is extra #" +
@@ -130,12 +140,16 @@ llvm::Error Mods::fillExtras(const Problem &p, uint64_t seed) {
     // The block mask's dynamic sizes are batch, q_heads and query blocks.
     bool blockMask = blockMaskIndex && *blockMaskIndex == i;
     bool seqUsed = seqUsedKIndex && *seqUsedKIndex == i;
+    bool blockTable = blockTableIndex && *blockTableIndex == i;
+    int64_t tableSizes[] = {p.batch,
+                            p.pageSize ? ceilDiv(p.seqK, p.pageSize) : 1};
     int64_t blockMaskSizes[] = {p.batch, p.qHeads,
                                 ceilDiv(p.seqQ, kBlockMaskQueries), 4};
     for (auto [position, dim] : llvm::enumerate(type.getShape())) {
       int64_t size = !ShapedType::isDynamic(dim) ? dim
                      : blockMask                 ? blockMaskSizes[position]
                      : seqUsed                   ? p.batch
+                     : blockTable                ? tableSizes[position]
                                                  : dynamicSize;
       if (size <= 0 || size > (int64_t(1) << 26) / count)
         return makeError("an extra of type " + str(type) +
@@ -145,6 +159,8 @@ llvm::Error Mods::fillExtras(const Problem &p, uint64_t seed) {
       count *= size;
     }
     buffer.data.assign(count, 0.0);
+    if (blockTable)
+      continue; // drawn below, after the seqused_k table
     if (seqUsed) {
       if (count != p.batch)
         return makeError("the seqused_k table " + str(type) + " has " +
@@ -178,9 +194,71 @@ llvm::Error Mods::fillExtras(const Problem &p, uint64_t seed) {
       }
     }
   }
+  if (blockTableIndex)
+    if (llvm::Error refused = fillBlockTable(p, seed))
+      return refused;
   if (blockMaskIndex)
     return fillBlockMask(p);
   return llvm::Error::success();
+}
+
+llvm::Error Mods::fillBlockTable(const Problem &p, uint64_t seed) {
+  ModBuffer &table = extraBuffers[*blockTableIndex];
+  if (!p.pageSize || table.shape.size() != 2 || table.shape[0] != p.batch ||
+      table.shape[1] * p.pageSize != p.seqK)
+    return makeError("the block table does not fit the paged cache: give a "
+                     "seq_k that is a whole number of pages (" +
+                     std::to_string(p.pageSize) + " keys each)");
+  std::vector<int64_t> counts;
+  if (seqUsedKIndex)
+    for (double keys : extraBuffers[*seqUsedKIndex].data)
+      counts.push_back(static_cast<int64_t>(keys));
+  std::vector<int64_t> drawn =
+      drawBlockTable(p.batch, table.shape[1], p.pageSize,
+                     seqUsedKIndex ? &counts : nullptr, seed);
+  for (auto [i, entry] : llvm::enumerate(drawn))
+    table.data[i] = static_cast<double>(entry);
+  return llvm::Error::success();
+}
+
+std::vector<int64_t>
+mlir::fa4::sim::drawBlockTable(int64_t batch, int64_t maxBlocks, int64_t page,
+                               const std::vector<int64_t> *keyCounts,
+                               uint64_t seed) {
+  int64_t blocks = pagedCacheBlocks(batch, maxBlocks);
+  std::vector<int64_t> order(blocks);
+  std::iota(order.begin(), order.end(), 0);
+  std::mt19937_64 random(seed * 15485863 + 5);
+  std::shuffle(order.begin(), order.end(), random);
+  std::vector<int64_t> table(batch * maxBlocks);
+  for (int64_t b = 0; b < batch; ++b)
+    for (int64_t i = 0; i < maxBlocks; ++i) {
+      // Alternately past the cache and negative.
+      bool past = keyCounts && b < static_cast<int64_t>(keyCounts->size()) &&
+                  i * page >= (*keyCounts)[b];
+      table[b * maxBlocks + i] =
+          past ? ((b + i) % 2 ? blocks + b : -1) : order[b * maxBlocks + i];
+    }
+  return table;
+}
+
+void mlir::fa4::sim::scatterPages(const std::vector<float> &dense,
+                                  const ModBuffer &table, int64_t page,
+                                  int64_t heads, int64_t dim, int64_t numBlocks,
+                                  std::vector<float> &cache) {
+  int64_t batch = table.shape[0], maxBlocks = table.shape[1];
+  int64_t pageElements = page * heads * dim;
+  cache.assign(numBlocks * pageElements, 0.0f);
+  for (int64_t b = 0; b < batch; ++b)
+    for (int64_t i = 0; i < maxBlocks; ++i) {
+      double entry = table.data[b * maxBlocks + i];
+      if (!(entry >= 0.0) || entry >= double(numBlocks))
+        continue;
+      const float *from =
+          &dense[(b * maxBlocks + i) * pageElements];
+      std::copy(from, from + pageElements,
+                &cache[static_cast<int64_t>(entry) * pageElements]);
+    }
 }
 
 // As FlexAttention's create_block_mask does: the mask_mod evaluated on every

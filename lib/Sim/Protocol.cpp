@@ -112,6 +112,8 @@ struct AsyncOp {
   /// Operand values, resolved when the op was issued.
   std::vector<int64_t> indices;
   Buffer *global = nullptr;
+  /// A paged K/V load's block table.
+  const ModBuffer *table = nullptr;
 };
 
 struct RoleThread {
@@ -167,7 +169,8 @@ private:
   /// Hands the asynchronous part of the step's op to the TMA unit or the
   /// thread's tensor-core queue, with `indices` resolved now.
   void issue(const RoleStep &step, AsyncOp::Kind kind,
-             std::vector<int64_t> indices, Buffer *global = nullptr);
+             std::vector<int64_t> indices, Buffer *global = nullptr,
+             const ModBuffer *table = nullptr);
   /// The step ends because the run is being torn down.
   bool aborted(const RoleStep &step);
   // One per op of more than a few lines; false with `step.error` set when
@@ -616,8 +619,11 @@ bool Cta::complete(AsyncOp &async, std::string &error) {
         int64_t rows = state.type.getRows(), cols = state.type.getCols();
         float *tile = &state.data[stage * rows * cols];
         for (int64_t r = 0; r < rows; ++r) {
-          float *source = globalRow(*async.global, batch, head, row + r,
-                                    load.getGqaRatio());
+          const float *source =
+              async.table ? pagedRow(*async.global, *async.table, batch, head,
+                                     row + r)
+                          : globalRow(*async.global, batch, head, row + r,
+                                      load.getGqaRatio());
           if (source)
             std::copy(source, source + cols, tile + r * cols);
           else
@@ -714,9 +720,11 @@ bool Cta::complete(AsyncOp &async, std::string &error) {
 }
 
 void Cta::issue(const RoleStep &step, AsyncOp::Kind kind,
-                std::vector<int64_t> indices, Buffer *global) {
+                std::vector<int64_t> indices, Buffer *global,
+                const ModBuffer *table) {
   Clock &clock = step.thread.clock;
-  AsyncOp async{kind, step.self, clock, step.op, std::move(indices), global};
+  AsyncOp async{kind, step.self, clock, step.op, std::move(indices), global,
+                table};
   if (kind == AsyncOp::TmaLoad || kind == AsyncOp::TmaStore)
     tmaInFlight.push_back(std::move(async));
   else
@@ -909,14 +917,31 @@ bool Cta::run(const RoleStep &step, TmaLoadOp load) {
   Buffer &source = interpreter.buffer(load.getSource());
   int64_t batch = interpreter.index(load.getBatch());
   int64_t head = interpreter.index(load.getHead());
-  if (!checkTensorAccess(step.op, source, batch, head, load.getGqaRatio(),
-                         smem(load.getBuffer()).type.getCols(), step.error))
+  const ModBuffer *table = nullptr;
+  if (Value blockTable = load.getBlockTable()) {
+    // A paged cache: the batch is the table's row, the cache's first
+    // dimension its blocks.
+    table = interpreter.extra(blockTable);
+    if (!table || table->shape.size() != 2 || batch < 0 ||
+        batch >= table->shape[0] || source.shape.size() != 4 || head < 0 ||
+        head >= source.shape[2] ||
+        source.shape[3] != smem(load.getBuffer()).type.getCols()) {
+      step.error = step.what + " gathers a paged cache through a block table "
+                               "that is not a bound [batch, max_blocks] "
+                               "extra covering its batch and head";
+      return false;
+    }
+  } else if (!checkTensorAccess(step.op, source, batch, head,
+                                load.getGqaRatio(),
+                                smem(load.getBuffer()).type.getCols(),
+                                step.error)) {
     return false;
+  }
   issue(step, AsyncOp::TmaLoad,
         {batch, head, interpreter.index(load.getRow()),
          interpreter.index(load.getCount()),
          interpreter.index(load.getBarrierCount())},
-        &source);
+        &source, table);
   return true;
 }
 

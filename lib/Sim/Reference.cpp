@@ -318,6 +318,7 @@ Problem problemOf(const runtime::Manifest &manifest, int64_t batch,
   problem.windowRight = manifest.windowRight;
   problem.scale = manifest.scale;
   problem.softcap = manifest.softcap;
+  problem.pageSize = manifest.blockTable >= 0 ? manifest.pageSize : 0;
   return problem;
 }
 

@@ -178,7 +178,9 @@ struct Simulation {
   KernelSpecAttr spec;
   bool hasLse;
   Problem problem;
-  Buffer q, k, v, out, lse;
+  /// K and V as the reference reads them ([batch, seq_k, heads, dim]); with
+  /// a block table the kernel reads kCache and vCache, scattered from them.
+  Buffer q, k, v, out, lse, kCache, vCache;
   std::unique_ptr<Mods> mods;
   /// The program's extra arguments, by the entry's argument numbers.
   SmallVector<Value> extraArguments;
@@ -191,8 +193,9 @@ void Simulation::bindArguments(Interpreter &interpreter) {
   for (auto [extra, buffer] : llvm::zip(extraArguments, mods->buffers()))
     interpreter.bindExtra(extra, &buffer);
   interpreter.bind(argument(kQ), &q);
-  interpreter.bind(argument(kK), &k);
-  interpreter.bind(argument(kV), &v);
+  bool paged = static_cast<bool>(spec.getBlockTable());
+  interpreter.bind(argument(kK), paged ? &kCache : &k);
+  interpreter.bind(argument(kV), paged ? &vCache : &v);
   interpreter.bind(argument(kOut), &out);
   if (hasLse)
     interpreter.bind(argument(kLse), &lse);
@@ -239,6 +242,11 @@ static Problem describeProblem(Simulation &sim) {
   problem.windowRight = spec.getWindowRight();
   problem.scale = spec.getScaleValue();
   problem.softcap = spec.getSoftcapValue();
+  if (spec.getBlockTable()) {
+    problem.pageSize = kType.getDimSize(1);
+    problem.numBlocks = pagedCacheBlocks(
+        problem.batch, ceilDiv(problem.seqK, problem.pageSize));
+  }
   return problem;
 }
 
@@ -287,10 +295,26 @@ static llvm::Error makeBuffers(Simulation &sim) {
     ArrayRef<int64_t> shape;
     Buffer &buffer;
   };
+  SmallVector<int64_t, 4> pages{p.numBlocks, p.pageSize, p.kvHeads,
+                                p.headDim};
+  bool paged = p.pageSize > 0;
+  if (paged && p.seqK % p.pageSize != 0)
+    return makeError("a paged cache's seq_k is max_blocks x page_size: give "
+                     "--seq-k a multiple of " + std::to_string(p.pageSize));
   SmallVector<Made, 5> made{{kQ, queries, sim.q},
-                            {kK, keys, sim.k},
-                            {kV, keys, sim.v},
+                            {kK, paged ? pages : keys, paged ? sim.kCache : sim.k},
+                            {kV, paged ? pages : keys, paged ? sim.vCache : sim.v},
                             {kOut, queries, sim.out}};
+  if (paged) {
+    // The reference's dense K and V, in no argument's type.
+    int64_t count = 1;
+    for (int64_t size : keys)
+      count *= size;
+    for (Buffer *dense : {&sim.k, &sim.v}) {
+      dense->shape.assign(keys.begin(), keys.end());
+      dense->data.assign(count, 0.0f);
+    }
+  }
   SmallVector<int64_t, 3> rows{p.batch, p.qHeads, p.seqQ};
   if (sim.hasLse)
     made.push_back({kLse, rows, sim.lse});
@@ -327,6 +351,17 @@ static llvm::Error makeInputs(Simulation &sim, func::FuncOp entry,
                        sim.k.data, sim.v.data, *sim.mods, error))
     return makeError(error);
   sim.mods->attach(sim.problem);
+  if (std::optional<size_t> table = sim.mods->blockTable()) {
+    const Problem &p = sim.problem;
+    if (!options.inputs.empty())
+      return makeError("--inputs with a paged K/V cache is not supported: "
+                       "fa4-sim draws the cache and its block table itself");
+    const ModBuffer &blocks = sim.mods->buffers()[*table];
+    scatterPages(sim.k.data, blocks, p.pageSize, p.kvHeads, p.headDim,
+                 p.numBlocks, sim.kCache.data);
+    scatterPages(sim.v.data, blocks, p.pageSize, p.kvHeads, p.headDim,
+                 p.numBlocks, sim.vCache.data);
+  }
   if (!options.expect.empty() &&
       !readExpectedOutput(entryOp, sim.problem, options.expect, sim.expected,
                           error))

@@ -81,6 +81,8 @@ private:
 
   AttentionOp op;
   const TileConfig &config;
+  /// The paged cache's block table, null for dense K and V.
+  Value blockTable;
   OpBuilder b;
   Location loc;
   OpBuilder constants;
@@ -94,6 +96,12 @@ void TileProgramBuilder::build() {
   Value batches = memref::DimOp::create(b, loc, op.getQ(), zero);
   Value seqQ = memref::DimOp::create(b, loc, op.getQ(), one);
   Value seqK = memref::DimOp::create(b, loc, op.getK(), one);
+  // A paged cache: each sequence has max_blocks pages of page_size keys.
+  if (std::optional<uint64_t> position = op.getBlockTable()) {
+    blockTable = op.getExtras()[*position];
+    seqK = arith::MulIOp::create(
+        b, loc, memref::DimOp::create(b, loc, blockTable, one), seqK);
+  }
   // GQA packs `ratio` query heads per row position, so an m_block of 256
   // packed rows covers 256 / ratio query positions.
   Value packedRows =
@@ -210,9 +218,9 @@ SmallVector<QTileState> TileProgramBuilder::buildKvLoop(
             {TileConfig::kBlockN, config.headDim}, element);
         // One K and one V tile serve both Q tiles and every packed head.
         Value kTile = LoadKvTileOp::create(body, loc, kvTileType, op.getK(),
-                                                batch, kvHead, kvCol);
+                                                batch, kvHead, kvCol, blockTable);
         Value vTile = LoadKvTileOp::create(body, loc, kvTileType, op.getV(),
-                                                batch, kvHead, kvCol);
+                                                batch, kvHead, kvCol, blockTable);
         SmallVector<Value> yielded;
         for (auto [stage, qTile] : llvm::enumerate(qTiles)) {
           QTileState state{carried[3 * stage], carried[3 * stage + 1],
@@ -292,16 +300,18 @@ static KernelSpecAttr buildSpec(AttentionOp op, const TileConfig &config) {
   // is the block mask.
   for (Value extra : op.getExtras())
     extraPositions.push_back(cast<BlockArgument>(extra).getArgNumber());
-  std::optional<int64_t> blockMask, seqUsedK;
+  std::optional<int64_t> blockMask, seqUsedK, blockTable;
   if (std::optional<uint64_t> position = op.getBlockMask())
     blockMask = static_cast<int64_t>(*position);
   if (std::optional<uint64_t> position = op.getSequsedK())
     seqUsedK = static_cast<int64_t>(*position);
+  if (std::optional<uint64_t> position = op.getBlockTable())
+    blockTable = static_cast<int64_t>(*position);
   return KernelSpecAttr::get(
       op.getContext(), config.mask, config.windowLeft, config.windowRight,
       llvm::APFloat(config.scale), llvm::APFloat(config.softcap),
       static_cast<bool>(op.getLse()), argumentPositions, extraPositions,
-      blockMask, seqUsedK);
+      blockMask, seqUsedK, blockTable);
 }
 
 namespace {

@@ -86,12 +86,16 @@ FailureOr<TileProgram> TileProgram::read(func::FuncOp func, StringRef pass,
            << qHeads << " query heads over " << kvHeads
            << " K/V heads; the packing must be a power of two of at most "
            << kMaxGqaPacking << " dividing the GQA ratio";
-  if (std::optional<int64_t> position = spec.getSequsedK()) {
+  for (auto [position, table, name] :
+       {std::tuple{spec.getSequsedK(), &program.seqUsedK, "seqused_k"},
+        std::tuple{spec.getBlockTable(), &program.blockTable, "block_table"}}) {
+    if (!position)
+      continue;
     ArrayRef<int64_t> extras = spec.getExtras();
     if (*position < 0 || *position >= static_cast<int64_t>(extras.size()) ||
         extras[*position] < 0 || extras[*position] >= func.getNumArguments())
-      return func.emitError() << "fa4.spec's seqused_k names no argument";
-    program.seqUsedK = func.getArgument(extras[*position]);
+      return func.emitError() << "fa4.spec's " << name << " names no argument";
+    *table = func.getArgument(extras[*position]);
   }
   if (program.lseStore && program.arguments.size() <= kLse)
     return func.emitError()
@@ -190,6 +194,11 @@ ScheduleStart ScheduleStart::build(IndexBuilder &ib,
   start.batchSize = memref::DimOp::create(b, loc, program.arguments[kQ], 0);
   start.seqQ = memref::DimOp::create(b, loc, program.arguments[kQ], 1);
   start.seqK = memref::DimOp::create(b, loc, program.arguments[kK], 1);
+  // A paged cache's sequences have max_blocks pages of page_size keys.
+  if (program.blockTable)
+    start.seqK = arith::MulIOp::create(
+        b, loc, memref::DimOp::create(b, loc, program.blockTable, 1),
+        start.seqK);
   start.numTasks = TaskCountOp::create(
       b, loc, b.getIndexType(), start.batchSize, start.seqQ,
       b.getI64IntegerAttr(start.kvHeads), b.getI64IntegerAttr(start.gqaRatio),

@@ -595,6 +595,17 @@ static int emulate(std::unique_ptr<MemoryBuffer> entryBuffer) {
   // The problem, its inputs and the reference.
   sim::Problem problem = sim::problemOf(manifest, batch, seqQ, seqK);
   runtime::Shapes shapes{batch, seqQ, seqK};
+  // A paged cache: seq_k is max_blocks whole pages, drawn into a cache of
+  // sim::pagedCacheBlocks blocks.
+  if (problem.pageSize) {
+    if (seqK % problem.pageSize != 0)
+      return fail("the kernel reads a paged K/V cache: give --seq-k a whole "
+                  "number of pages (" + std::to_string(problem.pageSize) +
+                  " keys each)");
+    problem.numBlocks =
+        sim::pagedCacheBlocks(batch, seqK / problem.pageSize);
+    shapes.numBlocks = problem.numBlocks;
+  }
   if (llvm::Error refused = runtime::checkShapes(manifest, shapes))
     return fail(std::move(refused));
   if (llvm::Error refused = checkProblemSize(problem))
@@ -608,11 +619,12 @@ static int emulate(std::unique_ptr<MemoryBuffer> entryBuffer) {
   std::unique_ptr<sim::Mods> mods;
   // A seqused_k table as the only extra needs no entry IR: it is drawn here
   // as fa4-sim draws it.
-  bool onlySeqUsedK = manifest.seqUsedK >= 0 && manifest.extras.size() == 1 &&
-                      !manifest.scoreMod && !manifest.maskMod;
+  size_t tables = (manifest.seqUsedK >= 0) + (manifest.blockTable >= 0);
+  bool onlyTables = tables > 0 && manifest.extras.size() == tables &&
+                    !manifest.scoreMod && !manifest.maskMod;
   bool hasMods = (manifest.scoreMod || manifest.maskMod ||
                   !manifest.extras.empty()) &&
-                 !onlySeqUsedK;
+                 !onlyTables;
   if (hasMods && entryFile.empty())
     return fail("the kernel inlines a score_mod or mask_mod region: pass "
                 "--entry with the IR it was compiled from, so the reference "
@@ -629,8 +641,22 @@ static int emulate(std::unique_ptr<MemoryBuffer> entryBuffer) {
       return fail(drawn.takeError());
     mods = std::move(*drawn);
   }
-  if (onlySeqUsedK && !mods)
-    problem.seqUsedK = sim::drawKeyCounts(batch, seqK, seed);
+  // The tables without an entry: drawn as fa4-sim draws them.
+  sim::ModBuffer blockTable;
+  if (onlyTables && !mods) {
+    if (manifest.seqUsedK >= 0)
+      problem.seqUsedK = sim::drawKeyCounts(batch, seqK, seed);
+    if (manifest.blockTable >= 0) {
+      int64_t maxBlocks = seqK / problem.pageSize;
+      blockTable.shape = {batch, maxBlocks};
+      for (int64_t entry : sim::drawBlockTable(
+               batch, maxBlocks, problem.pageSize,
+               manifest.seqUsedK >= 0 ? &problem.seqUsedK : nullptr, seed))
+        blockTable.data.push_back(static_cast<double>(entry));
+    }
+  } else if (mods && mods->blockTable()) {
+    blockTable = mods->buffers()[*mods->blockTable()];
+  }
   bool bf16 = manifest.dtype == "bf16";
   std::vector<float> q, k, v;
   sim::fillInputs(problem, bf16, seed, distribution, q, k, v);
@@ -639,18 +665,40 @@ static int emulate(std::unique_ptr<MemoryBuffer> entryBuffer) {
   if (mods && !mods->error().empty())
     return fail("the reference's mod region: " + mods->error());
 
+  // A paged cache holds the reference's K and V page by page.
+  std::vector<float> kCache, vCache;
+  if (problem.pageSize) {
+    sim::scatterPages(k, blockTable, problem.pageSize, problem.kvHeads,
+                      problem.headDim, problem.numBlocks, kCache);
+    sim::scatterPages(v, blockTable, problem.pageSize, problem.kvHeads,
+                      problem.headDim, problem.numBlocks, vCache);
+  }
   emu::Device device;
   llvm::Expected<runtime::Buffers> buffers =
-      uploadTensors(device, manifest, q, k, v, reference, mods.get());
+      uploadTensors(device, manifest, q, problem.pageSize ? kCache : k,
+                    problem.pageSize ? vCache : v, reference, mods.get());
   if (!buffers)
     return fail(buffers.takeError());
-  if (onlySeqUsedK && !mods) {
-    uint64_t address = device.allocate(static_cast<size_t>(batch) * 4);
-    int32_t *table = reinterpret_cast<int32_t *>(
-        device.host(address, static_cast<size_t>(batch) * 4));
-    for (int64_t b = 0; b < batch; ++b)
-      table[b] = static_cast<int32_t>(problem.seqUsedK[b]);
-    buffers->extras.push_back({address, {batch}});
+  if (onlyTables && !mods) {
+    // In the manifest's order of extras.
+    for (int64_t i = 0; i < static_cast<int64_t>(manifest.extras.size()); ++i) {
+      std::vector<int64_t> values, shape;
+      if (i == manifest.seqUsedK) {
+        values = problem.seqUsedK;
+        shape = {batch};
+      } else {
+        for (double entry : blockTable.data)
+          values.push_back(static_cast<int64_t>(entry));
+        shape.assign(blockTable.shape.begin(), blockTable.shape.end());
+      }
+      size_t bytes = std::max<size_t>(1, values.size()) * 4;
+      uint64_t address = device.allocate(bytes);
+      int32_t *table =
+          reinterpret_cast<int32_t *>(device.host(address, bytes));
+      for (size_t e = 0; e < values.size(); ++e)
+        table[e] = static_cast<int32_t>(values[e]);
+      buffers->extras.push_back({address, shape});
+    }
   }
   if (mods) {
     // The entry's extras must be the ones the kernel was compiled for.

@@ -159,6 +159,18 @@ static cl::opt<double> softcap("softcap",
                                cl::cat(variantCategory));
 static cl::opt<bool> lse("lse", cl::desc("Also write the log-sum-exp"),
                          cl::init(false), cl::cat(variantCategory));
+static cl::opt<bool> pagedKv(
+    "paged-kv",
+    cl::desc("K and V are a paged cache [num_blocks, page_size, kv_heads, "
+             "head_dim] read through a [batch, max_blocks] i32 block table "
+             "(the kernel's last extra; vLLM's and FlashAttention's layout); "
+             "with --page-size"),
+    cl::init(false), cl::cat(variantCategory));
+static cl::opt<int64_t> pageSize(
+    "page-size",
+    cl::desc("Keys per page of a paged K/V cache (--paged-kv): a power of two "
+             "of at least 16"),
+    cl::init(0), cl::cat(variantCategory));
 static cl::opt<bool> seqUsedK(
     "seqused-k",
     cl::desc("Each sequence attends to its own number of keys, read from a "
@@ -182,6 +194,11 @@ static OwningOpRef<ModuleOp> buildVariant(MLIRContext &context) {
   variant.softcap = softcap;
   variant.lse = lse;
   variant.seqUsedK = seqUsedK;
+  if (pagedKv != (pageSize.getNumOccurrences() > 0)) {
+    errs() << "fa4c: --paged-kv and --page-size go together\n";
+    return nullptr;
+  }
+  variant.pageSize = pageSize;
   if (llvm::Error refused = fa4::checkVariant(variant)) {
     errs() << "fa4c: --" << toString(std::move(refused)) << "\n";
     return nullptr;
@@ -193,7 +210,7 @@ static bool usesVariantFlags() {
   cl::Option *variantOptions[] = {&headDim,    &qHeads,      &kvHeads,
                                  &mask,       &windowLeft,  &windowRight,
                                  &dtype,      &scale,       &softcap,
-                                 &lse, &seqUsedK};
+                                 &lse, &seqUsedK, &pagedKv, &pageSize};
   return llvm::any_of(variantOptions, [](cl::Option *option) {
     return option->getNumOccurrences() > 0;
   });

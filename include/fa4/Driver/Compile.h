@@ -40,6 +40,10 @@ struct Variant {
   /// A seqused_k table (the function's last argument, memref<?xi32>): each
   /// sequence's number of keys, as a KV cache's cache_seqlens.
   bool seqUsedK = false;
+  /// A paged K/V cache of this many keys per page (0: dense K and V): K and
+  /// V are [num_blocks, page_size, kv_heads, head_dim], and a [batch,
+  /// max_blocks] i32 block table follows the seqused_k table.
+  int64_t pageSize = 0;
 };
 
 /// Whether `variant`'s fields can be built into entry IR at all (its dtype,

@@ -49,6 +49,9 @@ struct Manifest {
   /// Which extra is the seqused_k table (`[batch]` i32: each sequence's
   /// keys), -1 without one.
   int64_t seqUsedK = -1;
+  /// Which extra is the block table of a paged K/V cache (`[batch,
+  /// max_blocks]` i32), -1 without one; `pageSize` its keys per page.
+  int64_t blockTable = -1, pageSize = 0;
 
   /// A memref the mod regions read: element type ("f32", "i32", ...) and
   /// shape, -1 where the launch gives the size (an `extraN_dimD` parameter).
@@ -136,6 +139,9 @@ llvm::Error checkPtxEntry(const Manifest &manifest, const std::string &ptx);
 /// One launch's sizes.
 struct Shapes {
   int64_t batch = 1, seqQ = 1, seqK = 1;
+  /// A paged K/V cache's blocks (0 for dense K and V); seqK is then the
+  /// block table's max_blocks · page_size.
+  int64_t numBlocks = 0;
 };
 
 /// Device addresses of the tensors: Q, O [batch, seq_q, q_heads, head_dim],

@@ -49,6 +49,29 @@ struct ModBuffer {
 /// has them), the others uniform in [0, seq_k].
 std::vector<int64_t> drawKeyCounts(int64_t batch, int64_t seqK, uint64_t seed);
 
+/// The blocks of a paged cache for `batch` sequences of `maxBlocks` pages:
+/// every sequence's, and three more that no table entry names.
+inline int64_t pagedCacheBlocks(int64_t batch, int64_t maxBlocks) {
+  return batch * maxBlocks + 3;
+}
+
+/// A block table `[batch, maxBlocks]` for a paged cache of
+/// pagedCacheBlocks(batch, maxBlocks) blocks, drawn from `seed`: the
+/// sequences' blocks in a random order, and where `keyCounts` (seqused_k)
+/// leaves a block wholly past a sequence's keys, an entry out of range
+/// (past the cache or negative), which must read as zeros.
+std::vector<int64_t> drawBlockTable(int64_t batch, int64_t maxBlocks,
+                                    int64_t page,
+                                    const std::vector<int64_t> *keyCounts,
+                                    uint64_t seed);
+
+/// Scatters dense K or V `[batch, maxBlocks · page, heads, dim]` into a
+/// paged cache `[numBlocks, page, heads, dim]` through `table` (`[batch,
+/// maxBlocks]`, entries outside [0, numBlocks) skipped).
+void scatterPages(const std::vector<float> &dense, const ModBuffer &table,
+                  int64_t page, int64_t heads, int64_t dim, int64_t numBlocks,
+                  std::vector<float> &cache);
+
 class Mods {
 public:
   /// The regions and extras of the attention in `func`: its fa4.attention
@@ -97,11 +120,17 @@ public:
   /// Which extra is the seqused_k table, if any: fillExtras draws it with
   /// drawKeyCounts, and attach gives the problem its lengths.
   std::optional<size_t> seqUsedK() const { return seqUsedKIndex; }
+  /// Which extra is the block table of a paged cache, if any: fillExtras
+  /// draws it (blocks in a seeded random order; the entries of blocks wholly
+  /// past a sequence's seqused_k count out of range, which must read as
+  /// zeros).
+  std::optional<size_t> blockTable() const { return blockTableIndex; }
 
 private:
   Mods();
   llvm::Error fillBlockMask(const Problem &problem);
-  std::optional<size_t> blockMaskIndex, seqUsedKIndex;
+  llvm::Error fillBlockTable(const Problem &problem, uint64_t seed);
+  std::optional<size_t> blockMaskIndex, seqUsedKIndex, blockTableIndex;
   std::unique_ptr<ModProgram> scoreMod, maskMod;
   llvm::SmallVector<Value> extraArguments;
   llvm::SmallVector<unsigned> extraNumbers;

@@ -53,6 +53,9 @@ struct Problem {
   /// seqused_k: sequence b's keys are its first seqUsedK[b] (each in [0,
   /// seqK]), and its masks align to that length; empty: all seqK.
   std::vector<int64_t> seqUsedK;
+  /// A paged K/V cache (block_table): its page size and blocks, 0 for dense
+  /// K and V. seqK is then max_blocks · pageSize.
+  int64_t pageSize = 0, numBlocks = 0;
   int64_t keysOf(int64_t b) const {
     return seqUsedK.empty() ? seqK : seqUsedK[b];
   }

@@ -34,8 +34,9 @@ struct TileProgram {
   ScoreModOp scoreMod;     // null without a score_mod
   StoreLseTileOp lseStore; // null without an LSE output
   SmallVector<Value, 5> arguments;
-  /// The seqused_k table (fa4.spec's), null without one.
-  Value seqUsedK;
+  /// The seqused_k table and the block table of a paged K/V cache
+  /// (fa4.spec's), null without them.
+  Value seqUsedK, blockTable;
 
   /// The tile program of `func`, or failure with an error naming `pass`
   /// (a function without fa4.spec is not a kernel: `isKernel` false).

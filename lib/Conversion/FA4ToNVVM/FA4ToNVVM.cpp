@@ -324,9 +324,17 @@ bindKernelParameters(OpBuilder &b, Location loc, Block *entry,
 static SmallVector<TensorMapInfoAttr> tensorMapInfos(func::FuncOp func,
                                                      const KernelState &kernel) {
   llvm::DenseMap<Value, int64_t> boxRows, boxHeadsOf;
+  llvm::DenseSet<Value> pagedSources;
   func.walk([&](Operation *op) {
     if (auto load = dyn_cast<TmaLoadOp>(op)) {
-      boxRows[load.getSource()] = load.getBuffer().getType().getRows();
+      int64_t rows = load.getBuffer().getType().getRows();
+      // A paged cache's box is a page (or 128 rows of a larger one).
+      if (load.getBlockTable())
+        pagedSources.insert(load.getSource());
+      if (load.getBlockTable())
+        rows = std::min<int64_t>(
+            rows, cast<MemRefType>(load.getSource().getType()).getDimSize(1));
+      boxRows[load.getSource()] = rows;
       boxHeadsOf[load.getSource()] = load.getGqaRatio();
     }
     if (auto store = dyn_cast<TmaStoreOp>(op)) {
@@ -350,7 +358,7 @@ static SmallVector<TensorMapInfoAttr> tensorMapInfos(func::FuncOp func,
         func.getContext(), name, type.getElementType().isBF16() ? "bf16" : "fp16",
         type.getDimSize(2), type.getDimSize(3),
         {64, boxHeads, boxRows.lookup_or(value, 128) / boxHeads, 1},
-        dynamicAsMinusOne(strides)));
+        dynamicAsMinusOne(strides), pagedSources.contains(value) ? type.getDimSize(1) : 0));
   }
   return maps;
 }
@@ -381,7 +389,7 @@ static LaunchAttr launchInfo(func::FuncOp func, WarpSpecializeOp specialize,
                          specialize->getAttrOfType<GridAttr>(kGridAttrName),
                          spec, roles, maps, hasLse, scoreMod, maskMod,
                          extraEntries, spec.getBlockMask(),
-                         spec.getSequsedK());
+                         spec.getSequsedK(), spec.getBlockTable());
 }
 
 LogicalResult FA4ToNVVMPass::convert(func::FuncOp func,

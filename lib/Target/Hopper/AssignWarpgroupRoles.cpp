@@ -147,7 +147,7 @@ void WarpgroupProgramBuilder::buildProducer(const Task &task) {
   ProducerAcquireOp::create(b, loc, qBuffer, task.taskCount);
   TmaLoadOp::create(b, loc, program.arguments[kQ], task.batch, task.headGroup,
                     task.qRow, qBuffer, task.taskCount, Value(), Value(),
-                    start.gqaRatio);
+                    Value(), start.gqaRatio);
   ProducerCommitOp::create(b, loc, qBuffer, task.taskCount);
   auto loop = scf::ForOp::create(b, loc, index(0), task.numBlocks, index(1));
   OpBuilder::InsertionGuard guard(b);
@@ -158,7 +158,8 @@ void WarpgroupProgramBuilder::buildProducer(const Task &task) {
   for (auto [buffer, tensor] : {std::pair{kBuffer, kK}, {vBuffer, kV}}) {
     ProducerAcquireOp::create(b, loc, buffer, item);
     TmaLoadOp::create(b, loc, program.arguments[tensor], task.batch,
-                      task.kvHead, key, buffer, item, Value(), Value(), 1);
+                      task.kvHead, key, buffer, item, Value(), Value(),
+                      program.blockTable, 1);
     ProducerCommitOp::create(b, loc, buffer, item);
   }
 }

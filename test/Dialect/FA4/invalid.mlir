@@ -763,3 +763,30 @@ func.func @seqused_k_is_the_block_mask(%q: memref<?x?x8x64xf16>, %t: memref<?x1x
       : memref<?x?x8x64xf16>, memref<?x?x8x64xf16>, memref<?x?x8x64xf16> -> memref<?x?x8x64xf16>
   return
 }
+
+// -----
+
+func.func @block_table_page(%q: memref<?x?x8x64xf16>, %k: memref<?x24x8x64xf16>, %t: memref<?x?xi32>) {
+  // expected-error @+1 {{a paged K/V cache is [num_blocks, page_size, kv_heads, head_dim] with a static page size, a power of two of at least 16; got K [?, 24, 8, 64]}}
+  fa4.attention %q, %k, %k -> %q extras(%t : memref<?x?xi32>) {block_table = 0 : i64}
+      : memref<?x?x8x64xf16>, memref<?x24x8x64xf16>, memref<?x24x8x64xf16> -> memref<?x?x8x64xf16>
+  return
+}
+
+// -----
+
+func.func @block_table_type(%q: memref<?x?x8x64xf16>, %k: memref<?x16x8x64xf16>, %t: memref<?xi32>) {
+  // expected-error @+1 {{block_table 'memref<?xi32>' is not an i32 memref [batch, max_blocks]}}
+  fa4.attention %q, %k, %k -> %q extras(%t : memref<?xi32>) {block_table = 0 : i64}
+      : memref<?x?x8x64xf16>, memref<?x16x8x64xf16>, memref<?x16x8x64xf16> -> memref<?x?x8x64xf16>
+  return
+}
+
+// -----
+
+func.func @block_table_is_seqused(%q: memref<?x?x8x64xf16>, %k: memref<?x16x8x64xf16>, %t: memref<?x?xi32>) {
+  // expected-error @+1 {{seqused_k names the same extra as block_mask or block_table}}
+  fa4.attention %q, %k, %k -> %q extras(%t : memref<?x?xi32>) {block_table = 0 : i64, seqused_k = 0 : i64}
+      : memref<?x?x8x64xf16>, memref<?x16x8x64xf16>, memref<?x16x8x64xf16> -> memref<?x?x8x64xf16>
+  return
+}

@@ -159,6 +159,9 @@ private:
   /// The 32-bit shared address of a pointer.
   Value smemAddress(Value pointer);
   /// Runs `body` on the role's elected thread only (see `roleElected`).
+  /// A paged K/V tile: its pages gathered through the block table.
+  LogicalResult lowerPagedLoad(TmaLoadOp load, Value blockTable, SmemType type,
+                               function_ref<void(int64_t, ValueRange)> copy);
   void ifElected(function_ref<void()> body);
   /// This thread's row of a warpgroup tile (0..127) as an index.
   Value rowInWarpgroup();

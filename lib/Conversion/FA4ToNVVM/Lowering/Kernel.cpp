@@ -373,8 +373,20 @@ LogicalResult Lowering::lowerOp(Operation *op) {
     if (!axis)
       return dim.emitOpError() << "fa4-to-nvvm needs a constant dimension";
     Value value;
+    auto extra = kernel.extras.find(dim.getSource());
     if (!type.isDynamicDim(*axis)) {
       value = index(type.getDimSize(*axis));
+    } else if (extra != kernel.extras.end()) {
+      // An extra's sizes (a block table's max_blocks, say) are its own.
+      if (*axis < 0 || *axis >= static_cast<int64_t>(extra->second.sizes.size()))
+        return dim.emitOpError() << "asks for dimension " << *axis
+                                 << " of an extra of rank "
+                                 << extra->second.sizes.size();
+      value = extra->second.sizes[*axis];
+    } else if (*axis < 0 || *axis > 1) {
+      return dim.emitOpError() << "asks for a dynamic dimension " << *axis
+                               << " of a tensor: only batch and sequence "
+                                  "lengths are the kernel's parameters";
     } else if (*axis == 0) {
       value = toIndex(kernel.batch);
     } else {

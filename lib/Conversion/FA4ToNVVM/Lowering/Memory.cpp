@@ -164,6 +164,53 @@ static Value stageBase(OpBuilder &b, Location loc, Value base, SmemType type,
   return at(base, bytes);
 }
 
+LogicalResult
+Lowering::lowerPagedLoad(TmaLoadOp load, Value blockTable, SmemType type,
+                         function_ref<void(int64_t, ValueRange)> copy) {
+  auto extra = kernel.extras.find(blockTable);
+  if (extra == kernel.extras.end() || extra->second.sizes.size() != 2)
+    return load.emitOpError()
+           << "reads a block table that is not a parameter of the kernel";
+  const KernelState::Extra &table = extra->second;
+  // A tile of 128 keys is pages of the cache (its map's box is a page, or
+  // 128 rows of a larger page): a page of at least 8 rows of 128 bytes
+  // starts where the tile's 128-byte swizzle pattern starts again, so each
+  // page lands as the whole tile's copy would have put it.
+  int64_t page = cast<MemRefType>(load.getSource().getType()).getDimSize(1);
+  int64_t rowsPerCopy = std::min(page, type.getRows());
+  int64_t copies = type.getRows() / rowsPerCopy;
+  int64_t boxes = llvm::divideCeil(type.getCols(), kBoxColumns);
+  Value row = lookup(load.getRow()), batch = lookup(load.getBatch());
+  Value head = toI32(lookup(load.getHead()));
+  Value maxBlocks = table.sizes[1];
+  Type i32Type = b.getI32Type();
+  ifElected([&] {
+    for (int64_t j = 0; j < copies; ++j) {
+      Value position =
+          arith::AddIOp::create(b, loc(), row, index(j * rowsPerCopy));
+      Value block = arith::DivUIOp::create(b, loc(), position, index(page));
+      Value inPage = toI32(arith::RemUIOp::create(b, loc(), position, index(page)));
+      // Pages past the table read block -1: the tensor map zero-fills it,
+      // as it does an entry outside [0, num_blocks).
+      Value inTable = arith::CmpIOp::create(b, loc(), arith::CmpIPredicate::ult,
+                                            block, maxBlocks);
+      Value clamped = arith::MinUIOp::create(
+          b, loc(), block, arith::SubIOp::create(b, loc(), maxBlocks, index(1)));
+      Value entryIndex = arith::AddIOp::create(
+          b, loc(), arith::MulIOp::create(b, loc(), batch, maxBlocks), clamped);
+      Value address = LLVM::GEPOp::create(b, loc(), table.pointer.getType(),
+                                          i32Type, table.pointer,
+                                          ValueRange{toI32(entryIndex)});
+      Value entry = LLVM::LoadOp::create(b, loc(), i32Type, address);
+      entry = arith::SelectOp::create(b, loc(), inTable, entry, i32(-1));
+      for (int64_t box = 0; box < boxes; ++box)
+        copy(box * boxBytes(type) + j * rowsPerCopy * kSwizzleLineBytes,
+             ValueRange{i32(box * kBoxColumns), head, inPage, entry});
+    }
+  });
+  return success();
+}
+
 LogicalResult Lowering::lowerTma(Operation *op) {
   auto at = [&](Value base, Value bytes) { return smemAt(base, bytes); };
   return llvm::TypeSwitch<Operation *, LogicalResult>(op)
@@ -185,15 +232,18 @@ LogicalResult Lowering::lowerTma(Operation *op) {
         // ones CUTLASS's TMA copies pass (CacheHintSm90).
         bool keys = load.getSource() == kernel.k || load.getSource() == kernel.v;
         Value policy = i64(keys ? kL2EvictLast : kL2EvictFirst);
+        auto copy = [&](int64_t offset, ValueRange box) {
+          NVVM::CpAsyncBulkTensorGlobalToSharedClusterOp::create(b,
+              loc(), smemAt(destination, i32(offset)), map, box, barrier,
+              ValueRange(), Value(), policy,
+              NVVM::TMALoadModeAttr::get(b.getContext(),
+                                         NVVM::TMALoadMode::TILE),
+              b.getBoolAttr(true), NVVM::CTAGroupKindAttr(), Value());
+        };
+        if (Value blockTable = load.getBlockTable())
+          return lowerPagedLoad(load, blockTable, type, copy);
         forEachBox(type, load.getHead(), load.getRow(), load.getBatch(),
-                   load.getGqaRatio(), [&](int64_t offset, ValueRange box) {
-                     NVVM::CpAsyncBulkTensorGlobalToSharedClusterOp::create(b,
-                         loc(), smemAt(destination, i32(offset)), map, box,
-                         barrier, ValueRange(), Value(), policy,
-                         NVVM::TMALoadModeAttr::get(b.getContext(),
-                                                    NVVM::TMALoadMode::TILE),
-                         b.getBoolAttr(true), NVVM::CTAGroupKindAttr(), Value());
-                   });
+                   load.getGqaRatio(), copy);
         return success();
       })
       .Case([&](TmaStoreOp store) -> LogicalResult {

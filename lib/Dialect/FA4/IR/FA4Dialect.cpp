@@ -114,7 +114,8 @@ KernelSpecAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                        llvm::APFloat scale, llvm::APFloat softcap, bool lse,
                        ArrayRef<int64_t> arguments, ArrayRef<int64_t> extras,
                        std::optional<int64_t> blockMask,
-                       std::optional<int64_t> seqUsedK) {
+                       std::optional<int64_t> seqUsedK,
+                       std::optional<int64_t> blockTable) {
   // The entry op's own rules (Verify.h): level B holds no variant level A
   // refuses.
   auto prefixed = [&]() { return emitError() << "fa4.spec: "; };
@@ -149,6 +150,12 @@ KernelSpecAttr::verify(function_ref<InFlightDiagnostic()> emitError,
     return emitError() << "fa4.spec: seqused_k " << *seqUsedK
                        << " is not the index of one of its " << extras.size()
                        << " extras other than the block mask";
+  if (blockTable &&
+      (*blockTable < 0 || *blockTable >= static_cast<int64_t>(extras.size()) ||
+       blockTable == blockMask || blockTable == seqUsedK))
+    return emitError() << "fa4.spec: block_table " << *blockTable
+                       << " is not the index of one of its " << extras.size()
+                       << " extras other than the block mask and seqused_k";
   return success();
 }
 
@@ -165,7 +172,11 @@ LogicalResult
 TensorMapInfoAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                           StringRef name, StringRef dtype, int64_t heads,
                           int64_t headDim, ArrayRef<int64_t> box,
-                          ArrayRef<int64_t> strides) {
+                          ArrayRef<int64_t> strides, int64_t pageSize) {
+  if (pageSize < 0 || (pageSize && (name == "q" || name == "o")))
+    return emitError() << "fa4.tensor_map: page_size must be 0, or positive "
+                          "for k and v, got "
+                       << pageSize << " for '" << name << "'";
   if (!llvm::is_contained({"q", "k", "v", "o"}, name))
     return emitError() << "fa4.tensor_map: name must be q, k, v or o, got '"
                        << name << "'";
@@ -274,7 +285,8 @@ LogicalResult LaunchAttr::verify(
     KernelSpecAttr spec, ArrayRef<RoleInfoAttr> roles,
     ArrayRef<TensorMapInfoAttr> tensorMaps, bool lse, bool scoreMod,
     bool maskMod, ArrayRef<ExtraInfoAttr> extras,
-    std::optional<int64_t> blockMask, std::optional<int64_t> seqUsedK) {
+    std::optional<int64_t> blockMask, std::optional<int64_t> seqUsedK,
+    std::optional<int64_t> blockTable) {
   (void)grid;
   (void)scoreMod;
   (void)maskMod;
@@ -311,8 +323,9 @@ LogicalResult LaunchAttr::verify(
     return emitError() << "fa4.launch: block_mask " << *blockMask
                        << " is not the index of one of its " << extras.size()
                        << " extras";
-  if (seqUsedK != spec.getSequsedK())
-    return emitError() << "fa4.launch: seqused_k differs from its spec's";
+  if (seqUsedK != spec.getSequsedK() || blockTable != spec.getBlockTable())
+    return emitError()
+           << "fa4.launch: seqused_k or block_table differs from its spec's";
   return success();
 }
 
@@ -372,6 +385,16 @@ static LogicalResult verifySpecOn(Operation *op, Attribute value) {
       return op->emitError() << "fa4.spec's LSE is " << lse
                              << "; expected a row-major [batch, q_heads = "
                              << heads(0) << ", seq_q] memref of f32";
+  }
+  if (std::optional<int64_t> position = spec.getBlockTable()) {
+    auto table = cast<MemRefType>(types[spec.getExtras()[*position]]);
+    int64_t page = k.getDimSize(1);
+    if (table.getRank() != 2 || !table.getElementType().isInteger(32) ||
+        ShapedType::isDynamic(page) || page < 16 || (page & (page - 1)) != 0)
+      return op->emitError()
+             << "fa4.spec's block table " << table << " and paged K " << k
+             << ": expected an i32 [batch, max_blocks] table and a static "
+                "page size, a power of two of at least 16";
   }
   if (std::optional<int64_t> position = spec.getSequsedK()) {
     auto table = cast<MemRefType>(types[spec.getExtras()[*position]]);

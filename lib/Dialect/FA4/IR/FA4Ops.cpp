@@ -386,7 +386,8 @@ LogicalResult AttentionOp::verify() {
   if (failed(verifyCompatibleShape(qShape, oShape)))
     return emitOpError() << "O shape " << shapeString(oShape)
                          << " does not match Q shape " << shapeString(qShape);
-  if (failed(verifyCompatibleShape(qShape[0], kShape[0])))
+  // (A paged cache's first dimension is its blocks, not the batch.)
+  if (!getBlockTable() && failed(verifyCompatibleShape(qShape[0], kShape[0])))
     return emitOpError() << "K batch (" << kShape[0]
                          << ") does not match Q batch (" << qShape[0] << ")";
 
@@ -427,7 +428,8 @@ LogicalResult AttentionOp::verify() {
   if (softcap > 0.0f && !getScoreMod().empty())
     return emitOpError() << "has both a softcap and a score_mod; write the "
                             "softcap in the score_mod region";
-  if (getExtras().size() > (getSequsedK() ? 1u : 0u) &&
+  if (getExtras().size() >
+          (getSequsedK() ? 1u : 0u) + (getBlockTable() ? 1u : 0u) &&
       getScoreMod().empty() && getMaskMod().empty())
     return emitOpError() << "has extras but no score_mod or mask_mod region "
                             "to read them";
@@ -490,13 +492,39 @@ LogicalResult AttentionOp::verify() {
       return emitOpError() << "seqused_k names extra #" << *position
                            << ", but the op has " << getExtras().size()
                            << " extras";
-    if (getBlockMask() == position)
-      return emitOpError() << "seqused_k and block_mask name the same extra";
+    if (getBlockMask() == position || getBlockTable() == position)
+      return emitOpError()
+             << "seqused_k names the same extra as block_mask or block_table";
     if (failed(fa4::detail::verifySeqUsedKType(
             [this] { return emitOpError(); },
             cast<MemRefType>(getExtras()[*position].getType()),
             getLogicalShape(getQ())[0])))
       return failure();
+  }
+  if (std::optional<uint64_t> position = getBlockTable()) {
+    if (*position >= getExtras().size())
+      return emitOpError() << "block_table names extra #" << *position
+                           << ", but the op has " << getExtras().size()
+                           << " extras";
+    if (getBlockMask() == position)
+      return emitOpError() << "block_table and block_mask name the same extra";
+    auto table = cast<MemRefType>(getExtras()[*position].getType());
+    int64_t batch = getLogicalShape(getQ())[0];
+    if (table.getRank() != 2 || !table.getElementType().isInteger(32) ||
+        (!ShapedType::isDynamic(batch) && !table.isDynamicDim(0) &&
+         table.getDimSize(0) != batch))
+      return emitOpError() << "block_table " << table
+                           << " is not an i32 memref [batch, max_blocks]";
+    // The page: a whole number of 128-byte-swizzle patterns (8 rows) in a
+    // 128-key tile, or whole tiles (fa4-to-nvvm gathers a tile by pages).
+    int64_t page = kShape[1];
+    if (getHeadsFirst() || ShapedType::isDynamic(page) || page < 16 ||
+        (page & (page - 1)) != 0)
+      return emitOpError() << "a paged K/V cache is [num_blocks, page_size, "
+                              "kv_heads, head_dim] with a static page size, a "
+                              "power of two of at least 16; got K "
+                           << shapeString(kShape)
+                           << (getHeadsFirst() ? " (heads_first)" : "");
   }
   return verifyMaskBounds(op, getMask(), getWindowLeft(), getWindowRight());
 }
@@ -599,6 +627,13 @@ LogicalResult LoadQTileOp::verify() {
 }
 
 LogicalResult LoadKvTileOp::verify() {
+  if (getBlockTable()) {
+    int64_t page = cast<MemRefType>(getSource().getType()).getDimSize(1);
+    if (ShapedType::isDynamic(page) || page < 16 || (page & (page - 1)) != 0)
+      return emitOpError() << "reads a paged cache whose page size ("
+                           << shapeString({page})
+                           << ") is not a static power of two of at least 16";
+  }
   return verifyTileAccess(getOperation(), getSource(), getResult(), 1);
 }
 

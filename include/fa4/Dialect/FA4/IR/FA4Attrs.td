@@ -127,7 +127,8 @@ def FA4_KernelSpecAttr : AttrDef<FA4_Dialect, "KernelSpec"> {
     FA4_ListParameter<"int64_t", "positions of Q, K, V, O (, LSE)">:$arguments,
     FA4_OptionalListParameter<"int64_t", "positions of the mods' memrefs">:$extras,
     OptionalParameter<"std::optional<int64_t>", "index of the block mask among the extras">:$block_mask,
-    OptionalParameter<"std::optional<int64_t>", "index of the seqused_k table among the extras">:$seqused_k
+    OptionalParameter<"std::optional<int64_t>", "index of the seqused_k table among the extras">:$seqused_k,
+    OptionalParameter<"std::optional<int64_t>", "index of the block table among the extras">:$block_table
   );
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;
@@ -171,7 +172,8 @@ def FA4_TensorMapInfoAttr : AttrDef<FA4_Dialect, "TensorMapInfo"> {
     "int64_t":$heads,
     "int64_t":$head_dim,
     FA4_ListParameter<"int64_t", "the TMA box">:$box,
-    FA4_ListParameter<"int64_t", "the entry's strides">:$strides
+    FA4_ListParameter<"int64_t", "the entry's strides">:$strides,
+    DefaultValuedParameter<"int64_t", "0", "a paged cache's page size (0: dense)">:$page_size
   );
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;
@@ -284,7 +286,8 @@ def FA4_LaunchAttr : AttrDef<FA4_Dialect, "Launch"> {
     FA4_BoolParameter<"whether it runs a mask_mod">:$mask_mod,
     FA4_OptionalListParameter<"ExtraInfoAttr", "the mods' memrefs">:$extras,
     OptionalParameter<"std::optional<int64_t>", "index of the block mask">:$block_mask,
-    OptionalParameter<"std::optional<int64_t>", "index of the seqused_k table">:$seqused_k
+    OptionalParameter<"std::optional<int64_t>", "index of the seqused_k table">:$seqused_k,
+    OptionalParameter<"std::optional<int64_t>", "index of the block table">:$block_table
   );
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;

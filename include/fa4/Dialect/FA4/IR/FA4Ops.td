@@ -88,8 +88,17 @@ def FA4_AttentionOp : FA4_Op<"attention", [
       that length, as if its `seq_k` were `seqused_k[b]`; the keys past it
       are never read into a score. A sequence of no key gets an all-zero
       output and an LSE of `-inf`.
+    * `block_table`: the position of an extra, `[batch, max_blocks]` i32,
+      that makes K and V a paged cache (vLLM's and FlashAttention's layout):
+      K and V are then `[num_blocks, page_size, kv_heads, head_dim]`, the
+      page size static (a power of two of at least 16), and key `j` of
+      sequence `b` is row `j % page_size` of block `block_table[b][j /
+      page_size]`. Each sequence has `max_blocks · page_size` keys (fewer
+      with `seqused_k`, a KV cache's `cache_seqlens`). A table entry outside
+      `[0, num_blocks)` reads zeros, never memory outside the cache.
     * `extras`: memrefs the regions read with `memref.load` (bias tables,
-      per-head slopes, document ids), and the `seqused_k` table. Regions are
+      per-head slopes, document ids), and the `seqused_k` and `block_table`
+      tables. Regions are
       straight-line code free of side effects other than those loads, and
       capture nothing from above: an extra reaches them as a block argument.
 
@@ -147,7 +156,8 @@ def FA4_AttentionOp : FA4_Op<"attention", [
     DefaultValuedAttr<F32Attr, "0.0f">:$softcap,
     UnitAttr:$heads_first,
     OptionalAttr<ConfinedAttr<I64Attr, [IntNonNegative]>>:$block_mask,
-    OptionalAttr<ConfinedAttr<I64Attr, [IntNonNegative]>>:$seqused_k
+    OptionalAttr<ConfinedAttr<I64Attr, [IntNonNegative]>>:$seqused_k,
+    OptionalAttr<ConfinedAttr<I64Attr, [IntNonNegative]>>:$block_table
   );
   let results = (outs Variadic<AnyRankedTensor>:$results);
   let regions = (region MaxSizedRegion<1>:$score_mod,
@@ -298,17 +308,27 @@ def FA4_LoadKvTileOp : FA4_Op<"load_kv_tile"> {
     Loads the sequence positions `[col, col + N)` of K/V head `head`; positions
     past `seq_k` read as zero (they are masked before they can matter).
 
+    With a `block_table` (the entry's, `[batch, max_blocks]` i32), `source`
+    is a paged cache `[num_blocks, page_size, kv_heads, head_dim]`: position
+    `j` of sequence `batch` is row `j % page_size` of block
+    `block_table[batch][j / page_size]`; positions past the table's blocks,
+    and entries outside `[0, num_blocks)`, read as zero.
+
     ```mlir
     %kt = fa4.load_kv_tile %k[%b, %h, %col]
         : memref<?x?x8x128xf16> -> tensor<128x128xf16>
+    %pt = fa4.load_kv_tile %k_cache[%b, %h, %col] pages(%table : memref<?x?xi32>)
+        : memref<?x16x8x128xf16> -> tensor<128x128xf16>
     ```
   }];
   let arguments = (ins Arg<AnyMemRef, "keys or values", [MemRead]>:$source,
-    Index:$batch, Index:$head, Index:$col);
+    Index:$batch, Index:$head, Index:$col,
+    Optional<MemRefRankOf<[I32], [2]>>:$block_table);
   let results = (outs FA4_Tile:$result);
   let assemblyFormat = [{
-    $source `[` $batch `,` $head `,` $col `]` attr-dict `:` type($source) `->`
-    type($result)
+    $source `[` $batch `,` $head `,` $col `]`
+    (`pages` `(` $block_table^ `:` type($block_table) `)`)? attr-dict `:`
+    type($source) `->` type($result)
   }];
   let hasVerifier = 1;
 }

@@ -281,7 +281,9 @@ def FA4_TmaLoadOp : FA4_Op<"tma_load", [AttrSizedOperandSegments]> {
     `(row + p) / r` of query head `head * r + (row + p) % r` (Q tiles); with
     r = 1 row `p` is position `row + p` of head `head` (K and V tiles). Rows
     past the sequence are zero-filled, never read. On completion the bytes
-    are delivered to `barrier` (added by `fa4-insert-barriers`).
+    are delivered to `barrier` (added by `fa4-insert-barriers`). With a
+    `block_table`, `source` is a paged K/V cache and the rows are gathered
+    page by page as `fa4.load_kv_tile` says.
 
     ```mlir
     fa4.tma_load %k[%b, %h, %key] -> %kv[%n] signal %kv_full[%n]
@@ -292,9 +294,11 @@ def FA4_TmaLoadOp : FA4_Op<"tma_load", [AttrSizedOperandSegments]> {
   let arguments = (ins Arg<AnyMemRef, "source", [MemRead]>:$source,
     Index:$batch, Index:$head, Index:$row, FA4_SmemType:$buffer, Index:$count,
     Optional<FA4_MBarrierType>:$barrier, Optional<Index>:$barrier_count,
+    Optional<MemRefRankOf<[I32], [2]>>:$block_table,
     ConfinedAttr<I64Attr, [IntPositive]>:$gqa_ratio);
   let assemblyFormat = [{
-    $source `[` $batch `,` $head `,` $row `]` `->` $buffer `[` $count `]`
+    $source `[` $batch `,` $head `,` $row `]`
+    (`pages` `(` $block_table^ `:` type($block_table) `)`)? `->` $buffer `[` $count `]`
     (`signal` $barrier^ `[` $barrier_count `]`)? attr-dict `:` type($source)
     `,` type($buffer) (`,` type($barrier)^)?
   }];
