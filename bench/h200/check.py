@@ -111,7 +111,8 @@ PREPARE_LIMIT = 300.0
 CACHE_BYTES = {"cuda": 4 << 30, "cpu": 256 << 20}
 # The attention fields the inputs and the reference depend on.
 VARIANT_KEY = ("head_dim", "q_heads", "kv_heads", "dtype", "mask",
-               "window_left", "window_right", "scale", "softcap", "seqused_k")
+               "window_left", "window_right", "scale", "softcap", "seqused_k",
+               "block_table")
 
 
 def visible(seq_q, seq_k, attention, device):
@@ -245,7 +246,8 @@ def case_seed(seed, attention, shape):
     # (seqused_k only where the kernel has it: the other cases keep the
     # inputs of the runs before it was a key.)
     key = [attention.get(k) for k in VARIANT_KEY
-           if k != "seqused_k" or attention.get(k) is not None]
+           if k not in ("seqused_k", "block_table") or
+           attention.get(k) is not None]
     text = json.dumps([seed, key, list(shape)])
     return int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "little") >> 1
 
@@ -313,7 +315,23 @@ class Runner:
         used = (key_counts(batch, seq_k, generator, self.device)
                 if a.get("seqused_k") is not None else None)
         want_o, want_lse = reference(q, k, v, a, used)
-        tensors = (q, k, v, want_o, want_lse) + ((used,) if used is not None else ())
+        extras = [used] if used is not None else []
+        if a.get("block_table") is not None:
+            # The kernel reads K and V as a paged cache: the sequences'
+            # pages in a random order among two spare blocks.
+            page = a["page_size"]
+            blocks = seq_k // page
+            order = torch.randperm(batch * blocks + 2, generator=generator,
+                                   device=self.device)[:batch * blocks]
+            table = order.reshape(batch, blocks).to(torch.int32)
+            k_cache = torch.zeros(batch * blocks + 2, page, hkv, hd,
+                                  dtype=dtype, device=self.device)
+            v_cache = torch.zeros_like(k_cache)
+            k_cache[order] = k.reshape(batch * blocks, page, hkv, hd)
+            v_cache[order] = v.reshape(batch * blocks, page, hkv, hd)
+            k, v = k_cache, v_cache
+            extras.append(table)
+        tensors = (q, k, v, want_o, want_lse) + tuple(extras)
         size = sum(t.numel() * t.element_size() for t in tensors)
         while self.cache and self.cached + size > self.cache_bytes:
             _, dropped = self.cache.popitem(last=False)
@@ -686,7 +704,11 @@ def main():
 
         for entry in entries:
             attention, hung_at = None, []
-            for shape in args.shapes:
+            # A paged cache's seq_k is whole pages: each shape's rounded up.
+            page = entry.get("page_size") or 0
+            shapes = [(b, sq, -(-sk // page) * page) if page else (b, sq, sk)
+                      for b, sq, sk in args.shapes]
+            for shape in shapes:
                 if state["stopped"] is None and args.deadline and \
                         time.time() - started > args.deadline:
                     state["stopped"] = f"past the --deadline of {args.deadline:g} s"

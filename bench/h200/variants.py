@@ -74,6 +74,16 @@ ANY_RATIO_MASKS = CHECK_MASKS + (("window", 1000, 200),)
 SEQUSED = ((64, "fp16", CHECK_MASKS[1], 8, 2), (128, "bf16", CHECK_MASKS[0], 6, 2),
            (96, "fp16", CHECK_MASKS[2], 8, 8), (128, "fp16", ("window", 1000, 200), 8, 1))
 
+# Paged K/V caches (issue 26), every page size the issue names: (page size,
+# head dim, dtype, mask, q heads, kv heads, seqused_k). check.py scatters K
+# and V into a cache of blocks in random order and runs only the shapes
+# whose seq_k is a whole number of pages.
+PAGED = ((16, 128, "bf16", CHECK_MASKS[1], 8, 2, True),
+         (32, 64, "fp16", CHECK_MASKS[0], 6, 2, False),
+         (64, 96, "fp16", CHECK_MASKS[2], 8, 8, True),
+         (128, 128, "fp16", CHECK_MASKS[1], 8, 1, False),
+         (256, 64, "bf16", ("window", 1000, 200), 8, 2, True))
+
 # Kernels of the CHECK_MASKS matrix (with the LSE) also compiled under the
 # three forced schedules: (head dim, dtype, mask, kv heads).
 SCHEDULED_MATRIX = ((64, "fp16", CHECK_MASKS[0], 8),
@@ -89,10 +99,11 @@ def _mask_name(mask, left, right):
 
 
 def check_name(head_dim, dtype, mask, left, right, q_heads, kv_heads, lse,
-               schedule="auto", seqused_k=False):
+               schedule="auto", seqused_k=False, page_size=0):
     return (f"check-hd{head_dim}-{dtype}-{_mask_name(mask, left, right)}-"
             f"q{q_heads}kv{kv_heads}" + ("-lse" if lse else "") +
             ("-seqused" if seqused_k else "") +
+            (f"-page{page_size}" if page_size else "") +
             ("" if schedule == "auto" else "-" + schedule))
 
 
@@ -102,10 +113,12 @@ def bench_name(head_dim, dtype, causal, q_heads, kv_heads):
 
 
 def _check_variant(head_dim, dtype, mask, left, right, kv_heads, lse,
-                   schedule="auto", q_heads=CHECK_Q_HEADS, seqused_k=False):
+                   schedule="auto", q_heads=CHECK_Q_HEADS, seqused_k=False,
+                   page_size=0):
     return dict(head_dim=head_dim, dtype=dtype, mask=mask, window_left=left,
                 window_right=right, q_heads=q_heads, kv_heads=kv_heads,
-                lse=lse, schedule=schedule, seqused_k=seqused_k)
+                lse=lse, schedule=schedule, seqused_k=seqused_k,
+                page_size=page_size)
 
 
 def check_variants():
@@ -120,7 +133,8 @@ def check_variants():
     - a few without the LSE (the kernel that writes no LSE is a different
       kernel);
     - ANY_RATIOS x ANY_RATIO_MASKS, with the LSE;
-    - SEQUSED, with the LSE and a seqused_k table."""
+    - SEQUSED, with the LSE and a seqused_k table;
+    - PAGED, with the LSE: a paged K/V cache of each page size."""
     variants = []
     forced = [s for s in SCHEDULES if s != "auto"]
     for head_dim in (64, 96, 128):
@@ -155,11 +169,16 @@ def check_variants():
         variants.append(_check_variant(head_dim, dtype, mask, left, right,
                                        kv_heads, True, q_heads=q_heads,
                                        seqused_k=True))
+    for page, head_dim, dtype, (mask, left, right), q_heads, kv_heads, used \
+            in PAGED:
+        variants.append(_check_variant(head_dim, dtype, mask, left, right,
+                                       kv_heads, True, q_heads=q_heads,
+                                       seqused_k=used, page_size=page))
     for v in variants:
         v["name"] = check_name(v["head_dim"], v["dtype"], v["mask"],
                                v["window_left"], v["window_right"],
                                v["q_heads"], v["kv_heads"], v["lse"],
-                               v["schedule"], v["seqused_k"])
+                               v["schedule"], v["seqused_k"], v["page_size"])
     return variants
 
 
@@ -193,7 +212,7 @@ def bench_variants():
             name=c["kernel"], head_dim=c["head_dim"], dtype=c["dtype"],
             mask="causal" if c["causal"] else "none", window_left=-1,
             window_right=-1, q_heads=c["q_heads"], kv_heads=c["kv_heads"],
-            lse=False, schedule="auto", seqused_k=False)
+            lse=False, schedule="auto", seqused_k=False, page_size=0)
     return list(variants.values())
 
 
@@ -208,6 +227,8 @@ def fa4c_flags(v):
         flags.append("--lse")
     if v.get("seqused_k"):
         flags.append("--seqused-k")
+    if v.get("page_size"):
+        flags += ["--paged-kv", f"--page-size={v['page_size']}"]
     flags += SCHEDULES[v["schedule"]]
     return flags
 

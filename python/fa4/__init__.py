@@ -295,7 +295,8 @@ def compile(head_dim: int = 128, q_heads: int = 32, kv_heads: int = 8,
             target: str = _DEFAULT_TARGET, *, cache: bool = True,
             rescale_threshold: float = 8.0,
             exp2_emulation_fraction: float = 0.125,
-            sm_count: int = 0, seqused_k: bool = False) -> Kernel:
+            sm_count: int = 0, seqused_k: bool = False,
+            page_size: int = 0) -> Kernel:
     """Compiles one attention variant to a ``Kernel``.
 
     mask: "none", "causal" (bottom-right aligned) or "window"; window:
@@ -304,7 +305,10 @@ def compile(head_dim: int = 128, q_heads: int = 32, kv_heads: int = 8,
     0, as in ``attention``); softcap: None or 0 for none;
     scale: None for 1/sqrt(head_dim). ``seqused_k``: the kernel takes a
     (batch,) int32 table of each sequence's keys as its one extra
-    (``kernel(q, k, v, o, extras=[seqused_k])``). ``cache`` uses the
+    (``kernel(q, k, v, o, extras=[seqused_k])``); ``page_size``: K and V
+    are a paged cache (num_blocks, page_size, kv_heads, head_dim) read
+    through a (batch, max_blocks) int32 block table, the last extra.
+    ``cache`` uses the
     compile cache; within one process a variant is compiled once either way.
     """
     head_dim = _integer("head_dim", head_dim)
@@ -312,6 +316,7 @@ def compile(head_dim: int = 128, q_heads: int = 32, kv_heads: int = 8,
     kv_heads = _integer("kv_heads", kv_heads)
     sm_count = _integer("sm_count", sm_count, 0)
     seqused_k = _flag("seqused_k", seqused_k)
+    page_size = _integer("page_size", page_size, 0, 1 << 31)
     key_dtype = _DTYPES.get(str(dtype).replace("torch.", ""))
     if key_dtype is None:
         raise ValueError(f"dtype must be fp16 or bf16, got {dtype!r}")
@@ -326,7 +331,7 @@ def compile(head_dim: int = 128, q_heads: int = 32, kv_heads: int = 8,
                                     exp2_emulation_fraction)
     key = (head_dim, q_heads, kv_heads, mask, left, right, key_dtype, lse,
            scale, softcap, target, rescale_threshold, exp2_emulation_fraction,
-           sm_count, seqused_k)
+           sm_count, seqused_k, page_size)
     with _memo_lock:
         kernel = _memo.get(key)
     if kernel is not None:
@@ -334,7 +339,7 @@ def compile(head_dim: int = 128, q_heads: int = 32, kv_heads: int = 8,
     native = _fa4.compile(head_dim, q_heads, kv_heads, mask, left, right,
                           key_dtype, lse, scale, softcap, target, cache,
                           rescale_threshold, exp2_emulation_fraction, sm_count,
-                          seqused_k)
+                          seqused_k, page_size)
     kernel = Kernel(native)
     with _memo_lock:
         _memo.setdefault(key, kernel)
@@ -420,19 +425,18 @@ def attention_with_kvcache(q, k_cache, v_cache, cache_seqlens=None,
     ``flash_attn_with_kvcache`` (without appending new keys).
 
     q: (batch, seq_q, q_heads, head_dim); k_cache, v_cache: (batch, seq_k,
-    kv_heads, head_dim), contiguous per sequence; cache_seqlens: None (every
-    key), an int, or a (batch,) int32 tensor on q's device: sequence b
-    attends to its first cache_seqlens[b] keys, its causal mask and window
-    aligned bottom-right to that length. causal, window, softcap, scale and
-    return_lse as in ``attention``. Not yet served (NotImplementedError): a
-    paged cache (``block_table``) and split-KV (``num_splits`` other than 0
-    or 1).
+    kv_heads, head_dim), contiguous per sequence, or with ``block_table`` a
+    paged cache (num_blocks, page_size, kv_heads, head_dim), page_size a
+    power of two of at least 16, read through block_table, a (batch,
+    max_blocks) int32 tensor (key j of sequence b is row j % page_size of
+    block block_table[b, j // page_size]; an entry outside [0, num_blocks)
+    reads zeros). cache_seqlens: None (every key: seq_k, or max_blocks *
+    page_size), an int, or a (batch,) int32 tensor on q's device: sequence
+    b attends to its first cache_seqlens[b] keys, its causal mask and
+    window aligned bottom-right to that length. causal, window, softcap,
+    scale and return_lse as in ``attention``. Not yet served
+    (NotImplementedError): split-KV (``num_splits`` other than 0 or 1).
     """
-    if block_table is not None:
-        raise NotImplementedError(
-            "fa4.attention_with_kvcache: a paged KV cache (block_table) is "
-            "not served yet; pass a contiguous (batch, seq_k, kv_heads, "
-            "head_dim) cache")
     if isinstance(num_splits, bool) or not isinstance(num_splits, int) or \
             num_splits < 0:
         raise ValueError(f"num_splits must be a non-negative int, got "
@@ -453,7 +457,7 @@ def attention_with_kvcache(q, k_cache, v_cache, cache_seqlens=None,
                                           dtype=_torch.torch.int32,
                                           device=q.device)
     return _torch.attention(q, k_cache, v_cache, causal, window, softcap,
-                            scale, return_lse, cache_seqlens)
+                            scale, return_lse, cache_seqlens, block_table)
 
 
 # With torch installed, fa4.attention is also torch.ops.fa4.attention from

@@ -20,7 +20,7 @@ from . import (LaunchError, _fa4, _flag, _real, _variant,
 _DTYPES = {torch.float16: "fp16", torch.bfloat16: "bf16"}
 
 
-def _check_tensors(q, k, v):
+def _check_tensors(q, k, v, paged=False):
     for name, t in (("q", q), ("k", k), ("v", v)):
         if not isinstance(t, torch.Tensor):
             raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
@@ -45,7 +45,7 @@ def _check_tensors(q, k, v):
             raise ValueError(f"{name}: on {t.device}, q is on {q.device}")
     if k.shape != v.shape:
         raise ValueError(f"k {tuple(k.shape)} and v {tuple(v.shape)} differ")
-    if q.shape[0] != k.shape[0] or q.shape[3] != k.shape[3]:
+    if (not paged and q.shape[0] != k.shape[0]) or q.shape[3] != k.shape[3]:
         raise ValueError(f"q {tuple(q.shape)} and k {tuple(k.shape)} disagree "
                          "on batch or head_dim")
 
@@ -88,14 +88,45 @@ def _check_seqused_k(q, seqused_k):
                          f"{q.device}")
 
 
+def _check_block_table(q, k, block_table):
+    """A block table: a (batch, max_blocks) int32 tensor on q's device, K
+    and V a paged cache whose page size is a power of two of at least 16.
+    Its entries are the kernel's to bound (reading them here would wait for
+    the GPU)."""
+    if block_table is None:
+        return
+    if not isinstance(block_table, torch.Tensor):
+        raise TypeError("block_table must be None or a torch.Tensor, got "
+                        f"{type(block_table).__name__}")
+    if block_table.is_nested or block_table.layout != torch.strided:
+        raise ValueError("block_table must be a dense (strided) tensor")
+    if block_table.dtype != torch.int32:
+        raise ValueError(f"block_table: dtype {block_table.dtype}; it must be "
+                         "torch.int32")
+    if block_table.dim() != 2 or block_table.shape[0] != q.shape[0] or \
+            block_table.shape[1] < 1:
+        raise ValueError(f"block_table must be (batch, max_blocks) = "
+                         f"({q.shape[0]}, >= 1), got shape "
+                         f"{tuple(block_table.shape)}")
+    if block_table.device != q.device:
+        raise ValueError(f"block_table: on {block_table.device}, q is on "
+                         f"{q.device}")
+    page = k.shape[1]
+    if page < 16 or page & (page - 1):
+        raise ValueError(f"k_cache {tuple(k.shape)}: a paged cache's page size "
+                         f"(dimension 1) must be a power of two of at least "
+                         f"16, got {page}")
+
+
 def _validate(q, k, v, causal, window_left, window_right, softcap, scale,
-              return_lse, seqused_k=None):
+              return_lse, seqused_k=None, block_table=None):
     """Everything the op checks before it compiles or runs: the tensors, the
     scalars, and the variant (through the verifier). Returns the compile()
     arguments of the variant. Shared by the real op and its fake, and
     raising only ValueError, TypeError or fa4.CompileError."""
-    _check_tensors(q, k, v)
+    _check_tensors(q, k, v, paged=block_table is not None)
     _check_seqused_k(q, seqused_k)
+    _check_block_table(q, k, block_table)
     for name, flag in (("causal", causal), ("return_lse", return_lse)):
         if not isinstance(flag, bool):
             raise TypeError(f"{name} must be a bool, got {flag!r}")
@@ -113,7 +144,11 @@ def _validate(q, k, v, causal, window_left, window_right, softcap, scale,
                    softcap)
     # The runtime's size limits where the sizes are known (not symbolic),
     # an empty problem's other sizes included (its O is allocated too).
-    sizes = (q.shape[0], q.shape[1], k.shape[1])
+    sizes = (q.shape[0], q.shape[1],
+             k.shape[1] if block_table is None
+             else block_table.shape[1] * k.shape[1])
+    if block_table is not None:
+        variant["page_size"] = int(k.shape[1])
     if all(isinstance(size, int) for size in sizes):
         _fa4.check_shapes(variant["head_dim"], variant["q_heads"],
                           variant["kv_heads"], *(max(size, 1) for size in sizes))
@@ -223,10 +258,11 @@ def _empty_results(q, k, return_lse):
 def _attention_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                   causal: bool, window_left: int, window_right: int,
                   softcap: float, scale: Optional[float],
-                  return_lse: bool, seqused_k: Optional[torch.Tensor] = None
+                  return_lse: bool, seqused_k: Optional[torch.Tensor] = None,
+                  block_table: Optional[torch.Tensor] = None
                   ) -> Tuple[torch.Tensor, torch.Tensor]:
     variant = _validate(q, k, v, causal, window_left, window_right, softcap,
-                        scale, return_lse, seqused_k)
+                        scale, return_lse, seqused_k, block_table)
     if q.device.type not in ("cpu", "cuda"):
         raise ValueError(f"q: on {q.device}; fa4 runs CUDA tensors on the GPU "
                          "and CPU tensors in the emulator")
@@ -236,9 +272,8 @@ def _attention_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
     target, sm_count = _target(q.device)
     kernel = compile(target=target, sm_count=sm_count,
                      seqused_k=seqused_k is not None, **variant)
-    extras = []
-    if seqused_k is not None:
-        extras = [seqused_k.detach().contiguous()]
+    extras = [table.detach().contiguous() for table in (seqused_k, block_table)
+              if table is not None]
     if q.device.type == "cpu":
         _check_host_memory(q, k, v, return_lse)
     # (_validate checked the sizes against the runtime's limits before any
@@ -262,9 +297,9 @@ def _attention_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
 
 @_attention_op.register_fake
 def _(q, k, v, causal, window_left, window_right, softcap, scale, return_lse,
-      seqused_k=None):
+      seqused_k=None, block_table=None):
     _validate(q, k, v, causal, window_left, window_right, softcap, scale,
-              return_lse, seqused_k)
+              return_lse, seqused_k, block_table)
     batch, seq_q, q_heads, _ = q.shape
     o = torch.empty_like(q, memory_format=torch.contiguous_format)
     lse = q.new_empty((batch, q_heads, seq_q) if return_lse else (0,),
@@ -286,9 +321,11 @@ _attention_op.register_autograd(lambda ctx, *grads: None,
 
 
 def attention(q, k, v, causal: bool, window: Sequence[int], softcap: float,
-              scale: Optional[float], return_lse: bool, seqused_k=None):
-    _check_tensors(q, k, v)
+              scale: Optional[float], return_lse: bool, seqused_k=None,
+              block_table=None):
+    _check_tensors(q, k, v, paged=block_table is not None)
     _check_seqused_k(q, seqused_k)
+    _check_block_table(q, k, block_table)
     _check_grad(q, k, v)
     left, right = _window_pair(window)
     # The op's schema types, so that torch's own argument parsing never
@@ -296,5 +333,6 @@ def attention(q, k, v, causal: bool, window: Sequence[int], softcap: float,
     o, lse = _attention_op(q, k, v, _flag("causal", causal), left, right,
                            _real("softcap", softcap),
                            None if scale is None else _real("scale", scale),
-                           _flag("return_lse", return_lse), seqused_k)
+                           _flag("return_lse", return_lse), seqused_k,
+                           block_table)
     return (o, lse) if return_lse else o

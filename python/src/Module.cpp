@@ -118,11 +118,13 @@ PyKernel compile(int64_t headDim, int64_t qHeads, int64_t kvHeads,
                  int64_t windowRight, const std::string &dtype, bool lse,
                  std::optional<double> scale, double softcap,
                  const std::string &target, bool cache, double rescaleThreshold,
-                 double exp2EmulationFraction, int64_t smCount, bool seqUsedK) {
+                 double exp2EmulationFraction, int64_t smCount, bool seqUsedK,
+                 int64_t pageSize) {
   PyKernel result;
   result.variant = variantOf(headDim, qHeads, kvHeads, mask, windowLeft,
                              windowRight, dtype, lse, scale, softcap);
   result.variant.seqUsedK = seqUsedK;
+  result.variant.pageSize = pageSize;
   finish(result, target, cache, rescaleThreshold, exp2EmulationFraction, smCount);
   return result;
 }
@@ -239,7 +241,7 @@ NB_MODULE(_fa4, m) {
         nb::arg("scale").none(), nb::arg("softcap"), nb::arg("target"),
         nb::arg("cache"), nb::arg("rescale_threshold"),
         nb::arg("exp2_emulation_fraction"), nb::arg("sm_count"),
-        nb::arg("seqused_k") = false);
+        nb::arg("seqused_k") = false, nb::arg("page_size") = 0);
   m.def("compile_ir", &compileIr, nb::arg("ir"), nb::arg("target"),
         nb::arg("cache"), nb::arg("rescale_threshold"),
         nb::arg("exp2_emulation_fraction"), nb::arg("sm_count"));

@@ -56,9 +56,6 @@ def test_int_cache_seqlens_and_refusals(inputs):
     want, _ = per_sequence_reference(q, k, v, torch.tensor([40, 40]), False)
     assert (o.double() - want).abs().max().item() <= 1e-2
     used = torch.tensor([3, 4], dtype=torch.int32)
-    with pytest.raises(NotImplementedError, match="block_table"):
-        fa4.attention_with_kvcache(q, k, v, used,
-                                   block_table=torch.zeros(2, 1, dtype=torch.int32))
     with pytest.raises(NotImplementedError, match="num_splits"):
         fa4.attention_with_kvcache(q, k, v, used, num_splits=4)
     with pytest.raises(ValueError, match="num_splits"):
@@ -84,3 +81,50 @@ def test_torch_compile_and_opcheck(inputs):
     assert torch.equal(compiled(q, k, v, used), f(q, k, v, used))
     torch.library.opcheck(torch.ops.fa4.attention.default,
                           (q, k, v, True, -1, -1, 0.0, None, True, used))
+
+
+def paged(k, v, page, seed=0):
+    """K and V (batch, seq_k, heads, dim) as a paged cache of seq_k / page
+    pages per sequence in a random order among two spare blocks, and the
+    block table."""
+    batch, seq_k = k.shape[:2]
+    blocks = seq_k // page
+    g = torch.Generator().manual_seed(seed)
+    order = torch.randperm(batch * blocks + 2, generator=g)[:batch * blocks]
+    table = order.reshape(batch, blocks).to(torch.int32)
+    k_cache = torch.zeros(batch * blocks + 2, page, *k.shape[2:], dtype=k.dtype)
+    v_cache = torch.zeros_like(k_cache)
+    k_cache[order] = k.reshape(batch * blocks, page, *k.shape[2:])
+    v_cache[order] = v.reshape(batch * blocks, page, *v.shape[2:])
+    return k_cache, v_cache, table
+
+
+@pytest.mark.parametrize("page", [16, 64, 256])
+def test_paged_cache(inputs, page):
+    q, k, v = inputs(5, 24, 512, 6, 2, 64, torch.float16)
+    k_cache, v_cache, table = paged(k, v, page)
+    used = torch.tensor([0, 1, 512, 127, 300], dtype=torch.int32)
+    # Blocks wholly past a sequence's keys may name anything, even past the
+    # cache: they read zeros and are never seen.
+    table[1, 1:] = 10 ** 6
+    table[0, :] = -1
+    o, lse = fa4.attention_with_kvcache(q, k_cache, v_cache, used,
+                                        block_table=table, causal=True,
+                                        return_lse=True)
+    want_o, want_lse = per_sequence_reference(q, k, v, used, True)
+    assert (o.double() - want_o).abs().max().item() <= 1e-2
+    finite = torch.isfinite(want_lse)
+    assert torch.equal(torch.isfinite(lse), finite)
+    assert (lse.double()[finite] - want_lse[finite]).abs().max().item() <= 1e-2
+
+
+def test_paged_refusals(inputs):
+    q, k, v = inputs(2, 8, 64, 2, 2, 64, torch.float16)
+    k_cache, v_cache, table = paged(k, v, 16)
+    with pytest.raises(ValueError, match="int32"):
+        fa4.attention_with_kvcache(q, k_cache, v_cache, block_table=table.long())
+    with pytest.raises(ValueError, match="max_blocks"):
+        fa4.attention_with_kvcache(q, k_cache, v_cache, block_table=table[:1])
+    with pytest.raises(ValueError, match="power of two"):
+        fa4.attention_with_kvcache(q, k_cache[:, :12], v_cache[:, :12],
+                                   block_table=table)
