@@ -138,12 +138,15 @@ def visible(seq_q, seq_k, attention, device):
 
 
 def key_counts(batch, seq_k, generator, device):
-    """A seqused_k table: the counts 0, 1 and seq_k (and 127, 129 where
-    seq_k passes 129) first, then uniform in [0, seq_k]."""
+    """A seqused_k table: in its last batch // 2 sequences the counts 0,
+    1, seq_k (and 127, 129 where seq_k passes 129), the others uniform in
+    [1, seq_k] (a batch of one or two draws only those)."""
     edges = [0, 1, seq_k] + ([127, 129] if seq_k > 129 else [])
-    drawn = torch.randint(0, seq_k + 1, (batch,), generator=generator,
+    drawn = torch.randint(1, seq_k + 1, (batch,), generator=generator,
                           device=device)
-    counts = [min(edges[b], seq_k) if b < len(edges) else int(drawn[b])
+    edged = min(len(edges), batch // 2)
+    counts = [int(drawn[b]) if b < batch - edged
+              else min(edges[b - (batch - edged)], seq_k)
               for b in range(batch)]
     return torch.tensor(counts, dtype=torch.int32, device=device)
 

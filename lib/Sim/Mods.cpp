@@ -119,12 +119,14 @@ std::vector<int64_t> mlir::fa4::sim::drawKeyCounts(int64_t batch, int64_t seqK,
   std::vector<int64_t> edges = {0, 1, seqK};
   if (seqK > 129)
     edges.insert(edges.end(), {127, 129});
+  // Half the batch (at most the edges) takes an edge count, so that a batch
+  // of one or two still draws counts in between.
+  int64_t edged = std::min<int64_t>(edges.size(), batch / 2);
   std::mt19937_64 random(seed * 104729 + 17);
   std::uniform_int_distribution<int64_t> uniform(0, seqK);
   std::vector<int64_t> counts(batch);
   for (int64_t b = 0; b < batch; ++b)
-    counts[b] = b < static_cast<int64_t>(edges.size()) ? std::min(edges[b], seqK)
-                                                       : uniform(random);
+    counts[b] = b < edged ? std::min(edges[b], seqK) : uniform(random);
   // The edge cases at seeded places, not always the first sequences.
   std::shuffle(counts.begin(), counts.end(), random);
   return counts;

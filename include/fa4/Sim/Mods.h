@@ -44,9 +44,9 @@ struct ModBuffer {
 };
 
 /// A seqused_k table for `batch` sequences of up to `seqK` keys, drawn from
-/// `seed`: the first sequences take the edge cases (no key, one key, all
-/// seq_k keys, one short of a 128-key block and one past it, where seq_k
-/// has them), the others uniform in [0, seq_k].
+/// `seed`: half the batch (at most five) takes the edge cases (no key, one
+/// key, all seq_k keys, one short of a 128-key block and one past it, where
+/// seq_k has them), the others uniform in [0, seq_k]; shuffled.
 std::vector<int64_t> drawKeyCounts(int64_t batch, int64_t seqK, uint64_t seed);
 
 /// The blocks of a paged cache for `batch` sequences of `maxBlocks` pages:
