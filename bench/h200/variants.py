@@ -216,6 +216,24 @@ def bench_variants():
     return list(variants.values())
 
 
+# The decode benchmark's kernels (bench/h200/decode.py): hd128 bf16, 32
+# query heads over 8 K/V heads, a paged cache of each page size, its
+# cache_seqlens the seqused_k table; seq_q 1 (the query heads of a group
+# packed in the tile's rows).
+DECODE_PAGES = (16, 64, 256)
+
+
+def decode_name(page_size):
+    return f"decode-hd128-bf16-q32kv8-page{page_size}"
+
+
+def decode_variants():
+    return [dict(name=decode_name(page), head_dim=128, dtype="bf16",
+                 mask="none", window_left=-1, window_right=-1, q_heads=32,
+                 kv_heads=8, lse=False, schedule="auto", seqused_k=True,
+                 page_size=page) for page in DECODE_PAGES]
+
+
 def fa4c_flags(v):
     flags = [f"--head-dim={v['head_dim']}", f"--q-heads={v['q_heads']}",
              f"--kv-heads={v['kv_heads']}", f"--dtype={v['dtype']}",
@@ -236,7 +254,8 @@ def fa4c_flags(v):
 def kernels():
     """(use, variant) for every kernel, check's first."""
     return ([("check", v) for v in check_variants()] +
-            [("bench", v) for v in bench_variants()])
+            [("bench", v) for v in bench_variants()] +
+            [("decode", v) for v in decode_variants()])
 
 
 def _git_commit():

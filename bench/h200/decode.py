@@ -1,0 +1,172 @@
+#!/usr/bin/env python3
+"""Decode on the H200: fa4's paged-cache kernels against the copy bandwidth
+and torch's SDPA.
+
+hd128 bf16, 32 query heads over 8 K/V heads, seq_q = 1, every sequence
+`context` keys long (cache_seqlens), the cache paged at 16, 64 and 256 keys
+a page with the pages of all sequences in a random order. For each batch x
+context x page size this times (CUDA events around each call, the L2
+flushed before it, the median of 50 after 10 of warm-up):
+
+  fa4    the precompiled kernel of bench/h200/variants.py's decode_variants
+         (python/fa4/_capi.py, Kernel.bind: the arguments described once);
+  SDPA   torch's scaled_dot_product_attention on the same keys as a
+         contiguous [batch, 8, context, 128] cache (enable_gqa), every
+         backend that takes it, the fastest reported;
+
+and reports fa4's achieved bandwidth (the K and V bytes it must read,
+2 * batch * context * 8 * 128 * 2, per second) against the device-to-device
+copy bandwidth measured in the same run (a 4 GiB copy_: its bytes read plus
+written per second). fa4's output is checked against SDPA's (bf16
+tolerance) before it is timed.
+
+  python3 bench/h200/decode.py dist-h200 --out decode.json
+"""
+
+import argparse
+import datetime
+import json
+import os
+import sys
+
+import torch
+import torch.nn.functional as F
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import variants  # noqa: E402
+from common import device_info, load_capi  # noqa: E402
+
+BATCHES = (1, 8, 32, 128)
+CONTEXTS = (1024, 8192, 32768, 131072)
+# Keys resident at once (the paged cache and SDPA's contiguous copy both):
+# 4 Mi keys are 16 GiB of K and V each way.
+MAX_KEYS = 1 << 22
+Q_HEADS, KV_HEADS, HEAD_DIM = 32, 8, 128
+
+
+def timer():
+    flush = torch.empty(256 << 20, dtype=torch.int8, device="cuda")
+
+    def measure(fn, warmup=10, reps=50):
+        for _ in range(warmup):
+            fn()
+        times = []
+        for _ in range(reps):
+            flush.zero_()
+            start = torch.cuda.Event(enable_timing=True)
+            end = torch.cuda.Event(enable_timing=True)
+            start.record()
+            fn()
+            end.record()
+            end.synchronize()
+            times.append(start.elapsed_time(end))
+        times.sort()
+        return times[len(times) // 2]
+    return measure
+
+
+def copy_bandwidth(measure):
+    x = torch.empty(4 << 30, dtype=torch.uint8, device="cuda")
+    y = torch.empty_like(x)
+    ms = measure(lambda: y.copy_(x), warmup=3, reps=10)
+    del x, y
+    return 2 * (4 << 30) / (ms * 1e-3)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("kernels", help="directory of the precompiled kernels")
+    parser.add_argument("--lib", help="libfa4rt.so (default: KERNELS/libfa4rt.so)")
+    parser.add_argument("--out", help="write the results here as JSON")
+    args = parser.parse_args()
+    capi = load_capi()
+    lib = args.lib or os.path.join(args.kernels, "libfa4rt.so")
+    torch.manual_seed(0)
+    measure = timer()
+    copy = copy_bandwidth(measure)
+    print(f"device-to-device copy: {copy / 1e9:.0f} GB/s", flush=True)
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    backends = {"flash": SDPBackend.FLASH_ATTENTION,
+                "efficient": SDPBackend.EFFICIENT_ATTENTION,
+                "cudnn": SDPBackend.CUDNN_ATTENTION,
+                "math": SDPBackend.MATH}
+    results = []
+    kernels = {page: capi.load_kernel(
+        os.path.join(args.kernels, variants.decode_name(page) + ".cubin.json"),
+        library=lib) for page in variants.DECODE_PAGES}
+    print(f"{'batch':>5} {'context':>7} {'page':>4} {'fa4 us':>8} {'GB/s':>6} "
+          f"{'of copy':>7} {'SDPA us':>8} {'backend':>9} {'SDPA/fa4':>8}",
+          flush=True)
+    for batch in BATCHES:
+        for context in CONTEXTS:
+            if batch * context > MAX_KEYS:
+                continue
+            q = torch.randn(batch, 1, Q_HEADS, HEAD_DIM, dtype=torch.bfloat16,
+                            device="cuda")
+            k = torch.randn(batch, context, KV_HEADS, HEAD_DIM,
+                            dtype=torch.bfloat16, device="cuda")
+            v = torch.randn_like(k)
+            used = torch.full((batch,), context, dtype=torch.int32, device="cuda")
+            # SDPA: the contiguous cache, every backend that takes it.
+            qt, kt, vt = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
+            sdpa_times, sdpa_out = {}, None
+            for name, backend in backends.items():
+                try:
+                    with sdpa_kernel(backend):
+                        out = F.scaled_dot_product_attention(qt, kt, vt,
+                                                             enable_gqa=True)
+                        sdpa_times[name] = measure(
+                            lambda: F.scaled_dot_product_attention(
+                                qt, kt, vt, enable_gqa=True))
+                    sdpa_out = out if sdpa_out is None else sdpa_out
+                except RuntimeError:
+                    continue
+            best = min(sdpa_times, key=sdpa_times.get) if sdpa_times else None
+            for page in variants.DECODE_PAGES:
+                blocks = context // page
+                order = torch.randperm(batch * blocks, device="cuda")
+                table = order.reshape(batch, blocks).to(torch.int32)
+                k_cache = torch.empty(batch * blocks, page, KV_HEADS, HEAD_DIM,
+                                      dtype=torch.bfloat16, device="cuda")
+                v_cache = torch.empty_like(k_cache)
+                k_cache[order] = k.reshape(batch * blocks, page, KV_HEADS, HEAD_DIM)
+                v_cache[order] = v.reshape(batch * blocks, page, KV_HEADS, HEAD_DIM)
+                o = torch.empty_like(q)
+                launch = kernels[page].bind(q, k_cache, v_cache, o, None,
+                                            [used, table])
+                launch()
+                torch.cuda.synchronize()
+                error = ((o.float() - sdpa_out.transpose(1, 2).float()).abs().max().item()
+                         if sdpa_out is not None else None)
+                ms = measure(launch)
+                bytes_read = 2 * batch * context * KV_HEADS * HEAD_DIM * 2
+                bandwidth = bytes_read / (ms * 1e-3)
+                row = dict(batch=batch, context=context, page_size=page,
+                           fa4_us=ms * 1e3, fa4_gbps=bandwidth / 1e9,
+                           fraction_of_copy=bandwidth / copy,
+                           max_abs_error_vs_sdpa=error,
+                           sdpa_us={n: t * 1e3 for n, t in sdpa_times.items()},
+                           sdpa_best=best,
+                           sdpa_over_fa4=(sdpa_times[best] / ms) if best else None)
+                results.append(row)
+                flag = "" if error is not None and error <= 2e-2 else " !"
+                print(f"{batch:>5} {context:>7} {page:>4} {ms * 1e3:>8.1f} "
+                      f"{bandwidth / 1e9:>6.0f} {bandwidth / copy:>7.2f} "
+                      f"{(sdpa_times[best] * 1e3 if best else float('nan')):>8.1f} "
+                      f"{best or '-':>9} "
+                      f"{(sdpa_times[best] / ms if best else float('nan')):>8.2f}{flag}",
+                      flush=True)
+                del k_cache, v_cache, table, order
+            del q, k, v, qt, kt, vt, sdpa_out
+            torch.cuda.empty_cache()
+    if args.out:
+        with open(args.out, "w") as f:
+            json.dump({"date": datetime.datetime.now(datetime.timezone.utc)
+                       .isoformat(timespec="seconds"),
+                       "device": device_info(torch.device("cuda", 0)),
+                       "copy_gbps": copy / 1e9, "results": results}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
