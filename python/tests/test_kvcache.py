@@ -128,3 +128,20 @@ def test_paged_refusals(inputs):
     with pytest.raises(ValueError, match="power of two"):
         fa4.attention_with_kvcache(q, k_cache[:, :12], v_cache[:, :12],
                                    block_table=table)
+
+
+@pytest.mark.parametrize("seq_q", [1, 7, 16])
+def test_decode_queries(inputs, seq_q):
+    """Decode and speculative decode: 1 to 16 queries per sequence against
+    a paged cache, causal aligned to each sequence's keys."""
+    q, k, v = inputs(4, seq_q, 256, 12, 2, 128, torch.bfloat16)
+    k_cache, v_cache, table = paged(k, v, 16, seed=seq_q)
+    used = torch.tensor([256, 17, 100, 3], dtype=torch.int32)
+    o, lse = fa4.attention_with_kvcache(q, k_cache, v_cache, used,
+                                        block_table=table, causal=True,
+                                        return_lse=True)
+    want_o, want_lse = per_sequence_reference(q, k, v, used, True)
+    assert (o.double() - want_o).abs().max().item() <= 2e-2
+    finite = torch.isfinite(want_lse)
+    assert torch.equal(torch.isfinite(lse), finite)
+    assert (lse.double()[finite] - want_lse[finite]).abs().max().item() <= 2e-2
