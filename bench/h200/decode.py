@@ -6,7 +6,8 @@ hd128 bf16, 32 query heads over 8 K/V heads, seq_q = 1, every sequence
 `context` keys long (cache_seqlens), the cache paged at 16, 64 and 256 keys
 a page with the pages of all sequences in a random order. For each batch x
 context x page size this times (CUDA events around each call, the L2
-flushed before it, the median of 50 after 10 of warm-up):
+flushed before it, the median of 100 after 25 of warm-up: bench.py's
+timer):
 
   fa4    the precompiled kernel of bench/h200/variants.py's decode_variants
          (python/fa4/_capi.py, Kernel.bind: the arguments described once);
@@ -34,6 +35,7 @@ import torch.nn.functional as F
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+import bench  # noqa: E402
 import variants  # noqa: E402
 from common import device_info, load_capi  # noqa: E402
 
@@ -45,31 +47,17 @@ MAX_KEYS = 1 << 22
 Q_HEADS, KV_HEADS, HEAD_DIM = 32, 8, 128
 
 
-def timer():
-    flush = torch.empty(256 << 20, dtype=torch.int8, device="cuda")
-
-    def measure(fn, warmup=10, reps=50):
-        for _ in range(warmup):
-            fn()
-        times = []
-        for _ in range(reps):
-            flush.zero_()
-            start = torch.cuda.Event(enable_timing=True)
-            end = torch.cuda.Event(enable_timing=True)
-            start.record()
-            fn()
-            end.record()
-            end.synchronize()
-            times.append(start.elapsed_time(end))
-        times.sort()
-        return times[len(times) // 2]
-    return measure
+def median_timer():
+    """fn -> median ms: bench.py's CUDA-event timer (the L2 flushed before
+    each of 100 calls, after 25 of warm-up)."""
+    measure = bench.timer(None)
+    return lambda fn: measure(fn)[0]
 
 
 def copy_bandwidth(measure):
     x = torch.empty(4 << 30, dtype=torch.uint8, device="cuda")
     y = torch.empty_like(x)
-    ms = measure(lambda: y.copy_(x), warmup=3, reps=10)
+    ms = measure(lambda: y.copy_(x))
     del x, y
     return 2 * (4 << 30) / (ms * 1e-3)
 
@@ -83,7 +71,7 @@ def main():
     capi = load_capi()
     lib = args.lib or os.path.join(args.kernels, "libfa4rt.so")
     torch.manual_seed(0)
-    measure = timer()
+    measure = median_timer()
     copy = copy_bandwidth(measure)
     print(f"device-to-device copy: {copy / 1e9:.0f} GB/s", flush=True)
     from torch.nn.attention import SDPBackend, sdpa_kernel

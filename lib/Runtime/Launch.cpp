@@ -269,15 +269,10 @@ void readAttention(Fields &attention, Manifest &m, std::string &error) {
     m.scoreMod = flag->getAsBoolean().value_or(false);
   if (const llvm::json::Value *flag = attention.optional("mask_mod"))
     m.maskMod = flag->getAsBoolean().value_or(false);
-  if (const llvm::json::Value *position = attention.optional("block_mask")) {
-    std::optional<int64_t> value = position->getAsInteger();
-    if (!value || *value < 0) {
-      error = "manifest: attention.block_mask must be a non-negative integer";
-      return;
-    }
-    m.blockMask = *value;
-  }
-  for (auto [key, field] : {std::pair{"block_table", &m.blockTable},
+  // The optional positions and sizes: absent, -1 / 0.
+  for (auto [key, field] : {std::pair{"block_mask", &m.blockMask},
+                            std::pair{"seqused_k", &m.seqUsedK},
+                            std::pair{"block_table", &m.blockTable},
                             std::pair{"page_size", &m.pageSize}})
     if (const llvm::json::Value *position = attention.optional(key)) {
       std::optional<int64_t> value = position->getAsInteger();
@@ -288,14 +283,6 @@ void readAttention(Fields &attention, Manifest &m, std::string &error) {
       }
       *field = *value;
     }
-  if (const llvm::json::Value *position = attention.optional("seqused_k")) {
-    std::optional<int64_t> value = position->getAsInteger();
-    if (!value || *value < 0) {
-      error = "manifest: attention.seqused_k must be a non-negative integer";
-      return;
-    }
-    m.seqUsedK = *value;
-  }
 }
 
 /// "extras" (optional): each one's element type and shape.

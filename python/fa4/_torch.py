@@ -66,51 +66,40 @@ def _check_grad(q, k, v, grad_mode=None):
             "detached tensors")
 
 
-def _check_seqused_k(q, seqused_k):
-    """A seqused_k table: a (batch,) int32 tensor on q's device. Its values
-    are the kernel's to clamp to [0, seq_k] (reading them here would wait
-    for the GPU)."""
-    if seqused_k is None:
+def _check_table(name, table, q, shape_text, rank):
+    """A table the kernel reads (seqused_k, block_table): a dense int32
+    tensor of `rank` dimensions, the first q's batch, on q's device. Its
+    values are the kernel's to bound (reading them here would wait for the
+    GPU)."""
+    if table is None:
         return
-    if not isinstance(seqused_k, torch.Tensor):
-        raise TypeError("seqused_k must be None or a torch.Tensor, got "
-                        f"{type(seqused_k).__name__}")
-    if seqused_k.is_nested or seqused_k.layout != torch.strided:
-        raise ValueError("seqused_k must be a dense (strided) tensor")
-    if seqused_k.dtype != torch.int32:
-        raise ValueError(f"seqused_k: dtype {seqused_k.dtype}; it must be "
-                         "torch.int32")
-    if seqused_k.dim() != 1 or seqused_k.shape[0] != q.shape[0]:
-        raise ValueError(f"seqused_k must be (batch,) = ({q.shape[0]},), got "
-                         f"shape {tuple(seqused_k.shape)}")
-    if seqused_k.device != q.device:
-        raise ValueError(f"seqused_k: on {seqused_k.device}, q is on "
-                         f"{q.device}")
+    if not isinstance(table, torch.Tensor):
+        raise TypeError(f"{name} must be None or a torch.Tensor, got "
+                        f"{type(table).__name__}")
+    if table.is_nested or table.layout != torch.strided:
+        raise ValueError(f"{name} must be a dense (strided) tensor")
+    if table.dtype != torch.int32:
+        raise ValueError(f"{name}: dtype {table.dtype}; it must be torch.int32")
+    if table.dim() != rank or table.shape[0] != q.shape[0] or \
+            (rank == 2 and table.shape[1] < 1):
+        raise ValueError(f"{name} must be {shape_text}, got shape "
+                         f"{tuple(table.shape)}")
+    if table.device != q.device:
+        raise ValueError(f"{name}: on {table.device}, q is on {q.device}")
+
+
+def _check_seqused_k(q, seqused_k):
+    """A seqused_k table: (batch,) int32 on q's device."""
+    _check_table("seqused_k", seqused_k, q, f"(batch,) = ({q.shape[0]},)", 1)
 
 
 def _check_block_table(q, k, block_table):
-    """A block table: a (batch, max_blocks) int32 tensor on q's device, K
-    and V a paged cache whose page size is a power of two of at least 16.
-    Its entries are the kernel's to bound (reading them here would wait for
-    the GPU)."""
+    """A block table, (batch, max_blocks) int32 on q's device, and K and V
+    a paged cache whose page size is a power of two of at least 16."""
     if block_table is None:
         return
-    if not isinstance(block_table, torch.Tensor):
-        raise TypeError("block_table must be None or a torch.Tensor, got "
-                        f"{type(block_table).__name__}")
-    if block_table.is_nested or block_table.layout != torch.strided:
-        raise ValueError("block_table must be a dense (strided) tensor")
-    if block_table.dtype != torch.int32:
-        raise ValueError(f"block_table: dtype {block_table.dtype}; it must be "
-                         "torch.int32")
-    if block_table.dim() != 2 or block_table.shape[0] != q.shape[0] or \
-            block_table.shape[1] < 1:
-        raise ValueError(f"block_table must be (batch, max_blocks) = "
-                         f"({q.shape[0]}, >= 1), got shape "
-                         f"{tuple(block_table.shape)}")
-    if block_table.device != q.device:
-        raise ValueError(f"block_table: on {block_table.device}, q is on "
-                         f"{q.device}")
+    _check_table("block_table", block_table, q,
+                 f"(batch, max_blocks) = ({q.shape[0]}, >= 1)", 2)
     page = k.shape[1]
     if page < 16 or page & (page - 1):
         raise ValueError(f"k_cache {tuple(k.shape)}: a paged cache's page size "
