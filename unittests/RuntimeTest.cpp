@@ -261,6 +261,27 @@ TEST(Runtime, ManifestExtrasAreValidated) {
                    R"("extras": [{"dtype": "f32", "shape": [-1, 1, -1, 4]}]})"),
                m, error));
   EXPECT_NE(error.find("block_mask"), std::string::npos) << error;
+  // A paged cache's block table: an i32 [?, ?] extra with a page size (a
+  // power of two of at least 16), the two together.
+  std::string paged = head;
+  paged.replace(paged.find(R"("mask_mod": true)"), 16,
+                R"("mask_mod": true, "block_table": 0, "page_size": 16)");
+  std::string table = R"("extras": [{"dtype": "i32", "shape": [-1, -1]}]})";
+  EXPECT_TRUE(succeeds(parseManifest(paged + table), m, error)) << error;
+  EXPECT_EQ(m.blockTable, 0);
+  EXPECT_EQ(m.pageSize, 16);
+  for (const char *bad : {R"("block_table": 0, "page_size": 24)",
+                          R"("block_table": 0)", R"("page_size": 16)",
+                          R"("block_table": 0, "page_size": -16)",
+                          R"("block_table": 1, "page_size": 16)"}) {
+    std::string edited = head;
+    edited.replace(edited.find(R"("mask_mod": true)"), 16,
+                   std::string(R"("mask_mod": true, )") + bad);
+    EXPECT_FALSE(succeeds(parseManifest(edited + table), m, error)) << bad;
+    EXPECT_TRUE(error.find("block_table") != std::string::npos ||
+                error.find("page_size") != std::string::npos)
+        << error;
+  }
 }
 
 TEST(InputLimits, NestingIsCountedOutsideStringsAndComments) {
