@@ -1,8 +1,9 @@
 // Decode against a paged KV cache, as an inference engine holds it: K and V
 // are [num_blocks, 16, 8, 128] pages (vLLM's and FlashAttention's layout),
 // sequence b's key j is row j % 16 of page block_table[b][j / 16], and its
-// cache_seqlens entry says how many of its keys are filled (the rest of its
-// last pages, and the pages past them, are never seen). 32 query heads over
+// cache_seqlens entry says how many of its keys are filled (the keys past it
+// weigh nothing; docs/Variants.md says why their V rows must still be
+// finite in the last 128-key block). 32 query heads over
 // 8 K/V heads (GQA 4: each group's heads share the tile's rows), bf16, the
 // causal mask aligned to each sequence's own keys, so one to a few queries
 // per sequence (speculative decoding) see the keys before them.

@@ -37,7 +37,7 @@ llvm::Error fa4::checkVariant(const Variant &variant) {
                      std::to_string(variant.qHeads) + " and " +
                      std::to_string(variant.kvHeads));
   if (variant.pageSize < 0 || variant.pageSize >= (int64_t(1) << 31))
-    return makeError("page size must be positive (and below 2^31), got " +
+    return makeError("page-size must be positive (and below 2^31), got " +
                      std::to_string(variant.pageSize));
   return llvm::Error::success();
 }

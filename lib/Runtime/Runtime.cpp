@@ -396,7 +396,8 @@ llvm::Error checkExtras(const Manifest &m, const std::vector<Tensor> &extras,
   if (extras.size() != m.extras.size())
     return makeError("extras: the kernel reads " +
                      std::to_string(m.extras.size()) +
-                     " extra tensors (its score_mod / mask_mod tables), got " +
+                     " extra tensors (the tables of its score_mod / mask_mod, "
+                     "seqused_k and block_table), got " +
                      std::to_string(extras.size()));
   for (size_t i = 0; i < extras.size(); ++i) {
     const Tensor &t = extras[i];

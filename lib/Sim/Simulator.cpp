@@ -306,10 +306,17 @@ static llvm::Error makeBuffers(Simulation &sim) {
                             {kV, paged ? pages : keys, paged ? sim.vCache : sim.v},
                             {kOut, queries, sim.out}};
   if (paged) {
-    // The reference's dense K and V, in no argument's type.
+    // The reference's dense K and V, in no argument's type: within the
+    // buffers' own limit.
+    constexpr int64_t kMaxElements = int64_t(1) << 30;
     int64_t count = 1;
-    for (int64_t size : keys)
+    for (int64_t size : keys) {
+      if (size <= 0 || size > kMaxElements / count)
+        return makeError("K and V would need more than 2^30 elements at "
+                         "--batch " + std::to_string(p.batch) + " --seq-k " +
+                         std::to_string(p.seqK) + "; use smaller sizes");
       count *= size;
+    }
     for (Buffer *dense : {&sim.k, &sim.v}) {
       dense->shape.assign(keys.begin(), keys.end());
       dense->data.assign(count, 0.0f);

@@ -97,6 +97,10 @@ FailureOr<TileProgram> TileProgram::read(func::FuncOp func, StringRef pass,
       return func.emitError() << "fa4.spec's " << name << " names no argument";
     *table = func.getArgument(extras[*position]);
   }
+  if (program.arguments.size() > kV &&
+      failed(verifyTablesAgainstSpec(func, spec, program.arguments[kK],
+                                     program.arguments[kV])))
+    return failure();
   if (program.lseStore && program.arguments.size() <= kLse)
     return func.emitError()
            << "the tile program stores an LSE that fa4.spec does not name";

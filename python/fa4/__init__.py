@@ -304,10 +304,11 @@ def compile(head_dim: int = 128, q_heads: int = 32, kv_heads: int = 8,
     mask="window", or alone, which implies it; with mask="causal", right is
     0, as in ``attention``); softcap: None or 0 for none;
     scale: None for 1/sqrt(head_dim). ``seqused_k``: the kernel takes a
-    (batch,) int32 table of each sequence's keys as its one extra
-    (``kernel(q, k, v, o, extras=[seqused_k])``); ``page_size``: K and V
-    are a paged cache (num_blocks, page_size, kv_heads, head_dim) read
-    through a (batch, max_blocks) int32 block table, the last extra.
+    (batch,) int32 table of each sequence's keys as an extra (``kernel(q, k, v, o, extras=[seqused_k])``); ``page_size``:
+    K and V are a paged cache (num_blocks, page_size, kv_heads, head_dim)
+    read through a (batch, max_blocks) int32 block table, an extra after the
+    seqused_k table (``extras=[seqused_k, block_table]``, or
+    ``[block_table]`` alone).
     ``cache`` uses the
     compile cache; within one process a variant is compiled once either way.
     """
@@ -437,10 +438,7 @@ def attention_with_kvcache(q, k_cache, v_cache, cache_seqlens=None,
     scale and return_lse as in ``attention``. Not yet served
     (NotImplementedError): split-KV (``num_splits`` other than 0 or 1).
     """
-    if isinstance(num_splits, bool) or not isinstance(num_splits, int) or \
-            num_splits < 0:
-        raise ValueError(f"num_splits must be a non-negative int, got "
-                         f"{num_splits!r}")
+    num_splits = _integer("num_splits", num_splits, 0)
     if num_splits > 1:
         raise NotImplementedError(
             "fa4.attention_with_kvcache: split-KV (num_splits > 1) is not "
@@ -452,8 +450,12 @@ def attention_with_kvcache(q, k_cache, v_cache, cache_seqlens=None,
     if cache_seqlens is not None and not isinstance(cache_seqlens,
                                                     _torch.torch.Tensor):
         count = _integer("cache_seqlens", cache_seqlens, 0, 1 << 31)
-        batch = q.shape[0] if isinstance(q, _torch.torch.Tensor) else 0
-        cache_seqlens = _torch.torch.full((batch,), count,
+        if not isinstance(q, _torch.torch.Tensor):
+            raise TypeError(f"q must be a torch.Tensor, got {type(q).__name__}")
+        if q.dim() < 1:
+            raise ValueError(f"q must be (batch, seq_q, q_heads, head_dim), "
+                             f"got shape {tuple(q.shape)}")
+        cache_seqlens = _torch.torch.full((q.shape[0],), count,
                                           dtype=_torch.torch.int32,
                                           device=q.device)
     return _torch.attention(q, k_cache, v_cache, causal, window, softcap,

@@ -100,6 +100,9 @@ def _check_block_table(q, k, block_table):
         return
     _check_table("block_table", block_table, q,
                  f"(batch, max_blocks) = ({q.shape[0]}, >= 1)", 2)
+    if k.shape[0] == 0:
+        raise ValueError(f"k_cache {tuple(k.shape)}: a paged cache needs at "
+                         "least one block")
     page = k.shape[1]
     if page < 16 or page & (page - 1):
         raise ValueError(f"k_cache {tuple(k.shape)}: a paged cache's page size "

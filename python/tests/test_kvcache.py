@@ -145,3 +145,18 @@ def test_decode_queries(inputs, seq_q):
     finite = torch.isfinite(want_lse)
     assert torch.equal(torch.isfinite(lse), finite)
     assert (lse.double()[finite] - want_lse[finite]).abs().max().item() <= 2e-2
+
+
+def test_more_refusals(inputs):
+    q, k, v = inputs(2, 8, 64, 2, 2, 64, torch.float16)
+    k_cache, v_cache, table = paged(k, v, 16)
+    with pytest.raises(TypeError, match="q must be a torch.Tensor"):
+        fa4.attention_with_kvcache([1], k_cache, v_cache, 3)
+    with pytest.raises(ValueError, match="at least one block"):
+        fa4.attention_with_kvcache(q, k_cache[:0], v_cache[:0],
+                                   block_table=table)
+    # num_splits of another library's integer type, as cache_seqlens.
+    import numpy as np
+    o = fa4.attention_with_kvcache(q, k_cache, v_cache, np.int64(20),
+                                   block_table=table, num_splits=np.int64(1))
+    assert o.shape == q.shape

@@ -699,6 +699,14 @@ static int emulate(std::unique_ptr<MemoryBuffer> entryBuffer) {
         table[e] = static_cast<int32_t>(values[e]);
       buffers->extras.push_back({address, shape});
     }
+    // Held to the kernel's static sizes, as a launch is.
+    std::vector<runtime::Tensor> tables;
+    for (const runtime::Buffers::Extra &extra : buffers->extras)
+      tables.push_back({extra.address, "i32", extra.shape, {}});
+    if (llvm::Error refused =
+            runtime::checkExtras(manifest, tables, {}, &shapes))
+      return fail(prefixError("the drawn tables do not fit the kernel: ",
+                              std::move(refused)));
   }
   if (mods) {
     // The entry's extras must be the ones the kernel was compiled for.

@@ -198,6 +198,11 @@ static OwningOpRef<ModuleOp> buildVariant(MLIRContext &context) {
     errs() << "fa4c: --paged-kv and --page-size go together\n";
     return nullptr;
   }
+  if (pagedKv && pageSize <= 0) {
+    errs() << "fa4c: --page-size must be positive with --paged-kv, got "
+           << pageSize << "\n";
+    return nullptr;
+  }
   variant.pageSize = pageSize;
   if (llvm::Error refused = fa4::checkVariant(variant)) {
     errs() << "fa4c: --" << toString(std::move(refused)) << "\n";

@@ -406,7 +406,8 @@ LogicalResult FA4ToNVVMPass::convert(func::FuncOp func,
   bool hasLse = tensors.size() > 4;
   // The spec must describe the schedule it sits on: the launch data and the
   // kernel's parameter order are taken from it.
-  if (failed(checkSpecAgainstSchedule(func, spec, tensors)))
+  if (failed(checkSpecAgainstSchedule(func, spec, tensors)) ||
+      failed(verifyTablesAgainstSpec(func, spec, tensors[1], tensors[2])))
     return failure();
   KernelState kernel;
   WarpSpecializeOp specialize;

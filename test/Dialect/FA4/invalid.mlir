@@ -790,3 +790,12 @@ func.func @block_table_is_seqused(%q: memref<?x?x8x64xf16>, %k: memref<?x16x8x64
       : memref<?x?x8x64xf16>, memref<?x16x8x64xf16>, memref<?x16x8x64xf16> -> memref<?x?x8x64xf16>
   return
 }
+
+// -----
+
+func.func @block_table_v_shape(%q: memref<?x?x8x64xf16>, %k: memref<?x16x8x64xf16>, %v: memref<?x?x8x64xf16>, %t: memref<?x?xi32>) {
+  // expected-error @+1 {{a paged cache's V [?, ?, 8, 64] must have K's shape [?, 16, 8, 64] (the same blocks and page size)}}
+  fa4.attention %q, %k, %v -> %q extras(%t : memref<?x?xi32>) {block_table = 0 : i64}
+      : memref<?x?x8x64xf16>, memref<?x16x8x64xf16>, memref<?x?x8x64xf16> -> memref<?x?x8x64xf16>
+  return
+}

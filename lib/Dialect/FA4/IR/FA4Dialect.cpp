@@ -579,6 +579,53 @@ LogicalResult FA4Dialect::verifyOperationAttribute(Operation *op,
   return success();
 }
 
+LogicalResult mlir::fa4::verifyTablesAgainstSpec(Operation *func,
+                                                 KernelSpecAttr spec,
+                                                 Value key, Value value) {
+  auto function = cast<FunctionOpInterface>(func);
+  auto extraArgument = [&](std::optional<int64_t> position) -> Value {
+    ArrayRef<int64_t> extras = spec.getExtras();
+    if (!position || *position < 0 ||
+        *position >= static_cast<int64_t>(extras.size()) ||
+        extras[*position] < 0 ||
+        extras[*position] >= static_cast<int64_t>(function.getNumArguments()))
+      return Value();
+    return function.getArgument(extras[*position]);
+  };
+  Value blockTable = extraArgument(spec.getBlockTable());
+  Value seqUsedK = extraArgument(spec.getSequsedK());
+  auto checkLoad = [&](Operation *op, Value source, Value table) -> LogicalResult {
+    if (source != key && source != value) {
+      if (table)
+        return op->emitOpError()
+               << "reads a tensor other than K and V through a block table";
+      return success();
+    }
+    if (table != blockTable)
+      return op->emitOpError()
+             << (blockTable ? (table ? "reads through a block table other "
+                                       "than fa4.spec's"
+                                     : "reads K or V densely, but fa4.spec "
+                                       "makes them a paged cache")
+                            : "reads K or V through a block table, but "
+                              "fa4.spec names none");
+    return success();
+  };
+  WalkResult walk = func->walk([&](Operation *op) {
+    LogicalResult result = success();
+    if (auto load = dyn_cast<LoadKvTileOp>(op))
+      result = checkLoad(op, load.getSource(), load.getBlockTable());
+    else if (auto load = dyn_cast<TmaLoadOp>(op))
+      result = checkLoad(op, load.getSource(), load.getBlockTable());
+    else if (auto length = dyn_cast<SequenceLengthOp>(op);
+             length && length.getTable() != seqUsedK)
+      result = length.emitOpError()
+               << "reads a table that is not fa4.spec's seqused_k";
+    return failed(result) ? WalkResult::interrupt() : WalkResult::advance();
+  });
+  return failure(walk.wasInterrupted());
+}
+
 KernelSpecAttr mlir::fa4::getKernelSpec(Operation *op) {
   return op->getAttrOfType<KernelSpecAttr>(kSpecAttrName);
 }

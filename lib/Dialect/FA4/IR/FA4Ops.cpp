@@ -515,6 +515,11 @@ LogicalResult AttentionOp::verify() {
          table.getDimSize(0) != batch))
       return emitOpError() << "block_table " << table
                            << " is not an i32 memref [batch, max_blocks]";
+    SmallVector<int64_t> vShape = getLogicalShape(getV());
+    if (vShape != kShape)
+      return emitOpError() << "a paged cache's V " << shapeString(vShape)
+                           << " must have K's shape " << shapeString(kShape)
+                           << " (the same blocks and page size)";
     // The page: a whole number of 128-byte-swizzle patterns (8 rows) in a
     // 128-key tile, or whole tiles (fa4-to-nvvm gathers a tile by pages).
     int64_t page = kShape[1];

@@ -53,6 +53,13 @@ inline constexpr llvm::StringLiteral kTmemAttrName = "fa4.tmem";
 /// tiled kernel).
 KernelSpecAttr getKernelSpec(Operation *op);
 
+/// The tables of `func`'s spec against its ops: every K or V tile load and
+/// TMA copy reads through the spec's block table (`pages(...)`) when it has
+/// one and never otherwise, and `fa4.sequence_length` reads only the spec's
+/// seqused_k table. An error on the first op that disagrees.
+LogicalResult verifyTablesAgainstSpec(Operation *func, KernelSpecAttr spec,
+                                      Value key, Value value);
+
 /// The chip named by the `fa4.target` of `op`'s module (`op` itself when it
 /// is one), or null when no enclosing module names one.
 const target::ChipInfo *getModuleTarget(Operation *op);
