@@ -24,6 +24,15 @@ def per_sequence_reference(q, k, v, used, causal, window=(-1, -1)):
     return torch.cat(outs), torch.cat(lses)
 
 
+def assert_matches(o, lse, want_o, want_lse, tolerance):
+    """O within `tolerance` of the reference; the LSE too where it is finite,
+    and -inf exactly on the rows that see no key."""
+    assert (o.double() - want_o).abs().max().item() <= tolerance
+    finite = torch.isfinite(want_lse)
+    assert torch.equal(torch.isfinite(lse), finite)
+    assert (lse.double()[finite] - want_lse[finite]).abs().max().item() <= tolerance
+
+
 @pytest.mark.parametrize("causal,window,q_heads,kv_heads,seq_q", [
     (True, (-1, -1), 6, 2, 40),     # GQA 3, causal, seq_q > some lengths
     (False, (-1, -1), 8, 2, 1),     # decode
@@ -34,11 +43,8 @@ def test_cache_seqlens(inputs, causal, window, q_heads, kv_heads, seq_q):
     used = torch.tensor([0, 1, 300, 129, 77], dtype=torch.int32)
     o, lse = fa4.attention_with_kvcache(q, k, v, used, causal=causal,
                                         window=window, return_lse=True)
-    want_o, want_lse = per_sequence_reference(q, k, v, used, causal, window)
-    assert (o.double() - want_o).abs().max().item() <= 1e-2
-    finite = torch.isfinite(want_lse)
-    assert torch.equal(torch.isfinite(lse), finite)
-    assert (lse.double()[finite] - want_lse[finite]).abs().max().item() <= 1e-2
+    assert_matches(o, lse, *per_sequence_reference(q, k, v, used, causal,
+                                                   window), 1e-2)
 
 
 def test_seqused_k_clamps(inputs):
@@ -111,11 +117,7 @@ def test_paged_cache(inputs, page):
     o, lse = fa4.attention_with_kvcache(q, k_cache, v_cache, used,
                                         block_table=table, causal=True,
                                         return_lse=True)
-    want_o, want_lse = per_sequence_reference(q, k, v, used, True)
-    assert (o.double() - want_o).abs().max().item() <= 1e-2
-    finite = torch.isfinite(want_lse)
-    assert torch.equal(torch.isfinite(lse), finite)
-    assert (lse.double()[finite] - want_lse[finite]).abs().max().item() <= 1e-2
+    assert_matches(o, lse, *per_sequence_reference(q, k, v, used, True), 1e-2)
 
 
 def test_paged_refusals(inputs):
@@ -140,11 +142,7 @@ def test_decode_queries(inputs, seq_q):
     o, lse = fa4.attention_with_kvcache(q, k_cache, v_cache, used,
                                         block_table=table, causal=True,
                                         return_lse=True)
-    want_o, want_lse = per_sequence_reference(q, k, v, used, True)
-    assert (o.double() - want_o).abs().max().item() <= 2e-2
-    finite = torch.isfinite(want_lse)
-    assert torch.equal(torch.isfinite(lse), finite)
-    assert (lse.double()[finite] - want_lse[finite]).abs().max().item() <= 2e-2
+    assert_matches(o, lse, *per_sequence_reference(q, k, v, used, True), 2e-2)
 
 
 def test_more_refusals(inputs):
