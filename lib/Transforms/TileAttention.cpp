@@ -83,6 +83,9 @@ private:
   const TileConfig &config;
   /// The paged cache's block table, null for dense K and V.
   Value blockTable;
+  /// The K/V head of the task being built (its head group's), computed
+  /// once per task for its three KV loops.
+  Value taskKvHead;
   OpBuilder b;
   Location loc;
   OpBuilder constants;
@@ -173,6 +176,10 @@ void TileProgramBuilder::buildTask(Value batch, Value head, Value mBlock,
   // the right window edge, the seq_k tail), then the fully visible ones with
   // no mask work, then the boundary blocks at the low end (the left window
   // edge).
+  taskKvHead = head;
+  if (config.groupsPerKv() > 1)
+    taskKvHead =
+        arith::DivUIOp::create(b, loc, head, index(config.groupsPerKv()));
   state = buildKvLoop(range.getFullEnd(), range.getEnd(), /*masked=*/true,
                       state, qTiles, qRows, batch, head, seqQ, seqK);
   state = buildKvLoop(range.getFullBegin(), range.getFullEnd(),
@@ -201,10 +208,6 @@ SmallVector<QTileState> TileProgramBuilder::buildKvLoop(
   for (const QTileState &tile : init)
     iterArgs.append({tile.rowMax, tile.rowSum, tile.acc});
   Value count = arith::SubIOp::create(b, loc, last, first);
-  // The K/V head of the task's head group.
-  Value kvHead = head;
-  if (config.groupsPerKv() > 1)
-    kvHead = arith::DivUIOp::create(b, loc, head, index(config.groupsPerKv()));
   Value lastBlock = arith::SubIOp::create(b, loc, last, index(1));
   auto loop = scf::ForOp::create(b,
       loc, index(0), count, index(1), iterArgs,
@@ -218,9 +221,9 @@ SmallVector<QTileState> TileProgramBuilder::buildKvLoop(
             {TileConfig::kBlockN, config.headDim}, element);
         // One K and one V tile serve both Q tiles and every packed head.
         Value kTile = LoadKvTileOp::create(body, loc, kvTileType, op.getK(),
-                                                batch, kvHead, kvCol, blockTable);
+                                                batch, taskKvHead, kvCol, blockTable);
         Value vTile = LoadKvTileOp::create(body, loc, kvTileType, op.getV(),
-                                                batch, kvHead, kvCol, blockTable);
+                                                batch, taskKvHead, kvCol, blockTable);
         SmallVector<Value> yielded;
         for (auto [stage, qTile] : llvm::enumerate(qTiles)) {
           QTileState state{carried[3 * stage], carried[3 * stage + 1],
