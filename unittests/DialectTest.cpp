@@ -45,7 +45,8 @@ protected:
         body->getArgument(3), Value(), ValueRange(),
         MaskKindAttr::get(&context, MaskKind::none), b.getI64IntegerAttr(-1),
         b.getI64IntegerAttr(-1), FloatAttr(), b.getF32FloatAttr(0.0f), UnitAttr(),
-        IntegerAttr(), IntegerAttr(), IntegerAttr());
+        IntegerAttr(), IntegerAttr(), IntegerAttr(), IntegerAttr(),
+        IntegerAttr());
     if (edit)
       edit(op);
     func::ReturnOp::create(b, loc);

@@ -1,6 +1,7 @@
 //===- Compile.cpp - a variant to a kernel, in process ---------------------===//
 
 #include "fa4/Driver/Compile.h"
+#include "fa4/Support/AttentionMath.h"
 
 #include "fa4/Dialect/FA4/IR/FA4Dialect.h"
 
@@ -39,6 +40,9 @@ llvm::Error fa4::checkVariant(const Variant &variant) {
   if (variant.pageSize < 0 || variant.pageSize >= (int64_t(1) << 31))
     return makeError("page-size must be positive (and below 2^31), got " +
                      std::to_string(variant.pageSize));
+  if (variant.numSplits < 1 || variant.numSplits > kMaxSplits)
+    return makeError("num-splits must be in [1, " + std::to_string(kMaxSplits) +
+                     "], got " + std::to_string(variant.numSplits));
   return llvm::Error::success();
 }
 
@@ -72,6 +76,9 @@ OwningOpRef<ModuleOp> fa4::buildVariantModule(MLIRContext &context,
     arguments.push_back(MemRefType::get({dyn}, b.getI32Type()));
   if (variant.pageSize)
     arguments.push_back(MemRefType::get({dyn, dyn}, b.getI32Type()));
+  int64_t tables = (variant.seqUsedK ? 1 : 0) + (variant.pageSize ? 1 : 0);
+  if (variant.numSplits > 1)
+    arguments.push_back(MemRefType::get({dyn}, b.getI32Type()));
   b.setInsertionPointToEnd(module->getBody());
   auto func = func::FuncOp::create(b, loc, "attention", b.getFunctionType(arguments, {}));
   Block *body = func.addEntryBlock();
@@ -88,7 +95,12 @@ OwningOpRef<ModuleOp> fa4::buildVariantModule(MLIRContext &context,
       /*seqused_k=*/variant.seqUsedK ? b.getI64IntegerAttr(0) : IntegerAttr(),
       /*block_table=*/variant.pageSize
           ? b.getI64IntegerAttr(variant.seqUsedK ? 1 : 0)
-          : IntegerAttr());
+          : IntegerAttr(),
+      /*num_splits=*/variant.numSplits > 1
+          ? b.getI64IntegerAttr(variant.numSplits)
+          : IntegerAttr(),
+      /*split_workspace=*/variant.numSplits > 1 ? b.getI64IntegerAttr(tables)
+                                                : IntegerAttr());
   func::ReturnOp::create(b, loc);
   if (failed(verify(*module)))
     return nullptr; // the verifier has reported

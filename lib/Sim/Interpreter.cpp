@@ -300,6 +300,15 @@ bool Interpreter::execute(Operation *op, std::string &error) {
            static_cast<uint64_t>(index(op->getOperand(1)))));
     return true;
   };
+  auto remainder = [&]() {
+    uint64_t a = index(op->getOperand(0)), b = index(op->getOperand(1));
+    if (b == 0) {
+      error = nameOf(op) + " divides " + std::to_string(a) + " by zero";
+      return false;
+    }
+    values[op->getResult(0)] = static_cast<int64_t>(a % b);
+    return true;
+  };
   auto divide = [&](bool roundUp) {
     // The unsigned divisions of arith read their operands as unsigned.
     uint64_t a = index(op->getOperand(0)), b = index(op->getOperand(1));
@@ -320,6 +329,7 @@ bool Interpreter::execute(Operation *op, std::string &error) {
       .Case([&](arith::MulIOp) { return binary(std::multiplies<uint64_t>()); })
       .Case([&](arith::CeilDivUIOp) { return divide(true); })
       .Case([&](arith::DivUIOp) { return divide(false); })
+      .Case([&](arith::RemUIOp) { return remainder(); })
       .Case([&](arith::MinSIOp) {
         return binary([](uint64_t a, uint64_t b) {
           return std::min(static_cast<int64_t>(a), static_cast<int64_t>(b));
@@ -420,6 +430,8 @@ bool Interpreter::execute(Operation *op, std::string &error) {
       .Case([&](NormalizeOp normalize) { return run(normalize, error); })
       .Case([&](StoreOTileOp store) { return run(store, error); })
       .Case([&](StoreLseTileOp store) { return run(store, error); })
+      .Case([&](StorePartialOOp store) { return run(store, error); })
+      .Case([&](MergeSplitsOp merge) { return run(merge, error); })
       .Default([&](Operation *) {
         if (hook && op->getDialect() == op->getContext()->getLoadedDialect<FA4Dialect>())
           return hook->execute(*this, op, error);
@@ -980,3 +992,138 @@ bool Interpreter::run(StoreLseTileOp store, std::string &error) {
   return true;
 }
 
+
+ModBuffer *Interpreter::splitWorkspace(Operation *op, Value workspace,
+                                       const Buffer &out, int64_t ratio,
+                                       int64_t splits,
+                                       SplitWorkspaceLayout &layout,
+                                       std::string &error) {
+  // The workspace is the one extra a kernel writes: the simulator owns the
+  // buffer it bound.
+  auto *buffer = const_cast<ModBuffer *>(extras.lookup(workspace));
+  if (!buffer || buffer->shape.size() != 1 || out.shape.size() != 4 ||
+      out.shape[2] % ratio != 0) {
+    error = nameOf(op) + " writes a split-KV workspace that is not a bound "
+                         "rank-1 extra, or O is not [batch, seq, heads, dim]";
+    return nullptr;
+  }
+  layout = {splitTiles(out.shape[0], out.shape[2] / ratio, out.shape[1], ratio),
+            splits, out.shape[3]};
+  if (buffer->shape[0] < layout.words()) {
+    error = nameOf(op) + " needs a split-KV workspace of " +
+            std::to_string(layout.words()) + " words, got " +
+            std::to_string(buffer->shape[0]);
+    return nullptr;
+  }
+  return buffer;
+}
+
+/// The workspace slot of packed row `packedRow` of head group `head`.
+static int64_t splitRowSlot(const Buffer &out, int64_t ratio, int64_t batch,
+                            int64_t head, int64_t packedRow) {
+  int64_t rowTiles = (out.shape[1] * ratio + 127) / 128;
+  int64_t tile =
+      (batch * (out.shape[2] / ratio) + head) * rowTiles + packedRow / 128;
+  return tile * 128 + packedRow % 128;
+}
+
+bool Interpreter::run(StorePartialOOp store, std::string &error) {
+  Operation *op = store.getOperation();
+  const Buffer &out = buffer(store.getOut());
+  const Tile &t = tile(store.getTile());
+  int64_t ratio = store.getGqaRatio();
+  SplitWorkspaceLayout layout;
+  ModBuffer *ws = splitWorkspace(op, store.getWorkspace(), out, ratio,
+                                 store.getNumSplits(), layout, error);
+  if (!ws)
+    return false;
+  int64_t batch = index(store.getBatch()), head = index(store.getHead());
+  int64_t row = index(store.getRow()), split = index(store.getSplit());
+  int64_t column = store.getColumn(), cols = t.shape[1];
+  if (!checkTensorAccess(op, out, batch, head, ratio, layout.headDim, error))
+    return false;
+  if (split < 0 || split >= layout.splits) {
+    error = nameOf(op) + " writes part " + std::to_string(split) + " of " +
+            std::to_string(layout.splits);
+    return false;
+  }
+  for (int64_t r = 0; r < t.shape[0]; ++r) {
+    if (unpackRow(row + r, ratio).seqPos >= out.shape[1])
+      continue;
+    int64_t slot = splitRowSlot(out, ratio, batch, head, row + r);
+    double *part = &ws->data[layout.outWord() +
+                             (split * layout.tiles * 128 + slot) * layout.headDim];
+    for (int64_t c = 0; c < cols; ++c)
+      part[column + c] = t.data[r * cols + c];
+  }
+  return true;
+}
+
+bool Interpreter::run(MergeSplitsOp merge, std::string &error) {
+  Operation *op = merge.getOperation();
+  Buffer &out = buffer(merge.getOut());
+  const Tile &lse = tile(merge.getLse());
+  int64_t ratio = merge.getGqaRatio();
+  SplitWorkspaceLayout layout;
+  ModBuffer *ws = splitWorkspace(op, merge.getWorkspace(), out, ratio,
+                                 merge.getNumSplits(), layout, error);
+  if (!ws)
+    return false;
+  int64_t batch = index(merge.getBatch()), head = index(merge.getHead());
+  int64_t row = index(merge.getRow()), split = index(merge.getSplit());
+  int64_t dim = layout.headDim;
+  if (!checkTensorAccess(op, out, batch, head, ratio, dim, error))
+    return false;
+  if (split < 0 || split >= layout.splits) {
+    error = nameOf(op) + " counts in part " + std::to_string(split) + " of " +
+            std::to_string(layout.splits);
+    return false;
+  }
+  Buffer *lseOut = merge.getLseOut() ? &buffer(merge.getLseOut()) : nullptr;
+  Type outElement = getElementTypeOrSelf(merge.getOut().getType());
+  for (int64_t r = 0; r < lse.shape[0]; ++r) {
+    PackedRow packed = unpackRow(row + r, ratio);
+    if (packed.seqPos >= out.shape[1])
+      continue;
+    int64_t slot = splitRowSlot(out, ratio, batch, head, row + r);
+    // The row's count is its first thread slot's (the simulator runs a row
+    // as one thread).
+    double &count = ws->data[slot * kSplitSlots];
+    auto lseOf = [&](int64_t part) -> double & {
+      return ws->data[layout.lseWord() +
+                      (part * layout.tiles * 128 + slot) * kSplitSlots];
+    };
+    lseOf(split) = lse.data[r];
+    if (++count < layout.splits)
+      continue;
+    count = 0;
+    float top = kMinusInf;
+    for (int64_t part = 0; part < layout.splits; ++part)
+      top = std::max(top, float(lseOf(part)));
+    std::vector<float> merged(dim, 0.0f);
+    float total = 0.0f;
+    std::vector<float> weights(layout.splits, 0.0f);
+    if (top != kMinusInf)
+      for (int64_t part = 0; part < layout.splits; ++part)
+        total += weights[part] = std::exp(float(lseOf(part)) - top);
+    for (int64_t part = 0; part < layout.splits; ++part) {
+      if (weights[part] == 0.0f)
+        continue; // a part that saw no key: its O was never written
+      const double *partO = &ws->data[layout.outWord() +
+                                      (part * layout.tiles * 128 + slot) * dim];
+      for (int64_t c = 0; c < dim; ++c)
+        merged[c] += weights[part] / total * float(partO[c]);
+    }
+    int64_t qHead = head * ratio + packed.headInGroup;
+    float *dest =
+        &out.data[((batch * out.shape[1] + packed.seqPos) * out.shape[2] + qHead) *
+                  dim];
+    for (int64_t c = 0; c < dim; ++c)
+      dest[c] = roundTo(outElement, merged[c]);
+    if (lseOut)
+      lseOut->data[(batch * lseOut->shape[1] + qHead) * lseOut->shape[2] +
+                   packed.seqPos] =
+          top == kMinusInf ? kMinusInf : top + std::log(total);
+  }
+  return true;
+}

@@ -4,6 +4,7 @@
 #define FA4_LIB_SIM_INTERPRETER_H
 
 #include "ModProgram.h"
+#include "fa4/Support/AttentionMath.h"
 #include "fa4/Support/TileScheduler.h"
 #include "fa4/Transforms/MaskAnalysis.h"
 
@@ -47,6 +48,8 @@ class CorrectionOp;
 class NormalizeOp;
 class StoreOTileOp;
 class StoreLseTileOp;
+class StorePartialOOp;
+class MergeSplitsOp;
 } // namespace fa4
 } // namespace mlir
 
@@ -200,6 +203,13 @@ private:
   bool run(CorrectionOp correction, std::string &error);
   bool run(NormalizeOp normalize, std::string &error);
   bool run(StoreOTileOp store, std::string &error);
+  bool run(StorePartialOOp store, std::string &error);
+  bool run(MergeSplitsOp merge, std::string &error);
+  /// The split-KV workspace of a split op (the one extra a kernel writes),
+  /// checked to hold the layout of `out`'s problem; null after an error.
+  ModBuffer *splitWorkspace(Operation *op, Value workspace, const Buffer &out,
+                            int64_t ratio, int64_t splits,
+                            SplitWorkspaceLayout &layout, std::string &error);
   bool run(StoreLseTileOp store, std::string &error);
   bool checkOperands(Operation *op, std::string &error);
   const TileScheduler &scheduler(const TaskGridShape &shape,

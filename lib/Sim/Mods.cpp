@@ -58,6 +58,10 @@ llvm::Expected<std::unique_ptr<Mods>> Mods::fromFunction(func::FuncOp func) {
       mods->seqUsedKIndex = *position;
     if (std::optional<uint64_t> position = entry.getBlockTable())
       mods->blockTableIndex = *position;
+    if (std::optional<uint64_t> position = entry.getSplitWorkspace()) {
+      mods->splitWorkspaceIndex = *position;
+      mods->numSplits = static_cast<int64_t>(entry.getNumSplits().value_or(1));
+    }
   } else if (KernelSpecAttr spec = getKernelSpec(func)) {
     // Its positions are memref arguments (fa4.spec's verifier).
     if (std::optional<int64_t> position = spec.getBlockMask())
@@ -66,6 +70,10 @@ llvm::Expected<std::unique_ptr<Mods>> Mods::fromFunction(func::FuncOp func) {
       mods->seqUsedKIndex = *position;
     if (std::optional<int64_t> position = spec.getBlockTable())
       mods->blockTableIndex = *position;
+    if (std::optional<int64_t> position = spec.getSplitWorkspace()) {
+      mods->splitWorkspaceIndex = *position;
+      mods->numSplits = spec.getSplits();
+    }
     for (int64_t position : spec.getExtras()) {
       mods->extraArguments.push_back(func.getArgument(position));
       mods->extraNumbers.push_back(position);
@@ -95,6 +103,12 @@ llvm::Expected<std::unique_ptr<Mods>> Mods::fromFunction(func::FuncOp func) {
       *mods->seqUsedKIndex >= mods->extraArguments.size())
     return makeError("the seqused_k table is extra #" +
                      std::to_string(*mods->seqUsedKIndex) + ", but there are " +
+                     std::to_string(mods->extraArguments.size()) + " extras");
+  if (mods->splitWorkspaceIndex &&
+      *mods->splitWorkspaceIndex >= mods->extraArguments.size())
+    return makeError("the split-KV workspace is extra #" +
+                     std::to_string(*mods->splitWorkspaceIndex) +
+                     ", but there are " +
                      std::to_string(mods->extraArguments.size()) + " extras");
   if (mods->blockMaskIndex &&
       *mods->blockMaskIndex >= mods->extraArguments.size())
@@ -143,6 +157,11 @@ llvm::Error Mods::fillExtras(const Problem &p, uint64_t seed) {
     bool blockMask = blockMaskIndex && *blockMaskIndex == i;
     bool seqUsed = seqUsedKIndex && *seqUsedKIndex == i;
     bool blockTable = blockTableIndex && *blockTableIndex == i;
+    bool workspace = splitWorkspaceIndex && *splitWorkspaceIndex == i;
+    int64_t packing = gqaPacking(p.kvHeads > 0 ? p.qHeads / p.kvHeads : 1);
+    SplitWorkspaceLayout layout{
+        splitTiles(p.batch, p.qHeads / packing, p.seqQ, packing), numSplits,
+        p.headDim};
     int64_t tableSizes[] = {p.batch,
                             p.pageSize ? ceilDiv(p.seqK, p.pageSize) : 1};
     int64_t blockMaskSizes[] = {p.batch, p.qHeads,
@@ -152,6 +171,7 @@ llvm::Error Mods::fillExtras(const Problem &p, uint64_t seed) {
                      : blockMask                 ? blockMaskSizes[position]
                      : seqUsed                   ? p.batch
                      : blockTable                ? tableSizes[position]
+                     : workspace                 ? layout.words()
                                                  : dynamicSize;
       if (size <= 0 || size > (int64_t(1) << 26) / count)
         return makeError("an extra of type " + str(type) +
@@ -161,6 +181,13 @@ llvm::Error Mods::fillExtras(const Problem &p, uint64_t seed) {
       count *= size;
     }
     buffer.data.assign(count, 0.0);
+    if (workspace) {
+      if (count < layout.words())
+        return makeError("the split-KV workspace " + str(type) + " has " +
+                         std::to_string(count) + " words; the problem needs " +
+                         std::to_string(layout.words()));
+      continue; // zero: the counters start there
+    }
     if (blockTable)
       continue; // drawn below, after the seqused_k table
     if (seqUsed) {

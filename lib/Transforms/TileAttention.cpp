@@ -8,6 +8,7 @@
 #include "fa4/Dialect/FA4/IR/FA4Ops.h"
 #include "fa4/Transforms/Passes.h"
 #include "fa4/Transforms/TileConfig.h"
+#include "fa4/Transforms/TileProgram.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -64,7 +65,8 @@ private:
   }
 
   /// Per task: both Q tiles, the KV loops, the normalization and the stores.
-  void buildTask(Value batch, Value head, Value mBlock, Value seqQ, Value seqK);
+  void buildTask(Value batch, Value head, Value mBlock, Value split, Value seqQ,
+                 Value seqK);
 
   /// One KV loop over blocks [first, last), visited last to first.
   SmallVector<QTileState> buildKvLoop(Value first, Value last, bool masked,
@@ -126,12 +128,20 @@ void TileProgramBuilder::build() {
   b.setInsertionPointToStart(headLoop.getBody());
   auto mBlockLoop = scf::ForOp::create(b, loc, zero, mBlocks, one);
   b.setInsertionPointToStart(mBlockLoop.getBody());
+  // Split-KV: each part of the task's KV blocks is a task of its own.
+  Value split;
+  if (std::optional<uint64_t> splits = op.getNumSplits()) {
+    auto splitLoop = scf::ForOp::create(
+        b, loc, zero, index(static_cast<int64_t>(*splits)), one);
+    b.setInsertionPointToStart(splitLoop.getBody());
+    split = splitLoop.getInductionVar();
+  }
   buildTask(batchLoop.getInductionVar(), headLoop.getInductionVar(),
-            mBlockLoop.getInductionVar(), seqQ, seqK);
+            mBlockLoop.getInductionVar(), split, seqQ, seqK);
 }
 
 void TileProgramBuilder::buildTask(Value batch, Value head, Value mBlock,
-                                   Value seqQ, Value seqK) {
+                                   Value split, Value seqQ, Value seqK) {
   Type element = getElementTypeOrSelf(op.getQ().getType());
   auto qTileType =
       RankedTensorType::get({TileConfig::kBlockM, config.headDim}, element);
@@ -180,15 +190,36 @@ void TileProgramBuilder::buildTask(Value batch, Value head, Value mBlock,
   if (config.groupsPerKv() > 1)
     taskKvHead =
         arith::DivUIOp::create(b, loc, head, index(config.groupsPerKv()));
-  state = buildKvLoop(range.getFullEnd(), range.getEnd(), /*masked=*/true,
+  BlockBounds bounds{range.getBegin(), range.getFullBegin(), range.getFullEnd(),
+                     range.getEnd()};
+  if (split)
+    bounds = splitBounds(b, loc, bounds, split,
+                         static_cast<int64_t>(*op.getNumSplits()));
+  state = buildKvLoop(bounds.fullEnd, bounds.end, /*masked=*/true, state,
+                      qTiles, qRows, batch, head, seqQ, seqK);
+  state = buildKvLoop(bounds.fullBegin, bounds.fullEnd, /*masked=*/false,
                       state, qTiles, qRows, batch, head, seqQ, seqK);
-  state = buildKvLoop(range.getFullBegin(), range.getFullEnd(),
-                      /*masked=*/false, state, qTiles, qRows, batch, head, seqQ,
-                      seqK);
-  state = buildKvLoop(range.getBegin(), range.getFullBegin(), /*masked=*/true,
-                      state, qTiles, qRows, batch, head, seqQ, seqK);
+  state = buildKvLoop(bounds.begin, bounds.fullBegin, /*masked=*/true, state,
+                      qTiles, qRows, batch, head, seqQ, seqK);
 
   for (auto [tileState, row] : llvm::zip_equal(state, qRows)) {
+    if (split) {
+      // A part's O, normalized by its own sums, in f32 for the merge.
+      auto partType = RankedTensorType::get(
+          {TileConfig::kBlockM, config.headDim}, b.getF32Type());
+      auto normalize = NormalizeOp::create(
+          b, loc, partType, rowType, tileState.acc, tileState.rowMax,
+          tileState.rowSum, APFloat(config.scaleLog2));
+      Value workspace = op.getExtras()[*op.getSplitWorkspace()];
+      int64_t splits = static_cast<int64_t>(*op.getNumSplits());
+      StorePartialOOp::create(b, loc, normalize.getOut(), op.getOut(),
+                              workspace, batch, head, row, split,
+                              config.gqaPacking, splits, 0);
+      MergeSplitsOp::create(b, loc, normalize.getLse(), op.getOut(),
+                            op.getLse(), workspace, batch, head, row, split,
+                            config.gqaPacking, splits);
+      continue;
+    }
     auto normalize = NormalizeOp::create(b,
         loc, qTileType, rowType, tileState.acc, tileState.rowMax,
         tileState.rowSum, APFloat(config.scaleLog2));
@@ -310,11 +341,16 @@ static KernelSpecAttr buildSpec(AttentionOp op, const TileConfig &config) {
     seqUsedK = static_cast<int64_t>(*position);
   if (std::optional<uint64_t> position = op.getBlockTable())
     blockTable = static_cast<int64_t>(*position);
+  std::optional<int64_t> numSplits, splitWorkspace;
+  if (std::optional<uint64_t> splits = op.getNumSplits())
+    numSplits = static_cast<int64_t>(*splits);
+  if (std::optional<uint64_t> position = op.getSplitWorkspace())
+    splitWorkspace = static_cast<int64_t>(*position);
   return KernelSpecAttr::get(
       op.getContext(), config.mask, config.windowLeft, config.windowRight,
       llvm::APFloat(config.scale), llvm::APFloat(config.softcap),
       static_cast<bool>(op.getLse()), argumentPositions, extraPositions,
-      blockMask, seqUsedK, blockTable);
+      blockMask, seqUsedK, blockTable, numSplits, splitWorkspace);
 }
 
 namespace {

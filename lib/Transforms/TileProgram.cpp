@@ -97,6 +97,14 @@ FailureOr<TileProgram> TileProgram::read(func::FuncOp func, StringRef pass,
       return func.emitError() << "fa4.spec's " << name << " names no argument";
     *table = func.getArgument(extras[*position]);
   }
+  if (std::optional<int64_t> position = spec.getSplitWorkspace()) {
+    ArrayRef<int64_t> extras = spec.getExtras();
+    if (*position < 0 || *position >= static_cast<int64_t>(extras.size()) ||
+        extras[*position] < 0 || extras[*position] >= func.getNumArguments())
+      return func.emitError() << "fa4.spec's split_workspace names no argument";
+    program.splitWorkspace = func.getArgument(extras[*position]);
+    program.numSplits = spec.getSplits();
+  }
   if (program.arguments.size() > kV &&
       failed(verifyTablesAgainstSpec(func, spec, program.arguments[kK],
                                      program.arguments[kV])))
@@ -125,6 +133,14 @@ TaskHeader mlir::fa4::buildTaskHeader(IndexBuilder &ib,
   Location loc = ib.loc;
   KvBlockRangeOp range = program.range;
   Type indexType = b.getIndexType();
+  // Split-KV: the parts of a task are consecutive tasks (they run at once,
+  // on neighbouring CTAs), the task's coordinates those of task / parts.
+  TaskHeader header;
+  if (program.numSplits > 1) {
+    header.split = arith::RemUIOp::create(b, loc, task,
+                                          ib.index(program.numSplits));
+    task = arith::DivUIOp::create(b, loc, task, ib.index(program.numSplits));
+  }
   auto coords = TaskCoordsOp::create(
       b, loc, indexType, indexType, indexType, task, start.batchSize, seqQ,
       seqK, TaskOrderAttr::get(b.getContext(), TaskOrder::static_order),
@@ -135,7 +151,6 @@ TaskHeader mlir::fa4::buildTaskHeader(IndexBuilder &ib,
   // The LPT order weighs tasks by the keys the mask_mod leaves too.
   IRMapping none;
   range.getMaskMod().cloneInto(&coords.getMaskMod(), none);
-  TaskHeader header;
   header.batch = coords.getBatchIndex();
   header.headGroup = coords.getHeadGroup();
   header.kvHead = start.groupsPerKv == 1
@@ -158,12 +173,39 @@ TaskHeader mlir::fa4::buildTaskHeader(IndexBuilder &ib,
     mapping.map(range.getKvHead(), header.headGroup);
   }
   auto blocks = cast<KvBlockRangeOp>(b.clone(*range, mapping));
-  header.begin = blocks.getBegin();
-  header.fullBegin = blocks.getFullBegin();
-  header.fullEnd = blocks.getFullEnd();
-  header.end = blocks.getEnd();
+  BlockBounds bounds{blocks.getBegin(), blocks.getFullBegin(),
+                     blocks.getFullEnd(), blocks.getEnd()};
+  if (header.split)
+    bounds = splitBounds(b, loc, bounds, header.split, program.numSplits);
+  header.begin = bounds.begin;
+  header.fullBegin = bounds.fullBegin;
+  header.fullEnd = bounds.fullEnd;
+  header.end = bounds.end;
   header.numBlocks = ib.sub(header.end, header.begin);
   return header;
+}
+
+BlockBounds mlir::fa4::splitBounds(OpBuilder &b, Location loc,
+                                   const BlockBounds &all, Value split,
+                                   int64_t splits) {
+  auto constant = [&](int64_t value) -> Value {
+    return arith::ConstantIndexOp::create(b, loc, value);
+  };
+  Value blocks = arith::MaxSIOp::create(
+      b, loc, arith::SubIOp::create(b, loc, all.end, all.begin), constant(0));
+  Value per = arith::CeilDivUIOp::create(b, loc, blocks, constant(splits));
+  Value low = arith::MinSIOp::create(
+      b, loc,
+      arith::AddIOp::create(b, loc, all.begin,
+                            arith::MulIOp::create(b, loc, split, per)),
+      all.end);
+  Value high = arith::MinSIOp::create(
+      b, loc, arith::AddIOp::create(b, loc, low, per), all.end);
+  auto clip = [&](Value bound) -> Value {
+    return arith::MinSIOp::create(
+        b, loc, arith::MaxSIOp::create(b, loc, bound, low), high);
+  };
+  return {low, clip(all.fullBegin), clip(all.fullEnd), high};
 }
 
 void mlir::fa4::dropImplicitYield(scf::ForOp loop) {
@@ -207,6 +249,9 @@ ScheduleStart ScheduleStart::build(IndexBuilder &ib,
       b, loc, b.getIndexType(), start.batchSize, start.seqQ,
       b.getI64IntegerAttr(start.kvHeads), b.getI64IntegerAttr(start.gqaRatio),
       range.getRowsAttr(), b.getI64IntegerAttr(start.groupsPerKv));
+  // Split-KV: every task's blocks in numSplits parts, each a task.
+  if (program.numSplits > 1)
+    start.numTasks = ib.mul(start.numTasks, program.numSplits);
   return start;
 }
 

@@ -179,6 +179,16 @@ static cl::opt<bool> seqUsedK(
              "bottom-right to that length"),
     cl::init(false), cl::cat(variantCategory));
 
+static cl::opt<int64_t> numSplits(
+    "num-splits",
+    cl::desc("Split-KV (flash-decoding): each task's keys cut into this many "
+             "parts, each on its own CTA, merged exactly by the last part to "
+             "finish (1: off; 2 to 128). The kernel's last extra is then an "
+             "i32 workspace whose size the manifest gives "
+             "(\"split_workspace_words\"); zero it once before the first "
+             "launch"),
+    cl::init(1), cl::cat(variantCategory));
+
 /// The variant the flags describe, as entry IR (fa4/Driver/Compile.h).
 static OwningOpRef<ModuleOp> buildVariant(MLIRContext &context) {
   fa4::Variant variant;
@@ -204,6 +214,7 @@ static OwningOpRef<ModuleOp> buildVariant(MLIRContext &context) {
     return nullptr;
   }
   variant.pageSize = pageSize;
+  variant.numSplits = numSplits;
   if (llvm::Error refused = fa4::checkVariant(variant)) {
     errs() << "fa4c: --" << toString(std::move(refused)) << "\n";
     return nullptr;
@@ -215,7 +226,8 @@ static bool usesVariantFlags() {
   cl::Option *variantOptions[] = {&headDim,    &qHeads,      &kvHeads,
                                  &mask,       &windowLeft,  &windowRight,
                                  &dtype,      &scale,       &softcap,
-                                 &lse, &seqUsedK, &pagedKv, &pageSize};
+                                 &lse, &seqUsedK, &pagedKv, &pageSize,
+                                 &numSplits};
   return llvm::any_of(variantOptions, [](cl::Option *option) {
     return option->getNumOccurrences() > 0;
   });

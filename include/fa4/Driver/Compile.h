@@ -44,6 +44,9 @@ struct Variant {
   /// V are [num_blocks, page_size, kv_heads, head_dim], and a [batch,
   /// max_blocks] i32 block table follows the seqused_k table.
   int64_t pageSize = 0;
+  /// Split-KV into this many parts per task (1: none, 2 to 128): an i32
+  /// workspace `[words]` is the function's last argument.
+  int64_t numSplits = 1;
 };
 
 /// Whether `variant`'s fields can be built into entry IR at all (its dtype,

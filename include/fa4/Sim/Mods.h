@@ -125,12 +125,17 @@ public:
   /// past a sequence's seqused_k count out of range, which must read as
   /// zeros).
   std::optional<size_t> blockTable() const { return blockTableIndex; }
+  /// Which extra is the split-KV workspace, if any: fillExtras sizes it for
+  /// the problem and zeroes it (its arrival counters start at zero).
+  std::optional<size_t> splitWorkspace() const { return splitWorkspaceIndex; }
 
 private:
   Mods();
   llvm::Error fillBlockMask(const Problem &problem);
   llvm::Error fillBlockTable(const Problem &problem, uint64_t seed);
-  std::optional<size_t> blockMaskIndex, seqUsedKIndex, blockTableIndex;
+  std::optional<size_t> blockMaskIndex, seqUsedKIndex, blockTableIndex,
+      splitWorkspaceIndex;
+  int64_t numSplits = 1;
   std::unique_ptr<ModProgram> scoreMod, maskMod;
   llvm::SmallVector<Value> extraArguments;
   llvm::SmallVector<unsigned> extraNumbers;

@@ -37,6 +37,10 @@ struct TileProgram {
   /// The seqused_k table and the block table of a paged K/V cache
   /// (fa4.spec's), null without them.
   Value seqUsedK, blockTable;
+  /// Split-KV: the workspace (fa4.spec's split_workspace, null without) and
+  /// the parts each task's blocks are cut into (1 without).
+  Value splitWorkspace;
+  int64_t numSplits = 1;
 
   /// The tile program of `func`, or failure with an error naming `pass`
   /// (a function without fa4.spec is not a kernel: `isKernel` false).
@@ -104,12 +108,26 @@ struct TaskHeader {
   /// The head group's index (Q, O, the LSE, the mods and the block mask
   /// address query heads by it) and its K/V head.
   Value batch, headGroup, kvHead, mBlock, qRow;
+  /// Split-KV: which part of the task's blocks this is (null without).
+  Value split;
   /// The task's sequence's keys: seq_k, or its seqused_k entry.
   Value seqK;
   Value begin, fullBegin, fullEnd, end;
   /// KV blocks visited: end - begin.
   Value numBlocks;
 };
+
+/// A task's visited KV blocks, by mask region: [begin, fullBegin) and
+/// [fullEnd, end) straddle a mask edge, [fullBegin, fullEnd) is whole.
+struct BlockBounds {
+  Value begin, fullBegin, fullEnd, end;
+};
+
+/// Split-KV: part `split` of `splits` equal parts of `all`'s blocks
+/// (ceil(blocks / splits) each, the last ones shorter or empty), every
+/// region clipped to it. The same cut at level B and in every role.
+BlockBounds splitBounds(OpBuilder &b, Location loc, const BlockBounds &all,
+                        Value split, int64_t splits);
 
 /// At the builder's insertion point: the task coordinates of task `task`
 /// (static order; fa4-tile-scheduler picks the order) and its block range,

@@ -1247,7 +1247,8 @@ bool rewrite(OpResult result, const Match &m, func::FuncOp func, std::string &wh
       b.getI64IntegerAttr(-1), b.getF32FloatAttr(static_cast<float>(m.scale)),
       b.getF32FloatAttr(0.0f), m.headsFirst ? b.getUnitAttr() : UnitAttr(),
       /*block_mask=*/IntegerAttr(), /*seqused_k=*/IntegerAttr(),
-      /*block_table=*/IntegerAttr());
+      /*block_table=*/IntegerAttr(), /*num_splits=*/IntegerAttr(),
+      /*split_workspace=*/IntegerAttr());
 
   SmallVector<Type> extraTypes;
   for (Value buffer : buffers)

@@ -85,6 +85,10 @@ private:
   void buildSoftmaxRole(const TaskState &task, int stage);
   void buildCorrectionRole(const TaskState &task);
   void buildEpilogueRole(const TaskState &task);
+  /// A split-KV part's end of Q stage `stage` (correction role): its O and
+  /// LSE to the workspace, and the merge.
+  void buildSplitFinal(const TaskState &task, int stage, Value rowMax,
+                       Value rowSum, Value visited, Value last);
 
   TileProgram program;
 
@@ -115,8 +119,11 @@ void RoleProgramBuilder::createBuffers() {
   // One K/V stage until fa4-pipeline-stages sizes the ring.
   qBuffer = smem("q", 128, headDim, start.element, ScheduleConfig::kQStages);
   kvBuffer = smem("kv", 128, headDim, start.element, 1);
-  oStaging = smem("o_stage", 128, headDim, start.element,
-                  ScheduleConfig::kQStages);
+  // A split-KV part writes its O to the workspace, and the merge writes O
+  // row by row: no staging.
+  if (!program.splitWorkspace)
+    oStaging = smem("o_stage", 128, headDim, start.element,
+                    ScheduleConfig::kQStages);
   for (int s = 0; s < ScheduleConfig::kQStages; ++s)
     stats[s] = smem(("stats" + Twine(s)).str(), 2, 128, b.getF32Type(), 1);
   for (int s = 0; s < ScheduleConfig::kQStages; ++s)
@@ -417,6 +424,10 @@ void RoleProgramBuilder::buildCorrectionRole(const TaskState &task) {
     Value rowSum = SmemLoadOp::create(b, loc, rowType, stats[s], finalItem,
                                         b.getI64IntegerAttr(1));
     ConsumerReleaseOp::create(b, loc, stats[s], finalItem);
+    if (program.splitWorkspace) {
+      buildSplitFinal(task, s, rowMax, rowSum, visited, last);
+      continue;
+    }
     Value item = add(mul(taskCount, ScheduleConfig::kQStages), index(s));
     ProducerAcquireOp::create(b, loc, oStaging, item);
     // A task that sees no key never wrote O: its rows are 0 with LSE -inf.
@@ -442,6 +453,39 @@ void RoleProgramBuilder::buildCorrectionRole(const TaskState &task) {
                                task.batch, task.headGroup, task.tileRow[s],
                                start.gqaRatio);
   }
+}
+
+void RoleProgramBuilder::buildSplitFinal(const TaskState &task, int stage,
+                                         Value rowMax, Value rowSum,
+                                         Value visited, Value last) {
+  auto rowType = RankedTensorType::get({128}, b.getF32Type());
+  Value workspace = program.splitWorkspace;
+  // The part's O and LSE into the workspace (a part that saw no key writes
+  // no O: its LSE of -inf gives it no weight), then its count: the last
+  // part of each row merges them into O and the LSE.
+  auto branch = scf::IfOp::create(b, loc, TypeRange{rowType}, visited, true);
+  {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(branch.thenBlock());
+    ConsumerWaitOp::create(b, loc, acc[stage], last);
+    Value lse = FinalizePartialOOp::create(
+        b, loc, rowType, acc[stage], rowMax, rowSum, program.arguments[kOut],
+        workspace, task.batch, task.headGroup, task.tileRow[stage], task.split,
+        program.normalize.getScaleLog2Attr(),
+        b.getI64IntegerAttr(start.gqaRatio),
+        b.getI64IntegerAttr(program.numSplits));
+    ConsumerReleaseOp::create(b, loc, acc[stage], last);
+    scf::YieldOp::create(b, loc, lse);
+    b.setInsertionPointToStart(branch.elseBlock());
+    scf::YieldOp::create(
+        b, loc, splat(rowType, -std::numeric_limits<float>::infinity()));
+  }
+  MergeSplitsOp::create(
+      b, loc, branch.getResult(0), program.arguments[kOut],
+      program.arguments.size() > kLse ? program.arguments[kLse] : Value(),
+        workspace,
+      task.batch, task.headGroup, task.tileRow[stage], task.split,
+      start.gqaRatio, program.numSplits);
 }
 
 void RoleProgramBuilder::buildEpilogueRole(const TaskState &task) {
@@ -489,7 +533,7 @@ void RoleProgramBuilder::build() {
     else if (name == role::kCorrection)
       buildTaskLoop({Counter::Task, Counter::Block, Counter::Stats},
                     [&](TaskState &task) { buildCorrectionRole(task); });
-    else if (name == role::kEpilogue)
+    else if (name == role::kEpilogue && !program.splitWorkspace)
       buildTaskLoop({Counter::Task},
                     [&](TaskState &task) { buildEpilogueRole(task); });
   }

@@ -78,6 +78,36 @@ static void expandFinalize(FinalizeOOp finalize) {
   finalize.erase();
 }
 
+/// A split-KV part's finalize: the same chunks, in f32, into the workspace.
+static void expandFinalizePartial(FinalizePartialOOp finalize) {
+  OpBuilder b(finalize);
+  Location loc = finalize.getLoc();
+  TmemType type = finalize.getAcc().getType();
+  // The chunks are unrolled (a constant column each): the workspace store
+  // takes its column as an attribute. Every chunk's normalize gives the
+  // same LSE.
+  Value lse;
+  auto chunkType = RankedTensorType::get(
+      {type.getLanes(), ScheduleConfig::kRescaleChunk}, type.getElementType());
+  for (int64_t column = 0; column < type.getCols();
+       column += ScheduleConfig::kRescaleChunk) {
+    Value values = TmemLoadOp::create(
+        b, loc, chunkType, finalize.getAcc(),
+        arith::ConstantIndexOp::create(b, loc, column));
+    auto normalize = NormalizeOp::create(
+        b, loc, chunkType, finalize.getLse().getType(), values,
+        finalize.getRowMax(), finalize.getRowSum(), finalize.getScaleLog2Attr());
+    StorePartialOOp::create(b, loc, normalize.getOut(), finalize.getOut(),
+                            finalize.getWorkspace(), finalize.getBatch(),
+                            finalize.getHead(), finalize.getRow(),
+                            finalize.getSplit(), finalize.getGqaRatio(),
+                            finalize.getNumSplits(), column);
+    lse = normalize.getLse();
+  }
+  finalize.getLse().replaceAllUsesWith(lse);
+  finalize.erase();
+}
+
 namespace {
 struct ExpandCorrectionPass
     : public fa4::impl::FA4ExpandCorrectionBase<ExpandCorrectionPass> {
@@ -94,6 +124,10 @@ struct ExpandCorrectionPass
       expandRescale(rescale);
     for (FinalizeOOp finalize : finals)
       expandFinalize(finalize);
+    SmallVector<FinalizePartialOOp> partials;
+    func.walk([&](FinalizePartialOOp op) { partials.push_back(op); });
+    for (FinalizePartialOOp finalize : partials)
+      expandFinalizePartial(finalize);
   }
 };
 } // namespace

@@ -381,6 +381,22 @@ void WarpgroupProgramBuilder::buildConsumer(const Task &task, int64_t half) {
   mapping.map(program.normalize.getRowSum(), loopSum);
   auto normalize =
       cast<NormalizeOp>(cloneForWarpgroup(program.normalize, mapping));
+  if (Value workspace = program.splitWorkspace) {
+    // A split-KV part: its O (f32, the tile program's normalize) and LSE to
+    // the workspace, then its count; the last part of each row merges them
+    // into O and the LSE.
+    StorePartialOOp::create(b, loc, normalize.getOut(),
+                            program.arguments[kOut], workspace, task.batch,
+                            task.headGroup, rowBegin, task.split,
+                            start.gqaRatio, program.numSplits, 0);
+    MergeSplitsOp::create(
+        b, loc, normalize.getLse(), program.arguments[kOut],
+        program.arguments.size() > kLse ? program.arguments[kLse] : Value(),
+        workspace,
+        task.batch, task.headGroup, rowBegin, task.split, start.gqaRatio,
+        program.numSplits);
+    return;
+  }
   // The half of O goes out through shared memory and one TMA store; the
   // stage is written again only after the store has read it.
   Value staging = oStaging[half];
@@ -411,7 +427,11 @@ void WarpgroupProgramBuilder::build() {
   qBuffer = smem("q", TileConfig::kBlockM, 1);
   kBuffer = smem("k", TileConfig::kBlockN, config.kvStages());
   vBuffer = smem("v", TileConfig::kBlockN, config.kvStages());
-  for (int64_t half = 0; half < hopper::ScheduleConfig::kConsumers; ++half)
+  // A split-KV kernel writes O without staging (the parts to the
+  // workspace, the merge row by row).
+  for (int64_t half = 0;
+       half < hopper::ScheduleConfig::kConsumers && !program.splitWorkspace;
+       ++half)
     oStaging[half] = smem(("o" + Twine(half)).str(),
                           hopper::ScheduleConfig::kRowsPerConsumer, 1);
 

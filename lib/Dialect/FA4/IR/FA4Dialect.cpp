@@ -1,6 +1,7 @@
 //===- FA4Dialect.cpp - the fa4 dialect -----------------------------------===//
 
 #include "fa4/Dialect/FA4/IR/FA4Dialect.h"
+#include "fa4/Support/AttentionMath.h"
 #include "fa4/Dialect/FA4/IR/FA4Ops.h"
 
 #include "Verify.h"
@@ -115,7 +116,9 @@ KernelSpecAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                        ArrayRef<int64_t> arguments, ArrayRef<int64_t> extras,
                        std::optional<int64_t> blockMask,
                        std::optional<int64_t> seqUsedK,
-                       std::optional<int64_t> blockTable) {
+                       std::optional<int64_t> blockTable,
+                       std::optional<int64_t> numSplits,
+                       std::optional<int64_t> splitWorkspace) {
   // The entry op's own rules (Verify.h): level B holds no variant level A
   // refuses.
   auto prefixed = [&]() { return emitError() << "fa4.spec: "; };
@@ -156,6 +159,19 @@ KernelSpecAttr::verify(function_ref<InFlightDiagnostic()> emitError,
     return emitError() << "fa4.spec: block_table " << *blockTable
                        << " is not the index of one of its " << extras.size()
                        << " extras other than the block mask and seqused_k";
+  if (numSplits.has_value() != splitWorkspace.has_value())
+    return emitError() << "fa4.spec: num_splits and split_workspace go together";
+  if (numSplits && (*numSplits < 2 || *numSplits > kMaxSplits))
+    return emitError() << "fa4.spec: num_splits must be in [2, " << kMaxSplits
+                       << "], got " << *numSplits;
+  if (splitWorkspace &&
+      (*splitWorkspace < 0 ||
+       *splitWorkspace >= static_cast<int64_t>(extras.size()) ||
+       splitWorkspace == blockMask || splitWorkspace == seqUsedK ||
+       splitWorkspace == blockTable))
+    return emitError() << "fa4.spec: split_workspace " << *splitWorkspace
+                       << " is not the index of one of its " << extras.size()
+                       << " extras other than the other tables";
   return success();
 }
 
@@ -403,6 +419,12 @@ static LogicalResult verifySpecOn(Operation *op, Attribute value) {
             q.getDimSize(0))))
       return failure();
   }
+  if (std::optional<int64_t> position = spec.getSplitWorkspace()) {
+    auto workspace = cast<MemRefType>(types[spec.getExtras()[*position]]);
+    if (failed(fa4::detail::verifySplitWorkspaceType(
+            [&] { return op->emitError() << "fa4.spec: "; }, workspace)))
+      return failure();
+  }
   return success();
 }
 
@@ -594,6 +616,7 @@ LogicalResult mlir::fa4::verifyTablesAgainstSpec(Operation *func,
   };
   Value blockTable = extraArgument(spec.getBlockTable());
   Value seqUsedK = extraArgument(spec.getSequsedK());
+  Value splitWorkspace = extraArgument(spec.getSplitWorkspace());
   auto checkLoad = [&](Operation *op, Value source, Value table) -> LogicalResult {
     if (source != key && source != value) {
       if (table)
@@ -621,6 +644,23 @@ LogicalResult mlir::fa4::verifyTablesAgainstSpec(Operation *func,
              length && length.getTable() != seqUsedK)
       result = length.emitOpError()
                << "reads a table that is not fa4.spec's seqused_k";
+    else if (isa<StorePartialOOp, MergeSplitsOp>(op)) {
+      // Split-KV ops belong to a split kernel, with its workspace and count.
+      Value workspace = isa<StorePartialOOp>(op)
+                            ? cast<StorePartialOOp>(op).getWorkspace()
+                            : cast<MergeSplitsOp>(op).getWorkspace();
+      int64_t splits = isa<StorePartialOOp>(op)
+                           ? cast<StorePartialOOp>(op).getNumSplits()
+                           : cast<MergeSplitsOp>(op).getNumSplits();
+      if (!splitWorkspace || workspace != splitWorkspace ||
+          splits != spec.getSplits())
+        result = op->emitOpError()
+                 << "writes a split-KV workspace of " << splits
+                 << " parts, but fa4.spec "
+                 << (splitWorkspace ? "splits " + std::to_string(spec.getSplits()) +
+                                          " ways into another workspace"
+                                    : std::string("splits no task"));
+    }
     return failed(result) ? WalkResult::interrupt() : WalkResult::advance();
   });
   return failure(walk.wasInterrupted());

@@ -237,6 +237,14 @@ LogicalResult mlir::fa4::detail::verifySeqUsedKType(EmitError emitError,
   return success();
 }
 
+LogicalResult mlir::fa4::detail::verifySplitWorkspaceType(EmitError emitError,
+                                                          MemRefType workspace) {
+  if (workspace.getRank() != 1 || !workspace.getElementType().isInteger(32))
+    return emitError() << "split_workspace " << workspace
+                       << " is not a rank-1 i32 memref [words]";
+  return success();
+}
+
 static constexpr int64_t kSupportedHeadDims[] = {64, 96, 128};
 /// The largest softcap: see the verifier.
 static constexpr float kMaxSoftcap = 1024.0f;
@@ -428,8 +436,9 @@ LogicalResult AttentionOp::verify() {
   if (softcap > 0.0f && !getScoreMod().empty())
     return emitOpError() << "has both a softcap and a score_mod; write the "
                             "softcap in the score_mod region";
-  if (getExtras().size() >
-          (getSequsedK() ? 1u : 0u) + (getBlockTable() ? 1u : 0u) &&
+  if (getExtras().size() > (getSequsedK() ? 1u : 0u) +
+                               (getBlockTable() ? 1u : 0u) +
+                               (getSplitWorkspace() ? 1u : 0u) &&
       getScoreMod().empty() && getMaskMod().empty())
     return emitOpError() << "has extras but no score_mod or mask_mod region "
                             "to read them";
@@ -530,6 +539,22 @@ LogicalResult AttentionOp::verify() {
                               "power of two of at least 16; got K "
                            << shapeString(kShape)
                            << (getHeadsFirst() ? " (heads_first)" : "");
+  }
+  if (getNumSplits().has_value() != getSplitWorkspace().has_value())
+    return emitOpError() << "takes num_splits and split_workspace together";
+  if (std::optional<uint64_t> position = getSplitWorkspace()) {
+    if (*position >= getExtras().size())
+      return emitOpError() << "split_workspace names extra #" << *position
+                           << ", but the op has " << getExtras().size()
+                           << " extras";
+    if (getBlockMask() == position || getSequsedK() == position ||
+        getBlockTable() == position)
+      return emitOpError() << "split_workspace names the same extra as "
+                              "block_mask, seqused_k or block_table";
+    if (failed(fa4::detail::verifySplitWorkspaceType(
+            [this] { return emitOpError(); },
+            cast<MemRefType>(getExtras()[*position].getType()))))
+      return failure();
   }
   return verifyMaskBounds(op, getMask(), getWindowLeft(), getWindowRight());
 }
@@ -644,6 +669,60 @@ LogicalResult LoadKvTileOp::verify() {
 
 LogicalResult StoreOTileOp::verify() {
   return verifyTileAccess(getOperation(), getDest(), getTile(), getGqaRatio());
+}
+
+/// O's memref and a split-KV workspace, as the split ops take them.
+static LogicalResult verifySplitOperands(Operation *op, Value out,
+                                         Value workspace, int64_t gqaRatio) {
+  auto outType = cast<MemRefType>(out.getType());
+  if (outType.getRank() != 4)
+    return op->emitOpError() << "O must have rank 4 ([batch, seq, heads, "
+                                "head_dim]), got "
+                             << outType;
+  int64_t heads = outType.getDimSize(2);
+  if (ShapedType::isDynamic(heads) || heads % gqaRatio != 0 ||
+      outType.isDynamicDim(3))
+    return op->emitOpError() << "gqa_ratio " << gqaRatio
+                             << " must divide O's static heads, and O's head "
+                                "dim must be static: got "
+                             << outType;
+  return fa4::detail::verifySplitWorkspaceType(
+      [op] { return op->emitOpError(); },
+      cast<MemRefType>(workspace.getType()));
+}
+
+LogicalResult StorePartialOOp::verify() {
+  if (failed(verifyTile(getOperation(), "tile", getTile().getType(), 2, true)) ||
+      failed(verifySplitOperands(getOperation(), getOut(), getWorkspace(),
+                                 getGqaRatio())))
+    return failure();
+  auto tile = cast<RankedTensorType>(getTile().getType());
+  int64_t headDim = cast<MemRefType>(getOut().getType()).getDimSize(3);
+  if (tile.getDimSize(0) > 128 ||
+      tile.getDimSize(1) + static_cast<int64_t>(getColumn()) > headDim)
+    return emitOpError() << "writes columns [" << getColumn() << ", "
+                         << getColumn() + tile.getDimSize(1) << ") of "
+                         << tile.getDimSize(0) << " rows; a tile has 128 rows "
+                         << "and " << headDim << " columns";
+  return success();
+}
+
+LogicalResult MergeSplitsOp::verify() {
+  if (failed(verifyTile(getOperation(), "lse", getLse().getType(), 1, true)) ||
+      failed(verifySplitOperands(getOperation(), getOut(), getWorkspace(),
+                                 getGqaRatio())))
+    return failure();
+  if (!isInputElementType(cast<MemRefType>(getOut().getType()).getElementType()))
+    return emitOpError() << "O must hold f16 or bf16, got "
+                         << getOut().getType();
+  if (Value lse = getLseOut()) {
+    auto type = cast<MemRefType>(lse.getType());
+    if (type.getRank() != 3 || !type.getElementType().isF32())
+      return emitOpError() << "LSE memref must be rank-3 f32 ([batch, q_heads, "
+                              "seq_q]), got "
+                           << type;
+  }
+  return success();
 }
 
 LogicalResult StoreLseTileOp::verify() {
@@ -770,8 +849,10 @@ LogicalResult ValueMmaOp::verify() {
 
 LogicalResult NormalizeOp::verify() {
   Operation *op = getOperation();
+  // O in the input's type, or in f32 for a split-KV part's partial O.
+  bool outF32 = getOut().getType().getElementType().isF32();
   if (failed(verifyTile(op, "acc", getAcc().getType(), 2, true)) ||
-      failed(verifyTile(op, "out", getOut().getType(), 2, false)))
+      failed(verifyTile(op, "out", getOut().getType(), 2, outF32)))
     return failure();
   if (getAcc().getType().getShape() != getOut().getType().getShape())
     return emitOpError() << "out shape "

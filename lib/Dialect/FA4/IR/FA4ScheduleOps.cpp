@@ -1,6 +1,7 @@
 //===- FA4ScheduleOps.cpp - level C verifiers -----------------------------===//
 
 #include "fa4/Dialect/FA4/IR/FA4Ops.h"
+#include "Verify.h"
 #include "fa4/Target/Blackwell/Chip.h"
 #include "fa4/Support/AttentionMath.h"
 
@@ -464,6 +465,19 @@ LogicalResult FinalizeOOp::verify() {
                          << staging.getRows() << ", " << staging.getCols()
                          << "]";
   return success();
+}
+
+LogicalResult FinalizePartialOOp::verify() {
+  TmemType acc = getAcc().getType();
+  if (failed(verifyAccumulator(getOperation(), acc, {getRowMax(), getRowSum()})))
+    return failure();
+  auto out = cast<MemRefType>(getOut().getType());
+  if (out.getRank() != 4 || out.getDimSize(3) != acc.getCols())
+    return emitOpError() << "O must be [batch, seq, heads, " << acc.getCols()
+                         << "] like acc's columns, got " << out;
+  return fa4::detail::verifySplitWorkspaceType(
+      [this] { return emitOpError(); },
+      cast<MemRefType>(getWorkspace().getType()));
 }
 
 LogicalResult TmemAllocColumnsOp::verify() {

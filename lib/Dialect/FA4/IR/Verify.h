@@ -31,6 +31,10 @@ LogicalResult verifyScaleAndSoftcap(EmitError emitError, float scale,
 /// dynamic).
 LogicalResult verifySeqUsedKType(EmitError emitError, MemRefType table,
                                  int64_t batch);
+/// A split-KV workspace: a rank-1 i32 memref (its size is checked at
+/// launch, against the problem's).
+LogicalResult verifySplitWorkspaceType(EmitError emitError,
+                                       MemRefType workspace);
 } // namespace mlir::fa4::detail
 
 #endif // FA4_LIB_DIALECT_FA4_IR_VERIFY_H

@@ -109,7 +109,8 @@ def FA4_KernelSpecAttr : AttrDef<FA4_Dialect, "KernelSpec"> {
     among the function's arguments; `extras` those of the memrefs the
     `score_mod` / `mask_mod` regions read, `block_mask` the index among
     the extras of the block mask and `seqused_k` that of the per-sequence
-    key counts. The window bounds are in keys (-1: unbounded),
+    key counts; `num_splits` and `split_workspace` are the entry op's
+    split-KV. The window bounds are in keys (-1: unbounded),
     `scale` is the resolved softmax scale and `softcap` 0 when there is none.
     The attribute checks itself with fa4.attention's own rules (window
     bounds that agree with the mask, the scale and softcap limits) and its
@@ -128,11 +129,15 @@ def FA4_KernelSpecAttr : AttrDef<FA4_Dialect, "KernelSpec"> {
     FA4_OptionalListParameter<"int64_t", "positions of the mods' memrefs">:$extras,
     OptionalParameter<"std::optional<int64_t>", "index of the block mask among the extras">:$block_mask,
     OptionalParameter<"std::optional<int64_t>", "index of the seqused_k table among the extras">:$seqused_k,
-    OptionalParameter<"std::optional<int64_t>", "index of the block table among the extras">:$block_table
+    OptionalParameter<"std::optional<int64_t>", "index of the block table among the extras">:$block_table,
+    OptionalParameter<"std::optional<int64_t>", "split-KV: parts per task's KV blocks">:$num_splits,
+    OptionalParameter<"std::optional<int64_t>", "index of the split-KV workspace among the extras">:$split_workspace
   );
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;
   let extraClassDeclaration = [{
+    /// The number of parts each task's KV blocks are split into (1: none).
+    int64_t getSplits() const { return getNumSplits().value_or(1); }
     /// The scale and the softcap as the kernel computes with them.
     float getScaleValue() const { return getScale().convertToFloat(); }
     float getSoftcapValue() const { return getSoftcap().convertToFloat(); }

@@ -96,6 +96,18 @@ def FA4_AttentionOp : FA4_Op<"attention", [
       page_size]`. Each sequence has `max_blocks · page_size` keys (fewer
       with `seqused_k`, a KV cache's `cache_seqlens`). A table entry outside
       `[0, num_blocks)` reads zeros, never memory outside the cache.
+    * `num_splits` and `split_workspace` (together): split-KV, as
+      flash-decoding does. The KV blocks of each task are cut into
+      `num_splits` (2 to 128) equal parts, each its own task on its own
+      CTA; each part writes its normalized O (f32) and its LSE to the
+      workspace, and the last part of a tile to finish merges them exactly
+      (`lse = log Σ exp(lse_s)`, `O = Σ exp(lse_s - lse) · O_s`) into O and
+      the LSE. `split_workspace` is the position of an extra, an i32 memref
+      `[words]` of at least `tiles · 512 · (1 + num_splits) + tiles · 128 ·
+      num_splits · head_dim` words, `tiles = batch · (q_heads / g) ·
+      ceil(seq_q · g / 128)` with `g` the GQA packing; its first `tiles ·
+      512` words are arrival counters that must be zero before the first
+      launch (each launch leaves them zero again).
     * `extras`: memrefs the regions read with `memref.load` (bias tables,
       per-head slopes, document ids), and the `seqused_k` and `block_table`
       tables. Regions are
@@ -157,7 +169,9 @@ def FA4_AttentionOp : FA4_Op<"attention", [
     UnitAttr:$heads_first,
     OptionalAttr<ConfinedAttr<I64Attr, [IntNonNegative]>>:$block_mask,
     OptionalAttr<ConfinedAttr<I64Attr, [IntNonNegative]>>:$seqused_k,
-    OptionalAttr<ConfinedAttr<I64Attr, [IntNonNegative]>>:$block_table
+    OptionalAttr<ConfinedAttr<I64Attr, [IntNonNegative]>>:$block_table,
+    OptionalAttr<ConfinedAttr<I64Attr, [IntMinValue<2>, IntMaxValue<128>]>>:$num_splits,
+    OptionalAttr<ConfinedAttr<I64Attr, [IntNonNegative]>>:$split_workspace
   );
   let results = (outs Variadic<AnyRankedTensor>:$results);
   let regions = (region MaxSizedRegion<1>:$score_mod,
@@ -568,6 +582,73 @@ def FA4_StoreOTileOp : FA4_Op<"store_o_tile"> {
   let assemblyFormat = [{
     $tile `,` $dest `[` $batch `,` $head `,` $row `]` attr-dict `:`
     type($tile) `,` type($dest)
+  }];
+  let hasVerifier = 1;
+}
+
+def FA4_StorePartialOOp : FA4_Op<"store_partial_o"> {
+  let summary = "write one split-KV part's normalized O to the workspace";
+  let description = [{
+    Split-KV: the part `split` of the task writes its O, normalized by its
+    own row sums (f32), into the workspace's slot of the tile
+    (`AttentionMath.h`'s SplitWorkspaceLayout), the tile's columns
+    `[column, column + N)`; rows past `seq_q` are not written. `%o` gives
+    the problem's sizes (its batch, sequence and heads), not a destination.
+    `fa4.merge_splits` reads these back once every part has written.
+
+    ```mlir
+    fa4.store_partial_o %ot, %o, %ws[%b, %h, %row, %split]
+        {gqa_ratio = 4 : i64, num_splits = 8 : i64}
+        : tensor<128x128xf32>, memref<?x?x32x128xf16>, memref<?xi32>
+    ```
+  }];
+  let arguments = (ins FA4_Tile:$tile,
+    AnyMemRef:$out,
+    Arg<AnyMemRef, "split-KV workspace", [MemWrite]>:$workspace,
+    Index:$batch, Index:$head, Index:$row, Index:$split,
+    ConfinedAttr<I64Attr, [IntPositive]>:$gqa_ratio,
+    ConfinedAttr<I64Attr, [IntMinValue<2>, IntMaxValue<128>]>:$num_splits,
+    DefaultValuedAttr<ConfinedAttr<I64Attr, [IntNonNegative]>, "0">:$column);
+  let assemblyFormat = [{
+    $tile `,` $out `,` $workspace `[` $batch `,` $head `,` $row `,` $split `]`
+    attr-dict `:` type($tile) `,` type($out) `,` type($workspace)
+  }];
+  let hasVerifier = 1;
+}
+
+def FA4_MergeSplitsOp : FA4_Op<"merge_splits"> {
+  let summary = "count a split-KV part in; the last of a tile merges them all";
+  let description = [{
+    Split-KV: the part `split` of the task has written its O
+    (`fa4.store_partial_o`); this writes its LSE `%lse` (a row vector) to
+    the workspace and counts the part in, per row. The part that completes
+    a row's count (the last of `num_splits` to arrive, in whatever order
+    the CTAs ran) merges the row exactly, `lse = log Σ_s exp(lse_s)` and `O
+    = Σ_s exp(lse_s - lse) · O_s` (parts that saw no key, LSE -inf, weigh
+    nothing; a row no part saw is 0 with LSE -inf), writes it to `%out`
+    (and `%lse_out`), and sets the count back to zero for the next launch.
+    Rows past `seq_q` are skipped. On the GPU the count is one atomic per
+    thread that holds a row's elements, with release and acquire at GPU
+    scope: the last part reads what the others wrote.
+
+    ```mlir
+    fa4.merge_splits %l -> %o lse %lse workspace %ws[%b, %h, %row, %split]
+        {gqa_ratio = 4 : i64, num_splits = 8 : i64}
+        : tensor<128xf32>, memref<?x?x32x128xf16>, memref<?x32x?xf32>, memref<?xi32>
+    ```
+  }];
+  let arguments = (ins FA4_RowVector:$lse,
+    Arg<AnyMemRef, "output", [MemWrite]>:$out,
+    Arg<Optional<AnyMemRef>, "log-sum-exp output", [MemWrite]>:$lse_out,
+    Arg<AnyMemRef, "split-KV workspace", [MemRead, MemWrite]>:$workspace,
+    Index:$batch, Index:$head, Index:$row, Index:$split,
+    ConfinedAttr<I64Attr, [IntPositive]>:$gqa_ratio,
+    ConfinedAttr<I64Attr, [IntMinValue<2>, IntMaxValue<128>]>:$num_splits);
+  let assemblyFormat = [{
+    $lse `->` $out (`lse` $lse_out^)? `workspace` $workspace
+    `[` $batch `,` $head `,` $row `,` $split `]`
+    attr-dict `:` type($lse) `,` type($out) (`,` type($lse_out)^)? `,`
+    type($workspace)
   }];
   let hasVerifier = 1;
 }

@@ -617,6 +617,39 @@ def FA4_FinalizeOOp : FA4_Op<"finalize_o",
   let hasVerifier = 1;
 }
 
+def FA4_FinalizePartialOOp : FA4_Op<"finalize_o_partial",
+    [FA4_BlackwellOnly, AllTypesMatch<["row_max", "row_sum", "lse"]>]> {
+  let summary = "a split-KV part's O / row_sum from TMEM into the workspace, and its LSE";
+  let description = [{
+    `fa4.finalize_o` for a split-KV part: reads O from TMEM, divides each
+    row by its `row_sum` and writes it in f32 to the part's slot of the
+    workspace (`fa4.store_partial_o`), returning the part's log-sum-exp.
+    `fa4-correction` expands it into 16-column TMEM loads, `fa4.normalize`
+    and `fa4.store_partial_o`, a chunk at a time.
+
+    ```mlir
+    %lse = fa4.finalize_o_partial %o0, %m, %l -> %o, %ws[%b, %h, %row, %split]
+        {scale_log2 = 0.127517 : f32, gqa_ratio = 4 : i64, num_splits = 8 : i64}
+        : !fa4.tmem<[128, 128], f32>, tensor<128xf32>,
+          memref<?x?x32x128xf16>, memref<?xi32>
+    ```
+  }];
+  let arguments = (ins FA4_TmemType:$acc, FA4_RowVector:$row_max,
+    FA4_RowVector:$row_sum, AnyMemRef:$out,
+    Arg<AnyMemRef, "split-KV workspace", [MemWrite]>:$workspace,
+    Index:$batch, Index:$head, Index:$row, Index:$split,
+    ConfinedAttr<F32Attr, [FA4_FloatPositive]>:$scale_log2,
+    ConfinedAttr<I64Attr, [IntPositive]>:$gqa_ratio,
+    ConfinedAttr<I64Attr, [IntMinValue<2>, IntMaxValue<128>]>:$num_splits);
+  let results = (outs FA4_RowVector:$lse);
+  let assemblyFormat = [{
+    $acc `,` $row_max `,` $row_sum `->` $out `,` $workspace
+    `[` $batch `,` $head `,` $row `,` $split `]` attr-dict `:`
+    type($acc) `,` type($row_max) `,` type($out) `,` type($workspace)
+  }];
+  let hasVerifier = 1;
+}
+
 def FA4_NeedsRescaleOp : FA4_Op<"needs_rescale", [Pure]> {
   let summary = "whether any row's acc_scale differs from 1";
   let description = [{
