@@ -264,6 +264,8 @@ runtime::Manifest mlir::fa4::kernelManifest(ModuleOp module, StringRef chip,
   m.blockMask = launch.getBlockMask().value_or(-1);
   m.seqUsedK = launch.getSequsedK().value_or(-1);
   m.blockTable = launch.getBlockTable().value_or(-1);
+  m.numSplits = launch.getSpec().getSplits();
+  m.splitWorkspace = launch.getSpec().getSplitWorkspace().value_or(-1);
 
   // The memrefs the score_mod and mask_mod read (dynamic sizes as -1).
   for (ExtraInfoAttr extra : launch.getExtras())
@@ -323,6 +325,14 @@ runtime::Manifest mlir::fa4::kernelManifest(ModuleOp module, StringRef chip,
       if (m.extras[i].shape[d] < 0)
         m.parameters.push_back(
             {extra + "_dim" + std::to_string(d), "int32", "", ""});
+  }
+  if (m.splitWorkspace >= 0) {
+    // The merge writes O row by row (O's tensor map is not used).
+    m.parameters.push_back(
+        {"o", "void*", "", "O's address (the merge of split-KV writes it)"});
+    for (const char *axis : {"batch", "seq", "head"})
+      m.parameters.push_back({std::string("o_stride_") + axis, "int64", "",
+                              "in elements"});
   }
   m.ptxas = {ptxas.registers, ptxas.spillStoreBytes, ptxas.spillLoadBytes,
              ptxas.stackBytes, ptxas.staticSmemBytes};

@@ -1029,6 +1029,25 @@ void CtaMachine::execLane(Thread &th, const Inst &in) {
   case Op::Ld: case Op::St:
     execMemory(th, in);
     return;
+  case Op::Atom: {
+    // Global memory is shared by the CTAs the launch runs on host threads:
+    // the add is a host atomic (sequentially consistent, as the emulator's
+    // memory is).
+    uint32_t smemAddr;
+    uint8_t *p = memory(th, in.space, address(th, in.operands[1]), 4, true,
+                        smemAddr);
+    if (!p)
+      return;
+    if (reinterpret_cast<uintptr_t>(p) % 4) {
+      error(th, "atom at an address not aligned to 4 bytes");
+      return;
+    }
+    uint32_t add = static_cast<uint32_t>(read(th, in.operands[2], in.type));
+    uint32_t old = __atomic_fetch_add(reinterpret_cast<uint32_t *>(p), add,
+                                      __ATOMIC_SEQ_CST);
+    write(th, in.operands[0], old, in.type);
+    return;
+  }
   case Op::Cvt:
     execCvt(th, in);
     return;

@@ -198,6 +198,7 @@ private:
   void decodeCvta(Decoding &d);
   void decodeAlu(Decoding &d);
   void decodeLoadStore(Decoding &d);
+  void decodeAtom(Decoding &d);
   void decodeBranch(Decoding &d);
   void decodeFence(Decoding &d);
   void decodeMbarrier(Decoding &d);
@@ -1054,6 +1055,8 @@ void Parser::decode(Inst &inst, const std::vector<std::string> &parts,
   }
   if (base == "ld" || base == "st")
     return decodeLoadStore(d);
+  if (base == "atom")
+    return decodeAtom(d);
   if (base == "bra")
     return decodeBranch(d);
   if (base == "ret" || base == "exit") {
@@ -1175,6 +1178,25 @@ void Parser::decodeLoadStore(Decoding &d) {
     unsupported(d, "the ." +
                        std::string(inst.space == Space::Local ? "local" : "const") +
                        " state space");
+}
+
+void Parser::decodeAtom(Decoding &d) {
+  // atom[.sem][.scope].global.add.{u32,s32} d, [a], b: the emulator is
+  // sequentially consistent, so every .sem and .scope is the same one.
+  Inst &inst = d.inst;
+  inst.op = Op::Atom;
+  d.readQualifiers(1);
+  if (!d.dropUnknown("add"))
+    unsupported(d, "an atomic other than add");
+  requireNoUnknown(d);
+  requireType(d);
+  if (inst.type != Ty::U32 && inst.type != Ty::S32)
+    unsupported(d, "an atomic add that is not .u32 or .s32");
+  if (inst.space != Space::Global)
+    unsupported(d, "an atomic outside .global");
+  setOperands(d, 3, 3, inst.type);
+  if (inst.operands[1].kind != Operand::Kind::Mem)
+    fail(where() + ": '" + d.mnemonic + "' needs an address in [ ]");
 }
 
 void Parser::decodeBranch(Decoding &d) {

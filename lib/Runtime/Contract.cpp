@@ -136,6 +136,10 @@ std::string kernelContract(const Manifest &m) {
     w.field("attention.block_table", m.blockTable);
     w.field("attention.page_size", m.pageSize);
   }
+  if (m.splitWorkspace >= 0) {
+    w.field("attention.num_splits", m.numSplits);
+    w.field("attention.split_workspace", m.splitWorkspace);
+  }
   w.list("", "block", llvm::ArrayRef<uint32_t>(m.block, 3));
   w.field("grid.order", m.order);
   w.field("dynamic_smem_bytes", m.dynamicSmemBytes);

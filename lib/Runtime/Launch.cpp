@@ -273,7 +273,9 @@ void readAttention(Fields &attention, Manifest &m, std::string &error) {
   for (auto [key, field] : {std::pair{"block_mask", &m.blockMask},
                             std::pair{"seqused_k", &m.seqUsedK},
                             std::pair{"block_table", &m.blockTable},
-                            std::pair{"page_size", &m.pageSize}})
+                            std::pair{"page_size", &m.pageSize},
+                            std::pair{"num_splits", &m.numSplits},
+                            std::pair{"split_workspace", &m.splitWorkspace}})
     if (const llvm::json::Value *position = attention.optional(key)) {
       std::optional<int64_t> value = position->getAsInteger();
       if (!value || *value < 0 || *value >= (int64_t(1) << 31)) {
@@ -347,6 +349,18 @@ void checkVariant(Fields &top, Fields &attention, const Manifest &m) {
     attention.fail("has a block_table that is not a rank-2 i32 extra [batch, "
                    "max_blocks] of its own with a page_size (a power of two "
                    "of at least 16), or one without the other");
+  if ((m.splitWorkspace >= 0) != (m.numSplits > 1) || m.numSplits < 1 ||
+      m.numSplits > kMaxSplits ||
+      (m.splitWorkspace >= 0 &&
+       (m.splitWorkspace >= static_cast<int64_t>(m.extras.size()) ||
+        m.splitWorkspace == m.blockMask || m.splitWorkspace == m.seqUsedK ||
+        m.splitWorkspace == m.blockTable ||
+        m.extras[m.splitWorkspace].dtype != "i32" ||
+        m.extras[m.splitWorkspace].shape.size() != 1)))
+    attention.fail("has a split_workspace that is not a rank-1 i32 extra of "
+                   "its own with num_splits in [2, " +
+                   std::to_string(kMaxSplits) +
+                   "], or one without the other");
   if (m.mask != "none" && m.mask != "causal" && m.mask != "window")
     attention.fail("has an unknown mask \"" + m.mask + "\"");
   // Bounded so that no product of sizes below overflows: heads below 2^31,
@@ -644,8 +658,9 @@ std::string writeManifest(const Manifest &m) {
   os << "  \"grid\": {\"policy\": \"persistent\", \"size\": \"min(sm_count, "
         "tasks)\", \"sm_count\": "
      << m.smCount << ", \"tasks\": \"batch * " << m.qHeads / packing
-     << " * ceil(seq_q * " << packing << " / " << m.rowsPerTask
-     << ")\", \"order\": " << quoted(m.order) << "},\n";
+     << " * ceil(seq_q * " << packing << " / " << m.rowsPerTask << ")"
+     << (m.numSplits > 1 ? " * " + std::to_string(m.numSplits) : "")
+     << "\", \"order\": " << quoted(m.order) << "},\n";
   os << "  \"dynamic_smem_bytes\": " << m.dynamicSmemBytes << ",\n";
   os << "  \"tmem_columns\": " << m.tmemColumns << ",\n";
   // The variant, in full: what a launcher validates shapes against and what
@@ -668,6 +683,12 @@ std::string writeManifest(const Manifest &m) {
   if (m.blockTable >= 0)
     os << ", \"block_table\": " << m.blockTable << ", \"page_size\": "
        << m.pageSize;
+  if (m.splitWorkspace >= 0)
+    os << ", \"num_splits\": " << m.numSplits << ", \"split_workspace\": "
+       << m.splitWorkspace << ", \"split_workspace_words\": \"batch * "
+       << m.qHeads / packing << " * ceil(seq_q * " << packing << " / 128) * "
+       << 128 * (kSplitSlots * (1 + m.numSplits) + m.numSplits * m.headDim)
+       << "\"";
   os << "},\n";
   // The memrefs the score_mod and mask_mod read: element type and shape, -1
   // where the launch gives the size.
@@ -767,6 +788,11 @@ llvm::Error checkInterface(const Manifest &m) {
     for (size_t d = 0; d < m.extras[i].shape.size(); ++d)
       if (m.extras[i].shape[d] < 0)
         expected.push_back({extra + "_dim" + std::to_string(d), "int32"});
+  }
+  if (m.splitWorkspace >= 0) {
+    expected.push_back({"o", "void*"});
+    for (const char *axis : {"batch", "seq", "head"})
+      expected.push_back({std::string("o_stride_") + axis, "int64"});
   }
   auto list = [](const std::vector<Manifest::Parameter> &parameters) {
     std::string text;
@@ -967,12 +993,15 @@ llvm::Expected<LaunchPlan> planLaunch(const Manifest &m, const Shapes &shapes,
   int64_t packing = gqaPacking(m.qHeads / m.kvHeads);
   int64_t rows = shapes.seqQ * packing;
   plan.tasks = shapes.batch * (m.qHeads / packing) *
-               ((rows + m.rowsPerTask - 1) / m.rowsPerTask);
+               ((rows + m.rowsPerTask - 1) / m.rowsPerTask) * m.numSplits;
   // The persistent grid: one CTA per SM, never more CTAs than tasks.
   plan.grid[0] = static_cast<uint32_t>(std::min<int64_t>(m.smCount, plan.tasks));
   std::memcpy(plan.block, m.block, sizeof(plan.block));
   plan.dynamicSmemBytes = m.dynamicSmemBytes;
 
+  // O's strides in elements (batch, sequence, head): a split-KV kernel's
+  // merge writes O by address.
+  std::vector<int64_t> oStrides;
   for (const Manifest::TensorMap &entry : m.tensorMaps) {
     TensorMapSpec spec;
     dataTypeOf(entry.dtype, spec.dataType);
@@ -1011,6 +1040,8 @@ llvm::Expected<LaunchPlan> planLaunch(const Manifest &m, const Shapes &shapes,
       for (size_t i = 3; i > 0; --i)
         strides[i - 1] = strides[i] * sizes[i];
     }
+    if (t == "o")
+      oStrides.assign(strides.begin(), strides.begin() + 3);
     if (entry.rank != 4 || (!entry.axes.empty() && entry.axes.size() != 4))
       return makeError("manifest: the tensor map of \"" + t +
                        "\" is not a rank-4 map "
@@ -1086,6 +1117,17 @@ llvm::Expected<LaunchPlan> planLaunch(const Manifest &m, const Shapes &shapes,
       if (p.name == "lse" && !buffers.lse)
         return makeError("the kernel writes the LSE: give it a buffer");
       scalar(p.name == "lse" ? buffers.lse : uint64_t(0));
+    } else if (p.type == "void*" && p.name == "o") {
+      scalar(buffers.o);
+    } else if (p.type == "int64") {
+      // o_stride_batch, _seq, _head: O's strides in elements.
+      int axis = p.name == "o_stride_batch" ? 0
+                 : p.name == "o_stride_seq" ? 1
+                 : p.name == "o_stride_head" ? 2
+                                             : -1;
+      if (axis < 0 || oStrides.size() != 3)
+        return makeError("manifest: unknown int64 parameter " + p.name);
+      scalar(static_cast<int64_t>(oStrides[axis]));
     } else if (p.type == "void*") {
       // extraN: the address of the N-th extra.
       int64_t n = extraIndex(p.name, "extra");

@@ -1,6 +1,7 @@
 //===- Runtime.cpp - kernels, tensor checks, the emulator backend ---------===//
 
 #include "fa4/Runtime/Runtime.h"
+#include "fa4/Support/AttentionMath.h"
 
 #include "fa4/Emu/Emulator.h"
 #include "fa4/Runtime/Contract.h"
@@ -465,6 +466,31 @@ llvm::Error checkExtras(const Manifest &m, const std::vector<Tensor> &extras,
       return makeError(name + ": the seqused_k table must have one entry per "
                               "sequence, [batch] = [" +
                        std::to_string(shapes->batch) + "]");
+    // The split-KV workspace: the kernel writes it (no other extra may lie
+    // in it), in 16-byte vectors, and needs its layout's words.
+    if (static_cast<int64_t>(i) == m.splitWorkspace) {
+      if (t.address % 16)
+        return makeError(name + ": the split-KV workspace must be 16-byte "
+                                "aligned");
+      for (size_t j = 0; j < extras.size(); ++j)
+        if (j != i && overlap(t, extras[j]))
+          return makeError(name + ": the split-KV workspace shares memory "
+                                  "with extra" +
+                           std::to_string(j));
+      if (shapes) {
+        int64_t packing = gqaPacking(m.qHeads / m.kvHeads);
+        SplitWorkspaceLayout layout{
+            splitTiles(shapes->batch, m.qHeads / packing, shapes->seqQ,
+                       packing),
+            m.numSplits, m.headDim};
+        if (t.sizes[0] < layout.words())
+          return makeError(name + ": the split-KV workspace needs " +
+                           std::to_string(layout.words()) +
+                           " i32 words for this problem (" +
+                           std::to_string(m.numSplits) + " parts), got " +
+                           std::to_string(t.sizes[0]));
+      }
+    }
   }
   return llvm::Error::success();
 }

@@ -619,7 +619,8 @@ static int emulate(std::unique_ptr<MemoryBuffer> entryBuffer) {
   std::unique_ptr<sim::Mods> mods;
   // A seqused_k table as the only extra needs no entry IR: it is drawn here
   // as fa4-sim draws it.
-  size_t tables = (manifest.seqUsedK >= 0) + (manifest.blockTable >= 0);
+  size_t tables = (manifest.seqUsedK >= 0) + (manifest.blockTable >= 0) +
+                  (manifest.splitWorkspace >= 0);
   bool onlyTables = tables > 0 && manifest.extras.size() == tables &&
                     !manifest.scoreMod && !manifest.maskMod;
   bool hasMods = (manifest.scoreMod || manifest.maskMod ||
@@ -686,6 +687,14 @@ static int emulate(std::unique_ptr<MemoryBuffer> entryBuffer) {
       if (i == manifest.seqUsedK) {
         values = problem.seqUsedK;
         shape = {batch};
+      } else if (i == manifest.splitWorkspace) {
+        // Zero: the arrival counters start there.
+        int64_t packing = gqaPacking(manifest.qHeads / manifest.kvHeads);
+        SplitWorkspaceLayout layout{
+            splitTiles(batch, manifest.qHeads / packing, problem.seqQ, packing),
+            manifest.numSplits, manifest.headDim};
+        values.assign(layout.words(), 0);
+        shape = {layout.words()};
       } else {
         for (double entry : blockTable.data)
           values.push_back(static_cast<int64_t>(entry));

@@ -146,6 +146,19 @@ static LogicalResult checkSpecAgainstSchedule(func::FuncOp func,
                << "stores to " << roleOf(store.getDest())
                << ", but fa4.spec's arguments name argument #"
                << spec.getArguments()[3] << " as O";
+    } else if (auto merge = dyn_cast<MergeSplitsOp>(op)) {
+      if (merge.getOut() != tensors[3])
+        return merge.emitOpError()
+               << "merges into " << roleOf(merge.getOut())
+               << ", but fa4.spec's arguments name argument #"
+               << spec.getArguments()[3] << " as O";
+      if (Value lse = merge.getLseOut()) {
+        lseStored = true;
+        if (tensors.size() < 5 || lse != tensors[4])
+          return merge.emitOpError()
+                 << "merges the LSE into " << roleOf(lse)
+                 << ", which fa4.spec's arguments do not name as the LSE";
+      }
     } else if (auto store = dyn_cast<StoreLseTileOp>(op)) {
       lseStored = true;
       if (tensors.size() < 5 || store.getDest() != tensors[4])
@@ -237,7 +250,7 @@ static FailureOr<SmallVector<Value>> modExtras(func::FuncOp func,
 static LLVM::LLVMFuncOp createKernelFunction(OpBuilder &b, func::FuncOp func,
                                              bool hasLse,
                                              ArrayRef<Value> extras,
-                                             int64_t threads) {
+                                             int64_t threads, bool splitKv) {
   MLIRContext *context = b.getContext();
   auto ptr = LLVM::LLVMPointerType::get(context);
   auto globalPtr = LLVM::LLVMPointerType::get(context, 1);
@@ -249,6 +262,12 @@ static LLVM::LLVMFuncOp createKernelFunction(OpBuilder &b, func::FuncOp func,
     params.push_back(globalPtr);
     params.append(cast<MemRefType>(extra.getType()).getNumDynamicDims(),
                   b.getI32Type());
+  }
+  // A split-KV kernel writes O row by row: its address and its batch,
+  // sequence and head strides in elements.
+  if (splitKv) {
+    params.push_back(globalPtr);
+    params.append(3, b.getI64Type());
   }
   auto kernelFunc = LLVM::LLVMFuncOp::create(b,
       func.getLoc(), func.getName(),
@@ -313,6 +332,11 @@ bindKernelParameters(OpBuilder &b, Location loc, Block *entry,
     llvm::raw_string_ostream(dtype) << type.getElementType();
     extraEntries.push_back(ExtraInfoAttr::get(
         b.getContext(), dtype, dynamicAsMinusOne(type.getShape())));
+  }
+  if (next + 4 <= entry->getNumArguments()) {
+    kernel.outPointer = entry->getArgument(next++);
+    for (Value &stride : kernel.outStrides)
+      stride = entry->getArgument(next++);
   }
   return extraEntries;
 }
@@ -435,8 +459,9 @@ LogicalResult FA4ToNVVMPass::convert(func::FuncOp func,
   FailureOr<SmallVector<Value>> extras = modExtras(func, spec);
   if (failed(extras))
     return failure();
-  auto kernelFunc = createKernelFunction(b, func, hasLse, *extras,
-                                         specialize.getNumThreads());
+  auto kernelFunc =
+      createKernelFunction(b, func, hasLse, *extras, specialize.getNumThreads(),
+                           spec.getSplitWorkspace().has_value());
   Block *entry = kernelFunc.addEntryBlock(b);
   b.setInsertionPointToStart(entry);
   SmallVector<ExtraInfoAttr> extraEntries =

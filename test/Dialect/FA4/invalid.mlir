@@ -368,9 +368,34 @@ func.func @value_rows(%p: tensor<128x128xf16>, %v: tensor<64x128xf16>, %acc: ten
 
 // -----
 
-func.func @normalize_out(%acc: tensor<128x128xf32>, %m: tensor<128xf32>) {
-  // expected-error @+1 {{out must hold f16 or bf16, got 'f32'}}
-  %o, %l = fa4.normalize %acc, %m, %m {scale_log2 = 1.0 : f32} : tensor<128x128xf32>, tensor<128xf32> -> tensor<128x128xf32>
+// A split-KV part's O is f32 (what the merge reads back), not the output's type.
+func.func @store_partial_o_type(%ot: tensor<128x128xf16>, %o: memref<?x?x8x128xf16>, %ws: memref<?xi32>, %i: index) {
+  // expected-error @+1 {{tile must hold f32, got 'f16'}}
+  fa4.store_partial_o %ot, %o, %ws[%i, %i, %i, %i] {gqa_ratio = 4 : i64, num_splits = 2 : i64} : tensor<128x128xf16>, memref<?x?x8x128xf16>, memref<?xi32>
+  return
+}
+
+// -----
+
+func.func @store_partial_o_columns(%ot: tensor<128x32xf32>, %o: memref<?x?x8x128xf16>, %ws: memref<?xi32>, %i: index) {
+  // expected-error @+1 {{writes columns [112, 144) of 128 rows; a tile has 128 rows and 128 columns}}
+  fa4.store_partial_o %ot, %o, %ws[%i, %i, %i, %i] {gqa_ratio = 4 : i64, num_splits = 2 : i64, column = 112 : i64} : tensor<128x32xf32>, memref<?x?x8x128xf16>, memref<?xi32>
+  return
+}
+
+// -----
+
+func.func @merge_splits_workspace(%l: tensor<128xf32>, %o: memref<?x?x8x128xf16>, %ws: memref<?xf32>, %i: index) {
+  // expected-error @+1 {{split_workspace 'memref<?xf32>' is not a rank-1 i32 memref [words]}}
+  fa4.merge_splits %l -> %o workspace %ws[%i, %i, %i, %i] {gqa_ratio = 4 : i64, num_splits = 2 : i64} : tensor<128xf32>, memref<?x?x8x128xf16>, memref<?xf32>
+  return
+}
+
+// -----
+
+func.func @merge_splits_count(%l: tensor<128xf32>, %o: memref<?x?x8x128xf16>, %ws: memref<?xi32>, %i: index) {
+  // expected-error @+1 {{attribute 'num_splits' failed to satisfy constraint}}
+  fa4.merge_splits %l -> %o workspace %ws[%i, %i, %i, %i] {gqa_ratio = 4 : i64, num_splits = 1 : i64} : tensor<128xf32>, memref<?x?x8x128xf16>, memref<?xi32>
   return
 }
 

@@ -78,6 +78,22 @@ public:
   /// tile vector) element by element.
   virtual Value spreadRows(Lowering &lowering, ArrayRef<Value> rows,
                            VectorType tile) const = 0;
+
+  /// Elements [first, first + length) of a thread's tile vector of
+  /// `elements`: side by side in its row `half` (an index into threadRows),
+  /// from column `column` (an index value) on.
+  struct ElementRun {
+    unsigned half;
+    int64_t first, length;
+    Value column;
+  };
+  /// The thread's elements of a tile vector as runs, in order, for the
+  /// global stores and loads of split-KV (at most 4 elements a run).
+  virtual SmallVector<ElementRun> elementRuns(Lowering &lowering,
+                                              int64_t elements) const = 0;
+  /// Which of the threads that share the thread's rows it is (0 to
+  /// kSplitSlots - 1): a split-KV workspace slot per such thread.
+  virtual Value rowShareSlot(Lowering &lowering) const = 0;
 };
 
 /// The lowering of `family`'s schedules.
@@ -110,6 +126,10 @@ struct KernelState {
     SmallVector<Value> sizes;
   };
   llvm::DenseMap<Value, Extra> extras;
+  /// Split-KV kernels write O row by row: its address and its strides in
+  /// elements (batch, sequence, head), kernel parameters.
+  Value outPointer;
+  Value outStrides[3];
   double exp2EmulationFraction = 0.0;
   /// The lowering of the schedule's chip family: Blackwell's (tiles in
   /// TMEM, a row per thread; Blackwell/) or Hopper's (tiles in registers in
@@ -270,6 +290,27 @@ private:
                                 bool guardPoison);
   LogicalResult lowerNormalize(NormalizeOp normalize);
   LogicalResult lowerLseStore(StoreLseTileOp store);
+  /// `lse` at [batch, head, position] of the LSE parameter `dest` (its heads
+  /// static), no bounds check.
+  void storeLseElement(Value dest, Value batch, Value head, Value position,
+                       Value lse);
+
+  // Split-KV (Split.cpp): a part's O to the workspace, the merge.
+  LogicalResult lowerSplit(Operation *op);
+  /// Where the thread's rows of a split op's tile lie in the workspace.
+  struct SplitRows {
+    /// Per thread row: inside the sequence, its query position and head,
+    /// and its workspace row slot (tile · 128 + row in tile), i64.
+    SmallVector<Value, 2> valid, position, head, slot;
+    /// Tiles of the problem (i64).
+    Value tiles;
+    Value workspace;
+  };
+  FailureOr<SplitRows> splitRows(Operation *op, Value out, Value workspace,
+                                 Value batch, Value head, Value row,
+                                 int64_t ratio);
+  /// The address of f32 word `word` (i64) of the workspace.
+  Value workspaceWord(Value workspace, Value word);
   /// cap·tanh(s·scale/cap) of one score.
   Value softcapScore(SoftcapOp softcap, Value score);
   /// 2^(s·scale_log2 - maxScaled) of the row, as vector<2xf32> pairs.

@@ -422,6 +422,8 @@ LogicalResult Lowering::lowerOp(Operation *op) {
       .Case<SoftcapOp, ScoreModOp, MaskOp, OnlineSoftmaxOp, CorrectionOp, NormalizeOp,
             NeedsRescaleOp, StoreLseTileOp>(
           [&](Operation *math) { return lowerRowMath(math); })
+      .Case<StorePartialOOp, MergeSplitsOp>(
+          [&](Operation *split) { return lowerSplit(split); })
       .Default([&](Operation *other) -> LogicalResult {
         // An op of the other family's schedule (fa4.warp_specialize's
         // verifier refuses a mix; convert() a schedule for another chip).

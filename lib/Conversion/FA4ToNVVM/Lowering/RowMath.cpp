@@ -528,6 +528,15 @@ LogicalResult Lowering::emitLseStore(StoreLseTileOp store, Value row,
   auto branch = scf::IfOp::create(b, loc(), inside, false);
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPointToStart(branch.thenBlock());
+  storeLseElement(store.getDest(), lookup(store.getBatch()), head, position,
+                  lse);
+  return success();
+}
+
+void Lowering::storeLseElement(Value dest, Value batch, Value head,
+                               Value position, Value lse) {
+  Value pointer = kernel.globalPointers.lookup(dest);
+  auto type = cast<MemRefType>(dest.getType());
   // (batch·q_heads + head)·seq_q + position in 64 bits: indices are 32-bit
   // in the kernel, and this one reaches batch·q_heads·seq_q.
   auto wide = [&](Value value) -> Value {
@@ -539,16 +548,15 @@ LogicalResult Lowering::emitLseStore(StoreLseTileOp store, Value row,
           b, loc(),
           arith::AddIOp::create(
               b, loc(),
-              arith::MulIOp::create(b, loc(), wide(lookup(store.getBatch())),
+              arith::MulIOp::create(b, loc(), wide(batch),
                                     i64(type.getDimSize(1))),
               wide(head)),
-          wide(seqQ)),
+          wide(toIndex(kernel.seqQ))),
       wide(position));
   Value address = LLVM::GEPOp::create(b, loc(), pointer.getType(),
                                       b.getF32Type(), pointer,
                                       ValueRange{element});
   LLVM::StoreOp::create(b, loc(), lse, address, 4);
-  return success();
 }
 
 Lowering::RowNormalization Lowering::normalizeRow(Value rowMax, Value rowSum,
@@ -618,8 +626,11 @@ LogicalResult Lowering::lowerNormalize(NormalizeOp normalize) {
   Value scaled = arith::MulFOp::create(
       b, loc(), acc, family.spreadRows(*this, inverses, tile));
   auto outType = cast<VectorType>(convertType(normalize.getOut().getType()));
+  // A split-KV part's O stays f32.
   mapping.map(normalize.getOut(),
-              arith::TruncFOp::create(b, loc(), outType, scaled));
+              outType == scaled.getType()
+                  ? scaled
+                  : Value(arith::TruncFOp::create(b, loc(), outType, scaled)));
   mapping.map(normalize.getLse(), family.rowVector(*this, lses));
   return success();
 }

@@ -48,6 +48,19 @@ public:
                                        rows.front());
   }
 
+  // Thread r's row is its own: its elements are the row's columns in order.
+  SmallVector<ElementRun> elementRuns(Lowering &lowering,
+                                      int64_t elements) const override {
+    SmallVector<ElementRun> runs;
+    for (int64_t first = 0; first < elements; first += 4)
+      runs.push_back({0, first, std::min<int64_t>(4, elements - first),
+                      lowering.index(first)});
+    return runs;
+  }
+  Value rowShareSlot(Lowering &lowering) const override {
+    return lowering.index(0);
+  }
+
   std::optional<LogicalResult> lowerOwn(Lowering &lowering,
                                         Operation *op) const override {
     return llvm::TypeSwitch<Operation *, std::optional<LogicalResult>>(op)

@@ -62,6 +62,24 @@ public:
                                tile.getNumElements());
   }
 
+  // wgmma's fragment: elements 2j and 2j + 1 are adjacent columns of row
+  // (j mod 2), from column 8·(j / 2) + 2·(lane mod 4).
+  SmallVector<ElementRun> elementRuns(Lowering &lowering,
+                                      int64_t elements) const override {
+    SmallVector<ElementRun> runs;
+    Value column = lowering.fragmentColumn();
+    for (int64_t first = 0; first < elements; first += 2)
+      runs.push_back(
+          {static_cast<unsigned>((first / 2) % 2), first, 2,
+           arith::AddIOp::create(lowering.b, lowering.loc(), column,
+                                 lowering.index(8 * (first / 4)))});
+    return runs;
+  }
+  Value rowShareSlot(Lowering &lowering) const override {
+    return arith::RemUIOp::create(lowering.b, lowering.loc(),
+                                  lowering.fragmentLane(), lowering.index(4));
+  }
+
   std::optional<LogicalResult> lowerOwn(Lowering &lowering,
                                         Operation *op) const override {
     if (isa<WarpgroupScoreMmaOp, WarpgroupValueMmaOp, WarpgroupWaitOp,

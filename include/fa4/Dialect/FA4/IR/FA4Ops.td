@@ -634,7 +634,7 @@ def FA4_MergeSplitsOp : FA4_Op<"merge_splits"> {
     ```mlir
     fa4.merge_splits %l -> %o lse %lse workspace %ws[%b, %h, %row, %split]
         {gqa_ratio = 4 : i64, num_splits = 8 : i64}
-        : tensor<128xf32>, memref<?x?x32x128xf16>, memref<?x32x?xf32>, memref<?xi32>
+        : tensor<128xf32>, memref<?x?x32x128xf16>, memref<?xi32>, memref<?x32x?xf32>
     ```
   }];
   let arguments = (ins FA4_RowVector:$lse,
@@ -647,8 +647,8 @@ def FA4_MergeSplitsOp : FA4_Op<"merge_splits"> {
   let assemblyFormat = [{
     $lse `->` $out (`lse` $lse_out^)? `workspace` $workspace
     `[` $batch `,` $head `,` $row `,` $split `]`
-    attr-dict `:` type($lse) `,` type($out) (`,` type($lse_out)^)? `,`
-    type($workspace)
+    attr-dict `:` type($lse) `,` type($out) `,` type($workspace)
+    (`,` type($lse_out)^)?
   }];
   let hasVerifier = 1;
 }
