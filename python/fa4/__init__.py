@@ -48,8 +48,9 @@ from ._fa4 import CompileError
 # then makes every check and the plan, and leaves the outputs as they were.
 _emulator_executes = True
 
-__all__ = ["CompileError", "Kernel", "LaunchError", "attention", "compile",
-           "compile_ir", "stages"]
+__all__ = ["CompileError", "Kernel", "LaunchError", "attention",
+           "attention_with_kvcache", "compile", "compile_ir",
+           "split_workspace_words", "stages"]
 
 _DTYPES = {"fp16": "fp16", "float16": "fp16", "half": "fp16",
            "bf16": "bf16", "bfloat16": "bf16"}
@@ -296,7 +297,7 @@ def compile(head_dim: int = 128, q_heads: int = 32, kv_heads: int = 8,
             rescale_threshold: float = 8.0,
             exp2_emulation_fraction: float = 0.125,
             sm_count: int = 0, seqused_k: bool = False,
-            page_size: int = 0) -> Kernel:
+            page_size: int = 0, num_splits: int = 1) -> Kernel:
     """Compiles one attention variant to a ``Kernel``.
 
     mask: "none", "causal" (bottom-right aligned) or "window"; window:
@@ -308,7 +309,12 @@ def compile(head_dim: int = 128, q_heads: int = 32, kv_heads: int = 8,
     K and V are a paged cache (num_blocks, page_size, kv_heads, head_dim)
     read through a (batch, max_blocks) int32 block table, an extra after the
     seqused_k table (``extras=[seqused_k, block_table]``, or
-    ``[block_table]`` alone).
+    ``[block_table]`` alone). ``num_splits`` (2 to 128): split-KV, each
+    task's keys cut into that many parts on CTAs of their own and merged
+    exactly by the last to finish; the kernel's last extra is then an int32
+    workspace of at least ``split_workspace_words(kernel, batch, seq_q)``
+    words whose first words must be zero before the first launch (each
+    launch leaves them zero; give concurrent launches a workspace each).
     ``cache`` uses the
     compile cache; within one process a variant is compiled once either way.
     """
@@ -318,6 +324,7 @@ def compile(head_dim: int = 128, q_heads: int = 32, kv_heads: int = 8,
     sm_count = _integer("sm_count", sm_count, 0)
     seqused_k = _flag("seqused_k", seqused_k)
     page_size = _integer("page_size", page_size, 0, 1 << 31)
+    num_splits = _integer("num_splits", num_splits, 1, 129)
     key_dtype = _DTYPES.get(str(dtype).replace("torch.", ""))
     if key_dtype is None:
         raise ValueError(f"dtype must be fp16 or bf16, got {dtype!r}")
@@ -332,7 +339,7 @@ def compile(head_dim: int = 128, q_heads: int = 32, kv_heads: int = 8,
                                     exp2_emulation_fraction)
     key = (head_dim, q_heads, kv_heads, mask, left, right, key_dtype, lse,
            scale, softcap, target, rescale_threshold, exp2_emulation_fraction,
-           sm_count, seqused_k, page_size)
+           sm_count, seqused_k, page_size, num_splits)
     with _memo_lock:
         kernel = _memo.get(key)
     if kernel is not None:
@@ -340,11 +347,28 @@ def compile(head_dim: int = 128, q_heads: int = 32, kv_heads: int = 8,
     native = _fa4.compile(head_dim, q_heads, kv_heads, mask, left, right,
                           key_dtype, lse, scale, softcap, target, cache,
                           rescale_threshold, exp2_emulation_fraction, sm_count,
-                          seqused_k, page_size)
+                          seqused_k, page_size, num_splits)
     kernel = Kernel(native)
     with _memo_lock:
         _memo.setdefault(key, kernel)
     return kernel
+
+
+def split_workspace_words(kernel: Kernel, batch: int, seq_q: int) -> int:
+    """The int32 words a split-KV kernel's workspace needs for `batch`
+    sequences of `seq_q` queries (0 for a kernel without split-KV): its
+    manifest's ``split_workspace_words``."""
+    attention = kernel.manifest["attention"]
+    splits = attention.get("num_splits", 1)
+    if splits <= 1:
+        return 0
+    batch = _integer("batch", batch, 0)
+    seq_q = _integer("seq_q", seq_q, 0)
+    q_heads, kv_heads = attention["q_heads"], attention["kv_heads"]
+    ratio = q_heads // kv_heads
+    packing = min(ratio & -ratio, 16)
+    tiles = batch * (q_heads // packing) * -(-seq_q * packing // 128)
+    return tiles * 128 * (4 * (1 + splits) + splits * attention["head_dim"])
 
 
 def compile_ir(ir: str, target: str = _DEFAULT_TARGET, *, cache: bool = True,
@@ -435,14 +459,12 @@ def attention_with_kvcache(q, k_cache, v_cache, cache_seqlens=None,
     page_size), an int, or a (batch,) int32 tensor on q's device: sequence
     b attends to its first cache_seqlens[b] keys, its causal mask and
     window aligned bottom-right to that length. causal, window, softcap,
-    scale and return_lse as in ``attention``. Not yet served
-    (NotImplementedError): split-KV (``num_splits`` other than 0 or 1).
+    scale and return_lse as in ``attention``. num_splits: split-KV
+    (flash-decoding), each sequence's keys cut into that many parts on CTAs
+    of their own and merged exactly (1: none, at most 128); 0 lets fa4
+    choose from the problem and the GPU's SM count (none in the emulator).
     """
-    num_splits = _integer("num_splits", num_splits, 0)
-    if num_splits > 1:
-        raise NotImplementedError(
-            "fa4.attention_with_kvcache: split-KV (num_splits > 1) is not "
-            "served yet; pass 0 (the choice is fa4's) or 1")
+    num_splits = _integer("num_splits", num_splits, 0, 129)
     if importlib.util.find_spec("torch") is None:
         raise ImportError("fa4.attention_with_kvcache takes torch tensors: "
                           "install torch")
@@ -459,7 +481,8 @@ def attention_with_kvcache(q, k_cache, v_cache, cache_seqlens=None,
                                           dtype=_torch.torch.int32,
                                           device=q.device)
     return _torch.attention(q, k_cache, v_cache, causal, window, softcap,
-                            scale, return_lse, cache_seqlens, block_table)
+                            scale, return_lse, cache_seqlens, block_table,
+                            num_splits)
 
 
 # With torch installed, fa4.attention is also torch.ops.fa4.attention from

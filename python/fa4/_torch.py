@@ -10,12 +10,14 @@ implementations validate their arguments with the same function,
 from __future__ import annotations
 
 import functools
+import math
+import threading
 from typing import Optional, Sequence, Tuple
 
 import torch
 
 from . import (LaunchError, _fa4, _flag, _real, _variant,
-               _window_pair, compile)
+               _window_pair, compile, split_workspace_words)
 
 _DTYPES = {torch.float16: "fp16", torch.bfloat16: "bf16"}
 
@@ -111,7 +113,7 @@ def _check_block_table(q, k, block_table):
 
 
 def _validate(q, k, v, causal, window_left, window_right, softcap, scale,
-              return_lse, seqused_k=None, block_table=None):
+              return_lse, seqused_k=None, block_table=None, num_splits=1):
     """Everything the op checks before it compiles or runs: the tensors, the
     scalars, and the variant (through the verifier). Returns the compile()
     arguments of the variant. Shared by the real op and its fake, and
@@ -122,6 +124,10 @@ def _validate(q, k, v, causal, window_left, window_right, softcap, scale,
     for name, flag in (("causal", causal), ("return_lse", return_lse)):
         if not isinstance(flag, bool):
             raise TypeError(f"{name} must be a bool, got {flag!r}")
+    if (isinstance(num_splits, bool) or not isinstance(num_splits, int) or
+            not 0 <= num_splits <= 128):
+        raise ValueError(f"num_splits must be an int in [0, 128], got "
+                         f"{num_splits!r}")
     mask, left, right = _variant("causal" if causal else "none",
                                  (window_left, window_right))
     softcap = _real("softcap", softcap)
@@ -246,15 +252,58 @@ def _empty_results(q, k, return_lse):
     return o, lse
 
 
+def _choose_splits(tiles, blocks, sm_count):
+    """Split-KV's parts for `tiles` 128-row tiles of `blocks` KV blocks each
+    on `sm_count` SMs: none when the tiles fill the GPU (or in the emulator,
+    sm_count 0); else the fewest parts whose waves of tasks come within 85 %
+    of the best wave efficiency over 1 to min(blocks, 128) parts (as
+    FlashAttention's heuristic weighs waves)."""
+    if sm_count <= 0 or blocks < 2 or tiles >= 0.8 * sm_count:
+        return 1
+    def efficiency(splits):
+        waves = tiles * splits / sm_count
+        return waves / math.ceil(waves)
+    candidates = range(1, min(blocks, 128) + 1)
+    best = max(efficiency(s) for s in candidates)
+    return next(s for s in candidates if efficiency(s) >= 0.85 * best)
+
+
+# Split-KV workspaces, per (device, stream): the kernel leaves its counters
+# zero, so one zeroed workspace serves every launch that stream orders.
+_workspaces = {}
+_workspaces_lock = threading.Lock()
+
+
+def _split_workspace(device, words):
+    """An int32 workspace of at least `words` words whose counters are zero
+    for a launch on the current stream: the stream's own (grown as needed),
+    or, while a CUDA graph is being captured, one of the graph's."""
+    capturing = device.type == "cuda" and torch.cuda.is_current_stream_capturing()
+    if capturing:
+        return torch.zeros(words, dtype=torch.int32, device=device)
+    stream = (torch.cuda.current_stream(device).cuda_stream
+              if device.type == "cuda" else 0)
+    key = (str(device), stream)
+    with _workspaces_lock:
+        workspace = _workspaces.get(key)
+        if workspace is None or workspace.numel() < words:
+            workspace = _allocate("the split-KV workspace", words * 4,
+                                  lambda: torch.zeros(words, dtype=torch.int32,
+                                                      device=device))
+            _workspaces[key] = workspace
+    return workspace
+
+
 @torch.library.custom_op("fa4::attention", mutates_args=())
 def _attention_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                   causal: bool, window_left: int, window_right: int,
                   softcap: float, scale: Optional[float],
                   return_lse: bool, seqused_k: Optional[torch.Tensor] = None,
-                  block_table: Optional[torch.Tensor] = None
+                  block_table: Optional[torch.Tensor] = None,
+                  num_splits: int = 1
                   ) -> Tuple[torch.Tensor, torch.Tensor]:
     variant = _validate(q, k, v, causal, window_left, window_right, softcap,
-                        scale, return_lse, seqused_k, block_table)
+                        scale, return_lse, seqused_k, block_table, num_splits)
     if q.device.type not in ("cpu", "cuda"):
         raise ValueError(f"q: on {q.device}; fa4 runs CUDA tensors on the GPU "
                          "and CPU tensors in the emulator")
@@ -262,10 +311,23 @@ def _attention_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
     if batch == 0 or seq_q == 0 or k.shape[1] == 0:
         return _empty_results(q, k, return_lse)
     target, sm_count = _target(q.device)
+    if num_splits == 0:
+        # The tiles of 128 packed rows and the KV blocks of each.
+        ratio = variant["q_heads"] // variant["kv_heads"]
+        packing = min(ratio & -ratio, 16)
+        tiles = (batch * (variant["q_heads"] // packing) *
+                 -(-seq_q * packing // 128))
+        keys = (k.shape[1] if block_table is None
+                else block_table.shape[1] * k.shape[1])
+        num_splits = _choose_splits(tiles, -(-keys // 128), sm_count)
     kernel = compile(target=target, sm_count=sm_count,
-                     seqused_k=seqused_k is not None, **variant)
+                     seqused_k=seqused_k is not None, num_splits=num_splits,
+                     **variant)
     extras = [table.detach().contiguous() for table in (seqused_k, block_table)
               if table is not None]
+    if num_splits > 1:
+        extras.append(_split_workspace(
+            q.device, split_workspace_words(kernel, batch, seq_q)))
     if q.device.type == "cpu":
         _check_host_memory(q, k, v, return_lse)
     # (_validate checked the sizes against the runtime's limits before any
@@ -289,9 +351,9 @@ def _attention_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
 
 @_attention_op.register_fake
 def _(q, k, v, causal, window_left, window_right, softcap, scale, return_lse,
-      seqused_k=None, block_table=None):
+      seqused_k=None, block_table=None, num_splits=1):
     _validate(q, k, v, causal, window_left, window_right, softcap, scale,
-              return_lse, seqused_k, block_table)
+              return_lse, seqused_k, block_table, num_splits)
     batch, seq_q, q_heads, _ = q.shape
     o = torch.empty_like(q, memory_format=torch.contiguous_format)
     lse = q.new_empty((batch, q_heads, seq_q) if return_lse else (0,),
@@ -314,7 +376,7 @@ _attention_op.register_autograd(lambda ctx, *grads: None,
 
 def attention(q, k, v, causal: bool, window: Sequence[int], softcap: float,
               scale: Optional[float], return_lse: bool, seqused_k=None,
-              block_table=None):
+              block_table=None, num_splits=1):
     _check_tensors(q, k, v, paged=block_table is not None)
     _check_seqused_k(q, seqused_k)
     _check_block_table(q, k, block_table)
@@ -326,5 +388,5 @@ def attention(q, k, v, causal: bool, window: Sequence[int], softcap: float,
                            _real("softcap", softcap),
                            None if scale is None else _real("scale", scale),
                            _flag("return_lse", return_lse), seqused_k,
-                           block_table)
+                           block_table, num_splits)
     return (o, lse) if return_lse else o
