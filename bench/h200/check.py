@@ -115,6 +115,17 @@ VARIANT_KEY = ("head_dim", "q_heads", "kv_heads", "dtype", "mask",
                "block_table")
 
 
+def split_workspace_words(attention, batch, seq_q):
+    """The int32 words of a split-KV kernel's workspace (the manifest's
+    split_workspace_words)."""
+    splits = attention["num_splits"]
+    hq, hkv = attention["q_heads"], attention["kv_heads"]
+    ratio = hq // hkv
+    packing = min(ratio & -ratio, 16)
+    tiles = batch * (hq // packing) * -(-seq_q * packing // 128)
+    return tiles * 128 * (4 * (1 + splits) + splits * attention["head_dim"])
+
+
 def visible(seq_q, seq_k, attention, device):
     """Which keys each query sees (a [seq_q, seq_k] bool tensor), or None
     when every key is visible. Query i's diagonal is key i + seq_k - seq_q."""
@@ -359,6 +370,11 @@ class Runner:
         lse = (torch.full((batch, self.attention["q_heads"], seq_q), math.nan,
                           device=self.device)
                if self.attention["lse"] else None)
+        a = self.attention
+        if a.get("num_splits", 1) > 1:
+            # Split-KV: a zeroed workspace of the manifest's words.
+            used = used + [torch.zeros(split_workspace_words(a, batch, seq_q),
+                                       dtype=torch.int32, device=self.device)]
         launching()
         try:
             self.kernel(q, k, v, o, lse, extras=used)

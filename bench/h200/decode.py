@@ -10,7 +10,10 @@ flushed before it, the median of 100 after 25 of warm-up: bench.py's
 timer):
 
   fa4    the precompiled kernel of bench/h200/variants.py's decode_variants
-         (python/fa4/_capi.py, Kernel.bind: the arguments described once);
+         (python/fa4/_capi.py, Kernel.bind: the arguments described once),
+         split-KV into the parts choose_splits picks among DECODE_SPLITS
+         (fa4.attention_with_kvcache's rule for num_splits=0), with a
+         zeroed workspace each problem;
   SDPA   torch's scaled_dot_product_attention on the same keys as a
          contiguous [batch, 8, context, 128] cache (enable_gqa), every
          backend that takes it, the fastest reported;
@@ -47,6 +50,28 @@ MAX_KEYS = 1 << 22
 Q_HEADS, KV_HEADS, HEAD_DIM = 32, 8, 128
 
 
+def choose_splits(tiles, blocks, sm_count, available):
+    """fa4's rule (python/fa4/_torch.py, _choose_splits) over the part
+    counts compiled: none when the tiles fill the GPU, else the fewest parts
+    within 85 % of the best wave efficiency."""
+    if blocks < 2 or tiles >= 0.8 * sm_count:
+        return 1
+    candidates = [s for s in available if s <= blocks] or [1]
+
+    def efficiency(splits):
+        waves = tiles * splits / sm_count
+        return waves / -(-waves // 1)
+    best = max(efficiency(s) for s in candidates)
+    return next(s for s in candidates if efficiency(s) >= 0.85 * best)
+
+
+def workspace_words(batch, splits):
+    """The split-KV workspace of seq_q = 1, 32 query heads over 8 (8 head
+    groups of 4, one tile each)."""
+    tiles = batch * (Q_HEADS // 4)
+    return tiles * 128 * (4 * (1 + splits) + splits * HEAD_DIM)
+
+
 def median_timer():
     """fn -> median ms: bench.py's CUDA-event timer (the L2 flushed before
     each of 100 calls, after 25 of warm-up)."""
@@ -80,10 +105,13 @@ def main():
                 "cudnn": SDPBackend.CUDNN_ATTENTION,
                 "math": SDPBackend.MATH}
     results = []
-    kernels = {page: capi.load_kernel(
-        os.path.join(args.kernels, variants.decode_name(page) + ".cubin.json"),
-        library=lib) for page in variants.DECODE_PAGES}
-    print(f"{'batch':>5} {'context':>7} {'page':>4} {'fa4 us':>8} {'GB/s':>6} "
+    kernels = {(page, splits): capi.load_kernel(
+        os.path.join(args.kernels,
+                     variants.decode_name(page, splits) + ".cubin.json"),
+        library=lib)
+        for page in variants.DECODE_PAGES for splits in variants.DECODE_SPLITS}
+    sm_count = torch.cuda.get_device_properties(0).multi_processor_count
+    print(f"{'batch':>5} {'context':>7} {'page':>4} {'split':>5} {'fa4 us':>8} {'GB/s':>6} "
           f"{'of copy':>7} {'SDPA us':>8} {'backend':>9} {'SDPA/fa4':>8}",
           flush=True)
     for batch in BATCHES:
@@ -121,8 +149,14 @@ def main():
                 k_cache[order] = k.reshape(batch * blocks, page, KV_HEADS, HEAD_DIM)
                 v_cache[order] = v.reshape(batch * blocks, page, KV_HEADS, HEAD_DIM)
                 o = torch.empty_like(q)
-                launch = kernels[page].bind(q, k_cache, v_cache, o, None,
-                                            [used, table])
+                splits = choose_splits(batch * KV_HEADS, -(-context // 128),
+                                       sm_count, variants.DECODE_SPLITS)
+                extras = [used, table]
+                if splits > 1:
+                    extras.append(torch.zeros(workspace_words(batch, splits),
+                                              dtype=torch.int32, device="cuda"))
+                launch = kernels[(page, splits)].bind(q, k_cache, v_cache, o,
+                                                      None, extras)
                 launch()
                 torch.cuda.synchronize()
                 error = ((o.float() - sdpa_out.transpose(1, 2).float()).abs().max().item()
@@ -131,6 +165,7 @@ def main():
                 bytes_read = 2 * batch * context * KV_HEADS * HEAD_DIM * 2
                 bandwidth = bytes_read / (ms * 1e-3)
                 row = dict(batch=batch, context=context, page_size=page,
+                           num_splits=splits,
                            fa4_us=ms * 1e3, fa4_gbps=bandwidth / 1e9,
                            fraction_of_copy=bandwidth / copy,
                            max_abs_error_vs_sdpa=error,
@@ -139,7 +174,7 @@ def main():
                            sdpa_over_fa4=(sdpa_times[best] / ms) if best else None)
                 results.append(row)
                 flag = "" if error is not None and error <= 2e-2 else " !"
-                print(f"{batch:>5} {context:>7} {page:>4} {ms * 1e3:>8.1f} "
+                print(f"{batch:>5} {context:>7} {page:>4} {splits:>5} {ms * 1e3:>8.1f} "
                       f"{bandwidth / 1e9:>6.0f} {bandwidth / copy:>7.2f} "
                       f"{(sdpa_times[best] * 1e3 if best else float('nan')):>8.1f} "
                       f"{best or '-':>9} "

@@ -84,6 +84,14 @@ PAGED = ((16, 128, "bf16", CHECK_MASKS[1], 8, 2, True),
          (128, 128, "fp16", CHECK_MASKS[1], 8, 1, False),
          (256, 64, "bf16", ("window", 1000, 200), 8, 2, True))
 
+# Split-KV (issue 26): (parts, page size or 0, head dim, dtype, mask, q
+# heads, kv heads, seqused_k). check.py gives each a zeroed workspace.
+SPLITS = ((4, 64, 128, "bf16", CHECK_MASKS[0], 32, 8, True),
+          (3, 0, 64, "fp16", CHECK_MASKS[1], 8, 2, True),
+          (7, 0, 96, "bf16", ("window", 1000, 200), 6, 2, False),
+          (16, 16, 128, "fp16", CHECK_MASKS[1], 8, 1, True),
+          (2, 256, 64, "bf16", CHECK_MASKS[0], 12, 4, True))
+
 # Kernels of the CHECK_MASKS matrix (with the LSE) also compiled under the
 # three forced schedules: (head dim, dtype, mask, kv heads).
 SCHEDULED_MATRIX = ((64, "fp16", CHECK_MASKS[0], 8),
@@ -99,11 +107,12 @@ def _mask_name(mask, left, right):
 
 
 def check_name(head_dim, dtype, mask, left, right, q_heads, kv_heads, lse,
-               schedule="auto", seqused_k=False, page_size=0):
+               schedule="auto", seqused_k=False, page_size=0, num_splits=1):
     return (f"check-hd{head_dim}-{dtype}-{_mask_name(mask, left, right)}-"
             f"q{q_heads}kv{kv_heads}" + ("-lse" if lse else "") +
             ("-seqused" if seqused_k else "") +
             (f"-page{page_size}" if page_size else "") +
+            (f"-split{num_splits}" if num_splits > 1 else "") +
             ("" if schedule == "auto" else "-" + schedule))
 
 
@@ -114,11 +123,11 @@ def bench_name(head_dim, dtype, causal, q_heads, kv_heads):
 
 def _check_variant(head_dim, dtype, mask, left, right, kv_heads, lse,
                    schedule="auto", q_heads=CHECK_Q_HEADS, seqused_k=False,
-                   page_size=0):
+                   page_size=0, num_splits=1):
     return dict(head_dim=head_dim, dtype=dtype, mask=mask, window_left=left,
                 window_right=right, q_heads=q_heads, kv_heads=kv_heads,
                 lse=lse, schedule=schedule, seqused_k=seqused_k,
-                page_size=page_size)
+                page_size=page_size, num_splits=num_splits)
 
 
 def check_variants():
@@ -174,11 +183,18 @@ def check_variants():
         variants.append(_check_variant(head_dim, dtype, mask, left, right,
                                        kv_heads, True, q_heads=q_heads,
                                        seqused_k=used, page_size=page))
+    for splits, page, head_dim, dtype, (mask, left, right), q_heads, \
+            kv_heads, used in SPLITS:
+        variants.append(_check_variant(head_dim, dtype, mask, left, right,
+                                       kv_heads, True, q_heads=q_heads,
+                                       seqused_k=used, page_size=page,
+                                       num_splits=splits))
     for v in variants:
         v["name"] = check_name(v["head_dim"], v["dtype"], v["mask"],
                                v["window_left"], v["window_right"],
                                v["q_heads"], v["kv_heads"], v["lse"],
-                               v["schedule"], v["seqused_k"], v["page_size"])
+                               v["schedule"], v["seqused_k"], v["page_size"],
+                               v["num_splits"])
     return variants
 
 
@@ -221,17 +237,21 @@ def bench_variants():
 # cache_seqlens the seqused_k table; seq_q 1 (the query heads of a group
 # packed in the tile's rows).
 DECODE_PAGES = (16, 64, 256)
+# Split-KV part counts compiled for decode.py, which picks one per problem.
+DECODE_SPLITS = (1, 2, 4, 8, 16, 32)
 
 
-def decode_name(page_size):
-    return f"decode-hd128-bf16-q32kv8-page{page_size}"
+def decode_name(page_size, num_splits=1):
+    return (f"decode-hd128-bf16-q32kv8-page{page_size}" +
+            (f"-split{num_splits}" if num_splits > 1 else ""))
 
 
 def decode_variants():
-    return [dict(name=decode_name(page), head_dim=128, dtype="bf16",
+    return [dict(name=decode_name(page, splits), head_dim=128, dtype="bf16",
                  mask="none", window_left=-1, window_right=-1, q_heads=32,
                  kv_heads=8, lse=False, schedule="auto", seqused_k=True,
-                 page_size=page) for page in DECODE_PAGES]
+                 page_size=page, num_splits=splits)
+            for page in DECODE_PAGES for splits in DECODE_SPLITS]
 
 
 def fa4c_flags(v):
@@ -247,6 +267,8 @@ def fa4c_flags(v):
         flags.append("--seqused-k")
     if v.get("page_size"):
         flags += ["--paged-kv", f"--page-size={v['page_size']}"]
+    if v.get("num_splits", 1) > 1:
+        flags.append(f"--num-splits={v['num_splits']}")
     flags += SCHEDULES[v["schedule"]]
     return flags
 

@@ -362,13 +362,18 @@ def split_workspace_words(kernel: Kernel, batch: int, seq_q: int) -> int:
     splits = attention.get("num_splits", 1)
     if splits <= 1:
         return 0
-    batch = _integer("batch", batch, 0)
-    seq_q = _integer("seq_q", seq_q, 0)
-    q_heads, kv_heads = attention["q_heads"], attention["kv_heads"]
+    tiles = _split_tiles(attention["q_heads"], attention["kv_heads"],
+                         _integer("batch", batch, 0),
+                         _integer("seq_q", seq_q, 0))
+    return tiles * 128 * (4 * (1 + splits) + splits * attention["head_dim"])
+
+
+def _split_tiles(q_heads, kv_heads, batch, seq_q):
+    """The 128-row tiles of packed query rows (AttentionMath.h's
+    splitTiles): batch · head groups · ceil(seq_q · packing / 128)."""
     ratio = q_heads // kv_heads
     packing = min(ratio & -ratio, 16)
-    tiles = batch * (q_heads // packing) * -(-seq_q * packing // 128)
-    return tiles * 128 * (4 * (1 + splits) + splits * attention["head_dim"])
+    return batch * (q_heads // packing) * -(-seq_q * packing // 128)
 
 
 def compile_ir(ir: str, target: str = _DEFAULT_TARGET, *, cache: bool = True,

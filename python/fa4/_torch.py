@@ -17,7 +17,7 @@ from typing import Optional, Sequence, Tuple
 import torch
 
 from . import (LaunchError, _fa4, _flag, _real, _variant,
-               _window_pair, compile, split_workspace_words)
+               _split_tiles, _window_pair, compile, split_workspace_words)
 
 _DTYPES = {torch.float16: "fp16", torch.bfloat16: "bf16"}
 
@@ -313,10 +313,8 @@ def _attention_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
     target, sm_count = _target(q.device)
     if num_splits == 0:
         # The tiles of 128 packed rows and the KV blocks of each.
-        ratio = variant["q_heads"] // variant["kv_heads"]
-        packing = min(ratio & -ratio, 16)
-        tiles = (batch * (variant["q_heads"] // packing) *
-                 -(-seq_q * packing // 128))
+        tiles = _split_tiles(variant["q_heads"], variant["kv_heads"], batch,
+                             seq_q)
         keys = (k.shape[1] if block_table is None
                 else block_table.shape[1] * k.shape[1])
         num_splits = _choose_splits(tiles, -(-keys // 128), sm_count)

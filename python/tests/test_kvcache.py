@@ -62,10 +62,12 @@ def test_int_cache_seqlens_and_refusals(inputs):
     want, _ = per_sequence_reference(q, k, v, torch.tensor([40, 40]), False)
     assert (o.double() - want).abs().max().item() <= 1e-2
     used = torch.tensor([3, 4], dtype=torch.int32)
-    with pytest.raises(NotImplementedError, match="num_splits"):
-        fa4.attention_with_kvcache(q, k, v, used, num_splits=4)
     with pytest.raises(ValueError, match="num_splits"):
         fa4.attention_with_kvcache(q, k, v, used, num_splits=-1)
+    with pytest.raises(ValueError, match="num_splits"):
+        fa4.attention_with_kvcache(q, k, v, used, num_splits=129)
+    with pytest.raises(TypeError, match="num_splits"):
+        fa4.attention_with_kvcache(q, k, v, used, num_splits=2.0)
     with pytest.raises(ValueError, match="int32"):
         fa4.attention(q, k, v, seqused_k=used.long())
     with pytest.raises(ValueError, match=r"\(batch,\)"):
@@ -158,3 +160,52 @@ def test_more_refusals(inputs):
     o = fa4.attention_with_kvcache(q, k_cache, v_cache, np.int64(20),
                                    block_table=table, num_splits=np.int64(1))
     assert o.shape == q.shape
+
+
+@pytest.mark.parametrize("splits,page,causal,q_heads,kv_heads,seq_q", [
+    (2, 0, True, 6, 2, 3),       # GQA 3 unpacked, causal
+    (3, 16, False, 8, 2, 1),     # decode against a paged cache
+    (7, 64, True, 12, 4, 5),     # more parts than some sequences' blocks
+])
+def test_split_kv(inputs, splits, page, causal, q_heads, kv_heads, seq_q):
+    """Split-KV: the parts of each sequence's keys merged exactly, whatever
+    CTA finishes last, sequences with no key and parts with no block among
+    them; twice, as the workspace is kept and its counters left zero."""
+    q, k, v = inputs(5, seq_q, 512, q_heads, kv_heads, 64, torch.bfloat16)
+    used = torch.tensor([0, 1, 512, 129, 300], dtype=torch.int32)
+    table = None
+    k_cache, v_cache = k, v
+    if page:
+        k_cache, v_cache, table = paged(k, v, page, seed=splits)
+    want = per_sequence_reference(q, k, v, used, causal)
+    for _ in range(2):
+        o, lse = fa4.attention_with_kvcache(q, k_cache, v_cache, used,
+                                            block_table=table, causal=causal,
+                                            return_lse=True, num_splits=splits)
+        assert_matches(o, lse, *want, 2e-2)
+
+
+def test_split_kv_compile_and_workspace(inputs):
+    """The op with num_splits under torch.compile, and a Kernel compiled
+    with num_splits launched by hand with its workspace."""
+    q, k, v = inputs(2, 4, 256, 4, 2, 64, torch.float16)
+    used = torch.tensor([200, 256], dtype=torch.int32)
+
+    def f(q, k, v, used):
+        return fa4.attention_with_kvcache(q, k, v, used, num_splits=2) * 2
+
+    compiled = torch.compile(f, backend="aot_eager", fullgraph=True)
+    assert torch.equal(compiled(q, k, v, used), f(q, k, v, used))
+    kernel = fa4.compile(head_dim=64, q_heads=4, kv_heads=2, seqused_k=True,
+                         num_splits=3)
+    assert kernel.manifest["attention"]["num_splits"] == 3
+    words = fa4.split_workspace_words(kernel, 2, 4)
+    assert words > 0 and fa4.split_workspace_words(fa4.compile(
+        head_dim=64, q_heads=4, kv_heads=2), 2, 4) == 0
+    o = torch.empty_like(q)
+    kernel(q, k, v, o, extras=[used, torch.zeros(words, dtype=torch.int32)])
+    want, _ = per_sequence_reference(q, k, v, used, False)
+    assert (o.double() - want).abs().max().item() <= 1e-2
+    with pytest.raises(fa4.LaunchError, match="workspace needs"):
+        kernel(q, k, v, o, extras=[used, torch.zeros(words - 1,
+                                                     dtype=torch.int32)])

@@ -824,3 +824,49 @@ func.func @block_table_v_shape(%q: memref<?x?x8x64xf16>, %k: memref<?x16x8x64xf1
       : memref<?x?x8x64xf16>, memref<?x16x8x64xf16>, memref<?x?x8x64xf16> -> memref<?x?x8x64xf16>
   return
 }
+
+// -----
+
+// Split-KV: num_splits and the workspace go together.
+func.func @num_splits_without_workspace(%q: memref<?x?x8x64xf16>) {
+  // expected-error @+1 {{takes num_splits and split_workspace together}}
+  fa4.attention %q, %q, %q -> %q {num_splits = 4 : i64}
+      : memref<?x?x8x64xf16>, memref<?x?x8x64xf16>, memref<?x?x8x64xf16> -> memref<?x?x8x64xf16>
+  return
+}
+
+// -----
+
+func.func @num_splits_one(%q: memref<?x?x8x64xf16>, %w: memref<?xi32>) {
+  // expected-error @+1 {{attribute 'num_splits' failed to satisfy constraint}}
+  fa4.attention %q, %q, %q -> %q extras(%w : memref<?xi32>) {num_splits = 1 : i64, split_workspace = 0 : i64}
+      : memref<?x?x8x64xf16>, memref<?x?x8x64xf16>, memref<?x?x8x64xf16> -> memref<?x?x8x64xf16>
+  return
+}
+
+// -----
+
+func.func @split_workspace_type(%q: memref<?x?x8x64xf16>, %w: memref<?x4xi32>) {
+  // expected-error @+1 {{split_workspace 'memref<?x4xi32>' is not a rank-1 i32 memref [words]}}
+  fa4.attention %q, %q, %q -> %q extras(%w : memref<?x4xi32>) {num_splits = 2 : i64, split_workspace = 0 : i64}
+      : memref<?x?x8x64xf16>, memref<?x?x8x64xf16>, memref<?x?x8x64xf16> -> memref<?x?x8x64xf16>
+  return
+}
+
+// -----
+
+func.func @split_workspace_is_seqused_k(%q: memref<?x?x8x64xf16>, %w: memref<?xi32>) {
+  // expected-error @+1 {{split_workspace names the same extra as block_mask, seqused_k or block_table}}
+  fa4.attention %q, %q, %q -> %q extras(%w : memref<?xi32>) {seqused_k = 0 : i64, num_splits = 2 : i64, split_workspace = 0 : i64}
+      : memref<?x?x8x64xf16>, memref<?x?x8x64xf16>, memref<?x?x8x64xf16> -> memref<?x?x8x64xf16>
+  return
+}
+
+// -----
+
+func.func @split_workspace_out_of_range(%q: memref<?x?x8x64xf16>, %w: memref<?xi32>) {
+  // expected-error @+1 {{split_workspace names extra #3, but the op has 1 extras}}
+  fa4.attention %q, %q, %q -> %q extras(%w : memref<?xi32>) {num_splits = 2 : i64, split_workspace = 3 : i64}
+      : memref<?x?x8x64xf16>, memref<?x?x8x64xf16>, memref<?x?x8x64xf16> -> memref<?x?x8x64xf16>
+  return
+}
