@@ -328,6 +328,13 @@ class Runner:
             randn(batch, seq_k, hkv, hd)
         used = (key_counts(batch, seq_k, generator, self.device)
                 if a.get("seqused_k") is not None else None)
+        if used is not None:
+            # The rows past each count are memory the kernel must not let
+            # reach O (a cache's unfilled rows): NaN and infinities here.
+            for b, count in enumerate(used.tolist()):
+                k[b, count:] = math.nan
+                v[b, count:] = math.nan
+                v[b, count::3] = math.inf
         want_o, want_lse = reference(q, k, v, a, used)
         extras = [used] if used is not None else []
         if a.get("block_table") is not None:

@@ -163,11 +163,17 @@ void mlir::fa4::sim::scoreProduct(const float *q, const float *k, float *s,
 
 void mlir::fa4::sim::valueProduct(const float *p, const float *v, float *o,
                                   int64_t m, int64_t n, int64_t d) {
+  // A zero weight adds nothing unless its V row holds a NaN or an infinity
+  // (0 · NaN is NaN, as on the tensor core): those rows are always added.
+  std::vector<char> finite(n, 1);
+  for (int64_t c = 0; c < n; ++c)
+    for (int64_t x = 0; x < d && finite[c]; ++x)
+      finite[c] = std::isfinite(v[c * d + x]);
   for (int64_t r = 0; r < m; ++r) {
     float *oRow = &o[r * d];
     for (int64_t c = 0; c < n; ++c) {
       float weight = p[r * n + c];
-      if (weight == 0.0f)
+      if (weight == 0.0f && finite[c])
         continue;
       const float *vRow = &v[c * d];
       for (int64_t x = 0; x < d; ++x)
@@ -727,6 +733,9 @@ bool Interpreter::run(LoadKvTileOp load, std::string &error) {
   int64_t rows = tile->shape[0], dim = tile->shape[1];
   int64_t batch = index(load.getBatch()), head = index(load.getHead());
   int64_t col = index(load.getCol());
+  // Rows from clear_from on read as zero (no clear: every row is read).
+  if (load.getClearFrom())
+    rows = std::clamp<int64_t>(index(load.getClearFrom()), 0, rows);
   if (Value blockTable = load.getBlockTable()) {
     const ModBuffer *table = extras.lookup(blockTable);
     if (!table || table->shape.size() != 2 || kv.shape.size() != 4 ||

@@ -611,7 +611,7 @@ bool Cta::complete(AsyncOp &async, std::string &error) {
         SmemState &state = smem(load.getBuffer());
         int64_t batch = async.indices[0], head = async.indices[1],
                 row = async.indices[2], item = async.indices[3],
-                barrierItem = async.indices[4];
+                barrierItem = async.indices[4], clearFrom = async.indices[5];
         int64_t stage = item % state.type.getStages();
         access(state.stages[stage],
                "SMEM " + state.name + "[" + std::to_string(stage) + "]",
@@ -624,7 +624,7 @@ bool Cta::complete(AsyncOp &async, std::string &error) {
                                      row + r)
                           : globalRow(*async.global, batch, head, row + r,
                                       load.getGqaRatio());
-          if (source)
+          if (source && r < clearFrom)
             std::copy(source, source + cols, tile + r * cols);
           else
             std::fill(tile + r * cols, tile + (r + 1) * cols, 0.0f);
@@ -937,10 +937,14 @@ bool Cta::run(const RoleStep &step, TmaLoadOp load) {
                                 step.error)) {
     return false;
   }
+  // Rows from clear_from on land as zero (no clear: every row is copied).
+  int64_t clearFrom = load.getClearFrom()
+                          ? interpreter.index(load.getClearFrom())
+                          : std::numeric_limits<int64_t>::max();
   issue(step, AsyncOp::TmaLoad,
         {batch, head, interpreter.index(load.getRow()),
          interpreter.index(load.getCount()),
-         interpreter.index(load.getBarrierCount())},
+         interpreter.index(load.getBarrierCount()), clearFrom},
         &source, table);
   return true;
 }

@@ -301,6 +301,17 @@ void fillInputs(const Problem &p, bool bf16, uint64_t seed,
   for (std::vector<float> *values : {&q, &k, &v})
     for (float &x : *values)
       x = round(x);
+  // With per-sequence key counts, the keys past a sequence's count are
+  // memory the kernel must not let reach O (a cache's unfilled rows, which
+  // may hold anything): NaN here, so that a kernel that does fails.
+  if (!p.seqUsedK.empty())
+    for (int64_t b = 0; b < p.batch; ++b)
+      for (int64_t key = std::max<int64_t>(p.keysOf(b), 0); key < p.seqK; ++key)
+        for (std::vector<float> *values : {&k, &v})
+          std::fill_n(values->begin() +
+                          ((b * p.seqK + key) * p.kvHeads) * p.headDim,
+                      p.kvHeads * p.headDim,
+                      std::numeric_limits<float>::quiet_NaN());
 }
 
 Problem problemOf(const runtime::Manifest &manifest, int64_t batch,

@@ -351,13 +351,17 @@ static llvm::Error makeInputs(Simulation &sim, func::FuncOp entry,
   if (llvm::Error refused = sim.mods->fillExtras(sim.problem, options.seed))
     return refused;
   std::string error;
-  if (options.inputs.empty())
+  if (options.inputs.empty()) {
+    // The drawn extras first: the inputs put NaN past the seqused_k counts.
+    sim.mods->attach(sim.problem);
     fillInputs(sim.problem, bf16, options.seed, options.distribution,
                sim.q.data, sim.k.data, sim.v.data);
-  else if (!readInputs(entryOp, sim.problem, options.inputs, sim.q.data,
-                       sim.k.data, sim.v.data, *sim.mods, error))
+  } else if (!readInputs(entryOp, sim.problem, options.inputs, sim.q.data,
+                         sim.k.data, sim.v.data, *sim.mods, error)) {
     return makeError(error);
-  sim.mods->attach(sim.problem);
+  } else {
+    sim.mods->attach(sim.problem);
+  }
   if (std::optional<size_t> table = sim.mods->blockTable()) {
     const Problem &p = sim.problem;
     if (!options.inputs.empty())

@@ -252,9 +252,17 @@ SmallVector<QTileState> TileProgramBuilder::buildKvLoop(
             {TileConfig::kBlockN, config.headDim}, element);
         // One K and one V tile serve both Q tiles and every packed head.
         Value kTile = LoadKvTileOp::create(body, loc, kvTileType, op.getK(),
-                                                batch, taskKvHead, kvCol, blockTable);
+                                           batch, taskKvHead, kvCol, blockTable,
+                                           Value());
+        // With seqused_k the keys past the count are real memory (a cache's
+        // unfilled rows): V's rows there are cleared, so that whatever they
+        // hold cannot reach O through P·V. (K's are masked in the scores.)
+        Value clearFrom;
+        if (op.getSequsedK())
+          clearFrom = arith::SubIOp::create(body, loc, seqK, kvCol);
         Value vTile = LoadKvTileOp::create(body, loc, kvTileType, op.getV(),
-                                                batch, taskKvHead, kvCol, blockTable);
+                                           batch, taskKvHead, kvCol, blockTable,
+                                           clearFrom);
         SmallVector<Value> yielded;
         for (auto [stage, qTile] : llvm::enumerate(qTiles)) {
           QTileState state{carried[3 * stage], carried[3 * stage + 1],

@@ -208,6 +208,15 @@ BlockBounds mlir::fa4::splitBounds(OpBuilder &b, Location loc,
   return {low, clip(all.fullBegin), clip(all.fullEnd), high};
 }
 
+Value mlir::fa4::clearFromRow(OpBuilder &b, Location loc,
+                              const TileProgram &program,
+                              const TaskHeader &task, TileArgument tensor,
+                              Value key) {
+  if (tensor != kV || !program.seqUsedK)
+    return Value();
+  return arith::SubIOp::create(b, loc, task.seqK, key);
+}
+
 void mlir::fa4::dropImplicitYield(scf::ForOp loop) {
   Block *body = loop.getBody();
   if (!body->empty() && isa<scf::YieldOp>(body->back()))

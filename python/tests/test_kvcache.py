@@ -209,3 +209,25 @@ def test_split_kv_compile_and_workspace(inputs):
     with pytest.raises(fa4.LaunchError, match="workspace needs"):
         kernel(q, k, v, o, extras=[used, torch.zeros(words - 1,
                                                      dtype=torch.int32)])
+
+
+@pytest.mark.parametrize("page", [0, 16, 64])
+def test_unfilled_cache_rows(inputs, page):
+    """NaN and infinities in the cache rows past cache_seqlens (a cache
+    allocated with torch.empty) never reach O: the kernel clears the V rows
+    past the count before P·V reads them."""
+    q, k, v = inputs(4, 3, 256, 8, 2, 64, torch.bfloat16)
+    used = torch.tensor([1, 130, 256, 77], dtype=torch.int32)
+    want = per_sequence_reference(q, k, v, used, True)
+    k, v = k.clone(), v.clone()
+    for b, n in enumerate(used.tolist()):
+        k[b, n:] = float("nan")
+        v[b, n:] = float("nan")
+        v[b, n::3] = float("inf")
+    table = None
+    if page:
+        k, v, table = paged(k, v, page, seed=page)
+    o, lse = fa4.attention_with_kvcache(q, k, v, used, block_table=table,
+                                        causal=True, return_lse=True)
+    assert torch.isfinite(o).all()
+    assert_matches(o, lse, *want, 2e-2)

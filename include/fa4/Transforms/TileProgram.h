@@ -135,6 +135,12 @@ BlockBounds splitBounds(OpBuilder &b, Location loc, const BlockBounds &all,
 TaskHeader buildTaskHeader(IndexBuilder &ib, const TileProgram &program,
                            const ScheduleStart &start, Value task);
 
+/// The row of a K/V tile from which it is cleared (fa4.tma_load's
+/// clear_from): for V with seqused_k, the task's count less the tile's first
+/// key (the tile's rows past the count); null otherwise.
+Value clearFromRow(OpBuilder &b, Location loc, const TileProgram &program,
+                   const TaskHeader &task, TileArgument tensor, Value key);
+
 /// Loops built empty end in a yield of their own.
 void dropImplicitYield(scf::ForOp loop);
 

@@ -68,6 +68,14 @@ void layOutSharedMemory(func::FuncOp func, KernelState &kernel) {
     kernel.smemOffset[alloc] = offset;
     offset += 8 * alloc.getBarrier().getType().getStages();
   });
+  // The loader's own barrier for V copies whose tail rows it clears.
+  bool clears = false;
+  func.walk([&](TmaLoadOp load) { clears |= static_cast<bool>(load.getClearFrom()); });
+  if (clears) {
+    offset = llvm::alignTo(offset, 8);
+    kernel.clearBarrierOffset = offset;
+    offset += 8;
+  }
   offset = llvm::alignTo(offset, 16);
   kernel.tmemSlotOffset = offset;
   kernel.smemBytes = offset + 16;

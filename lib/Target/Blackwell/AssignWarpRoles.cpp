@@ -205,7 +205,7 @@ void RoleProgramBuilder::buildLoadRole(const TaskState &task) {
     ProducerAcquireOp::create(b, loc, qBuffer, item);
     TmaLoadOp::create(b, loc, program.arguments[kQ], task.batch, task.headGroup,
                         task.tileRow[s], qBuffer, item, Value(), Value(),
-                        Value(), start.gqaRatio);
+                        Value(), Value(), start.gqaRatio);
     ProducerCommitOp::create(b, loc, qBuffer, item);
   }
   Value kvBase = task.counters.lookup(Counter::Kv);
@@ -216,7 +216,8 @@ void RoleProgramBuilder::buildLoadRole(const TaskState &task) {
       ProducerAcquireOp::create(b, loc, kvBuffer, item);
       TmaLoadOp::create(b, loc, program.arguments[tensor], task.batch,
                           task.kvHead, key, kvBuffer, item, Value(), Value(),
-                          program.blockTable, 1);
+                          program.blockTable,
+                          clearFromRow(b, loc, program, task, tensor, key), 1);
       ProducerCommitOp::create(b, loc, kvBuffer, item);
       item = add(item, index(1));
     }

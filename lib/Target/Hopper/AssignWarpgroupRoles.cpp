@@ -147,7 +147,7 @@ void WarpgroupProgramBuilder::buildProducer(const Task &task) {
   ProducerAcquireOp::create(b, loc, qBuffer, task.taskCount);
   TmaLoadOp::create(b, loc, program.arguments[kQ], task.batch, task.headGroup,
                     task.qRow, qBuffer, task.taskCount, Value(), Value(),
-                    Value(), start.gqaRatio);
+                    Value(), Value(), start.gqaRatio);
   ProducerCommitOp::create(b, loc, qBuffer, task.taskCount);
   auto loop = scf::ForOp::create(b, loc, index(0), task.numBlocks, index(1));
   OpBuilder::InsertionGuard guard(b);
@@ -159,7 +159,8 @@ void WarpgroupProgramBuilder::buildProducer(const Task &task) {
     ProducerAcquireOp::create(b, loc, buffer, item);
     TmaLoadOp::create(b, loc, program.arguments[tensor], task.batch,
                       task.kvHead, key, buffer, item, Value(), Value(),
-                      program.blockTable, 1);
+                      program.blockTable,
+                      clearFromRow(b, loc, program, task, tensor, key), 1);
     ProducerCommitOp::create(b, loc, buffer, item);
   }
 }

@@ -109,6 +109,9 @@ struct KernelState {
   /// Byte offset of every shared-memory buffer and mbarrier array.
   llvm::DenseMap<Operation *, int64_t> smemOffset;
   int64_t tmemSlotOffset = 0;
+  /// The loader's own mbarrier (count 1) through which a V copy with rows
+  /// to clear completes (fa4.tma_load's clear_from), -1 when none has.
+  int64_t clearBarrierOffset = -1;
   int64_t smemBytes = 0;
   int64_t tmemColumns = 0;
   /// The TMEM base address, loaded once after the allocation.
@@ -181,7 +184,15 @@ private:
   /// Runs `body` on the role's elected thread only (see `roleElected`).
   /// A paged K/V tile: its pages gathered through the block table.
   LogicalResult lowerPagedLoad(TmaLoadOp load, Value blockTable, SmemType type,
-                               function_ref<void(int64_t, ValueRange)> copy);
+                               function_ref<void(int64_t, ValueRange)> copy,
+                               function_ref<void()> then = nullptr);
+  /// Whether a TMA copy with rows to clear (fa4.tma_load's clear_from) must
+  /// clear some: clear_from below the tile's rows.
+  Value clearsRows(TmaLoadOp load);
+  /// The elected loader's end of such a copy: wait for it on the loader's
+  /// own barrier (`state` its arrival), zero the rows from clear_from,
+  /// fence them for the async proxy and arrive on the load's barrier.
+  void clearLoadedRows(TmaLoadOp load, Value stage, Value state);
   void ifElected(function_ref<void()> body);
   /// This thread's row of a warpgroup tile (0..127) as an index.
   Value rowInWarpgroup();

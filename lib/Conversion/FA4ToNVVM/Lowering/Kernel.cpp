@@ -462,6 +462,10 @@ LogicalResult Lowering::lowerWarpSpecialize(WarpSpecializeOp op) {
             loc(), smemAt(kernel.smem, i32(base + 8 * stage)),
             i32(alloc.getCount()), Value());
     });
+    if (kernel.clearBarrierOffset >= 0)
+      NVVM::MBarrierInitOp::create(
+          b, loc(), smemAt(kernel.smem, i32(kernel.clearBarrierOffset)), i32(1),
+          Value());
     // TMA and tcgen05.commit arrive through the async proxy: the inits must
     // be made visible to it before the CTA barrier hands the mbarriers out,
     // as NVIDIA's kernels do.

@@ -137,7 +137,24 @@ LogicalResult Lowering::lowerBarrier(Operation *op) {
       })
       .Case([&](MBarrierExpectTxOp expect) -> LogicalResult {
         Value barrier = slot(expect.getBarrier(), expect.getCount());
+        // A copy that clears rows arrives on the barrier itself once they
+        // are zero (clearLoadedRows); its expect_tx is issued only when it
+        // clears none.
+        Value plain;
+        if (auto load = dyn_cast_or_null<TmaLoadOp>(expect->getNextNode());
+            load && load.getClearFrom() &&
+            load.getBarrier() == expect.getBarrier() &&
+            load.getBarrierCount() == expect.getCount())
+          plain = arith::XOrIOp::create(b, loc(), clearsRows(load),
+                                        arith::ConstantIntOp::create(
+                                            b, loc(), b.getI1Type(), 1));
         ifElected([&] {
+          std::optional<OpBuilder::InsertionGuard> guard;
+          if (plain) {
+            auto branch = scf::IfOp::create(b, loc(), plain, false);
+            guard.emplace(b);
+            b.setInsertionPointToStart(branch.thenBlock());
+          }
           NVVM::MBarrierArriveExpectTxOp::create(b,
               loc(), Type(), barrier, i32(expect.getBytes()),
               NVVM::MemScopeKind::CTA, false, Value());
@@ -166,7 +183,8 @@ static Value stageBase(OpBuilder &b, Location loc, Value base, SmemType type,
 
 LogicalResult
 Lowering::lowerPagedLoad(TmaLoadOp load, Value blockTable, SmemType type,
-                         function_ref<void(int64_t, ValueRange)> copy) {
+                         function_ref<void(int64_t, ValueRange)> copy,
+                         function_ref<void()> then) {
   auto extra = kernel.extras.find(blockTable);
   if (extra == kernel.extras.end() || extra->second.sizes.size() != 2)
     return load.emitOpError()
@@ -207,8 +225,68 @@ Lowering::lowerPagedLoad(TmaLoadOp load, Value blockTable, SmemType type,
         copy(box * boxBytes(type) + j * rowsPerCopy * kSwizzleLineBytes,
              ValueRange{i32(box * kBoxColumns), head, inPage, entry});
     }
+    if (then)
+      then();
   });
   return success();
+}
+
+Value Lowering::clearsRows(TmaLoadOp load) {
+  return arith::CmpIOp::create(
+      b, loc(), arith::CmpIPredicate::slt, lookup(load.getClearFrom()),
+      index(load.getBuffer().getType().getRows()));
+}
+
+void Lowering::clearLoadedRows(TmaLoadOp load, Value stage, Value state) {
+  SmemType type = load.getBuffer().getType();
+  auto asmDialect =
+      LLVM::AsmDialectAttr::get(b.getContext(), LLVM::AsmDialect::AD_ATT);
+  Value own = smemAt(kernel.smem, i32(kernel.clearBarrierOffset));
+  // The copy has landed once the loader's own barrier's phase is past the
+  // one its arrival began.
+  LLVM::InlineAsmOp::create(
+      b, loc(), Type(), ValueRange{smemAddress(own), state},
+      "{\n\t.reg .pred done;\n\twait:\n\tmbarrier.try_wait.shared::cta.b64 "
+      "done, [$0], $1, 10000000;\n\t@!done bra wait;\n\t}",
+      "r,l", /*has_side_effects=*/true, false,
+      LLVM::tailcallkind::TailCallKind::None, asmDialect, ArrayAttr());
+  // Rows [clear_from, rows) of every 64-column box: each row's 128 bytes
+  // are its own whatever the swizzle (it permutes 16-byte chunks within
+  // the row), written 16 bytes at a time.
+  Value from = arith::MaxSIOp::create(b, loc(), lookup(load.getClearFrom()),
+                                      index(0));
+  int64_t boxes = llvm::divideCeil(type.getCols(), kBoxColumns);
+  auto rows = scf::ForOp::create(b, loc(), from, index(type.getRows()),
+                                 index(1));
+  {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(rows.getBody());
+    Value line = arith::MulIOp::create(b, loc(), rows.getInductionVar(),
+                                       index(kSwizzleLineBytes));
+    Value zeros = vector::BroadcastOp::create(
+        b, loc(), VectorType::get({4}, b.getI32Type()), i32(0));
+    for (int64_t box = 0; box < boxes; ++box)
+      for (int64_t chunk = 0; chunk < kSwizzleLineBytes / 16; ++chunk)
+        LLVM::StoreOp::create(
+            b, loc(), zeros,
+            smemAt(stage, arith::AddIOp::create(
+                              b, loc(), line,
+                              index(box * boxBytes(type) + chunk * 16))),
+            16);
+  }
+  // The zeros are generic-proxy writes the MMAs read through the async
+  // proxy; then the tile is handed over as a copy would have.
+  NVVM::FenceProxyOp::create(
+      b, loc(), NVVM::ProxyKind::async_shared,
+      NVVM::SharedSpaceAttr::get(b.getContext(), NVVM::SharedSpace::shared_cta));
+  LLVM::InlineAsmOp::create(
+      b, loc(), Type(),
+      ValueRange{smemAddress(barrierSlot(load.getBarrier(),
+                                         load.getBarrierCount()))},
+      "{\n\t.reg .b64 state;\n\tmbarrier.arrive.shared::cta.b64 state, [$0];\n\t}",
+      "r",
+      /*has_side_effects=*/true, false, LLVM::tailcallkind::TailCallKind::None,
+      asmDialect, ArrayAttr());
 }
 
 LogicalResult Lowering::lowerTma(Operation *op) {
@@ -240,10 +318,51 @@ LogicalResult Lowering::lowerTma(Operation *op) {
                                          NVVM::TMALoadMode::TILE),
               b.getBoolAttr(true), NVVM::CTAGroupKindAttr(), Value());
         };
-        if (Value blockTable = load.getBlockTable())
-          return lowerPagedLoad(load, blockTable, type, copy);
-        forEachBox(type, load.getHead(), load.getRow(), load.getBatch(),
-                   load.getGqaRatio(), copy);
+        auto copyTile = [&](function_ref<void()> then) {
+          if (Value blockTable = load.getBlockTable())
+            return lowerPagedLoad(load, blockTable, type, copy, then);
+          forEachBox(type, load.getHead(), load.getRow(), load.getBatch(),
+                     load.getGqaRatio(), copy, then);
+          return success();
+        };
+        if (!load.getClearFrom())
+          return copyTile(nullptr);
+        // A tile with rows to clear completes on the loader's own barrier,
+        // which the elected loader waits for before it clears the rows and
+        // arrives on the load's barrier (whose expect_tx it skipped).
+        if (kernel.clearBarrierOffset < 0 ||
+            !isa_and_nonnull<MBarrierExpectTxOp>(op->getPrevNode()))
+          return load.emitOpError()
+                 << "clears rows but follows no expect_tx of its barrier, or "
+                    "the kernel has no barrier to clear them through";
+        auto branch =
+            scf::IfOp::create(b, loc(), clearsRows(load), /*withElse=*/true);
+        OpBuilder::InsertionGuard guard(b);
+        b.setInsertionPointToStart(branch.thenBlock());
+        Value fullBarrier = barrier;
+        barrier = smemAt(kernel.smem, i32(kernel.clearBarrierOffset));
+        // After its copies, the elected loader arrives on its own barrier
+        // with the tile's bytes (a transaction count may complete before
+        // the arrival that expects it: the phase waits for both).
+        LogicalResult cleared = copyTile([&] {
+          Value state =
+              LLVM::InlineAsmOp::create(
+                  b, loc(), b.getI64Type(),
+                  ValueRange{smemAddress(barrier)},
+                  "mbarrier.arrive.expect_tx.shared::cta.b64 $0, [$1], " +
+                      std::to_string(type.getStageBytes()) + ";",
+                  "=l,r", /*has_side_effects=*/true, false,
+                  LLVM::tailcallkind::TailCallKind::None,
+                  LLVM::AsmDialectAttr::get(b.getContext(),
+                                            LLVM::AsmDialect::AD_ATT),
+                  ArrayAttr())
+                  .getResult(0);
+          clearLoadedRows(load, destination, state);
+        });
+        b.setInsertionPointToStart(branch.elseBlock());
+        barrier = fullBarrier;
+        if (failed(cleared) || failed(copyTile(nullptr)))
+          return failure();
         return success();
       })
       .Case([&](TmaStoreOp store) -> LogicalResult {

@@ -316,7 +316,7 @@ def FA4_LoadQTileOp : FA4_Op<"load_q_tile"> {
   let hasVerifier = 1;
 }
 
-def FA4_LoadKvTileOp : FA4_Op<"load_kv_tile"> {
+def FA4_LoadKvTileOp : FA4_Op<"load_kv_tile", [AttrSizedOperandSegments]> {
   let summary = "load a K or V tile";
   let description = [{
     Loads the sequence positions `[col, col + N)` of K/V head `head`; positions
@@ -328,20 +328,29 @@ def FA4_LoadKvTileOp : FA4_Op<"load_kv_tile"> {
     `block_table[batch][j / page_size]`; positions past the table's blocks,
     and entries outside `[0, num_blocks)`, read as zero.
 
+    With `clear_from` (V tiles of a kernel with `seqused_k`), the tile's
+    rows from `clear_from` on read as zero whatever the memory holds: the
+    keys past a sequence's count are masked in the scores, but a NaN or an
+    infinity in their V rows would still reach O through P·V (0 · NaN).
+
     ```mlir
     %kt = fa4.load_kv_tile %k[%b, %h, %col]
         : memref<?x?x8x128xf16> -> tensor<128x128xf16>
     %pt = fa4.load_kv_tile %k_cache[%b, %h, %col] pages(%table : memref<?x?xi32>)
         : memref<?x16x8x128xf16> -> tensor<128x128xf16>
+    %vt = fa4.load_kv_tile %v[%b, %h, %col] clear_from %n
+        : memref<?x?x8x128xf16> -> tensor<128x128xf16>
     ```
   }];
   let arguments = (ins Arg<AnyMemRef, "keys or values", [MemRead]>:$source,
     Index:$batch, Index:$head, Index:$col,
-    Optional<MemRefRankOf<[I32], [2]>>:$block_table);
+    Optional<MemRefRankOf<[I32], [2]>>:$block_table,
+    Optional<Index>:$clear_from);
   let results = (outs FA4_Tile:$result);
   let assemblyFormat = [{
     $source `[` $batch `,` $head `,` $col `]`
-    (`pages` `(` $block_table^ `:` type($block_table) `)`)? attr-dict `:`
+    (`pages` `(` $block_table^ `:` type($block_table) `)`)?
+    (`clear_from` $clear_from^)? attr-dict `:`
     type($source) `->` type($result)
   }];
   let hasVerifier = 1;

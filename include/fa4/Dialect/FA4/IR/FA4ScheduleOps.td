@@ -283,7 +283,11 @@ def FA4_TmaLoadOp : FA4_Op<"tma_load", [AttrSizedOperandSegments]> {
     past the sequence are zero-filled, never read. On completion the bytes
     are delivered to `barrier` (added by `fa4-insert-barriers`). With a
     `block_table`, `source` is a paged K/V cache and the rows are gathered
-    page by page as `fa4.load_kv_tile` says.
+    page by page as `fa4.load_kv_tile` says; with `clear_from`, the rows
+    from `clear_from` on are zeroed after the copy lands and before the
+    barrier completes (`fa4.load_kv_tile`'s, for a sequence's last V tile:
+    fa4-to-nvvm routes such a copy through a barrier of the loader's own,
+    zeroes the rows and then arrives on `barrier` itself).
 
     ```mlir
     fa4.tma_load %k[%b, %h, %key] -> %kv[%n] signal %kv_full[%n]
@@ -295,10 +299,12 @@ def FA4_TmaLoadOp : FA4_Op<"tma_load", [AttrSizedOperandSegments]> {
     Index:$batch, Index:$head, Index:$row, FA4_SmemType:$buffer, Index:$count,
     Optional<FA4_MBarrierType>:$barrier, Optional<Index>:$barrier_count,
     Optional<MemRefRankOf<[I32], [2]>>:$block_table,
+    Optional<Index>:$clear_from,
     ConfinedAttr<I64Attr, [IntPositive]>:$gqa_ratio);
   let assemblyFormat = [{
     $source `[` $batch `,` $head `,` $row `]`
-    (`pages` `(` $block_table^ `:` type($block_table) `)`)? `->` $buffer `[` $count `]`
+    (`pages` `(` $block_table^ `:` type($block_table) `)`)?
+    (`clear_from` $clear_from^)? `->` $buffer `[` $count `]`
     (`signal` $barrier^ `[` $barrier_count `]`)? attr-dict `:` type($source)
     `,` type($buffer) (`,` type($barrier)^)?
   }];
