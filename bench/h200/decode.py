@@ -32,6 +32,7 @@ import datetime
 import json
 import os
 import sys
+import time
 
 import torch
 import torch.nn.functional as F
@@ -79,6 +80,19 @@ def median_timer():
     return lambda fn: measure(fn)[0]
 
 
+def warm_up(seconds):
+    """Device-to-device copies for `seconds`, so that the GPU's clocks are
+    up before anything is timed."""
+    x = torch.empty(1 << 30, dtype=torch.uint8, device="cuda")
+    y = torch.empty_like(x)
+    start = time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        for _ in range(10):
+            y.copy_(x)
+        torch.cuda.synchronize()
+    del x, y
+
+
 def copy_bandwidth(measure):
     x = torch.empty(4 << 30, dtype=torch.uint8, device="cuda")
     y = torch.empty_like(x)
@@ -97,6 +111,9 @@ def main():
     lib = args.lib or os.path.join(args.kernels, "libfa4rt.so")
     torch.manual_seed(0)
     measure = median_timer()
+    # Clocks up first: run 13's first problems, timed on a GPU just started,
+    # took up to 3x longer than the same kernels a minute later.
+    warm_up(seconds=3.0)
     copy = copy_bandwidth(measure)
     print(f"device-to-device copy: {copy / 1e9:.0f} GB/s", flush=True)
     from torch.nn.attention import SDPBackend, sdpa_kernel
