@@ -123,7 +123,8 @@ def split_workspace_words(attention, batch, seq_q):
     ratio = hq // hkv
     packing = min(ratio & -ratio, 16)
     tiles = batch * (hq // packing) * -(-seq_q * packing // 128)
-    return tiles * 128 * (4 * (1 + splits) + splits * attention["head_dim"])
+    rows = min(128, seq_q * packing)
+    return tiles * rows * (4 * (1 + splits) + splits * attention["head_dim"])
 
 
 def visible(seq_q, seq_k, attention, device):

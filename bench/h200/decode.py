@@ -57,7 +57,8 @@ def choose_splits(tiles, blocks, sm_count, available):
     within 85 % of the best wave efficiency."""
     if blocks < 2 or tiles >= 0.8 * sm_count:
         return 1
-    candidates = [s for s in available if s <= blocks] or [1]
+    candidates = [s for s in available if s <= blocks and
+                  (s == 1 or -(-blocks // s) != -(-blocks // (s - 1)))] or [1]
 
     def efficiency(splits):
         waves = tiles * splits / sm_count
@@ -68,9 +69,9 @@ def choose_splits(tiles, blocks, sm_count, available):
 
 def workspace_words(batch, splits):
     """The split-KV workspace of seq_q = 1, 32 query heads over 8 (8 head
-    groups of 4, one tile each)."""
+    groups of 4, one tile of 4 rows each)."""
     tiles = batch * (Q_HEADS // 4)
-    return tiles * 128 * (4 * (1 + splits) + splits * HEAD_DIM)
+    return tiles * 4 * (4 * (1 + splits) + splits * HEAD_DIM)
 
 
 def median_timer():
@@ -106,6 +107,11 @@ def main():
     parser.add_argument("kernels", help="directory of the precompiled kernels")
     parser.add_argument("--lib", help="libfa4rt.so (default: KERNELS/libfa4rt.so)")
     parser.add_argument("--out", help="write the results here as JSON")
+    parser.add_argument("--short", type=int, default=0,
+                        help="every sequence this many keys short of "
+                             "`context` (its last block partial: the kernel "
+                             "clears its V rows past the count); SDPA on as "
+                             "many keys")
     args = parser.parse_args()
     capi = load_capi()
     lib = args.lib or os.path.join(args.kernels, "libfa4rt.so")
@@ -140,9 +146,11 @@ def main():
             k = torch.randn(batch, context, KV_HEADS, HEAD_DIM,
                             dtype=torch.bfloat16, device="cuda")
             v = torch.randn_like(k)
-            used = torch.full((batch,), context, dtype=torch.int32, device="cuda")
+            keys = context - args.short
+            used = torch.full((batch,), keys, dtype=torch.int32, device="cuda")
             # SDPA: the contiguous cache, every backend that takes it.
-            qt, kt, vt = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
+            qt, kt, vt = (q.transpose(1, 2), k[:, :keys].transpose(1, 2),
+                          v[:, :keys].transpose(1, 2))
             sdpa_times, sdpa_out = {}, None
             for name, backend in backends.items():
                 try:
@@ -179,9 +187,10 @@ def main():
                 error = ((o.float() - sdpa_out.transpose(1, 2).float()).abs().max().item()
                          if sdpa_out is not None else None)
                 ms = measure(launch)
-                bytes_read = 2 * batch * context * KV_HEADS * HEAD_DIM * 2
+                bytes_read = 2 * batch * keys * KV_HEADS * HEAD_DIM * 2
                 bandwidth = bytes_read / (ms * 1e-3)
-                row = dict(batch=batch, context=context, page_size=page,
+                row = dict(batch=batch, context=context, keys=keys,
+                           page_size=page,
                            num_splits=splits,
                            fa4_us=ms * 1e3, fa4_gbps=bandwidth / 1e9,
                            fraction_of_copy=bandwidth / copy,
@@ -205,7 +214,8 @@ def main():
             json.dump({"date": datetime.datetime.now(datetime.timezone.utc)
                        .isoformat(timespec="seconds"),
                        "device": device_info(torch.device("cuda", 0)),
-                       "copy_gbps": copy / 1e9, "results": results}, f, indent=1)
+                       "copy_gbps": copy / 1e9, "short": args.short,
+                       "results": results}, f, indent=1)
 
 
 if __name__ == "__main__":

@@ -686,9 +686,9 @@ std::string writeManifest(const Manifest &m) {
   if (m.splitWorkspace >= 0)
     os << ", \"num_splits\": " << m.numSplits << ", \"split_workspace\": "
        << m.splitWorkspace << ", \"split_workspace_words\": \"batch * "
-       << m.qHeads / packing << " * ceil(seq_q * " << packing << " / 128) * "
-       << 128 * (kSplitSlots * (1 + m.numSplits) + m.numSplits * m.headDim)
-       << "\"";
+       << m.qHeads / packing << " * ceil(seq_q * " << packing
+       << " / 128) * min(128, seq_q * " << packing << ") * "
+       << (kSplitSlots * (1 + m.numSplits) + m.numSplits * m.headDim) << "\"";
   os << "},\n";
   // The memrefs the score_mod and mask_mod read: element type and shape, -1
   // where the launch gives the size.

@@ -391,14 +391,27 @@ llvm::Expected<Shapes> checkTensors(const Manifest &m, const Tensor &q,
   return shapes;
 }
 
+std::string describeExtras(const Manifest &m) {
+  std::string text;
+  for (size_t i = 0; i < m.extras.size(); ++i) {
+    int64_t at = static_cast<int64_t>(i);
+    text += std::string(i ? ", " : "") + "extra" + std::to_string(i) + ": " +
+            (at == m.blockMask        ? "the block mask"
+             : at == m.seqUsedK       ? "the seqused_k table"
+             : at == m.blockTable     ? "the block table"
+             : at == m.splitWorkspace ? "the split-KV workspace"
+                                      : "a score_mod / mask_mod table");
+  }
+  return text;
+}
+
 llvm::Error checkExtras(const Manifest &m, const std::vector<Tensor> &extras,
                         const std::vector<const Tensor *> &written,
                         const Shapes *shapes) {
   if (extras.size() != m.extras.size())
     return makeError("extras: the kernel reads " +
-                     std::to_string(m.extras.size()) +
-                     " extra tensors (the tables of its score_mod / mask_mod, "
-                     "seqused_k and block_table), got " +
+                     std::to_string(m.extras.size()) + " extra tensors (" +
+                     describeExtras(m) + "), got " +
                      std::to_string(extras.size()));
   for (size_t i = 0; i < extras.size(); ++i) {
     const Tensor &t = extras[i];
@@ -428,7 +441,9 @@ llvm::Error checkExtras(const Manifest &m, const std::vector<Tensor> &extras,
         return makeError(name +
                          ": must be dense and row-major (the kernel indexes it "
                          "from its sizes)");
-      if (t.sizes[d] >= (int64_t(1) << 31) / count)
+      // (The split-KV workspace is addressed in 64 bits.)
+      if (t.sizes[d] >= (int64_t(1) << 31) / count &&
+          static_cast<int64_t>(i) != m.splitWorkspace)
         return makeError(
             name + ": 2^31 elements or more (the kernel's offsets are 32-bit)");
       count *= t.sizes[d];
@@ -479,10 +494,9 @@ llvm::Error checkExtras(const Manifest &m, const std::vector<Tensor> &extras,
                            std::to_string(j));
       if (shapes) {
         int64_t packing = gqaPacking(m.qHeads / m.kvHeads);
-        SplitWorkspaceLayout layout{
-            splitTiles(shapes->batch, m.qHeads / packing, shapes->seqQ,
-                       packing),
-            m.numSplits, m.headDim};
+        SplitWorkspaceLayout layout =
+            splitWorkspaceLayout(shapes->batch, m.qHeads / packing,
+                                 shapes->seqQ, packing, m.numSplits, m.headDim);
         if (t.sizes[0] < layout.words())
           return makeError(name + ": the split-KV workspace needs " +
                            std::to_string(layout.words()) +
@@ -522,6 +536,13 @@ llvm::Error launch(Backend &backend, const Kernel &kernel, const Tensor &q,
   if (llvm::Error refused =
           checkExtras(kernel.manifest, extras, {&o, lse}, &*shapes))
     return refused;
+  // The split-KV workspace is written: it may not lie in an input either.
+  if (int64_t at = kernel.manifest.splitWorkspace;
+      at >= 0 && at < static_cast<int64_t>(extras.size()))
+    for (auto [name, tensor] : {std::pair{"q", &q}, {"k", &k}, {"v", &v}})
+      if (overlap(extras[at], *tensor))
+        return makeError("extra" + std::to_string(at) +
+                         ": the split-KV workspace shares memory with " + name);
   // A paged cache's sequences are the block table's max_blocks pages.
   if (kernel.manifest.blockTable >= 0) {
     shapes->seqK = extras[kernel.manifest.blockTable].sizes[1] *

@@ -172,6 +172,10 @@ bool mlir::fa4::sim::readInputs(AttentionOp op, const Problem &p,
     tensor.toLogical(values, *buffer);
   }
   for (auto [index, number] : llvm::enumerate(mods.argumentNumbers())) {
+    // The split-KV workspace is the kernel's scratch, not an input: it
+    // stays as fillExtras drew it (zero), with no file.
+    if (mods.splitWorkspace() == index)
+      continue;
     const ModBuffer &extra = mods.buffers()[index];
     std::string path = argumentFile(directory, number);
     if (!readFloats(path, extra.shape,

@@ -1016,8 +1016,8 @@ ModBuffer *Interpreter::splitWorkspace(Operation *op, Value workspace,
                          "rank-1 extra, or O is not [batch, seq, heads, dim]";
     return nullptr;
   }
-  layout = {splitTiles(out.shape[0], out.shape[2] / ratio, out.shape[1], ratio),
-            splits, out.shape[3]};
+  layout = splitWorkspaceLayout(out.shape[0], out.shape[2] / ratio,
+                                out.shape[1], ratio, splits, out.shape[3]);
   if (buffer->shape[0] < layout.words()) {
     error = nameOf(op) + " needs a split-KV workspace of " +
             std::to_string(layout.words()) + " words, got " +
@@ -1028,12 +1028,13 @@ ModBuffer *Interpreter::splitWorkspace(Operation *op, Value workspace,
 }
 
 /// The workspace slot of packed row `packedRow` of head group `head`.
-static int64_t splitRowSlot(const Buffer &out, int64_t ratio, int64_t batch,
-                            int64_t head, int64_t packedRow) {
+static int64_t splitRowSlot(const Buffer &out, const SplitWorkspaceLayout &layout,
+                            int64_t ratio, int64_t batch, int64_t head,
+                            int64_t packedRow) {
   int64_t rowTiles = (out.shape[1] * ratio + 127) / 128;
   int64_t tile =
       (batch * (out.shape[2] / ratio) + head) * rowTiles + packedRow / 128;
-  return tile * 128 + packedRow % 128;
+  return tile * layout.rows + packedRow % 128;
 }
 
 bool Interpreter::run(StorePartialOOp store, std::string &error) {
@@ -1059,9 +1060,9 @@ bool Interpreter::run(StorePartialOOp store, std::string &error) {
   for (int64_t r = 0; r < t.shape[0]; ++r) {
     if (unpackRow(row + r, ratio).seqPos >= out.shape[1])
       continue;
-    int64_t slot = splitRowSlot(out, ratio, batch, head, row + r);
+    int64_t slot = splitRowSlot(out, layout, ratio, batch, head, row + r);
     double *part = &ws->data[layout.outWord() +
-                             (split * layout.tiles * 128 + slot) * layout.headDim];
+                             (split * layout.tiles * layout.rows + slot) * layout.headDim];
     for (int64_t c = 0; c < cols; ++c)
       part[column + c] = t.data[r * cols + c];
   }
@@ -1094,21 +1095,24 @@ bool Interpreter::run(MergeSplitsOp merge, std::string &error) {
     PackedRow packed = unpackRow(row + r, ratio);
     if (packed.seqPos >= out.shape[1])
       continue;
-    int64_t slot = splitRowSlot(out, ratio, batch, head, row + r);
+    int64_t slot = splitRowSlot(out, layout, ratio, batch, head, row + r);
     // The row's count is its first thread slot's (the simulator runs a row
     // as one thread).
     double &count = ws->data[slot * kSplitSlots];
     auto lseOf = [&](int64_t part) -> double & {
       return ws->data[layout.lseWord() +
-                      (part * layout.tiles * 128 + slot) * kSplitSlots];
+                      (part * layout.tiles * layout.rows + slot) * kSplitSlots];
     };
     lseOf(split) = lse.data[r];
     if (++count < layout.splits)
       continue;
     count = 0;
+    // The largest part LSE, a NaN carried through (the kernel's maximumf).
     float top = kMinusInf;
     for (int64_t part = 0; part < layout.splits; ++part)
-      top = std::max(top, float(lseOf(part)));
+      top = std::isnan(top) || std::isnan(float(lseOf(part)))
+                ? std::numeric_limits<float>::quiet_NaN()
+                : std::max(top, float(lseOf(part)));
     std::vector<float> merged(dim, 0.0f);
     float total = 0.0f;
     std::vector<float> weights(layout.splits, 0.0f);
@@ -1119,7 +1123,7 @@ bool Interpreter::run(MergeSplitsOp merge, std::string &error) {
       if (weights[part] == 0.0f)
         continue; // a part that saw no key: its O was never written
       const double *partO = &ws->data[layout.outWord() +
-                                      (part * layout.tiles * 128 + slot) * dim];
+                                      (part * layout.tiles * layout.rows + slot) * dim];
       for (int64_t c = 0; c < dim; ++c)
         merged[c] += weights[part] / total * float(partO[c]);
     }

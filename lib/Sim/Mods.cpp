@@ -159,9 +159,8 @@ llvm::Error Mods::fillExtras(const Problem &p, uint64_t seed) {
     bool blockTable = blockTableIndex && *blockTableIndex == i;
     bool workspace = splitWorkspaceIndex && *splitWorkspaceIndex == i;
     int64_t packing = gqaPacking(p.kvHeads > 0 ? p.qHeads / p.kvHeads : 1);
-    SplitWorkspaceLayout layout{
-        splitTiles(p.batch, p.qHeads / packing, p.seqQ, packing), numSplits,
-        p.headDim};
+    SplitWorkspaceLayout layout = splitWorkspaceLayout(
+        p.batch, p.qHeads / packing, p.seqQ, packing, numSplits, p.headDim);
     int64_t tableSizes[] = {p.batch,
                             p.pageSize ? ceilDiv(p.seqK, p.pageSize) : 1};
     int64_t blockMaskSizes[] = {p.batch, p.qHeads,
@@ -174,9 +173,11 @@ llvm::Error Mods::fillExtras(const Problem &p, uint64_t seed) {
                      : workspace                 ? layout.words()
                                                  : dynamicSize;
       if (size <= 0 || size > (int64_t(1) << 26) / count)
-        return makeError("an extra of type " + str(type) +
-                         " would need more than 2^26 elements (or has a zero "
-                         "dimension)");
+        return makeError(
+            std::string(workspace ? "the split-KV workspace " : "an extra ") +
+            "of type " + str(type) +
+            " would need more than 2^26 elements (or has a zero dimension)" +
+            (workspace ? ": simulate fewer parts or a smaller problem" : ""));
       buffer.shape.push_back(size);
       count *= size;
     }

@@ -537,8 +537,15 @@ llvm::Expected<RunReport> mlir::fa4::sim::simulate(func::FuncOp func,
   const Problem &p = sim.problem;
   int64_t qTiles = p.batch * p.qHeads * ceilDiv(p.seqQ, 64);
   int64_t kvTiles = ceilDiv(p.seqK, 64);
+  // Split-KV runs each task once per part (each visiting its share of the
+  // blocks, or none).
+  int64_t parts = 1;
+  if (KernelSpecAttr spec = getKernelSpec(sim.func))
+    parts = spec.getSplits();
+  else if (sim.mods->splitWorkspace())
+    parts = kMaxSplits;
   StepBudget budget;
-  budget.total = kStepsPerTilePair * (qTiles * (kvTiles + 1) + 1);
+  budget.total = kStepsPerTilePair * (qTiles * (kvTiles + parts) + 1);
 
   RunReport report;
   if (!options.expect.empty())

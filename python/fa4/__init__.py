@@ -362,17 +362,26 @@ def split_workspace_words(kernel: Kernel, batch: int, seq_q: int) -> int:
     splits = attention.get("num_splits", 1)
     if splits <= 1:
         return 0
-    tiles = _split_tiles(attention["q_heads"], attention["kv_heads"],
-                         _integer("batch", batch, 0),
-                         _integer("seq_q", seq_q, 0))
-    return tiles * 128 * (4 * (1 + splits) + splits * attention["head_dim"])
+    q_heads, kv_heads = attention["q_heads"], attention["kv_heads"]
+    batch = _integer("batch", batch, 0)
+    seq_q = _integer("seq_q", seq_q, 0)
+    # AttentionMath.h's SplitWorkspaceLayout: tiles of min(128, seq_q · g)
+    # packed rows.
+    rows = min(128, seq_q * _packing(q_heads, kv_heads))
+    return (_split_tiles(q_heads, kv_heads, batch, seq_q) * rows *
+            (4 * (1 + splits) + splits * attention["head_dim"]))
+
+
+def _packing(q_heads, kv_heads):
+    """AttentionMath.h's gqaPacking: the query heads a tile packs."""
+    ratio = q_heads // kv_heads
+    return min(ratio & -ratio, 16)
 
 
 def _split_tiles(q_heads, kv_heads, batch, seq_q):
     """The 128-row tiles of packed query rows (AttentionMath.h's
     splitTiles): batch · head groups · ceil(seq_q · packing / 128)."""
-    ratio = q_heads // kv_heads
-    packing = min(ratio & -ratio, 16)
+    packing = _packing(q_heads, kv_heads)
     return batch * (q_heads // packing) * -(-seq_q * packing // 128)
 
 

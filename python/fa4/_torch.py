@@ -17,7 +17,7 @@ from typing import Optional, Sequence, Tuple
 import torch
 
 from . import (LaunchError, _fa4, _flag, _real, _variant,
-               _split_tiles, _window_pair, compile, split_workspace_words)
+               _window_pair, compile, split_workspace_words)
 
 _DTYPES = {torch.float16: "fp16", torch.bfloat16: "bf16"}
 
@@ -252,20 +252,29 @@ def _empty_results(q, k, return_lse):
     return o, lse
 
 
-def _choose_splits(tiles, blocks, sm_count):
-    """Split-KV's parts for `tiles` 128-row tiles of `blocks` KV blocks each
-    on `sm_count` SMs: none when the tiles fill the GPU (or in the emulator,
+def _choose_splits(tasks, blocks, sm_count):
+    """Split-KV's parts for `tasks` tasks of `blocks` KV blocks each on
+    `sm_count` SMs: none when the tasks fill the GPU (or in the emulator,
     sm_count 0); else the fewest parts whose waves of tasks come within 85 %
-    of the best wave efficiency over 1 to min(blocks, 128) parts (as
-    FlashAttention's heuristic weighs waves)."""
-    if sm_count <= 0 or blocks < 2 or tiles >= 0.8 * sm_count:
+    of the best wave efficiency, over the part counts that each give their
+    parts fewer blocks than one part less would (a count that only adds
+    empty parts is no choice), 1 to min(blocks, 128): FlashAttention's
+    heuristic's rule."""
+    if sm_count <= 0 or blocks < 2 or tasks >= 0.8 * sm_count:
         return 1
     def efficiency(splits):
-        waves = tiles * splits / sm_count
+        waves = tasks * splits / sm_count
         return waves / math.ceil(waves)
-    candidates = range(1, min(blocks, 128) + 1)
+    candidates = [s for s in range(1, min(blocks, 128) + 1)
+                  if s == 1 or -(-blocks // s) != -(-blocks // (s - 1))]
     best = max(efficiency(s) for s in candidates)
     return next(s for s in candidates if efficiency(s) >= 0.85 * best)
+
+
+# Rows of a task by chip family (fa4-tile's two Q tiles on Blackwell, one
+# on Hopper).
+_TASK_ROWS = {chip["name"]: 256 if chip["family"] == "Blackwell" else 128
+              for chip in _fa4.chips()}
 
 
 # Split-KV workspaces, per (device, stream): the kernel leaves its counters
@@ -312,12 +321,15 @@ def _attention_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
         return _empty_results(q, k, return_lse)
     target, sm_count = _target(q.device)
     if num_splits == 0:
-        # The tiles of 128 packed rows and the KV blocks of each.
-        tiles = _split_tiles(variant["q_heads"], variant["kv_heads"], batch,
-                             seq_q)
+        # The tasks (of the chip's rows of packed queries) and the KV blocks
+        # of each.
+        ratio = variant["q_heads"] // variant["kv_heads"]
+        packing = min(ratio & -ratio, 16)
+        tasks = (batch * (variant["q_heads"] // packing) *
+                 -(-seq_q * packing // _TASK_ROWS.get(target, 128)))
         keys = (k.shape[1] if block_table is None
                 else block_table.shape[1] * k.shape[1])
-        num_splits = _choose_splits(tiles, -(-keys // 128), sm_count)
+        num_splits = _choose_splits(tasks, -(-keys // 128), sm_count)
     kernel = compile(target=target, sm_count=sm_count,
                      seqused_k=seqused_k is not None, num_splits=num_splits,
                      **variant)

@@ -209,6 +209,13 @@ def test_split_kv_compile_and_workspace(inputs):
     with pytest.raises(fa4.LaunchError, match="workspace needs"):
         kernel(q, k, v, o, extras=[used, torch.zeros(words - 1,
                                                      dtype=torch.int32)])
+    with pytest.raises(fa4.LaunchError, match="extra1: the split-KV workspace"):
+        kernel(q, k, v, o, extras=[used])
+    # The workspace is written: it may not lie in an input.
+    k_words = k.view(torch.int32).reshape(-1)
+    assert k_words.numel() >= words
+    with pytest.raises(fa4.LaunchError, match="shares memory with k"):
+        kernel(q, k, v, o, extras=[used, k_words[:words]])
 
 
 @pytest.mark.parametrize("page", [0, 16, 64])

@@ -690,9 +690,9 @@ static int emulate(std::unique_ptr<MemoryBuffer> entryBuffer) {
       } else if (i == manifest.splitWorkspace) {
         // Zero: the arrival counters start there.
         int64_t packing = gqaPacking(manifest.qHeads / manifest.kvHeads);
-        SplitWorkspaceLayout layout{
-            splitTiles(batch, manifest.qHeads / packing, problem.seqQ, packing),
-            manifest.numSplits, manifest.headDim};
+        SplitWorkspaceLayout layout = splitWorkspaceLayout(
+            batch, manifest.qHeads / packing, problem.seqQ, packing,
+            manifest.numSplits, manifest.headDim);
         values.assign(layout.words(), 0);
         shape = {layout.words()};
       } else {

@@ -96,10 +96,16 @@ llvm::Expected<Shapes> checkTensors(const Manifest &manifest, const Tensor &q,
                                     const Tensor &k, const Tensor &v,
                                     const Tensor &o, const Tensor *lse);
 
-/// Checks the extras a kernel's score_mod / mask_mod read (the manifest's
-/// `extras`, in order): dtype, rank, the static sizes, dense row-major, under
-/// 2^31 elements, aligned, and sharing no memory with the `written` tensors;
-/// with `shapes`, the block mask's sizes against the problem's.
+/// What each of a kernel's extras is, for messages ("extra0: the seqused_k
+/// table, extra1: the split-KV workspace").
+std::string describeExtras(const Manifest &manifest);
+
+/// Checks the extras a kernel reads (the manifest's `extras`, in order: the
+/// mods' tables, seqused_k, the block table, the split-KV workspace): dtype,
+/// rank, the static sizes, dense row-major, under 2^31 elements (but the
+/// workspace), aligned, and sharing no memory with the `written` tensors;
+/// with `shapes`, the tables' and the workspace's sizes against the
+/// problem's.
 llvm::Error checkExtras(const Manifest &manifest,
                         const std::vector<Tensor> &extras,
                         const std::vector<const Tensor *> &written,

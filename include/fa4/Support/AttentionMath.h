@@ -107,27 +107,36 @@ inline int64_t gqaPacking(int64_t ratio) {
 
 /// Split-KV (flash-decoding): each task's KV blocks cut into `splits`
 /// parts, each a task of its own, merged by the last part to finish. The
-/// parts meet in a workspace of i32 words, per 128-row tile of packed rows
-/// (`splitTiles` of them, tile `(batch · head_groups + group) ·
-/// ceil(seq_q · packing / 128) + packed_row / 128`):
-///   - arrival counters `[tiles][128][kSplitSlots]` at word 0: one per
+/// parts meet in a workspace of i32 words, per tile of packed rows
+/// (`tiles` of them, tile `(batch · head_groups + group) · ceil(seq_q ·
+/// packing / 128) + packed_row / 128`), each tile `rows` rows: 128, or
+/// seq_q · packing where that is less (decode: 4 rows for one query of 4
+/// packed heads), row `packed_row % 128` of its tile:
+///   - arrival counters `[tiles][rows][kSplitSlots]` at word 0: one per
 ///     thread that holds a row's elements (Hopper's quad shares a row, a
 ///     Blackwell thread holds one alone), each counting the parts that
 ///     thread has written; zero before a launch and after it;
-///   - the parts' LSEs `[splits][tiles][128][kSplitSlots]` (f32);
-///   - the parts' normalized O `[splits][tiles][128][head_dim]` (f32).
+///   - the parts' LSEs `[splits][tiles][rows][kSplitSlots]` (f32);
+///   - the parts' normalized O `[splits][tiles][rows][head_dim]` (f32).
 constexpr int64_t kMaxSplits = 128;
 constexpr int64_t kSplitSlots = 4;
-inline int64_t splitTiles(int64_t batch, int64_t headGroups, int64_t seqQ,
-                          int64_t packing) {
-  return batch * headGroups * ((seqQ * packing + 127) / 128);
-}
 struct SplitWorkspaceLayout {
-  int64_t tiles, splits, headDim;
-  int64_t lseWord() const { return tiles * 128 * kSplitSlots; }
+  int64_t tiles = 0, rows = 128, splits = 1, headDim = 0;
+  int64_t lseWord() const { return tiles * rows * kSplitSlots; }
   int64_t outWord() const { return lseWord() * (1 + splits); }
-  int64_t words() const { return outWord() + tiles * 128 * splits * headDim; }
+  int64_t words() const { return outWord() + tiles * rows * splits * headDim; }
 };
+/// The layout for `batch` sequences of `seqQ` queries, `headGroups` head
+/// groups of `packing` query heads.
+inline SplitWorkspaceLayout splitWorkspaceLayout(int64_t batch,
+                                                 int64_t headGroups,
+                                                 int64_t seqQ, int64_t packing,
+                                                 int64_t splits,
+                                                 int64_t headDim) {
+  int64_t packedRows = seqQ * packing;
+  return {batch * headGroups * ((packedRows + 127) / 128),
+          packedRows < 128 ? packedRows : 128, splits, headDim};
+}
 
 /// Packed-row arithmetic of grouped-query attention: the `ratio` query heads
 /// of a head group (gqaPacking of them) ride in one tile, packed row `r`

@@ -258,7 +258,8 @@ int fa4rt_launch(const fa4rt_kernel *kernel, fa4rt_backend *backend,
     size_t expected = kernel->kernel.manifest.extras.size();
     if (num_extras != expected)
       return fail("extras: the kernel reads " + std::to_string(expected) +
-                  " extra tensors (its score_mod / mask_mod tables), got " +
+                  " extra tensors (" +
+                  runtime::describeExtras(kernel->kernel.manifest) + "), got " +
                   std::to_string(num_extras));
     runtime::Tensor tensors[5];
     const char *names[5] = {"q", "k", "v", "o", "lse"};

@@ -870,3 +870,31 @@ func.func @split_workspace_out_of_range(%q: memref<?x?x8x64xf16>, %w: memref<?xi
       : memref<?x?x8x64xf16>, memref<?x?x8x64xf16>, memref<?x?x8x64xf16> -> memref<?x?x8x64xf16>
   return
 }
+
+// -----
+
+// The workspace is the kernel's scratch: no region reads it.
+func.func @split_workspace_read_by_a_region(%q: memref<?x?x8x64xf16>, %w: memref<?xi32>) {
+  // expected-error @+1 {{reads the split-KV workspace (extra #0) in its score_mod; it is the kernel's scratch, not an input}}
+  fa4.attention %q, %q, %q -> %q extras(%w : memref<?xi32>) {num_splits = 2 : i64, split_workspace = 0 : i64}
+      : memref<?x?x8x64xf16>, memref<?x?x8x64xf16>, memref<?x?x8x64xf16> -> memref<?x?x8x64xf16>
+  score_mod {
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index, %ws: memref<?xi32>):
+    %c0 = arith.constant 0 : index
+    %n = memref.load %ws[%c0] : memref<?xi32>
+    %f = arith.sitofp %n : i32 to f32
+    %r = arith.addf %s, %f : f32
+    fa4.yield %r : f32
+  }
+  return
+}
+
+// -----
+
+// A static workspace too small for any problem of the op's sizes.
+func.func @split_workspace_too_small(%q: memref<?x?x8x64xf16>, %w: memref<16xi32>) {
+  // expected-error @+1 {{split_workspace 'memref<16xi32>' holds 16 words; the smallest problem needs 1120}}
+  fa4.attention %q, %q, %q -> %q extras(%w : memref<16xi32>) {num_splits = 2 : i64, split_workspace = 0 : i64}
+      : memref<?x?x8x64xf16>, memref<?x?x8x64xf16>, memref<?x?x8x64xf16> -> memref<?x?x8x64xf16>
+  return
+}

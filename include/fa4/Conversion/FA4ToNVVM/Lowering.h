@@ -313,8 +313,9 @@ private:
     /// Per thread row: inside the sequence, its query position and head,
     /// and its workspace row slot (tile · 128 + row in tile), i64.
     SmallVector<Value, 2> valid, position, head, slot;
-    /// Tiles of the problem (i64).
-    Value tiles;
+    /// Tiles of the problem, and the rows of each (min(128, seq_q ·
+    /// packing)), i64.
+    Value tiles, tileRows;
     Value workspace;
   };
   FailureOr<SplitRows> splitRows(Operation *op, Value out, Value workspace,

@@ -63,9 +63,11 @@ Lowering::splitRows(Operation *op, Value out, Value workspace, Value batch,
   SplitRows rows;
   rows.workspace = extra->second.pointer;
   Value seqQ = toIndex(kernel.seqQ);
-  Value rowTiles = wide(arith::CeilDivUIOp::create(
-      b, loc(), arith::MulIOp::create(b, loc(), seqQ, index(ratio)),
-      index(128)));
+  Value packedRows = arith::MulIOp::create(b, loc(), seqQ, index(ratio));
+  Value rowTiles =
+      wide(arith::CeilDivUIOp::create(b, loc(), packedRows, index(128)));
+  rows.tileRows =
+      wide(arith::MinUIOp::create(b, loc(), packedRows, index(128)));
   Value groups = i64(heads / ratio);
   rows.tiles = mul(mul(wide(toIndex(kernel.batch)), groups), rowTiles);
   Value tileBase =
@@ -82,7 +84,7 @@ Lowering::splitRows(Operation *op, Value out, Value workspace, Value batch,
     Value tile = add(tileBase, wide(arith::DivUIOp::create(b, loc(), packed,
                                                            index(128))));
     rows.slot.push_back(
-        add(mul(tile, i64(128)),
+        add(mul(tile, rows.tileRows),
             wide(arith::RemUIOp::create(b, loc(), packed, index(128)))));
   }
   return rows;
@@ -114,15 +116,15 @@ LogicalResult Lowering::lowerSplit(Operation *op) {
     if (failed(rows))
       return failure();
     int64_t headDim = cast<MemRefType>(store.getOut().getType()).getDimSize(3);
-    SplitWorkspaceLayout layout{0, static_cast<int64_t>(store.getNumSplits()),
-                                headDim};
+    int64_t splits = store.getNumSplits();
     Value values = lookup(store.getTile());
     auto vector = cast<VectorType>(values.getType());
-    // The part's O: word outWord + ((split · tiles · 128 + slot) · head_dim
-    // + column).
-    Value outWord = mul(rows->tiles, i64(128 * kSplitSlots * (1 + layout.splits)));
+    // The part's O (SplitWorkspaceLayout): word outWord + ((split · tiles ·
+    // rows + slot) · head_dim + column).
+    Value outWord = mul(mul(rows->tiles, rows->tileRows),
+                        i64(kSplitSlots * (1 + splits)));
     Value partRows =
-        mul(mul(wide(lookup(store.getSplit())), rows->tiles), i64(128));
+        mul(mul(wide(lookup(store.getSplit())), rows->tiles), rows->tileRows);
     for (auto [half, valid] : llvm::enumerate(rows->valid))
       when(valid, [&] {
         Value base = add(outWord,
@@ -165,14 +167,14 @@ LogicalResult Lowering::lowerSplit(Operation *op) {
   Type outElement = outType.getElementType();
   Value share = wide(family.rowShareSlot(*this));
   SmallVector<Value, 2> lses = family.rowScalars(*this, lookup(merge.getLse()));
-  Value lseWord = mul(rows->tiles, i64(128 * kSplitSlots));
+  Value tileWords = mul(rows->tiles, rows->tileRows);
+  Value lseWord = mul(tileWords, i64(kSplitSlots));
   Value outWord = mul(lseWord, i64(1 + splits));
   // Word of part `part`'s LSE of row slot `slot` for this thread.
   auto partLse = [&](Value part, Value slot) -> Value {
-    return add(lseWord,
-               add(mul(add(mul(mul(part, rows->tiles), i64(128)), slot),
-                       i64(kSplitSlots)),
-                   share));
+    return add(lseWord, add(mul(add(mul(part, tileWords), slot),
+                                i64(kSplitSlots)),
+                            share));
   };
   Value split = wide(lookup(merge.getSplit()));
   Value log2e = f32(float(M_LOG2E));
@@ -299,8 +301,7 @@ LogicalResult Lowering::lowerSplit(Operation *op) {
                       b, loc(), arith::CmpFPredicate::OEQ, weight, f32(0.0f));
                   Value partBase = add(
                       outWord,
-                      mul(add(mul(mul(part, rows->tiles), i64(128)), slot),
-                          i64(headDim)));
+                      mul(add(mul(part, tileWords), slot), i64(headDim)));
                   SmallVector<Value> next;
                   for (auto [run, sum] : llvm::zip_equal(group, carried)) {
                     auto type = VectorType::get({run.length}, f32Type);

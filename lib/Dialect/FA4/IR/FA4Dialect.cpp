@@ -652,14 +652,16 @@ LogicalResult mlir::fa4::verifyTablesAgainstSpec(Operation *func,
       int64_t splits = isa<StorePartialOOp>(op)
                            ? cast<StorePartialOOp>(op).getNumSplits()
                            : cast<MergeSplitsOp>(op).getNumSplits();
-      if (!splitWorkspace || workspace != splitWorkspace ||
-          splits != spec.getSplits())
+      if (!splitWorkspace)
         result = op->emitOpError()
-                 << "writes a split-KV workspace of " << splits
-                 << " parts, but fa4.spec "
-                 << (splitWorkspace ? "splits " + std::to_string(spec.getSplits()) +
-                                          " ways into another workspace"
-                                    : std::string("splits no task"));
+                 << "writes a split-KV workspace, but fa4.spec splits no task";
+      else if (workspace != splitWorkspace)
+        result = op->emitOpError() << "writes a split-KV workspace other than "
+                                      "fa4.spec's split_workspace";
+      else if (splits != spec.getSplits())
+        result = op->emitOpError()
+                 << "counts " << splits << " parts, but fa4.spec's num_splits is "
+                 << spec.getSplits();
     }
     return failed(result) ? WalkResult::interrupt() : WalkResult::advance();
   });

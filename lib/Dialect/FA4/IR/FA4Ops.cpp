@@ -551,10 +551,27 @@ LogicalResult AttentionOp::verify() {
         getBlockTable() == position)
       return emitOpError() << "split_workspace names the same extra as "
                               "block_mask, seqused_k or block_table";
+    auto workspace = cast<MemRefType>(getExtras()[*position].getType());
     if (failed(fa4::detail::verifySplitWorkspaceType(
-            [this] { return emitOpError(); },
-            cast<MemRefType>(getExtras()[*position].getType()))))
+            [this] { return emitOpError(); }, workspace)))
       return failure();
+    // A static workspace must hold the smallest problem its sizes allow.
+    SmallVector<int64_t> qShape = getLogicalShape(getQ());
+    int64_t batch = ShapedType::isDynamic(qShape[0]) ? 1 : qShape[0];
+    int64_t seqQ = ShapedType::isDynamic(qShape[1]) ? 1 : qShape[1];
+    int64_t packing = gqaPacking(getGqaRatio());
+    SplitWorkspaceLayout layout = splitWorkspaceLayout(
+        batch, getNumQueryHeads() / packing, seqQ, packing,
+        static_cast<int64_t>(*getNumSplits()), getHeadDim());
+    if (!workspace.isDynamicDim(0) && seqQ > 0 && batch > 0 &&
+        workspace.getDimSize(0) < layout.words())
+      return emitOpError() << "split_workspace " << workspace << " holds "
+                           << workspace.getDimSize(0) << " words; "
+                           << (ShapedType::isDynamic(qShape[0]) ||
+                                       ShapedType::isDynamic(qShape[1])
+                                   ? "the smallest problem"
+                                   : "the problem")
+                           << " needs " << layout.words();
   }
   return verifyMaskBounds(op, getMask(), getWindowLeft(), getWindowRight());
 }
@@ -568,6 +585,18 @@ LogicalResult AttentionOp::verifyRegions() {
                              maskModArguments(getContext()), extras,
                              IntegerType::get(getContext(), 1))))
     return failure();
+  // The split-KV workspace is the kernel's own scratch (its counters and the
+  // parts' partial results change while the kernel runs): no region reads it.
+  if (std::optional<uint64_t> position = getSplitWorkspace())
+    for (auto [region, leading] : {std::pair{&getScoreMod(), 5u},
+                                   std::pair{&getMaskMod(), 4u}})
+      if (!region->empty() &&
+          region->getNumArguments() > leading + *position &&
+          !region->getArgument(leading + *position).use_empty())
+        return emitOpError()
+               << "reads the split-KV workspace (extra #" << *position
+               << ") in its " << (leading == 5 ? "score_mod" : "mask_mod")
+               << "; it is the kernel's scratch, not an input";
   return success();
 }
 

@@ -103,11 +103,12 @@ def FA4_AttentionOp : FA4_Op<"attention", [
       workspace, and the last part of a tile to finish merges them exactly
       (`lse = log Σ exp(lse_s)`, `O = Σ exp(lse_s - lse) · O_s`) into O and
       the LSE. `split_workspace` is the position of an extra, an i32 memref
-      `[words]` of at least `tiles · 512 · (1 + num_splits) + tiles · 128 ·
-      num_splits · head_dim` words, `tiles = batch · (q_heads / g) ·
-      ceil(seq_q · g / 128)` with `g` the GQA packing; its first `tiles ·
-      512` words are arrival counters that must be zero before the first
-      launch (each launch leaves them zero again).
+      `[words]` of at least `tiles · rows · (4 · (1 + num_splits) +
+      num_splits · head_dim)` words, `tiles = batch · (q_heads / g) ·
+      ceil(seq_q · g / 128)` and `rows = min(128, seq_q · g)` with `g` the
+      GQA packing; its first `tiles · rows · 4` words are arrival counters
+      that must be zero before the first launch (each launch leaves them
+      zero again). No region may read it.
     * `extras`: memrefs the regions read with `memref.load` (bias tables,
       per-head slopes, document ids), and the `seqused_k` and `block_table`
       tables. Regions are
