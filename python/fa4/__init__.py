@@ -313,8 +313,11 @@ def compile(head_dim: int = 128, q_heads: int = 32, kv_heads: int = 8,
     task's keys cut into that many parts on CTAs of their own and merged
     exactly by the last to finish; the kernel's last extra is then an int32
     workspace of at least ``split_workspace_words(kernel, batch, seq_q)``
-    words whose first words must be zero before the first launch (each
-    launch leaves them zero; give concurrent launches a workspace each).
+    words whose first 4 · tiles · rows words (the arrival counters) must be
+    zero before a launch. A launch leaves its own counters zero, so a
+    workspace zeroed once serves every later launch of the same batch and
+    seq_q; one with more tiles or rows (a larger batch, a longer seq_q)
+    needs its counters zeroed again, and concurrent launches need one each.
     ``cache`` uses the
     compile cache; within one process a variant is compiled once either way.
     """
@@ -376,6 +379,16 @@ def _packing(q_heads, kv_heads):
     """AttentionMath.h's gqaPacking: the query heads a tile packs."""
     ratio = q_heads // kv_heads
     return min(ratio & -ratio, 16)
+
+
+def _split_counter_words(kernel: Kernel, batch: int, seq_q: int) -> int:
+    """The workspace's first words, the arrival counters, that must be zero
+    before a split-KV kernel's launch for `batch` sequences of `seq_q`
+    queries: 4 per row of each tile."""
+    attention = kernel.manifest["attention"]
+    q_heads, kv_heads = attention["q_heads"], attention["kv_heads"]
+    rows = min(128, seq_q * _packing(q_heads, kv_heads))
+    return 4 * _split_tiles(q_heads, kv_heads, batch, seq_q) * rows
 
 
 def _split_tiles(q_heads, kv_heads, batch, seq_q):
@@ -478,6 +491,9 @@ def attention_with_kvcache(q, k_cache, v_cache, cache_seqlens=None,
     of their own and merged exactly (1: none, at most 128); 0 lets fa4
     choose from the problem and the GPU's SM count (none in the emulator).
     """
+    if (isinstance(num_splits, numbers.Integral) and
+            not isinstance(num_splits, bool) and not 0 <= num_splits <= 128):
+        raise ValueError(f"num_splits must be in [0, 128], got {num_splits}")
     num_splits = _integer("num_splits", num_splits, 0, 129)
     if importlib.util.find_spec("torch") is None:
         raise ImportError("fa4.attention_with_kvcache takes torch tensors: "

@@ -17,7 +17,8 @@ from typing import Optional, Sequence, Tuple
 import torch
 
 from . import (LaunchError, _fa4, _flag, _real, _variant,
-               _window_pair, compile, split_workspace_words)
+               _split_counter_words, _window_pair, compile,
+               split_workspace_words)
 
 _DTYPES = {torch.float16: "fp16", torch.bfloat16: "bf16"}
 
@@ -283,10 +284,16 @@ _workspaces = {}
 _workspaces_lock = threading.Lock()
 
 
-def _split_workspace(device, words):
-    """An int32 workspace of at least `words` words whose counters are zero
-    for a launch on the current stream: the stream's own (grown as needed),
-    or, while a CUDA graph is being captured, one of the graph's."""
+def _split_workspace(device, words, counters):
+    """An int32 workspace of at least `words` words whose first `counters`
+    words (the launch's arrival counters) are zero for a launch on the
+    current stream: the stream's own (grown as needed), or, while a CUDA
+    graph is being captured, one of the graph's.
+
+    A launch leaves its own counters zero but the parts' data right after
+    them, so the zero prefix of the stream's workspace is the last launch's
+    counters: a launch with more counters (more tiles or rows) zeroes the
+    rest of its own first, in stream order."""
     capturing = device.type == "cuda" and torch.cuda.is_current_stream_capturing()
     if capturing:
         return torch.zeros(words, dtype=torch.int32, device=device)
@@ -294,12 +301,17 @@ def _split_workspace(device, words):
               if device.type == "cuda" else 0)
     key = (str(device), stream)
     with _workspaces_lock:
-        workspace = _workspaces.get(key)
-        if workspace is None or workspace.numel() < words:
+        entry = _workspaces.get(key)
+        if entry is None or entry[0].numel() < words:
             workspace = _allocate("the split-KV workspace", words * 4,
                                   lambda: torch.zeros(words, dtype=torch.int32,
                                                       device=device))
-            _workspaces[key] = workspace
+            entry = [workspace, words]
+            _workspaces[key] = entry
+        workspace, zero = entry
+        if counters > zero:
+            workspace[zero:counters].zero_()
+        entry[1] = counters
     return workspace
 
 
@@ -337,7 +349,8 @@ def _attention_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
               if table is not None]
     if num_splits > 1:
         extras.append(_split_workspace(
-            q.device, split_workspace_words(kernel, batch, seq_q)))
+            q.device, split_workspace_words(kernel, batch, seq_q),
+            _split_counter_words(kernel, batch, seq_q)))
     if q.device.type == "cpu":
         _check_host_memory(q, k, v, return_lse)
     # (_validate checked the sizes against the runtime's limits before any

@@ -238,3 +238,25 @@ def test_unfilled_cache_rows(inputs, page):
                                         causal=True, return_lse=True)
     assert torch.isfinite(o).all()
     assert_matches(o, lse, *want, 2e-2)
+
+
+def test_split_workspace_reuse():
+    """The torch op's workspace per stream: a launch leaves its counters
+    zero and its parts' data right behind them, so a later launch whose
+    counters reach further (a larger batch or seq_q) zeroes the difference
+    first, and one whose counters are within them zeroes nothing."""
+    from fa4 import _torch
+    device = torch.device("cpu")
+    _torch._workspaces.clear()
+    ws = _torch._split_workspace(device, 100, 10)
+    assert ws.numel() == 100 and not ws.any()
+    ws[10:] = 7  # the first launch's parts' data
+    again = _torch._split_workspace(device, 100, 40)
+    assert again.data_ptr() == ws.data_ptr()
+    assert not ws[:40].any() and (ws[40:] == 7).all()
+    ws[40:] = 5  # the second launch's data, behind its 40 counters
+    _torch._split_workspace(device, 100, 20)
+    assert not ws[:40].any() and (ws[40:] == 5).all()
+    bigger = _torch._split_workspace(device, 200, 60)
+    assert bigger.numel() == 200 and not bigger.any()
+    _torch._workspaces.clear()

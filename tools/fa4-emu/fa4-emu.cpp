@@ -693,8 +693,16 @@ static int emulate(std::unique_ptr<MemoryBuffer> entryBuffer) {
         SplitWorkspaceLayout layout = splitWorkspaceLayout(
             batch, manifest.qHeads / packing, problem.seqQ, packing,
             manifest.numSplits, manifest.headDim);
-        values.assign(layout.words(), 0);
-        shape = {layout.words()};
+        // A static workspace has its own size; it must hold the layout.
+        int64_t words = manifest.extras[i].shape[0] >= 0
+                            ? manifest.extras[i].shape[0]
+                            : layout.words();
+        if (words < layout.words())
+          return fail("the kernel's split-KV workspace holds " +
+                      std::to_string(words) + " words; this problem needs " +
+                      std::to_string(layout.words()));
+        values.assign(words, 0);
+        shape = {words};
       } else {
         for (double entry : blockTable.data)
           values.push_back(static_cast<int64_t>(entry));

@@ -185,8 +185,9 @@ static cl::opt<int64_t> numSplits(
              "parts, each on its own CTA, merged exactly by the last part to "
              "finish (1: off; 2 to 128). The kernel's last extra is then an "
              "i32 workspace whose size the manifest gives "
-             "(\"split_workspace_words\"); zero it once before the first "
-             "launch"),
+             "(\"split_workspace_words\"), whose first 4 * tiles * rows words "
+             "(the counters) must be zero before a launch; a launch leaves "
+             "its own zero"),
     cl::init(1), cl::cat(variantCategory));
 
 /// The variant the flags describe, as entry IR (fa4/Driver/Compile.h).

@@ -53,8 +53,8 @@ struct Manifest {
   /// max_blocks]` i32), -1 without one; `pageSize` its keys per page.
   int64_t blockTable = -1, pageSize = 0;
   /// Split-KV: the parts each task's keys are cut into (1: none) and which
-  /// extra is the workspace (`[words]` i32, at least splitWorkspaceWords;
-  /// its first words, the arrival counters, zero before the first launch),
+  /// extra is the workspace (`[words]` i32, at least its layout's words;
+  /// its first words, the arrival counters, zero before a launch),
   /// -1 without one. Such a kernel also takes O's address and strides
   /// (parameters `o`, `o_stride_batch`, `o_stride_seq`, `o_stride_head`).
   int64_t numSplits = 1, splitWorkspace = -1;

@@ -107,8 +107,9 @@ def FA4_AttentionOp : FA4_Op<"attention", [
       num_splits · head_dim)` words, `tiles = batch · (q_heads / g) ·
       ceil(seq_q · g / 128)` and `rows = min(128, seq_q · g)` with `g` the
       GQA packing; its first `tiles · rows · 4` words are arrival counters
-      that must be zero before the first launch (each launch leaves them
-      zero again). No region may read it.
+      that must be zero before a launch (each launch leaves its own zero
+      again, and its parts' data right behind them). No region may read
+      it.
     * `extras`: memrefs the regions read with `memref.load` (bias tables,
       per-head slopes, document ids), and the `seqused_k` and `block_table`
       tables. Regions are
