@@ -323,6 +323,11 @@ private:
                                  int64_t ratio);
   /// The address of f32 word `word` (i64) of the workspace.
   Value workspaceWord(Value workspace, Value word);
+  /// An index value widened to i64, and i64 sums and products: the
+  /// workspace's words.
+  Value wide(Value index);
+  Value add64(Value x, Value y);
+  Value mul64(Value x, Value y);
   /// cap·tanh(s·scale/cap) of one score.
   Value softcapScore(SoftcapOp softcap, Value score);
   /// 2^(s·scale_log2 - maxScaled) of the row, as vector<2xf32> pairs.

@@ -31,6 +31,16 @@ namespace {
 constexpr int64_t kMergeElements = 16;
 } // namespace
 
+Value Lowering::wide(Value index) {
+  return arith::ExtUIOp::create(b, loc(), b.getI64Type(), toI32(index));
+}
+Value Lowering::add64(Value x, Value y) {
+  return arith::AddIOp::create(b, loc(), x, y);
+}
+Value Lowering::mul64(Value x, Value y) {
+  return arith::MulIOp::create(b, loc(), x, y);
+}
+
 Value Lowering::workspaceWord(Value workspace, Value word) {
   return LLVM::GEPOp::create(b, loc(), workspace.getType(), b.getF32Type(),
                              workspace, ValueRange{word});
@@ -50,16 +60,8 @@ Lowering::splitRows(Operation *op, Value out, Value workspace, Value batch,
     return op->emitOpError() << "needs O's heads static and a multiple of "
                              << ratio;
   // Indices are 32-bit in the kernel; the workspace's words reach tiles ·
-  // 128 · parts · head_dim, so its arithmetic is in 64 bits.
-  auto wide = [&](Value value) -> Value {
-    return arith::ExtUIOp::create(b, loc(), b.getI64Type(), toI32(value));
-  };
-  auto add = [&](Value x, Value y) -> Value {
-    return arith::AddIOp::create(b, loc(), x, y);
-  };
-  auto mul = [&](Value x, Value y) -> Value {
-    return arith::MulIOp::create(b, loc(), x, y);
-  };
+  // rows · parts · head_dim, so its arithmetic is in 64 bits (wide, add64,
+  // mul64).
   SplitRows rows;
   rows.workspace = extra->second.pointer;
   Value seqQ = toIndex(kernel.seqQ);
@@ -69,9 +71,9 @@ Lowering::splitRows(Operation *op, Value out, Value workspace, Value batch,
   rows.tileRows =
       wide(arith::MinUIOp::create(b, loc(), packedRows, index(128)));
   Value groups = i64(heads / ratio);
-  rows.tiles = mul(mul(wide(toIndex(kernel.batch)), groups), rowTiles);
+  rows.tiles = mul64(mul64(wide(toIndex(kernel.batch)), groups), rowTiles);
   Value tileBase =
-      mul(add(mul(wide(lookup(batch)), groups), wide(lookup(head))), rowTiles);
+      mul64(add64(mul64(wide(lookup(batch)), groups), wide(lookup(head))), rowTiles);
   for (Value threadRow : kernel.family->threadRows(*this)) {
     Value packed = arith::AddIOp::create(b, loc(), lookup(row), threadRow);
     Value position = arith::DivUIOp::create(b, loc(), packed, index(ratio));
@@ -81,10 +83,10 @@ Lowering::splitRows(Operation *op, Value out, Value workspace, Value batch,
     rows.head.push_back(arith::AddIOp::create(
         b, loc(), arith::MulIOp::create(b, loc(), lookup(head), index(ratio)),
         arith::RemUIOp::create(b, loc(), packed, index(ratio))));
-    Value tile = add(tileBase, wide(arith::DivUIOp::create(b, loc(), packed,
+    Value tile = add64(tileBase, wide(arith::DivUIOp::create(b, loc(), packed,
                                                            index(128))));
     rows.slot.push_back(
-        add(mul(tile, rows.tileRows),
+        add64(mul64(tile, rows.tileRows),
             wide(arith::RemUIOp::create(b, loc(), packed, index(128)))));
   }
   return rows;
@@ -92,15 +94,6 @@ Lowering::splitRows(Operation *op, Value out, Value workspace, Value batch,
 
 LogicalResult Lowering::lowerSplit(Operation *op) {
   const FamilyLowering &family = *kernel.family;
-  auto wide = [&](Value value) -> Value {
-    return arith::ExtUIOp::create(b, loc(), b.getI64Type(), toI32(value));
-  };
-  auto add = [&](Value x, Value y) -> Value {
-    return arith::AddIOp::create(b, loc(), x, y);
-  };
-  auto mul = [&](Value x, Value y) -> Value {
-    return arith::MulIOp::create(b, loc(), x, y);
-  };
   // Runs `body` where `condition` holds.
   auto when = [&](Value condition, function_ref<void()> body) {
     auto branch = scf::IfOp::create(b, loc(), condition, false);
@@ -121,14 +114,14 @@ LogicalResult Lowering::lowerSplit(Operation *op) {
     auto vector = cast<VectorType>(values.getType());
     // The part's O (SplitWorkspaceLayout): word outWord + ((split · tiles ·
     // rows + slot) · head_dim + column).
-    Value outWord = mul(mul(rows->tiles, rows->tileRows),
+    Value outWord = mul64(mul64(rows->tiles, rows->tileRows),
                         i64(kSplitSlots * (1 + splits)));
     Value partRows =
-        mul(mul(wide(lookup(store.getSplit())), rows->tiles), rows->tileRows);
+        mul64(mul64(wide(lookup(store.getSplit())), rows->tiles), rows->tileRows);
     for (auto [half, valid] : llvm::enumerate(rows->valid))
       when(valid, [&] {
-        Value base = add(outWord,
-                         add(mul(add(partRows, rows->slot[half]), i64(headDim)),
+        Value base = add64(outWord,
+                         add64(mul64(add64(partRows, rows->slot[half]), i64(headDim)),
                              i64(store.getColumn())));
         for (const FamilyLowering::ElementRun &run :
              family.elementRuns(*this, vector.getNumElements())) {
@@ -139,7 +132,7 @@ LogicalResult Lowering::lowerSplit(Operation *op) {
               ArrayRef<int64_t>{run.length}, ArrayRef<int64_t>{1});
           LLVM::StoreOp::create(
               b, loc(), piece,
-              workspaceWord(rows->workspace, add(base, wide(run.column))),
+              workspaceWord(rows->workspace, add64(base, wide(run.column))),
               4 * run.length);
         }
       });
@@ -167,12 +160,12 @@ LogicalResult Lowering::lowerSplit(Operation *op) {
   Type outElement = outType.getElementType();
   Value share = wide(family.rowShareSlot(*this));
   SmallVector<Value, 2> lses = family.rowScalars(*this, lookup(merge.getLse()));
-  Value tileWords = mul(rows->tiles, rows->tileRows);
-  Value lseWord = mul(tileWords, i64(kSplitSlots));
-  Value outWord = mul(lseWord, i64(1 + splits));
+  Value tileWords = mul64(rows->tiles, rows->tileRows);
+  Value lseWord = mul64(tileWords, i64(kSplitSlots));
+  Value outWord = mul64(lseWord, i64(1 + splits));
   // Word of part `part`'s LSE of row slot `slot` for this thread.
   auto partLse = [&](Value part, Value slot) -> Value {
-    return add(lseWord, add(mul(add(mul(part, tileWords), slot),
+    return add64(lseWord, add64(mul64(add64(mul64(part, tileWords), slot),
                                 i64(kSplitSlots)),
                             share));
   };
@@ -202,7 +195,7 @@ LogicalResult Lowering::lowerSplit(Operation *op) {
     // the thread that completes the count, acquires every other part's.
     Value counter = LLVM::GEPOp::create(
         b, loc(), rows->workspace.getType(), b.getI32Type(), rows->workspace,
-        ValueRange{add(mul(rows->slot.front(), i64(kSplitSlots)), share)});
+        ValueRange{add64(mul64(rows->slot.front(), i64(kSplitSlots)), share)});
     Value arrived =
         LLVM::InlineAsmOp::create(
             b, loc(), b.getI32Type(), ValueRange{counter},
@@ -299,16 +292,16 @@ LogicalResult Lowering::lowerSplit(Operation *op) {
                   // A part that saw no key wrote no O: weight 0, not read.
                   Value skip = arith::CmpFOp::create(
                       b, loc(), arith::CmpFPredicate::OEQ, weight, f32(0.0f));
-                  Value partBase = add(
+                  Value partBase = add64(
                       outWord,
-                      mul(add(mul(part, tileWords), slot), i64(headDim)));
+                      mul64(add64(mul64(part, tileWords), slot), i64(headDim)));
                   SmallVector<Value> next;
                   for (auto [run, sum] : llvm::zip_equal(group, carried)) {
                     auto type = VectorType::get({run.length}, f32Type);
                     Value x = LLVM::LoadOp::create(
                         b, loc(), type,
                         workspaceWord(rows->workspace,
-                                      add(partBase, wide(run.column))),
+                                      add64(partBase, wide(run.column))),
                         4 * run.length);
                     Value fma = vector::FMAOp::create(
                         b, loc(),
@@ -320,10 +313,10 @@ LogicalResult Lowering::lowerSplit(Operation *op) {
                   return next;
                 });
             for (auto [run, sum] : llvm::zip_equal(group, sums)) {
-              Value element = add(
-                  add(mul(wide(lookup(merge.getBatch())), kernel.outStrides[0]),
-                      mul(wide(rows->position[half]), kernel.outStrides[1])),
-                  add(mul(wide(rows->head[half]), kernel.outStrides[2]),
+              Value element = add64(
+                  add64(mul64(wide(lookup(merge.getBatch())), kernel.outStrides[0]),
+                      mul64(wide(rows->position[half]), kernel.outStrides[1])),
+                  add64(mul64(wide(rows->head[half]), kernel.outStrides[2]),
                       wide(run.column)));
               auto narrow = VectorType::get({run.length}, outElement);
               LLVM::StoreOp::create(
