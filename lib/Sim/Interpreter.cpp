@@ -1037,6 +1037,20 @@ static int64_t splitRowSlot(const Buffer &out, const SplitWorkspaceLayout &layou
   return tile * layout.rows + packedRow % 128;
 }
 
+/// A split op's batch and head within O, and its part within the layout's.
+static bool checkSplitAccess(Operation *op, const Buffer &out,
+                             const SplitWorkspaceLayout &layout, int64_t ratio,
+                             int64_t batch, int64_t head, int64_t split,
+                             std::string &error) {
+  if (!checkTensorAccess(op, out, batch, head, ratio, layout.headDim, error))
+    return false;
+  if (split >= 0 && split < layout.splits)
+    return true;
+  error = nameOf(op) + " names part " + std::to_string(split) + " of " +
+          std::to_string(layout.splits);
+  return false;
+}
+
 bool Interpreter::run(StorePartialOOp store, std::string &error) {
   Operation *op = store.getOperation();
   const Buffer &out = buffer(store.getOut());
@@ -1050,13 +1064,8 @@ bool Interpreter::run(StorePartialOOp store, std::string &error) {
   int64_t batch = index(store.getBatch()), head = index(store.getHead());
   int64_t row = index(store.getRow()), split = index(store.getSplit());
   int64_t column = store.getColumn(), cols = t.shape[1];
-  if (!checkTensorAccess(op, out, batch, head, ratio, layout.headDim, error))
+  if (!checkSplitAccess(op, out, layout, ratio, batch, head, split, error))
     return false;
-  if (split < 0 || split >= layout.splits) {
-    error = nameOf(op) + " writes part " + std::to_string(split) + " of " +
-            std::to_string(layout.splits);
-    return false;
-  }
   for (int64_t r = 0; r < t.shape[0]; ++r) {
     if (unpackRow(row + r, ratio).seqPos >= out.shape[1])
       continue;
@@ -1082,13 +1091,8 @@ bool Interpreter::run(MergeSplitsOp merge, std::string &error) {
   int64_t batch = index(merge.getBatch()), head = index(merge.getHead());
   int64_t row = index(merge.getRow()), split = index(merge.getSplit());
   int64_t dim = layout.headDim;
-  if (!checkTensorAccess(op, out, batch, head, ratio, dim, error))
+  if (!checkSplitAccess(op, out, layout, ratio, batch, head, split, error))
     return false;
-  if (split < 0 || split >= layout.splits) {
-    error = nameOf(op) + " counts in part " + std::to_string(split) + " of " +
-            std::to_string(layout.splits);
-    return false;
-  }
   Buffer *lseOut = merge.getLseOut() ? &buffer(merge.getLseOut()) : nullptr;
   Type outElement = getElementTypeOrSelf(merge.getOut().getType());
   for (int64_t r = 0; r < lse.shape[0]; ++r) {
