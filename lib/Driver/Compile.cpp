@@ -63,20 +63,27 @@ OwningOpRef<ModuleOp> fa4::buildVariantModule(MLIRContext &context,
   // strides. (Entry IR written with the identity layout asks for dense
   // tensors, and the launch holds it to that.)
   auto layout = StridedLayoutAttr::get(&context, dyn, {dyn, dyn, dyn, 1});
-  auto qType =
-      MemRefType::get({dyn, dyn, variant.qHeads, variant.headDim}, element, layout);
+  // Varlen tensors are packed: the batch-1 case of the dense layout.
+  int64_t batch = variant.varlen ? 1 : dyn;
+  auto qType = MemRefType::get({batch, dyn, variant.qHeads, variant.headDim},
+                               element, layout);
   auto kvType = MemRefType::get(
-      {dyn, variant.pageSize ? variant.pageSize : dyn, variant.kvHeads,
+      {batch, variant.pageSize ? variant.pageSize : dyn, variant.kvHeads,
        variant.headDim},
       element, layout);
   SmallVector<Type> arguments = {qType, kvType, kvType, qType};
   if (variant.lse)
-    arguments.push_back(MemRefType::get({dyn, variant.qHeads, dyn}, b.getF32Type()));
+    arguments.push_back(
+        MemRefType::get({batch, variant.qHeads, dyn}, b.getF32Type()));
   if (variant.seqUsedK)
     arguments.push_back(MemRefType::get({dyn}, b.getI32Type()));
+  if (variant.varlen)
+    arguments.append(2, MemRefType::get({dyn}, b.getI32Type()));
   if (variant.pageSize)
     arguments.push_back(MemRefType::get({dyn, dyn}, b.getI32Type()));
-  int64_t tables = (variant.seqUsedK ? 1 : 0) + (variant.pageSize ? 1 : 0);
+  int64_t tables = (variant.seqUsedK ? 1 : 0) + (variant.pageSize ? 1 : 0) +
+                   (variant.varlen ? 2 : 0);
+  int64_t cuSeqlens = variant.seqUsedK ? 1 : 0;
   if (variant.numSplits > 1)
     arguments.push_back(MemRefType::get({dyn}, b.getI32Type()));
   b.setInsertionPointToEnd(module->getBody());
@@ -100,7 +107,11 @@ OwningOpRef<ModuleOp> fa4::buildVariantModule(MLIRContext &context,
           ? b.getI64IntegerAttr(variant.numSplits)
           : IntegerAttr(),
       /*split_workspace=*/variant.numSplits > 1 ? b.getI64IntegerAttr(tables)
-                                                : IntegerAttr());
+                                                : IntegerAttr(),
+      /*cu_seqlens_q=*/variant.varlen ? b.getI64IntegerAttr(cuSeqlens)
+                                      : IntegerAttr(),
+      /*cu_seqlens_k=*/variant.varlen ? b.getI64IntegerAttr(cuSeqlens + 1)
+                                      : IntegerAttr());
   func::ReturnOp::create(b, loc);
   if (failed(verify(*module)))
     return nullptr; // the verifier has reported

@@ -392,6 +392,39 @@ bool Interpreter::execute(Operation *op, std::string &error) {
             keys <= 0 ? 0 : keys >= double(seqK) ? seqK : int64_t(keys);
         return true;
       })
+      .Case([&](SequenceSpanOp span) {
+        const ModBuffer *table = extras.lookup(span.getTable());
+        int64_t batch = index(span.getBatch());
+        if (!table || table->shape.size() != 1 || batch < 0 ||
+            batch + 1 >= table->shape[0]) {
+          error = "fa4.sequence_span reads entries " + std::to_string(batch) +
+                  " and " + std::to_string(batch + 1) +
+                  " of a cu_seqlens table that is not a bound extra of that "
+                  "many entries";
+          return false;
+        }
+        SequenceSpan rows = sequenceSpan(table->data[batch],
+                                         table->data[batch + 1],
+                                         index(span.getTotal()));
+        values[span.getOffset()] = rows.offset;
+        values[span.getLength()] = rows.length;
+        return true;
+      })
+      .Case([&](MaxSequenceLengthOp longest) {
+        const ModBuffer *table = extras.lookup(longest.getTable());
+        if (!table || table->shape.size() != 1 || table->shape[0] < 1) {
+          error = "fa4.max_sequence_length reads a cu_seqlens table that is "
+                  "not a bound extra";
+          return false;
+        }
+        int64_t total = index(longest.getTotal()), most = 0;
+        for (int64_t b = 0; b + 1 < table->shape[0]; ++b)
+          most = std::max(most, sequenceSpan(table->data[b],
+                                             table->data[b + 1], total)
+                                    .length);
+        values[longest.getResult()] = most;
+        return true;
+      })
       .Case([&](CtaIdOp cta) {
         values[cta.getResult()] = ctaId;
         return true;
@@ -956,17 +989,32 @@ bool Interpreter::run(StoreOTileOp store, std::string &error) {
   int64_t dim = t.shape[1], ratio = store.getGqaRatio();
   int64_t batch = index(store.getBatch()), head = index(store.getHead());
   int64_t row = index(store.getRow());
-  if (!checkTensorAccess(op, o, batch, head, ratio, dim, error))
+  int64_t column = store.getColumn();
+  int64_t headDim = o.shape.size() == 4 ? o.shape[3] : 0;
+  if (column + dim > headDim) {
+    error = nameOf(op) + " stores columns [" + std::to_string(column) + ", " +
+            std::to_string(column + dim) + ") of a head dim of " +
+            std::to_string(headDim);
     return false;
+  }
+  if (!checkTensorAccess(op, o, batch, head, ratio, headDim, error))
+    return false;
+  // Varlen: the sequence's positions from its first row, up to its length.
+  int64_t offset = 0, limit = o.shape[1];
+  if (!store.getSpan().empty()) {
+    offset = index(store.getSpan()[0]);
+    limit = index(store.getSpan()[1]);
+  }
   for (int64_t r = 0; r < t.shape[0]; ++r) {
     PackedRow packed = unpackRow(row + r, ratio);
-    if (packed.seqPos >= o.shape[1])
+    int64_t position = offset + packed.seqPos;
+    if (packed.seqPos >= limit || position >= o.shape[1])
       continue;
     int64_t qHead = head * ratio + packed.headInGroup;
     std::copy_n(&t.data[r * dim], dim,
-                &o.data[((batch * o.shape[1] + packed.seqPos) * o.shape[2] +
-                         qHead) *
-                        dim]);
+                &o.data[((batch * o.shape[1] + position) * o.shape[2] + qHead) *
+                            headDim +
+                        column]);
   }
   return true;
 }
@@ -990,12 +1038,18 @@ bool Interpreter::run(StoreLseTileOp store, std::string &error) {
             shape + "] (expected [batch, q_heads, seq_q])";
     return false;
   }
+  int64_t offset = 0, limit = lse.shape[2];
+  if (!store.getSpan().empty()) {
+    offset = index(store.getSpan()[0]);
+    limit = index(store.getSpan()[1]);
+  }
   for (int64_t r = 0; r < t.shape[0]; ++r) {
     PackedRow packed = unpackRow(row + r, ratio);
-    if (packed.seqPos >= lse.shape[2])
+    int64_t position = offset + packed.seqPos;
+    if (packed.seqPos >= limit || position >= lse.shape[2])
       continue;
     int64_t qHead = head * ratio + packed.headInGroup;
-    lse.data[(batch * lse.shape[1] + qHead) * lse.shape[2] + packed.seqPos] =
+    lse.data[(batch * lse.shape[1] + qHead) * lse.shape[2] + position] =
         t.data[r];
   }
   return true;

@@ -62,6 +62,10 @@ llvm::Expected<std::unique_ptr<Mods>> Mods::fromFunction(func::FuncOp func) {
       mods->splitWorkspaceIndex = *position;
       mods->numSplits = static_cast<int64_t>(entry.getNumSplits().value_or(1));
     }
+    if (std::optional<uint64_t> position = entry.getCuSeqlensQ())
+      mods->cuSeqlensQIndex = *position;
+    if (std::optional<uint64_t> position = entry.getCuSeqlensK())
+      mods->cuSeqlensKIndex = *position;
   } else if (KernelSpecAttr spec = getKernelSpec(func)) {
     // Its positions are memref arguments (fa4.spec's verifier).
     if (std::optional<int64_t> position = spec.getBlockMask())
@@ -74,6 +78,10 @@ llvm::Expected<std::unique_ptr<Mods>> Mods::fromFunction(func::FuncOp func) {
       mods->splitWorkspaceIndex = *position;
       mods->numSplits = spec.getSplits();
     }
+    if (std::optional<int64_t> position = spec.getCuSeqlensQ())
+      mods->cuSeqlensQIndex = *position;
+    if (std::optional<int64_t> position = spec.getCuSeqlensK())
+      mods->cuSeqlensKIndex = *position;
     for (int64_t position : spec.getExtras()) {
       mods->extraArguments.push_back(func.getArgument(position));
       mods->extraNumbers.push_back(position);
@@ -110,6 +118,12 @@ llvm::Expected<std::unique_ptr<Mods>> Mods::fromFunction(func::FuncOp func) {
                      std::to_string(*mods->splitWorkspaceIndex) +
                      ", but there are " +
                      std::to_string(mods->extraArguments.size()) + " extras");
+  for (std::optional<size_t> table :
+       {mods->cuSeqlensQIndex, mods->cuSeqlensKIndex})
+    if (table && *table >= mods->extraArguments.size())
+      return makeError("a cu_seqlens table is extra #" + std::to_string(*table) +
+                       ", but there are " +
+                       std::to_string(mods->extraArguments.size()) + " extras");
   if (mods->blockMaskIndex &&
       *mods->blockMaskIndex >= mods->extraArguments.size())
     return makeError("the block mask is extra #" +
@@ -146,6 +160,41 @@ std::vector<int64_t> mlir::fa4::sim::drawKeyCounts(int64_t batch, int64_t seqK,
   return counts;
 }
 
+std::vector<int64_t> mlir::fa4::sim::drawSequenceLengths(int64_t batch,
+                                                         int64_t longest,
+                                                         uint64_t seed) {
+  std::vector<int64_t> edges;
+  for (int64_t edge : {int64_t(0), int64_t(1), int64_t(127), int64_t(128),
+                       int64_t(129), longest})
+    if (edge <= longest && !llvm::is_contained(edges, edge))
+      edges.push_back(edge);
+  int64_t edged = std::min<int64_t>(edges.size(), batch / 2);
+  std::mt19937_64 random(seed * 6700417 + 29);
+  std::uniform_int_distribution<int64_t> uniform(0, longest);
+  std::vector<int64_t> lengths(batch);
+  for (int64_t b = 0; b < batch; ++b)
+    lengths[b] = b < edged ? edges[b] : uniform(random);
+  std::shuffle(lengths.begin(), lengths.end(), random);
+  return lengths;
+}
+
+void mlir::fa4::sim::drawVarlenBatch(Problem &p, int64_t sequences,
+                                     int64_t longestQ, int64_t longestK,
+                                     uint64_t seed) {
+  auto cumulative = [](const std::vector<int64_t> &lengths) {
+    std::vector<int64_t> table{0};
+    for (int64_t length : lengths)
+      table.push_back(table.back() + length);
+    return table;
+  };
+  p.cuSeqlensQ = cumulative(drawSequenceLengths(sequences, longestQ, seed));
+  p.cuSeqlensK =
+      cumulative(drawSequenceLengths(sequences, longestK, seed * 31 + 7));
+  p.batch = 1;
+  p.seqQ = p.cuSeqlensQ.back() + kVarlenSpareRows;
+  p.seqK = p.cuSeqlensK.back() + kVarlenSpareRows;
+}
+
 llvm::Error Mods::fillExtras(const Problem &p, uint64_t seed) {
   int64_t dynamicSize = std::max({p.batch, p.seqQ, p.seqK, p.qHeads});
   for (auto [i, extra] : llvm::enumerate(extraArguments)) {
@@ -158,6 +207,10 @@ llvm::Error Mods::fillExtras(const Problem &p, uint64_t seed) {
     bool seqUsed = seqUsedKIndex && *seqUsedKIndex == i;
     bool blockTable = blockTableIndex && *blockTableIndex == i;
     bool workspace = splitWorkspaceIndex && *splitWorkspaceIndex == i;
+    const std::vector<int64_t> *cuSeqlens =
+        cuSeqlensQIndex && *cuSeqlensQIndex == i   ? &p.cuSeqlensQ
+        : cuSeqlensKIndex && *cuSeqlensKIndex == i ? &p.cuSeqlensK
+                                                   : nullptr;
     int64_t packing = gqaPacking(p.kvHeads > 0 ? p.qHeads / p.kvHeads : 1);
     SplitWorkspaceLayout layout = splitWorkspaceLayout(
         p.batch, p.qHeads / packing, p.seqQ, packing, numSplits, p.headDim);
@@ -168,7 +221,8 @@ llvm::Error Mods::fillExtras(const Problem &p, uint64_t seed) {
     for (auto [position, dim] : llvm::enumerate(type.getShape())) {
       int64_t size = !ShapedType::isDynamic(dim) ? dim
                      : blockMask                 ? blockMaskSizes[position]
-                     : seqUsed                   ? p.batch
+                     : seqUsed                   ? p.sequences()
+                     : cuSeqlens ? static_cast<int64_t>(cuSeqlens->size())
                      : blockTable                ? tableSizes[position]
                      : workspace                 ? layout.words()
                                                  : dynamicSize;
@@ -191,13 +245,30 @@ llvm::Error Mods::fillExtras(const Problem &p, uint64_t seed) {
     }
     if (blockTable)
       continue; // drawn below, after the seqused_k table
+    if (cuSeqlens) {
+      if (count != static_cast<int64_t>(cuSeqlens->size()))
+        return makeError("the cu_seqlens table " + str(type) + " has " +
+                         std::to_string(count) + " entries for " +
+                         std::to_string(p.sequences()) + " sequences");
+      for (auto [b, entry] : llvm::enumerate(*cuSeqlens))
+        buffer.data[b] = static_cast<double>(entry);
+      continue;
+    }
     if (seqUsed) {
-      if (count != p.batch)
+      if (count != p.sequences())
         return makeError("the seqused_k table " + str(type) + " has " +
                          std::to_string(count) + " entries for " +
-                         std::to_string(p.batch) + " sequences");
-      std::vector<int64_t> counts = drawKeyCounts(p.batch, p.seqK, seed);
-      for (int64_t b = 0; b < p.batch; ++b)
+                         std::to_string(p.sequences()) + " sequences");
+      std::vector<int64_t> counts;
+      if (p.isVarlen()) {
+        // Each sequence's count within its own keys.
+        for (int64_t b = 0; b < p.sequences(); ++b)
+          counts.push_back(drawKeyCounts(
+              1, p.cuSeqlensK[b + 1] - p.cuSeqlensK[b], seed + b)[0]);
+      } else {
+        counts = drawKeyCounts(p.batch, p.seqK, seed);
+      }
+      for (int64_t b = 0; b < p.sequences(); ++b)
         buffer.data[b] = static_cast<double>(counts[b]);
       continue;
     }
@@ -372,7 +443,7 @@ void Mods::attach(Problem &problem) {
   if (seqUsedKIndex) {
     const ModBuffer &table = extraBuffers[*seqUsedKIndex];
     problem.seqUsedK.clear();
-    for (int64_t b = 0; b < problem.batch; ++b) {
+    for (int64_t b = 0; b < problem.sequences(); ++b) {
       double keys = b < static_cast<int64_t>(table.data.size()) ? table.data[b]
                                                                 : 0.0;
       problem.seqUsedK.push_back(keys <= 0.0 ? 0

@@ -815,7 +815,7 @@ bool Cta::execute(Interpreter &interpreter, Operation *op, std::string &error) {
                 "' has no barrier yet (run fa4-insert-barriers first)";
         return false;
       })
-      .Case<RescaleOOp, FinalizeOOp, FinalizePartialOOp>([&](Operation *) {
+      .Case<RescaleOOp, FinalizeOOp, FinalizePartialOOp, FinalizeORowsOp>([&](Operation *) {
         error = "'" + op->getName().getStringRef().str() +
                 "' is expanded into TMEM accesses by fa4-correction (run it "
                 "first)";

@@ -38,10 +38,69 @@ template <typename T> static T nanMax(T a, T b) {
                                         : std::max(a, b);
 }
 
+/// Varlen: each sequence is a batch-1 problem of its own, its rows cut
+/// out of the packed tensors and its O and LSE put back. Rows of no
+/// sequence are NaN: the kernel must leave them as they were, and the
+/// simulators poison its outputs with NaN. `run` is the dense attention.
+template <typename T, typename Run>
+static void perSequence(const Problem &p, const std::vector<float> &q,
+                        const std::vector<float> &k, const std::vector<float> &v,
+                        std::vector<T> &out, std::vector<T> &lse, Run run) {
+  const int64_t d = p.headDim;
+  out.assign(p.seqQ * p.qHeads * d, std::numeric_limits<T>::quiet_NaN());
+  lse.assign(p.qHeads * p.seqQ, std::numeric_limits<T>::quiet_NaN());
+  for (int64_t b = 0; b < p.sequences(); ++b) {
+    SequenceSpan queries = sequenceSpan(double(p.cuSeqlensQ[b]),
+                                        double(p.cuSeqlensQ[b + 1]), p.seqQ);
+    SequenceSpan keys = sequenceSpan(double(p.cuSeqlensK[b]),
+                                     double(p.cuSeqlensK[b + 1]), p.seqK);
+    if (queries.length == 0)
+      continue;
+    Problem one = p;
+    one.cuSeqlensQ.clear();
+    one.cuSeqlensK.clear();
+    one.batch = 1;
+    one.seqQ = queries.length;
+    one.seqK = keys.length;
+    one.seqUsedK.clear();
+    if (!p.seqUsedK.empty())
+      one.seqUsedK = {std::clamp<int64_t>(p.seqUsedK[b], 0, keys.length)};
+    if (p.scoreMod)
+      one.scoreMod = [&p, b](double s, int64_t, int64_t h, int64_t i,
+                             int64_t j) { return p.scoreMod(s, b, h, i, j); };
+    if (p.maskMod)
+      one.maskMod = [&p, b](int64_t, int64_t h, int64_t i, int64_t j) {
+        return p.maskMod(b, h, i, j);
+      };
+    auto rows = [&](const std::vector<float> &packed, SequenceSpan span,
+                    int64_t heads) {
+      return std::vector<float>(packed.begin() + span.offset * heads * d,
+                                packed.begin() +
+                                    (span.offset + span.length) * heads * d);
+    };
+    std::vector<T> oneOut, oneLse;
+    run(one, rows(q, queries, p.qHeads), rows(k, keys, p.kvHeads),
+        rows(v, keys, p.kvHeads), oneOut, oneLse);
+    std::copy(oneOut.begin(), oneOut.end(),
+              out.begin() + queries.offset * p.qHeads * d);
+    for (int64_t h = 0; h < p.qHeads; ++h)
+      std::copy_n(oneLse.begin() + h * one.seqQ, one.seqQ,
+                  lse.begin() + h * p.seqQ + queries.offset);
+  }
+}
+
 void referenceAttention(const Problem &p, const std::vector<float> &q,
                         const std::vector<float> &k,
                         const std::vector<float> &v, std::vector<double> &out,
                         std::vector<double> &lse) {
+  if (p.isVarlen())
+    return perSequence(p, q, k, v, out, lse,
+                       [](const Problem &one, const std::vector<float> &q,
+                          const std::vector<float> &k,
+                          const std::vector<float> &v, std::vector<double> &out,
+                          std::vector<double> &lse) {
+                         referenceAttention(one, q, k, v, out, lse);
+                       });
   const int64_t d = p.headDim;
   const int64_t groupSize = p.qHeads / p.kvHeads;
   out.assign(p.batch * p.seqQ * p.qHeads * d, 0.0);
@@ -98,6 +157,14 @@ void lowPrecisionAttention(const Problem &p, bool bf16,
                            const std::vector<float> &k,
                            const std::vector<float> &v, std::vector<float> &out,
                            std::vector<float> &lse) {
+  if (p.isVarlen())
+    return perSequence(p, q, k, v, out, lse,
+                       [bf16](const Problem &one, const std::vector<float> &q,
+                              const std::vector<float> &k,
+                              const std::vector<float> &v,
+                              std::vector<float> &out, std::vector<float> &lse) {
+                         lowPrecisionAttention(one, bf16, q, k, v, out, lse);
+                       });
   constexpr float kMinusInf = -std::numeric_limits<float>::infinity();
   auto round = [&](float value) {
     return bf16 ? roundToBFloat16(value) : roundToHalf(value);
@@ -304,7 +371,20 @@ void fillInputs(const Problem &p, bool bf16, uint64_t seed,
   // With per-sequence key counts, the keys past a sequence's count are
   // memory the kernel must not let reach O (a cache's unfilled rows, which
   // may hold anything): NaN here, so that a kernel that does fails.
-  if (!p.seqUsedK.empty())
+  if (!p.seqUsedK.empty() && p.isVarlen()) {
+    // Varlen: the rows of each sequence past its count.
+    for (int64_t b = 0; b < p.sequences(); ++b) {
+      SequenceSpan keys = sequenceSpan(double(p.cuSeqlensK[b]),
+                                       double(p.cuSeqlensK[b + 1]), p.seqK);
+      for (int64_t key = std::clamp<int64_t>(p.seqUsedK[b], 0, keys.length);
+           key < keys.length; ++key)
+        for (std::vector<float> *values : {&k, &v})
+          std::fill_n(values->begin() +
+                          (keys.offset + key) * p.kvHeads * p.headDim,
+                      p.kvHeads * p.headDim,
+                      std::numeric_limits<float>::quiet_NaN());
+    }
+  } else if (!p.seqUsedK.empty())
     for (int64_t b = 0; b < p.batch; ++b)
       for (int64_t key = std::max<int64_t>(p.keysOf(b), 0); key < p.seqK; ++key)
         for (std::vector<float> *values : {&k, &v})

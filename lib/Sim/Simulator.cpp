@@ -242,6 +242,11 @@ static Problem describeProblem(Simulation &sim) {
   problem.windowRight = spec.getWindowRight();
   problem.scale = spec.getScaleValue();
   problem.softcap = spec.getSoftcapValue();
+  // Varlen: --batch sequences of at most --seq-q queries and --seq-k keys,
+  // drawn from the seed, packed.
+  if (spec.isVarlen())
+    drawVarlenBatch(problem, options.batch, options.seqQ, options.seqK,
+                    options.seed);
   if (spec.getBlockTable()) {
     problem.pageSize = kType.getDimSize(1);
     problem.numBlocks = pagedCacheBlocks(
@@ -356,6 +361,10 @@ static llvm::Error makeInputs(Simulation &sim, func::FuncOp entry,
     sim.mods->attach(sim.problem);
     fillInputs(sim.problem, bf16, options.seed, options.distribution,
                sim.q.data, sim.k.data, sim.v.data);
+  } else if (sim.problem.isVarlen()) {
+    return makeError("--inputs with a varlen batch is not supported: fa4-sim "
+                     "draws the sequences' lengths and their cu_seqlens "
+                     "tables itself");
   } else if (!readInputs(entryOp, sim.problem, options.inputs, sim.q.data,
                          sim.k.data, sim.v.data, *sim.mods, error)) {
     return makeError(error);

@@ -88,6 +88,10 @@ private:
   /// The K/V head of the task being built (its head group's), computed
   /// once per task for its three KV loops.
   Value taskKvHead;
+  /// Varlen: the sequence's first Q and K/V rows in the packed tensors
+  /// (null for a dense batch), and the batch coordinate the tensors are
+  /// addressed with (the sequence's, or 0 in a packed tensor).
+  Value qOffset, kOffset, tensorBatch;
   OpBuilder b;
   Location loc;
   OpBuilder constants;
@@ -107,15 +111,40 @@ void TileProgramBuilder::build() {
     seqK = arith::MulIOp::create(
         b, loc, memref::DimOp::create(b, loc, blockTable, one), seqK);
   }
+  // Varlen: the batch is the cu_seqlens tables' entries less one, each
+  // sequence its own rows of the packed tensors.
+  Value cuSeqlensQ, cuSeqlensK;
+  if (std::optional<uint64_t> position = op.getCuSeqlensQ()) {
+    cuSeqlensQ = op.getExtras()[*position];
+    cuSeqlensK = op.getExtras()[*op.getCuSeqlensK()];
+    batches = arith::SubIOp::create(
+        b, loc, memref::DimOp::create(b, loc, cuSeqlensQ, zero), one);
+  }
   // GQA packs `ratio` query heads per row position, so an m_block of 256
   // packed rows covers 256 / ratio query positions.
-  Value packedRows =
-      arith::MulIOp::create(b, loc, seqQ, index(config.gqaPacking));
-  Value mBlocks = arith::CeilDivUIOp::create(b,
-      loc, packedRows, index(config.rowsPerTask()));
+  auto queryTiles = [&](Value rows) -> Value {
+    Value packedRows =
+        arith::MulIOp::create(b, loc, rows, index(config.gqaPacking));
+    return arith::CeilDivUIOp::create(b, loc, packedRows,
+                                      index(config.rowsPerTask()));
+  };
+  Value mBlocks = cuSeqlensQ ? Value() : queryTiles(seqQ);
 
   auto batchLoop = scf::ForOp::create(b, loc, zero, batches, one);
   b.setInsertionPointToStart(batchLoop.getBody());
+  tensorBatch = batchLoop.getInductionVar();
+  if (cuSeqlensQ) {
+    auto queries = SequenceSpanOp::create(b, loc, cuSeqlensQ,
+                                          batchLoop.getInductionVar(), seqQ);
+    auto keys = SequenceSpanOp::create(b, loc, cuSeqlensK,
+                                       batchLoop.getInductionVar(), seqK);
+    qOffset = queries.getOffset();
+    kOffset = keys.getOffset();
+    seqQ = queries.getLength();
+    seqK = keys.getLength();
+    tensorBatch = zero;
+    mBlocks = queryTiles(seqQ);
+  }
   // With seqused_k, each sequence has its own number of keys: every mask,
   // range and bound of its tasks reads that one.
   if (std::optional<uint64_t> position = op.getSequsedK())
@@ -158,8 +187,17 @@ void TileProgramBuilder::buildTask(Value batch, Value head, Value mBlock,
                                  loc, taskRow, index(stage * TileConfig::kBlockM))
                                  .getResult();
     qRows.push_back(row);
-    qTiles.push_back(LoadQTileOp::create(b, loc, qTileType, op.getQ(), batch,
-                                           head, row, config.gqaPacking));
+    // Varlen: the sequence's packed rows start at its first row's.
+    Value tensorRow =
+        qOffset ? arith::AddIOp::create(
+                      b, loc, row,
+                      arith::MulIOp::create(b, loc, qOffset,
+                                            index(config.gqaPacking)))
+                      .getResult()
+                : row;
+    qTiles.push_back(LoadQTileOp::create(b, loc, qTileType, op.getQ(),
+                                         tensorBatch, head, tensorRow,
+                                         config.gqaPacking));
   }
 
   Type indexType = b.getIndexType();
@@ -223,11 +261,15 @@ void TileProgramBuilder::buildTask(Value batch, Value head, Value mBlock,
     auto normalize = NormalizeOp::create(b,
         loc, qTileType, rowType, tileState.acc, tileState.rowMax,
         tileState.rowSum, APFloat(config.scaleLog2));
-    StoreOTileOp::create(b, loc, normalize.getOut(), op.getOut(), batch, head,
-                           row, config.gqaPacking);
+    // Varlen: the sequence's rows only, from its first.
+    SmallVector<Value, 2> span;
+    if (qOffset)
+      span = {qOffset, seqQ};
+    StoreOTileOp::create(b, loc, normalize.getOut(), op.getOut(), tensorBatch,
+                         head, row, span, config.gqaPacking);
     if (Value lse = op.getLse())
-      StoreLseTileOp::create(b, loc, normalize.getLse(), lse, batch, head, row,
-                               config.gqaPacking);
+      StoreLseTileOp::create(b, loc, normalize.getLse(), lse, tensorBatch,
+                             head, row, span, config.gqaPacking);
   }
 }
 
@@ -251,9 +293,13 @@ SmallVector<QTileState> TileProgramBuilder::buildKvLoop(
         auto kvTileType = RankedTensorType::get(
             {TileConfig::kBlockN, config.headDim}, element);
         // One K and one V tile serve both Q tiles and every packed head.
+        // Varlen: the sequence's keys start at its first K/V row.
+        Value kvRow = kOffset ? arith::AddIOp::create(body, loc, kvCol, kOffset)
+                                    .getResult()
+                              : kvCol;
         Value kTile = LoadKvTileOp::create(body, loc, kvTileType, op.getK(),
-                                           batch, taskKvHead, kvCol, blockTable,
-                                           Value());
+                                           tensorBatch, taskKvHead, kvRow,
+                                           blockTable, Value());
         // With seqused_k the keys past the count are real memory (a cache's
         // unfilled rows): V's rows there are cleared, so that whatever they
         // hold cannot reach O through P·V. (K's are masked in the scores.)
@@ -261,8 +307,8 @@ SmallVector<QTileState> TileProgramBuilder::buildKvLoop(
         if (op.getSequsedK())
           clearFrom = arith::SubIOp::create(body, loc, seqK, kvCol);
         Value vTile = LoadKvTileOp::create(body, loc, kvTileType, op.getV(),
-                                           batch, taskKvHead, kvCol, blockTable,
-                                           clearFrom);
+                                           tensorBatch, taskKvHead, kvRow,
+                                           blockTable, clearFrom);
         SmallVector<Value> yielded;
         for (auto [stage, qTile] : llvm::enumerate(qTiles)) {
           QTileState state{carried[3 * stage], carried[3 * stage + 1],
@@ -349,6 +395,11 @@ static KernelSpecAttr buildSpec(AttentionOp op, const TileConfig &config) {
     seqUsedK = static_cast<int64_t>(*position);
   if (std::optional<uint64_t> position = op.getBlockTable())
     blockTable = static_cast<int64_t>(*position);
+  std::optional<int64_t> cuSeqlensQ, cuSeqlensK;
+  if (std::optional<uint64_t> position = op.getCuSeqlensQ())
+    cuSeqlensQ = static_cast<int64_t>(*position);
+  if (std::optional<uint64_t> position = op.getCuSeqlensK())
+    cuSeqlensK = static_cast<int64_t>(*position);
   std::optional<int64_t> numSplits, splitWorkspace;
   if (std::optional<uint64_t> splits = op.getNumSplits())
     numSplits = static_cast<int64_t>(*splits);
@@ -358,7 +409,8 @@ static KernelSpecAttr buildSpec(AttentionOp op, const TileConfig &config) {
       op.getContext(), config.mask, config.windowLeft, config.windowRight,
       llvm::APFloat(config.scale), llvm::APFloat(config.softcap),
       static_cast<bool>(op.getLse()), argumentPositions, extraPositions,
-      blockMask, seqUsedK, blockTable, numSplits, splitWorkspace);
+      blockMask, seqUsedK, blockTable, numSplits, splitWorkspace, cuSeqlensQ,
+      cuSeqlensK);
 }
 
 namespace {

@@ -105,6 +105,17 @@ FailureOr<TileProgram> TileProgram::read(func::FuncOp func, StringRef pass,
     program.splitWorkspace = func.getArgument(extras[*position]);
     program.numSplits = spec.getSplits();
   }
+  if (spec.isVarlen()) {
+    ArrayRef<int64_t> extras = spec.getExtras();
+    for (auto [position, table] :
+         {std::pair{*spec.getCuSeqlensQ(), &program.cuSeqlensQ},
+          std::pair{*spec.getCuSeqlensK(), &program.cuSeqlensK}}) {
+      if (position < 0 || position >= static_cast<int64_t>(extras.size()) ||
+          extras[position] < 0 || extras[position] >= func.getNumArguments())
+        return func.emitError() << "fa4.spec's cu_seqlens names no argument";
+      *table = func.getArgument(extras[position]);
+    }
+  }
   if (program.arguments.size() > kV &&
       failed(verifyTablesAgainstSpec(func, spec, program.arguments[kK],
                                      program.arguments[kV])))
@@ -142,8 +153,8 @@ TaskHeader mlir::fa4::buildTaskHeader(IndexBuilder &ib,
     task = arith::DivUIOp::create(b, loc, task, ib.index(program.numSplits));
   }
   auto coords = TaskCoordsOp::create(
-      b, loc, indexType, indexType, indexType, task, start.batchSize, seqQ,
-      seqK, TaskOrderAttr::get(b.getContext(), TaskOrder::static_order),
+      b, loc, indexType, indexType, indexType, task, start.batchSize,
+      start.gridSeqQ, seqK, TaskOrderAttr::get(b.getContext(), TaskOrder::static_order),
       b.getI64IntegerAttr(start.kvHeads), range.getGqaRatioAttr(),
       range.getRowsAttr(), range.getBlockNAttr(), range.getMaskAttr(),
       range.getWindowLeftAttr(), range.getWindowRightAttr(),
@@ -160,6 +171,20 @@ TaskHeader mlir::fa4::buildTaskHeader(IndexBuilder &ib,
                             .getResult();
   header.mBlock = coords.getMBlock();
   header.qRow = ib.mul(header.mBlock, range.getRows());
+  header.tensorBatch = header.batch;
+  if (program.cuSeqlensQ) {
+    // Varlen: the sequence's rows of the packed tensors.
+    auto queries = SequenceSpanOp::create(b, loc, program.cuSeqlensQ,
+                                          header.batch, seqQ);
+    auto keys = SequenceSpanOp::create(b, loc, program.cuSeqlensK,
+                                       header.batch, seqK);
+    header.qOffset = queries.getOffset();
+    header.kOffset = keys.getOffset();
+    seqQ = queries.getLength();
+    seqK = keys.getLength();
+    header.tensorBatch = ib.index(0);
+  }
+  header.seqQ = seqQ;
   header.seqK = seqK;
   if (program.seqUsedK)
     header.seqK = SequenceLengthOp::create(b, loc, program.seqUsedK,
@@ -183,6 +208,24 @@ TaskHeader mlir::fa4::buildTaskHeader(IndexBuilder &ib,
   header.end = bounds.end;
   header.numBlocks = ib.sub(header.end, header.begin);
   return header;
+}
+
+Value mlir::fa4::queryTensorRow(IndexBuilder &ib, const TaskHeader &task,
+                                Value row, int64_t gqaPacking) {
+  if (!task.qOffset)
+    return row;
+  return ib.add(row, ib.mul(task.qOffset, gqaPacking));
+}
+
+Value mlir::fa4::keyTensorRow(IndexBuilder &ib, const TaskHeader &task,
+                              Value key) {
+  return task.kOffset ? ib.add(key, task.kOffset) : key;
+}
+
+SmallVector<Value, 2> mlir::fa4::storeSpan(const TaskHeader &task) {
+  if (!task.qOffset)
+    return {};
+  return {task.qOffset, task.seqQ};
 }
 
 BlockBounds mlir::fa4::splitBounds(OpBuilder &b, Location loc,
@@ -249,13 +292,22 @@ ScheduleStart ScheduleStart::build(IndexBuilder &ib,
   start.batchSize = memref::DimOp::create(b, loc, program.arguments[kQ], 0);
   start.seqQ = memref::DimOp::create(b, loc, program.arguments[kQ], 1);
   start.seqK = memref::DimOp::create(b, loc, program.arguments[kK], 1);
+  start.gridSeqQ = start.seqQ;
+  if (program.cuSeqlensQ) {
+    // Varlen: the sequences are the tables' entries less one, and each has
+    // the query tiles of the longest (those past its own rows are empty).
+    start.batchSize = ib.sub(
+        memref::DimOp::create(b, loc, program.cuSeqlensQ, 0), ib.index(1));
+    start.gridSeqQ = MaxSequenceLengthOp::create(b, loc, program.cuSeqlensQ,
+                                                 start.seqQ);
+  }
   // A paged cache's sequences have max_blocks pages of page_size keys.
   if (program.blockTable)
     start.seqK = arith::MulIOp::create(
         b, loc, memref::DimOp::create(b, loc, program.blockTable, 1),
         start.seqK);
   start.numTasks = TaskCountOp::create(
-      b, loc, b.getIndexType(), start.batchSize, start.seqQ,
+      b, loc, b.getIndexType(), start.batchSize, start.gridSeqQ,
       b.getI64IntegerAttr(start.kvHeads), b.getI64IntegerAttr(start.gqaRatio),
       range.getRowsAttr(), b.getI64IntegerAttr(start.groupsPerKv));
   // Split-KV: every task's blocks in numSplits parts, each a task.

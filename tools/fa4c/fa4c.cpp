@@ -179,6 +179,17 @@ static cl::opt<bool> seqUsedK(
              "bottom-right to that length"),
     cl::init(false), cl::cat(variantCategory));
 
+static cl::opt<bool> varlen(
+    "varlen",
+    cl::desc("Variable-length batches (FlashAttention's varlen layout): Q, K, "
+             "V and O packed [1, total, heads, head_dim] (the LSE [1, q_heads, "
+             "total_q]), sequence b being rows [cu[b], cu[b + 1]) of two "
+             "[batch + 1] i32 tables, cu_seqlens_q and cu_seqlens_k (the "
+             "kernel's extras after the seqused_k table); each sequence's "
+             "masks align bottom-right to its own lengths. A launch passes "
+             "max_seqlen_q, the longest sequence's queries"),
+    cl::init(false), cl::cat(variantCategory));
+
 static cl::opt<int64_t> numSplits(
     "num-splits",
     cl::desc("Split-KV (flash-decoding): each task's keys cut into this many "
@@ -216,6 +227,7 @@ static OwningOpRef<ModuleOp> buildVariant(MLIRContext &context) {
   }
   variant.pageSize = pageSize;
   variant.numSplits = numSplits;
+  variant.varlen = varlen;
   if (llvm::Error refused = fa4::checkVariant(variant)) {
     errs() << "fa4c: --" << toString(std::move(refused)) << "\n";
     return nullptr;
@@ -228,7 +240,7 @@ static bool usesVariantFlags() {
                                  &mask,       &windowLeft,  &windowRight,
                                  &dtype,      &scale,       &softcap,
                                  &lse, &seqUsedK, &pagedKv, &pageSize,
-                                 &numSplits};
+                                 &numSplits, &varlen};
   return llvm::any_of(variantOptions, [](cl::Option *option) {
     return option->getNumOccurrences() > 0;
   });

@@ -47,6 +47,10 @@ struct Variant {
   /// Split-KV into this many parts per task (1: none, 2 to 128): an i32
   /// workspace `[words]` is the function's last argument.
   int64_t numSplits = 1;
+  /// Variable-length batches: Q, K, V and O packed [1, total, heads,
+  /// head_dim] (the LSE [1, q_heads, total_q]) and two [batch + 1] i32
+  /// tables, cu_seqlens_q and cu_seqlens_k, after the seqused_k table.
+  bool varlen = false;
 };
 
 /// Whether `variant`'s fields can be built into entry IR at all (its dtype,

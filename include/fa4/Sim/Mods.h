@@ -49,6 +49,24 @@ struct ModBuffer {
 /// seq_k has them), the others uniform in [0, seq_k]; shuffled.
 std::vector<int64_t> drawKeyCounts(int64_t batch, int64_t seqK, uint64_t seed);
 
+/// Varlen: the lengths of `batch` sequences of at most `longest` rows, drawn
+/// from `seed`: half the batch (at most six) takes the edge lengths 0, 1,
+/// 127, 128, 129 and `longest` (those not past it), the others uniform in
+/// [0, longest]; shuffled.
+std::vector<int64_t> drawSequenceLengths(int64_t batch, int64_t longest,
+                                         uint64_t seed);
+
+/// Rows of a packed varlen tensor past its last sequence's (no sequence's:
+/// a kernel must leave O's there unwritten).
+inline constexpr int64_t kVarlenSpareRows = 3;
+
+/// Makes `problem` a varlen batch of `sequences` sequences of at most
+/// `longestQ` queries and `longestK` keys (drawn with drawSequenceLengths):
+/// its cu_seqlens tables, batch 1 and the packed totals (plus
+/// kVarlenSpareRows) as seq_q and seq_k.
+void drawVarlenBatch(Problem &problem, int64_t sequences, int64_t longestQ,
+                     int64_t longestK, uint64_t seed);
+
 /// The blocks of a paged cache for `batch` sequences of `maxBlocks` pages:
 /// every sequence's, and three more that no table entry names.
 inline int64_t pagedCacheBlocks(int64_t batch, int64_t maxBlocks) {
@@ -128,13 +146,17 @@ public:
   /// Which extra is the split-KV workspace, if any: fillExtras sizes it for
   /// the problem and zeroes it (its arrival counters start at zero).
   std::optional<size_t> splitWorkspace() const { return splitWorkspaceIndex; }
+  /// Which extras are the varlen cu_seqlens tables, if any: fillExtras
+  /// takes them from the problem (drawVarlenBatch).
+  std::optional<size_t> cuSeqlensQ() const { return cuSeqlensQIndex; }
+  std::optional<size_t> cuSeqlensK() const { return cuSeqlensKIndex; }
 
 private:
   Mods();
   llvm::Error fillBlockMask(const Problem &problem);
   llvm::Error fillBlockTable(const Problem &problem, uint64_t seed);
   std::optional<size_t> blockMaskIndex, seqUsedKIndex, blockTableIndex,
-      splitWorkspaceIndex;
+      splitWorkspaceIndex, cuSeqlensQIndex, cuSeqlensKIndex;
   int64_t numSplits = 1;
   std::unique_ptr<ModProgram> scoreMod, maskMod;
   llvm::SmallVector<Value> extraArguments;

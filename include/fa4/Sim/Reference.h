@@ -56,6 +56,17 @@ struct Problem {
   /// A paged K/V cache (block_table): its page size and blocks, 0 for dense
   /// K and V. seqK is then max_blocks · pageSize.
   int64_t pageSize = 0, numBlocks = 0;
+  /// Varlen (cu_seqlens): Q, K, V and O are packed, batch 1 with seqQ and
+  /// seqK the totals, and sequence b is rows [cuSeqlensQ[b], cuSeqlensQ[b +
+  /// 1]) of Q and O and [cuSeqlensK[b], cuSeqlensK[b + 1]) of K and V
+  /// (batch + 1 entries each; empty: a dense batch). seqUsedK then has one
+  /// count per sequence.
+  std::vector<int64_t> cuSeqlensQ, cuSeqlensK;
+  bool isVarlen() const { return !cuSeqlensQ.empty(); }
+  /// The sequences: the batch, or the cu_seqlens tables' entries less one.
+  int64_t sequences() const {
+    return isVarlen() ? static_cast<int64_t>(cuSeqlensQ.size()) - 1 : batch;
+  }
   int64_t keysOf(int64_t b) const {
     return seqUsedK.empty() ? seqK : seqUsedK[b];
   }

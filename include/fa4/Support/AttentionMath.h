@@ -145,6 +145,23 @@ struct PackedRow {
   int64_t seqPos;
   int64_t headInGroup;
 };
+/// Varlen: a sequence's rows in a packed tensor of `total` rows, from its
+/// cumulative-lengths entries `begin = cu[b]` and `end = cu[b + 1]`, clamped
+/// so that no row outside the tensor is read (fa4.sequence_span's rule,
+/// the kernel's and the simulator's).
+struct SequenceSpan {
+  int64_t offset = 0, length = 0;
+};
+inline SequenceSpan sequenceSpan(double begin, double end, int64_t total) {
+  auto clamp = [&](double value, int64_t low) -> int64_t {
+    return value <= double(low)     ? low
+           : value >= double(total) ? total
+                                    : int64_t(value);
+  };
+  int64_t offset = clamp(begin, 0);
+  return {offset, clamp(end, offset) - offset};
+}
+
 inline PackedRow unpackRow(int64_t row, int64_t ratio) {
   return {row / ratio, row % ratio};
 }

@@ -41,6 +41,8 @@ struct TileProgram {
   /// the parts each task's blocks are cut into (1 without).
   Value splitWorkspace;
   int64_t numSplits = 1;
+  /// Varlen: the cu_seqlens tables (fa4.spec's), null for a dense batch.
+  Value cuSeqlensQ, cuSeqlensK;
 
   /// The tile program of `func`, or failure with an error naming `pass`
   /// (a function without fa4.spec is not a kernel: `isKernel` false).
@@ -91,7 +93,12 @@ private:
 /// them, and the task count, built before the first of those ops.
 struct ScheduleStart {
   SmallVector<Operation *> levelB;
+  /// The sequences, and seq_q and seq_k as Q's and K's sizes (varlen: the
+  /// packed tensors' rows).
   Value batchSize, seqQ, seqK, numTasks;
+  /// The queries per sequence the task grid is sized by: seq_q, or varlen's
+  /// max_sequence_length.
+  Value gridSeqQ;
   /// K/V heads, query heads packed per task (the tile program's
   /// gqa_ratio) and head groups per K/V head.
   int64_t kvHeads = 1, gqaRatio = 1, groupsPerKv = 1;
@@ -110,8 +117,13 @@ struct TaskHeader {
   Value batch, headGroup, kvHead, mBlock, qRow;
   /// Split-KV: which part of the task's blocks this is (null without).
   Value split;
-  /// The task's sequence's keys: seq_k, or its seqused_k entry.
-  Value seqK;
+  /// The task's sequence's queries and keys: seq_q and seq_k, or its
+  /// varlen span's lengths, and seqused_k's count.
+  Value seqQ, seqK;
+  /// The batch coordinate Q, K, V, O and the LSE are addressed with (the
+  /// sequence's; 0 in varlen's packed tensors), and varlen's first Q and
+  /// K/V rows of the sequence (null for a dense batch).
+  Value tensorBatch, qOffset, kOffset;
   Value begin, fullBegin, fullEnd, end;
   /// KV blocks visited: end - begin.
   Value numBlocks;
@@ -122,6 +134,17 @@ struct TaskHeader {
 struct BlockBounds {
   Value begin, fullBegin, fullEnd, end;
 };
+
+/// The packed row of Q (or O) that packed row `row` of the task's sequence
+/// is, and the K/V row of its key `key`: themselves for a dense batch, past
+/// the sequence's first row in varlen's packed tensors.
+Value queryTensorRow(IndexBuilder &ib, const TaskHeader &task, Value row,
+                     int64_t gqaPacking);
+Value keyTensorRow(IndexBuilder &ib, const TaskHeader &task, Value key);
+
+/// Varlen's span operands of the task's O and LSE stores (empty for a
+/// dense batch): its first row and its length.
+SmallVector<Value, 2> storeSpan(const TaskHeader &task);
 
 /// Split-KV: part `split` of `splits` equal parts of `all`'s blocks
 /// (ceil(blocks / splits) each, the last ones shorter or empty), every

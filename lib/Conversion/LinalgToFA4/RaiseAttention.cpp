@@ -1248,7 +1248,8 @@ bool rewrite(OpResult result, const Match &m, func::FuncOp func, std::string &wh
       b.getF32FloatAttr(0.0f), m.headsFirst ? b.getUnitAttr() : UnitAttr(),
       /*block_mask=*/IntegerAttr(), /*seqused_k=*/IntegerAttr(),
       /*block_table=*/IntegerAttr(), /*num_splits=*/IntegerAttr(),
-      /*split_workspace=*/IntegerAttr());
+      /*split_workspace=*/IntegerAttr(), /*cu_seqlens_q=*/IntegerAttr(),
+      /*cu_seqlens_k=*/IntegerAttr());
 
   SmallVector<Type> extraTypes;
   for (Value buffer : buffers)

@@ -89,6 +89,15 @@ private:
   /// LSE to the workspace, and the merge.
   void buildSplitFinal(const TaskState &task, int stage, Value rowMax,
                        Value rowSum, Value visited, Value last);
+  /// A varlen tile's end of Q stage `stage` (correction role): O and the
+  /// LSE stored by address into the sequence's rows.
+  void buildVarlenFinal(const TaskState &task, int stage, Value rowMax,
+                        Value rowSum, Value visited, Value last);
+  /// Whether the correction warps store O themselves (split-KV parts,
+  /// varlen tiles): no staging buffer and no epilogue role.
+  bool storesODirectly() const {
+    return program.splitWorkspace || program.cuSeqlensQ;
+  }
 
   TileProgram program;
 
@@ -121,7 +130,9 @@ void RoleProgramBuilder::createBuffers() {
   kvBuffer = smem("kv", 128, headDim, start.element, 1);
   // A split-KV part writes its O to the workspace, and the merge writes O
   // row by row: no staging.
-  if (!program.splitWorkspace)
+  // Split-KV parts and varlen tiles store O from the correction warps'
+  // registers: no staging buffer, no epilogue.
+  if (!storesODirectly())
     oStaging = smem("o_stage", 128, headDim, start.element,
                     ScheduleConfig::kQStages);
   for (int s = 0; s < ScheduleConfig::kQStages; ++s)
@@ -203,9 +214,12 @@ void RoleProgramBuilder::buildLoadRole(const TaskState &task) {
   for (int s = 0; s < ScheduleConfig::kQStages; ++s) {
     Value item = add(mul(taskCount, ScheduleConfig::kQStages), index(s));
     ProducerAcquireOp::create(b, loc, qBuffer, item);
-    TmaLoadOp::create(b, loc, program.arguments[kQ], task.batch, task.headGroup,
-                        task.tileRow[s], qBuffer, item, Value(), Value(),
-                        Value(), Value(), start.gqaRatio);
+    TmaLoadOp::create(b, loc, program.arguments[kQ], task.tensorBatch,
+                      task.headGroup,
+                      queryTensorRow(*this, task, task.tileRow[s],
+                                     start.gqaRatio),
+                      qBuffer, item, Value(), Value(), Value(), Value(),
+                      start.gqaRatio);
     ProducerCommitOp::create(b, loc, qBuffer, item);
   }
   Value kvBase = task.counters.lookup(Counter::Kv);
@@ -214,10 +228,10 @@ void RoleProgramBuilder::buildLoadRole(const TaskState &task) {
     Value item = add(kvBase, mul(k, 2));
     for (TileArgument tensor : {kK, kV}) {
       ProducerAcquireOp::create(b, loc, kvBuffer, item);
-      TmaLoadOp::create(b, loc, program.arguments[tensor], task.batch,
-                          task.kvHead, key, kvBuffer, item, Value(), Value(),
-                          program.blockTable,
-                          clearFromRow(b, loc, program, task, tensor, key), 1);
+      TmaLoadOp::create(b, loc, program.arguments[tensor], task.tensorBatch,
+                        task.kvHead, keyTensorRow(*this, task, key), kvBuffer,
+                        item, Value(), Value(), program.blockTable,
+                        clearFromRow(b, loc, program, task, tensor, key), 1);
       ProducerCommitOp::create(b, loc, kvBuffer, item);
       item = add(item, index(1));
     }
@@ -327,7 +341,7 @@ void RoleProgramBuilder::buildSoftmaxRole(const TaskState &task, int stage) {
           mapping.map(scoreMod.getHead(), task.headGroup);
           mapping.map(scoreMod.getRow(), task.tileRow[stage]);
           mapping.map(scoreMod.getCol(), keyOf(task, k));
-          mapping.map(scoreMod.getSeqQ(), start.seqQ);
+          mapping.map(scoreMod.getSeqQ(), task.seqQ);
           mapping.map(scoreMod.getSeqK(), task.seqK);
           s = b.clone(*scoreMod, mapping)->getResult(0);
         }
@@ -345,7 +359,7 @@ void RoleProgramBuilder::buildSoftmaxRole(const TaskState &task, int stage) {
             mapping.map(mask.getScores(), s);
             mapping.map(mask.getRow(), task.tileRow[stage]);
             mapping.map(mask.getCol(), keyOf(task, k));
-            mapping.map(mask.getSeqQ(), start.seqQ);
+            mapping.map(mask.getSeqQ(), task.seqQ);
             mapping.map(mask.getSeqK(), task.seqK);
             if (mask.getBatch()) {
               mapping.map(mask.getBatch(), task.batch);
@@ -429,6 +443,10 @@ void RoleProgramBuilder::buildCorrectionRole(const TaskState &task) {
       buildSplitFinal(task, s, rowMax, rowSum, visited, last);
       continue;
     }
+    if (program.cuSeqlensQ) {
+      buildVarlenFinal(task, s, rowMax, rowSum, visited, last);
+      continue;
+    }
     Value item = add(mul(taskCount, ScheduleConfig::kQStages), index(s));
     ProducerAcquireOp::create(b, loc, oStaging, item);
     // A task that sees no key never wrote O: its rows are 0 with LSE -inf.
@@ -450,9 +468,10 @@ void RoleProgramBuilder::buildCorrectionRole(const TaskState &task) {
     }
     ProducerCommitOp::create(b, loc, oStaging, item);
     if (program.lseStore)
-      StoreLseTileOp::create(b, loc, branch.getResult(0), program.arguments[kLse],
-                               task.batch, task.headGroup, task.tileRow[s],
-                               start.gqaRatio);
+      StoreLseTileOp::create(b, loc, branch.getResult(0),
+                             program.arguments[kLse], task.batch,
+                             task.headGroup, task.tileRow[s], ValueRange(),
+                             start.gqaRatio);
   }
 }
 
@@ -487,6 +506,39 @@ void RoleProgramBuilder::buildSplitFinal(const TaskState &task, int stage,
         workspace,
       task.batch, task.headGroup, task.tileRow[stage], task.split,
       start.gqaRatio, program.numSplits);
+}
+
+void RoleProgramBuilder::buildVarlenFinal(const TaskState &task, int stage,
+                                          Value rowMax, Value rowSum,
+                                          Value visited, Value last) {
+  auto rowType = RankedTensorType::get({128}, b.getF32Type());
+  auto outType = RankedTensorType::get({128, headDim}, start.element);
+  SmallVector<Value, 2> span = storeSpan(task);
+  // O / row_sum straight from TMEM to the sequence's rows (a TMA box would
+  // write into the next sequence's); a tile that saw no key is 0, LSE -inf.
+  auto branch = scf::IfOp::create(b, loc, TypeRange{rowType}, visited, true);
+  {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(branch.thenBlock());
+    ConsumerWaitOp::create(b, loc, acc[stage], last);
+    Value lse = FinalizeORowsOp::create(
+        b, loc, rowType, acc[stage], rowMax, rowSum, program.arguments[kOut],
+        task.tensorBatch, task.headGroup, task.tileRow[stage], span[0], span[1],
+        program.normalize.getScaleLog2Attr(),
+        b.getI64IntegerAttr(start.gqaRatio));
+    ConsumerReleaseOp::create(b, loc, acc[stage], last);
+    scf::YieldOp::create(b, loc, lse);
+    b.setInsertionPointToStart(branch.elseBlock());
+    StoreOTileOp::create(b, loc, splat(outType, 0.0f), program.arguments[kOut],
+                         task.tensorBatch, task.headGroup, task.tileRow[stage],
+                         span, start.gqaRatio);
+    scf::YieldOp::create(
+        b, loc, splat(rowType, -std::numeric_limits<float>::infinity()));
+  }
+  if (program.lseStore)
+    StoreLseTileOp::create(b, loc, branch.getResult(0), program.arguments[kLse],
+                           task.tensorBatch, task.headGroup,
+                           task.tileRow[stage], span, start.gqaRatio);
 }
 
 void RoleProgramBuilder::buildEpilogueRole(const TaskState &task) {
@@ -534,7 +586,7 @@ void RoleProgramBuilder::build() {
     else if (name == role::kCorrection)
       buildTaskLoop({Counter::Task, Counter::Block, Counter::Stats},
                     [&](TaskState &task) { buildCorrectionRole(task); });
-    else if (name == role::kEpilogue && !program.splitWorkspace)
+    else if (name == role::kEpilogue && !storesODirectly())
       buildTaskLoop({Counter::Task},
                     [&](TaskState &task) { buildEpilogueRole(task); });
   }

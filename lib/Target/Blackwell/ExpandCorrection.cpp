@@ -108,6 +108,40 @@ static void expandFinalizePartial(FinalizePartialOOp finalize) {
   finalize.erase();
 }
 
+/// A varlen tile's finalize: the same chunks, stored by address into the
+/// sequence's rows of O.
+static void expandFinalizeRows(FinalizeORowsOp finalize) {
+  OpBuilder b(finalize);
+  Location loc = finalize.getLoc();
+  TmemType type = finalize.getAcc().getType();
+  Type outElement =
+      cast<MemRefType>(finalize.getOut().getType()).getElementType();
+  // Unrolled like the split-KV finalize: the store takes its column as an
+  // attribute. Every chunk's normalize gives the same LSE.
+  Value lse;
+  auto chunkType = RankedTensorType::get(
+      {type.getLanes(), ScheduleConfig::kRescaleChunk}, type.getElementType());
+  auto outType = RankedTensorType::get(
+      {type.getLanes(), ScheduleConfig::kRescaleChunk}, outElement);
+  for (int64_t column = 0; column < type.getCols();
+       column += ScheduleConfig::kRescaleChunk) {
+    Value values = TmemLoadOp::create(
+        b, loc, chunkType, finalize.getAcc(),
+        arith::ConstantIndexOp::create(b, loc, column));
+    auto normalize = NormalizeOp::create(
+        b, loc, outType, finalize.getLse().getType(), values,
+        finalize.getRowMax(), finalize.getRowSum(), finalize.getScaleLog2Attr());
+    StoreOTileOp::create(b, loc, normalize.getOut(), finalize.getOut(),
+                         finalize.getBatch(), finalize.getHead(),
+                         finalize.getRow(),
+                         ValueRange{finalize.getOffset(), finalize.getLimit()},
+                         finalize.getGqaRatio(), column);
+    lse = normalize.getLse();
+  }
+  finalize.getLse().replaceAllUsesWith(lse);
+  finalize.erase();
+}
+
 namespace {
 struct ExpandCorrectionPass
     : public fa4::impl::FA4ExpandCorrectionBase<ExpandCorrectionPass> {
@@ -128,6 +162,10 @@ struct ExpandCorrectionPass
     func.walk([&](FinalizePartialOOp op) { partials.push_back(op); });
     for (FinalizePartialOOp finalize : partials)
       expandFinalizePartial(finalize);
+    SmallVector<FinalizeORowsOp> rows;
+    func.walk([&](FinalizeORowsOp op) { rows.push_back(op); });
+    for (FinalizeORowsOp finalize : rows)
+      expandFinalizeRows(finalize);
   }
 };
 } // namespace

@@ -145,9 +145,11 @@ WarpgroupProgramBuilder::buildTaskLoop(function_ref<void(Task &)> body) {
 
 void WarpgroupProgramBuilder::buildProducer(const Task &task) {
   ProducerAcquireOp::create(b, loc, qBuffer, task.taskCount);
-  TmaLoadOp::create(b, loc, program.arguments[kQ], task.batch, task.headGroup,
-                    task.qRow, qBuffer, task.taskCount, Value(), Value(),
-                    Value(), Value(), start.gqaRatio);
+  TmaLoadOp::create(b, loc, program.arguments[kQ], task.tensorBatch,
+                    task.headGroup,
+                    queryTensorRow(*this, task, task.qRow, start.gqaRatio),
+                    qBuffer, task.taskCount, Value(), Value(), Value(), Value(),
+                    start.gqaRatio);
   ProducerCommitOp::create(b, loc, qBuffer, task.taskCount);
   auto loop = scf::ForOp::create(b, loc, index(0), task.numBlocks, index(1));
   OpBuilder::InsertionGuard guard(b);
@@ -157,9 +159,9 @@ void WarpgroupProgramBuilder::buildProducer(const Task &task) {
   Value item = add(task.kvBase, k);
   for (auto [buffer, tensor] : {std::pair{kBuffer, kK}, {vBuffer, kV}}) {
     ProducerAcquireOp::create(b, loc, buffer, item);
-    TmaLoadOp::create(b, loc, program.arguments[tensor], task.batch,
-                      task.kvHead, key, buffer, item, Value(), Value(),
-                      program.blockTable,
+    TmaLoadOp::create(b, loc, program.arguments[tensor], task.tensorBatch,
+                      task.kvHead, keyTensorRow(*this, task, key), buffer, item,
+                      Value(), Value(), program.blockTable,
                       clearFromRow(b, loc, program, task, tensor, key), 1);
     ProducerCommitOp::create(b, loc, buffer, item);
   }
@@ -182,7 +184,7 @@ OnlineSoftmaxOp WarpgroupProgramBuilder::buildSoftmax(const Task &task,
     mapping.map(scoreMod.getHead(), task.headGroup);
     mapping.map(scoreMod.getRow(), rowBegin);
     mapping.map(scoreMod.getCol(), key);
-    mapping.map(scoreMod.getSeqQ(), start.seqQ);
+    mapping.map(scoreMod.getSeqQ(), task.seqQ);
     mapping.map(scoreMod.getSeqK(), task.seqK);
     s = cloneForWarpgroup(scoreMod, mapping)->getResult(0);
   }
@@ -199,7 +201,7 @@ OnlineSoftmaxOp WarpgroupProgramBuilder::buildSoftmax(const Task &task,
     mapping.map(mask.getScores(), s);
     mapping.map(mask.getRow(), rowBegin);
     mapping.map(mask.getCol(), key);
-    mapping.map(mask.getSeqQ(), start.seqQ);
+    mapping.map(mask.getSeqQ(), task.seqQ);
     mapping.map(mask.getSeqK(), task.seqK);
     if (mask.getBatch()) {
       mapping.map(mask.getBatch(), task.batch);
@@ -398,6 +400,19 @@ void WarpgroupProgramBuilder::buildConsumer(const Task &task, int64_t half) {
         program.numSplits);
     return;
   }
+  if (program.cuSeqlensQ) {
+    // Varlen: the fragment straight to the sequence's rows (a TMA box would
+    // write into the next sequence's).
+    SmallVector<Value, 2> span = storeSpan(task);
+    StoreOTileOp::create(b, loc, normalize.getOut(), program.arguments[kOut],
+                         task.tensorBatch, task.headGroup, rowBegin, span,
+                         start.gqaRatio);
+    if (program.lseStore)
+      StoreLseTileOp::create(b, loc, normalize.getLse(),
+                             program.arguments[kLse], task.tensorBatch,
+                             task.headGroup, rowBegin, span, start.gqaRatio);
+    return;
+  }
   // The half of O goes out through shared memory and one TMA store; the
   // stage is written again only after the store has read it.
   Value staging = oStaging[half];
@@ -412,7 +427,8 @@ void WarpgroupProgramBuilder::buildConsumer(const Task &task, int64_t half) {
   ConsumerReleaseOp::create(b, loc, staging, task.taskCount);
   if (program.lseStore)
     StoreLseTileOp::create(b, loc, normalize.getLse(), program.arguments[kLse],
-                           task.batch, task.headGroup, rowBegin, start.gqaRatio);
+                           task.batch, task.headGroup, rowBegin, ValueRange(),
+                           start.gqaRatio);
 }
 
 void WarpgroupProgramBuilder::build() {
@@ -429,9 +445,9 @@ void WarpgroupProgramBuilder::build() {
   kBuffer = smem("k", TileConfig::kBlockN, config.kvStages());
   vBuffer = smem("v", TileConfig::kBlockN, config.kvStages());
   // A split-KV kernel writes O without staging (the parts to the
-  // workspace, the merge row by row).
-  for (int64_t half = 0;
-       half < hopper::ScheduleConfig::kConsumers && !program.splitWorkspace;
+  // workspace, the merge row by row), a varlen one from the fragments.
+  for (int64_t half = 0; half < hopper::ScheduleConfig::kConsumers &&
+                         !program.splitWorkspace && !program.cuSeqlensQ;
        ++half)
     oStaging[half] = smem(("o" + Twine(half)).str(),
                           hopper::ScheduleConfig::kRowsPerConsumer, 1);

@@ -118,7 +118,9 @@ KernelSpecAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                        std::optional<int64_t> seqUsedK,
                        std::optional<int64_t> blockTable,
                        std::optional<int64_t> numSplits,
-                       std::optional<int64_t> splitWorkspace) {
+                       std::optional<int64_t> splitWorkspace,
+                       std::optional<int64_t> cuSeqlensQ,
+                       std::optional<int64_t> cuSeqlensK) {
   // The entry op's own rules (Verify.h): level B holds no variant level A
   // refuses.
   auto prefixed = [&]() { return emitError() << "fa4.spec: "; };
@@ -172,6 +174,21 @@ KernelSpecAttr::verify(function_ref<InFlightDiagnostic()> emitError,
     return emitError() << "fa4.spec: split_workspace " << *splitWorkspace
                        << " is not the index of one of its " << extras.size()
                        << " extras other than the other tables";
+  if (cuSeqlensQ.has_value() != cuSeqlensK.has_value())
+    return emitError() << "fa4.spec: cu_seqlens_q and cu_seqlens_k go together";
+  for (std::optional<int64_t> table : {cuSeqlensQ, cuSeqlensK})
+    if (table && (*table < 0 || *table >= static_cast<int64_t>(extras.size()) ||
+                  table == blockMask || table == seqUsedK ||
+                  table == blockTable || table == splitWorkspace))
+      return emitError() << "fa4.spec: cu_seqlens " << *table
+                         << " is not the index of one of its " << extras.size()
+                         << " extras other than the other tables";
+  if (cuSeqlensQ && cuSeqlensQ == cuSeqlensK)
+    return emitError() << "fa4.spec: cu_seqlens_q and cu_seqlens_k name the "
+                          "same extra";
+  if (cuSeqlensQ && (blockMask || blockTable || numSplits))
+    return emitError() << "fa4.spec: a varlen kernel takes no block mask, "
+                          "block table or split-KV";
   return success();
 }
 

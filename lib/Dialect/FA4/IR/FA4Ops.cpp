@@ -438,7 +438,9 @@ LogicalResult AttentionOp::verify() {
                             "softcap in the score_mod region";
   if (getExtras().size() > (getSequsedK() ? 1u : 0u) +
                                (getBlockTable() ? 1u : 0u) +
-                               (getSplitWorkspace() ? 1u : 0u) &&
+                               (getSplitWorkspace() ? 1u : 0u) +
+                               (getCuSeqlensQ() ? 1u : 0u) +
+                               (getCuSeqlensK() ? 1u : 0u) &&
       getScoreMod().empty() && getMaskMod().empty())
     return emitOpError() << "has extras but no score_mod or mask_mod region "
                             "to read them";
@@ -504,11 +506,67 @@ LogicalResult AttentionOp::verify() {
     if (getBlockMask() == position || getBlockTable() == position)
       return emitOpError()
              << "seqused_k names the same extra as block_mask or block_table";
+    // Varlen: one count per sequence, the tables' entries less one.
+    int64_t batch = getLogicalShape(getQ())[0];
+    if (std::optional<uint64_t> cu = getCuSeqlensQ();
+        cu && *cu < getExtras().size()) {
+      int64_t entries =
+          cast<MemRefType>(getExtras()[*cu].getType()).getDimSize(0);
+      batch = ShapedType::isDynamic(entries) ? ShapedType::kDynamic
+                                             : entries - 1;
+    }
     if (failed(fa4::detail::verifySeqUsedKType(
             [this] { return emitOpError(); },
-            cast<MemRefType>(getExtras()[*position].getType()),
-            getLogicalShape(getQ())[0])))
+            cast<MemRefType>(getExtras()[*position].getType()), batch)))
       return failure();
+  }
+  if (getCuSeqlensQ().has_value() != getCuSeqlensK().has_value())
+    return emitOpError() << "takes cu_seqlens_q and cu_seqlens_k together";
+  if (getCuSeqlensQ()) {
+    SmallVector<int64_t> entries;
+    for (auto [name, position] :
+         {std::pair{"cu_seqlens_q", *getCuSeqlensQ()},
+          std::pair{"cu_seqlens_k", *getCuSeqlensK()}}) {
+      if (position >= getExtras().size())
+        return emitOpError() << name << " names extra #" << position
+                             << ", but the op has " << getExtras().size()
+                             << " extras";
+      if (getBlockMask() == position || getSequsedK() == position ||
+          getBlockTable() == position || getSplitWorkspace() == position)
+        return emitOpError() << name << " names the same extra as another "
+                                        "table";
+      auto table = cast<MemRefType>(getExtras()[position].getType());
+      if (table.getRank() != 1 || !table.getElementType().isInteger(32) ||
+          (!table.isDynamicDim(0) && table.getDimSize(0) < 2))
+        return emitOpError() << name << " " << table
+                             << " is not an i32 memref [batch + 1] of at "
+                                "least two entries";
+      entries.push_back(table.getDimSize(0));
+    }
+    if (*getCuSeqlensQ() == *getCuSeqlensK())
+      return emitOpError() << "cu_seqlens_q and cu_seqlens_k name the same "
+                              "extra; pass the table twice as two extras";
+    if (!ShapedType::isDynamic(entries[0]) &&
+        !ShapedType::isDynamic(entries[1]) && entries[0] != entries[1])
+      return emitOpError() << "cu_seqlens_q has " << entries[0]
+                           << " entries and cu_seqlens_k " << entries[1]
+                           << "; both are [batch + 1]";
+    if (getBlockTable() || getBlockMask() || getNumSplits())
+      return emitOpError() << "varlen (cu_seqlens) does not combine with "
+                              "block_table, block_mask or split-KV";
+    if (getHeadsFirst())
+      return emitOpError() << "varlen tensors are packed [1, total, heads, "
+                              "head_dim]; heads_first does not apply";
+    for (auto [name, operand] : {std::pair{"Q", getQ()}, std::pair{"K", getK()},
+                                 std::pair{"V", getV()},
+                                 std::pair{"O", getOut()}}) {
+      int64_t batch = getLogicalShape(operand)[0];
+      if (!ShapedType::isDynamic(batch) && batch != 1)
+        return emitOpError() << "varlen " << name
+                             << " is packed [1, total, heads, head_dim]; "
+                                "its first dimension is "
+                             << batch;
+    }
   }
   if (std::optional<uint64_t> position = getBlockTable()) {
     if (*position >= getExtras().size())
@@ -696,7 +754,46 @@ LogicalResult LoadKvTileOp::verify() {
   return verifyTileAccess(getOperation(), getSource(), getResult(), 1);
 }
 
+/// A varlen store's span: none, or the sequence's first row and length.
+static LogicalResult verifySpan(Operation *op, ValueRange span) {
+  if (!span.empty() && span.size() != 2)
+    return op->emitOpError() << "span takes the sequence's first row and its "
+                                "length (two values), got "
+                             << span.size();
+  return success();
+}
+
 LogicalResult StoreOTileOp::verify() {
+  if (failed(verifySpan(getOperation(), getSpan())))
+    return failure();
+  int64_t column = static_cast<int64_t>(getColumn());
+  auto tileType = cast<RankedTensorType>(getTile().getType());
+  auto destType = cast<MemRefType>(getDest().getType());
+  // A thread-held chunk of columns (level C): its columns inside O's head
+  // dim; otherwise the whole tile.
+  if (column != 0 ||
+      (tileType.getRank() == 2 && destType.getRank() == 4 &&
+       !destType.isDynamicDim(3) &&
+       tileType.getDimSize(1) < destType.getDimSize(3))) {
+    if (destType.getRank() != 4 || destType.isDynamicDim(3) ||
+        tileType.getRank() != 2 || tileType.isDynamicDim(1) ||
+        column + tileType.getDimSize(1) > destType.getDimSize(3) ||
+        tileType.getElementType() != destType.getElementType())
+      return emitOpError() << "stores columns [" << column << ", "
+                           << column + (tileType.getRank() == 2
+                                                 ? tileType.getDimSize(1)
+                                                 : 0)
+                           << ") of " << tileType
+                           << ", which must lie inside O's static head dim "
+                              "with O's element type: "
+                           << destType;
+    int64_t heads = destType.getDimSize(2);
+    if (ShapedType::isDynamic(heads) || heads % getGqaRatio() != 0)
+      return emitOpError() << "gqa_ratio " << getGqaRatio()
+                           << " must divide the memref's static heads ("
+                           << shapeString({heads}) << ")";
+    return success();
+  }
   return verifyTileAccess(getOperation(), getDest(), getTile(), getGqaRatio());
 }
 
@@ -755,6 +852,8 @@ LogicalResult MergeSplitsOp::verify() {
 }
 
 LogicalResult StoreLseTileOp::verify() {
+  if (failed(verifySpan(getOperation(), getSpan())))
+    return failure();
   auto dest = cast<MemRefType>(getDest().getType());
   if (dest.getRank() != 3 || !dest.getElementType().isF32())
     return emitOpError() << "LSE memref must be rank-3 f32 ([batch, q_heads, "

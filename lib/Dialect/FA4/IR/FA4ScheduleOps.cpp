@@ -480,6 +480,27 @@ LogicalResult FinalizePartialOOp::verify() {
       cast<MemRefType>(getWorkspace().getType()));
 }
 
+LogicalResult FinalizeORowsOp::verify() {
+  TmemType acc = getAcc().getType();
+  if (failed(verifyAccumulator(getOperation(), acc, {getRowMax(), getRowSum()})))
+    return failure();
+  auto out = cast<MemRefType>(getOut().getType());
+  if (out.getRank() != 4 || out.getDimSize(3) != acc.getCols() ||
+      !(out.getElementType().isF16() || out.getElementType().isBF16()) ||
+      ShapedType::isDynamic(out.getDimSize(2)) ||
+      out.getDimSize(2) % getGqaRatio() != 0)
+    return emitOpError() << "O must be an f16 or bf16 [batch, seq, heads, "
+                         << acc.getCols()
+                         << "] memref like acc's columns, with static heads "
+                            "that gqa_ratio divides, got "
+                         << out;
+  // fa4-correction moves it 16 columns at a time.
+  if (acc.getCols() % 16 != 0)
+    return emitOpError() << "acc's " << acc.getCols()
+                         << " columns are not whole 16-column chunks";
+  return success();
+}
+
 LogicalResult TmemAllocColumnsOp::verify() {
   int64_t columns = getColumns();
   if (columns < 32 || columns > blackwell::kTmemColumns ||

@@ -110,7 +110,7 @@ def FA4_KernelSpecAttr : AttrDef<FA4_Dialect, "KernelSpec"> {
     `score_mod` / `mask_mod` regions read, `block_mask` the index among
     the extras of the block mask and `seqused_k` that of the per-sequence
     key counts; `num_splits` and `split_workspace` are the entry op's
-    split-KV. The window bounds are in keys (-1: unbounded),
+    split-KV, `cu_seqlens_q` and `cu_seqlens_k` its varlen tables. The window bounds are in keys (-1: unbounded),
     `scale` is the resolved softmax scale and `softcap` 0 when there is none.
     The attribute checks itself with fa4.attention's own rules (window
     bounds that agree with the mask, the scale and softcap limits) and its
@@ -131,13 +131,17 @@ def FA4_KernelSpecAttr : AttrDef<FA4_Dialect, "KernelSpec"> {
     OptionalParameter<"std::optional<int64_t>", "index of the seqused_k table among the extras">:$seqused_k,
     OptionalParameter<"std::optional<int64_t>", "index of the block table among the extras">:$block_table,
     OptionalParameter<"std::optional<int64_t>", "split-KV: parts per task's KV blocks">:$num_splits,
-    OptionalParameter<"std::optional<int64_t>", "index of the split-KV workspace among the extras">:$split_workspace
+    OptionalParameter<"std::optional<int64_t>", "index of the split-KV workspace among the extras">:$split_workspace,
+    OptionalParameter<"std::optional<int64_t>", "varlen: index of cu_seqlens_q among the extras">:$cu_seqlens_q,
+    OptionalParameter<"std::optional<int64_t>", "varlen: index of cu_seqlens_k among the extras">:$cu_seqlens_k
   );
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;
   let extraClassDeclaration = [{
     /// The number of parts each task's KV blocks are split into (1: none).
     int64_t getSplits() const { return getNumSplits().value_or(1); }
+    /// Whether the batch is variable-length (cu_seqlens tables).
+    bool isVarlen() const { return getCuSeqlensQ().has_value(); }
     /// The scale and the softcap as the kernel computes with them.
     float getScaleValue() const { return getScale().convertToFloat(); }
     float getSoftcapValue() const { return getSoftcap().convertToFloat(); }

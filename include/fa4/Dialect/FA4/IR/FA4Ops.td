@@ -110,9 +110,23 @@ def FA4_AttentionOp : FA4_Op<"attention", [
       that must be zero before a launch (each launch leaves its own zero
       again, and its parts' data right behind them). No region may read
       it.
+    * `cu_seqlens_q` and `cu_seqlens_k` (together): variable-length
+      batches, FlashAttention's varlen layout. Each is the position of an
+      extra, `[batch + 1]` i32, of cumulative lengths: sequence `b` is
+      query rows `[cu_seqlens_q[b], cu_seqlens_q[b + 1])` of Q and O and
+      key rows `[cu_seqlens_k[b], cu_seqlens_k[b + 1])` of K and V, which
+      are packed: `[1, total, heads, head_dim]` (the batch-1 case of the
+      dense layout; `total` the rows of all sequences), the LSE `[1,
+      q_heads, total_q]`. The batch is the tables' entries less one. Each
+      sequence's masks align bottom-right to its own lengths (with
+      `seqused_k`, its keys are the first `seqused_k[b]` of its rows), the
+      mods see positions within the sequence, and rows outside every
+      sequence are not written. Entries are clamped to `[0, total]` and a
+      sequence's end to at least its start, so no table reads outside the
+      tensors. Not with `block_table`, `block_mask` or split-KV.
     * `extras`: memrefs the regions read with `memref.load` (bias tables,
-      per-head slopes, document ids), and the `seqused_k` and `block_table`
-      tables. Regions are
+      per-head slopes, document ids), and the `seqused_k`, `block_table`
+      and `cu_seqlens` tables. Regions are
       straight-line code free of side effects other than those loads, and
       capture nothing from above: an extra reaches them as a block argument.
 
@@ -173,7 +187,9 @@ def FA4_AttentionOp : FA4_Op<"attention", [
     OptionalAttr<ConfinedAttr<I64Attr, [IntNonNegative]>>:$seqused_k,
     OptionalAttr<ConfinedAttr<I64Attr, [IntNonNegative]>>:$block_table,
     OptionalAttr<ConfinedAttr<I64Attr, [IntMinValue<2>, IntMaxValue<128>]>>:$num_splits,
-    OptionalAttr<ConfinedAttr<I64Attr, [IntNonNegative]>>:$split_workspace
+    OptionalAttr<ConfinedAttr<I64Attr, [IntNonNegative]>>:$split_workspace,
+    OptionalAttr<ConfinedAttr<I64Attr, [IntNonNegative]>>:$cu_seqlens_q,
+    OptionalAttr<ConfinedAttr<I64Attr, [IntNonNegative]>>:$cu_seqlens_k
   );
   let results = (outs Variadic<AnyRankedTensor>:$results);
   let regions = (region MaxSizedRegion<1>:$score_mod,
@@ -239,6 +255,47 @@ def FA4_SequenceLengthOp : FA4_Op<"sequence_length", [Pure]> {
   let results = (outs Index:$result);
   let assemblyFormat =
       "$table `[` $batch `]` `,` $seq_k attr-dict `:` type($table)";
+}
+
+def FA4_SequenceSpanOp : FA4_Op<"sequence_span", [Pure]> {
+  let summary = "a sequence's first row and length from a cu_seqlens table";
+  let description = [{
+    Varlen: sequence `batch`'s rows in a packed tensor of `total` rows,
+    from a cumulative-lengths table (an i32 memref `[batch + 1]`): `offset
+    = min(max(table[batch], 0), total)` and `length = min(max(table[batch +
+    1], offset), total) - offset`, clamped so that no row outside the
+    tensor is ever read. Level B reads it once per sequence, each role of a
+    level-C schedule once per task.
+
+    ```mlir
+    %first, %rows = fa4.sequence_span %cu_seqlens_q[%b], %total_q : memref<?xi32>
+    ```
+  }];
+  let arguments = (ins MemRefRankOf<[I32], [1]>:$table, Index:$batch,
+                       Index:$total);
+  let results = (outs Index:$offset, Index:$length);
+  let assemblyFormat =
+      "$table `[` $batch `]` `,` $total attr-dict `:` type($table)";
+}
+
+def FA4_MaxSequenceLengthOp : FA4_Op<"max_sequence_length", [Pure]> {
+  let summary = "the longest sequence of a cu_seqlens table (the launch's max_seqlen_q)";
+  let description = [{
+    Varlen: a bound on the rows of every sequence of the table, which sizes
+    the task grid (`ceil(max · gqa / rows)` query tiles per sequence and
+    head group; tiles past a sequence's rows are empty tasks). The
+    simulator computes it from the table (the spans' longest, clamped as
+    `fa4.sequence_span` clamps); at level D it is the kernel's
+    `max_seqlen_q` parameter, which the launch passes: FlashAttention's
+    `max_seqlen_q`, and the runtime's promise that no sequence is longer.
+
+    ```mlir
+    %max = fa4.max_sequence_length %cu_seqlens_q, %total_q : memref<?xi32>
+    ```
+  }];
+  let arguments = (ins MemRefRankOf<[I32], [1]>:$table, Index:$total);
+  let results = (outs Index:$result);
+  let assemblyFormat = "$table `,` $total attr-dict `:` type($table)";
 }
 
 def FA4_KvBlockRangeOp : FA4_Op<"kv_block_range", [Pure, IsolatedFromAbove,
@@ -579,20 +636,31 @@ def FA4_StoreOTileOp : FA4_Op<"store_o_tile"> {
   let description = [{
     The inverse of `fa4.load_q_tile`: packed row `p` goes to query position
     `p / gqa_ratio` of query head `head * gqa_ratio + p % gqa_ratio`. Rows past
-    `seq_q` are not written.
+    `seq_q` are not written. The tile may be the columns `[column, column +
+    N)` of the output's head dim (a thread-held chunk at level C).
+
+    Varlen: with `span(%offset, %limit)` the positions are a sequence's,
+    relative to its first row `offset` in the packed tensor: position `p`
+    goes to row `offset + p`, and only positions below `limit` (the
+    sequence's length) are written. At level D it is a store by address
+    from each thread's elements (a TMA box would write into the next
+    sequence).
 
     ```mlir
     fa4.store_o_tile %ot, %o[%b, %h, %row] {gqa_ratio = 4 : i64}
         : tensor<128x128xf16>, memref<?x?x32x128xf16>
+    fa4.store_o_tile %ot, %o[%c0, %h, %row] span(%first, %rows)
+        {gqa_ratio = 1 : i64} : tensor<128x128xbf16>, memref<1x?x8x128xbf16>
     ```
   }];
   let arguments = (ins FA4_Tile:$tile,
     Arg<AnyMemRef, "output", [MemWrite]>:$dest,
-    Index:$batch, Index:$head, Index:$row,
-    ConfinedAttr<I64Attr, [IntPositive]>:$gqa_ratio);
+    Index:$batch, Index:$head, Index:$row, Variadic<Index>:$span,
+    ConfinedAttr<I64Attr, [IntPositive]>:$gqa_ratio,
+    DefaultValuedAttr<ConfinedAttr<I64Attr, [IntNonNegative]>, "0">:$column);
   let assemblyFormat = [{
-    $tile `,` $dest `[` $batch `,` $head `,` $row `]` attr-dict `:`
-    type($tile) `,` type($dest)
+    $tile `,` $dest `[` $batch `,` $head `,` $row `]`
+    (`span` `(` $span^ `)`)? attr-dict `:` type($tile) `,` type($dest)
   }];
   let hasVerifier = 1;
 }
@@ -669,7 +737,9 @@ def FA4_StoreLseTileOp : FA4_Op<"store_lse_tile"> {
   let description = [{
     Writes `lse[r]` of packed row `row + r` to
     `dest[batch, head * gqa_ratio + p % gqa_ratio, p / gqa_ratio]`; rows past
-    `seq_q` are not written.
+    `seq_q` are not written. Varlen: with `span(%offset, %limit)`, position
+    `p` goes to `offset + p` and only positions below `limit` are written,
+    as `fa4.store_o_tile`'s.
 
     ```mlir
     fa4.store_lse_tile %l, %lse[%b, %h, %row] {gqa_ratio = 4 : i64}
@@ -678,11 +748,11 @@ def FA4_StoreLseTileOp : FA4_Op<"store_lse_tile"> {
   }];
   let arguments = (ins FA4_RowVector:$tile,
     Arg<AnyMemRef, "log-sum-exp output", [MemWrite]>:$dest,
-    Index:$batch, Index:$head, Index:$row,
+    Index:$batch, Index:$head, Index:$row, Variadic<Index>:$span,
     ConfinedAttr<I64Attr, [IntPositive]>:$gqa_ratio);
   let assemblyFormat = [{
-    $tile `,` $dest `[` $batch `,` $head `,` $row `]` attr-dict `:`
-    type($tile) `,` type($dest)
+    $tile `,` $dest `[` $batch `,` $head `,` $row `]`
+    (`span` `(` $span^ `)`)? attr-dict `:` type($tile) `,` type($dest)
   }];
   let hasVerifier = 1;
 }

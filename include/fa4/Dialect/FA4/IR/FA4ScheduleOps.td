@@ -656,6 +656,39 @@ def FA4_FinalizePartialOOp : FA4_Op<"finalize_o_partial",
   let hasVerifier = 1;
 }
 
+def FA4_FinalizeORowsOp : FA4_Op<"finalize_o_rows",
+    [FA4_BlackwellOnly, AllTypesMatch<["row_max", "row_sum", "lse"]>]> {
+  let summary = "O / row_sum from TMEM straight to a varlen sequence's rows, and the LSE";
+  let description = [{
+    `fa4.finalize_o` for a varlen kernel: reads O from TMEM, divides each
+    row by its `row_sum` and stores it by address into O
+    (`fa4.store_o_tile ... span(%offset, %limit)`: position `p` of the
+    sequence to row `offset + p`, positions from `limit` on not written),
+    returning the rows' log-sum-exp. No staging buffer and no TMA store: a
+    box would write into the next sequence's rows. `fa4-correction`
+    expands it into 16-column TMEM loads, `fa4.normalize` and
+    `fa4.store_o_tile`, a chunk at a time.
+
+    ```mlir
+    %lse = fa4.finalize_o_rows %o0, %m, %l -> %o[%c0, %h, %row] span(%first, %rows)
+        {scale_log2 = 0.127517 : f32, gqa_ratio = 1 : i64}
+        : !fa4.tmem<[128, 128], f32>, tensor<128xf32>, memref<1x?x8x128xbf16>
+    ```
+  }];
+  let arguments = (ins FA4_TmemType:$acc, FA4_RowVector:$row_max,
+    FA4_RowVector:$row_sum, Arg<AnyMemRef, "output", [MemWrite]>:$out,
+    Index:$batch, Index:$head, Index:$row, Index:$offset, Index:$limit,
+    ConfinedAttr<F32Attr, [FA4_FloatPositive]>:$scale_log2,
+    ConfinedAttr<I64Attr, [IntPositive]>:$gqa_ratio);
+  let results = (outs FA4_RowVector:$lse);
+  let assemblyFormat = [{
+    $acc `,` $row_max `,` $row_sum `->` $out
+    `[` $batch `,` $head `,` $row `]` `span` `(` $offset `,` $limit `)`
+    attr-dict `:` type($acc) `,` type($row_max) `,` type($out)
+  }];
+  let hasVerifier = 1;
+}
+
 def FA4_NeedsRescaleOp : FA4_Op<"needs_rescale", [Pure]> {
   let summary = "whether any row's acc_scale differs from 1";
   let description = [{
