@@ -266,6 +266,8 @@ runtime::Manifest mlir::fa4::kernelManifest(ModuleOp module, StringRef chip,
   m.blockTable = launch.getBlockTable().value_or(-1);
   m.numSplits = launch.getSpec().getSplits();
   m.splitWorkspace = launch.getSpec().getSplitWorkspace().value_or(-1);
+  m.cuSeqlensQ = launch.getSpec().getCuSeqlensQ().value_or(-1);
+  m.cuSeqlensK = launch.getSpec().getCuSeqlensK().value_or(-1);
 
   // The memrefs the score_mod and mask_mod read (dynamic sizes as -1).
   for (ExtraInfoAttr extra : launch.getExtras())
@@ -326,14 +328,20 @@ runtime::Manifest mlir::fa4::kernelManifest(ModuleOp module, StringRef chip,
         m.parameters.push_back(
             {extra + "_dim" + std::to_string(d), "int32", "", ""});
   }
-  if (m.splitWorkspace >= 0) {
-    // The merge writes O row by row (O's tensor map is not used).
+  if (m.splitWorkspace >= 0 || m.cuSeqlensQ >= 0) {
+    // The merge of split-KV, or a varlen tile, writes O row by row (O's
+    // tensor map is not used).
     m.parameters.push_back(
-        {"o", "void*", "", "O's address (the merge of split-KV writes it)"});
+        {"o", "void*", "",
+         m.cuSeqlensQ >= 0 ? "O's address (varlen tiles write their rows)"
+                           : "O's address (the merge of split-KV writes it)"});
     for (const char *axis : {"batch", "seq", "head"})
       m.parameters.push_back({std::string("o_stride_") + axis, "int64", "",
                               "in elements"});
   }
+  if (m.cuSeqlensQ >= 0)
+    m.parameters.push_back({"max_seqlen_q", "int32", "",
+                            "the longest sequence's queries (sizes the grid)"});
   m.ptxas = {ptxas.registers, ptxas.spillStoreBytes, ptxas.spillLoadBytes,
              ptxas.stackBytes, ptxas.staticSmemBytes};
   return m;

@@ -140,6 +140,10 @@ std::string kernelContract(const Manifest &m) {
     w.field("attention.num_splits", m.numSplits);
     w.field("attention.split_workspace", m.splitWorkspace);
   }
+  if (m.cuSeqlensQ >= 0) {
+    w.field("attention.cu_seqlens_q", m.cuSeqlensQ);
+    w.field("attention.cu_seqlens_k", m.cuSeqlensK);
+  }
   w.list("", "block", llvm::ArrayRef<uint32_t>(m.block, 3));
   w.field("grid.order", m.order);
   w.field("dynamic_smem_bytes", m.dynamicSmemBytes);

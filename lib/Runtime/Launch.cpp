@@ -275,7 +275,9 @@ void readAttention(Fields &attention, Manifest &m, std::string &error) {
                             std::pair{"block_table", &m.blockTable},
                             std::pair{"page_size", &m.pageSize},
                             std::pair{"num_splits", &m.numSplits},
-                            std::pair{"split_workspace", &m.splitWorkspace}})
+                            std::pair{"split_workspace", &m.splitWorkspace},
+                            std::pair{"cu_seqlens_q", &m.cuSeqlensQ},
+                            std::pair{"cu_seqlens_k", &m.cuSeqlensK}})
     if (const llvm::json::Value *position = attention.optional(key)) {
       std::optional<int64_t> value = position->getAsInteger();
       if (!value || *value < 0 || *value >= (int64_t(1) << 31)) {
@@ -361,6 +363,20 @@ void checkVariant(Fields &top, Fields &attention, const Manifest &m) {
                    "its own with num_splits in [2, " +
                    std::to_string(kMaxSplits) +
                    "], or one without the other");
+  auto isCuSeqlens = [&](int64_t table) {
+    return table >= 0 && table < static_cast<int64_t>(m.extras.size()) &&
+           table != m.blockMask && table != m.seqUsedK &&
+           table != m.blockTable && table != m.splitWorkspace &&
+           m.extras[table].dtype == "i32" && m.extras[table].shape.size() == 1;
+  };
+  if ((m.cuSeqlensQ >= 0) != (m.cuSeqlensK >= 0) ||
+      (m.cuSeqlensQ >= 0 &&
+       (!isCuSeqlens(m.cuSeqlensQ) || !isCuSeqlens(m.cuSeqlensK) ||
+        m.cuSeqlensQ == m.cuSeqlensK || m.blockTable >= 0 ||
+        m.blockMask >= 0 || m.numSplits > 1)))
+    attention.fail("has cu_seqlens_q and cu_seqlens_k that are not two "
+                   "rank-1 i32 extras of their own, or one without the "
+                   "other, or with a block table, block mask or split-KV");
   if (m.mask != "none" && m.mask != "causal" && m.mask != "window")
     attention.fail("has an unknown mask \"" + m.mask + "\"");
   // Bounded so that no product of sizes below overflows: heads below 2^31,
@@ -655,10 +671,17 @@ std::string writeManifest(const Manifest &m) {
   // rows_per_task packed query rows of one head group (gqaPacking query
   // heads of one K/V head).
   int64_t packing = gqaPacking(m.kvHeads > 0 ? m.qHeads / m.kvHeads : 1);
+  // Varlen: batch is the sequences, each with the query tiles of the
+  // longest (max_seqlen_q).
+  bool varlen = m.cuSeqlensQ >= 0;
   os << "  \"grid\": {\"policy\": \"persistent\", \"size\": \"min(sm_count, "
         "tasks)\", \"sm_count\": "
-     << m.smCount << ", \"tasks\": \"batch * " << m.qHeads / packing
-     << " * ceil(seq_q * " << packing << " / " << m.rowsPerTask << ")"
+     << m.smCount << ", \"tasks\": \""
+     << (varlen ? "(extra" + std::to_string(m.cuSeqlensQ) + "_dim0 - 1)"
+                : std::string("batch"))
+     << " * " << m.qHeads / packing
+     << " * ceil(" << (varlen ? "max_seqlen_q" : "seq_q") << " * " << packing
+     << " / " << m.rowsPerTask << ")"
      << (m.numSplits > 1 ? " * " + std::to_string(m.numSplits) : "")
      << "\", \"order\": " << quoted(m.order) << "},\n";
   os << "  \"dynamic_smem_bytes\": " << m.dynamicSmemBytes << ",\n";
@@ -689,6 +712,9 @@ std::string writeManifest(const Manifest &m) {
        << m.qHeads / packing << " * ceil(seq_q * " << packing
        << " / 128) * min(128, seq_q * " << packing << ") * "
        << (kSplitSlots * (1 + m.numSplits) + m.numSplits * m.headDim) << "\"";
+  if (varlen)
+    os << ", \"cu_seqlens_q\": " << m.cuSeqlensQ << ", \"cu_seqlens_k\": "
+       << m.cuSeqlensK;
   os << "},\n";
   // The memrefs the score_mod and mask_mod read: element type and shape, -1
   // where the launch gives the size.
@@ -789,11 +815,13 @@ llvm::Error checkInterface(const Manifest &m) {
       if (m.extras[i].shape[d] < 0)
         expected.push_back({extra + "_dim" + std::to_string(d), "int32"});
   }
-  if (m.splitWorkspace >= 0) {
+  if (m.splitWorkspace >= 0 || m.cuSeqlensQ >= 0) {
     expected.push_back({"o", "void*"});
     for (const char *axis : {"batch", "seq", "head"})
       expected.push_back({std::string("o_stride_") + axis, "int64"});
   }
+  if (m.cuSeqlensQ >= 0)
+    expected.push_back({"max_seqlen_q", "int32"});
   auto list = [](const std::vector<Manifest::Parameter> &parameters) {
     std::string text;
     for (const Manifest::Parameter &p : parameters)
@@ -992,7 +1020,24 @@ llvm::Expected<LaunchPlan> planLaunch(const Manifest &m, const Shapes &shapes,
   // The kernel's task_count: batch · head groups · m_blocks.
   int64_t packing = gqaPacking(m.qHeads / m.kvHeads);
   int64_t rows = shapes.seqQ * packing;
-  plan.tasks = shapes.batch * (m.qHeads / packing) *
+  int64_t sequences = shapes.batch;
+  if (m.cuSeqlensQ >= 0) {
+    // Varlen: the sequences (the tables' entries less one), each with the
+    // query tiles of the longest.
+    if (m.cuSeqlensQ >= static_cast<int64_t>(buffers.extras.size()) ||
+        buffers.extras[m.cuSeqlensQ].shape.size() != 1 ||
+        buffers.extras[m.cuSeqlensQ].shape[0] < 2)
+      return makeError("a varlen launch needs its cu_seqlens_q table (extra" +
+                       std::to_string(m.cuSeqlensQ) + ", [batch + 1] i32)");
+    if (shapes.maxSeqlenQ < 1 || shapes.maxSeqlenQ > shapes.seqQ)
+      return makeError("a varlen launch needs max_seqlen_q, the longest "
+                       "sequence's queries, in [1, total_q = " +
+                       std::to_string(shapes.seqQ) + "], got " +
+                       std::to_string(shapes.maxSeqlenQ));
+    sequences = buffers.extras[m.cuSeqlensQ].shape[0] - 1;
+    rows = shapes.maxSeqlenQ * packing;
+  }
+  plan.tasks = sequences * (m.qHeads / packing) *
                ((rows + m.rowsPerTask - 1) / m.rowsPerTask) * m.numSplits;
   // The persistent grid: one CTA per SM, never more CTAs than tasks.
   plan.grid[0] = static_cast<uint32_t>(std::min<int64_t>(m.smCount, plan.tasks));
@@ -1136,10 +1181,11 @@ llvm::Expected<LaunchPlan> planLaunch(const Manifest &m, const Shapes &shapes,
                          std::to_string(m.extras.size()) + " extras)");
       scalar(buffers.extras[n].address);
     } else if (p.type == "int32") {
-      int64_t value = p.name == "batch"   ? shapes.batch
-                      : p.name == "seq_q" ? shapes.seqQ
-                      : p.name == "seq_k" ? shapes.seqK
-                                          : -1;
+      int64_t value = p.name == "batch"          ? shapes.batch
+                      : p.name == "seq_q"        ? shapes.seqQ
+                      : p.name == "seq_k"        ? shapes.seqK
+                      : p.name == "max_seqlen_q" ? shapes.maxSeqlenQ
+                                                 : -1;
       // extraN_dimD: a dynamic size of the N-th extra.
       if (value < 0 && p.name.rfind("extra", 0) == 0) {
         size_t underscore = p.name.find("_dim");

@@ -324,6 +324,13 @@ llvm::Expected<Shapes> checkTensors(const Manifest &m, const Tensor &q,
   shapes.batch = q.sizes[0];
   shapes.seqQ = q.sizes[1];
   shapes.seqK = k.sizes[1];
+  // Varlen tensors are packed: the batch-1 case of the dense layout.
+  if (m.cuSeqlensQ >= 0 && (q.sizes[0] != 1 || k.sizes[0] != 1))
+    return makeError(std::string(q.sizes[0] != 1 ? "q" : "k") +
+                     ": a varlen kernel's tensors are packed [1, total, "
+                     "heads, head_dim] (sequence b is rows [cu_seqlens[b], "
+                     "cu_seqlens[b + 1])), got batch " +
+                     std::to_string((q.sizes[0] != 1 ? q : k).sizes[0]));
   // A paged cache: K's first axis is its blocks; the sequences' length, the
   // block table's max_blocks pages, is known once the extras are
   // (launch() sets it); one page until then.
@@ -400,6 +407,8 @@ std::string describeExtras(const Manifest &m) {
              : at == m.seqUsedK       ? "the seqused_k table"
              : at == m.blockTable     ? "the block table"
              : at == m.splitWorkspace ? "the split-KV workspace"
+             : at == m.cuSeqlensQ     ? "cu_seqlens_q"
+             : at == m.cuSeqlensK     ? "cu_seqlens_k"
                                       : "a score_mod / mask_mod table");
   }
   return text;
@@ -476,11 +485,26 @@ llvm::Error checkExtras(const Manifest &m, const std::vector<Tensor> &extras,
       return makeError(name + ": the block table must have a row per "
                               "sequence, [batch, max_blocks] = [" +
                        std::to_string(shapes->batch) + ", ...]");
+    // Varlen: the sequences are the cu_seqlens tables' entries less one,
+    // the same in both.
+    int64_t sequences = shapes ? shapes->batch : 0;
+    if (m.cuSeqlensQ >= 0 &&
+        m.cuSeqlensQ < static_cast<int64_t>(extras.size()))
+      sequences = extras[m.cuSeqlensQ].sizes.empty()
+                      ? 0
+                      : extras[m.cuSeqlensQ].sizes[0] - 1;
+    if ((static_cast<int64_t>(i) == m.cuSeqlensQ ||
+         static_cast<int64_t>(i) == m.cuSeqlensK) &&
+        (t.sizes[0] < 2 || t.sizes[0] != sequences + 1))
+      return makeError(name + ": cu_seqlens_q and cu_seqlens_k must both "
+                              "have batch + 1 entries (at least 2), got " +
+                       std::to_string(t.sizes[0]) + " and " +
+                       std::to_string(sequences + 1));
     if (shapes && static_cast<int64_t>(i) == m.seqUsedK &&
-        t.sizes[0] != shapes->batch)
+        t.sizes[0] != sequences)
       return makeError(name + ": the seqused_k table must have one entry per "
                               "sequence, [batch] = [" +
-                       std::to_string(shapes->batch) + "]");
+                       std::to_string(sequences) + "]");
     // The split-KV workspace: the kernel writes it (no other extra may lie
     // in it), in 16-byte vectors, and needs its layout's words.
     if (static_cast<int64_t>(i) == m.splitWorkspace) {
@@ -518,7 +542,7 @@ llvm::Error launch(Backend &backend, const Kernel &kernel, const Tensor &q,
 llvm::Error launch(Backend &backend, const Kernel &kernel, const Tensor &q,
                    const Tensor &k, const Tensor &v, const Tensor &o,
                    const Tensor *lse, const std::vector<Tensor> &extras,
-                   void *stream) {
+                   void *stream, const LaunchOptions &options) {
   if (llvm::Error refused = checkInterface(kernel.manifest))
     return refused;
   // The manifest against the contract of the code this backend runs, on
@@ -533,6 +557,10 @@ llvm::Error launch(Backend &backend, const Kernel &kernel, const Tensor &q,
       checkTensors(kernel.manifest, q, k, v, o, lse);
   if (!shapes)
     return shapes.takeError();
+  shapes->maxSeqlenQ = options.maxSeqlenQ;
+  if (kernel.manifest.cuSeqlensQ < 0 && options.maxSeqlenQ != 0)
+    return makeError("max_seqlen_q is for varlen kernels (cu_seqlens); this "
+                     "one has a dense batch");
   if (llvm::Error refused =
           checkExtras(kernel.manifest, extras, {&o, lse}, &*shapes))
     return refused;

@@ -160,6 +160,18 @@ std::vector<int64_t> mlir::fa4::sim::drawKeyCounts(int64_t batch, int64_t seqK,
   return counts;
 }
 
+std::vector<int64_t> mlir::fa4::sim::drawKeyCountsFor(const Problem &p,
+                                                      uint64_t seed) {
+  if (!p.isVarlen())
+    return drawKeyCounts(p.batch, p.seqK, seed);
+  // Each sequence's count within its own keys.
+  std::vector<int64_t> counts;
+  for (int64_t b = 0; b < p.sequences(); ++b)
+    counts.push_back(
+        drawKeyCounts(1, p.cuSeqlensK[b + 1] - p.cuSeqlensK[b], seed + b)[0]);
+  return counts;
+}
+
 std::vector<int64_t> mlir::fa4::sim::drawSequenceLengths(int64_t batch,
                                                          int64_t longest,
                                                          uint64_t seed) {
@@ -259,15 +271,7 @@ llvm::Error Mods::fillExtras(const Problem &p, uint64_t seed) {
         return makeError("the seqused_k table " + str(type) + " has " +
                          std::to_string(count) + " entries for " +
                          std::to_string(p.sequences()) + " sequences");
-      std::vector<int64_t> counts;
-      if (p.isVarlen()) {
-        // Each sequence's count within its own keys.
-        for (int64_t b = 0; b < p.sequences(); ++b)
-          counts.push_back(drawKeyCounts(
-              1, p.cuSeqlensK[b + 1] - p.cuSeqlensK[b], seed + b)[0]);
-      } else {
-        counts = drawKeyCounts(p.batch, p.seqK, seed);
-      }
+      std::vector<int64_t> counts = drawKeyCountsFor(p, seed);
       for (int64_t b = 0; b < p.sequences(); ++b)
         buffer.data[b] = static_cast<double>(counts[b]);
       continue;

@@ -595,6 +595,19 @@ static int emulate(std::unique_ptr<MemoryBuffer> entryBuffer) {
   // The problem, its inputs and the reference.
   sim::Problem problem = sim::problemOf(manifest, batch, seqQ, seqK);
   runtime::Shapes shapes{batch, seqQ, seqK};
+  // Varlen: --batch sequences of at most --seq-q queries and --seq-k keys,
+  // drawn as fa4-sim draws them, packed; the launch's max_seqlen_q is the
+  // longest drawn.
+  if (manifest.cuSeqlensQ >= 0) {
+    sim::drawVarlenBatch(problem, batch, seqQ, seqK, seed);
+    shapes = {1, problem.seqQ, problem.seqK};
+    for (int64_t b = 0; b < problem.sequences(); ++b)
+      shapes.maxSeqlenQ =
+          std::max(shapes.maxSeqlenQ,
+                   problem.cuSeqlensQ[b + 1] - problem.cuSeqlensQ[b]);
+    // A batch of empty sequences still launches a grid of its tiles.
+    shapes.maxSeqlenQ = std::max<int64_t>(shapes.maxSeqlenQ, 1);
+  }
   // A paged cache: seq_k is max_blocks whole pages, drawn into a cache of
   // sim::pagedCacheBlocks blocks.
   if (problem.pageSize) {
@@ -620,7 +633,8 @@ static int emulate(std::unique_ptr<MemoryBuffer> entryBuffer) {
   // A seqused_k table as the only extra needs no entry IR: it is drawn here
   // as fa4-sim draws it.
   size_t tables = (manifest.seqUsedK >= 0) + (manifest.blockTable >= 0) +
-                  (manifest.splitWorkspace >= 0);
+                  (manifest.splitWorkspace >= 0) +
+                  2 * (manifest.cuSeqlensQ >= 0);
   bool onlyTables = tables > 0 && manifest.extras.size() == tables &&
                     !manifest.scoreMod && !manifest.maskMod;
   bool hasMods = (manifest.scoreMod || manifest.maskMod ||
@@ -646,7 +660,7 @@ static int emulate(std::unique_ptr<MemoryBuffer> entryBuffer) {
   sim::ModBuffer blockTable;
   if (onlyTables && !mods) {
     if (manifest.seqUsedK >= 0)
-      problem.seqUsedK = sim::drawKeyCounts(batch, seqK, seed);
+      problem.seqUsedK = sim::drawKeyCountsFor(problem, seed);
     if (manifest.blockTable >= 0) {
       int64_t maxBlocks = seqK / problem.pageSize;
       blockTable.shape = {batch, maxBlocks};
@@ -686,7 +700,11 @@ static int emulate(std::unique_ptr<MemoryBuffer> entryBuffer) {
       std::vector<int64_t> values, shape;
       if (i == manifest.seqUsedK) {
         values = problem.seqUsedK;
-        shape = {batch};
+        shape = {problem.sequences()};
+      } else if (i == manifest.cuSeqlensQ || i == manifest.cuSeqlensK) {
+        values = i == manifest.cuSeqlensQ ? problem.cuSeqlensQ
+                                          : problem.cuSeqlensK;
+        shape = {static_cast<int64_t>(values.size())};
       } else if (i == manifest.splitWorkspace) {
         // Zero: the arrival counters start there.
         int64_t packing = gqaPacking(manifest.qHeads / manifest.kvHeads);

@@ -49,6 +49,11 @@ struct ModBuffer {
 /// seq_k has them), the others uniform in [0, seq_k]; shuffled.
 std::vector<int64_t> drawKeyCounts(int64_t batch, int64_t seqK, uint64_t seed);
 
+/// The seqused_k table of `problem`'s sequences: drawKeyCounts over seq_k
+/// for a dense batch; for a varlen one each count uniform in [0, the
+/// sequence's keys].
+std::vector<int64_t> drawKeyCountsFor(const Problem &problem, uint64_t seed);
+
 /// Varlen: the lengths of `batch` sequences of at most `longest` rows, drawn
 /// from `seed`: half the batch (at most six) takes the edge lengths 0, 1,
 /// 127, 128, 129 and `longest` (those not past it), the others uniform in

@@ -258,7 +258,8 @@ static FailureOr<SmallVector<Value>> modExtras(func::FuncOp func,
 static LLVM::LLVMFuncOp createKernelFunction(OpBuilder &b, func::FuncOp func,
                                              bool hasLse,
                                              ArrayRef<Value> extras,
-                                             int64_t threads, bool splitKv) {
+                                             int64_t threads, bool splitKv,
+                                             bool varlen) {
   MLIRContext *context = b.getContext();
   auto ptr = LLVM::LLVMPointerType::get(context);
   auto globalPtr = LLVM::LLVMPointerType::get(context, 1);
@@ -271,12 +272,15 @@ static LLVM::LLVMFuncOp createKernelFunction(OpBuilder &b, func::FuncOp func,
     params.append(cast<MemRefType>(extra.getType()).getNumDynamicDims(),
                   b.getI32Type());
   }
-  // A split-KV kernel writes O row by row: its address and its batch,
-  // sequence and head strides in elements.
-  if (splitKv) {
+  // A split-KV or varlen kernel writes O row by row: its address and its
+  // batch, sequence and head strides in elements.
+  if (splitKv || varlen) {
     params.push_back(globalPtr);
     params.append(3, b.getI64Type());
   }
+  // A varlen kernel's task grid: the longest sequence's queries.
+  if (varlen)
+    params.push_back(b.getI32Type());
   auto kernelFunc = LLVM::LLVMFuncOp::create(b,
       func.getLoc(), func.getName(),
       LLVM::LLVMFunctionType::get(LLVM::LLVMVoidType::get(context), params));
@@ -346,6 +350,8 @@ bindKernelParameters(OpBuilder &b, Location loc, Block *entry,
     for (Value &stride : kernel.outStrides)
       stride = entry->getArgument(next++);
   }
+  if (next < entry->getNumArguments())
+    kernel.maxSeqlenQ = entry->getArgument(next++);
   return extraEntries;
 }
 
@@ -469,7 +475,8 @@ LogicalResult FA4ToNVVMPass::convert(func::FuncOp func,
     return failure();
   auto kernelFunc =
       createKernelFunction(b, func, hasLse, *extras, specialize.getNumThreads(),
-                           spec.getSplitWorkspace().has_value());
+                           spec.getSplitWorkspace().has_value(),
+                           spec.isVarlen());
   Block *entry = kernelFunc.addEntryBlock(b);
   b.setInsertionPointToStart(entry);
   SmallVector<ExtraInfoAttr> extraEntries =

@@ -133,6 +133,8 @@ struct KernelState {
   /// elements (batch, sequence, head), kernel parameters.
   Value outPointer;
   Value outStrides[3];
+  /// Varlen kernels: the launch's max_seqlen_q (i32), which sizes the grid.
+  Value maxSeqlenQ;
   double exp2EmulationFraction = 0.0;
   /// The lowering of the schedule's chip family: Blackwell's (tiles in
   /// TMEM, a row per thread; Blackwell/) or Hopper's (tiles in registers in
@@ -308,6 +310,13 @@ private:
 
   // Split-KV (Split.cpp): a part's O to the workspace, the merge.
   LogicalResult lowerSplit(Operation *op);
+  /// Varlen (Split.cpp, beside the merge's store of O): a tile's
+  /// thread-held elements stored by address into its sequence's rows.
+  LogicalResult lowerDirectStore(StoreOTileOp store);
+  /// O's element `column` (i64 sums) of query `position` and head `head`
+  /// in batch `batch`, by the kernel's O pointer and strides.
+  Value outElementAddress(Value batch, Value position, Value head,
+                          Value column);
   /// Where the thread's rows of a split op's tile lie in the workspace.
   struct SplitRows {
     /// Per thread row: inside the sequence, its query position and head,

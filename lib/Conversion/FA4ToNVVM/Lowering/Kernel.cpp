@@ -410,7 +410,7 @@ LogicalResult Lowering::lowerOp(Operation *op) {
         return success();
       })
       .Case<TaskCountOp, TaskCoordsOp, CtaIdOp, GridSizeOp, KvBlockRangeOp,
-            SequenceLengthOp>(
+            SequenceLengthOp, SequenceSpanOp, MaxSequenceLengthOp>(
           [&](Operation *scheduler) { return lowerScheduler(scheduler); })
       .Case<MBarrierWaitOp, MBarrierArriveOp, MBarrierExpectTxOp, MmaCommitOp,
             NamedBarrierSyncOp, NamedBarrierArriveOp>(
@@ -424,6 +424,7 @@ LogicalResult Lowering::lowerOp(Operation *op) {
           [&](Operation *math) { return lowerRowMath(math); })
       .Case<StorePartialOOp, MergeSplitsOp>(
           [&](Operation *split) { return lowerSplit(split); })
+      .Case([&](StoreOTileOp store) { return lowerDirectStore(store); })
       .Default([&](Operation *other) -> LogicalResult {
         // An op of the other family's schedule (fa4.warp_specialize's
         // verifier refuses a mix; convert() a schedule for another chip).
@@ -892,6 +893,52 @@ LogicalResult Lowering::lowerScheduler(Operation *op) {
                     arith::MinSIOp::create(
                         b, loc(), arith::MaxSIOp::create(b, loc(), keys, index(0)),
                         lookup(length.getSeqK())));
+        return success();
+      })
+      .Case([&](SequenceSpanOp span) -> LogicalResult {
+        auto extra = kernel.extras.find(span.getTable());
+        if (extra == kernel.extras.end() || extra->second.sizes.size() != 1)
+          return span.emitOpError()
+                 << "reads a cu_seqlens table that is not a parameter of the "
+                    "kernel";
+        const KernelState::Extra &table = extra->second;
+        // Entries batch and batch + 1 (the runtime checks the table has
+        // batch + 1), sign-extended and clamped so that no row outside the
+        // packed tensor is read: AttentionMath's sequenceSpan.
+        Type i32 = b.getI32Type();
+        Value total = lookup(span.getTotal());
+        auto entry = [&](Value at) -> Value {
+          Value address = LLVM::GEPOp::create(b, loc(), table.pointer.getType(),
+                                              i32, table.pointer,
+                                              ValueRange{toI32(at)});
+          return toIndex(LLVM::LoadOp::create(b, loc(), i32, address));
+        };
+        auto clamp = [&](Value value, Value low) -> Value {
+          return arith::MinSIOp::create(
+              b, loc(), arith::MaxSIOp::create(b, loc(), value, low), total);
+        };
+        Value batch = lookup(span.getBatch());
+        Value offset = clamp(entry(batch), index(0));
+        Value end = clamp(
+            entry(arith::AddIOp::create(b, loc(), batch, index(1))), offset);
+        mapping.map(span.getOffset(), offset);
+        mapping.map(span.getLength(),
+                    arith::SubIOp::create(b, loc(), end, offset));
+        return success();
+      })
+      .Case([&](MaxSequenceLengthOp longest) -> LogicalResult {
+        if (!kernel.maxSeqlenQ)
+          return longest.emitOpError()
+                 << "needs the kernel's max_seqlen_q parameter (a varlen "
+                    "kernel's, named by fa4.spec's cu_seqlens_q)";
+        // The launch's promise, clamped to the packed tensor's rows.
+        mapping.map(longest.getResult(),
+                    arith::MinSIOp::create(
+                        b, loc(),
+                        arith::MaxSIOp::create(b, loc(),
+                                               toIndex(kernel.maxSeqlenQ),
+                                               index(0)),
+                        lookup(longest.getTotal())));
         return success();
       })
       .Default([](Operation *) { return failure(); });

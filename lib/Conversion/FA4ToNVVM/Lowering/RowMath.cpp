@@ -525,6 +525,14 @@ LogicalResult Lowering::emitLseStore(StoreLseTileOp store, Value row,
   Value seqQ = toIndex(kernel.seqQ);
   Value inside = arith::CmpIOp::create(b, loc(), arith::CmpIPredicate::ult,
                                        position, seqQ);
+  if (!store.getSpan().empty()) {
+    // Varlen: the sequence's positions below its length, from its first
+    // row (which the span clamps inside the tensor).
+    inside = arith::CmpIOp::create(b, loc(), arith::CmpIPredicate::ult,
+                                   position, lookup(store.getSpan()[1]));
+    position = arith::AddIOp::create(b, loc(), position,
+                                     lookup(store.getSpan()[0]));
+  }
   auto branch = scf::IfOp::create(b, loc(), inside, false);
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPointToStart(branch.thenBlock());

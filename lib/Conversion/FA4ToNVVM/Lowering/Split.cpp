@@ -92,6 +92,71 @@ Lowering::splitRows(Operation *op, Value out, Value workspace, Value batch,
   return rows;
 }
 
+Value Lowering::outElementAddress(Value batch, Value position, Value head,
+                                  Value column) {
+  Type element =
+      cast<MemRefType>(kernel.out.getType()).getElementType();
+  Value offset = add64(
+      add64(mul64(wide(batch), kernel.outStrides[0]),
+            mul64(wide(position), kernel.outStrides[1])),
+      add64(mul64(wide(head), kernel.outStrides[2]), column));
+  return LLVM::GEPOp::create(b, loc(), kernel.outPointer.getType(), element,
+                             kernel.outPointer, ValueRange{offset});
+}
+
+LogicalResult Lowering::lowerDirectStore(StoreOTileOp store) {
+  if (!kernel.outPointer || store.getDest() != kernel.out)
+    return store.emitOpError()
+           << "stores O by address, but the kernel has no O pointer (a "
+              "varlen or split-KV kernel takes O's pointer and strides)";
+  const FamilyLowering &family = *kernel.family;
+  int64_t ratio = store.getGqaRatio();
+  Value values = lookup(store.getTile());
+  auto vector = dyn_cast<VectorType>(values.getType());
+  if (!vector)
+    return store.emitOpError() << "stores a tile that is not the thread's "
+                                  "elements of a per-thread tile";
+  Type element = vector.getElementType();
+  // Each of the thread's rows: its query position and head; stored where
+  // the position lies inside the sequence (varlen: below its length, at
+  // its first row's offset).
+  SmallVector<Value, 2> threadRows = family.threadRows(*this);
+  for (auto [half, threadRow] : llvm::enumerate(threadRows)) {
+    Value packed = arith::AddIOp::create(b, loc(), lookup(store.getRow()),
+                                         threadRow);
+    Value position = arith::DivUIOp::create(b, loc(), packed, index(ratio));
+    Value head = arith::AddIOp::create(
+        b, loc(),
+        arith::MulIOp::create(b, loc(), lookup(store.getHead()), index(ratio)),
+        arith::RemUIOp::create(b, loc(), packed, index(ratio)));
+    Value limit = store.getSpan().empty() ? toIndex(kernel.seqQ)
+                                          : lookup(store.getSpan()[1]);
+    Value inside = arith::CmpIOp::create(b, loc(), arith::CmpIPredicate::ult,
+                                         position, limit);
+    if (!store.getSpan().empty())
+      position = arith::AddIOp::create(b, loc(), position,
+                                       lookup(store.getSpan()[0]));
+    auto branch = scf::IfOp::create(b, loc(), inside, false);
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(branch.thenBlock());
+    for (const FamilyLowering::ElementRun &run :
+         family.elementRuns(*this, vector.getNumElements())) {
+      if (run.half != half)
+        continue;
+      Value piece = vector::ExtractStridedSliceOp::create(
+          b, loc(), values, ArrayRef<int64_t>{run.first},
+          ArrayRef<int64_t>{run.length}, ArrayRef<int64_t>{1});
+      Value column =
+          add64(wide(run.column), i64(static_cast<int64_t>(store.getColumn())));
+      LLVM::StoreOp::create(
+          b, loc(), piece,
+          outElementAddress(lookup(store.getBatch()), position, head, column),
+          element.getIntOrFloatBitWidth() / 8 * run.length);
+    }
+  }
+  return success();
+}
+
 LogicalResult Lowering::lowerSplit(Operation *op) {
   const FamilyLowering &family = *kernel.family;
   // Runs `body` where `condition` holds.
@@ -313,17 +378,12 @@ LogicalResult Lowering::lowerSplit(Operation *op) {
                   return next;
                 });
             for (auto [run, sum] : llvm::zip_equal(group, sums)) {
-              Value element = add64(
-                  add64(mul64(wide(lookup(merge.getBatch())), kernel.outStrides[0]),
-                      mul64(wide(rows->position[half]), kernel.outStrides[1])),
-                  add64(mul64(wide(rows->head[half]), kernel.outStrides[2]),
-                      wide(run.column)));
               auto narrow = VectorType::get({run.length}, outElement);
               LLVM::StoreOp::create(
                   b, loc(), arith::TruncFOp::create(b, loc(), narrow, sum),
-                  LLVM::GEPOp::create(b, loc(), kernel.outPointer.getType(),
-                                      outElement, kernel.outPointer,
-                                      ValueRange{element}),
+                  outElementAddress(lookup(merge.getBatch()),
+                                    rows->position[half], rows->head[half],
+                                    wide(run.column)),
                   2 * run.length);
             }
             first = end;
