@@ -49,7 +49,7 @@ from ._fa4 import CompileError
 _emulator_executes = True
 
 __all__ = ["CompileError", "Kernel", "LaunchError", "attention",
-           "attention_with_kvcache", "compile", "compile_ir",
+           "attention_varlen", "attention_with_kvcache", "compile", "compile_ir",
            "split_workspace_words", "stages"]
 
 _DTYPES = {"fp16": "fp16", "float16": "fp16", "half": "fp16",
@@ -119,7 +119,7 @@ class Kernel:
 
     def __call__(self, q, k, v, o, lse=None, *, extras: Sequence = (),
                  workers: int = 0, seed: int = 1,
-                 stream: Optional[int] = None):
+                 stream: Optional[int] = None, max_seqlen_q: int = 0):
         q, k, v = (_array(name, t) for name, t in (("q", q), ("k", k), ("v", v)))
         o = _array("o", o, written=True)
         lse = None if lse is None else _array("lse", lse, written=True)
@@ -136,8 +136,10 @@ class Kernel:
         if device not in ("cuda", "cpu"):
             raise ValueError(f"q: on a {device} device; fa4 runs CUDA tensors "
                              "on the GPU and CPU tensors in the emulator")
+        max_seqlen_q = _integer("max_seqlen_q", max_seqlen_q, 0, 1 << 31)
         self._capi_kernel()(q, k, v, o, lse, extras, stream, workers=workers,
-                            seed=seed, plan_only=not _emulator_executes)
+                            seed=seed, plan_only=not _emulator_executes,
+                            max_seqlen_q=max_seqlen_q)
 
     def __repr__(self):
         m = self.manifest
@@ -297,7 +299,8 @@ def compile(head_dim: int = 128, q_heads: int = 32, kv_heads: int = 8,
             rescale_threshold: float = 8.0,
             exp2_emulation_fraction: float = 0.125,
             sm_count: int = 0, seqused_k: bool = False,
-            page_size: int = 0, num_splits: int = 1) -> Kernel:
+            page_size: int = 0, num_splits: int = 1,
+            varlen: bool = False) -> Kernel:
     """Compiles one attention variant to a ``Kernel``.
 
     mask: "none", "causal" (bottom-right aligned) or "window"; window:
@@ -318,7 +321,11 @@ def compile(head_dim: int = 128, q_heads: int = 32, kv_heads: int = 8,
     workspace zeroed once serves every later launch of the same batch and
     seq_q; one with more tiles or rows (a larger batch, a longer seq_q)
     needs its counters zeroed again, and concurrent launches need one each.
-    ``cache`` uses the
+    ``varlen``: variable-length batches (FlashAttention's varlen layout): q,
+    k, v and o packed (1, total, heads, head_dim), sequence b being rows
+    [cu[b], cu[b + 1]) of two (batch + 1,) int32 tables, extras after the
+    seqused_k table (``extras=[cu_seqlens_q, cu_seqlens_k]``); a launch
+    passes ``max_seqlen_q``, the longest sequence's queries. ``cache`` uses the
     compile cache; within one process a variant is compiled once either way.
     """
     head_dim = _integer("head_dim", head_dim)
@@ -328,6 +335,7 @@ def compile(head_dim: int = 128, q_heads: int = 32, kv_heads: int = 8,
     seqused_k = _flag("seqused_k", seqused_k)
     page_size = _integer("page_size", page_size, 0, 1 << 31)
     num_splits = _integer("num_splits", num_splits, 1, 129)
+    varlen = _flag("varlen", varlen)
     key_dtype = _DTYPES.get(str(dtype).replace("torch.", ""))
     if key_dtype is None:
         raise ValueError(f"dtype must be fp16 or bf16, got {dtype!r}")
@@ -342,7 +350,7 @@ def compile(head_dim: int = 128, q_heads: int = 32, kv_heads: int = 8,
                                     exp2_emulation_fraction)
     key = (head_dim, q_heads, kv_heads, mask, left, right, key_dtype, lse,
            scale, softcap, target, rescale_threshold, exp2_emulation_fraction,
-           sm_count, seqused_k, page_size, num_splits)
+           sm_count, seqused_k, page_size, num_splits, varlen)
     with _memo_lock:
         kernel = _memo.get(key)
     if kernel is not None:
@@ -350,7 +358,7 @@ def compile(head_dim: int = 128, q_heads: int = 32, kv_heads: int = 8,
     native = _fa4.compile(head_dim, q_heads, kv_heads, mask, left, right,
                           key_dtype, lse, scale, softcap, target, cache,
                           rescale_threshold, exp2_emulation_fraction, sm_count,
-                          seqused_k, page_size, num_splits)
+                          seqused_k, page_size, num_splits, varlen)
     kernel = Kernel(native)
     with _memo_lock:
         _memo.setdefault(key, kernel)
@@ -465,6 +473,41 @@ def attention(q, k, v, causal: bool = False,
     from . import _torch
     return _torch.attention(q, k, v, causal, window, softcap, scale,
                             return_lse, seqused_k)
+
+
+def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q: int,
+                     max_seqlen_k: int, causal: bool = False,
+                     window: Sequence[int] = (-1, -1), softcap: float = 0.0,
+                     scale: Optional[float] = None, return_lse: bool = False,
+                     seqused_k=None):
+    """Attention of a variable-length batch, as FlashAttention's
+    ``flash_attn_varlen_func``.
+
+    q: (total_q, q_heads, head_dim), k, v: (total_k, kv_heads, head_dim),
+    the sequences packed one after another; cu_seqlens_q, cu_seqlens_k:
+    (batch + 1,) int32 tensors on q's device, sequence b being rows
+    [cu_seqlens_q[b], cu_seqlens_q[b + 1]) of q (and O) and [cu_seqlens_k[b],
+    cu_seqlens_k[b + 1]) of k and v. max_seqlen_q: the longest sequence's
+    queries (it sizes the kernel's grid: a longer sequence's rows past it
+    are not computed), max_seqlen_k its keys (checked, unused). causal and
+    window align bottom-right to each sequence's own lengths; seqused_k:
+    None, or a (batch,) int32 tensor, sequence b attending to its first
+    seqused_k[b] keys only. softcap, scale as in ``attention``. Returns O
+    (total_q, q_heads, head_dim) and, with ``return_lse``, the LSE (q_heads,
+    total_q) in float32. Rows of q outside every sequence are not written
+    (their O and LSE are left as allocated). Tables on the CPU are checked
+    here (non-decreasing, inside the packed tensors, no sequence longer
+    than the max); on a GPU the kernel clamps every entry to the packed
+    tensors instead (reading them would wait for the GPU). This is the
+    ``torch.ops.fa4.attention_varlen`` custom op.
+    """
+    if importlib.util.find_spec("torch") is None:
+        raise ImportError("fa4.attention_varlen takes torch tensors: install "
+                          "torch")
+    from . import _torch
+    return _torch.attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k,
+                                   max_seqlen_q, max_seqlen_k, causal, window,
+                                   softcap, scale, return_lse, seqused_k)
 
 
 def attention_with_kvcache(q, k_cache, v_cache, cache_seqlens=None,

@@ -16,7 +16,7 @@ from typing import Optional, Sequence, Tuple
 
 import torch
 
-from . import (LaunchError, _fa4, _flag, _real, _variant,
+from . import (LaunchError, _fa4, _flag, _integer, _real, _variant,
                _split_counter_words, _window_pair, compile,
                split_workspace_words)
 
@@ -412,4 +412,167 @@ def attention(q, k, v, causal: bool, window: Sequence[int], softcap: float,
                            None if scale is None else _real("scale", scale),
                            _flag("return_lse", return_lse), seqused_k,
                            block_table, num_splits)
+    return (o, lse) if return_lse else o
+
+
+# --- Variable-length batches (FlashAttention's varlen layout) -------------
+
+
+def _check_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
+                  max_seqlen_k, seqused_k, read_tables=False):
+    """The packed tensors (total, heads, head_dim), the cu_seqlens tables
+    ((batch + 1,) int32 on q's device, the same length) and the max
+    lengths. Tables on the CPU are read here (monotonic, inside the packed
+    tensors, no sequence longer than max_seqlen_q) by the real op
+    (`read_tables`: not while tracing, where they have no values); on a GPU
+    reading them would wait for it, and the kernel clamps every entry
+    instead."""
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        if not isinstance(t, torch.Tensor):
+            raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+        if t.dim() != 3:
+            raise ValueError(f"{name} must be packed (total, heads, head_dim), "
+                             f"got shape {tuple(t.shape)}")
+    _check_tensors(q.unsqueeze(0), k.unsqueeze(0), v.unsqueeze(0))
+    for name, table in (("cu_seqlens_q", cu_seqlens_q),
+                        ("cu_seqlens_k", cu_seqlens_k)):
+        if not isinstance(table, torch.Tensor):
+            raise TypeError(f"{name} must be a torch.Tensor, got "
+                            f"{type(table).__name__}")
+        if table.is_nested or table.layout != torch.strided:
+            raise ValueError(f"{name} must be a dense (strided) tensor")
+        if table.dtype != torch.int32:
+            raise ValueError(f"{name}: dtype {table.dtype}; it must be "
+                             "torch.int32")
+        if table.dim() != 1 or table.shape[0] < 1:
+            raise ValueError(f"{name} must be (batch + 1,), got shape "
+                             f"{tuple(table.shape)}")
+        if table.device != q.device:
+            raise ValueError(f"{name}: on {table.device}, q is on {q.device}")
+    if cu_seqlens_q.shape[0] != cu_seqlens_k.shape[0]:
+        raise ValueError(f"cu_seqlens_q {tuple(cu_seqlens_q.shape)} and "
+                         f"cu_seqlens_k {tuple(cu_seqlens_k.shape)} must both "
+                         "be (batch + 1,)")
+    batch = cu_seqlens_q.shape[0] - 1
+    if seqused_k is not None:
+        # (A stand-in with the sequences as its batch, on q's device.)
+        _check_table("seqused_k", seqused_k, q.new_empty((batch, 0)),
+                     f"(batch,) = ({batch},)", 1)
+    for name, value in (("max_seqlen_q", max_seqlen_q),
+                        ("max_seqlen_k", max_seqlen_k)):
+        if isinstance(value, bool) or not isinstance(value, int) or \
+                not 0 <= value < (1 << 31):
+            raise ValueError(f"{name} must be an int in [0, 2^31), got "
+                             f"{value!r}")
+    if read_tables and q.device.type == "cpu":
+        for name, table, total, longest in (
+                ("cu_seqlens_q", cu_seqlens_q, q.shape[0], max_seqlen_q),
+                ("cu_seqlens_k", cu_seqlens_k, k.shape[0], max_seqlen_k)):
+            entries = table.tolist()
+            if entries[0] < 0 or any(b < a for a, b in zip(entries, entries[1:])):
+                raise ValueError(f"{name} must be non-decreasing from 0 or "
+                                 f"more, got {entries}")
+            if entries[-1] > total:
+                raise ValueError(f"{name} ends at {entries[-1]}, past the "
+                                 f"{total} rows of the packed tensor")
+            lengths = [b - a for a, b in zip(entries, entries[1:])]
+            if lengths and max(lengths) > longest:
+                raise ValueError(f"{name} has a sequence of {max(lengths)} "
+                                 f"rows, more than max_seqlen_"
+                                 f"{name[-1]} = {longest}")
+
+
+def _validate_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
+                     max_seqlen_k, causal, window_left, window_right, softcap,
+                     scale, return_lse, seqused_k, read_tables=False):
+    """_validate for the varlen op (the real one, which reads CPU tables,
+    and its fake): the variant's compile() arguments."""
+    _check_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
+                  max_seqlen_k, seqused_k, read_tables)
+    variant = _validate(q.unsqueeze(0), k.unsqueeze(0), v.unsqueeze(0),
+                        causal, window_left, window_right, softcap, scale,
+                        return_lse)
+    return variant
+
+
+@torch.library.custom_op("fa4::attention_varlen", mutates_args=())
+def _attention_varlen_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                         cu_seqlens_q: torch.Tensor,
+                         cu_seqlens_k: torch.Tensor, max_seqlen_q: int,
+                         max_seqlen_k: int, causal: bool, window_left: int,
+                         window_right: int, softcap: float,
+                         scale: Optional[float], return_lse: bool,
+                         seqused_k: Optional[torch.Tensor] = None
+                         ) -> Tuple[torch.Tensor, torch.Tensor]:
+    variant = _validate_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k,
+                               max_seqlen_q, max_seqlen_k, causal,
+                               window_left, window_right, softcap, scale,
+                               return_lse, seqused_k, read_tables=True)
+    if q.device.type not in ("cpu", "cuda"):
+        raise ValueError(f"q: on {q.device}; fa4 runs CUDA tensors on the GPU "
+                         "and CPU tensors in the emulator")
+    total_q, q_heads, _ = q.shape
+    batch = cu_seqlens_q.shape[0] - 1
+    if batch == 0 or total_q == 0 or k.shape[0] == 0 or max_seqlen_q == 0:
+        # No row sees a key: O = 0, LSE = -inf.
+        o, lse = _empty_results(q.unsqueeze(0), k.unsqueeze(0), return_lse)
+        return o[0], (lse[0] if return_lse else lse)
+    target, sm_count = _target(q.device)
+    kernel = compile(target=target, sm_count=sm_count,
+                     seqused_k=seqused_k is not None, varlen=True, **variant)
+    extras = [table.detach().contiguous()
+              for table in (seqused_k, cu_seqlens_q, cu_seqlens_k)
+              if table is not None]
+    q4, k4, v4 = (_tma_ready(name, t.detach().unsqueeze(0)) for name, t in
+                  (("q", q), ("k", k), ("v", v)))
+    if q.device.type == "cpu":
+        _check_host_memory(q4, k4, v4, return_lse)
+    o = _allocate("o", q.numel() * q.element_size(),
+                  lambda: torch.empty_like(q4, memory_format=torch.contiguous_format))
+    lse = (_allocate("lse", q_heads * total_q * 4,
+                     lambda: torch.empty((1, q_heads, total_q), dtype=torch.float32,
+                                         device=q.device)) if return_lse
+           else torch.empty((0,), dtype=torch.float32, device=q.device))
+    # A sequence cannot be longer than the packed tensor.
+    longest = min(max_seqlen_q, total_q)
+    if q.device.type == "cuda":
+        with torch.cuda.device(q.device):
+            kernel(q4, k4, v4, o, lse if return_lse else None, extras=extras,
+                   max_seqlen_q=longest)
+    else:
+        kernel(q4, k4, v4, o, lse if return_lse else None, extras=extras,
+               max_seqlen_q=longest)
+    return o[0], (lse[0] if return_lse else lse)
+
+
+@_attention_varlen_op.register_fake
+def _(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, causal,
+      window_left, window_right, softcap, scale, return_lse, seqused_k=None):
+    _validate_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
+                     max_seqlen_k, causal, window_left, window_right, softcap,
+                     scale, return_lse, seqused_k)
+    total_q, q_heads, _ = q.shape
+    o = torch.empty_like(q, memory_format=torch.contiguous_format)
+    lse = q.new_empty((q_heads, total_q) if return_lse else (0,),
+                      dtype=torch.float32)
+    return o, lse
+
+
+_attention_varlen_op.register_autograd(lambda ctx, *grads: None,
+                                       setup_context=_no_backward)
+
+
+def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
+                     max_seqlen_k, causal, window, softcap, scale, return_lse,
+                     seqused_k=None):
+    _check_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k,
+                  _integer("max_seqlen_q", max_seqlen_q, 0, 1 << 31),
+                  _integer("max_seqlen_k", max_seqlen_k, 0, 1 << 31), seqused_k)
+    _check_grad(q, k, v)
+    left, right = _window_pair(window)
+    o, lse = _attention_varlen_op(
+        q, k, v, cu_seqlens_q, cu_seqlens_k, int(max_seqlen_q),
+        int(max_seqlen_k), _flag("causal", causal), left, right,
+        _real("softcap", softcap), None if scale is None else _real("scale", scale),
+        _flag("return_lse", return_lse), seqused_k)
     return (o, lse) if return_lse else o

@@ -119,13 +119,14 @@ PyKernel compile(int64_t headDim, int64_t qHeads, int64_t kvHeads,
                  std::optional<double> scale, double softcap,
                  const std::string &target, bool cache, double rescaleThreshold,
                  double exp2EmulationFraction, int64_t smCount, bool seqUsedK,
-                 int64_t pageSize, int64_t numSplits) {
+                 int64_t pageSize, int64_t numSplits, bool varlen) {
   PyKernel result;
   result.variant = variantOf(headDim, qHeads, kvHeads, mask, windowLeft,
                              windowRight, dtype, lse, scale, softcap);
   result.variant.seqUsedK = seqUsedK;
   result.variant.pageSize = pageSize;
   result.variant.numSplits = numSplits;
+  result.variant.varlen = varlen;
   finish(result, target, cache, rescaleThreshold, exp2EmulationFraction, smCount);
   return result;
 }
@@ -243,7 +244,7 @@ NB_MODULE(_fa4, m) {
         nb::arg("cache"), nb::arg("rescale_threshold"),
         nb::arg("exp2_emulation_fraction"), nb::arg("sm_count"),
         nb::arg("seqused_k") = false, nb::arg("page_size") = 0,
-        nb::arg("num_splits") = 1);
+        nb::arg("num_splits") = 1, nb::arg("varlen") = false);
   m.def("compile_ir", &compileIr, nb::arg("ir"), nb::arg("target"),
         nb::arg("cache"), nb::arg("rescale_threshold"),
         nb::arg("exp2_emulation_fraction"), nb::arg("sm_count"));

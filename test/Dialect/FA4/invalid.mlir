@@ -898,3 +898,100 @@ func.func @split_workspace_too_small(%q: memref<?x?x8x64xf16>, %w: memref<16xi32
       : memref<?x?x8x64xf16>, memref<?x?x8x64xf16>, memref<?x?x8x64xf16> -> memref<?x?x8x64xf16>
   return
 }
+
+// -----
+
+func.func @cu_seqlens_alone(%q: memref<1x?x8x64xf16>, %c: memref<?xi32>) {
+  // expected-error @+1 {{takes cu_seqlens_q and cu_seqlens_k together}}
+  fa4.attention %q, %q, %q -> %q extras(%c : memref<?xi32>) {cu_seqlens_q = 0 : i64}
+      : memref<1x?x8x64xf16>, memref<1x?x8x64xf16>, memref<1x?x8x64xf16> -> memref<1x?x8x64xf16>
+  return
+}
+
+// -----
+
+func.func @cu_seqlens_same(%q: memref<1x?x8x64xf16>, %c: memref<?xi32>) {
+  // expected-error @+1 {{cu_seqlens_q and cu_seqlens_k name the same extra}}
+  fa4.attention %q, %q, %q -> %q extras(%c : memref<?xi32>) {cu_seqlens_q = 0 : i64, cu_seqlens_k = 0 : i64}
+      : memref<1x?x8x64xf16>, memref<1x?x8x64xf16>, memref<1x?x8x64xf16> -> memref<1x?x8x64xf16>
+  return
+}
+
+// -----
+
+func.func @cu_seqlens_type(%q: memref<1x?x8x64xf16>, %c: memref<?xi64>, %d: memref<?xi32>) {
+  // expected-error @+1 {{cu_seqlens_q 'memref<?xi64>' is not an i32 memref [batch + 1] of at least two entries}}
+  fa4.attention %q, %q, %q -> %q extras(%c, %d : memref<?xi64>, memref<?xi32>) {cu_seqlens_q = 0 : i64, cu_seqlens_k = 1 : i64}
+      : memref<1x?x8x64xf16>, memref<1x?x8x64xf16>, memref<1x?x8x64xf16> -> memref<1x?x8x64xf16>
+  return
+}
+
+// -----
+
+func.func @cu_seqlens_one_entry(%q: memref<1x?x8x64xf16>, %c: memref<1xi32>, %d: memref<?xi32>) {
+  // expected-error @+1 {{cu_seqlens_q 'memref<1xi32>' is not an i32 memref [batch + 1] of at least two entries}}
+  fa4.attention %q, %q, %q -> %q extras(%c, %d : memref<1xi32>, memref<?xi32>) {cu_seqlens_q = 0 : i64, cu_seqlens_k = 1 : i64}
+      : memref<1x?x8x64xf16>, memref<1x?x8x64xf16>, memref<1x?x8x64xf16> -> memref<1x?x8x64xf16>
+  return
+}
+
+// -----
+
+func.func @cu_seqlens_sizes_differ(%q: memref<1x?x8x64xf16>, %c: memref<5xi32>, %d: memref<4xi32>) {
+  // expected-error @+1 {{cu_seqlens_q has 5 entries and cu_seqlens_k 4; both are [batch + 1]}}
+  fa4.attention %q, %q, %q -> %q extras(%c, %d : memref<5xi32>, memref<4xi32>) {cu_seqlens_q = 0 : i64, cu_seqlens_k = 1 : i64}
+      : memref<1x?x8x64xf16>, memref<1x?x8x64xf16>, memref<1x?x8x64xf16> -> memref<1x?x8x64xf16>
+  return
+}
+
+// -----
+
+func.func @cu_seqlens_batched(%q: memref<2x?x8x64xf16>, %c: memref<?xi32>, %d: memref<?xi32>) {
+  // expected-error @+1 {{varlen Q is packed [1, total, heads, head_dim]; its first dimension is 2}}
+  fa4.attention %q, %q, %q -> %q extras(%c, %d : memref<?xi32>, memref<?xi32>) {cu_seqlens_q = 0 : i64, cu_seqlens_k = 1 : i64}
+      : memref<2x?x8x64xf16>, memref<2x?x8x64xf16>, memref<2x?x8x64xf16> -> memref<2x?x8x64xf16>
+  return
+}
+
+// -----
+
+func.func @cu_seqlens_split(%q: memref<1x?x8x64xf16>, %c: memref<?xi32>, %d: memref<?xi32>, %w: memref<?xi32>) {
+  // expected-error @+1 {{varlen (cu_seqlens) does not combine with block_table, block_mask or split-KV}}
+  fa4.attention %q, %q, %q -> %q extras(%c, %d, %w : memref<?xi32>, memref<?xi32>, memref<?xi32>) {cu_seqlens_q = 0 : i64, cu_seqlens_k = 1 : i64, num_splits = 2 : i64, split_workspace = 2 : i64}
+      : memref<1x?x8x64xf16>, memref<1x?x8x64xf16>, memref<1x?x8x64xf16> -> memref<1x?x8x64xf16>
+  return
+}
+
+// -----
+
+func.func @cu_seqlens_out_of_range(%q: memref<1x?x8x64xf16>, %c: memref<?xi32>, %d: memref<?xi32>) {
+  // expected-error @+1 {{cu_seqlens_k names extra #2, but the op has 2 extras}}
+  fa4.attention %q, %q, %q -> %q extras(%c, %d : memref<?xi32>, memref<?xi32>) {cu_seqlens_q = 0 : i64, cu_seqlens_k = 2 : i64}
+      : memref<1x?x8x64xf16>, memref<1x?x8x64xf16>, memref<1x?x8x64xf16> -> memref<1x?x8x64xf16>
+  return
+}
+
+// -----
+
+func.func @cu_seqlens_seqused_count(%q: memref<1x?x8x64xf16>, %s: memref<3xi32>, %c: memref<5xi32>, %d: memref<5xi32>) {
+  // expected-error @+1 {{seqused_k 'memref<3xi32>' is not an i32 memref of one entry per sequence [4]}}
+  fa4.attention %q, %q, %q -> %q extras(%s, %c, %d : memref<3xi32>, memref<5xi32>, memref<5xi32>) {seqused_k = 0 : i64, cu_seqlens_q = 1 : i64, cu_seqlens_k = 2 : i64}
+      : memref<1x?x8x64xf16>, memref<1x?x8x64xf16>, memref<1x?x8x64xf16> -> memref<1x?x8x64xf16>
+  return
+}
+
+// -----
+
+func.func @store_span_one(%t: tensor<128x64xf16>, %o: memref<1x?x8x64xf16>, %i: index) {
+  // expected-error @+1 {{span takes the sequence's first row and its length (two values), got 1}}
+  fa4.store_o_tile %t, %o[%i, %i, %i] span(%i) {gqa_ratio = 1 : i64} : tensor<128x64xf16>, memref<1x?x8x64xf16>
+  return
+}
+
+// -----
+
+func.func @store_columns_past(%t: tensor<128x16xf16>, %o: memref<1x?x8x64xf16>, %i: index) {
+  // expected-error @+1 {{stores columns [56, 72) of 'tensor<128x16xf16>', which must lie inside O's static head dim with O's element type}}
+  fa4.store_o_tile %t, %o[%i, %i, %i] {gqa_ratio = 1 : i64, column = 56 : i64} : tensor<128x16xf16>, memref<1x?x8x64xf16>
+  return
+}
