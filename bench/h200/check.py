@@ -112,7 +112,7 @@ CACHE_BYTES = {"cuda": 4 << 30, "cpu": 256 << 20}
 # The attention fields the inputs and the reference depend on.
 VARIANT_KEY = ("head_dim", "q_heads", "kv_heads", "dtype", "mask",
                "window_left", "window_right", "scale", "softcap", "seqused_k",
-               "block_table")
+               "block_table", "cu_seqlens_q")
 
 
 def split_workspace_words(attention, batch, seq_q):
@@ -161,6 +161,70 @@ def key_counts(batch, seq_k, generator, device):
               else min(edges[b - (batch - edged)], seq_k)
               for b in range(batch)]
     return torch.tensor(counts, dtype=torch.int32, device=device)
+
+
+def sequence_lengths(batch, longest, generator, device):
+    """Varlen: `batch` sequence lengths in [0, longest], the last batch // 2
+    of them the edges 0, 1, 127, 128, 129 and `longest` (those not past
+    it), the others uniform in [1, longest]; at least one row in all."""
+    edges = [e for e in (0, 1, 127, 128, 129, longest) if e <= longest]
+    edges = list(dict.fromkeys(edges))
+    drawn = torch.randint(1, longest + 1, (batch,), generator=generator,
+                          device=device).tolist()
+    edged = min(len(edges), batch // 2)
+    lengths = [drawn[b] if b < batch - edged else edges[b - (batch - edged)]
+               for b in range(batch)]
+    if sum(lengths) == 0:
+        lengths[0] = 1
+    return lengths
+
+
+def varlen_inputs(batch, seq_q, seq_k, attention, randn, generator, device):
+    """A varlen case: q, k, v packed [1, total, heads, head_dim], the
+    reference O and LSE packed alike (each sequence's from `reference` on
+    its own rows), and the extras (seqused_k's table, cu_seqlens_q,
+    cu_seqlens_k)."""
+    a = attention
+    hd, hq, hkv = a["head_dim"], a["q_heads"], a["kv_heads"]
+    lengths_q = sequence_lengths(batch, seq_q, generator, device)
+    lengths_k = sequence_lengths(batch, seq_k, generator, device)
+    cumulative = lambda lengths: torch.tensor(
+        [0] + torch.tensor(lengths).cumsum(0).tolist(), dtype=torch.int32,
+        device=device)
+    cu_q, cu_k = cumulative(lengths_q), cumulative(lengths_k)
+    q = randn(1, sum(lengths_q), hq, hd)
+    k, v = randn(1, sum(lengths_k), hkv, hd), randn(1, sum(lengths_k), hkv, hd)
+    used = None
+    if a.get("seqused_k") is not None:
+        used = torch.tensor([int(torch.randint(0, n + 1, (1,),
+                                               generator=generator,
+                                               device=device))
+                             for n in lengths_k], dtype=torch.int32,
+                            device=device)
+    want_o = torch.empty(q.shape, dtype=torch.float32, device=device)
+    want_lse = torch.empty(1, hq, q.shape[1], dtype=torch.float32,
+                           device=device)
+    for b in range(batch):
+        q0, q1 = int(cu_q[b]), int(cu_q[b + 1])
+        k0, k1 = int(cu_k[b]), int(cu_k[b + 1])
+        if used is not None:
+            # The rows of the sequence past its count: NaN and infinities.
+            count = int(used[b])
+            k[0, k0 + count:k1] = math.nan
+            v[0, k0 + count:k1] = math.nan
+            v[0, k0 + count:k1:3] = math.inf
+        if q1 == q0:
+            continue
+        if k1 == k0:
+            want_o[0, q0:q1] = 0.0
+            want_lse[0, :, q0:q1] = -math.inf
+            continue
+        o_b, lse_b = reference(q[:, q0:q1], k[:, k0:k1], v[:, k0:k1], a,
+                               None if used is None else used[b:b + 1])
+        want_o[0, q0:q1] = o_b[0]
+        want_lse[0, :, q0:q1] = lse_b[0]
+    extras = ([used] if used is not None else []) + [cu_q, cu_k]
+    return q, k, v, want_o, want_lse, extras
 
 
 def reference(q, k, v, attention, used=None):
@@ -325,6 +389,10 @@ class Runner:
         def randn(*size):
             return torch.randn(*size, generator=generator, device=self.device).to(dtype)
 
+        if a.get("cu_seqlens_q") is not None:
+            q, k, v, want_o, want_lse, extras = varlen_inputs(
+                batch, seq_q, seq_k, a, randn, generator, self.device)
+            return self.keep(key, (q, k, v, want_o, want_lse) + tuple(extras))
         q, k, v = randn(batch, seq_q, hq, hd), randn(batch, seq_k, hkv, hd), \
             randn(batch, seq_k, hkv, hd)
         used = (key_counts(batch, seq_k, generator, self.device)
@@ -353,7 +421,11 @@ class Runner:
             v_cache[order] = v.reshape(batch * blocks, page, hkv, hd)
             k, v = k_cache, v_cache
             extras.append(table)
-        tensors = (q, k, v, want_o, want_lse) + tuple(extras)
+        return self.keep(key, (q, k, v, want_o, want_lse) + tuple(extras))
+
+    def keep(self, key, tensors):
+        """`tensors` (a case's inputs and reference), cached under `key`
+        while memory allows."""
         size = sum(t.numel() * t.element_size() for t in tensors)
         while self.cache and self.cached + size > self.cache_bytes:
             _, dropped = self.cache.popitem(last=False)
@@ -373,7 +445,7 @@ class Runner:
             return None, None, f"check.py: the inputs or the reference: " \
                                f"{type(e).__name__}: {e}", False
         tolerance = TOLERANCE[self.attention["dtype"]]
-        batch, seq_q, _ = shape
+        batch, seq_q = q.shape[0], q.shape[1]
         o = torch.full_like(q, math.nan)
         lse = (torch.full((batch, self.attention["q_heads"], seq_q), math.nan,
                           device=self.device)

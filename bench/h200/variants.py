@@ -92,6 +92,16 @@ SPLITS = ((4, 64, 128, "bf16", CHECK_MASKS[0], 32, 8, True),
           (16, 16, 128, "fp16", CHECK_MASKS[1], 8, 1, True),
           (2, 256, 64, "bf16", CHECK_MASKS[0], 12, 4, True))
 
+# Varlen (issue 26: cu_seqlens): (head dim, dtype, mask, q heads, kv heads,
+# seqused_k). check.py packs each shape's batch of sequences (lengths 0, 1,
+# 127, 128, 129 and the longest among them) and checks every sequence's
+# rows against its own reference.
+VARLEN = ((128, "bf16", CHECK_MASKS[1], 8, 2, False),
+          (64, "fp16", CHECK_MASKS[0], 6, 2, True),
+          (96, "bf16", ("window", 1000, 200), 8, 8, False),
+          (128, "fp16", CHECK_MASKS[1], 14, 2, False),
+          (64, "bf16", CHECK_MASKS[2], 10, 2, True))
+
 # Kernels of the CHECK_MASKS matrix (with the LSE) also compiled under the
 # three forced schedules: (head dim, dtype, mask, kv heads).
 SCHEDULED_MATRIX = ((64, "fp16", CHECK_MASKS[0], 8),
@@ -107,10 +117,12 @@ def _mask_name(mask, left, right):
 
 
 def check_name(head_dim, dtype, mask, left, right, q_heads, kv_heads, lse,
-               schedule="auto", seqused_k=False, page_size=0, num_splits=1):
+               schedule="auto", seqused_k=False, page_size=0, num_splits=1,
+               varlen=False):
     return (f"check-hd{head_dim}-{dtype}-{_mask_name(mask, left, right)}-"
             f"q{q_heads}kv{kv_heads}" + ("-lse" if lse else "") +
             ("-seqused" if seqused_k else "") +
+            ("-varlen" if varlen else "") +
             (f"-page{page_size}" if page_size else "") +
             (f"-split{num_splits}" if num_splits > 1 else "") +
             ("" if schedule == "auto" else "-" + schedule))
@@ -123,11 +135,11 @@ def bench_name(head_dim, dtype, causal, q_heads, kv_heads):
 
 def _check_variant(head_dim, dtype, mask, left, right, kv_heads, lse,
                    schedule="auto", q_heads=CHECK_Q_HEADS, seqused_k=False,
-                   page_size=0, num_splits=1):
+                   page_size=0, num_splits=1, varlen=False):
     return dict(head_dim=head_dim, dtype=dtype, mask=mask, window_left=left,
                 window_right=right, q_heads=q_heads, kv_heads=kv_heads,
                 lse=lse, schedule=schedule, seqused_k=seqused_k,
-                page_size=page_size, num_splits=num_splits)
+                page_size=page_size, num_splits=num_splits, varlen=varlen)
 
 
 def check_variants():
@@ -189,12 +201,17 @@ def check_variants():
                                        kv_heads, True, q_heads=q_heads,
                                        seqused_k=used, page_size=page,
                                        num_splits=splits))
+    for head_dim, dtype, (mask, left, right), q_heads, kv_heads, used \
+            in VARLEN:
+        variants.append(_check_variant(head_dim, dtype, mask, left, right,
+                                       kv_heads, True, q_heads=q_heads,
+                                       seqused_k=used, varlen=True))
     for v in variants:
         v["name"] = check_name(v["head_dim"], v["dtype"], v["mask"],
                                v["window_left"], v["window_right"],
                                v["q_heads"], v["kv_heads"], v["lse"],
                                v["schedule"], v["seqused_k"], v["page_size"],
-                               v["num_splits"])
+                               v["num_splits"], v["varlen"])
     return variants
 
 
@@ -254,6 +271,21 @@ def decode_variants():
             for page in DECODE_PAGES for splits in DECODE_SPLITS]
 
 
+# The varlen prefill benchmark's kernels (bench/h200/varlen.py): hd128
+# bf16, 16 heads, causal and not, packed sequences; its dense comparison
+# runs bench_variants' kernels of the same variant.
+def varlen_name(causal):
+    return f"varlen-hd128-bf16-{'causal' if causal else 'none'}-q16kv16"
+
+
+def varlen_variants():
+    return [dict(name=varlen_name(causal), head_dim=128, dtype="bf16",
+                 mask="causal" if causal else "none", window_left=-1,
+                 window_right=-1, q_heads=16, kv_heads=16, lse=False,
+                 schedule="auto", seqused_k=False, page_size=0, varlen=True)
+            for causal in (False, True)]
+
+
 def fa4c_flags(v):
     flags = [f"--head-dim={v['head_dim']}", f"--q-heads={v['q_heads']}",
              f"--kv-heads={v['kv_heads']}", f"--dtype={v['dtype']}",
@@ -269,6 +301,8 @@ def fa4c_flags(v):
         flags += ["--paged-kv", f"--page-size={v['page_size']}"]
     if v.get("num_splits", 1) > 1:
         flags.append(f"--num-splits={v['num_splits']}")
+    if v.get("varlen"):
+        flags.append("--varlen")
     flags += SCHEDULES[v["schedule"]]
     return flags
 
@@ -277,7 +311,8 @@ def kernels():
     """(use, variant) for every kernel, check's first."""
     return ([("check", v) for v in check_variants()] +
             [("bench", v) for v in bench_variants()] +
-            [("decode", v) for v in decode_variants()])
+            [("decode", v) for v in decode_variants()] +
+            [("varlen", v) for v in varlen_variants()])
 
 
 def _git_commit():

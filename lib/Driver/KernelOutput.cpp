@@ -339,9 +339,7 @@ runtime::Manifest mlir::fa4::kernelManifest(ModuleOp module, StringRef chip,
       m.parameters.push_back({std::string("o_stride_") + axis, "int64", "",
                               "in elements"});
   }
-  if (m.cuSeqlensQ >= 0)
-    m.parameters.push_back({"max_seqlen_q", "int32", "",
-                            "the longest sequence's queries (sizes the grid)"});
+
   m.ptxas = {ptxas.registers, ptxas.spillStoreBytes, ptxas.spillLoadBytes,
              ptxas.stackBytes, ptxas.staticSmemBytes};
   return m;

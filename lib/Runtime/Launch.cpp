@@ -671,17 +671,19 @@ std::string writeManifest(const Manifest &m) {
   // rows_per_task packed query rows of one head group (gqaPacking query
   // heads of one K/V head).
   int64_t packing = gqaPacking(m.kvHeads > 0 ? m.qHeads / m.kvHeads : 1);
-  // Varlen: batch is the sequences, each with the query tiles of the
-  // longest (max_seqlen_q).
+  // Varlen: per head group, the packed tensor's tasks and one more per
+  // sequence (its tables' entries less one).
   bool varlen = m.cuSeqlensQ >= 0;
   os << "  \"grid\": {\"policy\": \"persistent\", \"size\": \"min(sm_count, "
         "tasks)\", \"sm_count\": "
      << m.smCount << ", \"tasks\": \""
-     << (varlen ? "(extra" + std::to_string(m.cuSeqlensQ) + "_dim0 - 1)"
-                : std::string("batch"))
-     << " * " << m.qHeads / packing
-     << " * ceil(" << (varlen ? "max_seqlen_q" : "seq_q") << " * " << packing
-     << " / " << m.rowsPerTask << ")"
+     << (varlen ? std::to_string(m.qHeads / packing) + " * (floor(seq_q * " +
+                      std::to_string(packing) + " / " +
+                      std::to_string(m.rowsPerTask) + ") + extra" +
+                      std::to_string(m.cuSeqlensQ) + "_dim0 - 1)"
+                : "batch * " + std::to_string(m.qHeads / packing) +
+                      " * ceil(seq_q * " + std::to_string(packing) + " / " +
+                      std::to_string(m.rowsPerTask) + ")")
      << (m.numSplits > 1 ? " * " + std::to_string(m.numSplits) : "")
      << "\", \"order\": " << quoted(m.order) << "},\n";
   os << "  \"dynamic_smem_bytes\": " << m.dynamicSmemBytes << ",\n";
@@ -820,8 +822,6 @@ llvm::Error checkInterface(const Manifest &m) {
     for (const char *axis : {"batch", "seq", "head"})
       expected.push_back({std::string("o_stride_") + axis, "int64"});
   }
-  if (m.cuSeqlensQ >= 0)
-    expected.push_back({"max_seqlen_q", "int32"});
   auto list = [](const std::vector<Manifest::Parameter> &parameters) {
     std::string text;
     for (const Manifest::Parameter &p : parameters)
@@ -1020,25 +1020,23 @@ llvm::Expected<LaunchPlan> planLaunch(const Manifest &m, const Shapes &shapes,
   // The kernel's task_count: batch · head groups · m_blocks.
   int64_t packing = gqaPacking(m.qHeads / m.kvHeads);
   int64_t rows = shapes.seqQ * packing;
-  int64_t sequences = shapes.batch;
+  plan.tasks = shapes.batch * (m.qHeads / packing) *
+               ((rows + m.rowsPerTask - 1) / m.rowsPerTask) * m.numSplits;
   if (m.cuSeqlensQ >= 0) {
-    // Varlen: the sequences (the tables' entries less one), each with the
-    // query tiles of the longest.
+    // Varlen: per head group, a slot per task of rows_per_task packed rows
+    // of the packed tensor, and one more per sequence (each sequence's
+    // slots begin at floor(cu_seqlens_q[b] · packing / rows) + b):
+    // AttentionMath.h's varlenSlot.
     if (m.cuSeqlensQ >= static_cast<int64_t>(buffers.extras.size()) ||
         buffers.extras[m.cuSeqlensQ].shape.size() != 1 ||
         buffers.extras[m.cuSeqlensQ].shape[0] < 2)
       return makeError("a varlen launch needs its cu_seqlens_q table (extra" +
                        std::to_string(m.cuSeqlensQ) + ", [batch + 1] i32)");
-    if (shapes.maxSeqlenQ < 1 || shapes.maxSeqlenQ > shapes.seqQ)
-      return makeError("a varlen launch needs max_seqlen_q, the longest "
-                       "sequence's queries, in [1, total_q = " +
-                       std::to_string(shapes.seqQ) + "], got " +
-                       std::to_string(shapes.maxSeqlenQ));
-    sequences = buffers.extras[m.cuSeqlensQ].shape[0] - 1;
-    rows = shapes.maxSeqlenQ * packing;
+    int64_t sequences = buffers.extras[m.cuSeqlensQ].shape[0] - 1;
+    plan.tasks = (m.qHeads / packing) *
+                 varlenSlot(shapes.seqQ, sequences, shapes.seqQ, packing,
+                            m.rowsPerTask);
   }
-  plan.tasks = sequences * (m.qHeads / packing) *
-               ((rows + m.rowsPerTask - 1) / m.rowsPerTask) * m.numSplits;
   // The persistent grid: one CTA per SM, never more CTAs than tasks.
   plan.grid[0] = static_cast<uint32_t>(std::min<int64_t>(m.smCount, plan.tasks));
   std::memcpy(plan.block, m.block, sizeof(plan.block));
@@ -1181,11 +1179,10 @@ llvm::Expected<LaunchPlan> planLaunch(const Manifest &m, const Shapes &shapes,
                          std::to_string(m.extras.size()) + " extras)");
       scalar(buffers.extras[n].address);
     } else if (p.type == "int32") {
-      int64_t value = p.name == "batch"          ? shapes.batch
-                      : p.name == "seq_q"        ? shapes.seqQ
-                      : p.name == "seq_k"        ? shapes.seqK
-                      : p.name == "max_seqlen_q" ? shapes.maxSeqlenQ
-                                                 : -1;
+      int64_t value = p.name == "batch"   ? shapes.batch
+                      : p.name == "seq_q" ? shapes.seqQ
+                      : p.name == "seq_k" ? shapes.seqK
+                                          : -1;
       // extraN_dimD: a dynamic size of the N-th extra.
       if (value < 0 && p.name.rfind("extra", 0) == 0) {
         size_t underscore = p.name.find("_dim");

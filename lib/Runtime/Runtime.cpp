@@ -542,7 +542,7 @@ llvm::Error launch(Backend &backend, const Kernel &kernel, const Tensor &q,
 llvm::Error launch(Backend &backend, const Kernel &kernel, const Tensor &q,
                    const Tensor &k, const Tensor &v, const Tensor &o,
                    const Tensor *lse, const std::vector<Tensor> &extras,
-                   void *stream, const LaunchOptions &options) {
+                   void *stream) {
   if (llvm::Error refused = checkInterface(kernel.manifest))
     return refused;
   // The manifest against the contract of the code this backend runs, on
@@ -557,10 +557,6 @@ llvm::Error launch(Backend &backend, const Kernel &kernel, const Tensor &q,
       checkTensors(kernel.manifest, q, k, v, o, lse);
   if (!shapes)
     return shapes.takeError();
-  shapes->maxSeqlenQ = options.maxSeqlenQ;
-  if (kernel.manifest.cuSeqlensQ < 0 && options.maxSeqlenQ != 0)
-    return makeError("max_seqlen_q is for varlen kernels (cu_seqlens); this "
-                     "one has a dense batch");
   if (llvm::Error refused =
           checkExtras(kernel.manifest, extras, {&o, lse}, &*shapes))
     return refused;

@@ -368,6 +368,21 @@ bool Interpreter::execute(Operation *op, std::string &error) {
           error = "fa4.task_count: kv_heads x groups_per_kv overflows";
           return false;
         }
+        if (count.getVarlen()) {
+          // Varlen: the slots of AttentionMath.h's varlenSlot.
+          int64_t batch = index(count.getBatch()), seqQ = index(count.getSeqQ());
+          int64_t slots = varlenSlot(seqQ, batch, seqQ, count.getGqaRatio(),
+                                     count.getRows());
+          if (batch < 1 || llvm::MulOverflow(slots, headGroups, numTasks) ||
+              numTasks >= kIndexLimit) {
+            error = "fa4.task_count makes " + std::to_string(slots) +
+                    " varlen slots x " + std::to_string(headGroups) +
+                    " head groups, 2^31 or more (or no sequence)";
+            return false;
+          }
+          values[count.getResult()] = numTasks;
+          return true;
+        }
         if (!countTasks(op, index(count.getBatch()), headGroups,
                         count.getGqaRatio(), count.getRows(),
                         index(count.getSeqQ()), mBlocks, numTasks, error))
@@ -408,21 +423,6 @@ bool Interpreter::execute(Operation *op, std::string &error) {
                                          index(span.getTotal()));
         values[span.getOffset()] = rows.offset;
         values[span.getLength()] = rows.length;
-        return true;
-      })
-      .Case([&](MaxSequenceLengthOp longest) {
-        const ModBuffer *table = extras.lookup(longest.getTable());
-        if (!table || table->shape.size() != 1 || table->shape[0] < 1) {
-          error = "fa4.max_sequence_length reads a cu_seqlens table that is "
-                  "not a bound extra";
-          return false;
-        }
-        int64_t total = index(longest.getTotal()), most = 0;
-        for (int64_t b = 0; b + 1 < table->shape[0]; ++b)
-          most = std::max(most, sequenceSpan(table->data[b],
-                                             table->data[b + 1], total)
-                                    .length);
-        values[longest.getResult()] = most;
         return true;
       })
       .Case([&](CtaIdOp cta) {
@@ -696,6 +696,35 @@ bool Interpreter::run(TaskCoordsOp coords, std::string &error) {
                             coords.getWindowRight(), coords.getMaskMod())
                        .bounds;
   int64_t mBlocks = 0, tasks = 0;
+  if (Value cuSeqlens = coords.getCuSeqlens()) {
+    // Varlen: AttentionMath.h's slots, the sequence by the table.
+    const ModBuffer *table = extras.lookup(cuSeqlens);
+    if (!table || table->shape.size() != 1 || table->shape[0] != shape.batch + 1) {
+      error = "fa4.task_coords reads a cu_seqlens table that is not a bound "
+              "extra of batch + 1 = " + std::to_string(shape.batch + 1) +
+              " entries";
+      return false;
+    }
+    int64_t slots = varlenSlot(shape.seqQ, shape.batch, shape.seqQ,
+                               shape.gqaRatio, shape.rows);
+    int64_t position = index(coords.getIndex());
+    if (position < 0 || position >= slots * shape.headGroups) {
+      error = "fa4.task_coords asked for task " + std::to_string(position) +
+              " of " + std::to_string(slots * shape.headGroups);
+      return false;
+    }
+    VarlenTask task = varlenTaskAt(
+        position, shape.batch, shape.seqQ, shape.gqaRatio, shape.rows,
+        shape.headGroups, [&](int64_t b) {
+          double entry = table->data[b];
+          return entry <= -1e18 ? int64_t(-1) : entry >= 1e18 ? int64_t(1) << 62
+                                                              : int64_t(entry);
+        });
+    values[coords.getBatchIndex()] = task.batch;
+    values[coords.getHeadGroup()] = task.headGroup;
+    values[coords.getMBlock()] = task.mBlock;
+    return true;
+  }
   if (!countTasks(op, shape.batch, shape.headGroups, shape.gqaRatio,
                   shape.rows, shape.seqQ, mBlocks, tasks, error))
     return false;

@@ -153,12 +153,12 @@ TaskHeader mlir::fa4::buildTaskHeader(IndexBuilder &ib,
     task = arith::DivUIOp::create(b, loc, task, ib.index(program.numSplits));
   }
   auto coords = TaskCoordsOp::create(
-      b, loc, indexType, indexType, indexType, task, start.batchSize,
-      start.gridSeqQ, seqK, TaskOrderAttr::get(b.getContext(), TaskOrder::static_order),
+      b, loc, indexType, indexType, indexType, task, start.batchSize, seqQ,
+      seqK, TaskOrderAttr::get(b.getContext(), TaskOrder::static_order),
       b.getI64IntegerAttr(start.kvHeads), range.getGqaRatioAttr(),
       range.getRowsAttr(), range.getBlockNAttr(), range.getMaskAttr(),
       range.getWindowLeftAttr(), range.getWindowRightAttr(),
-      b.getI64IntegerAttr(start.groupsPerKv));
+      b.getI64IntegerAttr(start.groupsPerKv), program.cuSeqlensQ);
   // The LPT order weighs tasks by the keys the mask_mod leaves too.
   IRMapping none;
   range.getMaskMod().cloneInto(&coords.getMaskMod(), none);
@@ -292,24 +292,21 @@ ScheduleStart ScheduleStart::build(IndexBuilder &ib,
   start.batchSize = memref::DimOp::create(b, loc, program.arguments[kQ], 0);
   start.seqQ = memref::DimOp::create(b, loc, program.arguments[kQ], 1);
   start.seqK = memref::DimOp::create(b, loc, program.arguments[kK], 1);
-  start.gridSeqQ = start.seqQ;
-  if (program.cuSeqlensQ) {
-    // Varlen: the sequences are the tables' entries less one, and each has
-    // the query tiles of the longest (those past its own rows are empty).
+  // Varlen: the sequences are the tables' entries less one; the grid has a
+  // slot per tile of the packed tensor and one more per sequence.
+  if (program.cuSeqlensQ)
     start.batchSize = ib.sub(
         memref::DimOp::create(b, loc, program.cuSeqlensQ, 0), ib.index(1));
-    start.gridSeqQ = MaxSequenceLengthOp::create(b, loc, program.cuSeqlensQ,
-                                                 start.seqQ);
-  }
   // A paged cache's sequences have max_blocks pages of page_size keys.
   if (program.blockTable)
     start.seqK = arith::MulIOp::create(
         b, loc, memref::DimOp::create(b, loc, program.blockTable, 1),
         start.seqK);
   start.numTasks = TaskCountOp::create(
-      b, loc, b.getIndexType(), start.batchSize, start.gridSeqQ,
+      b, loc, b.getIndexType(), start.batchSize, start.seqQ,
       b.getI64IntegerAttr(start.kvHeads), b.getI64IntegerAttr(start.gqaRatio),
-      range.getRowsAttr(), b.getI64IntegerAttr(start.groupsPerKv));
+      range.getRowsAttr(), b.getI64IntegerAttr(start.groupsPerKv),
+      program.cuSeqlensQ ? b.getUnitAttr() : UnitAttr());
   // Split-KV: every task's blocks in numSplits parts, each a task.
   if (program.numSplits > 1)
     start.numTasks = ib.mul(start.numTasks, program.numSplits);

@@ -54,6 +54,10 @@ struct TileSchedulerPass
       loop.getLowerBoundMutable().assign(cta);
       loop.getStepMutable().assign(grid);
       for (auto coords : loop.getBody()->getOps<TaskCoordsOp>()) {
+        // A varlen grid walks its slots in its own order (each sequence's
+        // last tiles first).
+        if (coords.getCuSeqlens())
+          continue;
         // Masked tasks (causal, windowed, a mask_mod) differ in work:
         // heaviest first.
         order = coords.getMask() == MaskKind::none && coords.getMaskMod().empty()

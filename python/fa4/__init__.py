@@ -119,7 +119,7 @@ class Kernel:
 
     def __call__(self, q, k, v, o, lse=None, *, extras: Sequence = (),
                  workers: int = 0, seed: int = 1,
-                 stream: Optional[int] = None, max_seqlen_q: int = 0):
+                 stream: Optional[int] = None):
         q, k, v = (_array(name, t) for name, t in (("q", q), ("k", k), ("v", v)))
         o = _array("o", o, written=True)
         lse = None if lse is None else _array("lse", lse, written=True)
@@ -136,10 +136,8 @@ class Kernel:
         if device not in ("cuda", "cpu"):
             raise ValueError(f"q: on a {device} device; fa4 runs CUDA tensors "
                              "on the GPU and CPU tensors in the emulator")
-        max_seqlen_q = _integer("max_seqlen_q", max_seqlen_q, 0, 1 << 31)
         self._capi_kernel()(q, k, v, o, lse, extras, stream, workers=workers,
-                            seed=seed, plan_only=not _emulator_executes,
-                            max_seqlen_q=max_seqlen_q)
+                            seed=seed, plan_only=not _emulator_executes)
 
     def __repr__(self):
         m = self.manifest
@@ -324,8 +322,7 @@ def compile(head_dim: int = 128, q_heads: int = 32, kv_heads: int = 8,
     ``varlen``: variable-length batches (FlashAttention's varlen layout): q,
     k, v and o packed (1, total, heads, head_dim), sequence b being rows
     [cu[b], cu[b + 1]) of two (batch + 1,) int32 tables, extras after the
-    seqused_k table (``extras=[cu_seqlens_q, cu_seqlens_k]``); a launch
-    passes ``max_seqlen_q``, the longest sequence's queries. ``cache`` uses the
+    seqused_k table (``extras=[cu_seqlens_q, cu_seqlens_k]``). ``cache`` uses the
     compile cache; within one process a variant is compiled once either way.
     """
     head_dim = _integer("head_dim", head_dim)
@@ -487,9 +484,11 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q: int,
     the sequences packed one after another; cu_seqlens_q, cu_seqlens_k:
     (batch + 1,) int32 tensors on q's device, sequence b being rows
     [cu_seqlens_q[b], cu_seqlens_q[b + 1]) of q (and O) and [cu_seqlens_k[b],
-    cu_seqlens_k[b + 1]) of k and v. max_seqlen_q: the longest sequence's
-    queries (it sizes the kernel's grid: a longer sequence's rows past it
-    are not computed), max_seqlen_k its keys (checked, unused). causal and
+    cu_seqlens_k[b + 1]) of k and v. max_seqlen_q, max_seqlen_k: the longest
+    sequence's queries and keys, as FlashAttention takes them (checked
+    against tables on the CPU; the kernel's grid does not depend on them:
+    it has a task per tile of the packed rows and one more per sequence, and
+    finds each task's sequence in cu_seqlens_q). causal and
     window align bottom-right to each sequence's own lengths; seqused_k:
     None, or a (batch,) int32 tensor, sequence b attending to its first
     seqused_k[b] keys only. softcap, scale as in ``attention``. Returns O

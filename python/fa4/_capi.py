@@ -78,14 +78,6 @@ _SIGNATURES = {
     "fa4rt_launch_cuda": (ctypes.c_int,
                           [ctypes.c_void_p] + [_P(_Tensor)] * 6 +
                           [ctypes.c_size_t, ctypes.c_void_p]),
-    "fa4rt_launch_varlen": (ctypes.c_int,
-                            [ctypes.c_void_p, ctypes.c_void_p] +
-                            [_P(_Tensor)] * 6 +
-                            [ctypes.c_size_t, ctypes.c_int64, ctypes.c_void_p]),
-    "fa4rt_launch_varlen_cuda": (ctypes.c_int,
-                                 [ctypes.c_void_p] + [_P(_Tensor)] * 6 +
-                                 [ctypes.c_size_t, ctypes.c_int64,
-                                  ctypes.c_void_p]),
 }
 
 _libraries = {}
@@ -275,14 +267,11 @@ class _BoundLaunch:
     own it launches in torch's current stream of the moment (so that a CUDA
     graph being captured on another stream captures it)."""
 
-    __slots__ = ("_kernel", "_device", "_arguments", "_stream", "_held",
-                 "_max_seqlen_q")
+    __slots__ = ("_kernel", "_device", "_arguments", "_stream", "_held")
 
-    def __init__(self, kernel, device, arguments, stream, held,
-                 max_seqlen_q=0):
+    def __init__(self, kernel, device, arguments, stream, held):
         self._kernel, self._device = kernel, device
         self._arguments, self._stream, self._held = arguments, stream, held
-        self._max_seqlen_q = max_seqlen_q
 
     def __call__(self):
         import torch
@@ -290,14 +279,8 @@ class _BoundLaunch:
         with torch.cuda.device(self._device), self._kernel._using() as handle:
             stream = (self._stream if self._stream is not None else
                       torch.cuda.current_stream(self._device).cuda_stream)
-            if self._max_seqlen_q:
-                failed = lib.fa4rt_launch_varlen_cuda(
-                    handle, *self._arguments, self._max_seqlen_q,
-                    ctypes.c_void_p(stream))
-            else:
-                failed = lib.fa4rt_launch_cuda(handle, *self._arguments,
-                                               ctypes.c_void_p(stream))
-            if failed:
+            if lib.fa4rt_launch_cuda(handle, *self._arguments,
+                                     ctypes.c_void_p(stream)):
                 raise LaunchError(_error(lib))
 
 
@@ -352,7 +335,7 @@ class Kernel:
                 f"{self.manifest.get('attention', {})})")
 
     def __call__(self, q, k, v, o, lse=None, extras=(), stream=None, *,
-                 workers=0, seed=1, plan_only=False, max_seqlen_q=0):
+                 workers=0, seed=1, plan_only=False):
         """Launches on q, k, v, o (and the LSE, the extras): on the GPU for
         CUDA tensors (`stream`: a CUstream as an int, default torch's current
         stream of q's device), in fa4-emu for CPU tensors (`workers`,
@@ -360,20 +343,16 @@ class Kernel:
         launch stops after every check and the plan, where the kernel would
         start, and the outputs are left as they were)."""
         q, k, v, o, lse, extras = _arguments(q, k, v, o, lse, extras)
-        max_seqlen_q = _bounded("max_seqlen_q", max_seqlen_q, 1 << 31)
         if q.device.type == "cuda":
-            self.bind(q, k, v, o, lse, extras, stream,
-                      max_seqlen_q=max_seqlen_q)()
+            self.bind(q, k, v, o, lse, extras, stream)()
         else:
             if not self._handle:
                 raise ValueError("the kernel was closed")
             self._emulate(q, k, v, o, lse, extras,
                           _bounded("workers", workers, 1 << 32),
-                          _bounded("seed", seed, 1 << 64), bool(plan_only),
-                          max_seqlen_q)
+                          _bounded("seed", seed, 1 << 64), bool(plan_only))
 
-    def bind(self, q, k, v, o, lse=None, extras=(), stream=None, *,
-             max_seqlen_q=0):
+    def bind(self, q, k, v, o, lse=None, extras=(), stream=None):
         """A CUDA launch with its arguments described once: a callable that
         launches again on the same tensors (for timing loops, where
         describing the tensors would be host time the GPU waits for), in
@@ -405,11 +384,9 @@ class Kernel:
         if stream is not None:
             stream = _bounded("stream", stream, 1 << 64)
         return _BoundLaunch(self, q.device, arguments, stream,
-                            (self, tensors, extras, described, lse_arg, extra_args),
-                            _bounded("max_seqlen_q", max_seqlen_q, 1 << 31))
+                            (self, tensors, extras, described, lse_arg, extra_args))
 
-    def _emulate(self, q, k, v, o, lse, extras, workers, seed, plan_only,
-                 max_seqlen_q=0):
+    def _emulate(self, q, k, v, o, lse, extras, workers, seed, plan_only):
         """The emulator's memory mirrors the host's: tensors whose host bytes
         overlap are placed in one allocation at the same distances apart,
         each with its own strides, so that the runtime's checks see the
@@ -460,16 +437,10 @@ class Kernel:
             first_extra = 5 if lse is not None else 4
             extra_args = (_Tensor * len(extras))(*described[first_extra:])
             with self._using() as handle:
-                tensors = [ctypes.byref(t) for t in described[:4]]
-                if max_seqlen_q:
-                    failed = lib.fa4rt_launch_varlen(
-                        handle, backend, *tensors, lse_arg,
-                        extra_args if extras else None, len(extras),
-                        max_seqlen_q, None)
-                else:
-                    failed = lib.fa4rt_launch(
-                        handle, backend, *tensors, lse_arg,
-                        extra_args if extras else None, len(extras), None)
+                failed = lib.fa4rt_launch(handle, backend,
+                                          *[ctypes.byref(t) for t in described[:4]],
+                                          lse_arg, extra_args if extras else None,
+                                          len(extras), None)
             if failed:
                 raise LaunchError(_error(lib))
             if plan_only:

@@ -513,7 +513,7 @@ def _attention_varlen_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                          "and CPU tensors in the emulator")
     total_q, q_heads, _ = q.shape
     batch = cu_seqlens_q.shape[0] - 1
-    if batch == 0 or total_q == 0 or k.shape[0] == 0 or max_seqlen_q == 0:
+    if batch == 0 or total_q == 0 or k.shape[0] == 0:
         # No row sees a key: O = 0, LSE = -inf.
         o, lse = _empty_results(q.unsqueeze(0), k.unsqueeze(0), return_lse)
         return o[0], (lse[0] if return_lse else lse)
@@ -533,15 +533,11 @@ def _attention_varlen_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                      lambda: torch.empty((1, q_heads, total_q), dtype=torch.float32,
                                          device=q.device)) if return_lse
            else torch.empty((0,), dtype=torch.float32, device=q.device))
-    # A sequence cannot be longer than the packed tensor.
-    longest = min(max_seqlen_q, total_q)
     if q.device.type == "cuda":
         with torch.cuda.device(q.device):
-            kernel(q4, k4, v4, o, lse if return_lse else None, extras=extras,
-                   max_seqlen_q=longest)
+            kernel(q4, k4, v4, o, lse if return_lse else None, extras=extras)
     else:
-        kernel(q4, k4, v4, o, lse if return_lse else None, extras=extras,
-               max_seqlen_q=longest)
+        kernel(q4, k4, v4, o, lse if return_lse else None, extras=extras)
     return o[0], (lse[0] if return_lse else lse)
 
 

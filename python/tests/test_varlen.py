@@ -88,19 +88,16 @@ def test_seqused_k_softcap_and_hopper():
                          target="sm_90a", varlen=True)
     assert kernel.manifest["attention"]["cu_seqlens_q"] == 0
     o = torch.zeros(1, *q.shape, dtype=q.dtype)
-    kernel(q[None], k[None], v[None], o, extras=[cu_q, cu_k], max_seqlen_q=70)
+    kernel(q[None], k[None], v[None], o, extras=[cu_q, cu_k])
     want, _ = varlen_reference(q, k, v, cu_q, cu_k, True)
     assert (o[0].double() - want).abs().max().item() <= 1e-2
-    with pytest.raises(fa4.LaunchError, match="max_seqlen_q"):
-        kernel(q[None], k[None], v[None], o, extras=[cu_q, cu_k])
     with pytest.raises(fa4.LaunchError, match="packed"):
         kernel(q[None].expand(2, -1, -1, -1), k[None].expand(2, -1, -1, -1),
                v[None].expand(2, -1, -1, -1), torch.zeros(2, *q.shape,
                                                           dtype=q.dtype),
-               extras=[cu_q, cu_k], max_seqlen_q=70)
+               extras=[cu_q, cu_k])
     with pytest.raises(fa4.LaunchError, match="batch \\+ 1"):
-        kernel(q[None], k[None], v[None], o, extras=[cu_q, cu_k[:2]],
-               max_seqlen_q=70)
+        kernel(q[None], k[None], v[None], o, extras=[cu_q, cu_k[:2]])
 
 
 def test_rows_outside_every_sequence_are_not_written():
@@ -108,7 +105,7 @@ def test_rows_outside_every_sequence_are_not_written():
                                  spare=5)
     kernel = fa4.compile(head_dim=64, q_heads=2, kv_heads=2, varlen=True)
     o = torch.full((1, *q.shape), 7.0, dtype=q.dtype)
-    kernel(q[None], k[None], v[None], o, extras=[cu_q, cu_k], max_seqlen_q=50)
+    kernel(q[None], k[None], v[None], o, extras=[cu_q, cu_k])
     assert torch.all(o[0, 70:] == 7.0)
     want, _ = varlen_reference(q, k, v, cu_q, cu_k, False)
     assert (o[0, :70].double() - want[:70]).abs().max().item() <= 1e-2
@@ -118,6 +115,11 @@ def test_empty_problems():
     q, k, v, cu_q, cu_k = packed([0, 0], [3, 4], 2, 2, 64, torch.float16)
     o, lse = fa4.attention_varlen(q, k, v, cu_q, cu_k, 0, 4, return_lse=True)
     assert o.shape == (0, 2, 64) and lse.shape == (2, 0)
+    # Spare rows only: every sequence empty, nothing written.
+    q, k, v, cu_q, cu_k = packed([0, 0, 0], [3, 4, 0], 2, 2, 64,
+                                 torch.float16, spare=3)
+    o = fa4.attention_varlen(q, k, v, cu_q, cu_k, 0, 4)
+    assert o.shape == q.shape
     q, k, v, cu_q, cu_k = packed([4, 2], [0, 0], 2, 2, 64, torch.float16)
     o, lse = fa4.attention_varlen(q, k, v, cu_q, cu_k, 4, 0, return_lse=True)
     assert torch.all(o == 0) and torch.all(lse == float("-inf"))

@@ -596,17 +596,10 @@ static int emulate(std::unique_ptr<MemoryBuffer> entryBuffer) {
   sim::Problem problem = sim::problemOf(manifest, batch, seqQ, seqK);
   runtime::Shapes shapes{batch, seqQ, seqK};
   // Varlen: --batch sequences of at most --seq-q queries and --seq-k keys,
-  // drawn as fa4-sim draws them, packed; the launch's max_seqlen_q is the
-  // longest drawn.
+  // drawn as fa4-sim draws them, packed.
   if (manifest.cuSeqlensQ >= 0) {
     sim::drawVarlenBatch(problem, batch, seqQ, seqK, seed);
     shapes = {1, problem.seqQ, problem.seqK};
-    for (int64_t b = 0; b < problem.sequences(); ++b)
-      shapes.maxSeqlenQ =
-          std::max(shapes.maxSeqlenQ,
-                   problem.cuSeqlensQ[b + 1] - problem.cuSeqlensQ[b]);
-    // A batch of empty sequences still launches a grid of its tiles.
-    shapes.maxSeqlenQ = std::max<int64_t>(shapes.maxSeqlenQ, 1);
   }
   // A paged cache: seq_k is max_blocks whole pages, drawn into a cache of
   // sim::pagedCacheBlocks blocks.

@@ -60,7 +60,8 @@ struct Manifest {
   int64_t numSplits = 1, splitWorkspace = -1;
   /// Varlen: the extras that are the cu_seqlens tables (`[batch + 1]` i32
   /// each), -1 for a dense batch. Q, K, V and O are then packed [1, total,
-  /// heads, head_dim] and a launch passes max_seqlen_q.
+  /// heads, head_dim], and the kernel writes O by address (`o` and its
+  /// strides, as split-KV's).
   int64_t cuSeqlensQ = -1, cuSeqlensK = -1;
 
   /// A memref the mod regions read: element type ("f32", "i32", ...) and
@@ -149,11 +150,6 @@ llvm::Error checkPtxEntry(const Manifest &manifest, const std::string &ptx);
 /// One launch's sizes.
 struct Shapes {
   int64_t batch = 1, seqQ = 1, seqK = 1;
-  /// Varlen: the longest sequence's queries, which sizes the task grid (the
-  /// caller's promise, as FlashAttention's max_seqlen_q; a longer sequence's
-  /// rows past it are not computed). batch is then the sequences (the
-  /// tables' entries less one), seqQ and seqK the packed tensors' rows.
-  int64_t maxSeqlenQ = 0;
   /// A paged K/V cache's blocks (0 for dense K and V); seqK is then the
   /// block table's max_blocks · page_size.
   int64_t numBlocks = 0;

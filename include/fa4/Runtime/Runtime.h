@@ -111,25 +111,15 @@ llvm::Error checkExtras(const Manifest &manifest,
                         const std::vector<const Tensor *> &written,
                         const Shapes *shapes = nullptr);
 
-/// What a launch passes beside its tensors.
-struct LaunchOptions {
-  /// Varlen kernels (the manifest's cu_seqlens_q): the longest sequence's
-  /// queries, in [1, total_q], which sizes the task grid — FlashAttention's
-  /// max_seqlen_q. The tables live on the device, so the launch cannot read
-  /// it there; a sequence longer than this has its rows past it left
-  /// unwritten. Unused (0) otherwise.
-  int64_t maxSeqlenQ = 0;
-};
-
 /// checkTensors, then plan and run on `backend`.
 llvm::Error launch(Backend &backend, const Kernel &kernel, const Tensor &q,
                    const Tensor &k, const Tensor &v, const Tensor &o,
                    const Tensor *lse, void *stream);
-/// The same for a kernel with extras (checkExtras), and `options`.
+/// The same for a kernel with extras (checkExtras).
 llvm::Error launch(Backend &backend, const Kernel &kernel, const Tensor &q,
                    const Tensor &k, const Tensor &v, const Tensor &o,
                    const Tensor *lse, const std::vector<Tensor> &extras,
-                   void *stream, const LaunchOptions &options = {});
+                   void *stream);
 
 /// fa4-emu as a backend: tensors live in `device`; each launch runs the
 /// kernel's PTX there with `workers` host threads and fails on any error,

@@ -117,22 +117,6 @@ int fa4rt_launch_cuda(const fa4rt_kernel *kernel, const fa4rt_tensor *q,
                       const fa4rt_tensor *extras, size_t num_extras,
                       void *stream);
 
-/* fa4rt_launch for a varlen kernel (its manifest's cu_seqlens_q): also
-   `max_seqlen_q`, the longest sequence's queries (in [1, total_q]), which
-   sizes the task grid; the cu_seqlens tables are its extras. */
-int fa4rt_launch_varlen(const fa4rt_kernel *kernel, fa4rt_backend *backend,
-                        const fa4rt_tensor *q, const fa4rt_tensor *k,
-                        const fa4rt_tensor *v, const fa4rt_tensor *o,
-                        const fa4rt_tensor *lse, const fa4rt_tensor *extras,
-                        size_t num_extras, int64_t max_seqlen_q, void *stream);
-
-/* fa4rt_launch_varlen on fa4rt_backend_cuda(). */
-int fa4rt_launch_varlen_cuda(const fa4rt_kernel *kernel, const fa4rt_tensor *q,
-                             const fa4rt_tensor *k, const fa4rt_tensor *v,
-                             const fa4rt_tensor *o, const fa4rt_tensor *lse,
-                             const fa4rt_tensor *extras, size_t num_extras,
-                             int64_t max_seqlen_q, void *stream);
-
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

@@ -162,6 +162,46 @@ inline SequenceSpan sequenceSpan(double begin, double end, int64_t total) {
   return {offset, clamp(end, offset) - offset};
 }
 
+/// Varlen's task grid, per head group: a slot per task of `rows` packed
+/// rows, sequence b's slots beginning at varlenSlot(cu[b], b) (its entry
+/// clamped to [0, total]) — at least its tasks, at most one more (empty)
+/// — and varlenSlot(total, batch) slots in all. The grid needs no longest
+/// sequence, and no slot is spent on another sequence's length.
+inline int64_t varlenSlot(int64_t entry, int64_t b, int64_t total,
+                          int64_t ratio, int64_t rows) {
+  int64_t clamped = entry < 0 ? 0 : entry > total ? total : entry;
+  return clamped * ratio / rows + b;
+}
+
+/// The task at position `task` of a varlen grid of `headGroups` head
+/// groups and `batch` sequences, `entry(b)` reading cu_seqlens_q[b]: the
+/// positions walk the slots last to first (a sequence's last tiles, the
+/// heaviest under a causal mask, first), head group by head group, so that
+/// a sequence's tiles of one head group are consecutive (their K/V shared
+/// in L2 by neighbouring CTAs). Its sequence is the last whose first slot
+/// is at most the task's slot (a binary search over the bits of batch);
+/// a slot before the first sequence's gets m_block `slots`, past every row.
+struct VarlenTask {
+  int64_t batch, headGroup, mBlock;
+};
+template <typename Entry>
+VarlenTask varlenTaskAt(int64_t task, int64_t batch, int64_t total,
+                        int64_t ratio, int64_t rows, int64_t headGroups,
+                        Entry entry) {
+  int64_t slots = varlenSlot(total, batch, total, ratio, rows);
+  int64_t reversed = slots * headGroups - 1 - task;
+  int64_t slot = reversed % slots;
+  int64_t b = 0;
+  for (int bit = 30; bit >= 0; --bit) {
+    int64_t candidate = b + (int64_t(1) << bit);
+    if (candidate < batch &&
+        varlenSlot(entry(candidate), candidate, total, ratio, rows) <= slot)
+      b = candidate;
+  }
+  int64_t first = varlenSlot(entry(b), b, total, ratio, rows);
+  return {b, reversed / slots, first <= slot ? slot - first : slots};
+}
+
 inline PackedRow unpackRow(int64_t row, int64_t ratio) {
   return {row / ratio, row % ratio};
 }

@@ -96,9 +96,6 @@ struct ScheduleStart {
   /// The sequences, and seq_q and seq_k as Q's and K's sizes (varlen: the
   /// packed tensors' rows).
   Value batchSize, seqQ, seqK, numTasks;
-  /// The queries per sequence the task grid is sized by: seq_q, or varlen's
-  /// max_sequence_length.
-  Value gridSeqQ;
   /// K/V heads, query heads packed per task (the tile program's
   /// gqa_ratio) and head groups per K/V head.
   int64_t kvHeads = 1, gqaRatio = 1, groupsPerKv = 1;

@@ -278,9 +278,6 @@ static LLVM::LLVMFuncOp createKernelFunction(OpBuilder &b, func::FuncOp func,
     params.push_back(globalPtr);
     params.append(3, b.getI64Type());
   }
-  // A varlen kernel's task grid: the longest sequence's queries.
-  if (varlen)
-    params.push_back(b.getI32Type());
   auto kernelFunc = LLVM::LLVMFuncOp::create(b,
       func.getLoc(), func.getName(),
       LLVM::LLVMFunctionType::get(LLVM::LLVMVoidType::get(context), params));
@@ -350,8 +347,6 @@ bindKernelParameters(OpBuilder &b, Location loc, Block *entry,
     for (Value &stride : kernel.outStrides)
       stride = entry->getArgument(next++);
   }
-  if (next < entry->getNumArguments())
-    kernel.maxSeqlenQ = entry->getArgument(next++);
   return extraEntries;
 }
 

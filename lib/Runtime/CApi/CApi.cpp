@@ -244,16 +244,6 @@ int fa4rt_launch(const fa4rt_kernel *kernel, fa4rt_backend *backend,
                  const fa4rt_tensor *v, const fa4rt_tensor *o,
                  const fa4rt_tensor *lse, const fa4rt_tensor *extras,
                  size_t num_extras, void *stream) {
-  return fa4rt_launch_varlen(kernel, backend, q, k, v, o, lse, extras,
-                             num_extras, 0, stream);
-}
-
-int fa4rt_launch_varlen(const fa4rt_kernel *kernel, fa4rt_backend *backend,
-                        const fa4rt_tensor *q, const fa4rt_tensor *k,
-                        const fa4rt_tensor *v, const fa4rt_tensor *o,
-                        const fa4rt_tensor *lse, const fa4rt_tensor *extras,
-                        size_t num_extras, int64_t max_seqlen_q,
-                        void *stream) {
   return guarded<int>(1, [&]() -> int {
     lastError.clear();
     if (!kernel)
@@ -286,8 +276,7 @@ int fa4rt_launch_varlen(const fa4rt_kernel *kernel, fa4rt_backend *backend,
     if (llvm::Error refused =
             runtime::launch(*backend->backend, kernel->kernel, tensors[0],
                             tensors[1], tensors[2], tensors[3],
-                            lse ? &tensors[4] : nullptr, extraTensors, stream,
-                            runtime::LaunchOptions{max_seqlen_q}))
+                            lse ? &tensors[4] : nullptr, extraTensors, stream))
       return fail(llvm::toString(std::move(refused)));
     return 0;
   });
@@ -303,18 +292,6 @@ int fa4rt_launch_cuda(const fa4rt_kernel *kernel, const fa4rt_tensor *q,
     return 1;
   return fa4rt_launch(kernel, backend, q, k, v, o, lse, extras, num_extras,
                       stream);
-}
-
-int fa4rt_launch_varlen_cuda(const fa4rt_kernel *kernel, const fa4rt_tensor *q,
-                             const fa4rt_tensor *k, const fa4rt_tensor *v,
-                             const fa4rt_tensor *o, const fa4rt_tensor *lse,
-                             const fa4rt_tensor *extras, size_t num_extras,
-                             int64_t max_seqlen_q, void *stream) {
-  fa4rt_backend *backend = fa4rt_backend_cuda();
-  if (!backend)
-    return 1;
-  return fa4rt_launch_varlen(kernel, backend, q, k, v, o, lse, extras,
-                             num_extras, max_seqlen_q, stream);
 }
 
 } // extern "C"

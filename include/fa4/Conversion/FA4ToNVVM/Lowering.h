@@ -133,8 +133,6 @@ struct KernelState {
   /// elements (batch, sequence, head), kernel parameters.
   Value outPointer;
   Value outStrides[3];
-  /// Varlen kernels: the launch's max_seqlen_q (i32), which sizes the grid.
-  Value maxSeqlenQ;
   double exp2EmulationFraction = 0.0;
   /// The lowering of the schedule's chip family: Blackwell's (tiles in
   /// TMEM, a row per thread; Blackwell/) or Hopper's (tiles in registers in
@@ -247,6 +245,10 @@ private:
   LogicalResult lowerScheduler(Operation *op);
   LogicalResult lowerKvBlockRange(KvBlockRangeOp range);
   LogicalResult lowerTaskCoords(TaskCoordsOp coords);
+  /// Varlen's grid (AttentionMath.h's varlenTaskAt, varlenSlot).
+  LogicalResult lowerVarlenTaskCoords(TaskCoordsOp coords);
+  Value emitVarlenSlot(Value entry, Value b, Value total, int64_t ratio,
+                       int64_t rows);
   /// The KV blocks the task of m_block `m` visits, its work in the LPT
   /// order.
   Value emitTaskWork(TaskCoordsOp coords, Value m);

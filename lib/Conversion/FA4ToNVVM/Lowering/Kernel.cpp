@@ -410,7 +410,7 @@ LogicalResult Lowering::lowerOp(Operation *op) {
         return success();
       })
       .Case<TaskCountOp, TaskCoordsOp, CtaIdOp, GridSizeOp, KvBlockRangeOp,
-            SequenceLengthOp, SequenceSpanOp, MaxSequenceLengthOp>(
+            SequenceLengthOp, SequenceSpanOp>(
           [&](Operation *scheduler) { return lowerScheduler(scheduler); })
       .Case<MBarrierWaitOp, MBarrierArriveOp, MBarrierExpectTxOp, MmaCommitOp,
             NamedBarrierSyncOp, NamedBarrierArriveOp>(
@@ -850,6 +850,18 @@ Lowering::emitBlockMaskNarrowing(KvBlockRangeOp range, ArrayRef<Value> analysed)
 LogicalResult Lowering::lowerScheduler(Operation *op) {
   return llvm::TypeSwitch<Operation *, LogicalResult>(op)
       .Case([&](TaskCountOp count) -> LogicalResult {
+        if (count.getVarlen()) {
+          // AttentionMath.h's varlenSlot(seq_q, batch) per head group.
+          Value slots = emitVarlenSlot(lookup(count.getSeqQ()),
+                                       lookup(count.getBatch()),
+                                       lookup(count.getSeqQ()),
+                                       count.getGqaRatio(), count.getRows());
+          mapping.map(count.getResult(),
+                      arith::MulIOp::create(
+                          b, loc(), slots,
+                          index(count.getKvHeads() * count.getGroupsPerKv())));
+          return success();
+        }
         Value packed = arith::MulIOp::create(b, loc(), lookup(count.getSeqQ()),
                                                index(count.getGqaRatio()));
         Value mBlocks = arith::CeilDivSIOp::create(b, loc(), packed,
@@ -926,21 +938,6 @@ LogicalResult Lowering::lowerScheduler(Operation *op) {
                     arith::SubIOp::create(b, loc(), end, offset));
         return success();
       })
-      .Case([&](MaxSequenceLengthOp longest) -> LogicalResult {
-        if (!kernel.maxSeqlenQ)
-          return longest.emitOpError()
-                 << "needs the kernel's max_seqlen_q parameter (a varlen "
-                    "kernel's, named by fa4.spec's cu_seqlens_q)";
-        // The launch's promise, clamped to the packed tensor's rows.
-        mapping.map(longest.getResult(),
-                    arith::MinSIOp::create(
-                        b, loc(),
-                        arith::MaxSIOp::create(b, loc(),
-                                               toIndex(kernel.maxSeqlenQ),
-                                               index(0)),
-                        lookup(longest.getTotal())));
-        return success();
-      })
       .Default([](Operation *) { return failure(); });
 }
 
@@ -963,7 +960,97 @@ LogicalResult Lowering::lowerKvBlockRange(KvBlockRangeOp range) {
   return success();
 }
 
+Value Lowering::emitVarlenSlot(Value entry, Value b, Value total,
+                               int64_t ratio, int64_t rows) {
+  Value clamped = arith::MinSIOp::create(
+      this->b, loc(), arith::MaxSIOp::create(this->b, loc(), entry, index(0)),
+      total);
+  return arith::AddIOp::create(
+      this->b, loc(),
+      arith::DivUIOp::create(
+          this->b, loc(),
+          arith::MulIOp::create(this->b, loc(), clamped, index(ratio)),
+          index(rows)),
+      b);
+}
+
+LogicalResult Lowering::lowerVarlenTaskCoords(TaskCoordsOp coords) {
+  auto extra = kernel.extras.find(coords.getCuSeqlens());
+  if (extra == kernel.extras.end() || extra->second.sizes.size() != 1)
+    return coords.emitOpError()
+           << "reads a cu_seqlens table that is not a parameter of the kernel";
+  const KernelState::Extra &table = extra->second;
+  int64_t ratio = coords.getGqaRatio(), rows = coords.getRows();
+  Value batch = lookup(coords.getBatch()), total = lookup(coords.getSeqQ());
+  Type i32 = b.getI32Type();
+  // cu_seqlens_q[at], sign-extended (the slot clamps it).
+  auto entry = [&](Value at) -> Value {
+    Value address = LLVM::GEPOp::create(b, loc(), table.pointer.getType(), i32,
+                                        table.pointer, ValueRange{toI32(at)});
+    return toIndex(LLVM::LoadOp::create(b, loc(), i32, address));
+  };
+  // AttentionMath.h's varlenTaskAt: the slots last to first, head group by
+  // head group; the sequence is the last whose first slot is at most the
+  // task's (a binary search over the bits of the batch, a load only where
+  // the candidate is a sequence).
+  Value slots = emitVarlenSlot(total, batch, total, ratio, rows);
+  Value heads = index(coords.getKvHeads() * coords.getGroupsPerKv());
+  Value reversed = arith::SubIOp::create(
+      b, loc(),
+      arith::SubIOp::create(b, loc(),
+                            arith::MulIOp::create(b, loc(), slots, heads),
+                            index(1)),
+      lookup(coords.getIndex()));
+  Value slot = arith::RemUIOp::create(b, loc(), reversed, slots);
+  auto search = scf::ForOp::create(b, loc(), index(0), index(31), index(1),
+                                   ValueRange{index(0)});
+  {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(search.getBody());
+    Value found = search.getRegionIterArgs()[0];
+    Value step = arith::ShLIOp::create(
+        b, loc(), index(1),
+        arith::SubIOp::create(b, loc(), index(30), search.getInductionVar()));
+    Value candidate = arith::AddIOp::create(b, loc(), found, step);
+    Value inside = arith::CmpIOp::create(b, loc(), arith::CmpIPredicate::ult,
+                                         candidate, batch);
+    auto probe = scf::IfOp::create(b, loc(), TypeRange{b.getIndexType()},
+                                   inside, true);
+    {
+      OpBuilder::InsertionGuard inner(b);
+      b.setInsertionPointToStart(probe.thenBlock());
+      Value first =
+          emitVarlenSlot(entry(candidate), candidate, total, ratio, rows);
+      scf::YieldOp::create(
+          b, loc(),
+          ValueRange{arith::SelectOp::create(
+              b, loc(),
+              arith::CmpIOp::create(b, loc(), arith::CmpIPredicate::sle, first,
+                                    slot),
+              candidate, found)});
+      b.setInsertionPointToStart(probe.elseBlock());
+      scf::YieldOp::create(b, loc(), ValueRange{found});
+    }
+    scf::YieldOp::create(b, loc(), probe.getResult(0));
+  }
+  Value sequence = search.getResult(0);
+  Value first = emitVarlenSlot(entry(sequence), sequence, total, ratio, rows);
+  Value valid = arith::CmpIOp::create(b, loc(), arith::CmpIPredicate::sle,
+                                      first, slot);
+  mapping.map(coords.getBatchIndex(), sequence);
+  mapping.map(coords.getHeadGroup(),
+              arith::DivUIOp::create(b, loc(), reversed, slots));
+  // A slot before the first sequence's: an m_block past every row.
+  mapping.map(coords.getMBlock(),
+              arith::SelectOp::create(
+                  b, loc(), valid,
+                  arith::SubIOp::create(b, loc(), slot, first), slots));
+  return success();
+}
+
 LogicalResult Lowering::lowerTaskCoords(TaskCoordsOp coords) {
+  if (coords.getCuSeqlens())
+    return lowerVarlenTaskCoords(coords);
   Value t = lookup(coords.getIndex());
   Value batch = lookup(coords.getBatch());
   // Head groups: every K/V head's groups_per_kv of them.

@@ -701,6 +701,9 @@ LogicalResult TaskCountOp::verify() {
 LogicalResult TaskCoordsOp::verifyRegions() {
   if (failed(verifyHeadGroups(getOperation(), getKvHeads(), getGroupsPerKv())))
     return failure();
+  if (getCuSeqlens() && getOrder() != TaskOrder::static_order)
+    return emitOpError() << "walks a varlen grid (cu_seqlens) in its own "
+                            "order; it takes order static";
   return verifyModRegion(getOperation(), getMaskMod(), "mask_mod",
                          maskModArguments(getContext()), std::nullopt,
                          IntegerType::get(getContext(), 1));

@@ -278,26 +278,6 @@ def FA4_SequenceSpanOp : FA4_Op<"sequence_span", [Pure]> {
       "$table `[` $batch `]` `,` $total attr-dict `:` type($table)";
 }
 
-def FA4_MaxSequenceLengthOp : FA4_Op<"max_sequence_length", [Pure]> {
-  let summary = "the longest sequence of a cu_seqlens table (the launch's max_seqlen_q)";
-  let description = [{
-    Varlen: a bound on the rows of every sequence of the table, which sizes
-    the task grid (`ceil(max · gqa / rows)` query tiles per sequence and
-    head group; tiles past a sequence's rows are empty tasks). The
-    simulator computes it from the table (the spans' longest, clamped as
-    `fa4.sequence_span` clamps); at level D it is the kernel's
-    `max_seqlen_q` parameter, which the launch passes: FlashAttention's
-    `max_seqlen_q`, and the runtime's promise that no sequence is longer.
-
-    ```mlir
-    %max = fa4.max_sequence_length %cu_seqlens_q, %total_q : memref<?xi32>
-    ```
-  }];
-  let arguments = (ins MemRefRankOf<[I32], [1]>:$table, Index:$total);
-  let results = (outs Index:$result);
-  let assemblyFormat = "$table `,` $total attr-dict `:` type($table)";
-}
-
 def FA4_KvBlockRangeOp : FA4_Op<"kv_block_range", [Pure, IsolatedFromAbove,
                                                    AttrSizedOperandSegments]> {
   let summary = "the KV blocks a task visits, split by mask region";

@@ -752,6 +752,10 @@ def FA4_TaskCountOp : FA4_Op<"task_count", [Pure]> {
     `batch · kv_heads · groups_per_kv · ceil(seq_q · gqa_ratio / rows)`: a
     head group is `gqa_ratio` query heads packed in a task's rows, and each
     K/V head has `groups_per_kv` of them (1 where the whole GQA ratio packs).
+    `varlen`: `kv_heads · groups_per_kv · (floor(seq_q · gqa_ratio / rows) +
+    batch)`, seq_q the packed tensor's rows and batch its sequences — the
+    slots of AttentionMath.h's varlenSlot, at least a task per tile of every
+    sequence whatever their lengths.
 
     ```mlir
     %n = fa4.task_count %batch, %seq_q {kv_heads = 8 : i64, gqa_ratio = 4 : i64,
@@ -762,7 +766,8 @@ def FA4_TaskCountOp : FA4_Op<"task_count", [Pure]> {
     ConfinedAttr<I64Attr, [IntPositive]>:$kv_heads,
     ConfinedAttr<I64Attr, [IntPositive]>:$gqa_ratio,
     ConfinedAttr<I64Attr, [IntPositive]>:$rows,
-    ConfinedAttr<DefaultValuedAttr<I64Attr, "1">, [IntPositive]>:$groups_per_kv);
+    ConfinedAttr<DefaultValuedAttr<I64Attr, "1">, [IntPositive]>:$groups_per_kv,
+    UnitAttr:$varlen);
   let results = (outs Index:$result);
   let assemblyFormat = "$batch `,` $seq_q attr-dict";
   let hasVerifier = 1;
@@ -777,6 +782,10 @@ def FA4_TaskCoordsOp : FA4_Op<"task_coords", [Pure, IsolatedFromAbove]> {
     of visible KV blocks, heaviest first (the mask attributes and the bounds
     of the mask_mod region, a copy of the entry's that is analysed and never
     run, give the keys), every (batch, head group) of one m_block together.
+    With `cu_seqlens` (varlen; the order must be `static`): the slots of
+    AttentionMath.h's varlenTaskAt, last to first — a sequence's tiles of
+    one head group consecutive, its last ones first — the sequence found
+    by a binary search of the table, `seq_q` the packed tensor's rows.
 
     ```mlir
     %b, %h, %m = fa4.task_coords %t, %batch, %seq_q, %seq_k {order = #fa4.task_order<lpt>,
@@ -793,11 +802,12 @@ def FA4_TaskCoordsOp : FA4_Op<"task_coords", [Pure, IsolatedFromAbove]> {
     FA4_MaskKindAttr:$mask,
     DefaultValuedAttr<I64Attr, "-1">:$window_left,
     DefaultValuedAttr<I64Attr, "-1">:$window_right,
-    ConfinedAttr<DefaultValuedAttr<I64Attr, "1">, [IntPositive]>:$groups_per_kv);
+    ConfinedAttr<DefaultValuedAttr<I64Attr, "1">, [IntPositive]>:$groups_per_kv,
+    Optional<MemRefRankOf<[I32], [1]>>:$cu_seqlens);
   let results = (outs Index:$batch_index, Index:$head_group, Index:$m_block);
   let regions = (region MaxSizedRegion<1>:$mask_mod);
   let assemblyFormat =
-      "$index `,` $batch `,` $seq_q `,` $seq_k attr-dict (`mask_mod` $mask_mod^)?";
+      "$index `,` $batch `,` $seq_q `,` $seq_k (`cu_seqlens` $cu_seqlens^ `:` type($cu_seqlens))? attr-dict (`mask_mod` $mask_mod^)?";
   let hasRegionVerifier = 1;
 }
 
