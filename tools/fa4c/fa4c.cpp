@@ -179,6 +179,16 @@ static cl::opt<bool> seqUsedK(
              "bottom-right to that length"),
     cl::init(false), cl::cat(variantCategory));
 
+static cl::opt<bool> decode(
+    "decode",
+    cl::desc("A decode kernel: K and V are a KV cache whose sequences have "
+             "their own lengths (implies --seqused-k: the cache_seqlens "
+             "table); seq_q 1 to 16 per sequence runs with a K/V head's "
+             "query heads packed in the tile's rows. Combine with --paged-kv "
+             "--page-size N for a paged cache and --num-splits S for "
+             "split-KV (flash-decoding)"),
+    cl::init(false), cl::cat(variantCategory));
+
 static cl::opt<bool> varlen(
     "varlen",
     cl::desc("Variable-length batches (FlashAttention's varlen layout): Q, K, "
@@ -215,7 +225,7 @@ static OwningOpRef<ModuleOp> buildVariant(MLIRContext &context) {
     variant.scale = scale;
   variant.softcap = softcap;
   variant.lse = lse;
-  variant.seqUsedK = seqUsedK;
+  variant.seqUsedK = seqUsedK || decode;
   if (pagedKv != (pageSize.getNumOccurrences() > 0)) {
     errs() << "fa4c: --paged-kv and --page-size go together\n";
     return nullptr;
@@ -240,7 +250,7 @@ static bool usesVariantFlags() {
                                  &mask,       &windowLeft,  &windowRight,
                                  &dtype,      &scale,       &softcap,
                                  &lse, &seqUsedK, &pagedKv, &pageSize,
-                                 &numSplits, &varlen};
+                                 &numSplits, &varlen, &decode};
   return llvm::any_of(variantOptions, [](cl::Option *option) {
     return option->getNumOccurrences() > 0;
   });
