@@ -5,6 +5,9 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <map>
+#include <tuple>
+#include <vector>
 #include <limits>
 
 using namespace mlir::fa4;
@@ -247,3 +250,60 @@ TEST(Rounding, BFloat16TiesToEven) {
 }
 
 } // namespace
+
+// The varlen grid: every tile of every sequence (and head group) is exactly
+// one task, whatever the lengths (empty sequences, a table starting past 0,
+// rows after the last sequence), and every other task is empty (its m_block
+// past the sequence's rows); the slots need no longest sequence.
+TEST(VarlenGrid, EveryTileOnceAndTheRestEmpty) {
+  struct Case {
+    std::vector<int64_t> cu;
+    int64_t total, ratio, rows, headGroups;
+  };
+  std::vector<Case> cases = {
+      {{0, 0, 1, 128, 256, 257, 3257}, 3257, 1, 128, 2},
+      {{0, 129, 129, 130, 4000}, 4003, 4, 256, 3},
+      {{5, 5, 300, 301}, 310, 16, 128, 1},
+      {{0, 0, 0}, 7, 2, 128, 2},
+      {{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10}, 10, 8, 256, 1},
+  };
+  for (const Case &c : cases) {
+    int64_t batch = static_cast<int64_t>(c.cu.size()) - 1;
+    int64_t slots = varlenSlot(c.total, batch, c.total, c.ratio, c.rows);
+    std::map<std::tuple<int64_t, int64_t, int64_t>, int> seen;
+    for (int64_t t = 0; t < slots * c.headGroups; ++t) {
+      VarlenTask task =
+          varlenTaskAt(t, batch, c.total, c.ratio, c.rows, c.headGroups,
+                       [&](int64_t b) { return c.cu[b]; });
+      ASSERT_GE(task.batch, 0);
+      ASSERT_LT(task.batch, batch);
+      ASSERT_GE(task.headGroup, 0);
+      ASSERT_LT(task.headGroup, c.headGroups);
+      ASSERT_GE(task.mBlock, 0);
+      SequenceSpan span = sequenceSpan(double(c.cu[task.batch]),
+                                       double(c.cu[task.batch + 1]), c.total);
+      if (task.mBlock * c.rows < span.length * c.ratio)
+        ++seen[{task.batch, task.headGroup, task.mBlock}];
+    }
+    for (int64_t b = 0; b < batch; ++b) {
+      SequenceSpan span =
+          sequenceSpan(double(c.cu[b]), double(c.cu[b + 1]), c.total);
+      int64_t tiles = ceilDiv(span.length * c.ratio, c.rows);
+      for (int64_t h = 0; h < c.headGroups; ++h)
+        for (int64_t m = 0; m < tiles; ++m)
+          EXPECT_EQ((seen[{b, h, m}]), 1)
+              << "sequence " << b << " head group " << h << " tile " << m;
+    }
+    int64_t expected = 0;
+    for (auto &[key, count] : seen)
+      expected += count;
+    int64_t tiles = 0;
+    for (int64_t b = 0; b < batch; ++b)
+      tiles += ceilDiv(sequenceSpan(double(c.cu[b]), double(c.cu[b + 1]),
+                                    c.total)
+                           .length *
+                           c.ratio,
+                       c.rows);
+    EXPECT_EQ(expected, tiles * c.headGroups);
+  }
+}
