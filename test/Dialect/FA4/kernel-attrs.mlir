@@ -393,3 +393,42 @@ func.func @tmem_columns() attributes {fa4.tmem = #fa4.tmem_layout<columns = 384,
 func.func @tmem_buffer_past_tmem() attributes {fa4.tmem = #fa4.tmem_layout<columns = 512, buffers = [#fa4.tmem_buffer<name = "S0", column = 448, columns = 128>]>} {
   return
 }
+
+// -----
+
+// expected-error @+1 {{fa4.spec's cu_seqlens table 'memref<?xi64>' is not an i32 memref [batch + 1]}}
+func.func @cu_seqlens_type(%q: memref<1x?x2x64xf16>, %k: memref<1x?x1x64xf16>,
+                           %v: memref<1x?x1x64xf16>, %o: memref<1x?x2x64xf16>,
+                           %cq: memref<?xi64>, %ck: memref<?xi32>) attributes {
+    fa4.spec = #fa4.spec<mask = none, window_left = -1, window_right = -1,
+                         scale = 0.125, softcap = 0.0, lse = false,
+                         arguments = [0, 1, 2, 3], extras = [4, 5],
+                         cu_seqlens_q = 0, cu_seqlens_k = 1>} {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{fa4.spec's varlen Q is 'memref<2x?x2x64xf16>'; packed tensors are [1, total, heads, head_dim]}}
+func.func @cu_seqlens_batched(%q: memref<2x?x2x64xf16>, %k: memref<?x?x1x64xf16>,
+                              %v: memref<?x?x1x64xf16>, %o: memref<?x?x2x64xf16>,
+                              %cq: memref<?xi32>, %ck: memref<?xi32>) attributes {
+    fa4.spec = #fa4.spec<mask = none, window_left = -1, window_right = -1,
+                         scale = 0.125, softcap = 0.0, lse = false,
+                         arguments = [0, 1, 2, 3], extras = [4, 5],
+                         cu_seqlens_q = 0, cu_seqlens_k = 1>} {
+  return
+}
+
+// -----
+
+func.func @cu_seqlens_alone(%q: memref<1x?x2x64xf16>, %k: memref<1x?x1x64xf16>,
+                            %v: memref<1x?x1x64xf16>, %o: memref<1x?x2x64xf16>,
+                            %cq: memref<?xi32>) attributes {
+    // expected-error @+1 {{fa4.spec: cu_seqlens_q and cu_seqlens_k go together}}
+    fa4.spec = #fa4.spec<mask = none, window_left = -1, window_right = -1,
+                         scale = 0.125, softcap = 0.0, lse = false,
+                         arguments = [0, 1, 2, 3], extras = [4],
+                         cu_seqlens_q = 0>} {
+  return
+}

@@ -442,6 +442,21 @@ static LogicalResult verifySpecOn(Operation *op, Attribute value) {
             [&] { return op->emitError() << "fa4.spec: "; }, workspace)))
       return failure();
   }
+  if (spec.isVarlen()) {
+    // Varlen: two [batch + 1] i32 tables, and Q, K, V and O packed.
+    for (int64_t position : {*spec.getCuSeqlensQ(), *spec.getCuSeqlensK()}) {
+      auto table = cast<MemRefType>(types[spec.getExtras()[position]]);
+      if (table.getRank() != 1 || !table.getElementType().isInteger(32))
+        return op->emitError() << "fa4.spec's cu_seqlens table " << table
+                               << " is not an i32 memref [batch + 1]";
+    }
+    for (size_t role = 0; role < 4; ++role)
+      if (!typeOf(role).isDynamicDim(0) && typeOf(role).getDimSize(0) != 1)
+        return op->emitError()
+               << "fa4.spec's varlen " << names[role] << " is "
+               << typeOf(role) << "; packed tensors are [1, total, heads, "
+                                  "head_dim]";
+  }
   return success();
 }
 
@@ -634,6 +649,8 @@ LogicalResult mlir::fa4::verifyTablesAgainstSpec(Operation *func,
   Value blockTable = extraArgument(spec.getBlockTable());
   Value seqUsedK = extraArgument(spec.getSequsedK());
   Value splitWorkspace = extraArgument(spec.getSplitWorkspace());
+  Value cuSeqlensQ = extraArgument(spec.getCuSeqlensQ());
+  Value cuSeqlensK = extraArgument(spec.getCuSeqlensK());
   auto checkLoad = [&](Operation *op, Value source, Value table) -> LogicalResult {
     if (source != key && source != value) {
       if (table)
@@ -661,6 +678,18 @@ LogicalResult mlir::fa4::verifyTablesAgainstSpec(Operation *func,
              length && length.getTable() != seqUsedK)
       result = length.emitOpError()
                << "reads a table that is not fa4.spec's seqused_k";
+    else if (auto span = dyn_cast<SequenceSpanOp>(op);
+             span && (!span.getTable() ||
+                      (span.getTable() != cuSeqlensQ &&
+                       span.getTable() != cuSeqlensK)))
+      result = span.emitOpError()
+               << "reads a table that is not one of fa4.spec's cu_seqlens";
+    else if (auto coords = dyn_cast<TaskCoordsOp>(op);
+             coords && coords.getCuSeqlens() &&
+             coords.getCuSeqlens() != cuSeqlensQ)
+      result = coords.emitOpError()
+               << "walks a varlen grid by a table that is not fa4.spec's "
+                  "cu_seqlens_q";
     else if (isa<StorePartialOOp, MergeSplitsOp>(op)) {
       // Split-KV ops belong to a split kernel, with its workspace and count.
       Value workspace = isa<StorePartialOOp>(op)
