@@ -193,7 +193,13 @@ def varlen_inputs(batch, seq_q, seq_k, attention, randn, generator, device):
         device=device)
     cu_q, cu_k = cumulative(lengths_q), cumulative(lengths_k)
     q = randn(1, sum(lengths_q), hq, hd)
-    k, v = randn(1, sum(lengths_k), hkv, hd), randn(1, sum(lengths_k), hkv, hd)
+    # Three K and V rows past the last sequence, no sequence's: NaN and
+    # infinities, which must reach no O.
+    k = randn(1, sum(lengths_k) + 3, hkv, hd)
+    v = randn(1, sum(lengths_k) + 3, hkv, hd)
+    k[0, sum(lengths_k):] = math.nan
+    v[0, sum(lengths_k):] = math.nan
+    v[0, sum(lengths_k) + 1] = math.inf
     used = None
     if a.get("seqused_k") is not None:
         used = torch.tensor([int(torch.randint(0, n + 1, (1,),

@@ -43,6 +43,10 @@ llvm::Error fa4::checkVariant(const Variant &variant) {
   if (variant.numSplits < 1 || variant.numSplits > kMaxSplits)
     return makeError("num-splits must be in [1, " + std::to_string(kMaxSplits) +
                      "], got " + std::to_string(variant.numSplits));
+  if (variant.varlen && (variant.pageSize || variant.numSplits > 1))
+    return makeError("varlen does not combine with a paged K/V cache or "
+                     "split-KV (varlen batches pack K and V; a cache's "
+                     "sequences take --seqused-k)");
   return llvm::Error::success();
 }
 

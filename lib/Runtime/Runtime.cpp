@@ -495,11 +495,16 @@ llvm::Error checkExtras(const Manifest &m, const std::vector<Tensor> &extras,
                       : extras[m.cuSeqlensQ].sizes[0] - 1;
     if ((static_cast<int64_t>(i) == m.cuSeqlensQ ||
          static_cast<int64_t>(i) == m.cuSeqlensK) &&
-        (t.sizes[0] < 2 || t.sizes[0] != sequences + 1))
+        (t.sizes[0] < 2 || t.sizes[0] != sequences + 1)) {
+      int64_t other = m.cuSeqlensK < static_cast<int64_t>(extras.size()) &&
+                              !extras[m.cuSeqlensK].sizes.empty()
+                          ? extras[m.cuSeqlensK].sizes[0]
+                          : -1;
       return makeError(name + ": cu_seqlens_q and cu_seqlens_k must both "
                               "have batch + 1 entries (at least 2), got " +
-                       std::to_string(t.sizes[0]) + " and " +
-                       std::to_string(sequences + 1));
+                       std::to_string(sequences + 1) + " and " +
+                       std::to_string(other));
+    }
     if (shapes && static_cast<int64_t>(i) == m.seqUsedK &&
         t.sizes[0] != sequences)
       return makeError(name + ": the seqused_k table must have one entry per "

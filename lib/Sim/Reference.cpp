@@ -371,6 +371,15 @@ void fillInputs(const Problem &p, bool bf16, uint64_t seed,
   // With per-sequence key counts, the keys past a sequence's count are
   // memory the kernel must not let reach O (a cache's unfilled rows, which
   // may hold anything): NaN here, so that a kernel that does fails.
+  // Varlen: the K and V rows past the last sequence are no sequence's
+  // (spare rows of a packed tensor): NaN, which must not reach any O.
+  if (p.isVarlen())
+    for (int64_t key = std::clamp<int64_t>(p.cuSeqlensK.back(), 0, p.seqK);
+         key < p.seqK; ++key)
+      for (std::vector<float> *values : {&k, &v})
+        std::fill_n(values->begin() + key * p.kvHeads * p.headDim,
+                    p.kvHeads * p.headDim,
+                    std::numeric_limits<float>::quiet_NaN());
   if (!p.seqUsedK.empty() && p.isVarlen()) {
     // Varlen: the rows of each sequence past its count.
     for (int64_t b = 0; b < p.sequences(); ++b) {

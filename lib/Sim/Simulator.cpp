@@ -523,6 +523,16 @@ llvm::Expected<RunReport> mlir::fa4::sim::simulate(func::FuncOp func,
         "@" + func.getName().str() +
         " has no fa4.spec (run fa4-tile first, or give level-A IR)");
   Simulation sim(func, options, spec);
+  // A varlen kernel's packed rows are the drawn lengths' total: no flag
+  // sets them, so the IR cannot fix them.
+  if (spec.isVarlen())
+    for (ArgumentRole role : {kQ, kK})
+      if (!cast<MemRefType>(sim.argument(role).getType()).isDynamicDim(1))
+        return makeError("a varlen kernel's packed " +
+                         std::string(role == kQ ? "Q" : "K") +
+                         " has a static total of rows; fa4-sim draws the "
+                         "sequences' lengths (--batch of at most --seq-q / "
+                         "--seq-k), so it needs a dynamic one");
   sim.problem = describeProblem(sim);
   if (llvm::Error refused = makeBuffers(sim))
     return std::move(refused);

@@ -301,10 +301,12 @@ SmallVector<QTileState> TileProgramBuilder::buildKvLoop(
                                            tensorBatch, taskKvHead, kvRow,
                                            blockTable, Value());
         // With seqused_k the keys past the count are real memory (a cache's
-        // unfilled rows): V's rows there are cleared, so that whatever they
-        // hold cannot reach O through P·V. (K's are masked in the scores.)
+        // unfilled rows), and in a varlen batch the keys past a sequence's
+        // end are the next sequence's (or spare rows of the packed tensor):
+        // V's rows there are cleared, so that whatever they hold cannot
+        // reach O through P·V. (K's are masked in the scores.)
         Value clearFrom;
-        if (op.getSequsedK())
+        if (op.getSequsedK() || op.getCuSeqlensK())
           clearFrom = arith::SubIOp::create(body, loc, seqK, kvCol);
         Value vTile = LoadKvTileOp::create(body, loc, kvTileType, op.getV(),
                                            tensorBatch, taskKvHead, kvRow,

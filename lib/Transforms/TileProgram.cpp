@@ -255,7 +255,9 @@ Value mlir::fa4::clearFromRow(OpBuilder &b, Location loc,
                               const TileProgram &program,
                               const TaskHeader &task, TileArgument tensor,
                               Value key) {
-  if (tensor != kV || !program.seqUsedK)
+  // The keys past a sequence's count (seqused_k) or its end (varlen: the
+  // next sequence's rows) are real memory.
+  if (tensor != kV || (!program.seqUsedK && !program.cuSeqlensK))
     return Value();
   return arith::SubIOp::create(b, loc, task.seqK, key);
 }

@@ -460,6 +460,10 @@ def _check_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
                      f"(batch,) = ({batch},)", 1)
     for name, value in (("max_seqlen_q", max_seqlen_q),
                         ("max_seqlen_k", max_seqlen_k)):
+        # While tracing a changing max is a symbolic int: its value is the
+        # real op's to check.
+        if isinstance(value, torch.SymInt):
+            continue
         if isinstance(value, bool) or not isinstance(value, int) or \
                 not 0 <= value < (1 << 31):
             raise ValueError(f"{name} must be an int in [0, 2^31), got "
@@ -561,14 +565,20 @@ _attention_varlen_op.register_autograd(lambda ctx, *grads: None,
 def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
                      max_seqlen_k, causal, window, softcap, scale, return_lse,
                      seqused_k=None):
-    _check_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k,
-                  _integer("max_seqlen_q", max_seqlen_q, 0, 1 << 31),
-                  _integer("max_seqlen_k", max_seqlen_k, 0, 1 << 31), seqused_k)
+    def length(name, value):
+        # A symbolic int while tracing (a max that changes between calls).
+        if isinstance(value, torch.SymInt):
+            return value
+        return _integer(name, value, 0, 1 << 31)
+    max_seqlen_q = length("max_seqlen_q", max_seqlen_q)
+    max_seqlen_k = length("max_seqlen_k", max_seqlen_k)
+    _check_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
+                  max_seqlen_k, seqused_k)
     _check_grad(q, k, v)
     left, right = _window_pair(window)
     o, lse = _attention_varlen_op(
-        q, k, v, cu_seqlens_q, cu_seqlens_k, int(max_seqlen_q),
-        int(max_seqlen_k), _flag("causal", causal), left, right,
+        q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
+        max_seqlen_k, _flag("causal", causal), left, right,
         _real("softcap", softcap), None if scale is None else _real("scale", scale),
         _flag("return_lse", return_lse), seqused_k)
     return (o, lse) if return_lse else o

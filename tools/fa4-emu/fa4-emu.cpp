@@ -51,11 +51,11 @@ static cl::opt<std::string> manifestFile(cl::Positional, cl::Required,
 static cl::opt<std::string> ptxFile(
     "ptx", cl::desc("The kernel's PTX (default: the manifest's \"ptx\", beside it)"),
     cl::cat(emuCategory));
-static cl::opt<int64_t> batch("batch", cl::desc("Batch size"), cl::init(1),
+static cl::opt<int64_t> batch("batch", cl::desc("Batch size (varlen: the number of sequences, their lengths drawn from the seed)"), cl::init(1),
                               cl::cat(emuCategory));
-static cl::opt<int64_t> seqQ("seq-q", cl::desc("Query sequence length"),
+static cl::opt<int64_t> seqQ("seq-q", cl::desc("Query sequence length (varlen: the longest a sequence may draw)"),
                              cl::init(128), cl::cat(emuCategory));
-static cl::opt<int64_t> seqK("seq-k", cl::desc("Key/value sequence length"),
+static cl::opt<int64_t> seqK("seq-k", cl::desc("Key/value sequence length (varlen: the longest a sequence may draw)"),
                              cl::init(128), cl::cat(emuCategory));
 static cl::opt<uint64_t> seed("seed", cl::desc("Seed of the inputs and of the first schedule"),
                               cl::init(0), cl::cat(emuCategory));

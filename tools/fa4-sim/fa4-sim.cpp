@@ -32,11 +32,11 @@ static cl::OptionCategory simCategory("fa4-sim");
 static cl::opt<std::string> inputFile(cl::Positional,
                                       cl::desc("[IR file, '-' for stdin]"),
                                       cl::init("-"), cl::cat(simCategory));
-static cl::opt<int64_t> batch("batch", cl::desc("Batch size"), cl::init(1),
+static cl::opt<int64_t> batch("batch", cl::desc("Batch size (varlen: the number of sequences, their lengths drawn from the seed)"), cl::init(1),
                               cl::cat(simCategory));
-static cl::opt<int64_t> seqQ("seq-q", cl::desc("Query sequence length"),
+static cl::opt<int64_t> seqQ("seq-q", cl::desc("Query sequence length (varlen: the longest a sequence may draw)"),
                              cl::init(128), cl::cat(simCategory));
-static cl::opt<int64_t> seqK("seq-k", cl::desc("Key/value sequence length"),
+static cl::opt<int64_t> seqK("seq-k", cl::desc("Key/value sequence length (varlen: the longest a sequence may draw)"),
                              cl::init(128), cl::cat(simCategory));
 static cl::opt<uint64_t> seed("seed", cl::desc("Seed of the random inputs"),
                               cl::init(0), cl::cat(simCategory));

@@ -196,8 +196,9 @@ static cl::opt<bool> varlen(
              "total_q]), sequence b being rows [cu[b], cu[b + 1]) of two "
              "[batch + 1] i32 tables, cu_seqlens_q and cu_seqlens_k (the "
              "kernel's extras after the seqused_k table); each sequence's "
-             "masks align bottom-right to its own lengths. A launch passes "
-             "max_seqlen_q, the longest sequence's queries"),
+             "masks align bottom-right to its own lengths. The grid comes "
+             "from the packed rows and the batch (no longest sequence); not "
+             "with --paged-kv or --num-splits"),
     cl::init(false), cl::cat(variantCategory));
 
 static cl::opt<int64_t> numSplits(

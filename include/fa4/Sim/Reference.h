@@ -138,7 +138,8 @@ Problem problemOf(const runtime::Manifest &manifest, int64_t batch,
 /// Seeded inputs of one distribution, each value rounded to the input type
 /// (bf16 or fp16), in the layouts above. With the problem's seqUsedK, the K
 /// and V rows past each sequence's count are NaN (memory no kernel may let
-/// reach O): set seqUsedK before the inputs are drawn.
+/// reach O): set seqUsedK before the inputs are drawn. A varlen problem's K
+/// and V rows past its last sequence are NaN too.
 void fillInputs(const Problem &problem, bool bf16, uint64_t seed,
                 InputDistribution distribution, std::vector<float> &q,
                 std::vector<float> &k, std::vector<float> &v);

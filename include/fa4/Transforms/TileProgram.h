@@ -156,8 +156,9 @@ TaskHeader buildTaskHeader(IndexBuilder &ib, const TileProgram &program,
                            const ScheduleStart &start, Value task);
 
 /// The row of a K/V tile from which it is cleared (fa4.tma_load's
-/// clear_from): for V with seqused_k, the task's count less the tile's first
-/// key (the tile's rows past the count); null otherwise.
+/// clear_from): for V with seqused_k or varlen, the task's keys less the
+/// tile's first key (the tile's rows past the sequence's count or end);
+/// null otherwise.
 Value clearFromRow(OpBuilder &b, Location loc, const TileProgram &program,
                    const TaskHeader &task, TileArgument tensor, Value key);
 

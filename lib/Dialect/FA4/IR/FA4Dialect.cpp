@@ -422,7 +422,7 @@ static LogicalResult verifySpecOn(Operation *op, Attribute value) {
   if (std::optional<int64_t> position = spec.getBlockTable()) {
     auto table = cast<MemRefType>(types[spec.getExtras()[*position]]);
     int64_t page = k.getDimSize(1);
-    if (table.getRank() != 2 || !table.getElementType().isInteger(32) ||
+    if (table.getRank() != 2 || !table.getElementType().isSignlessInteger(32) ||
         ShapedType::isDynamic(page) || page < 16 || (page & (page - 1)) != 0)
       return op->emitError()
              << "fa4.spec's block table " << table << " and paged K " << k
@@ -446,7 +446,7 @@ static LogicalResult verifySpecOn(Operation *op, Attribute value) {
     // Varlen: two [batch + 1] i32 tables, and Q, K, V and O packed.
     for (int64_t position : {*spec.getCuSeqlensQ(), *spec.getCuSeqlensK()}) {
       auto table = cast<MemRefType>(types[spec.getExtras()[position]]);
-      if (table.getRank() != 1 || !table.getElementType().isInteger(32))
+      if (table.getRank() != 1 || !table.getElementType().isSignlessInteger(32))
         return op->emitError() << "fa4.spec's cu_seqlens table " << table
                                << " is not an i32 memref [batch + 1]";
     }
@@ -685,11 +685,22 @@ LogicalResult mlir::fa4::verifyTablesAgainstSpec(Operation *func,
       result = span.emitOpError()
                << "reads a table that is not one of fa4.spec's cu_seqlens";
     else if (auto coords = dyn_cast<TaskCoordsOp>(op);
-             coords && coords.getCuSeqlens() &&
-             coords.getCuSeqlens() != cuSeqlensQ)
+             coords && coords.getCuSeqlens() != cuSeqlensQ)
       result = coords.emitOpError()
-               << "walks a varlen grid by a table that is not fa4.spec's "
-                  "cu_seqlens_q";
+               << (cuSeqlensQ ? (coords.getCuSeqlens()
+                                     ? "walks a varlen grid by a table that is "
+                                       "not fa4.spec's cu_seqlens_q"
+                                     : "walks a dense grid, but fa4.spec's "
+                                       "batch is varlen (it takes cu_seqlens)")
+                              : "walks a varlen grid, but fa4.spec's batch "
+                                "is dense");
+    else if (auto count = dyn_cast<TaskCountOp>(op);
+             count && count.getVarlen() != static_cast<bool>(cuSeqlensQ))
+      result = count.emitOpError()
+               << (cuSeqlensQ ? "counts a dense grid, but fa4.spec's batch is "
+                                "varlen (it takes the varlen attribute)"
+                              : "counts a varlen grid, but fa4.spec's batch is "
+                                "dense");
     else if (isa<StorePartialOOp, MergeSplitsOp>(op)) {
       // Split-KV ops belong to a split kernel, with its workspace and count.
       Value workspace = isa<StorePartialOOp>(op)

@@ -191,7 +191,7 @@ static SmallVector<Type> maskModArguments(MLIRContext *context) {
 /// A block mask: `[batch or 1, q_heads or 1, query blocks, 4]` i32,
 /// row-major (see AttentionMath.h's BlockMaskEntry).
 static LogicalResult verifyBlockMaskType(Operation *op, MemRefType type) {
-  if (type.getRank() != 4 || !type.getElementType().isInteger(32) ||
+  if (type.getRank() != 4 || !type.getElementType().isSignlessInteger(32) ||
       type.getDimSize(3) != 4 || !type.getLayout().isIdentity())
     return op->emitOpError()
            << "block mask must be a row-major i32 memref [batch or 1, "
@@ -226,7 +226,7 @@ float AttentionOp::getEffectiveScale() {
 LogicalResult mlir::fa4::detail::verifySeqUsedKType(EmitError emitError,
                                                     MemRefType table,
                                                     int64_t batch) {
-  if (table.getRank() != 1 || !table.getElementType().isInteger(32) ||
+  if (table.getRank() != 1 || !table.getElementType().isSignlessInteger(32) ||
       (!ShapedType::isDynamic(batch) && !table.isDynamicDim(0) &&
        table.getDimSize(0) != batch))
     return emitError() << "seqused_k " << table
@@ -239,7 +239,7 @@ LogicalResult mlir::fa4::detail::verifySeqUsedKType(EmitError emitError,
 
 LogicalResult mlir::fa4::detail::verifySplitWorkspaceType(EmitError emitError,
                                                           MemRefType workspace) {
-  if (workspace.getRank() != 1 || !workspace.getElementType().isInteger(32))
+  if (workspace.getRank() != 1 || !workspace.getElementType().isSignlessInteger(32))
     return emitError() << "split_workspace " << workspace
                        << " is not a rank-1 i32 memref [words]";
   return success();
@@ -536,7 +536,8 @@ LogicalResult AttentionOp::verify() {
         return emitOpError() << name << " names the same extra as another "
                                         "table";
       auto table = cast<MemRefType>(getExtras()[position].getType());
-      if (table.getRank() != 1 || !table.getElementType().isInteger(32) ||
+      if (table.getRank() != 1 ||
+          !table.getElementType().isSignlessInteger(32) ||
           (!table.isDynamicDim(0) && table.getDimSize(0) < 2))
         return emitOpError() << name << " " << table
                              << " is not an i32 memref [batch + 1] of at "
@@ -577,7 +578,7 @@ LogicalResult AttentionOp::verify() {
       return emitOpError() << "block_table and block_mask name the same extra";
     auto table = cast<MemRefType>(getExtras()[*position].getType());
     int64_t batch = getLogicalShape(getQ())[0];
-    if (table.getRank() != 2 || !table.getElementType().isInteger(32) ||
+    if (table.getRank() != 2 || !table.getElementType().isSignlessInteger(32) ||
         (!ShapedType::isDynamic(batch) && !table.isDynamicDim(0) &&
          table.getDimSize(0) != batch))
       return emitOpError() << "block_table " << table

@@ -367,10 +367,11 @@ def FA4_LoadKvTileOp : FA4_Op<"load_kv_tile", [AttrSizedOperandSegments]> {
     `block_table[batch][j / page_size]`; positions past the table's blocks,
     and entries outside `[0, num_blocks)`, read as zero.
 
-    With `clear_from` (V tiles of a kernel with `seqused_k`), the tile's
-    rows from `clear_from` on read as zero whatever the memory holds: the
-    keys past a sequence's count are masked in the scores, but a NaN or an
-    infinity in their V rows would still reach O through P·V (0 · NaN).
+    With `clear_from` (V tiles of a kernel with `seqused_k` or varlen), the
+    tile's rows from `clear_from` on read as zero whatever the memory holds:
+    the keys past a sequence's count (or, varlen, its end: the next
+    sequence's rows) are masked in the scores, but a NaN or an infinity in
+    their V rows would still reach O through P·V (0 · NaN).
 
     ```mlir
     %kt = fa4.load_kv_tile %k[%b, %h, %col]
