@@ -288,14 +288,25 @@ runtime::Manifest mlir::fa4::kernelManifest(ModuleOp module, StringRef chip,
     entry.tensor = map.getName().str();
     entry.dtype = map.getDtype().str();
     std::string seq = entry.tensor == "k" || entry.tensor == "v" ? "seq_k" : "seq_q";
+    std::string batch = "batch";
+    // Sizes the entry fixed are written as numbers: a launch must match
+    // them (planLaunch holds each tensor to its map's dims).
+    ArrayRef<int64_t> fixed = map.getSizes();
+    if (fixed.size() == 2) {
+      if (fixed[0] > 0)
+        batch = std::to_string(fixed[0]);
+      if (fixed[1] > 0)
+        seq = std::to_string(fixed[1]);
+    }
     entry.rank = 4;
-    entry.dims = {std::to_string(dim), std::to_string(heads), seq, "batch"};
+    entry.dims = {std::to_string(dim), std::to_string(heads), seq, batch};
     entry.strides = {std::to_string(dim * 2), std::to_string(dim * 2 * heads),
                      std::to_string(dim * 2 * heads) + " * " + seq};
     if (int64_t page = map.getPageSize()) {
       // A paged cache: [num_blocks, page_size, heads, head_dim].
       entry.dims = {std::to_string(dim), std::to_string(heads),
-                    std::to_string(page), "num_blocks"};
+                    std::to_string(page),
+                    batch == "batch" ? std::string("num_blocks") : batch};
       entry.strides[2] = std::to_string(dim * 2 * heads * page);
     }
     ArrayRef<int64_t> box = map.getBox();

@@ -860,9 +860,22 @@ llvm::Error checkInterface(const Manifest &m) {
     if (!isQuery && m.blockTable >= 0)
       sizes = {"num_blocks", std::to_string(m.pageSize),
                std::to_string(m.kvHeads), std::to_string(m.headDim)};
+    // A size the entry IR fixed is written as its number in place of the
+    // name (batch, seq_q, seq_k, num_blocks).
+    auto fixedSize = [](const std::string &text) {
+      return !text.empty() && text.size() < 11 && text[0] != '0' &&
+             std::all_of(text.begin(), text.end(),
+                         [](char c) { return c >= '0' && c <= '9'; }) &&
+             std::stoll(text) < (int64_t(1) << 31);
+    };
     for (uint32_t d = 0; d < 4; ++d) {
       int axis = found->axes.empty() ? 3 - static_cast<int>(d) : found->axes[d];
-      if (found->dims[d] != sizes[axis])
+      bool named = axis >= 0 && axis < 4 &&
+                   (sizes[axis] == "batch" || sizes[axis] == "seq_q" ||
+                    sizes[axis] == "seq_k" || sizes[axis] == "num_blocks");
+      if (axis < 0 || axis >= 4 ||
+          (found->dims[d] != sizes[axis] &&
+           !(named && fixedSize(found->dims[d]))))
         return makeError(prefix + ": dimension " + std::to_string(d) +
                          " is \"" + found->dims[d] +
                          "\", the kernel's tensor has " + sizes[axis] +
@@ -1096,6 +1109,21 @@ llvm::Expected<LaunchPlan> planLaunch(const Manifest &m, const Shapes &shapes,
         return makeError("manifest: cannot evaluate dimension " +
                          std::to_string(d) + " (\"" + entry.dims[d] +
                          "\") of the tensor map of \"" + t + "\"");
+      // A size the entry IR fixed (a number in place of batch / seq_q /
+      // seq_k / num_blocks): the kernel was compiled for it.
+      bool fixed = !entry.dims[d].empty() &&
+                   std::all_of(entry.dims[d].begin(), entry.dims[d].end(),
+                               [](char c) { return c >= '0' && c <= '9'; });
+      if (size != sizes[axis] && fixed && (axis == 0 || axis == 1)) {
+        const char *axisName[] = {"batch", isQuery ? "seq_q" : "seq_k"};
+        if (axis == 0 && !isQuery && m.blockTable >= 0)
+          axisName[0] = "num_blocks";
+        return makeError(t + ": " + axisName[axis] + " is " +
+                         std::to_string(sizes[axis]) +
+                         ", but the kernel was compiled for " +
+                         std::to_string(size) +
+                         " (a static size of its entry IR)");
+      }
       // What the map reaches must be the tensor: an edited size or stride
       // would move the kernel's reads and writes past it.
       if (size != sizes[axis])

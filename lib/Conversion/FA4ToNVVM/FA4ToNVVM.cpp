@@ -387,11 +387,19 @@ static SmallVector<TensorMapInfoAttr> tensorMapInfos(func::FuncOp func,
     int64_t offset;
     if (failed(type.getStridesAndOffset(strides, offset)))
       strides.assign(4, ShapedType::kDynamic);
+    // The entry's static batch and sequence sizes (a paged cache's blocks),
+    // which a launch must match; none where both are dynamic.
+    SmallVector<int64_t> sizes;
+    bool paged = pagedSources.contains(value);
+    if (!type.isDynamicDim(0) || (!paged && !type.isDynamicDim(1)))
+      sizes = {type.getDimSize(0), paged ? ShapedType::kDynamic
+                                         : type.getDimSize(1)};
     maps.push_back(TensorMapInfoAttr::get(
         func.getContext(), name, type.getElementType().isBF16() ? "bf16" : "fp16",
         type.getDimSize(2), type.getDimSize(3),
         {64, boxHeads, boxRows.lookup_or(value, 128) / boxHeads, 1},
-        dynamicAsMinusOne(strides), pagedSources.contains(value) ? type.getDimSize(1) : 0));
+        dynamicAsMinusOne(strides), paged ? type.getDimSize(1) : 0,
+        dynamicAsMinusOne(sizes)));
   }
   return maps;
 }

@@ -205,7 +205,14 @@ LogicalResult
 TensorMapInfoAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                           StringRef name, StringRef dtype, int64_t heads,
                           int64_t headDim, ArrayRef<int64_t> box,
-                          ArrayRef<int64_t> strides, int64_t pageSize) {
+                          ArrayRef<int64_t> strides, int64_t pageSize,
+                          ArrayRef<int64_t> sizes) {
+  if (!sizes.empty() &&
+      (sizes.size() != 2 || llvm::any_of(sizes, [](int64_t size) {
+         return size < -1 || size == 0;
+       })))
+    return emitError() << "fa4.tensor_map: sizes must be [batch, seq], each "
+                          "-1 (dynamic) or positive";
   if (pageSize < 0 || (pageSize && (name == "q" || name == "o")))
     return emitError() << "fa4.tensor_map: page_size must be 0, or positive "
                           "for k and v, got "

@@ -173,7 +173,8 @@ def FA4_TensorMapInfoAttr : AttrDef<FA4_Dialect, "TensorMapInfo"> {
     TMA box [columns (64: one 128-byte swizzle span), heads, rows, batch]
     and `strides` the entry
     function's strides in elements, [batch, seq, heads, head_dim], dynamic
-    ones as -1.
+    ones as -1; `sizes`, where the entry fixed any, its [batch, seq] sizes
+    (-1 where dynamic), which a launch must match.
   }];
   let parameters = (ins
     StringRefParameter<"the tensor">:$name,
@@ -182,7 +183,8 @@ def FA4_TensorMapInfoAttr : AttrDef<FA4_Dialect, "TensorMapInfo"> {
     "int64_t":$head_dim,
     FA4_ListParameter<"int64_t", "the TMA box">:$box,
     FA4_ListParameter<"int64_t", "the entry's strides">:$strides,
-    DefaultValuedParameter<"int64_t", "0", "a paged cache's page size (0: dense)">:$page_size
+    DefaultValuedParameter<"int64_t", "0", "a paged cache's page size (0: dense)">:$page_size,
+    FA4_OptionalListParameter<"int64_t", "the entry's static [batch, seq] sizes, -1 where dynamic">:$sizes
   );
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;
