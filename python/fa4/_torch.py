@@ -315,6 +315,25 @@ def _split_workspace(device, words, counters):
     return workspace
 
 
+def _launch(kernel, q, k, v, return_lse, extras):
+    """O and the LSE (empty without `return_lse`) of `kernel` on q, k, v
+    (batch, seq, heads, head_dim) and `extras`, allocated here: on q's GPU
+    in its current stream, or in the emulator for CPU tensors."""
+    batch, seq_q, q_heads, _ = q.shape
+    o = _allocate("o", q.numel() * q.element_size(),
+                  lambda: torch.empty_like(q, memory_format=torch.contiguous_format))
+    lse = (_allocate("lse", batch * q_heads * seq_q * 4,
+                     lambda: torch.empty((batch, q_heads, seq_q), dtype=torch.float32,
+                                         device=q.device)) if return_lse
+           else torch.empty((0,), dtype=torch.float32, device=q.device))
+    if q.device.type == "cuda":
+        with torch.cuda.device(q.device):
+            kernel(q, k, v, o, lse if return_lse else None, extras=extras)
+    else:
+        kernel(q, k, v, o, lse if return_lse else None, extras=extras)
+    return o, lse
+
+
 @torch.library.custom_op("fa4::attention", mutates_args=())
 def _attention_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                   causal: bool, window_left: int, window_right: int,
@@ -358,18 +377,7 @@ def _attention_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
     # storage.)
     q, k, v = (_tma_ready(name, t.detach()) for name, t in
                (("q", q), ("k", k), ("v", v)))
-    o = _allocate("o", q.numel() * q.element_size(),
-                  lambda: torch.empty_like(q, memory_format=torch.contiguous_format))
-    lse = (_allocate("lse", batch * q_heads * seq_q * 4,
-                     lambda: torch.empty((batch, q_heads, seq_q), dtype=torch.float32,
-                                         device=q.device)) if return_lse
-           else torch.empty((0,), dtype=torch.float32, device=q.device))
-    if q.device.type == "cuda":
-        with torch.cuda.device(q.device):
-            kernel(q, k, v, o, lse if return_lse else None, extras=extras)
-    else:
-        kernel(q, k, v, o, lse if return_lse else None, extras=extras)
-    return o, lse
+    return _launch(kernel, q, k, v, return_lse, extras)
 
 
 @_attention_op.register_fake
@@ -531,17 +539,7 @@ def _attention_varlen_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                   (("q", q), ("k", k), ("v", v)))
     if q.device.type == "cpu":
         _check_host_memory(q4, k4, v4, return_lse)
-    o = _allocate("o", q.numel() * q.element_size(),
-                  lambda: torch.empty_like(q4, memory_format=torch.contiguous_format))
-    lse = (_allocate("lse", q_heads * total_q * 4,
-                     lambda: torch.empty((1, q_heads, total_q), dtype=torch.float32,
-                                         device=q.device)) if return_lse
-           else torch.empty((0,), dtype=torch.float32, device=q.device))
-    if q.device.type == "cuda":
-        with torch.cuda.device(q.device):
-            kernel(q4, k4, v4, o, lse if return_lse else None, extras=extras)
-    else:
-        kernel(q4, k4, v4, o, lse if return_lse else None, extras=extras)
+    o, lse = _launch(kernel, q4, k4, v4, return_lse, extras)
     return o[0], (lse[0] if return_lse else lse)
 
 

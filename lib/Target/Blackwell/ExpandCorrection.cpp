@@ -78,46 +78,18 @@ static void expandFinalize(FinalizeOOp finalize) {
   finalize.erase();
 }
 
-/// A split-KV part's finalize: the same chunks, in f32, into the workspace.
-static void expandFinalizePartial(FinalizePartialOOp finalize) {
+/// The chunks of a finalize that stores from registers (split-KV's and
+/// varlen's): each 16 columns of O loaded from TMEM and normalized to
+/// `outElement`, handed to `store` with its column; unrolled (a constant
+/// column each, which the stores take as an attribute). Every chunk's
+/// normalize gives the same LSE, which replaces the finalize's.
+template <typename Finalize>
+static void expandUnrolledFinalize(
+    Finalize finalize, Type outElement,
+    function_ref<void(OpBuilder &, Value, int64_t)> store) {
   OpBuilder b(finalize);
   Location loc = finalize.getLoc();
   TmemType type = finalize.getAcc().getType();
-  // The chunks are unrolled (a constant column each): the workspace store
-  // takes its column as an attribute. Every chunk's normalize gives the
-  // same LSE.
-  Value lse;
-  auto chunkType = RankedTensorType::get(
-      {type.getLanes(), ScheduleConfig::kRescaleChunk}, type.getElementType());
-  for (int64_t column = 0; column < type.getCols();
-       column += ScheduleConfig::kRescaleChunk) {
-    Value values = TmemLoadOp::create(
-        b, loc, chunkType, finalize.getAcc(),
-        arith::ConstantIndexOp::create(b, loc, column));
-    auto normalize = NormalizeOp::create(
-        b, loc, chunkType, finalize.getLse().getType(), values,
-        finalize.getRowMax(), finalize.getRowSum(), finalize.getScaleLog2Attr());
-    StorePartialOOp::create(b, loc, normalize.getOut(), finalize.getOut(),
-                            finalize.getWorkspace(), finalize.getBatch(),
-                            finalize.getHead(), finalize.getRow(),
-                            finalize.getSplit(), finalize.getGqaRatio(),
-                            finalize.getNumSplits(), column);
-    lse = normalize.getLse();
-  }
-  finalize.getLse().replaceAllUsesWith(lse);
-  finalize.erase();
-}
-
-/// A varlen tile's finalize: the same chunks, stored by address into the
-/// sequence's rows of O.
-static void expandFinalizeRows(FinalizeORowsOp finalize) {
-  OpBuilder b(finalize);
-  Location loc = finalize.getLoc();
-  TmemType type = finalize.getAcc().getType();
-  Type outElement =
-      cast<MemRefType>(finalize.getOut().getType()).getElementType();
-  // Unrolled like the split-KV finalize: the store takes its column as an
-  // attribute. Every chunk's normalize gives the same LSE.
   Value lse;
   auto chunkType = RankedTensorType::get(
       {type.getLanes(), ScheduleConfig::kRescaleChunk}, type.getElementType());
@@ -131,15 +103,38 @@ static void expandFinalizeRows(FinalizeORowsOp finalize) {
     auto normalize = NormalizeOp::create(
         b, loc, outType, finalize.getLse().getType(), values,
         finalize.getRowMax(), finalize.getRowSum(), finalize.getScaleLog2Attr());
-    StoreOTileOp::create(b, loc, normalize.getOut(), finalize.getOut(),
-                         finalize.getBatch(), finalize.getHead(),
-                         finalize.getRow(),
-                         ValueRange{finalize.getOffset(), finalize.getLimit()},
-                         finalize.getGqaRatio(), column);
+    store(b, normalize.getOut(), column);
     lse = normalize.getLse();
   }
   finalize.getLse().replaceAllUsesWith(lse);
   finalize.erase();
+}
+
+/// A split-KV part's finalize: the chunks in f32, into the workspace.
+static void expandFinalizePartial(FinalizePartialOOp finalize) {
+  expandUnrolledFinalize(
+      finalize, finalize.getAcc().getType().getElementType(),
+      [&](OpBuilder &b, Value chunk, int64_t column) {
+        StorePartialOOp::create(b, finalize.getLoc(), chunk, finalize.getOut(),
+                                finalize.getWorkspace(), finalize.getBatch(),
+                                finalize.getHead(), finalize.getRow(),
+                                finalize.getSplit(), finalize.getGqaRatio(),
+                                finalize.getNumSplits(), column);
+      });
+}
+
+/// A varlen tile's finalize: the chunks stored by address into the
+/// sequence's rows of O.
+static void expandFinalizeRows(FinalizeORowsOp finalize) {
+  expandUnrolledFinalize(
+      finalize, cast<MemRefType>(finalize.getOut().getType()).getElementType(),
+      [&](OpBuilder &b, Value chunk, int64_t column) {
+        StoreOTileOp::create(
+            b, finalize.getLoc(), chunk, finalize.getOut(), finalize.getBatch(),
+            finalize.getHead(), finalize.getRow(),
+            ValueRange{finalize.getOffset(), finalize.getLimit()},
+            finalize.getGqaRatio(), column);
+      });
 }
 
 namespace {

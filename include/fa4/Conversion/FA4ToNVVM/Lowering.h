@@ -315,6 +315,10 @@ private:
   /// Varlen (Split.cpp, beside the merge's store of O): a tile's
   /// thread-held elements stored by address into its sequence's rows.
   LogicalResult lowerDirectStore(StoreOTileOp store);
+  /// The thread's elements of `values` (a per-thread tile vector) in its
+  /// row `half`, stored run by run at `address(run's column, i64)`.
+  void storeRuns(Value values, unsigned half,
+                 function_ref<Value(Value)> address);
   /// O's element `column` (i64 sums) of query `position` and head `head`
   /// in batch `batch`, by the kernel's O pointer and strides.
   Value outElementAddress(Value batch, Value position, Value head,

@@ -92,6 +92,22 @@ Lowering::splitRows(Operation *op, Value out, Value workspace, Value batch,
   return rows;
 }
 
+void Lowering::storeRuns(Value values, unsigned half,
+                         function_ref<Value(Value)> address) {
+  auto vector = cast<VectorType>(values.getType());
+  int64_t bytes = vector.getElementType().getIntOrFloatBitWidth() / 8;
+  for (const FamilyLowering::ElementRun &run :
+       kernel.family->elementRuns(*this, vector.getNumElements())) {
+    if (run.half != half)
+      continue;
+    Value piece = vector::ExtractStridedSliceOp::create(
+        b, loc(), values, ArrayRef<int64_t>{run.first},
+        ArrayRef<int64_t>{run.length}, ArrayRef<int64_t>{1});
+    LLVM::StoreOp::create(b, loc(), piece, address(wide(run.column)),
+                          bytes * run.length);
+  }
+}
+
 Value Lowering::outElementAddress(Value batch, Value position, Value head,
                                   Value column) {
   Type element =
@@ -112,11 +128,9 @@ LogicalResult Lowering::lowerDirectStore(StoreOTileOp store) {
   const FamilyLowering &family = *kernel.family;
   int64_t ratio = store.getGqaRatio();
   Value values = lookup(store.getTile());
-  auto vector = dyn_cast<VectorType>(values.getType());
-  if (!vector)
+  if (!isa<VectorType>(values.getType()))
     return store.emitOpError() << "stores a tile that is not the thread's "
                                   "elements of a per-thread tile";
-  Type element = vector.getElementType();
   // Each of the thread's rows: its query position and head; stored where
   // the position lies inside the sequence (varlen: below its length, at
   // its first row's offset).
@@ -139,20 +153,11 @@ LogicalResult Lowering::lowerDirectStore(StoreOTileOp store) {
     auto branch = scf::IfOp::create(b, loc(), inside, false);
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(branch.thenBlock());
-    for (const FamilyLowering::ElementRun &run :
-         family.elementRuns(*this, vector.getNumElements())) {
-      if (run.half != half)
-        continue;
-      Value piece = vector::ExtractStridedSliceOp::create(
-          b, loc(), values, ArrayRef<int64_t>{run.first},
-          ArrayRef<int64_t>{run.length}, ArrayRef<int64_t>{1});
-      Value column =
-          add64(wide(run.column), i64(static_cast<int64_t>(store.getColumn())));
-      LLVM::StoreOp::create(
-          b, loc(), piece,
-          outElementAddress(lookup(store.getBatch()), position, head, column),
-          element.getIntOrFloatBitWidth() / 8 * run.length);
-    }
+    storeRuns(values, half, [&](Value run) {
+      return outElementAddress(
+          lookup(store.getBatch()), position, head,
+          add64(run, i64(static_cast<int64_t>(store.getColumn()))));
+    });
   }
   return success();
 }
@@ -176,7 +181,6 @@ LogicalResult Lowering::lowerSplit(Operation *op) {
     int64_t headDim = cast<MemRefType>(store.getOut().getType()).getDimSize(3);
     int64_t splits = store.getNumSplits();
     Value values = lookup(store.getTile());
-    auto vector = cast<VectorType>(values.getType());
     // The part's O (SplitWorkspaceLayout): word outWord + ((split · tiles ·
     // rows + slot) · head_dim + column).
     Value outWord = mul64(mul64(rows->tiles, rows->tileRows),
@@ -188,18 +192,9 @@ LogicalResult Lowering::lowerSplit(Operation *op) {
         Value base = add64(outWord,
                          add64(mul64(add64(partRows, rows->slot[half]), i64(headDim)),
                              i64(store.getColumn())));
-        for (const FamilyLowering::ElementRun &run :
-             family.elementRuns(*this, vector.getNumElements())) {
-          if (run.half != half)
-            continue;
-          Value piece = vector::ExtractStridedSliceOp::create(
-              b, loc(), values, ArrayRef<int64_t>{run.first},
-              ArrayRef<int64_t>{run.length}, ArrayRef<int64_t>{1});
-          LLVM::StoreOp::create(
-              b, loc(), piece,
-              workspaceWord(rows->workspace, add64(base, wide(run.column))),
-              4 * run.length);
-        }
+        storeRuns(values, half, [&](Value run) {
+          return workspaceWord(rows->workspace, add64(base, run));
+        });
       });
     return success();
   }
