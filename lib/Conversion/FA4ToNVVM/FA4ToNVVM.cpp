@@ -391,9 +391,19 @@ static SmallVector<TensorMapInfoAttr> tensorMapInfos(func::FuncOp func,
     // which a launch must match; none where both are dynamic.
     SmallVector<int64_t> sizes;
     bool paged = pagedSources.contains(value);
-    if (!type.isDynamicDim(0) || (!paged && !type.isDynamicDim(1)))
-      sizes = {type.getDimSize(0), paged ? ShapedType::kDynamic
-                                         : type.getDimSize(1)};
+    int64_t batch = type.getDimSize(0), seq = type.getDimSize(1);
+    // Q's and O's sizes the LSE ([batch, q_heads, seq_q]) alone fixed are
+    // the kernel's too.
+    if ((name == "q" || name == "o") && kernel.lse) {
+      auto lse = cast<MemRefType>(kernel.lse.getType());
+      if (ShapedType::isDynamic(batch))
+        batch = lse.getDimSize(0);
+      if (ShapedType::isDynamic(seq))
+        seq = lse.getDimSize(2);
+    }
+    if (!ShapedType::isDynamic(batch) ||
+        (!paged && !ShapedType::isDynamic(seq)))
+      sizes = {batch, paged ? ShapedType::kDynamic : seq};
     maps.push_back(TensorMapInfoAttr::get(
         func.getContext(), name, type.getElementType().isBF16() ? "bf16" : "fp16",
         type.getDimSize(2), type.getDimSize(3),
