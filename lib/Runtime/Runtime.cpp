@@ -260,6 +260,32 @@ llvm::Expected<Shapes> checkTensors(const Manifest &m, const Tensor &q,
         return makeError(prefix + "strides " + list(t.strides) +
                          ": a stride of 2^40 bytes or more is beyond TMA");
     }
+    // Sizes the entry IR fixed (numbers in the map's dims), named before
+    // the strides they also fix.
+    for (const Manifest::TensorMap &map : m.tensorMaps) {
+      if (map.tensor != name || map.axes.size() != map.dims.size())
+        continue;
+      bool query = std::string(name) == "q" || std::string(name) == "o";
+      for (size_t d = 0; d < map.dims.size(); ++d) {
+        int axis = map.axes[d];
+        const std::string &text = map.dims[d];
+        if ((axis != 0 && axis != 1) || static_cast<size_t>(axis) >= sizes.size() ||
+            text.empty() || text.size() > 10 ||
+            !std::all_of(text.begin(), text.end(),
+                         [](char c) { return c >= '0' && c <= '9'; }))
+          continue;
+        int64_t fixed = std::stoll(text);
+        const char *axisName = axis == 1    ? (query ? "seq_q" : "seq_k")
+                               : !query && m.blockTable >= 0 ? "num_blocks"
+                                                             : "batch";
+        if (fixed != t.sizes[axis])
+          return makeError(prefix + axisName +
+                           " is " + std::to_string(t.sizes[axis]) +
+                           ", but the kernel was compiled for " +
+                           std::to_string(fixed) +
+                           " (a static size of its entry IR)");
+      }
+    }
     // The layout the entry IR declared, where it is static.
     for (const Manifest::TensorMap &map : m.tensorMaps) {
       if (map.tensor != name || map.layoutStrides.size() != sizes.size())
