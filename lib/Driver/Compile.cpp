@@ -43,6 +43,13 @@ llvm::Error fa4::checkVariant(const Variant &variant) {
   if (variant.numSplits < 1 || variant.numSplits > kMaxSplits)
     return makeError("num-splits must be in [1, " + std::to_string(kMaxSplits) +
                      "], got " + std::to_string(variant.numSplits));
+  if (variant.deterministic && !variant.backward)
+    return makeError("deterministic applies to the backward (--backward)");
+  if (variant.backward && (variant.pageSize || variant.numSplits > 1 ||
+                           variant.varlen || variant.seqUsedK || variant.lse))
+    return makeError("backward takes the forward's LSE always, and does not "
+                     "(yet) combine with a paged K/V cache, split-KV, varlen "
+                     "or seqused_k");
   if (variant.varlen && (variant.pageSize || variant.numSplits > 1))
     return makeError("varlen does not combine with a paged K/V cache or "
                      "split-KV (varlen batches pack K and V; a cache's "
@@ -75,6 +82,34 @@ OwningOpRef<ModuleOp> fa4::buildVariantModule(MLIRContext &context,
       {batch, variant.pageSize ? variant.pageSize : dyn, variant.kvHeads,
        variant.headDim},
       element, layout);
+  if (variant.backward) {
+    // Q, K, V, O, dO, LSE -> dQ, dK, dV, and the workspace.
+    auto rowType = MemRefType::get({dyn, variant.qHeads, dyn}, b.getF32Type());
+    auto accType = MemRefType::get({dyn, dyn, variant.qHeads, variant.headDim},
+                                   b.getF32Type());
+    SmallVector<Type> arguments = {qType,  kvType, kvType, qType,
+                                   qType,  rowType, qType, kvType,
+                                   kvType, rowType, accType};
+    b.setInsertionPointToEnd(module->getBody());
+    auto func = func::FuncOp::create(b, loc, "attention_backward",
+                                     b.getFunctionType(arguments, {}));
+    Block *body = func.addEntryBlock();
+    b.setInsertionPointToEnd(body);
+    ValueRange args = body->getArguments();
+    AttentionBackwardOp::create(
+        b, loc, args[0], args[1], args[2], args[3], args[4], args[5], args[6],
+        args[7], args[8], args[9], args[10], /*extras=*/ValueRange(),
+        MaskKindAttr::get(&context, variant.mask),
+        b.getI64IntegerAttr(variant.windowLeft),
+        b.getI64IntegerAttr(variant.windowRight),
+        variant.scale ? b.getF32FloatAttr(*variant.scale) : FloatAttr(),
+        b.getF32FloatAttr(variant.softcap),
+        variant.deterministic ? b.getUnitAttr() : UnitAttr());
+    func::ReturnOp::create(b, loc);
+    if (failed(verify(*module)))
+      return nullptr;
+    return module;
+  }
   SmallVector<Type> arguments = {qType, kvType, kvType, qType};
   if (variant.lse)
     arguments.push_back(

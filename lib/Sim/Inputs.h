@@ -54,6 +54,13 @@ bool readExpectedOutput(AttentionOp op, const Problem &problem,
                         llvm::StringRef path, std::vector<float> &out,
                         std::string &error);
 
+struct Buffer;
+/// `buffer` for the memref argument `value` at the run's `shape`, which
+/// must agree with every static dimension of the IR (and stay within 2^30
+/// elements); zero-filled.
+llvm::Error makeBuffer(Value value, llvm::ArrayRef<int64_t> shape,
+                       Buffer &buffer);
+
 } // namespace mlir::fa4::sim
 
 #endif // FA4_LIB_SIM_INPUTS_H

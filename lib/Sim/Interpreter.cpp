@@ -471,6 +471,11 @@ bool Interpreter::execute(Operation *op, std::string &error) {
       .Case([&](StoreLseTileOp store) { return run(store, error); })
       .Case([&](StorePartialOOp store) { return run(store, error); })
       .Case([&](MergeSplitsOp merge) { return run(merge, error); })
+      // The backward's tile program.
+      .Case<QBlockRangeOp, LoadRowTileOp, RowDotOp, ProbsFromLseOp,
+            SoftmaxGradOp, SoftcapGradOp, ScoreModGradOp, ConvertTileOp,
+            TransposedMmaOp, AccumulateDqOp, StoreKvTileOp>(
+          [&](auto backwardOp) { return run(backwardOp, error); })
       .Default([&](Operation *) {
         if (hook && op->getDialect() == op->getContext()->getLoadedDialect<FA4Dialect>())
           return hook->execute(*this, op, error);

@@ -50,6 +50,17 @@ class StoreOTileOp;
 class StoreLseTileOp;
 class StorePartialOOp;
 class MergeSplitsOp;
+class QBlockRangeOp;
+class LoadRowTileOp;
+class RowDotOp;
+class ProbsFromLseOp;
+class SoftmaxGradOp;
+class SoftcapGradOp;
+class ScoreModGradOp;
+class ConvertTileOp;
+class TransposedMmaOp;
+class AccumulateDqOp;
+class StoreKvTileOp;
 } // namespace fa4
 } // namespace mlir
 
@@ -211,6 +222,18 @@ private:
                             int64_t ratio, int64_t splits,
                             SplitWorkspaceLayout &layout, std::string &error);
   bool run(StoreLseTileOp store, std::string &error);
+  // The backward's ops (InterpreterBackward.cpp).
+  bool run(QBlockRangeOp range, std::string &error);
+  bool run(LoadRowTileOp load, std::string &error);
+  bool run(RowDotOp dot, std::string &error);
+  bool run(ProbsFromLseOp probs, std::string &error);
+  bool run(SoftmaxGradOp grad, std::string &error);
+  bool run(SoftcapGradOp grad, std::string &error);
+  bool run(ScoreModGradOp grad, std::string &error);
+  bool run(ConvertTileOp convert, std::string &error);
+  bool run(TransposedMmaOp mma, std::string &error);
+  bool run(AccumulateDqOp accumulate, std::string &error);
+  bool run(StoreKvTileOp store, std::string &error);
   bool checkOperands(Operation *op, std::string &error);
   const TileScheduler &scheduler(const TaskGridShape &shape,
                                  TileScheduler::Order order);

@@ -28,9 +28,17 @@ llvm::Expected<std::unique_ptr<Mods>> Mods::fromFunction(func::FuncOp func) {
   std::unique_ptr<Mods> mods(new Mods());
   Region *scoreModRegion = nullptr, *maskModRegion = nullptr;
   AttentionOp entry;
+  AttentionBackwardOp backwardEntry;
   func.walk([&](Operation *op) {
     if (auto attention = dyn_cast<AttentionOp>(op); attention && !entry)
       entry = attention;
+    if (auto backward = dyn_cast<AttentionBackwardOp>(op);
+        backward && !backwardEntry)
+      backwardEntry = backward;
+    // q_block_range carries the mask_mod in the backward's tile program.
+    if (auto range = dyn_cast<QBlockRangeOp>(op);
+        range && !range.getMaskMod().empty() && !maskModRegion)
+      maskModRegion = &range.getMaskMod();
     if (auto scoreMod = dyn_cast<ScoreModOp>(op); scoreMod && !scoreModRegion)
       scoreModRegion = &scoreMod.getBody();
     // kv_block_range carries the mask_mod at levels B and C.
@@ -66,6 +74,27 @@ llvm::Expected<std::unique_ptr<Mods>> Mods::fromFunction(func::FuncOp func) {
       mods->cuSeqlensQIndex = *position;
     if (std::optional<uint64_t> position = entry.getCuSeqlensK())
       mods->cuSeqlensKIndex = *position;
+  } else if (backwardEntry) {
+    // The backward's entry: the same regions and extras, none of the
+    // serving tables.
+    if (!backwardEntry.getScoreMod().empty())
+      scoreModRegion = &backwardEntry.getScoreMod();
+    if (!backwardEntry.getMaskMod().empty())
+      maskModRegion = &backwardEntry.getMaskMod();
+    for (Value extra : backwardEntry.getExtras()) {
+      BlockArgument argument = entryArgument(extra, func);
+      if (!argument)
+        return makeError("the extras of fa4.attention_backward must be "
+                         "arguments of @" +
+                         func.getName().str());
+      mods->extraArguments.push_back(extra);
+      mods->extraNumbers.push_back(argument.getArgNumber());
+    }
+  } else if (BackwardSpecAttr spec = getBackwardSpec(func)) {
+    for (int64_t position : spec.getExtras()) {
+      mods->extraArguments.push_back(func.getArgument(position));
+      mods->extraNumbers.push_back(position);
+    }
   } else if (KernelSpecAttr spec = getKernelSpec(func)) {
     // Its positions are memref arguments (fa4.spec's verifier).
     if (std::optional<int64_t> position = spec.getBlockMask())

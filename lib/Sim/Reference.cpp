@@ -5,6 +5,7 @@
 #include "fa4/Support/AttentionMath.h"
 
 #include <algorithm>
+#include <cassert>
 #include <cmath>
 #include <limits>
 #include <random>
@@ -36,6 +37,54 @@ static bool isVisible(const Problem &p, int64_t b, int64_t h, int64_t i,
 template <typename T> static T nanMax(T a, T b) {
   return std::isnan(a) || std::isnan(b) ? std::numeric_limits<T>::quiet_NaN()
                                         : std::max(a, b);
+}
+
+/// q·k in float64.
+static double float64Dot(const float *a, const float *b, int64_t d) {
+  double dot = 0.0;
+  for (int64_t x = 0; x < d; ++x)
+    dot += static_cast<double>(a[x]) * b[x];
+  return dot;
+}
+
+/// q·k in float32 with eight partial sums, as a blocked float32 dot product
+/// keeps them (and the compiler can run them side by side).
+static float float32Dot(const float *a, const float *b, int64_t d) {
+  float partial[8] = {};
+  int64_t x = 0;
+  for (; x + 8 <= d; x += 8)
+    for (int64_t lane = 0; lane < 8; ++lane)
+      partial[lane] += a[x + lane] * b[x + lane];
+  for (; x < d; ++x)
+    partial[0] += a[x] * b[x];
+  float dot = 0.0f;
+  for (float sum : partial)
+    dot += sum;
+  return dot;
+}
+
+/// The score the softmax sees of raw score `dot`: scaled, softcapped, then
+/// the score_mod.
+static double referenceScore(const Problem &p, double dot, int64_t b,
+                             int64_t h, int64_t i, int64_t j) {
+  double s = dot * p.scale;
+  if (p.softcap > 0.0)
+    s = p.softcap * std::tanh(s / p.softcap);
+  if (p.scoreMod)
+    s = p.scoreMod(s, b, h, i, j);
+  return s;
+}
+
+/// referenceScore in float32, the score_mod's result rounded to it.
+static float lowpScore(const Problem &p, float dot, int64_t b, int64_t h,
+                       int64_t i, int64_t j) {
+  const float softcap = static_cast<float>(p.softcap);
+  float s = dot * static_cast<float>(p.scale);
+  if (softcap > 0.0f)
+    s = softcap * std::tanh(s / softcap);
+  if (p.scoreMod)
+    s = static_cast<float>(p.scoreMod(s, b, h, i, j));
+  return s;
 }
 
 /// Varlen: each sequence is a batch-1 problem of its own, its rows cut
@@ -119,14 +168,7 @@ void referenceAttention(const Problem &p, const std::vector<float> &q,
             continue;
           }
           const float *kRow = &k[((b * p.seqK + j) * p.kvHeads + kvHead) * d];
-          double dot = 0.0;
-          for (int64_t x = 0; x < d; ++x)
-            dot += static_cast<double>(qRow[x]) * kRow[x];
-          double s = dot * p.scale;
-          if (p.softcap > 0.0)
-            s = p.softcap * std::tanh(s / p.softcap);
-          if (p.scoreMod)
-            s = p.scoreMod(s, b, h, i, j);
+          double s = referenceScore(p, float64Dot(qRow, kRow, d), b, h, i, j);
           scores[j] = s;
           maxScore = nanMax(maxScore, s);
         }
@@ -171,8 +213,6 @@ void lowPrecisionAttention(const Problem &p, bool bf16,
   };
   const int64_t d = p.headDim;
   const int64_t groupSize = p.qHeads / p.kvHeads;
-  const float scale = static_cast<float>(p.scale);
-  const float softcap = static_cast<float>(p.softcap);
   out.assign(p.batch * p.seqQ * p.qHeads * d, 0.0f);
   lse.assign(p.batch * p.qHeads * p.seqQ, kMinusInf);
   std::vector<float> scores(p.seqK), acc(d);
@@ -187,23 +227,7 @@ void lowPrecisionAttention(const Problem &p, bool bf16,
           if (!isVisible(p, b, h, i, j))
             continue;
           const float *kRow = &k[((b * p.seqK + j) * p.kvHeads + kvHead) * d];
-          // Eight partial sums, as a blocked float32 dot product keeps them
-          // (and the compiler can run them side by side).
-          float partial[8] = {};
-          int64_t x = 0;
-          for (; x + 8 <= d; x += 8)
-            for (int64_t lane = 0; lane < 8; ++lane)
-              partial[lane] += qRow[x + lane] * kRow[x + lane];
-          for (; x < d; ++x)
-            partial[0] += qRow[x] * kRow[x];
-          float dot = 0.0f;
-          for (float sum : partial)
-            dot += sum;
-          float s = dot * scale;
-          if (softcap > 0.0f)
-            s = softcap * std::tanh(s / softcap);
-          if (p.scoreMod)
-            s = static_cast<float>(p.scoreMod(s, b, h, i, j));
+          float s = lowpScore(p, float32Dot(qRow, kRow, d), b, h, i, j);
           scores[j] = s;
           maxScore = nanMax(maxScore, s);
         }
@@ -303,6 +327,253 @@ bool compareWithReference(const Reference &reference,
   return judge(*lse, reference.lse, reference.lowpLseMaxAbsErr, atol, rtol,
                errors.lseMaxAbsErr, nullptr) &&
          ok;
+}
+
+/// Where row i of query head h of batch b starts in Q, O, dO and dQ.
+static int64_t queryOffset(const Problem &p, int64_t b, int64_t i, int64_t h) {
+  return ((b * p.seqQ + i) * p.qHeads + h) * p.headDim;
+}
+
+/// Where key j of K/V head kvHead of batch b starts in K, V, dK and dV.
+static int64_t keyOffset(const Problem &p, int64_t b, int64_t j,
+                         int64_t kvHead) {
+  return ((b * p.seqK + j) * p.kvHeads + kvHead) * p.headDim;
+}
+
+/// The slope of the score_mod at score x from its values alone, so that no
+/// compiler's derivative of it is trusted: the Richardson extrapolation
+/// (4·D(h/2) - D(h)) / 3 of central differences D, h = 1e-3 · max(1, |x|).
+/// Its error is O(h⁴) from truncation plus about 3e-16 · |mod(x)| / h from
+/// rounding: under 1e-12 for tanh-shaped mods, 3e-10 (relative) for sin up
+/// to |x| = 30. Across a kink within h of x it is the mean of the slopes
+/// either side.
+static double scoreModSlope(const Problem &p, double x, int64_t b, int64_t h,
+                            int64_t i, int64_t j) {
+  const double step = 1e-3 * std::max(1.0, std::fabs(x));
+  auto central = [&](double delta) {
+    return (p.scoreMod(x + delta, b, h, i, j) -
+            p.scoreMod(x - delta, b, h, i, j)) /
+           (2.0 * delta);
+  };
+  return (4.0 * central(step / 2.0) - central(step)) / 3.0;
+}
+
+/// dx/ds: how the score the softmax sees moves with raw score `dot`.
+static double referenceSlope(const Problem &p, double dot, int64_t b,
+                             int64_t h, int64_t i, int64_t j) {
+  double slope = p.scale;
+  double s = dot * p.scale;
+  if (p.softcap > 0.0) {
+    double t = std::tanh(s / p.softcap);
+    slope *= 1.0 - t * t;
+    s = p.softcap * t;
+  }
+  if (p.scoreMod)
+    slope *= scoreModSlope(p, s, b, h, i, j);
+  return slope;
+}
+
+/// referenceSlope in float32; the score_mod's slope is taken in float64 at
+/// the float32 score.
+static float lowpSlope(const Problem &p, float dot, int64_t b, int64_t h,
+                       int64_t i, int64_t j) {
+  const float softcap = static_cast<float>(p.softcap);
+  float slope = static_cast<float>(p.scale);
+  float s = dot * slope;
+  if (softcap > 0.0f) {
+    float t = std::tanh(s / softcap);
+    slope *= 1.0f - t * t;
+    s = softcap * t;
+  }
+  if (p.scoreMod)
+    slope *= static_cast<float>(scoreModSlope(p, s, b, h, i, j));
+  return slope;
+}
+
+namespace {
+/// What a backward pass reads: the forward's inputs and dO, and for the
+/// low-precision pass the forward's rounded O and float32 LSE.
+struct BackwardInputs {
+  const std::vector<float> &q, &k, &v, &dout;
+  const std::vector<float> *out, *lse;
+};
+
+/// What a backward pass accumulates into, in Q's and K's layouts.
+template <typename T> struct Gradients {
+  std::vector<T> &dq, &dk, &dv;
+};
+} // namespace
+
+/// Query row i of (b, h)'s share of the float64 gradients: its dQ row whole,
+/// and its terms of dK and dV.
+static void referenceBackwardRow(const Problem &p, const BackwardInputs &in,
+                                 int64_t b, int64_t h, int64_t i,
+                                 Gradients<double> grad) {
+  const int64_t d = p.headDim;
+  const int64_t kvHead = h / (p.qHeads / p.kvHeads);
+  const float *qRow = &in.q[queryOffset(p, b, i, h)];
+  const float *doRow = &in.dout[queryOffset(p, b, i, h)];
+  constexpr double kMinusInf = -std::numeric_limits<double>::infinity();
+  std::vector<double> dots(p.seqK), probs(p.seqK, kMinusInf);
+  double maxScore = kMinusInf;
+  for (int64_t j = 0; j < p.seqK; ++j) {
+    if (!isVisible(p, b, h, i, j))
+      continue;
+    dots[j] = float64Dot(qRow, &in.k[keyOffset(p, b, j, kvHead)], d);
+    probs[j] = referenceScore(p, dots[j], b, h, i, j);
+    maxScore = nanMax(maxScore, probs[j]);
+  }
+  if (maxScore == kMinusInf)
+    return; // no visible key: P = 0, no gradient
+  double sum = 0.0;
+  for (double &prob : probs) {
+    // Even in a NaN row a key it cannot see gets no gradient.
+    prob = prob == kMinusInf ? 0.0 : std::exp(prob - maxScore);
+    sum += prob;
+  }
+  // dP = dO·V, and delta = rowsum(P ∘ dP) from the definition, not dO·O.
+  std::vector<double> dProbs(p.seqK, 0.0);
+  double delta = 0.0;
+  for (int64_t j = 0; j < p.seqK; ++j) {
+    if (probs[j] == 0.0)
+      continue;
+    probs[j] /= sum;
+    dProbs[j] = float64Dot(doRow, &in.v[keyOffset(p, b, j, kvHead)], d);
+    delta += probs[j] * dProbs[j];
+  }
+  double *dqRow = &grad.dq[queryOffset(p, b, i, h)];
+  for (int64_t j = 0; j < p.seqK; ++j) {
+    if (probs[j] == 0.0)
+      continue;
+    double dScore = probs[j] * (dProbs[j] - delta) *
+                    referenceSlope(p, dots[j], b, h, i, j);
+    const float *kRow = &in.k[keyOffset(p, b, j, kvHead)];
+    double *dkRow = &grad.dk[keyOffset(p, b, j, kvHead)];
+    double *dvRow = &grad.dv[keyOffset(p, b, j, kvHead)];
+    for (int64_t x = 0; x < d; ++x) {
+      dqRow[x] += dScore * kRow[x];
+      dkRow[x] += dScore * qRow[x];
+      dvRow[x] += probs[j] * doRow[x];
+    }
+  }
+}
+
+void referenceAttentionBackward(const Problem &p, const std::vector<float> &q,
+                                const std::vector<float> &k,
+                                const std::vector<float> &v,
+                                const std::vector<float> &dout,
+                                std::vector<double> &dq,
+                                std::vector<double> &dk,
+                                std::vector<double> &dv) {
+  assert(!p.isVarlen() && p.pageSize == 0 &&
+         "the backward reference takes dense problems only");
+  dq.assign(p.batch * p.seqQ * p.qHeads * p.headDim, 0.0);
+  dk.assign(p.batch * p.seqK * p.kvHeads * p.headDim, 0.0);
+  dv.assign(dk.size(), 0.0);
+  BackwardInputs in{q, k, v, dout, nullptr, nullptr};
+  for (int64_t b = 0; b < p.batch; ++b)
+    for (int64_t h = 0; h < p.qHeads; ++h)
+      for (int64_t i = 0; i < p.seqQ; ++i)
+        referenceBackwardRow(p, in, b, h, i, {dq, dk, dv});
+}
+
+/// `value` rounded to the input type.
+static float roundToInput(bool bf16, float value) {
+  return bf16 ? roundToBFloat16(value) : roundToHalf(value);
+}
+
+/// Query row i of (b, h)'s share of the low-precision gradients, summed in
+/// float32: P from the given LSE, rounded to the input type for dV and dS,
+/// and dS rounded to it before dQ and dK.
+static void lowpBackwardRow(const Problem &p, bool bf16,
+                            const BackwardInputs &in, int64_t b, int64_t h,
+                            int64_t i, Gradients<float> grad) {
+  const int64_t d = p.headDim;
+  const int64_t kvHead = h / (p.qHeads / p.kvHeads);
+  const float rowLse = (*in.lse)[(b * p.qHeads + h) * p.seqQ + i];
+  if (rowLse == -std::numeric_limits<float>::infinity())
+    return; // no visible key: P = 0, no gradient
+  const float *qRow = &in.q[queryOffset(p, b, i, h)];
+  const float *doRow = &in.dout[queryOffset(p, b, i, h)];
+  const float delta = float32Dot(doRow, &(*in.out)[queryOffset(p, b, i, h)], d);
+  float *dqRow = &grad.dq[queryOffset(p, b, i, h)];
+  for (int64_t j = 0; j < p.seqK; ++j) {
+    if (!isVisible(p, b, h, i, j))
+      continue;
+    const float *kRow = &in.k[keyOffset(p, b, j, kvHead)];
+    const float dot = float32Dot(qRow, kRow, d);
+    const float prob =
+        roundToInput(bf16, std::exp(lowpScore(p, dot, b, h, i, j) - rowLse));
+    if (prob == 0.0f)
+      continue;
+    const float dProb = float32Dot(doRow, &in.v[keyOffset(p, b, j, kvHead)], d);
+    const float dScore = roundToInput(
+        bf16, prob * (dProb - delta) * lowpSlope(p, dot, b, h, i, j));
+    float *dkRow = &grad.dk[keyOffset(p, b, j, kvHead)];
+    float *dvRow = &grad.dv[keyOffset(p, b, j, kvHead)];
+    for (int64_t x = 0; x < d; ++x) {
+      dqRow[x] += dScore * kRow[x];
+      dkRow[x] += dScore * qRow[x];
+      dvRow[x] += prob * doRow[x];
+    }
+  }
+}
+
+void lowPrecisionAttentionBackward(
+    const Problem &p, bool bf16, const std::vector<float> &q,
+    const std::vector<float> &k, const std::vector<float> &v,
+    const std::vector<float> &out, const std::vector<float> &dout,
+    const std::vector<float> &lse, std::vector<float> &dq,
+    std::vector<float> &dk, std::vector<float> &dv) {
+  assert(!p.isVarlen() && p.pageSize == 0 &&
+         "the backward reference takes dense problems only");
+  dq.assign(p.batch * p.seqQ * p.qHeads * p.headDim, 0.0f);
+  dk.assign(p.batch * p.seqK * p.kvHeads * p.headDim, 0.0f);
+  dv.assign(dk.size(), 0.0f);
+  BackwardInputs in{q, k, v, dout, &out, &lse};
+  for (int64_t b = 0; b < p.batch; ++b)
+    for (int64_t h = 0; h < p.qHeads; ++h)
+      for (int64_t i = 0; i < p.seqQ; ++i)
+        lowpBackwardRow(p, bf16, in, b, h, i, {dq, dk, dv});
+  for (std::vector<float> *gradient : {&dq, &dk, &dv})
+    for (float &x : *gradient)
+      x = roundToInput(bf16, x);
+}
+
+void computeBackwardReference(const Problem &problem, bool bf16,
+                              const std::vector<float> &q,
+                              const std::vector<float> &k,
+                              const std::vector<float> &v,
+                              const std::vector<float> &out,
+                              const std::vector<float> &dout,
+                              const std::vector<float> &lse,
+                              BackwardReference &reference) {
+  referenceAttentionBackward(problem, q, k, v, dout, reference.dq,
+                             reference.dk, reference.dv);
+  std::vector<float> dq, dk, dv;
+  lowPrecisionAttentionBackward(problem, bf16, q, k, v, out, dout, lse, dq, dk,
+                                dv);
+  reference.lowpDqErr = maxDifference(dq, reference.dq);
+  reference.lowpDkErr = maxDifference(dk, reference.dk);
+  reference.lowpDvErr = maxDifference(dv, reference.dv);
+}
+
+bool compareGradients(const BackwardReference &reference,
+                      const std::vector<float> &dq,
+                      const std::vector<float> &dk,
+                      const std::vector<float> &dv, double atol,
+                      GradientErrors &errors) {
+  errors.refLowpDq = reference.lowpDqErr;
+  errors.refLowpDk = reference.lowpDkErr;
+  errors.refLowpDv = reference.lowpDvErr;
+  // rtol 0: where the low-precision reference overflowed, atol alone judges.
+  bool dqOk = judge(dq, reference.dq, reference.lowpDqErr, atol, 0.0,
+                    errors.dq, nullptr);
+  bool dkOk = judge(dk, reference.dk, reference.lowpDkErr, atol, 0.0,
+                    errors.dk, nullptr);
+  bool dvOk = judge(dv, reference.dv, reference.lowpDvErr, atol, 0.0,
+                    errors.dv, nullptr);
+  return dqOk && dkOk && dvOk;
 }
 
 void fillInputs(const Problem &p, bool bf16, uint64_t seed,

@@ -77,6 +77,21 @@ std::string RunReport::toJson() const {
     else
       os << llvm::format("%.6g", value);
   };
+  if (backward) {
+    os << "{\"level\":\"B\",\"backward\":true";
+    for (auto [name, value] : {std::pair{"dq_max_abs_err", dqMaxAbsErr},
+                               {"dk_max_abs_err", dkMaxAbsErr},
+                               {"dv_max_abs_err", dvMaxAbsErr},
+                               {"ref_lowp_dq_max_abs_err", refLowpDq},
+                               {"ref_lowp_dk_max_abs_err", refLowpDk},
+                               {"ref_lowp_dv_max_abs_err", refLowpDv}}) {
+      os << ",\"" << name << "\":";
+      number(value);
+    }
+    os << ",\"blocks_visited\":" << blocksVisited
+       << ",\"blocks_skipped\":" << blocksSkipped << ",\"ok\":" << (ok ? "true" : "false") << "}";
+    return text;
+  }
   os << "{\"max_abs_err\":";
   number(maxAbsErr);
   os << ",\"max_rel_err\":";
@@ -255,10 +270,8 @@ static Problem describeProblem(Simulation &sim) {
   return problem;
 }
 
-/// `buffer` for the memref argument `value` at the run's `shape`, which
-/// must agree with every static dimension of the IR.
-static llvm::Error makeBuffer(Value value, ArrayRef<int64_t> shape,
-                              Buffer &buffer) {
+llvm::Error mlir::fa4::sim::makeBuffer(Value value, ArrayRef<int64_t> shape,
+                                      Buffer &buffer) {
   auto type = cast<MemRefType>(value.getType());
   if (type.getRank() != static_cast<int64_t>(shape.size()))
     return makeError("argument #" +
@@ -515,6 +528,13 @@ llvm::Expected<RunReport> mlir::fa4::sim::simulate(func::FuncOp func,
         "--inputs and --expect name the arguments and O of the level-A "
         "entry function; give level-A IR (a function with "
         "fa4.attention), not level B or C");
+  // The backward's tile program has a runner of its own.
+  if (getBackwardSpec(func)) {
+    if (!options.inputs.empty() || !options.expect.empty())
+      return makeError("--inputs and --expect apply to the forward; the "
+                       "backward draws Q, K, V and dO from --seed");
+    return simulateBackward(func, options);
+  }
   // fa4.spec's verifier has checked its positions (distinct memref
   // arguments), window bounds, scale and softcap.
   KernelSpecAttr spec = getKernelSpec(func);

@@ -188,6 +188,42 @@ KvBlockRange kvBlockRange(const KeyBounds &bounds, int64_t rowBegin,
   return range;
 }
 
+KvBlockRange queryBlockRange(const KeyBounds &bounds, int64_t col,
+                             int64_t blockN, int64_t rows, int64_t gqaRatio,
+                             int64_t seqQ, int64_t seqK, bool exact) {
+  int64_t block = col / blockN;
+  int64_t queryBlocks = ceilDiv(seqQ * gqaRatio, rows);
+  int64_t first = -1, last = -1, firstWhole = -1, lastWhole = -1;
+  int64_t visited = 0, whole = 0;
+  for (int64_t m = 0; m < queryBlocks; ++m) {
+    KvBlockRange keys = kvBlockRange(bounds, m * rows, rows, gqaRatio, blockN,
+                                     seqQ, seqK, exact);
+    if (block < keys.begin || block >= keys.end)
+      continue;
+    if (first < 0)
+      first = m;
+    last = m;
+    ++visited;
+    if (block >= keys.fullBegin && block < keys.fullEnd) {
+      if (firstWhole < 0)
+        firstWhole = m;
+      lastWhole = m;
+      ++whole;
+    }
+  }
+  if (first < 0)
+    return {};
+  KvBlockRange range{first, first, first, last + 1};
+  // Whole blocks form one run inside the visited ones (bounds that never
+  // fall as the query grows); otherwise every visited block is masked.
+  if (whole > 0 && whole == lastWhole - firstWhole + 1 &&
+      visited == last - first + 1) {
+    range.fullBegin = firstWhole;
+    range.fullEnd = lastWhole + 1;
+  }
+  return range;
+}
+
 BlockMaskEntry blockMaskEntry(const std::vector<bool> &seen,
                               const std::vector<bool> &whole) {
   int64_t blocks = static_cast<int64_t>(seen.size());

@@ -5,6 +5,8 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "TileAttentionBackward.h"
+
 #include "fa4/Dialect/FA4/IR/FA4Ops.h"
 #include "fa4/Transforms/Passes.h"
 #include "fa4/Transforms/TileConfig.h"
@@ -434,6 +436,33 @@ struct TileAttentionPass
     func::FuncOp func = getOperation();
     SmallVector<AttentionOp> attentions;
     func.walk([&](AttentionOp op) { attentions.push_back(op); });
+    SmallVector<AttentionBackwardOp> backwards;
+    func.walk([&](AttentionBackwardOp op) { backwards.push_back(op); });
+    if (!backwards.empty()) {
+      if (backwards.size() + attentions.size() > 1) {
+        (attentions.empty() ? backwards[1].getOperation()
+                            : attentions[0].getOperation())
+                ->emitOpError()
+            << "a function holds one attention kernel, found "
+            << attentions.size() << " fa4.attention and " << backwards.size()
+            << " fa4.attention_backward ops in @" << func.getName()
+            << " (the forward and the backward are functions of their own)";
+        return signalPassFailure();
+      }
+      AttentionBackwardOp op = backwards.front();
+      for (auto [position, operand] : llvm::enumerate(op->getOperands())) {
+        auto argument = dyn_cast<BlockArgument>(operand);
+        if (!argument || argument.getOwner() != &func.getBody().front()) {
+          op.emitOpError() << "operand #" << position
+                           << " must be an argument of @" << func.getName()
+                           << " (the kernel's memrefs are its parameters)";
+          return signalPassFailure();
+        }
+      }
+      if (failed(tileAttentionBackward(op)))
+        return signalPassFailure();
+      return;
+    }
     if (attentions.empty())
       return;
     if (attentions.size() > 1) {

@@ -14,6 +14,13 @@ TileProgram::readForSchedule(func::FuncOp func, target::Family family,
                              StringRef pass, int64_t qTilesPerTask) {
   if (failed(checkModuleFamily(func, family, pass)))
     return failure();
+  // The backward is built at levels A and B; no chip schedules it yet.
+  if (getBackwardSpec(func))
+    return func.emitOpError()
+           << "holds the backward tile program (fa4.backward_spec), which "
+           << pass << " cannot schedule: the " << target::familyName(family)
+           << " backward has no level-C schedule yet. Stop after 'tile' "
+              "(fa4c --backward --stop-after=tile) and run it with fa4-sim";
   bool isKernel = false;
   FailureOr<TileProgram> read = TileProgram::read(func, pass, isKernel);
   if (!isKernel)

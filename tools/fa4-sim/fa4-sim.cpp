@@ -104,7 +104,9 @@ int main(int argc, char **argv) {
       "  fa4c --mask causal --stop-after=tile | fa4-sim --seq-q 1024 --seq-k "
       "1024\n"
       "  fa4c --mask causal --stop-after=scheduler | fa4-sim --seq-q 512 "
-      "--seq-k 512 --interleavings 100\n\n"
+      "--seq-k 512 --interleavings 100\n"
+      "  fa4c --backward --mask causal --stop-after=tile | fa4-sim --seq-q 300 "
+      "--seq-k 200\n\n"
       "At level C each warp role runs as its own thread of control and TMA and "
       "tensor-core ops complete at random later points; the report adds "
       "deadlocks, hazards (SMEM/TMEM accesses no chain of barriers orders) and "
@@ -112,6 +114,11 @@ int main(int argc, char **argv) {
       "With --inputs and --expect, level-A IR runs on inputs computed "
       "elsewhere and is judged against an O computed elsewhere as well (the "
       "entry IR run by another executor), beside the float64 reference.\n"
+      "The backward (fa4.attention_backward, or its tile program) runs at "
+      "levels A and B on drawn Q, K, V and dO, with O and the LSE from the "
+      "float64 forward; dQ, dK and dV are judged against float64 gradients "
+      "(FlashAttention's rule: at most twice the low-precision reference's "
+      "error plus --atol).\n"
       "Prints one JSON object; exits 0 within tolerance and with a clean "
       "protocol, 1 otherwise, 2 on bad flags or IR it cannot run.\n", &llvm::errs()))
     return 2;
@@ -137,15 +144,18 @@ static int simulateInput(std::unique_ptr<MemoryBuffer> input) {
 
   // Level A runs through the same lowering fa4c uses, then as level B.
   bool hasEntryOp = false;
-  module->walk([&](fa4::AttentionOp) { hasEntryOp = true; });
+  module->walk([&](Operation *op) {
+    if (isa<fa4::AttentionOp, fa4::AttentionBackwardOp>(op))
+      hasEntryOp = true;
+  });
   // The entry as written: the reference runs its regions, not the lowered
   // copies.
   OwningOpRef<ModuleOp> entryModule;
   func::FuncOp entry;
   if (hasEntryOp) {
     entryModule = module->clone();
-    entryModule->walk([&](fa4::AttentionOp op) {
-      if (!entry)
+    entryModule->walk([&](Operation *op) {
+      if (!entry && isa<fa4::AttentionOp, fa4::AttentionBackwardOp>(op))
         entry = op->getParentOfType<func::FuncOp>();
     });
   }
@@ -163,11 +173,12 @@ static int simulateInput(std::unique_ptr<MemoryBuffer> input) {
 
   SmallVector<func::FuncOp> kernels;
   module->walk([&](func::FuncOp func) {
-    if (fa4::getKernelSpec(func))
+    if (fa4::getKernelSpec(func) || fa4::getBackwardSpec(func))
       kernels.push_back(func);
   });
   if (kernels.size() != 1)
-    return fail("expected one function with an fa4.attention or an fa4.spec, "
+    return fail("expected one function with an fa4.attention, an "
+                "fa4.attention_backward, an fa4.spec or an fa4.backward_spec, "
                 "found " +
                 Twine(kernels.size()));
 

@@ -212,6 +212,25 @@ static cl::opt<int64_t> numSplits(
              "its own zero"),
     cl::init(1), cl::cat(variantCategory));
 
+static cl::opt<bool> backward(
+    "backward",
+    cl::desc("The gradients instead of the attention: a function "
+             "`attention_backward(Q, K, V, O, dO, LSE, dQ, dK, dV, delta, "
+             "dq_accum)` holding fa4.attention_backward of the variant the "
+             "other flags describe (the workspace: delta [batch, q_heads, "
+             "seq_q] f32 and dq_accum Q's shape in f32). It is built at "
+             "levels A and B: with --emit=mlir the default --stop-after is "
+             "'tile'; no chip schedules it yet. Not with --lse (the "
+             "backward always reads it), --seqused-k, --varlen, --paged-kv "
+             "or --num-splits"),
+    cl::init(false), cl::cat(variantCategory));
+
+static cl::opt<bool> deterministic(
+    "deterministic",
+    cl::desc("With --backward: accumulate dQ in a fixed order, the same bits "
+             "on every run"),
+    cl::init(false), cl::cat(variantCategory));
+
 /// The variant the flags describe, as entry IR (fa4/Driver/Compile.h).
 static OwningOpRef<ModuleOp> buildVariant(MLIRContext &context) {
   fa4::Variant variant;
@@ -239,6 +258,8 @@ static OwningOpRef<ModuleOp> buildVariant(MLIRContext &context) {
   variant.pageSize = pageSize;
   variant.numSplits = numSplits;
   variant.varlen = varlen;
+  variant.backward = backward;
+  variant.deterministic = deterministic;
   if (llvm::Error refused = fa4::checkVariant(variant)) {
     errs() << "fa4c: --" << toString(std::move(refused)) << "\n";
     return nullptr;
@@ -251,7 +272,8 @@ static bool usesVariantFlags() {
                                  &mask,       &windowLeft,  &windowRight,
                                  &dtype,      &scale,       &softcap,
                                  &lse, &seqUsedK, &pagedKv, &pageSize,
-                                 &numSplits, &varlen, &decode};
+                                 &numSplits, &varlen, &decode,
+                                 &backward, &deterministic};
   return llvm::any_of(variantOptions, [](cl::Option *option) {
     return option->getNumOccurrences() > 0;
   });
@@ -267,7 +289,7 @@ int main(int argc, char **argv) {
   if (auto it = registered.find("stop-after"); it != registered.end())
     it->second->removeArgument();
   static const std::string stages =
-      "Last pipeline stage to run, with --emit=mlir (default: scheduler): " +
+      "Last pipeline stage to run, with --emit=mlir (default: scheduler; tile for a backward): " +
       join(fa4::getPipelineStages(), ", ");
   static cl::opt<std::string> stopAfter("stop-after", cl::desc(stages),
                                         cl::value_desc("stage"), cl::init(""),
@@ -347,9 +369,13 @@ static void setPipelineOptions(fa4::PipelineOptions &options, ModuleOp module,
       chip = named->name.str();
   // Without --stop-after, MLIR output is the schedule (level C); the other
   // kinds need the kernel at level D.
-  options.stopAfter = !stopAfter.empty()        ? stopAfter.str()
-                      : kind == EmitKind::Mlir ? std::string("scheduler")
-                                               : std::string("nvvm");
+  // A backward function goes as far as level B.
+  bool hasBackward = false;
+  module->walk([&](fa4::AttentionBackwardOp) { hasBackward = true; });
+  options.stopAfter = !stopAfter.empty() ? stopAfter.str()
+                      : kind == EmitKind::Mlir
+                          ? std::string(hasBackward ? "tile" : "scheduler")
+                          : std::string("nvvm");
   options.rescaleThreshold = rescaleThreshold;
   options.kvStages = kvStages;
   options.hopperOverlap = hopperOverlap;

@@ -51,6 +51,12 @@ struct Variant {
   /// head_dim] (the LSE [1, q_heads, total_q]) and two [batch + 1] i32
   /// tables, cu_seqlens_q and cu_seqlens_k, after the seqused_k table.
   bool varlen = false;
+  /// The gradients instead: one function `attention_backward` holding an
+  /// fa4.attention_backward of this variant (Q, K, V, O, dO, the LSE; dQ,
+  /// dK, dV; the delta and dQ-accumulator workspace), built to level B.
+  bool backward = false;
+  /// With `backward`: dQ accumulated in a fixed order.
+  bool deterministic = false;
 };
 
 /// Whether `variant`'s fields can be built into entry IR at all (its dtype,

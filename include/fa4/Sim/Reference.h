@@ -131,6 +131,76 @@ bool compareWithReference(const Reference &reference,
                           const std::vector<float> *lse, double atol,
                           double rtol, Errors &errors);
 
+/// The gradients of attention's inputs for the gradient dO of its output,
+/// from the definition in float64: P from the scores, dV = Pᵀ·dO, dP = dO·Vᵀ,
+/// dS = P ∘ (dP - rowsum(P ∘ dP)) ∘ dx/ds (x the score the softmax sees, s
+/// = q·k), dQ = dS·K and dK = dSᵀ·Q, dK and dV summed over the query heads
+/// of a K/V head. A score_mod's slope is a Richardson-extrapolated central
+/// difference of it, good to about 1e-10 where the mod is smooth. A row that
+/// sees no key, and a key no row sees, get zero. dO and dQ have Q's layout,
+/// dK and dV K's. Dense problems only: the caller must not pass a varlen or
+/// paged one.
+void referenceAttentionBackward(const Problem &problem,
+                                const std::vector<float> &q,
+                                const std::vector<float> &k,
+                                const std::vector<float> &v,
+                                const std::vector<float> &dout,
+                                std::vector<double> &dq,
+                                std::vector<double> &dk,
+                                std::vector<double> &dv);
+
+/// The same gradients as a plain implementation in the input type computes
+/// them, FlashAttention's low-precision reference's backward: scores in
+/// float32, P = exp(x - LSE) from the given float32 LSE, rounded to the input
+/// type before dV = Pᵀ·dO and dS; dP and delta = rowsum(dO ∘ O) (O the given
+/// one, rounded to the input type) in float32; dS rounded to the input type
+/// before dQ = dS·K and dK = dSᵀ·Q; every sum in float32, and dQ, dK and dV
+/// rounded to the input type. Dense problems only, as above.
+void lowPrecisionAttentionBackward(
+    const Problem &problem, bool bf16, const std::vector<float> &q,
+    const std::vector<float> &k, const std::vector<float> &v,
+    const std::vector<float> &out, const std::vector<float> &dout,
+    const std::vector<float> &lse, std::vector<float> &dq,
+    std::vector<float> &dk, std::vector<float> &dv);
+
+/// What a backward kernel's gradients are judged against: the float64
+/// gradients, and the errors the low-precision ones make against them.
+struct BackwardReference {
+  std::vector<double> dq, dk, dv;
+  /// max |lowp - ref| of each gradient.
+  double lowpDqErr = 0.0, lowpDkErr = 0.0, lowpDvErr = 0.0;
+};
+
+/// Both backward references for one problem's inputs, dO, and the forward's
+/// O (rounded to the input type) and float32 LSE, which only the
+/// low-precision one reads.
+void computeBackwardReference(const Problem &problem, bool bf16,
+                              const std::vector<float> &q,
+                              const std::vector<float> &k,
+                              const std::vector<float> &v,
+                              const std::vector<float> &out,
+                              const std::vector<float> &dout,
+                              const std::vector<float> &lse,
+                              BackwardReference &reference);
+
+/// The largest gradient errors against the float64 reference, over every
+/// run folded in, and the low-precision reference's.
+struct GradientErrors {
+  double dq = 0.0, dk = 0.0, dv = 0.0;
+  double refLowpDq = 0.0, refLowpDk = 0.0, refLowpDv = 0.0;
+};
+
+/// Folds one run's dQ, dK and dV into `errors` and judges each by
+/// FlashAttention's rule, as compareWithReference judges O: its max-norm
+/// error at most twice the low-precision reference's plus atol (atol alone
+/// where that reference overflowed). A NaN, or an infinity the reference
+/// does not have, fails.
+bool compareGradients(const BackwardReference &reference,
+                      const std::vector<float> &dq,
+                      const std::vector<float> &dk,
+                      const std::vector<float> &dv, double atol,
+                      GradientErrors &errors);
+
 /// The problem a launch manifest's attention describes, at these sizes.
 Problem problemOf(const runtime::Manifest &manifest, int64_t batch,
                   int64_t seqQ, int64_t seqK);

@@ -88,11 +88,27 @@ struct RunReport {
   std::vector<std::string> barrierMisuse;
   std::map<std::string, int64_t> mmasIssued;
 
+  /// The backward (a function with fa4.backward_spec): the gradients'
+  /// max-abs errors against the float64 reference and the low-precision
+  /// reference's; the O fields above are then unused.
+  bool backward = false;
+  double dqMaxAbsErr = 0.0, dkMaxAbsErr = 0.0, dvMaxAbsErr = 0.0;
+  double refLowpDq = 0.0, refLowpDk = 0.0, refLowpDv = 0.0;
+
   bool ok = false;
 
   /// One JSON object on one line, the fields in a fixed order.
   std::string toJson() const;
 };
+
+/// Runs the backward's level-B function `func` (it carries
+/// `fa4.backward_spec`): draws Q, K, V and dO from the seed, computes the
+/// forward's O and LSE in float64 (O rounded to the input type, the LSE to
+/// f32) as the kernel's inputs, and judges dQ, dK and dV against the
+/// float64 gradients by FlashAttention's rule. The workspace starts as NaN:
+/// the kernel must clear what it reads.
+llvm::Expected<RunReport> simulateBackward(func::FuncOp func,
+                                           const RunOptions &options);
 
 /// Runs the level-B or level-C function `func` (it must carry `fa4.spec`)
 /// and reports how it fared: `ok` says whether the result is within

@@ -236,6 +236,17 @@ KvBlockRange kvBlockRange(MaskBand band, int64_t rowBegin, int64_t rows,
                           int64_t gqaRatio, int64_t blockN, int64_t seqQ,
                           int64_t seqK);
 
+/// The backward's transpose of kvBlockRange: the blocks of `rows` packed
+/// query rows that visit the K/V block holding key `col` (a multiple of
+/// `blockN`), `[begin, end)`, and inside it `[fullBegin, fullEnd)` those
+/// that see it whole — exactly the query blocks whose kvBlockRange holds
+/// the K/V block (whole: in its full range). Where those blocks are not
+/// contiguous (a bound that is not monotone), the hull is returned and no
+/// block is called whole, which visits more but masks every one.
+KvBlockRange queryBlockRange(const KeyBounds &bounds, int64_t col,
+                             int64_t blockN, int64_t rows, int64_t gqaRatio,
+                             int64_t seqQ, int64_t seqK, bool exact = true);
+
 /// A block mask (fa4.attention's `block_mask` extra) gives, per batch, query
 /// head and block of kBlockMaskQueries query positions, the KV blocks of
 /// kBlockMaskKeys keys its queries may see: `[begin, end)`, and inside it

@@ -565,6 +565,14 @@ LogicalResult FA4Dialect::verifyOperationAttribute(Operation *op,
   // against its function, fa4.target against the enclosing modules.
   if (attribute.getName() == kSpecAttrName)
     return verifySpecOn(op, attribute.getValue());
+  if (attribute.getName() == kBackwardSpecAttrName) {
+    auto spec = dyn_cast<BackwardSpecAttr>(attribute.getValue());
+    if (!spec)
+      return op->emitError() << "'" << kBackwardSpecAttrName
+                             << "' must be a #fa4.backward_spec<...>, got "
+                             << attribute.getValue();
+    return verifyBackwardSpecOn(op, spec);
+  }
   // fa4.grid, fa4.barriers and fa4.tmem belong on the schedule's
   // fa4.warp_specialize, fa4.launch on the kernel's llvm.func.
   auto barriers = dyn_cast<ArrayAttr>(attribute.getValue());

@@ -202,6 +202,81 @@ static LogicalResult verifyBlockMaskType(Operation *op, MemRefType type) {
   return success();
 }
 
+/// Q, K, V, O (and the backward's dO, dQ, dK, dV): rank 4 in `order`,
+/// static heads (dimension `headsDim`) and head dim, and as memrefs any
+/// strides a TMA tensor map expresses.
+static LogicalResult verifyTensorOperand(Operation *op, StringRef name,
+                                         Value value, unsigned headsDim,
+                                         StringRef order) {
+  auto emitOpError = [op]() { return op->emitOpError(); };
+  auto shaped = cast<ShapedType>(value.getType());
+  if (shaped.getRank() != 4)
+    return emitOpError() << name << " must have rank 4 (" << order
+                         << "), got rank " << shaped.getRank();
+  for (unsigned dim : {headsDim, 3u})
+    if (shaped.isDynamicDim(dim))
+      return emitOpError() << name << " "
+                           << (dim == headsDim ? "heads" : "head dim")
+                           << " must be static, got shape "
+                           << shapeString(shaped.getShape());
+  auto type = dyn_cast<MemRefType>(shaped);
+  if (!type)
+    return success();
+  // Any strides a TMA tensor map can express: the kernel reaches Q, K, V
+  // and O only through tensor maps, which the launch builds from the
+  // tensors' own strides (the offset is the host's business).
+  SmallVector<int64_t> strides;
+  int64_t offset;
+  if (failed(type.getStridesAndOffset(strides, offset)))
+    return emitOpError() << name << " must have a strided layout, got " << type;
+  if (strides[3] != 1)
+    return emitOpError() << name
+                         << " must be contiguous along head_dim (stride 1, "
+                            "as TMA needs), got strides "
+                         << shapeString(strides);
+  // (The element type is checked by the caller; until then any width will
+  // do.)
+  int64_t elementBytes =
+      type.getElementType().isIntOrFloat() ? type.getElementTypeBitWidth() / 8 : 2;
+  // (A dimension of static size 1 is never stepped along: any stride.)
+  for (auto [dim, stride] : llvm::enumerate(ArrayRef(strides).drop_back()))
+    if (!ShapedType::isDynamic(stride) && type.getDimSize(dim) != 1 &&
+        (stride <= 0 || (stride * elementBytes) % 16 != 0))
+      return emitOpError() << name << " strides " << shapeString(strides)
+                           << " must be positive multiples of 16 bytes (TMA's "
+                              "rule for every stride but head_dim's)";
+  return success();
+}
+
+/// The extras: memrefs a kernel parameter and the manifest can carry, each
+/// passed once.
+static LogicalResult verifyExtras(Operation *op, OperandRange extras) {
+  auto emitOpError = [op]() { return op->emitOpError(); };
+  for (auto [position, extra] : llvm::enumerate(extras)) {
+    auto type = cast<MemRefType>(extra.getType());
+    Type element = type.getElementType();
+    // What a kernel parameter and the manifest can carry: row-major, in
+    // global memory, of a width the runtime knows, every size known or
+    // given at launch.
+    bool known = element.isF16() || element.isBF16() || element.isF32() ||
+                 element.isF64() || element.isInteger(1) ||
+                 element.isInteger(8) || element.isInteger(16) ||
+                 element.isInteger(32) || element.isInteger(64);
+    if (!type.getLayout().isIdentity() || !known || type.getMemorySpace() ||
+        llvm::any_of(type.getShape(), [](int64_t dim) { return dim == 0; }))
+      return emitOpError() << "extras must be row-major memrefs in the default "
+                              "memory space, of f16, bf16, f32, f64 or i1, i8, "
+                              "i16, i32, i64, with no empty dimension, got "
+                           << type;
+    for (auto [earlier, other] :
+         llvm::enumerate(extras.take_front(position)))
+      if (other == extra)
+        return emitOpError() << "extra #" << position << " repeats extra #"
+                             << earlier << "; pass each memref once";
+  }
+  return success();
+}
+
 //===----------------------------------------------------------------------===//
 // AttentionOp
 //===----------------------------------------------------------------------===//
@@ -328,43 +403,9 @@ LogicalResult AttentionOp::verify() {
   StringRef order = getHeadsFirst() ? "[batch, heads, seq, head_dim]"
                                     : "[batch, seq, heads, head_dim]";
   unsigned headsDim = getHeadsFirst() ? 1 : 2;
-  for (auto [name, value] : operands) {
-    auto shaped = cast<ShapedType>(value.getType());
-    if (shaped.getRank() != 4)
-      return emitOpError() << name << " must have rank 4 (" << order
-                           << "), got rank " << shaped.getRank();
-    for (unsigned dim : {headsDim, 3u})
-      if (shaped.isDynamicDim(dim))
-        return emitOpError() << name << " "
-                             << (dim == headsDim ? "heads" : "head dim")
-                             << " must be static, got shape "
-                             << shapeString(shaped.getShape());
-    auto type = dyn_cast<MemRefType>(shaped);
-    if (!type)
-      continue;
-    // Any strides a TMA tensor map can express: the kernel reaches Q, K, V
-    // and O only through tensor maps, which the launch builds from the
-    // tensors' own strides (the offset is the host's business).
-    SmallVector<int64_t> strides;
-    int64_t offset;
-    if (failed(type.getStridesAndOffset(strides, offset)))
-      return emitOpError() << name << " must have a strided layout, got " << type;
-    if (strides[3] != 1)
-      return emitOpError() << name
-                           << " must be contiguous along head_dim (stride 1, "
-                              "as TMA needs), got strides "
-                           << shapeString(strides);
-    // (The element type is checked below; until then any width will do.)
-    int64_t elementBytes =
-        type.getElementType().isIntOrFloat() ? type.getElementTypeBitWidth() / 8 : 2;
-    // (A dimension of static size 1 is never stepped along: any stride.)
-    for (auto [dim, stride] : llvm::enumerate(ArrayRef(strides).drop_back()))
-      if (!ShapedType::isDynamic(stride) && type.getDimSize(dim) != 1 &&
-          (stride <= 0 || (stride * elementBytes) % 16 != 0))
-        return emitOpError() << name << " strides " << shapeString(strides)
-                             << " must be positive multiples of 16 bytes (TMA's "
-                                "rule for every stride but head_dim's)";
-  }
+  for (auto [name, value] : operands)
+    if (failed(verifyTensorOperand(op, name, value, headsDim, order)))
+      return failure();
 
   Type element = getElementTypeOrSelf(getQ().getType());
   if (!isInputElementType(element))
@@ -444,28 +485,8 @@ LogicalResult AttentionOp::verify() {
       getScoreMod().empty() && getMaskMod().empty())
     return emitOpError() << "has extras but no score_mod or mask_mod region "
                             "to read them";
-  for (auto [position, extra] : llvm::enumerate(getExtras())) {
-    auto type = cast<MemRefType>(extra.getType());
-    Type element = type.getElementType();
-    // What a kernel parameter and the manifest can carry: row-major, in
-    // global memory, of a width the runtime knows, every size known or
-    // given at launch.
-    bool known = element.isF16() || element.isBF16() || element.isF32() ||
-                 element.isF64() || element.isInteger(1) ||
-                 element.isInteger(8) || element.isInteger(16) ||
-                 element.isInteger(32) || element.isInteger(64);
-    if (!type.getLayout().isIdentity() || !known || type.getMemorySpace() ||
-        llvm::any_of(type.getShape(), [](int64_t dim) { return dim == 0; }))
-      return emitOpError() << "extras must be row-major memrefs in the default "
-                              "memory space, of f16, bf16, f32, f64 or i1, i8, "
-                              "i16, i32, i64, with no empty dimension, got "
-                           << type;
-    for (auto [earlier, other] :
-         llvm::enumerate(getExtras().take_front(position)))
-      if (other == extra)
-        return emitOpError() << "extra #" << position << " repeats extra #"
-                             << earlier << "; pass each memref once";
-  }
+  if (failed(verifyExtras(op, getExtras())))
+    return failure();
   if (std::optional<uint64_t> position = getBlockMask()) {
     if (*position >= getExtras().size())
       return emitOpError() << "block_mask names extra #" << *position
@@ -724,7 +745,10 @@ static LogicalResult verifyTileAccess(Operation *op, Value memref, Value tile,
     return op->emitOpError() << "memref must have rank 4 ([batch, seq, heads, "
                                 "head_dim]), got rank "
                              << memrefType.getRank();
-  if (failed(verifyTile(op, "tile", tile.getType(), 2, false)))
+  // f16/bf16 tiles of the attention's tensors, or f32 ones of the
+  // backward's dQ accumulator.
+  if (failed(verifyTile(op, "tile", tile.getType(), 2,
+                        memrefType.getElementType().isF32())))
     return failure();
   auto tileType = cast<RankedTensorType>(tile.getType());
   if (tileType.getElementType() != memrefType.getElementType())
@@ -992,6 +1016,45 @@ LogicalResult NormalizeOp::verify() {
                          << " does not match acc shape "
                          << shapeString(getAcc().getType().getShape());
   return verifyRowVector(op, "row_max", getRowMax(), dimOf(getAcc(), 0));
+}
+
+//===----------------------------------------------------------------------===//
+// Shared with the backward ops (Verify.h)
+//===----------------------------------------------------------------------===//
+
+LogicalResult mlir::fa4::detail::verifyModRegionOf(
+    Operation *op, Region &region, StringRef name, bool scoreMod,
+    std::optional<TypeRange> extras) {
+  MLIRContext *context = op->getContext();
+  return scoreMod ? verifyModRegion(op, region, name,
+                                    scoreModArguments(context), extras,
+                                    Float32Type::get(context))
+                  : verifyModRegion(op, region, name,
+                                    maskModArguments(context), extras,
+                                    IntegerType::get(context, 1));
+}
+LogicalResult mlir::fa4::detail::verifyTileType(Operation *op, StringRef name,
+                                                Type type, int64_t rank,
+                                                bool wantF32) {
+  return verifyTile(op, name, type, rank, wantF32);
+}
+LogicalResult mlir::fa4::detail::verifyTileAccessOf(Operation *op,
+                                                    Value memref, Value tile,
+                                                    int64_t gqaRatio) {
+  return verifyTileAccess(op, memref, tile, gqaRatio);
+}
+LogicalResult mlir::fa4::detail::verifyTensorOperandOf(Operation *op,
+                                                       StringRef name,
+                                                       Value value) {
+  return verifyTensorOperand(op, name, value, 2,
+                             "[batch, seq, heads, head_dim]");
+}
+LogicalResult mlir::fa4::detail::verifyExtrasOf(Operation *op,
+                                                OperandRange extras) {
+  return verifyExtras(op, extras);
+}
+std::string mlir::fa4::detail::shapeText(ArrayRef<int64_t> shape) {
+  return shapeString(shape);
 }
 
 #define GET_OP_CLASSES

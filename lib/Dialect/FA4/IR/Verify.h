@@ -12,6 +12,11 @@
 #include "fa4/Dialect/FA4/IR/FA4Dialect.h"
 
 #include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/Operation.h"
+#include "mlir/IR/TypeRange.h"
+
+#include <optional>
+#include <string>
 
 namespace mlir::fa4::detail {
 using EmitError = llvm::function_ref<InFlightDiagnostic()>;
@@ -35,6 +40,26 @@ LogicalResult verifySeqUsedKType(EmitError emitError, MemRefType table,
 /// launch, against the problem's).
 LogicalResult verifySplitWorkspaceType(EmitError emitError,
                                        MemRefType workspace);
+
+/// FA4Ops.cpp's checks, shared with the backward ops (FA4BackwardOps.cpp).
+/// A score_mod (`scoreMod`) or mask_mod region's block, body and yield;
+/// `extras` null accepts any trailing memrefs.
+LogicalResult verifyModRegionOf(Operation *op, Region &region, StringRef name,
+                                bool scoreMod, std::optional<TypeRange> extras);
+/// A static tile of `rank` holding f32 (`wantF32`) or f16/bf16.
+LogicalResult verifyTileType(Operation *op, StringRef name, Type type,
+                             int64_t rank, bool wantF32);
+/// A `[batch, seq, heads, head_dim]` memref read or written as `tile` rows
+/// packing `gqaRatio` heads.
+LogicalResult verifyTileAccessOf(Operation *op, Value memref, Value tile,
+                                 int64_t gqaRatio);
+/// An attention tensor operand: rank 4, static heads and head dim, strides
+/// TMA expresses.
+LogicalResult verifyTensorOperandOf(Operation *op, StringRef name, Value value);
+/// The extras: row-major memrefs of known element types, each once.
+LogicalResult verifyExtrasOf(Operation *op, OperandRange extras);
+/// A shape as messages print it: [?, 128].
+std::string shapeText(ArrayRef<int64_t> shape);
 } // namespace mlir::fa4::detail
 
 #endif // FA4_LIB_DIALECT_FA4_IR_VERIFY_H

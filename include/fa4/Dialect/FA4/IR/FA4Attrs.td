@@ -148,6 +148,48 @@ def FA4_KernelSpecAttr : AttrDef<FA4_Dialect, "KernelSpec"> {
   }];
 }
 
+// What a tiled backward kernel function computes: written on the function
+// by fa4-tile for an fa4.attention_backward, read by the simulator.
+def FA4_BackwardSpecAttr : AttrDef<FA4_Dialect, "BackwardSpec"> {
+  let mnemonic = "backward_spec";
+  let summary = "the variant a tiled backward function differentiates (`fa4.backward_spec`)";
+  let description = [{
+    `fa4-tile` replaces a function's `fa4.attention_backward` with its tile
+    program and records what the op said as `fa4.backward_spec` on the
+    function:
+
+    ```mlir
+    func.func @attention_backward(...) attributes {fa4.backward_spec =
+        #fa4.backward_spec<mask = causal, window_left = -1, window_right = -1,
+        scale = 0.125, softcap = 0.0, deterministic = false,
+        arguments = [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10]>}
+    ```
+
+    `arguments` are the positions of Q, K, V, O, dO, the LSE, dQ, dK, dV,
+    the delta workspace and the dQ accumulator among the function's
+    arguments, `extras` those of the memrefs the regions read. It checks
+    itself with the entry op's rules (window bounds, scale and softcap) and
+    its positions (eleven, distinct, non-negative); on a function, that each
+    names a memref argument of the right rank and element type.
+  }];
+  let parameters = (ins
+    EnumParameter<FA4_MaskKind>:$mask,
+    "int64_t":$window_left,
+    "int64_t":$window_right,
+    FA4_F32Parameter<"the softmax scale">:$scale,
+    FA4_F32Parameter<"the softcap, 0 for none">:$softcap,
+    FA4_BoolParameter<"whether dQ is accumulated in a fixed order">:$deterministic,
+    FA4_ListParameter<"int64_t", "positions of Q, K, V, O, dO, LSE, dQ, dK, dV, delta, dQ accumulator">:$arguments,
+    FA4_OptionalListParameter<"int64_t", "positions of the mods' memrefs">:$extras
+  );
+  let assemblyFormat = "`<` struct(params) `>`";
+  let genVerifyDecl = 1;
+  let extraClassDeclaration = [{
+    float getScaleValue() const { return getScale().convertToFloat(); }
+    float getSoftcapValue() const { return getSoftcap().convertToFloat(); }
+  }];
+}
+
 // How a kernel's tasks map to CTAs: written on fa4.warp_specialize by
 // fa4-tile-scheduler as `fa4.grid`.
 def FA4_GridAttr : AttrDef<FA4_Dialect, "Grid"> {

@@ -53,6 +53,21 @@ inline constexpr llvm::StringLiteral kTmemAttrName = "fa4.tmem";
 /// tiled kernel).
 KernelSpecAttr getKernelSpec(Operation *op);
 
+/// The function attribute that records a tiled backward kernel's variant:
+/// `fa4.backward_spec = #fa4.backward_spec<...>`, written by fa4-tile.
+inline constexpr llvm::StringLiteral kBackwardSpecAttrName = "fa4.backward_spec";
+/// Positions of the backward's tensors among its spec's `arguments`.
+enum BackwardArgument {
+  kBwdQ, kBwdK, kBwdV, kBwdOut, kBwdDout, kBwdLse, kBwdDq, kBwdDk, kBwdDv,
+  kBwdDelta, kBwdDqAccum
+};
+inline constexpr size_t kBackwardArguments = 11;
+/// `op`'s `fa4.backward_spec`, or null when it has none.
+BackwardSpecAttr getBackwardSpec(Operation *op);
+/// The spec against its function: every position a memref argument, the
+/// tensors of one attention's gradients.
+LogicalResult verifyBackwardSpecOn(Operation *op, BackwardSpecAttr spec);
+
 /// The tables of `func`'s spec against its ops: every K or V tile load and
 /// TMA copy reads through the spec's block table (`pages(...)`) when it has
 /// one and never otherwise, and `fa4.sequence_length` reads only the spec's

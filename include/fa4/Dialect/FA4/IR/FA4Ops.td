@@ -220,7 +220,8 @@ def FA4_AttentionOp : FA4_Op<"attention", [
 
 def FA4_YieldOp : FA4_Op<"yield", [Pure, Terminator,
     ParentOneOf<["AttentionOp", "ScoreModOp", "MaskOp", "KvBlockRangeOp",
-                 "TaskCoordsOp"]>]> {
+                 "TaskCoordsOp", "AttentionBackwardOp", "QBlockRangeOp",
+                 "ScoreModGradOp"]>]> {
   let summary = "the value of a score_mod or mask_mod region";
   let description = [{
     Ends a `score_mod` region with the new score (f32) or a `mask_mod` region
@@ -738,6 +739,7 @@ def FA4_StoreLseTileOp : FA4_Op<"store_lse_tile"> {
   let hasVerifier = 1;
 }
 
+include "fa4/Dialect/FA4/IR/FA4BackwardOps.td"
 include "fa4/Dialect/FA4/IR/FA4ScheduleOps.td"
 
 #endif // FA4_DIALECT_FA4_IR_FA4OPS_TD

@@ -1,0 +1,177 @@
+//===- SimulatorBackward.cpp - fa4-sim's runner for the backward ----------===//
+//
+// Runs the backward's tile program on drawn inputs: Q, K, V as the forward's
+// runs draw them, dO standard normal, O and the LSE from the float64
+// forward (what a correct forward kernel hands the backward, rounded as it
+// stores them). The gradients are judged against referenceAttentionBackward,
+// which differentiates the definition of attention on its own, with the
+// low-precision backward as the yardstick.
+//
+//===----------------------------------------------------------------------===//
+
+#include "fa4/Sim/Simulator.h"
+
+#include "Inputs.h"
+#include "Interpreter.h"
+#include "fa4/Sim/Mods.h"
+
+#include "fa4/Dialect/FA4/IR/FA4Ops.h"
+#include "fa4/Support/AttentionMath.h"
+#include "fa4/Support/Error.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+
+#include <cmath>
+#include <random>
+
+using namespace mlir;
+using namespace mlir::fa4;
+using namespace mlir::fa4::sim;
+
+namespace {
+/// One backward run's tensors, by their fa4.backward_spec roles.
+struct BackwardBuffers {
+  Buffer tensors[kBackwardArguments];
+  Buffer &operator[](BackwardArgument role) { return tensors[role]; }
+};
+} // namespace
+
+llvm::Expected<RunReport>
+mlir::fa4::sim::simulateBackward(func::FuncOp func, const RunOptions &options) {
+  BackwardSpecAttr spec = getBackwardSpec(func);
+  if (options.distribution == InputDistribution::NonFinite)
+    return makeError("--dist nonfinite checks that the forward keeps NaN and "
+                     "infinite inputs to their rows; the backward's "
+                     "gradients of such inputs have no reference to match");
+  auto argument = [&](BackwardArgument role) {
+    return func.getArgument(spec.getArguments()[role]);
+  };
+  auto qType = cast<MemRefType>(argument(kBwdQ).getType());
+  auto kType = cast<MemRefType>(argument(kBwdK).getType());
+  bool bf16 = qType.getElementType().isBF16();
+
+  Problem problem;
+  problem.batch = options.batch;
+  problem.seqQ = options.seqQ;
+  problem.seqK = options.seqK;
+  problem.qHeads = qType.getDimSize(2);
+  problem.kvHeads = kType.getDimSize(2);
+  problem.headDim = qType.getDimSize(3);
+  problem.causal = spec.getMask() == MaskKind::causal;
+  problem.window = spec.getMask() == MaskKind::window;
+  problem.windowLeft = spec.getWindowLeft();
+  problem.windowRight = spec.getWindowRight();
+  problem.scale = spec.getScaleValue();
+  problem.softcap = spec.getSoftcapValue();
+
+  const Problem &p = problem;
+  SmallVector<int64_t, 4> queries{p.batch, p.seqQ, p.qHeads, p.headDim};
+  SmallVector<int64_t, 4> keys{p.batch, p.seqK, p.kvHeads, p.headDim};
+  SmallVector<int64_t, 3> rows{p.batch, p.qHeads, p.seqQ};
+  BackwardBuffers buffers;
+  for (BackwardArgument role :
+       {kBwdQ, kBwdOut, kBwdDout, kBwdDq, kBwdDqAccum, kBwdK, kBwdV, kBwdDk,
+        kBwdDv, kBwdLse, kBwdDelta}) {
+    ArrayRef<int64_t> shape =
+        role == kBwdK || role == kBwdV || role == kBwdDk || role == kBwdDv
+            ? ArrayRef<int64_t>(keys)
+        : role == kBwdLse || role == kBwdDelta ? ArrayRef<int64_t>(rows)
+                                               : ArrayRef<int64_t>(queries);
+    if (llvm::Error refused = makeBuffer(argument(role), shape, buffers[role]))
+      return std::move(refused);
+  }
+
+  // The regions and their extras, run in double by the references (the
+  // entry's, as written, when the run started from level A).
+  auto entry = dyn_cast_or_null<func::FuncOp>(options.entry);
+  llvm::Expected<std::unique_ptr<Mods>> madeMods =
+      Mods::fromFunction(entry ? entry : func);
+  if (!madeMods)
+    return madeMods.takeError();
+  std::unique_ptr<Mods> mods = std::move(*madeMods);
+  if (llvm::Error refused = mods->fillExtras(problem, options.seed))
+    return std::move(refused);
+  mods->attach(problem);
+  SmallVector<Value> extraArguments;
+  for (auto [number, extra] :
+       llvm::zip(mods->argumentNumbers(), mods->arguments())) {
+    if (number >= func.getNumArguments() ||
+        func.getArgument(number).getType() != extra.getType())
+      return makeError("the lowered @" + func.getName().str() +
+                       " has no extra argument #" + std::to_string(number) +
+                       " of type " + str(extra.getType()));
+    extraArguments.push_back(func.getArgument(number));
+  }
+
+  // Q, K, V as the forward's runs draw them; dO standard normal, from its
+  // own stream of the seed.
+  fillInputs(problem, bf16, options.seed, options.distribution,
+             buffers[kBwdQ].data, buffers[kBwdK].data, buffers[kBwdV].data);
+  std::mt19937_64 generator(options.seed * 0x9e3779b97f4a7c15ull + 17);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  for (float &x : buffers[kBwdDout].data)
+    x = roundTo(qType.getElementType(), normal(generator));
+  // The forward's O (rounded as a kernel stores it) and LSE (f32).
+  std::vector<double> out, lse;
+  referenceAttention(problem, buffers[kBwdQ].data, buffers[kBwdK].data,
+                     buffers[kBwdV].data, out, lse);
+  if (!mods->error().empty())
+    return makeError("the reference's mod region: " + mods->error());
+  for (auto [to, from] : llvm::zip_equal(buffers[kBwdOut].data, out))
+    to = roundTo(qType.getElementType(), static_cast<float>(from));
+  for (auto [to, from] : llvm::zip_equal(buffers[kBwdLse].data, lse))
+    to = static_cast<float>(from);
+
+  BackwardReference reference;
+  computeBackwardReference(problem, bf16, buffers[kBwdQ].data,
+                           buffers[kBwdK].data, buffers[kBwdV].data,
+                           buffers[kBwdOut].data, buffers[kBwdDout].data,
+                           buffers[kBwdLse].data, reference);
+  if (!mods->error().empty())
+    return makeError("the reference's mod region: " + mods->error());
+
+  // The outputs and the workspace start as NaN: a gradient the program
+  // does not write, or a workspace it reads before it clears, shows.
+  for (BackwardArgument role : {kBwdDq, kBwdDk, kBwdDv, kBwdDelta, kBwdDqAccum})
+    std::fill(buffers[role].data.begin(), buffers[role].data.end(),
+              std::nanf(""));
+
+  // The preprocessing and post-processing visit each query block once; the
+  // main loop each (query block, K/V block) pair at most once per head
+  // group, at about 64 steps per pair of 64-row tiles, as the forward's
+  // budget counts.
+  constexpr int64_t kStepsPerTilePair = 64;
+  int64_t qTiles = p.batch * p.qHeads * ceilDiv(p.seqQ, 64);
+  int64_t kvTiles = ceilDiv(p.seqK, 64);
+  StepBudget budget;
+  budget.total = kStepsPerTilePair * (qTiles * (kvTiles + 2) + 1);
+
+  Interpreter interpreter;
+  for (auto [extra, buffer] : llvm::zip(extraArguments, mods->buffers()))
+    interpreter.bindExtra(extra, &buffer);
+  for (size_t role = 0; role < kBackwardArguments; ++role)
+    interpreter.bind(argument(static_cast<BackwardArgument>(role)),
+                     &buffers.tensors[role]);
+  interpreter.setBudget(&budget);
+  std::string error;
+  if (!interpreter.runFunction(func.getBody().front(), error))
+    return makeError(error);
+  if (!mods->error().empty())
+    return makeError("a mod region: " + mods->error());
+
+  RunReport report;
+  report.backward = true;
+  GradientErrors errors;
+  report.ok = compareGradients(reference, buffers[kBwdDq].data,
+                               buffers[kBwdDk].data, buffers[kBwdDv].data,
+                               options.atol, errors);
+  report.dqMaxAbsErr = errors.dq;
+  report.dkMaxAbsErr = errors.dk;
+  report.dvMaxAbsErr = errors.dv;
+  report.refLowpDq = errors.refLowpDq;
+  report.refLowpDk = errors.refLowpDk;
+  report.refLowpDv = errors.refLowpDv;
+  report.blocksVisited = interpreter.getStats().blocksVisited;
+  report.blocksSkipped = interpreter.getStats().blocksSkipped;
+  return std::move(report);
+}
