@@ -9,6 +9,7 @@
 #include "fa4/Driver/ToolSession.h"
 #include "fa4/Runtime/CompileCache.h"
 #include "fa4/Runtime/Runtime.h"
+#include "fa4/Sim/Simulator.h"
 #include "fa4/Support/Error.h"
 #include "fa4/Support/IrInput.h"
 
@@ -412,10 +413,12 @@ llvm::Error fa4::checkEntryLevel(ModuleOp module) {
   module.walk([&](Operation *op) {
     if (!found.empty())
       return WalkResult::interrupt();
-    if (auto func = dyn_cast<func::FuncOp>(op); func && getKernelSpec(func))
+    if (auto func = dyn_cast<func::FuncOp>(op);
+        func && (getKernelSpec(func) || getBackwardSpec(func)))
       found = "@" + func.getName().str() +
-              " is already tiled (it carries fa4.spec: level B or C, as "
-              "--stop-after=tile and the later stages write it)";
+              " is already tiled (it carries fa4.spec or fa4.backward_spec: "
+              "level B or C, as --stop-after=tile and the later stages write "
+              "it)";
     else if (isa<gpu::GPUModuleOp>(op))
       found = "the module already holds a gpu.module (level D, as "
               "--stop-after=nvvm writes it)";
@@ -430,6 +433,18 @@ llvm::Error fa4::checkEntryLevel(ModuleOp module) {
 }
 
 llvm::Error fa4::checkOneKernel(ModuleOp module) {
+  // The backward has levels A and B only: nothing to compile to a binary.
+  bool backward = false;
+  module.walk([&](Operation *op) {
+    if (isa<AttentionBackwardOp>(op) ||
+        (isa<func::FuncOp>(op) && getBackwardSpec(op)))
+      backward = true;
+  });
+  if (backward)
+    return makeError("the IR holds a backward (fa4.attention_backward), which "
+                     "is built at levels A and B only: no chip schedules it "
+                     "yet, so there is no cubin, PTX or LLVM IR to write. Use "
+                     "--emit=mlir (--stop-after=tile) and fa4-sim");
   SmallVector<std::string> kernels;
   module.walk([&](func::FuncOp func) {
     bool attention = static_cast<bool>(getKernelSpec(func));
@@ -557,3 +572,28 @@ llvm::Expected<std::string> fa4::entryIr(const std::string &entry,
     return std::move(refused);
   return std::move(*staged);
 }
+
+llvm::Error fa4::runBackwardOnHost(const Variant &variant,
+                                   std::vector<sim::HostTensor> &tensors) {
+  if (!variant.backward)
+    return makeError("runBackwardOnHost runs a backward variant");
+  ToolSession session;
+  CollectedDiagnostics diagnostics(session.getContext());
+  llvm::Expected<OwningOpRef<ModuleOp>> module =
+      variantModule(session, variant, diagnostics);
+  if (!module)
+    return module.takeError();
+  PipelineOptions options;
+  options.stopAfter = "tile";
+  if (llvm::Error refused = runPipeline(**module, options, diagnostics))
+    return refused;
+  func::FuncOp program;
+  (*module)->walk([&](func::FuncOp func) {
+    if (getBackwardSpec(func))
+      program = func;
+  });
+  if (!program)
+    return makeError("the backward variant has no tile program");
+  return sim::runBackwardProgram(program, tensors);
+}
+

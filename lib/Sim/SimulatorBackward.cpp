@@ -175,3 +175,54 @@ mlir::fa4::sim::simulateBackward(func::FuncOp func, const RunOptions &options) {
   report.blocksSkipped = interpreter.getStats().blocksSkipped;
   return std::move(report);
 }
+
+llvm::Error mlir::fa4::sim::runBackwardProgram(func::FuncOp func,
+                                               std::vector<HostTensor> &tensors) {
+  BackwardSpecAttr spec = getBackwardSpec(func);
+  if (!spec)
+    return makeError("@" + func.getName().str() +
+                     " is not a backward tile program (no fa4.backward_spec)");
+  if (!spec.getExtras().empty())
+    return makeError("the backward's host runner takes no extras; @" +
+                     func.getName().str() + " reads " +
+                     std::to_string(spec.getExtras().size()));
+  if (tensors.size() != kBackwardArguments)
+    return makeError("the backward takes " +
+                     std::to_string(kBackwardArguments) + " tensors, got " +
+                     std::to_string(tensors.size()));
+  std::string error;
+  if (!checkProgram(func, error))
+    return makeError(error);
+  BackwardBuffers buffers;
+  for (size_t role = 0; role < kBackwardArguments; ++role) {
+    Value argument = func.getArgument(spec.getArguments()[role]);
+    HostTensor &tensor = tensors[role];
+    if (llvm::Error refused =
+            makeBuffer(argument, tensor.shape, buffers.tensors[role]))
+      return refused;
+    if (buffers.tensors[role].data.size() != tensor.data.size())
+      return makeError("tensor #" + std::to_string(role) + " holds " +
+                       std::to_string(tensor.data.size()) +
+                       " values, its shape " +
+                       std::to_string(buffers.tensors[role].data.size()));
+    buffers.tensors[role].data = std::move(tensor.data);
+  }
+  const Buffer &q = buffers[kBwdQ], &k = buffers[kBwdK];
+  constexpr int64_t kStepsPerTilePair = 64;
+  int64_t qTiles = q.shape[0] * q.shape[2] * ceilDiv(q.shape[1], 64);
+  int64_t kvTiles = ceilDiv(k.shape[1], 64);
+  StepBudget budget;
+  budget.total = kStepsPerTilePair * (qTiles * (kvTiles + 2) + 1);
+  Interpreter interpreter;
+  for (size_t role = 0; role < kBackwardArguments; ++role)
+    interpreter.bind(func.getArgument(spec.getArguments()[role]),
+                     &buffers.tensors[role]);
+  interpreter.setBudget(&budget);
+  bool ran = interpreter.runFunction(func.getBody().front(), error);
+  for (size_t role = 0; role < kBackwardArguments; ++role)
+    tensors[role].data = std::move(buffers.tensors[role].data);
+  if (!ran)
+    return makeError(error);
+  return llvm::Error::success();
+}
+

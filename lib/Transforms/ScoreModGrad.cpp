@@ -142,7 +142,7 @@ static Value tangentOfChoice(Tangents &t, Operation *op) {
   Value lhs = op->getOperand(0), rhs = op->getOperand(1);
   Type type = op->getResult(0).getType();
   Value isLhs = t.build<arith::CmpFOp>(
-      arith::CmpFPredicate::ONE, t.primal(op->getResult(0)), t.primal(lhs));
+      arith::CmpFPredicate::OEQ, t.primal(op->getResult(0)), t.primal(lhs));
   return t.build<arith::SelectOp>(isLhs, t.orZero(t.tangent(lhs), type),
                                   t.orZero(t.tangent(rhs), type));
 }
@@ -189,7 +189,7 @@ static Value tangentOf(Tangents &t, math::ExpOp op) {
 }
 
 static Value tangentOf(Tangents &t, math::Exp2Op op) {
-  return t.mul(t.primal(op.getResult()),
+  return t.mul(t.scaled(t.primal(op.getResult()), kLn2),
                t.tangent(op.getOperand()));
 }
 

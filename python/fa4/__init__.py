@@ -23,8 +23,11 @@ there in milliseconds.
 
 Every failure of fa4 itself raises ``fa4.CompileError`` or ``fa4.LaunchError``
 (both ``RuntimeError``) with fa4's message; bad arguments raise ``ValueError``
-or ``TypeError`` naming the argument; inputs that require grad, in grad mode,
-``NotImplementedError`` (there is no backward yet).
+or ``TypeError`` naming the argument. ``attention`` is differentiable: its
+backward (``torch.ops.fa4.attention_backward``) runs fa4's backward tile
+program on CPU tensors; on CUDA tensors, and for variants whose backward is
+not built (seqused_k, paged caches, varlen), ``backward()`` raises
+``NotImplementedError`` saying so, never a silent zero gradient.
 """
 
 from __future__ import annotations
@@ -452,8 +455,10 @@ def attention(q, k, v, causal: bool = False,
     bottom-right to that length (FlashAttention's ``seqused_k``). Returns O
     (like q), and with ``return_lse`` also the log-sum-exp (batch, q_heads,
     seq_q) in float32; an empty problem (batch, seq_q or seq_k 0) returns
-    at once, rows without keys O = 0 and LSE = -inf. There is no backward
-    yet: inputs that require grad are refused while grad mode is on. CUDA tensors run on the GPU in the current stream, CPU
+    at once, rows without keys O = 0 and LSE = -inf. Differentiable with
+    respect to q, k and v: the backward (fa4.attention_backward) runs on CPU
+    tensors for now (CUDA tensors raise NotImplementedError at
+    ``backward()``, as do seqused_k calls). CUDA tensors run on the GPU in the current stream, CPU
     tensors in the emulator. Inputs are read in place with any strides a
     TMA tensor map can express — head_dim contiguous, the other strides
     multiples of 16 bytes, a 16-byte aligned start, e.g.

@@ -60,11 +60,15 @@ def _check_variant(*variant):
     _fa4.check_variant(*variant)
 
 
-def _check_grad(q, k, v, grad_mode=None):
+def _needs_grad(q, k, v, grad_mode=None):
     grad_mode = torch.is_grad_enabled() if grad_mode is None else grad_mode
-    if grad_mode and any(t.requires_grad for t in (q, k, v)):
+    return grad_mode and any(t.requires_grad for t in (q, k, v))
+
+
+def _check_grad(q, k, v, grad_mode=None, what="this fa4 call"):
+    if _needs_grad(q, k, v, grad_mode):
         raise NotImplementedError(
-            "fa4.attention has no backward yet, and q, k or v requires grad: "
+            f"{what} has no backward yet, and q, k or v requires grad: "
             "call it under torch.no_grad() (or torch.inference_mode()) or on "
             "detached tensors")
 
@@ -392,17 +396,107 @@ def _(q, k, v, causal, window_left, window_right, softcap, scale, return_lse,
     return o, lse
 
 
-def _no_backward(ctx, inputs, output):
+# --- The backward --------------------------------------------------------
+
+
+@torch.library.custom_op("fa4::attention_backward", mutates_args=())
+def _attention_backward_op(dout: torch.Tensor, q: torch.Tensor,
+                           k: torch.Tensor, v: torch.Tensor,
+                           out: torch.Tensor, lse: torch.Tensor, causal: bool,
+                           window_left: int, window_right: int,
+                           softcap: float, scale: Optional[float],
+                           deterministic: bool = False
+                           ) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """dQ, dK, dV of fa4.attention for the gradient dout of its O, from the
+    forward's O and LSE (fa4.attention_backward). CPU tensors run fa4's
+    backward tile program on the host; no chip schedules it yet, so CUDA
+    tensors are refused."""
+    variant = _validate(q, k, v, causal, window_left, window_right, softcap,
+                        scale, True)
+    _check_backward_tensors(dout, q, k, out, lse)
+    if q.device.type != "cpu":
+        raise NotImplementedError(
+            f"fa4.attention's backward runs on CPU tensors only for now: no "
+            f"GPU kernel is built for it yet (q is on {q.device}). Compute "
+            "the gradients on CPU copies, or use torch's SDPA for training")
+    mask, left, right = _variant(variant["mask"], variant["window"])
+    dq = torch.empty(q.shape, dtype=torch.float32)
+    dk = torch.empty(k.shape, dtype=torch.float32)
+    dv = torch.empty(k.shape, dtype=torch.float32)
+    if q.numel() and k.numel():
+        host = [t.detach().to(torch.float32).contiguous()
+                for t in (q, k, v, out, dout, lse)]
+        _fa4.backward_on_host(variant["head_dim"], variant["q_heads"],
+                              variant["kv_heads"], mask, left, right,
+                              variant["dtype"], variant["scale"],
+                              variant["softcap"] or 0.0, deterministic,
+                              *(t.numpy() for t in host), dq.numpy(),
+                              dk.numpy(), dv.numpy())
+    else:
+        for t in (dq, dk, dv):
+            t.zero_()
+    return dq.to(q.dtype), dk.to(q.dtype), dv.to(q.dtype)
+
+
+@_attention_backward_op.register_fake
+def _(dout, q, k, v, out, lse, causal, window_left, window_right, softcap,
+      scale, deterministic=False):
+    _validate(q, k, v, causal, window_left, window_right, softcap, scale, True)
+    _check_backward_tensors(dout, q, k, out, lse)
+    return (torch.empty_like(q, memory_format=torch.contiguous_format),
+            torch.empty_like(k, memory_format=torch.contiguous_format),
+            torch.empty_like(v, memory_format=torch.contiguous_format))
+
+
+def _check_backward_tensors(dout, q, k, out, lse):
+    """dO and O like q, the LSE (batch, q_heads, seq_q) float32."""
+    for name, t in (("dout", dout), ("out", out)):
+        if not isinstance(t, torch.Tensor) or t.shape != q.shape or \
+                t.dtype != q.dtype or t.device != q.device:
+            raise ValueError(f"{name} must be a tensor like q ({tuple(q.shape)}, "
+                             f"{q.dtype}, on {q.device})")
+    want = (q.shape[0], q.shape[2], q.shape[1])
+    if not isinstance(lse, torch.Tensor) or tuple(lse.shape) != want or \
+            lse.dtype != torch.float32 or lse.device != q.device:
+        raise ValueError(f"lse must be a float32 tensor {want} on {q.device}: "
+                         "the forward's, asked for with return_lse=True")
+
+
+def _save_for_backward(ctx, inputs, output):
     # Called only when autograd records the call (in grad mode, with an
     # input that requires grad), itself under no_grad.
-    q, k, v = inputs[:3]
-    _check_grad(q, k, v, grad_mode=True)
+    (q, k, v, causal, window_left, window_right, softcap, scale, return_lse,
+     seqused_k, block_table, num_splits) = (list(inputs) + [None, None, 1])[:12]
+    o, lse = output
+    ctx.variant = (causal, window_left, window_right, softcap, scale)
+    # What the backward cannot do, said when it is asked for.
+    ctx.refusal = None
+    if seqused_k is not None or block_table is not None:
+        ctx.refusal = ("fa4.attention's backward does not take seqused_k or "
+                       "a paged K/V cache (block_table) yet")
+    elif not return_lse:
+        ctx.refusal = ("the backward needs the forward's LSE: call "
+                       "torch.ops.fa4.attention with return_lse=True (or "
+                       "fa4.attention, which asks for it when q, k or v "
+                       "requires grad)")
+    ctx.save_for_backward(q, k, v, o, lse)
 
 
-# Until fa4 has a backward, a call that autograd would record is refused
-# (rather than returning outputs whose backward fails later).
-_attention_op.register_autograd(lambda ctx, *grads: None,
-                                setup_context=_no_backward)
+def _backward(ctx, dout, dlse):
+    if ctx.refusal:
+        raise NotImplementedError(ctx.refusal)
+    if dlse is not None and dlse.numel() and bool((dlse != 0).any()):
+        raise NotImplementedError(
+            "fa4.attention's backward takes the gradient of O only; the LSE "
+            "output has a non-zero gradient (detach it, or use it without "
+            "differentiating through it)")
+    q, k, v, o, lse = ctx.saved_tensors
+    dq, dk, dv = _attention_backward_op(dout.contiguous(), q, k, v, o, lse,
+                                        *ctx.variant)
+    return dq, dk, dv, None, None, None, None, None, None, None, None, None
+
+
+_attention_op.register_autograd(_backward, setup_context=_save_for_backward)
 
 
 def attention(q, k, v, causal: bool, window: Sequence[int], softcap: float,
@@ -411,14 +505,14 @@ def attention(q, k, v, causal: bool, window: Sequence[int], softcap: float,
     _check_tensors(q, k, v, paged=block_table is not None)
     _check_seqused_k(q, seqused_k)
     _check_block_table(q, k, block_table)
-    _check_grad(q, k, v)
     left, right = _window_pair(window)
-    # The op's schema types, so that torch's own argument parsing never
-    # speaks first; flags must be flags (a truthy string is not causal).
+    return_lse = _flag("return_lse", return_lse)
+    # The backward reads the forward's LSE: asked for whenever autograd will
+    # record the call.
     o, lse = _attention_op(q, k, v, _flag("causal", causal), left, right,
                            _real("softcap", softcap),
                            None if scale is None else _real("scale", scale),
-                           _flag("return_lse", return_lse), seqused_k,
+                           return_lse or _needs_grad(q, k, v), seqused_k,
                            block_table, num_splits)
     return (o, lse) if return_lse else o
 
@@ -556,8 +650,15 @@ def _(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, causal,
     return o, lse
 
 
+def _no_varlen_backward(ctx, inputs, output):
+    # Called only when autograd records the call, itself under no_grad.
+    _check_grad(*inputs[:3], grad_mode=True, what="fa4.attention_varlen")
+
+
+# The varlen backward is not built: a call autograd would record is refused
+# (rather than returning outputs whose backward fails later).
 _attention_varlen_op.register_autograd(lambda ctx, *grads: None,
-                                       setup_context=_no_backward)
+                                       setup_context=_no_varlen_backward)
 
 
 def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
@@ -572,7 +673,7 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
     max_seqlen_k = length("max_seqlen_k", max_seqlen_k)
     _check_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
                   max_seqlen_k, seqused_k)
-    _check_grad(q, k, v)
+    _check_grad(q, k, v, what="fa4.attention_varlen")
     left, right = _window_pair(window)
     o, lse = _attention_varlen_op(
         q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,

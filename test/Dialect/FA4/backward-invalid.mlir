@@ -1,0 +1,135 @@
+// RUN: fa4-opt %s -split-input-file -verify-diagnostics
+
+// One case per verifier rule of fa4.attention_backward.
+
+func.func @dtype_mismatch(%q: memref<?x?x4x64xf16>, %k: memref<?x?x2x64xf16>, %v: memref<?x?x2x64xf16>, %o: memref<?x?x4x64xf16>, %do: memref<?x?x4x64xf16>, %lse: memref<?x4x?xf32>, %dq: memref<?x?x4x64xf16>, %dk: memref<?x?x2x64xbf16>, %dv: memref<?x?x2x64xf16>, %delta: memref<?x4x?xf32>, %acc: memref<?x?x4x64xf32>) {
+  // expected-error @+1 {{dK element type 'bf16' does not match Q's 'f16'}}
+  fa4.attention_backward %q, %k, %v, %o, %do, %lse -> %dq, %dk, %dv workspace(%delta, %acc)
+      : memref<?x?x4x64xf16>, memref<?x?x2x64xf16>, memref<?x?x2x64xf16>, memref<?x?x4x64xf16>, memref<?x?x4x64xf16>, memref<?x4x?xf32> -> memref<?x?x4x64xf16>, memref<?x?x2x64xbf16>, memref<?x?x2x64xf16>, memref<?x4x?xf32>, memref<?x?x4x64xf32>
+  return
+}
+
+// -----
+
+func.func @head_dim(%q: memref<?x?x4x32xf16>, %k: memref<?x?x2x32xf16>, %v: memref<?x?x2x32xf16>, %o: memref<?x?x4x32xf16>, %do: memref<?x?x4x32xf16>, %lse: memref<?x4x?xf32>, %dq: memref<?x?x4x32xf16>, %dk: memref<?x?x2x32xf16>, %dv: memref<?x?x2x32xf16>, %delta: memref<?x4x?xf32>, %acc: memref<?x?x4x32xf32>) {
+  // expected-error @+1 {{head dim 32 is not supported (expected 64, 96 or 128)}}
+  fa4.attention_backward %q, %k, %v, %o, %do, %lse -> %dq, %dk, %dv workspace(%delta, %acc)
+      : memref<?x?x4x32xf16>, memref<?x?x2x32xf16>, memref<?x?x2x32xf16>, memref<?x?x4x32xf16>, memref<?x?x4x32xf16>, memref<?x4x?xf32> -> memref<?x?x4x32xf16>, memref<?x?x2x32xf16>, memref<?x?x2x32xf16>, memref<?x4x?xf32>, memref<?x?x4x32xf32>
+  return
+}
+
+// -----
+
+func.func @dq_shape(%q: memref<?x?x4x64xf16>, %k: memref<?x?x2x64xf16>, %v: memref<?x?x2x64xf16>, %o: memref<?x?x4x64xf16>, %do: memref<?x?x4x64xf16>, %lse: memref<?x4x?xf32>, %dq: memref<?x?x8x64xf16>, %dk: memref<?x?x2x64xf16>, %dv: memref<?x?x2x64xf16>, %delta: memref<?x4x?xf32>, %acc: memref<?x?x4x64xf32>) {
+  // expected-error @+1 {{dQ shape [?, ?, 8, 64] does not match Q shape [?, ?, 4, 64]}}
+  fa4.attention_backward %q, %k, %v, %o, %do, %lse -> %dq, %dk, %dv workspace(%delta, %acc)
+      : memref<?x?x4x64xf16>, memref<?x?x2x64xf16>, memref<?x?x2x64xf16>, memref<?x?x4x64xf16>, memref<?x?x4x64xf16>, memref<?x4x?xf32> -> memref<?x?x8x64xf16>, memref<?x?x2x64xf16>, memref<?x?x2x64xf16>, memref<?x4x?xf32>, memref<?x?x4x64xf32>
+  return
+}
+
+// -----
+
+func.func @heads(%q: memref<?x?x4x64xf16>, %k: memref<?x?x3x64xf16>, %v: memref<?x?x3x64xf16>, %o: memref<?x?x4x64xf16>, %do: memref<?x?x4x64xf16>, %lse: memref<?x4x?xf32>, %dq: memref<?x?x4x64xf16>, %dk: memref<?x?x3x64xf16>, %dv: memref<?x?x3x64xf16>, %delta: memref<?x4x?xf32>, %acc: memref<?x?x4x64xf32>) {
+  // expected-error @+1 {{Q heads (4) must be a multiple of K/V heads (3)}}
+  fa4.attention_backward %q, %k, %v, %o, %do, %lse -> %dq, %dk, %dv workspace(%delta, %acc)
+      : memref<?x?x4x64xf16>, memref<?x?x3x64xf16>, memref<?x?x3x64xf16>, memref<?x?x4x64xf16>, memref<?x?x4x64xf16>, memref<?x4x?xf32> -> memref<?x?x4x64xf16>, memref<?x?x3x64xf16>, memref<?x?x3x64xf16>, memref<?x4x?xf32>, memref<?x?x4x64xf32>
+  return
+}
+
+// -----
+
+func.func @lse_type(%q: memref<?x?x4x64xf16>, %k: memref<?x?x2x64xf16>, %v: memref<?x?x2x64xf16>, %o: memref<?x?x4x64xf16>, %do: memref<?x?x4x64xf16>, %lse: memref<?x4x?xf16>, %dq: memref<?x?x4x64xf16>, %dk: memref<?x?x2x64xf16>, %dv: memref<?x?x2x64xf16>, %delta: memref<?x4x?xf32>, %acc: memref<?x?x4x64xf32>) {
+  // expected-error @+1 {{LSE must be a row-major f32 memref [batch, q_heads, seq_q], got 'memref<?x4x?xf16>'}}
+  fa4.attention_backward %q, %k, %v, %o, %do, %lse -> %dq, %dk, %dv workspace(%delta, %acc)
+      : memref<?x?x4x64xf16>, memref<?x?x2x64xf16>, memref<?x?x2x64xf16>, memref<?x?x4x64xf16>, memref<?x?x4x64xf16>, memref<?x4x?xf16> -> memref<?x?x4x64xf16>, memref<?x?x2x64xf16>, memref<?x?x2x64xf16>, memref<?x4x?xf32>, memref<?x?x4x64xf32>
+  return
+}
+
+// -----
+
+func.func @delta_heads(%q: memref<?x?x4x64xf16>, %k: memref<?x?x2x64xf16>, %v: memref<?x?x2x64xf16>, %o: memref<?x?x4x64xf16>, %do: memref<?x?x4x64xf16>, %lse: memref<?x4x?xf32>, %dq: memref<?x?x4x64xf16>, %dk: memref<?x?x2x64xf16>, %dv: memref<?x?x2x64xf16>, %delta: memref<?x2x?xf32>, %acc: memref<?x?x4x64xf32>) {
+  // expected-error @+1 {{delta shape [?, 2, ?] does not match [?, 4, ?]}}
+  fa4.attention_backward %q, %k, %v, %o, %do, %lse -> %dq, %dk, %dv workspace(%delta, %acc)
+      : memref<?x?x4x64xf16>, memref<?x?x2x64xf16>, memref<?x?x2x64xf16>, memref<?x?x4x64xf16>, memref<?x?x4x64xf16>, memref<?x4x?xf32> -> memref<?x?x4x64xf16>, memref<?x?x2x64xf16>, memref<?x?x2x64xf16>, memref<?x2x?xf32>, memref<?x?x4x64xf32>
+  return
+}
+
+// -----
+
+func.func @accumulator(%q: memref<?x?x4x64xf16>, %k: memref<?x?x2x64xf16>, %v: memref<?x?x2x64xf16>, %o: memref<?x?x4x64xf16>, %do: memref<?x?x4x64xf16>, %lse: memref<?x4x?xf32>, %dq: memref<?x?x4x64xf16>, %dk: memref<?x?x2x64xf16>, %dv: memref<?x?x2x64xf16>, %delta: memref<?x4x?xf32>, %acc: memref<?x?x4x64xf16>) {
+  // expected-error @+1 {{dq_accum must be a row-major f32 memref [batch, seq_q, q_heads, head_dim], got 'memref<?x?x4x64xf16>'}}
+  fa4.attention_backward %q, %k, %v, %o, %do, %lse -> %dq, %dk, %dv workspace(%delta, %acc)
+      : memref<?x?x4x64xf16>, memref<?x?x2x64xf16>, memref<?x?x2x64xf16>, memref<?x?x4x64xf16>, memref<?x?x4x64xf16>, memref<?x4x?xf32> -> memref<?x?x4x64xf16>, memref<?x?x2x64xf16>, memref<?x?x2x64xf16>, memref<?x4x?xf32>, memref<?x?x4x64xf16>
+  return
+}
+
+// -----
+
+func.func @aliased_outputs(%q: memref<?x?x4x64xf16>, %k: memref<?x?x2x64xf16>, %v: memref<?x?x2x64xf16>, %o: memref<?x?x4x64xf16>, %do: memref<?x?x4x64xf16>, %lse: memref<?x4x?xf32>, %dq: memref<?x?x4x64xf16>, %dk: memref<?x?x2x64xf16>, %dv: memref<?x?x2x64xf16>, %delta: memref<?x4x?xf32>, %acc: memref<?x?x4x64xf32>) {
+  // expected-error @+1 {{passes one memref as two of Q, K, V, O, dO, LSE, dQ, dK, dV and the workspace}}
+  fa4.attention_backward %q, %k, %v, %o, %do, %lse -> %dq, %dk, %dk workspace(%delta, %acc)
+      : memref<?x?x4x64xf16>, memref<?x?x2x64xf16>, memref<?x?x2x64xf16>, memref<?x?x4x64xf16>, memref<?x?x4x64xf16>, memref<?x4x?xf32> -> memref<?x?x4x64xf16>, memref<?x?x2x64xf16>, memref<?x?x2x64xf16>, memref<?x4x?xf32>, memref<?x?x4x64xf32>
+  return
+}
+
+// -----
+
+func.func @window_without_mask(%q: memref<?x?x4x64xf16>, %k: memref<?x?x2x64xf16>, %v: memref<?x?x2x64xf16>, %o: memref<?x?x4x64xf16>, %do: memref<?x?x4x64xf16>, %lse: memref<?x4x?xf32>, %dq: memref<?x?x4x64xf16>, %dk: memref<?x?x2x64xf16>, %dv: memref<?x?x2x64xf16>, %delta: memref<?x4x?xf32>, %acc: memref<?x?x4x64xf32>) {
+  // expected-error @+1 {{window bounds (3, -1) require mask = window, got mask = causal}}
+  fa4.attention_backward %q, %k, %v, %o, %do, %lse -> %dq, %dk, %dv workspace(%delta, %acc) {mask = #fa4.mask<causal>, window_left = 3}
+      : memref<?x?x4x64xf16>, memref<?x?x2x64xf16>, memref<?x?x2x64xf16>, memref<?x?x4x64xf16>, memref<?x?x4x64xf16>, memref<?x4x?xf32> -> memref<?x?x4x64xf16>, memref<?x?x2x64xf16>, memref<?x?x2x64xf16>, memref<?x4x?xf32>, memref<?x?x4x64xf32>
+  return
+}
+
+// -----
+
+func.func @scale(%q: memref<?x?x4x64xf16>, %k: memref<?x?x2x64xf16>, %v: memref<?x?x2x64xf16>, %o: memref<?x?x4x64xf16>, %do: memref<?x?x4x64xf16>, %lse: memref<?x4x?xf32>, %dq: memref<?x?x4x64xf16>, %dk: memref<?x?x2x64xf16>, %dv: memref<?x?x2x64xf16>, %delta: memref<?x4x?xf32>, %acc: memref<?x?x4x64xf32>) {
+  // expected-error @+1 {{scale must be positive and finite, and finite times log2(e), got -1}}
+  fa4.attention_backward %q, %k, %v, %o, %do, %lse -> %dq, %dk, %dv workspace(%delta, %acc) {scale = -1.0 : f32}
+      : memref<?x?x4x64xf16>, memref<?x?x2x64xf16>, memref<?x?x2x64xf16>, memref<?x?x4x64xf16>, memref<?x?x4x64xf16>, memref<?x4x?xf32> -> memref<?x?x4x64xf16>, memref<?x?x2x64xf16>, memref<?x?x2x64xf16>, memref<?x4x?xf32>, memref<?x?x4x64xf32>
+  return
+}
+
+// -----
+
+func.func @softcap_and_mod(%q: memref<?x?x4x64xf16>, %k: memref<?x?x2x64xf16>, %v: memref<?x?x2x64xf16>, %o: memref<?x?x4x64xf16>, %do: memref<?x?x4x64xf16>, %lse: memref<?x4x?xf32>, %dq: memref<?x?x4x64xf16>, %dk: memref<?x?x2x64xf16>, %dv: memref<?x?x2x64xf16>, %delta: memref<?x4x?xf32>, %acc: memref<?x?x4x64xf32>) {
+  // expected-error @+1 {{has both a softcap and a score_mod; write the softcap in the score_mod region}}
+  fa4.attention_backward %q, %k, %v, %o, %do, %lse -> %dq, %dk, %dv workspace(%delta, %acc) {softcap = 5.0 : f32}
+      : memref<?x?x4x64xf16>, memref<?x?x2x64xf16>, memref<?x?x2x64xf16>, memref<?x?x4x64xf16>, memref<?x?x4x64xf16>, memref<?x4x?xf32> -> memref<?x?x4x64xf16>, memref<?x?x2x64xf16>, memref<?x?x2x64xf16>, memref<?x4x?xf32>, memref<?x?x4x64xf32> score_mod {
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
+    fa4.yield %s : f32
+  }
+  return
+}
+
+// -----
+
+func.func @extras_without_regions(%q: memref<?x?x4x64xf16>, %k: memref<?x?x2x64xf16>, %v: memref<?x?x2x64xf16>, %o: memref<?x?x4x64xf16>, %do: memref<?x?x4x64xf16>, %lse: memref<?x4x?xf32>, %dq: memref<?x?x4x64xf16>, %dk: memref<?x?x2x64xf16>, %dv: memref<?x?x2x64xf16>, %delta: memref<?x4x?xf32>, %acc: memref<?x?x4x64xf32>, %bias: memref<4xf32>) {
+  // expected-error @+1 {{has extras but no score_mod or mask_mod region to read them}}
+  fa4.attention_backward %q, %k, %v, %o, %do, %lse -> %dq, %dk, %dv workspace(%delta, %acc) extras(%bias : memref<4xf32>)
+      : memref<?x?x4x64xf16>, memref<?x?x2x64xf16>, memref<?x?x2x64xf16>, memref<?x?x4x64xf16>, memref<?x?x4x64xf16>, memref<?x4x?xf32> -> memref<?x?x4x64xf16>, memref<?x?x2x64xf16>, memref<?x?x2x64xf16>, memref<?x4x?xf32>, memref<?x?x4x64xf32>
+  return
+}
+
+// -----
+
+func.func @strides(%q: memref<?x?x4x64xf16, strided<[?, ?, ?, 2]>>, %k: memref<?x?x2x64xf16>, %v: memref<?x?x2x64xf16>, %o: memref<?x?x4x64xf16>, %do: memref<?x?x4x64xf16>, %lse: memref<?x4x?xf32>, %dq: memref<?x?x4x64xf16>, %dk: memref<?x?x2x64xf16>, %dv: memref<?x?x2x64xf16>, %delta: memref<?x4x?xf32>, %acc: memref<?x?x4x64xf32>) {
+  // expected-error @+1 {{Q must be contiguous along head_dim (stride 1, as TMA needs), got strides [?, ?, ?, 2]}}
+  fa4.attention_backward %q, %k, %v, %o, %do, %lse -> %dq, %dk, %dv workspace(%delta, %acc)
+      : memref<?x?x4x64xf16, strided<[?, ?, ?, 2]>>, memref<?x?x2x64xf16>, memref<?x?x2x64xf16>, memref<?x?x4x64xf16>, memref<?x?x4x64xf16>, memref<?x4x?xf32> -> memref<?x?x4x64xf16>, memref<?x?x2x64xf16>, memref<?x?x2x64xf16>, memref<?x4x?xf32>, memref<?x?x4x64xf32>
+  return
+}
+
+// -----
+
+func.func @mod_yield(%q: memref<?x?x4x64xf16>, %k: memref<?x?x2x64xf16>, %v: memref<?x?x2x64xf16>, %o: memref<?x?x4x64xf16>, %do: memref<?x?x4x64xf16>, %lse: memref<?x4x?xf32>, %dq: memref<?x?x4x64xf16>, %dk: memref<?x?x2x64xf16>, %dv: memref<?x?x2x64xf16>, %delta: memref<?x4x?xf32>, %acc: memref<?x?x4x64xf32>) {
+  fa4.attention_backward %q, %k, %v, %o, %do, %lse -> %dq, %dk, %dv workspace(%delta, %acc)
+      : memref<?x?x4x64xf16>, memref<?x?x2x64xf16>, memref<?x?x2x64xf16>, memref<?x?x4x64xf16>, memref<?x?x4x64xf16>, memref<?x4x?xf32> -> memref<?x?x4x64xf16>, memref<?x?x2x64xf16>, memref<?x?x2x64xf16>, memref<?x4x?xf32>, memref<?x?x4x64xf32>
+  mask_mod {
+  ^bb0(%b: index, %h: index, %i: index, %j: index):
+    %c = arith.constant 1.0 : f32
+    // expected-error @+1 {{in a mask_mod region must yield 'i1', got 'f32'}}
+    fa4.yield %c : f32
+  }
+  return
+}
