@@ -456,7 +456,8 @@ def attention(q, k, v, causal: bool = False,
     (like q), and with ``return_lse`` also the log-sum-exp (batch, q_heads,
     seq_q) in float32; an empty problem (batch, seq_q or seq_k 0) returns
     at once, rows without keys O = 0 and LSE = -inf. Differentiable with
-    respect to q, k and v: the backward (fa4.attention_backward) runs on CPU
+    respect to q, k and v (the LSE is an output without a gradient, as
+    FlashAttention's): the backward (fa4.attention_backward) runs on CPU
     tensors for now (CUDA tensors raise NotImplementedError at
     ``backward()``, as do seqused_k calls). CUDA tensors run on the GPU in the current stream, CPU
     tensors in the emulator. Inputs are read in place with any strides a
