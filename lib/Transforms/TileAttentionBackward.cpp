@@ -33,6 +33,7 @@
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/IRMapping.h"
+#include "llvm/ADT/bit.h"
 
 using namespace mlir;
 using namespace mlir::fa4;
@@ -59,9 +60,13 @@ private:
       constant = arith::ConstantIndexOp::create(constants, loc, value);
     return constant;
   }
+  /// Made once per type and value.
   Value splat(RankedTensorType type, float value) {
-    return arith::ConstantOp::create(constants, loc,
-                                     DenseElementsAttr::get(type, value));
+    Value &constant = splats[{type, llvm::bit_cast<uint32_t>(value)}];
+    if (!constant)
+      constant = arith::ConstantOp::create(constants, loc,
+                                           DenseElementsAttr::get(type, value));
+    return constant;
   }
   RankedTensorType tile(int64_t rows, int64_t columns, Type element) {
     return RankedTensorType::get({rows, columns}, element);
@@ -100,6 +105,7 @@ private:
   Location loc;
   OpBuilder constants;
   llvm::SmallDenseMap<int64_t, Value> indexConstants;
+  llvm::DenseMap<std::pair<Type, uint32_t>, Value> splats;
   Value seqQ, seqK;
 };
 
