@@ -415,10 +415,10 @@ llvm::Error fa4::checkEntryLevel(ModuleOp module) {
       return WalkResult::interrupt();
     if (auto func = dyn_cast<func::FuncOp>(op);
         func && (getKernelSpec(func) || getBackwardSpec(func)))
-      found = "@" + func.getName().str() +
-              " is already tiled (it carries fa4.spec or fa4.backward_spec: "
-              "level B or C, as --stop-after=tile and the later stages write "
-              "it)";
+      found = "@" + func.getName().str() + " is already tiled (it carries " +
+              (getKernelSpec(func) ? "fa4.spec" : "fa4.backward_spec") +
+              ": level B or C, as --stop-after=tile and the later stages "
+              "write it)";
     else if (isa<gpu::GPUModuleOp>(op))
       found = "the module already holds a gpu.module (level D, as "
               "--stop-after=nvvm writes it)";
