@@ -15,6 +15,9 @@
 
 #include "fa4/Sim/Reference.h"
 
+#include "fa4/Dialect/FA4/IR/FA4Dialect.h"
+
+#include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/Value.h"
 #include "llvm/ADT/StringRef.h"
 
@@ -55,6 +58,12 @@ bool readExpectedOutput(AttentionOp op, const Problem &problem,
                         std::string &error);
 
 struct Buffer;
+struct RunOptions;
+/// The dense attention a run of `options`' sizes makes of Q and K's types
+/// (their heads and head dim) and a spec's mask, scale and softcap.
+Problem attentionProblem(const RunOptions &options, MemRefType q, MemRefType k,
+                         MaskKind mask, int64_t windowLeft,
+                         int64_t windowRight, float scale, float softcap);
 /// `buffer` for the memref argument `value` at the run's `shape`, which
 /// must agree with every static dimension of the IR (and stay within 2^30
 /// elements); zero-filled.

@@ -831,36 +831,53 @@ bool Interpreter::run(LoadKvTileOp load, std::string &error) {
   return true;
 }
 
+bool Interpreter::runScoreRegion(
+    const Mod &program, const ScoreTilePlace &place, const Tile &scores,
+    llvm::function_ref<bool(int64_t at)> wanted,
+    llvm::function_ref<void(int64_t at, double value)> apply,
+    std::string &error) {
+  int64_t rows = scores.shape[0], cols = scores.shape[1];
+  for (int64_t r = 0; r < rows; ++r) {
+    PackedRow packed = unpackRow(place.row + r, place.ratio);
+    if (packed.seqPos >= place.seqQ)
+      continue;
+    for (int64_t c = 0; c < cols && place.col + c < place.seqK; ++c) {
+      int64_t at = r * cols + c;
+      if (!wanted(at))
+        continue;
+      double value;
+      double arguments[] = {
+          scores.data[at] * place.scale, double(place.batch),
+          double(place.head * place.ratio + packed.headInGroup),
+          double(packed.seqPos), double(place.col + c)};
+      if (!program.program->run(arguments, program.extras, /*rounded=*/true,
+                                value, error))
+        return false;
+      apply(at, value);
+    }
+  }
+  return true;
+}
+
 bool Interpreter::run(ScoreModOp scoreMod, std::string &error) {
   Operation *op = scoreMod.getOperation();
   const Mod *program = mod(op, scoreMod.getBody(), scoreMod.getExtras(),
                            error);
   if (!program)
     return false;
-  auto result = std::make_shared<Tile>(tile(scoreMod.getScores()));
-  int64_t rows = result->shape[0], cols = result->shape[1];
-  int64_t row = index(scoreMod.getRow()), col = index(scoreMod.getCol());
-  int64_t seqQ = index(scoreMod.getSeqQ()), seqK = index(scoreMod.getSeqK());
-  int64_t batch = index(scoreMod.getBatch()), head = index(scoreMod.getHead());
-  int64_t ratio = scoreMod.getGqaRatio();
+  const Tile &scores = tile(scoreMod.getScores());
+  // Every score is scaled; those inside the sequences are then the region's.
+  auto result = std::make_shared<Tile>(scores);
   float scale = scoreMod.getScale().convertToFloat();
-  for (int64_t r = 0; r < rows; ++r) {
-    PackedRow packed = unpackRow(row + r, ratio);
-    for (int64_t c = 0; c < cols; ++c) {
-      float &s = result->data[r * cols + c];
-      s *= scale;
-      if (packed.seqPos >= seqQ || col + c >= seqK)
-        continue;
-      double value;
-      double arguments[] = {s, double(batch),
-                            double(head * ratio + packed.headInGroup),
-                            double(packed.seqPos), double(col + c)};
-      if (!program->program->run(arguments, program->extras,
-                                 /*rounded=*/true, value, error))
-        return false;
-      s = static_cast<float>(value);
-    }
-  }
+  for (float &s : result->data)
+    s *= scale;
+  if (!runScoreRegion(
+          *program, placeOf(scoreMod), scores, [](int64_t) { return true; },
+          [&](int64_t at, double value) {
+            result->data[at] = static_cast<float>(value);
+          },
+          error))
+    return false;
   setTile(scoreMod.getResult(), result);
   return true;
 }

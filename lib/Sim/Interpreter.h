@@ -243,6 +243,28 @@ private:
     std::unique_ptr<ModProgram> program;
     llvm::SmallVector<const ModBuffer *, 2> extras;
   };
+  /// Where a score tile of fa4.score_mod or fa4.score_mod_grad lies: its
+  /// first packed row and key, the sequences' lengths, the task's batch and
+  /// head group, the packing and the scale the region's score carries.
+  struct ScoreTilePlace {
+    int64_t row, col, seqQ, seqK, batch, head, ratio;
+    float scale;
+  };
+  template <typename ScoreOp> ScoreTilePlace placeOf(ScoreOp op) {
+    return {index(op.getRow()),   index(op.getCol()),  index(op.getSeqQ()),
+            index(op.getSeqK()),  index(op.getBatch()), index(op.getHead()),
+            static_cast<int64_t>(op.getGqaRatio()),
+            op.getScale().convertToFloat()};
+  }
+  /// Runs `program` on element `at` = (r, c) of a `cols`-wide tile at
+  /// `place` for each element inside the sequences that `wanted` accepts,
+  /// with the score `scores[at] · scale` and its batch, query head, query
+  /// position and key; `apply(at, value)` takes the region's value.
+  bool runScoreRegion(const Mod &program, const ScoreTilePlace &place,
+                      const Tile &scores,
+                      llvm::function_ref<bool(int64_t at)> wanted,
+                      llvm::function_ref<void(int64_t at, double value)> apply,
+                      std::string &error);
   const Mod *mod(Operation *op, Region &region, ValueRange extraOperands,
                  std::string &error);
   /// The key bounds of a kv_block_range or a mask (its attribute mask and

@@ -149,32 +149,18 @@ bool Interpreter::run(ScoreModGradOp grad, std::string &error) {
   const Mod *program = mod(op, grad.getBody(), grad.getExtras(), error);
   if (!program)
     return false;
-  const Tile &scores = tile(grad.getScores());
-  auto result = std::make_shared<Tile>(tile(grad.getGrad()));
-  int64_t rows = result->shape[0], cols = result->shape[1];
-  int64_t row = index(grad.getRow()), col = index(grad.getCol());
-  int64_t seqQ = index(grad.getSeqQ()), seqK = index(grad.getSeqK());
-  int64_t batch = index(grad.getBatch()), head = index(grad.getHead());
-  int64_t ratio = grad.getGqaRatio();
-  float scale = grad.getScale().convertToFloat();
-  for (int64_t r = 0; r < rows; ++r) {
-    PackedRow packed = unpackRow(row + r, ratio);
-    for (int64_t c = 0; c < cols; ++c) {
-      float &g = result->data[r * cols + c];
-      if (packed.seqPos >= seqQ || col + c >= seqK || g == 0.0f) {
-        g = 0.0f;
-        continue;
-      }
-      double derivative;
-      double arguments[] = {scores.data[r * cols + c] * scale, double(batch),
-                            double(head * ratio + packed.headInGroup),
-                            double(packed.seqPos), double(col + c)};
-      if (!program->program->run(arguments, program->extras,
-                                 /*rounded=*/true, derivative, error))
-        return false;
-      g = static_cast<float>(g * derivative);
-    }
-  }
+  // Outside the sequences the gradient is 0; a zero gradient (a masked
+  // score) stays 0 without running the derivative.
+  const Tile &given = tile(grad.getGrad());
+  auto result = makeTile(grad.getResult());
+  if (!runScoreRegion(
+          *program, placeOf(grad), tile(grad.getScores()),
+          [&](int64_t at) { return given.data[at] != 0.0f; },
+          [&](int64_t at, double derivative) {
+            result->data[at] = static_cast<float>(given.data[at] * derivative);
+          },
+          error))
+    return false;
   setTile(grad.getResult(), result);
   return true;
 }

@@ -236,27 +236,38 @@ bool Simulation::compare(RunReport &report) const {
   return ok && expectErr <= options.expectAtol;
 }
 
+Problem mlir::fa4::sim::attentionProblem(const RunOptions &options,
+                                         MemRefType q, MemRefType k,
+                                         MaskKind mask, int64_t windowLeft,
+                                         int64_t windowRight, float scale,
+                                         float softcap) {
+  Problem problem;
+  problem.batch = options.batch;
+  problem.seqQ = options.seqQ;
+  problem.seqK = options.seqK;
+  problem.qHeads = q.getDimSize(2);
+  problem.kvHeads = k.getDimSize(2);
+  problem.headDim = q.getDimSize(3);
+  problem.causal = mask == MaskKind::causal;
+  problem.window = mask == MaskKind::window;
+  problem.windowLeft = windowLeft;
+  problem.windowRight = windowRight;
+  problem.scale = scale;
+  problem.softcap = softcap;
+  return problem;
+}
+
 /// The attention `spec` describes (static, positive heads and head dims
 /// that agree, f16/bf16, an f32 LSE: fa4.spec's verifier has checked) at
 /// the run's sizes.
 static Problem describeProblem(Simulation &sim) {
   const RunOptions &options = sim.options;
   KernelSpecAttr spec = sim.spec;
-  auto qType = cast<MemRefType>(sim.argument(kQ).getType());
   auto kType = cast<MemRefType>(sim.argument(kK).getType());
-  Problem problem;
-  problem.batch = options.batch;
-  problem.seqQ = options.seqQ;
-  problem.seqK = options.seqK;
-  problem.qHeads = qType.getDimSize(2);
-  problem.kvHeads = kType.getDimSize(2);
-  problem.headDim = qType.getDimSize(3);
-  problem.causal = spec.getMask() == MaskKind::causal;
-  problem.window = spec.getMask() == MaskKind::window;
-  problem.windowLeft = spec.getWindowLeft();
-  problem.windowRight = spec.getWindowRight();
-  problem.scale = spec.getScaleValue();
-  problem.softcap = spec.getSoftcapValue();
+  Problem problem = attentionProblem(
+      options, cast<MemRefType>(sim.argument(kQ).getType()), kType,
+      spec.getMask(), spec.getWindowLeft(), spec.getWindowRight(),
+      spec.getScaleValue(), spec.getSoftcapValue());
   // Varlen: --batch sequences of at most --seq-q queries and --seq-k keys,
   // drawn from the seed, packed.
   if (spec.isVarlen())

@@ -47,22 +47,11 @@ mlir::fa4::sim::simulateBackward(func::FuncOp func, const RunOptions &options) {
     return func.getArgument(spec.getArguments()[role]);
   };
   auto qType = cast<MemRefType>(argument(kBwdQ).getType());
-  auto kType = cast<MemRefType>(argument(kBwdK).getType());
   bool bf16 = qType.getElementType().isBF16();
-
-  Problem problem;
-  problem.batch = options.batch;
-  problem.seqQ = options.seqQ;
-  problem.seqK = options.seqK;
-  problem.qHeads = qType.getDimSize(2);
-  problem.kvHeads = kType.getDimSize(2);
-  problem.headDim = qType.getDimSize(3);
-  problem.causal = spec.getMask() == MaskKind::causal;
-  problem.window = spec.getMask() == MaskKind::window;
-  problem.windowLeft = spec.getWindowLeft();
-  problem.windowRight = spec.getWindowRight();
-  problem.scale = spec.getScaleValue();
-  problem.softcap = spec.getSoftcapValue();
+  Problem problem = attentionProblem(
+      options, qType, cast<MemRefType>(argument(kBwdK).getType()),
+      spec.getMask(), spec.getWindowLeft(), spec.getWindowRight(),
+      spec.getScaleValue(), spec.getSoftcapValue());
 
   const Problem &p = problem;
   SmallVector<int64_t, 4> queries{p.batch, p.seqQ, p.qHeads, p.headDim};

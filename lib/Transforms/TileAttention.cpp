@@ -7,6 +7,8 @@
 
 #include "TileAttentionBackward.h"
 
+#include "HoistedConstants.h"
+
 #include "fa4/Dialect/FA4/IR/FA4Ops.h"
 #include "fa4/Transforms/Passes.h"
 #include "fa4/Transforms/TileConfig.h"
@@ -43,27 +45,15 @@ struct QTileState {
 class TileProgramBuilder {
 public:
   TileProgramBuilder(AttentionOp op, const TileConfig &config)
-      : op(op), config(config), b(op), loc(op.getLoc()), constants(op) {
-    // Constants go before this first one, so they precede every op the
-    // program builder adds after it, whichever loop asks for them.
-    auto zero = arith::ConstantIndexOp::create(constants, loc, 0);
-    indexConstants[0] = zero;
-    constants.setInsertionPoint(zero);
-  }
+      : op(op), config(config), b(op), loc(op.getLoc()), constants(op) {}
 
   void build();
 
 private:
   /// Constants are made once, ahead of the program.
-  Value index(int64_t value) {
-    Value &constant = indexConstants[value];
-    if (!constant)
-      constant = arith::ConstantIndexOp::create(constants, loc, value);
-    return constant;
-  }
+  Value index(int64_t value) { return constants.index(value); }
   Value splat(RankedTensorType type, float value) {
-    return arith::ConstantOp::create(constants,
-        loc, DenseElementsAttr::get(type, value));
+    return constants.splat(type, value);
   }
 
   /// Per task: both Q tiles, the KV loops, the normalization and the stores.
@@ -96,8 +86,7 @@ private:
   Value qOffset, kOffset, tensorBatch;
   OpBuilder b;
   Location loc;
-  OpBuilder constants;
-  llvm::SmallDenseMap<int64_t, Value> indexConstants;
+  HoistedConstants constants;
 };
 
 } // namespace

@@ -23,6 +23,8 @@
 
 #include "TileAttentionBackward.h"
 
+#include "HoistedConstants.h"
+
 #include "fa4/Dialect/FA4/IR/FA4Ops.h"
 #include "fa4/Transforms/ScoreModGrad.h"
 #include "fa4/Transforms/TileConfig.h"
@@ -33,7 +35,6 @@
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/IRMapping.h"
-#include "llvm/ADT/bit.h"
 
 using namespace mlir;
 using namespace mlir::fa4;
@@ -45,28 +46,14 @@ public:
   BackwardProgramBuilder(AttentionBackwardOp op, const TileConfig &config,
                          Region *derivative)
       : op(op), config(config), derivative(derivative), b(op),
-        loc(op.getLoc()), constants(op) {
-    auto zero = arith::ConstantIndexOp::create(constants, loc, 0);
-    indexConstants[0] = zero;
-    constants.setInsertionPoint(zero);
-  }
+        loc(op.getLoc()), constants(op) {}
 
   void build();
 
 private:
-  Value index(int64_t value) {
-    Value &constant = indexConstants[value];
-    if (!constant)
-      constant = arith::ConstantIndexOp::create(constants, loc, value);
-    return constant;
-  }
-  /// Made once per type and value.
+  Value index(int64_t value) { return constants.index(value); }
   Value splat(RankedTensorType type, float value) {
-    Value &constant = splats[{type, llvm::bit_cast<uint32_t>(value)}];
-    if (!constant)
-      constant = arith::ConstantOp::create(constants, loc,
-                                           DenseElementsAttr::get(type, value));
-    return constant;
+    return constants.splat(type, value);
   }
   RankedTensorType tile(int64_t rows, int64_t columns, Type element) {
     return RankedTensorType::get({rows, columns}, element);
@@ -103,9 +90,7 @@ private:
   Region *derivative;
   OpBuilder b;
   Location loc;
-  OpBuilder constants;
-  llvm::SmallDenseMap<int64_t, Value> indexConstants;
-  llvm::DenseMap<std::pair<Type, uint32_t>, Value> splats;
+  HoistedConstants constants;
   Value seqQ, seqK;
 };
 

@@ -102,15 +102,10 @@ LogicalResult AttentionBackwardOp::verify() {
   if (failed(verifyCompatibleShape(qShape[0], kShape[0])))
     return emitOpError() << "K batch (" << kShape[0]
                          << ") does not match Q batch (" << qShape[0] << ")";
-  int64_t qHeads = getNumQueryHeads(), kvHeads = getNumKvHeads();
-  if (qHeads > std::numeric_limits<int32_t>::max())
-    return emitOpError() << "Q heads (" << qHeads
-                         << ") must be below 2^31: the kernel indexes heads "
-                            "in 32 bits";
-  if (kvHeads <= 0 || qHeads % kvHeads != 0)
-    return emitOpError() << "Q heads (" << qHeads
-                         << ") must be a multiple of K/V heads (" << kvHeads
-                         << ")";
+  int64_t qHeads = getNumQueryHeads();
+  if (failed(fa4::detail::verifyHeads([this] { return emitOpError(); }, qHeads,
+                                      getNumKvHeads())))
+    return failure();
 
   // The LSE and delta: one f32 per query row, [batch, q_heads, seq_q]; the
   // dQ accumulator: Q's shape in f32. Row-major, as the kernel addresses
@@ -343,14 +338,9 @@ LogicalResult mlir::fa4::verifyBackwardSpecOn(Operation *op,
                            << "' belongs on a function, not on '"
                            << op->getName() << "'";
   ArrayRef<Type> types = function.getArgumentTypes();
-  for (ArrayRef<int64_t> positions : {spec.getArguments(), spec.getExtras()})
-    for (int64_t position : positions)
-      if (position >= static_cast<int64_t>(types.size()) ||
-          !isa<MemRefType>(types[position]))
-        return op->emitError() << "fa4.backward_spec names argument #"
-                               << position
-                               << ", which is not a memref argument of the "
-                                  "function";
+  if (failed(fa4::detail::verifyMemrefPositions(
+          op, kBackwardSpecAttrName, {spec.getArguments(), spec.getExtras()})))
+    return failure();
   static const char *names[] = {"Q",  "K",  "V",  "O",     "dO",      "LSE",
                                 "dQ", "dK", "dV", "delta", "dq_accum"};
   auto typeOf = [&](BackwardArgument role) {

@@ -369,6 +369,20 @@ LogicalResult LaunchAttr::verify(
   return success();
 }
 
+LogicalResult mlir::fa4::detail::verifyMemrefPositions(
+    Operation *op, StringRef attribute,
+    std::initializer_list<ArrayRef<int64_t>> lists) {
+  ArrayRef<Type> types = cast<FunctionOpInterface>(op).getArgumentTypes();
+  for (ArrayRef<int64_t> positions : lists)
+    for (int64_t position : positions)
+      if (position >= static_cast<int64_t>(types.size()) ||
+          !isa<MemRefType>(types[position]))
+        return op->emitError() << attribute << " names argument #" << position
+                               << ", which is not a memref argument of the "
+                                  "function";
+  return success();
+}
+
 /// `fa4.spec` on a function: each position it names is a memref argument,
 /// and Q, K, V, O (and the LSE) describe one attention, as the entry op's
 /// verifier requires of level A (the kernels and the simulator size
@@ -384,13 +398,9 @@ static LogicalResult verifySpecOn(Operation *op, Attribute value) {
                            << "' belongs on a function, not on '"
                            << op->getName() << "'";
   ArrayRef<Type> types = function.getArgumentTypes();
-  for (ArrayRef<int64_t> positions : {spec.getArguments(), spec.getExtras()})
-    for (int64_t position : positions)
-      if (position >= static_cast<int64_t>(types.size()) ||
-          !isa<MemRefType>(types[position]))
-        return op->emitError() << "fa4.spec names argument #" << position
-                               << ", which is not a memref argument of the "
-                                  "function";
+  if (failed(fa4::detail::verifyMemrefPositions(
+          op, kSpecAttrName, {spec.getArguments(), spec.getExtras()})))
+    return failure();
   const char *names[] = {"Q", "K", "V", "O", "LSE"};
   auto typeOf = [&](size_t role) {
     return cast<MemRefType>(types[spec.getArguments()[role]]);

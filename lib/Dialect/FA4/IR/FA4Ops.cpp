@@ -440,16 +440,10 @@ LogicalResult AttentionOp::verify() {
     return emitOpError() << "K batch (" << kShape[0]
                          << ") does not match Q batch (" << qShape[0] << ")";
 
-  int64_t qHeads = getNumQueryHeads(), kvHeads = getNumKvHeads();
-  // Heads are 32-bit in the kernel's index arithmetic and TMA coordinates.
-  if (qHeads > std::numeric_limits<int32_t>::max())
-    return emitOpError() << "Q heads (" << qHeads
-                         << ") must be below 2^31: the kernel indexes heads "
-                            "in 32 bits";
-  if (kvHeads <= 0 || qHeads % kvHeads != 0)
-    return emitOpError() << "Q heads (" << qHeads
-                         << ") must be a multiple of K/V heads (" << kvHeads
-                         << ")";
+  int64_t qHeads = getNumQueryHeads();
+  if (failed(fa4::detail::verifyHeads([this] { return emitOpError(); },
+                                      qHeads, getNumKvHeads())))
+    return failure();
 
   if (Value lse = getLse()) {
     auto lseType = cast<ShapedType>(lse.getType());
@@ -1052,6 +1046,19 @@ LogicalResult mlir::fa4::detail::verifyTensorOperandOf(Operation *op,
 LogicalResult mlir::fa4::detail::verifyExtrasOf(Operation *op,
                                                 OperandRange extras) {
   return verifyExtras(op, extras);
+}
+LogicalResult mlir::fa4::detail::verifyHeads(EmitError emitError,
+                                             int64_t qHeads, int64_t kvHeads) {
+  // Heads are 32-bit in the kernel's index arithmetic and TMA coordinates.
+  if (qHeads > std::numeric_limits<int32_t>::max())
+    return emitError() << "Q heads (" << qHeads
+                       << ") must be below 2^31: the kernel indexes heads in "
+                          "32 bits";
+  if (kvHeads <= 0 || qHeads % kvHeads != 0)
+    return emitError() << "Q heads (" << qHeads
+                       << ") must be a multiple of K/V heads (" << kvHeads
+                       << ")";
+  return success();
 }
 std::string mlir::fa4::detail::shapeText(ArrayRef<int64_t> shape) {
   return shapeString(shape);

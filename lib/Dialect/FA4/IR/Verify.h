@@ -15,6 +15,7 @@
 #include "mlir/IR/Operation.h"
 #include "mlir/IR/TypeRange.h"
 
+#include <initializer_list>
 #include <optional>
 #include <string>
 
@@ -58,6 +59,14 @@ LogicalResult verifyTileAccessOf(Operation *op, Value memref, Value tile,
 LogicalResult verifyTensorOperandOf(Operation *op, StringRef name, Value value);
 /// The extras: row-major memrefs of known element types, each once.
 LogicalResult verifyExtrasOf(Operation *op, OperandRange extras);
+/// Q's heads (below 2^31) a multiple of K/V's.
+LogicalResult verifyHeads(EmitError emitError, int64_t qHeads,
+                          int64_t kvHeads);
+/// Each position of `lists` names a memref argument of the function `op`
+/// (a FunctionOpInterface); the error names `attribute`.
+LogicalResult verifyMemrefPositions(
+    Operation *op, StringRef attribute,
+    std::initializer_list<ArrayRef<int64_t>> lists);
 /// A shape as messages print it: [?, 128].
 std::string shapeText(ArrayRef<int64_t> shape);
 } // namespace mlir::fa4::detail
