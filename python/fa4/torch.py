@@ -5,8 +5,8 @@ without an edit::
 
     import fa4.torch
     compiled = torch.compile(model, backend=fa4.torch.backend)   # or:
-    with fa4.torch.enable():                                     # inductor
-        compiled = torch.compile(model)
+    fa4.torch.enable()              # inductor, for every later compilation
+    compiled = torch.compile(model)
 
 The rewrite walks the FX graph and replaces each SDPA call that fa4
 computes exactly — fp16/bf16, head dim 64/96/128, no ``attn_mask``, no
@@ -21,7 +21,6 @@ stderr saying which it was and why.
 
 from __future__ import annotations
 
-import contextlib
 import operator
 import os
 import sys
@@ -212,15 +211,31 @@ except (ImportError, AttributeError):  # pragma: no cover - older torch
     pass
 
 
-@contextlib.contextmanager
-def enable(debug: Optional[bool] = None):
-    """Within the block, ``torch.compile`` with the default (inductor)
-    backend replaces SDPA calls as ``backend`` does: the rewrite runs as
-    inductor's pre-grad custom pass (chained after any already set)."""
-    import torch._inductor.config as config
-    previous = config.pre_grad_custom_pass
-    config.pre_grad_custom_pass = _ReplaceSdpaPass(previous, debug)
-    try:
-        yield
-    finally:
-        config.pre_grad_custom_pass = previous
+class enable:
+    """Turns the rewrite on for ``torch.compile`` with the default
+    (inductor) backend: it runs as inductor's pre-grad custom pass, after
+    any pass already set. ``fa4.torch.enable()`` alone turns it on for the
+    process (``.disable()`` turns it off); ``with fa4.torch.enable():`` for
+    the block. It applies to the graphs compiled while it is on, and
+    torch.compile compiles at a function's first call, not at
+    ``torch.compile(...)``."""
+
+    def __init__(self, debug: Optional[bool] = None):
+        import torch._inductor.config as config
+        self._config = config
+        self._previous = config.pre_grad_custom_pass
+        self._pass = _ReplaceSdpaPass(self._previous, debug)
+        config.pre_grad_custom_pass = self._pass
+
+    def disable(self) -> None:
+        """Puts back the pass that was set before (if this one is still
+        the one set)."""
+        if self._config.pre_grad_custom_pass is self._pass:
+            self._config.pre_grad_custom_pass = self._previous
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.disable()
+        return False

@@ -104,12 +104,25 @@ def test_the_rewrite_says_what_it_replaced_and_why_not_the_rest(capsys):
         assert (got.float() - ref.float()).abs().max() < 4e-3
 
 
-def test_enable_rewrites_inductors_graphs(capsys):
+def test_enable_rewrites_inductors_graphs():
+    import torch._inductor.config as config
     block = Block(is_causal=True)
     x = torch.randn(1, 64, 128, dtype=torch.float16)
     torch._dynamo.reset()
-    with fa4.torch.enable(debug=True):
+    with fa4.torch.enable():
         got = torch.compile(block)(x)
-    assert (got.float() - block(x).float()).abs().max() < 4e-3
-    import torch._inductor.config as config
+        graph_pass = config.pre_grad_custom_pass
     assert config.pre_grad_custom_pass is None
+    assert (got.float() - block(x).float()).abs().max() < 4e-3
+    # The pass rewrites a graph of the block, after a pass set before it.
+    seen = []
+    config.pre_grad_custom_pass = lambda graph: seen.append(len(graph.nodes))
+    switch = fa4.torch.enable()     # on until disable()
+    gm = graph_of(block, x)
+    config.pre_grad_custom_pass(gm.graph)
+    switch.disable()
+    assert config.pre_grad_custom_pass is not None and seen
+    config.pre_grad_custom_pass = None
+    assert [n.target for n in gm.graph.nodes].count(
+        torch.ops.fa4.attention.default) == 1
+    assert graph_pass.uuid() is not None
