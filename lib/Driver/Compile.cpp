@@ -35,7 +35,7 @@ llvm::Error fa4::checkVariant(const Variant &variant) {
   if (variant.dtype != "fp16" && variant.dtype != "bf16")
     return makeError("dtype must be fp16 or bf16, got '" + variant.dtype + "'");
   if (variant.qHeads <= 0 || variant.kvHeads <= 0)
-    return makeError("the query and K/V head counts must be positive, got " +
+    return makeError("q-heads and kv-heads must be positive, got " +
                      std::to_string(variant.qHeads) + " and " +
                      std::to_string(variant.kvHeads));
   if (variant.pageSize < 0 || variant.pageSize >= (int64_t(1) << 31))

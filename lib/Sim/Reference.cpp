@@ -341,21 +341,44 @@ static int64_t keyOffset(const Problem &p, int64_t b, int64_t j,
 }
 
 /// The slope of the score_mod at score x from its values alone, so that no
-/// compiler's derivative of it is trusted: the Richardson extrapolation
-/// (4·D(h/2) - D(h)) / 3 of central differences D, h = 1e-3 · max(1, |x|).
-/// Its error is O(h⁴) from truncation plus about 3e-16 · |mod(x)| / h from
-/// rounding: under 1e-12 for tanh-shaped mods, 3e-10 (relative) for sin up
-/// to |x| = 30. Across a kink within h of x it is the mean of the slopes
-/// either side.
+/// compiler's derivative of it is trusted. At steps h = 1e-3, 1e-6, 1e-9
+/// (times max(1, |x|)) in turn, the one-sided slopes either side of x
+/// (each Richardson-extrapolated, second order) are compared: where they
+/// agree, no kink or jump of the mod (a max, an abs, a floor) and no bend
+/// sharper than h lies within h of x, and the slope is the Richardson
+/// extrapolation (4·D(h/2) - D(h)) / 3 of central differences D, whose
+/// error is O(h⁴) from truncation plus about 3e-16 · |mod(x)| / h from
+/// rounding (under 1e-12 for tanh-shaped mods at the first step). Where they
+/// disagree at every step, x is within 1e-9 of a kink or jump (or on it):
+/// the slope of the side to its right where that is finite, else the left
+/// side's (a jump to -inf hides the keys past it), else 0. A mod that is
+/// not finite at x has no slope there.
 static double scoreModSlope(const Problem &p, double x, int64_t b, int64_t h,
                             int64_t i, int64_t j) {
-  const double step = 1e-3 * std::max(1.0, std::fabs(x));
-  auto central = [&](double delta) {
-    return (p.scoreMod(x + delta, b, h, i, j) -
-            p.scoreMod(x - delta, b, h, i, j)) /
-           (2.0 * delta);
-  };
-  return (4.0 * central(step / 2.0) - central(step)) / 3.0;
+  auto mod = [&](double y) { return p.scoreMod(y, b, h, i, j); };
+  const double size = std::max(1.0, std::fabs(x));
+  const double at = mod(x);
+  if (!std::isfinite(at))
+    return 0.0;
+  double right = 0.0, left = 0.0;
+  for (double step : {1e-3 * size, 1e-6 * size, 1e-9 * size}) {
+    auto oneSided = [&](double sign, double delta) {
+      return (mod(x + sign * delta) - at) / (sign * delta);
+    };
+    right = 2.0 * oneSided(1.0, step / 2.0) - oneSided(1.0, step);
+    left = 2.0 * oneSided(-1.0, step / 2.0) - oneSided(-1.0, step);
+    double rounding = 16.0 * 2.3e-16 * (std::fabs(at) + 1.0) / step;
+    double tolerance =
+        1e-5 * std::max({1.0, std::fabs(right), std::fabs(left)}) + rounding;
+    if (std::isfinite(right) && std::isfinite(left) &&
+        std::fabs(right - left) <= tolerance) {
+      auto central = [&](double delta) {
+        return (mod(x + delta) - mod(x - delta)) / (2.0 * delta);
+      };
+      return (4.0 * central(step / 2.0) - central(step)) / 3.0;
+    }
+  }
+  return std::isfinite(right) ? right : std::isfinite(left) ? left : 0.0;
 }
 
 /// dx/ds: how the score the softmax sees moves with raw score `dot`.

@@ -527,6 +527,17 @@ llvm::Expected<RunReport> mlir::fa4::sim::simulate(func::FuncOp func,
   std::string error;
   if (!checkProgram(func, error))
     return makeError(error);
+  // The backward's tile program has a runner of its own.
+  if (getBackwardSpec(func)) {
+    if (!options.inputs.empty() || !options.expect.empty())
+      return makeError("--inputs and --expect apply to the forward; the "
+                       "backward draws Q, K, V and dO from --seed");
+    if (options.interleavings != 1)
+      return makeError("--interleavings runs a level-C schedule; the "
+                       "backward has levels A and B only (no chip schedules "
+                       "it yet)");
+    return simulateBackward(func, options);
+  }
   auto entry = dyn_cast_or_null<func::FuncOp>(options.entry);
   AttentionOp entryOp;
   if (entry)
@@ -539,13 +550,6 @@ llvm::Expected<RunReport> mlir::fa4::sim::simulate(func::FuncOp func,
         "--inputs and --expect name the arguments and O of the level-A "
         "entry function; give level-A IR (a function with "
         "fa4.attention), not level B or C");
-  // The backward's tile program has a runner of its own.
-  if (getBackwardSpec(func)) {
-    if (!options.inputs.empty() || !options.expect.empty())
-      return makeError("--inputs and --expect apply to the forward; the "
-                       "backward draws Q, K, V and dO from --seed");
-    return simulateBackward(func, options);
-  }
   // fa4.spec's verifier has checked its positions (distinct memref
   // arguments), window bounds, scale and softcap.
   KernelSpecAttr spec = getKernelSpec(func);

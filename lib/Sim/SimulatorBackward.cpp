@@ -46,6 +46,18 @@ mlir::fa4::sim::simulateBackward(func::FuncOp func, const RunOptions &options) {
   auto argument = [&](BackwardArgument role) {
     return func.getArgument(spec.getArguments()[role]);
   };
+  // The inputs are drawn apart: one argument in two roles (K and V the same
+  // memref, say) would be two tensors to the reference and one to the
+  // program.
+  static const char *names[] = {"Q", "K", "V", "O", "dO", "LSE"};
+  for (size_t role = 0; role < 6; ++role)
+    for (size_t other = 0; other < role; ++other)
+      if (argument(static_cast<BackwardArgument>(role)) ==
+          argument(static_cast<BackwardArgument>(other)))
+        return makeError(std::string("the backward's ") + names[other] +
+                         " and " + names[role] +
+                         " are one argument; fa4-sim draws every input on "
+                         "its own: give each its own argument");
   auto qType = cast<MemRefType>(argument(kBwdQ).getType());
   bool bf16 = qType.getElementType().isBF16();
   Problem problem = attentionProblem(

@@ -74,11 +74,22 @@ public:
     return a ? build<arith::SubFOp>(a, b) : build<arith::NegFOp>(b);
   }
   Value neg(Value t) { return t ? build<arith::NegFOp>(t) : t; }
+  // A tangent that is zero at run time stays zero whatever it is multiplied
+  // or divided by: a piece the score does not move (the flat side of a max,
+  // a select's other branch) has derivative 0 even where the next op's
+  // slope is infinite (sqrt at 0), as the autograd frameworks' backward
+  // passes give it, where 0·∞ would make a NaN.
   Value mul(Value factor, Value t) {
-    return t ? build<arith::MulFOp>(factor, t) : t;
+    return t ? keepZero(t, build<arith::MulFOp>(factor, t)) : t;
   }
   Value div(Value t, Value divisor) {
-    return t ? build<arith::DivFOp>(t, divisor) : t;
+    return t ? keepZero(t, build<arith::DivFOp>(t, divisor)) : t;
+  }
+  /// `product` where `t` is not zero, else 0.
+  Value keepZero(Value t, Value product) {
+    Value zero = constant(t.getType(), 0.0);
+    Value isZero = build<arith::CmpFOp>(arith::CmpFPredicate::OEQ, t, zero);
+    return build<arith::SelectOp>(isZero, zero, product);
   }
 
 private:
@@ -285,10 +296,13 @@ static Value tangentOf(Tangents &t, math::PowFOp op) {
         x, t.build<arith::SubFOp>(y, t.constant(y.getType(), 1.0)));
     viaBase = t.mul(t.build<arith::MulFOp>(y, lowered), dx);
   }
-  if (dy)
-    viaExponent = t.mul(t.build<arith::MulFOp>(t.primal(op.getResult()),
-                                               t.build<math::LogOp>(x)),
-                        dy);
+  if (dy) {
+    // x^y · ln(x), 0 where x^y is (a zero base: 0 · -inf is no slope).
+    Value power = t.primal(op.getResult());
+    Value slope = t.keepZero(power, t.build<arith::MulFOp>(
+                                        power, t.build<math::LogOp>(x)));
+    viaExponent = t.mul(slope, dy);
+  }
   return t.add(viaBase, viaExponent);
 }
 

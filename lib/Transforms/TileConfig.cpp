@@ -79,7 +79,9 @@ float mlir::fa4::softcapOf(Region &scoreMod) {
   }
   auto squashed = squashedValue.getDefiningOp<math::TanhOp>();
   // (A subnormal cap has no finite reciprocal: not the attribute's math.)
-  if (!cap || !(*cap > 0.0f) || !std::isnormal(*cap) ||
+  // (A cap past the attribute's limit stays a region: the softcap's path
+  // would multiply its tanh's error by it.)
+  if (!cap || !(*cap > 0.0f) || *cap > kMaxSoftcap || !std::isnormal(*cap) ||
       !std::isfinite(1.0f / *cap) || !squashed)
     return 0.0f;
   Operation *ratio = squashed.getOperand().getDefiningOp();

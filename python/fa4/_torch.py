@@ -448,6 +448,16 @@ def _(dout, q, k, v, out, lse, causal, window_left, window_right, softcap,
             torch.empty_like(v, memory_format=torch.contiguous_format))
 
 
+def _no_double_backward(ctx, *grads):
+    raise NotImplementedError(
+        "fa4.attention's backward is not itself differentiable: no second "
+        "derivative (double backward, create_graph=True through it) is built")
+
+
+_attention_backward_op.register_autograd(
+    _no_double_backward, setup_context=lambda ctx, inputs, output: None)
+
+
 def _check_backward_tensors(dout, q, k, out, lse):
     """dO and O like q, the LSE (batch, q_heads, seq_q) float32."""
     for name, t in (("dout", dout), ("out", out)):

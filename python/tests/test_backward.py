@@ -91,6 +91,14 @@ def test_backward_refuses_what_it_cannot_do(inputs):
         o.float().sum().backward()
 
 
+def test_no_double_backward(inputs):
+    q, k, v = (t.requires_grad_() for t in inputs(1, 64, 64, 2, 1, 64, torch.float16))
+    o = fa4.attention(q, k, v)
+    (dq,) = torch.autograd.grad(o.float().sum(), q, create_graph=True)
+    with pytest.raises(NotImplementedError, match="no second derivative"):
+        dq.float().sum().backward()
+
+
 def test_backward_op_checks_its_tensors(inputs):
     q, k, v = inputs(1, 64, 64, 2, 1, 64, torch.float16)
     o, lse = torch.ops.fa4.attention(q, k, v, False, -1, -1, 0.0, None, True)

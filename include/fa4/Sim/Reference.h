@@ -136,7 +136,9 @@ bool compareWithReference(const Reference &reference,
 /// dS = P ∘ (dP - rowsum(P ∘ dP)) ∘ dx/ds (x the score the softmax sees, s
 /// = q·k), dQ = dS·K and dK = dSᵀ·Q, dK and dV summed over the query heads
 /// of a K/V head. A score_mod's slope is a Richardson-extrapolated central
-/// difference of it, good to about 1e-10 where the mod is smooth. A row that
+/// difference of it at a step that no kink, jump or sharp bend of the mod
+/// straddles (down to 1e-9), good to about 1e-10 where the mod is smooth;
+/// within 1e-9 of a kink it is the right side's. A row that
 /// sees no key, and a key no row sees, get zero. dO and dQ have Q's layout,
 /// dK and dV K's. Dense problems only: the caller must not pass a varlen or
 /// paged one.

@@ -119,6 +119,11 @@ inline int64_t gqaPacking(int64_t ratio) {
 ///   - the parts' LSEs `[splits][tiles][rows][kSplitSlots]` (f32);
 ///   - the parts' normalized O `[splits][tiles][rows][head_dim]` (f32).
 constexpr int64_t kMaxSplits = 128;
+
+/// The largest softcap: the kernel's tanh (on ex2.approx and rcp.approx) is
+/// accurate to about 2^-22 absolute, which the cap multiplies into the
+/// score. A score_mod written as a larger cap runs as a region instead.
+constexpr float kMaxSoftcap = 1024.0f;
 constexpr int64_t kSplitSlots = 4;
 struct SplitWorkspaceLayout {
   int64_t tiles = 0, rows = 128, splits = 1, headDim = 0;

@@ -133,3 +133,21 @@ func.func @mod_yield(%q: memref<?x?x4x64xf16>, %k: memref<?x?x2x64xf16>, %v: mem
   }
   return
 }
+
+// -----
+
+func.func @dynamic_lse_heads(%q: memref<?x?x4x64xf16>, %k: memref<?x?x2x64xf16>, %v: memref<?x?x2x64xf16>, %o: memref<?x?x4x64xf16>, %do: memref<?x?x4x64xf16>, %lse: memref<?x?x?xf32>, %dq: memref<?x?x4x64xf16>, %dk: memref<?x?x2x64xf16>, %dv: memref<?x?x2x64xf16>, %delta: memref<?x4x?xf32>, %acc: memref<?x?x4x64xf32>) {
+  // expected-error @+1 {{LSE heads must be static, got shape [?, ?, ?]}}
+  fa4.attention_backward %q, %k, %v, %o, %do, %lse -> %dq, %dk, %dv workspace(%delta, %acc)
+      : memref<?x?x4x64xf16>, memref<?x?x2x64xf16>, memref<?x?x2x64xf16>, memref<?x?x4x64xf16>, memref<?x?x4x64xf16>, memref<?x?x?xf32> -> memref<?x?x4x64xf16>, memref<?x?x2x64xf16>, memref<?x?x2x64xf16>, memref<?x4x?xf32>, memref<?x?x4x64xf32>
+  return
+}
+
+// -----
+
+func.func @dynamic_accumulator_dim(%q: memref<?x?x4x64xf16>, %k: memref<?x?x2x64xf16>, %v: memref<?x?x2x64xf16>, %o: memref<?x?x4x64xf16>, %do: memref<?x?x4x64xf16>, %lse: memref<?x4x?xf32>, %dq: memref<?x?x4x64xf16>, %dk: memref<?x?x2x64xf16>, %dv: memref<?x?x2x64xf16>, %delta: memref<?x4x?xf32>, %acc: memref<?x?x4x?xf32>) {
+  // expected-error @+1 {{dq_accum head dim must be static, got shape [?, ?, 4, ?]}}
+  fa4.attention_backward %q, %k, %v, %o, %do, %lse -> %dq, %dk, %dv workspace(%delta, %acc)
+      : memref<?x?x4x64xf16>, memref<?x?x2x64xf16>, memref<?x?x2x64xf16>, memref<?x?x4x64xf16>, memref<?x?x4x64xf16>, memref<?x4x?xf32> -> memref<?x?x4x64xf16>, memref<?x?x2x64xf16>, memref<?x?x2x64xf16>, memref<?x4x?xf32>, memref<?x?x4x?xf32>
+  return
+}

@@ -127,6 +127,16 @@ LogicalResult AttentionBackwardOp::verify() {
     if (failed(verifyCompatibleShape(type.getShape(), shape)))
       return emitOpError() << name << " shape " << shapeText(type.getShape())
                            << " does not match " << shapeText(shape);
+    // Heads (and the accumulator's head dim) are static, as Q's.
+    SmallVector<int64_t, 2> staticDims =
+        shape.size() == 3 ? SmallVector<int64_t, 2>{1}
+                          : SmallVector<int64_t, 2>{2, 3};
+    for (int64_t dim : staticDims)
+      if (type.isDynamicDim(dim))
+        return emitOpError() << name << " "
+                             << (dim == 3 ? "head dim" : "heads")
+                             << " must be static, got shape "
+                             << shapeText(type.getShape());
   }
 
   // Each output is its own buffer (as values: the IR cannot see aliasing

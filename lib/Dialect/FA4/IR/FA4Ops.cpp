@@ -321,8 +321,6 @@ LogicalResult mlir::fa4::detail::verifySplitWorkspaceType(EmitError emitError,
 }
 
 static constexpr int64_t kSupportedHeadDims[] = {64, 96, 128};
-/// The largest softcap: see the verifier.
-static constexpr float kMaxSoftcap = 1024.0f;
 
 LogicalResult mlir::fa4::detail::verifyScaleAndSoftcap(EmitError emitError,
                                                        float scale,
