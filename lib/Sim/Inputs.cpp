@@ -9,6 +9,7 @@
 
 #include "mlir/Dialect/Bufferization/IR/Bufferization.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "llvm/Support/Endian.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
@@ -23,6 +24,10 @@ BlockArgument mlir::fa4::sim::entryArgument(Value value, func::FuncOp func) {
       value = toBuffer.getTensor();
     else if (auto toTensor = dyn_cast<bufferization::ToTensorOp>(producer))
       value = toTensor.getBuffer();
+    // The raise's view of a collapsed [batch·heads, seq, head_dim] tensor
+    // with one head: the same elements in the same order.
+    else if (auto expand = dyn_cast<tensor::ExpandShapeOp>(producer))
+      value = expand.getSrc();
     else
       return nullptr;
   }
@@ -96,9 +101,16 @@ struct AttentionTensor {
   /// Whether `type`'s static sizes agree with the declared shape.
   bool fits(Type type) const {
     auto shaped = dyn_cast<ShapedType>(type);
-    if (!shaped || !shaped.hasRank() || shaped.getRank() != 4)
+    SmallVector<int64_t, 4> shape = declared();
+    // A collapsed [batch·heads, seq, head_dim] argument of one head per
+    // batch entry holds the declared elements in the declared order.
+    if (shaped && shaped.hasRank() && shaped.getRank() == 3 && !headsFirst &&
+        shape[2] == 1)
+      shape.erase(shape.begin() + 2);
+    if (!shaped || !shaped.hasRank() ||
+        shaped.getRank() != static_cast<int64_t>(shape.size()))
       return false;
-    for (auto [dim, size] : llvm::enumerate(declared()))
+    for (auto [dim, size] : llvm::enumerate(shape))
       if (!shaped.isDynamicDim(dim) && shaped.getDimSize(dim) != size)
         return false;
     return true;

@@ -107,8 +107,18 @@ struct PromoteDestinationsPass
           continue;
         Operation *user = view && buffer == view.getIn() ? view.getOperation()
                                                          : op.getOperation();
+        // O returned as it is, or (a raised collapsed attention) as a
+        // collapse_shape view that only the return reads.
+        auto returnedView = [&](Operation *owner) {
+          auto collapse = dyn_cast<memref::CollapseShapeOp>(owner);
+          return collapse && !view &&
+                 llvm::all_of(collapse->getUsers(), [](Operation *reader) {
+                   return isa<func::ReturnOp>(reader);
+                 });
+        };
         bool onlyHandedOver = llvm::all_of(alloc->getUses(), [&](OpOperand &use) {
-          return use.getOwner() == user || isa<func::ReturnOp>(use.getOwner());
+          return use.getOwner() == user || isa<func::ReturnOp>(use.getOwner()) ||
+                 returnedView(use.getOwner());
         });
         if (!onlyHandedOver)
           continue;
@@ -119,6 +129,8 @@ struct PromoteDestinationsPass
       // buffer: the view becomes the parameter, whose strides then carry
       // the layout to the tensor map.
       for (OpOperand &operand : op->getOpOperands().take_front(4)) {
+        if (promoteExpandedArgument(func, op, operand))
+          continue;
         auto view = operand.get().getDefiningOp<memref::TransposeOp>();
         if (!view)
           continue;
@@ -152,6 +164,43 @@ struct PromoteDestinationsPass
     }
   }
 
+  /// A collapsed [batch·heads, seq, head_dim] input the raise viewed as
+  /// [batch·heads, seq, 1, head_dim] (memref.expand_shape of an argument,
+  /// every use of the argument such a view that only `op` reads): the
+  /// argument takes the view's type (the same memory) and the views go.
+  /// False when `operand` is no such view.
+  bool promoteExpandedArgument(func::FuncOp func, AttentionOp op,
+                               OpOperand &operand) {
+    auto view = operand.get().getDefiningOp<memref::ExpandShapeOp>();
+    if (!view)
+      return false;
+    auto argument = dyn_cast<BlockArgument>(view.getSrc());
+    if (!argument || argument.getOwner() != &func.getBody().front())
+      return false;
+    SmallVector<memref::ExpandShapeOp> views;
+    bool onlyViews = llvm::all_of(argument.getUses(), [&](OpOperand &use) {
+      auto other = dyn_cast<memref::ExpandShapeOp>(use.getOwner());
+      if (!other || other.getType() != view.getType() ||
+          !llvm::all_of(other->getUsers(),
+                        [&](Operation *user) { return user == op.getOperation(); }))
+        return false;
+      views.push_back(other);
+      return true;
+    });
+    if (!onlyViews)
+      return false;
+    argument.setType(view.getType());
+    for (memref::ExpandShapeOp other : views) {
+      other.getResult().replaceAllUsesWith(argument);
+      other.erase();
+    }
+    SmallVector<Type> inputs(func.getArgumentTypes());
+    inputs[argument.getArgNumber()] = argument.getType();
+    func.setType(FunctionType::get(func.getContext(), inputs,
+                                   func.getResultTypes()));
+    return true;
+  }
+
   /// `alloc` becomes a new last argument of `func` and leaves its results;
   /// with a `view` of it (the transposed O of a `heads_first` op), the view
   /// becomes the argument instead.
@@ -162,12 +211,21 @@ struct PromoteDestinationsPass
       return signalPassFailure();
     Value argument = func.getArgument(index);
     llvm::BitVector returned(func.getNumResults());
+    // Returned as it is, or through a collapse_shape view only the return
+    // reads (the collapsed form of a raised attention).
+    SmallVector<Operation *> returnedViews;
+    for (Operation *user : alloc->getUsers())
+      if (isa<memref::CollapseShapeOp>(user))
+        returnedViews.push_back(user);
     func.walk([&](func::ReturnOp ret) {
       for (OpOperand &operand : ret->getOpOperands())
-        if (operand.get() == alloc.getResult())
+        if (operand.get() == alloc.getResult() ||
+            llvm::is_contained(returnedViews, operand.get().getDefiningOp()))
           returned.set(operand.getOperandNumber());
     });
     func.walk([&](func::ReturnOp ret) { ret->eraseOperands(returned); });
+    for (Operation *returnedView : returnedViews)
+      returnedView->erase();
     if (failed(func.eraseResults(returned)))
       return signalPassFailure();
     if (view) {

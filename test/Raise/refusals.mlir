@@ -425,3 +425,26 @@ func.func @attention(%q: tensor<1x2x32x64xf16>, %k: tensor<1x2x48x64xf16>, %v: t
   } -> tensor<1x2x32x64xf16>
   return %oh : tensor<1x2x32x64xf16>
 }
+
+// -----
+
+// The collapsed [batch·heads, seq, head_dim] form at a head dim fa4 does not
+// take: refused by the op's verifier, named.
+func.func @collapsed_head_dim_32(%q: tensor<4x32x32xf16>, %k: tensor<4x48x32xf16>, %v: tensor<4x48x32xf16>) -> tensor<4x32x32xf16> {
+  %zero = arith.constant 0.0 : f16
+  %e = tensor.empty() : tensor<4x32x48xf16>
+  %z = linalg.fill ins(%zero : f16) outs(%e : tensor<4x32x48xf16>) -> tensor<4x32x48xf16>
+  %s = linalg.generic {indexing_maps = [affine_map<(b, i, j, d) -> (b, i, d)>, affine_map<(b, i, j, d) -> (b, j, d)>, affine_map<(b, i, j, d) -> (b, i, j)>], iterator_types = ["parallel", "parallel", "parallel", "reduction"]} ins(%q, %k : tensor<4x32x32xf16>, tensor<4x48x32xf16>) outs(%z : tensor<4x32x48xf16>) {
+  ^bb0(%a: f16, %b: f16, %acc: f16):
+    %m = arith.mulf %a, %b : f16
+    %r = arith.addf %acc, %m : f16
+    linalg.yield %r : f16
+  } -> tensor<4x32x48xf16>
+  %p = linalg.softmax dimension(2) ins(%s : tensor<4x32x48xf16>) outs(%e : tensor<4x32x48xf16>) -> tensor<4x32x48xf16>
+  %oe = tensor.empty() : tensor<4x32x32xf16>
+  %oz = linalg.fill ins(%zero : f16) outs(%oe : tensor<4x32x32xf16>) -> tensor<4x32x32xf16>
+  // expected-remark @+1 {{not raised to fa4.attention: fa4.attention would not verify: 'fa4.attention' op head dim 32 is not supported (expected 64, 96 or 128)}}
+  %o = linalg.batch_matmul ins(%p, %v : tensor<4x32x48xf16>, tensor<4x48x32xf16>) outs(%oz : tensor<4x32x32xf16>) -> tensor<4x32x32xf16>
+  return %o : tensor<4x32x32xf16>
+}
+

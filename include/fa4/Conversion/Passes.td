@@ -67,7 +67,7 @@ def FA4RaiseAttention : Pass<"fa4-raise-attention", "::mlir::func::FuncOp"> {
     torch-mlir, IREE and StableHLO→linalg write it, and replaces it with one
     `fa4.attention` (on tensors) reading the function's own arguments.
 
-    The pass follows each rank-4 result back through the ops that compute
+    The pass follows each rank-4 (or rank-3) result back through the ops that compute
     it, as one expression per output element: linalg structured ops (named
     ops such as `linalg.batch_matmul`, `linalg.transpose`,
     `linalg.broadcast`, and `linalg.generic` with any indexing maps) become
@@ -81,7 +81,12 @@ def FA4RaiseAttention : Pass<"fa4-raise-attention", "::mlir::func::FuncOp"> {
     `[batch, seq, heads, head_dim]` or all `[batch, heads, seq, head_dim]`
     (the latter sets `heads_first`); K and V may serve several query heads
     through a repeat of their heads (GQA), written with expand / broadcast /
-    collapse or an indexing map.
+    collapse or an indexing map. Attention over collapsed
+    `[batch·heads, seq, head_dim]` arguments and result (rank 3, each batch
+    entry one head) is raised too: the op reads `[batch·heads, seq, 1,
+    head_dim]` `tensor.expand_shape` views of the arguments and its O is
+    collapsed back (views: `fa4-promote-destinations` makes the expanded
+    types the kernel's parameters, nothing is copied).
 
     A multiplication or division of the contraction by a constant becomes
     `scale`. `select(c, s, -inf)` and adding `select(c, 0, -inf)` become

@@ -43,7 +43,11 @@ def FA4PromoteDestinations : Pass<"fa4-promote-destinations", "::mlir::func::Fun
     buffers. Where Q, K, V or O is such a view of an argument (used only
     there) or of an allocation, the view itself becomes the parameter: its
     strided type tells the tensor map the `[batch, heads, seq, head_dim]`
-    storage, and nothing is copied.
+    storage, and nothing is copied. Likewise the raise's rank-3 form: a Q,
+    K or V that is a `memref.expand_shape` view of an argument (`[batch·heads,
+    seq, head_dim]` seen as `[batch·heads, seq, 1, head_dim]`) makes the
+    argument take the view's type, and an O returned through a
+    `memref.collapse_shape` view becomes a parameter of the expanded type.
 
     Requires: bufferized IR. Guarantees: each such destination is an
     argument of the function; the function returns what it returned before,

@@ -636,7 +636,11 @@ struct Match {
   Value q, k, v;
   bool headsFirst = false;
   double scale = 1.0;
-  /// The variables of O's dimensions and P·V's reduction.
+  /// The rank of Q, K, V and O: 4, or 3 for the collapsed [batch·heads,
+  /// seq, head_dim] form (one head per batch entry).
+  unsigned rank = 4;
+  /// The variables of O's dimensions and P·V's reduction (`head` kNoHead in
+  /// the rank-3 form).
   unsigned batch = 0, head = 0, query = 0, key = 0;
   /// The score expression around the contraction(s), and what in it stands
   /// for the scaled score: the region's `score` argument.
@@ -650,6 +654,9 @@ struct Match {
   /// key in a row that sees none, where fa4 gives O = 0.
   std::optional<double> finiteFill;
 };
+
+/// The head variable of the rank-3 form, which has none: no index is it.
+constexpr unsigned kNoHead = 1u << 20;
 
 /// Renders a value for a remark: `%arg2`, or the op that makes it.
 std::string describe(Value value) {
@@ -827,13 +834,16 @@ bool findScoreContraction(const Term *s, Match &m, const Term *&contraction) {
   for (const Term *c : contractions) {
     const Term *body = stripCasts(c->operands[0]);
     const Term *a = stripCasts(body->operands[0]), *b = stripCasts(body->operands[1]);
-    if (a->indices.size() == 4 && b->indices.size() == 4 &&
-        dimOf(a->indices[3]) == c->variable && dimOf(b->indices[3]) == c->variable)
+    unsigned last = m.rank - 1;
+    if (a->indices.size() == m.rank && b->indices.size() == m.rank &&
+        dimOf(a->indices[last]) == c->variable &&
+        dimOf(b->indices[last]) == c->variable)
       scores.push_back(c);
   }
   if (scores.empty())
-    return refuse(m, "no contraction of two rank-4 tensors over their last "
-                     "dimension (Q·Kᵀ over head_dim) feeds the softmax");
+    return refuse(m, "no contraction of two rank-" + Twine(m.rank) +
+                         " tensors over their last dimension (Q·Kᵀ over "
+                         "head_dim) feeds the softmax");
   contraction = scores.front();
   for (const Term *c : scores)
     if (!equalTerms(c, contraction, Renaming()))
@@ -872,9 +882,31 @@ bool bindOperands(const Term *contraction, const Term *vLeaf,
                      "takes each as its own parameter; pass the tensor twice)");
   for (auto [name, value] : {std::pair<StringRef, Value>{"Q", m.q}, {"K", m.k}, {"V", m.v}}) {
     auto type = dyn_cast<RankedTensorType>(value.getType());
-    if (!type || type.getRank() != 4)
-      return refuse(m, Twine(name) + " is not a rank-4 ranked tensor");
+    if (!type || type.getRank() != m.rank)
+      return refuse(m, Twine(name) + " is not a rank-" + Twine(m.rank) +
+                           " ranked tensor (as the result)");
   }
+  return true;
+}
+
+/// The rank-3 form: Q, K, V and O are [batch·heads, seq, head_dim], each
+/// batch entry one head of its own (K and V's batch index Q's).
+bool matchCollapsedLayout(ArrayRef<unsigned> qDims, const Term *kLeaf,
+                          const Term *vLeaf, func::FuncOp func, Match &m,
+                          unsigned &seqPos) {
+  m.head = kNoHead;
+  m.query = qDims[1];
+  m.headsFirst = false;
+  seqPos = 1;
+  AffineExpr key = getAffineDimExpr(m.key, func.getContext());
+  if (kLeaf->indices[1] != key || vLeaf->indices[1] != key)
+    return refuse(m, "K and V are not [batch·heads, seq, head_dim] like Q "
+                     "(one layout for Q, K, V and O)");
+  if (dimOf(kLeaf->indices[0]) != m.batch || dimOf(vLeaf->indices[0]) != m.batch)
+    return refuse(m, "K and V do not share Q's [batch·heads] index");
+  if (m.batch != 0 || m.query != 1 || dimOf(vLeaf->indices[2]) != 2u)
+    return refuse(m, "the result's dimensions are not [batch·heads, seq, "
+                     "head_dim] as Q's (one layout for Q, K, V and O)");
   return true;
 }
 
@@ -894,6 +926,8 @@ bool matchLayout(const Term *qLeaf, const Term *kLeaf, const Term *vLeaf,
     qDims.push_back(*dim);
   }
   m.batch = qDims[0];
+  if (m.rank == 3)
+    return matchCollapsedLayout(qDims, kLeaf, vLeaf, func, m, seqPos);
   // The head is the index K shares with Q (directly, or grouped).
   unsigned kHeadPos = 0;
   for (unsigned candidate : {1u, 2u}) {
@@ -948,7 +982,7 @@ bool checkReductionExtents(const Tracer &tracer, Match &m,
            extent == size;
   };
   int64_t keys = cast<ShapedType>(m.k.getType()).getDimSize(seqPos);
-  int64_t headDim = cast<ShapedType>(m.q.getType()).getDimSize(3);
+  int64_t headDim = cast<ShapedType>(m.q.getType()).getDimSize(m.rank - 1);
   if (!sameExtent(m.key, keys) || !sameExtent(normalization, keys))
     return refuse(m, "P·V or the softmax's sum runs over " +
                          Twine(tracer.extentOf(!sameExtent(m.key, keys)
@@ -1021,8 +1055,10 @@ bool matchScale(const Term *s, const Term *contraction, Match &m) {
   return true;
 }
 
-Match matchAttention(const Term *o, func::FuncOp func, const Tracer &tracer) {
+Match matchAttention(const Term *o, func::FuncOp func, const Tracer &tracer,
+                     unsigned rank) {
   Match m;
+  m.rank = rank;
   SoftmaxOfValues parts;
   if (!matchSoftmaxOfValues(stripCasts(o), parts))
     return m;
@@ -1220,6 +1256,27 @@ bool rewrite(OpResult result, const Match &m, func::FuncOp func, std::string &wh
   OpBuilder b(root);
   MLIRContext *context = b.getContext();
   auto outType = cast<RankedTensorType>(result.getType());
+  // The rank-3 form: views [batch·heads, seq, 1, head_dim] of Q, K and V
+  // (one head per batch entry; expand_shape bufferizes to a view, no copy),
+  // and O collapsed back.
+  Value q = m.q, k = m.k, v = m.v;
+  SmallVector<Operation *> views;
+  SmallVector<ReassociationIndices> oneHead = {{0}, {1}, {2, 3}};
+  auto withHead = [](RankedTensorType type) {
+    return RankedTensorType::get(
+        {type.getDimSize(0), type.getDimSize(1), 1, type.getDimSize(2)},
+        type.getElementType());
+  };
+  if (m.rank == 3) {
+    for (Value *operand : {&q, &k, &v}) {
+      auto expanded = tensor::ExpandShapeOp::create(
+          b, loc, withHead(cast<RankedTensorType>(operand->getType())),
+          *operand, oneHead);
+      views.push_back(expanded);
+      *operand = expanded;
+    }
+    outType = withHead(outType);
+  }
 
   // The extras: every function argument the regions read, in first-read order.
   SmallVector<Value> extras;
@@ -1231,7 +1288,7 @@ bool rewrite(OpResult result, const Match &m, func::FuncOp func, std::string &wh
   SmallVector<Value> sizes;
   for (auto [dim, size] : llvm::enumerate(outType.getShape()))
     if (ShapedType::isDynamic(size))
-      sizes.push_back(tensor::DimOp::create(b, loc, m.q, dim));
+      sizes.push_back(tensor::DimOp::create(b, loc, q, dim));
   Value init = tensor::EmptyOp::create(b, loc, outType.getShape(),
                                        outType.getElementType(), sizes);
   SmallVector<Value> buffers;
@@ -1242,7 +1299,7 @@ bool rewrite(OpResult result, const Match &m, func::FuncOp func, std::string &wh
         /*readOnly=*/true));
   }
   auto op = AttentionOp::create(
-      b, loc, m.q, m.k, m.v, init, Value(), buffers,
+      b, loc, q, k, v, init, Value(), buffers,
       MaskKindAttr::get(context, MaskKind::none), b.getI64IntegerAttr(-1),
       b.getI64IntegerAttr(-1), b.getF32FloatAttr(static_cast<float>(m.scale)),
       b.getF32FloatAttr(0.0f), m.headsFirst ? b.getUnitAttr() : UnitAttr(),
@@ -1340,11 +1397,15 @@ bool rewrite(OpResult result, const Match &m, func::FuncOp func, std::string &wh
     made.push_back(init.getDefiningOp());
     for (Value size : llvm::reverse(sizes))
       made.push_back(size.getDefiningOp());
+    made.append(views.rbegin(), views.rend());
     for (Operation *dead : made)
       dead->erase();
     return false;
   }
-  result.replaceAllUsesWith(op->getResult(0));
+  Value out = op->getResult(0);
+  if (m.rank == 3)
+    out = tensor::CollapseShapeOp::create(b, loc, out, oneHead);
+  result.replaceAllUsesWith(out);
   return true;
 }
 
@@ -1354,7 +1415,8 @@ struct RaiseAttentionPass
     func::FuncOp func = getOperation();
     if (func.isExternal())
       return;
-    // Candidates: rank-4 tensor results, the last first, so that the
+    // Candidates: rank-4 (and rank-3, collapsed) tensor results, the last
+    // first, so that the
     // outermost form of an attention (after its final transpose or reshape)
     // is tried before the values inside it.
     SmallVector<OpResult> candidates;
@@ -1363,7 +1425,7 @@ struct RaiseAttentionPass
         return;
       for (OpResult r : op->getResults())
         if (auto type = dyn_cast<RankedTensorType>(r.getType()))
-          if (type.getRank() == 4)
+          if (type.getRank() == 4 || type.getRank() == 3)
             candidates.push_back(r);
     });
     // A raise claims the ops it read, so the values inside it are not tried
@@ -1384,12 +1446,13 @@ struct RaiseAttentionPass
       if (claimed.contains(candidate.getOwner()))
         continue;
       MLIRContext *context = func.getContext();
+      auto type = cast<RankedTensorType>(candidate.getType());
       SmallVector<AffineExpr> at;
-      for (unsigned dim = 0; dim < 4; ++dim)
+      for (unsigned dim = 0; dim < type.getRank(); ++dim)
         at.push_back(getAffineDimExpr(dim, context));
-      Tracer tracer(cast<RankedTensorType>(candidate.getType()).getShape());
+      Tracer tracer(type.getShape());
       const Term *element = tracer.trace(candidate, at);
-      Match m = matchAttention(element, func, tracer);
+      Match m = matchAttention(element, func, tracer, type.getRank());
       if (!m.attention)
         continue;
       std::string why = m.why;

@@ -150,13 +150,10 @@ LogicalResult AttentionBackwardOp::verify() {
                                 "LSE, dQ, dK, dV and the workspace; each "
                                 "output needs a buffer of its own";
 
-  float softcap = getSoftcap().convertToFloat();
-  if (failed(fa4::detail::verifyScaleAndSoftcap([this] { return emitOpError(); },
-                                           getEffectiveScale(), softcap)))
+  if (failed(fa4::detail::verifyScoring(*this, getEffectiveScale(),
+                                        getSoftcap().convertToFloat(),
+                                        !getScoreMod().empty())))
     return failure();
-  if (softcap > 0.0f && !getScoreMod().empty())
-    return emitOpError() << "has both a softcap and a score_mod; write the "
-                            "softcap in the score_mod region";
   if (!getExtras().empty() && getScoreMod().empty() && getMaskMod().empty())
     return emitOpError() << "has extras but no score_mod or mask_mod region "
                             "to read them";

@@ -462,13 +462,10 @@ LogicalResult AttentionOp::verify() {
                            << shapeString(expected);
   }
 
-  float softcap = getSoftcap().convertToFloat();
-  if (failed(fa4::detail::verifyScaleAndSoftcap([this] { return emitOpError(); },
-                                           getEffectiveScale(), softcap)))
+  if (failed(fa4::detail::verifyScoring(*this, getEffectiveScale(),
+                                        getSoftcap().convertToFloat(),
+                                        !getScoreMod().empty())))
     return failure();
-  if (softcap > 0.0f && !getScoreMod().empty())
-    return emitOpError() << "has both a softcap and a score_mod; write the "
-                            "softcap in the score_mod region";
   if (getExtras().size() > (getSequsedK() ? 1u : 0u) +
                                (getBlockTable() ? 1u : 0u) +
                                (getSplitWorkspace() ? 1u : 0u) +
@@ -1044,6 +1041,17 @@ LogicalResult mlir::fa4::detail::verifyTensorOperandOf(Operation *op,
 LogicalResult mlir::fa4::detail::verifyExtrasOf(Operation *op,
                                                 OperandRange extras) {
   return verifyExtras(op, extras);
+}
+LogicalResult mlir::fa4::detail::verifyScoring(Operation *op, float scale,
+                                               float softcap,
+                                               bool hasScoreMod) {
+  if (failed(verifyScaleAndSoftcap([op] { return op->emitOpError(); }, scale,
+                                   softcap)))
+    return failure();
+  if (softcap > 0.0f && hasScoreMod)
+    return op->emitOpError() << "has both a softcap and a score_mod; write "
+                                "the softcap in the score_mod region";
+  return success();
 }
 LogicalResult mlir::fa4::detail::verifyHeads(EmitError emitError,
                                              int64_t qHeads, int64_t kvHeads) {

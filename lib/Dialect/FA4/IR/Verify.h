@@ -59,6 +59,10 @@ LogicalResult verifyTileAccessOf(Operation *op, Value memref, Value tile,
 LogicalResult verifyTensorOperandOf(Operation *op, StringRef name, Value value);
 /// The extras: row-major memrefs of known element types, each once.
 LogicalResult verifyExtrasOf(Operation *op, OperandRange extras);
+/// The scale and softcap (verifyScaleAndSoftcap), and not a softcap beside
+/// a score_mod, with errors on `op`.
+LogicalResult verifyScoring(Operation *op, float scale, float softcap,
+                            bool hasScoreMod);
 /// Q's heads (below 2^31) a multiple of K/V's.
 LogicalResult verifyHeads(EmitError emitError, int64_t qHeads,
                           int64_t kvHeads);
