@@ -179,6 +179,12 @@ struct PromoteDestinationsPass
       return false;
     SmallVector<memref::ExpandShapeOp> views;
     bool onlyViews = llvm::all_of(argument.getUses(), [&](OpOperand &use) {
+      // The views' sizes (dynamic shapes): dimensions before the split one
+      // mean the same in either type.
+      if (auto dim = dyn_cast<memref::DimOp>(use.getOwner())) {
+        std::optional<int64_t> index = dim.getConstantIndex();
+        return index && *index < view.getSrcType().getRank() - 1;
+      }
       auto other = dyn_cast<memref::ExpandShapeOp>(use.getOwner());
       if (!other || other.getType() != view.getType() ||
           !llvm::all_of(other->getUsers(),

@@ -21,6 +21,7 @@ stderr saying which it was and why.
 
 from __future__ import annotations
 
+import math
 import operator
 import os
 import sys
@@ -78,11 +79,27 @@ def _plan(node: torch.fx.Node) -> Tuple[Optional[dict], str]:
         return None, f"dtype {q.dtype} (fa4 takes float16 or bfloat16)"
     if q.device.type not in ("cpu", "cuda"):
         return None, f"tensors on {q.device}"
+    # Under autocast SDPA computes in the autocast type, not the inputs'.
+    out = _example(node)
+    if out is not None and out.dtype != q.dtype:
+        return None, (f"autocast to {out.dtype} around {q.dtype} inputs (fa4 "
+                      "computes in its inputs' type)")
+    head_dims = {t.shape[-1] for t in (q, k, v)}
     head_dim = q.shape[-1]
-    if not isinstance(head_dim, int) or head_dim not in _HEAD_DIMS or \
-            k.shape[-1] != head_dim or v.shape[-1] != head_dim:
-        return None, (f"head dim {head_dim} (fa4 takes {', '.join(map(str, _HEAD_DIMS))}, "
-                      "the same for q, k and v)")
+    if len(head_dims) != 1:
+        return None, (f"head dims {q.shape[-1]}, {k.shape[-1]}, {v.shape[-1]} "
+                      "for q, k and v (fa4 takes one head dim for all three)")
+    if not isinstance(head_dim, int):
+        return None, (f"a symbolic head dim ({head_dim}; with dynamic=True "
+                      "mark only the sequence dimensions dynamic)")
+    if head_dim not in _HEAD_DIMS:
+        return None, (f"head dim {head_dim} (fa4 takes "
+                      f"{', '.join(map(str, _HEAD_DIMS))})")
+    batches = {t.shape[0] for t in (q, k, v)}
+    if len(batches) != 1:
+        return None, ("batches {} of q, k and v (broadcast, or not known to "
+                      "be equal; fa4 takes one batch)").format(
+                          ", ".join(str(t.shape[0]) for t in (q, k, v)))
     if args["attn_mask"] is not None:
         return None, "an attn_mask tensor (fa4 expresses masks as causal, a window or a mask_mod)"
     dropout = args["dropout_p"]
@@ -93,6 +110,8 @@ def _plan(node: torch.fx.Node) -> Tuple[Optional[dict], str]:
         return None, "is_causal or enable_gqa not a constant"
     if scale is not None and not isinstance(scale, (int, float)):
         return None, "a scale that is not a constant"
+    if scale is not None and not (0.0 < scale and math.isfinite(scale * 1.4426950408889634)):
+        return None, f"scale {scale} (fa4 takes a positive, finite scale)"
     q_heads, kv_heads = q.shape[1], k.shape[1]
     if not all(isinstance(h, int) for h in (q_heads, kv_heads)):
         return None, "symbolic head counts"
@@ -131,12 +150,22 @@ def _where(node: torch.fx.Node) -> str:
 
 def replace_sdpa(gm: torch.fx.GraphModule, debug: Optional[bool] = None
                  ) -> List[Tuple[str, bool, str]]:
-    """Rewrites `gm` in place: each SDPA call fa4 computes exactly becomes
-    ``torch.ops.fa4.attention`` on transposed views. Returns one (call site,
-    replaced, reason) per SDPA call; with `debug` (default: the environment's
-    FA4_LOG_SDPA) also prints them."""
+    """Rewrites `gm` and the graph modules inside it (the bodies of
+    checkpoint and control-flow regions) in place: each SDPA call fa4
+    computes exactly becomes ``torch.ops.fa4.attention`` on transposed
+    views. Returns one (call site, replaced, reason) per SDPA call; with
+    `debug` (default: the environment's FA4_LOG_SDPA) also prints them."""
     if debug is None:
         debug = os.environ.get("FA4_LOG_SDPA", "") not in ("", "0")
+    report = []
+    for module in gm.modules():
+        if isinstance(module, torch.fx.GraphModule):
+            report.extend(_replace_in(module, debug))
+    return report
+
+
+def _replace_in(gm: torch.fx.GraphModule, debug: bool
+                ) -> List[Tuple[str, bool, str]]:
     report = []
     graph = gm.graph
     for node in list(graph.nodes):
@@ -161,8 +190,11 @@ def replace_sdpa(gm: torch.fx.GraphModule, debug: Optional[bool] = None
                 (*views, plan["causal"], plan["window_left"],
                  plan["window_right"], 0.0, plan["scale"], True))
             out = graph.call_function(operator.getitem, (results, 0))
-            back = graph.call_method("transpose", (out, 1, 2))
-        back.meta.update(node.meta)
+            # SDPA's output is (batch, heads, seq, head_dim), contiguous as
+            # code after it may assume (a view): O is (batch, seq, heads,
+            # head_dim), so its transpose is copied.
+            back = graph.call_method(
+                "contiguous", (graph.call_method("transpose", (out, 1, 2)),))
         node.replace_all_uses_with(back)
         graph.erase_node(node)
     if any(replaced for _, replaced, _ in report):
@@ -191,17 +223,20 @@ class _ReplaceSdpaPass:
     def __init__(self, previous, debug):
         self.previous = previous
         self.debug = debug
+        # Off once its enable() is disabled, even while a later enable()
+        # still chains to it.
+        self.active = True
 
     def __call__(self, graph: torch.fx.Graph) -> None:
         if self.previous is not None:
             self.previous(graph)
-        if graph.owning_module is not None:
+        if self.active and graph.owning_module is not None:
             replace_sdpa(graph.owning_module, self.debug)
 
     def uuid(self):
         from torch._inductor.custom_graph_pass import get_hash_for_files
         previous = getattr(self.previous, "uuid", lambda: self.previous)()
-        return (get_hash_for_files((__file__,)), previous)
+        return (get_hash_for_files((__file__,)), self.active, previous)
 
 
 try:  # the interface inductor's cache asks of a custom pass
@@ -218,7 +253,10 @@ class enable:
     process (``.disable()`` turns it off); ``with fa4.torch.enable():`` for
     the block. It applies to the graphs compiled while it is on, and
     torch.compile compiles at a function's first call, not at
-    ``torch.compile(...)``."""
+    ``torch.compile(...)``: a function compiled before (without it) keeps
+    that code until ``torch._dynamo.reset()``. With a warm inductor cache
+    the pass does not run again (its result is cached), so FA4_LOG_SDPA
+    prints nothing then."""
 
     def __init__(self, debug: Optional[bool] = None):
         import torch._inductor.config as config
@@ -228,8 +266,10 @@ class enable:
         config.pre_grad_custom_pass = self._pass
 
     def disable(self) -> None:
-        """Puts back the pass that was set before (if this one is still
-        the one set)."""
+        """Turns this rewrite off, and puts back the pass that was set
+        before where this one is still the one set (an enable() after it
+        keeps chaining to it, which then only forwards)."""
+        self._pass.active = False
         if self._config.pre_grad_custom_pass is self._pass:
             self._config.pre_grad_custom_pass = self._previous
 

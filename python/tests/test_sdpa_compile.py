@@ -126,3 +126,48 @@ def test_enable_rewrites_inductors_graphs():
     assert [n.target for n in gm.graph.nodes].count(
         torch.ops.fa4.attention.default) == 1
     assert graph_pass.uuid() is not None
+
+
+def test_what_sdpa_promises_is_kept():
+    """Calls fa4 would compute differently are left alone (a non-positive
+    scale, broadcast batches, autocast), the output is contiguous as SDPA's,
+    and calls inside checkpointed regions are rewritten too."""
+    q = torch.randn(2, 2, 64, 64, dtype=torch.bfloat16)
+    k1 = torch.randn(1, 2, 64, 64, dtype=torch.bfloat16)
+
+    def calls(q, k1):
+        with torch.autocast("cpu", dtype=torch.float16):
+            cast = F.scaled_dot_product_attention(q, q, q)
+        return (F.scaled_dot_product_attention(q, q, q, scale=0.0),
+                F.scaled_dot_product_attention(q, k1, k1),
+                cast,
+                F.scaled_dot_product_attention(q, q, q).view(2, 2, 4096))
+    gm = graph_of(calls, q, k1)
+    report = fa4.torch.replace_sdpa(gm)
+    assert [(done, reason.split(" (")[0]) for _, done, reason in report] == [
+        (False, "autocast to torch.float16 around torch.bfloat16 inputs"),
+        (False, "scale 0.0"), (False, "batches 2, 1, 1 of q, k and v"),
+        (True, "fa4.attention, head dim 64")]
+    outs, want = gm(q, k1), calls(q, k1)
+    assert outs[2].dtype == torch.float16
+    assert (outs[3].float() - want[3].float()).abs().max() < 2e-2
+
+    def checkpointed(q):
+        inner = lambda x: F.scaled_dot_product_attention(x, x, x, is_causal=True)
+        return torch.utils.checkpoint.checkpoint(inner, q, use_reentrant=False)
+    gm = graph_of(checkpointed, q.detach().requires_grad_())
+    assert [done for _, done, _ in fa4.torch.replace_sdpa(gm)] == [True]
+
+
+def test_disable_in_any_order():
+    import torch._inductor.config as config
+    config.pre_grad_custom_pass = None
+    first, second = fa4.torch.enable(), fa4.torch.enable()
+    first.disable()
+    second.disable()
+    gm = graph_of(lambda q: F.scaled_dot_product_attention(q, q, q),
+                  torch.randn(1, 1, 16, 64, dtype=torch.float16))
+    if config.pre_grad_custom_pass is not None:
+        config.pre_grad_custom_pass(gm.graph)
+    assert torch.ops.fa4.attention.default not in [n.target for n in gm.graph.nodes]
+    config.pre_grad_custom_pass = None

@@ -842,8 +842,8 @@ bool findScoreContraction(const Term *s, Match &m, const Term *&contraction) {
   }
   if (scores.empty())
     return refuse(m, "no contraction of two rank-" + Twine(m.rank) +
-                         " tensors over their last dimension (Q·Kᵀ over "
-                         "head_dim) feeds the softmax");
+                         " tensors (the result's rank) over their last "
+                         "dimension (Q·Kᵀ over head_dim) feeds the softmax");
   contraction = scores.front();
   for (const Term *c : scores)
     if (!equalTerms(c, contraction, Renaming()))
@@ -1403,8 +1403,22 @@ bool rewrite(OpResult result, const Match &m, func::FuncOp func, std::string &wh
     return false;
   }
   Value out = op->getResult(0);
-  if (m.rank == 3)
-    out = tensor::CollapseShapeOp::create(b, loc, out, oneHead);
+  if (m.rank == 3) {
+    auto collapsed = tensor::CollapseShapeOp::create(b, loc, out, oneHead);
+    result.replaceAllUsesWith(collapsed.getResult());
+    // Where the function expands O back to one head (a rank-4 result of
+    // rank-3 arguments), the pair is O itself.
+    for (Operation *user : llvm::make_early_inc_range(collapsed->getUsers()))
+      if (auto expand = dyn_cast<tensor::ExpandShapeOp>(user);
+          expand && expand.getType() == out.getType() &&
+          expand.getReassociationIndices() == oneHead) {
+        expand.getResult().replaceAllUsesWith(out);
+        expand.erase();
+      }
+    if (collapsed->use_empty())
+      collapsed.erase();
+    return true;
+  }
   result.replaceAllUsesWith(out);
   return true;
 }
