@@ -406,6 +406,20 @@ static KernelSpecAttr buildSpec(AttentionOp op, const TileConfig &config) {
       cuSeqlensK);
 }
 
+/// Every operand of the entry op is an argument of `func`: the kernel's
+/// memrefs are its parameters.
+static LogicalResult checkOperandsAreArguments(Operation *op,
+                                               func::FuncOp func) {
+  for (auto [position, operand] : llvm::enumerate(op->getOperands())) {
+    auto argument = dyn_cast<BlockArgument>(operand);
+    if (!argument || argument.getOwner() != &func.getBody().front())
+      return op->emitOpError()
+             << "operand #" << position << " must be an argument of @"
+             << func.getName() << " (the kernel's memrefs are its parameters)";
+  }
+  return success();
+}
+
 namespace {
 struct TileAttentionPass
     : public fa4::impl::FA4TileAttentionBase<TileAttentionPass> {
@@ -439,16 +453,8 @@ struct TileAttentionPass
         return signalPassFailure();
       }
       AttentionBackwardOp op = backwards.front();
-      for (auto [position, operand] : llvm::enumerate(op->getOperands())) {
-        auto argument = dyn_cast<BlockArgument>(operand);
-        if (!argument || argument.getOwner() != &func.getBody().front()) {
-          op.emitOpError() << "operand #" << position
-                           << " must be an argument of @" << func.getName()
-                           << " (the kernel's memrefs are its parameters)";
-          return signalPassFailure();
-        }
-      }
-      if (failed(tileAttentionBackward(op)))
+      if (failed(checkOperandsAreArguments(op, func)) ||
+          failed(tileAttentionBackward(op)))
         return signalPassFailure();
       return;
     }
@@ -466,15 +472,8 @@ struct TileAttentionPass
                           "'bufferize' stage, or one-shot-bufferize)";
       return signalPassFailure();
     }
-    for (auto [position, operand] : llvm::enumerate(op->getOperands())) {
-      auto argument = dyn_cast<BlockArgument>(operand);
-      if (!argument || argument.getOwner() != &func.getBody().front()) {
-        op.emitOpError() << "operand #" << position
-                         << " must be an argument of @" << func.getName()
-                         << " (the kernel's memrefs are its parameters)";
-        return signalPassFailure();
-      }
-    }
+    if (failed(checkOperandsAreArguments(op, func)))
+      return signalPassFailure();
     // Rows keep a stale max while it is within the threshold, so P reaches
     // 2^threshold: it must stay finite in the input type P is rounded to.
     Type element = getElementTypeOrSelf(op.getQ().getType());
