@@ -1248,6 +1248,20 @@ void CtaMachine::execAlu(Thread &th, const Inst &in) {
   if (in.op == Op::Mov &&
       (o[0].kind == Operand::Kind::Vec || o[1].kind == Operand::Kind::Vec))
     return execMovParts(lane);
+  // Mixed precision: a (and b) of the 16-bit type2, exact in f32, then the
+  // f32 operation and its rounding.
+  if (ty == Ty::F32 && (in.type2 == Ty::F16 || in.type2 == Ty::BF16) &&
+      (in.op == Op::Add || in.op == Op::Sub || in.op == Op::Fma)) {
+    auto half = [&](int i) {
+      uint16_t bits = static_cast<uint16_t>(read(th, o[i], in.type2));
+      return in.type2 == Ty::BF16 ? bfloat16BitsToFloat(bits)
+                                  : halfBitsToFloat(bits);
+    };
+    if (in.op == Op::Fma)
+      return lane.outF(lane.fma(half(1), half(2), lane.f(3)));
+    float c = lane.f(2);
+    return lane.outF(lane.add(half(1), in.op == Op::Sub ? -c : c));
+  }
   // setp on f32 and f64 compares below with the other types; f32x2 has none.
   if (ty == Ty::F32 && in.op != Op::Setp)
     return execF32(lane);
@@ -1255,6 +1269,8 @@ void CtaMachine::execAlu(Thread &th, const Inst &in) {
     return execF32x2(lane);
   if (ty == Ty::F64 && in.op != Op::Setp)
     return execF64(lane);
+  if ((ty == Ty::F16 || ty == Ty::BF16) && in.op != Op::Setp)
+    return execHalf(lane);
   if (in.op == Op::Setp)
     return execSetp(lane);
   if (isFloat(ty))
@@ -1363,6 +1379,56 @@ void CtaMachine::execF64(const AluLane &lane) {
   case Op::Div: out(d(1) / d(2)); return;
   case Op::Neg: out(-d(1)); return;
   case Op::Abs: out(std::fabs(d(1))); return;
+  case Op::Selp: lane.out(lane.predicate() ? lane.src(1) : lane.src(2)); return;
+  default: lane.unsupported(); return;
+  }
+}
+
+/// `x` rounded to nearest even with `mantissa` explicit bits and the
+/// smallest exponent `minExponent` (subnormals below it), as f16 (10,
+/// -14) and bf16 (7, -126) round; exact in double, so each result is
+/// rounded once (an fma whose exact result needs more than 53 bits, its
+/// addends 40 binades apart, is rounded twice). Overflow is left to the
+/// bit conversion (to infinity).
+static double roundToHalfPrecision(double x, int mantissa, int minExponent) {
+  if (x == 0.0 || !std::isfinite(x))
+    return x;
+  int exponent = std::max(std::ilogb(x), minExponent);
+  double quantum = std::ldexp(1.0, exponent - mantissa);
+  return std::nearbyint(x / quantum) * quantum;
+}
+
+void CtaMachine::execHalf(const AluLane &lane) {
+  const Inst &in = lane.in;
+  const bool bf16 = in.type == Ty::BF16;
+  // (.rn is the only rounding PTX gives these; .ftz flushes f16
+  // subnormals, .sat clamps to [0, 1].)
+  if (in.round == Round::Rz || in.round == Round::Rm || in.round == Round::Rp)
+    return lane.unsupported();
+  auto value = [&](int i) -> double {
+    uint16_t bits = static_cast<uint16_t>(lane.src(i));
+    double x = bf16 ? bfloat16BitsToFloat(bits) : halfBitsToFloat(bits);
+    if (lane.ftz() && !bf16 && std::fabs(x) < std::ldexp(1.0, -14))
+      x = std::copysign(0.0, x);
+    return x;
+  };
+  auto out = [&](double x) {
+    x = roundToHalfPrecision(x, bf16 ? 7 : 10, bf16 ? -126 : -14);
+    if (lane.ftz() && !bf16 && std::fabs(x) < std::ldexp(1.0, -14))
+      x = std::copysign(0.0, x);
+    if (lane.sat())
+      x = std::isnan(x) ? 0.0 : std::clamp(x, 0.0, 1.0);
+    float f = static_cast<float>(x); // exact: x has at most 11 bits
+    lane.out(bf16 ? floatToBFloat16Bits(f) : floatToHalfBits(f));
+  };
+  switch (in.op) {
+  case Op::Mov: lane.out(lane.src(1)); return;
+  case Op::Add: out(value(1) + value(2)); return;
+  case Op::Sub: out(value(1) - value(2)); return;
+  case Op::Mul: out(value(1) * value(2)); return;
+  case Op::Fma: case Op::Mad: out(std::fma(value(1), value(2), value(3))); return;
+  case Op::Neg: lane.out(lane.src(1) ^ 0x8000); return;
+  case Op::Abs: lane.out(lane.src(1) & 0x7fff); return;
   case Op::Selp: lane.out(lane.predicate() ? lane.src(1) : lane.src(2)); return;
   default: lane.unsupported(); return;
   }

@@ -393,6 +393,9 @@ private:
   void execF32(const AluLane &lane);
   void execF32x2(const AluLane &lane);
   void execF64(const AluLane &lane);
+  /// Scalar .f16 and .bf16 arithmetic (the regions' arithmetic on 16-bit
+  /// floats), each result rounded once to the type.
+  void execHalf(const AluLane &lane);
   void execSetp(const AluLane &lane);
   void execInteger(const AluLane &lane);
   // `a`: the first source, masked to the type's width.

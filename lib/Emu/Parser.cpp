@@ -1142,6 +1142,22 @@ void Parser::decodeAlu(Decoding &d) {
                 inst.boolOp == BoolOp::None ? 3 : 4, inst.type);
     return;
   }
+  // sm_100a's mixed-precision add, sub and fma: `.f32.{f16,bf16}`, an f32
+  // result of 16-bit a (and b) and an f32 c; type2 holds the 16-bit type.
+  if (d.types.size() == 2 &&
+      (inst.op == Op::Add || inst.op == Op::Sub || inst.op == Op::Fma) &&
+      d.types[0] == Ty::F32 &&
+      (d.types[1] == Ty::F16 || d.types[1] == Ty::BF16)) {
+    inst.type = Ty::F32;
+    inst.type2 = d.types[1];
+    size_t operands = inst.op == Op::Fma ? 4 : 3;
+    setOperands(d, operands, operands, Ty::F32);
+    return;
+  }
+  if (d.types.size() > 1)
+    fail(where() + ": '" + d.mnemonic +
+         "' has more than one type (fa4-emu models the mixed-precision "
+         "add, sub and fma .f32.f16 / .f32.bf16 only)");
   size_t arity = 3;
   switch (inst.op) {
   case Op::Mov: case Op::Neg: case Op::Abs: case Op::Not: case Op::Cvta:
@@ -1158,8 +1174,7 @@ void Parser::decodeAlu(Decoding &d) {
   // sm_100a's three-input min/max.
   size_t maxArity = (inst.op == Op::Min || inst.op == Op::Max) ? 4 : arity;
   setOperands(d, arity, maxArity, inst.type);
-  if (inst.op == Op::Mul && inst.type != Ty::F32 && inst.type != Ty::F64 &&
-      inst.type != Ty::F32x2 && inst.type != Ty::F16 && inst.type != Ty::F16x2 &&
+  if (inst.op == Op::Mul && !isFloat(inst.type) &&
       !(inst.flags & (kLo | kHi | kWide)))
     fail(where() + ": integer mul needs .lo, .hi or .wide");
 }
