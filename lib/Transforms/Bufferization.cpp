@@ -129,64 +129,51 @@ struct PromoteDestinationsPass
       // buffer: the view becomes the parameter, whose strides then carry
       // the layout to the tensor map.
       for (OpOperand &operand : op->getOpOperands().take_front(4)) {
-        if (promoteExpandedArgument(func, op, operand))
-          continue;
-        auto view = operand.get().getDefiningOp<memref::TransposeOp>();
-        if (!view)
-          continue;
-        auto argument = dyn_cast<BlockArgument>(view.getIn());
-        if (!argument || argument.getOwner() != &func.getBody().front())
-          continue;
-        // Every use the same view (K and V one tensor, say), each used only
-        // by the op.
-        SmallVector<memref::TransposeOp> views;
-        bool onlyViews = llvm::all_of(argument.getUses(), [&](OpOperand &use) {
-          auto other = dyn_cast<memref::TransposeOp>(use.getOwner());
-          if (!other || other.getPermutation() != view.getPermutation() ||
-              !llvm::all_of(other->getUsers(),
-                            [&](Operation *user) { return user == op.getOperation(); }))
-            return false;
-          views.push_back(other);
-          return true;
-        });
-        if (!onlyViews)
-          continue;
-        argument.setType(view.getType());
-        for (memref::TransposeOp other : views) {
-          other.getResult().replaceAllUsesWith(argument);
-          other.erase();
-        }
-        SmallVector<Type> inputs(func.getArgumentTypes());
-        inputs[argument.getArgNumber()] = argument.getType();
-        func.setType(FunctionType::get(func.getContext(), inputs,
-                                       func.getResultTypes()));
+        // A `heads_first` operand: a transposed view of its buffer.
+        if (auto view = operand.get().getDefiningOp<memref::TransposeOp>())
+          promoteViewedArgument<memref::TransposeOp>(
+              func, op, view, view.getIn(), [&](memref::TransposeOp other) {
+                return other.getPermutation() == view.getPermutation();
+              });
+        // The raise's collapsed [batch·heads, seq, head_dim] input, viewed
+        // as [batch·heads, seq, 1, head_dim]; the views' sizes (dynamic
+        // shapes) may read the dimensions before the split one, which mean
+        // the same in either type.
+        if (auto view = operand.get().getDefiningOp<memref::ExpandShapeOp>())
+          promoteViewedArgument<memref::ExpandShapeOp>(
+              func, op, view, view.getSrc(),
+              [&](memref::ExpandShapeOp other) {
+                return other.getType() == view.getType();
+              },
+              [&](Operation *user) {
+                auto dim = dyn_cast<memref::DimOp>(user);
+                std::optional<int64_t> index =
+                    dim ? dim.getConstantIndex() : std::nullopt;
+                return index && *index < view.getSrcType().getRank() - 1;
+              });
       }
     }
   }
 
-  /// A collapsed [batch·heads, seq, head_dim] input the raise viewed as
-  /// [batch·heads, seq, 1, head_dim] (memref.expand_shape of an argument,
-  /// every use of the argument such a view that only `op` reads): the
-  /// argument takes the view's type (the same memory) and the views go.
-  /// False when `operand` is no such view.
-  bool promoteExpandedArgument(func::FuncOp func, AttentionOp op,
-                               OpOperand &operand) {
-    auto view = operand.get().getDefiningOp<memref::ExpandShapeOp>();
-    if (!view)
-      return false;
-    auto argument = dyn_cast<BlockArgument>(view.getSrc());
+  /// Where `view` of an argument `source` is what `op` reads, and every
+  /// use of the argument is such a view (`sameView`) that only `op` reads
+  /// (K and V one tensor, say), or a use `alsoAllowed` keeps valid in the
+  /// view's type: the argument takes the view's type (the same memory: its
+  /// strides carry the layout to the tensor map) and the views go.
+  template <typename ViewOp>
+  void promoteViewedArgument(
+      func::FuncOp func, AttentionOp op, ViewOp view, Value source,
+      function_ref<bool(ViewOp)> sameView,
+      function_ref<bool(Operation *)> alsoAllowed = nullptr) {
+    auto argument = dyn_cast<BlockArgument>(source);
     if (!argument || argument.getOwner() != &func.getBody().front())
-      return false;
-    SmallVector<memref::ExpandShapeOp> views;
+      return;
+    SmallVector<ViewOp> views;
     bool onlyViews = llvm::all_of(argument.getUses(), [&](OpOperand &use) {
-      // The views' sizes (dynamic shapes): dimensions before the split one
-      // mean the same in either type.
-      if (auto dim = dyn_cast<memref::DimOp>(use.getOwner())) {
-        std::optional<int64_t> index = dim.getConstantIndex();
-        return index && *index < view.getSrcType().getRank() - 1;
-      }
-      auto other = dyn_cast<memref::ExpandShapeOp>(use.getOwner());
-      if (!other || other.getType() != view.getType() ||
+      if (alsoAllowed && alsoAllowed(use.getOwner()))
+        return true;
+      auto other = dyn_cast<ViewOp>(use.getOwner());
+      if (!other || !sameView(other) ||
           !llvm::all_of(other->getUsers(),
                         [&](Operation *user) { return user == op.getOperation(); }))
         return false;
@@ -194,9 +181,9 @@ struct PromoteDestinationsPass
       return true;
     });
     if (!onlyViews)
-      return false;
+      return;
     argument.setType(view.getType());
-    for (memref::ExpandShapeOp other : views) {
+    for (ViewOp other : views) {
       other.getResult().replaceAllUsesWith(argument);
       other.erase();
     }
@@ -204,7 +191,6 @@ struct PromoteDestinationsPass
     inputs[argument.getArgNumber()] = argument.getType();
     func.setType(FunctionType::get(func.getContext(), inputs,
                                    func.getResultTypes()));
-    return true;
   }
 
   /// `alloc` becomes a new last argument of `func` and leaves its results;
