@@ -140,7 +140,9 @@ def measure(config, kernels):
     return {
         "config": dict(batch=batch, seq=seq, heads=heads, kv_heads=kv_heads,
                        head_dim=head_dim, causal=causal),
-        "replaced": [list(r) for r in report],
+        # Call sites relative to the repository.
+        "replaced": [[site.replace(ROOT + os.sep, ""), done, why]
+                     for site, done, why in report],
         "layer_max_abs_diff_vs_compiled_sdpa": (got.float() - want.float()).abs().max().item(),
         "layer_max_abs_diff_vs_eager": (got.float() - eager.float()).abs().max().item(),
         "compiled_sdpa_vs_eager": (want.float() - eager.float()).abs().max().item(),
