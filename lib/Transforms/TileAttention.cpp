@@ -8,6 +8,7 @@
 #include "TileAttentionBackward.h"
 
 #include "HoistedConstants.h"
+#include "TileScores.h"
 
 #include "fa4/Dialect/FA4/IR/FA4Ops.h"
 #include "fa4/Transforms/Passes.h"
@@ -334,31 +335,10 @@ QTileState TileProgramBuilder::buildBlockStep(OpBuilder &body, QTileState state,
   auto probType = RankedTensorType::get(
       {TileConfig::kBlockM, TileConfig::kBlockN}, element);
 
-  Value scores = ScoreMmaOp::create(body, loc, scoreType, qTile, kTile);
-  if (config.softcap > 0.0f)
-    scores = SoftcapOp::create(body, loc, scoreType, scores, APFloat(config.softcap),
-                                    APFloat(config.scale));
-  IRMapping none;
-  if (config.scoreMod) {
-    auto mod = ScoreModOp::create(body, loc, scoreType, scores, batch, head,
-                                  qRow, kvCol, seqQ, seqK, op.getExtras(),
-                                  config.gqaPacking,
-                                  APFloat(config.scale));
-    op.getScoreMod().cloneInto(&mod.getBody(), none);
-    scores = mod;
-  }
-  // Masked columns become -inf before the softmax, so neither the row max nor
-  // the row sum ever sees them.
-  if (masked) {
-    bool maskMod = !op.getMaskMod().empty();
-    auto mask = MaskOp::create(
-        body, loc, scoreType, scores, qRow, kvCol, seqQ, seqK,
-        maskMod ? batch : Value(), maskMod ? head : Value(),
-        maskMod ? ValueRange(op.getExtras()) : ValueRange(), config.gqaPacking,
-        config.mask, config.windowLeft, config.windowRight);
-    op.getMaskMod().cloneInto(&mask.getMaskMod(), none);
-    scores = mask;
-  }
+  Value scores = buildTileScores(body, loc, op, config, scoreType, qTile,
+                                 kTile, batch, head, qRow, kvCol, seqQ, seqK,
+                                 masked)
+                     .visible;
   auto softmax = OnlineSoftmaxOp::create(body,
       loc, probType, state.rowMax.getType(), state.rowSum.getType(),
       state.rowMax.getType(), scores, state.rowMax, state.rowSum,

@@ -24,6 +24,7 @@
 #include "TileAttentionBackward.h"
 
 #include "HoistedConstants.h"
+#include "TileScores.h"
 
 #include "fa4/Dialect/FA4/IR/FA4Ops.h"
 #include "fa4/Transforms/ScoreModGrad.h"
@@ -265,30 +266,10 @@ std::pair<Value, Value> BackwardProgramBuilder::buildBlockStep(
                                       head, row, config.gqaPacking);
 
   // S and P as the forward computed them.
-  Value raw = ScoreMmaOp::create(body, loc, scoreType, qTile, kTile);
-  Value scores = raw;
-  if (config.softcap > 0.0f)
-    scores = SoftcapOp::create(body, loc, scoreType, raw,
-                               APFloat(config.softcap), APFloat(config.scale));
-  IRMapping none;
-  if (config.scoreMod) {
-    auto mod = ScoreModOp::create(body, loc, scoreType, raw, batch, head, row,
-                                  col, seqQ, seqK, op.getExtras(),
-                                  config.gqaPacking, APFloat(config.scale));
-    op.getScoreMod().cloneInto(&mod.getBody(), none);
-    scores = mod;
-  }
-  Value visible = scores;
-  if (masked) {
-    bool maskMod = !op.getMaskMod().empty();
-    auto mask = MaskOp::create(
-        body, loc, scoreType, scores, row, col, seqQ, seqK,
-        maskMod ? batch : Value(), maskMod ? head : Value(),
-        maskMod ? ValueRange(op.getExtras()) : ValueRange(), config.gqaPacking,
-        config.mask, config.windowLeft, config.windowRight);
-    op.getMaskMod().cloneInto(&mask.getMaskMod(), none);
-    visible = mask;
-  }
+  TileScores tile = buildTileScores(body, loc, op, config, scoreType, qTile,
+                                    kTile, batch, head, row, col, seqQ, seqK,
+                                    masked);
+  Value raw = tile.raw, scores = tile.scores, visible = tile.visible;
   Value probs = ProbsFromLseOp::create(body, loc, scoreType, visible, lse,
                                        APFloat(config.scaleLog2));
 
@@ -307,6 +288,7 @@ std::pair<Value, Value> BackwardProgramBuilder::buildBlockStep(
                                        head, row, col, seqQ, seqK,
                                        op.getExtras(), config.gqaPacking,
                                        APFloat(config.scale));
+    IRMapping none;
     derivative->cloneInto(&grad.getBody(), none);
     ds = grad;
   }
