@@ -433,7 +433,8 @@ llvm::Error fa4::checkEntryLevel(ModuleOp module) {
 }
 
 llvm::Error fa4::checkOneKernel(ModuleOp module) {
-  // The backward has levels A and B only: nothing to compile to a binary.
+  // The backward is not lowered to level D yet: nothing to compile to a
+  // binary.
   bool backward = false;
   module.walk([&](Operation *op) {
     if (isa<AttentionBackwardOp>(op) ||
@@ -442,9 +443,9 @@ llvm::Error fa4::checkOneKernel(ModuleOp module) {
   });
   if (backward)
     return makeError("the IR holds a backward (fa4.attention_backward), which "
-                     "is built at levels A and B only: no chip schedules it "
-                     "yet, so there is no cubin, PTX or LLVM IR to write. Use "
-                     "--emit=mlir (--stop-after=tile) and fa4-sim");
+                     "is built at levels A to C only (level C on sm_90a): "
+                     "nothing lowers it to NVVM yet, so there is no cubin, "
+                     "PTX or LLVM IR to write. Use --emit=mlir and fa4-sim");
   SmallVector<std::string> kernels;
   module.walk([&](func::FuncOp func) {
     bool attention = static_cast<bool>(getKernelSpec(func));

@@ -476,6 +476,10 @@ bool Interpreter::execute(Operation *op, std::string &error) {
             SoftmaxGradOp, SoftcapGradOp, ScoreModGradOp, ConvertTileOp,
             TransposedMmaOp, AccumulateDqOp, StoreKvTileOp>(
           [&](auto backwardOp) { return run(backwardOp, error); })
+      .Case<PrepareBackwardOp, FinishDqOp>([&](Operation *step) {
+        return hook ? hook->execute(*this, step, error)
+                    : runGridStep(step, error);
+      })
       .Default([&](Operation *) {
         if (hook && op->getDialect() == op->getContext()->getLoadedDialect<FA4Dialect>())
           return hook->execute(*this, op, error);
@@ -836,13 +840,16 @@ bool Interpreter::runScoreRegion(
     llvm::function_ref<bool(int64_t at)> wanted,
     llvm::function_ref<void(int64_t at, double value)> apply,
     std::string &error) {
-  int64_t rows = scores.shape[0], cols = scores.shape[1];
+  // Packed rows r and keys c, wherever the tile holds them.
+  int64_t width = scores.shape[1];
+  int64_t rows = place.transposed ? scores.shape[1] : scores.shape[0];
+  int64_t cols = place.transposed ? scores.shape[0] : scores.shape[1];
   for (int64_t r = 0; r < rows; ++r) {
     PackedRow packed = unpackRow(place.row + r, place.ratio);
     if (packed.seqPos >= place.seqQ)
       continue;
     for (int64_t c = 0; c < cols && place.col + c < place.seqK; ++c) {
-      int64_t at = r * cols + c;
+      int64_t at = place.transposed ? c * width + r : r * width + c;
       if (!wanted(at))
         continue;
       double value;
@@ -894,7 +901,11 @@ bool Interpreter::run(MaskOp mask, std::string &error) {
       return false;
   }
   auto result = std::make_shared<Tile>(tile(mask.getScores()));
-  int64_t rows = result->shape[0], cols = result->shape[1];
+  // Packed rows r and keys c, wherever the tile holds them.
+  bool transposed = mask.getTransposed();
+  int64_t width = result->shape[1];
+  int64_t rows = transposed ? result->shape[1] : result->shape[0];
+  int64_t cols = transposed ? result->shape[0] : result->shape[1];
   int64_t row = index(mask.getRow()), col = index(mask.getCol());
   int64_t seqQ = index(mask.getSeqQ()), seqK = index(mask.getSeqK());
   int64_t ratio = mask.getGqaRatio();
@@ -904,7 +915,7 @@ bool Interpreter::run(MaskOp mask, std::string &error) {
     PackedRow packed = unpackRow(row + r, ratio);
     IndexRange keys = visibleKeys(bounds.bounds, packed.seqPos, seqQ, seqK);
     for (int64_t c = 0; c < cols; ++c) {
-      float &s = result->data[r * cols + c];
+      float &s = result->data[transposed ? c * width + r : r * width + c];
       if (col + c < keys.begin || col + c >= keys.end) {
         s = kMinusInf;
         continue;

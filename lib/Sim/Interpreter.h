@@ -61,6 +61,8 @@ class ConvertTileOp;
 class TransposedMmaOp;
 class AccumulateDqOp;
 class StoreKvTileOp;
+class PrepareBackwardOp;
+class FinishDqOp;
 } // namespace fa4
 } // namespace mlir
 
@@ -175,6 +177,11 @@ public:
 
   const InterpreterStats &getStats() const { return stats; }
 
+  /// A grid-wide step of the backward (fa4.prepare_backward,
+  /// fa4.finish_dq): run once per launch, so at level C the hook decides
+  /// which CTA's run does it.
+  bool runGridStep(Operation *op, std::string &error);
+
   int64_t index(Value value) { return std::get<int64_t>(values[value]); }
   void setIndex(Value value, int64_t v) { values[value] = v; }
   Buffer &buffer(Value value) { return *std::get<Buffer *>(values[value]); }
@@ -234,6 +241,8 @@ private:
   bool run(TransposedMmaOp mma, std::string &error);
   bool run(AccumulateDqOp accumulate, std::string &error);
   bool run(StoreKvTileOp store, std::string &error);
+  bool run(PrepareBackwardOp prepare, std::string &error);
+  bool run(FinishDqOp finish, std::string &error);
   bool checkOperands(Operation *op, std::string &error);
   const TileScheduler &scheduler(const TaskGridShape &shape,
                                  TileScheduler::Order order);
@@ -249,15 +258,19 @@ private:
   struct ScoreTilePlace {
     int64_t row, col, seqQ, seqK, batch, head, ratio;
     float scale;
+    /// The tile is the scores' transpose: rows are keys, columns packed
+    /// rows.
+    bool transposed;
   };
   template <typename ScoreOp> ScoreTilePlace placeOf(ScoreOp op) {
     return {index(op.getRow()),   index(op.getCol()),  index(op.getSeqQ()),
             index(op.getSeqK()),  index(op.getBatch()), index(op.getHead()),
             static_cast<int64_t>(op.getGqaRatio()),
-            op.getScale().convertToFloat()};
+            op.getScale().convertToFloat(), op.getTransposed()};
   }
   /// Runs `program` on element `at` = (r, c) of a `cols`-wide tile at
-  /// `place` for each element inside the sequences that `wanted` accepts,
+  /// `place` (or (c, r) of a transposed one) for each element inside the
+  /// sequences that `wanted` accepts,
   /// with the score `scores[at] · scale` and its batch, query head, query
   /// position and key; `apply(at, value)` takes the region's value.
   bool runScoreRegion(const Mod &program, const ScoreTilePlace &place,

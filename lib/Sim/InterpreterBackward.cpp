@@ -105,15 +105,16 @@ bool Interpreter::run(ProbsFromLseOp probs, std::string &error) {
   auto result = std::make_shared<Tile>(tile(probs.getScores()));
   int64_t rows = result->shape[0], cols = result->shape[1];
   float scaleLog2 = probs.getScaleLog2().convertToFloat();
-  for (int64_t r = 0; r < rows; ++r) {
-    // A row that saw no key: every P is 0 (never exp2(s + inf)).
-    float lseLog2 = lse.data[r] * static_cast<float>(kLog2E);
-    bool empty = lse.data[r] == -std::numeric_limits<float>::infinity();
+  bool transposed = probs.getTransposed();
+  for (int64_t r = 0; r < rows; ++r)
     for (int64_t c = 0; c < cols; ++c) {
+      // A row that saw no key: every P is 0 (never exp2(s + inf)).
+      float rowLse = lse.data[transposed ? c : r];
       float &s = result->data[r * cols + c];
-      s = empty ? 0.0f : std::exp2(s * scaleLog2 - lseLog2);
+      s = rowLse == -std::numeric_limits<float>::infinity()
+              ? 0.0f
+              : std::exp2(s * scaleLog2 - rowLse * static_cast<float>(kLog2E));
     }
-  }
   setTile(probs.getResult(), result);
   return true;
 }
@@ -126,7 +127,8 @@ bool Interpreter::run(SoftmaxGradOp grad, std::string &error) {
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t c = 0; c < cols; ++c) {
       int64_t at = r * cols + c;
-      result->data[at] = p.data[at] * (dp.data[at] - delta.data[r]);
+      float rowDelta = delta.data[grad.getTransposed() ? c : r];
+      result->data[at] = p.data[at] * (dp.data[at] - rowDelta);
     }
   setTile(grad.getResult(), result);
   return true;
@@ -222,6 +224,62 @@ bool Interpreter::run(AccumulateDqOp accumulate, std::string &error) {
       to[x] += t.data[r * dim + x];
   }
   return true;
+}
+
+bool Interpreter::run(PrepareBackwardOp prepare, std::string &error) {
+  Operation *op = prepare.getOperation();
+  const Buffer &out = buffer(prepare.getOut()), &dout = buffer(prepare.getDout());
+  Buffer &delta = buffer(prepare.getDelta());
+  Buffer &accum = buffer(prepare.getDqAccum());
+  if (out.shape != dout.shape || out.shape != accum.shape ||
+      delta.shape.size() != 3 || delta.shape[0] != out.shape[0] ||
+      delta.shape[1] != out.shape[2] || delta.shape[2] != out.shape[1]) {
+    error = nameOf(op) + " is given O, dO, delta and the dQ accumulator of "
+                         "shapes that do not agree";
+    return false;
+  }
+  int64_t batch = out.shape[0], seq = out.shape[1], heads = out.shape[2],
+          dim = out.shape[3];
+  if (!budget || !budget->take(static_cast<uint64_t>(batch * heads * seq))) {
+    error = nameOf(op) + " would visit more rows than the run's budget";
+    return false;
+  }
+  for (int64_t b = 0; b < batch; ++b)
+    for (int64_t q = 0; q < seq; ++q)
+      for (int64_t h = 0; h < heads; ++h) {
+        int64_t at = ((b * seq + q) * heads + h) * dim;
+        float sum = 0.0f;
+        for (int64_t x = 0; x < dim; ++x)
+          sum += out.data[at + x] * dout.data[at + x];
+        delta.data[(b * heads + h) * seq + q] = sum;
+      }
+  std::fill(accum.data.begin(), accum.data.end(), 0.0f);
+  return true;
+}
+
+bool Interpreter::run(FinishDqOp finish, std::string &error) {
+  Operation *op = finish.getOperation();
+  const Buffer &accum = buffer(finish.getDqAccum());
+  Buffer &dq = buffer(finish.getDq());
+  if (accum.shape != dq.shape) {
+    error = nameOf(op) + " is given a dQ accumulator and dQ of different "
+                         "shapes";
+    return false;
+  }
+  Type element = getElementTypeOrSelf(finish.getDq().getType());
+  float scale = finish.getScale().convertToFloat();
+  for (auto [to, from] : llvm::zip_equal(dq.data, accum.data))
+    to = roundTo(element, from * scale);
+  return true;
+}
+
+bool Interpreter::runGridStep(Operation *op, std::string &error) {
+  if (auto prepare = dyn_cast<PrepareBackwardOp>(op))
+    return run(prepare, error);
+  if (auto finish = dyn_cast<FinishDqOp>(op))
+    return run(finish, error);
+  error = nameOf(op) + " is not a grid-wide step";
+  return false;
 }
 
 bool Interpreter::run(StoreKvTileOp store, std::string &error) {

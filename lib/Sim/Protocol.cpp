@@ -183,6 +183,7 @@ private:
   bool run(const RoleStep &step, TmaStoreOp store);
   bool run(const RoleStep &step, WarpgroupScoreMmaOp mma);
   bool run(const RoleStep &step, WarpgroupValueMmaOp mma);
+  bool run(const RoleStep &step, WarpgroupTransposedMmaOp mma);
   bool run(const RoleStep &step, WarpgroupWaitOp wait);
   bool run(const RoleStep &step, TmemLoadOp load);
   bool run(const RoleStep &step, TmemStoreOp store);
@@ -371,8 +372,10 @@ bool Cta::setUp(std::string &error) {
     thread->role = role;
     thread->interpreter = parent;
     thread->interpreter.setHook(this);
-    // The loader's view of the tasks is the one counted.
-    thread->interpreter.setCountsBlocks(thread->name == "load");
+    // The loader's view of the tasks is the one counted (Blackwell's load
+    // warp, Hopper's producer).
+    thread->interpreter.setCountsBlocks(thread->name == "load" ||
+                                        thread->name == "producer");
     threads.push_back(std::move(thread));
   }
   Clock zero(threads.size(), 0);
@@ -801,6 +804,7 @@ bool Cta::execute(Interpreter &interpreter, Operation *op, std::string &error) {
       })
       .Case([&](WarpgroupScoreMmaOp mma) { return run(step, mma); })
       .Case([&](WarpgroupValueMmaOp mma) { return run(step, mma); })
+      .Case([&](WarpgroupTransposedMmaOp mma) { return run(step, mma); })
       .Case([&](WarpgroupWaitOp wait) { return run(step, wait); })
       .Case([&](TmemLoadOp load) { return run(step, load); })
       .Case([&](TmemStoreOp store) { return run(step, store); })
@@ -1004,6 +1008,35 @@ bool Cta::run(const RoleStep &step, WarpgroupValueMmaOp mma) {
   int64_t m = p.shape[0], n = p.shape[1], d = v.type.getCols();
   valueProduct(p.data.data(), &v.data[vStage * n * d], result->data.data(), m,
                n, d);
+  interpreter.setTile(mma.getResult(), result);
+  if (mma.getAsync())
+    step.thread.warpgroupMmas.push_back(issued);
+  return true;
+}
+
+bool Cta::run(const RoleStep &step, WarpgroupTransposedMmaOp mma) {
+  Interpreter &interpreter = step.interpreter;
+  SmemState &a = smem(mma.getLhs()), &b = smem(mma.getRhs());
+  int64_t aStage = interpreter.index(mma.getLhsCount()) % a.type.getStages();
+  int64_t bStage = interpreter.index(mma.getRhsCount()) % b.type.getStages();
+  RoleThread::WarpgroupMma issued{mma.getResult(),
+                                  {{mma.getLhs().getDefiningOp(), aStage},
+                                   {mma.getRhs().getDefiningOp(), bStage}}};
+  readWarpgroupOperands(issued, step.self, step.thread.clock, step.what);
+  ++report.mmasIssued[step.thread.name];
+  auto result = makeTile(mma.getResult());
+  // result[m][x] = Σ_k a[k][m] · b[offset + k][x], in f32.
+  int64_t k = a.type.getRows(), m = a.type.getCols(), n = b.type.getCols();
+  const float *lhs = &a.data[aStage * k * m];
+  const float *rhs =
+      &b.data[(bStage * b.type.getRows() + mma.getRowOffset()) * n];
+  for (int64_t row = 0; row < m; ++row)
+    for (int64_t x = 0; x < n; ++x) {
+      float sum = 0.0f;
+      for (int64_t i = 0; i < k; ++i)
+        sum += lhs[i * m + row] * rhs[i * n + x];
+      result->data[row * n + x] = sum;
+    }
   interpreter.setTile(mma.getResult(), result);
   if (mma.getAsync())
     step.thread.warpgroupMmas.push_back(issued);

@@ -78,7 +78,7 @@ std::string RunReport::toJson() const {
       os << llvm::format("%.6g", value);
   };
   if (backward) {
-    os << "{\"level\":\"B\",\"backward\":true";
+    os << "{\"level\":\"" << (levelC ? "C" : "B") << "\",\"backward\":true";
     for (auto [name, value] : {std::pair{"dq_max_abs_err", dqMaxAbsErr},
                                {"dk_max_abs_err", dkMaxAbsErr},
                                {"dv_max_abs_err", dvMaxAbsErr},
@@ -89,7 +89,10 @@ std::string RunReport::toJson() const {
       number(value);
     }
     os << ",\"blocks_visited\":" << blocksVisited
-       << ",\"blocks_skipped\":" << blocksSkipped << ",\"ok\":" << (ok ? "true" : "false") << "}";
+       << ",\"blocks_skipped\":" << blocksSkipped;
+    if (levelC)
+      writeProtocol(os);
+    os << ",\"ok\":" << (ok ? "true" : "false") << "}";
     return text;
   }
   os << "{\"max_abs_err\":";
@@ -117,6 +120,15 @@ std::string RunReport::toJson() const {
      << ",\"blocks_visited\":" << blocksVisited
      << ",\"blocks_skipped\":" << blocksSkipped;
   if (levelC) {
+    os << ",\"level\":\"C\"";
+    writeProtocol(os);
+  }
+  os << ",\"ok\":" << (ok ? "true" : "false") << "}";
+  return text;
+}
+
+void RunReport::writeProtocol(llvm::raw_ostream &os) const {
+  {
     auto strings = [&](const std::vector<std::string> &list) {
       os << "[";
       for (size_t i = 0; i < list.size(); ++i) {
@@ -126,7 +138,7 @@ std::string RunReport::toJson() const {
       }
       os << "]";
     };
-    os << ",\"level\":\"C\",\"interleavings\":" << interleavings
+    os << ",\"interleavings\":" << interleavings
        << ",\"ctas\":" << ctas << ",\"deadlock\":";
     if (deadlock.empty())
       os << "null";
@@ -149,8 +161,6 @@ std::string RunReport::toJson() const {
     }
     os << "}";
   }
-  os << ",\"ok\":" << (ok ? "true" : "false") << "}";
-  return text;
 }
 
 /// max |a - b|, NaN where either holds a NaN (equal infinities are no
@@ -532,10 +542,12 @@ llvm::Expected<RunReport> mlir::fa4::sim::simulate(func::FuncOp func,
     if (!options.inputs.empty() || !options.expect.empty())
       return makeError("--inputs and --expect apply to the forward; the "
                        "backward draws Q, K, V and dO from --seed");
-    if (options.interleavings != 1)
-      return makeError("--interleavings runs a level-C schedule; the "
-                       "backward has levels A and B only (no chip schedules "
-                       "it yet)");
+    bool scheduled = false;
+    func.walk([&](WarpSpecializeOp) { scheduled = true; });
+    if (options.interleavings != 1 && !scheduled)
+      return makeError("--interleavings runs a level-C schedule; this "
+                       "backward is a tile program (level B): schedule it "
+                       "first (fa4c --backward --target sm_90a)");
     return simulateBackward(func, options);
   }
   auto entry = dyn_cast_or_null<func::FuncOp>(options.entry);

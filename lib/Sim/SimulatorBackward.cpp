@@ -13,6 +13,7 @@
 
 #include "Inputs.h"
 #include "Interpreter.h"
+#include "Protocol.h"
 #include "fa4/Sim/Mods.h"
 
 #include "fa4/Dialect/FA4/IR/FA4Ops.h"
@@ -33,6 +34,51 @@ namespace {
 struct BackwardBuffers {
   Buffer tensors[kBackwardArguments];
   Buffer &operator[](BackwardArgument role) { return tensors[role]; }
+};
+
+/// Level C at function scope: the buffers and barriers are the CTA's, the
+/// warp-specialize op is one CTA's run of the main kernel, and the
+/// grid-wide steps run once per launch: fa4.prepare_backward in the first
+/// CTA's run (before any CTA's main kernel), fa4.finish_dq in the last
+/// one's (after every CTA's).
+class BackwardLaunchHook : public OpHook {
+public:
+  BackwardLaunchHook(ProtocolReport &report, InterpreterStats &stats,
+                     uint64_t seed, bool lateCompletions, int64_t numTasks)
+      : report(report), stats(stats), seed(seed),
+        lateCompletions(lateCompletions), numTasks(numTasks) {}
+
+  bool execute(Interpreter &interpreter, Operation *op,
+               std::string &error) override {
+    if (isa<SmemAllocOp, MBarrierAllocOp>(op))
+      return true;
+    if (auto grid = dyn_cast<GridSizeOp>(op)) {
+      gridSize = std::min<int64_t>(grid.getSmCount(),
+                                   std::max<int64_t>(numTasks, 1));
+      interpreter.setIndex(grid.getResult(), gridSize);
+      return true;
+    }
+    if (auto specialize = dyn_cast<WarpSpecializeOp>(op))
+      return runCta(interpreter, specialize, seed * 7919u + ctaId,
+                    lateCompletions, report, stats, error);
+    if (isa<PrepareBackwardOp>(op))
+      return ctaId != 0 || interpreter.runGridStep(op, error);
+    if (isa<FinishDqOp>(op))
+      return ctaId != gridSize - 1 || interpreter.runGridStep(op, error);
+    error = "cannot run '" + op->getName().getStringRef().str() +
+            "' outside a role";
+    return false;
+  }
+
+  int64_t ctaId = 0;
+  int64_t gridSize = 1;
+
+private:
+  ProtocolReport &report;
+  InterpreterStats &stats;
+  uint64_t seed;
+  bool lateCompletions;
+  int64_t numTasks;
 };
 } // namespace
 
@@ -147,33 +193,111 @@ mlir::fa4::sim::simulateBackward(func::FuncOp func, const RunOptions &options) {
   StepBudget budget;
   budget.total = kStepsPerTilePair * (qTiles * (kvTiles + 2) + 1);
 
-  Interpreter interpreter;
-  for (auto [extra, buffer] : llvm::zip(extraArguments, mods->buffers()))
-    interpreter.bindExtra(extra, &buffer);
-  for (size_t role = 0; role < kBackwardArguments; ++role)
-    interpreter.bind(argument(static_cast<BackwardArgument>(role)),
-                     &buffers.tensors[role]);
-  interpreter.setBudget(&budget);
-  std::string error;
-  if (!interpreter.runFunction(func.getBody().front(), error))
-    return makeError(error);
-  if (!mods->error().empty())
-    return makeError("a mod region: " + mods->error());
-
+  auto bindAll = [&](Interpreter &interpreter) {
+    for (auto [extra, buffer] : llvm::zip(extraArguments, mods->buffers()))
+      interpreter.bindExtra(extra, &buffer);
+    for (size_t role = 0; role < kBackwardArguments; ++role)
+      interpreter.bind(argument(static_cast<BackwardArgument>(role)),
+                       &buffers.tensors[role]);
+    interpreter.setBudget(&budget);
+  };
+  auto poison = [&] {
+    for (BackwardArgument role :
+         {kBwdDq, kBwdDk, kBwdDv, kBwdDelta, kBwdDqAccum})
+      std::fill(buffers[role].data.begin(), buffers[role].data.end(),
+                std::nanf(""));
+  };
   RunReport report;
   report.backward = true;
-  GradientErrors errors;
-  report.ok = compareGradients(reference, buffers[kBwdDq].data,
-                               buffers[kBwdDk].data, buffers[kBwdDv].data,
-                               options.atol, errors);
-  report.dqMaxAbsErr = errors.dq;
-  report.dkMaxAbsErr = errors.dk;
-  report.dvMaxAbsErr = errors.dv;
-  report.refLowpDq = errors.refLowpDq;
-  report.refLowpDk = errors.refLowpDk;
-  report.refLowpDv = errors.refLowpDv;
-  report.blocksVisited = interpreter.getStats().blocksVisited;
-  report.blocksSkipped = interpreter.getStats().blocksSkipped;
+  // The gradients of one run, folded into the report (the worst run's
+  // errors).
+  bool numericsOk = true;
+  auto judge = [&] {
+    GradientErrors errors;
+    numericsOk = compareGradients(reference, buffers[kBwdDq].data,
+                                  buffers[kBwdDk].data, buffers[kBwdDv].data,
+                                  options.atol, errors) &&
+                 numericsOk;
+    auto worse = [](double &into, double value) {
+      if (!std::isnan(into) && (std::isnan(value) || value > into))
+        into = value;
+    };
+    worse(report.dqMaxAbsErr, errors.dq);
+    worse(report.dkMaxAbsErr, errors.dk);
+    worse(report.dvMaxAbsErr, errors.dv);
+    report.refLowpDq = errors.refLowpDq;
+    report.refLowpDk = errors.refLowpDk;
+    report.refLowpDv = errors.refLowpDv;
+  };
+
+  WarpSpecializeOp specialize;
+  func.walk([&](WarpSpecializeOp op) { specialize = op; });
+  if (!specialize) {
+    Interpreter interpreter;
+    bindAll(interpreter);
+    std::string error;
+    if (!interpreter.runFunction(func.getBody().front(), error))
+      return makeError(error);
+    if (!mods->error().empty())
+      return makeError("a mod region: " + mods->error());
+    judge();
+    report.ok = numericsOk;
+    report.blocksVisited = interpreter.getStats().blocksVisited;
+    report.blocksSkipped = interpreter.getStats().blocksSkipped;
+    return std::move(report);
+  }
+
+  // Level C: the grid of CTAs under `interleavings` schedules, each CTA's
+  // roles interleaved; the first schedule that breaks the protocol ends
+  // the run. One task per (batch, K/V head, 128 keys).
+  report.levelC = true;
+  int64_t numTasks = p.batch * p.kvHeads * ceilDiv(p.seqK, 128);
+  for (int64_t run = 0; run < options.interleavings; ++run) {
+    poison();
+    ProtocolReport protocol;
+    InterpreterStats stats;
+    BackwardLaunchHook launch(
+        protocol, stats, options.seed * 1000003u + static_cast<uint64_t>(run),
+        run % 2 == 1, numTasks);
+    budget.used = 0;
+    int64_t grid = 1;
+    for (int64_t cta = 0; cta < grid; ++cta) {
+      if (!budget.take(1))
+        return makeError("the grid of " + std::to_string(grid) +
+                         " CTAs runs past the run's budget");
+      Interpreter interpreter;
+      bindAll(interpreter);
+      interpreter.setHook(&launch);
+      interpreter.ctaId = cta;
+      launch.ctaId = cta;
+      std::string error;
+      if (!interpreter.runFunction(func.getBody().front(), error))
+        return makeError(error);
+      if (cta == 0)
+        grid = launch.gridSize;
+      if (!protocol.clean())
+        break;
+    }
+    if (!mods->error().empty())
+      return makeError("a mod region: " + mods->error());
+    report.interleavings = run + 1;
+    report.ctas = grid;
+    if (run == 0) {
+      report.blocksVisited = stats.blocksVisited;
+      report.blocksSkipped = stats.blocksSkipped;
+      report.mmasIssued = protocol.mmasIssued;
+    }
+    judge();
+    if (!protocol.clean()) {
+      report.failingInterleaving = run;
+      report.deadlock = protocol.deadlock;
+      report.hazards = protocol.hazards;
+      report.hazardCount = protocol.hazardCount;
+      report.barrierMisuse = protocol.misuse;
+      break;
+    }
+  }
+  report.ok = numericsOk && report.failingInterleaving < 0;
   return std::move(report);
 }
 

@@ -14,7 +14,8 @@ TileProgram::readForSchedule(func::FuncOp func, target::Family family,
                              StringRef pass, int64_t qTilesPerTask) {
   if (failed(checkModuleFamily(func, family, pass)))
     return failure();
-  // The backward is built at levels A and B; no chip schedules it yet.
+  // A family that schedules the backward takes it before reading a forward
+  // program (Hopper: fa4-hopper-warpgroup-roles); the others stop here.
   if (getBackwardSpec(func))
     return func.emitOpError()
            << "holds the backward tile program (fa4.backward_spec), which "

@@ -219,10 +219,11 @@ static cl::opt<bool> backward(
              "dq_accum)` holding fa4.attention_backward of the variant the "
              "other flags describe (the workspace: delta [batch, q_heads, "
              "seq_q] f32 and dq_accum Q's shape in f32). It is built at "
-             "levels A and B: with --emit=mlir the default --stop-after is "
-             "'tile'; no chip schedules it yet. Not with --lse (the "
-             "backward always reads it), --seqused-k, --varlen, --paged-kv "
-             "or --num-splits"),
+             "levels A and B, and at level C for sm_90a: with --emit=mlir "
+             "the default --stop-after is 'scheduler' for sm_90a and 'tile' "
+             "for sm_100a (not scheduled yet); no binary output yet. Not "
+             "with --lse (the backward always reads it), --seqused-k, "
+             "--varlen, --paged-kv or --num-splits"),
     cl::init(false), cl::cat(variantCategory));
 
 static cl::opt<bool> deterministic(
@@ -369,13 +370,19 @@ static void setPipelineOptions(fa4::PipelineOptions &options, ModuleOp module,
       chip = named->name.str();
   // Without --stop-after, MLIR output is the schedule (level C); the other
   // kinds need the kernel at level D.
-  // A backward function goes as far as level B.
+  // A backward function goes as far as its chip schedules it: level C on
+  // Hopper, level B elsewhere.
   bool hasBackward = false;
   module->walk([&](fa4::AttentionBackwardOp) { hasBackward = true; });
-  options.stopAfter = !stopAfter.empty() ? stopAfter.str()
-                      : kind == EmitKind::Mlir
-                          ? std::string(hasBackward ? "tile" : "scheduler")
-                          : std::string("nvvm");
+  const fa4::target::ChipInfo *info = fa4::target::lookup(chip);
+  bool backwardScheduled =
+      info && info->family == fa4::target::Family::Hopper;
+  options.stopAfter =
+      !stopAfter.empty() ? stopAfter.str()
+      : kind == EmitKind::Mlir
+          ? std::string(hasBackward && !backwardScheduled ? "tile"
+                                                          : "scheduler")
+          : std::string("nvvm");
   options.rescaleThreshold = rescaleThreshold;
   options.kvStages = kvStages;
   options.hopperOverlap = hopperOverlap;

@@ -13,6 +13,7 @@
 #include "fa4/Sim/Reference.h"
 
 #include "llvm/Support/Error.h"
+#include "llvm/Support/raw_ostream.h"
 
 #include <cstdint>
 #include <map>
@@ -99,9 +100,11 @@ struct RunReport {
 
   /// One JSON object on one line, the fields in a fixed order.
   std::string toJson() const;
+  /// The level-C fields (interleavings, CTAs, the protocol's findings).
+  void writeProtocol(llvm::raw_ostream &os) const;
 };
 
-/// Runs the backward's level-B function `func` (it carries
+/// Runs the backward's level-B or level-C function `func` (it carries
 /// `fa4.backward_spec`): draws Q, K, V and dO from the seed, computes the
 /// forward's O and LSE in float64 (O rounded to the input type, the LSE to
 /// f32) as the kernel's inputs, and judges dQ, dK and dV against the

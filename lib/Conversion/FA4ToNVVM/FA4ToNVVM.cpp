@@ -522,6 +522,11 @@ void FA4ToNVVMPass::runOnOperation() {
     func.walk([&](WarpSpecializeOp) { scheduled = true; });
     if (getKernelSpec(func) && scheduled)
       kernels.push_back(func);
+    else if (scheduled && getBackwardSpec(func))
+      func.emitError() << "@" << func.getName()
+                       << " holds the backward's level-C schedule "
+                          "(fa4.backward_spec), which fa4-to-nvvm does not "
+                          "lower yet (fa4-sim runs it)";
     else if (scheduled)
       func.emitError() << "@" << func.getName()
                        << " holds a level-C schedule but no fa4.spec (the "

@@ -14,6 +14,7 @@
 #include "fa4/Transforms/TileProgram.h"
 
 #include "fa4/Dialect/FA4/IR/FA4Ops.h"
+#include "fa4/Target/Hopper/Backward.h"
 #include "fa4/Target/Hopper/ScheduleConfig.h"
 #include "fa4/Target/Hopper/Passes.h"
 #include "fa4/Transforms/TileConfig.h"
@@ -492,6 +493,13 @@ struct HopperWarpgroupRolesPass
   using Base::Base;
   void runOnOperation() override {
     func::FuncOp func = getOperation();
+    if (getBackwardSpec(func)) {
+      if (failed(checkModuleFamily(func, target::Family::Hopper,
+                                   getArgument())) ||
+          failed(hopper::scheduleBackward(func, getArgument())))
+        return signalPassFailure();
+      return;
+    }
     FailureOr<std::optional<TileProgram>> read = TileProgram::readForSchedule(
         func, target::Family::Hopper, getArgument(), /*qTilesPerTask=*/1);
     if (failed(read))

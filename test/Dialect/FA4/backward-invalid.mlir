@@ -151,3 +151,96 @@ func.func @dynamic_accumulator_dim(%q: memref<?x?x4x64xf16>, %k: memref<?x?x2x64
       : memref<?x?x4x64xf16>, memref<?x?x2x64xf16>, memref<?x?x2x64xf16>, memref<?x?x4x64xf16>, memref<?x?x4x64xf16>, memref<?x4x?xf32> -> memref<?x?x4x64xf16>, memref<?x?x2x64xf16>, memref<?x?x2x64xf16>, memref<?x4x?xf32>, memref<?x?x4x?xf32>
   return
 }
+
+// -----
+
+// A transposed tile's row vector runs along its columns.
+func.func @transposed_lse(%s: tensor<64x32xf32>, %lse: tensor<64xf32>) -> tensor<64x32xf32> {
+  // expected-error @+1 {{lse has 64 rows, the tile 32}}
+  %p = fa4.probs_from_lse %s, %lse {scale_log2 = 0.18 : f32, transposed} : tensor<64x32xf32>, tensor<64xf32>
+  return %p : tensor<64x32xf32>
+}
+
+// -----
+
+func.func @transposed_delta(%p: tensor<32x64xf32>, %dp: tensor<32x64xf32>, %delta: tensor<32xf32>) -> tensor<32x64xf32> {
+  // expected-error @+1 {{delta has 32 rows, the tile 64}}
+  %ds = fa4.softmax_grad %p, %dp, %delta {transposed} : tensor<32x64xf32>, tensor<32xf32>
+  return %ds : tensor<32x64xf32>
+}
+
+// -----
+
+func.func @prepare_shapes(%o: memref<?x?x4x64xf16>, %do: memref<?x?x4x128xf16>, %delta: memref<?x4x?xf32>, %acc: memref<?x?x4x64xf32>) {
+  // expected-error @+1 {{must have one shape (and O and dO one type)}}
+  fa4.prepare_backward %o, %do -> %delta, %acc : memref<?x?x4x64xf16>, memref<?x?x4x128xf16>, memref<?x4x?xf32>, memref<?x?x4x64xf32>
+  return
+}
+
+// -----
+
+func.func @prepare_delta(%o: memref<?x?x4x64xf16>, %do: memref<?x?x4x64xf16>, %delta: memref<?x2x?xf32>, %acc: memref<?x?x4x64xf32>) {
+  // expected-error @+1 {{delta must be an f32 [batch, 4, seq_q] memref}}
+  fa4.prepare_backward %o, %do -> %delta, %acc : memref<?x?x4x64xf16>, memref<?x?x4x64xf16>, memref<?x2x?xf32>, memref<?x?x4x64xf32>
+  return
+}
+
+// -----
+
+func.func @prepare_accumulator(%o: memref<?x?x4x64xf16>, %do: memref<?x?x4x64xf16>, %delta: memref<?x4x?xf32>, %acc: memref<?x?x4x64xf16>) {
+  // expected-error @+1 {{the dQ accumulator must be a rank-4 [batch, seq, heads, head_dim] memref of f32}}
+  fa4.prepare_backward %o, %do -> %delta, %acc : memref<?x?x4x64xf16>, memref<?x?x4x64xf16>, memref<?x4x?xf32>, memref<?x?x4x64xf16>
+  return
+}
+
+// -----
+
+func.func @finish_shapes(%acc: memref<?x?x4x64xf32>, %dq: memref<?x?x2x64xbf16>) {
+  // expected-error @+1 {{the dQ accumulator 'memref<?x?x4x64xf32>' and dQ 'memref<?x?x2x64xbf16>' must have one shape}}
+  fa4.finish_dq %acc -> %dq {scale = 0.125 : f32} : memref<?x?x4x64xf32>, memref<?x?x2x64xbf16>
+  return
+}
+
+// -----
+
+func.func @finish_dynamic_heads(%acc: memref<?x?x?x64xf32>, %dq: memref<?x?x?x64xbf16>) {
+  // expected-error @+1 {{the dQ accumulator needs static heads and head dim}}
+  fa4.finish_dq %acc -> %dq {scale = 0.125 : f32} : memref<?x?x?x64xf32>, memref<?x?x?x64xbf16>
+  return
+}
+
+// -----
+
+module attributes {fa4.target = #fa4.target<sm_90a>} {
+  func.func @transposed_mma_lhs(%i: index) -> tensor<64x64xf32> {
+    %ds = fa4.smem_alloc "ds" : <[64, 32], f16, stages = 1>
+    %k = fa4.smem_alloc "k" : <[128, 64], f16, stages = 1>
+    // expected-error @+1 {{lhs must be [K, 64] (its transpose is the warpgroup's rows), got [64, 32]}}
+    %dq = fa4.wgmma_transposed %ds[%i], %k[%i] rows 0 : <[64, 32], f16, stages = 1>, <[128, 64], f16, stages = 1> -> tensor<64x64xf32>
+    return %dq : tensor<64x64xf32>
+  }
+}
+
+// -----
+
+module attributes {fa4.target = #fa4.target<sm_90a>} {
+  func.func @transposed_mma_rows(%i: index) -> tensor<64x64xf32> {
+    %ds = fa4.smem_alloc "ds" : <[64, 64], f16, stages = 1>
+    %k = fa4.smem_alloc "k" : <[128, 64], f16, stages = 1>
+    // expected-error @+1 {{rows 96 to 159 are not a block of 64 rows at a multiple of 64 in the 128-row rhs}}
+    %dq = fa4.wgmma_transposed %ds[%i], %k[%i] rows 96 : <[64, 64], f16, stages = 1>, <[128, 64], f16, stages = 1> -> tensor<64x64xf32>
+    return %dq : tensor<64x64xf32>
+  }
+}
+
+// -----
+
+module attributes {fa4.target = #fa4.target<sm_90a>} {
+  func.func @transposed_mma_result(%i: index) -> tensor<64x128xf32> {
+    %ds = fa4.smem_alloc "ds" : <[64, 64], bf16, stages = 1>
+    %k = fa4.smem_alloc "k" : <[128, 64], bf16, stages = 1>
+    // expected-error @+1 {{result must be tensor<64x64xf32>, got 'tensor<64x128xf32>'}}
+    %dq = fa4.wgmma_transposed %ds[%i], %k[%i] rows 64 : <[64, 64], bf16, stages = 1>, <[128, 64], bf16, stages = 1> -> tensor<64x128xf32>
+    return %dq : tensor<64x128xf32>
+  }
+}

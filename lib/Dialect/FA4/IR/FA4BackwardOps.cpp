@@ -232,7 +232,8 @@ LogicalResult ProbsFromLseOp::verify() {
   if (failed(fa4::detail::verifyTileType(op, "scores", getScores().getType(), 2,
                                     true)))
     return failure();
-  return verifyRows(op, "lse", getLse(), dimOf(getScores(), 0));
+  return verifyRows(op, "lse", getLse(),
+                    dimOf(getScores(), getTransposed() ? 1 : 0));
 }
 
 LogicalResult SoftmaxGradOp::verify() {
@@ -240,7 +241,8 @@ LogicalResult SoftmaxGradOp::verify() {
   if (failed(fa4::detail::verifyTileType(op, "probs", getProbs().getType(), 2,
                                     true)))
     return failure();
-  return verifyRows(op, "delta", getDelta(), dimOf(getProbs(), 0));
+  return verifyRows(op, "delta", getDelta(),
+                    dimOf(getProbs(), getTransposed() ? 1 : 0));
 }
 
 LogicalResult SoftcapGradOp::verify() {
@@ -302,6 +304,65 @@ LogicalResult AccumulateDqOp::verify() {
 
 LogicalResult StoreKvTileOp::verify() {
   return fa4::detail::verifyTileAccessOf(getOperation(), getDest(), getTile(), 1);
+}
+
+/// A [batch, seq, heads, head_dim] memref, and its static heads and head dim.
+static LogicalResult verifyRowsTensor(Operation *op, StringRef name,
+                                      MemRefType type, bool f32) {
+  if (type.getRank() != 4 || (f32 && !type.getElementType().isF32()) ||
+      (!f32 && !type.getElementType().isF16() &&
+       !type.getElementType().isBF16()))
+    return op->emitOpError()
+           << name << " must be a rank-4 [batch, seq, heads, head_dim] memref of "
+           << (f32 ? "f32" : "f16 or bf16") << ", got " << type;
+  if (type.isDynamicDim(2) || type.isDynamicDim(3))
+    return op->emitOpError() << name << " needs static heads and head dim, got "
+                             << type;
+  return success();
+}
+
+/// `a` and `b` have one shape where both are static.
+static bool shapesAgree(MemRefType a, MemRefType b) {
+  for (auto [x, y] : llvm::zip_equal(a.getShape(), b.getShape()))
+    if (!ShapedType::isDynamic(x) && !ShapedType::isDynamic(y) && x != y)
+      return false;
+  return true;
+}
+
+LogicalResult PrepareBackwardOp::verify() {
+  Operation *op = getOperation();
+  auto out = cast<MemRefType>(getOut().getType());
+  auto dout = cast<MemRefType>(getDout().getType());
+  auto delta = cast<MemRefType>(getDelta().getType());
+  auto accum = cast<MemRefType>(getDqAccum().getType());
+  if (failed(verifyRowsTensor(op, "O", out, false)) ||
+      failed(verifyRowsTensor(op, "dO", dout, false)) ||
+      failed(verifyRowsTensor(op, "the dQ accumulator", accum, true)))
+    return failure();
+  if (out.getElementType() != dout.getElementType() ||
+      out.getRank() != dout.getRank() || !shapesAgree(out, dout) ||
+      !shapesAgree(out, accum))
+    return emitOpError() << "O " << out << ", dO " << dout
+                         << " and the dQ accumulator " << accum
+                         << " must have one shape (and O and dO one type)";
+  if (delta.getRank() != 3 || !delta.getElementType().isF32() ||
+      delta.getDimSize(1) != out.getDimSize(2))
+    return emitOpError() << "delta must be an f32 [batch, " << out.getDimSize(2)
+                         << ", seq_q] memref, got " << delta;
+  return success();
+}
+
+LogicalResult FinishDqOp::verify() {
+  Operation *op = getOperation();
+  auto accum = cast<MemRefType>(getDqAccum().getType());
+  auto dq = cast<MemRefType>(getDq().getType());
+  if (failed(verifyRowsTensor(op, "the dQ accumulator", accum, true)) ||
+      failed(verifyRowsTensor(op, "dQ", dq, false)))
+    return failure();
+  if (!shapesAgree(accum, dq))
+    return emitOpError() << "the dQ accumulator " << accum << " and dQ " << dq
+                         << " must have one shape";
+  return success();
 }
 
 //===----------------------------------------------------------------------===//

@@ -304,6 +304,33 @@ LogicalResult WarpgroupValueMmaOp::verify() {
   return checkAsyncUses(*this, getAsync());
 }
 
+LogicalResult WarpgroupTransposedMmaOp::verify() {
+  SmemType a = getLhs().getType(), b = getRhs().getType();
+  auto result = cast<RankedTensorType>(getResult().getType());
+  if (a.getElementType() != b.getElementType() ||
+      !(a.getElementType().isF16() || a.getElementType().isBF16()))
+    return emitOpError() << "lhs and rhs must both hold f16 or bf16, got "
+                         << a.getElementType() << " and " << b.getElementType();
+  if (a.getCols() != kWarpgroupRows)
+    return emitOpError() << "lhs must be [K, " << kWarpgroupRows
+                         << "] (its transpose is the warpgroup's rows), got ["
+                         << a.getRows() << ", " << a.getCols() << "]";
+  int64_t offset = getRowOffset();
+  if (offset < 0 || offset % kWarpgroupRows != 0 ||
+      offset + a.getRows() > b.getRows())
+    return emitOpError() << "rows " << offset << " to "
+                         << offset + a.getRows() - 1 << " are not a block of "
+                         << a.getRows() << " rows at a multiple of "
+                         << kWarpgroupRows << " in the " << b.getRows()
+                         << "-row rhs";
+  if (result.getRank() != 2 || !result.getElementType().isF32() ||
+      result.getDimSize(0) != kWarpgroupRows ||
+      result.getDimSize(1) != b.getCols())
+    return emitOpError() << "result must be tensor<" << kWarpgroupRows << "x"
+                         << b.getCols() << "xf32>, got " << result;
+  return checkAsyncUses(*this, getAsync());
+}
+
 LogicalResult WarpgroupWaitOp::verify() {
   Operation *def = getPendingValue().getDefiningOp();
   bool async = false;
@@ -311,9 +338,11 @@ LogicalResult WarpgroupWaitOp::verify() {
     async = score.getAsync();
   if (auto value = dyn_cast_or_null<WarpgroupValueMmaOp>(def))
     async = value.getAsync();
+  if (auto transposed = dyn_cast_or_null<WarpgroupTransposedMmaOp>(def))
+    async = transposed.getAsync();
   if (!async)
-    return emitOpError() << "waits for a value that no async fa4.wgmma_score "
-                            "or fa4.wgmma_value computes";
+    return emitOpError() << "waits for a value that no async fa4.wgmma_score, "
+                            "fa4.wgmma_value or fa4.wgmma_transposed computes";
   if (def->getBlock() != getOperation()->getBlock())
     return emitOpError() << "must be in the block of the MMA it waits for";
   return success();

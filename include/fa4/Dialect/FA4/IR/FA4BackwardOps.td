@@ -186,7 +186,9 @@ def FA4_ProbsFromLseOp : FA4_Op<"probs_from_lse", [Pure,
     `P = exp2(s · scale_log2 − lse · log2(e))`, the forward's probabilities
     without its running max: the LSE is the natural-log log-sum-exp
     fa4.attention wrote. A masked score (`-inf`) gives 0, and so does every
-    score of a row whose LSE is `-inf` (it saw no key).
+    score of a row whose LSE is `-inf` (it saw no key). With `transposed`
+    the tile is the scores' transpose (keys × packed rows, level C's Sᵀ on
+    Hopper) and `lse` runs along its columns.
 
     ```mlir
     %p = fa4.probs_from_lse %s, %lse {scale_log2 = 0.127516 : f32}
@@ -194,7 +196,8 @@ def FA4_ProbsFromLseOp : FA4_Op<"probs_from_lse", [Pure,
     ```
   }];
   let arguments = (ins FA4_Tile:$scores, FA4_RowVector:$lse,
-    ConfinedAttr<F32Attr, [FA4_FloatPositive]>:$scale_log2);
+    ConfinedAttr<F32Attr, [FA4_FloatPositive]>:$scale_log2,
+    UnitAttr:$transposed);
   let results = (outs FA4_Tile:$result);
   let assemblyFormat = [{
     $scores `,` $lse attr-dict `:` type($scores) `,` type($lse)
@@ -208,14 +211,16 @@ def FA4_SoftmaxGradOp : FA4_Op<"softmax_grad", [Pure,
   let description = [{
     The softmax's backward for one tile: with `delta` the row's
     `rowsum(dO ∘ O)`, the gradient with respect to the scores the softmax
-    read.
+    read. With `transposed` the tiles are transposes (keys × packed rows)
+    and `delta` runs along their columns.
 
     ```mlir
     %ds = fa4.softmax_grad %p, %dp, %delta
         : tensor<128x128xf32>, tensor<128xf32>
     ```
   }];
-  let arguments = (ins FA4_Tile:$probs, FA4_Tile:$dprobs, FA4_RowVector:$delta);
+  let arguments = (ins FA4_Tile:$probs, FA4_Tile:$dprobs, FA4_RowVector:$delta,
+    UnitAttr:$transposed);
   let results = (outs FA4_Tile:$result);
   let assemblyFormat = [{
     $probs `,` $dprobs `,` $delta attr-dict `:` type($probs) `,` type($delta)
@@ -252,8 +257,9 @@ def FA4_ScoreModGradOp : FA4_Op<"score_mod_grad", [RecursiveMemoryEffects,
     body applied to the raw score times `scale` and the element's indices
     (as `fa4.score_mod` gives them). Positions past `seq_q` or `seq_k` get 0
     and the body never sees them, nor does an element whose gradient is 0
-    (a masked score): it stays 0 whatever the derivative would be there. (The scale itself is applied once, to dQ
-    and dK.)
+    (a masked score): it stays 0 whatever the derivative would be there.
+    (The scale itself is applied once, to dQ and dK.) With `transposed` the
+    tiles are transposes, as `fa4.score_mod`'s.
 
     ```mlir
     %g = fa4.score_mod_grad %ds, %s, %b, %h, %row, %col, %seq_q, %seq_k
@@ -268,7 +274,8 @@ def FA4_ScoreModGradOp : FA4_Op<"score_mod_grad", [RecursiveMemoryEffects,
     Index:$head, Index:$row, Index:$col, Index:$seq_q, Index:$seq_k,
     Variadic<AnyMemRef>:$extras,
     ConfinedAttr<I64Attr, [IntPositive]>:$gqa_ratio,
-    ConfinedAttr<F32Attr, [FA4_FloatPositive]>:$scale);
+    ConfinedAttr<F32Attr, [FA4_FloatPositive]>:$scale,
+    UnitAttr:$transposed);
   let results = (outs FA4_Tile:$result);
   let regions = (region SizedRegion<1>:$body);
   let assemblyFormat = [{
@@ -365,6 +372,58 @@ def FA4_StoreKvTileOp : FA4_Op<"store_kv_tile"> {
   let assemblyFormat = [{
     $tile `,` $dest `[` $batch `,` $head `,` $col `]` attr-dict `:`
     type($tile) `,` type($dest)
+  }];
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Level C: the backward's grid-wide steps around its warp-specialized kernel
+//===----------------------------------------------------------------------===//
+
+def FA4_PrepareBackwardOp : FA4_Op<"prepare_backward"> {
+  let summary = "the backward's first kernel: delta = rowsum(O ∘ dO), dQ accumulator cleared";
+  let description = [{
+    A kernel of its own, run over the whole grid before the main one: for
+    every query row of every head, `delta[b, h, q] = Σ_d O[b, q, h, d] ·
+    dO[b, q, h, d]` (products of the stored elements, summed in f32), and
+    `dq_accum` (Q's shape, f32) set to 0. Level B's preprocessing loop,
+    as one step.
+
+    ```mlir
+    fa4.prepare_backward %o, %do -> %delta, %dq_accum
+        : memref<?x?x8x128xbf16>, memref<?x?x8x128xbf16>,
+          memref<?x8x?xf32>, memref<?x?x8x128xf32>
+    ```
+  }];
+  let arguments = (ins Arg<AnyMemRef, "O", [MemRead]>:$out,
+    Arg<AnyMemRef, "dO", [MemRead]>:$dout,
+    Arg<AnyMemRef, "delta", [MemWrite]>:$delta,
+    Arg<AnyMemRef, "dQ accumulator", [MemWrite]>:$dq_accum);
+  let assemblyFormat = [{
+    $out `,` $dout `->` $delta `,` $dq_accum attr-dict `:` type($out) `,`
+    type($dout) `,` type($delta) `,` type($dq_accum)
+  }];
+  let hasVerifier = 1;
+}
+
+def FA4_FinishDqOp : FA4_Op<"finish_dq"> {
+  let summary = "the backward's last kernel: dQ = round(dq_accum · scale)";
+  let description = [{
+    A kernel of its own, run over the whole grid after the main one: every
+    element of the f32 accumulator times `scale` (the softmax scale, which
+    the main loop leaves out), rounded to dQ's element type. Level B's
+    post-processing loop, as one step.
+
+    ```mlir
+    fa4.finish_dq %dq_accum -> %dq {scale = 0.0883883 : f32}
+        : memref<?x?x8x128xf32>, memref<?x?x8x128xbf16>
+    ```
+  }];
+  let arguments = (ins Arg<AnyMemRef, "dQ accumulator", [MemRead]>:$dq_accum,
+    Arg<AnyMemRef, "dQ", [MemWrite]>:$dq,
+    ConfinedAttr<F32Attr, [FA4_FloatPositive]>:$scale);
+  let assemblyFormat = [{
+    $dq_accum `->` $dq attr-dict `:` type($dq_accum) `,` type($dq)
   }];
   let hasVerifier = 1;
 }

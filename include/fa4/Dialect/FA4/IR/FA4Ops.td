@@ -449,6 +449,9 @@ def FA4_ScoreModOp : FA4_Op<"score_mod", [RecursiveMemoryEffects,
     scaled: the region never sees an index outside the sequences (its loads
     stay in bounds), and those scores are masked or never stored.
 
+    With `transposed` the tile is the scores' transpose (a backward's Sᵀ):
+    row `r` is key position `col + r` and column `c` packed row `row + c`.
+
     ```mlir
     %m = fa4.score_mod %s, %b, %h, %row, %col, %seq_q, %seq_k
         {gqa_ratio = 4 : i64, scale = 0.0883883 : f32} : tensor<128x128xf32> {
@@ -461,7 +464,8 @@ def FA4_ScoreModOp : FA4_Op<"score_mod", [RecursiveMemoryEffects,
     Index:$row, Index:$col, Index:$seq_q, Index:$seq_k,
     Variadic<AnyMemRef>:$extras,
     ConfinedAttr<I64Attr, [IntPositive]>:$gqa_ratio,
-    ConfinedAttr<F32Attr, [FA4_FloatPositive]>:$scale);
+    ConfinedAttr<F32Attr, [FA4_FloatPositive]>:$scale,
+    UnitAttr:$transposed);
   let results = (outs FA4_Tile:$result);
   let regions = (region SizedRegion<1>:$body);
   let assemblyFormat = [{
@@ -488,6 +492,9 @@ def FA4_MaskOp : FA4_Op<"mask", [RecursiveMemoryEffects, AttrSizedOperandSegment
     part of the region is applied as bounds; the region runs per element only
     when a part of it is not affine.
 
+    With `transposed` the tile is the scores' transpose (a backward's Sᵀ):
+    row `r` is key position `col + r` and column `c` packed row `row + c`.
+
     ```mlir
     %m = fa4.mask %s, %row, %col, %seq_q, %seq_k
         {gqa_ratio = 4 : i64, mask = #fa4.mask<causal>} : tensor<128x128xf32>
@@ -499,7 +506,8 @@ def FA4_MaskOp : FA4_Op<"mask", [RecursiveMemoryEffects, AttrSizedOperandSegment
     ConfinedAttr<I64Attr, [IntPositive]>:$gqa_ratio,
     FA4_MaskKindAttr:$mask,
     DefaultValuedAttr<I64Attr, "-1">:$window_left,
-    DefaultValuedAttr<I64Attr, "-1">:$window_right);
+    DefaultValuedAttr<I64Attr, "-1">:$window_right,
+    UnitAttr:$transposed);
   let results = (outs FA4_Tile:$result);
   let regions = (region MaxSizedRegion<1>:$mask_mod);
   let assemblyFormat = [{

@@ -440,6 +440,34 @@ def FA4_WarpgroupValueMmaOp : FA4_Op<"wgmma_value",
   let hasVerifier = 1;
 }
 
+def FA4_WarpgroupTransposedMmaOp : FA4_Op<"wgmma_transposed",
+    [FA4_HopperOnly]> {
+  let summary = "Aᵀ·B for one consumer warpgroup, both operands in shared memory";
+  let description = [{
+    The Hopper backward's dQ MMA (sm_90a `wgmma`, both operands in shared
+    memory): `lhs` is a `[K, 64]` stage read as its transpose (the A
+    operand M-major: dS staged as the warpgroup holds dSᵀ), times rows
+    `[row_offset, row_offset + K)` of the `[*, N]` `rhs` stage (B MN-major:
+    K's rows); the `64 × N` f32 product lands in the warpgroup's registers.
+    Completes before the next op, or with `async` at its `fa4.wgmma_wait`.
+
+    ```mlir
+    %dq = fa4.wgmma_transposed %ds[%i], %k[%t] rows 64
+        : !fa4.smem<[64, 64], bf16, stages = 1>,
+          !fa4.smem<[128, 128], bf16, stages = 1> -> tensor<64x128xf32>
+    ```
+  }];
+  let arguments = (ins FA4_SmemType:$lhs, Index:$lhs_count,
+    FA4_SmemType:$rhs, Index:$rhs_count, I64Attr:$row_offset,
+    UnitAttr:$async);
+  let results = (outs FA4_Tile:$result);
+  let assemblyFormat = [{
+    $lhs `[` $lhs_count `]` `,` $rhs `[` $rhs_count `]` `rows` $row_offset
+    attr-dict `:` type($lhs) `,` type($rhs) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
 def FA4_WarpgroupWaitOp : FA4_Op<"wgmma_wait",
     [FA4_HopperOnly, AllTypesMatch<["pending_value", "result"]>]> {
   let summary = "wait for an async warpgroup MMA: its result, ready";
