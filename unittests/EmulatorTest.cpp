@@ -172,6 +172,43 @@ TEST(Emulator, OutOfBoundsStoreNamesThreadAndAddress) {
   EXPECT_NE(run.report.errors[0].find("st.global.b32"), std::string::npos);
 }
 
+TEST(Emulator, FloatReductionsAddEveryThreadsValues) {
+  // 64 threads add 0.5 to word 0 (scalar) and 1.0, 2.0 to words 2 and 3
+  // (a vector pair, 8-byte aligned); word 1 stays 0.
+  Outcome run = launchKernel(kernel("\tld.param.u64 %rd4, [k_param_0];\n"
+                                    "\tmov.f32 %f1, 0f3F000000;\n"
+                                    "\tred.global.add.f32 [%rd4], %f1;\n"
+                                    "\tmov.f32 %f2, 0f3F800000;\n"
+                                    "\tmov.f32 %f3, 0f40000000;\n"
+                                    "\tred.relaxed.gpu.global.add.v2.f32 "
+                                    "[%rd4+8], {%f2, %f3};\n"
+                                    "\tret;\n",
+                                    "\t.reg .f32 %f<4>;\n"),
+                             64);
+  ASSERT_TRUE(run.report.clean())
+      << (run.report.errors.empty() ? "" : run.report.errors[0]);
+  float words[4];
+  std::memcpy(words, run.out.data(), sizeof(words));
+  EXPECT_EQ(words[0], 32.0f);
+  EXPECT_EQ(words[1], 0.0f);
+  EXPECT_EQ(words[2], 64.0f);
+  EXPECT_EQ(words[3], 128.0f);
+}
+
+TEST(Emulator, VectorReductionMustBeAligned) {
+  Outcome run = launchKernel(kernel("\tld.param.u64 %rd4, [k_param_0];\n"
+                                    "\tmov.f32 %f1, 0f3F000000;\n"
+                                    "\tred.global.add.v2.f32 [%rd4+4], "
+                                    "{%f1, %f1};\n"
+                                    "\tret;\n",
+                                    "\t.reg .f32 %f<4>;\n"),
+                             32);
+  ASSERT_GE(run.report.errorCount, 1);
+  EXPECT_NE(run.report.errors[0].find("misaligned 8-byte access"),
+            std::string::npos)
+      << run.report.errors[0];
+}
+
 TEST(Emulator, TensorMemoryLeakIsReported) {
   Outcome run = launchKernel(kernel("\tmov.b32 %r2, smem;\n"
                                 "\ttcgen05.alloc.cta_group::1.sync.aligned.shared::cta.b32 "

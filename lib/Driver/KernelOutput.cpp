@@ -356,9 +356,62 @@ runtime::Manifest mlir::fa4::kernelManifest(ModuleOp module, StringRef chip,
   return m;
 }
 
+std::optional<runtime::BackwardManifest>
+mlir::fa4::backwardManifest(ModuleOp module, StringRef chip,
+                            StringRef cubinPath, StringRef ptxPath) {
+  LLVM::LLVMFuncOp kernel;
+  module.walk([&](LLVM::LLVMFuncOp func) {
+    if (func->hasAttr(kBackwardLaunchAttrName))
+      kernel = func;
+  });
+  if (!kernel)
+    return std::nullopt;
+  auto launch = kernel->getAttrOfType<DictionaryAttr>(kBackwardLaunchAttrName);
+  auto integer = [&](StringRef name) -> int64_t {
+    auto value = launch.getAs<IntegerAttr>(name);
+    return value ? value.getInt() : 0;
+  };
+  runtime::BackwardManifest m;
+  m.cubin = llvm::sys::path::filename(cubinPath).str();
+  m.ptx = llvm::sys::path::filename(ptxPath).str();
+  m.target = chip.str();
+  if (auto spec = launch.getAs<BackwardSpecAttr>("spec")) {
+    m.mask = stringifyMaskKind(spec.getMask()).str();
+    m.windowLeft = spec.getWindowLeft();
+    m.windowRight = spec.getWindowRight();
+    m.scale = spec.getScaleValue();
+    m.softcap = spec.getSoftcapValue();
+    m.deterministic = spec.getDeterministic();
+  }
+  m.headDim = integer("head_dim");
+  m.qHeads = integer("q_heads");
+  m.kvHeads = integer("kv_heads");
+  if (auto dtype = launch.getAs<StringAttr>("dtype"))
+    m.dtype = dtype.str();
+  m.gqaPacking = integer("gqa_packing");
+  m.smCount = integer("sm_count");
+  std::string name = kernel.getName().str();
+  m.kernels[0].name = name + "_prepare";
+  m.kernels[1].name = name;
+  m.kernels[2].name = name + "_finish";
+  m.kernels[0].block = m.kernels[2].block =
+      static_cast<uint32_t>(integer("row_block"));
+  m.kernels[1].block = static_cast<uint32_t>(integer("block"));
+  m.kernels[1].dynamicSmemBytes =
+      static_cast<uint32_t>(integer("dynamic_smem_bytes"));
+  if (auto roles = launch.getAs<ArrayAttr>("roles"))
+    for (auto role : roles.getAsRange<RoleInfoAttr>())
+      m.kernels[1].roles.push_back({role.getName().str(), role.getFirstWarp(),
+                                    role.getNumWarps(), role.getRegisters()});
+  return m;
+}
+
 std::string mlir::fa4::launchManifest(ModuleOp module, StringRef chip,
                                       StringRef cubinPath, StringRef ptxPath,
                                       const PtxasReport &ptxas) {
+  if (std::optional<runtime::BackwardManifest> backward =
+          backwardManifest(module, chip, cubinPath, ptxPath))
+    return runtime::writeBackwardManifest(*backward);
   bool launchable = false;
   module.walk([&](LLVM::LLVMFuncOp func) {
     launchable = launchable || func->hasAttr(kLaunchAttrName);

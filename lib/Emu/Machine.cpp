@@ -1048,6 +1048,46 @@ void CtaMachine::execLane(Thread &th, const Inst &in) {
     write(th, in.operands[0], old, in.type);
     return;
   }
+  case Op::Red: {
+    // An add to global memory, one element after another (the vector
+    // forms' elements are separate adds): host atomics, as atom's.
+    unsigned count = std::max<unsigned>(1, in.vec);
+    uint32_t smemAddr;
+    uint8_t *p = memory(th, in.space, address(th, in.operands[0]), 4 * count,
+                        true, smemAddr);
+    if (!p)
+      return; // (memory() reported it: out of bounds or misaligned)
+    const Operand &value = in.operands[1];
+    if (count > 1 &&
+        (value.kind != Operand::Kind::Vec || value.vecCount != count)) {
+      error(th, "vector reduction needs " + std::to_string(count) +
+                    " registers");
+      return;
+    }
+    for (unsigned i = 0; i < count; ++i) {
+      const Operand &element =
+          value.kind == Operand::Kind::Vec ? program.vectors[value.vecBegin + i]
+                                           : value;
+      uint32_t add = static_cast<uint32_t>(read(th, element, in.type));
+      auto *word = reinterpret_cast<uint32_t *>(p + 4 * i);
+      if (in.type != Ty::F32) {
+        __atomic_fetch_add(word, add, __ATOMIC_SEQ_CST);
+        continue;
+      }
+      float addend;
+      std::memcpy(&addend, &add, 4);
+      uint32_t old = __atomic_load_n(word, __ATOMIC_SEQ_CST), sum;
+      do {
+        float current;
+        std::memcpy(&current, &old, 4);
+        float total = current + addend;
+        std::memcpy(&sum, &total, 4);
+      } while (!__atomic_compare_exchange_n(word, &old, sum, false,
+                                            __ATOMIC_SEQ_CST,
+                                            __ATOMIC_SEQ_CST));
+    }
+    return;
+  }
   case Op::Cvt:
     execCvt(th, in);
     return;

@@ -199,6 +199,7 @@ private:
   void decodeAlu(Decoding &d);
   void decodeLoadStore(Decoding &d);
   void decodeAtom(Decoding &d);
+  void decodeRed(Decoding &d);
   void decodeBranch(Decoding &d);
   void decodeFence(Decoding &d);
   void decodeMbarrier(Decoding &d);
@@ -1057,6 +1058,8 @@ void Parser::decode(Inst &inst, const std::vector<std::string> &parts,
     return decodeLoadStore(d);
   if (base == "atom")
     return decodeAtom(d);
+  if (base == "red")
+    return decodeRed(d);
   if (base == "bra")
     return decodeBranch(d);
   if (base == "ret" || base == "exit") {
@@ -1211,6 +1214,28 @@ void Parser::decodeAtom(Decoding &d) {
     unsupported(d, "an atomic outside .global");
   setOperands(d, 3, 3, inst.type);
   if (inst.operands[1].kind != Operand::Kind::Mem)
+    fail(where() + ": '" + d.mnemonic + "' needs an address in [ ]");
+}
+
+void Parser::decodeRed(Decoding &d) {
+  // red[.sem][.scope].global.add[.noftz][.v2|.v4].f32 [a], b, and
+  // red.global.add.{u32,s32}: an add with no result, sequentially
+  // consistent as every memory access here is.
+  Inst &inst = d.inst;
+  inst.op = Op::Red;
+  d.readQualifiers(1);
+  if (!d.dropUnknown("add"))
+    unsupported(d, "a reduction other than add");
+  requireNoUnknown(d);
+  requireType(d);
+  if (inst.type != Ty::F32 && inst.type != Ty::U32 && inst.type != Ty::S32)
+    unsupported(d, "a reduction that is not .f32, .u32 or .s32");
+  if (inst.vec > 1 && (inst.type != Ty::F32 || inst.vec > 4))
+    unsupported(d, "a vector reduction other than .v2/.v4 of .f32");
+  if (inst.space != Space::Global)
+    unsupported(d, "a reduction outside .global");
+  setOperands(d, 2, 2, inst.type);
+  if (inst.operands[0].kind != Operand::Kind::Mem)
     fail(where() + ": '" + d.mnemonic + "' needs an address in [ ]");
 }
 

@@ -36,7 +36,7 @@ enum class Op : uint8_t {
   Mov, Add, Sub, Mul, Mad, Fma, Div, Rem, Min, Max, Neg, Abs,
   And, Or, Xor, Not, Shl, Shr, Selp, Setp, Cvt, Cvta, Bfe, Popc, Clz,
   Ex2, Lg2, Rcp, Sqrt, Rsqrt,
-  Ld, St, Atom, Bra, Ret, Nop,
+  Ld, St, Atom, Red, Bra, Ret, Nop,
   MbarInit, MbarArrive, MbarExpectTx, MbarTryWait, MbarInval,
   TmaLoad, TmaStore, BulkCommit, BulkWait, FenceProxyAsync, FenceMbarrierInit,
   TcAlloc, TcDealloc, TcRelinquish, TcMma, TcCommit, TcLd, TcSt, TcWaitLd,

@@ -206,12 +206,20 @@ bool Interpreter::run(AccumulateDqOp accumulate, std::string &error) {
   Operation *op = accumulate.getOperation();
   Buffer &dq = buffer(accumulate.getDest());
   const Tile &t = tile(accumulate.getTile());
-  int64_t dim = t.shape[1], ratio = accumulate.getGqaRatio();
+  int64_t width = t.shape[1], ratio = accumulate.getGqaRatio();
+  int64_t column = static_cast<int64_t>(accumulate.getColumn());
+  int64_t dim = dq.shape.size() == 4 ? dq.shape[3] : width;
   int64_t batch = index(accumulate.getBatch());
   int64_t head = index(accumulate.getHead());
   int64_t row = index(accumulate.getRow());
   if (!checkTensorAccess(op, dq, batch, head, ratio, dim, error))
     return false;
+  if (column + width > dim) {
+    error = nameOf(op) + " adds columns [" + std::to_string(column) + ", " +
+            std::to_string(column + width) + ") of rows of " +
+            std::to_string(dim);
+    return false;
+  }
   for (int64_t r = 0; r < t.shape[0]; ++r) {
     PackedRow packed = unpackRow(row + r, ratio);
     if (packed.seqPos >= dq.shape[1])
@@ -220,8 +228,8 @@ bool Interpreter::run(AccumulateDqOp accumulate, std::string &error) {
     float *to =
         &dq.data[((batch * dq.shape[1] + packed.seqPos) * dq.shape[2] + qHead) *
                  dim];
-    for (int64_t x = 0; x < dim; ++x)
-      to[x] += t.data[r * dim + x];
+    for (int64_t x = 0; x < width; ++x)
+      to[column + x] += t.data[r * width + x];
   }
   return true;
 }

@@ -1025,17 +1025,18 @@ bool Cta::run(const RoleStep &step, WarpgroupTransposedMmaOp mma) {
   readWarpgroupOperands(issued, step.self, step.thread.clock, step.what);
   ++report.mmasIssued[step.thread.name];
   auto result = makeTile(mma.getResult());
-  // result[m][x] = Σ_k a[k][m] · b[offset + k][x], in f32.
+  // result[m][x] = Σ_k a[k][m] · b[offset + k][column + x], in f32.
   int64_t k = a.type.getRows(), m = a.type.getCols(), n = b.type.getCols();
+  int64_t width = result->shape[1], column = mma.getColumnOffset();
   const float *lhs = &a.data[aStage * k * m];
   const float *rhs =
-      &b.data[(bStage * b.type.getRows() + mma.getRowOffset()) * n];
+      &b.data[(bStage * b.type.getRows() + mma.getRowOffset()) * n + column];
   for (int64_t row = 0; row < m; ++row)
-    for (int64_t x = 0; x < n; ++x) {
+    for (int64_t x = 0; x < width; ++x) {
       float sum = 0.0f;
       for (int64_t i = 0; i < k; ++i)
         sum += lhs[i * m + row] * rhs[i * n + x];
-      result->data[row * n + x] = sum;
+      result->data[row * width + x] = sum;
     }
   interpreter.setTile(mma.getResult(), result);
   if (mma.getAsync())

@@ -11,6 +11,7 @@
 
 #include "fa4/Emu/Emulator.h"
 #include "fa4/InitFA4.h"
+#include "fa4/Runtime/Backward.h"
 #include "fa4/Runtime/Contract.h"
 #include "fa4/Runtime/Launch.h"
 #include "fa4/Runtime/Runtime.h"
@@ -39,6 +40,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <random>
 #include <thread>
 
 using namespace llvm;
@@ -584,9 +586,246 @@ static llvm::Error checkProblemSize(const sim::Problem &p) {
   return llvm::Error::success();
 }
 
+/// The backward (a manifest of kind "backward"): its three kernels on drawn
+/// Q, K, V and dO, O and the LSE from the float64 forward (what fa4-sim's
+/// backward runs draw), judged by FlashAttention's rule against the
+/// float64 gradients.
+static int emulateBackward(const std::string &manifestText) {
+  llvm::Expected<runtime::BackwardManifest> parsed =
+      runtime::parseBackwardManifest(manifestText);
+  if (!parsed)
+    return fail(prefixError(manifestFile + ": ", parsed.takeError()));
+  runtime::BackwardManifest &manifest = *parsed;
+  if (!emu::emulatesTarget(manifest.target))
+    return fail("the manifest is for " + manifest.target + "; fa4-emu runs " +
+                target::emulatedChips() + " kernels");
+  if (!entryFile.empty())
+    return fail("--entry gives a forward's mod regions; the backward's "
+                "kernels run none");
+  if (smCount > 0)
+    manifest.smCount = smCount;
+  std::string ptxPath = ptxFile;
+  if (ptxPath.empty()) {
+    SmallString<256> beside(manifestFile);
+    sys::path::remove_filename(beside);
+    sys::path::append(beside, manifest.ptx);
+    ptxPath = std::string(beside);
+  }
+  llvm::Expected<std::string> ptxText =
+      readRegularFile(ptxPath, kMaxKernelFileBytes);
+  if (!ptxText)
+    return fail(ptxText.takeError());
+  llvm::Expected<std::shared_ptr<const emu::Program>> program =
+      emu::parsePtx(*ptxText);
+  if (!program)
+    return fail(prefixError(ptxPath + ": ", program.takeError()));
+  if (emu::targetOf(**program) != manifest.target)
+    return fail("the manifest is for " + manifest.target + " but its PTX " +
+                ptxPath + " targets " + emu::targetOf(**program));
+  // Each kernel's entry takes the parameters its conventions lay out.
+  for (int k = 0; k < 3; ++k) {
+    std::vector<emu::KernelParam> params =
+        emu::kernelParams(**program, manifest.kernels[k].name);
+    std::vector<runtime::BackwardParameter> expected =
+        runtime::backwardParameters(k);
+    bool same = params.size() == expected.size();
+    for (size_t i = 0; same && i < params.size(); ++i)
+      same = params[i].bytes == expected[i].bytes;
+    if (!same)
+      return fail(ptxPath + ": the kernel " + manifest.kernels[k].name +
+                  " does not take the backward's " +
+                  std::to_string(expected.size()) +
+                  " parameters (it is not this manifest's)");
+  }
+
+  runtime::Manifest variant;
+  variant.mask = manifest.mask;
+  variant.windowLeft = manifest.windowLeft;
+  variant.windowRight = manifest.windowRight;
+  variant.scale = manifest.scale;
+  variant.softcap = manifest.softcap;
+  variant.headDim = manifest.headDim;
+  variant.qHeads = manifest.qHeads;
+  variant.kvHeads = manifest.kvHeads;
+  variant.dtype = manifest.dtype;
+  sim::Problem problem = sim::problemOf(variant, batch, seqQ, seqK);
+  runtime::Shapes shapes{batch, seqQ, seqK};
+  if (llvm::Error refused = runtime::checkShapes(variant, shapes))
+    return fail(std::move(refused));
+  if (llvm::Error refused = checkProblemSize(problem))
+    return fail(std::move(refused));
+  if (distribution == sim::InputDistribution::NonFinite)
+    return fail("--dist nonfinite has no reference gradients; the backward "
+                "runs on finite inputs");
+
+  // Q, K, V as the forward's runs draw them; dO standard normal from its
+  // own stream of the seed; O (rounded) and the LSE from the float64
+  // forward.
+  bool bf16 = manifest.dtype == "bf16";
+  auto rounded = [&](float x) {
+    return bf16 ? roundToBFloat16(x) : roundToHalf(x);
+  };
+  std::vector<float> q, k, v, dout;
+  sim::fillInputs(problem, bf16, seed, distribution, q, k, v);
+  std::mt19937_64 generator(seed * 0x9e3779b97f4a7c15ull + 17);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  dout.resize(q.size());
+  for (float &x : dout)
+    x = rounded(normal(generator));
+  std::vector<double> out64, lse64;
+  sim::referenceAttention(problem, q, k, v, out64, lse64);
+  std::vector<float> out(out64.size()), lse(lse64.size());
+  for (size_t i = 0; i < out.size(); ++i)
+    out[i] = rounded(static_cast<float>(out64[i]));
+  for (size_t i = 0; i < lse.size(); ++i)
+    lse[i] = static_cast<float>(lse64[i]);
+  sim::BackwardReference reference;
+  sim::computeBackwardReference(problem, bf16, q, k, v, out, dout, lse,
+                                reference);
+
+  emu::Device device;
+  auto upload16 = [&](const std::vector<float> &values) {
+    uint64_t address = device.allocate(values.size() * 2);
+    uint16_t *bits = reinterpret_cast<uint16_t *>(
+        device.host(address, values.size() * 2));
+    for (size_t i = 0; i < values.size(); ++i)
+      bits[i] = bf16 ? floatToBFloat16Bits(values[i])
+                     : floatToHalfBits(values[i]);
+    return address;
+  };
+  runtime::BackwardBuffers buffers;
+  buffers.q = upload16(q);
+  buffers.k = upload16(k);
+  buffers.v = upload16(v);
+  buffers.o = upload16(out);
+  buffers.dout = upload16(dout);
+  buffers.lse = device.allocate(lse.size() * 4);
+  std::memcpy(device.host(buffers.lse, lse.size() * 4), lse.data(),
+              lse.size() * 4);
+  buffers.dq = device.allocate(q.size() * 2);
+  buffers.dk = device.allocate(k.size() * 2);
+  buffers.dv = device.allocate(v.size() * 2);
+  buffers.delta = device.allocate(lse.size() * 4);
+  buffers.dqAccum = device.allocate(q.size() * 4);
+  llvm::Expected<runtime::BackwardPlan> plan = runtime::planBackwardLaunch(
+      manifest, shapes, buffers, emu::encodeTensorMap);
+  if (!plan)
+    return fail(plan.takeError());
+
+  // Every output and workspace starts as NaN, each interleaving.
+  struct Poisoned {
+    uint64_t address;
+    size_t bytes;
+  } poisoned[] = {{buffers.dq, q.size() * 2},      {buffers.dk, k.size() * 2},
+                  {buffers.dv, v.size() * 2},      {buffers.delta, lse.size() * 4},
+                  {buffers.dqAccum, q.size() * 4}};
+  auto read16 = [&](uint64_t address, size_t count) {
+    const uint16_t *bits =
+        reinterpret_cast<const uint16_t *>(device.host(address, count * 2));
+    std::vector<float> values(count);
+    for (size_t i = 0; i < count; ++i)
+      values[i] = bf16 ? bfloat16BitsToFloat(bits[i]) : halfBitsToFloat(bits[i]);
+    return values;
+  };
+  sim::GradientErrors errors;
+  emu::LaunchReport total;
+  int64_t failing = -1;
+  auto started = std::chrono::steady_clock::now();
+  for (int64_t run = 0; run < interleavings; ++run) {
+    for (const Poisoned &p : poisoned)
+      std::memset(device.host(p.address, p.bytes), 0xff, p.bytes);
+    bool clean = true;
+    for (int kernel = 0; kernel < 3; ++kernel) {
+      const runtime::LaunchPlan &launch = plan->kernels[kernel];
+      emu::LaunchConfig config;
+      config.kernel = manifest.kernels[kernel].name;
+      std::memcpy(config.grid, launch.grid, sizeof(config.grid));
+      std::memcpy(config.block, launch.block, sizeof(config.block));
+      config.dynamicSmemBytes = launch.dynamicSmemBytes;
+      config.arguments = launch.arguments;
+      config.workers = workers ? workers
+                               : std::max(1u, std::thread::hardware_concurrency());
+      config.seed = seed + run;
+      setScheduleKind(config);
+      llvm::Expected<emu::LaunchReport> report =
+          emu::launch(**program, device, config);
+      if (!report)
+        return fail(report.takeError());
+      if (kernel == 1)
+        total.ctas = report->ctas;
+      int64_t ctas = total.ctas;
+      total.add(*report);
+      total.ctas = ctas;
+      clean = clean && report->clean();
+      if (!report->clean())
+        break; // the later kernels would read what this one left
+    }
+    bool ok = sim::compareGradients(reference, read16(buffers.dq, q.size()),
+                                    read16(buffers.dk, k.size()),
+                                    read16(buffers.dv, v.size()),
+                                    absTolerance, errors) &&
+              clean;
+    if (!ok && failing < 0)
+      failing = run;
+    if (!total.errors.empty() || !total.deadlock.empty())
+      break;
+  }
+  double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started)
+          .count();
+
+  std::string text;
+  raw_string_ostream os(text);
+  os << "{\"level\":\"D\",\"backward\":true";
+  for (auto [name, value] : {std::pair{"dq_max_abs_err", errors.dq},
+                             {"dk_max_abs_err", errors.dk},
+                             {"dv_max_abs_err", errors.dv},
+                             {"ref_lowp_dq_max_abs_err", errors.refLowpDq},
+                             {"ref_lowp_dk_max_abs_err", errors.refLowpDk},
+                             {"ref_lowp_dv_max_abs_err", errors.refLowpDv}}) {
+    os << ",\"" << name << "\":";
+    jsonNumber(os, value);
+  }
+  os << ",\"interleavings\":" << interleavings << ",\"ctas\":" << total.ctas
+     << ",\"grid\":" << plan->kernels[1].grid[0]
+     << ",\"tasks\":" << plan->kernels[1].tasks
+     << ",\"instructions\":" << total.instructions
+     << ",\"mmas\":" << total.mmas
+     << ",\"tma_load_bytes\":" << total.tmaLoadBytes << ",\"errors\":";
+  jsonStrings(os, total.errors);
+  os << ",\"error_count\":" << total.errorCount << ",\"hazards\":";
+  jsonStrings(os, total.hazards);
+  os << ",\"hazard_count\":" << total.hazardCount << ",\"barrier_misuse\":";
+  jsonStrings(os, total.barrierMisuse);
+  os << ",\"deadlock\":";
+  if (total.deadlock.empty())
+    os << "null";
+  else
+    jsonStrings(os, total.deadlock);
+  os << ",\"failing_interleaving\":";
+  if (failing < 0)
+    os << "null";
+  else
+    os << failing;
+  os << ",\"wall_seconds\":" << format("%.3f", seconds)
+     << ",\"ok\":" << (failing < 0 ? "true" : "false") << "}";
+  outs() << text << "\n";
+  if (llvm::Error unwritten = flushStdout())
+    return fail(std::move(unwritten));
+  return failing < 0 ? 0 : 1;
+}
+
 /// fa4-emu after its options: runs the kernel and prints the report; the
 /// reference runs mod regions from `entryBuffer` (null without --entry).
 static int emulate(std::unique_ptr<MemoryBuffer> entryBuffer) {
+  {
+    llvm::Expected<std::string> text =
+        readRegularFile(manifestFile, kMaxManifestBytes);
+    if (!text)
+      return fail(text.takeError());
+    if (runtime::isBackwardManifest(*text))
+      return emulateBackward(*text);
+  }
   llvm::Expected<LoadedKernel> kernel = loadKernel();
   if (!kernel)
     return fail(kernel.takeError());

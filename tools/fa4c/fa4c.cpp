@@ -355,7 +355,7 @@ static llvm::Error checkInput(ModuleOp module, EmitKind kind) {
   if (llvm::Error refused = fa4::checkEntryLevel(module))
     return refused;
   if (kind != EmitKind::Mlir)
-    return fa4::checkOneKernel(module);
+    return fa4::checkOneKernel(module, /*allowBackward=*/true);
   return llvm::Error::success();
 }
 
@@ -420,6 +420,11 @@ static llvm::Expected<CacheUse> lookUpCache(ModuleOp module,
                                             EmitKind kind, StringRef ptxPath) {
   if (kind != EmitKind::Cubin)
     return fa4::makeError("--cache applies to cubin output (-o <file>.cubin)");
+  bool backwardModule = false;
+  module.walk([&](fa4::AttentionBackwardOp) { backwardModule = true; });
+  if (backwardModule)
+    return fa4::makeError("--cache holds forward kernels only; compile the "
+                          "backward without it");
   auto started = std::chrono::steady_clock::now();
   std::string directory = fa4::runtime::CompileCache::defaultDirectory();
   if (directory.empty())

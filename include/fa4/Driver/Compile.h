@@ -103,8 +103,11 @@ llvm::Error checkEntryLevel(ModuleOp module);
 /// Whether `module` holds exactly one kernel to compile to a binary: one
 /// function with an fa4.attention (or lowered from one, fa4.spec), as a
 /// cubin and its manifest describe one kernel. Otherwise an error says how
-/// many there are and where.
-llvm::Error checkOneKernel(ModuleOp module);
+/// many there are and where. A backward (fa4.attention_backward, or its
+/// lowered function: three kernels, one manifest of kind "backward") is
+/// accepted where `allowBackward` (fa4c; the runtime's compile paths do
+/// not launch it yet).
+llvm::Error checkOneKernel(ModuleOp module, bool allowBackward = false);
 
 /// compileVariant for entry IR given as text: one function holding one
 /// fa4.attention, as fa4c reads (regions, extras, tensors, any layout);

@@ -9,11 +9,13 @@
 #ifndef FA4_DRIVER_KERNELOUTPUT_H
 #define FA4_DRIVER_KERNELOUTPUT_H
 
+#include "fa4/Runtime/Backward.h"
 #include "fa4/Runtime/Launch.h"
 #include "mlir/Support/LLVM.h"
 #include "llvm/Support/Error.h"
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 namespace llvm {
@@ -66,6 +68,14 @@ runtime::Manifest kernelManifest(ModuleOp module, StringRef chip,
 
 /// Its JSON text (runtime::writeManifest); "{}" for a module without a
 /// launchable kernel. `ptxPath` names the PTX written beside the cubin.
+/// The backward's manifest (kind "backward", fa4/Runtime/Backward.h) of a
+/// module whose main kernel carries fa4.backward_launch; std::nullopt for
+/// any other module.
+std::optional<runtime::BackwardManifest>
+backwardManifest(ModuleOp module, StringRef chip, StringRef cubinPath,
+                 StringRef ptxPath);
+
+/// The manifest's text: the backward's when the module holds one.
 std::string launchManifest(ModuleOp module, StringRef chip,
                            StringRef cubinPath, StringRef ptxPath,
                            const PtxasReport &ptxas);

@@ -11,6 +11,7 @@
 #include "fa4/Conversion/FA4ToNVVM/Lowering.h"
 
 #include "fa4/Conversion/Passes.h"
+#include "fa4/Support/AttentionMath.h"
 #include "fa4/Target/Blackwell/Chip.h"
 #include "fa4/Target/Blackwell/ScheduleConfig.h"
 #include "fa4/Transforms/TileConfig.h"
@@ -88,6 +89,8 @@ struct FA4ToNVVMPass : public fa4::impl::FA4ToNVVMBase<FA4ToNVVMPass> {
   using Base::Base;
   void runOnOperation() override;
   LogicalResult convert(func::FuncOp func, gpu::GPUModuleOp gpuModule);
+  /// The backward's schedule (fa4.backward_spec): three kernels.
+  LogicalResult convertBackward(func::FuncOp func, gpu::GPUModuleOp gpuModule);
   /// The chip compiled for, resolved by runOnOperation.
   const target::ChipInfo *chipInfo = nullptr;
 };
@@ -507,6 +510,325 @@ LogicalResult FA4ToNVVMPass::convert(func::FuncOp func,
   return success();
 }
 
+//===----------------------------------------------------------------------===//
+// The backward: three kernels
+//===----------------------------------------------------------------------===//
+
+namespace {
+/// Builds the kernels around the backward's main one: plain loops, a
+/// thread per (batch, position, head) row, no shared memory.
+struct RowKernelBuilder {
+  OpBuilder &b;
+  Location loc;
+
+  Value i32(int64_t v) {
+    return LLVM::ConstantOp::create(b, loc, b.getI32Type(),
+                                    b.getI32IntegerAttr(v));
+  }
+  Value i64(int64_t v) {
+    return LLVM::ConstantOp::create(b, loc, b.getI64Type(),
+                                    b.getI64IntegerAttr(v));
+  }
+  Value wide(Value v) {
+    return v.getType().isInteger(64)
+               ? v
+               : arith::ExtUIOp::create(b, loc, b.getI64Type(), v).getResult();
+  }
+  Value add(Value x, Value y) { return arith::AddIOp::create(b, loc, x, y); }
+  Value mul(Value x, Value y) { return arith::MulIOp::create(b, loc, x, y); }
+  Value gep(Value pointer, Type element, Value offset) {
+    return LLVM::GEPOp::create(b, loc, pointer.getType(), element, pointer,
+                               ValueRange{offset});
+  }
+  /// A kernel of `params` named `name`, 128 threads a CTA; its entry block.
+  Block *kernel(gpu::GPUModuleOp module, StringRef name,
+                ArrayRef<Type> params) {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToEnd(&module.getBodyRegion().front());
+    auto func = LLVM::LLVMFuncOp::create(
+        b, loc, name,
+        LLVM::LLVMFunctionType::get(LLVM::LLVMVoidType::get(b.getContext()),
+                                    params));
+    func->setAttr("nvvm.kernel", b.getUnitAttr());
+    func->setAttr("nvvm.reqntid", b.getDenseI32ArrayAttr({kRowThreads}));
+    return func.addEntryBlock(b);
+  }
+  /// `body(row)` for every row index (i64) in [0, rows), grid-stride.
+  void forEachRow(Value rows, function_ref<void(Value)> body) {
+    Value thread = wide(NVVM::ThreadIdXOp::create(b, loc, b.getI32Type()));
+    Value block = wide(NVVM::BlockIdXOp::create(b, loc, b.getI32Type()));
+    Value grid = wide(NVVM::GridDimXOp::create(b, loc, b.getI32Type()));
+    Value first = add(mul(block, i64(kRowThreads)), thread);
+    Value step = mul(grid, i64(kRowThreads));
+    auto loop = scf::ForOp::create(b, loc, first, rows, step);
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPoint(loop.getBody()->getTerminator());
+    body(loop.getInductionVar());
+  }
+  static constexpr int32_t kRowThreads = 128;
+};
+} // namespace
+
+LogicalResult FA4ToNVVMPass::convertBackward(func::FuncOp func,
+                                             gpu::GPUModuleOp gpuModule) {
+  MLIRContext *context = &getContext();
+  BackwardSpecAttr spec = getBackwardSpec(func);
+  auto argument = [&](BackwardArgument role) {
+    return func.getArgument(spec.getArguments()[role]);
+  };
+  FailureOr<target::Family> family = scheduleFamily(func, *chipInfo);
+  if (failed(family))
+    return failure();
+  if (*family != target::Family::Hopper)
+    return func.emitError() << "the backward is lowered for Hopper (sm_90a) "
+                               "only; its Blackwell schedule is not built yet";
+  if (!spec.getExtras().empty())
+    return func.emitError() << "the backward reads extras (a score_mod or "
+                               "mask_mod region's); mod regions are not "
+                               "lowered for sm_90a yet (fa4-sim runs them)";
+  WarpSpecializeOp specialize;
+  func.walk([&](WarpSpecializeOp op) { specialize = op; });
+  KernelState kernel;
+  kernel.family = &familyLowering(*family);
+  layOutSharedMemory(func, kernel);
+  if (kernel.smemBytes > chipInfo->smemBytesPerCta)
+    return func.emitError() << "the kernel needs " << kernel.smemBytes
+                            << " bytes of shared memory, more than the "
+                            << chipInfo->smemBytesPerCta << " a CTA of "
+                            << chipInfo->name << " may use";
+  OpBuilder b(gpuModule.getBodyRegion());
+  b.setInsertionPointToEnd(&gpuModule.getBodyRegion().front());
+  Location loc = func.getLoc();
+  if (!gpuModule.lookupSymbol("fa4_smem"))
+    LLVM::GlobalOp::create(b, loc, LLVM::LLVMArrayType::get(b.getI8Type(), 0),
+                           false, LLVM::Linkage::External, "fa4_smem",
+                           Attribute(), 1024, 3);
+  auto ptr = LLVM::LLVMPointerType::get(context);
+  auto globalPtr = LLVM::LLVMPointerType::get(context, 1);
+  Type i32 = b.getI32Type(), i64 = b.getI64Type();
+
+  // The main kernel: tensor maps of Q, K, V and dO; the LSE, delta and the
+  // dQ accumulator (dense); dK and dV with their strides in elements
+  // (batch, sequence, head); batch, seq_q, seq_k.
+  SmallVector<Type> params(4, ptr);
+  params.append(3, globalPtr);
+  for (int i = 0; i < 2; ++i) {
+    params.push_back(globalPtr);
+    params.append(3, i64);
+  }
+  params.append(3, i32);
+  auto mainFunc = LLVM::LLVMFuncOp::create(
+      b, loc, func.getName(),
+      LLVM::LLVMFunctionType::get(LLVM::LLVMVoidType::get(context), params));
+  mainFunc->setAttr("nvvm.kernel", b.getUnitAttr());
+  mainFunc->setAttr("nvvm.reqntid",
+                    b.getDenseI32ArrayAttr(
+                        {static_cast<int32_t>(specialize.getNumThreads())}));
+  mainFunc->setAttr("nvvm.minctasm", b.getI32IntegerAttr(1));
+  mainFunc->setAttr("nvvm.maxnreg",
+                    b.getI32IntegerAttr(blackwell::registersAtLaunch(
+                        specialize.getNumThreads())));
+  auto map = LLVM::LLVMArrayType::get(b.getI8Type(), 128);
+  for (unsigned i = 0; i < 4; ++i) {
+    mainFunc.setArgAttr(i, "llvm.byval", TypeAttr::get(map));
+    mainFunc.setArgAttr(i, "nvvm.grid_constant", b.getUnitAttr());
+    mainFunc.setArgAttr(i, "llvm.align", b.getI64IntegerAttr(64));
+  }
+  {
+    Block *entry = mainFunc.addEntryBlock(b);
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(entry);
+    kernel.q = argument(kBwdQ);
+    kernel.k = argument(kBwdK);
+    kernel.v = argument(kBwdV);
+    BackwardArgument maps[] = {kBwdQ, kBwdK, kBwdV, kBwdDout};
+    for (unsigned i = 0; i < 4; ++i)
+      kernel.tensorMaps[argument(maps[i])] = entry->getArgument(i);
+    unsigned next = 4;
+    for (BackwardArgument role : {kBwdLse, kBwdDelta, kBwdDqAccum})
+      kernel.globalPointers[argument(role)] = entry->getArgument(next++);
+    for (BackwardArgument role : {kBwdDk, kBwdDv}) {
+      kernel.globalPointers[argument(role)] = entry->getArgument(next++);
+      std::array<Value, 3> &strides = kernel.strides[argument(role)];
+      for (Value &stride : strides)
+        stride = entry->getArgument(next++);
+    }
+    kernel.batch = entry->getArgument(next++);
+    kernel.seqQ = entry->getArgument(next++);
+    kernel.seqK = entry->getArgument(next++);
+    kernel.smem = LLVM::AddressOfOp::create(
+        b, loc, LLVM::LLVMPointerType::get(context, 3), "fa4_smem");
+    kernel.threadId = NVVM::ThreadIdXOp::create(b, loc, b.getI32Type());
+    Lowering lowering(b, kernel);
+    if (failed(lowering.lowerBlock(func.getBody().front())))
+      return failure();
+  }
+  // What the backward's manifest says (fa4/Runtime/Backward.h): the
+  // variant, the grid, and the main kernel's CTA, shared memory and roles.
+  {
+    auto qType = cast<MemRefType>(argument(kBwdQ).getType());
+    auto kType = cast<MemRefType>(argument(kBwdK).getType());
+    int64_t qHeads = qType.getDimSize(2), kvHeads = kType.getDimSize(2);
+    GridAttr grid = specialize->getAttrOfType<GridAttr>(kGridAttrName);
+    SmallVector<Attribute> roles;
+    for (RoleOp role : specialize.getRoles().front().getOps<RoleOp>())
+      roles.push_back(RoleInfoAttr::get(context, role.getName(),
+                                        role.getFirstWarp(),
+                                        role.getNumWarps(),
+                                        role.getRegisters()));
+    NamedAttribute fields[] = {
+        b.getNamedAttr("spec", spec),
+        b.getNamedAttr("head_dim", b.getI64IntegerAttr(qType.getDimSize(3))),
+        b.getNamedAttr("q_heads", b.getI64IntegerAttr(qHeads)),
+        b.getNamedAttr("kv_heads", b.getI64IntegerAttr(kvHeads)),
+        b.getNamedAttr("dtype",
+                       b.getStringAttr(qType.getElementType().isBF16()
+                                           ? "bf16"
+                                           : "fp16")),
+        b.getNamedAttr("gqa_packing",
+                       b.getI64IntegerAttr(gqaPacking(qHeads / kvHeads))),
+        b.getNamedAttr("sm_count",
+                       b.getI64IntegerAttr(grid ? grid.getSmCount() : 1)),
+        b.getNamedAttr("block",
+                       b.getI64IntegerAttr(specialize.getNumThreads())),
+        b.getNamedAttr("row_block",
+                       b.getI64IntegerAttr(RowKernelBuilder::kRowThreads)),
+        b.getNamedAttr("dynamic_smem_bytes",
+                       b.getI64IntegerAttr(kernel.smemBytes)),
+        b.getNamedAttr("roles", b.getArrayAttr(roles))};
+    mainFunc->setAttr(kBackwardLaunchAttrName, b.getDictionaryAttr(fields));
+  }
+
+  auto dims = [&](BackwardArgument role) {
+    auto type = cast<MemRefType>(argument(role).getType());
+    return std::pair{type.getDimSize(2), type.getDimSize(3)};
+  };
+  auto [heads, dim] = dims(kBwdQ);
+  Type element = cast<MemRefType>(argument(kBwdQ).getType()).getElementType();
+  Type f32 = b.getF32Type();
+  RowKernelBuilder rows{b, loc};
+  // The strided row [batch, position, head] of a tensor given by its
+  // address and strides.
+  auto rowAddress = [&](Value base, ArrayRef<Value> strides, Type type,
+                        Value batch, Value position, Value head) {
+    Value offset = rows.add(rows.add(rows.mul(batch, strides[0]),
+                                     rows.mul(position, strides[1])),
+                            rows.mul(head, strides[2]));
+    return rows.gep(base, type, offset);
+  };
+  // Row r of [batch, seq_q, heads]: its batch, position and head (i64).
+  auto unpack = [&](Value r, Value seqQ) {
+    Value head = arith::RemUIOp::create(b, loc, r, rows.i64(heads));
+    Value rest = arith::DivUIOp::create(b, loc, r, rows.i64(heads));
+    Value position = arith::RemUIOp::create(b, loc, rest, seqQ);
+    Value batch = arith::DivUIOp::create(b, loc, rest, seqQ);
+    return std::tuple{batch, position, head};
+  };
+  auto pairType = VectorType::get({2}, element);
+
+  // fa4.prepare_backward: (O, its strides, dO, its strides, delta,
+  // dq_accum, batch, seq_q); delta = Σ O·dO in f32, the accumulator's row
+  // zeroed.
+  {
+    SmallVector<Type> prepareParams{globalPtr, i64, i64, i64,
+                                    globalPtr, i64, i64, i64,
+                                    globalPtr, globalPtr, i32, i32};
+    Block *entry = rows.kernel(gpuModule, (func.getName() + "_prepare").str(),
+                               prepareParams);
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(entry);
+    Value seqQ = rows.wide(entry->getArgument(11));
+    Value total = rows.mul(rows.mul(rows.wide(entry->getArgument(10)), seqQ),
+                           rows.i64(heads));
+    rows.forEachRow(total, [&](Value r) {
+      auto [batch, position, head] = unpack(r, seqQ);
+      SmallVector<Value> oStrides{entry->getArgument(1), entry->getArgument(2),
+                                  entry->getArgument(3)};
+      SmallVector<Value> doStrides{entry->getArgument(5), entry->getArgument(6),
+                                   entry->getArgument(7)};
+      Value o = rowAddress(entry->getArgument(0), oStrides, element, batch,
+                           position, head);
+      Value dout = rowAddress(entry->getArgument(4), doStrides, element, batch,
+                              position, head);
+      // Pairs of elements, products summed in f32 in order.
+      Value sum = arith::ConstantOp::create(b, loc, b.getF32FloatAttr(0.0f));
+      for (int64_t c = 0; c < dim; c += 2) {
+        Value x = LLVM::LoadOp::create(b, loc, pairType,
+                                       rows.gep(o, element, rows.i64(c)), 4);
+        Value y = LLVM::LoadOp::create(b, loc, pairType,
+                                       rows.gep(dout, element, rows.i64(c)), 4);
+        for (int64_t e = 0; e < 2; ++e) {
+          Value xe = arith::ExtFOp::create(
+              b, loc, f32,
+              vector::ExtractOp::create(b, loc, x, ArrayRef<int64_t>{e})
+                  .getResult());
+          Value ye = arith::ExtFOp::create(
+              b, loc, f32,
+              vector::ExtractOp::create(b, loc, y, ArrayRef<int64_t>{e})
+                  .getResult());
+          sum = LLVM::FMAOp::create(b, loc, xe, ye, sum);
+        }
+      }
+      // delta [batch, heads, seq_q], dense.
+      Value at = rows.add(
+          rows.mul(rows.add(rows.mul(batch, rows.i64(heads)), head), seqQ),
+          position);
+      LLVM::StoreOp::create(b, loc, sum,
+                            rows.gep(entry->getArgument(8), f32, at));
+      // The accumulator's row [batch, seq_q, heads, dim], dense: r · dim.
+      Value zeros = arith::ConstantOp::create(
+          b, loc, DenseElementsAttr::get(VectorType::get({4}, f32), 0.0f));
+      Value accum = rows.gep(entry->getArgument(9), f32,
+                             rows.mul(r, rows.i64(dim)));
+      for (int64_t c = 0; c < dim; c += 4)
+        LLVM::StoreOp::create(b, loc, zeros,
+                              rows.gep(accum, f32, rows.i64(c)), 16);
+    });
+    LLVM::ReturnOp::create(b, loc, ValueRange());
+  }
+  // fa4.finish_dq: (dq_accum, dQ, its strides, batch, seq_q); dQ =
+  // accumulator · scale, rounded.
+  {
+    float scale = 1.0f;
+    func.walk([&](FinishDqOp finish) {
+      scale = finish.getScale().convertToFloat();
+    });
+    SmallVector<Type> finishParams{globalPtr, globalPtr, i64, i64, i64, i32,
+                                   i32};
+    Block *entry = rows.kernel(gpuModule, (func.getName() + "_finish").str(),
+                               finishParams);
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(entry);
+    Value seqQ = rows.wide(entry->getArgument(6));
+    Value total = rows.mul(rows.mul(rows.wide(entry->getArgument(5)), seqQ),
+                           rows.i64(heads));
+    rows.forEachRow(total, [&](Value r) {
+      auto [batch, position, head] = unpack(r, seqQ);
+      SmallVector<Value> strides{entry->getArgument(2), entry->getArgument(3),
+                                 entry->getArgument(4)};
+      Value dq = rowAddress(entry->getArgument(1), strides, element, batch,
+                            position, head);
+      Value accum = rows.gep(entry->getArgument(0), f32,
+                             rows.mul(r, rows.i64(dim)));
+      auto f32Pair = VectorType::get({2}, f32);
+      for (int64_t c = 0; c < dim; c += 2) {
+        Value x = LLVM::LoadOp::create(b, loc, f32Pair,
+                                       rows.gep(accum, f32, rows.i64(c)), 8);
+        x = arith::MulFOp::create(
+            b, loc, x,
+            arith::ConstantOp::create(
+                b, loc, DenseElementsAttr::get(f32Pair,
+                                               b.getF32FloatAttr(scale))));
+        Value rounded = arith::TruncFOp::create(b, loc, pairType, x);
+        LLVM::StoreOp::create(b, loc, rounded,
+                              rows.gep(dq, element, rows.i64(c)), 4);
+      }
+    });
+    LLVM::ReturnOp::create(b, loc, ValueRange());
+  }
+  return success();
+}
+
 void FA4ToNVVMPass::runOnOperation() {
   ModuleOp module = getOperation();
   MLIRContext *context = &getContext();
@@ -520,19 +842,15 @@ void FA4ToNVVMPass::runOnOperation() {
   module.walk([&](func::FuncOp func) {
     bool scheduled = false;
     func.walk([&](WarpSpecializeOp) { scheduled = true; });
-    if (getKernelSpec(func) && scheduled)
+    bool known = getKernelSpec(func) || getBackwardSpec(func);
+    if (known && scheduled)
       kernels.push_back(func);
-    else if (scheduled && getBackwardSpec(func))
-      func.emitError() << "@" << func.getName()
-                       << " holds the backward's level-C schedule "
-                          "(fa4.backward_spec), which fa4-to-nvvm does not "
-                          "lower yet (fa4-sim runs it)";
     else if (scheduled)
       func.emitError() << "@" << func.getName()
                        << " holds a level-C schedule but no fa4.spec (the "
                           "variant fa4-tile records): fa4-to-nvvm cannot "
                           "lower it";
-    noSpec |= scheduled && !getKernelSpec(func);
+    noSpec |= scheduled && !known;
   });
   if (noSpec)
     return signalPassFailure();
@@ -578,7 +896,8 @@ void FA4ToNVVMPass::runOnOperation() {
                                                 chipInfo->name,
                                                 "+ptx88")}));
   for (func::FuncOp func : kernels) {
-    if (failed(convert(func, gpuModule)))
+    if (failed(getBackwardSpec(func) ? convertBackward(func, gpuModule)
+                                     : convert(func, gpuModule)))
       return signalPassFailure();
     func.erase();
   }

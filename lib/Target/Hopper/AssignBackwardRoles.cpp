@@ -269,7 +269,6 @@ BackwardProgramBuilder::buildConsumerStep(const BackwardTask &task,
   Type f32 = b.getF32Type();
   auto scoreType = tile(kStep, kStep, f32);
   auto lowType = tile(kStep, kStep, element);
-  auto gradType = tile(kStep, headDim, f32);
   auto rowType = RankedTensorType::get({kStep}, f32);
   int64_t keyOffset = half * kStep;
   Value keyBegin = add(task.col, index(keyOffset));
@@ -277,11 +276,13 @@ BackwardProgramBuilder::buildConsumerStep(const BackwardTask &task,
   QBlockRangeOp range = at.range;
   ConsumerWaitOp::create(b, loc, qBuffer, at.item);
   ConsumerWaitOp::create(b, loc, doBuffer, at.item);
+  // The LSE and delta of the step's packed rows, along the tiles' columns.
   Value lse = LoadRowTileOp::create(b, loc, rowType, argument(kBwdLse),
-                                    task.batch, at.head, row, packing);
-  Value delta = LoadRowTileOp::create(b, loc, rowType,
-                                      argument(kBwdDelta), task.batch,
-                                      at.head, row, packing);
+                                    task.batch, at.head, row, packing,
+                                    /*transposed=*/true);
+  Value delta = LoadRowTileOp::create(b, loc, rowType, argument(kBwdDelta),
+                                      task.batch, at.head, row, packing,
+                                      /*transposed=*/true);
   // Sᵀ = K·Qᵀ for the warpgroup's keys.
   Value raw = WarpgroupScoreMmaOp::create(b, loc, scoreType, kBuffer,
                                           task.taskCount, keyOffset,
@@ -377,18 +378,27 @@ BackwardProgramBuilder::buildConsumerStep(const BackwardTask &task,
       WarpgroupValueMmaOp::create(b, loc, dsLow, qBuffer, at.item, dkIn);
   ConsumerReleaseOp::create(b, loc, qBuffer, at.item);
   // The warpgroup's share of dQ = dS·K: dSᵀ staged in its own buffer,
-  // read back as the MMA's transposed A operand.
+  // read back as the MMA's transposed A operand; 64 columns of the head
+  // dim at a time, each added to the accumulator before the next (its
+  // registers beside dK and dV).
   Value staging = dsBuffer[half];
   ProducerAcquireOp::create(b, loc, staging, at.item);
   SmemStoreOp::create(b, loc, dsLow, staging, at.item, Value(),
                       IntegerAttr());
   ProducerCommitOp::create(b, loc, staging, at.item);
   ConsumerWaitOp::create(b, loc, staging, at.item);
-  Value dqPart = WarpgroupTransposedMmaOp::create(
-      b, loc, gradType, staging, at.item, kBuffer, task.taskCount, keyOffset);
+  for (int64_t column = 0; column < headDim; column += kStep) {
+    auto partType = tile(kStep, std::min(kStep, headDim - column), f32);
+    auto dqPart = WarpgroupTransposedMmaOp::create(
+        b, loc, partType, staging, at.item, kBuffer, task.taskCount,
+        keyOffset);
+    dqPart.setColumnOffset(column);
+    auto accumulate =
+        AccumulateDqOp::create(b, loc, dqPart, argument(kBwdDqAccum),
+                               task.batch, at.head, row, packing);
+    accumulate.setColumn(column);
+  }
   ConsumerReleaseOp::create(b, loc, staging, at.item);
-  AccumulateDqOp::create(b, loc, dqPart, argument(kBwdDqAccum),
-                         task.batch, at.head, row, packing);
   return {dkOut, dvOut};
 }
 
@@ -443,7 +453,7 @@ LogicalResult BackwardProgramBuilder::build() {
   auto specialize = WarpSpecializeOp::create(b, loc);
   Block *roles = new Block();
   specialize.getRoles().push_back(roles);
-  for (const RoleSpec &role : hopper::ScheduleConfig::roles()) {
+  for (const RoleSpec &role : hopper::ScheduleConfig::backwardRoles()) {
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToEnd(roles);
     auto op = RoleOp::create(b, loc, role.name, role.firstWarp, role.numWarps,

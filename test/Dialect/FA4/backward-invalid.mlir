@@ -239,8 +239,28 @@ module attributes {fa4.target = #fa4.target<sm_90a>} {
   func.func @transposed_mma_result(%i: index) -> tensor<64x128xf32> {
     %ds = fa4.smem_alloc "ds" : <[64, 64], bf16, stages = 1>
     %k = fa4.smem_alloc "k" : <[128, 64], bf16, stages = 1>
-    // expected-error @+1 {{result must be tensor<64x64xf32>, got 'tensor<64x128xf32>'}}
+    // expected-error @+1 {{result must be tensor<64xNxf32> with N a multiple of 8 up to 64 (the rhs's columns from 0), got 'tensor<64x128xf32>'}}
     %dq = fa4.wgmma_transposed %ds[%i], %k[%i] rows 64 : <[64, 64], bf16, stages = 1>, <[128, 64], bf16, stages = 1> -> tensor<64x128xf32>
     return %dq : tensor<64x128xf32>
   }
+}
+
+// -----
+
+module attributes {fa4.target = #fa4.target<sm_90a>} {
+  func.func @transposed_mma_column(%i: index) -> tensor<64x64xf32> {
+    %ds = fa4.smem_alloc "ds" : <[64, 64], f16, stages = 1>
+    %k = fa4.smem_alloc "k" : <[128, 128], f16, stages = 1>
+    // expected-error @+1 {{column_offset 32 is not a multiple of 64 inside the rhs's 128 columns}}
+    %dq = fa4.wgmma_transposed %ds[%i], %k[%i] rows 0 {column_offset = 32} : <[64, 64], f16, stages = 1>, <[128, 128], f16, stages = 1> -> tensor<64x64xf32>
+    return %dq : tensor<64x64xf32>
+  }
+}
+
+// -----
+
+func.func @accumulate_columns(%t: tensor<64x64xf32>, %acc: memref<?x?x2x96xf32>, %i: index) {
+  // expected-error @+1 {{adds columns [64, 128) of 'tensor<64x64xf32>', which must be f32 inside the accumulator's static head dim}}
+  fa4.accumulate_dq %t, %acc[%i, %i, %i] {gqa_ratio = 1 : i64, column = 64 : i64} : tensor<64x64xf32>, memref<?x?x2x96xf32>
+  return
 }

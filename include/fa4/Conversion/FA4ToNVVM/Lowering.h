@@ -21,12 +21,18 @@
 #include "mlir/IR/IRMapping.h"
 #include "llvm/ADT/DenseMap.h"
 
+#include <array>
+
 namespace mlir::fa4::nvvm {
 
 /// Shared-memory tiles are laid out as TMA writes them: boxes of 64 columns
 /// of 16-bit elements, one 128-byte swizzle line per row, box after box.
 constexpr int64_t kBoxColumns = 64;
 constexpr int64_t kSwizzleLineBytes = 128;
+/// Bytes from one 8-row group of a 128-byte-swizzled tile to the next.
+constexpr uint32_t kSwizzleAtomBytes = 1024;
+/// K elements per wgmma of 16-bit inputs.
+constexpr int64_t kWgmmaK = 16;
 /// Bytes from one box of `type`'s tile to the next: its rows' lines.
 inline int64_t boxBytes(SmemType type) {
   return type.getRows() * kSwizzleLineBytes;
@@ -133,6 +139,10 @@ struct KernelState {
   /// elements (batch, sequence, head), kernel parameters.
   Value outPointer;
   Value outStrides[3];
+  /// The backward's tensors written by address (dK, dV): their strides in
+  /// elements (batch, sequence, head), kernel parameters; the address is
+  /// in globalPointers.
+  llvm::DenseMap<Value, std::array<Value, 3>> strides;
   double exp2EmulationFraction = 0.0;
   /// The lowering of the schedule's chip family: Blackwell's (tiles in
   /// TMEM, a row per thread; Blackwell/) or Hopper's (tiles in registers in
@@ -244,6 +254,9 @@ private:
   void emitExit();
   LogicalResult lowerScheduler(Operation *op);
   LogicalResult lowerKvBlockRange(KvBlockRangeOp range);
+  /// AttentionMath's queryBlockRange on index values: the query blocks
+  /// scanned, each block's key range by emitKvBlockRange.
+  LogicalResult lowerQBlockRange(QBlockRangeOp range);
   LogicalResult lowerTaskCoords(TaskCoordsOp coords);
   /// Varlen's grid (AttentionMath.h's varlenTaskAt, varlenSlot).
   LogicalResult lowerVarlenTaskCoords(TaskCoordsOp coords);
@@ -389,6 +402,13 @@ private:
                              uint64_t bits);
   /// The `count` floats of a wgmma's result struct as a vector.
   Value unpackAccumulators(Value structValue, int64_t count);
+  /// One inline-assembly wgmma group (Warpgroup.cpp): fence, `body`'s
+  /// MMAs on `accumulators` f32 outputs ("{$0, ...}", wgmmaAccumulators),
+  /// commit, and unless `async` the wait.
+  Value emitWarpgroupMma(int64_t accumulators, SmallVector<Value> inputs,
+                         StringRef constraintsIn, const std::string &body,
+                         bool tied, bool async);
+  static std::string wgmmaAccumulators(int64_t count);
   /// The value of row `half` of a row vector (vector<2>), and the row
   /// vector of two rows' values.
   Value rowOfFragment(Value rowVector, int64_t half);
@@ -405,6 +425,30 @@ private:
   /// Stores `lse` (f32) as the LSE of packed row `row` of the tile `store`
   /// writes (`row` from the tile's first); rows past seq_q are skipped.
   LogicalResult emitLseStore(StoreLseTileOp store, Value row, Value lse);
+
+  // The backward's ops on transposed fragment tiles (Hopper/Backward.cpp):
+  // a consumer holds Sᵀ (keys × packed rows), so a row vector of the packed
+  // rows (the LSE, delta) is held along the fragment's columns: element k
+  // of the thread's vector<N/4> is its column 8·(k/2) + 2·(lane mod 4) +
+  // k mod 2 (`fragmentColumnOf`).
+  LogicalResult lowerBackward(Operation *op);
+  LogicalResult lowerColumnLoad(LoadRowTileOp load);
+  LogicalResult lowerTransposedMask(MaskOp mask);
+  LogicalResult lowerTransposedProbs(ProbsFromLseOp probs);
+  LogicalResult lowerTransposedSoftmaxGrad(SoftmaxGradOp grad);
+  LogicalResult lowerFragmentSoftcapGrad(SoftcapGradOp grad);
+  LogicalResult lowerFragmentConvert(ConvertTileOp convert);
+  LogicalResult lowerWarpgroupTransposedMma(WarpgroupTransposedMmaOp mma);
+  LogicalResult lowerAccumulateDq(AccumulateDqOp accumulate);
+  LogicalResult lowerKvStore(StoreKvTileOp store);
+  /// Element i of a fragment tile vector: its index in the thread's column
+  /// vector.
+  static int64_t fragmentColumnOf(int64_t element) {
+    return 2 * (element / 4) + element % 2;
+  }
+  /// f32 pairs packed to 16-bit `element` (cvt.rn.{f16,bf16}x2.f32), a
+  /// vector of `values`' length.
+  Value packHalves(Value values, Type element);
 
   // Key bounds and the score_mod / mask_mod regions (Mods.cpp).
   /// KeyBound::evaluate on index values, or on i64 ones when `wide`.

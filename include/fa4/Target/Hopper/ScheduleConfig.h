@@ -69,6 +69,18 @@ struct ScheduleConfig {
     };
     return kRoles;
   }
+  /// The backward's cast: its producer only loads (no LPT order, no key
+  /// range), so it keeps FA3's 24 registers and the consumers, which hold
+  /// dK and dV beside the step's tiles, get 240 (24 + 2 · 240 per thread of
+  /// 128 is the launch's 64 512 again).
+  static llvm::ArrayRef<RoleSpec> backwardRoles() {
+    static const RoleSpec kRoles[] = {
+        {role::kProducer, 0, 4, 24},
+        {role::kConsumer0, 4, 4, 240},
+        {role::kConsumer1, 8, 4, 240},
+    };
+    return kRoles;
+  }
 
   /// One [128, head_dim] tile, rows padded to whole 128-byte swizzle lines.
   int64_t tileBytes() const {

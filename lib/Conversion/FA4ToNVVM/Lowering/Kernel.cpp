@@ -412,6 +412,11 @@ LogicalResult Lowering::lowerOp(Operation *op) {
       .Case<TaskCountOp, TaskCoordsOp, CtaIdOp, GridSizeOp, KvBlockRangeOp,
             SequenceLengthOp, SequenceSpanOp>(
           [&](Operation *scheduler) { return lowerScheduler(scheduler); })
+      .Case([&](QBlockRangeOp range) { return lowerQBlockRange(range); })
+      // The backward's grid-wide steps are kernels of their own
+      // (FA4ToNVVM.cpp's convertBackward): nothing in the main one.
+      .Case<PrepareBackwardOp, FinishDqOp>(
+          [](Operation *) { return success(); })
       .Case<MBarrierWaitOp, MBarrierArriveOp, MBarrierExpectTxOp, MmaCommitOp,
             NamedBarrierSyncOp, NamedBarrierArriveOp>(
           [&](Operation *barrier) { return lowerBarrier(barrier); })
@@ -955,6 +960,103 @@ LogicalResult Lowering::lowerKvBlockRange(KvBlockRangeOp range) {
       return failure();
     results = *narrowed;
   }
+  for (auto [from, to] : llvm::zip(range.getResults(), results))
+    mapping.map(from, to);
+  return success();
+}
+
+LogicalResult Lowering::lowerQBlockRange(QBlockRangeOp range) {
+  if (!range.getMaskMod().empty())
+    return range.emitOpError()
+           << "mask_mod regions are not lowered for the backward yet (fa4-sim "
+              "runs them)";
+  MaskModBounds bounds = maskBounds(range.getMask(), range.getWindowLeft(),
+                                    range.getWindowRight(), range.getMaskMod());
+  Value seqQ = lookup(range.getSeqQ()), seqK = lookup(range.getSeqK());
+  int64_t rows = range.getRows(), ratio = range.getGqaRatio();
+  int64_t blockN = range.getBlockN();
+  Value block = arith::DivUIOp::create(b, loc(), lookup(range.getCol()),
+                                       index(blockN));
+  Value queryBlocks = arith::CeilDivUIOp::create(
+      b, loc(), arith::MulIOp::create(b, loc(), seqQ, index(ratio)),
+      index(rows));
+  // AttentionMath.h's queryBlockRange: every query block's key range
+  // (emitKvBlockRange, the forward's), keeping the first and last block
+  // that visits `block`, the first and last that sees it whole, and how
+  // many of each.
+  Value none = index(-1);
+  auto scan = scf::ForOp::create(
+      b, loc(), index(0), queryBlocks, index(1),
+      ValueRange{none, none, none, none, index(0), index(0)});
+  {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(scan.getBody());
+    Value m = scan.getInductionVar();
+    ValueRange carried = scan.getRegionIterArgs();
+    SmallVector<Value, 4> keys = emitKvBlockRange(
+        arith::MulIOp::create(b, loc(), m, index(rows)), seqQ, seqK, ratio,
+        rows, blockN, bounds);
+    auto within = [&](Value lowEdge, Value highEdge) -> Value {
+      return arith::AndIOp::create(
+          b, loc(),
+          arith::CmpIOp::create(b, loc(), arith::CmpIPredicate::sge, block,
+                                lowEdge),
+          arith::CmpIOp::create(b, loc(), arith::CmpIPredicate::slt, block,
+                                highEdge));
+    };
+    Value visits = within(keys[0], keys[3]);
+    Value whole = arith::AndIOp::create(b, loc(), visits,
+                                        within(keys[1], keys[2]));
+    auto firstOf = [&](Value when, Value current) -> Value {
+      Value unset = arith::CmpIOp::create(b, loc(), arith::CmpIPredicate::slt,
+                                          current, index(0));
+      return arith::SelectOp::create(
+          b, loc(), arith::AndIOp::create(b, loc(), when, unset), m, current);
+    };
+    auto count = [&](Value when, Value current) -> Value {
+      return arith::AddIOp::create(
+          b, loc(), current,
+          arith::SelectOp::create(b, loc(), when, index(1), index(0)));
+    };
+    scf::YieldOp::create(
+        b, loc(),
+        ValueRange{firstOf(visits, carried[0]),
+                   arith::SelectOp::create(b, loc(), visits, m, carried[1]),
+                   firstOf(whole, carried[2]),
+                   arith::SelectOp::create(b, loc(), whole, m, carried[3]),
+                   count(visits, carried[4]), count(whole, carried[5])});
+  }
+  Value first = scan.getResult(0), last = scan.getResult(1);
+  Value firstWhole = scan.getResult(2), lastWhole = scan.getResult(3);
+  Value visited = scan.getResult(4), whole = scan.getResult(5);
+  // No block visits: the empty range [0, 0).
+  Value any = arith::CmpIOp::create(b, loc(), arith::CmpIPredicate::sgt,
+                                    visited, index(0));
+  Value begin = arith::SelectOp::create(b, loc(), any, first, index(0));
+  Value end = arith::SelectOp::create(
+      b, loc(), any, arith::AddIOp::create(b, loc(), last, index(1)), index(0));
+  // The whole blocks form one run inside the visited ones, or every
+  // visited block is masked.
+  auto span = [&](Value from, Value to) -> Value {
+    return arith::AddIOp::create(b, loc(),
+                                 arith::SubIOp::create(b, loc(), to, from),
+                                 index(1));
+  };
+  Value runs = arith::AndIOp::create(
+      b, loc(),
+      arith::AndIOp::create(
+          b, loc(),
+          arith::CmpIOp::create(b, loc(), arith::CmpIPredicate::sgt, whole,
+                                index(0)),
+          arith::CmpIOp::create(b, loc(), arith::CmpIPredicate::eq, whole,
+                                span(firstWhole, lastWhole))),
+      arith::CmpIOp::create(b, loc(), arith::CmpIPredicate::eq, visited,
+                            span(first, last)));
+  Value fullBegin = arith::SelectOp::create(b, loc(), runs, firstWhole, begin);
+  Value fullEnd = arith::SelectOp::create(
+      b, loc(), runs, arith::AddIOp::create(b, loc(), lastWhole, index(1)),
+      begin);
+  SmallVector<Value, 4> results{begin, fullBegin, fullEnd, end};
   for (auto [from, to] : llvm::zip(range.getResults(), results))
     mapping.map(from, to);
   return success();

@@ -298,6 +298,29 @@ LogicalResult AccumulateDqOp::verify() {
   auto dest = cast<MemRefType>(getDest().getType());
   if (!dest.getElementType().isF32())
     return emitOpError() << "accumulates into an f32 memref, got " << dest;
+  auto tile = cast<RankedTensorType>(getTile().getType());
+  int64_t column = static_cast<int64_t>(getColumn());
+  if (column != 0 || (tile.getRank() == 2 && dest.getRank() == 4 &&
+                      !dest.isDynamicDim(3) &&
+                      tile.getDimSize(1) < dest.getDimSize(3))) {
+    // A chunk of columns: inside the accumulator's static head dim.
+    if (dest.getRank() != 4 || dest.isDynamicDim(3) || tile.getRank() != 2 ||
+        !tile.getElementType().isF32() ||
+        column + tile.getDimSize(1) > dest.getDimSize(3))
+      return emitOpError() << "adds columns [" << column << ", "
+                           << column + (tile.getRank() == 2
+                                            ? tile.getDimSize(1)
+                                            : 0)
+                           << ") of " << tile
+                           << ", which must be f32 inside the accumulator's "
+                              "static head dim: "
+                           << dest;
+    int64_t heads = dest.getDimSize(2);
+    if (ShapedType::isDynamic(heads) || heads % getGqaRatio() != 0)
+      return emitOpError() << "gqa_ratio " << getGqaRatio()
+                           << " must divide the memref's static heads";
+    return success();
+  }
   return fa4::detail::verifyTileAccessOf(getOperation(), getDest(), getTile(),
                                     getGqaRatio());
 }

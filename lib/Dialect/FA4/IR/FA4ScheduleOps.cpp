@@ -323,11 +323,19 @@ LogicalResult WarpgroupTransposedMmaOp::verify() {
                          << a.getRows() << " rows at a multiple of "
                          << kWarpgroupRows << " in the " << b.getRows()
                          << "-row rhs";
+  int64_t column = getColumnOffset();
+  if (column < 0 || column % 64 != 0 || column >= b.getCols())
+    return emitOpError() << "column_offset " << column
+                         << " is not a multiple of 64 inside the rhs's "
+                         << b.getCols() << " columns";
+  int64_t width = std::min<int64_t>(b.getCols() - column, 256);
   if (result.getRank() != 2 || !result.getElementType().isF32() ||
-      result.getDimSize(0) != kWarpgroupRows ||
-      result.getDimSize(1) != b.getCols())
-    return emitOpError() << "result must be tensor<" << kWarpgroupRows << "x"
-                         << b.getCols() << "xf32>, got " << result;
+      result.getDimSize(0) != kWarpgroupRows || result.getDimSize(1) < 8 ||
+      result.getDimSize(1) % 8 != 0 || result.getDimSize(1) > width)
+    return emitOpError() << "result must be tensor<" << kWarpgroupRows
+                         << "xNxf32> with N a multiple of 8 up to " << width
+                         << " (the rhs's columns from " << column
+                         << "), got " << result;
   return checkAsyncUses(*this, getAsync());
 }
 

@@ -86,6 +86,11 @@ public:
             SoftcapOp, ScoreModOp, MaskOp, OnlineSoftmaxOp, CorrectionOp,
             SmemStoreOp>(op))
       return lowering.lowerWarpgroup(op);
+    // The backward's consumer ops (Backward.cpp).
+    if (isa<LoadRowTileOp, ProbsFromLseOp, SoftmaxGradOp, SoftcapGradOp,
+            ConvertTileOp, WarpgroupTransposedMmaOp, AccumulateDqOp,
+            StoreKvTileOp>(op))
+      return lowering.lowerBackward(op);
     return std::nullopt;
   }
 };

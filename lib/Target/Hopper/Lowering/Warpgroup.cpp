@@ -36,10 +36,6 @@ using namespace mlir;
 using namespace mlir::fa4;
 using namespace mlir::fa4::nvvm;
 
-/// K elements per wgmma of 16-bit inputs.
-static constexpr int64_t kWgmmaK = 16;
-/// Bytes from one 8-row group of a 128-byte-swizzled tile to the next.
-static constexpr uint32_t kSwizzleAtomBytes = 1024;
 static constexpr float kMinusInf = -std::numeric_limits<float>::infinity();
 
 static StringRef ptxType(Type type) { return type.isBF16() ? "bf16" : "f16"; }
@@ -128,11 +124,20 @@ static Value warpgroupMma(OpBuilder &b, Location loc, int64_t accumulators,
 }
 
 /// The accumulator list "{$0, $1, ...}" of a wgmma.
-static std::string accumulatorList(int64_t count) {
+std::string Lowering::wgmmaAccumulators(int64_t count) {
   std::string list = "{";
   for (int64_t i = 0; i < count; ++i)
     list += (i ? ", $" : "$") + std::to_string(i);
   return list + "}";
+}
+
+Value Lowering::emitWarpgroupMma(int64_t accumulators,
+                                 SmallVector<Value> inputs,
+                                 StringRef constraintsIn,
+                                 const std::string &body, bool tied,
+                                 bool async) {
+  return warpgroupMma(b, loc(), accumulators, std::move(inputs), constraintsIn,
+                      body, tied, async);
 }
 
 void Lowering::materializeTruncation(Value value) {
@@ -229,7 +234,10 @@ LogicalResult Lowering::lowerWarpgroup(Operation *op) {
                << "score_mod regions are not lowered for sm_90a yet (the "
                   "Hopper schedule runs them in fa4-sim only)";
       })
-      .Case([&](MaskOp mask) { return lowerFragmentMask(mask); })
+      .Case([&](MaskOp mask) {
+        return mask.getTransposed() ? lowerTransposedMask(mask)
+                                    : lowerFragmentMask(mask);
+      })
       .Case([&](OnlineSoftmaxOp softmax) { return lowerFragmentSoftmax(softmax); })
       .Case([&](CorrectionOp correction) {
         return lowerFragmentCorrection(correction);
@@ -276,7 +284,7 @@ LogicalResult Lowering::lowerWarpgroupScoreMma(WarpgroupScoreMmaOp mma) {
     std::string bDesc = "$" + std::to_string(accumulators + 2 * step + 1);
     constraintsIn += (step ? ",l,l" : "l,l");
     // The first step overwrites the accumulator (scale-d false).
-    body += instruction + accumulatorList(accumulators) + ", " + a + ", " +
+    body += instruction + wgmmaAccumulators(accumulators) + ", " + a + ", " +
             bDesc + (step ? ", one" : ", zero") + ", 1, 1, 0, 0;\n\t";
   }
   Value result = warpgroupMma(b, loc(), accumulators, inputs, constraintsIn,
@@ -328,7 +336,7 @@ LogicalResult Lowering::lowerWarpgroupValueMma(WarpgroupValueMmaOp mma) {
     constraintsIn += ",l";
     std::string bDesc = "$" + std::to_string(next++);
     // scale-d 1 (accumulate), scales 1, B transposed (MN-major).
-    body += instruction + accumulatorList(accumulators) + ", " + a + ", " +
+    body += instruction + wgmmaAccumulators(accumulators) + ", " + a + ", " +
             bDesc + ", one, 1, 1, 1;\n\t";
   }
   Value result = warpgroupMma(b, loc(), accumulators, inputs, constraintsIn,
@@ -523,9 +531,14 @@ LogicalResult Lowering::lowerFragmentCorrection(CorrectionOp correction) {
   return success();
 }
 
-/// The staged half of O, in the 128-byte-swizzled layout its TMA store
-/// reads: each thread writes its pairs of adjacent columns, 4 bytes at a
-/// time (the quad's four pairs fill one 16-byte chunk).
+/// A register tile (the staged half of O, the backward's dSᵀ) in the
+/// 128-byte-swizzled layout TMA and wgmma read: each thread writes its
+/// pairs of adjacent columns, 4 bytes at a time (the quad's four pairs fill
+/// one 16-byte chunk). The swizzle XORs a line's 16-byte chunk index with
+/// its row mod 8; a thread's pairs differ from its first by a constant
+/// chunk and box, so each store is its row's offset (the row's phase
+/// already in the chunk bits) XOR a constant, plus a constant: one
+/// register per row, not one address per pair.
 LogicalResult Lowering::lowerFragmentSmemStore(SmemStoreOp store) {
   SmemType type = store.getBuffer().getType();
   if (store.getRow() || store.getColumn())
@@ -544,32 +557,28 @@ LogicalResult Lowering::lowerFragmentSmemStore(SmemStoreOp store) {
   Value pairs = vector::BitCastOp::create(
       b, loc(), VectorType::get({vector.getNumElements() / 2}, b.getI32Type()),
       values);
-  Value column = fragmentColumn();
-  Value rowBytes[2], phase[2];
+  // The thread's bytes inside its first chunk: 2·(lane mod 4) elements.
+  Value within = toI32(
+      arith::MulIOp::create(b, loc(), fragmentColumn(), index(elementBytes)));
+  Value rowOffset[2];
   for (int64_t half = 0; half < 2; ++half) {
-    Value row = fragmentRow(half);
-    rowBytes[half] =
-        arith::MulIOp::create(b, loc(), row, index(kSwizzleLineBytes));
-    phase[half] = arith::RemUIOp::create(b, loc(), row, index(8));
+    Value row = toI32(fragmentRow(half));
+    Value phase = arith::AndIOp::create(b, loc(), row, i32(7));
+    rowOffset[half] = arith::OrIOp::create(
+        b, loc(),
+        arith::OrIOp::create(
+            b, loc(), arith::MulIOp::create(b, loc(), row, i32(kSwizzleLineBytes)),
+            arith::ShLIOp::create(b, loc(), phase, i32(4))),
+        within);
   }
   for (int64_t i = 0; i < vector.getNumElements(); i += 2) {
-    int64_t half = halfOf(i);
-    Value col = arith::AddIOp::create(b, loc(), column, index(8 * (i / 4)));
-    Value box = arith::DivUIOp::create(b, loc(), col, index(kBoxColumns));
-    Value within = arith::MulIOp::create(
-        b, loc(), arith::RemUIOp::create(b, loc(), col, index(kBoxColumns)),
-        index(elementBytes));
-    Value chunk = arith::DivUIOp::create(b, loc(), within, index(16));
-    Value swizzled = arith::XOrIOp::create(b, loc(), chunk, phase[half]);
+    int64_t column = 8 * (i / 4);
+    int64_t box = column / kBoxColumns;
+    int64_t chunk = (column % kBoxColumns) * elementBytes / 16;
     Value offset = arith::AddIOp::create(
         b, loc(),
-        arith::AddIOp::create(
-            b, loc(),
-            arith::MulIOp::create(b, loc(), box, index(boxBytes(type))),
-            rowBytes[half]),
-        arith::AddIOp::create(
-            b, loc(), arith::MulIOp::create(b, loc(), swizzled, index(16)),
-            arith::RemUIOp::create(b, loc(), within, index(16))));
+        arith::XOrIOp::create(b, loc(), rowOffset[halfOf(i)], i32(chunk << 4)),
+        i32(box * boxBytes(type)));
     Value word =
         vector::ExtractOp::create(b, loc(), pairs, ArrayRef<int64_t>{i / 2});
     LLVM::StoreOp::create(b, loc(), word, smemAt(stageBase, offset), 4);

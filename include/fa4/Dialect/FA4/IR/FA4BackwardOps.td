@@ -145,7 +145,9 @@ def FA4_LoadRowTileOp : FA4_Op<"load_row_tile"> {
   let description = [{
     The inverse of `fa4.store_lse_tile`: element `r` is
     `source[batch, head * gqa_ratio + p % gqa_ratio, p / gqa_ratio]` for
-    packed row `p = row + r`; rows past `seq_q` read as 0.
+    packed row `p = row + r`; rows past `seq_q` read as 0. With
+    `transposed` the vector is read by transposed tiles' ops (keys ×
+    packed rows): the same values, held along such a tile's columns.
 
     ```mlir
     %l = fa4.load_row_tile %lse[%b, %h, %row] {gqa_ratio = 4 : i64}
@@ -154,7 +156,8 @@ def FA4_LoadRowTileOp : FA4_Op<"load_row_tile"> {
   }];
   let arguments = (ins Arg<AnyMemRef, "per-row statistics", [MemRead]>:$source,
     Index:$batch, Index:$head, Index:$row,
-    ConfinedAttr<I64Attr, [IntPositive]>:$gqa_ratio);
+    ConfinedAttr<I64Attr, [IntPositive]>:$gqa_ratio,
+    UnitAttr:$transposed);
   let results = (outs FA4_RowVector:$result);
   let assemblyFormat = [{
     $source `[` $batch `,` $head `,` $row `]` attr-dict `:` type($source) `->`
@@ -337,6 +340,8 @@ def FA4_AccumulateDqOp : FA4_Op<"accumulate_dq"> {
     `[row, row + M)` of head group `head` (packed as `fa4.load_q_tile`'s);
     rows past `seq_q` are skipped. On the GPU each element is an f32 atomic
     add (reduction), the K/V blocks of a query block adding in any order.
+    The tile may be the head dim's columns `[column, column + N)` only (a
+    Hopper consumer adds dQ 64 columns at a time).
 
     ```mlir
     fa4.accumulate_dq %part, %dq_accum[%b, %h, %row] {gqa_ratio = 4 : i64}
@@ -346,7 +351,8 @@ def FA4_AccumulateDqOp : FA4_Op<"accumulate_dq"> {
   let arguments = (ins FA4_Tile:$tile,
     Arg<AnyMemRef, "dQ accumulator", [MemRead, MemWrite]>:$dest,
     Index:$batch, Index:$head, Index:$row,
-    ConfinedAttr<I64Attr, [IntPositive]>:$gqa_ratio);
+    ConfinedAttr<I64Attr, [IntPositive]>:$gqa_ratio,
+    DefaultValuedAttr<ConfinedAttr<I64Attr, [IntNonNegative]>, "0">:$column);
   let assemblyFormat = [{
     $tile `,` $dest `[` $batch `,` $head `,` $row `]` attr-dict `:`
     type($tile) `,` type($dest)

@@ -44,6 +44,11 @@ inline constexpr llvm::StringLiteral kGridAttrName = "fa4.grid";
 /// The attribute fa4-to-nvvm writes on the kernel's llvm.func: `fa4.launch =
 /// #fa4.launch<...>`, the manifest's source.
 inline constexpr llvm::StringLiteral kLaunchAttrName = "fa4.launch";
+/// The backward's (three kernels, one manifest of kind "backward"): a
+/// dictionary on its main kernel's llvm.func (fa4-to-nvvm), the source of
+/// its manifest (fa4/Runtime/Backward.h).
+inline constexpr llvm::StringLiteral kBackwardLaunchAttrName =
+    "fa4.backward_launch";
 /// The schedule's mbarriers (an array of #fa4.barrier) and TMEM allocation
 /// (#fa4.tmem_layout), on its fa4.warp_specialize.
 inline constexpr llvm::StringLiteral kBarriersAttrName = "fa4.barriers";

@@ -447,9 +447,11 @@ def FA4_WarpgroupTransposedMmaOp : FA4_Op<"wgmma_transposed",
     The Hopper backward's dQ MMA (sm_90a `wgmma`, both operands in shared
     memory): `lhs` is a `[K, 64]` stage read as its transpose (the A
     operand M-major: dS staged as the warpgroup holds dSᵀ), times rows
-    `[row_offset, row_offset + K)` of the `[*, N]` `rhs` stage (B MN-major:
-    K's rows); the `64 × N` f32 product lands in the warpgroup's registers.
-    Completes before the next op, or with `async` at its `fa4.wgmma_wait`.
+    `[row_offset, row_offset + K)` of the `rhs` stage, its columns
+    `[column_offset, column_offset + N)` (B MN-major: K's rows, a multiple
+    of 64 columns in); the `64 × N` f32 product (N the result's columns)
+    lands in the warpgroup's registers. Completes before the next op, or
+    with `async` at its `fa4.wgmma_wait`.
 
     ```mlir
     %dq = fa4.wgmma_transposed %ds[%i], %k[%t] rows 64
@@ -459,7 +461,7 @@ def FA4_WarpgroupTransposedMmaOp : FA4_Op<"wgmma_transposed",
   }];
   let arguments = (ins FA4_SmemType:$lhs, Index:$lhs_count,
     FA4_SmemType:$rhs, Index:$rhs_count, I64Attr:$row_offset,
-    UnitAttr:$async);
+    DefaultValuedAttr<I64Attr, "0">:$column_offset, UnitAttr:$async);
   let results = (outs FA4_Tile:$result);
   let assemblyFormat = [{
     $lhs `[` $lhs_count `]` `,` $rhs `[` $rhs_count `]` `rows` $row_offset
