@@ -324,10 +324,11 @@ planBackwardLaunch(const BackwardManifest &m, const Shapes &shapes,
       launch.grid[0] = static_cast<uint32_t>(
           std::max<int64_t>(1, std::min(m.smCount, launch.tasks)));
     } else {
-      // A thread per row, grid-stride: at most 16 CTAs per SM.
+      // A warp per row, grid-stride: at most 16 CTAs per SM.
       launch.tasks = rows;
+      int64_t warps = std::max<int64_t>(1, m.kernels[k].block / 32);
       launch.grid[0] = static_cast<uint32_t>(std::max<int64_t>(
-          1, std::min(ceilDiv(rows, m.kernels[k].block), m.smCount * 16)));
+          1, std::min(ceilDiv(rows, warps), m.smCount * 16)));
     }
   }
 

@@ -151,17 +151,26 @@ private:
   llvm::Expected<CUfunction> functionOf(const Kernel &kernel) {
     // A module belongs to a context: one function per (context, cubin), so
     // that launches from another device's context load their own.
+    // One cubin may hold several kernels (the backward's three): its
+    // module is loaded once, each function looked up by its name.
     CUcontext context = nullptr;
     driver.cuCtxGetCurrent(&context);
-    std::string key(reinterpret_cast<const char *>(&context), sizeof(context));
-    key.append(kernel.cubin.begin(), kernel.cubin.end());
+    std::string moduleKey(reinterpret_cast<const char *>(&context),
+                          sizeof(context));
+    moduleKey.append(kernel.cubin.begin(), kernel.cubin.end());
+    std::string key = kernel.manifest.kernel + '\0' + moduleKey;
     auto found = functions.find(key);
     if (found != functions.end())
       return found->second;
-    CUmodule module = nullptr;
-    CUresult result = driver.cuModuleLoadData(&module, kernel.cubin.data());
-    if (result != kSuccess)
-      return makeError(driver.message("cuModuleLoadData", result));
+    CUmodule &module = modules[moduleKey];
+    CUresult result = kSuccess;
+    if (!module) {
+      result = driver.cuModuleLoadData(&module, kernel.cubin.data());
+      if (result != kSuccess) {
+        modules.erase(moduleKey);
+        return makeError(driver.message("cuModuleLoadData", result));
+      }
+    }
     CUfunction function = nullptr;
     result = driver.cuModuleGetFunction(&function, module,
                                         kernel.manifest.kernel.c_str());
@@ -179,6 +188,7 @@ private:
   Driver driver;
   int major, minor;
   std::map<std::string, CUfunction> functions;
+  std::map<std::string, CUmodule> modules;
 };
 } // namespace
 

@@ -20,6 +20,33 @@ namespace mlir::fa4::runtime {
 
 Backend::~Backend() = default;
 
+/// A file the manifest at `manifestPath` names (its reader holds the names
+/// to plain file names): beside it; empty when missing or unnamed, but one
+/// that is there must be a regular file of a bounded size.
+static llvm::Expected<std::string> readBeside(const std::string &manifestPath,
+                                              const std::string &name) {
+  if (name.empty())
+    return std::string();
+  llvm::SmallString<256> path(manifestPath);
+  llvm::sys::path::remove_filename(path);
+  llvm::sys::path::append(path, name);
+  bool missing = false;
+  llvm::Expected<std::string> contents =
+      readRegularFile(std::string(path), kMaxKernelFileBytes, &missing);
+  if (!contents && missing) {
+    llvm::consumeError(contents.takeError());
+    return std::string();
+  }
+  if (!contents)
+    return prefixError(manifestPath + ": ", contents.takeError());
+  // An empty file is not an absent one: a kernel file cut to nothing (a
+  // failed copy) must not pass as "no cubin".
+  if (contents->empty())
+    return makeError(manifestPath + ": cannot read " + std::string(path) +
+                     ": the file is empty");
+  return contents;
+}
+
 llvm::Expected<Kernel> Kernel::load(const std::string &manifestPath) {
   llvm::Expected<std::string> json =
       readRegularFile(manifestPath, kMaxManifestBytes);
@@ -31,37 +58,12 @@ llvm::Expected<Kernel> Kernel::load(const std::string &manifestPath) {
   Kernel kernel;
   kernel.manifest = std::move(*manifest);
   kernel.manifestJson = std::move(*json);
-  // The cubin and the PTX lie beside the manifest (parseManifest holds their
-  // names to plain file names); either may be missing (nothing read), but
-  // one that is there must be a regular file of a bounded size.
-  auto readBeside =
-      [&](const std::string &name) -> llvm::Expected<std::string> {
-    if (name.empty())
-      return std::string();
-    llvm::SmallString<256> path(manifestPath);
-    llvm::sys::path::remove_filename(path);
-    llvm::sys::path::append(path, name);
-    bool missing = false;
-    llvm::Expected<std::string> contents =
-        readRegularFile(std::string(path), kMaxKernelFileBytes, &missing);
-    if (!contents && missing) {
-      llvm::consumeError(contents.takeError());
-      return std::string();
-    }
-    if (!contents)
-      return prefixError(manifestPath + ": ", contents.takeError());
-    // An empty file is not an absent one: a kernel file cut to nothing (a
-    // failed copy) must not pass as "no cubin".
-    if (contents->empty())
-      return makeError(manifestPath + ": cannot read " + std::string(path) +
-                       ": the file is empty");
-    return contents;
-  };
-  llvm::Expected<std::string> ptx = readBeside(kernel.manifest.ptx);
+  llvm::Expected<std::string> ptx = readBeside(manifestPath, kernel.manifest.ptx);
   if (!ptx)
     return ptx.takeError();
   kernel.ptx = std::move(*ptx);
-  llvm::Expected<std::string> cubin = readBeside(kernel.manifest.cubin);
+  llvm::Expected<std::string> cubin =
+      readBeside(manifestPath, kernel.manifest.cubin);
   if (!cubin)
     return cubin.takeError();
   kernel.cubin.assign(cubin->begin(), cubin->end());
@@ -643,6 +645,160 @@ llvm::Error launch(Backend &backend, const Kernel &kernel, const Tensor &q,
   if (plan->tasks == 0)
     return llvm::Error::success();
   return backend.run(kernel, *plan, stream);
+}
+
+llvm::Expected<BackwardKernel>
+BackwardKernel::load(const std::string &manifestPath) {
+  llvm::Expected<std::string> json =
+      readRegularFile(manifestPath, kMaxManifestBytes);
+  if (!json)
+    return json.takeError();
+  llvm::Expected<BackwardManifest> manifest = parseBackwardManifest(*json);
+  if (!manifest)
+    return prefixError(manifestPath + ": ", manifest.takeError());
+  BackwardKernel kernel;
+  kernel.manifest = std::move(*manifest);
+  kernel.manifestJson = std::move(*json);
+  llvm::Expected<std::string> ptx = readBeside(manifestPath, kernel.manifest.ptx);
+  if (!ptx)
+    return ptx.takeError();
+  kernel.ptx = std::move(*ptx);
+  llvm::Expected<std::string> cubin =
+      readBeside(manifestPath, kernel.manifest.cubin);
+  if (!cubin)
+    return cubin.takeError();
+  kernel.cubin.assign(cubin->begin(), cubin->end());
+  if (kernel.ptx.empty() && kernel.cubin.empty())
+    return makeError(manifestPath +
+                     ": neither the cubin nor the PTX it names is there");
+  if (!kernel.ptx.empty()) {
+    llvm::Expected<std::shared_ptr<const emu::Program>> program =
+        emu::parsePtx(kernel.ptx);
+    if (!program)
+      return prefixError(manifestPath + ": its PTX: ", program.takeError());
+    for (int k = 0; k < 3; ++k) {
+      std::vector<emu::KernelParam> params =
+          emu::kernelParams(**program, kernel.manifest.kernels[k].name);
+      std::vector<BackwardParameter> expected = backwardParameters(k);
+      bool same = params.size() == expected.size();
+      for (size_t i = 0; same && i < params.size(); ++i)
+        same = params[i].bytes == expected[i].bytes;
+      if (!same)
+        return makeError(manifestPath + ": its PTX's " +
+                         kernel.manifest.kernels[k].name +
+                         " does not take the backward's " +
+                         std::to_string(expected.size()) + " parameters");
+    }
+  }
+  return std::move(kernel);
+}
+
+llvm::Error launchBackward(Backend &backend, const BackwardKernel &kernel,
+                           const BackwardTensors &t, void *stream) {
+  const BackwardManifest &m = kernel.manifest;
+  if (t.q.sizes.size() != 4 || t.k.sizes.size() != 4)
+    return makeError("q and k must be [batch, seq, heads, head_dim]");
+  Shapes shapes{t.q.sizes[0], t.q.sizes[1], t.k.sizes[1]};
+  std::vector<int64_t> query{shapes.batch, shapes.seqQ, m.qHeads, m.headDim};
+  std::vector<int64_t> key{shapes.batch, shapes.seqK, m.kvHeads, m.headDim};
+  std::vector<int64_t> rows{shapes.batch, m.qHeads, shapes.seqQ};
+  struct Rule {
+    const char *name;
+    const Tensor *tensor;
+    const std::vector<int64_t> *sizes;
+    bool f32, dense, written;
+  } rules[] = {{"q", &t.q, &query, false, false, false},
+               {"k", &t.k, &key, false, false, false},
+               {"v", &t.v, &key, false, false, false},
+               {"o", &t.o, &query, false, false, false},
+               {"dout", &t.dout, &query, false, false, false},
+               {"lse", &t.lse, &rows, true, true, false},
+               {"dq", &t.dq, &query, false, false, true},
+               {"dk", &t.dk, &key, false, false, true},
+               {"dv", &t.dv, &key, false, false, true},
+               {"delta", &t.delta, &rows, true, true, true},
+               {"dq_accum", &t.dqAccum, &query, true, true, true}};
+  for (const Rule &rule : rules) {
+    const Tensor &tensor = *rule.tensor;
+    std::string prefix = std::string(rule.name) + ": ";
+    std::string dtype = rule.f32 ? "f32" : m.dtype;
+    if (tensor.dtype != dtype)
+      return makeError(prefix + "dtype " + tensor.dtype + ", the kernels take " +
+                       dtype);
+    if (tensor.sizes != *rule.sizes)
+      return makeError(prefix + "sizes " + list(tensor.sizes) +
+                       ", the kernels expect " + list(*rule.sizes));
+    if (tensor.strides.size() != tensor.sizes.size())
+      return makeError(prefix + "strides " + list(tensor.strides) +
+                       " do not match its rank");
+    if (rule.dense) {
+      int64_t dense = 1;
+      for (size_t i = tensor.sizes.size(); i-- > 0;) {
+        if (tensor.sizes[i] > 1 && tensor.strides[i] != dense)
+          return makeError(prefix + "strides " + list(tensor.strides) +
+                           " are not dense; the kernels read and write it "
+                           "densely");
+        dense *= tensor.sizes[i];
+      }
+    }
+    if (rule.written && !rule.dense &&
+        elementsDistinct(tensor.sizes, tensor.strides) !=
+            Distinctness::Distinct)
+      return makeError(prefix + "strides " + list(tensor.strides) +
+                       " make elements share memory (or cannot be shown not "
+                       "to); the kernels write every element");
+  }
+  // What the kernels write shares memory with nothing else they touch.
+  for (const Rule &written : rules) {
+    if (!written.written)
+      continue;
+    for (const Rule &other : rules)
+      if (&other != &written && overlap(*written.tensor, *other.tensor))
+        return makeError(std::string(written.name) + " shares memory with " +
+                         other.name + "; the kernels would read what they "
+                         "already overwrote");
+  }
+  BackwardBuffers buffers;
+  buffers.q = t.q.address;
+  buffers.k = t.k.address;
+  buffers.v = t.v.address;
+  buffers.o = t.o.address;
+  buffers.dout = t.dout.address;
+  buffers.lse = t.lse.address;
+  buffers.dq = t.dq.address;
+  buffers.dk = t.dk.address;
+  buffers.dv = t.dv.address;
+  buffers.delta = t.delta.address;
+  buffers.dqAccum = t.dqAccum.address;
+  buffers.qStrides = t.q.strides;
+  buffers.kStrides = t.k.strides;
+  buffers.vStrides = t.v.strides;
+  buffers.oStrides = t.o.strides;
+  buffers.doutStrides = t.dout.strides;
+  buffers.dqStrides = t.dq.strides;
+  buffers.dkStrides = t.dk.strides;
+  buffers.dvStrides = t.dv.strides;
+  auto encode = [&](const TensorMapSpec &spec, uint8_t *out) {
+    return backend.encodeTensorMap(spec, out);
+  };
+  llvm::Expected<BackwardPlan> plan =
+      planBackwardLaunch(m, shapes, buffers, encode);
+  if (!plan)
+    return plan.takeError();
+  // Each kernel run as the backends run a forward's: a manifest naming it,
+  // its target and shared memory, with the code.
+  for (int k = 0; k < 3; ++k) {
+    Kernel one;
+    one.manifest.kernel = m.kernels[k].name;
+    one.manifest.target = m.target;
+    one.manifest.dynamicSmemBytes = m.kernels[k].dynamicSmemBytes;
+    one.manifest.block[0] = m.kernels[k].block;
+    one.ptx = kernel.ptx;
+    one.cubin = kernel.cubin;
+    if (llvm::Error failed = backend.run(one, plan->kernels[k], stream))
+      return prefixError(m.kernels[k].name + ": ", std::move(failed));
+  }
+  return llvm::Error::success();
 }
 
 namespace {

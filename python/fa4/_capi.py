@@ -30,7 +30,7 @@ import json
 import os
 import threading
 
-ABI_VERSION = 2
+ABI_VERSION = 3
 EMULATOR_PLAN_ONLY = 1
 MAX_RANK = 8
 
@@ -78,6 +78,12 @@ _SIGNATURES = {
     "fa4rt_launch_cuda": (ctypes.c_int,
                           [ctypes.c_void_p] + [_P(_Tensor)] * 6 +
                           [ctypes.c_size_t, ctypes.c_void_p]),
+    "fa4rt_backward_load": (ctypes.c_void_p, [ctypes.c_char_p]),
+    "fa4rt_backward_free": (None, [ctypes.c_void_p]),
+    "fa4rt_backward_manifest": (ctypes.c_char_p, [ctypes.c_void_p]),
+    "fa4rt_backward_launch": (ctypes.c_int,
+                              [ctypes.c_void_p, ctypes.c_void_p, _P(_Tensor),
+                               ctypes.c_size_t, ctypes.c_void_p]),
 }
 
 _libraries = {}
@@ -498,6 +504,92 @@ def create_kernel(manifest_json, ptx=b"", cubin=b"", library=None,
     if not handle:
         raise LoadError(_error(lib))
     return Kernel(lib, handle, name)
+
+
+BACKWARD_TENSORS = ("q", "k", "v", "o", "dout", "lse", "dq", "dk", "dv",
+                    "delta", "dq_accum")
+_BACKWARD_WRITTEN = {"dq", "dk", "dv", "delta", "dq_accum"}
+
+
+class BackwardKernel:
+    """The backward's three kernels (fa4c --backward, sm_90a) loaded from
+    their manifest (kind "backward"): ``manifest``, ``manifest_json``;
+    calling it with the 11 tensors of BACKWARD_TENSORS (CUDA) enqueues the
+    three kernels on `stream` (default torch's current stream of q's
+    device). delta ([batch, q_heads, seq_q]) and dq_accum (q's sizes) are
+    float32 scratch the kernels fill."""
+
+    def __init__(self, lib, handle, path):
+        self._lib = lib
+        self._handle = handle
+        self.path = path
+        self.manifest_json = lib.fa4rt_backward_manifest(handle).decode()
+        self.manifest = json.loads(self.manifest_json)
+
+    def close(self):
+        if getattr(self, "_handle", None):
+            self._lib.fa4rt_backward_free(self._handle)
+            self._handle = None
+
+    def __del__(self):
+        self.close()
+
+    def __repr__(self):
+        return (f"fa4._capi.BackwardKernel({self.path!r}, "
+                f"{self.manifest.get('attention', {})})")
+
+    def bind(self, *tensors, stream=None):
+        """The launch with its arguments described once (a callable), as
+        Kernel.bind."""
+        import torch
+        if not self._handle:
+            raise ValueError("the kernel was closed")
+        if len(tensors) != len(BACKWARD_TENSORS):
+            raise TypeError(f"the backward takes {len(BACKWARD_TENSORS)} "
+                            f"tensors ({', '.join(BACKWARD_TENSORS)}), got "
+                            f"{len(tensors)}")
+        checked = [_tensor(name, t, written=name in _BACKWARD_WRITTEN)
+                   for name, t in zip(BACKWARD_TENSORS, tensors)]
+        device = checked[0].device
+        if device.type != "cuda":
+            raise ValueError(f"q is on {device}: the backward launches on "
+                             f"the GPU")
+        for name, t in zip(BACKWARD_TENSORS, checked):
+            if t.device != device:
+                raise ValueError(f"{name} is on {t.device}, q on {device}")
+        described = (_Tensor * len(checked))(*[
+            _describe(name, t, _TENSOR_DTYPES)
+            for name, t in zip(BACKWARD_TENSORS, checked)])
+        lib, handle = self._lib, self._handle
+        backend = lib.fa4rt_backend_cuda()
+        if not backend:
+            raise LaunchError(_error(lib))
+        if stream is not None:
+            stream = _bounded("stream", stream, 1 << 64)
+
+        def launch():
+            with torch.cuda.device(device):
+                s = (stream if stream is not None else
+                     torch.cuda.current_stream(device).cuda_stream)
+                if lib.fa4rt_backward_launch(handle, backend, described,
+                                             len(checked), ctypes.c_void_p(s)):
+                    raise LaunchError(_error(lib))
+        launch._held = (self, checked, described)
+        return launch
+
+    def __call__(self, *tensors, stream=None):
+        self.bind(*tensors, stream=stream)()
+
+
+def load_backward(manifest_path, library=None):
+    """Loads a backward's manifest (kind "backward") and the cubin and PTX
+    it names, beside it."""
+    lib = load_library(library)
+    path = os.fspath(manifest_path)
+    handle = lib.fa4rt_backward_load(path.encode())
+    if not handle:
+        raise LoadError(_error(lib))
+    return BackwardKernel(lib, handle, path)
 
 
 def load_kernel(manifest_path, library=None):

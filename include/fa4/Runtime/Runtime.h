@@ -14,6 +14,7 @@
 #ifndef FA4_RUNTIME_RUNTIME_H
 #define FA4_RUNTIME_RUNTIME_H
 
+#include "fa4/Runtime/Backward.h"
 #include "fa4/Runtime/Launch.h"
 
 #include "llvm/Support/Error.h"
@@ -120,6 +121,33 @@ llvm::Error launch(Backend &backend, const Kernel &kernel, const Tensor &q,
                    const Tensor &k, const Tensor &v, const Tensor &o,
                    const Tensor *lse, const std::vector<Tensor> &extras,
                    void *stream);
+
+/// The backward's three kernels (fa4c --backward, sm_90a): the manifest
+/// of kind "backward" (Backward.h) and the code it names.
+struct BackwardKernel {
+  BackwardManifest manifest;
+  std::string manifestJson;
+  std::string ptx;
+  std::vector<uint8_t> cubin;
+  /// Reads the manifest and the cubin and PTX beside it (the limits of
+  /// Kernel::load); the PTX's kernels, when it is there, must take the
+  /// backward's parameters.
+  static llvm::Expected<BackwardKernel> load(const std::string &manifestPath);
+};
+
+/// The backward's tensors: q, k, v, o, dout and lse as the forward gave and
+/// took them; dq, dk, dv written; delta ([batch, q_heads, seq_q] f32) and
+/// dq_accum (q's sizes, f32) dense scratch the kernels fill.
+struct BackwardTensors {
+  Tensor q, k, v, o, dout, lse, dq, dk, dv, delta, dqAccum;
+};
+
+/// Checks the tensors against the kernel (sizes and dtypes, q/k's shapes
+/// agreeing with every other's; lse, delta and dq_accum dense; what the
+/// kernels write sharing no memory with anything else), then plans and runs
+/// the three kernels on `backend`, in order, on `stream`.
+llvm::Error launchBackward(Backend &backend, const BackwardKernel &kernel,
+                           const BackwardTensors &tensors, void *stream);
 
 /// fa4-emu as a backend: tensors live in `device`; each launch runs the
 /// kernel's PTX there with `workers` host threads and fails on any error,

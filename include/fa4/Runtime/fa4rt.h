@@ -25,7 +25,7 @@ extern "C" {
 
 /* Bumped whenever a declaration below changes; a binding checks it against
    fa4rt_abi_version() before its first call. */
-#define FA4RT_ABI_VERSION 2
+#define FA4RT_ABI_VERSION 3
 
 /* The highest rank of a tensor (q, k, v, o have 4, the LSE 3; an extra any
    up to this). */
@@ -109,6 +109,22 @@ int fa4rt_launch(const fa4rt_kernel *kernel, fa4rt_backend *backend,
                  const fa4rt_tensor *v, const fa4rt_tensor *o,
                  const fa4rt_tensor *lse, const fa4rt_tensor *extras,
                  size_t num_extras, void *stream);
+
+/* The backward's three kernels (fa4c --backward, sm_90a): a manifest of kind
+   "backward" and the cubin and PTX beside it. */
+typedef struct fa4rt_backward fa4rt_backward;
+fa4rt_backward *fa4rt_backward_load(const char *manifest_path);
+void fa4rt_backward_free(fa4rt_backward *kernel);
+/* The manifest as fa4c wrote it (JSON), valid while the kernel is. */
+const char *fa4rt_backward_manifest(const fa4rt_backward *kernel);
+/* runtime::launchBackward: the `num_tensors` (11) tensors q, k, v, o, dout,
+   lse (as the forward took and gave them), dq, dk, dv (written), delta
+   ([batch, q_heads, seq_q] f32) and dq_accum (q's sizes, f32), both dense
+   scratch, checked against the kernels, then the three kernels enqueued in
+   order on `stream` (asynchronous on CUDA: a 0 says they were enqueued). */
+int fa4rt_backward_launch(const fa4rt_backward *kernel, fa4rt_backend *backend,
+                          const fa4rt_tensor *tensors, size_t num_tensors,
+                          void *stream);
 
 /* fa4rt_launch on fa4rt_backend_cuda(). */
 int fa4rt_launch_cuda(const fa4rt_kernel *kernel, const fa4rt_tensor *q,

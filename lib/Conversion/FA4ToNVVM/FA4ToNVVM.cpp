@@ -515,8 +515,10 @@ LogicalResult FA4ToNVVMPass::convert(func::FuncOp func,
 //===----------------------------------------------------------------------===//
 
 namespace {
-/// Builds the kernels around the backward's main one: plain loops, a
-/// thread per (batch, position, head) row, no shared memory.
+/// Builds the kernels around the backward's main one: plain loops, a warp
+/// per (batch, position, head) row (its lanes take head_dim / 32 adjacent
+/// elements each, so that a warp's accesses are one contiguous row), no
+/// shared memory.
 struct RowKernelBuilder {
   OpBuilder &b;
   Location loc;
@@ -553,17 +555,20 @@ struct RowKernelBuilder {
     func->setAttr("nvvm.reqntid", b.getDenseI32ArrayAttr({kRowThreads}));
     return func.addEntryBlock(b);
   }
-  /// `body(row)` for every row index (i64) in [0, rows), grid-stride.
-  void forEachRow(Value rows, function_ref<void(Value)> body) {
+  /// `body(row, lane)` for every row index (i64) in [0, rows), a warp per
+  /// row, grid-stride; `lane` (i64) is the thread's in its warp.
+  void forEachRow(Value rows, function_ref<void(Value, Value)> body) {
     Value thread = wide(NVVM::ThreadIdXOp::create(b, loc, b.getI32Type()));
     Value block = wide(NVVM::BlockIdXOp::create(b, loc, b.getI32Type()));
     Value grid = wide(NVVM::GridDimXOp::create(b, loc, b.getI32Type()));
-    Value first = add(mul(block, i64(kRowThreads)), thread);
-    Value step = mul(grid, i64(kRowThreads));
+    Value lane = arith::RemUIOp::create(b, loc, thread, i64(32));
+    Value warp = arith::DivUIOp::create(b, loc, thread, i64(32));
+    Value first = add(mul(block, i64(kRowThreads / 32)), warp);
+    Value step = mul(grid, i64(kRowThreads / 32));
     auto loop = scf::ForOp::create(b, loc, first, rows, step);
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPoint(loop.getBody()->getTerminator());
-    body(loop.getInductionVar());
+    body(loop.getInductionVar(), lane);
   }
   static constexpr int32_t kRowThreads = 128;
 };
@@ -724,11 +729,15 @@ LogicalResult FA4ToNVVMPass::convertBackward(func::FuncOp func,
     Value batch = arith::DivUIOp::create(b, loc, rest, seqQ);
     return std::tuple{batch, position, head};
   };
-  auto pairType = VectorType::get({2}, element);
 
+  // Each lane's elements of a row: head_dim / 32 adjacent ones.
+  int64_t perLane = dim / 32;
+  auto laneColumn = [&](Value lane, int64_t e) {
+    return rows.add(rows.mul(lane, rows.i64(perLane)), rows.i64(e));
+  };
   // fa4.prepare_backward: (O, its strides, dO, its strides, delta,
-  // dq_accum, batch, seq_q); delta = Σ O·dO in f32, the accumulator's row
-  // zeroed.
+  // dq_accum, batch, seq_q); delta = Σ O·dO in f32 (each lane's products,
+  // then the warp's sum), the accumulator's row zeroed.
   {
     SmallVector<Type> prepareParams{globalPtr, i64, i64, i64,
                                     globalPtr, i64, i64, i64,
@@ -740,7 +749,7 @@ LogicalResult FA4ToNVVMPass::convertBackward(func::FuncOp func,
     Value seqQ = rows.wide(entry->getArgument(11));
     Value total = rows.mul(rows.mul(rows.wide(entry->getArgument(10)), seqQ),
                            rows.i64(heads));
-    rows.forEachRow(total, [&](Value r) {
+    rows.forEachRow(total, [&](Value r, Value lane) {
       auto [batch, position, head] = unpack(r, seqQ);
       SmallVector<Value> oStrides{entry->getArgument(1), entry->getArgument(2),
                                   entry->getArgument(3)};
@@ -750,39 +759,47 @@ LogicalResult FA4ToNVVMPass::convertBackward(func::FuncOp func,
                            position, head);
       Value dout = rowAddress(entry->getArgument(4), doStrides, element, batch,
                               position, head);
-      // Pairs of elements, products summed in f32 in order.
       Value sum = arith::ConstantOp::create(b, loc, b.getF32FloatAttr(0.0f));
-      for (int64_t c = 0; c < dim; c += 2) {
-        Value x = LLVM::LoadOp::create(b, loc, pairType,
-                                       rows.gep(o, element, rows.i64(c)), 4);
-        Value y = LLVM::LoadOp::create(b, loc, pairType,
-                                       rows.gep(dout, element, rows.i64(c)), 4);
-        for (int64_t e = 0; e < 2; ++e) {
-          Value xe = arith::ExtFOp::create(
-              b, loc, f32,
-              vector::ExtractOp::create(b, loc, x, ArrayRef<int64_t>{e})
-                  .getResult());
-          Value ye = arith::ExtFOp::create(
-              b, loc, f32,
-              vector::ExtractOp::create(b, loc, y, ArrayRef<int64_t>{e})
-                  .getResult());
-          sum = LLVM::FMAOp::create(b, loc, xe, ye, sum);
-        }
+      for (int64_t e = 0; e < perLane; ++e) {
+        Value column = laneColumn(lane, e);
+        Value x = arith::ExtFOp::create(
+            b, loc, f32,
+            LLVM::LoadOp::create(b, loc, element, rows.gep(o, element, column),
+                                 2)
+                .getResult());
+        Value y = arith::ExtFOp::create(
+            b, loc, f32,
+            LLVM::LoadOp::create(b, loc, element,
+                                 rows.gep(dout, element, column), 2)
+                .getResult());
+        sum = LLVM::FMAOp::create(b, loc, x, y, sum);
       }
-      // delta [batch, heads, seq_q], dense.
-      Value at = rows.add(
-          rows.mul(rows.add(rows.mul(batch, rows.i64(heads)), head), seqQ),
-          position);
-      LLVM::StoreOp::create(b, loc, sum,
-                            rows.gep(entry->getArgument(8), f32, at));
+      for (int32_t offset : {16, 8, 4, 2, 1}) {
+        Value other = NVVM::ShflOp::create(
+            b, loc, f32, rows.i32(-1), sum, rows.i32(offset), rows.i32(0x1f),
+            NVVM::ShflKind::bfly, UnitAttr());
+        sum = arith::AddFOp::create(b, loc, sum, other);
+      }
+      // delta [batch, heads, seq_q], dense: lane 0 writes the row's.
+      Value first = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq,
+                                          lane, rows.i64(0));
+      auto write = scf::IfOp::create(b, loc, first, false);
+      {
+        OpBuilder::InsertionGuard inner(b);
+        b.setInsertionPointToStart(write.thenBlock());
+        Value at = rows.add(
+            rows.mul(rows.add(rows.mul(batch, rows.i64(heads)), head), seqQ),
+            position);
+        LLVM::StoreOp::create(b, loc, sum,
+                              rows.gep(entry->getArgument(8), f32, at));
+      }
       // The accumulator's row [batch, seq_q, heads, dim], dense: r · dim.
-      Value zeros = arith::ConstantOp::create(
-          b, loc, DenseElementsAttr::get(VectorType::get({4}, f32), 0.0f));
       Value accum = rows.gep(entry->getArgument(9), f32,
                              rows.mul(r, rows.i64(dim)));
-      for (int64_t c = 0; c < dim; c += 4)
-        LLVM::StoreOp::create(b, loc, zeros,
-                              rows.gep(accum, f32, rows.i64(c)), 16);
+      Value zero = arith::ConstantOp::create(b, loc, b.getF32FloatAttr(0.0f));
+      for (int64_t e = 0; e < perLane; ++e)
+        LLVM::StoreOp::create(b, loc, zero,
+                              rows.gep(accum, f32, laneColumn(lane, e)), 4);
     });
     LLVM::ReturnOp::create(b, loc, ValueRange());
   }
@@ -802,7 +819,7 @@ LogicalResult FA4ToNVVMPass::convertBackward(func::FuncOp func,
     Value seqQ = rows.wide(entry->getArgument(6));
     Value total = rows.mul(rows.mul(rows.wide(entry->getArgument(5)), seqQ),
                            rows.i64(heads));
-    rows.forEachRow(total, [&](Value r) {
+    rows.forEachRow(total, [&](Value r, Value lane) {
       auto [batch, position, head] = unpack(r, seqQ);
       SmallVector<Value> strides{entry->getArgument(2), entry->getArgument(3),
                                  entry->getArgument(4)};
@@ -810,18 +827,16 @@ LogicalResult FA4ToNVVMPass::convertBackward(func::FuncOp func,
                             position, head);
       Value accum = rows.gep(entry->getArgument(0), f32,
                              rows.mul(r, rows.i64(dim)));
-      auto f32Pair = VectorType::get({2}, f32);
-      for (int64_t c = 0; c < dim; c += 2) {
-        Value x = LLVM::LoadOp::create(b, loc, f32Pair,
-                                       rows.gep(accum, f32, rows.i64(c)), 8);
+      for (int64_t e = 0; e < perLane; ++e) {
+        Value column = laneColumn(lane, e);
+        Value x = LLVM::LoadOp::create(b, loc, f32,
+                                       rows.gep(accum, f32, column), 4);
         x = arith::MulFOp::create(
             b, loc, x,
-            arith::ConstantOp::create(
-                b, loc, DenseElementsAttr::get(f32Pair,
-                                               b.getF32FloatAttr(scale))));
-        Value rounded = arith::TruncFOp::create(b, loc, pairType, x);
+            arith::ConstantOp::create(b, loc, b.getF32FloatAttr(scale)));
+        Value rounded = arith::TruncFOp::create(b, loc, element, x);
         LLVM::StoreOp::create(b, loc, rounded,
-                              rows.gep(dq, element, rows.i64(c)), 4);
+                              rows.gep(dq, element, column), 2);
       }
     });
     LLVM::ReturnOp::create(b, loc, ValueRange());

@@ -31,6 +31,10 @@ struct fa4rt_kernel {
   runtime::Kernel kernel;
 };
 
+struct fa4rt_backward {
+  runtime::BackwardKernel kernel;
+};
+
 struct fa4rt_backend {
   /// fa4-emu's memory; null for the CUDA backend.
   std::unique_ptr<emu::Device> device;
@@ -277,6 +281,63 @@ int fa4rt_launch(const fa4rt_kernel *kernel, fa4rt_backend *backend,
             runtime::launch(*backend->backend, kernel->kernel, tensors[0],
                             tensors[1], tensors[2], tensors[3],
                             lse ? &tensors[4] : nullptr, extraTensors, stream))
+      return fail(llvm::toString(std::move(refused)));
+    return 0;
+  });
+}
+
+fa4rt_backward *fa4rt_backward_load(const char *manifest_path) {
+  return guarded<fa4rt_backward *>(nullptr, [&]() -> fa4rt_backward * {
+    lastError.clear();
+    if (!manifest_path)
+      return failWith<fa4rt_backward>("no manifest path");
+    llvm::Expected<runtime::BackwardKernel> loaded =
+        runtime::BackwardKernel::load(manifest_path);
+    if (!loaded)
+      return failWith<fa4rt_backward>(llvm::toString(loaded.takeError()));
+    auto kernel = std::make_unique<fa4rt_backward>();
+    kernel->kernel = std::move(*loaded);
+    return kernel.release();
+  });
+}
+
+void fa4rt_backward_free(fa4rt_backward *kernel) { delete kernel; }
+
+const char *fa4rt_backward_manifest(const fa4rt_backward *kernel) {
+  return guarded<const char *>(nullptr, [&]() -> const char * {
+    lastError.clear();
+    if (!kernel)
+      return failWith<const char>("no kernel");
+    return kernel->kernel.manifestJson.c_str();
+  });
+}
+
+int fa4rt_backward_launch(const fa4rt_backward *kernel, fa4rt_backend *backend,
+                          const fa4rt_tensor *tensors, size_t num_tensors,
+                          void *stream) {
+  return guarded<int>(1, [&]() -> int {
+    lastError.clear();
+    if (!kernel)
+      return fail("no kernel");
+    if (!backend)
+      return fail("no backend");
+    static const char *names[] = {"q",  "k",  "v",  "o",     "dout",    "lse",
+                                  "dq", "dk", "dv", "delta", "dq_accum"};
+    constexpr size_t kCount = sizeof(names) / sizeof(names[0]);
+    if (!tensors || num_tensors != kCount)
+      return fail("the backward takes " + std::to_string(kCount) +
+                  " tensors (q, k, v, o, dout, lse, dq, dk, dv, delta, "
+                  "dq_accum), got " + std::to_string(num_tensors));
+    runtime::BackwardTensors given;
+    runtime::Tensor *slots[] = {&given.q,  &given.k,  &given.v,     &given.o,
+                                &given.dout, &given.lse, &given.dq, &given.dk,
+                                &given.dv, &given.delta, &given.dqAccum};
+    for (size_t i = 0; i < kCount; ++i)
+      if (!tensorOf(names[i], &tensors[i], *slots[i]))
+        return 1;
+    std::lock_guard<std::mutex> lock(backend->mutex);
+    if (llvm::Error refused = runtime::launchBackward(
+            *backend->backend, kernel->kernel, given, stream))
       return fail(llvm::toString(std::move(refused)));
     return 0;
   });
