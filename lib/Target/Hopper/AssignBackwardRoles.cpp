@@ -284,9 +284,17 @@ BackwardProgramBuilder::buildConsumerStep(const BackwardTask &task,
                                       task.batch, at.head, row, packing,
                                       /*transposed=*/true);
   // Sᵀ = K·Qᵀ for the warpgroup's keys.
-  Value raw = WarpgroupScoreMmaOp::create(b, loc, scoreType, kBuffer,
-                                          task.taskCount, keyOffset,
-                                          qBuffer, at.item);
+  // Sᵀ = K·Qᵀ and dPᵀ = V·dOᵀ issued together; Pᵀ is computed while dPᵀ
+  // is still on the tensor core.
+  auto scoreMma = WarpgroupScoreMmaOp::create(b, loc, scoreType, kBuffer,
+                                              task.taskCount, keyOffset,
+                                              qBuffer, at.item);
+  scoreMma.setAsync(true);
+  auto dprobsMma = WarpgroupScoreMmaOp::create(b, loc, scoreType, vBuffer,
+                                               task.taskCount, keyOffset,
+                                               doBuffer, at.item);
+  dprobsMma.setAsync(true);
+  Value raw = WarpgroupWaitOp::create(b, loc, scoreMma, 1);
   // The scores' mods at the step's place: packed rows from `row`, keys
   // from the warpgroup's first.
   auto place = [&](IRMapping &mapping, Value rowOf, Value colOf,
@@ -341,10 +349,8 @@ BackwardProgramBuilder::buildConsumerStep(const BackwardTask &task,
   probsMapping.map(t.probs.getLse(), lse);
   Value probs =
       cloneTransposed(t.probs, probsMapping, scoreType)->getResult(0);
-  // dPᵀ = V·dOᵀ; dSᵀ = Pᵀ ∘ (dPᵀ − delta), back through the mods.
-  Value dprobs = WarpgroupScoreMmaOp::create(b, loc, scoreType, vBuffer,
-                                             task.taskCount, keyOffset,
-                                             doBuffer, at.item);
+  // dSᵀ = Pᵀ ∘ (dPᵀ − delta), back through the mods.
+  Value dprobs = WarpgroupWaitOp::create(b, loc, dprobsMma, 0);
   IRMapping gradMapping;
   gradMapping.map(t.softmaxGrad.getProbs(), probs);
   gradMapping.map(t.softmaxGrad.getDprobs(), dprobs);
@@ -367,34 +373,52 @@ BackwardProgramBuilder::buildConsumerStep(const BackwardTask &task,
           t.scoreModGrad.getSeqQ(), t.scoreModGrad.getSeqK());
     ds = cloneTransposed(t.scoreModGrad, mapping, scoreType)->getResult(0);
   }
-  // dV += Pᵀ·dO and dK += dSᵀ·Q, Pᵀ and dSᵀ from registers.
+  // dSᵀ staged in the warpgroup's own buffer first (the MMAs below read
+  // the registers it comes from: nothing may touch them until they are
+  // done), for dQ = dS·K, which reads it back as its transposed A operand.
   Value probsLow =
       ConvertTileOp::create(b, loc, lowType, probs, APFloat(1.0f));
   Value dsLow = ConvertTileOp::create(b, loc, lowType, ds, APFloat(1.0f));
-  Value dvOut = WarpgroupValueMmaOp::create(b, loc, probsLow, doBuffer,
-                                            at.item, dvIn);
-  ConsumerReleaseOp::create(b, loc, doBuffer, at.item);
-  Value dkOut =
-      WarpgroupValueMmaOp::create(b, loc, dsLow, qBuffer, at.item, dkIn);
-  ConsumerReleaseOp::create(b, loc, qBuffer, at.item);
-  // The warpgroup's share of dQ = dS·K: dSᵀ staged in its own buffer,
-  // read back as the MMA's transposed A operand; 64 columns of the head
-  // dim at a time, each added to the accumulator before the next (its
-  // registers beside dK and dV).
   Value staging = dsBuffer[half];
   ProducerAcquireOp::create(b, loc, staging, at.item);
   SmemStoreOp::create(b, loc, dsLow, staging, at.item, Value(),
                       IntegerAttr());
   ProducerCommitOp::create(b, loc, staging, at.item);
   ConsumerWaitOp::create(b, loc, staging, at.item);
+  // dV += Pᵀ·dO and dK += dSᵀ·Q (Pᵀ and dSᵀ from registers) and the first
+  // 64 columns of the warpgroup's share of dQ, issued together.
+  auto partType = [&](int64_t column) {
+    return tile(kStep, std::min(kStep, headDim - column), f32);
+  };
+  auto dvMma = WarpgroupValueMmaOp::create(b, loc, probsLow, doBuffer,
+                                           at.item, dvIn);
+  dvMma.setAsync(true);
+  auto dkMma =
+      WarpgroupValueMmaOp::create(b, loc, dsLow, qBuffer, at.item, dkIn);
+  dkMma.setAsync(true);
+  auto firstPart = WarpgroupTransposedMmaOp::create(
+      b, loc, partType(0), staging, at.item, kBuffer, task.taskCount,
+      keyOffset);
+  firstPart.setAsync(true);
+  Value dvOut = WarpgroupWaitOp::create(b, loc, dvMma, 2);
+  ConsumerReleaseOp::create(b, loc, doBuffer, at.item);
+  Value dkOut = WarpgroupWaitOp::create(b, loc, dkMma, 1);
+  ConsumerReleaseOp::create(b, loc, qBuffer, at.item);
+  // Each 64 columns of dQ's part added to the accumulator before the next
+  // is computed (their registers beside dK and dV).
   for (int64_t column = 0; column < headDim; column += kStep) {
-    auto partType = tile(kStep, std::min(kStep, headDim - column), f32);
-    auto dqPart = WarpgroupTransposedMmaOp::create(
-        b, loc, partType, staging, at.item, kBuffer, task.taskCount,
-        keyOffset);
-    dqPart.setColumnOffset(column);
+    Value part;
+    if (column == 0) {
+      part = WarpgroupWaitOp::create(b, loc, firstPart, 0);
+    } else {
+      auto mma = WarpgroupTransposedMmaOp::create(
+          b, loc, partType(column), staging, at.item, kBuffer,
+          task.taskCount, keyOffset);
+      mma.setColumnOffset(column);
+      part = mma;
+    }
     auto accumulate =
-        AccumulateDqOp::create(b, loc, dqPart, argument(kBwdDqAccum),
+        AccumulateDqOp::create(b, loc, part, argument(kBwdDqAccum),
                                task.batch, at.head, row, packing);
     accumulate.setColumn(column);
   }
