@@ -21,14 +21,7 @@ namespace mlir::fa4::runtime {
 static const char *const kKernelKeys[3] = {"prepare", "main", "finish"};
 
 bool isBackwardManifest(const std::string &json) {
-  if (json.size() > kMaxManifestBytes)
-    return false;
-  if (llvm::Error deep =
-          checkNestingDepth(json, kMaxJsonNesting, NestingSyntax::Json)) {
-    llvm::consumeError(std::move(deep));
-    return false;
-  }
-  llvm::Expected<llvm::json::Value> parsed = llvm::json::parse(json);
+  llvm::Expected<llvm::json::Value> parsed = parseManifestJson(json);
   if (!parsed) {
     llvm::consumeError(parsed.takeError());
     return false;
@@ -39,17 +32,9 @@ bool isBackwardManifest(const std::string &json) {
 
 llvm::Expected<BackwardManifest>
 parseBackwardManifest(const std::string &json) {
-  if (json.size() > kMaxManifestBytes)
-    return makeError("manifest: " + std::to_string(json.size()) +
-                     " bytes, more than the " +
-                     std::to_string(kMaxManifestBytes) + " accepted");
-  if (llvm::Error deep =
-          checkNestingDepth(json, kMaxJsonNesting, NestingSyntax::Json))
-    return prefixError("manifest: ", std::move(deep));
-  llvm::Expected<llvm::json::Value> parsed = llvm::json::parse(json);
+  llvm::Expected<llvm::json::Value> parsed = parseManifestJson(json);
   if (!parsed)
-    return makeError("manifest: not JSON: " +
-                     llvm::toString(parsed.takeError()));
+    return parsed.takeError();
   std::string error;
   BackwardManifest m;
   Fields top(parsed->getAsObject(), "", error);

@@ -16,6 +16,10 @@
 
 namespace mlir::fa4::runtime {
 
+/// A manifest's JSON, parsed once it is known to be of a bounded size and
+/// nesting (Launch.cpp); the error names what was wrong.
+llvm::Expected<llvm::json::Value> parseManifestJson(const std::string &json);
+
 /// Reads the fields of one JSON object, remembering the first missing or
 /// mistyped one.
 class Fields {

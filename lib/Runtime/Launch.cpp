@@ -535,7 +535,7 @@ bool readManifest(const llvm::json::Value &json, Manifest &m,
 }
 } // namespace
 
-llvm::Expected<Manifest> parseManifest(const std::string &json) {
+llvm::Expected<llvm::json::Value> parseManifestJson(const std::string &json) {
   // llvm::json recurses once per bracket: deep nesting would overflow the
   // stack before it could say anything.
   if (json.size() > kMaxManifestBytes)
@@ -549,6 +549,13 @@ llvm::Expected<Manifest> parseManifest(const std::string &json) {
   if (!parsed)
     return makeError("manifest: not JSON: " +
                      llvm::toString(parsed.takeError()));
+  return parsed;
+}
+
+llvm::Expected<Manifest> parseManifest(const std::string &json) {
+  llvm::Expected<llvm::json::Value> parsed = parseManifestJson(json);
+  if (!parsed)
+    return parsed.takeError();
   Manifest m;
   std::string error;
   if (!readManifest(*parsed, m, error))

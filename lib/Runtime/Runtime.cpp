@@ -47,15 +47,19 @@ static llvm::Expected<std::string> readBeside(const std::string &manifestPath,
   return contents;
 }
 
-llvm::Expected<Kernel> Kernel::load(const std::string &manifestPath) {
+/// A manifest file, parsed by `parse`, and the PTX and cubin it names,
+/// beside it (one of them at least): Kernel's and BackwardKernel's.
+template <typename Loaded, typename Parse>
+static llvm::Expected<Loaded> loadKernelFiles(const std::string &manifestPath,
+                                              Parse parse) {
   llvm::Expected<std::string> json =
       readRegularFile(manifestPath, kMaxManifestBytes);
   if (!json)
     return json.takeError();
-  llvm::Expected<Manifest> manifest = parseManifest(*json);
+  auto manifest = parse(*json);
   if (!manifest)
     return prefixError(manifestPath + ": ", manifest.takeError());
-  Kernel kernel;
+  Loaded kernel;
   kernel.manifest = std::move(*manifest);
   kernel.manifestJson = std::move(*json);
   llvm::Expected<std::string> ptx = readBeside(manifestPath, kernel.manifest.ptx);
@@ -70,6 +74,15 @@ llvm::Expected<Kernel> Kernel::load(const std::string &manifestPath) {
   if (kernel.ptx.empty() && kernel.cubin.empty())
     return makeError(manifestPath +
                      ": neither the cubin nor the PTX it names is there");
+  return std::move(kernel);
+}
+
+llvm::Expected<Kernel> Kernel::load(const std::string &manifestPath) {
+  llvm::Expected<Kernel> loaded =
+      loadKernelFiles<Kernel>(manifestPath, parseManifest);
+  if (!loaded)
+    return loaded.takeError();
+  Kernel &kernel = *loaded;
   if (llvm::Error refused = kernel.check())
     return prefixError(manifestPath + ": ", std::move(refused));
   return std::move(kernel);
@@ -649,28 +662,11 @@ llvm::Error launch(Backend &backend, const Kernel &kernel, const Tensor &q,
 
 llvm::Expected<BackwardKernel>
 BackwardKernel::load(const std::string &manifestPath) {
-  llvm::Expected<std::string> json =
-      readRegularFile(manifestPath, kMaxManifestBytes);
-  if (!json)
-    return json.takeError();
-  llvm::Expected<BackwardManifest> manifest = parseBackwardManifest(*json);
-  if (!manifest)
-    return prefixError(manifestPath + ": ", manifest.takeError());
-  BackwardKernel kernel;
-  kernel.manifest = std::move(*manifest);
-  kernel.manifestJson = std::move(*json);
-  llvm::Expected<std::string> ptx = readBeside(manifestPath, kernel.manifest.ptx);
-  if (!ptx)
-    return ptx.takeError();
-  kernel.ptx = std::move(*ptx);
-  llvm::Expected<std::string> cubin =
-      readBeside(manifestPath, kernel.manifest.cubin);
-  if (!cubin)
-    return cubin.takeError();
-  kernel.cubin.assign(cubin->begin(), cubin->end());
-  if (kernel.ptx.empty() && kernel.cubin.empty())
-    return makeError(manifestPath +
-                     ": neither the cubin nor the PTX it names is there");
+  llvm::Expected<BackwardKernel> loaded =
+      loadKernelFiles<BackwardKernel>(manifestPath, parseBackwardManifest);
+  if (!loaded)
+    return loaded.takeError();
+  BackwardKernel &kernel = *loaded;
   if (!kernel.ptx.empty()) {
     llvm::Expected<std::shared_ptr<const emu::Program>> program =
         emu::parsePtx(kernel.ptx);

@@ -1303,3 +1303,25 @@ bool mlir::fa4::sim::runCta(Interpreter &parent, WarpSpecializeOp op,
   Cta cta(parent, op, scheduleSeed, lateCompletions, report);
   return cta.run(stats, error);
 }
+
+bool mlir::fa4::sim::LaunchHook::execute(Interpreter &interpreter,
+                                         Operation *op, std::string &error) {
+  if (isa<SmemAllocOp, TmemAllocOp, TmemViewOp, MBarrierAllocOp>(op))
+    return true;
+  if (auto grid = dyn_cast<GridSizeOp>(op)) {
+    int64_t tasks = numTasks ? *numTasks : interpreter.numTasks;
+    gridSize = std::min<int64_t>(grid.getSmCount(), std::max<int64_t>(tasks, 1));
+    interpreter.setIndex(grid.getResult(), gridSize);
+    return true;
+  }
+  if (auto specialize = dyn_cast<WarpSpecializeOp>(op))
+    return runCta(interpreter, specialize, seed * 7919u + ctaId,
+                  lateCompletions, report, stats, error);
+  if (isa<PrepareBackwardOp>(op))
+    return ctaId != 0 || interpreter.runGridStep(op, error);
+  if (isa<FinishDqOp>(op))
+    return ctaId != gridSize - 1 || interpreter.runGridStep(op, error);
+  error = "cannot run '" + op->getName().getStringRef().str() +
+          "' outside a role";
+  return false;
+}

@@ -15,6 +15,7 @@
 #include "Interpreter.h"
 
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -48,6 +49,34 @@ struct ProtocolReport {
 bool runCta(Interpreter &parent, WarpSpecializeOp op, uint64_t scheduleSeed,
             bool lateCompletions, ProtocolReport &report,
             InterpreterStats &stats, std::string &error);
+
+/// Level C at function scope, run once per CTA of the grid (CTA 0 first):
+/// the buffers and barriers are the CTA's (its run sets them up), the
+/// warp-specialize op is one CTA's run (runCta), and the backward's
+/// grid-wide steps run once per launch: fa4.prepare_backward in the first
+/// CTA's run (before any CTA's warp-specialize op), fa4.finish_dq in the
+/// last one's (after every CTA's). The grid is min(sm_count, tasks), the
+/// tasks `numTasks` where given, else the interpreter's (fa4.task_count's).
+class LaunchHook : public OpHook {
+public:
+  LaunchHook(ProtocolReport &report, InterpreterStats &stats, uint64_t seed,
+             bool lateCompletions, std::optional<int64_t> numTasks = {})
+      : report(report), stats(stats), seed(seed),
+        lateCompletions(lateCompletions), numTasks(numTasks) {}
+
+  bool execute(Interpreter &interpreter, Operation *op,
+               std::string &error) override;
+
+  int64_t ctaId = 0;
+  int64_t gridSize = 1;
+
+private:
+  ProtocolReport &report;
+  InterpreterStats &stats;
+  uint64_t seed;
+  bool lateCompletions;
+  std::optional<int64_t> numTasks;
+};
 
 } // namespace mlir::fa4::sim
 

@@ -27,43 +27,6 @@ namespace {
 /// Positions of Q, K, V, O and LSE among `fa4.spec`'s `arguments`.
 enum ArgumentRole { kQ, kK, kV, kOut, kLse };
 
-/// Level C at function scope: the buffers and barriers are the CTA's (the
-/// CTA run sets them up), the warp-specialize op is one CTA's run.
-class LaunchHook : public OpHook {
-public:
-  LaunchHook(ProtocolReport &report, InterpreterStats &stats, uint64_t seed,
-             bool lateCompletions)
-      : report(report), stats(stats), seed(seed),
-        lateCompletions(lateCompletions) {}
-
-  bool execute(Interpreter &interpreter, Operation *op,
-               std::string &error) override {
-    if (isa<SmemAllocOp, TmemAllocOp, TmemViewOp, MBarrierAllocOp>(op))
-      return true;
-    if (auto grid = dyn_cast<GridSizeOp>(op)) {
-      gridSize = std::min<int64_t>(grid.getSmCount(),
-                                   std::max<int64_t>(interpreter.numTasks, 1));
-      interpreter.setIndex(grid.getResult(), gridSize);
-      return true;
-    }
-    if (auto specialize = dyn_cast<WarpSpecializeOp>(op))
-      return runCta(interpreter, specialize, seed * 7919u + ctaId,
-                    lateCompletions, report, stats, error);
-    error = "cannot run '" + op->getName().getStringRef().str() +
-            "' outside a role";
-    return false;
-  }
-
-  int64_t ctaId = 0;
-  int64_t gridSize = 1;
-
-private:
-  ProtocolReport &report;
-  InterpreterStats &stats;
-  uint64_t seed;
-  bool lateCompletions;
-};
-
 } // namespace
 
 std::string RunReport::toJson() const {

@@ -36,50 +36,6 @@ struct BackwardBuffers {
   Buffer &operator[](BackwardArgument role) { return tensors[role]; }
 };
 
-/// Level C at function scope: the buffers and barriers are the CTA's, the
-/// warp-specialize op is one CTA's run of the main kernel, and the
-/// grid-wide steps run once per launch: fa4.prepare_backward in the first
-/// CTA's run (before any CTA's main kernel), fa4.finish_dq in the last
-/// one's (after every CTA's).
-class BackwardLaunchHook : public OpHook {
-public:
-  BackwardLaunchHook(ProtocolReport &report, InterpreterStats &stats,
-                     uint64_t seed, bool lateCompletions, int64_t numTasks)
-      : report(report), stats(stats), seed(seed),
-        lateCompletions(lateCompletions), numTasks(numTasks) {}
-
-  bool execute(Interpreter &interpreter, Operation *op,
-               std::string &error) override {
-    if (isa<SmemAllocOp, MBarrierAllocOp>(op))
-      return true;
-    if (auto grid = dyn_cast<GridSizeOp>(op)) {
-      gridSize = std::min<int64_t>(grid.getSmCount(),
-                                   std::max<int64_t>(numTasks, 1));
-      interpreter.setIndex(grid.getResult(), gridSize);
-      return true;
-    }
-    if (auto specialize = dyn_cast<WarpSpecializeOp>(op))
-      return runCta(interpreter, specialize, seed * 7919u + ctaId,
-                    lateCompletions, report, stats, error);
-    if (isa<PrepareBackwardOp>(op))
-      return ctaId != 0 || interpreter.runGridStep(op, error);
-    if (isa<FinishDqOp>(op))
-      return ctaId != gridSize - 1 || interpreter.runGridStep(op, error);
-    error = "cannot run '" + op->getName().getStringRef().str() +
-            "' outside a role";
-    return false;
-  }
-
-  int64_t ctaId = 0;
-  int64_t gridSize = 1;
-
-private:
-  ProtocolReport &report;
-  InterpreterStats &stats;
-  uint64_t seed;
-  bool lateCompletions;
-  int64_t numTasks;
-};
 } // namespace
 
 llvm::Expected<RunReport>
@@ -256,9 +212,9 @@ mlir::fa4::sim::simulateBackward(func::FuncOp func, const RunOptions &options) {
     poison();
     ProtocolReport protocol;
     InterpreterStats stats;
-    BackwardLaunchHook launch(
-        protocol, stats, options.seed * 1000003u + static_cast<uint64_t>(run),
-        run % 2 == 1, numTasks);
+    LaunchHook launch(protocol, stats,
+                      options.seed * 1000003u + static_cast<uint64_t>(run),
+                      run % 2 == 1, numTasks);
     budget.used = 0;
     int64_t grid = 1;
     for (int64_t cta = 0; cta < grid; ++cta) {

@@ -491,6 +491,28 @@ static llvm::Expected<Runs> runInterleavings(const emu::Program &program,
   return std::move(runs);
 }
 
+/// What went wrong over the interleavings, the report's fields from
+/// "errors" to "failing_interleaving".
+static void writeFindings(raw_ostream &os, const emu::LaunchReport &total,
+                          int64_t failing) {
+  os << ",\"errors\":";
+  jsonStrings(os, total.errors);
+  os << ",\"error_count\":" << total.errorCount << ",\"hazards\":";
+  jsonStrings(os, total.hazards);
+  os << ",\"hazard_count\":" << total.hazardCount << ",\"barrier_misuse\":";
+  jsonStrings(os, total.barrierMisuse);
+  os << ",\"deadlock\":";
+  if (total.deadlock.empty())
+    os << "null";
+  else
+    jsonStrings(os, total.deadlock);
+  os << ",\"failing_interleaving\":";
+  if (failing < 0)
+    os << "null";
+  else
+    os << failing;
+}
+
 /// The report: one JSON object on one line.
 static std::string reportJson(const runtime::Manifest &manifest,
                               const runtime::LaunchPlan &plan,
@@ -537,22 +559,8 @@ static std::string reportJson(const runtime::Manifest &manifest,
     }
   }
   os << "},\"mmas\":" << total.mmas << ",\"tma_load_bytes\":" << total.tmaLoadBytes
-     << ",\"tma_store_bytes\":" << total.tmaStoreBytes << ",\"errors\":";
-  jsonStrings(os, total.errors);
-  os << ",\"error_count\":" << total.errorCount << ",\"hazards\":";
-  jsonStrings(os, total.hazards);
-  os << ",\"hazard_count\":" << total.hazardCount << ",\"barrier_misuse\":";
-  jsonStrings(os, total.barrierMisuse);
-  os << ",\"deadlock\":";
-  if (total.deadlock.empty())
-    os << "null";
-  else
-    jsonStrings(os, total.deadlock);
-  os << ",\"failing_interleaving\":";
-  if (runs.failing < 0)
-    os << "null";
-  else
-    os << runs.failing;
+     << ",\"tma_store_bytes\":" << total.tmaStoreBytes;
+  writeFindings(os, total, runs.failing);
   os << ",\"wall_seconds\":" << format("%.3f", runs.seconds)
      << ",\"instructions_per_second\":"
      << format("%.4g",
@@ -791,22 +799,8 @@ static int emulateBackward(const std::string &manifestText) {
      << ",\"tasks\":" << plan->kernels[1].tasks
      << ",\"instructions\":" << total.instructions
      << ",\"mmas\":" << total.mmas
-     << ",\"tma_load_bytes\":" << total.tmaLoadBytes << ",\"errors\":";
-  jsonStrings(os, total.errors);
-  os << ",\"error_count\":" << total.errorCount << ",\"hazards\":";
-  jsonStrings(os, total.hazards);
-  os << ",\"hazard_count\":" << total.hazardCount << ",\"barrier_misuse\":";
-  jsonStrings(os, total.barrierMisuse);
-  os << ",\"deadlock\":";
-  if (total.deadlock.empty())
-    os << "null";
-  else
-    jsonStrings(os, total.deadlock);
-  os << ",\"failing_interleaving\":";
-  if (failing < 0)
-    os << "null";
-  else
-    os << failing;
+     << ",\"tma_load_bytes\":" << total.tmaLoadBytes;
+  writeFindings(os, total, failing);
   os << ",\"wall_seconds\":" << format("%.3f", seconds)
      << ",\"ok\":" << (failing < 0 ? "true" : "false") << "}";
   outs() << text << "\n";

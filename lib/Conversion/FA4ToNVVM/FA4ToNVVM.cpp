@@ -255,6 +255,37 @@ static FailureOr<SmallVector<Value>> modExtras(func::FuncOp func,
   return extras;
 }
 
+/// A warp-specialized kernel's llvm.func at `b`: `params`, the first four
+/// of them tensor maps passed by value, a CTA of `threads`.
+static LLVM::LLVMFuncOp createWarpSpecializedKernel(OpBuilder &b, Location loc,
+                                                    StringRef name,
+                                                    ArrayRef<Type> params,
+                                                    int64_t threads) {
+  MLIRContext *context = b.getContext();
+  auto kernelFunc = LLVM::LLVMFuncOp::create(b,
+      loc, name,
+      LLVM::LLVMFunctionType::get(LLVM::LLVMVoidType::get(context), params));
+  kernelFunc->setAttr("nvvm.kernel", b.getUnitAttr());
+  kernelFunc->setAttr("nvvm.reqntid",
+                      b.getDenseI32ArrayAttr({static_cast<int32_t>(threads)}));
+  // One CTA per SM with the register file split evenly at entry (128 per
+  // thread for Blackwell's 512, 168 for Hopper's 384): what setmaxnreg
+  // needs to know to move each role to its budget.
+  kernelFunc->setAttr("nvvm.minctasm", b.getI32IntegerAttr(1));
+  kernelFunc->setAttr("nvvm.maxnreg",
+                      b.getI32IntegerAttr(
+                          blackwell::registersAtLaunch(threads)));
+  auto map = LLVM::LLVMArrayType::get(b.getI8Type(), 128);
+  for (unsigned i = 0; i < 4; ++i) {
+    kernelFunc.setArgAttr(i, "llvm.byval", TypeAttr::get(map));
+    kernelFunc.setArgAttr(i, "nvvm.grid_constant", b.getUnitAttr());
+    // TMA reads the descriptor where the parameter lies: it must be 64-byte
+    // aligned (CUTLASS declares its tensor maps alignas(64)).
+    kernelFunc.setArgAttr(i, "llvm.align", b.getI64IntegerAttr(64));
+  }
+  return kernelFunc;
+}
+
 /// The kernel's llvm.func at `b`, for a CTA of `threads`: Q, K, V and O
 /// tensor maps, the LSE pointer, the runtime sizes, then per extra its
 /// pointer and its dynamic sizes.
@@ -281,29 +312,10 @@ static LLVM::LLVMFuncOp createKernelFunction(OpBuilder &b, func::FuncOp func,
     params.push_back(globalPtr);
     params.append(3, b.getI64Type());
   }
-  auto kernelFunc = LLVM::LLVMFuncOp::create(b,
-      func.getLoc(), func.getName(),
-      LLVM::LLVMFunctionType::get(LLVM::LLVMVoidType::get(context), params));
-  kernelFunc->setAttr("nvvm.kernel", b.getUnitAttr());
-  kernelFunc->setAttr("nvvm.reqntid",
-                      b.getDenseI32ArrayAttr({static_cast<int32_t>(threads)}));
-  // One CTA per SM with the register file split evenly at entry (128 per
-  // thread for Blackwell's 512, 168 for Hopper's 384): what setmaxnreg
-  // needs to know to move each role to its budget.
-  kernelFunc->setAttr("nvvm.minctasm", b.getI32IntegerAttr(1));
-  kernelFunc->setAttr("nvvm.maxnreg",
-                      b.getI32IntegerAttr(
-                          blackwell::registersAtLaunch(threads)));
-  auto map = LLVM::LLVMArrayType::get(b.getI8Type(), 128);
-  for (unsigned i = 0; i < 4; ++i) {
-    kernelFunc.setArgAttr(i, "llvm.byval", TypeAttr::get(map));
-    kernelFunc.setArgAttr(i, "nvvm.grid_constant", b.getUnitAttr());
-    // TMA reads the descriptor where the parameter lies: it must be 64-byte
-    // aligned (CUTLASS declares its tensor maps alignas(64)).
-    kernelFunc.setArgAttr(i, "llvm.align", b.getI64IntegerAttr(64));
-  }
-  return kernelFunc;
+  return createWarpSpecializedKernel(b, func.getLoc(), func.getName(), params,
+                                     threads);
 }
+
 
 /// The kernel's parameters as what `kernel` maps the level-C function's
 /// tensors and extras to (the extras' static sizes as constants, at `b`,
@@ -622,23 +634,8 @@ LogicalResult FA4ToNVVMPass::convertBackward(func::FuncOp func,
     params.append(3, i64);
   }
   params.append(3, i32);
-  auto mainFunc = LLVM::LLVMFuncOp::create(
-      b, loc, func.getName(),
-      LLVM::LLVMFunctionType::get(LLVM::LLVMVoidType::get(context), params));
-  mainFunc->setAttr("nvvm.kernel", b.getUnitAttr());
-  mainFunc->setAttr("nvvm.reqntid",
-                    b.getDenseI32ArrayAttr(
-                        {static_cast<int32_t>(specialize.getNumThreads())}));
-  mainFunc->setAttr("nvvm.minctasm", b.getI32IntegerAttr(1));
-  mainFunc->setAttr("nvvm.maxnreg",
-                    b.getI32IntegerAttr(blackwell::registersAtLaunch(
-                        specialize.getNumThreads())));
-  auto map = LLVM::LLVMArrayType::get(b.getI8Type(), 128);
-  for (unsigned i = 0; i < 4; ++i) {
-    mainFunc.setArgAttr(i, "llvm.byval", TypeAttr::get(map));
-    mainFunc.setArgAttr(i, "nvvm.grid_constant", b.getUnitAttr());
-    mainFunc.setArgAttr(i, "llvm.align", b.getI64IntegerAttr(64));
-  }
+  auto mainFunc = createWarpSpecializedKernel(
+      b, loc, func.getName(), params, specialize.getNumThreads());
   {
     Block *entry = mainFunc.addEntryBlock(b);
     OpBuilder::InsertionGuard guard(b);
