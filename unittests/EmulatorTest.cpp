@@ -209,6 +209,67 @@ TEST(Emulator, VectorReductionMustBeAligned) {
       << run.report.errors[0];
 }
 
+/// A kernel in which lane l's register i holds the halves l·16 + 2i and
+/// l·16 + 2i + 1, stmatrix.x4 stores them (`trans` or not) to matrices of
+/// 8 rows of 16 bytes at smem + 128·i + 16·r, and each lane copies 16 bytes
+/// of them (at 16·lane) out.
+std::string stmatrixKernel(bool transpose) {
+  std::string body =
+      "\tmov.b32 %r2, smem;\n"
+      // The row address lane l gives: matrix l / 8, row l mod 8.
+      "\tshr.u32 %r3, %r1, 3;\n"
+      "\tand.b32 %r4, %r1, 7;\n"
+      "\tshl.b32 %r3, %r3, 7;\n"
+      "\tshl.b32 %r4, %r4, 4;\n"
+      "\tadd.u32 %r5, %r2, %r3;\n"
+      "\tadd.u32 %r5, %r5, %r4;\n"
+      // Register i: (l·16 + 2i + 1) << 16 | (l·16 + 2i).
+      "\tshl.b32 %r6, %r1, 4;\n";
+  for (int i = 0; i < 4; ++i)
+    body += "\tadd.u32 %r" + std::to_string(10 + i) + ", %r6, " +
+            std::to_string(2 * i) + ";\n"
+            "\tadd.u32 %r" + std::to_string(14 + i) + ", %r6, " +
+            std::to_string(2 * i + 1) + ";\n"
+            "\tshl.b32 %r" + std::to_string(14 + i) + ", %r" +
+            std::to_string(14 + i) + ", 16;\n"
+            "\tor.b32 %r" + std::to_string(20 + i) + ", %r" +
+            std::to_string(10 + i) + ", %r" + std::to_string(14 + i) + ";\n";
+  body += std::string("\tstmatrix.sync.aligned.m8n8.x4") +
+          (transpose ? ".trans" : "") +
+          ".shared.b16 [%r5], {%r20, %r21, %r22, %r23};\n"
+          "\tbar.sync 0;\n"
+          "\tshl.b32 %r7, %r1, 4;\n"
+          "\tadd.u32 %r7, %r2, %r7;\n"
+          "\tld.shared.v4.b32 {%r24, %r25, %r26, %r27}, [%r7];\n"
+          "\tmul.wide.u32 %rd5, %r1, 16;\n"
+          "\tadd.s64 %rd6, %rd1, %rd5;\n"
+          "\tst.global.v4.b32 [%rd6], {%r24, %r25, %r26, %r27};\n"
+          "\tret;\n";
+  return body;
+}
+
+TEST(Emulator, StmatrixStoresEachLanesFragmentAtItsRow) {
+  for (bool transpose : {false, true}) {
+    Outcome run = launchKernel(kernel(stmatrixKernel(transpose)), 32, 1024, 4);
+    ASSERT_TRUE(run.report.clean())
+        << (run.report.errors.empty() ? "" : run.report.errors[0]);
+    const uint8_t *bytes = reinterpret_cast<const uint8_t *>(run.out.data());
+    for (int i = 0; i < 4; ++i)
+      for (int r = 0; r < 8; ++r)
+        for (int c = 0; c < 8; ++c) {
+          uint16_t got;
+          std::memcpy(&got, bytes + 128 * i + 16 * r + 2 * c, 2);
+          // The fragment's element (row, col) is lane 4·row + col / 2's half
+          // col mod 2; .trans puts element (row, col) at (col, row).
+          int row = transpose ? c : r, col = transpose ? r : c;
+          int lane = 4 * row + col / 2;
+          EXPECT_EQ(got, lane * 16 + 2 * i + col % 2)
+              << (transpose ? "trans " : "") << "matrix " << i << " row " << r
+              << " column " << c;
+        }
+  }
+}
+
 TEST(Emulator, TensorMemoryLeakIsReported) {
   Outcome run = launchKernel(kernel("\tmov.b32 %r2, smem;\n"
                                 "\ttcgen05.alloc.cta_group::1.sync.aligned.shared::cta.b32 "

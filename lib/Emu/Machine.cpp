@@ -772,7 +772,7 @@ void CtaMachine::step(uint32_t s, uint64_t budget) {
     case Op::TcAlloc: case Op::TcDealloc: case Op::TcRelinquish:
     case Op::TcLd: case Op::TcSt: case Op::TcWaitLd: case Op::TcWaitSt:
     case Op::Elect: case Op::Vote: case Op::Shfl: case Op::SetMaxNReg:
-    case Op::BarWarpSync:
+    case Op::BarWarpSync: case Op::StMatrix:
       flow = stepCollective(issue, in);
       break;
     default:
@@ -1852,6 +1852,8 @@ void CtaMachine::execCollective(uint32_t w, uint32_t members, const Inst &in,
     return execVote(w, members, in);
   case Op::Shfl:
     return execShfl(w, members, in);
+  case Op::StMatrix:
+    return execStMatrix(w, members, in);
   case Op::SetMaxNReg:
     return execSetMaxNReg(w, first, in, waitForRegisters);
   // tcgen05 collectives: one lane acts for the warp (alloc, dealloc,
@@ -1903,6 +1905,46 @@ void CtaMachine::execVote(uint32_t w, uint32_t members, const Inst &in) {
     result = ballot == 0 || ballot == members;
   forEachMember(w, members, [&](Thread &th) {
     write(th, in.operands[0], result, (in.flags & kVoteBallot) ? Ty::B32 : Ty::Pred);
+  });
+}
+
+/// stmatrix (PTX ISA, "Warp-level matrix store"): matrix i's rows at the
+/// addresses lanes 8i to 8i + 7 give; lane l's register i holds its
+/// elements (l / 4, 2·(l mod 4)) and (l / 4, 2·(l mod 4) + 1), which .trans
+/// writes to rows 2·(l mod 4) and 2·(l mod 4) + 1, column l / 4.
+void CtaMachine::execStMatrix(uint32_t w, uint32_t members, const Inst &in) {
+  if (members != 0xffffffffu) {
+    error(threads[w * 32 + __builtin_ctz(members)],
+          "stmatrix needs every lane of the warp (.aligned)");
+    return;
+  }
+  uint32_t rows[32];
+  forEachMember(w, members, [&](Thread &th) {
+    rows[th.lane] = static_cast<uint32_t>(address(th, in.operands[0]));
+  });
+  const Operand &data = in.operands[1];
+  bool transpose = in.flags & kTransA;
+  forEachMember(w, members, [&](Thread &th) {
+    for (uint32_t i = 0; i < in.vec; ++i) {
+      const Operand &reg =
+          data.kind == Operand::Kind::Vec ? program.vectors[data.vecBegin + i]
+                                          : data;
+      uint32_t value = static_cast<uint32_t>(read(th, reg, Ty::B32));
+      uint32_t row = th.lane / 4, column = 2 * (th.lane % 4);
+      for (uint32_t e = 0; e < 2; ++e) {
+        uint64_t target =
+            transpose ? uint64_t(rows[8 * i + column + e]) + 2 * row
+                      : uint64_t(rows[8 * i + row]) + 2 * (column + e);
+        uint32_t smemAddr;
+        uint8_t *p = memory(th, Space::Shared, target, 2, true, smemAddr);
+        if (!p)
+          return;
+        if (smemAddr)
+          onSharedAccess(th, {smemAddr, smemAddr + 2}, true);
+        uint16_t half = static_cast<uint16_t>(value >> (16 * e));
+        std::memcpy(p, &half, 2);
+      }
+    }
   });
 }
 

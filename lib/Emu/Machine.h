@@ -422,6 +422,7 @@ private:
   void execElect(uint32_t warp, uint32_t members, const Inst &in);
   void execVote(uint32_t warp, uint32_t members, const Inst &in);
   void execShfl(uint32_t warp, uint32_t members, const Inst &in);
+  void execStMatrix(uint32_t warp, uint32_t members, const Inst &in);
   /// `first`: the lane that acts for the warp.
   void execSetMaxNReg(uint32_t warp, Thread &first, const Inst &in,
                       bool &waitForRegisters);

@@ -200,6 +200,7 @@ private:
   void decodeLoadStore(Decoding &d);
   void decodeAtom(Decoding &d);
   void decodeRed(Decoding &d);
+  void decodeStMatrix(Decoding &d);
   void decodeBranch(Decoding &d);
   void decodeFence(Decoding &d);
   void decodeMbarrier(Decoding &d);
@@ -1060,6 +1061,8 @@ void Parser::decode(Inst &inst, const std::vector<std::string> &parts,
     return decodeAtom(d);
   if (base == "red")
     return decodeRed(d);
+  if (base == "stmatrix")
+    return decodeStMatrix(d);
   if (base == "bra")
     return decodeBranch(d);
   if (base == "ret" || base == "exit") {
@@ -1237,6 +1240,38 @@ void Parser::decodeRed(Decoding &d) {
   setOperands(d, 2, 2, inst.type);
   if (inst.operands[0].kind != Operand::Kind::Mem)
     fail(where() + ": '" + d.mnemonic + "' needs an address in [ ]");
+}
+
+void Parser::decodeStMatrix(Decoding &d) {
+  // stmatrix.sync.aligned.m8n8.x{1,2,4}[.trans].shared[::cta].b16 [a],
+  // {r...}: `vec` matrices, lanes 8i..8i+7 giving matrix i's row addresses;
+  // the transpose (kTransA) writes each matrix's columns as rows.
+  Inst &inst = d.inst;
+  inst.op = Op::StMatrix;
+  inst.space = Space::Shared;
+  inst.type = Ty::B16;
+  inst.vec = 0;
+  for (size_t i = 1; i < d.parts.size(); ++i) {
+    const std::string &q = d.parts[i];
+    if (q == "x1" || q == "x2" || q == "x4")
+      inst.vec = static_cast<uint8_t>(q[1] - '0');
+    else if (q == "trans")
+      inst.flags |= kTransA;
+    else if (q != "sync" && q != "aligned" && q != "m8n8" && q != "shared" &&
+             q != "shared::cta" && q != "b16")
+      unsupported(d, "qualifier ." + q);
+  }
+  if (!inst.vec)
+    unsupported(d, "a matrix count other than .x1, .x2 or .x4");
+  setOperands(d, 2, 2, Ty::B32);
+  if (inst.operands[0].kind != Operand::Kind::Mem)
+    fail(where() + ": '" + d.mnemonic + "' needs an address in [ ]");
+  const Operand &data = inst.operands[1];
+  unsigned count = data.kind == Operand::Kind::Vec ? data.vecCount : 1;
+  if (count != inst.vec)
+    fail(where() + ": '" + d.mnemonic + "' stores " +
+         std::to_string(inst.vec) + " matrices from " + std::to_string(count) +
+         " registers");
 }
 
 void Parser::decodeBranch(Decoding &d) {

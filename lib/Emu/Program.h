@@ -41,7 +41,7 @@ enum class Op : uint8_t {
   TmaLoad, TmaStore, BulkCommit, BulkWait, FenceProxyAsync, FenceMbarrierInit,
   TcAlloc, TcDealloc, TcRelinquish, TcMma, TcCommit, TcLd, TcSt, TcWaitLd,
   TcWaitSt, TcFenceBefore, TcFenceAfter,
-  Elect, Vote, BarSync, BarArrive, BarWarpSync, SetMaxNReg, Shfl,
+  Elect, Vote, BarSync, BarArrive, BarWarpSync, SetMaxNReg, Shfl, StMatrix,
   WgFence, WgMma, WgCommit, WgWait,
 };
 

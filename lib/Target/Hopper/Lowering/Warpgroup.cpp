@@ -532,13 +532,13 @@ LogicalResult Lowering::lowerFragmentCorrection(CorrectionOp correction) {
 }
 
 /// A register tile (the staged half of O, the backward's dSᵀ) in the
-/// 128-byte-swizzled layout TMA and wgmma read: each thread writes its
-/// pairs of adjacent columns, 4 bytes at a time (the quad's four pairs fill
-/// one 16-byte chunk). The swizzle XORs a line's 16-byte chunk index with
-/// its row mod 8; a thread's pairs differ from its first by a constant
-/// chunk and box, so each store is its row's offset (the row's phase
-/// already in the chunk bits) XOR a constant, plus a constant: one
-/// register per row, not one address per pair.
+/// 128-byte-swizzled layout TMA and wgmma read, with stmatrix (as CUTLASS's
+/// and FlashAttention-3's epilogues): a warp's 16 rows of the fragment are
+/// 8 × 8 matrices — (column group g, row half h) in the thread's word
+/// 2g + h, the accumulator's layout — stored four at a time. Lane L gives
+/// the row address of matrix L / 8 of the four, its row L mod 8, whose
+/// 16-byte chunk g is swizzled with that row's phase: one address per
+/// instruction (the forward's pairs of stores needed one per word).
 LogicalResult Lowering::lowerFragmentSmemStore(SmemStoreOp store) {
   SmemType type = store.getBuffer().getType();
   if (store.getRow() || store.getColumn())
@@ -546,7 +546,11 @@ LogicalResult Lowering::lowerFragmentSmemStore(SmemStoreOp store) {
            << "fa4-to-nvvm stages whole register tiles only on sm_90a";
   Value values = lookup(store.getTile());
   auto vector = cast<VectorType>(values.getType());
-  int64_t elementBytes = vector.getElementTypeBitWidth() / 8;
+  if (vector.getElementTypeBitWidth() != 16 || vector.getNumElements() % 8)
+    return store.emitOpError()
+           << "fa4-to-nvvm stages tiles of 16-bit elements, whole 8-column "
+              "groups, on sm_90a; got "
+           << vector;
   Value stageBase = smemAt(
       lookup(store.getBuffer()),
       arith::MulIOp::create(
@@ -554,34 +558,57 @@ LogicalResult Lowering::lowerFragmentSmemStore(SmemStoreOp store) {
           arith::RemUIOp::create(b, loc(), lookup(store.getCount()),
                                  index(type.getStages())),
           index(type.getStageBytes())));
-  Value pairs = vector::BitCastOp::create(
-      b, loc(), VectorType::get({vector.getNumElements() / 2}, b.getI32Type()),
-      values);
-  // The thread's bytes inside its first chunk: 2·(lane mod 4) elements.
-  Value within = toI32(
-      arith::MulIOp::create(b, loc(), fragmentColumn(), index(elementBytes)));
-  Value rowOffset[2];
-  for (int64_t half = 0; half < 2; ++half) {
-    Value row = toI32(fragmentRow(half));
-    Value phase = arith::AndIOp::create(b, loc(), row, i32(7));
-    rowOffset[half] = arith::OrIOp::create(
-        b, loc(),
-        arith::OrIOp::create(
-            b, loc(), arith::MulIOp::create(b, loc(), row, i32(kSwizzleLineBytes)),
-            arith::ShLIOp::create(b, loc(), phase, i32(4))),
-        within);
-  }
-  for (int64_t i = 0; i < vector.getNumElements(); i += 2) {
-    int64_t column = 8 * (i / 4);
-    int64_t box = column / kBoxColumns;
-    int64_t chunk = (column % kBoxColumns) * elementBytes / 16;
+  int64_t words = vector.getNumElements() / 2;
+  Value packed = vector::BitCastOp::create(
+      b, loc(), VectorType::get({words}, b.getI32Type()), values);
+  Value lane = toI32(fragmentLane());
+  Value matrix = arith::DivUIOp::create(b, loc(), lane, i32(8));
+  Value phase = arith::RemUIOp::create(b, loc(), lane, i32(8));
+  // The lane's row: the warp's 16, then half (matrix mod 2), then L mod 8.
+  Value warp = toI32(
+      arith::DivUIOp::create(b, loc(), rowInWarpgroup(), index(32)));
+  Value row = arith::AddIOp::create(
+      b, loc(),
+      arith::AddIOp::create(
+          b, loc(), arith::MulIOp::create(b, loc(), warp, i32(16)),
+          arith::MulIOp::create(
+              b, loc(), arith::RemUIOp::create(b, loc(), matrix, i32(2)),
+              i32(8))),
+      phase);
+  Value rowBytes = arith::MulIOp::create(b, loc(), row, i32(kSwizzleLineBytes));
+  Value groupOfMatrix = arith::DivUIOp::create(b, loc(), matrix, i32(2));
+  for (int64_t first = 0; first < words; first += 4) {
+    // Column group of the lane's matrix: 2 per instruction.
+    Value group = arith::AddIOp::create(b, loc(), groupOfMatrix,
+                                        i32(first / 2));
+    Value box = arith::DivUIOp::create(b, loc(), group, i32(8));
+    Value chunk = arith::XOrIOp::create(
+        b, loc(), arith::RemUIOp::create(b, loc(), group, i32(8)), phase);
     Value offset = arith::AddIOp::create(
         b, loc(),
-        arith::XOrIOp::create(b, loc(), rowOffset[halfOf(i)], i32(chunk << 4)),
-        i32(box * boxBytes(type)));
-    Value word =
-        vector::ExtractOp::create(b, loc(), pairs, ArrayRef<int64_t>{i / 2});
-    LLVM::StoreOp::create(b, loc(), word, smemAt(stageBase, offset), 4);
+        arith::AddIOp::create(
+            b, loc(), arith::MulIOp::create(b, loc(), box, i32(boxBytes(type))),
+            rowBytes),
+        arith::ShLIOp::create(b, loc(), chunk, i32(4)));
+    SmallVector<Value> operands{smemAddress(smemAt(stageBase, offset))};
+    int64_t count = std::min<int64_t>(4, words - first);
+    std::string registers;
+    for (int64_t w = 0; w < count; ++w) {
+      operands.push_back(vector::ExtractOp::create(
+          b, loc(), packed, ArrayRef<int64_t>{first + w}));
+      registers += (w ? ", $" : "$") + std::to_string(w + 1);
+    }
+    std::string constraints = "r";
+    for (int64_t w = 0; w < count; ++w)
+      constraints += ",r";
+    LLVM::InlineAsmOp::create(
+        b, loc(), TypeRange(), operands,
+        "stmatrix.sync.aligned.m8n8.x" + std::to_string(count) +
+            ".shared.b16 [$0], {" + registers + "};",
+        constraints, /*has_side_effects=*/true, false,
+        LLVM::tailcallkind::TailCallKind::None,
+        LLVM::AsmDialectAttr::get(b.getContext(), LLVM::AsmDialect::AD_ATT),
+        ArrayAttr());
   }
   stagedForAsyncProxy = true;
   return success();
