@@ -37,9 +37,12 @@ parseBackwardManifest(const std::string &json) {
     return parsed.takeError();
   std::string error;
   BackwardManifest m;
-  Fields top(parsed->getAsObject(), "", error);
-  if (top.string("kind") != "backward")
-    top.fail("is not a backward's manifest (\"kind\" is not \"backward\")");
+  const llvm::json::Object *object = parsed->getAsObject();
+  if (object && object->getString("kind") != "backward")
+    return makeError("manifest: not a backward's (no \"kind\": "
+                     "\"backward\"): a forward kernel's manifest is read by "
+                     "runtime::Kernel::load (fa4rt_kernel_load)");
+  Fields top(object, "(top level)", error);
   m.cubin = top.string("cubin");
   m.ptx = top.string("ptx");
   for (auto [field, name] :
@@ -211,16 +214,20 @@ namespace {
 llvm::Expected<std::vector<int64_t>>
 stridesOf(const char *name, const std::vector<int64_t> &sizes,
           const std::vector<int64_t> &given) {
-  std::vector<int64_t> strides = given;
-  if (strides.empty()) {
-    strides.assign(4, 1);
-    for (size_t i = 3; i > 0; --i)
-      strides[i - 1] = strides[i] * sizes[i];
-    return strides;
-  }
-  if (strides.size() != 4)
+  std::vector<int64_t> dense(4, 1);
+  for (size_t i = 3; i > 0; --i)
+    dense[i - 1] = dense[i] * sizes[i];
+  if (given.empty())
+    return dense;
+  if (given.size() != 4)
     return makeError(std::string(name) + ": 4 strides expected, got " +
-                     std::to_string(strides.size()));
+                     std::to_string(given.size()));
+  // An axis of size 1 is never stepped along: its stride is free, and the
+  // dense one stands for it (a tensor map takes it).
+  std::vector<int64_t> strides = given;
+  for (size_t i = 0; i < 4; ++i)
+    if (sizes[i] == 1)
+      strides[i] = dense[i];
   if (strides[3] != 1)
     return makeError(std::string(name) +
                      ": head_dim must be contiguous (stride 1)");

@@ -516,6 +516,12 @@ void readPtxas(const llvm::json::Object &object, Manifest &m) {
 bool readManifest(const llvm::json::Value &json, Manifest &m,
                   std::string &error) {
   const llvm::json::Object *object = json.getAsObject();
+  if (object && object->getString("kind") == "backward") {
+    error = "manifest: a backward's (\"kind\": \"backward\": three "
+            "kernels), read by runtime::BackwardKernel::load "
+            "(fa4rt_backward_load), not a kernel's";
+    return false;
+  }
   Fields top(object, "(top level)", error);
   readKernel(top, object, m);
   readResources(top, m, error);

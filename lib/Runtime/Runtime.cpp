@@ -692,8 +692,16 @@ BackwardKernel::load(const std::string &manifestPath) {
 llvm::Error launchBackward(Backend &backend, const BackwardKernel &kernel,
                            const BackwardTensors &t, void *stream) {
   const BackwardManifest &m = kernel.manifest;
-  if (t.q.sizes.size() != 4 || t.k.sizes.size() != 4)
-    return makeError("q and k must be [batch, seq, heads, head_dim]");
+  // The launch's sizes come from q and k: theirs are checked first.
+  for (auto [name, tensor] : {std::pair<const char *, const Tensor *>{"q", &t.q},
+                              {"k", &t.k}})
+    if (tensor->sizes.size() != 4 ||
+        llvm::any_of(tensor->sizes, [](int64_t size) { return size < 1; }))
+      return makeError(std::string(name) + ": sizes " + list(tensor->sizes) +
+                       " are not a positive [batch, seq, heads, head_dim]");
+  if (t.k.sizes[0] != t.q.sizes[0])
+    return makeError("k: batch " + std::to_string(t.k.sizes[0]) +
+                     ", q's is " + std::to_string(t.q.sizes[0]));
   Shapes shapes{t.q.sizes[0], t.q.sizes[1], t.k.sizes[1]};
   std::vector<int64_t> query{shapes.batch, shapes.seqQ, m.qHeads, m.headDim};
   std::vector<int64_t> key{shapes.batch, shapes.seqK, m.kvHeads, m.headDim};
@@ -744,16 +752,6 @@ llvm::Error launchBackward(Backend &backend, const BackwardKernel &kernel,
                        " make elements share memory (or cannot be shown not "
                        "to); the kernels write every element");
   }
-  // What the kernels write shares memory with nothing else they touch.
-  for (const Rule &written : rules) {
-    if (!written.written)
-      continue;
-    for (const Rule &other : rules)
-      if (&other != &written && overlap(*written.tensor, *other.tensor))
-        return makeError(std::string(written.name) + " shares memory with " +
-                         other.name + "; the kernels would read what they "
-                         "already overwrote");
-  }
   BackwardBuffers buffers;
   buffers.q = t.q.address;
   buffers.k = t.k.address;
@@ -781,6 +779,17 @@ llvm::Error launchBackward(Backend &backend, const BackwardKernel &kernel,
       planBackwardLaunch(m, shapes, buffers, encode);
   if (!plan)
     return plan.takeError();
+  // What the kernels write shares memory with nothing else they touch
+  // (once the strides are known to be sound: the plan checked them).
+  for (const Rule &written : rules) {
+    if (!written.written)
+      continue;
+    for (const Rule &other : rules)
+      if (&other != &written && overlap(*written.tensor, *other.tensor))
+        return makeError(std::string(written.name) + " shares memory with " +
+                         other.name + "; the kernels would read what they "
+                         "already overwrote");
+  }
   // Each kernel run as the backends run a forward's: a manifest naming it,
   // its target and shared memory, with the code.
   for (int k = 0; k < 3; ++k) {

@@ -334,6 +334,21 @@ TileConfig mlir::fa4::backwardTileConfig(AttentionBackwardOp op) {
 }
 
 LogicalResult mlir::fa4::tileAttentionBackward(AttentionBackwardOp op) {
+  // Each tensor is its own argument: the kernels take each through its own
+  // parameter (a tensor map or an address), and fa4.backward_spec names
+  // each position once.
+  static const char *names[] = {"Q",  "K",  "V",  "O",     "dO",
+                                "the LSE", "dQ", "dK", "dV", "delta",
+                                "the dQ accumulator"};
+  ValueRange roles = op->getOperands().take_front(kBackwardArguments);
+  for (size_t i = 0; i < roles.size(); ++i)
+    for (size_t j = 0; j < i; ++j)
+      if (roles[i] == roles[j])
+        return op.emitOpError()
+               << "takes " << names[j] << " and " << names[i]
+               << " as one memref; the backward's kernels read and write "
+                  "each tensor through its own parameter: pass them as "
+                  "separate arguments (a copy where they are one tensor)";
   TileConfig config = backwardTileConfig(op);
   // The score_mod's derivative first: a region it cannot differentiate is
   // refused before anything is built.

@@ -114,11 +114,13 @@ int main(int argc, char **argv) {
       "With --inputs and --expect, level-A IR runs on inputs computed "
       "elsewhere and is judged against an O computed elsewhere as well (the "
       "entry IR run by another executor), beside the float64 reference.\n"
-      "The backward (fa4.attention_backward, or its tile program) runs at "
-      "levels A and B on drawn Q, K, V and dO, with O and the LSE from the "
-      "float64 forward; dQ, dK and dV are judged against float64 gradients "
-      "(FlashAttention's rule: at most twice the low-precision reference's "
-      "error plus --atol).\n"
+      "The backward (fa4.attention_backward, its tile program, or its Hopper "
+      "schedule at level C with --interleavings) runs on drawn Q, K, V and "
+      "dO, with O and the LSE from the float64 forward; dQ, dK and dV are "
+      "judged against float64 gradients (FlashAttention's rule: at most twice "
+      "the low-precision reference's error plus --atol). At level C each "
+      "warpgroup runs as one thread of control: races between the warps of "
+      "one role show in fa4-emu, not here.\n"
       "Prints one JSON object; exits 0 within tolerance and with a clean "
       "protocol, 1 otherwise, 2 on bad flags or IR it cannot run.\n", &llvm::errs()))
     return 2;

@@ -218,12 +218,14 @@ static cl::opt<bool> backward(
              "`attention_backward(Q, K, V, O, dO, LSE, dQ, dK, dV, delta, "
              "dq_accum)` holding fa4.attention_backward of the variant the "
              "other flags describe (the workspace: delta [batch, q_heads, "
-             "seq_q] f32 and dq_accum Q's shape in f32). It is built at "
-             "levels A and B, and at level C for sm_90a: with --emit=mlir "
-             "the default --stop-after is 'scheduler' for sm_90a and 'tile' "
-             "for sm_100a (not scheduled yet); no binary output yet. Not "
-             "with --lse (the backward always reads it), --seqused-k, "
-             "--varlen, --paged-kv or --num-splits"),
+             "seq_q] f32 and dq_accum Q's shape in f32). For sm_90a it "
+             "compiles to three kernels (-o b.cubin: the cubin, the PTX and "
+             "a manifest of kind \"backward\", which fa4-emu runs); with "
+             "--emit=mlir the default --stop-after is 'scheduler' for sm_90a "
+             "and 'tile' for sm_100a (not scheduled yet). Not with --lse (the "
+             "backward always reads it), --seqused-k, --varlen, --paged-kv or "
+             "--num-splits, nor the forward's schedule options (--kv-stages, "
+             "--hopper-*, --rescale-threshold, --exp2-emulation-fraction)"),
     cl::init(false), cl::cat(variantCategory));
 
 static cl::opt<bool> deterministic(
@@ -354,6 +356,18 @@ static llvm::Error checkOutputFlags(EmitKind kind, StringRef stopAfter) {
 static llvm::Error checkInput(ModuleOp module, EmitKind kind) {
   if (llvm::Error refused = fa4::checkEntryLevel(module))
     return refused;
+  // The forward's schedule options do not shape the backward's kernels:
+  // refused rather than ignored.
+  bool backwardModule = false;
+  module.walk([&](fa4::AttentionBackwardOp) { backwardModule = true; });
+  cl::Option *forwardOnly[] = {&kvStages, &hopperOverlap, &hopperPingpong,
+                               &rescaleThreshold, &exp2EmulationFraction};
+  if (backwardModule)
+    for (cl::Option *option : forwardOnly)
+      if (option->getNumOccurrences())
+        return fa4::makeError("--" + option->ArgStr.str() +
+                              " shapes the forward's kernel; the backward's "
+                              "schedule takes no such option");
   if (kind != EmitKind::Mlir)
     return fa4::checkOneKernel(module, /*allowBackward=*/true);
   return llvm::Error::success();

@@ -324,7 +324,10 @@ int fa4rt_backward_launch(const fa4rt_backward *kernel, fa4rt_backend *backend,
     static const char *names[] = {"q",  "k",  "v",  "o",     "dout",    "lse",
                                   "dq", "dk", "dv", "delta", "dq_accum"};
     constexpr size_t kCount = sizeof(names) / sizeof(names[0]);
-    if (!tensors || num_tensors != kCount)
+    if (!tensors)
+      return fail("no tensors (the backward takes " + std::to_string(kCount) +
+                  ": q, k, v, o, dout, lse, dq, dk, dv, delta, dq_accum)");
+    if (num_tensors != kCount)
       return fail("the backward takes " + std::to_string(kCount) +
                   " tensors (q, k, v, o, dout, lse, dq, dk, dv, delta, "
                   "dq_accum), got " + std::to_string(num_tensors));
