@@ -57,24 +57,37 @@ llvm::Error mlir::fa4::writeLlvmIr(ModuleOp module, llvm::raw_ostream &os) {
 /// same text. A module without a launchable kernel gets none.
 static llvm::Error embedContract(ModuleOp module) {
   gpu::GPUModuleOp gpuModule = kernelModule(module);
-  bool launchable = false;
+  bool launchable = false, backward = false;
   module.walk([&](LLVM::LLVMFuncOp func) {
     launchable = launchable || func->hasAttr(kLaunchAttrName);
+    backward = backward || func->hasAttr(kBackwardLaunchAttrName);
   });
-  if (!gpuModule || !launchable)
+  if (!gpuModule || !(launchable || backward))
     return llvm::Error::success();
   StringRef chip;
   if (ArrayAttr targets = gpuModule.getTargetsAttr())
     for (Attribute target : targets)
       if (auto nvvm = dyn_cast<NVVM::NVVMTargetAttr>(target))
         chip = nvvm.getChip();
-  // The file names and ptxas's report are not part of the contract.
-  llvm::Expected<runtime::Manifest> manifest = runtime::parseManifest(
-      launchManifest(module, chip, "", "", PtxasReport()));
-  if (!manifest)
-    return prefixError("the kernel's own manifest does not parse: ",
-                       manifest.takeError());
-  std::string contract = runtime::kernelContract(*manifest);
+  // The file names and ptxas's report are not part of the contract; the
+  // manifest is read back as the runtime reads it.
+  std::string contract;
+  if (backward) {
+    llvm::Expected<runtime::BackwardManifest> manifest =
+        runtime::parseBackwardManifest(launchManifest(module, chip, "", "",
+                                                      PtxasReport()));
+    if (!manifest)
+      return prefixError("the backward's own manifest does not parse: ",
+                         manifest.takeError());
+    contract = runtime::backwardContract(*manifest);
+  } else {
+    llvm::Expected<runtime::Manifest> manifest = runtime::parseManifest(
+        launchManifest(module, chip, "", "", PtxasReport()));
+    if (!manifest)
+      return prefixError("the kernel's own manifest does not parse: ",
+                         manifest.takeError());
+    contract = runtime::kernelContract(*manifest);
+  }
   OpBuilder builder = OpBuilder::atBlockBegin(gpuModule.getBody());
   auto type = LLVM::LLVMArrayType::get(builder.getI8Type(), contract.size());
   LLVM::GlobalOp::create(builder, gpuModule.getLoc(), type, /*isConstant=*/true,

@@ -385,8 +385,48 @@ std::string difference(llvm::StringRef a, llvm::StringRef b, llvm::StringRef aNa
 }
 } // namespace
 
+std::string backwardContract(const BackwardManifest &m) {
+  ContractWriter w;
+  w.field("kind", "backward");
+  w.field("target", m.target);
+  w.field("attention.mask", m.mask);
+  w.field("attention.window_left", m.windowLeft);
+  w.field("attention.window_right", m.windowRight);
+  w.number("attention.scale", m.scale);
+  w.number("attention.softcap", m.softcap);
+  w.field("attention.head_dim", m.headDim);
+  w.field("attention.q_heads", m.qHeads);
+  w.field("attention.kv_heads", m.kvHeads);
+  w.field("attention.dtype", m.dtype);
+  w.flag("attention.deterministic", m.deterministic);
+  w.field("attention.gqa_packing", m.gqaPacking);
+  static const char *keys[3] = {"prepare", "main", "finish"};
+  for (int k = 0; k < 3; ++k) {
+    const BackwardManifest::Kernel &kernel = m.kernels[k];
+    std::string at = std::string("kernels.") + keys[k] + ".";
+    w.field(at, "name", kernel.name);
+    w.field(at, "block", static_cast<int64_t>(kernel.block));
+    w.field(at, "dynamic_smem_bytes",
+            static_cast<int64_t>(kernel.dynamicSmemBytes));
+    w.field(at, "roles", static_cast<int64_t>(kernel.roles.size()));
+    for (size_t i = 0; i < kernel.roles.size(); ++i) {
+      const Manifest::Role &role = kernel.roles[i];
+      w.field(at + element("roles", i), "",
+              role.name + " warps " + std::to_string(role.firstWarp) + "+" +
+                  std::to_string(role.numWarps) + " registers " +
+                  std::to_string(role.registers));
+    }
+  }
+  return w.text;
+}
+
 llvm::Error checkContract(const Manifest &manifest, llvm::StringRef ptx,
                           llvm::ArrayRef<uint8_t> cubin) {
+  return checkContractText(kernelContract(manifest), ptx, cubin);
+}
+
+llvm::Error checkContractText(const std::string &expected, llvm::StringRef ptx,
+                              llvm::ArrayRef<uint8_t> cubin) {
   auto fail = [](const llvm::Twine &why) {
     return llvm::createStringError(llvm::inconvertibleErrorCode(), why);
   };
@@ -417,7 +457,6 @@ llvm::Error checkContract(const Manifest &manifest, llvm::StringRef ptx,
   const std::optional<std::string> &declared = fromPtx ? fromPtx : fromCubin;
   if (!declared)
     return llvm::Error::success();
-  std::string expected = kernelContract(manifest);
   if (expected != *declared)
     return fail("manifest: the kernel was not compiled for it: " +
                 difference(expected, *declared, "the manifest",

@@ -667,6 +667,10 @@ BackwardKernel::load(const std::string &manifestPath) {
   if (!loaded)
     return loaded.takeError();
   BackwardKernel &kernel = *loaded;
+  // The code was compiled for this manifest (the contract fa4c embeds).
+  if (llvm::Error refused = checkContractText(
+          backwardContract(kernel.manifest), kernel.ptx, kernel.cubin))
+    return prefixError(manifestPath + ": ", std::move(refused));
   if (!kernel.ptx.empty()) {
     llvm::Expected<std::shared_ptr<const emu::Program>> program =
         emu::parsePtx(kernel.ptx);

@@ -623,6 +623,28 @@ static int emulateBackward(const std::string &manifestText) {
       readRegularFile(ptxPath, kMaxKernelFileBytes);
   if (!ptxText)
     return fail(ptxText.takeError());
+  // The PTX (and the cubin beside the manifest, when it is there) must be
+  // what fa4c compiled for this manifest: their embedded contract.
+  std::string cubinBytes;
+  if (!manifest.cubin.empty()) {
+    SmallString<256> cubinPath(manifestFile);
+    sys::path::remove_filename(cubinPath);
+    sys::path::append(cubinPath, manifest.cubin);
+    bool missing = false;
+    llvm::Expected<std::string> cubin =
+        readRegularFile(std::string(cubinPath), kMaxKernelFileBytes, &missing);
+    if (!cubin && !missing)
+      return fail(cubin.takeError());
+    if (!cubin)
+      llvm::consumeError(cubin.takeError());
+    else
+      cubinBytes = std::move(*cubin);
+  }
+  if (llvm::Error refused = runtime::checkContractText(
+          runtime::backwardContract(manifest), *ptxText,
+          ArrayRef<uint8_t>(reinterpret_cast<const uint8_t *>(cubinBytes.data()),
+                            cubinBytes.size())))
+    return fail(prefixError(manifestFile + ": ", std::move(refused)));
   llvm::Expected<std::shared_ptr<const emu::Program>> program =
       emu::parsePtx(*ptxText);
   if (!program)

@@ -24,6 +24,7 @@
 #ifndef FA4_RUNTIME_CONTRACT_H
 #define FA4_RUNTIME_CONTRACT_H
 
+#include "fa4/Runtime/Backward.h"
 #include "fa4/Runtime/Launch.h"
 
 #include "llvm/ADT/ArrayRef.h"
@@ -75,6 +76,16 @@ readCubinContract(llvm::ArrayRef<uint8_t> cubin);
 /// from before contracts) is accepted when no other code given has one.
 llvm::Error checkContract(const Manifest &manifest, llvm::StringRef ptx,
                           llvm::ArrayRef<uint8_t> cubin);
+
+/// The backward's contract (a manifest of kind "backward", Backward.h):
+/// the variant and each kernel's name, block, shared memory and roles, in
+/// the same `field=value` lines. fa4c embeds it in the backward's PTX and
+/// cubin as in a forward kernel's; BackwardKernel::load and fa4-emu check
+/// it as checkContract does.
+std::string backwardContract(const BackwardManifest &manifest);
+/// checkContract's comparison, against a contract text already made.
+llvm::Error checkContractText(const std::string &expected, llvm::StringRef ptx,
+                              llvm::ArrayRef<uint8_t> cubin);
 
 } // namespace mlir::fa4::runtime
 
