@@ -405,8 +405,11 @@ bool CtaMachine::execMbarrier(Thread &th, const Inst &in) {
   uint32_t addr = static_cast<uint32_t>(address(th, addrOp));
   if (in.op == Op::MbarInit) {
     if (addr % 8 || !checkShared(addr, 8)) {
-      error(th, "mbarrier.init at " + hex(addr) +
-                    ", which is not an 8-byte aligned shared address");
+      error(th, "mbarrier.init at " + hex(addr) + ", which is " +
+                    (addr % 8 ? std::string("not 8-byte aligned")
+                              : std::string("outside the CTA's shared memory "
+                                            "(the launch's dynamic shared "
+                                            "memory is too small?)")));
       return true;
     }
     uint64_t count = read(th, o[1], Ty::U32);

@@ -264,3 +264,20 @@ func.func @accumulate_columns(%t: tensor<64x64xf32>, %acc: memref<?x?x2x96xf32>,
   fa4.accumulate_dq %t, %acc[%i, %i, %i] {gqa_ratio = 1 : i64, column = 64 : i64} : tensor<64x64xf32>, memref<?x?x2x96xf32>
   return
 }
+
+// -----
+
+// The MMAs complete in issue order: a wait must not leave the one it waits
+// for among those still running.
+module attributes {fa4.target = #fa4.target<sm_90a>} {
+  func.func @wait_leaves_it_running(%i: index) -> tensor<64x64xf32> {
+    %ds = fa4.smem_alloc "ds" : <[64, 64], f16, stages = 1>
+    %k = fa4.smem_alloc "k" : <[128, 64], f16, stages = 1>
+    %a = fa4.wgmma_transposed %ds[%i], %k[%i] rows 0 {async} : <[64, 64], f16, stages = 1>, <[128, 64], f16, stages = 1> -> tensor<64x64xf32>
+    %b = fa4.wgmma_transposed %ds[%i], %k[%i] rows 64 {async} : <[64, 64], f16, stages = 1>, <[128, 64], f16, stages = 1> -> tensor<64x64xf32>
+    // expected-error @+1 {{leaves 2 MMAs pending, but only 1 were issued after the one it waits for}}
+    %w = fa4.wgmma_wait %a {pending = 2 : i64} : tensor<64x64xf32>
+    %x = fa4.wgmma_wait %b {pending = 0 : i64} : tensor<64x64xf32>
+    return %w : tensor<64x64xf32>
+  }
+}

@@ -353,6 +353,27 @@ LogicalResult WarpgroupWaitOp::verify() {
                             "fa4.wgmma_value or fa4.wgmma_transposed computes";
   if (def->getBlock() != getOperation()->getBlock())
     return emitOpError() << "must be in the block of the MMA it waits for";
+  // The MMAs complete in issue order: the one waited for is done once at
+  // most as many are left as were issued after it.
+  int64_t issuedAfter = 0;
+  for (Operation *op = def->getNextNode(); op && op != getOperation();
+       op = op->getNextNode()) {
+    auto isAsync = [](Operation *other) {
+      if (auto score = dyn_cast<WarpgroupScoreMmaOp>(other))
+        return score.getAsync();
+      if (auto value = dyn_cast<WarpgroupValueMmaOp>(other))
+        return value.getAsync();
+      if (auto transposed = dyn_cast<WarpgroupTransposedMmaOp>(other))
+        return transposed.getAsync();
+      return false;
+    };
+    issuedAfter += isAsync(op);
+  }
+  if (static_cast<int64_t>(getPending()) > issuedAfter)
+    return emitOpError() << "leaves " << getPending()
+                         << " MMAs pending, but only " << issuedAfter
+                         << " were issued after the one it waits for: that "
+                            "one may still be running";
   return success();
 }
 
