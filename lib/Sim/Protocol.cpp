@@ -1022,20 +1022,38 @@ bool Cta::run(const RoleStep &step, WarpgroupTransposedMmaOp mma) {
   RoleThread::WarpgroupMma issued{mma.getResult(),
                                   {{mma.getLhs().getDefiningOp(), aStage},
                                    {mma.getRhs().getDefiningOp(), bStage}}};
+  // The lhs's stages along K: the first, then `then`'s.
+  struct Part {
+    const SmemState *state;
+    int64_t stage;
+  };
+  SmallVector<Part, 2> parts{{&a, aStage}};
+  if (Value next = mma.getLhsNext()) {
+    SmemState &c = smem(next);
+    int64_t cStage =
+        interpreter.index(mma.getLhsNextCount()) % c.type.getStages();
+    issued.reads.push_back({next.getDefiningOp(), cStage});
+    parts.push_back({&c, cStage});
+  }
   readWarpgroupOperands(issued, step.self, step.thread.clock, step.what);
   ++report.mmasIssued[step.thread.name];
   auto result = makeTile(mma.getResult());
-  // result[m][x] = Σ_k a[k][m] · b[offset + k][column + x], in f32.
-  int64_t k = a.type.getRows(), m = a.type.getCols(), n = b.type.getCols();
+  // result[m][x] = Σ_k lhs[k][m] · b[offset + k][column + x], in f32, k
+  // through the parts in order.
+  int64_t m = a.type.getCols(), n = b.type.getCols();
   int64_t width = result->shape[1], column = mma.getColumnOffset();
-  const float *lhs = &a.data[aStage * k * m];
   const float *rhs =
       &b.data[(bStage * b.type.getRows() + mma.getRowOffset()) * n + column];
   for (int64_t row = 0; row < m; ++row)
     for (int64_t x = 0; x < width; ++x) {
       float sum = 0.0f;
-      for (int64_t i = 0; i < k; ++i)
-        sum += lhs[i * m + row] * rhs[i * n + x];
+      int64_t key = 0;
+      for (const Part &part : parts) {
+        int64_t k = part.state->type.getRows();
+        const float *lhs = &part.state->data[part.stage * k * m];
+        for (int64_t i = 0; i < k; ++i, ++key)
+          sum += lhs[i * m + row] * rhs[key * n + x];
+      }
       result->data[row * width + x] = sum;
     }
   interpreter.setTile(mma.getResult(), result);

@@ -384,11 +384,38 @@ BackwardProgramBuilder::buildConsumerStep(const BackwardTask &task,
   SmemStoreOp::create(b, loc, dsLow, staging, at.item, Value(),
                       IntegerAttr());
   ProducerCommitOp::create(b, loc, staging, at.item);
-  ConsumerWaitOp::create(b, loc, staging, at.item);
+  // Past 64 columns of head dim the two warpgroups share dQ's step (as
+  // FA3): each reads both warpgroups' dSᵀ, all 128 keys, and computes its
+  // own 64 columns of the head dim, so that every element of dQ is added
+  // to the accumulator once per step, not once per warpgroup. At 64 the
+  // halves of a column box are not box-aligned: each warpgroup adds its
+  // own keys' share of all 64 columns.
+  bool shared = headDim > kStep;
+  SmallVector<Value, 2> read{staging};
+  if (shared)
+    read.assign({dsBuffer[0], dsBuffer[1]});
+  for (Value buffer : read)
+    ConsumerWaitOp::create(b, loc, buffer, at.item);
   // dV += Pᵀ·dO and dK += dSᵀ·Q (Pᵀ and dSᵀ from registers) and the first
-  // 64 columns of the warpgroup's share of dQ, issued together.
+  // 64 columns of the warpgroup's dQ, issued together.
   auto partType = [&](int64_t column) {
     return tile(kStep, std::min(kStep, headDim - column), f32);
+  };
+  SmallVector<int64_t, 2> columns;
+  if (shared) {
+    if (half * kStep < headDim)
+      columns.push_back(half * kStep);
+  } else {
+    for (int64_t column = 0; column < headDim; column += kStep)
+      columns.push_back(column);
+  }
+  auto dqMma = [&](int64_t column) {
+    auto mma = WarpgroupTransposedMmaOp::create(
+        b, loc, partType(column), read[0], at.item,
+        shared ? read[1] : Value(), shared ? at.item : Value(), kBuffer,
+        task.taskCount, shared ? 0 : keyOffset);
+    mma.setColumnOffset(column);
+    return mma;
   };
   auto dvMma = WarpgroupValueMmaOp::create(b, loc, probsLow, doBuffer,
                                            at.item, dvIn);
@@ -396,33 +423,29 @@ BackwardProgramBuilder::buildConsumerStep(const BackwardTask &task,
   auto dkMma =
       WarpgroupValueMmaOp::create(b, loc, dsLow, qBuffer, at.item, dkIn);
   dkMma.setAsync(true);
-  auto firstPart = WarpgroupTransposedMmaOp::create(
-      b, loc, partType(0), staging, at.item, kBuffer, task.taskCount,
-      keyOffset);
-  firstPart.setAsync(true);
-  Value dvOut = WarpgroupWaitOp::create(b, loc, dvMma, 2);
+  WarpgroupTransposedMmaOp firstPart;
+  if (!columns.empty()) {
+    firstPart = dqMma(columns.front());
+    firstPart.setAsync(true);
+  }
+  int64_t after = columns.empty() ? 0 : 1;
+  Value dvOut = WarpgroupWaitOp::create(b, loc, dvMma, 1 + after);
   ConsumerReleaseOp::create(b, loc, doBuffer, at.item);
-  Value dkOut = WarpgroupWaitOp::create(b, loc, dkMma, 1);
+  Value dkOut = WarpgroupWaitOp::create(b, loc, dkMma, after);
   ConsumerReleaseOp::create(b, loc, qBuffer, at.item);
   // Each 64 columns of dQ's part added to the accumulator before the next
   // is computed (their registers beside dK and dV).
-  for (int64_t column = 0; column < headDim; column += kStep) {
-    Value part;
-    if (column == 0) {
-      part = WarpgroupWaitOp::create(b, loc, firstPart, 0);
-    } else {
-      auto mma = WarpgroupTransposedMmaOp::create(
-          b, loc, partType(column), staging, at.item, kBuffer,
-          task.taskCount, keyOffset);
-      mma.setColumnOffset(column);
-      part = mma;
-    }
+  for (int64_t column : columns) {
+    Value part = column == columns.front()
+                     ? Value(WarpgroupWaitOp::create(b, loc, firstPart, 0))
+                     : Value(dqMma(column));
     auto accumulate =
         AccumulateDqOp::create(b, loc, part, argument(kBwdDqAccum),
                                task.batch, at.head, row, packing);
     accumulate.setColumn(column);
   }
-  ConsumerReleaseOp::create(b, loc, staging, at.item);
+  for (Value buffer : read)
+    ConsumerReleaseOp::create(b, loc, buffer, at.item);
   return {dkOut, dvOut};
 }
 

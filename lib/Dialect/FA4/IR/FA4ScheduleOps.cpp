@@ -315,12 +315,24 @@ LogicalResult WarpgroupTransposedMmaOp::verify() {
     return emitOpError() << "lhs must be [K, " << kWarpgroupRows
                          << "] (its transpose is the warpgroup's rows), got ["
                          << a.getRows() << ", " << a.getCols() << "]";
+  int64_t contraction = a.getRows();
+  if (Value next = getLhsNext()) {
+    auto nextType = cast<SmemType>(next.getType());
+    if (!getLhsNextCount())
+      return emitOpError() << "continues its lhs into another stage without "
+                              "that stage's ring count";
+    if (nextType.getElementType() != a.getElementType() ||
+        nextType.getCols() != a.getCols())
+      return emitOpError() << "continues its lhs into a stage of another "
+                              "element type or width";
+    contraction += nextType.getRows();
+  }
   int64_t offset = getRowOffset();
   if (offset < 0 || offset % kWarpgroupRows != 0 ||
-      offset + a.getRows() > b.getRows())
+      offset + contraction > b.getRows())
     return emitOpError() << "rows " << offset << " to "
-                         << offset + a.getRows() - 1 << " are not a block of "
-                         << a.getRows() << " rows at a multiple of "
+                         << offset + contraction - 1 << " are not a block of "
+                         << contraction << " rows at a multiple of "
                          << kWarpgroupRows << " in the " << b.getRows()
                          << "-row rhs";
   int64_t column = getColumnOffset();

@@ -441,7 +441,7 @@ def FA4_WarpgroupValueMmaOp : FA4_Op<"wgmma_value",
 }
 
 def FA4_WarpgroupTransposedMmaOp : FA4_Op<"wgmma_transposed",
-    [FA4_HopperOnly]> {
+    [FA4_HopperOnly, AttrSizedOperandSegments]> {
   let summary = "Aᵀ·B for one consumer warpgroup, both operands in shared memory";
   let description = [{
     The Hopper backward's dQ MMA (sm_90a `wgmma`, both operands in shared
@@ -451,20 +451,29 @@ def FA4_WarpgroupTransposedMmaOp : FA4_Op<"wgmma_transposed",
     `[column_offset, column_offset + N)` (B MN-major: K's rows, a multiple
     of 64 columns in); the `64 × N` f32 product (N the result's columns)
     lands in the warpgroup's registers. Completes before the next op, or
-    with `async` at its `fa4.wgmma_wait`.
+    with `async` at its `fa4.wgmma_wait`. With `then`, a second `[K', 64]`
+    stage continues the first along K (both warpgroups' dSᵀ, the keys of a
+    whole 128-key block: rhs rows `[row_offset, row_offset + K + K')`).
 
     ```mlir
     %dq = fa4.wgmma_transposed %ds[%i], %k[%t] rows 64
         : !fa4.smem<[64, 64], bf16, stages = 1>,
           !fa4.smem<[128, 128], bf16, stages = 1> -> tensor<64x128xf32>
+    %dq1 = fa4.wgmma_transposed %ds0[%i] then %ds1[%i]
+        : !fa4.smem<[64, 64], bf16, stages = 1>, %k[%t] rows 0
+        {column_offset = 64 : i64} : !fa4.smem<[64, 64], bf16, stages = 1>,
+        !fa4.smem<[128, 128], bf16, stages = 1> -> tensor<64x64xf32>
     ```
   }];
   let arguments = (ins FA4_SmemType:$lhs, Index:$lhs_count,
+    Optional<FA4_SmemType>:$lhs_next, Optional<Index>:$lhs_next_count,
     FA4_SmemType:$rhs, Index:$rhs_count, I64Attr:$row_offset,
     DefaultValuedAttr<I64Attr, "0">:$column_offset, UnitAttr:$async);
   let results = (outs FA4_Tile:$result);
   let assemblyFormat = [{
-    $lhs `[` $lhs_count `]` `,` $rhs `[` $rhs_count `]` `rows` $row_offset
+    $lhs `[` $lhs_count `]`
+    (`then` $lhs_next^ `[` $lhs_next_count `]` `:` type($lhs_next))?
+    `,` $rhs `[` $rhs_count `]` `rows` $row_offset
     attr-dict `:` type($lhs) `,` type($rhs) `->` type($result)
   }];
   let hasVerifier = 1;
