@@ -17,9 +17,9 @@ import os
 # order: the first is the default target.
 _CHIPS = [
     {"name": "sm_100a", "family": "Blackwell", "sm_count": 148,
-     "compute_capability": (10, 0), "emulated": True},
+     "compute_capability": (10, 0), "emulated": True, "backward": False},
     {"name": "sm_90a", "family": "Hopper", "sm_count": 132,
-     "compute_capability": (9, 0), "emulated": True},
+     "compute_capability": (9, 0), "emulated": True, "backward": True},
 ]
 
 
@@ -68,6 +68,23 @@ def compile(head_dim, q_heads, kv_heads, mask, left, right, dtype, lse,
                       page_size, num_splits, varlen)
     if key not in index:
         raise CompileError(f"no prebuilt kernel for {key} in {directory}")
+    return _Native(directory, index[key])
+
+
+def backward_key(head_dim, q_heads, kv_heads, mask, left, right, dtype, scale,
+                 softcap, target, cache, sm_count, deterministic):
+    """The key of a backward's compilation: compile_backward's arguments
+    (the cache flag aside)."""
+    return json.dumps(["backward", head_dim, q_heads, kv_heads, mask, left,
+                       right, dtype, scale, float(softcap), target, sm_count,
+                       bool(deterministic)])
+
+
+def compile_backward(*args):
+    directory, index = _index()
+    key = backward_key(*args)
+    if key not in index:
+        raise CompileError(f"no prebuilt backward for {key} in {directory}")
     return _Native(directory, index[key])
 
 

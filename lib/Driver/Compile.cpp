@@ -26,6 +26,7 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <algorithm>
+#include <type_traits>
 #include <dlfcn.h>
 
 using namespace mlir;
@@ -276,42 +277,56 @@ entryModule(ToolSession &session, const std::string &ir,
   return std::move(module);
 }
 
-/// The kernel the compile cache holds under `key`, when it holds one that
-/// verifies (CompileCache::lookup) and describes a kernel fa4 launches;
-/// anything else is compiled afresh and replaced.
-std::optional<runtime::Kernel> cachedKernel(const runtime::CompileCache &cache,
-                                            const std::string &key) {
+/// Whether `module` holds a backward (fa4.attention_backward, or the
+/// function fa4-tile made of one).
+bool holdsBackward(ModuleOp module) {
+  bool backward = false;
+  module.walk([&](Operation *op) {
+    if (isa<AttentionBackwardOp>(op) ||
+        (isa<func::FuncOp>(op) && getBackwardSpec(op)))
+      backward = true;
+  });
+  return backward;
+}
+
+/// The kernel (runtime::Kernel, or runtime::BackwardKernel for a backward's
+/// three) the compile cache holds under `key`, when it holds one that
+/// verifies (CompileCache::lookup) and that K::create accepts; anything
+/// else is compiled afresh and replaced.
+template <typename K>
+std::optional<K> cachedKernel(const runtime::CompileCache &cache,
+                              const std::string &key) {
   runtime::CompileCache::Entry entry;
   if (!cache.lookup(key, entry))
     return std::nullopt;
-  llvm::Expected<runtime::Manifest> manifest =
-      runtime::parseManifest(entry.manifest);
-  if (!manifest) {
-    llvm::consumeError(manifest.takeError());
+  llvm::Expected<K> kernel =
+      K::create(entry.manifest, entry.ptx,
+                std::vector<uint8_t>(entry.cubin.begin(), entry.cubin.end()));
+  if (!kernel) {
+    llvm::consumeError(kernel.takeError());
     return std::nullopt;
   }
-  runtime::Kernel kernel;
-  kernel.manifest = std::move(*manifest);
-  kernel.ptx = entry.ptx;
-  kernel.cubin.assign(entry.cubin.begin(), entry.cubin.end());
-  kernel.manifestJson = entry.manifest;
-  if (llvm::Error refused = kernel.check()) {
-    llvm::consumeError(std::move(refused));
-    return std::nullopt;
-  }
-  return std::move(kernel);
+  return std::move(*kernel);
 }
 
-/// compileVariant and compileEntry once they hold the entry module.
-llvm::Expected<runtime::Kernel>
-compileModule(ModuleOp module, const CollectedDiagnostics &diagnostics,
-              const PipelineOptions &given, bool useCache, bool *fromCache) {
+/// compileVariant, compileEntry and compileBackward once they hold the
+/// entry module: the pipeline to level D, PTX, ptxas, the manifest (the
+/// forward's, or the backward's of kind "backward"), through the compile
+/// cache, which keys and holds both kinds alike.
+template <typename K>
+llvm::Expected<K> compileModule(ModuleOp module,
+                                const CollectedDiagnostics &diagnostics,
+                                const PipelineOptions &given, bool useCache,
+                                bool *fromCache) {
+  constexpr bool backward = std::is_same_v<K, runtime::BackwardKernel>;
   if (fromCache)
     *fromCache = false;
   if (llvm::Error refused = checkEntryLevel(module))
     return std::move(refused);
-  if (llvm::Error refused = checkOneKernel(module))
+  if (llvm::Error refused = checkOneKernel(module, backward))
     return std::move(refused);
+  if (backward && !holdsBackward(module))
+    return makeError("the IR holds no fa4.attention_backward to compile");
   PipelineOptions options;
   options.copyOptionValuesFrom(given);
   options.stopAfter = "nvvm";
@@ -325,7 +340,7 @@ compileModule(ModuleOp module, const CollectedDiagnostics &diagnostics,
     if (cacheKey) {
       key = std::move(*cacheKey);
       cache = std::make_unique<runtime::CompileCache>(directory);
-      if (std::optional<runtime::Kernel> cached = cachedKernel(*cache, key)) {
+      if (std::optional<K> cached = cachedKernel<K>(*cache, key)) {
         if (fromCache)
           *fromCache = true;
         return std::move(*cached);
@@ -346,27 +361,22 @@ compileModule(ModuleOp module, const CollectedDiagnostics &diagnostics,
     return assembled.takeError();
   std::string manifest = launchManifest(module, options.target, "kernel.cubin",
                                         "kernel.ptx", assembled->report);
-  llvm::Expected<runtime::Manifest> parsed = runtime::parseManifest(manifest);
-  if (!parsed)
-    return parsed.takeError();
-  runtime::Kernel kernel;
-  kernel.manifest = std::move(*parsed);
-  kernel.ptx = std::move(*ptx);
-  kernel.cubin.assign(assembled->cubin.begin(), assembled->cubin.end());
-  kernel.manifestJson = manifest;
-  if (llvm::Error refused = kernel.check())
-    return std::move(refused);
+  llvm::Expected<K> kernel = K::create(
+      manifest, *ptx,
+      std::vector<uint8_t>(assembled->cubin.begin(), assembled->cubin.end()));
+  if (!kernel)
+    return kernel.takeError();
   if (cache) {
     runtime::CompileCache::Entry entry;
     entry.cubin = std::move(assembled->cubin);
-    entry.ptx = kernel.ptx;
+    entry.ptx = std::move(*ptx);
     entry.manifest = manifest;
     entry.cubinName = "kernel.cubin";
     entry.ptxName = "kernel.ptx";
     // An unwritable cache costs the next compile only.
     llvm::consumeError(cache->store(key, entry));
   }
-  return std::move(kernel);
+  return std::move(*kernel);
 }
 
 } // namespace
@@ -374,13 +384,33 @@ compileModule(ModuleOp module, const CollectedDiagnostics &diagnostics,
 llvm::Expected<runtime::Kernel>
 fa4::compileVariant(const Variant &variant, const PipelineOptions &options,
                     bool useCache, bool *fromCache) {
+  if (variant.backward)
+    return makeError("compileVariant compiles a forward; a backward variant "
+                     "goes to compileBackward");
   ToolSession session;
   CollectedDiagnostics diagnostics(session.getContext());
   llvm::Expected<OwningOpRef<ModuleOp>> module =
       variantModule(session, variant, diagnostics);
   if (!module)
     return module.takeError();
-  return compileModule(**module, diagnostics, options, useCache, fromCache);
+  return compileModule<runtime::Kernel>(**module, diagnostics, options,
+                                        useCache, fromCache);
+}
+
+llvm::Expected<runtime::BackwardKernel>
+fa4::compileBackward(const Variant &variant, const PipelineOptions &options,
+                     bool useCache, bool *fromCache) {
+  if (!variant.backward)
+    return makeError("compileBackward compiles a backward variant (its "
+                     "`backward` set)");
+  ToolSession session;
+  CollectedDiagnostics diagnostics(session.getContext());
+  llvm::Expected<OwningOpRef<ModuleOp>> module =
+      variantModule(session, variant, diagnostics);
+  if (!module)
+    return module.takeError();
+  return compileModule<runtime::BackwardKernel>(**module, diagnostics, options,
+                                                useCache, fromCache);
 }
 
 llvm::Expected<runtime::Kernel>
@@ -397,8 +427,8 @@ fa4::compileEntry(const std::string &ir, const PipelineOptions &options,
             entryModule(session, ir, diagnostics);
         if (!module)
           return module.takeError();
-        llvm::Expected<runtime::Kernel> kernel =
-            compileModule(**module, diagnostics, options, useCache, fromCache);
+        llvm::Expected<runtime::Kernel> kernel = compileModule<runtime::Kernel>(
+            **module, diagnostics, options, useCache, fromCache);
         if (!kernel)
           return kernel.takeError();
         compiled = std::move(*kernel);
@@ -433,19 +463,12 @@ llvm::Error fa4::checkEntryLevel(ModuleOp module) {
 }
 
 llvm::Error fa4::checkOneKernel(ModuleOp module, bool allowBackward) {
-  // The backward's three kernels (sm_90a) have fa4c's manifest, but the
-  // runtime's compile-and-launch paths do not run them yet.
-  bool backward = false;
-  module.walk([&](Operation *op) {
-    if (isa<AttentionBackwardOp>(op) ||
-        (isa<func::FuncOp>(op) && getBackwardSpec(op)))
-      backward = true;
-  });
+  bool backward = holdsBackward(module);
   if (backward && !allowBackward)
-    return makeError("the IR holds a backward (fa4.attention_backward): "
-                     "compile it with fa4c --backward (sm_90a: three kernels "
-                     "and a manifest of kind \"backward\"), and run it with "
-                     "fa4-emu; the runtime does not launch it yet");
+    return makeError("the IR holds a backward (fa4.attention_backward): it "
+                     "compiles to three kernels and a manifest of kind "
+                     "\"backward\" (fa4c --backward, fa4::compileBackward, "
+                     "fa4.compile(...).backward), not to one kernel");
   if (backward)
     return llvm::Error::success();
   SmallVector<std::string> kernels;

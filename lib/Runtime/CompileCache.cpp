@@ -1,6 +1,7 @@
 //===- CompileCache.cpp - compiled kernels on disk ------------------------===//
 
 #include "fa4/Runtime/CompileCache.h"
+#include "fa4/Runtime/Backward.h"
 #include "fa4/Runtime/Contract.h"
 
 #include "fa4/Runtime/Launch.h"
@@ -140,7 +141,23 @@ static llvm::Expected<CompileCache::Entry> readEntry(const llvm::Twine &dir,
     return std::move(bad);
   // What the files say must hold together: the manifest parses, describes
   // the PTX's entry point, agrees with the contract the PTX and the cubin
-  // declare and names the files the index names.
+  // declare and names the files the index names. A backward's manifest
+  // (kind "backward": three kernels) is held to its own contract.
+  llvm::ArrayRef<uint8_t> cubin(
+      reinterpret_cast<const uint8_t *>(entry.cubin.data()), entry.cubin.size());
+  if (isBackwardManifest(entry.manifest)) {
+    llvm::Expected<BackwardManifest> backward =
+        parseBackwardManifest(entry.manifest);
+    if (!backward)
+      return backward.takeError();
+    if (llvm::Error bad = checkContractText(backwardContract(*backward),
+                                            entry.ptx, cubin))
+      return std::move(bad);
+    if (entry.cubinName.empty() || entry.ptxName.empty() ||
+        backward->cubin != entry.cubinName || backward->ptx != entry.ptxName)
+      return makeError("its manifest names other files than its index");
+    return std::move(entry);
+  }
   llvm::Expected<Manifest> manifest = parseManifest(entry.manifest);
   if (!manifest)
     return manifest.takeError();
@@ -148,11 +165,7 @@ static llvm::Expected<CompileCache::Entry> readEntry(const llvm::Twine &dir,
     return std::move(bad);
   if (llvm::Error bad = checkPtxEntry(*manifest, entry.ptx))
     return std::move(bad);
-  if (llvm::Error bad = checkContract(
-          *manifest, entry.ptx,
-          llvm::ArrayRef<uint8_t>(
-              reinterpret_cast<const uint8_t *>(entry.cubin.data()),
-              entry.cubin.size())))
+  if (llvm::Error bad = checkContract(*manifest, entry.ptx, cubin))
     return std::move(bad);
   if (entry.cubinName.empty() || entry.ptxName.empty() ||
       manifest->cubin != entry.cubinName || manifest->ptx != entry.ptxName)

@@ -88,9 +88,12 @@ llvm::Expected<Kernel> Kernel::load(const std::string &manifestPath) {
   return std::move(kernel);
 }
 
-llvm::Expected<Kernel> Kernel::create(std::string manifestJson,
-                                      std::string ptx,
-                                      std::vector<uint8_t> cubin) {
+/// The limits of a kernel handed over in memory (Kernel::create's and
+/// BackwardKernel::create's): the manifest's, the PTX's and the cubin's
+/// sizes, and code of one kind at least.
+static llvm::Error checkHandedOver(const std::string &manifestJson,
+                                   const std::string &ptx,
+                                   const std::vector<uint8_t> &cubin) {
   if (manifestJson.size() > kMaxManifestBytes)
     return makeError("the manifest is " + std::to_string(manifestJson.size()) +
                      " bytes, more than the " +
@@ -102,11 +105,19 @@ llvm::Expected<Kernel> Kernel::create(std::string manifestJson,
                        std::to_string(bytes) + " bytes, more than the " +
                        std::to_string(kMaxKernelFileBytes) +
                        " a kernel file may have");
+  if (ptx.empty() && cubin.empty())
+    return makeError("the kernel has neither a cubin nor PTX");
+  return llvm::Error::success();
+}
+
+llvm::Expected<Kernel> Kernel::create(std::string manifestJson,
+                                      std::string ptx,
+                                      std::vector<uint8_t> cubin) {
+  if (llvm::Error refused = checkHandedOver(manifestJson, ptx, cubin))
+    return std::move(refused);
   llvm::Expected<Manifest> manifest = parseManifest(manifestJson);
   if (!manifest)
     return manifest.takeError();
-  if (ptx.empty() && cubin.empty())
-    return makeError("the kernel has neither a cubin nor PTX");
   Kernel kernel;
   kernel.manifest = std::move(*manifest);
   kernel.manifestJson = std::move(manifestJson);
@@ -666,31 +677,54 @@ BackwardKernel::load(const std::string &manifestPath) {
       loadKernelFiles<BackwardKernel>(manifestPath, parseBackwardManifest);
   if (!loaded)
     return loaded.takeError();
-  BackwardKernel &kernel = *loaded;
-  // The code was compiled for this manifest (the contract fa4c embeds).
-  if (llvm::Error refused = checkContractText(
-          backwardContract(kernel.manifest), kernel.ptx, kernel.cubin))
+  if (llvm::Error refused = loaded->check())
     return prefixError(manifestPath + ": ", std::move(refused));
-  if (!kernel.ptx.empty()) {
-    llvm::Expected<std::shared_ptr<const emu::Program>> program =
-        emu::parsePtx(kernel.ptx);
-    if (!program)
-      return prefixError(manifestPath + ": its PTX: ", program.takeError());
-    for (int k = 0; k < 3; ++k) {
-      std::vector<emu::KernelParam> params =
-          emu::kernelParams(**program, kernel.manifest.kernels[k].name);
-      std::vector<BackwardParameter> expected = backwardParameters(k);
-      bool same = params.size() == expected.size();
-      for (size_t i = 0; same && i < params.size(); ++i)
-        same = params[i].bytes == expected[i].bytes;
-      if (!same)
-        return makeError(manifestPath + ": its PTX's " +
-                         kernel.manifest.kernels[k].name +
-                         " does not take the backward's " +
-                         std::to_string(expected.size()) + " parameters");
-    }
-  }
+  return loaded;
+}
+
+llvm::Expected<BackwardKernel>
+BackwardKernel::create(std::string manifestJson, std::string ptx,
+                       std::vector<uint8_t> cubin) {
+  if (llvm::Error refused = checkHandedOver(manifestJson, ptx, cubin))
+    return std::move(refused);
+  llvm::Expected<BackwardManifest> manifest =
+      parseBackwardManifest(manifestJson);
+  if (!manifest)
+    return manifest.takeError();
+  BackwardKernel kernel;
+  kernel.manifest = std::move(*manifest);
+  kernel.manifestJson = std::move(manifestJson);
+  kernel.ptx = std::move(ptx);
+  kernel.cubin = std::move(cubin);
+  if (llvm::Error refused = kernel.check())
+    return std::move(refused);
   return std::move(kernel);
+}
+
+llvm::Error BackwardKernel::check() const {
+  // The code was compiled for this manifest (the contract fa4c embeds).
+  if (llvm::Error refused =
+          checkContractText(backwardContract(manifest), ptx, cubin))
+    return refused;
+  if (ptx.empty())
+    return llvm::Error::success();
+  llvm::Expected<std::shared_ptr<const emu::Program>> program =
+      emu::parsePtx(ptx);
+  if (!program)
+    return prefixError("its PTX: ", program.takeError());
+  for (int k = 0; k < 3; ++k) {
+    std::vector<emu::KernelParam> params =
+        emu::kernelParams(**program, manifest.kernels[k].name);
+    std::vector<BackwardParameter> expected = backwardParameters(k);
+    bool same = params.size() == expected.size();
+    for (size_t i = 0; same && i < params.size(); ++i)
+      same = params[i].bytes == expected[i].bytes;
+    if (!same)
+      return makeError("its PTX's " + manifest.kernels[k].name +
+                       " does not take the backward's " +
+                       std::to_string(expected.size()) + " parameters");
+  }
+  return llvm::Error::success();
 }
 
 llvm::Error launchBackward(Backend &backend, const BackwardKernel &kernel,

@@ -24,10 +24,12 @@ there in milliseconds.
 Every failure of fa4 itself raises ``fa4.CompileError`` or ``fa4.LaunchError``
 (both ``RuntimeError``) with fa4's message; bad arguments raise ``ValueError``
 or ``TypeError`` naming the argument. ``attention`` is differentiable: its
-backward (``torch.ops.fa4.attention_backward``) runs fa4's backward tile
-program on CPU tensors; on CUDA tensors, and for variants whose backward is
-not built (seqused_k, paged caches, varlen), ``backward()`` raises
-``NotImplementedError`` saying so, never a silent zero gradient.
+backward (``torch.ops.fa4.attention_backward``) runs fa4's backward kernels
+(``fa4.compile_backward``: Hopper's, on an H100/H200 for CUDA tensors and in
+fa4-emu for CPU tensors); on a GPU without them (Blackwell: not built yet),
+and for variants whose backward is not built (seqused_k, paged caches,
+varlen), ``backward()`` raises ``NotImplementedError`` saying so, never a
+silent zero gradient.
 """
 
 from __future__ import annotations
@@ -51,9 +53,9 @@ from ._fa4 import CompileError
 # then makes every check and the plan, and leaves the outputs as they were.
 _emulator_executes = True
 
-__all__ = ["CompileError", "Kernel", "LaunchError", "attention",
-           "attention_varlen", "attention_with_kvcache", "compile", "compile_ir",
-           "split_workspace_words", "stages"]
+__all__ = ["BackwardKernel", "CompileError", "Kernel", "LaunchError",
+           "attention", "attention_varlen", "attention_with_kvcache", "compile",
+           "compile_backward", "compile_ir", "split_workspace_words", "stages"]
 
 _DTYPES = {"fp16": "fp16", "float16": "fp16", "half": "fp16",
            "bf16": "bf16", "bfloat16": "bf16"}
@@ -77,11 +79,14 @@ class Kernel:
     layout runs there too), and writes O's (and the LSE's) back.
     """
 
-    def __init__(self, native):
+    def __init__(self, native, backward_of=None):
         self._native = native
         self.manifest = json.loads(native.manifest_json)
         self._launcher = None
         self._launcher_lock = threading.Lock()
+        # compile_backward's arguments for this kernel's variant (None for a
+        # kernel compiled from IR, or one whose backward is not built).
+        self._backward_of = backward_of
 
     @property
     def cubin(self) -> bytes:
@@ -142,11 +147,100 @@ class Kernel:
         self._capi_kernel()(q, k, v, o, lse, extras, stream, workers=workers,
                             seed=seed, plan_only=not _emulator_executes)
 
+    def backward(self, deterministic: bool = False) -> "BackwardKernel":
+        """The backward of this kernel's variant (``compile_backward`` with
+        its variant, target and sm_count): dQ, dK and dV from the O and LSE
+        this kernel writes (compile it with ``lse=True`` to have the LSE).
+        A kernel compiled from IR, or with seqused_k, a paged cache,
+        split-KV or varlen, has none yet: NotImplementedError."""
+        if self._backward_of is None:
+            raise NotImplementedError(
+                "this kernel's backward is not built: fa4 compiles the "
+                "backward of a variant fa4.compile describes without "
+                "seqused_k, page_size, num_splits or varlen (a kernel "
+                "compiled from IR has none from Python yet)")
+        return compile_backward(**self._backward_of,
+                                deterministic=deterministic)
+
     def __repr__(self):
         m = self.manifest
         variant = m.get("attention", {})
         return (f"fa4.Kernel({m.get('target')}, {variant}, "
                 f"{len(self.cubin)} bytes of cubin)")
+
+
+class BackwardKernel:
+    """The backward of a variant, compiled (``compile_backward``,
+    ``Kernel.backward``): three kernels in one cubin and PTX — delta and
+    the cleared dQ accumulator, the main kernel (dK, dV, dQ's parts), dQ
+    from the accumulator — and their manifest (kind "backward";
+    docs/Backward.md). Hopper (sm_90a) schedules it; the Blackwell backward
+    is not built yet.
+
+    Calling it runs the three kernels in order:
+    ``kernel(q, k, v, o, dout, lse, dq, dk, dv, delta, dq_accum)`` — q, k,
+    v, o as the forward took and gave them, dout like o, the forward's LSE
+    (batch, q_heads, seq_q) float32; dq like q, dk and dv like k, written;
+    delta (batch, q_heads, seq_q) and dq_accum (q's sizes) float32 dense
+    scratch the kernels fill. CUDA tensors run on the GPU (in `stream`, else
+    torch's current stream), CPU tensors in fa4-emu (`workers`, `seed`).
+    """
+
+    def __init__(self, native):
+        self._native = native
+        self.manifest = json.loads(native.manifest_json)
+        self._launcher = None
+        self._launcher_lock = threading.Lock()
+
+    @property
+    def cubin(self) -> bytes:
+        return self._native.cubin
+
+    @property
+    def ptx(self) -> str:
+        return self._native.ptx
+
+    @property
+    def from_cache(self) -> bool:
+        """Whether the compile cache held this compilation."""
+        return self._native.from_cache
+
+    def _capi_kernel(self):
+        with self._launcher_lock:
+            if self._launcher is None:
+                native = self._native
+                try:
+                    self._launcher = _capi.create_backward(
+                        native.manifest_json, native.ptx, native.cubin,
+                        library=_runtime_library(),
+                        name=f"fa4.BackwardKernel for "
+                             f"{self.manifest.get('target')}")
+                except _capi.LoadError as error:
+                    raise LaunchError(str(error)) from None
+            return self._launcher
+
+    def __call__(self, q, k, v, o, dout, lse, dq, dk, dv, delta, dq_accum, *,
+                 workers: int = 0, seed: int = 1,
+                 stream: Optional[int] = None):
+        tensors = [_array(name, t, written=name in ("dq", "dk", "dv", "delta",
+                                                    "dq_accum"))
+                   for name, t in zip(_capi.BACKWARD_TENSORS,
+                                      (q, k, v, o, dout, lse, dq, dk, dv,
+                                       delta, dq_accum))]
+        workers = _integer("workers", workers, 0, 1 << 32)
+        seed = _integer("seed", seed, 0, 1 << 64)
+        if stream is not None:
+            stream = _integer("stream", stream, 0, 1 << 64)
+        device = tensors[0].device.type
+        if device not in ("cuda", "cpu"):
+            raise ValueError(f"q: on a {device} device; fa4 runs CUDA tensors "
+                             "on the GPU and CPU tensors in the emulator")
+        self._capi_kernel()(*tensors, stream=stream, workers=workers, seed=seed)
+
+    def __repr__(self):
+        m = self.manifest
+        return (f"fa4.BackwardKernel({m.get('target')}, "
+                f"{m.get('attention', {})}, {len(self.cubin)} bytes of cubin)")
 
 
 def _runtime_library():
@@ -301,7 +395,7 @@ def compile(head_dim: int = 128, q_heads: int = 32, kv_heads: int = 8,
             exp2_emulation_fraction: float = 0.125,
             sm_count: int = 0, seqused_k: bool = False,
             page_size: int = 0, num_splits: int = 1,
-            varlen: bool = False) -> Kernel:
+            varlen: bool = False, backward: bool = False) -> Kernel:
     """Compiles one attention variant to a ``Kernel``.
 
     mask: "none", "causal" (bottom-right aligned) or "window"; window:
@@ -327,6 +421,9 @@ def compile(head_dim: int = 128, q_heads: int = 32, kv_heads: int = 8,
     [cu[b], cu[b + 1]) of two (batch + 1,) int32 tables, extras after the
     seqused_k table (``extras=[cu_seqlens_q, cu_seqlens_k]``). ``cache`` uses the
     compile cache; within one process a variant is compiled once either way.
+    ``backward``: compile the variant's backward too, now (the compile
+    cache then holds both; ``kernel.backward()`` gives it, and compiles it
+    on first use otherwise).
     """
     head_dim = _integer("head_dim", head_dim)
     q_heads = _integer("q_heads", q_heads)
@@ -355,14 +452,72 @@ def compile(head_dim: int = 128, q_heads: int = 32, kv_heads: int = 8,
         kernel = _memo.get(key)
     if kernel is not None:
         return kernel
-    native = _fa4.compile(head_dim, q_heads, kv_heads, mask, left, right,
-                          key_dtype, lse, scale, softcap, target, cache,
-                          rescale_threshold, exp2_emulation_fraction, sm_count,
-                          seqused_k, page_size, num_splits, varlen)
-    kernel = Kernel(native)
+    backward = _flag("backward", backward)
+    backward_of = None
+    if not (seqused_k or page_size or num_splits > 1 or varlen):
+        backward_of = dict(head_dim=head_dim, q_heads=q_heads,
+                           kv_heads=kv_heads, mask=mask,
+                           window=(left, right), dtype=key_dtype,
+                           softcap=softcap, scale=scale, target=target,
+                           cache=cache, sm_count=sm_count)
     with _memo_lock:
-        _memo.setdefault(key, kernel)
+        kernel = _memo.get(key)
+    if kernel is None:
+        native = _fa4.compile(head_dim, q_heads, kv_heads, mask, left, right,
+                              key_dtype, lse, scale, softcap, target, cache,
+                              rescale_threshold, exp2_emulation_fraction,
+                              sm_count, seqused_k, page_size, num_splits,
+                              varlen)
+        kernel = Kernel(native, backward_of)
+        with _memo_lock:
+            kernel = _memo.setdefault(key, kernel)
+    if backward:
+        kernel.backward()
     return kernel
+
+
+def compile_backward(head_dim: int = 128, q_heads: int = 32,
+                     kv_heads: int = 8, mask: str = "none",
+                     dtype: str = "fp16",
+                     window: Optional[Sequence[int]] = None,
+                     softcap: Optional[float] = None,
+                     scale: Optional[float] = None,
+                     target: str = _DEFAULT_TARGET, *, cache: bool = True,
+                     sm_count: int = 0,
+                     deterministic: bool = False) -> BackwardKernel:
+    """Compiles the backward of one attention variant (the arguments as
+    ``compile``'s) to a ``BackwardKernel``: dQ, dK and dV from Q, K, V, O,
+    dO and the forward's LSE (fa4.attention_backward). Hopper (sm_90a)
+    schedules it; another target raises fa4.CompileError saying so.
+    ``deterministic``: dQ accumulated in a fixed order (not scheduled on
+    Hopper yet: refused). Within one process a variant's backward is
+    compiled once; ``cache`` keeps it in the compile cache beside the
+    forward's kernels."""
+    head_dim = _integer("head_dim", head_dim)
+    q_heads = _integer("q_heads", q_heads)
+    kv_heads = _integer("kv_heads", kv_heads)
+    sm_count = _integer("sm_count", sm_count, 0)
+    key_dtype = _DTYPES.get(str(dtype).replace("torch.", ""))
+    if key_dtype is None:
+        raise ValueError(f"dtype must be fp16 or bf16, got {dtype!r}")
+    mask, left, right = _variant(mask, window)
+    scale = None if scale is None else _real("scale", scale)
+    softcap = 0.0 if softcap is None else _real("softcap", softcap)
+    target = _string("target", target)
+    cache = _flag("cache", cache)
+    deterministic = _flag("deterministic", deterministic)
+    key = ("backward", head_dim, q_heads, kv_heads, mask, left, right,
+           key_dtype, scale, softcap, target, sm_count, deterministic)
+    with _memo_lock:
+        kernel = _memo.get(key)
+    if kernel is not None:
+        return kernel
+    native = _fa4.compile_backward(head_dim, q_heads, kv_heads, mask, left,
+                                   right, key_dtype, scale, softcap, target,
+                                   cache, sm_count, deterministic)
+    kernel = BackwardKernel(native)
+    with _memo_lock:
+        return _memo.setdefault(key, kernel)
 
 
 def split_workspace_words(kernel: Kernel, batch: int, seq_q: int) -> int:
@@ -457,10 +612,11 @@ def attention(q, k, v, causal: bool = False,
     seq_q) in float32; an empty problem (batch, seq_q or seq_k 0) returns
     at once, rows without keys O = 0 and LSE = -inf. Differentiable with
     respect to q, k and v (the LSE is an output without a gradient, as
-    FlashAttention's): the backward (fa4.attention_backward) runs on CPU
-    tensors for now (CUDA tensors raise NotImplementedError at
-    ``backward()``, as do seqused_k calls). CUDA tensors run on the GPU in the current stream, CPU
-    tensors in the emulator. Inputs are read in place with any strides a
+    FlashAttention's): the backward (fa4.attention_backward) runs fa4's
+    backward kernels — on the GPU for CUDA tensors where the chip has them
+    (Hopper; elsewhere, and for seqused_k calls, ``backward()`` raises
+    NotImplementedError), in the emulator for CPU tensors. CUDA tensors run
+    on the GPU in the current stream, CPU tensors in the emulator. Inputs are read in place with any strides a
     TMA tensor map can express — head_dim contiguous, the other strides
     multiples of 16 bytes, a 16-byte aligned start, e.g.
     ``x.transpose(1, 2)`` of a (batch, heads, seq, head_dim) tensor; others

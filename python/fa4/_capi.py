@@ -30,7 +30,7 @@ import json
 import os
 import threading
 
-ABI_VERSION = 3
+ABI_VERSION = 4
 EMULATOR_PLAN_ONLY = 1
 MAX_RANK = 8
 
@@ -79,6 +79,9 @@ _SIGNATURES = {
                           [ctypes.c_void_p] + [_P(_Tensor)] * 6 +
                           [ctypes.c_size_t, ctypes.c_void_p]),
     "fa4rt_backward_load": (ctypes.c_void_p, [ctypes.c_char_p]),
+    "fa4rt_backward_create": (ctypes.c_void_p,
+                              [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_size_t,
+                               ctypes.c_char_p, ctypes.c_size_t]),
     "fa4rt_backward_free": (None, [ctypes.c_void_p]),
     "fa4rt_backward_manifest": (ctypes.c_char_p, [ctypes.c_void_p]),
     "fa4rt_backward_launch": (ctypes.c_int,
@@ -290,20 +293,22 @@ class _BoundLaunch:
                 raise LaunchError(_error(lib))
 
 
-class Kernel:
-    """A kernel loaded from its manifest: ``manifest`` (a dict),
-    ``manifest_json``; calling it launches it (see the module's doc)."""
+class _Handle:
+    """A handle of libfa4rt (a forward's kernel or a backward's three) whose
+    launches in flight are counted: close() waits for them, so that the
+    handle is never freed under one (ctypes releases Python's lock during a
+    call). Subclasses name the C functions reading the manifest and freeing
+    the handle."""
+
+    _manifest_function = _free_function = None
 
     def __init__(self, lib, handle, path):
         self._lib = lib
         self._handle = handle
-        # Launches in flight (ctypes releases Python's lock during a call):
-        # close() waits for them, so that the handle is never freed under
-        # one.
         self._state = threading.Condition()
         self._in_flight = 0
         self.path = path
-        self.manifest_json = lib.fa4rt_kernel_manifest(handle).decode()
+        self.manifest_json = getattr(lib, self._manifest_function)(handle).decode()
         self.manifest = json.loads(self.manifest_json)
 
     @contextlib.contextmanager
@@ -330,11 +335,19 @@ class Kernel:
             while self._in_flight:
                 state.wait()
             if self._handle:
-                self._lib.fa4rt_kernel_free(self._handle)
+                getattr(self._lib, self._free_function)(self._handle)
                 self._handle = None
 
     def __del__(self):
         self.close()
+
+
+class Kernel(_Handle):
+    """A kernel loaded from its manifest: ``manifest`` (a dict),
+    ``manifest_json``; calling it launches it (see the module's doc)."""
+
+    _manifest_function = "fa4rt_kernel_manifest"
+    _free_function = "fa4rt_kernel_free"
 
     def __repr__(self):
         return (f"fa4._capi.Kernel({self.path!r}, {self.manifest.get('target')}, "
@@ -393,99 +406,106 @@ class Kernel:
                             (self, tensors, extras, described, lse_arg, extra_args))
 
     def _emulate(self, q, k, v, o, lse, extras, workers, seed, plan_only):
-        """The emulator's memory mirrors the host's: tensors whose host bytes
-        overlap are placed in one allocation at the same distances apart,
-        each with its own strides, so that the runtime's checks see the
-        caller's tensors as they are (their strides, alignment and aliasing;
-        a kernel compiled for a static layout gets that layout) and a
-        broadcast input costs its storage, not its elements."""
-        import torch
         named = [("q", q, _TENSOR_DTYPES), ("k", k, _TENSOR_DTYPES),
                  ("v", v, _TENSOR_DTYPES), ("o", o, _TENSOR_DTYPES)]
         if lse is not None:
             named.append(("lse", lse, _TENSOR_DTYPES))
         named += [(f"extra{i}", e, _EXTRA_DTYPES) for i, e in enumerate(extras)]
-        for name, tensor, _ in named:
-            if tensor.device.type != "cpu":
-                raise ValueError(f"{name} is on {tensor.device}, q on the "
-                                 f"CPU: every tensor must be on the CPU")
-        # Groups of tensors whose host bytes overlap, by address.
-        spans = sorted((_host_span(t) + (i,) for i, (_, t, _) in enumerate(named)))
-        groups = []
-        for begin, end, i in spans:
-            if groups and begin < groups[-1][1] and end > begin:
-                groups[-1][1] = max(groups[-1][1], end)
-                groups[-1][2].append(i)
-            else:
-                groups.append([begin, end, [i]])
         lib = self._lib
-        backend = lib.fa4rt_backend_emulator(
-            workers, seed, EMULATOR_PLAN_ONLY if plan_only else 0)
-        if not backend:
-            raise LaunchError(_error(lib))
-        try:
-            placed = [None] * len(named)
-            for begin, end, members in groups:
-                start = begin - begin % _PLACEMENT_ALIGNMENT
-                nbytes = end - start
-                address = lib.fa4rt_emulator_allocate(backend, max(nbytes, 1))
-                if not address:
-                    raise LaunchError(_error(lib))
-                if end > begin:
-                    ctypes.memmove(self._host(backend, address + begin - start,
-                                              end - begin), begin, end - begin)
-                for i in members:
-                    offset = named[i][1].data_ptr() - start
-                    placed[i] = (address, start, nbytes, offset)
-            described = [_describe(name, tensor, dtypes, placed[i][0] + placed[i][3])
-                         for i, (name, tensor, dtypes) in enumerate(named)]
+
+        def launch(backend, described):
             lse_arg = ctypes.byref(described[4]) if lse is not None else None
             first_extra = 5 if lse is not None else 4
             extra_args = (_Tensor * len(extras))(*described[first_extra:])
             with self._using() as handle:
-                failed = lib.fa4rt_launch(handle, backend,
-                                          *[ctypes.byref(t) for t in described[:4]],
-                                          lse_arg, extra_args if extras else None,
-                                          len(extras), None)
-            if failed:
+                return lib.fa4rt_launch(handle, backend,
+                                        *[ctypes.byref(t) for t in described[:4]],
+                                        lse_arg, extra_args if extras else None,
+                                        len(extras), None)
+
+        _emulated(lib, named, range(3, 5 if lse is not None else 4), launch,
+                  workers, seed, plan_only)
+
+
+def _emulated(lib, named, written, launch, workers, seed, plan_only):
+    """A launch in fa4-emu on CPU tensors: `named` the (name, tensor, dtypes)
+    of its tensors in the C call's order, `written` the indices of those it
+    writes, `launch(backend, described)` the C call (0 when it succeeded).
+
+    The emulator's memory mirrors the host's: tensors whose host bytes
+    overlap are placed in one allocation at the same distances apart, each
+    with its own strides, so that the runtime's checks see the caller's
+    tensors as they are (their strides, alignment and aliasing; a kernel
+    compiled for a static layout gets that layout) and a broadcast input
+    costs its storage, not its elements."""
+    import torch
+    for name, tensor, _ in named:
+        if tensor.device.type != "cpu":
+            raise ValueError(f"{name} is on {tensor.device}, q on the "
+                             f"CPU: every tensor must be on the CPU")
+    # Groups of tensors whose host bytes overlap, by address.
+    spans = sorted((_host_span(t) + (i,) for i, (_, t, _) in enumerate(named)))
+    groups = []
+    for begin, end, i in spans:
+        if groups and begin < groups[-1][1] and end > begin:
+            groups[-1][1] = max(groups[-1][1], end)
+            groups[-1][2].append(i)
+        else:
+            groups.append([begin, end, [i]])
+    backend = lib.fa4rt_backend_emulator(
+        workers, seed, EMULATOR_PLAN_ONLY if plan_only else 0)
+    if not backend:
+        raise LaunchError(_error(lib))
+
+    def host(address, nbytes):
+        pointer = lib.fa4rt_emulator_host(backend, address, nbytes)
+        if not pointer:
+            raise LaunchError(_error(lib))
+        return pointer
+
+    try:
+        placed = [None] * len(named)
+        for begin, end, members in groups:
+            start = begin - begin % _PLACEMENT_ALIGNMENT
+            nbytes = end - start
+            address = lib.fa4rt_emulator_allocate(backend, max(nbytes, 1))
+            if not address:
                 raise LaunchError(_error(lib))
-            if plan_only:
-                return
-            # O and the LSE back, element by element through their strides
-            # (the launch refused them sharing memory with anything); an
-            # inference tensor is written in inference mode, the only mode
-            # that may.
-            for i in range(3, 5 if lse is not None else 4):
-                tensor = named[i][1]
-                mode = (torch.inference_mode() if tensor.is_inference()
-                        else torch.no_grad())
-                with mode:
-                    if tensor.numel() == 0:
-                        continue
-                    address, start, nbytes, offset = placed[i]
-                    size = tensor.element_size()
-                    raw = torch.empty(-(-nbytes // size) * size, dtype=torch.uint8)
-                    ctypes.memmove(raw.data_ptr(),
-                                   self._host(backend, address, nbytes), nbytes)
-                    tensor.copy_(raw.view(tensor.dtype).as_strided(
-                        tensor.shape, tensor.stride(), offset // size))
-        finally:
-            lib.fa4rt_backend_free(backend)
+            if end > begin:
+                ctypes.memmove(host(address + begin - start, end - begin),
+                               begin, end - begin)
+            for i in members:
+                offset = named[i][1].data_ptr() - start
+                placed[i] = (address, start, nbytes, offset)
+        described = [_describe(name, tensor, dtypes, placed[i][0] + placed[i][3])
+                     for i, (name, tensor, dtypes) in enumerate(named)]
+        if launch(backend, described):
+            raise LaunchError(_error(lib))
+        if plan_only:
+            return
+        # The outputs back, element by element through their strides (the
+        # launch refused them sharing memory with anything); an inference
+        # tensor is written in inference mode, the only mode that may.
+        for i in written:
+            tensor = named[i][1]
+            mode = (torch.inference_mode() if tensor.is_inference()
+                    else torch.no_grad())
+            with mode:
+                if tensor.numel() == 0:
+                    continue
+                address, start, nbytes, offset = placed[i]
+                size = tensor.element_size()
+                raw = torch.empty(-(-nbytes // size) * size, dtype=torch.uint8)
+                ctypes.memmove(raw.data_ptr(), host(address, nbytes), nbytes)
+                tensor.copy_(raw.view(tensor.dtype).as_strided(
+                    tensor.shape, tensor.stride(), offset // size))
+    finally:
+        lib.fa4rt_backend_free(backend)
 
-    def _host(self, backend, address, nbytes):
-        host = self._lib.fa4rt_emulator_host(backend, address, nbytes)
-        if not host:
-            raise LaunchError(_error(self._lib))
-        return host
 
-
-def create_kernel(manifest_json, ptx=b"", cubin=b"", library=None,
-                  name="<in memory>"):
-    """A kernel handed over in memory (fa4rt_kernel_create): the manifest's
-    JSON, the PTX and the cubin (str or bytes; either may be empty, not
-    both), as a compiler in this process made them (fa4.Kernel's launches
-    come here). The same checks as ``load_kernel``; ``name`` is what the
-    kernel's repr shows in place of a path."""
+def _handed_over(library, manifest_json, ptx, cubin, create, free):
+    """A handle `create` (fa4rt_kernel_create or fa4rt_backward_create) made
+    from the manifest's JSON, the PTX and the cubin (str or bytes)."""
     lib = load_library(library)
 
     def raw(what, value):
@@ -499,11 +519,33 @@ def create_kernel(manifest_json, ptx=b"", cubin=b"", library=None,
                                  raw("ptx", ptx), raw("cubin", cubin))
     if b"\0" in manifest_json:
         raise LoadError("the manifest holds a NUL character")
-    handle = lib.fa4rt_kernel_create(manifest_json, ptx, len(ptx), cubin,
-                                     len(cubin))
+    handle = getattr(lib, create)(manifest_json, ptx, len(ptx), cubin,
+                                  len(cubin))
     if not handle:
         raise LoadError(_error(lib))
+    return lib, handle
+
+
+def create_kernel(manifest_json, ptx=b"", cubin=b"", library=None,
+                  name="<in memory>"):
+    """A kernel handed over in memory (fa4rt_kernel_create): the manifest's
+    JSON, the PTX and the cubin (str or bytes; either may be empty, not
+    both), as a compiler in this process made them (fa4.Kernel's launches
+    come here). The same checks as ``load_kernel``; ``name`` is what the
+    kernel's repr shows in place of a path."""
+    lib, handle = _handed_over(library, manifest_json, ptx, cubin,
+                               "fa4rt_kernel_create", "fa4rt_kernel_free")
     return Kernel(lib, handle, name)
+
+
+def create_backward(manifest_json, ptx=b"", cubin=b"", library=None,
+                    name="<in memory>"):
+    """The backward's kernels handed over in memory (fa4rt_backward_create),
+    as ``create_kernel`` takes a forward's: fa4.compile's backward comes
+    here. The same checks as ``load_backward``."""
+    lib, handle = _handed_over(library, manifest_json, ptx, cubin,
+                               "fa4rt_backward_create", "fa4rt_backward_free")
+    return BackwardKernel(lib, handle, name)
 
 
 BACKWARD_TENSORS = ("q", "k", "v", "o", "dout", "lse", "dq", "dk", "dv",
@@ -511,37 +553,24 @@ BACKWARD_TENSORS = ("q", "k", "v", "o", "dout", "lse", "dq", "dk", "dv",
 _BACKWARD_WRITTEN = {"dq", "dk", "dv", "delta", "dq_accum"}
 
 
-class BackwardKernel:
-    """The backward's three kernels (fa4c --backward, sm_90a) loaded from
-    their manifest (kind "backward"): ``manifest``, ``manifest_json``;
-    calling it with the 11 tensors of BACKWARD_TENSORS (CUDA) enqueues the
-    three kernels on `stream` (default torch's current stream of q's
-    device). delta ([batch, q_heads, seq_q]) and dq_accum (q's sizes) are
-    float32 scratch the kernels fill."""
+class BackwardKernel(_Handle):
+    """The backward's three kernels (fa4c --backward, sm_90a), loaded from
+    their manifest (kind "backward") or handed over in memory:
+    ``manifest``, ``manifest_json``. Calling it with the 11 tensors of
+    BACKWARD_TENSORS runs the three kernels in order: on the GPU for CUDA
+    tensors (enqueued on `stream`, default torch's current stream of q's
+    device), in fa4-emu for CPU tensors (`workers`, `seed`: the emulator's
+    threads and schedule). delta ([batch, q_heads, seq_q]) and dq_accum
+    (q's sizes) are float32 scratch the kernels fill."""
 
-    def __init__(self, lib, handle, path):
-        self._lib = lib
-        self._handle = handle
-        self.path = path
-        self.manifest_json = lib.fa4rt_backward_manifest(handle).decode()
-        self.manifest = json.loads(self.manifest_json)
-
-    def close(self):
-        if getattr(self, "_handle", None):
-            self._lib.fa4rt_backward_free(self._handle)
-            self._handle = None
-
-    def __del__(self):
-        self.close()
+    _manifest_function = "fa4rt_backward_manifest"
+    _free_function = "fa4rt_backward_free"
 
     def __repr__(self):
         return (f"fa4._capi.BackwardKernel({self.path!r}, "
                 f"{self.manifest.get('attention', {})})")
 
-    def bind(self, *tensors, stream=None):
-        """The launch with its arguments described once (a callable), as
-        Kernel.bind."""
-        import torch
+    def _arguments(self, tensors):
         if not self._handle:
             raise ValueError("the kernel was closed")
         if len(tensors) != len(BACKWARD_TENSORS):
@@ -551,16 +580,26 @@ class BackwardKernel:
         checked = [_tensor(name, t, written=name in _BACKWARD_WRITTEN)
                    for name, t in zip(BACKWARD_TENSORS, tensors)]
         device = checked[0].device
-        if device.type != "cuda":
-            raise ValueError(f"q is on {device}: the backward launches on "
-                             f"the GPU")
         for name, t in zip(BACKWARD_TENSORS, checked):
             if t.device != device:
-                raise ValueError(f"{name} is on {t.device}, q on {device}")
+                raise ValueError(f"{name} is on {t.device}, q on {device}: "
+                                 f"every tensor must be on q's device")
+        return checked
+
+    def bind(self, *tensors, stream=None):
+        """The CUDA launch with its arguments described once (a callable),
+        as Kernel.bind."""
+        import torch
+        checked = self._arguments(tensors)
+        device = checked[0].device
+        if device.type != "cuda":
+            raise ValueError(f"q is on {device}: bind() makes a CUDA launch "
+                             f"(call the kernel itself on CPU tensors, which "
+                             f"run in fa4-emu)")
         described = (_Tensor * len(checked))(*[
             _describe(name, t, _TENSOR_DTYPES)
             for name, t in zip(BACKWARD_TENSORS, checked)])
-        lib, handle = self._lib, self._handle
+        lib = self._lib
         backend = lib.fa4rt_backend_cuda()
         if not backend:
             raise LaunchError(_error(lib))
@@ -568,7 +607,7 @@ class BackwardKernel:
             stream = _bounded("stream", stream, 1 << 64)
 
         def launch():
-            with torch.cuda.device(device):
+            with torch.cuda.device(device), self._using() as handle:
                 s = (stream if stream is not None else
                      torch.cuda.current_stream(device).cuda_stream)
                 if lib.fa4rt_backward_launch(handle, backend, described,
@@ -577,8 +616,27 @@ class BackwardKernel:
         launch._held = (self, checked, described)
         return launch
 
-    def __call__(self, *tensors, stream=None):
-        self.bind(*tensors, stream=stream)()
+    def __call__(self, *tensors, stream=None, workers=0, seed=1):
+        checked = self._arguments(tensors)
+        if checked[0].device.type == "cuda":
+            self.bind(*checked, stream=stream)()
+            return
+        workers = _bounded("workers", workers, 1 << 32)
+        seed = _bounded("seed", seed, 1 << 64)
+        named = [(name, t, _TENSOR_DTYPES)
+                 for name, t in zip(BACKWARD_TENSORS, checked)]
+        lib = self._lib
+
+        def launch(backend, described):
+            array = (_Tensor * len(described))(*described)
+            with self._using() as handle:
+                return lib.fa4rt_backward_launch(handle, backend, array,
+                                                 len(described), None)
+
+        _emulated(lib, named,
+                  [i for i, name in enumerate(BACKWARD_TENSORS)
+                   if name in _BACKWARD_WRITTEN],
+                  launch, workers, seed, False)
 
 
 def load_backward(manifest_path, library=None):

@@ -17,7 +17,7 @@ from typing import Optional, Sequence, Tuple
 import torch
 
 from . import (LaunchError, _fa4, _flag, _integer, _real, _variant,
-               _split_counter_words, _window_pair, compile,
+               _split_counter_words, _window_pair, compile, compile_backward,
                split_workspace_words)
 
 _DTYPES = {torch.float16: "fp16", torch.bfloat16: "bf16"}
@@ -408,33 +408,112 @@ def _attention_backward_op(dout: torch.Tensor, q: torch.Tensor,
                            deterministic: bool = False
                            ) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """dQ, dK, dV of fa4.attention for the gradient dout of its O, from the
-    forward's O and LSE (fa4.attention_backward). CPU tensors run fa4's
-    backward tile program on the host; no chip schedules it yet, so CUDA
-    tensors are refused."""
+    forward's O and LSE (fa4.attention_backward): fa4's backward kernels on
+    the GPU of CUDA tensors, and in fa4-emu for CPU tensors (the Hopper
+    kernels, the one chip that schedules the backward; the deterministic
+    order, which no chip schedules yet, runs the backward's tile program
+    on the host instead)."""
     variant = _validate(q, k, v, causal, window_left, window_right, softcap,
                         scale, True)
     _check_backward_tensors(dout, q, k, out, lse)
-    if q.device.type != "cpu":
+    if not isinstance(deterministic, bool):
+        raise TypeError(f"deterministic must be a bool, got {deterministic!r}")
+    if q.device.type not in ("cpu", "cuda"):
+        raise ValueError(f"q: on {q.device}; fa4 runs CUDA tensors on the GPU "
+                         "and CPU tensors in the emulator")
+    batch, seq_q, q_heads, _ = q.shape
+    seq_k = k.shape[1]
+    if not (batch and seq_q and seq_k):
+        # No query or no key: every gradient is zero (rows that see no key
+        # have O = 0 whatever K and V are).
+        return tuple(_allocate(name, t.numel() * t.element_size(),
+                               lambda t=t: torch.zeros_like(
+                                   t, memory_format=torch.contiguous_format))
+                     for name, t in (("dq", q), ("dk", k), ("dv", v)))
+    if q.device.type == "cpu" and deterministic:
+        return _backward_on_host(variant, deterministic, dout, q, k, v, out,
+                                 lse)
+    kernel = _backward_kernel(variant, q.device, deterministic)
+    if q.device.type == "cpu":
+        _check_host_memory(q, k, v, True)
+    q, k, v, out, dout = (_tma_ready(name, t.detach()) for name, t in
+                          (("q", q), ("k", k), ("v", v), ("out", out),
+                           ("dout", dout)))
+    lse = lse.detach().contiguous()
+    made = []
+    for name, like, dtype in (("dq", q, q.dtype), ("dk", k, q.dtype),
+                              ("dv", v, q.dtype),
+                              ("delta", lse, torch.float32),
+                              ("dq_accum", q, torch.float32)):
+        nbytes = like.numel() * torch.empty((), dtype=dtype).element_size()
+        made.append(_allocate(name, nbytes, lambda like=like, dtype=dtype:
+                              torch.empty(like.shape, dtype=dtype,
+                                          device=like.device)))
+    dq, dk, dv, delta, dq_accum = made
+    if q.device.type == "cuda":
+        with torch.cuda.device(q.device):
+            kernel(q, k, v, out, dout, lse, dq, dk, dv, delta, dq_accum)
+    else:
+        kernel(q, k, v, out, dout, lse, dq, dk, dv, delta, dq_accum)
+    return dq, dk, dv
+
+
+# The chips whose schedule takes the backward to a binary, in the chip
+# table's order; CPU tensors run the first one's kernels in fa4-emu.
+_BACKWARD_TARGETS = [chip["name"] for chip in _fa4.chips()
+                     if chip.get("backward")]
+
+
+def _backward_kernel(variant, device, deterministic):
+    """The backward kernels of `variant` for tensors on `device`: the GPU's
+    own chip (NotImplementedError where it has no backward schedule), or
+    for CPU tensors the first chip with one, in fa4-emu."""
+    if device.type == "cuda":
+        target, sm_count = _target(device)
+        if target not in _BACKWARD_TARGETS:
+            raise NotImplementedError(
+                f"fa4.attention's backward has no kernel for {target} yet "
+                f"(the backward is scheduled for "
+                f"{', '.join(_BACKWARD_TARGETS) or 'no chip'}): compute the "
+                "gradients on CPU copies, or use torch's SDPA for training")
+    elif _BACKWARD_TARGETS:
+        target, sm_count = _BACKWARD_TARGETS[0], 0
+    else:
+        raise NotImplementedError("no chip schedules fa4's backward")
+    if deterministic:
         raise NotImplementedError(
-            f"fa4.attention's backward runs on CPU tensors only for now: no "
-            f"GPU kernel is built for it yet (q is on {q.device}). Compute "
-            "the gradients on CPU copies, or use torch's SDPA for training")
+            f"the deterministic backward (dQ accumulated in a fixed order) is "
+            f"not scheduled for {target} yet: call it with "
+            "deterministic=False, or on CPU tensors, where the backward's "
+            "tile program runs it")
+    return _compile_backward(variant, target, sm_count)
+
+
+def _compile_backward(variant, target, sm_count):
+    """compile_backward of the variant _validate describes."""
+    return compile_backward(head_dim=variant["head_dim"],
+                            q_heads=variant["q_heads"],
+                            kv_heads=variant["kv_heads"], mask=variant["mask"],
+                            window=variant["window"], dtype=variant["dtype"],
+                            softcap=variant["softcap"], scale=variant["scale"],
+                            target=target, sm_count=sm_count)
+
+
+def _backward_on_host(variant, deterministic, dout, q, k, v, out, lse):
+    """The backward's tile program run on the host (runBackwardOnHost), for
+    what no chip schedules yet (the deterministic order)."""
     mask, left, right = _variant(variant["mask"], variant["window"])
     dq = torch.empty(q.shape, dtype=torch.float32)
     dk = torch.empty(k.shape, dtype=torch.float32)
     dv = torch.empty(k.shape, dtype=torch.float32)
-    if q.numel() and k.numel():
-        host = [t.detach().to(torch.float32).contiguous()
-                for t in (q, k, v, out, dout, lse)]
-        _fa4.backward_on_host(variant["head_dim"], variant["q_heads"],
-                              variant["kv_heads"], mask, left, right,
-                              variant["dtype"], variant["scale"],
-                              variant["softcap"] or 0.0, deterministic,
-                              *(t.numpy() for t in host), dq.numpy(),
-                              dk.numpy(), dv.numpy())
-    else:
-        for t in (dq, dk, dv):
-            t.zero_()
+    host = [t.detach().to(torch.float32).contiguous()
+            for t in (q, k, v, out, dout, lse)]
+    _fa4.backward_on_host(variant["head_dim"], variant["q_heads"],
+                          variant["kv_heads"], mask, left, right,
+                          variant["dtype"], variant["scale"],
+                          variant["softcap"] or 0.0, deterministic,
+                          *(t.numpy() for t in host), dq.numpy(),
+                          dk.numpy(), dv.numpy())
     return dq.to(q.dtype), dk.to(q.dtype), dv.to(q.dtype)
 
 

@@ -133,6 +133,45 @@ PyKernel compile(int64_t headDim, int64_t qHeads, int64_t kvHeads,
   return result;
 }
 
+/// The backward of a variant compiled (fa4::compileBackward): its three
+/// kernels in one cubin and PTX, and their manifest of kind "backward".
+struct PyBackward {
+  Variant variant;
+  runtime::BackwardKernel kernel;
+  bool fromCache = false;
+};
+
+PyBackward compileBackwardVariant(int64_t headDim, int64_t qHeads,
+                                  int64_t kvHeads, const std::string &mask,
+                                  int64_t windowLeft, int64_t windowRight,
+                                  const std::string &dtype,
+                                  std::optional<double> scale, double softcap,
+                                  const std::string &target, bool cache,
+                                  int64_t smCount, bool deterministic) {
+  PyBackward result;
+  result.variant = variantOf(headDim, qHeads, kvHeads, mask, windowLeft,
+                             windowRight, dtype, /*lse=*/false, scale, softcap);
+  result.variant.backward = true;
+  result.variant.deterministic = deterministic;
+  PipelineOptions options;
+  options.target = target;
+  options.smCount = smCount;
+  std::optional<std::string> failure;
+  {
+    nb::gil_scoped_release released;
+    std::lock_guard<std::mutex> lock(compiling);
+    llvm::Expected<runtime::BackwardKernel> kernel =
+        compileBackward(result.variant, options, cache, &result.fromCache);
+    if (kernel)
+      result.kernel = std::move(*kernel);
+    else
+      failure = llvm::toString(kernel.takeError());
+  }
+  if (failure)
+    throw CompileFailure(*failure);
+  return result;
+}
+
 /// Runs the verifier on a variant's entry IR without compiling it: what
 /// compile() would refuse first, refused the same way (for callers that
 /// must answer without a kernel: torch's fake tensors, empty problems).
@@ -284,6 +323,17 @@ NB_MODULE(_fa4, m) {
       .def_prop_ro("from_cache", [](const PyKernel &k) { return k.fromCache; })
       .def("ir", &ir, nb::arg("stage"));
 
+  nb::class_<PyBackward>(m, "BackwardKernel")
+      .def_prop_ro("cubin",
+                   [](const PyBackward &k) {
+                     return nb::bytes(reinterpret_cast<const char *>(k.kernel.cubin.data()),
+                                      k.kernel.cubin.size());
+                   })
+      .def_prop_ro("ptx", [](const PyBackward &k) { return k.kernel.ptx; })
+      .def_prop_ro("manifest_json",
+                   [](const PyBackward &k) { return k.kernel.manifestJson; })
+      .def_prop_ro("from_cache", [](const PyBackward &k) { return k.fromCache; });
+
   m.def("compile", &compile, nb::arg("head_dim"), nb::arg("q_heads"),
         nb::arg("kv_heads"), nb::arg("mask"), nb::arg("window_left"),
         nb::arg("window_right"), nb::arg("dtype"), nb::arg("lse"),
@@ -292,6 +342,11 @@ NB_MODULE(_fa4, m) {
         nb::arg("exp2_emulation_fraction"), nb::arg("sm_count"),
         nb::arg("seqused_k") = false, nb::arg("page_size") = 0,
         nb::arg("num_splits") = 1, nb::arg("varlen") = false);
+  m.def("compile_backward", &compileBackwardVariant, nb::arg("head_dim"),
+        nb::arg("q_heads"), nb::arg("kv_heads"), nb::arg("mask"),
+        nb::arg("window_left"), nb::arg("window_right"), nb::arg("dtype"),
+        nb::arg("scale").none(), nb::arg("softcap"), nb::arg("target"),
+        nb::arg("cache"), nb::arg("sm_count"), nb::arg("deterministic"));
   m.def("compile_ir", &compileIr, nb::arg("ir"), nb::arg("target"),
         nb::arg("cache"), nb::arg("rescale_threshold"),
         nb::arg("exp2_emulation_fraction"), nb::arg("sm_count"));
@@ -320,6 +375,7 @@ NB_MODULE(_fa4, m) {
       row["sm_count"] = chip.smCount;
       row["compute_capability"] = nb::make_tuple(chip.computeMajor, chip.computeMinor);
       row["emulated"] = chip.emulated;
+      row["backward"] = chip.backward;
       chips.append(row);
     }
     return chips;

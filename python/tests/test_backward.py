@@ -1,8 +1,10 @@
 """fa4.attention's backward on CPU tensors: dQ, dK and dV from fa4's backward
-tile program (fa4.attention_backward, run on the host), against float64
-gradients from torch's autograd through the float64 reference, by
+kernels (fa4.attention_backward compiled for sm_90a, run in fa4-emu; the
+deterministic order by the backward's tile program on the host), against
+float64 gradients from torch's autograd through the float64 reference, by
 FlashAttention's rule: an error at most twice that of the same gradients
-computed in the input type, plus a small atol."""
+computed in the input type, plus a small atol. And the compiled backward
+itself: fa4.compile_backward, Kernel.backward, the compile cache."""
 
 import pytest
 import torch
@@ -40,19 +42,23 @@ def low_precision_gradients(q, k, v, do, **variant):
     return [t.grad.to(q.dtype).double() for t in leaves]
 
 
+def judge(q, k, v, do, got, atol=2e-3, **variant):
+    """dQ, dK, dV `got` against the float64 gradients, by FA's rule."""
+    want = float64_gradients(q, k, v, do, **variant)
+    lowp = low_precision_gradients(q, k, v, do, **variant)
+    for name, got, ref, plain in zip(("dq", "dk", "dv"), got, want, lowp):
+        assert got.dtype == q.dtype and got.shape == ref.shape, name
+        err = (got.double() - ref).abs().max().item()
+        bound = 2 * (plain - ref).abs().max().item() + atol
+        assert err <= bound, f"{name}: error {err:.3g} > {bound:.3g} ({variant})"
+
+
 def check(q, k, v, atol=2e-3, seed=1, **variant):
     q, k, v = (t.detach().requires_grad_() for t in (q, k, v))
     o = fa4.attention(q, k, v, **variant)
     do = torch.randn(o.shape, generator=torch.Generator().manual_seed(seed)).to(o.dtype)
     o.backward(do)
-    want = float64_gradients(q, k, v, do, **variant)
-    lowp = low_precision_gradients(q, k, v, do, **variant)
-    for name, got, ref, plain in zip(("dq", "dk", "dv"),
-                                     (q.grad, k.grad, v.grad), want, lowp):
-        assert got.dtype == q.dtype and got.shape == ref.shape, name
-        err = (got.double() - ref).abs().max().item()
-        bound = 2 * (plain - ref).abs().max().item() + atol
-        assert err <= bound, f"{name}: error {err:.3g} > {bound:.3g} ({variant})"
+    judge(q, k, v, do, (q.grad, k.grad, v.grad), atol, **variant)
 
 
 @pytest.mark.parametrize("shape,variant", [
@@ -137,3 +143,82 @@ def test_torch_compile_trains(inputs):
     compiled = torch.compile(step, backend="aot_eager", fullgraph=True)
     traced = torch.autograd.grad(compiled(q), weight)[0]
     assert torch.equal(eager, traced)
+
+
+def test_deterministic_runs_the_tile_program_on_cpu(inputs):
+    """deterministic=True, which no chip schedules yet, runs the tile
+    program on the host: the same bits twice, and the kernels' gradients
+    within rounding."""
+    q, k, v = inputs(1, 70, 90, 4, 2, 64, torch.float16)
+    o, lse = torch.ops.fa4.attention(q, k, v, True, -1, -1, 0.0, None, True)
+    do = torch.randn(o.shape, generator=torch.Generator().manual_seed(3)).half()
+    op = torch.ops.fa4.attention_backward
+    first = op(do, q, k, v, o, lse, True, -1, -1, 0.0, None, True)
+    again = op(do, q, k, v, o, lse, True, -1, -1, 0.0, None, True)
+    assert all(torch.equal(a, b) for a, b in zip(first, again))
+    kernels = op(do, q, k, v, o, lse, True, -1, -1, 0.0, None, False)
+    for a, b in zip(first, kernels):
+        assert (a.float() - b.float()).abs().max().item() < 1e-2
+
+
+def test_compiled_backward_runs_in_the_emulator(inputs):
+    """fa4.compile(..., backward=True): the forward and its backward, the
+    backward a BackwardKernel that runs on CPU tensors in fa4-emu and
+    checks its tensors."""
+    kernel = fa4.compile(head_dim=64, q_heads=6, kv_heads=2, mask="window",
+                         window=(30, 4), dtype="bf16", lse=True,
+                         target="sm_90a", backward=True)
+    backward = kernel.backward()
+    assert backward is kernel.backward()
+    assert backward.manifest["kind"] == "backward"
+    assert backward.manifest["target"] == "sm_90a"
+    assert backward.manifest["attention"]["gqa_packing"] == 1  # ratio 3
+    assert "fa4.BackwardKernel(sm_90a" in repr(backward)
+    q, k, v = inputs(2, 61, 83, 6, 2, 64, torch.bfloat16, seed=5)
+    o = torch.empty_like(q)
+    lse = torch.empty(2, 6, 61)
+    kernel(q, k, v, o, lse)
+    do = torch.randn(q.shape, generator=torch.Generator().manual_seed(7)).to(q.dtype)
+    dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+    delta, dq_accum = torch.empty(2, 6, 61), torch.empty(q.shape)
+    # The runtime's checks, named.
+    with pytest.raises(fa4.LaunchError, match="delta: dtype"):
+        backward(q, k, v, o, do, lse, dq, dk, dv, delta.half(), dq_accum)
+    with pytest.raises(fa4.LaunchError, match="dk: sizes"):
+        backward(q, k, v, o, do, lse, dq, dv[:, :5], dv, delta, dq_accum)
+    with pytest.raises(fa4.LaunchError, match="shares memory"):
+        backward(q, k, v, o, do, lse, dq, dk, dk, delta, dq_accum)
+    backward(q, k, v, o, do, lse, dq, dk, dv, delta, dq_accum)
+    judge(q, k, v, do, (dq, dk, dv), window=(30, 4))
+
+
+def test_compiled_backward_is_cached_beside_the_forward(tmp_path, monkeypatch):
+    """The compile cache holds a variant's forward and backward as two
+    entries; a second compile of the backward (another process, here the
+    native layer without fa4's memo) comes from it."""
+    monkeypatch.setenv("FA4_CACHE_DIR", str(tmp_path))
+    args = (64, 2, 1, "causal", -1, -1, "fp16", None, 0.0, "sm_90a", True, 0,
+            False)
+    first = fa4._fa4.compile_backward(*args)
+    second = fa4._fa4.compile_backward(*args)
+    assert not first.from_cache and second.from_cache
+    assert first.cubin == second.cubin and first.manifest_json == second.manifest_json
+    fa4._fa4.compile(64, 2, 1, "causal", -1, -1, "fp16", True, None, 0.0,
+                     "sm_90a", True, 8.0, 0.125, 0)
+    entries = [p for p in tmp_path.iterdir() if not p.name.startswith(".")]
+    assert len(entries) == 2
+
+
+def test_compiled_backward_refusals():
+    with pytest.raises(fa4.CompileError, match="Blackwell backward"):
+        fa4.compile_backward(head_dim=64, q_heads=2, kv_heads=1,
+                             target="sm_100a")
+    with pytest.raises(fa4.CompileError, match="deterministic"):
+        fa4.compile_backward(head_dim=64, q_heads=2, kv_heads=1,
+                             target="sm_90a", deterministic=True)
+    with pytest.raises(ValueError, match="dtype"):
+        fa4.compile_backward(dtype="fp8")
+    split = fa4.compile(head_dim=64, q_heads=2, kv_heads=1, target="sm_90a",
+                        num_splits=2)
+    with pytest.raises(NotImplementedError, match="num_splits"):
+        split.backward()

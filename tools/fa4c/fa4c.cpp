@@ -389,8 +389,7 @@ static void setPipelineOptions(fa4::PipelineOptions &options, ModuleOp module,
   bool hasBackward = false;
   module->walk([&](fa4::AttentionBackwardOp) { hasBackward = true; });
   const fa4::target::ChipInfo *info = fa4::target::lookup(chip);
-  bool backwardScheduled =
-      info && info->family == fa4::target::Family::Hopper;
+  bool backwardScheduled = info && info->backward;
   options.stopAfter =
       !stopAfter.empty() ? stopAfter.str()
       : kind == EmitKind::Mlir
@@ -434,11 +433,6 @@ static llvm::Expected<CacheUse> lookUpCache(ModuleOp module,
                                             EmitKind kind, StringRef ptxPath) {
   if (kind != EmitKind::Cubin)
     return fa4::makeError("--cache applies to cubin output (-o <file>.cubin)");
-  bool backwardModule = false;
-  module.walk([&](fa4::AttentionBackwardOp) { backwardModule = true; });
-  if (backwardModule)
-    return fa4::makeError("--cache holds forward kernels only; compile the "
-                          "backward without it");
   auto started = std::chrono::steady_clock::now();
   std::string directory = fa4::runtime::CompileCache::defaultDirectory();
   if (directory.empty())

@@ -25,6 +25,7 @@ namespace mlir::fa4 {
 
 namespace runtime {
 struct Kernel;
+struct BackwardKernel;
 } // namespace runtime
 
 /// One attention variant, as fa4c's flags describe it.
@@ -95,6 +96,15 @@ llvm::Expected<runtime::Kernel> compileVariant(const Variant &variant,
                                                bool useCache,
                                                bool *fromCache = nullptr);
 
+/// The backward of `variant` (its `backward` set) compiled in process, as
+/// compileVariant compiles a forward: its three kernels in one cubin and
+/// PTX and their manifest (kind "backward"), through the compile cache
+/// (the forward's and the backward's of a variant are two entries of it).
+/// A chip without a backward schedule is refused by the pipeline.
+llvm::Expected<runtime::BackwardKernel> compileBackward(
+    const Variant &variant, const PipelineOptions &options, bool useCache,
+    bool *fromCache = nullptr);
+
 /// Whether `module` is entry IR, where the pipeline starts: no function
 /// already tiled (fa4.spec) and no gpu.module. Otherwise an error names what
 /// was found and says how to continue it (fa4-opt).
@@ -105,8 +115,7 @@ llvm::Error checkEntryLevel(ModuleOp module);
 /// cubin and its manifest describe one kernel. Otherwise an error says how
 /// many there are and where. A backward (fa4.attention_backward, or its
 /// lowered function: three kernels, one manifest of kind "backward") is
-/// accepted where `allowBackward` (fa4c; the runtime's compile paths do
-/// not launch it yet).
+/// accepted where `allowBackward` (fa4c, compileBackward).
 llvm::Error checkOneKernel(ModuleOp module, bool allowBackward = false);
 
 /// compileVariant for entry IR given as text: one function holding one

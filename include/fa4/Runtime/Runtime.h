@@ -133,6 +133,15 @@ struct BackwardKernel {
   /// Kernel::load); the PTX's kernels, when it is there, must take the
   /// backward's parameters.
   static llvm::Expected<BackwardKernel> load(const std::string &manifestPath);
+  /// The kernels handed over in memory (a compiler in this process: the
+  /// Python package's), with Kernel::create's limits, then check().
+  static llvm::Expected<BackwardKernel> create(std::string manifestJson,
+                                               std::string ptx,
+                                               std::vector<uint8_t> cubin);
+  /// The code against the manifest: the contract the PTX and the cubin
+  /// declare (Contract.h), and each of the PTX's kernels taking the
+  /// backward's parameters.
+  llvm::Error check() const;
 };
 
 /// The backward's tensors: q, k, v, o, dout and lse as the forward gave and

@@ -25,7 +25,7 @@ extern "C" {
 
 /* Bumped whenever a declaration below changes; a binding checks it against
    fa4rt_abi_version() before its first call. */
-#define FA4RT_ABI_VERSION 3
+#define FA4RT_ABI_VERSION 4
 
 /* The highest rank of a tensor (q, k, v, o have 4, the LSE 3; an extra any
    up to this). */
@@ -114,6 +114,12 @@ int fa4rt_launch(const fa4rt_kernel *kernel, fa4rt_backend *backend,
    "backward" and the cubin and PTX beside it. */
 typedef struct fa4rt_backward fa4rt_backward;
 fa4rt_backward *fa4rt_backward_load(const char *manifest_path);
+/* The backward handed over in memory, as fa4rt_kernel_create takes a
+   forward (fa4.compile's backward comes this way): the manifest's JSON, the
+   PTX and the cubin; the same checks as fa4rt_backward_load. */
+fa4rt_backward *fa4rt_backward_create(const char *manifest_json,
+                                      const char *ptx, size_t ptx_bytes,
+                                      const void *cubin, size_t cubin_bytes);
 void fa4rt_backward_free(fa4rt_backward *kernel);
 /* The manifest as fa4c wrote it (JSON), valid while the kernel is. */
 const char *fa4rt_backward_manifest(const fa4rt_backward *kernel);

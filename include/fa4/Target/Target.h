@@ -65,6 +65,9 @@ struct ChipInfo {
   bool wgmma;
   /// Whether fa4-emu executes the chip's PTX.
   bool emulated;
+  /// Whether the chip's schedule takes the backward to a binary (levels C
+  /// and D); elsewhere it stops at the tile program (level B).
+  bool backward;
 };
 
 /// The table: one row a chip, the first the default. Constant, so that a
@@ -80,14 +83,14 @@ inline constexpr ChipInfo kChipTable[] = {
      /*smCount=*/148, /*smemBytesPerCta=*/227 * 1024,
      /*registersPerSm=*/64 * 1024, /*tmemColumns=*/512, /*qTilesPerTask=*/2,
      /*mufuExp2PerClock=*/16, /*tcgen05=*/true, /*wgmma=*/false,
-     /*emulated=*/true},
+     /*emulated=*/true, /*backward=*/false},
     {Chip::Sm90a, "sm_90a", Family::Hopper, "Hopper",
      "the FA3-style schedule: wgmma with register accumulators", "H100/H200",
      /*compute=*/9, 0,
      /*smCount=*/132, /*smemBytesPerCta=*/227 * 1024,
      /*registersPerSm=*/64 * 1024, /*tmemColumns=*/0, /*qTilesPerTask=*/1,
      /*mufuExp2PerClock=*/16, /*tcgen05=*/false, /*wgmma=*/true,
-     /*emulated=*/true},
+     /*emulated=*/true, /*backward=*/true},
 };
 
 /// Every chip, in the table's order.

@@ -114,6 +114,39 @@ fa4rt_backend *cudaBackend() {
 
 } // namespace
 
+/// A kernel handed over in memory (fa4rt_kernel_create and
+/// fa4rt_backward_create): the arguments checked, then `create` (the C++
+/// runtime's Kernel::create or BackwardKernel::create) on copies of them.
+template <typename Handle, typename Create>
+static Handle *createFrom(const char *manifest_json, const char *ptx,
+                          size_t ptx_bytes, const void *cubin,
+                          size_t cubin_bytes, Create create) {
+  return guarded<Handle *>(nullptr, [&]() -> Handle * {
+    lastError.clear();
+    if (!manifest_json)
+      return failWith<Handle>("no manifest");
+    if ((ptx_bytes && !ptx) || (cubin_bytes && !cubin))
+      return failWith<Handle>(ptx_bytes && !ptx
+                                  ? "PTX bytes announced, no PTX given"
+                                  : "cubin bytes announced, no cubin given");
+    // Limits before copies: create() checks the same sizes.
+    if (ptx_bytes > kMaxKernelFileBytes || cubin_bytes > kMaxKernelFileBytes)
+      return failWith<Handle>(
+          std::string(ptx_bytes > kMaxKernelFileBytes ? "the PTX" : "the cubin") +
+          " is larger than the " + std::to_string(kMaxKernelFileBytes) +
+          " bytes a kernel file may have");
+    const auto *cubinBytes = static_cast<const uint8_t *>(cubin);
+    auto created =
+        create(manifest_json, std::string(ptx ? ptx : "", ptx_bytes),
+               std::vector<uint8_t>(cubinBytes, cubinBytes + cubin_bytes));
+    if (!created)
+      return failWith<Handle>(llvm::toString(created.takeError()));
+    auto handle = std::make_unique<Handle>();
+    handle->kernel = std::move(*created);
+    return handle.release();
+  });
+}
+
 extern "C" {
 
 int fa4rt_abi_version(void) { return FA4RT_ABI_VERSION; }
@@ -138,30 +171,8 @@ fa4rt_kernel *fa4rt_kernel_load(const char *manifest_path) {
 fa4rt_kernel *fa4rt_kernel_create(const char *manifest_json, const char *ptx,
                                   size_t ptx_bytes, const void *cubin,
                                   size_t cubin_bytes) {
-  return guarded<fa4rt_kernel *>(nullptr, [&]() -> fa4rt_kernel * {
-    lastError.clear();
-    if (!manifest_json)
-      return failWith<fa4rt_kernel>("no manifest");
-    if ((ptx_bytes && !ptx) || (cubin_bytes && !cubin))
-      return failWith<fa4rt_kernel>(
-          ptx_bytes && !ptx ? "PTX bytes announced, no PTX given"
-                            : "cubin bytes announced, no cubin given");
-    // Limits before copies: Kernel::create checks the same sizes.
-    if (ptx_bytes > kMaxKernelFileBytes || cubin_bytes > kMaxKernelFileBytes)
-      return failWith<fa4rt_kernel>(
-          std::string(ptx_bytes > kMaxKernelFileBytes ? "the PTX" : "the cubin") +
-          " is larger than the " + std::to_string(kMaxKernelFileBytes) +
-          " bytes a kernel file may have");
-    const auto *cubinBytes = static_cast<const uint8_t *>(cubin);
-    llvm::Expected<runtime::Kernel> created = runtime::Kernel::create(
-        manifest_json, std::string(ptx ? ptx : "", ptx_bytes),
-        std::vector<uint8_t>(cubinBytes, cubinBytes + cubin_bytes));
-    if (!created)
-      return failWith<fa4rt_kernel>(llvm::toString(created.takeError()));
-    auto kernel = std::make_unique<fa4rt_kernel>();
-    kernel->kernel = std::move(*created);
-    return kernel.release();
-  });
+  return createFrom<fa4rt_kernel>(manifest_json, ptx, ptx_bytes, cubin,
+                                  cubin_bytes, runtime::Kernel::create);
 }
 
 void fa4rt_kernel_free(fa4rt_kernel *kernel) { delete kernel; }
@@ -299,6 +310,14 @@ fa4rt_backward *fa4rt_backward_load(const char *manifest_path) {
     kernel->kernel = std::move(*loaded);
     return kernel.release();
   });
+}
+
+fa4rt_backward *fa4rt_backward_create(const char *manifest_json,
+                                      const char *ptx, size_t ptx_bytes,
+                                      const void *cubin, size_t cubin_bytes) {
+  return createFrom<fa4rt_backward>(manifest_json, ptx, ptx_bytes, cubin,
+                                    cubin_bytes,
+                                    runtime::BackwardKernel::create);
 }
 
 void fa4rt_backward_free(fa4rt_backward *kernel) { delete kernel; }
