@@ -37,7 +37,8 @@ sys.path.insert(0, HERE)
 
 # name: (batch, seq_q, seq_k, q_heads, kv_heads, head_dim, dtype, causal,
 # window or None, softcap, how): how is "plain", "strided" (q, k, v views
-# of (b, h, s, d) tensors) or "compiled" (a torch.compile'd training step).
+# of (b, h, s, d) tensors), "compiled" (a torch.compile'd training step) or
+# "deterministic" (the fixed dQ order: two backwards, the same bits).
 CASES = {
     "hd128-4x1k": (4, 1024, 1024, 16, 16, 128, "bf16", False, None, 0.0, "plain"),
     "hd128-causal-2x2k": (2, 2048, 2048, 16, 16, 128, "bf16", True, None, 0.0, "plain"),
@@ -47,6 +48,8 @@ CASES = {
     "hd64-window": (2, 512, 700, 8, 8, 64, "bf16", False, (128, 0), 0.0, "plain"),
     "hd128-softcap": (1, 1024, 1024, 8, 8, 128, "fp16", False, None, 30.0, "plain"),
     "hd64-causal-compiled": (2, 1024, 1024, 8, 8, 64, "bf16", True, None, 0.0, "compiled"),
+    "hd128-4x1k-deterministic": (4, 1024, 1024, 16, 16, 128, "bf16", False, None, 0.0, "deterministic"),
+    "hd64-causal-1x4k-deterministic": (1, 4096, 4096, 16, 16, 64, "bf16", True, None, 0.0, "deterministic"),
 }
 
 
@@ -89,11 +92,16 @@ def prebuild(out):
             k = torch.empty(b, sk, hkv, d, dtype=dt, device="meta")
             variant = _torch._validate(q, k, k, causal, left, right, softcap,
                                        None, True)
-            # The op's calls: the forward with the LSE, then its backward.
+            # The op's calls: the forward with the LSE, then its backward
+            # (each asked of the extension: no memo between cases).
+            fa4._memo.clear()
             kernels = [fa4.compile(target="sm_90a", sm_count=132,
                                    seqused_k=False, num_splits=1, **variant),
-                       _torch._compile_backward(variant, "sm_90a", 132)]
-            for kind, kernel, key in zip(("fwd", "bwd"), kernels, asked[-2:]):
+                       _torch._compile_backward(
+                           variant, "sm_90a", 132,
+                           deterministic=case[-1] == "deterministic")]
+            assert len(asked) == 2, asked
+            for kind, kernel, key in zip(("fwd", "bwd"), kernels, asked):
                 stem = f"{name}-{kind}"
                 with open(os.path.join(out, stem + ".cubin"), "wb") as f:
                     f.write(kernel.cubin)
@@ -102,6 +110,7 @@ def prebuild(out):
                 with open(os.path.join(out, stem + ".cubin.json"), "w") as f:
                     f.write(kernel._native.manifest_json)
                 index[key] = stem
+            asked.clear()
     finally:
         native.compile, native.compile_backward = compile_native, backward_native
     with open(os.path.join(out, "index.json"), "w") as f:
@@ -136,7 +145,8 @@ def run_case(args, name):
     dout = draw(b, sq, hq, d)
     group, scale = hq // hkv, d ** -0.5
     window_arg = (left, right) if window else None
-    kwargs = dict(causal=causal, softcap=softcap)
+    kwargs = dict(causal=causal, softcap=softcap,
+                  deterministic=how == "deterministic")
     if window:
         kwargs["window"] = window
 
@@ -156,6 +166,10 @@ def run_case(args, name):
                       zip(("dq", "dk", "dv"), leaves, want)}}
     result["fa4"]["o"] = err(o, o32.detach())
     result["grad_strides"] = [list(t.grad.stride()) for t in leaves]
+    if how == "deterministic":
+        first = [t.grad.clone() for t in leaves]
+        again = torch.autograd.grad(fa4.attention(*leaves, **kwargs), leaves, dout)
+        result["same_bits"] = all(torch.equal(a, b) for a, b in zip(first, again))
 
     def timed(fn):
         for _ in range(args.warmup):
@@ -226,6 +240,8 @@ def run_case(args, name):
         bound = 0.05 if dt == torch.bfloat16 else 0.01
         ok = all(result["fa4"][n] <= bound for n in ("dq", "dk", "dv"))
         result["judged_by"] = f"max error <= {bound}"
+    if "same_bits" in result:
+        ok = ok and result["same_bits"]
     if "compiled" in result:
         c = result["compiled"]
         ok = ok and c["max_difference"] <= 1e-2 * max(c["max_gradient"], 1.0)

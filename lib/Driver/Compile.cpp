@@ -9,7 +9,6 @@
 #include "fa4/Driver/ToolSession.h"
 #include "fa4/Runtime/CompileCache.h"
 #include "fa4/Runtime/Runtime.h"
-#include "fa4/Sim/Simulator.h"
 #include "fa4/Support/Error.h"
 #include "fa4/Support/IrInput.h"
 
@@ -597,29 +596,5 @@ llvm::Expected<std::string> fa4::entryIr(const std::string &entry,
       }))
     return std::move(refused);
   return std::move(*staged);
-}
-
-llvm::Error fa4::runBackwardOnHost(const Variant &variant,
-                                   std::vector<sim::HostTensor> &tensors) {
-  if (!variant.backward)
-    return makeError("runBackwardOnHost runs a backward variant");
-  ToolSession session;
-  CollectedDiagnostics diagnostics(session.getContext());
-  llvm::Expected<OwningOpRef<ModuleOp>> module =
-      variantModule(session, variant, diagnostics);
-  if (!module)
-    return module.takeError();
-  PipelineOptions options;
-  options.stopAfter = "tile";
-  if (llvm::Error refused = runPipeline(**module, options, diagnostics))
-    return refused;
-  func::FuncOp program;
-  (*module)->walk([&](func::FuncOp func) {
-    if (getBackwardSpec(func))
-      program = func;
-  });
-  if (!program)
-    return makeError("the backward variant has no tile program");
-  return sim::runBackwardProgram(program, tensors);
 }
 

@@ -313,8 +313,12 @@ planBackwardLaunch(const BackwardManifest &m, const Shapes &shapes,
     launch.dynamicSmemBytes = m.kernels[k].dynamicSmemBytes;
     if (k == 1) {
       launch.tasks = shapes.batch * m.kvHeads * ceilDiv(shapes.seqK, 128);
+      // The deterministic order hands a CTA whole K/V heads: no more CTAs
+      // than (batch, K/V head) pairs have work.
+      int64_t units =
+          m.deterministic ? shapes.batch * m.kvHeads : launch.tasks;
       launch.grid[0] = static_cast<uint32_t>(
-          std::max<int64_t>(1, std::min(m.smCount, launch.tasks)));
+          std::max<int64_t>(1, std::min(m.smCount, units)));
     } else {
       // A warp per row, grid-stride: at most 16 CTAs per SM.
       launch.tasks = rows;

@@ -489,8 +489,8 @@ def compile_backward(head_dim: int = 128, q_heads: int = 32,
     ``compile``'s) to a ``BackwardKernel``: dQ, dK and dV from Q, K, V, O,
     dO and the forward's LSE (fa4.attention_backward). Hopper (sm_90a)
     schedules it; another target raises fa4.CompileError saying so.
-    ``deterministic``: dQ accumulated in a fixed order (not scheduled on
-    Hopper yet: refused). Within one process a variant's backward is
+    ``deterministic``: dQ accumulated in a fixed order, the same bits on
+    every run (each K/V head's tasks on one CTA, in ascending order). Within one process a variant's backward is
     compiled once; ``cache`` keeps it in the compile cache beside the
     forward's kernels."""
     head_dim = _integer("head_dim", head_dim)
@@ -597,7 +597,7 @@ def compile_ir(ir: str, target: str = _DEFAULT_TARGET, *, cache: bool = True,
 def attention(q, k, v, causal: bool = False,
               window: Sequence[int] = (-1, -1), softcap: float = 0.0,
               scale: Optional[float] = None, return_lse: bool = False,
-              seqused_k=None):
+              seqused_k=None, deterministic: bool = False):
     """Attention of torch tensors, as FlashAttention's ``flash_attn_func``.
 
     q: (batch, seq_q, q_heads, head_dim); k, v: (batch, seq_k, kv_heads,
@@ -615,9 +615,13 @@ def attention(q, k, v, causal: bool = False,
     FlashAttention's): the backward (fa4.attention_backward) runs fa4's
     backward kernels — on the GPU for CUDA tensors where the chip has them
     (Hopper; elsewhere, and for seqused_k calls, ``backward()`` raises
-    NotImplementedError), in the emulator for CPU tensors. CUDA tensors run
-    on the GPU in the current stream, CPU tensors in the emulator. Inputs are read in place with any strides a
-    TMA tensor map can express — head_dim contiguous, the other strides
+    NotImplementedError), in the emulator for CPU tensors;
+    ``deterministic``: the backward adds dQ's parts in a fixed order (the
+    same bits on every run; each K/V head's work on one CTA, so slower
+    where batch · kv_heads is below the GPU's SM count), as
+    FlashAttention's ``deterministic``. CUDA tensors run on the GPU in the
+    current stream, CPU tensors in the emulator. Inputs are read in place
+    with any strides a TMA tensor map can express — head_dim contiguous, the other strides
     multiples of 16 bytes, a 16-byte aligned start, e.g.
     ``x.transpose(1, 2)`` of a (batch, heads, seq, head_dim) tensor; others
     are copied to contiguous ones first.
@@ -631,7 +635,8 @@ def attention(q, k, v, causal: bool = False,
                           "torch tensors)")
     from . import _torch
     return _torch.attention(q, k, v, causal, window, softcap, scale,
-                            return_lse, seqused_k)
+                            return_lse, seqused_k,
+                            deterministic=deterministic)
 
 
 def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q: int,

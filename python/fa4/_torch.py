@@ -344,10 +344,11 @@ def _attention_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                   softcap: float, scale: Optional[float],
                   return_lse: bool, seqused_k: Optional[torch.Tensor] = None,
                   block_table: Optional[torch.Tensor] = None,
-                  num_splits: int = 1
+                  num_splits: int = 1, deterministic: bool = False
                   ) -> Tuple[torch.Tensor, torch.Tensor]:
     variant = _validate(q, k, v, causal, window_left, window_right, softcap,
                         scale, return_lse, seqused_k, block_table, num_splits)
+    _flag("deterministic", deterministic)
     if q.device.type not in ("cpu", "cuda"):
         raise ValueError(f"q: on {q.device}; fa4 runs CUDA tensors on the GPU "
                          "and CPU tensors in the emulator")
@@ -386,7 +387,8 @@ def _attention_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
 
 @_attention_op.register_fake
 def _(q, k, v, causal, window_left, window_right, softcap, scale, return_lse,
-      seqused_k=None, block_table=None, num_splits=1):
+      seqused_k=None, block_table=None, num_splits=1, deterministic=False):
+    _flag("deterministic", deterministic)
     _validate(q, k, v, causal, window_left, window_right, softcap, scale,
               return_lse, seqused_k, block_table, num_splits)
     batch, seq_q, q_heads, _ = q.shape
@@ -410,9 +412,8 @@ def _attention_backward_op(dout: torch.Tensor, q: torch.Tensor,
     """dQ, dK, dV of fa4.attention for the gradient dout of its O, from the
     forward's O and LSE (fa4.attention_backward): fa4's backward kernels on
     the GPU of CUDA tensors, and in fa4-emu for CPU tensors (the Hopper
-    kernels, the one chip that schedules the backward; the deterministic
-    order, which no chip schedules yet, runs the backward's tile program
-    on the host instead)."""
+    kernels, the one chip that schedules the backward). `deterministic`:
+    dQ accumulated in a fixed order, the same bits on every run."""
     variant = _validate(q, k, v, causal, window_left, window_right, softcap,
                         scale, True)
     _check_backward_tensors(dout, q, k, out, lse)
@@ -430,9 +431,6 @@ def _attention_backward_op(dout: torch.Tensor, q: torch.Tensor,
                                lambda t=t: torch.zeros_like(
                                    t, memory_format=torch.contiguous_format))
                      for name, t in (("dq", q), ("dk", k), ("dv", v)))
-    if q.device.type == "cpu" and deterministic:
-        return _backward_on_host(variant, deterministic, dout, q, k, v, out,
-                                 lse)
     kernel = _backward_kernel(variant, q.device, deterministic)
     if q.device.type == "cpu":
         _check_host_memory(q, k, v, True)
@@ -480,41 +478,18 @@ def _backward_kernel(variant, device, deterministic):
         target, sm_count = _BACKWARD_TARGETS[0], 0
     else:
         raise NotImplementedError("no chip schedules fa4's backward")
-    if deterministic:
-        raise NotImplementedError(
-            f"the deterministic backward (dQ accumulated in a fixed order) is "
-            f"not scheduled for {target} yet: call it with "
-            "deterministic=False, or on CPU tensors, where the backward's "
-            "tile program runs it")
-    return _compile_backward(variant, target, sm_count)
+    return _compile_backward(variant, target, sm_count, deterministic)
 
 
-def _compile_backward(variant, target, sm_count):
+def _compile_backward(variant, target, sm_count, deterministic=False):
     """compile_backward of the variant _validate describes."""
     return compile_backward(head_dim=variant["head_dim"],
                             q_heads=variant["q_heads"],
                             kv_heads=variant["kv_heads"], mask=variant["mask"],
                             window=variant["window"], dtype=variant["dtype"],
                             softcap=variant["softcap"], scale=variant["scale"],
-                            target=target, sm_count=sm_count)
-
-
-def _backward_on_host(variant, deterministic, dout, q, k, v, out, lse):
-    """The backward's tile program run on the host (runBackwardOnHost), for
-    what no chip schedules yet (the deterministic order)."""
-    mask, left, right = _variant(variant["mask"], variant["window"])
-    dq = torch.empty(q.shape, dtype=torch.float32)
-    dk = torch.empty(k.shape, dtype=torch.float32)
-    dv = torch.empty(k.shape, dtype=torch.float32)
-    host = [t.detach().to(torch.float32).contiguous()
-            for t in (q, k, v, out, dout, lse)]
-    _fa4.backward_on_host(variant["head_dim"], variant["q_heads"],
-                          variant["kv_heads"], mask, left, right,
-                          variant["dtype"], variant["scale"],
-                          variant["softcap"] or 0.0, deterministic,
-                          *(t.numpy() for t in host), dq.numpy(),
-                          dk.numpy(), dv.numpy())
-    return dq.to(q.dtype), dk.to(q.dtype), dv.to(q.dtype)
+                            target=target, sm_count=sm_count,
+                            deterministic=deterministic)
 
 
 @_attention_backward_op.register_fake
@@ -555,9 +530,13 @@ def _save_for_backward(ctx, inputs, output):
     # Called only when autograd records the call (in grad mode, with an
     # input that requires grad), itself under no_grad.
     (q, k, v, causal, window_left, window_right, softcap, scale, return_lse,
-     seqused_k, block_table, num_splits) = (list(inputs) + [None, None, 1])[:12]
+     seqused_k, block_table, num_splits, deterministic) = (
+         list(inputs) + [None, None, 1, False])[:13]
     o, lse = output
-    ctx.variant = (causal, window_left, window_right, softcap, scale)
+    # The backward's arguments beside the tensors: the variant, and whether
+    # dQ is accumulated in a fixed order.
+    ctx.variant = (causal, window_left, window_right, softcap, scale,
+                   deterministic)
     # What the backward cannot do, said when it is asked for.
     ctx.refusal = None
     if seqused_k is not None or block_table is not None:
@@ -581,7 +560,7 @@ def _backward(ctx, dout, dlse):
     q, k, v, o, lse = ctx.saved_tensors
     dq, dk, dv = _attention_backward_op(dout.contiguous(), q, k, v, o, lse,
                                         *ctx.variant)
-    return dq, dk, dv, None, None, None, None, None, None, None, None, None
+    return (dq, dk, dv) + (None,) * 10
 
 
 _attention_op.register_autograd(_backward, setup_context=_save_for_backward)
@@ -589,7 +568,7 @@ _attention_op.register_autograd(_backward, setup_context=_save_for_backward)
 
 def attention(q, k, v, causal: bool, window: Sequence[int], softcap: float,
               scale: Optional[float], return_lse: bool, seqused_k=None,
-              block_table=None, num_splits=1):
+              block_table=None, num_splits=1, deterministic=False):
     _check_tensors(q, k, v, paged=block_table is not None)
     _check_seqused_k(q, seqused_k)
     _check_block_table(q, k, block_table)
@@ -601,7 +580,8 @@ def attention(q, k, v, causal: bool, window: Sequence[int], softcap: float,
                            _real("softcap", softcap),
                            None if scale is None else _real("scale", scale),
                            return_lse or _needs_grad(q, k, v), seqused_k,
-                           block_table, num_splits)
+                           block_table, num_splits,
+                           _flag("deterministic", deterministic))
     return (o, lse) if return_lse else o
 
 

@@ -19,10 +19,8 @@
 #include "fa4/Target/Target.h"
 #include "fa4/Driver/Compile.h"
 #include "fa4/Driver/ToolSession.h"
-#include "fa4/Sim/Simulator.h"
 
 #include <nanobind/nanobind.h>
-#include <nanobind/ndarray.h>
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
@@ -246,51 +244,6 @@ void checkShapes(int64_t headDim, int64_t qHeads, int64_t kvHeads, int64_t batch
     throw LaunchFailure(llvm::toString(std::move(refused)));
 }
 
-/// A contiguous f32 array on the host.
-using HostArray = nb::ndarray<float, nb::c_contig, nb::device::cpu>;
-
-/// The backward of a variant on the host (runBackwardOnHost): Q, K, V, O,
-/// dO (their values in the variant's dtype, held as f32) and the LSE read;
-/// dQ, dK and dV written, rounded to the dtype.
-void backwardOnHost(int64_t headDim, int64_t qHeads, int64_t kvHeads,
-                    const std::string &mask, int64_t windowLeft,
-                    int64_t windowRight, const std::string &dtype,
-                    std::optional<double> scale, double softcap,
-                    bool deterministic, HostArray q, HostArray k, HostArray v,
-                    HostArray out, HostArray dout, HostArray lse, HostArray dq,
-                    HostArray dk, HostArray dv) {
-  Variant variant = variantOf(headDim, qHeads, kvHeads, mask, windowLeft,
-                              windowRight, dtype, /*lse=*/false, scale, softcap);
-  variant.backward = true;
-  variant.deterministic = deterministic;
-  auto host = [](const HostArray &array) {
-    sim::HostTensor tensor;
-    for (size_t dim = 0; dim < array.ndim(); ++dim)
-      tensor.shape.push_back(static_cast<int64_t>(array.shape(dim)));
-    tensor.data.assign(array.data(), array.data() + array.size());
-    return tensor;
-  };
-  std::vector<sim::HostTensor> tensors;
-  for (const HostArray *array : {&q, &k, &v, &out, &dout, &lse, &dq, &dk, &dv})
-    tensors.push_back(host(*array));
-  // The workspace: delta like the LSE, the dQ accumulator like Q in f32.
-  tensors.push_back(tensors[5]);
-  tensors.push_back(tensors[0]);
-  std::optional<std::string> failure;
-  {
-    nb::gil_scoped_release released;
-    std::lock_guard<std::mutex> lock(compiling);
-    if (llvm::Error refused = runBackwardOnHost(variant, tensors))
-      failure = llvm::toString(std::move(refused));
-  }
-  if (failure)
-    throw LaunchFailure("the backward on the host: " + *failure);
-  for (auto [array, tensor] : {std::pair{&dq, &tensors[6]},
-                               std::pair{&dk, &tensors[7]},
-                               std::pair{&dv, &tensors[8]}})
-    std::copy(tensor->data.begin(), tensor->data.end(), array->data());
-}
-
 } // namespace
 
 NB_MODULE(_fa4, m) {
@@ -356,13 +309,6 @@ NB_MODULE(_fa4, m) {
         nb::arg("lse"), nb::arg("scale").none(), nb::arg("softcap"));
   m.def("check_shapes", &checkShapes, nb::arg("head_dim"), nb::arg("q_heads"),
         nb::arg("kv_heads"), nb::arg("batch"), nb::arg("seq_q"), nb::arg("seq_k"));
-  m.def("backward_on_host", &backwardOnHost, nb::arg("head_dim"),
-        nb::arg("q_heads"), nb::arg("kv_heads"), nb::arg("mask"),
-        nb::arg("window_left"), nb::arg("window_right"), nb::arg("dtype"),
-        nb::arg("scale").none(), nb::arg("softcap"), nb::arg("deterministic"),
-        nb::arg("q"), nb::arg("k"), nb::arg("v"), nb::arg("out"),
-        nb::arg("dout"), nb::arg("lse"), nb::arg("dq"), nb::arg("dk"),
-        nb::arg("dv"));
   m.def("ir_stages", &variantIrStages);
   // The chip table (fa4/Target/Target.h), the first the default: the
   // Python layer names no chip itself.

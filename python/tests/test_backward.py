@@ -1,6 +1,5 @@
 """fa4.attention's backward on CPU tensors: dQ, dK and dV from fa4's backward
-kernels (fa4.attention_backward compiled for sm_90a, run in fa4-emu; the
-deterministic order by the backward's tile program on the host), against
+kernels (fa4.attention_backward compiled for sm_90a, run in fa4-emu), against
 float64 gradients from torch's autograd through the float64 reference, by
 FlashAttention's rule: an error at most twice that of the same gradients
 computed in the input type, plus a small atol. And the compiled backward
@@ -145,20 +144,40 @@ def test_torch_compile_trains(inputs):
     assert torch.equal(eager, traced)
 
 
-def test_deterministic_runs_the_tile_program_on_cpu(inputs):
-    """deterministic=True, which no chip schedules yet, runs the tile
-    program on the host: the same bits twice, and the kernels' gradients
-    within rounding."""
-    q, k, v = inputs(1, 70, 90, 4, 2, 64, torch.float16)
-    o, lse = torch.ops.fa4.attention(q, k, v, True, -1, -1, 0.0, None, True)
-    do = torch.randn(o.shape, generator=torch.Generator().manual_seed(3)).half()
-    op = torch.ops.fa4.attention_backward
-    first = op(do, q, k, v, o, lse, True, -1, -1, 0.0, None, True)
-    again = op(do, q, k, v, o, lse, True, -1, -1, 0.0, None, True)
-    assert all(torch.equal(a, b) for a, b in zip(first, again))
-    kernels = op(do, q, k, v, o, lse, True, -1, -1, 0.0, None, False)
-    for a, b in zip(first, kernels):
-        assert (a.float() - b.float()).abs().max().item() < 1e-2
+def test_deterministic_gives_the_same_bits_under_every_schedule(inputs):
+    """deterministic=True: dQ's f32 accumulator holds the same bits
+    whatever order fa4-emu's schedules run the CTAs and warps in (seeds),
+    where the default order's atomics differ between schedules; and the
+    op and autograd take the flag."""
+    q, k, v = inputs(2, 150, 300, 4, 2, 64, torch.bfloat16, seed=2)
+    kernel = fa4.compile(head_dim=64, q_heads=4, kv_heads=2, dtype="bf16",
+                         lse=True, target="sm_90a", sm_count=3)
+    o, lse = torch.empty_like(q), torch.empty(2, 4, 150)
+    kernel(q, k, v, o, lse)
+    do = torch.randn(q.shape, generator=torch.Generator().manual_seed(4)).to(q.dtype)
+
+    def accumulators(deterministic):
+        backward = kernel.backward(deterministic=deterministic)
+        runs = []
+        for seed in (1, 2, 3, 4):
+            dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+            dq_accum = torch.empty(q.shape)
+            backward(q, k, v, o, do, lse, dq, dk, dv, torch.empty(2, 4, 150),
+                     dq_accum, seed=seed, workers=2)
+            runs.append(dq_accum)
+        return runs
+    fixed = accumulators(True)
+    assert all(torch.equal(fixed[0], run) for run in fixed[1:])
+    # The check has teeth: the default order's sums differ.
+    free = accumulators(False)
+    assert not all(torch.equal(free[0], run) for run in free[1:])
+    assert (fixed[0] - free[0]).abs().max().item() < 1e-3
+    # Through autograd: the flag reaches the backward.
+    leaves = [t.detach().requires_grad_() for t in (q, k, v)]
+    fa4.attention(*leaves, deterministic=True).backward(do)
+    judge(q, k, v, do, [t.grad for t in leaves])
+    with pytest.raises(TypeError, match="deterministic"):
+        fa4.attention(q, k, v, deterministic="yes")
 
 
 def test_compiled_backward_runs_in_the_emulator(inputs):
@@ -213,9 +232,6 @@ def test_compiled_backward_refusals():
     with pytest.raises(fa4.CompileError, match="Blackwell backward"):
         fa4.compile_backward(head_dim=64, q_heads=2, kv_heads=1,
                              target="sm_100a")
-    with pytest.raises(fa4.CompileError, match="deterministic"):
-        fa4.compile_backward(head_dim=64, q_heads=2, kv_heads=1,
-                             target="sm_90a", deterministic=True)
     with pytest.raises(ValueError, match="dtype"):
         fa4.compile_backward(dtype="fp8")
     split = fa4.compile(head_dim=64, q_heads=2, kv_heads=1, target="sm_90a",

@@ -231,7 +231,8 @@ static cl::opt<bool> backward(
 static cl::opt<bool> deterministic(
     "deterministic",
     cl::desc("With --backward: accumulate dQ in a fixed order, the same bits "
-             "on every run"),
+             "on every run (sm_90a: each (batch, K/V head) on one CTA, its "
+             "K/V blocks in ascending order: at most batch * kv_heads CTAs)"),
     cl::init(false), cl::cat(variantCategory));
 
 /// The variant the flags describe, as entry IR (fa4/Driver/Compile.h).

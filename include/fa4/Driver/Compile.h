@@ -139,18 +139,6 @@ llvm::Expected<std::string> entryIr(const std::string &entry,
                                     const PipelineOptions &options,
                                     const std::string &stage);
 
-namespace sim {
-struct HostTensor;
-} // namespace sim
-
-/// The backward of `variant` (its `backward` set) on the host: its tile
-/// program built in process and run by fa4-sim's interpreter on `tensors`
-/// (sim::runBackwardProgram's roles and order). The CPU path of autograd
-/// until a chip schedules the backward; an error carries the verifier's
-/// diagnostics or the run's failure.
-llvm::Error runBackwardOnHost(const Variant &variant,
-                              std::vector<sim::HostTensor> &tensors);
-
 } // namespace mlir::fa4
 
 #endif // FA4_DRIVER_COMPILE_H

@@ -113,22 +113,6 @@ struct RunReport {
 llvm::Expected<RunReport> simulateBackward(func::FuncOp func,
                                            const RunOptions &options);
 
-/// A tensor on the host: its shape and row-major values as f32 (an f16 or
-/// bf16 tensor's values exactly).
-struct HostTensor {
-  std::vector<int64_t> shape;
-  std::vector<float> data;
-};
-
-/// Runs the backward's tile program `func` (fa4.backward_spec, no extras)
-/// on `tensors`, one per role of BackwardArgument in order: Q, K, V, O,
-/// dO and the LSE read; dQ, dK, dV and the workspace written (their data
-/// sized by the caller, contents ignored). Each shape must agree with the
-/// IR's static sizes; an error names what does not, or why the program
-/// cannot run.
-llvm::Error runBackwardProgram(func::FuncOp func,
-                               std::vector<HostTensor> &tensors);
-
 /// Runs the level-B or level-C function `func` (it must carry `fa4.spec`)
 /// and reports how it fared: `ok` says whether the result is within
 /// tolerance. An error when the IR cannot be run.

@@ -25,8 +25,9 @@
 // The pointwise ops are level B's, cloned onto the transposed 64 × 64 tiles
 // (`transposed`: rows are keys, columns packed query rows), so the schedule
 // computes what the tile program did. Every MMA completes before its result
-// is read (no overlap yet); dQ's parts are added in any order (the
-// deterministic order is not scheduled on Hopper yet).
+// is read (no overlap yet); dQ's parts are added in any order, or, in the
+// deterministic order, each K/V head's tasks run on one CTA in ascending
+// order and each element of dQ is added to by one thread.
 //
 //===----------------------------------------------------------------------===//
 
@@ -136,26 +137,50 @@ private:
 
 scf::ForOp
 BackwardProgramBuilder::buildTaskLoop(function_ref<Value(BackwardTask &)> body) {
-  auto loop = scf::ForOp::create(b, loc, index(0), numTasks, index(1),
+  // The persistent loop (the tile scheduler gives it each CTA's share):
+  // over tasks (batch, K/V head, K/V block); in the deterministic order
+  // over (batch, K/V head) pairs instead, the pair's K/V blocks walked in
+  // ascending order inside, so that one CTA adds every dQ part of a K/V
+  // head, in the same order on every run.
+  bool deterministic = spec.getDeterministic();
+  Value outerCount =
+      deterministic ? Value(mul(batches, kvHeads)) : Value(numTasks);
+  auto loop = scf::ForOp::create(b, loc, index(0), outerCount, index(1),
                                  ValueRange{index(0), index(0)});
   loop->setAttr("fa4.task_loop", b.getUnitAttr());
   dropImplicitYield(loop);
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPointToStart(loop.getBody());
   // Task = (batch · kv_heads + kv_head) · n_blocks + n_block.
-  Value taskIndex = loop.getInductionVar();
-  Value nBlock = arith::RemUIOp::create(b, loc, taskIndex, nBlocks);
-  Value rest = arith::DivUIOp::create(b, loc, taskIndex, nBlocks);
-  BackwardTask task;
-  task.kvHead = arith::RemUIOp::create(b, loc, rest, index(kvHeads));
-  task.batch = arith::DivUIOp::create(b, loc, rest, index(kvHeads));
-  task.col = mul(nBlock, TileConfig::kBlockN);
-  task.taskCount = loop.getRegionIterArgs()[0];
-  task.stepBase = loop.getRegionIterArgs()[1];
-  Value steps = body(task);
-  scf::YieldOp::create(b, loc,
-                       ValueRange{add(task.taskCount, index(1)),
-                                  add(task.stepBase, steps)});
+  auto task = [&](Value head, Value nBlock, ValueRange counts) {
+    BackwardTask task;
+    task.kvHead = arith::RemUIOp::create(b, loc, head, index(kvHeads));
+    task.batch = arith::DivUIOp::create(b, loc, head, index(kvHeads));
+    task.col = mul(nBlock, TileConfig::kBlockN);
+    task.taskCount = counts[0];
+    task.stepBase = counts[1];
+    Value steps = body(task);
+    return SmallVector<Value>{add(task.taskCount, index(1)),
+                              add(task.stepBase, steps)};
+  };
+  Value position = loop.getInductionVar();
+  if (!deterministic) {
+    Value nBlock = arith::RemUIOp::create(b, loc, position, nBlocks);
+    Value head = arith::DivUIOp::create(b, loc, position, nBlocks);
+    scf::YieldOp::create(b, loc, task(head, nBlock, loop.getRegionIterArgs()));
+    return loop;
+  }
+  auto blocks = scf::ForOp::create(b, loc, index(0), nBlocks, index(1),
+                                   loop.getRegionIterArgs());
+  dropImplicitYield(blocks);
+  {
+    OpBuilder::InsertionGuard inner(b);
+    b.setInsertionPointToStart(blocks.getBody());
+    scf::YieldOp::create(b, loc,
+                         task(position, blocks.getInductionVar(),
+                              blocks.getRegionIterArgs()));
+  }
+  scf::YieldOp::create(b, loc, blocks.getResults());
   return loop;
 }
 
@@ -390,7 +415,13 @@ BackwardProgramBuilder::buildConsumerStep(const BackwardTask &task,
   // to the accumulator once per step, not once per warpgroup. At 64 the
   // halves of a column box are not box-aligned: each warpgroup adds its
   // own keys' share of all 64 columns.
-  bool shared = headDim > kStep;
+  // In the deterministic order the warpgroups share it at 64 too, the
+  // first computing all 64 columns over the 128 keys and the second none:
+  // every element of dQ then has one thread adding to it, the same on every
+  // task of the K/V head, whose adds the PTX memory model keeps in program
+  // order (writes to one location by one thread are coherence-ordered as
+  // the program orders them).
+  bool shared = headDim > kStep || spec.getDeterministic();
   SmallVector<Value, 2> read{staging};
   if (shared)
     read.assign({dsBuffer[0], dsBuffer[1]});
@@ -538,11 +569,6 @@ LogicalResult BackwardProgramBuilder::build() {
 LogicalResult mlir::fa4::hopper::scheduleBackward(func::FuncOp func,
                                                   StringRef pass) {
   BackwardSpecAttr spec = getBackwardSpec(func);
-  if (spec.getDeterministic())
-    return func.emitOpError()
-           << "asks for the deterministic dQ order, which " << pass
-           << " does not schedule yet: dQ's parts are added to the "
-              "accumulator in any order on Hopper (drop deterministic)";
   BackwardTemplates t;
   t.range = firstOf<QBlockRangeOp>(func);
   t.mask = firstOf<MaskOp>(func);
