@@ -265,8 +265,10 @@ def run(args):
             line = done.stdout.strip().splitlines()[-1] if done.stdout.strip() else ""
             result = json.loads(line) if done.returncode == 0 and line else {
                 "name": name, "ok": False,
-                "error": (done.stderr.strip().splitlines() or
-                          ["exit " + str(done.returncode)])[-1][:400]}
+                # The exception's own line is not always the last (dynamo
+                # ends with advice): the tail of stderr.
+                "error": "\n".join(done.stderr.strip().splitlines()[-15:])[-3000:]
+                         or "exit " + str(done.returncode)}
         except subprocess.TimeoutExpired:
             result = {"name": name, "ok": False,
                       "error": f"timed out after {args.timeout} s (a hang?)"}

@@ -1,0 +1,83 @@
+#!/usr/bin/env python3
+"""Where a training step's time goes on the H200 when fa4.attention is in
+it: the host time of the forward and of the backward through torch's
+autograd (cProfile, the 25 costliest calls), beside their GPU time (CUDA
+events around a step, and around the kernels alone). The kernels come from
+autograd.py's prebuilt directory (prebuilt_fa4.py stands in for the native
+extension).
+
+    python3 bench/h200/step_profile.py dist-autograd --case hd128-4x1k
+"""
+
+import argparse
+import cProfile
+import io
+import os
+import pstats
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("kernels")
+    parser.add_argument("--case", default="hd128-4x1k")
+    parser.add_argument("--steps", type=int, default=50)
+    args = parser.parse_args()
+    from sdpa_compile import install_fa4
+    install_fa4(args.kernels)
+    import torch
+    import fa4
+    from autograd import CASES, variant_of
+    case = CASES[args.case]
+    b, sq, sk, hq, hkv, d, dtype, *_ = case
+    causal, left, right, softcap = variant_of(case)
+    dt = torch.bfloat16 if dtype == "bf16" else torch.float16
+    dev = torch.device("cuda")
+    leaves = [torch.randn(b, s, h, d, device=dev, dtype=dt).requires_grad_()
+              for s, h in ((sq, hq), (sk, hkv), (sk, hkv))]
+    dout = torch.randn(b, sq, hq, d, device=dev, dtype=dt)
+    kwargs = dict(causal=causal, softcap=softcap)
+
+    def step():
+        out = fa4.attention(*leaves, **kwargs)
+        torch.autograd.grad(out, leaves, dout)
+
+    for _ in range(5):
+        step()
+    torch.cuda.synchronize()
+    # Host time per step (the GPU kept busy or not).
+    start = time.perf_counter()
+    for _ in range(args.steps):
+        step()
+    host = (time.perf_counter() - start) / args.steps
+    torch.cuda.synchronize()
+    total = (time.perf_counter() - start) / args.steps
+    print(f"step: {host * 1e3:.3f} ms host, {total * 1e3:.3f} ms with the GPU")
+    # The forward alone, without autograd.
+    with torch.no_grad():
+        start = time.perf_counter()
+        for _ in range(args.steps):
+            fa4.attention(*leaves, **kwargs)
+        host = (time.perf_counter() - start) / args.steps
+        torch.cuda.synchronize()
+    print(f"forward (no grad): {host * 1e3:.3f} ms host")
+    profile = cProfile.Profile()
+    profile.enable()
+    for _ in range(args.steps):
+        step()
+    torch.cuda.synchronize()
+    profile.disable()
+    text = io.StringIO()
+    pstats.Stats(profile, stream=text).sort_stats("cumulative").print_stats(25)
+    print(text.getvalue()[-6000:])
+    text = io.StringIO()
+    pstats.Stats(profile, stream=text).sort_stats("tottime").print_stats(20)
+    print(text.getvalue()[-5000:])
+
+
+if __name__ == "__main__":
+    main()
