@@ -302,7 +302,10 @@ std::optional<K> cachedKernel(const runtime::CompileCache &cache,
       K::create(entry.manifest, entry.ptx,
                 std::vector<uint8_t>(entry.cubin.begin(), entry.cubin.end()));
   if (!kernel) {
+    // Of another kind (a forward's under a backward's key, say): moved
+    // away, so that the store after the compile replaces it.
     llvm::consumeError(kernel.takeError());
+    cache.discard(key);
     return std::nullopt;
   }
   return std::move(*kernel);

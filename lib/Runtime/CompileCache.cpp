@@ -12,6 +12,7 @@
 #include "llvm/ADT/SmallString.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/JSON.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/Process.h"
 #include "llvm/Support/SHA256.h"
@@ -139,6 +140,9 @@ static llvm::Expected<CompileCache::Entry> readEntry(const llvm::Twine &dir,
   if (llvm::Error bad =
           file(lines[4], "manifest", "manifest.json", entry.manifest, nullptr))
     return std::move(bad);
+  // fa4 writes both the cubin and the PTX of every kernel.
+  if (entry.cubin.empty() || entry.ptx.empty())
+    return makeError("it lacks its cubin or its PTX");
   // What the files say must hold together: the manifest parses, describes
   // the PTX's entry point, agrees with the contract the PTX and the cubin
   // declare and names the files the index names. A backward's manifest
@@ -182,7 +186,7 @@ static void removeTree(const llvm::Twine &dir) {
 
 /// Moves the entry at `dir` out of the way (one rename, so a reader sees it
 /// whole or not at all) and deletes it.
-static void discard(const std::string &directory, const llvm::Twine &dir,
+static void discardDirectory(const std::string &directory, const llvm::Twine &dir,
                     const std::string &key) {
   std::random_device random;
   llvm::SmallString<256> doomed(directory);
@@ -209,7 +213,7 @@ bool CompileCache::lookup(const std::string &key, Entry &entry,
   if (rejected)
     *rejected = "the compile cache's entry " + key.substr(0, 16) +
                 " was discarded: " + why;
-  discard(directory, dir, key);
+  discardDirectory(directory, dir, key);
   return false;
 }
 
@@ -247,7 +251,7 @@ llvm::Error CompileCache::store(const std::string &key,
     llvm::Expected<Entry> existing = readEntry(final, key);
     if (!existing) {
       llvm::consumeError(existing.takeError());
-      discard(directory, final, key);
+      discardDirectory(directory, final, key);
       if (!fs::rename(scratch, final))
         return llvm::Error::success();
     }
@@ -256,20 +260,34 @@ llvm::Error CompileCache::store(const std::string &key,
   return llvm::Error::success();
 }
 
-/// The manifest with its "cubin" and "ptx" fields naming other files.
+/// The manifest with its "cubin" and "ptx" fields naming other files. The
+/// names are JSON strings there, escaped as the manifest's writer escapes
+/// them (a quote or a backslash in a file name).
 static std::string renamed(const CompileCache::Entry &entry,
                            const std::string &cubinName, const std::string &ptxName) {
   std::string manifest = entry.manifest;
+  auto quoted = [](const std::string &text) {
+    std::string out;
+    llvm::raw_string_ostream(out) << llvm::json::Value(llvm::json::fixUTF8(text));
+    return out;
+  };
   auto replace = [&](const std::string &field, const std::string &from,
                      const std::string &to) {
-    std::string old = "\"" + field + "\": \"" + from + "\"";
+    std::string old = "\"" + field + "\": " + quoted(from);
     size_t at = manifest.find(old);
     if (at != std::string::npos)
-      manifest.replace(at, old.size(), "\"" + field + "\": \"" + to + "\"");
+      manifest.replace(at, old.size(), "\"" + field + "\": " + quoted(to));
   };
   replace("cubin", entry.cubinName, cubinName);
   replace("ptx", entry.ptxName, ptxName);
   return manifest;
+}
+
+void CompileCache::discard(const std::string &key) const {
+  llvm::SmallString<256> dir(directory);
+  path::append(dir, key);
+  if (fs::exists(dir))
+    discardDirectory(directory, dir, key);
 }
 
 llvm::Error CompileCache::materialize(const Entry &entry,

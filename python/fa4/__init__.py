@@ -445,14 +445,10 @@ def compile(head_dim: int = 128, q_heads: int = 32, kv_heads: int = 8,
     rescale_threshold = _real("rescale_threshold", rescale_threshold)
     exp2_emulation_fraction = _real("exp2_emulation_fraction",
                                     exp2_emulation_fraction)
+    backward = _flag("backward", backward)
     key = (head_dim, q_heads, kv_heads, mask, left, right, key_dtype, lse,
            scale, softcap, target, rescale_threshold, exp2_emulation_fraction,
            sm_count, seqused_k, page_size, num_splits, varlen)
-    with _memo_lock:
-        kernel = _memo.get(key)
-    if kernel is not None:
-        return kernel
-    backward = _flag("backward", backward)
     backward_of = None
     if not (seqused_k or page_size or num_splits > 1 or varlen):
         backward_of = dict(head_dim=head_dim, q_heads=q_heads,
@@ -472,8 +468,15 @@ def compile(head_dim: int = 128, q_heads: int = 32, kv_heads: int = 8,
         with _memo_lock:
             kernel = _memo.setdefault(key, kernel)
     if backward:
+        # Compiled now (or found in the memo: fa4's memo holds the
+        # backward as it holds the forward), its failure raised now.
         kernel.backward()
     return kernel
+
+
+# The chips whose schedule takes the backward to a binary (the chip table's
+# "backward"), the first compile_backward's default.
+_BACKWARD_CHIPS = tuple(chip["name"] for chip in _CHIPS if chip.get("backward"))
 
 
 def compile_backward(head_dim: int = 128, q_heads: int = 32,
@@ -482,13 +485,16 @@ def compile_backward(head_dim: int = 128, q_heads: int = 32,
                      window: Optional[Sequence[int]] = None,
                      softcap: Optional[float] = None,
                      scale: Optional[float] = None,
-                     target: str = _DEFAULT_TARGET, *, cache: bool = True,
+                     target: Optional[str] = None, *, cache: bool = True,
                      sm_count: int = 0,
                      deterministic: bool = False) -> BackwardKernel:
-    """Compiles the backward of one attention variant (the arguments as
-    ``compile``'s) to a ``BackwardKernel``: dQ, dK and dV from Q, K, V, O,
-    dO and the forward's LSE (fa4.attention_backward). Hopper (sm_90a)
-    schedules it; another target raises fa4.CompileError saying so.
+    """Compiles the backward of one attention variant to a
+    ``BackwardKernel``: dQ, dK and dV from Q, K, V, O, dO and the forward's
+    LSE (fa4.attention_backward). The arguments mean what ``compile``'s of
+    the same names do (pass them by name: the order differs). ``target``:
+    a chip whose schedule takes the backward (Hopper's sm_90a; None, the
+    default, the first such chip); another raises fa4.CompileError naming
+    the ones that do.
     ``deterministic``: dQ accumulated in a fixed order, the same bits on
     every run (each K/V head's tasks on one CTA, in ascending order). Within one process a variant's backward is
     compiled once; ``cache`` keeps it in the compile cache beside the
@@ -503,7 +509,13 @@ def compile_backward(head_dim: int = 128, q_heads: int = 32,
     mask, left, right = _variant(mask, window)
     scale = None if scale is None else _real("scale", scale)
     softcap = 0.0 if softcap is None else _real("softcap", softcap)
-    target = _string("target", target)
+    target = (_BACKWARD_CHIPS[0] if target is None and _BACKWARD_CHIPS
+              else _string("target", target))
+    if target not in _BACKWARD_CHIPS and target in {c["name"] for c in _CHIPS}:
+        raise CompileError(
+            f"the backward is not scheduled for {target} (its schedule stops "
+            f"at the tile program); it compiles for "
+            f"{', '.join(_BACKWARD_CHIPS) or 'no chip yet'}")
     cache = _flag("cache", cache)
     deterministic = _flag("deterministic", deterministic)
     key = ("backward", head_dim, q_heads, kv_heads, mask, left, right,

@@ -16,7 +16,8 @@ from typing import Optional, Sequence, Tuple
 
 import torch
 
-from . import (LaunchError, _fa4, _flag, _integer, _real, _variant,
+from . import (LaunchError, _BACKWARD_CHIPS, _fa4, _flag, _integer, _real,
+               _variant,
                _split_counter_words, _window_pair, compile, compile_backward,
                split_workspace_words)
 
@@ -215,6 +216,23 @@ def _check_host_memory(q, k, v, return_lse):
         raise LaunchError(f"a CPU launch of this problem needs about {needed} "
                           f"bytes of host memory for its copies, more than the "
                           f"{available} available")
+
+
+def _check_backward_host_memory(q, k):
+    """_check_host_memory for a CPU backward: its 11 tensors (q, o, dout,
+    dq like q; k, v, dk, dv like k; the f32 LSE, delta and dQ accumulator)
+    each held twice or three times over (the caller's, the emulator's copy,
+    the written ones read back)."""
+    q_bytes = q.numel() * q.element_size()
+    k_bytes = k.numel() * k.element_size()
+    rows = q.shape[0] * q.shape[1] * q.shape[2] * 4
+    needed = (3 * (4 * q_bytes + 4 * k_bytes) + 3 * 2 * rows +
+              3 * q.numel() * 4)
+    available = _available_host_bytes()
+    if available is not None and needed > available:
+        raise LaunchError(f"a CPU backward of this problem needs about "
+                          f"{needed} bytes of host memory for its copies, "
+                          f"more than the {available} available")
 
 
 # The targets fa4 has a schedule for, by compute capability (the chip table).
@@ -417,8 +435,6 @@ def _attention_backward_op(dout: torch.Tensor, q: torch.Tensor,
     variant = _validate(q, k, v, causal, window_left, window_right, softcap,
                         scale, True)
     _check_backward_tensors(dout, q, k, out, lse)
-    if not isinstance(deterministic, bool):
-        raise TypeError(f"deterministic must be a bool, got {deterministic!r}")
     if q.device.type not in ("cpu", "cuda"):
         raise ValueError(f"q: on {q.device}; fa4 runs CUDA tensors on the GPU "
                          "and CPU tensors in the emulator")
@@ -433,7 +449,7 @@ def _attention_backward_op(dout: torch.Tensor, q: torch.Tensor,
                      for name, t in (("dq", q), ("dk", k), ("dv", v)))
     kernel = _backward_kernel(variant, q.device, deterministic)
     if q.device.type == "cpu":
-        _check_host_memory(q, k, v, True)
+        _check_backward_host_memory(q, k)
     q, k, v, out, dout = (_tma_ready(name, t.detach()) for name, t in
                           (("q", q), ("k", k), ("v", v), ("out", out),
                            ("dout", dout)))
@@ -458,8 +474,7 @@ def _attention_backward_op(dout: torch.Tensor, q: torch.Tensor,
 
 # The chips whose schedule takes the backward to a binary, in the chip
 # table's order; CPU tensors run the first one's kernels in fa4-emu.
-_BACKWARD_TARGETS = [chip["name"] for chip in _fa4.chips()
-                     if chip.get("backward")]
+_BACKWARD_TARGETS = _BACKWARD_CHIPS
 
 
 def _backward_kernel(variant, device, deterministic):

@@ -228,8 +228,48 @@ def test_compiled_backward_is_cached_beside_the_forward(tmp_path, monkeypatch):
     assert len(entries) == 2
 
 
+def test_a_forward_entry_under_the_backward_key_is_replaced(tmp_path, monkeypatch):
+    """An entry of the other kind under a backward's key (a self-consistent
+    forward's files there) is no hit: it is moved away and the compile's
+    own entry takes its place."""
+    import hashlib
+    import shutil
+    monkeypatch.setenv("FA4_CACHE_DIR", str(tmp_path))
+    args = (64, 2, 1, "none", -1, -1, "fp16", None, 0.0, "sm_90a", True, 0,
+            False)
+    fa4._fa4.compile_backward(*args)
+    (backward_key,) = [p.name for p in tmp_path.iterdir()]
+    fa4._fa4.compile(64, 2, 1, "none", -1, -1, "fp16", True, None, 0.0,
+                     "sm_90a", True, 8.0, 0.125, 0)
+    (forward_key,) = [p.name for p in tmp_path.iterdir() if p.name != backward_key]
+    shutil.rmtree(tmp_path / backward_key)
+    shutil.copytree(tmp_path / forward_key, tmp_path / backward_key)
+    index = tmp_path / backward_key / "index"
+    index.write_text(index.read_text().replace(forward_key, backward_key))
+    first = fa4._fa4.compile_backward(*args)
+    assert not first.from_cache and '"kind": "backward"' in first.manifest_json
+    again = fa4._fa4.compile_backward(*args)
+    assert again.from_cache and again.cubin == first.cubin
+    assert hashlib.sha256(again.cubin).digest() == hashlib.sha256(first.cubin).digest()
+
+
+def test_compile_with_backward_compiles_it_every_time():
+    """compile(..., backward=True) compiles (or refuses) the backward on
+    every call, the forward memoized or not."""
+    with pytest.raises(TypeError, match="backward"):
+        fa4.compile(head_dim=64, q_heads=2, kv_heads=1, backward="yes")
+    fa4.compile(head_dim=64, q_heads=2, kv_heads=1, target="sm_100a")
+    for _ in range(2):
+        with pytest.raises(fa4.CompileError, match="not scheduled for sm_100a"):
+            fa4.compile(head_dim=64, q_heads=2, kv_heads=1, target="sm_100a",
+                        backward=True)
+
+
 def test_compiled_backward_refusals():
-    with pytest.raises(fa4.CompileError, match="Blackwell backward"):
+    # The default target is the first chip with a backward schedule.
+    assert fa4.compile_backward(head_dim=64, q_heads=2,
+                                kv_heads=1).manifest["target"] == "sm_90a"
+    with pytest.raises(fa4.CompileError, match="compiles for sm_90a"):
         fa4.compile_backward(head_dim=64, q_heads=2, kv_heads=1,
                              target="sm_100a")
     with pytest.raises(ValueError, match="dtype"):

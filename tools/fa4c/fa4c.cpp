@@ -11,6 +11,7 @@
 #include "fa4/Driver/ToolSession.h"
 #include "fa4/Pipeline/Pipeline.h"
 #include "fa4/Runtime/CompileCache.h"
+#include "fa4/Runtime/Backward.h"
 #include "fa4/Support/Error.h"
 #include "fa4/Support/IrInput.h"
 #include "fa4/Support/OutputFile.h"
@@ -451,6 +452,21 @@ static llvm::Expected<CacheUse> lookUpCache(ModuleOp module,
   use.hit = use.cache->lookup(use.key, entry, &rejected);
   if (!rejected.empty())
     errs() << "fa4c: warning: " << rejected << "\n";
+  // An entry of the other kind (a forward's kernel where the backward's
+  // three were asked for, or the reverse) is no hit: discarded, and
+  // replaced by this compile's.
+  bool backwardModule = false;
+  module.walk([&](fa4::AttentionBackwardOp) { backwardModule = true; });
+  if (use.hit &&
+      fa4::runtime::isBackwardManifest(entry.manifest) != backwardModule) {
+    errs() << "fa4c: warning: the compile cache's entry "
+           << use.key.substr(0, 16) << " was discarded: it holds a "
+           << (backwardModule ? "forward" : "backward")
+           << " kernel where this compilation is a "
+           << (backwardModule ? "backward" : "forward") << "\n";
+    use.cache->discard(use.key);
+    use.hit = false;
+  }
   if (!use.hit)
     return std::move(use);
   if (llvm::Error unwritten = fa4::runtime::CompileCache::materialize(

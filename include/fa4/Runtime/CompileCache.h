@@ -53,6 +53,11 @@ public:
   /// written (another process storing the same key is no error). A bad
   /// entry under the key is replaced.
   llvm::Error store(const std::string &key, const Entry &entry) const;
+  /// Discards the entry of `key` (as lookup discards one that does not
+  /// verify): for a caller that found a verified entry unusable, say of
+  /// another kind than the compilation it asked for, so that its store
+  /// replaces it.
+  void discard(const std::string &key) const;
 
   /// Writes an entry's files as `cubinPath`, `ptxPath` and
   /// `cubinPath + ".json"`, the manifest naming the new files (one set:
