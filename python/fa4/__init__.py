@@ -47,6 +47,11 @@ from . import _capi, _fa4
 from ._capi import LaunchError
 from ._fa4 import CompileError
 
+# fa4._torch (the custom ops), imported at the end of this module when
+# torch is installed: the attention functions read this global, so that
+# torch.compile traces them with no import or module search inside.
+_ops = None
+
 # Whether a launch on CPU tensors runs the kernel in the emulator. Private:
 # fa4's argument fuzzer (python/tests/fuzz_arguments.py --execute-every)
 # turns it off to check every layer above the emulator at speed; a launch
@@ -641,12 +646,11 @@ def attention(q, k, v, causal: bool = False,
     This is the ``torch.ops.fa4.attention`` custom op, so ``torch.compile``
     traces through it.
     """
-    if importlib.util.find_spec("torch") is None:
+    if _ops is None:
         raise ImportError("fa4.attention takes torch tensors: install torch "
                           "(fa4.compile works without it; a Kernel launches "
                           "torch tensors)")
-    from . import _torch
-    return _torch.attention(q, k, v, causal, window, softcap, scale,
+    return _ops.attention(q, k, v, causal, window, softcap, scale,
                             return_lse, seqused_k,
                             deterministic=deterministic)
 
@@ -679,11 +683,10 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q: int,
     tensors instead (reading them would wait for the GPU). This is the
     ``torch.ops.fa4.attention_varlen`` custom op.
     """
-    if importlib.util.find_spec("torch") is None:
+    if _ops is None:
         raise ImportError("fa4.attention_varlen takes torch tensors: install "
                           "torch")
-    from . import _torch
-    return _torch.attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k,
+    return _ops.attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k,
                                    max_seqlen_q, max_seqlen_k, causal, window,
                                    softcap, scale, return_lse, seqused_k)
 
@@ -716,22 +719,21 @@ def attention_with_kvcache(q, k_cache, v_cache, cache_seqlens=None,
             not isinstance(num_splits, bool) and not 0 <= num_splits <= 128):
         raise ValueError(f"num_splits must be in [0, 128], got {num_splits}")
     num_splits = _integer("num_splits", num_splits, 0, 129)
-    if importlib.util.find_spec("torch") is None:
+    if _ops is None:
         raise ImportError("fa4.attention_with_kvcache takes torch tensors: "
                           "install torch")
-    from . import _torch
     if cache_seqlens is not None and not isinstance(cache_seqlens,
-                                                    _torch.torch.Tensor):
+                                                    _ops.torch.Tensor):
         count = _integer("cache_seqlens", cache_seqlens, 0, 1 << 31)
-        if not isinstance(q, _torch.torch.Tensor):
+        if not isinstance(q, _ops.torch.Tensor):
             raise TypeError(f"q must be a torch.Tensor, got {type(q).__name__}")
         if q.dim() < 1:
             raise ValueError(f"q must be (batch, seq_q, q_heads, head_dim), "
                              f"got shape {tuple(q.shape)}")
-        cache_seqlens = _torch.torch.full((q.shape[0],), count,
-                                          dtype=_torch.torch.int32,
+        cache_seqlens = _ops.torch.full((q.shape[0],), count,
+                                          dtype=_ops.torch.int32,
                                           device=q.device)
-    return _torch.attention(q, k_cache, v_cache, causal, window, softcap,
+    return _ops.attention(q, k_cache, v_cache, causal, window, softcap,
                             scale, return_lse, cache_seqlens, block_table,
                             num_splits)
 
@@ -739,4 +741,4 @@ def attention_with_kvcache(q, k_cache, v_cache, cache_seqlens=None,
 # With torch installed, fa4.attention is also torch.ops.fa4.attention from
 # the start (torch.compile and torch.library.opcheck find it there).
 if importlib.util.find_spec("torch") is not None:
-    from . import _torch  # noqa: E402,F401
+    from . import _torch as _ops  # noqa: E402
