@@ -18,7 +18,8 @@ shape this
      the low-precision reference;
   3. times each backward with CUDA events (median of --reps after
      --warmup), TFLOP/s counting 2.5 x the forward's 4·b·h·s_q·s_k·d FLOPs
-     (half of them causal).
+     (half of them causal); a deterministic kernel must also give the same
+     bits twice.
 
 Every case runs in a child process with a --timeout: a hang or a crash is a
 failed case, the rest go on. Results go to --out as JSON.
@@ -112,6 +113,14 @@ def run_case(args, entry, shape):
     result = {"name": entry["name"], "shape": shape,
               "fa4": {"dq": err(dq, dq_ref), "dk": err(dk, dk_ref), "dv": err(dv, dv_ref)}}
     finite = all(math.isfinite(x) for x in result["fa4"].values())
+    if a.get("deterministic"):
+        # The fixed order: a second launch gives the same bits.
+        first = [t.clone() for t in (dq, dk, dv, dq_accum)]
+        launch()
+        torch.cuda.synchronize()
+        result["same_bits"] = all(torch.equal(x, y) for x, y in
+                                  zip(first, (dq, dk, dv, dq_accum)))
+        finite = finite and result["same_bits"]
 
     def timed(fn):
         for _ in range(args.warmup):
