@@ -12,6 +12,7 @@
 #include "fa4/Pipeline/Pipeline.h"
 #include "fa4/Runtime/CompileCache.h"
 #include "fa4/Runtime/Backward.h"
+#include "llvm/Support/JSON.h"
 #include "fa4/Support/Error.h"
 #include "fa4/Support/IrInput.h"
 #include "fa4/Support/OutputFile.h"
@@ -350,6 +351,19 @@ static llvm::Error checkOutputFlags(EmitKind kind, StringRef stopAfter) {
                           "cubin run the whole pipeline");
   if (kind == EmitKind::Cubin && outputFile == "-")
     return fa4::makeError("--emit=cubin needs -o <file>");
+  // The manifest names the cubin and the PTX beside it as JSON strings,
+  // and the compile cache's index lists them a line each: a name must be
+  // UTF-8 without control characters for either to name it faithfully.
+  if (kind == EmitKind::Cubin) {
+    StringRef name = llvm::sys::path::filename(outputFile);
+    if (!llvm::json::isUTF8(name) ||
+        llvm::any_of(name, [](char c) {
+          return static_cast<unsigned char>(c) < 0x20 || c == 0x7f;
+        }))
+      return fa4::makeError("-o " + outputFile.getValue() +
+                            ": a cubin's file name must be UTF-8 without "
+                            "control characters (its manifest names it)");
+  }
   return llvm::Error::success();
 }
 
@@ -373,6 +387,32 @@ static llvm::Error checkInput(ModuleOp module, EmitKind kind) {
   if (kind != EmitKind::Mlir)
     return fa4::checkOneKernel(module, /*allowBackward=*/true);
   return llvm::Error::success();
+}
+
+/// A backward goes to a binary only on a chip whose schedule takes it
+/// there (the chip table's `backward`); elsewhere its tile program is what
+/// there is.
+static llvm::Error checkBackwardTarget(ModuleOp module, EmitKind kind,
+                                       StringRef chip, StringRef stopAfter) {
+  bool backwardModule = false;
+  module.walk([&](fa4::AttentionBackwardOp) { backwardModule = true; });
+  const fa4::target::ChipInfo *info = fa4::target::lookup(chip);
+  if (!backwardModule || !info || info->backward)
+    return llvm::Error::success();
+  bool pastTile = kind != EmitKind::Mlir ||
+                  (!stopAfter.empty() && stopAfter != "bufferize" &&
+                   stopAfter != "tile");
+  if (!pastTile)
+    return llvm::Error::success();
+  std::string scheduled;
+  for (const fa4::target::ChipInfo &row : fa4::target::chips())
+    if (row.backward)
+      scheduled += (scheduled.empty() ? "" : ", ") + row.name.str();
+  return fa4::makeError("the backward is not scheduled for " + chip.str() +
+                        " (its schedule stops at the tile program: "
+                        "--emit=mlir --stop-after=tile, which fa4-sim runs); "
+                        "it compiles to kernels for " + scheduled +
+                        " (--target)");
 }
 
 /// The pipeline's options from fa4c's. The chip: --target, else the one the
@@ -617,6 +657,9 @@ static int compile(std::unique_ptr<MemoryBuffer> input, StringRef stopAfter) {
     return fail(std::move(refused), 2);
   fa4::PipelineOptions options;
   setPipelineOptions(options, *module, kind, stopAfter);
+  if (llvm::Error refused =
+          checkBackwardTarget(*module, kind, options.target, stopAfter))
+    return fail(std::move(refused), 2);
   std::string ptxPath = ptxPathBeside();
   CacheUse cache;
   if (useCache) {
