@@ -801,3 +801,29 @@ TEST(Contract, ManifestPtxAndCubinMustAgree) {
 }
 
 } // namespace
+
+// A backend's caches know a kernel's code by its digest: equal exactly for
+// equal code, the PTX/cubin boundary included; a kernel put together field
+// by field (no digest set) gets the same one computed at launch.
+TEST(Runtime, CodeDigestNamesTheCodeExactly) {
+  std::vector<uint8_t> c = {'c'}, bc = {'b', 'c'}, none;
+  EXPECT_EQ(codeDigest("ab", c), codeDigest("ab", c));
+  EXPECT_EQ(codeDigest("ab", c).size(), 32u);
+  EXPECT_NE(codeDigest("ab", c), codeDigest("a", bc));
+  EXPECT_NE(codeDigest("abc", none), codeDigest("", {'a', 'b', 'c'}));
+  EXPECT_NE(codeDigest("ab", c), codeDigest("ab", {'d'}));
+  Kernel kernel;
+  kernel.manifest.kernel = "attention";
+  kernel.manifest.target = "sm_90a";
+  kernel.manifest.dynamicSmemBytes = 1024;
+  kernel.ptx = "ab";
+  kernel.cubin = c;
+  KernelCode code = kernel.code();
+  EXPECT_EQ(code.digest, codeDigest("ab", c));
+  EXPECT_EQ(&code.ptx, &kernel.ptx);
+  EXPECT_EQ(&code.cubin, &kernel.cubin);
+  EXPECT_EQ(code.entry, "attention");
+  EXPECT_EQ(code.dynamicSmemBytes, 1024u);
+  kernel.digest = "set by create()";
+  EXPECT_EQ(kernel.code().digest, "set by create()");
+}

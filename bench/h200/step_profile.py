@@ -57,14 +57,6 @@ def main():
     torch.cuda.synchronize()
     total = (time.perf_counter() - start) / args.steps
     print(f"step: {host * 1e3:.3f} ms host, {total * 1e3:.3f} ms with the GPU")
-    # The forward alone, without autograd.
-    with torch.no_grad():
-        start = time.perf_counter()
-        for _ in range(args.steps):
-            fa4.attention(*leaves, **kwargs)
-        host = (time.perf_counter() - start) / args.steps
-        torch.cuda.synchronize()
-    print(f"forward (no grad): {host * 1e3:.3f} ms host")
     profile = cProfile.Profile()
     profile.enable()
     for _ in range(args.steps):
@@ -77,6 +69,17 @@ def main():
     text = io.StringIO()
     pstats.Stats(profile, stream=text).sort_stats("tottime").print_stats(20)
     print(text.getvalue()[-5000:])
+    # The GPU's side: every kernel and copy of a few steps, with its time,
+    # and the gaps torch's profiler sees between them.
+    from torch.profiler import ProfilerActivity, profile as trace
+    with trace(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        for _ in range(5):
+            step()
+        torch.cuda.synchronize()
+    print(prof.key_averages().table(sort_by="cuda_time_total", row_limit=25,
+                                    max_name_column_width=60))
+    print(prof.key_averages().table(sort_by="cpu_time_total", row_limit=25,
+                                    max_name_column_width=60))
 
 
 if __name__ == "__main__":

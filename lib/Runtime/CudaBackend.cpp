@@ -13,7 +13,7 @@
 #include <dlfcn.h>
 
 #include <cstring>
-#include <map>
+#include <unordered_map>
 
 namespace mlir::fa4::runtime {
 namespace {
@@ -108,9 +108,9 @@ public:
     return llvm::Error::success();
   }
 
-  llvm::Error run(const Kernel &kernel, const LaunchPlan &plan,
+  llvm::Error run(const KernelCode &kernel, const LaunchPlan &plan,
                   void *stream) override {
-    const std::string &target = kernel.manifest.target;
+    const std::string &target = kernel.target;
     std::string device = "sm_" + std::to_string(major) + std::to_string(minor);
     // An arch-specific target (sm_100a) runs on its own compute capability
     // only.
@@ -148,17 +148,18 @@ public:
 
 private:
   /// The kernel's function in the current context, its module loaded once.
-  llvm::Expected<CUfunction> functionOf(const Kernel &kernel) {
-    // A module belongs to a context: one function per (context, cubin), so
-    // that launches from another device's context load their own.
-    // One cubin may hold several kernels (the backward's three): its
-    // module is loaded once, each function looked up by its name.
+  /// A module belongs to a context: one function per (context, code,
+  /// entry), so that launches from another device's context load their own.
+  /// One cubin may hold several kernels (the backward's three): its module
+  /// is loaded once, each function looked up by its name. The code is known
+  /// by its digest (a launch neither copies nor compares the cubin).
+  llvm::Expected<CUfunction> functionOf(const KernelCode &kernel) {
     CUcontext context = nullptr;
     driver.cuCtxGetCurrent(&context);
     std::string moduleKey(reinterpret_cast<const char *>(&context),
                           sizeof(context));
-    moduleKey.append(kernel.cubin.begin(), kernel.cubin.end());
-    std::string key = kernel.manifest.kernel + '\0' + moduleKey;
+    moduleKey += kernel.digest;
+    std::string key = kernel.entry + '\0' + moduleKey;
     auto found = functions.find(key);
     if (found != functions.end())
       return found->second;
@@ -173,12 +174,12 @@ private:
     }
     CUfunction function = nullptr;
     result = driver.cuModuleGetFunction(&function, module,
-                                        kernel.manifest.kernel.c_str());
+                                        kernel.entry.c_str());
     if (result != kSuccess)
       return makeError(driver.message("cuModuleGetFunction", result));
     // More than 48 KB of dynamic shared memory must be asked for.
     result = driver.cuFuncSetAttribute(function, kMaxDynamicSharedSizeBytes,
-                                       static_cast<int>(kernel.manifest.dynamicSmemBytes));
+                                       static_cast<int>(kernel.dynamicSmemBytes));
     if (result != kSuccess)
       return makeError(driver.message("cuFuncSetAttribute", result));
     functions.emplace(std::move(key), function);
@@ -187,8 +188,8 @@ private:
 
   Driver driver;
   int major, minor;
-  std::map<std::string, CUfunction> functions;
-  std::map<std::string, CUmodule> modules;
+  std::unordered_map<std::string, CUfunction> functions;
+  std::unordered_map<std::string, CUmodule> modules;
 };
 } // namespace
 

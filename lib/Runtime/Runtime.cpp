@@ -10,6 +10,7 @@
 
 #include "llvm/ADT/SmallString.h"
 #include "llvm/Support/Path.h"
+#include "llvm/Support/SHA256.h"
 
 #include <algorithm>
 #include <cstring>
@@ -77,6 +78,27 @@ static llvm::Expected<Loaded> loadKernelFiles(const std::string &manifestPath,
   return std::move(kernel);
 }
 
+std::string codeDigest(const std::string &ptx,
+                       const std::vector<uint8_t> &cubin) {
+  llvm::SHA256 hash;
+  auto part = [&](const uint8_t *bytes, uint64_t size) {
+    uint8_t length[8];
+    for (int i = 0; i < 8; ++i)
+      length[i] = static_cast<uint8_t>(size >> (8 * i));
+    hash.update(llvm::ArrayRef<uint8_t>(length, 8));
+    hash.update(llvm::ArrayRef<uint8_t>(bytes, size));
+  };
+  part(reinterpret_cast<const uint8_t *>(ptx.data()), ptx.size());
+  part(cubin.data(), cubin.size());
+  std::array<uint8_t, 32> digest = hash.final();
+  return std::string(digest.begin(), digest.end());
+}
+
+KernelCode Kernel::code() const {
+  return {manifest.kernel, manifest.target, manifest.dynamicSmemBytes, ptx,
+          cubin, digest.empty() ? codeDigest(ptx, cubin) : digest};
+}
+
 llvm::Expected<Kernel> Kernel::load(const std::string &manifestPath) {
   llvm::Expected<Kernel> loaded =
       loadKernelFiles<Kernel>(manifestPath, parseManifest);
@@ -85,6 +107,7 @@ llvm::Expected<Kernel> Kernel::load(const std::string &manifestPath) {
   Kernel &kernel = *loaded;
   if (llvm::Error refused = kernel.check())
     return prefixError(manifestPath + ": ", std::move(refused));
+  kernel.digest = codeDigest(kernel.ptx, kernel.cubin);
   return std::move(kernel);
 }
 
@@ -125,6 +148,7 @@ llvm::Expected<Kernel> Kernel::create(std::string manifestJson,
   kernel.cubin = std::move(cubin);
   if (llvm::Error refused = kernel.check())
     return std::move(refused);
+  kernel.digest = codeDigest(kernel.ptx, kernel.cubin);
   return std::move(kernel);
 }
 
@@ -668,7 +692,7 @@ llvm::Error launch(Backend &backend, const Kernel &kernel, const Tensor &q,
     return plan.takeError();
   if (plan->tasks == 0)
     return llvm::Error::success();
-  return backend.run(kernel, *plan, stream);
+  return backend.run(kernel.code(), *plan, stream);
 }
 
 llvm::Expected<BackwardKernel>
@@ -679,6 +703,7 @@ BackwardKernel::load(const std::string &manifestPath) {
     return loaded.takeError();
   if (llvm::Error refused = loaded->check())
     return prefixError(manifestPath + ": ", std::move(refused));
+  loaded->digest = codeDigest(loaded->ptx, loaded->cubin);
   return loaded;
 }
 
@@ -698,6 +723,7 @@ BackwardKernel::create(std::string manifestJson, std::string ptx,
   kernel.cubin = std::move(cubin);
   if (llvm::Error refused = kernel.check())
     return std::move(refused);
+  kernel.digest = codeDigest(kernel.ptx, kernel.cubin);
   return std::move(kernel);
 }
 
@@ -828,17 +854,16 @@ llvm::Error launchBackward(Backend &backend, const BackwardKernel &kernel,
                          other.name + "; the kernels would read what they "
                          "already overwrote");
   }
-  // Each kernel run as the backends run a forward's: a manifest naming it,
-  // its target and shared memory, with the code.
+  // Each kernel run as the backends run a forward's: its entry, target and
+  // shared memory, with the binary the three share.
+  std::string digest = kernel.digest.empty()
+                           ? codeDigest(kernel.ptx, kernel.cubin)
+                           : kernel.digest;
   for (int k = 0; k < 3; ++k) {
-    Kernel one;
-    one.manifest.kernel = m.kernels[k].name;
-    one.manifest.target = m.target;
-    one.manifest.dynamicSmemBytes = m.kernels[k].dynamicSmemBytes;
-    one.manifest.block[0] = m.kernels[k].block;
-    one.ptx = kernel.ptx;
-    one.cubin = kernel.cubin;
-    if (llvm::Error failed = backend.run(one, plan->kernels[k], stream))
+    KernelCode code{m.kernels[k].name, m.target,
+                    m.kernels[k].dynamicSmemBytes, kernel.ptx, kernel.cubin,
+                    digest};
+    if (llvm::Error failed = backend.run(code, plan->kernels[k], stream))
       return prefixError(m.kernels[k].name + ": ", std::move(failed));
   }
   return llvm::Error::success();
@@ -856,17 +881,17 @@ public:
                               uint8_t out[128]) override {
     return emu::encodeTensorMap(spec, out);
   }
-  llvm::Error run(const Kernel &kernel, const LaunchPlan &plan,
+  llvm::Error run(const KernelCode &kernel, const LaunchPlan &plan,
                   void *) override {
-    if (!emu::emulatesTarget(kernel.manifest.target))
+    if (!emu::emulatesTarget(kernel.target))
       return makeError("fa4-emu runs " + target::emulatedChips() +
-                       " kernels; this one is for " + kernel.manifest.target);
+                       " kernels; this one is for " + kernel.target);
     if (kernel.ptx.empty())
       return makeError(
           "fa4-emu runs the kernel's PTX, and the kernel has none");
     if (!execute)
       return llvm::Error::success();
-    std::shared_ptr<const emu::Program> &program = programs[kernel.ptx];
+    std::shared_ptr<const emu::Program> &program = programs[kernel.digest];
     if (!program) {
       llvm::Expected<std::shared_ptr<const emu::Program>> parsed =
           emu::parsePtx(kernel.ptx);
@@ -874,12 +899,12 @@ public:
         return parsed.takeError();
       program = std::move(*parsed);
     }
-    if (emu::targetOf(*program) != kernel.manifest.target)
-      return makeError("the manifest is for " + kernel.manifest.target +
+    if (emu::targetOf(*program) != kernel.target)
+      return makeError("the manifest is for " + kernel.target +
                        " but the kernel's PTX targets " +
                        emu::targetOf(*program));
     emu::LaunchConfig config;
-    config.kernel = kernel.manifest.kernel;
+    config.kernel = kernel.entry;
     std::memcpy(config.grid, plan.grid, sizeof(config.grid));
     std::memcpy(config.block, plan.block, sizeof(config.block));
     config.dynamicSmemBytes = plan.dynamicSmemBytes;
@@ -909,6 +934,7 @@ private:
   unsigned workers;
   uint64_t seed;
   bool execute;
+  /// Parsed programs by their code's digest.
   std::map<std::string, std::shared_ptr<const emu::Program>> programs;
 };
 } // namespace

@@ -277,9 +277,13 @@ def _array(name, value, written=False):
     if not hasattr(value, "__dlpack__"):
         raise TypeError(f"{name} must be a tensor (torch, or any array with "
                         f"__dlpack__), got {type(value).__name__}")
-    if importlib.util.find_spec("torch") is None:
-        raise ImportError("a launch takes torch tensors: install torch")
-    import torch
+    torch = sys.modules.get("torch")
+    if torch is None:
+        try:
+            import torch
+        except ImportError:
+            raise ImportError("a launch takes torch tensors: install "
+                              "torch") from None
     if not isinstance(value, torch.Tensor):
         if written and _read_only(value):
             raise ValueError(f"{name}: the array is read-only; the kernel "

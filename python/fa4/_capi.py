@@ -24,7 +24,6 @@ The library is found from ``library=`` if given, else ``$FA4RT_LIBRARY``,
 else ``libfa4rt.so`` beside this file, else by the dynamic loader's search.
 """
 
-import contextlib
 import ctypes
 import json
 import os
@@ -159,9 +158,32 @@ _ROLE_DTYPES = {"q": "torch.float16 or torch.bfloat16",
                 "lse": "torch.float32"}
 
 
+# Descriptions by (dtype, sizes, strides, dtype table): a launch copies the
+# cached one and sets its address (filling sizes and strides field by field
+# is much of a launch's host time). Bounded; cleared when full.
+_described = {}
+_DESCRIBED_MAX = 512
+
+
 def _describe(name, tensor, dtypes, address=None):
     """The fa4rt_tensor of a torch tensor (at `address` when it is placed
     elsewhere, as in the emulator's memory, with its own strides)."""
+    key = (tensor.dtype, tensor.shape, tensor.stride(), dtypes is _TENSOR_DTYPES)
+    known = _described.get(key)
+    if known is None:
+        known = _describe_new(name, tensor, dtypes)
+        if len(_described) >= _DESCRIBED_MAX:
+            _described.clear()
+        _described[key] = known
+    described = _Tensor.from_buffer_copy(known)
+    described.address = tensor.data_ptr() if address is None else address
+    return described
+
+
+def _describe_new(name, tensor, dtypes):
+    """_describe's description of a (dtype, sizes, strides) not seen yet,
+    its address 0; a TypeError / ValueError naming `name` when the C API
+    cannot take it."""
     dtype = dtypes.get(str(tensor.dtype))
     if dtype is None:
         taken = (_ROLE_DTYPES["lse"] if name == "lse" else
@@ -173,7 +195,6 @@ def _describe(name, tensor, dtypes, address=None):
     if not 1 <= rank <= MAX_RANK:
         raise ValueError(f"{name}: rank {rank} is outside 1..{MAX_RANK}")
     described = _Tensor()
-    described.address = tensor.data_ptr() if address is None else address
     described.dtype = dtype
     described.rank = rank
     strides = tensor.stride()
@@ -181,6 +202,24 @@ def _describe(name, tensor, dtypes, address=None):
         described.sizes[i] = tensor.shape[i]
         described.strides[i] = strides[i]
     return described
+
+
+# The last element's offset (in elements) of a view, by (sizes, strides).
+_extents = {}
+
+
+def _extent(shape, strides):
+    """Offset of a view's last element from its first: sum (size-1)*stride
+    over the axes of more than one element."""
+    key = (shape, strides)
+    last = _extents.get(key)
+    if last is None:
+        last = sum((size - 1) * stride
+                   for size, stride in zip(shape, strides) if size > 1)
+        if len(_extents) >= _DESCRIBED_MAX:
+            _extents.clear()
+        _extents[key] = last
+    return last
 
 
 def _tensor(name, value, written=False):
@@ -220,8 +259,7 @@ def _tensor(name, value, written=False):
     if address == 0:
         raise ValueError(f"{name}: its data pointer is null (freed storage, "
                          f"or a fake tensor)")
-    last = sum((size - 1) * stride
-               for size, stride in zip(value.shape, value.stride()) if size > 1)
+    last = _extent(value.shape, value.stride())
     end = (value.storage_offset() + last + 1) * value.element_size()
     if end > storage_bytes:
         raise ValueError(f"{name}: its elements reach byte {end} of a storage "
@@ -269,6 +307,38 @@ def _host_span(tensor):
 _PLACEMENT_ALIGNMENT = 256
 
 
+def _current_stream(device):
+    """torch's current stream of `device` (a CUDA device with its index), as
+    the CUstream the C API takes."""
+    import torch
+    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+    if raw is not None:
+        return raw(device.index)
+    return torch.cuda.current_stream(device).cuda_stream
+
+
+class _on_device:
+    """`device` current for the launch (its context is the driver's current
+    one, where the runtime loads the kernel's module), switched only when
+    another is current."""
+
+    __slots__ = ("_device", "_switch")
+
+    def __init__(self, device):
+        self._device, self._switch = device, None
+
+    def __enter__(self):
+        import torch
+        if torch.cuda.current_device() != self._device.index:
+            self._switch = torch.cuda.device(self._device)
+            self._switch.__enter__()
+
+    def __exit__(self, *exc):
+        if self._switch is not None:
+            return self._switch.__exit__(*exc)
+        return False
+
+
 class _BoundLaunch:
     """A CUDA launch with its arguments described (Kernel.bind). It holds the
     kernel and the tensors, so that neither is freed while it can launch,
@@ -285,12 +355,37 @@ class _BoundLaunch:
     def __call__(self):
         import torch
         lib = self._kernel._lib
-        with torch.cuda.device(self._device), self._kernel._using() as handle:
+        with _on_device(self._device), self._kernel._using() as handle:
             stream = (self._stream if self._stream is not None else
-                      torch.cuda.current_stream(self._device).cuda_stream)
+                      _current_stream(self._device))
             if lib.fa4rt_launch_cuda(handle, *self._arguments,
                                      ctypes.c_void_p(stream)):
                 raise LaunchError(_error(lib))
+
+
+class _InFlight:
+    """One launch in flight on a _Handle (its `with` gives the C handle):
+    counted, so that close() waits for it."""
+
+    __slots__ = ("_owner",)
+
+    def __init__(self, owner):
+        self._owner = owner
+
+    def __enter__(self):
+        owner = self._owner
+        with owner._state:
+            if not owner._handle:
+                raise ValueError("the kernel was closed")
+            owner._in_flight += 1
+        return owner._handle
+
+    def __exit__(self, *exc):
+        owner = self._owner
+        with owner._state:
+            owner._in_flight -= 1
+            owner._state.notify_all()
+        return False
 
 
 class _Handle:
@@ -311,19 +406,10 @@ class _Handle:
         self.manifest_json = getattr(lib, self._manifest_function)(handle).decode()
         self.manifest = json.loads(self.manifest_json)
 
-    @contextlib.contextmanager
     def _using(self):
-        """The handle, kept open for one launch; a ValueError once closed."""
-        with self._state:
-            if not self._handle:
-                raise ValueError("the kernel was closed")
-            self._in_flight += 1
-        try:
-            yield self._handle
-        finally:
-            with self._state:
-                self._in_flight -= 1
-                self._state.notify_all()
+        """The handle, kept open for one launch (a context manager giving
+        it); a ValueError once closed."""
+        return _InFlight(self)
 
     def close(self):
         """Frees the kernel once the launches in flight have returned; later
@@ -363,7 +449,7 @@ class Kernel(_Handle):
         start, and the outputs are left as they were)."""
         q, k, v, o, lse, extras = _arguments(q, k, v, o, lse, extras)
         if q.device.type == "cuda":
-            self.bind(q, k, v, o, lse, extras, stream)()
+            self._bind_checked(q, k, v, o, lse, extras, stream)()
         else:
             if not self._handle:
                 raise ValueError("the kernel was closed")
@@ -376,9 +462,12 @@ class Kernel(_Handle):
         launches again on the same tensors (for timing loops, where
         describing the tensors would be host time the GPU waits for), in
         `stream` or else torch's current stream at each call."""
+        return self._bind_checked(*_arguments(q, k, v, o, lse, extras), stream)
+
+    def _bind_checked(self, q, k, v, o, lse, extras, stream):
+        """bind() of arguments _arguments() checked."""
         if not self._handle:
             raise ValueError("the kernel was closed")
-        q, k, v, o, lse, extras = _arguments(q, k, v, o, lse, extras)
         tensors = [q, k, v, o] + ([lse] if lse is not None else [])
         if q.device.type != "cuda":
             raise ValueError(f"q is on {q.device}: a CUDA launch takes "
@@ -589,8 +678,10 @@ class BackwardKernel(_Handle):
     def bind(self, *tensors, stream=None):
         """The CUDA launch with its arguments described once (a callable),
         as Kernel.bind."""
-        import torch
-        checked = self._arguments(tensors)
+        return self._bind_checked(self._arguments(tensors), stream)
+
+    def _bind_checked(self, checked, stream):
+        """bind() of tensors _arguments() checked."""
         device = checked[0].device
         if device.type != "cuda":
             raise ValueError(f"q is on {device}: bind() makes a CUDA launch "
@@ -607,9 +698,8 @@ class BackwardKernel(_Handle):
             stream = _bounded("stream", stream, 1 << 64)
 
         def launch():
-            with torch.cuda.device(device), self._using() as handle:
-                s = (stream if stream is not None else
-                     torch.cuda.current_stream(device).cuda_stream)
+            with _on_device(device), self._using() as handle:
+                s = stream if stream is not None else _current_stream(device)
                 if lib.fa4rt_backward_launch(handle, backend, described,
                                              len(checked), ctypes.c_void_p(s)):
                     raise LaunchError(_error(lib))
@@ -619,7 +709,7 @@ class BackwardKernel(_Handle):
     def __call__(self, *tensors, stream=None, workers=0, seed=1):
         checked = self._arguments(tensors)
         if checked[0].device.type == "cuda":
-            self.bind(*checked, stream=stream)()
+            self._bind_checked(checked, stream)()
             return
         workers = _bounded("workers", workers, 1 << 32)
         seed = _bounded("seed", seed, 1 << 64)

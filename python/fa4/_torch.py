@@ -16,8 +16,8 @@ from typing import Optional, Sequence, Tuple
 
 import torch
 
-from . import (LaunchError, _BACKWARD_CHIPS, _fa4, _flag, _integer, _real,
-               _variant,
+from . import (LaunchError, _BACKWARD_CHIPS, _capi, _fa4, _flag, _integer,
+               _real, _variant,
                _split_counter_words, _window_pair, compile, compile_backward,
                split_workspace_words)
 
@@ -118,12 +118,47 @@ def _check_block_table(q, k, block_table):
                          f"16, got {page}")
 
 
+# What _validate accepted, by what it judged (a call without tables, on
+# plain tensors and scalars of the exact types it takes): a training step
+# validates each variant twice, and the checks are host time the GPU may
+# wait for. Bounded; cleared when full.
+_validated = {}
+_VALIDATED_MAX = 256
+
+
 def _validate(q, k, v, causal, window_left, window_right, softcap, scale,
               return_lse, seqused_k=None, block_table=None, num_splits=1):
     """Everything the op checks before it compiles or runs: the tensors, the
     scalars, and the variant (through the verifier). Returns the compile()
     arguments of the variant. Shared by the real op and its fake, and
     raising only ValueError, TypeError or fa4.CompileError."""
+    key = None
+    if (seqused_k is None and block_table is None and
+            type(q) is torch.Tensor and type(k) is torch.Tensor and
+            type(v) is torch.Tensor and type(causal) is bool and
+            type(return_lse) is bool and type(num_splits) is int and
+            type(window_left) is int and type(window_right) is int and
+            type(softcap) is float and (scale is None or type(scale) is float)):
+        key = (q.shape, k.shape, v.shape, q.dtype, k.dtype, v.dtype, q.device,
+               k.device, v.device, q.layout, k.layout, v.layout, q.is_nested,
+               k.is_nested, v.is_nested, causal, window_left, window_right,
+               softcap, scale, return_lse, num_splits)
+        variant = _validated.get(key)
+        if variant is not None:
+            return dict(variant)
+    variant = _validate_new(q, k, v, causal, window_left, window_right,
+                            softcap, scale, return_lse, seqused_k, block_table,
+                            num_splits)
+    if key is not None:
+        if len(_validated) >= _VALIDATED_MAX:
+            _validated.clear()
+        _validated[key] = dict(variant)
+    return variant
+
+
+def _validate_new(q, k, v, causal, window_left, window_right, softcap, scale,
+                  return_lse, seqused_k, block_table, num_splits):
+    """_validate's checks, done."""
     _check_tensors(q, k, v, paged=block_table is not None)
     _check_seqused_k(q, seqused_k)
     _check_block_table(q, k, block_table)
@@ -159,6 +194,11 @@ def _validate(q, k, v, causal, window_left, window_right, softcap, scale,
     return variant
 
 
+# Whether a tensor map can describe a view, by (sizes, strides, dtype): its
+# start's alignment aside.
+_tma_layouts = {}
+
+
 def _tma_ready(name, t):
     """`t` itself when a tensor map can describe it (head_dim contiguous,
     the other strides multiples of 16 bytes, a 16-byte aligned start), so
@@ -166,10 +206,17 @@ def _tma_ready(name, t):
     ``transpose(1, 2)`` is read in place; else a contiguous copy (a fresh
     allocation, aligned, even when `t` is contiguous already)."""
     sizes, strides = t.shape, t.stride()
-    ok = t.data_ptr() % 16 == 0 and (sizes[-1] == 1 or strides[-1] == 1)
-    for size, stride in zip(sizes[:-1], strides[:-1]):
-        ok = ok and (size == 1 or (stride > 0 and stride * t.element_size() % 16 == 0))
-    if ok:
+    key = (sizes, strides, t.dtype)
+    ok = _tma_layouts.get(key)
+    if ok is None:
+        ok = sizes[-1] == 1 or strides[-1] == 1
+        for size, stride in zip(sizes[:-1], strides[:-1]):
+            ok = ok and (size == 1 or
+                         (stride > 0 and stride * t.element_size() % 16 == 0))
+        if len(_tma_layouts) >= _VALIDATED_MAX:
+            _tma_layouts.clear()
+        _tma_layouts[key] = ok
+    if ok and t.data_ptr() % 16 == 0:
         return t
     # A broadcast input within the size limits can still be larger than
     # memory once its elements are written out.
@@ -246,6 +293,20 @@ def _target(device):
     chip's kernels: `fa4.compile(target=...)` on CPU tensors)."""
     if device.type != "cuda":
         return _fa4.chips()[0]["name"], 0
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    known = _device_targets.get(index)
+    if known is None:
+        known = _device_targets.setdefault(index, _device_target(device))
+    return known
+
+
+# The target and SM count of each CUDA device by its index (a device does
+# not change while the process runs).
+_device_targets = {}
+
+
+def _device_target(device):
+    """_target of a CUDA device, read from torch's device properties."""
     capability = tuple(torch.cuda.get_device_capability(device))
     target = _TARGETS.get(capability)
     if target is None:
@@ -345,12 +406,14 @@ def _launch(kernel, q, k, v, return_lse, extras):
     o = _allocate("o", q.numel() * q.element_size(),
                   lambda: torch.empty_like(q, memory_format=torch.contiguous_format))
     lse = (_allocate("lse", batch * q_heads * seq_q * 4,
-                     lambda: torch.empty((batch, q_heads, seq_q), dtype=torch.float32,
-                                         device=q.device)) if return_lse
-           else torch.empty((0,), dtype=torch.float32, device=q.device))
+                     lambda: q.new_empty((batch, q_heads, seq_q),
+                                         dtype=torch.float32)) if return_lse
+           else q.new_empty((0,), dtype=torch.float32))
     if q.device.type == "cuda":
-        with torch.cuda.device(q.device):
-            kernel(q, k, v, o, lse if return_lse else None, extras=extras)
+        # Straight to the C API's kernel (the tensors are torch's, checked).
+        with _capi._on_device(q.device):
+            kernel._capi_kernel()(q, k, v, o, lse if return_lse else None,
+                                  extras)
     else:
         kernel(q, k, v, o, lse if return_lse else None, extras=extras)
     return o, lse
@@ -459,14 +522,14 @@ def _attention_backward_op(dout: torch.Tensor, q: torch.Tensor,
                               ("dv", v, q.dtype),
                               ("delta", lse, torch.float32),
                               ("dq_accum", q, torch.float32)):
-        nbytes = like.numel() * torch.empty((), dtype=dtype).element_size()
+        nbytes = like.numel() * dtype.itemsize
         made.append(_allocate(name, nbytes, lambda like=like, dtype=dtype:
-                              torch.empty(like.shape, dtype=dtype,
-                                          device=like.device)))
+                              like.new_empty(like.shape, dtype=dtype)))
     dq, dk, dv, delta, dq_accum = made
     if q.device.type == "cuda":
-        with torch.cuda.device(q.device):
-            kernel(q, k, v, out, dout, lse, dq, dk, dv, delta, dq_accum)
+        with _capi._on_device(q.device):
+            kernel._capi_kernel()(q, k, v, out, dout, lse, dq, dk, dv, delta,
+                                  dq_accum)
     else:
         kernel(q, k, v, out, dout, lse, dq, dk, dv, delta, dq_accum)
     return dq, dk, dv

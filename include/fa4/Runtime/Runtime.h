@@ -30,6 +30,23 @@ class Device;
 
 namespace mlir::fa4::runtime {
 
+/// SHA-256 of the PTX and the cubin, each preceded by its length: equal
+/// for equal code and (short of a SHA-256 collision) only for it.
+std::string codeDigest(const std::string &ptx,
+                       const std::vector<uint8_t> &cubin);
+
+/// One kernel of a binary as a backend runs it: its entry point, target and
+/// dynamic shared memory, and the binary's code by reference (the
+/// backward's three kernels share one), named by its digest.
+struct KernelCode {
+  const std::string &entry;
+  const std::string &target;
+  uint32_t dynamicSmemBytes;
+  const std::string &ptx;
+  const std::vector<uint8_t> &cubin;
+  std::string digest;
+};
+
 /// A compiled kernel: the manifest and the code it names.
 struct Kernel {
   Manifest manifest;
@@ -39,6 +56,14 @@ struct Kernel {
   /// may be empty when its file is missing.
   std::string ptx;
   std::vector<uint8_t> cubin;
+  /// codeDigest(ptx, cubin), set by load() and create(): the name of the
+  /// code in the backends' caches (a kernel put together field by field has
+  /// none, and launch() computes it each time). The code is not to change
+  /// once the digest is set.
+  std::string digest;
+
+  /// The kernel as a backend runs it (its digest computed when not set).
+  KernelCode code() const;
 
   /// Reads `<cubin>.json` and the cubin and PTX it names, beside it: the
   /// manifest a regular file of at most kMaxManifestBytes, the cubin and the
@@ -81,7 +106,7 @@ public:
                                       uint8_t out[128]) = 0;
   /// Runs the plan; `stream` is the backend's (a CUstream for CUDA, unused
   /// by the emulator).
-  virtual llvm::Error run(const Kernel &kernel, const LaunchPlan &plan,
+  virtual llvm::Error run(const KernelCode &code, const LaunchPlan &plan,
                           void *stream) = 0;
 };
 
@@ -129,6 +154,8 @@ struct BackwardKernel {
   std::string manifestJson;
   std::string ptx;
   std::vector<uint8_t> cubin;
+  /// codeDigest(ptx, cubin), as Kernel's.
+  std::string digest;
   /// Reads the manifest and the cubin and PTX beside it (the limits of
   /// Kernel::load); the PTX's kernels, when it is there, must take the
   /// backward's parameters.

@@ -85,7 +85,7 @@ int main(int argc, char **argv) {
                 "of shared memory\n",
                 argv[i], plan->tensorMaps.size(), plan->grid[0],
                 plan->dynamicSmemBytes);
-    if (llvm::Error refused = backend->run(kernel, *plan, nullptr))
+    if (llvm::Error refused = backend->run(kernel.code(), *plan, nullptr))
       std::printf("%s: refused: %s\n", argv[i],
                   llvm::toString(std::move(refused)).c_str());
     else
