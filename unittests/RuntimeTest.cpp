@@ -816,14 +816,26 @@ TEST(Runtime, CodeDigestNamesTheCodeExactly) {
   kernel.manifest.kernel = "attention";
   kernel.manifest.target = "sm_90a";
   kernel.manifest.dynamicSmemBytes = 1024;
-  kernel.ptx = "ab";
+  // (Longer than a string keeps inline, as any real PTX: a move keeps its
+  // buffer.)
+  std::string ptx(64, 'p');
+  kernel.ptx = ptx;
   kernel.cubin = c;
   KernelCode code = kernel.code();
-  EXPECT_EQ(code.digest, codeDigest("ab", c));
+  EXPECT_EQ(code.digest, codeDigest(ptx, c));
   EXPECT_EQ(&code.ptx, &kernel.ptx);
   EXPECT_EQ(&code.cubin, &kernel.cubin);
   EXPECT_EQ(code.entry, "attention");
   EXPECT_EQ(code.dynamicSmemBytes, 1024u);
-  kernel.digest = "set by create()";
-  EXPECT_EQ(kernel.code().digest, "set by create()");
+  // A digest names the buffers it was computed from: kept by a move,
+  // computed again for a copy or for reassigned code.
+  kernel.digest = CodeDigest::of(kernel.ptx, kernel.cubin);
+  kernel.digest.value = "remembered";
+  EXPECT_EQ(kernel.code().digest, "remembered");
+  Kernel moved = std::move(kernel);
+  EXPECT_EQ(moved.code().digest, "remembered");
+  Kernel copied = moved;
+  EXPECT_EQ(copied.code().digest, codeDigest(ptx, c));
+  moved.cubin = {'d', 'e'};
+  EXPECT_EQ(moved.code().digest, codeDigest(ptx, {'d', 'e'}));
 }

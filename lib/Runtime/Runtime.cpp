@@ -94,9 +94,26 @@ std::string codeDigest(const std::string &ptx,
   return std::string(digest.begin(), digest.end());
 }
 
+CodeDigest CodeDigest::of(const std::string &ptx,
+                          const std::vector<uint8_t> &cubin) {
+  return {codeDigest(ptx, cubin), ptx.data(), ptx.size(), cubin.data(),
+          cubin.size()};
+}
+
+std::string CodeDigest::forCode(const std::string &ptx,
+                                const std::vector<uint8_t> &cubin) const {
+  // An empty buffer's address is free to change (a moved empty string's
+  // does); only its size counts.
+  bool same = !value.empty() && ptx.size() == ptxBytes &&
+              cubin.size() == cubinBytes &&
+              (ptx.empty() || ptx.data() == this->ptx) &&
+              (cubin.empty() || cubin.data() == this->cubin);
+  return same ? value : codeDigest(ptx, cubin);
+}
+
 KernelCode Kernel::code() const {
   return {manifest.kernel, manifest.target, manifest.dynamicSmemBytes, ptx,
-          cubin, digest.empty() ? codeDigest(ptx, cubin) : digest};
+          cubin, digest.forCode(ptx, cubin)};
 }
 
 llvm::Expected<Kernel> Kernel::load(const std::string &manifestPath) {
@@ -107,7 +124,7 @@ llvm::Expected<Kernel> Kernel::load(const std::string &manifestPath) {
   Kernel &kernel = *loaded;
   if (llvm::Error refused = kernel.check())
     return prefixError(manifestPath + ": ", std::move(refused));
-  kernel.digest = codeDigest(kernel.ptx, kernel.cubin);
+  kernel.digest = CodeDigest::of(kernel.ptx, kernel.cubin);
   return std::move(kernel);
 }
 
@@ -148,7 +165,7 @@ llvm::Expected<Kernel> Kernel::create(std::string manifestJson,
   kernel.cubin = std::move(cubin);
   if (llvm::Error refused = kernel.check())
     return std::move(refused);
-  kernel.digest = codeDigest(kernel.ptx, kernel.cubin);
+  kernel.digest = CodeDigest::of(kernel.ptx, kernel.cubin);
   return std::move(kernel);
 }
 
@@ -703,7 +720,7 @@ BackwardKernel::load(const std::string &manifestPath) {
     return loaded.takeError();
   if (llvm::Error refused = loaded->check())
     return prefixError(manifestPath + ": ", std::move(refused));
-  loaded->digest = codeDigest(loaded->ptx, loaded->cubin);
+  loaded->digest = CodeDigest::of(loaded->ptx, loaded->cubin);
   return loaded;
 }
 
@@ -723,7 +740,7 @@ BackwardKernel::create(std::string manifestJson, std::string ptx,
   kernel.cubin = std::move(cubin);
   if (llvm::Error refused = kernel.check())
     return std::move(refused);
-  kernel.digest = codeDigest(kernel.ptx, kernel.cubin);
+  kernel.digest = CodeDigest::of(kernel.ptx, kernel.cubin);
   return std::move(kernel);
 }
 
@@ -856,9 +873,7 @@ llvm::Error launchBackward(Backend &backend, const BackwardKernel &kernel,
   }
   // Each kernel run as the backends run a forward's: its entry, target and
   // shared memory, with the binary the three share.
-  std::string digest = kernel.digest.empty()
-                           ? codeDigest(kernel.ptx, kernel.cubin)
-                           : kernel.digest;
+  std::string digest = kernel.digest.forCode(kernel.ptx, kernel.cubin);
   for (int k = 0; k < 3; ++k) {
     KernelCode code{m.kernels[k].name, m.target,
                     m.kernels[k].dynamicSmemBytes, kernel.ptx, kernel.cubin,

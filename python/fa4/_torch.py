@@ -138,10 +138,11 @@ def _validate(q, k, v, causal, window_left, window_right, softcap, scale,
             type(v) is torch.Tensor and type(causal) is bool and
             type(return_lse) is bool and type(num_splits) is int and
             type(window_left) is int and type(window_right) is int and
-            type(softcap) is float and (scale is None or type(scale) is float)):
+            type(softcap) is float and (scale is None or type(scale) is float)
+            and not (q.is_nested or k.is_nested or v.is_nested)):
+        # (A nested tensor has no sizes to key on: _validate_new refuses it.)
         key = (q.shape, k.shape, v.shape, q.dtype, k.dtype, v.dtype, q.device,
-               k.device, v.device, q.layout, k.layout, v.layout, q.is_nested,
-               k.is_nested, v.is_nested, causal, window_left, window_right,
+               k.device, v.device, q.layout, k.layout, v.layout, causal, window_left, window_right,
                softcap, scale, return_lse, num_splits)
         variant = _validated.get(key)
         if variant is not None:

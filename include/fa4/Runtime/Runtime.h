@@ -35,6 +35,26 @@ namespace mlir::fa4::runtime {
 std::string codeDigest(const std::string &ptx,
                        const std::vector<uint8_t> &cubin);
 
+/// A kernel's codeDigest and the code it was computed from: it names that
+/// code only while the PTX and the cubin are the same buffers of the same
+/// sizes. A copied kernel's buffers are new (its digest is computed again,
+/// at each launch), and so are reassigned ones; a move keeps them.
+struct CodeDigest {
+  std::string value;
+  const char *ptx = nullptr;
+  size_t ptxBytes = 0;
+  const uint8_t *cubin = nullptr;
+  size_t cubinBytes = 0;
+
+  /// The digest of this code, remembering where it lies.
+  static CodeDigest of(const std::string &ptx,
+                       const std::vector<uint8_t> &cubin);
+  /// The digest when it names this code (the same buffers and sizes), else
+  /// codeDigest(ptx, cubin).
+  std::string forCode(const std::string &ptx,
+                      const std::vector<uint8_t> &cubin) const;
+};
+
 /// One kernel of a binary as a backend runs it: its entry point, target and
 /// dynamic shared memory, and the binary's code by reference (the
 /// backward's three kernels share one), named by its digest.
@@ -56,11 +76,13 @@ struct Kernel {
   /// may be empty when its file is missing.
   std::string ptx;
   std::vector<uint8_t> cubin;
-  /// codeDigest(ptx, cubin), set by load() and create(): the name of the
-  /// code in the backends' caches (a kernel put together field by field has
-  /// none, and launch() computes it each time). The code is not to change
-  /// once the digest is set.
-  std::string digest;
+  /// The code's digest, set by load() and create(): its name in the
+  /// backends' caches. A kernel put together field by field, copied, or
+  /// whose code was reassigned has none that names its code, and launch()
+  /// computes it each time. (Bytes edited in place are not noticed, and
+  /// neither is code of the same size assigned into the same vector, which
+  /// reuses its buffer: edit a copy.)
+  CodeDigest digest;
 
   /// The kernel as a backend runs it (its digest computed when not set).
   KernelCode code() const;
@@ -154,8 +176,8 @@ struct BackwardKernel {
   std::string manifestJson;
   std::string ptx;
   std::vector<uint8_t> cubin;
-  /// codeDigest(ptx, cubin), as Kernel's.
-  std::string digest;
+  /// The code's digest, as Kernel's.
+  CodeDigest digest;
   /// Reads the manifest and the cubin and PTX beside it (the limits of
   /// Kernel::load); the PTX's kernels, when it is there, must take the
   /// backward's parameters.
