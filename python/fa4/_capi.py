@@ -375,7 +375,7 @@ class _InFlight:
     def __enter__(self):
         owner = self._owner
         with owner._state:
-            if not owner._handle:
+            if not owner._handle or owner._closing:
                 raise ValueError("the kernel was closed")
             owner._in_flight += 1
         return owner._handle
@@ -402,6 +402,9 @@ class _Handle:
         self._handle = handle
         self._state = threading.Condition()
         self._in_flight = 0
+        # Set by close(): no launch starts after it, so that launches in a
+        # loop on other threads cannot keep it waiting.
+        self._closing = False
         self.path = path
         self.manifest_json = getattr(lib, self._manifest_function)(handle).decode()
         self.manifest = json.loads(self.manifest_json)
@@ -418,6 +421,7 @@ class _Handle:
         if state is None:  # __init__ did not get that far
             return
         with state:
+            self._closing = True
             while self._in_flight:
                 state.wait()
             if self._handle:

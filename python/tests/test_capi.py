@@ -140,3 +140,37 @@ def test_kernel_from_memory(compiled, manifest_path, inputs):
     assert b"no PTX given" in lib.fa4rt_last_error()
     assert not lib.fa4rt_backend_emulator(1, 0, 6)
     assert b"unknown flags 6" in lib.fa4rt_last_error()
+
+
+def test_close_is_not_starved_by_launches_in_a_loop(manifest_path):
+    """close() while other threads launch back to back: it stops new
+    launches, waits for the ones in flight and frees the kernel (it used to
+    wait as long as some launch was in flight, which a loop on several
+    threads kept true)."""
+    import threading
+    import time
+    kernel = _capi.load_kernel(manifest_path)
+    ended = []
+
+    def launches():
+        try:
+            while True:
+                # What a launch holds: the handle, in flight, while the C
+                # call runs without Python's lock.
+                with kernel._using():
+                    time.sleep(0.002)
+        except ValueError as error:
+            ended.append(str(error))
+
+    threads = [threading.Thread(target=launches, daemon=True) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    time.sleep(0.05)
+    closer = threading.Thread(target=kernel.close, daemon=True)
+    closer.start()
+    closer.join(timeout=20)
+    assert not closer.is_alive(), "close() waited while launches kept coming"
+    for thread in threads:
+        thread.join(timeout=20)
+    assert ended == ["the kernel was closed"] * 4
+    assert kernel._handle is None
