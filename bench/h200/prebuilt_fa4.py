@@ -18,6 +18,8 @@ import os
 _CHIPS = [
     {"name": "sm_100a", "family": "Blackwell", "sm_count": 148,
      "compute_capability": (10, 0), "emulated": True, "backward": False},
+    {"name": "sm_103a", "family": "Blackwell", "sm_count": 148,
+     "compute_capability": (10, 3), "emulated": True, "backward": False},
     {"name": "sm_90a", "family": "Hopper", "sm_count": 132,
      "compute_capability": (9, 0), "emulated": True, "backward": True},
 ]

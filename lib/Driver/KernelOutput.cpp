@@ -35,6 +35,20 @@ static gpu::GPUModuleOp kernelModule(ModuleOp module) {
   return found;
 }
 
+/// The chip the module is compiled for: its fa4.target, else the chip its
+/// kernels' NVVM target names.
+static StringRef moduleChip(ModuleOp module) {
+  if (auto named = module->getAttrOfType<TargetAttr>(kTargetAttrName))
+    return named.getInfo().name;
+  if (gpu::GPUModuleOp gpuModule = kernelModule(module))
+    if (ArrayAttr targets = gpuModule.getTargetsAttr())
+      for (Attribute target : targets)
+        if (auto nvvm = dyn_cast<NVVM::NVVMTargetAttr>(target))
+          return nvvm.getChip();
+  return "";
+}
+
+
 llvm::Error mlir::fa4::writeLlvmIr(ModuleOp module, llvm::raw_ostream &os) {
   gpu::GPUModuleOp gpuModule = kernelModule(module);
   if (!gpuModule)
@@ -64,11 +78,7 @@ static llvm::Error embedContract(ModuleOp module) {
   });
   if (!gpuModule || !(launchable || backward))
     return llvm::Error::success();
-  StringRef chip;
-  if (ArrayAttr targets = gpuModule.getTargetsAttr())
-    for (Attribute target : targets)
-      if (auto nvvm = dyn_cast<NVVM::NVVMTargetAttr>(target))
-        chip = nvvm.getChip();
+  StringRef chip = moduleChip(module);
   // The file names and ptxas's report are not part of the contract; the
   // manifest is read back as the runtime reads it.
   std::string contract;
@@ -97,6 +107,24 @@ static llvm::Error embedContract(ModuleOp module) {
   return llvm::Error::success();
 }
 
+/// The PTX of a chip whose code is generated for another (its row's
+/// codegenChip): the `.target` directive names the chip itself.
+static llvm::Expected<std::string> retarget(std::string ptx, StringRef chip,
+                                            StringRef codegenChip) {
+  std::string from = (".target " + codegenChip).str();
+  size_t at = ptx.find(from);
+  while (at != std::string::npos && at != 0 && ptx[at - 1] != '\n')
+    at = ptx.find(from, at + 1);
+  size_t end = at == std::string::npos ? at : at + from.size();
+  if (at == std::string::npos ||
+      (end < ptx.size() && ptx[end] != '\n' && ptx[end] != ','))
+    return makeError("the PTX generated for " + codegenChip.str() +
+                     " has no '.target " + codegenChip.str() +
+                     "' directive to retarget to " + chip.str());
+  ptx.replace(at, from.size(), (".target " + chip).str());
+  return std::move(ptx);
+}
+
 llvm::Expected<std::string> mlir::fa4::serializeToPtx(ModuleOp module) {
   OwningOpRef<ModuleOp> copy = module.clone();
   if (llvm::Error refused = embedContract(*copy))
@@ -114,6 +142,9 @@ llvm::Expected<std::string> mlir::fa4::serializeToPtx(ModuleOp module) {
   });
   if (ptx.empty())
     return makeError("gpu-module-to-binary produced no PTX");
+  if (const target::ChipInfo *chip = target::lookup(moduleChip(module)))
+    if (chip->codegenChip != chip->name)
+      return retarget(std::move(ptx), chip->name, chip->codegenChip);
   return std::move(ptx);
 }
 

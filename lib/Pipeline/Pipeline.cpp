@@ -209,9 +209,9 @@ llvm::Error mlir::fa4::buildPipeline(OpPassManager &pm,
       !std::isfinite(options.rescaleThreshold))
     return makeError("rescale-threshold must be finite and non-negative, got " +
                      roundTripDecimal(options.rescaleThreshold));
-  if (!(options.exp2EmulationFraction >= 0.0 &&
-        options.exp2EmulationFraction <= 1.0))
-    return makeError("exp2-emulation-fraction must be in [0, 1], got " +
+  if (!target::isExp2EmulationFraction(options.exp2EmulationFraction))
+    return makeError("exp2-emulation-fraction must be in [0, 1], or -1 for "
+                     "the target's own, got " +
                      roundTripDecimal(options.exp2EmulationFraction));
   for (const Stage &stage : kStages) {
     stage.add(pm, options);

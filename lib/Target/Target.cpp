@@ -39,7 +39,27 @@ const ChipInfo *mlir::fa4::target::lookup(llvm::StringRef name) {
 }
 
 std::string mlir::fa4::target::chipList() {
-  return join([](const ChipInfo &) { return true; }, /*withFamily=*/true);
+  // Grouped by family, in the table's order: "sm_100a or sm_103a for
+  // Blackwell, or sm_90a for Hopper" (a comma before the last "or" once a
+  // group has an "or" of its own).
+  llvm::SmallVector<std::string> groups;
+  llvm::SmallVector<Family> families;
+  bool plural = false;
+  for (const ChipInfo &chip : kChips) {
+    if (llvm::is_contained(families, chip.family))
+      continue;
+    families.push_back(chip.family);
+    std::string chips = chipsOf(chip.family);
+    plural = plural || chips.find(' ') != std::string::npos;
+    groups.push_back(chips + " for " + chip.familyName.str());
+  }
+  std::string text;
+  for (size_t i = 0; i < groups.size(); ++i) {
+    if (i)
+      text += i + 1 < groups.size() ? ", " : plural ? ", or " : " or ";
+    text += groups[i];
+  }
+  return text;
 }
 
 std::string mlir::fa4::target::emulatedChips() {
@@ -80,6 +100,26 @@ llvm::StringRef mlir::fa4::target::smCountOptionHelp() {
       text += ", " + std::to_string(chip.smCount) + " for " + chip.name.str() +
               " (" + chip.product.str() + ")";
     return text + ")";
+  }();
+  return help;
+}
+
+llvm::StringRef mlir::fa4::target::exp2EmulationOptionHelp() {
+  static const std::string help = [] {
+    std::string text = "Fraction of the softmax exponentials computed with a "
+                       "polynomial on the FMA units instead of MUFU's "
+                       "ex2.approx (0 to 1; default -1: the target's";
+    for (const ChipInfo &chip : kChips) {
+      if (chip.family != Family::Blackwell)
+        continue;
+      std::string share = chip.exp2EmulationFraction == 0.125
+                              ? "0.125, 16 of every 128 as FA4"
+                              : std::to_string(chip.exp2EmulationFraction);
+      if (chip.exp2EmulationFraction == 0.0)
+        share = "0, MUFU alone";
+      text += ", " + share + " on " + chip.name.str();
+    }
+    return text + "; Hopper's schedule computes every exponential on MUFU)";
   }();
   return help;
 }

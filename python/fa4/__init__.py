@@ -401,7 +401,7 @@ def compile(head_dim: int = 128, q_heads: int = 32, kv_heads: int = 8,
             softcap: Optional[float] = None, scale: Optional[float] = None,
             target: str = _DEFAULT_TARGET, *, cache: bool = True,
             rescale_threshold: float = 8.0,
-            exp2_emulation_fraction: float = 0.125,
+            exp2_emulation_fraction: Optional[float] = None,
             sm_count: int = 0, seqused_k: bool = False,
             page_size: int = 0, num_splits: int = 1,
             varlen: bool = False, backward: bool = False) -> Kernel:
@@ -432,7 +432,10 @@ def compile(head_dim: int = 128, q_heads: int = 32, kv_heads: int = 8,
     compile cache; within one process a variant is compiled once either way.
     ``backward``: compile the variant's backward too, now (the compile
     cache then holds both; ``kernel.backward()`` gives it, and compiles it
-    on first use otherwise).
+    on first use otherwise). ``exp2_emulation_fraction``: the share of the
+    softmax's exponentials a Blackwell kernel computes with a polynomial on
+    the FMA units beside MUFU, 0 to 1; None for the target's own (0.125 on
+    sm_100a, as FA4; 0 on sm_103a, whose MUFU is twice as fast).
     """
     head_dim = _integer("head_dim", head_dim)
     q_heads = _integer("q_heads", q_heads)
@@ -452,8 +455,7 @@ def compile(head_dim: int = 128, q_heads: int = 32, kv_heads: int = 8,
     target = _string("target", target)
     cache = _flag("cache", cache)
     rescale_threshold = _real("rescale_threshold", rescale_threshold)
-    exp2_emulation_fraction = _real("exp2_emulation_fraction",
-                                    exp2_emulation_fraction)
+    exp2_emulation_fraction = _exp2_fraction(exp2_emulation_fraction)
     backward = _flag("backward", backward)
     key = (head_dim, q_heads, kv_heads, mask, left, right, key_dtype, lse,
            scale, softcap, target, rescale_threshold, exp2_emulation_fraction,
@@ -582,9 +584,21 @@ def _split_tiles(q_heads, kv_heads, batch, seq_q):
     return batch * (q_heads // packing) * -(-seq_q * packing // 128)
 
 
+def _exp2_fraction(value):
+    """The exp2_emulation_fraction argument as the extension takes it: a
+    share in [0, 1], or -1 for the target's own (None)."""
+    if value is None:
+        return -1.0
+    value = _real("exp2_emulation_fraction", value)
+    if not 0.0 <= value <= 1.0:
+        raise ValueError(f"exp2_emulation_fraction must be in [0, 1] or None "
+                         f"(the target's own), got {value}")
+    return value
+
+
 def compile_ir(ir: str, target: str = _DEFAULT_TARGET, *, cache: bool = True,
                rescale_threshold: float = 8.0,
-               exp2_emulation_fraction: float = 0.125,
+               exp2_emulation_fraction: Optional[float] = None,
                sm_count: int = 0) -> Kernel:
     """Compiles entry IR (text, as fa4c reads it: one ``func.func`` holding
     one ``fa4.attention``, with any attributes, ``score_mod`` / ``mask_mod``
@@ -598,8 +612,7 @@ def compile_ir(ir: str, target: str = _DEFAULT_TARGET, *, cache: bool = True,
     target = _string("target", target)
     cache = _flag("cache", cache)
     rescale_threshold = _real("rescale_threshold", rescale_threshold)
-    exp2_emulation_fraction = _real("exp2_emulation_fraction",
-                                    exp2_emulation_fraction)
+    exp2_emulation_fraction = _exp2_fraction(exp2_emulation_fraction)
     sm_count = _integer("sm_count", sm_count, 0)
     key = ("ir", ir, target, rescale_threshold, exp2_emulation_fraction,
            sm_count)

@@ -51,7 +51,7 @@ struct PyKernel {
   std::optional<std::string> entry;
   std::string target;
   double rescaleThreshold = 8.0;
-  double exp2EmulationFraction = 0.125;
+  double exp2EmulationFraction = target::kTargetExp2EmulationFraction;
   int64_t smCount = 0;
   runtime::Kernel kernel;
   bool fromCache = false;

@@ -289,7 +289,7 @@ def _compile_case(rng, torch, fa4):
             "target": ["sm_80", 5, None, ""],
             "cache": ["no", None],
             "rescale_threshold": [None, "8"],
-            "exp2_emulation_fraction": [None, "x"],
+            "exp2_emulation_fraction": [-0.5, 1.5, "x", float("nan")],
             "sm_count": [-1, 1 << 40, 2.5],
         }[key])
 

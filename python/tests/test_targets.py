@@ -50,6 +50,9 @@ class _FakeCuda:
         self.capability, self.sms, self.name = capability, sms, name
 
     def install(self, monkeypatch):
+        # _target remembers each device's answer (a GPU does not change
+        # under a process); this one is new at index 0.
+        monkeypatch.setattr(_torch, "_device_targets", {})
         monkeypatch.setattr(torch.cuda, "get_device_capability",
                             lambda device=None: self.capability)
         monkeypatch.setattr(torch.cuda, "get_device_name",
@@ -62,7 +65,8 @@ class _FakeCuda:
 
 
 @pytest.mark.parametrize("capability, sms, target", [
-    ((9, 0), 132, "sm_90a"), ((10, 0), 148, "sm_100a")])
+    ((9, 0), 132, "sm_90a"), ((10, 0), 148, "sm_100a"),
+    ((10, 3), 148, "sm_103a")])
 def test_target_follows_the_gpu(monkeypatch, capability, sms, target):
     _FakeCuda(capability, sms, "a GPU").install(monkeypatch)
     assert _torch._target(torch.device("cuda", 0)) == (target, sms)
@@ -76,5 +80,44 @@ def test_other_gpus_are_refused(monkeypatch):
     _FakeCuda((8, 0), 108, "NVIDIA A100").install(monkeypatch)
     with pytest.raises(fa4.LaunchError, match=r"NVIDIA A100 is sm_80; fa4 "
                        r"compiles for sm_100a \(Blackwell, compute capability "
-                       r"10\.0\), sm_90a \(Hopper, compute capability 9\.0\)"):
+                       r"10\.0\), sm_103a \(Blackwell, compute capability "
+                       r"10\.3\), sm_90a \(Hopper, compute capability 9\.0\)"):
         _torch._target(torch.device("cuda", 0))
+
+
+def test_b300_kernel_runs_in_the_emulator():
+    """sm_103a: the FA4 schedule with every exponential on MUFU by default
+    (the polynomial only when asked for), its PTX retargeted from the
+    sm_100a code MLIR generates, run in fa4-emu."""
+    assert "sm_103a" in [chip["name"] for chip in fa4._CHIPS]
+    kernel = fa4.compile(head_dim=64, q_heads=4, kv_heads=2, mask="causal",
+                         dtype="bf16", lse=True, target="sm_103a")
+    assert kernel.manifest["target"] == "sm_103a"
+    assert kernel.manifest["grid"]["sm_count"] == 148
+    assert ".target sm_103a" in kernel.ptx and "tcgen05.mma" in kernel.ptx
+    assert "fma.rm.ftz.f32x2" not in kernel.ptx
+    asked = fa4.compile(head_dim=64, q_heads=4, kv_heads=2, mask="causal",
+                        dtype="bf16", lse=True, target="sm_103a",
+                        exp2_emulation_fraction=0.125)
+    assert "fma.rm.ftz.f32x2" in asked.ptx
+    default = fa4.compile(head_dim=64, q_heads=4, kv_heads=2, mask="causal",
+                          dtype="bf16", lse=True)
+    assert "fma.rm.ftz.f32x2" in default.ptx
+    with pytest.raises(ValueError, match="exp2_emulation_fraction"):
+        fa4.compile(head_dim=64, q_heads=4, kv_heads=2, target="sm_103a",
+                    exp2_emulation_fraction=-1)
+    generator = torch.Generator().manual_seed(1)
+    q = torch.randn(1, 90, 4, 64, generator=generator).to(torch.bfloat16)
+    k, v = (torch.randn(1, 90, 2, 64, generator=generator).to(torch.bfloat16)
+            for _ in range(2))
+    for compiled in (kernel, asked):
+        o = torch.full_like(q, float("nan"))
+        lse = torch.full((1, 4, 90), float("nan"))
+        compiled(q, k, v, o, lse)
+        kk, vv = (t.repeat_interleave(2, dim=2).float() for t in (k, v))
+        scores = torch.einsum("bqhd,bkhd->bhqk", q.float(), kk) / 8.0
+        causal = torch.ones(90, 90, dtype=torch.bool).tril()
+        scores = scores.masked_fill(~causal, float("-inf"))
+        want = torch.einsum("bhqk,bkhd->bqhd", scores.softmax(-1), vv)
+        assert (o.float() - want).abs().max().item() < 2e-2
+        assert (lse - torch.logsumexp(scores, -1)).abs().max().item() < 1e-3

@@ -80,10 +80,9 @@ static cl::opt<std::string> cudaPath(
     cl::init(FA4_CUDA_TOOLKIT_PATH), cl::cat(compileCategory));
 static cl::opt<double> exp2EmulationFraction(
     "exp2-emulation-fraction",
-    cl::desc("Fraction of the softmax exponentials computed with the software "
-             "exp2 on the FMA units instead of ex2.approx (0 to 1; default "
-             "0.125: 16 of every 128, as FA4)"),
-    cl::init(0.125), cl::cat(compileCategory));
+    cl::desc(mlir::fa4::target::exp2EmulationOptionHelp()),
+    cl::init(mlir::fa4::target::kTargetExp2EmulationFraction),
+    cl::cat(compileCategory));
 static cl::opt<bool> useCache(
     "cache",
     cl::desc("With a cubin output: take it from the compile cache when it holds "

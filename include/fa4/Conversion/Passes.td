@@ -49,10 +49,11 @@ def FA4ToNVVM : Pass<"fa4-to-nvvm", "::mlir::ModuleOp"> {
                            "::mlir::scf::SCFDialect",
                            "::mlir::arith::ArithDialect"];
   let options = [
-    Option<"exp2EmulationFraction", "exp2-emulation-fraction", "double", "0.125",
+    Option<"exp2EmulationFraction", "exp2-emulation-fraction", "double", "-1.0",
            "Fraction of each row's exponentials computed with the software "
-           "exp2 on the FMA units instead of ex2.approx (0 to 1; default 16 "
-           "of every 128, which balances MUFU and FMA as in FA4)">,
+           "exp2 on the FMA units instead of ex2.approx (0 to 1; default -1: "
+           "the chip's own, 16 of every 128 on sm_100a as FA4 and none on "
+           "sm_103a, whose MUFU is twice as fast)">,
     Option<"chip", "chip", "std::string", "",
            "Target chip (fa4/Target/Target.h's table; the schedule must be "
            "its family's). Empty: the module's `fa4.target`, else the "

@@ -46,10 +46,8 @@ struct PipelineOptions : public PassPipelineOptions<PipelineOptions> {
       llvm::cl::init(target::defaultChip().name.str())};
   PassOptions::Option<double> exp2EmulationFraction{
       *this, "exp2-emulation-fraction",
-      llvm::cl::desc("Fraction of the softmax exponentials computed with the "
-                     "software exp2 on the FMA units (0 to 1; default "
-                     "16 of every 128, as FA4)"),
-      llvm::cl::init(0.125)};
+      llvm::cl::desc(target::exp2EmulationOptionHelp()),
+      llvm::cl::init(target::kTargetExp2EmulationFraction)};
   PassOptions::Option<Toggle> hopperOverlap{
       *this, "hopper-overlap",
       llvm::cl::desc("Hopper: the consumers' intra-warpgroup overlap of the "

@@ -26,7 +26,7 @@
 namespace mlir::fa4::target {
 
 /// The chips fa4 compiles for.
-enum class Chip { Sm100a, Sm90a };
+enum class Chip { Sm100a, Sm103a, Sm90a };
 
 /// A family shares one schedule (level C) and one lowering: a wing.
 enum class Family {
@@ -60,11 +60,21 @@ struct ChipInfo {
   int64_t qTilesPerTask;
   /// MUFU `ex2` results per clock per SM.
   int64_t mufuExp2PerClock;
+  /// The softmax's default share of exponentials computed by a polynomial
+  /// on the FMA units beside MUFU (the exp2-emulation-fraction option's
+  /// default; 0: MUFU alone). Used by a family whose lowering emulates
+  /// exp2 (Blackwell's).
+  double exp2EmulationFraction;
   /// Which tensor-core instruction family the chip has.
   bool tcgen05;
   bool wgmma;
   /// Whether fa4-emu executes the chip's PTX.
   bool emulated;
+  /// The chip MLIR's NVVM dialect and LLVM's NVPTX backend generate the
+  /// code for, when they do not list this one for every instruction the
+  /// schedule uses: the PTX is then retargeted (its `.target` directive
+  /// names this chip) and ptxas checks it for this chip.
+  llvm::StringLiteral codegenChip;
   /// Whether the chip's schedule takes the backward to a binary (levels C
   /// and D); elsewhere it stops at the tile program (level B).
   bool backward;
@@ -72,25 +82,41 @@ struct ChipInfo {
 
 /// The table: one row a chip, the first the default. Constant, so that a
 /// wing's constants (fa4/Target/Blackwell/Chip.h) are its chip's row. SM counts
-/// are the products' (B200: 148; H100 and H200 SXM: 132); both chips let a
-/// CTA use 227 KB of dynamic shared memory and have a 64 K-register file
-/// per SM; Blackwell's tensor memory is 512 columns of 128 lanes; its
-/// schedule computes two Q tiles a task (FA4's), Hopper's one (FA3's);
-/// MUFU gives 16 ex2 per clock per SM on both.
+/// are the products' (B200 and B300: 148; H100 and H200 SXM: 132); every
+/// chip lets a CTA use 227 KB of dynamic shared memory and has a
+/// 64 K-register file per SM; Blackwell's tensor memory is 512 columns of
+/// 128 lanes; its schedule computes two Q tiles a task (FA4's), Hopper's one
+/// (FA3's). MUFU gives 16 ex2 per clock per SM on sm_100a and sm_90a and 32
+/// on sm_103a (the B300's "attention acceleration": 10.7 against 5 tera-
+/// exponentials a second), so FA4 computes a share of the exponentials with
+/// a polynomial on sm_100a (16 of every 128) and none on sm_103a.
 inline constexpr ChipInfo kChipTable[] = {
     {Chip::Sm100a, "sm_100a", Family::Blackwell, "Blackwell",
      "the FA4 schedule: TMEM and tcgen05", "B200", /*compute=*/10, 0,
      /*smCount=*/148, /*smemBytesPerCta=*/227 * 1024,
      /*registersPerSm=*/64 * 1024, /*tmemColumns=*/512, /*qTilesPerTask=*/2,
-     /*mufuExp2PerClock=*/16, /*tcgen05=*/true, /*wgmma=*/false,
-     /*emulated=*/true, /*backward=*/false},
+     /*mufuExp2PerClock=*/16, /*exp2EmulationFraction=*/0.125,
+     /*tcgen05=*/true, /*wgmma=*/false, /*emulated=*/true,
+     /*codegenChip=*/"sm_100a", /*backward=*/false},
+    {Chip::Sm103a, "sm_103a", Family::Blackwell, "Blackwell",
+     "the FA4 schedule: TMEM and tcgen05", "B300", /*compute=*/10, 3,
+     /*smCount=*/148, /*smemBytesPerCta=*/227 * 1024,
+     /*registersPerSm=*/64 * 1024, /*tmemColumns=*/512, /*qTilesPerTask=*/2,
+     /*mufuExp2PerClock=*/32, /*exp2EmulationFraction=*/0.0,
+     /*tcgen05=*/true, /*wgmma=*/false, /*emulated=*/true,
+     // MLIR 22's NVVM dialect allows the tcgen05 ops on sm_100a and sm_101a
+     // only (NVVMRequiresSMa<[100, 101]>), where the PTX ISA (8.8) has them
+     // on sm_103a too, as a member of the sm_100f family: the code is
+     // generated for sm_100a and retargeted.
+     /*codegenChip=*/"sm_100a", /*backward=*/false},
     {Chip::Sm90a, "sm_90a", Family::Hopper, "Hopper",
      "the FA3-style schedule: wgmma with register accumulators", "H100/H200",
      /*compute=*/9, 0,
      /*smCount=*/132, /*smemBytesPerCta=*/227 * 1024,
      /*registersPerSm=*/64 * 1024, /*tmemColumns=*/0, /*qTilesPerTask=*/1,
-     /*mufuExp2PerClock=*/16, /*tcgen05=*/false, /*wgmma=*/true,
-     /*emulated=*/true, /*backward=*/true},
+     /*mufuExp2PerClock=*/16, /*exp2EmulationFraction=*/0.0,
+     /*tcgen05=*/false, /*wgmma=*/true, /*emulated=*/true,
+     /*codegenChip=*/"sm_90a", /*backward=*/true},
 };
 
 /// Every chip, in the table's order.
@@ -114,6 +140,22 @@ std::string unknownChipMessage(llvm::StringRef name);
 /// The `--target` and `--sm-count` options' help, from the table.
 llvm::StringRef targetOptionHelp();
 llvm::StringRef smCountOptionHelp();
+
+/// The exp2-emulation-fraction option's default: the target chip's own
+/// share (its row's exp2EmulationFraction).
+constexpr double kTargetExp2EmulationFraction = -1.0;
+/// Whether the option takes `fraction`: [0, 1], or -1 (the chip's).
+inline bool isExp2EmulationFraction(double fraction) {
+  return fraction == kTargetExp2EmulationFraction ||
+         (fraction >= 0.0 && fraction <= 1.0);
+}
+/// The share `option` asks for on `chip`.
+inline double exp2EmulationFraction(const ChipInfo &chip, double option) {
+  return option == kTargetExp2EmulationFraction ? chip.exp2EmulationFraction
+                                                : option;
+}
+/// The option's help, with each chip's default from the table.
+llvm::StringRef exp2EmulationOptionHelp();
 /// "Blackwell", "Hopper": the family's name, from its first row.
 llvm::StringRef familyName(Family family);
 /// "sm_100a for Blackwell or sm_90a for Hopper" restricted to `family`'s

@@ -483,7 +483,9 @@ LogicalResult FA4ToNVVMPass::convert(func::FuncOp func,
     return failure();
   kernel.family = &familyLowering(*family);
   kernel.exp2EmulationFraction =
-      kernel.family->emulatesExp2() ? exp2EmulationFraction : 0.0;
+      kernel.family->emulatesExp2()
+          ? target::exp2EmulationFraction(*chipInfo, exp2EmulationFraction)
+          : 0.0;
   layOutSharedMemory(func, kernel);
   if (kernel.smemBytes > chipInfo->smemBytesPerCta)
     return func.emitError() << "the kernel needs " << kernel.smemBytes
@@ -844,8 +846,9 @@ LogicalResult FA4ToNVVMPass::convertBackward(func::FuncOp func,
 void FA4ToNVVMPass::runOnOperation() {
   ModuleOp module = getOperation();
   MLIRContext *context = &getContext();
-  if (!(exp2EmulationFraction >= 0.0 && exp2EmulationFraction <= 1.0)) {
-    module.emitError() << "exp2-emulation-fraction must be in [0, 1], got "
+  if (!target::isExp2EmulationFraction(exp2EmulationFraction)) {
+    module.emitError() << "exp2-emulation-fraction must be in [0, 1], or -1 "
+                          "for the target's own, got "
                        << exp2EmulationFraction;
     return signalPassFailure();
   }
@@ -905,7 +908,7 @@ void FA4ToNVVMPass::runOnOperation() {
       module.getLoc(), "fa4_kernels",
       b.getArrayAttr({NVVM::NVVMTargetAttr::get(context, /*optLevel=*/3,
                                                 "nvptx64-nvidia-cuda",
-                                                chipInfo->name,
+                                                chipInfo->codegenChip,
                                                 "+ptx88")}));
   for (func::FuncOp func : kernels) {
     if (failed(getBackwardSpec(func) ? convertBackward(func, gpuModule)

@@ -27,13 +27,13 @@ module {
 
 // -----
 
-// expected-error @+1 {{unknown target 'sm_80' (expected sm_100a for Blackwell or sm_90a for Hopper)}}
+// expected-error @+1 {{unknown target 'sm_80' (expected sm_100a or sm_103a for Blackwell, or sm_90a for Hopper)}}
 module attributes {fa4.target = #fa4.target<sm_80>} {
 }
 
 // -----
 
-// expected-error @+1 {{'fa4.target' must be a #fa4.target<...> (one of sm_100a for Blackwell or sm_90a for Hopper), got "sm_100a"}}
+// expected-error @+1 {{'fa4.target' must be a #fa4.target<...> (one of sm_100a or sm_103a for Blackwell, or sm_90a for Hopper), got "sm_100a"}}
 module attributes {fa4.target = "sm_100a"} {
 }
 

@@ -12,9 +12,11 @@
 # together emulate every dtype x mask x GQA x LSE combination once; every
 # variant is compiled and checked. Prints one line per variant.
 # FA4_MATRIX_EMULATE_EVERY=1 FA4_MATRIX_INTERLEAVINGS=4 emulates every variant
-# under all four kinds (the long run the README lists).
+# under all four kinds (the long run the README lists). FA4_MATRIX_TARGET
+# names another Blackwell chip (sm_103a): the same matrix compiled for it.
 set -euo pipefail
 fa4c=$1 out=$2 headdim=$3 emu=${4:-}
+target=${FA4_MATRIX_TARGET:-sm_100a}
 interleavings=${FA4_MATRIX_INTERLEAVINGS:-1} every=${FA4_MATRIX_EMULATE_EVERY:-3}
 offset=$(( (headdim / 32) % 3 ))
 shapes=("1 1 1" "2 127 127" "1 300 300" "1 520 520" "1 127 300" "2 300 127" "1 520 200" "1 520 40" "1 40 520")
@@ -36,7 +38,7 @@ for dtype in fp16 bf16; do
         softcap=()
         [[ $ratio == 4 && -z $lse ]] && softcap=(--softcap 30)
         name="d${headdim}-${dtype}-${mask}-gqa${ratio}${lse:+-lse}${softcap:+-softcap}"
-        "$fa4c" --head-dim "$headdim" --q-heads $((2 * ratio)) --kv-heads 2 \
+        "$fa4c" --target "$target" --head-dim "$headdim" --q-heads $((2 * ratio)) --kv-heads 2 \
           --dtype "$dtype" --mask "$mask" "${window[@]}" "${softcap[@]}" $lse \
           -o "$out/$name.cubin"
         manifest="$out/$name.cubin.json"
@@ -57,7 +59,7 @@ for dtype in fp16 bf16; do
       done
     done
   done
-  "$fa4c" --head-dim "$headdim" --q-heads 8 --kv-heads 2 --dtype "$dtype" --mask causal \
+  "$fa4c" --target "$target" --head-dim "$headdim" --q-heads 8 --kv-heads 2 --dtype "$dtype" --mask causal \
     --lse -o "$out/d${headdim}-${dtype}.ptx"
   for instruction in "${required[@]}"; do
     grep -q "$instruction" "$out/d${headdim}-${dtype}.ptx" \

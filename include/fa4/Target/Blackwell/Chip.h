@@ -12,6 +12,22 @@ namespace mlir::fa4::blackwell {
 /// The chip whose facts the Blackwell schedule is sized against.
 inline constexpr const target::ChipInfo &kChip = target::info(target::Chip::Sm100a);
 
+/// Every Blackwell chip has kChip's limits (tensor memory, registers,
+/// shared memory, tiles a task), so the schedule sized against them fits
+/// each; a chip that differs needs its limits threaded through instead.
+constexpr bool blackwellChipsShareLimits() {
+  for (const target::ChipInfo &row : target::kChipTable)
+    if (row.family == target::Family::Blackwell &&
+        (row.tmemColumns != kChip.tmemColumns ||
+         row.registersPerSm != kChip.registersPerSm ||
+         row.smemBytesPerCta != kChip.smemBytesPerCta ||
+         row.qTilesPerTask != kChip.qTilesPerTask))
+      return false;
+  return true;
+}
+static_assert(blackwellChipsShareLimits(),
+              "a Blackwell chip whose limits differ from sm_100a's");
+
 /// 32-bit columns of tensor memory per SM (128 lanes each).
 constexpr int64_t kTmemColumns = kChip.tmemColumns;
 constexpr int64_t kTmemLanes = 128;
