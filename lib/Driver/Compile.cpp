@@ -198,11 +198,16 @@ llvm::Expected<std::string> fa4::compileCacheKey(ModuleOp module,
   llvm::Expected<std::string> ptxas = ptxasVersion(options.cudaPath);
   if (!ptxas)
     return ptxas.takeError();
+  // The share the kernel gets, the target's own resolved: asking for it by
+  // name or by default is one compilation.
+  double exp2Fraction = options.exp2EmulationFraction;
+  if (const target::ChipInfo *chip = target::lookup(options.target))
+    exp2Fraction = target::exp2EmulationFraction(*chip, exp2Fraction);
   return runtime::CompileCache::key(
       {"fa4-cache-2", entryIr, options.target,
        roundTripDecimal(options.rescaleThreshold),
        std::to_string(options.kvStages), std::to_string(options.smCount),
-       roundTripDecimal(options.exp2EmulationFraction),
+       roundTripDecimal(exp2Fraction),
        toggleName(options.hopperOverlap).str(),
        toggleName(options.hopperPingpong).str(), compiler, LLVM_VERSION_STRING,
        *ptxas});

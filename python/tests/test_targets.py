@@ -103,6 +103,11 @@ def test_b300_kernel_runs_in_the_emulator():
     default = fa4.compile(head_dim=64, q_heads=4, kv_heads=2, mask="causal",
                           dtype="bf16", lse=True)
     assert "fma.rm.ftz.f32x2" in default.ptx
+    # Naming sm_100a's own share is the default's compilation: the compile
+    # cache holds it under one key.
+    named = fa4.compile(head_dim=64, q_heads=4, kv_heads=2, mask="causal",
+                        dtype="bf16", lse=True, exp2_emulation_fraction=0.125)
+    assert named.from_cache and named.ptx == default.ptx
     with pytest.raises(ValueError, match="exp2_emulation_fraction"):
         fa4.compile(head_dim=64, q_heads=4, kv_heads=2, target="sm_103a",
                     exp2_emulation_fraction=-1)
