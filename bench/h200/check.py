@@ -55,7 +55,7 @@ Exit status 1 when any case fails or is skipped.
       --timeout 0 --only 'hd64-fp16-none-q8kv8-lse$' --shapes 2x129x257
 
 With --device cpu the tensors are CPU tensors and the launches run in
-fa4-emu (sm_100a or sm_90a kernels; slow: small shapes only, default
+fa4-emu (Blackwell or Hopper kernels; slow: small shapes only, default
 timeout 600 s; a kernel directory compiled with a small FA4_SM_COUNT gives
 CTAs several tasks at small shapes),
 which is how this file is tested without a GPU. compute-sanitizer can wrap
@@ -695,7 +695,7 @@ def main():
                         help="BATCHxSEQ_QxSEQ_K,... (default: "
                              + ",".join("x".join(map(str, s)) for s in SHAPES) + ")")
     parser.add_argument("--device", default="cuda",
-                        help="cuda (default) or cpu (fa4-emu: sm_100a or sm_90a "
+                        help="cuda (default) or cpu (fa4-emu: Blackwell or Hopper "
                              "kernels, small shapes)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--timeout", type=float,

@@ -202,7 +202,11 @@ llvm::Expected<std::string> fa4::compileCacheKey(ModuleOp module,
   // name or by default is one compilation.
   double exp2Fraction = options.exp2EmulationFraction;
   if (const target::ChipInfo *chip = target::lookup(options.target))
-    exp2Fraction = target::exp2EmulationFraction(*chip, exp2Fraction);
+    exp2Fraction = chip->family == target::Family::Blackwell
+                       ? target::exp2EmulationFraction(*chip, exp2Fraction)
+                       // Hopper's lowering computes every exponential on
+                       // MUFU, whatever the option says.
+                       : 0.0;
   return runtime::CompileCache::key(
       {"fa4-cache-2", entryIr, options.target,
        roundTripDecimal(options.rescaleThreshold),

@@ -6,6 +6,7 @@
 #include "fa4/Target/Wing.h"
 
 #include "fa4/Conversion/Passes.h"
+#include "fa4/Dialect/FA4/IR/FA4Dialect.h"
 #include "fa4/Transforms/Passes.h"
 
 #include "fa4/Transforms/Bufferization.h"
@@ -53,6 +54,37 @@ static const target::ChipInfo &chipOf(const PipelineOptions &options) {
   const target::ChipInfo *chip = target::lookup(options.target);
   return chip ? *chip : target::defaultChip();
 }
+
+namespace {
+/// The binary stage's guard: MLIR's gpu-module-to-binary assembles for the
+/// chip its #nvvm.target names, which for a chip generated as another (its
+/// row's codegenChip: sm_103a as sm_100a) is not the chip asked for. Its
+/// cubin comes from fa4c -o x.cubin or fa4.compile, which retarget the PTX
+/// (serializeToPtx) and run ptxas for the chip itself.
+struct RefuseRetargetedBinary
+    : PassWrapper<RefuseRetargetedBinary, OperationPass<ModuleOp>> {
+  MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(RefuseRetargetedBinary)
+  StringRef getArgument() const final { return "fa4-refuse-retargeted-binary"; }
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    auto named = module->getAttrOfType<TargetAttr>(kTargetAttrName);
+    if (!named)
+      return;
+    const target::ChipInfo &chip = named.getInfo();
+    if (chip.codegenChip == chip.name)
+      return;
+    mlir::emitError(module.getLoc()) << "the binary stage cannot assemble for "
+                       << chip.name << ": its code is generated as "
+                       << chip.codegenChip
+                       << "'s, and gpu-module-to-binary would assemble it "
+                          "for that chip; stop after 'nvvm' and take the "
+                          "cubin from fa4c -o <name>.cubin (or fa4.compile), "
+                          "which retarget the PTX to "
+                       << chip.name;
+    signalPassFailure();
+  }
+};
+} // namespace
 
 /// The wings: each family's schedule steps (fa4/Target/Wing.h). A new
 /// family is a row here and its folder under lib/Target.
@@ -178,6 +210,7 @@ static const Stage kStages[] = {
        GpuModuleToBinaryPassOptions binaryOptions;
        binaryOptions.toolkitPath = options.cudaPath;
        binaryOptions.compilationTarget = "bin";
+       pm.addPass(std::make_unique<RefuseRetargetedBinary>());
        pm.addPass(createGpuModuleToBinaryPass(binaryOptions));
      }},
 };

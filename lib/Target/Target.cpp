@@ -2,6 +2,7 @@
 
 #include "fa4/Target/Target.h"
 
+#include "llvm/Support/Format.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include "llvm/ADT/STLExtras.h"
@@ -106,20 +107,26 @@ llvm::StringRef mlir::fa4::target::smCountOptionHelp() {
 
 llvm::StringRef mlir::fa4::target::exp2EmulationOptionHelp() {
   static const std::string help = [] {
-    std::string text = "Fraction of the softmax exponentials computed with a "
-                       "polynomial on the FMA units instead of MUFU's "
-                       "ex2.approx (0 to 1; default -1: the target's";
+    std::string text;
+    llvm::raw_string_ostream os(text);
+    os << "Fraction of the softmax exponentials computed with a polynomial on "
+          "the FMA units instead of MUFU's ex2.approx: 0 to 1, or -1 (the "
+          "default) for the target's own (";
+    bool first = true;
     for (const ChipInfo &chip : kChips) {
       if (chip.family != Family::Blackwell)
         continue;
-      std::string share = chip.exp2EmulationFraction == 0.125
-                              ? "0.125, 16 of every 128 as FA4"
-                              : std::to_string(chip.exp2EmulationFraction);
+      os << (first ? "" : "; ") << llvm::format("%g", chip.exp2EmulationFraction) << " on "
+         << chip.name;
       if (chip.exp2EmulationFraction == 0.0)
-        share = "0, MUFU alone";
-      text += ", " + share + " on " + chip.name.str();
+        os << ", MUFU alone";
+      else
+        os << ", " << static_cast<int>(chip.exp2EmulationFraction * 128)
+           << " of every 128";
+      first = false;
     }
-    return text + "; Hopper's schedule computes every exponential on MUFU)";
+    os << "). Hopper's schedule computes every exponential on MUFU";
+    return text;
   }();
   return help;
 }

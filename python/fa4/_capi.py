@@ -15,7 +15,7 @@ A launch is fa4's ``runtime::launch``: the runtime checks the tensors against
 the kernel and says what is wrong (``LaunchError``), builds the tensor maps
 from the manifest and launches. CUDA tensors run on the GPU in torch's
 current stream (or ``stream``, a CUstream as an int), asynchronously and
-in place, with their strides. CPU tensors run in fa4-emu (sm_100a and sm_90a
+in place, with their strides. CPU tensors run in fa4-emu (sm_100a, sm_103a and sm_90a
 kernels): their bytes are copied into the emulator's memory, placed as on
 the host (their strides, their alignment, which of them overlap), and O's
 and the LSE's elements copied back.

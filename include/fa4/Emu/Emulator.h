@@ -1,4 +1,4 @@
-//===- Emulator.h - fa4-emu: run sm_100a and sm_90a PTX on the CPU -*- C++ -*-===//
+//===- Emulator.h - fa4-emu: run Blackwell and Hopper PTX on the CPU -*- C++ -*-===//
 //
 // The front door of the emulator. A Program is PTX text as ptxas would read
 // it, parsed once; a Device holds global memory; launch() runs a grid of CTAs

@@ -78,7 +78,7 @@ const char *fa4rt_kernel_manifest(const fa4rt_kernel *kernel);
 fa4rt_backend *fa4rt_backend_cuda(void);
 
 /* An fa4-emu backend with a device of its own: launches run the kernel's PTX
-   (sm_100a or sm_90a) on `workers` host threads (0: one per core), the
+   (sm_100a, sm_103a or sm_90a) on `workers` host threads (0: one per core), the
    schedule seeded from `seed`; a launch fails with the emulator's first
    report (a fault, a deadlock, a hazard or barrier misuse). `flags` is 0 or
    FA4RT_EMULATOR_PLAN_ONLY: launches then stop after every check and the
