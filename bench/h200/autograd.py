@@ -13,7 +13,7 @@ asks for them: sm_90a, 132 SMs).
     # build machine
     PYTHONPATH=build/python build/python-venv/bin/python \\
         bench/h200/autograd.py prebuild dist-autograd
-    # H200
+    # H200 (dist-autograd is ignored by git: carry it to the GPU machine)
     python3 bench/h200/autograd.py run dist-autograd --out $OUT/autograd.json
 
 Each case runs in a child process with a --timeout (a hang is a failed
@@ -60,6 +60,21 @@ def variant_of(case):
     if causal:
         right = 0
     return causal, left, right, softcap
+
+
+def case_inputs(name, device):
+    """Case `name`'s inputs on `device` for the host-time scripts
+    (step_profile.py, host_overhead.py): q, k, v drawn (batch, seq, heads,
+    head_dim) in its dtype, dO like q, and its (causal, left, right,
+    softcap)."""
+    import torch
+    case = CASES[name]
+    b, sq, sk, hq, hkv, d, dtype, *_ = case
+    dt = torch.bfloat16 if dtype == "bf16" else torch.float16
+    q, k, v = (torch.randn(b, s, h, d, device=device, dtype=dt)
+               for s, h in ((sq, hq), (sk, hkv), (sk, hkv)))
+    dout = torch.randn(b, sq, hq, d, device=device, dtype=dt)
+    return q, k, v, dout, variant_of(case)
 
 
 def prebuild(out):

@@ -33,16 +33,10 @@ def main():
     import torch.nn.functional as F
     import fa4
     from fa4 import _torch
-    from autograd import CASES, variant_of
-    case = CASES[args.case]
-    b, sq, sk, hq, hkv, d, dtype, *_ = case
-    causal, left, right, softcap = variant_of(case)
-    dt = torch.bfloat16 if dtype == "bf16" else torch.float16
+    from autograd import case_inputs
     dev = torch.device("cuda")
-    q, k, v = (torch.randn(b, s, h, d, device=dev, dtype=dt)
-               for s, h in ((sq, hq), (sk, hkv), (sk, hkv)))
+    q, k, v, dout, (causal, left, right, softcap) = case_inputs(args.case, dev)
     leaves = [t.clone().requires_grad_() for t in (q, k, v)]
-    dout = torch.randn(b, sq, hq, d, device=dev, dtype=dt)
     o, lse = torch.ops.fa4.attention(q, k, v, causal, left, right, softcap,
                                      None, True)
     variant = _torch._validate(q, k, v, causal, left, right, softcap, None, True)
@@ -171,40 +165,32 @@ def main():
     # (inclusive; a function called inside another counts in both).
     spent = {}
 
-    def timed(module, name):
-        inner = getattr(module, name)
+    def timed(owner, name, label):
+        """owner.name (a module's function, or a class's __call__) counted
+        and timed under `label` at every call."""
+        inner = getattr(owner, name)
 
         def wrapper(*a, **kw):
             start = time.perf_counter()
             try:
                 return inner(*a, **kw)
             finally:
-                entry = spent.setdefault(f"{module.__name__}.{name}", [0, 0.0])
+                entry = spent.setdefault(label, [0, 0.0])
                 entry[0] += 1
                 entry[1] += time.perf_counter() - start
-        setattr(module, name, wrapper)
+        setattr(owner, name, wrapper)
 
     from fa4 import _capi
     for name in ("_validate", "_check_tensors", "_target", "_tma_ready",
                  "_allocate", "_launch", "_backward_kernel",
                  "_check_backward_tensors", "_save_for_backward", "compile",
                  "_needs_grad"):
-        timed(_torch, name)
+        timed(_torch, name, f"fa4._torch.{name}")
     for name in ("_arguments", "_tensor", "_describe", "_current_stream"):
-        timed(_capi, name)
+        timed(_capi, name, f"fa4._capi.{name}")
     for cls in (_capi.Kernel, _capi.BackwardKernel, fa4.Kernel,
                 fa4.BackwardKernel):
-        inner = cls.__call__
-
-        def call(self, *a, _inner=inner, _name=cls.__module__ + "." + cls.__name__, **kw):
-            start = time.perf_counter()
-            try:
-                return _inner(self, *a, **kw)
-            finally:
-                entry = spent.setdefault(_name + ".__call__", [0, 0.0])
-                entry[0] += 1
-                entry[1] += time.perf_counter() - start
-        cls.__call__ = call
+        timed(cls, "__call__", f"{cls.__module__}.{cls.__name__}.__call__")
     for _ in range(10):
         fa4_step()
     torch.cuda.synchronize()

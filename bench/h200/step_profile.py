@@ -31,15 +31,10 @@ def main():
     install_fa4(args.kernels)
     import torch
     import fa4
-    from autograd import CASES, variant_of
-    case = CASES[args.case]
-    b, sq, sk, hq, hkv, d, dtype, *_ = case
-    causal, left, right, softcap = variant_of(case)
-    dt = torch.bfloat16 if dtype == "bf16" else torch.float16
-    dev = torch.device("cuda")
-    leaves = [torch.randn(b, s, h, d, device=dev, dtype=dt).requires_grad_()
-              for s, h in ((sq, hq), (sk, hkv), (sk, hkv))]
-    dout = torch.randn(b, sq, hq, d, device=dev, dtype=dt)
+    from autograd import case_inputs
+    *leaves, dout, (causal, _, _, softcap) = case_inputs(
+        args.case, torch.device("cuda"))
+    leaves = [t.requires_grad_() for t in leaves]
     kwargs = dict(causal=causal, softcap=softcap)
 
     def step():
