@@ -707,6 +707,38 @@ bool Cta::complete(AsyncOp &async, std::string &error) {
                       &o[r * d], d * 4);
         return true;
       })
+      .Case([&](TransposedMmaAsyncOp mma) {
+        // acc[m][x] = Σ_k lhs[k][m] · rhs[k][x], in f32: lhs read as the
+        // M-major A operand, rhs as the MN-major B operand.
+        SmemState &a = smem(mma.getLhs()), &bState = smem(mma.getRhs());
+        int64_t aStage = async.indices[0] % a.type.getStages();
+        int64_t bStage = async.indices[1] % bState.type.getStages();
+        TmemPlace acc;
+        if (!tmemPlace(mma.getAcc(), acc, error) || !checkTmemLive(what, error))
+          return false;
+        access(a.stages[aStage],
+               "SMEM " + a.name + "[" + std::to_string(aStage) + "]",
+               async.thread, async.clock, false, what);
+        access(bState.stages[bStage],
+               "SMEM " + bState.name + "[" + std::to_string(bStage) + "]",
+               async.thread, async.clock, false, what);
+        accessTmem(acc, 0, acc.cols, async.thread, async.clock, true, what);
+        int64_t k = a.type.getRows(), m = a.type.getCols(),
+                n = bState.type.getCols();
+        const float *lhs = &a.data[aStage * k * m];
+        const float *rhs = &bState.data[bStage * k * n];
+        std::vector<float> d(m * n, 0.0f);
+        for (int64_t i = 0; i < k; ++i)
+          for (int64_t r = 0; r < m; ++r) {
+            float weight = lhs[i * m + r];
+            for (int64_t x = 0; x < n; ++x)
+              d[r * n + x] += weight * rhs[i * n + x];
+          }
+        for (int64_t r = 0; r < m; ++r)
+          std::memcpy(&tmem[r * blackwell::kTmemColumns + acc.firstColumn],
+                      &d[r * n], n * 4);
+        return true;
+      })
       .Case([&](MmaCommitOp commit) {
         BarrierState &bar = barrier(commit.getBarrier());
         if (bar.type.getKind() != BarrierKind::tcgen05)
@@ -763,7 +795,8 @@ bool Cta::execute(Interpreter &interpreter, Operation *op, std::string &error) {
   // the barriers around them and need no turn of their own.
   if (isa<MBarrierWaitOp, MBarrierArriveOp, MBarrierExpectTxOp, MmaCommitOp,
           TmaLoadOp, TmaStoreOp, TmaStoreWaitOp, ScoreMmaAsyncOp,
-          ValueMmaAsyncOp, NamedBarrierSyncOp, NamedBarrierArriveOp>(op) &&
+          ValueMmaAsyncOp, TransposedMmaAsyncOp, NamedBarrierSyncOp,
+          NamedBarrierArriveOp>(op) &&
       !yieldTurn(self))
     return aborted(step);
 
@@ -800,6 +833,12 @@ bool Cta::execute(Interpreter &interpreter, Operation *op, std::string &error) {
         ++report.mmasIssued[thread.name];
         issue(step, AsyncOp::Mma, {interpreter.index(mma.getValueCount()),
                                    interpreter.index(mma.getAccumulate())});
+        return true;
+      })
+      .Case([&](TransposedMmaAsyncOp mma) {
+        ++report.mmasIssued[thread.name];
+        issue(step, AsyncOp::Mma, {interpreter.index(mma.getLhsCount()),
+                                   interpreter.index(mma.getRhsCount())});
         return true;
       })
       .Case([&](WarpgroupScoreMmaOp mma) { return run(step, mma); })

@@ -36,7 +36,7 @@ struct Ring {
 bool issuesTensorCoreOps(RoleOp role) {
   bool found = false;
   role.walk([&](Operation *op) {
-    if (isa<ScoreMmaAsyncOp, ValueMmaAsyncOp>(op))
+    if (isa<ScoreMmaAsyncOp, ValueMmaAsyncOp, TransposedMmaAsyncOp>(op))
       found = true;
   });
   return found;

@@ -523,10 +523,14 @@ def compile_backward(head_dim: int = 128, q_heads: int = 32,
     target = (_BACKWARD_CHIPS[0] if target is None and _BACKWARD_CHIPS
               else _string("target", target))
     if target not in _BACKWARD_CHIPS and target in {c["name"] for c in _CHIPS}:
+        level = next(c for c in _CHIPS if c["name"] == target).get(
+            "backward_level")
+        where = ("its schedule stops at level C, which fa4-sim runs; its "
+                 "tcgen05 lowering is not built yet" if level == "schedule"
+                 else "its schedule stops at the tile program")
         raise CompileError(
-            f"the backward is not scheduled for {target} (its schedule stops "
-            f"at the tile program); it compiles for "
-            f"{', '.join(_BACKWARD_CHIPS) or 'no chip yet'}")
+            f"the backward is not lowered to kernels for {target} ({where}); "
+            f"it compiles for {', '.join(_BACKWARD_CHIPS) or 'no chip yet'}")
     cache = _flag("cache", cache)
     deterministic = _flag("deterministic", deterministic)
     key = ("backward", head_dim, q_heads, kv_heads, mask, left, right,

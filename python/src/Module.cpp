@@ -321,7 +321,14 @@ NB_MODULE(_fa4, m) {
       row["sm_count"] = chip.smCount;
       row["compute_capability"] = nb::make_tuple(chip.computeMajor, chip.computeMinor);
       row["emulated"] = chip.emulated;
-      row["backward"] = chip.backward;
+      // Whether the backward compiles to kernels for the chip; how far its
+      // schedule goes otherwise ("tile" or "schedule", which fa4-sim runs).
+      using target::BackwardLevel;
+      row["backward"] = chip.backward == BackwardLevel::Kernels;
+      row["backward_level"] =
+          chip.backward == BackwardLevel::Kernels    ? "kernels"
+          : chip.backward == BackwardLevel::Schedule ? "schedule"
+                                                     : "tile";
       chips.append(row);
     }
     return chips;

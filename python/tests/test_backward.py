@@ -287,7 +287,7 @@ def test_compile_with_backward_compiles_it_every_time():
         fa4.compile(head_dim=64, q_heads=2, kv_heads=1, backward="yes")
     fa4.compile(head_dim=64, q_heads=2, kv_heads=1, target="sm_100a")
     for _ in range(2):
-        with pytest.raises(fa4.CompileError, match="not scheduled for sm_100a"):
+        with pytest.raises(fa4.CompileError, match="not lowered to kernels for sm_100a"):
             fa4.compile(head_dim=64, q_heads=2, kv_heads=1, target="sm_100a",
                         backward=True)
 

@@ -221,9 +221,10 @@ static cl::opt<bool> backward(
              "other flags describe (the workspace: delta [batch, q_heads, "
              "seq_q] f32 and dq_accum Q's shape in f32). For sm_90a it "
              "compiles to three kernels (-o b.cubin: the cubin, the PTX and "
-             "a manifest of kind \"backward\", which fa4-emu runs); with "
-             "--emit=mlir the default --stop-after is 'scheduler' for sm_90a "
-             "and 'tile' for sm_100a (not scheduled yet). Not with --lse (the "
+             "a manifest of kind \"backward\", which fa4-emu runs); for "
+             "sm_100a and sm_103a it stops at its schedule (level C, which "
+             "fa4-sim runs: --emit=mlir, the default --stop-after "
+             "'scheduler'), its tcgen05 lowering not built yet. Not with --lse (the "
              "backward always reads it), --seqused-k, --varlen, --paged-kv or "
              "--num-splits, nor the forward's schedule options (--kv-stages, "
              "--hopper-*, --rescale-threshold, --exp2-emulation-fraction)"),
@@ -388,29 +389,43 @@ static llvm::Error checkInput(ModuleOp module, EmitKind kind) {
   return llvm::Error::success();
 }
 
-/// A backward goes to a binary only on a chip whose schedule takes it
-/// there (the chip table's `backward`); elsewhere its tile program is what
-/// there is.
+/// A backward goes as far as its chip's schedule takes it (the chip table's
+/// `backward`): a binary on Hopper, level C on Blackwell (which fa4-sim
+/// runs), the tile program elsewhere.
 static llvm::Error checkBackwardTarget(ModuleOp module, EmitKind kind,
                                        StringRef chip, StringRef stopAfter) {
+  using fa4::target::BackwardLevel;
   bool backwardModule = false;
   module.walk([&](fa4::AttentionBackwardOp) { backwardModule = true; });
   const fa4::target::ChipInfo *info = fa4::target::lookup(chip);
-  if (!backwardModule || !info || info->backward)
+  if (!backwardModule || !info || info->backward == BackwardLevel::Kernels)
     return llvm::Error::success();
-  bool pastTile = kind != EmitKind::Mlir ||
-                  (!stopAfter.empty() && stopAfter != "bufferize" &&
-                   stopAfter != "tile");
-  if (!pastTile)
+  // The stages up to the level the chip reaches.
+  static const StringRef tileStages[] = {"bufferize", "tile"};
+  static const StringRef scheduleStages[] = {
+      "bufferize", "tile", "warp-roles", "pipeline", "barriers", "tmem",
+      "correction", "scheduler"};
+  ArrayRef<StringRef> reached = info->backward == BackwardLevel::Schedule
+                                    ? ArrayRef<StringRef>(scheduleStages)
+                                    : ArrayRef<StringRef>(tileStages);
+  bool past = kind != EmitKind::Mlir ||
+              (!stopAfter.empty() && !llvm::is_contained(reached, stopAfter));
+  if (!past)
     return llvm::Error::success();
-  std::string scheduled;
+  std::string kernels;
   for (const fa4::target::ChipInfo &row : fa4::target::chips())
-    if (row.backward)
-      scheduled += (scheduled.empty() ? "" : ", ") + row.name.str();
-  return fa4::makeError("the backward is not scheduled for " + chip.str() +
-                        " (its schedule stops at the tile program: "
-                        "--emit=mlir --stop-after=tile, which fa4-sim runs); "
-                        "it compiles to kernels for " + scheduled +
+    if (row.backward == BackwardLevel::Kernels)
+      kernels += (kernels.empty() ? "" : ", ") + row.name.str();
+  std::string where =
+      info->backward == BackwardLevel::Schedule
+          ? "its schedule stops at level C: --emit=mlir (or --stop-after="
+            "scheduler), which fa4-sim runs; its tcgen05 lowering is not "
+            "built yet"
+          : "its schedule stops at the tile program: --emit=mlir "
+            "--stop-after=tile, which fa4-sim runs";
+  return fa4::makeError("the backward is not lowered to kernels for " +
+                        chip.str() + " (" + where +
+                        "); it compiles to kernels for " + kernels +
                         " (--target)");
 }
 
@@ -426,11 +441,12 @@ static void setPipelineOptions(fa4::PipelineOptions &options, ModuleOp module,
   // Without --stop-after, MLIR output is the schedule (level C); the other
   // kinds need the kernel at level D.
   // A backward function goes as far as its chip schedules it: level C on
-  // Hopper, level B elsewhere.
+  // Hopper and Blackwell, level B elsewhere.
   bool hasBackward = false;
   module->walk([&](fa4::AttentionBackwardOp) { hasBackward = true; });
   const fa4::target::ChipInfo *info = fa4::target::lookup(chip);
-  bool backwardScheduled = info && info->backward;
+  bool backwardScheduled =
+      info && info->backward != fa4::target::BackwardLevel::Tile;
   options.stopAfter =
       !stopAfter.empty() ? stopAfter.str()
       : kind == EmitKind::Mlir

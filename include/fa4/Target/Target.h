@@ -36,6 +36,9 @@ enum class Family {
   Hopper,
 };
 
+/// How far a chip's schedule takes fa4.attention_backward.
+enum class BackwardLevel { Tile, Schedule, Kernels };
+
 struct ChipInfo {
   Chip chip;
   /// As ptxas's -arch, the PTX `.target` and a manifest's "target" spell it.
@@ -75,9 +78,10 @@ struct ChipInfo {
   /// schedule uses: the PTX is then retargeted (its `.target` directive
   /// names this chip) and ptxas checks it for this chip.
   llvm::StringLiteral codegenChip;
-  /// Whether the chip's schedule takes the backward to a binary (levels C
-  /// and D); elsewhere it stops at the tile program (level B).
-  bool backward;
+  /// How far the chip's schedule takes the backward: its tile program
+  /// (level B), its level-C schedule (which fa4-sim runs), or kernels and a
+  /// binary (level D).
+  BackwardLevel backward;
 };
 
 /// The table: one row a chip, the first the default. Constant, so that a
@@ -97,7 +101,7 @@ inline constexpr ChipInfo kChipTable[] = {
      /*registersPerSm=*/64 * 1024, /*tmemColumns=*/512, /*qTilesPerTask=*/2,
      /*mufuExp2PerClock=*/16, /*exp2EmulationFraction=*/0.125,
      /*tcgen05=*/true, /*wgmma=*/false, /*emulated=*/true,
-     /*codegenChip=*/"sm_100a", /*backward=*/false},
+     /*codegenChip=*/"sm_100a", /*backward=*/BackwardLevel::Schedule},
     {Chip::Sm103a, "sm_103a", Family::Blackwell, "Blackwell",
      "the FA4 schedule: TMEM and tcgen05", "B300", /*compute=*/10, 3,
      /*smCount=*/148, /*smemBytesPerCta=*/227 * 1024,
@@ -108,7 +112,7 @@ inline constexpr ChipInfo kChipTable[] = {
      // only (NVVMRequiresSMa<[100, 101]>), where the PTX ISA (8.8) has them
      // on sm_103a too, as a member of the sm_100f family: the code is
      // generated for sm_100a and retargeted.
-     /*codegenChip=*/"sm_100a", /*backward=*/false},
+     /*codegenChip=*/"sm_100a", /*backward=*/BackwardLevel::Schedule},
     {Chip::Sm90a, "sm_90a", Family::Hopper, "Hopper",
      "the FA3-style schedule: wgmma with register accumulators", "H100/H200",
      /*compute=*/9, 0,
@@ -116,7 +120,7 @@ inline constexpr ChipInfo kChipTable[] = {
      /*registersPerSm=*/64 * 1024, /*tmemColumns=*/0, /*qTilesPerTask=*/1,
      /*mufuExp2PerClock=*/16, /*exp2EmulationFraction=*/0.0,
      /*tcgen05=*/false, /*wgmma=*/true, /*emulated=*/true,
-     /*codegenChip=*/"sm_90a", /*backward=*/true},
+     /*codegenChip=*/"sm_90a", /*backward=*/BackwardLevel::Kernels},
 };
 
 /// Every chip, in the table's order.

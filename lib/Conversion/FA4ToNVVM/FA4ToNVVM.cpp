@@ -599,8 +599,11 @@ LogicalResult FA4ToNVVMPass::convertBackward(func::FuncOp func,
   if (failed(family))
     return failure();
   if (*family != target::Family::Hopper)
-    return func.emitError() << "the backward is lowered for Hopper (sm_90a) "
-                               "only; its Blackwell schedule is not built yet";
+    return func.emitError()
+           << "the backward is lowered for Hopper (sm_90a) only: its "
+              "Blackwell schedule (level C) is built and fa4-sim runs it "
+              "(fa4c --backward --stop-after=scheduler), but its tcgen05 "
+              "lowering is not built yet";
   if (!spec.getExtras().empty())
     return func.emitError() << "the backward reads extras (a score_mod or "
                                "mask_mod region's); mod regions are not "

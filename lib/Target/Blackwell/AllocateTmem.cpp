@@ -85,7 +85,7 @@ void AllocateTmemPass::runOnOperation() {
   llvm::SetVector<RoleOp> users;
   specialize.walk([&](Operation *op) {
     auto role = op->getParentOfType<RoleOp>();
-    if (isa<ScoreMmaAsyncOp, ValueMmaAsyncOp>(op))
+    if (isa<ScoreMmaAsyncOp, ValueMmaAsyncOp, TransposedMmaAsyncOp>(op))
       owner = role;
     else if (llvm::any_of(op->getOperandTypes(),
                           [](Type type) { return isa<TmemType>(type); }))

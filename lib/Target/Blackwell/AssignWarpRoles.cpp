@@ -11,6 +11,7 @@
 #include "fa4/Transforms/TileProgram.h"
 
 #include "fa4/Dialect/FA4/IR/FA4Ops.h"
+#include "fa4/Target/Blackwell/Backward.h"
 #include "fa4/Target/Blackwell/Passes.h"
 #include "fa4/Target/Blackwell/ScheduleConfig.h"
 #include "fa4/Transforms/TileConfig.h"
@@ -599,6 +600,13 @@ struct AssignWarpRolesPass
     : public fa4::impl::FA4AssignWarpRolesBase<AssignWarpRolesPass> {
   void runOnOperation() override {
     func::FuncOp func = getOperation();
+    if (getBackwardSpec(func)) {
+      if (failed(checkModuleFamily(func, target::Family::Blackwell,
+                                   getArgument())) ||
+          failed(blackwell::scheduleBackward(func, getArgument())))
+        return signalPassFailure();
+      return;
+    }
     FailureOr<std::optional<TileProgram>> read = TileProgram::readForSchedule(
         func, target::Family::Blackwell, getArgument(),
         TileConfig::kBlackwellQTilesPerTask);

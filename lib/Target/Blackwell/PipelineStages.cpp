@@ -94,6 +94,88 @@ static void interleave(scf::ForOp stream) {
   stream.erase();
 }
 
+/// The forward's K/V ring: as many stages as fit (or `kvStages`), and the
+/// loader's tail extended to each.
+static LogicalResult sizeKvRing(func::FuncOp func, int64_t kvStages) {
+  SmemAllocOp kvAlloc;
+  func.walk([&](ScoreMmaAsyncOp mma) {
+    kvAlloc = mma.getKey().getDefiningOp<SmemAllocOp>();
+  });
+  if (!kvAlloc) {
+    func.emitError() << "fa4-pipeline-stages expects score MMAs reading a "
+                        "K/V ring made by fa4.smem_alloc";
+    return failure();
+  }
+  SmemType kvType = kvAlloc.getBuffer().getType();
+  ScheduleConfig config = ScheduleConfig::get(
+      kvType.getCols(), kvType.getElementType().getIntOrFloatBitWidth() / 8);
+  int64_t stages = kvStages > 0 ? int64_t(kvStages) : config.kvStages();
+  // Refused before the ring is built: the loader's tail grows by a stage
+  // each, and a count past what fits would only be found after that.
+  if (kvStages > 0 && stages > config.kvStages()) {
+    kvAlloc.emitError() << "kv-stages=" << stages
+                        << " does not fit in shared memory at head dim "
+                        << kvType.getCols() << " (at most "
+                        << config.kvStages() << ")";
+    return failure();
+  }
+  if (stages < 2) {
+    kvAlloc.emitError() << "the K/V ring needs at least 2 stages (a K and "
+                           "a V in flight), got "
+                        << stages;
+    return failure();
+  }
+  kvAlloc.getBuffer().setType(SmemType::get(
+      func.getContext(), kvType.getRows(), kvType.getCols(),
+      kvType.getElementType(), stages));
+  // The loader's tail acquires every stage of the ring once more.
+  func.walk([&](ProducerAcquireOp tail) {
+    if (!tail->hasAttr("fa4.producer_tail") ||
+        tail.getBuffer() != kvAlloc.getBuffer())
+      return;
+    OpBuilder b(tail->getContext());
+    b.setInsertionPointAfter(tail);
+    for (int64_t s = 1; s < stages; ++s) {
+      Value item = arith::AddIOp::create(
+          b, tail.getLoc(), tail.getCount(),
+          arith::ConstantIndexOp::create(b, tail.getLoc(), s));
+      ProducerAcquireOp::create(b, tail.getLoc(), tail.getBuffer(), item);
+    }
+  });
+
+  return success();
+}
+
+/// The shared memory the buffers take, against a CTA's; recorded on the
+/// warp-specialize op as fa4.smem_bytes.
+static LogicalResult checkSmemBudget(func::FuncOp func,
+                                   WarpSpecializeOp specialize) {
+  int64_t bytes = ScheduleConfig::kBarrierBytes;
+  func.walk([&](SmemAllocOp alloc) {
+    SmemType type = alloc.getBuffer().getType();
+    bytes += type.getStageBytes() * type.getStages();
+  });
+  if (bytes > blackwell::kSmemBytesPerCta) {
+    InFlightDiagnostic diag = func.emitError()
+                              << "shared memory overflow: the buffers need "
+                              << bytes << " bytes, more than the "
+                              << blackwell::kSmemBytesPerCta
+                              << " a CTA may use (";
+    bool first = true;
+    func.walk([&](SmemAllocOp alloc) {
+      SmemType type = alloc.getBuffer().getType();
+      diag << (first ? "" : ", ") << alloc.getName() << ": "
+           << type.getStages() << " x " << type.getStageBytes();
+      first = false;
+    });
+    diag << ", barriers: " << ScheduleConfig::kBarrierBytes << ")";
+    return failure();
+  }
+  Builder builder(func.getContext());
+  specialize->setAttr("fa4.smem_bytes", builder.getI64IntegerAttr(bytes));
+  return success();
+}
+
 namespace {
 struct PipelineStagesPass
     : public fa4::impl::FA4PipelineStagesBase<PipelineStagesPass> {
@@ -107,76 +189,14 @@ struct PipelineStagesPass
     func.walk([&](WarpSpecializeOp op) { specialize = op; });
     if (!specialize)
       return;
-    SmemAllocOp kvAlloc;
-    func.walk([&](ScoreMmaAsyncOp mma) {
-      kvAlloc = mma.getKey().getDefiningOp<SmemAllocOp>();
-    });
-    if (!kvAlloc) {
-      func.emitError() << "fa4-pipeline-stages expects score MMAs reading a "
-                          "K/V ring made by fa4.smem_alloc";
+    // The backward's rings are sized by its schedule (two Q/dO stages, one
+    // K/V): only the budget is checked.
+    if (!getBackwardSpec(func) && failed(sizeKvRing(func, kvStages)))
       return signalPassFailure();
-    }
-    SmemType kvType = kvAlloc.getBuffer().getType();
-    ScheduleConfig config = ScheduleConfig::get(
-        kvType.getCols(), kvType.getElementType().getIntOrFloatBitWidth() / 8);
-    int64_t stages = kvStages > 0 ? int64_t(kvStages) : config.kvStages();
-    // Refused before the ring is built: the loader's tail grows by a stage
-    // each, and a count past what fits would only be found after that.
-    if (kvStages > 0 && stages > config.kvStages()) {
-      kvAlloc.emitError() << "kv-stages=" << stages
-                          << " does not fit in shared memory at head dim "
-                          << kvType.getCols() << " (at most "
-                          << config.kvStages() << ")";
+    if (failed(checkSmemBudget(func, specialize)))
       return signalPassFailure();
-    }
-    if (stages < 2) {
-      kvAlloc.emitError() << "the K/V ring needs at least 2 stages (a K and "
-                             "a V in flight), got "
-                          << stages;
-      return signalPassFailure();
-    }
-    kvAlloc.getBuffer().setType(SmemType::get(
-        func.getContext(), kvType.getRows(), kvType.getCols(),
-        kvType.getElementType(), stages));
-    // The loader's tail acquires every stage of the ring once more.
-    func.walk([&](ProducerAcquireOp tail) {
-      if (!tail->hasAttr("fa4.producer_tail") ||
-          tail.getBuffer() != kvAlloc.getBuffer())
-        return;
-      OpBuilder b(tail->getContext());
-      b.setInsertionPointAfter(tail);
-      for (int64_t s = 1; s < stages; ++s) {
-        Value item = arith::AddIOp::create(
-            b, tail.getLoc(), tail.getCount(),
-            arith::ConstantIndexOp::create(b, tail.getLoc(), s));
-        ProducerAcquireOp::create(b, tail.getLoc(), tail.getBuffer(), item);
-      }
-    });
-
-    int64_t bytes = ScheduleConfig::kBarrierBytes;
-    func.walk([&](SmemAllocOp alloc) {
-      SmemType type = alloc.getBuffer().getType();
-      bytes += type.getStageBytes() * type.getStages();
-    });
-    if (bytes > blackwell::kSmemBytesPerCta) {
-      InFlightDiagnostic diag = func.emitError()
-                                << "shared memory overflow: the buffers need "
-                                << bytes << " bytes, more than the "
-                                << blackwell::kSmemBytesPerCta
-                                << " a CTA may use (";
-      bool first = true;
-      func.walk([&](SmemAllocOp alloc) {
-        SmemType type = alloc.getBuffer().getType();
-        diag << (first ? "" : ", ") << alloc.getName() << ": "
-             << type.getStages() << " x " << type.getStageBytes();
-        first = false;
-      });
-      diag << ", barriers: " << ScheduleConfig::kBarrierBytes << ")";
-      return signalPassFailure();
-    }
-    Builder builder(func.getContext());
-    specialize->setAttr("fa4.smem_bytes", builder.getI64IntegerAttr(bytes));
-
+    if (getBackwardSpec(func))
+      return;
     SmallVector<scf::ForOp> streams;
     func.walk([&](scf::ForOp loop) {
       if (loop->hasAttr("fa4.mma_stream"))

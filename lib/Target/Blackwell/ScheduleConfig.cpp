@@ -23,6 +23,20 @@ llvm::ArrayRef<RoleSpec> ScheduleConfig::roles() {
   return kRoles;
 }
 
+llvm::ArrayRef<RoleSpec> ScheduleConfig::backwardRoles() {
+  // The TMEM lanes a warp reaches are fixed by its rank in its warpgroup,
+  // so each role that reads an accumulator row by row is a whole warpgroup:
+  // grad (one key row per thread) and dq (one packed query row per
+  // thread). Warpgroup 2 holds the single-warp roles. 384 threads start
+  // with 168 registers each (64 512): 128 x 232 + 128 x 200 + 128 x 72.
+  static const RoleSpec kRoles[] = {
+      {role::kGrad, 0, 4, 232}, {role::kDq, 4, 4, 200},
+      {role::kMma, 8, 1, 72},   {role::kLoad, 9, 1, 72},
+      {role::kIdle, 10, 2, 72},
+  };
+  return kRoles;
+}
+
 int64_t ScheduleConfig::kvStages() const {
   return (blackwell::kSmemBytesPerCta - fixedSmemBytes()) / tileBytes();
 }

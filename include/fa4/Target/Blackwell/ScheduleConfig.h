@@ -27,6 +27,10 @@ constexpr llvm::StringLiteral kMma = "mma";
 constexpr llvm::StringLiteral kEpilogue = "epilogue";
 constexpr llvm::StringLiteral kLoad = "load";
 constexpr llvm::StringLiteral kIdle = "idle";
+/// The backward's: the softmax gradient (Pᵀ, dSᵀ, then dK and dV out) and
+/// dQ's reduction into the f32 accumulator.
+constexpr llvm::StringLiteral kGrad = "grad";
+constexpr llvm::StringLiteral kDq = "dq";
 } // namespace role
 
 struct ScheduleConfig {
@@ -42,6 +46,14 @@ struct ScheduleConfig {
 
   /// The FA4 cast: 16 warps, 512 threads, 64 K registers exactly.
   static llvm::ArrayRef<RoleSpec> roles();
+
+  /// The backward's cast (lib/Target/Blackwell/AssignBackwardRoles.cpp):
+  /// 12 warps, 384 threads.
+  static llvm::ArrayRef<RoleSpec> backwardRoles();
+  /// Packed query rows per backward step (the N of Sᵀ, the M of dQ) and the
+  /// columns of Sᵀ and dPᵀ the gradient warps take per TMEM round trip.
+  static constexpr int64_t kBackwardStep = 128;
+  static constexpr int64_t kGradChunk = 32;
 
   /// One [128, head_dim] tile of Q, K, V or O, its rows padded to whole
   /// 128-byte swizzle lines (head dim 96 takes the room of 128).

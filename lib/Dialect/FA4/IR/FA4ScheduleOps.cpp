@@ -428,6 +428,26 @@ LogicalResult ValueMmaAsyncOp::verify() {
   return success();
 }
 
+LogicalResult TransposedMmaAsyncOp::verify() {
+  SmemType a = getLhs().getType(), bType = getRhs().getType();
+  TmemType d = getAcc().getType();
+  if (a.getElementType() != bType.getElementType() ||
+      !(a.getElementType().isF16() || a.getElementType().isBF16()))
+    return emitOpError() << "lhs and rhs must both hold f16 or bf16, got "
+                         << a.getElementType() << " and "
+                         << bType.getElementType();
+  if (!d.getElementType().isF32())
+    return emitOpError() << "acc accumulates in f32, got " << d.getElementType();
+  if (a.getRows() != bType.getRows() || a.getCols() != d.getLanes() ||
+      bType.getCols() != d.getCols())
+    return emitOpError() << "shapes do not chain: lhsᵀ [" << a.getCols()
+                         << ", " << a.getRows() << "] x rhs ["
+                         << bType.getRows() << ", " << bType.getCols()
+                         << "] -> acc [" << d.getLanes() << ", "
+                         << d.getCols() << "]";
+  return success();
+}
+
 //===----------------------------------------------------------------------===//
 // Register <-> memory
 //===----------------------------------------------------------------------===//

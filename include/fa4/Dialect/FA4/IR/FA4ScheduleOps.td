@@ -382,6 +382,32 @@ def FA4_ValueMmaAsyncOp : FA4_Op<"value_mma_async", [FA4_BlackwellOnly]> {
   let hasVerifier = 1;
 }
 
+def FA4_TransposedMmaAsyncOp : FA4_Op<"transposed_mma_async",
+    [FA4_BlackwellOnly]> {
+  let summary = "D = lhsᵀ·rhs on the tensor core, both operands in shared memory, into TMEM";
+  let description = [{
+    The backward's dQ = dS·K on sm_100a: `lhs` holds dSᵀ (`[K, M]`, keys ×
+    packed query rows, as the softmax-gradient warps stage it) and is read
+    as the M-major A operand; `rhs` (`[K, N]`, keys × head dim) is the
+    MN-major B operand, as V is to the forward's value MMA. `acc` (`[M, N]`
+    f32, M = 128 lanes) is overwritten. Issued by one thread like the other
+    tensor-core ops, in order with them.
+
+    ```mlir
+    fa4.transposed_mma_async %ds[%n], %k[%t] -> %dq
+        : !fa4.smem<[128, 128], bf16, stages = 1>,
+          !fa4.smem<[128, 128], bf16, stages = 1>, !fa4.tmem<[128, 128], f32>
+    ```
+  }];
+  let arguments = (ins FA4_SmemType:$lhs, Index:$lhs_count,
+    FA4_SmemType:$rhs, Index:$rhs_count, FA4_TmemType:$acc);
+  let assemblyFormat = [{
+    $lhs `[` $lhs_count `]` `,` $rhs `[` $rhs_count `]` `->` $acc
+    attr-dict `:` type($lhs) `,` type($rhs) `,` type($acc)
+  }];
+  let hasVerifier = 1;
+}
+
 //===----------------------------------------------------------------------===//
 // Hopper's tensor core: warpgroup MMAs with register accumulators
 //===----------------------------------------------------------------------===//
