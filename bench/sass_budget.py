@@ -16,10 +16,22 @@ the single-warp roles; MUFU (4 lanes per SMSP: 8 cycles per warp instruction)
 and the FMA pipe are checked as well. Beside it: the tensor core's cycles for
 the same tile (4096 dense f16/bf16 FMAs per cycle per SM).
 
+For Hopper kernels (--target sm_90a) the roles are the FA3-style ones: a
+producer warpgroup (one elected thread issues TMA) and two consumer
+warpgroups of 64 rows each, whose per-KV-tile loop holds the wgmma groups
+and the softmax. Each SMSP issues one warp of each consumer and one of the
+producer; MUFU (4 lanes per SMSP: 8 cycles per warp instruction) and the
+FMA pipe (32 lanes per SMSP: a cycle per warp instruction) are checked as
+well; beside them the tensor core's cycles for the CTA's 128 rows (2048
+dense f16/bf16 FMAs per cycle per SM: 989 TFLOP/s on an H100 SXM's 132
+SMs at 1.83 GHz). The consumers' longest path per tile includes O's
+rescale, which the threshold makes rare; the shortest is the steady state.
+
 Run by hand (it is a measurement, not a test):
 
   python3 bench/sass_budget.py --fa4c build/bin/fa4c --matrix
-  python3 bench/sass_budget.py kernel.cubin --head-dim 128
+  python3 bench/sass_budget.py --fa4c build/bin/fa4c --matrix --target sm_90a
+  python3 bench/sass_budget.py kernel.cubin --head-dim 128 [--target sm_90a]
 """
 
 import argparse
@@ -354,7 +366,35 @@ def tile_paths(cfg, header, trips):
     return unmasked, masked, shortest
 
 
-def analyse(cuobjdump, cubin, trips_hint=None):
+def blackwell_role(body):
+    """The Blackwell role whose task loop is `body`, or None."""
+    if has(body, "MUFU.EX2") and has(body, "STTM"):
+        return "softmax"
+    if has(body, "UTCHMMA") or has(body, "UTCQMMA") or has(body, "UTCMMA"):
+        return "mma"
+    if has(body, "UTMALDG"):
+        return "load"
+    if has(body, "UTMASTG"):
+        return "epilogue"
+    if has(body, "LDTM"):
+        return "correction"
+    return None
+
+
+def hopper_role(body):
+    """The Hopper role whose task loop is `body`, or None."""
+    if has(body, "HGMMA") and has(body, "MUFU.EX2"):
+        return "consumer"
+    if has(body, "UTMALDG"):
+        return "producer"
+    return None
+
+
+# Roles a target's kernel has more than one of, numbered in code order.
+NUMBERED = {"softmax", "consumer"}
+
+
+def analyse(cuobjdump, cubin, trips_hint=None, classify=blackwell_role):
     insts = disassemble(cuobjdump, cubin)
     cfg = Cfg(insts)
     loops = {h: list(cfg.loop_insts(h)) for h in cfg.loops}
@@ -362,18 +402,8 @@ def analyse(cuobjdump, cubin, trips_hint=None):
              if not any(h != g and h in cfg.loops[g] for g in cfg.loops)]
     roles = []
     for h in sorted(outer):
-        body = loops[h]
-        if has(body, "MUFU.EX2") and has(body, "STTM"):
-            kind = "softmax"
-        elif has(body, "UTCHMMA") or has(body, "UTCQMMA") or has(body, "UTCMMA"):
-            kind = "mma"
-        elif has(body, "UTMALDG"):
-            kind = "load"
-        elif has(body, "UTMASTG"):
-            kind = "epilogue"
-        elif has(body, "LDTM"):
-            kind = "correction"
-        else:
+        kind = classify(loops[h])
+        if kind is None:
             continue
         roles.append((kind, h))
     # The per-tile loop of each role: its task loop's child loop (not a spin
@@ -382,7 +412,7 @@ def analyse(cuobjdump, cubin, trips_hint=None):
     counts = collections.Counter()
     for kind, h in roles:
         counts[kind] += 1
-        name = kind + (str(counts[kind] - 1) if kind == "softmax" else "")
+        name = kind + (str(counts[kind] - 1) if kind in NUMBERED else "")
         children = [g for g in cfg.loops if g != h and g in cfg.loops[h] and
                     not is_spin(cfg, g) and
                     not any(g in cfg.loops[k] and k != g and k != h and
@@ -406,6 +436,7 @@ def _summary(counter):
     for opcode, n in counter.items():
         by_unit[unit_of(opcode)] += n
     return {"total": sum(counter.values()),
+            "opcodes": dict(counter),
             "mufu_ex2": sum(n for op, n in counter.items() if op.startswith("MUFU.EX2")),
             "ldtm": sum(n for op, n in counter.items() if op.startswith("LDTM")),
             "units": dict(sorted(by_unit.items())),
@@ -435,6 +466,64 @@ def estimate(roles, head_dim):
             "smsp_cycles": max(issue, mufu, fma), "tensor_core_cycles": tensor}
 
 
+def estimate_hopper(roles, head_dim):
+    """Cycles per KV tile on one SMSP (a warp of each consumer and of the
+    producer), beside the tensor core's for the CTA's 128 rows."""
+    issue = mufu = fma = 0
+    for name in ("consumer0", "consumer1", "producer"):
+        role = roles.get(name)
+        if not role or not role.get("unmasked"):
+            continue
+        # The steady state: no mask, no rescale of O.
+        u = role.get("shortest") or role["unmasked"]
+        issue += u["total"]
+        mufu += 8 * u["mufu_ex2"]
+        fma += u["fma_pipe_cycles"]
+    # S = Q·Kᵀ (128×128×D) and O += P·V (128×D×128) per KV tile.
+    tensor = 2 * 128 * 128 * head_dim // 2048
+    return {"issue": issue, "mufu": mufu, "fma": fma,
+            "smsp_cycles": max(issue, mufu, fma), "tensor_core_cycles": tensor}
+
+
+def report_hopper(jobs, cuobjdump):
+    print("| variant | consumer tile (steady / rescale / masked) | MUFU.EX2 | "
+          "HGMMA | consumer FMA/ALU/MEM/SYNC/CTRL | producer | SMSP issue | "
+          "MUFU cyc | FMA cyc | tensor core | regs | spills |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    rows = []
+    for cubin, head_dim, label in jobs:
+        roles, _ = analyse(cuobjdump, cubin, classify=hopper_role)
+        est = estimate_hopper(roles, head_dim)
+        ptxas = _ptxas(cubin)
+        c = roles.get("consumer0", {})
+        steady = c.get("shortest") or {}
+        longest = c.get("unmasked") or {}
+        masked = c.get("masked") or {}
+        units = steady.get("units", {})
+        producer = roles.get("producer", {}).get("unmasked") or {}
+        hgmma = sum(n for op, n in steady.get("opcodes", {}).items()
+                    if op.startswith("HGMMA"))
+        print(f"| {label} | {steady.get('total', '-')} / "
+              f"{longest.get('total', '-')} / {masked.get('total', '-')} | "
+              f"{steady.get('mufu_ex2', '-')} | {hgmma} | "
+              f"{units.get('FMA', 0)}/{units.get('ALU', 0)}/{units.get('MEM', 0)}/"
+              f"{units.get('SYNC', 0)}/{units.get('CTRL', 0)} | "
+              f"{producer.get('total', '-')} | {est['issue']} | {est['mufu']} | "
+              f"{est['fma']} | {est['tensor_core_cycles']} | "
+              f"{ptxas.get('registers', '-')} | "
+              f"{ptxas.get('spill_store_bytes', '-')}/{ptxas.get('spill_load_bytes', '-')} |")
+        rows.append({"variant": label, "roles": roles, "estimate": est, "ptxas": ptxas})
+    return rows
+
+
+def _ptxas(cubin):
+    """ptxas's figures from the cubin's manifest, when fa4c wrote one."""
+    if os.path.exists(cubin + ".json"):
+        with open(cubin + ".json") as f:
+            return json.load(f).get("ptxas", {})
+    return {}
+
+
 def find_cuobjdump(explicit):
     if explicit:
         return explicit
@@ -461,7 +550,10 @@ def main():
     parser.add_argument("--fa4c-args", default="", help="extra fa4c flags for the matrix")
     parser.add_argument("--cuobjdump", default=None)
     parser.add_argument("--json", default=None, help="also write the results here")
+    parser.add_argument("--target", default="sm_100a", choices=("sm_100a", "sm_103a", "sm_90a"),
+                        help="the chip the cubins are for (the matrix is compiled for it)")
     args = parser.parse_args()
+    hopper = args.target == "sm_90a"
     cuobjdump = find_cuobjdump(args.cuobjdump)
 
     jobs = [(c, args.head_dim, os.path.basename(c)) for c in args.cubins]
@@ -473,13 +565,21 @@ def main():
                     out = os.path.join(tmp, f"d{d}-{dtype}-{mask}.cubin")
                     cmd = [args.fa4c, "--head-dim", str(d), "--q-heads", "16",
                            "--kv-heads", "16", "--mask", mask, "--dtype", dtype,
-                           "-o", out] + args.fa4c_args.split()
+                           "--target", args.target, "-o", out] + args.fa4c_args.split()
                     if mask == "window":
                         cmd += ["--window-left", "256", "--window-right", "0"]
                     subprocess.run(cmd, check=True)
                     jobs.append((out, d, f"hd{d} {dtype} {mask}"))
     if not jobs:
         parser.error("give cubins or --matrix")
+
+    if hopper:
+        rows = report_hopper(jobs, cuobjdump)
+        if args.json:
+            with open(args.json, "w") as f:
+                json.dump({"date": datetime.date.today().isoformat(),
+                           "target": args.target, "rows": rows}, f, indent=1)
+        return
 
     rows = []
     print("| variant | softmax unmasked | softmax masked | MUFU.EX2 | LDTM | "
@@ -489,11 +589,7 @@ def main():
     for cubin, head_dim, label in jobs:
         roles, _ = analyse(cuobjdump, cubin)
         est = estimate(roles, head_dim)
-        manifest = {}
-        if os.path.exists(cubin + ".json"):
-            with open(cubin + ".json") as f:
-                manifest = json.load(f)
-        ptxas = manifest.get("ptxas", {})
+        ptxas = _ptxas(cubin)
         s = roles.get("softmax0", {})
         um = s.get("unmasked") or {}
         mk = s.get("masked") or {}
