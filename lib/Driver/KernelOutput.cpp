@@ -433,6 +433,7 @@ mlir::fa4::backwardManifest(ModuleOp module, StringRef chip,
   if (auto dtype = launch.getAs<StringAttr>("dtype"))
     m.dtype = dtype.str();
   m.gqaPacking = integer("gqa_packing");
+  m.stepRows = integer("step_rows");
   m.smCount = integer("sm_count");
   std::string name = kernel.getName().str();
   m.kernels[0].name = name + "_prepare";

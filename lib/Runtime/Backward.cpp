@@ -72,7 +72,16 @@ parseBackwardManifest(const std::string &json) {
   m.dtype = attention.string("dtype");
   m.deterministic = attention.boolean("deterministic");
   m.gqaPacking = attention.integer("gqa_packing");
+  m.stepRows = attention.integer("step_rows");
   if (attention.ok()) {
+    if (m.stepRows != 64 && m.stepRows != 128)
+      attention.fail("has \"step_rows\" " + std::to_string(m.stepRows) +
+                     " (the backward's steps are 64 rows on Hopper, 128 on "
+                     "Blackwell)");
+    else if (m.stepRows % m.gqaPacking != 0)
+      attention.fail("has \"gqa_packing\" " + std::to_string(m.gqaPacking) +
+                     ", which does not divide \"step_rows\" " +
+                     std::to_string(m.stepRows));
     if (m.mask != "none" && m.mask != "causal" && m.mask != "window")
       attention.fail("has an unknown \"mask\" \"" + m.mask + "\"");
     if (m.dtype != "fp16" && m.dtype != "bf16")
@@ -160,6 +169,7 @@ std::string writeBackwardManifest(const BackwardManifest &m) {
       json.attribute("dtype", m.dtype);
       json.attribute("deterministic", m.deterministic);
       json.attribute("gqa_packing", m.gqaPacking);
+      json.attribute("step_rows", m.stepRows);
     });
     json.attributeObject("kernels", [&] {
       for (int k = 0; k < 3; ++k)
@@ -329,7 +339,7 @@ planBackwardLaunch(const BackwardManifest &m, const Shapes &shapes,
   }
 
   // The main kernel's tensor maps: [head_dim, heads, seq, batch], boxes of
-  // 64 columns by its tiles' rows (Q and dO: 64 rows of `gqa_packing`
+  // 64 columns by its tiles' rows (Q and dO: a step's rows, `gqa_packing`
   // packed heads; K and V: 128 keys), 128-byte swizzle, zero fill.
   auto mapOf = [&](const char *name, uint64_t address, int64_t heads,
                    int64_t seq, int64_t rowsPerBox,
@@ -371,10 +381,10 @@ planBackwardLaunch(const BackwardManifest &m, const Shapes &shapes,
   };
   int64_t packing = m.gqaPacking;
   llvm::Expected<std::vector<uint8_t>> maps[] = {
-      mapOf("q", buffers.q, m.qHeads, shapes.seqQ, 64, packing),
+      mapOf("q", buffers.q, m.qHeads, shapes.seqQ, m.stepRows, packing),
       mapOf("k", buffers.k, m.kvHeads, shapes.seqK, 128, 1),
       mapOf("v", buffers.v, m.kvHeads, shapes.seqK, 128, 1),
-      mapOf("dout", buffers.dout, m.qHeads, shapes.seqQ, 64, packing)};
+      mapOf("dout", buffers.dout, m.qHeads, shapes.seqQ, m.stepRows, packing)};
   for (auto &map : maps)
     if (!map)
       return map.takeError();

@@ -510,7 +510,7 @@ llvm::Expected<RunReport> mlir::fa4::sim::simulate(func::FuncOp func,
     if (options.interleavings != 1 && !scheduled)
       return makeError("--interleavings runs a level-C schedule; this "
                        "backward is a tile program (level B): schedule it "
-                       "first (fa4c --backward --target sm_90a)");
+                       "first (fa4c --backward, which stops at the schedule)");
     return simulateBackward(func, options);
   }
   auto entry = dyn_cast_or_null<func::FuncOp>(options.entry);

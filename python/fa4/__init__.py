@@ -25,11 +25,11 @@ Every failure of fa4 itself raises ``fa4.CompileError`` or ``fa4.LaunchError``
 (both ``RuntimeError``) with fa4's message; bad arguments raise ``ValueError``
 or ``TypeError`` naming the argument. ``attention`` is differentiable: its
 backward (``torch.ops.fa4.attention_backward``) runs fa4's backward kernels
-(``fa4.compile_backward``: Hopper's, on an H100/H200 for CUDA tensors and in
-fa4-emu for CPU tensors); on a GPU without them (Blackwell: not built yet),
-and for variants whose backward is not built (seqused_k, paged caches,
-varlen), ``backward()`` raises ``NotImplementedError`` saying so, never a
-silent zero gradient.
+(``fa4.compile_backward``: the GPU's own chip's for CUDA tensors — FA4's
+TMEM schedule on a B200/B300, FA3's on an H100/H200 — and the default
+chip's, Blackwell's, in fa4-emu for CPU tensors); for variants whose
+backward is not built (seqused_k, paged caches, varlen), ``backward()``
+raises ``NotImplementedError`` saying so, never a silent zero gradient.
 """
 
 from __future__ import annotations
@@ -179,8 +179,8 @@ class BackwardKernel:
     ``Kernel.backward``): three kernels in one cubin and PTX — delta and
     the cleared dQ accumulator, the main kernel (dK, dV, dQ's parts), dQ
     from the accumulator — and their manifest (kind "backward";
-    docs/Backward.md). Hopper (sm_90a) schedules it; the Blackwell backward
-    is not built yet.
+    docs/Backward.md), for Blackwell (sm_100a, sm_103a: FA4's TMEM
+    schedule) or Hopper (sm_90a: FA3's).
 
     Calling it runs the three kernels in order:
     ``kernel(q, k, v, o, dout, lse, dq, dk, dv, delta, dq_accum)`` — q, k,
@@ -503,9 +503,9 @@ def compile_backward(head_dim: int = 128, q_heads: int = 32,
     ``BackwardKernel``: dQ, dK and dV from Q, K, V, O, dO and the forward's
     LSE (fa4.attention_backward). The arguments mean what ``compile``'s of
     the same names do (pass them by name: the order differs). ``target``:
-    a chip whose schedule takes the backward (Hopper's sm_90a; None, the
-    default, the first such chip); another raises fa4.CompileError naming
-    the ones that do.
+    a chip whose schedule takes the backward to kernels (sm_100a, sm_103a,
+    sm_90a; None, the default, the first such chip: sm_100a); another
+    raises fa4.CompileError naming the ones that do.
     ``deterministic``: dQ accumulated in a fixed order, the same bits on
     every run (each K/V head's tasks on one CTA, in ascending order). Within one process a variant's backward is
     compiled once; ``cache`` keeps it in the compile cache beside the

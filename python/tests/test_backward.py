@@ -287,18 +287,30 @@ def test_compile_with_backward_compiles_it_every_time():
         fa4.compile(head_dim=64, q_heads=2, kv_heads=1, backward="yes")
     fa4.compile(head_dim=64, q_heads=2, kv_heads=1, target="sm_100a")
     for _ in range(2):
-        with pytest.raises(fa4.CompileError, match="not lowered to kernels for sm_100a"):
-            fa4.compile(head_dim=64, q_heads=2, kv_heads=1, target="sm_100a",
-                        backward=True)
+        kernel = fa4.compile(head_dim=64, q_heads=2, kv_heads=1,
+                             target="sm_100a", backward=True)
+        assert kernel.backward().manifest["target"] == "sm_100a"
+    fa4.compile(head_dim=64, q_heads=2, kv_heads=1, target="sm_90a",
+                num_splits=2)
+    for _ in range(2):
+        with pytest.raises(NotImplementedError, match="num_splits"):
+            fa4.compile(head_dim=64, q_heads=2, kv_heads=1, target="sm_90a",
+                        num_splits=2, backward=True)
 
 
 def test_compiled_backward_refusals():
-    # The default target is the first chip with a backward schedule.
-    assert fa4.compile_backward(head_dim=64, q_heads=2,
-                                kv_heads=1).manifest["target"] == "sm_90a"
-    with pytest.raises(fa4.CompileError, match="compiles for sm_90a"):
+    # The default target is the first chip whose backward compiles to
+    # kernels: the default chip, Blackwell's; a Blackwell manifest's steps
+    # are 128 rows, Hopper's 64.
+    blackwell = fa4.compile_backward(head_dim=64, q_heads=2, kv_heads=1)
+    assert blackwell.manifest["target"] == "sm_100a"
+    assert blackwell.manifest["attention"]["step_rows"] == 128
+    hopper = fa4.compile_backward(head_dim=64, q_heads=2, kv_heads=1,
+                                  target="sm_90a")
+    assert hopper.manifest["attention"]["step_rows"] == 64
+    with pytest.raises(fa4.CompileError, match="sm_80"):
         fa4.compile_backward(head_dim=64, q_heads=2, kv_heads=1,
-                             target="sm_100a")
+                             target="sm_80")
     with pytest.raises(ValueError, match="dtype"):
         fa4.compile_backward(dtype="fp8")
     split = fa4.compile(head_dim=64, q_heads=2, kv_heads=1, target="sm_90a",

@@ -217,6 +217,14 @@ struct MutateProtocolPass
 
   void runOnOperation() override {
     func::FuncOp func = getOperation();
+    if (getBackwardSpec(func)) {
+      // Nothing here breaks a backward: refused, not ignored.
+      func.emitError() << "protocol mutation '" << mutation.getValue()
+                       << "' breaks the forward's schedule; the backward's "
+                          "are broken by test/Sim/Inputs/drop-wait.py (level "
+                          "C) and test/Emu/Inputs/mutate-ptx.py (level D)";
+      return signalPassFailure();
+    }
     if (!getKernelSpec(func))
       return;
     StringRef name = mutation;

@@ -219,12 +219,12 @@ static cl::opt<bool> backward(
              "`attention_backward(Q, K, V, O, dO, LSE, dQ, dK, dV, delta, "
              "dq_accum)` holding fa4.attention_backward of the variant the "
              "other flags describe (the workspace: delta [batch, q_heads, "
-             "seq_q] f32 and dq_accum Q's shape in f32). For sm_90a it "
-             "compiles to three kernels (-o b.cubin: the cubin, the PTX and "
-             "a manifest of kind \"backward\", which fa4-emu runs); for "
-             "sm_100a and sm_103a it stops at its schedule (level C, which "
-             "fa4-sim runs: --emit=mlir, the default --stop-after "
-             "'scheduler'), its tcgen05 lowering not built yet. Not with --lse (the "
+             "seq_q] f32 and dq_accum Q's shape in f32). It compiles to three "
+             "kernels on every target (-o b.cubin: the cubin, the PTX and a "
+             "manifest of kind \"backward\", which fa4-emu runs): FA4's TMEM "
+             "schedule on sm_100a/sm_103a, FA3's wgmma one on sm_90a; "
+             "--emit=mlir stops at the schedule (level C, which fa4-sim "
+             "runs). Not with --lse (the "
              "backward always reads it), --seqused-k, --varlen, --paged-kv or "
              "--num-splits, nor the forward's schedule options (--kv-stages, "
              "--hopper-*, --rescale-threshold, --exp2-emulation-fraction)"),
@@ -233,8 +233,8 @@ static cl::opt<bool> backward(
 static cl::opt<bool> deterministic(
     "deterministic",
     cl::desc("With --backward: accumulate dQ in a fixed order, the same bits "
-             "on every run (sm_90a: each (batch, K/V head) on one CTA, its "
-             "K/V blocks in ascending order: at most batch * kv_heads CTAs)"),
+             "on every run (each (batch, K/V head) on one CTA, its K/V "
+             "blocks in ascending order: at most batch * kv_heads CTAs)"),
     cl::init(false), cl::cat(variantCategory));
 
 /// The variant the flags describe, as entry IR (fa4/Driver/Compile.h).
@@ -295,7 +295,7 @@ int main(int argc, char **argv) {
   if (auto it = registered.find("stop-after"); it != registered.end())
     it->second->removeArgument();
   static const std::string stages =
-      "Last pipeline stage to run, with --emit=mlir (default: scheduler; tile for a backward): " +
+      "Last pipeline stage to run, with --emit=mlir (default: scheduler): " +
       join(fa4::getPipelineStages(), ", ");
   static cl::opt<std::string> stopAfter("stop-after", cl::desc(stages),
                                         cl::value_desc("stage"), cl::init(""),

@@ -34,8 +34,12 @@ struct BackwardManifest {
   int64_t headDim = 0, qHeads = 0, kvHeads = 0;
   std::string dtype;
   bool deterministic = false;
-  /// Query heads packed in a main-kernel step's 64 rows (the GQA packing).
+  /// Query heads packed in a main-kernel step's rows (the GQA packing).
   int64_t gqaPacking = 1;
+  /// Packed query rows per main-kernel step, the rows of its Q and dO
+  /// tiles: 64 on Hopper (a wgmma row block), 128 on Blackwell (the N of
+  /// Sᵀ).
+  int64_t stepRows = 64;
   /// The main kernel's persistent grid: min(sm_count, tasks) CTAs, a task
   /// per (batch, K/V head, 128 keys).
   int64_t smCount = 1;

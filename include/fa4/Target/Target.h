@@ -101,7 +101,7 @@ inline constexpr ChipInfo kChipTable[] = {
      /*registersPerSm=*/64 * 1024, /*tmemColumns=*/512, /*qTilesPerTask=*/2,
      /*mufuExp2PerClock=*/16, /*exp2EmulationFraction=*/0.125,
      /*tcgen05=*/true, /*wgmma=*/false, /*emulated=*/true,
-     /*codegenChip=*/"sm_100a", /*backward=*/BackwardLevel::Schedule},
+     /*codegenChip=*/"sm_100a", /*backward=*/BackwardLevel::Kernels},
     {Chip::Sm103a, "sm_103a", Family::Blackwell, "Blackwell",
      "the FA4 schedule: TMEM and tcgen05", "B300", /*compute=*/10, 3,
      /*smCount=*/148, /*smemBytesPerCta=*/227 * 1024,
@@ -112,7 +112,7 @@ inline constexpr ChipInfo kChipTable[] = {
      // only (NVVMRequiresSMa<[100, 101]>), where the PTX ISA (8.8) has them
      // on sm_103a too, as a member of the sm_100f family: the code is
      // generated for sm_100a and retargeted.
-     /*codegenChip=*/"sm_100a", /*backward=*/BackwardLevel::Schedule},
+     /*codegenChip=*/"sm_100a", /*backward=*/BackwardLevel::Kernels},
     {Chip::Sm90a, "sm_90a", Family::Hopper, "Hopper",
      "the FA3-style schedule: wgmma with register accumulators", "H100/H200",
      /*compute=*/9, 0,

@@ -598,16 +598,11 @@ LogicalResult FA4ToNVVMPass::convertBackward(func::FuncOp func,
   FailureOr<target::Family> family = scheduleFamily(func, *chipInfo);
   if (failed(family))
     return failure();
-  if (*family != target::Family::Hopper)
-    return func.emitError()
-           << "the backward is lowered for Hopper (sm_90a) only: its "
-              "Blackwell schedule (level C) is built and fa4-sim runs it "
-              "(fa4c --backward --stop-after=scheduler), but its tcgen05 "
-              "lowering is not built yet";
   if (!spec.getExtras().empty())
     return func.emitError() << "the backward reads extras (a score_mod or "
                                "mask_mod region's); mod regions are not "
-                               "lowered for sm_90a yet (fa4-sim runs them)";
+                               "lowered in the backward yet (fa4-sim runs "
+                               "them)";
   WarpSpecializeOp specialize;
   func.walk([&](WarpSpecializeOp op) { specialize = op; });
   KernelState kernel;
@@ -677,6 +672,12 @@ LogicalResult FA4ToNVVMPass::convertBackward(func::FuncOp func,
     auto kType = cast<MemRefType>(argument(kBwdK).getType());
     int64_t qHeads = qType.getDimSize(2), kvHeads = kType.getDimSize(2);
     GridAttr grid = specialize->getAttrOfType<GridAttr>(kGridAttrName);
+    // The rows of a step: those of the Q ring's tiles.
+    int64_t stepRows = 0;
+    func.walk([&](SmemAllocOp alloc) {
+      if (alloc.getName() == "q")
+        stepRows = alloc.getBuffer().getType().getRows();
+    });
     SmallVector<Attribute> roles;
     for (RoleOp role : specialize.getRoles().front().getOps<RoleOp>())
       roles.push_back(RoleInfoAttr::get(context, role.getName(),
@@ -694,6 +695,7 @@ LogicalResult FA4ToNVVMPass::convertBackward(func::FuncOp func,
                                            : "fp16")),
         b.getNamedAttr("gqa_packing",
                        b.getI64IntegerAttr(gqaPacking(qHeads / kvHeads))),
+        b.getNamedAttr("step_rows", b.getI64IntegerAttr(stepRows)),
         b.getNamedAttr("sm_count",
                        b.getI64IntegerAttr(grid ? grid.getSmCount() : 1)),
         b.getNamedAttr("block",

@@ -263,19 +263,26 @@ Value BackwardProgramBuilder::buildGrad(const BackwardTask &task) {
 }
 
 Value BackwardProgramBuilder::buildDq(const BackwardTask &task) {
-  auto partType = tile(kStep, headDim, b.getF32Type());
   return forEachStep(
       task, ValueRange(),
       [&](const Step &at, ValueRange) -> SmallVector<Value> {
-        // Read out, handed back (the next step's dPᵀ goes over it), then
-        // added from registers. In the deterministic order every element
-        // of dQ has one thread adding to it, the same on every task of the
-        // K/V head, whose adds the PTX memory model keeps in program order.
+        // 32 columns at a time, read out and added from registers; the
+        // columns go back once the last chunk is read (the next step's
+        // dPᵀ goes over them). In the deterministic order every element of
+        // dQ has one thread adding to it, the same on every task of the K/V
+        // head, whose adds the PTX memory model keeps in program order.
         ConsumerWaitOp::create(b, loc, dq, at.item);
-        Value part = TmemLoadOp::create(b, loc, partType, dq, index(0));
-        ConsumerReleaseOp::create(b, loc, dq, at.item);
-        AccumulateDqOp::create(b, loc, part, argument(kBwdDqAccum),
-                               task.batch, at.head, at.row, packing);
+        for (int64_t column = 0; column < headDim; column += kChunk) {
+          auto partType = tile(kStep, std::min(kChunk, headDim - column),
+                               b.getF32Type());
+          Value part = TmemLoadOp::create(b, loc, partType, dq, index(column));
+          if (column + kChunk >= headDim)
+            ConsumerReleaseOp::create(b, loc, dq, at.item);
+          auto accumulate =
+              AccumulateDqOp::create(b, loc, part, argument(kBwdDqAccum),
+                                     task.batch, at.head, at.row, packing);
+          accumulate.setColumn(column);
+        }
         return {};
       })[0];
 }

@@ -30,9 +30,9 @@ llvm::ArrayRef<RoleSpec> ScheduleConfig::backwardRoles() {
   // thread). Warpgroup 2 holds the single-warp roles. 384 threads start
   // with 168 registers each (64 512): 128 x 232 + 128 x 200 + 128 x 72.
   static const RoleSpec kRoles[] = {
-      {role::kGrad, 0, 4, 232}, {role::kDq, 4, 4, 200},
-      {role::kMma, 8, 1, 72},   {role::kLoad, 9, 1, 72},
-      {role::kIdle, 10, 2, 72},
+      {role::kGrad, 0, 4, 240}, {role::kDq, 4, 4, 128},
+      {role::kMma, 8, 1, 136},  {role::kLoad, 9, 1, 136},
+      {role::kIdle, 10, 2, 136},
   };
   return kRoles;
 }

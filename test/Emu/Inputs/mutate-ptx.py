@@ -56,6 +56,19 @@ def mutate(name, text):
         if mutated == text:
             sys.exit("mutate-ptx: no descriptor with SBO 1024 found")
         return mutated
+    if kind == "tmem-alias":
+        # From the n-th tcgen05.mma on, the MMAs that write its accumulator
+        # write 128 columns further on instead: over another live buffer
+        # (the backward's dQ over dV).
+        m = nth(r"tcgen05\.mma\.cta_group::1\.kind::f16[.\w:]* \[(%r\d+)\],", text, n)
+        dest = m.group(1)
+        head, tail = text[:m.start()], text[m.start():]
+        pattern = re.compile(r"(tcgen05\.mma\.cta_group::1\.kind::f16[.\w:]*) \[" +
+                             re.escape(dest) + r"\],([^;]*;)")
+        tail, count = pattern.subn(
+            lambda k: "{ .reg .b32 moved; add.s32 moved, %s, 128; %s [moved],%s }"
+            % (dest, k.group(1), k.group(2)), tail)
+        return head + tail
     if kind == "no-proxy-fence":
         mutated = text.replace("fence.proxy.async.shared::cta;", "")
         if mutated == text:

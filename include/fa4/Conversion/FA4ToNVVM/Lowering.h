@@ -100,6 +100,19 @@ public:
   /// Which of the threads that share the thread's rows it is (0 to
   /// kSplitSlots - 1): a split-KV workspace slot per such thread.
   virtual Value rowShareSlot(Lowering &lowering) const = 0;
+
+  // The backward's transposed tiles (rows keys, columns packed query rows;
+  // Backward.cpp): a vector along the columns (the LSE, delta) holds one
+  // value per column the thread has.
+  /// The tile columns the thread holds of a tile `columns` wide (index
+  /// values, from the tile's first), in the order its column vectors hold
+  /// them.
+  virtual SmallVector<Value> threadColumns(Lowering &lowering,
+                                           int64_t columns) const = 0;
+  /// Element `element` of a thread's tile vector: its index in the
+  /// thread's column vector, and in threadRows.
+  virtual int64_t columnSlot(int64_t element) const = 0;
+  virtual unsigned rowSlot(int64_t element) const = 0;
 };
 
 /// The lowering of `family`'s schedules.
@@ -281,6 +294,9 @@ private:
 
   // Row arithmetic of the softmax and correction roles (RowMath.cpp).
   LogicalResult lowerRowMath(Operation *op);
+  /// The softcap of a tile already in registers, element by element (the
+  /// Hopper fragments, the backward's TMEM chunks).
+  LogicalResult lowerElementwiseSoftcap(SoftcapOp softcap);
   LogicalResult lowerOnlineSoftmax(OnlineSoftmaxOp op);
   // The softmax's steps, in the order it takes them.
   /// This thread's row of S from TMEM, `chunks` loads of 32 columns and one
@@ -386,7 +402,6 @@ private:
   LogicalResult lowerWarpgroupValueMma(WarpgroupValueMmaOp mma);
   LogicalResult lowerWarpgroupWait(WarpgroupWaitOp wait);
   // The row ops on fragment tiles (each thread two rows, a quad per row).
-  LogicalResult lowerFragmentSoftcap(SoftcapOp softcap);
   LogicalResult lowerFragmentMask(MaskOp mask);
   LogicalResult lowerFragmentSoftmax(OnlineSoftmaxOp softmax);
   /// One of the thread's rows (`half`) of the softmax: its max over the
@@ -426,11 +441,10 @@ private:
   /// writes (`row` from the tile's first); rows past seq_q are skipped.
   LogicalResult emitLseStore(StoreLseTileOp store, Value row, Value lse);
 
-  // The backward's ops on transposed fragment tiles (Hopper/Backward.cpp):
-  // a consumer holds Sᵀ (keys × packed rows), so a row vector of the packed
-  // rows (the LSE, delta) is held along the fragment's columns: element k
-  // of the thread's vector<N/4> is its column 8·(k/2) + 2·(lane mod 4) +
-  // k mod 2 (`fragmentColumnOf`).
+  // The backward's ops on transposed tiles (Backward.cpp, both families):
+  // a warpgroup holds Sᵀ (keys × packed rows), so a row vector of the
+  // packed rows (the LSE, delta) is held along the tile's columns, one
+  // value per column the thread has (FamilyLowering::threadColumns).
   LogicalResult lowerBackward(Operation *op);
   LogicalResult lowerColumnLoad(LoadRowTileOp load);
   LogicalResult lowerTransposedMask(MaskOp mask);
@@ -442,7 +456,8 @@ private:
   LogicalResult lowerAccumulateDq(AccumulateDqOp accumulate);
   LogicalResult lowerKvStore(StoreKvTileOp store);
   /// Element i of a fragment tile vector: its index in the thread's column
-  /// vector.
+  /// vector (Hopper: element k of the column vector<N/4> is column
+  /// 8·(k/2) + 2·(lane mod 4) + k mod 2).
   static int64_t fragmentColumnOf(int64_t element) {
     return 2 * (element / 4) + element % 2;
   }

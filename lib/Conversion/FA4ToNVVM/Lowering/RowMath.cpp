@@ -130,6 +130,18 @@ void Lowering::applySoftcap(SoftcapOp softcap, MutableArrayRef<Value> s) {
     element = softcapScore(softcap, element);
 }
 
+LogicalResult Lowering::lowerElementwiseSoftcap(SoftcapOp softcap) {
+  Value s = lookup(softcap.getScores());
+  auto type = cast<VectorType>(s.getType());
+  SmallVector<Value> elements;
+  for (int64_t i = 0; i < type.getNumElements(); ++i)
+    elements.push_back(softcapScore(
+        softcap, vector::ExtractOp::create(b, loc(), s, ArrayRef<int64_t>{i})));
+  mapping.map(softcap.getResult(),
+              vector::FromElementsOp::create(b, loc(), type, elements));
+  return success();
+}
+
 /// The score_mod, inlined per score on the scaled score. Where its loads are
 /// indexed by a position, the region sees positions clamped into the
 /// sequences, so they stay in bounds; the scores past seq_q or seq_k it
@@ -664,11 +676,17 @@ LogicalResult Lowering::lowerLseStore(StoreLseTileOp store) {
 LogicalResult Lowering::lowerRowMath(Operation *op) {
   return llvm::TypeSwitch<Operation *, LogicalResult>(op)
       .Case<SoftcapOp, ScoreModOp>([&](Operation *rewrite) -> LogicalResult {
-        // Both rewrite S as it leaves TMEM, inside the fused softmax.
+        // Both rewrite S as it leaves TMEM, inside the fused softmax; the
+        // backward's softcap applies to a chunk already in registers.
         auto found = deferred.find(rewrite->getOperand(0));
-        if (found == deferred.end())
+        if (found == deferred.end()) {
+          Value scores = mapping.lookupOrNull(rewrite->getOperand(0));
+          if (auto softcap = dyn_cast<SoftcapOp>(rewrite);
+              softcap && scores && isa<VectorType>(scores.getType()))
+            return lowerElementwiseSoftcap(softcap);
           return rewrite->emitOpError()
                  << "fa4-to-nvvm applies it to S as it leaves TMEM";
+        }
         DeferredScores scores = found->second;
         if (auto softcap = dyn_cast<SoftcapOp>(rewrite))
           scores.softcap = softcap;

@@ -61,6 +61,18 @@ public:
     return lowering.index(0);
   }
 
+  // The backward's transposed tiles: a thread's row is a key, and it holds
+  // every column of the chunk, element i in column i.
+  SmallVector<Value> threadColumns(Lowering &lowering,
+                                   int64_t columns) const override {
+    SmallVector<Value> result;
+    for (int64_t column = 0; column < columns; ++column)
+      result.push_back(lowering.index(column));
+    return result;
+  }
+  int64_t columnSlot(int64_t element) const override { return element; }
+  unsigned rowSlot(int64_t) const override { return 0; }
+
   std::optional<LogicalResult> lowerOwn(Lowering &lowering,
                                         Operation *op) const override {
     return llvm::TypeSwitch<Operation *, std::optional<LogicalResult>>(op)
@@ -80,7 +92,7 @@ public:
         .Case<TmemLoadOp, TmemStoreOp, TmemAllocColumnsOp, TmemRelinquishOp,
               TmemDeallocOp>(
             [&](Operation *tmem) { return lowering.lowerTmem(tmem); })
-        .Case<ScoreMmaAsyncOp, ValueMmaAsyncOp>(
+        .Case<ScoreMmaAsyncOp, ValueMmaAsyncOp, TransposedMmaAsyncOp>(
             [&](Operation *mma) { return lowering.lowerMma(mma); })
         .Default([](Operation *) { return std::nullopt; });
   }

@@ -21,6 +21,19 @@ static constexpr int64_t kMmaK = 16;
 /// Bytes from one 8-row group of a swizzled tile to the next.
 static constexpr uint32_t kSwizzleAtomBytes = 1024;
 
+/// A TMEM row of `words` 32-bit columns as the (first, count) pieces
+/// tcgen05.ld / tcgen05.st move: powers of two from 1 to 128, largest first.
+static SmallVector<std::pair<int64_t, int64_t>> tmemPieces(int64_t words) {
+  SmallVector<std::pair<int64_t, int64_t>> pieces;
+  int64_t first = 0;
+  for (int64_t count = 128; count >= 1; count /= 2)
+    while (words - first >= count) {
+      pieces.push_back({first, count});
+      first += count;
+    }
+  return pieces;
+}
+
 /// S tiles are read by the fused softmax instead (RowMath.cpp).
 static bool isDeferredScores(TmemLoadOp load) {
   auto role = load->getParentOfType<RoleOp>();
@@ -45,17 +58,35 @@ LogicalResult Lowering::lowerTmem(Operation *op) {
         auto tile = cast<ShapedType>(load.getType());
         int64_t bits = tile.getElementTypeBitWidth();
         int64_t words = tile.getDimSize(1) * bits / 32;
-        Value address = tmemAddress(lookup(load.getBuffer()),
-                                    lookup(load.getColumn()), bits);
-        Type wordsType = words == 1 ? Type(b.getI32Type())
-                                    : Type(VectorType::get({words}, b.getI32Type()));
-        Value raw = NVVM::Tcgen05LdOp::create(b,
-            loc(), wordsType, false, NVVM::Tcgen05LdStShape::SHAPE_32X32B,
-            address, Value());
-        raw = waitForTmemLoad(raw);
-        if (words == 1)
-          raw = vector::BroadcastOp::create(b,
-              loc(), VectorType::get({1}, b.getI32Type()), raw);
+        // Piece `first` (in 32-bit columns) from element column `column`.
+        auto address = [&](int64_t first) {
+          Value column = lookup(load.getColumn());
+          if (first)
+            column = arith::AddIOp::create(b, loc(), column,
+                                           index(first * 32 / bits));
+          return tmemAddress(lookup(load.getBuffer()), column, bits);
+        };
+        // tcgen05.ld moves a power of two of columns: a width like head
+        // dim 96's goes as 64 + 32.
+        SmallVector<Value> parts;
+        for (auto [first, count] : tmemPieces(words)) {
+          Type partType =
+              count == 1 ? Type(b.getI32Type())
+                         : Type(VectorType::get({count}, b.getI32Type()));
+          Value at = address(first);
+          Value raw = NVVM::Tcgen05LdOp::create(
+              b, loc(), partType, false, NVVM::Tcgen05LdStShape::SHAPE_32X32B,
+              at, Value());
+          raw = waitForTmemLoad(raw);
+          if (count == 1)
+            parts.push_back(raw);
+          else
+            for (int64_t i = 0; i < count; ++i)
+              parts.push_back(vector::ExtractOp::create(
+                  b, loc(), raw, ArrayRef<int64_t>{i}));
+        }
+        Value raw = vector::FromElementsOp::create(
+            b, loc(), VectorType::get({words}, b.getI32Type()), parts);
         mapping.map(load.getResult(),
                     vector::BitCastOp::create(b,
                         loc(), cast<VectorType>(convertType(load.getType())), raw));
@@ -70,16 +101,30 @@ LogicalResult Lowering::lowerTmem(Operation *op) {
         auto tile = cast<ShapedType>(store.getTile().getType());
         int64_t bits = tile.getElementTypeBitWidth();
         int64_t words = tile.getDimSize(1) * bits / 32;
-        Value address = tmemAddress(lookup(store.getBuffer()),
-                                    lookup(store.getColumn()), bits);
+        // Piece `first` (in 32-bit columns) from element column `column`.
+        auto address = [&](int64_t first) {
+          Value column = lookup(store.getColumn());
+          if (first)
+            column = arith::AddIOp::create(b, loc(), column,
+                                           index(first * 32 / bits));
+          return tmemAddress(lookup(store.getBuffer()), column, bits);
+        };
         Value raw = vector::BitCastOp::create(b,
             loc(), VectorType::get({words}, b.getI32Type()),
             lookup(store.getTile()));
-        if (words == 1)
-          raw = vector::ExtractOp::create(b, loc(), raw, ArrayRef<int64_t>{0});
-        NVVM::Tcgen05StOp::create(b, loc(), false,
-                                    NVVM::Tcgen05LdStShape::SHAPE_32X32B,
-                                    address, raw, Value());
+        for (auto [first, count] : tmemPieces(words)) {
+          Value part =
+              count == 1
+                  ? Value(vector::ExtractOp::create(b, loc(), raw,
+                                                    ArrayRef<int64_t>{first}))
+                  : Value(vector::ExtractStridedSliceOp::create(
+                        b, loc(), raw, ArrayRef<int64_t>{first},
+                        ArrayRef<int64_t>{count}, ArrayRef<int64_t>{1}));
+          Value at = address(first);
+          NVVM::Tcgen05StOp::create(b, loc(), false,
+                                    NVVM::Tcgen05LdStShape::SHAPE_32X32B, at,
+                                    part, Value());
+        }
         NVVM::Tcgen05WaitOp::create(b, loc(), NVVM::Tcgen05WaitKind::STORE);
         return success();
       })
@@ -219,6 +264,44 @@ LogicalResult Lowering::lowerMma(Operation *op) {
                 loc(), kind, group, collector, false, output, a,
                 descriptor(vBase, step * kMmaK * 128), idesc,
                 enable, Value(), Value());
+          }
+        });
+        return success();
+      })
+      .Case([&](TransposedMmaAsyncOp mma) -> LogicalResult {
+        // dQ = dS·K: dSᵀ ([keys, packed rows], as the grad warps staged
+        // it) is the A operand with M contiguous, K ([keys, head dim]) the
+        // B operand with N contiguous — both MN-major and laid out as V is
+        // to the value MMA: 64-column boxes the leading-dimension repeats,
+        // 8-key groups 1024 bytes apart, 16 keys (16 lines) a K step. As
+        // CUTLASS's UMMA descriptors for MN-major SW128 operands.
+        SmemType a = mma.getLhs().getType();
+        SmemType bType = mma.getRhs().getType();
+        TmemType acc = mma.getAcc().getType();
+        Value aAddress = stageAddress(mma.getLhs(), mma.getLhsCount());
+        Value bAddress = stageAddress(mma.getRhs(), mma.getRhsCount());
+        Value output = tmemPointer(
+            arith::AddIOp::create(b, loc(), kernel.tmemBase, lookup(mma.getAcc())));
+        uint64_t aBits = tcgen05::smemDescriptorTemplate(
+            boxBytes(a), kSwizzleAtomBytes, tcgen05::Swizzle::Bytes128);
+        uint64_t bBits = tcgen05::smemDescriptorTemplate(
+            boxBytes(bType), kSwizzleAtomBytes, tcgen05::Swizzle::Bytes128);
+        uint32_t instruction = tcgen05::instructionDescriptorF16(
+            elementOf(a.getElementType()), elementOf(bType.getElementType()),
+            tcgen05::Major::MN, tcgen05::Major::MN, a.getCols(),
+            blackwell::accumulatorColumns(acc.getCols()));
+        Value idesc = i32(static_cast<int32_t>(instruction));
+        Value aBase = baseDescriptor(aBits, aAddress);
+        Value bBase = baseDescriptor(bBits, bAddress);
+        ifElected([&] {
+          for (int64_t step = 0; step * kMmaK < a.getRows(); ++step) {
+            int64_t offset = step * kMmaK * kSwizzleLineBytes;
+            Value enable = LLVM::ConstantOp::create(
+                b, loc(), b.getI1Type(), b.getBoolAttr(step > 0));
+            NVVM::Tcgen05MMAOp::create(b, loc(), kind, group, collector, false,
+                                       output, descriptor(aBase, offset),
+                                       descriptor(bBase, offset), idesc, enable,
+                                       Value(), Value());
           }
         });
         return success();

@@ -80,17 +80,36 @@ public:
                                   lowering.fragmentLane(), lowering.index(4));
   }
 
+  // The backward's transposed fragments: a thread's columns of a 64-wide
+  // tile are 8·(k/2) + 2·(lane mod 4) + k mod 2 for k < 16; element i is
+  // in column slot fragmentColumnOf(i) and row (i / 2) mod 2.
+  SmallVector<Value> threadColumns(Lowering &lowering,
+                                   int64_t columns) const override {
+    SmallVector<Value> result;
+    Value first = lowering.fragmentColumn();
+    for (int64_t k = 0; k < columns / 4; ++k)
+      result.push_back(arith::AddIOp::create(
+          lowering.b, lowering.loc(), first,
+          lowering.index(8 * (k / 2) + k % 2)));
+    return result;
+  }
+  int64_t columnSlot(int64_t element) const override {
+    return Lowering::fragmentColumnOf(element);
+  }
+  unsigned rowSlot(int64_t element) const override {
+    return static_cast<unsigned>((element / 2) % 2);
+  }
+
   std::optional<LogicalResult> lowerOwn(Lowering &lowering,
                                         Operation *op) const override {
     if (isa<WarpgroupScoreMmaOp, WarpgroupValueMmaOp, WarpgroupWaitOp,
             SoftcapOp, ScoreModOp, MaskOp, OnlineSoftmaxOp, CorrectionOp,
             SmemStoreOp>(op))
       return lowering.lowerWarpgroup(op);
-    // The backward's consumer ops (Backward.cpp).
-    if (isa<LoadRowTileOp, ProbsFromLseOp, SoftmaxGradOp, SoftcapGradOp,
-            ConvertTileOp, WarpgroupTransposedMmaOp, AccumulateDqOp,
-            StoreKvTileOp>(op))
-      return lowering.lowerBackward(op);
+    // dQ's MMA (Warpgroup.cpp); the backward's pointwise ops and stores
+    // are the shared lowering's (Backward.cpp).
+    if (auto mma = dyn_cast<WarpgroupTransposedMmaOp>(op))
+      return lowering.lowerWarpgroupTransposedMma(mma);
     return std::nullopt;
   }
 };

@@ -228,7 +228,7 @@ LogicalResult Lowering::lowerWarpgroup(Operation *op) {
       .Case([&](WarpgroupScoreMmaOp mma) { return lowerWarpgroupScoreMma(mma); })
       .Case([&](WarpgroupValueMmaOp mma) { return lowerWarpgroupValueMma(mma); })
       .Case([&](WarpgroupWaitOp wait) { return lowerWarpgroupWait(wait); })
-      .Case([&](SoftcapOp softcap) { return lowerFragmentSoftcap(softcap); })
+      .Case([&](SoftcapOp softcap) { return lowerElementwiseSoftcap(softcap); })
       .Case([&](ScoreModOp scoreMod) -> LogicalResult {
         return scoreMod.emitOpError()
                << "score_mod regions are not lowered for sm_90a yet (the "
@@ -373,18 +373,6 @@ LogicalResult Lowering::lowerWarpgroupWait(WarpgroupWaitOp wait) {
           ArrayAttr())
           .getResult(0);
   mapping.map(wait.getResult(), unpackAccumulators(waited, count));
-  return success();
-}
-
-LogicalResult Lowering::lowerFragmentSoftcap(SoftcapOp softcap) {
-  Value s = lookup(softcap.getScores());
-  auto type = cast<VectorType>(s.getType());
-  SmallVector<Value> elements;
-  for (int64_t i = 0; i < type.getNumElements(); ++i)
-    elements.push_back(softcapScore(
-        softcap, vector::ExtractOp::create(b, loc(), s, ArrayRef<int64_t>{i})));
-  mapping.map(softcap.getResult(),
-              vector::FromElementsOp::create(b, loc(), type, elements));
   return success();
 }
 
@@ -613,3 +601,59 @@ LogicalResult Lowering::lowerFragmentSmemStore(SmemStoreOp store) {
   stagedForAsyncProxy = true;
   return success();
 }
+LogicalResult
+Lowering::lowerWarpgroupTransposedMma(WarpgroupTransposedMmaOp mma) {
+  SmemType a = mma.getLhs().getType(), bType = mma.getRhs().getType();
+  int64_t n = cast<RankedTensorType>(mma.getResult().getType()).getDimSize(1);
+  int64_t firstBox = mma.getColumnOffset() / kBoxColumns;
+  int64_t accumulators = n / 2;
+  // Both operands MN-major, as the forward's V: rows of the K dimension
+  // (keys), 128-byte swizzled lines of M (A: 64 queries, one box) or N (B:
+  // the head dim, 64-column boxes the leading-dimension repeats); 8-row
+  // groups 1024 bytes apart. B starts row_offset lines into each box.
+  uint64_t bBits = wgmma::smemDescriptorTemplate(
+      boxBytes(bType), kSwizzleAtomBytes, wgmma::Swizzle::Bytes128);
+  Value bBase = wgmmaStageDescriptor(
+      mma.getRhs(), mma.getRhsCount(),
+      firstBox * boxBytes(bType) + mma.getRowOffset() * kSwizzleLineBytes,
+      bBits);
+  // The A operand's stages along K: the lhs, then `then`'s; each its own
+  // descriptor, 16 rows (keys) a step.
+  SmallVector<std::pair<Value, int64_t>, 2> parts;
+  for (auto [buffer, count] : {std::pair{mma.getLhs(), mma.getLhsCount()},
+                               {mma.getLhsNext(), mma.getLhsNextCount()}}) {
+    if (!buffer)
+      continue;
+    auto type = cast<SmemType>(buffer.getType());
+    uint64_t aBits = wgmma::smemDescriptorTemplate(
+        boxBytes(type), kSwizzleAtomBytes, wgmma::Swizzle::Bytes128);
+    parts.push_back(
+        {wgmmaStageDescriptor(buffer, count, 0, aBits), type.getRows()});
+  }
+  std::string instruction = "wgmma.mma_async.sync.aligned.m64n" +
+                            std::to_string(n) + "k16.f32." +
+                            ptxType(a.getElementType()).str() + "." +
+                            ptxType(bType.getElementType()).str() + " ";
+  SmallVector<Value> inputs;
+  std::string body, constraintsIn;
+  int64_t step = 0;
+  for (auto [aBase, rows] : parts)
+    for (int64_t k = 0; k < rows / kWgmmaK; ++k, ++step) {
+      inputs.push_back(arith::AddIOp::create(
+          b, loc(), aBase, i64((k * kWgmmaK * kSwizzleLineBytes) >> 4)));
+      inputs.push_back(arith::AddIOp::create(
+          b, loc(), bBase, i64((step * kWgmmaK * kSwizzleLineBytes) >> 4)));
+      constraintsIn += (step ? ",l,l" : "l,l");
+      std::string aDesc = "$" + std::to_string(accumulators + 2 * step);
+      std::string bDesc = "$" + std::to_string(accumulators + 2 * step + 1);
+      // The first step overwrites the accumulator; both operands
+      // transposed (MN-major).
+      body += instruction + wgmmaAccumulators(accumulators) + ", " + aDesc +
+              ", " + bDesc + (step ? ", one" : ", zero") + ", 1, 1, 1, 1;\n\t";
+    }
+  Value result = emitWarpgroupMma(accumulators, inputs, constraintsIn, body,
+                                  /*tied=*/false, mma.getAsync());
+  mapping.map(mma.getResult(), unpackAccumulators(result, accumulators));
+  return success();
+}
+

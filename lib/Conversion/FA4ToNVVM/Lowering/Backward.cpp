@@ -1,13 +1,15 @@
-//===- Backward.cpp - the backward's consumer ops on Hopper ---------------===//
+//===- Backward.cpp - the backward's pointwise ops and stores -------------===//
 //
-// A backward consumer warpgroup holds Sᵀ, Pᵀ, dPᵀ and dSᵀ (its 64 keys ×
-// 64 packed query rows) in wgmma's accumulator layout (Warpgroup.cpp), so a
-// thread's two rows are keys and its 16 columns packed rows: the LSE and
-// delta are held along the columns (one value per column the thread has),
-// the mask is taken per column, and the gradients go out by address: dQ's
-// parts added with vector f32 reductions, dK and dV stored from the
-// fragments. dQ's MMA reads dSᵀ back from shared memory as its transposed
-// (M-major) A operand.
+// The backward's warpgroups hold Sᵀ, Pᵀ, dPᵀ and dSᵀ transposed: a tile's
+// rows are keys, its columns packed query rows, in the family's layout — on
+// Hopper wgmma's accumulator fragment (a thread's two rows, 16 columns of a
+// 64-column tile), on Blackwell a TMEM row (a thread's one row, every
+// column of the chunk). The LSE and delta are held along the columns (one
+// value per column the thread has: FamilyLowering::threadColumns), the mask
+// is taken per column, and the gradients go out by address: dQ's parts
+// added with vector f32 reductions, dK and dV stored from the thread's rows
+// (FamilyLowering::threadRows and elementRuns). The families' MMAs are
+// their own (Hopper/Warpgroup.cpp, Blackwell/TensorCore.cpp).
 //
 //===----------------------------------------------------------------------===//
 
@@ -28,11 +30,6 @@ using namespace mlir::fa4::nvvm;
 
 static constexpr float kMinusInf = -std::numeric_limits<float>::infinity();
 static constexpr double kLog2E = 1.4426950408889634;
-
-/// Element i of a fragment belongs to the thread's row (i / 2) mod 2.
-static int64_t halfOf(int64_t i) { return (i / 2) % 2; }
-
-static StringRef ptxType(Type type) { return type.isBF16() ? "bf16" : "f16"; }
 
 /// The elements of a per-thread vector.
 static SmallVector<Value> elementsOf(OpBuilder &b, Location loc, Value vector) {
@@ -59,9 +56,6 @@ LogicalResult Lowering::lowerBackward(Operation *op) {
       .Case([&](SoftmaxGradOp grad) { return lowerTransposedSoftmaxGrad(grad); })
       .Case([&](SoftcapGradOp grad) { return lowerFragmentSoftcapGrad(grad); })
       .Case([&](ConvertTileOp convert) { return lowerFragmentConvert(convert); })
-      .Case([&](WarpgroupTransposedMmaOp mma) {
-        return lowerWarpgroupTransposedMma(mma);
-      })
       .Case([&](AccumulateDqOp accumulate) {
         return lowerAccumulateDq(accumulate);
       })
@@ -72,8 +66,8 @@ LogicalResult Lowering::lowerBackward(Operation *op) {
 LogicalResult Lowering::lowerColumnLoad(LoadRowTileOp load) {
   if (!load.getTransposed())
     return load.emitOpError()
-           << "loads rows for a tile held row by row; the Hopper lowering "
-              "reads them along a transposed tile's columns only "
+           << "loads rows for a tile held row by row; the backward's "
+              "lowering reads them along a transposed tile's columns only "
               "(transposed)";
   auto found = kernel.globalPointers.find(load.getSource());
   if (found == kernel.globalPointers.end())
@@ -85,14 +79,12 @@ LogicalResult Lowering::lowerColumnLoad(LoadRowTileOp load) {
       cast<RankedTensorType>(load.getResult().getType()).getDimSize(0);
   Type f32Type = b.getF32Type();
   Value seqQ = toIndex(kernel.seqQ);
-  Value first = arith::AddIOp::create(b, loc(), lookup(load.getRow()),
-                                      fragmentColumn());
   Value headBase =
       arith::MulIOp::create(b, loc(), lookup(load.getHead()), index(ratio));
   SmallVector<Value> values;
-  for (int64_t k = 0; k < columns / 4; ++k) {
-    Value packed = arith::AddIOp::create(b, loc(), first,
-                                         index(8 * (k / 2) + k % 2));
+  for (Value column : kernel.family->threadColumns(*this, columns)) {
+    Value packed =
+        arith::AddIOp::create(b, loc(), lookup(load.getRow()), column);
     Value position = arith::DivUIOp::create(b, loc(), packed, index(ratio));
     Value head = arith::AddIOp::create(
         b, loc(), headBase,
@@ -128,8 +120,8 @@ LogicalResult Lowering::lowerColumnLoad(LoadRowTileOp load) {
 LogicalResult Lowering::lowerTransposedMask(MaskOp mask) {
   if (!mask.getMaskMod().empty())
     return mask.emitOpError()
-           << "mask_mod regions are not lowered for sm_90a yet (the Hopper "
-              "schedule runs them in fa4-sim only)";
+           << "mask_mod regions are not lowered in the backward yet (fa4-sim "
+              "runs them at level C)";
   MaskModBounds bounds = maskBounds(mask.getMask(), mask.getWindowLeft(),
                                     mask.getWindowRight(), mask.getMaskMod());
   SmallVector<Value> s = elementsOf(b, loc(), lookup(mask.getScores()));
@@ -137,25 +129,25 @@ LogicalResult Lowering::lowerTransposedMask(MaskOp mask) {
   Value seqQ = lookup(mask.getSeqQ()), seqK = lookup(mask.getSeqK());
   // The tile's rows are keys from `col`; its columns packed rows from
   // `row`. Each of the thread's columns sees keys [low, high).
-  Value keys[2];
-  for (int64_t half = 0; half < 2; ++half)
-    keys[half] = arith::AddIOp::create(b, loc(), lookup(mask.getCol()),
-                                       fragmentRow(half));
-  Value first =
-      arith::AddIOp::create(b, loc(), lookup(mask.getRow()), fragmentColumn());
-  int64_t columns = static_cast<int64_t>(s.size()) / 2;
+  const FamilyLowering &family = *kernel.family;
+  SmallVector<Value, 2> keys;
+  for (Value row : family.threadRows(*this))
+    keys.push_back(
+        arith::AddIOp::create(b, loc(), lookup(mask.getCol()), row));
+  int64_t tileColumns =
+      cast<RankedTensorType>(mask.getResult().getType()).getDimSize(1);
   SmallVector<Value> low, high;
-  for (int64_t k = 0; k < columns; ++k) {
-    Value packed = arith::AddIOp::create(b, loc(), first,
-                                         index(8 * (k / 2) + k % 2));
+  for (Value column : family.threadColumns(*this, tileColumns)) {
+    Value packed =
+        arith::AddIOp::create(b, loc(), lookup(mask.getRow()), column);
     Value position = arith::DivUIOp::create(b, loc(), packed, index(ratio));
     Value end;
     low.push_back(emitKeyEdges(position, bounds.bounds, seqQ, seqK, end));
     high.push_back(end);
   }
   for (auto [i, element] : llvm::enumerate(s)) {
-    int64_t k = fragmentColumnOf(i);
-    Value key = keys[halfOf(i)];
+    int64_t k = family.columnSlot(i);
+    Value key = keys[family.rowSlot(i)];
     Value visible = arith::AndIOp::create(
         b, loc(),
         arith::CmpIOp::create(b, loc(), arith::CmpIPredicate::sge, key, low[k]),
@@ -183,7 +175,7 @@ LogicalResult Lowering::lowerTransposedProbs(ProbsFromLseOp probs) {
                                           value, f32(kMinusInf)));
   }
   for (auto [i, element] : llvm::enumerate(s)) {
-    int64_t k = fragmentColumnOf(i);
+    int64_t k = kernel.family->columnSlot(i);
     Value p = ex2(LLVM::FMAOp::create(b, loc(), element, f32(scaleLog2),
                                       offset[k]));
     element = arith::SelectOp::create(b, loc(), empty[k], f32(0.0f), p);
@@ -201,7 +193,8 @@ LogicalResult Lowering::lowerTransposedSoftmaxGrad(SoftmaxGradOp grad) {
   for (auto [i, element] : llvm::enumerate(p))
     element = arith::MulFOp::create(
         b, loc(), element,
-        arith::SubFOp::create(b, loc(), dp[i], delta[fragmentColumnOf(i)]));
+        arith::SubFOp::create(b, loc(), dp[i],
+                              delta[kernel.family->columnSlot(i)]));
   mapping.map(grad.getResult(), vectorOf(b, loc(), p));
   return success();
 }
@@ -260,62 +253,6 @@ LogicalResult Lowering::lowerFragmentConvert(ConvertTileOp convert) {
   return success();
 }
 
-LogicalResult
-Lowering::lowerWarpgroupTransposedMma(WarpgroupTransposedMmaOp mma) {
-  SmemType a = mma.getLhs().getType(), bType = mma.getRhs().getType();
-  int64_t n = cast<RankedTensorType>(mma.getResult().getType()).getDimSize(1);
-  int64_t firstBox = mma.getColumnOffset() / kBoxColumns;
-  int64_t accumulators = n / 2;
-  // Both operands MN-major, as the forward's V: rows of the K dimension
-  // (keys), 128-byte swizzled lines of M (A: 64 queries, one box) or N (B:
-  // the head dim, 64-column boxes the leading-dimension repeats); 8-row
-  // groups 1024 bytes apart. B starts row_offset lines into each box.
-  uint64_t bBits = wgmma::smemDescriptorTemplate(
-      boxBytes(bType), kSwizzleAtomBytes, wgmma::Swizzle::Bytes128);
-  Value bBase = wgmmaStageDescriptor(
-      mma.getRhs(), mma.getRhsCount(),
-      firstBox * boxBytes(bType) + mma.getRowOffset() * kSwizzleLineBytes,
-      bBits);
-  // The A operand's stages along K: the lhs, then `then`'s; each its own
-  // descriptor, 16 rows (keys) a step.
-  SmallVector<std::pair<Value, int64_t>, 2> parts;
-  for (auto [buffer, count] : {std::pair{mma.getLhs(), mma.getLhsCount()},
-                               {mma.getLhsNext(), mma.getLhsNextCount()}}) {
-    if (!buffer)
-      continue;
-    auto type = cast<SmemType>(buffer.getType());
-    uint64_t aBits = wgmma::smemDescriptorTemplate(
-        boxBytes(type), kSwizzleAtomBytes, wgmma::Swizzle::Bytes128);
-    parts.push_back(
-        {wgmmaStageDescriptor(buffer, count, 0, aBits), type.getRows()});
-  }
-  std::string instruction = "wgmma.mma_async.sync.aligned.m64n" +
-                            std::to_string(n) + "k16.f32." +
-                            ptxType(a.getElementType()).str() + "." +
-                            ptxType(bType.getElementType()).str() + " ";
-  SmallVector<Value> inputs;
-  std::string body, constraintsIn;
-  int64_t step = 0;
-  for (auto [aBase, rows] : parts)
-    for (int64_t k = 0; k < rows / kWgmmaK; ++k, ++step) {
-      inputs.push_back(arith::AddIOp::create(
-          b, loc(), aBase, i64((k * kWgmmaK * kSwizzleLineBytes) >> 4)));
-      inputs.push_back(arith::AddIOp::create(
-          b, loc(), bBase, i64((step * kWgmmaK * kSwizzleLineBytes) >> 4)));
-      constraintsIn += (step ? ",l,l" : "l,l");
-      std::string aDesc = "$" + std::to_string(accumulators + 2 * step);
-      std::string bDesc = "$" + std::to_string(accumulators + 2 * step + 1);
-      // The first step overwrites the accumulator; both operands
-      // transposed (MN-major).
-      body += instruction + wgmmaAccumulators(accumulators) + ", " + aDesc +
-              ", " + bDesc + (step ? ", one" : ", zero") + ", 1, 1, 1, 1;\n\t";
-    }
-  Value result = emitWarpgroupMma(accumulators, inputs, constraintsIn, body,
-                                  /*tied=*/false, mma.getAsync());
-  mapping.map(mma.getResult(), unpackAccumulators(result, accumulators));
-  return success();
-}
-
 LogicalResult Lowering::lowerAccumulateDq(AccumulateDqOp accumulate) {
   Value dest = accumulate.getDest();
   auto found = kernel.globalPointers.find(dest);
@@ -328,9 +265,9 @@ LogicalResult Lowering::lowerAccumulateDq(AccumulateDqOp accumulate) {
   Value values = lookup(accumulate.getTile());
   Value seqQ = toIndex(kernel.seqQ);
   Type f32Type = b.getF32Type();
-  for (int64_t half = 0; half < 2; ++half) {
-    Value packed = arith::AddIOp::create(b, loc(), lookup(accumulate.getRow()),
-                                         fragmentRow(half));
+  for (auto [half, row] : llvm::enumerate(kernel.family->threadRows(*this))) {
+    Value packed =
+        arith::AddIOp::create(b, loc(), lookup(accumulate.getRow()), row);
     Value position = arith::DivUIOp::create(b, loc(), packed, index(ratio));
     Value head = arith::AddIOp::create(
         b, loc(),
@@ -354,7 +291,7 @@ LogicalResult Lowering::lowerAccumulateDq(AccumulateDqOp accumulate) {
     Value column = i64(static_cast<int64_t>(accumulate.getColumn()));
     for (const FamilyLowering::ElementRun &run :
          kernel.family->elementRuns(*this, elements)) {
-      if (static_cast<int64_t>(run.half) != half)
+      if (run.half != half)
         continue;
       Value address = LLVM::GEPOp::create(
           b, loc(), found->second.getType(), f32Type, found->second,
@@ -363,11 +300,22 @@ LogicalResult Lowering::lowerAccumulateDq(AccumulateDqOp accumulate) {
       for (int64_t e = 0; e < run.length; ++e)
         operands.push_back(vector::ExtractOp::create(
             b, loc(), values, ArrayRef<int64_t>{run.first + e}));
-      // Two adjacent f32 added at once (sm_90's vector reduction); the
-      // K/V tasks of a query block add in any order.
+      // A run's adjacent f32 added at once (sm_90's vector reductions: two
+      // on Hopper's fragments, four on Blackwell's rows); the K/V tasks of
+      // a query block add in any order.
+      std::string reduction = "red.global.add";
+      std::string list, constraints = "l";
+      for (int64_t e = 0; e < run.length; ++e) {
+        list += (e ? ", $" : "$") + std::to_string(e + 1);
+        constraints += ",f";
+      }
+      if (run.length > 1)
+        reduction += ".v" + std::to_string(run.length);
       LLVM::InlineAsmOp::create(
           b, loc(), TypeRange(), operands,
-          "red.global.add.v2.f32 [$0], {$1, $2};", "l,f,f",
+          reduction + ".f32 [$0], " +
+              (run.length > 1 ? "{" + list + "}" : list) + ";",
+          constraints,
           /*has_side_effects=*/true, false,
           LLVM::tailcallkind::TailCallKind::None,
           LLVM::AsmDialectAttr::get(b.getContext(), LLVM::AsmDialect::AD_ATT),
@@ -387,9 +335,8 @@ LogicalResult Lowering::lowerKvStore(StoreKvTileOp store) {
   Type element = cast<MemRefType>(dest.getType()).getElementType();
   Value values = lookup(store.getTile());
   Value seqK = toIndex(kernel.seqK);
-  for (int64_t half = 0; half < 2; ++half) {
-    Value key = arith::AddIOp::create(b, loc(), lookup(store.getCol()),
-                                      fragmentRow(half));
+  for (auto [half, row] : llvm::enumerate(kernel.family->threadRows(*this))) {
+    Value key = arith::AddIOp::create(b, loc(), lookup(store.getCol()), row);
     Value inside =
         arith::CmpIOp::create(b, loc(), arith::CmpIPredicate::ult, key, seqK);
     auto branch = scf::IfOp::create(b, loc(), inside, false);
@@ -400,7 +347,7 @@ LogicalResult Lowering::lowerKvStore(StoreKvTileOp store) {
         add64(mul64(wide(lookup(store.getBatch())), s[0]),
               mul64(wide(key), s[1])),
         mul64(wide(lookup(store.getHead())), s[2]));
-    storeRuns(values, half, [&](Value column) -> Value {
+    storeRuns(values, static_cast<unsigned>(half), [&](Value column) -> Value {
       return LLVM::GEPOp::create(b, loc(), pointer->second.getType(), element,
                                  pointer->second,
                                  ValueRange{add64(rowBase, column)});
