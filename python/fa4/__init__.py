@@ -651,9 +651,9 @@ def attention(q, k, v, causal: bool = False,
     at once, rows without keys O = 0 and LSE = -inf. Differentiable with
     respect to q, k and v (the LSE is an output without a gradient, as
     FlashAttention's): the backward (fa4.attention_backward) runs fa4's
-    backward kernels — on the GPU for CUDA tensors where the chip has them
-    (Hopper; elsewhere, and for seqused_k calls, ``backward()`` raises
-    NotImplementedError), in the emulator for CPU tensors;
+    backward kernels — on the GPU for CUDA tensors, its own chip's
+    (Blackwell's or Hopper's; for seqused_k calls ``backward()`` raises
+    NotImplementedError), in the emulator for CPU tensors (sm_100a's);
     ``deterministic``: the backward adds dQ's parts in a fixed order (the
     same bits on every run; each K/V head's work on one CTA, so slower
     where batch · kv_heads is below the GPU's SM count), as

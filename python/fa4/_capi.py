@@ -647,7 +647,7 @@ _BACKWARD_WRITTEN = {"dq", "dk", "dv", "delta", "dq_accum"}
 
 
 class BackwardKernel(_Handle):
-    """The backward's three kernels (fa4c --backward, sm_90a), loaded from
+    """The backward's three kernels (fa4c --backward), loaded from
     their manifest (kind "backward") or handed over in memory:
     ``manifest``, ``manifest_json``. Calling it with the 11 tensors of
     BACKWARD_TENSORS runs the three kernels in order: on the GPU for CUDA

@@ -493,8 +493,8 @@ def _attention_backward_op(dout: torch.Tensor, q: torch.Tensor,
                            ) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """dQ, dK, dV of fa4.attention for the gradient dout of its O, from the
     forward's O and LSE (fa4.attention_backward): fa4's backward kernels on
-    the GPU of CUDA tensors, and in fa4-emu for CPU tensors (the Hopper
-    kernels, the one chip that schedules the backward). `deterministic`:
+    the GPU of CUDA tensors (its own chip's), and in fa4-emu for CPU tensors
+    (the first chip with backward kernels: sm_100a). `deterministic`:
     dQ accumulated in a fixed order, the same bits on every run."""
     variant = _validate(q, k, v, causal, window_left, window_right, softcap,
                         scale, True)
