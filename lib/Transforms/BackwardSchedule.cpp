@@ -191,6 +191,38 @@ SmallVector<Value> BackwardScheduleBuilder::forEachStep(
   return SmallVector<Value>(groups.getResults());
 }
 
+void BackwardScheduleBuilder::buildLoader(Value k, Value v, Value q,
+                                          Value dout) {
+  scf::ForOp tasks = buildTaskLoop([&](BackwardTask &task) {
+    for (auto [buffer, role] : {std::pair{k, kBwdK}, {v, kBwdV}}) {
+      ProducerAcquireOp::create(b, loc, buffer, task.taskCount);
+      TmaLoadOp::create(b, loc, argument(role), task.batch, task.kvHead,
+                        task.col, buffer, task.taskCount, Value(), Value(),
+                        Value(), Value(), 1);
+      ProducerCommitOp::create(b, loc, buffer, task.taskCount);
+    }
+    return forEachStep(
+        task, ValueRange(),
+        [&](const Step &at, ValueRange) -> SmallVector<Value> {
+          for (auto [buffer, role] :
+               {std::pair{q, kBwdQ}, {dout, kBwdDout}}) {
+            ProducerAcquireOp::create(b, loc, buffer, at.item);
+            TmaLoadOp::create(b, loc, argument(role), task.batch, at.head,
+                              at.row, buffer, at.item, Value(), Value(),
+                              Value(), Value(), packing);
+            ProducerCommitOp::create(b, loc, buffer, at.item);
+          }
+          return {};
+        })[0];
+  });
+  for (Value buffer : {k, v})
+    ProducerAcquireOp::create(b, loc, buffer, tasks.getResult(0));
+  for (int64_t s = 0; s < 2; ++s)
+    for (Value buffer : {q, dout})
+      ProducerAcquireOp::create(b, loc, buffer,
+                                add(tasks.getResult(1), index(s)));
+}
+
 Operation *BackwardScheduleBuilder::cloneTransposed(Operation *op,
                                                     IRMapping &mapping,
                                                     Type type) {

@@ -99,6 +99,12 @@ protected:
   forEachStep(const BackwardTask &task, ValueRange init,
               function_ref<SmallVector<Value>(const Step &, ValueRange)> step);
 
+  /// The loading role's loop over its tasks: per task K and V once (ring
+  /// item: the task count), then Q and dO for every step into their
+  /// two-stage rings, with TMA; then its tail, every stage acquired once
+  /// more, so that no hand-off of the CTA is in flight when it exits.
+  void buildLoader(Value k, Value v, Value q, Value dout);
+
   /// Op `op` cloned with `mapping`, transposed, its result `type`.
   Operation *cloneTransposed(Operation *op, IRMapping &mapping, Type type);
   /// The scores of the transposed tile `raw` (keys from `keyBegin`, packed

@@ -64,7 +64,6 @@ public:
 
 private:
   void createBuffers();
-  Value buildLoad(const BackwardTask &task);
   Value buildMma(const BackwardTask &task);
   Value buildGrad(const BackwardTask &task);
   void buildGradStep(const BackwardTask &task, const Step &at);
@@ -108,29 +107,6 @@ void BackwardProgramBuilder::createBuffers() {
   probsT = view("PT", scoresT, TileConfig::kBlockN, kStep, element);
   dscoresT = view("dST", dprobsT, TileConfig::kBlockN, kStep, element);
   dq = view("dQ", dprobsT, kStep, headDim, f32);
-}
-
-Value BackwardProgramBuilder::buildLoad(const BackwardTask &task) {
-  for (auto [buffer, role] : {std::pair{kBuffer, kBwdK}, {vBuffer, kBwdV}}) {
-    ProducerAcquireOp::create(b, loc, buffer, task.taskCount);
-    TmaLoadOp::create(b, loc, argument(role), task.batch, task.kvHead,
-                      task.col, buffer, task.taskCount, Value(), Value(),
-                      Value(), Value(), 1);
-    ProducerCommitOp::create(b, loc, buffer, task.taskCount);
-  }
-  return forEachStep(task, ValueRange(),
-                     [&](const Step &at, ValueRange) -> SmallVector<Value> {
-                       for (auto [buffer, role] : {std::pair{qBuffer, kBwdQ},
-                                                   {doBuffer, kBwdDout}}) {
-                         ProducerAcquireOp::create(b, loc, buffer, at.item);
-                         TmaLoadOp::create(b, loc, argument(role), task.batch,
-                                           at.head, at.row, buffer, at.item,
-                                           Value(), Value(), Value(), Value(),
-                                           packing);
-                         ProducerCommitOp::create(b, loc, buffer, at.item);
-                       }
-                       return {};
-                     })[0];
 }
 
 Value BackwardProgramBuilder::buildMma(const BackwardTask &task) {
@@ -309,15 +285,7 @@ LogicalResult BackwardProgramBuilder::build() {
                              role.registers);
     b.setInsertionPointToStart(&op.getBody().emplaceBlock());
     if (role.name == role::kLoad) {
-      scf::ForOp tasks = buildTaskLoop(
-          [&](BackwardTask &task) { return buildLoad(task); });
-      // The loader's tail: every stage released, no hand-off in flight.
-      for (Value buffer : {kBuffer, vBuffer})
-        ProducerAcquireOp::create(b, loc, buffer, tasks.getResult(0));
-      for (int64_t s = 0; s < 2; ++s)
-        for (Value buffer : {qBuffer, doBuffer})
-          ProducerAcquireOp::create(b, loc, buffer,
-                                    add(tasks.getResult(1), index(s)));
+      buildLoader(kBuffer, vBuffer, qBuffer, doBuffer);
     } else if (role.name == role::kMma) {
       buildTaskLoop([&](BackwardTask &task) { return buildMma(task); });
     } else if (role.name == role::kGrad) {

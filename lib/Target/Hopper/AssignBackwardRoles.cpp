@@ -61,7 +61,6 @@ public:
   LogicalResult build();
 
 private:
-  Value buildProducer(const BackwardTask &task);
   Value buildConsumer(const BackwardTask &task, int64_t half);
   /// One step of consumer `half`: dK and dV after it.
   SmallVector<Value> buildConsumerStep(const BackwardTask &task, int64_t half,
@@ -72,29 +71,6 @@ private:
 };
 
 } // namespace
-
-Value BackwardProgramBuilder::buildProducer(const BackwardTask &task) {
-  for (auto [buffer, role] : {std::pair{kBuffer, kBwdK}, {vBuffer, kBwdV}}) {
-    ProducerAcquireOp::create(b, loc, buffer, task.taskCount);
-    TmaLoadOp::create(b, loc, argument(role), task.batch, task.kvHead,
-                      task.col, buffer, task.taskCount, Value(), Value(),
-                      Value(), Value(), 1);
-    ProducerCommitOp::create(b, loc, buffer, task.taskCount);
-  }
-  return forEachStep(task, ValueRange(),
-                     [&](const Step &at, ValueRange) -> SmallVector<Value> {
-                       for (auto [buffer, role] : {std::pair{qBuffer, kBwdQ},
-                                                   {doBuffer, kBwdDout}}) {
-                         ProducerAcquireOp::create(b, loc, buffer, at.item);
-                         TmaLoadOp::create(b, loc, argument(role), task.batch,
-                                           at.head, at.row, buffer, at.item,
-                                           Value(), Value(), Value(), Value(),
-                                           packing);
-                         ProducerCommitOp::create(b, loc, buffer, at.item);
-                       }
-                       return {};
-                     })[0];
-}
 
 Value BackwardProgramBuilder::buildConsumer(const BackwardTask &task,
                                             int64_t half) {
@@ -269,15 +245,7 @@ LogicalResult BackwardProgramBuilder::build() {
     b.setInsertionPointToStart(&op.getBody().emplaceBlock());
     if (role.name == hopper::role::kProducer) {
       op->setAttr("fa4.single_warp", b.getUnitAttr());
-      scf::ForOp tasks = buildTaskLoop(
-          [&](BackwardTask &task) { return buildProducer(task); });
-      // The producer's tail: every stage released, no hand-off in flight.
-      for (Value buffer : {kBuffer, vBuffer})
-        ProducerAcquireOp::create(b, loc, buffer, tasks.getResult(0));
-      for (int64_t s = 0; s < 2; ++s)
-        for (Value buffer : {qBuffer, doBuffer})
-          ProducerAcquireOp::create(b, loc, buffer,
-                                    add(tasks.getResult(1), index(s)));
+      buildLoader(kBuffer, vBuffer, qBuffer, doBuffer);
     } else {
       int64_t half = role.name == hopper::role::kConsumer0 ? 0 : 1;
       buildTaskLoop(
