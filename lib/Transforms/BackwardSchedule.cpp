@@ -191,6 +191,22 @@ SmallVector<Value> BackwardScheduleBuilder::forEachStep(
   return SmallVector<Value>(groups.getResults());
 }
 
+void BackwardScheduleBuilder::buildRoles(
+    ArrayRef<RoleSpec> roles,
+    function_ref<void(const RoleSpec &, RoleOp)> body) {
+  auto specialize = WarpSpecializeOp::create(b, loc);
+  Block *block = new Block();
+  specialize.getRoles().push_back(block);
+  for (const RoleSpec &role : roles) {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToEnd(block);
+    auto op = RoleOp::create(b, loc, role.name, role.firstWarp, role.numWarps,
+                             role.registers);
+    b.setInsertionPointToStart(&op.getBody().emplaceBlock());
+    body(role, op);
+  }
+}
+
 void BackwardScheduleBuilder::buildLoader(Value k, Value v, Value q,
                                           Value dout) {
   scf::ForOp tasks = buildTaskLoop([&](BackwardTask &task) {

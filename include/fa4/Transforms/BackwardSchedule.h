@@ -15,6 +15,7 @@
 #ifndef FA4_TRANSFORMS_BACKWARDSCHEDULE_H
 #define FA4_TRANSFORMS_BACKWARDSCHEDULE_H
 
+#include "fa4/Transforms/RoleSpec.h"
 #include "fa4/Transforms/TileProgram.h"
 
 #include "mlir/IR/IRMapping.h"
@@ -98,6 +99,11 @@ protected:
   SmallVector<Value>
   forEachStep(const BackwardTask &task, ValueRange init,
               function_ref<SmallVector<Value>(const Step &, ValueRange)> step);
+
+  /// The main kernel's fa4.warp_specialize with one fa4.role per entry of
+  /// `roles`, `body` building each role's program at the start of its block.
+  void buildRoles(ArrayRef<RoleSpec> roles,
+                  function_ref<void(const RoleSpec &, RoleOp)> body);
 
   /// The loading role's loop over its tasks: per task K and V once (ring
   /// item: the task count), then Q and dO for every step into their

@@ -275,25 +275,20 @@ LogicalResult BackwardProgramBuilder::build() {
 
   // 2. The main kernel.
   createBuffers();
-  auto specialize = WarpSpecializeOp::create(b, loc);
-  Block *roles = new Block();
-  specialize.getRoles().push_back(roles);
-  for (const RoleSpec &role : ScheduleConfig::backwardRoles()) {
-    OpBuilder::InsertionGuard guard(b);
-    b.setInsertionPointToEnd(roles);
-    auto op = RoleOp::create(b, loc, role.name, role.firstWarp, role.numWarps,
-                             role.registers);
-    b.setInsertionPointToStart(&op.getBody().emplaceBlock());
-    if (role.name == role::kLoad) {
-      buildLoader(kBuffer, vBuffer, qBuffer, doBuffer);
-    } else if (role.name == role::kMma) {
-      buildTaskLoop([&](BackwardTask &task) { return buildMma(task); });
-    } else if (role.name == role::kGrad) {
-      buildTaskLoop([&](BackwardTask &task) { return buildGrad(task); });
-    } else if (role.name == role::kDq) {
-      buildTaskLoop([&](BackwardTask &task) { return buildDq(task); });
-    }
-  }
+  buildRoles(ScheduleConfig::backwardRoles(),
+             [&](const RoleSpec &role, RoleOp) {
+               if (role.name == role::kLoad)
+                 buildLoader(kBuffer, vBuffer, qBuffer, doBuffer);
+               else if (role.name == role::kMma)
+                 buildTaskLoop(
+                     [&](BackwardTask &task) { return buildMma(task); });
+               else if (role.name == role::kGrad)
+                 buildTaskLoop(
+                     [&](BackwardTask &task) { return buildGrad(task); });
+               else if (role.name == role::kDq)
+                 buildTaskLoop(
+                     [&](BackwardTask &task) { return buildDq(task); });
+             });
 
   // 3. dQ from the accumulator.
   end();

@@ -234,24 +234,18 @@ LogicalResult BackwardProgramBuilder::build() {
   for (int64_t half = 0; half < hopper::ScheduleConfig::kConsumers; ++half)
     dsBuffer[half] = smem(("ds" + Twine(half)).str(), kStep, kStep, element, 1);
 
-  auto specialize = WarpSpecializeOp::create(b, loc);
-  Block *roles = new Block();
-  specialize.getRoles().push_back(roles);
-  for (const RoleSpec &role : hopper::ScheduleConfig::backwardRoles()) {
-    OpBuilder::InsertionGuard guard(b);
-    b.setInsertionPointToEnd(roles);
-    auto op = RoleOp::create(b, loc, role.name, role.firstWarp, role.numWarps,
-                             role.registers);
-    b.setInsertionPointToStart(&op.getBody().emplaceBlock());
-    if (role.name == hopper::role::kProducer) {
-      op->setAttr("fa4.single_warp", b.getUnitAttr());
-      buildLoader(kBuffer, vBuffer, qBuffer, doBuffer);
-    } else {
-      int64_t half = role.name == hopper::role::kConsumer0 ? 0 : 1;
-      buildTaskLoop(
-          [&](BackwardTask &task) { return buildConsumer(task, half); });
-    }
-  }
+  buildRoles(hopper::ScheduleConfig::backwardRoles(),
+             [&](const RoleSpec &role, RoleOp op) {
+               if (role.name == hopper::role::kProducer) {
+                 op->setAttr("fa4.single_warp", b.getUnitAttr());
+                 buildLoader(kBuffer, vBuffer, qBuffer, doBuffer);
+                 return;
+               }
+               int64_t half = role.name == hopper::role::kConsumer0 ? 0 : 1;
+               buildTaskLoop([&](BackwardTask &task) {
+                 return buildConsumer(task, half);
+               });
+             });
 
   // 3. dQ from the accumulator.
   end();
