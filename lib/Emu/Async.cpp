@@ -537,6 +537,7 @@ void CtaMachine::execTma(Thread &th, const Inst &in) {
   const Operand &smemOp = in.operands[load ? 0 : 1];
   TmaOp op;
   op.load = load;
+  op.reduceAdd = !load && in.type2 == Ty::F32;
   op.thread = th.tid;
   op.source = in.source;
   if (!decodeMap(th, address(th, mapOp), op.map))
@@ -566,6 +567,11 @@ void CtaMachine::execTma(Thread &th, const Inst &in) {
                     " (the hardware faults on it)");
       return;
     }
+  if (op.reduceAdd && op.map.dataType != runtime::TensorMapDataType::Float32) {
+    error(th, "a TMA reduction (.add) through a tensor map of another "
+              "element type than f32 (only f32 additions are modelled)");
+    return;
+  }
   uint64_t bytes = runtime::elementBytes(op.map.dataType);
   for (uint32_t d = 0; d < op.map.rank; ++d)
     bytes *= op.map.boxDims[d];
@@ -719,8 +725,33 @@ void CtaMachine::runTma(TmaOp &op) {
         std::memcpy(row.data() + chunk,
                     smem.data() + tmaBoxAddress(swizzle, rowBase, chunk),
                     std::min(16u, rowBytes - chunk));
-      if (global)
+      if (global && op.reduceAdd) {
+        // The tensor's elements gain the box's (f32), each add atomic on
+        // the GPU: here a host atomic, as red.global's (the launch's CTAs
+        // share global memory from host threads), at the reduction's one
+        // moment of completion.
+        if (reinterpret_cast<uintptr_t>(global) % 4) {
+          error(th, "a TMA reduction (" + program.sources[op.source] +
+                        ") into f32 elements not aligned to 4 bytes");
+          return;
+        }
+        for (int64_t i = 0; i < last - first; ++i) {
+          float addend;
+          std::memcpy(&addend, row.data() + (first + i) * 4, 4);
+          auto *word = reinterpret_cast<uint32_t *>(global + i * 4);
+          uint32_t old = __atomic_load_n(word, __ATOMIC_SEQ_CST), sum;
+          do {
+            float current;
+            std::memcpy(&current, &old, 4);
+            float total = current + addend;
+            std::memcpy(&sum, &total, 4);
+          } while (!__atomic_compare_exchange_n(word, &old, sum, false,
+                                                __ATOMIC_SEQ_CST,
+                                                __ATOMIC_SEQ_CST));
+        }
+      } else if (global) {
         std::memcpy(global, row.data() + first * eb, (last - first) * eb);
+      }
     }
   }
   if (op.load) {

@@ -235,6 +235,8 @@ private:
   };
   struct TmaOp {
     bool load = true;
+    /// A store that adds its f32 elements into the tensor (cp.reduce).
+    bool reduceAdd = false;
     runtime::TensorMapSpec map;
     int64_t coords[5] = {};
     uint32_t smem = 0;

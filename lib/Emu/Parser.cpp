@@ -205,7 +205,7 @@ private:
   void decodeFence(Decoding &d);
   void decodeMbarrier(Decoding &d);
   void decodeBulkCopy(Decoding &d);
-  void decodeTma(Decoding &d);
+  void decodeTma(Decoding &d, const std::vector<std::string> &parts);
   void decodeTcgen05(Decoding &d);
   void decodeTmemCopy(Decoding &d);
   void decodeVote(Decoding &d);
@@ -1346,9 +1346,23 @@ void Parser::decodeMbarrier(Decoding &d) {
 
 void Parser::decodeBulkCopy(Decoding &d) {
   // cp.async.bulk.tensor.Nd.<dst>.<src>.tile[.mbarrier::complete_tx::bytes|.bulk_group][.L2::cache_hint]
+  // cp.reduce.async.bulk.tensor.Nd.global.shared::cta.add.tile.bulk_group[.L2::cache_hint]
+  //   (a TMA store that adds f32 elements into the tensor)
   // cp.async.bulk.commit_group / wait_group[.read]
   Inst &inst = d.inst;
-  const std::vector<std::string> &parts = d.parts;
+  std::vector<std::string> parts = d.parts;
+  if (parts.size() > 1 && parts[1] == "reduce") {
+    // The store's form with the reduction named: .add of f32 only, which
+    // the tensor map's element type decides at run time.
+    auto add = std::find(parts.begin(), parts.end(), "add");
+    if (add == parts.end() || add - parts.begin() < 8)
+      unsupported(d, "reduction (only .add)");
+    parts.erase(add);
+    parts.erase(parts.begin() + 1);
+    if (parts.size() < 7 || parts[3] != "tensor" || parts[5] != "global")
+      unsupported(d, "reduction form (a tensor copy shared -> global)");
+    inst.type2 = Ty::F32;
+  }
   if (parts.size() < 4 || parts[1] != "async" || parts[2] != "bulk")
     unsupported(d, "copy form");
   if (parts[3] == "commit_group") {
@@ -1366,12 +1380,11 @@ void Parser::decodeBulkCopy(Decoding &d) {
   }
   if (parts[3] != "tensor" || parts.size() <= 6)
     unsupported(d, "copy form");
-  decodeTma(d);
+  decodeTma(d, parts);
 }
 
-void Parser::decodeTma(Decoding &d) {
+void Parser::decodeTma(Decoding &d, const std::vector<std::string> &parts) {
   Inst &inst = d.inst;
-  const std::vector<std::string> &parts = d.parts;
   const std::string &rank = parts[4];
   if (rank.size() != 2 || rank[1] != 'd' || rank[0] < '1' || rank[0] > '5')
     unsupported(d, "rank " + rank);

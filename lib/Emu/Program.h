@@ -130,7 +130,8 @@ struct Operand {
 struct Inst {
   Op op = Op::Nop;
   Ty type = Ty::None;
-  /// cvt's source type; ld/st/tcgen05 element counts use `vec`.
+  /// cvt's source type; ld/st/tcgen05 element counts use `vec`. F32 on a
+  /// TMA store: cp.reduce...add, which adds f32 elements into the tensor.
   Ty type2 = Ty::None;
   Round round = Round::None;
   Cmp cmp = Cmp::Eq;

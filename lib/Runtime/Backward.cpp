@@ -208,7 +208,8 @@ std::vector<BackwardParameter> backwardParameters(int kernel) {
             {"dq_accum", 8},    {"batch", 4},             {"seq_q", 4}};
   case 1:
     return {{"q_map", 128},     {"k_map", 128},         {"v_map", 128},
-            {"dout_map", 128},  {"lse", 8},             {"delta", 8},
+            {"dout_map", 128},  {"dq_accum_map", 128},  {"lse", 8},
+            {"delta", 8},
             {"dq_accum", 8},    {"dk", 8},              {"dk_stride_batch", 8},
             {"dk_stride_seq", 8}, {"dk_stride_head", 8}, {"dv", 8},
             {"dv_stride_batch", 8}, {"dv_stride_seq", 8}, {"dv_stride_head", 8},
@@ -342,14 +343,19 @@ planBackwardLaunch(const BackwardManifest &m, const Shapes &shapes,
   }
 
   // The main kernel's tensor maps: [head_dim, heads, seq, batch], boxes of
-  // 64 columns by its tiles' rows (Q and dO: a step's rows, `gqa_packing`
-  // packed heads; K and V: 128 keys), 128-byte swizzle, zero fill.
+  // a 128-byte line of columns (64 of 16 bits, 32 f32) by its tiles' rows
+  // (Q, dO and the dQ accumulator's reductions: a step's rows,
+  // `gqa_packing` packed heads; K and V: 128 keys), 128-byte swizzle, zero
+  // fill.
+  strides["dq_accum"] = {shapes.seqQ * m.qHeads * m.headDim,
+                         m.qHeads * m.headDim, m.headDim, 1};
   auto mapOf = [&](const char *name, uint64_t address, int64_t heads,
-                   int64_t seq, int64_t rowsPerBox,
-                   int64_t boxHeads) -> llvm::Expected<std::vector<uint8_t>> {
+                   int64_t seq, int64_t rowsPerBox, int64_t boxHeads,
+                   bool f32 = false) -> llvm::Expected<std::vector<uint8_t>> {
     const std::vector<int64_t> &s = strides[name];
+    int64_t elementBytes = f32 ? 4 : 2;
     TensorMapSpec spec;
-    spec.dataType = dataType;
+    spec.dataType = f32 ? TensorMapDataType::Float32 : dataType;
     spec.rank = 4;
     spec.globalAddress = address;
     spec.swizzle = TensorMapSwizzle::Bytes128;
@@ -359,13 +365,14 @@ planBackwardLaunch(const BackwardManifest &m, const Shapes &shapes,
                         static_cast<uint64_t>(seq),
                         static_cast<uint64_t>(shapes.batch)};
     int axes[4] = {3, 2, 1, 0};
-    uint32_t box[4] = {64, static_cast<uint32_t>(boxHeads),
+    uint32_t box[4] = {static_cast<uint32_t>(128 / elementBytes),
+                       static_cast<uint32_t>(boxHeads),
                        static_cast<uint32_t>(rowsPerBox / boxHeads), 1};
     for (int d = 0; d < 4; ++d) {
       spec.globalDims[d] = dims[d];
       spec.boxDims[d] = box[d];
       if (d > 0) {
-        int64_t bytes = s[axes[d]] * 2;
+        int64_t bytes = s[axes[d]] * elementBytes;
         // TMA: strides multiples of 16 bytes (any for a size-1 axis).
         if (dims[d] > 1 && bytes % 16 != 0)
           return makeError(std::string(name) + ": the stride of axis " +
@@ -387,7 +394,9 @@ planBackwardLaunch(const BackwardManifest &m, const Shapes &shapes,
       mapOf("q", buffers.q, m.qHeads, shapes.seqQ, m.stepRows, packing),
       mapOf("k", buffers.k, m.kvHeads, shapes.seqK, 128, 1),
       mapOf("v", buffers.v, m.kvHeads, shapes.seqK, 128, 1),
-      mapOf("dout", buffers.dout, m.qHeads, shapes.seqQ, m.stepRows, packing)};
+      mapOf("dout", buffers.dout, m.qHeads, shapes.seqQ, m.stepRows, packing),
+      mapOf("dq_accum", buffers.dqAccum, m.qHeads, shapes.seqQ, m.stepRows,
+            packing, /*f32=*/true)};
   for (auto &map : maps)
     if (!map)
       return map.takeError();

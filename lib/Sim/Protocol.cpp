@@ -646,11 +646,20 @@ bool Cta::complete(AsyncOp &async, std::string &error) {
                "SMEM " + state.name + "[" + std::to_string(stage) + "]",
                async.thread, async.clock, false, what);
         int64_t rows = state.type.getRows(), cols = state.type.getCols();
+        int64_t column = static_cast<int64_t>(store.getColumn());
         const float *tile = &state.data[stage * rows * cols];
-        for (int64_t r = 0; r < rows; ++r)
-          if (float *dest = globalRow(*async.global, batch, head, row + r,
-                                      store.getGqaRatio()))
+        for (int64_t r = 0; r < rows; ++r) {
+          float *dest = globalRow(*async.global, batch, head, row + r,
+                                  store.getGqaRatio());
+          if (!dest)
+            continue;
+          if (store.getReduce()) {
+            for (int64_t c = 0; c < cols; ++c)
+              dest[column + c] += tile[r * cols + c];
+          } else {
             std::copy(tile + r * cols, tile + (r + 1) * cols, dest);
+          }
+        }
         --issuer.pendingStores;
         return true;
       })
@@ -997,9 +1006,21 @@ bool Cta::run(const RoleStep &step, TmaStoreOp store) {
   Buffer &dest = interpreter.buffer(store.getDest());
   int64_t batch = interpreter.index(store.getBatch());
   int64_t head = interpreter.index(store.getHead());
-  if (!checkTensorAccess(step.op, dest, batch, head, store.getGqaRatio(),
-                         smem(store.getBuffer()).type.getCols(), step.error))
+  int64_t cols = smem(store.getBuffer()).type.getCols();
+  int64_t column = static_cast<int64_t>(store.getColumn());
+  // A reduction adds part of the columns: its rows are the tensor's.
+  int64_t dim = store.getReduce() && dest.shape.size() == 4 ? dest.shape[3]
+                                                             : cols;
+  if (!checkTensorAccess(step.op, dest, batch, head, store.getGqaRatio(), dim,
+                         step.error))
     return false;
+  if (column + cols > dim) {
+    step.error = "'fa4.tma_store' writes columns [" +
+                 std::to_string(column) + ", " +
+                 std::to_string(column + cols) + ") of rows of " +
+                 std::to_string(dim);
+    return false;
+  }
   ++step.thread.pendingStores;
   issue(step, AsyncOp::TmaStore,
         {interpreter.index(store.getCount()), batch, head,

@@ -208,7 +208,7 @@ void BackwardScheduleBuilder::buildRoles(
 }
 
 void BackwardScheduleBuilder::buildLoader(Value k, Value v, Value q,
-                                          Value dout) {
+                                          Value dout, Value stats) {
   scf::ForOp tasks = buildTaskLoop([&](BackwardTask &task) {
     for (auto [buffer, role] : {std::pair{k, kBwdK}, {v, kBwdV}}) {
       ProducerAcquireOp::create(b, loc, buffer, task.taskCount);
@@ -228,13 +228,31 @@ void BackwardScheduleBuilder::buildLoader(Value k, Value v, Value q,
                               Value(), Value(), packing);
             ProducerCommitOp::create(b, loc, buffer, at.item);
           }
+          if (stats) {
+            // The step's LSE and delta, rows 0 and 1 of the item, copied by
+            // the loading warp's threads (rows past seq_q as 0).
+            auto rowType = RankedTensorType::get({stepRows}, b.getF32Type());
+            ProducerAcquireOp::create(b, loc, stats, at.item);
+            for (auto [row, role] : {std::pair{0, kBwdLse}, {1, kBwdDelta}}) {
+              Value values =
+                  LoadRowTileOp::create(b, loc, rowType, argument(role),
+                                        task.batch, at.head, at.row, packing,
+                                        /*transposed=*/false);
+              SmemStoreOp::create(b, loc, values, stats, at.item, Value(),
+                                  b.getI64IntegerAttr(row));
+            }
+            ProducerCommitOp::create(b, loc, stats, at.item);
+          }
           return {};
         })[0];
   });
   for (Value buffer : {k, v})
     ProducerAcquireOp::create(b, loc, buffer, tasks.getResult(0));
+  SmallVector<Value, 3> rings{q, dout};
+  if (stats)
+    rings.push_back(stats);
   for (int64_t s = 0; s < 2; ++s)
-    for (Value buffer : {q, dout})
+    for (Value buffer : rings)
       ProducerAcquireOp::create(b, loc, buffer,
                                 add(tasks.getResult(1), index(s)));
 }

@@ -89,7 +89,8 @@ struct BackwardPlan {
 
 /// Checks the sizes (runtime::checkShapes's limits), the addresses and the
 /// strides (TMA's rules for Q, K, V and dO; element pairs for the stores),
-/// encodes the main kernel's tensor maps of Q, K, V and dO, and lays out
+/// encodes the main kernel's tensor maps of Q, K, V, dO and the dQ
+/// accumulator, and lays out
 /// each kernel's parameters and grid.
 llvm::Expected<BackwardPlan> planBackwardLaunch(const BackwardManifest &manifest,
                                                 const Shapes &shapes,

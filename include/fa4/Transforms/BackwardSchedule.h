@@ -107,9 +107,12 @@ protected:
 
   /// The loading role's loop over its tasks: per task K and V once (ring
   /// item: the task count), then Q and dO for every step into their
-  /// two-stage rings, with TMA; then its tail, every stage acquired once
-  /// more, so that no hand-off of the CTA is in flight when it exits.
-  void buildLoader(Value k, Value v, Value q, Value dout);
+  /// two-stage rings, with TMA, and, with a `stats` ring ([2, stepRows]
+  /// f32, two stages), the step's LSE and delta into its rows 0 and 1;
+  /// then its tail, every stage acquired once more, so that no hand-off of
+  /// the CTA is in flight when it exits.
+  void buildLoader(Value k, Value v, Value q, Value dout,
+                   Value stats = Value());
 
   /// Op `op` cloned with `mapping`, transposed, its result `type`.
   Operation *cloneTransposed(Operation *op, IRMapping &mapping, Type type);

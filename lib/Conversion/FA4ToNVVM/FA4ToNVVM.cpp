@@ -257,10 +257,13 @@ static FailureOr<SmallVector<Value>> modExtras(func::FuncOp func,
 
 /// A warp-specialized kernel's llvm.func at `b`: `params`, the first four
 /// of them tensor maps passed by value, a CTA of `threads`.
+/// The kernel's llvm.func: its first `maps` parameters are tensor maps
+/// (by value, grid constants).
 static LLVM::LLVMFuncOp createWarpSpecializedKernel(OpBuilder &b, Location loc,
                                                     StringRef name,
                                                     ArrayRef<Type> params,
-                                                    int64_t threads) {
+                                                    int64_t threads,
+                                                    unsigned maps = 4) {
   MLIRContext *context = b.getContext();
   auto kernelFunc = LLVM::LLVMFuncOp::create(b,
       loc, name,
@@ -276,7 +279,7 @@ static LLVM::LLVMFuncOp createWarpSpecializedKernel(OpBuilder &b, Location loc,
                       b.getI32IntegerAttr(
                           blackwell::registersAtLaunch(threads)));
   auto map = LLVM::LLVMArrayType::get(b.getI8Type(), 128);
-  for (unsigned i = 0; i < 4; ++i) {
+  for (unsigned i = 0; i < maps; ++i) {
     kernelFunc.setArgAttr(i, "llvm.byval", TypeAttr::get(map));
     kernelFunc.setArgAttr(i, "nvvm.grid_constant", b.getUnitAttr());
     // TMA reads the descriptor where the parameter lies: it must be 64-byte
@@ -624,10 +627,11 @@ LogicalResult FA4ToNVVMPass::convertBackward(func::FuncOp func,
   auto globalPtr = LLVM::LLVMPointerType::get(context, 1);
   Type i32 = b.getI32Type(), i64 = b.getI64Type();
 
-  // The main kernel: tensor maps of Q, K, V and dO; the LSE, delta and the
-  // dQ accumulator (dense); dK and dV with their strides in elements
-  // (batch, sequence, head); batch, seq_q, seq_k.
-  SmallVector<Type> params(4, ptr);
+  // The main kernel: tensor maps of Q, K, V, dO and the dQ accumulator
+  // (f32, for TMA reductions); the LSE, delta and the dQ accumulator
+  // (dense); dK and dV with their strides in elements (batch, sequence,
+  // head); batch, seq_q, seq_k.
+  SmallVector<Type> params(5, ptr);
   params.append(3, globalPtr);
   for (int i = 0; i < 2; ++i) {
     params.push_back(globalPtr);
@@ -635,7 +639,7 @@ LogicalResult FA4ToNVVMPass::convertBackward(func::FuncOp func,
   }
   params.append(3, i32);
   auto mainFunc = createWarpSpecializedKernel(
-      b, loc, func.getName(), params, specialize.getNumThreads());
+      b, loc, func.getName(), params, specialize.getNumThreads(), /*maps=*/5);
   {
     Block *entry = mainFunc.addEntryBlock(b);
     OpBuilder::InsertionGuard guard(b);
@@ -643,10 +647,10 @@ LogicalResult FA4ToNVVMPass::convertBackward(func::FuncOp func,
     kernel.q = argument(kBwdQ);
     kernel.k = argument(kBwdK);
     kernel.v = argument(kBwdV);
-    BackwardArgument maps[] = {kBwdQ, kBwdK, kBwdV, kBwdDout};
-    for (unsigned i = 0; i < 4; ++i)
+    BackwardArgument maps[] = {kBwdQ, kBwdK, kBwdV, kBwdDout, kBwdDqAccum};
+    for (unsigned i = 0; i < 5; ++i)
       kernel.tensorMaps[argument(maps[i])] = entry->getArgument(i);
-    unsigned next = 4;
+    unsigned next = 5;
     for (BackwardArgument role : {kBwdLse, kBwdDelta, kBwdDqAccum})
       kernel.globalPointers[argument(role)] = entry->getArgument(next++);
     for (BackwardArgument role : {kBwdDk, kBwdDv}) {

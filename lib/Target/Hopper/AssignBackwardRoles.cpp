@@ -9,7 +9,8 @@
 //                                   K/V head, 128 keys):
 //     producer   its elected thread loads K and V once per task, then Q and
 //                dO for each visited step of 64 packed query rows into
-//                two-stage rings (TMA);
+//                two-stage rings (TMA); its first warp copies the step's
+//                LSE and delta into a two-stage ring beside them;
 //     consumer h owns keys [64h, 64h + 64) of the task and holds its dK and
 //                dV in registers; per step it computes Sᵀ = K·Qᵀ and
 //                dPᵀ = V·dOᵀ (the forward's score MMA with the operands
@@ -17,9 +18,10 @@
 //                of the next MMAs), Pᵀ from the LSE, dSᵀ, then
 //                dV += Pᵀ·dO and dK += dSᵀ·Q from registers; it stages dSᵀ
 //                in its own shared buffer and computes its keys' share of
-//                dQ = dS·K from there, which it adds to the f32
-//                accumulator; after the task's last step it stores its rows
-//                of dK (times the scale) and dV;
+//                dQ = dS·K from there, which it stages in shared memory
+//                and adds to the f32 accumulator with one TMA reduction;
+//                after the task's last step it stores its rows of dK
+//                (times the scale) and dV;
 //   fa4.finish_dq                   a kernel: dQ = accumulator · scale.
 //
 // The pointwise ops are level B's, cloned onto the transposed 64 × 64 tiles
@@ -27,7 +29,9 @@
 // computes what the tile program did. Every MMA completes before its result
 // is read (no overlap yet); dQ's parts are added in any order, or, in the
 // deterministic order, each K/V head's tasks run on one CTA in ascending
-// order and each element of dQ is added to by one thread.
+// order and each element of dQ is added to by one thread (vector
+// reductions from the registers, not a TMA reduction, whose adds are not
+// ordered with the next one's).
 //
 //===----------------------------------------------------------------------===//
 
@@ -66,8 +70,13 @@ private:
   SmallVector<Value> buildConsumerStep(const BackwardTask &task, int64_t half,
                                        const Step &at, Value dkIn, Value dvIn);
 
-  Value kBuffer, vBuffer, qBuffer, doBuffer;
+  Value kBuffer, vBuffer, qBuffer, doBuffer, statsBuffer;
   Value dsBuffer[hopper::ScheduleConfig::kConsumers];
+  /// Each warpgroup's dQ part staged for its TMA reduction (null in the
+  /// deterministic order, whose threads add their elements themselves).
+  Value dqBuffer[hopper::ScheduleConfig::kConsumers];
+  /// The named barriers of the dQ staging, one per warpgroup.
+  static constexpr int64_t kDqBarrier = 1;
 };
 
 } // namespace
@@ -114,13 +123,6 @@ BackwardProgramBuilder::buildConsumerStep(const BackwardTask &task,
   Value row = at.row;
   ConsumerWaitOp::create(b, loc, qBuffer, at.item);
   ConsumerWaitOp::create(b, loc, doBuffer, at.item);
-  // The LSE and delta of the step's packed rows, along the tiles' columns.
-  Value lse = LoadRowTileOp::create(b, loc, rowType, argument(kBwdLse),
-                                    task.batch, at.head, row, packing,
-                                    /*transposed=*/true);
-  Value delta = LoadRowTileOp::create(b, loc, rowType, argument(kBwdDelta),
-                                      task.batch, at.head, row, packing,
-                                      /*transposed=*/true);
   // Sᵀ = K·Qᵀ and dPᵀ = V·dOᵀ issued together; Pᵀ is computed while dPᵀ
   // is still on the tensor core.
   auto scoreMma = WarpgroupScoreMmaOp::create(b, loc, scoreType, kBuffer,
@@ -131,6 +133,19 @@ BackwardProgramBuilder::buildConsumerStep(const BackwardTask &task,
                                                task.taskCount, keyOffset,
                                                doBuffer, at.item);
   dprobsMma.setAsync(true);
+  // The LSE and delta of the step's packed rows, along the tiles' columns,
+  // from the ring the producer fills (as FA3's, which loads them into
+  // shared memory beside Q and dO), waited for while the MMAs run: read
+  // from global memory here, each thread's sixteen of each were on the
+  // step's critical path.
+  ConsumerWaitOp::create(b, loc, statsBuffer, at.item);
+  auto lseLoad = SmemLoadOp::create(b, loc, rowType, statsBuffer, at.item,
+                                    b.getI64IntegerAttr(0));
+  lseLoad.setTransposed(true);
+  auto deltaLoad = SmemLoadOp::create(b, loc, rowType, statsBuffer, at.item,
+                                      b.getI64IntegerAttr(1));
+  deltaLoad.setTransposed(true);
+  Value lse = lseLoad, delta = deltaLoad;
   Value raw = WarpgroupWaitOp::create(b, loc, scoreMma, 1);
   // The scores' mods at the step's place: packed rows from `row`, keys
   // from the warpgroup's first.
@@ -139,6 +154,7 @@ BackwardProgramBuilder::buildConsumerStep(const BackwardTask &task,
   // dSᵀ = Pᵀ ∘ (dPᵀ − delta), back through the mods.
   Value dprobs = WarpgroupWaitOp::create(b, loc, dprobsMma, 0);
   Value ds = gradient(scores, probs, dprobs, delta, task, at, keyBegin, row);
+  ConsumerReleaseOp::create(b, loc, statsBuffer, at.item);
   // dSᵀ staged in the warpgroup's own buffer first (the MMAs below read
   // the registers it comes from: nothing may touch them until they are
   // done), for dQ = dS·K, which reads it back as its transposed A operand.
@@ -211,6 +227,28 @@ BackwardProgramBuilder::buildConsumerStep(const BackwardTask &task,
     Value part = column == columns.front()
                      ? Value(WarpgroupWaitOp::create(b, loc, firstPart, 0))
                      : Value(dqMma(column));
+    if (Value staging = dqBuffer[half]) {
+      // Through shared memory and one TMA reduction (FA3's way): the
+      // warpgroup's threads write the part where the previous step's
+      // reduction has finished reading (its elected thread waited, a step
+      // after issuing it), and its elected thread adds the whole part to
+      // the accumulator. Vector reductions from every thread held the
+      // part's registers until the memory pipe took them, and queued
+      // ahead of the producer's loads.
+      int64_t id = kDqBarrier + half;
+      int64_t threads = 128;
+      TmaStoreWaitOp::create(b, loc);
+      NamedBarrierSyncOp::create(b, loc, id, threads);
+      SmemStoreOp::create(b, loc, part, staging, at.item, Value(),
+                          IntegerAttr());
+      NamedBarrierSyncOp::create(b, loc, id, threads);
+      auto reduce = TmaStoreOp::create(b, loc, staging, at.item,
+                                       argument(kBwdDqAccum), task.batch,
+                                       at.head, row, packing);
+      reduce.setColumn(column);
+      reduce.setReduce(true);
+      continue;
+    }
     auto accumulate =
         AccumulateDqOp::create(b, loc, part, argument(kBwdDqAccum),
                                task.batch, at.head, row, packing);
@@ -231,20 +269,37 @@ LogicalResult BackwardProgramBuilder::build() {
   vBuffer = smem("v", TileConfig::kBlockN, headDim, element, 1);
   qBuffer = smem("q", kStep, headDim, element, 2);
   doBuffer = smem("do", kStep, headDim, element, 2);
+  statsBuffer = smem("stats", 2, kStep, b.getF32Type(), 2);
   for (int64_t half = 0; half < hopper::ScheduleConfig::kConsumers; ++half)
     dsBuffer[half] = smem(("ds" + Twine(half)).str(), kStep, kStep, element, 1);
+  // dQ's parts: past head dim 64 each warpgroup computes its 64 columns (the
+  // last one what is left); at 64 each computes all of them.
+  if (!spec.getDeterministic())
+    for (int64_t half = 0; half < hopper::ScheduleConfig::kConsumers; ++half) {
+      int64_t width = headDim > kStep
+                          ? std::min(kStep, headDim - half * kStep)
+                          : headDim;
+      if (width > 0)
+        dqBuffer[half] = smem(("dq" + Twine(half)).str(), kStep, width,
+                              b.getF32Type(), 1);
+    }
 
   buildRoles(hopper::ScheduleConfig::backwardRoles(),
              [&](const RoleSpec &role, RoleOp op) {
                if (role.name == hopper::role::kProducer) {
                  op->setAttr("fa4.single_warp", b.getUnitAttr());
-                 buildLoader(kBuffer, vBuffer, qBuffer, doBuffer);
+                 buildLoader(kBuffer, vBuffer, qBuffer, doBuffer,
+                             statsBuffer);
                  return;
                }
                int64_t half = role.name == hopper::role::kConsumer0 ? 0 : 1;
                buildTaskLoop([&](BackwardTask &task) {
                  return buildConsumer(task, half);
                });
+               // No reduction may still read shared memory when the CTA
+               // exits.
+               if (dqBuffer[half])
+                 TmaStoreWaitOp::create(b, loc);
              });
 
   // 3. dQ from the accumulator.

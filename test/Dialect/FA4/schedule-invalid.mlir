@@ -195,6 +195,42 @@ func.func @tma_head_dim(%o: memref<?x?x8x128xf16>, %stage: !fa4.smem<[128, 64], 
 
 // -----
 
+func.func @tma_reduce_f16(%o: memref<?x?x8x128xf16>, %stage: !fa4.smem<[64, 64], f16, stages = 1>) {
+  %c0 = arith.constant 0 : index
+  // expected-error @+1 {{'fa4.tma_store' op reduces (adds) 'f16' elements; a reduction adds f32 only}}
+  fa4.tma_store %stage[%c0] -> %o[%c0, %c0, %c0] {gqa_ratio = 1 : i64, reduce} : !fa4.smem<[64, 64], f16, stages = 1>, memref<?x?x8x128xf16>
+  return
+}
+
+// -----
+
+func.func @tma_store_part(%o: memref<?x?x8x128xf32>, %stage: !fa4.smem<[64, 64], f32, stages = 1>) {
+  %c0 = arith.constant 0 : index
+  // expected-error @+1 {{'fa4.tma_store' op stores from column 64; only a reduction stores part of the columns}}
+  fa4.tma_store %stage[%c0] -> %o[%c0, %c0, %c0] {column = 64 : i64, gqa_ratio = 1 : i64} : !fa4.smem<[64, 64], f32, stages = 1>, memref<?x?x8x128xf32>
+  return
+}
+
+// -----
+
+func.func @tma_reduce_past_head_dim(%o: memref<?x?x8x96xf32>, %stage: !fa4.smem<[64, 64], f32, stages = 1>) {
+  %c0 = arith.constant 0 : index
+  // expected-error @+1 {{'fa4.tma_store' op buffer tile's 64 columns from column 64 run past the tensor's head dim 96}}
+  fa4.tma_store %stage[%c0] -> %o[%c0, %c0, %c0] {column = 64 : i64, gqa_ratio = 1 : i64, reduce} : !fa4.smem<[64, 64], f32, stages = 1>, memref<?x?x8x96xf32>
+  return
+}
+
+// -----
+
+func.func @tma_reduce_box(%o: memref<?x?x8x128xf32>, %stage: !fa4.smem<[64, 48], f32, stages = 1>) {
+  %c0 = arith.constant 0 : index
+  // expected-error @+1 {{'fa4.tma_store' op reduces columns [16, 64); a reduction's part starts and ends on whole boxes of 32 columns}}
+  fa4.tma_store %stage[%c0] -> %o[%c0, %c0, %c0] {column = 16 : i64, gqa_ratio = 1 : i64, reduce} : !fa4.smem<[64, 48], f32, stages = 1>, memref<?x?x8x128xf32>
+  return
+}
+
+// -----
+
 func.func @score_dtypes(%q: !fa4.smem<[128, 128], f16, stages = 2>, %k: !fa4.smem<[128, 128], bf16, stages = 3>, %s: !fa4.tmem<[128, 128], f32>) {
   %c0 = arith.constant 0 : index
   // expected-error @+1 {{'fa4.score_mma_async' op query and key must both hold f16 or bf16, got 'f16' and 'bf16'}}

@@ -37,6 +37,11 @@ constexpr int64_t kWgmmaK = 16;
 inline int64_t boxBytes(SmemType type) {
   return type.getRows() * kSwizzleLineBytes;
 }
+/// Columns of one box of `type`'s tile: a 128-byte line of its elements
+/// (64 of 16 bits, 32 of f32).
+inline int64_t boxColumns(SmemType type) {
+  return kSwizzleLineBytes * 8 / type.getElementType().getIntOrFloatBitWidth();
+}
 
 class Lowering;
 
@@ -204,6 +209,10 @@ private:
   Value smemAt(Value base, Value bytes);
   /// The 32-bit shared address of a pointer.
   Value smemAddress(Value pointer);
+  /// A row vector of `count` elements (a multiple of 32) in a single-warp
+  /// role: element i lives in lane i mod 32; the lane's i-th slot holds
+  /// element lane + 32·i. Returns the lane's element positions.
+  SmallVector<Value> laneStrided(int64_t count);
   /// Runs `body` on the role's elected thread only (see `roleElected`).
   /// A paged K/V tile: its pages gathered through the block table.
   LogicalResult lowerPagedLoad(TmaLoadOp load, Value blockTable, SmemType type,
@@ -248,9 +257,13 @@ private:
   /// The same for several loads with one wait: their words, in order.
   SmallVector<Value> waitForTmemLoads(ArrayRef<Value> raws);
   Value barrierSlot(Value barrier, Value count);
+  /// `copy` once per box of `type`'s tile (its byte offset and the box's
+  /// TMA coordinates, columns from `firstColumn`), on the elected thread,
+  /// then `then`.
   void forEachBox(SmemType type, Value head, Value row, Value batch,
                   int64_t ratio, function_ref<void(int64_t, ValueRange)> copy,
-                  function_ref<void()> then = nullptr);
+                  function_ref<void()> then = nullptr,
+                  int64_t firstColumn = 0);
 
   // Generic structure.
   LogicalResult lowerFor(Operation *op);
@@ -411,6 +424,7 @@ private:
                                     float threshold);
   LogicalResult lowerFragmentCorrection(CorrectionOp correction);
   LogicalResult lowerFragmentSmemStore(SmemStoreOp store);
+  LogicalResult lowerFragmentSmemStoreF32(SmemStoreOp store);
   /// The wgmma shared-memory descriptor (`bits` and the address field) of
   /// ring item `count` of `buffer`, `offset` bytes into its stage.
   Value wgmmaStageDescriptor(Value buffer, Value count, int64_t offset,
@@ -516,6 +530,10 @@ private:
   /// Shared-memory tiles written since the last arrival, for a TMA store to
   /// read: the next arrival fences them into the async proxy first.
   bool stagedForAsyncProxy = false;
+  /// A single-warp role's lanes wrote shared memory since the last
+  /// arrival: the next arrival (the elected thread's, for all of them)
+  /// comes after the warp meets (bar.warp.sync).
+  bool laneStoresPending = false;
   /// The role's one elected thread; in an issuing role it alone waits and
   /// arrives.
   Value roleElected;

@@ -64,25 +64,35 @@ LogicalResult Lowering::lowerBackward(Operation *op) {
 }
 
 LogicalResult Lowering::lowerColumnLoad(LoadRowTileOp load) {
-  if (!load.getTransposed())
+  int64_t columns =
+      cast<RankedTensorType>(load.getResult().getType()).getDimSize(0);
+  // Along a transposed tile's columns, or, in a single-warp role (the
+  // loader copying a step's statistics into shared memory), spread over
+  // the warp's lanes.
+  SmallVector<Value> positions;
+  if (load.getTransposed()) {
+    positions = kernel.family->threadColumns(*this, columns);
+  } else if (onlyElectedWaits && columns % 32 == 0) {
+    positions = laneStrided(columns);
+  } else {
     return load.emitOpError()
            << "loads rows for a tile held row by row; the backward's "
-              "lowering reads them along a transposed tile's columns only "
-              "(transposed)";
+              "lowering reads them along a transposed tile's columns "
+              "(transposed) or, a multiple of 32 of them, across a "
+              "single-warp role's lanes";
+  }
   auto found = kernel.globalPointers.find(load.getSource());
   if (found == kernel.globalPointers.end())
     return load.emitOpError() << "reads a memref that is not a kernel "
                                  "parameter";
   auto type = cast<MemRefType>(load.getSource().getType());
   int64_t heads = type.getDimSize(1), ratio = load.getGqaRatio();
-  int64_t columns =
-      cast<RankedTensorType>(load.getResult().getType()).getDimSize(0);
   Type f32Type = b.getF32Type();
   Value seqQ = toIndex(kernel.seqQ);
   Value headBase =
       arith::MulIOp::create(b, loc(), lookup(load.getHead()), index(ratio));
   SmallVector<Value> values;
-  for (Value column : kernel.family->threadColumns(*this, columns)) {
+  for (Value column : positions) {
     Value packed =
         arith::AddIOp::create(b, loc(), lookup(load.getRow()), column);
     Value position = arith::DivUIOp::create(b, loc(), packed, index(ratio));

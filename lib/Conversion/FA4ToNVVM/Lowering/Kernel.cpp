@@ -65,6 +65,14 @@ Value Lowering::smemAt(Value base, Value bytes) {
 Value Lowering::smemAddress(Value pointer) {
   return LLVM::PtrToIntOp::create(b, loc(), b.getI32Type(), pointer);
 }
+SmallVector<Value> Lowering::laneStrided(int64_t count) {
+  Value lane = arith::RemUIOp::create(b, loc(), roleThread, index(32));
+  SmallVector<Value> positions;
+  for (int64_t slot = 0; slot * 32 < count; ++slot)
+    positions.push_back(arith::AddIOp::create(b, loc(), lane, index(slot * 32)));
+  return positions;
+}
+
 void Lowering::ifElected(function_ref<void()> body) {
   // In an issuing role the elected thread alone waits, issues and arrives
   // (for all of the role's threads), as in NVIDIA's kernels: the other
@@ -562,6 +570,7 @@ LogicalResult Lowering::lowerRole(RoleOp newRole) {
   roleThread = toIndex(thread);
   warpTmemBase = Value();
   stagedForAsyncProxy = false;
+  laneStoresPending = false;
   electRoleIssuer();
   roleUsesTensorMemory = false;
   bool rowsInTensorMemory = false;

@@ -30,17 +30,19 @@ Value Lowering::barrierSlot(Value barrier, Value count) {
 void Lowering::forEachBox(SmemType type, Value head, Value row, Value batch,
                           int64_t ratio,
                           function_ref<void(int64_t, ValueRange)> copy,
-                          function_ref<void()> then) {
+                          function_ref<void()> then, int64_t firstColumn) {
   Value headCoord =
       toI32(arith::MulIOp::create(b, loc(), lookup(head), index(ratio)));
   Value position =
       toI32(arith::DivUIOp::create(b, loc(), lookup(row), index(ratio)));
   Value batchCoord = toI32(lookup(batch));
-  int64_t boxes = llvm::divideCeil(type.getCols(), kBoxColumns);
+  int64_t columns = boxColumns(type);
+  int64_t boxes = llvm::divideCeil(type.getCols(), columns);
   ifElected([&] {
     for (int64_t box = 0; box < boxes; ++box)
-      copy(box * boxBytes(type), ValueRange{i32(box * kBoxColumns), headCoord,
-                                       position, batchCoord});
+      copy(box * boxBytes(type),
+           ValueRange{i32(firstColumn + box * columns), headCoord, position,
+                      batchCoord});
     if (then)
       then();
   });
@@ -95,6 +97,15 @@ LogicalResult Lowering::lowerBarrier(Operation *op) {
       })
       .Case<NamedBarrierSyncOp, NamedBarrierArriveOp>(
           [&](Operation *named) -> LogicalResult {
+            // Tiles staged for a TMA store are fenced into the async proxy
+            // before the barrier that hands them to the issuing thread.
+            if (stagedForAsyncProxy) {
+              NVVM::FenceProxyOp::create(
+                  b, loc(), NVVM::ProxyKind::async_shared,
+                  NVVM::SharedSpaceAttr::get(b.getContext(),
+                                             NVVM::SharedSpace::shared_cta));
+              stagedForAsyncProxy = false;
+            }
             bool sync = isa<NamedBarrierSyncOp>(named);
             int64_t id = named->getAttrOfType<IntegerAttr>("id").getInt();
             int64_t count = named->getAttrOfType<IntegerAttr>("count").getInt();
@@ -126,6 +137,10 @@ LogicalResult Lowering::lowerBarrier(Operation *op) {
         // role's threads, whose arrivals the barrier counts: the others
         // neither wait nor arrive (ifElected says why).
         if (onlyElectedWaits) {
+          if (laneStoresPending) {
+            NVVM::SyncWarpOp::create(b, loc(), i32(-1));
+            laneStoresPending = false;
+          }
           Value threads = i32(role.getNumThreads());
           ifElected([&] {
             NVVM::MBarrierArriveOp::create(b, loc(), Type(), barrier, threads);
@@ -373,13 +388,29 @@ LogicalResult Lowering::lowerTma(Operation *op) {
         if (!map)
           return store.emitOpError() << "stores to a tensor that is not a "
                                         "kernel parameter";
-        forEachBox(type, store.getHead(), store.getRow(), store.getBatch(),
-                   store.getGqaRatio(), [&](int64_t offset, ValueRange box) {
-                     NVVM::CpAsyncBulkTensorSharedCTAToGlobalOp::create(b,
-                         loc(), map, smemAt(source, i32(offset)), box, Value(),
-                         NVVM::TMAStoreMode::TILE, Value());
-                   },
-                   [&] { NVVM::CpAsyncBulkCommitGroupOp::create(b, loc()); });
+        // A reduction adds its f32 boxes into the tensor (the backward's
+        // dQ parts, as FA3 adds them), from its first column on.
+        bool reduce = store.getReduce();
+        forEachBox(
+            type, store.getHead(), store.getRow(), store.getBatch(),
+            store.getGqaRatio(),
+            [&](int64_t offset, ValueRange box) {
+              Value from = smemAt(source, i32(offset));
+              if (reduce)
+                NVVM::CpAsyncBulkTensorReduceOp::create(
+                    b, loc(), map, from,
+                    NVVM::TMAReduxKindAttr::get(b.getContext(),
+                                                NVVM::TMAReduxKind::ADD),
+                    NVVM::TMAStoreModeAttr::get(b.getContext(),
+                                                NVVM::TMAStoreMode::TILE),
+                    box, Value());
+              else
+                NVVM::CpAsyncBulkTensorSharedCTAToGlobalOp::create(
+                    b, loc(), map, from, box, Value(),
+                    NVVM::TMAStoreMode::TILE, Value());
+            },
+            [&] { NVVM::CpAsyncBulkCommitGroupOp::create(b, loc()); },
+            static_cast<int64_t>(store.getColumn()));
         return success();
       })
       .Case([&](TmaStoreWaitOp) {
@@ -400,9 +431,30 @@ LogicalResult Lowering::lowerSmem(Operation *op) {
         std::optional<int64_t> tileRow = load.getRow();
         if (!tileRow || type.getRows() != 2)
           return load.emitOpError() << "fa4-to-nvvm reads row statistics only";
-        // Element `row` of statistics row `tileRow`: thread t reads its own.
         Value stage = stageBase(b, loc(), lookup(load.getBuffer()), type,
                                 lookup(load.getCount()), at);
+        if (load.getTransposed()) {
+          // Along a transposed tile's columns: the thread's columns, each
+          // read by the threads that hold it (a broadcast).
+          int64_t columns =
+              cast<RankedTensorType>(load.getResult().getType()).getDimSize(0);
+          SmallVector<Value> values;
+          for (Value column : kernel.family->threadColumns(*this, columns)) {
+            Value offset = arith::AddIOp::create(
+                b, loc(), index(*tileRow * type.getCols() * 4),
+                arith::MulIOp::create(b, loc(), column, index(4)));
+            values.push_back(LLVM::LoadOp::create(
+                b, loc(), b.getF32Type(), smemAt(stage, offset), 4));
+          }
+          mapping.map(load.getResult(),
+                      vector::FromElementsOp::create(
+                          b, loc(),
+                          VectorType::get({static_cast<int64_t>(values.size())},
+                                          b.getF32Type()),
+                          values));
+          return success();
+        }
+        // Element `row` of statistics row `tileRow`: thread t reads its own.
         Value offset = arith::AddIOp::create(b,
             loc(), index(*tileRow * type.getCols() * 4),
             arith::MulIOp::create(b, loc(), row, index(4)));
@@ -415,6 +467,32 @@ LogicalResult Lowering::lowerSmem(Operation *op) {
         SmemType type = store.getBuffer().getType();
         Value stage = stageBase(b, loc(), lookup(store.getBuffer()), type,
                                 lookup(store.getCount()), at);
+        if (std::optional<int64_t> tileRow = store.getRow();
+            tileRow && onlyElectedWaits) {
+          // A single-warp role's row vector, spread over its lanes
+          // (laneStrided): each lane writes its elements, and the warp
+          // meets before the elected thread's arrival hands them over.
+          // Only the elected thread waited for the stage to be free: the
+          // warp meets it first (its wait's acquire then orders the
+          // others' writes after the consumers' reads).
+          if (!laneStoresPending)
+            NVVM::SyncWarpOp::create(b, loc(), i32(-1));
+          Value values = lookup(store.getTile());
+          int64_t count = cast<VectorType>(values.getType()).getNumElements();
+          SmallVector<Value> positions = laneStrided(count * 32);
+          for (int64_t slot = 0; slot < count; ++slot) {
+            Value offset = arith::AddIOp::create(
+                b, loc(), index(*tileRow * type.getCols() * 4),
+                arith::MulIOp::create(b, loc(), positions[slot], index(4)));
+            LLVM::StoreOp::create(
+                b, loc(),
+                vector::ExtractOp::create(b, loc(), values,
+                                          ArrayRef<int64_t>{slot}),
+                smemAt(stage, offset), 4);
+          }
+          laneStoresPending = true;
+          return success();
+        }
         if (std::optional<int64_t> tileRow = store.getRow()) {
           Value offset = arith::AddIOp::create(b,
               loc(), index(*tileRow * type.getCols() * 4),

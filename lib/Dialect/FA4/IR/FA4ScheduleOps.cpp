@@ -173,8 +173,11 @@ LogicalResult MBarrierArriveOp::verify() {
 //===----------------------------------------------------------------------===//
 
 /// A TMA tile is [rows, head_dim] of the tensor's element type.
+/// A TMA tile of `tensor` in `buffer`: every column of its rows, or, for a
+/// `part` (a reduction's), columns from `column` on.
 static LogicalResult verifyTmaTile(Operation *op, MemRefType tensor,
-                                   SmemType buffer, int64_t gqaRatio) {
+                                   SmemType buffer, int64_t gqaRatio,
+                                   bool part = false, int64_t column = 0) {
   // The box is gqa_ratio heads by rows / gqa_ratio positions: whole
   // positions of each head (gqaPacking's powers of two).
   if (gqaRatio > kMaxGqaPacking || (gqaRatio & (gqaRatio - 1)) != 0 ||
@@ -192,9 +195,14 @@ static LogicalResult verifyTmaTile(Operation *op, MemRefType tensor,
                              << buffer.getElementType()
                              << " does not match the tensor's "
                              << tensor.getElementType();
-  if (buffer.getCols() != tensor.getDimSize(3))
+  if (!part && buffer.getCols() != tensor.getDimSize(3))
     return op->emitOpError() << "buffer tile has " << buffer.getCols()
                              << " columns, the tensor's head dim is "
+                             << tensor.getDimSize(3);
+  if (part && column + buffer.getCols() > tensor.getDimSize(3))
+    return op->emitOpError() << "buffer tile's " << buffer.getCols()
+                             << " columns from column " << column
+                             << " run past the tensor's head dim "
                              << tensor.getDimSize(3);
   return success();
 }
@@ -218,8 +226,25 @@ LogicalResult TmaLoadOp::verify() {
 }
 
 LogicalResult TmaStoreOp::verify() {
+  SmemType buffer = getBuffer().getType();
+  if (getReduce() && !buffer.getElementType().isF32())
+    return emitOpError() << "reduces (adds) " << buffer.getElementType()
+                         << " elements; a reduction adds f32 only";
+  if (getColumn() != 0 && !getReduce())
+    return emitOpError() << "stores from column " << getColumn()
+                         << "; only a reduction stores part of the columns";
+  // A box row is 128 bytes (the swizzle's span): the part starts on one.
+  int64_t boxColumns =
+      1024 / static_cast<int64_t>(buffer.getElementType().getIntOrFloatBitWidth());
+  if (getColumn() % boxColumns != 0 || buffer.getCols() % boxColumns != 0)
+    if (getReduce())
+      return emitOpError() << "reduces columns [" << getColumn() << ", "
+                           << getColumn() + buffer.getCols()
+                           << "); a reduction's part starts and ends on "
+                              "whole boxes of "
+                           << boxColumns << " columns";
   return verifyTmaTile(getOperation(), cast<MemRefType>(getDest().getType()),
-                       getBuffer().getType(), getGqaRatio());
+                       buffer, getGqaRatio(), getReduce(), getColumn());
 }
 
 LogicalResult ScoreMmaAsyncOp::verify() {

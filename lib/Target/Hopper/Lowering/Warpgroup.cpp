@@ -242,7 +242,13 @@ LogicalResult Lowering::lowerWarpgroup(Operation *op) {
       .Case([&](CorrectionOp correction) {
         return lowerFragmentCorrection(correction);
       })
-      .Case([&](SmemStoreOp store) { return lowerFragmentSmemStore(store); })
+      // A single-warp role's row (the backward loader's statistics) is
+      // spread over its lanes, as on every family.
+      .Case([&](SmemStoreOp store) {
+        return store.getRow() && onlyElectedWaits
+                   ? lowerSmem(store)
+                   : lowerFragmentSmemStore(store);
+      })
       .Default([](Operation *) { return failure(); });
 }
 
@@ -519,6 +525,58 @@ LogicalResult Lowering::lowerFragmentCorrection(CorrectionOp correction) {
   return success();
 }
 
+/// An f32 register tile (the backward's dQ part, for a TMA reduction) in
+/// the layout the TMA reads: boxes of 32 columns, one 128-byte line a row,
+/// its 16-byte chunks swizzled with the row's phase. The fragment's pairs of
+/// adjacent columns are 8 bytes of one chunk: a warp's store covers 8 rows
+/// of 4 pairs, whose swizzled chunks fall in distinct banks.
+LogicalResult Lowering::lowerFragmentSmemStoreF32(SmemStoreOp store) {
+  SmemType type = store.getBuffer().getType();
+  Value values = lookup(store.getTile());
+  int64_t elements = cast<VectorType>(values.getType()).getNumElements();
+  Value stageBase = smemAt(
+      lookup(store.getBuffer()),
+      arith::MulIOp::create(
+          b, loc(),
+          arith::RemUIOp::create(b, loc(), lookup(store.getCount()),
+                                 index(type.getStages())),
+          index(type.getStageBytes())));
+  int64_t columns = boxColumns(type);
+  SmallVector<Value, 2> rows = kernel.family->threadRows(*this);
+  for (const FamilyLowering::ElementRun &run :
+       kernel.family->elementRuns(*this, elements)) {
+    if (run.length != 2)
+      return store.emitOpError()
+             << "fa4-to-nvvm stages f32 fragments as pairs of columns on "
+                "sm_90a";
+    Value row = rows[run.half];
+    Value box = arith::DivUIOp::create(b, loc(), run.column, index(columns));
+    Value inBox = arith::RemUIOp::create(b, loc(), run.column, index(columns));
+    Value chunk = arith::XOrIOp::create(
+        b, loc(), arith::DivUIOp::create(b, loc(), inBox, index(4)),
+        arith::RemUIOp::create(b, loc(), row, index(8)));
+    Value offset = arith::AddIOp::create(
+        b, loc(),
+        arith::AddIOp::create(
+            b, loc(),
+            arith::MulIOp::create(b, loc(), box, index(boxBytes(type))),
+            arith::MulIOp::create(b, loc(), row, index(kSwizzleLineBytes))),
+        arith::AddIOp::create(
+            b, loc(), arith::MulIOp::create(b, loc(), chunk, index(16)),
+            arith::MulIOp::create(
+                b, loc(), arith::RemUIOp::create(b, loc(), inBox, index(4)),
+                index(4))));
+    Value pair = vector::ExtractStridedSliceOp::create(
+        b, loc(), values, ArrayRef<int64_t>{run.first}, ArrayRef<int64_t>{2},
+        ArrayRef<int64_t>{1});
+    LLVM::StoreOp::create(b, loc(), pair, smemAt(stageBase, offset), 8);
+  }
+  // Generic-proxy writes a TMA (async proxy) reads: fenced before the
+  // barrier that hands them over.
+  stagedForAsyncProxy = true;
+  return success();
+}
+
 /// A register tile (the staged half of O, the backward's dSᵀ) in the
 /// 128-byte-swizzled layout TMA and wgmma read, with stmatrix (as CUTLASS's
 /// and FlashAttention-3's epilogues): a warp's 16 rows of the fragment are
@@ -534,6 +592,8 @@ LogicalResult Lowering::lowerFragmentSmemStore(SmemStoreOp store) {
            << "fa4-to-nvvm stages whole register tiles only on sm_90a";
   Value values = lookup(store.getTile());
   auto vector = cast<VectorType>(values.getType());
+  if (vector.getElementTypeBitWidth() == 32)
+    return lowerFragmentSmemStoreF32(store);
   if (vector.getElementTypeBitWidth() != 16 || vector.getNumElements() % 8)
     return store.emitOpError()
            << "fa4-to-nvvm stages tiles of 16-bit elements, whole 8-column "

@@ -316,16 +316,24 @@ def FA4_TmaStoreOp : FA4_Op<"tma_store"> {
   let description = [{
     The inverse of `fa4.tma_load` for the output: rows past the sequence are
     not written. The source stage may be reused after `fa4.tma_store_wait`.
+    With `reduce` the tile's f32 elements are added into the destination
+    (atomically, element by element: the backward's dQ parts), at columns
+    from `column` on.
 
     ```mlir
     fa4.tma_store %ostage[%n] -> %o[%b, %h, %row] {gqa_ratio = 4 : i64}
         : !fa4.smem<[128, 128], f16, stages = 2>, memref<?x?x32x128xf16>
+    fa4.tma_store %dq1[%n] -> %dq_accum[%b, %h, %row]
+        {column = 64 : i64, gqa_ratio = 1 : i64, reduce}
+        : !fa4.smem<[64, 64], f32, stages = 1>, memref<?x?x16x128xf32>
     ```
   }];
   let arguments = (ins FA4_SmemType:$buffer, Index:$count,
     Arg<AnyMemRef, "destination", [MemWrite]>:$dest,
     Index:$batch, Index:$head, Index:$row,
-    ConfinedAttr<I64Attr, [IntPositive]>:$gqa_ratio);
+    ConfinedAttr<I64Attr, [IntPositive]>:$gqa_ratio,
+    DefaultValuedAttr<ConfinedAttr<I64Attr, [IntNonNegative]>, "0">:$column,
+    UnitAttr:$reduce);
   let assemblyFormat = [{
     $buffer `[` $count `]` `->` $dest `[` $batch `,` $head `,` $row `]`
     attr-dict `:` type($buffer) `,` type($dest)
@@ -625,13 +633,19 @@ def FA4_SmemStoreOp : FA4_Op<"smem_store"> {
 def FA4_SmemLoadOp : FA4_Op<"smem_load"> {
   let summary = "read a tile (or one row of it) from a ring item";
   let description = [{
+    With `transposed` a row is read by transposed tiles' ops (keys × packed
+    rows, the backward's): the same values, held along such a tile's
+    columns, as `fa4.load_row_tile`'s.
+
     ```mlir
     %alpha = fa4.smem_load %stats0[%n] row 0
         : !fa4.smem<[2, 128], f32, stages = 1> -> tensor<128xf32>
+    %lse = fa4.smem_load %stats[%n] row 0 {transposed}
+        : !fa4.smem<[2, 64], f32, stages = 2> -> tensor<64xf32>
     ```
   }];
   let arguments = (ins FA4_SmemType:$buffer, Index:$count,
-    OptionalAttr<I64Attr>:$row);
+    OptionalAttr<I64Attr>:$row, UnitAttr:$transposed);
   let results = (outs AnyRankedTensor:$result);
   let assemblyFormat = [{
     $buffer `[` $count `]` (`row` $row^)? attr-dict `:` type($buffer) `->`

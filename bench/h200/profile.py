@@ -1,0 +1,87 @@
+#!/usr/bin/env python3
+"""Launches one fa4 kernel (a forward or a backward manifest) on random
+inputs, for a profiler to watch: ncu through bench/h200/profile.sh.
+
+  python3 bench/h200/profile.py KERNEL.cubin.json BATCH SEQ_Q SEQ_K \
+      [--launches N] [--lib libfa4rt.so]
+
+A forward takes q, k, v and the output (and the LSE when its manifest has
+one); a backward takes the eleven tensors of its launch, with O and the LSE
+of a float32 reference forward, so that its softmax sees real statistics.
+Prints the median time of the launches after the first (CUDA events)."""
+
+import argparse
+import os
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("manifest")
+    parser.add_argument("batch", type=int)
+    parser.add_argument("seq_q", type=int)
+    parser.add_argument("seq_k", type=int)
+    parser.add_argument("--launches", type=int, default=3)
+    parser.add_argument("--lib", default=None)
+    args = parser.parse_args()
+
+    import torch
+    from backward import reference
+    from common import load_capi
+    capi = load_capi()
+    lib = args.lib or os.path.join(os.path.dirname(args.manifest), "libfa4rt.so")
+    import json
+    with open(args.manifest) as f:
+        kind = json.load(f).get("kind", "forward")
+    kernel = (capi.load_backward if kind == "backward" else capi.load_kernel)(
+        args.manifest, lib)
+    a = kernel.manifest["attention"]
+    b, sq, sk = args.batch, args.seq_q, args.seq_k
+    hq, hkv, d = a["q_heads"], a["kv_heads"], a["head_dim"]
+    dtype = torch.bfloat16 if a["dtype"] == "bf16" else torch.float16
+    dev = torch.device("cuda")
+    g = torch.Generator(device=dev).manual_seed(0)
+
+    def randn(*shape):
+        return torch.randn(*shape, device=dev, generator=g).to(dtype)
+
+    q, k, v = randn(b, sq, hq, d), randn(b, sk, hkv, d), randn(b, sk, hkv, d)
+    if kind == "backward":
+        causal = a["mask"] == "causal"
+        window = ((a["window_left"], a["window_right"]) if a["mask"] == "window"
+                  else None)
+        with torch.no_grad():
+            o32, lse = reference(q.float(), k.float(), v.float(), causal, window,
+                                 a["scale"], a["softcap"], hq // hkv)
+        o, lse = o32.to(dtype), lse.float().contiguous()
+        dout = randn(b, sq, hq, d)
+        tensors = (q, k, v, o, dout, lse, torch.empty_like(q), torch.empty_like(k),
+                   torch.empty_like(v),
+                   torch.empty(b, hq, sq, device=dev, dtype=torch.float32),
+                   torch.empty(b, sq, hq, d, device=dev, dtype=torch.float32))
+        launch = kernel.bind(*tensors)
+    else:
+        out = torch.empty_like(q)
+        lse = (torch.empty(b, hq, sq, device=dev, dtype=torch.float32)
+               if a.get("lse") else None)
+        launch = kernel.bind(q, k, v, out, lse)
+    times = []
+    for _ in range(args.launches):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        launch()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end))
+    rest = sorted(times[1:] or times)
+    print(f"{os.path.basename(args.manifest)} {b}x{sq}x{sk}: "
+          f"{rest[len(rest) // 2] * 1000:.1f} us (median of {len(rest)})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
