@@ -142,10 +142,7 @@ BackwardProgramBuilder::buildConsumerStep(const BackwardTask &task,
   auto lseLoad = SmemLoadOp::create(b, loc, rowType, statsBuffer, at.item,
                                     b.getI64IntegerAttr(0));
   lseLoad.setTransposed(true);
-  auto deltaLoad = SmemLoadOp::create(b, loc, rowType, statsBuffer, at.item,
-                                      b.getI64IntegerAttr(1));
-  deltaLoad.setTransposed(true);
-  Value lse = lseLoad, delta = deltaLoad;
+  Value lse = lseLoad;
   Value raw = WarpgroupWaitOp::create(b, loc, scoreMma, 1);
   // The scores' mods at the step's place: packed rows from `row`, keys
   // from the warpgroup's first.
@@ -153,6 +150,12 @@ BackwardProgramBuilder::buildConsumerStep(const BackwardTask &task,
   Value probs = this->probs(scores, lse);
   // dSᵀ = Pᵀ ∘ (dPᵀ − delta), back through the mods.
   Value dprobs = WarpgroupWaitOp::create(b, loc, dprobsMma, 0);
+  // Delta read only now: its 16 values a thread are not live beside Sᵀ,
+  // dPᵀ and the LSE's (at head dim 128 every register counts).
+  auto deltaLoad = SmemLoadOp::create(b, loc, rowType, statsBuffer, at.item,
+                                      b.getI64IntegerAttr(1));
+  deltaLoad.setTransposed(true);
+  Value delta = deltaLoad;
   Value ds = gradient(scores, probs, dprobs, delta, task, at, keyBegin, row);
   ConsumerReleaseOp::create(b, loc, statsBuffer, at.item);
   // dSᵀ staged in the warpgroup's own buffer first (the MMAs below read
