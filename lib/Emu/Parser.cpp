@@ -1354,9 +1354,11 @@ void Parser::decodeBulkCopy(Decoding &d) {
   if (parts.size() > 1 && parts[1] == "reduce") {
     // The store's form with the reduction named: .add of f32 only, which
     // the tensor map's element type decides at run time.
-    auto add = std::find(parts.begin(), parts.end(), "add");
-    if (add == parts.end() || add - parts.begin() < 8)
-      unsupported(d, "reduction (only .add)");
+    // cp.reduce.async.bulk.tensor.Nd.global.shared::cta.add.<mode>...:
+    // the operation right after the source's state space.
+    auto add = parts.size() > 8 ? parts.begin() + 8 : parts.end();
+    if (add == parts.end() || *add != "add")
+      unsupported(d, "reduction (only .add, after the state spaces)");
     parts.erase(add);
     parts.erase(parts.begin() + 1);
     if (parts.size() < 7 || parts[3] != "tensor" || parts[5] != "global")

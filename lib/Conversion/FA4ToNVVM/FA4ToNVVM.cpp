@@ -255,10 +255,9 @@ static FailureOr<SmallVector<Value>> modExtras(func::FuncOp func,
   return extras;
 }
 
-/// A warp-specialized kernel's llvm.func at `b`: `params`, the first four
-/// of them tensor maps passed by value, a CTA of `threads`.
-/// The kernel's llvm.func: its first `maps` parameters are tensor maps
-/// (by value, grid constants).
+/// A warp-specialized kernel's llvm.func at `b`: `params`, the first
+/// `maps` of them tensor maps passed by value (grid constants), a CTA of
+/// `threads`.
 static LLVM::LLVMFuncOp createWarpSpecializedKernel(OpBuilder &b, Location loc,
                                                     StringRef name,
                                                     ArrayRef<Type> params,

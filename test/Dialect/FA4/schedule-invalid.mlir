@@ -224,7 +224,7 @@ func.func @tma_reduce_past_head_dim(%o: memref<?x?x8x96xf32>, %stage: !fa4.smem<
 
 func.func @tma_reduce_box(%o: memref<?x?x8x128xf32>, %stage: !fa4.smem<[64, 48], f32, stages = 1>) {
   %c0 = arith.constant 0 : index
-  // expected-error @+1 {{'fa4.tma_store' op reduces columns [16, 64); a reduction's part starts and ends on whole boxes of 32 columns}}
+  // expected-error @+1 {{'fa4.tma_store' op reduces 48 columns from column 16; a reduction's part starts and ends on whole boxes of 32 columns}}
   fa4.tma_store %stage[%c0] -> %o[%c0, %c0, %c0] {column = 16 : i64, gqa_ratio = 1 : i64, reduce} : !fa4.smem<[64, 48], f32, stages = 1>, memref<?x?x8x128xf32>
   return
 }
@@ -362,5 +362,41 @@ func.func @tma_load_packing(%q: memref<?x?x6x64xf16>, %b: index, %c: index) {
   // expected-error @+1 {{packs gqa_ratio = 3 heads in a tile of 128 rows; expected a power of two of at most 16 dividing the rows}}
   fa4.tma_load %q[%b, %b, %b] -> %buf[%c] {gqa_ratio = 3 : i64}
       : memref<?x?x6x64xf16>, !fa4.smem<[128, 64], f16, stages = 2>
+  return
+}
+
+// -----
+
+func.func @tma_reduce_huge_column(%o: memref<?x?x8x128xf32>, %stage: !fa4.smem<[64, 64], f32, stages = 1>) {
+  %c0 = arith.constant 0 : index
+  // expected-error @+1 {{'fa4.tma_store' op buffer tile's 64 columns from column 9223372036854775776 run past the tensor's head dim 128}}
+  fa4.tma_store %stage[%c0] -> %o[%c0, %c0, %c0] {column = 9223372036854775776 : i64, gqa_ratio = 1 : i64, reduce} : !fa4.smem<[64, 64], f32, stages = 1>, memref<?x?x8x128xf32>
+  return
+}
+
+// -----
+
+func.func @tma_reduce_dynamic_head_dim(%o: memref<?x?x8x?xf32>, %stage: !fa4.smem<[64, 64], f32, stages = 1>) {
+  %c0 = arith.constant 0 : index
+  // expected-error @+1 {{'fa4.tma_store' op adds part of the columns of a tensor whose head dim is dynamic; a reduction needs it static}}
+  fa4.tma_store %stage[%c0] -> %o[%c0, %c0, %c0] {column = 64 : i64, gqa_ratio = 1 : i64, reduce} : !fa4.smem<[64, 64], f32, stages = 1>, memref<?x?x8x?xf32>
+  return
+}
+
+// -----
+
+func.func @tma_store_wide_elements(%o: memref<?x?x8x128xi2048>, %stage: !fa4.smem<[64, 128], i2048, stages = 1>) {
+  %c0 = arith.constant 0 : index
+  // expected-error @+1 {{'fa4.tma_store' op reduces (adds) 'i2048' elements; a reduction adds f32 only}}
+  fa4.tma_store %stage[%c0] -> %o[%c0, %c0, %c0] {gqa_ratio = 1 : i64, reduce} : !fa4.smem<[64, 128], i2048, stages = 1>, memref<?x?x8x128xi2048>
+  return
+}
+
+// -----
+
+func.func @smem_load_transposed_tile(%stats: !fa4.smem<[2, 64], f32, stages = 2>) {
+  %c0 = arith.constant 0 : index
+  // expected-error @+1 {{'fa4.smem_load' op reads a transposed tile's column vector from a row only (transposed needs row)}}
+  %t = fa4.smem_load %stats[%c0] {transposed} : !fa4.smem<[2, 64], f32, stages = 2> -> tensor<2x64xf32>
   return
 }

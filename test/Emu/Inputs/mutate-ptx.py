@@ -89,6 +89,12 @@ def mutate(name, text):
         if mutated == text:
             sys.exit("mutate-ptx: no bar.sync %d found" % n)
         return mutated
+    if kind == "no-warp-sync":
+        # The n-th bar.warp.sync is gone: the lanes of a single-warp role
+        # no longer meet before (1) their stores or (2) the elected
+        # thread's arrival that hands the stores over.
+        m = nth(r"bar\.warp\.sync\s+-?\w+;", text, n)
+        return text[:m.start()] + text[m.end():]
     if kind == "align1":
         # The tensor-map parameters lose their 64-byte alignment.
         mutated = text.replace(".param .align 64 .b8", ".param .align 1 .b8")

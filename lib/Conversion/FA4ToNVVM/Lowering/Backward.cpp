@@ -70,7 +70,11 @@ LogicalResult Lowering::lowerColumnLoad(LoadRowTileOp load) {
   // loader copying a step's statistics into shared memory), spread over
   // the warp's lanes.
   SmallVector<Value> positions;
-  if (load.getTransposed()) {
+  if (load.getTransposed() && onlyElectedWaits) {
+    return load.emitOpError()
+           << "reads rows along a transposed tile's columns in a single-warp "
+              "role, which holds no such tile";
+  } else if (load.getTransposed()) {
     positions = kernel.family->threadColumns(*this, columns);
   } else if (onlyElectedWaits && columns % 32 == 0) {
     positions = laneStrided(columns);

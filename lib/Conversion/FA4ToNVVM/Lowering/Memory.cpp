@@ -434,6 +434,10 @@ LogicalResult Lowering::lowerSmem(Operation *op) {
         Value stage = stageBase(b, loc(), lookup(load.getBuffer()), type,
                                 lookup(load.getCount()), at);
         if (load.getTransposed()) {
+          if (onlyElectedWaits)
+            return load.emitOpError()
+                   << "reads a row along a transposed tile's columns in a "
+                      "single-warp role, which holds no such tile";
           // Along a transposed tile's columns: the thread's columns, each
           // read by the threads that hold it (a broadcast).
           int64_t columns =
@@ -454,7 +458,16 @@ LogicalResult Lowering::lowerSmem(Operation *op) {
                           values));
           return success();
         }
-        // Element `row` of statistics row `tileRow`: thread t reads its own.
+        // Element `row` of statistics row `tileRow`: thread t reads its own
+        // (a layout of one row a thread, as Blackwell's TMEM rows).
+        if (onlyElectedWaits || kernel.family->threadRows(*this).size() != 1)
+          return load.emitOpError()
+                 << "reads one row statistic a thread, but the role's "
+                    "threads hold "
+                 << (onlyElectedWaits ? "a single warp's lanes"
+                                      : "fragments of several rows")
+                 << "; read it along a transposed tile's columns "
+                    "(transposed) or in a role of one row a thread";
         Value offset = arith::AddIOp::create(b,
             loc(), index(*tileRow * type.getCols() * 4),
             arith::MulIOp::create(b, loc(), row, index(4)));
@@ -478,7 +491,15 @@ LogicalResult Lowering::lowerSmem(Operation *op) {
           if (!laneStoresPending)
             NVVM::SyncWarpOp::create(b, loc(), i32(-1));
           Value values = lookup(store.getTile());
-          int64_t count = cast<VectorType>(values.getType()).getNumElements();
+          auto vector = dyn_cast<VectorType>(values.getType());
+          if (!vector || vector.getNumElements() * 32 != type.getCols())
+            return store.emitOpError()
+                   << "stores a row of " << type.getCols()
+                   << " elements from a single-warp role, whose lanes hold "
+                      "such a row spread over them ("
+                   << type.getCols() / 32
+                   << " a lane); the stored value is not held that way";
+          int64_t count = vector.getNumElements();
           SmallVector<Value> positions = laneStrided(count * 32);
           for (int64_t slot = 0; slot < count; ++slot) {
             Value offset = arith::AddIOp::create(

@@ -172,9 +172,9 @@ LogicalResult MBarrierArriveOp::verify() {
 // Copies and tensor-core ops
 //===----------------------------------------------------------------------===//
 
-/// A TMA tile is [rows, head_dim] of the tensor's element type.
-/// A TMA tile of `tensor` in `buffer`: every column of its rows, or, for a
-/// `part` (a reduction's), columns from `column` on.
+/// A TMA tile of `tensor` in `buffer`, of the tensor's element type: every
+/// column of its rows, or, for a `part` (a reduction's), columns from
+/// `column` on.
 static LogicalResult verifyTmaTile(Operation *op, MemRefType tensor,
                                    SmemType buffer, int64_t gqaRatio,
                                    bool part = false, int64_t column = 0) {
@@ -199,7 +199,12 @@ static LogicalResult verifyTmaTile(Operation *op, MemRefType tensor,
     return op->emitOpError() << "buffer tile has " << buffer.getCols()
                              << " columns, the tensor's head dim is "
                              << tensor.getDimSize(3);
-  if (part && column + buffer.getCols() > tensor.getDimSize(3))
+  if (part && tensor.isDynamicDim(3))
+    return op->emitOpError() << "adds part of the columns of a tensor whose "
+                                "head dim is dynamic; a reduction needs it "
+                                "static";
+  if (part && (column > tensor.getDimSize(3) ||
+               buffer.getCols() > tensor.getDimSize(3) - column))
     return op->emitOpError() << "buffer tile's " << buffer.getCols()
                              << " columns from column " << column
                              << " run past the tensor's head dim "
@@ -233,16 +238,16 @@ LogicalResult TmaStoreOp::verify() {
   if (getColumn() != 0 && !getReduce())
     return emitOpError() << "stores from column " << getColumn()
                          << "; only a reduction stores part of the columns";
-  // A box row is 128 bytes (the swizzle's span): the part starts on one.
-  int64_t boxColumns =
-      1024 / static_cast<int64_t>(buffer.getElementType().getIntOrFloatBitWidth());
-  if (getColumn() % boxColumns != 0 || buffer.getCols() % boxColumns != 0)
-    if (getReduce())
-      return emitOpError() << "reduces columns [" << getColumn() << ", "
-                           << getColumn() + buffer.getCols()
-                           << "); a reduction's part starts and ends on "
-                              "whole boxes of "
-                           << boxColumns << " columns";
+  // A box row is 128 bytes (the swizzle's span), 32 f32 columns: a
+  // reduction's part starts on one.
+  constexpr int64_t kF32BoxColumns = 32;
+  if (getReduce() && (getColumn() % kF32BoxColumns != 0 ||
+                      buffer.getCols() % kF32BoxColumns != 0))
+    return emitOpError() << "reduces " << buffer.getCols()
+                         << " columns from column " << getColumn()
+                         << "; a reduction's part starts and ends on whole "
+                            "boxes of "
+                         << kF32BoxColumns << " columns";
   return verifyTmaTile(getOperation(), cast<MemRefType>(getDest().getType()),
                        buffer, getGqaRatio(), getReduce(), getColumn());
 }
@@ -546,6 +551,9 @@ LogicalResult SmemStoreOp::verify() {
 }
 
 LogicalResult SmemLoadOp::verify() {
+  if (getTransposed() && !getRow())
+    return emitOpError() << "reads a transposed tile's column vector from a "
+                            "row only (transposed needs row)";
   return verifySmemAccess(getOperation(), getResult().getType(),
                           getBuffer().getType(), getRow());
 }
