@@ -738,16 +738,7 @@ void CtaMachine::runTma(TmaOp &op) {
         for (int64_t i = 0; i < last - first; ++i) {
           float addend;
           std::memcpy(&addend, row.data() + (first + i) * 4, 4);
-          auto *word = reinterpret_cast<uint32_t *>(global + i * 4);
-          uint32_t old = __atomic_load_n(word, __ATOMIC_SEQ_CST), sum;
-          do {
-            float current;
-            std::memcpy(&current, &old, 4);
-            float total = current + addend;
-            std::memcpy(&sum, &total, 4);
-          } while (!__atomic_compare_exchange_n(word, &old, sum, false,
-                                                __ATOMIC_SEQ_CST,
-                                                __ATOMIC_SEQ_CST));
+          atomicAddF32(reinterpret_cast<uint32_t *>(global + i * 4), addend);
         }
       } else if (global) {
         std::memcpy(global, row.data() + first * eb, (last - first) * eb);

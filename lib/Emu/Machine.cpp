@@ -1076,15 +1076,7 @@ void CtaMachine::execLane(Thread &th, const Inst &in) {
       }
       float addend;
       std::memcpy(&addend, &add, 4);
-      uint32_t old = __atomic_load_n(word, __ATOMIC_SEQ_CST), sum;
-      do {
-        float current;
-        std::memcpy(&current, &old, 4);
-        float total = current + addend;
-        std::memcpy(&sum, &total, 4);
-      } while (!__atomic_compare_exchange_n(word, &old, sum, false,
-                                            __ATOMIC_SEQ_CST,
-                                            __ATOMIC_SEQ_CST));
+      atomicAddF32(word, addend);
     }
     return;
   }

@@ -23,11 +23,26 @@
 #include "llvm/ADT/STLFunctionalExtras.h"
 
 #include <algorithm>
+#include <cstring>
 #include <deque>
 #include <random>
 #include <unordered_map>
 
 namespace mlir::fa4::emu {
+
+/// Adds `addend` to the f32 at `word` as one host atomic (compare and
+/// swap): the launch's CTAs share global memory from host threads, and a
+/// GPU's reductions add each element atomically.
+inline void atomicAddF32(uint32_t *word, float addend) {
+  uint32_t old = __atomic_load_n(word, __ATOMIC_SEQ_CST), sum;
+  do {
+    float current;
+    std::memcpy(&current, &old, 4);
+    float total = current + addend;
+    std::memcpy(&sum, &total, 4);
+  } while (!__atomic_compare_exchange_n(word, &old, sum, false,
+                                        __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST));
+}
 
 /// A byte range [begin, end) of shared memory.
 struct Interval {

@@ -257,6 +257,9 @@ private:
   /// The same for several loads with one wait: their words, in order.
   SmallVector<Value> waitForTmemLoads(ArrayRef<Value> raws);
   Value barrierSlot(Value barrier, Value count);
+  /// The stage of ring item `count` (a level-C index) of the shared-memory
+  /// buffer `buffer` (a level-C value).
+  Value smemStage(Value buffer, Value count);
   /// `copy` once per box of `type`'s tile (its byte offset and the box's
   /// TMA coordinates, columns from `firstColumn`), on the elected thread,
   /// then `then`.

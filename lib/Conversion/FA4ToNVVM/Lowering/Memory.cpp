@@ -422,6 +422,12 @@ LogicalResult Lowering::lowerTma(Operation *op) {
       .Default([](Operation *) { return failure(); });
 }
 
+Value Lowering::smemStage(Value buffer, Value count) {
+  return stageBase(b, loc(), lookup(buffer), cast<SmemType>(buffer.getType()),
+                   lookup(count),
+                   [&](Value base, Value bytes) { return smemAt(base, bytes); });
+}
+
 LogicalResult Lowering::lowerSmem(Operation *op) {
   auto at = [&](Value base, Value bytes) { return smemAt(base, bytes); };
   Value row = rowInWarpgroup();

@@ -534,13 +534,7 @@ LogicalResult Lowering::lowerFragmentSmemStoreF32(SmemStoreOp store) {
   SmemType type = store.getBuffer().getType();
   Value values = lookup(store.getTile());
   int64_t elements = cast<VectorType>(values.getType()).getNumElements();
-  Value stageBase = smemAt(
-      lookup(store.getBuffer()),
-      arith::MulIOp::create(
-          b, loc(),
-          arith::RemUIOp::create(b, loc(), lookup(store.getCount()),
-                                 index(type.getStages())),
-          index(type.getStageBytes())));
+  Value stageBase = smemStage(store.getBuffer(), store.getCount());
   int64_t columns = boxColumns(type);
   SmallVector<Value, 2> rows = kernel.family->threadRows(*this);
   for (const FamilyLowering::ElementRun &run :
@@ -599,13 +593,7 @@ LogicalResult Lowering::lowerFragmentSmemStore(SmemStoreOp store) {
            << "fa4-to-nvvm stages tiles of 16-bit elements, whole 8-column "
               "groups, on sm_90a; got "
            << vector;
-  Value stageBase = smemAt(
-      lookup(store.getBuffer()),
-      arith::MulIOp::create(
-          b, loc(),
-          arith::RemUIOp::create(b, loc(), lookup(store.getCount()),
-                                 index(type.getStages())),
-          index(type.getStageBytes())));
+  Value stageBase = smemStage(store.getBuffer(), store.getCount());
   int64_t words = vector.getNumElements() / 2;
   Value packed = vector::BitCastOp::create(
       b, loc(), VectorType::get({words}, b.getI32Type()), values);
