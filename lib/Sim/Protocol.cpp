@@ -1186,6 +1186,20 @@ bool Cta::run(const RoleStep &step, SmemStoreOp store) {
   Interpreter &interpreter = step.interpreter;
   SmemState &state = smem(store.getBuffer());
   int64_t stage = interpreter.index(store.getCount()) % state.type.getStages();
+  // A TMA store reads its stage asynchronously until its issuer's
+  // fa4.tma_store_wait: writing the stage before that races with the read
+  // (program order does not order the two).
+  for (const AsyncOp &async : tmaInFlight)
+    if (async.kind == AsyncOp::TmaStore) {
+      auto pending = cast<TmaStoreOp>(async.op);
+      if (pending.getBuffer() == store.getBuffer() &&
+          async.indices[0] % state.type.getStages() == stage)
+        report.addHazard("SMEM " + state.name + "[" + std::to_string(stage) +
+                         "]: write by " + step.thread.name +
+                         " while a TMA store issued by " +
+                         threads[async.thread]->name +
+                         " still reads it (no fa4.tma_store_wait between)");
+    }
   access(state.stages[stage],
          "SMEM " + state.name + "[" + std::to_string(stage) + "]", step.self,
          step.thread.clock, true, step.what);
