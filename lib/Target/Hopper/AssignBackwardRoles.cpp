@@ -239,7 +239,7 @@ BackwardProgramBuilder::buildConsumerStep(const BackwardTask &task,
       // part's registers until the memory pipe took them, and queued
       // ahead of the producer's loads.
       int64_t id = kDqBarrier + half;
-      int64_t threads = 128;
+      int64_t threads = hopper::ScheduleConfig::kThreadsPerRole;
       TmaStoreWaitOp::create(b, loc);
       NamedBarrierSyncOp::create(b, loc, id, threads);
       SmemStoreOp::create(b, loc, part, staging, at.item, Value(),

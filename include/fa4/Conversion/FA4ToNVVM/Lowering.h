@@ -43,6 +43,9 @@ inline int64_t boxColumns(SmemType type) {
   return kSwizzleLineBytes * 8 / type.getElementType().getIntOrFloatBitWidth();
 }
 
+/// A thread's vector of `elements` (one type, at least one).
+Value vectorOf(OpBuilder &b, Location loc, ArrayRef<Value> elements);
+
 class Lowering;
 
 /// The narrow interface between the shared lowering and a chip family's:

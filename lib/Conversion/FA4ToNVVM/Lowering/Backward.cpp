@@ -41,13 +41,6 @@ static SmallVector<Value> elementsOf(OpBuilder &b, Location loc, Value vector) {
   return elements;
 }
 
-static Value vectorOf(OpBuilder &b, Location loc, ArrayRef<Value> elements) {
-  return vector::FromElementsOp::create(
-      b, loc,
-      VectorType::get({static_cast<int64_t>(elements.size())},
-                      elements.front().getType()),
-      elements);
-}
 
 LogicalResult Lowering::lowerBackward(Operation *op) {
   return llvm::TypeSwitch<Operation *, LogicalResult>(op)

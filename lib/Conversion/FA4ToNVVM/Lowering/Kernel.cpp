@@ -65,6 +65,15 @@ Value Lowering::smemAt(Value base, Value bytes) {
 Value Lowering::smemAddress(Value pointer) {
   return LLVM::PtrToIntOp::create(b, loc(), b.getI32Type(), pointer);
 }
+Value mlir::fa4::nvvm::vectorOf(OpBuilder &b, Location loc,
+                                ArrayRef<Value> elements) {
+  return vector::FromElementsOp::create(
+      b, loc,
+      VectorType::get({static_cast<int64_t>(elements.size())},
+                      elements.front().getType()),
+      elements);
+}
+
 SmallVector<Value> Lowering::laneStrided(int64_t count) {
   Value lane = arith::RemUIOp::create(b, loc(), roleThread, index(32));
   SmallVector<Value> positions;

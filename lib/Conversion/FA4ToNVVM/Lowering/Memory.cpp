@@ -456,12 +456,7 @@ LogicalResult Lowering::lowerSmem(Operation *op) {
             values.push_back(LLVM::LoadOp::create(
                 b, loc(), b.getF32Type(), smemAt(stage, offset), 4));
           }
-          mapping.map(load.getResult(),
-                      vector::FromElementsOp::create(
-                          b, loc(),
-                          VectorType::get({static_cast<int64_t>(values.size())},
-                                          b.getF32Type()),
-                          values));
+          mapping.map(load.getResult(), vectorOf(b, loc(), values));
           return success();
         }
         // Element `row` of statistics row `tileRow`: thread t reads its own
@@ -505,9 +500,8 @@ LogicalResult Lowering::lowerSmem(Operation *op) {
                       "such a row spread over them ("
                    << type.getCols() / 32
                    << " a lane); the stored value is not held that way";
-          int64_t count = vector.getNumElements();
-          SmallVector<Value> positions = laneStrided(count * 32);
-          for (int64_t slot = 0; slot < count; ++slot) {
+          SmallVector<Value> positions = laneStrided(type.getCols());
+          for (int64_t slot = 0; slot < vector.getNumElements(); ++slot) {
             Value offset = arith::AddIOp::create(
                 b, loc(), index(*tileRow * type.getCols() * 4),
                 arith::MulIOp::create(b, loc(), positions[slot], index(4)));
