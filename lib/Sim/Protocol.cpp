@@ -1234,7 +1234,7 @@ bool Cta::run(const RoleStep &step, SmemLoadOp load) {
   int64_t rows = state.type.getRows(), cols = state.type.getCols();
   const float *source = &state.data[stage * rows * cols];
   if (std::optional<int64_t> row = load.getRow())
-    source += *row * cols;
+    source += *row * cols + load.getColumn().value_or(0);
   std::copy(source, source + tile->data.size(), tile->data.begin());
   interpreter.setTile(load.getResult(), tile);
   return true;

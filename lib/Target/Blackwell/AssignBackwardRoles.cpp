@@ -10,7 +10,8 @@
 //   fa4.warp_specialize             the main kernel, one task per (batch,
 //                                   K/V head, 128 keys):
 //     load   loads K and V once per task, then Q and dO for each visited
-//            step of 128 packed query rows into two-stage rings (TMA);
+//            step of 128 packed query rows into two-stage rings (TMA), and
+//            the step's LSE and delta into a two-stage ring beside them;
 //     mma    per step: Sᵀ = K·Qᵀ and dPᵀ = V·dOᵀ into TMEM (the forward's
 //            score MMA with the operands swapped, so that a TMEM lane is a
 //            key), then dV += Pᵀ·dO and dK += dSᵀ·Q with Pᵀ and dSᵀ read
@@ -18,7 +19,7 @@
 //            then dQ = dS·K with dSᵀ read from shared memory as the M-major
 //            A operand;
 //     grad   one key per thread: per 32 columns of the step, Sᵀ and dPᵀ
-//            from TMEM, Pᵀ from the LSE, dSᵀ = Pᵀ ∘ (dPᵀ − delta) back
+//            from TMEM, Pᵀ from the LSE (shared memory), dSᵀ = Pᵀ ∘ (dPᵀ − delta) back
 //            through the mods; Pᵀ and dSᵀ rounded into TMEM over the
 //            columns they came from, dSᵀ also into shared memory; after the
 //            task's last step dK (times the scale) and dV from TMEM to
@@ -74,7 +75,7 @@ private:
                      APFloat scale, Value visited);
   Value buildDq(const BackwardTask &task);
 
-  Value kBuffer, vBuffer, qBuffer, doBuffer, dsBuffer;
+  Value kBuffer, vBuffer, qBuffer, doBuffer, dsBuffer, statsBuffer;
   /// TMEM: Sᵀ and its Pᵀ view, dPᵀ and its dSᵀ and dQ views, dV, dK.
   Value scoresT, probsT, dprobsT, dscoresT, dq, dv, dk;
 };
@@ -90,6 +91,12 @@ void BackwardProgramBuilder::createBuffers() {
   doBuffer = smem("do", kStep, headDim, element, 2);
   // dSᵀ as the grad warps hold it (keys × packed rows), for dQ's MMA.
   dsBuffer = smem("ds", TileConfig::kBlockN, kStep, element, 1);
+  // The step's LSE (row 0) and delta (row 1), copied by the load warp
+  // beside Q and dO, as FlashAttention-4's backward stages them: every
+  // grad thread reads all of a chunk's, which from global memory cost a
+  // guarded load per column and thread (2 KB: at head dim 128 the last
+  // shared memory there is).
+  statsBuffer = smem("stats", 2, kStep, f32, 2);
   auto tmem = [&](StringRef name, int64_t cols) -> Value {
     return TmemAllocOp::create(
         b, loc, TmemType::get(context, TileConfig::kBlockN, cols, f32),
@@ -172,22 +179,24 @@ void BackwardProgramBuilder::buildGradStep(const BackwardTask &task,
   ProducerAcquireOp::create(b, loc, probsT, i);
   ProducerAcquireOp::create(b, loc, dscoresT, i);
   ProducerAcquireOp::create(b, loc, dsBuffer, i);
+  ConsumerWaitOp::create(b, loc, statsBuffer, i);
   // Chunk c's 16-bit Pᵀ and dSᵀ land on 32-bit columns [c/2, c/2 + 16) of
   // Sᵀ and dPᵀ, which chunks up to c have already read.
   for (int64_t c = 0; c < kStep; c += kChunk) {
     Value column = index(c);
     Value rowBegin = add(at.row, column);
     // The LSE and delta of the chunk's packed rows, along its columns.
-    Value lse = LoadRowTileOp::create(b, loc, columnType, argument(kBwdLse),
-                                      task.batch, at.head, rowBegin, packing,
-                                      /*transposed=*/true);
-    Value delta = LoadRowTileOp::create(
-        b, loc, columnType, argument(kBwdDelta), task.batch, at.head, rowBegin,
-        packing, /*transposed=*/true);
+    auto statsRow = [&](int64_t row) -> Value {
+      return SmemLoadOp::create(b, loc, columnType, statsBuffer, i,
+                                b.getI64IntegerAttr(row), b.getUnitAttr(),
+                                b.getI64IntegerAttr(c));
+    };
+    Value lse = statsRow(0);
     Value raw = TmemLoadOp::create(b, loc, chunkType, scoresT, column);
     Scores scores = modScores(raw, task, at, task.col, rowBegin);
     Value probs = this->probs(scores, lse);
     Value dprobs = TmemLoadOp::create(b, loc, chunkType, dprobsT, column);
+    Value delta = statsRow(1);
     Value ds = gradient(scores, probs, dprobs, delta, task, at, task.col,
                         rowBegin);
     Value probsLow =
@@ -200,6 +209,7 @@ void BackwardProgramBuilder::buildGradStep(const BackwardTask &task,
   ProducerCommitOp::create(b, loc, probsT, i);
   ProducerCommitOp::create(b, loc, dscoresT, i);
   ProducerCommitOp::create(b, loc, dsBuffer, i);
+  ConsumerReleaseOp::create(b, loc, statsBuffer, i);
   ConsumerReleaseOp::create(b, loc, scoresT, i);
   ConsumerReleaseOp::create(b, loc, dprobsT, i);
 }
@@ -278,7 +288,8 @@ LogicalResult BackwardProgramBuilder::build() {
   buildRoles(ScheduleConfig::backwardRoles(),
              [&](const RoleSpec &role, RoleOp) {
                if (role.name == role::kLoad)
-                 buildLoader(kBuffer, vBuffer, qBuffer, doBuffer);
+                 buildLoader(kBuffer, vBuffer, qBuffer, doBuffer,
+                             statsBuffer);
                else if (role.name == role::kMma)
                  buildTaskLoop(
                      [&](BackwardTask &task) { return buildMma(task); });

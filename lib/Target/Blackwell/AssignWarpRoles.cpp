@@ -418,7 +418,7 @@ void RoleProgramBuilder::buildCorrectionRole(const TaskState &task) {
     for (int s = 0; s < ScheduleConfig::kQStages; ++s) {
       ConsumerWaitOp::create(b, loc, stats[s], item);
       Value accScale = SmemLoadOp::create(b, loc, rowType, stats[s], item,
-                                            b.getI64IntegerAttr(0));
+                                            b.getI64IntegerAttr(0), UnitAttr(), IntegerAttr());
       ConsumerReleaseOp::create(b, loc, stats[s], item);
       ConsumerWaitOp::create(b, loc, acc[s], previous);
       RescaleOOp::create(b, loc, acc[s], accScale);
@@ -436,9 +436,9 @@ void RoleProgramBuilder::buildCorrectionRole(const TaskState &task) {
   for (int s = 0; s < ScheduleConfig::kQStages; ++s) {
     ConsumerWaitOp::create(b, loc, stats[s], finalItem);
     Value rowMax = SmemLoadOp::create(b, loc, rowType, stats[s], finalItem,
-                                        b.getI64IntegerAttr(0));
+                                        b.getI64IntegerAttr(0), UnitAttr(), IntegerAttr());
     Value rowSum = SmemLoadOp::create(b, loc, rowType, stats[s], finalItem,
-                                        b.getI64IntegerAttr(1));
+                                        b.getI64IntegerAttr(1), UnitAttr(), IntegerAttr());
     ConsumerReleaseOp::create(b, loc, stats[s], finalItem);
     if (program.splitWorkspace) {
       buildSplitFinal(task, s, rowMax, rowSum, visited, last);

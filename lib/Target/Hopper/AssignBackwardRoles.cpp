@@ -140,7 +140,7 @@ BackwardProgramBuilder::buildConsumerStep(const BackwardTask &task,
   // step's critical path.
   ConsumerWaitOp::create(b, loc, statsBuffer, at.item);
   auto lseLoad = SmemLoadOp::create(b, loc, rowType, statsBuffer, at.item,
-                                    b.getI64IntegerAttr(0));
+                                    b.getI64IntegerAttr(0), UnitAttr(), IntegerAttr());
   lseLoad.setTransposed(true);
   Value lse = lseLoad;
   Value raw = WarpgroupWaitOp::create(b, loc, scoreMma, 1);
@@ -153,7 +153,7 @@ BackwardProgramBuilder::buildConsumerStep(const BackwardTask &task,
   // Delta read only now: its 16 values a thread are not live beside Sᵀ,
   // dPᵀ and the LSE's (at head dim 128 every register counts).
   auto deltaLoad = SmemLoadOp::create(b, loc, rowType, statsBuffer, at.item,
-                                      b.getI64IntegerAttr(1));
+                                      b.getI64IntegerAttr(1), UnitAttr(), IntegerAttr());
   deltaLoad.setTransposed(true);
   Value delta = deltaLoad;
   Value ds = gradient(scores, probs, dprobs, delta, task, at, keyBegin, row);

@@ -400,3 +400,39 @@ func.func @smem_load_transposed_tile(%stats: !fa4.smem<[2, 64], f32, stages = 2>
   %t = fa4.smem_load %stats[%c0] {transposed} : !fa4.smem<[2, 64], f32, stages = 2> -> tensor<2x64xf32>
   return
 }
+
+// -----
+
+func.func @smem_load_column_without_row(%stats: !fa4.smem<[2, 128], f32, stages = 2>) {
+  %c0 = arith.constant 0 : index
+  // expected-error @+1 {{'fa4.smem_load' op reads part of a row only (column needs row)}}
+  %t = fa4.smem_load %stats[%c0] column 32 : !fa4.smem<[2, 128], f32, stages = 2> -> tensor<2x128xf32>
+  return
+}
+
+// -----
+
+func.func @smem_load_column_past_row(%stats: !fa4.smem<[2, 128], f32, stages = 2>) {
+  %c0 = arith.constant 0 : index
+  // expected-error @+1 {{'fa4.smem_load' op reads columns [112, 144) of a row of 128 elements}}
+  %t = fa4.smem_load %stats[%c0] row 1 column 112 {transposed} : !fa4.smem<[2, 128], f32, stages = 2> -> tensor<32xf32>
+  return
+}
+
+// -----
+
+func.func @smem_load_column_negative(%stats: !fa4.smem<[2, 128], f32, stages = 2>) {
+  %c0 = arith.constant 0 : index
+  // expected-error @+1 {{'fa4.smem_load' op reads columns [-4, 28) of a row of 128 elements}}
+  %t = fa4.smem_load %stats[%c0] row 0 column -4 {transposed} : !fa4.smem<[2, 128], f32, stages = 2> -> tensor<32xf32>
+  return
+}
+
+// -----
+
+func.func @smem_load_column_row_outside(%stats: !fa4.smem<[2, 128], f32, stages = 2>) {
+  %c0 = arith.constant 0 : index
+  // expected-error @+1 {{'fa4.smem_load' op row 2 is outside the buffer's 2 rows}}
+  %t = fa4.smem_load %stats[%c0] row 2 column 0 {transposed} : !fa4.smem<[2, 128], f32, stages = 2> -> tensor<32xf32>
+  return
+}

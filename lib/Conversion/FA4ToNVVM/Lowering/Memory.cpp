@@ -448,17 +448,46 @@ LogicalResult Lowering::lowerSmem(Operation *op) {
           // read by the threads that hold it (a broadcast).
           int64_t columns =
               cast<RankedTensorType>(load.getResult().getType()).getDimSize(0);
+          int64_t first = *tileRow * type.getCols() + load.getColumn().value_or(0);
+          SmallVector<Value> positions =
+              kernel.family->threadColumns(*this, columns);
+          // A thread holding every column of the chunk (Blackwell's TMEM
+          // rows) reads them 16 bytes at a time (a stage is 1024-byte
+          // aligned; the verifier keeps `first + column` within the row).
+          SmallVector<int64_t> known;
+          for (Value column : positions)
+            if (std::optional<int64_t> c = getConstantIntValue(column))
+              known.push_back(*c);
+          bool vectors = known.size() == positions.size() && columns % 4 == 0 &&
+                         first % 4 == 0;
+          for (int64_t i = 0; vectors && i < columns; ++i)
+            vectors = known[i] == i;
           SmallVector<Value> values;
-          for (Value column : kernel.family->threadColumns(*this, columns)) {
-            Value offset = arith::AddIOp::create(
-                b, loc(), index(*tileRow * type.getCols() * 4),
-                arith::MulIOp::create(b, loc(), column, index(4)));
-            values.push_back(LLVM::LoadOp::create(
-                b, loc(), b.getF32Type(), smemAt(stage, offset), 4));
+          if (vectors) {
+            auto quad = VectorType::get({4}, b.getF32Type());
+            for (int64_t c = 0; c < columns; c += 4) {
+              Value part = LLVM::LoadOp::create(
+                  b, loc(), quad, smemAt(stage, index((first + c) * 4)), 16);
+              for (int64_t e = 0; e < 4; ++e)
+                values.push_back(vector::ExtractOp::create(
+                    b, loc(), part, ArrayRef<int64_t>{e}));
+            }
+          } else {
+            for (Value column : positions) {
+              Value offset = arith::AddIOp::create(
+                  b, loc(), index(first * 4),
+                  arith::MulIOp::create(b, loc(), column, index(4)));
+              values.push_back(LLVM::LoadOp::create(
+                  b, loc(), b.getF32Type(), smemAt(stage, offset), 4));
+            }
           }
           mapping.map(load.getResult(), vectorOf(b, loc(), values));
           return success();
         }
+        if (load.getColumn())
+          return load.emitOpError()
+                 << "reads part of a row (column) along a transposed tile's "
+                    "columns only";
         // Element `row` of statistics row `tileRow`: thread t reads its own
         // (a layout of one row a thread, as Blackwell's TMEM rows).
         if (onlyElectedWaits || kernel.family->threadRows(*this).size() != 1)

@@ -554,6 +554,28 @@ LogicalResult SmemLoadOp::verify() {
   if (getTransposed() && !getRow())
     return emitOpError() << "reads a transposed tile's column vector from a "
                             "row only (transposed needs row)";
+  if (std::optional<int64_t> column = getColumn()) {
+    if (!getRow())
+      return emitOpError() << "reads part of a row only (column needs row)";
+    auto tensor = cast<RankedTensorType>(getResult().getType());
+    int64_t cols = getBuffer().getType().getCols();
+    if (tensor.getRank() != 1 || *column < 0 || *column >= cols ||
+        tensor.getDimSize(0) > cols - *column)
+      return emitOpError() << "reads columns [" << *column << ", "
+                           << *column + (tensor.getRank() == 1
+                                             ? tensor.getDimSize(0)
+                                             : 0)
+                           << ") of a row of " << cols << " elements";
+    if (tensor.getElementType() != getBuffer().getType().getElementType())
+      return emitOpError() << "tile element type " << tensor.getElementType()
+                           << " does not match the buffer's "
+                           << getBuffer().getType().getElementType();
+    if (*getRow() < 0 || *getRow() >= getBuffer().getType().getRows())
+      return emitOpError() << "row " << *getRow()
+                           << " is outside the buffer's "
+                           << getBuffer().getType().getRows() << " rows";
+    return success();
+  }
   return verifySmemAccess(getOperation(), getResult().getType(),
                           getBuffer().getType(), getRow());
 }

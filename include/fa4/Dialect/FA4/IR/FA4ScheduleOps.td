@@ -635,21 +635,26 @@ def FA4_SmemLoadOp : FA4_Op<"smem_load"> {
   let description = [{
     With `transposed` a row is read by transposed tiles' ops (keys × packed
     rows, the backward's): the same values, held along such a tile's
-    columns, as `fa4.load_row_tile`'s.
+    columns, as `fa4.load_row_tile`'s. With `column` a row is read in part:
+    the result's elements from that column on (a chunk of a transposed
+    tile's columns).
 
     ```mlir
     %alpha = fa4.smem_load %stats0[%n] row 0
         : !fa4.smem<[2, 128], f32, stages = 1> -> tensor<128xf32>
     %lse = fa4.smem_load %stats[%n] row 0 {transposed}
         : !fa4.smem<[2, 64], f32, stages = 2> -> tensor<64xf32>
+    %delta = fa4.smem_load %stats[%n] row 1 column 32 {transposed}
+        : !fa4.smem<[2, 128], f32, stages = 2> -> tensor<32xf32>
     ```
   }];
   let arguments = (ins FA4_SmemType:$buffer, Index:$count,
-    OptionalAttr<I64Attr>:$row, UnitAttr:$transposed);
+    OptionalAttr<I64Attr>:$row, UnitAttr:$transposed,
+    OptionalAttr<I64Attr>:$column);
   let results = (outs AnyRankedTensor:$result);
   let assemblyFormat = [{
-    $buffer `[` $count `]` (`row` $row^)? attr-dict `:` type($buffer) `->`
-    type($result)
+    $buffer `[` $count `]` (`row` $row^)? (`column` $column^)? attr-dict `:`
+    type($buffer) `->` type($result)
   }];
   let hasVerifier = 1;
 }
