@@ -27,11 +27,28 @@ dense f16/bf16 FMAs per cycle per SM: 989 TFLOP/s on an H100 SXM's 132
 SMs at 1.83 GHz). The consumers' longest path per tile includes O's
 rescale, which the threshold makes rare; the shortest is the steady state.
 
+For the backward (--backward, Blackwell) the roles are the grad warps
+(MUFU.EX2: P from the LSE, dS), the dQ warps (dQ out of TMEM), the MMA warp
+(UTCHMMA) and the load warp (UTMALDG); the per-tile loop is one K/V block's
+step over 128 query rows. Beside the SASS per role and the per-SMSP issue
+and MUFU cycles, it estimates the tile's shared-memory traffic, the bound
+FlashAttention-4's backward is designed around: the MMAs' operand reads
+(each UTCHMMA's instruction descriptor, from the UMOV that sets it, gives M
+and N; K is 16; an operand from TMEM reads no SMEM), every role's LDS/STS
+bytes, the TMA/bulk writes of the step's Q, dO, LSE and delta, and a bulk
+reduction's read of what the dQ warps staged — at 128 bytes per cycle per
+SM — against the tensor core's cycles (4096 dense f16/bf16 FMAs per cycle).
+Foreign cubins (FlashAttention-4's, built ahead of time) name their roles'
+warps with --roles.
+
 Run by hand (it is a measurement, not a test):
 
   python3 bench/sass_budget.py --fa4c build/bin/fa4c --matrix
   python3 bench/sass_budget.py --fa4c build/bin/fa4c --matrix --target sm_90a
   python3 bench/sass_budget.py kernel.cubin --head-dim 128 [--target sm_90a]
+  python3 bench/sass_budget.py --fa4c build/bin/fa4c --backward --matrix
+  python3 bench/sass_budget.py --backward main.cubin --head-dim 128 \
+      --roles dq=0-3,grad=4-11,mma=12,load=13
 """
 
 import argparse
@@ -390,6 +407,19 @@ def hopper_role(body):
     return None
 
 
+def backward_role(body):
+    """The Blackwell backward role whose task loop is `body`, or None."""
+    if has(body, "MUFU.EX2"):
+        return "grad"
+    if has(body, "UTCHMMA") or has(body, "UTCQMMA") or has(body, "UTCMMA"):
+        return "mma"
+    if has(body, "UTMALDG"):
+        return "load"
+    if has(body, "LDTM"):
+        return "dq"
+    return None
+
+
 # Roles a target's kernel has more than one of, numbered in code order.
 NUMBERED = {"softmax", "consumer"}
 
@@ -516,6 +546,161 @@ def report_hopper(jobs, cuobjdump):
     return rows
 
 
+def _wavefronts(opcode):
+    """128-byte shared-memory wavefronts of one warp's LDS/STS. Stores move
+    each lane's own bytes (a 16-byte store: four wavefronts). Loads in the
+    backward's per-tile loops are the statistics' reads (the LSE and delta
+    of the step's columns), which every lane of a warp makes at the same
+    address: a broadcast, one wavefront."""
+    if opcode.startswith("LDS"):
+        return 1
+    for suffix, size in ((".128", 4), (".64", 2)):
+        if suffix in opcode:
+            return size
+    return 1
+
+
+def _mma_shapes(insts, tile_insts):
+    """(M, N, A from SMEM) of each UTCHMMA among `tile_insts`, its
+    instruction descriptor read from the last UMOV of an immediate into the
+    descriptor's uniform register before it."""
+    position = {id(i): n for n, i in enumerate(insts)}
+    shapes = []
+    for inst in tile_insts:
+        if not inst.opcode.startswith("UTCHMMA"):
+            continue
+        m = re.search(r"idesc\[(UR[0-9]+)\]", inst.operands)
+        if not m:
+            continue
+        value = None
+        for prev in reversed(insts[:position[id(inst)]]):
+            if prev.opcode == "UMOV" and prev.operands.startswith(m.group(1) + ","):
+                imm = prev.operands.split(",")[1].strip()
+                if re.fullmatch(r"0x[0-9a-f]+", imm):
+                    value = int(imm, 16)
+                break
+        if value is None:
+            continue
+        rows = ((value >> 24) & 0x1F) * 16
+        cols = ((value >> 17) & 0x3F) * 8
+        shapes.append((rows, cols, inst.operands.startswith("gdesc")))
+    return shapes
+
+
+def estimate_backward(roles, warps, shapes, head_dim, step_rows=128):
+    """Per K/V tile (one step of `step_rows` query rows): issue and MUFU
+    cycles of the busiest SMSP, tensor-core cycles and shared-memory bytes."""
+    issue = [0] * 4
+    mufu = [0] * 4
+    # Shared-memory cycles at 128 bytes (one wavefront) per cycle.
+    smem = {"mma operands": 0, "lds/sts": 0, "tma/bulk in": 0, "bulk out": 0}
+    for name, role in roles.items():
+        u = role.get("unmasked")
+        if not u:
+            continue
+        for w in warps.get(name, ()):
+            issue[w % 4] += u["total"]
+            mufu[w % 4] += 8 * u["mufu_ex2"]
+        count = len(warps.get(name, ()))
+        smem["lds/sts"] += count * sum(n * _wavefronts(op) for op, n in u["opcodes"].items()
+                                       if op.startswith(("LDS", "STS")))
+        if any(op.startswith("UBLKRED") for op in u["opcodes"]):
+            # The bulk reduction reads back what the role staged.
+            smem["bulk out"] += count * sum(n * _wavefronts(op)
+                                            for op, n in u["opcodes"].items()
+                                            if op.startswith("STS"))
+    mma = roles.get("mma", {}).get("unmasked") or {}
+    issued = sum(n for op, n in mma.get("opcodes", {}).items() if op.startswith("UTCHMMA"))
+    fmas = a_bytes = b_bytes = 0
+    if shapes and issued:
+        scale = issued / len(shapes)
+        for rows, cols, a_smem in shapes:
+            fmas += scale * rows * cols * 16
+            a_bytes += scale * (rows * 16 * 2 if a_smem else 0)
+            b_bytes += scale * cols * 16 * 2
+    smem["mma operands"] = int(a_bytes + b_bytes) // 128
+    # Q and dO by TMA, the LSE and delta (f32) for the step.
+    smem["tma/bulk in"] = (2 * step_rows * head_dim * 2 + 2 * step_rows * 4) // 128
+    return {"issue": max(issue), "mufu": max(mufu), "issue_by_smsp": issue,
+            "mma_instructions": issued, "tensor_core_cycles": int(fmas // 4096),
+            "smem_cycles_by_use": smem, "smem_cycles": sum(smem.values())}
+
+
+def _role_warps(spec):
+    """--roles 'dq=0-3,grad=4-11,mma=12,load=13' -> {role: [warps]}."""
+    warps = {}
+    for item in filter(None, spec.split(",")):
+        name, _, span = item.partition("=")
+        first, _, last = span.partition("-")
+        warps[name.strip()] = list(range(int(first), int(last or first) + 1))
+    return warps
+
+
+def _manifest_warps(cubin):
+    if not os.path.exists(cubin + ".json"):
+        return {}
+    with open(cubin + ".json") as f:
+        manifest = json.load(f)
+    roles = manifest.get("kernels", {}).get("main", {}).get("roles", [])
+    return {r["name"]: list(range(r["first_warp"], r["first_warp"] + r["num_warps"]))
+            for r in roles}
+
+
+def report_backward(jobs, cuobjdump, roles_spec):
+    print("| kernel | grad (warps) unmasked / masked | MUFU.EX2 | grad FMA/ALU/MEM/TMEM | "
+          "dq | mma | load | SMSP issue | MUFU cyc | tensor core | SMEM cyc "
+          "(MMA operands + LDS/STS + TMA/bulk in + bulk out) |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    rows = []
+    for cubin, head_dim, label in jobs:
+        roles, insts = analyse(cuobjdump, cubin, classify=backward_role)
+        warps = _role_warps(roles_spec) if roles_spec else _manifest_warps(cubin)
+        missing = [r for r in roles if r not in warps]
+        if missing:
+            sys.exit(f"sass_budget: no warps for role(s) {missing} of {cubin} "
+                     "(give --roles)")
+        cfg_insts = insts
+        mma_loop = _tile_loop_insts(cuobjdump, insts, "mma")
+        shapes = _mma_shapes(cfg_insts, mma_loop)
+        est = estimate_backward(roles, warps, shapes, head_dim)
+        g = roles.get("grad", {})
+        gu, gm = g.get("unmasked") or {}, g.get("masked") or {}
+        units = gu.get("units", {})
+        def total(name):
+            r = roles.get(name, {}).get("unmasked")
+            return r["total"] if r else "-"
+        sm = est["smem_cycles_by_use"]
+        print(f"| {label} | {gu.get('total', '-')} ({len(warps.get('grad', []))}) / "
+              f"{gm.get('total', '-') if gm else '-'} | {gu.get('mufu_ex2', '-')} | "
+              f"{units.get('FMA', 0)}/{units.get('ALU', 0)}/{units.get('MEM', 0)}/"
+              f"{units.get('TMEM', 0)} | {total('dq')} | {total('mma')} | {total('load')} | "
+              f"{est['issue']} | {est['mufu']} | {est['tensor_core_cycles']} | "
+              f"{est['smem_cycles']} ({sm['mma operands']} + {sm['lds/sts']} + "
+              f"{sm['tma/bulk in']} + {sm['bulk out']}) |")
+        rows.append({"variant": label, "roles": roles, "warps": warps, "estimate": est,
+                     "ptxas": _ptxas(cubin)})
+    return rows
+
+
+def _tile_loop_insts(cuobjdump, insts, role_name):
+    """The instructions of `role_name`'s per-tile loop (the backward's
+    classification), each once."""
+    cfg = Cfg(insts)
+    outer = [h for h in cfg.loops
+             if not any(h != g and h in cfg.loops[g] for g in cfg.loops)]
+    for h in sorted(outer):
+        body = list(cfg.loop_insts(h))
+        if backward_role(body) != role_name:
+            continue
+        children = [g for g in cfg.loops if g != h and g in cfg.loops[h] and
+                    not is_spin(cfg, g)]
+        if not children:
+            return body
+        tile = max(children, key=lambda g: len(list(cfg.loop_insts(g))))
+        return list(cfg.loop_insts(tile))
+    return []
+
+
 def _ptxas(cubin):
     """ptxas's figures from the cubin's manifest, when fa4c wrote one."""
     if os.path.exists(cubin + ".json"):
@@ -552,13 +737,37 @@ def main():
     parser.add_argument("--json", default=None, help="also write the results here")
     parser.add_argument("--target", default="sm_100a", choices=("sm_100a", "sm_103a", "sm_90a"),
                         help="the chip the cubins are for (the matrix is compiled for it)")
+    parser.add_argument("--backward", action="store_true",
+                        help="the backward's main kernels (Blackwell): per K/V tile (a step "
+                             "of 128 query rows) per role, with the SMEM traffic model; "
+                             "the matrix is hd 64/96/128 bf16 none/causal plus hd128 "
+                             "deterministic and GQA 4")
+    parser.add_argument("--roles", default="",
+                        help="with --backward, the warps of each role of a cubin without "
+                             "an fa4 manifest, e.g. dq=0-3,grad=4-11,mma=12,load=13")
     args = parser.parse_args()
+    if args.backward and args.target == "sm_90a":
+        parser.error("--backward measures the Blackwell backward (sm_100a/sm_103a)")
     hopper = args.target == "sm_90a"
     cuobjdump = find_cuobjdump(args.cuobjdump)
 
     jobs = [(c, args.head_dim, os.path.basename(c)) for c in args.cubins]
     tmp = tempfile.mkdtemp(prefix="fa4-sass-")
-    if args.matrix:
+    if args.matrix and args.backward:
+        variants = [(d, m, []) for d in (64, 96, 128) for m in ("none", "causal")]
+        variants += [(128, "none", ["--deterministic"]),
+                     (128, "causal", ["--q-heads", "16", "--kv-heads", "4"])]
+        for d, mask, extra in variants:
+            tag = "".join(x.strip("-")[0] for x in extra if x.startswith("--"))
+            out = os.path.join(tmp, f"bwd-d{d}-{mask}{tag}.cubin")
+            cmd = [args.fa4c, "--backward", "--head-dim", str(d), "--q-heads", "16",
+                   "--kv-heads", "16", "--mask", mask, "--dtype", "bf16",
+                   "--target", args.target, "-o", out] + extra + args.fa4c_args.split()
+            subprocess.run(cmd, check=True)
+            label = f"fa4 hd{d} {mask}" + (" deterministic" if "--deterministic" in extra
+                                           else " GQA 4" if "--kv-heads" in extra else "")
+            jobs.append((out, d, label))
+    elif args.matrix:
         for d in (64, 96, 128):
             for dtype in ("fp16", "bf16"):
                 for mask in ("none", "causal", "window"):
@@ -572,6 +781,17 @@ def main():
                     jobs.append((out, d, f"hd{d} {dtype} {mask}"))
     if not jobs:
         parser.error("give cubins or --matrix")
+
+    if args.backward:
+        rows = report_backward(jobs, cuobjdump, args.roles)
+        if unknown_trips:
+            print(f"\nnote: {len(set(unknown_trips))} inner loop(s) without a recognisable "
+                  "trip count were counted once")
+        if args.json:
+            with open(args.json, "w") as f:
+                json.dump({"date": datetime.date.today().isoformat(),
+                           "target": args.target, "backward": True, "rows": rows}, f, indent=1)
+        return
 
     if hopper:
         rows = report_hopper(jobs, cuobjdump)

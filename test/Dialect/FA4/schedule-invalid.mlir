@@ -414,7 +414,7 @@ func.func @smem_load_column_without_row(%stats: !fa4.smem<[2, 128], f32, stages 
 
 func.func @smem_load_column_past_row(%stats: !fa4.smem<[2, 128], f32, stages = 2>) {
   %c0 = arith.constant 0 : index
-  // expected-error @+1 {{'fa4.smem_load' op reads columns [112, 144) of a row of 128 elements}}
+  // expected-error @+1 {{'fa4.smem_load' op reads 32 elements from column 112 of a row of 128 elements}}
   %t = fa4.smem_load %stats[%c0] row 1 column 112 {transposed} : !fa4.smem<[2, 128], f32, stages = 2> -> tensor<32xf32>
   return
 }
@@ -423,7 +423,7 @@ func.func @smem_load_column_past_row(%stats: !fa4.smem<[2, 128], f32, stages = 2
 
 func.func @smem_load_column_negative(%stats: !fa4.smem<[2, 128], f32, stages = 2>) {
   %c0 = arith.constant 0 : index
-  // expected-error @+1 {{'fa4.smem_load' op reads columns [-4, 28) of a row of 128 elements}}
+  // expected-error @+1 {{'fa4.smem_load' op reads 32 elements from column -4 of a row of 128 elements}}
   %t = fa4.smem_load %stats[%c0] row 0 column -4 {transposed} : !fa4.smem<[2, 128], f32, stages = 2> -> tensor<32xf32>
   return
 }
@@ -434,5 +434,32 @@ func.func @smem_load_column_row_outside(%stats: !fa4.smem<[2, 128], f32, stages 
   %c0 = arith.constant 0 : index
   // expected-error @+1 {{'fa4.smem_load' op row 2 is outside the buffer's 2 rows}}
   %t = fa4.smem_load %stats[%c0] row 2 column 0 {transposed} : !fa4.smem<[2, 128], f32, stages = 2> -> tensor<32xf32>
+  return
+}
+
+// -----
+
+func.func @smem_load_column_not_transposed(%stats: !fa4.smem<[2, 128], f32, stages = 2>) {
+  %c0 = arith.constant 0 : index
+  // expected-error @+1 {{'fa4.smem_load' op reads part of a row along a transposed tile's columns only (column needs transposed)}}
+  %t = fa4.smem_load %stats[%c0] row 0 column 32 : !fa4.smem<[2, 128], f32, stages = 2> -> tensor<32xf32>
+  return
+}
+
+// -----
+
+func.func @smem_load_column_empty(%stats: !fa4.smem<[2, 128], f32, stages = 2>) {
+  %c0 = arith.constant 0 : index
+  // expected-error @+1 {{'fa4.smem_load' op reads part of a row into a 1-D tile of a static, positive size, got 'tensor<0xf32>'}}
+  %t = fa4.smem_load %stats[%c0] row 0 column 8 {transposed} : !fa4.smem<[2, 128], f32, stages = 2> -> tensor<0xf32>
+  return
+}
+
+// -----
+
+func.func @smem_load_column_negative_row(%stats: !fa4.smem<[2, 128], f32, stages = 2>) {
+  %c0 = arith.constant 0 : index
+  // expected-error @+1 {{'fa4.smem_load' op row -1 is outside the buffer's 2 rows}}
+  %t = fa4.smem_load %stats[%c0] row -1 column 0 {transposed} : !fa4.smem<[2, 128], f32, stages = 2> -> tensor<32xf32>
   return
 }

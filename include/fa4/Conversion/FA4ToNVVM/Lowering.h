@@ -66,6 +66,10 @@ public:
   /// with the software exp2 on the FMA units (fa4-to-nvvm's
   /// exp2-emulation-fraction); the fraction is 0 where not.
   virtual bool emulatesExp2() const = 0;
+  /// Whether the family has packed f32 arithmetic (sm_100's add/sub/mul/
+  /// fma.f32x2, from vector<2xf32> ops): the backward's pointwise chain
+  /// then works on adjacent pairs of a thread's elements.
+  virtual bool packsF32() const = 0;
   /// Lowers `op` when the family lowers it its own way (its tensor-core
   /// and tensor-memory ops, and the row ops whose thread layout differs);
   /// std::nullopt leaves it to the shared lowering.

@@ -167,12 +167,66 @@ LogicalResult Lowering::lowerTransposedMask(MaskOp mask) {
   return success();
 }
 
+/// Whether a thread's elements pair up for packed f32 arithmetic: the
+/// family has it, and elements 2j and 2j + 1 sit in adjacent column slots
+/// (Blackwell's TMEM rows: element i in column i).
+static bool pairsColumns(const FamilyLowering &family, int64_t elements) {
+  if (!family.packsF32() || elements % 2 != 0)
+    return false;
+  for (int64_t i = 0; i < elements; i += 2)
+    if (family.columnSlot(i) % 2 != 0 ||
+        family.columnSlot(i + 1) != family.columnSlot(i) + 1)
+      return false;
+  return true;
+}
+
+/// vector<2xf32> of two scalars, and back.
+static Value pairOf(OpBuilder &b, Location loc, Value lo, Value hi) {
+  return vector::FromElementsOp::create(
+      b, loc, VectorType::get({2}, b.getF32Type()), ValueRange{lo, hi});
+}
+static Value halfOf(OpBuilder &b, Location loc, Value pair, int64_t i) {
+  return vector::ExtractOp::create(b, loc, pair, ArrayRef<int64_t>{i});
+}
+
 LogicalResult Lowering::lowerTransposedProbs(ProbsFromLseOp probs) {
   if (!probs.getTransposed())
     return probs.emitOpError() << "is lowered on transposed tiles only";
   SmallVector<Value> s = elementsOf(b, loc(), lookup(probs.getScores()));
   SmallVector<Value> lse = elementsOf(b, loc(), lookup(probs.getLse()));
   float scaleLog2 = probs.getScaleLog2().convertToFloat();
+  const FamilyLowering &family = *kernel.family;
+  if (pairsColumns(family, static_cast<int64_t>(s.size())) &&
+      lse.size() % 2 == 0) {
+    // Two elements an instruction on the FMA pipe (FMUL2, FFMA2), as the
+    // forward's softmax: s·scale_log2 - lse·log2(e) for a pair of columns.
+    // A row that saw no key (LSE -inf) needs P = 0, not -inf·-log2(e) =
+    // +inf added to its scores: its offset is capped at the largest float
+    // (NaN kept), and as the backward hides exactly the keys the forward
+    // did, every score of such a row is -inf here, and -inf + FLT_MAX
+    // gives P = 0 with no compare and select per element.
+    auto pairType = VectorType::get({2}, b.getF32Type());
+    auto splat = [&](float value) -> Value {
+      return arith::ConstantOp::create(
+          b, loc(), DenseElementsAttr::get(pairType, value));
+    };
+    SmallVector<Value> offsetPairs;
+    for (size_t k = 0; k < lse.size(); k += 2)
+      offsetPairs.push_back(arith::MinimumFOp::create(
+          b, loc(),
+          arith::MulFOp::create(b, loc(), pairOf(b, loc(), lse[k], lse[k + 1]),
+                                splat(-static_cast<float>(kLog2E))),
+          splat(std::numeric_limits<float>::max())));
+    for (size_t i = 0; i < s.size(); i += 2) {
+      int64_t k = family.columnSlot(static_cast<int64_t>(i));
+      Value x = LLVM::FMAOp::create(b, loc(), pairOf(b, loc(), s[i], s[i + 1]),
+                                    splat(scaleLog2), offsetPairs[k / 2]);
+      for (int64_t h = 0; h < 2; ++h)
+        s[i + h] = ex2(halfOf(b, loc(), x, h));
+    }
+    mapping.map(probs.getResult(), vectorOf(b, loc(), s));
+    return success();
+  }
   // Per column: -lse·log2(e), and whether the row saw no key (every P 0).
   SmallVector<Value> offset, empty;
   for (Value value : lse) {
@@ -182,7 +236,7 @@ LogicalResult Lowering::lowerTransposedProbs(ProbsFromLseOp probs) {
                                           value, f32(kMinusInf)));
   }
   for (auto [i, element] : llvm::enumerate(s)) {
-    int64_t k = kernel.family->columnSlot(i);
+    int64_t k = family.columnSlot(i);
     Value p = ex2(LLVM::FMAOp::create(b, loc(), element, f32(scaleLog2),
                                       offset[k]));
     element = arith::SelectOp::create(b, loc(), empty[k], f32(0.0f), p);
@@ -197,11 +251,26 @@ LogicalResult Lowering::lowerTransposedSoftmaxGrad(SoftmaxGradOp grad) {
   SmallVector<Value> p = elementsOf(b, loc(), lookup(grad.getProbs()));
   SmallVector<Value> dp = elementsOf(b, loc(), lookup(grad.getDprobs()));
   SmallVector<Value> delta = elementsOf(b, loc(), lookup(grad.getDelta()));
+  const FamilyLowering &family = *kernel.family;
+  if (pairsColumns(family, static_cast<int64_t>(p.size()))) {
+    // P ∘ (dP − delta) a pair at a time (FADD2, FMUL2).
+    for (size_t i = 0; i < p.size(); i += 2) {
+      int64_t k = family.columnSlot(static_cast<int64_t>(i));
+      Value product = arith::MulFOp::create(
+          b, loc(), pairOf(b, loc(), p[i], p[i + 1]),
+          arith::SubFOp::create(b, loc(), pairOf(b, loc(), dp[i], dp[i + 1]),
+                                pairOf(b, loc(), delta[k], delta[k + 1])));
+      p[i] = halfOf(b, loc(), product, 0);
+      p[i + 1] = halfOf(b, loc(), product, 1);
+    }
+    mapping.map(grad.getResult(), vectorOf(b, loc(), p));
+    return success();
+  }
   for (auto [i, element] : llvm::enumerate(p))
     element = arith::MulFOp::create(
         b, loc(), element,
         arith::SubFOp::create(b, loc(), dp[i],
-                              delta[kernel.family->columnSlot(i)]));
+                              delta[family.columnSlot(i)]));
   mapping.map(grad.getResult(), vectorOf(b, loc(), p));
   return success();
 }

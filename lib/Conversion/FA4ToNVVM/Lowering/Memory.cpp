@@ -435,8 +435,11 @@ LogicalResult Lowering::lowerSmem(Operation *op) {
       .Case([&](SmemLoadOp load) -> LogicalResult {
         SmemType type = load.getBuffer().getType();
         std::optional<int64_t> tileRow = load.getRow();
-        if (!tileRow || type.getRows() != 2)
-          return load.emitOpError() << "fa4-to-nvvm reads row statistics only";
+        if (!tileRow || type.getRows() != 2 || !type.getElementType().isF32())
+          return load.emitOpError()
+                 << "fa4-to-nvvm reads rows of [2, N] f32 statistics buffers "
+                    "only (one row of a ring item: `row`), got "
+                 << (tileRow ? "a row of " : "a whole item of ") << type;
         Value stage = stageBase(b, loc(), lookup(load.getBuffer()), type,
                                 lookup(load.getCount()), at);
         if (load.getTransposed()) {
@@ -510,6 +513,12 @@ LogicalResult Lowering::lowerSmem(Operation *op) {
         SmemType type = store.getBuffer().getType();
         Value stage = stageBase(b, loc(), lookup(store.getBuffer()), type,
                                 lookup(store.getCount()), at);
+        if (store.getRow() &&
+            (type.getRows() != 2 || !type.getElementType().isF32()))
+          return store.emitOpError()
+                 << "fa4-to-nvvm writes rows of [2, N] f32 statistics buffers "
+                    "only, got a row of "
+                 << type;
         if (std::optional<int64_t> tileRow = store.getRow();
             tileRow && onlyElectedWaits) {
           // A single-warp role's row vector, spread over its lanes

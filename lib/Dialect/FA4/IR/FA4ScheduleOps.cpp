@@ -554,26 +554,34 @@ LogicalResult SmemLoadOp::verify() {
   if (getTransposed() && !getRow())
     return emitOpError() << "reads a transposed tile's column vector from a "
                             "row only (transposed needs row)";
-  if (std::optional<int64_t> column = getColumn()) {
+  if (getColumn()) {
+    int64_t column = static_cast<int64_t>(*getColumn());
     if (!getRow())
       return emitOpError() << "reads part of a row only (column needs row)";
+    if (!getTransposed())
+      return emitOpError() << "reads part of a row along a transposed tile's "
+                              "columns only (column needs transposed)";
     auto tensor = cast<RankedTensorType>(getResult().getType());
-    int64_t cols = getBuffer().getType().getCols();
-    if (tensor.getRank() != 1 || *column < 0 || *column >= cols ||
-        tensor.getDimSize(0) > cols - *column)
-      return emitOpError() << "reads columns [" << *column << ", "
-                           << *column + (tensor.getRank() == 1
-                                             ? tensor.getDimSize(0)
-                                             : 0)
-                           << ") of a row of " << cols << " elements";
-    if (tensor.getElementType() != getBuffer().getType().getElementType())
+    SmemType buffer = getBuffer().getType();
+    int64_t cols = buffer.getCols(), rows = buffer.getRows();
+    int64_t row = static_cast<int64_t>(*getRow());
+    if (tensor.getRank() != 1 || tensor.isDynamicDim(0) ||
+        tensor.getDimSize(0) < 1)
+      return emitOpError() << "reads part of a row into a 1-D tile of a "
+                              "static, positive size, got "
+                           << tensor;
+    int64_t size = tensor.getDimSize(0);
+    if (column < 0 || column >= cols || size > cols - column)
+      return emitOpError() << "reads " << size << " elements from column "
+                           << column << " of a row of " << cols
+                           << " elements";
+    if (tensor.getElementType() != buffer.getElementType())
       return emitOpError() << "tile element type " << tensor.getElementType()
                            << " does not match the buffer's "
-                           << getBuffer().getType().getElementType();
-    if (*getRow() < 0 || *getRow() >= getBuffer().getType().getRows())
-      return emitOpError() << "row " << *getRow()
-                           << " is outside the buffer's "
-                           << getBuffer().getType().getRows() << " rows";
+                           << buffer.getElementType();
+    if (row < 0 || row >= rows)
+      return emitOpError() << "row " << row << " is outside the buffer's "
+                           << rows << " rows";
     return success();
   }
   return verifySmemAccess(getOperation(), getResult().getType(),

@@ -28,6 +28,7 @@ public:
   }
 
   bool emulatesExp2() const override { return true; }
+  bool packsF32() const override { return true; }
 
   // Thread r holds row r alone: its row scalars are plain f32 values.
   SmallVector<Value, 2> threadRows(Lowering &lowering) const override {

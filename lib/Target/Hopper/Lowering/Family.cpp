@@ -30,6 +30,7 @@ public:
   // The softmax's exponentials are all ex2.approx: with the two consumer
   // warpgroups taking turns, MUFU is not the bottleneck FA4 offloads.
   bool emulatesExp2() const override { return false; }
+  bool packsF32() const override { return false; }
 
   // A thread holds two rows (fragmentRow), each shared by its quad.
   SmallVector<Value, 2> threadRows(Lowering &lowering) const override {
