@@ -46,7 +46,8 @@ Run by hand (it is a measurement, not a test):
   python3 bench/sass_budget.py --fa4c build/bin/fa4c --matrix
   python3 bench/sass_budget.py --fa4c build/bin/fa4c --matrix --target sm_90a
   python3 bench/sass_budget.py kernel.cubin --head-dim 128 [--target sm_90a]
-  python3 bench/sass_budget.py --fa4c build/bin/fa4c --backward --matrix
+  python3 bench/sass_budget.py --fa4c build/bin/fa4c --backward --matrix \
+      [--reference OUT]   # OUT from bench/fa4_reference_backward.py
   python3 bench/sass_budget.py --backward main.cubin --head-dim 128 \
       --roles dq=0-3,grad=4-11,mma=12,load=13
 """
@@ -407,6 +408,12 @@ def hopper_role(body):
     return None
 
 
+# FlashAttention-4's 1-CTA Blackwell backward (4.0.0b36): four dQ reduction
+# warps, two warpgroups computing the softmax gradient, the MMA warp, the
+# load warp.
+FA4_BACKWARD_ROLES = "dq=0-3,grad=4-11,mma=12,load=13"
+
+
 def backward_role(body):
     """The Blackwell backward role whose task loop is `body`, or None."""
     if has(body, "MUFU.EX2"):
@@ -652,9 +659,11 @@ def report_backward(jobs, cuobjdump, roles_spec):
           "(MMA operands + LDS/STS + TMA/bulk in + bulk out) |")
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     rows = []
-    for cubin, head_dim, label in jobs:
+    for job in jobs:
+        cubin, head_dim, label = job[:3]
+        spec = job[3] if len(job) > 3 else roles_spec
         roles, insts = analyse(cuobjdump, cubin, classify=backward_role)
-        warps = _role_warps(roles_spec) if roles_spec else _manifest_warps(cubin)
+        warps = _role_warps(spec) if spec else _manifest_warps(cubin)
         missing = [r for r in roles if r not in warps]
         if missing:
             sys.exit(f"sass_budget: no warps for role(s) {missing} of {cubin} "
@@ -742,6 +751,10 @@ def main():
                              "of 128 query rows) per role, with the SMEM traffic model; "
                              "the matrix is hd 64/96/128 bf16 none/causal plus hd128 "
                              "deterministic and GQA 4")
+    parser.add_argument("--reference", default=None,
+                        help="with --backward --matrix, the output directory of "
+                             "bench/fa4_reference_backward.py: FlashAttention-4's 1-CTA "
+                             "backward kernels join the table")
     parser.add_argument("--roles", default="",
                         help="with --backward, the warps of each role of a cubin without "
                              "an fa4 manifest, e.g. dq=0-3,grad=4-11,mma=12,load=13")
@@ -754,9 +767,10 @@ def main():
     jobs = [(c, args.head_dim, os.path.basename(c)) for c in args.cubins]
     tmp = tempfile.mkdtemp(prefix="fa4-sass-")
     if args.matrix and args.backward:
+        # (The deterministic order's roles loop over a K/V head's blocks
+        # around the steps; this per-step count does not apply to it.)
         variants = [(d, m, []) for d in (64, 96, 128) for m in ("none", "causal")]
-        variants += [(128, "none", ["--deterministic"]),
-                     (128, "causal", ["--q-heads", "16", "--kv-heads", "4"])]
+        variants += [(128, "causal", ["--q-heads", "16", "--kv-heads", "4"])]
         for d, mask, extra in variants:
             tag = "".join(x.strip("-")[0] for x in extra if x.startswith("--"))
             out = os.path.join(tmp, f"bwd-d{d}-{mask}{tag}.cubin")
@@ -764,9 +778,17 @@ def main():
                    "--kv-heads", "16", "--mask", mask, "--dtype", "bf16",
                    "--target", args.target, "-o", out] + extra + args.fa4c_args.split()
             subprocess.run(cmd, check=True)
-            label = f"fa4 hd{d} {mask}" + (" deterministic" if "--deterministic" in extra
-                                           else " GQA 4" if "--kv-heads" in extra else "")
+            label = f"fa4 hd{d} {mask}" + (" GQA 4" if "--kv-heads" in extra else "")
             jobs.append((out, d, label))
+        # FlashAttention-4's own 1-CTA backward, built ahead of time by
+        # bench/fa4_reference_backward.py, in the same table.
+        if args.reference:
+            for d in (64, 128):
+                for mask in ("none", "causal"):
+                    cubin = os.path.join(args.reference, f"hd{d}-{mask}-1cta", "main.cubin")
+                    if os.path.exists(cubin):
+                        jobs.append((cubin, d, f"FA4 hd{d} {mask} (1-CTA)",
+                                     FA4_BACKWARD_ROLES))
     elif args.matrix:
         for d in (64, 96, 128):
             for dtype in ("fp16", "bf16"):
