@@ -29,8 +29,8 @@ mkdir -p "$out"
 
 # name, fa4c flags, shapes (batch x seq_q x seq_k, space-separated).
 kernels=(
-  "bwd-hd128-bf16-none-h16|--head-dim 128 --q-heads 16 --kv-heads 16 --dtype bf16|4x1024x1024 1x4096x4096 2x777x1333 16x1024x1024"
-  "bwd-hd128-bf16-causal-h16|--head-dim 128 --q-heads 16 --kv-heads 16 --dtype bf16 --mask causal|4x1024x1024 1x4096x4096 2x777x1333 16x1024x1024"
+  "bwd-hd128-bf16-none-h16|--head-dim 128 --q-heads 16 --kv-heads 16 --dtype bf16|4x1024x1024 1x4096x4096 2x777x1333 16x1024x1024 4x4096x4096 1x16384x16384"
+  "bwd-hd128-bf16-causal-h16|--head-dim 128 --q-heads 16 --kv-heads 16 --dtype bf16 --mask causal|4x1024x1024 1x4096x4096 2x777x1333 16x1024x1024 4x4096x4096 1x16384x16384"
   "bwd-hd64-bf16-none-h16|--head-dim 64 --q-heads 16 --kv-heads 16 --dtype bf16|4x1024x1024 1x4096x4096 16x1024x1024"
   "bwd-hd64-bf16-causal-h16|--head-dim 64 --q-heads 16 --kv-heads 16 --dtype bf16 --mask causal|4x1024x1024 1x4096x4096 16x1024x1024"
   "bwd-hd128-fp16-causal-q32kv8|--head-dim 128 --q-heads 32 --kv-heads 8 --dtype fp16 --mask causal|2x1024x1024 1x333x1500"

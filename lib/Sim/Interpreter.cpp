@@ -355,6 +355,14 @@ bool Interpreter::execute(Operation *op, std::string &error) {
       .Case([&](arith::AndIOp) {
         return binary([](uint64_t a, uint64_t b) { return a & b; });
       })
+      .Case([&](arith::SelectOp select) {
+        if (!isa<IndexType, IntegerType>(select.getType()))
+          return unsupported();
+        values[select] = index(select.getCondition())
+                             ? index(select.getTrueValue())
+                             : index(select.getFalseValue());
+        return true;
+      })
       .Case([&](scf::IfOp branch) { return run(branch, error); })
       .Case<scf::YieldOp, func::ReturnOp>([](Operation *) { return true; })
       // The tile program.
@@ -601,6 +609,10 @@ bool Interpreter::run(arith::CmpIOp compare, std::string &error) {
   case arith::CmpIPredicate::sle: result = a <= b; break;
   case arith::CmpIPredicate::sgt: result = a > b; break;
   case arith::CmpIPredicate::sge: result = a >= b; break;
+  case arith::CmpIPredicate::ult: result = uint64_t(a) < uint64_t(b); break;
+  case arith::CmpIPredicate::ule: result = uint64_t(a) <= uint64_t(b); break;
+  case arith::CmpIPredicate::ugt: result = uint64_t(a) > uint64_t(b); break;
+  case arith::CmpIPredicate::uge: result = uint64_t(a) >= uint64_t(b); break;
   default: return unsupported(compare.getOperation(), error);
   }
   values[compare] = static_cast<int64_t>(result);

@@ -41,6 +41,11 @@ inline constexpr llvm::StringLiteral kSpecAttrName = "fa4.spec";
 /// #fa4.grid<...>`.
 inline constexpr llvm::StringLiteral kGridAttrName = "fa4.grid";
 
+/// The attribute a schedule puts on a task loop whose positions are
+/// ordered by `fa4.task_order = #fa4.task_order<lpt>` (the backward's masked
+/// tasks, heaviest first): fa4-tile-scheduler deals them out in a snake.
+inline constexpr llvm::StringLiteral kTaskOrderAttrName = "fa4.task_order";
+
 /// The attribute fa4-to-nvvm writes on the kernel's llvm.func: `fa4.launch =
 /// #fa4.launch<...>`, the manifest's source.
 inline constexpr llvm::StringLiteral kLaunchAttrName = "fa4.launch";
