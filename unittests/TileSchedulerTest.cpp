@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <set>
 #include <tuple>
 
@@ -64,6 +65,51 @@ TEST(TileScheduler, EveryTaskExactlyOnceOverAnyGrid) {
           }
         EXPECT_EQ(static_cast<int64_t>(seen.size()), scheduler.numTasks());
       }
+    }
+}
+
+// The snake evens out the CTAs' work where round robin over the
+// heaviest-first order does not: causal, 16 heads, batch x seq = 16k, 132
+// CTAs (the H200), the busiest CTA's work against the mean.
+TEST(TileScheduler, SnakeBalancesCausalWork) {
+  for (int64_t seq : {4096, 8192, 16384}) {
+    TaskGridShape shape;
+    shape.batch = 16384 / seq;
+    shape.headGroups = 16;
+    shape.rows = 128;
+    shape.seqQ = seq;
+    shape.seqK = seq;
+    shape.band = MaskBand{-1, 0};
+    TileScheduler scheduler(shape, TileScheduler::Order::Lpt);
+    int64_t grid = 132, total = 0, busiest = 0, roundRobin = 0;
+    for (int64_t cta = 0; cta < grid; ++cta) {
+      int64_t work = 0, plain = 0;
+      for (const Task &task : tasksOfCta(scheduler, cta, grid))
+        work += scheduler.work(task.mBlock) + 1;
+      for (int64_t index = cta; index < scheduler.numTasks(); index += grid)
+        plain += scheduler.work(scheduler.taskAt(index).mBlock) + 1;
+      total += work;
+      busiest = std::max(busiest, work);
+      roundRobin = std::max(roundRobin, plain);
+    }
+    double mean = double(total) / double(grid);
+    EXPECT_LT(busiest / mean, 1.02) << "seq " << seq;
+    EXPECT_GT(roundRobin / mean, 1.04) << "seq " << seq;
+  }
+}
+
+TEST(TileScheduler, SnakePositionsAreAPermutation) {
+  for (int64_t grid : {1, 2, 3, 7, 132})
+    for (int64_t tasks : {1, 2, 5, 131, 132, 133, 264, 265, 1000}) {
+      std::set<int64_t> seen;
+      for (int64_t cta = 0; cta < grid; ++cta)
+        for (int64_t round = 0; round * grid + cta < tasks; ++round) {
+          int64_t position = snakePosition(round, cta, grid, tasks);
+          EXPECT_GE(position, round * grid);
+          EXPECT_LT(position, std::min(tasks, (round + 1) * grid));
+          EXPECT_TRUE(seen.insert(position).second);
+        }
+      EXPECT_EQ(static_cast<int64_t>(seen.size()), tasks);
     }
 }
 

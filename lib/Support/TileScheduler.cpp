@@ -53,10 +53,21 @@ Task TileScheduler::taskAt(int64_t index) const {
   return task;
 }
 
+int64_t mlir::fa4::snakePosition(int64_t round, int64_t cta, int64_t gridSize,
+                                 int64_t tasks) {
+  int64_t start = round * gridSize;
+  bool whole = start + gridSize <= tasks;
+  return round % 2 == 1 && whole ? start + gridSize - 1 - cta : start + cta;
+}
+
 std::vector<Task> mlir::fa4::tasksOfCta(const TileScheduler &scheduler,
                                         int64_t cta, int64_t gridSize) {
   std::vector<Task> tasks;
-  for (int64_t index = cta; index < scheduler.numTasks(); index += gridSize)
-    tasks.push_back(scheduler.taskAt(index));
+  bool snake = scheduler.getOrder() == TileScheduler::Order::Lpt;
+  for (int64_t index = cta, round = 0; index < scheduler.numTasks();
+       index += gridSize, ++round)
+    tasks.push_back(scheduler.taskAt(
+        snake ? snakePosition(round, cta, gridSize, scheduler.numTasks())
+              : index));
   return tasks;
 }

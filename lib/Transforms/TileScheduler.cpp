@@ -82,40 +82,76 @@ struct TileSchedulerPass
                                         top.getI64IntegerAttr(sms));
 
     TaskOrder order = TaskOrder::static_order;
+    // Whether each task loop is dealt in a snake: every role's must be, or
+    // none, or the roles of a CTA would walk different tasks.
+    SmallVector<std::pair<scf::ForOp, bool>> dealt;
+    bool failed = false;
     specialize.walk([&](scf::ForOp loop) {
-      if (!loop->hasAttr("fa4.task_loop"))
+      if (!loop->hasAttr("fa4.task_loop") || failed)
         return;
+      if (!loop.getInductionVar().getType().isIndex()) {
+        loop.emitOpError() << "is a task loop over "
+                           << loop.getInductionVar().getType()
+                           << "; task positions are index values";
+        failed = true;
+        return;
+      }
       // Each CTA takes positions cta, cta + grid, ... of the order; every role
       // of the CTA walks the same positions, so their rings stay in step.
       loop.getLowerBoundMutable().assign(cta);
       loop.getStepMutable().assign(grid);
-      if (auto taskOrder =
-              loop->getAttrOfType<TaskOrderAttr>(kTaskOrderAttrName);
-          taskOrder && taskOrder.getValue() == TaskOrder::lpt) {
-        dealInSnake(loop, cta, grid);
-        order = TaskOrder::lpt;
-      }
+      bool varlen = false, heaviestFirst = false;
       for (auto coords : loop.getBody()->getOps<TaskCoordsOp>()) {
         // A varlen grid walks its slots in its own order (each sequence's
         // last tiles first).
-        if (coords.getCuSeqlens())
+        if (coords.getCuSeqlens()) {
+          varlen = true;
           continue;
+        }
         // Masked tasks (causal, windowed, a mask_mod) differ in work:
         // heaviest first.
         order = coords.getMask() == MaskKind::none && coords.getMaskMod().empty()
                     ? TaskOrder::static_order
                     : TaskOrder::lpt;
         coords.setOrder(order);
+        heaviestFirst |= order == TaskOrder::lpt;
       }
-      // Heaviest first, dealt in a snake: round robin over an lpt order
-      // left the busiest CTA 3-12 % over the mean at causal 4k-16k (16
-      // heads; 8 at GQA 32/8), the snake under 1-3 %.
-      if (order == TaskOrder::lpt &&
-          !loop->hasAttr(kTaskOrderAttrName) &&
-          !loop.getBody()->getOps<TaskCoordsOp>().empty() &&
-          !(*loop.getBody()->getOps<TaskCoordsOp>().begin()).getCuSeqlens())
+      // A schedule that numbers its tasks itself (the backward's) says so
+      // on the loop.
+      if (Attribute attr = loop->getAttr(kTaskOrderAttrName)) {
+        auto taskOrder = dyn_cast<TaskOrderAttr>(attr);
+        if (!taskOrder || varlen) {
+          loop.emitOpError()
+              << "has " << kTaskOrderAttrName << " = " << attr
+              << (varlen ? ", but a varlen task loop walks its own order"
+                         : ", not a #fa4.task_order");
+          failed = true;
+          return;
+        }
+        heaviestFirst |= taskOrder.getValue() == TaskOrder::lpt;
+        if (heaviestFirst)
+          order = TaskOrder::lpt;
+      }
+      // Heaviest first, dealt in a snake. On the H200 (132 CTAs, 16
+      // heads, batch x seq = 16k) round robin over the forward's lpt order
+      // left the busiest CTA 3-12 % over the mean at causal 4k-16k, the
+      // snake 1-3 %, and round robin over the backward's tasks numbered
+      // blocks-fastest 30-60 % (bench/h200/results/run31, run32).
+      if (heaviestFirst)
         dealInSnake(loop, cta, grid);
+      dealt.push_back({loop, heaviestFirst});
     });
+    if (failed)
+      return signalPassFailure();
+    for (auto [loop, snake] : dealt)
+      if (snake != dealt.front().second) {
+        loop.emitOpError()
+            << "is " << (snake ? "" : "not ")
+            << "dealt in a snake (heaviest first) while the first task loop "
+            << (snake ? "is not" : "is")
+            << ": every role's task loop must walk the same order";
+        return signalPassFailure();
+      }
     specialize->setAttr(kGridAttrName,
                         GridAttr::get(func.getContext(), sms, order));
   }

@@ -44,6 +44,7 @@ public:
   TileScheduler(const TaskGridShape &shape, Order order);
 
   int64_t numMBlocks() const { return mBlocks; }
+  Order getOrder() const { return order; }
   int64_t numTasks() const { return shape.batch * shape.headGroups * mBlocks; }
   /// The task at position `index` of the order, 0 <= index < numTasks().
   Task taskAt(int64_t index) const;
@@ -58,8 +59,17 @@ private:
   std::vector<int64_t> mBlockOrder;
 };
 
-/// The tasks CTA `cta` of a persistent grid of `gridSize` CTAs takes, in order:
-/// positions cta, cta + gridSize, ...
+/// The position CTA `cta` takes in round `round` of a persistent grid of
+/// `gridSize` CTAs over `tasks` positions, dealt in a snake (what
+/// fa4-tile-scheduler emits for a heaviest-first order): a whole odd round
+/// goes to the CTAs in reverse, every other round in order. Past the end
+/// (the last round's CTAs that have none) it is >= `tasks`.
+int64_t snakePosition(int64_t round, int64_t cta, int64_t gridSize,
+                      int64_t tasks);
+
+/// The tasks CTA `cta` of a persistent grid of `gridSize` CTAs takes, in
+/// order: positions cta, cta + gridSize, ... — dealt in a snake
+/// (snakePosition) for the Lpt order.
 std::vector<Task> tasksOfCta(const TileScheduler &scheduler, int64_t cta,
                              int64_t gridSize);
 
