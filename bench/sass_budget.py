@@ -384,47 +384,47 @@ def tile_paths(cfg, header, trips):
     return unmasked, masked, shortest
 
 
-def blackwell_role(body):
-    """The Blackwell role whose task loop is `body`, or None."""
-    if has(body, "MUFU.EX2") and has(body, "STTM"):
-        return "softmax"
-    if has(body, "UTCHMMA") or has(body, "UTCQMMA") or has(body, "UTCMMA"):
-        return "mma"
-    if has(body, "UTMALDG"):
-        return "load"
-    if has(body, "UTMASTG"):
-        return "epilogue"
-    if has(body, "LDTM"):
-        return "correction"
-    return None
+def role_classifier(rules):
+    """A classifier of task loops: the first role whose opcode groups all
+    occur in the loop's body (a group occurs when any of its opcode
+    prefixes does), or None."""
+    def classify(body):
+        for name, groups in rules:
+            if all(any(has(body, op) for op in group) for group in groups):
+                return name
+        return None
+    return classify
 
 
-def hopper_role(body):
-    """The Hopper role whose task loop is `body`, or None."""
-    if has(body, "HGMMA") and has(body, "MUFU.EX2"):
-        return "consumer"
-    if has(body, "UTMALDG"):
-        return "producer"
-    return None
+MMA_OPCODES = ("UTCHMMA", "UTCQMMA", "UTCMMA")
 
+# The Blackwell forward's roles.
+blackwell_role = role_classifier([
+    ("softmax", [("MUFU.EX2",), ("STTM",)]),
+    ("mma", [MMA_OPCODES]),
+    ("load", [("UTMALDG",)]),
+    ("epilogue", [("UTMASTG",)]),
+    ("correction", [("LDTM",)]),
+])
+
+# The Hopper forward's roles.
+hopper_role = role_classifier([
+    ("consumer", [("HGMMA",), ("MUFU.EX2",)]),
+    ("producer", [("UTMALDG",)]),
+])
 
 # FlashAttention-4's 1-CTA Blackwell backward (4.0.0b36): four dQ reduction
 # warps, two warpgroups computing the softmax gradient, the MMA warp, the
 # load warp.
 FA4_BACKWARD_ROLES = "dq=0-3,grad=4-11,mma=12,load=13"
 
-
-def backward_role(body):
-    """The Blackwell backward role whose task loop is `body`, or None."""
-    if has(body, "MUFU.EX2"):
-        return "grad"
-    if has(body, "UTCHMMA") or has(body, "UTCQMMA") or has(body, "UTCMMA"):
-        return "mma"
-    if has(body, "UTMALDG"):
-        return "load"
-    if has(body, "LDTM"):
-        return "dq"
-    return None
+# The Blackwell backward's roles (fa4's and FA4's).
+backward_role = role_classifier([
+    ("grad", [("MUFU.EX2",)]),
+    ("mma", [MMA_OPCODES]),
+    ("load", [("UTMALDG",)]),
+    ("dq", [("LDTM",)]),
+])
 
 
 # Roles a target's kernel has more than one of, numbered in code order.
