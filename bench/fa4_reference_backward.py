@@ -96,14 +96,20 @@ def main():
     if len(sys.argv) >= 4 and sys.argv[1] == "--one":
         build(sys.argv[2], sys.argv[3])
         return
-    if len(sys.argv) < 2:
-        sys.exit(__doc__)
+    if len(sys.argv) < 2 or sys.argv[1] in ("-h", "--help"):
+        print(__doc__)
+        print("variants:", ", ".join(VARIANTS))
+        return
+    if sys.argv[1].startswith("-"):
+        sys.exit(f"fa4_reference_backward: unknown option {sys.argv[1]} (usage: OUT [variants])")
     out = os.path.abspath(sys.argv[1])
     chosen = sys.argv[2:] or list(VARIANTS)
+    unknown = [v for v in chosen if v not in VARIANTS]
+    if unknown:
+        sys.exit(f"fa4_reference_backward: unknown variant(s) {', '.join(unknown)} "
+                 f"(known: {', '.join(VARIANTS)})")
     failed = []
     for variant in chosen:
-        if variant not in VARIANTS:
-            sys.exit(f"fa4_reference_backward: unknown variant {variant} ({', '.join(VARIANTS)})")
         dump = os.path.join(out, ".dump", variant)
         shutil.rmtree(dump, ignore_errors=True)
         os.makedirs(dump)

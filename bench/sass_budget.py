@@ -104,14 +104,25 @@ class Inst:
 
 
 def disassemble(cuobjdump, cubin):
-    text = subprocess.run([cuobjdump, "-sass", cubin], check=True,
-                          capture_output=True, text=True).stdout
-    insts = []
-    for line in text.splitlines():
+    """The SASS of the cubin's largest function (the main kernel: a
+    backward cubin also holds its two small ones, at overlapping
+    addresses)."""
+    if not os.path.isfile(cubin):
+        sys.exit(f"sass_budget: no such file: {cubin}")
+    done = subprocess.run([cuobjdump, "-sass", cubin], capture_output=True, text=True)
+    if done.returncode != 0:
+        sys.exit(f"sass_budget: cuobjdump cannot read {cubin}: "
+                 f"{(done.stderr.strip().splitlines() or ['exit ' + str(done.returncode)])[-1]}")
+    functions = [[]]
+    for line in done.stdout.splitlines():
+        if line.strip().startswith("Function :"):
+            functions.append([])
+            continue
         m = INSTRUCTION.match(line)
         if m:
-            insts.append(Inst(int(m.group(1), 16), m.group(2), m.group(3),
-                              m.group(4).strip()))
+            functions[-1].append(Inst(int(m.group(1), 16), m.group(2), m.group(3),
+                                      m.group(4).strip()))
+    insts = max(functions, key=len)
     if not insts:
         sys.exit(f"sass_budget: no SASS in {cubin}")
     return insts
@@ -381,6 +392,12 @@ def tile_paths(cfg, header, trips):
     unmasked = extreme(allowed - mask_nodes)
     masked = extreme(allowed, must=mask_nodes) if mask_nodes else None
     shortest = extreme(allowed - mask_nodes, shortest=True)
+    if unmasked is None:
+        # Every path goes through a block the test calls masking (selects
+        # of -inf with no branch around them, as a softcap's): there is one
+        # kind of tile, not two.
+        unmasked, masked = extreme(allowed), None
+        shortest = extreme(allowed, shortest=True)
     return unmasked, masked, shortest
 
 
@@ -431,7 +448,27 @@ backward_role = role_classifier([
 NUMBERED = {"softmax", "consumer"}
 
 
-def analyse(cuobjdump, cubin, trips_hint=None, classify=blackwell_role):
+def _innermost_step_loop(cfg, task, classify, kind):
+    """The backward's per-step loop of a role: the most deeply nested loop
+    inside its task loop (not a spin loop) that still holds the role's
+    instructions and waits on an mbarrier (a step waits for its inputs) —
+    under the task loop the deterministic order nests a loop over K/V
+    blocks, a GQA ratio packed in pieces one over head groups."""
+    best, depth_of_best = None, -1
+    for g in cfg.loops:
+        if g == task or g not in cfg.loops[task] or is_spin(cfg, g):
+            continue
+        body = list(cfg.loop_insts(g))
+        if classify(body) != kind or not has(body, "SYNCS.PHASECHK"):
+            continue
+        depth = sum(1 for k in cfg.loops if k != g and g in cfg.loops[k])
+        if depth > depth_of_best:
+            best, depth_of_best = g, depth
+    return best
+
+
+def analyse(cuobjdump, cubin, trips_hint=None, classify=blackwell_role,
+            innermost=False):
     insts = disassemble(cuobjdump, cubin)
     cfg = Cfg(insts)
     loops = {h: list(cfg.loop_insts(h)) for h in cfg.loops}
@@ -460,6 +497,8 @@ def analyse(cuobjdump, cubin, trips_hint=None, classify=blackwell_role):
                 tile_paths(cfg, h, {})[0])}
             continue
         tile = max(children, key=lambda g: len(loops[g]))
+        if innermost:
+            tile = _innermost_step_loop(cfg, h, classify, kind) or tile
         unmasked, masked, shortest = tile_paths(cfg, tile, {})
         results[name] = {"per": "kv tile", "unmasked": _summary(unmasked),
                          "masked": _summary(masked), "shortest": _summary(shortest)}
@@ -475,6 +514,7 @@ def _summary(counter):
     return {"total": sum(counter.values()),
             "opcodes": dict(counter),
             "mufu_ex2": sum(n for op, n in counter.items() if op.startswith("MUFU.EX2")),
+            "mufu": sum(n for op, n in counter.items() if op.startswith("MUFU")),
             "ldtm": sum(n for op, n in counter.items() if op.startswith("LDTM")),
             "units": dict(sorted(by_unit.items())),
             "fma_pipe_cycles": sum(n * (2 if re.match(r"^(FFMA2|FADD2|FMUL2)", op) else 1)
@@ -594,9 +634,17 @@ def _mma_shapes(insts, tile_insts):
     return shapes
 
 
-def estimate_backward(roles, warps, shapes, head_dim, step_rows=128):
+def mufu_cycles_per_warp_instruction(target):
+    """A warp's MUFU instruction on one SMSP: 4 lanes a cycle (sm_100a), 8
+    on sm_103a (the B300's MUFU is twice as fast)."""
+    return 4 if target == "sm_103a" else 8
+
+
+def estimate_backward(roles, warps, shapes, head_dim, step_rows=128, target="sm_100a"):
     """Per K/V tile (one step of `step_rows` query rows): issue and MUFU
-    cycles of the busiest SMSP, tensor-core cycles and shared-memory bytes."""
+    cycles of the busiest SMSP (every MUFU op: the exponentials, a
+    softcap's reciprocals), tensor-core cycles and shared-memory bytes."""
+    per_mufu = mufu_cycles_per_warp_instruction(target)
     issue = [0] * 4
     mufu = [0] * 4
     # Shared-memory cycles at 128 bytes (one wavefront) per cycle.
@@ -607,7 +655,7 @@ def estimate_backward(roles, warps, shapes, head_dim, step_rows=128):
             continue
         for w in warps.get(name, ()):
             issue[w % 4] += u["total"]
-            mufu[w % 4] += 8 * u["mufu_ex2"]
+            mufu[w % 4] += per_mufu * u["mufu"]
         count = len(warps.get(name, ()))
         smem["lds/sts"] += count * sum(n * _wavefronts(op) for op, n in u["opcodes"].items()
                                        if op.startswith(("LDS", "STS")))
@@ -633,24 +681,70 @@ def estimate_backward(roles, warps, shapes, head_dim, step_rows=128):
             "smem_cycles_by_use": smem, "smem_cycles": sum(smem.values())}
 
 
+BACKWARD_ROLE_NAMES = ("grad", "dq", "mma", "load")
+
+
 def _role_warps(spec):
     """--roles 'dq=0-3,grad=4-11,mma=12,load=13' -> {role: [warps]}."""
     warps = {}
     for item in filter(None, spec.split(",")):
-        name, _, span = item.partition("=")
-        first, _, last = span.partition("-")
-        warps[name.strip()] = list(range(int(first), int(last or first) + 1))
+        m = re.fullmatch(r"\s*(\w+)\s*=\s*([0-9]+)(?:\s*-\s*([0-9]+))?\s*", item)
+        if not m:
+            sys.exit(f"sass_budget: --roles: '{item}' is not ROLE=WARP or "
+                     "ROLE=FIRST-LAST (e.g. dq=0-3,grad=4-11,mma=12,load=13)")
+        name, first = m.group(1), int(m.group(2))
+        last = int(m.group(3)) if m.group(3) is not None else first
+        if name not in BACKWARD_ROLE_NAMES:
+            sys.exit(f"sass_budget: --roles: unknown role '{name}' "
+                     f"(the backward's: {', '.join(BACKWARD_ROLE_NAMES)})")
+        if last < first or last >= 32:
+            sys.exit(f"sass_budget: --roles: {item} is no range of warps "
+                     "(first <= last < 32)")
+        warps[name] = list(range(first, last + 1))
     return warps
 
 
-def _manifest_warps(cubin):
+def _manifest(cubin):
+    """fa4c's manifest beside the cubin, or None for a foreign cubin."""
     if not os.path.exists(cubin + ".json"):
-        return {}
-    with open(cubin + ".json") as f:
-        manifest = json.load(f)
+        return None
+    try:
+        with open(cubin + ".json") as f:
+            return json.load(f)
+    except (OSError, ValueError) as e:
+        sys.exit(f"sass_budget: {cubin}.json is not a manifest: {e}")
+
+
+def _backward_job(cubin, head_dim, roles_spec):
+    """(warps by role, head dim, target) of a backward cubin: from fa4's
+    manifest, else from --roles and --head-dim."""
+    if not os.path.isfile(cubin):
+        sys.exit(f"sass_budget: no such file: {cubin}")
+    manifest = _manifest(cubin)
+    if manifest is None:
+        if not roles_spec:
+            sys.exit(f"sass_budget: {cubin} has no fa4 manifest; give its roles' "
+                     "warps with --roles (FlashAttention-4's 1-CTA backward: "
+                     f"{FA4_BACKWARD_ROLES})")
+        return _role_warps(roles_spec), head_dim, None
+    if manifest.get("kind") != "backward":
+        sys.exit(f"sass_budget: {cubin} is a {manifest.get('kind', 'forward')} kernel; "
+                 "--backward measures fa4c --backward's")
+    target = manifest.get("target")
+    if target not in ("sm_100a", "sm_103a"):
+        sys.exit(f"sass_budget: {cubin} is for {target}; --backward measures the "
+                 "Blackwell backward (sm_100a, sm_103a)")
+    if roles_spec:
+        sys.exit(f"sass_budget: {cubin}'s manifest names its roles; --roles is "
+                 "for cubins without one")
+    attention = manifest.get("attention", {})
+    if attention.get("deterministic"):
+        print(f"note: {cubin} is the deterministic order; its steps are counted, "
+              "not the K/V blocks around them", file=sys.stderr)
     roles = manifest.get("kernels", {}).get("main", {}).get("roles", [])
-    return {r["name"]: list(range(r["first_warp"], r["first_warp"] + r["num_warps"]))
-            for r in roles}
+    warps = {r["name"]: list(range(r["first_warp"], r["first_warp"] + r["num_warps"]))
+             for r in roles}
+    return warps, attention.get("head_dim", head_dim), target
 
 
 def report_backward(jobs, cuobjdump, roles_spec):
@@ -662,16 +756,16 @@ def report_backward(jobs, cuobjdump, roles_spec):
     for job in jobs:
         cubin, head_dim, label = job[:3]
         spec = job[3] if len(job) > 3 else roles_spec
-        roles, insts = analyse(cuobjdump, cubin, classify=backward_role)
-        warps = _role_warps(spec) if spec else _manifest_warps(cubin)
+        warps, head_dim, target = _backward_job(cubin, head_dim, spec)
+        roles, insts = analyse(cuobjdump, cubin, classify=backward_role, innermost=True)
         missing = [r for r in roles if r not in warps]
-        if missing:
-            sys.exit(f"sass_budget: no warps for role(s) {missing} of {cubin} "
-                     "(give --roles)")
-        cfg_insts = insts
+        if missing or not roles.get("grad"):
+            sys.exit(f"sass_budget: {cubin}: " +
+                     (f"no warps for role(s) {missing} (give --roles)" if missing else
+                      "no grad role (MUFU.EX2 in a task loop): not a Blackwell backward"))
         mma_loop = _tile_loop_insts(cuobjdump, insts, "mma")
-        shapes = _mma_shapes(cfg_insts, mma_loop)
-        est = estimate_backward(roles, warps, shapes, head_dim)
+        shapes = _mma_shapes(insts, mma_loop)
+        est = estimate_backward(roles, warps, shapes, head_dim, target=target or "sm_100a")
         g = roles.get("grad", {})
         gu, gm = g.get("unmasked") or {}, g.get("masked") or {}
         units = gu.get("units", {})
@@ -701,12 +795,8 @@ def _tile_loop_insts(cuobjdump, insts, role_name):
         body = list(cfg.loop_insts(h))
         if backward_role(body) != role_name:
             continue
-        children = [g for g in cfg.loops if g != h and g in cfg.loops[h] and
-                    not is_spin(cfg, g)]
-        if not children:
-            return body
-        tile = max(children, key=lambda g: len(list(cfg.loop_insts(g))))
-        return list(cfg.loop_insts(tile))
+        tile = _innermost_step_loop(cfg, h, backward_role, role_name)
+        return list(cfg.loop_insts(tile)) if tile is not None else body
     return []
 
 
@@ -735,7 +825,8 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("cubins", nargs="*", help="cubins to measure")
     parser.add_argument("--head-dim", type=int, default=128,
-                        help="head dim of the given cubins (for the tensor-core cycles)")
+                        help="head dim of the given cubins without an fa4 manifest (the "
+                             "forward's tensor-core cycles; the backward's TMA bytes)")
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     parser.add_argument("--fa4c", default=os.path.join(root, "build/bin/fa4c"),
                         help="fa4c to compile the matrix with")
@@ -750,7 +841,7 @@ def main():
                         help="the backward's main kernels (Blackwell): per K/V tile (a step "
                              "of 128 query rows) per role, with the SMEM traffic model; "
                              "the matrix is hd 64/96/128 bf16 none/causal plus hd128 "
-                             "deterministic and GQA 4")
+                             "causal GQA 4")
     parser.add_argument("--reference", default=None,
                         help="with --backward --matrix, the output directory of "
                              "bench/fa4_reference_backward.py: FlashAttention-4's 1-CTA "
@@ -761,11 +852,38 @@ def main():
     args = parser.parse_args()
     if args.backward and args.target == "sm_90a":
         parser.error("--backward measures the Blackwell backward (sm_100a/sm_103a)")
+    if args.reference and not (args.backward and args.matrix):
+        parser.error("--reference joins FA4's kernels to --backward --matrix")
+    if args.reference and not os.path.isdir(args.reference):
+        parser.error(f"--reference: no directory {args.reference}")
     hopper = args.target == "sm_90a"
     cuobjdump = find_cuobjdump(args.cuobjdump)
 
-    jobs = [(c, args.head_dim, os.path.basename(c)) for c in args.cubins]
-    tmp = tempfile.mkdtemp(prefix="fa4-sass-")
+    def label(cubin):
+        # FA4's files are all main.cubin: name them by their directory.
+        name = os.path.basename(cubin)
+        parent = os.path.basename(os.path.dirname(os.path.abspath(cubin)))
+        return f"{parent}/{name}" if name == "main.cubin" else name
+
+    jobs = [(c, args.head_dim, label(c)) for c in args.cubins]
+    tmp = tempfile.mkdtemp(prefix="fa4-sass-") if args.matrix else None
+
+    def compile_with_fa4c(cmd):
+        try:
+            done = subprocess.run(cmd, capture_output=True, text=True)
+        except OSError as e:
+            sys.exit(f"sass_budget: cannot run {cmd[0]}: {e}")
+        if done.returncode != 0:
+            sys.exit(f"sass_budget: {' '.join(cmd)} failed:\n{done.stderr.strip()}")
+
+    def write_json(payload):
+        if not args.json:
+            return
+        try:
+            with open(args.json, "w") as f:
+                json.dump(payload, f, indent=1)
+        except OSError as e:
+            sys.exit(f"sass_budget: cannot write {args.json}: {e}")
     if args.matrix and args.backward:
         # (The deterministic order's roles loop over a K/V head's blocks
         # around the steps; this per-step count does not apply to it.)
@@ -777,9 +895,9 @@ def main():
             cmd = [args.fa4c, "--backward", "--head-dim", str(d), "--q-heads", "16",
                    "--kv-heads", "16", "--mask", mask, "--dtype", "bf16",
                    "--target", args.target, "-o", out] + extra + args.fa4c_args.split()
-            subprocess.run(cmd, check=True)
-            label = f"fa4 hd{d} {mask}" + (" GQA 4" if "--kv-heads" in extra else "")
-            jobs.append((out, d, label))
+            compile_with_fa4c(cmd)
+            name = f"fa4 hd{d} {mask}" + (" GQA 4" if "--kv-heads" in extra else "")
+            jobs.append((out, d, name))
         # FlashAttention-4's own 1-CTA backward, built ahead of time by
         # bench/fa4_reference_backward.py, in the same table.
         if args.reference:
@@ -799,7 +917,7 @@ def main():
                            "--target", args.target, "-o", out] + args.fa4c_args.split()
                     if mask == "window":
                         cmd += ["--window-left", "256", "--window-right", "0"]
-                    subprocess.run(cmd, check=True)
+                    compile_with_fa4c(cmd)
                     jobs.append((out, d, f"hd{d} {dtype} {mask}"))
     if not jobs:
         parser.error("give cubins or --matrix")
@@ -809,18 +927,14 @@ def main():
         if unknown_trips:
             print(f"\nnote: {len(set(unknown_trips))} inner loop(s) without a recognisable "
                   "trip count were counted once")
-        if args.json:
-            with open(args.json, "w") as f:
-                json.dump({"date": datetime.date.today().isoformat(),
-                           "target": args.target, "backward": True, "rows": rows}, f, indent=1)
+        write_json({"date": datetime.date.today().isoformat(),
+                    "target": args.target, "backward": True, "rows": rows})
         return
 
     if hopper:
         rows = report_hopper(jobs, cuobjdump)
-        if args.json:
-            with open(args.json, "w") as f:
-                json.dump({"date": datetime.date.today().isoformat(),
-                           "target": args.target, "rows": rows}, f, indent=1)
+        write_json({"date": datetime.date.today().isoformat(),
+                    "target": args.target, "rows": rows})
         return
 
     rows = []
@@ -852,9 +966,7 @@ def main():
     if unknown_trips:
         print(f"\nnote: {len(set(unknown_trips))} inner loop(s) without a recognisable "
               "trip count were counted once")
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"date": datetime.date.today().isoformat(), "rows": rows}, f, indent=1)
+    write_json({"date": datetime.date.today().isoformat(), "rows": rows})
 
 
 if __name__ == "__main__":
