@@ -50,10 +50,11 @@ TEST(TileScheduler, EveryTaskExactlyOnceOverAnyGrid) {
       TileScheduler scheduler(shapeOf(c), order);
       int64_t mBlocks = ceilDiv(c.seqQ * c.ratio, 256);
       ASSERT_EQ(scheduler.numTasks(), c.batch * c.kvHeads * mBlocks);
-      for (int64_t grid : {1, 3, 148}) {
+      for (int64_t grid : {1, 3, 148})
+      for (bool snake : {false, true}) {
         std::set<std::tuple<int64_t, int64_t, int64_t>> seen;
         for (int64_t cta = 0; cta < grid; ++cta)
-          for (const Task &task : tasksOfCta(scheduler, cta, grid)) {
+          for (const Task &task : tasksOfCta(scheduler, cta, grid, snake)) {
             EXPECT_GE(task.batch, 0);
             EXPECT_LT(task.batch, c.batch);
             EXPECT_GE(task.headGroup, 0);
@@ -84,7 +85,7 @@ TEST(TileScheduler, SnakeBalancesCausalWork) {
     int64_t grid = 132, total = 0, busiest = 0, roundRobin = 0;
     for (int64_t cta = 0; cta < grid; ++cta) {
       int64_t work = 0, plain = 0;
-      for (const Task &task : tasksOfCta(scheduler, cta, grid))
+      for (const Task &task : tasksOfCta(scheduler, cta, grid, /*snake=*/true))
         work += scheduler.work(task.mBlock) + 1;
       for (int64_t index = cta; index < scheduler.numTasks(); index += grid)
         plain += scheduler.work(scheduler.taskAt(index).mBlock) + 1;

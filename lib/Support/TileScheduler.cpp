@@ -61,9 +61,9 @@ int64_t mlir::fa4::snakePosition(int64_t round, int64_t cta, int64_t gridSize,
 }
 
 std::vector<Task> mlir::fa4::tasksOfCta(const TileScheduler &scheduler,
-                                        int64_t cta, int64_t gridSize) {
+                                        int64_t cta, int64_t gridSize,
+                                        bool snake) {
   std::vector<Task> tasks;
-  bool snake = scheduler.getOrder() == TileScheduler::Order::Lpt;
   for (int64_t index = cta, round = 0; index < scheduler.numTasks();
        index += gridSize, ++round)
     tasks.push_back(scheduler.taskAt(

@@ -264,8 +264,12 @@ void BackwardScheduleBuilder::buildLoader(Value k, Value v, Value q,
           return {};
         })[0];
   });
+  // Every stage of every ring back from its consumers before the role
+  // ends.
   for (Value buffer : {k, v})
-    ProducerAcquireOp::create(b, loc, buffer, tasks.getResult(0));
+    for (int64_t s = 0; s < cast<SmemType>(buffer.getType()).getStages(); ++s)
+      ProducerAcquireOp::create(b, loc, buffer,
+                                add(tasks.getResult(0), index(s)));
   SmallVector<Value, 3> rings{q, dout};
   if (stats)
     rings.push_back(stats);

@@ -7,6 +7,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/IR/Builders.h"
+#include "mlir/IR/PatternMatch.h"
 
 namespace mlir::fa4 {
 #define GEN_PASS_DEF_FA4TILESCHEDULER
@@ -22,33 +23,52 @@ using namespace mlir::fa4;
 /// with the heaviest task of one round has the lightest of the next. The
 /// last round, if partial, is dealt in order (mirrored, it would name
 /// positions past the end and skip others). Every role's loop gets the
-/// same mapping, so their rings stay in step.
-static void dealInSnake(scf::ForOp loop, Value cta, Value grid) {
-  OpBuilder b = OpBuilder::atBlockBegin(loop.getBody());
+/// same mapping, so their rings stay in step. The round's parity is carried
+/// by the loop (no division); the mirrored position of t = cta + k·grid is
+/// k·grid + grid - 1 - cta = t + (grid - 1 - 2·cta). Returns the loop,
+/// rebuilt with the parity as its last iter_arg.
+static scf::ForOp dealInSnake(scf::ForOp loop, Value cta, Value grid) {
   Location loc = loop.getLoc();
-  Value position = loop.getInductionVar();
-  auto c = [&](int64_t value) -> Value {
+  IRRewriter rewriter(loop.getContext());
+  rewriter.setInsertionPoint(loop);
+  auto c = [&](OpBuilder &b, int64_t value) -> Value {
     return arith::ConstantIndexOp::create(b, loc, value);
   };
-  Value round = arith::DivUIOp::create(
-      b, loc, arith::SubIOp::create(b, loc, position, cta), grid);
-  Value roundStart = arith::MulIOp::create(b, loc, round, grid);
-  Value full = arith::CmpIOp::create(
-      b, loc, arith::CmpIPredicate::ule,
-      arith::AddIOp::create(b, loc, roundStart, grid), loop.getUpperBound());
-  Value odd = arith::CmpIOp::create(
-      b, loc, arith::CmpIPredicate::ne,
-      arith::RemUIOp::create(b, loc, round, c(2)), c(0));
-  Value mirrored = arith::AddIOp::create(
-      b, loc, roundStart,
-      arith::SubIOp::create(b, loc, arith::SubIOp::create(b, loc, grid, c(1)),
-                            cta));
+  // Loop invariants: t + ahead is the end of t's round, t + back its
+  // mirror (back = grid - 1 - 2·cta wraps below zero for the upper half of
+  // the grid; index arithmetic is modular and the sum is in range).
+  Value ahead = arith::SubIOp::create(rewriter, loc, grid, cta);
+  Value back = arith::SubIOp::create(
+      rewriter, loc, arith::SubIOp::create(rewriter, loc, ahead, c(rewriter, 1)),
+      cta);
+  SmallVector<NamedAttribute> attrs(loop->getDiscardableAttrs());
+  FailureOr<LoopLikeOpInterface> rebuilt = loop.replaceWithAdditionalYields(
+      rewriter, ValueRange{c(rewriter, 0)},
+      /*replaceInitOperandUsesInLoop=*/false,
+      [&](OpBuilder &b, Location, ArrayRef<BlockArgument> parity) {
+        return SmallVector<Value>{
+            arith::SubIOp::create(b, loc, c(b, 1), parity.front())};
+      });
+  auto snake = cast<scf::ForOp>(rebuilt->getOperation());
+  for (const NamedAttribute &attr : attrs)
+    snake->setAttr(attr.getName(), attr.getValue());
+  OpBuilder b = OpBuilder::atBlockBegin(snake.getBody());
+  Value position = snake.getInductionVar();
+  Value parity = snake.getRegionIterArgs().back();
+  Value roundEnd = arith::AddIOp::create(b, loc, position, ahead);
+  Value whole = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ule,
+                                      roundEnd, snake.getUpperBound());
+  Value odd = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ne, parity,
+                                    c(b, 0));
+  Value mirrored = arith::AddIOp::create(b, loc, position, back);
   Value dealt = arith::SelectOp::create(
-      b, loc, arith::AndIOp::create(b, loc, odd, full), mirrored, position);
-  position.replaceAllUsesExcept(
-      dealt, SmallPtrSet<Operation *, 2>{round.getDefiningOp()->getOperand(0)
-                                             .getDefiningOp(),
-                                         dealt.getDefiningOp()});
+      b, loc, arith::AndIOp::create(b, loc, odd, whole), mirrored, position);
+  position.replaceUsesWithIf(dealt, [&](OpOperand &use) {
+    Operation *user = use.getOwner();
+    return user != dealt.getDefiningOp() && user != roundEnd.getDefiningOp() &&
+           user != mirrored.getDefiningOp();
+  });
+  return snake;
 }
 
 namespace {
@@ -82,19 +102,26 @@ struct TileSchedulerPass
                                         top.getI64IntegerAttr(sms));
 
     TaskOrder order = TaskOrder::static_order;
+    bool hopperForward =
+        getTargetOrDefault(func).family == target::Family::Hopper;
     // Whether each task loop is dealt in a snake: every role's must be, or
     // none, or the roles of a CTA would walk different tasks.
     SmallVector<std::pair<scf::ForOp, bool>> dealt;
     bool failed = false;
+    SmallVector<scf::ForOp> taskLoops;
     specialize.walk([&](scf::ForOp loop) {
-      if (!loop->hasAttr("fa4.task_loop") || failed)
-        return;
+      if (loop->hasAttr("fa4.task_loop"))
+        taskLoops.push_back(loop);
+    });
+    for (scf::ForOp loop : taskLoops) {
+      if (failed)
+        break;
       if (!loop.getInductionVar().getType().isIndex()) {
         loop.emitOpError() << "is a task loop over "
                            << loop.getInductionVar().getType()
                            << "; task positions are index values";
         failed = true;
-        return;
+        break;
       }
       // Each CTA takes positions cta, cta + grid, ... of the order; every role
       // of the CTA walks the same positions, so their rings stay in step.
@@ -114,7 +141,16 @@ struct TileSchedulerPass
                     ? TaskOrder::static_order
                     : TaskOrder::lpt;
         coords.setOrder(order);
-        heaviestFirst |= order == TaskOrder::lpt;
+        // The forward deals its LPT order in a snake where the H200
+        // measured it (run 32): Hopper, causal. A window's or a mask_mod's
+        // order finds a task's m_block by a search whose registers the
+        // snake's index arithmetic pushes into spills (and their work is
+        // even where the band is: little to balance); Blackwell's roles run
+        // on budgets it overflows in a mask_mod variant, and no Blackwell
+        // GPU has measured what it would buy.
+        heaviestFirst |= order == TaskOrder::lpt && hopperForward &&
+                         coords.getMask() == MaskKind::causal &&
+                         coords.getMaskMod().empty();
       }
       // A schedule that numbers its tasks itself (the backward's) says so
       // on the loop.
@@ -126,7 +162,7 @@ struct TileSchedulerPass
               << (varlen ? ", but a varlen task loop walks its own order"
                          : ", not a #fa4.task_order");
           failed = true;
-          return;
+          break;
         }
         heaviestFirst |= taskOrder.getValue() == TaskOrder::lpt;
         if (heaviestFirst)
@@ -138,9 +174,9 @@ struct TileSchedulerPass
       // snake 1-3 %, and round robin over the backward's tasks numbered
       // blocks-fastest 30-60 % (bench/h200/results/run31, run32).
       if (heaviestFirst)
-        dealInSnake(loop, cta, grid);
+        loop = dealInSnake(loop, cta, grid);
       dealt.push_back({loop, heaviestFirst});
-    });
+    }
     if (failed)
       return signalPassFailure();
     for (auto [loop, snake] : dealt)

@@ -68,10 +68,10 @@ int64_t snakePosition(int64_t round, int64_t cta, int64_t gridSize,
                       int64_t tasks);
 
 /// The tasks CTA `cta` of a persistent grid of `gridSize` CTAs takes, in
-/// order: positions cta, cta + gridSize, ... — dealt in a snake
-/// (snakePosition) for the Lpt order.
+/// order: positions cta, cta + gridSize, ..., or with `snake` (what
+/// fa4-tile-scheduler does with an Lpt order on Hopper) snakePosition's.
 std::vector<Task> tasksOfCta(const TileScheduler &scheduler, int64_t cta,
-                             int64_t gridSize);
+                             int64_t gridSize, bool snake = false);
 
 } // namespace mlir::fa4
 
