@@ -34,225 +34,267 @@ module attributes {fa4.target = #fa4.target<sm_90a>} {
     %17 = fa4.grid_size {sm_count = 132 : i64}
     fa4.warp_specialize attributes {fa4.barriers = [#fa4.barrier<name = "q_full", kind = tma, count = 1, stages = 1, producers = ["producer"], consumers = ["consumer0", "consumer1"]>, #fa4.barrier<name = "q_empty", kind = threads, count = 256, stages = 1, producers = ["consumer0", "consumer1"], consumers = ["producer"]>, #fa4.barrier<name = "k_full", kind = tma, count = 1, stages = 4, producers = ["producer"], consumers = ["consumer0", "consumer1"]>, #fa4.barrier<name = "k_empty", kind = threads, count = 256, stages = 4, producers = ["consumer0", "consumer1"], consumers = ["producer"]>, #fa4.barrier<name = "v_full", kind = tma, count = 1, stages = 4, producers = ["producer"], consumers = ["consumer0", "consumer1"]>, #fa4.barrier<name = "v_empty", kind = threads, count = 256, stages = 4, producers = ["consumer0", "consumer1"], consumers = ["producer"]>, #fa4.barrier<name = "o0_full", kind = threads, count = 128, stages = 1, producers = ["consumer0"], consumers = ["consumer0"]>, #fa4.barrier<name = "o0_empty", kind = threads, count = 128, stages = 1, producers = ["consumer0"], consumers = ["consumer0"]>, #fa4.barrier<name = "o1_full", kind = threads, count = 128, stages = 1, producers = ["consumer1"], consumers = ["consumer1"]>, #fa4.barrier<name = "o1_empty", kind = threads, count = 128, stages = 1, producers = ["consumer1"], consumers = ["consumer1"]>], fa4.grid = #fa4.grid<sm_count = 132, order = lpt>} {
       fa4.role "producer" warps(0, 4) registers(40) attributes {fa4.single_warp} {
-        %18:2 = scf.for %arg5 = %16 to %0 step %17 iter_args(%arg6 = %c0, %arg7 = %c0) -> (index, index) {
-          %batch_index, %head_group, %m_block = fa4.task_coords %arg5, %dim, %dim_2, %dim_4 {block_n = 128 : i64, gqa_ratio = 2 : i64, kv_heads = 2 : i64, mask = #fa4.mask<causal>, order = #fa4.task_order<lpt>, rows = 128 : i64}
-          %27 = arith.muli %m_block, %c128 : index
-          %begin, %full_begin, %full_end, %end = fa4.kv_block_range %27, %dim_2, %dim_4 {block_n = 128 : i64, gqa_ratio = 2 : i64, mask = #fa4.mask<causal>, rows = 128 : i64}
-          %28 = arith.subi %end, %begin : index
+        %18 = arith.subi %17, %16 : index
+        %c1_5 = arith.constant 1 : index
+        %19 = arith.subi %18, %c1_5 : index
+        %20 = arith.subi %19, %16 : index
+        %c0_6 = arith.constant 0 : index
+        %21:3 = scf.for %arg5 = %16 to %0 step %17 iter_args(%arg6 = %c0, %arg7 = %c0, %arg8 = %c0_6) -> (index, index, index) {
+          %30 = arith.addi %arg5, %18 : index
+          %31 = arith.cmpi ule, %30, %0 : index
+          %c0_7 = arith.constant 0 : index
+          %32 = arith.cmpi ne, %arg8, %c0_7 : index
+          %33 = arith.addi %arg5, %20 : index
+          %34 = arith.andi %32, %31 : i1
+          %35 = arith.select %34, %33, %arg5 : index
+          %batch_index, %head_group, %m_block = fa4.task_coords %35, %dim, %dim_2, %dim_4 {block_n = 128 : i64, gqa_ratio = 2 : i64, kv_heads = 2 : i64, mask = #fa4.mask<causal>, order = #fa4.task_order<lpt>, rows = 128 : i64}
+          %36 = arith.muli %m_block, %c128 : index
+          %begin, %full_begin, %full_end, %end = fa4.kv_block_range %36, %dim_2, %dim_4 {block_n = 128 : i64, gqa_ratio = 2 : i64, mask = #fa4.mask<causal>, rows = 128 : i64}
+          %37 = arith.subi %end, %begin : index
           fa4.mbarrier_wait %7[%arg6] prior : <threads, stages = 1>
           fa4.mbarrier_expect_tx %6[%arg6], 16384 : <tma, stages = 1>
-          fa4.tma_load %arg0[%batch_index, %head_group, %27] -> %1[%arg6] signal %6[%arg6] {gqa_ratio = 2 : i64} : memref<?x?x4x64xf16, strided<[?, ?, ?, 1], offset: ?>>, <[128, 64], f16, stages = 1>, !fa4.mbarrier<tma, stages = 1>
-          scf.for %arg8 = %c0 to %28 step %c1 {
-            %31 = arith.subi %end, %c1 : index
-            %32 = arith.subi %31, %arg8 : index
-            %33 = arith.muli %32, %c128 : index
-            %34 = arith.addi %arg7, %arg8 : index
-            fa4.mbarrier_wait %9[%34] prior : <threads, stages = 4>
-            fa4.mbarrier_expect_tx %8[%34], 16384 : <tma, stages = 4>
-            fa4.tma_load %arg1[%batch_index, %head_group, %33] -> %2[%34] signal %8[%34] {gqa_ratio = 1 : i64} : memref<?x?x2x64xf16, strided<[?, ?, ?, 1], offset: ?>>, <[128, 64], f16, stages = 4>, !fa4.mbarrier<tma, stages = 4>
-            fa4.mbarrier_wait %11[%34] prior : <threads, stages = 4>
-            fa4.mbarrier_expect_tx %10[%34], 16384 : <tma, stages = 4>
-            fa4.tma_load %arg2[%batch_index, %head_group, %33] -> %3[%34] signal %10[%34] {gqa_ratio = 1 : i64} : memref<?x?x2x64xf16, strided<[?, ?, ?, 1], offset: ?>>, <[128, 64], f16, stages = 4>, !fa4.mbarrier<tma, stages = 4>
+          fa4.tma_load %arg0[%batch_index, %head_group, %36] -> %1[%arg6] signal %6[%arg6] {gqa_ratio = 2 : i64} : memref<?x?x4x64xf16, strided<[?, ?, ?, 1], offset: ?>>, <[128, 64], f16, stages = 1>, !fa4.mbarrier<tma, stages = 1>
+          scf.for %arg9 = %c0 to %37 step %c1 {
+            %41 = arith.subi %end, %c1 : index
+            %42 = arith.subi %41, %arg9 : index
+            %43 = arith.muli %42, %c128 : index
+            %44 = arith.addi %arg7, %arg9 : index
+            fa4.mbarrier_wait %9[%44] prior : <threads, stages = 4>
+            fa4.mbarrier_expect_tx %8[%44], 16384 : <tma, stages = 4>
+            fa4.tma_load %arg1[%batch_index, %head_group, %43] -> %2[%44] signal %8[%44] {gqa_ratio = 1 : i64} : memref<?x?x2x64xf16, strided<[?, ?, ?, 1], offset: ?>>, <[128, 64], f16, stages = 4>, !fa4.mbarrier<tma, stages = 4>
+            fa4.mbarrier_wait %11[%44] prior : <threads, stages = 4>
+            fa4.mbarrier_expect_tx %10[%44], 16384 : <tma, stages = 4>
+            fa4.tma_load %arg2[%batch_index, %head_group, %43] -> %3[%44] signal %10[%44] {gqa_ratio = 1 : i64} : memref<?x?x2x64xf16, strided<[?, ?, ?, 1], offset: ?>>, <[128, 64], f16, stages = 4>, !fa4.mbarrier<tma, stages = 4>
           }
-          %29 = arith.addi %arg6, %c1 : index
-          %30 = arith.addi %arg7, %28 : index
-          scf.yield %29, %30 : index, index
+          %38 = arith.addi %arg6, %c1 : index
+          %39 = arith.addi %arg7, %37 : index
+          %c1_8 = arith.constant 1 : index
+          %40 = arith.subi %c1_8, %arg8 : index
+          scf.yield %38, %39, %40 : index, index, index
         } {fa4.task_loop}
-        fa4.mbarrier_wait %7[%18#0] prior : <threads, stages = 1>
-        %19 = arith.addi %18#1, %c0 : index
-        fa4.mbarrier_wait %9[%19] prior : <threads, stages = 4>
-        %20 = arith.addi %18#1, %c0 : index
-        fa4.mbarrier_wait %11[%20] prior : <threads, stages = 4>
-        %21 = arith.addi %18#1, %c1 : index
-        fa4.mbarrier_wait %9[%21] prior : <threads, stages = 4>
-        %22 = arith.addi %18#1, %c1 : index
-        fa4.mbarrier_wait %11[%22] prior : <threads, stages = 4>
-        %23 = arith.addi %18#1, %c2 : index
-        fa4.mbarrier_wait %9[%23] prior : <threads, stages = 4>
-        %24 = arith.addi %18#1, %c2 : index
-        fa4.mbarrier_wait %11[%24] prior : <threads, stages = 4>
-        %25 = arith.addi %18#1, %c3 : index
-        fa4.mbarrier_wait %9[%25] prior : <threads, stages = 4>
-        %26 = arith.addi %18#1, %c3 : index
-        fa4.mbarrier_wait %11[%26] prior : <threads, stages = 4>
+        fa4.mbarrier_wait %7[%21#0] prior : <threads, stages = 1>
+        %22 = arith.addi %21#1, %c0 : index
+        fa4.mbarrier_wait %9[%22] prior : <threads, stages = 4>
+        %23 = arith.addi %21#1, %c0 : index
+        fa4.mbarrier_wait %11[%23] prior : <threads, stages = 4>
+        %24 = arith.addi %21#1, %c1 : index
+        fa4.mbarrier_wait %9[%24] prior : <threads, stages = 4>
+        %25 = arith.addi %21#1, %c1 : index
+        fa4.mbarrier_wait %11[%25] prior : <threads, stages = 4>
+        %26 = arith.addi %21#1, %c2 : index
+        fa4.mbarrier_wait %9[%26] prior : <threads, stages = 4>
+        %27 = arith.addi %21#1, %c2 : index
+        fa4.mbarrier_wait %11[%27] prior : <threads, stages = 4>
+        %28 = arith.addi %21#1, %c3 : index
+        fa4.mbarrier_wait %9[%28] prior : <threads, stages = 4>
+        %29 = arith.addi %21#1, %c3 : index
+        fa4.mbarrier_wait %11[%29] prior : <threads, stages = 4>
       }
       fa4.role "consumer0" warps(4, 4) registers(232) {
-        %18:2 = scf.for %arg5 = %16 to %0 step %17 iter_args(%arg6 = %c0, %arg7 = %c0) -> (index, index) {
-          %batch_index, %head_group, %m_block = fa4.task_coords %arg5, %dim, %dim_2, %dim_4 {block_n = 128 : i64, gqa_ratio = 2 : i64, kv_heads = 2 : i64, mask = #fa4.mask<causal>, order = #fa4.task_order<lpt>, rows = 128 : i64}
-          %19 = arith.muli %m_block, %c128 : index
-          %begin, %full_begin, %full_end, %end = fa4.kv_block_range %19, %dim_2, %dim_4 {block_n = 128 : i64, gqa_ratio = 2 : i64, mask = #fa4.mask<causal>, rows = 128 : i64}
-          %20 = arith.subi %end, %begin : index
-          %21 = arith.addi %19, %c0 : index
+        %18 = arith.subi %17, %16 : index
+        %c1_5 = arith.constant 1 : index
+        %19 = arith.subi %18, %c1_5 : index
+        %20 = arith.subi %19, %16 : index
+        %c0_6 = arith.constant 0 : index
+        %21:3 = scf.for %arg5 = %16 to %0 step %17 iter_args(%arg6 = %c0, %arg7 = %c0, %arg8 = %c0_6) -> (index, index, index) {
+          %22 = arith.addi %arg5, %18 : index
+          %23 = arith.cmpi ule, %22, %0 : index
+          %c0_7 = arith.constant 0 : index
+          %24 = arith.cmpi ne, %arg8, %c0_7 : index
+          %25 = arith.addi %arg5, %20 : index
+          %26 = arith.andi %24, %23 : i1
+          %27 = arith.select %26, %25, %arg5 : index
+          %batch_index, %head_group, %m_block = fa4.task_coords %27, %dim, %dim_2, %dim_4 {block_n = 128 : i64, gqa_ratio = 2 : i64, kv_heads = 2 : i64, mask = #fa4.mask<causal>, order = #fa4.task_order<lpt>, rows = 128 : i64}
+          %28 = arith.muli %m_block, %c128 : index
+          %begin, %full_begin, %full_end, %end = fa4.kv_block_range %28, %dim_2, %dim_4 {block_n = 128 : i64, gqa_ratio = 2 : i64, mask = #fa4.mask<causal>, rows = 128 : i64}
+          %29 = arith.subi %end, %begin : index
+          %30 = arith.addi %28, %c0 : index
           fa4.mbarrier_wait %6[%arg6] : <tma, stages = 1>
           %cst = arith.constant dense<0xFF800000> : tensor<64xf32>
-          %cst_5 = arith.constant dense<0.000000e+00> : tensor<64xf32>
-          %cst_6 = arith.constant dense<0.000000e+00> : tensor<64x64xf32>
-          %22 = arith.cmpi sgt, %20, %c0 : index
-          %23:3 = scf.if %22 -> (tensor<64xf32>, tensor<64xf32>, tensor<64x64xf32>) {
+          %cst_8 = arith.constant dense<0.000000e+00> : tensor<64xf32>
+          %cst_9 = arith.constant dense<0.000000e+00> : tensor<64x64xf32>
+          %31 = arith.cmpi sgt, %29, %c0 : index
+          %32:3 = scf.if %31 -> (tensor<64xf32>, tensor<64xf32>, tensor<64x64xf32>) {
             fa4.mbarrier_wait %8[%arg7] : <tma, stages = 4>
             fa4.named_barrier_sync 1, 256
-            %26 = fa4.wgmma_score %1[%arg6] rows 0, %2[%arg7] {async} : <[128, 64], f16, stages = 1>, <[128, 64], f16, stages = 4> -> tensor<64x128xf32>
+            %36 = fa4.wgmma_score %1[%arg6] rows 0, %2[%arg7] {async} : <[128, 64], f16, stages = 1>, <[128, 64], f16, stages = 4> -> tensor<64x128xf32>
             fa4.named_barrier_arrive 2, 256
-            %27 = fa4.wgmma_wait %26 {pending = 0 : i64} : tensor<64x128xf32>
+            %37 = fa4.wgmma_wait %36 {pending = 0 : i64} : tensor<64x128xf32>
             fa4.mbarrier_arrive %9[%arg7] : <threads, stages = 4>
-            %28 = arith.subi %end, %c1 : index
-            %29 = arith.subi %28, %c0 : index
-            %30 = arith.muli %29, %c128 : index
-            %31 = arith.subi %end, %c1 : index
-            %32 = arith.subi %31, %c0 : index
-            %33 = arith.cmpi sge, %32, %full_end : index
-            %34 = arith.cmpi slt, %32, %full_begin : index
-            %35 = arith.ori %34, %33 : i1
-            %36 = scf.if %35 -> (tensor<64x128xf32>) {
-              %41 = fa4.mask %27, %21, %30, %dim_2, %dim_4 {gqa_ratio = 2 : i64, mask = #fa4.mask<causal>} : tensor<64x128xf32>
-              scf.yield %41 : tensor<64x128xf32>
+            %38 = arith.subi %end, %c1 : index
+            %39 = arith.subi %38, %c0 : index
+            %40 = arith.muli %39, %c128 : index
+            %41 = arith.subi %end, %c1 : index
+            %42 = arith.subi %41, %c0 : index
+            %43 = arith.cmpi sge, %42, %full_end : index
+            %44 = arith.cmpi slt, %42, %full_begin : index
+            %45 = arith.ori %44, %43 : i1
+            %46 = scf.if %45 -> (tensor<64x128xf32>) {
+              %51 = fa4.mask %37, %30, %40, %dim_2, %dim_4 {gqa_ratio = 2 : i64, mask = #fa4.mask<causal>} : tensor<64x128xf32>
+              scf.yield %51 : tensor<64x128xf32>
             } else {
-              scf.yield %27 : tensor<64x128xf32>
+              scf.yield %37 : tensor<64x128xf32>
             }
-            %probs, %new_row_max, %new_row_sum, %acc_scale = fa4.online_softmax %36, %cst, %cst_5 {rescale_threshold = 8.000000e+00 : f32, scale_log2 = 0.180336878 : f32} : tensor<64x128xf32>, tensor<64xf32> -> tensor<64x128xf16>
-            %37:4 = scf.for %arg8 = %c1 to %20 step %c1 iter_args(%arg9 = %new_row_max, %arg10 = %new_row_sum, %arg11 = %cst_6, %arg12 = %probs) -> (tensor<64xf32>, tensor<64xf32>, tensor<64x64xf32>, tensor<64x128xf16>) {
-              %41 = arith.addi %arg7, %arg8 : index
-              %42 = arith.subi %41, %c1 : index
-              fa4.mbarrier_wait %8[%41] : <tma, stages = 4>
+            %probs, %new_row_max, %new_row_sum, %acc_scale = fa4.online_softmax %46, %cst, %cst_8 {rescale_threshold = 8.000000e+00 : f32, scale_log2 = 0.180336878 : f32} : tensor<64x128xf32>, tensor<64xf32> -> tensor<64x128xf16>
+            %47:4 = scf.for %arg9 = %c1 to %29 step %c1 iter_args(%arg10 = %new_row_max, %arg11 = %new_row_sum, %arg12 = %cst_9, %arg13 = %probs) -> (tensor<64xf32>, tensor<64xf32>, tensor<64x64xf32>, tensor<64x128xf16>) {
+              %51 = arith.addi %arg7, %arg9 : index
+              %52 = arith.subi %51, %c1 : index
+              fa4.mbarrier_wait %8[%51] : <tma, stages = 4>
               fa4.named_barrier_sync 1, 256
-              %43 = fa4.wgmma_score %1[%arg6] rows 0, %2[%41] {async} : <[128, 64], f16, stages = 1>, <[128, 64], f16, stages = 4> -> tensor<64x128xf32>
-              fa4.mbarrier_wait %10[%42] : <tma, stages = 4>
-              %44 = fa4.wgmma_value %arg12, %3[%42], %arg11 {async} : tensor<64x128xf16>, <[128, 64], f16, stages = 4>, tensor<64x64xf32>
+              %53 = fa4.wgmma_score %1[%arg6] rows 0, %2[%51] {async} : <[128, 64], f16, stages = 1>, <[128, 64], f16, stages = 4> -> tensor<64x128xf32>
+              fa4.mbarrier_wait %10[%52] : <tma, stages = 4>
+              %54 = fa4.wgmma_value %arg13, %3[%52], %arg12 {async} : tensor<64x128xf16>, <[128, 64], f16, stages = 4>, tensor<64x64xf32>
               fa4.named_barrier_arrive 2, 256
-              %45 = fa4.wgmma_wait %43 {pending = 1 : i64} : tensor<64x128xf32>
-              fa4.mbarrier_arrive %9[%41] : <threads, stages = 4>
-              %46 = arith.subi %end, %c1 : index
-              %47 = arith.subi %46, %arg8 : index
-              %48 = arith.muli %47, %c128 : index
-              %49 = arith.subi %end, %c1 : index
-              %50 = arith.subi %49, %arg8 : index
-              %51 = arith.cmpi sge, %50, %full_end : index
-              %52 = arith.cmpi slt, %50, %full_begin : index
-              %53 = arith.ori %52, %51 : i1
-              %54 = scf.if %53 -> (tensor<64x128xf32>) {
-                %57 = fa4.mask %45, %21, %48, %dim_2, %dim_4 {gqa_ratio = 2 : i64, mask = #fa4.mask<causal>} : tensor<64x128xf32>
-                scf.yield %57 : tensor<64x128xf32>
+              %55 = fa4.wgmma_wait %53 {pending = 1 : i64} : tensor<64x128xf32>
+              fa4.mbarrier_arrive %9[%51] : <threads, stages = 4>
+              %56 = arith.subi %end, %c1 : index
+              %57 = arith.subi %56, %arg9 : index
+              %58 = arith.muli %57, %c128 : index
+              %59 = arith.subi %end, %c1 : index
+              %60 = arith.subi %59, %arg9 : index
+              %61 = arith.cmpi sge, %60, %full_end : index
+              %62 = arith.cmpi slt, %60, %full_begin : index
+              %63 = arith.ori %62, %61 : i1
+              %64 = scf.if %63 -> (tensor<64x128xf32>) {
+                %67 = fa4.mask %55, %30, %58, %dim_2, %dim_4 {gqa_ratio = 2 : i64, mask = #fa4.mask<causal>} : tensor<64x128xf32>
+                scf.yield %67 : tensor<64x128xf32>
               } else {
-                scf.yield %45 : tensor<64x128xf32>
+                scf.yield %55 : tensor<64x128xf32>
               }
-              %probs_7, %new_row_max_8, %new_row_sum_9, %acc_scale_10 = fa4.online_softmax %54, %arg9, %arg10 {rescale_threshold = 8.000000e+00 : f32, scale_log2 = 0.180336878 : f32} : tensor<64x128xf32>, tensor<64xf32> -> tensor<64x128xf16>
-              %55 = fa4.wgmma_wait %44 {pending = 0 : i64} : tensor<64x64xf32>
-              fa4.mbarrier_arrive %11[%42] : <threads, stages = 4>
-              %56 = fa4.correction %55, %acc_scale_10 : tensor<64x64xf32>, tensor<64xf32>
-              scf.yield %new_row_max_8, %new_row_sum_9, %56, %probs_7 : tensor<64xf32>, tensor<64xf32>, tensor<64x64xf32>, tensor<64x128xf16>
+              %probs_11, %new_row_max_12, %new_row_sum_13, %acc_scale_14 = fa4.online_softmax %64, %arg10, %arg11 {rescale_threshold = 8.000000e+00 : f32, scale_log2 = 0.180336878 : f32} : tensor<64x128xf32>, tensor<64xf32> -> tensor<64x128xf16>
+              %65 = fa4.wgmma_wait %54 {pending = 0 : i64} : tensor<64x64xf32>
+              fa4.mbarrier_arrive %11[%52] : <threads, stages = 4>
+              %66 = fa4.correction %65, %acc_scale_14 : tensor<64x64xf32>, tensor<64xf32>
+              scf.yield %new_row_max_12, %new_row_sum_13, %66, %probs_11 : tensor<64xf32>, tensor<64xf32>, tensor<64x64xf32>, tensor<64x128xf16>
             }
-            %38 = arith.addi %arg7, %20 : index
-            %39 = arith.subi %38, %c1 : index
-            fa4.mbarrier_wait %10[%39] : <tma, stages = 4>
-            %40 = fa4.wgmma_value %37#3, %3[%39], %37#2 : tensor<64x128xf16>, <[128, 64], f16, stages = 4>, tensor<64x64xf32>
-            fa4.mbarrier_arrive %11[%39] : <threads, stages = 4>
-            scf.yield %37#0, %37#1, %40 : tensor<64xf32>, tensor<64xf32>, tensor<64x64xf32>
+            %48 = arith.addi %arg7, %29 : index
+            %49 = arith.subi %48, %c1 : index
+            fa4.mbarrier_wait %10[%49] : <tma, stages = 4>
+            %50 = fa4.wgmma_value %47#3, %3[%49], %47#2 : tensor<64x128xf16>, <[128, 64], f16, stages = 4>, tensor<64x64xf32>
+            fa4.mbarrier_arrive %11[%49] : <threads, stages = 4>
+            scf.yield %47#0, %47#1, %50 : tensor<64xf32>, tensor<64xf32>, tensor<64x64xf32>
           } else {
-            scf.yield %cst, %cst_5, %cst_6 : tensor<64xf32>, tensor<64xf32>, tensor<64x64xf32>
+            scf.yield %cst, %cst_8, %cst_9 : tensor<64xf32>, tensor<64xf32>, tensor<64x64xf32>
           }
           fa4.mbarrier_arrive %7[%arg6] : <threads, stages = 1>
-          %out, %lse = fa4.normalize %23#2, %23#0, %23#1 {scale_log2 = 0.180336878 : f32} : tensor<64x64xf32>, tensor<64xf32> -> tensor<64x64xf16>
+          %out, %lse = fa4.normalize %32#2, %32#0, %32#1 {scale_log2 = 0.180336878 : f32} : tensor<64x64xf32>, tensor<64xf32> -> tensor<64x64xf16>
           fa4.mbarrier_wait %13[%arg6] prior : <threads, stages = 1>
           fa4.smem_store %out, %4[%arg6] : tensor<64x64xf16>, <[64, 64], f16, stages = 1>
           fa4.mbarrier_arrive %12[%arg6] : <threads, stages = 1>
           fa4.mbarrier_wait %12[%arg6] : <threads, stages = 1>
-          fa4.tma_store %4[%arg6] -> %arg3[%batch_index, %head_group, %21] {gqa_ratio = 2 : i64} : <[64, 64], f16, stages = 1>, memref<?x?x4x64xf16, strided<[?, ?, ?, 1], offset: ?>>
+          fa4.tma_store %4[%arg6] -> %arg3[%batch_index, %head_group, %30] {gqa_ratio = 2 : i64} : <[64, 64], f16, stages = 1>, memref<?x?x4x64xf16, strided<[?, ?, ?, 1], offset: ?>>
           fa4.tma_store_wait
           fa4.mbarrier_arrive %13[%arg6] : <threads, stages = 1>
-          fa4.store_lse_tile %lse, %arg4[%batch_index, %head_group, %21] {gqa_ratio = 2 : i64} : tensor<64xf32>, memref<?x4x?xf32>
-          %24 = arith.addi %arg6, %c1 : index
-          %25 = arith.addi %arg7, %20 : index
-          scf.yield %24, %25 : index, index
+          fa4.store_lse_tile %lse, %arg4[%batch_index, %head_group, %30] {gqa_ratio = 2 : i64} : tensor<64xf32>, memref<?x4x?xf32>
+          %33 = arith.addi %arg6, %c1 : index
+          %34 = arith.addi %arg7, %29 : index
+          %c1_10 = arith.constant 1 : index
+          %35 = arith.subi %c1_10, %arg8 : index
+          scf.yield %33, %34, %35 : index, index, index
         } {fa4.task_loop}
       }
       fa4.role "consumer1" warps(8, 4) registers(232) {
         fa4.named_barrier_arrive 1, 256
-        %18:2 = scf.for %arg5 = %16 to %0 step %17 iter_args(%arg6 = %c0, %arg7 = %c0) -> (index, index) {
-          %batch_index, %head_group, %m_block = fa4.task_coords %arg5, %dim, %dim_2, %dim_4 {block_n = 128 : i64, gqa_ratio = 2 : i64, kv_heads = 2 : i64, mask = #fa4.mask<causal>, order = #fa4.task_order<lpt>, rows = 128 : i64}
-          %19 = arith.muli %m_block, %c128 : index
-          %begin, %full_begin, %full_end, %end = fa4.kv_block_range %19, %dim_2, %dim_4 {block_n = 128 : i64, gqa_ratio = 2 : i64, mask = #fa4.mask<causal>, rows = 128 : i64}
-          %20 = arith.subi %end, %begin : index
-          %21 = arith.addi %19, %c64 : index
+        %18 = arith.subi %17, %16 : index
+        %c1_5 = arith.constant 1 : index
+        %19 = arith.subi %18, %c1_5 : index
+        %20 = arith.subi %19, %16 : index
+        %c0_6 = arith.constant 0 : index
+        %21:3 = scf.for %arg5 = %16 to %0 step %17 iter_args(%arg6 = %c0, %arg7 = %c0, %arg8 = %c0_6) -> (index, index, index) {
+          %22 = arith.addi %arg5, %18 : index
+          %23 = arith.cmpi ule, %22, %0 : index
+          %c0_7 = arith.constant 0 : index
+          %24 = arith.cmpi ne, %arg8, %c0_7 : index
+          %25 = arith.addi %arg5, %20 : index
+          %26 = arith.andi %24, %23 : i1
+          %27 = arith.select %26, %25, %arg5 : index
+          %batch_index, %head_group, %m_block = fa4.task_coords %27, %dim, %dim_2, %dim_4 {block_n = 128 : i64, gqa_ratio = 2 : i64, kv_heads = 2 : i64, mask = #fa4.mask<causal>, order = #fa4.task_order<lpt>, rows = 128 : i64}
+          %28 = arith.muli %m_block, %c128 : index
+          %begin, %full_begin, %full_end, %end = fa4.kv_block_range %28, %dim_2, %dim_4 {block_n = 128 : i64, gqa_ratio = 2 : i64, mask = #fa4.mask<causal>, rows = 128 : i64}
+          %29 = arith.subi %end, %begin : index
+          %30 = arith.addi %28, %c64 : index
           fa4.mbarrier_wait %6[%arg6] : <tma, stages = 1>
           %cst = arith.constant dense<0xFF800000> : tensor<64xf32>
-          %cst_5 = arith.constant dense<0.000000e+00> : tensor<64xf32>
-          %cst_6 = arith.constant dense<0.000000e+00> : tensor<64x64xf32>
-          %22 = arith.cmpi sgt, %20, %c0 : index
-          %23:3 = scf.if %22 -> (tensor<64xf32>, tensor<64xf32>, tensor<64x64xf32>) {
+          %cst_8 = arith.constant dense<0.000000e+00> : tensor<64xf32>
+          %cst_9 = arith.constant dense<0.000000e+00> : tensor<64x64xf32>
+          %31 = arith.cmpi sgt, %29, %c0 : index
+          %32:3 = scf.if %31 -> (tensor<64xf32>, tensor<64xf32>, tensor<64x64xf32>) {
             fa4.mbarrier_wait %8[%arg7] : <tma, stages = 4>
             fa4.named_barrier_sync 2, 256
-            %26 = fa4.wgmma_score %1[%arg6] rows 64, %2[%arg7] {async} : <[128, 64], f16, stages = 1>, <[128, 64], f16, stages = 4> -> tensor<64x128xf32>
+            %36 = fa4.wgmma_score %1[%arg6] rows 64, %2[%arg7] {async} : <[128, 64], f16, stages = 1>, <[128, 64], f16, stages = 4> -> tensor<64x128xf32>
             fa4.named_barrier_arrive 1, 256
-            %27 = fa4.wgmma_wait %26 {pending = 0 : i64} : tensor<64x128xf32>
+            %37 = fa4.wgmma_wait %36 {pending = 0 : i64} : tensor<64x128xf32>
             fa4.mbarrier_arrive %9[%arg7] : <threads, stages = 4>
-            %28 = arith.subi %end, %c1 : index
-            %29 = arith.subi %28, %c0 : index
-            %30 = arith.muli %29, %c128 : index
-            %31 = arith.subi %end, %c1 : index
-            %32 = arith.subi %31, %c0 : index
-            %33 = arith.cmpi sge, %32, %full_end : index
-            %34 = arith.cmpi slt, %32, %full_begin : index
-            %35 = arith.ori %34, %33 : i1
-            %36 = scf.if %35 -> (tensor<64x128xf32>) {
-              %41 = fa4.mask %27, %21, %30, %dim_2, %dim_4 {gqa_ratio = 2 : i64, mask = #fa4.mask<causal>} : tensor<64x128xf32>
-              scf.yield %41 : tensor<64x128xf32>
+            %38 = arith.subi %end, %c1 : index
+            %39 = arith.subi %38, %c0 : index
+            %40 = arith.muli %39, %c128 : index
+            %41 = arith.subi %end, %c1 : index
+            %42 = arith.subi %41, %c0 : index
+            %43 = arith.cmpi sge, %42, %full_end : index
+            %44 = arith.cmpi slt, %42, %full_begin : index
+            %45 = arith.ori %44, %43 : i1
+            %46 = scf.if %45 -> (tensor<64x128xf32>) {
+              %51 = fa4.mask %37, %30, %40, %dim_2, %dim_4 {gqa_ratio = 2 : i64, mask = #fa4.mask<causal>} : tensor<64x128xf32>
+              scf.yield %51 : tensor<64x128xf32>
             } else {
-              scf.yield %27 : tensor<64x128xf32>
+              scf.yield %37 : tensor<64x128xf32>
             }
-            %probs, %new_row_max, %new_row_sum, %acc_scale = fa4.online_softmax %36, %cst, %cst_5 {rescale_threshold = 8.000000e+00 : f32, scale_log2 = 0.180336878 : f32} : tensor<64x128xf32>, tensor<64xf32> -> tensor<64x128xf16>
-            %37:4 = scf.for %arg8 = %c1 to %20 step %c1 iter_args(%arg9 = %new_row_max, %arg10 = %new_row_sum, %arg11 = %cst_6, %arg12 = %probs) -> (tensor<64xf32>, tensor<64xf32>, tensor<64x64xf32>, tensor<64x128xf16>) {
-              %41 = arith.addi %arg7, %arg8 : index
-              %42 = arith.subi %41, %c1 : index
-              fa4.mbarrier_wait %8[%41] : <tma, stages = 4>
+            %probs, %new_row_max, %new_row_sum, %acc_scale = fa4.online_softmax %46, %cst, %cst_8 {rescale_threshold = 8.000000e+00 : f32, scale_log2 = 0.180336878 : f32} : tensor<64x128xf32>, tensor<64xf32> -> tensor<64x128xf16>
+            %47:4 = scf.for %arg9 = %c1 to %29 step %c1 iter_args(%arg10 = %new_row_max, %arg11 = %new_row_sum, %arg12 = %cst_9, %arg13 = %probs) -> (tensor<64xf32>, tensor<64xf32>, tensor<64x64xf32>, tensor<64x128xf16>) {
+              %51 = arith.addi %arg7, %arg9 : index
+              %52 = arith.subi %51, %c1 : index
+              fa4.mbarrier_wait %8[%51] : <tma, stages = 4>
               fa4.named_barrier_sync 2, 256
-              %43 = fa4.wgmma_score %1[%arg6] rows 64, %2[%41] {async} : <[128, 64], f16, stages = 1>, <[128, 64], f16, stages = 4> -> tensor<64x128xf32>
-              fa4.mbarrier_wait %10[%42] : <tma, stages = 4>
-              %44 = fa4.wgmma_value %arg12, %3[%42], %arg11 {async} : tensor<64x128xf16>, <[128, 64], f16, stages = 4>, tensor<64x64xf32>
+              %53 = fa4.wgmma_score %1[%arg6] rows 64, %2[%51] {async} : <[128, 64], f16, stages = 1>, <[128, 64], f16, stages = 4> -> tensor<64x128xf32>
+              fa4.mbarrier_wait %10[%52] : <tma, stages = 4>
+              %54 = fa4.wgmma_value %arg13, %3[%52], %arg12 {async} : tensor<64x128xf16>, <[128, 64], f16, stages = 4>, tensor<64x64xf32>
               fa4.named_barrier_arrive 1, 256
-              %45 = fa4.wgmma_wait %43 {pending = 1 : i64} : tensor<64x128xf32>
-              fa4.mbarrier_arrive %9[%41] : <threads, stages = 4>
-              %46 = arith.subi %end, %c1 : index
-              %47 = arith.subi %46, %arg8 : index
-              %48 = arith.muli %47, %c128 : index
-              %49 = arith.subi %end, %c1 : index
-              %50 = arith.subi %49, %arg8 : index
-              %51 = arith.cmpi sge, %50, %full_end : index
-              %52 = arith.cmpi slt, %50, %full_begin : index
-              %53 = arith.ori %52, %51 : i1
-              %54 = scf.if %53 -> (tensor<64x128xf32>) {
-                %57 = fa4.mask %45, %21, %48, %dim_2, %dim_4 {gqa_ratio = 2 : i64, mask = #fa4.mask<causal>} : tensor<64x128xf32>
-                scf.yield %57 : tensor<64x128xf32>
+              %55 = fa4.wgmma_wait %53 {pending = 1 : i64} : tensor<64x128xf32>
+              fa4.mbarrier_arrive %9[%51] : <threads, stages = 4>
+              %56 = arith.subi %end, %c1 : index
+              %57 = arith.subi %56, %arg9 : index
+              %58 = arith.muli %57, %c128 : index
+              %59 = arith.subi %end, %c1 : index
+              %60 = arith.subi %59, %arg9 : index
+              %61 = arith.cmpi sge, %60, %full_end : index
+              %62 = arith.cmpi slt, %60, %full_begin : index
+              %63 = arith.ori %62, %61 : i1
+              %64 = scf.if %63 -> (tensor<64x128xf32>) {
+                %67 = fa4.mask %55, %30, %58, %dim_2, %dim_4 {gqa_ratio = 2 : i64, mask = #fa4.mask<causal>} : tensor<64x128xf32>
+                scf.yield %67 : tensor<64x128xf32>
               } else {
-                scf.yield %45 : tensor<64x128xf32>
+                scf.yield %55 : tensor<64x128xf32>
               }
-              %probs_7, %new_row_max_8, %new_row_sum_9, %acc_scale_10 = fa4.online_softmax %54, %arg9, %arg10 {rescale_threshold = 8.000000e+00 : f32, scale_log2 = 0.180336878 : f32} : tensor<64x128xf32>, tensor<64xf32> -> tensor<64x128xf16>
-              %55 = fa4.wgmma_wait %44 {pending = 0 : i64} : tensor<64x64xf32>
-              fa4.mbarrier_arrive %11[%42] : <threads, stages = 4>
-              %56 = fa4.correction %55, %acc_scale_10 : tensor<64x64xf32>, tensor<64xf32>
-              scf.yield %new_row_max_8, %new_row_sum_9, %56, %probs_7 : tensor<64xf32>, tensor<64xf32>, tensor<64x64xf32>, tensor<64x128xf16>
+              %probs_11, %new_row_max_12, %new_row_sum_13, %acc_scale_14 = fa4.online_softmax %64, %arg10, %arg11 {rescale_threshold = 8.000000e+00 : f32, scale_log2 = 0.180336878 : f32} : tensor<64x128xf32>, tensor<64xf32> -> tensor<64x128xf16>
+              %65 = fa4.wgmma_wait %54 {pending = 0 : i64} : tensor<64x64xf32>
+              fa4.mbarrier_arrive %11[%52] : <threads, stages = 4>
+              %66 = fa4.correction %65, %acc_scale_14 : tensor<64x64xf32>, tensor<64xf32>
+              scf.yield %new_row_max_12, %new_row_sum_13, %66, %probs_11 : tensor<64xf32>, tensor<64xf32>, tensor<64x64xf32>, tensor<64x128xf16>
             }
-            %38 = arith.addi %arg7, %20 : index
-            %39 = arith.subi %38, %c1 : index
-            fa4.mbarrier_wait %10[%39] : <tma, stages = 4>
-            %40 = fa4.wgmma_value %37#3, %3[%39], %37#2 : tensor<64x128xf16>, <[128, 64], f16, stages = 4>, tensor<64x64xf32>
-            fa4.mbarrier_arrive %11[%39] : <threads, stages = 4>
-            scf.yield %37#0, %37#1, %40 : tensor<64xf32>, tensor<64xf32>, tensor<64x64xf32>
+            %48 = arith.addi %arg7, %29 : index
+            %49 = arith.subi %48, %c1 : index
+            fa4.mbarrier_wait %10[%49] : <tma, stages = 4>
+            %50 = fa4.wgmma_value %47#3, %3[%49], %47#2 : tensor<64x128xf16>, <[128, 64], f16, stages = 4>, tensor<64x64xf32>
+            fa4.mbarrier_arrive %11[%49] : <threads, stages = 4>
+            scf.yield %47#0, %47#1, %50 : tensor<64xf32>, tensor<64xf32>, tensor<64x64xf32>
           } else {
-            scf.yield %cst, %cst_5, %cst_6 : tensor<64xf32>, tensor<64xf32>, tensor<64x64xf32>
+            scf.yield %cst, %cst_8, %cst_9 : tensor<64xf32>, tensor<64xf32>, tensor<64x64xf32>
           }
           fa4.mbarrier_arrive %7[%arg6] : <threads, stages = 1>
-          %out, %lse = fa4.normalize %23#2, %23#0, %23#1 {scale_log2 = 0.180336878 : f32} : tensor<64x64xf32>, tensor<64xf32> -> tensor<64x64xf16>
+          %out, %lse = fa4.normalize %32#2, %32#0, %32#1 {scale_log2 = 0.180336878 : f32} : tensor<64x64xf32>, tensor<64xf32> -> tensor<64x64xf16>
           fa4.mbarrier_wait %15[%arg6] prior : <threads, stages = 1>
           fa4.smem_store %out, %5[%arg6] : tensor<64x64xf16>, <[64, 64], f16, stages = 1>
           fa4.mbarrier_arrive %14[%arg6] : <threads, stages = 1>
           fa4.mbarrier_wait %14[%arg6] : <threads, stages = 1>
-          fa4.tma_store %5[%arg6] -> %arg3[%batch_index, %head_group, %21] {gqa_ratio = 2 : i64} : <[64, 64], f16, stages = 1>, memref<?x?x4x64xf16, strided<[?, ?, ?, 1], offset: ?>>
+          fa4.tma_store %5[%arg6] -> %arg3[%batch_index, %head_group, %30] {gqa_ratio = 2 : i64} : <[64, 64], f16, stages = 1>, memref<?x?x4x64xf16, strided<[?, ?, ?, 1], offset: ?>>
           fa4.tma_store_wait
           fa4.mbarrier_arrive %15[%arg6] : <threads, stages = 1>
-          fa4.store_lse_tile %lse, %arg4[%batch_index, %head_group, %21] {gqa_ratio = 2 : i64} : tensor<64xf32>, memref<?x4x?xf32>
-          %24 = arith.addi %arg6, %c1 : index
-          %25 = arith.addi %arg7, %20 : index
-          scf.yield %24, %25 : index, index
+          fa4.store_lse_tile %lse, %arg4[%batch_index, %head_group, %30] {gqa_ratio = 2 : i64} : tensor<64xf32>, memref<?x4x?xf32>
+          %33 = arith.addi %arg6, %c1 : index
+          %34 = arith.addi %arg7, %29 : index
+          %c1_10 = arith.constant 1 : index
+          %35 = arith.subi %c1_10, %arg8 : index
+          scf.yield %33, %34, %35 : index, index, index
         } {fa4.task_loop}
       }
     }
