@@ -51,6 +51,15 @@ llvm::Error fa4::checkVariant(const Variant &variant) {
     return makeError("backward takes the forward's LSE always, and does not "
                      "(yet) combine with a paged K/V cache, split-KV, varlen "
                      "or seqused_k");
+  if (variant.valueHeadDim < 0)
+    return makeError("v-head-dim must be positive (or 0: Q's head dim), got " +
+                     std::to_string(variant.valueHeadDim));
+  if (variant.backward && variant.vHeadDim() != variant.headDim)
+    return makeError("backward needs V's head dim equal to Q's (got " +
+                     std::to_string(variant.headDim) + " and " +
+                     std::to_string(variant.vHeadDim()) +
+                     "): the gradients of a (192, 128) attention are not "
+                     "built yet");
   if (variant.varlen && (variant.pageSize || variant.numSplits > 1))
     return makeError("varlen does not combine with a paged K/V cache or "
                      "split-KV (varlen batches pack K and V; a cache's "
@@ -111,7 +120,14 @@ OwningOpRef<ModuleOp> fa4::buildVariantModule(MLIRContext &context,
       return nullptr;
     return module;
   }
-  SmallVector<Type> arguments = {qType, kvType, kvType, qType};
+  // V and O: V's head dim (Q's unless set).
+  auto vType = MemRefType::get(
+      {batch, variant.pageSize ? variant.pageSize : dyn, variant.kvHeads,
+       variant.vHeadDim()},
+      element, layout);
+  auto oType = MemRefType::get(
+      {batch, dyn, variant.qHeads, variant.vHeadDim()}, element, layout);
+  SmallVector<Type> arguments = {qType, kvType, vType, oType};
   if (variant.lse)
     arguments.push_back(
         MemRefType::get({batch, variant.qHeads, dyn}, b.getF32Type()));

@@ -293,7 +293,10 @@ runtime::Manifest mlir::fa4::kernelManifest(ModuleOp module, StringRef chip,
       m.pageSize = map.getPageSize();
     }
     m.dtype = map.getDtype().str();
-    m.headDim = map.getHeadDim();
+    if (map.getName() == "q")
+      m.headDim = map.getHeadDim();
+    if (map.getName() == "v")
+      m.valueHeadDim = map.getHeadDim();
   }
   KernelSpecAttr spec = launch.getSpec();
   m.mask = stringifyMaskKind(spec.getMask()).str();

@@ -120,6 +120,10 @@ std::string kernelContract(const Manifest &m) {
   w.number("attention.scale", m.scale);
   w.number("attention.softcap", m.softcap);
   w.field("attention.head_dim", m.headDim);
+  // (Only where it differs: the contracts of kernels with one head dim
+  // stay what they were.)
+  if (m.valueHeadDim > 0 && m.valueHeadDim != m.headDim)
+    w.field("attention.v_head_dim", m.valueHeadDim);
   w.field("attention.q_heads", m.qHeads);
   w.field("attention.kv_heads", m.kvHeads);
   w.field("attention.dtype", m.dtype);

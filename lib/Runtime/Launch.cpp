@@ -182,6 +182,9 @@ void readAttention(Fields &attention, Manifest &m, std::string &error) {
   m.scale = attention.number("scale");
   m.softcap = attention.number("softcap");
   m.headDim = attention.integer("head_dim");
+  m.valueHeadDim = m.headDim;
+  if (attention.optional("v_head_dim"))
+    m.valueHeadDim = attention.integer("v_head_dim");
   m.qHeads = attention.integer("q_heads");
   m.kvHeads = attention.integer("kv_heads");
   m.dtype = attention.string("dtype");
@@ -304,10 +307,11 @@ void checkVariant(Fields &top, Fields &attention, const Manifest &m) {
   // Bounded so that no product of sizes below overflows: heads below 2^31,
   // head_dim at most 1024, rows per task at most 2^20.
   if (m.qHeads <= 0 || m.kvHeads <= 0 || m.qHeads % m.kvHeads || m.headDim <= 0 ||
-      m.qHeads >= (int64_t(1) << 31) || m.headDim > 1024 || m.rowsPerTask <= 0 ||
+      m.qHeads >= (int64_t(1) << 31) || m.headDim > 1024 ||
+      m.valueHeadDim <= 0 || m.valueHeadDim > m.headDim || m.rowsPerTask <= 0 ||
       m.rowsPerTask > (int64_t(1) << 20) || !(m.scale > 0))
-    attention.fail("describes no valid attention (heads, head_dim, scale, "
-                   "rows_per_task)");
+    attention.fail("describes no valid attention (heads, head_dim, "
+                   "v_head_dim, scale, rows_per_task)");
   if (m.block[0] * m.block[1] * m.block[2] == 0 || m.smCount <= 0)
     top.fail("has an empty block or grid");
 }
@@ -630,7 +634,9 @@ std::string writeManifest(const Manifest &m) {
      << ", \"window_right\": " << m.windowRight
      << ", \"scale\": " << llvm::formatv("{0:e9}", m.scale)
      << ", \"softcap\": " << llvm::formatv("{0:e9}", m.softcap)
-     << ", \"head_dim\": " << m.headDim << ", \"q_heads\": " << m.qHeads
+     << ", \"head_dim\": " << m.headDim
+     << ", \"v_head_dim\": " << m.vHeadDim()
+     << ", \"q_heads\": " << m.qHeads
      << ", \"kv_heads\": " << m.kvHeads << ", \"dtype\": " << quoted(m.dtype)
      << ", \"lse\": " << (m.lse ? "true" : "false")
      << ", \"rows_per_task\": " << m.rowsPerTask
@@ -648,7 +654,8 @@ std::string writeManifest(const Manifest &m) {
        << m.splitWorkspace << ", \"split_workspace_words\": \"batch * "
        << m.qHeads / packing << " * ceil(seq_q * " << packing
        << " / 128) * min(128, seq_q * " << packing << ") * "
-       << (kSplitSlots * (1 + m.numSplits) + m.numSplits * m.headDim) << "\"";
+       << (kSplitSlots * (1 + m.numSplits) + m.numSplits * m.vHeadDim())
+       << "\"";
   if (varlen)
     os << ", \"cu_seqlens_q\": " << m.cuSeqlensQ << ", \"cu_seqlens_k\": "
        << m.cuSeqlensK;
@@ -788,13 +795,15 @@ llvm::Error checkInterface(const Manifest &m) {
       return makeError(prefix + " is not a rank-4 map of the kernel's " +
                        m.dtype);
     bool isQuery = *tensor == 'q' || *tensor == 'o';
+    // V and O have V's head dim.
+    int64_t dim = *tensor == 'v' || *tensor == 'o' ? m.vHeadDim() : m.headDim;
     std::vector<std::string> sizes = {
         "batch", isQuery ? "seq_q" : "seq_k",
-        std::to_string(isQuery ? m.qHeads : m.kvHeads), std::to_string(m.headDim)};
+        std::to_string(isQuery ? m.qHeads : m.kvHeads), std::to_string(dim)};
     // A paged cache: [num_blocks, page_size, kv_heads, head_dim].
     if (!isQuery && m.blockTable >= 0)
       sizes = {"num_blocks", std::to_string(m.pageSize),
-               std::to_string(m.kvHeads), std::to_string(m.headDim)};
+               std::to_string(m.kvHeads), std::to_string(dim)};
     // A size the entry IR fixed is written as its number in place of the
     // name (batch, seq_q, seq_k, num_blocks).
     auto fixedSize = [](const std::string &text) {
@@ -1010,11 +1019,12 @@ llvm::Expected<LaunchPlan> planLaunch(const Manifest &m, const Shapes &shapes,
     // The tensor this map walks: its sizes, and its strides (the launch's,
     // else dense), [batch, seq, heads, head_dim].
     bool isQuery = t == "q" || t == "o";
+    int64_t dim = t == "v" || t == "o" ? m.vHeadDim() : m.headDim;
     std::vector<int64_t> sizes = {shapes.batch, isQuery ? shapes.seqQ : shapes.seqK,
-                                  isQuery ? m.qHeads : m.kvHeads, m.headDim};
+                                  isQuery ? m.qHeads : m.kvHeads, dim};
     // A paged cache: [num_blocks, page_size, kv_heads, head_dim].
     if (!isQuery && m.blockTable >= 0)
-      sizes = {shapes.numBlocks, m.pageSize, m.kvHeads, m.headDim};
+      sizes = {shapes.numBlocks, m.pageSize, m.kvHeads, dim};
     const std::vector<int64_t> &given = t == "q"   ? buffers.qStrides
                                         : t == "k" ? buffers.kStrides
                                         : t == "v" ? buffers.vStrides

@@ -441,10 +441,13 @@ llvm::Expected<Shapes> checkTensors(const Manifest &m, const Tensor &q,
   std::vector<int64_t> kSizes{shapes.batch, shapes.seqK, m.kvHeads, m.headDim};
   if (m.blockTable >= 0)
     kSizes = {shapes.numBlocks, m.pageSize, m.kvHeads, m.headDim};
+  // V and O: V's head dim.
+  std::vector<int64_t> vSizes = kSizes, oSizes = qSizes;
+  vSizes[3] = oSizes[3] = m.vHeadDim();
   for (auto [name, tensor, sizes] : {std::tuple{"q", &q, &qSizes},
                                      {"k", &k, &kSizes},
-                                     {"v", &v, &kSizes},
-                                     {"o", &o, &qSizes}})
+                                     {"v", &v, &vSizes},
+                                     {"o", &o, &oSizes}})
     if (llvm::Error refused = check(name, *tensor, m.dtype, *sizes, true))
       return std::move(refused);
   if (llvm::Error refused = distinct(o))
@@ -618,7 +621,8 @@ llvm::Error checkExtras(const Manifest &m, const std::vector<Tensor> &extras,
         int64_t packing = gqaPacking(m.qHeads / m.kvHeads);
         SplitWorkspaceLayout layout =
             splitWorkspaceLayout(shapes->batch, m.qHeads / packing,
-                                 shapes->seqQ, packing, m.numSplits, m.headDim);
+                                 shapes->seqQ, packing, m.numSplits,
+                                 m.vHeadDim());
         if (t.sizes[0] < layout.words())
           return makeError(name + ": the split-KV workspace needs " +
                            std::to_string(layout.words()) +

@@ -156,7 +156,7 @@ bool mlir::fa4::sim::readInputs(AttentionOp op, const Problem &p,
   AttentionTensor tensors[] = {
       {"q", op.getQ(), {p.batch, p.seqQ, p.qHeads, p.headDim}, headsFirst},
       {"k", op.getK(), {p.batch, p.seqK, p.kvHeads, p.headDim}, headsFirst},
-      {"v", op.getV(), {p.batch, p.seqK, p.kvHeads, p.headDim}, headsFirst}};
+      {"v", op.getV(), {p.batch, p.seqK, p.kvHeads, p.vDim()}, headsFirst}};
   std::vector<float> *buffers[] = {&q, &k, &v};
   std::vector<float> values;
   for (auto [tensor, buffer] : llvm::zip_equal(tensors, buffers)) {
@@ -210,7 +210,7 @@ bool mlir::fa4::sim::readExpectedOutput(AttentionOp op, const Problem &p,
                                         std::string &error) {
   AttentionTensor tensor{"out",
                          op.getOut(),
-                         {p.batch, p.seqQ, p.qHeads, p.headDim},
+                         {p.batch, p.seqQ, p.qHeads, p.vDim()},
                          op.getHeadsFirst()};
   if (!tensor.fits(tensor.operand.getType())) {
     error = "--expect: " + mismatch(tensor, tensor.operand.getType());

@@ -254,7 +254,7 @@ llvm::Error Mods::fillExtras(const Problem &p, uint64_t seed) {
                                                    : nullptr;
     int64_t packing = gqaPacking(p.kvHeads > 0 ? p.qHeads / p.kvHeads : 1);
     SplitWorkspaceLayout layout = splitWorkspaceLayout(
-        p.batch, p.qHeads / packing, p.seqQ, packing, numSplits, p.headDim);
+        p.batch, p.qHeads / packing, p.seqQ, packing, numSplits, p.vDim());
     int64_t tableSizes[] = {p.batch,
                             p.pageSize ? ceilDiv(p.seqK, p.pageSize) : 1};
     int64_t blockMaskSizes[] = {p.batch, p.qHeads,

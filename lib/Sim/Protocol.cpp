@@ -619,7 +619,11 @@ bool Cta::complete(AsyncOp &async, std::string &error) {
         access(state.stages[stage],
                "SMEM " + state.name + "[" + std::to_string(stage) + "]",
                async.thread, async.clock, true, what);
+        // The tile fills the first `width` columns of each row (all of
+        // them unless the tensor is narrower than the ring).
+        SmemType tileType = load.getTileType();
         int64_t rows = state.type.getRows(), cols = state.type.getCols();
+        int64_t width = tileType.getCols();
         float *tile = &state.data[stage * rows * cols];
         for (int64_t r = 0; r < rows; ++r) {
           const float *source =
@@ -628,13 +632,13 @@ bool Cta::complete(AsyncOp &async, std::string &error) {
                           : globalRow(*async.global, batch, head, row + r,
                                       load.getGqaRatio());
           if (source && r < clearFrom)
-            std::copy(source, source + cols, tile + r * cols);
+            std::copy(source, source + width, tile + r * cols);
           else
-            std::fill(tile + r * cols, tile + (r + 1) * cols, 0.0f);
+            std::fill(tile + r * cols, tile + r * cols + width, 0.0f);
         }
         BarrierState &bar = barrier(load.getBarrier());
         completeTx(bar, barrierItem % bar.type.getStages(),
-                   state.type.getStageBytes(), async.clock);
+                   tileType.getStageBytes(), async.clock);
         return true;
       })
       .Case([&](TmaStoreOp store) {
@@ -698,6 +702,12 @@ bool Cta::complete(AsyncOp &async, std::string &error) {
         accessTmem(probs, 0, probs.cols, async.thread, async.clock, false, what);
         accessTmem(acc, 0, acc.cols, async.thread, async.clock, true, what);
         int64_t m = blackwell::kTmemLanes, n = probs.cols, d = acc.cols;
+        // V is the first d columns of each row of its item (a K/V ring
+        // sized for a wider K holds it so).
+        int64_t vCols = v.type.getCols();
+        std::vector<float> vTile(n * d);
+        for (int64_t r = 0; r < n; ++r)
+          std::copy_n(&v.data[(vStage * n + r) * vCols], d, &vTile[r * d]);
         std::vector<float> p(m * n), o(m * d, 0.0f);
         for (int64_t r = 0; r < m; ++r)
           for (int64_t c = 0; c < n; ++c)
@@ -710,7 +720,7 @@ bool Cta::complete(AsyncOp &async, std::string &error) {
               &tmem[r * blackwell::kTmemColumns + acc.firstColumn]);
           std::copy(accRow, accRow + d, &o[r * d]);
         }
-        valueProduct(p.data(), &v.data[vStage * n * d], o.data(), m, n, d);
+        valueProduct(p.data(), vTile.data(), o.data(), m, n, d);
         for (int64_t r = 0; r < m; ++r)
           std::memcpy(&tmem[r * blackwell::kTmemColumns + acc.firstColumn],
                       &o[r * d], d * 4);
@@ -977,7 +987,7 @@ bool Cta::run(const RoleStep &step, TmaLoadOp load) {
     if (!table || table->shape.size() != 2 || batch < 0 ||
         batch >= table->shape[0] || source.shape.size() != 4 || head < 0 ||
         head >= source.shape[2] ||
-        source.shape[3] != smem(load.getBuffer()).type.getCols()) {
+        source.shape[3] != load.getTileType().getCols()) {
       step.error = step.what + " gathers a paged cache through a block table "
                                "that is not a bound [batch, max_blocks] "
                                "extra covering its batch and head";
@@ -985,8 +995,7 @@ bool Cta::run(const RoleStep &step, TmaLoadOp load) {
     }
   } else if (!checkTensorAccess(step.op, source, batch, head,
                                 load.getGqaRatio(),
-                                smem(load.getBuffer()).type.getCols(),
-                                step.error)) {
+                                load.getTileType().getCols(), step.error)) {
     return false;
   }
   // Rows from clear_from on land as zero (no clear: every row is copied).

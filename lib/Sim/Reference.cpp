@@ -95,8 +95,8 @@ template <typename T, typename Run>
 static void perSequence(const Problem &p, const std::vector<float> &q,
                         const std::vector<float> &k, const std::vector<float> &v,
                         std::vector<T> &out, std::vector<T> &lse, Run run) {
-  const int64_t d = p.headDim;
-  out.assign(p.seqQ * p.qHeads * d, std::numeric_limits<T>::quiet_NaN());
+  const int64_t d = p.headDim, dv = p.vDim();
+  out.assign(p.seqQ * p.qHeads * dv, std::numeric_limits<T>::quiet_NaN());
   lse.assign(p.qHeads * p.seqQ, std::numeric_limits<T>::quiet_NaN());
   for (int64_t b = 0; b < p.sequences(); ++b) {
     SequenceSpan queries = sequenceSpan(double(p.cuSeqlensQ[b]),
@@ -122,16 +122,16 @@ static void perSequence(const Problem &p, const std::vector<float> &q,
         return p.maskMod(b, h, i, j);
       };
     auto rows = [&](const std::vector<float> &packed, SequenceSpan span,
-                    int64_t heads) {
-      return std::vector<float>(packed.begin() + span.offset * heads * d,
-                                packed.begin() +
-                                    (span.offset + span.length) * heads * d);
+                    int64_t heads, int64_t width) {
+      return std::vector<float>(packed.begin() + span.offset * heads * width,
+                                packed.begin() + (span.offset + span.length) *
+                                                     heads * width);
     };
     std::vector<T> oneOut, oneLse;
-    run(one, rows(q, queries, p.qHeads), rows(k, keys, p.kvHeads),
-        rows(v, keys, p.kvHeads), oneOut, oneLse);
+    run(one, rows(q, queries, p.qHeads, d), rows(k, keys, p.kvHeads, d),
+        rows(v, keys, p.kvHeads, dv), oneOut, oneLse);
     std::copy(oneOut.begin(), oneOut.end(),
-              out.begin() + queries.offset * p.qHeads * d);
+              out.begin() + queries.offset * p.qHeads * dv);
     for (int64_t h = 0; h < p.qHeads; ++h)
       std::copy_n(oneLse.begin() + h * one.seqQ, one.seqQ,
                   lse.begin() + h * p.seqQ + queries.offset);
@@ -150,12 +150,12 @@ void referenceAttention(const Problem &p, const std::vector<float> &q,
                           std::vector<double> &lse) {
                          referenceAttention(one, q, k, v, out, lse);
                        });
-  const int64_t d = p.headDim;
+  const int64_t d = p.headDim, dv = p.vDim();
   const int64_t groupSize = p.qHeads / p.kvHeads;
-  out.assign(p.batch * p.seqQ * p.qHeads * d, 0.0);
+  out.assign(p.batch * p.seqQ * p.qHeads * dv, 0.0);
   lse.assign(p.batch * p.qHeads * p.seqQ,
              -std::numeric_limits<double>::infinity());
-  std::vector<double> scores(p.seqK), acc(d);
+  std::vector<double> scores(p.seqK), acc(dv);
   for (int64_t b = 0; b < p.batch; ++b) {
     for (int64_t h = 0; h < p.qHeads; ++h) {
       const int64_t kvHead = h / groupSize;
@@ -181,12 +181,12 @@ void referenceAttention(const Problem &p, const std::vector<float> &q,
             continue;
           double weight = std::exp(scores[j] - maxScore);
           sum += weight;
-          const float *vRow = &v[((b * p.seqK + j) * p.kvHeads + kvHead) * d];
-          for (int64_t x = 0; x < d; ++x)
+          const float *vRow = &v[((b * p.seqK + j) * p.kvHeads + kvHead) * dv];
+          for (int64_t x = 0; x < dv; ++x)
             acc[x] += weight * vRow[x];
         }
-        double *oRow = &out[((b * p.seqQ + i) * p.qHeads + h) * d];
-        for (int64_t x = 0; x < d; ++x)
+        double *oRow = &out[((b * p.seqQ + i) * p.qHeads + h) * dv];
+        for (int64_t x = 0; x < dv; ++x)
           oRow[x] = acc[x] / sum;
         lse[(b * p.qHeads + h) * p.seqQ + i] = maxScore + std::log(sum);
       }
@@ -211,11 +211,11 @@ void lowPrecisionAttention(const Problem &p, bool bf16,
   auto round = [&](float value) {
     return bf16 ? roundToBFloat16(value) : roundToHalf(value);
   };
-  const int64_t d = p.headDim;
+  const int64_t d = p.headDim, dv = p.vDim();
   const int64_t groupSize = p.qHeads / p.kvHeads;
-  out.assign(p.batch * p.seqQ * p.qHeads * d, 0.0f);
+  out.assign(p.batch * p.seqQ * p.qHeads * dv, 0.0f);
   lse.assign(p.batch * p.qHeads * p.seqQ, kMinusInf);
-  std::vector<float> scores(p.seqK), acc(d);
+  std::vector<float> scores(p.seqK), acc(dv);
   for (int64_t b = 0; b < p.batch; ++b) {
     for (int64_t h = 0; h < p.qHeads; ++h) {
       const int64_t kvHead = h / groupSize;
@@ -243,12 +243,12 @@ void lowPrecisionAttention(const Problem &p, bool bf16,
           float weight = round(scores[j] / sum);
           if (weight == 0.0f)
             continue;
-          const float *vRow = &v[((b * p.seqK + j) * p.kvHeads + kvHead) * d];
-          for (int64_t x = 0; x < d; ++x)
+          const float *vRow = &v[((b * p.seqK + j) * p.kvHeads + kvHead) * dv];
+          for (int64_t x = 0; x < dv; ++x)
             acc[x] += weight * vRow[x];
         }
-        float *oRow = &out[((b * p.seqQ + i) * p.qHeads + h) * d];
-        for (int64_t x = 0; x < d; ++x)
+        float *oRow = &out[((b * p.seqQ + i) * p.qHeads + h) * dv];
+        for (int64_t x = 0; x < dv; ++x)
           oRow[x] = round(acc[x]);
         lse[(b * p.qHeads + h) * p.seqQ + i] = maxScore + std::log(sum);
       }
@@ -610,7 +610,7 @@ void fillInputs(const Problem &p, bool bf16, uint64_t seed,
   };
   q.resize(p.batch * p.seqQ * p.qHeads * p.headDim);
   k.resize(p.batch * p.seqK * p.kvHeads * p.headDim);
-  v.resize(k.size());
+  v.resize(p.batch * p.seqK * p.kvHeads * p.vDim());
   for (float &x : q)
     x = normal(generator);
   for (float &x : k)
@@ -662,6 +662,9 @@ void fillInputs(const Problem &p, bool bf16, uint64_t seed,
   for (std::vector<float> *values : {&q, &k, &v})
     for (float &x : *values)
       x = round(x);
+  // K and V rows: K's head dim and V's.
+  std::pair<std::vector<float> *, int64_t> keyTensors[] = {{&k, p.headDim},
+                                                           {&v, p.vDim()}};
   // With per-sequence key counts, the keys past a sequence's count are
   // memory the kernel must not let reach O (a cache's unfilled rows, which
   // may hold anything): NaN here, so that a kernel that does fails.
@@ -670,10 +673,9 @@ void fillInputs(const Problem &p, bool bf16, uint64_t seed,
   if (p.isVarlen())
     for (int64_t key = std::clamp<int64_t>(p.cuSeqlensK.back(), 0, p.seqK);
          key < p.seqK; ++key)
-      for (std::vector<float> *values : {&k, &v})
-        std::fill_n(values->begin() + key * p.kvHeads * p.headDim,
-                    p.kvHeads * p.headDim,
-                    std::numeric_limits<float>::quiet_NaN());
+      for (auto [values, width] : keyTensors)
+        std::fill_n(values->begin() + key * p.kvHeads * width,
+                    p.kvHeads * width, std::numeric_limits<float>::quiet_NaN());
   if (!p.seqUsedK.empty() && p.isVarlen()) {
     // Varlen: the rows of each sequence past its count.
     for (int64_t b = 0; b < p.sequences(); ++b) {
@@ -681,19 +683,17 @@ void fillInputs(const Problem &p, bool bf16, uint64_t seed,
                                        double(p.cuSeqlensK[b + 1]), p.seqK);
       for (int64_t key = std::clamp<int64_t>(p.seqUsedK[b], 0, keys.length);
            key < keys.length; ++key)
-        for (std::vector<float> *values : {&k, &v})
-          std::fill_n(values->begin() +
-                          (keys.offset + key) * p.kvHeads * p.headDim,
-                      p.kvHeads * p.headDim,
+        for (auto [values, width] : keyTensors)
+          std::fill_n(values->begin() + (keys.offset + key) * p.kvHeads * width,
+                      p.kvHeads * width,
                       std::numeric_limits<float>::quiet_NaN());
     }
   } else if (!p.seqUsedK.empty())
     for (int64_t b = 0; b < p.batch; ++b)
       for (int64_t key = std::max<int64_t>(p.keysOf(b), 0); key < p.seqK; ++key)
-        for (std::vector<float> *values : {&k, &v})
-          std::fill_n(values->begin() +
-                          ((b * p.seqK + key) * p.kvHeads) * p.headDim,
-                      p.kvHeads * p.headDim,
+        for (auto [values, width] : keyTensors)
+          std::fill_n(values->begin() + ((b * p.seqK + key) * p.kvHeads) * width,
+                      p.kvHeads * width,
                       std::numeric_limits<float>::quiet_NaN());
 }
 
@@ -706,6 +706,7 @@ Problem problemOf(const runtime::Manifest &manifest, int64_t batch,
   problem.qHeads = manifest.qHeads;
   problem.kvHeads = manifest.kvHeads;
   problem.headDim = manifest.headDim;
+  problem.valueHeadDim = manifest.vHeadDim();
   problem.causal = manifest.mask == "causal";
   problem.window = manifest.mask == "window";
   problem.windowLeft = manifest.windowLeft;

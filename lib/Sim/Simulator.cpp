@@ -241,6 +241,8 @@ static Problem describeProblem(Simulation &sim) {
       options, cast<MemRefType>(sim.argument(kQ).getType()), kType,
       spec.getMask(), spec.getWindowLeft(), spec.getWindowRight(),
       spec.getScaleValue(), spec.getSoftcapValue());
+  problem.valueHeadDim =
+      cast<MemRefType>(sim.argument(kV).getType()).getDimSize(3);
   // Varlen: --batch sequences of at most --seq-q queries and --seq-k keys,
   // drawn from the seed, packed.
   if (spec.isVarlen())
@@ -292,6 +294,9 @@ static llvm::Error makeBuffers(Simulation &sim) {
   const Problem &p = sim.problem;
   SmallVector<int64_t, 4> queries{p.batch, p.seqQ, p.qHeads, p.headDim};
   SmallVector<int64_t, 4> keys{p.batch, p.seqK, p.kvHeads, p.headDim};
+  // V and O: V's head dim.
+  SmallVector<int64_t, 4> values{p.batch, p.seqK, p.kvHeads, p.vDim()};
+  SmallVector<int64_t, 4> outs{p.batch, p.seqQ, p.qHeads, p.vDim()};
   struct Made {
     ArgumentRole role;
     ArrayRef<int64_t> shape;
@@ -299,28 +304,31 @@ static llvm::Error makeBuffers(Simulation &sim) {
   };
   SmallVector<int64_t, 4> pages{p.numBlocks, p.pageSize, p.kvHeads,
                                 p.headDim};
+  SmallVector<int64_t, 4> valuePages{p.numBlocks, p.pageSize, p.kvHeads,
+                                     p.vDim()};
   bool paged = p.pageSize > 0;
   if (paged && p.seqK % p.pageSize != 0)
     return makeError("a paged cache's seq_k is max_blocks x page_size: give "
                      "--seq-k a multiple of " + std::to_string(p.pageSize));
   SmallVector<Made, 5> made{{kQ, queries, sim.q},
                             {kK, paged ? pages : keys, paged ? sim.kCache : sim.k},
-                            {kV, paged ? pages : keys, paged ? sim.vCache : sim.v},
-                            {kOut, queries, sim.out}};
+                            {kV, paged ? valuePages : values,
+                             paged ? sim.vCache : sim.v},
+                            {kOut, outs, sim.out}};
   if (paged) {
     // The reference's dense K and V, in no argument's type: within the
     // buffers' own limit.
     constexpr int64_t kMaxElements = int64_t(1) << 30;
-    int64_t count = 1;
-    for (int64_t size : keys) {
-      if (size <= 0 || size > kMaxElements / count)
-        return makeError("K and V would need more than 2^30 elements at "
-                         "--batch " + std::to_string(p.batch) + " --seq-k " +
-                         std::to_string(p.seqK) + "; use smaller sizes");
-      count *= size;
-    }
-    for (Buffer *dense : {&sim.k, &sim.v}) {
-      dense->shape.assign(keys.begin(), keys.end());
+    for (auto [dense, shape] : {std::pair{&sim.k, &keys}, {&sim.v, &values}}) {
+      int64_t count = 1;
+      for (int64_t size : *shape) {
+        if (size <= 0 || size > kMaxElements / count)
+          return makeError("K and V would need more than 2^30 elements at "
+                           "--batch " + std::to_string(p.batch) + " --seq-k " +
+                           std::to_string(p.seqK) + "; use smaller sizes");
+        count *= size;
+      }
+      dense->shape.assign(shape->begin(), shape->end());
       dense->data.assign(count, 0.0f);
     }
   }
@@ -376,7 +384,7 @@ static llvm::Error makeInputs(Simulation &sim, func::FuncOp entry,
     const ModBuffer &blocks = sim.mods->buffers()[*table];
     scatterPages(sim.k.data, blocks, p.pageSize, p.kvHeads, p.headDim,
                  p.numBlocks, sim.kCache.data);
-    scatterPages(sim.v.data, blocks, p.pageSize, p.kvHeads, p.headDim,
+    scatterPages(sim.v.data, blocks, p.pageSize, p.kvHeads, p.vDim(),
                  p.numBlocks, sim.vCache.data);
   }
   if (!options.expect.empty() &&

@@ -195,7 +195,7 @@ void InsertBarriersPass::runOnOperation() {
           // One elected thread announces every byte the loads will deliver.
           int64_t bytes = 0;
           for (TmaLoadOp load : loads) {
-            bytes += load.getBuffer().getType().getStageBytes();
+            bytes += load.getTileType().getStageBytes();
             load.getBarrierMutable().assign(ring.full);
             load.getBarrierCountMutable().assign(count);
           }

@@ -167,8 +167,10 @@ void TileProgramBuilder::buildTask(Value batch, Value head, Value mBlock,
   auto qTileType =
       RankedTensorType::get({TileConfig::kBlockM, config.headDim}, element);
   auto rowType = RankedTensorType::get({TileConfig::kBlockM}, b.getF32Type());
-  auto accType =
-      RankedTensorType::get({TileConfig::kBlockM, config.headDim}, b.getF32Type());
+  auto accType = RankedTensorType::get(
+      {TileConfig::kBlockM, config.valueHeadDim}, b.getF32Type());
+  auto oTileType =
+      RankedTensorType::get({TileConfig::kBlockM, config.valueHeadDim}, element);
 
   Value taskRow =
       arith::MulIOp::create(b, loc, mBlock, index(config.rowsPerTask()));
@@ -236,7 +238,7 @@ void TileProgramBuilder::buildTask(Value batch, Value head, Value mBlock,
     if (split) {
       // A part's O, normalized by its own sums, in f32 for the merge.
       auto partType = RankedTensorType::get(
-          {TileConfig::kBlockM, config.headDim}, b.getF32Type());
+          {TileConfig::kBlockM, config.valueHeadDim}, b.getF32Type());
       auto normalize = NormalizeOp::create(
           b, loc, partType, rowType, tileState.acc, tileState.rowMax,
           tileState.rowSum, APFloat(config.scaleLog2));
@@ -251,7 +253,7 @@ void TileProgramBuilder::buildTask(Value batch, Value head, Value mBlock,
       continue;
     }
     auto normalize = NormalizeOp::create(b,
-        loc, qTileType, rowType, tileState.acc, tileState.rowMax,
+        loc, oTileType, rowType, tileState.acc, tileState.rowMax,
         tileState.rowSum, APFloat(config.scaleLog2));
     // Varlen: the sequence's rows only, from its first.
     SmallVector<Value, 2> span;
@@ -300,7 +302,9 @@ SmallVector<QTileState> TileProgramBuilder::buildKvLoop(
         Value clearFrom;
         if (op.getSequsedK() || op.getCuSeqlensK())
           clearFrom = arith::SubIOp::create(body, loc, seqK, kvCol);
-        Value vTile = LoadKvTileOp::create(body, loc, kvTileType, op.getV(),
+        auto vTileType = RankedTensorType::get(
+            {TileConfig::kBlockN, config.valueHeadDim}, element);
+        Value vTile = LoadKvTileOp::create(body, loc, vTileType, op.getV(),
                                            tensorBatch, taskKvHead, kvRow,
                                            blockTable, clearFrom);
         SmallVector<Value> yielded;

@@ -37,6 +37,7 @@ TileConfig TileConfig::get(int64_t headDim, int64_t numQueryHeads,
                            float softcap, double rescaleThreshold) {
   TileConfig config;
   config.headDim = headDim;
+  config.valueHeadDim = headDim;
   config.numQueryHeads = numQueryHeads;
   config.numKvHeads = numKvHeads;
   config.gqaRatio = numQueryHeads / numKvHeads;
@@ -113,6 +114,7 @@ TileConfig TileConfig::get(AttentionOp op, double rescaleThreshold) {
       get(op.getHeadDim(), op.getNumQueryHeads(), op.getNumKvHeads(),
           op.getMask(), op.getWindowLeft(), op.getWindowRight(),
           op.getEffectiveScale(), softcap, rescaleThreshold);
+  config.valueHeadDim = op.getValueHeadDim();
   if (!op.getScoreMod().empty() && cap == 0.0f) {
     config.scoreMod = true;
     config.scaleLog2 = static_cast<float>(kLog2E);

@@ -579,6 +579,7 @@ static llvm::Error checkProblemSize(const sim::Problem &p) {
     int64_t sizes[4];
   } tensors[] = {{"Q and O", {p.batch, p.seqQ, p.qHeads, p.headDim}},
                  {"K and V", {p.batch, p.seqK, p.kvHeads, p.headDim}}};
+  // (V and O's head dim is at most Q's: their counts are bounded too.)
   for (const Tensor &tensor : tensors) {
     int64_t count = 1;
     for (int64_t size : tensor.sizes) {
@@ -934,7 +935,7 @@ static int emulate(std::unique_ptr<MemoryBuffer> entryBuffer) {
     sim::scatterPages(k, blockTable, problem.pageSize, problem.kvHeads,
                       problem.headDim, problem.numBlocks, kCache);
     sim::scatterPages(v, blockTable, problem.pageSize, problem.kvHeads,
-                      problem.headDim, problem.numBlocks, vCache);
+                      problem.vDim(), problem.numBlocks, vCache);
   }
   emu::Device device;
   llvm::Expected<runtime::Buffers> buffers =
@@ -958,7 +959,7 @@ static int emulate(std::unique_ptr<MemoryBuffer> entryBuffer) {
         int64_t packing = gqaPacking(manifest.qHeads / manifest.kvHeads);
         SplitWorkspaceLayout layout = splitWorkspaceLayout(
             batch, manifest.qHeads / packing, problem.seqQ, packing,
-            manifest.numSplits, manifest.headDim);
+            manifest.numSplits, manifest.vHeadDim());
         // A static workspace has its own size; it must hold the layout.
         int64_t words = manifest.extras[i].shape[0] >= 0
                             ? manifest.extras[i].shape[0]

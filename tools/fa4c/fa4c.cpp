@@ -128,8 +128,16 @@ static cl::opt<std::string> testMutation(
              "(fa4-test-mutate-protocol), to check that fa4-sim catches it"),
     cl::value_desc("name"), cl::init(""), cl::cat(compileCategory));
 
-static cl::opt<int64_t> headDim("head-dim", cl::desc("Head dim: 64, 96 or 128"),
+static cl::opt<int64_t> headDim("head-dim",
+                                cl::desc("Q and K's head dim: 64, 96, 128 or "
+                                         "192"),
                                 cl::init(128), cl::cat(variantCategory));
+static cl::opt<int64_t> valueHeadDim(
+    "v-head-dim",
+    cl::desc("V and O's head dim: 64, 96 or 128, at most --head-dim (default: "
+             "--head-dim; --head-dim 192 --v-head-dim 128 is DeepSeek-V3's "
+             "prefill)"),
+    cl::init(0), cl::cat(variantCategory));
 static cl::opt<int64_t> qHeads("q-heads", cl::desc("Query heads"), cl::init(32),
                                cl::cat(variantCategory));
 static cl::opt<int64_t> kvHeads(
@@ -241,6 +249,12 @@ static cl::opt<bool> deterministic(
 static OwningOpRef<ModuleOp> buildVariant(MLIRContext &context) {
   fa4::Variant variant;
   variant.headDim = headDim;
+  variant.valueHeadDim = valueHeadDim;
+  if (valueHeadDim.getNumOccurrences() && valueHeadDim <= 0) {
+    errs() << "fa4c: --v-head-dim must be positive, got " << valueHeadDim
+           << "\n";
+    return nullptr;
+  }
   variant.qHeads = qHeads;
   variant.kvHeads = kvHeads;
   variant.mask = mask;
@@ -274,7 +288,7 @@ static OwningOpRef<ModuleOp> buildVariant(MLIRContext &context) {
 }
 
 static bool usesVariantFlags() {
-  cl::Option *variantOptions[] = {&headDim,    &qHeads,      &kvHeads,
+  cl::Option *variantOptions[] = {&headDim,    &valueHeadDim, &qHeads,      &kvHeads,
                                  &mask,       &windowLeft,  &windowRight,
                                  &dtype,      &scale,       &softcap,
                                  &lse, &seqUsedK, &pagedKv, &pageSize,

@@ -31,6 +31,9 @@ struct BackwardKernel;
 /// One attention variant, as fa4c's flags describe it.
 struct Variant {
   int64_t headDim = 128, qHeads = 32, kvHeads = 8;
+  /// V and O's head dim; 0: Q's.
+  int64_t valueHeadDim = 0;
+  int64_t vHeadDim() const { return valueHeadDim > 0 ? valueHeadDim : headDim; }
   MaskKind mask = MaskKind::none;
   int64_t windowLeft = -1, windowRight = -1;
   std::string dtype = "fp16";

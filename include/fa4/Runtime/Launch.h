@@ -37,6 +37,9 @@ struct Manifest {
   int64_t windowLeft = -1, windowRight = -1;
   double scale = 1.0, softcap = 0.0;
   int64_t headDim = 0, qHeads = 0, kvHeads = 0;
+  /// V and O's head dim ("v_head_dim"; a manifest without it: head_dim's).
+  int64_t valueHeadDim = 0;
+  int64_t vHeadDim() const { return valueHeadDim > 0 ? valueHeadDim : headDim; }
   std::string dtype;
   bool lse = false;
   int64_t rowsPerTask = 0;

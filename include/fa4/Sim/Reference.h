@@ -38,6 +38,9 @@ enum class InputDistribution {
 struct Problem {
   int64_t batch = 1, seqQ = 1, seqK = 1;
   int64_t qHeads = 1, kvHeads = 1, headDim = 64;
+  /// V and O's head dim (0: headDim).
+  int64_t valueHeadDim = 0;
+  int64_t vDim() const { return valueHeadDim > 0 ? valueHeadDim : headDim; }
   bool causal = false;
   bool window = false;
   int64_t windowLeft = -1, windowRight = -1;
@@ -72,8 +75,9 @@ struct Problem {
   }
 };
 
-/// Q and O are [batch, seqQ, qHeads, headDim], K and V [batch, seqK, kvHeads,
-/// headDim], LSE [batch, qHeads, seqQ]; all row-major.
+/// Q is [batch, seqQ, qHeads, headDim], K [batch, seqK, kvHeads, headDim], V
+/// [batch, seqK, kvHeads, vDim()], O [batch, seqQ, qHeads, vDim()], LSE
+/// [batch, qHeads, seqQ]; all row-major.
 void referenceAttention(const Problem &problem, const std::vector<float> &q,
                         const std::vector<float> &k,
                         const std::vector<float> &v, std::vector<double> &out,

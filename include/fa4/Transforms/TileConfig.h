@@ -39,7 +39,9 @@ struct TileConfig {
   int64_t qTilesPerTask = kBlackwellQTilesPerTask;
   int64_t rowsPerTask() const { return kBlockM * qTilesPerTask; }
 
+  /// Q and K's head dim, and V and O's (the same but for (192, 128)).
   int64_t headDim = 128;
+  int64_t valueHeadDim = 128;
   int64_t numQueryHeads = 1;
   int64_t numKvHeads = 1;
   /// Query heads per K/V head.

@@ -23,6 +23,7 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/IRMapping.h"
 
+#include <algorithm>
 #include <limits>
 
 namespace mlir::fa4 {
@@ -102,7 +103,9 @@ private:
 
   TileProgram program;
 
+  /// Q and K's head dim, and V and O's.
   int64_t headDim = 0;
+  int64_t valueHeadDim = 0;
   /// The sizes, task count and level-B ops the schedule starts from.
   ScheduleStart start;
   Value qBuffer, kvBuffer, oStaging;
@@ -127,21 +130,27 @@ void RoleProgramBuilder::createBuffers() {
         b.getStringAttr(name), IntegerAttr());
   };
   // One K/V stage until fa4-pipeline-stages sizes the ring.
+  // K and V share the ring: its items are as wide as the wider (K's at
+  // head dims (192, 128); V fills the first 128 columns of its items).
   qBuffer = smem("q", 128, headDim, start.element, ScheduleConfig::kQStages);
-  kvBuffer = smem("kv", 128, headDim, start.element, 1);
+  kvBuffer = smem("kv", 128, std::max(headDim, valueHeadDim), start.element, 1);
   // A split-KV part writes its O to the workspace, and the merge writes O
   // row by row: no staging.
   // Split-KV parts and varlen tiles store O from the correction warps'
   // registers: no staging buffer, no epilogue.
   if (!storesODirectly())
-    oStaging = smem("o_stage", 128, headDim, start.element,
-                    ScheduleConfig::kQStages);
+    oStaging = smem("o_stage", 128, valueHeadDim, start.element,
+                    ScheduleConfig::get(headDim, start.element
+                                                     .getIntOrFloatBitWidth() /
+                                                 8,
+                                        valueHeadDim)
+                        .oStages());
   for (int s = 0; s < ScheduleConfig::kQStages; ++s)
     stats[s] = smem(("stats" + Twine(s)).str(), 2, 128, b.getF32Type(), 1);
   for (int s = 0; s < ScheduleConfig::kQStages; ++s)
     scores[s] = tmem(("S" + Twine(s)).str(), 128);
   for (int s = 0; s < ScheduleConfig::kQStages; ++s)
-    acc[s] = tmem(("O" + Twine(s)).str(), headDim);
+    acc[s] = tmem(("O" + Twine(s)).str(), valueHeadDim);
   for (int s = 0; s < ScheduleConfig::kQStages; ++s)
     probs[s] = TmemViewOp::create(b,
         loc, TmemType::get(context, 128, 128, start.element),
@@ -432,7 +441,7 @@ void RoleProgramBuilder::buildCorrectionRole(const TaskState &task) {
                                        index(0)));
   Value last = sub(add(blockBase, task.numBlocks), index(1));
   Value visited = cmp(arith::CmpIPredicate::sgt, task.numBlocks, index(0));
-  auto outType = RankedTensorType::get({128, headDim}, start.element);
+  auto outType = RankedTensorType::get({128, valueHeadDim}, start.element);
   for (int s = 0; s < ScheduleConfig::kQStages; ++s) {
     ConsumerWaitOp::create(b, loc, stats[s], finalItem);
     Value rowMax = SmemLoadOp::create(b, loc, rowType, stats[s], finalItem,
@@ -513,7 +522,7 @@ void RoleProgramBuilder::buildVarlenFinal(const TaskState &task, int stage,
                                           Value rowMax, Value rowSum,
                                           Value visited, Value last) {
   auto rowType = RankedTensorType::get({128}, b.getF32Type());
-  auto outType = RankedTensorType::get({128, headDim}, start.element);
+  auto outType = RankedTensorType::get({128, valueHeadDim}, start.element);
   SmallVector<Value, 2> span = storeSpan(task);
   // O / row_sum straight from TMEM to the sequence's rows (a TMA box would
   // write into the next sequence's); a tile that saw no key is 0, LSE -inf.
@@ -559,6 +568,8 @@ void RoleProgramBuilder::buildEpilogueRole(const TaskState &task) {
 void RoleProgramBuilder::build() {
   start = ScheduleStart::build(*this, program);
   headDim = cast<MemRefType>(program.arguments[kQ].getType()).getDimSize(3);
+  valueHeadDim =
+      cast<MemRefType>(program.arguments[kV].getType()).getDimSize(3);
   createBuffers();
 
   auto specialize = WarpSpecializeOp::create(b, loc);

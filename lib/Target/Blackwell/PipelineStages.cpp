@@ -106,9 +106,19 @@ static LogicalResult sizeKvRing(func::FuncOp func, int64_t kvStages) {
                         "K/V ring made by fa4.smem_alloc";
     return failure();
   }
+  // Q's head dim from the score MMAs' query, V's from the value MMAs'
+  // accumulator (K and V share the ring, which is as wide as the wider).
   SmemType kvType = kvAlloc.getBuffer().getType();
+  int64_t headDim = kvType.getCols(), valueHeadDim = kvType.getCols();
+  func.walk([&](ScoreMmaAsyncOp mma) {
+    headDim = mma.getQuery().getType().getCols();
+  });
+  func.walk([&](ValueMmaAsyncOp mma) {
+    valueHeadDim = mma.getAcc().getType().getCols();
+  });
   ScheduleConfig config = ScheduleConfig::get(
-      kvType.getCols(), kvType.getElementType().getIntOrFloatBitWidth() / 8);
+      headDim, kvType.getElementType().getIntOrFloatBitWidth() / 8,
+      valueHeadDim);
   int64_t stages = kvStages > 0 ? int64_t(kvStages) : config.kvStages();
   // Refused before the ring is built: the loader's tail grows by a stage
   // each, and a count past what fits would only be found after that.

@@ -40,6 +40,12 @@ llvm::ArrayRef<RoleSpec> ScheduleConfig::backwardRoles() {
   return kRoles;
 }
 
+int64_t ScheduleConfig::oStages() const {
+  int64_t ring = blackwell::kSmemBytesPerCta - fixedSmemBytes(kQStages);
+  return ring >= 2 * kvItemBytes() ? kQStages : 1;
+}
+
 int64_t ScheduleConfig::kvStages() const {
-  return (blackwell::kSmemBytesPerCta - fixedSmemBytes()) / tileBytes();
+  int64_t ring = blackwell::kSmemBytesPerCta - fixedSmemBytes();
+  return ring > 0 ? ring / kvItemBytes() : 0;
 }

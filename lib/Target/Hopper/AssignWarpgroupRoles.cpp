@@ -88,7 +88,7 @@ private:
     constexpr int64_t kRows = hopper::ScheduleConfig::kRowsPerConsumer;
     Type f32 = b.getF32Type();
     return {RankedTensorType::get({kRows}, f32),
-            RankedTensorType::get({kRows, config.headDim}, f32),
+            RankedTensorType::get({kRows, config.valueHeadDim}, f32),
             RankedTensorType::get({kRows, TileConfig::kBlockN}, f32)};
   }
   /// The consumer's loop over the task's blocks, each MMA waited for at
@@ -436,22 +436,24 @@ void WarpgroupProgramBuilder::build() {
   start = ScheduleStart::build(*this, program);
 
   MLIRContext *context = func.getContext();
-  auto smem = [&](StringRef name, int64_t rows, int64_t stages) -> Value {
+  auto smem = [&](StringRef name, int64_t rows, int64_t cols,
+                  int64_t stages) -> Value {
     return SmemAllocOp::create(
-        b, loc,
-        SmemType::get(context, rows, config.headDim, start.element, stages),
+        b, loc, SmemType::get(context, rows, cols, start.element, stages),
         b.getStringAttr(name));
   };
-  qBuffer = smem("q", TileConfig::kBlockM, 1);
-  kBuffer = smem("k", TileConfig::kBlockN, config.kvStages());
-  vBuffer = smem("v", TileConfig::kBlockN, config.kvStages());
+  qBuffer = smem("q", TileConfig::kBlockM, config.headDim, 1);
+  kBuffer = smem("k", TileConfig::kBlockN, config.headDim, config.kvStages());
+  vBuffer =
+      smem("v", TileConfig::kBlockN, config.valueHeadDim, config.kvStages());
   // A split-KV kernel writes O without staging (the parts to the
   // workspace, the merge row by row), a varlen one from the fragments.
   for (int64_t half = 0; half < hopper::ScheduleConfig::kConsumers &&
                          !program.splitWorkspace && !program.cuSeqlensQ;
        ++half)
     oStaging[half] = smem(("o" + Twine(half)).str(),
-                          hopper::ScheduleConfig::kRowsPerConsumer, 1);
+                          hopper::ScheduleConfig::kRowsPerConsumer,
+                          config.valueHeadDim, 1);
 
   auto specialize = WarpSpecializeOp::create(b, loc);
   Block *roles = new Block();
@@ -516,8 +518,10 @@ struct HopperWarpgroupRolesPass
       return signalPassFailure();
     }
     auto qType = cast<MemRefType>(program.arguments[kQ].getType());
+    auto vType = cast<MemRefType>(program.arguments[kV].getType());
     hopper::ScheduleConfig config = hopper::ScheduleConfig::get(
-        qType.getDimSize(3), qType.getElementTypeBitWidth() / 8);
+        qType.getDimSize(3), qType.getElementTypeBitWidth() / 8,
+        vType.getDimSize(3));
     int64_t stages = kvStages;
     if (stages < 0) {
       func.emitError() << "kv-stages must be 0 (as many as fit) or a stage "
@@ -527,9 +531,13 @@ struct HopperWarpgroupRolesPass
     }
     if (stages > 0) {
       if (stages > config.maxKvStages()) {
-        func.emitError() << "kv-stages=" << stages
+        InFlightDiagnostic diag = func.emitError();
+        diag << "kv-stages=" << stages
                          << " does not fit in shared memory at head dim "
-                         << config.headDim << " (at most "
+                         << config.headDim;
+        if (config.valueHeadDim != config.headDim)
+          diag << " (V's " << config.valueHeadDim << ")";
+        diag << " (at most "
                          << config.maxKvStages() << ")";
         return signalPassFailure();
       }

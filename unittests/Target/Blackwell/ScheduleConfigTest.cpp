@@ -40,11 +40,25 @@ TEST(ScheduleConfig, KvStagesFollowTheSharedMemoryBudget) {
   for (int64_t headDim : {64, 96, 128}) {
     ScheduleConfig config = ScheduleConfig::get(headDim, 2);
     EXPECT_LE(config.smemBytes(), blackwell::kSmemBytesPerCta);
-    EXPECT_GT(config.smemBytes() + config.tileBytes(),
+    EXPECT_GT(config.smemBytes() + config.kvItemBytes(),
               blackwell::kSmemBytesPerCta)
         << "one more stage would still fit";
+    EXPECT_EQ(config.oStages(), ScheduleConfig::kQStages);
   }
   EXPECT_EQ(ScheduleConfig::get(128, 2).smemBytes(), 232448);
+}
+
+TEST(ScheduleConfig, HeadDims192And128ShareOneOStagingStage) {
+  // 96 KB of Q and two 32 KB O stages leave one 48 KB K/V item: the O
+  // tiles go out through one stage, and the ring gets two.
+  ScheduleConfig config = ScheduleConfig::get(192, 2, 128);
+  EXPECT_EQ(config.kvItemBytes(), 128 * 384);
+  EXPECT_EQ(config.oStages(), 1);
+  EXPECT_EQ(config.kvStages(), 2);
+  EXPECT_EQ(config.smemBytes(), blackwell::kSmemBytesPerCta);
+  EXPECT_EQ(config.accColumns(), 128);
+  EXPECT_EQ(2 * config.scoreColumns() + 2 * config.accColumns(),
+            blackwell::kTmemColumns);
 }
 
 TEST(ScheduleConfig, TmemColumns) {

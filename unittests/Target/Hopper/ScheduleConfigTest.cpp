@@ -39,9 +39,13 @@ TEST(HopperScheduleConfig, KvStagesFollowTheSharedMemoryBudget) {
   EXPECT_EQ(hopper::ScheduleConfig::get(64, 2).kvStages(), 4);
   for (int64_t headDim : {64, 96, 128}) {
     hopper::ScheduleConfig config = hopper::ScheduleConfig::get(headDim, 2);
-    EXPECT_LE(config.fixedSmemBytes() + 2 * config.kvStages() * config.tileBytes(),
+    EXPECT_LE(config.fixedSmemBytes() + config.kvStages() * config.kvPairBytes(),
               hopper::ScheduleConfig::kSmemLimit);
   }
+  // (192, 128): 48 KB of Q, 32 KB of O staging, then 80 KB pairs.
+  hopper::ScheduleConfig deep = hopper::ScheduleConfig::get(192, 2, 128);
+  EXPECT_EQ(deep.kvPairBytes(), 128 * 384 + 128 * 256);
+  EXPECT_EQ(deep.kvStages(), 1);
   hopper::ScheduleConfig config = hopper::ScheduleConfig::get(128, 2);
   config.kvStagesOverride = 1;
   EXPECT_EQ(config.kvStages(), 1);

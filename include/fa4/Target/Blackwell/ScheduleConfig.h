@@ -41,7 +41,9 @@ struct ScheduleConfig {
   /// Shared memory kept for the mbarriers.
   static constexpr int64_t kBarrierBytes = 1024;
 
+  /// Q and K's head dim, and V and O's.
   int64_t headDim = 128;
+  int64_t valueHeadDim = 128;
   int64_t elementBytes = 2;
 
   /// The FA4 cast: 16 warps, 512 threads, 64 K registers exactly.
@@ -55,29 +57,45 @@ struct ScheduleConfig {
   static constexpr int64_t kBackwardStep = 128;
   static constexpr int64_t kGradChunk = 32;
 
-  /// One [128, head_dim] tile of Q, K, V or O, its rows padded to whole
-  /// 128-byte swizzle lines (head dim 96 takes the room of 128).
-  int64_t tileBytes() const {
-    return 128 * ((headDim * elementBytes + 127) / 128 * 128);
+  /// One [128, cols] tile, its rows padded to whole 128-byte swizzle lines
+  /// (head dim 96 takes the room of 128).
+  int64_t tileBytes(int64_t cols) const {
+    return 128 * ((cols * elementBytes + 127) / 128 * 128);
+  }
+  /// A K/V ring item: K and V share the ring, so an item holds the wider.
+  int64_t kvItemBytes() const {
+    return tileBytes(headDim > valueHeadDim ? headDim : valueHeadDim);
   }
   /// Row statistics handed from a softmax role to correction: [2, 128] f32.
   static constexpr int64_t kStatsBytes = 2 * 128 * 4;
-  /// Everything but the K/V ring: Q stages, O staging, statistics, barriers.
-  int64_t fixedSmemBytes() const {
-    return kQStages * tileBytes() * 2 + kQStages * kStatsBytes + kBarrierBytes;
+  /// Everything but the K/V ring with `oStages` O staging stages: Q stages,
+  /// O staging, statistics, barriers.
+  int64_t fixedSmemBytes(int64_t oStages) const {
+    return kQStages * tileBytes(headDim) + oStages * tileBytes(valueHeadDim) +
+           kQStages * kStatsBytes + kBarrierBytes;
   }
+  /// O staging stages: one per Q tile, unless that leaves the K/V ring
+  /// fewer than two stages (head dims (192, 128): 96 KB of Q, whose two O
+  /// tiles then go out through one stage, the second tile's epilogue
+  /// waiting for the first one's store).
+  int64_t oStages() const;
+  int64_t fixedSmemBytes() const { return fixedSmemBytes(oStages()); }
   /// As many K/V stages as the rest of the 227 KB holds (3 for head dim 128
-  /// in 16-bit types).
+  /// in 16-bit types, 2 for (192, 128)).
   int64_t kvStages() const;
-  int64_t smemBytes() const { return fixedSmemBytes() + kvStages() * tileBytes(); }
+  int64_t smemBytes() const {
+    return fixedSmemBytes() + kvStages() * kvItemBytes();
+  }
 
-  /// TMEM columns: S0, S1 (128 f32 each), then O0, O1 (head_dim each).
+  /// TMEM columns: S0, S1 (128 f32 each), then O0, O1 (V's head dim each).
   int64_t scoreColumns() const { return 128; }
-  int64_t accColumns() const { return headDim; }
+  int64_t accColumns() const { return valueHeadDim; }
 
-  static ScheduleConfig get(int64_t headDim, int64_t elementBytes) {
+  static ScheduleConfig get(int64_t headDim, int64_t elementBytes,
+                            int64_t valueHeadDim = 0) {
     ScheduleConfig config;
     config.headDim = headDim;
+    config.valueHeadDim = valueHeadDim > 0 ? valueHeadDim : headDim;
     config.elementBytes = elementBytes;
     return config;
   }

@@ -34,7 +34,9 @@ struct ScheduleConfig {
   /// Deeper K/V rings than this buy nothing once loads run ahead.
   static constexpr int64_t kMaxKvStages = 4;
 
+  /// Q and K's head dim, and V and O's.
   int64_t headDim = 128;
+  int64_t valueHeadDim = 128;
   int64_t elementBytes = 2;
   int64_t kvStagesOverride = 0;
   /// The consumers' intra-warpgroup overlap (FlashAttention-3's): S of the
@@ -82,24 +84,32 @@ struct ScheduleConfig {
     return kRoles;
   }
 
-  /// One [128, head_dim] tile, rows padded to whole 128-byte swizzle lines.
-  int64_t tileBytes() const {
-    return 128 * ((headDim * elementBytes + 127) / 128 * 128);
+  /// One [128, cols] tile, rows padded to whole 128-byte swizzle lines.
+  int64_t tileBytes(int64_t cols) const {
+    return 128 * ((cols * elementBytes + 127) / 128 * 128);
+  }
+  /// A stage of the K ring and of the V ring.
+  int64_t kvPairBytes() const {
+    return tileBytes(headDim) + tileBytes(valueHeadDim);
   }
   /// Q (one stage) and the two 64-row O staging halves.
-  int64_t fixedSmemBytes() const { return 2 * tileBytes() + kBarrierBytes; }
-  /// K and V stages that fit beside them.
+  int64_t fixedSmemBytes() const {
+    return tileBytes(headDim) + tileBytes(valueHeadDim) + kBarrierBytes;
+  }
+  /// K and V stages that fit beside them (one at head dims (192, 128)).
   int64_t maxKvStages() const {
     return std::min(kMaxKvStages,
-                    (kSmemLimit - fixedSmemBytes()) / (2 * tileBytes()));
+                    (kSmemLimit - fixedSmemBytes()) / kvPairBytes());
   }
   int64_t kvStages() const {
     return kvStagesOverride > 0 ? kvStagesOverride : maxKvStages();
   }
 
-  static ScheduleConfig get(int64_t headDim, int64_t elementBytes) {
+  static ScheduleConfig get(int64_t headDim, int64_t elementBytes,
+                            int64_t valueHeadDim = 0) {
     ScheduleConfig config;
     config.headDim = headDim;
+    config.valueHeadDim = valueHeadDim > 0 ? valueHeadDim : headDim;
     config.elementBytes = elementBytes;
     return config;
   }

@@ -253,7 +253,7 @@ Value Lowering::clearsRows(TmaLoadOp load) {
 }
 
 void Lowering::clearLoadedRows(TmaLoadOp load, Value stage, Value state) {
-  SmemType type = load.getBuffer().getType();
+  SmemType type = load.getTileType();
   auto asmDialect =
       LLVM::AsmDialectAttr::get(b.getContext(), LLVM::AsmDialect::AD_ATT);
   Value own = smemAt(kernel.smem, i32(kernel.clearBarrierOffset));
@@ -311,9 +311,13 @@ LogicalResult Lowering::lowerTma(Operation *op) {
         if (!load.getBarrier())
           return load.emitOpError() << "signals no barrier (run "
                                        "fa4-insert-barriers first)";
-        SmemType type = load.getBuffer().getType();
-        Value destination = stageBase(b, loc(), lookup(load.getBuffer()), type,
-                                      lookup(load.getCount()), at);
+        // The ring's stage, and the tile the copy fills in it (its first
+        // columns when the tensor is narrower than the ring: V in a K/V
+        // ring sized for a wider K).
+        Value destination =
+            stageBase(b, loc(), lookup(load.getBuffer()),
+                      load.getBuffer().getType(), lookup(load.getCount()), at);
+        SmemType type = load.getTileType();
         Value barrier = barrierSlot(load.getBarrier(), load.getBarrierCount());
         Value map = kernel.tensorMaps.lookup(load.getSource());
         if (!map)

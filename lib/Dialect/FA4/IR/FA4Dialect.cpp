@@ -422,12 +422,13 @@ static LogicalResult verifySpecOn(Operation *op, Attribute value) {
   auto heads = [&](size_t role) { return typeOf(role).getDimSize(2); };
   auto dim = [&](size_t role) { return typeOf(role).getDimSize(3); };
   if (heads(2) != heads(1) || heads(3) != heads(0) || dim(1) != dim(0) ||
-      dim(2) != dim(0) || dim(3) != dim(0) || heads(0) % heads(1) != 0)
+      dim(3) != dim(2) || dim(2) > dim(0) || heads(0) % heads(1) != 0)
     return op->emitError()
            << "fa4.spec's Q, K, V and O (" << q << ", " << k << ", "
            << typeOf(2) << ", " << typeOf(3)
-           << ") do not describe one attention: K and V must agree, O must "
-              "match Q, all share the head dim, and K's heads divide Q's";
+           << ") do not describe one attention: K and V must agree in heads, "
+              "O must match Q's, K share Q's head dim and O V's (at most "
+              "Q's), and K's heads divide Q's";
   if (spec.getLse()) {
     MemRefType lse = typeOf(4);
     if (lse.getRank() != 3 || !lse.getElementType().isF32() ||

@@ -282,6 +282,7 @@ static LogicalResult verifyExtras(Operation *op, OperandRange extras) {
 //===----------------------------------------------------------------------===//
 
 int64_t AttentionOp::getHeadDim() { return dimOf(getQ(), 3); }
+int64_t AttentionOp::getValueHeadDim() { return dimOf(getV(), 3); }
 int64_t AttentionOp::getNumQueryHeads() { return getLogicalShape(getQ())[2]; }
 int64_t AttentionOp::getNumKvHeads() { return getLogicalShape(getK())[2]; }
 
@@ -320,7 +321,10 @@ LogicalResult mlir::fa4::detail::verifySplitWorkspaceType(EmitError emitError,
   return success();
 }
 
-static constexpr int64_t kSupportedHeadDims[] = {64, 96, 128};
+/// Q and K's head dim, and V and O's (192 with a V head dim up to 128 is
+/// DeepSeek-V3's prefill, (192, 128)).
+static constexpr int64_t kSupportedHeadDims[] = {64, 96, 128, 192};
+static constexpr int64_t kSupportedValueHeadDims[] = {64, 96, 128};
 
 LogicalResult mlir::fa4::detail::verifyScaleAndSoftcap(EmitError emitError,
                                                        float scale,
@@ -419,20 +423,38 @@ LogicalResult AttentionOp::verify() {
   int64_t headDim = getHeadDim();
   if (!llvm::is_contained(kSupportedHeadDims, headDim))
     return emitOpError() << "head dim " << headDim
-                         << " is not supported (expected 64, 96 or 128)";
+                         << " is not supported (expected 64, 96, 128 or 192)";
+  int64_t valueHeadDim = getValueHeadDim();
+  if (!llvm::is_contained(kSupportedValueHeadDims, valueHeadDim))
+    return emitOpError() << "V head dim " << valueHeadDim
+                         << " is not supported (expected 64, 96 or 128; Q "
+                            "and K's may differ from it)";
+  // K and V share Blackwell's K/V ring, whose items are K's.
+  if (valueHeadDim > headDim)
+    return emitOpError() << "V head dim " << valueHeadDim
+                         << " exceeds Q and K's head dim " << headDim
+                         << " (a V head dim may equal Q's or be smaller)";
 
+  // V and O may have their own head dim; every other dimension matches K's
+  // (V) and Q's (O).
   SmallVector<int64_t> kShape = getLogicalShape(getK());
   SmallVector<int64_t> vShape = getLogicalShape(getV());
-  if (failed(verifyCompatibleShape(kShape, vShape)))
+  auto withHeadDim = [](SmallVector<int64_t> shape, int64_t dim) {
+    shape[3] = dim;
+    return shape;
+  };
+  if (failed(verifyCompatibleShape(withHeadDim(kShape, valueHeadDim), vShape)))
     return emitOpError() << "V shape " << shapeString(vShape)
-                         << " does not match K shape " << shapeString(kShape);
+                         << " does not match K shape " << shapeString(kShape)
+                         << " (but for the head dim)";
   if (failed(verifyDim(op, "K head dim", kShape[3], "Q's head dim", headDim)))
     return failure();
   SmallVector<int64_t> qShape = getLogicalShape(getQ());
   SmallVector<int64_t> oShape = getLogicalShape(getOut());
-  if (failed(verifyCompatibleShape(qShape, oShape)))
+  if (failed(verifyCompatibleShape(withHeadDim(qShape, valueHeadDim), oShape)))
     return emitOpError() << "O shape " << shapeString(oShape)
-                         << " does not match Q shape " << shapeString(qShape);
+                         << " does not match Q shape " << shapeString(qShape)
+                         << " with V's head dim " << valueHeadDim;
   // (A paged cache's first dimension is its blocks, not the batch.)
   if (!getBlockTable() && failed(verifyCompatibleShape(qShape[0], kShape[0])))
     return emitOpError() << "K batch (" << kShape[0]
@@ -594,7 +616,7 @@ LogicalResult AttentionOp::verify() {
       return emitOpError() << "block_table " << table
                            << " is not an i32 memref [batch, max_blocks]";
     SmallVector<int64_t> vShape = getLogicalShape(getV());
-    if (vShape != kShape)
+    if (withHeadDim(vShape, kShape[3]) != kShape)
       return emitOpError() << "a paged cache's V " << shapeString(vShape)
                            << " must have K's shape " << shapeString(kShape)
                            << " (the same blocks and page size)";
@@ -631,7 +653,7 @@ LogicalResult AttentionOp::verify() {
     int64_t packing = gqaPacking(getGqaRatio());
     SplitWorkspaceLayout layout = splitWorkspaceLayout(
         batch, getNumQueryHeads() / packing, seqQ, packing,
-        static_cast<int64_t>(*getNumSplits()), getHeadDim());
+        static_cast<int64_t>(*getNumSplits()), getValueHeadDim());
     if (!workspace.isDynamicDim(0) && seqQ > 0 && batch > 0 &&
         workspace.getDimSize(0) < layout.words())
       return emitOpError() << "split_workspace " << workspace << " holds "

@@ -177,7 +177,8 @@ LogicalResult MBarrierArriveOp::verify() {
 /// `column` on.
 static LogicalResult verifyTmaTile(Operation *op, MemRefType tensor,
                                    SmemType buffer, int64_t gqaRatio,
-                                   bool part = false, int64_t column = 0) {
+                                   bool part = false, int64_t column = 0,
+                                   bool narrower = false) {
   // The box is gqa_ratio heads by rows / gqa_ratio positions: whole
   // positions of each head (gqaPacking's powers of two).
   if (gqaRatio > kMaxGqaPacking || (gqaRatio & (gqaRatio - 1)) != 0 ||
@@ -195,10 +196,18 @@ static LogicalResult verifyTmaTile(Operation *op, MemRefType tensor,
                              << buffer.getElementType()
                              << " does not match the tensor's "
                              << tensor.getElementType();
-  if (!part && buffer.getCols() != tensor.getDimSize(3))
+  // A load may fill the first columns of a wider item (a static head dim:
+  // the copy's boxes and bytes are the tensor's).
+  bool fits = narrower && !tensor.isDynamicDim(3) &&
+              tensor.getDimSize(3) > 0 &&
+              tensor.getDimSize(3) < buffer.getCols();
+  if (!part && buffer.getCols() != tensor.getDimSize(3) && !fits)
     return op->emitOpError() << "buffer tile has " << buffer.getCols()
                              << " columns, the tensor's head dim is "
-                             << tensor.getDimSize(3);
+                             << tensor.getDimSize(3)
+                             << (narrower ? " (a load's tensor may be "
+                                            "narrower, not wider)"
+                                          : "");
   if (part && tensor.isDynamicDim(3))
     return op->emitOpError() << "adds part of the columns of a tensor whose "
                                 "head dim is dynamic; a reduction needs it "
@@ -227,7 +236,18 @@ LogicalResult TmaLoadOp::verify() {
                               "gqa_ratio 1";
   }
   return verifyTmaTile(getOperation(), cast<MemRefType>(getSource().getType()),
-                       getBuffer().getType(), getGqaRatio());
+                       getBuffer().getType(), getGqaRatio(), /*part=*/false,
+                       /*column=*/0, /*narrower=*/true);
+}
+
+SmemType TmaLoadOp::getTileType() {
+  SmemType buffer = getBuffer().getType();
+  auto tensor = cast<MemRefType>(getSource().getType());
+  if (tensor.getRank() != 4 || tensor.isDynamicDim(3) ||
+      tensor.getDimSize(3) <= 0 || tensor.getDimSize(3) >= buffer.getCols())
+    return buffer;
+  return SmemType::get(getContext(), buffer.getRows(), tensor.getDimSize(3),
+                       buffer.getElementType(), buffer.getStages());
 }
 
 LogicalResult TmaStoreOp::verify() {
@@ -450,7 +470,9 @@ LogicalResult ValueMmaAsyncOp::verify() {
                          << " does not match value's " << v.getElementType();
   if (!o.getElementType().isF32())
     return emitOpError() << "acc accumulates in f32, got " << o.getElementType();
-  if (p.getCols() != v.getRows() || o.getCols() != v.getCols())
+  // V may be the first acc columns of a wider ring's items (a K/V ring
+  // sized for a wider K).
+  if (p.getCols() != v.getRows() || o.getCols() > v.getCols())
     return emitOpError() << "shapes do not chain: probs [" << p.getLanes()
                          << ", " << p.getCols() << "] x value [" << v.getRows()
                          << ", " << v.getCols() << "] -> acc [" << o.getLanes()

@@ -40,7 +40,9 @@ def FA4_AttentionOp : FA4_Op<"attention", [
     Q and O are `[batch, seq_q, q_heads, head_dim]`, K and V are
     `[batch, seq_k, kv_heads, head_dim]`; batch and sequence lengths may be
     dynamic, heads and head dim are static. `q_heads / kv_heads` query heads
-    share one K/V head (grouped-query attention). Their layouts may be any
+    share one K/V head (grouped-query attention). Q and K's head dim is 64,
+    96, 128 or 192; V and O have V's head dim (64, 96 or 128), Q's or their
+    own — (192, 128) is DeepSeek-V3's prefill attention. Their layouts may be any
     strides a TMA tensor map expresses: contiguous along head_dim, every
     other stride a positive multiple of 16 bytes (checked here when static,
     at launch otherwise) — e.g. `[batch, heads, seq, head_dim]` storage seen
@@ -52,7 +54,7 @@ def FA4_AttentionOp : FA4_Op<"attention", [
       `j <= i + seq_k - seq_q`, identical to top-left when `seq_q == seq_k`);
       or `window`, which keeps keys `i + seq_k - seq_q - window_left <= j <=
       i + seq_k - seq_q + window_right`, where `-1` leaves that side unbounded.
-    * `scale`: the softmax scale, `1/sqrt(head_dim)` when absent.
+    * `scale`: the softmax scale, `1/sqrt(head_dim)` (Q's) when absent.
     * `softcap`: when positive, scores become `softcap·tanh(score·scale/softcap)`
       before the softmax (and `scale` is not applied again).
     * `lse`: when present, receives the natural-log log-sum-exp of each row,
@@ -205,7 +207,10 @@ def FA4_AttentionOp : FA4_Op<"attention", [
   let extraClassDeclaration = [{
     /// The destinations: O and, when present, the LSE.
     MutableOperandRange getDpsInitsMutable();
+    /// Q and K's head dim (the scores' reduction).
     int64_t getHeadDim();
+    /// V and O's head dim: Q's, or its own (192 with 128, DeepSeek-V3's).
+    int64_t getValueHeadDim();
     /// Q, K, V or O's shape in the logical order [batch, seq, heads,
     /// head_dim], whatever order `heads_first` declares.
     ::llvm::SmallVector<int64_t> getLogicalShape(::mlir::Value operand);

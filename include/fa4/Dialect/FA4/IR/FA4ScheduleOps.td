@@ -287,7 +287,11 @@ def FA4_TmaLoadOp : FA4_Op<"tma_load", [AttrSizedOperandSegments]> {
     from `clear_from` on are zeroed after the copy lands and before the
     barrier completes (`fa4.load_kv_tile`'s, for a sequence's last V tile:
     fa4-to-nvvm routes such a copy through a barrier of the loader's own,
-    zeroes the rows and then arrives on `barrier` itself).
+    zeroes the rows and then arrives on `barrier` itself). A tensor whose
+    head dim is narrower than the buffer's columns fills the first columns
+    of each row of the item (V of head dim 128 in a K/V ring sized for K's
+    192); the rest of the item is left as it was, and only the tile's bytes
+    are delivered.
 
     ```mlir
     fa4.tma_load %k[%b, %h, %key] -> %kv[%n] signal %kv_full[%n]
@@ -307,6 +311,11 @@ def FA4_TmaLoadOp : FA4_Op<"tma_load", [AttrSizedOperandSegments]> {
     (`clear_from` $clear_from^)? `->` $buffer `[` $count `]`
     (`signal` $barrier^ `[` $barrier_count `]`)? attr-dict `:` type($source)
     `,` type($buffer) (`,` type($barrier)^)?
+  }];
+  let extraClassDeclaration = [{
+    /// The copied tile: the buffer's rows and stages, the tensor's head dim
+    /// as columns (the buffer's, or fewer).
+    SmemType getTileType();
   }];
   let hasVerifier = 1;
 }
@@ -375,6 +384,9 @@ def FA4_ScoreMmaAsyncOp : FA4_Op<"score_mma_async", [FA4_BlackwellOnly]> {
 def FA4_ValueMmaAsyncOp : FA4_Op<"value_mma_async", [FA4_BlackwellOnly]> {
   let summary = "O = P·V (+ O when accumulate), P read from TMEM";
   let description = [{
+    V is the first `acc`-columns columns of the ring item: all of them, or
+    fewer in a K/V ring sized for a wider K (head dims (192, 128)).
+
     ```mlir
     fa4.value_mma_async %p0, %kv[%n] -> %o0, accumulate %acc
         : !fa4.tmem<[128, 128], f16>, !fa4.smem<[128, 128], f16, stages = 3>,
