@@ -28,16 +28,22 @@ protected:
   /// message, empty when the op verifies.
   std::string verifyAttention(Type element, int64_t headDim, int64_t qHeads,
                               int64_t kvHeads,
-                              llvm::function_ref<void(AttentionOp)> edit = {}) {
+                              llvm::function_ref<void(AttentionOp)> edit = {},
+                              int64_t valueHeadDim = 0,
+                              int64_t outHeadDim = 0) {
     OpBuilder b(&context);
     Location loc = b.getUnknownLoc();
     OwningOpRef<ModuleOp> module = ModuleOp::create(loc);
     int64_t dyn = ShapedType::kDynamic;
+    int64_t dv = valueHeadDim > 0 ? valueHeadDim : headDim;
     auto qType = MemRefType::get({dyn, dyn, qHeads, headDim}, element);
-    auto kvType = MemRefType::get({dyn, dyn, kvHeads, headDim}, element);
+    auto kType = MemRefType::get({dyn, dyn, kvHeads, headDim}, element);
+    auto vType = MemRefType::get({dyn, dyn, kvHeads, dv}, element);
+    auto oType = MemRefType::get(
+        {dyn, dyn, qHeads, outHeadDim > 0 ? outHeadDim : dv}, element);
     b.setInsertionPointToEnd(module->getBody());
     auto func = func::FuncOp::create(b,
-        loc, "attention", b.getFunctionType({qType, kvType, kvType, qType}, {}));
+        loc, "attention", b.getFunctionType({qType, kType, vType, oType}, {}));
     Block *body = func.addEntryBlock();
     b.setInsertionPointToEnd(body);
     auto op = AttentionOp::create(b,
@@ -77,8 +83,25 @@ TEST_F(AttentionVerifierTest, AcceptsTheSeedConfiguration) {
 TEST_F(AttentionVerifierTest, RejectsUnsupportedHeadDim) {
   OpBuilder b(&context);
   EXPECT_EQ(verifyAttention(b.getF16Type(), 80, 8, 8),
-            "'fa4.attention' op head dim 80 is not supported (expected 64, 96 "
-            "or 128)");
+            "'fa4.attention' op head dim 80 is not supported (expected 64, 96, "
+            "128 or 192)");
+  // 192 takes a V head dim of at most 128 (DeepSeek-V3's (192, 128)).
+  EXPECT_EQ(verifyAttention(b.getF16Type(), 192, 8, 8),
+            "'fa4.attention' op V head dim 192 is not supported (expected 64, "
+            "96 or 128; Q and K's may be larger, as (192, 128))");
+}
+
+TEST_F(AttentionVerifierTest, VHeadDimOfItsOwn) {
+  OpBuilder b(&context);
+  EXPECT_EQ(verifyAttention(b.getBF16Type(), 192, 16, 16, {}, 128), "");
+  EXPECT_EQ(verifyAttention(b.getF16Type(), 128, 8, 2, {}, 64), "");
+  EXPECT_EQ(verifyAttention(b.getF16Type(), 64, 8, 8, {}, 128),
+            "'fa4.attention' op V head dim 128 exceeds Q and K's head dim 64 "
+            "(a V head dim may equal Q's or be smaller)");
+  // O has V's head dim.
+  EXPECT_EQ(verifyAttention(b.getF16Type(), 192, 8, 8, {}, 128, 192),
+            "'fa4.attention' op O shape [?, ?, 8, 192] does not match Q shape "
+            "[?, ?, 8, 192] with V's head dim 128");
 }
 
 TEST_F(AttentionVerifierTest, RejectsUnsupportedDtype) {

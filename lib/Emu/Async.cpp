@@ -797,7 +797,12 @@ void CtaMachine::execMma(Thread &th, const Inst &in) {
   op.d = static_cast<uint32_t>(address(th, in.operands[0]));
   op.aInTmem = in.flags & kTmemA;
   op.accumulate = read(th, in.operands[4], Ty::Pred) & 1;
-  op.bDesc = read(th, in.operands[2], Ty::B64);
+  // A descriptor written `%rd+imm` (a Mem operand) is that sum.
+  auto descriptor = [&](const Operand &operand) -> uint64_t {
+    return operand.kind == Operand::Kind::Mem ? address(th, operand)
+                                              : read(th, operand, Ty::B64);
+  };
+  op.bDesc = descriptor(in.operands[2]);
   if (!decodeSmemDescriptor(op.bDesc, op.b, why)) {
     error(th, "tcgen05.mma operand B: " + why);
     return;
@@ -809,7 +814,7 @@ void CtaMachine::execMma(Thread &th, const Inst &in) {
       return;
     }
   } else {
-    op.aDesc = read(th, in.operands[1], Ty::B64);
+    op.aDesc = descriptor(in.operands[1]);
     if (!decodeSmemDescriptor(op.aDesc, op.a, why)) {
       error(th, "tcgen05.mma operand A: " + why);
       return;

@@ -1442,8 +1442,26 @@ void Parser::decodeTcgen05(Decoding &d) {
     d.dropUnknown("collector::a::lastuse");
     d.dropUnknown("collector::a::fill");
     d.dropUnknown("collector::a::use");
-    setOperands(d, 5, 5, Ty::B32);
-    if (inst.operands[1].kind == Operand::Kind::Mem)
+    // The descriptors may be written `%rd+imm` (a register plus an
+    // offset, as LLVM's NVPTX back end folds an add into them; ptxas takes
+    // it): kept as a Mem operand whose value is that sum. A bracketed A is
+    // a TMEM address.
+    const std::vector<std::string> &texts = d.operandTexts;
+    if (texts.size() != 5)
+      fail(where() + ": '" + d.mnemonic + "' takes 5 operands, got " +
+           std::to_string(texts.size()));
+    inst.numOperands = 5;
+    for (size_t i = 0; i < 5; ++i) {
+      std::string text = trim(texts[i]);
+      bool offsetRegister =
+          (i == 1 || i == 2) && !text.empty() && text[0] == '%' &&
+          text.find_first_of("+-", 1) != std::string::npos;
+      inst.operands[i] = offsetRegister ? parseMemory(text)
+                                        : parseOperand(texts[i], Ty::B32);
+      if (offsetRegister && inst.operands[i].reg == kNoReg)
+        fail(where() + ": cannot read descriptor operand " + text);
+    }
+    if (!texts[1].empty() && trim(texts[1])[0] == '[')
       inst.flags |= kTmemA;
   } else if (verb == "commit") {
     inst.op = Op::TcCommit;

@@ -157,13 +157,15 @@ class Kernel:
         its variant, target and sm_count): dQ, dK and dV from the O and LSE
         this kernel writes (compile it with ``lse=True`` to have the LSE).
         A kernel compiled from IR, or with seqused_k, a paged cache,
-        split-KV or varlen, has none yet: NotImplementedError."""
+        split-KV, varlen or a V head dim of its own, has none yet:
+        NotImplementedError."""
         if self._backward_of is None:
             raise NotImplementedError(
                 "this kernel's backward is not built: fa4 compiles the "
                 "backward of a variant fa4.compile describes without "
-                "seqused_k, page_size, num_splits or varlen (a kernel "
-                "compiled from IR has none from Python yet)")
+                "seqused_k, page_size, num_splits, varlen or a v_head_dim "
+                "of its own (a kernel compiled from IR has none from Python "
+                "yet)")
         return compile_backward(**self._backward_of,
                                 deterministic=deterministic)
 
@@ -404,8 +406,13 @@ def compile(head_dim: int = 128, q_heads: int = 32, kv_heads: int = 8,
             exp2_emulation_fraction: Optional[float] = None,
             sm_count: int = 0, seqused_k: bool = False,
             page_size: int = 0, num_splits: int = 1,
-            varlen: bool = False, backward: bool = False) -> Kernel:
+            varlen: bool = False, backward: bool = False,
+            v_head_dim: Optional[int] = None) -> Kernel:
     """Compiles one attention variant to a ``Kernel``.
+
+    head_dim: Q and K's (64, 96, 128 or 192); v_head_dim: V and O's (64, 96
+    or 128, at most head_dim), None for head_dim's — ``head_dim=192,
+    v_head_dim=128`` is DeepSeek-V3's prefill attention.
 
     mask: "none", "causal" (bottom-right aligned) or "window"; window:
     (left, right) keys visible around the diagonal, -1 unbounded (with
@@ -438,6 +445,8 @@ def compile(head_dim: int = 128, q_heads: int = 32, kv_heads: int = 8,
     sm_100a, as FA4; 0 on sm_103a, whose MUFU is twice as fast).
     """
     head_dim = _integer("head_dim", head_dim)
+    v_head_dim = (head_dim if v_head_dim is None
+                  else _integer("v_head_dim", v_head_dim, 1))
     q_heads = _integer("q_heads", q_heads)
     kv_heads = _integer("kv_heads", kv_heads)
     sm_count = _integer("sm_count", sm_count, 0)
@@ -459,9 +468,10 @@ def compile(head_dim: int = 128, q_heads: int = 32, kv_heads: int = 8,
     backward = _flag("backward", backward)
     key = (head_dim, q_heads, kv_heads, mask, left, right, key_dtype, lse,
            scale, softcap, target, rescale_threshold, exp2_emulation_fraction,
-           sm_count, seqused_k, page_size, num_splits, varlen)
+           sm_count, seqused_k, page_size, num_splits, varlen, v_head_dim)
     backward_of = None
-    if not (seqused_k or page_size or num_splits > 1 or varlen):
+    if not (seqused_k or page_size or num_splits > 1 or varlen or
+            v_head_dim != head_dim):
         backward_of = dict(head_dim=head_dim, q_heads=q_heads,
                            kv_heads=kv_heads, mask=mask,
                            window=(left, right), dtype=key_dtype,
@@ -474,7 +484,7 @@ def compile(head_dim: int = 128, q_heads: int = 32, kv_heads: int = 8,
                               key_dtype, lse, scale, softcap, target, cache,
                               rescale_threshold, exp2_emulation_fraction,
                               sm_count, seqused_k, page_size, num_splits,
-                              varlen)
+                              varlen, v_head_dim)
         kernel = Kernel(native, backward_of)
         with _memo_lock:
             kernel = _memo.setdefault(key, kernel)
@@ -562,7 +572,8 @@ def split_workspace_words(kernel: Kernel, batch: int, seq_q: int) -> int:
     # packed rows.
     rows = min(128, seq_q * _packing(q_heads, kv_heads))
     return (_split_tiles(q_heads, kv_heads, batch, seq_q) * rows *
-            (4 * (1 + splits) + splits * attention["head_dim"]))
+            (4 * (1 + splits) +
+             splits * attention.get("v_head_dim", attention["head_dim"])))
 
 
 def _packing(q_heads, kv_heads):

@@ -47,8 +47,11 @@ def _check_tensors(q, k, v, paged=False):
             raise ValueError(f"{name}: dtype {t.dtype}, q is {q.dtype}")
         if t.device != q.device:
             raise ValueError(f"{name}: on {t.device}, q is on {q.device}")
-    if k.shape != v.shape:
-        raise ValueError(f"k {tuple(k.shape)} and v {tuple(v.shape)} differ")
+    # V may have a head dim of its own (DeepSeek-V3's (192, 128)); O has
+    # V's.
+    if k.shape[:3] != v.shape[:3]:
+        raise ValueError(f"k {tuple(k.shape)} and v {tuple(v.shape)} differ "
+                         "(but for the head dim, which may)")
     if (not paged and q.shape[0] != k.shape[0]) or q.shape[3] != k.shape[3]:
         raise ValueError(f"q {tuple(q.shape)} and k {tuple(k.shape)} disagree "
                          "on batch or head_dim")
@@ -179,9 +182,13 @@ def _validate_new(q, k, v, causal, window_left, window_right, softcap, scale,
                    window=None if mask != "window" else (left, right),
                    dtype=_DTYPES[q.dtype], lse=return_lse,
                    softcap=softcap or None, scale=scale)
+    # (Named only when it differs: the variants of one head dim keep their
+    # compile() arguments and their backward.)
+    if v.shape[3] != q.shape[3]:
+        variant["v_head_dim"] = int(v.shape[3])
     _check_variant(variant["head_dim"], variant["q_heads"], variant["kv_heads"],
                    mask, left, right, variant["dtype"], return_lse, scale,
-                   softcap)
+                   softcap, int(v.shape[3]))
     # The runtime's size limits where the sizes are known (not symbolic),
     # an empty problem's other sizes included (its O is allocated too).
     sizes = (q.shape[0], q.shape[1],
@@ -191,7 +198,8 @@ def _validate_new(q, k, v, causal, window_left, window_right, softcap, scale,
         variant["page_size"] = int(k.shape[1])
     if all(isinstance(size, int) for size in sizes):
         _fa4.check_shapes(variant["head_dim"], variant["q_heads"],
-                          variant["kv_heads"], *(max(size, 1) for size in sizes))
+                          variant["kv_heads"], *(max(size, 1) for size in sizes),
+                          v_head_dim=int(v.shape[3]))
     return variant
 
 
@@ -323,12 +331,18 @@ def _device_target(device):
     return target, int(sms)
 
 
-def _empty_results(q, k, return_lse):
+def _out_shape(q, v):
+    """O's shape: q's, with v's head dim."""
+    return (*q.shape[:3], v.shape[3])
+
+
+def _empty_results(q, v, return_lse):
     """O and the LSE of a problem with no query or no key: rows that see no
     key are O = 0 and LSE = -inf (fa4's convention); nothing to compile."""
     batch, seq_q, q_heads, _ = q.shape
-    o = _allocate("o", q.numel() * q.element_size(),
-                  lambda: torch.zeros_like(q, memory_format=torch.contiguous_format))
+    shape = _out_shape(q, v)
+    o = _allocate("o", batch * seq_q * q_heads * shape[3] * q.element_size(),
+                  lambda: q.new_zeros(shape))
     lse = (_allocate("lse", batch * q_heads * seq_q * 4,
                      lambda: torch.full((batch, q_heads, seq_q), float("-inf"),
                                         dtype=torch.float32, device=q.device))
@@ -404,8 +418,9 @@ def _launch(kernel, q, k, v, return_lse, extras):
     (batch, seq, heads, head_dim) and `extras`, allocated here: on q's GPU
     in its current stream, or in the emulator for CPU tensors."""
     batch, seq_q, q_heads, _ = q.shape
-    o = _allocate("o", q.numel() * q.element_size(),
-                  lambda: torch.empty_like(q, memory_format=torch.contiguous_format))
+    shape = _out_shape(q, v)
+    o = _allocate("o", batch * seq_q * q_heads * shape[3] * q.element_size(),
+                  lambda: q.new_empty(shape))
     lse = (_allocate("lse", batch * q_heads * seq_q * 4,
                      lambda: q.new_empty((batch, q_heads, seq_q),
                                          dtype=torch.float32)) if return_lse
@@ -436,7 +451,7 @@ def _attention_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                          "and CPU tensors in the emulator")
     batch, seq_q, q_heads, _ = q.shape
     if batch == 0 or seq_q == 0 or k.shape[1] == 0:
-        return _empty_results(q, k, return_lse)
+        return _empty_results(q, v, return_lse)
     target, sm_count = _target(q.device)
     if num_splits == 0:
         # The tasks (of the chip's rows of packed queries) and the KV blocks
@@ -474,7 +489,7 @@ def _(q, k, v, causal, window_left, window_right, softcap, scale, return_lse,
     _validate(q, k, v, causal, window_left, window_right, softcap, scale,
               return_lse, seqused_k, block_table, num_splits)
     batch, seq_q, q_heads, _ = q.shape
-    o = torch.empty_like(q, memory_format=torch.contiguous_format)
+    o = q.new_empty(_out_shape(q, v))
     lse = q.new_empty((batch, q_heads, seq_q) if return_lse else (0,),
                       dtype=torch.float32)
     return o, lse
@@ -562,6 +577,11 @@ def _backward_kernel(variant, device, deterministic):
 
 def _compile_backward(variant, target, sm_count, deterministic=False):
     """compile_backward of the variant _validate describes."""
+    if "v_head_dim" in variant:
+        raise NotImplementedError(
+            f"fa4.attention's backward with V's head dim "
+            f"({variant['v_head_dim']}) differing from Q's "
+            f"({variant['head_dim']}) is not built yet")
     return compile_backward(head_dim=variant["head_dim"],
                             q_heads=variant["q_heads"],
                             kv_heads=variant["kv_heads"], mask=variant["mask"],
@@ -621,6 +641,10 @@ def _save_for_backward(ctx, inputs, output):
     if seqused_k is not None or block_table is not None:
         ctx.refusal = ("fa4.attention's backward does not take seqused_k or "
                        "a paged K/V cache (block_table) yet")
+    elif v.shape[3] != q.shape[3]:
+        ctx.refusal = (f"fa4.attention's backward with V's head dim "
+                       f"({v.shape[3]}) differing from Q's ({q.shape[3]}) is "
+                       "not built yet")
     elif not return_lse:
         ctx.refusal = ("the backward needs the forward's LSE: call "
                        "torch.ops.fa4.attention with return_lse=True (or "
@@ -768,7 +792,7 @@ def _attention_varlen_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
     batch = cu_seqlens_q.shape[0] - 1
     if batch == 0 or total_q == 0 or k.shape[0] == 0:
         # No row sees a key: O = 0, LSE = -inf.
-        o, lse = _empty_results(q.unsqueeze(0), k.unsqueeze(0), return_lse)
+        o, lse = _empty_results(q.unsqueeze(0), v.unsqueeze(0), return_lse)
         return o[0], (lse[0] if return_lse else lse)
     target, sm_count = _target(q.device)
     kernel = compile(target=target, sm_count=sm_count,
@@ -791,7 +815,7 @@ def _(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, causal,
                      max_seqlen_k, causal, window_left, window_right, softcap,
                      scale, return_lse, seqused_k)
     total_q, q_heads, _ = q.shape
-    o = torch.empty_like(q, memory_format=torch.contiguous_format)
+    o = q.new_empty((total_q, q_heads, v.shape[2]))
     lse = q.new_empty((q_heads, total_q) if return_lse else (0,),
                       dtype=torch.float32)
     return o, lse

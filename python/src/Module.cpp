@@ -119,10 +119,12 @@ PyKernel compile(int64_t headDim, int64_t qHeads, int64_t kvHeads,
                  std::optional<double> scale, double softcap,
                  const std::string &target, bool cache, double rescaleThreshold,
                  double exp2EmulationFraction, int64_t smCount, bool seqUsedK,
-                 int64_t pageSize, int64_t numSplits, bool varlen) {
+                 int64_t pageSize, int64_t numSplits, bool varlen,
+                 int64_t valueHeadDim) {
   PyKernel result;
   result.variant = variantOf(headDim, qHeads, kvHeads, mask, windowLeft,
                              windowRight, dtype, lse, scale, softcap);
+  result.variant.valueHeadDim = valueHeadDim;
   result.variant.seqUsedK = seqUsedK;
   result.variant.pageSize = pageSize;
   result.variant.numSplits = numSplits;
@@ -176,9 +178,11 @@ PyBackward compileBackwardVariant(int64_t headDim, int64_t qHeads,
 void verifyVariant(int64_t headDim, int64_t qHeads, int64_t kvHeads,
                    const std::string &mask, int64_t windowLeft,
                    int64_t windowRight, const std::string &dtype, bool lse,
-                   std::optional<double> scale, double softcap) {
+                   std::optional<double> scale, double softcap,
+                   int64_t valueHeadDim) {
   Variant variant = variantOf(headDim, qHeads, kvHeads, mask, windowLeft,
                               windowRight, dtype, lse, scale, softcap);
+  variant.valueHeadDim = valueHeadDim;
   if (llvm::Error refused = mlir::fa4::checkVariant(variant))
     throw CompileFailure(llvm::toString(std::move(refused)));
   std::string diagnostics;
@@ -231,9 +235,10 @@ std::string ir(const PyKernel &kernel, const std::string &stage) {
 /// tensors of those sizes, and by the torch op's fake implementation, which
 /// has no kernel.
 void checkShapes(int64_t headDim, int64_t qHeads, int64_t kvHeads, int64_t batch,
-                 int64_t seqQ, int64_t seqK) {
+                 int64_t seqQ, int64_t seqK, int64_t valueHeadDim) {
   runtime::Manifest manifest;
   manifest.headDim = headDim;
+  manifest.valueHeadDim = valueHeadDim;
   manifest.qHeads = qHeads;
   manifest.kvHeads = kvHeads;
   runtime::Shapes shapes;
@@ -294,7 +299,8 @@ NB_MODULE(_fa4, m) {
         nb::arg("cache"), nb::arg("rescale_threshold"),
         nb::arg("exp2_emulation_fraction"), nb::arg("sm_count"),
         nb::arg("seqused_k") = false, nb::arg("page_size") = 0,
-        nb::arg("num_splits") = 1, nb::arg("varlen") = false);
+        nb::arg("num_splits") = 1, nb::arg("varlen") = false,
+        nb::arg("v_head_dim") = 0);
   m.def("compile_backward", &compileBackwardVariant, nb::arg("head_dim"),
         nb::arg("q_heads"), nb::arg("kv_heads"), nb::arg("mask"),
         nb::arg("window_left"), nb::arg("window_right"), nb::arg("dtype"),
@@ -306,9 +312,11 @@ NB_MODULE(_fa4, m) {
   m.def("check_variant", &verifyVariant, nb::arg("head_dim"),
         nb::arg("q_heads"), nb::arg("kv_heads"), nb::arg("mask"),
         nb::arg("window_left"), nb::arg("window_right"), nb::arg("dtype"),
-        nb::arg("lse"), nb::arg("scale").none(), nb::arg("softcap"));
+        nb::arg("lse"), nb::arg("scale").none(), nb::arg("softcap"),
+        nb::arg("v_head_dim") = 0);
   m.def("check_shapes", &checkShapes, nb::arg("head_dim"), nb::arg("q_heads"),
-        nb::arg("kv_heads"), nb::arg("batch"), nb::arg("seq_q"), nb::arg("seq_k"));
+        nb::arg("kv_heads"), nb::arg("batch"), nb::arg("seq_q"), nb::arg("seq_k"),
+        nb::arg("v_head_dim") = 0);
   m.def("ir_stages", &variantIrStages);
   // The chip table (fa4/Target/Target.h), the first the default: the
   // Python layer names no chip itself.

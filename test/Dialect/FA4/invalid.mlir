@@ -66,9 +66,45 @@ func.func @dtype_mismatch(%q: memref<?x?x8x128xf16>, %k: memref<?x?x8x128xf16>, 
 // -----
 
 func.func @head_dim(%q: memref<?x?x8x80xf16>, %k: memref<?x?x8x80xf16>, %v: memref<?x?x8x80xf16>, %o: memref<?x?x8x80xf16>) {
-  // expected-error @+1 {{head dim 80 is not supported (expected 64, 96 or 128)}}
+  // expected-error @+1 {{head dim 80 is not supported (expected 64, 96, 128 or 192)}}
   fa4.attention %q, %k, %v -> %o 
       : memref<?x?x8x80xf16>, memref<?x?x8x80xf16>, memref<?x?x8x80xf16> -> memref<?x?x8x80xf16>
+  return
+}
+
+// -----
+
+func.func @v_head_dim_192(%q: memref<?x?x8x192xf16>, %k: memref<?x?x8x192xf16>, %v: memref<?x?x8x192xf16>, %o: memref<?x?x8x192xf16>) {
+  // expected-error @+1 {{V head dim 192 is not supported (expected 64, 96 or 128; Q and K's may be larger, as (192, 128))}}
+  fa4.attention %q, %k, %v -> %o
+      : memref<?x?x8x192xf16>, memref<?x?x8x192xf16>, memref<?x?x8x192xf16> -> memref<?x?x8x192xf16>
+  return
+}
+
+// -----
+
+func.func @v_head_dim_wider(%q: memref<?x?x8x64xf16>, %k: memref<?x?x8x64xf16>, %v: memref<?x?x8x128xf16>, %o: memref<?x?x8x128xf16>) {
+  // expected-error @+1 {{V head dim 128 exceeds Q and K's head dim 64 (a V head dim may equal Q's or be smaller)}}
+  fa4.attention %q, %k, %v -> %o
+      : memref<?x?x8x64xf16>, memref<?x?x8x64xf16>, memref<?x?x8x128xf16> -> memref<?x?x8x128xf16>
+  return
+}
+
+// -----
+
+func.func @o_takes_v_head_dim(%q: memref<?x?x8x192xf16>, %k: memref<?x?x8x192xf16>, %v: memref<?x?x8x128xf16>, %o: memref<?x?x8x192xf16>) {
+  // expected-error @+1 {{O shape [?, ?, 8, 192] does not match Q shape [?, ?, 8, 192] with V's head dim 128}}
+  fa4.attention %q, %k, %v -> %o
+      : memref<?x?x8x192xf16>, memref<?x?x8x192xf16>, memref<?x?x8x128xf16> -> memref<?x?x8x192xf16>
+  return
+}
+
+// -----
+
+func.func @v_heads(%q: memref<?x?x8x192xf16>, %k: memref<?x?x8x192xf16>, %v: memref<?x?x4x128xf16>, %o: memref<?x?x8x128xf16>) {
+  // expected-error @+1 {{V shape [?, ?, 4, 128] does not match K shape [?, ?, 8, 192] (but for the head dim)}}
+  fa4.attention %q, %k, %v -> %o
+      : memref<?x?x8x192xf16>, memref<?x?x8x192xf16>, memref<?x?x4x128xf16> -> memref<?x?x8x128xf16>
   return
 }
 

@@ -24,6 +24,17 @@ func.func @entry_window_bf16(%q: memref<2x?x8x64xbf16>, %k: memref<2x?x8x64xbf16
   return
 }
 
+// V and O with a head dim of their own (DeepSeek-V3's (192, 128)).
+// CHECK-LABEL: func.func @entry_v_head_dim
+// CHECK: fa4.attention %{{.*}}, %{{.*}}, %{{.*}} -> %{{.*}} {mask = #fa4.mask<causal>} : memref<?x?x16x192xbf16>, memref<?x?x16x192xbf16>, memref<?x?x16x128xbf16> -> memref<?x?x16x128xbf16>
+func.func @entry_v_head_dim(%q: memref<?x?x16x192xbf16>, %k: memref<?x?x16x192xbf16>,
+                            %v: memref<?x?x16x128xbf16>, %o: memref<?x?x16x128xbf16>) {
+  fa4.attention %q, %k, %v -> %o {mask = #fa4.mask<causal>}
+      : memref<?x?x16x192xbf16>, memref<?x?x16x192xbf16>, memref<?x?x16x128xbf16>
+      -> memref<?x?x16x128xbf16>
+  return
+}
+
 // [batch, heads, seq, head_dim] storage seen as [batch, seq, heads,
 // head_dim]: any strides TMA expresses.
 // CHECK-LABEL: func.func @entry_strided

@@ -249,10 +249,21 @@ func.func @score_shape(%q: !fa4.smem<[128, 128], f16, stages = 2>, %k: !fa4.smem
 
 // -----
 
-func.func @value_chain(%p: !fa4.tmem<[128, 128], f16>, %v: !fa4.smem<[128, 128], f16, stages = 3>, %o: !fa4.tmem<[128, 64], f32>, %acc: i1) {
+// The accumulator takes V's first columns (a K/V ring sized for a wider K),
+// never more than the ring holds.
+func.func @value_chain(%p: !fa4.tmem<[128, 128], f16>, %v: !fa4.smem<[128, 128], f16, stages = 3>, %o: !fa4.tmem<[128, 192], f32>, %acc: i1) {
   %c0 = arith.constant 0 : index
-  // expected-error @+1 {{'fa4.value_mma_async' op shapes do not chain: probs [128, 128] x value [128, 128] -> acc [128, 64]}}
-  fa4.value_mma_async %p, %v[%c0] -> %o, accumulate %acc : !fa4.tmem<[128, 128], f16>, !fa4.smem<[128, 128], f16, stages = 3>, !fa4.tmem<[128, 64], f32>
+  // expected-error @+1 {{'fa4.value_mma_async' op shapes do not chain: probs [128, 128] x value [128, 128] -> acc [128, 192]}}
+  fa4.value_mma_async %p, %v[%c0] -> %o, accumulate %acc : !fa4.tmem<[128, 128], f16>, !fa4.smem<[128, 128], f16, stages = 3>, !fa4.tmem<[128, 192], f32>
+  return
+}
+
+// -----
+
+func.func @value_rows(%p: !fa4.tmem<[128, 128], f16>, %v: !fa4.smem<[64, 128], f16, stages = 3>, %o: !fa4.tmem<[128, 64], f32>, %acc: i1) {
+  %c0 = arith.constant 0 : index
+  // expected-error @+1 {{'fa4.value_mma_async' op shapes do not chain: probs [128, 128] x value [64, 128] -> acc [128, 64]}}
+  fa4.value_mma_async %p, %v[%c0] -> %o, accumulate %acc : !fa4.tmem<[128, 128], f16>, !fa4.smem<[64, 128], f16, stages = 3>, !fa4.tmem<[128, 64], f32>
   return
 }
 

@@ -240,6 +240,9 @@ private:
   /// `value` again, through an opaque move at the current point (constants
   /// and values of other types as they are).
   Value rematerializeAtRoleEntry(Value value);
+  /// A 32-bit special register (`%ctaid.x`) read here, opaquely: LLVM does
+  /// not hoist it into the kernel's prologue.
+  Value specialRegister(StringRef name);
   /// The TMEM base with this warp's lane field, warp-uniform, once per role.
   Value roleTmemBase();
   /// The TMEM address of column `column` (i32) of a buffer for this thread.

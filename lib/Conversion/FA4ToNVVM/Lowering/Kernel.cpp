@@ -150,6 +150,17 @@ Value Lowering::rematerializeAtRoleEntry(Value value) {
                  : moved;
 }
 
+Value Lowering::specialRegister(StringRef name) {
+  return LLVM::InlineAsmOp::create(
+             b, loc(), b.getI32Type(), ValueRange{},
+             ("mov.u32 $0, " + name + ";").str(), "=r",
+             /*has_side_effects=*/true, false,
+             LLVM::tailcallkind::TailCallKind::None,
+             LLVM::AsmDialectAttr::get(b.getContext(), LLVM::AsmDialect::AD_ATT),
+             ArrayAttr())
+      .getResult(0);
+}
+
 Value Lowering::roleTmemBase() {
   if (!warpTmemBase) {
     // The TMEM base plus this warp's lane field, computed once per role at
@@ -629,9 +640,21 @@ LogicalResult Lowering::lowerRole(RoleOp newRole) {
 void Lowering::rematerializeRoleLiveIns() {
   llvm::SetVector<Value> liveIns;
   getUsedValuesDefinedAbove(role.getBody(), liveIns);
-  for (Value liveIn : liveIns)
+  for (Value liveIn : liveIns) {
+    // The CTA's index, the grid's size and the task count are made again
+    // here, from the kernel's arguments: nothing of theirs is live across
+    // setmaxnreg (where ptxas may keep it in local memory).
+    Operation *def = liveIn.getDefiningOp();
+    if (isa_and_nonnull<CtaIdOp, GridSizeOp, TaskCountOp>(def) &&
+        llvm::all_of(def->getOperands(), [](Value operand) {
+          return isa<BlockArgument>(operand) ||
+                 matchPattern(operand, m_Constant());
+        }) &&
+        succeeded(lowerScheduler(def)))
+      continue;
     if (Value lowered = mapping.lookupOrNull(liveIn))
       mapping.map(liveIn, rematerializeAtRoleEntry(lowered));
+  }
   for (Value *field : {&kernel.batch, &kernel.seqQ, &kernel.seqK,
                        &kernel.threadId, &kernel.tmemBase, &kernel.smem})
     *field = rematerializeAtRoleEntry(*field);
@@ -918,14 +941,16 @@ LogicalResult Lowering::lowerScheduler(Operation *op) {
         mapping.map(count.getResult(), tasks);
         return success();
       })
+      // Read where the role asks (an opaque read LLVM does not hoist into
+      // the kernel's prologue): a value live from the prologue into every
+      // role is kept across setmaxnreg, where ptxas may put it in local
+      // memory (head dim 192's MMA warp did).
       .Case([&](CtaIdOp cta) -> LogicalResult {
-        mapping.map(cta.getResult(),
-                    toIndex(NVVM::BlockIdXOp::create(b, loc(), b.getI32Type())));
+        mapping.map(cta.getResult(), toIndex(specialRegister("%ctaid.x")));
         return success();
       })
       .Case([&](GridSizeOp grid) -> LogicalResult {
-        mapping.map(grid.getResult(),
-                    toIndex(NVVM::GridDimXOp::create(b, loc(), b.getI32Type())));
+        mapping.map(grid.getResult(), toIndex(specialRegister("%nctaid.x")));
         return success();
       })
       .Case([&](KvBlockRangeOp range) { return lowerKvBlockRange(range); })

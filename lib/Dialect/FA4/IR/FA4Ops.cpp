@@ -428,7 +428,7 @@ LogicalResult AttentionOp::verify() {
   if (!llvm::is_contained(kSupportedValueHeadDims, valueHeadDim))
     return emitOpError() << "V head dim " << valueHeadDim
                          << " is not supported (expected 64, 96 or 128; Q "
-                            "and K's may differ from it)";
+                            "and K's may be larger, as (192, 128))";
   // K and V share Blackwell's K/V ring, whose items are K's.
   if (valueHeadDim > headDim)
     return emitOpError() << "V head dim " << valueHeadDim

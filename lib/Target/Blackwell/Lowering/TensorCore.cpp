@@ -204,6 +204,15 @@ LogicalResult Lowering::lowerMma(Operation *op) {
         Value idesc = i32(static_cast<int32_t>(instruction));
         Value qBase = baseDescriptor(operand, qAddress);
         Value kBase = baseDescriptor(operand, kAddress);
+        // Q's descriptors are the same for every K/V block of a task (and
+        // K's for every block in the same stage), so LLVM hoists each
+        // step's out of the loop: past eight steps (head dim 192's twelve,
+        // for two Q tiles) they no longer fit the MMA warp's registers and
+        // ptxas spills. Re-made per MMA there.
+        if (q.getCols() > 8 * kMmaK) {
+          qBase = rematerializeAtRoleEntry(qBase);
+          kBase = rematerializeAtRoleEntry(kBase);
+        }
         ifElected([&] {
           for (int64_t step = 0; step * kMmaK < q.getCols(); ++step) {
             // Step along K: 32 bytes inside a swizzle line, a whole box

@@ -274,6 +274,15 @@ LogicalResult Lowering::lowerWarpgroupScoreMma(WarpgroupScoreMmaOp mma) {
                             ptxType(k.getElementType()).str() + " ";
   std::string constraintsIn;
   int64_t steps = llvm::divideCeil(q.getCols(), kWgmmaK);
+  // Past eight steps (head dim 192's twelve) the asm takes the two bases
+  // and steps them itself: twelve pairs of descriptor operands, all live
+  // at the asm, no longer fit the consumers' registers.
+  bool stepsInAsm = steps > 8;
+  if (stepsInAsm) {
+    inputs = {qBase, kBase};
+    constraintsIn = "l,l";
+    body += ".reg .b64 qd, kd;\n\t";
+  }
   for (int64_t step = 0; step < steps; ++step) {
     // Along K: 32 bytes inside a swizzle line, a whole box every 64
     // columns.
@@ -282,13 +291,24 @@ LogicalResult Lowering::lowerWarpgroupScoreMma(WarpgroupScoreMmaOp mma) {
                       (column % kBoxColumns) * 2;
     int64_t kOffset = (column / kBoxColumns) * boxBytes(k) +
                       (column % kBoxColumns) * 2;
-    inputs.push_back(arith::AddIOp::create(b, loc(), qBase,
-                                           i64(qOffset >> 4)));
-    inputs.push_back(arith::AddIOp::create(b, loc(), kBase,
-                                           i64(kOffset >> 4)));
-    std::string a = "$" + std::to_string(accumulators + 2 * step);
-    std::string bDesc = "$" + std::to_string(accumulators + 2 * step + 1);
-    constraintsIn += (step ? ",l,l" : "l,l");
+    std::string a, bDesc;
+    if (stepsInAsm) {
+      std::string qArg = "$" + std::to_string(accumulators);
+      std::string kArg = "$" + std::to_string(accumulators + 1);
+      body += "add.s64 qd, " + qArg + ", " + std::to_string(qOffset >> 4) +
+              ";\n\tadd.s64 kd, " + kArg + ", " +
+              std::to_string(kOffset >> 4) + ";\n\t";
+      a = "qd";
+      bDesc = "kd";
+    } else {
+      inputs.push_back(arith::AddIOp::create(b, loc(), qBase,
+                                             i64(qOffset >> 4)));
+      inputs.push_back(arith::AddIOp::create(b, loc(), kBase,
+                                             i64(kOffset >> 4)));
+      a = "$" + std::to_string(accumulators + 2 * step);
+      bDesc = "$" + std::to_string(accumulators + 2 * step + 1);
+      constraintsIn += (step ? ",l,l" : "l,l");
+    }
     // The first step overwrites the accumulator (scale-d false).
     body += instruction + wgmmaAccumulators(accumulators) + ", " + a + ", " +
             bDesc + (step ? ", one" : ", zero") + ", 1, 1, 0, 0;\n\t";

@@ -1,0 +1,69 @@
+"""Q/K and V/O head dims apart (DeepSeek-V3's (192, 128)): fa4.attention
+takes V's head dim from v's shape and gives O that head dim; on CPU tensors
+the kernel runs in the emulator against the float64 reference."""
+
+import pytest
+import torch
+
+import fa4
+from conftest import reference
+
+
+def make(batch, seq_q, seq_k, q_heads, kv_heads, head_dim, v_head_dim, dtype,
+         seed=0):
+    g = torch.Generator().manual_seed(seed)
+    q = torch.randn(batch, seq_q, q_heads, head_dim, generator=g)
+    k = torch.randn(batch, seq_k, kv_heads, head_dim, generator=g)
+    v = torch.randn(batch, seq_k, kv_heads, v_head_dim, generator=g)
+    return tuple(t.to(dtype) for t in (q, k, v))
+
+
+@pytest.mark.parametrize("head_dim,v_head_dim,causal,q_heads,kv_heads", [
+    (192, 128, True, 4, 2),
+    (192, 64, False, 3, 1),
+    (128, 96, True, 2, 2),
+])
+def test_matches_reference(head_dim, v_head_dim, causal, q_heads, kv_heads):
+    q, k, v = make(1, 150, 170, q_heads, kv_heads, head_dim, v_head_dim,
+                   torch.bfloat16)
+    o, lse = fa4.attention(q, k, v, causal=causal, return_lse=True)
+    assert o.shape == (1, 150, q_heads, v_head_dim)
+    want_o, want_lse = reference(q, k, v, causal)
+    # bf16 inputs: O within a few bf16 ulps of values near 1.
+    assert (o.double() - want_o).abs().max().item() < 2e-2
+    assert (lse.double() - want_lse).abs().max().item() < 1e-3
+
+
+def test_kernel_manifest_names_both_head_dims():
+    kernel = fa4.compile(head_dim=192, v_head_dim=128, q_heads=4, kv_heads=2,
+                         mask="causal", dtype="bf16", target="sm_90a")
+    attention = kernel.manifest["attention"]
+    assert (attention["head_dim"], attention["v_head_dim"]) == (192, 128)
+    maps = {m["tensor"]: m for m in kernel.manifest["tensor_maps"]}
+    assert maps["q"]["dims"][0] == 192 and maps["k"]["dims"][0] == 192
+    assert maps["v"]["dims"][0] == 128 and maps["o"]["dims"][0] == 128
+    # One head dim: v_head_dim is head_dim's.
+    same = fa4.compile(head_dim=64, q_heads=2, kv_heads=2, target="sm_90a")
+    assert same.manifest["attention"]["v_head_dim"] == 64
+
+
+def test_refusals():
+    # V's head dim past Q's, or V at 192: the verifier says which.
+    with pytest.raises(fa4.CompileError, match="exceeds Q and K's head dim 64"):
+        fa4.compile(head_dim=64, v_head_dim=128, q_heads=2, kv_heads=2)
+    with pytest.raises(fa4.CompileError, match="V head dim 192 is not supported"):
+        fa4.compile(head_dim=192, q_heads=2, kv_heads=2)
+    with pytest.raises(ValueError, match="v_head_dim"):
+        fa4.compile(head_dim=192, v_head_dim=0, q_heads=2, kv_heads=2)
+    q, k, v = make(1, 8, 8, 2, 2, 192, 128, torch.float16)
+    with pytest.raises(ValueError, match="but for the head dim"):
+        fa4.attention(q, k, v[:, :4])
+    # The backward of such a variant is not built: said when it is asked for.
+    kernel = fa4.compile(head_dim=192, v_head_dim=128, q_heads=2, kv_heads=2,
+                         target="sm_90a")
+    with pytest.raises(NotImplementedError, match="v_head_dim"):
+        kernel.backward()
+    q.requires_grad_(True)
+    o = fa4.attention(q, k, v)
+    with pytest.raises(NotImplementedError, match="differing from Q's"):
+        o.sum().backward()
