@@ -315,6 +315,8 @@ runtime::Manifest mlir::fa4::kernelManifest(ModuleOp module, StringRef chip,
   m.splitWorkspace = launch.getSpec().getSplitWorkspace().value_or(-1);
   m.cuSeqlensQ = launch.getSpec().getCuSeqlensQ().value_or(-1);
   m.cuSeqlensK = launch.getSpec().getCuSeqlensK().value_or(-1);
+  // (Split-KV and varlen kernels say so by being what they are.)
+  m.oByAddress = launch.getOByAddress() && m.splitWorkspace < 0 && m.cuSeqlensQ < 0;
 
   // The memrefs the score_mod and mask_mod read (dynamic sizes as -1).
   for (ExtraInfoAttr extra : launch.getExtras())
@@ -386,13 +388,15 @@ runtime::Manifest mlir::fa4::kernelManifest(ModuleOp module, StringRef chip,
         m.parameters.push_back(
             {extra + "_dim" + std::to_string(d), "int32", "", ""});
   }
-  if (m.splitWorkspace >= 0 || m.cuSeqlensQ >= 0) {
-    // The merge of split-KV, or a varlen tile, writes O row by row (O's
-    // tensor map is not used).
+  if (m.writesOByAddress()) {
+    // The merge of split-KV, a varlen tile, or a schedule without O
+    // staging writes O row by row (O's tensor map is not used).
     m.parameters.push_back(
         {"o", "void*", "",
-         m.cuSeqlensQ >= 0 ? "O's address (varlen tiles write their rows)"
-                           : "O's address (the merge of split-KV writes it)"});
+         m.cuSeqlensQ >= 0       ? "O's address (varlen tiles write their rows)"
+         : m.splitWorkspace >= 0 ? "O's address (the merge of split-KV writes it)"
+                                 : "O's address (O's tiles are written from "
+                                   "registers, row by row)"});
     for (const char *axis : {"batch", "seq", "head"})
       m.parameters.push_back({std::string("o_stride_") + axis, "int64", "",
                               "in elements"});

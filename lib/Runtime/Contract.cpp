@@ -124,6 +124,8 @@ std::string kernelContract(const Manifest &m) {
   // stay what they were.)
   if (m.valueHeadDim > 0 && m.valueHeadDim != m.headDim)
     w.field("attention.v_head_dim", m.valueHeadDim);
+  if (m.oByAddress)
+    w.field("attention.o_by_address", "true");
   w.field("attention.q_heads", m.qHeads);
   w.field("attention.kv_heads", m.kvHeads);
   w.field("attention.dtype", m.dtype);

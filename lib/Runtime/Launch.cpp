@@ -185,6 +185,8 @@ void readAttention(Fields &attention, Manifest &m, std::string &error) {
   m.valueHeadDim = m.headDim;
   if (attention.optional("v_head_dim"))
     m.valueHeadDim = attention.integer("v_head_dim");
+  if (attention.optional("o_by_address"))
+    m.oByAddress = attention.boolean("o_by_address");
   m.qHeads = attention.integer("q_heads");
   m.kvHeads = attention.integer("kv_heads");
   m.dtype = attention.string("dtype");
@@ -659,6 +661,8 @@ std::string writeManifest(const Manifest &m) {
   if (varlen)
     os << ", \"cu_seqlens_q\": " << m.cuSeqlensQ << ", \"cu_seqlens_k\": "
        << m.cuSeqlensK;
+  if (m.oByAddress)
+    os << ", \"o_by_address\": true";
   os << "},\n";
   // The memrefs the score_mod and mask_mod read: element type and shape, -1
   // where the launch gives the size.
@@ -759,7 +763,7 @@ llvm::Error checkInterface(const Manifest &m) {
       if (m.extras[i].shape[d] < 0)
         expected.push_back({extra + "_dim" + std::to_string(d), "int32"});
   }
-  if (m.splitWorkspace >= 0 || m.cuSeqlensQ >= 0) {
+  if (m.writesOByAddress()) {
     expected.push_back({"o", "void*"});
     for (const char *axis : {"batch", "seq", "head"})
       expected.push_back({std::string("o_stride_") + axis, "int64"});

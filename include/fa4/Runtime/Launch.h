@@ -40,6 +40,13 @@ struct Manifest {
   /// V and O's head dim ("v_head_dim"; a manifest without it: head_dim's).
   int64_t valueHeadDim = 0;
   int64_t vHeadDim() const { return valueHeadDim > 0 ? valueHeadDim : headDim; }
+  /// The kernel writes O by address: O's pointer and strides follow the
+  /// extras among its parameters (split-KV and varlen kernels always;
+  /// "o_by_address" says so for the others).
+  bool oByAddress = false;
+  bool writesOByAddress() const {
+    return oByAddress || splitWorkspace >= 0 || cuSeqlensQ >= 0;
+  }
   std::string dtype;
   bool lse = false;
   int64_t rowsPerTask = 0;

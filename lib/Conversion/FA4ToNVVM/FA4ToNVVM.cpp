@@ -288,14 +288,27 @@ static LLVM::LLVMFuncOp createWarpSpecializedKernel(OpBuilder &b, Location loc,
   return kernelFunc;
 }
 
+/// Whether the kernel writes O by address (not through O's tensor map):
+/// split-KV and varlen kernels, and a schedule that stores O tiles from
+/// registers (Hopper's without O staging, head dims (192, 128)).
+static bool writesOByAddress(func::FuncOp func, KernelSpecAttr spec) {
+  if (spec.getSplitWorkspace() || spec.isVarlen())
+    return true;
+  bool direct = false;
+  func.walk([&](StoreOTileOp store) {
+    direct |= static_cast<bool>(store->getParentOfType<RoleOp>());
+  });
+  return direct;
+}
+
 /// The kernel's llvm.func at `b`, for a CTA of `threads`: Q, K, V and O
 /// tensor maps, the LSE pointer, the runtime sizes, then per extra its
 /// pointer and its dynamic sizes.
 static LLVM::LLVMFuncOp createKernelFunction(OpBuilder &b, func::FuncOp func,
                                              bool hasLse,
                                              ArrayRef<Value> extras,
-                                             int64_t threads, bool splitKv,
-                                             bool varlen) {
+                                             int64_t threads,
+                                             bool oByAddress) {
   MLIRContext *context = b.getContext();
   auto ptr = LLVM::LLVMPointerType::get(context);
   auto globalPtr = LLVM::LLVMPointerType::get(context, 1);
@@ -308,9 +321,10 @@ static LLVM::LLVMFuncOp createKernelFunction(OpBuilder &b, func::FuncOp func,
     params.append(cast<MemRefType>(extra.getType()).getNumDynamicDims(),
                   b.getI32Type());
   }
-  // A split-KV or varlen kernel writes O row by row: its address and its
-  // batch, sequence and head strides in elements.
-  if (splitKv || varlen) {
+  // A kernel that writes O row by row (split-KV, varlen, a Hopper schedule
+  // without O staging): its address and its batch, sequence and head
+  // strides in elements.
+  if (oByAddress) {
     params.push_back(globalPtr);
     params.append(3, b.getI64Type());
   }
@@ -457,7 +471,8 @@ static LaunchAttr launchInfo(func::FuncOp func, WarpSpecializeOp specialize,
                          specialize->getAttrOfType<GridAttr>(kGridAttrName),
                          spec, roles, maps, hasLse, scoreMod, maskMod,
                          extraEntries, spec.getBlockMask(),
-                         spec.getSequsedK(), spec.getBlockTable());
+                         spec.getSequsedK(), spec.getBlockTable(),
+                         writesOByAddress(func, spec));
 }
 
 LogicalResult FA4ToNVVMPass::convert(func::FuncOp func,
@@ -505,10 +520,9 @@ LogicalResult FA4ToNVVMPass::convert(func::FuncOp func,
   FailureOr<SmallVector<Value>> extras = modExtras(func, spec);
   if (failed(extras))
     return failure();
-  auto kernelFunc =
-      createKernelFunction(b, func, hasLse, *extras, specialize.getNumThreads(),
-                           spec.getSplitWorkspace().has_value(),
-                           spec.isVarlen());
+  auto kernelFunc = createKernelFunction(b, func, hasLse, *extras,
+                                         specialize.getNumThreads(),
+                                         writesOByAddress(func, spec));
   Block *entry = kernelFunc.addEntryBlock(b);
   b.setInsertionPointToStart(entry);
   SmallVector<ExtraInfoAttr> extraEntries =

@@ -401,9 +401,10 @@ void WarpgroupProgramBuilder::buildConsumer(const Task &task, int64_t half) {
         program.numSplits);
     return;
   }
-  if (program.cuSeqlensQ) {
+  if (program.cuSeqlensQ || !config.oStaged) {
     // Varlen: the fragment straight to the sequence's rows (a TMA box would
-    // write into the next sequence's).
+    // write into the next sequence's). Without staging (head dims (192,
+    // 128)): the fragment to its rows below seq_q.
     SmallVector<Value, 2> span = storeSpan(task);
     StoreOTileOp::create(b, loc, normalize.getOut(), program.arguments[kOut],
                          task.tensorBatch, task.headGroup, rowBegin, span,
@@ -449,7 +450,8 @@ void WarpgroupProgramBuilder::build() {
   // A split-KV kernel writes O without staging (the parts to the
   // workspace, the merge row by row), a varlen one from the fragments.
   for (int64_t half = 0; half < hopper::ScheduleConfig::kConsumers &&
-                         !program.splitWorkspace && !program.cuSeqlensQ;
+                         !program.splitWorkspace && !program.cuSeqlensQ &&
+                         config.oStaged;
        ++half)
     oStaging[half] = smem(("o" + Twine(half)).str(),
                           hopper::ScheduleConfig::kRowsPerConsumer,
@@ -522,6 +524,7 @@ struct HopperWarpgroupRolesPass
     hopper::ScheduleConfig config = hopper::ScheduleConfig::get(
         qType.getDimSize(3), qType.getElementTypeBitWidth() / 8,
         vType.getDimSize(3));
+    config.chooseOStaging();
     int64_t stages = kvStages;
     if (stages < 0) {
       func.emitError() << "kv-stages must be 0 (as many as fit) or a stage "

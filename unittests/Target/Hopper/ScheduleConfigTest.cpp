@@ -42,10 +42,19 @@ TEST(HopperScheduleConfig, KvStagesFollowTheSharedMemoryBudget) {
     EXPECT_LE(config.fixedSmemBytes() + config.kvStages() * config.kvPairBytes(),
               hopper::ScheduleConfig::kSmemLimit);
   }
-  // (192, 128): 48 KB of Q, 32 KB of O staging, then 80 KB pairs.
+  // (192, 128): 48 KB of Q and 32 KB of O staging leave one 80 KB pair; O
+  // written from registers instead, two.
   hopper::ScheduleConfig deep = hopper::ScheduleConfig::get(192, 2, 128);
   EXPECT_EQ(deep.kvPairBytes(), 128 * 384 + 128 * 256);
   EXPECT_EQ(deep.kvStages(), 1);
+  deep.chooseOStaging();
+  EXPECT_FALSE(deep.oStaged);
+  EXPECT_EQ(deep.kvStages(), 2);
+  for (int64_t headDim : {64, 96, 128}) {
+    hopper::ScheduleConfig config = hopper::ScheduleConfig::get(headDim, 2);
+    config.chooseOStaging();
+    EXPECT_TRUE(config.oStaged);
+  }
   hopper::ScheduleConfig config = hopper::ScheduleConfig::get(128, 2);
   config.kvStagesOverride = 1;
   EXPECT_EQ(config.kvStages(), 1);

@@ -39,6 +39,11 @@ struct ScheduleConfig {
   int64_t valueHeadDim = 128;
   int64_t elementBytes = 2;
   int64_t kvStagesOverride = 0;
+  /// O goes out through two 64-row staging halves and TMA stores; without
+  /// them each consumer writes its O tile from registers, row by row (the
+  /// schedule of head dims (192, 128), whose staging would leave the K/V
+  /// ring one stage).
+  bool oStaged = true;
   /// The consumers' intra-warpgroup overlap (FlashAttention-3's): S of the
   /// next block and O += P·V of the last run on the tensor core during the
   /// softmax. It keeps S, the previous P and O live at once.
@@ -94,7 +99,17 @@ struct ScheduleConfig {
   }
   /// Q (one stage) and the two 64-row O staging halves.
   int64_t fixedSmemBytes() const {
-    return tileBytes(headDim) + tileBytes(valueHeadDim) + kBarrierBytes;
+    return tileBytes(headDim) + (oStaged ? tileBytes(valueHeadDim) : 0) +
+           kBarrierBytes;
+  }
+  /// O staged unless that leaves the K/V ring a single stage.
+  void chooseOStaging() {
+    oStaged = true;
+    if (maxKvStages() < 2) {
+      oStaged = false;
+      if (maxKvStages() < 2)
+        oStaged = true;
+    }
   }
   /// K and V stages that fit beside them (one at head dims (192, 128)).
   int64_t maxKvStages() const {

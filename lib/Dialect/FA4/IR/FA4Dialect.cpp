@@ -326,8 +326,11 @@ LogicalResult LaunchAttr::verify(
     ArrayRef<TensorMapInfoAttr> tensorMaps, bool lse, bool scoreMod,
     bool maskMod, ArrayRef<ExtraInfoAttr> extras,
     std::optional<int64_t> blockMask, std::optional<int64_t> seqUsedK,
-    std::optional<int64_t> blockTable) {
+    std::optional<int64_t> blockTable, bool oByAddress) {
   (void)grid;
+  if (!oByAddress && (spec.getSplitWorkspace() || spec.isVarlen()))
+    return emitError() << "fa4.launch: a split-KV or varlen kernel writes O "
+                          "by address (o_by_address = true)";
   (void)scoreMod;
   (void)maskMod;
   if (block < 1 || block > 1024 || block % 32 != 0)

@@ -89,6 +89,10 @@ class FA4_BoolParameter<string desc> : AttrParameter<"bool", desc> {
   let parser = [{ ::mlir::fa4::detail::parseBoolField($_parser) }];
   let printer = [{ $_printer << ($_self ? "true" : "false") }];
 }
+// A flag that is false unless written (omitted when false).
+class FA4_DefaultFalseParameter<string desc> : FA4_BoolParameter<desc> {
+  let defaultValue = "false";
+}
 
 // What a tiled kernel function computes: written on the function by fa4-tile
 // (level B) and read by every later stage, the simulator and the manifest.
@@ -323,7 +327,9 @@ def FA4_LaunchAttr : AttrDef<FA4_Dialect, "Launch"> {
     its sizes (a positive block, non-negative byte and column counts), that
     it names Q, K, V and O's maps once each, that `lse` agrees with its
     spec and that the block mask is one of its extras; its parts check
-    theirs.
+    theirs. `o_by_address`: the kernel writes O row by row through its
+    address (split-KV, varlen, or a Hopper schedule without O staging), so
+    O's pointer and strides follow the extras among its parameters.
   }];
   let parameters = (ins
     "int64_t":$block,
@@ -340,7 +346,9 @@ def FA4_LaunchAttr : AttrDef<FA4_Dialect, "Launch"> {
     FA4_OptionalListParameter<"ExtraInfoAttr", "the mods' memrefs">:$extras,
     OptionalParameter<"std::optional<int64_t>", "index of the block mask">:$block_mask,
     OptionalParameter<"std::optional<int64_t>", "index of the seqused_k table">:$seqused_k,
-    OptionalParameter<"std::optional<int64_t>", "index of the block table">:$block_table
+    OptionalParameter<"std::optional<int64_t>", "index of the block table">:$block_table,
+    FA4_DefaultFalseParameter<"whether O is written by address (its pointer "
+                              "and strides are parameters)">:$o_by_address
   );
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;
