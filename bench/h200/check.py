@@ -124,7 +124,8 @@ def split_workspace_words(attention, batch, seq_q):
     packing = min(ratio & -ratio, 16)
     tiles = batch * (hq // packing) * -(-seq_q * packing // 128)
     rows = min(128, seq_q * packing)
-    return tiles * rows * (4 * (1 + splits) + splits * attention["head_dim"])
+    dv = attention.get("v_head_dim", attention["head_dim"])
+    return tiles * rows * (4 * (1 + splits) + splits * dv)
 
 
 def visible(seq_q, seq_k, attention, device):
@@ -186,6 +187,7 @@ def varlen_inputs(batch, seq_q, seq_k, attention, randn, generator, device):
     cu_seqlens_k)."""
     a = attention
     hd, hq, hkv = a["head_dim"], a["q_heads"], a["kv_heads"]
+    dv = a.get("v_head_dim", hd)
     lengths_q = sequence_lengths(batch, seq_q, generator, device)
     lengths_k = sequence_lengths(batch, seq_k, generator, device)
     cumulative = lambda lengths: torch.tensor(
@@ -196,7 +198,7 @@ def varlen_inputs(batch, seq_q, seq_k, attention, randn, generator, device):
     # Three K and V rows past the last sequence, no sequence's: NaN and
     # infinities, which must reach no O.
     k = randn(1, sum(lengths_k) + 3, hkv, hd)
-    v = randn(1, sum(lengths_k) + 3, hkv, hd)
+    v = randn(1, sum(lengths_k) + 3, hkv, dv)
     k[0, sum(lengths_k):] = math.nan
     v[0, sum(lengths_k):] = math.nan
     v[0, sum(lengths_k) + 1] = math.inf
@@ -207,7 +209,7 @@ def varlen_inputs(batch, seq_q, seq_k, attention, randn, generator, device):
                                                device=device))
                              for n in lengths_k], dtype=torch.int32,
                             device=device)
-    want_o = torch.empty(q.shape, dtype=torch.float32, device=device)
+    want_o = torch.empty(*q.shape[:3], dv, dtype=torch.float32, device=device)
     want_lse = torch.empty(1, hq, q.shape[1], dtype=torch.float32,
                            device=device)
     for b in range(batch):
@@ -242,7 +244,9 @@ def reference(q, k, v, attention, used=None):
     seq_k, kv_heads = k.shape[1], k.shape[2]
     group = q_heads // kv_heads
     scale, softcap = attention["scale"], attention["softcap"]
-    o = torch.empty(q.shape, dtype=torch.float32, device=q.device)
+    # O has V's head dim.
+    o = torch.empty(*q.shape[:3], v.shape[3], dtype=torch.float32,
+                    device=q.device)
     lse = torch.empty(batch, q_heads, seq_q, dtype=torch.float32, device=q.device)
     for b in range(batch):
         keys = seq_k if used is None else int(used[b])
@@ -309,6 +313,10 @@ def index_disagreement(entry, attention, target):
         if entry.get(key) != attention.get(key):
             return (f"the manifest says {key} = {attention.get(key)!r}, the "
                     f"index {entry.get(key)!r}")
+    dv = attention.get("v_head_dim", attention.get("head_dim"))
+    if entry.get("v_head_dim", entry.get("head_dim")) != dv:
+        return (f"the manifest says v_head_dim = {dv!r}, the index "
+                f"{entry.get('v_head_dim')!r}")
     if target and attention["target"] != target:
         return f"the manifest's target is {attention['target']}, the index's {target}"
     return None
@@ -381,7 +389,8 @@ class Runner:
     def inputs(self, shape):
         """q, k, v, and the reference O and LSE of the loaded kernel's
         variant at `shape`, from the cache or made now."""
-        key = (tuple(self.attention.get(k) for k in VARIANT_KEY), shape)
+        key = (tuple(self.attention.get(k) for k in VARIANT_KEY),
+               self.attention.get("v_head_dim"), shape)
         if key in self.cache:
             self.cache.move_to_end(key)
             return self.cache[key]
@@ -389,6 +398,7 @@ class Runner:
         a = self.attention
         dtype = TORCH_DTYPES[a["dtype"]]
         hd, hq, hkv = a["head_dim"], a["q_heads"], a["kv_heads"]
+        dv = a.get("v_head_dim", hd)
         generator = torch.Generator(device=self.device).manual_seed(
             case_seed(self.seed, a, shape))
 
@@ -400,7 +410,7 @@ class Runner:
                 batch, seq_q, seq_k, a, randn, generator, self.device)
             return self.keep(key, (q, k, v, want_o, want_lse) + tuple(extras))
         q, k, v = randn(batch, seq_q, hq, hd), randn(batch, seq_k, hkv, hd), \
-            randn(batch, seq_k, hkv, hd)
+            randn(batch, seq_k, hkv, dv)
         used = (key_counts(batch, seq_k, generator, self.device)
                 if a.get("seqused_k") is not None else None)
         if used is not None:
@@ -422,9 +432,10 @@ class Runner:
             table = order.reshape(batch, blocks).to(torch.int32)
             k_cache = torch.zeros(batch * blocks + 2, page, hkv, hd,
                                   dtype=dtype, device=self.device)
-            v_cache = torch.zeros_like(k_cache)
+            v_cache = torch.zeros(batch * blocks + 2, page, hkv, dv,
+                                  dtype=dtype, device=self.device)
             k_cache[order] = k.reshape(batch * blocks, page, hkv, hd)
-            v_cache[order] = v.reshape(batch * blocks, page, hkv, hd)
+            v_cache[order] = v.reshape(batch * blocks, page, hkv, dv)
             k, v = k_cache, v_cache
             extras.append(table)
         return self.keep(key, (q, k, v, want_o, want_lse) + tuple(extras))
@@ -452,7 +463,8 @@ class Runner:
                                f"{type(e).__name__}: {e}", False
         tolerance = TOLERANCE[self.attention["dtype"]]
         batch, seq_q = q.shape[0], q.shape[1]
-        o = torch.full_like(q, math.nan)
+        o = torch.full((*q.shape[:3], v.shape[3]), math.nan, dtype=q.dtype,
+                       device=self.device)
         lse = (torch.full((batch, self.attention["q_heads"], seq_q), math.nan,
                           device=self.device)
                if self.attention["lse"] else None)

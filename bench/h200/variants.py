@@ -102,6 +102,25 @@ VARLEN = ((128, "bf16", CHECK_MASKS[1], 8, 2, False),
           (128, "fp16", CHECK_MASKS[1], 14, 2, False),
           (64, "bf16", CHECK_MASKS[2], 10, 2, True))
 
+# Head dims apart (issue 30: DeepSeek-V3's (192, 128)): (head dim, V head
+# dim, dtype, mask, q heads, kv heads, extra variant fields), every mask of
+# CHECK_MASKS and a long window at (192, 128), GQA 1/4/8 and 3, both dtypes,
+# and (192, 128) with varlen, a paged cache and split-KV.
+HEAD_DIMS = ((192, 128, "bf16", CHECK_MASKS[0], 8, 8, {}),
+             (192, 128, "fp16", CHECK_MASKS[1], 8, 2, {}),
+             (192, 128, "bf16", CHECK_MASKS[2], 8, 1, {}),
+             (192, 128, "fp16", CHECK_MASKS[3], 6, 2, {}),
+             (192, 128, "bf16", ("window", 1000, 200), 8, 2, {}),
+             (192, 64, "fp16", CHECK_MASKS[1], 8, 8, {}),
+             (192, 96, "bf16", CHECK_MASKS[0], 8, 2, {}),
+             (128, 64, "bf16", CHECK_MASKS[1], 8, 1, {}),
+             (128, 96, "fp16", CHECK_MASKS[2], 8, 8, {}),
+             (192, 128, "bf16", CHECK_MASKS[1], 8, 2, {"varlen": True}),
+             (192, 128, "fp16", CHECK_MASKS[0], 8, 2,
+              {"page_size": 64, "seqused_k": True}),
+             (192, 128, "bf16", CHECK_MASKS[1], 8, 1,
+              {"num_splits": 3, "seqused_k": True}))
+
 # Kernels of the CHECK_MASKS matrix (with the LSE) also compiled under the
 # three forced schedules: (head dim, dtype, mask, kv heads).
 SCHEDULED_MATRIX = ((64, "fp16", CHECK_MASKS[0], 8),
@@ -118,8 +137,9 @@ def _mask_name(mask, left, right):
 
 def check_name(head_dim, dtype, mask, left, right, q_heads, kv_heads, lse,
                schedule="auto", seqused_k=False, page_size=0, num_splits=1,
-               varlen=False):
-    return (f"check-hd{head_dim}-{dtype}-{_mask_name(mask, left, right)}-"
+               varlen=False, v_head_dim=None):
+    dv = "" if v_head_dim in (None, head_dim) else f"v{v_head_dim}"
+    return (f"check-hd{head_dim}{dv}-{dtype}-{_mask_name(mask, left, right)}-"
             f"q{q_heads}kv{kv_heads}" + ("-lse" if lse else "") +
             ("-seqused" if seqused_k else "") +
             ("-varlen" if varlen else "") +
@@ -135,11 +155,12 @@ def bench_name(head_dim, dtype, causal, q_heads, kv_heads):
 
 def _check_variant(head_dim, dtype, mask, left, right, kv_heads, lse,
                    schedule="auto", q_heads=CHECK_Q_HEADS, seqused_k=False,
-                   page_size=0, num_splits=1, varlen=False):
+                   page_size=0, num_splits=1, varlen=False, v_head_dim=None):
     return dict(head_dim=head_dim, dtype=dtype, mask=mask, window_left=left,
                 window_right=right, q_heads=q_heads, kv_heads=kv_heads,
                 lse=lse, schedule=schedule, seqused_k=seqused_k,
-                page_size=page_size, num_splits=num_splits, varlen=varlen)
+                page_size=page_size, num_splits=num_splits, varlen=varlen,
+                v_head_dim=head_dim if v_head_dim is None else v_head_dim)
 
 
 def check_variants():
@@ -206,12 +227,17 @@ def check_variants():
         variants.append(_check_variant(head_dim, dtype, mask, left, right,
                                        kv_heads, True, q_heads=q_heads,
                                        seqused_k=used, varlen=True))
+    for head_dim, dv, dtype, (mask, left, right), q_heads, kv_heads, extra \
+            in HEAD_DIMS:
+        variants.append(_check_variant(head_dim, dtype, mask, left, right,
+                                       kv_heads, True, q_heads=q_heads,
+                                       v_head_dim=dv, **extra))
     for v in variants:
         v["name"] = check_name(v["head_dim"], v["dtype"], v["mask"],
                                v["window_left"], v["window_right"],
                                v["q_heads"], v["kv_heads"], v["lse"],
                                v["schedule"], v["seqused_k"], v["page_size"],
-                               v["num_splits"], v["varlen"])
+                               v["num_splits"], v["varlen"], v["v_head_dim"])
     return variants
 
 
@@ -290,6 +316,8 @@ def fa4c_flags(v):
     flags = [f"--head-dim={v['head_dim']}", f"--q-heads={v['q_heads']}",
              f"--kv-heads={v['kv_heads']}", f"--dtype={v['dtype']}",
              f"--mask={v['mask']}"]
+    if v.get("v_head_dim", v["head_dim"]) != v["head_dim"]:
+        flags.append(f"--v-head-dim={v['v_head_dim']}")
     if v["mask"] == "window":
         flags += [f"--window-left={v['window_left']}",
                   f"--window-right={v['window_right']}"]

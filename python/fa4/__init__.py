@@ -15,7 +15,8 @@ tensor entries, heads-first layouts) compile from their entry IR with
 
 ``attention`` takes tensors in the layout of FlashAttention's
 ``flash_attn_func``: q (batch, seq_q, q_heads, head_dim), k and v (batch,
-seq_k, kv_heads, head_dim), fp16 or bf16. CUDA tensors run on the GPU in the
+seq_k, kv_heads, head_dim), fp16 or bf16 — v (and O) may have a head dim of
+their own, as DeepSeek-V3's (192, 128). CUDA tensors run on the GPU in the
 current stream; CPU tensors run in fa4-emu, the PTX emulator (slow: for tests
 and CI). Kernels are compiled on first use and kept in the compile cache
 (``$FA4_CACHE_DIR``, default ``~/.cache/fa4``), so a later process finds them
@@ -445,8 +446,13 @@ def compile(head_dim: int = 128, q_heads: int = 32, kv_heads: int = 8,
     sm_100a, as FA4; 0 on sm_103a, whose MUFU is twice as fast).
     """
     head_dim = _integer("head_dim", head_dim)
-    v_head_dim = (head_dim if v_head_dim is None
-                  else _integer("v_head_dim", v_head_dim, 1))
+    if v_head_dim is None:
+        v_head_dim = head_dim
+    else:
+        v_head_dim = _integer("v_head_dim", v_head_dim)
+        if v_head_dim < 1:
+            raise ValueError(f"v_head_dim must be positive (None: head_dim's), "
+                             f"got {v_head_dim}")
     q_heads = _integer("q_heads", q_heads)
     kv_heads = _integer("kv_heads", kv_heads)
     sm_count = _integer("sm_count", sm_count, 0)
@@ -650,14 +656,16 @@ def attention(q, k, v, causal: bool = False,
     """Attention of torch tensors, as FlashAttention's ``flash_attn_func``.
 
     q: (batch, seq_q, q_heads, head_dim); k, v: (batch, seq_k, kv_heads,
-    head_dim), fp16 or bf16, q_heads a multiple of kv_heads (GQA/MQA).
+    head_dim), fp16 or bf16, q_heads a multiple of kv_heads (GQA/MQA); v
+    may have a head dim of its own (64, 96 or 128, at most q's: (192, 128)
+    is DeepSeek-V3's), which O then has.
     causal: bottom-right aligned causal mask; window: (left, right) keys
     visible around the diagonal, -1 unbounded (with causal, right is 0);
     softcap: 0 for none; scale: None for 1/sqrt(head_dim); seqused_k: None,
     or a (batch,) int32 tensor on q's device, sequence b attending to its
     first seqused_k[b] keys only (clamped to [0, seq_k]), its masks aligned
     bottom-right to that length (FlashAttention's ``seqused_k``). Returns O
-    (like q), and with ``return_lse`` also the log-sum-exp (batch, q_heads,
+    (like q, with v's head dim), and with ``return_lse`` also the log-sum-exp (batch, q_heads,
     seq_q) in float32; an empty problem (batch, seq_q or seq_k 0) returns
     at once, rows without keys O = 0 and LSE = -inf. Differentiable with
     respect to q, k and v (the LSE is an output without a gradient, as
@@ -706,8 +714,9 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q: int,
     finds each task's sequence in cu_seqlens_q). causal and
     window align bottom-right to each sequence's own lengths; seqused_k:
     None, or a (batch,) int32 tensor, sequence b attending to its first
-    seqused_k[b] keys only. softcap, scale as in ``attention``. Returns O
-    (total_q, q_heads, head_dim) and, with ``return_lse``, the LSE (q_heads,
+    seqused_k[b] keys only. softcap, scale as in ``attention`` (v may have a
+    head dim of its own, as there). Returns O
+    (total_q, q_heads, v's head_dim) and, with ``return_lse``, the LSE (q_heads,
     total_q) in float32. Rows of q outside every sequence are not written
     (their O and LSE are left as allocated). Tables on the CPU are checked
     here (non-decreasing, inside the packed tensors, no sequence longer

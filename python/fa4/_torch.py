@@ -52,6 +52,10 @@ def _check_tensors(q, k, v, paged=False):
     if k.shape[:3] != v.shape[:3]:
         raise ValueError(f"k {tuple(k.shape)} and v {tuple(v.shape)} differ "
                          "(but for the head dim, which may)")
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        if isinstance(t.shape[3], int) and t.shape[3] < 1:
+            raise ValueError(f"{name}: head dim {t.shape[3]}; it must be "
+                             "positive")
     if (not paged and q.shape[0] != k.shape[0]) or q.shape[3] != k.shape[3]:
         raise ValueError(f"q {tuple(q.shape)} and k {tuple(k.shape)} disagree "
                          "on batch or head_dim")
@@ -511,6 +515,7 @@ def _attention_backward_op(dout: torch.Tensor, q: torch.Tensor,
     the GPU of CUDA tensors (its own chip's), and in fa4-emu for CPU tensors
     (the first chip with backward kernels: sm_100a). `deterministic`:
     dQ accumulated in a fixed order, the same bits on every run."""
+    _refuse_value_head_dim(q, v)
     variant = _validate(q, k, v, causal, window_left, window_right, softcap,
                         scale, True)
     _check_backward_tensors(dout, q, k, out, lse)
@@ -594,6 +599,7 @@ def _compile_backward(variant, target, sm_count, deterministic=False):
 @_attention_backward_op.register_fake
 def _(dout, q, k, v, out, lse, causal, window_left, window_right, softcap,
       scale, deterministic=False):
+    _refuse_value_head_dim(q, v)
     _validate(q, k, v, causal, window_left, window_right, softcap, scale, True)
     _check_backward_tensors(dout, q, k, out, lse)
     return (torch.empty_like(q, memory_format=torch.contiguous_format),
@@ -609,6 +615,15 @@ def _no_double_backward(ctx, *grads):
 
 _attention_backward_op.register_autograd(
     _no_double_backward, setup_context=lambda ctx, inputs, output: None)
+
+
+def _refuse_value_head_dim(q, v):
+    """The backward takes one head dim for q, k and v (not yet (192, 128))."""
+    if isinstance(v, torch.Tensor) and isinstance(q, torch.Tensor) and \
+            v.dim() == 4 and q.dim() == 4 and v.shape[3] != q.shape[3]:
+        raise NotImplementedError(
+            f"fa4.attention's backward with V's head dim ({v.shape[3]}) "
+            f"differing from Q's ({q.shape[3]}) is not built yet")
 
 
 def _check_backward_tensors(dout, q, k, out, lse):

@@ -88,7 +88,9 @@ def _plan(node: torch.fx.Node) -> Tuple[Optional[dict], str]:
     head_dim = q.shape[-1]
     if len(head_dims) != 1:
         return None, (f"head dims {q.shape[-1]}, {k.shape[-1]}, {v.shape[-1]} "
-                      "for q, k and v (fa4 takes one head dim for all three)")
+                      "for q, k and v (this rewrite takes one head dim for "
+                      "all three; fa4.attention itself takes v's own, as "
+                      "(192, 128))")
     if not isinstance(head_dim, int):
         return None, (f"a symbolic head dim ({head_dim}; with dynamic=True "
                       "mark only the sequence dimensions dynamic)")

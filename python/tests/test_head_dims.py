@@ -53,16 +53,24 @@ def test_refusals():
         fa4.compile(head_dim=64, v_head_dim=128, q_heads=2, kv_heads=2)
     with pytest.raises(fa4.CompileError, match="V head dim 192 is not supported"):
         fa4.compile(head_dim=192, q_heads=2, kv_heads=2)
-    with pytest.raises(ValueError, match="v_head_dim"):
+    with pytest.raises(fa4.CompileError, match="take a head dim of their own"):
+        fa4.compile(head_dim=192, q_heads=2, kv_heads=2)
+    with pytest.raises(ValueError, match="v_head_dim must be positive"):
         fa4.compile(head_dim=192, v_head_dim=0, q_heads=2, kv_heads=2)
     q, k, v = make(1, 8, 8, 2, 2, 192, 128, torch.float16)
     with pytest.raises(ValueError, match="but for the head dim"):
         fa4.attention(q, k, v[:, :4])
+    with pytest.raises(ValueError, match="v: head dim 0"):
+        fa4.attention(q, k, v[..., :0])
     # The backward of such a variant is not built: said when it is asked for.
     kernel = fa4.compile(head_dim=192, v_head_dim=128, q_heads=2, kv_heads=2,
                          target="sm_90a")
     with pytest.raises(NotImplementedError, match="v_head_dim"):
         kernel.backward()
+    o, lse = fa4.attention(q, k, v, return_lse=True)
+    with pytest.raises(NotImplementedError, match="differing from Q's"):
+        torch.ops.fa4.attention_backward(torch.randn_like(o), q, k, v, o, lse,
+                                         False, -1, -1, 0.0, None)
     q.requires_grad_(True)
     o = fa4.attention(q, k, v)
     with pytest.raises(NotImplementedError, match="differing from Q's"):

@@ -641,16 +641,12 @@ void Lowering::rematerializeRoleLiveIns() {
   llvm::SetVector<Value> liveIns;
   getUsedValuesDefinedAbove(role.getBody(), liveIns);
   for (Value liveIn : liveIns) {
-    // The CTA's index, the grid's size and the task count are made again
-    // here, from the kernel's arguments: nothing of theirs is live across
-    // setmaxnreg (where ptxas may keep it in local memory).
+    // The grid's size is read again here: a value live from the prologue
+    // into every role is kept across setmaxnreg, where ptxas may put it in
+    // local memory (it did at head dim 192). (The CTA's index moved the
+    // same way made prefix-LM's kernel spill instead: it stays.)
     Operation *def = liveIn.getDefiningOp();
-    if (isa_and_nonnull<CtaIdOp, GridSizeOp, TaskCountOp>(def) &&
-        llvm::all_of(def->getOperands(), [](Value operand) {
-          return isa<BlockArgument>(operand) ||
-                 matchPattern(operand, m_Constant());
-        }) &&
-        succeeded(lowerScheduler(def)))
+    if (isa_and_nonnull<GridSizeOp>(def) && succeeded(lowerScheduler(def)))
       continue;
     if (Value lowered = mapping.lookupOrNull(liveIn))
       mapping.map(liveIn, rematerializeAtRoleEntry(lowered));

@@ -564,6 +564,11 @@ static LogicalResult verifyTmemLayout(Operation *specialize,
       return specialize->emitError()
              << "'fa4.tmem' puts '" << name << "' at column "
              << buffer.getColumn() << "; its fa4.tmem_alloc says " << *offset;
+    int64_t needed = alloc.getBuffer().getType().getColumns();
+    if (buffer.getColumns() < needed)
+      return specialize->emitError()
+             << "'fa4.tmem' gives '" << name << "' " << buffer.getColumns()
+             << " columns; its fa4.tmem_alloc needs " << needed;
   }
   for (auto &entry : allocs)
     if (!named.contains(entry.getKey()))

@@ -425,10 +425,18 @@ LogicalResult AttentionOp::verify() {
     return emitOpError() << "head dim " << headDim
                          << " is not supported (expected 64, 96, 128 or 192)";
   int64_t valueHeadDim = getValueHeadDim();
-  if (!llvm::is_contained(kSupportedValueHeadDims, valueHeadDim))
-    return emitOpError() << "V head dim " << valueHeadDim
-                         << " is not supported (expected 64, 96 or 128; Q "
-                            "and K's may be larger, as (192, 128))";
+  if (!llvm::is_contained(kSupportedValueHeadDims, valueHeadDim)) {
+    InFlightDiagnostic diag = emitOpError();
+    diag << "V head dim " << valueHeadDim
+         << " is not supported (expected 64, 96 or 128; Q and K's may be "
+            "larger, as (192, 128))";
+    // Head dim 192 is Q and K's only: say how to give V its own.
+    if (valueHeadDim == headDim)
+      diag << ": with Q and K's head dim " << headDim
+           << ", V (and O) take a head dim of their own (fa4c --v-head-dim, "
+              "Python's v_head_dim)";
+    return diag;
+  }
   // K and V share Blackwell's K/V ring, whose items are K's.
   if (valueHeadDim > headDim)
     return emitOpError() << "V head dim " << valueHeadDim
