@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""Builds FlashAttention-4's Blackwell backward ahead of time, on a machine
-without a GPU, for bench/sass_budget.py --backward to compare with fa4's.
+"""Builds FlashAttention-4's Blackwell backward (and, with --forward, its
+Hopper forward) ahead of time, on a machine without a GPU, for
+bench/sass_budget.py (--backward) to compare with fa4's.
 
 FA4 (PyPI flash-attn-4 4.0.0b36, CuTe DSL) compiles its kernels when they
 are first called. Called on torch fake CUDA tensors (FakeTensorMode) with
@@ -27,6 +28,21 @@ then
 reduction warps, two warpgroups of softmax gradient, an MMA warp, a load
 warp.) Each variant lands in OUT/<variant>/{preprocess,main,postprocess}.
 {cubin,ptx}; building all six takes about a minute here.
+
+--forward builds FlashAttention-4's Hopper forward instead (flash_fwd_sm90.py,
+FLASH_ATTENTION_ARCH=sm_90a and CUTE_DSL_ARCH=sm_90a, FLASH_ATTENTION_NUM_SMS=132),
+through its forward interface on fake [batch, seq, heads, head_dim] bf16
+tensors, for bench/sass_budget.py --target sm_90a to compare with fa4's:
+
+  fa4ref/bin/python bench/fa4_reference_backward.py --forward OUT [hd128-none ...]
+  python3 bench/sass_budget.py --target sm_90a OUT/hd128-none/main.cubin \\
+      --head-dim 128 --roles producer=0-3,consumer=4-11
+
+Each variant lands in OUT/<variant>/main.{cubin,ptx} with config.json, the
+choices FA4 made for it (tile_m x tile_n, K/V stages, intra-warpgroup
+overlap, P from registers, MMA warpgroups, setmaxnreg per role, SMEM bytes).
+FA4 picks 128 x 128 tiles (two MMA warpgroups: warps 4-11) at head dim 128,
+192 x 128 at 64 (three: warps 4-15) and 192 x 144 at 96, non-causal.
 """
 
 import glob
@@ -39,6 +55,12 @@ VARIANTS = {
     "hd128-none-1cta": (128, False, False), "hd128-causal-1cta": (128, True, False),
     "hd128-none-2cta": (128, False, True), "hd128-causal-2cta": (128, True, True),
     "hd64-none-1cta": (64, False, False), "hd64-causal-1cta": (64, True, False),
+}
+
+# The Hopper forward's variants (--forward): head dim, causal.
+FORWARD_VARIANTS = {
+    "hd128-none": (128, False), "hd128-causal": (128, True),
+    "hd64-none": (64, False), "hd64-causal": (64, True), "hd96-none": (96, False),
 }
 
 
@@ -92,33 +114,115 @@ def build(out, variant):
     print(f"{variant}: {sorted(os.listdir(target))}")
 
 
+def _forward_smem_bytes(config, compiled):
+    """The dynamic shared memory of FA4's Hopper forward: its SharedStorage
+    (flash_fwd_sm90.py) read as the sizes it holds: the Q, K and V pipelines'
+    mbarriers, then Q, the K and V stages and, when P goes through shared
+    memory, P, each 1024-byte aligned. (Its struct can only be sized inside
+    a jit; the figure is checked against the launch's constant in the host
+    code the compilation produced, and marked when it is not found there.)"""
+    try:
+        m, n, d, dv = (config[k] for k in ("tile_m", "tile_n", "tile_hdim", "tile_hdimv"))
+        stages = config["num_stages"]
+    except KeyError:
+        return None
+    align = lambda x: -(-x // 1024) * 1024
+    size = align(8 * (2 + 4 * stages)) + align(2 * m * d) + align(2 * stages * n * d) + \
+        align(2 * stages * n * dv) + (0 if config.get("mma_pv_is_rs") else align(2 * m * n))
+    try:
+        found = f"constant({size} : i64)" in str(compiled.ir_module)
+    except Exception:
+        found = False
+    return size if found else f"{size} (not found in the host code)"
+
+
+def build_forward(out, variant):
+    """In this process (the environment already set): compile FA4's Hopper
+    forward, keep its files and record the configuration it chose."""
+    head_dim, causal = FORWARD_VARIANTS[variant]
+    import json
+    import torch
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    import cutlass.cute as cute
+    from flash_attn.cute import interface
+    from flash_attn.cute.flash_fwd_sm90 import FlashAttentionForwardSm90
+
+    dump = os.environ["CUTE_DSL_DUMP_DIR"]
+    target = os.path.join(out, variant)
+    os.makedirs(target, exist_ok=True)
+    compile_ = cute.compile
+    config = {}
+
+    def keep(kernel, *args, **kwargs):
+        before = set(os.listdir(dump))
+        result = compile_(kernel, *args, **kwargs)
+        name = "main" if isinstance(kernel, FlashAttentionForwardSm90) else type(kernel).__name__
+        for f in sorted(set(os.listdir(dump)) - before):
+            ext = f.rsplit(".", 1)[-1]
+            if ext in ("cubin", "ptx"):
+                shutil.move(os.path.join(dump, f), os.path.join(target, f"{name}.{ext}"))
+        if name == "main":
+            # What __call__ decided, read back from the kernel object.
+            for key in ("tile_m", "tile_n", "tile_hdim", "tile_hdimv", "num_stages",
+                        "intra_wg_overlap", "mma_pv_is_rs", "Q_in_regs", "num_wg_mma",
+                        "num_threads", "num_mma_regs", "num_producer_regs",
+                        "use_scheduler_barrier", "use_tma_Q", "use_tma_O", "use_tma_KV",
+                        "rescale_O_before_gemm"):
+                value = getattr(kernel, key, None)
+                if isinstance(value, (bool, int, float, str)):
+                    config[key] = value
+            config["smem_bytes"] = _forward_smem_bytes(config, result)
+        return result
+
+    cute.compile = keep
+    b, s, h = 1, 4096, 16
+    with FakeTensorMode():
+        q, k, v = (torch.empty(b, s, h, head_dim, dtype=torch.bfloat16, device="cuda")
+                   for _ in range(3))
+        interface._flash_attn_fwd(q, k, v, causal=causal)
+    if not config:
+        sys.exit(f"{variant}: FA4 compiled no FlashAttentionForwardSm90 kernel")
+    with open(os.path.join(target, "config.json"), "w") as f:
+        json.dump(config, f, indent=1)
+    print(f"{variant}: {sorted(os.listdir(target))} {config}")
+
+
 def main():
     if len(sys.argv) >= 4 and sys.argv[1] == "--one":
-        build(sys.argv[2], sys.argv[3])
+        (build_forward if sys.argv[3] in FORWARD_VARIANTS else build)(sys.argv[2], sys.argv[3])
         return
     if len(sys.argv) < 2 or sys.argv[1] in ("-h", "--help"):
         print(__doc__)
         print("variants:", ", ".join(VARIANTS))
+        print("--forward variants:", ", ".join(FORWARD_VARIANTS))
         return
-    if sys.argv[1].startswith("-"):
-        sys.exit(f"fa4_reference_backward: unknown option {sys.argv[1]} (usage: OUT [variants])")
-    out = os.path.abspath(sys.argv[1])
-    chosen = sys.argv[2:] or list(VARIANTS)
-    unknown = [v for v in chosen if v not in VARIANTS]
+    forward = sys.argv[1] == "--forward"
+    args = sys.argv[2:] if forward else sys.argv[1:]
+    known = FORWARD_VARIANTS if forward else VARIANTS
+    if not args or args[0].startswith("-"):
+        sys.exit(f"fa4_reference_backward: unknown option {args[0] if args else '(none)'} "
+                 "(usage: [--forward] OUT [variants])")
+    out = os.path.abspath(args[0])
+    chosen = args[1:] or list(known)
+    unknown = [v for v in chosen if v not in known]
     if unknown:
         sys.exit(f"fa4_reference_backward: unknown variant(s) {', '.join(unknown)} "
-                 f"(known: {', '.join(VARIANTS)})")
+                 f"(known: {', '.join(known)})")
+    arch = "sm_90a" if forward else "sm_100a"
     failed = []
     for variant in chosen:
         dump = os.path.join(out, ".dump", variant)
         shutil.rmtree(dump, ignore_errors=True)
         os.makedirs(dump)
-        env = dict(os.environ, FLASH_ATTENTION_ARCH="sm_100a", CUTE_DSL_ARCH="sm_100a",
+        env = dict(os.environ, FLASH_ATTENTION_ARCH=arch, CUTE_DSL_ARCH=arch,
                    CUTE_DSL_KEEP="ptx,cubin,ir", CUTE_DSL_DUMP_DIR=dump,
                    FLASH_ATTENTION_CUTE_DSL_CACHE_ENABLED="0")
         env["PYTHONPATH"] = dsl_packages() + os.pathsep + env.get("PYTHONPATH", "")
         env.pop("FA_DISABLE_2CTA", None)
-        if not VARIANTS[variant][2] and VARIANTS[variant][0] >= 128:
+        if forward:
+            # The H100/H200's SMs (FA4 asks when cross-compiling).
+            env.setdefault("FLASH_ATTENTION_NUM_SMS", "132")
+        elif not VARIANTS[variant][2] and VARIANTS[variant][0] >= 128:
             env["FA_DISABLE_2CTA"] = "1"
         if subprocess.run([sys.executable, os.path.abspath(__file__), "--one", out, variant],
                           env=env).returncode:

@@ -26,6 +26,13 @@ well; beside them the tensor core's cycles for the CTA's 128 rows (2048
 dense f16/bf16 FMAs per cycle per SM: 989 TFLOP/s on an H100 SXM's 132
 SMs at 1.83 GHz). The consumers' longest path per tile includes O's
 rescale, which the threshold makes rare; the shortest is the steady state.
+Foreign cubins (FlashAttention-4's Hopper forward, built ahead of time by
+bench/fa4_reference_backward.py --forward) name their roles' warps with
+--roles (producer, consumer): their per-tile loops are the innermost loops
+of each role (a non-persistent kernel has no task loop; masked tiles may
+have loops of their own), the tile's M is 64 rows per consumer warpgroup,
+the tensor core's cycles come from the HGMMA shapes, and each SMSP issues
+every role's warps that sit on it.
 
 For the backward (--backward, Blackwell) the roles are the grad warps
 (MUFU.EX2: P from the LSE, dS), the dQ warps (dQ out of TMEM), the MMA warp
@@ -46,6 +53,8 @@ Run by hand (it is a measurement, not a test):
   python3 bench/sass_budget.py --fa4c build/bin/fa4c --matrix
   python3 bench/sass_budget.py --fa4c build/bin/fa4c --matrix --target sm_90a
   python3 bench/sass_budget.py kernel.cubin --head-dim 128 [--target sm_90a]
+  python3 bench/sass_budget.py --target sm_90a OUT/hd128-none/main.cubin \\
+      --roles producer=0-3,consumer=4-11   # OUT from fa4_reference_backward.py --forward
   python3 bench/sass_budget.py --fa4c build/bin/fa4c --backward --matrix \
       [--reference OUT]   # OUT from bench/fa4_reference_backward.py
   python3 bench/sass_budget.py --backward main.cubin --head-dim 128 \
@@ -430,6 +439,16 @@ hopper_role = role_classifier([
     ("producer", [("UTMALDG",)]),
 ])
 
+# The Hopper forward's roles as --roles names them for a foreign cubin: the
+# consumer warps all run one copy of the code (FlashAttention-4's
+# warpgroups do), the producer's one elected thread issues TMA.
+HOPPER_ROLE_NAMES = ("producer", "consumer")
+
+# FlashAttention-4's Hopper forward (4.0.0b36, flash_fwd_sm90.py): the
+# producer warpgroup, then the MMA warpgroups: two at head dim 128 (128 x 128
+# tiles), three at 64 and 96 (tile_m 192: consumer=4-15).
+FA4_FORWARD_ROLES = "producer=0-3,consumer=4-11"
+
 # FlashAttention-4's 1-CTA Blackwell backward (4.0.0b36): four dQ reduction
 # warps, two warpgroups computing the softmax gradient, the MMA warp, the
 # load warp.
@@ -562,17 +581,38 @@ def estimate_hopper(roles, head_dim):
             "smsp_cycles": max(issue, mufu, fma), "tensor_core_cycles": tensor}
 
 
-def report_hopper(jobs, cuobjdump):
+def report_hopper(jobs, cuobjdump, roles_spec=""):
     print("| variant | consumer tile (steady / rescale / masked) | MUFU.EX2 | "
           "HGMMA | consumer FMA/ALU/MEM/SYNC/CTRL | producer | SMSP issue | "
           "MUFU cyc | FMA cyc | tensor core | regs | spills |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     rows = []
-    for cubin, head_dim, label in jobs:
-        roles, _ = analyse(cuobjdump, cubin, classify=hopper_role)
-        est = estimate_hopper(roles, head_dim)
-        ptxas = _ptxas(cubin)
-        c = roles.get("consumer0", {})
+    for job in jobs:
+        cubin, head_dim, label = job[:3]
+        spec = job[3] if len(job) > 3 else roles_spec
+        if spec and not os.path.isfile(cubin):
+            sys.exit(f"sass_budget: no such file: {cubin}")
+        if spec and _manifest(cubin) is not None:
+            sys.exit(f"sass_budget: {cubin}'s manifest names its roles; --roles is "
+                     "for cubins without one")
+        if spec:
+            # A foreign cubin (FlashAttention-4's, built by
+            # bench/fa4_reference_backward.py --forward): its roles' warps
+            # from --roles, its tile from its HGMMAs.
+            warps = _role_warps(spec, HOPPER_ROLE_NAMES)
+            if "consumer" not in warps:
+                sys.exit("sass_budget: --roles: the Hopper forward needs the consumer's "
+                         f"warps (FlashAttention-4's at head dim 128: {FA4_FORWARD_ROLES})")
+            roles, est, maxreg = analyse_hopper_foreign(cuobjdump, cubin, warps)
+            ptxas = {"registers": _registers(cuobjdump, cubin), "setmaxnreg": maxreg}
+            label = f"{label} ({est['tile'][0]}x{est['tile'][1]})"
+            c = roles["consumer"]
+        else:
+            roles, _ = analyse(cuobjdump, cubin, classify=hopper_role)
+            est = estimate_hopper(roles, head_dim)
+            ptxas = _ptxas(cubin)
+            warps = None
+            c = roles.get("consumer0", {})
         steady = c.get("shortest") or {}
         longest = c.get("unmasked") or {}
         masked = c.get("masked") or {}
@@ -589,8 +629,115 @@ def report_hopper(jobs, cuobjdump):
               f"{est['fma']} | {est['tensor_core_cycles']} | "
               f"{ptxas.get('registers', '-')} | "
               f"{ptxas.get('spill_store_bytes', '-')}/{ptxas.get('spill_load_bytes', '-')} |")
-        rows.append({"variant": label, "roles": roles, "estimate": est, "ptxas": ptxas})
+        row = {"variant": label, "roles": roles, "estimate": est, "ptxas": ptxas}
+        if warps is not None:
+            row["warps"] = warps
+        rows.append(row)
     return rows
+
+
+def _hopper_tile_loops(cfg, kind):
+    """The innermost loops (not spin loops) of a role of the Hopper forward:
+    a consumer's or producer's per-KV-tile loops. A non-persistent kernel
+    (FlashAttention-4's) has no task loop around them, and puts its masked
+    tiles in loops of their own."""
+    found = []
+    for h in cfg.loops:
+        if is_spin(cfg, h) or hopper_role(list(cfg.loop_insts(h))) != kind:
+            continue
+        if any(g != h and g in cfg.loops[h] and not is_spin(cfg, g) and
+               hopper_role(list(cfg.loop_insts(g))) == kind for g in cfg.loops):
+            continue
+        found.append(h)
+    return sorted(found)
+
+
+def _hgmma_shape(inst):
+    """(M, N, K) of an HGMMA ('HGMMA.64x128x16.F32.BF16': the opcode pattern
+    stops at the lowercase x, the rest is in the operands), else None."""
+    m = re.match(r"^HGMMA\.(\d+)x(\d+)x(\d+)", inst.opcode + inst.operands)
+    return tuple(int(x) for x in m.groups()) if m else None
+
+
+def analyse_hopper_foreign(cuobjdump, cubin, warps):
+    """A Hopper forward without an fa4 manifest, its roles' warps from
+    --roles: per KV tile, the consumer's steady state (the shortest path
+    through a tile loop without masking blocks), its longest path there and
+    the longest through a masked tile (its own loop or a branch); the
+    producer's loop; the tensor core's cycles from the HGMMA shapes of the
+    steady loop times the consumer warpgroups; issue and MUFU cycles of the
+    busiest SMSP from the warps each role has there."""
+    insts = disassemble(cuobjdump, cubin)
+    cfg = Cfg(insts)
+    consumer_loops = _hopper_tile_loops(cfg, "consumer")
+    if not consumer_loops:
+        sys.exit(f"sass_budget: {cubin}: no consumer loop (HGMMA and MUFU.EX2 in a "
+                 "loop): not a Hopper forward")
+    loops = []
+    for h in consumer_loops:
+        blocks = cfg.loops[h]
+        masking = any(is_mask_block(list(cfg.block_insts(n))) for n in blocks)
+        loops.append((h, masking, tile_paths(cfg, h, {})))
+    plain = [l for l in loops if not l[1]] or loops
+    # The steady loop: the unmasked one with the most instructions (the
+    # interior tiles'; others are peeled first or last tiles).
+    steady_h, _, (unmasked, masked, shortest) = max(
+        plain, key=lambda l: len(list(cfg.loop_insts(l[0]))))
+    worst_masked = None
+    for h, masking, (u, m, _) in loops:
+        for c in ((m,) if not masking else (m, u)):
+            if c is not None and (worst_masked is None or
+                                  sum(c.values()) > sum(worst_masked.values())):
+                worst_masked = c
+    roles = collections.OrderedDict()
+    roles["consumer"] = {"per": "kv tile", "unmasked": _summary(unmasked),
+                         "masked": _summary(worst_masked),
+                         "shortest": _summary(shortest or unmasked),
+                         "tile_loops": len(loops)}
+    producer_loops = _hopper_tile_loops(cfg, "producer")
+    if producer_loops:
+        h = max(producer_loops, key=lambda h: len(list(cfg.loop_insts(h))))
+        roles["producer"] = {"per": "kv tile", "unmasked": _summary(tile_paths(cfg, h, {})[0])}
+    # The tensor core: each consumer warpgroup's HGMMAs of a steady tile
+    # (the steady loop's, scaled to the number on its steady path).
+    shapes = [_hgmma_shape(i) for i in cfg.loop_insts(steady_h)]
+    shapes = [x for x in shapes if x]
+    on_path = sum(n for op, n in (roles["consumer"]["shortest"] or {}).get(
+        "opcodes", {}).items() if op.startswith("HGMMA"))
+    fmas = sum(m * n * k for m, n, k in shapes) * on_path // max(len(shapes), 1)
+    groups = len(warps.get("consumer", ())) // 4
+    # The tile: M from the consumer warpgroups (64 rows each), N from the
+    # S GEMM's shape (its HGMMAs read no register A operand).
+    tile_n = None
+    for inst in cfg.loop_insts(steady_h):
+        shape = _hgmma_shape(inst)
+        if shape and inst.operands.split(",")[1].strip().startswith("gdesc"):
+            tile_n = shape[1]
+            break
+    issue, mufu, fma = [0] * 4, [0] * 4, [0] * 4
+    for name, role in roles.items():
+        u = role.get("shortest") or role.get("unmasked")
+        if not u:
+            continue
+        for w in warps.get(name, ()):
+            issue[w % 4] += u["total"]
+            mufu[w % 4] += 8 * u["mufu_ex2"]
+            fma[w % 4] += u["fma_pipe_cycles"]
+    est = {"issue": max(issue), "mufu": max(mufu), "fma": max(fma),
+           "issue_by_smsp": issue, "smsp_cycles": max(max(issue), max(mufu), max(fma)),
+           "tensor_core_cycles": groups * fmas // 2048,
+           "tile": [64 * groups, tile_n]}
+    maxreg = [int(m.group(1), 16) for m in
+              (re.match(r"^.*?(0x[0-9a-f]+)\s*$", i.operands) for i in insts
+               if i.opcode.startswith("USETMAXREG")) if m]
+    return roles, est, maxreg
+
+
+def _registers(cuobjdump, cubin):
+    """The kernel's registers per thread at launch, from cuobjdump."""
+    done = subprocess.run([cuobjdump, "-res-usage", cubin], capture_output=True, text=True)
+    counts = [int(x) for x in re.findall(r"REG:(\d+)", done.stdout)]
+    return max(counts) if counts else None
 
 
 def _wavefronts(opcode):
@@ -684,7 +831,7 @@ def estimate_backward(roles, warps, shapes, head_dim, step_rows=128, target="sm_
 BACKWARD_ROLE_NAMES = ("grad", "dq", "mma", "load")
 
 
-def _role_warps(spec):
+def _role_warps(spec, names=BACKWARD_ROLE_NAMES):
     """--roles 'dq=0-3,grad=4-11,mma=12,load=13' -> {role: [warps]}."""
     warps = {}
     for item in filter(None, spec.split(",")):
@@ -694,9 +841,10 @@ def _role_warps(spec):
                      "ROLE=FIRST-LAST (e.g. dq=0-3,grad=4-11,mma=12,load=13)")
         name, first = m.group(1), int(m.group(2))
         last = int(m.group(3)) if m.group(3) is not None else first
-        if name not in BACKWARD_ROLE_NAMES:
+        if name not in names:
+            kind = "backward" if names == BACKWARD_ROLE_NAMES else "Hopper forward"
             sys.exit(f"sass_budget: --roles: unknown role '{name}' "
-                     f"(the backward's: {', '.join(BACKWARD_ROLE_NAMES)})")
+                     f"(the {kind}'s: {', '.join(names)})")
         if last < first or last >= 32:
             sys.exit(f"sass_budget: --roles: {item} is no range of warps "
                      "(first <= last < 32)")
@@ -847,8 +995,9 @@ def main():
                              "bench/fa4_reference_backward.py: FlashAttention-4's 1-CTA "
                              "backward kernels join the table")
     parser.add_argument("--roles", default="",
-                        help="with --backward, the warps of each role of a cubin without "
-                             "an fa4 manifest, e.g. dq=0-3,grad=4-11,mma=12,load=13")
+                        help="the warps of each role of a cubin without an fa4 manifest: "
+                             "with --backward e.g. dq=0-3,grad=4-11,mma=12,load=13; with "
+                             "--target sm_90a (the forward) e.g. producer=0-3,consumer=4-11")
     args = parser.parse_args()
     if args.backward and args.target == "sm_90a":
         parser.error("--backward measures the Blackwell backward (sm_100a/sm_103a)")
@@ -857,6 +1006,8 @@ def main():
     if args.reference and not os.path.isdir(args.reference):
         parser.error(f"--reference: no directory {args.reference}")
     hopper = args.target == "sm_90a"
+    if args.roles and not (args.backward or hopper):
+        parser.error("--roles names the warps of --backward's or --target sm_90a's roles")
     cuobjdump = find_cuobjdump(args.cuobjdump)
 
     def label(cubin):
@@ -932,7 +1083,7 @@ def main():
         return
 
     if hopper:
-        rows = report_hopper(jobs, cuobjdump)
+        rows = report_hopper(jobs, cuobjdump, args.roles)
         write_json({"date": datetime.date.today().isoformat(),
                     "target": args.target, "rows": rows})
         return

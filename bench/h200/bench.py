@@ -11,6 +11,11 @@ fp16 hd128 32/8 heads at seq 1024; causal and not) this times
   cuDNN   torch's SDPA restricted to SDPBackend.CUDNN_ATTENTION;
   FA2     torch's SDPA restricted to SDPBackend.FLASH_ATTENTION;
   Triton  bench/h200/triton_attention.py, autotuned among its CONFIGS;
+  FA4     FlashAttention-4's own Hopper path (PyPI flash-attn-4, CuTe DSL,
+          flash_attn/cute/flash_fwd_sm90.py) through its
+          interface._flash_attn_fwd into a preallocated O, when the package
+          imports (load_flash_attn_4 says how it is found; its kernels are
+          compiled at their first call, before the timing);
 
 on the same q, k, v ([batch, seq, heads, head_dim] storage; SDPA sees its
 [batch, heads, seq, head_dim] transpose, no copy), each with
@@ -20,7 +25,9 @@ seq_q * seq_k * head_dim FLOPs, half of that for causal. Each is timed a
 second time replayed from a CUDA graph (do_bench_cudagraph: no host time,
 no L2 flush; a second table), and its host time per call measured over 50
 calls queued back to back (host_us; the first table shows fa4's): a kernel
-shorter than its host time is host-bound in an eager loop. Before timing, every implementation's output is compared
+shorter than its host time is host-bound in an eager loop. Each rate is
+also given as a fraction of the H200's dense bf16/fp16 tensor-core peak
+(PEAK_TFLOPS, 989 TFLOP/s). Before timing, every implementation's output is compared
 with a float32 reference on the first batch's first two heads; a mismatch
 is marked "!" beside the time. GQA goes through SDPA's enable_gqa; a
 backend that refuses it is timed on k and v repeated per group (said in
@@ -55,7 +62,40 @@ import variants  # noqa: E402
 
 TORCH_DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16}
 TOLERANCE = {"fp16": 1e-2, "bf16": 2e-2}
-IMPLEMENTATIONS = ("fa4", "cuDNN", "FA2", "Triton")
+IMPLEMENTATIONS = ("fa4", "cuDNN", "FA2", "Triton", "FA4")
+# The H200's dense bf16/fp16 tensor-core peak (NVIDIA's datasheet, SXM).
+PEAK_TFLOPS = 989.0
+
+
+def load_flash_attn_4():
+    """(FlashAttention-4's interface module, its version), or (None, why).
+    The CuTe DSL's Python packages live in nvidia_cutlass_dsl/dsl_packages,
+    which its wheels do not put on the path: added here."""
+    # This directory's profile.py would stand in for the standard library's
+    # (cProfile imports it) while the package loads.
+    hidden = [p for p in sys.path if os.path.abspath(p or ".") == HERE]
+    sys.path[:] = [p for p in sys.path if p not in hidden]
+    try:
+        try:
+            import cutlass  # noqa: F401
+        except ImportError:
+            import nvidia_cutlass_dsl  # a namespace package
+            for base in nvidia_cutlass_dsl.__path__:
+                packages = os.path.join(base, "dsl_packages")
+                if os.path.isdir(packages):
+                    sys.path.insert(0, packages)
+                    break
+        from flash_attn.cute import interface
+        from importlib.metadata import version
+        try:
+            found = version("flash-attn-4")
+        except Exception:  # installed without its metadata
+            found = None
+        return interface, found
+    except Exception as e:
+        return None, f"{type(e).__name__}: {e}".splitlines()[0][:300]
+    finally:
+        sys.path[:0] = hidden
 
 
 def load_triton():
@@ -178,10 +218,11 @@ def sdpa(backend, q, k, v, causal, out):
     return check, timed, note
 
 
-def versions(triton):
+def versions(triton, flash_attn_4=None):
     info = device_info(torch.device("cuda", 0))
     info.update(cudnn=torch.backends.cudnn.version(),
-                triton=getattr(triton, "__version__", None))
+                triton=getattr(triton, "__version__", None),
+                flash_attn_4=flash_attn_4)
     return info
 
 
@@ -199,11 +240,23 @@ def main():
     parser.add_argument("--out", help="write the results here as JSON")
     parser.add_argument("--only", help="only configurations whose description "
                                        "(as printed) matches this regex")
+    parser.add_argument("--no-graph", action="store_true",
+                        help="skip the CUDA-graph timings")
+    parser.add_argument("--implementations", default=",".join(IMPLEMENTATIONS),
+                        help="comma-separated subset of " + ", ".join(IMPLEMENTATIONS)
+                        + " to time (default: all)")
     args = parser.parse_args()
+    implementations = [n for n in IMPLEMENTATIONS if n in args.implementations.split(",")]
+    unknown = set(args.implementations.split(",")) - set(IMPLEMENTATIONS)
+    if unknown or not implementations:
+        parser.error(f"--implementations: unknown {sorted(unknown)} (choose from "
+                     f"{', '.join(IMPLEMENTATIONS)})")
 
     capi = load_capi()
     triton, triton_attention = load_triton()
     triton_missing = triton_attention if triton is None else None
+    flash_attn_4, flash_attn_4_version = load_flash_attn_4()
+    flash_attn_4_missing = flash_attn_4_version if flash_attn_4 is None else None
     from torch.nn.attention import SDPBackend, sdpa_kernel
     torch.backends.cuda.matmul.allow_tf32 = False
     library = args.lib
@@ -214,13 +267,15 @@ def main():
         with open(os.path.join(args.kernels, "index.json")) as f:
             index = json.load(f)
     measure = timer(triton)
-    measure_graph = graph_timer(triton)
-    info = versions(triton)
+    measure_graph = None if args.no_graph else graph_timer(triton)
+    info = versions(triton, flash_attn_4_version if flash_attn_4 else None)
     print(f"fa4 bench on {info['gpu']} (driver {info['driver']}, torch {info['torch']}, "
-          f"cuDNN {info['cudnn']}, Triton {info['triton']}); kernels "
+          f"cuDNN {info['cudnn']}, Triton {info['triton']}, flash-attn-4 "
+          f"{info['flash_attn_4'] or 'absent: ' + str(flash_attn_4_missing)}); kernels "
           f"{index.get('target')} at {index.get('commit')}")
-    header = (f"{'configuration':<36}" + "".join(f"{name:>9}" for name in IMPLEMENTATIONS)
-              + f"{'fa4/cuDNN':>11}{'fa4 host':>10}   (TFLOP/s; fa4's host us per launch)")
+    header = (f"{'configuration':<36}" + "".join(f"{name:>9}" for name in implementations)
+              + f"{'fa4/cuDNN':>11}{'fa4/FA4':>9}{'fa4 peak':>10}{'fa4 host':>10}"
+              + "   (TFLOP/s; fa4's fraction of the peak and host us per launch)")
     print(header)
     print("-" * len(header))
 
@@ -239,9 +294,10 @@ def main():
         q, k, v = randn(c["q_heads"]), randn(c["kv_heads"]), randn(c["kv_heads"])
         want = reference_slice(q, k, v, c["causal"])
         entry = dict(c, flops=flops(c), implementations={})
-        for name in IMPLEMENTATIONS:
+        for name in implementations:
             out = torch.full_like(q, math.nan)
             record = {}
+            first_call = time.time()
             try:
                 timing = contextlib.nullcontext
                 if name == "fa4":
@@ -256,6 +312,13 @@ def main():
                     timing = functools.partial(sdpa_kernel, backend)
                     if note:
                         record["note"] = note
+                elif name == "FA4":
+                    if flash_attn_4 is None:
+                        raise RuntimeError(f"flash-attn-4 unavailable: {flash_attn_4_missing}")
+
+                    def check():
+                        flash_attn_4._flash_attn_fwd(q, k, v, causal=c["causal"], out=out)
+                    timed = check
                 else:
                     if triton is None:
                         raise RuntimeError(f"Triton unavailable: {triton_missing}")
@@ -266,6 +329,8 @@ def main():
                 torch.cuda.synchronize()
                 error = (out[0, :, :want.shape[1]].float() - want).abs().max().item()
                 record["max_abs_error"] = error
+                if name == "FA4":  # its compile time is the first call's
+                    record["first_call_s"] = round(time.time() - first_call, 1)
                 if not error <= TOLERANCE[c["dtype"]]:
                     record["mismatch"] = True
                 if name == "Triton":
@@ -277,8 +342,9 @@ def main():
                                               c["causal"], out=out, config=best)
                 with timing():
                     median, low, high = measure(timed)
-                    record.update(ms=median, ms_p20=low, ms_p80=high,
-                                  tflops=entry["flops"] / (median * 1e-3) / 1e12,
+                    tflops = entry["flops"] / (median * 1e-3) / 1e12
+                    record.update(ms=median, ms_p20=low, ms_p80=high, tflops=tflops,
+                                  fraction_of_peak=tflops / PEAK_TFLOPS,
                                   host_us=host_time(timed))
                     if measure_graph is not None:
                         try:
@@ -300,6 +366,8 @@ def main():
         impls = entry["implementations"]
         if "tflops" in impls.get("fa4", {}) and "tflops" in impls.get("cuDNN", {}):
             entry["fa4_over_cudnn"] = impls["fa4"]["tflops"] / impls["cuDNN"]["tflops"]
+        if "tflops" in impls.get("fa4", {}) and "tflops" in impls.get("FA4", {}):
+            entry["fa4_over_FA4"] = impls["fa4"]["tflops"] / impls["FA4"]["tflops"]
         results.append(entry)
 
         def cell(record):
@@ -308,8 +376,12 @@ def main():
             return f"{record['tflops']:>8.0f}{'!' if record.get('mismatch') else ' '}"
 
         ratio = entry.get("fa4_over_cudnn")
-        print(f"{describe(c):<36}" + "".join(cell(impls.get(n, {})) for n in IMPLEMENTATIONS)
+        peer = entry.get("fa4_over_FA4")
+        print(f"{describe(c):<36}" + "".join(cell(impls.get(n, {})) for n in implementations)
               + (f"{ratio:>11.2f}" if ratio else f"{'-':>11}")
+              + (f"{peer:>9.2f}" if peer else f"{'-':>9}")
+              + (f"{impls['fa4']['fraction_of_peak']:>10.0%}"
+                 if "fraction_of_peak" in impls.get("fa4", {}) else f"{'-':>10}")
               + (f"{impls['fa4']['host_us']:>10.0f}" if "host_us" in impls.get("fa4", {})
                  else f"{'-':>10}"), flush=True)
         del q, k, v, want
@@ -319,11 +391,11 @@ def main():
 
     if measure_graph is not None and results:
         print("\nreplayed from CUDA graphs (TFLOP/s):")
-        print(f"{'configuration':<36}" + "".join(f"{n:>9}" for n in IMPLEMENTATIONS))
+        print(f"{'configuration':<36}" + "".join(f"{n:>9}" for n in implementations))
         for r in results:
             print(f"{describe(r):<36}" + "".join(
                 f"{r['implementations'].get(n, {}).get('tflops_graph', math.nan):>9.0f}"
-                for n in IMPLEMENTATIONS))
+                for n in implementations))
     errors = sorted({(n, record["error"]) for r in results
                      for n, record in r["implementations"].items() if "error" in record})
     for name, error in errors:

@@ -8,7 +8,14 @@ inputs, for a profiler to watch: ncu through bench/h200/profile.sh.
 A forward takes q, k, v and the output (and the LSE when its manifest has
 one); a backward takes the eleven tensors of its launch, with O and the LSE
 of a float32 reference forward, so that its softmax sees real statistics.
-Prints the median time of the launches after the first (CUDA events)."""
+Prints the median time of the launches after the first (CUDA events).
+
+For a comparison in the same profiler, KERNEL.cubin.json may instead name
+FlashAttention-4's own Hopper path, flash-attn-4/HD/DTYPE/MASK/QH/KVH
+(e.g. flash-attn-4/128/bf16/causal/16/16: head dim, bf16 or fp16, none or
+causal, query and K/V heads), launched through its interface into a
+preallocated O; its first call compiles the kernel (bench.py's
+load_flash_attn_4 finds the package)."""
 
 import argparse
 import os
@@ -30,6 +37,8 @@ def main():
     args = parser.parse_args()
 
     import torch
+    if args.manifest.startswith("flash-attn-4/"):
+        return launch_flash_attn_4(args, torch)
     from backward import reference
     from common import load_capi
     capi = load_capi()
@@ -69,6 +78,40 @@ def main():
         lse = (torch.empty(b, hq, sq, device=dev, dtype=torch.float32)
                if a.get("lse") else None)
         launch = kernel.bind(q, k, v, out, lse)
+    return time_launches(launch, args, os.path.basename(args.manifest), torch)
+
+
+def launch_flash_attn_4(args, torch):
+    """The peer's launches, for the profiler beside fa4's."""
+    from bench import load_flash_attn_4
+    interface, version = load_flash_attn_4()
+    if interface is None:
+        sys.exit(f"profile: flash-attn-4 does not import: {version}")
+    try:
+        _, d, dtype, mask, hq, hkv = args.manifest.split("/")
+        d, hq, hkv = int(d), int(hq), int(hkv)
+        dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}[dtype]
+        causal = {"none": False, "causal": True}[mask]
+    except (ValueError, KeyError):
+        sys.exit(f"profile: {args.manifest} is not flash-attn-4/HD/bf16|fp16/"
+                 "none|causal/QH/KVH")
+    b, sq, sk = args.batch, args.seq_q, args.seq_k
+    dev = torch.device("cuda")
+    g = torch.Generator(device=dev).manual_seed(0)
+
+    def randn(*shape):
+        return torch.randn(*shape, device=dev, generator=g).to(dtype)
+
+    q, k, v = randn(b, sq, hq, d), randn(b, sk, hkv, d), randn(b, sk, hkv, d)
+    out = torch.empty_like(q)
+
+    def launch():
+        interface._flash_attn_fwd(q, k, v, causal=causal, out=out)
+    return time_launches(launch, args, f"flash-attn-4 {version}", torch)
+
+
+def time_launches(launch, args, what, torch):
+    b, sq, sk = args.batch, args.seq_q, args.seq_k
     times = []
     for _ in range(args.launches):
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -78,7 +121,7 @@ def main():
         end.synchronize()
         times.append(start.elapsed_time(end))
     rest = sorted(times[1:] or times)
-    print(f"{os.path.basename(args.manifest)} {b}x{sq}x{sk}: "
+    print(f"{what} {b}x{sq}x{sk}: "
           f"{rest[len(rest) // 2] * 1000:.1f} us (median of {len(rest)})")
     return 0
 

@@ -6,7 +6,11 @@
 #
 # A CASE is NAME:MANIFEST:KERNEL:BATCHxSEQ_QxSEQ_K, e.g.
 #   bwd128:dist-bwd/bwd-hd128-bf16-none-h16.cubin.json:attention_backward:1x4096x4096
-# KERNEL is the function ncu profiles (its first launch after one warm-up).
+# KERNEL is the function ncu profiles (its first launch after one warm-up);
+# one starting with "~" is a regular expression (ncu's regex:), for
+# FlashAttention-4's generated names: MANIFEST flash-attn-4/HD/DTYPE/MASK/
+# QH/KVH profiles its Hopper path (profile.py), e.g.
+#   peer128:flash-attn-4/128/bf16/none/16/16:~[Ff]lash:4x4096x4096
 # For each case OUTDIR gets NAME.ncu-rep, NAME-details.txt (every section
 # of `--set full`: speed of light, warp states and their stall reasons,
 # memory, occupancy) and NAME-sass.csv (the SASS with each instruction's
@@ -29,6 +33,9 @@ for case in "$@"; do
   IFS=: read -r name manifest kernel shape <<<"$case"
   IFS=x read -r b sq sk <<<"$shape"
   echo "== $name: $kernel of $manifest at $b x $sq x $sk"
+  if [[ $kernel == "~"* ]]; then
+    kernel="regex:${kernel#"~"}"
+  fi
   timeout "${TIMEOUT:-240}" "$ncu" --clock-control none --set full \
     --import-source no --kernel-name "$kernel" --launch-skip 1 --launch-count 1 \
     -f -o "$out/$name" \

@@ -243,9 +243,10 @@ def check_variants():
 
 def bench_configs():
     """bench.py's configurations: bf16, 16 heads, 16k tokens per batch
-    (batch x seq), seq 1k/4k/16k, head dim 128 and 64; and the seed's
-    problem, fp16 hd128 32 q heads over 8 kv heads at seq 1024. Causal and
-    not. Each names the kernel it runs (no LSE: a forward pass for
+    (batch x seq), seq 1k/4k/16k, head dim 128 and 64; the seed's problem,
+    fp16 hd128 32 q heads over 8 kv heads at seq 1024; causal and not; then
+    issue 28's other rows (hd128 2 x 8k, 16 x 512, GQA 32/8 4 x 4k causal,
+    hd64 8 x 4k, hd96 4 x 4k). Each names the kernel it runs (no LSE: a forward pass for
     inference, as the other implementations are timed)."""
     configs = []
     for head_dim in (128, 64):
@@ -257,6 +258,20 @@ def bench_configs():
     for causal in (False, True):
         configs.append(dict(head_dim=128, dtype="fp16", q_heads=32, kv_heads=8,
                             batch=1, seq=1024, causal=causal, seed=True))
+    # Issue 28's table beside the above: hd128 2 x 8k and 16 x 512, GQA
+    # 32/8 at 4 x 4k, hd64 8 x 4k, hd96.
+    for causal in (False, True):
+        configs.append(dict(head_dim=128, dtype="bf16", q_heads=16, kv_heads=16,
+                            batch=2, seq=8192, causal=causal))
+    configs.append(dict(head_dim=128, dtype="bf16", q_heads=16, kv_heads=16,
+                        batch=16, seq=512, causal=False))
+    configs.append(dict(head_dim=128, dtype="bf16", q_heads=32, kv_heads=8,
+                        batch=4, seq=4096, causal=True))
+    configs.append(dict(head_dim=64, dtype="bf16", q_heads=16, kv_heads=16,
+                        batch=8, seq=4096, causal=False))
+    for causal in (False, True):
+        configs.append(dict(head_dim=96, dtype="bf16", q_heads=16, kv_heads=16,
+                            batch=4, seq=4096, causal=causal))
     for c in configs:
         c["kernel"] = bench_name(c["head_dim"], c["dtype"], c["causal"],
                                  c["q_heads"], c["kv_heads"])

@@ -65,10 +65,17 @@ private:
   scf::ForOp buildTaskLoop(function_ref<void(Task &)> body);
   void buildProducer(const Task &task);
   void buildConsumer(const Task &task, int64_t half);
-  /// Softcap, score_mod and mask (straddling blocks only) of the k-th
-  /// visited block's scores `s`, then the online softmax.
+  /// Which of the k-th visited block's scores the mask is applied to: a
+  /// branch on whether the block straddles the band's edges, or decided by
+  /// the caller (which branched once around the whole block).
+  enum class Masking { IfStraddling, Masked, Unmasked };
+  /// Whether the k-th visited block straddles the band's edges (i1).
+  Value straddles(const Task &task, Value k);
+  /// Softcap, score_mod and mask of the k-th visited block's scores `s`,
+  /// then the online softmax.
   OnlineSoftmaxOp buildSoftmax(const Task &task, Value rowBegin, Value k,
-                               Value s, Value rowMax, Value rowSum);
+                               Value s, Value rowMax, Value rowSum,
+                               Masking masking = Masking::IfStraddling);
   /// FlashAttention-3's ping-pong: consumer `half` waits for its turn to
   /// issue its MMAs (named barrier 1 + half, both consumers' 256 threads),
   /// and hands the turn to the other after issuing them, so that one's
@@ -168,10 +175,18 @@ void WarpgroupProgramBuilder::buildProducer(const Task &task) {
   }
 }
 
+Value WarpgroupProgramBuilder::straddles(const Task &task, Value k) {
+  Value blockIndex = sub(sub(task.end, index(1)), k);
+  return arith::OrIOp::create(
+      b, loc, cmp(arith::CmpIPredicate::slt, blockIndex, task.fullBegin),
+      cmp(arith::CmpIPredicate::sge, blockIndex, task.fullEnd));
+}
+
 OnlineSoftmaxOp WarpgroupProgramBuilder::buildSoftmax(const Task &task,
                                                       Value rowBegin, Value k,
                                                       Value s, Value rowMax,
-                                                      Value rowSum) {
+                                                      Value rowSum,
+                                                      Masking masking) {
   Value key = keyOf(task, k);
   if (SoftcapOp softcap = program.softcap) {
     IRMapping mapping;
@@ -189,17 +204,9 @@ OnlineSoftmaxOp WarpgroupProgramBuilder::buildSoftmax(const Task &task,
     mapping.map(scoreMod.getSeqK(), task.seqK);
     s = cloneForWarpgroup(scoreMod, mapping)->getResult(0);
   }
-  if (MaskOp mask = program.mask) {
-    // Only blocks straddling the band's edges pay for the mask.
-    Value blockIndex = sub(sub(task.end, index(1)), k);
-    Value straddles = arith::OrIOp::create(
-        b, loc, cmp(arith::CmpIPredicate::slt, blockIndex, task.fullBegin),
-        cmp(arith::CmpIPredicate::sge, blockIndex, task.fullEnd));
-    auto branch = scf::IfOp::create(b, loc, s.getType(), straddles, true);
-    OpBuilder::InsertionGuard guard(b);
-    b.setInsertionPointToStart(branch.thenBlock());
+  auto applyMask = [&](MaskOp mask, Value scores) -> Value {
     IRMapping mapping;
-    mapping.map(mask.getScores(), s);
+    mapping.map(mask.getScores(), scores);
     mapping.map(mask.getRow(), rowBegin);
     mapping.map(mask.getCol(), key);
     mapping.map(mask.getSeqQ(), task.seqQ);
@@ -208,8 +215,18 @@ OnlineSoftmaxOp WarpgroupProgramBuilder::buildSoftmax(const Task &task,
       mapping.map(mask.getBatch(), task.batch);
       mapping.map(mask.getHead(), task.headGroup);
     }
-    scf::YieldOp::create(b, loc,
-                         cloneForWarpgroup(mask, mapping)->getResult(0));
+    return cloneForWarpgroup(mask, mapping)->getResult(0);
+  };
+  MaskOp mask = program.mask;
+  if (mask && masking == Masking::Masked) {
+    s = applyMask(mask, s);
+  } else if (mask && masking == Masking::IfStraddling) {
+    // Only blocks straddling the band's edges pay for the mask.
+    auto branch =
+        scf::IfOp::create(b, loc, s.getType(), straddles(task, k), true);
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(branch.thenBlock());
+    scf::YieldOp::create(b, loc, applyMask(mask, s));
     b.setInsertionPointToStart(branch.elseBlock());
     scf::YieldOp::create(b, loc, s);
     b.setInsertionPointAfter(branch);
@@ -322,12 +339,19 @@ WarpgroupProgramBuilder::buildOverlappedLoop(const Task &task, int64_t half,
     OnlineSoftmaxOp softmax0 =
         buildSoftmax(task, rowBegin, index(0), s0, minusInf, zeroRow);
 
-    auto loop = scf::ForOp::create(
-        b, loc, index(1), task.numBlocks, index(1),
-        ValueRange{softmax0.getNewRowMax(), softmax0.getNewRowSum(), zeroAcc,
-                   softmax0.getProbs()});
-    dropImplicitYield(loop);
-    {
+    // Blocks 1 .. n-1, each in the loop of its masking: the straddling
+    // blocks before the whole ones (the last keys first), the whole ones,
+    // the straddling ones after them. No branch may lie between a block's
+    // MMAs and its wait for P·V: ptxas waits for every wgmma group where
+    // control flow splits or joins, which would put the wait for P·V(k-1)
+    // before the softmax instead of after it (H200, Nsight Compute: 13 % of
+    // the consumers' samples on that wait when the mask was a branch in the
+    // block; LLVM hoists the MMAs out of a branch around the whole block).
+    // FlashAttention-3/4 keep masked blocks out of the unmasked loop too.
+    auto blocks = [&](Value lo, Value hi, Masking masking,
+                      ValueRange init) -> ValueRange {
+      auto loop = scf::ForOp::create(b, loc, lo, hi, index(1), init);
+      dropImplicitYield(loop);
       OpBuilder::InsertionGuard inner(b);
       b.setInsertionPointToStart(loop.getBody());
       Value k = loop.getInductionVar();
@@ -345,8 +369,8 @@ WarpgroupProgramBuilder::buildOverlappedLoop(const Task &task, int64_t half,
       // S(k) was issued first: it is done once at most one group is left.
       s = WarpgroupWaitOp::create(b, loc, s, 1);
       ConsumerReleaseOp::create(b, loc, kBuffer, item);
-      OnlineSoftmaxOp softmax =
-          buildSoftmax(task, rowBegin, k, s, carried[0], carried[1]);
+      OnlineSoftmaxOp softmax = buildSoftmax(task, rowBegin, k, s, carried[0],
+                                             carried[1], masking);
       acc = WarpgroupWaitOp::create(b, loc, acc, 0);
       ConsumerReleaseOp::create(b, loc, vBuffer, previous);
       // O holds blocks < k in block k-1's scale: move it to block k's.
@@ -355,13 +379,39 @@ WarpgroupProgramBuilder::buildOverlappedLoop(const Task &task, int64_t half,
                            ValueRange{softmax.getNewRowMax(),
                                       softmax.getNewRowSum(), acc,
                                       softmax.getProbs()});
+      return loop.getResults();
+    };
+    SmallVector<Value, 4> state{softmax0.getNewRowMax(),
+                                softmax0.getNewRowSum(), zeroAcc,
+                                softmax0.getProbs()};
+    if (!program.mask) {
+      state = llvm::to_vector<4>(
+          blocks(index(1), task.numBlocks, Masking::Unmasked, state));
+    } else {
+      // The k-th visited block is block end-1-k: it straddles for k below
+      // end - fullEnd and from end - fullBegin on (an empty or inverted
+      // whole range leaves every block masked).
+      auto clamp = [&](Value v, Value lo, Value hi) {
+        return arith::MinSIOp::create(
+            b, loc, arith::MaxSIOp::create(b, loc, v, lo), hi);
+      };
+      Value wholeFrom = clamp(sub(task.end, task.fullEnd), index(1),
+                              task.numBlocks);
+      Value wholeTo = clamp(sub(task.end, task.fullBegin), wholeFrom,
+                            task.numBlocks);
+      state = llvm::to_vector<4>(
+          blocks(index(1), wholeFrom, Masking::Masked, state));
+      state = llvm::to_vector<4>(
+          blocks(wholeFrom, wholeTo, Masking::Unmasked, state));
+      state = llvm::to_vector<4>(
+          blocks(wholeTo, task.numBlocks, Masking::Masked, state));
     }
+    ArrayRef<Value> results = state;
     Value last = sub(add(task.kvBase, task.numBlocks), index(1));
     ConsumerWaitOp::create(b, loc, vBuffer, last);
-    Value acc = value(loop.getResult(3), last, loop.getResult(2), false);
+    Value acc = value(results[3], last, results[2], false);
     ConsumerReleaseOp::create(b, loc, vBuffer, last);
-    scf::YieldOp::create(
-        b, loc, ValueRange{loop.getResult(0), loop.getResult(1), acc});
+    scf::YieldOp::create(b, loc, ValueRange{results[0], results[1], acc});
   }
   return SmallVector<Value, 3>(any.getResults());
 }
@@ -524,7 +574,6 @@ struct HopperWarpgroupRolesPass
     hopper::ScheduleConfig config = hopper::ScheduleConfig::get(
         qType.getDimSize(3), qType.getElementTypeBitWidth() / 8,
         vType.getDimSize(3));
-    config.chooseOStaging();
     int64_t stages = kvStages;
     if (stages < 0) {
       func.emitError() << "kv-stages must be 0 (as many as fit) or a stage "
@@ -532,6 +581,7 @@ struct HopperWarpgroupRolesPass
                        << stages;
       return signalPassFailure();
     }
+    config.chooseOStaging(stages);
     if (stages > 0) {
       if (stages > config.maxKvStages()) {
         InFlightDiagnostic diag = func.emitError();

@@ -55,7 +55,22 @@ TEST(HopperScheduleConfig, KvStagesFollowTheSharedMemoryBudget) {
     config.chooseOStaging();
     EXPECT_TRUE(config.oStaged);
   }
+  // Asked for one stage, (192, 128) keeps its O staging; asked for more
+  // than either layout holds, the by-address maximum is the one refused.
+  hopper::ScheduleConfig single = hopper::ScheduleConfig::get(192, 2, 128);
+  single.chooseOStaging(1);
+  EXPECT_TRUE(single.oStaged);
+  single.chooseOStaging(2);
+  EXPECT_FALSE(single.oStaged);
+  single.chooseOStaging(3);
+  EXPECT_FALSE(single.oStaged);
+  EXPECT_EQ(single.maxKvStages(), 2);
+  // Head dim 128 stages O whatever is asked (its staged ring has two).
   hopper::ScheduleConfig config = hopper::ScheduleConfig::get(128, 2);
+  for (int64_t requested : {0, 1, 2, 3}) {
+    config.chooseOStaging(requested);
+    EXPECT_TRUE(config.oStaged);
+  }
   config.kvStagesOverride = 1;
   EXPECT_EQ(config.kvStages(), 1);
 }

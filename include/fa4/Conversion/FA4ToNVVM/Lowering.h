@@ -210,8 +210,10 @@ private:
   /// Hopper's P is converted to the input type where it is first used, not
   /// where the softmax computes it: in the pipelined loop that is after the
   /// wait for the value MMA that reads the previous P, whose registers the
-  /// new P then takes (FlashAttention-3's order).
-  void materializeTruncation(Value value);
+  /// new P then takes (FlashAttention-3's order). With `previous`, the P a
+  /// loop carried in, each packed word is written over the previous one's
+  /// register (see Warpgroup.cpp).
+  void materializeTruncation(Value value, Value previous = Value());
   /// `base` plus `bytes` in shared memory.
   Value smemAt(Value base, Value bytes);
   /// The 32-bit shared address of a pointer.

@@ -102,14 +102,16 @@ struct ScheduleConfig {
     return tileBytes(headDim) + (oStaged ? tileBytes(valueHeadDim) : 0) +
            kBarrierBytes;
   }
-  /// O staged unless that leaves the K/V ring a single stage.
-  void chooseOStaging() {
+  /// O is staged unless the staging leaves the K/V ring a single stage and
+  /// more are wanted (`requested`, or as many as fit when 0): then each
+  /// consumer writes O by address. So (192, 128) writes O by address with
+  /// two stages, and with kv-stages=1 stages it; head dims whose staged
+  /// ring already has two stages always stage.
+  void chooseOStaging(int64_t requested = 0) {
     oStaged = true;
-    if (maxKvStages() < 2) {
-      oStaged = false;
-      if (maxKvStages() < 2)
-        oStaged = true;
-    }
+    if (maxKvStages() >= 2 || (requested > 0 && requested <= maxKvStages()))
+      return;
+    oStaged = false;
   }
   /// K and V stages that fit beside them (one at head dims (192, 128)).
   int64_t maxKvStages() const {

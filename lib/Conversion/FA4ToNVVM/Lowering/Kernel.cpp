@@ -381,6 +381,13 @@ LogicalResult Lowering::lowerOp(Operation *op) {
   if (isa<scf::IfOp>(op))
     return lowerIf(op);
   if (auto yield = dyn_cast<scf::YieldOp>(op)) {
+    // A P the loop carries to its next block is converted over the one it
+    // carried in (Hopper's pipelined loop).
+    if (auto loop = dyn_cast<scf::ForOp>(yield->getParentOp()))
+      for (auto [operand, carried] :
+           llvm::zip(yield.getOperands(), loop.getRegionIterArgs()))
+        if (lazyTruncations.count(operand))
+          materializeTruncation(operand, mapping.lookup(carried));
     SmallVector<Value> operands;
     for (Value operand : yield.getOperands())
       operands.push_back(lookup(operand));
