@@ -9,19 +9,22 @@
 #                                            DIR/a, DIR/b, DIR/c (about 22 MB
 #                                            of parts and wheels each)
 #   bench/h200/flash_attn_4.sh stage PART    there: keep PART's files in
-#                                            /tmp/flash-attn-4 (the machine
-#                                            keeps /tmp between calls while
-#                                            it is warm)
+#                                            TMP/flash-attn-4 (the machine
+#                                            keeps its temporary directory
+#                                            between calls while it is warm)
 #   bench/h200/flash_attn_4.sh install       there: install everything staged
-#                                            into /tmp/site (then
-#                                            PYTHONPATH=/tmp/site)
+#                                            into TMP/site (then
+#                                            PYTHONPATH=TMP/site)
+#
+# TMP is the temporary directory (mktemp's: $TMPDIR or the system's).
 #
 # Versions: flash-attn-4 4.0.0b36 and nvidia-cutlass-dsl 4.8.1 (those the
 # issue's figures came from), their dependencies for CPython 3.12.
 set -euo pipefail
 
-stage=/tmp/flash-attn-4
-site=/tmp/site
+tmp=$(dirname "$(mktemp -u)")
+stage=$tmp/flash-attn-4
+site=$tmp/site
 packages=(flash-attn-4==4.0.0b36 nvidia-cutlass-dsl==4.8.1
   nvidia-cutlass-dsl-libs-base==4.8.1 nvidia-cutlass-dsl-libs-core==4.8.1
   quack-kernels apache-tvm-ffi torch-c-dlpack-ext einops "cuda-bindings>=12.8,<13"
