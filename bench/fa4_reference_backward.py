@@ -65,7 +65,11 @@ FORWARD_VARIANTS = {
 
 
 def dsl_packages():
-    import nvidia_cutlass_dsl  # a namespace package: no __file__
+    try:
+        import nvidia_cutlass_dsl  # a namespace package: no __file__
+    except ImportError:
+        sys.exit("fa4_reference_backward: nvidia_cutlass_dsl does not import: run this "
+                 "with the Python of a venv holding flash-attn-4 (see --help)")
     for base in nvidia_cutlass_dsl.__path__:
         for name in ("dsl_packages", "python_packages"):
             if os.path.isdir(os.path.join(base, name)):
@@ -191,7 +195,7 @@ def main():
     if len(sys.argv) >= 4 and sys.argv[1] == "--one":
         (build_forward if sys.argv[3] in FORWARD_VARIANTS else build)(sys.argv[2], sys.argv[3])
         return
-    if len(sys.argv) < 2 or sys.argv[1] in ("-h", "--help"):
+    if len(sys.argv) < 2 or any(a in ("-h", "--help") for a in sys.argv[1:]):
         print(__doc__)
         print("variants:", ", ".join(VARIANTS))
         print("--forward variants:", ", ".join(FORWARD_VARIANTS))
@@ -199,10 +203,14 @@ def main():
     forward = sys.argv[1] == "--forward"
     args = sys.argv[2:] if forward else sys.argv[1:]
     known = FORWARD_VARIANTS if forward else VARIANTS
-    if not args or args[0].startswith("-"):
-        sys.exit(f"fa4_reference_backward: unknown option {args[0] if args else '(none)'} "
+    if not args:
+        sys.exit("fa4_reference_backward: OUT, the output directory, is missing "
+                 "(usage: [--forward] OUT [variants])")
+    if args[0].startswith("-"):
+        sys.exit(f"fa4_reference_backward: unknown option {args[0]} "
                  "(usage: [--forward] OUT [variants])")
     out = os.path.abspath(args[0])
+    packages = dsl_packages()  # before any output directory is made
     chosen = args[1:] or list(known)
     unknown = [v for v in chosen if v not in known]
     if unknown:
@@ -217,7 +225,7 @@ def main():
         env = dict(os.environ, FLASH_ATTENTION_ARCH=arch, CUTE_DSL_ARCH=arch,
                    CUTE_DSL_KEEP="ptx,cubin,ir", CUTE_DSL_DUMP_DIR=dump,
                    FLASH_ATTENTION_CUTE_DSL_CACHE_ENABLED="0")
-        env["PYTHONPATH"] = dsl_packages() + os.pathsep + env.get("PYTHONPATH", "")
+        env["PYTHONPATH"] = packages + os.pathsep + env.get("PYTHONPATH", "")
         env.pop("FA_DISABLE_2CTA", None)
         if forward:
             # The H100/H200's SMs (FA4 asks when cross-compiling).

@@ -246,16 +246,17 @@ def main():
                         help="comma-separated subset of " + ", ".join(IMPLEMENTATIONS)
                         + " to time (default: all)")
     args = parser.parse_args()
-    implementations = [n for n in IMPLEMENTATIONS if n in args.implementations.split(",")]
-    unknown = set(args.implementations.split(",")) - set(IMPLEMENTATIONS)
-    if unknown or not implementations:
-        parser.error(f"--implementations: unknown {sorted(unknown)} (choose from "
-                     f"{', '.join(IMPLEMENTATIONS)})")
+    chosen = {n.strip() for n in args.implementations.split(",") if n.strip()}
+    implementations = [n for n in IMPLEMENTATIONS if n in chosen]
+    if chosen - set(IMPLEMENTATIONS) or not implementations:
+        parser.error(f"--implementations takes a comma-separated subset of "
+                     f"{', '.join(IMPLEMENTATIONS)}; got {args.implementations!r}")
 
     capi = load_capi()
     triton, triton_attention = load_triton()
     triton_missing = triton_attention if triton is None else None
-    flash_attn_4, flash_attn_4_version = load_flash_attn_4()
+    flash_attn_4, flash_attn_4_version = (load_flash_attn_4() if "FA4" in implementations
+                                          else (None, "not asked for"))
     flash_attn_4_missing = flash_attn_4_version if flash_attn_4 is None else None
     from torch.nn.attention import SDPBackend, sdpa_kernel
     torch.backends.cuda.matmul.allow_tf32 = False

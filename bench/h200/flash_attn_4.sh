@@ -43,24 +43,44 @@ fetch)
   }
   download "$tmp/wheels" "${packages[@]}"
   download "$tmp/compiler" "$compiler"
-  mkdir -p "$tmp/tree" "$out/a" "$out/b" "$out/c"
+  mkdir -p "$tmp/tree"
   (cd "$tmp/tree" && unzip -q "$tmp"/compiler/*.whl)
   tar -C "$tmp/tree" -cf - . | xz -T0 -6 >"$tmp/compiler.tar.xz"
   (cd "$tmp" && split -b 22000000 -d compiler.tar.xz compiler.part)
-  mv "$tmp/compiler.part00" "$out/a/"
-  mv "$tmp/compiler.part01" "$out/b/"
-  mv "$tmp/compiler.part02" "$out/c/"
-  mv "$tmp"/wheels/cuda_bindings-*.whl "$tmp"/wheels/protobuf-*.whl "$out/a/"
-  mv "$tmp"/wheels/*.whl "$out/b/"
-  du -sh "$out"/*
+  # One part a transfer: DIR/a, DIR/b, ... (as many as the compiler needs;
+  # three for 4.8.1), the other wheels beside the first two.
+  dirs=()
+  for part in "$tmp"/compiler.part*; do
+    dir=$out/$(printf "\\$(printf '%03o' $((97 + ${#dirs[@]})))")
+    mkdir -p "$dir"
+    mv "$part" "$dir/"
+    dirs+=("$dir")
+  done
+  mv "$tmp"/wheels/cuda_bindings-*.whl "$tmp"/wheels/protobuf-*.whl "${dirs[0]}/"
+  mv "$tmp"/wheels/*.whl "${dirs[1]:-${dirs[0]}}/"
+  du -sh "${dirs[@]}"
   ;;
 stage)
   part=${2:?usage: $0 stage PART}
+  if ! compgen -G "$part/*" >/dev/null; then
+    echo "$0: $part holds nothing to stage (a directory that fetch wrote)" >&2
+    exit 1
+  fi
   mkdir -p "$stage"
   cp "$part"/* "$stage/"
   ls "$stage"
   ;;
 install)
+  if ! compgen -G "$stage/*.whl" >/dev/null || ! compgen -G "$stage/compiler.part*" >/dev/null; then
+    echo "$0: nothing staged in $stage: stage every part fetch wrote first" >&2
+    exit 1
+  fi
+  parts=("$stage"/compiler.part*)
+  last=${parts[-1]##*.part}
+  if ((10#$last + 1 != ${#parts[@]})); then
+    echo "$0: compiler parts missing: ${#parts[@]} staged, the last is part$last" >&2
+    exit 1
+  fi
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir \
     --upgrade --target "$site" "$stage"/*.whl
   # After the wheels: pip --target replaces the top-level directories it

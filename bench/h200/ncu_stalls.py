@@ -16,15 +16,27 @@ import csv
 import sys
 
 
+REQUIRED = ("Address", "Source", "# Samples", "Instructions Executed")
+
+
 def load(path):
-    """(header, rows) of an ncu --page source --csv export; the first line
-    names the kernel, the second is the header."""
-    with open(path, newline="") as f:
-        rows = list(csv.reader(f))
-    if len(rows) < 2 or "# Samples" not in rows[1]:
-        sys.exit(f"ncu_stalls: {path} is not ncu's SASS source page as CSV")
-    header = rows[1]
-    return header, [r for r in rows[2:] if len(r) == len(header)]
+    """(header, rows) of an ncu --page source --csv export: the header is
+    the first line naming the sampled columns (ncu's own lines, and any
+    warning profile.sh captured with it, come before it)."""
+    try:
+        with open(path, newline="", encoding="utf-8") as f:
+            rows = list(csv.reader(f))
+    except (OSError, UnicodeDecodeError) as e:
+        sys.exit(f"ncu_stalls: cannot read {path}: {e}")
+    for at, row in enumerate(rows):
+        if "# Samples" in row:
+            missing = [name for name in REQUIRED if name not in row]
+            if missing:
+                sys.exit(f"ncu_stalls: {path} has no {', '.join(missing)} column: "
+                         "not ncu's SASS source page (profile.sh's NAME-sass.csv)")
+            return row, [r for r in rows[at + 1:] if len(r) == len(row)]
+    sys.exit(f"ncu_stalls: {path} is not ncu's SASS source page as CSV "
+             "(profile.sh's NAME-sass.csv): no '# Samples' column")
 
 
 def opcode(source):
@@ -45,7 +57,10 @@ def summarize(path, top):
         except ValueError:
             return 0
 
-    samples = sum(number(r, "# Samples") for r in rows) or 1
+    samples = sum(number(r, "# Samples") for r in rows)
+    if not samples:
+        print(f"== {path}: no samples")
+        return
     by_reason, by_op, executed = (collections.Counter() for _ in range(3))
     for r in rows:
         for name in reasons:
@@ -53,7 +68,7 @@ def summarize(path, top):
         op = opcode(r[col["Source"]])
         by_op[op] += number(r, "# Samples")
         executed[op] += number(r, "Instructions Executed")
-    total = sum(executed.values()) or 1
+    total = sum(executed.values()) or 1  # a page of samples alone
     print(f"== {path}: {samples} samples, {total} warp instructions")
     print("  stall reasons: " + ", ".join(
         f"{k} {100 * v / samples:.1f}%" for k, v in by_reason.most_common(9)))
@@ -74,6 +89,8 @@ def main():
     parser.add_argument("pages", nargs="+", help="NAME-sass.csv files of profile.sh")
     parser.add_argument("--top", type=int, default=15, help="hottest instructions shown")
     args = parser.parse_args()
+    if args.top < 0:
+        parser.error("--top must be 0 or more")
     for path in args.pages:
         summarize(path, args.top)
     return 0

@@ -36,9 +36,15 @@ def main():
     parser.add_argument("--lib", default=None)
     args = parser.parse_args()
 
+    if args.launches < 1:
+        parser.error("--launches must be at least 1")
+    if args.manifest.startswith("flash-attn-4"):
+        spec = parse_peer(args.manifest)
+        import torch
+        return launch_flash_attn_4(args, spec, torch)
+    if not os.path.isfile(args.manifest):
+        sys.exit(f"profile: {args.manifest}: no such manifest")
     import torch
-    if args.manifest.startswith("flash-attn-4/"):
-        return launch_flash_attn_4(args, torch)
     from backward import reference
     from common import load_capi
     capi = load_capi()
@@ -81,20 +87,34 @@ def main():
     return time_launches(launch, args, os.path.basename(args.manifest), torch)
 
 
-def launch_flash_attn_4(args, torch):
+def parse_peer(spec):
+    """(head dim, dtype name, causal, query heads, K/V heads) of a
+    flash-attn-4/HD/DTYPE/MASK/QH/KVH spec, or exit saying what is wrong."""
+    usage = (f"profile: {spec} is not flash-attn-4/HD/DTYPE/MASK/QH/KVH (HD a head "
+             "dim, DTYPE bf16 or fp16, MASK none or causal, QH query heads a "
+             "multiple of KVH K/V heads, e.g. flash-attn-4/128/bf16/causal/16/16)")
+    parts = spec.split("/")
+    if len(parts) != 6 or parts[0] != "flash-attn-4":
+        sys.exit(usage)
+    _, d, dtype, mask, hq, hkv = parts
+    try:
+        d, hq, hkv = int(d), int(hq), int(hkv)
+    except ValueError:
+        sys.exit(usage)
+    if (d <= 0 or hq <= 0 or hkv <= 0 or hq % hkv or dtype not in ("bf16", "fp16")
+            or mask not in ("none", "causal")):
+        sys.exit(usage)
+    return d, dtype, mask == "causal", hq, hkv
+
+
+def launch_flash_attn_4(args, spec, torch):
     """The peer's launches, for the profiler beside fa4's."""
     from bench import load_flash_attn_4
+    d, dtype, causal, hq, hkv = spec
+    dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}[dtype]
     interface, version = load_flash_attn_4()
     if interface is None:
         sys.exit(f"profile: flash-attn-4 does not import: {version}")
-    try:
-        _, d, dtype, mask, hq, hkv = args.manifest.split("/")
-        d, hq, hkv = int(d), int(hq), int(hkv)
-        dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}[dtype]
-        causal = {"none": False, "causal": True}[mask]
-    except (ValueError, KeyError):
-        sys.exit(f"profile: {args.manifest} is not flash-attn-4/HD/bf16|fp16/"
-                 "none|causal/QH/KVH")
     b, sq, sk = args.batch, args.seq_q, args.seq_k
     dev = torch.device("cuda")
     g = torch.Generator(device=dev).manual_seed(0)

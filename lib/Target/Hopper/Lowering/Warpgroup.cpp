@@ -168,8 +168,11 @@ void Lowering::materializeTruncation(Value value, Value previous) {
   // of them — at the top of the softmax, which then no longer overlaps
   // P·V (H200, Nsight Compute: that wait held 13 % of the consumers'
   // samples).
+  // (Only where the previous P is visible: the conversion may have moved
+  // out to the block of the f32 values, above a loop nested in between.)
   Value previousWords;
-  if (previous && previous.getType() == lazy.type)
+  if (previous && previous.getType() == lazy.type &&
+      previous.getParentRegion()->isAncestor(b.getInsertionBlock()->getParent()))
     previousWords = vector::BitCastOp::create(
         b, loc(), VectorType::get({count / 2}, b.getI32Type()), previous);
   SmallVector<Value> words;
