@@ -130,49 +130,86 @@ module attributes {fa4.target = #fa4.target<sm_90a>} {
             %44 = arith.cmpi slt, %42, %full_begin : index
             %45 = arith.ori %44, %43 : i1
             %46 = scf.if %45 -> (tensor<64x128xf32>) {
-              %51 = fa4.mask %37, %30, %40, %dim_2, %dim_4 {gqa_ratio = 2 : i64, mask = #fa4.mask<causal>} : tensor<64x128xf32>
-              scf.yield %51 : tensor<64x128xf32>
+              %59 = fa4.mask %37, %30, %40, %dim_2, %dim_4 {gqa_ratio = 2 : i64, mask = #fa4.mask<causal>} : tensor<64x128xf32>
+              scf.yield %59 : tensor<64x128xf32>
             } else {
               scf.yield %37 : tensor<64x128xf32>
             }
             %probs, %new_row_max, %new_row_sum, %acc_scale = fa4.online_softmax %46, %cst, %cst_8 {rescale_threshold = 8.000000e+00 : f32, scale_log2 = 0.180336878 : f32} : tensor<64x128xf32>, tensor<64xf32> -> tensor<64x128xf16>
-            %47:4 = scf.for %arg9 = %c1 to %29 step %c1 iter_args(%arg10 = %new_row_max, %arg11 = %new_row_sum, %arg12 = %cst_9, %arg13 = %probs) -> (tensor<64xf32>, tensor<64xf32>, tensor<64x64xf32>, tensor<64x128xf16>) {
-              %51 = arith.addi %arg7, %arg9 : index
-              %52 = arith.subi %51, %c1 : index
-              fa4.mbarrier_wait %8[%51] : <tma, stages = 4>
+            %47 = arith.subi %end, %full_end : index
+            %48 = arith.maxsi %47, %c1 : index
+            %49 = arith.minsi %48, %29 : index
+            %50 = arith.subi %end, %full_begin : index
+            %51 = arith.maxsi %50, %49 : index
+            %52 = arith.minsi %51, %29 : index
+            %53:4 = scf.for %arg9 = %c1 to %49 step %c1 iter_args(%arg10 = %new_row_max, %arg11 = %new_row_sum, %arg12 = %cst_9, %arg13 = %probs) -> (tensor<64xf32>, tensor<64xf32>, tensor<64x64xf32>, tensor<64x128xf16>) {
+              %59 = arith.addi %arg7, %arg9 : index
+              %60 = arith.subi %59, %c1 : index
+              fa4.mbarrier_wait %8[%59] : <tma, stages = 4>
               fa4.named_barrier_sync 1, 256
-              %53 = fa4.wgmma_score %1[%arg6] rows 0, %2[%51] {async} : <[128, 64], f16, stages = 1>, <[128, 64], f16, stages = 4> -> tensor<64x128xf32>
-              fa4.mbarrier_wait %10[%52] : <tma, stages = 4>
-              %54 = fa4.wgmma_value %arg13, %3[%52], %arg12 {async} : tensor<64x128xf16>, <[128, 64], f16, stages = 4>, tensor<64x64xf32>
+              %61 = fa4.wgmma_score %1[%arg6] rows 0, %2[%59] {async} : <[128, 64], f16, stages = 1>, <[128, 64], f16, stages = 4> -> tensor<64x128xf32>
+              fa4.mbarrier_wait %10[%60] : <tma, stages = 4>
+              %62 = fa4.wgmma_value %arg13, %3[%60], %arg12 {async} : tensor<64x128xf16>, <[128, 64], f16, stages = 4>, tensor<64x64xf32>
               fa4.named_barrier_arrive 2, 256
-              %55 = fa4.wgmma_wait %53 {pending = 1 : i64} : tensor<64x128xf32>
-              fa4.mbarrier_arrive %9[%51] : <threads, stages = 4>
-              %56 = arith.subi %end, %c1 : index
-              %57 = arith.subi %56, %arg9 : index
-              %58 = arith.muli %57, %c128 : index
-              %59 = arith.subi %end, %c1 : index
-              %60 = arith.subi %59, %arg9 : index
-              %61 = arith.cmpi sge, %60, %full_end : index
-              %62 = arith.cmpi slt, %60, %full_begin : index
-              %63 = arith.ori %62, %61 : i1
-              %64 = scf.if %63 -> (tensor<64x128xf32>) {
-                %67 = fa4.mask %55, %30, %58, %dim_2, %dim_4 {gqa_ratio = 2 : i64, mask = #fa4.mask<causal>} : tensor<64x128xf32>
-                scf.yield %67 : tensor<64x128xf32>
-              } else {
-                scf.yield %55 : tensor<64x128xf32>
-              }
-              %probs_11, %new_row_max_12, %new_row_sum_13, %acc_scale_14 = fa4.online_softmax %64, %arg10, %arg11 {rescale_threshold = 8.000000e+00 : f32, scale_log2 = 0.180336878 : f32} : tensor<64x128xf32>, tensor<64xf32> -> tensor<64x128xf16>
-              %65 = fa4.wgmma_wait %54 {pending = 0 : i64} : tensor<64x64xf32>
-              fa4.mbarrier_arrive %11[%52] : <threads, stages = 4>
-              %66 = fa4.correction %65, %acc_scale_14 : tensor<64x64xf32>, tensor<64xf32>
-              scf.yield %new_row_max_12, %new_row_sum_13, %66, %probs_11 : tensor<64xf32>, tensor<64xf32>, tensor<64x64xf32>, tensor<64x128xf16>
+              %63 = fa4.wgmma_wait %61 {pending = 1 : i64} : tensor<64x128xf32>
+              fa4.mbarrier_arrive %9[%59] : <threads, stages = 4>
+              %64 = arith.subi %end, %c1 : index
+              %65 = arith.subi %64, %arg9 : index
+              %66 = arith.muli %65, %c128 : index
+              %67 = fa4.mask %63, %30, %66, %dim_2, %dim_4 {gqa_ratio = 2 : i64, mask = #fa4.mask<causal>} : tensor<64x128xf32>
+              %probs_11, %new_row_max_12, %new_row_sum_13, %acc_scale_14 = fa4.online_softmax %67, %arg10, %arg11 {rescale_threshold = 8.000000e+00 : f32, scale_log2 = 0.180336878 : f32} : tensor<64x128xf32>, tensor<64xf32> -> tensor<64x128xf16>
+              %68 = fa4.wgmma_wait %62 {pending = 0 : i64} : tensor<64x64xf32>
+              fa4.mbarrier_arrive %11[%60] : <threads, stages = 4>
+              %69 = fa4.correction %68, %acc_scale_14 : tensor<64x64xf32>, tensor<64xf32>
+              scf.yield %new_row_max_12, %new_row_sum_13, %69, %probs_11 : tensor<64xf32>, tensor<64xf32>, tensor<64x64xf32>, tensor<64x128xf16>
             }
-            %48 = arith.addi %arg7, %29 : index
-            %49 = arith.subi %48, %c1 : index
-            fa4.mbarrier_wait %10[%49] : <tma, stages = 4>
-            %50 = fa4.wgmma_value %47#3, %3[%49], %47#2 : tensor<64x128xf16>, <[128, 64], f16, stages = 4>, tensor<64x64xf32>
-            fa4.mbarrier_arrive %11[%49] : <threads, stages = 4>
-            scf.yield %47#0, %47#1, %50 : tensor<64xf32>, tensor<64xf32>, tensor<64x64xf32>
+            %54:4 = scf.for %arg9 = %49 to %52 step %c1 iter_args(%arg10 = %53#0, %arg11 = %53#1, %arg12 = %53#2, %arg13 = %53#3) -> (tensor<64xf32>, tensor<64xf32>, tensor<64x64xf32>, tensor<64x128xf16>) {
+              %59 = arith.addi %arg7, %arg9 : index
+              %60 = arith.subi %59, %c1 : index
+              fa4.mbarrier_wait %8[%59] : <tma, stages = 4>
+              fa4.named_barrier_sync 1, 256
+              %61 = fa4.wgmma_score %1[%arg6] rows 0, %2[%59] {async} : <[128, 64], f16, stages = 1>, <[128, 64], f16, stages = 4> -> tensor<64x128xf32>
+              fa4.mbarrier_wait %10[%60] : <tma, stages = 4>
+              %62 = fa4.wgmma_value %arg13, %3[%60], %arg12 {async} : tensor<64x128xf16>, <[128, 64], f16, stages = 4>, tensor<64x64xf32>
+              fa4.named_barrier_arrive 2, 256
+              %63 = fa4.wgmma_wait %61 {pending = 1 : i64} : tensor<64x128xf32>
+              fa4.mbarrier_arrive %9[%59] : <threads, stages = 4>
+              %64 = arith.subi %end, %c1 : index
+              %65 = arith.subi %64, %arg9 : index
+              %66 = arith.muli %65, %c128 : index
+              %probs_11, %new_row_max_12, %new_row_sum_13, %acc_scale_14 = fa4.online_softmax %63, %arg10, %arg11 {rescale_threshold = 8.000000e+00 : f32, scale_log2 = 0.180336878 : f32} : tensor<64x128xf32>, tensor<64xf32> -> tensor<64x128xf16>
+              %67 = fa4.wgmma_wait %62 {pending = 0 : i64} : tensor<64x64xf32>
+              fa4.mbarrier_arrive %11[%60] : <threads, stages = 4>
+              %68 = fa4.correction %67, %acc_scale_14 : tensor<64x64xf32>, tensor<64xf32>
+              scf.yield %new_row_max_12, %new_row_sum_13, %68, %probs_11 : tensor<64xf32>, tensor<64xf32>, tensor<64x64xf32>, tensor<64x128xf16>
+            }
+            %55:4 = scf.for %arg9 = %52 to %29 step %c1 iter_args(%arg10 = %54#0, %arg11 = %54#1, %arg12 = %54#2, %arg13 = %54#3) -> (tensor<64xf32>, tensor<64xf32>, tensor<64x64xf32>, tensor<64x128xf16>) {
+              %59 = arith.addi %arg7, %arg9 : index
+              %60 = arith.subi %59, %c1 : index
+              fa4.mbarrier_wait %8[%59] : <tma, stages = 4>
+              fa4.named_barrier_sync 1, 256
+              %61 = fa4.wgmma_score %1[%arg6] rows 0, %2[%59] {async} : <[128, 64], f16, stages = 1>, <[128, 64], f16, stages = 4> -> tensor<64x128xf32>
+              fa4.mbarrier_wait %10[%60] : <tma, stages = 4>
+              %62 = fa4.wgmma_value %arg13, %3[%60], %arg12 {async} : tensor<64x128xf16>, <[128, 64], f16, stages = 4>, tensor<64x64xf32>
+              fa4.named_barrier_arrive 2, 256
+              %63 = fa4.wgmma_wait %61 {pending = 1 : i64} : tensor<64x128xf32>
+              fa4.mbarrier_arrive %9[%59] : <threads, stages = 4>
+              %64 = arith.subi %end, %c1 : index
+              %65 = arith.subi %64, %arg9 : index
+              %66 = arith.muli %65, %c128 : index
+              %67 = fa4.mask %63, %30, %66, %dim_2, %dim_4 {gqa_ratio = 2 : i64, mask = #fa4.mask<causal>} : tensor<64x128xf32>
+              %probs_11, %new_row_max_12, %new_row_sum_13, %acc_scale_14 = fa4.online_softmax %67, %arg10, %arg11 {rescale_threshold = 8.000000e+00 : f32, scale_log2 = 0.180336878 : f32} : tensor<64x128xf32>, tensor<64xf32> -> tensor<64x128xf16>
+              %68 = fa4.wgmma_wait %62 {pending = 0 : i64} : tensor<64x64xf32>
+              fa4.mbarrier_arrive %11[%60] : <threads, stages = 4>
+              %69 = fa4.correction %68, %acc_scale_14 : tensor<64x64xf32>, tensor<64xf32>
+              scf.yield %new_row_max_12, %new_row_sum_13, %69, %probs_11 : tensor<64xf32>, tensor<64xf32>, tensor<64x64xf32>, tensor<64x128xf16>
+            }
+            %56 = arith.addi %arg7, %29 : index
+            %57 = arith.subi %56, %c1 : index
+            fa4.mbarrier_wait %10[%57] : <tma, stages = 4>
+            %58 = fa4.wgmma_value %55#3, %3[%57], %55#2 : tensor<64x128xf16>, <[128, 64], f16, stages = 4>, tensor<64x64xf32>
+            fa4.mbarrier_arrive %11[%57] : <threads, stages = 4>
+            scf.yield %55#0, %55#1, %58 : tensor<64xf32>, tensor<64xf32>, tensor<64x64xf32>
           } else {
             scf.yield %cst, %cst_8, %cst_9 : tensor<64xf32>, tensor<64xf32>, tensor<64x64xf32>
           }
@@ -234,49 +271,86 @@ module attributes {fa4.target = #fa4.target<sm_90a>} {
             %44 = arith.cmpi slt, %42, %full_begin : index
             %45 = arith.ori %44, %43 : i1
             %46 = scf.if %45 -> (tensor<64x128xf32>) {
-              %51 = fa4.mask %37, %30, %40, %dim_2, %dim_4 {gqa_ratio = 2 : i64, mask = #fa4.mask<causal>} : tensor<64x128xf32>
-              scf.yield %51 : tensor<64x128xf32>
+              %59 = fa4.mask %37, %30, %40, %dim_2, %dim_4 {gqa_ratio = 2 : i64, mask = #fa4.mask<causal>} : tensor<64x128xf32>
+              scf.yield %59 : tensor<64x128xf32>
             } else {
               scf.yield %37 : tensor<64x128xf32>
             }
             %probs, %new_row_max, %new_row_sum, %acc_scale = fa4.online_softmax %46, %cst, %cst_8 {rescale_threshold = 8.000000e+00 : f32, scale_log2 = 0.180336878 : f32} : tensor<64x128xf32>, tensor<64xf32> -> tensor<64x128xf16>
-            %47:4 = scf.for %arg9 = %c1 to %29 step %c1 iter_args(%arg10 = %new_row_max, %arg11 = %new_row_sum, %arg12 = %cst_9, %arg13 = %probs) -> (tensor<64xf32>, tensor<64xf32>, tensor<64x64xf32>, tensor<64x128xf16>) {
-              %51 = arith.addi %arg7, %arg9 : index
-              %52 = arith.subi %51, %c1 : index
-              fa4.mbarrier_wait %8[%51] : <tma, stages = 4>
+            %47 = arith.subi %end, %full_end : index
+            %48 = arith.maxsi %47, %c1 : index
+            %49 = arith.minsi %48, %29 : index
+            %50 = arith.subi %end, %full_begin : index
+            %51 = arith.maxsi %50, %49 : index
+            %52 = arith.minsi %51, %29 : index
+            %53:4 = scf.for %arg9 = %c1 to %49 step %c1 iter_args(%arg10 = %new_row_max, %arg11 = %new_row_sum, %arg12 = %cst_9, %arg13 = %probs) -> (tensor<64xf32>, tensor<64xf32>, tensor<64x64xf32>, tensor<64x128xf16>) {
+              %59 = arith.addi %arg7, %arg9 : index
+              %60 = arith.subi %59, %c1 : index
+              fa4.mbarrier_wait %8[%59] : <tma, stages = 4>
               fa4.named_barrier_sync 2, 256
-              %53 = fa4.wgmma_score %1[%arg6] rows 64, %2[%51] {async} : <[128, 64], f16, stages = 1>, <[128, 64], f16, stages = 4> -> tensor<64x128xf32>
-              fa4.mbarrier_wait %10[%52] : <tma, stages = 4>
-              %54 = fa4.wgmma_value %arg13, %3[%52], %arg12 {async} : tensor<64x128xf16>, <[128, 64], f16, stages = 4>, tensor<64x64xf32>
+              %61 = fa4.wgmma_score %1[%arg6] rows 64, %2[%59] {async} : <[128, 64], f16, stages = 1>, <[128, 64], f16, stages = 4> -> tensor<64x128xf32>
+              fa4.mbarrier_wait %10[%60] : <tma, stages = 4>
+              %62 = fa4.wgmma_value %arg13, %3[%60], %arg12 {async} : tensor<64x128xf16>, <[128, 64], f16, stages = 4>, tensor<64x64xf32>
               fa4.named_barrier_arrive 1, 256
-              %55 = fa4.wgmma_wait %53 {pending = 1 : i64} : tensor<64x128xf32>
-              fa4.mbarrier_arrive %9[%51] : <threads, stages = 4>
-              %56 = arith.subi %end, %c1 : index
-              %57 = arith.subi %56, %arg9 : index
-              %58 = arith.muli %57, %c128 : index
-              %59 = arith.subi %end, %c1 : index
-              %60 = arith.subi %59, %arg9 : index
-              %61 = arith.cmpi sge, %60, %full_end : index
-              %62 = arith.cmpi slt, %60, %full_begin : index
-              %63 = arith.ori %62, %61 : i1
-              %64 = scf.if %63 -> (tensor<64x128xf32>) {
-                %67 = fa4.mask %55, %30, %58, %dim_2, %dim_4 {gqa_ratio = 2 : i64, mask = #fa4.mask<causal>} : tensor<64x128xf32>
-                scf.yield %67 : tensor<64x128xf32>
-              } else {
-                scf.yield %55 : tensor<64x128xf32>
-              }
-              %probs_11, %new_row_max_12, %new_row_sum_13, %acc_scale_14 = fa4.online_softmax %64, %arg10, %arg11 {rescale_threshold = 8.000000e+00 : f32, scale_log2 = 0.180336878 : f32} : tensor<64x128xf32>, tensor<64xf32> -> tensor<64x128xf16>
-              %65 = fa4.wgmma_wait %54 {pending = 0 : i64} : tensor<64x64xf32>
-              fa4.mbarrier_arrive %11[%52] : <threads, stages = 4>
-              %66 = fa4.correction %65, %acc_scale_14 : tensor<64x64xf32>, tensor<64xf32>
-              scf.yield %new_row_max_12, %new_row_sum_13, %66, %probs_11 : tensor<64xf32>, tensor<64xf32>, tensor<64x64xf32>, tensor<64x128xf16>
+              %63 = fa4.wgmma_wait %61 {pending = 1 : i64} : tensor<64x128xf32>
+              fa4.mbarrier_arrive %9[%59] : <threads, stages = 4>
+              %64 = arith.subi %end, %c1 : index
+              %65 = arith.subi %64, %arg9 : index
+              %66 = arith.muli %65, %c128 : index
+              %67 = fa4.mask %63, %30, %66, %dim_2, %dim_4 {gqa_ratio = 2 : i64, mask = #fa4.mask<causal>} : tensor<64x128xf32>
+              %probs_11, %new_row_max_12, %new_row_sum_13, %acc_scale_14 = fa4.online_softmax %67, %arg10, %arg11 {rescale_threshold = 8.000000e+00 : f32, scale_log2 = 0.180336878 : f32} : tensor<64x128xf32>, tensor<64xf32> -> tensor<64x128xf16>
+              %68 = fa4.wgmma_wait %62 {pending = 0 : i64} : tensor<64x64xf32>
+              fa4.mbarrier_arrive %11[%60] : <threads, stages = 4>
+              %69 = fa4.correction %68, %acc_scale_14 : tensor<64x64xf32>, tensor<64xf32>
+              scf.yield %new_row_max_12, %new_row_sum_13, %69, %probs_11 : tensor<64xf32>, tensor<64xf32>, tensor<64x64xf32>, tensor<64x128xf16>
             }
-            %48 = arith.addi %arg7, %29 : index
-            %49 = arith.subi %48, %c1 : index
-            fa4.mbarrier_wait %10[%49] : <tma, stages = 4>
-            %50 = fa4.wgmma_value %47#3, %3[%49], %47#2 : tensor<64x128xf16>, <[128, 64], f16, stages = 4>, tensor<64x64xf32>
-            fa4.mbarrier_arrive %11[%49] : <threads, stages = 4>
-            scf.yield %47#0, %47#1, %50 : tensor<64xf32>, tensor<64xf32>, tensor<64x64xf32>
+            %54:4 = scf.for %arg9 = %49 to %52 step %c1 iter_args(%arg10 = %53#0, %arg11 = %53#1, %arg12 = %53#2, %arg13 = %53#3) -> (tensor<64xf32>, tensor<64xf32>, tensor<64x64xf32>, tensor<64x128xf16>) {
+              %59 = arith.addi %arg7, %arg9 : index
+              %60 = arith.subi %59, %c1 : index
+              fa4.mbarrier_wait %8[%59] : <tma, stages = 4>
+              fa4.named_barrier_sync 2, 256
+              %61 = fa4.wgmma_score %1[%arg6] rows 64, %2[%59] {async} : <[128, 64], f16, stages = 1>, <[128, 64], f16, stages = 4> -> tensor<64x128xf32>
+              fa4.mbarrier_wait %10[%60] : <tma, stages = 4>
+              %62 = fa4.wgmma_value %arg13, %3[%60], %arg12 {async} : tensor<64x128xf16>, <[128, 64], f16, stages = 4>, tensor<64x64xf32>
+              fa4.named_barrier_arrive 1, 256
+              %63 = fa4.wgmma_wait %61 {pending = 1 : i64} : tensor<64x128xf32>
+              fa4.mbarrier_arrive %9[%59] : <threads, stages = 4>
+              %64 = arith.subi %end, %c1 : index
+              %65 = arith.subi %64, %arg9 : index
+              %66 = arith.muli %65, %c128 : index
+              %probs_11, %new_row_max_12, %new_row_sum_13, %acc_scale_14 = fa4.online_softmax %63, %arg10, %arg11 {rescale_threshold = 8.000000e+00 : f32, scale_log2 = 0.180336878 : f32} : tensor<64x128xf32>, tensor<64xf32> -> tensor<64x128xf16>
+              %67 = fa4.wgmma_wait %62 {pending = 0 : i64} : tensor<64x64xf32>
+              fa4.mbarrier_arrive %11[%60] : <threads, stages = 4>
+              %68 = fa4.correction %67, %acc_scale_14 : tensor<64x64xf32>, tensor<64xf32>
+              scf.yield %new_row_max_12, %new_row_sum_13, %68, %probs_11 : tensor<64xf32>, tensor<64xf32>, tensor<64x64xf32>, tensor<64x128xf16>
+            }
+            %55:4 = scf.for %arg9 = %52 to %29 step %c1 iter_args(%arg10 = %54#0, %arg11 = %54#1, %arg12 = %54#2, %arg13 = %54#3) -> (tensor<64xf32>, tensor<64xf32>, tensor<64x64xf32>, tensor<64x128xf16>) {
+              %59 = arith.addi %arg7, %arg9 : index
+              %60 = arith.subi %59, %c1 : index
+              fa4.mbarrier_wait %8[%59] : <tma, stages = 4>
+              fa4.named_barrier_sync 2, 256
+              %61 = fa4.wgmma_score %1[%arg6] rows 64, %2[%59] {async} : <[128, 64], f16, stages = 1>, <[128, 64], f16, stages = 4> -> tensor<64x128xf32>
+              fa4.mbarrier_wait %10[%60] : <tma, stages = 4>
+              %62 = fa4.wgmma_value %arg13, %3[%60], %arg12 {async} : tensor<64x128xf16>, <[128, 64], f16, stages = 4>, tensor<64x64xf32>
+              fa4.named_barrier_arrive 1, 256
+              %63 = fa4.wgmma_wait %61 {pending = 1 : i64} : tensor<64x128xf32>
+              fa4.mbarrier_arrive %9[%59] : <threads, stages = 4>
+              %64 = arith.subi %end, %c1 : index
+              %65 = arith.subi %64, %arg9 : index
+              %66 = arith.muli %65, %c128 : index
+              %67 = fa4.mask %63, %30, %66, %dim_2, %dim_4 {gqa_ratio = 2 : i64, mask = #fa4.mask<causal>} : tensor<64x128xf32>
+              %probs_11, %new_row_max_12, %new_row_sum_13, %acc_scale_14 = fa4.online_softmax %67, %arg10, %arg11 {rescale_threshold = 8.000000e+00 : f32, scale_log2 = 0.180336878 : f32} : tensor<64x128xf32>, tensor<64xf32> -> tensor<64x128xf16>
+              %68 = fa4.wgmma_wait %62 {pending = 0 : i64} : tensor<64x64xf32>
+              fa4.mbarrier_arrive %11[%60] : <threads, stages = 4>
+              %69 = fa4.correction %68, %acc_scale_14 : tensor<64x64xf32>, tensor<64xf32>
+              scf.yield %new_row_max_12, %new_row_sum_13, %69, %probs_11 : tensor<64xf32>, tensor<64xf32>, tensor<64x64xf32>, tensor<64x128xf16>
+            }
+            %56 = arith.addi %arg7, %29 : index
+            %57 = arith.subi %56, %c1 : index
+            fa4.mbarrier_wait %10[%57] : <tma, stages = 4>
+            %58 = fa4.wgmma_value %55#3, %3[%57], %55#2 : tensor<64x128xf16>, <[128, 64], f16, stages = 4>, tensor<64x64xf32>
+            fa4.mbarrier_arrive %11[%57] : <threads, stages = 4>
+            scf.yield %55#0, %55#1, %58 : tensor<64xf32>, tensor<64xf32>, tensor<64x64xf32>
           } else {
             scf.yield %cst, %cst_8, %cst_9 : tensor<64xf32>, tensor<64xf32>, tensor<64x64xf32>
           }
