@@ -12,7 +12,7 @@ TileScheduler::TileScheduler(const TaskGridShape &shape, Order order)
       mBlocks(ceilDiv(shape.seqQ * shape.gqaRatio, shape.rows)) {
   if (order != Order::Lpt)
     return;
-  // Longest processing time first: a causal or windowed m_block's work is the
+  // Longest processing time first: a causal m_block's work (or a mask_mod's) is the
   // number of KV blocks its rows see, so the heaviest go to the CTAs first and
   // the light ones fill in the tail.
   mBlockOrder.resize(mBlocks);

@@ -135,19 +135,25 @@ struct TileSchedulerPass
           varlen = true;
           continue;
         }
-        // Masked tasks (causal, windowed, a mask_mod) differ in work:
-        // heaviest first.
-        order = coords.getMask() == MaskKind::none && coords.getMaskMod().empty()
-                    ? TaskOrder::static_order
-                    : TaskOrder::lpt;
+        // Causal tasks and a mask_mod's differ in work: heaviest first. A
+        // window's differ only at the sequence's ends (its band is as wide
+        // everywhere else) and keep the static order: finding the m_block
+        // of an LPT rank takes a search over every m_block per task (a
+        // window's work rises, plateaus and falls), which on the H200 cost
+        // more than the whole attention (hd128, window (256, 0), 16 heads
+        // at 4 x 4k: 1.17 ms against 0.9 ms for no mask; Nsight Compute:
+        // the search's integer ops and the waits behind them were most of
+        // the samples, bench/h200/results/run40/windows).
+        bool weighed = coords.getMask() == MaskKind::causal ||
+                       !coords.getMaskMod().empty();
+        order = weighed ? TaskOrder::lpt : TaskOrder::static_order;
         coords.setOrder(order);
         // The forward deals its LPT order in a snake where the H200
-        // measured it (run 32): Hopper, causal. A window's or a mask_mod's
-        // order finds a task's m_block by a search whose registers the
-        // snake's index arithmetic pushes into spills (and their work is
-        // even where the band is: little to balance); Blackwell's roles run
-        // on budgets it overflows in a mask_mod variant, and no Blackwell
-        // GPU has measured what it would buy.
+        // measured it (run 32): Hopper, causal. A mask_mod's order finds a
+        // task's m_block by a search whose registers the snake's index
+        // arithmetic pushes into spills; Blackwell's roles run on budgets
+        // it overflows in a mask_mod variant, and no Blackwell GPU has
+        // measured what it would buy.
         heaviestFirst |= order == TaskOrder::lpt && hopperForward &&
                          coords.getMask() == MaskKind::causal &&
                          coords.getMaskMod().empty();

@@ -599,7 +599,8 @@ struct HopperWarpgroupRolesPass
     // The options' values were checked where they are declared (Toggle).
     if (overlap == Toggle::Auto)
       config.overlap = hopper::ScheduleConfig::overlapFits(
-          config.headDim, program.range.getMask() == MaskKind::window);
+          config.headDim, program.range.getMask() == MaskKind::window,
+          program.blockTable || program.numSplits > 1);
     else
       config.overlap = overlap == Toggle::On;
     if (pingpong == Toggle::On && !config.overlap) {
