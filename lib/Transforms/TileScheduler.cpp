@@ -144,8 +144,14 @@ struct TileSchedulerPass
         // at 4 x 4k: 1.17 ms against 0.9 ms for no mask; Nsight Compute:
         // the search's integer ops and the waits behind them were most of
         // the samples, bench/h200/results/run40/windows).
-        bool weighed = coords.getMask() == MaskKind::causal ||
-                       !coords.getMaskMod().empty();
+        // A window unbounded on the left is causal's shape (its work never
+        // falls as the m_block rises) and takes causal's order.
+        bool causalShaped =
+            coords.getMaskMod().empty() &&
+            (coords.getMask() == MaskKind::causal ||
+             (coords.getMask() == MaskKind::window &&
+              static_cast<int64_t>(coords.getWindowLeft()) < 0));
+        bool weighed = causalShaped || !coords.getMaskMod().empty();
         order = weighed ? TaskOrder::lpt : TaskOrder::static_order;
         coords.setOrder(order);
         // The forward deals its LPT order in a snake where the H200
@@ -154,9 +160,7 @@ struct TileSchedulerPass
         // arithmetic pushes into spills; Blackwell's roles run on budgets
         // it overflows in a mask_mod variant, and no Blackwell GPU has
         // measured what it would buy.
-        heaviestFirst |= order == TaskOrder::lpt && hopperForward &&
-                         coords.getMask() == MaskKind::causal &&
-                         coords.getMaskMod().empty();
+        heaviestFirst |= order == TaskOrder::lpt && hopperForward && causalShaped;
       }
       // A schedule that numbers its tasks itself (the backward's) says so
       // on the loop.

@@ -133,11 +133,12 @@ def FA4TileScheduler : Pass<"fa4-tile-scheduler", "::mlir::func::FuncOp"> {
   let summary = "make the kernel persistent: one CTA per SM walks the tasks";
   let description = [{
     Every role's task loop starts at `fa4.cta_id` and strides by
-    `fa4.grid_size` (min(sm-count, tasks) CTAs at launch). Causal and
-    windowed attention, and attention with a mask_mod, take the tasks in LPT
-    order (m_blocks with the most visible KV blocks first, weighed by the
-    attribute mask and the mask_mod's bounds); without a mask the order is
-    static. The grid is recorded as `fa4.grid = #fa4.grid<sm_count = N,
+    `fa4.grid_size` (min(sm-count, tasks) CTAs at launch). Causal attention
+    (and a window unbounded on the left, causal's shape) and attention with
+    a mask_mod take the tasks in LPT order (m_blocks with the most visible
+    KV blocks first, weighed by the attribute mask and the mask_mod's
+    bounds); without a mask, and for other windows (whose work differs only
+    at the sequence's ends), the order is static. The grid is recorded as `fa4.grid = #fa4.grid<sm_count = N,
     order = static|lpt>` on the warp-specialize op.
   }];
   let options = [

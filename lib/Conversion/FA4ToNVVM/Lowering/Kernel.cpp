@@ -1247,8 +1247,12 @@ LogicalResult Lowering::lowerTaskCoords(TaskCoordsOp coords) {
               arith::RemUIOp::create(b, loc(), rest, heads));
   mapping.map(coords.getBatchIndex(),
               arith::DivUIOp::create(b, loc(), rest, heads));
-  if (coords.getMask() == MaskKind::causal && coords.getMaskMod().empty()) {
-    // Causal work grows with the m_block: LPT is the last one first.
+  if (coords.getMaskMod().empty() &&
+      (coords.getMask() == MaskKind::causal ||
+       (coords.getMask() == MaskKind::window &&
+        static_cast<int64_t>(coords.getWindowLeft()) < 0))) {
+    // Causal work (and a window's unbounded on the left) grows with the
+    // m_block: LPT is the last one first.
     mapping.map(coords.getMBlock(),
                 arith::SubIOp::create(b,
                     loc(), arith::SubIOp::create(b, loc(), mBlocks, index(1)),
