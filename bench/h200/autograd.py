@@ -187,19 +187,8 @@ def run_case(args, name):
         result["same_bits"] = all(torch.equal(a, b) for a, b in zip(first, again))
 
     def timed(fn):
-        for _ in range(args.warmup):
-            fn()
-        torch.cuda.synchronize()
-        times = []
-        for _ in range(args.reps):
-            start = torch.cuda.Event(enable_timing=True)
-            end = torch.cuda.Event(enable_timing=True)
-            start.record()
-            fn()
-            end.record()
-            end.synchronize()
-            times.append(start.elapsed_time(end))
-        times.sort()
+        from common import event_times
+        times = sorted(event_times(fn, args.reps, warmup=args.warmup))
         return times[len(times) // 2]
 
     # A training step's attention: forward and backward through autograd.

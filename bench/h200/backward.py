@@ -123,19 +123,8 @@ def run_case(args, entry, shape):
         finite = finite and result["same_bits"]
 
     def timed(fn):
-        for _ in range(args.warmup):
-            fn()
-        torch.cuda.synchronize()
-        times = []
-        for _ in range(args.reps):
-            start = torch.cuda.Event(enable_timing=True)
-            end = torch.cuda.Event(enable_timing=True)
-            start.record()
-            fn()
-            end.record()
-            end.synchronize()
-            times.append(start.elapsed_time(end))
-        times.sort()
+        from common import event_times
+        times = sorted(event_times(fn, args.reps, warmup=args.warmup))
         return times[len(times) // 2]
 
     flops = 2.5 * 4 * b * hq * sq * sk * d * (0.5 if causal else 1.0)

@@ -1,5 +1,5 @@
-"""What check.py and bench.py share: the C API binding and the device's
-description for their JSON."""
+"""What the H200 scripts share: the C API binding, the device's
+description for their JSON, and timing a launch with CUDA events."""
 
 import importlib.util
 import os
@@ -38,3 +38,21 @@ def device_info(device):
         except (OSError, subprocess.CalledProcessError, IndexError):
             info["driver"] = None
     return info
+
+
+def event_times(launch, count, warmup=0):
+    """Milliseconds of each of `count` calls of `launch` (after `warmup`
+    untimed ones), each between two CUDA events and waited for."""
+    for _ in range(warmup):
+        launch()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(count):
+        start = torch.cuda.Event(enable_timing=True)
+        end = torch.cuda.Event(enable_timing=True)
+        start.record()
+        launch()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end))
+    return times

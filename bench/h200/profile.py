@@ -131,15 +131,9 @@ def launch_flash_attn_4(args, spec, torch):
 
 
 def time_launches(launch, args, what, torch):
+    from common import event_times
     b, sq, sk = args.batch, args.seq_q, args.seq_k
-    times = []
-    for _ in range(args.launches):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        launch()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end))
+    times = event_times(launch, args.launches)
     rest = sorted(times[1:] or times)
     print(f"{what} {b}x{sq}x{sk}: "
           f"{rest[len(rest) // 2] * 1000:.1f} us (median of {len(rest)})")

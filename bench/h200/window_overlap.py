@@ -35,7 +35,7 @@ sys.path.insert(0, HERE)
 def run_one(manifest, batch, seq, queue):
     try:
         import torch
-        from common import load_capi
+        from common import event_times, load_capi
         capi = load_capi()
         kernel = capi.load_kernel(manifest, os.path.join(os.path.dirname(manifest),
                                                          "libfa4rt.so"))
@@ -47,17 +47,7 @@ def run_one(manifest, batch, seq, queue):
                    for h in (hq, hkv, hkv))
         out = torch.empty_like(q)
         launch = kernel.bind(q, k, v, out)
-        for _ in range(5):
-            launch()
-        times = []
-        for _ in range(20):
-            s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            s.record()
-            launch()
-            e.record()
-            e.synchronize()
-            times.append(s.elapsed_time(e))
-        ms = sorted(times)[10]
+        ms = sorted(event_times(launch, 20, warmup=5))[10]
         i = torch.arange(seq, device="cuda")
         seen = ((i[None, :] >= i[:, None] - left) & (i[None, :] <= i[:, None] + right))
         visible = seen.sum().item()
