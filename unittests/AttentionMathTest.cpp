@@ -307,3 +307,49 @@ TEST(VarlenGrid, EveryTileOnceAndTheRestEmpty) {
     EXPECT_EQ(expected, tiles * c.headGroups);
   }
 }
+
+// e4m3 (FP8's E4M3 FN): every code decodes and encodes back to itself, the
+// codes' values are those of the format (bias 7, subnormals by 2^-9, 448
+// the largest), ties round to the even code, and the conversion saturates.
+TEST(E4m3, EveryCodeRoundTrips) {
+  int nans = 0;
+  for (int code = 0; code < 256; ++code) {
+    float value = e4m3BitsToFloat(static_cast<uint8_t>(code));
+    if (std::isnan(value)) {
+      ++nans;
+      EXPECT_EQ(code & 0x7f, 0x7f);
+      continue;
+    }
+    EXPECT_EQ(floatToE4m3Bits(value), code) << "code " << code;
+  }
+  EXPECT_EQ(nans, 2);
+  EXPECT_EQ(e4m3BitsToFloat(0x7e), 448.0f);
+  EXPECT_EQ(e4m3BitsToFloat(0x01), std::ldexp(1.0f, -9));
+  EXPECT_EQ(e4m3BitsToFloat(0x08), std::ldexp(1.0f, -6));
+  EXPECT_EQ(e4m3BitsToFloat(0x38), 1.0f);
+  EXPECT_EQ(e4m3BitsToFloat(0xb9), -1.125f);
+}
+
+TEST(E4m3, RoundsToNearestEvenAndSaturates) {
+  // Between consecutive codes: below the midpoint down, above up, at it to
+  // the code whose mantissa is even.
+  for (int code = 0; code < 0x7e; ++code) {
+    float low = e4m3BitsToFloat(static_cast<uint8_t>(code));
+    float high = e4m3BitsToFloat(static_cast<uint8_t>(code + 1));
+    float middle = (low + high) / 2.0f;
+    EXPECT_EQ(floatToE4m3Bits(std::nextafter(middle, low)), code);
+    EXPECT_EQ(floatToE4m3Bits(std::nextafter(middle, high)), code + 1);
+    EXPECT_EQ(floatToE4m3Bits(middle), code % 2 ? code + 1 : code)
+        << "tie between codes " << code << " and " << code + 1;
+    EXPECT_EQ(floatToE4m3Bits(-middle), 0x80 | (code % 2 ? code + 1 : code));
+  }
+  float infinity = std::numeric_limits<float>::infinity();
+  EXPECT_EQ(floatToE4m3Bits(464.0f), 0x7e);
+  EXPECT_EQ(floatToE4m3Bits(1e30f), 0x7e);
+  EXPECT_EQ(floatToE4m3Bits(infinity), 0x7e);
+  EXPECT_EQ(floatToE4m3Bits(-infinity), 0xfe);
+  EXPECT_EQ(floatToE4m3Bits(std::numeric_limits<float>::quiet_NaN()) & 0x7f,
+            0x7f);
+  EXPECT_EQ(floatToE4m3Bits(std::ldexp(1.0f, -11)), 0x00);
+  EXPECT_EQ(floatToE4m3Bits(-0.0f), 0x80);
+}

@@ -52,7 +52,8 @@ protected:
         MaskKindAttr::get(&context, MaskKind::none), b.getI64IntegerAttr(-1),
         b.getI64IntegerAttr(-1), FloatAttr(), b.getF32FloatAttr(0.0f), UnitAttr(),
         IntegerAttr(), IntegerAttr(), IntegerAttr(), IntegerAttr(),
-        IntegerAttr(), IntegerAttr(), IntegerAttr());
+        IntegerAttr(), IntegerAttr(), IntegerAttr(), IntegerAttr(),
+        IntegerAttr(), IntegerAttr());
     if (edit)
       edit(op);
     func::ReturnOp::create(b, loc);

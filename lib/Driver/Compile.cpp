@@ -32,8 +32,12 @@ using namespace mlir;
 using namespace mlir::fa4;
 
 llvm::Error fa4::checkVariant(const Variant &variant) {
-  if (variant.dtype != "fp16" && variant.dtype != "bf16")
-    return makeError("dtype must be fp16 or bf16, got '" + variant.dtype + "'");
+  if (variant.dtype != "fp16" && variant.dtype != "bf16" &&
+      variant.dtype != "e4m3")
+    return makeError("dtype must be fp16, bf16 or e4m3, got '" + variant.dtype +
+                     "'");
+  if (variant.dtype == "e4m3" && variant.backward)
+    return makeError("backward does not take FP8 (e4m3) inputs");
   if (variant.qHeads <= 0 || variant.kvHeads <= 0)
     return makeError("q-heads and kv-heads must be positive, got " +
                      std::to_string(variant.qHeads) + " and " +
@@ -75,8 +79,12 @@ OwningOpRef<ModuleOp> fa4::buildVariantModule(MLIRContext &context,
     emitError(loc) << llvm::toString(std::move(refused));
     return nullptr;
   }
-  Type element =
-      variant.dtype == "bf16" ? Type(b.getBF16Type()) : Type(b.getF16Type());
+  // FP8 (e4m3) inputs give a bf16 O, as FlashAttention-3's FP8 forward.
+  bool fp8 = variant.dtype == "e4m3";
+  Type element = fp8 ? Type(b.getType<Float8E4M3FNType>())
+                 : variant.dtype == "bf16" ? Type(b.getBF16Type())
+                                           : Type(b.getF16Type());
+  Type outElement = fp8 ? Type(b.getBF16Type()) : element;
   OwningOpRef<ModuleOp> module = ModuleOp::create(loc);
   int64_t dyn = ShapedType::kDynamic;
   // Q, K, V and O with any strides TMA expresses (head_dim contiguous): the
@@ -126,7 +134,7 @@ OwningOpRef<ModuleOp> fa4::buildVariantModule(MLIRContext &context,
        variant.vHeadDim()},
       element, layout);
   auto oType = MemRefType::get(
-      {batch, dyn, variant.qHeads, variant.vHeadDim()}, element, layout);
+      {batch, dyn, variant.qHeads, variant.vHeadDim()}, outElement, layout);
   SmallVector<Type> arguments = {qType, kvType, vType, oType};
   if (variant.lse)
     arguments.push_back(
@@ -142,6 +150,16 @@ OwningOpRef<ModuleOp> fa4::buildVariantModule(MLIRContext &context,
   int64_t cuSeqlens = variant.seqUsedK ? 1 : 0;
   if (variant.numSplits > 1)
     arguments.push_back(MemRefType::get({dyn}, b.getI32Type()));
+  // FP8: Q's, K's and V's descale tables, [batch, kv_heads] f32 (a launch
+  // without descales passes ones), after the other tables.
+  int64_t descales = tables + (variant.numSplits > 1 ? 1 : 0);
+  if (fp8)
+    arguments.append(
+        3, MemRefType::get({dyn, variant.kvHeads},
+                           b.getF32Type()));
+  auto descale = [&](int64_t which) {
+    return fp8 ? b.getI64IntegerAttr(descales + which) : IntegerAttr();
+  };
   b.setInsertionPointToEnd(module->getBody());
   auto func = func::FuncOp::create(b, loc, "attention", b.getFunctionType(arguments, {}));
   Block *body = func.addEntryBlock();
@@ -167,7 +185,9 @@ OwningOpRef<ModuleOp> fa4::buildVariantModule(MLIRContext &context,
       /*cu_seqlens_q=*/variant.varlen ? b.getI64IntegerAttr(cuSeqlens)
                                       : IntegerAttr(),
       /*cu_seqlens_k=*/variant.varlen ? b.getI64IntegerAttr(cuSeqlens + 1)
-                                      : IntegerAttr());
+                                      : IntegerAttr(),
+      /*q_descale=*/descale(0), /*k_descale=*/descale(1),
+      /*v_descale=*/descale(2));
   func::ReturnOp::create(b, loc);
   if (failed(verify(*module)))
     return nullptr; // the verifier has reported

@@ -36,6 +36,8 @@ float mlir::fa4::sim::roundTo(Type element, float value) {
     return roundToHalf(value);
   if (element.isBF16())
     return roundToBFloat16(value);
+  if (isa<Float8E4M3FNType>(element))
+    return roundToE4m3(value);
   return value;
 }
 
@@ -347,6 +349,15 @@ bool Interpreter::execute(Operation *op, std::string &error) {
         });
       })
       .Case([&](memref::DimOp dim) { return run(dim, error); })
+      // FP8's descale factors: f32 scalars, held as doubles.
+      .Case([&](LoadDescaleOp load) { return run(load, error); })
+      .Case([&](arith::MulFOp mul) {
+        if (!mul.getType().isF32())
+          return unsupported();
+        values[mul] = static_cast<double>(static_cast<float>(
+            scalar(mul.getLhs()) * scalar(mul.getRhs())));
+        return true;
+      })
       .Case([&](scf::ForOp loop) { return run(loop, error); })
       .Case([&](arith::CmpIOp compare) { return run(compare, error); })
       .Case([&](arith::OrIOp) {
@@ -457,6 +468,8 @@ bool Interpreter::execute(Operation *op, std::string &error) {
         auto result = std::make_shared<Tile>(tile(softcap.getScores()));
         float cap = softcap.getCap().convertToFloat();
         float scale = softcap.getScale().convertToFloat();
+        if (Value factor = softcap.getFactor())
+          scale *= static_cast<float>(scalar(factor));
         for (float &s : result->data)
           s = cap * std::tanh(s * scale / cap);
         setTile(softcap.getResult(), result);
@@ -955,7 +968,12 @@ bool Interpreter::run(OnlineSoftmaxOp softmax, std::string &error) {
   const Tile &rowMax = tile(softmax.getRowMax());
   const Tile &rowSum = tile(softmax.getRowSum());
   int64_t rows = s.shape[0], cols = s.shape[1];
+  // FP8: the descales' run-time factor multiplies the scale; the
+  // probabilities are lifted by 2^prob_shift (the sums with them).
   float scaleLog2 = softmax.getScaleLog2().convertToFloat();
+  if (Value factor = softmax.getFactor())
+    scaleLog2 *= static_cast<float>(scalar(factor));
+  float shift = static_cast<float>(softmax.getProbShift());
   float threshold = softmax.getRescaleThreshold().convertToFloat();
   Type probElement = elementOf(softmax.getProbs());
   auto probs = makeTile(softmax.getProbs());
@@ -993,7 +1011,7 @@ bool Interpreter::run(OnlineSoftmaxOp softmax, std::string &error) {
     float sum = 0.0f;
     float *pRow = &probs->data[r * cols];
     for (int64_t c = 0; c < cols; ++c) {
-      float p = std::exp2(sRow[c] * scaleLog2 - maxScaled);
+      float p = std::exp2(sRow[c] * scaleLog2 - maxScaled + shift);
       sum += p;
       pRow[c] = roundTo(probElement, p);
     }
@@ -1009,6 +1027,20 @@ bool Interpreter::run(OnlineSoftmaxOp softmax, std::string &error) {
   setTile(softmax.getNewRowMax(), newMax);
   setTile(softmax.getNewRowSum(), newSum);
   setTile(softmax.getAccScale(), accScale);
+  return true;
+}
+
+bool Interpreter::run(LoadDescaleOp load, std::string &error) {
+  const ModBuffer *table = extras.lookup(load.getTable());
+  int64_t batch = index(load.getBatch()), head = index(load.getHead());
+  if (!table || table->shape.size() != 2 || batch < 0 ||
+      batch >= table->shape[0] || head < 0 || head >= table->shape[1]) {
+    error = "fa4.load_descale reads entry [" + std::to_string(batch) + ", " +
+            std::to_string(head) +
+            "] of a descale table that is not a bound extra of that shape";
+    return false;
+  }
+  values[load.getResult()] = table->data[batch * table->shape[1] + head];
   return true;
 }
 
@@ -1035,6 +1067,12 @@ bool Interpreter::run(NormalizeOp normalize, std::string &error) {
   const Tile &rowMax = tile(normalize.getRowMax());
   const Tile &rowSum = tile(normalize.getRowSum());
   float scaleLog2 = normalize.getScaleLog2().convertToFloat();
+  if (Value factor = normalize.getFactor())
+    scaleLog2 *= static_cast<float>(scalar(factor));
+  float outFactor = 1.0f;
+  if (Value factor = normalize.getOutFactor())
+    outFactor = static_cast<float>(scalar(factor));
+  float shift = static_cast<float>(normalize.getProbShift());
   Type outElement = elementOf(normalize.getOut());
   auto out = makeTile(normalize.getOut());
   auto lse = makeTile(normalize.getLse());
@@ -1045,11 +1083,11 @@ bool Interpreter::run(NormalizeOp normalize, std::string &error) {
       lse->data[r] = kMinusInf; // the row saw no key: O stays 0
       continue;
     }
-    float inverse = 1.0f / sum;
+    float inverse = outFactor / sum;
     for (int64_t c = 0; c < cols; ++c)
       out->data[r * cols + c] = roundTo(outElement, acc.data[r * cols + c] * inverse);
     lse->data[r] =
-        (rowMax.data[r] * scaleLog2 + std::log2(sum)) * float(M_LN2);
+        (rowMax.data[r] * scaleLog2 + std::log2(sum) - shift) * float(M_LN2);
   }
   setTile(normalize.getOut(), out);
   setTile(normalize.getLse(), lse);

@@ -44,6 +44,7 @@ class LoadKvTileOp;
 class ScoreModOp;
 class MaskOp;
 class OnlineSoftmaxOp;
+class LoadDescaleOp;
 class CorrectionOp;
 class NormalizeOp;
 class StoreOTileOp;
@@ -183,6 +184,8 @@ public:
   bool runGridStep(Operation *op, std::string &error);
 
   int64_t index(Value value) { return std::get<int64_t>(values[value]); }
+  /// An f32 scalar (FP8's descale factors), held as a double.
+  double scalar(Value value) { return std::get<double>(values[value]); }
   void setIndex(Value value, int64_t v) { values[value] = v; }
   Buffer &buffer(Value value) { return *std::get<Buffer *>(values[value]); }
   const Tile &tile(Value value) {
@@ -220,6 +223,7 @@ private:
   bool run(OnlineSoftmaxOp softmax, std::string &error);
   bool run(CorrectionOp correction, std::string &error);
   bool run(NormalizeOp normalize, std::string &error);
+  bool run(LoadDescaleOp load, std::string &error);
   bool run(StoreOTileOp store, std::string &error);
   bool run(StorePartialOOp store, std::string &error);
   bool run(MergeSplitsOp merge, std::string &error);

@@ -12,6 +12,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 
 #include <algorithm>
+#include <array>
 #include <cassert>
 #include <cmath>
 #include <numeric>
@@ -74,6 +75,11 @@ llvm::Expected<std::unique_ptr<Mods>> Mods::fromFunction(func::FuncOp func) {
       mods->cuSeqlensQIndex = *position;
     if (std::optional<uint64_t> position = entry.getCuSeqlensK())
       mods->cuSeqlensKIndex = *position;
+    std::optional<uint64_t> descales[] = {
+        entry.getQDescale(), entry.getKDescale(), entry.getVDescale()};
+    for (auto [which, position] : llvm::enumerate(descales))
+      if (position)
+        mods->descaleIndex[which] = *position;
   } else if (backwardEntry) {
     // The backward's entry: the same regions and extras, none of the
     // serving tables.
@@ -111,6 +117,11 @@ llvm::Expected<std::unique_ptr<Mods>> Mods::fromFunction(func::FuncOp func) {
       mods->cuSeqlensQIndex = *position;
     if (std::optional<int64_t> position = spec.getCuSeqlensK())
       mods->cuSeqlensKIndex = *position;
+    std::optional<int64_t> descales[] = {
+        spec.getQDescale(), spec.getKDescale(), spec.getVDescale()};
+    for (auto [which, position] : llvm::enumerate(descales))
+      if (position)
+        mods->descaleIndex[which] = *position;
     for (int64_t position : spec.getExtras()) {
       mods->extraArguments.push_back(func.getArgument(position));
       mods->extraNumbers.push_back(position);
@@ -151,6 +162,11 @@ llvm::Expected<std::unique_ptr<Mods>> Mods::fromFunction(func::FuncOp func) {
        {mods->cuSeqlensQIndex, mods->cuSeqlensKIndex})
     if (table && *table >= mods->extraArguments.size())
       return makeError("a cu_seqlens table is extra #" + std::to_string(*table) +
+                       ", but there are " +
+                       std::to_string(mods->extraArguments.size()) + " extras");
+  for (std::optional<size_t> table : mods->descaleIndex)
+    if (table && *table >= mods->extraArguments.size())
+      return makeError("a descale table is extra #" + std::to_string(*table) +
                        ", but there are " +
                        std::to_string(mods->extraArguments.size()) + " extras");
   if (mods->blockMaskIndex &&
@@ -252,6 +268,8 @@ llvm::Error Mods::fillExtras(const Problem &p, uint64_t seed) {
         cuSeqlensQIndex && *cuSeqlensQIndex == i   ? &p.cuSeqlensQ
         : cuSeqlensKIndex && *cuSeqlensKIndex == i ? &p.cuSeqlensK
                                                    : nullptr;
+    bool descale = llvm::is_contained(descaleIndex, std::optional<size_t>(i));
+    int64_t descaleSizes[] = {p.sequences(), p.kvHeads};
     int64_t packing = gqaPacking(p.kvHeads > 0 ? p.qHeads / p.kvHeads : 1);
     SplitWorkspaceLayout layout = splitWorkspaceLayout(
         p.batch, p.qHeads / packing, p.seqQ, packing, numSplits, p.vDim());
@@ -266,6 +284,7 @@ llvm::Error Mods::fillExtras(const Problem &p, uint64_t seed) {
                      : cuSeqlens ? static_cast<int64_t>(cuSeqlens->size())
                      : blockTable                ? tableSizes[position]
                      : workspace                 ? layout.words()
+                     : descale && position < 2   ? descaleSizes[position]
                                                  : dynamicSize;
       if (size <= 0 || size > (int64_t(1) << 26) / count)
         return makeError(
@@ -306,6 +325,13 @@ llvm::Error Mods::fillExtras(const Problem &p, uint64_t seed) {
       continue;
     }
     std::mt19937_64 random(seed * 7919 + i);
+    if (descale) {
+      // A descale is a positive factor: the scale a quantizer chose.
+      std::uniform_real_distribution<double> uniform(0.5, 2.0);
+      for (double &value : buffer.data)
+        value = roundScalar(type.getElementType(), uniform(random));
+      continue;
+    }
     if (!buffer.integer) {
       std::uniform_real_distribution<double> uniform(-1.0, 1.0);
       for (double &value : buffer.data)
@@ -471,6 +497,21 @@ llvm::Error Mods::setExtra(size_t index, llvm::ArrayRef<float> values) {
 }
 
 void Mods::attach(Problem &problem) {
+  // FP8's descale tables, [sequences, kv_heads] (read from a file, a table
+  // of another shape was refused by readExtras' shape check).
+  for (auto [index, table] :
+       llvm::zip_equal(descaleIndex,
+                       std::array<std::vector<double> *, 3>{
+                           &problem.qDescale, &problem.kDescale,
+                           &problem.vDescale})) {
+    table->clear();
+    if (!index)
+      continue;
+    const ModBuffer &buffer = extraBuffers[*index];
+    if (static_cast<int64_t>(buffer.data.size()) ==
+        problem.sequences() * problem.kvHeads)
+      *table = buffer.data;
+  }
   // Each sequence's keys, clamped as the kernel clamps them (the table may
   // have been read from a file).
   if (seqUsedKIndex) {

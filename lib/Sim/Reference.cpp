@@ -114,6 +114,13 @@ static void perSequence(const Problem &p, const std::vector<float> &q,
     one.seqUsedK.clear();
     if (!p.seqUsedK.empty())
       one.seqUsedK = {std::clamp<int64_t>(p.seqUsedK[b], 0, keys.length)};
+    for (auto [table, oneTable] :
+         {std::pair{&p.qDescale, &one.qDescale},
+          std::pair{&p.kDescale, &one.kDescale},
+          std::pair{&p.vDescale, &one.vDescale}})
+      if (!table->empty())
+        oneTable->assign(table->begin() + b * p.kvHeads,
+                         table->begin() + (b + 1) * p.kvHeads);
     if (p.scoreMod)
       one.scoreMod = [&p, b](double s, int64_t, int64_t h, int64_t i,
                              int64_t j) { return p.scoreMod(s, b, h, i, j); };
@@ -168,7 +175,9 @@ void referenceAttention(const Problem &p, const std::vector<float> &q,
             continue;
           }
           const float *kRow = &k[((b * p.seqK + j) * p.kvHeads + kvHead) * d];
-          double s = referenceScore(p, float64Dot(qRow, kRow, d), b, h, i, j);
+          double s = referenceScore(
+              p, float64Dot(qRow, kRow, d) * p.scoreDescale(b, kvHead), b, h,
+              i, j);
           scores[j] = s;
           maxScore = nanMax(maxScore, s);
         }
@@ -186,8 +195,9 @@ void referenceAttention(const Problem &p, const std::vector<float> &q,
             acc[x] += weight * vRow[x];
         }
         double *oRow = &out[((b * p.seqQ + i) * p.qHeads + h) * dv];
+        double vDescale = p.valueDescale(b, kvHead);
         for (int64_t x = 0; x < dv; ++x)
-          oRow[x] = acc[x] / sum;
+          oRow[x] = acc[x] * vDescale / sum;
         lse[(b * p.qHeads + h) * p.seqQ + i] = maxScore + std::log(sum);
       }
     }
@@ -227,7 +237,11 @@ void lowPrecisionAttention(const Problem &p, bool bf16,
           if (!isVisible(p, b, h, i, j))
             continue;
           const float *kRow = &k[((b * p.seqK + j) * p.kvHeads + kvHead) * d];
-          float s = lowpScore(p, float32Dot(qRow, kRow, d), b, h, i, j);
+          float s = lowpScore(
+              p,
+              float32Dot(qRow, kRow, d) *
+                  static_cast<float>(p.scoreDescale(b, kvHead)),
+              b, h, i, j);
           scores[j] = s;
           maxScore = nanMax(maxScore, s);
         }
@@ -240,7 +254,9 @@ void lowPrecisionAttention(const Problem &p, bool bf16,
         }
         std::fill(acc.begin(), acc.end(), 0.0f);
         for (int64_t j = 0; j < p.seqK; ++j) {
-          float weight = round(scores[j] / sum);
+          // FP8: P in e4m3, as a plain FP8 attention feeds its P·V.
+          float weight = p.fp8 ? roundToE4m3(scores[j] / sum)
+                               : round(scores[j] / sum);
           if (weight == 0.0f)
             continue;
           const float *vRow = &v[((b * p.seqK + j) * p.kvHeads + kvHead) * dv];
@@ -248,8 +264,9 @@ void lowPrecisionAttention(const Problem &p, bool bf16,
             acc[x] += weight * vRow[x];
         }
         float *oRow = &out[((b * p.seqQ + i) * p.qHeads + h) * dv];
+        auto vDescale = static_cast<float>(p.valueDescale(b, kvHead));
         for (int64_t x = 0; x < dv; ++x)
-          oRow[x] = round(acc[x]);
+          oRow[x] = round(acc[x] * vDescale);
         lse[(b * p.qHeads + h) * p.seqQ + i] = maxScore + std::log(sum);
       }
     }
@@ -275,6 +292,21 @@ static double maxDifference(const std::vector<float> &got,
   return largest;
 }
 
+/// The root-mean-square difference over the finite reference values.
+static double rmsDifference(const std::vector<float> &got,
+                            const std::vector<double> &want) {
+  double sum = 0.0;
+  int64_t count = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    if (!std::isfinite(want[i]))
+      continue;
+    double err = got[i] - want[i];
+    sum += err * err;
+    ++count;
+  }
+  return count ? std::sqrt(sum / static_cast<double>(count)) : 0.0;
+}
+
 void computeReference(const Problem &problem, bool bf16,
                       const std::vector<float> &q, const std::vector<float> &k,
                       const std::vector<float> &v, Reference &reference) {
@@ -283,6 +315,7 @@ void computeReference(const Problem &problem, bool bf16,
   lowPrecisionAttention(problem, bf16, q, k, v, lowpOut, lowpLse);
   reference.lowpMaxAbsErr = maxDifference(lowpOut, reference.out);
   reference.lowpLseMaxAbsErr = maxDifference(lowpLse, reference.lse);
+  reference.lowpRmsErr = rmsDifference(lowpOut, reference.out);
 }
 
 /// Judges one output against its float64 reference (see
@@ -318,6 +351,9 @@ bool compareWithReference(const Reference &reference,
                           const std::vector<float> *lse, double atol,
                           double rtol, Errors &errors) {
   errors.refLowpMaxAbsErr = reference.lowpMaxAbsErr;
+  errors.refLowpRmsErr = reference.lowpRmsErr;
+  double rms = rmsDifference(out, reference.out);
+  errors.rmsErr = std::max(errors.rmsErr, std::isnan(rms) ? INFINITY : rms);
   bool ok = judge(out, reference.out, reference.lowpMaxAbsErr, atol, rtol,
                   errors.maxAbsErr, &errors.maxRelErr);
   if (!lse)
@@ -599,9 +635,39 @@ bool compareGradients(const BackwardReference &reference,
   return dqOk && dkOk && dvOk;
 }
 
+/// Incoherent processing: every head-dim row of Q and K becomes H·S·x /
+/// sqrt(d), H the Walsh-Hadamard matrix and S one diagonal of random signs
+/// for all rows, an orthogonal map that leaves each score q·k unchanged and
+/// spreads an outlier entry over the whole row before it is rounded.
+static void rotateQueriesAndKeys(const Problem &p, uint64_t seed,
+                                 std::vector<float> &q, std::vector<float> &k) {
+  const int64_t d = p.headDim;
+  std::mt19937_64 generator(seed ^ 0x9e3779b97f4a7c15ull);
+  std::vector<float> signs(d);
+  for (float &sign : signs)
+    sign = generator() & 1 ? -1.0f : 1.0f;
+  const float norm = 1.0f / std::sqrt(static_cast<float>(d));
+  for (std::vector<float> *values : {&q, &k})
+    for (size_t row = 0; row + d <= values->size(); row += d) {
+      float *x = values->data() + row;
+      for (int64_t i = 0; i < d; ++i)
+        x[i] *= signs[i];
+      for (int64_t half = 1; half < d; half *= 2)
+        for (int64_t i = 0; i < d; i += 2 * half)
+          for (int64_t j = i; j < i + half; ++j) {
+            float a = x[j], b = x[j + half];
+            x[j] = a + b;
+            x[j + half] = a - b;
+          }
+      for (int64_t i = 0; i < d; ++i)
+        x[i] *= norm;
+    }
+}
+
 void fillInputs(const Problem &p, bool bf16, uint64_t seed,
                 InputDistribution distribution, std::vector<float> &q,
-                std::vector<float> &k, std::vector<float> &v) {
+                std::vector<float> &k, std::vector<float> &v,
+                UnroundedInputs *unrounded) {
   std::mt19937_64 generator(seed);
   std::normal_distribution<float> normal(0.0f, 1.0f);
   std::uniform_real_distribution<float> uniform(0.0f, 1.0f);
@@ -647,6 +713,14 @@ void fillInputs(const Problem &p, bool bf16, uint64_t seed,
       kAt(142) = std::numeric_limits<float>::infinity();
     break;
   }
+  case InputDistribution::Spikes: {
+    std::normal_distribution<float> outlier(0.0f, 10.0f);
+    for (std::vector<float> *values : {&q, &k, &v})
+      for (float &x : *values)
+        if (uniform(generator) < 0.001f)
+          x += outlier(generator);
+    break;
+  }
   case InputDistribution::Outliers:
     for (float &x : q)
       if (uniform(generator) < 0.01f)
@@ -659,9 +733,14 @@ void fillInputs(const Problem &p, bool bf16, uint64_t seed,
         x *= 100.0f;
     break;
   }
+  if (unrounded)
+    *unrounded = {q, k, v};
+  if (p.fp8 && p.fp8Rotation)
+    rotateQueriesAndKeys(p, seed, q, k);
+  // FP8 inputs are e4m3 (saturating: an outlier past 448 is 448).
   for (std::vector<float> *values : {&q, &k, &v})
     for (float &x : *values)
-      x = round(x);
+      x = p.fp8 ? roundToE4m3(x) : round(x);
   // K and V rows: K's head dim and V's.
   std::pair<std::vector<float> *, int64_t> keyTensors[] = {{&k, p.headDim},
                                                            {&v, p.vDim()}};

@@ -74,6 +74,14 @@ std::string RunReport::toJson() const {
     os << "null";
   else
     number(refLowpLseMaxAbsErr);
+  os << ",\"rms_err\":";
+  number(rmsErr);
+  os << ",\"ref_lowp_rms_err\":";
+  number(refLowpRmsErr);
+  if (!(unquantizedRmsErr < 0)) {
+    os << ",\"unquantized_rms_err\":";
+    number(unquantizedRmsErr);
+  }
   if (!(expectMaxAbsErr < 0)) {
     os << ",\"expect_max_abs_err\":";
     number(expectMaxAbsErr);
@@ -174,6 +182,11 @@ struct Simulation {
   SmallVector<Value> extraArguments;
   std::vector<float> expected;
   Reference reference;
+  /// FP8 with drawn inputs: O of the inputs before their rounding to e4m3
+  /// (float64), which the kernel's O is also measured against (the input
+  /// quantization's error included, as the FlashAttention-3 paper's FP8
+  /// figures are).
+  std::vector<double> unquantizedOut;
 };
 } // namespace
 
@@ -190,8 +203,10 @@ void Simulation::bindArguments(Interpreter &interpreter) {
 }
 
 bool Simulation::compare(RunReport &report) const {
-  Errors errors{report.maxAbsErr, report.maxRelErr, report.lseMaxAbsErr,
-                report.refLowpMaxAbsErr, report.refLowpLseMaxAbsErr};
+  Errors errors{report.maxAbsErr,        report.maxRelErr,
+                report.lseMaxAbsErr,     report.refLowpMaxAbsErr,
+                report.refLowpLseMaxAbsErr, report.rmsErr,
+                report.refLowpRmsErr};
   bool ok = compareWithReference(reference, out.data,
                                  hasLse ? &lse.data : nullptr, options.atol,
                                  options.rtol, errors);
@@ -200,6 +215,21 @@ bool Simulation::compare(RunReport &report) const {
   report.lseMaxAbsErr = errors.lseMaxAbsErr;
   report.refLowpMaxAbsErr = errors.refLowpMaxAbsErr;
   report.refLowpLseMaxAbsErr = errors.refLowpLseMaxAbsErr;
+  report.rmsErr = errors.rmsErr;
+  report.refLowpRmsErr = errors.refLowpRmsErr;
+  if (!unquantizedOut.empty()) {
+    double sum = 0.0;
+    int64_t count = 0;
+    for (size_t i = 0; i < unquantizedOut.size(); ++i)
+      if (std::isfinite(unquantizedOut[i])) {
+        double err = out.data[i] - unquantizedOut[i];
+        sum += err * err;
+        ++count;
+      }
+    double rms = count ? std::sqrt(sum / double(count)) : 0.0;
+    report.unquantizedRmsErr = std::max(report.unquantizedRmsErr,
+                                        std::isnan(rms) ? INFINITY : rms);
+  }
   if (options.expect.empty())
     return ok;
   double expectErr = maxAbsDifference(out.data, expected);
@@ -243,6 +273,9 @@ static Problem describeProblem(Simulation &sim) {
       spec.getScaleValue(), spec.getSoftcapValue());
   problem.valueHeadDim =
       cast<MemRefType>(sim.argument(kV).getType()).getDimSize(3);
+  problem.fp8 = isa<Float8E4M3FNType>(
+      cast<MemRefType>(sim.argument(kQ).getType()).getElementType());
+  problem.fp8Rotation = options.fp8Rotation;
   // Varlen: --batch sequences of at most --seq-q queries and --seq-k keys,
   // drawn from the seed, packed.
   if (spec.isVarlen())
@@ -350,7 +383,8 @@ static llvm::Error makeBuffers(Simulation &sim) {
 static llvm::Error makeInputs(Simulation &sim, func::FuncOp entry,
                               AttentionOp entryOp) {
   const RunOptions &options = sim.options;
-  bool bf16 = cast<MemRefType>(sim.argument(kQ).getType())
+  // The low-precision type: the inputs' (O's, for FP8 inputs).
+  bool bf16 = cast<MemRefType>(sim.argument(kOut).getType())
                   .getElementType()
                   .isBF16();
   llvm::Expected<std::unique_ptr<Mods>> madeMods =
@@ -361,11 +395,26 @@ static llvm::Error makeInputs(Simulation &sim, func::FuncOp entry,
   if (llvm::Error refused = sim.mods->fillExtras(sim.problem, options.seed))
     return refused;
   std::string error;
+  const Problem &p = sim.problem;
+  if (options.fp8Rotation &&
+      (!p.fp8 || !options.inputs.empty() || (p.headDim & (p.headDim - 1))))
+    return makeError("--fp8-rotation rotates drawn FP8 (e4m3) Q and K of a "
+                     "power-of-two head dim; this attention has " +
+                     std::string(p.fp8 ? "" : "no FP8 inputs, ") +
+                     "head dim " + std::to_string(p.headDim) +
+                     (options.inputs.empty() ? "" : " and --inputs"));
   if (options.inputs.empty()) {
     // The drawn extras first: the inputs put NaN past the seqused_k counts.
     sim.mods->attach(sim.problem);
+    UnroundedInputs unrounded;
     fillInputs(sim.problem, bf16, options.seed, options.distribution,
-               sim.q.data, sim.k.data, sim.v.data);
+               sim.q.data, sim.k.data, sim.v.data,
+               sim.problem.fp8 ? &unrounded : nullptr);
+    if (sim.problem.fp8) {
+      std::vector<double> lse;
+      referenceAttention(sim.problem, unrounded.q, unrounded.k, unrounded.v,
+                         sim.unquantizedOut, lse);
+    }
   } else if (sim.problem.isVarlen()) {
     return makeError("--inputs with a varlen batch is not supported: fa4-sim "
                      "draws the sequences' lengths and their cu_seqlens "
@@ -558,7 +607,8 @@ llvm::Expected<RunReport> mlir::fa4::sim::simulate(func::FuncOp func,
     return std::move(refused);
   if (llvm::Error refused = findExtraArguments(sim))
     return std::move(refused);
-  bool bf16 = cast<MemRefType>(sim.argument(kQ).getType())
+  // The low-precision type: the inputs' (O's, for FP8 inputs).
+  bool bf16 = cast<MemRefType>(sim.argument(kOut).getType())
                   .getElementType()
                   .isBF16();
   computeReference(sim.problem, bf16, sim.q.data, sim.k.data, sim.v.data,

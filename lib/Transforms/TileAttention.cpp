@@ -85,6 +85,13 @@ private:
   /// (null for a dense batch), and the batch coordinate the tensors are
   /// addressed with (the sequence's, or 0 in a packed tensor).
   Value qOffset, kOffset, tensorBatch;
+  /// FP8: the task's q_descale · k_descale (null when neither is given).
+  Value scoreFactor;
+  /// What the softmax's exponent multiplies its scale by: the descale
+  /// product, unless the softcap has applied it (and the scale) already.
+  Value softmaxFactor() const {
+    return config.softcap > 0.0f ? Value() : scoreFactor;
+  }
   OpBuilder b;
   Location loc;
   HoistedConstants constants;
@@ -169,8 +176,10 @@ void TileProgramBuilder::buildTask(Value batch, Value head, Value mBlock,
   auto rowType = RankedTensorType::get({TileConfig::kBlockM}, b.getF32Type());
   auto accType = RankedTensorType::get(
       {TileConfig::kBlockM, config.valueHeadDim}, b.getF32Type());
-  auto oTileType =
-      RankedTensorType::get({TileConfig::kBlockM, config.valueHeadDim}, element);
+  // O is in the input type, or f16/bf16 for FP8 inputs.
+  auto oTileType = RankedTensorType::get(
+      {TileConfig::kBlockM, config.valueHeadDim},
+      getElementTypeOrSelf(op.getOut().getType()));
 
   Value taskRow =
       arith::MulIOp::create(b, loc, mBlock, index(config.rowsPerTask()));
@@ -222,6 +231,20 @@ void TileProgramBuilder::buildTask(Value batch, Value head, Value mBlock,
   if (config.groupsPerKv() > 1)
     taskKvHead =
         arith::DivUIOp::create(b, loc, head, index(config.groupsPerKv()));
+  // FP8's descale factors of the task's sequence and K/V head: Q's times
+  // K's scales the scores (in the softmax's exponent), V's the output.
+  auto loadDescale = [&](std::optional<uint64_t> position) -> Value {
+    if (!position)
+      return {};
+    return LoadDescaleOp::create(b, loc, op.getExtras()[*position], batch,
+                                 taskKvHead);
+  };
+  Value qDescale = loadDescale(op.getQDescale());
+  Value kDescale = loadDescale(op.getKDescale());
+  scoreFactor = qDescale && kDescale
+                    ? arith::MulFOp::create(b, loc, qDescale, kDescale)
+                    : qDescale ? qDescale : kDescale;
+  Value outFactor = loadDescale(op.getVDescale());
   BlockBounds bounds{range.getBegin(), range.getFullBegin(), range.getFullEnd(),
                      range.getEnd()};
   if (split)
@@ -241,7 +264,9 @@ void TileProgramBuilder::buildTask(Value batch, Value head, Value mBlock,
           {TileConfig::kBlockM, config.valueHeadDim}, b.getF32Type());
       auto normalize = NormalizeOp::create(
           b, loc, partType, rowType, tileState.acc, tileState.rowMax,
-          tileState.rowSum, APFloat(config.scaleLog2));
+          tileState.rowSum, softmaxFactor(), outFactor,
+          APFloat(config.scaleLog2),
+          config.probShift);
       Value workspace = op.getExtras()[*op.getSplitWorkspace()];
       int64_t splits = static_cast<int64_t>(*op.getNumSplits());
       StorePartialOOp::create(b, loc, normalize.getOut(), op.getOut(),
@@ -252,9 +277,11 @@ void TileProgramBuilder::buildTask(Value batch, Value head, Value mBlock,
                             config.gqaPacking, splits);
       continue;
     }
-    auto normalize = NormalizeOp::create(b,
-        loc, oTileType, rowType, tileState.acc, tileState.rowMax,
-        tileState.rowSum, APFloat(config.scaleLog2));
+    auto normalize = NormalizeOp::create(
+        b, loc, oTileType, rowType, tileState.acc, tileState.rowMax,
+        tileState.rowSum, softmaxFactor(), outFactor,
+          APFloat(config.scaleLog2),
+        config.probShift);
     // Varlen: the sequence's rows only, from its first.
     SmallVector<Value, 2> span;
     if (qOffset)
@@ -333,7 +360,8 @@ QTileState TileProgramBuilder::buildBlockStep(OpBuilder &body, QTileState state,
                                               Value kvCol, bool masked,
                                               Value batch, Value head,
                                               Value seqQ, Value seqK) {
-  Type element = getElementTypeOrSelf(qTile.getType());
+  // P in V's type, the value MMA's (e4m3 for FP8).
+  Type element = getElementTypeOrSelf(vTile.getType());
   auto scoreType = RankedTensorType::get(
       {TileConfig::kBlockM, TileConfig::kBlockN}, body.getF32Type());
   auto probType = RankedTensorType::get(
@@ -341,12 +369,13 @@ QTileState TileProgramBuilder::buildBlockStep(OpBuilder &body, QTileState state,
 
   Value scores = buildTileScores(body, loc, op, config, scoreType, qTile,
                                  kTile, batch, head, qRow, kvCol, seqQ, seqK,
-                                 masked)
+                                 masked, scoreFactor)
                      .visible;
   auto softmax = OnlineSoftmaxOp::create(body,
       loc, probType, state.rowMax.getType(), state.rowSum.getType(),
       state.rowMax.getType(), scores, state.rowMax, state.rowSum,
-      APFloat(config.scaleLog2), APFloat(config.rescaleThreshold));
+      softmaxFactor(), APFloat(config.scaleLog2), APFloat(config.rescaleThreshold),
+      config.probShift);
   Type accType = state.acc.getType();
   Value acc = CorrectionOp::create(body, loc, accType, state.acc,
                                         softmax.getAccScale());
@@ -382,12 +411,18 @@ static KernelSpecAttr buildSpec(AttentionOp op, const TileConfig &config) {
     numSplits = static_cast<int64_t>(*splits);
   if (std::optional<uint64_t> position = op.getSplitWorkspace())
     splitWorkspace = static_cast<int64_t>(*position);
+  auto position = [](std::optional<uint64_t> value) -> std::optional<int64_t> {
+    if (value)
+      return static_cast<int64_t>(*value);
+    return std::nullopt;
+  };
   return KernelSpecAttr::get(
       op.getContext(), config.mask, config.windowLeft, config.windowRight,
       llvm::APFloat(config.scale), llvm::APFloat(config.softcap),
       static_cast<bool>(op.getLse()), argumentPositions, extraPositions,
       blockMask, seqUsedK, blockTable, numSplits, splitWorkspace, cuSeqlensQ,
-      cuSeqlensK);
+      cuSeqlensK, position(op.getQDescale()), position(op.getKDescale()),
+      position(op.getVDescale()));
 }
 
 /// Every operand of the entry op is an argument of `func`: the kernel's

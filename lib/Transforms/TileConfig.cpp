@@ -115,6 +115,11 @@ TileConfig TileConfig::get(AttentionOp op, double rescaleThreshold) {
           op.getMask(), op.getWindowLeft(), op.getWindowRight(),
           op.getEffectiveScale(), softcap, rescaleThreshold);
   config.valueHeadDim = op.getValueHeadDim();
+  if (isa<Float8E4M3FNType>(getElementTypeOrSelf(op.getQ().getType()))) {
+    config.fp8 = true;
+    config.probShift = kFp8ProbShift;
+    config.rescaleThreshold = 0.0f;
+  }
   if (!op.getScoreMod().empty() && cap == 0.0f) {
     config.scoreMod = true;
     config.scaleLog2 = static_cast<float>(kLog2E);

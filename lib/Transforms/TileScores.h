@@ -28,18 +28,22 @@ struct TileScores {
 
 /// Builds a tile's scores for `entry` (fa4.attention or
 /// fa4.attention_backward: its regions and extras), packed rows from `row`,
-/// keys from `col`; `masked` for a block that straddles a mask boundary.
+/// keys from `col`; `masked` for a block that straddles a mask boundary;
+/// `scoreFactor` FP8's descale product (null: none).
 template <typename EntryOp>
 TileScores buildTileScores(OpBuilder &b, Location loc, EntryOp entry,
                            const TileConfig &config,
                            RankedTensorType scoreType, Value qTile, Value kTile,
                            Value batch, Value head, Value row, Value col,
-                           Value seqQ, Value seqK, bool masked) {
+                           Value seqQ, Value seqK, bool masked,
+                           Value scoreFactor = {}) {
   TileScores tile;
   tile.raw = ScoreMmaOp::create(b, loc, scoreType, qTile, kTile);
   tile.scores = tile.raw;
+  // FP8's q_descale · k_descale (`scoreFactor`) scales the scores inside
+  // the softcap; without one the softmax's exponent takes it.
   if (config.softcap > 0.0f)
-    tile.scores = SoftcapOp::create(b, loc, scoreType, tile.raw,
+    tile.scores = SoftcapOp::create(b, loc, scoreType, tile.raw, scoreFactor,
                                     APFloat(config.softcap),
                                     APFloat(config.scale));
   IRMapping none;

@@ -69,6 +69,9 @@ static cl::opt<sim::InputDistribution> distribution(
                           "scores that grow block by block, forcing rescales"),
                clEnumValN(sim::InputDistribution::Outliers, "outliers",
                           "rare large-magnitude entries"),
+        clEnumValN(sim::InputDistribution::Spikes, "spikes",
+                   "N(0, 1) plus rare N(0, 100) outliers (the FlashAttention-3 "
+                   "paper's FP8 accuracy inputs)"),
                clEnumValN(sim::InputDistribution::NonFinite, "nonfinite",
                           "NaN and +inf entries in a few rows of Q and K")),
     cl::cat(emuCategory));

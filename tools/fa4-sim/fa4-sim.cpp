@@ -50,9 +50,19 @@ static cl::opt<fa4::sim::InputDistribution> distribution(
                    "scores that grow block by block, forcing rescales"),
         clEnumValN(fa4::sim::InputDistribution::Outliers, "outliers",
                    "rare large-magnitude entries"),
+        clEnumValN(fa4::sim::InputDistribution::Spikes, "spikes",
+                   "N(0, 1) plus rare N(0, 100) outliers (the FlashAttention-3 "
+                   "paper's FP8 accuracy inputs)"),
                clEnumValN(fa4::sim::InputDistribution::NonFinite, "nonfinite",
                           "NaN and +inf entries in a few rows of Q and K")),
     cl::cat(simCategory));
+static cl::opt<bool> fp8Rotation(
+    "fp8-rotation",
+    cl::desc("FP8 (e4m3) inputs: rotate the drawn Q and K by a random "
+             "Hadamard transform before rounding them to e4m3 (incoherent "
+             "processing, as the FlashAttention-3 paper's; head dims 64 and "
+             "128)"),
+    cl::init(false), cl::cat(simCategory));
 static cl::opt<double> absTolerance("atol", cl::desc("Absolute tolerance"),
                             cl::init(1e-2), cl::cat(simCategory));
 static cl::opt<double> relTolerance("rtol", cl::desc("Relative tolerance of the per-element test, used only where the low-precision reference overflows"),
@@ -190,6 +200,7 @@ static int simulateInput(std::unique_ptr<MemoryBuffer> input) {
   options.seqK = seqK;
   options.seed = seed;
   options.distribution = distribution;
+  options.fp8Rotation = fp8Rotation;
   options.atol = absTolerance;
   options.rtol = relTolerance;
   options.interleavings = interleavings;

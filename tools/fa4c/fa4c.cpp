@@ -158,7 +158,9 @@ static cl::opt<int64_t> windowRight(
     "window-right",
     cl::desc("Keys visible right of the diagonal (-1: unbounded)"),
     cl::init(-1), cl::cat(variantCategory));
-static cl::opt<std::string> dtype("dtype", cl::desc("Input dtype: fp16 or bf16"),
+static cl::opt<std::string> dtype("dtype", cl::desc("Input dtype: fp16, bf16 or e4m3 (FP8 Q, K and V with "
+                               "[batch, kv_heads] f32 descale tables, a bf16 O; "
+                               "built through level B: --stop-after=tile)"),
                                   cl::init("fp16"), cl::cat(variantCategory));
 static cl::opt<double> scale("scale",
                              cl::desc("Softmax scale (default 1/sqrt(head-dim))"),

@@ -155,6 +155,10 @@ public:
   /// takes them from the problem (drawVarlenBatch).
   std::optional<size_t> cuSeqlensQ() const { return cuSeqlensQIndex; }
   std::optional<size_t> cuSeqlensK() const { return cuSeqlensKIndex; }
+  /// Which extras are FP8's descale tables (Q's, K's, V's), if any:
+  /// fillExtras draws them in [0.5, 2) (a descale is a positive factor),
+  /// and attach gives the problem their values.
+  std::optional<size_t> descale(int which) const { return descaleIndex[which]; }
 
 private:
   Mods();
@@ -162,6 +166,7 @@ private:
   llvm::Error fillBlockTable(const Problem &problem, uint64_t seed);
   std::optional<size_t> blockMaskIndex, seqUsedKIndex, blockTableIndex,
       splitWorkspaceIndex, cuSeqlensQIndex, cuSeqlensKIndex;
+  std::optional<size_t> descaleIndex[3];
   int64_t numSplits = 1;
   std::unique_ptr<ModProgram> scoreMod, maskMod;
   llvm::SmallVector<Value> extraArguments;

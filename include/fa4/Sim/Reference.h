@@ -27,6 +27,9 @@ enum class InputDistribution {
   Growing,
   /// Normal, with rare entries of Q and K scaled by 16 and of V by 100.
   Outliers,
+  /// The FlashAttention-3 paper's FP8 accuracy inputs: each entry N(0, 1)
+  /// plus, with probability 0.001, an N(0, 100) outlier.
+  Spikes,
   /// Normal, with NaN and infinite entries in the first batch's first KV
   /// head: a NaN in the first element of query row 3 of Q head 0, a NaN in
   /// key 15's and a +inf in key 142's (columns the software exp2 computes by
@@ -73,6 +76,27 @@ struct Problem {
   int64_t keysOf(int64_t b) const {
     return seqUsedK.empty() ? seqK : seqUsedK[b];
   }
+  /// FP8: Q, K and V are e4m3 (O in the f16/bf16 the callers' `bf16`
+  /// names), and each of the descale tables `[sequences(), kvHeads]`
+  /// multiplies its tensor (empty: 1): the attention is that of q ·
+  /// qDescale, k · kDescale, v · vDescale.
+  bool fp8 = false;
+  /// FP8 inputs drawn by fillInputs: Q and K rotated by a random
+  /// Hadamard transform before their rounding to e4m3 (head dims that are
+  /// powers of two).
+  bool fp8Rotation = false;
+  std::vector<double> qDescale, kDescale, vDescale;
+  /// The product of the Q and K descales of (sequence, K/V head), and V's.
+  double scoreDescale(int64_t b, int64_t kvHead) const {
+    return descaleOf(qDescale, b, kvHead) * descaleOf(kDescale, b, kvHead);
+  }
+  double valueDescale(int64_t b, int64_t kvHead) const {
+    return descaleOf(vDescale, b, kvHead);
+  }
+  double descaleOf(const std::vector<double> &table, int64_t b,
+                   int64_t kvHead) const {
+    return table.empty() ? 1.0 : table[b * kvHeads + kvHead];
+  }
 };
 
 /// Q is [batch, seqQ, qHeads, headDim], K [batch, seqK, kvHeads, headDim], V
@@ -101,6 +125,9 @@ struct Reference {
   /// max |O_lowp - O_ref| and max |LSE_lowp - LSE_ref|.
   double lowpMaxAbsErr = 0.0;
   double lowpLseMaxAbsErr = 0.0;
+  /// The low-precision O's root-mean-square error (the FlashAttention-3
+  /// paper's measure of FP8 accuracy), over the finite reference values.
+  double lowpRmsErr = 0.0;
 };
 
 /// Both references for one problem's inputs.
@@ -120,6 +147,10 @@ struct Errors {
   /// compared.
   double refLowpMaxAbsErr = 0.0;
   double refLowpLseMaxAbsErr = -1.0;
+  /// O's root-mean-square error (the largest of the runs'), and the
+  /// low-precision reference's.
+  double rmsErr = 0.0;
+  double refLowpRmsErr = 0.0;
 };
 
 /// Folds one run's O (and LSE, when `lse` is non-null) into `errors` and
@@ -216,9 +247,15 @@ Problem problemOf(const runtime::Manifest &manifest, int64_t batch,
 /// and V rows past each sequence's count are NaN (memory no kernel may let
 /// reach O): set seqUsedK before the inputs are drawn. A varlen problem's K
 /// and V rows past its last sequence are NaN too.
+/// FP8 problems round to e4m3 instead; `unrounded`, when given, receives
+/// Q, K and V as drawn, before that rounding.
+struct UnroundedInputs {
+  std::vector<float> q, k, v;
+};
 void fillInputs(const Problem &problem, bool bf16, uint64_t seed,
                 InputDistribution distribution, std::vector<float> &q,
-                std::vector<float> &k, std::vector<float> &v);
+                std::vector<float> &k, std::vector<float> &v,
+                UnroundedInputs *unrounded = nullptr);
 
 } // namespace mlir::fa4::sim
 

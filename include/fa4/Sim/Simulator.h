@@ -36,6 +36,10 @@ struct RunOptions {
   int64_t seqK = 128;
   uint64_t seed = 0;
   InputDistribution distribution = InputDistribution::Normal;
+  /// FP8: rotate Q and K by one random orthogonal Hadamard transform
+  /// before rounding them to e4m3 (the FlashAttention-3 paper's incoherent
+  /// processing; Q·Kᵀ is unchanged, outliers are spread over the head dim).
+  bool fp8Rotation = false;
   double atol = 1e-2;
   double rtol = 1e-2;
   /// Level C: schedules to run, each drawn from its own seed.
@@ -66,6 +70,13 @@ struct RunReport {
   /// -1 without an LSE): what the input type alone costs.
   double refLowpMaxAbsErr = 0.0;
   double refLowpLseMaxAbsErr = -1.0;
+  /// O's root-mean-square error against the float64 reference (the
+  /// largest of the runs'), and the low-precision reference's.
+  double rmsErr = 0.0;
+  double refLowpRmsErr = 0.0;
+  /// FP8 with drawn inputs: O's root-mean-square error against the float64
+  /// attention of the inputs before their rounding to e4m3; -1 otherwise.
+  double unquantizedRmsErr = -1.0;
   /// max |O - expected| over every run, -1 without an expected O (NaN where
   /// O or the expected O holds one).
   double expectMaxAbsErr = -1.0;

@@ -66,6 +66,13 @@ struct TileConfig {
   /// log2(e).
   float scaleLog2 = 1.0f;
   float rescaleThreshold = 8.0f;
+  /// FP8 (e4m3 Q, K and V): the probabilities are lifted by 2^probShift
+  /// into e4m3's range (FlashAttention-3's 8) and the max is kept current
+  /// (a rescale threshold of 0): a stale max would let them grow past
+  /// e4m3's 448.
+  bool fp8 = false;
+  int64_t probShift = 0;
+  static constexpr int64_t kFp8ProbShift = 8;
 
   MaskBand band() const { return maskBandFor(mask, windowLeft, windowRight); }
 

@@ -1306,7 +1306,8 @@ bool rewrite(OpResult result, const Match &m, func::FuncOp func, std::string &wh
       /*block_mask=*/IntegerAttr(), /*seqused_k=*/IntegerAttr(),
       /*block_table=*/IntegerAttr(), /*num_splits=*/IntegerAttr(),
       /*split_workspace=*/IntegerAttr(), /*cu_seqlens_q=*/IntegerAttr(),
-      /*cu_seqlens_k=*/IntegerAttr());
+      /*cu_seqlens_k=*/IntegerAttr(), /*q_descale=*/IntegerAttr(),
+      /*k_descale=*/IntegerAttr(), /*v_descale=*/IntegerAttr());
 
   SmallVector<Type> extraTypes;
   for (Value buffer : buffers)

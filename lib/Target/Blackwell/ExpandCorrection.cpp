@@ -70,7 +70,8 @@ static void expandFinalize(FinalizeOOp finalize) {
   Value values = TmemLoadOp::create(b, loc, chunkType, finalize.getAcc(), column);
   auto normalize = NormalizeOp::create(b,
       loc, outType, finalize.getLse().getType(), values, finalize.getRowMax(),
-      finalize.getRowSum(), finalize.getScaleLog2Attr());
+      finalize.getRowSum(), Value(), Value(), finalize.getScaleLog2Attr(),
+      IntegerAttr());
   SmemStoreOp::create(b, loc, normalize.getOut(), finalize.getStaging(),
                         finalize.getCount(), column, IntegerAttr());
   scf::YieldOp::create(b, loc, normalize.getLse());
@@ -102,7 +103,8 @@ static void expandUnrolledFinalize(
         arith::ConstantIndexOp::create(b, loc, column));
     auto normalize = NormalizeOp::create(
         b, loc, outType, finalize.getLse().getType(), values,
-        finalize.getRowMax(), finalize.getRowSum(), finalize.getScaleLog2Attr());
+        finalize.getRowMax(), finalize.getRowSum(), Value(), Value(),
+        finalize.getScaleLog2Attr(), IntegerAttr());
     store(b, normalize.getOut(), column);
     lse = normalize.getLse();
   }

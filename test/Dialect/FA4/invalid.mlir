@@ -48,7 +48,7 @@ func.func @dynamic_heads(%q: memref<?x?x?x128xf16>, %k: memref<?x?x8x128xf16>, %
 // -----
 
 func.func @dtype(%q: memref<?x?x8x128xf32>, %k: memref<?x?x8x128xf16>, %v: memref<?x?x8x128xf16>, %o: memref<?x?x8x128xf16>) {
-  // expected-error @+1 {{Q element type 'f32' is not supported (expected f16 or bf16)}}
+  // expected-error @+1 {{Q element type 'f32' is not supported (expected f16, bf16 or f8E4M3FN)}}
   fa4.attention %q, %k, %v -> %o 
       : memref<?x?x8x128xf32>, memref<?x?x8x128xf16>, memref<?x?x8x128xf16> -> memref<?x?x8x128xf16>
   return
@@ -1029,5 +1029,90 @@ func.func @store_span_one(%t: tensor<128x64xf16>, %o: memref<1x?x8x64xf16>, %i: 
 func.func @store_columns_past(%t: tensor<128x16xf16>, %o: memref<1x?x8x64xf16>, %i: index) {
   // expected-error @+1 {{stores columns [56, 72) of 'tensor<128x16xf16>', which must lie inside O's static head dim with O's element type}}
   fa4.store_o_tile %t, %o[%i, %i, %i] {gqa_ratio = 1 : i64, column = 56 : i64} : tensor<128x16xf16>, memref<1x?x8x64xf16>
+  return
+}
+
+// -----
+
+// FP8: e4m3 Q, K and V give an f16 or bf16 O.
+func.func @fp8_out(%q: memref<?x?x8x128xf8E4M3FN>, %o: memref<?x?x8x128xf8E4M3FN>) {
+  // expected-error @+1 {{O element type 'f8E4M3FN' is not f16 or bf16 (an FP8 attention's output)}}
+  fa4.attention %q, %q, %q -> %o
+      : memref<?x?x8x128xf8E4M3FN>, memref<?x?x8x128xf8E4M3FN>, memref<?x?x8x128xf8E4M3FN> -> memref<?x?x8x128xf8E4M3FN>
+  return
+}
+
+// -----
+
+func.func @fp8_mixed(%q: memref<?x?x8x128xf8E4M3FN>, %k: memref<?x?x8x128xbf16>, %o: memref<?x?x8x128xbf16>) {
+  // expected-error @+1 {{K element type 'bf16' does not match Q's 'f8E4M3FN'}}
+  fa4.attention %q, %k, %q -> %o
+      : memref<?x?x8x128xf8E4M3FN>, memref<?x?x8x128xbf16>, memref<?x?x8x128xf8E4M3FN> -> memref<?x?x8x128xbf16>
+  return
+}
+
+// -----
+
+func.func @descale_not_fp8(%q: memref<?x?x8x64xf16>, %d: memref<?x8xf32>) {
+  // expected-error @+1 {{q_descale applies to FP8 (f8E4M3FN) inputs; Q is 'f16'}}
+  fa4.attention %q, %q, %q -> %q extras(%d : memref<?x8xf32>) {q_descale = 0 : i64}
+      : memref<?x?x8x64xf16>, memref<?x?x8x64xf16>, memref<?x?x8x64xf16> -> memref<?x?x8x64xf16>
+  return
+}
+
+// -----
+
+func.func @descale_shape(%q: memref<?x?x8x128xf8E4M3FN>, %o: memref<?x?x8x128xbf16>, %d: memref<?x4xf32>) {
+  // expected-error @+1 {{k_descale 'memref<?x4xf32>' is not a row-major f32 memref [batch, kv_heads] = [?, 8]}}
+  fa4.attention %q, %q, %q -> %o extras(%d : memref<?x4xf32>) {k_descale = 0 : i64}
+      : memref<?x?x8x128xf8E4M3FN>, memref<?x?x8x128xf8E4M3FN>, memref<?x?x8x128xf8E4M3FN> -> memref<?x?x8x128xbf16>
+  return
+}
+
+// -----
+
+func.func @descale_shared(%q: memref<?x?x8x128xf8E4M3FN>, %o: memref<?x?x8x128xbf16>, %d: memref<?x8xf32>) {
+  // expected-error @+1 {{v_descale names the same extra as another table (pass it twice as two extras)}}
+  fa4.attention %q, %q, %q -> %o extras(%d : memref<?x8xf32>) {q_descale = 0 : i64, v_descale = 0 : i64}
+      : memref<?x?x8x128xf8E4M3FN>, memref<?x?x8x128xf8E4M3FN>, memref<?x?x8x128xf8E4M3FN> -> memref<?x?x8x128xbf16>
+  return
+}
+
+// -----
+
+func.func @descale_range(%q: memref<?x?x8x128xf8E4M3FN>, %o: memref<?x?x8x128xbf16>, %d: memref<?x8xf32>) {
+  // expected-error @+1 {{v_descale names extra #3, but the op has 1 extras}}
+  fa4.attention %q, %q, %q -> %o extras(%d : memref<?x8xf32>) {v_descale = 3 : i64}
+      : memref<?x?x8x128xf8E4M3FN>, memref<?x?x8x128xf8E4M3FN>, memref<?x?x8x128xf8E4M3FN> -> memref<?x?x8x128xbf16>
+  return
+}
+
+// -----
+
+func.func @descale_score_mod(%q: memref<?x?x8x128xf8E4M3FN>, %o: memref<?x?x8x128xbf16>, %d: memref<?x8xf32>) {
+  // expected-error @+1 {{q_descale and k_descale do not combine with a score_mod yet}}
+  fa4.attention %q, %q, %q -> %o extras(%d : memref<?x8xf32>) {q_descale = 0 : i64}
+      : memref<?x?x8x128xf8E4M3FN>, memref<?x?x8x128xf8E4M3FN>, memref<?x?x8x128xf8E4M3FN> -> memref<?x?x8x128xbf16>
+  score_mod {
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index, %t: memref<?x8xf32>):
+    fa4.yield %s : f32
+  }
+  return
+}
+
+// -----
+
+// A stale max lets e4m3 probabilities reach 2^(threshold + shift).
+func.func @softmax_fp8_range(%s: tensor<128x128xf32>, %m: tensor<128xf32>) {
+  // expected-error @+1 {{probabilities in f8E4M3FN reach 2^16 (rescale_threshold + prob_shift), past e4m3's largest value 448 (2^8.8)}}
+  %p, %m1, %l1, %a = fa4.online_softmax %s, %m, %m {scale_log2 = 1.0 : f32, rescale_threshold = 8.0 : f32, prob_shift = 8 : i64} : tensor<128x128xf32>, tensor<128xf32> -> tensor<128x128xf8E4M3FN>
+  return
+}
+
+// -----
+
+func.func @load_descale_type(%t: memref<?xf32>, %i: index) {
+  // expected-error @+1 {{table 'memref<?xf32>' is not an f32 memref [batch, kv_heads]}}
+  %d = fa4.load_descale %t[%i, %i] : memref<?xf32>
   return
 }

@@ -193,3 +193,28 @@ func.func @level_b_mods(%s: tensor<128x128xf32>, %b: index, %h: index,
   }
   return
 }
+
+// FP8's pieces of the tile program: the descale factors and the scale's
+// run-time factor, the shifted e4m3 probabilities.
+// CHECK-LABEL: func.func @fp8_tile_program
+func.func @fp8_tile_program(%qd_table: memref<?x8xf32>, %b: index, %h: index,
+                            %s: tensor<128x128xf32>, %v: tensor<128x128xf8E4M3FN>,
+                            %m: tensor<128xf32>, %l: tensor<128xf32>,
+                            %acc: tensor<128x128xf32>) {
+  // CHECK: fa4.load_descale %{{.*}}[%{{.*}}, %{{.*}}] : memref<?x8xf32>
+  %qd = fa4.load_descale %qd_table[%b, %h] : memref<?x8xf32>
+  // CHECK: fa4.softcap %{{.*}} factor(%{{.*}}) {cap = 3.000000e+01 : f32, scale = 1.250000e-01 : f32} : tensor<128x128xf32>
+  %c = fa4.softcap %s factor(%qd) {cap = 30.0 : f32, scale = 0.125 : f32} : tensor<128x128xf32>
+  // CHECK: fa4.online_softmax %{{.*}}, %{{.*}}, %{{.*}} factor(%{{.*}}) {prob_shift = 8 : i64, rescale_threshold = 0.000000e+00 : f32, scale_log2 = 1.44269502 : f32} : tensor<128x128xf32>, tensor<128xf32> -> tensor<128x128xf8E4M3FN>
+  %p, %m1, %l1, %alpha = fa4.online_softmax %s, %m, %l factor(%qd)
+      {scale_log2 = 1.442695 : f32, rescale_threshold = 0.0 : f32, prob_shift = 8 : i64}
+      : tensor<128x128xf32>, tensor<128xf32> -> tensor<128x128xf8E4M3FN>
+  // CHECK: fa4.value_mma %{{.*}}, %{{.*}}, %{{.*}} : tensor<128x128xf8E4M3FN>, tensor<128x128xf8E4M3FN>, tensor<128x128xf32>
+  %acc1 = fa4.value_mma %p, %v, %acc
+      : tensor<128x128xf8E4M3FN>, tensor<128x128xf8E4M3FN>, tensor<128x128xf32>
+  // CHECK: fa4.normalize %{{.*}}, %{{.*}}, %{{.*}} factor(%{{.*}}) out_factor(%{{.*}}) {prob_shift = 8 : i64, scale_log2 = 1.44269502 : f32} : tensor<128x128xf32>, tensor<128xf32> -> tensor<128x128xbf16>
+  %out, %lse = fa4.normalize %acc1, %m1, %l1 factor(%qd) out_factor(%qd)
+      {scale_log2 = 1.442695 : f32, prob_shift = 8 : i64}
+      : tensor<128x128xf32>, tensor<128xf32> -> tensor<128x128xbf16>
+  return
+}

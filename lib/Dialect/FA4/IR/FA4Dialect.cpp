@@ -120,7 +120,10 @@ KernelSpecAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                        std::optional<int64_t> numSplits,
                        std::optional<int64_t> splitWorkspace,
                        std::optional<int64_t> cuSeqlensQ,
-                       std::optional<int64_t> cuSeqlensK) {
+                       std::optional<int64_t> cuSeqlensK,
+                       std::optional<int64_t> qDescale,
+                       std::optional<int64_t> kDescale,
+                       std::optional<int64_t> vDescale) {
   // The entry op's own rules (Verify.h): level B holds no variant level A
   // refuses.
   auto prefixed = [&]() { return emitError() << "fa4.spec: "; };
@@ -189,6 +192,18 @@ KernelSpecAttr::verify(function_ref<InFlightDiagnostic()> emitError,
   if (cuSeqlensQ && (blockMask || blockTable || numSplits))
     return emitError() << "fa4.spec: a varlen kernel takes no block mask, "
                           "block table or split-KV";
+  SmallVector<std::optional<int64_t>> tables = {
+      blockMask, seqUsedK, blockTable, splitWorkspace, cuSeqlensQ, cuSeqlensK};
+  for (auto [name, table] : {std::pair{"q_descale", qDescale},
+                             std::pair{"k_descale", kDescale},
+                             std::pair{"v_descale", vDescale}}) {
+    if (table && (*table < 0 || *table >= static_cast<int64_t>(extras.size()) ||
+                  llvm::is_contained(tables, table)))
+      return emitError() << "fa4.spec: " << name << " " << *table
+                         << " is not the index of one of its " << extras.size()
+                         << " extras other than the other tables";
+    tables.push_back(table);
+  }
   return success();
 }
 
@@ -409,18 +424,33 @@ static LogicalResult verifySpecOn(Operation *op, Attribute value) {
     return cast<MemRefType>(types[spec.getArguments()[role]]);
   };
   MemRefType q = typeOf(0), k = typeOf(1);
+  // FP8: e4m3 Q, K and V, and an f16 or bf16 O.
+  bool fp8 = isa<Float8E4M3FNType>(q.getElementType());
   for (size_t role = 0; role < 4; ++role) {
     MemRefType type = typeOf(role);
     Type element = type.getElementType();
+    bool sixteenBits = element.isF16() || element.isBF16();
+    bool fits = fp8 ? (role == 3 ? sixteenBits : element == q.getElementType())
+                    : sixteenBits && element == q.getElementType();
     if (type.getRank() != 4 || type.isDynamicDim(2) || type.isDynamicDim(3) ||
-        type.getDimSize(2) <= 0 || type.getDimSize(3) <= 0 ||
-        !(element.isF16() || element.isBF16()) ||
-        element != q.getElementType())
+        type.getDimSize(2) <= 0 || type.getDimSize(3) <= 0 || !fits)
       return op->emitError()
              << "fa4.spec's " << names[role] << " is " << type
              << "; expected a [batch, seq, heads, head_dim] memref of f16 or "
-                "bf16 (Q's element type) with static, positive heads and "
-                "head dim";
+                "bf16 (Q's element type; or Q, K and V in f8E4M3FN with O "
+                "in f16 or bf16) with static, positive heads and head dim";
+  }
+  for (std::optional<int64_t> position :
+       {spec.getQDescale(), spec.getKDescale(), spec.getVDescale()}) {
+    if (!position)
+      continue;
+    auto table = cast<MemRefType>(types[spec.getExtras()[*position]]);
+    if (!fp8 || table.getRank() != 2 || !table.getElementType().isF32() ||
+        !table.getLayout().isIdentity() ||
+        (!table.isDynamicDim(1) && table.getDimSize(1) != k.getDimSize(2)))
+      return op->emitError() << "fa4.spec's descale table " << table
+                             << ": expected a row-major f32 [batch, kv_heads = "
+                             << k.getDimSize(2) << "] memref, with FP8 inputs";
   }
   auto heads = [&](size_t role) { return typeOf(role).getDimSize(2); };
   auto dim = [&](size_t role) { return typeOf(role).getDimSize(3); };

@@ -30,6 +30,11 @@ static std::string formatNumber(double value) {
 }
 
 static bool isInputElementType(Type type) { return type.isF16() || type.isBF16(); }
+/// What a tile of the forward's tile program may hold besides f32: the
+/// input types, and e4m3 for FP8 inputs and their probabilities.
+static bool isTileElementType(Type type) {
+  return isInputElementType(type) || isa<Float8E4M3FNType>(type);
+}
 
 static std::string shapeString(ArrayRef<int64_t> shape) {
   std::string text = "[";
@@ -88,8 +93,8 @@ static LogicalResult verifyTile(Operation *op, StringRef name, Type type,
   Type element = tensor.getElementType();
   if (wantF32 && !element.isF32())
     return op->emitOpError() << name << " must hold f32, got " << element;
-  if (!wantF32 && !isInputElementType(element))
-    return op->emitOpError() << name << " must hold f16 or bf16, got "
+  if (!wantF32 && !isTileElementType(element))
+    return op->emitOpError() << name << " must hold f16, bf16 or f8E4M3FN, got "
                              << element;
   return success();
 }
@@ -410,15 +415,25 @@ LogicalResult AttentionOp::verify() {
       return failure();
 
   Type element = getElementTypeOrSelf(getQ().getType());
-  if (!isInputElementType(element))
+  bool fp8 = isa<Float8E4M3FNType>(element);
+  if (!isInputElementType(element) && !fp8)
     return emitOpError() << "Q element type " << element
-                         << " is not supported (expected f16 or bf16)";
-  for (auto [name, value] : ArrayRef(operands).drop_front()) {
+                         << " is not supported (expected f16, bf16 or "
+                            "f8E4M3FN)";
+  for (auto [name, value] : ArrayRef(operands).drop_front(1).drop_back(1)) {
     Type other = getElementTypeOrSelf(value.getType());
     if (other != element)
       return emitOpError() << name << " element type " << other
                            << " does not match Q's " << element;
   }
+  // O is in the input type; FP8 inputs give an f16 or bf16 O.
+  Type outElement = getElementTypeOrSelf(getOut().getType());
+  if (fp8 && !isInputElementType(outElement))
+    return emitOpError() << "O element type " << outElement
+                         << " is not f16 or bf16 (an FP8 attention's output)";
+  if (!fp8 && outElement != element)
+    return emitOpError() << "O element type " << outElement
+                         << " does not match Q's " << element;
 
   int64_t headDim = getHeadDim();
   if (!llvm::is_contained(kSupportedHeadDims, headDim))
@@ -500,7 +515,10 @@ LogicalResult AttentionOp::verify() {
                                (getBlockTable() ? 1u : 0u) +
                                (getSplitWorkspace() ? 1u : 0u) +
                                (getCuSeqlensQ() ? 1u : 0u) +
-                               (getCuSeqlensK() ? 1u : 0u) &&
+                               (getCuSeqlensK() ? 1u : 0u) +
+                               (getQDescale() ? 1u : 0u) +
+                               (getKDescale() ? 1u : 0u) +
+                               (getVDescale() ? 1u : 0u) &&
       getScoreMod().empty() && getMaskMod().empty())
     return emitOpError() << "has extras but no score_mod or mask_mod region "
                             "to read them";
@@ -538,6 +556,8 @@ LogicalResult AttentionOp::verify() {
                                    : std::to_string(ceilDiv(qShape[1], kBlockMaskQueries)))
                            << ", 4]";
   }
+  if (failed(verifyDescales()))
+    return failure();
   if (std::optional<uint64_t> position = getSequsedK()) {
     if (*position >= getExtras().size())
       return emitOpError() << "seqused_k names extra #" << *position
@@ -673,6 +693,68 @@ LogicalResult AttentionOp::verify() {
                            << " needs " << layout.words();
   }
   return verifyMaskBounds(op, getMask(), getWindowLeft(), getWindowRight());
+}
+
+/// FP8's descale tables: each an extra of its own, `[batch, kv_heads]` f32,
+/// with e4m3 inputs only.
+LogicalResult AttentionOp::verifyDescales() {
+  bool fp8 = isa<Float8E4M3FNType>(getElementTypeOrSelf(getQ().getType()));
+  std::pair<StringRef, std::optional<uint64_t>> descales[] = {
+      {"q_descale", getQDescale()},
+      {"k_descale", getKDescale()},
+      {"v_descale", getVDescale()}};
+  SmallVector<std::optional<uint64_t>> others = {
+      getBlockMask(), getSequsedK(),  getBlockTable(),
+      getSplitWorkspace(), getCuSeqlensQ(), getCuSeqlensK()};
+  int64_t batch = getLogicalShape(getQ())[0];
+  if (std::optional<uint64_t> cu = getCuSeqlensQ();
+      cu && *cu < getExtras().size()) {
+    int64_t entries =
+        cast<MemRefType>(getExtras()[*cu].getType()).getDimSize(0);
+    batch = ShapedType::isDynamic(entries) ? ShapedType::kDynamic : entries - 1;
+  }
+  for (auto [index, entry] : llvm::enumerate(descales)) {
+    auto [name, position] = entry;
+    if (!position)
+      continue;
+    if (!fp8)
+      return emitOpError() << name << " applies to FP8 (f8E4M3FN) inputs; Q is "
+                           << getElementTypeOrSelf(getQ().getType());
+    if (*position >= getExtras().size())
+      return emitOpError() << name << " names extra #" << *position
+                           << ", but the op has " << getExtras().size()
+                           << " extras";
+    bool shared = llvm::is_contained(others, position);
+    for (size_t other = 0; other < index; ++other)
+      shared |= descales[other].second == position;
+    if (shared)
+      return emitOpError() << name << " names the same extra as another table "
+                                      "(pass it twice as two extras)";
+    auto table = cast<MemRefType>(getExtras()[*position].getType());
+    auto fits = [](int64_t size, int64_t expected) {
+      return ShapedType::isDynamic(size) || ShapedType::isDynamic(expected) ||
+             size == expected;
+    };
+    if (table.getRank() != 2 || !table.getElementType().isF32() ||
+        !table.getLayout().isIdentity() ||
+        !fits(table.getDimSize(0), batch) ||
+        !fits(table.getDimSize(1), getNumKvHeads()))
+      return emitOpError() << name << " " << table
+                           << " is not a row-major f32 memref [batch, "
+                              "kv_heads] = ["
+                           << (ShapedType::isDynamic(batch)
+                                   ? std::string("?")
+                                   : std::to_string(batch))
+                           << ", " << getNumKvHeads() << "]";
+  }
+  // The Q·K descale multiplies the scores inside a softcap or the softmax;
+  // a score_mod would need it before its region, which the tile program
+  // does not do yet.
+  if ((getQDescale() || getKDescale()) && !getScoreMod().empty())
+    return emitOpError() << "q_descale and k_descale do not combine with a "
+                            "score_mod yet (write the descale into the "
+                            "region, or pass none)";
+  return success();
 }
 
 LogicalResult AttentionOp::verifyRegions() {
@@ -992,6 +1074,16 @@ LogicalResult OnlineSoftmaxOp::verify() {
                          << shapeString(getProbs().getType().getShape())
                          << " does not match scores shape "
                          << shapeString(getScores().getType().getShape());
+  // e4m3 probabilities: a stale max lets them reach 2^(threshold + shift),
+  // which must stay within e4m3's 448 (2^8.807).
+  if (isa<Float8E4M3FNType>(getProbs().getType().getElementType()) &&
+      getRescaleThreshold().convertToFloat() + getProbShift() > 8.8f)
+    return emitOpError() << "probabilities in f8E4M3FN reach 2^"
+                         << formatNumber(
+                                getRescaleThreshold().convertToFloat() +
+                                getProbShift())
+                         << " (rescale_threshold + prob_shift), past e4m3's "
+                            "largest value 448 (2^8.8)";
   return verifyRowVector(op, "row_max", getRowMax(), dimOf(getScores(), 0));
 }
 
@@ -1029,12 +1121,23 @@ LogicalResult NormalizeOp::verify() {
   if (failed(verifyTile(op, "acc", getAcc().getType(), 2, true)) ||
       failed(verifyTile(op, "out", getOut().getType(), 2, outF32)))
     return failure();
+  if (isa<Float8E4M3FNType>(getOut().getType().getElementType()))
+    return emitOpError() << "out must hold f16, bf16 or f32 (an FP8 "
+                            "attention's O is f16 or bf16)";
   if (getAcc().getType().getShape() != getOut().getType().getShape())
     return emitOpError() << "out shape "
                          << shapeString(getOut().getType().getShape())
                          << " does not match acc shape "
                          << shapeString(getAcc().getType().getShape());
   return verifyRowVector(op, "row_max", getRowMax(), dimOf(getAcc(), 0));
+}
+
+LogicalResult LoadDescaleOp::verify() {
+  auto table = cast<MemRefType>(getTable().getType());
+  if (table.getRank() != 2 || !table.getElementType().isF32())
+    return emitOpError() << "table " << table
+                         << " is not an f32 memref [batch, kv_heads]";
+  return success();
 }
 
 //===----------------------------------------------------------------------===//

@@ -114,7 +114,9 @@ def FA4_KernelSpecAttr : AttrDef<FA4_Dialect, "KernelSpec"> {
     `score_mod` / `mask_mod` regions read, `block_mask` the index among
     the extras of the block mask and `seqused_k` that of the per-sequence
     key counts; `num_splits` and `split_workspace` are the entry op's
-    split-KV, `cu_seqlens_q` and `cu_seqlens_k` its varlen tables. The window bounds are in keys (-1: unbounded),
+    split-KV, `cu_seqlens_q` and `cu_seqlens_k` its varlen tables,
+    `q_descale`, `k_descale` and `v_descale` its FP8 descale tables. The
+    window bounds are in keys (-1: unbounded),
     `scale` is the resolved softmax scale and `softcap` 0 when there is none.
     The attribute checks itself with fa4.attention's own rules (window
     bounds that agree with the mask, the scale and softcap limits) and its
@@ -137,7 +139,10 @@ def FA4_KernelSpecAttr : AttrDef<FA4_Dialect, "KernelSpec"> {
     OptionalParameter<"std::optional<int64_t>", "split-KV: parts per task's KV blocks">:$num_splits,
     OptionalParameter<"std::optional<int64_t>", "index of the split-KV workspace among the extras">:$split_workspace,
     OptionalParameter<"std::optional<int64_t>", "varlen: index of cu_seqlens_q among the extras">:$cu_seqlens_q,
-    OptionalParameter<"std::optional<int64_t>", "varlen: index of cu_seqlens_k among the extras">:$cu_seqlens_k
+    OptionalParameter<"std::optional<int64_t>", "varlen: index of cu_seqlens_k among the extras">:$cu_seqlens_k,
+    OptionalParameter<"std::optional<int64_t>", "FP8: index of the Q descale table among the extras">:$q_descale,
+    OptionalParameter<"std::optional<int64_t>", "FP8: index of the K descale table among the extras">:$k_descale,
+    OptionalParameter<"std::optional<int64_t>", "FP8: index of the V descale table among the extras">:$v_descale
   );
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;

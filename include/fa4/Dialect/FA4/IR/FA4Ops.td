@@ -10,7 +10,7 @@ include "mlir/Interfaces/InferTypeOpInterface.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
 include "mlir/IR/CommonTypeConstraints.td"
 
-def FA4_Tile : RankedTensorOf<[F16, BF16, F32]>;
+def FA4_Tile : RankedTensorOf<[F16, BF16, F8E4M3FN, F32]>;
 // fa4.attention's operands: all memrefs, or all ranked tensors.
 def FA4_RankedTensorOrMemRef : Type<
     Or<[IsMemRefTypePred, And<[IsTensorTypePred, HasRankPred]>]>,
@@ -126,6 +126,14 @@ def FA4_AttentionOp : FA4_Op<"attention", [
       sequence are not written. Entries are clamped to `[0, total]` and a
       sequence's end to at least its start, so no table reads outside the
       tensors. Not with `block_table`, `block_mask` or split-KV.
+    * FP8: Q, K and V may be `f8E4M3FN` (e4m3, FlashAttention-3's FP8
+      forward); O is then f16 or bf16 and the LSE f32. `q_descale`,
+      `k_descale` and `v_descale` are each the position of an extra,
+      `[batch, kv_heads]` f32, FlashAttention-3's descale factors: the
+      attention is that of `q · q_descale`, `k · k_descale` and `v ·
+      v_descale`, the factor of each sequence and K/V head (a per-tensor
+      factor is the same value everywhere). One left out is 1. Only with
+      e4m3 inputs.
     * `extras`: memrefs the regions read with `memref.load` (bias tables,
       per-head slopes, document ids), and the `seqused_k`, `block_table`
       and `cu_seqlens` tables. Regions are
@@ -191,7 +199,10 @@ def FA4_AttentionOp : FA4_Op<"attention", [
     OptionalAttr<ConfinedAttr<I64Attr, [IntMinValue<2>, IntMaxValue<128>]>>:$num_splits,
     OptionalAttr<ConfinedAttr<I64Attr, [IntNonNegative]>>:$split_workspace,
     OptionalAttr<ConfinedAttr<I64Attr, [IntNonNegative]>>:$cu_seqlens_q,
-    OptionalAttr<ConfinedAttr<I64Attr, [IntNonNegative]>>:$cu_seqlens_k
+    OptionalAttr<ConfinedAttr<I64Attr, [IntNonNegative]>>:$cu_seqlens_k,
+    OptionalAttr<ConfinedAttr<I64Attr, [IntNonNegative]>>:$q_descale,
+    OptionalAttr<ConfinedAttr<I64Attr, [IntNonNegative]>>:$k_descale,
+    OptionalAttr<ConfinedAttr<I64Attr, [IntNonNegative]>>:$v_descale
   );
   let results = (outs Variadic<AnyRankedTensor>:$results);
   let regions = (region MaxSizedRegion<1>:$score_mod,
@@ -220,6 +231,8 @@ def FA4_AttentionOp : FA4_Op<"attention", [
     int64_t getGqaRatio() { return getNumQueryHeads() / getNumKvHeads(); }
     /// The softmax scale in effect: the attribute, or 1/sqrt(head_dim).
     float getEffectiveScale();
+    /// FP8's descale tables (part of verify()).
+    ::mlir::LogicalResult verifyDescales();
   }];
 }
 
@@ -422,22 +435,25 @@ def FA4_ScoreMmaOp : FA4_Op<"score_mma", [Pure]> {
 }
 
 def FA4_SoftcapOp : FA4_Op<"softcap", [Pure, AllTypesMatch<["scores", "result"]>]> {
-  let summary = "cap scores smoothly: cap·tanh(s·scale/cap)";
+  let summary = "cap scores smoothly: cap·tanh(s·scale·factor/cap)";
   let description = [{
     Applies the softmax scale and the softcap together. The scores that leave
     this op are already scaled, so the softmax that follows uses
-    `scale_log2 = log2(e)`.
+    `scale_log2 = log2(e)`. `factor` (1 when absent) is a run-time
+    multiplier of the scale: FP8's `q_descale · k_descale`.
 
     ```mlir
     %c = fa4.softcap %s {cap = 30.0 : f32, scale = 0.0883883 : f32}
         : tensor<128x128xf32>
     ```
   }];
-  let arguments = (ins FA4_Tile:$scores,
+  let arguments = (ins FA4_Tile:$scores, Optional<F32>:$factor,
     ConfinedAttr<F32Attr, [FA4_FloatPositive]>:$cap,
     ConfinedAttr<F32Attr, [FA4_FloatPositive]>:$scale);
   let results = (outs FA4_Tile:$result);
-  let assemblyFormat = "$scores attr-dict `:` type($scores)";
+  let assemblyFormat = [{
+    $scores (`factor` `(` $factor^ `)`)? attr-dict `:` type($scores)
+  }];
   let hasVerifier = 1;
 }
 
@@ -530,34 +546,46 @@ def FA4_OnlineSoftmaxOp : FA4_Op<"online_softmax", [Pure,
                    "acc_scale"]>]> {
   let summary = "one block of the online softmax, with conditional rescaling";
   let description = [{
-    For each row, with `m` the running max (raw score units) and `l` the
-    running sum:
+    For each row, with `m` the running max (raw score units), `l` the
+    running sum and `c = scale_log2 · factor` (`factor` 1 when absent):
 
     * `m_cand = max(m, rowmax(scores))`; the row's max moves to `m_cand` only
-      when `(m_cand - m) · scale_log2 > rescale_threshold` (or `m` is `-inf`);
+      when `(m_cand - m) · c > rescale_threshold` (or `m` is `-inf`);
       otherwise the stale max is kept and the exponentials stay below
       `2^rescale_threshold` — the result is exact either way;
-    * `acc_scale = exp2((m - m_new) · scale_log2)`, `1` for a kept max;
-    * `probs = exp2(scores · scale_log2 - m_new · scale_log2)`, rounded to the
-      probability element type (the input dtype) for the value MMA; a row
-      whose max is `-inf` gives all-zero probabilities, never NaN;
+    * `acc_scale = exp2((m - m_new) · c)`, `1` for a kept max;
+    * `probs = exp2(scores · c - m_new · c + prob_shift)`, rounded to the
+      probability element type (V's) for the value MMA; a row whose max is
+      `-inf` gives all-zero probabilities, never NaN;
     * `new_row_sum = row_sum · acc_scale + rowsum(exp2(...))` in f32.
+
+    `factor` is a run-time multiplier of the scale (FP8's `q_descale ·
+    k_descale`). `prob_shift` (FP8's 8, FlashAttention-3's) lifts the
+    probabilities from `[0, 1]` to `[0, 2^prob_shift]`, where e4m3 keeps
+    more digits; the sums carry the same factor, so `fa4.normalize`
+    divides it out of O and subtracts it from the LSE.
 
     ```mlir
     %p, %m1, %l1, %alpha = fa4.online_softmax %s, %m0, %l0
         {scale_log2 = 0.127516 : f32, rescale_threshold = 8.0 : f32}
         : tensor<128x128xf32>, tensor<128xf32> -> tensor<128x128xf16>
+    %p8, %m2, %l2, %beta = fa4.online_softmax %s, %m0, %l0 factor(%qk)
+        {scale_log2 = 0.127516 : f32, rescale_threshold = 0.0 : f32,
+         prob_shift = 8 : i64}
+        : tensor<128x128xf32>, tensor<128xf32> -> tensor<128x128xf8E4M3FN>
     ```
   }];
   let arguments = (ins FA4_Tile:$scores, FA4_RowVector:$row_max,
-    FA4_RowVector:$row_sum,
+    FA4_RowVector:$row_sum, Optional<F32>:$factor,
     ConfinedAttr<F32Attr, [FA4_FloatPositive]>:$scale_log2,
-    ConfinedAttr<F32Attr, [FA4_FloatNonNegative]>:$rescale_threshold);
+    ConfinedAttr<F32Attr, [FA4_FloatNonNegative]>:$rescale_threshold,
+    DefaultValuedAttr<ConfinedAttr<I64Attr, [IntNonNegative, IntMaxValue<8>]>,
+                      "0">:$prob_shift);
   let results = (outs FA4_Tile:$probs, FA4_RowVector:$new_row_max,
     FA4_RowVector:$new_row_sum, FA4_RowVector:$acc_scale);
   let assemblyFormat = [{
-    $scores `,` $row_max `,` $row_sum attr-dict `:` type($scores) `,`
-    type($row_max) `->` type($probs)
+    $scores `,` $row_max `,` $row_sum (`factor` `(` $factor^ `)`)? attr-dict
+    `:` type($scores) `,` type($row_max) `->` type($probs)
   }];
   let hasVerifier = 1;
 }
@@ -603,13 +631,16 @@ def FA4_ValueMmaOp : FA4_Op<"value_mma", [Pure,
   let hasVerifier = 1;
 }
 
-def FA4_NormalizeOp : FA4_Op<"normalize", [Pure,
+def FA4_NormalizeOp : FA4_Op<"normalize", [Pure, AttrSizedOperandSegments,
     AllTypesMatch<["row_max", "row_sum", "lse"]>]> {
   let summary = "deferred normalization: O / row_sum, and the log-sum-exp";
   let description = [{
-    After the last KV block: `out = acc / row_sum` converted to the output
-    element type, and `lse = (row_max · scale_log2 + log2(row_sum)) · ln 2`.
-    A row with `row_sum == 0` (it saw no key) gives `out = 0`, `lse = -inf`.
+    After the last KV block: `out = acc · out_factor / row_sum` converted to
+    the output element type, and `lse = (row_max · scale_log2 · factor +
+    log2(row_sum) - prob_shift) · ln 2`, with `factor`, `prob_shift` those
+    of the block's `fa4.online_softmax` and `out_factor` FP8's `v_descale`
+    (each 1, or 0 for the shift, when absent). A row with `row_sum == 0`
+    (it saw no key) gives `out = 0`, `lse = -inf`.
 
     ```mlir
     %o, %lse = fa4.normalize %acc, %m, %l {scale_log2 = 0.127516 : f32}
@@ -617,11 +648,34 @@ def FA4_NormalizeOp : FA4_Op<"normalize", [Pure,
     ```
   }];
   let arguments = (ins FA4_Tile:$acc, FA4_RowVector:$row_max,
-    FA4_RowVector:$row_sum, ConfinedAttr<F32Attr, [FA4_FloatPositive]>:$scale_log2);
+    FA4_RowVector:$row_sum, Optional<F32>:$factor, Optional<F32>:$out_factor,
+    ConfinedAttr<F32Attr, [FA4_FloatPositive]>:$scale_log2,
+    DefaultValuedAttr<ConfinedAttr<I64Attr, [IntNonNegative, IntMaxValue<8>]>,
+                      "0">:$prob_shift);
   let results = (outs FA4_Tile:$out, FA4_RowVector:$lse);
   let assemblyFormat = [{
-    $acc `,` $row_max `,` $row_sum attr-dict `:` type($acc) `,` type($row_max)
-    `->` type($out)
+    $acc `,` $row_max `,` $row_sum (`factor` `(` $factor^ `)`)?
+    (`out_factor` `(` $out_factor^ `)`)? attr-dict `:` type($acc) `,`
+    type($row_max) `->` type($out)
+  }];
+  let hasVerifier = 1;
+}
+
+def FA4_LoadDescaleOp : FA4_Op<"load_descale"> {
+  let summary = "one FP8 descale factor of a sequence and K/V head";
+  let description = [{
+    Reads `table[batch, kv_head]`, an f32 of a `[batch, kv_heads]` descale
+    table (`fa4.attention`'s `q_descale`, `k_descale`, `v_descale`).
+
+    ```mlir
+    %qd = fa4.load_descale %q_descale[%b, %h] : memref<?x8xf32>
+    ```
+  }];
+  let arguments = (ins Arg<AnyMemRef, "descale table", [MemRead]>:$table,
+    Index:$batch, Index:$head);
+  let results = (outs F32:$result);
+  let assemblyFormat = [{
+    $table `[` $batch `,` $head `]` attr-dict `:` type($table)
   }];
   let hasVerifier = 1;
 }
