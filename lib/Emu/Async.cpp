@@ -1302,10 +1302,11 @@ void CtaMachine::orderWgmmaReads(const Thread &first, const WgmmaOp &op) {
 /// K; A in registers as wgmmaFragmentSlotA says. Products are exact in f32
 /// (an f16 product has at most 22 significant bits, an e4m3 one 8), summed
 /// in f32 in k order onto D. The ISA promises "at least single precision"
-/// and leaves the order and rounding of the accumulation unspecified (FP8
-/// wgmma on Hopper is known to keep fewer bits between its partial sums), so
-/// a kernel that needs more than f32's accuracy of such a sum is not
-/// vindicated here.
+/// and leaves the order and rounding of the accumulation unspecified; an
+/// H200's FP8 wgmma keeps less (it drops what lies 14 or more binades below
+/// the largest of its products and D: docs/Emulator.md, "FP8
+/// accumulation"), so an FP8 kernel's accuracy here is an upper bound of
+/// the hardware's.
 void CtaMachine::runWgmma(const WgmmaOp &op) {
   const Inst &in = program.code[op.pc];
   const uint32_t N = in.shapeN;
