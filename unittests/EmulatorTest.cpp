@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "fa4/Emu/Emulator.h"
+#include "fa4/Emu/Float8.h"
 
 #include "Succeeds.h"
 
@@ -306,6 +307,24 @@ TEST(Emulator, TensorMapEncodingFollowsTheDriversRules) {
   spec.globalStrides[0] = 200;
   EXPECT_FALSE(succeeds(encodeTensorMap(spec, bytes), error));
   EXPECT_NE(error.find("a multiple of 16"), std::string::npos);
+  // 8-bit floats travel as UINT8 (as CuTe's maps for e4m3 and e5m2): a
+  // 128-byte swizzle row is 128 of them, 144 are too many, 8 too few bytes.
+  spec.dataType = mlir::fa4::runtime::TensorMapDataType::UInt8;
+  spec.globalStrides[0] = 256;
+  spec.boxDims[0] = 128;
+  EXPECT_TRUE(succeeds(encodeTensorMap(spec, bytes), error)) << error;
+  ASSERT_TRUE(succeeds(decodeTensorMap(bytes), decoded, error)) << error;
+  EXPECT_EQ(decoded.dataType, mlir::fa4::runtime::TensorMapDataType::UInt8);
+  EXPECT_EQ(decoded.boxDims[0], 128u);
+  spec.boxDims[0] = 144;
+  EXPECT_FALSE(succeeds(encodeTensorMap(spec, bytes), error));
+  EXPECT_NE(error.find("144 bytes, more than the 128-byte swizzle span"),
+            std::string::npos)
+      << error;
+  spec.boxDims[0] = 8;
+  EXPECT_FALSE(succeeds(encodeTensorMap(spec, bytes), error));
+  EXPECT_NE(error.find("8 bytes (a multiple of 16)"), std::string::npos)
+      << error;
 }
 
 } // namespace
@@ -944,4 +963,385 @@ TEST(EmulatorOrder, OverwritingWhatATmaStoreReadsNeedsItsWait) {
   ASSERT_GE(unwaited.hazardCount, 1);
   EXPECT_NE(allHazards(unwaited).find("the asynchronous proxy read"), std::string::npos)
       << allHazards(unwaited);
+}
+
+//===----------------------------------------------------------------------===//
+// 8-bit floats: cvt's packed forms, the byte permutes LLVM packs bytes with,
+// FP8 wgmma (sm_90a) and tcgen05.mma .kind::f8f6f4 (sm_100a)
+//===----------------------------------------------------------------------===//
+
+TEST(EmulatorFloat8, ConversionsPutTheFirstSourceInTheUpperByte) {
+  // cvt ... d, a, b: a to d[15:8], b to d[7:0] (PTX ISA, cvt). e4m3: 1.0 is
+  // 0x38, -2.0 0xc0, 1000 saturates to 448 (0x7e), .relu makes -2 +0; e5m2:
+  // 1.0 is 0x3c, 448 0x5f. Back to f16x2: a[15:8] to the upper half, a NaN
+  // to 0x7fff.
+  const char *body =
+      "\tmul.wide.u32 %rd4, %r1, 40;\n"
+      "\tadd.s64 %rd5, %rd1, %rd4;\n"
+      "\tcvt.rn.satfinite.e4m3x2.f32 %rs1, 0f3F800000, 0fC0000000;\n"
+      "\tcvt.rn.satfinite.relu.e4m3x2.f32 %rs2, 0f447A0000, 0fC0000000;\n"
+      "\tcvt.rn.satfinite.e5m2x2.f32 %rs3, 0f3F800000, 0f43E00000;\n"
+      "\tmov.b32 %r2, 0x3C00C000;\n"
+      "\tcvt.rn.satfinite.e4m3x2.f16x2 %rs4, %r2;\n"
+      "\tcvt.rn.f16x2.e4m3x2 %r3, %rs1;\n"
+      "\tcvt.rn.relu.f16x2.e4m3x2 %r4, %rs1;\n"
+      "\tmov.b16 %rs5, 0x7f38;\n"
+      "\tcvt.rn.f16x2.e4m3x2 %r5, %rs5;\n"
+      "\tcvt.rn.f16x2.e5m2x2 %r6, %rs3;\n"
+      "\tcvt.u32.u16 %r7, %rs1;\n\tst.global.b32 [%rd5], %r7;\n"
+      "\tcvt.u32.u16 %r7, %rs2;\n\tst.global.b32 [%rd5+4], %r7;\n"
+      "\tcvt.u32.u16 %r7, %rs3;\n\tst.global.b32 [%rd5+8], %r7;\n"
+      "\tcvt.u32.u16 %r7, %rs4;\n\tst.global.b32 [%rd5+12], %r7;\n"
+      "\tst.global.b32 [%rd5+16], %r3;\n"
+      "\tst.global.b32 [%rd5+20], %r4;\n"
+      "\tst.global.b32 [%rd5+24], %r5;\n"
+      "\tst.global.b32 [%rd5+28], %r6;\n"
+      "\tst.global.b32 [%rd5+32], 0;\n"
+      "\tst.global.b32 [%rd5+36], 0;\n"
+      "\tret;\n";
+  Outcome run = launchKernel(kernel(body, "\t.reg .b16 %rs<8>;\n"), 32, 0, 10);
+  ASSERT_TRUE(run.report.clean())
+      << (run.report.errors.empty() ? "" : run.report.errors[0]);
+  EXPECT_EQ(run.out[0], 0x38c0u);
+  EXPECT_EQ(run.out[1], 0x7e00u);
+  EXPECT_EQ(run.out[2], 0x3c5fu);
+  EXPECT_EQ(run.out[3], 0x38c0u);
+  EXPECT_EQ(run.out[4], 0x3c00c000u);
+  EXPECT_EQ(run.out[5], 0x3c000000u);
+  EXPECT_EQ(run.out[6], 0x7fff3c00u);
+  EXPECT_EQ(run.out[7], 0x3c005f00u);
+}
+
+TEST(EmulatorFloat8, PrmtAndBfiPackBytes) {
+  // prmt.b32 d, a, b, c: byte i of d is byte c[4i+2:4i] of {b, a}, its sign
+  // repeated when c[4i+3] is set; bfi.b32 f, a, b, pos, len puts a's low len
+  // bits into b at pos, cut at bit 31.
+  const char *body = "\tmul.wide.u32 %rd4, %r1, 24;\n"
+                     "\tadd.s64 %rd5, %rd1, %rd4;\n"
+                     "\tmov.b32 %r2, 0x80112233;\n"
+                     "\tmov.b32 %r3, 0x44556677;\n"
+                     "\tprmt.b32 %r4, %r2, %r3, 0x3340U;\n"
+                     "\tprmt.b32 %r5, %r2, %r3, 0x7654;\n"
+                     "\tprmt.b32 %r6, %r2, %r3, 0xBA98;\n"
+                     "\tbfi.b32 %r7, 0xab, 0x12345678, 8, 8;\n"
+                     "\tbfi.b32 %r8, 0xab, 0x12345678, 28, 8;\n"
+                     "\tbfi.b32 %r9, 0xab, 0x12345678, 8, 0;\n"
+                     "\tst.global.b32 [%rd5], %r4;\n"
+                     "\tst.global.b32 [%rd5+4], %r5;\n"
+                     "\tst.global.b32 [%rd5+8], %r6;\n"
+                     "\tst.global.b32 [%rd5+12], %r7;\n"
+                     "\tst.global.b32 [%rd5+16], %r8;\n"
+                     "\tst.global.b32 [%rd5+20], %r9;\n"
+                     "\tret;\n";
+  Outcome run = launchKernel(kernel(body), 32, 0, 6);
+  ASSERT_TRUE(run.report.clean())
+      << (run.report.errors.empty() ? "" : run.report.errors[0]);
+  EXPECT_EQ(run.out[0], 0x80807733u);
+  EXPECT_EQ(run.out[1], 0x44556677u);
+  EXPECT_EQ(run.out[2], 0xff000000u);
+  EXPECT_EQ(run.out[3], 0x1234ab78u);
+  EXPECT_EQ(run.out[4], 0xb2345678u);
+  EXPECT_EQ(run.out[5], 0x12345678u);
+}
+
+namespace {
+
+/// The bits of the 8-bit A element that lane `lane` of warp `warp` holds in
+/// byte `byte` of its register `reg` in the FP8 tests below: all different
+/// within a warp up to 124 apart, and all finite in both formats.
+uint32_t float8Operand(uint32_t warp, uint32_t lane, uint32_t reg,
+                       uint32_t byte) {
+  return (16 * lane + 4 * reg + byte + 5 * warp) % 124;
+}
+
+/// PTX that puts float8Operand(warp, lane, j, byte), `first` on (mod 124),
+/// into byte `byte` of %r20 + j (tid in %r1), from scratch registers %r24 to
+/// %r26.
+std::string float8OperandRegisters(uint32_t first = 0) {
+  std::string text = "\tand.b32 %r24, %r1, 31;\n"
+                     "\tshr.u32 %r25, %r1, 5;\n"
+                     "\tmul.lo.u32 %r24, %r24, 16;\n"
+                     "\tmad.lo.u32 %r24, %r25, 5, %r24;\n";
+  for (int j = 0; j < 4; ++j) {
+    std::string word = "%r" + std::to_string(20 + j);
+    text += "\tmov.b32 " + word + ", 0;\n";
+    for (int e = 0; e < 4; ++e)
+      text += "\tadd.u32 %r26, %r24, " + std::to_string(first + 4 * j + e) +
+              ";\n\trem.u32 %r26, %r26, 124;\n\tshl.b32 %r26, %r26, " +
+              std::to_string(8 * e) + ";\n\tor.b32 " + word + ", " + word +
+              ", %r26;\n";
+  }
+  return text;
+}
+
+/// PTX that writes B = the 32 x 32 identity in 8-bit floats (`one` its 1.0)
+/// at smem, K-major without swizzle: element (n, k) at (k / 16)·512 +
+/// (n / 8)·128 + (n mod 8)·16 + k mod 16, so LBO 512, SBO 128. 128 threads
+/// zero the kilobyte, then thread n < 32 writes (n, n). %r10 is smem, %rd8
+/// B's descriptor (`tcgen05`: with the fixed bits 46-48 = 0b001 of sm_100a's
+/// descriptors).
+std::string float8Identity(const char *one, bool tcgen05 = false) {
+  return std::string("\tmov.u32 %r10, smem;\n"
+                     "\tmul.lo.u32 %r11, %r1, 8;\n"
+                     "\tadd.u32 %r11, %r10, %r11;\n"
+                     "\tmov.b32 %r12, 0;\n"
+                     "\tst.shared.v2.b32 [%r11], {%r12, %r12};\n"
+                     "\tbar.sync 0;\n"
+                     "\tsetp.lt.u32 %p2, %r1, 32;\n"
+                     "\tshr.u32 %r11, %r1, 4;\n"
+                     "\tmul.lo.u32 %r11, %r11, 512;\n"
+                     "\tshr.u32 %r12, %r1, 3;\n"
+                     "\tand.b32 %r12, %r12, 3;\n"
+                     "\tmad.lo.u32 %r11, %r12, 128, %r11;\n"
+                     "\tand.b32 %r12, %r1, 7;\n"
+                     "\tmad.lo.u32 %r11, %r12, 16, %r11;\n"
+                     "\tand.b32 %r12, %r1, 15;\n"
+                     "\tadd.u32 %r11, %r11, %r12;\n"
+                     "\tadd.u32 %r11, %r11, %r10;\n"
+                     "\tmov.b32 %r12, ") +
+         one +
+         ";\n"
+         "\t@%p2 st.shared.b8 [%r11], %r12;\n"
+         "\tfence.proxy.async.shared::cta;\n"
+         "\tbar.sync 0;\n"
+         // The descriptor: start >> 4, LBO 512 >> 4, SBO 128 >> 4.
+         "\tshr.u32 %r14, %r10, 4;\n"
+         "\tcvt.u64.u32 %rd8, %r14;\n"
+         "\tor.b64 %rd8, %rd8, " +
+         (tcgen05 ? "0x0000400800200000" : "0x0000000800200000") + ";\n";
+}
+
+/// An FP8 wgmma m64n32k32 with A (e4m3 or `aType`) from registers and B the
+/// identity of `bType` (`bOne` its 1.0), so D = ±A: every accumulator says
+/// which A element the ISA's fragment layout put at its row and column.
+std::string float8Wgmma(const char *aType, const char *bType, const char *bOne,
+                        const char *scaleA) {
+  std::string accumulators;
+  for (int i = 0; i < 16; ++i)
+    accumulators += (i ? ", %f" : "%f") + std::to_string(40 + i);
+  // scale-d false (%p3): D = A·B, whatever D held.
+  std::string body = float8Identity(bOne) + float8OperandRegisters() +
+                     "\tsetp.eq.u32 %p3, %r1, 9999;\n"
+                     "\twgmma.fence.sync.aligned;\n"
+                     "\twgmma.mma_async.sync.aligned.m64n32k32.f32." +
+                     aType + "." + bType + " {" + accumulators +
+                     "}, {%r20, %r21, %r22, %r23}, %rd8, %p3, " + scaleA +
+                     ", 1;\n"
+                     "\twgmma.commit_group.sync.aligned;\n"
+                     "\twgmma.wait_group.sync.aligned 0;\n"
+                     "\tmul.wide.u32 %rd9, %r1, 64;\n"
+                     "\tadd.s64 %rd9, %rd1, %rd9;\n";
+  for (int q = 0; q < 4; ++q)
+    body += "\tst.global.v4.f32 [%rd9+" + std::to_string(16 * q) + "], {%f" +
+            std::to_string(40 + 4 * q) + ", %f" + std::to_string(41 + 4 * q) +
+            ", %f" + std::to_string(42 + 4 * q) + ", %f" +
+            std::to_string(43 + 4 * q) + "};\n";
+  return body + "\tret;\n";
+}
+
+/// Checks D = scale·A of float8Wgmma: thread t's accumulator i is row r =
+/// l/4 + 8((i/2) mod 2), column n = 8(i/4) + 2(l mod 4) + i mod 2 of its
+/// warp's 16 rows (D's layout at K = 32 as at 16), and A(r, n) is, by the
+/// ISA's .m64nNk32 A fragment, byte n mod 4 of register 2(n/16) + r/8 of
+/// lane 4(r mod 8) + (n mod 16)/4.
+void expectFloat8Identity(const Outcome &run, Float8 aFormat, float scale) {
+  for (uint32_t t = 0; t < 128; ++t)
+    for (uint32_t i = 0; i < 16; ++i) {
+      uint32_t warp = t / 32, lane = t % 32;
+      uint32_t r = lane / 4 + 8 * ((i / 2) % 2);
+      uint32_t n = 8 * (i / 4) + 2 * (lane % 4) + i % 2;
+      uint32_t bits = float8Operand(warp, 4 * (r % 8) + (n % 16) / 4,
+                                    2 * (n / 16) + r / 8, n % 4);
+      float expected =
+          scale * float8ToFloat(aFormat, static_cast<uint8_t>(bits));
+      float got;
+      std::memcpy(&got, &run.out[16 * t + i], 4);
+      EXPECT_EQ(got, expected) << "thread " << t << " accumulator " << i;
+    }
+}
+
+} // namespace
+
+TEST(EmulatorFloat8, WgmmaRegisterFragmentOf8BitA) {
+  Outcome run = launchKernel(
+      hopperKernel(float8Wgmma("e4m3", "e4m3", "0x38", "1")), 128, 2048, 16);
+  ASSERT_TRUE(run.report.clean())
+      << (run.report.errors.empty() ? "" : run.report.errors[0])
+      << (run.report.hazards.empty() ? "" : run.report.hazards[0]);
+  expectFloat8Identity(run, Float8::E4M3, 1.0f);
+}
+
+TEST(EmulatorFloat8, WgmmaMixesE5m2AndE4m3AndNegates) {
+  Outcome run = launchKernel(
+      hopperKernel(float8Wgmma("e5m2", "e4m3", "0x38", "-1")), 128, 2048, 16);
+  ASSERT_TRUE(run.report.clean())
+      << (run.report.errors.empty() ? "" : run.report.errors[0]);
+  expectFloat8Identity(run, Float8::E5M2, -1.0f);
+}
+
+TEST(EmulatorFloat8, FormsOutsideTheIsaAreRefusedWhenParsed) {
+  std::string error;
+  std::shared_ptr<const Program> program;
+  auto refused = [&](const std::string &instruction) {
+    std::string text = hopperKernel("\t" + instruction + "\n\tret;\n");
+    EXPECT_FALSE(succeeds(parsePtx(text), program, error)) << instruction;
+    return error;
+  };
+  // FP8 wgmma has no transpose immediates (the ISA's transpose is for
+  // .f16/.bf16 only): the 16-bit forms' 8 operands are refused.
+  EXPECT_NE(refused("wgmma.mma_async.sync.aligned.m64n8k32.f32.e4m3.e4m3 "
+                    "{%f1, %f2, %f3, %f4}, %rd1, %rd2, %p1, 1, 1, 0, 0;")
+                .find("takes 6 operands with A in shared memory (a descriptor) "
+                      "(FP8 wgmma has no transpose immediates), got 8"),
+            std::string::npos)
+      << error;
+  EXPECT_NE(
+      refused("wgmma.mma_async.sync.aligned.m64n8k32.f32.e5m2.e4m3 "
+              "{%f1, %f2, %f3, %f4}, {%r1, %r2, %r3, %r4}, %rd2, %p1, 1, 1, 0;")
+          .find("takes 6 operands with A in registers"),
+      std::string::npos)
+      << error;
+  EXPECT_NE(refused("wgmma.mma_async.sync.aligned.m64n8k16.f32.e4m3.e4m3 "
+                    "{%f1, %f2, %f3, %f4}, %rd1, %rd2, %p1, 1, 1;")
+                .find("the PTX ISA's K is 32 for .e4m3/.e5m2"),
+            std::string::npos)
+      << error;
+  EXPECT_NE(refused("wgmma.mma_async.sync.aligned.m64n8k32.f16.e4m3.e4m3 "
+                    "{%r1, %r2}, %rd1, %rd2, %p1, 1, 1;")
+                .find("types other than .f32 accumulating"),
+            std::string::npos)
+      << error;
+  EXPECT_NE(
+      refused("cvt.rn.e4m3x2.f32 %r1, %f1, %f2;").find("needs .satfinite"),
+      std::string::npos)
+      << error;
+  EXPECT_NE(
+      refused("cvt.rz.satfinite.e4m3x2.f32 %r1, %f1, %f2;").find("needs .rn"),
+      std::string::npos)
+      << error;
+  EXPECT_NE(refused("prmt.b32.f4e %r1, %r2, %r3, %r4;").find("qualifier .f4e"),
+            std::string::npos)
+      << error;
+}
+
+namespace {
+
+/// A tcgen05.mma .kind::f8f6f4 with A in TMEM: each thread stores its lane's
+/// 32 elements of A (float8Operand(warp, lane, (k mod 16) / 4, k mod 4) +
+/// 16·(k / 16), mod 124, at k; four a 32-bit column, the lowest k lowest)
+/// with tcgen05.st, thread 0 issues
+/// D = A·B with B the 32 x 32 identity in shared memory and instruction
+/// descriptor `idesc`, and every thread reads its row of D back.
+std::string float8TensorMma(const char *bOne, uint32_t idesc) {
+  std::string loads;
+  for (int i = 0; i < 32; ++i)
+    loads += (i ? ", %q" : "%q") + std::to_string(i);
+  std::string body =
+      float8Identity(bOne, true) +
+      "\tshr.u32 %r3, %r1, 5;\n"
+      "\tsetp.ne.u32 %p1, %r3, 0;\n"
+      "\t@%p1 bra ALLOCATED;\n"
+      "\ttcgen05.alloc.cta_group::1.sync.aligned.shared::cta.b32 [%r10+1032], "
+      "64;\n"
+      "\ttcgen05.relinquish_alloc_permit.cta_group::1.sync.aligned;\n"
+      "\tmbarrier.init.shared.b64 [%r10+1024], 1;\n"
+      "\tfence.mbarrier_init.release.cluster;\n"
+      "ALLOCATED:\n"
+      "\ttcgen05.fence::before_thread_sync;\n"
+      "\tbar.sync 0;\n"
+      "\ttcgen05.fence::after_thread_sync;\n"
+      "\tld.shared.b32 %r4, [%r10+1032];\n"
+      // This warp's lanes: (32·warp) << 16; A at column 32.
+      "\tshl.b32 %r5, %r3, 21;\n"
+      "\tadd.u32 %r5, %r4, %r5;\n" +
+      float8OperandRegisters() +
+      "\tmov.b32 %r6, %r20;\n\tmov.b32 %r7, %r21;\n"
+      "\tmov.b32 %r8, %r22;\n\tmov.b32 %r9, %r23;\n" +
+      float8OperandRegisters(16) +
+      "\tadd.u32 %r15, %r5, 32;\n"
+      "\ttcgen05.st.sync.aligned.32x32b.x8.b32 [%r15], {%r6, %r7, %r8, %r9, "
+      "%r20, %r21, %r22, %r23};\n"
+      "\ttcgen05.wait::st.sync.aligned;\n"
+      "\ttcgen05.fence::before_thread_sync;\n"
+      "\tbar.sync 0;\n"
+      "\tsetp.ne.u32 %p1, %r1, 0;\n"
+      "\t@%p1 bra ISSUED;\n"
+      "\ttcgen05.fence::after_thread_sync;\n"
+      "\tadd.u32 %r16, %r4, 32;\n"
+      "\tmov.b32 %r17, " +
+      std::to_string(idesc) +
+      ";\n"
+      "\tsetp.eq.u32 %p3, %r1, 9999;\n"
+      "\ttcgen05.mma.cta_group::1.kind::f8f6f4 [%r4], [%r16], %rd8, %r17, "
+      "%p3;\n"
+      "\ttcgen05.commit.cta_group::1.mbarrier::arrive::one.shared::cluster.b64 "
+      "[%r10+1024];\n"
+      "ISSUED:\n"
+      "\tmbarrier.try_wait.parity.shared.b64 %p4, [%r10+1024], 0;\n"
+      "\t@!%p4 bra ISSUED;\n"
+      "\ttcgen05.fence::after_thread_sync;\n"
+      "\ttcgen05.ld.sync.aligned.32x32b.x32.b32 {" +
+      loads +
+      "}, [%r5];\n"
+      "\ttcgen05.wait::ld.sync.aligned;\n"
+      "\tmul.wide.u32 %rd9, %r1, 128;\n"
+      "\tadd.s64 %rd9, %rd1, %rd9;\n";
+  for (int q = 0; q < 8; ++q)
+    body += "\tst.global.v4.b32 [%rd9+" + std::to_string(16 * q) + "], {%q" +
+            std::to_string(4 * q) + ", %q" + std::to_string(4 * q + 1) +
+            ", %q" + std::to_string(4 * q + 2) + ", %q" +
+            std::to_string(4 * q + 3) + "};\n";
+  body += "\ttcgen05.fence::before_thread_sync;\n"
+          "\tbar.sync 0;\n"
+          "\tsetp.ne.u32 %p1, %r3, 0;\n"
+          "\t@%p1 bra DONE;\n"
+          "\ttcgen05.fence::after_thread_sync;\n"
+          "\ttcgen05.dealloc.cta_group::1.sync.aligned.b32 %r4, 64;\n"
+          "DONE:\n"
+          "\tret;\n";
+  return kernel(body, "\t.reg .b32 %q<32>;\n");
+}
+
+/// kind::f8f6f4's instruction descriptor: D f32 (bit 4), A e4m3 (0), B
+/// `bType` (bits 10-12), negate A (bit 13), N >> 3 (bits 17-22), M >> 4
+/// (bits 24-28).
+uint32_t float8Idesc(uint32_t bType, bool negateA, uint32_t n = 32,
+                     uint32_t m = 128) {
+  return (1u << 4) | (bType << 10) | (uint32_t(negateA) << 13) |
+         ((n >> 3) << 17) | ((m >> 4) << 24);
+}
+
+} // namespace
+
+TEST(EmulatorFloat8, TensorMmaReadsAFromTmemFourElementsAColumn) {
+  // B e5m2 (1.0 is 0x3c), A negated: D = -A, row m of D in TMEM lane m.
+  Outcome run = launchKernel(float8TensorMma("0x3c", float8Idesc(1, true)), 128,
+                             2048, 32);
+  ASSERT_TRUE(run.report.clean())
+      << (run.report.errors.empty() ? "" : run.report.errors[0])
+      << (run.report.hazards.empty() ? "" : run.report.hazards[0]);
+  for (uint32_t t = 0; t < 128; ++t)
+    for (uint32_t k = 0; k < 32; ++k) {
+      // Thread t's k-th element: the sequence float8Operand gives its
+      // registers, the first 16 elements then the next 16.
+      uint32_t bits =
+          float8Operand(t / 32, t % 32, (k % 16) / 4, k % 4) + 16 * (k / 16);
+      float expected =
+          -float8ToFloat(Float8::E4M3, static_cast<uint8_t>(bits % 124));
+      float got;
+      std::memcpy(&got, &run.out[32 * t + k], 4);
+      EXPECT_EQ(got, expected) << "row " << t << " column " << k;
+    }
+}
+
+TEST(EmulatorFloat8, SixAndFourBitFormatsAreRefused) {
+  // B e2m1 (5): kind::f8f6f4 takes it, fa4-emu does not model it.
+  Outcome run = launchKernel(float8TensorMma("0x3c", float8Idesc(5, false)),
+                             128, 2048, 32);
+  ASSERT_GE(run.report.errorCount, 1);
+  EXPECT_NE(
+      run.report.errors[0].find("B type 5 (e2m1) is a 6- or 4-bit format, "
+                                "which is not modelled"),
+      std::string::npos)
+      << run.report.errors[0];
 }

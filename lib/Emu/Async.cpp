@@ -13,6 +13,7 @@
 
 #include "Machine.h"
 
+#include "fa4/Emu/Float8.h"
 #include "fa4/Support/AttentionMath.h"
 
 #include <algorithm>
@@ -30,8 +31,9 @@ std::string hex(uint64_t v) {
   return os.str();
 }
 
-/// f16 and bf16 bit patterns to float, tabulated once.
-const float *halfTable(bool bf16) {
+/// The values of an MMA element type's bit patterns, tabulated once: 65536
+/// of f16 and bf16, 256 of e4m3 and e5m2. Every one is exact in f32.
+const float *elementTable(MmaElement type) {
   static const std::vector<float> f16 = [] {
     std::vector<float> t(65536);
     for (uint32_t i = 0; i < 65536; ++i)
@@ -44,7 +46,53 @@ const float *halfTable(bool bf16) {
       t[i] = bfloat16BitsToFloat(static_cast<uint16_t>(i));
     return t;
   }();
-  return bf16 ? b16.data() : f16.data();
+  auto bytes = [](Float8 format) {
+    std::vector<float> t(256);
+    for (uint32_t i = 0; i < 256; ++i)
+      t[i] = float8ToFloat(format, static_cast<uint8_t>(i));
+    return t;
+  };
+  static const std::vector<float> e4m3 = bytes(Float8::E4M3);
+  static const std::vector<float> e5m2 = bytes(Float8::E5M2);
+  switch (type) {
+  case MmaElement::F16: return f16.data();
+  case MmaElement::BF16: return b16.data();
+  case MmaElement::E4M3: return e4m3.data();
+  case MmaElement::E5M2: return e5m2.data();
+  }
+  return f16.data();
+}
+
+/// wgmma's operand types in the emulator's terms.
+MmaElement mmaElementOf(Ty type) {
+  switch (type) {
+  case Ty::BF16: return MmaElement::BF16;
+  case Ty::E4M3: return MmaElement::E4M3;
+  case Ty::E5M2: return MmaElement::E5M2;
+  default: return MmaElement::F16;
+  }
+}
+
+/// The element of `bytes` (1 or 2) bytes at shared-memory byte `address`.
+uint32_t loadElement(const std::vector<uint8_t> &smem, uint32_t address,
+                     uint32_t bytes) {
+  uint16_t bits = 0;
+  std::memcpy(&bits, smem.data() + address, bytes);
+  return bits;
+}
+
+/// The smallest byte range holding elements (mn, k) of an MMA operand, mn in
+/// [mnBegin, mnEnd) and k below one instruction's K.
+Interval operandSpan(const SmemDescriptor &desc, Major major, uint32_t mnBegin,
+                     uint32_t mnEnd, uint32_t elementBytes) {
+  Interval range{~0u, 0};
+  for (uint32_t mn = mnBegin; mn < mnEnd; ++mn)
+    for (uint32_t k = 0; k < mmaK(elementBytes); ++k) {
+      uint32_t a = operandAddress(desc, major, mn, k, elementBytes);
+      range.begin = std::min(range.begin, a);
+      range.end = std::max(range.end, a + elementBytes);
+    }
+  return range;
 }
 } // namespace
 
@@ -784,7 +832,10 @@ void CtaMachine::execMma(Thread &th, const Inst &in) {
   op.thread = th.tid;
   std::string why;
   uint32_t idesc = static_cast<uint32_t>(read(th, in.operands[3], Ty::B32));
-  if (!decodeInstrDescriptorF16(idesc, op.instr, why)) {
+  bool decoded = in.kind == MmaKind::F8F6F4
+                     ? decodeInstrDescriptorF8F6F4(idesc, op.instr, why)
+                     : decodeInstrDescriptorF16(idesc, op.instr, why);
+  if (!decoded) {
     error(th, "tcgen05.mma: " + why);
     return;
   }
@@ -820,20 +871,12 @@ void CtaMachine::execMma(Thread &th, const Inst &in) {
       return;
     }
   }
-  // What the MMA will touch, for the hazard checks.
-  auto span = [&](const SmemDescriptor &desc, Major major, uint32_t extent) {
-    Interval range{~0u, 0};
-    for (uint32_t mn = 0; mn < extent; ++mn)
-      for (uint32_t k = 0; k < 16; ++k) {
-        uint32_t a = operandAddress(desc, major, mn, k, 2);
-        range.begin = std::min(range.begin, a);
-        range.end = std::max(range.end, a + 2);
-      }
-    return range;
-  };
+  // What the MMA will touch, for the hazard checks. A kind's operands are
+  // of one width (kind::f8f6f4's e4m3 and e5m2 both bytes).
+  uint32_t eb = mmaElementBytes(op.instr.aType);
   if (!op.aInTmem)
-    op.aSmem = span(op.a, op.instr.aMajor, op.instr.m);
-  op.bSmem = span(op.b, op.instr.bMajor, op.instr.n);
+    op.aSmem = operandSpan(op.a, op.instr.aMajor, 0, op.instr.m, eb);
+  op.bSmem = operandSpan(op.b, op.instr.bMajor, 0, op.instr.n, eb);
   for (const Interval &range : {op.aSmem, op.bSmem})
     if (range.end > range.begin && !checkShared(range.begin, range.end - range.begin)) {
       error(th, "tcgen05.mma reads shared memory [" + hex(range.begin) + ", " +
@@ -851,6 +894,7 @@ void CtaMachine::execMma(Thread &th, const Inst &in) {
   if (!tmemCheck(&th, op.dRect, "the MMA's accumulator"))
     return;
   if (op.aInTmem) {
+    // A's K elements of a row fill 32 bytes: 8 columns of either width.
     uint32_t aLane = op.aTmem >> 16, aCol = op.aTmem & 0xffff;
     op.aRect = {aLane, aLane + op.instr.m, aCol, aCol + 8};
     if (aLane != 0) {
@@ -917,9 +961,11 @@ void CtaMachine::execCommit(Thread &th, const Inst &in) {
   tensorPipe.push_back(op);
 }
 
-/// One kind::f16 MMA: D[m][n] (+)= sum over k < 16 of A[m][k] * B[n][k], the
-/// products exact in f32 (11-bit significands), summed in f32 in k order
-/// onto D.
+/// One MMA: D[m][n] (+)= sum over k < K of A[m][k] * B[n][k], K = 16 for
+/// kind::f16 and 32 for kind::f8f6f4; the products exact in f32 (at most 22
+/// significant bits for f16, 8 for e4m3), summed in f32 in k order onto D.
+/// The PTX ISA leaves the accumulation's order and internal precision to
+/// the hardware; this is one order, in full f32.
 void CtaMachine::runTensorOp(TensorOp &op) {
   if (op.commit) {
     auto it = barriers.find(op.barrier);
@@ -944,29 +990,31 @@ void CtaMachine::runTensorOp(TensorOp &op) {
     return;
   }
   const uint32_t M = op.instr.m, N = op.instr.n;
-  const float *aTable = halfTable(op.instr.aBf16);
-  const float *bTable = halfTable(op.instr.bBf16);
-  float a[128][16];
-  std::vector<float> bt(16 * N);
-  auto smemHalf = [&](uint32_t addr) {
-    uint16_t bits;
-    std::memcpy(&bits, smem.data() + addr, 2);
-    return bits;
-  };
+  const uint32_t eb = mmaElementBytes(op.instr.aType), K = mmaK(eb);
+  const float *aTable = elementTable(op.instr.aType);
+  const float *bTable = elementTable(op.instr.bType);
+  float a[128][32];
+  std::vector<float> bt(K * N);
   for (uint32_t m = 0; m < M; ++m)
-    for (uint32_t k = 0; k < 16; ++k) {
-      uint16_t bits;
+    for (uint32_t k = 0; k < K; ++k) {
+      uint32_t bits;
       if (op.aInTmem) {
-        uint32_t word = tmem[size_t(m) * kTmemColumns + (op.aTmem & 0xffff) + k / 2];
-        bits = static_cast<uint16_t>(k % 2 ? word >> 16 : word);
+        // A row's elements packed into 32-bit columns, the lowest k in the
+        // lowest bits.
+        uint32_t perColumn = 4 / eb;
+        uint32_t word = tmem[size_t(m) * kTmemColumns + (op.aTmem & 0xffff) +
+                             k / perColumn];
+        bits = (word >> (8 * eb * (k % perColumn))) & ((1u << (8 * eb)) - 1);
       } else {
-        bits = smemHalf(operandAddress(op.a, op.instr.aMajor, m, k, 2));
+        bits = loadElement(
+            smem, operandAddress(op.a, op.instr.aMajor, m, k, eb), eb);
       }
       a[m][k] = op.instr.negateA ? -aTable[bits] : aTable[bits];
     }
   for (uint32_t n = 0; n < N; ++n)
-    for (uint32_t k = 0; k < 16; ++k) {
-      float b = bTable[smemHalf(operandAddress(op.b, op.instr.bMajor, n, k, 2))];
+    for (uint32_t k = 0; k < K; ++k) {
+      float b = bTable[loadElement(
+          smem, operandAddress(op.b, op.instr.bMajor, n, k, eb), eb)];
       bt[k * N + n] = op.instr.negateB ? -b : b;
     }
   uint32_t dCol = op.d & 0xffff;
@@ -977,7 +1025,7 @@ void CtaMachine::runTensorOp(TensorOp &op) {
       std::memcpy(acc.data(), row, N * 4);
     else
       std::fill(acc.begin(), acc.end(), 0.0f);
-    for (uint32_t k = 0; k < 16; ++k) {
+    for (uint32_t k = 0; k < K; ++k) {
       float x = a[m][k];
       const float *b = bt.data() + k * N;
       for (uint32_t n = 0; n < N; ++n)
@@ -1145,21 +1193,11 @@ bool CtaMachine::readWgmmaOperands(const Thread &first, const Inst &in,
   }
   Major aMajor = (in.flags & kTransA) ? Major::MN : Major::K;
   Major bMajor = (in.flags & kTransB) ? Major::MN : Major::K;
-  auto span = [&](const SmemDescriptor &desc, Major major, uint32_t mnBegin,
-                  uint32_t mnEnd) {
-    Interval range{~0u, 0};
-    for (uint32_t mn = mnBegin; mn < mnEnd; ++mn)
-      for (uint32_t k = 0; k < 16; ++k) {
-        uint32_t a = operandAddress(desc, major, mn, k, 2);
-        range.begin = std::min(range.begin, a);
-        range.end = std::max(range.end, a + 2);
-      }
-    return range;
-  };
+  uint32_t eb = mmaElementBytes(mmaElementOf(in.type2));
   uint32_t rowBegin = 16 * (w % 4);
   if (!regA)
-    op.aSmem = span(op.a, aMajor, rowBegin, rowBegin + 16);
-  op.bSmem = span(op.b, bMajor, 0, in.shapeN);
+    op.aSmem = operandSpan(op.a, aMajor, rowBegin, rowBegin + 16, eb);
+  op.bSmem = operandSpan(op.b, bMajor, 0, in.shapeN, eb);
   for (const Interval &range : {op.aSmem, op.bSmem})
     if (range.end > range.begin &&
         !checkShared(range.begin, range.end - range.begin)) {
@@ -1256,47 +1294,55 @@ void CtaMachine::orderWgmmaReads(const Thread &first, const WgmmaOp &op) {
   warps[w].wgTokens.push_back({op.group, token});
 }
 
-/// D[r][n] (+)= sum over k < 16 of A[r][k] * B[n][k] for the warp's rows
-/// r = 16·(warp mod 4) + 0..15, in the fragment layout of the PTX ISA
-/// ("Register fragments" of wgmma .m64nNk16): lane l, element i is row
-/// l/4 + 8·((i/2) mod 2), column 8·(i/4) + 2·(l mod 4) + i mod 2, for D
-/// and, with N = 16, for A in registers (two 16-bit elements a word, the
-/// even one low). Products exact in f32, summed in k order onto D.
+/// D[r][n] (+)= sum over k < K of A[r][k] * B[n][k] for the warp's rows
+/// r = 16·(warp mod 4) + 0..15, K = 16 for 16-bit inputs and 32 for 8-bit
+/// ones, in the fragment layouts of the PTX ISA ("Register fragments" of
+/// wgmma .m64nNk16 and .m64nNk32): D's lane l, element i is row
+/// l/4 + 8·((i/2) mod 2), column 8·(i/4) + 2·(l mod 4) + i mod 2 at either
+/// K; A in registers as wgmmaFragmentSlotA says. Products are exact in f32
+/// (an f16 product has at most 22 significant bits, an e4m3 one 8), summed
+/// in f32 in k order onto D. The ISA promises "at least single precision"
+/// and leaves the order and rounding of the accumulation unspecified; an
+/// H200's FP8 wgmma keeps less (it drops what lies 14 or more binades below
+/// the largest of its products and D: docs/Emulator.md, "FP8
+/// accumulation"), so an FP8 kernel's accuracy here is an upper bound of
+/// the hardware's.
 void CtaMachine::runWgmma(const WgmmaOp &op) {
   const Inst &in = program.code[op.pc];
   const uint32_t N = in.shapeN;
-  const float *table = halfTable(in.type2 == Ty::BF16);
+  const MmaElement aType = mmaElementOf(in.type2);
+  const MmaElement bType = mmaElementOf(in.type3);
+  const uint32_t eb = mmaElementBytes(aType), K = mmaK(eb);
+  const float *aTable = elementTable(aType), *bTable = elementTable(bType);
   const bool regA = in.flags & kRegA;
   const Major aMajor = (in.flags & kTransA) ? Major::MN : Major::K;
   const Major bMajor = (in.flags & kTransB) ? Major::MN : Major::K;
   const float signA = (in.flags & kNegA) ? -1.0f : 1.0f;
   const float signB = (in.flags & kNegB) ? -1.0f : 1.0f;
-  auto smemHalf = [&](uint32_t addr) {
-    uint16_t bits;
-    std::memcpy(&bits, smem.data() + addr, 2);
-    return bits;
-  };
   Thread *lanes = &threads[op.warp * 32];
-  float a[16][16];
+  float a[16][32];
   for (uint32_t r = 0; r < 16; ++r)
-    for (uint32_t k = 0; k < 16; ++k) {
-      uint16_t bits;
+    for (uint32_t k = 0; k < K; ++k) {
+      uint32_t bits;
       if (regA) {
-        uint32_t lane = 4 * (r % 8) + (k % 8) / 2;
-        uint32_t i = (k / 8) * 4 + (r / 8) * 2 + k % 2;
-        const Operand &reg = program.vectors[in.operands[1].vecBegin + i / 2];
+        FragmentSlot slot = wgmmaFragmentSlotA(r, k, eb);
+        const Operand &reg =
+            program.vectors[in.operands[1].vecBegin + slot.reg];
         // The wgmma's own read, not the thread's (no access epoch).
-        uint32_t word = static_cast<uint32_t>(lanes[lane].regs[reg.reg]);
-        bits = static_cast<uint16_t>(i % 2 ? word >> 16 : word);
+        uint32_t word = static_cast<uint32_t>(lanes[slot.lane].regs[reg.reg]);
+        bits = (word >> (8 * eb * slot.element)) & ((1u << (8 * eb)) - 1);
       } else {
-        bits = smemHalf(operandAddress(op.a, aMajor, 16 * (op.warp % 4) + r, k, 2));
+        uint32_t row = 16 * (op.warp % 4) + r;
+        bits = loadElement(smem, operandAddress(op.a, aMajor, row, k, eb), eb);
       }
-      a[r][k] = signA * table[bits];
+      a[r][k] = signA * aTable[bits];
     }
-  std::vector<float> b(size_t(N) * 16);
+  std::vector<float> b(size_t(N) * K);
   for (uint32_t n = 0; n < N; ++n)
-    for (uint32_t k = 0; k < 16; ++k)
-      b[n * 16 + k] = signB * table[smemHalf(operandAddress(op.b, bMajor, n, k, 2))];
+    for (uint32_t k = 0; k < K; ++k)
+      b[n * K + k] = signB * bTable[loadElement(
+                                 smem, operandAddress(op.b, bMajor, n, k, eb),
+                                 eb)];
   const Operand &d = in.operands[0];
   for (uint32_t l = 0; l < 32; ++l) {
     Thread &th = lanes[l];
@@ -1307,8 +1353,8 @@ void CtaMachine::runWgmma(const WgmmaOp &op) {
       float acc = 0.0f;
       if (op.accumulate)
         std::memcpy(&acc, &th.regs[slot], 4);
-      for (uint32_t k = 0; k < 16; ++k)
-        acc += a[r][k] * b[n * 16 + k];
+      for (uint32_t k = 0; k < K; ++k)
+        acc += a[r][k] * b[n * K + k];
       uint32_t bits;
       std::memcpy(&bits, &acc, 4);
       th.regs[slot] = bits;

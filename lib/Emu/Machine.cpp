@@ -9,6 +9,7 @@
 
 #include "Machine.h"
 
+#include "fa4/Emu/Float8.h"
 #include "fa4/Support/AttentionMath.h"
 
 #include <algorithm>
@@ -1583,6 +1584,8 @@ void CtaMachine::execInteger(const AluLane &lane) {
   case Op::Shl: case Op::Shr: return execShift(lane, a);
   case Op::Selp: out(lane.predicate() ? a : src(2)); return;
   case Op::Bfe: return execBitFieldExtract(lane, a);
+  case Op::Bfi: return execBitFieldInsert(lane, a);
+  case Op::Prmt: return execPermute(lane, a);
   case Op::Popc: write(lane.th, in.operands[0], __builtin_popcountll(a), Ty::U32); return;
   case Op::Clz:
     write(lane.th, in.operands[0], a == 0 ? bits : __builtin_clzll(a) - (64 - bits),
@@ -1686,9 +1689,88 @@ void CtaMachine::execBitFieldExtract(const AluLane &lane, uint64_t a) {
   lane.out(len == 0 ? 0 : r);
 }
 
+/// bfi: b with `len` bits from `pos` replaced by a's lowest bits; a field
+/// reaching past the top is cut there, and pos or len of 0 past the width
+/// (or len 0) leaves b as it is (PTX ISA, bfi).
+void CtaMachine::execBitFieldInsert(const AluLane &lane, uint64_t a) {
+  const Inst &in = lane.in;
+  const unsigned bits = bitsOf(in.type);
+  uint64_t b = maskTo(lane.src(2), bits);
+  uint32_t pos = read(lane.th, in.operands[3], Ty::U32) & 0xff;
+  uint32_t len = read(lane.th, in.operands[4], Ty::U32) & 0xff;
+  if (len == 0 || pos >= bits) {
+    lane.out(b);
+    return;
+  }
+  len = std::min(len, bits - pos);
+  uint64_t field = (len >= 64 ? ~uint64_t(0) : (uint64_t(1) << len) - 1) << pos;
+  lane.out((b & ~field) | ((a << pos) & field));
+}
+
+/// prmt.b32 d, a, b, c (the default mode): byte i of d is byte c[4i+2:4i]
+/// of the eight-byte value {b, a} (a's bytes 0-3, b's 4-7), or, when
+/// c[4i+3] is set, that byte's sign bit repeated eight times.
+void CtaMachine::execPermute(const AluLane &lane, uint64_t a) {
+  uint64_t bytes = (maskTo(lane.src(2), 32) << 32) | maskTo(a, 32);
+  uint32_t selector = static_cast<uint32_t>(lane.src(3));
+  uint32_t result = 0;
+  for (uint32_t i = 0; i < 4; ++i) {
+    uint32_t nibble = (selector >> (4 * i)) & 0xf;
+    uint32_t byte = (bytes >> (8 * (nibble & 7))) & 0xff;
+    if (nibble & 8)
+      byte = (byte & 0x80) ? 0xff : 0;
+    result |= byte << (8 * i);
+  }
+  lane.out(result);
+}
+
+/// The 8-bit float conversions (fa4/Emu/Float8.h; their byte order and
+/// special values as an H200 converts them):
+///   cvt.rn.satfinite[.relu].{e4m3x2,e5m2x2}.f32   d, a, b: a to d[15:8],
+///     b to d[7:0];
+///   cvt.rn.satfinite[.relu].{e4m3x2,e5m2x2}.f16x2 d, a: a[31:16] to
+///     d[15:8], a[15:0] to d[7:0];
+///   cvt.rn[.relu].f16x2.{e4m3x2,e5m2x2} d, a: a[15:8] to d[31:16], a[7:0]
+///     to d[15:0], exactly; a NaN becomes 0x7fff, .relu makes a negative
+///     value (-0 too) +0.
+void CtaMachine::execCvtFloat8(Thread &th, const Inst &in) {
+  const Operand *o = in.operands;
+  const bool relu = in.flags & kRelu;
+  if (in.type == Ty::F16x2) {
+    Float8 format = in.type2 == Ty::E4M3x2 ? Float8::E4M3 : Float8::E5M2;
+    uint32_t pair = static_cast<uint32_t>(read(th, o[1], Ty::B16));
+    auto half = [&](uint8_t bits) -> uint32_t {
+      float value = float8ToFloat(format, bits);
+      if (std::isnan(value))
+        return 0x7fff;
+      if (relu && std::signbit(value))
+        value = 0;
+      return floatToHalfBits(value); // exact: e4m3 and e5m2 fit f16
+    };
+    write(th, o[0], (half(pair >> 8) << 16) | half(pair & 0xff), Ty::B32);
+    return;
+  }
+  Float8 format = in.type == Ty::E4M3x2 ? Float8::E4M3 : Float8::E5M2;
+  double hi, lo;
+  if (in.type2 == Ty::F32) {
+    hi = asF32(read(th, o[1], Ty::F32));
+    lo = asF32(read(th, o[2], Ty::F32));
+  } else {
+    uint32_t halves = static_cast<uint32_t>(read(th, o[1], Ty::B32));
+    hi = halfBitsToFloat(static_cast<uint16_t>(halves >> 16));
+    lo = halfBitsToFloat(static_cast<uint16_t>(halves));
+  }
+  uint32_t pair = (uint32_t(float8FromDouble(format, hi, relu)) << 8) |
+                  float8FromDouble(format, lo, relu);
+  write(th, o[0], pair, Ty::B16);
+}
+
 void CtaMachine::execCvt(Thread &th, const Inst &in) {
   const Operand *o = in.operands;
   Ty to = in.type, from = in.type2;
+  if (to == Ty::E4M3x2 || to == Ty::E5M2x2 || from == Ty::E4M3x2 ||
+      from == Ty::E5M2x2)
+    return execCvtFloat8(th, in);
   auto round = [&](double x) {
     switch (in.round) {
     case Round::Rzi: case Round::Rz: return std::trunc(x);

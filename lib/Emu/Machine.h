@@ -420,7 +420,10 @@ private:
   void execIntegerDivide(const AluLane &lane, uint64_t a);
   void execShift(const AluLane &lane, uint64_t a);
   void execBitFieldExtract(const AluLane &lane, uint64_t a);
+  void execBitFieldInsert(const AluLane &lane, uint64_t a);
+  void execPermute(const AluLane &lane, uint64_t a);
   void execCvt(Thread &th, const Inst &in);
+  void execCvtFloat8(Thread &th, const Inst &in);
   void execMemory(Thread &th, const Inst &in);
   /// For a wait, whether the awaited phase has completed.
   bool execMbarrier(Thread &th, const Inst &in);

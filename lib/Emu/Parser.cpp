@@ -112,6 +112,19 @@ bool parseType(const std::string &s, Ty &type) {
   return true;
 }
 
+/// The 8-bit float types and their pairs, which only wgmma and cvt take.
+bool parseFloat8Type(const std::string &s, Ty &type) {
+  static const std::map<std::string, Ty> types = {{"e4m3", Ty::E4M3},
+                                                  {"e5m2", Ty::E5M2},
+                                                  {"e4m3x2", Ty::E4M3x2},
+                                                  {"e5m2x2", Ty::E5M2x2}};
+  auto it = types.find(s);
+  if (it == types.end())
+    return false;
+  type = it->second;
+  return true;
+}
+
 bool parseInteger(const std::string &text, int64_t &value) {
   if (text.empty())
     return false;
@@ -196,6 +209,7 @@ private:
   void requireType(Decoding &d) const;
   void setOperands(Decoding &d, size_t expectedMin, size_t expectedMax, Ty type);
   void decodeCvta(Decoding &d);
+  void decodeCvt(Decoding &d);
   void decodeAlu(Decoding &d);
   void decodeLoadStore(Decoding &d);
   void decodeAtom(Decoding &d);
@@ -1037,7 +1051,8 @@ const std::map<std::string, Op> &aluOps() {
       {"and", Op::And},   {"or", Op::Or},     {"xor", Op::Xor},
       {"not", Op::Not},   {"shl", Op::Shl},   {"shr", Op::Shr},
       {"selp", Op::Selp}, {"setp", Op::Setp}, {"cvt", Op::Cvt},
-      {"cvta", Op::Cvta}, {"bfe", Op::Bfe},   {"popc", Op::Popc},
+      {"cvta", Op::Cvta}, {"bfe", Op::Bfe},   {"bfi", Op::Bfi},
+      {"prmt", Op::Prmt}, {"popc", Op::Popc},
       {"clz", Op::Clz},   {"ex2", Op::Ex2},   {"lg2", Op::Lg2},
       {"rcp", Op::Rcp},   {"sqrt", Op::Sqrt}, {"rsqrt", Op::Rsqrt}};
   return alu;
@@ -1053,6 +1068,8 @@ void Parser::decode(Inst &inst, const std::vector<std::string> &parts,
     inst.op = it->second;
     if (inst.op == Op::Cvta)
       return decodeCvta(d);
+    if (inst.op == Op::Cvt)
+      return decodeCvt(d);
     return decodeAlu(d);
   }
   if (base == "ld" || base == "st")
@@ -1129,20 +1146,62 @@ void Parser::decodeCvta(Decoding &d) {
   setOperands(d, 2, 2, inst.type);
 }
 
+// cvt: the destination type, then the source type; the packed forms
+//   cvt.rn[.relu].{f16x2,bf16x2}.f32                 d, a, b
+//   cvt.rn.satfinite[.relu].{e4m3x2,e5m2x2}.f32      d, a, b
+//   cvt.rn.satfinite[.relu].{e4m3x2,e5m2x2}.f16x2    d, a
+//   cvt.rn[.relu].f16x2.{e4m3x2,e5m2x2}              d, a
+// (a into the upper half of d, b into the lower).
+void Parser::decodeCvt(Decoding &d) {
+  Inst &inst = d.inst;
+  std::vector<Ty> types;
+  for (size_t i = 1; i < d.parts.size(); ++i) {
+    Ty t;
+    if (parseType(d.parts[i], t) || parseFloat8Type(d.parts[i], t))
+      types.push_back(t);
+  }
+  d.readQualifiers(1);
+  d.dropEachUnknown("e4m3x2");
+  d.dropEachUnknown("e5m2x2");
+  bool satfinite = d.dropUnknown("satfinite");
+  requireNoUnknown(d);
+  if (types.size() != 2)
+    fail(where() + ": cvt needs a destination and a source type");
+  inst.type = types[0];
+  inst.type2 = types[1];
+  auto isFloat8x2 = [](Ty t) { return t == Ty::E4M3x2 || t == Ty::E5M2x2; };
+  bool toFloat8 = isFloat8x2(inst.type), fromFloat8 = isFloat8x2(inst.type2);
+  if (toFloat8 || fromFloat8) {
+    bool known = toFloat8 ? inst.type2 == Ty::F32 || inst.type2 == Ty::F16x2
+                          : inst.type == Ty::F16x2;
+    if (!known)
+      unsupported(d, "an 8-bit float conversion other than f32 or f16x2 to "
+                     "e4m3x2/e5m2x2 and e4m3x2/e5m2x2 to f16x2");
+    if (inst.round != Round::Rn)
+      fail(where() + ": '" + d.mnemonic + "' needs .rn (the PTX ISA's only "
+                                          "rounding for 8-bit floats)");
+    if (satfinite != toFloat8)
+      fail(where() + ": '" + d.mnemonic + "' " +
+           (toFloat8 ? "needs .satfinite (mandatory for conversions to "
+                       "e4m3x2/e5m2x2)"
+                     : "takes no .satfinite"));
+    if (inst.flags & ~kRelu)
+      unsupported(d, "a modifier other than .relu");
+    size_t operands = toFloat8 && inst.type2 == Ty::F32 ? 3 : 2;
+    setOperands(d, operands, operands, Ty::B32);
+    return;
+  }
+  if (satfinite)
+    unsupported(d, "qualifier .satfinite");
+  bool packed = inst.type == Ty::F16x2 || inst.type == Ty::BF16x2;
+  setOperands(d, packed ? 3 : 2, packed ? 3 : 2, inst.type2);
+}
+
 void Parser::decodeAlu(Decoding &d) {
   Inst &inst = d.inst;
   d.readQualifiers(1);
   requireNoUnknown(d);
   requireType(d);
-  if (inst.op == Op::Cvt) {
-    if (d.types.size() != 2)
-      fail(where() + ": cvt needs a destination and a source type");
-    inst.type = d.types[0];
-    inst.type2 = d.types[1];
-    bool packed = inst.type == Ty::F16x2 || inst.type == Ty::BF16x2;
-    setOperands(d, packed ? 3 : 2, packed ? 3 : 2, inst.type2);
-    return;
-  }
   if (inst.op == Op::Setp) {
     setOperands(d, inst.boolOp == BoolOp::None ? 3 : 4,
                 inst.boolOp == BoolOp::None ? 3 : 4, inst.type);
@@ -1171,8 +1230,11 @@ void Parser::decodeAlu(Decoding &d) {
   case Op::Sqrt: case Op::Rsqrt:
     arity = 2;
     break;
-  case Op::Mad: case Op::Fma: case Op::Selp: case Op::Bfe:
+  case Op::Mad: case Op::Fma: case Op::Selp: case Op::Bfe: case Op::Prmt:
     arity = 4;
+    break;
+  case Op::Bfi:
+    arity = 5;
     break;
   default:
     break;
@@ -1183,6 +1245,12 @@ void Parser::decodeAlu(Decoding &d) {
   if (inst.op == Op::Mul && !isFloat(inst.type) &&
       !(inst.flags & (kLo | kHi | kWide)))
     fail(where() + ": integer mul needs .lo, .hi or .wide");
+  // prmt's modes (.f4e, .b4e, .rc8, .ecl, .ecr, .rc16) are refused above as
+  // unknown qualifiers; its default form permutes bytes of a b32.
+  if (inst.op == Op::Prmt && inst.type != Ty::B32)
+    unsupported(d, "a prmt type other than .b32");
+  if (inst.op == Op::Bfi && inst.type != Ty::B32 && inst.type != Ty::B64)
+    unsupported(d, "a bfi type other than .b32 or .b64");
 }
 
 void Parser::decodeLoadStore(Decoding &d) {
@@ -1436,8 +1504,10 @@ void Parser::decodeTcgen05(Decoding &d) {
     inst.op = Op::TcRelinquish;
   } else if (verb == "mma") {
     inst.op = Op::TcMma;
-    if (!d.dropUnknown("kind::f16"))
-      unsupported(d, "an MMA kind other than kind::f16");
+    if (d.dropUnknown("kind::f8f6f4"))
+      inst.kind = MmaKind::F8F6F4;
+    else if (!d.dropUnknown("kind::f16"))
+      unsupported(d, "an MMA kind other than kind::f16 and kind::f8f6f4");
     d.dropUnknown("collector::a::discard");
     d.dropUnknown("collector::a::lastuse");
     d.dropUnknown("collector::a::fill");
@@ -1612,50 +1682,71 @@ void Parser::decodeWgmma(Decoding &d) {
 //   imm-trans-b                                   (A in shared memory)
 //   d, {a0, a1, a2, a3}, b-desc, scale-d, imm-scale-a, imm-scale-b,
 //   imm-trans-b                                   (A in registers)
+// wgmma.mma_async.sync.aligned.m64nNk32.f32.{e4m3,e5m2}.{e4m3,e5m2}
+//   d, a-desc, b-desc, scale-d, imm-scale-a, imm-scale-b
+//   d, {a0, a1, a2, a3}, b-desc, scale-d, imm-scale-a, imm-scale-b
+// The FP8 forms have no transpose immediates: the PTX ISA supports the
+// transpose only for .f16/.bf16, so both FP8 operands are K-major.
 void Parser::decodeWgmmaShape(Decoding &d) {
   Inst &inst = d.inst;
+  std::string shapeK;
   for (size_t i = 2; i < d.parts.size(); ++i) {
     const std::string &q = d.parts[i];
     Ty t;
     if (q == "sync" || q == "aligned")
       continue;
-    if (q.size() > 5 && q.compare(0, 4, "m64n") == 0 &&
-        q.compare(q.size() - 3, 3, "k16") == 0) {
+    if (q.size() > 7 && q.compare(0, 4, "m64n") == 0 &&
+        (q.compare(q.size() - 3, 3, "k16") == 0 ||
+         q.compare(q.size() - 3, 3, "k32") == 0)) {
       int64_t n = 0;
       if (!parseInteger(q.substr(4, q.size() - 7), n) || n < 8 || n > 256 ||
           n % 8)
         unsupported(d, "shape ." + q);
       inst.shapeN = static_cast<uint16_t>(n);
-    } else if (parseType(q, t)) {
+      shapeK = q.substr(q.size() - 3);
+    } else if (parseType(q, t) || parseFloat8Type(q, t)) {
       d.types.push_back(t);
     } else {
       unsupported(d, "qualifier ." + q);
     }
   }
   if (!inst.shapeN)
-    unsupported(d, "a shape other than m64nNk16");
+    unsupported(d, "a shape other than m64nNk16 and m64nNk32");
   const std::vector<Ty> &types = d.types;
-  if (types.size() != 3 || types[0] != Ty::F32 ||
-      (types[1] != Ty::F16 && types[1] != Ty::BF16) || types[2] != types[1])
-    unsupported(d, "types other than .f32 accumulating .f16 x .f16 or "
-                   ".bf16 x .bf16");
+  auto isFloat8 = [](Ty t) { return t == Ty::E4M3 || t == Ty::E5M2; };
+  bool halves = types.size() == 3 &&
+                (types[1] == Ty::F16 || types[1] == Ty::BF16) &&
+                types[2] == types[1];
+  bool float8 = types.size() == 3 && isFloat8(types[1]) && isFloat8(types[2]);
+  if (types.size() != 3 || types[0] != Ty::F32 || !(halves || float8))
+    unsupported(d, "types other than .f32 accumulating .f16 x .f16, "
+                   ".bf16 x .bf16 or {.e4m3, .e5m2} x {.e4m3, .e5m2}");
+  if (shapeK != (float8 ? "k32" : "k16"))
+    fail(where() + ": '" + d.mnemonic + "' has shape K " + shapeK.substr(1) +
+         "; the PTX ISA's K is " +
+         (float8 ? "32 for .e4m3/.e5m2" : "16 for .f16/.bf16"));
   inst.type = types[0];
   inst.type2 = types[1];
+  inst.type3 = types[2];
 }
 
 void Parser::decodeWgmmaOperands(Decoding &d) {
   Inst &inst = d.inst;
   const std::vector<std::string> &operandTexts = d.operandTexts;
   const std::string &mnemonic = d.mnemonic;
-  if (operandTexts.size() != 7 && operandTexts.size() != 8)
-    fail(where() + ": '" + mnemonic + "' takes 7 (A in registers) or 8 "
-                                      "(A in shared memory) operands, got " +
-         std::to_string(operandTexts.size()));
-  bool regA = operandTexts.size() == 7;
-  if (regA != (trim(operandTexts[1]).compare(0, 1, "{") == 0))
-    fail(where() + ": '" + mnemonic + "' takes " +
-         (regA ? "8 operands with A in shared memory (a descriptor)"
-               : "7 operands with A in registers ({a0, a1, a2, a3})") +
+  bool regA = operandTexts.size() > 1 &&
+              trim(operandTexts[1]).compare(0, 1, "{") == 0;
+  // The FP8 forms take no transpose immediates (see above): six operands
+  // either way; the 16-bit forms take imm-trans-b, and with A in shared
+  // memory imm-trans-a.
+  bool transposes = inst.type2 == Ty::F16 || inst.type2 == Ty::BF16;
+  size_t expected = transposes ? (regA ? 7 : 8) : 6;
+  if (operandTexts.size() != expected)
+    fail(where() + ": '" + mnemonic + "' takes " + std::to_string(expected) +
+         " operands with A in " +
+         (regA ? "registers ({a0, a1, a2, a3})"
+               : "shared memory (a descriptor)") +
+         (transposes ? "" : " (FP8 wgmma has no transpose immediates)") +
          ", got " + std::to_string(operandTexts.size()));
   if (regA)
     inst.flags |= kRegA;
@@ -1678,9 +1769,9 @@ void Parser::decodeWgmmaOperands(Decoding &d) {
     inst.flags |= kNegA;
   if (wgmmaImmediate(d, 5, {-1, 1}) < 0)
     inst.flags |= kNegB;
-  if (!regA && wgmmaImmediate(d, 6, {0, 1}))
+  if (transposes && !regA && wgmmaImmediate(d, 6, {0, 1}))
     inst.flags |= kTransA;
-  if (wgmmaImmediate(d, regA ? 6 : 7, {0, 1}))
+  if (transposes && wgmmaImmediate(d, regA ? 6 : 7, {0, 1}))
     inst.flags |= kTransB;
 }
 

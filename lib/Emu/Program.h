@@ -34,7 +34,8 @@ constexpr uint64_t kPoison = ~0ull;
 
 enum class Op : uint8_t {
   Mov, Add, Sub, Mul, Mad, Fma, Div, Rem, Min, Max, Neg, Abs,
-  And, Or, Xor, Not, Shl, Shr, Selp, Setp, Cvt, Cvta, Bfe, Popc, Clz,
+  And, Or, Xor, Not, Shl, Shr, Selp, Setp, Cvt, Cvta, Bfe, Bfi, Prmt, Popc,
+  Clz,
   Ex2, Lg2, Rcp, Sqrt, Rsqrt,
   Ld, St, Atom, Red, Bra, Ret, Nop,
   MbarInit, MbarArrive, MbarExpectTx, MbarTryWait, MbarInval,
@@ -45,15 +46,19 @@ enum class Op : uint8_t {
   WgFence, WgMma, WgCommit, WgWait,
 };
 
+/// E4M3 and E5M2 (the 8-bit floats, fa4/Emu/Float8.h) and their packed
+/// pairs appear only where the PTX ISA names them: wgmma's and cvt's types.
 enum class Ty : uint8_t {
   None, B8, U8, S8, B16, U16, S16, F16, BF16, B32, U32, S32, F32,
   B64, U64, S64, F64, F16x2, BF16x2, F32x2, Pred,
+  E4M3, E5M2, E4M3x2, E5M2x2,
 };
 
 inline unsigned bitsOf(Ty t) {
   switch (t) {
-  case Ty::B8: case Ty::U8: case Ty::S8: return 8;
-  case Ty::B16: case Ty::U16: case Ty::S16: case Ty::F16: case Ty::BF16: return 16;
+  case Ty::B8: case Ty::U8: case Ty::S8: case Ty::E4M3: case Ty::E5M2: return 8;
+  case Ty::B16: case Ty::U16: case Ty::S16: case Ty::F16: case Ty::BF16:
+  case Ty::E4M3x2: case Ty::E5M2x2: return 16;
   case Ty::B32: case Ty::U32: case Ty::S32: case Ty::F32: case Ty::F16x2:
   case Ty::BF16x2: return 32;
   case Ty::B64: case Ty::U64: case Ty::S64: case Ty::F64: case Ty::F32x2: return 64;
@@ -76,6 +81,9 @@ enum class Cmp : uint8_t {
   Equ, Neu, Ltu, Leu, Gtu, Geu, Num, Nan,
 };
 enum class BoolOp : uint8_t { None, And, Or, Xor };
+/// tcgen05.mma's .kind: which instruction-descriptor table applies and how
+/// wide the operands' elements are (16 bits, K = 16; 8 bits, K = 32).
+enum class MmaKind : uint8_t { F16, F8F6F4 };
 
 /// Instruction modifiers (bit flags).
 enum Flag : uint32_t {
@@ -132,7 +140,11 @@ struct Inst {
   Ty type = Ty::None;
   /// cvt's source type; ld/st/tcgen05 element counts use `vec`. F32 on a
   /// TMA store: cp.reduce...add, which adds f32 elements into the tensor.
+  /// wgmma.mma_async: A's element type.
   Ty type2 = Ty::None;
+  /// wgmma.mma_async: B's element type (FP8 wgmma may mix e4m3 and e5m2).
+  Ty type3 = Ty::None;
+  MmaKind kind = MmaKind::F16;
   Round round = Round::None;
   Cmp cmp = Cmp::Eq;
   BoolOp boolOp = BoolOp::None;
@@ -141,7 +153,7 @@ struct Inst {
   uint8_t numOperands = 0;
   /// TMA rank; tcgen05.ld/st repeat count.
   uint8_t count = 0;
-  /// wgmma.mma_async's N (M = 64, K = 16 for 16-bit inputs).
+  /// wgmma.mma_async's N (M = 64; K = 16 for 16-bit inputs, 32 for 8-bit).
   uint16_t shapeN = 0;
   bool guardNegated = false;
   uint32_t guard = kNoReg;

@@ -1,12 +1,13 @@
 //===- Layouts.h - how the emulator reads descriptors and swizzles -*- C++ -*-===//
 //
-// fa4-emu's reading of the three encodings that place operands in shared
-// memory: the tcgen05 shared-memory matrix descriptor, the kind::f16
-// instruction descriptor, and the swizzle that TMA and the tensor core apply
-// to shared-memory addresses. They are written from the PTX ISA's tables, not
-// from fa4's encoders (include/fa4/Support/Descriptors.h), so that an
-// encoding mistake cannot hide in both; the CuTe cross-check test compares
-// them with NVIDIA's own layouts element by element.
+// fa4-emu's reading of the encodings that place operands in shared memory
+// and registers: the tcgen05 shared-memory matrix descriptor, the kind::f16
+// and kind::f8f6f4 instruction descriptors, the swizzle that TMA and the
+// tensor core apply to shared-memory addresses, and wgmma's A fragment. They
+// are written from the PTX ISA's tables, not from fa4's encoders
+// (include/fa4/Support/Descriptors.h), so that an encoding mistake cannot
+// hide in both; the CuTe cross-check test compares them with NVIDIA's own
+// layouts element by element.
 //
 // Header-only on purpose: the cross-check compiles it (with nvcc) without the
 // rest of fa4 and without LLVM, which is why its decoders say what they
@@ -164,42 +165,54 @@ inline uint32_t operandAddress(const SmemDescriptor &d, Major major,
                         operandLogicalAddress(d, major, mn, k, elementBytes));
 }
 
-/// A decoded instruction descriptor of `tcgen05.mma .kind::f16` (PTX ISA,
-/// "Instruction descriptor"): bits 0-1 sparsity selector, 2 sparsity, 3
-/// saturate, 4-5 D type (0 f16, 1 f32), 7-9 A type and 10-12 B type (0 f16,
-/// 1 bf16), 13/14 negate A/B, 15/16 A/B MN-major, 17-22 N >> 3, 24-28 M >> 4,
-/// 30-31 maximum shift (.ws only).
+/// The element types of MMA operands the emulator models, and their widths:
+/// 16-bit (K = 16 per instruction) and 8-bit (K = 32), both 32 bytes of K.
+enum class MmaElement : uint32_t { F16, BF16, E4M3, E5M2 };
+
+inline uint32_t mmaElementBytes(MmaElement type) {
+  return type == MmaElement::F16 || type == MmaElement::BF16 ? 2 : 1;
+}
+/// One MMA instruction's K for elements of `elementBytes`.
+inline uint32_t mmaK(uint32_t elementBytes) { return 32 / elementBytes; }
+
+/// A decoded tcgen05.mma instruction descriptor (PTX ISA, "Instruction
+/// descriptor", the table for .kind::tf32, .kind::f16, .kind::f8f6f4 and
+/// .kind::i8): bits 0-1 sparsity selector, 2 sparsity, 3 saturate (integer
+/// kinds), 4-5 D type (0 f16, 1 f32), 7-9 A type and 10-12 B type (kind::f16:
+/// 0 f16, 1 bf16; kind::f8f6f4: 0 e4m3, 1 e5m2, 3 e2m3, 4 e3m2, 5 e2m1),
+/// 13/14 negate A/B, 15/16 A/B transposed (MN-major), 17-22 N >> 3, 24-28
+/// M >> 4, 30-31 maximum shift (.ws only).
 struct InstrDescriptor {
   bool dF32 = true;
-  bool aBf16 = false, bBf16 = false;
+  MmaElement aType = MmaElement::F16, bType = MmaElement::F16;
   bool negateA = false, negateB = false;
   Major aMajor = Major::K, bMajor = Major::K;
   uint32_t m = 0, n = 0;
 };
 
-inline bool decodeInstrDescriptorF16(uint32_t bits, InstrDescriptor &out,
-                                     std::string &error) {
+namespace detail {
+/// The fields both kinds share: sparsity and saturate (refused), D's type,
+/// negation, majors, M and N (checked against cta_group::1's shapes).
+inline bool decodeInstrDescriptorCommon(uint32_t bits, InstrDescriptor &out,
+                                        const char *kind, std::string &error) {
   if (bits & 0x7) {
     error = "instruction descriptor asks for sparsity (bits 0-2), which is "
             "not modelled";
     return false;
   }
   if (bits & 0x8) {
-    error = "instruction descriptor sets saturate (bit 3), which kind::f16 "
-            "does not allow";
+    error = std::string("instruction descriptor sets saturate (bit 3), "
+                        "which ") +
+            kind + " does not allow (integer kinds only)";
     return false;
   }
-  uint32_t dType = (bits >> 4) & 3, aType = (bits >> 7) & 7,
-           bType = (bits >> 10) & 7;
-  if (dType > 1 || aType > 1 || bType > 1) {
-    error = "instruction descriptor types D=" + std::to_string(dType) +
-            " A=" + std::to_string(aType) + " B=" + std::to_string(bType) +
-            " are not kind::f16 types (D: 0 f16, 1 f32; A, B: 0 f16, 1 bf16)";
+  uint32_t dType = (bits >> 4) & 3;
+  if (dType > 1) {
+    error = "instruction descriptor D type " + std::to_string(dType) +
+            " is not a " + kind + " accumulator type (0 f16, 1 f32)";
     return false;
   }
   out.dF32 = dType == 1;
-  out.aBf16 = aType == 1;
-  out.bBf16 = bType == 1;
   out.negateA = (bits >> 13) & 1;
   out.negateB = (bits >> 14) & 1;
   out.aMajor = static_cast<Major>((bits >> 15) & 1);
@@ -218,6 +231,79 @@ inline bool decodeInstrDescriptorF16(uint32_t bits, InstrDescriptor &out,
     return false;
   }
   return true;
+}
+} // namespace detail
+
+/// `tcgen05.mma .kind::f16`: A and B f16 or bf16.
+inline bool decodeInstrDescriptorF16(uint32_t bits, InstrDescriptor &out,
+                                     std::string &error) {
+  if (!detail::decodeInstrDescriptorCommon(bits, out, "kind::f16", error))
+    return false;
+  uint32_t aType = (bits >> 7) & 7, bType = (bits >> 10) & 7;
+  if (aType > 1 || bType > 1) {
+    error = "instruction descriptor types A=" + std::to_string(aType) +
+            " B=" + std::to_string(bType) +
+            " are not kind::f16 types (0 f16, 1 bf16)";
+    return false;
+  }
+  out.aType = aType ? MmaElement::BF16 : MmaElement::F16;
+  out.bType = bType ? MmaElement::BF16 : MmaElement::F16;
+  return true;
+}
+
+/// `tcgen05.mma .kind::f8f6f4` with 8-bit A and B, each e4m3 or e5m2 (they
+/// may differ). The 6- and 4-bit formats the kind also takes (e2m3, e3m2,
+/// e2m1, padded to a byte in shared memory) are refused. Both operands may
+/// be MN-major (the ISA's transpose table allows it for kind::f8f6f4; an
+/// 8-bit transposed B needs N a multiple of 16 with cta_group::1).
+inline bool decodeInstrDescriptorF8F6F4(uint32_t bits, InstrDescriptor &out,
+                                        std::string &error) {
+  if (!detail::decodeInstrDescriptorCommon(bits, out, "kind::f8f6f4", error))
+    return false;
+  auto element = [&](uint32_t code, const char *which, MmaElement &type) {
+    if (code <= 1) {
+      type = code ? MmaElement::E5M2 : MmaElement::E4M3;
+      return true;
+    }
+    static const char *const names[8] = {"e4m3", "e5m2", "reserved",
+                                         "e2m3", "e3m2", "e2m1",
+                                         "reserved", "reserved"};
+    error = std::string("instruction descriptor ") + which + " type " +
+            std::to_string(code) + " (" + names[code] + ")" +
+            (code >= 3 && code <= 5
+                 ? " is a 6- or 4-bit format, which is not modelled"
+                 : " is not a kind::f8f6f4 type") +
+            " (0 e4m3, 1 e5m2 are)";
+    return false;
+  };
+  if (!element((bits >> 7) & 7, "A", out.aType) ||
+      !element((bits >> 10) & 7, "B", out.bType))
+    return false;
+  if (out.bMajor == Major::MN && out.n % 16 != 0) {
+    error = "instruction descriptor N = " + std::to_string(out.n) +
+            " with an 8-bit MN-major B (cta_group::1 allows 16..256 in steps "
+            "of 16)";
+    return false;
+  }
+  return true;
+}
+
+/// Where element (row, k) of a warp's 16 rows of wgmma's A lies when A comes
+/// from registers (PTX ISA, "Register Fragments", .m64nNk16 and .m64nNk32):
+/// the lane, the register j of {a0, a1, a2, a3}, and the element within it
+/// (the lowest bits first). With e = 4 / elementBytes elements a register
+/// and K = 8e, lane l's register j holds row l/4 + 8(j mod 2), columns
+/// (K/2)(j/2) + e(l mod 4) + i for its elements i < e: for 16-bit elements
+/// the ISA's a0..a7, for 8-bit ones a0..a15 (CuTe's ALayout_64x16 and
+/// ALayout_64x32).
+struct FragmentSlot {
+  uint32_t lane, reg, element;
+};
+inline FragmentSlot wgmmaFragmentSlotA(uint32_t row, uint32_t k,
+                                       uint32_t elementBytes) {
+  uint32_t perRegister = 4 / elementBytes, halfK = 4 * perRegister;
+  return {4 * (row % 8) + (k % halfK) / perRegister,
+          2 * (k / halfK) + row / 8, k % perRegister};
 }
 
 /// The shared-memory address at which a TMA tile copy places byte `offset` of

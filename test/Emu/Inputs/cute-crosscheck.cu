@@ -8,18 +8,21 @@
 // layouts, descriptors and partitioning with which CuTe drives the same
 // tensor cores.
 //
-// For every canonical UMMA layout of 16-bit elements (K-major and MN-major,
-// no swizzle and 32/64/128-byte swizzles), and for the exact layouts fa4's
-// kernels use, it tiles CuTe's layout atom to a realistic operand tile,
-// partitions the tile for a tcgen05.mma the way CuTe's collective mainloops
-// do, and for each K=16 slice decodes CuTe's descriptor with the emulator and
-// compares, element by element, the shared-memory byte address CuTe gives
-// the element with the one the emulator computes from the descriptor. For
+// For every canonical UMMA layout of 16-bit and of 8-bit elements (K-major
+// and MN-major, no swizzle and 32/64/128-byte swizzles), and for the exact
+// layouts fa4's kernels use, it tiles CuTe's layout atom to a realistic
+// operand tile, partitions the tile for a tcgen05.mma the way CuTe's
+// collective mainloops do (kind::f16's atom, kind::f8f6f4's), and for each
+// K slice (16 elements of 16 bits, 32 of 8) decodes CuTe's descriptor with
+// the emulator and compares, element by element, the shared-memory byte
+// address CuTe gives the element with the one the emulator computes from
+// the descriptor. For
 // fa4's layouts it also compares fa4's descriptor bits for each K step with
 // CuTe's, and the placement of a TMA box with the MMA's reading of it. Then
 // the instruction descriptors and the swizzle functions.
 //
-// Then the same for wgmma (sm_90a): every canonical GMMA layout, partitioned
+// Then the same for wgmma (sm_90a): every canonical GMMA layout (of 8-bit
+// elements the K-major ones, FP8 wgmma's only), partitioned
 // for CuTe's SM90 SS atoms, each K step's GmmaDescriptor read by the
 // emulator's wgmma decoder element by element and given back bit for bit by
 // fa4's wgmma encoder; and fa4's Hopper Q, K and V tiles with fa4's own
@@ -98,8 +101,13 @@ std::string hex(uint32_t value) {
 }
 
 template <class T> constexpr char const *typeName() {
-  return is_same_v<T, half_t> ? "f16" : "bf16";
+  return is_same_v<T, half_t>         ? "f16"
+         : is_same_v<T, bfloat16_t>   ? "bf16"
+         : is_same_v<T, float_e4m3_t> ? "e4m3"
+                                      : "e5m2";
 }
+/// One MMA's K: 32 bytes of elements.
+template <class T> constexpr int kStepOf = 32 / sizeof(T);
 template <class T> constexpr tc::Element fa4Element() {
   return is_same_v<T, half_t> ? tc::Element::F16 : tc::Element::BF16;
 }
@@ -167,9 +175,21 @@ struct Fa4Use {
 
 enum class Role { A, B };
 
+/// CuTe's SM100 atom for operands of type T: kind::f16's for 16-bit types,
+/// kind::f8f6f4's for 8-bit ones.
+template <class T, int M, int N, UMMA::Major MA, UMMA::Major MB>
+using Sm100Atom = conditional_t<
+    sizeof(T) == 2, SM100_MMA_F16BF16_SS<T, T, float, M, N, MA, MB>,
+    MMA_Traits<SM100_MMA_F8F6F4_SS, T, T, float, C<M>, C<N>,
+               integral_constant<UMMA::Major, MA>,
+               integral_constant<UMMA::Major, MB>,
+               integral_constant<UMMA::ScaleIn, UMMA::ScaleIn::One>,
+               integral_constant<UMMA::ScaleIn, UMMA::ScaleIn::One>>>;
+
 /// Tiles `Atom` to an MN x K operand tile at shared address `start`, plays
 /// it as operand `role` of one cta_group::1 tcgen05.mma of CuTe's
-/// SM100_MMA_F16BF16_SS, and compares every element of every K=16 slice.
+/// SM100_MMA_F16BF16_SS (SM100_MMA_F8F6F4_SS for 8-bit T), and compares
+/// every element of every K slice.
 template <class T, UMMA::Major Major, Role R, int MN, int K, class Atom,
           class Order>
 void checkOperand(char const *layoutName, uint32_t start, Fa4Use fa4 = {}) {
@@ -184,12 +204,12 @@ void checkOperand(char const *layoutName, uint32_t start, Fa4Use fa4 = {}) {
   // operand's extent and major are immaterial to this one's partitioning.
   constexpr int M = R == Role::A ? MN : 128;
   constexpr int N = R == Role::A ? 128 : MN;
-  using Op = SM100_MMA_F16BF16_SS<T, T, float, M, N,
-                                  R == Role::A ? Major : UMMA::Major::K,
-                                  R == Role::B ? Major : UMMA::Major::K>;
+  using Op = Sm100Atom<T, M, N, R == Role::A ? Major : UMMA::Major::K,
+                       R == Role::B ? Major : UMMA::Major::K>;
   auto slice = make_tiled_mma(Op{}).get_slice(0);
-  // (MMA, 1, K / 16) elements and (1, 1, K / 16) descriptors: CuTe steps
-  // along K by offsetting the first slice's descriptor.
+  // (MMA, 1, K / step) elements and (1, 1, K / step) descriptors: CuTe
+  // steps along K by offsetting the first slice's descriptor.
+  constexpr int kStep = kStepOf<T>;
   auto partitioned = [&] {
     if constexpr (R == Role::A)
       return slice.partition_A(tile);
@@ -204,7 +224,7 @@ void checkOperand(char const *layoutName, uint32_t start, Fa4Use fa4 = {}) {
   }();
   static_assert(decltype(size<1>(partitioned))::value == 1);
   constexpr int steps = decltype(size<2>(partitioned))::value;
-  static_assert(steps * 16 == K);
+  static_assert(steps * kStep == K);
 
   int elements = 0;
   bool leadingOffsetIgnored = false;
@@ -247,11 +267,11 @@ void checkOperand(char const *layoutName, uint32_t start, Fa4Use fa4 = {}) {
         disagree(at + ": the emulator rejects fa4's descriptor " + hex(mine) +
                  ": " + error);
     }
-    for (int k = 0; k < 16; ++k) {
+    for (int k = 0; k < kStep; ++k) {
       for (int mn = 0; mn < MN; ++mn) {
-        // The MMA mode of the partition is (M or N, 16) of this step.
+        // The MMA mode of the partition is (M or N, K step) of this step.
         uint32_t cute = sharedAddress(&partitioned(make_coord(mn, k), 0, step));
-        uint32_t plain = sharedAddress(&tile(mn, step * 16 + k));
+        uint32_t plain = sharedAddress(&tile(mn, step * kStep + k));
         uint32_t mine =
             emu::operandAddress(decoded, emuMajor(Major), mn, k, sizeof(T));
         if (cute != plain || cute != mine)
@@ -269,10 +289,10 @@ void checkOperand(char const *layoutName, uint32_t start, Fa4Use fa4 = {}) {
                    ", emulator address from fa4's descriptor " +
                    std::to_string(fa4Mine));
         if (fa4.tma) {
-          uint32_t placed = fa4.tma(start, mn, step * 16 + k);
+          uint32_t placed = fa4.tma(start, mn, step * kStep + k);
           if (placed != cute)
             disagree(at + ": element (mn " + std::to_string(mn) + ", k " +
-                     std::to_string(step * 16 + k) + "): CuTe address " +
+                     std::to_string(step * kStep + k) + "): CuTe address " +
                      std::to_string(cute) + ", fa4's TMA box writes it at " +
                      std::to_string(placed));
         }
@@ -304,9 +324,10 @@ int checkInstruction() {
   std::string error;
   if (!emu::decodeInstrDescriptorF16(bits, decoded, error))
     disagree(at + ": the emulator rejects CuTe's " + hex(bits) + ": " + error);
-  if (!decoded.dF32 || decoded.aBf16 != is_same_v<TA, bfloat16_t> ||
-      decoded.bBf16 != is_same_v<TB, bfloat16_t> || decoded.negateA ||
-      decoded.negateB || decoded.aMajor != emuMajor(MA) ||
+  if (!decoded.dF32 ||
+      (decoded.aType == emu::MmaElement::BF16) != is_same_v<TA, bfloat16_t> ||
+      (decoded.bType == emu::MmaElement::BF16) != is_same_v<TB, bfloat16_t> ||
+      decoded.negateA || decoded.negateB || decoded.aMajor != emuMajor(MA) ||
       decoded.bMajor != emuMajor(MB) || decoded.m != M || decoded.n != N)
     disagree(at + ": the emulator misreads CuTe's " + hex(bits) + " as M " +
              std::to_string(decoded.m) + " N " + std::to_string(decoded.n));
@@ -317,12 +338,44 @@ int checkInstruction() {
   return 1;
 }
 
+/// The kind::f8f6f4 instruction descriptor for one shape, types and majors
+/// (fa4 has no encoder of its own for it yet).
+template <class TA, class TB, int M, int N, UMMA::Major MA, UMMA::Major MB>
+int checkInstruction8() {
+  uint32_t bits = static_cast<uint32_t>(
+      UMMA::make_instr_desc<TA, TB, float, M, N, MA, MB>());
+  std::string at = std::string("instruction descriptor A ") + typeName<TA>() +
+                   (MA == UMMA::Major::K ? " K" : " MN") + "-major, B " +
+                   typeName<TB>() + (MB == UMMA::Major::K ? " K" : " MN") +
+                   "-major, M " + std::to_string(M) + " N " + std::to_string(N);
+  emu::InstrDescriptor decoded;
+  std::string error;
+  if (!emu::decodeInstrDescriptorF8F6F4(bits, decoded, error))
+    disagree(at + ": the emulator rejects CuTe's " + hex(bits) + ": " + error);
+  auto element = [](bool e5m2) {
+    return e5m2 ? emu::MmaElement::E5M2 : emu::MmaElement::E4M3;
+  };
+  if (!decoded.dF32 || decoded.aType != element(is_same_v<TA, float_e5m2_t>) ||
+      decoded.bType != element(is_same_v<TB, float_e5m2_t>) ||
+      decoded.negateA || decoded.negateB || decoded.aMajor != emuMajor(MA) ||
+      decoded.bMajor != emuMajor(MB) || decoded.m != M || decoded.n != N)
+    disagree(at + ": the emulator misreads CuTe's " + hex(bits) + " as M " +
+             std::to_string(decoded.m) + " N " + std::to_string(decoded.n));
+  return 1;
+}
+
 template <class TA, class TB, int M, int N> int checkInstructionMajors() {
   constexpr auto K = UMMA::Major::K, MN = UMMA::Major::MN;
-  return checkInstruction<TA, TB, M, N, K, K>() +
-         checkInstruction<TA, TB, M, N, K, MN>() +
-         checkInstruction<TA, TB, M, N, MN, K>() +
-         checkInstruction<TA, TB, M, N, MN, MN>();
+  if constexpr (sizeof(TA) == 1)
+    return checkInstruction8<TA, TB, M, N, K, K>() +
+           checkInstruction8<TA, TB, M, N, K, MN>() +
+           checkInstruction8<TA, TB, M, N, MN, K>() +
+           checkInstruction8<TA, TB, M, N, MN, MN>();
+  else
+    return checkInstruction<TA, TB, M, N, K, K>() +
+           checkInstruction<TA, TB, M, N, K, MN>() +
+           checkInstruction<TA, TB, M, N, MN, K>() +
+           checkInstruction<TA, TB, M, N, MN, MN>();
 }
 
 /// M 64 and 128 (cta_group::1); N 64, 96 and 128 are fa4's head dimensions
@@ -439,7 +492,8 @@ void checkWgmmaOperand(char const *layoutName, uint32_t start,
                       R == Role::A ? Major : GMMA::Major::K,
                       R == Role::B ? Major : GMMA::Major::K>());
   auto slice = make_tiled_mma(Op{}).get_slice(0);
-  // (MMA, blocks, K / 16) elements and (1, blocks, K / 16) descriptors.
+  // (MMA, blocks, K / step) elements and (1, blocks, K / step) descriptors.
+  constexpr int kStep = kStepOf<T>;
   auto partitioned = [&] {
     if constexpr (R == Role::A)
       return slice.partition_A(tile);
@@ -454,7 +508,7 @@ void checkWgmmaOperand(char const *layoutName, uint32_t start,
   }();
   constexpr int blocks = decltype(size<1>(partitioned))::value;
   constexpr int steps = decltype(size<2>(partitioned))::value;
-  static_assert(blocks * rows == MN && steps * 16 == K);
+  static_assert(blocks * rows == MN && steps * kStep == K);
 
   int elements = 0;
   bool leadingOffsetIgnored = false;
@@ -496,12 +550,12 @@ void checkWgmmaOperand(char const *layoutName, uint32_t start,
           disagree(at + ": the emulator rejects fa4's descriptor " +
                    hex(mine) + ": " + error);
       }
-      for (int k = 0; k < 16; ++k) {
+      for (int k = 0; k < kStep; ++k) {
         for (int mn = 0; mn < rows; ++mn) {
           int tileMn = block * rows + mn;
           uint32_t cute =
               sharedAddress(&partitioned(make_coord(mn, k), block, step));
-          uint32_t plain = sharedAddress(&tile(tileMn, step * 16 + k));
+          uint32_t plain = sharedAddress(&tile(tileMn, step * kStep + k));
           uint32_t mine =
               emu::operandAddress(decoded, emuMajor(Major), mn, k, sizeof(T));
           uint32_t fa4Mine = emu::operandAddress(fa4Decoded, emuMajor(Major),
@@ -515,9 +569,9 @@ void checkWgmmaOperand(char const *layoutName, uint32_t start,
           if (fa4Mine != cute)
             disagree(element + ", emulator address from fa4's descriptor " +
                      std::to_string(fa4Mine));
-          if (fa4.tma && fa4.tma(start, tileMn, step * 16 + k) != cute)
+          if (fa4.tma && fa4.tma(start, tileMn, step * kStep + k) != cute)
             disagree(element + ", fa4's TMA box writes it at " +
-                     std::to_string(fa4.tma(start, tileMn, step * 16 + k)));
+                     std::to_string(fa4.tma(start, tileMn, step * kStep + k)));
           ++elements;
         }
       }
@@ -567,6 +621,27 @@ int main() {
   checkOperand<half_t, MNmaj, Role::A, 128, 64,
                UMMA::Layout_MN_SW128_Atom<half_t>, MNFirst>("SW128",
                                                             kTileStart);
+
+  // The same of 8-bit elements (kind::f8f6f4), over 128 columns of K (one
+  // 128-byte row): K-major as A, MN-major as B, which kind::f8f6f4 may
+  // read transposed.
+  using E4M3 = float_e4m3_t;
+  checkOperand<E4M3, Kmaj, Role::A, 128, 128, UMMA::Layout_K_INTER_Atom<E4M3>,
+               MNFirst>("INTER", kTileStart);
+  checkOperand<E4M3, Kmaj, Role::A, 128, 128, UMMA::Layout_K_SW32_Atom<E4M3>,
+               MNFirst>("SW32", kTileStart);
+  checkOperand<E4M3, Kmaj, Role::A, 128, 128, UMMA::Layout_K_SW64_Atom<E4M3>,
+               MNFirst>("SW64", kTileStart);
+  checkOperand<E4M3, Kmaj, Role::A, 128, 128, UMMA::Layout_K_SW128_Atom<E4M3>,
+               MNFirst>("SW128", kTileStart);
+  checkOperand<E4M3, MNmaj, Role::B, 128, 128,
+               UMMA::Layout_MN_INTER_Atom<E4M3>, MNFirst>("INTER", kTileStart);
+  checkOperand<E4M3, MNmaj, Role::B, 128, 128, UMMA::Layout_MN_SW32_Atom<E4M3>,
+               MNFirst>("SW32", kTileStart);
+  checkOperand<E4M3, MNmaj, Role::B, 128, 128, UMMA::Layout_MN_SW64_Atom<E4M3>,
+               MNFirst>("SW64", kTileStart);
+  checkOperand<E4M3, MNmaj, Role::B, 128, 128,
+               UMMA::Layout_MN_SW128_Atom<E4M3>, KFirst>("SW128", kTileStart);
 
   // fa4's operands. Q and K, the A and B operands of Q.K^T (each tile is
   // played as both, the element types alternating): 128 rows, K-major, one
@@ -631,6 +706,13 @@ int main() {
   checkWgmmaOperand<half_t, MNgmma, Role::A, 128, 64,
                     GMMA::Layout_MN_SW128_Atom<half_t>, MNFirst>("SW128",
                                                                  kTileStart);
+  // FP8 wgmma's operands, K-major only: as A, and as an N = 128 B.
+  checkWgmmaOperand<E4M3, Kgmma, Role::A, 128, 128,
+                    GMMA::Layout_K_INTER_Atom<E4M3>, MNFirst>("INTER",
+                                                              kTileStart);
+  checkWgmmaOperand<E4M3, Kgmma, Role::B, 128, 128,
+                    GMMA::Layout_K_SW128_Atom<E4M3>, MNFirst>("SW128",
+                                                              kTileStart);
 
   // fa4's Hopper operands, in the layouts of its Blackwell ones. Q, the A
   // of Q.K^T: a 128-row tile, each consumer warpgroup's 64 rows a block;
@@ -677,6 +759,8 @@ int main() {
 
   checkInstructions<half_t, half_t>();
   checkInstructions<bfloat16_t, bfloat16_t>();
+  checkInstructions<float_e4m3_t, float_e4m3_t>();
+  checkInstructions<float_e5m2_t, float_e4m3_t>();
 
   checkSwizzle<1>(emu::Swizzle::Bytes32);
   checkSwizzle<2>(emu::Swizzle::Bytes64);

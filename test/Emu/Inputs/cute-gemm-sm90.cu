@@ -7,7 +7,9 @@
 //
 // in f16 or bf16, with B K-major (B[N x K] row-major, as K in Q·K^T) or
 // MN-major (B^T[K x N] row-major, as V in P·V), and A in shared memory (the
-// SS form) or in registers (the RS form, as P in fa4's P·V).
+// SS form) or in registers (the RS form, as P in fa4's P·V); and in the 8-bit
+// floats e4m3 and e5m2 (A's and B's may differ), whose wgmma takes both
+// operands K-major and 32 elements of K a step.
 //
 // Where the sm_100a kernel (cute-gemm.cu) issues its own inline PTX, this one
 // lets NVIDIA's CuTe write everything the tensor core reads: the shared-memory
@@ -22,10 +24,16 @@
 // thread stores C, so that a misreading of NVIDIA's encodings by the emulator
 // shows as a wrong C.
 //
-// Each tensor map's box is 64 elements (128 bytes, one swizzle row) by all
-// rows of the operand as it lies in global memory, so one TMA copy lands a
-// 64-column block exactly where CuTe's layout places it: a K-block of A or
-// of a K-major B, a 64-column N-block of an MN-major B.
+// Each tensor map's box is 128 bytes (one swizzle row: 64 16-bit or 128 8-bit
+// elements) by all rows of the operand as it lies in global memory, so one
+// TMA copy lands a block of columns exactly where CuTe's layout places it: a
+// K-block of A or of a K-major B, an N-block of an MN-major B.
+//
+// Two entries are broken on purpose, so that the test can fail: one permutes
+// the bytes of the RS form's A registers (each 32-bit register's halves
+// swapped, as a kernel that packed its P fragment in the wrong order would),
+// one steps the descriptors 16 bytes a K step where 32 elements of 8 bits
+// are 32 bytes.
 //
 //===----------------------------------------------------------------------===//
 
@@ -45,7 +53,12 @@ using namespace cute;
 constexpr int kM = 64;
 constexpr int kThreads = 128;
 /// Elements of one 128-byte swizzle row: the inner extent of one TMA box.
-constexpr int kBlock = 64;
+template <class Element> constexpr int kBlock = 128 / sizeof(Element);
+/// One wgmma's K: 32 bytes of elements (16 of 16 bits, 32 of 8).
+template <class Element> constexpr int kStep = 32 / sizeof(Element);
+
+/// The deliberate defects of the mutant entries.
+enum class Mutant { None, FragmentBytes, DescriptorStep16 };
 
 template <class Element, int N, int K, GMMA::Major MajorB>
 __device__ auto layoutOfB() {
@@ -59,41 +72,46 @@ __device__ auto layoutOfB() {
                          make_shape(Int<N>{}, Int<K>{}), Step<_2, _1>{});
 }
 
-template <class Element, int N, int K, GMMA::Major MajorB, bool RegistersA>
+template <class ElementA, class ElementB, int N, int K, GMMA::Major MajorB,
+          bool RegistersA, Mutant Defect = Mutant::None>
 __device__ void gemm(CUtensorMap const &mapA, CUtensorMap const &mapB,
                      float *c) {
-  static_assert(K % kBlock == 0 && N % kBlock == 0,
-                "K and N in whole 64-element TMA boxes");
+  static_assert(sizeof(ElementA) == sizeof(ElementB));
+  constexpr int kBlockK = kBlock<ElementA>, kStepK = kStep<ElementA>;
+  static_assert(K % kBlockK == 0 &&
+                (MajorB == GMMA::Major::K || N % kBlockK == 0),
+                "K and an MN-major B's N in whole 128-byte TMA boxes");
 
-  // A in CuTe's canonical K-major 128B-swizzled layout: 8-row x 64-column
+  // A in CuTe's canonical K-major 128B-swizzled layout: 8-row x 128-byte
   // atoms stacked along M, K-blocks after all rows.
-  auto layoutA = tile_to_shape(GMMA::Layout_K_SW128_Atom<Element>{},
+  auto layoutA = tile_to_shape(GMMA::Layout_K_SW128_Atom<ElementA>{},
                                make_shape(Int<kM>{}, Int<K>{}));
-  auto layoutB = layoutOfB<Element, N, K, MajorB>();
-  constexpr int kBytesA = cosize_v<decltype(layoutA)> * sizeof(Element);
-  constexpr int kBytesB = cosize_v<decltype(layoutB)> * sizeof(Element);
+  auto layoutB = layoutOfB<ElementB, N, K, MajorB>();
+  constexpr int kBytesA = cosize_v<decltype(layoutA)> * sizeof(ElementA);
+  constexpr int kBytesB = cosize_v<decltype(layoutB)> * sizeof(ElementB);
 
   // Shared memory: A, then B (both on 1024-byte swizzle-pattern repeats),
   // then the mbarrier the TMA loads complete on.
   extern __shared__ __align__(1024) uint8_t shared[];
-  Element *a = reinterpret_cast<Element *>(shared);
-  Element *b = reinterpret_cast<Element *>(shared + kBytesA);
+  ElementA *a = reinterpret_cast<ElementA *>(shared);
+  ElementB *b = reinterpret_cast<ElementB *>(shared + kBytesA);
   uint64_t *barrier = reinterpret_cast<uint64_t *>(shared + kBytesA + kBytesB);
   uint32_t loaded = sharedAddress(barrier);
 
   Tensor sA = make_tensor(make_smem_ptr(a), layoutA); // (M, K)
   Tensor sB = make_tensor(make_smem_ptr(b), layoutB); // (N, K)
 
-  // CuTe's atom for a 64 x N x K tile: one wgmma of N columns per K = 16
-  // step. Its fragments of A (SS) and B are descriptors, one per step (the
-  // first step's, advanced by the step's offset); of A (RS), this thread's
-  // eight elements of each step.
+  // CuTe's atom for a 64 x N x K tile: one wgmma of N columns per K step
+  // (16 elements of 16 bits, 32 of 8: SM90_64xNx32_F32E4M3E4M3_SS_TN and
+  // its kin for FP8). Its fragments of A (SS) and B are descriptors, one per
+  // step (the first step's, advanced by the step's offset); of A (RS), this
+  // thread's eight (16-bit) or sixteen (8-bit) elements of each step.
   using TileShape = Shape<Int<kM>, Int<N>, Int<K>>;
   using Atom = conditional_t<
       RegistersA,
-      decltype(GMMA::rs_op_selector<Element, Element, float, TileShape,
+      decltype(GMMA::rs_op_selector<ElementA, ElementB, float, TileShape,
                                     GMMA::Major::K, MajorB>()),
-      decltype(GMMA::ss_op_selector<Element, Element, float, TileShape,
+      decltype(GMMA::ss_op_selector<ElementA, ElementB, float, TileShape,
                                     GMMA::Major::K, MajorB>())>;
   static_assert(size<1>(typename MMA_Traits<Atom>::Shape_MNK{}) == N,
                 "one wgmma covers all N columns");
@@ -105,7 +123,7 @@ __device__ void gemm(CUtensorMap const &mapA, CUtensorMap const &mapB,
   Tensor accumulator =
       partition_fragment_C(mma, make_shape(Int<kM>{}, Int<N>{}));
   static_assert(size(accumulator) == N / 2);
-  static_assert(size<2>(fragmentB) * 16 == K);
+  static_assert(size<2>(fragmentB) * kStepK == K);
 
   if (threadIdx.x == 0) {
     asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(loaded));
@@ -118,17 +136,17 @@ __device__ void gemm(CUtensorMap const &mapA, CUtensorMap const &mapB,
                      loaded),
                  "r"(kBytesA + kBytesB)
                  : "memory");
-    for (int block = 0; block < K / kBlock; ++block)
-      tmaLoad(sharedAddress(&sA(0, block * kBlock)), mapA, block * kBlock, 0,
+    for (int block = 0; block < K / kBlockK; ++block)
+      tmaLoad(sharedAddress(&sA(0, block * kBlockK)), mapA, block * kBlockK, 0,
               loaded);
     if constexpr (MajorB == GMMA::Major::K)
-      for (int block = 0; block < K / kBlock; ++block)
-        tmaLoad(sharedAddress(&sB(0, block * kBlock)), mapB, block * kBlock, 0,
-                loaded);
+      for (int block = 0; block < K / kBlockK; ++block)
+        tmaLoad(sharedAddress(&sB(0, block * kBlockK)), mapB, block * kBlockK,
+                0, loaded);
     else
-      for (int block = 0; block < N / kBlock; ++block)
-        tmaLoad(sharedAddress(&sB(block * kBlock, 0)), mapB, block * kBlock, 0,
-                loaded);
+      for (int block = 0; block < N / kBlockK; ++block)
+        tmaLoad(sharedAddress(&sB(block * kBlockK, 0)), mapB, block * kBlockK,
+                0, loaded);
   }
   // wgmma is warpgroup-collective: every thread waits for the operands.
   waitParity(loaded, 0);
@@ -138,6 +156,12 @@ __device__ void gemm(CUtensorMap const &mapA, CUtensorMap const &mapB,
   // read them.
   if constexpr (RegistersA) {
     copy(partitionA, fragmentA);
+    if constexpr (Defect == Mutant::FragmentBytes) {
+      Tensor words = recast<uint32_t>(fragmentA);
+      CUTE_UNROLL
+      for (int i = 0; i < size(words); ++i)
+        words(i) = __byte_perm(words(i), 0, 0x1032);
+    }
     warpgroup_fence_operand(fragmentA);
   }
   // The first step overwrites the accumulator, the others add to it.
@@ -145,8 +169,21 @@ __device__ void gemm(CUtensorMap const &mapA, CUtensorMap const &mapB,
   warpgroup_fence_operand(accumulator);
   warpgroup_arrive();
   CUTE_UNROLL
-  for (int step = 0; step < K / 16; ++step) {
-    cute::gemm(mma, fragmentA(_, _, step), fragmentB(_, _, step), accumulator);
+  for (int step = 0; step < K / kStepK; ++step) {
+    if constexpr (Defect == Mutant::DescriptorStep16) {
+      // The first step's descriptors advanced by 16 bytes (one unit of the
+      // start-address field) a step, where CuTe advances them by 32.
+      Tensor stepA = make_fragment_like(fragmentA(_, _, 0));
+      Tensor stepB = make_fragment_like(fragmentB(_, _, 0));
+      stepA(0) = fragmentA(0, 0, 0);
+      stepB(0) = fragmentB(0, 0, 0);
+      stepA(0).desc_ += step;
+      stepB(0).desc_ += step;
+      cute::gemm(mma, stepA, stepB, accumulator);
+    } else {
+      cute::gemm(mma, fragmentA(_, _, step), fragmentB(_, _, step),
+                 accumulator);
+    }
     mma.accumulate_ = GMMA::ScaleOut::One;
   }
   warpgroup_commit_batch();
@@ -154,8 +191,9 @@ __device__ void gemm(CUtensorMap const &mapA, CUtensorMap const &mapB,
   warpgroup_fence_operand(accumulator);
 
   // The accumulator fragment by the PTX ISA ("Register fragments" of wgmma
-  // .m64nNk16), not by CuTe's C layout: warp w, lane l holds element i at
-  // row 16w + l/4 + 8((i/2) mod 2), column 8(i/4) + 2(l mod 4) + i mod 2.
+  // .m64nNk16 and .m64nNk32, alike), not by CuTe's C layout: warp w, lane l
+  // holds element i at row 16w + l/4 + 8((i/2) mod 2), column 8(i/4) +
+  // 2(l mod 4) + i mod 2.
   int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   CUTE_UNROLL
   for (int i = 0; i < N / 2; ++i) {
@@ -169,13 +207,17 @@ __device__ void gemm(CUtensorMap const &mapA, CUtensorMap const &mapB,
 
 /// One entry per case the test runs, with an unmangled name. A launch gives
 /// it 128 threads and, as dynamic shared memory, the two tiles
-/// (2 * (64 + N) * K bytes) and 8 bytes for the mbarrier.
-#define FA4_GEMM_ENTRY(Name, Element, MajorB, RegistersA, N, K)                \
+/// ((64 + N) * K elements) and 8 bytes for the mbarrier.
+#define FA4_GEMM_ENTRY_OF(Name, ElementA, ElementB, MajorB, RegistersA, N, K, \
+                          Defect)                                              \
   extern "C" __global__ void __launch_bounds__(kThreads)                       \
       Name(const __grid_constant__ CUtensorMap mapA,                           \
            const __grid_constant__ CUtensorMap mapB, float *c) {               \
-    gemm<Element, N, K, GMMA::Major::MajorB, RegistersA>(mapA, mapB, c);       \
+    gemm<ElementA, ElementB, N, K, GMMA::Major::MajorB, RegistersA,            \
+         Mutant::Defect>(mapA, mapB, c);                                       \
   }
+#define FA4_GEMM_ENTRY(Name, Element, MajorB, RegistersA, N, K)                \
+  FA4_GEMM_ENTRY_OF(Name, Element, Element, MajorB, RegistersA, N, K, None)
 
 // B K-major, A in shared memory: one wgmma per K step at N = 64, 128, 256.
 FA4_GEMM_ENTRY(cute_gemm_sm90_n64_k64, half_t, K, false, 64, 64)
@@ -190,3 +232,15 @@ FA4_GEMM_ENTRY(cute_gemm_sm90_bmn_bf16_n64_k192, bfloat16_t, MN, false, 64, 192)
 FA4_GEMM_ENTRY(cute_gemm_sm90_rs_n128_k64, half_t, K, true, 128, 64)
 FA4_GEMM_ENTRY(cute_gemm_sm90_rs_bmn_bf16_n128_k128, bfloat16_t, MN, true, 128,
                128)
+// FP8, both operands K-major (the only form FP8 wgmma has): e4m3 with A in
+// shared memory and in registers (CuTe's SM90_64x128x32_F32E4M3E4M3_SS_TN
+// and _RS_TN), e5m2 A against e4m3 B (SM90_64x64x32_F32E5M2E4M3_SS_TN).
+FA4_GEMM_ENTRY(cute_gemm_sm90_e4m3_n128_k256, float_e4m3_t, K, false, 128, 256)
+FA4_GEMM_ENTRY(cute_gemm_sm90_e4m3_rs_n128_k128, float_e4m3_t, K, true, 128, 128)
+FA4_GEMM_ENTRY_OF(cute_gemm_sm90_e5m2_e4m3_n64_k128, float_e5m2_t,
+                  float_e4m3_t, K, false, 64, 128, None)
+// The mutants: A's register bytes permuted; descriptors stepped by 16 bytes.
+FA4_GEMM_ENTRY_OF(cute_gemm_sm90_e4m3_rs_mutant_fragment_n128_k128,
+                  float_e4m3_t, float_e4m3_t, K, true, 128, 128, FragmentBytes)
+FA4_GEMM_ENTRY_OF(cute_gemm_sm90_e4m3_mutant_step16_n128_k128, float_e4m3_t,
+                  float_e4m3_t, K, false, 128, 128, DescriptorStep16)

@@ -7,12 +7,16 @@
 // each with its own schedule — and compares C with a GEMM on the host.
 //
 // The entry computes C[M x N] (f32, row-major) = A[M x K] * B[N x K]^T with
-// A and B f16 or bf16, A K-major, B K-major (stored N x K) or MN-major
-// (stored K x N), and takes (A's tensor map, B's tensor map, C's address).
-// The maps are encoded by the emulator's encoder, as the driver's
-// cuTensorMapEncodeTiled would encode them for a GPU: 2-d, boxes of 64
-// elements of the contiguous dimension (one 128-byte swizzle row) by every
-// row, 128B swizzle.
+// A and B f16, bf16, e4m3 or e5m2 (B's type may differ from A's only among
+// the 8-bit ones), A K-major, B K-major (stored N x K) or MN-major (stored
+// K x N), and takes (A's tensor map, B's tensor map, C's address). The maps
+// are encoded by the emulator's encoder, as the driver's
+// cuTensorMapEncodeTiled would encode them for a GPU: 2-d, boxes of one
+// 128-byte swizzle row of the contiguous dimension (64 16-bit or 128 8-bit
+// elements, the 8-bit ones as UINT8, as CuTe maps them) by every row, 128B
+// swizzle. The inputs are seeded values in [-1, 1), rounded to their type
+// (so that the 8-bit ones are exactly representable ones, subnormals
+// included), and the reference is their product in double.
 //
 // Prints each failing interleaving with its report, then
 //   gemm MxNxK: max error E, I interleavings, ok
@@ -23,6 +27,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "fa4/Emu/Emulator.h"
+#include "fa4/Emu/Float8.h"
 #include "fa4/Support/AttentionMath.h"
 
 #include "llvm/Support/CommandLine.h"
@@ -51,12 +56,20 @@ static cl::opt<uint32_t> n("n", cl::Required, cl::desc("Columns of C (rows of B)
                            cl::cat(gemmCategory));
 static cl::opt<uint32_t> k("k", cl::Required, cl::desc("The reduction extent"),
                            cl::cat(gemmCategory));
-enum class Element { F16, BF16 };
-static cl::opt<Element> element(
-    "element", cl::desc("The type of A and B"),
-    cl::values(clEnumValN(Element::F16, "f16", "IEEE half precision"),
-               clEnumValN(Element::BF16, "bf16", "bfloat16")),
-    cl::init(Element::F16), cl::cat(gemmCategory));
+enum class Element { F16, BF16, E4M3, E5M2 };
+static auto elementValues() {
+  return cl::values(
+      clEnumValN(Element::F16, "f16", "IEEE half precision"),
+      clEnumValN(Element::BF16, "bf16", "bfloat16"),
+      clEnumValN(Element::E4M3, "e4m3", "8-bit float, 4 exponent bits"),
+      clEnumValN(Element::E5M2, "e5m2", "8-bit float, 5 exponent bits"));
+}
+static cl::opt<Element> element("element", cl::desc("The type of A (and of B)"),
+                                elementValues(), cl::init(Element::F16),
+                                cl::cat(gemmCategory));
+static cl::opt<Element> bElement(
+    "b-element", cl::desc("The type of B, when it is not A's (8-bit types)"),
+    elementValues(), cl::init(Element::F16), cl::cat(gemmCategory));
 enum class Major { K, MN };
 static cl::opt<Major> bMajor(
     "b-major", cl::desc("Which dimension of B is contiguous"),
@@ -83,9 +96,8 @@ static cl::opt<double> tolerance(
 namespace {
 
 constexpr uint32_t kThreads = 128;
-/// The inner extent of one TMA box: 64 16-bit elements, one 128-byte
-/// swizzle row.
-constexpr uint32_t kBoxInner = 64;
+/// The inner extent of one TMA box in bytes: one 128-byte swizzle row.
+constexpr uint32_t kBoxInnerBytes = 128;
 /// The most rows a TMA box may have.
 constexpr uint32_t kMaxBoxOuter = 256;
 
@@ -94,35 +106,65 @@ int fail(const Twine &message) {
   return 2;
 }
 
-/// Seeded values in [-1, 1) of the element type, as their bits.
-std::vector<uint16_t> randomElements(size_t count, std::mt19937_64 &rng) {
+uint32_t bytesOf(Element type) {
+  return type == Element::F16 || type == Element::BF16 ? 2 : 1;
+}
+
+/// Seeded values in [-1, 1) rounded to `type`, as their bits.
+std::vector<uint16_t> randomElements(Element type, size_t count,
+                                     std::mt19937_64 &rng) {
   std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
   std::vector<uint16_t> bits(count);
-  for (uint16_t &b : bits)
-    b = element == Element::BF16 ? floatToBFloat16Bits(uniform(rng))
-                                 : floatToHalfBits(uniform(rng));
+  for (uint16_t &b : bits) {
+    float x = uniform(rng);
+    switch (type) {
+    case Element::F16: b = floatToHalfBits(x); break;
+    case Element::BF16: b = floatToBFloat16Bits(x); break;
+    case Element::E4M3: b = emu::float8FromDouble(emu::Float8::E4M3, x); break;
+    case Element::E5M2: b = emu::float8FromDouble(emu::Float8::E5M2, x); break;
+    }
+  }
   return bits;
 }
 
-double elementValue(uint16_t bits) {
-  return element == Element::BF16 ? bfloat16BitsToFloat(bits)
-                                  : halfBitsToFloat(bits);
+double elementValue(Element type, uint16_t bits) {
+  switch (type) {
+  case Element::F16: return halfBitsToFloat(bits);
+  case Element::BF16: return bfloat16BitsToFloat(bits);
+  case Element::E4M3:
+    return emu::float8ToFloat(emu::Float8::E4M3, static_cast<uint8_t>(bits));
+  case Element::E5M2:
+    return emu::float8ToFloat(emu::Float8::E5M2, static_cast<uint8_t>(bits));
+  }
+  return 0;
 }
 
-/// The map of an operand at `address` stored as `rows` rows of `columns`
-/// contiguous elements: one box is 64 columns of every row.
-runtime::TensorMapSpec operandMap(uint64_t address, uint32_t columns,
-                                  uint32_t rows) {
+/// The elements' bytes as they lie in memory (little-endian).
+std::vector<uint8_t> elementBytes(Element type,
+                                  const std::vector<uint16_t> &bits) {
+  uint32_t eb = bytesOf(type);
+  std::vector<uint8_t> bytes(bits.size() * eb);
+  for (size_t i = 0; i < bits.size(); ++i)
+    std::memcpy(bytes.data() + i * eb, &bits[i], eb);
+  return bytes;
+}
+
+/// The map of an operand of `type` at `address` stored as `rows` rows of
+/// `columns` contiguous elements: one box is 128 bytes of columns of every
+/// row.
+runtime::TensorMapSpec operandMap(Element type, uint64_t address,
+                                  uint32_t columns, uint32_t rows) {
   runtime::TensorMapSpec spec;
-  spec.dataType = element == Element::BF16
-                      ? runtime::TensorMapDataType::BFloat16
-                      : runtime::TensorMapDataType::Float16;
+  using runtime::TensorMapDataType;
+  spec.dataType = type == Element::F16    ? TensorMapDataType::Float16
+                  : type == Element::BF16 ? TensorMapDataType::BFloat16
+                                          : TensorMapDataType::UInt8;
   spec.rank = 2;
   spec.globalAddress = address;
   spec.globalDims[0] = columns;
   spec.globalDims[1] = rows;
-  spec.globalStrides[0] = uint64_t(columns) * 2;
-  spec.boxDims[0] = kBoxInner;
+  spec.globalStrides[0] = uint64_t(columns) * bytesOf(type);
+  spec.boxDims[0] = kBoxInnerBytes / bytesOf(type);
   spec.boxDims[1] = rows;
   spec.swizzle = runtime::TensorMapSwizzle::Bytes128;
   return spec;
@@ -144,13 +186,20 @@ int main(int argc, char **argv) {
   cl::ParseCommandLineOptions(argc, argv,
                               "fa4-emu-gemm: run a GEMM kernel's PTX in fa4-emu "
                               "and check C against the host\n");
+  const Element aType = element;
+  const Element bType = bElement.getNumOccurrences() ? bElement : element;
+  const uint32_t eb = bytesOf(aType), boxInner = kBoxInnerBytes / eb;
+  if (bytesOf(bType) != eb)
+    return fail("--b-element must be as wide as --element");
   if (m != 64 && m != 128)
     return fail("--m must be 64 or 128");
-  if (n == 0 || n % 16 || n > 256 || k == 0 || k % kBoxInner)
-    return fail("--n must be a multiple of 16 up to 256 and --k a multiple of 64");
-  // An MN-major B is loaded in boxes of 64 columns of N by all K rows.
-  if (bMajor == Major::MN && (n % kBoxInner || k > kMaxBoxOuter))
-    return fail("--b-major mn needs --n a multiple of 64 and --k at most 256");
+  if (n == 0 || n % 16 || n > 256 || k == 0 || k % boxInner)
+    return fail("--n must be a multiple of 16 up to 256 and --k a multiple "
+                "of " + Twine(boxInner));
+  // An MN-major B is loaded in boxes of 128 bytes of N by all K rows.
+  if (bMajor == Major::MN && (n % boxInner || k > kMaxBoxOuter))
+    return fail("--b-major mn needs --n a multiple of " + Twine(boxInner) +
+                " and --k at most 256");
   if (interleavings <= 0)
     return fail("--interleavings must be positive");
 
@@ -169,20 +218,21 @@ int main(int argc, char **argv) {
                              "float *)");
 
   std::mt19937_64 rng(seed);
-  std::vector<uint16_t> a = randomElements(size_t(m) * k, rng);
-  std::vector<uint16_t> b = randomElements(size_t(n) * k, rng);
+  std::vector<uint16_t> a = randomElements(aType, size_t(m) * k, rng);
+  std::vector<uint16_t> b = randomElements(bType, size_t(n) * k, rng);
   // B(j, x): stored N x K or K x N.
   auto bAt = [&](uint32_t j, uint32_t x) {
     return bMajor == Major::K ? b[size_t(j) * k + x] : b[size_t(x) * n + j];
   };
-  // The reference in double: the products of 16-bit values and their sums of
-  // up to a few hundred terms are exact or nearly so.
+  // The reference in double: the products of 16- and 8-bit values and their
+  // sums of up to a few hundred terms are exact or nearly so.
   std::vector<double> reference(size_t(m) * n);
   for (uint32_t i = 0; i < m; ++i)
     for (uint32_t j = 0; j < n; ++j) {
       double sum = 0;
       for (uint32_t x = 0; x < k; ++x)
-        sum += elementValue(a[size_t(i) * k + x]) * elementValue(bAt(j, x));
+        sum += elementValue(aType, a[size_t(i) * k + x]) *
+               elementValue(bType, bAt(j, x));
       reference[size_t(i) * n + j] = sum;
     }
 
@@ -191,11 +241,15 @@ int main(int argc, char **argv) {
   bool allOk = true;
   for (int64_t run = 0; run < interleavings; ++run) {
     emu::Device device;
-    uint64_t aAddress = device.allocate(a.size() * 2);
-    uint64_t bAddress = device.allocate(b.size() * 2);
+    std::vector<uint8_t> aBytes = elementBytes(aType, a);
+    std::vector<uint8_t> bBytes = elementBytes(bType, b);
+    uint64_t aAddress = device.allocate(aBytes.size());
+    uint64_t bAddress = device.allocate(bBytes.size());
     uint64_t cAddress = device.allocate(reference.size() * 4);
-    std::memcpy(device.host(aAddress, a.size() * 2), a.data(), a.size() * 2);
-    std::memcpy(device.host(bAddress, b.size() * 2), b.data(), b.size() * 2);
+    std::memcpy(device.host(aAddress, aBytes.size()), aBytes.data(),
+                aBytes.size());
+    std::memcpy(device.host(bAddress, bBytes.size()), bBytes.data(),
+                bBytes.size());
     // C starts as NaN: an element the kernel never writes fails.
     float *c = reinterpret_cast<float *>(device.host(cAddress, reference.size() * 4));
     std::fill(c, c + reference.size(), std::nanf(""));
@@ -204,17 +258,18 @@ int main(int argc, char **argv) {
     config.kernel = kernelName;
     config.block[0] = kThreads;
     // The tiles, then the mbarriers (and, on sm_100a, the TMEM address).
-    config.dynamicSmemBytes = 2 * (m + n) * k + 20;
+    config.dynamicSmemBytes = eb * (m + n) * k + 20;
     config.seed = seed + run;
     config.maxAsyncDelay = maxAsyncDelay;
     config.arguments.assign(3, {});
     config.arguments[0].resize(128);
     config.arguments[1].resize(128);
     runtime::TensorMapSpec mapB = bMajor == Major::K
-                                      ? operandMap(bAddress, k, n)
-                                      : operandMap(bAddress, n, k);
+                                      ? operandMap(bType, bAddress, k, n)
+                                      : operandMap(bType, bAddress, n, k);
     for (auto [map, bytes] :
-         {std::pair{operandMap(aAddress, k, m), config.arguments[0].data()},
+         {std::pair{operandMap(aType, aAddress, k, m),
+                    config.arguments[0].data()},
           {mapB, config.arguments[1].data()}})
       if (llvm::Error refused = emu::encodeTensorMap(map, bytes))
         return fail("cannot encode a tensor map: " +
