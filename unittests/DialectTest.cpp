@@ -111,7 +111,11 @@ TEST_F(AttentionVerifierTest, RejectsUnsupportedDtype) {
   OpBuilder b(&context);
   EXPECT_EQ(verifyAttention(b.getF32Type(), 128, 8, 8),
             "'fa4.attention' op Q element type 'f32' is not supported "
-            "(expected f16 or bf16)");
+            "(expected f16, bf16 or f8E4M3FN)");
+  // FP8 Q, K, V and O: O must be f16 or bf16.
+  EXPECT_EQ(verifyAttention(b.getType<Float8E4M3FNType>(), 128, 8, 8),
+            "'fa4.attention' op O element type 'f8E4M3FN' is not f16 or bf16 "
+            "(an FP8 attention's output)");
 }
 
 TEST_F(AttentionVerifierTest, RejectsHeadsThatDoNotGroup) {

@@ -7,7 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "fa4/Emu/Emulator.h"
-#include "fa4/Emu/Float8.h"
+#include "fa4/Support/Float8.h"
 
 #include "Succeeds.h"
 
@@ -16,6 +16,9 @@
 #include <cstring>
 
 using namespace mlir::fa4::emu;
+using mlir::fa4::Float8;
+using mlir::fa4::float8FromDouble;
+using mlir::fa4::float8ToFloat;
 using fa4test::succeeds;
 
 namespace {

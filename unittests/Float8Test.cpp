@@ -1,6 +1,6 @@
 //===- Float8Test.cpp - fa4-emu's e4m3 and e5m2 --------------------------===//
 //
-// The 8-bit floats of fa4/Emu/Float8.h against the PTX ISA's definition of
+// The 8-bit floats of fa4/Support/Float8.h against the PTX ISA's definition of
 // the formats, worked out here another way: every one of the 256 encodings
 // of each decoded, every encodable value encoded back, and cvt.rn.satfinite's
 // rounding at every midpoint between neighbours, at the subnormals, at the
@@ -9,7 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "fa4/Emu/Float8.h"
+#include "fa4/Support/Float8.h"
 #include "fa4/Support/AttentionMath.h"
 
 #include "gtest/gtest.h"
@@ -18,7 +18,7 @@
 #include <cstring>
 #include <vector>
 
-using namespace mlir::fa4::emu;
+using namespace mlir::fa4;
 
 namespace {
 

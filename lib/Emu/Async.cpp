@@ -13,7 +13,7 @@
 
 #include "Machine.h"
 
-#include "fa4/Emu/Float8.h"
+#include "fa4/Support/Float8.h"
 #include "fa4/Support/AttentionMath.h"
 
 #include <algorithm>

@@ -9,7 +9,7 @@
 
 #include "Machine.h"
 
-#include "fa4/Emu/Float8.h"
+#include "fa4/Support/Float8.h"
 #include "fa4/Support/AttentionMath.h"
 
 #include <algorithm>
@@ -1724,7 +1724,7 @@ void CtaMachine::execPermute(const AluLane &lane, uint64_t a) {
   lane.out(result);
 }
 
-/// The 8-bit float conversions (fa4/Emu/Float8.h; their byte order and
+/// The 8-bit float conversions (fa4/Support/Float8.h; their byte order and
 /// special values as an H200 converts them):
 ///   cvt.rn.satfinite[.relu].{e4m3x2,e5m2x2}.f32   d, a, b: a to d[15:8],
 ///     b to d[7:0];

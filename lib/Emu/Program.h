@@ -46,7 +46,7 @@ enum class Op : uint8_t {
   WgFence, WgMma, WgCommit, WgWait,
 };
 
-/// E4M3 and E5M2 (the 8-bit floats, fa4/Emu/Float8.h) and their packed
+/// E4M3 and E5M2 (the 8-bit floats, fa4/Support/Float8.h) and their packed
 /// pairs appear only where the PTX ISA names them: wgmma's and cvt's types.
 enum class Ty : uint8_t {
   None, B8, U8, S8, B16, U16, S16, F16, BF16, B32, U32, S32, F32,

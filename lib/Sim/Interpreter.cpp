@@ -9,6 +9,7 @@
 #include "Interpreter.h"
 
 #include "fa4/Dialect/FA4/IR/FA4Ops.h"
+#include "fa4/Support/Float8.h"
 #include "fa4/Support/TileScheduler.h"
 #include "fa4/Transforms/MaskAnalysis.h"
 #include "fa4/Transforms/TileConfig.h"

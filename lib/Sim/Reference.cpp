@@ -3,6 +3,7 @@
 #include "fa4/Sim/Reference.h"
 
 #include "fa4/Support/AttentionMath.h"
+#include "fa4/Support/Float8.h"
 
 #include <algorithm>
 #include <cassert>

@@ -354,42 +354,4 @@ float bfloat16BitsToFloat(uint16_t bits) {
   return floatOf(static_cast<uint32_t>(bits) << 16);
 }
 
-// e4m3 (OCP FP8's E4M3 "FN"): bias 7, no infinities, S.1111.111 the only
-// NaN, 448 the largest finite value, subnormals in steps of 2^-9.
-uint8_t floatToE4m3Bits(float value) {
-  if (std::isnan(value))
-    return 0x7f;
-  uint8_t sign = std::signbit(value) ? 0x80 : 0x00;
-  float magnitude = std::fabs(value);
-  // satfinite: past the largest finite value (infinity too) it saturates.
-  if (magnitude >= 448.0f)
-    return sign | 0x7e;
-  if (magnitude < 0x1p-6f) {
-    // Subnormal (or the smallest normal, code 8, reached by rounding up).
-    auto steps = static_cast<uint8_t>(std::nearbyint(magnitude * 512.0f));
-    return sign | steps;
-  }
-  int exponent = 0;
-  std::frexp(magnitude, &exponent); // magnitude = f · 2^exponent, f in [0.5, 1)
-  int unbiased = exponent - 1;
-  // Eight steps of 2^(unbiased - 3) per binade, rounded to nearest even.
-  auto steps = static_cast<int>(
-      std::nearbyint(std::ldexp(magnitude, 3 - unbiased)));
-  if (steps == 16) {
-    steps = 8;
-    ++unbiased;
-  }
-  return sign | static_cast<uint8_t>(((unbiased + 7) << 3) | (steps - 8));
-}
-
-float e4m3BitsToFloat(uint8_t bits) {
-  float sign = bits & 0x80 ? -1.0f : 1.0f;
-  int exponent = (bits >> 3) & 0xf, mantissa = bits & 0x7;
-  if (exponent == 0xf && mantissa == 0x7)
-    return std::numeric_limits<float>::quiet_NaN();
-  if (exponent == 0)
-    return sign * std::ldexp(static_cast<float>(mantissa), -9);
-  return sign * std::ldexp(1.0f + mantissa / 8.0f, exponent - 7);
-}
-
 } // namespace mlir::fa4

@@ -297,12 +297,6 @@ inline float roundToHalf(float v) { return halfBitsToFloat(floatToHalfBits(v)); 
 inline float roundToBFloat16(float v) {
   return bfloat16BitsToFloat(floatToBFloat16Bits(v));
 }
-/// FP8 e4m3 (the FN variant: no infinities, largest finite 448), as
-/// cvt.rn.satfinite.e4m3x2.f32 rounds: to nearest even, past 448 (infinity
-/// included) to +-448, NaN to NaN.
-uint8_t floatToE4m3Bits(float value);
-float e4m3BitsToFloat(uint8_t bits);
-inline float roundToE4m3(float v) { return e4m3BitsToFloat(floatToE4m3Bits(v)); }
 
 } // namespace mlir::fa4
 

@@ -27,7 +27,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "fa4/Emu/Emulator.h"
-#include "fa4/Emu/Float8.h"
+#include "fa4/Support/Float8.h"
 #include "fa4/Support/AttentionMath.h"
 
 #include "llvm/Support/CommandLine.h"
@@ -120,8 +120,8 @@ std::vector<uint16_t> randomElements(Element type, size_t count,
     switch (type) {
     case Element::F16: b = floatToHalfBits(x); break;
     case Element::BF16: b = floatToBFloat16Bits(x); break;
-    case Element::E4M3: b = emu::float8FromDouble(emu::Float8::E4M3, x); break;
-    case Element::E5M2: b = emu::float8FromDouble(emu::Float8::E5M2, x); break;
+    case Element::E4M3: b = mlir::fa4::float8FromDouble(mlir::fa4::Float8::E4M3, x); break;
+    case Element::E5M2: b = mlir::fa4::float8FromDouble(mlir::fa4::Float8::E5M2, x); break;
     }
   }
   return bits;
@@ -132,9 +132,9 @@ double elementValue(Element type, uint16_t bits) {
   case Element::F16: return halfBitsToFloat(bits);
   case Element::BF16: return bfloat16BitsToFloat(bits);
   case Element::E4M3:
-    return emu::float8ToFloat(emu::Float8::E4M3, static_cast<uint8_t>(bits));
+    return mlir::fa4::float8ToFloat(mlir::fa4::Float8::E4M3, static_cast<uint8_t>(bits));
   case Element::E5M2:
-    return emu::float8ToFloat(emu::Float8::E5M2, static_cast<uint8_t>(bits));
+    return mlir::fa4::float8ToFloat(mlir::fa4::Float8::E5M2, static_cast<uint8_t>(bits));
   }
   return 0;
 }

@@ -1,6 +1,6 @@
 //===- Float8.h - the PTX ISA's 8-bit floating-point formats ---*- C++ -*-===//
 //
-// fa4-emu's reading of .e4m3 and .e5m2 (PTX ISA, "Alternate Floating Point
+// fa4's reading of .e4m3 and .e5m2 (PTX ISA, "Alternate Floating Point
 // Data Formats"), the element types of FP8 wgmma and tcgen05.mma
 // .kind::f8f6f4 and of cvt's .e4m3x2 / .e5m2x2:
 //
@@ -19,20 +19,20 @@
 // midpoint between neighbours and the floats either side of it, subnormals,
 // NaNs and infinities, with and without .relu) to the same bits.
 //
-// Header-only and free of LLVM, as Layouts.h is: the test tools and the
-// emulator share it.
+// Header-only and free of LLVM: the emulator, the test tools and fa4-sim
+// (which rounds FP8 inputs and probabilities with it) share it.
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef FA4_EMU_FLOAT8_H
-#define FA4_EMU_FLOAT8_H
+#ifndef FA4_SUPPORT_FLOAT8_H
+#define FA4_SUPPORT_FLOAT8_H
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
 
-namespace mlir::fa4::emu {
+namespace mlir::fa4 {
 
 enum class Float8 : uint8_t { E4M3, E5M2 };
 
@@ -111,6 +111,11 @@ inline uint8_t float8FromDouble(Float8 format, double x, bool relu = false) {
          static_cast<uint8_t>(((e + f.bias) << f.mantissaBits) | mantissa);
 }
 
-} // namespace mlir::fa4::emu
+/// `value` rounded to e4m3 as cvt.rn.satfinite.e4m3x2.f32 rounds it.
+inline float roundToE4m3(float value) {
+  return float8ToFloat(Float8::E4M3, float8FromDouble(Float8::E4M3, value));
+}
 
-#endif // FA4_EMU_FLOAT8_H
+} // namespace mlir::fa4
+
+#endif // FA4_SUPPORT_FLOAT8_H
