@@ -902,10 +902,15 @@ bool Interpreter::run(ScoreModOp scoreMod, std::string &error) {
   // Every score is scaled; those inside the sequences are then the region's.
   auto result = std::make_shared<Tile>(scores);
   float scale = scoreMod.getScale().convertToFloat();
+  if (Value factor = scoreMod.getFactor())
+    scale *= static_cast<float>(scalar(factor));
   for (float &s : result->data)
     s *= scale;
+  // The region's score carries the descale factor too.
+  ScoreTilePlace place = placeOf(scoreMod);
+  place.scale = scale;
   if (!runScoreRegion(
-          *program, placeOf(scoreMod), scores, [](int64_t) { return true; },
+          *program, place, scores, [](int64_t) { return true; },
           [&](int64_t at, double value) {
             result->data[at] = static_cast<float>(value);
           },

@@ -88,9 +88,10 @@ private:
   /// FP8: the task's q_descale · k_descale (null when neither is given).
   Value scoreFactor;
   /// What the softmax's exponent multiplies its scale by: the descale
-  /// product, unless the softcap has applied it (and the scale) already.
+  /// product, unless the softcap or the score_mod has applied it (and the
+  /// scale) already.
   Value softmaxFactor() const {
-    return config.softcap > 0.0f ? Value() : scoreFactor;
+    return config.softcap > 0.0f || config.scoreMod ? Value() : scoreFactor;
   }
   OpBuilder b;
   Location loc;

@@ -41,7 +41,8 @@ TileScores buildTileScores(OpBuilder &b, Location loc, EntryOp entry,
   tile.raw = ScoreMmaOp::create(b, loc, scoreType, qTile, kTile);
   tile.scores = tile.raw;
   // FP8's q_descale · k_descale (`scoreFactor`) scales the scores inside
-  // the softcap; without one the softmax's exponent takes it.
+  // the softcap or before the score_mod; without them the softmax's
+  // exponent takes it.
   if (config.softcap > 0.0f)
     tile.scores = SoftcapOp::create(b, loc, scoreType, tile.raw, scoreFactor,
                                     APFloat(config.softcap),
@@ -49,7 +50,8 @@ TileScores buildTileScores(OpBuilder &b, Location loc, EntryOp entry,
   IRMapping none;
   if (config.scoreMod) {
     auto mod = ScoreModOp::create(b, loc, scoreType, tile.raw, batch, head,
-                                  row, col, seqQ, seqK, entry.getExtras(),
+                                  row, col, seqQ, seqK, scoreFactor,
+                                  entry.getExtras(),
                                   config.gqaPacking, APFloat(config.scale));
     entry.getScoreMod().cloneInto(&mod.getBody(), none);
     tile.scores = mod;

@@ -1089,19 +1089,6 @@ func.func @descale_range(%q: memref<?x?x8x128xf8E4M3FN>, %o: memref<?x?x8x128xbf
 
 // -----
 
-func.func @descale_score_mod(%q: memref<?x?x8x128xf8E4M3FN>, %o: memref<?x?x8x128xbf16>, %d: memref<?x8xf32>) {
-  // expected-error @+1 {{q_descale and k_descale do not combine with a score_mod yet}}
-  fa4.attention %q, %q, %q -> %o extras(%d : memref<?x8xf32>) {q_descale = 0 : i64}
-      : memref<?x?x8x128xf8E4M3FN>, memref<?x?x8x128xf8E4M3FN>, memref<?x?x8x128xf8E4M3FN> -> memref<?x?x8x128xbf16>
-  score_mod {
-  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index, %t: memref<?x8xf32>):
-    fa4.yield %s : f32
-  }
-  return
-}
-
-// -----
-
 // A stale max lets e4m3 probabilities reach 2^(threshold + shift).
 func.func @softmax_fp8_range(%s: tensor<128x128xf32>, %m: tensor<128xf32>) {
   // expected-error @+1 {{probabilities in f8E4M3FN reach 2^16 (rescale_threshold + prob_shift), past e4m3's largest value 448 (2^8.8)}}

@@ -747,13 +747,6 @@ LogicalResult AttentionOp::verifyDescales() {
                                    : std::to_string(batch))
                            << ", " << getNumKvHeads() << "]";
   }
-  // The Q·K descale multiplies the scores inside a softcap or the softmax;
-  // a score_mod would need it before its region, which the tile program
-  // does not do yet.
-  if ((getQDescale() || getKDescale()) && !getScoreMod().empty())
-    return emitOpError() << "q_descale and k_descale do not combine with a "
-                            "score_mod yet (write the descale into the "
-                            "region, or pass none)";
   return success();
 }
 

@@ -458,13 +458,15 @@ def FA4_SoftcapOp : FA4_Op<"softcap", [Pure, AllTypesMatch<["scores", "result"]>
 }
 
 def FA4_ScoreModOp : FA4_Op<"score_mod", [RecursiveMemoryEffects,
-    IsolatedFromAbove, AllTypesMatch<["scores", "result"]>]> {
+    IsolatedFromAbove, AttrSizedOperandSegments,
+    AllTypesMatch<["scores", "result"]>]> {
   let summary = "scale each score, then rewrite it with the score_mod region";
   let description = [{
     For score `s` at row `r`, column `c`: packed row `row + r` is query
     position `(row + r) / gqa_ratio` of query head `head * gqa_ratio +
     (row + r) % gqa_ratio`, column `c` is key position `col + c`; the result
-    is the region applied to `s · scale` and those indices (and the extras).
+    is the region applied to `s · scale · factor` (`factor` 1 when absent:
+    FP8's `q_descale · k_descale`) and those indices (and the extras).
     The scores that leave are scaled, so the softmax that follows uses
     `scale_log2 = log2(e)`. Positions past `seq_q` or `seq_k` are only
     scaled: the region never sees an index outside the sequences (its loads
@@ -483,7 +485,7 @@ def FA4_ScoreModOp : FA4_Op<"score_mod", [RecursiveMemoryEffects,
   }];
   let arguments = (ins FA4_Tile:$scores, Index:$batch, Index:$head,
     Index:$row, Index:$col, Index:$seq_q, Index:$seq_k,
-    Variadic<AnyMemRef>:$extras,
+    Optional<F32>:$factor, Variadic<AnyMemRef>:$extras,
     ConfinedAttr<I64Attr, [IntPositive]>:$gqa_ratio,
     ConfinedAttr<F32Attr, [FA4_FloatPositive]>:$scale,
     UnitAttr:$transposed);
@@ -491,6 +493,7 @@ def FA4_ScoreModOp : FA4_Op<"score_mod", [RecursiveMemoryEffects,
   let regions = (region SizedRegion<1>:$body);
   let assemblyFormat = [{
     $scores `,` $batch `,` $head `,` $row `,` $col `,` $seq_q `,` $seq_k
+    (`factor` `(` $factor^ `)`)?
     (`extras` `(` $extras^ `:` type($extras) `)`)? attr-dict `:` type($scores)
     $body
   }];
