@@ -311,15 +311,21 @@ void checkOperand(char const *layoutName, uint32_t start, Fa4Use fa4 = {}) {
   std::printf("\n");
 }
 
+/// How a check names one instruction descriptor's shape, types and majors.
+template <class TA, class TB, int M, int N, UMMA::Major MA, UMMA::Major MB>
+std::string instructionName() {
+  return std::string("instruction descriptor A ") + typeName<TA>() +
+         (MA == UMMA::Major::K ? " K" : " MN") + "-major, B " +
+         typeName<TB>() + (MB == UMMA::Major::K ? " K" : " MN") +
+         "-major, M " + std::to_string(M) + " N " + std::to_string(N);
+}
+
 /// The kind::f16 instruction descriptor for one shape, types and majors.
 template <class TA, class TB, int M, int N, UMMA::Major MA, UMMA::Major MB>
 int checkInstruction() {
   uint32_t bits = static_cast<uint32_t>(
       UMMA::make_instr_desc<TA, TB, float, M, N, MA, MB>());
-  std::string at = std::string("instruction descriptor A ") + typeName<TA>() +
-                   (MA == UMMA::Major::K ? " K" : " MN") + "-major, B " +
-                   typeName<TB>() + (MB == UMMA::Major::K ? " K" : " MN") +
-                   "-major, M " + std::to_string(M) + " N " + std::to_string(N);
+  std::string at = instructionName<TA, TB, M, N, MA, MB>();
   emu::InstrDescriptor decoded;
   std::string error;
   if (!emu::decodeInstrDescriptorF16(bits, decoded, error))
@@ -344,10 +350,7 @@ template <class TA, class TB, int M, int N, UMMA::Major MA, UMMA::Major MB>
 int checkInstruction8() {
   uint32_t bits = static_cast<uint32_t>(
       UMMA::make_instr_desc<TA, TB, float, M, N, MA, MB>());
-  std::string at = std::string("instruction descriptor A ") + typeName<TA>() +
-                   (MA == UMMA::Major::K ? " K" : " MN") + "-major, B " +
-                   typeName<TB>() + (MB == UMMA::Major::K ? " K" : " MN") +
-                   "-major, M " + std::to_string(M) + " N " + std::to_string(N);
+  std::string at = instructionName<TA, TB, M, N, MA, MB>();
   emu::InstrDescriptor decoded;
   std::string error;
   if (!emu::decodeInstrDescriptorF8F6F4(bits, decoded, error))
