@@ -296,6 +296,13 @@ llvm::Error Mods::fillExtras(const Problem &p, uint64_t seed) {
       count *= size;
     }
     buffer.data.assign(count, 0.0);
+    if (descale && (buffer.shape.size() != 2 ||
+                    buffer.shape[0] != p.sequences() ||
+                    buffer.shape[1] != p.kvHeads))
+      return makeError("the descale table " + str(type) + " is not [" +
+                       std::to_string(p.sequences()) + ", " +
+                       std::to_string(p.kvHeads) +
+                       "] for this run's sequences and K/V heads");
     if (workspace) {
       if (count < layout.words())
         return makeError("the split-KV workspace " + str(type) + " has " +

@@ -254,9 +254,12 @@ void lowPrecisionAttention(const Problem &p, bool bf16,
           sum += s;
         }
         std::fill(acc.begin(), acc.end(), 0.0f);
+        // FP8: FlashAttention-3's way, unshifted: the unnormalized P
+        // (in [0, 1]) rounded to e4m3 for P·V, the division by the f32 sum
+        // at the end. (Rounding the normalized P instead would lose most
+        // of it to e4m3's subnormals and make a yardstick far too lenient.)
         for (int64_t j = 0; j < p.seqK; ++j) {
-          // FP8: P in e4m3, as a plain FP8 attention feeds its P·V.
-          float weight = p.fp8 ? roundToE4m3(scores[j] / sum)
+          float weight = p.fp8 ? roundToE4m3(scores[j])
                                : round(scores[j] / sum);
           if (weight == 0.0f)
             continue;
@@ -266,8 +269,9 @@ void lowPrecisionAttention(const Problem &p, bool bf16,
         }
         float *oRow = &out[((b * p.seqQ + i) * p.qHeads + h) * dv];
         auto vDescale = static_cast<float>(p.valueDescale(b, kvHead));
+        float normalize = p.fp8 ? vDescale / sum : vDescale;
         for (int64_t x = 0; x < dv; ++x)
-          oRow[x] = round(acc[x] * vDescale);
+          oRow[x] = round(acc[x] * normalize);
         lse[(b * p.qHeads + h) * p.seqQ + i] = maxScore + std::log(sum);
       }
     }

@@ -425,6 +425,15 @@ static llvm::Error makeInputs(Simulation &sim, func::FuncOp entry,
   } else {
     sim.mods->attach(sim.problem);
   }
+  // A descale is a positive, finite factor: a zero one would make the
+  // masked scores' exponent -inf · 0 (NaN), as the kernels' FFMA would.
+  for (const std::vector<double> *table :
+       {&sim.problem.qDescale, &sim.problem.kDescale, &sim.problem.vDescale})
+    for (double value : *table)
+      if (!(value > 0.0) || !std::isfinite(value))
+        return makeError("a descale table holds " + std::to_string(value) +
+                         "; descales are positive and finite (an all-zero "
+                         "slice takes any positive one)");
   if (std::optional<size_t> table = sim.mods->blockTable()) {
     const Problem &p = sim.problem;
     if (!options.inputs.empty())

@@ -29,14 +29,16 @@ TileProgram::readForSchedule(func::FuncOp func, target::Family family,
   if (failed(read))
     return failure();
   // FP8 is built through level B: fa4-sim runs its tile program; no
-  // family schedules it yet.
-  Type element = getElementTypeOrSelf(read->arguments[kQ].getType());
-  if (isa<Float8E4M3FNType>(element))
+  // family schedules it yet (nor a 16-bit program given FP8's run-time
+  // factors or shift, whose level-C ops would drop them).
+  if (holdsFp8Pieces(func))
     return func.emitOpError()
-           << "holds an FP8 (f8E4M3FN) tile program, which " << pass
-           << " cannot schedule: the " << target::familyName(family)
+           << "holds an FP8 tile program (e4m3 types, descales or the "
+              "probabilities' shift), which "
+           << pass << " cannot schedule: the " << target::familyName(family)
            << " FP8 kernels are not built yet. Stop after 'tile' (fa4c "
-              "--dtype e4m3 --stop-after=tile) and run it with fa4-sim";
+              "--stop-after=tile, or fa4-opt --fa4-tile) and run it with "
+              "fa4-sim";
   int64_t rows = TileConfig::kBlockM * qTilesPerTask;
   if (static_cast<int64_t>(read->range.getRows()) != rows)
     return read->range.emitOpError()

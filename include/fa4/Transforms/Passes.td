@@ -89,7 +89,9 @@ def FA4TileAttention : Pass<"fa4-tile", "::mlir::func::FuncOp"> {
   let options = [
     Option<"rescaleThreshold", "rescale-threshold", "double", "8.0",
            "Keep a row's stale max unless it moved by more than this many "
-           "log2 units (0 rescales on every move)">,
+           "log2 units (0 rescales on every move; FP8 inputs always take "
+           "0, their shifted probabilities having no room for a stale "
+           "max)">,
     Option<"qTilesPerTask", "q-tiles-per-task", "int64_t", "0",
            "128-row Q tiles per task: 0 for the module's chip's (its "
            "`fa4.target`, else the default chip's): 2 for the Blackwell "

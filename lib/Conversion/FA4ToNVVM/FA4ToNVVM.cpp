@@ -490,23 +490,7 @@ LogicalResult FA4ToNVVMPass::convert(func::FuncOp func,
   // FP8 stops at level B (the schedules refuse it); a level-C program
   // written by hand with its types or its run-time scale factors is not
   // lowered either.
-  bool fp8Ops = false;
-  func.walk([&](Operation *op) {
-    fp8Ops |= isa<LoadDescaleOp>(op);
-    if (auto softmax = dyn_cast<OnlineSoftmaxOp>(op))
-      fp8Ops |= softmax.getFactor() || softmax.getProbShift() != 0;
-    if (auto normalize = dyn_cast<NormalizeOp>(op))
-      fp8Ops |= normalize.getFactor() || normalize.getOutFactor() ||
-                normalize.getProbShift() != 0;
-    if (auto softcap = dyn_cast<SoftcapOp>(op))
-      fp8Ops |= static_cast<bool>(softcap.getFactor());
-    if (auto scoreMod = dyn_cast<ScoreModOp>(op))
-      fp8Ops |= static_cast<bool>(scoreMod.getFactor());
-  });
-  if (fp8Ops ||
-      isa<Float8E4M3FNType>(
-          getElementTypeOrSelf(tensors.front().getType())) ||
-      spec.getQDescale() || spec.getKDescale() || spec.getVDescale())
+  if (holdsFp8Pieces(func))
     return func.emitError() << "@" << func.getName()
                             << " holds FP8 (e4m3) types or FP8's run-time "
                                "factors (descales, prob_shift), which "

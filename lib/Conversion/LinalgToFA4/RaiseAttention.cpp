@@ -1260,6 +1260,14 @@ bool rewrite(OpResult result, const Match &m, func::FuncOp func, std::string &wh
   // (one head per batch entry; expand_shape bufferizes to a view, no copy),
   // and O collapsed back.
   Value q = m.q, k = m.k, v = m.v;
+  // FP8's attention rounds a shifted P to e4m3 and takes descales: not the
+  // roundings a linalg computation on e4m3 tensors states.
+  if (isa<Float8E4M3FNType>(getElementTypeOrSelf(q.getType()))) {
+    why = "its inputs are FP8 (e4m3): fa4's FP8 attention (a shifted P in "
+          "e4m3, descale tables) is not what the linalg states; write "
+          "fa4.attention with e4m3 operands and descales instead";
+    return false;
+  }
   SmallVector<Operation *> views;
   SmallVector<ReassociationIndices> oneHead = {{0}, {1}, {2, 3}};
   auto withHead = [](RankedTensorType type) {

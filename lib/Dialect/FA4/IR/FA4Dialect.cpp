@@ -445,12 +445,16 @@ static LogicalResult verifySpecOn(Operation *op, Attribute value) {
     if (!position)
       continue;
     auto table = cast<MemRefType>(types[spec.getExtras()[*position]]);
-    if (!fp8 || table.getRank() != 2 || !table.getElementType().isF32() ||
+    if (!fp8)
+      return op->emitError() << "fa4.spec names a descale table, which needs "
+                                "FP8 (e4m3) inputs; Q is "
+                             << q.getElementType();
+    if (table.getRank() != 2 || !table.getElementType().isF32() ||
         !table.getLayout().isIdentity() ||
         (!table.isDynamicDim(1) && table.getDimSize(1) != k.getDimSize(2)))
       return op->emitError() << "fa4.spec's descale table " << table
                              << ": expected a row-major f32 [batch, kv_heads = "
-                             << k.getDimSize(2) << "] memref, with FP8 inputs";
+                             << k.getDimSize(2) << "] memref";
   }
   auto heads = [&](size_t role) { return typeOf(role).getDimSize(2); };
   auto dim = [&](size_t role) { return typeOf(role).getDimSize(3); };

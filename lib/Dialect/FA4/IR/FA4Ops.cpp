@@ -1070,7 +1070,7 @@ LogicalResult OnlineSoftmaxOp::verify() {
   // e4m3 probabilities: a stale max lets them reach 2^(threshold + shift),
   // which must stay within e4m3's 448 (2^8.807).
   if (isa<Float8E4M3FNType>(getProbs().getType().getElementType()) &&
-      getRescaleThreshold().convertToFloat() + getProbShift() > 8.8f)
+      !(getRescaleThreshold().convertToFloat() + getProbShift() <= 8.8f))
     return emitOpError() << "probabilities in f8E4M3FN reach 2^"
                          << formatNumber(
                                 getRescaleThreshold().convertToFloat() +
@@ -1123,6 +1123,28 @@ LogicalResult NormalizeOp::verify() {
                          << " does not match acc shape "
                          << shapeString(getAcc().getType().getShape());
   return verifyRowVector(op, "row_max", getRowMax(), dimOf(getAcc(), 0));
+}
+
+bool mlir::fa4::holdsFp8Pieces(Operation *func) {
+  bool found = false;
+  if (auto function = dyn_cast<FunctionOpInterface>(func))
+    for (Type type : function.getArgumentTypes())
+      found |= isa<Float8E4M3FNType>(getElementTypeOrSelf(type));
+  if (KernelSpecAttr spec = getKernelSpec(func))
+    found |= spec.getQDescale() || spec.getKDescale() || spec.getVDescale();
+  func->walk([&](Operation *op) {
+    found |= isa<LoadDescaleOp>(op);
+    if (auto softmax = dyn_cast<OnlineSoftmaxOp>(op))
+      found |= softmax.getFactor() || softmax.getProbShift() != 0;
+    if (auto normalize = dyn_cast<NormalizeOp>(op))
+      found |= normalize.getFactor() || normalize.getOutFactor() ||
+               normalize.getProbShift() != 0;
+    if (auto softcap = dyn_cast<SoftcapOp>(op))
+      found |= static_cast<bool>(softcap.getFactor());
+    if (auto scoreMod = dyn_cast<ScoreModOp>(op))
+      found |= static_cast<bool>(scoreMod.getFactor());
+  });
+  return found;
 }
 
 LogicalResult LoadDescaleOp::verify() {

@@ -21,7 +21,8 @@ def FA4_FloatPositive : AttrConstraint<
           "!::llvm::cast<::mlir::FloatAttr>($_self).getValue().isNegative()">,
     "whose value is positive and finite">;
 def FA4_FloatNonNegative : AttrConstraint<
-    CPred<"!::llvm::cast<::mlir::FloatAttr>($_self).getValue().isNegative()">,
+    CPred<"!::llvm::cast<::mlir::FloatAttr>($_self).getValue().isNegative() && "
+          "!::llvm::cast<::mlir::FloatAttr>($_self).getValue().isNaN()">,
     "whose value is non-negative">;
 def FA4_RowVector : 1DTensorOf<[F32]>;
 
