@@ -389,8 +389,12 @@ class Runner:
     def inputs(self, shape):
         """q, k, v, and the reference O and LSE of the loaded kernel's
         variant at `shape`, from the cache or made now."""
+        # The page size shapes the paged cache, not the values (the seed
+        # leaves it out), so kernels of one variant with different pages
+        # share no cache entry.
         key = (tuple(self.attention.get(k) for k in VARIANT_KEY),
-               self.attention.get("v_head_dim"), shape)
+               self.attention.get("v_head_dim"),
+               self.attention.get("page_size"), shape)
         if key in self.cache:
             self.cache.move_to_end(key)
             return self.cache[key]

@@ -30,10 +30,9 @@ CHECK_MASKS = (("none", -1, -1), ("causal", -1, -1), ("window", 100, 0),
 
 # The Hopper schedule a kernel is compiled with (fa4c's --hopper-overlap and
 # --hopper-pingpong): name -> its flags. `auto` gives none (fa4c's default:
-# the overlap where it fits in the registers, i.e. not for windows at head
-# dim 128, and the ping-pong with it); the others force one loop. Ping-pong
-# needs the overlapped loop, so there is no overlap=off pingpong=on. A
-# kernel's name ends in -SCHEDULE unless it is `auto`.
+# the overlap, and the ping-pong with it); the others force one loop.
+# Ping-pong needs the overlapped loop, so there is no overlap=off
+# pingpong=on. A kernel's name ends in -SCHEDULE unless it is `auto`.
 SCHEDULES = {
     "auto": (),
     "pingpong": ("--hopper-overlap=on", "--hopper-pingpong=on"),

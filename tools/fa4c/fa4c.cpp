@@ -107,8 +107,7 @@ static cl::opt<mlir::fa4::Toggle> hopperOverlap(
     "hopper-overlap",
     cl::desc("Hopper: the consumers' intra-warpgroup overlap (the next "
              "block's S and the last P·V on the tensor core during the "
-             "softmax): on, off, or auto (default: on where it fits in the "
-             "registers)"),
+             "softmax): on, off, or auto (the default: on)"),
     cl::init(mlir::fa4::Toggle::Auto), mlir::fa4::toggleValues(),
     cl::cat(compileCategory));
 static cl::opt<mlir::fa4::Toggle> hopperPingpong(

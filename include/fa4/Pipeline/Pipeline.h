@@ -52,7 +52,7 @@ struct PipelineOptions : public PassPipelineOptions<PipelineOptions> {
       *this, "hopper-overlap",
       llvm::cl::desc("Hopper: the consumers' intra-warpgroup overlap of the "
                      "next S and the last P·V with the softmax (on, off, or "
-                     "auto: on where it fits in the registers)"),
+                     "auto: on)"),
       llvm::cl::init(Toggle::Auto), toggleValues()};
   PassOptions::Option<Toggle> hopperPingpong{
       *this, "hopper-pingpong",

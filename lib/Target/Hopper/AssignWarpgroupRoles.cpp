@@ -596,16 +596,13 @@ struct HopperWarpgroupRolesPass
       }
       config.kvStagesOverride = stages;
     }
-    // The options' values were checked where they are declared (Toggle).
-    if (overlap == Toggle::Auto)
-      config.overlap = hopper::ScheduleConfig::overlapFits(
-          config.headDim, program.range.getMask() == MaskKind::window,
-          program.blockTable || program.numSplits > 1);
-    else
-      config.overlap = overlap == Toggle::On;
+    // The options' values were checked where they are declared (Toggle);
+    // auto is the overlapped loop, which fits every variant.
+    config.overlap = overlap != Toggle::Off;
     if (pingpong == Toggle::On && !config.overlap) {
-      func.emitError() << "pingpong=on needs the overlapped loop (overlap is "
-                          "off for this variant)";
+      func.emitError()
+          << "pingpong=on needs the overlapped loop, which overlap=off turns "
+             "off";
       return signalPassFailure();
     }
     config.pingpong = config.overlap && pingpong != Toggle::Off;

@@ -3,9 +3,8 @@
 # x none/causal/window x GQA 1/4/8 x LSE off/on (softcap on the GQA-4
 # variants without the LSE), the window long enough to span several KV
 # blocks on each side, and the schedule options in turn (auto, the
-# sequential loop, the overlapped loop without and with the ping-pong, but
-# for windows at head dim 128, where the overlap does not fit). Each
-# must assemble with no spills and no stack; one PTX must hold the
+# sequential loop, the overlapped loop without and with the ping-pong).
+# Each must assemble with no spills and no stack; one PTX must hold the
 # instructions the FA3-style schedule is made of and none of Blackwell's.
 # Every variant's PTX then runs in fa4-emu at one of a cycle of odd shapes
 # (Sq = 1, tails, Sq != Sk both ways, batch 2) on 2 persistent CTAs, so that
@@ -44,11 +43,6 @@ for dtype in fp16 bf16; do
         name="d${headdim}-${dtype}-${mask}-gqa${ratio}${lse:+-lse}${softcap:+-softcap}"
         # shellcheck disable=SC2206  # the schedule is zero to two flags
         schedule=(${schedules[$((count % ${#schedules[@]}))]})
-        # The overlapped loop does not fit a windowed consumer's registers
-        # at head dim 128 (ptxas spills; `auto` leaves it off there).
-        if [[ $mask == window && $headdim == 128 && ${schedule[0]:-} == --hopper-overlap=on ]]; then
-          schedule=()
-        fi
         flags=(--head-dim "$headdim" --q-heads $((2 * ratio)) --kv-heads 2
                --dtype "$dtype" --mask "$mask" "${window[@]}" "${softcap[@]}"
                $lse --target sm_90a "${schedule[@]}")

@@ -49,8 +49,8 @@ def FA4HopperWarpgroupRoles
     Option<"overlap", "overlap", "::mlir::fa4::Toggle",
            "::mlir::fa4::Toggle::Auto",
            "The consumers' intra-warpgroup overlap of the next S and the "
-           "last P·V with the softmax: on, off, or auto (on where it fits "
-           "in the registers: not for windows at head dim 128)",
+           "last P·V with the softmax: on, off, or auto (on: it fits the "
+           "consumers' registers in every variant)",
            "::mlir::fa4::toggleValues()">,
     Option<"pingpong", "pingpong", "::mlir::fa4::Toggle",
            "::mlir::fa4::Toggle::Auto",

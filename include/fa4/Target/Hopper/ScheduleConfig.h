@@ -46,24 +46,23 @@ struct ScheduleConfig {
   bool oStaged = true;
   /// The consumers' intra-warpgroup overlap (FlashAttention-3's): S of the
   /// next block and O += P·V of the last run on the tensor core during the
-  /// softmax. It keeps S, the previous P and O live at once.
+  /// softmax. It keeps S, the previous P and O live at once, and fits the
+  /// consumers' 232 registers in every variant, so `auto` turns it on.
+  /// Windows at head dim 128 and (192, 128) beside a paged cache or a
+  /// split-KV part were the last exception (ptxas spilled 8-24 bytes while
+  /// a window's masked blocks shared the loop of the whole ones). With loops
+  /// of their own the consumers store nothing to local memory in any of 192
+  /// such variants (pages 16, 64, 256, 2, 4 and 16 parts, GQA 1 and 4, both
+  /// dtypes, windows (256, 0), (1024, 0), (1000, 200); CUDA 13's ptxas);
+  /// page-16 kernels spill 16-52 bytes in the producer under either loop.
+  /// On the H200 the overlapped loop is 0.99-1.17x the sequential one's
+  /// speed there (14 pairs, decode 1 x 1..128 x 16k and prefill 4 x 4k;
+  /// run 43, docs/Hopper.md "Sliding windows").
   bool overlap = true;
   /// The consumers take turns issuing their MMAs (FlashAttention-3's
   /// ping-pong, with two named barriers); with the overlapped loop only.
   bool pingpong = true;
   static constexpr int64_t kThreadsPerRole = 128;
-
-  /// Whether the overlap fits the consumers' 232 registers: at head dim
-  /// 128 a window's two key edges per row beside a paged cache's or a
-  /// split-KV part's addressing push ptxas past them (8-24 spilled bytes),
-  /// so those run the sequential loop. Other windows at head dim 128 fit
-  /// since the masked blocks have loops of their own (0 spills), and the
-  /// overlap makes them 1.00-1.18x faster on the H200 (window (256, 0),
-  /// (1024, 0), (1000, 200), 16/16 and 32/8 heads, 4 x 4k; run 41).
-  /// Measured with CUDA 13's ptxas over the compile matrix.
-  static bool overlapFits(int64_t headDim, bool window, bool pagedOrSplit) {
-    return !(window && headDim >= 128 && pagedOrSplit);
-  }
 
   /// The FA3 cast: a producer warpgroup (its elected thread issues TMA)
   /// giving its registers to two consumer warpgroups. setmaxnreg only moves
