@@ -76,6 +76,8 @@ bool dataTypeOf(const std::string &dtype, TensorMapDataType &type) {
     type = TensorMapDataType::BFloat16;
   else if (dtype == "f32")
     type = TensorMapDataType::Float32;
+  else if (dtype == "e4m3")
+    type = TensorMapDataType::UInt8; // TMA has no FP8 type; bytes move alike
   else
     return false;
   return true;

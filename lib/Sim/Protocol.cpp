@@ -625,7 +625,17 @@ bool Cta::complete(AsyncOp &async, std::string &error) {
         int64_t rows = state.type.getRows(), cols = state.type.getCols();
         int64_t width = tileType.getCols();
         float *tile = &state.data[stage * rows * cols];
-        for (int64_t r = 0; r < rows; ++r) {
+        if (load.getTransposed()) {
+          // V transposed: key c of the tile is column c of every row (the
+          // runtime's copy of V, whose keys past the sequence are zero).
+          for (int64_t c = 0; c < cols; ++c) {
+            const float *source =
+                globalRow(*async.global, batch, head, row + c, 1);
+            for (int64_t r = 0; r < rows; ++r)
+              tile[r * cols + c] = source ? source[r] : 0.0f;
+          }
+        }
+        for (int64_t r = 0; r < rows && !load.getTransposed(); ++r) {
           const float *source =
               async.table ? pagedRow(*async.global, *async.table, batch, head,
                                      row + r)
@@ -995,7 +1005,10 @@ bool Cta::run(const RoleStep &step, TmaLoadOp load) {
     }
   } else if (!checkTensorAccess(step.op, source, batch, head,
                                 load.getGqaRatio(),
-                                load.getTileType().getCols(), step.error)) {
+                                load.getTransposed()
+                                    ? load.getTileType().getRows()
+                                    : load.getTileType().getCols(),
+                                step.error)) {
     return false;
   }
   // Rows from clear_from on land as zero (no clear: every row is copied).
@@ -1074,9 +1087,20 @@ bool Cta::run(const RoleStep &step, WarpgroupValueMmaOp mma) {
   ++report.mmasIssued[step.thread.name];
   const Tile &p = interpreter.tile(mma.getProbs());
   auto result = std::make_shared<Tile>(interpreter.tile(mma.getAcc()));
-  int64_t m = p.shape[0], n = p.shape[1], d = v.type.getCols();
-  valueProduct(p.data.data(), &v.data[vStage * n * d], result->data.data(), m,
-               n, d);
+  int64_t m = p.shape[0], n = p.shape[1];
+  const float *stage = &v.data[vStage * v.type.getRows() * v.type.getCols()];
+  // An 8-bit V stage is V transposed, [head_dim, keys].
+  std::vector<float> untransposed;
+  if (v.type.getElementType().getIntOrFloatBitWidth() == 8) {
+    int64_t d = v.type.getRows();
+    untransposed.resize(n * d);
+    for (int64_t r = 0; r < d; ++r)
+      for (int64_t c = 0; c < n; ++c)
+        untransposed[c * d + r] = stage[r * n + c];
+    stage = untransposed.data();
+  }
+  int64_t d = result->shape[1];
+  valueProduct(p.data.data(), stage, result->data.data(), m, n, d);
   interpreter.setTile(mma.getResult(), result);
   if (mma.getAsync())
     step.thread.warpgroupMmas.push_back(issued);

@@ -28,17 +28,40 @@ TileProgram::readForSchedule(func::FuncOp func, target::Family family,
     return std::optional<TileProgram>();
   if (failed(read))
     return failure();
-  // FP8 is built through level B: fa4-sim runs its tile program; no
-  // family schedules it yet (nor a 16-bit program given FP8's run-time
-  // factors or shift, whose level-C ops would drop them).
-  if (holdsFp8Pieces(func))
-    return func.emitOpError()
-           << "holds an FP8 tile program (e4m3 types, descales or the "
-              "probabilities' shift), which "
-           << pass << " cannot schedule: the " << target::familyName(family)
-           << " FP8 kernels are not built yet. Stop after 'tile' (fa4c "
-              "--stop-after=tile, or fa4-opt --fa4-tile) and run it with "
-              "fa4-sim";
+  // FP8: Hopper schedules it (head dim 128, dense K/V: the transposed V
+  // the runtime prepares has no paged or varlen form); Blackwell's FP8
+  // kernels are not built, so its tile program runs in fa4-sim only.
+  if (holdsFp8Pieces(func)) {
+    if (family != target::Family::Hopper)
+      return func.emitOpError()
+             << "holds an FP8 tile program (e4m3 types, descales or the "
+                "probabilities' shift), which "
+             << pass << " cannot schedule: the " << target::familyName(family)
+             << " FP8 kernels are not built yet (sm_90a's are). Stop after "
+                "'tile' (fa4c --stop-after=tile, or fa4-opt --fa4-tile) and "
+                "run it with fa4-sim";
+    auto dim = [&](TileArgument argument) {
+      return cast<MemRefType>(read->arguments[argument].getType())
+          .getDimSize(3);
+    };
+    if (dim(kQ) != 128 || dim(kV) != 128)
+      return func.emitOpError()
+             << "is an FP8 tile program of head dims (" << dim(kQ) << ", "
+             << dim(kV)
+             << "); the sm_90a FP8 schedule takes head dim 128 (one 128-byte "
+                "swizzle line of e4m3 per row) for Q, K and V";
+    if (read->blockTable || read->cuSeqlensQ || read->splitWorkspace ||
+        read->seqUsedK)
+      return func.emitOpError()
+             << "is an FP8 tile program with "
+             << (read->blockTable     ? "a paged K/V cache"
+                 : read->cuSeqlensQ   ? "variable lengths (varlen)"
+                 : read->splitWorkspace ? "split-KV"
+                                        : "seqused_k")
+             << ", which the sm_90a FP8 schedule does not take: its V is the "
+                "transposed copy the runtime prepares of a dense [batch, "
+                "seq_k] V (docs/FP8.md)";
+  }
   int64_t rows = TileConfig::kBlockM * qTilesPerTask;
   if (static_cast<int64_t>(read->range.getRows()) != rows)
     return read->range.emitOpError()

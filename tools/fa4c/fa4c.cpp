@@ -158,8 +158,10 @@ static cl::opt<int64_t> windowRight(
     cl::desc("Keys visible right of the diagonal (-1: unbounded)"),
     cl::init(-1), cl::cat(variantCategory));
 static cl::opt<std::string> dtype("dtype", cl::desc("Input dtype: fp16, bf16 or e4m3 (FP8 Q, K and V with "
-                               "[batch, kv_heads] f32 descale tables, a bf16 O; "
-                               "built through level B: --stop-after=tile)"),
+                               "[batch, kv_heads] f32 descale tables, a bf16 O: "
+                               "kernels for sm_90a at head dim 128, whose V the "
+                               "launcher hands over transposed (docs/FP8.md); "
+                               "on sm_100a through level B, --stop-after=tile)"),
                                   cl::init("fp16"), cl::cat(variantCategory));
 static cl::opt<double> scale("scale",
                              cl::desc("Softmax scale (default 1/sqrt(head-dim))"),

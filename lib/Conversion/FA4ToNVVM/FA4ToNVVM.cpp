@@ -236,6 +236,29 @@ static FailureOr<target::Family> scheduleFamily(func::FuncOp func,
   return family;
 }
 
+/// An 8-bit V stage is V transposed ([head_dim, keys], WarpgroupValueMmaOp):
+/// every TMA load into one must be a transposed load, and a transposed load
+/// must fill one — else the MMA would read a tile in the other layout.
+static LogicalResult checkTransposedValues(func::FuncOp func) {
+  llvm::DenseSet<Value> transposedStages;
+  func.walk([&](WarpgroupValueMmaOp mma) {
+    if (mma.getValue().getType().getElementType().getIntOrFloatBitWidth() == 8)
+      transposedStages.insert(mma.getValue());
+  });
+  WalkResult walk = func.walk([&](TmaLoadOp load) -> WalkResult {
+    if (load.getTransposed() != transposedStages.contains(load.getBuffer()))
+      return load.emitOpError()
+             << (load.getTransposed()
+                     ? "loads a transposed tile into a buffer no 8-bit "
+                       "fa4.wgmma_value reads as V"
+                     : "loads a tile untransposed into a buffer an 8-bit "
+                       "fa4.wgmma_value reads as V transposed ([head_dim, "
+                       "keys]); the load needs `transposed`");
+    return WalkResult::advance();
+  });
+  return failure(walk.wasInterrupted());
+}
+
 /// The memrefs the mod regions read (fa4.spec's extras): row-major memrefs
 /// of integers or floats.
 static FailureOr<SmallVector<Value>> modExtras(func::FuncOp func,
@@ -388,9 +411,11 @@ bindKernelParameters(OpBuilder &b, Location loc, Block *entry,
 static SmallVector<TensorMapInfoAttr> tensorMapInfos(func::FuncOp func,
                                                      const KernelState &kernel) {
   llvm::DenseMap<Value, int64_t> boxRows, boxHeadsOf;
-  llvm::DenseSet<Value> pagedSources;
+  llvm::DenseSet<Value> pagedSources, transposedSources;
   func.walk([&](Operation *op) {
     if (auto load = dyn_cast<TmaLoadOp>(op)) {
+      if (load.getTransposed())
+        transposedSources.insert(load.getSource());
       int64_t rows = load.getBuffer().getType().getRows();
       // A paged cache's box is a page (or 128 rows of a larger one).
       if (load.getBlockTable())
@@ -435,12 +460,21 @@ static SmallVector<TensorMapInfoAttr> tensorMapInfos(func::FuncOp func,
     if (!ShapedType::isDynamic(batch) ||
         (!paged && !ShapedType::isDynamic(seq)))
       sizes = {batch, paged ? ShapedType::kDynamic : seq};
+    Type element = type.getElementType();
+    bool fp8 = isa<Float8E4M3FNType>(element);
+    StringRef dtype = fp8 ? "e4m3" : element.isBF16() ? "bf16" : "fp16";
+    // One 128-byte swizzle line of columns: 64 of 16 bits, 128 of 8.
+    int64_t columns = fp8 ? 128 : 64;
+    SmallVector<int64_t, 4> box{columns, boxHeads,
+                                boxRows.lookup_or(value, 128) / boxHeads, 1};
+    // sm_90a's FP8 V, transposed by the runtime: 128 keys by V's head dim.
+    StringRef layout = transposedSources.contains(value) ? "vt" : "";
+    if (!layout.empty())
+      box = {TileConfig::kBlockN, 1, type.getDimSize(3), 1};
     maps.push_back(TensorMapInfoAttr::get(
-        func.getContext(), name, type.getElementType().isBF16() ? "bf16" : "fp16",
-        type.getDimSize(2), type.getDimSize(3),
-        {64, boxHeads, boxRows.lookup_or(value, 128) / boxHeads, 1},
-        dynamicAsMinusOne(strides), paged ? type.getDimSize(1) : 0,
-        dynamicAsMinusOne(sizes)));
+        func.getContext(), name, dtype, type.getDimSize(2), type.getDimSize(3),
+        box, dynamicAsMinusOne(strides), paged ? type.getDimSize(1) : 0,
+        dynamicAsMinusOne(sizes), layout));
   }
   return maps;
 }
@@ -487,14 +521,6 @@ LogicalResult FA4ToNVVMPass::convert(func::FuncOp func,
   for (int64_t position : spec.getArguments())
     tensors.push_back(func.getArgument(position));
   bool hasLse = tensors.size() > 4;
-  // FP8 stops at level B (the schedules refuse it); a level-C program
-  // written by hand with its types or its run-time scale factors is not
-  // lowered either.
-  if (holdsFp8Pieces(func))
-    return func.emitError() << "@" << func.getName()
-                            << " holds FP8 (e4m3) types or FP8's run-time "
-                               "factors (descales, prob_shift), which "
-                               "fa4-to-nvvm does not lower yet (docs/FP8.md)";
   // The spec must describe the schedule it sits on: the launch data and the
   // kernel's parameter order are taken from it.
   if (failed(checkSpecAgainstSchedule(func, spec, tensors)) ||
@@ -506,6 +532,19 @@ LogicalResult FA4ToNVVMPass::convert(func::FuncOp func,
   FailureOr<target::Family> family = scheduleFamily(func, *chipInfo);
   if (failed(family))
     return failure();
+  // FP8 is lowered on Hopper; Blackwell's FP8 schedule (tcgen05 kind::f8f6f4)
+  // is not built, and a level-C program written by hand with its types or
+  // run-time factors is refused there.
+  if (holdsFp8Pieces(func)) {
+    if (*family != target::Family::Hopper)
+      return func.emitError()
+             << "@" << func.getName()
+             << " holds FP8 (e4m3) types or FP8's run-time factors "
+                "(descales, prob_shift), which fa4-to-nvvm lowers for sm_90a "
+                "only (docs/FP8.md)";
+    if (failed(checkTransposedValues(func)))
+      return failure();
+  }
   kernel.family = &familyLowering(*family);
   kernel.exp2EmulationFraction =
       kernel.family->emulatesExp2()

@@ -9,6 +9,10 @@
 // (fa4-insert-barriers makes them mbarriers), the task loop the one
 // fa4-tile-scheduler makes persistent.
 //
+// FP8 (e4m3 Q, K, V): the same schedule with 8-bit rings, V's loaded
+// transposed (sm_90a's FP8 wgmma reads B K-major only), and each consumer
+// reading the task's descales itself before its first block.
+//
 //===----------------------------------------------------------------------===//
 
 #include "fa4/Transforms/TileProgram.h"
@@ -108,6 +112,14 @@ private:
   TileProgram program;
   hopper::ScheduleConfig config;
 
+  /// FP8: the task's descale factors, re-made in the consumer's task from
+  /// level B's (fa4.load_descale of the task's batch and K/V head, and the
+  /// arithmetic on them), mapped from level B's values.
+  void mapFactors(const Task &task);
+  Value mapFactor(const Task &task, Value levelB);
+  /// The clones of level-B ops that read a factor map it through here.
+  IRMapping factors;
+
   /// The sizes, task count and level-B ops the schedule starts from.
   ScheduleStart start;
   Value qBuffer, kBuffer, vBuffer;
@@ -118,6 +130,12 @@ private:
 
 Operation *WarpgroupProgramBuilder::cloneForWarpgroup(Operation *op,
                                                       IRMapping &mapping) {
+  // FP8's factors are operands of the softmax, the normalization, the
+  // softcap and the score_mod: the consumer's task re-made them.
+  for (Value operand : op->getOperands())
+    if (!mapping.contains(operand))
+      if (Value factor = factors.lookupOrNull(operand))
+        mapping.map(operand, factor);
   Operation *clone = b.clone(*op, mapping);
   for (OpResult result : clone->getResults()) {
     auto type = dyn_cast<RankedTensorType>(result.getType());
@@ -167,10 +185,14 @@ void WarpgroupProgramBuilder::buildProducer(const Task &task) {
   Value item = add(task.kvBase, k);
   for (auto [buffer, tensor] : {std::pair{kBuffer, kK}, {vBuffer, kV}}) {
     ProducerAcquireOp::create(b, loc, buffer, item);
-    TmaLoadOp::create(b, loc, program.arguments[tensor], task.tensorBatch,
-                      task.kvHead, keyTensorRow(*this, task, key), buffer, item,
-                      Value(), Value(), program.blockTable,
-                      clearFromRow(b, loc, program, task, tensor, key), 1);
+    auto load = TmaLoadOp::create(
+        b, loc, program.arguments[tensor], task.tensorBatch, task.kvHead,
+        keyTensorRow(*this, task, key), buffer, item, Value(), Value(),
+        program.blockTable, clearFromRow(b, loc, program, task, tensor, key),
+        1);
+    // FP8's V comes transposed, [head_dim, keys] (the module comment).
+    if (tensor == kV && config.elementBytes == 1)
+      load.setTransposed(true);
     ProducerCommitOp::create(b, loc, buffer, item);
   }
 }
@@ -421,6 +443,7 @@ WarpgroupProgramBuilder::buildOverlappedLoop(const Task &task, int64_t half,
 void WarpgroupProgramBuilder::buildConsumer(const Task &task, int64_t half) {
   Value rowBegin =
       add(task.qRow, index(half * hopper::ScheduleConfig::kRowsPerConsumer));
+  mapFactors(task);
   ConsumerWaitOp::create(b, loc, qBuffer, task.taskCount);
   // Max, sum and O after the task's last block.
   SmallVector<Value, 3> rows =
@@ -483,20 +506,67 @@ void WarpgroupProgramBuilder::buildConsumer(const Task &task, int64_t half) {
                            start.gqaRatio);
 }
 
+Value WarpgroupProgramBuilder::mapFactor(const Task &task, Value levelB) {
+  if (Value mapped = factors.lookupOrNull(levelB))
+    return mapped;
+  Operation *def = levelB.getDefiningOp();
+  // Arguments and the function's top-level values (constants, the tables)
+  // dominate every role.
+  if (!def || def->getBlock() == &func.getBody().front())
+    return levelB;
+  Value made;
+  if (auto load = dyn_cast<LoadDescaleOp>(def)) {
+    // The task's batch and K/V head: the descale tables are [batch,
+    // kv_heads].
+    made = LoadDescaleOp::create(b, loc, load.getTable(), task.batch,
+                                 task.kvHead);
+  } else {
+    for (Value operand : def->getOperands())
+      mapFactor(task, operand);
+    made = b.clone(*def, factors)->getResult(
+        cast<OpResult>(levelB).getResultNumber());
+  }
+  factors.map(levelB, made);
+  return made;
+}
+
+void WarpgroupProgramBuilder::mapFactors(const Task &task) {
+  factors.clear();
+  SmallVector<Value, 4> used;
+  for (Operation *op :
+       {program.softmax.getOperation(), program.normalize.getOperation(),
+        program.softcap ? program.softcap.getOperation() : nullptr,
+        program.scoreMod ? program.scoreMod.getOperation() : nullptr})
+    if (op)
+      for (Value operand : op->getOperands())
+        if (operand.getType().isF32())
+          used.push_back(operand);
+  for (Value value : used)
+    mapFactor(task, value);
+}
+
 void WarpgroupProgramBuilder::build() {
   start = ScheduleStart::build(*this, program);
 
   MLIRContext *context = func.getContext();
-  auto smem = [&](StringRef name, int64_t rows, int64_t cols,
-                  int64_t stages) -> Value {
+  Type outElement =
+      cast<MemRefType>(program.arguments[kOut].getType()).getElementType();
+  auto smem = [&](StringRef name, int64_t rows, int64_t cols, int64_t stages,
+                  Type element = Type()) -> Value {
     return SmemAllocOp::create(
-        b, loc, SmemType::get(context, rows, cols, start.element, stages),
+        b, loc,
+        SmemType::get(context, rows, cols, element ? element : start.element,
+                      stages),
         b.getStringAttr(name));
   };
   qBuffer = smem("q", TileConfig::kBlockM, config.headDim, 1);
   kBuffer = smem("k", TileConfig::kBlockN, config.headDim, config.kvStages());
-  vBuffer =
-      smem("v", TileConfig::kBlockN, config.valueHeadDim, config.kvStages());
+  // FP8's V stages are V transposed: [head_dim, keys].
+  vBuffer = config.elementBytes == 1
+                ? smem("v", config.valueHeadDim, TileConfig::kBlockN,
+                       config.kvStages())
+                : smem("v", TileConfig::kBlockN, config.valueHeadDim,
+                       config.kvStages());
   // A split-KV kernel writes O without staging (the parts to the
   // workspace, the merge row by row), a varlen one from the fragments.
   for (int64_t half = 0; half < hopper::ScheduleConfig::kConsumers &&
@@ -505,7 +575,7 @@ void WarpgroupProgramBuilder::build() {
        ++half)
     oStaging[half] = smem(("o" + Twine(half)).str(),
                           hopper::ScheduleConfig::kRowsPerConsumer,
-                          config.valueHeadDim, 1);
+                          config.valueHeadDim, 1, outElement);
 
   auto specialize = WarpSpecializeOp::create(b, loc);
   Block *roles = new Block();
@@ -574,6 +644,10 @@ struct HopperWarpgroupRolesPass
     hopper::ScheduleConfig config = hopper::ScheduleConfig::get(
         qType.getDimSize(3), qType.getElementTypeBitWidth() / 8,
         vType.getDimSize(3));
+    config.outElementBytes =
+        cast<MemRefType>(program.arguments[kOut].getType())
+            .getElementTypeBitWidth() /
+        8;
     int64_t stages = kvStages;
     if (stages < 0) {
       func.emitError() << "kv-stages must be 0 (as many as fit) or a stage "

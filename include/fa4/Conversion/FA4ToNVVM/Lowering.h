@@ -258,7 +258,9 @@ private:
   /// product (rounded to nearest, its error reaches 2^(e-24) for a product
   /// of 2^e and the exponent of the max itself may come out positive: P
   /// above 1, past fp16's range for a finite-minimum mask's -1e9).
-  Value scaledMax(Value max, float scaleLog2);
+  Value scaledMax(Value max, float scaleLog2, Value factor = Value());
+  /// scale_log2 as an f32 value: the constant, times `factor` when given.
+  Value scaleLog2Value(float scaleLog2, Value factor);
   /// tanh(x·scale) = 1 - 2 / (2^(2·scale·x·log2 e) + 1) on MUFU.EX2 and
   /// MUFU.RCP (a full-precision division costs a dozen instructions more per
   /// score); saturates to ±1.
@@ -349,8 +351,10 @@ private:
   struct RowMaxUpdate {
     Value newMax, accScale, maxScaled;
   };
+  /// `factor` (FP8's descales, a run-time f32; null without) multiplies
+  /// `scaleLog2`.
   RowMaxUpdate updateRowMax(Value candidate, Value rowMax, float scaleLog2,
-                            float threshold);
+                            float threshold, Value factor = Value());
   /// O's factor 1/sum and the LSE of a row whose softmax ended at `rowMax`
   /// with the sum `rowSum` (over the whole row); `guardPoison` when some
   /// exponentials were computed by the software exp2, whose saturation
@@ -358,8 +362,11 @@ private:
   struct RowNormalization {
     Value inverse, lse;
   };
+  /// (`factor` as updateRowMax's; the sum's probabilities lifted by
+  /// 2^`shift`, which the LSE takes off.)
   RowNormalization normalizeRow(Value rowMax, Value rowSum, float scaleLog2,
-                                bool guardPoison);
+                                bool guardPoison, Value factor = Value(),
+                                int64_t shift = 0);
   LogicalResult lowerNormalize(NormalizeOp normalize);
   LogicalResult lowerLseStore(StoreLseTileOp store);
   /// `lse` at [batch, head, position] of the LSE parameter `dest` (its heads
@@ -428,6 +435,7 @@ private:
   LogicalResult lowerWarpgroup(Operation *op);
   LogicalResult lowerWarpgroupScoreMma(WarpgroupScoreMmaOp mma);
   LogicalResult lowerWarpgroupValueMma(WarpgroupValueMmaOp mma);
+  LogicalResult lowerFp8ValueMma(WarpgroupValueMmaOp mma);
   LogicalResult lowerWarpgroupWait(WarpgroupWaitOp wait);
   // The row ops on fragment tiles (each thread two rows, a quad per row).
   LogicalResult lowerFragmentMask(MaskOp mask);
@@ -436,7 +444,7 @@ private:
   /// quad after `elements`, moved from `previous` by updateRowMax.
   RowMaxUpdate updateFragmentRowMax(ArrayRef<Value> elements, int64_t half,
                                     Value previous, float scaleLog2,
-                                    float threshold);
+                                    float threshold, Value factor);
   LogicalResult lowerFragmentCorrection(CorrectionOp correction);
   LogicalResult lowerFragmentSmemStore(SmemStoreOp store);
   LogicalResult lowerFragmentSmemStoreF32(SmemStoreOp store);
@@ -571,6 +579,10 @@ private:
     VectorType type;
   };
   llvm::DenseMap<Value, LazyTruncation> lazyTruncations;
+  /// The FP8 case of materializeTruncation: probabilities packed into
+  /// wgmma's 8-bit A fragment.
+  void materializeFp8Truncation(Value value, LazyTruncation lazy,
+                                Value previous);
   /// Probabilities the fused softmax already wrote to TMEM.
   llvm::DenseSet<Value> probsInTmem;
 };

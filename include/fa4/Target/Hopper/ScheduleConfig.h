@@ -37,7 +37,10 @@ struct ScheduleConfig {
   /// Q and K's head dim, and V and O's.
   int64_t headDim = 128;
   int64_t valueHeadDim = 128;
+  /// Bytes of Q, K and V's elements (1 for FP8), and of O's (its
+  /// staging's).
   int64_t elementBytes = 2;
+  int64_t outElementBytes = 2;
   int64_t kvStagesOverride = 0;
   /// O goes out through two 64-row staging halves and TMA stores; without
   /// them each consumer writes its O tile from registers, row by row (the
@@ -93,8 +96,8 @@ struct ScheduleConfig {
   }
 
   /// One [128, cols] tile, rows padded to whole 128-byte swizzle lines.
-  int64_t tileBytes(int64_t cols) const {
-    return 128 * ((cols * elementBytes + 127) / 128 * 128);
+  int64_t tileBytes(int64_t cols, int64_t bytes = 0) const {
+    return 128 * ((cols * (bytes ? bytes : elementBytes) + 127) / 128 * 128);
   }
   /// A stage of the K ring and of the V ring.
   int64_t kvPairBytes() const {
@@ -102,7 +105,8 @@ struct ScheduleConfig {
   }
   /// Q (one stage) and the two 64-row O staging halves.
   int64_t fixedSmemBytes() const {
-    return tileBytes(headDim) + (oStaged ? tileBytes(valueHeadDim) : 0) +
+    return tileBytes(headDim) +
+           (oStaged ? tileBytes(valueHeadDim, outElementBytes) : 0) +
            kBarrierBytes;
   }
   /// O is staged unless the staging leaves the K/V ring a single stage and

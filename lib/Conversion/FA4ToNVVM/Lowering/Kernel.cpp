@@ -197,9 +197,15 @@ Value Lowering::approximate(StringRef instruction, Value x) {
       .getResult(0);
 }
 
-Value Lowering::scaledMax(Value max, float scaleLog2) {
+Value Lowering::scaleLog2Value(float scaleLog2, Value factor) {
+  return factor ? Value(arith::MulFOp::create(b, loc(), f32(scaleLog2), factor))
+                : f32(scaleLog2);
+}
+
+Value Lowering::scaledMax(Value max, float scaleLog2, Value factor) {
   return LLVM::InlineAsmOp::create(
-             b, loc(), b.getF32Type(), ValueRange{max, f32(scaleLog2)},
+             b, loc(), b.getF32Type(),
+             ValueRange{max, scaleLog2Value(scaleLog2, factor)},
              "mul.rp.f32 $0, $1, $2;", "=f,f,f", false, false,
              LLVM::tailcallkind::TailCallKind::None,
              LLVM::AsmDialectAttr::get(b.getContext(), LLVM::AsmDialect::AD_ATT),
@@ -459,6 +465,27 @@ LogicalResult Lowering::lowerOp(Operation *op) {
           [&](Operation *tma) { return lowerTma(tma); })
       .Case<SmemLoadOp, SmemStoreOp>(
           [&](Operation *smem) { return lowerSmem(smem); })
+      .Case([&](LoadDescaleOp load) -> LogicalResult {
+        // FP8's descale: entry [batch, head] of a row-major f32 table, one
+        // global load per task and thread.
+        auto extra = kernel.extras.find(load.getTable());
+        if (extra == kernel.extras.end() || extra->second.sizes.size() != 2)
+          return load.emitOpError()
+                 << "reads a descale table that is not a [batch, kv_heads] "
+                    "extra of the kernel";
+        Value offset = arith::AddIOp::create(
+            b, loc(),
+            arith::MulIOp::create(b, loc(), lookup(load.getBatch()),
+                                  extra->second.sizes[1]),
+            lookup(load.getHead()));
+        Value address = LLVM::GEPOp::create(
+            b, loc(), extra->second.pointer.getType(), b.getF32Type(),
+            extra->second.pointer, ValueRange{toI32(offset)});
+        mapping.map(load.getResult(),
+                    LLVM::LoadOp::create(b, loc(), b.getF32Type(), address)
+                        .getResult());
+        return success();
+      })
       // The backward's pointwise ops on transposed tiles and its stores
       // (Backward.cpp); its mod regions are not lowered yet.
       .Case<LoadRowTileOp, ProbsFromLseOp, SoftmaxGradOp, SoftcapGradOp,

@@ -340,6 +340,19 @@ LogicalResult Lowering::lowerTma(Operation *op) {
         auto copyTile = [&](function_ref<void()> then) {
           if (Value blockTable = load.getBlockTable())
             return lowerPagedLoad(load, blockTable, type, copy, then);
+          if (load.getTransposed()) {
+            // V transposed ([batch, heads, head_dim, keys], keys innermost):
+            // one box of 128 keys by the head dim's rows, at (key, head, 0,
+            // batch).
+            ifElected([&] {
+              copy(0, ValueRange{toI32(lookup(load.getRow())),
+                                 toI32(lookup(load.getHead())), i32(0),
+                                 toI32(lookup(load.getBatch()))});
+              if (then)
+                then();
+            });
+            return success();
+          }
           forEachBox(type, load.getHead(), load.getRow(), load.getBatch(),
                      load.getGqaRatio(), copy, then);
           return success();

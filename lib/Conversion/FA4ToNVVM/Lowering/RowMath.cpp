@@ -122,6 +122,9 @@ SmallVector<Value> Lowering::loadScoreRow(Value scoresColumn, int64_t chunks) {
 Value Lowering::softcapScore(SoftcapOp softcap, Value score) {
   float cap = softcap.getCap().convertToFloat();
   float inner = softcap.getScale().convertToFloat() / cap;
+  // FP8's descales multiply the score first (one multiply a score).
+  if (Value factor = softcap.getFactor())
+    score = arith::MulFOp::create(b, loc(), score, lookup(factor));
   return arith::MulFOp::create(b, loc(), tanh(score, inner), f32(cap));
 }
 
@@ -302,8 +305,8 @@ Value Lowering::rowMaxTree(ArrayRef<Value> s, Value rowMax) {
 }
 
 Lowering::RowMaxUpdate Lowering::updateRowMax(Value candidate, Value rowMax,
-                                              float scaleLog2,
-                                              float threshold) {
+                                              float scaleLog2, float threshold,
+                                              Value factor) {
   float minusInf = -std::numeric_limits<float>::infinity();
   // A row that has seen nothing subtracts 0: exp2(-inf) = 0, not NaN.
   auto subtracted = [&](Value max) -> Value {
@@ -311,7 +314,7 @@ Lowering::RowMaxUpdate Lowering::updateRowMax(Value candidate, Value rowMax,
         b, loc(),
         arith::CmpFOp::create(b, loc(), arith::CmpFPredicate::OEQ, max,
                               f32(minusInf)),
-        f32(0.0f), scaledMax(max, scaleLog2));
+        f32(0.0f), scaledMax(max, scaleLog2, factor));
   };
   // A softmax peeled off as the task's first block starts from the constant
   // -inf: the max is the candidate, and the factor what the rule below
@@ -333,10 +336,15 @@ Lowering::RowMaxUpdate Lowering::updateRowMax(Value candidate, Value rowMax,
   // threshold / scale_log2: one instruction less per tile. Unordered: a NaN
   // candidate becomes the max (and stays it), so a NaN score in any block
   // poisons the row.
+  // (A run-time factor makes the bound threshold / (scale_log2 · factor):
+  // 0 for FP8's threshold of 0, else a division LLVM hoists out of the
+  // loop.)
+  Value bound = f32(threshold / scaleLog2);
+  if (factor && threshold != 0.0f)
+    bound = arith::DivFOp::create(b, loc(), bound, factor);
   Value grows = arith::CmpFOp::create(
       b, loc(), arith::CmpFPredicate::UGT,
-      arith::SubFOp::create(b, loc(), candidate, rowMax),
-      f32(threshold / scaleLog2));
+      arith::SubFOp::create(b, loc(), candidate, rowMax), bound);
   Value newMax = arith::SelectOp::create(
       b, loc(), arith::OrIOp::create(b, loc(), first, grows), candidate, rowMax);
   // exp2((m_old - m_new)·scale_log2): exactly 1 when the max stayed, 0 on
@@ -346,7 +354,7 @@ Lowering::RowMaxUpdate Lowering::updateRowMax(Value candidate, Value rowMax,
       b, loc(),
       arith::MulFOp::create(b, loc(),
                             arith::SubFOp::create(b, loc(), rowMax, newMax),
-                            f32(scaleLog2)),
+                            scaleLog2Value(scaleLog2, factor)),
       f32(0.0f)));
   return {newMax, accScale, subtracted(newMax)};
 }
@@ -581,7 +589,8 @@ void Lowering::storeLseElement(Value dest, Value batch, Value head,
 
 Lowering::RowNormalization Lowering::normalizeRow(Value rowMax, Value rowSum,
                                                   float scaleLog2,
-                                                  bool guardPoison) {
+                                                  bool guardPoison,
+                                                  Value factor, int64_t shift) {
   float minusInf = -std::numeric_limits<float>::infinity();
   // max·0 is NaN exactly for a NaN or infinite max (a NaN score, or
   // s = +inf, whose exponent is inf - inf): the software exp2's saturation
@@ -614,11 +623,15 @@ Lowering::RowNormalization Lowering::normalizeRow(Value rowMax, Value rowSum,
   Value inverse = arith::SelectOp::create(
       b, loc(), empty, f32(0.0f),
       withPoison(approximate("rcp.approx.ftz.f32", rowSum)));
-  // The sum is relative to the softmax's own rounded-up max·scale_log2.
+  // The sum is relative to the softmax's own rounded-up max·scale_log2
+  // (less FP8's shift of the probabilities).
+  Value logSum = withPoison(lg2(rowSum));
+  if (shift)
+    logSum = arith::SubFOp::create(b, loc(), logSum, f32(float(shift)));
   Value lse = arith::MulFOp::create(
       b, loc(),
-      arith::AddFOp::create(b, loc(), scaledMax(rowMax, scaleLog2),
-                            withPoison(lg2(rowSum))),
+      arith::AddFOp::create(b, loc(), scaledMax(rowMax, scaleLog2, factor),
+                            logSum),
       f32(float(M_LN2)));
   return {inverse, arith::SelectOp::create(b, loc(), empty, f32(minusInf), lse)};
 }
@@ -635,11 +648,19 @@ LogicalResult Lowering::lowerNormalize(NormalizeOp normalize) {
   // Only the software exp2 drops a NaN (normalizeRow).
   bool guardPoison = kernel.exp2EmulationFraction > 0.0;
   SmallVector<Value, 2> inverses, lses;
+  // FP8: the descales' factor, the probabilities' shift, and V's descale
+  // (out_factor) on O.
+  Value factor = normalize.getFactor() ? lookup(normalize.getFactor()) : Value();
+  Value outFactor =
+      normalize.getOutFactor() ? lookup(normalize.getOutFactor()) : Value();
   for (auto [rowMax, partial] : llvm::zip_equal(maxima, partials)) {
-    RowNormalization row =
-        normalizeRow(rowMax, family.rowTotal(*this, partial),
-                     normalize.getScaleLog2().convertToFloat(), guardPoison);
-    inverses.push_back(row.inverse);
+    RowNormalization row = normalizeRow(
+        rowMax, family.rowTotal(*this, partial),
+        normalize.getScaleLog2().convertToFloat(), guardPoison, factor,
+        static_cast<int64_t>(normalize.getProbShift()));
+    inverses.push_back(outFactor ? Value(arith::MulFOp::create(
+                                       b, loc(), row.inverse, outFactor))
+                                 : row.inverse);
     lses.push_back(row.lse);
   }
   auto tile = cast<VectorType>(acc.getType());

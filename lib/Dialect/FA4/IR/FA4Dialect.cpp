@@ -221,7 +221,7 @@ TensorMapInfoAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                           StringRef name, StringRef dtype, int64_t heads,
                           int64_t headDim, ArrayRef<int64_t> box,
                           ArrayRef<int64_t> strides, int64_t pageSize,
-                          ArrayRef<int64_t> sizes) {
+                          ArrayRef<int64_t> sizes, StringRef layout) {
   if (!sizes.empty() &&
       (sizes.size() != 2 || llvm::any_of(sizes, [](int64_t size) {
          return size < -1 || size == 0;
@@ -235,9 +235,15 @@ TensorMapInfoAttr::verify(function_ref<InFlightDiagnostic()> emitError,
   if (!llvm::is_contained({"q", "k", "v", "o"}, name))
     return emitError() << "fa4.tensor_map: name must be q, k, v or o, got '"
                        << name << "'";
-  if (dtype != "fp16" && dtype != "bf16")
-    return emitError() << "fa4.tensor_map: dtype must be fp16 or bf16, got '"
+  if (dtype != "fp16" && dtype != "bf16" && dtype != "e4m3")
+    return emitError() << "fa4.tensor_map: dtype must be fp16, bf16 or e4m3, "
+                          "got '"
                        << dtype << "'";
+  if (!layout.empty() && (layout != "vt" || name != "v" || dtype != "e4m3" ||
+                          pageSize))
+    return emitError() << "fa4.tensor_map: layout must be empty, or 'vt' for "
+                          "a dense e4m3 v, got '"
+                       << layout << "' for '" << name << "'";
   if (heads <= 0 || headDim <= 0)
     return emitError() << "fa4.tensor_map: heads and head_dim must be "
                           "positive, got "

@@ -235,6 +235,21 @@ LogicalResult TmaLoadOp::verify() {
                               "size, a power of two of at least 16, and "
                               "gqa_ratio 1";
   }
+  if (getTransposed()) {
+    // V transposed: [head_dim, keys] stages of 8-bit elements, dense.
+    auto tensor = cast<MemRefType>(getSource().getType());
+    SmemType buffer = getBuffer().getType();
+    if (tensor.getRank() != 4 || getBlockTable() || getGqaRatio() != 1 ||
+        buffer.getElementType().getIntOrFloatBitWidth() != 8 ||
+        buffer.getElementType() != tensor.getElementType() ||
+        tensor.isDynamicDim(3) || buffer.getRows() != tensor.getDimSize(3))
+      return emitOpError()
+             << "loads a transposed tile: expected a dense [batch, seq, "
+                "heads, head_dim] memref of 8-bit elements, gqa_ratio 1, and "
+                "a [head_dim, keys] buffer of its element type, got "
+             << tensor << " into " << buffer;
+    return success();
+  }
   return verifyTmaTile(getOperation(), cast<MemRefType>(getSource().getType()),
                        getBuffer().getType(), getGqaRatio(), /*part=*/false,
                        /*column=*/0, /*narrower=*/true);
@@ -242,6 +257,8 @@ LogicalResult TmaLoadOp::verify() {
 
 SmemType TmaLoadOp::getTileType() {
   SmemType buffer = getBuffer().getType();
+  if (getTransposed())
+    return buffer;
   auto tensor = cast<MemRefType>(getSource().getType());
   if (tensor.getRank() != 4 || tensor.isDynamicDim(3) ||
       tensor.getDimSize(3) <= 0 || tensor.getDimSize(3) >= buffer.getCols())
@@ -312,9 +329,11 @@ LogicalResult WarpgroupScoreMmaOp::verify() {
   SmemType q = getQuery().getType(), k = getKey().getType();
   auto s = cast<RankedTensorType>(getScores().getType());
   if (q.getElementType() != k.getElementType() ||
-      !(q.getElementType().isF16() || q.getElementType().isBF16()))
-    return emitOpError() << "query and key must both hold f16 or bf16, got "
-                         << q.getElementType() << " and " << k.getElementType();
+      !(q.getElementType().isF16() || q.getElementType().isBF16() ||
+        isa<Float8E4M3FNType>(q.getElementType())))
+    return emitOpError()
+           << "query and key must both hold f16, bf16 or f8E4M3FN, got "
+           << q.getElementType() << " and " << k.getElementType();
   if (q.getCols() != k.getCols())
     return emitOpError() << "query head dim " << q.getCols()
                          << " does not match key head dim " << k.getCols();
@@ -343,11 +362,18 @@ LogicalResult WarpgroupValueMmaOp::verify() {
                          << " does not match value's " << v.getElementType();
   if (!o.getElementType().isF32())
     return emitOpError() << "acc accumulates in f32, got " << o.getElementType();
+  // An 8-bit V stage is V transposed: [head_dim, keys].
+  bool kMajor = v.getElementType().getIntOrFloatBitWidth() == 8;
+  int64_t keys = kMajor ? v.getCols() : v.getRows();
+  int64_t dim = kMajor ? v.getRows() : v.getCols();
   if (p.getDimSize(0) != kWarpgroupRows || o.getDimSize(0) != kWarpgroupRows ||
-      p.getDimSize(1) != v.getRows() || o.getDimSize(1) != v.getCols())
+      p.getDimSize(1) != keys || o.getDimSize(1) != dim)
     return emitOpError() << "shapes do not chain: probs " << p << " x value ["
-                         << v.getRows() << ", " << v.getCols() << "] into "
-                         << o << " (" << kWarpgroupRows
+                         << keys << ", " << dim << "]"
+                         << (kMajor ? " (transposed: 8-bit V stages are "
+                                      "[head_dim, keys])"
+                                    : "")
+                         << " into " << o << " (" << kWarpgroupRows
                          << " rows per warpgroup)";
   if (getResult().getType() != o)
     return emitOpError() << "result must have the accumulator's type " << o;

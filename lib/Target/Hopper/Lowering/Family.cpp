@@ -24,6 +24,11 @@ public:
     // A 64-row tile in wgmma's fragment layout, two rows per thread.
     if (tile.getRank() == 1)
       return VectorType::get({2}, tile.getElementType());
+    // FP8 probabilities: the thread's bytes packed four to a word, in the
+    // order of wgmma's 8-bit A fragment (Warpgroup.cpp).
+    if (tile.getElementType().getIntOrFloatBitWidth() == 8)
+      return VectorType::get({tile.getDimSize(1) / 8},
+                             IntegerType::get(tile.getContext(), 32));
     return VectorType::get({tile.getDimSize(1) / 2}, tile.getElementType());
   }
 

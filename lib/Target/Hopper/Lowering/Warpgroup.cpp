@@ -19,6 +19,17 @@
 // A operand of the next wgmma for k-steps of 16 keys, so P feeds O += P·V
 // from registers with no data movement, as in FlashAttention-3.
 //
+// FP8 (e4m3): a wgmma takes 32 bytes of K, k32, and both operands K-major —
+// V's stage is V transposed, [head_dim, keys] (the runtime hands V over so,
+// docs/FP8.md). The 8-bit A fragment of a k32 step holds, in byte b of the
+// thread's word j, row 16·w + l/4 + 8·(j mod 2) and key 16·(j/2) + 4·(l mod
+// 4) + b; the scores' layout gives the thread keys 8·g + 2·(l mod 4) + e
+// instead. Packing the thread's own probabilities (g, e) into byte
+// 2·(g mod 2) + e of word 2·(g/2) + half makes the MMA read key
+// c = 8h + 2t + e of each 16 as k-index 4t + 2h + e (t = l mod 4): V's keys
+// carry the same permutation within each 16, which the runtime applies
+// when it transposes V, and P·V needs no shuffle.
+//
 //===----------------------------------------------------------------------===//
 
 #include "fa4/Conversion/FA4ToNVVM/Lowering.h"
@@ -38,7 +49,27 @@ using namespace mlir::fa4::nvvm;
 
 static constexpr float kMinusInf = -std::numeric_limits<float>::infinity();
 
-static StringRef ptxType(Type type) { return type.isBF16() ? "bf16" : "f16"; }
+static StringRef ptxType(Type type) {
+  if (isa<Float8E4M3FNType>(type))
+    return "e4m3";
+  return type.isBF16() ? "bf16" : "f16";
+}
+
+/// Bytes of K each wgmma reads from a row: k16 of 16-bit inputs, k32 of
+/// 8-bit ones.
+static constexpr int64_t kWgmmaKBytes = 32;
+
+/// Elements of K per wgmma of `type`'s inputs.
+static int64_t wgmmaK(Type type) {
+  return kWgmmaKBytes * 8 / type.getIntOrFloatBitWidth();
+}
+
+/// Byte offset of a K-major tile's K-step `step`: 32 bytes along a 128-byte
+/// swizzle line, a whole box every four steps.
+static int64_t kStepOffset(SmemType type, int64_t step) {
+  int64_t byte = step * kWgmmaKBytes;
+  return (byte / kSwizzleLineBytes) * boxBytes(type) + byte % kSwizzleLineBytes;
+}
 
 Value Lowering::fragmentLane() {
   return arith::RemUIOp::create(b, loc(), roleThread, index(32));
@@ -156,6 +187,8 @@ void Lowering::materializeTruncation(Value value, Value previous) {
   // may not move: it would otherwise carry the f32 values around the loop
   // and convert them at its top (twice P's registers, live beside the new
   // S).
+  if (lazy.type.getElementType().isInteger(32))
+    return materializeFp8Truncation(value, lazy, previous);
   int64_t count = lazy.type.getNumElements();
   std::string instruction =
       lazy.type.getElementType().isBF16() ? "cvt.rn.bf16x2.f32"
@@ -201,6 +234,52 @@ void Lowering::materializeTruncation(Value value, Value previous) {
   Value packed = vector::FromElementsOp::create(
       b, loc(), VectorType::get({count / 2}, b.getI32Type()), words);
   mapping.map(value, vector::BitCastOp::create(b, loc(), lazy.type, packed));
+}
+
+/// FP8 probabilities packed into wgmma's 8-bit A fragment (the module
+/// comment): word j of K-step s holds the thread's elements of column
+/// groups 4s + 2·(j/2) and 4s + 2·(j/2) + 1 of its row half j mod 2, two
+/// each, converted by cvt.rn.satfinite.e4m3x2.f32 (its first operand to the
+/// upper byte). The probabilities are at most 2^prob_shift = 256 < 448:
+/// satfinite never clips one. Tied to the previous P's words as the 16-bit
+/// packing is (materializeTruncation says why).
+void Lowering::materializeFp8Truncation(Value value, LazyTruncation lazy,
+                                        Value previous) {
+  int64_t words = lazy.type.getNumElements();
+  Value previousWords;
+  if (previous && previous.getType() == lazy.type &&
+      previous.getParentRegion()->isAncestor(b.getInsertionBlock()->getParent()))
+    previousWords = previous;
+  SmallVector<Value> packed;
+  for (int64_t word = 0; word < words; ++word) {
+    int64_t step = word / 4, j = word % 4;
+    SmallVector<Value, 5> operands;
+    for (int64_t byte = 0; byte < 4; ++byte) {
+      int64_t group = 4 * step + 2 * (j / 2) + byte / 2;
+      int64_t element = 4 * group + 2 * (j % 2) + byte % 2;
+      operands.push_back(vector::ExtractOp::create(
+          b, loc(), lazy.wide, ArrayRef<int64_t>{element}));
+    }
+    std::string constraints = "=r,f,f,f,f";
+    if (previousWords) {
+      operands.push_back(vector::ExtractOp::create(b, loc(), previousWords,
+                                                   ArrayRef<int64_t>{word}));
+      constraints += ",0";
+    }
+    packed.push_back(
+        LLVM::InlineAsmOp::create(
+            b, loc(), b.getI32Type(), operands,
+            "{\n\t.reg .b16 lo, hi;\n\t"
+            "cvt.rn.satfinite.e4m3x2.f32 lo, $2, $1;\n\t"
+            "cvt.rn.satfinite.e4m3x2.f32 hi, $4, $3;\n\t"
+            "mov.b32 $0, {lo, hi};\n\t}",
+            constraints, /*has_side_effects=*/true, false,
+            LLVM::tailcallkind::TailCallKind::None,
+            LLVM::AsmDialectAttr::get(b.getContext(), LLVM::AsmDialect::AD_ATT),
+            ArrayAttr())
+            .getResult(0));
+  }
+  mapping.map(value, vector::FromElementsOp::create(b, loc(), lazy.type, packed));
 }
 
 Value Lowering::wgmmaStageDescriptor(Value buffer, Value count, int64_t offset,
@@ -290,12 +369,14 @@ LogicalResult Lowering::lowerWarpgroupScoreMma(WarpgroupScoreMmaOp mma) {
   Value kBase = wgmmaStageDescriptor(mma.getKey(), mma.getKeyCount(), 0, bits);
   SmallVector<Value> inputs;
   std::string body;
+  int64_t kPerStep = wgmmaK(q.getElementType());
   std::string instruction = "wgmma.mma_async.sync.aligned.m64n" +
-                            std::to_string(n) + "k16.f32." +
+                            std::to_string(n) + "k" +
+                            std::to_string(kPerStep) + ".f32." +
                             ptxType(q.getElementType()).str() + "." +
                             ptxType(k.getElementType()).str() + " ";
   std::string constraintsIn;
-  int64_t steps = llvm::divideCeil(q.getCols(), kWgmmaK);
+  int64_t steps = llvm::divideCeil(q.getCols(), kPerStep);
   // Past eight steps (head dim 192's twelve) the asm takes the two bases
   // and steps them itself: twelve pairs of descriptor operands, all live
   // at the asm, no longer fit the consumers' registers.
@@ -306,13 +387,8 @@ LogicalResult Lowering::lowerWarpgroupScoreMma(WarpgroupScoreMmaOp mma) {
     body += ".reg .b64 qd, kd;\n\t";
   }
   for (int64_t step = 0; step < steps; ++step) {
-    // Along K: 32 bytes inside a swizzle line, a whole box every 64
-    // columns.
-    int64_t column = step * kWgmmaK;
-    int64_t qOffset = (column / kBoxColumns) * boxBytes(q) +
-                      (column % kBoxColumns) * 2;
-    int64_t kOffset = (column / kBoxColumns) * boxBytes(k) +
-                      (column % kBoxColumns) * 2;
+    int64_t qOffset = kStepOffset(q, step);
+    int64_t kOffset = kStepOffset(k, step);
     std::string a, bDesc;
     if (stepsInAsm) {
       std::string qArg = "$" + std::to_string(accumulators);
@@ -331,9 +407,12 @@ LogicalResult Lowering::lowerWarpgroupScoreMma(WarpgroupScoreMmaOp mma) {
       bDesc = "$" + std::to_string(accumulators + 2 * step + 1);
       constraintsIn += (step ? ",l,l" : "l,l");
     }
-    // The first step overwrites the accumulator (scale-d false).
+    // The first step overwrites the accumulator (scale-d false); 16-bit
+    // inputs then take both operands untransposed (8-bit ones have no
+    // transpose operands: K-major is their only form).
     body += instruction + wgmmaAccumulators(accumulators) + ", " + a + ", " +
-            bDesc + (step ? ", one" : ", zero") + ", 1, 1, 0, 0;\n\t";
+            bDesc + (step ? ", one" : ", zero") +
+            (kPerStep == 32 ? ", 1, 1;\n\t" : ", 1, 1, 0, 0;\n\t");
   }
   Value result = warpgroupMma(b, loc(), accumulators, inputs, constraintsIn,
                               body, /*tied=*/false, mma.getAsync());
@@ -344,6 +423,8 @@ LogicalResult Lowering::lowerWarpgroupScoreMma(WarpgroupScoreMmaOp mma) {
 LogicalResult Lowering::lowerWarpgroupValueMma(WarpgroupValueMmaOp mma) {
   SmemType v = mma.getValue().getType();
   auto probsType = cast<RankedTensorType>(mma.getProbs().getType());
+  if (v.getElementType().getIntOrFloatBitWidth() == 8)
+    return lowerFp8ValueMma(mma);
   int64_t n = v.getCols();
   int64_t accumulators = n / 2;
   // V is the B operand with N (head dim) contiguous: MN-major. Its 64-column
@@ -386,6 +467,57 @@ LogicalResult Lowering::lowerWarpgroupValueMma(WarpgroupValueMmaOp mma) {
     // scale-d 1 (accumulate), scales 1, B transposed (MN-major).
     body += instruction + wgmmaAccumulators(accumulators) + ", " + a + ", " +
             bDesc + ", one, 1, 1, 1;\n\t";
+  }
+  Value result = warpgroupMma(b, loc(), accumulators, inputs, constraintsIn,
+                              body, /*tied=*/true, mma.getAsync());
+  mapping.map(mma.getResult(), unpackAccumulators(result, accumulators));
+  return success();
+}
+
+/// O += P·V in FP8: V's stage is [head_dim, keys], K-major like K's in
+/// Q·Kᵀ (the same descriptors, N = head_dim rows); P comes as the packed
+/// words of the 8-bit A fragment, four per k32 step. 8-bit wgmma has no
+/// transpose operands: scale-d, then the two input scales.
+LogicalResult Lowering::lowerFp8ValueMma(WarpgroupValueMmaOp mma) {
+  SmemType v = mma.getValue().getType();
+  auto probsType = cast<RankedTensorType>(mma.getProbs().getType());
+  int64_t n = v.getRows();
+  int64_t accumulators = n / 2;
+  uint64_t bits = wgmma::smemDescriptorTemplate(16, kSwizzleAtomBytes,
+                                                wgmma::Swizzle::Bytes128);
+  Value vBase =
+      wgmmaStageDescriptor(mma.getValue(), mma.getValueCount(), 0, bits);
+  Value packed = lookup(mma.getProbs());
+  SmallVector<Value> inputs;
+  Value acc = lookup(mma.getAcc());
+  for (int64_t i = 0; i < accumulators; ++i)
+    inputs.push_back(
+        vector::ExtractOp::create(b, loc(), acc, ArrayRef<int64_t>{i}));
+  int64_t kPerStep = wgmmaK(v.getElementType());
+  std::string instruction = "wgmma.mma_async.sync.aligned.m64n" +
+                            std::to_string(n) + "k" +
+                            std::to_string(kPerStep) + ".f32." +
+                            ptxType(probsType.getElementType()).str() + "." +
+                            ptxType(v.getElementType()).str() + " ";
+  std::string body;
+  std::string constraintsIn;
+  int64_t steps = v.getCols() / kPerStep;
+  int64_t next = 2 * accumulators;
+  for (int64_t step = 0; step < steps; ++step) {
+    std::string a = "{";
+    for (int64_t w = 0; w < 4; ++w) {
+      inputs.push_back(vector::ExtractOp::create(
+          b, loc(), packed, ArrayRef<int64_t>{4 * step + w}));
+      a += (w ? ", $" : "$") + std::to_string(next++);
+      constraintsIn += (constraintsIn.empty() ? "r" : ",r");
+    }
+    a += "}";
+    inputs.push_back(arith::AddIOp::create(
+        b, loc(), vBase, i64(kStepOffset(v, step) >> 4)));
+    constraintsIn += ",l";
+    std::string bDesc = "$" + std::to_string(next++);
+    body += instruction + wgmmaAccumulators(accumulators) + ", " + a + ", " +
+            bDesc + ", one, 1, 1;\n\t";
   }
   Value result = warpgroupMma(b, loc(), accumulators, inputs, constraintsIn,
                               body, /*tied=*/true, mma.getAsync());
@@ -483,7 +615,7 @@ LogicalResult Lowering::lowerFragmentMask(MaskOp mask) {
 Lowering::RowMaxUpdate
 Lowering::updateFragmentRowMax(ArrayRef<Value> elements, int64_t half,
                                Value previous, float scaleLog2,
-                               float threshold) {
+                               float threshold, Value factor) {
   Value candidate = previous;
   for (int64_t i = 0; i < int64_t(elements.size()); ++i)
     if (halfOf(i) == half)
@@ -491,7 +623,7 @@ Lowering::updateFragmentRowMax(ArrayRef<Value> elements, int64_t half,
   candidate = quadReduce(candidate, [&](Value x, Value y) -> Value {
     return arith::MaximumFOp::create(b, loc(), x, y);
   });
-  return updateRowMax(candidate, previous, scaleLog2, threshold);
+  return updateRowMax(candidate, previous, scaleLog2, threshold, factor);
 }
 
 LogicalResult Lowering::lowerFragmentSoftmax(OnlineSoftmaxOp softmax) {
@@ -506,17 +638,29 @@ LogicalResult Lowering::lowerFragmentSoftmax(OnlineSoftmaxOp softmax) {
   for (int64_t i = 0; i < count; ++i)
     elements.push_back(
         vector::ExtractOp::create(b, loc(), s, ArrayRef<int64_t>{i}));
+  // FP8: the descales' run-time factor on the scale, and the
+  // probabilities lifted by 2^prob_shift into e4m3's range.
+  Value factor =
+      softmax.getFactor() ? lookup(softmax.getFactor()) : Value();
+  float shift = static_cast<float>(softmax.getProbShift());
   RowMaxUpdate rows[2];
-  for (int64_t half = 0; half < 2; ++half)
+  Value offsets[2];
+  for (int64_t half = 0; half < 2; ++half) {
     rows[half] = updateFragmentRowMax(elements, half, rowOfFragment(oldMax, half),
-                                      scaleLog2, threshold);
+                                      scaleLog2, threshold, factor);
+    offsets[half] =
+        shift != 0.0f
+            ? Value(arith::SubFOp::create(b, loc(), f32(shift),
+                                          rows[half].maxScaled))
+            : Value(arith::NegFOp::create(b, loc(), rows[half].maxScaled));
+  }
+  Value scale = scaleLog2Value(scaleLog2, factor);
   Value sums[2] = {f32(0.0f), f32(0.0f)};
   SmallVector<Value> probs;
   for (int64_t i = 0; i < count; ++i) {
     int64_t half = halfOf(i);
-    Value exponent = LLVM::FMAOp::create(
-        b, loc(), elements[i], f32(scaleLog2),
-        arith::NegFOp::create(b, loc(), rows[half].maxScaled));
+    Value exponent = LLVM::FMAOp::create(b, loc(), elements[i], scale,
+                                         offsets[half]);
     Value p = ex2(exponent);
     sums[half] = arith::AddFOp::create(b, loc(), sums[half], p);
     probs.push_back(p);

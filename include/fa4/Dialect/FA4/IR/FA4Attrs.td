@@ -220,12 +220,17 @@ def FA4_TensorMapInfoAttr : AttrDef<FA4_Dialect, "TensorMapInfo"> {
   let summary = "one tensor map a kernel takes: its tensor, box and layout";
   let description = [{
     `name` is the tensor (`q`, `k`, `v`, `o`), `dtype` its element type
-    (`fp16`, `bf16`), `heads` and `head_dim` its static sizes, `box` the
-    TMA box [columns (64: one 128-byte swizzle span), heads, rows, batch]
+    (`fp16`, `bf16`, `e4m3`), `heads` and `head_dim` its static sizes, `box`
+    the TMA box [columns (one 128-byte swizzle span: 64 of 16 bits, 128 of
+    8), heads, rows, batch]
     and `strides` the entry
     function's strides in elements, [batch, seq, heads, head_dim], dynamic
     ones as -1; `sizes`, where the entry fixed any, its [batch, seq] sizes
-    (-1 where dynamic), which a launch must match.
+    (-1 where dynamic), which a launch must match. `layout` is empty for
+    the entry's own layout, or `vt` for a V the runtime hands over
+    transposed ([batch, kv_heads, head_dim, keys], its keys padded to a
+    multiple of 16 and permuted within each 16: what sm_90a's FP8 wgmma
+    reads, docs/FP8.md); the box is then [keys, heads, head_dim rows, batch].
   }];
   let parameters = (ins
     StringRefParameter<"the tensor">:$name,
@@ -235,7 +240,8 @@ def FA4_TensorMapInfoAttr : AttrDef<FA4_Dialect, "TensorMapInfo"> {
     FA4_ListParameter<"int64_t", "the TMA box">:$box,
     FA4_ListParameter<"int64_t", "the entry's strides">:$strides,
     DefaultValuedParameter<"int64_t", "0", "a paged cache's page size (0: dense)">:$page_size,
-    FA4_OptionalListParameter<"int64_t", "the entry's static [batch, seq] sizes, -1 where dynamic">:$sizes
+    FA4_OptionalListParameter<"int64_t", "the entry's static [batch, seq] sizes, -1 where dynamic">:$sizes,
+    StringRefParameter<"the layout the kernel reads (empty: the entry's; vt: V transposed)", "\"\"">:$layout
   );
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;

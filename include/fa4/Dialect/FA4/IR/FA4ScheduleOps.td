@@ -291,7 +291,11 @@ def FA4_TmaLoadOp : FA4_Op<"tma_load", [AttrSizedOperandSegments]> {
     head dim is narrower than the buffer's columns fills the first columns
     of each row of the item (V of head dim 128 in a K/V ring sized for K's
     192); the rest of the item is left as it was, and only the tile's bytes
-    are delivered.
+    are delivered. With `transposed` the buffer holds the tile transposed,
+    `[head_dim, keys]` (an 8-bit V for sm_90a's FP8 `wgmma`, whose B operand
+    must be K-major): row `d` of the item is column `d` of keys `row` to
+    `row + keys`, which the runtime hands over from V transposed
+    (docs/FP8.md); keys past the sequence are zero.
 
     ```mlir
     fa4.tma_load %k[%b, %h, %key] -> %kv[%n] signal %kv_full[%n]
@@ -304,7 +308,7 @@ def FA4_TmaLoadOp : FA4_Op<"tma_load", [AttrSizedOperandSegments]> {
     Optional<FA4_MBarrierType>:$barrier, Optional<Index>:$barrier_count,
     Optional<MemRefRankOf<[I32], [2]>>:$block_table,
     Optional<Index>:$clear_from,
-    ConfinedAttr<I64Attr, [IntPositive]>:$gqa_ratio);
+    ConfinedAttr<I64Attr, [IntPositive]>:$gqa_ratio, UnitAttr:$transposed);
   let assemblyFormat = [{
     $source `[` $batch `,` $head `,` $row `]`
     (`pages` `(` $block_table^ `:` type($block_table) `)`)?
@@ -469,6 +473,9 @@ def FA4_WarpgroupValueMmaOp : FA4_Op<"wgmma_value",
     warpgroup's probabilities (in the input type) times the V stage in
     shared memory, added to the accumulator it holds. Completes before the
     next op, like `fa4.wgmma_score`, or with `async` at its `fa4.wgmma_wait`.
+    A 16-bit V stage is `[keys, head_dim]`; an 8-bit one (FP8, whose
+    `wgmma` takes B K-major only) is `[head_dim, keys]`, V transposed
+    (`fa4.tma_load`'s `transposed`).
 
     ```mlir
     %o1 = fa4.wgmma_value %p, %v[%n], %o0
