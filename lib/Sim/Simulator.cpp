@@ -648,6 +648,19 @@ llvm::Expected<RunReport> mlir::fa4::sim::simulate(func::FuncOp func,
     report.expectMaxAbsErr = 0.0;
   WarpSpecializeOp specialize;
   func.walk([&](WarpSpecializeOp op) { specialize = op; });
+  // An FP8 program's own rules (one shift; at level C, V's 8-bit stages
+  // loaded transposed): a broken one is refused by name, as fa4-to-nvvm
+  // refuses it, rather than run to wrong numbers.
+  if (holdsFp8Pieces(func)) {
+    std::string diagnostic;
+    ScopedDiagnosticHandler capture(func.getContext(), [&](Diagnostic &d) {
+      if (diagnostic.empty())
+        diagnostic = d.str();
+      return success();
+    });
+    if (failed(verifyFp8Program(func)))
+      return makeError(diagnostic);
+  }
   llvm::Error refused = specialize ? runSchedules(sim, budget, report)
                                    : runFunction(sim, budget, report);
   if (refused)

@@ -46,10 +46,13 @@ TileProgram::readForSchedule(func::FuncOp func, target::Family family,
     };
     if (dim(kQ) != 128 || dim(kV) != 128)
       return func.emitOpError()
-             << "is an FP8 tile program of head dims (" << dim(kQ) << ", "
-             << dim(kV)
+             << "holds FP8's pieces (e4m3 types, descales or the "
+                "probabilities' shift) at head dims ("
+             << dim(kQ) << ", " << dim(kV)
              << "); the sm_90a FP8 schedule takes head dim 128 (one 128-byte "
                 "swizzle line of e4m3 per row) for Q, K and V";
+    if (failed(verifyFp8Program(func)))
+      return failure();
     if (read->blockTable || read->cuSeqlensQ || read->splitWorkspace ||
         read->seqUsedK)
       return func.emitOpError()

@@ -236,29 +236,6 @@ static FailureOr<target::Family> scheduleFamily(func::FuncOp func,
   return family;
 }
 
-/// An 8-bit V stage is V transposed ([head_dim, keys], WarpgroupValueMmaOp):
-/// every TMA load into one must be a transposed load, and a transposed load
-/// must fill one — else the MMA would read a tile in the other layout.
-static LogicalResult checkTransposedValues(func::FuncOp func) {
-  llvm::DenseSet<Value> transposedStages;
-  func.walk([&](WarpgroupValueMmaOp mma) {
-    if (mma.getValue().getType().getElementType().getIntOrFloatBitWidth() == 8)
-      transposedStages.insert(mma.getValue());
-  });
-  WalkResult walk = func.walk([&](TmaLoadOp load) -> WalkResult {
-    if (load.getTransposed() != transposedStages.contains(load.getBuffer()))
-      return load.emitOpError()
-             << (load.getTransposed()
-                     ? "loads a transposed tile into a buffer no 8-bit "
-                       "fa4.wgmma_value reads as V"
-                     : "loads a tile untransposed into a buffer an 8-bit "
-                       "fa4.wgmma_value reads as V transposed ([head_dim, "
-                       "keys]); the load needs `transposed`");
-    return WalkResult::advance();
-  });
-  return failure(walk.wasInterrupted());
-}
-
 /// The memrefs the mod regions read (fa4.spec's extras): row-major memrefs
 /// of integers or floats.
 static FailureOr<SmallVector<Value>> modExtras(func::FuncOp func,
@@ -542,7 +519,7 @@ LogicalResult FA4ToNVVMPass::convert(func::FuncOp func,
              << " holds FP8 (e4m3) types or FP8's run-time factors "
                 "(descales, prob_shift), which fa4-to-nvvm lowers for sm_90a "
                 "only (docs/FP8.md)";
-    if (failed(checkTransposedValues(func)))
+    if (failed(verifyFp8Program(func)))
       return failure();
   }
   kernel.family = &familyLowering(*family);

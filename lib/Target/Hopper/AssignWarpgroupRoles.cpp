@@ -29,7 +29,9 @@
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/IRMapping.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
 
+#include <functional>
 #include <limits>
 
 namespace mlir::fa4 {
@@ -41,6 +43,16 @@ using namespace mlir;
 using namespace mlir::fa4;
 
 namespace {
+
+/// The level-B ops that take FP8's run-time factors (f32 operands).
+SmallVector<Operation *, 4> factorUsers(TileProgram program) {
+  SmallVector<Operation *, 4> users{program.softmax, program.normalize};
+  if (program.softcap)
+    users.push_back(program.softcap);
+  if (program.scoreMod)
+    users.push_back(program.scoreMod);
+  return users;
+}
 
 struct Task : TaskHeader {
   /// Tasks this CTA took before this one, and K/V ring items before its
@@ -532,17 +544,10 @@ Value WarpgroupProgramBuilder::mapFactor(const Task &task, Value levelB) {
 
 void WarpgroupProgramBuilder::mapFactors(const Task &task) {
   factors.clear();
-  SmallVector<Value, 4> used;
-  for (Operation *op :
-       {program.softmax.getOperation(), program.normalize.getOperation(),
-        program.softcap ? program.softcap.getOperation() : nullptr,
-        program.scoreMod ? program.scoreMod.getOperation() : nullptr})
-    if (op)
-      for (Value operand : op->getOperands())
-        if (operand.getType().isF32())
-          used.push_back(operand);
-  for (Value value : used)
-    mapFactor(task, value);
+  for (Operation *op : factorUsers(program))
+    for (Value operand : op->getOperands())
+      if (operand.getType().isF32())
+        mapFactor(task, operand);
 }
 
 void WarpgroupProgramBuilder::build() {
@@ -611,6 +616,63 @@ void WarpgroupProgramBuilder::build() {
   start.eraseLevelB();
 }
 
+/// FP8's factors are re-made in each consumer's task (mapFactor): what
+/// they are computed from must be re-makeable there — the function's
+/// arguments and top-level values, fa4.load_descale at the task's batch and
+/// K/V head (the K tile's load's indices, which become the task's), and
+/// region-free arithmetic on them. Anything else (a loop's induction
+/// variable, a table entry at other indices) would change meaning at level
+/// C, and is refused.
+static LogicalResult checkFactors(func::FuncOp func, TileProgram program) {
+  LoadKvTileOp keyLoad;
+  func.walk([&](LoadKvTileOp load) {
+    if (!keyLoad && load.getSource() == program.arguments[kK])
+      keyLoad = load;
+  });
+  llvm::DenseSet<Value> seen;
+  std::function<LogicalResult(Value, Operation *)> check =
+      [&](Value value, Operation *user) -> LogicalResult {
+    if (!seen.insert(value).second)
+      return success();
+    Operation *def = value.getDefiningOp();
+    if (!def) {
+      if (cast<BlockArgument>(value).getOwner() == &func.getBody().front())
+        return success();
+      return user->emitOpError()
+             << "computes an FP8 factor from a loop's block argument, which "
+                "the Hopper schedule cannot re-make in its consumers' tasks "
+                "(a factor is made from the descale tables at the task's "
+                "batch and K/V head)";
+    }
+    if (def->getBlock() == &func.getBody().front())
+      return success();
+    if (auto load = dyn_cast<LoadDescaleOp>(def)) {
+      if (!keyLoad || load.getBatch() != keyLoad.getBatch() ||
+          load.getHead() != keyLoad.getHead())
+        return load.emitOpError()
+               << "reads its table at indices other than the task's batch "
+                  "and K/V head (those of the K tile's load), which the "
+                  "Hopper schedule reads it at";
+      return success();
+    }
+    if (def->getNumRegions() != 0 || def->getNumResults() != 1 ||
+        !isMemoryEffectFree(def))
+      return def->emitOpError()
+             << "computes an FP8 factor in a way the Hopper schedule cannot "
+                "re-make in its consumers' tasks (region-free, side-effect "
+                "free arithmetic on the descales only)";
+    for (Value operand : def->getOperands())
+      if (failed(check(operand, def)))
+        return failure();
+    return success();
+  };
+  for (Operation *op : factorUsers(program))
+    for (Value operand : op->getOperands())
+      if (operand.getType().isF32() && failed(check(operand, op)))
+        return failure();
+  return success();
+}
+
 namespace {
 struct HopperWarpgroupRolesPass
     : public fa4::impl::FA4HopperWarpgroupRolesBase<HopperWarpgroupRolesPass> {
@@ -631,6 +693,8 @@ struct HopperWarpgroupRolesPass
     if (!*read)
       return; // not an attention kernel
     TileProgram program = **read;
+    if (failed(checkFactors(func, program)))
+      return signalPassFailure();
     int64_t ratio = program.range.getGqaRatio();
     if (hopper::ScheduleConfig::kRowsPerConsumer % ratio != 0) {
       program.range.emitOpError()
@@ -657,6 +721,16 @@ struct HopperWarpgroupRolesPass
     }
     config.chooseOStaging(stages);
     if (stages > 0) {
+      // Where shared memory would hold more, the ring's own cap binds.
+      if (stages > config.maxKvStages() &&
+          config.maxKvStages() == hopper::ScheduleConfig::kMaxKvStages) {
+        func.emitError() << "kv-stages=" << stages
+                         << " is more than the Hopper schedule's ring takes ("
+                         << hopper::ScheduleConfig::kMaxKvStages
+                         << " stages at most: deeper rings buy nothing once "
+                            "the loads run ahead)";
+        return signalPassFailure();
+      }
       if (stages > config.maxKvStages()) {
         InFlightDiagnostic diag = func.emitError();
         diag << "kv-stages=" << stages

@@ -1067,16 +1067,28 @@ LogicalResult OnlineSoftmaxOp::verify() {
                          << shapeString(getProbs().getType().getShape())
                          << " does not match scores shape "
                          << shapeString(getScores().getType().getShape());
-  // e4m3 probabilities: a stale max lets them reach 2^(threshold + shift),
-  // which must stay within e4m3's 448 (2^8.807).
-  if (isa<Float8E4M3FNType>(getProbs().getType().getElementType()) &&
-      !(getRescaleThreshold().convertToFloat() + getProbShift() <= 8.8f))
+  // A stale max lets the probabilities reach 2^(threshold + shift), which
+  // must stay within their type: e4m3's 448 (2^8.807), f16's 65504
+  // (2^15.9993).
+  Type probs = getProbs().getType().getElementType();
+  float reach = getRescaleThreshold().convertToFloat() + getProbShift();
+  if (isa<Float8E4M3FNType>(probs) && !(reach <= 8.8f))
     return emitOpError() << "probabilities in f8E4M3FN reach 2^"
-                         << formatNumber(
-                                getRescaleThreshold().convertToFloat() +
-                                getProbShift())
+                         << formatNumber(reach)
                          << " (rescale_threshold + prob_shift), past e4m3's "
                             "largest value 448 (2^8.8)";
+  if (auto type = dyn_cast<FloatType>(probs); type && !isa<Float8E4M3FNType>(probs)) {
+    double largest =
+        APFloat::getLargest(type.getFloatSemantics()).convertToDouble();
+    if (!(reach <= std::log2(largest)))
+      return emitOpError() << "probabilities in " << probs << " reach 2^"
+                           << formatNumber(reach)
+                           << " (rescale_threshold + prob_shift), past its "
+                              "largest value "
+                           << formatNumber(static_cast<float>(largest))
+                           << " (2^" << formatNumber(std::log2(largest))
+                           << ")";
+  }
   return verifyRowVector(op, "row_max", getRowMax(), dimOf(getScores(), 0));
 }
 
@@ -1145,6 +1157,72 @@ bool mlir::fa4::holdsFp8Pieces(Operation *func) {
       found |= static_cast<bool>(scoreMod.getFactor());
   });
   return found;
+}
+
+LogicalResult mlir::fa4::verifyFp8Program(Operation *func) {
+  std::optional<int64_t> shift;
+  Operation *first = nullptr;
+  WalkResult walk = func->walk([&](Operation *op) -> WalkResult {
+    std::optional<int64_t> own;
+    if (auto softmax = dyn_cast<OnlineSoftmaxOp>(op))
+      own = static_cast<int64_t>(softmax.getProbShift());
+    else if (auto normalize = dyn_cast<NormalizeOp>(op))
+      own = static_cast<int64_t>(normalize.getProbShift());
+    if (!own)
+      return WalkResult::advance();
+    if (!shift) {
+      shift = own;
+      first = op;
+    } else if (*own != *shift) {
+      InFlightDiagnostic diag =
+          op->emitOpError()
+          << "has prob_shift = " << *own << ", but the program's "
+          << first->getName() << " has " << *shift
+          << "; the probabilities' shift must be one throughout (the sums "
+             "carry it, the LSE takes it off)";
+      diag.attachNote(first->getLoc()) << "the first shift";
+      return diag;
+    }
+    return WalkResult::advance();
+  });
+  if (walk.wasInterrupted())
+    return failure();
+  // Level C: the 8-bit stages.
+  llvm::DenseSet<Value> transposedStages;
+  func->walk([&](WarpgroupValueMmaOp mma) {
+    if (mma.getValue().getType().getElementType().getIntOrFloatBitWidth() == 8)
+      transposedStages.insert(mma.getValue());
+  });
+  walk = func->walk([&](Operation *op) -> WalkResult {
+    if (auto alloc = dyn_cast<SmemAllocOp>(op)) {
+      auto type = dyn_cast<SmemType>(alloc.getResult().getType());
+      if (type && type.getElementType().getIntOrFloatBitWidth() == 8 &&
+          type.getCols() != 128)
+        return alloc.emitOpError()
+               << "allocates 8-bit tiles of " << type.getCols()
+               << " columns; an 8-bit tile is one 128-byte swizzle line a "
+                  "row (128 columns: head dim 128, or 128 keys of V "
+                  "transposed)";
+      return WalkResult::advance();
+    }
+    auto load = dyn_cast<TmaLoadOp>(op);
+    if (!load)
+      return WalkResult::advance();
+    if (load.getTransposed() != transposedStages.contains(load.getBuffer()))
+      return load.emitOpError()
+             << (load.getTransposed()
+                     ? "loads a transposed tile into a buffer no 8-bit "
+                       "fa4.wgmma_value reads as V"
+                     : "loads a tile untransposed into a buffer an 8-bit "
+                       "fa4.wgmma_value reads as V transposed ([head_dim, "
+                       "keys]); the load needs `transposed`");
+    if (load.getTransposed() && load.getClearFrom())
+      return load.emitOpError()
+             << "clears rows of a transposed tile; its rows are V's columns "
+                "(the runtime's copy of V is zero past the sequence)";
+    return WalkResult::advance();
+  });
+  return failure(walk.wasInterrupted());
 }
 
 LogicalResult LoadDescaleOp::verify() {

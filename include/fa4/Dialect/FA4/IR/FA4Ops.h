@@ -19,9 +19,17 @@ namespace mlir::fa4 {
 /// Whether the function `func` holds FP8's pieces anywhere: e4m3 among its
 /// arguments' element types, descale tables in its fa4.spec,
 /// fa4.load_descale, or the run-time factors and prob_shift of the
-/// softmax, the normalization, the softcap or the score_mod. The schedules
-/// and fa4-to-nvvm, which do not build FP8 yet, refuse such a function.
+/// softmax, the normalization, the softcap or the score_mod. Blackwell's
+/// schedule and lowering, which do not build FP8 yet, refuse such a
+/// function.
 bool holdsFp8Pieces(Operation *func);
+/// The rules an FP8 program (level B or C) keeps beyond each op's own:
+/// one prob_shift for every softmax and normalization (the sums carry the
+/// shift the LSE takes off); at level C, an 8-bit shared-memory tile is one
+/// 128-byte swizzle line a row (128 columns), and an 8-bit V stage (the
+/// value MMA's, V transposed) is filled by transposed loads only (without
+/// rows to clear), which fill nothing else. Errors on the offending op.
+LogicalResult verifyFp8Program(Operation *func);
 } // namespace mlir::fa4
 
 #endif // FA4_DIALECT_FA4_IR_FA4OPS_H

@@ -1,0 +1,324 @@
+#!/usr/bin/env python3
+"""FP8 (e4m3) attention on the H200: fa4's sm_90a FP8 kernels checked
+against a float64 reference and timed beside fa4's own bf16 kernels.
+
+  python3 bench/h200/fp8.py compile OUTDIR          (here, with fa4c)
+  python3 bench/h200/fp8.py run OUTDIR --out results.json   (on the GPU)
+  python3 bench/h200/fp8.py run OUTDIR --only check   (the matrix alone)
+
+The inputs: Q, K and V drawn in float32 (standard normal), quantized per
+(batch, K/V head) as FlashAttention-3's interface takes them: the descale
+is the slice's largest magnitude over 448 (e4m3's largest finite), the
+e4m3 tensor the slice divided by it. The kernel's V is the transposed,
+key-permuted copy the runtime describes (docs/FP8.md, fa4.fp8_value_layout),
+made on the GPU before the launch.
+
+Correctness: O and the LSE against the float64 attention of the descaled
+e4m3 inputs (what the kernel is asked to compute), by FlashAttention's rule
+with FP8's yardstick: O's largest error at most twice that of
+FlashAttention-3's unshifted FP8 attention (the unnormalized P rounded to
+e4m3, the division at the end, in float32) plus 2e-2 — the H200's FP8
+wgmma keeps fewer bits in its sums than that float32 yardstick
+(docs/Emulator.md, "FP8 accumulation") — and the LSE within 1e-3.
+A row that sees no key must be O = 0, LSE = -inf.
+
+Speed: TFLOP/s (4 · batch · q_heads · seq² · head_dim, halved if causal)
+of the FP8 kernel with V already in its layout, of the same with the layout
+made in the timed region, and of fa4's bf16 kernel of the same variant.
+
+Each case runs in a child process with a timeout: a kernel that hangs or
+faults is a failed case, not a lost session.
+"""
+
+import argparse
+import datetime
+import json
+import math
+import os
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+
+# The correctness matrix: (q heads, kv heads, mask, softcap, lse), head dim
+# 128 (the FP8 schedule's), every mask, GQA 1, 3, 4 and 8.
+CHECK_KERNELS = [
+    (16, 16, "none", 0.0, True),
+    (16, 16, "causal", 0.0, True),
+    (12, 4, "causal", 0.0, True),
+    (32, 4, "none", 0.0, False),
+    (8, 2, "window", 0.0, True),
+    (16, 16, "none", 30.0, True),
+    (6, 2, "causal", 20.0, False),
+]
+# (batch, seq_q, seq_k): a single query, odd lengths both ways, batch > 1,
+# seq_q > seq_k under a causal mask (rows that see no key), and grids whose
+# CTAs run several tasks.
+CHECK_SHAPES = [(1, 1, 1), (1, 1, 333), (2, 77, 200), (1, 333, 129),
+                (3, 1000, 1000), (2, 2048, 4096)]
+WINDOW = (256, 0)
+# Speed: 16 heads, the shapes of bench.py, both masks.
+SPEED_KERNELS = [(16, 16, "none"), (16, 16, "causal")]
+SPEED_SHAPES = [(16, 1024), (4, 4096), (2, 8192), (1, 16384)]
+TIMEOUT_S = 180
+
+
+def name_of(dtype, qh, kvh, mask, softcap=0.0, lse=False):
+    name = f"d128-{dtype}-{qh}x{kvh}-{mask}"
+    if softcap:
+        name += f"-cap{softcap:g}"
+    return name + ("-lse" if lse else "")
+
+
+def compile_all(out):
+    fa4c = os.path.join(os.environ.get("FA4_BUILD_DIR", os.path.join(ROOT, "build")),
+                        "bin", "fa4c")
+    os.makedirs(out, exist_ok=True)
+    wanted = [("e4m3",) + k for k in CHECK_KERNELS]
+    wanted += [(dtype, qh, kvh, mask, 0.0, False)
+               for dtype in ("e4m3", "bf16") for qh, kvh, mask in SPEED_KERNELS]
+    for dtype, qh, kvh, mask, softcap, lse in wanted:
+        name = name_of(dtype, qh, kvh, mask, softcap, lse)
+        flags = [fa4c, "--target=sm_90a", "--sm-count=132", "--head-dim=128",
+                 f"--q-heads={qh}", f"--kv-heads={kvh}", f"--dtype={dtype}",
+                 f"--mask={mask}", "--emit=cubin",
+                 "-o", os.path.join(out, name + ".cubin")]
+        if mask == "window":
+            flags += [f"--window-left={WINDOW[0]}", f"--window-right={WINDOW[1]}"]
+        if softcap:
+            flags.append(f"--softcap={softcap}")
+        if lse:
+            flags.append("--lse")
+        subprocess.run(flags, check=True)
+        print("compiled", name, flush=True)
+
+
+def quantize(x, heads_per_kv):
+    """x [batch, seq, heads, dim] float32 -> (e4m3 tensor, [batch, kv_heads]
+    f32 descales), one scale per batch and K/V head's group."""
+    import torch
+    b, s, h, d = x.shape
+    grouped = x.view(b, s, h // heads_per_kv, heads_per_kv, d)
+    amax = grouped.abs().amax(dim=(1, 3, 4)).clamp_min(1e-12)
+    descale = (amax / 448.0).float().contiguous()
+    scaled = grouped / descale[:, None, :, None, None]
+    return (scaled.view(b, s, h, d).to(torch.float8_e4m3fn), descale)
+
+
+def masked_scores(q, k, scale, mask, softcap, seq_q, seq_k, heads_per_kv):
+    """Scaled (and capped) scores [batch, q_heads, seq_q, seq_k] with the
+    mask's hidden keys at -inf (bottom-right aligned), in q's dtype."""
+    import torch
+    kk = k.repeat_interleave(heads_per_kv, dim=2)
+    s = torch.einsum("bqhd,bkhd->bhqk", q, kk) * scale
+    if softcap:
+        s = softcap * torch.tanh(s / softcap)
+    i = torch.arange(seq_q, device=q.device)[:, None] + (seq_k - seq_q)
+    j = torch.arange(seq_k, device=q.device)[None, :]
+    if mask == "causal":
+        s = s.masked_fill(j > i, -math.inf)
+    elif mask == "window":
+        s = s.masked_fill((j < i - WINDOW[0]) | (j > i + WINDOW[1]), -math.inf)
+    return s
+
+
+def run_check(kernels, spec):
+    import torch
+    sys.path.insert(0, HERE)
+    from common import load_capi
+    sys.path.insert(0, os.path.join(ROOT, "python"))
+    from fa4 import fp8_value_layout
+
+    qh, kvh, mask, softcap, lse_wanted, batch, seq_q, seq_k = spec
+    ratio = qh // kvh
+    g = torch.Generator(device="cuda").manual_seed(seq_q * 7919 + seq_k)
+    q = torch.randn(batch, seq_q, qh, 128, generator=g, device="cuda")
+    k = torch.randn(batch, seq_k, kvh, 128, generator=g, device="cuda")
+    v = torch.randn(batch, seq_k, kvh, 128, generator=g, device="cuda")
+    q8, qd = quantize(q, ratio)
+    k8, kd = quantize(k, 1)
+    v8, vd = quantize(v, 1)
+    scale = 1.0 / math.sqrt(128)
+    # float64 attention of the descaled inputs.
+    qf = q8.double() * qd.double().repeat_interleave(ratio, 1)[:, None, :, None]
+    kf = k8.double() * kd.double()[:, None, :, None]
+    vf = v8.double() * vd.double()[:, None, :, None]
+    s = masked_scores(qf, kf, scale, mask, softcap, seq_q, seq_k, ratio)
+    lse_ref = torch.logsumexp(s, dim=-1)  # [b, h, q]
+    p = torch.exp(s - lse_ref[..., None]).nan_to_num(0.0)
+    o_ref = torch.einsum("bhqk,bkhd->bqhd", p,
+                         vf.repeat_interleave(ratio, dim=2))
+    # FlashAttention-3's unshifted FP8 attention, float32: the yardstick.
+    s32 = masked_scores(q8.float() * qd.repeat_interleave(ratio, 1)[:, None, :, None],
+                        k8.float() * kd[:, None, :, None], scale, mask, softcap,
+                        seq_q, seq_k, ratio)
+    m = s32.amax(dim=-1, keepdim=True)
+    e = torch.exp(s32 - m).nan_to_num(0.0)
+    rounded = e.to(torch.float8_e4m3fn).float()
+    o_low = torch.einsum("bhqk,bkhd->bqhd", rounded,
+                         v8.float().repeat_interleave(ratio, dim=2))
+    o_low = o_low * vd.repeat_interleave(ratio, 1)[:, None, :, None] / \
+        e.sum(dim=-1).transpose(1, 2)[..., None]
+    o_low = o_low.nan_to_num(0.0)
+    empty = torch.isinf(lse_ref) & (lse_ref < 0)  # rows that see no key
+    capi = load_capi()
+    kernel = capi.load_kernel(
+        os.path.join(kernels, name_of("e4m3", qh, kvh, mask, softcap, lse_wanted)
+                     + ".cubin.json"),
+        library=os.path.join(kernels, "libfa4rt.so"))
+    out = torch.full((batch, seq_q, qh, 128), math.nan, dtype=torch.bfloat16,
+                     device="cuda")
+    lse = (torch.full((batch, qh, seq_q), math.nan, device="cuda")
+           if lse_wanted else None)
+    kernel(q8, k8, fp8_value_layout(v8), out, lse, extras=(qd, kd, vd))
+    torch.cuda.synchronize()
+    err = (out.double() - o_ref).abs()
+    err_low = (o_low.double() - o_ref).abs()
+    result = {"max_abs_err": err.max().item(),
+              "rms_err": err.pow(2).mean().sqrt().item(),
+              "ref_lowp_max_abs_err": err_low.max().item(),
+              "ref_lowp_rms_err": err_low.pow(2).mean().sqrt().item()}
+    empty_rows = empty.transpose(1, 2)  # [b, q, h]
+    result["empty_rows"] = int(empty_rows.sum().item())
+    result["empty_rows_ok"] = bool((out[empty_rows] == 0).all().item())
+    ok = (result["max_abs_err"] <= 2 * result["ref_lowp_max_abs_err"] + 2e-2
+          and result["empty_rows_ok"])
+    if lse is not None:
+        finite = ~empty
+        lse_err = (lse.double() - lse_ref)[finite].abs()
+        result["lse_max_abs_err"] = lse_err.max().item() if lse_err.numel() else 0.0
+        lse_empty_ok = bool(torch.isneginf(lse[empty]).all().item())
+        ok = ok and result["lse_max_abs_err"] <= 1e-3 and lse_empty_ok
+    result["ok"] = bool(ok)
+    return result
+
+
+def run_speed(kernels, spec):
+    import torch
+    sys.path.insert(0, HERE)
+    from bench import timer
+    from common import load_capi
+    sys.path.insert(0, os.path.join(ROOT, "python"))
+    from fa4 import fp8_value_layout
+
+    qh, kvh, mask, batch, seq = spec
+    g = torch.Generator(device="cuda").manual_seed(0)
+    q = torch.randn(batch, seq, qh, 128, generator=g, device="cuda")
+    k = torch.randn(batch, seq, kvh, 128, generator=g, device="cuda")
+    v = torch.randn(batch, seq, kvh, 128, generator=g, device="cuda")
+    flops = 4 * batch * qh * seq * seq * 128 / (2 if mask == "causal" else 1)
+    try:
+        import triton  # noqa: F401  (do_bench, when present)
+    except Exception:
+        triton = None
+    measure = timer(triton)
+    capi = load_capi()
+    library = os.path.join(kernels, "libfa4rt.so")
+    result = {"flops": flops, "implementations": {}}
+    q8, qd = quantize(q, qh // kvh)
+    k8, kd = quantize(k, 1)
+    v8, vd = quantize(v, 1)
+    vt = fp8_value_layout(v8)
+    out = torch.empty(batch, seq, qh, 128, dtype=torch.bfloat16, device="cuda")
+    fp8 = capi.load_kernel(os.path.join(kernels, name_of("e4m3", qh, kvh, mask)
+                                        + ".cubin.json"), library=library)
+    bf16 = capi.load_kernel(os.path.join(kernels, name_of("bf16", qh, kvh, mask)
+                                         + ".cubin.json"), library=library)
+    qb, kb, vb = (t.to(torch.bfloat16) for t in (q, k, v))
+    bound = fp8.bind(q8, k8, vt, out, None, extras=(qd, kd, vd))
+
+    def with_layout():
+        fp8(q8, k8, fp8_value_layout(v8), out, None, extras=(qd, kd, vd))
+    cases = {"fa4-fp8": bound, "fa4-fp8+layout": with_layout,
+             "fa4-bf16": bf16.bind(qb, kb, vb, torch.empty_like(out))}
+    for impl, timed in cases.items():
+        record = {}
+        try:
+            timed()
+            torch.cuda.synchronize()
+            median, low, high = measure(timed)
+            record.update(ms=median, ms_p20=low, ms_p80=high,
+                          tflops=flops / (median * 1e-3) / 1e12)
+        except Exception as e:  # reported beside the others
+            record["error"] = f"{type(e).__name__}: {e}".splitlines()[0][:300]
+        result["implementations"][impl] = record
+    return result
+
+
+def child(kind, kernels, spec):
+    """Runs one case in a child process; its JSON, or the failure."""
+    try:
+        done = subprocess.run(
+            [sys.executable, __file__, "one", kernels, json.dumps([kind, spec])],
+            capture_output=True, text=True, timeout=TIMEOUT_S)
+        lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
+        if lines:
+            return json.loads(lines[-1])
+        return {"ok": False, "error": (done.stderr or "no output")[-600:]}
+    except subprocess.TimeoutExpired:
+        return {"ok": False, "error": f"timed out after {TIMEOUT_S} s"}
+
+
+def run_all(kernels, out_path, only):
+    import torch
+    started = time.time()
+    checks, speeds = [], []
+    if only in (None, "check"):
+        for qh, kvh, mask, softcap, lse in CHECK_KERNELS:
+            for batch, seq_q, seq_k in CHECK_SHAPES:
+                spec = [qh, kvh, mask, softcap, lse, batch, seq_q, seq_k]
+                result = child("check", kernels, spec)
+                result["spec"] = spec
+                checks.append(result)
+                print(f"check {name_of('e4m3', qh, kvh, mask, softcap, lse)} "
+                      f"{batch}x{seq_q}x{seq_k}: "
+                      + ("ok" if result.get("ok") else "FAIL")
+                      + f" {json.dumps({k: v for k, v in result.items() if k != 'spec'})}",
+                      flush=True)
+    if only in (None, "speed"):
+        for qh, kvh, mask in SPEED_KERNELS:
+            for batch, seq in SPEED_SHAPES:
+                spec = [qh, kvh, mask, batch, seq]
+                result = child("speed", kernels, spec)
+                result["spec"] = spec
+                speeds.append(result)
+                cells = "  ".join(
+                    f"{n} {r['tflops']:.0f}" if "tflops" in r else f"{n} err"
+                    for n, r in result.get("implementations", {}).items())
+                print(f"speed {qh}/{kvh}h {mask} {batch}x{seq}: "
+                      f"{cells or result.get('error')}", flush=True)
+    passed = sum(1 for c in checks if c.get("ok"))
+    print(f"fp8: {passed}/{len(checks)} checks pass, {time.time() - started:.0f} s")
+    if out_path:
+        with open(out_path, "w") as f:
+            json.dump({"date": datetime.datetime.now(datetime.timezone.utc)
+                       .isoformat(timespec="seconds"),
+                       "torch": torch.__version__,
+                       "device": torch.cuda.get_device_name(),
+                       "flops": "4 * batch * q_heads * seq^2 * 128, halved if causal",
+                       "checks": checks, "speed": speeds}, f, indent=1)
+    return passed == len(checks)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("mode", choices=("compile", "run", "one"))
+    parser.add_argument("kernels")
+    parser.add_argument("spec", nargs="?")
+    parser.add_argument("--out")
+    parser.add_argument("--only", choices=("check", "speed"))
+    args = parser.parse_args()
+    if args.mode == "compile":
+        compile_all(args.kernels)
+    elif args.mode == "run":
+        sys.exit(0 if run_all(args.kernels, args.out, args.only) else 1)
+    else:
+        kind, spec = json.loads(args.spec)
+        result = (run_check if kind == "check" else run_speed)(args.kernels, spec)
+        print(json.dumps(result), flush=True)
+
+
+if __name__ == "__main__":
+    main()
