@@ -29,7 +29,7 @@ import json
 import os
 import threading
 
-ABI_VERSION = 4
+ABI_VERSION = 5
 EMULATOR_PLAN_ONLY = 1
 MAX_RANK = 8
 
@@ -86,6 +86,10 @@ _SIGNATURES = {
     "fa4rt_backward_launch": (ctypes.c_int,
                               [ctypes.c_void_p, ctypes.c_void_p, _P(_Tensor),
                                ctypes.c_size_t, ctypes.c_void_p]),
+    "fa4rt_prepare_fp8_value": (ctypes.c_int,
+                                [ctypes.c_void_p, ctypes.c_size_t,
+                                 _P(ctypes.c_int64), _P(ctypes.c_int64),
+                                 ctypes.c_void_p, ctypes.c_size_t]),
 }
 
 _libraries = {}
