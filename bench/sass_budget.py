@@ -433,9 +433,12 @@ blackwell_role = role_classifier([
     ("correction", [("LDTM",)]),
 ])
 
+# The Hopper warpgroup MMAs: HGMMA for 16-bit inputs, QGMMA for FP8.
+HOPPER_MMA_OPCODES = ("HGMMA", "QGMMA")
+
 # The Hopper forward's roles.
 hopper_role = role_classifier([
-    ("consumer", [("HGMMA",), ("MUFU.EX2",)]),
+    ("consumer", [HOPPER_MMA_OPCODES, ("MUFU.EX2",)]),
     ("producer", [("UTMALDG",)]),
 ])
 
@@ -575,8 +578,11 @@ def estimate_hopper(roles, head_dim):
         issue += u["total"]
         mufu += 8 * u["mufu_ex2"]
         fma += u["fma_pipe_cycles"]
-    # S = Q·Kᵀ (128×128×D) and O += P·V (128×D×128) per KV tile.
-    tensor = 2 * 128 * 128 * head_dim // 2048
+    # S = Q·Kᵀ (128×128×D) and O += P·V (128×D×128) per KV tile: 2048
+    # multiply-adds a cycle on 16-bit inputs, twice that on FP8 (QGMMA).
+    consumer = (roles.get("consumer0") or {}).get("unmasked") or {}
+    fp8 = any(op.startswith("QGMMA") for op in consumer.get("opcodes", {}))
+    tensor = 2 * 128 * 128 * head_dim // (4096 if fp8 else 2048)
     return {"issue": issue, "mufu": mufu, "fma": fma,
             "smsp_cycles": max(issue, mufu, fma), "tensor_core_cycles": tensor}
 
@@ -619,7 +625,7 @@ def report_hopper(jobs, cuobjdump, roles_spec=""):
         units = steady.get("units", {})
         producer = roles.get("producer", {}).get("unmasked") or {}
         hgmma = sum(n for op, n in steady.get("opcodes", {}).items()
-                    if op.startswith("HGMMA"))
+                    if op.startswith(HOPPER_MMA_OPCODES))
         print(f"| {label} | {steady.get('total', '-')} / "
               f"{longest.get('total', '-')} / {masked.get('total', '-')} | "
               f"{steady.get('mufu_ex2', '-')} | {hgmma} | "
@@ -655,7 +661,7 @@ def _hopper_tile_loops(cfg, kind):
 def _hgmma_shape(inst):
     """(M, N, K) of an HGMMA ('HGMMA.64x128x16.F32.BF16': the opcode pattern
     stops at the lowercase x, the rest is in the operands), else None."""
-    m = re.match(r"^HGMMA\.(\d+)x(\d+)x(\d+)", inst.opcode + inst.operands)
+    m = re.match(r"^[HQ]GMMA\.(\d+)x(\d+)x(\d+)", inst.opcode + inst.operands)
     return tuple(int(x) for x in m.groups()) if m else None
 
 
@@ -703,7 +709,7 @@ def analyse_hopper_foreign(cuobjdump, cubin, warps):
     shapes = [_hgmma_shape(i) for i in cfg.loop_insts(steady_h)]
     shapes = [x for x in shapes if x]
     on_path = sum(n for op, n in (roles["consumer"]["shortest"] or {}).get(
-        "opcodes", {}).items() if op.startswith("HGMMA"))
+        "opcodes", {}).items() if op.startswith(HOPPER_MMA_OPCODES))
     fmas = sum(m * n * k for m, n, k in shapes) * on_path // max(len(shapes), 1)
     groups = len(warps.get("consumer", ())) // 4
     # The tile: M from the consumer warpgroups (64 rows each), N from the

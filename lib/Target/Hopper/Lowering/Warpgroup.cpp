@@ -644,23 +644,27 @@ LogicalResult Lowering::lowerFragmentSoftmax(OnlineSoftmaxOp softmax) {
       softmax.getFactor() ? lookup(softmax.getFactor()) : Value();
   float shift = static_cast<float>(softmax.getProbShift());
   RowMaxUpdate rows[2];
-  Value offsets[2];
-  for (int64_t half = 0; half < 2; ++half) {
+  for (int64_t half = 0; half < 2; ++half)
     rows[half] = updateFragmentRowMax(elements, half, rowOfFragment(oldMax, half),
                                       scaleLog2, threshold, factor);
-    offsets[half] =
-        shift != 0.0f
-            ? Value(arith::SubFOp::create(b, loc(), f32(shift),
-                                          rows[half].maxScaled))
-            : Value(arith::NegFOp::create(b, loc(), rows[half].maxScaled));
-  }
   Value scale = scaleLog2Value(scaleLog2, factor);
+  // -max·c (+ the shift), made where a row's first exponent needs it.
+  Value offsets[2];
+  auto offsetOf = [&](int64_t half) {
+    if (!offsets[half])
+      offsets[half] =
+          shift != 0.0f
+              ? Value(arith::SubFOp::create(b, loc(), f32(shift),
+                                            rows[half].maxScaled))
+              : Value(arith::NegFOp::create(b, loc(), rows[half].maxScaled));
+    return offsets[half];
+  };
   Value sums[2] = {f32(0.0f), f32(0.0f)};
   SmallVector<Value> probs;
   for (int64_t i = 0; i < count; ++i) {
     int64_t half = halfOf(i);
     Value exponent = LLVM::FMAOp::create(b, loc(), elements[i], scale,
-                                         offsets[half]);
+                                         offsetOf(half));
     Value p = ex2(exponent);
     sums[half] = arith::AddFOp::create(b, loc(), sums[half], p);
     probs.push_back(p);
