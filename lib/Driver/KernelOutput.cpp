@@ -259,6 +259,28 @@ mlir::fa4::assembleCubin(StringRef ptx, StringRef cudaPath, StringRef chip) {
   return std::move(assembled);
 }
 
+/// FP8's V for sm_90a, as the runtime prepares it (fa4/Runtime/Fp8Value.h):
+/// the tensor [batch, kv_heads, v_head_dim, seq_k_padded] of bytes, keys
+/// contiguous, walked keys first; the map's box [keys, 1, v_head_dim, 1].
+static runtime::Manifest::TensorMap
+transposedValueMap(TensorMapInfoAttr map, runtime::Manifest::TensorMap entry) {
+  std::string heads = std::to_string(map.getHeads());
+  std::string dim = std::to_string(map.getHeadDim());
+  entry.rank = 4;
+  entry.dims = {"seq_k_padded", heads, dim, "batch"};
+  entry.strides = {dim + " * seq_k_padded", "seq_k_padded",
+                   std::to_string(map.getHeads() * map.getHeadDim()) +
+                       " * seq_k_padded"};
+  ArrayRef<int64_t> box = map.getBox();
+  for (size_t d = 0; d < 4 && d < box.size(); ++d)
+    entry.box[d] = static_cast<uint32_t>(box[d]);
+  entry.axes = {3, 1, 2, 0};
+  // A layout the runtime makes: nothing of the entry's to hold a launch to.
+  entry.swizzle = runtime::TensorMapSwizzle::Bytes128;
+  entry.oobFill = runtime::TensorMapOobFill::Zero;
+  return entry;
+}
+
 runtime::Manifest mlir::fa4::kernelManifest(ModuleOp module, StringRef chip,
                                             StringRef cubinPath,
                                             StringRef ptxPath,
@@ -292,9 +314,13 @@ runtime::Manifest mlir::fa4::kernelManifest(ModuleOp module, StringRef chip,
       m.kvHeads = map.getHeads();
       m.pageSize = map.getPageSize();
     }
-    m.dtype = map.getDtype().str();
-    if (map.getName() == "q")
+    // The inputs' type is Q's; O's may differ (FP8 writes bf16 or fp16).
+    if (map.getName() == "q") {
+      m.dtype = map.getDtype().str();
       m.headDim = map.getHeadDim();
+    }
+    if (map.getName() == "o")
+      m.outDtype = map.getDtype().str();
     if (map.getName() == "v")
       m.valueHeadDim = map.getHeadDim();
   }
@@ -315,6 +341,9 @@ runtime::Manifest mlir::fa4::kernelManifest(ModuleOp module, StringRef chip,
   m.splitWorkspace = launch.getSpec().getSplitWorkspace().value_or(-1);
   m.cuSeqlensQ = launch.getSpec().getCuSeqlensQ().value_or(-1);
   m.cuSeqlensK = launch.getSpec().getCuSeqlensK().value_or(-1);
+  m.qDescale = spec.getQDescale().value_or(-1);
+  m.kDescale = spec.getKDescale().value_or(-1);
+  m.vDescale = spec.getVDescale().value_or(-1);
   // (Split-KV and varlen kernels say so by being what they are.)
   m.oByAddress = launch.getOByAddress() && m.splitWorkspace < 0 && m.cuSeqlensQ < 0;
 
@@ -327,15 +356,22 @@ runtime::Manifest mlir::fa4::kernelManifest(ModuleOp module, StringRef chip,
     m.roles.push_back({role.getName().str(), role.getFirstWarp(),
                        role.getNumWarps(), role.getRegisters()});
 
-  // [batch, seq, heads, head_dim] of 2-byte elements, innermost first: the
-  // dense strides, each map dimension's tensor axis, and the entry IR's
-  // strides (elements, -1 where dynamic or free).
+  // [batch, seq, heads, head_dim], innermost first: the dense strides, each
+  // map dimension's tensor axis, and the entry IR's strides (elements, -1
+  // where dynamic or free).
   for (TensorMapInfoAttr map : launch.getTensorMaps()) {
     runtime::Manifest::TensorMap entry;
     int64_t heads = map.getHeads();
     int64_t dim = map.getHeadDim();
     entry.tensor = map.getName().str();
     entry.dtype = map.getDtype().str();
+    entry.layout = map.getLayout().str();
+    int64_t bytes =
+        static_cast<int64_t>(runtime::tensorElementBytes(entry.dtype));
+    if (entry.layout == "vt") {
+      m.tensorMaps.push_back(transposedValueMap(map, std::move(entry)));
+      continue;
+    }
     std::string seq = entry.tensor == "k" || entry.tensor == "v" ? "seq_k" : "seq_q";
     std::string batch = "batch";
     // Sizes the entry fixed are written as numbers: a launch must match
@@ -349,14 +385,15 @@ runtime::Manifest mlir::fa4::kernelManifest(ModuleOp module, StringRef chip,
     }
     entry.rank = 4;
     entry.dims = {std::to_string(dim), std::to_string(heads), seq, batch};
-    entry.strides = {std::to_string(dim * 2), std::to_string(dim * 2 * heads),
-                     std::to_string(dim * 2 * heads) + " * " + seq};
+    entry.strides = {std::to_string(dim * bytes),
+                     std::to_string(dim * bytes * heads),
+                     std::to_string(dim * bytes * heads) + " * " + seq};
     if (int64_t page = map.getPageSize()) {
       // A paged cache: [num_blocks, page_size, heads, head_dim].
       entry.dims = {std::to_string(dim), std::to_string(heads),
                     std::to_string(page),
                     batch == "batch" ? std::string("num_blocks") : batch};
-      entry.strides[2] = std::to_string(dim * 2 * heads * page);
+      entry.strides[2] = std::to_string(dim * bytes * heads * page);
     }
     ArrayRef<int64_t> box = map.getBox();
     for (size_t d = 0; d < 4 && d < box.size(); ++d)

@@ -129,6 +129,15 @@ std::string kernelContract(const Manifest &m) {
   w.field("attention.q_heads", m.qHeads);
   w.field("attention.kv_heads", m.kvHeads);
   w.field("attention.dtype", m.dtype);
+  // (FP8's fields only where there are: the contracts of 16-bit kernels
+  // read as before.)
+  if (m.oDtype() != m.dtype)
+    w.field("attention.out_dtype", m.oDtype());
+  if (m.qDescale >= 0 || m.kDescale >= 0 || m.vDescale >= 0) {
+    w.field("attention.descales.q", m.qDescale);
+    w.field("attention.descales.k", m.kDescale);
+    w.field("attention.descales.v", m.vDescale);
+  }
   w.flag("attention.lse", m.lse);
   w.field("attention.rows_per_task", m.rowsPerTask);
   w.flag("attention.score_mod", m.scoreMod);
@@ -166,6 +175,8 @@ std::string kernelContract(const Manifest &m) {
     std::string at = element("tensor_maps", i) + ".";
     w.field(at, "tensor", map.tensor);
     w.field(at, "dtype", map.dtype);
+    if (!map.layout.empty())
+      w.field(at, "layout", map.layout);
     w.field(at, "rank", map.rank);
     w.list(at, "dims", map.dims);
     w.list(at, "axes", map.axes);

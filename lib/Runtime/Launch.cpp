@@ -3,6 +3,7 @@
 #include "fa4/Runtime/Launch.h"
 
 #include "Fields.h"
+#include "fa4/Runtime/Fp8Value.h"
 #include "fa4/Support/AttentionMath.h"
 #include "fa4/Support/Error.h"
 #include "fa4/Support/InputLimits.h"
@@ -21,6 +22,7 @@ namespace mlir::fa4::runtime {
 
 namespace {
 /// A manifest size: a number, a variable, or "N * variable".
+/// `seq_k_padded` is the keys of FP8's vt layout (Fp8Value.h).
 bool evaluate(const std::string &text, const Shapes &shapes, int64_t &value) {
   int64_t result = 1;
   size_t from = 0;
@@ -39,6 +41,8 @@ bool evaluate(const std::string &text, const Shapes &shapes, int64_t &value) {
       factor = shapes.seqQ;
     else if (term == "seq_k")
       factor = shapes.seqK;
+    else if (term == "seq_k_padded")
+      factor = vtPaddedKeys(shapes.seqK);
     else if (term == "num_blocks")
       factor = shapes.numBlocks;
     else {
@@ -102,6 +106,14 @@ bool isPlainFileName(const std::string &name) {
     return true;
   return name != "." && name != ".." && name.find('/') == std::string::npos &&
          name.find('\0') == std::string::npos;
+}
+
+size_t tensorElementBytes(const std::string &dtype) {
+  if (dtype == "e4m3")
+    return 1;
+  if (dtype == "fp16" || dtype == "bf16")
+    return 2;
+  return extraElementBytes(dtype);
 }
 
 size_t extraElementBytes(const std::string &dtype) {
@@ -192,6 +204,10 @@ void readAttention(Fields &attention, Manifest &m, std::string &error) {
   m.qHeads = attention.integer("q_heads");
   m.kvHeads = attention.integer("kv_heads");
   m.dtype = attention.string("dtype");
+  // (Absent from the manifests of fa4s before FP8: O in the inputs' type.)
+  m.outDtype = m.dtype;
+  if (attention.optional("out_dtype"))
+    m.outDtype = attention.string("out_dtype");
   m.lse = attention.boolean("lse");
   m.rowsPerTask = attention.integer("rows_per_task");
   if (const llvm::json::Value *flag = attention.optional("score_mod"))
@@ -216,6 +232,18 @@ void readAttention(Fields &attention, Manifest &m, std::string &error) {
       }
       *field = *value;
     }
+  if (const llvm::json::Value *descales = attention.optional("descales")) {
+    Fields tables(descales->getAsObject(), "\"attention.descales\"", error);
+    for (auto [key, field] : {std::pair{"q", &m.qDescale},
+                              std::pair{"k", &m.kDescale},
+                              std::pair{"v", &m.vDescale}}) {
+      int64_t position = tables.integer(key);
+      if (tables.ok() && (position < 0 || position >= (int64_t(1) << 31)))
+        tables.fail(std::string("has \"") + key +
+                    "\" that is not a non-negative integer below 2^31");
+      *field = position;
+    }
+  }
 }
 
 /// "extras" (optional): each one's element type and shape.
@@ -251,6 +279,53 @@ bool readExtras(Fields &top, Manifest &m, std::string &error) {
     m.extras.push_back(std::move(extra));
   }
   return true;
+}
+
+/// The types: inputs of fp16, bf16 or e4m3, O of fp16 or bf16 (the inputs'
+/// own unless they are e4m3), and FP8's three descale tables — each an f32
+/// extra [batch, kv_heads] of its own — exactly when the inputs are e4m3 (a
+/// kernel that multiplies by a table nobody passed would read any memory).
+void checkPrecision(Fields &attention, const Manifest &m) {
+  bool fp8 = m.dtype == "e4m3";
+  if (m.dtype != "fp16" && m.dtype != "bf16" && !fp8)
+    attention.fail("has an unknown dtype \"" + m.dtype +
+                   "\" (expected fp16, bf16 or e4m3)");
+  if (m.outDtype != "fp16" && m.outDtype != "bf16")
+    attention.fail("has an out_dtype \"" + m.outDtype +
+                   "\" that is not fp16 or bf16");
+  else if (!fp8 && m.outDtype != m.dtype)
+    attention.fail("has an out_dtype " + m.outDtype + " for " + m.dtype +
+                   " inputs (only e4m3 inputs give O another type)");
+  int64_t tables[] = {m.qDescale, m.kDescale, m.vDescale};
+  bool any = m.qDescale >= 0 || m.kDescale >= 0 || m.vDescale >= 0;
+  if (!fp8) {
+    if (any)
+      attention.fail("has descale tables for " + m.dtype +
+                     " inputs (only e4m3 inputs have them)");
+    return;
+  }
+  if (!(m.qDescale >= 0 && m.kDescale >= 0 && m.vDescale >= 0)) {
+    attention.fail("has e4m3 inputs without their descale tables "
+                   "(\"descales\": {\"q\", \"k\", \"v\"})");
+    return;
+  }
+  int64_t others[] = {m.blockMask,  m.seqUsedK,   m.blockTable,
+                      m.splitWorkspace, m.cuSeqlensQ, m.cuSeqlensK};
+  for (size_t i = 0; i < 3; ++i) {
+    int64_t at = tables[i];
+    bool own = at < static_cast<int64_t>(m.extras.size()) &&
+               std::find(std::begin(others), std::end(others), at) ==
+                   std::end(others) &&
+               (i == 0 || (at != tables[0] && (i == 1 || at != tables[1])));
+    if (!own || m.extras[at].dtype != "f32" ||
+        m.extras[at].shape.size() != 2 ||
+        (m.extras[at].shape[1] != m.kvHeads && m.extras[at].shape[1] != -1)) {
+      attention.fail(std::string("names as its ") + "qkv"[i] +
+                     " descale table an extra that is not an f32 table "
+                     "[batch, kv_heads] of its own");
+      return;
+    }
+  }
 }
 
 /// What the sections read so far must say together: a block mask that is
@@ -306,6 +381,7 @@ void checkVariant(Fields &top, Fields &attention, const Manifest &m) {
     attention.fail("has cu_seqlens_q and cu_seqlens_k that are not two "
                    "rank-1 i32 extras of their own, or one without the "
                    "other, or with a block table, block mask or split-KV");
+  checkPrecision(attention, m);
   if (m.mask != "none" && m.mask != "causal" && m.mask != "window")
     attention.fail("has an unknown mask \"" + m.mask + "\"");
   // Bounded so that no product of sizes below overflows: heads below 2^31,
@@ -392,6 +468,17 @@ bool readTensorMap(Fields &f, Manifest::TensorMap &map) {
   TensorMapDataType type;
   if (!dataTypeOf(map.dtype, type))
     f.fail("has an unknown dtype \"" + map.dtype + "\"");
+  if (const llvm::json::Value *layout = f.optional("layout")) {
+    std::optional<llvm::StringRef> name = layout->getAsString();
+    map.layout = name ? name->str() : "";
+    // vt is V's layout for the 8-bit P·V (Fp8Value.h): on any other
+    // tensor or type the kernel would read keys permuted.
+    if (!name || *name != "vt")
+      f.fail("has an unknown layout (expected \"vt\" or none)");
+    else if (map.tensor != "v" || map.dtype != "e4m3")
+      f.fail("has the layout vt, which only an e4m3 V takes, on " +
+             (map.tensor == "v" ? map.dtype + " V" : "\"" + map.tensor + "\""));
+  }
   const llvm::json::Array *dims = f.array("dims");
   const llvm::json::Array *strides = f.array("strides_bytes");
   const llvm::json::Array *box = f.array("box");
@@ -540,6 +627,11 @@ bool readManifest(const llvm::json::Value &json, Manifest &m,
   checkVariant(top, attention, m);
   if (!readTensorMaps(top, m, error))
     return false;
+  // A page of a paged cache is [page_size, kv_heads, head_dim]: the vt
+  // layout has no such page.
+  if (m.valueTransposed() && m.blockTable >= 0)
+    top.fail("has V in the vt layout with a paged K/V cache, which fa4 "
+             "does not support");
   readParameters(top, m, error);
   if (object) {
     readRoles(*object, m, error);
@@ -642,6 +734,7 @@ std::string writeManifest(const Manifest &m) {
      << ", \"v_head_dim\": " << m.vHeadDim()
      << ", \"q_heads\": " << m.qHeads
      << ", \"kv_heads\": " << m.kvHeads << ", \"dtype\": " << quoted(m.dtype)
+     << ", \"out_dtype\": " << quoted(m.oDtype())
      << ", \"lse\": " << (m.lse ? "true" : "false")
      << ", \"rows_per_task\": " << m.rowsPerTask
      << ", \"score_mod\": " << (m.scoreMod ? "true" : "false")
@@ -663,6 +756,9 @@ std::string writeManifest(const Manifest &m) {
   if (varlen)
     os << ", \"cu_seqlens_q\": " << m.cuSeqlensQ << ", \"cu_seqlens_k\": "
        << m.cuSeqlensK;
+  if (m.qDescale >= 0 || m.kDescale >= 0 || m.vDescale >= 0)
+    os << ", \"descales\": {\"q\": " << m.qDescale << ", \"k\": "
+       << m.kDescale << ", \"v\": " << m.vDescale << "}";
   if (m.oByAddress)
     os << ", \"o_by_address\": true";
   os << "},\n";
@@ -704,7 +800,10 @@ std::string writeManifest(const Manifest &m) {
       return out + "]";
     };
     os << (i ? ",\n" : "") << "    {\"tensor\": " << quoted(map.tensor)
-       << ", \"dtype\": " << quoted(map.dtype) << ", \"rank\": " << map.rank
+       << ", \"dtype\": " << quoted(map.dtype);
+    if (!map.layout.empty())
+      os << ", \"layout\": " << quoted(map.layout);
+    os << ", \"rank\": " << map.rank
        << ", \"dims\": " << entries(map.dims)
        << ", \"strides_bytes\": " << entries(map.strides)
        << ", \"box\": " << list(map.box, map.rank);
@@ -797,9 +896,11 @@ llvm::Error checkInterface(const Manifest &m) {
     std::string prefix = std::string("manifest: the tensor map of \"") + tensor + "\"";
     if (!found)
       return makeError(prefix + " is missing");
-    if (found->rank != 4 || found->dims.size() != 4 || found->dtype != m.dtype)
+    // O in the output type, the inputs in theirs.
+    const std::string &dtype = *tensor == 'o' ? m.oDtype() : m.dtype;
+    if (found->rank != 4 || found->dims.size() != 4 || found->dtype != dtype)
       return makeError(prefix + " is not a rank-4 map of the kernel's " +
-                       m.dtype);
+                       dtype);
     bool isQuery = *tensor == 'q' || *tensor == 'o';
     // V and O have V's head dim.
     int64_t dim = *tensor == 'v' || *tensor == 'o' ? m.vHeadDim() : m.headDim;
@@ -810,6 +911,10 @@ llvm::Error checkInterface(const Manifest &m) {
     if (!isQuery && m.blockTable >= 0)
       sizes = {"num_blocks", std::to_string(m.pageSize),
                std::to_string(m.kvHeads), std::to_string(dim)};
+    // FP8's V for sm_90a: [batch, kv_heads, v_head_dim, seq_k_padded].
+    if (found->layout == "vt")
+      sizes = {"batch", std::to_string(m.kvHeads), std::to_string(dim),
+               "seq_k_padded"};
     // A size the entry IR fixed is written as its number in place of the
     // name (batch, seq_q, seq_k, num_blocks).
     auto fixedSize = [](const std::string &text) {
@@ -822,7 +927,8 @@ llvm::Error checkInterface(const Manifest &m) {
       int axis = found->axes.empty() ? 3 - static_cast<int>(d) : found->axes[d];
       bool named = axis >= 0 && axis < 4 &&
                    (sizes[axis] == "batch" || sizes[axis] == "seq_q" ||
-                    sizes[axis] == "seq_k" || sizes[axis] == "num_blocks");
+                    sizes[axis] == "seq_k" || sizes[axis] == "num_blocks" ||
+                    sizes[axis] == "seq_k_padded");
       if (axis < 0 || axis >= 4 ||
           (found->dims[d] != sizes[axis] &&
            !(named && fixedSize(found->dims[d]))))
@@ -1019,9 +1125,11 @@ llvm::Expected<LaunchPlan> planLaunch(const Manifest &m, const Shapes &shapes,
                          : t == "v" ? buffers.v : t == "o" ? buffers.o : 0;
     if (!spec.globalAddress)
       return makeError("no buffer for the tensor map of \"" + t + "\"");
-    if (!m.dtype.empty() && entry.dtype != m.dtype)
+    const std::string &dtype = t == "o" ? m.oDtype() : m.dtype;
+    if (!dtype.empty() && entry.dtype != dtype)
       return makeError("manifest: the tensor map of \"" + t + "\" is " +
-                       entry.dtype + ", the kernel's tensors " + m.dtype);
+                       entry.dtype + ", the kernel's " +
+                       (t == "o" ? "output " : "inputs ") + dtype);
     // The tensor this map walks: its sizes, and its strides (the launch's,
     // else dense), [batch, seq, heads, head_dim].
     bool isQuery = t == "q" || t == "o";
@@ -1031,6 +1139,10 @@ llvm::Expected<LaunchPlan> planLaunch(const Manifest &m, const Shapes &shapes,
     // A paged cache: [num_blocks, page_size, kv_heads, head_dim].
     if (!isQuery && m.blockTable >= 0)
       sizes = {shapes.numBlocks, m.pageSize, m.kvHeads, dim};
+    // FP8's V for sm_90a (Fp8Value.h): the strides given are that tensor's.
+    bool transposed = entry.layout == "vt";
+    if (transposed)
+      sizes = {shapes.batch, m.kvHeads, dim, vtPaddedKeys(shapes.seqK)};
     const std::vector<int64_t> &given = t == "q"   ? buffers.qStrides
                                         : t == "k" ? buffers.kStrides
                                         : t == "v" ? buffers.vStrides
@@ -1065,7 +1177,8 @@ llvm::Expected<LaunchPlan> planLaunch(const Manifest &m, const Shapes &shapes,
       bool fixed = !entry.dims[d].empty() &&
                    std::all_of(entry.dims[d].begin(), entry.dims[d].end(),
                                [](char c) { return c >= '0' && c <= '9'; });
-      if (size != sizes[axis] && fixed && (axis == 0 || axis == 1)) {
+      if (size != sizes[axis] && fixed && !transposed &&
+          (axis == 0 || axis == 1)) {
         const char *axisName[] = {"batch", isQuery ? "seq_q" : "seq_k"};
         if (axis == 0 && !isQuery && m.blockTable >= 0)
           axisName[0] = "num_blocks";
@@ -1089,8 +1202,8 @@ llvm::Expected<LaunchPlan> planLaunch(const Manifest &m, const Shapes &shapes,
       if (d == 0) {
         if (axis != 3)
           return makeError("manifest: the tensor map of \"" + t +
-                           "\" does not walk "
-                           "head_dim (the contiguous axis) first");
+                           "\" does not walk its tensor's contiguous axis "
+                           "(head_dim; vt: the keys) first");
         continue;
       }
       // Positive and below TMA's 2^40 bytes, checked before the product.

@@ -5,6 +5,7 @@
 
 #include "fa4/Emu/Emulator.h"
 #include "fa4/Runtime/Contract.h"
+#include "fa4/Runtime/Fp8Value.h"
 #include "fa4/Support/Error.h"
 #include "fa4/Support/InputLimits.h"
 
@@ -189,8 +190,7 @@ static unsigned __int128 spanBytes(const Tensor &t) {
       last += (unsigned __int128)(t.sizes[i] - 1) * stride;
     dense *= (uint64_t)t.sizes[i];
   }
-  size_t bytes = t.dtype == "fp16" || t.dtype == "bf16" ? 2 : extraElementBytes(t.dtype);
-  return (last + 1) * bytes;
+  return (last + 1) * tensorElementBytes(t.dtype);
 }
 
 static bool overlap(const Tensor &a, const Tensor &b) {
@@ -290,6 +290,8 @@ static Distinctness elementsDistinct(const std::vector<int64_t> &sizes,
 llvm::Expected<Shapes> checkTensors(const Manifest &m, const Tensor &q,
                                     const Tensor &k, const Tensor &v,
                                     const Tensor &o, const Tensor *lse) {
+  // FP8's V for sm_90a, prepared by prepareFp8Value (Fp8Value.h).
+  bool transposedValue = m.valueTransposed();
   // `tma`: any strides a tensor map expresses (contiguous along the last
   // axis, the others positive multiples of 16 bytes); else dense. A
   // dimension of size 1 is never stepped along: its stride is free.
@@ -308,7 +310,7 @@ llvm::Expected<Shapes> checkTensors(const Manifest &m, const Tensor &q,
     std::vector<int64_t> dense(sizes.size(), 1);
     for (size_t i = sizes.size() - 1; i > 0; --i)
       dense[i - 1] = dense[i] * sizes[i];
-    int64_t bytes = t.dtype == "f32" ? 4 : 2;
+    int64_t bytes = static_cast<int64_t>(tensorElementBytes(t.dtype));
     for (size_t i = 0; i < sizes.size(); ++i) {
       if (sizes[i] == 1 || t.strides[i] == dense[i])
         continue;
@@ -317,8 +319,12 @@ llvm::Expected<Shapes> checkTensors(const Manifest &m, const Tensor &q,
                          " are not the dense " + list(dense) +
                          " the kernel writes");
       if (i + 1 == sizes.size())
-        return makeError(prefix + "strides " + list(t.strides) +
-                         ": head_dim must be contiguous (stride 1) for TMA");
+        return makeError(prefix + "strides " + list(t.strides) + ": " +
+                         (transposedValue && t.sizes.size() == 4 &&
+                                  &t == &v
+                              ? "the keys"
+                              : "head_dim") +
+                         " must be contiguous (stride 1) for TMA");
       if (t.strides[i] <= 0 || (t.strides[i] * bytes) % 16)
         return makeError(prefix + "strides " + list(t.strides) +
                          ": every stride but head_dim's must be a positive "
@@ -330,7 +336,8 @@ llvm::Expected<Shapes> checkTensors(const Manifest &m, const Tensor &q,
     // Sizes the entry IR fixed (numbers in the map's dims), named before
     // the strides they also fix.
     for (const Manifest::TensorMap &map : m.tensorMaps) {
-      if (map.tensor != name || map.axes.size() != map.dims.size())
+      if (map.tensor != name || map.axes.size() != map.dims.size() ||
+          !map.layout.empty())
         continue;
       bool query = std::string(name) == "q" || std::string(name) == "o";
       for (size_t d = 0; d < map.dims.size(); ++d) {
@@ -444,11 +451,25 @@ llvm::Expected<Shapes> checkTensors(const Manifest &m, const Tensor &q,
   // V and O: V's head dim.
   std::vector<int64_t> vSizes = kSizes, oSizes = qSizes;
   vSizes[3] = oSizes[3] = m.vHeadDim();
+  // [batch, kv_heads, v_head_dim, seq_k_padded], its keys permuted.
+  if (transposedValue) {
+    vSizes = vtSizes({shapes.batch, shapes.seqK, m.kvHeads, m.vHeadDim()});
+    if (v.sizes.size() == 4 && v.sizes != vSizes)
+      return makeError(
+          "v: sizes " + list(v.sizes) +
+          "; the kernel reads V transposed, [batch, kv_heads, v_head_dim, "
+          "seq_k_padded = 16 * ceil(seq_k / 16)] = " +
+          list(vSizes) +
+          ", its keys permuted within each 16 (prepare it with "
+          "prepareFp8Value / fa4rt_prepare_fp8_value)");
+  }
   for (auto [name, tensor, sizes] : {std::tuple{"q", &q, &qSizes},
                                      {"k", &k, &kSizes},
                                      {"v", &v, &vSizes},
                                      {"o", &o, &oSizes}})
-    if (llvm::Error refused = check(name, *tensor, m.dtype, *sizes, true))
+    if (llvm::Error refused = check(name, *tensor,
+                                    tensor == &o ? m.oDtype() : m.dtype,
+                                    *sizes, true))
       return std::move(refused);
   if (llvm::Error refused = distinct(o))
     return std::move(refused);
@@ -505,6 +526,9 @@ std::string describeExtras(const Manifest &m) {
              : at == m.splitWorkspace ? "the split-KV workspace"
              : at == m.cuSeqlensQ     ? "cu_seqlens_q"
              : at == m.cuSeqlensK     ? "cu_seqlens_k"
+             : at == m.qDescale       ? "Q's descale table"
+             : at == m.kDescale       ? "K's descale table"
+             : at == m.vDescale       ? "V's descale table"
                                       : "a score_mod / mask_mod table");
   }
   return text;
@@ -573,8 +597,6 @@ llvm::Error checkExtras(const Manifest &m, const std::vector<Tensor> &extras,
                        std::to_string(shapes->batch) + " or 1, " +
                        std::to_string(m.qHeads) + " or 1, " +
                        std::to_string((shapes->seqQ + 127) / 128) + ", 4]");
-    // The seqused_k table has one entry per sequence: the kernel reads
-    // entry `batch` of every task.
     // The block table has a row per sequence.
     if (shapes && static_cast<int64_t>(i) == m.blockTable &&
         t.sizes[0] != shapes->batch)
@@ -601,6 +623,17 @@ llvm::Error checkExtras(const Manifest &m, const std::vector<Tensor> &extras,
                        std::to_string(sequences + 1) + " and " +
                        std::to_string(other));
     }
+    // FP8's descale tables: an entry per sequence and K/V head.
+    bool descale = static_cast<int64_t>(i) == m.qDescale ||
+                   static_cast<int64_t>(i) == m.kDescale ||
+                   static_cast<int64_t>(i) == m.vDescale;
+    if (shapes && descale &&
+        (t.sizes[0] != sequences || t.sizes[1] != m.kvHeads))
+      return makeError(name + ": a descale table must be [batch, kv_heads] = [" +
+                       std::to_string(sequences) + ", " +
+                       std::to_string(m.kvHeads) + "], got " + list(t.sizes));
+    // The seqused_k table has one entry per sequence: the kernel reads
+    // entry `batch` of every task.
     if (shapes && static_cast<int64_t>(i) == m.seqUsedK &&
         t.sizes[0] != sequences)
       return makeError(name + ": the seqused_k table must have one entry per "

@@ -252,6 +252,17 @@ void mlir::fa4::sim::drawVarlenBatch(Problem &p, int64_t sequences,
   p.seqK = p.cuSeqlensK.back() + kVarlenSpareRows;
 }
 
+std::vector<double> sim::drawDescales(int64_t count, uint64_t seed,
+                                      size_t index) {
+  // Seeded per extra as fillExtras seeds the others.
+  std::mt19937_64 random(seed * 7919 + index);
+  std::uniform_real_distribution<double> uniform(0.5, 2.0);
+  std::vector<double> table(count);
+  for (double &value : table)
+    value = static_cast<float>(uniform(random));
+  return table;
+}
+
 llvm::Error Mods::fillExtras(const Problem &p, uint64_t seed) {
   int64_t dynamicSize = std::max({p.batch, p.seqQ, p.seqK, p.qHeads});
   for (auto [i, extra] : llvm::enumerate(extraArguments)) {
@@ -331,14 +342,12 @@ llvm::Error Mods::fillExtras(const Problem &p, uint64_t seed) {
         buffer.data[b] = static_cast<double>(counts[b]);
       continue;
     }
-    std::mt19937_64 random(seed * 7919 + i);
+    // (The verifier holds a descale table to f32.)
     if (descale) {
-      // A descale is a positive factor: the scale a quantizer chose.
-      std::uniform_real_distribution<double> uniform(0.5, 2.0);
-      for (double &value : buffer.data)
-        value = roundScalar(type.getElementType(), uniform(random));
+      buffer.data = drawDescales(count, seed, i);
       continue;
     }
+    std::mt19937_64 random(seed * 7919 + i);
     if (!buffer.integer) {
       std::uniform_real_distribution<double> uniform(-1.0, 1.0);
       for (double &value : buffer.data)

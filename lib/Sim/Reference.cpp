@@ -798,6 +798,8 @@ Problem problemOf(const runtime::Manifest &manifest, int64_t batch,
   problem.scale = manifest.scale;
   problem.softcap = manifest.softcap;
   problem.pageSize = manifest.blockTable >= 0 ? manifest.pageSize : 0;
+  // (The descale tables are the caller's to draw or read.)
+  problem.fp8 = manifest.dtype == "e4m3";
   return problem;
 }
 

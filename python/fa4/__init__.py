@@ -64,7 +64,8 @@ __all__ = ["BackwardKernel", "CompileError", "Kernel", "LaunchError",
            "compile_backward", "compile_ir", "split_workspace_words", "stages"]
 
 _DTYPES = {"fp16": "fp16", "float16": "fp16", "half": "fp16",
-           "bf16": "bf16", "bfloat16": "bf16"}
+           "bf16": "bf16", "bfloat16": "bf16",
+           "e4m3": "e4m3", "float8_e4m3fn": "e4m3"}
 
 
 def stages() -> list:
@@ -462,7 +463,7 @@ def compile(head_dim: int = 128, q_heads: int = 32, kv_heads: int = 8,
     varlen = _flag("varlen", varlen)
     key_dtype = _DTYPES.get(str(dtype).replace("torch.", ""))
     if key_dtype is None:
-        raise ValueError(f"dtype must be fp16 or bf16, got {dtype!r}")
+        raise ValueError(f"dtype must be fp16, bf16 or e4m3, got {dtype!r}")
     mask, left, right = _variant(mask, window)
     lse = _flag("lse", lse)
     scale = None if scale is None else _real("scale", scale)
@@ -652,7 +653,8 @@ def compile_ir(ir: str, target: str = _DEFAULT_TARGET, *, cache: bool = True,
 def attention(q, k, v, causal: bool = False,
               window: Sequence[int] = (-1, -1), softcap: float = 0.0,
               scale: Optional[float] = None, return_lse: bool = False,
-              seqused_k=None, deterministic: bool = False):
+              seqused_k=None, deterministic: bool = False, q_descale=None,
+              k_descale=None, v_descale=None):
     """Attention of torch tensors, as FlashAttention's ``flash_attn_func``.
 
     q: (batch, seq_q, q_heads, head_dim); k, v: (batch, seq_k, kv_heads,
@@ -683,13 +685,29 @@ def attention(q, k, v, causal: bool = False,
     ``x.transpose(1, 2)`` of a (batch, heads, seq, head_dim) tensor; others
     are copied to contiguous ones first.
 
-    This is the ``torch.ops.fa4.attention`` custom op, so ``torch.compile``
-    traces through it.
+    FP8: q, k and v ``torch.float8_e4m3fn``, with ``q_descale``,
+    ``k_descale``, ``v_descale`` each None (1) or a (batch, kv_heads)
+    float32 tensor on q's device (FlashAttention-3's FP8 interface: the
+    attention of q · q_descale, k · k_descale, v · v_descale, each factor
+    the sequence's and the query's K/V head's); O is bfloat16. The kernel is
+    Hopper's (an H100/H200 for CUDA tensors, the emulator for CPU ones); V
+    is transposed and its keys permuted into the layout it reads
+    (docs/FP8.md) on its own device before the launch. Not differentiable.
+
+    This is the ``torch.ops.fa4.attention`` custom op (FP8:
+    ``torch.ops.fa4.attention_fp8``), so ``torch.compile`` traces through
+    it.
     """
     if _ops is None:
         raise ImportError("fa4.attention takes torch tensors: install torch "
                           "(fa4.compile works without it; a Kernel launches "
                           "torch tensors)")
+    if _ops.is_fp8(q) or any(t is not None
+                             for t in (q_descale, k_descale, v_descale)):
+        _flag("deterministic", deterministic)
+        return _ops.attention_fp8(q, k, v, q_descale, k_descale, v_descale,
+                                  causal, window, softcap, scale, return_lse,
+                                  seqused_k)
     return _ops.attention(q, k, v, causal, window, softcap, scale,
                             return_lse, seqused_k,
                             deterministic=deterministic)

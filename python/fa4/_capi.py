@@ -29,7 +29,7 @@ import json
 import os
 import threading
 
-ABI_VERSION = 4
+ABI_VERSION = 5
 EMULATOR_PLAN_ONLY = 1
 MAX_RANK = 8
 
@@ -86,6 +86,10 @@ _SIGNATURES = {
     "fa4rt_backward_launch": (ctypes.c_int,
                               [ctypes.c_void_p, ctypes.c_void_p, _P(_Tensor),
                                ctypes.c_size_t, ctypes.c_void_p]),
+    "fa4rt_prepare_fp8_value": (ctypes.c_int,
+                                [ctypes.c_void_p, ctypes.c_size_t,
+                                 _P(ctypes.c_int64), _P(ctypes.c_int64),
+                                 ctypes.c_void_p, ctypes.c_size_t]),
 }
 
 _libraries = {}
@@ -144,7 +148,7 @@ def _error(lib):
 # Element types by torch's name: fa4's names for q, k, v, o and the LSE,
 # MLIR's for the extras (what the manifest's `extras` say).
 _TENSOR_DTYPES = {"torch.float16": b"fp16", "torch.bfloat16": b"bf16",
-                  "torch.float32": b"f32"}
+                  "torch.float8_e4m3fn": b"e4m3", "torch.float32": b"f32"}
 _EXTRA_DTYPES = {"torch.float16": b"f16", "torch.bfloat16": b"bf16",
                  "torch.float32": b"f32", "torch.float64": b"f64",
                  "torch.int8": b"i8", "torch.int16": b"i16",
@@ -154,7 +158,7 @@ _EXTRA_DTYPES = {"torch.float16": b"f16", "torch.bfloat16": b"bf16",
 
 # What each role takes, for the message refusing another dtype (the
 # runtime names the kernel's own dtype when a taken one does not match).
-_ROLE_DTYPES = {"q": "torch.float16 or torch.bfloat16",
+_ROLE_DTYPES = {"q": "torch.float16, torch.bfloat16 or torch.float8_e4m3fn",
                 "lse": "torch.float32"}
 
 

@@ -22,9 +22,17 @@ from . import (LaunchError, _BACKWARD_CHIPS, _capi, _fa4, _flag, _integer,
                split_workspace_words)
 
 _DTYPES = {torch.float16: "fp16", torch.bfloat16: "bf16"}
+# FP8 inputs (fa4::attention_fp8); O is bf16, FlashAttention-3's.
+_FP8 = getattr(torch, "float8_e4m3fn", None)
+_FP8_DTYPES = {_FP8: "e4m3"} if _FP8 is not None else {}
 
 
-def _check_tensors(q, k, v, paged=False):
+def is_fp8(t):
+    """Whether `t` is a tensor of FP8 (e4m3) inputs."""
+    return isinstance(t, torch.Tensor) and _FP8 is not None and t.dtype == _FP8
+
+
+def _check_tensors(q, k, v, paged=False, dtypes=_DTYPES):
     for name, t in (("q", q), ("k", k), ("v", v)):
         if not isinstance(t, torch.Tensor):
             raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
@@ -37,8 +45,10 @@ def _check_tensors(q, k, v, paged=False):
         if t.dim() != 4:
             raise ValueError(f"{name} must be (batch, seq, heads, head_dim), "
                              f"got shape {tuple(t.shape)}")
-    if q.dtype not in _DTYPES:
-        raise ValueError(f"q: dtype {q.dtype}; fa4 takes float16 or bfloat16")
+    if q.dtype not in dtypes:
+        taken = ("float16 or bfloat16" if dtypes is _DTYPES
+                 else "float8_e4m3fn q, k and v for FP8 attention")
+        raise ValueError(f"q: dtype {q.dtype}; fa4 takes {taken}")
     if q.device.type not in ("cpu", "cuda", "meta"):
         raise ValueError(f"q: on {q.device}; fa4 runs CUDA tensors on the GPU "
                          "and CPU tensors in the emulator")
@@ -340,13 +350,15 @@ def _out_shape(q, v):
     return (*q.shape[:3], v.shape[3])
 
 
-def _empty_results(q, v, return_lse):
+def _empty_results(q, v, return_lse, o_dtype=None):
     """O and the LSE of a problem with no query or no key: rows that see no
-    key are O = 0 and LSE = -inf (fa4's convention); nothing to compile."""
+    key are O = 0 and LSE = -inf (fa4's convention); nothing to compile.
+    O is in `o_dtype` (None: q's)."""
     batch, seq_q, q_heads, _ = q.shape
     shape = _out_shape(q, v)
-    o = _allocate("o", batch * seq_q * q_heads * shape[3] * q.element_size(),
-                  lambda: q.new_zeros(shape))
+    dtype = o_dtype or q.dtype
+    o = _allocate("o", batch * seq_q * q_heads * shape[3] * dtype.itemsize,
+                  lambda: q.new_zeros(shape, dtype=dtype))
     lse = (_allocate("lse", batch * q_heads * seq_q * 4,
                      lambda: torch.full((batch, q_heads, seq_q), float("-inf"),
                                         dtype=torch.float32, device=q.device))
@@ -417,14 +429,16 @@ def _split_workspace(device, words, counters):
     return workspace
 
 
-def _launch(kernel, q, k, v, return_lse, extras):
+def _launch(kernel, q, k, v, return_lse, extras, o_shape=None, o_dtype=None):
     """O and the LSE (empty without `return_lse`) of `kernel` on q, k, v
     (batch, seq, heads, head_dim) and `extras`, allocated here: on q's GPU
-    in its current stream, or in the emulator for CPU tensors."""
+    in its current stream, or in the emulator for CPU tensors. O is
+    `o_shape` (None: q's with v's head dim) in `o_dtype` (None: q's)."""
     batch, seq_q, q_heads, _ = q.shape
-    shape = _out_shape(q, v)
-    o = _allocate("o", batch * seq_q * q_heads * shape[3] * q.element_size(),
-                  lambda: q.new_empty(shape))
+    shape = o_shape or _out_shape(q, v)
+    dtype = o_dtype or q.dtype
+    o = _allocate("o", batch * seq_q * q_heads * shape[3] * dtype.itemsize,
+                  lambda: q.new_empty(shape, dtype=dtype))
     lse = (_allocate("lse", batch * q_heads * seq_q * 4,
                      lambda: q.new_empty((batch, q_heads, seq_q),
                                          dtype=torch.float32)) if return_lse
@@ -700,6 +714,159 @@ def attention(q, k, v, causal: bool, window: Sequence[int], softcap: float,
                            return_lse or _needs_grad(q, k, v), seqused_k,
                            block_table, num_splits,
                            _flag("deterministic", deterministic))
+    return (o, lse) if return_lse else o
+
+
+# --- FP8 (e4m3) inputs ----------------------------------------------------
+
+# fa4c --dtype e4m3 writes O in bf16 (FlashAttention-3's FP8 output).
+_FP8_OUT = torch.bfloat16
+# The vt layout's key order within each group of 16: position k = 4t + 2h
+# + e holds key 8h + 2t + e (fa4/Runtime/Fp8Value.h, vtKeyAt; the tests hold
+# this to fa4rt_prepare_fp8_value).
+_VT_KEYS = (0, 1, 8, 9, 2, 3, 10, 11, 4, 5, 12, 13, 6, 7, 14, 15)
+
+
+def prepare_fp8_value(v):
+    """V (batch, seq_k, kv_heads, head_dim) float8_e4m3fn as Hopper's FP8
+    kernels read it ("vt", docs/FP8.md): (batch, kv_heads, head_dim,
+    16 * ceil(seq_k / 16)), contiguous, the keys of each 16 permuted, the
+    padding keys +0.0; with torch's ops on v's own device."""
+    batch, seq_k, heads, dim = v.shape
+    padded = -(-seq_k // 16) * 16
+    # Bytes: the permutation moves them as they are (and pad and gather
+    # take uint8 on every device).
+    keys_last = v.view(torch.uint8).permute(0, 2, 3, 1)
+    if padded != seq_k:
+        keys_last = torch.nn.functional.pad(keys_last, (0, padded - seq_k))
+    order = torch.tensor(_VT_KEYS, dtype=torch.long, device=v.device)
+    vt = keys_last.reshape(batch, heads, dim, padded // 16, 16)
+    vt = vt.index_select(4, order).reshape(batch, heads, dim, padded)
+    return vt.contiguous().view(_FP8)
+
+
+def _hopper_target(device):
+    """_target for FP8, whose kernels are Hopper's: the GPU's own (a
+    Blackwell GPU's compile then says FP8 is not built there), or for CPU
+    tensors the emulator running the Hopper chip's."""
+    if device.type == "cuda":
+        return _target(device)
+    return next(chip["name"] for chip in _fa4.chips()
+                if chip["family"] == "Hopper"), 0
+
+
+def _check_descale(name, table, q, k):
+    """A descale table: None (1), or a (batch, kv_heads) float32 tensor on
+    q's device."""
+    if table is None:
+        return
+    if not isinstance(table, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor or None, got "
+                        f"{type(table).__name__}")
+    shape = (q.shape[0], k.shape[2])
+    if table.dtype != torch.float32 or tuple(table.shape) != shape:
+        raise ValueError(f"{name}: dtype {table.dtype}, shape "
+                         f"{tuple(table.shape)}; a descale table is float32 "
+                         f"(batch, kv_heads) = {shape}")
+    if table.device != q.device:
+        raise ValueError(f"{name}: on {table.device}, q is on {q.device}")
+
+
+def _validate_fp8(q, k, v, q_descale, k_descale, v_descale, causal,
+                  window_left, window_right, softcap, scale, return_lse,
+                  seqused_k):
+    """_validate for FP8 inputs: the tensors, the descale tables, the
+    scalars and the variant (through the verifier). Returns the compile()
+    arguments of the variant."""
+    _check_tensors(q, k, v, dtypes=_FP8_DTYPES)
+    _check_seqused_k(q, seqused_k)
+    for name, table in (("q_descale", q_descale), ("k_descale", k_descale),
+                        ("v_descale", v_descale)):
+        _check_descale(name, table, q, k)
+    for name, flag in (("causal", causal), ("return_lse", return_lse)):
+        if not isinstance(flag, bool):
+            raise TypeError(f"{name} must be a bool, got {flag!r}")
+    mask, left, right = _variant("causal" if causal else "none",
+                                 (window_left, window_right))
+    softcap = _real("softcap", softcap)
+    scale = None if scale is None else _real("scale", scale)
+    variant = dict(head_dim=int(q.shape[3]), q_heads=int(q.shape[2]),
+                   kv_heads=int(k.shape[2]), mask=mask,
+                   window=None if mask != "window" else (left, right),
+                   dtype="e4m3", lse=return_lse, softcap=softcap or None,
+                   scale=scale)
+    if v.shape[3] != q.shape[3]:
+        variant["v_head_dim"] = int(v.shape[3])
+    _check_variant(variant["head_dim"], variant["q_heads"], variant["kv_heads"],
+                   mask, left, right, "e4m3", return_lse, scale, softcap,
+                   int(v.shape[3]))
+    sizes = (q.shape[0], q.shape[1], k.shape[1])
+    if all(isinstance(size, int) for size in sizes):
+        _fa4.check_shapes(variant["head_dim"], variant["q_heads"],
+                          variant["kv_heads"], *(max(size, 1) for size in sizes),
+                          v_head_dim=int(v.shape[3]))
+    return variant
+
+
+@torch.library.custom_op("fa4::attention_fp8", mutates_args=())
+def _attention_fp8_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                      q_descale: Optional[torch.Tensor],
+                      k_descale: Optional[torch.Tensor],
+                      v_descale: Optional[torch.Tensor], causal: bool,
+                      window_left: int, window_right: int, softcap: float,
+                      scale: Optional[float], return_lse: bool,
+                      seqused_k: Optional[torch.Tensor] = None
+                      ) -> Tuple[torch.Tensor, torch.Tensor]:
+    variant = _validate_fp8(q, k, v, q_descale, k_descale, v_descale, causal,
+                            window_left, window_right, softcap, scale,
+                            return_lse, seqused_k)
+    if q.device.type not in ("cpu", "cuda"):
+        raise ValueError(f"q: on {q.device}; fa4 runs CUDA tensors on the GPU "
+                         "and CPU tensors in the emulator")
+    batch, seq_q, _, _ = q.shape
+    if batch == 0 or seq_q == 0 or k.shape[1] == 0:
+        return _empty_results(q, v, return_lse, _FP8_OUT)
+    target, sm_count = _hopper_target(q.device)
+    kernel = compile(target=target, sm_count=sm_count,
+                     seqused_k=seqused_k is not None, **variant)
+    # The kernel's extras: the seqused_k table, then the three descale
+    # tables (a table left out is ones: the factor 1).
+    extras = [seqused_k.detach().contiguous()] if seqused_k is not None else []
+    for table in (q_descale, k_descale, v_descale):
+        extras.append(torch.ones((batch, k.shape[2]), dtype=torch.float32,
+                                 device=q.device) if table is None
+                      else table.detach().contiguous())
+    if q.device.type == "cpu":
+        _check_host_memory(q, k, v, return_lse)
+    o_shape = _out_shape(q, v)
+    q, k = (_tma_ready(name, t.detach()) for name, t in (("q", q), ("k", k)))
+    return _launch(kernel, q, k, prepare_fp8_value(v.detach()), return_lse,
+                   extras, o_shape=o_shape, o_dtype=_FP8_OUT)
+
+
+@_attention_fp8_op.register_fake
+def _(q, k, v, q_descale, k_descale, v_descale, causal, window_left,
+      window_right, softcap, scale, return_lse, seqused_k=None):
+    _validate_fp8(q, k, v, q_descale, k_descale, v_descale, causal,
+                  window_left, window_right, softcap, scale, return_lse,
+                  seqused_k)
+    batch, seq_q, q_heads, _ = q.shape
+    o = q.new_empty(_out_shape(q, v), dtype=_FP8_OUT)
+    lse = q.new_empty((batch, q_heads, seq_q) if return_lse else (0,),
+                      dtype=torch.float32)
+    return o, lse
+
+
+def attention_fp8(q, k, v, q_descale, k_descale, v_descale, causal: bool,
+                  window: Sequence[int], softcap: float,
+                  scale: Optional[float], return_lse: bool, seqused_k=None):
+    left, right = _window_pair(window)
+    return_lse = _flag("return_lse", return_lse)
+    o, lse = _attention_fp8_op(q, k, v, q_descale, k_descale, v_descale,
+                               _flag("causal", causal), left, right,
+                               _real("softcap", softcap),
+                               None if scale is None else _real("scale", scale),
+                               return_lse, seqused_k)
     return (o, lse) if return_lse else o
 
 

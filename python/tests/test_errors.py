@@ -12,7 +12,7 @@ def test_compile_errors():
         fa4.compile(head_dim=80)
     with pytest.raises(fa4.CompileError, match="multiple"):
         fa4.compile(q_heads=6, kv_heads=4)
-    with pytest.raises(ValueError, match="dtype must be fp16 or bf16"):
+    with pytest.raises(ValueError, match="dtype must be fp16, bf16 or e4m3"):
         fa4.compile(dtype="fp32")
     with pytest.raises(ValueError, match="mask must be"):
         fa4.compile(mask="diagonal")

@@ -13,12 +13,14 @@
 #include "fa4/InitFA4.h"
 #include "fa4/Runtime/Backward.h"
 #include "fa4/Runtime/Contract.h"
+#include "fa4/Runtime/Fp8Value.h"
 #include "fa4/Runtime/Launch.h"
 #include "fa4/Runtime/Runtime.h"
 #include "fa4/Sim/Mods.h"
 #include "fa4/Sim/Reference.h"
 #include "fa4/Support/AttentionMath.h"
 #include "fa4/Support/Error.h"
+#include "fa4/Support/Float8.h"
 #include "fa4/Support/InputLimits.h"
 #include "fa4/Support/IrInput.h"
 #include "fa4/Support/OutputFile.h"
@@ -355,16 +357,26 @@ static uint64_t uploadExtra(emu::Device &device, const sim::ModBuffer &extra,
   return address;
 }
 
-/// The launch's tensors in `device`: Q, K and V in the kernel's dtype, O
-/// and the LSE allocated for the reference's sizes, the extras (with
-/// `mods`) element by element in their own types.
+/// The launch's tensors in `device`: Q, K and V in the kernel's dtype (an
+/// FP8 kernel's e4m3 bytes, V prepared as the runtime prepares it for a vt
+/// map), O and the LSE allocated for the reference's sizes, the extras
+/// (with `mods`) element by element in their own types. `shapes` are the
+/// tensors' (a varlen batch's packed ones).
 static llvm::Expected<runtime::Buffers>
 uploadTensors(emu::Device &device, const runtime::Manifest &manifest,
-              const std::vector<float> &q, const std::vector<float> &k,
-              const std::vector<float> &v, const sim::Reference &reference,
-              const sim::Mods *mods) {
+              const runtime::Shapes &shapes, const std::vector<float> &q,
+              const std::vector<float> &k, const std::vector<float> &v,
+              const sim::Reference &reference, const sim::Mods *mods) {
+  bool fp8 = manifest.dtype == "e4m3";
   bool bf16 = manifest.dtype == "bf16";
   auto upload = [&](const std::vector<float> &values) {
+    if (fp8) {
+      uint64_t address = device.allocate(std::max<size_t>(1, values.size()));
+      uint8_t *bytes = device.host(address, values.size());
+      for (size_t i = 0; i < values.size(); ++i)
+        bytes[i] = float8FromDouble(Float8::E4M3, values[i]);
+      return address;
+    }
     uint64_t address = device.allocate(values.size() * 2);
     uint16_t *bits = reinterpret_cast<uint16_t *>(device.host(address, values.size() * 2));
     for (size_t i = 0; i < values.size(); ++i)
@@ -374,7 +386,24 @@ uploadTensors(emu::Device &device, const runtime::Manifest &manifest,
   runtime::Buffers buffers;
   buffers.q = upload(q);
   buffers.k = upload(k);
-  buffers.v = upload(v);
+  if (manifest.valueTransposed()) {
+    std::vector<uint8_t> bytes(v.size());
+    for (size_t i = 0; i < v.size(); ++i)
+      bytes[i] = float8FromDouble(Float8::E4M3, v[i]);
+    std::vector<int64_t> sizes = {shapes.batch, shapes.seqK, manifest.kvHeads,
+                                  manifest.vHeadDim()};
+    std::vector<int64_t> strides = {sizes[1] * sizes[2] * sizes[3],
+                                    sizes[2] * sizes[3], sizes[3], 1};
+    std::vector<int64_t> vt = runtime::vtSizes(sizes);
+    size_t vtBytes = static_cast<size_t>(vt[0] * vt[1] * vt[2] * vt[3]);
+    buffers.v = device.allocate(vtBytes);
+    if (llvm::Error refused = runtime::prepareFp8Value(
+            bytes.data(), bytes.size(), sizes, strides,
+            device.host(buffers.v, vtBytes), vtBytes))
+      return std::move(refused);
+  } else {
+    buffers.v = upload(v);
+  }
   buffers.o = device.allocate(reference.out.size() * 2);
   if (manifest.lse)
     buffers.lse = device.allocate(reference.lse.size() * 4);
@@ -453,7 +482,7 @@ static llvm::Expected<Runs> runInterleavings(const emu::Program &program,
   config.workers = workers ? workers : std::max(1u, std::thread::hardware_concurrency());
 
   const std::vector<double> &refOut = reference.out, &refLse = reference.lse;
-  bool bf16 = manifest.dtype == "bf16";
+  bool bf16 = manifest.oDtype() == "bf16";
   Runs runs;
   auto started = std::chrono::steady_clock::now();
   for (int64_t run = 0; run < interleavings; ++run) {
@@ -564,6 +593,12 @@ static std::string reportJson(const runtime::Manifest &manifest,
   os << "},\"mmas\":" << total.mmas << ",\"tma_load_bytes\":" << total.tmaLoadBytes
      << ",\"tma_store_bytes\":" << total.tmaStoreBytes;
   writeFindings(os, total, runs.failing);
+  // FP8's measure (fa4-sim's): O's root-mean-square error, and the
+  // low-precision reference's, whose max-norm error the rule above judges by.
+  os << ",\"rms_err\":";
+  jsonNumber(os, errors.rmsErr);
+  os << ",\"ref_lowp_rms_err\":";
+  jsonNumber(os, errors.refLowpRmsErr);
   os << ",\"wall_seconds\":" << format("%.3f", runs.seconds)
      << ",\"instructions_per_second\":"
      << format("%.4g",
@@ -882,11 +917,14 @@ static int emulate(std::unique_ptr<MemoryBuffer> entryBuffer) {
   context.disableMultithreading();
   mlir::OwningOpRef<mlir::ModuleOp> entryModule;
   std::unique_ptr<sim::Mods> mods;
-  // A seqused_k table as the only extra needs no entry IR: it is drawn here
-  // as fa4-sim draws it.
+  // Tables as the only extras (seqused_k, a block table, the varlen and
+  // split-KV ones, FP8's descales) need no entry IR: they are drawn here as
+  // fa4-sim draws them.
   size_t tables = (manifest.seqUsedK >= 0) + (manifest.blockTable >= 0) +
                   (manifest.splitWorkspace >= 0) +
-                  2 * (manifest.cuSeqlensQ >= 0);
+                  2 * (manifest.cuSeqlensQ >= 0) +
+                  (manifest.qDescale >= 0) + (manifest.kDescale >= 0) +
+                  (manifest.vDescale >= 0);
   bool onlyTables = tables > 0 && manifest.extras.size() == tables &&
                     !manifest.scoreMod && !manifest.maskMod;
   bool hasMods = (manifest.scoreMod || manifest.maskMod ||
@@ -913,6 +951,12 @@ static int emulate(std::unique_ptr<MemoryBuffer> entryBuffer) {
   if (onlyTables && !mods) {
     if (manifest.seqUsedK >= 0)
       problem.seqUsedK = sim::drawKeyCountsFor(problem, seed);
+    for (auto [index, table] : {std::pair{manifest.qDescale, &problem.qDescale},
+                                {manifest.kDescale, &problem.kDescale},
+                                {manifest.vDescale, &problem.vDescale}})
+      if (index >= 0)
+        *table = sim::drawDescales(problem.sequences() * problem.kvHeads, seed,
+                                   static_cast<size_t>(index));
     if (manifest.blockTable >= 0) {
       int64_t maxBlocks = seqK / problem.pageSize;
       blockTable.shape = {batch, maxBlocks};
@@ -924,7 +968,9 @@ static int emulate(std::unique_ptr<MemoryBuffer> entryBuffer) {
   } else if (mods && mods->blockTable()) {
     blockTable = mods->buffers()[*mods->blockTable()];
   }
-  bool bf16 = manifest.dtype == "bf16";
+  // The low-precision type: O's (an FP8 kernel's inputs are rounded to
+  // e4m3 by the problem's fp8).
+  bool bf16 = manifest.oDtype() == "bf16";
   std::vector<float> q, k, v;
   sim::fillInputs(problem, bf16, seed, distribution, q, k, v);
   sim::Reference reference;
@@ -942,7 +988,7 @@ static int emulate(std::unique_ptr<MemoryBuffer> entryBuffer) {
   }
   emu::Device device;
   llvm::Expected<runtime::Buffers> buffers =
-      uploadTensors(device, manifest, q, problem.pageSize ? kCache : k,
+      uploadTensors(device, manifest, shapes, q, problem.pageSize ? kCache : k,
                     problem.pageSize ? vCache : v, reference, mods.get());
   if (!buffers)
     return fail(buffers.takeError());
@@ -950,6 +996,22 @@ static int emulate(std::unique_ptr<MemoryBuffer> entryBuffer) {
     // In the manifest's order of extras.
     for (int64_t i = 0; i < static_cast<int64_t>(manifest.extras.size()); ++i) {
       std::vector<int64_t> values, shape;
+      const std::vector<double> *descales =
+          i == manifest.qDescale   ? &problem.qDescale
+          : i == manifest.kDescale ? &problem.kDescale
+          : i == manifest.vDescale ? &problem.vDescale
+                                   : nullptr;
+      if (descales) {
+        // f32 [sequences, kv_heads].
+        size_t bytes = std::max<size_t>(1, descales->size()) * 4;
+        uint64_t address = device.allocate(bytes);
+        float *table = reinterpret_cast<float *>(device.host(address, bytes));
+        for (size_t e = 0; e < descales->size(); ++e)
+          table[e] = static_cast<float>((*descales)[e]);
+        buffers->extras.push_back(
+            {address, {problem.sequences(), problem.kvHeads}});
+        continue;
+      }
       if (i == manifest.seqUsedK) {
         values = problem.seqUsedK;
         shape = {problem.sequences()};
@@ -988,8 +1050,8 @@ static int emulate(std::unique_ptr<MemoryBuffer> entryBuffer) {
     }
     // Held to the kernel's static sizes, as a launch is.
     std::vector<runtime::Tensor> tables;
-    for (const runtime::Buffers::Extra &extra : buffers->extras)
-      tables.push_back({extra.address, "i32", extra.shape, {}});
+    for (auto [extra, declared] : llvm::zip(buffers->extras, manifest.extras))
+      tables.push_back({extra.address, declared.dtype, extra.shape, {}});
     if (llvm::Error refused =
             runtime::checkExtras(manifest, tables, {}, &shapes))
       return fail(prefixError("the drawn tables do not fit the kernel: ",

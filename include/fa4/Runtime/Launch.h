@@ -47,7 +47,13 @@ struct Manifest {
   bool writesOByAddress() const {
     return oByAddress || splitWorkspace >= 0 || cuSeqlensQ >= 0;
   }
-  std::string dtype;
+  /// The inputs' element type (Q's, K's, V's: "fp16", "bf16", "e4m3"), and
+  /// O's ("out_dtype"; a manifest without it: dtype's). An FP8 kernel
+  /// writes O in fp16 or bf16.
+  std::string dtype, outDtype;
+  const std::string &oDtype() const {
+    return outDtype.empty() ? dtype : outDtype;
+  }
   bool lse = false;
   int64_t rowsPerTask = 0;
   /// The kernel inlines a score_mod / mask_mod region (the manifest does not
@@ -73,6 +79,10 @@ struct Manifest {
   /// heads, head_dim], and the kernel writes O by address (`o` and its
   /// strides, as split-KV's).
   int64_t cuSeqlensQ = -1, cuSeqlensK = -1;
+  /// FP8 (e4m3): the extras that are Q's, K's and V's descale tables
+  /// (`[batch, kv_heads]` f32 each), -1 for 16-bit kernels, which have none
+  /// ("descales": {"q": i, "k": j, "v": k}).
+  int64_t qDescale = -1, kDescale = -1, vDescale = -1;
 
   /// A memref the mod regions read: element type ("f32", "i32", ...) and
   /// shape, -1 where the launch gives the size (an `extraN_dimD` parameter).
@@ -83,9 +93,16 @@ struct Manifest {
   std::vector<Extra> extras;
 
   /// A tensor map's entry: sizes and strides are numbers or expressions in
-  /// `batch`, `seq_q` and `seq_k` ("8192 * seq_q").
+  /// `batch`, `seq_q`, `seq_k`, `seq_k_padded` (16 · ceil(seq_k / 16)) and
+  /// `num_blocks` ("8192 * seq_q").
   struct TensorMap {
     std::string tensor, dtype;
+    /// Empty: the tensor as the user holds it ([batch, seq, heads,
+    /// head_dim]). "vt" (V of an FP8 kernel only): V transposed, [batch,
+    /// kv_heads, v_head_dim, seq_k_padded], its keys permuted within each
+    /// 16 (Fp8Value.h); `axes` and `layout_strides` then number that
+    /// tensor's axes.
+    std::string layout;
     uint32_t rank = 0;
     std::vector<std::string> dims, strides;
     /// Per map dimension, the tensor axis it walks ([batch, seq, heads,
@@ -101,6 +118,13 @@ struct Manifest {
     TensorMapOobFill oobFill = TensorMapOobFill::Zero;
   };
   std::vector<TensorMap> tensorMaps;
+  /// Whether the kernel reads V in the "vt" layout (an sm_90a FP8 kernel).
+  bool valueTransposed() const {
+    for (const TensorMap &map : tensorMaps)
+      if (map.tensor == "v")
+        return map.layout == "vt";
+    return false;
+  }
 
   struct Parameter {
     std::string name, type;
@@ -166,7 +190,8 @@ struct Shapes {
 };
 
 /// Device addresses of the tensors: Q, O [batch, seq_q, q_heads, head_dim],
-/// K, V [batch, seq_k, kv_heads, head_dim], LSE [batch, q_heads, seq_q] f32
+/// K, V [batch, seq_k, kv_heads, head_dim] (V of a "vt" map: [batch,
+/// kv_heads, v_head_dim, seq_k_padded]), LSE [batch, q_heads, seq_q] f32
 /// (0 when the kernel writes none).
 struct Buffers {
   uint64_t q = 0, k = 0, v = 0, o = 0, lse = 0;
@@ -200,6 +225,10 @@ struct LaunchPlan {
 /// The largest sizes a launch accepts: every index the kernel computes stays
 /// below 2^31 (docs/Runtime.md).
 llvm::Error checkShapes(const Manifest &manifest, const Shapes &shapes);
+
+/// Bytes per element of a tensor's dtype: "e4m3" 1, "fp16" and "bf16" 2,
+/// else extraElementBytes.
+size_t tensorElementBytes(const std::string &dtype);
 
 /// Bytes per element of an extra's dtype ("f32", "i32", "bf16", ...); 0 for
 /// one the runtime does not know.

@@ -25,7 +25,7 @@ extern "C" {
 
 /* Bumped whenever a declaration below changes; a binding checks it against
    fa4rt_abi_version() before its first call. */
-#define FA4RT_ABI_VERSION 4
+#define FA4RT_ABI_VERSION 5
 
 /* The highest rank of a tensor (q, k, v, o have 4, the LSE 3; an extra any
    up to this). */
@@ -131,6 +131,19 @@ const char *fa4rt_backward_manifest(const fa4rt_backward *kernel);
 int fa4rt_backward_launch(const fa4rt_backward *kernel, fa4rt_backend *backend,
                           const fa4rt_tensor *tensors, size_t num_tensors,
                           void *stream);
+
+/* FP8 (e4m3) kernels for sm_90a read V as "vt" (the manifest's V map says
+   "layout": "vt"): [batch, kv_heads, v_head_dim, seq_k_padded] bytes,
+   seq_k_padded = 16 * ceil(seq_k / 16), keys contiguous and permuted within
+   each 16 (position k = 4t + 2h + e holds key 8h + 2t + e), the padding
+   keys +0.0 (docs/FP8.md). This writes it, dense, into the host buffer `vt`
+   (`vt_bytes` at least that product) from the host e4m3 V `value` [batch,
+   seq_k, kv_heads, v_head_dim] (`sizes`) with `strides` in elements (any
+   signs; every byte they reach inside [value, value + value_bytes)).
+   runtime::prepareFp8Value; ABI 5. */
+int fa4rt_prepare_fp8_value(const void *value, size_t value_bytes,
+                            const int64_t sizes[4], const int64_t strides[4],
+                            void *vt, size_t vt_bytes);
 
 /* fa4rt_launch on fa4rt_backend_cuda(). */
 int fa4rt_launch_cuda(const fa4rt_kernel *kernel, const fa4rt_tensor *q,

@@ -54,6 +54,11 @@ std::vector<int64_t> drawKeyCounts(int64_t batch, int64_t seqK, uint64_t seed);
 /// sequence's keys].
 std::vector<int64_t> drawKeyCountsFor(const Problem &problem, uint64_t seed);
 
+/// FP8's descale table drawn for extra `index` (its `count` entries, f32
+/// values in [0.5, 2): a descale is a positive factor, the scale a quantizer
+/// chose): what fillExtras draws for it, and fa4-emu for a kernel's tables.
+std::vector<double> drawDescales(int64_t count, uint64_t seed, size_t index);
+
 /// Varlen: the lengths of `batch` sequences of at most `longest` rows, drawn
 /// from `seed`: half the batch (at most six) takes the edge lengths 0, 1,
 /// 127, 128, 129 and `longest` (those not past it), the others uniform in

@@ -15,6 +15,7 @@
 #include "fa4/Runtime/fa4rt.h"
 
 #include "fa4/Emu/Emulator.h"
+#include "fa4/Runtime/Fp8Value.h"
 #include "fa4/Runtime/Runtime.h"
 #include "fa4/Support/InputLimits.h"
 
@@ -378,3 +379,20 @@ int fa4rt_launch_cuda(const fa4rt_kernel *kernel, const fa4rt_tensor *q,
 }
 
 } // extern "C"
+
+int fa4rt_prepare_fp8_value(const void *value, size_t value_bytes,
+                            const int64_t sizes[4], const int64_t strides[4],
+                            void *vt, size_t vt_bytes) {
+  return guarded<int>(1, [&]() -> int {
+    lastError.clear();
+    if (!sizes || !strides)
+      return fail("v: no sizes or strides");
+    if (llvm::Error refused = runtime::prepareFp8Value(
+            static_cast<const uint8_t *>(value), value_bytes,
+            llvm::ArrayRef<int64_t>(sizes, 4),
+            llvm::ArrayRef<int64_t>(strides, 4), static_cast<uint8_t *>(vt),
+            vt_bytes))
+      return fail(llvm::toString(std::move(refused)));
+    return 0;
+  });
+}
