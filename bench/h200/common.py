@@ -11,14 +11,19 @@ import torch
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
-def load_capi():
-    """python/fa4/_capi.py as a module of its own: the fa4 package around it
-    needs its native extension, which is not built for this Python."""
+def load_package_file(name):
+    """python/fa4/<name>.py as a module of its own: the fa4 package around
+    it needs its native extension, which is not built for this Python."""
     spec = importlib.util.spec_from_file_location(
-        "fa4_capi", os.path.join(ROOT, "python", "fa4", "_capi.py"))
+        "fa4" + name, os.path.join(ROOT, "python", "fa4", name + ".py"))
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def load_capi():
+    """python/fa4/_capi.py (load_package_file)."""
+    return load_package_file("_capi")
 
 
 def device_info(device):

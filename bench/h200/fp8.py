@@ -10,7 +10,7 @@ The inputs: Q, K and V drawn in float32 (standard normal), quantized per
 (batch, K/V head) as FlashAttention-3's interface takes them: the descale
 is the slice's largest magnitude over 448 (e4m3's largest finite), the
 e4m3 tensor the slice divided by it. The kernel's V is the transposed,
-key-permuted copy the runtime describes (docs/FP8.md, fa4.fp8_value_layout),
+key-permuted copy the runtime describes (docs/FP8.md; python/fa4/_fp8.py),
 made on the GPU before the launch.
 
 Correctness: O and the LSE against the float64 attention of the descaled
@@ -62,7 +62,7 @@ WINDOW = (256, 0)
 # Speed: 16 heads, the shapes of bench.py, both masks.
 SPEED_KERNELS = [(16, 16, "none"), (16, 16, "causal")]
 SPEED_SHAPES = [(16, 1024), (4, 4096), (2, 8192), (1, 16384)]
-TIMEOUT_S = 180
+TIMEOUT_S = 180  # the emulator's cases take up to a minute
 
 
 def name_of(dtype, qh, kvh, mask, softcap=0.0, lse=False):
@@ -127,16 +127,15 @@ def masked_scores(q, k, scale, mask, softcap, seq_q, seq_k, heads_per_kv):
 def run_check(kernels, spec):
     import torch
     sys.path.insert(0, HERE)
-    from common import load_capi
-    sys.path.insert(0, os.path.join(ROOT, "python"))
-    from fa4 import fp8_value_layout
+    from common import load_capi, load_package_file
+    fp8_value_layout = load_package_file("_fp8").prepare_fp8_value
 
-    qh, kvh, mask, softcap, lse_wanted, batch, seq_q, seq_k = spec
+    qh, kvh, mask, softcap, lse_wanted, batch, seq_q, seq_k, device = spec
     ratio = qh // kvh
-    g = torch.Generator(device="cuda").manual_seed(seq_q * 7919 + seq_k)
-    q = torch.randn(batch, seq_q, qh, 128, generator=g, device="cuda")
-    k = torch.randn(batch, seq_k, kvh, 128, generator=g, device="cuda")
-    v = torch.randn(batch, seq_k, kvh, 128, generator=g, device="cuda")
+    g = torch.Generator(device=device).manual_seed(seq_q * 7919 + seq_k)
+    q = torch.randn(batch, seq_q, qh, 128, generator=g, device=device)
+    k = torch.randn(batch, seq_k, kvh, 128, generator=g, device=device)
+    v = torch.randn(batch, seq_k, kvh, 128, generator=g, device=device)
     q8, qd = quantize(q, ratio)
     k8, kd = quantize(k, 1)
     v8, vd = quantize(v, 1)
@@ -169,11 +168,12 @@ def run_check(kernels, spec):
                      + ".cubin.json"),
         library=os.path.join(kernels, "libfa4rt.so"))
     out = torch.full((batch, seq_q, qh, 128), math.nan, dtype=torch.bfloat16,
-                     device="cuda")
-    lse = (torch.full((batch, qh, seq_q), math.nan, device="cuda")
+                     device=device)
+    lse = (torch.full((batch, qh, seq_q), math.nan, device=device)
            if lse_wanted else None)
     kernel(q8, k8, fp8_value_layout(v8), out, lse, extras=(qd, kd, vd))
-    torch.cuda.synchronize()
+    if device == "cuda":
+        torch.cuda.synchronize()
     err = (out.double() - o_ref).abs()
     err_low = (o_low.double() - o_ref).abs()
     result = {"max_abs_err": err.max().item(),
@@ -199,9 +199,8 @@ def run_speed(kernels, spec):
     import torch
     sys.path.insert(0, HERE)
     from bench import timer
-    from common import load_capi
-    sys.path.insert(0, os.path.join(ROOT, "python"))
-    from fa4 import fp8_value_layout
+    from common import load_capi, load_package_file
+    fp8_value_layout = load_package_file("_fp8").prepare_fp8_value
 
     qh, kvh, mask, batch, seq = spec
     g = torch.Generator(device="cuda").manual_seed(0)
@@ -261,14 +260,18 @@ def child(kind, kernels, spec):
         return {"ok": False, "error": f"timed out after {TIMEOUT_S} s"}
 
 
-def run_all(kernels, out_path, only):
+def run_all(kernels, out_path, only, device):
     import torch
     started = time.time()
     checks, speeds = [], []
+    # In the emulator (--device cpu): the small shapes, no timings.
+    shapes = [s for s in CHECK_SHAPES if device == "cuda" or s[1] * s[2] <= 333 * 333]
+    if device != "cuda":
+        only = "check"
     if only in (None, "check"):
         for qh, kvh, mask, softcap, lse in CHECK_KERNELS:
-            for batch, seq_q, seq_k in CHECK_SHAPES:
-                spec = [qh, kvh, mask, softcap, lse, batch, seq_q, seq_k]
+            for batch, seq_q, seq_k in shapes:
+                spec = [qh, kvh, mask, softcap, lse, batch, seq_q, seq_k, device]
                 result = child("check", kernels, spec)
                 result["spec"] = spec
                 checks.append(result)
@@ -296,7 +299,8 @@ def run_all(kernels, out_path, only):
             json.dump({"date": datetime.datetime.now(datetime.timezone.utc)
                        .isoformat(timespec="seconds"),
                        "torch": torch.__version__,
-                       "device": torch.cuda.get_device_name(),
+                       "device": (torch.cuda.get_device_name()
+                                  if device == "cuda" else "fa4-emu"),
                        "flops": "4 * batch * q_heads * seq^2 * 128, halved if causal",
                        "checks": checks, "speed": speeds}, f, indent=1)
     return passed == len(checks)
@@ -309,11 +313,14 @@ def main():
     parser.add_argument("spec", nargs="?")
     parser.add_argument("--out")
     parser.add_argument("--only", choices=("check", "speed"))
+    parser.add_argument("--device", default="cuda", choices=("cuda", "cpu"),
+                        help="cpu: the check's small shapes in fa4-emu")
     args = parser.parse_args()
     if args.mode == "compile":
         compile_all(args.kernels)
     elif args.mode == "run":
-        sys.exit(0 if run_all(args.kernels, args.out, args.only) else 1)
+        sys.exit(0 if run_all(args.kernels, args.out, args.only, args.device)
+                 else 1)
     else:
         kind, spec = json.loads(args.spec)
         result = (run_check if kind == "check" else run_speed)(args.kernels, spec)

@@ -20,6 +20,7 @@ from . import (LaunchError, _BACKWARD_CHIPS, _capi, _fa4, _flag, _integer,
                _real, _variant,
                _split_counter_words, _window_pair, compile, compile_backward,
                split_workspace_words)
+from ._fp8 import prepare_fp8_value
 
 _DTYPES = {torch.float16: "fp16", torch.bfloat16: "bf16"}
 # FP8 inputs (fa4::attention_fp8); O is bf16, FlashAttention-3's.
@@ -721,30 +722,6 @@ def attention(q, k, v, causal: bool, window: Sequence[int], softcap: float,
 
 # fa4c --dtype e4m3 writes O in bf16 (FlashAttention-3's FP8 output).
 _FP8_OUT = torch.bfloat16
-# The vt layout's key order within each group of 16: position k = 4t + 2h
-# + e holds key 8h + 2t + e (fa4/Runtime/Fp8Value.h, vtKeyAt; the tests hold
-# this to fa4rt_prepare_fp8_value).
-_VT_KEYS = (0, 1, 8, 9, 2, 3, 10, 11, 4, 5, 12, 13, 6, 7, 14, 15)
-
-
-def prepare_fp8_value(v):
-    """V (batch, seq_k, kv_heads, head_dim) float8_e4m3fn as Hopper's FP8
-    kernels read it ("vt", docs/FP8.md): (batch, kv_heads, head_dim,
-    16 * ceil(seq_k / 16)), contiguous, the keys of each 16 permuted, the
-    padding keys +0.0; with torch's ops on v's own device."""
-    batch, seq_k, heads, dim = v.shape
-    padded = -(-seq_k // 16) * 16
-    # Bytes: the permutation moves them as they are (and pad and gather
-    # take uint8 on every device).
-    keys_last = v.view(torch.uint8).permute(0, 2, 3, 1)
-    if padded != seq_k:
-        keys_last = torch.nn.functional.pad(keys_last, (0, padded - seq_k))
-    order = torch.tensor(_VT_KEYS, dtype=torch.long, device=v.device)
-    vt = keys_last.reshape(batch, heads, dim, padded // 16, 16)
-    vt = vt.index_select(4, order).reshape(batch, heads, dim, padded)
-    return vt.contiguous().view(_FP8)
-
-
 def _hopper_target(device):
     """_target for FP8, whose kernels are Hopper's: the GPU's own (a
     Blackwell GPU's compile then says FP8 is not built there), or for CPU
