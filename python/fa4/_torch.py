@@ -175,19 +175,14 @@ def _validate(q, k, v, causal, window_left, window_right, softcap, scale,
     return variant
 
 
-def _validate_new(q, k, v, causal, window_left, window_right, softcap, scale,
-                  return_lse, seqused_k, block_table, num_splits):
-    """_validate's checks, done."""
-    _check_tensors(q, k, v, paged=block_table is not None)
-    _check_seqused_k(q, seqused_k)
-    _check_block_table(q, k, block_table)
+def _checked_variant(q, k, v, dtype, causal, window_left, window_right,
+                     softcap, scale, return_lse):
+    """The flags and scalars checked, the variant's compile() arguments
+    made and held to the verifier's rules (_check_variant); with the mask
+    and window. Shared by the 16-bit and the FP8 validations."""
     for name, flag in (("causal", causal), ("return_lse", return_lse)):
         if not isinstance(flag, bool):
             raise TypeError(f"{name} must be a bool, got {flag!r}")
-    if (isinstance(num_splits, bool) or not isinstance(num_splits, int) or
-            not 0 <= num_splits <= 128):
-        raise ValueError(f"num_splits must be an int in [0, 128], got "
-                         f"{num_splits!r}")
     mask, left, right = _variant("causal" if causal else "none",
                                  (window_left, window_right))
     softcap = _real("softcap", softcap)
@@ -195,15 +190,30 @@ def _validate_new(q, k, v, causal, window_left, window_right, softcap, scale,
     variant = dict(head_dim=int(q.shape[3]), q_heads=int(q.shape[2]),
                    kv_heads=int(k.shape[2]), mask=mask,
                    window=None if mask != "window" else (left, right),
-                   dtype=_DTYPES[q.dtype], lse=return_lse,
-                   softcap=softcap or None, scale=scale)
+                   dtype=dtype, lse=return_lse, softcap=softcap or None,
+                   scale=scale)
     # (Named only when it differs: the variants of one head dim keep their
     # compile() arguments and their backward.)
     if v.shape[3] != q.shape[3]:
         variant["v_head_dim"] = int(v.shape[3])
     _check_variant(variant["head_dim"], variant["q_heads"], variant["kv_heads"],
-                   mask, left, right, variant["dtype"], return_lse, scale,
-                   softcap, int(v.shape[3]))
+                   mask, left, right, dtype, return_lse, scale, softcap,
+                   int(v.shape[3]))
+    return variant
+
+
+def _validate_new(q, k, v, causal, window_left, window_right, softcap, scale,
+                  return_lse, seqused_k, block_table, num_splits):
+    """_validate's checks, done."""
+    _check_tensors(q, k, v, paged=block_table is not None)
+    _check_seqused_k(q, seqused_k)
+    _check_block_table(q, k, block_table)
+    if (isinstance(num_splits, bool) or not isinstance(num_splits, int) or
+            not 0 <= num_splits <= 128):
+        raise ValueError(f"num_splits must be an int in [0, 128], got "
+                         f"{num_splits!r}")
+    variant = _checked_variant(q, k, v, _DTYPES[q.dtype], causal, window_left,
+                               window_right, softcap, scale, return_lse)
     # The runtime's size limits where the sizes are known (not symbolic),
     # an empty problem's other sizes included (its O is allocated too).
     sizes = (q.shape[0], q.shape[1],
@@ -760,23 +770,8 @@ def _validate_fp8(q, k, v, q_descale, k_descale, v_descale, causal,
     for name, table in (("q_descale", q_descale), ("k_descale", k_descale),
                         ("v_descale", v_descale)):
         _check_descale(name, table, q, k)
-    for name, flag in (("causal", causal), ("return_lse", return_lse)):
-        if not isinstance(flag, bool):
-            raise TypeError(f"{name} must be a bool, got {flag!r}")
-    mask, left, right = _variant("causal" if causal else "none",
-                                 (window_left, window_right))
-    softcap = _real("softcap", softcap)
-    scale = None if scale is None else _real("scale", scale)
-    variant = dict(head_dim=int(q.shape[3]), q_heads=int(q.shape[2]),
-                   kv_heads=int(k.shape[2]), mask=mask,
-                   window=None if mask != "window" else (left, right),
-                   dtype="e4m3", lse=return_lse, softcap=softcap or None,
-                   scale=scale)
-    if v.shape[3] != q.shape[3]:
-        variant["v_head_dim"] = int(v.shape[3])
-    _check_variant(variant["head_dim"], variant["q_heads"], variant["kv_heads"],
-                   mask, left, right, "e4m3", return_lse, scale, softcap,
-                   int(v.shape[3]))
+    variant = _checked_variant(q, k, v, "e4m3", causal, window_left,
+                               window_right, softcap, scale, return_lse)
     sizes = (q.shape[0], q.shape[1], k.shape[1])
     if all(isinstance(size, int) for size in sizes):
         _fa4.check_shapes(variant["head_dim"], variant["q_heads"],

@@ -435,7 +435,6 @@ private:
   LogicalResult lowerWarpgroup(Operation *op);
   LogicalResult lowerWarpgroupScoreMma(WarpgroupScoreMmaOp mma);
   LogicalResult lowerWarpgroupValueMma(WarpgroupValueMmaOp mma);
-  LogicalResult lowerFp8ValueMma(WarpgroupValueMmaOp mma);
   LogicalResult lowerWarpgroupWait(WarpgroupWaitOp wait);
   // The row ops on fragment tiles (each thread two rows, a quad per row).
   LogicalResult lowerFragmentMask(MaskOp mask);

@@ -423,71 +423,26 @@ LogicalResult Lowering::lowerWarpgroupScoreMma(WarpgroupScoreMmaOp mma) {
 LogicalResult Lowering::lowerWarpgroupValueMma(WarpgroupValueMmaOp mma) {
   SmemType v = mma.getValue().getType();
   auto probsType = cast<RankedTensorType>(mma.getProbs().getType());
-  if (v.getElementType().getIntOrFloatBitWidth() == 8)
-    return lowerFp8ValueMma(mma);
-  int64_t n = v.getCols();
+  // A 16-bit V is the B operand with N (head dim) contiguous: MN-major,
+  // its 64-column boxes the leading-dimension repeats, 8-key groups the
+  // stride. An 8-bit V stage is V transposed, [head_dim, keys]: K-major
+  // like K's in Q·Kᵀ (the same descriptors, N = head_dim rows), the only
+  // form 8-bit wgmma has.
+  bool fp8 = v.getElementType().getIntOrFloatBitWidth() == 8;
+  int64_t n = fp8 ? v.getRows() : v.getCols();
   int64_t accumulators = n / 2;
-  // V is the B operand with N (head dim) contiguous: MN-major. Its 64-column
-  // boxes are the leading-dimension repeats, 8-key groups the stride.
   uint64_t bits = wgmma::smemDescriptorTemplate(
-      boxBytes(v), kSwizzleAtomBytes, wgmma::Swizzle::Bytes128);
+      fp8 ? 16 : boxBytes(v), kSwizzleAtomBytes, wgmma::Swizzle::Bytes128);
   Value vBase =
       wgmmaStageDescriptor(mma.getValue(), mma.getValueCount(), 0, bits);
-  // P's fragment is the A operand's, 16 keys (4 words) per k-step.
-  Value probs = lookup(mma.getProbs());
-  int64_t words = probsType.getDimSize(1) / 4;
-  Value packed = vector::BitCastOp::create(
-      b, loc(), VectorType::get({words}, b.getI32Type()), probs);
-  SmallVector<Value> inputs;
-  Value acc = lookup(mma.getAcc());
-  for (int64_t i = 0; i < accumulators; ++i)
-    inputs.push_back(
-        vector::ExtractOp::create(b, loc(), acc, ArrayRef<int64_t>{i}));
-  std::string instruction = "wgmma.mma_async.sync.aligned.m64n" +
-                            std::to_string(n) + "k16.f32." +
-                            ptxType(probsType.getElementType()).str() + "." +
-                            ptxType(v.getElementType()).str() + " ";
-  std::string body;
-  std::string constraintsIn;
-  int64_t steps = probsType.getDimSize(1) / kWgmmaK;
-  int64_t next = 2 * accumulators;
-  for (int64_t step = 0; step < steps; ++step) {
-    std::string a = "{";
-    for (int64_t w = 0; w < 4; ++w) {
-      inputs.push_back(vector::ExtractOp::create(
-          b, loc(), packed, ArrayRef<int64_t>{4 * step + w}));
-      a += (w ? ", $" : "$") + std::to_string(next++);
-      constraintsIn += (constraintsIn.empty() ? "r" : ",r");
-    }
-    a += "}";
-    inputs.push_back(arith::AddIOp::create(
-        b, loc(), vBase, i64((step * kWgmmaK * kSwizzleLineBytes) >> 4)));
-    constraintsIn += ",l";
-    std::string bDesc = "$" + std::to_string(next++);
-    // scale-d 1 (accumulate), scales 1, B transposed (MN-major).
-    body += instruction + wgmmaAccumulators(accumulators) + ", " + a + ", " +
-            bDesc + ", one, 1, 1, 1;\n\t";
-  }
-  Value result = warpgroupMma(b, loc(), accumulators, inputs, constraintsIn,
-                              body, /*tied=*/true, mma.getAsync());
-  mapping.map(mma.getResult(), unpackAccumulators(result, accumulators));
-  return success();
-}
-
-/// O += P·V in FP8: V's stage is [head_dim, keys], K-major like K's in
-/// Q·Kᵀ (the same descriptors, N = head_dim rows); P comes as the packed
-/// words of the 8-bit A fragment, four per k32 step. 8-bit wgmma has no
-/// transpose operands: scale-d, then the two input scales.
-LogicalResult Lowering::lowerFp8ValueMma(WarpgroupValueMmaOp mma) {
-  SmemType v = mma.getValue().getType();
-  auto probsType = cast<RankedTensorType>(mma.getProbs().getType());
-  int64_t n = v.getRows();
-  int64_t accumulators = n / 2;
-  uint64_t bits = wgmma::smemDescriptorTemplate(16, kSwizzleAtomBytes,
-                                                wgmma::Swizzle::Bytes128);
-  Value vBase =
-      wgmmaStageDescriptor(mma.getValue(), mma.getValueCount(), 0, bits);
+  // P's fragment is the A operand's, 4 words per k-step: 16 keys of 16
+  // bits, or 32 of 8 packed in the fragment's order (materializeTruncation).
   Value packed = lookup(mma.getProbs());
+  if (!fp8)
+    packed = vector::BitCastOp::create(
+        b, loc(),
+        VectorType::get({probsType.getDimSize(1) / 4}, b.getI32Type()),
+        packed);
   SmallVector<Value> inputs;
   Value acc = lookup(mma.getAcc());
   for (int64_t i = 0; i < accumulators; ++i)
@@ -501,7 +456,7 @@ LogicalResult Lowering::lowerFp8ValueMma(WarpgroupValueMmaOp mma) {
                             ptxType(v.getElementType()).str() + " ";
   std::string body;
   std::string constraintsIn;
-  int64_t steps = v.getCols() / kPerStep;
+  int64_t steps = probsType.getDimSize(1) / kPerStep;
   int64_t next = 2 * accumulators;
   for (int64_t step = 0; step < steps; ++step) {
     std::string a = "{";
@@ -512,12 +467,16 @@ LogicalResult Lowering::lowerFp8ValueMma(WarpgroupValueMmaOp mma) {
       constraintsIn += (constraintsIn.empty() ? "r" : ",r");
     }
     a += "}";
-    inputs.push_back(arith::AddIOp::create(
-        b, loc(), vBase, i64(kStepOffset(v, step) >> 4)));
+    // Along K: 16 keys' lines of an MN-major V, 32 bytes of a K-major one.
+    int64_t offset = fp8 ? kStepOffset(v, step)
+                         : step * kWgmmaK * kSwizzleLineBytes;
+    inputs.push_back(arith::AddIOp::create(b, loc(), vBase, i64(offset >> 4)));
     constraintsIn += ",l";
     std::string bDesc = "$" + std::to_string(next++);
+    // scale-d 1 (accumulate), scales 1; a 16-bit B transposed (MN-major),
+    // 8-bit forms having no transpose operands.
     body += instruction + wgmmaAccumulators(accumulators) + ", " + a + ", " +
-            bDesc + ", one, 1, 1;\n\t";
+            bDesc + (fp8 ? ", one, 1, 1;\n\t" : ", one, 1, 1, 1;\n\t");
   }
   Value result = warpgroupMma(b, loc(), accumulators, inputs, constraintsIn,
                               body, /*tied=*/true, mma.getAsync());
