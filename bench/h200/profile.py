@@ -6,7 +6,8 @@ inputs, for a profiler to watch: ncu through bench/h200/profile.sh.
       [--launches N] [--lib libfa4rt.so]
 
 A forward takes q, k, v and the output (and the LSE when its manifest has
-one); a backward takes the eleven tensors of its launch, with O and the LSE
+one; an FP8 one e4m3 inputs, V in its vt layout and descale tables of
+ones); a backward takes the eleven tensors of its launch, with O and the LSE
 of a float32 reference forward, so that its softmax sees real statistics.
 Prints the median time of the launches after the first (CUDA events).
 
@@ -79,6 +80,21 @@ def main():
                    torch.empty(b, hq, sq, device=dev, dtype=torch.float32),
                    torch.empty(b, sq, hq, d, device=dev, dtype=torch.float32))
         launch = kernel.bind(*tensors)
+    elif a["dtype"] == "e4m3":
+        # FP8: e4m3 inputs with descale tables of ones, V in the vt layout
+        # the kernel reads (python/fa4/_fp8.py), O in its own dtype.
+        from common import load_package_file
+        layout = load_package_file("_fp8").prepare_fp8_value
+        fp8 = torch.float8_e4m3fn
+        q8, k8 = q.to(fp8), k.to(fp8)
+        vt = layout(v.to(fp8))
+        out = torch.empty(b, sq, hq, a["v_head_dim"], device=dev,
+                          dtype=torch.bfloat16 if a.get("out_dtype", "bf16") == "bf16"
+                          else torch.float16)
+        lse = (torch.empty(b, hq, sq, device=dev, dtype=torch.float32)
+               if a.get("lse") else None)
+        ones = torch.ones(b, hkv, device=dev, dtype=torch.float32)
+        launch = kernel.bind(q8, k8, vt, out, lse, extras=(ones, ones, ones))
     else:
         out = torch.empty_like(q)
         lse = (torch.empty(b, hq, sq, device=dev, dtype=torch.float32)
