@@ -176,6 +176,27 @@ TEST(Fp8Value, BadArgumentsAreRefusedWithoutWriting) {
                         error));
   EXPECT_TRUE(std::all_of(vt.begin(), vt.end(),
                           [](uint8_t byte) { return byte == 0xee; }));
+  // A vt buffer over V's own bytes: refused before anything is written.
+  std::vector<uint8_t> shared(2 * value.size(), 0);
+  std::copy(value.begin(), value.end(), shared.begin());
+  EXPECT_FALSE(succeeds(prepareFp8Value(shared.data(), value.size(), sizes,
+                                        dense, shared.data() + 64, 128),
+                        error));
+  EXPECT_NE(error.find("overlap the bytes of v"), std::string::npos) << error;
+  EXPECT_TRUE(std::equal(value.begin(), value.end(), shared.begin()));
+  // Null pointers, named; reaches past 64 bits, in full.
+  EXPECT_FALSE(succeeds(prepareFp8Value(value.data(), value.size(), sizes,
+                                        dense, nullptr, vt.size()),
+                        error));
+  EXPECT_NE(error.find("vt: a null pointer"), std::string::npos) << error;
+  int64_t big = (int64_t(1) << 31) - 1;
+  EXPECT_FALSE(succeeds(prepareFp8Value(value.data(), ~size_t(0),
+                                        {big, big, big, big}, {0, 0, 0, 0},
+                                        vt.data(), ~size_t(0)),
+                        error));
+  EXPECT_NE(error.find("needs 21267647902848093037446844420041211904 bytes"),
+            std::string::npos)
+      << error;
 }
 
 TEST(Fp8Manifest, RoundTripsAndDeclaresItsLayout) {
@@ -229,6 +250,9 @@ TEST(Fp8Manifest, InconsistentEntriesAreRefused) {
        R"("descales": {"q": 0, "k": 1, "v": 1})", "v descale table"},
       {R"("descales": {"q": 0, "k": 1, "v": 2})",
        R"("descales": {"q": 0, "k": 1})", "\"v\""},
+      {R"("descales": {"q": 0, "k": 1, "v": 2})",
+       R"("descales": {"q": 0, "k": 1, "v": 2, "o": 2})",
+       "has \"o\"; its keys are q, k and v"},
       {R"("out_dtype": "bf16")", R"("out_dtype": "e4m3")",
        "out_dtype \"e4m3\" that is not fp16 or bf16"},
       {R"("dtype": "e4m3", "out_dtype")", R"("dtype": "e5m2", "out_dtype")",

@@ -4,10 +4,25 @@
 
 #include "fa4/Support/Error.h"
 
+#include <cstdint>
 #include <cstring>
 #include <string>
 
 namespace mlir::fa4::runtime {
+
+/// A 128-bit figure in decimal (the reach of sizes and strides may pass
+/// 64 bits).
+static std::string decimal(__int128 value) {
+  if (value == 0)
+    return "0";
+  bool negative = value < 0;
+  unsigned __int128 magnitude =
+      negative ? -(unsigned __int128)value : (unsigned __int128)value;
+  std::string digits;
+  for (; magnitude; magnitude /= 10)
+    digits.insert(digits.begin(), char('0' + int(magnitude % 10)));
+  return (negative ? "-" : "") + digits;
+}
 
 std::vector<int64_t> vtSizes(llvm::ArrayRef<int64_t> valueSizes) {
   if (valueSizes.size() != 4)
@@ -23,6 +38,8 @@ llvm::Error prepareFp8Value(const uint8_t *value, size_t valueBytes,
   if (sizes.size() != 4 || strides.size() != 4)
     return makeError("v: expected [batch, seq_k, kv_heads, v_head_dim] with "
                      "four strides");
+  if (!value || !vt)
+    return makeError(std::string(value ? "vt" : "v") + ": a null pointer");
   // Sizes below 2^31 and strides below 2^40 keep every offset below in
   // 128 bits' reach and the vt product below 2^64.
   for (int64_t size : sizes)
@@ -37,21 +54,28 @@ llvm::Error prepareFp8Value(const uint8_t *value, size_t valueBytes,
     __int128 span = (__int128)(sizes[i] - 1) * strides[i];
     (span < 0 ? lowest : highest) += span;
   }
-  if (!value || lowest < 0 || highest >= (__int128)valueBytes)
+  if (lowest < 0 || highest >= (__int128)valueBytes)
     return makeError("v: its sizes and strides reach bytes [" +
-                     std::to_string((long long)lowest) + ", " +
-                     std::to_string((long long)highest) +
+                     decimal(lowest) + ", " + decimal(highest) +
                      "] outside the " + std::to_string(valueBytes) +
                      " bytes given");
   std::vector<int64_t> out = vtSizes(sizes);
   unsigned __int128 needed = (unsigned __int128)out[0] * out[1] * out[2] * out[3];
-  if (!vt || needed > vtBytes)
-    return makeError("vt: needs " + std::to_string((unsigned long long)needed) +
+  if (needed > vtBytes)
+    return makeError("vt: needs " + decimal((__int128)needed) +
                      " bytes ([batch, kv_heads, v_head_dim, seq_k_padded] = [" +
                      std::to_string(out[0]) + ", " + std::to_string(out[1]) +
                      ", " + std::to_string(out[2]) + ", " +
                      std::to_string(out[3]) + "]), got " +
                      std::to_string(vtBytes));
+  // The layout is written to a buffer of its own: over V's bytes it would
+  // read what it wrote.
+  auto at = [](const void *p) { return (unsigned __int128)(uintptr_t)p; };
+  if (at(vt) < at(value) + (unsigned __int128)highest + 1 &&
+      at(value) < at(vt) + needed)
+    return makeError("vt: its " + decimal((__int128)needed) +
+                     " bytes overlap the bytes of v it is made from; the "
+                     "layout needs a buffer of its own");
   int64_t seqK = sizes[1], padded = out[3];
   uint8_t *row = vt;
   for (int64_t b = 0; b < sizes[0]; ++b)

@@ -243,6 +243,13 @@ void readAttention(Fields &attention, Manifest &m, std::string &error) {
                     "\" that is not a non-negative integer below 2^31");
       *field = position;
     }
+    // Only the three tables: another key is a manifest of another kind.
+    if (const llvm::json::Object *object = descales->getAsObject())
+      for (const auto &entry : *object)
+        if (tables.ok() && entry.first != "q" && entry.first != "k" &&
+            entry.first != "v")
+          tables.fail("has \"" + entry.first.str() +
+                      "\"; its keys are q, k and v");
   }
 }
 

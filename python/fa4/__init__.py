@@ -403,7 +403,7 @@ def compile(head_dim: int = 128, q_heads: int = 32, kv_heads: int = 8,
             mask: str = "none", dtype: str = "fp16", lse: bool = False,
             window: Optional[Sequence[int]] = None,
             softcap: Optional[float] = None, scale: Optional[float] = None,
-            target: str = _DEFAULT_TARGET, *, cache: bool = True,
+            target: Optional[str] = None, *, cache: bool = True,
             rescale_threshold: float = 8.0,
             exp2_emulation_fraction: Optional[float] = None,
             sm_count: int = 0, seqused_k: bool = False,
@@ -414,7 +414,12 @@ def compile(head_dim: int = 128, q_heads: int = 32, kv_heads: int = 8,
 
     head_dim: Q and K's (64, 96, 128 or 192); v_head_dim: V and O's (64, 96
     or 128, at most head_dim), None for head_dim's — ``head_dim=192,
-    v_head_dim=128`` is DeepSeek-V3's prefill attention.
+    v_head_dim=128`` is DeepSeek-V3's prefill attention. dtype: "fp16",
+    "bf16" or "e4m3" (FP8 q, k and v, a bf16 O, three (batch, kv_heads)
+    float32 descale tables as the last extras and V in the layout
+    ``fa4._torch.prepare_fp8_value`` makes: docs/FP8.md). target: the chip
+    ("sm_100a", "sm_103a" or "sm_90a"); None for the default, or for e4m3
+    the Hopper chip, whose FP8 kernels are built.
 
     mask: "none", "causal" (bottom-right aligned) or "window"; window:
     (left, right) keys visible around the diagonal, -1 unbounded (with
@@ -468,6 +473,11 @@ def compile(head_dim: int = 128, q_heads: int = 32, kv_heads: int = 8,
     lse = _flag("lse", lse)
     scale = None if scale is None else _real("scale", scale)
     softcap = 0.0 if softcap is None else _real("softcap", softcap)
+    # None: the default chip, or for FP8 the Hopper chip, whose kernels take
+    # it.
+    if target is None:
+        target = (next(c["name"] for c in _CHIPS if c["family"] == "Hopper")
+                  if key_dtype == "e4m3" else _DEFAULT_TARGET)
     target = _string("target", target)
     cache = _flag("cache", cache)
     rescale_threshold = _real("rescale_threshold", rescale_threshold)

@@ -15,6 +15,13 @@ def prepare_fp8_value(v):
     kernels read it ("vt", docs/FP8.md): (batch, kv_heads, head_dim,
     16 * ceil(seq_k / 16)), contiguous, the keys of each 16 permuted, the
     padding keys +0.0; with torch's ops on v's own device."""
+    if not isinstance(v, torch.Tensor) or v.dtype != torch.float8_e4m3fn \
+            or v.dim() != 4:
+        raise ValueError("prepare_fp8_value takes V as a (batch, seq_k, "
+                         "kv_heads, head_dim) float8_e4m3fn tensor, got "
+                         + (f"{v.dtype} of shape {tuple(v.shape)}"
+                            if isinstance(v, torch.Tensor)
+                            else type(v).__name__))
     batch, seq_k, heads, dim = v.shape
     padded = -(-seq_k // 16) * 16
     # Bytes: the permutation moves them as they are (and pad and gather

@@ -47,7 +47,8 @@ def _check_tensors(q, k, v, paged=False, dtypes=_DTYPES):
             raise ValueError(f"{name} must be (batch, seq, heads, head_dim), "
                              f"got shape {tuple(t.shape)}")
     if q.dtype not in dtypes:
-        taken = ("float16 or bfloat16" if dtypes is _DTYPES
+        taken = ("float16 or bfloat16 (or float8_e4m3fn q, k and v for FP8 "
+                 "attention)" if dtypes is _DTYPES
                  else "float8_e4m3fn q, k and v for FP8 attention")
         raise ValueError(f"q: dtype {q.dtype}; fa4 takes {taken}")
     if q.device.type not in ("cpu", "cuda", "meta"):
@@ -757,6 +758,15 @@ def _check_descale(name, table, q, k):
                          f"(batch, kv_heads) = {shape}")
     if table.device != q.device:
         raise ValueError(f"{name}: on {table.device}, q is on {q.device}")
+    # A descale is a positive, finite factor: zero or negative ones would
+    # meet the masked scores' -inf (-inf · 0 is NaN). Checked where the
+    # values are at hand (CPU tensors, the emulator's); on a GPU reading
+    # them would wait for the device on every call, so there it is the
+    # caller's contract (docs/FP8.md).
+    if table.device.type == "cpu" and not bool(
+            (torch.isfinite(table) & (table > 0)).all()):
+        raise ValueError(f"{name}: holds a value that is not positive and "
+                         "finite; descales are positive, finite factors")
 
 
 def _validate_fp8(q, k, v, q_descale, k_descale, v_descale, causal,
@@ -814,6 +824,14 @@ def _attention_fp8_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
     q, k = (_tma_ready(name, t.detach()) for name, t in (("q", q), ("k", k)))
     return _launch(kernel, q, k, prepare_fp8_value(v.detach()), return_lse,
                    extras, o_shape=o_shape, o_dtype=_FP8_OUT)
+
+
+def _fp8_backward(ctx, grad_o, grad_lse):
+    raise RuntimeError("fa4.attention: FP8 (e4m3) attention is not "
+                       "differentiable (its backward is not built; docs/FP8.md)")
+
+
+_attention_fp8_op.register_autograd(_fp8_backward)
 
 
 @_attention_fp8_op.register_fake

@@ -103,3 +103,31 @@ def test_refusals():
     with pytest.raises(ValueError, match="float8_e4m3fn"):
         fa4.attention(q.to(torch.bfloat16), k.to(torch.bfloat16),
                       v.to(torch.bfloat16), v_descale=qd)
+
+
+def test_refusals_of_values_and_gradients():
+    q, k, v, qd, _, _ = make(1, 16, 16, 2, 2)
+    # Descales are positive, finite factors: a zero, negative or NaN one
+    # (which the kernel would turn into NaN or +inf rows) is refused.
+    for bad in (0.0, -1.0, float("nan"), float("inf")):
+        table = qd.clone()
+        table[0, 1] = bad
+        with pytest.raises(ValueError, match="positive and finite"):
+            fa4.attention(q, k, v, k_descale=table)
+    # Not differentiable: a clear error at backward(), never a zero gradient.
+    qg = q.float().requires_grad_()
+    o = fa4.attention(qg.to(E4M3), k, v)
+    with pytest.raises(RuntimeError, match="FP8 .* is not differentiable"):
+        o.float().sum().backward()
+    # The layout's own input, named.
+    with pytest.raises(ValueError, match="float8_e4m3fn tensor"):
+        prepare_fp8_value(v.to(torch.bfloat16))
+    # e5m2 inputs are not FP8 attention's: the message names what is.
+    with pytest.raises(ValueError, match="float8_e4m3fn"):
+        fa4.attention(*(t.to(torch.float8_e5m2) for t in (q, k, v)))
+
+
+def test_compile_defaults_fp8_to_hopper():
+    kernel = fa4.compile(head_dim=128, q_heads=2, kv_heads=2, dtype="e4m3")
+    assert kernel.manifest["target"] == "sm_90a"
+    assert kernel.manifest["attention"]["dtype"] == "e4m3"
