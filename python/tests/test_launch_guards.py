@@ -98,7 +98,8 @@ def test_argument_kinds(kernel):
     with pytest.raises(TypeError, match="q: not an array torch can take"):
         kernel(BrokenDlpack(), k, v, torch.zeros_like(q))
     with pytest.raises(TypeError, match="dtype torch.float64 is not one fa4 "
-                                        r"takes there \(torch.float16 or"):
+                                        r"takes there \(torch.float16, "
+                                        r"torch.bfloat16 or torch.float8_e4m3fn"):
         kernel(q.double(), k, v, torch.zeros_like(q))
 
 
@@ -127,7 +128,11 @@ def test_close_waits_for_a_launch_in_flight(kernel):
 
     thread = threading.Thread(target=launch)
     thread.start()
-    time.sleep(0.05)
+    # close() once the launch is in flight (a fixed sleep raced the launch's
+    # own checks on a loaded machine: closed before it started).
+    deadline = time.time() + 60
+    while not capi._in_flight and thread.is_alive() and time.time() < deadline:
+        time.sleep(0.001)
     capi.close()  # waits for the launch, then frees the kernel
     thread.join()
     assert done.is_set() and close_to(o, reference(q, k, v)[0])
