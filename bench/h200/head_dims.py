@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
-"""Head dims apart on the H200: fa4's (192, 128) kernels (DeepSeek-V3's
-prefill attention) against cuDNN and the other SDPA backends that take a V
-head dim of its own, TFLOP/s, and each output against a float32 reference.
+"""Head dims on the H200: fa4's (192, 128) kernels (DeepSeek-V3's prefill
+attention) and head dim 256 (Gemma's) against cuDNN and the other SDPA
+backends that take them, TFLOP/s, and each output against a float32
+reference; and K/V blocks other than the default (fa4c --block-n) beside
+the default's kernel.
 
   scripts/hopper-kernels.sh is not needed: compile the kernels with
   python3 bench/h200/head_dims.py compile OUTDIR      (here, with fa4c)
@@ -24,31 +26,44 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 
-# (head dim, V head dim, q heads, kv heads, dtype, causal): DeepSeek-V3's
-# shape at 16 heads a GPU, and one narrower V at head dim 128.
+# (head dim, V head dim, q heads, kv heads, dtype, causal, block_n):
+# DeepSeek-V3's shape at 16 heads a GPU, one narrower V at head dim 128,
+# head dim 256 (80-key blocks by default; 64 and 96 beside), and hd128 with
+# 128- and 176-key blocks (FlashAttention-3's non-causal hd128 tile). A
+# block_n of 0 is the head dims' default.
 KERNELS = [
-    (192, 128, 16, 16, "bf16", False),
-    (192, 128, 16, 16, "bf16", True),
-    (128, 64, 16, 16, "bf16", False),
+    (192, 128, 16, 16, "bf16", False, 0),
+    (192, 128, 16, 16, "bf16", True, 0),
+    (128, 64, 16, 16, "bf16", False, 0),
+    (256, 256, 16, 16, "bf16", False, 0),
+    (256, 256, 16, 16, "bf16", True, 0),
+    (256, 256, 16, 16, "bf16", False, 64),
+    (256, 256, 16, 16, "bf16", False, 96),
+    (256, 256, 16, 16, "bf16", True, 64),
+    (256, 256, 16, 16, "bf16", False, 48),
+    (128, 128, 16, 16, "bf16", False, 0),
+    (128, 128, 16, 16, "bf16", False, 176),
+    (128, 128, 16, 16, "bf16", True, 176),
 ]
 # (batch, seq) per kernel: the bench shapes of bench.py.
 SHAPES = [(16, 1024), (4, 4096), (1, 16384)]
 TIMEOUT_S = 120
 
 
-def name_of(d, dv, qh, kvh, dtype, causal):
-    return f"d{d}-v{dv}-{qh}x{kvh}-{dtype}-{'causal' if causal else 'none'}"
+def name_of(d, dv, qh, kvh, dtype, causal, block_n=0):
+    return (f"d{d}-v{dv}-{qh}x{kvh}-{dtype}-{'causal' if causal else 'none'}"
+            + (f"-n{block_n}" if block_n else ""))
 
 
 def compile_all(out):
     fa4c = os.path.join(os.environ.get("FA4_BUILD_DIR", os.path.join(ROOT, "build")),
                         "bin", "fa4c")
     os.makedirs(out, exist_ok=True)
-    for d, dv, qh, kvh, dtype, causal in KERNELS:
-        name = name_of(d, dv, qh, kvh, dtype, causal)
+    for d, dv, qh, kvh, dtype, causal, block_n in KERNELS:
+        name = name_of(d, dv, qh, kvh, dtype, causal, block_n)
         flags = [fa4c, "--target=sm_90a", "--sm-count=132", f"--head-dim={d}",
                  f"--v-head-dim={dv}", f"--q-heads={qh}", f"--kv-heads={kvh}",
-                 f"--dtype={dtype}", "--emit=cubin",
+                 f"--dtype={dtype}", f"--block-n={block_n}", "--emit=cubin",
                  "-o", os.path.join(out, name + ".cubin")]
         if causal:
             flags.append("--mask=causal")
@@ -65,7 +80,7 @@ def run_one(kernels, spec):
     from bench import host_time, timer
     from common import load_capi
 
-    d, dv, qh, kvh, dtype, causal, batch, seq = spec
+    d, dv, qh, kvh, dtype, causal, block_n, batch, seq = spec
     torch_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}[dtype]
     g = torch.Generator(device="cuda").manual_seed(0)
     q = torch.randn(batch, seq, qh, d, generator=g, device="cuda").to(torch_dtype)
@@ -85,7 +100,8 @@ def run_one(kernels, spec):
         triton = None
     measure = timer(triton)
     result = {"head_dim": d, "v_head_dim": dv, "q_heads": qh, "kv_heads": kvh,
-              "dtype": dtype, "causal": causal, "batch": batch, "seq": seq,
+              "dtype": dtype, "causal": causal, "block_n": block_n,
+              "batch": batch, "seq": seq,
               "flops": flops, "implementations": {}}
     capi = load_capi()
     out = torch.full((batch, seq, qh, dv), math.nan, dtype=torch_dtype,
@@ -94,13 +110,15 @@ def run_one(kernels, spec):
     backends = {"cuDNN": SDPBackend.CUDNN_ATTENTION,
                 "FA2": SDPBackend.FLASH_ATTENTION,
                 "efficient": SDPBackend.EFFICIENT_ATTENTION}
-    for impl in ("fa4",) + tuple(backends):
+    # A non-default block's kernel is fa4's alone: the others ran beside the
+    # default's.
+    for impl in ("fa4",) + (() if block_n else tuple(backends)):
         record = {}
         try:
             if impl == "fa4":
                 kernel = capi.load_kernel(
-                    os.path.join(kernels, name_of(d, dv, qh, kvh, dtype, causal)
-                                 + ".cubin.json"),
+                    os.path.join(kernels, name_of(d, dv, qh, kvh, dtype, causal,
+                                                  block_n) + ".cubin.json"),
                     library=os.path.join(kernels, "libfa4rt.so"))
                 timed = kernel.bind(q, k, v, out)
                 timed()
@@ -123,13 +141,17 @@ def run_one(kernels, spec):
     print(json.dumps(result), flush=True)
 
 
-def run_all(kernels, out_path):
+def run_all(kernels, out_path, only=None):
+    import re
     import torch
     results = []
     started = time.time()
-    for d, dv, qh, kvh, dtype, causal in KERNELS:
+    for d, dv, qh, kvh, dtype, causal, block_n in KERNELS:
+        if only and not re.search(only, name_of(d, dv, qh, kvh, dtype, causal,
+                                                block_n)):
+            continue
         for batch, seq in SHAPES:
-            spec = [d, dv, qh, kvh, dtype, causal, batch, seq]
+            spec = [d, dv, qh, kvh, dtype, causal, block_n, batch, seq]
             try:
                 child = subprocess.run(
                     [sys.executable, __file__, "one", kernels, json.dumps(spec)],
@@ -145,7 +167,8 @@ def run_all(kernels, out_path):
             cells = "  ".join(
                 f"{n} {r['tflops']:.0f} ({r['max_abs_error']:.1e})" if "tflops" in r
                 else f"{n} err" for n, r in impls.items())
-            print(f"({d}, {dv}) {qh}/{kvh}h {dtype} {batch}x{seq} "
+            print(f"({d}, {dv}){f' n{block_n}' if block_n else ''} "
+                  f"{qh}/{kvh}h {dtype} {batch}x{seq} "
                   f"{'causal' if causal else 'full'}: {cells or result.get('error')}",
                   flush=True)
     errors = sorted({(n, r["error"]) for res in results
@@ -170,11 +193,13 @@ def main():
     parser.add_argument("kernels")
     parser.add_argument("spec", nargs="?")
     parser.add_argument("--out")
+    parser.add_argument("--only", help="run the kernels whose name matches "
+                        "this regular expression")
     args = parser.parse_args()
     if args.mode == "compile":
         compile_all(args.kernels)
     elif args.mode == "run":
-        run_all(args.kernels, args.out)
+        run_all(args.kernels, args.out, args.only)
     else:
         run_one(args.kernels, json.loads(args.spec))
 

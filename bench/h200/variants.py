@@ -118,7 +118,32 @@ HEAD_DIMS = ((192, 128, "bf16", CHECK_MASKS[0], 8, 8, {}),
              (192, 128, "fp16", CHECK_MASKS[0], 8, 2,
               {"page_size": 64, "seqused_k": True}),
              (192, 128, "bf16", CHECK_MASKS[1], 8, 1,
+              {"num_splits": 3, "seqused_k": True}),
+             # Head dim 256 (Gemma's): K/V blocks of 80 keys, 64 beside
+             # pages of 64, 96 at (256, 128).
+             (256, 256, "bf16", CHECK_MASKS[0], 8, 8, {}),
+             (256, 256, "fp16", CHECK_MASKS[1], 8, 2, {}),
+             (256, 256, "bf16", CHECK_MASKS[2], 8, 1, {}),
+             (256, 256, "fp16", CHECK_MASKS[3], 6, 2, {}),
+             (256, 256, "bf16", ("window", 1000, 200), 8, 2, {}),
+             (256, 128, "bf16", CHECK_MASKS[1], 8, 2, {}),
+             (256, 64, "fp16", CHECK_MASKS[0], 8, 8, {}),
+             (256, 256, "bf16", CHECK_MASKS[1], 8, 2, {"varlen": True}),
+             (256, 256, "fp16", CHECK_MASKS[0], 8, 2,
+              {"page_size": 64, "seqused_k": True}),
+             (256, 256, "bf16", CHECK_MASKS[1], 8, 1,
               {"num_splits": 3, "seqused_k": True}))
+
+# K/V blocks other than the head dim's default (fa4c --block-n), each a
+# schedule of its own: (schedule, head dim, dtype, mask, kv heads).
+BLOCK_SCHEDULES = {"n176": ("--block-n=176",), "n64": ("--block-n=64",),
+                   "n96": ("--block-n=96",), "n208": ("--block-n=208",)}
+BLOCK_NS = (("n176", 128, "bf16", CHECK_MASKS[0], 8),
+            ("n176", 128, "fp16", CHECK_MASKS[1], 2),
+            ("n64", 128, "bf16", CHECK_MASKS[2], 1),
+            ("n96", 96, "fp16", CHECK_MASKS[3], 8),
+            ("n208", 64, "bf16", CHECK_MASKS[1], 2),
+            ("n64", 256, "bf16", CHECK_MASKS[1], 2))
 
 # Kernels of the CHECK_MASKS matrix (with the LSE) also compiled under the
 # three forced schedules: (head dim, dtype, mask, kv heads).
@@ -231,6 +256,9 @@ def check_variants():
         variants.append(_check_variant(head_dim, dtype, mask, left, right,
                                        kv_heads, True, q_heads=q_heads,
                                        v_head_dim=dv, **extra))
+    for schedule, head_dim, dtype, (mask, left, right), kv_heads in BLOCK_NS:
+        variants.append(_check_variant(head_dim, dtype, mask, left, right,
+                                       kv_heads, True, schedule))
     for v in variants:
         v["name"] = check_name(v["head_dim"], v["dtype"], v["mask"],
                                v["window_left"], v["window_right"],
@@ -345,7 +373,7 @@ def fa4c_flags(v):
         flags.append(f"--num-splits={v['num_splits']}")
     if v.get("varlen"):
         flags.append("--varlen")
-    flags += SCHEDULES[v["schedule"]]
+    flags += {**SCHEDULES, **BLOCK_SCHEDULES}[v["schedule"]]
     return flags
 
 

@@ -243,8 +243,12 @@ llvm::Expected<std::string> fa4::compileCacheKey(ModuleOp module,
                        // Hopper's lowering computes every exponential on
                        // MUFU, whatever the option says.
                        : 0.0;
+  // A block size asked for is part of the key; the default adds nothing
+  // (the keys of earlier compiles stay valid).
+  std::string blockN =
+      options.blockN ? "block-n=" + std::to_string(options.blockN) : "";
   return runtime::CompileCache::key(
-      {"fa4-cache-2", entryIr, options.target,
+      {"fa4-cache-2", entryIr + blockN, options.target,
        roundTripDecimal(options.rescaleThreshold),
        std::to_string(options.kvStages), std::to_string(options.smCount),
        roundTripDecimal(exp2Fraction),

@@ -147,6 +147,7 @@ static const Stage kStages[] = {
      [](OpPassManager &pm, const PipelineOptions &options) {
        FA4TileAttentionOptions tileOptions;
        tileOptions.rescaleThreshold = options.rescaleThreshold;
+       tileOptions.blockN = options.blockN;
        pm.addNestedPass<func::FuncOp>(createFA4TileAttention(tileOptions));
      }},
     // The schedule (level C): each step is the chip's wing's, and a wing
@@ -238,6 +239,10 @@ llvm::Error mlir::fa4::buildPipeline(OpPassManager &pm,
     return makeError("kv-stages must be 0 (as many as shared memory holds) or "
                      "a stage count, got " +
                      std::to_string(options.kvStages));
+  if (options.blockN < 0)
+    return makeError("block-n must be 0 (the target's choice) or a key "
+                     "count, got " +
+                     std::to_string(options.blockN));
   if (!(options.rescaleThreshold >= 0.0) ||
       !std::isfinite(options.rescaleThreshold))
     return makeError("rescale-threshold must be finite and non-negative, got " +

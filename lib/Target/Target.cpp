@@ -1,6 +1,7 @@
 //===- Target.cpp - the chip table ----------------------------------------===//
 
 #include "fa4/Target/Target.h"
+#include "fa4/Target/Hopper/ScheduleConfig.h"
 
 #include "llvm/Support/Format.h"
 #include "llvm/Support/raw_ostream.h"
@@ -148,4 +149,41 @@ std::string mlir::fa4::target::chipsWithWgmma() {
 
 std::string mlir::fa4::target::chipsWithTcgen05() {
   return join([](const ChipInfo &c) { return c.tcgen05; }, false);
+}
+
+int64_t mlir::fa4::target::defaultBlockN(const ChipInfo &chip, int64_t headDim,
+                                         int64_t valueHeadDim,
+                                         int64_t elementBits) {
+  if (chip.family == Family::Hopper)
+    return hopper::ScheduleConfig::defaultBlockN(headDim, valueHeadDim,
+                                                 elementBits / 8);
+  return 128;
+}
+
+std::string mlir::fa4::target::blockNProblem(const ChipInfo &chip,
+                                             int64_t blockN,
+                                             int64_t elementBits) {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  if (chip.family == Family::Blackwell) {
+    if (blockN != 128)
+      os << "the " << chip.familyName
+         << " schedule takes K/V blocks of 128 keys (S is 128 TMEM columns "
+            "a Q tile), got "
+         << blockN;
+    return text;
+  }
+  if (elementBits == 8) {
+    if (blockN != 128)
+      os << "the " << chip.familyName
+         << " schedule's FP8 kernels take K/V blocks of 128 keys, got "
+         << blockN;
+    return text;
+  }
+  if (blockN < 16 || blockN > 256 || blockN % 16 != 0)
+    os << "the " << chip.familyName
+       << " schedule takes K/V blocks of a multiple of 16 keys from 16 to "
+          "256 (wgmma's N, and P·V's 16-key steps), got "
+       << blockN;
+  return text;
 }

@@ -212,7 +212,7 @@ void TileProgramBuilder::buildTask(Value batch, Value head, Value mBlock,
   auto range = KvBlockRangeOp::create(b,
       loc, indexType, indexType, indexType, indexType, taskRow, seqQ, seqK,
       blockMask, blockMask ? batch : Value(), blockMask ? head : Value(),
-      config.rowsPerTask(), TileConfig::kBlockN, config.gqaPacking,
+      config.rowsPerTask(), config.blockN, config.gqaPacking,
       config.mask, config.windowLeft, config.windowRight);
   // The range reads the mask_mod's affine part; the region is not run there.
   IRMapping none;
@@ -310,10 +310,10 @@ SmallVector<QTileState> TileProgramBuilder::buildKvLoop(
         // Block `last - 1 - iv`: the loop walks the KV blocks backwards.
         Value block = arith::SubIOp::create(body, loc, lastBlock, iv);
         Value kvCol =
-            arith::MulIOp::create(body, loc, block, index(TileConfig::kBlockN));
+            arith::MulIOp::create(body, loc, block, index(config.blockN));
         Type element = getElementTypeOrSelf(op.getK().getType());
         auto kvTileType = RankedTensorType::get(
-            {TileConfig::kBlockN, config.headDim}, element);
+            {config.blockN, config.headDim}, element);
         // One K and one V tile serve both Q tiles and every packed head.
         // Varlen: the sequence's keys start at its first K/V row.
         Value kvRow = kOffset ? arith::AddIOp::create(body, loc, kvCol, kOffset)
@@ -331,7 +331,7 @@ SmallVector<QTileState> TileProgramBuilder::buildKvLoop(
         if (op.getSequsedK() || op.getCuSeqlensK())
           clearFrom = arith::SubIOp::create(body, loc, seqK, kvCol);
         auto vTileType = RankedTensorType::get(
-            {TileConfig::kBlockN, config.valueHeadDim}, element);
+            {config.blockN, config.valueHeadDim}, element);
         Value vTile = LoadKvTileOp::create(body, loc, vTileType, op.getV(),
                                            tensorBatch, taskKvHead, kvRow,
                                            blockTable, clearFrom);
@@ -364,9 +364,9 @@ QTileState TileProgramBuilder::buildBlockStep(OpBuilder &body, QTileState state,
   // P in V's type, the value MMA's (e4m3 for FP8).
   Type element = getElementTypeOrSelf(vTile.getType());
   auto scoreType = RankedTensorType::get(
-      {TileConfig::kBlockM, TileConfig::kBlockN}, body.getF32Type());
+      {TileConfig::kBlockM, config.blockN}, body.getF32Type());
   auto probType = RankedTensorType::get(
-      {TileConfig::kBlockM, TileConfig::kBlockN}, element);
+      {TileConfig::kBlockM, config.blockN}, element);
 
   Value scores = buildTileScores(body, loc, op, config, scoreType, qTile,
                                  kTile, batch, head, qRow, kvCol, seqQ, seqK,
@@ -514,6 +514,47 @@ struct TileAttentionPass
 
     TileConfig config = TileConfig::get(op, rescaleThreshold);
     config.qTilesPerTask = qTiles;
+    // Keys per K/V block: the option's, else the chip's at these head dims.
+    const target::ChipInfo &chip = getTargetOrDefault(func);
+    int64_t bits = element.getIntOrFloatBitWidth();
+    // A paged cache's pages and the blocks must divide one another (a
+    // block's rows are whole pages, or a page whole blocks): the default
+    // narrows to the widest such block (80 keys at head dim 256 take pages
+    // of 16; larger pages get 64).
+    int64_t page = op.getBlockTable()
+                       ? cast<MemRefType>(op.getK().getType()).getDimSize(1)
+                       : 0;
+    auto fitsPages = [&](int64_t keys) {
+      return page <= 0 || ShapedType::isDynamic(page) ||
+             (page < keys ? keys % page : page % keys) == 0;
+    };
+    config.blockN = blockN;
+    if (blockN == 0) {
+      config.blockN = target::defaultBlockN(chip, config.headDim,
+                                            config.valueHeadDim, bits);
+      while (config.blockN > 16 && !fitsPages(config.blockN))
+        config.blockN -= 16;
+    }
+    std::string problem = target::blockNProblem(chip, config.blockN, bits);
+    if (!problem.empty()) {
+      op.emitOpError() << "block-n: " << problem << " (target " << chip.name
+                       << ")";
+      return signalPassFailure();
+    }
+    if (!fitsPages(config.blockN)) {
+      op.emitOpError() << "K/V blocks of " << config.blockN
+                       << " keys and a paged cache's pages of " << page
+                       << " keys must divide one another (block-n)";
+      return signalPassFailure();
+    }
+    // A block mask's entries count blocks of 128 keys.
+    if (op.getBlockMask() && config.blockN != TileConfig::kBlockN) {
+      op.emitOpError() << "a block_mask counts K/V blocks of "
+                       << TileConfig::kBlockN << " keys; this kernel's are "
+                       << config.blockN
+                       << " (block-n, or the head dims' default)";
+      return signalPassFailure();
+    }
     func->setAttr(kSpecAttrName, buildSpec(op, config));
     TileProgramBuilder(op, config).build();
     op.erase();

@@ -482,7 +482,11 @@ def _attention_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
     batch, seq_q, q_heads, _ = q.shape
     if batch == 0 or seq_q == 0 or k.shape[1] == 0:
         return _empty_results(q, v, return_lse)
-    target, sm_count = _target(q.device)
+    # Head dim 256 has Hopper's schedule only: CPU tensors run its kernel
+    # in the emulator (a Blackwell GPU's compile says it is not built).
+    target, sm_count = (_hopper_target(q.device)
+                        if max(q.shape[3], v.shape[3]) > 192
+                        else _target(q.device))
     if num_splits == 0:
         # The tasks (of the chip's rows of packed queries) and the KV blocks
         # of each.
@@ -613,6 +617,10 @@ def _compile_backward(variant, target, sm_count, deterministic=False):
             f"fa4.attention's backward with V's head dim "
             f"({variant['v_head_dim']}) differing from Q's "
             f"({variant['head_dim']}) is not built yet")
+    if variant["head_dim"] > 128:
+        raise NotImplementedError(
+            f"fa4.attention's backward at head dim {variant['head_dim']} is "
+            f"not built yet (it takes 64, 96 or 128)")
     return compile_backward(head_dim=variant["head_dim"],
                             q_heads=variant["q_heads"],
                             kv_heads=variant["kv_heads"], mask=variant["mask"],
@@ -644,12 +652,17 @@ _attention_backward_op.register_autograd(
 
 
 def _refuse_value_head_dim(q, v):
-    """The backward takes one head dim for q, k and v (not yet (192, 128))."""
+    """The backward takes one head dim for q, k and v (not yet (192, 128)),
+    of at most 128 (not yet 256)."""
     if isinstance(v, torch.Tensor) and isinstance(q, torch.Tensor) and \
             v.dim() == 4 and q.dim() == 4 and v.shape[3] != q.shape[3]:
         raise NotImplementedError(
             f"fa4.attention's backward with V's head dim ({v.shape[3]}) "
             f"differing from Q's ({q.shape[3]}) is not built yet")
+    if isinstance(q, torch.Tensor) and q.dim() == 4 and q.shape[3] > 128:
+        raise NotImplementedError(
+            f"fa4.attention's backward at head dim {q.shape[3]} is not built "
+            f"yet (it takes 64, 96 or 128)")
 
 
 def _check_backward_tensors(dout, q, k, out, lse):

@@ -75,3 +75,33 @@ def test_refusals():
     o = fa4.attention(q, k, v)
     with pytest.raises(NotImplementedError, match="differing from Q's"):
         o.sum().backward()
+
+
+@pytest.mark.parametrize("v_head_dim,causal,q_heads,kv_heads,dtype", [
+    (256, True, 4, 2, torch.bfloat16),
+    (128, False, 3, 1, torch.float16),
+])
+def test_head_dim_256_in_the_emulator(v_head_dim, causal, q_heads, kv_heads,
+                                      dtype):
+    # Hopper's kernel (80- or 96-key blocks), which CPU tensors run in the
+    # emulator: Blackwell's schedule does not take head dim 256.
+    q, k, v = make(1, 70, 150, q_heads, kv_heads, 256, v_head_dim, dtype, seed=3)
+    o, lse = fa4.attention(q, k, v, causal=causal, return_lse=True)
+    assert o.shape == (1, 70, q_heads, v_head_dim)
+    want_o, want_lse = reference(q, k, v, causal)
+    assert (o.double() - want_o).abs().max().item() < 2e-2
+    assert (lse.double() - want_lse).abs().max().item() < 1e-3
+    with pytest.raises(fa4.CompileError, match="not built for the Blackwell"):
+        fa4.compile(head_dim=256, q_heads=2, kv_heads=2, target="sm_100a")
+
+
+def test_head_dim_256_has_no_backward_yet():
+    kernel = fa4.compile(head_dim=256, q_heads=2, kv_heads=2, target="sm_90a")
+    assert kernel.manifest["attention"]["head_dim"] == 256
+    with pytest.raises(NotImplementedError, match="head dim 64, 96 or 128"):
+        kernel.backward()
+    q, k, v = make(1, 20, 20, 2, 2, 256, 256, torch.bfloat16)
+    q.requires_grad_(True)
+    o = fa4.attention(q, k, v)
+    with pytest.raises(NotImplementedError, match="head dim 256 is not built"):
+        o.sum().backward()

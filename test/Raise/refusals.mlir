@@ -443,7 +443,7 @@ func.func @collapsed_head_dim_32(%q: tensor<4x32x32xf16>, %k: tensor<4x48x32xf16
   %p = linalg.softmax dimension(2) ins(%s : tensor<4x32x48xf16>) outs(%e : tensor<4x32x48xf16>) -> tensor<4x32x48xf16>
   %oe = tensor.empty() : tensor<4x32x32xf16>
   %oz = linalg.fill ins(%zero : f16) outs(%oe : tensor<4x32x32xf16>) -> tensor<4x32x32xf16>
-  // expected-remark @+1 {{not raised to fa4.attention: fa4.attention would not verify: 'fa4.attention' op head dim 32 is not supported (expected 64, 96, 128 or 192)}}
+  // expected-remark @+1 {{not raised to fa4.attention: fa4.attention would not verify: 'fa4.attention' op head dim 32 is not supported (expected 64, 96, 128, 192 or 256)}}
   %o = linalg.batch_matmul ins(%p, %v : tensor<4x32x48xf16>, tensor<4x48x32xf16>) outs(%oz : tensor<4x32x32xf16>) -> tensor<4x32x32xf16>
   return %o : tensor<4x32x32xf16>
 }

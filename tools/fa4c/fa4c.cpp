@@ -103,6 +103,13 @@ static cl::opt<int64_t> kvStages(
     cl::desc("K/V ring stages (default 0: as many as the target's shared "
              "memory per CTA holds)"),
     cl::init(0), cl::cat(compileCategory));
+static cl::opt<int64_t> blockN(
+    "block-n",
+    cl::desc("Keys of a K/V block (default 0: the target's choice at the "
+             "head dims, 128, or 80 on sm_90a at head dim 256). sm_100a and "
+             "sm_103a take 128 only, sm_90a a multiple of 16 from 16 to 256 "
+             "(128 for e4m3)"),
+    cl::init(0), cl::cat(compileCategory));
 static cl::opt<mlir::fa4::Toggle> hopperOverlap(
     "hopper-overlap",
     cl::desc("Hopper: the consumers' intra-warpgroup overlap (the next "
@@ -128,14 +135,14 @@ static cl::opt<std::string> testMutation(
     cl::value_desc("name"), cl::init(""), cl::cat(compileCategory));
 
 static cl::opt<int64_t> headDim("head-dim",
-                                cl::desc("Q and K's head dim: 64, 96, 128 or "
-                                         "192"),
+                                cl::desc("Q and K's head dim: 64, 96, 128, "
+                                         "192 or 256 (256: sm_90a)"),
                                 cl::init(128), cl::cat(variantCategory));
 static cl::opt<int64_t> valueHeadDim(
     "v-head-dim",
-    cl::desc("V and O's head dim: 64, 96 or 128, at most --head-dim (default: "
-             "--head-dim; --head-dim 192 --v-head-dim 128 is DeepSeek-V3's "
-             "prefill)"),
+    cl::desc("V and O's head dim: 64, 96, 128 or 256, at most --head-dim "
+             "(default: --head-dim; --head-dim 192 --v-head-dim 128 is "
+             "DeepSeek-V3's prefill)"),
     cl::init(0), cl::cat(variantCategory));
 static cl::opt<int64_t> qHeads("q-heads", cl::desc("Query heads"), cl::init(32),
                                cl::cat(variantCategory));
@@ -393,7 +400,7 @@ static llvm::Error checkInput(ModuleOp module, EmitKind kind) {
   // refused rather than ignored.
   bool backwardModule = false;
   module.walk([&](fa4::AttentionBackwardOp) { backwardModule = true; });
-  cl::Option *forwardOnly[] = {&kvStages, &hopperOverlap, &hopperPingpong,
+  cl::Option *forwardOnly[] = {&kvStages, &blockN, &hopperOverlap, &hopperPingpong,
                                &rescaleThreshold, &exp2EmulationFraction};
   if (backwardModule)
     for (cl::Option *option : forwardOnly)
@@ -472,6 +479,7 @@ static void setPipelineOptions(fa4::PipelineOptions &options, ModuleOp module,
           : std::string("nvvm");
   options.rescaleThreshold = rescaleThreshold;
   options.kvStages = kvStages;
+  options.blockN = blockN;
   options.hopperOverlap = hopperOverlap;
   options.hopperPingpong = hopperPingpong;
   options.smCount = smCount;

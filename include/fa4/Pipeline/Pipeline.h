@@ -36,6 +36,11 @@ struct PipelineOptions : public PassPipelineOptions<PipelineOptions> {
       *this, "kv-stages",
       llvm::cl::desc("K/V ring stages (0: as many as shared memory holds)"),
       llvm::cl::init(0)};
+  PassOptions::Option<int64_t> blockN{
+      *this, "block-n",
+      llvm::cl::desc("Keys of a K/V block (0: the target's choice at the "
+                     "head dims: 128, 80 on Hopper at head dim 256)"),
+      llvm::cl::init(0)};
   PassOptions::Option<int64_t> smCount{
       *this, "sm-count",
       llvm::cl::desc(target::smCountOptionHelp()),

@@ -170,6 +170,18 @@ std::string chipsOf(Family family);
 std::string chipsWithWgmma();
 std::string chipsWithTcgen05();
 
+/// Keys of a K/V block the chip's schedule takes by default at these head
+/// dims and input width: 128, but fewer on Hopper where two K/V stages of
+/// 128 keys do not fit (head dim 256: 80; hopper::ScheduleConfig).
+int64_t defaultBlockN(const ChipInfo &chip, int64_t headDim,
+                      int64_t valueHeadDim, int64_t elementBits);
+/// Why the chip's schedule cannot take blocks of `blockN` keys at these
+/// head dims with `elementBits`-bit inputs, or empty when it can: Blackwell
+/// takes 128 (S is 128 TMEM columns a Q tile), Hopper a multiple of 16 from
+/// 16 to 256 (wgmma's N and P·V's 16-key steps), FP8 128.
+std::string blockNProblem(const ChipInfo &chip, int64_t blockN,
+                          int64_t elementBits);
+
 } // namespace mlir::fa4::target
 
 #endif // FA4_TARGET_TARGET_H

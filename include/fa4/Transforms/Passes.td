@@ -96,7 +96,12 @@ def FA4TileAttention : Pass<"fa4-tile", "::mlir::func::FuncOp"> {
            "128-row Q tiles per task: 0 for the module's chip's (its "
            "`fa4.target`, else the default chip's): 2 for the Blackwell "
            "schedule (two Q stages), 1 for Hopper's (one tile, split between "
-           "two consumer warpgroups)">
+           "two consumer warpgroups)">,
+    Option<"blockN", "block-n", "int64_t", "0",
+           "Keys of a K/V block: 0 for the module's chip's choice at the "
+           "attention's head dims (128; 80 on Hopper at head dim 256). "
+           "Blackwell takes 128 only, Hopper a multiple of 16 from 16 to "
+           "256 (128 for FP8)">
   ];
 }
 

@@ -28,7 +28,8 @@ MaskBand maskBandFor(MaskKind mask, int64_t windowLeft, int64_t windowRight);
 struct TileConfig {
   /// Rows of a Q tile: one TMEM lane per row.
   static constexpr int64_t kBlockM = 128;
-  /// Keys of a K/V tile.
+  /// Keys of a K/V tile: the default, and Blackwell's only (S is 128 TMEM
+  /// columns).
   static constexpr int64_t kBlockN = 128;
   /// Q tiles per task on Blackwell: two, so one tile's softmax hides under
   /// the other's MMAs. Hopper's task is one tile, split between its two
@@ -38,6 +39,9 @@ struct TileConfig {
   /// Q tiles per task (1 or 2), chosen by the target's schedule.
   int64_t qTilesPerTask = kBlackwellQTilesPerTask;
   int64_t rowsPerTask() const { return kBlockM * qTilesPerTask; }
+  /// Keys of a K/V block, chosen by the target's schedule
+  /// (target::defaultBlockN) or the tile pass's block-n option.
+  int64_t blockN = kBlockN;
 
   /// Q and K's head dim, and V and O's (the same but for (192, 128)).
   int64_t headDim = 128;

@@ -626,6 +626,25 @@ struct AssignWarpRolesPass
     if (!*read)
       return; // not an attention kernel
     TileProgram program = **read;
+    // Head dim 256 needs a schedule of its own here: two Q tiles' S (128
+    // columns each) and O (V's head dim each) would take 768 of TMEM's 512
+    // columns at V's 256, and two 64 KB Q stages leave the K/V ring one
+    // 64 KB item at Q's 256 (FlashAttention-4 runs it with one Q tile).
+    int64_t headDim =
+        cast<MemRefType>(program.arguments[kQ].getType()).getDimSize(3);
+    int64_t valueHeadDim =
+        cast<MemRefType>(program.arguments[kV].getType()).getDimSize(3);
+    if (headDim > 192 || valueHeadDim > 192) {
+      func.emitError()
+          << "head dims (" << headDim << ", " << valueHeadDim
+          << ") are not built for the Blackwell schedule: two Q tiles' S and "
+             "O need "
+          << 2 * TileConfig::kBlockN + 2 * valueHeadDim
+          << " TMEM columns of 512, and two Q stages of " << headDim * 256 / 1024
+          << " KB leave the K/V ring too little shared memory (it needs a "
+             "one-Q-tile schedule); sm_90a compiles them";
+      return signalPassFailure();
+    }
     RoleProgramBuilder(func, program).build();
   }
 };

@@ -71,7 +71,7 @@ public:
 private:
   /// Key of the k-th visited block (the last one first, as level B).
   Value keyOf(const Task &task, Value k) {
-    return mul(sub(sub(task.end, index(1)), k), TileConfig::kBlockN);
+    return mul(sub(sub(task.end, index(1)), k), config.blockN);
   }
   /// `op` cloned with `mapping`, its 128-row tile results retyped to the
   /// warpgroup's 64 rows.
@@ -112,7 +112,7 @@ private:
     Type f32 = b.getF32Type();
     return {RankedTensorType::get({kRows}, f32),
             RankedTensorType::get({kRows, config.valueHeadDim}, f32),
-            RankedTensorType::get({kRows, TileConfig::kBlockN}, f32)};
+            RankedTensorType::get({kRows, config.blockN}, f32)};
   }
   /// The consumer's loop over the task's blocks, each MMA waited for at
   /// once, or software-pipelined; both give back max, sum and O.
@@ -565,12 +565,12 @@ void WarpgroupProgramBuilder::build() {
         b.getStringAttr(name));
   };
   qBuffer = smem("q", TileConfig::kBlockM, config.headDim, 1);
-  kBuffer = smem("k", TileConfig::kBlockN, config.headDim, config.kvStages());
+  kBuffer = smem("k", config.blockN, config.headDim, config.kvStages());
   // FP8's V stages are V transposed: [head_dim, keys].
   vBuffer = config.elementBytes == 1
-                ? smem("v", config.valueHeadDim, TileConfig::kBlockN,
+                ? smem("v", config.valueHeadDim, config.blockN,
                        config.kvStages())
-                : smem("v", TileConfig::kBlockN, config.valueHeadDim,
+                : smem("v", config.blockN, config.valueHeadDim,
                        config.kvStages());
   // A split-KV kernel writes O without staging (the parts to the
   // workspace, the merge row by row), a varlen one from the fragments.
@@ -707,7 +707,7 @@ struct HopperWarpgroupRolesPass
     auto vType = cast<MemRefType>(program.arguments[kV].getType());
     hopper::ScheduleConfig config = hopper::ScheduleConfig::get(
         qType.getDimSize(3), qType.getElementTypeBitWidth() / 8,
-        vType.getDimSize(3));
+        vType.getDimSize(3), program.range.getBlockN());
     config.outElementBytes =
         cast<MemRefType>(program.arguments[kOut].getType())
             .getElementTypeBitWidth() /

@@ -12,7 +12,7 @@ func.func @dtype_mismatch(%q: memref<?x?x4x64xf16>, %k: memref<?x?x2x64xf16>, %v
 // -----
 
 func.func @head_dim(%q: memref<?x?x4x32xf16>, %k: memref<?x?x2x32xf16>, %v: memref<?x?x2x32xf16>, %o: memref<?x?x4x32xf16>, %do: memref<?x?x4x32xf16>, %lse: memref<?x4x?xf32>, %dq: memref<?x?x4x32xf16>, %dk: memref<?x?x2x32xf16>, %dv: memref<?x?x2x32xf16>, %delta: memref<?x4x?xf32>, %acc: memref<?x?x4x32xf32>) {
-  // expected-error @+1 {{head dim 32 is not supported (expected 64, 96 or 128)}}
+  // expected-error @+1 {{head dim 32 is not supported by the backward (expected 64, 96 or 128)}}
   fa4.attention_backward %q, %k, %v, %o, %do, %lse -> %dq, %dk, %dv workspace(%delta, %acc)
       : memref<?x?x4x32xf16>, memref<?x?x2x32xf16>, memref<?x?x2x32xf16>, memref<?x?x4x32xf16>, memref<?x?x4x32xf16>, memref<?x4x?xf32> -> memref<?x?x4x32xf16>, memref<?x?x2x32xf16>, memref<?x?x2x32xf16>, memref<?x4x?xf32>, memref<?x?x4x32xf32>
   return

@@ -75,4 +75,50 @@ TEST(HopperScheduleConfig, KvStagesFollowTheSharedMemoryBudget) {
   EXPECT_EQ(config.kvStages(), 1);
 }
 
+TEST(HopperScheduleConfig, BlocksNarrowWhereTwoStagesOf128KeysDoNotFit) {
+  // Every head dim up to 192 keeps 128-key blocks, FP8's too.
+  for (auto [headDim, valueHeadDim] :
+       {std::pair<int64_t, int64_t>{64, 64}, {96, 96}, {128, 128}, {128, 64},
+        {192, 128}, {192, 64}})
+    EXPECT_EQ(hopper::ScheduleConfig::defaultBlockN(headDim, valueHeadDim, 2),
+              128);
+  EXPECT_EQ(hopper::ScheduleConfig::defaultBlockN(128, 128, 1), 128);
+  // Head dim 256: Q's 64 KB and two 80-key pairs of 40 KB each (O written
+  // from registers) are 226 KB; 96 keys would leave one stage.
+  EXPECT_EQ(hopper::ScheduleConfig::defaultBlockN(256, 256, 2), 80);
+  hopper::ScheduleConfig wide = hopper::ScheduleConfig::get(256, 2, 256, 80);
+  EXPECT_EQ(wide.kvPairBytes(), 2 * 80 * 512);
+  wide.chooseOStaging();
+  EXPECT_FALSE(wide.oStaged);
+  EXPECT_EQ(wide.kvStages(), 2);
+  EXPECT_LE(wide.fixedSmemBytes() + wide.kvStages() * wide.kvPairBytes(),
+            hopper::ScheduleConfig::kSmemLimit);
+  hopper::ScheduleConfig wider = hopper::ScheduleConfig::get(256, 2, 256, 96);
+  wider.chooseOStaging();
+  EXPECT_EQ(wider.kvStages(), 1);
+  // (256, 128): a 96-key pair is 72 KB, two of them fit beside Q.
+  EXPECT_EQ(hopper::ScheduleConfig::defaultBlockN(256, 128, 2), 96);
+  EXPECT_EQ(hopper::ScheduleConfig::defaultBlockN(256, 64, 2), 128);
+  // The chip table's answer is the family's.
+  EXPECT_EQ(target::defaultBlockN(target::info(target::Chip::Sm90a), 256, 256,
+                                  16),
+            80);
+  EXPECT_EQ(target::defaultBlockN(target::info(target::Chip::Sm100a), 256,
+                                  256, 16),
+            128);
+}
+
+TEST(HopperScheduleConfig, BlockSizesEachFamilyTakes) {
+  const target::ChipInfo &hopperChip = target::info(target::Chip::Sm90a);
+  const target::ChipInfo &blackwellChip = target::info(target::Chip::Sm100a);
+  for (int64_t keys : {16, 64, 80, 128, 176, 256})
+    EXPECT_EQ(target::blockNProblem(hopperChip, keys, 16), "") << keys;
+  for (int64_t keys : {0, 8, 72, 129, 272})
+    EXPECT_NE(target::blockNProblem(hopperChip, keys, 16), "") << keys;
+  EXPECT_EQ(target::blockNProblem(hopperChip, 128, 8), "");
+  EXPECT_NE(target::blockNProblem(hopperChip, 64, 8), "");
+  EXPECT_EQ(target::blockNProblem(blackwellChip, 128, 16), "");
+  EXPECT_NE(target::blockNProblem(blackwellChip, 80, 16), "");
+}
+
 } // namespace

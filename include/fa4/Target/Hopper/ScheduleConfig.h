@@ -41,6 +41,9 @@ struct ScheduleConfig {
   /// staging's).
   int64_t elementBytes = 2;
   int64_t outElementBytes = 2;
+  /// Keys of a K/V block (level B's `block_n`; defaultBlockN's unless the
+  /// tile pass was told otherwise).
+  int64_t blockN = 128;
   int64_t kvStagesOverride = 0;
   /// O goes out through two 64-row staging halves and TMA stores; without
   /// them each consumer writes its O tile from registers, row by row (the
@@ -95,13 +98,15 @@ struct ScheduleConfig {
     return kRoles;
   }
 
-  /// One [128, cols] tile, rows padded to whole 128-byte swizzle lines.
-  int64_t tileBytes(int64_t cols, int64_t bytes = 0) const {
-    return 128 * ((cols * (bytes ? bytes : elementBytes) + 127) / 128 * 128);
+  /// One [rows, cols] tile (128 rows: Q's, O's), rows padded to whole
+  /// 128-byte swizzle lines.
+  int64_t tileBytes(int64_t cols, int64_t bytes = 0, int64_t rows = 128) const {
+    return rows * ((cols * (bytes ? bytes : elementBytes) + 127) / 128 * 128);
   }
-  /// A stage of the K ring and of the V ring.
+  /// A stage of the K ring and of the V ring: block_n keys each (an 8-bit
+  /// V stage, transposed, has as many bytes).
   int64_t kvPairBytes() const {
-    return tileBytes(headDim) + tileBytes(valueHeadDim);
+    return tileBytes(headDim, 0, blockN) + tileBytes(valueHeadDim, 0, blockN);
   }
   /// Q (one stage) and the two 64-row O staging halves.
   int64_t fixedSmemBytes() const {
@@ -129,9 +134,27 @@ struct ScheduleConfig {
     return kvStagesOverride > 0 ? kvStagesOverride : maxKvStages();
   }
 
+  /// The K/V block a schedule at these head dims takes by default: the
+  /// widest multiple of 16 keys up to 128 whose ring holds two stages (O
+  /// staged if it still does, else by address). 128 for every head dim but
+  /// 256: 80 there ((256, 256): Q 64 KB and two 80 KB pairs; 96 at (256,
+  /// 128)) — FlashAttention-3's hd256 block is 80 keys too, and a
+  /// consumer's O of 128 registers leaves room for S of 80 and its P.
+  static int64_t defaultBlockN(int64_t headDim, int64_t valueHeadDim,
+                               int64_t elementBytes) {
+    for (int64_t blockN = 128; blockN > 16; blockN -= 16) {
+      ScheduleConfig config = get(headDim, elementBytes, valueHeadDim, blockN);
+      config.chooseOStaging();
+      if (config.maxKvStages() >= 2)
+        return blockN;
+    }
+    return 16;
+  }
+
   static ScheduleConfig get(int64_t headDim, int64_t elementBytes,
-                            int64_t valueHeadDim = 0) {
+                            int64_t valueHeadDim = 0, int64_t blockN = 128) {
     ScheduleConfig config;
+    config.blockN = blockN;
     config.headDim = headDim;
     config.valueHeadDim = valueHeadDim > 0 ? valueHeadDim : headDim;
     config.elementBytes = elementBytes;

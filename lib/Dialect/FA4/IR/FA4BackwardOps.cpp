@@ -85,7 +85,8 @@ LogicalResult AttentionBackwardOp::verify() {
   int64_t headDim = getHeadDim();
   if (!llvm::is_contained(kBackwardHeadDims, headDim))
     return emitOpError() << "head dim " << headDim
-                         << " is not supported (expected 64, 96 or 128)";
+                         << " is not supported by the backward (expected 64, 96 "
+                            "or 128)";
   auto shapeOf = [](Value value) {
     return cast<ShapedType>(value.getType()).getShape();
   };

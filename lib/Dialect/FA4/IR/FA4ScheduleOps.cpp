@@ -226,13 +226,15 @@ LogicalResult TmaLoadOp::verify() {
     return emitOpError() << "needs both a barrier and its count, or neither";
   if (getBlockTable()) {
     // Pages of at least 8 rows keep every page's 128-byte swizzle in step
-    // with the tile's; a page smaller than the tile divides it.
+    // with the tile's; a page smaller than the tile divides it, a larger
+    // one is whole tiles (no tile crosses a page).
     int64_t page = cast<MemRefType>(getSource().getType()).getDimSize(1);
     int64_t rows = getBuffer().getType().getRows();
     if (ShapedType::isDynamic(page) || page < 16 || (page & (page - 1)) != 0 ||
-        getGqaRatio() != 1 || (page < rows && rows % page != 0))
+        getGqaRatio() != 1 || (page < rows ? rows % page : page % rows) != 0)
       return emitOpError() << "gathers a paged cache: expected a static page "
-                              "size, a power of two of at least 16, and "
+                              "size, a power of two of at least 16 that the "
+                              "tile's rows divide or are whole pages of, and "
                               "gqa_ratio 1";
   }
   if (getTransposed()) {
