@@ -85,11 +85,11 @@ TEST_F(AttentionVerifierTest, RejectsUnsupportedHeadDim) {
   OpBuilder b(&context);
   EXPECT_EQ(verifyAttention(b.getF16Type(), 80, 8, 8),
             "'fa4.attention' op head dim 80 is not supported (expected 64, 96, "
-            "128 or 192)");
+            "128, 192 or 256)");
   // 192 takes a V head dim of at most 128 (DeepSeek-V3's (192, 128)).
   EXPECT_EQ(verifyAttention(b.getF16Type(), 192, 8, 8),
             "'fa4.attention' op V head dim 192 is not supported (expected 64, "
-            "96 or 128; Q and K's may be larger, as (192, 128)): with Q and "
+            "96, 128 or 256; Q and K's may be larger, as (192, 128)): with Q and "
             "K's head dim 192, V (and O) take a head dim of their own (fa4c "
             "--v-head-dim, Python's v_head_dim)");
 }

@@ -532,6 +532,13 @@ struct TileAttentionPass
     if (blockN == 0) {
       config.blockN = target::defaultBlockN(chip, config.headDim,
                                             config.valueHeadDim, bits);
+      // At head dim 256 (Hopper's only: Blackwell refuses it) a paged
+      // cache's gather or split-KV's merge beside the sixteen-step score MMA
+      // and O spills at the default (20-112 bytes at 80, 96 or 128 keys,
+      // CUDA 13's ptxas) and not at 64 (but pages of 16: 4-24 bytes, as at
+      // other head dims).
+      if (config.headDim > 192 && (page > 0 || op.getNumSplits()))
+        config.blockN = std::min<int64_t>(config.blockN, 64);
       while (config.blockN > 16 && !fitsPages(config.blockN))
         config.blockN -= 16;
     }

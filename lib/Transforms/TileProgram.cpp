@@ -72,6 +72,35 @@ TileProgram::readForSchedule(func::FuncOp func, target::Family family,
            << target::familyName(family) << " schedule runs "
            << (qTilesPerTask == 1 ? "one 128-row Q tile" : "two 128-row Q tiles")
            << " per task (fa4-tile q-tiles-per-task=" << qTilesPerTask << ")";
+  // The K/V block: one the family's schedule takes, and the keys of every
+  // K and V tile and of every score tile.
+  int64_t blockN = read->range.getBlockN();
+  const target::ChipInfo &chip = getTargetOrDefault(func);
+  Type element = cast<MemRefType>(read->arguments[kK].getType()).getElementType();
+  if (chip.family == family) {
+    std::string problem = target::blockNProblem(
+        chip, blockN, element.getIntOrFloatBitWidth());
+    if (!problem.empty())
+      return read->range.emitOpError() << "block_n: " << problem;
+  }
+  Operation *stray = nullptr;
+  int64_t strayKeys = 0;
+  func.walk([&](Operation *op) {
+    int64_t keys = blockN;
+    if (auto load = dyn_cast<LoadKvTileOp>(op))
+      keys = cast<RankedTensorType>(load.getType()).getDimSize(0);
+    else if (auto mma = dyn_cast<ScoreMmaOp>(op))
+      keys = cast<RankedTensorType>(mma.getType()).getDimSize(1);
+    if (keys != blockN && !stray) {
+      stray = op;
+      strayKeys = keys;
+    }
+  });
+  if (stray)
+    return stray->emitOpError()
+           << "has tiles of " << strayKeys
+           << " keys; the tile program's K/V blocks are "
+           << blockN << " (fa4.kv_block_range's block_n)";
   return std::optional<TileProgram>(*read);
 }
 

@@ -106,7 +106,8 @@ static cl::opt<int64_t> kvStages(
 static cl::opt<int64_t> blockN(
     "block-n",
     cl::desc("Keys of a K/V block (default 0: the target's choice at the "
-             "head dims, 128, or 80 on sm_90a at head dim 256). sm_100a and "
+             "head dims, 128, or on sm_90a at head dim 256 80, 64 with a paged "
+             "cache or split-KV). sm_100a and "
              "sm_103a take 128 only, sm_90a a multiple of 16 from 16 to 256 "
              "(128 for e4m3)"),
     cl::init(0), cl::cat(compileCategory));

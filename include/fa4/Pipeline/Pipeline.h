@@ -39,7 +39,8 @@ struct PipelineOptions : public PassPipelineOptions<PipelineOptions> {
   PassOptions::Option<int64_t> blockN{
       *this, "block-n",
       llvm::cl::desc("Keys of a K/V block (0: the target's choice at the "
-                     "head dims: 128, 80 on Hopper at head dim 256)"),
+                     "head dims: 128; on Hopper at head dim 256 80, or 64 "
+                     "with a paged cache or split-KV)"),
       llvm::cl::init(0)};
   PassOptions::Option<int64_t> smCount{
       *this, "sm-count",

@@ -99,7 +99,8 @@ def FA4TileAttention : Pass<"fa4-tile", "::mlir::func::FuncOp"> {
            "two consumer warpgroups)">,
     Option<"blockN", "block-n", "int64_t", "0",
            "Keys of a K/V block: 0 for the module's chip's choice at the "
-           "attention's head dims (128; 80 on Hopper at head dim 256). "
+           "attention's head dims (128; on Hopper at head dim 256 80, or "
+           "64 with a paged cache or split-KV). "
            "Blackwell takes 128 only, Hopper a multiple of 16 from 16 to "
            "256 (128 for FP8)">
   ];

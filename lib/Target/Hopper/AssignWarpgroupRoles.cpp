@@ -720,6 +720,30 @@ struct HopperWarpgroupRolesPass
       return signalPassFailure();
     }
     config.chooseOStaging(stages);
+    // A block asked for (block-n) may leave no room for one K and one V.
+    if (config.maxKvStages() < 1) {
+      int64_t widest = 16;
+      for (int64_t keys = 16; keys <= 256; keys += 16) {
+        hopper::ScheduleConfig fits = config;
+        fits.blockN = keys;
+        fits.chooseOStaging();
+        if (fits.maxKvStages() >= 1)
+          widest = keys;
+      }
+      program.range.emitOpError()
+          << "K/V blocks of " << config.blockN << " keys at head dims ("
+          << config.headDim << ", " << config.valueHeadDim
+          << ") leave no room for one K/V stage: a stage is "
+          << config.kvPairBytes() << " bytes beside Q's "
+          << config.tileBytes(config.headDim)
+          << " in shared memory (block-n: at most " << widest << " keys)";
+      return signalPassFailure();
+    }
+    // Which block the stage counts below are of, when it is not the usual.
+    std::string blocks =
+        config.blockN == TileConfig::kBlockN
+            ? std::string()
+            : " with K/V blocks of " + std::to_string(config.blockN) + " keys";
     if (stages > 0) {
       // Where shared memory would hold more, the ring's own cap binds.
       if (stages > config.maxKvStages() &&
@@ -738,7 +762,7 @@ struct HopperWarpgroupRolesPass
                          << config.headDim;
         if (config.valueHeadDim != config.headDim)
           diag << " (V's " << config.valueHeadDim << ")";
-        diag << " (at most "
+        diag << blocks << " (at most "
                          << config.maxKvStages() << ")";
         return signalPassFailure();
       }

@@ -244,6 +244,22 @@ func.func @range_window(%i: index) {
 
 // -----
 
+func.func @range_block_n(%i: index) {
+  // expected-error @+1 {{block_n must be a multiple of 16 keys from 16 to 256, got 17}}
+  %0:4 = fa4.kv_block_range %i, %i, %i {rows = 128 : i64, block_n = 17 : i64, gqa_ratio = 1 : i64, mask = #fa4.mask<none>}
+  return
+}
+
+// -----
+
+func.func @range_block_n_wide(%i: index) {
+  // expected-error @+1 {{block_n must be a multiple of 16 keys from 16 to 256, got 4611686018427387904}}
+  %0:4 = fa4.kv_block_range %i, %i, %i {rows = 128 : i64, block_n = 4611686018427387904 : i64, gqa_ratio = 1 : i64, mask = #fa4.mask<none>}
+  return
+}
+
+// -----
+
 func.func @range_rows(%i: index) {
   // expected-error @+1 {{attribute 'rows' failed to satisfy constraint: 64-bit signless integer attribute whose value is positive}}
   %0:4 = fa4.kv_block_range %i, %i, %i {rows = 0 : i64, block_n = 128 : i64, gqa_ratio = 1 : i64, mask = #fa4.mask<none>}

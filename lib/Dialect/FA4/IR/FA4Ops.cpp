@@ -779,7 +779,19 @@ LogicalResult AttentionOp::verifyRegions() {
 // Level B
 //===----------------------------------------------------------------------===//
 
+/// A K/V block is a multiple of 16 keys up to 256 (P·V's steps, wgmma's
+/// N); which of them a chip's schedule takes, its wing says.
+static LogicalResult verifyBlockN(Operation *op, uint64_t blockN) {
+  if (blockN < 16 || blockN > 256 || blockN % 16 != 0)
+    return op->emitOpError() << "block_n must be a multiple of 16 keys from 16 "
+                                "to 256, got "
+                             << blockN;
+  return success();
+}
+
 LogicalResult KvBlockRangeOp::verify() {
+  if (failed(verifyBlockN(getOperation(), getBlockN())))
+    return failure();
   if (static_cast<bool>(getBlockMask()) != static_cast<bool>(getBatch()) ||
       static_cast<bool>(getBlockMask()) != static_cast<bool>(getKvHead()))
     return emitOpError() << "takes a block_mask with the task's batch and "
@@ -816,7 +828,8 @@ LogicalResult TaskCountOp::verify() {
 }
 
 LogicalResult TaskCoordsOp::verifyRegions() {
-  if (failed(verifyHeadGroups(getOperation(), getKvHeads(), getGroupsPerKv())))
+  if (failed(verifyHeadGroups(getOperation(), getKvHeads(), getGroupsPerKv())) ||
+      failed(verifyBlockN(getOperation(), getBlockN())))
     return failure();
   if (getCuSeqlens() && getOrder() != TaskOrder::static_order)
     return emitOpError() << "walks a varlen grid (cu_seqlens) in its own "

@@ -358,6 +358,11 @@ LogicalResult Lowering::lowerWarpgroupScoreMma(WarpgroupScoreMmaOp mma) {
   SmemType k = mma.getKey().getType();
   int64_t n = k.getRows();
   int64_t accumulators = n / 2;
+  // wgmma's N: a multiple of 8 from 8 to 256 (16 for the P·V steps after).
+  if (n < 16 || n > 256 || n % 16 != 0)
+    return mma.emitOpError() << "scores " << n
+                             << " keys; wgmma takes K tiles of a multiple of "
+                                "16 keys from 16 to 256";
   // Q and K are both K-major: 128-byte rows of 64 elements, 8-row atoms 1024
   // bytes apart (the leading offset is unused: 16). The warpgroup's rows
   // start row_offset lines into each box of Q.
@@ -431,6 +436,12 @@ LogicalResult Lowering::lowerWarpgroupValueMma(WarpgroupValueMmaOp mma) {
   bool fp8 = v.getElementType().getIntOrFloatBitWidth() == 8;
   int64_t n = fp8 ? v.getRows() : v.getCols();
   int64_t accumulators = n / 2;
+  int64_t keys = probsType.getDimSize(1);
+  if (n < 8 || n > 256 || n % 8 != 0 || keys % wgmmaK(v.getElementType()) != 0)
+    return mma.emitOpError()
+           << "multiplies P of " << keys << " keys by V " << n
+           << " wide; wgmma takes N a multiple of 8 up to 256 and whole "
+           << wgmmaK(v.getElementType()) << "-key steps";
   uint64_t bits = wgmma::smemDescriptorTemplate(
       fp8 ? 16 : boxBytes(v), kSwizzleAtomBytes, wgmma::Swizzle::Bytes128);
   Value vBase =
