@@ -722,14 +722,8 @@ struct HopperWarpgroupRolesPass
     config.chooseOStaging(stages);
     // A block asked for (block-n) may leave no room for one K and one V.
     if (config.maxKvStages() < 1) {
-      int64_t widest = 16;
-      for (int64_t keys = 16; keys <= 256; keys += 16) {
-        hopper::ScheduleConfig fits = config;
-        fits.blockN = keys;
-        fits.chooseOStaging();
-        if (fits.maxKvStages() >= 1)
-          widest = keys;
-      }
+      int64_t widest = hopper::ScheduleConfig::widestBlockN(
+          config.headDim, config.valueHeadDim, config.elementBytes, 1, 256);
       program.range.emitOpError()
           << "K/V blocks of " << config.blockN << " keys at head dims ("
           << config.headDim << ", " << config.valueHeadDim

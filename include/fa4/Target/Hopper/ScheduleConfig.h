@@ -142,13 +142,21 @@ struct ScheduleConfig {
   /// consumer's O of 128 registers leaves room for S of 80 and its P.
   static int64_t defaultBlockN(int64_t headDim, int64_t valueHeadDim,
                                int64_t elementBytes) {
-    for (int64_t blockN = 128; blockN > 16; blockN -= 16) {
+    return std::max<int64_t>(
+        16, widestBlockN(headDim, valueHeadDim, elementBytes, 2, 128));
+  }
+  /// The widest multiple of 16 keys up to `limit` whose ring holds
+  /// `stages` K/V stages (O staged if it still does), 0 if none.
+  static int64_t widestBlockN(int64_t headDim, int64_t valueHeadDim,
+                              int64_t elementBytes, int64_t stages,
+                              int64_t limit) {
+    for (int64_t blockN = limit; blockN >= 16; blockN -= 16) {
       ScheduleConfig config = get(headDim, elementBytes, valueHeadDim, blockN);
       config.chooseOStaging();
-      if (config.maxKvStages() >= 2)
+      if (config.maxKvStages() >= stages)
         return blockN;
     }
-    return 16;
+    return 0;
   }
 
   static ScheduleConfig get(int64_t headDim, int64_t elementBytes,
