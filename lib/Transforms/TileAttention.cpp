@@ -519,8 +519,7 @@ struct TileAttentionPass
     int64_t bits = element.getIntOrFloatBitWidth();
     // A paged cache's pages and the blocks must divide one another (a
     // block's rows are whole pages, or a page whole blocks): the default
-    // narrows to the widest such block (80 keys at head dim 256 take pages
-    // of 16; larger pages get 64).
+    // narrows to the widest such block.
     int64_t page = op.getBlockTable()
                        ? cast<MemRefType>(op.getK().getType()).getDimSize(1)
                        : 0;
