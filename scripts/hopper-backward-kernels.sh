@@ -37,11 +37,16 @@ kernels=(
   "bwd-hd96-fp16-none-q6kv2|--head-dim 96 --q-heads 6 --kv-heads 2 --dtype fp16|2x1000x700"
   "bwd-hd128-bf16-window-h8|--head-dim 128 --q-heads 8 --kv-heads 8 --dtype bf16 --mask window --window-left 256 --window-right 0|2x2048x2048"
   "bwd-hd64-bf16-softcap-h8|--head-dim 64 --q-heads 8 --kv-heads 8 --dtype bf16 --softcap 30 --mask causal|2x1024x1024"
+  # Head dim 32 (half a swizzle line a row).
+  "bwd-hd32-bf16-none-h16|--head-dim 32 --q-heads 16 --kv-heads 16 --dtype bf16|4x1024x1024 1x4096x4096 16x1024x1024"
+  "bwd-hd32-bf16-causal-h16|--head-dim 32 --q-heads 16 --kv-heads 16 --dtype bf16 --mask causal|4x1024x1024 1x4096x4096 16x1024x1024"
+  "bwd-hd32-fp16-window-q6kv2|--head-dim 32 --q-heads 6 --kv-heads 2 --dtype fp16 --mask window --window-left 200 --window-right 30 --softcap 20|2x777x1333"
   # The deterministic order (the "deterministic and not"): at 16
   # heads a 16 x 1k batch fills the SMs, a 1 x 4k one does not.
   "bwd-hd128-bf16-none-h16-det|--head-dim 128 --q-heads 16 --kv-heads 16 --dtype bf16 --deterministic|1x4096x4096 16x1024x1024"
   "bwd-hd128-bf16-causal-h16-det|--head-dim 128 --q-heads 16 --kv-heads 16 --dtype bf16 --mask causal --deterministic|1x4096x4096 16x1024x1024"
   "bwd-hd64-bf16-none-h16-det|--head-dim 64 --q-heads 16 --kv-heads 16 --dtype bf16 --deterministic|16x1024x1024"
+  "bwd-hd32-bf16-causal-h16-det|--head-dim 32 --q-heads 16 --kv-heads 16 --dtype bf16 --mask causal --deterministic|4x1024x1024"
 )
 index="{\"sm_count\": $sm_count, \"kernels\": ["
 first=1

@@ -84,12 +84,12 @@ TEST_F(AttentionVerifierTest, AcceptsTheSeedConfiguration) {
 TEST_F(AttentionVerifierTest, RejectsUnsupportedHeadDim) {
   OpBuilder b(&context);
   EXPECT_EQ(verifyAttention(b.getF16Type(), 80, 8, 8),
-            "'fa4.attention' op head dim 80 is not supported (expected 64, 96, "
-            "128, 192 or 256)");
+            "'fa4.attention' op head dim 80 is not supported (expected 32, 64, "
+            "96, 128, 192 or 256)");
   // 192 takes a V head dim of at most 128 (DeepSeek-V3's (192, 128)).
   EXPECT_EQ(verifyAttention(b.getF16Type(), 192, 8, 8),
-            "'fa4.attention' op V head dim 192 is not supported (expected 64, "
-            "96, 128 or 256; Q and K's may be larger, as (192, 128)): with Q and "
+            "'fa4.attention' op V head dim 192 is not supported (expected 32, "
+            "64, 96, 128 or 256; Q and K's may be larger, as (192, 128)): with Q and "
             "K's head dim 192, V (and O) take a head dim of their own (fa4c "
             "--v-head-dim, Python's v_head_dim)");
 }

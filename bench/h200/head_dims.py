@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Head dims on the H200: fa4's (192, 128) kernels (DeepSeek-V3's prefill
-attention) and head dim 256 (Gemma's) against cuDNN and the other SDPA
+attention), head dim 256 (Gemma's) and head dim 32 against cuDNN and the other SDPA
 backends that take them, TFLOP/s, and each output against a float32
 reference; and K/V blocks other than the default (fa4c --block-n) beside
 the default's kernel.
@@ -29,8 +29,9 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 # (head dim, V head dim, q heads, kv heads, dtype, causal, block_n):
 # DeepSeek-V3's shape at 16 heads a GPU, one narrower V at head dim 128,
 # head dim 256 (80-key blocks by default; 64 and 96 beside), and hd128 with
-# 128- and 176-key blocks (FlashAttention-3's non-causal hd128 tile). A
-# block_n of 0 is the head dims' default.
+# 128- and 176-key blocks (FlashAttention-3's non-causal hd128 tile), and
+# head dim 32 beside hd64, each also with wider blocks. A block_n of 0 is
+# the head dims' default.
 KERNELS = [
     (192, 128, 16, 16, "bf16", False, 0),
     (192, 128, 16, 16, "bf16", True, 0),
@@ -44,6 +45,14 @@ KERNELS = [
     (128, 128, 16, 16, "bf16", False, 0),
     (128, 128, 16, 16, "bf16", False, 176),
     (128, 128, 16, 16, "bf16", True, 176),
+    (32, 32, 16, 16, "bf16", False, 0),
+    (32, 32, 16, 16, "bf16", True, 0),
+    (32, 32, 16, 16, "bf16", False, 192),
+    (32, 32, 16, 16, "bf16", True, 192),
+    (32, 32, 16, 16, "bf16", False, 256),
+    (64, 64, 16, 16, "bf16", False, 0),
+    (64, 64, 16, 16, "bf16", True, 0),
+    (64, 64, 16, 16, "bf16", False, 192),
 ]
 # (batch, seq) per kernel: the bench shapes of bench.py.
 SHAPES = [(16, 1024), (4, 4096), (1, 16384)]

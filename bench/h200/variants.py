@@ -132,6 +132,18 @@ HEAD_DIMS = ((192, 128, "bf16", CHECK_MASKS[0], 8, 8, {}),
              (256, 256, "fp16", CHECK_MASKS[0], 8, 2,
               {"page_size": 64, "seqused_k": True}),
              (256, 256, "bf16", CHECK_MASKS[1], 8, 1,
+              {"num_splits": 3, "seqused_k": True}),
+             # Head dim 32: half a swizzle line a row, the boxes 64 columns
+             # wide (zeros past the head dim).
+             (32, 32, "bf16", CHECK_MASKS[0], 8, 8, {}),
+             (32, 32, "fp16", CHECK_MASKS[1], 8, 2, {}),
+             (32, 32, "bf16", CHECK_MASKS[2], 8, 1, {}),
+             (32, 32, "fp16", CHECK_MASKS[3], 6, 2, {}),
+             (64, 32, "bf16", CHECK_MASKS[1], 8, 2, {}),
+             (32, 32, "bf16", CHECK_MASKS[1], 8, 2, {"varlen": True}),
+             (32, 32, "fp16", CHECK_MASKS[0], 8, 2,
+              {"page_size": 16, "seqused_k": True}),
+             (32, 32, "bf16", CHECK_MASKS[1], 8, 1,
               {"num_splits": 3, "seqused_k": True}))
 
 # K/V blocks other than the head dim's default (fa4c --block-n), each a

@@ -89,9 +89,10 @@ parseBackwardManifest(const std::string &json) {
       attention.fail("has an unknown \"mask\" \"" + m.mask + "\"");
     if (m.dtype != "fp16" && m.dtype != "bf16")
       attention.fail("has an unknown \"dtype\" \"" + m.dtype + "\"");
-    if (m.headDim != 64 && m.headDim != 96 && m.headDim != 128)
+    if (m.headDim != 32 && m.headDim != 64 && m.headDim != 96 &&
+        m.headDim != 128)
       attention.fail("has \"head_dim\" " + std::to_string(m.headDim) +
-                     " (the backward's are 64, 96 and 128)");
+                     " (the backward's are 32, 64, 96 and 128)");
     if (m.qHeads < 1 || m.kvHeads < 1 || m.qHeads >= (int64_t(1) << 31) ||
         m.qHeads % m.kvHeads != 0)
       attention.fail("has \"q_heads\" " + std::to_string(m.qHeads) +

@@ -159,14 +159,14 @@ class Kernel:
         its variant, target and sm_count): dQ, dK and dV from the O and LSE
         this kernel writes (compile it with ``lse=True`` to have the LSE).
         A kernel compiled from IR, or with seqused_k, a paged cache,
-        split-KV, varlen, a V head dim of its own or a head dim above 128,
-        has none yet: NotImplementedError."""
+        split-KV, varlen, a V head dim of its own or a head dim other than
+        32, 64, 96 or 128 has none yet: NotImplementedError."""
         if self._backward_of is None:
             raise NotImplementedError(
                 "this kernel's backward is not built: fa4 compiles the "
                 "backward of a variant fa4.compile describes without "
                 "seqused_k, page_size, num_splits, varlen or a v_head_dim "
-                "of its own, at head dim 64, 96 or 128 (a kernel compiled "
+                "of its own, at head dim 32, 64, 96 or 128 (a kernel compiled "
                 "from IR has none from Python yet)")
         return compile_backward(**self._backward_of,
                                 deterministic=deterministic)
@@ -412,8 +412,8 @@ def compile(head_dim: int = 128, q_heads: int = 32, kv_heads: int = 8,
             v_head_dim: Optional[int] = None) -> Kernel:
     """Compiles one attention variant to a ``Kernel``.
 
-    head_dim: Q and K's (64, 96, 128, 192 or 256); v_head_dim: V and O's
-    (64, 96, 128 or 256, at most head_dim), None for head_dim's —
+    head_dim: Q and K's (32, 64, 96, 128, 192 or 256); v_head_dim: V and
+    O's (32, 64, 96, 128 or 256, at most head_dim), None for head_dim's —
     ``head_dim=192, v_head_dim=128`` is DeepSeek-V3's prefill attention;
     256 (Gemma's) compiles for sm_90a only. dtype: "fp16",
     "bf16" or "e4m3" (FP8 q, k and v, a bf16 O, three (batch, kv_heads)
@@ -489,7 +489,7 @@ def compile(head_dim: int = 128, q_heads: int = 32, kv_heads: int = 8,
            sm_count, seqused_k, page_size, num_splits, varlen, v_head_dim)
     backward_of = None
     if not (seqused_k or page_size or num_splits > 1 or varlen or
-            v_head_dim != head_dim or head_dim > 128):
+            v_head_dim != head_dim or head_dim not in _BACKWARD_HEAD_DIMS):
         backward_of = dict(head_dim=head_dim, q_heads=q_heads,
                            kv_heads=kv_heads, mask=mask,
                            window=(left, right), dtype=key_dtype,
@@ -516,6 +516,8 @@ def compile(head_dim: int = 128, q_heads: int = 32, kv_heads: int = 8,
 # The chips whose schedule takes the backward to a binary (the chip table's
 # "backward"), the first compile_backward's default.
 _BACKWARD_CHIPS = tuple(chip["name"] for chip in _CHIPS if chip.get("backward"))
+# The head dims the backward is built for (one for Q, K and V).
+_BACKWARD_HEAD_DIMS = (32, 64, 96, 128)
 
 
 def compile_backward(head_dim: int = 128, q_heads: int = 32,
@@ -670,7 +672,7 @@ def attention(q, k, v, causal: bool = False,
 
     q: (batch, seq_q, q_heads, head_dim); k, v: (batch, seq_k, kv_heads,
     head_dim), fp16 or bf16, q_heads a multiple of kv_heads (GQA/MQA); v
-    may have a head dim of its own (64, 96, 128 or 256, at most q's:
+    may have a head dim of its own (32, 64, 96, 128 or 256, at most q's:
     (192, 128) is DeepSeek-V3's), which O then has. Head dim 256 runs on
     Hopper GPUs, and for CPU tensors in the emulator as sm_90a's kernel.
     causal: bottom-right aligned causal mask; window: (left, right) keys

@@ -16,8 +16,8 @@ from typing import Optional, Sequence, Tuple
 
 import torch
 
-from . import (LaunchError, _BACKWARD_CHIPS, _capi, _fa4, _flag, _integer,
-               _real, _variant,
+from . import (LaunchError, _BACKWARD_CHIPS, _BACKWARD_HEAD_DIMS, _capi,
+               _fa4, _flag, _integer, _real, _variant,
                _split_counter_words, _window_pair, compile, compile_backward,
                split_workspace_words)
 from ._fp8 import prepare_fp8_value
@@ -617,10 +617,10 @@ def _compile_backward(variant, target, sm_count, deterministic=False):
             f"fa4.attention's backward with V's head dim "
             f"({variant['v_head_dim']}) differing from Q's "
             f"({variant['head_dim']}) is not built yet")
-    if variant["head_dim"] > 128:
+    if variant["head_dim"] not in _BACKWARD_HEAD_DIMS:
         raise NotImplementedError(
             f"fa4.attention's backward at head dim {variant['head_dim']} is "
-            f"not built yet (it takes 64, 96 or 128)")
+            f"not built yet (it takes 32, 64, 96 or 128)")
     return compile_backward(head_dim=variant["head_dim"],
                             q_heads=variant["q_heads"],
                             kv_heads=variant["kv_heads"], mask=variant["mask"],
@@ -653,16 +653,17 @@ _attention_backward_op.register_autograd(
 
 def _refuse_value_head_dim(q, v):
     """The backward takes one head dim for q, k and v (not yet (192, 128)),
-    of at most 128 (not yet 256)."""
+    32, 64, 96 or 128 (not yet 192 or 256)."""
     if isinstance(v, torch.Tensor) and isinstance(q, torch.Tensor) and \
             v.dim() == 4 and q.dim() == 4 and v.shape[3] != q.shape[3]:
         raise NotImplementedError(
             f"fa4.attention's backward with V's head dim ({v.shape[3]}) "
             f"differing from Q's ({q.shape[3]}) is not built yet")
-    if isinstance(q, torch.Tensor) and q.dim() == 4 and q.shape[3] > 128:
+    if isinstance(q, torch.Tensor) and q.dim() == 4 and \
+            q.shape[3] not in _BACKWARD_HEAD_DIMS:
         raise NotImplementedError(
             f"fa4.attention's backward at head dim {q.shape[3]} is not built "
-            f"yet (it takes 64, 96 or 128)")
+            f"yet (it takes 32, 64, 96 or 128)")
 
 
 def _check_backward_tensors(dout, q, k, out, lse):

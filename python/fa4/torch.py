@@ -9,7 +9,7 @@ without an edit::
     compiled = torch.compile(model)
 
 The rewrite walks the FX graph and replaces each SDPA call that fa4
-computes exactly — fp16/bf16, head dim 64/96/128, no ``attn_mask``, no
+computes exactly — fp16/bf16, head dim 32/64/96/128, no ``attn_mask``, no
 dropout, ``is_causal`` (SDPA's causal mask is aligned top-left: fa4's causal
 where seq_q == seq_k, a window where seq_q > seq_k), any ``scale``, and
 grouped-query heads (``enable_gqa``) — by transposed views of q, k and v
@@ -40,7 +40,7 @@ _PARAMETERS = ("query", "key", "value", "attn_mask", "dropout_p", "is_causal",
                "scale", "enable_gqa")
 _DEFAULTS = {"attn_mask": None, "dropout_p": 0.0, "is_causal": False,
              "scale": None, "enable_gqa": False}
-_HEAD_DIMS = (64, 96, 128)
+_HEAD_DIMS = (32, 64, 96, 128)
 
 
 def _arguments(node: torch.fx.Node) -> Optional[dict]:

@@ -66,6 +66,7 @@ def check(q, k, v, atol=2e-3, seed=1, **variant):
     ((1, 257, 129, 3, 1, 64, torch.float16), dict(causal=True)),
     ((2, 150, 150, 2, 2, 128, torch.bfloat16), dict(window=(40, 10))),
     ((1, 200, 100, 4, 4, 64, torch.float16), dict(softcap=5.0, scale=0.2)),
+    ((1, 150, 170, 6, 2, 32, torch.bfloat16), dict(causal=True)),
 ])
 def test_gradients_match_the_float64_reference(inputs, shape, variant):
     check(*inputs(*shape), **variant)

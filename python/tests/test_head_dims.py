@@ -98,10 +98,29 @@ def test_head_dim_256_in_the_emulator(v_head_dim, causal, q_heads, kv_heads,
 def test_head_dim_256_has_no_backward_yet():
     kernel = fa4.compile(head_dim=256, q_heads=2, kv_heads=2, target="sm_90a")
     assert kernel.manifest["attention"]["head_dim"] == 256
-    with pytest.raises(NotImplementedError, match="head dim 64, 96 or 128"):
+    with pytest.raises(NotImplementedError, match="head dim 32, 64, 96 or 128"):
         kernel.backward()
     q, k, v = make(1, 20, 20, 2, 2, 256, 256, torch.bfloat16)
     q.requires_grad_(True)
     o = fa4.attention(q, k, v)
     with pytest.raises(NotImplementedError, match="head dim 256 is not built"):
         o.sum().backward()
+
+
+@pytest.mark.parametrize("target", ["sm_100a", "sm_90a"])
+def test_head_dim_32(target):
+    # Half of a 128-byte swizzle line a row: the kernels' boxes stay 64
+    # columns wide over 32-column tensors (the rest zeros, read by no MMA).
+    kernel = fa4.compile(head_dim=32, q_heads=4, kv_heads=2, mask="causal",
+                         dtype="bf16", lse=True, target=target)
+    maps = {m["tensor"]: m for m in kernel.manifest["tensor_maps"]}
+    assert maps["q"]["dims"][0] == 32 and maps["q"]["box"][0] == 64
+    q, k, v = make(2, 70, 150, 4, 2, 32, 32, torch.bfloat16, seed=5)
+    o = torch.empty(2, 70, 4, 32, dtype=torch.bfloat16)
+    lse = torch.empty(2, 4, 70, dtype=torch.float32)
+    kernel(q, k, v, o, lse)
+    want_o, want_lse = reference(q, k, v, True)
+    assert (o.double() - want_o).abs().max().item() < 2e-2
+    assert (lse.double() - want_lse).abs().max().item() < 1e-3
+    # Its backward is built too.
+    assert kernel.backward().manifest["attention"]["head_dim"] == 32

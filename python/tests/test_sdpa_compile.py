@@ -83,7 +83,7 @@ def test_the_rewrite_says_what_it_replaced_and_why_not_the_rest(capsys):
                 F.scaled_dot_product_attention(q, q, q, attn_mask=mask),
                 F.scaled_dot_product_attention(q, q, q, dropout_p=0.1),
                 F.scaled_dot_product_attention(q.float(), q.float(), q.float()),
-                F.scaled_dot_product_attention(q[..., :32], q[..., :32], q[..., :32]),
+                F.scaled_dot_product_attention(q[..., :16], q[..., :16], q[..., :16]),
                 F.scaled_dot_product_attention(q, q[:, :1], q[:, :1]))
     gm = graph_of(calls, q, k)
     report = fa4.torch.replace_sdpa(gm, debug=True)
@@ -94,7 +94,7 @@ def test_the_rewrite_says_what_it_replaced_and_why_not_the_rest(capsys):
     assert [reason.split(" (")[0] for reason in left] == [
         "is_causal with seq_q < seq_k, or lengths not known to be equal",
         "an attn_mask tensor", "dropout_p 0.1", "dtype torch.float32",
-        "head dim 32", "2 query heads over 1 K/V heads without enable_gqa"]
+        "head dim 16", "2 query heads over 1 K/V heads without enable_gqa"]
     err = capsys.readouterr().err
     assert err.count("fa4: SDPA at ") == 8
     assert "test_sdpa_compile.py" in err and "left to PyTorch: dropout_p 0.1" in err

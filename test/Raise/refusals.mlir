@@ -126,13 +126,13 @@ func.func @attention(%q: tensor<1x2x32x64xf16>, %k: tensor<1x2x48x64xf16>, %v: t
 
 // -----
 
-// Head dim 32: fa4.attention takes 64, 96 and 128.
-func.func @attention(%q: tensor<1x2x32x32xf16>, %k: tensor<1x2x48x32xf16>, %v: tensor<1x2x48x32xf16>) -> tensor<1x2x32x32xf16> {
+// Head dim 16: fa4.attention takes 32, 64, 96, 128, 192 and 256.
+func.func @attention(%q: tensor<1x2x32x16xf16>, %k: tensor<1x2x48x16xf16>, %v: tensor<1x2x48x16xf16>) -> tensor<1x2x32x16xf16> {
   %zero = arith.constant 0.0 : f32
   %scale = arith.constant 0.125 : f32
   %e = tensor.empty() : tensor<1x2x32x48xf32>
   %z = linalg.fill ins(%zero : f32) outs(%e : tensor<1x2x32x48xf32>) -> tensor<1x2x32x48xf32>
-  %s = linalg.generic {indexing_maps = [affine_map<(b, h, i, j, d) -> (b, h, i, d)>, affine_map<(b, h, i, j, d) -> (b, h, j, d)>, affine_map<(b, h, i, j, d) -> (b, h, i, j)>], iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction"]} ins(%q, %k : tensor<1x2x32x32xf16>, tensor<1x2x48x32xf16>) outs(%z : tensor<1x2x32x48xf32>) {
+  %s = linalg.generic {indexing_maps = [affine_map<(b, h, i, j, d) -> (b, h, i, d)>, affine_map<(b, h, i, j, d) -> (b, h, j, d)>, affine_map<(b, h, i, j, d) -> (b, h, i, j)>], iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction"]} ins(%q, %k : tensor<1x2x32x16xf16>, tensor<1x2x48x16xf16>) outs(%z : tensor<1x2x32x48xf32>) {
   ^bb0(%a: f16, %b: f16, %acc: f32):
     %x = arith.extf %a : f16 to f32
     %y = arith.extf %b : f16 to f32
@@ -146,23 +146,23 @@ func.func @attention(%q: tensor<1x2x32x32xf16>, %k: tensor<1x2x48x32xf16>, %v: t
     linalg.yield %t : f32
   } -> tensor<1x2x32x48xf32>
   %p = linalg.softmax dimension(3) ins(%scaled : tensor<1x2x32x48xf32>) outs(%e : tensor<1x2x32x48xf32>) -> tensor<1x2x32x48xf32>
-  %eo = tensor.empty() : tensor<1x2x32x32xf32>
-  %zo = linalg.fill ins(%zero : f32) outs(%eo : tensor<1x2x32x32xf32>) -> tensor<1x2x32x32xf32>
-  %o = linalg.generic {indexing_maps = [affine_map<(b, h, i, e, j) -> (b, h, i, j)>, affine_map<(b, h, i, e, j) -> (b, h, j, e)>, affine_map<(b, h, i, e, j) -> (b, h, i, e)>], iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction"]} ins(%p, %v : tensor<1x2x32x48xf32>, tensor<1x2x48x32xf16>) outs(%zo : tensor<1x2x32x32xf32>) {
+  %eo = tensor.empty() : tensor<1x2x32x16xf32>
+  %zo = linalg.fill ins(%zero : f32) outs(%eo : tensor<1x2x32x16xf32>) -> tensor<1x2x32x16xf32>
+  %o = linalg.generic {indexing_maps = [affine_map<(b, h, i, e, j) -> (b, h, i, j)>, affine_map<(b, h, i, e, j) -> (b, h, j, e)>, affine_map<(b, h, i, e, j) -> (b, h, i, e)>], iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction"]} ins(%p, %v : tensor<1x2x32x48xf32>, tensor<1x2x48x16xf16>) outs(%zo : tensor<1x2x32x16xf32>) {
   ^bb0(%a: f32, %b: f16, %acc: f32):
     %y = arith.extf %b : f16 to f32
     %m = arith.mulf %a, %y : f32
     %r = arith.addf %acc, %m : f32
     linalg.yield %r : f32
-  } -> tensor<1x2x32x32xf32>
-  %eh = tensor.empty() : tensor<1x2x32x32xf16>
-  // expected-remark @+1 {{not raised to fa4.attention: fa4.attention would not verify: 'fa4.attention' op head dim 32 is not supported}}
-  %oh = linalg.generic {indexing_maps = [affine_map<(b, h, i, e) -> (b, h, i, e)>, affine_map<(b, h, i, e) -> (b, h, i, e)>], iterator_types = ["parallel", "parallel", "parallel", "parallel"]} ins(%o : tensor<1x2x32x32xf32>) outs(%eh : tensor<1x2x32x32xf16>) {
+  } -> tensor<1x2x32x16xf32>
+  %eh = tensor.empty() : tensor<1x2x32x16xf16>
+  // expected-remark @+1 {{not raised to fa4.attention: fa4.attention would not verify: 'fa4.attention' op head dim 16 is not supported}}
+  %oh = linalg.generic {indexing_maps = [affine_map<(b, h, i, e) -> (b, h, i, e)>, affine_map<(b, h, i, e) -> (b, h, i, e)>], iterator_types = ["parallel", "parallel", "parallel", "parallel"]} ins(%o : tensor<1x2x32x16xf32>) outs(%eh : tensor<1x2x32x16xf16>) {
   ^bb0(%in: f32, %out: f16):
     %t = arith.truncf %in : f32 to f16
     linalg.yield %t : f16
-  } -> tensor<1x2x32x32xf16>
-  return %oh : tensor<1x2x32x32xf16>
+  } -> tensor<1x2x32x16xf16>
+  return %oh : tensor<1x2x32x16xf16>
 }
 
 // -----
@@ -430,21 +430,21 @@ func.func @attention(%q: tensor<1x2x32x64xf16>, %k: tensor<1x2x48x64xf16>, %v: t
 
 // The collapsed [batch·heads, seq, head_dim] form at a head dim fa4 does not
 // take: refused by the op's verifier, named.
-func.func @collapsed_head_dim_32(%q: tensor<4x32x32xf16>, %k: tensor<4x48x32xf16>, %v: tensor<4x48x32xf16>) -> tensor<4x32x32xf16> {
+func.func @collapsed_head_dim_16(%q: tensor<4x32x16xf16>, %k: tensor<4x48x16xf16>, %v: tensor<4x48x16xf16>) -> tensor<4x32x16xf16> {
   %zero = arith.constant 0.0 : f16
   %e = tensor.empty() : tensor<4x32x48xf16>
   %z = linalg.fill ins(%zero : f16) outs(%e : tensor<4x32x48xf16>) -> tensor<4x32x48xf16>
-  %s = linalg.generic {indexing_maps = [affine_map<(b, i, j, d) -> (b, i, d)>, affine_map<(b, i, j, d) -> (b, j, d)>, affine_map<(b, i, j, d) -> (b, i, j)>], iterator_types = ["parallel", "parallel", "parallel", "reduction"]} ins(%q, %k : tensor<4x32x32xf16>, tensor<4x48x32xf16>) outs(%z : tensor<4x32x48xf16>) {
+  %s = linalg.generic {indexing_maps = [affine_map<(b, i, j, d) -> (b, i, d)>, affine_map<(b, i, j, d) -> (b, j, d)>, affine_map<(b, i, j, d) -> (b, i, j)>], iterator_types = ["parallel", "parallel", "parallel", "reduction"]} ins(%q, %k : tensor<4x32x16xf16>, tensor<4x48x16xf16>) outs(%z : tensor<4x32x48xf16>) {
   ^bb0(%a: f16, %b: f16, %acc: f16):
     %m = arith.mulf %a, %b : f16
     %r = arith.addf %acc, %m : f16
     linalg.yield %r : f16
   } -> tensor<4x32x48xf16>
   %p = linalg.softmax dimension(2) ins(%s : tensor<4x32x48xf16>) outs(%e : tensor<4x32x48xf16>) -> tensor<4x32x48xf16>
-  %oe = tensor.empty() : tensor<4x32x32xf16>
-  %oz = linalg.fill ins(%zero : f16) outs(%oe : tensor<4x32x32xf16>) -> tensor<4x32x32xf16>
-  // expected-remark @+1 {{not raised to fa4.attention: fa4.attention would not verify: 'fa4.attention' op head dim 32 is not supported (expected 64, 96, 128, 192 or 256)}}
-  %o = linalg.batch_matmul ins(%p, %v : tensor<4x32x48xf16>, tensor<4x48x32xf16>) outs(%oz : tensor<4x32x32xf16>) -> tensor<4x32x32xf16>
-  return %o : tensor<4x32x32xf16>
+  %oe = tensor.empty() : tensor<4x32x16xf16>
+  %oz = linalg.fill ins(%zero : f16) outs(%oe : tensor<4x32x16xf16>) -> tensor<4x32x16xf16>
+  // expected-remark @+1 {{not raised to fa4.attention: fa4.attention would not verify: 'fa4.attention' op head dim 16 is not supported (expected 32, 64, 96, 128, 192 or 256)}}
+  %o = linalg.batch_matmul ins(%p, %v : tensor<4x32x48xf16>, tensor<4x48x16xf16>) outs(%oz : tensor<4x32x16xf16>) -> tensor<4x32x16xf16>
+  return %o : tensor<4x32x16xf16>
 }
 

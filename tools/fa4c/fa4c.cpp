@@ -136,12 +136,12 @@ static cl::opt<std::string> testMutation(
     cl::value_desc("name"), cl::init(""), cl::cat(compileCategory));
 
 static cl::opt<int64_t> headDim("head-dim",
-                                cl::desc("Q and K's head dim: 64, 96, 128, "
-                                         "192 or 256 (256: sm_90a)"),
+                                cl::desc("Q and K's head dim: 32, 64, 96, "
+                                         "128, 192 or 256 (256: sm_90a)"),
                                 cl::init(128), cl::cat(variantCategory));
 static cl::opt<int64_t> valueHeadDim(
     "v-head-dim",
-    cl::desc("V and O's head dim: 64, 96, 128 or 256, at most --head-dim "
+    cl::desc("V and O's head dim: 32, 64, 96, 128 or 256, at most --head-dim "
              "(default: --head-dim; --head-dim 192 --v-head-dim 128 is "
              "DeepSeek-V3's prefill)"),
     cl::init(0), cl::cat(variantCategory));

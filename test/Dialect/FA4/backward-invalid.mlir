@@ -11,10 +11,10 @@ func.func @dtype_mismatch(%q: memref<?x?x4x64xf16>, %k: memref<?x?x2x64xf16>, %v
 
 // -----
 
-func.func @head_dim(%q: memref<?x?x4x32xf16>, %k: memref<?x?x2x32xf16>, %v: memref<?x?x2x32xf16>, %o: memref<?x?x4x32xf16>, %do: memref<?x?x4x32xf16>, %lse: memref<?x4x?xf32>, %dq: memref<?x?x4x32xf16>, %dk: memref<?x?x2x32xf16>, %dv: memref<?x?x2x32xf16>, %delta: memref<?x4x?xf32>, %acc: memref<?x?x4x32xf32>) {
-  // expected-error @+1 {{head dim 32 is not supported by the backward (expected 64, 96 or 128)}}
+func.func @head_dim(%q: memref<?x?x4x192xf16>, %k: memref<?x?x2x192xf16>, %v: memref<?x?x2x192xf16>, %o: memref<?x?x4x192xf16>, %do: memref<?x?x4x192xf16>, %lse: memref<?x4x?xf32>, %dq: memref<?x?x4x192xf16>, %dk: memref<?x?x2x192xf16>, %dv: memref<?x?x2x192xf16>, %delta: memref<?x4x?xf32>, %acc: memref<?x?x4x192xf32>) {
+  // expected-error @+1 {{head dim 192 is not supported by the backward (expected 32, 64, 96 or 128)}}
   fa4.attention_backward %q, %k, %v, %o, %do, %lse -> %dq, %dk, %dv workspace(%delta, %acc)
-      : memref<?x?x4x32xf16>, memref<?x?x2x32xf16>, memref<?x?x2x32xf16>, memref<?x?x4x32xf16>, memref<?x?x4x32xf16>, memref<?x4x?xf32> -> memref<?x?x4x32xf16>, memref<?x?x2x32xf16>, memref<?x?x2x32xf16>, memref<?x4x?xf32>, memref<?x?x4x32xf32>
+      : memref<?x?x4x192xf16>, memref<?x?x2x192xf16>, memref<?x?x2x192xf16>, memref<?x?x4x192xf16>, memref<?x?x4x192xf16>, memref<?x4x?xf32> -> memref<?x?x4x192xf16>, memref<?x?x2x192xf16>, memref<?x?x2x192xf16>, memref<?x4x?xf32>, memref<?x?x4x192xf32>
   return
 }
 

@@ -66,7 +66,7 @@ func.func @dtype_mismatch(%q: memref<?x?x8x128xf16>, %k: memref<?x?x8x128xf16>, 
 // -----
 
 func.func @head_dim(%q: memref<?x?x8x80xf16>, %k: memref<?x?x8x80xf16>, %v: memref<?x?x8x80xf16>, %o: memref<?x?x8x80xf16>) {
-  // expected-error @+1 {{head dim 80 is not supported (expected 64, 96, 128, 192 or 256)}}
+  // expected-error @+1 {{head dim 80 is not supported (expected 32, 64, 96, 128, 192 or 256)}}
   fa4.attention %q, %k, %v -> %o 
       : memref<?x?x8x80xf16>, memref<?x?x8x80xf16>, memref<?x?x8x80xf16> -> memref<?x?x8x80xf16>
   return
@@ -75,7 +75,7 @@ func.func @head_dim(%q: memref<?x?x8x80xf16>, %k: memref<?x?x8x80xf16>, %v: memr
 // -----
 
 func.func @v_head_dim_192(%q: memref<?x?x8x192xf16>, %k: memref<?x?x8x192xf16>, %v: memref<?x?x8x192xf16>, %o: memref<?x?x8x192xf16>) {
-  // expected-error @+1 {{V head dim 192 is not supported (expected 64, 96, 128 or 256; Q and K's may be larger, as (192, 128))}}
+  // expected-error @+1 {{V head dim 192 is not supported (expected 32, 64, 96, 128 or 256; Q and K's may be larger, as (192, 128))}}
   fa4.attention %q, %k, %v -> %o
       : memref<?x?x8x192xf16>, memref<?x?x8x192xf16>, memref<?x?x8x192xf16> -> memref<?x?x8x192xf16>
   return

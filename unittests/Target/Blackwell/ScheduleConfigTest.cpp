@@ -37,7 +37,9 @@ TEST(ScheduleConfig, KvStagesFollowTheSharedMemoryBudget) {
   // Head dim 96 pads its rows to 256 bytes (two 128-byte swizzle lines).
   EXPECT_EQ(ScheduleConfig::get(96, 2).kvStages(), 3);
   EXPECT_EQ(ScheduleConfig::get(64, 2).kvStages(), 10);
-  for (int64_t headDim : {64, 96, 128}) {
+  // Head dim 32 pads its rows to one 128-byte line: hd64's stages.
+  EXPECT_EQ(ScheduleConfig::get(32, 2).kvStages(), 10);
+  for (int64_t headDim : {32, 64, 96, 128}) {
     ScheduleConfig config = ScheduleConfig::get(headDim, 2);
     EXPECT_LE(config.smemBytes(), blackwell::kSmemBytesPerCta);
     EXPECT_GT(config.smemBytes() + config.kvItemBytes(),

@@ -37,7 +37,9 @@ TEST(HopperScheduleConfig, KvStagesFollowTheSharedMemoryBudget) {
   EXPECT_EQ(hopper::ScheduleConfig::get(128, 2).kvStages(), 2);
   EXPECT_EQ(hopper::ScheduleConfig::get(96, 2).kvStages(), 2);
   EXPECT_EQ(hopper::ScheduleConfig::get(64, 2).kvStages(), 4);
-  for (int64_t headDim : {64, 96, 128}) {
+  // Head dim 32 pads its rows to one 128-byte swizzle line: hd64's stages.
+  EXPECT_EQ(hopper::ScheduleConfig::get(32, 2).kvStages(), 4);
+  for (int64_t headDim : {32, 64, 96, 128}) {
     hopper::ScheduleConfig config = hopper::ScheduleConfig::get(headDim, 2);
     EXPECT_LE(config.fixedSmemBytes() + config.kvStages() * config.kvPairBytes(),
               hopper::ScheduleConfig::kSmemLimit);

@@ -58,7 +58,7 @@ void AttentionBackwardOp::getEffects(
   }
 }
 
-static constexpr int64_t kBackwardHeadDims[] = {64, 96, 128};
+static constexpr int64_t kBackwardHeadDims[] = {32, 64, 96, 128};
 
 LogicalResult AttentionBackwardOp::verify() {
   Operation *op = getOperation();
@@ -85,8 +85,8 @@ LogicalResult AttentionBackwardOp::verify() {
   int64_t headDim = getHeadDim();
   if (!llvm::is_contained(kBackwardHeadDims, headDim))
     return emitOpError() << "head dim " << headDim
-                         << " is not supported by the backward (expected 64, 96 "
-                            "or 128)";
+                         << " is not supported by the backward (expected 32, 64, "
+                            "96 or 128)";
   auto shapeOf = [](Value value) {
     return cast<ShapedType>(value.getType()).getShape();
   };

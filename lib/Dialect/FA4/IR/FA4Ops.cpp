@@ -327,9 +327,11 @@ LogicalResult mlir::fa4::detail::verifySplitWorkspaceType(EmitError emitError,
 }
 
 /// Q and K's head dim, and V and O's (192 with a V head dim up to 128 is
-/// DeepSeek-V3's prefill, (192, 128); 256 is Gemma's, V's too).
-static constexpr int64_t kSupportedHeadDims[] = {64, 96, 128, 192, 256};
-static constexpr int64_t kSupportedValueHeadDims[] = {64, 96, 128, 256};
+/// DeepSeek-V3's prefill, (192, 128); 256 is Gemma's, V's too; 32 fills half
+/// of a tile's 128-byte swizzle lines, the rest zeros that the TMA writes
+/// and no MMA reads).
+static constexpr int64_t kSupportedHeadDims[] = {32, 64, 96, 128, 192, 256};
+static constexpr int64_t kSupportedValueHeadDims[] = {32, 64, 96, 128, 256};
 
 LogicalResult mlir::fa4::detail::verifyScaleAndSoftcap(EmitError emitError,
                                                        float scale,
@@ -438,14 +440,14 @@ LogicalResult AttentionOp::verify() {
   int64_t headDim = getHeadDim();
   if (!llvm::is_contained(kSupportedHeadDims, headDim))
     return emitOpError() << "head dim " << headDim
-                         << " is not supported (expected 64, 96, 128, 192 or "
-                            "256)";
+                         << " is not supported (expected 32, 64, 96, 128, 192 "
+                            "or 256)";
   int64_t valueHeadDim = getValueHeadDim();
   if (!llvm::is_contained(kSupportedValueHeadDims, valueHeadDim)) {
     InFlightDiagnostic diag = emitOpError();
     diag << "V head dim " << valueHeadDim
-         << " is not supported (expected 64, 96, 128 or 256; Q and K's may "
-            "be larger, as (192, 128))";
+         << " is not supported (expected 32, 64, 96, 128 or 256; Q and K's "
+            "may be larger, as (192, 128))";
     // Head dim 192 is Q and K's only: say how to give V its own.
     if (valueHeadDim == headDim)
       diag << ": with Q and K's head dim " << headDim

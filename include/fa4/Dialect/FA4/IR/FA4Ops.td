@@ -41,9 +41,10 @@ def FA4_AttentionOp : FA4_Op<"attention", [
     Q and O are `[batch, seq_q, q_heads, head_dim]`, K and V are
     `[batch, seq_k, kv_heads, head_dim]`; batch and sequence lengths may be
     dynamic, heads and head dim are static. `q_heads / kv_heads` query heads
-    share one K/V head (grouped-query attention). Q and K's head dim is 64,
-    96, 128 or 192; V and O have V's head dim (64, 96 or 128), Q's or their
-    own — (192, 128) is DeepSeek-V3's prefill attention. Their layouts may be any
+    share one K/V head (grouped-query attention). Q and K's head dim is 32,
+    64, 96, 128, 192 or 256; V and O have V's head dim (32, 64, 96, 128 or
+    256, at most Q's), Q's or their own — (192, 128) is DeepSeek-V3's
+    prefill attention. Their layouts may be any
     strides a TMA tensor map expresses: contiguous along head_dim, every
     other stride a positive multiple of 16 bytes (checked here when static,
     at launch otherwise) — e.g. `[batch, heads, seq, head_dim]` storage seen
