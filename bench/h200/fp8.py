@@ -5,6 +5,7 @@ against a float64 reference and timed beside fa4's own bf16 kernels.
   python3 bench/h200/fp8.py compile OUTDIR          (here, with fa4c)
   python3 bench/h200/fp8.py run OUTDIR --out results.json   (on the GPU)
   python3 bench/h200/fp8.py run OUTDIR --only check   (the matrix alone)
+  python3 bench/h200/fp8.py run OUTDIR --head-dims 64  (one head dim's cases)
 
 The inputs: Q, K and V drawn in float32 (standard normal), quantized per
 (batch, K/V head) as FlashAttention-3's interface takes them: the descale
@@ -46,16 +47,20 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 
-# The correctness matrix: (q heads, kv heads, mask, softcap, lse), head dim
-# 128 (the FP8 schedule's), every mask, GQA 1, 3, 4 and 8.
+# The correctness matrix: (head dim, q heads, kv heads, mask, softcap, lse),
+# head dims 128 and 64 (the FP8 schedule's), every mask, GQA 1, 3, 4 and 8.
 CHECK_KERNELS = [
-    (16, 16, "none", 0.0, True),
-    (16, 16, "causal", 0.0, True),
-    (12, 4, "causal", 0.0, True),
-    (32, 4, "none", 0.0, False),
-    (8, 2, "window", 0.0, True),
-    (16, 16, "none", 30.0, True),
-    (6, 2, "causal", 20.0, False),
+    (128, 16, 16, "none", 0.0, True),
+    (128, 16, 16, "causal", 0.0, True),
+    (128, 12, 4, "causal", 0.0, True),
+    (128, 32, 4, "none", 0.0, False),
+    (128, 8, 2, "window", 0.0, True),
+    (128, 16, 16, "none", 30.0, True),
+    (128, 6, 2, "causal", 20.0, False),
+    (64, 16, 16, "none", 0.0, True),
+    (64, 12, 4, "causal", 0.0, True),
+    (64, 8, 2, "window", 0.0, True),
+    (64, 6, 2, "causal", 20.0, False),
 ]
 # (batch, seq_q, seq_k): a single query, odd lengths both ways, batch > 1,
 # seq_q > seq_k under a causal mask (rows that see no key), and grids whose
@@ -63,29 +68,33 @@ CHECK_KERNELS = [
 CHECK_SHAPES = [(1, 1, 1), (1, 1, 333), (2, 77, 200), (1, 333, 129),
                 (3, 1000, 1000), (2, 2048, 4096)]
 WINDOW = (256, 0)
-# Speed: 16 heads, the shapes of bench.py, both masks.
-SPEED_KERNELS = [(16, 16, "none"), (16, 16, "causal")]
+# Speed: (head dim, q heads, kv heads, mask): 16 heads, the shapes of
+# bench.py, both masks.
+SPEED_KERNELS = [(128, 16, 16, "none"), (128, 16, 16, "causal"),
+                 (64, 16, 16, "none"), (64, 16, 16, "causal")]
 SPEED_SHAPES = [(16, 1024), (4, 4096), (2, 8192), (1, 16384)]
 TIMEOUT_S = 180  # the emulator's cases take up to a minute
 
 
-def name_of(dtype, qh, kvh, mask, softcap=0.0, lse=False):
-    name = f"d128-{dtype}-{qh}x{kvh}-{mask}"
+def name_of(dtype, hd, qh, kvh, mask, softcap=0.0, lse=False):
+    name = f"d{hd}-{dtype}-{qh}x{kvh}-{mask}"
     if softcap:
         name += f"-cap{softcap:g}"
     return name + ("-lse" if lse else "")
 
 
-def compile_all(out):
+def compile_all(out, head_dims=None):
     fa4c = os.path.join(os.environ.get("FA4_BUILD_DIR", os.path.join(ROOT, "build")),
                         "bin", "fa4c")
     os.makedirs(out, exist_ok=True)
     wanted = [("e4m3",) + k for k in CHECK_KERNELS]
-    wanted += [(dtype, qh, kvh, mask, 0.0, False)
-               for dtype in ("e4m3", "bf16") for qh, kvh, mask in SPEED_KERNELS]
-    for dtype, qh, kvh, mask, softcap, lse in wanted:
-        name = name_of(dtype, qh, kvh, mask, softcap, lse)
-        flags = [fa4c, "--target=sm_90a", "--sm-count=132", "--head-dim=128",
+    wanted += [(dtype, hd, qh, kvh, mask, 0.0, False)
+               for dtype in ("e4m3", "bf16") for hd, qh, kvh, mask in SPEED_KERNELS]
+    for dtype, hd, qh, kvh, mask, softcap, lse in wanted:
+        if head_dims and hd not in head_dims:
+            continue
+        name = name_of(dtype, hd, qh, kvh, mask, softcap, lse)
+        flags = [fa4c, "--target=sm_90a", "--sm-count=132", f"--head-dim={hd}",
                  f"--q-heads={qh}", f"--kv-heads={kvh}", f"--dtype={dtype}",
                  f"--mask={mask}", "--emit=cubin",
                  "-o", os.path.join(out, name + ".cubin")]
@@ -134,16 +143,16 @@ def run_check(kernels, spec):
     from common import load_capi, load_package_file
     fp8_value_layout = load_package_file("_fp8").prepare_fp8_value
 
-    qh, kvh, mask, softcap, lse_wanted, batch, seq_q, seq_k, device = spec
+    hd, qh, kvh, mask, softcap, lse_wanted, batch, seq_q, seq_k, device = spec
     ratio = qh // kvh
     g = torch.Generator(device=device).manual_seed(seq_q * 7919 + seq_k)
-    q = torch.randn(batch, seq_q, qh, 128, generator=g, device=device)
-    k = torch.randn(batch, seq_k, kvh, 128, generator=g, device=device)
-    v = torch.randn(batch, seq_k, kvh, 128, generator=g, device=device)
+    q = torch.randn(batch, seq_q, qh, hd, generator=g, device=device)
+    k = torch.randn(batch, seq_k, kvh, hd, generator=g, device=device)
+    v = torch.randn(batch, seq_k, kvh, hd, generator=g, device=device)
     q8, qd = quantize(q, ratio)
     k8, kd = quantize(k, 1)
     v8, vd = quantize(v, 1)
-    scale = 1.0 / math.sqrt(128)
+    scale = 1.0 / math.sqrt(hd)
     # float64 attention of the descaled inputs.
     qf = q8.double() * qd.double().repeat_interleave(ratio, 1)[:, None, :, None]
     kf = k8.double() * kd.double()[:, None, :, None]
@@ -169,10 +178,10 @@ def run_check(kernels, spec):
     empty = torch.isinf(lse_ref) & (lse_ref < 0)  # rows that see no key
     capi = load_capi()
     kernel = capi.load_kernel(
-        os.path.join(kernels, name_of("e4m3", qh, kvh, mask, softcap, lse_wanted)
-                     + ".cubin.json"),
+        os.path.join(kernels, name_of("e4m3", hd, qh, kvh, mask, softcap,
+                                      lse_wanted) + ".cubin.json"),
         library=os.path.join(kernels, "libfa4rt.so"))
-    out = torch.full((batch, seq_q, qh, 128), math.nan, dtype=torch.bfloat16,
+    out = torch.full((batch, seq_q, qh, hd), math.nan, dtype=torch.bfloat16,
                      device=device)
     lse = (torch.full((batch, qh, seq_q), math.nan, device=device)
            if lse_wanted else None)
@@ -211,12 +220,12 @@ def run_speed(kernels, spec):
     from common import load_capi, load_package_file
     fp8_value_layout = load_package_file("_fp8").prepare_fp8_value
 
-    qh, kvh, mask, batch, seq = spec
+    hd, qh, kvh, mask, batch, seq = spec
     g = torch.Generator(device="cuda").manual_seed(0)
-    q = torch.randn(batch, seq, qh, 128, generator=g, device="cuda")
-    k = torch.randn(batch, seq, kvh, 128, generator=g, device="cuda")
-    v = torch.randn(batch, seq, kvh, 128, generator=g, device="cuda")
-    flops = 4 * batch * qh * seq * seq * 128 / (2 if mask == "causal" else 1)
+    q = torch.randn(batch, seq, qh, hd, generator=g, device="cuda")
+    k = torch.randn(batch, seq, kvh, hd, generator=g, device="cuda")
+    v = torch.randn(batch, seq, kvh, hd, generator=g, device="cuda")
+    flops = 4 * batch * qh * seq * seq * hd / (2 if mask == "causal" else 1)
     try:
         import triton  # noqa: F401  (do_bench, when present)
     except Exception:
@@ -229,10 +238,10 @@ def run_speed(kernels, spec):
     k8, kd = quantize(k, 1)
     v8, vd = quantize(v, 1)
     vt = fp8_value_layout(v8)
-    out = torch.empty(batch, seq, qh, 128, dtype=torch.bfloat16, device="cuda")
-    fp8 = capi.load_kernel(os.path.join(kernels, name_of("e4m3", qh, kvh, mask)
+    out = torch.empty(batch, seq, qh, hd, dtype=torch.bfloat16, device="cuda")
+    fp8 = capi.load_kernel(os.path.join(kernels, name_of("e4m3", hd, qh, kvh, mask)
                                         + ".cubin.json"), library=library)
-    bf16 = capi.load_kernel(os.path.join(kernels, name_of("bf16", qh, kvh, mask)
+    bf16 = capi.load_kernel(os.path.join(kernels, name_of("bf16", hd, qh, kvh, mask)
                                          + ".cubin.json"), library=library)
     qb, kb, vb = (t.to(torch.bfloat16) for t in (q, k, v))
     bound = fp8.bind(q8, k8, vt, out, None, extras=(qd, kd, vd))
@@ -269,7 +278,7 @@ def child(kind, kernels, spec):
         return {"ok": False, "error": f"timed out after {TIMEOUT_S} s"}
 
 
-def run_all(kernels, out_path, only, device):
+def run_all(kernels, out_path, only, device, head_dims=None):
     import torch
     started = time.time()
     checks, speeds = [], []
@@ -278,28 +287,33 @@ def run_all(kernels, out_path, only, device):
     if device != "cuda":
         only = "check"
     if only in (None, "check"):
-        for qh, kvh, mask, softcap, lse in CHECK_KERNELS:
+        for hd, qh, kvh, mask, softcap, lse in CHECK_KERNELS:
+            if head_dims and hd not in head_dims:
+                continue
             for batch, seq_q, seq_k in shapes:
-                spec = [qh, kvh, mask, softcap, lse, batch, seq_q, seq_k, device]
+                spec = [hd, qh, kvh, mask, softcap, lse, batch, seq_q, seq_k,
+                        device]
                 result = child("check", kernels, spec)
                 result["spec"] = spec
                 checks.append(result)
-                print(f"check {name_of('e4m3', qh, kvh, mask, softcap, lse)} "
+                print(f"check {name_of('e4m3', hd, qh, kvh, mask, softcap, lse)} "
                       f"{batch}x{seq_q}x{seq_k}: "
                       + ("ok" if result.get("ok") else "FAIL")
                       + f" {json.dumps({k: v for k, v in result.items() if k != 'spec'})}",
                       flush=True)
     if only in (None, "speed"):
-        for qh, kvh, mask in SPEED_KERNELS:
+        for hd, qh, kvh, mask in SPEED_KERNELS:
+            if head_dims and hd not in head_dims:
+                continue
             for batch, seq in SPEED_SHAPES:
-                spec = [qh, kvh, mask, batch, seq]
+                spec = [hd, qh, kvh, mask, batch, seq]
                 result = child("speed", kernels, spec)
                 result["spec"] = spec
                 speeds.append(result)
                 cells = "  ".join(
                     f"{n} {r['tflops']:.0f}" if "tflops" in r else f"{n} err"
                     for n, r in result.get("implementations", {}).items())
-                print(f"speed {qh}/{kvh}h {mask} {batch}x{seq}: "
+                print(f"speed hd{hd} {qh}/{kvh}h {mask} {batch}x{seq}: "
                       f"{cells or result.get('error')}", flush=True)
     passed = sum(1 for c in checks if c.get("ok"))
     print(f"fp8: {passed}/{len(checks)} checks pass, {time.time() - started:.0f} s")
@@ -310,7 +324,7 @@ def run_all(kernels, out_path, only, device):
                        "torch": torch.__version__,
                        "device": (torch.cuda.get_device_name()
                                   if device == "cuda" else "fa4-emu"),
-                       "flops": "4 * batch * q_heads * seq^2 * 128, halved if causal",
+                       "flops": "4 * batch * q_heads * seq^2 * head_dim, halved if causal",
                        "checks": checks, "speed": speeds}, f, indent=1)
     return passed == len(checks)
 
@@ -324,12 +338,15 @@ def main():
     parser.add_argument("--only", choices=("check", "speed"))
     parser.add_argument("--device", default="cuda", choices=("cuda", "cpu"),
                         help="cpu: the check's small shapes in fa4-emu")
+    parser.add_argument("--head-dims", type=lambda s: [int(x) for x in s.split(",")],
+                        help="only these head dims (comma-separated; default: "
+                             "every one of the lists)")
     args = parser.parse_args()
     if args.mode == "compile":
-        compile_all(args.kernels)
+        compile_all(args.kernels, args.head_dims)
     elif args.mode == "run":
-        sys.exit(0 if run_all(args.kernels, args.out, args.only, args.device)
-                 else 1)
+        sys.exit(0 if run_all(args.kernels, args.out, args.only, args.device,
+                              args.head_dims) else 1)
     else:
         kind, spec = json.loads(args.spec)
         result = (run_check if kind == "check" else run_speed)(args.kernels, spec)

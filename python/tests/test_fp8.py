@@ -61,16 +61,20 @@ def test_value_layout_is_the_runtimes():
     assert b"sizes" in lib.fa4rt_last_error()
 
 
-@pytest.mark.parametrize("batch,seq_q,seq_k,q_heads,kv_heads,causal", [
-    (2, 77, 200, 4, 2, True),
-    (1, 1, 333, 2, 2, False),
-    (2, 200, 77, 4, 1, False),
+@pytest.mark.parametrize("batch,seq_q,seq_k,q_heads,kv_heads,causal,head_dim", [
+    (2, 77, 200, 4, 2, True, 128),
+    (1, 1, 333, 2, 2, False, 128),
+    (2, 200, 77, 4, 1, False, 128),
+    (2, 77, 200, 6, 2, True, 64),
 ])
-def test_matches_reference(batch, seq_q, seq_k, q_heads, kv_heads, causal):
-    q, k, v, qd, kd, vd = make(batch, seq_q, seq_k, q_heads, kv_heads)
+def test_matches_reference(batch, seq_q, seq_k, q_heads, kv_heads, causal,
+                           head_dim):
+    q, k, v, qd, kd, vd = make(batch, seq_q, seq_k, q_heads, kv_heads,
+                               head_dim)
     o, lse = fa4.attention(q, k, v, causal=causal, return_lse=True,
                            q_descale=qd, k_descale=kd, v_descale=vd)
-    assert o.dtype == torch.bfloat16 and o.shape == (batch, seq_q, q_heads, 128)
+    assert o.dtype == torch.bfloat16 and \
+        o.shape == (batch, seq_q, q_heads, head_dim)
     want_o, want_lse = reference(descaled(q, qd), descaled(k, kd),
                                  descaled(v, vd), causal)
     err = (o.double() - want_o)
