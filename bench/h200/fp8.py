@@ -48,7 +48,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 
 # The correctness matrix: (head dim, q heads, kv heads, mask, softcap, lse),
-# head dims 128 and 64 (the FP8 schedule's), every mask, GQA 1, 3, 4 and 8.
+# head dims 128, 96 and 64 (the FP8 schedule's), every mask, GQA 1, 3, 4
+# and 8.
 CHECK_KERNELS = [
     (128, 16, 16, "none", 0.0, True),
     (128, 16, 16, "causal", 0.0, True),
@@ -61,6 +62,10 @@ CHECK_KERNELS = [
     (64, 12, 4, "causal", 0.0, True),
     (64, 8, 2, "window", 0.0, True),
     (64, 6, 2, "causal", 20.0, False),
+    (96, 16, 16, "none", 0.0, True),
+    (96, 12, 4, "causal", 0.0, True),
+    (96, 8, 2, "window", 0.0, True),
+    (96, 6, 2, "causal", 20.0, False),
 ]
 # (batch, seq_q, seq_k): a single query, odd lengths both ways, batch > 1,
 # seq_q > seq_k under a causal mask (rows that see no key), and grids whose
@@ -71,6 +76,7 @@ WINDOW = (256, 0)
 # Speed: (head dim, q heads, kv heads, mask): 16 heads, the shapes of
 # bench.py, both masks.
 SPEED_KERNELS = [(128, 16, 16, "none"), (128, 16, 16, "causal"),
+                 (96, 16, 16, "none"), (96, 16, 16, "causal"),
                  (64, 16, 16, "none"), (64, 16, 16, "causal")]
 SPEED_SHAPES = [(16, 1024), (4, 4096), (2, 8192), (1, 16384)]
 TIMEOUT_S = 180  # the emulator's cases take up to a minute

@@ -66,6 +66,7 @@ def test_value_layout_is_the_runtimes():
     (1, 1, 333, 2, 2, False, 128),
     (2, 200, 77, 4, 1, False, 128),
     (2, 77, 200, 6, 2, True, 64),
+    (1, 130, 90, 3, 1, False, 96),
 ])
 def test_matches_reference(batch, seq_q, seq_k, q_heads, kv_heads, causal,
                            head_dim):

@@ -1213,12 +1213,13 @@ LogicalResult mlir::fa4::verifyFp8Program(Operation *func) {
     if (auto alloc = dyn_cast<SmemAllocOp>(op)) {
       auto type = dyn_cast<SmemType>(alloc.getResult().getType());
       if (type && type.getElementType().getIntOrFloatBitWidth() == 8 &&
-          type.getCols() != 128 && type.getCols() != 64)
+          type.getCols() != 64 && type.getCols() != 96 &&
+          type.getCols() != 128)
         return alloc.emitOpError()
                << "allocates 8-bit tiles of " << type.getCols()
-               << " columns; an 8-bit tile's row is one 128-byte swizzle "
-                  "line, whole or half (128 columns: head dim 128, or 128 "
-                  "keys of V transposed; 64: head dim 64)";
+               << " columns; an 8-bit tile's row lies within one 128-byte "
+                  "swizzle line (128 columns: head dim 128, or 128 keys of V "
+                  "transposed; 64 or 96: those head dims)";
       return WalkResult::advance();
     }
     auto load = dyn_cast<TmaLoadOp>(op);

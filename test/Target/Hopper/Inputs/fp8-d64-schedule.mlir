@@ -1,7 +1,7 @@
 // Hand-made (not by fa4c): the bf16 head-dim-64 Hopper schedule with its Q,
 // K and V in e4m3 and V's stages transposed, but no descales; fp8.test
-// widens its Q and K tiles to 96 columns for the refusal of 8-bit tiles
-// that are neither a 128-byte line nor half of one.
+// widens its Q and K tiles to 112 columns for the refusal of 8-bit tiles
+// of a width no head dim has.
 module attributes {fa4.target = #fa4.target<sm_90a>} {
   func.func @attention(%arg0: memref<?x?x4x64xf8E4M3FN, strided<[?, ?, ?, 1], offset: ?>>, %arg1: memref<?x?x2x64xf8E4M3FN, strided<[?, ?, ?, 1], offset: ?>>, %arg2: memref<?x?x2x64xf8E4M3FN, strided<[?, ?, ?, 1], offset: ?>>, %arg3: memref<?x?x4x64xbf16, strided<[?, ?, ?, 1], offset: ?>>) attributes {fa4.spec = #fa4.spec<mask = none, window_left = -1, window_right = -1, scale = 1.250000e-01, softcap = 0.000000e+00, lse = false, arguments = [0, 1, 2, 3]>} {
     %c64 = arith.constant 64 : index
