@@ -27,7 +27,8 @@ FP8 wgmma keeps fewer bits in its sums than float32 (docs/Emulator.md,
 are exact, is within 1e-6). A row that sees no key must be O = 0,
 LSE = -inf.
 
-Speed: TFLOP/s (4 · batch · q_heads · seq² · head_dim, halved if causal)
+Speed: TFLOP/s (2 · batch · q_heads · seq² · (head_dim + v_head_dim),
+halved if causal)
 of the FP8 kernel with V already in its layout, of the same with the layout
 made in the timed region, and of fa4's bf16 kernel of the same variant.
 
@@ -48,8 +49,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 
 # The correctness matrix: (head dim, q heads, kv heads, mask, softcap, lse),
-# head dims 128, 96 and 64 (the FP8 schedule's), every mask, GQA 1, 3, 4
-# and 8.
+# head dims 128, 96 and 64 and (192, 128) (the FP8 schedule's; a head dim
+# written (d, dv) gives V its own), every mask, GQA 1, 3, 4 and 8.
 CHECK_KERNELS = [
     (128, 16, 16, "none", 0.0, True),
     (128, 16, 16, "causal", 0.0, True),
@@ -66,6 +67,10 @@ CHECK_KERNELS = [
     (96, 12, 4, "causal", 0.0, True),
     (96, 8, 2, "window", 0.0, True),
     (96, 6, 2, "causal", 20.0, False),
+    ((192, 128), 16, 16, "none", 0.0, True),
+    ((192, 128), 12, 4, "causal", 0.0, True),
+    ((192, 128), 8, 2, "window", 0.0, True),
+    ((192, 128), 6, 2, "causal", 20.0, False),
 ]
 # (batch, seq_q, seq_k): a single query, odd lengths both ways, batch > 1,
 # seq_q > seq_k under a causal mask (rows that see no key), and grids whose
@@ -77,13 +82,20 @@ WINDOW = (256, 0)
 # bench.py, both masks.
 SPEED_KERNELS = [(128, 16, 16, "none"), (128, 16, 16, "causal"),
                  (96, 16, 16, "none"), (96, 16, 16, "causal"),
-                 (64, 16, 16, "none"), (64, 16, 16, "causal")]
+                 (64, 16, 16, "none"), (64, 16, 16, "causal"),
+                 ((192, 128), 16, 16, "none"), ((192, 128), 16, 16, "causal")]
 SPEED_SHAPES = [(16, 1024), (4, 4096), (2, 8192), (1, 16384)]
 TIMEOUT_S = 180  # the emulator's cases take up to a minute
 
 
+def dims(hd):
+    """(Q and K's head dim, V's) of a list entry's head dim."""
+    return tuple(hd) if isinstance(hd, (tuple, list)) else (hd, hd)
+
+
 def name_of(dtype, hd, qh, kvh, mask, softcap=0.0, lse=False):
-    name = f"d{hd}-{dtype}-{qh}x{kvh}-{mask}"
+    d, dv = dims(hd)
+    name = f"d{d}" + (f"v{dv}" if dv != d else "") + f"-{dtype}-{qh}x{kvh}-{mask}"
     if softcap:
         name += f"-cap{softcap:g}"
     return name + ("-lse" if lse else "")
@@ -97,10 +109,11 @@ def compile_all(out, head_dims=None):
     wanted += [(dtype, hd, qh, kvh, mask, 0.0, False)
                for dtype in ("e4m3", "bf16") for hd, qh, kvh, mask in SPEED_KERNELS]
     for dtype, hd, qh, kvh, mask, softcap, lse in wanted:
-        if head_dims and hd not in head_dims:
+        if head_dims and dims(hd)[0] not in head_dims:
             continue
         name = name_of(dtype, hd, qh, kvh, mask, softcap, lse)
-        flags = [fa4c, "--target=sm_90a", "--sm-count=132", f"--head-dim={hd}",
+        flags = [fa4c, "--target=sm_90a", "--sm-count=132",
+                 f"--head-dim={dims(hd)[0]}", f"--v-head-dim={dims(hd)[1]}",
                  f"--q-heads={qh}", f"--kv-heads={kvh}", f"--dtype={dtype}",
                  f"--mask={mask}", "--emit=cubin",
                  "-o", os.path.join(out, name + ".cubin")]
@@ -150,15 +163,16 @@ def run_check(kernels, spec):
     fp8_value_layout = load_package_file("_fp8").prepare_fp8_value
 
     hd, qh, kvh, mask, softcap, lse_wanted, batch, seq_q, seq_k, device = spec
+    d, dv = dims(hd)
     ratio = qh // kvh
     g = torch.Generator(device=device).manual_seed(seq_q * 7919 + seq_k)
-    q = torch.randn(batch, seq_q, qh, hd, generator=g, device=device)
-    k = torch.randn(batch, seq_k, kvh, hd, generator=g, device=device)
-    v = torch.randn(batch, seq_k, kvh, hd, generator=g, device=device)
+    q = torch.randn(batch, seq_q, qh, d, generator=g, device=device)
+    k = torch.randn(batch, seq_k, kvh, d, generator=g, device=device)
+    v = torch.randn(batch, seq_k, kvh, dv, generator=g, device=device)
     q8, qd = quantize(q, ratio)
     k8, kd = quantize(k, 1)
     v8, vd = quantize(v, 1)
-    scale = 1.0 / math.sqrt(hd)
+    scale = 1.0 / math.sqrt(d)
     # float64 attention of the descaled inputs.
     qf = q8.double() * qd.double().repeat_interleave(ratio, 1)[:, None, :, None]
     kf = k8.double() * kd.double()[:, None, :, None]
@@ -187,7 +201,7 @@ def run_check(kernels, spec):
         os.path.join(kernels, name_of("e4m3", hd, qh, kvh, mask, softcap,
                                       lse_wanted) + ".cubin.json"),
         library=os.path.join(kernels, "libfa4rt.so"))
-    out = torch.full((batch, seq_q, qh, hd), math.nan, dtype=torch.bfloat16,
+    out = torch.full((batch, seq_q, qh, dv), math.nan, dtype=torch.bfloat16,
                      device=device)
     lse = (torch.full((batch, qh, seq_q), math.nan, device=device)
            if lse_wanted else None)
@@ -227,11 +241,12 @@ def run_speed(kernels, spec):
     fp8_value_layout = load_package_file("_fp8").prepare_fp8_value
 
     hd, qh, kvh, mask, batch, seq = spec
+    d, dv = dims(hd)
     g = torch.Generator(device="cuda").manual_seed(0)
-    q = torch.randn(batch, seq, qh, hd, generator=g, device="cuda")
-    k = torch.randn(batch, seq, kvh, hd, generator=g, device="cuda")
-    v = torch.randn(batch, seq, kvh, hd, generator=g, device="cuda")
-    flops = 4 * batch * qh * seq * seq * hd / (2 if mask == "causal" else 1)
+    q = torch.randn(batch, seq, qh, d, generator=g, device="cuda")
+    k = torch.randn(batch, seq, kvh, d, generator=g, device="cuda")
+    v = torch.randn(batch, seq, kvh, dv, generator=g, device="cuda")
+    flops = 2 * batch * qh * seq * seq * (d + dv) / (2 if mask == "causal" else 1)
     try:
         import triton  # noqa: F401  (do_bench, when present)
     except Exception:
@@ -244,7 +259,7 @@ def run_speed(kernels, spec):
     k8, kd = quantize(k, 1)
     v8, vd = quantize(v, 1)
     vt = fp8_value_layout(v8)
-    out = torch.empty(batch, seq, qh, hd, dtype=torch.bfloat16, device="cuda")
+    out = torch.empty(batch, seq, qh, dv, dtype=torch.bfloat16, device="cuda")
     fp8 = capi.load_kernel(os.path.join(kernels, name_of("e4m3", hd, qh, kvh, mask)
                                         + ".cubin.json"), library=library)
     bf16 = capi.load_kernel(os.path.join(kernels, name_of("bf16", hd, qh, kvh, mask)
@@ -294,7 +309,7 @@ def run_all(kernels, out_path, only, device, head_dims=None):
         only = "check"
     if only in (None, "check"):
         for hd, qh, kvh, mask, softcap, lse in CHECK_KERNELS:
-            if head_dims and hd not in head_dims:
+            if head_dims and dims(hd)[0] not in head_dims:
                 continue
             for batch, seq_q, seq_k in shapes:
                 spec = [hd, qh, kvh, mask, softcap, lse, batch, seq_q, seq_k,
@@ -309,7 +324,7 @@ def run_all(kernels, out_path, only, device, head_dims=None):
                       flush=True)
     if only in (None, "speed"):
         for hd, qh, kvh, mask in SPEED_KERNELS:
-            if head_dims and hd not in head_dims:
+            if head_dims and dims(hd)[0] not in head_dims:
                 continue
             for batch, seq in SPEED_SHAPES:
                 spec = [hd, qh, kvh, mask, batch, seq]
@@ -319,7 +334,7 @@ def run_all(kernels, out_path, only, device, head_dims=None):
                 cells = "  ".join(
                     f"{n} {r['tflops']:.0f}" if "tflops" in r else f"{n} err"
                     for n, r in result.get("implementations", {}).items())
-                print(f"speed hd{hd} {qh}/{kvh}h {mask} {batch}x{seq}: "
+                print(f"speed hd{dims(hd)} {qh}/{kvh}h {mask} {batch}x{seq}: "
                       f"{cells or result.get('error')}", flush=True)
     passed = sum(1 for c in checks if c.get("ok"))
     print(f"fp8: {passed}/{len(checks)} checks pass, {time.time() - started:.0f} s")
@@ -330,7 +345,8 @@ def run_all(kernels, out_path, only, device, head_dims=None):
                        "torch": torch.__version__,
                        "device": (torch.cuda.get_device_name()
                                   if device == "cuda" else "fa4-emu"),
-                       "flops": "4 * batch * q_heads * seq^2 * head_dim, halved if causal",
+                       "flops": "2 * batch * q_heads * seq^2 * (head_dim + v_head_dim), "
+                                "halved if causal",
                        "checks": checks, "speed": speeds}, f, indent=1)
     return passed == len(checks)
 
@@ -345,8 +361,8 @@ def main():
     parser.add_argument("--device", default="cuda", choices=("cuda", "cpu"),
                         help="cpu: the check's small shapes in fa4-emu")
     parser.add_argument("--head-dims", type=lambda s: [int(x) for x in s.split(",")],
-                        help="only these head dims (comma-separated; default: "
-                             "every one of the lists)")
+                        help="only these (Q and K's) head dims (comma-separated; "
+                             "default: every one of the lists)")
     args = parser.parse_args()
     if args.mode == "compile":
         compile_all(args.kernels, args.head_dims)

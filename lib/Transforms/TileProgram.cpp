@@ -28,7 +28,8 @@ TileProgram::readForSchedule(func::FuncOp func, target::Family family,
     return std::optional<TileProgram>();
   if (failed(read))
     return failure();
-  // FP8: Hopper schedules it (head dims 64, 96 and 128, dense K/V: the transposed V
+  // FP8: Hopper schedules it (Q and K's head dims 64, 96, 128 and 192, V's
+  // 64, 96 and 128, dense K/V: the transposed V
   // the runtime prepares has no paged or varlen form); Blackwell's FP8
   // kernels are not built, so its tile program runs in fa4-sim only.
   if (holdsFp8Pieces(func)) {
@@ -44,15 +45,17 @@ TileProgram::readForSchedule(func::FuncOp func, target::Family family,
       return cast<MemRefType>(read->arguments[argument].getType())
           .getDimSize(3);
     };
-    if ((dim(kQ) != 64 && dim(kQ) != 96 && dim(kQ) != 128) ||
-        dim(kV) != dim(kQ))
+    auto oneOf = [](int64_t d, std::initializer_list<int64_t> dims) {
+      return llvm::is_contained(dims, d);
+    };
+    if (!oneOf(dim(kQ), {64, 96, 128, 192}) || !oneOf(dim(kV), {64, 96, 128}))
       return func.emitOpError()
              << "holds FP8's pieces (e4m3 types, descales or the "
                 "probabilities' shift) at head dims ("
              << dim(kQ) << ", " << dim(kV)
-             << "); the sm_90a FP8 schedule takes head dim 64, 96 or 128 for "
-                "Q, K and V alike (a row of e4m3 within one 128-byte swizzle "
-                "line; at 256 ptxas spills)";
+             << "); the sm_90a FP8 schedule takes Q and K's head dim 64, 96, "
+                "128 or 192 and V's 64, 96 or 128 (rows of e4m3 in whole or "
+                "part 128-byte swizzle lines; at 256 ptxas spills)";
     if (failed(verifyFp8Program(func)))
       return failure();
     if (read->blockTable || read->cuSeqlensQ || read->splitWorkspace ||

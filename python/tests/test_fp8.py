@@ -17,11 +17,12 @@ from conftest import reference
 E4M3 = torch.float8_e4m3fn
 
 
-def make(batch, seq_q, seq_k, q_heads, kv_heads, head_dim=128, seed=0):
+def make(batch, seq_q, seq_k, q_heads, kv_heads, head_dim=128, seed=0,
+         v_head_dim=None):
     g = torch.Generator().manual_seed(seed)
     q = torch.randn(batch, seq_q, q_heads, head_dim, generator=g)
     k = torch.randn(batch, seq_k, kv_heads, head_dim, generator=g)
-    v = torch.randn(batch, seq_k, kv_heads, head_dim, generator=g)
+    v = torch.randn(batch, seq_k, kv_heads, v_head_dim or head_dim, generator=g)
     descales = [0.5 + 1.5 * torch.rand(batch, kv_heads, generator=g)
                 for _ in range(3)]
     return (*(t.to(E4M3) for t in (q, k, v)), *descales)
@@ -61,21 +62,23 @@ def test_value_layout_is_the_runtimes():
     assert b"sizes" in lib.fa4rt_last_error()
 
 
-@pytest.mark.parametrize("batch,seq_q,seq_k,q_heads,kv_heads,causal,head_dim", [
-    (2, 77, 200, 4, 2, True, 128),
-    (1, 1, 333, 2, 2, False, 128),
-    (2, 200, 77, 4, 1, False, 128),
-    (2, 77, 200, 6, 2, True, 64),
-    (1, 130, 90, 3, 1, False, 96),
-])
+@pytest.mark.parametrize(
+    "batch,seq_q,seq_k,q_heads,kv_heads,causal,head_dim,v_head_dim", [
+        (2, 77, 200, 4, 2, True, 128, 128),
+        (1, 1, 333, 2, 2, False, 128, 128),
+        (2, 200, 77, 4, 1, False, 128, 128),
+        (2, 77, 200, 6, 2, True, 64, 64),
+        (1, 130, 90, 3, 1, False, 96, 96),
+        (1, 100, 150, 4, 2, True, 192, 128),
+    ])
 def test_matches_reference(batch, seq_q, seq_k, q_heads, kv_heads, causal,
-                           head_dim):
+                           head_dim, v_head_dim):
     q, k, v, qd, kd, vd = make(batch, seq_q, seq_k, q_heads, kv_heads,
-                               head_dim)
+                               head_dim, v_head_dim=v_head_dim)
     o, lse = fa4.attention(q, k, v, causal=causal, return_lse=True,
                            q_descale=qd, k_descale=kd, v_descale=vd)
     assert o.dtype == torch.bfloat16 and \
-        o.shape == (batch, seq_q, q_heads, head_dim)
+        o.shape == (batch, seq_q, q_heads, v_head_dim)
     want_o, want_lse = reference(descaled(q, qd), descaled(k, kd),
                                  descaled(v, vd), causal)
     err = (o.double() - want_o)

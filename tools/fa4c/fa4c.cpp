@@ -167,9 +167,9 @@ static cl::opt<int64_t> windowRight(
     cl::init(-1), cl::cat(variantCategory));
 static cl::opt<std::string> dtype("dtype", cl::desc("Input dtype: fp16, bf16 or e4m3 (FP8 Q, K and V with "
                                "[batch, kv_heads] f32 descale tables, a bf16 O: "
-                               "kernels for sm_90a at head dims 64, 96 and 128, "
-                               "whose V the launcher hands over transposed "
-                               "(docs/FP8.md); "
+                               "kernels for sm_90a at head dims 64, 96, 128 "
+                               "and (192, 128), whose V the launcher hands "
+                               "over transposed (docs/FP8.md); "
                                "on sm_100a through level B, --stop-after=tile)"),
                                   cl::init("fp16"), cl::cat(variantCategory));
 static cl::opt<double> scale("scale",

@@ -1214,12 +1214,12 @@ LogicalResult mlir::fa4::verifyFp8Program(Operation *func) {
       auto type = dyn_cast<SmemType>(alloc.getResult().getType());
       if (type && type.getElementType().getIntOrFloatBitWidth() == 8 &&
           type.getCols() != 64 && type.getCols() != 96 &&
-          type.getCols() != 128)
+          type.getCols() != 128 && type.getCols() != 192)
         return alloc.emitOpError()
                << "allocates 8-bit tiles of " << type.getCols()
-               << " columns; an 8-bit tile's row lies within one 128-byte "
-                  "swizzle line (128 columns: head dim 128, or 128 keys of V "
-                  "transposed; 64 or 96: those head dims)";
+               << " columns; an 8-bit tile's rows are whole or part 128-byte "
+                  "swizzle lines of a head dim (64, 96, 128 or 192 columns), "
+                  "or V transposed's 128 keys";
       return WalkResult::advance();
     }
     auto load = dyn_cast<TmaLoadOp>(op);
