@@ -123,10 +123,13 @@ static LogicalResult sizeKvRing(func::FuncOp func, int64_t kvStages) {
   // Refused before the ring is built: the loader's tail grows by a stage
   // each, and a count past what fits would only be found after that.
   if (kvStages > 0 && stages > config.kvStages()) {
-    kvAlloc.emitError() << "kv-stages=" << stages
-                        << " does not fit in shared memory at head dim "
-                        << kvType.getCols() << " (at most "
-                        << config.kvStages() << ")";
+    InFlightDiagnostic diag = kvAlloc.emitError();
+    diag << "kv-stages=" << stages << " does not fit in shared memory at head "
+         << "dim " << headDim;
+    // The Hopper schedule's words: V's head dim where it has its own.
+    if (valueHeadDim != headDim)
+      diag << " (V's " << valueHeadDim << ")";
+    diag << " (at most " << config.kvStages() << ")";
     return failure();
   }
   if (stages < 2) {
