@@ -9,6 +9,7 @@
 #include "fa4/Support/InputLimits.h"
 #include "fa4/Target/Target.h"
 
+#include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/raw_ostream.h"
@@ -89,8 +90,7 @@ parseBackwardManifest(const std::string &json) {
       attention.fail("has an unknown \"mask\" \"" + m.mask + "\"");
     if (m.dtype != "fp16" && m.dtype != "bf16")
       attention.fail("has an unknown \"dtype\" \"" + m.dtype + "\"");
-    if (m.headDim != 32 && m.headDim != 64 && m.headDim != 96 &&
-        m.headDim != 128)
+    if (!llvm::is_contained(kBackwardHeadDims, m.headDim))
       attention.fail("has \"head_dim\" " + std::to_string(m.headDim) +
                      " (the backward's are 32, 64, 96 and 128)");
     if (m.qHeads < 1 || m.kvHeads < 1 || m.qHeads >= (int64_t(1) << 31) ||

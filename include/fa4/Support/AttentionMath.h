@@ -20,6 +20,10 @@ namespace mlir::fa4 {
 /// window side at or past it reaches every key, as an open side does.
 constexpr int64_t kSequenceLimit = (int64_t(1) << 31) - (int64_t(1) << 25);
 
+/// The head dims the backward is built for, one for Q, K and V: the op's
+/// verifier and the runtime's manifest check both hold to these.
+inline constexpr int64_t kBackwardHeadDims[] = {32, 64, 96, 128};
+
 /// The visible band of keys around the (bottom-right aligned) diagonal: query
 /// position i sees key j when `i + off - left <= j <= i + off + right` with
 /// `off = seqK - seqQ`; a bound of -1 leaves that side open. No mask is

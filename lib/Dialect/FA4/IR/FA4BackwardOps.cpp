@@ -11,6 +11,8 @@
 
 #include "Verify.h"
 
+#include "fa4/Support/AttentionMath.h"
+
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/TypeUtilities.h"
 #include "llvm/ADT/STLExtras.h"
@@ -57,8 +59,6 @@ void AttentionBackwardOp::getEffects(
                            SideEffects::DefaultResource::get());
   }
 }
-
-static constexpr int64_t kBackwardHeadDims[] = {32, 64, 96, 128};
 
 LogicalResult AttentionBackwardOp::verify() {
   Operation *op = getOperation();
