@@ -703,8 +703,8 @@ def attention(q, k, v, causal: bool = False,
     ``k_descale``, ``v_descale`` each None (1) or a (batch, kv_heads)
     float32 tensor on q's device (FlashAttention-3's FP8 interface: the
     attention of q · q_descale, k · k_descale, v · v_descale, each factor
-    the sequence's and the query's K/V head's); O is bfloat16; head dim 64,
-    96 or 128, or (192, 128). The kernel is
+    the sequence's and the query's K/V head's); O is bfloat16; q and k's head dim
+    64, 96, 128 or 192, v's 64, 96 or 128 (at most q's). The kernel is
     Hopper's (an H100/H200 for CUDA tensors, the emulator for CPU ones); V
     is transposed and its keys permuted into the layout it reads
     (docs/FP8.md) on its own device before the launch. Not differentiable.

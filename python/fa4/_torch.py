@@ -47,10 +47,19 @@ def _check_tensors(q, k, v, paged=False, dtypes=_DTYPES):
             raise ValueError(f"{name} must be (batch, seq, heads, head_dim), "
                              f"got shape {tuple(t.shape)}")
     if q.dtype not in dtypes:
-        taken = ("float16 or bfloat16 (or float8_e4m3fn q, k and v for FP8 "
-                 "attention)" if dtypes is _DTYPES
-                 else "float8_e4m3fn q, k and v for FP8 attention")
-        raise ValueError(f"q: dtype {q.dtype}; fa4 takes {taken}")
+        if dtypes is not _DTYPES:
+            taken = "fa4 takes float8_e4m3fn q, k and v for FP8 attention"
+        elif q.dtype in _FP8_DTYPES:
+            # FP8 reached an entry that does not take it (varlen, a KV
+            # cache): say where FP8 goes instead.
+            taken = ("this entry takes float16 or bfloat16: FP8 q, k and v "
+                     "go through fa4.attention, with dense K and V (no paged "
+                     "cache, varlen batch, split-KV or seqused_k; "
+                     "docs/FP8.md)")
+        else:
+            taken = ("fa4 takes float16 or bfloat16 (or float8_e4m3fn q, k "
+                     "and v for FP8 attention)")
+        raise ValueError(f"q: dtype {q.dtype}; {taken}")
     if q.device.type not in ("cpu", "cuda", "meta"):
         raise ValueError(f"q: on {q.device}; fa4 runs CUDA tensors on the GPU "
                          "and CPU tensors in the emulator")
@@ -757,9 +766,10 @@ def _hopper_target(device):
                 if chip["family"] == "Hopper"), 0
 
 
-def _check_descale(name, table, q, k):
+def _check_descale(name, table, q, k, values=True):
     """A descale table: None (1), or a (batch, kv_heads) float32 tensor on
-    q's device."""
+    q's device; with `values`, a CPU table's values too (a fake tensor,
+    torch.compile's, has none to read)."""
     if table is None:
         return
     if not isinstance(table, torch.Tensor):
@@ -777,25 +787,48 @@ def _check_descale(name, table, q, k):
     # values are at hand (CPU tensors, the emulator's); on a GPU reading
     # them would wait for the device on every call, so there it is the
     # caller's contract (docs/FP8.md).
-    if table.device.type == "cpu" and not bool(
+    if values and table.device.type == "cpu" and not bool(
             (torch.isfinite(table) & (table > 0)).all()):
         raise ValueError(f"{name}: holds a value that is not positive and "
                          "finite; descales are positive, finite factors")
 
 
+def _check_descale_products(q, q_descale, k_descale, scale):
+    """The kernel's exponent scales each score by scale · log2(e) ·
+    q_descale · k_descale in f32: a product that leaves f32's normal range
+    (each factor finite) would make every row NaN. Checked for CPU tables,
+    as _check_descale's values are."""
+    tables = [t for t in (q_descale, k_descale) if t is not None]
+    if not tables or any(t.device.type != "cpu" for t in tables):
+        return
+    product = torch.full_like(tables[0], 1.0, dtype=torch.float64)
+    for table in tables:
+        product = product * table.double()
+    factor = (scale if scale is not None else q.shape[3] ** -0.5) * math.log2(math.e)
+    product = product * factor
+    tiny, huge = torch.finfo(torch.float32).tiny, torch.finfo(torch.float32).max
+    if not bool(((product >= tiny) & (product <= huge)).all()):
+        raise ValueError(
+            "q_descale · k_descale · scale · log2(e) leaves float32's normal "
+            f"range ({tiny:.3g} to {huge:.3g}) for some (batch, K/V head): "
+            "the kernel scales the scores by that product in float32")
+
+
 def _validate_fp8(q, k, v, q_descale, k_descale, v_descale, causal,
                   window_left, window_right, softcap, scale, return_lse,
-                  seqused_k):
-    """_validate for FP8 inputs: the tensors, the descale tables, the
-    scalars and the variant (through the verifier). Returns the compile()
-    arguments of the variant."""
+                  seqused_k, values=True):
+    """_validate for FP8 inputs: the tensors, the descale tables (with
+    `values`, a CPU table's values), the scalars and the variant (through
+    the verifier). Returns the compile() arguments of the variant."""
     _check_tensors(q, k, v, dtypes=_FP8_DTYPES)
     _check_seqused_k(q, seqused_k)
     for name, table in (("q_descale", q_descale), ("k_descale", k_descale),
                         ("v_descale", v_descale)):
-        _check_descale(name, table, q, k)
+        _check_descale(name, table, q, k, values)
     variant = _checked_variant(q, k, v, "e4m3", causal, window_left,
                                window_right, softcap, scale, return_lse)
+    if values:
+        _check_descale_products(q, q_descale, k_descale, variant["scale"])
     sizes = (q.shape[0], q.shape[1], k.shape[1])
     if all(isinstance(size, int) for size in sizes):
         _fa4.check_shapes(variant["head_dim"], variant["q_heads"],
@@ -853,7 +886,7 @@ def _(q, k, v, q_descale, k_descale, v_descale, causal, window_left,
       window_right, softcap, scale, return_lse, seqused_k=None):
     _validate_fp8(q, k, v, q_descale, k_descale, v_descale, causal,
                   window_left, window_right, softcap, scale, return_lse,
-                  seqused_k)
+                  seqused_k, values=False)
     batch, seq_q, q_heads, _ = q.shape
     o = q.new_empty(_out_shape(q, v), dtype=_FP8_OUT)
     lse = q.new_empty((batch, q_heads, seq_q) if return_lse else (0,),

@@ -122,6 +122,16 @@ def test_refusals_of_values_and_gradients():
         table[0, 1] = bad
         with pytest.raises(ValueError, match="positive and finite"):
             fa4.attention(q, k, v, k_descale=table)
+    # Each factor finite, their product (times scale · log2 e, the kernel's
+    # f32 exponent factor) out of f32's normal range: every row would be NaN.
+    for tiny_or_huge in (1e-25, 1e20):
+        table = torch.full_like(qd, tiny_or_huge)
+        with pytest.raises(ValueError, match="leaves float32's normal range"):
+            fa4.attention(q, k, v, q_descale=table, k_descale=table)
+    # The entries that do not take FP8 say where it goes.
+    cu = torch.tensor([0, 16], dtype=torch.int32)
+    with pytest.raises(ValueError, match="go through fa4.attention"):
+        fa4.attention_varlen(q[0], k[0], v[0], cu, cu, 16, 16)
     # Not differentiable: a clear error at backward(), never a zero gradient.
     qg = q.float().requires_grad_()
     o = fa4.attention(qg.to(E4M3), k, v)
@@ -139,3 +149,16 @@ def test_compile_defaults_fp8_to_hopper():
     kernel = fa4.compile(head_dim=128, q_heads=2, kv_heads=2, dtype="e4m3")
     assert kernel.manifest["target"] == "sm_90a"
     assert kernel.manifest["attention"]["dtype"] == "e4m3"
+
+
+def test_torch_compile_with_cpu_descales():
+    # The fake reads no table's values (a fake tensor has none): fullgraph
+    # compiles, and the compiled call checks them as the eager one does.
+    q, k, v, qd, kd, vd = make(1, 40, 70, 2, 1, head_dim=64, seed=2)
+    compiled = torch.compile(
+        lambda q, k, v, a, b, c: fa4.attention(q, k, v, q_descale=a,
+                                               k_descale=b, v_descale=c),
+        backend="aot_eager", fullgraph=True)
+    got = compiled(q, k, v, qd, kd, vd)
+    want = fa4.attention(q, k, v, q_descale=qd, k_descale=kd, v_descale=vd)
+    assert torch.equal(got, want)

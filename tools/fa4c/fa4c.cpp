@@ -24,6 +24,7 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/MLIRContext.h"
+#include "mlir/IR/TypeUtilities.h"
 #include "mlir/IR/Verifier.h"
 #include "mlir/Pass/PassManager.h"
 #include "llvm/ADT/StringExtras.h"
@@ -95,7 +96,8 @@ static cl::opt<bool> timing("timing",
 static cl::opt<double> rescaleThreshold(
     "rescale-threshold",
     cl::desc("Online-softmax rescale threshold, in log2 units (default 8; 0 "
-             "rescales whenever a row max moves)"),
+             "rescales whenever a row max moves; e4m3 kernels take 0 only, "
+             "their probabilities filling e4m3's range)"),
     cl::init(8.0), cl::cat(compileCategory));
 
 static cl::opt<int64_t> kvStages(
@@ -167,9 +169,10 @@ static cl::opt<int64_t> windowRight(
     cl::init(-1), cl::cat(variantCategory));
 static cl::opt<std::string> dtype("dtype", cl::desc("Input dtype: fp16, bf16 or e4m3 (FP8 Q, K and V with "
                                "[batch, kv_heads] f32 descale tables, a bf16 O: "
-                               "kernels for sm_90a at head dims 64, 96, 128 "
-                               "and (192, 128), whose V the launcher hands "
-                               "over transposed (docs/FP8.md); "
+                               "kernels for sm_90a at Q/K head dims 64, 96, "
+                               "128 or 192 with V's 64, 96 or 128, whose V "
+                               "the launcher hands over transposed "
+                               "(docs/FP8.md); "
                                "on sm_100a through level B, --stop-after=tile)"),
                                   cl::init("fp16"), cl::cat(variantCategory));
 static cl::opt<double> scale("scale",
@@ -410,6 +413,18 @@ static llvm::Error checkInput(ModuleOp module, EmitKind kind) {
         return fa4::makeError("--" + option->ArgStr.str() +
                               " shapes the forward's kernel; the backward's "
                               "schedule takes no such option");
+  // FP8's probabilities are shifted to fill e4m3's range, which any
+  // threshold would overflow: its tile program rescales at 0 (TileConfig).
+  // Refused rather than ignored.
+  bool fp8 = false;
+  module.walk([&](fa4::AttentionOp op) {
+    fp8 |= isa<Float8E4M3FNType>(getElementTypeOrSelf(op.getQ().getType()));
+  });
+  if (fp8 && rescaleThreshold.getNumOccurrences() && rescaleThreshold != 0.0)
+    return fa4::makeError(
+        "--rescale-threshold: an FP8 (e4m3) attention rescales whenever a "
+        "row max moves (threshold 0): its probabilities are shifted to fill "
+        "e4m3's range, which a larger threshold would overflow (docs/FP8.md)");
   if (kind != EmitKind::Mlir)
     return fa4::checkOneKernel(module, /*allowBackward=*/true);
   return llvm::Error::success();

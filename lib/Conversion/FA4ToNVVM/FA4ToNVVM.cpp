@@ -521,6 +521,27 @@ LogicalResult FA4ToNVVMPass::convert(func::FuncOp func,
                 "only (docs/FP8.md)";
     if (failed(verifyFp8Program(func)))
       return failure();
+    // The launch contract passes all three tables (the runtime, Python and
+    // fa4-emu fill a left-out one with ones); the level-A op and fa4-sim
+    // take a table left out as 1.
+    if (!spec.getQDescale() || !spec.getKDescale() || !spec.getVDescale()) {
+      SmallVector<StringRef, 3> missing;
+      for (auto [name, position] :
+           {std::pair{"q_descale", spec.getQDescale()},
+            std::pair{"k_descale", spec.getKDescale()},
+            std::pair{"v_descale", spec.getVDescale()}})
+        if (!position)
+          missing.push_back(name);
+      InFlightDiagnostic diag = func.emitError();
+      diag << "@" << func.getName() << " is an FP8 attention without "
+           << missing.front();
+      for (size_t i = 1; i < missing.size(); ++i)
+        diag << (i + 1 == missing.size() ? " or " : ", ") << missing[i];
+      diag << ": an FP8 kernel takes all three descale tables as extras "
+              "(a [batch, kv_heads] f32 table of ones is the factor 1); "
+              "fa4-sim runs its tile program and schedule as they are";
+      return failure();
+    }
   }
   kernel.family = &familyLowering(*family);
   kernel.exp2EmulationFraction =
