@@ -451,6 +451,9 @@ def compile(head_dim: int = 128, q_heads: int = 32, kv_heads: int = 8,
     softmax's exponentials a Blackwell kernel computes with a polynomial on
     the FMA units beside MUFU, 0 to 1; None for the target's own (0.125 on
     sm_100a, as FA4; 0 on sm_103a, whose MUFU is twice as fast).
+    ``rescale_threshold``: the online softmax rescales O when a row's max
+    moves by more than this many powers of two (0: whenever it moves);
+    e4m3 kernels always take 0 (their probabilities fill e4m3's range).
     """
     head_dim = _integer("head_dim", head_dim)
     if v_head_dim is None:
