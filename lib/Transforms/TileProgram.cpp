@@ -65,7 +65,8 @@ TileProgram::readForSchedule(func::FuncOp func, target::Family family,
              << (read->blockTable     ? "a paged K/V cache"
                  : read->cuSeqlensQ   ? "variable lengths (varlen)"
                  : read->splitWorkspace ? "split-KV"
-                                        : "seqused_k")
+                                        : "seqused_k (a KV cache's lengths: "
+                                          "fa4c --seqused-k, or --decode)")
              << ", which the sm_90a FP8 schedule does not take: its V is the "
                 "transposed copy the runtime prepares of a dense [batch, "
                 "seq_k] V (docs/FP8.md)";
