@@ -18,6 +18,7 @@
 
 #include "fa4/Dialect/FA4/IR/FA4Ops.h"
 #include "fa4/Support/AttentionMath.h"
+#include "fa4/Support/Float8.h"
 #include "fa4/Target/Blackwell/Chip.h"
 
 #include "llvm/ADT/TypeSwitch.h"
@@ -569,13 +570,17 @@ void Cta::completeTx(BarrierState &state, int64_t stage, int64_t bytes,
 }
 
 /// Element `column` of a TMEM lane seen as `element`: an f32 is a 32-bit
-/// column, an f16/bf16 half of one (the even element in the low half).
+/// column, an f16/bf16 half of one (the even element in the low half), an
+/// e4m3 a byte of one (from the low byte up).
 static float readTmem(const uint32_t *lane, int64_t column, Type element) {
   if (element.isF32()) {
     float value;
     std::memcpy(&value, &lane[column], 4);
     return value;
   }
+  if (isa<Float8E4M3FNType>(element))
+    return float8ToFloat(Float8::E4M3,
+                         (lane[column / 4] >> (8 * (column % 4))) & 0xff);
   uint16_t half = column % 2 ? lane[column / 2] >> 16 : lane[column / 2] & 0xffff;
   return element.isBF16() ? bfloat16BitsToFloat(half) : halfBitsToFloat(half);
 }
@@ -583,6 +588,14 @@ static float readTmem(const uint32_t *lane, int64_t column, Type element) {
 static void writeTmem(uint32_t *lane, int64_t column, Type element, float value) {
   if (element.isF32()) {
     std::memcpy(&lane[column], &value, 4);
+    return;
+  }
+  if (isa<Float8E4M3FNType>(element)) {
+    // Rounded to nearest and saturated at 448, as cvt.rn.satfinite does.
+    uint32_t shift = 8 * (column % 4);
+    uint32_t &word = lane[column / 4];
+    word = (word & ~(0xffu << shift)) |
+           (uint32_t(float8FromDouble(Float8::E4M3, value)) << shift);
     return;
   }
   uint32_t half =

@@ -5,6 +5,9 @@
 
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/IR/IRMapping.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+
+#include <functional>
 
 using namespace mlir;
 using namespace mlir::fa4;
@@ -28,19 +31,14 @@ TileProgram::readForSchedule(func::FuncOp func, target::Family family,
     return std::optional<TileProgram>();
   if (failed(read))
     return failure();
-  // FP8: Hopper schedules it (Q and K's head dims 64, 96, 128 and 192, V's
-  // 64, 96 and 128, dense K/V: the transposed V
-  // the runtime prepares has no paged or varlen form); Blackwell's FP8
-  // kernels are not built, so its tile program runs in fa4-sim only.
+  // FP8: both families schedule it (Q and K's head dims 64, 96, 128 and
+  // 192, V's 64, 96 and 128) with dense K/V: Hopper's V is the transposed
+  // copy the runtime prepares, which has no paged or varlen form, and
+  // Blackwell's kernels follow the same variants (its V stays as it is:
+  // tcgen05 reads an 8-bit B operand MN-major).
   if (holdsFp8Pieces(func)) {
-    if (family != target::Family::Hopper)
-      return func.emitOpError()
-             << "holds an FP8 tile program (e4m3 types, descales or the "
-                "probabilities' shift), which "
-             << pass << " cannot schedule: the " << target::familyName(family)
-             << " FP8 kernels are not built yet (sm_90a's are). Stop after "
-                "'tile' (fa4c --stop-after=tile, or fa4-opt --fa4-tile) and "
-                "run it with fa4-sim";
+    StringRef schedule =
+        family == target::Family::Hopper ? "sm_90a" : "Blackwell";
     auto dim = [&](TileArgument argument) {
       return cast<MemRefType>(read->arguments[argument].getType())
           .getDimSize(3);
@@ -53,9 +51,13 @@ TileProgram::readForSchedule(func::FuncOp func, target::Family family,
              << "holds FP8's pieces (e4m3 types, descales or the "
                 "probabilities' shift) at head dims ("
              << dim(kQ) << ", " << dim(kV)
-             << "); the sm_90a FP8 schedule takes Q and K's head dim 64, 96, "
+             << "); the " << schedule
+             << " FP8 schedule takes Q and K's head dim 64, 96, "
                 "128 or 192 and V's 64, 96 or 128 (rows of e4m3 in whole or "
-                "part 128-byte swizzle lines; at 256 ptxas spills)";
+                "part 128-byte swizzle lines; "
+             << (family == target::Family::Hopper
+                     ? "at 256 ptxas spills)"
+                     : "256 has no Blackwell schedule in any type)");
     if (failed(verifyFp8Program(func)))
       return failure();
     if (read->blockTable || read->cuSeqlensQ || read->splitWorkspace ||
@@ -67,9 +69,10 @@ TileProgram::readForSchedule(func::FuncOp func, target::Family family,
                  : read->splitWorkspace ? "split-KV"
                                         : "seqused_k (a KV cache's lengths: "
                                           "fa4c --seqused-k, or --decode)")
-             << ", which the sm_90a FP8 schedule does not take: its V is the "
-                "transposed copy the runtime prepares of a dense [batch, "
-                "seq_k] V (docs/FP8.md)";
+             << ", which the " << schedule
+             << " FP8 schedule does not take: it reads a dense [batch, "
+                "seq_k] K and V (on sm_90a V is the transposed copy the "
+                "runtime prepares; docs/FP8.md)";
   }
   int64_t rows = TileConfig::kBlockM * qTilesPerTask;
   if (static_cast<int64_t>(read->range.getRows()) != rows)
@@ -401,4 +404,111 @@ void ScheduleStart::eraseLevelB() {
     op->erase();
   }
   levelB.clear();
+}
+
+SmallVector<Operation *, 4>
+mlir::fa4::fp8FactorUsers(const TileProgram &program) {
+  SmallVector<Operation *, 4> users{program.softmax, program.normalize};
+  if (program.softcap)
+    users.push_back(program.softcap);
+  if (program.scoreMod)
+    users.push_back(program.scoreMod);
+  return users;
+}
+
+LogicalResult mlir::fa4::checkFp8Factors(func::FuncOp func,
+                                         const TileProgram &program,
+                                         StringRef schedule) {
+  LoadKvTileOp keyLoad;
+  func.walk([&](LoadKvTileOp load) {
+    if (!keyLoad && load.getSource() == program.arguments[kK])
+      keyLoad = load;
+  });
+  llvm::DenseSet<Value> seen;
+  std::function<LogicalResult(Value, Operation *)> check =
+      [&](Value value, Operation *user) -> LogicalResult {
+    if (!seen.insert(value).second)
+      return success();
+    Operation *def = value.getDefiningOp();
+    if (!def) {
+      if (cast<BlockArgument>(value).getOwner() == &func.getBody().front())
+        return success();
+      return user->emitOpError()
+             << "computes an FP8 factor from a loop's block argument, which "
+                "the "
+             << schedule
+             << " schedule cannot re-make in its roles' tasks (a factor is "
+                "made from the descale tables at the task's batch and K/V "
+                "head)";
+    }
+    if (def->getBlock() == &func.getBody().front())
+      return success();
+    if (auto load = dyn_cast<LoadDescaleOp>(def)) {
+      if (!keyLoad || load.getBatch() != keyLoad.getBatch() ||
+          load.getHead() != keyLoad.getHead())
+        return load.emitOpError()
+               << "reads its table at indices other than the task's batch "
+                  "and K/V head (those of the K tile's load), which the "
+               << schedule << " schedule reads it at";
+      return success();
+    }
+    if (def->getNumRegions() != 0 || def->getNumResults() != 1 ||
+        !isMemoryEffectFree(def))
+      return def->emitOpError()
+             << "computes an FP8 factor in a way the " << schedule
+             << " schedule cannot re-make in its roles' tasks (region-free, "
+                "side-effect free arithmetic on the descales only)";
+    for (Value operand : def->getOperands())
+      if (failed(check(operand, def)))
+        return failure();
+    return success();
+  };
+  for (Operation *op : fp8FactorUsers(program))
+    for (Value operand : op->getOperands())
+      if (operand.getType().isF32() && failed(check(operand, op)))
+        return failure();
+  return success();
+}
+
+Value TaskFactors::remakeOne(OpBuilder &b, Location loc, func::FuncOp func,
+                             const TaskHeader &task, Value value) {
+  if (Value mapped = made.lookupOrNull(value))
+    return mapped;
+  Operation *def = value.getDefiningOp();
+  // Arguments and the function's top-level values (constants, the tables)
+  // dominate every role.
+  if (!def || def->getBlock() == &func.getBody().front())
+    return value;
+  Value remade;
+  if (auto load = dyn_cast<LoadDescaleOp>(def)) {
+    // The task's batch and K/V head: the descale tables are [batch,
+    // kv_heads].
+    remade = LoadDescaleOp::create(b, loc, load.getTable(), task.batch,
+                                   task.kvHead);
+  } else {
+    for (Value operand : def->getOperands())
+      remakeOne(b, loc, func, task, operand);
+    remade = b.clone(*def, made)->getResult(
+        cast<OpResult>(value).getResultNumber());
+  }
+  made.map(value, remade);
+  return remade;
+}
+
+void TaskFactors::remake(OpBuilder &b, Location loc, func::FuncOp func,
+                         const TileProgram &program, const TaskHeader &task,
+                         ArrayRef<Operation *> users) {
+  made.clear();
+  SmallVector<Operation *, 4> all = fp8FactorUsers(program);
+  for (Operation *op : users.empty() ? ArrayRef<Operation *>(all) : users)
+    for (Value operand : op->getOperands())
+      if (operand.getType().isF32())
+        remakeOne(b, loc, func, task, operand);
+}
+
+void TaskFactors::mapOperands(Operation *op, IRMapping &mapping) const {
+  for (Value operand : op->getOperands())
+    if (!mapping.contains(operand))
+      if (Value factor = lookup(operand))
+        mapping.map(operand, factor);
 }

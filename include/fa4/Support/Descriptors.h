@@ -58,6 +58,14 @@ enum class Major : uint32_t { K = 0, MN = 1 };
 uint32_t instructionDescriptorF16(Element a, Element b, Major aMajor,
                                   Major bMajor, uint32_t m, uint32_t n);
 
+/// The 8-bit types of `tcgen05.mma .kind::f8f6f4`, by their code.
+enum class Element8 : uint32_t { E4M3 = 0, E5M2 = 1 };
+/// The instruction descriptor of `.kind::f8f6f4`, dense: the fields of
+/// kind::f16's, with A and B's types the 8-bit codes. Either operand may be
+/// MN-major (the ISA reserves K-major for the 4- and 6-bit types only).
+uint32_t instructionDescriptorF8F6F4(Element8 a, Element8 b, Major aMajor,
+                                     Major bMajor, uint32_t m, uint32_t n);
+
 /// The 128-byte swizzle of TMA and of the tensor core, as a function of the
 /// byte offset inside a 1024-byte atom of 8 rows of 128 bytes: the 16-byte
 /// chunk index is XORed with the row index.

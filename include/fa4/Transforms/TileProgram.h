@@ -17,6 +17,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/IR/Builders.h"
+#include "mlir/IR/IRMapping.h"
 
 namespace mlir::fa4 {
 
@@ -164,6 +165,41 @@ Value clearFromRow(OpBuilder &b, Location loc, const TileProgram &program,
 
 /// Loops built empty end in a yield of their own.
 void dropImplicitYield(scf::ForOp loop);
+
+/// The level-B ops that take FP8's run-time factors (their f32 operands):
+/// the softmax, the normalization, the softcap and the score_mod.
+SmallVector<Operation *, 4> fp8FactorUsers(const TileProgram &program);
+
+/// FP8's factors are re-made in each role's task (TaskFactors): what they
+/// are computed from must be re-makeable there — the function's arguments
+/// and top-level values, fa4.load_descale at the task's batch and K/V head
+/// (the K tile's load's indices, which become the task's), and region-free,
+/// side-effect-free arithmetic on them. Anything else (a loop's induction
+/// variable, a table entry at other indices) would change meaning at level
+/// C, and is refused, naming `schedule`.
+LogicalResult checkFp8Factors(func::FuncOp func, const TileProgram &program,
+                              StringRef schedule);
+
+/// The task's FP8 factors inside a role: level B's fa4.load_descale ops
+/// re-made at the task's batch and K/V head, and the arithmetic on them
+/// cloned, at the builder's insertion point, for each factor the program's
+/// ops read (checkFp8Factors has vouched that they can be).
+class TaskFactors {
+public:
+  /// The factors `users` read (by default every op fp8FactorUsers names).
+  void remake(OpBuilder &b, Location loc, func::FuncOp func,
+              const TileProgram &program, const TaskHeader &task,
+              ArrayRef<Operation *> users = {});
+  /// The re-made value of level-B `value`, or null when it is none.
+  Value lookup(Value value) const { return made.lookupOrNull(value); }
+  /// Maps each operand of `op` that is a re-made factor in `mapping`.
+  void mapOperands(Operation *op, IRMapping &mapping) const;
+
+private:
+  Value remakeOne(OpBuilder &b, Location loc, func::FuncOp func,
+                  const TaskHeader &task, Value value);
+  IRMapping made;
+};
 
 } // namespace mlir::fa4
 

@@ -509,16 +509,9 @@ LogicalResult FA4ToNVVMPass::convert(func::FuncOp func,
   FailureOr<target::Family> family = scheduleFamily(func, *chipInfo);
   if (failed(family))
     return failure();
-  // FP8 is lowered on Hopper; Blackwell's FP8 schedule (tcgen05 kind::f8f6f4)
-  // is not built, and a level-C program written by hand with its types or
-  // run-time factors is refused there.
+  // FP8 is lowered on both families: wgmma e4m3 on Hopper, tcgen05
+  // kind::f8f6f4 on Blackwell.
   if (holdsFp8Pieces(func)) {
-    if (*family != target::Family::Hopper)
-      return func.emitError()
-             << "@" << func.getName()
-             << " holds FP8 (e4m3) types or FP8's run-time factors "
-                "(descales, prob_shift), which fa4-to-nvvm lowers for sm_90a "
-                "only (docs/FP8.md)";
     if (failed(verifyFp8Program(func)))
       return failure();
     // The launch contract passes all three tables (the runtime, Python and

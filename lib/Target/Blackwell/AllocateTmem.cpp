@@ -42,9 +42,20 @@ void AllocateTmemPass::runOnOperation() {
   // laid out one after another; a P view needs no columns of its own because
   // it is written only after its S has been read.
   // Each spans whole MMA atoms: the value MMA of head dim 96 writes a
-  // 128-column accumulator (blackwell::accumulatorColumns).
-  auto footprint = [](TmemAllocOp buffer) {
-    return blackwell::accumulatorColumns(buffer.getBuffer().getType().getColumns());
+  // 128-column accumulator, and an 8-bit V's atom is 128 columns wide
+  // (blackwell::accumulatorColumns).
+  llvm::DenseMap<Operation *, int64_t> bElementBits;
+  func.walk([&](ValueMmaAsyncOp mma) {
+    if (Operation *acc = mma.getAcc().getDefiningOp())
+      bElementBits[acc] = mma.getValue()
+                              .getType()
+                              .getElementType()
+                              .getIntOrFloatBitWidth();
+  });
+  auto footprint = [&](TmemAllocOp buffer) {
+    return blackwell::accumulatorColumns(
+        buffer.getBuffer().getType().getColumns(),
+        bElementBits.lookup_or(buffer.getOperation(), 16));
   };
   int64_t next = 0;
   for (TmemAllocOp buffer : buffers)

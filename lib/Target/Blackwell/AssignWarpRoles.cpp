@@ -97,6 +97,10 @@ private:
                         Value rowSum, Value visited, Value last);
   /// Whether the correction warps store O themselves (split-KV parts,
   /// varlen tiles): no staging buffer and no epilogue role.
+  /// O's element: the inputs' but for FP8's (bf16 over e4m3).
+  Type outElement() const {
+    return cast<MemRefType>(program.arguments[kOut].getType()).getElementType();
+  }
   bool storesODirectly() const {
     return program.splitWorkspace || program.cuSeqlensQ;
   }
@@ -109,6 +113,10 @@ private:
   /// The sizes, task count and level-B ops the schedule starts from.
   ScheduleStart start;
   Value qBuffer, kvBuffer, oStaging;
+  /// FP8: the task's descale factors, re-made in the softmax and correction
+  /// roles' tasks (TaskFactors); the clones of level-B ops that read one
+  /// map it.
+  TaskFactors factors;
   Value stats[ScheduleConfig::kQStages];
   Value scores[ScheduleConfig::kQStages], probs[ScheduleConfig::kQStages],
       acc[ScheduleConfig::kQStages];
@@ -138,12 +146,12 @@ void RoleProgramBuilder::createBuffers() {
   // row by row: no staging.
   // Split-KV parts and varlen tiles store O from the correction warps'
   // registers: no staging buffer, no epilogue.
+  Type outElement = this->outElement();
   if (!storesODirectly())
-    oStaging = smem("o_stage", 128, valueHeadDim, start.element,
-                    ScheduleConfig::get(headDim, start.element
-                                                     .getIntOrFloatBitWidth() /
-                                                 8,
-                                        valueHeadDim)
+    oStaging = smem("o_stage", 128, valueHeadDim, outElement,
+                    ScheduleConfig::get(
+                        headDim, start.element.getIntOrFloatBitWidth() / 8,
+                        valueHeadDim, outElement.getIntOrFloatBitWidth() / 8)
                         .oStages());
   for (int s = 0; s < ScheduleConfig::kQStages; ++s)
     stats[s] = smem(("stats" + Twine(s)).str(), 2, 128, b.getF32Type(), 1);
@@ -325,6 +333,14 @@ void RoleProgramBuilder::buildMmaRole(const TaskState &task) {
 }
 
 void RoleProgramBuilder::buildSoftmaxRole(const TaskState &task, int stage) {
+  // FP8: Q's and K's descales (the softmax's, the softcap's or the
+  // score_mod's factor); V's is the correction role's.
+  SmallVector<Operation *, 3> users{program.softmax};
+  if (program.softcap)
+    users.push_back(program.softcap);
+  if (program.scoreMod)
+    users.push_back(program.scoreMod);
+  factors.remake(b, loc, func, program, task, users);
   Value blockBase = task.counters.lookup(Counter::Block);
   Value statsBase = task.counters.lookup(Counter::Stats);
   auto rowType = RankedTensorType::get({128}, b.getF32Type());
@@ -342,6 +358,7 @@ void RoleProgramBuilder::buildSoftmaxRole(const TaskState &task, int stage) {
         if (SoftcapOp softcap = program.softcap) {
           IRMapping mapping;
           mapping.map(softcap.getScores(), s);
+          factors.mapOperands(softcap, mapping);
           s = b.clone(*softcap, mapping)->getResult(0);
         }
         if (ScoreModOp scoreMod = program.scoreMod) {
@@ -353,6 +370,7 @@ void RoleProgramBuilder::buildSoftmaxRole(const TaskState &task, int stage) {
           mapping.map(scoreMod.getCol(), keyOf(task, k));
           mapping.map(scoreMod.getSeqQ(), task.seqQ);
           mapping.map(scoreMod.getSeqK(), task.seqK);
+          factors.mapOperands(scoreMod, mapping);
           s = b.clone(*scoreMod, mapping)->getResult(0);
         }
         if (MaskOp mask = program.mask) {
@@ -385,6 +403,7 @@ void RoleProgramBuilder::buildSoftmaxRole(const TaskState &task, int stage) {
         mapping.map(program.softmax.getScores(), s);
         mapping.map(program.softmax.getRowMax(), carried[0]);
         mapping.map(program.softmax.getRowSum(), carried[1]);
+        factors.mapOperands(program.softmax, mapping);
         auto softmax = cast<OnlineSoftmaxOp>(b.clone(*program.softmax, mapping));
         // From the second block on, correction needs this block's factor
         // before the value MMA may accumulate into O again.
@@ -416,6 +435,7 @@ void RoleProgramBuilder::buildSoftmaxRole(const TaskState &task, int stage) {
 }
 
 void RoleProgramBuilder::buildCorrectionRole(const TaskState &task) {
+  factors.remake(b, loc, func, program, task, {program.normalize});
   Value blockBase = task.counters.lookup(Counter::Block);
   Value statsBase = task.counters.lookup(Counter::Stats);
   Value taskCount = task.counters.lookup(Counter::Task);
@@ -441,7 +461,7 @@ void RoleProgramBuilder::buildCorrectionRole(const TaskState &task) {
                                        index(0)));
   Value last = sub(add(blockBase, task.numBlocks), index(1));
   Value visited = cmp(arith::CmpIPredicate::sgt, task.numBlocks, index(0));
-  auto outType = RankedTensorType::get({128, valueHeadDim}, start.element);
+  auto outType = RankedTensorType::get({128, valueHeadDim}, outElement());
   for (int s = 0; s < ScheduleConfig::kQStages; ++s) {
     ConsumerWaitOp::create(b, loc, stats[s], finalItem);
     Value rowMax = SmemLoadOp::create(b, loc, rowType, stats[s], finalItem,
@@ -465,9 +485,16 @@ void RoleProgramBuilder::buildCorrectionRole(const TaskState &task) {
       OpBuilder::InsertionGuard guard(b);
       b.setInsertionPointToStart(branch.thenBlock());
       ConsumerWaitOp::create(b, loc, acc[s], last);
-      Value lse = FinalizeOOp::create(b, loc, rowType, acc[s], rowMax, rowSum,
-                                        oStaging, item,
-                                        program.normalize.getScaleLog2Attr());
+      NormalizeOp normalize = program.normalize;
+      // A factor made at the function's top level is used as it is.
+      auto remade = [&](Value factor) -> Value {
+        Value made = factor ? factors.lookup(factor) : Value();
+        return made ? made : factor;
+      };
+      Value lse = FinalizeOOp::create(
+          b, loc, rowType, acc[s], rowMax, rowSum, oStaging, item,
+          remade(normalize.getFactor()), remade(normalize.getOutFactor()),
+          normalize.getScaleLog2Attr(), normalize.getProbShiftAttr());
       ConsumerReleaseOp::create(b, loc, acc[s], last);
       scf::YieldOp::create(b, loc, lse);
       b.setInsertionPointToStart(branch.elseBlock());
@@ -522,7 +549,7 @@ void RoleProgramBuilder::buildVarlenFinal(const TaskState &task, int stage,
                                           Value rowMax, Value rowSum,
                                           Value visited, Value last) {
   auto rowType = RankedTensorType::get({128}, b.getF32Type());
-  auto outType = RankedTensorType::get({128, valueHeadDim}, start.element);
+  auto outType = RankedTensorType::get({128, valueHeadDim}, outElement());
   SmallVector<Value, 2> span = storeSpan(task);
   // O / row_sum straight from TMEM to the sequence's rows (a TMA box would
   // write into the next sequence's); a tile that saw no key is 0, LSE -inf.
@@ -626,6 +653,8 @@ struct AssignWarpRolesPass
     if (!*read)
       return; // not an attention kernel
     TileProgram program = **read;
+    if (failed(checkFp8Factors(func, program, "Blackwell")))
+      return signalPassFailure();
     // Head dim 256 needs a schedule of its own here: two Q tiles' S (128
     // columns each) and O (V's head dim each) would take 768 of TMEM's 512
     // columns at V's 256, and two 64 KB Q stages leave the K/V ring one

@@ -68,10 +68,11 @@ static void expandFinalize(FinalizeOOp finalize) {
   auto outType = RankedTensorType::get(
       {type.getLanes(), ScheduleConfig::kRescaleChunk}, outElement);
   Value values = TmemLoadOp::create(b, loc, chunkType, finalize.getAcc(), column);
-  auto normalize = NormalizeOp::create(b,
-      loc, outType, finalize.getLse().getType(), values, finalize.getRowMax(),
-      finalize.getRowSum(), Value(), Value(), finalize.getScaleLog2Attr(),
-      IntegerAttr());
+  auto normalize = NormalizeOp::create(
+      b, loc, outType, finalize.getLse().getType(), values,
+      finalize.getRowMax(), finalize.getRowSum(), finalize.getFactor(),
+      finalize.getOutFactor(), finalize.getScaleLog2Attr(),
+      finalize.getProbShiftAttr());
   SmemStoreOp::create(b, loc, normalize.getOut(), finalize.getStaging(),
                         finalize.getCount(), column, IntegerAttr());
   scf::YieldOp::create(b, loc, normalize.getLse());

@@ -116,9 +116,18 @@ static LogicalResult sizeKvRing(func::FuncOp func, int64_t kvStages) {
   func.walk([&](ValueMmaAsyncOp mma) {
     valueHeadDim = mma.getAcc().getType().getCols();
   });
+  // O's element from its staging buffer (FP8's O is 16-bit over 8-bit
+  // inputs).
+  int64_t outBytes = 0;
+  func.walk([&](SmemAllocOp alloc) {
+    if (alloc.getName() == "o_stage")
+      outBytes =
+          alloc.getBuffer().getType().getElementType().getIntOrFloatBitWidth() /
+          8;
+  });
   ScheduleConfig config = ScheduleConfig::get(
       headDim, kvType.getElementType().getIntOrFloatBitWidth() / 8,
-      valueHeadDim);
+      valueHeadDim, outBytes);
   int64_t stages = kvStages > 0 ? int64_t(kvStages) : config.kvStages();
   // Refused before the ring is built: the loader's tail grows by a stage
   // each, and a count past what fits would only be found after that.

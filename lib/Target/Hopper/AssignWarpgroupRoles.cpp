@@ -44,15 +44,6 @@ using namespace mlir::fa4;
 
 namespace {
 
-/// The level-B ops that take FP8's run-time factors (f32 operands).
-SmallVector<Operation *, 4> factorUsers(TileProgram program) {
-  SmallVector<Operation *, 4> users{program.softmax, program.normalize};
-  if (program.softcap)
-    users.push_back(program.softcap);
-  if (program.scoreMod)
-    users.push_back(program.scoreMod);
-  return users;
-}
 
 struct Task : TaskHeader {
   /// Tasks this CTA took before this one, and K/V ring items before its
@@ -124,13 +115,9 @@ private:
   TileProgram program;
   hopper::ScheduleConfig config;
 
-  /// FP8: the task's descale factors, re-made in the consumer's task from
-  /// level B's (fa4.load_descale of the task's batch and K/V head, and the
-  /// arithmetic on them), mapped from level B's values.
-  void mapFactors(const Task &task);
-  Value mapFactor(const Task &task, Value levelB);
-  /// The clones of level-B ops that read a factor map it through here.
-  IRMapping factors;
+  /// FP8: the task's descale factors, re-made in the consumer's task
+  /// (TaskFactors); the clones of level-B ops that read one map it.
+  TaskFactors factors;
 
   /// The sizes, task count and level-B ops the schedule starts from.
   ScheduleStart start;
@@ -144,10 +131,7 @@ Operation *WarpgroupProgramBuilder::cloneForWarpgroup(Operation *op,
                                                       IRMapping &mapping) {
   // FP8's factors are operands of the softmax, the normalization, the
   // softcap and the score_mod: the consumer's task re-made them.
-  for (Value operand : op->getOperands())
-    if (!mapping.contains(operand))
-      if (Value factor = factors.lookupOrNull(operand))
-        mapping.map(operand, factor);
+  factors.mapOperands(op, mapping);
   Operation *clone = b.clone(*op, mapping);
   for (OpResult result : clone->getResults()) {
     auto type = dyn_cast<RankedTensorType>(result.getType());
@@ -455,7 +439,7 @@ WarpgroupProgramBuilder::buildOverlappedLoop(const Task &task, int64_t half,
 void WarpgroupProgramBuilder::buildConsumer(const Task &task, int64_t half) {
   Value rowBegin =
       add(task.qRow, index(half * hopper::ScheduleConfig::kRowsPerConsumer));
-  mapFactors(task);
+  factors.remake(b, loc, func, program, task);
   ConsumerWaitOp::create(b, loc, qBuffer, task.taskCount);
   // Max, sum and O after the task's last block.
   SmallVector<Value, 3> rows =
@@ -516,38 +500,6 @@ void WarpgroupProgramBuilder::buildConsumer(const Task &task, int64_t half) {
     StoreLseTileOp::create(b, loc, normalize.getLse(), program.arguments[kLse],
                            task.batch, task.headGroup, rowBegin, ValueRange(),
                            start.gqaRatio);
-}
-
-Value WarpgroupProgramBuilder::mapFactor(const Task &task, Value levelB) {
-  if (Value mapped = factors.lookupOrNull(levelB))
-    return mapped;
-  Operation *def = levelB.getDefiningOp();
-  // Arguments and the function's top-level values (constants, the tables)
-  // dominate every role.
-  if (!def || def->getBlock() == &func.getBody().front())
-    return levelB;
-  Value made;
-  if (auto load = dyn_cast<LoadDescaleOp>(def)) {
-    // The task's batch and K/V head: the descale tables are [batch,
-    // kv_heads].
-    made = LoadDescaleOp::create(b, loc, load.getTable(), task.batch,
-                                 task.kvHead);
-  } else {
-    for (Value operand : def->getOperands())
-      mapFactor(task, operand);
-    made = b.clone(*def, factors)->getResult(
-        cast<OpResult>(levelB).getResultNumber());
-  }
-  factors.map(levelB, made);
-  return made;
-}
-
-void WarpgroupProgramBuilder::mapFactors(const Task &task) {
-  factors.clear();
-  for (Operation *op : factorUsers(program))
-    for (Value operand : op->getOperands())
-      if (operand.getType().isF32())
-        mapFactor(task, operand);
 }
 
 void WarpgroupProgramBuilder::build() {
@@ -616,63 +568,6 @@ void WarpgroupProgramBuilder::build() {
   start.eraseLevelB();
 }
 
-/// FP8's factors are re-made in each consumer's task (mapFactor): what
-/// they are computed from must be re-makeable there — the function's
-/// arguments and top-level values, fa4.load_descale at the task's batch and
-/// K/V head (the K tile's load's indices, which become the task's), and
-/// region-free arithmetic on them. Anything else (a loop's induction
-/// variable, a table entry at other indices) would change meaning at level
-/// C, and is refused.
-static LogicalResult checkFactors(func::FuncOp func, TileProgram program) {
-  LoadKvTileOp keyLoad;
-  func.walk([&](LoadKvTileOp load) {
-    if (!keyLoad && load.getSource() == program.arguments[kK])
-      keyLoad = load;
-  });
-  llvm::DenseSet<Value> seen;
-  std::function<LogicalResult(Value, Operation *)> check =
-      [&](Value value, Operation *user) -> LogicalResult {
-    if (!seen.insert(value).second)
-      return success();
-    Operation *def = value.getDefiningOp();
-    if (!def) {
-      if (cast<BlockArgument>(value).getOwner() == &func.getBody().front())
-        return success();
-      return user->emitOpError()
-             << "computes an FP8 factor from a loop's block argument, which "
-                "the Hopper schedule cannot re-make in its consumers' tasks "
-                "(a factor is made from the descale tables at the task's "
-                "batch and K/V head)";
-    }
-    if (def->getBlock() == &func.getBody().front())
-      return success();
-    if (auto load = dyn_cast<LoadDescaleOp>(def)) {
-      if (!keyLoad || load.getBatch() != keyLoad.getBatch() ||
-          load.getHead() != keyLoad.getHead())
-        return load.emitOpError()
-               << "reads its table at indices other than the task's batch "
-                  "and K/V head (those of the K tile's load), which the "
-                  "Hopper schedule reads it at";
-      return success();
-    }
-    if (def->getNumRegions() != 0 || def->getNumResults() != 1 ||
-        !isMemoryEffectFree(def))
-      return def->emitOpError()
-             << "computes an FP8 factor in a way the Hopper schedule cannot "
-                "re-make in its consumers' tasks (region-free, side-effect "
-                "free arithmetic on the descales only)";
-    for (Value operand : def->getOperands())
-      if (failed(check(operand, def)))
-        return failure();
-    return success();
-  };
-  for (Operation *op : factorUsers(program))
-    for (Value operand : op->getOperands())
-      if (operand.getType().isF32() && failed(check(operand, op)))
-        return failure();
-  return success();
-}
-
 namespace {
 struct HopperWarpgroupRolesPass
     : public fa4::impl::FA4HopperWarpgroupRolesBase<HopperWarpgroupRolesPass> {
@@ -693,7 +588,7 @@ struct HopperWarpgroupRolesPass
     if (!*read)
       return; // not an attention kernel
     TileProgram program = **read;
-    if (failed(checkFactors(func, program)))
+    if (failed(checkFp8Factors(func, program, "Hopper")))
       return signalPassFailure();
     int64_t ratio = program.range.getGqaRatio();
     if (hopper::ScheduleConfig::kRowsPerConsumer % ratio != 0) {

@@ -233,7 +233,7 @@ func.func @tma_reduce_box(%o: memref<?x?x8x128xf32>, %stage: !fa4.smem<[64, 48],
 
 func.func @score_dtypes(%q: !fa4.smem<[128, 128], f16, stages = 2>, %k: !fa4.smem<[128, 128], bf16, stages = 3>, %s: !fa4.tmem<[128, 128], f32>) {
   %c0 = arith.constant 0 : index
-  // expected-error @+1 {{'fa4.score_mma_async' op query and key must both hold f16 or bf16, got 'f16' and 'bf16'}}
+  // expected-error @+1 {{'fa4.score_mma_async' op query and key must both hold f16, bf16 or f8E4M3FN, got 'f16' and 'bf16'}}
   fa4.score_mma_async %q[%c0], %k[%c0] -> %s : !fa4.smem<[128, 128], f16, stages = 2>, !fa4.smem<[128, 128], bf16, stages = 3>, !fa4.tmem<[128, 128], f32>
   return
 }

@@ -409,10 +409,12 @@ private:
   Value mul64(Value x, Value y);
   /// cap·tanh(s·scale/cap) of one score.
   Value softcapScore(SoftcapOp softcap, Value score);
-  /// 2^(s·scale_log2 - maxScaled) of the row, as vector<2xf32> pairs.
+  /// 2^(s·c - maxScaled) of the row, as vector<2xf32> pairs, with c =
+  /// scale_log2, times FP8's run-time `factor` when there is one.
   SmallVector<Value> rowExponentials(ArrayRef<Value> s, Value maxScaled,
-                                     float scaleLog2);
-  Value emulatedExp2(Value lo, Value hi, Value satOffset, float scaleLog2);
+                                     float scaleLog2, Value factor = Value());
+  /// `scaleOver256` is c / 256 (the saturating FMA's multiplier).
+  Value emulatedExp2(Value lo, Value hi, Value satOffset, Value scaleOver256);
   void storeProbabilities(ArrayRef<Value> probs, Type probElement,
                           TmemStoreOp store);
   Value rowSumTree(ArrayRef<Value> probs);

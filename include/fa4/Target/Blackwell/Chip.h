@@ -32,11 +32,13 @@ static_assert(blackwellChipsShareLimits(),
 constexpr int64_t kTmemColumns = kChip.tmemColumns;
 constexpr int64_t kTmemLanes = 128;
 /// An MMA whose B operand is MN-major under the 128-byte swizzle reads whole
-/// swizzle atoms of 64 16-bit elements along N, as NVIDIA's kernels always
-/// do: N, and so the accumulator's TMEM footprint, is a multiple of this.
+/// swizzle atoms along N, a 128-byte line of B's elements (64 of 16 bits,
+/// 128 of 8), as NVIDIA's kernels always do: N, and so the accumulator's
+/// TMEM footprint, is a multiple of the atom.
 constexpr int64_t kMmaAtomColumns = 64;
-inline int64_t accumulatorColumns(int64_t columns) {
-  return (columns + kMmaAtomColumns - 1) / kMmaAtomColumns * kMmaAtomColumns;
+inline int64_t accumulatorColumns(int64_t columns, int64_t bElementBits = 16) {
+  int64_t atom = kMmaAtomColumns * 16 / bElementBits;
+  return (columns + atom - 1) / atom * atom;
 }
 /// 32-bit registers per SM, shared by every resident thread.
 constexpr int64_t kRegistersPerSm = kChip.registersPerSm;

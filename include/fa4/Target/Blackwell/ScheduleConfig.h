@@ -45,6 +45,8 @@ struct ScheduleConfig {
   int64_t headDim = 128;
   int64_t valueHeadDim = 128;
   int64_t elementBytes = 2;
+  /// O's element (FP8's Q, K and V are one byte, its O two).
+  int64_t outElementBytes = 2;
 
   /// The FA4 cast: 16 warps, 512 threads, 64 K registers exactly.
   static llvm::ArrayRef<RoleSpec> roles();
@@ -59,8 +61,9 @@ struct ScheduleConfig {
 
   /// One [128, cols] tile, its rows padded to whole 128-byte swizzle lines
   /// (head dim 96 takes the room of 128).
-  int64_t tileBytes(int64_t cols) const {
-    return 128 * ((cols * elementBytes + 127) / 128 * 128);
+  int64_t tileBytes(int64_t cols) const { return tileBytes(cols, elementBytes); }
+  static int64_t tileBytes(int64_t cols, int64_t bytes) {
+    return 128 * ((cols * bytes + 127) / 128 * 128);
   }
   /// A K/V ring item: K and V share the ring, so an item holds the wider.
   int64_t kvItemBytes() const {
@@ -71,7 +74,8 @@ struct ScheduleConfig {
   /// Everything but the K/V ring with `oStages` O staging stages: Q stages,
   /// O staging, statistics, barriers.
   int64_t fixedSmemBytes(int64_t oStages) const {
-    return kQStages * tileBytes(headDim) + oStages * tileBytes(valueHeadDim) +
+    return kQStages * tileBytes(headDim) +
+           oStages * tileBytes(valueHeadDim, outElementBytes) +
            kQStages * kStatsBytes + kBarrierBytes;
   }
   /// O staging stages: one per Q tile, unless that leaves the K/V ring
@@ -91,12 +95,16 @@ struct ScheduleConfig {
   int64_t scoreColumns() const { return 128; }
   int64_t accColumns() const { return valueHeadDim; }
 
+  /// `outElementBytes` 0: O's element is the inputs' (FP8 passes 2).
   static ScheduleConfig get(int64_t headDim, int64_t elementBytes,
-                            int64_t valueHeadDim = 0) {
+                            int64_t valueHeadDim = 0,
+                            int64_t outElementBytes = 0) {
     ScheduleConfig config;
     config.headDim = headDim;
     config.valueHeadDim = valueHeadDim > 0 ? valueHeadDim : headDim;
     config.elementBytes = elementBytes;
+    config.outElementBytes =
+        outElementBytes > 0 ? outElementBytes : elementBytes;
     return config;
   }
 };

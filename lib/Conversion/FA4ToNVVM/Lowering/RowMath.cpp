@@ -88,10 +88,19 @@ LogicalResult Lowering::lowerOnlineSoftmax(OnlineSoftmaxOp op) {
       return failure();
   // 3. The row max, and what moving it asks of the exponents and of O.
   Value rowMax = lookup(op.getRowMax()), rowSum = lookup(op.getRowSum());
-  RowMaxUpdate update =
-      updateRowMax(rowMaxTree(s, rowMax), rowMax, scaleLog2, threshold);
+  // FP8: the descales' run-time factor on the scale, and the probabilities
+  // lifted by 2^prob_shift into e4m3's range (exp2(s·c - m·c + shift): the
+  // shift comes off the subtracted max).
+  Value factor = op.getFactor() ? lookup(op.getFactor()) : Value();
+  float shift = static_cast<float>(op.getProbShift());
+  RowMaxUpdate update = updateRowMax(rowMaxTree(s, rowMax), rowMax, scaleLog2,
+                                     threshold, factor);
+  Value maxScaled = update.maxScaled;
+  if (shift != 0.0f)
+    maxScaled = arith::SubFOp::create(b, loc(), maxScaled, f32(shift));
   // 4. The exponentials.
-  SmallVector<Value> probs = rowExponentials(s, update.maxScaled, scaleLog2);
+  SmallVector<Value> probs =
+      rowExponentials(s, maxScaled, scaleLog2, factor);
   // 5. P over S.
   storeProbabilities(probs, probElement, store);
   // 6. The row sum.
@@ -378,10 +387,20 @@ static Value halfOfPair(OpBuilder &b, Location loc, Value pair, int64_t i) {
 /// Exponents two at a time: x = s·scale_log2 - m·scale_log2, then 2^x on
 /// MUFU.EX2, or for the emulated pairs on the FMA pipe.
 SmallVector<Value> Lowering::rowExponentials(ArrayRef<Value> s,
-                                             Value maxScaled, float scaleLog2) {
+                                             Value maxScaled, float scaleLog2,
+                                             Value factor) {
   Type f32Type = b.getF32Type();
   auto pairType = f32PairType(b);
-  Value scalePair = splatPair(b, loc(), scaleLog2);
+  // The scale c: a constant, or times FP8's run-time factor.
+  Value scalePair =
+      factor ? Value(vector::BroadcastOp::create(
+                   b, loc(), pairType, scaleLog2Value(scaleLog2, factor)))
+             : splatPair(b, loc(), scaleLog2);
+  Value scaleOver256 =
+      factor ? Value(arith::MulFOp::create(b, loc(),
+                                           scaleLog2Value(scaleLog2, factor),
+                                           f32(1.0f / 256.0f)))
+             : f32(scaleLog2 / 256.0f);
   Value negMax = vector::BroadcastOp::create(
       b, loc(), pairType, arith::NegFOp::create(b, loc(), maxScaled));
   int64_t pairs = static_cast<int64_t>(s.size()) / 2;
@@ -407,7 +426,7 @@ SmallVector<Value> Lowering::rowExponentials(ArrayRef<Value> s,
   for (int64_t pair = 0; pair < pairs; ++pair) {
     if (isEmulatedPair(pair, emulatedPairs, pairs)) {
       probs.push_back(
-          emulatedExp2(s[2 * pair], s[2 * pair + 1], satOffset, scaleLog2));
+          emulatedExp2(s[2 * pair], s[2 * pair + 1], satOffset, scaleOver256));
       continue;
     }
     Value x = LLVM::FMAOp::create(b, loc(),
@@ -425,7 +444,7 @@ SmallVector<Value> Lowering::rowExponentials(ArrayRef<Value> s,
 /// reaches 0 (subnormal, flushed by every .ftz consumer); an all-hidden row
 /// is recognised by its max, never by its sum (NormalizeOp).
 Value Lowering::emulatedExp2(Value lo, Value hi, Value satOffset,
-                             float scaleLog2) {
+                             Value scaleOver256) {
   Type f32Type = b.getF32Type();
   auto pairType = f32PairType(b);
   auto i32Pair = VectorType::get({2}, b.getI32Type());
@@ -447,7 +466,7 @@ Value Lowering::emulatedExp2(Value lo, Value hi, Value satOffset,
   auto saturated = [&](Value score) -> Value {
     return LLVM::InlineAsmOp::create(
                b, loc(), f32Type,
-               ValueRange{score, f32(scaleLog2 / 256.0f), satOffset},
+               ValueRange{score, scaleOver256, satOffset},
                "fma.rn.sat.f32 $0, $1, $2, $3;", "=f,f,f,f", false, false,
                LLVM::tailcallkind::TailCallKind::None,
                LLVM::AsmDialectAttr::get(b.getContext(), LLVM::AsmDialect::AD_ATT),
@@ -480,20 +499,49 @@ Value Lowering::emulatedExp2(Value lo, Value hi, Value satOffset,
   return LLVM::BitcastOp::create(b, loc(), pairType, bits);
 }
 
-/// P: packed pairs, stored over S in 32-word stores. P's column is counted
-/// in its 16-bit elements, two to a TMEM column.
+/// P: packed, stored over S in 32-word stores. P's column is counted in
+/// its elements: two 16-bit ones to a TMEM column (a pair per word,
+/// cvt.rn.{f16,bf16}x2.f32), or four of FP8's e4m3 (two pairs per word,
+/// cvt.rn.satfinite.e4m3x2.f32 each, its first operand to the upper byte, so
+/// that the word holds the elements in order from its low byte, as the MMA
+/// reads an 8-bit A from TMEM). FP8's probabilities are at most 2^prob_shift
+/// = 256 < 448: satfinite never clips one.
 void Lowering::storeProbabilities(ArrayRef<Value> probs, Type probElement,
                                   TmemStoreOp store) {
   Type i32Type = b.getI32Type();
-  auto packedType = VectorType::get({2}, probElement);
+  int64_t bits = probElement.getIntOrFloatBitWidth();
   SmallVector<Value> words;
-  for (Value pair : probs)
-    words.push_back(vector::ExtractOp::create(
-        b, loc(),
-        vector::BitCastOp::create(
-            b, loc(), VectorType::get({1}, i32Type),
-            arith::TruncFOp::create(b, loc(), packedType, pair)),
-        ArrayRef<int64_t>{0}));
+  if (bits == 8) {
+    for (size_t pair = 0; pair + 1 < probs.size(); pair += 2) {
+      SmallVector<Value, 4> operands;
+      for (size_t i = 0; i < 2; ++i)
+        for (int64_t half = 0; half < 2; ++half)
+          operands.push_back(halfOfPair(b, loc(), probs[pair + i], half));
+      words.push_back(
+          LLVM::InlineAsmOp::create(
+              b, loc(), i32Type, operands,
+              "{\n\t.reg .b16 lo, hi;\n\t"
+              "cvt.rn.satfinite.e4m3x2.f32 lo, $2, $1;\n\t"
+              "cvt.rn.satfinite.e4m3x2.f32 hi, $4, $3;\n\t"
+              "mov.b32 $0, {lo, hi};\n\t}",
+              "=r,f,f,f,f", /*has_side_effects=*/false, false,
+              LLVM::tailcallkind::TailCallKind::None,
+              LLVM::AsmDialectAttr::get(b.getContext(),
+                                        LLVM::AsmDialect::AD_ATT),
+              ArrayAttr())
+              .getResult(0));
+    }
+  } else {
+    auto packedType = VectorType::get({2}, probElement);
+    for (Value pair : probs)
+      words.push_back(vector::ExtractOp::create(
+          b, loc(),
+          vector::BitCastOp::create(
+              b, loc(), VectorType::get({1}, i32Type),
+              arith::TruncFOp::create(b, loc(), packedType, pair)),
+          ArrayRef<int64_t>{0}));
+  }
+  int64_t perWord = 32 / bits;
   Value probsBuffer = lookup(store.getBuffer());
   Value probsFirst = toIndex(lookup(store.getColumn()));
   for (int64_t chunk = 0; chunk * kChunk < int64_t(words.size()); ++chunk) {
@@ -504,8 +552,9 @@ void Lowering::storeProbabilities(ArrayRef<Value> probs, Type probElement,
         SmallVector<Value>(begin, stop));
     Value address = tmemAddress(
         probsBuffer,
-        arith::AddIOp::create(b, loc(), probsFirst, index(chunk * 2 * kChunk)),
-        16);
+        arith::AddIOp::create(b, loc(), probsFirst,
+                              index(chunk * perWord * kChunk)),
+        bits);
     NVVM::Tcgen05StOp::create(b, loc(), false,
                               NVVM::Tcgen05LdStShape::SHAPE_32X32B, address,
                               packed, Value());

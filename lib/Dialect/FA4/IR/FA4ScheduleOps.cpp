@@ -291,13 +291,20 @@ LogicalResult TmaStoreOp::verify() {
                        buffer, getGqaRatio(), getReduce(), getColumn());
 }
 
+/// The forward's MMA inputs: f16, bf16, or FP8's e4m3 (wgmma's e4m3 kind,
+/// tcgen05's kind::f8f6f4).
+static bool isForwardMmaInput(Type type) {
+  return type.isF16() || type.isBF16() || isa<Float8E4M3FNType>(type);
+}
+
 LogicalResult ScoreMmaAsyncOp::verify() {
   SmemType q = getQuery().getType(), k = getKey().getType();
   TmemType s = getScores().getType();
   if (q.getElementType() != k.getElementType() ||
-      !(q.getElementType().isF16() || q.getElementType().isBF16()))
-    return emitOpError() << "query and key must both hold f16 or bf16, got "
-                         << q.getElementType() << " and " << k.getElementType();
+      !isForwardMmaInput(q.getElementType()))
+    return emitOpError()
+           << "query and key must both hold f16, bf16 or f8E4M3FN, got "
+           << q.getElementType() << " and " << k.getElementType();
   if (!s.getElementType().isF32())
     return emitOpError() << "scores accumulate in f32, got "
                          << s.getElementType();
@@ -331,8 +338,7 @@ LogicalResult WarpgroupScoreMmaOp::verify() {
   SmemType q = getQuery().getType(), k = getKey().getType();
   auto s = cast<RankedTensorType>(getScores().getType());
   if (q.getElementType() != k.getElementType() ||
-      !(q.getElementType().isF16() || q.getElementType().isBF16() ||
-        isa<Float8E4M3FNType>(q.getElementType())))
+      !isForwardMmaInput(q.getElementType()))
     return emitOpError()
            << "query and key must both hold f16, bf16 or f8E4M3FN, got "
            << q.getElementType() << " and " << k.getElementType();

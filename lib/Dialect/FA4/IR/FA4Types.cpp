@@ -27,9 +27,13 @@ LogicalResult TmemType::verify(function_ref<InFlightDiagnostic()> emitError,
   if (lanes != blackwell::kTmemLanes)
     return emitError() << "tmem buffers span all " << blackwell::kTmemLanes
                        << " lanes, got " << lanes;
-  if (!elementType.isF32() && !elementType.isF16() && !elementType.isBF16())
-    return emitError() << "tmem element type must be f32, f16 or bf16, got "
-                       << elementType;
+  // f32 accumulators, and the probabilities the value MMA reads from TMEM:
+  // 16-bit, or FP8's e4m3 (four to a column).
+  if (!elementType.isF32() && !elementType.isF16() && !elementType.isBF16() &&
+      !isa<Float8E4M3FNType>(elementType))
+    return emitError()
+           << "tmem element type must be f32, f16, bf16 or f8E4M3FN, got "
+           << elementType;
   int64_t bits = cols * elementType.getIntOrFloatBitWidth();
   if (cols <= 0 || bits % 32 != 0)
     return emitError() << "tmem buffer of " << cols << " " << elementType

@@ -16,8 +16,13 @@ using namespace mlir;
 using namespace mlir::fa4;
 using namespace mlir::fa4::nvvm;
 
-/// K elements per tcgen05.mma of kind f16.
-static constexpr int64_t kMmaK = 16;
+/// Bytes of K per tcgen05.mma: 16 elements of kind::f16, 32 of
+/// kind::f8f6f4's 8-bit types.
+static constexpr int64_t kMmaKBytes = 32;
+/// K elements per tcgen05.mma of `type`'s elements.
+static int64_t mmaK(Type type) {
+  return kMmaKBytes * 8 / type.getIntOrFloatBitWidth();
+}
 /// Bytes from one 8-row group of a swizzled tile to the next.
 static constexpr uint32_t kSwizzleAtomBytes = 1024;
 
@@ -151,6 +156,21 @@ static tcgen05::Element elementOf(Type type) {
   return type.isBF16() ? tcgen05::Element::BF16 : tcgen05::Element::F16;
 }
 
+/// The MMA's kind and instruction descriptor for A and B of `a`'s and
+/// `b`'s element types (16-bit: kind::f16; FP8's e4m3: kind::f8f6f4).
+static std::pair<NVVM::Tcgen05MMAKind, uint32_t>
+mmaKindAndDescriptor(Type a, Type b, tcgen05::Major aMajor,
+                     tcgen05::Major bMajor, uint32_t m, uint32_t n) {
+  if (a.getIntOrFloatBitWidth() == 8)
+    return {NVVM::Tcgen05MMAKind::F8F6F4,
+            tcgen05::instructionDescriptorF8F6F4(
+                tcgen05::Element8::E4M3, tcgen05::Element8::E4M3, aMajor,
+                bMajor, m, n)};
+  return {NVVM::Tcgen05MMAKind::F16,
+          tcgen05::instructionDescriptorF16(elementOf(a), elementOf(b), aMajor,
+                                            bMajor, m, n)};
+}
+
 LogicalResult Lowering::lowerMma(Operation *op) {
   auto tmemPointer = [&](Value address) {
     return LLVM::IntToPtrOp::create(b,
@@ -194,14 +214,19 @@ LogicalResult Lowering::lowerMma(Operation *op) {
         Value kAddress = stageAddress(mma.getKey(), mma.getKeyCount());
         Value scores = tmemPointer(arith::AddIOp::create(b,
             loc(), kernel.tmemBase, lookup(mma.getScores())));
-        // Q and K are both K-major: 128-byte rows of 64 elements, 8-row
-        // atoms 1024 bytes apart; the leading offset is unused (16).
+        // Q and K are both K-major: 128-byte rows of 64 16-bit or 128 8-bit
+        // elements, 8-row atoms 1024 bytes apart; the leading offset is
+        // unused (16).
         uint64_t operand = tcgen05::smemDescriptorTemplate(
             16, kSwizzleAtomBytes, tcgen05::Swizzle::Bytes128);
-        uint32_t instruction = tcgen05::instructionDescriptorF16(
-            elementOf(q.getElementType()), elementOf(k.getElementType()),
-            tcgen05::Major::K, tcgen05::Major::K, q.getRows(), k.getRows());
+        auto [scoreKind, instruction] = mmaKindAndDescriptor(
+            q.getElementType(), k.getElementType(), tcgen05::Major::K,
+            tcgen05::Major::K, q.getRows(), k.getRows());
         Value idesc = i32(static_cast<int32_t>(instruction));
+        int64_t stepK = mmaK(q.getElementType());
+        int64_t steps = llvm::divideCeil(q.getCols(), stepK);
+        int64_t elementBytes = q.getElementType().getIntOrFloatBitWidth() / 8;
+        int64_t lineColumns = boxColumns(q);
         Value qBase = baseDescriptor(operand, qAddress);
         Value kBase = baseDescriptor(operand, kAddress);
         // Q's descriptors are the same for every K/V block of a task (and
@@ -209,23 +234,23 @@ LogicalResult Lowering::lowerMma(Operation *op) {
         // step's out of the loop: past eight steps (head dim 192's twelve,
         // for two Q tiles) they no longer fit the MMA warp's registers and
         // ptxas spills. Re-made per MMA there.
-        if (q.getCols() > 8 * kMmaK) {
+        if (steps > 8) {
           qBase = rematerializeAtRoleEntry(qBase);
           kBase = rematerializeAtRoleEntry(kBase);
         }
         ifElected([&] {
-          for (int64_t step = 0; step * kMmaK < q.getCols(); ++step) {
+          for (int64_t step = 0; step < steps; ++step) {
             // Step along K: 32 bytes inside a swizzle line, a whole box
-            // every 64 columns.
-            int64_t column = step * kMmaK;
-            int64_t offset = (column / kBoxColumns) * boxBytes(q) +
-                             (column % kBoxColumns) * 2;
-            int64_t keyOffset = (column / kBoxColumns) * boxBytes(k) +
-                                (column % kBoxColumns) * 2;
+            // every line's columns (64 of 16 bits, 128 of 8).
+            int64_t column = step * stepK;
+            int64_t offset = (column / lineColumns) * boxBytes(q) +
+                             (column % lineColumns) * elementBytes;
+            int64_t keyOffset = (column / lineColumns) * boxBytes(k) +
+                                (column % lineColumns) * elementBytes;
             Value enable = LLVM::ConstantOp::create(b,
                 loc(), b.getI1Type(), b.getBoolAttr(step > 0));
             NVVM::Tcgen05MMAOp::create(b,
-                loc(), kind, group, collector, false, scores,
+                loc(), scoreKind, group, collector, false, scores,
                 descriptor(qBase, offset), descriptor(kBase, keyOffset), idesc,
                 enable, Value(),
                 Value());
@@ -247,31 +272,38 @@ LogicalResult Lowering::lowerMma(Operation *op) {
         // apart), 8-key groups the stride (1024).
         uint64_t operand = tcgen05::smemDescriptorTemplate(
             boxBytes(v), kSwizzleAtomBytes, tcgen05::Swizzle::Bytes128);
-        // N covers whole 64-column swizzle atoms of V, the only MN-major
-        // 128-byte-swizzled B operand NVIDIA's kernels issue: at head dim 96
-        // N = 128, whose last 32 columns multiply the zeros TMA filled past
-        // the tensor's edge, into accumulator columns fa4-allocate-tmem
-        // reserves and nothing reads.
-        uint32_t instruction = tcgen05::instructionDescriptorF16(
-            elementOf(probs.getElementType()), elementOf(v.getElementType()),
-            tcgen05::Major::K, tcgen05::Major::MN, probs.getLanes(),
-            blackwell::accumulatorColumns(acc.getCols()));
+        // N covers whole swizzle atoms of V (64 16-bit columns, 128 8-bit
+        // ones), the only MN-major 128-byte-swizzled B operand NVIDIA's
+        // kernels issue: at head dim 96 N = 128, whose last 32 columns
+        // multiply the zeros TMA filled past the tensor's edge, into
+        // accumulator columns fa4-allocate-tmem reserves and nothing reads
+        // (FP8's V of 64 columns the same way). tcgen05 reads an 8-bit B
+        // MN-major too, so FP8's V needs no transposed copy here.
+        Type vElement = v.getElementType();
+        auto [valueKind, instruction] = mmaKindAndDescriptor(
+            probs.getElementType(), vElement, tcgen05::Major::K,
+            tcgen05::Major::MN, probs.getLanes(),
+            blackwell::accumulatorColumns(acc.getCols(),
+                                          vElement.getIntOrFloatBitWidth()));
         Value idesc = i32(static_cast<int32_t>(instruction));
+        int64_t stepK = mmaK(vElement);
+        int64_t probBits = probs.getElementType().getIntOrFloatBitWidth();
         Value accumulate = lookup(mma.getAccumulate());
         Value vBase = baseDescriptor(operand, vAddress);
         ifElected([&] {
-          for (int64_t step = 0; step * kMmaK < probs.getCols(); ++step) {
-            // P from TMEM: 16 f16 values are 8 columns. V: 16 keys are 16
-            // rows of 128 bytes.
+          for (int64_t step = 0; step * stepK < probs.getCols(); ++step) {
+            // P from TMEM: a step's K values are 32 bytes, 8 columns (16
+            // 16-bit or 32 8-bit values). V: its K keys are K rows of 128
+            // bytes.
             Value a = tmemPointer(arith::AddIOp::create(b,
-                loc(), probsColumn, i32(step * kMmaK / 2)));
+                loc(), probsColumn, i32(step * stepK * probBits / 32)));
             Value enable =
                 step == 0 ? accumulate
                           : Value(LLVM::ConstantOp::create(b,
                                 loc(), b.getI1Type(), b.getBoolAttr(true)));
             NVVM::Tcgen05MMAOp::create(b,
-                loc(), kind, group, collector, false, output, a,
-                descriptor(vBase, step * kMmaK * 128), idesc,
+                loc(), valueKind, group, collector, false, output, a,
+                descriptor(vBase, step * stepK * kSwizzleLineBytes), idesc,
                 enable, Value(), Value());
           }
         });
@@ -303,8 +335,9 @@ LogicalResult Lowering::lowerMma(Operation *op) {
         Value aBase = baseDescriptor(aBits, aAddress);
         Value bBase = baseDescriptor(bBits, bAddress);
         ifElected([&] {
-          for (int64_t step = 0; step * kMmaK < a.getRows(); ++step) {
-            int64_t offset = step * kMmaK * kSwizzleLineBytes;
+          int64_t stepK = mmaK(a.getElementType());
+          for (int64_t step = 0; step * stepK < a.getRows(); ++step) {
+            int64_t offset = step * stepK * kSwizzleLineBytes;
             Value enable = LLVM::ConstantOp::create(
                 b, loc(), b.getI1Type(), b.getBoolAttr(step > 0));
             NVVM::Tcgen05MMAOp::create(b, loc(), kind, group, collector, false,

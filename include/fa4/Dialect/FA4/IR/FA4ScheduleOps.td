@@ -700,14 +700,15 @@ def FA4_RescaleOOp : FA4_Op<"rescale_o"> {
 }
 
 def FA4_FinalizeOOp : FA4_Op<"finalize_o",
-    [AllTypesMatch<["row_max", "row_sum", "lse"]>]> {
+    [AllTypesMatch<["row_max", "row_sum", "lse"]>, AttrSizedOperandSegments]> {
   let summary = "O / row_sum from TMEM into the output staging buffer, and the LSE";
   let description = [{
     Reads O from TMEM, divides each row by its `row_sum`, converts it to the
     staging buffer's element type and writes it into ring item `count` of
     `staging`; returns the log-sum-exp of each row. `fa4-correction` expands
     it into 16-column TMEM loads, `fa4.normalize` and stores, so that no more
-    than a chunk of O is ever held in registers.
+    than a chunk of O is ever held in registers. FP8's `factor`,
+    `out_factor` and `prob_shift` are those of `fa4.normalize`.
 
     ```mlir
     %lse = fa4.finalize_o %o0, %m, %l -> %ostage[%n] {scale_log2 = 0.127517 : f32}
@@ -717,11 +718,15 @@ def FA4_FinalizeOOp : FA4_Op<"finalize_o",
   }];
   let arguments = (ins FA4_TmemType:$acc, FA4_RowVector:$row_max,
     FA4_RowVector:$row_sum, FA4_SmemType:$staging, Index:$count,
-    ConfinedAttr<F32Attr, [FA4_FloatPositive]>:$scale_log2);
+    Optional<F32>:$factor, Optional<F32>:$out_factor,
+    ConfinedAttr<F32Attr, [FA4_FloatPositive]>:$scale_log2,
+    DefaultValuedAttr<ConfinedAttr<I64Attr, [IntNonNegative, IntMaxValue<8>]>,
+                      "0">:$prob_shift);
   let results = (outs FA4_RowVector:$lse);
   let assemblyFormat = [{
-    $acc `,` $row_max `,` $row_sum `->` $staging `[` $count `]` attr-dict `:`
-    type($acc) `,` type($row_max) `,` type($staging)
+    $acc `,` $row_max `,` $row_sum (`factor` `(` $factor^ `)`)?
+    (`out_factor` `(` $out_factor^ `)`)? `->` $staging `[` $count `]`
+    attr-dict `:` type($acc) `,` type($row_max) `,` type($staging)
   }];
   let hasVerifier = 1;
 }
