@@ -69,6 +69,23 @@ TEST(Descriptors, ValueMmaInstruction) {
             0x08110490u);
 }
 
+TEST(Descriptors, Fp8ValueMmaInstruction) {
+  // FP8's O += P·V, kind::f8f6f4: P e4m3 from TMEM (K-major), V e4m3
+  // MN-major, N = a whole 128-column 8-bit atom:
+  //   D f32        1 << 4                 = 0x00000010
+  //   A, B e4m3    0 (e5m2 would be 1)    = 0
+  //   B transposed 1 << 16                = 0x00010000
+  //   N >> 3 = 16, << 17                  = 0x00200000
+  //   M >> 4 = 8,  << 24                  = 0x08000000
+  EXPECT_EQ(instructionDescriptorF8F6F4(Element8::E4M3, Element8::E4M3,
+                                        Major::K, Major::MN, 128, 128),
+            0x08210010u);
+  // e5m2 A and B take code 1 in bits 7-9 and 10-12.
+  EXPECT_EQ(instructionDescriptorF8F6F4(Element8::E5M2, Element8::E5M2,
+                                        Major::K, Major::K, 128, 128),
+            0x08200490u);
+}
+
 TEST(Descriptors, Swizzle128) {
   // Row r of an 8-row atom XORs its 16-byte chunk index with r.
   EXPECT_EQ(swizzle128(0), 0u);

@@ -639,6 +639,12 @@ bool readManifest(const llvm::json::Value &json, Manifest &m,
   if (m.valueTransposed() && m.blockTable >= 0)
     top.fail("has V in the vt layout with a paged K/V cache, which fa4 "
              "does not support");
+  // Only sm_90a's FP8 wgmma needs V transposed; Blackwell's kernels read V
+  // as it is, so a vt map there would describe a V they do not read.
+  if (const target::ChipInfo *chip = target::lookup(m.target);
+      chip && m.valueTransposed() && chip->family != target::Family::Hopper)
+    top.fail("has V in the vt layout for " + m.target +
+             ", whose FP8 kernels read V as it is (only sm_90a's take vt)");
   readParameters(top, m, error);
   if (object) {
     readRoles(*object, m, error);

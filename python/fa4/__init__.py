@@ -417,10 +417,10 @@ def compile(head_dim: int = 128, q_heads: int = 32, kv_heads: int = 8,
     ``head_dim=192, v_head_dim=128`` is DeepSeek-V3's prefill attention;
     256 (Gemma's) compiles for sm_90a only. dtype: "fp16",
     "bf16" or "e4m3" (FP8 q, k and v, a bf16 O, three (batch, kv_heads)
-    float32 descale tables as the last extras and V in the layout
-    ``fa4._torch.prepare_fp8_value`` makes: docs/FP8.md). target: the chip
-    ("sm_100a", "sm_103a" or "sm_90a"); None for the default, or for e4m3
-    the Hopper chip, whose FP8 kernels are built.
+    float32 descale tables as the last extras; sm_90a's kernels read V in
+    the layout ``fa4._torch.prepare_fp8_value`` makes, the manifest's "vt"
+    map, Blackwell's read V as it is: docs/FP8.md). target: the chip
+    ("sm_100a", "sm_103a" or "sm_90a"); None for the default.
 
     mask: "none", "causal" (bottom-right aligned) or "window"; window:
     (left, right) keys visible around the diagonal, -1 unbounded (with
@@ -477,11 +477,8 @@ def compile(head_dim: int = 128, q_heads: int = 32, kv_heads: int = 8,
     lse = _flag("lse", lse)
     scale = None if scale is None else _real("scale", scale)
     softcap = 0.0 if softcap is None else _real("softcap", softcap)
-    # None: the default chip, or for FP8 the Hopper chip, whose kernels take
-    # it.
     if target is None:
-        target = (next(c["name"] for c in _CHIPS if c["family"] == "Hopper")
-                  if key_dtype == "e4m3" else _DEFAULT_TARGET)
+        target = _DEFAULT_TARGET
     target = _string("target", target)
     cache = _flag("cache", cache)
     rescale_threshold = _real("rescale_threshold", rescale_threshold)
@@ -707,10 +704,11 @@ def attention(q, k, v, causal: bool = False,
     float32 tensor on q's device (FlashAttention-3's FP8 interface: the
     attention of q · q_descale, k · k_descale, v · v_descale, each factor
     the sequence's and the query's K/V head's); O is bfloat16; q and k's head dim
-    64, 96, 128 or 192, v's 64, 96 or 128 (at most q's). The kernel is
-    Hopper's (an H100/H200 for CUDA tensors, the emulator for CPU ones); V
-    is transposed and its keys permuted into the layout it reads
-    (docs/FP8.md) on its own device before the launch. Not differentiable.
+    64, 96, 128 or 192, v's 64, 96 or 128 (at most q's). The kernel is the
+    GPU's (Hopper's or Blackwell's) for CUDA tensors, the default chip's in
+    the emulator for CPU ones; for Hopper's, V is transposed and its keys
+    permuted into the layout it reads (docs/FP8.md) on its own device
+    before the launch. Not differentiable.
 
     This is the ``torch.ops.fa4.attention`` custom op (FP8:
     ``torch.ops.fa4.attention_fp8``), so ``torch.compile`` traces through

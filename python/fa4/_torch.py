@@ -757,8 +757,8 @@ def attention(q, k, v, causal: bool, window: Sequence[int], softcap: float,
 # fa4c --dtype e4m3 writes O in bf16 (FlashAttention-3's FP8 output).
 _FP8_OUT = torch.bfloat16
 def _hopper_target(device):
-    """_target for FP8, whose kernels are Hopper's: the GPU's own (a
-    Blackwell GPU's compile then says FP8 is not built there), or for CPU
+    """_target for head dim 256, whose kernels are Hopper's: the GPU's own
+    (a Blackwell GPU's compile then says it is not built there), or for CPU
     tensors the emulator running the Hopper chip's."""
     if device.type == "cuda":
         return _target(device)
@@ -855,7 +855,7 @@ def _attention_fp8_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
     batch, seq_q, _, _ = q.shape
     if batch == 0 or seq_q == 0 or k.shape[1] == 0:
         return _empty_results(q, v, return_lse, _FP8_OUT)
-    target, sm_count = _hopper_target(q.device)
+    target, sm_count = _target(q.device)
     kernel = compile(target=target, sm_count=sm_count,
                      seqused_k=seqused_k is not None, **variant)
     # The kernel's extras: the seqused_k table, then the three descale
@@ -869,8 +869,19 @@ def _attention_fp8_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
         _check_host_memory(q, k, v, return_lse)
     o_shape = _out_shape(q, v)
     q, k = (_tma_ready(name, t.detach()) for name, t in (("q", q), ("k", k)))
-    return _launch(kernel, q, k, prepare_fp8_value(v.detach()), return_lse,
-                   extras, o_shape=o_shape, o_dtype=_FP8_OUT)
+    # Hopper's kernels read V transposed (the manifest's "vt" map),
+    # Blackwell's V as it is.
+    value = (prepare_fp8_value(v.detach()) if _reads_vt(kernel)
+             else _tma_ready("v", v.detach()))
+    return _launch(kernel, q, k, value, return_lse, extras, o_shape=o_shape,
+                   o_dtype=_FP8_OUT)
+
+
+def _reads_vt(kernel):
+    """Whether `kernel` reads V in the vt layout prepare_fp8_value makes
+    (sm_90a's FP8 kernels) rather than as it is."""
+    return any(m.get("tensor") == "v" and m.get("layout") == "vt"
+               for m in kernel.manifest.get("tensor_maps", ()))
 
 
 def _fp8_backward(ctx, grad_o, grad_lse):

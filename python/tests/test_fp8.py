@@ -1,8 +1,9 @@
 """FP8 (e4m3) attention: fa4.attention on torch.float8_e4m3fn q, k, v with
-FlashAttention-3's descale tables, O bf16. CPU tensors run Hopper's FP8
-kernel in the emulator, V transposed and permuted into the layout the
-kernel reads by torch's ops (docs/FP8.md), against the float64 attention
-of the descaled e4m3 inputs."""
+FlashAttention-3's descale tables, O bf16. CPU tensors run the default
+chip's (Blackwell's) FP8 kernel in the emulator, and Hopper's through
+fa4.compile with V transposed and permuted into the layout it reads by
+torch's ops (docs/FP8.md), against the float64 attention of the descaled
+e4m3 inputs."""
 
 import ctypes
 
@@ -145,10 +146,47 @@ def test_refusals_of_values_and_gradients():
         fa4.attention(*(t.to(torch.float8_e5m2) for t in (q, k, v)))
 
 
-def test_compile_defaults_fp8_to_hopper():
+def value_layouts(kernel):
+    return [m.get("layout") for m in kernel.manifest["tensor_maps"]
+            if m["tensor"] == "v"]
+
+
+def test_compile_fp8_targets_and_value_layouts():
+    # The default chip, as for every dtype: Blackwell reads V as it is,
+    # Hopper V transposed (the manifest's vt map).
     kernel = fa4.compile(head_dim=128, q_heads=2, kv_heads=2, dtype="e4m3")
-    assert kernel.manifest["target"] == "sm_90a"
+    assert kernel.manifest["target"] == "sm_100a"
     assert kernel.manifest["attention"]["dtype"] == "e4m3"
+    assert value_layouts(kernel) == [None]
+    hopper = fa4.compile(head_dim=128, q_heads=2, kv_heads=2, dtype="e4m3",
+                         target="sm_90a")
+    assert value_layouts(hopper) == ["vt"]
+
+
+@pytest.mark.parametrize("head_dim,v_head_dim,causal", [
+    (128, 128, True), (64, 64, False), (192, 128, True)])
+def test_hopper_kernel_matches_reference(head_dim, v_head_dim, causal):
+    # Hopper's kernel by hand: V in its vt layout, the three tables as the
+    # last extras; the same bounds as Blackwell's through fa4.attention.
+    q, k, v, qd, kd, vd = make(2, 77, 150, 4, 2, head_dim, seed=3,
+                               v_head_dim=v_head_dim)
+    kernel = fa4.compile(head_dim=head_dim, v_head_dim=v_head_dim,
+                         q_heads=4, kv_heads=2, dtype="e4m3",
+                         mask="causal" if causal else "none", lse=True,
+                         target="sm_90a")
+    o = torch.empty(2, 77, 4, v_head_dim, dtype=torch.bfloat16)
+    lse = torch.empty(2, 4, 77)
+    kernel(q, k, prepare_fp8_value(v), o, lse, extras=[qd, kd, vd])
+    want_o, want_lse = reference(descaled(q, qd), descaled(k, kd),
+                                 descaled(v, vd), causal)
+    err = o.double() - want_o
+    assert err.pow(2).mean().sqrt().item() < 1.5e-2
+    assert err.abs().max().item() < 0.25
+    assert (lse.double() - want_lse).abs().max().item() < 1e-3
+    blackwell, blackwell_lse = fa4.attention(
+        q, k, v, causal=causal, return_lse=True, q_descale=qd, k_descale=kd,
+        v_descale=vd)
+    assert (blackwell.double() - o.double()).abs().max().item() < 0.25
 
 
 def test_torch_compile_with_cpu_descales():

@@ -1167,6 +1167,9 @@ bool mlir::fa4::holdsFp8Pieces(Operation *func) {
     if (auto normalize = dyn_cast<NormalizeOp>(op))
       found |= normalize.getFactor() || normalize.getOutFactor() ||
                normalize.getProbShift() != 0;
+    if (auto finalize = dyn_cast<FinalizeOOp>(op))
+      found |= finalize.getFactor() || finalize.getOutFactor() ||
+               finalize.getProbShift() != 0;
     if (auto softcap = dyn_cast<SoftcapOp>(op))
       found |= static_cast<bool>(softcap.getFactor());
     if (auto scoreMod = dyn_cast<ScoreModOp>(op))
@@ -1184,6 +1187,8 @@ LogicalResult mlir::fa4::verifyFp8Program(Operation *func) {
       own = static_cast<int64_t>(softmax.getProbShift());
     else if (auto normalize = dyn_cast<NormalizeOp>(op))
       own = static_cast<int64_t>(normalize.getProbShift());
+    else if (auto finalize = dyn_cast<FinalizeOOp>(op))
+      own = static_cast<int64_t>(finalize.getProbShift());
     if (!own)
       return WalkResult::advance();
     if (!shift) {
