@@ -32,10 +32,11 @@ TileProgram::readForSchedule(func::FuncOp func, target::Family family,
   if (failed(read))
     return failure();
   // FP8: both families schedule it (Q and K's head dims 64, 96, 128 and
-  // 192, V's 64, 96 and 128) with dense K/V: Hopper's V is the transposed
-  // copy the runtime prepares, which has no paged or varlen form, and
-  // Blackwell's kernels follow the same variants (its V stays as it is:
-  // tcgen05 reads an 8-bit B operand MN-major).
+  // 192, V's 64, 96 and 128). Hopper's with dense K/V only: its V is the
+  // transposed copy the runtime prepares, which has no paged or varlen
+  // form. Blackwell's V stays as it is (tcgen05 reads an 8-bit B operand
+  // MN-major), so paged caches, varlen, seqused_k and split-KV take FP8 as
+  // they take 16-bit inputs.
   if (holdsFp8Pieces(func)) {
     StringRef schedule =
         family == target::Family::Hopper ? "sm_90a" : "Blackwell";
@@ -60,8 +61,9 @@ TileProgram::readForSchedule(func::FuncOp func, target::Family family,
                      : "256 has no Blackwell schedule in any type)");
     if (failed(verifyFp8Program(func)))
       return failure();
-    if (read->blockTable || read->cuSeqlensQ || read->splitWorkspace ||
-        read->seqUsedK)
+    if (family == target::Family::Hopper &&
+        (read->blockTable || read->cuSeqlensQ || read->splitWorkspace ||
+         read->seqUsedK))
       return func.emitOpError()
              << "is an FP8 tile program with "
              << (read->blockTable     ? "a paged K/V cache"
@@ -69,10 +71,9 @@ TileProgram::readForSchedule(func::FuncOp func, target::Family family,
                  : read->splitWorkspace ? "split-KV"
                                         : "seqused_k (a KV cache's lengths: "
                                           "fa4c --seqused-k, or --decode)")
-             << ", which the " << schedule
-             << " FP8 schedule does not take: it reads a dense [batch, "
-                "seq_k] K and V (on sm_90a V is the transposed copy the "
-                "runtime prepares; docs/FP8.md)";
+             << ", which the sm_90a FP8 schedule does not take: its V is "
+                "the transposed copy the runtime prepares of a dense [batch, "
+                "seq_k] V (docs/FP8.md); sm_100a and sm_103a take it";
   }
   int64_t rows = TileConfig::kBlockM * qTilesPerTask;
   if (static_cast<int64_t>(read->range.getRows()) != rows)
@@ -424,6 +425,13 @@ LogicalResult mlir::fa4::checkFp8Factors(func::FuncOp func,
     if (!keyLoad && load.getSource() == program.arguments[kK])
       keyLoad = load;
   });
+  Value sequence;
+  for (Operation *parent = program.range->getParentOp(); parent;
+       parent = parent->getParentOp())
+    if (auto loop = dyn_cast<scf::ForOp>(parent))
+      sequence = loop.getInductionVar();
+  if (!program.cuSeqlensQ)
+    sequence = Value();
   llvm::DenseSet<Value> seen;
   std::function<LogicalResult(Value, Operation *)> check =
       [&](Value value, Operation *user) -> LogicalResult {
@@ -444,11 +452,15 @@ LogicalResult mlir::fa4::checkFp8Factors(func::FuncOp func,
     if (def->getBlock() == &func.getBody().front())
       return success();
     if (auto load = dyn_cast<LoadDescaleOp>(def)) {
-      if (!keyLoad || load.getBatch() != keyLoad.getBatch() ||
-          load.getHead() != keyLoad.getHead())
+      // The task's batch is the K tile's, or in varlen's packed tensors
+      // (whose K loads read batch 0) the sequence: the outermost loop's.
+      bool taskBatch = keyLoad && (load.getBatch() == keyLoad.getBatch() ||
+                                   load.getBatch() == sequence);
+      if (!taskBatch || load.getHead() != keyLoad.getHead())
         return load.emitOpError()
                << "reads its table at indices other than the task's batch "
-                  "and K/V head (those of the K tile's load), which the "
+                  "and K/V head (those of the K tile's load, or varlen's "
+                  "sequence), which the "
                << schedule << " schedule reads it at";
       return success();
     }

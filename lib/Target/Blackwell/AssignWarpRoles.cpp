@@ -97,6 +97,23 @@ private:
                         Value rowSum, Value visited, Value last);
   /// Whether the correction warps store O themselves (split-KV parts,
   /// varlen tiles): no staging buffer and no epilogue role.
+  /// What a finalize normalizes with: level B's scale, and FP8's factors
+  /// (as the correction role's task re-made them) and shift.
+  struct Normalization {
+    Value factor, outFactor;
+    FloatAttr scaleLog2;
+    IntegerAttr probShift;
+  };
+  Normalization normalization() const {
+    // A factor made at the function's top level is used as it is.
+    auto remade = [&](Value factor) -> Value {
+      Value made = factor ? factors.lookup(factor) : Value();
+      return made ? made : factor;
+    };
+    NormalizeOp normalize = program.normalize;
+    return {remade(normalize.getFactor()), remade(normalize.getOutFactor()),
+            normalize.getScaleLog2Attr(), normalize.getProbShiftAttr()};
+  }
   /// O's element: the inputs' but for FP8's (bf16 over e4m3).
   Type outElement() const {
     return cast<MemRefType>(program.arguments[kOut].getType()).getElementType();
@@ -485,16 +502,11 @@ void RoleProgramBuilder::buildCorrectionRole(const TaskState &task) {
       OpBuilder::InsertionGuard guard(b);
       b.setInsertionPointToStart(branch.thenBlock());
       ConsumerWaitOp::create(b, loc, acc[s], last);
-      NormalizeOp normalize = program.normalize;
-      // A factor made at the function's top level is used as it is.
-      auto remade = [&](Value factor) -> Value {
-        Value made = factor ? factors.lookup(factor) : Value();
-        return made ? made : factor;
-      };
-      Value lse = FinalizeOOp::create(
-          b, loc, rowType, acc[s], rowMax, rowSum, oStaging, item,
-          remade(normalize.getFactor()), remade(normalize.getOutFactor()),
-          normalize.getScaleLog2Attr(), normalize.getProbShiftAttr());
+      Normalization norm = normalization();
+      Value lse = FinalizeOOp::create(b, loc, rowType, acc[s], rowMax, rowSum,
+                                      oStaging, item, norm.factor,
+                                      norm.outFactor, norm.scaleLog2,
+                                      norm.probShift);
       ConsumerReleaseOp::create(b, loc, acc[s], last);
       scf::YieldOp::create(b, loc, lse);
       b.setInsertionPointToStart(branch.elseBlock());
@@ -525,10 +537,11 @@ void RoleProgramBuilder::buildSplitFinal(const TaskState &task, int stage,
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(branch.thenBlock());
     ConsumerWaitOp::create(b, loc, acc[stage], last);
+    Normalization norm = normalization();
     Value lse = FinalizePartialOOp::create(
         b, loc, rowType, acc[stage], rowMax, rowSum, program.arguments[kOut],
         workspace, task.batch, task.headGroup, task.tileRow[stage], task.split,
-        program.normalize.getScaleLog2Attr(),
+        norm.factor, norm.outFactor, norm.scaleLog2, norm.probShift,
         b.getI64IntegerAttr(start.gqaRatio),
         b.getI64IntegerAttr(program.numSplits));
     ConsumerReleaseOp::create(b, loc, acc[stage], last);
@@ -558,10 +571,11 @@ void RoleProgramBuilder::buildVarlenFinal(const TaskState &task, int stage,
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(branch.thenBlock());
     ConsumerWaitOp::create(b, loc, acc[stage], last);
+    Normalization norm = normalization();
     Value lse = FinalizeORowsOp::create(
         b, loc, rowType, acc[stage], rowMax, rowSum, program.arguments[kOut],
         task.tensorBatch, task.headGroup, task.tileRow[stage], span[0], span[1],
-        program.normalize.getScaleLog2Attr(),
+        norm.factor, norm.outFactor, norm.scaleLog2, norm.probShift,
         b.getI64IntegerAttr(start.gqaRatio));
     ConsumerReleaseOp::create(b, loc, acc[stage], last);
     scf::YieldOp::create(b, loc, lse);

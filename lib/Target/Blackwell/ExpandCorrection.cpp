@@ -104,8 +104,9 @@ static void expandUnrolledFinalize(
         arith::ConstantIndexOp::create(b, loc, column));
     auto normalize = NormalizeOp::create(
         b, loc, outType, finalize.getLse().getType(), values,
-        finalize.getRowMax(), finalize.getRowSum(), Value(), Value(),
-        finalize.getScaleLog2Attr(), IntegerAttr());
+        finalize.getRowMax(), finalize.getRowSum(), finalize.getFactor(),
+        finalize.getOutFactor(), finalize.getScaleLog2Attr(),
+        finalize.getProbShiftAttr());
     store(b, normalize.getOut(), column);
     lse = normalize.getLse();
   }

@@ -212,7 +212,9 @@ Lowering::lowerPagedLoad(TmaLoadOp load, Value blockTable, SmemType type,
   int64_t page = cast<MemRefType>(load.getSource().getType()).getDimSize(1);
   int64_t rowsPerCopy = std::min(page, type.getRows());
   int64_t copies = type.getRows() / rowsPerCopy;
-  int64_t boxes = llvm::divideCeil(type.getCols(), kBoxColumns);
+  // Boxes of one 128-byte line of columns (64 of 16 bits, 128 of FP8's 8).
+  int64_t columns = boxColumns(type);
+  int64_t boxes = llvm::divideCeil(type.getCols(), columns);
   Value row = lookup(load.getRow()), batch = lookup(load.getBatch());
   Value head = toI32(lookup(load.getHead()));
   Value maxBlocks = table.sizes[1];
@@ -238,7 +240,7 @@ Lowering::lowerPagedLoad(TmaLoadOp load, Value blockTable, SmemType type,
       entry = arith::SelectOp::create(b, loc(), inTable, entry, i32(-1));
       for (int64_t box = 0; box < boxes; ++box)
         copy(box * boxBytes(type) + j * rowsPerCopy * kSwizzleLineBytes,
-             ValueRange{i32(box * kBoxColumns), head, inPage, entry});
+             ValueRange{i32(box * columns), head, inPage, entry});
     }
     if (then)
       then();
@@ -270,7 +272,9 @@ void Lowering::clearLoadedRows(TmaLoadOp load, Value stage, Value state) {
   // the row), written 16 bytes at a time.
   Value from = arith::MaxSIOp::create(b, loc(), lookup(load.getClearFrom()),
                                       index(0));
-  int64_t boxes = llvm::divideCeil(type.getCols(), kBoxColumns);
+  // Boxes of one 128-byte line of columns (64 of 16 bits, 128 of FP8's 8).
+  int64_t columns = boxColumns(type);
+  int64_t boxes = llvm::divideCeil(type.getCols(), columns);
   auto rows = scf::ForOp::create(b, loc(), from, index(type.getRows()),
                                  index(1));
   {

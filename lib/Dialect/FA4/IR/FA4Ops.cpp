@@ -1167,9 +1167,16 @@ bool mlir::fa4::holdsFp8Pieces(Operation *func) {
     if (auto normalize = dyn_cast<NormalizeOp>(op))
       found |= normalize.getFactor() || normalize.getOutFactor() ||
                normalize.getProbShift() != 0;
+    auto finalizePieces = [](auto finalize) {
+      return finalize.getFactor() || finalize.getOutFactor() ||
+             finalize.getProbShift() != 0;
+    };
     if (auto finalize = dyn_cast<FinalizeOOp>(op))
-      found |= finalize.getFactor() || finalize.getOutFactor() ||
-               finalize.getProbShift() != 0;
+      found |= finalizePieces(finalize);
+    else if (auto finalize = dyn_cast<FinalizePartialOOp>(op))
+      found |= finalizePieces(finalize);
+    else if (auto finalize = dyn_cast<FinalizeORowsOp>(op))
+      found |= finalizePieces(finalize);
     if (auto softcap = dyn_cast<SoftcapOp>(op))
       found |= static_cast<bool>(softcap.getFactor());
     if (auto scoreMod = dyn_cast<ScoreModOp>(op))
@@ -1188,6 +1195,10 @@ LogicalResult mlir::fa4::verifyFp8Program(Operation *func) {
     else if (auto normalize = dyn_cast<NormalizeOp>(op))
       own = static_cast<int64_t>(normalize.getProbShift());
     else if (auto finalize = dyn_cast<FinalizeOOp>(op))
+      own = static_cast<int64_t>(finalize.getProbShift());
+    else if (auto finalize = dyn_cast<FinalizePartialOOp>(op))
+      own = static_cast<int64_t>(finalize.getProbShift());
+    else if (auto finalize = dyn_cast<FinalizeORowsOp>(op))
       own = static_cast<int64_t>(finalize.getProbShift());
     if (!own)
       return WalkResult::advance();

@@ -699,6 +699,14 @@ def FA4_RescaleOOp : FA4_Op<"rescale_o"> {
   let hasVerifier = 1;
 }
 
+// A finalize's normalization, as fa4.normalize's: the scale, and FP8's
+// run-time factors and the probabilities' shift.
+defvar FA4_FinalizeNormalization = (ins Optional<F32>:$factor,
+    Optional<F32>:$out_factor,
+    ConfinedAttr<F32Attr, [FA4_FloatPositive]>:$scale_log2,
+    DefaultValuedAttr<ConfinedAttr<I64Attr, [IntNonNegative, IntMaxValue<8>]>,
+                      "0">:$prob_shift);
+
 def FA4_FinalizeOOp : FA4_Op<"finalize_o",
     [AllTypesMatch<["row_max", "row_sum", "lse"]>, AttrSizedOperandSegments]> {
   let summary = "O / row_sum from TMEM into the output staging buffer, and the LSE";
@@ -716,12 +724,9 @@ def FA4_FinalizeOOp : FA4_Op<"finalize_o",
           !fa4.smem<[128, 128], f16, stages = 2>
     ```
   }];
-  let arguments = (ins FA4_TmemType:$acc, FA4_RowVector:$row_max,
-    FA4_RowVector:$row_sum, FA4_SmemType:$staging, Index:$count,
-    Optional<F32>:$factor, Optional<F32>:$out_factor,
-    ConfinedAttr<F32Attr, [FA4_FloatPositive]>:$scale_log2,
-    DefaultValuedAttr<ConfinedAttr<I64Attr, [IntNonNegative, IntMaxValue<8>]>,
-                      "0">:$prob_shift);
+  let arguments = !con((ins FA4_TmemType:$acc, FA4_RowVector:$row_max,
+    FA4_RowVector:$row_sum, FA4_SmemType:$staging, Index:$count),
+    FA4_FinalizeNormalization);
   let results = (outs FA4_RowVector:$lse);
   let assemblyFormat = [{
     $acc `,` $row_max `,` $row_sum (`factor` `(` $factor^ `)`)?
@@ -732,14 +737,16 @@ def FA4_FinalizeOOp : FA4_Op<"finalize_o",
 }
 
 def FA4_FinalizePartialOOp : FA4_Op<"finalize_o_partial",
-    [FA4_BlackwellOnly, AllTypesMatch<["row_max", "row_sum", "lse"]>]> {
+    [FA4_BlackwellOnly, AllTypesMatch<["row_max", "row_sum", "lse"]>,
+     AttrSizedOperandSegments]> {
   let summary = "a split-KV part's O / row_sum from TMEM into the workspace, and its LSE";
   let description = [{
     `fa4.finalize_o` for a split-KV part: reads O from TMEM, divides each
     row by its `row_sum` and writes it in f32 to the part's slot of the
     workspace (`fa4.store_partial_o`), returning the part's log-sum-exp.
     `fa4-correction` expands it into 16-column TMEM loads, `fa4.normalize`
-    and `fa4.store_partial_o`, a chunk at a time.
+    and `fa4.store_partial_o`, a chunk at a time. FP8's `factor`,
+    `out_factor` and `prob_shift` are those of `fa4.normalize`.
 
     ```mlir
     %lse = fa4.finalize_o_partial %o0, %m, %l -> %o, %ws[%b, %h, %row, %split]
@@ -748,16 +755,17 @@ def FA4_FinalizePartialOOp : FA4_Op<"finalize_o_partial",
           memref<?x?x32x128xf16>, memref<?xi32>
     ```
   }];
-  let arguments = (ins FA4_TmemType:$acc, FA4_RowVector:$row_max,
+  let arguments = !con((ins FA4_TmemType:$acc, FA4_RowVector:$row_max,
     FA4_RowVector:$row_sum, AnyMemRef:$out,
     Arg<AnyMemRef, "split-KV workspace", [MemWrite]>:$workspace,
-    Index:$batch, Index:$head, Index:$row, Index:$split,
-    ConfinedAttr<F32Attr, [FA4_FloatPositive]>:$scale_log2,
-    ConfinedAttr<I64Attr, [IntPositive]>:$gqa_ratio,
-    ConfinedAttr<I64Attr, [IntMinValue<2>, IntMaxValue<128>]>:$num_splits);
+    Index:$batch, Index:$head, Index:$row, Index:$split),
+    FA4_FinalizeNormalization,
+    (ins ConfinedAttr<I64Attr, [IntPositive]>:$gqa_ratio,
+    ConfinedAttr<I64Attr, [IntMinValue<2>, IntMaxValue<128>]>:$num_splits));
   let results = (outs FA4_RowVector:$lse);
   let assemblyFormat = [{
-    $acc `,` $row_max `,` $row_sum `->` $out `,` $workspace
+    $acc `,` $row_max `,` $row_sum (`factor` `(` $factor^ `)`)?
+    (`out_factor` `(` $out_factor^ `)`)? `->` $out `,` $workspace
     `[` $batch `,` $head `,` $row `,` $split `]` attr-dict `:`
     type($acc) `,` type($row_max) `,` type($out) `,` type($workspace)
   }];
@@ -765,7 +773,8 @@ def FA4_FinalizePartialOOp : FA4_Op<"finalize_o_partial",
 }
 
 def FA4_FinalizeORowsOp : FA4_Op<"finalize_o_rows",
-    [FA4_BlackwellOnly, AllTypesMatch<["row_max", "row_sum", "lse"]>]> {
+    [FA4_BlackwellOnly, AllTypesMatch<["row_max", "row_sum", "lse"]>,
+     AttrSizedOperandSegments]> {
   let summary = "O / row_sum from TMEM straight to a varlen sequence's rows, and the LSE";
   let description = [{
     `fa4.finalize_o` for a varlen kernel: reads O from TMEM, divides each
@@ -775,7 +784,8 @@ def FA4_FinalizeORowsOp : FA4_Op<"finalize_o_rows",
     returning the rows' log-sum-exp. No staging buffer and no TMA store: a
     box would write into the next sequence's rows. `fa4-correction`
     expands it into 16-column TMEM loads, `fa4.normalize` and
-    `fa4.store_o_tile`, a chunk at a time.
+    `fa4.store_o_tile`, a chunk at a time. FP8's `factor`, `out_factor`
+    and `prob_shift` are those of `fa4.normalize`.
 
     ```mlir
     %lse = fa4.finalize_o_rows %o0, %m, %l -> %o[%c0, %h, %row] span(%first, %rows)
@@ -783,14 +793,15 @@ def FA4_FinalizeORowsOp : FA4_Op<"finalize_o_rows",
         : !fa4.tmem<[128, 128], f32>, tensor<128xf32>, memref<1x?x8x128xbf16>
     ```
   }];
-  let arguments = (ins FA4_TmemType:$acc, FA4_RowVector:$row_max,
+  let arguments = !con((ins FA4_TmemType:$acc, FA4_RowVector:$row_max,
     FA4_RowVector:$row_sum, Arg<AnyMemRef, "output", [MemWrite]>:$out,
-    Index:$batch, Index:$head, Index:$row, Index:$offset, Index:$limit,
-    ConfinedAttr<F32Attr, [FA4_FloatPositive]>:$scale_log2,
-    ConfinedAttr<I64Attr, [IntPositive]>:$gqa_ratio);
+    Index:$batch, Index:$head, Index:$row, Index:$offset, Index:$limit),
+    FA4_FinalizeNormalization,
+    (ins ConfinedAttr<I64Attr, [IntPositive]>:$gqa_ratio));
   let results = (outs FA4_RowVector:$lse);
   let assemblyFormat = [{
-    $acc `,` $row_max `,` $row_sum `->` $out
+    $acc `,` $row_max `,` $row_sum (`factor` `(` $factor^ `)`)?
+    (`out_factor` `(` $out_factor^ `)`)? `->` $out
     `[` $batch `,` $head `,` $row `]` `span` `(` $offset `,` $limit `)`
     attr-dict `:` type($acc) `,` type($row_max) `,` type($out)
   }];
