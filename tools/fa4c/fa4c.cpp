@@ -168,12 +168,12 @@ static cl::opt<int64_t> windowRight(
     cl::desc("Keys visible right of the diagonal (-1: unbounded)"),
     cl::init(-1), cl::cat(variantCategory));
 static cl::opt<std::string> dtype("dtype", cl::desc("Input dtype: fp16, bf16 or e4m3 (FP8 Q, K and V with "
-                               "[batch, kv_heads] f32 descale tables, a bf16 O: "
-                               "kernels for sm_90a at Q/K head dims 64, 96, "
-                               "128 or 192 with V's 64, 96 or 128, whose V "
-                               "the launcher hands over transposed "
-                               "(docs/FP8.md); "
-                               "on sm_100a through level B, --stop-after=tile)"),
+                               "[batch, kv_heads] f32 descale tables, a bf16 O, "
+                               "at Q/K head dims 64, 96, 128 or 192 with V's "
+                               "64, 96 or 128: on sm_100a/sm_103a every "
+                               "variant, V as it is; on sm_90a dense K/V, V "
+                               "handed over transposed by the launcher; "
+                               "docs/FP8.md)"),
                                   cl::init("fp16"), cl::cat(variantCategory));
 static cl::opt<double> scale("scale",
                              cl::desc("Softmax scale (default 1/sqrt(head-dim))"),
