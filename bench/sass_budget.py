@@ -558,9 +558,15 @@ def estimate(roles, head_dim):
         mufu += 8 * u["mufu_ex2"]
         fma += u["fma_pipe_cycles"]
     # Two Q tiles per KV tile, each S = Q·Kᵀ (128×128×D) and O += P·V
-    # (128×N×128, N = 128 at head dim 96).
-    n_value = 128 if head_dim == 96 else head_dim
-    tensor = 2 * (128 * 128 * head_dim + 128 * n_value * 128) // 4096
+    # (128×N×128, N = 128 at head dim 96). FP8's MMAs (UTCQMMA,
+    # kind::f8f6f4) take 8192 multiply-adds a cycle, twice 16-bit's, and
+    # their 8-bit V's N is whole 128-column atoms.
+    mma = roles.get("mma") or {}
+    fp8 = any(op.startswith("UTCQMMA")
+              for op in (mma.get("unmasked") or {}).get("opcodes", {}))
+    n_value = 128 if head_dim == 96 or (fp8 and head_dim < 128) else head_dim
+    tensor = 2 * (128 * 128 * head_dim + 128 * n_value * 128) // (
+        8192 if fp8 else 4096)
     return {"issue": issue, "mufu": mufu, "fma": fma,
             "smsp_cycles": max(issue, mufu, fma), "tensor_core_cycles": tensor}
 

@@ -4,6 +4,7 @@
 #include "fa4/Support/AttentionMath.h"
 
 #include "fa4/Dialect/FA4/IR/FA4Dialect.h"
+#include "fa4/Dialect/FA4/IR/FA4Ops.h"
 
 #include "fa4/Driver/KernelOutput.h"
 #include "fa4/Driver/ToolSession.h"
@@ -236,10 +237,14 @@ llvm::Expected<std::string> fa4::compileCacheKey(ModuleOp module,
     return ptxas.takeError();
   // The share the kernel gets, the target's own resolved: asking for it by
   // name or by default is one compilation.
+  // (FP8 kernels have a default of their own.)
+  bool fp8 = false;
+  module.walk([&](func::FuncOp func) { fp8 |= holdsFp8Pieces(func); });
   double exp2Fraction = options.exp2EmulationFraction;
   if (const target::ChipInfo *chip = target::lookup(options.target))
     exp2Fraction = chip->family == target::Family::Blackwell
-                       ? target::exp2EmulationFraction(*chip, exp2Fraction)
+                       ? target::exp2EmulationFraction(*chip, exp2Fraction,
+                                                       fp8)
                        // Hopper's lowering computes every exponential on
                        // MUFU, whatever the option says.
                        : 0.0;

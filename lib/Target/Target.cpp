@@ -117,13 +117,22 @@ llvm::StringRef mlir::fa4::target::exp2EmulationOptionHelp() {
     for (const ChipInfo &chip : kChips) {
       if (chip.family != Family::Blackwell)
         continue;
-      os << (first ? "" : "; ") << llvm::format("%g", chip.exp2EmulationFraction) << " on "
-         << chip.name;
-      if (chip.exp2EmulationFraction == 0.0)
-        os << ", MUFU alone";
-      else
-        os << ", " << static_cast<int>(chip.exp2EmulationFraction * 128)
-           << " of every 128";
+      auto share = [&](double fraction) {
+        if (fraction == 0.0)
+          os << "MUFU alone";
+        else
+          os << static_cast<int>(fraction * 128) << " of every 128";
+      };
+      os << (first ? "" : "; ")
+         << llvm::format("%g", chip.exp2EmulationFraction) << " on "
+         << chip.name << ", ";
+      share(chip.exp2EmulationFraction);
+      if (chip.exp2EmulationFractionFp8 != chip.exp2EmulationFraction) {
+        os << " (e4m3: " << llvm::format("%g", chip.exp2EmulationFractionFp8)
+           << ", ";
+        share(chip.exp2EmulationFractionFp8);
+        os << ")";
+      }
       first = false;
     }
     os << "). Hopper's schedule computes every exponential on MUFU";

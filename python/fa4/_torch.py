@@ -814,6 +814,55 @@ def _check_descale_products(q, q_descale, k_descale, scale):
             "the kernel scales the scores by that product in float32")
 
 
+# The kernel subtracts each row's max as m·c rounded up, in f32 (c = scale
+# · log2(e) · q_descale · k_descale): past 2^23 that rounding reaches a
+# whole unit of the exponent, which FP8's shift of 2^8 no longer absorbs far
+# beyond it (every probability of the row rounds to e4m3's zero).
+_FP8_SCORE_LIMIT = float(2 ** 23)
+
+
+def _check_scaled_scores(q, k, q_descale, k_descale, scale):
+    """CPU inputs whose scaled scores s·c reach past _FP8_SCORE_LIMIT are
+    refused by name (their rows would come out 0 with an LSE of -inf). A
+    bound (head_dim · max|q| · max|k| · c) settles the usual case; past it
+    the scores themselves are computed, a K/V head at a time."""
+    if q.device.type != "cpu" or any(
+            t is not None and t.device.type != "cpu"
+            for t in (q_descale, k_descale)):
+        return
+    if q.numel() == 0 or k.numel() == 0:
+        return
+    batch, _, q_heads, dim = q.shape
+    kv_heads = k.shape[2]
+    factor = torch.full((batch, kv_heads), (scale if scale is not None
+                                             else dim ** -0.5)
+                        * math.log2(math.e), dtype=torch.float64)
+    for table in (q_descale, k_descale):
+        if table is not None:
+            factor = factor * table.double()
+    qf, kf = q.detach().float(), k.detach().float()
+    bound = dim * qf.abs().max().item() * kf.abs().max().item() * \
+        factor.max().item()
+    if bound <= _FP8_SCORE_LIMIT:
+        return
+    group = q_heads // kv_heads
+    for b in range(batch):
+        for h in range(kv_heads):
+            queries = qf[b, :, h * group:(h + 1) * group, :].reshape(-1, dim)
+            keys = kf[b, :, h, :].T
+            top = max((queries[i:i + 1024] @ keys).abs().max().item()
+                      for i in range(0, queries.shape[0], 1024))
+            top *= factor[b, h].item()
+            if top > _FP8_SCORE_LIMIT:
+                raise ValueError(
+                    f"the scaled scores (q·k · scale · log2(e) · q_descale · "
+                    f"k_descale) reach {top:.3g} at batch {b}, K/V head {h}, "
+                    f"past 2^23 = {_FP8_SCORE_LIMIT:.3g}: there f32 cannot "
+                    "hold the FP8 kernel's row max to a unit of the "
+                    "exponent, and the row's probabilities would round to "
+                    "zero (O = 0, LSE = -inf); check the descales")
+
+
 def _validate_fp8(q, k, v, q_descale, k_descale, v_descale, causal,
                   window_left, window_right, softcap, scale, return_lse,
                   seqused_k, values=True):
@@ -829,6 +878,7 @@ def _validate_fp8(q, k, v, q_descale, k_descale, v_descale, causal,
                                window_right, softcap, scale, return_lse)
     if values:
         _check_descale_products(q, q_descale, k_descale, variant["scale"])
+        _check_scaled_scores(q, k, q_descale, k_descale, variant["scale"])
     sizes = (q.shape[0], q.shape[1], k.shape[1])
     if all(isinstance(size, int) for size in sizes):
         _fa4.check_shapes(variant["head_dim"], variant["q_heads"],

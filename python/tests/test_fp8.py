@@ -129,6 +129,16 @@ def test_refusals_of_values_and_gradients():
         table = torch.full_like(qd, tiny_or_huge)
         with pytest.raises(ValueError, match="leaves float32's normal range"):
             fa4.attention(q, k, v, q_descale=table, k_descale=table)
+    # Products within f32's range whose scaled scores pass 2^23: the
+    # kernel's row max could not be held to a unit of the exponent (every
+    # probability would round to zero); refused, naming where. Large but
+    # legitimate descales (scores far under it) run.
+    table = torch.full_like(qd, 1e5)
+    with pytest.raises(ValueError, match="past 2\\^23"):
+        fa4.attention(q, k, v, q_descale=table, k_descale=table)
+    table = torch.full_like(qd, 30.0)
+    o = fa4.attention(q, k, v, q_descale=table, k_descale=table)
+    assert torch.isfinite(o.float()).all()
     # The entries that do not take FP8 say where it goes.
     cu = torch.tensor([0, 16], dtype=torch.int32)
     with pytest.raises(ValueError, match="go through fa4.attention"):

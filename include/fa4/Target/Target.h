@@ -68,6 +68,9 @@ struct ChipInfo {
   /// default; 0: MUFU alone). Used by a family whose lowering emulates
   /// exp2 (Blackwell's).
   double exp2EmulationFraction;
+  /// The same for FP8 (e4m3) kernels, whose MMAs take half the time of
+  /// 16-bit ones while the softmax's exponentials stay as many.
+  double exp2EmulationFractionFp8;
   /// Which tensor-core instruction family the chip has.
   bool tcgen05;
   bool wgmma;
@@ -93,21 +96,26 @@ struct ChipInfo {
 /// (FA3's). MUFU gives 16 ex2 per clock per SM on sm_100a and sm_90a and 32
 /// on sm_103a (the B300's "attention acceleration": 10.7 against 5 tera-
 /// exponentials a second), so FA4 computes a share of the exponentials with
-/// a polynomial on sm_100a (16 of every 128) and none on sm_103a.
+/// a polynomial on sm_100a (16 of every 128) and none on sm_103a. FP8's
+/// MMAs take half the tensor core's time, so on sm_100a its kernels move
+/// more of them (40 of every 128): bench/sass_budget.py's model of an
+/// unmasked hd128 tile on one SMSP is then 1406 issue slots and 1424 MUFU
+/// cycles, against 1238 and 1808 at 16 of 128 (tensor core: 1024), its
+/// best balance (docs/SassBudget.md, "FP8"); sm_103a's MUFU keeps up at 0.
 inline constexpr ChipInfo kChipTable[] = {
     {Chip::Sm100a, "sm_100a", Family::Blackwell, "Blackwell",
      "the FA4 schedule: TMEM and tcgen05", "B200", /*compute=*/10, 0,
      /*smCount=*/148, /*smemBytesPerCta=*/227 * 1024,
      /*registersPerSm=*/64 * 1024, /*tmemColumns=*/512, /*qTilesPerTask=*/2,
      /*mufuExp2PerClock=*/16, /*exp2EmulationFraction=*/0.125,
-     /*tcgen05=*/true, /*wgmma=*/false, /*emulated=*/true,
+     /*exp2EmulationFractionFp8=*/0.3125, /*tcgen05=*/true, /*wgmma=*/false, /*emulated=*/true,
      /*codegenChip=*/"sm_100a", /*backward=*/BackwardLevel::Kernels},
     {Chip::Sm103a, "sm_103a", Family::Blackwell, "Blackwell",
      "the FA4 schedule: TMEM and tcgen05", "B300", /*compute=*/10, 3,
      /*smCount=*/148, /*smemBytesPerCta=*/227 * 1024,
      /*registersPerSm=*/64 * 1024, /*tmemColumns=*/512, /*qTilesPerTask=*/2,
      /*mufuExp2PerClock=*/32, /*exp2EmulationFraction=*/0.0,
-     /*tcgen05=*/true, /*wgmma=*/false, /*emulated=*/true,
+     /*exp2EmulationFractionFp8=*/0.0, /*tcgen05=*/true, /*wgmma=*/false, /*emulated=*/true,
      // MLIR 22's NVVM dialect allows the tcgen05 ops on sm_100a and sm_101a
      // only (NVVMRequiresSMa<[100, 101]>), where the PTX ISA (8.8) has them
      // on sm_103a too, as a member of the sm_100f family: the code is
@@ -119,7 +127,7 @@ inline constexpr ChipInfo kChipTable[] = {
      /*smCount=*/132, /*smemBytesPerCta=*/227 * 1024,
      /*registersPerSm=*/64 * 1024, /*tmemColumns=*/0, /*qTilesPerTask=*/1,
      /*mufuExp2PerClock=*/16, /*exp2EmulationFraction=*/0.0,
-     /*tcgen05=*/false, /*wgmma=*/true, /*emulated=*/true,
+     /*exp2EmulationFractionFp8=*/0.0, /*tcgen05=*/false, /*wgmma=*/true, /*emulated=*/true,
      /*codegenChip=*/"sm_90a", /*backward=*/BackwardLevel::Kernels},
 };
 
@@ -146,7 +154,8 @@ llvm::StringRef targetOptionHelp();
 llvm::StringRef smCountOptionHelp();
 
 /// The exp2-emulation-fraction option's default: the target chip's own
-/// share (its row's exp2EmulationFraction).
+/// share (its row's exp2EmulationFraction, or for FP8 kernels its
+/// exp2EmulationFractionFp8).
 constexpr double kTargetExp2EmulationFraction = -1.0;
 /// Whether the option takes `fraction`: [0, 1], or -1 (the chip's).
 inline bool isExp2EmulationFraction(double fraction) {
@@ -154,9 +163,11 @@ inline bool isExp2EmulationFraction(double fraction) {
          (fraction >= 0.0 && fraction <= 1.0);
 }
 /// The share `option` asks for on `chip`.
-inline double exp2EmulationFraction(const ChipInfo &chip, double option) {
-  return option == kTargetExp2EmulationFraction ? chip.exp2EmulationFraction
-                                                : option;
+inline double exp2EmulationFraction(const ChipInfo &chip, double option,
+                                    bool fp8 = false) {
+  if (option != kTargetExp2EmulationFraction)
+    return option;
+  return fp8 ? chip.exp2EmulationFractionFp8 : chip.exp2EmulationFraction;
 }
 /// The option's help, with each chip's default from the table.
 llvm::StringRef exp2EmulationOptionHelp();

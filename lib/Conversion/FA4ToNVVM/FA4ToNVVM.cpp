@@ -539,7 +539,8 @@ LogicalResult FA4ToNVVMPass::convert(func::FuncOp func,
   kernel.family = &familyLowering(*family);
   kernel.exp2EmulationFraction =
       kernel.family->emulatesExp2()
-          ? target::exp2EmulationFraction(*chipInfo, exp2EmulationFraction)
+          ? target::exp2EmulationFraction(*chipInfo, exp2EmulationFraction,
+                                          holdsFp8Pieces(func))
           : 0.0;
   layOutSharedMemory(func, kernel);
   if (kernel.smemBytes > chipInfo->smemBytesPerCta)

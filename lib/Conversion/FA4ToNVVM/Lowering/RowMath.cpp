@@ -169,7 +169,11 @@ LogicalResult Lowering::applyScoreMod(ScoreModOp scoreMod,
       lookup(scoreMod.getSeqK()));
   Value batch = lookup(scoreMod.getBatch());
   Value firstKey = lookup(scoreMod.getCol());
+  // The region sees the scaled score, descaled first by FP8's factor (as
+  // the softcap's): one multiply a score either way.
   Value scale = f32(scoreMod.getScale().convertToFloat());
+  if (Value factor = scoreMod.getFactor())
+    scale = arith::MulFOp::create(b, loc(), scale, lookup(factor));
   for (auto [column, element] : llvm::enumerate(s)) {
     Value scaled = arith::MulFOp::create(b, loc(), element, scale,
                                          arith::FastMathFlags::contract);

@@ -1219,6 +1219,45 @@ LogicalResult mlir::fa4::verifyFp8Program(Operation *func) {
   });
   if (walk.wasInterrupted())
     return failure();
+  // The factors agree: where the softmax's exponent carries one, the
+  // normalization's LSE does (its max is in the softmax's units), and a
+  // v_descale table is O's out_factor wherever O is normalized.
+  std::optional<bool> softmaxFactor;
+  func->walk([&](OnlineSoftmaxOp softmax) {
+    if (!softmaxFactor)
+      softmaxFactor = static_cast<bool>(softmax.getFactor());
+  });
+  KernelSpecAttr spec = getKernelSpec(func);
+  bool vDescale = spec && spec.getVDescale();
+  walk = func->walk([&](Operation *op) -> WalkResult {
+    if (!isa<NormalizeOp, FinalizeOOp, FinalizePartialOOp, FinalizeORowsOp>(
+            op))
+      return WalkResult::advance();
+    // Each has `factor` and `out_factor` operands (ODS names).
+    bool factor = false, outFactor = false;
+    if (auto n = dyn_cast<NormalizeOp>(op))
+      factor = bool(n.getFactor()), outFactor = bool(n.getOutFactor());
+    else if (auto f = dyn_cast<FinalizeOOp>(op))
+      factor = bool(f.getFactor()), outFactor = bool(f.getOutFactor());
+    else if (auto f = dyn_cast<FinalizePartialOOp>(op))
+      factor = bool(f.getFactor()), outFactor = bool(f.getOutFactor());
+    else if (auto f = dyn_cast<FinalizeORowsOp>(op))
+      factor = bool(f.getFactor()), outFactor = bool(f.getOutFactor());
+    if (softmaxFactor && factor != *softmaxFactor)
+      return op->emitOpError()
+             << (factor ? "multiplies its LSE's max by a factor the "
+                          "program's fa4.online_softmax does not take"
+                        : "leaves out the factor the program's "
+                          "fa4.online_softmax multiplies its exponent by")
+             << "; the LSE's max must be scaled as the softmax's";
+    if (vDescale && !outFactor)
+      return op->emitOpError()
+             << "leaves out V's descale (out_factor), which the kernel's "
+                "v_descale table gives O";
+    return WalkResult::advance();
+  });
+  if (walk.wasInterrupted())
+    return failure();
   // Level C: the 8-bit stages.
   llvm::DenseSet<Value> transposedStages;
   func->walk([&](WarpgroupValueMmaOp mma) {
