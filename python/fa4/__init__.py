@@ -771,7 +771,8 @@ def attention_with_kvcache(q, k_cache, v_cache, cache_seqlens=None,
                            window: Sequence[int] = (-1, -1),
                            softcap: float = 0.0,
                            scale: Optional[float] = None,
-                           return_lse: bool = False, num_splits: int = 0):
+                           return_lse: bool = False, num_splits: int = 0,
+                           q_descale=None, k_descale=None, v_descale=None):
     """Attention against a KV cache, as FlashAttention's
     ``flash_attn_with_kvcache`` (without appending new keys).
 
@@ -789,6 +790,10 @@ def attention_with_kvcache(q, k_cache, v_cache, cache_seqlens=None,
     (flash-decoding), each sequence's keys cut into that many parts on CTAs
     of their own and merged exactly (1: none, at most 128); 0 lets fa4
     choose from the problem and the GPU's SM count (none in the emulator).
+    FP8: q, k_cache and v_cache ``torch.float8_e4m3fn`` with the descale
+    tables of ``attention`` (O bfloat16): Blackwell's kernels (a Blackwell
+    GPU's for CUDA tensors, sm_100a's in the emulator for CPU ones); sm_90a's
+    FP8 kernels take dense caches only and refuse these by name.
     """
     if (isinstance(num_splits, numbers.Integral) and
             not isinstance(num_splits, bool) and not 0 <= num_splits <= 128):
@@ -808,6 +813,12 @@ def attention_with_kvcache(q, k_cache, v_cache, cache_seqlens=None,
         cache_seqlens = _ops.torch.full((q.shape[0],), count,
                                           dtype=_ops.torch.int32,
                                           device=q.device)
+    if _ops.is_fp8(q) or any(t is not None
+                             for t in (q_descale, k_descale, v_descale)):
+        return _ops.attention_fp8(q, k_cache, v_cache, q_descale, k_descale,
+                                  v_descale, causal, window, softcap, scale,
+                                  return_lse, cache_seqlens, block_table,
+                                  num_splits)
     return _ops.attention(q, k_cache, v_cache, causal, window, softcap,
                             scale, return_lse, cache_seqlens, block_table,
                             num_splits)

@@ -50,12 +50,12 @@ def _check_tensors(q, k, v, paged=False, dtypes=_DTYPES):
         if dtypes is not _DTYPES:
             taken = "fa4 takes float8_e4m3fn q, k and v for FP8 attention"
         elif q.dtype in _FP8_DTYPES:
-            # FP8 reached an entry that does not take it (varlen, a KV
-            # cache): say where FP8 goes instead.
+            # FP8 reached an entry that does not take it (varlen): say
+            # where FP8 goes instead.
             taken = ("this entry takes float16 or bfloat16: FP8 q, k and v "
-                     "go through fa4.attention, with dense K and V (no paged "
-                     "cache, varlen batch, split-KV or seqused_k; "
-                     "docs/FP8.md)")
+                     "go through fa4.attention, or fa4.attention_with_kvcache "
+                     "for a KV cache (paged, split-KV: Blackwell's kernels); "
+                     "varlen batches are not built for FP8 (docs/FP8.md)")
         else:
             taken = ("fa4 takes float16 or bfloat16 (or float8_e4m3fn q, k "
                      "and v for FP8 attention)")
@@ -474,6 +474,34 @@ def _launch(kernel, q, k, v, return_lse, extras, o_shape=None, o_dtype=None):
     return o, lse
 
 
+def _resolved_splits(variant, q, k, block_table, num_splits, target,
+                     sm_count):
+    """num_splits, or for 0 fa4's choice from the tasks (of the chip's rows
+    of packed queries), the KV blocks of each and the SM count."""
+    if num_splits != 0:
+        return num_splits
+    batch, seq_q = q.shape[0], q.shape[1]
+    ratio = variant["q_heads"] // variant["kv_heads"]
+    packing = min(ratio & -ratio, 16)
+    tasks = (batch * (variant["q_heads"] // packing) *
+             -(-seq_q * packing // _TASK_ROWS.get(target, 128)))
+    keys = (k.shape[1] if block_table is None
+            else block_table.shape[1] * k.shape[1])
+    return _choose_splits(tasks, -(-keys // 128), sm_count)
+
+
+def _cache_extras(kernel, q, seqused_k, block_table, num_splits):
+    """A kernel's first extras, in the manifest's order: the seqused_k
+    table, the block table, split-KV's workspace."""
+    extras = [table.detach().contiguous() for table in (seqused_k, block_table)
+              if table is not None]
+    if num_splits > 1:
+        extras.append(_split_workspace(
+            q.device, split_workspace_words(kernel, q.shape[0], q.shape[1]),
+            _split_counter_words(kernel, q.shape[0], q.shape[1])))
+    return extras
+
+
 @torch.library.custom_op("fa4::attention", mutates_args=())
 def _attention_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                   causal: bool, window_left: int, window_right: int,
@@ -496,25 +524,12 @@ def _attention_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
     target, sm_count = (_hopper_target(q.device)
                         if max(q.shape[3], v.shape[3]) > 192
                         else _target(q.device))
-    if num_splits == 0:
-        # The tasks (of the chip's rows of packed queries) and the KV blocks
-        # of each.
-        ratio = variant["q_heads"] // variant["kv_heads"]
-        packing = min(ratio & -ratio, 16)
-        tasks = (batch * (variant["q_heads"] // packing) *
-                 -(-seq_q * packing // _TASK_ROWS.get(target, 128)))
-        keys = (k.shape[1] if block_table is None
-                else block_table.shape[1] * k.shape[1])
-        num_splits = _choose_splits(tasks, -(-keys // 128), sm_count)
+    num_splits = _resolved_splits(variant, q, k, block_table, num_splits,
+                                  target, sm_count)
     kernel = compile(target=target, sm_count=sm_count,
                      seqused_k=seqused_k is not None, num_splits=num_splits,
                      **variant)
-    extras = [table.detach().contiguous() for table in (seqused_k, block_table)
-              if table is not None]
-    if num_splits > 1:
-        extras.append(_split_workspace(
-            q.device, split_workspace_words(kernel, batch, seq_q),
-            _split_counter_words(kernel, batch, seq_q)))
+    extras = _cache_extras(kernel, q, seqused_k, block_table, num_splits)
     if q.device.type == "cpu":
         _check_host_memory(q, k, v, return_lse)
     # (_validate checked the sizes against the runtime's limits before any
@@ -821,7 +836,7 @@ def _check_descale_products(q, q_descale, k_descale, scale):
 _FP8_SCORE_LIMIT = float(2 ** 23)
 
 
-def _check_scaled_scores(q, k, q_descale, k_descale, scale):
+def _check_scaled_scores(q, k, q_descale, k_descale, scale, block_table=None):
     """CPU inputs whose scaled scores s·c reach past _FP8_SCORE_LIMIT are
     refused by name (their rows would come out 0 with an LSE of -inf). A
     bound (head_dim · max|q| · max|k| · c) settles the usual case; past it
@@ -847,9 +862,18 @@ def _check_scaled_scores(q, k, q_descale, k_descale, scale):
         return
     group = q_heads // kv_heads
     for b in range(batch):
+        # A paged cache's sequence: the pages its table names.
+        if block_table is None:
+            cache = kf[b]
+        else:
+            pages = block_table[b].long()
+            pages = pages[(pages >= 0) & (pages < kf.shape[0])]
+            cache = kf[pages].reshape(-1, kv_heads, dim)
+        if cache.shape[0] == 0:
+            continue
         for h in range(kv_heads):
             queries = qf[b, :, h * group:(h + 1) * group, :].reshape(-1, dim)
-            keys = kf[b, :, h, :].T
+            keys = cache[:, h, :].T
             top = max((queries[i:i + 1024] @ keys).abs().max().item()
                       for i in range(0, queries.shape[0], 1024))
             top *= factor[b, h].item()
@@ -865,12 +889,18 @@ def _check_scaled_scores(q, k, q_descale, k_descale, scale):
 
 def _validate_fp8(q, k, v, q_descale, k_descale, v_descale, causal,
                   window_left, window_right, softcap, scale, return_lse,
-                  seqused_k, values=True):
-    """_validate for FP8 inputs: the tensors, the descale tables (with
-    `values`, a CPU table's values), the scalars and the variant (through
-    the verifier). Returns the compile() arguments of the variant."""
-    _check_tensors(q, k, v, dtypes=_FP8_DTYPES)
+                  seqused_k, block_table=None, num_splits=1, values=True):
+    """_validate for FP8 inputs: the tensors, the tables (with `values`, a
+    CPU descale table's values), the scalars and the variant (through the
+    verifier). Returns the compile() arguments of the variant."""
+    _check_tensors(q, k, v, paged=block_table is not None,
+                   dtypes=_FP8_DTYPES)
     _check_seqused_k(q, seqused_k)
+    _check_block_table(q, k, block_table)
+    if (isinstance(num_splits, bool) or not isinstance(num_splits, int) or
+            not 0 <= num_splits <= 128):
+        raise ValueError(f"num_splits must be an int in [0, 128], got "
+                         f"{num_splits!r}")
     for name, table in (("q_descale", q_descale), ("k_descale", k_descale),
                         ("v_descale", v_descale)):
         _check_descale(name, table, q, k, values)
@@ -878,8 +908,13 @@ def _validate_fp8(q, k, v, q_descale, k_descale, v_descale, causal,
                                window_right, softcap, scale, return_lse)
     if values:
         _check_descale_products(q, q_descale, k_descale, variant["scale"])
-        _check_scaled_scores(q, k, q_descale, k_descale, variant["scale"])
-    sizes = (q.shape[0], q.shape[1], k.shape[1])
+        _check_scaled_scores(q, k, q_descale, k_descale, variant["scale"],
+                             block_table)
+    sizes = (q.shape[0], q.shape[1],
+             k.shape[1] if block_table is None
+             else block_table.shape[1] * k.shape[1])
+    if block_table is not None:
+        variant["page_size"] = int(k.shape[1])
     if all(isinstance(size, int) for size in sizes):
         _fa4.check_shapes(variant["head_dim"], variant["q_heads"],
                           variant["kv_heads"], *(max(size, 1) for size in sizes),
@@ -894,11 +929,13 @@ def _attention_fp8_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                       v_descale: Optional[torch.Tensor], causal: bool,
                       window_left: int, window_right: int, softcap: float,
                       scale: Optional[float], return_lse: bool,
-                      seqused_k: Optional[torch.Tensor] = None
+                      seqused_k: Optional[torch.Tensor] = None,
+                      block_table: Optional[torch.Tensor] = None,
+                      num_splits: int = 1
                       ) -> Tuple[torch.Tensor, torch.Tensor]:
     variant = _validate_fp8(q, k, v, q_descale, k_descale, v_descale, causal,
                             window_left, window_right, softcap, scale,
-                            return_lse, seqused_k)
+                            return_lse, seqused_k, block_table, num_splits)
     if q.device.type not in ("cpu", "cuda"):
         raise ValueError(f"q: on {q.device}; fa4 runs CUDA tensors on the GPU "
                          "and CPU tensors in the emulator")
@@ -906,11 +943,15 @@ def _attention_fp8_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
     if batch == 0 or seq_q == 0 or k.shape[1] == 0:
         return _empty_results(q, v, return_lse, _FP8_OUT)
     target, sm_count = _target(q.device)
+    num_splits = _resolved_splits(variant, q, k, block_table, num_splits,
+                                  target, sm_count)
     kernel = compile(target=target, sm_count=sm_count,
-                     seqused_k=seqused_k is not None, **variant)
-    # The kernel's extras: the seqused_k table, then the three descale
-    # tables (a table left out is ones: the factor 1).
-    extras = [seqused_k.detach().contiguous()] if seqused_k is not None else []
+                     seqused_k=seqused_k is not None, num_splits=num_splits,
+                     **variant)
+    # The kernel's extras: the cache's tables and split-KV's workspace,
+    # then the three descale tables (a table left out is ones: the factor
+    # 1).
+    extras = _cache_extras(kernel, q, seqused_k, block_table, num_splits)
     for table in (q_descale, k_descale, v_descale):
         extras.append(torch.ones((batch, k.shape[2]), dtype=torch.float32,
                                  device=q.device) if table is None
@@ -944,10 +985,11 @@ _attention_fp8_op.register_autograd(_fp8_backward)
 
 @_attention_fp8_op.register_fake
 def _(q, k, v, q_descale, k_descale, v_descale, causal, window_left,
-      window_right, softcap, scale, return_lse, seqused_k=None):
+      window_right, softcap, scale, return_lse, seqused_k=None,
+      block_table=None, num_splits=1):
     _validate_fp8(q, k, v, q_descale, k_descale, v_descale, causal,
                   window_left, window_right, softcap, scale, return_lse,
-                  seqused_k, values=False)
+                  seqused_k, block_table, num_splits, values=False)
     batch, seq_q, q_heads, _ = q.shape
     o = q.new_empty(_out_shape(q, v), dtype=_FP8_OUT)
     lse = q.new_empty((batch, q_heads, seq_q) if return_lse else (0,),
@@ -957,14 +999,15 @@ def _(q, k, v, q_descale, k_descale, v_descale, causal, window_left,
 
 def attention_fp8(q, k, v, q_descale, k_descale, v_descale, causal: bool,
                   window: Sequence[int], softcap: float,
-                  scale: Optional[float], return_lse: bool, seqused_k=None):
+                  scale: Optional[float], return_lse: bool, seqused_k=None,
+                  block_table=None, num_splits: int = 1):
     left, right = _window_pair(window)
     return_lse = _flag("return_lse", return_lse)
     o, lse = _attention_fp8_op(q, k, v, q_descale, k_descale, v_descale,
                                _flag("causal", causal), left, right,
                                _real("softcap", softcap),
                                None if scale is None else _real("scale", scale),
-                               return_lse, seqused_k)
+                               return_lse, seqused_k, block_table, num_splits)
     return (o, lse) if return_lse else o
 
 
