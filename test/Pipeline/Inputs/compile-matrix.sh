@@ -14,6 +14,8 @@
 # FA4_MATRIX_EMULATE_EVERY=1 FA4_MATRIX_INTERLEAVINGS=4 emulates every variant
 # under all four kinds (the long run the README lists). FA4_MATRIX_TARGET
 # names another Blackwell chip (sm_103a): the same matrix compiled for it.
+# FA4_MATRIX_DTYPES lists the dtypes (default "fp16 bf16"; "e4m3" runs the
+# FP8 kernels, whose O is bf16: docs/FP8.md).
 set -euo pipefail
 fa4c=$1 out=$2 headdim=$3 emu=${4:-}
 target=${FA4_MATRIX_TARGET:-sm_100a}
@@ -28,7 +30,7 @@ mkdir -p "$out"
 required=(tcgen05.mma tcgen05.ld tcgen05.st tcgen05.commit cp.async.bulk.tensor
           mbarrier.try_wait.parity setmaxnreg)
 count=0 emulated=0
-for dtype in fp16 bf16; do
+for dtype in ${FA4_MATRIX_DTYPES:-fp16 bf16}; do
   for mask in none causal window; do
     window=()
     [[ $mask == window ]] && window=(--window-left 256 --window-right 0)
