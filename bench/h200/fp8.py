@@ -6,6 +6,7 @@ against a float64 reference and timed beside fa4's own bf16 kernels.
   python3 bench/h200/fp8.py run OUTDIR --out results.json   (on the GPU)
   python3 bench/h200/fp8.py run OUTDIR --only check   (the matrix alone)
   python3 bench/h200/fp8.py run OUTDIR --head-dims 64  (one head dim's cases)
+  python3 bench/h200/fp8.py compile OUTDIR --block-n 224  (FP8 blocks of 224)
 
 The inputs: Q, K and V drawn in float32 (standard normal), quantized per
 (batch, K/V head) as FlashAttention-3's interface takes them: the descale
@@ -101,7 +102,7 @@ def name_of(dtype, hd, qh, kvh, mask, softcap=0.0, lse=False):
     return name + ("-lse" if lse else "")
 
 
-def compile_all(out, head_dims=None):
+def compile_all(out, head_dims=None, block_n=0):
     fa4c = os.path.join(os.environ.get("FA4_BUILD_DIR", os.path.join(ROOT, "build")),
                         "bin", "fa4c")
     os.makedirs(out, exist_ok=True)
@@ -123,6 +124,10 @@ def compile_all(out, head_dims=None):
             flags.append(f"--softcap={softcap}")
         if lse:
             flags.append("--lse")
+        # The FP8 kernels' block (0: fa4's default); the bf16 ones keep
+        # theirs.
+        if block_n and dtype == "e4m3":
+            flags.append(f"--block-n={block_n}")
         subprocess.run(flags, check=True)
         print("compiled", name, flush=True)
 
@@ -363,9 +368,12 @@ def main():
     parser.add_argument("--head-dims", type=lambda s: [int(x) for x in s.split(",")],
                         help="only these (Q and K's) head dims (comma-separated; "
                              "default: every one of the lists)")
+    parser.add_argument("--block-n", type=int, default=0,
+                        help="compile: the FP8 kernels' K/V block (default: "
+                             "fa4's)")
     args = parser.parse_args()
     if args.mode == "compile":
-        compile_all(args.kernels, args.head_dims)
+        compile_all(args.kernels, args.head_dims, args.block_n)
     elif args.mode == "run":
         sys.exit(0 if run_all(args.kernels, args.out, args.only, args.device,
                               args.head_dims) else 1)

@@ -183,9 +183,10 @@ std::string mlir::fa4::target::blockNProblem(const ChipInfo &chip,
     return text;
   }
   if (elementBits == 8) {
-    if (blockN != 128)
+    if (blockN < 32 || blockN > 256 || blockN % 32 != 0)
       os << "the " << chip.familyName
-         << " schedule's FP8 kernels take K/V blocks of 128 keys, got "
+         << " schedule's FP8 kernels take K/V blocks of a multiple of 32 "
+            "keys from 32 to 256 (8-bit wgmma's K step), got "
          << blockN;
     return text;
   }

@@ -111,7 +111,7 @@ static cl::opt<int64_t> blockN(
              "head dims, 128, or on sm_90a at head dim 256 80, 64 with a paged "
              "cache or split-KV). sm_100a and "
              "sm_103a take 128 only, sm_90a a multiple of 16 from 16 to 256 "
-             "(128 for e4m3)"),
+             "(of 32 for e4m3)"),
     cl::init(0), cl::cat(compileCategory));
 static cl::opt<mlir::fa4::Toggle> hopperOverlap(
     "hopper-overlap",

@@ -103,10 +103,13 @@ struct ScheduleConfig {
   int64_t tileBytes(int64_t cols, int64_t bytes = 0, int64_t rows = 128) const {
     return rows * ((cols * (bytes ? bytes : elementBytes) + 127) / 128 * 128);
   }
-  /// A stage of the K ring and of the V ring: block_n keys each (an 8-bit
-  /// V stage, transposed, has as many bytes).
+  /// A stage of the K ring and of the V ring: block_n keys each. An 8-bit
+  /// V stage is V transposed, V's head dim in rows of block_n keys padded
+  /// to whole 128-key lines (192 keys take the room of 256).
   int64_t kvPairBytes() const {
-    return tileBytes(headDim, 0, blockN) + tileBytes(valueHeadDim, 0, blockN);
+    int64_t v = elementBytes == 1 ? tileBytes(blockN, 1, valueHeadDim)
+                                  : tileBytes(valueHeadDim, 0, blockN);
+    return tileBytes(headDim, 0, blockN) + v;
   }
   /// Q (one stage) and the two 64-row O staging halves.
   int64_t fixedSmemBytes() const {

@@ -346,12 +346,20 @@ LogicalResult Lowering::lowerTma(Operation *op) {
             return lowerPagedLoad(load, blockTable, type, copy, then);
           if (load.getTransposed()) {
             // V transposed ([batch, heads, head_dim, keys], keys innermost):
-            // one box of 128 keys by the head dim's rows, at (key, head, 0,
-            // batch).
+            // boxes of 128 keys (a 128-byte line) by the head dim's rows, at
+            // (key, head, 0, batch), one after another in the stage; a
+            // block of keys that is no multiple of 128 reads the next
+            // block's first keys into its last box, which no MMA reads.
+            int64_t boxes = llvm::divideCeil(type.getCols(), kSwizzleLineBytes);
             ifElected([&] {
-              copy(0, ValueRange{toI32(lookup(load.getRow())),
-                                 toI32(lookup(load.getHead())), i32(0),
-                                 toI32(lookup(load.getBatch()))});
+              Value row = lookup(load.getRow());
+              for (int64_t box = 0; box < boxes; ++box)
+                copy(box * boxBytes(type),
+                     ValueRange{toI32(arith::AddIOp::create(
+                                    b, loc(), row,
+                                    index(box * kSwizzleLineBytes))),
+                                toI32(lookup(load.getHead())), i32(0),
+                                toI32(lookup(load.getBatch()))});
               if (then)
                 then();
             });

@@ -1267,14 +1267,27 @@ LogicalResult mlir::fa4::verifyFp8Program(Operation *func) {
   walk = func->walk([&](Operation *op) -> WalkResult {
     if (auto alloc = dyn_cast<SmemAllocOp>(op)) {
       auto type = dyn_cast<SmemType>(alloc.getResult().getType());
-      if (type && type.getElementType().getIntOrFloatBitWidth() == 8 &&
-          type.getCols() != 64 && type.getCols() != 96 &&
+      if (!type || type.getElementType().getIntOrFloatBitWidth() != 8)
+        return WalkResult::advance();
+      // V transposed's rows are a block's keys (8-bit wgmma's 32-key
+      // steps, in 128-key boxes).
+      if (transposedStages.contains(alloc.getResult())) {
+        if (type.getCols() < 32 || type.getCols() > 256 ||
+            type.getCols() % 32 != 0)
+          return alloc.emitOpError()
+                 << "allocates V transposed's 8-bit stages of "
+                 << type.getCols()
+                 << " keys; they hold a block of a multiple of 32 keys from "
+                    "32 to 256";
+        return WalkResult::advance();
+      }
+      if (type.getCols() != 64 && type.getCols() != 96 &&
           type.getCols() != 128 && type.getCols() != 192)
         return alloc.emitOpError()
                << "allocates 8-bit tiles of " << type.getCols()
                << " columns; an 8-bit tile's rows are whole or part 128-byte "
                   "swizzle lines of a head dim (64, 96, 128 or 192 columns), "
-                  "or V transposed's 128 keys";
+                  "or V transposed's block of keys";
       return WalkResult::advance();
     }
     auto load = dyn_cast<TmaLoadOp>(op);
