@@ -733,7 +733,8 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q: int,
                      max_seqlen_k: int, causal: bool = False,
                      window: Sequence[int] = (-1, -1), softcap: float = 0.0,
                      scale: Optional[float] = None, return_lse: bool = False,
-                     seqused_k=None):
+                     seqused_k=None, q_descale=None, k_descale=None,
+                     v_descale=None):
     """Attention of a variable-length batch, as FlashAttention's
     ``flash_attn_varlen_func``.
 
@@ -756,14 +757,19 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q: int,
     here (non-decreasing, inside the packed tensors, no sequence longer
     than the max); on a GPU the kernel clamps every entry to the packed
     tensors instead (reading them would wait for the GPU). This is the
-    ``torch.ops.fa4.attention_varlen`` custom op.
+    ``torch.ops.fa4.attention_varlen`` custom op. FP8: q, k and v
+    ``torch.float8_e4m3fn`` with ``attention``'s descale tables, a row per
+    sequence ((batch, kv_heads) float32), O bfloat16
+    (``torch.ops.fa4.attention_varlen_fp8``): Blackwell's kernels (sm_90a's
+    FP8 kernels take dense batches only and refuse it by name).
     """
     if _ops is None:
         raise ImportError("fa4.attention_varlen takes torch tensors: install "
                           "torch")
     return _ops.attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k,
                                    max_seqlen_q, max_seqlen_k, causal, window,
-                                   softcap, scale, return_lse, seqused_k)
+                                   softcap, scale, return_lse, seqused_k,
+                                   q_descale, k_descale, v_descale)
 
 
 def attention_with_kvcache(q, k_cache, v_cache, cache_seqlens=None,

@@ -50,12 +50,11 @@ def _check_tensors(q, k, v, paged=False, dtypes=_DTYPES):
         if dtypes is not _DTYPES:
             taken = "fa4 takes float8_e4m3fn q, k and v for FP8 attention"
         elif q.dtype in _FP8_DTYPES:
-            # FP8 reached an entry that does not take it (varlen): say
-            # where FP8 goes instead.
+            # FP8 reached an entry that does not take it (a 16-bit op
+            # called directly): say where FP8 goes instead.
             taken = ("this entry takes float16 or bfloat16: FP8 q, k and v "
-                     "go through fa4.attention, or fa4.attention_with_kvcache "
-                     "for a KV cache (paged, split-KV: Blackwell's kernels); "
-                     "varlen batches are not built for FP8 (docs/FP8.md)")
+                     "go through fa4.attention, fa4.attention_varlen or "
+                     "fa4.attention_with_kvcache (docs/FP8.md)")
         else:
             taken = ("fa4 takes float16 or bfloat16 (or float8_e4m3fn q, k "
                      "and v for FP8 attention)")
@@ -781,7 +780,7 @@ def _hopper_target(device):
                 if chip["family"] == "Hopper"), 0
 
 
-def _check_descale(name, table, q, k, values=True):
+def _check_descale(name, table, q, k, values=True, batch=None):
     """A descale table: None (1), or a (batch, kv_heads) float32 tensor on
     q's device; with `values`, a CPU table's values too (a fake tensor,
     torch.compile's, has none to read)."""
@@ -790,7 +789,8 @@ def _check_descale(name, table, q, k, values=True):
     if not isinstance(table, torch.Tensor):
         raise TypeError(f"{name} must be a torch.Tensor or None, got "
                         f"{type(table).__name__}")
-    shape = (q.shape[0], k.shape[2])
+    # (A varlen batch's tables have a row per sequence.)
+    shape = (q.shape[0] if batch is None else batch, k.shape[2])
     if table.dtype != torch.float32 or tuple(table.shape) != shape:
         raise ValueError(f"{name}: dtype {table.dtype}, shape "
                          f"{tuple(table.shape)}; a descale table is float32 "
@@ -889,7 +889,8 @@ def _check_scaled_scores(q, k, q_descale, k_descale, scale, block_table=None):
 
 def _validate_fp8(q, k, v, q_descale, k_descale, v_descale, causal,
                   window_left, window_right, softcap, scale, return_lse,
-                  seqused_k, block_table=None, num_splits=1, values=True):
+                  seqused_k, block_table=None, num_splits=1, values=True,
+                  sequences=None):
     """_validate for FP8 inputs: the tensors, the tables (with `values`, a
     CPU descale table's values), the scalars and the variant (through the
     verifier). Returns the compile() arguments of the variant."""
@@ -903,13 +904,17 @@ def _validate_fp8(q, k, v, q_descale, k_descale, v_descale, causal,
                          f"{num_splits!r}")
     for name, table in (("q_descale", q_descale), ("k_descale", k_descale),
                         ("v_descale", v_descale)):
-        _check_descale(name, table, q, k, values)
+        _check_descale(name, table, q, k, values, sequences)
     variant = _checked_variant(q, k, v, "e4m3", causal, window_left,
                                window_right, softcap, scale, return_lse)
     if values:
         _check_descale_products(q, q_descale, k_descale, variant["scale"])
-        _check_scaled_scores(q, k, q_descale, k_descale, variant["scale"],
-                             block_table)
+        # A varlen batch (one packed row of sequences) is checked against
+        # its largest factor.
+        largest = [t.amax(dim=0, keepdim=True)
+                   if t is not None and sequences is not None else t
+                   for t in (q_descale, k_descale)]
+        _check_scaled_scores(q, k, *largest, variant["scale"], block_table)
     sizes = (q.shape[0], q.shape[1],
              k.shape[1] if block_table is None
              else block_table.shape[1] * k.shape[1])
@@ -1015,7 +1020,7 @@ def attention_fp8(q, k, v, q_descale, k_descale, v_descale, causal: bool,
 
 
 def _check_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
-                  max_seqlen_k, seqused_k, read_tables=False):
+                  max_seqlen_k, seqused_k, read_tables=False, dtypes=_DTYPES):
     """The packed tensors (total, heads, head_dim), the cu_seqlens tables
     ((batch + 1,) int32 on q's device, the same length) and the max
     lengths. Tables on the CPU are read here (monotonic, inside the packed
@@ -1029,7 +1034,8 @@ def _check_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
         if t.dim() != 3:
             raise ValueError(f"{name} must be packed (total, heads, head_dim), "
                              f"got shape {tuple(t.shape)}")
-    _check_tensors(q.unsqueeze(0), k.unsqueeze(0), v.unsqueeze(0))
+    _check_tensors(q.unsqueeze(0), k.unsqueeze(0), v.unsqueeze(0),
+                   dtypes=dtypes)
     for name, table in (("cu_seqlens_q", cu_seqlens_q),
                         ("cu_seqlens_k", cu_seqlens_k)):
         if not isinstance(table, torch.Tensor):
@@ -1155,9 +1161,91 @@ _attention_varlen_op.register_autograd(lambda ctx, *grads: None,
                                        setup_context=_no_varlen_backward)
 
 
+def _validate_varlen_fp8(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
+                         max_seqlen_k, q_descale, k_descale, v_descale,
+                         causal, window_left, window_right, softcap, scale,
+                         return_lse, seqused_k, read_tables=False):
+    """_validate_varlen for FP8 inputs: the descale tables have a row per
+    sequence."""
+    _check_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
+                  max_seqlen_k, seqused_k, read_tables, dtypes=_FP8_DTYPES)
+    return _validate_fp8(q.unsqueeze(0), k.unsqueeze(0), v.unsqueeze(0),
+                         q_descale, k_descale, v_descale, causal, window_left,
+                         window_right, softcap, scale, return_lse, None,
+                         values=read_tables,
+                         sequences=cu_seqlens_q.shape[0] - 1)
+
+
+@torch.library.custom_op("fa4::attention_varlen_fp8", mutates_args=())
+def _attention_varlen_fp8_op(q: torch.Tensor, k: torch.Tensor,
+                             v: torch.Tensor, cu_seqlens_q: torch.Tensor,
+                             cu_seqlens_k: torch.Tensor, max_seqlen_q: int,
+                             max_seqlen_k: int,
+                             q_descale: Optional[torch.Tensor],
+                             k_descale: Optional[torch.Tensor],
+                             v_descale: Optional[torch.Tensor], causal: bool,
+                             window_left: int, window_right: int,
+                             softcap: float, scale: Optional[float],
+                             return_lse: bool,
+                             seqused_k: Optional[torch.Tensor] = None
+                             ) -> Tuple[torch.Tensor, torch.Tensor]:
+    variant = _validate_varlen_fp8(q, k, v, cu_seqlens_q, cu_seqlens_k,
+                                   max_seqlen_q, max_seqlen_k, q_descale,
+                                   k_descale, v_descale, causal, window_left,
+                                   window_right, softcap, scale, return_lse,
+                                   seqused_k, read_tables=True)
+    if q.device.type not in ("cpu", "cuda"):
+        raise ValueError(f"q: on {q.device}; fa4 runs CUDA tensors on the GPU "
+                         "and CPU tensors in the emulator")
+    total_q = q.shape[0]
+    batch = cu_seqlens_q.shape[0] - 1
+    if batch == 0 or total_q == 0 or k.shape[0] == 0:
+        o, lse = _empty_results(q.unsqueeze(0), v.unsqueeze(0), return_lse,
+                                _FP8_OUT)
+        return o[0], (lse[0] if return_lse else lse)
+    target, sm_count = _target(q.device)
+    kernel = compile(target=target, sm_count=sm_count,
+                     seqused_k=seqused_k is not None, varlen=True, **variant)
+    # The varlen tables, then the three descale tables (a row a sequence;
+    # one left out is ones).
+    extras = [table.detach().contiguous()
+              for table in (seqused_k, cu_seqlens_q, cu_seqlens_k)
+              if table is not None]
+    for table in (q_descale, k_descale, v_descale):
+        extras.append(torch.ones((batch, k.shape[1]), dtype=torch.float32,
+                                 device=q.device) if table is None
+                      else table.detach().contiguous())
+    q4, k4, v4 = (_tma_ready(name, t.detach().unsqueeze(0)) for name, t in
+                  (("q", q), ("k", k), ("v", v)))
+    if q.device.type == "cpu":
+        _check_host_memory(q4, k4, v4, return_lse)
+    o, lse = _launch(kernel, q4, k4, v4, return_lse, extras,
+                     o_shape=_out_shape(q4, v4), o_dtype=_FP8_OUT)
+    return o[0], (lse[0] if return_lse else lse)
+
+
+@_attention_varlen_fp8_op.register_fake
+def _(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
+      q_descale, k_descale, v_descale, causal, window_left, window_right,
+      softcap, scale, return_lse, seqused_k=None):
+    _validate_varlen_fp8(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
+                         max_seqlen_k, q_descale, k_descale, v_descale, causal,
+                         window_left, window_right, softcap, scale,
+                         return_lse, seqused_k)
+    total_q, q_heads, _ = q.shape
+    o = q.new_empty((total_q, q_heads, v.shape[2]), dtype=_FP8_OUT)
+    lse = q.new_empty((q_heads, total_q) if return_lse else (0,),
+                      dtype=torch.float32)
+    return o, lse
+
+
+_attention_varlen_fp8_op.register_autograd(_fp8_backward)
+
+
 def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
                      max_seqlen_k, causal, window, softcap, scale, return_lse,
-                     seqused_k=None):
+                     seqused_k=None, q_descale=None, k_descale=None,
+                     v_descale=None):
     def length(name, value):
         # A symbolic int while tracing (a max that changes between calls).
         if isinstance(value, torch.SymInt):
@@ -1165,6 +1253,17 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
         return _integer(name, value, 0, 1 << 31)
     max_seqlen_q = length("max_seqlen_q", max_seqlen_q)
     max_seqlen_k = length("max_seqlen_k", max_seqlen_k)
+    if is_fp8(q) or any(t is not None
+                        for t in (q_descale, k_descale, v_descale)):
+        left, right = _window_pair(window)
+        return_lse = _flag("return_lse", return_lse)
+        o, lse = _attention_varlen_fp8_op(
+            q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
+            q_descale, k_descale, v_descale, _flag("causal", causal), left,
+            right, _real("softcap", softcap),
+            None if scale is None else _real("scale", scale), return_lse,
+            seqused_k)
+        return (o, lse) if return_lse else o
     _check_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
                   max_seqlen_k, seqused_k)
     _check_grad(q, k, v, what="fa4.attention_varlen")

@@ -139,10 +139,11 @@ def test_refusals_of_values_and_gradients():
     table = torch.full_like(qd, 30.0)
     o = fa4.attention(q, k, v, q_descale=table, k_descale=table)
     assert torch.isfinite(o.float()).all()
-    # The entries that do not take FP8 say where it goes.
+    # The 16-bit ops, called directly, say where FP8 goes.
     cu = torch.tensor([0, 16], dtype=torch.int32)
     with pytest.raises(ValueError, match="go through fa4.attention"):
-        fa4.attention_varlen(q[0], k[0], v[0], cu, cu, 16, 16)
+        torch.ops.fa4.attention_varlen(q[0], k[0], v[0], cu, cu, 16, 16,
+                                       False, -1, -1, 0.0, None, False)
     # Not differentiable: a clear error at backward(), never a zero gradient.
     qg = q.float().requires_grad_()
     o = fa4.attention(qg.to(E4M3), k, v)
@@ -251,3 +252,35 @@ def test_kvcache(num_splits, paged):
         assert err.pow(2).mean().sqrt().item() < 1.5e-2
         assert err.abs().max().item() < 0.25
         assert (lse[b:b + 1].double() - want_lse).abs().max().item() < 1e-3
+
+
+def test_varlen():
+    # A varlen FP8 batch (Blackwell's kernel): three sequences of their own
+    # lengths packed, a descale row each, causal, GQA 3, against each
+    # sequence's own float64 attention; the tables' rows are checked.
+    g = torch.Generator().manual_seed(9)
+    lengths_q, lengths_k = [70, 1, 130], [90, 40, 130]
+    q_heads, kv_heads, dim = 6, 2, 128
+    cu_q = torch.tensor([0, 70, 71, 201], dtype=torch.int32)
+    cu_k = torch.tensor([0, 90, 130, 260], dtype=torch.int32)
+    q = torch.randn(201, q_heads, dim, generator=g).to(E4M3)
+    k = torch.randn(260, kv_heads, dim, generator=g).to(E4M3)
+    v = torch.randn(260, kv_heads, dim, generator=g).to(E4M3)
+    qd, kd, vd = (0.5 + torch.rand(3, kv_heads, generator=g) for _ in range(3))
+    o, lse = fa4.attention_varlen(q, k, v, cu_q, cu_k, 130, 130, causal=True,
+                                  return_lse=True, q_descale=qd, k_descale=kd,
+                                  v_descale=vd)
+    assert o.dtype == torch.bfloat16 and o.shape == (201, q_heads, dim)
+    for b in range(3):
+        rq = slice(int(cu_q[b]), int(cu_q[b + 1]))
+        rk = slice(int(cu_k[b]), int(cu_k[b + 1]))
+        want_o, want_lse = reference(
+            descaled(q[None, rq], qd[b:b + 1]), descaled(k[None, rk], kd[b:b + 1]),
+            descaled(v[None, rk], vd[b:b + 1]), True)
+        err = o[None, rq].double() - want_o
+        assert err.pow(2).mean().sqrt().item() < 1.5e-2
+        assert err.abs().max().item() < 0.25
+        assert (lse[:, rq].double() - want_lse[0]).abs().max().item() < 1e-3
+    with pytest.raises(ValueError, match=r"\(batch, kv_heads\) = \(3, 2\)"):
+        fa4.attention_varlen(q, k, v, cu_q, cu_k, 130, 130,
+                             q_descale=torch.ones(1, kv_heads))
