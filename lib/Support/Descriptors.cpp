@@ -16,39 +16,18 @@ uint64_t mlir::fa4::tcgen05::smemDescriptor(uint32_t startAddress,
   return descriptor;
 }
 
-/// The dense instruction descriptor's fields, whatever the kind: the types'
-/// codes are the kind's.
-static uint32_t instructionDescriptor(uint32_t aCode, uint32_t bCode,
-                                      uint32_t aMajor, uint32_t bMajor,
-                                      uint32_t m, uint32_t n) {
+uint32_t mlir::fa4::tcgen05::instructionDescriptor(uint32_t aCode,
+                                                   uint32_t bCode,
+                                                   Major aMajor, Major bMajor,
+                                                   uint32_t m, uint32_t n) {
   uint32_t descriptor = 1u << 4; // f32 accumulator
   descriptor |= aCode << 7;
   descriptor |= bCode << 10;
-  descriptor |= aMajor << 15;
-  descriptor |= bMajor << 16;
+  descriptor |= static_cast<uint32_t>(aMajor) << 15;
+  descriptor |= static_cast<uint32_t>(bMajor) << 16;
   descriptor |= ((n >> 3) & 0x3f) << 17;
   descriptor |= ((m >> 4) & 0x1f) << 24;
   return descriptor;
-}
-
-uint32_t mlir::fa4::tcgen05::instructionDescriptorF16(Element a, Element b,
-                                                      Major aMajor,
-                                                      Major bMajor, uint32_t m,
-                                                      uint32_t n) {
-  return instructionDescriptor(
-      static_cast<uint32_t>(a), static_cast<uint32_t>(b),
-      static_cast<uint32_t>(aMajor), static_cast<uint32_t>(bMajor), m, n);
-}
-
-uint32_t mlir::fa4::tcgen05::instructionDescriptorF8F6F4(Element8 a,
-                                                         Element8 b,
-                                                         Major aMajor,
-                                                         Major bMajor,
-                                                         uint32_t m,
-                                                         uint32_t n) {
-  return instructionDescriptor(
-      static_cast<uint32_t>(a), static_cast<uint32_t>(b),
-      static_cast<uint32_t>(aMajor), static_cast<uint32_t>(bMajor), m, n);
 }
 
 uint64_t mlir::fa4::wgmma::smemDescriptor(uint32_t startAddress,

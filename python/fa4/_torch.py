@@ -836,14 +836,17 @@ def _check_descale_products(q, q_descale, k_descale, scale):
 _FP8_SCORE_LIMIT = float(2 ** 23)
 
 
-def _check_scaled_scores(q, k, q_descale, k_descale, scale, block_table=None):
+def _check_scaled_scores(q, k, q_descale, k_descale, scale, block_table=None,
+                         seqused_k=None, softcap=0.0):
     """CPU inputs whose scaled scores s·c reach past _FP8_SCORE_LIMIT are
     refused by name (their rows would come out 0 with an LSE of -inf). A
     bound (head_dim · max|q| · max|k| · c) settles the usual case; past it
-    the scores themselves are computed, a K/V head at a time."""
-    if q.device.type != "cpu" or any(
+    the scores themselves are computed, a K/V head at a time, over each
+    sequence's keys (its pages, its seqused_k). A softcap holds the scores
+    the exponent sees within ±cap: nothing to check."""
+    if softcap or q.device.type != "cpu" or any(
             t is not None and t.device.type != "cpu"
-            for t in (q_descale, k_descale)):
+            for t in (q_descale, k_descale, seqused_k)):
         return
     if q.numel() == 0 or k.numel() == 0:
         return
@@ -866,9 +869,13 @@ def _check_scaled_scores(q, k, q_descale, k_descale, scale, block_table=None):
         if block_table is None:
             cache = kf[b]
         else:
-            pages = block_table[b].long()
-            pages = pages[(pages >= 0) & (pages < kf.shape[0])]
-            cache = kf[pages].reshape(-1, kv_heads, dim)
+            # Pages outside the cache read zeros.
+            pages = block_table[b].long().clamp(-1, kf.shape[0])
+            cache = torch.cat([kf[p] if 0 <= p < kf.shape[0]
+                               else kf.new_zeros(kf.shape[1:])
+                               for p in pages.tolist()])
+        if seqused_k is not None:
+            cache = cache[:max(0, int(seqused_k[b]))]
         if cache.shape[0] == 0:
             continue
         for h in range(kv_heads):
@@ -914,7 +921,8 @@ def _validate_fp8(q, k, v, q_descale, k_descale, v_descale, causal,
         largest = [t.amax(dim=0, keepdim=True)
                    if t is not None and sequences is not None else t
                    for t in (q_descale, k_descale)]
-        _check_scaled_scores(q, k, *largest, variant["scale"], block_table)
+        _check_scaled_scores(q, k, *largest, variant["scale"], block_table,
+                             seqused_k, variant["softcap"])
     sizes = (q.shape[0], q.shape[1],
              k.shape[1] if block_table is None
              else block_table.shape[1] * k.shape[1])
@@ -957,10 +965,8 @@ def _attention_fp8_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
     # then the three descale tables (a table left out is ones: the factor
     # 1).
     extras = _cache_extras(kernel, q, seqused_k, block_table, num_splits)
-    for table in (q_descale, k_descale, v_descale):
-        extras.append(torch.ones((batch, k.shape[2]), dtype=torch.float32,
-                                 device=q.device) if table is None
-                      else table.detach().contiguous())
+    extras += _descale_extras((q_descale, k_descale, v_descale), batch,
+                              k.shape[2], q.device)
     if q.device.type == "cpu":
         _check_host_memory(q, k, v, return_lse)
     o_shape = _out_shape(q, v)
@@ -971,6 +977,14 @@ def _attention_fp8_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
              else _tma_ready("v", v.detach()))
     return _launch(kernel, q, k, value, return_lse, extras, o_shape=o_shape,
                    o_dtype=_FP8_OUT)
+
+
+def _descale_extras(tables, batch, kv_heads, device):
+    """FP8's three descale tables as a kernel's extras, a table left out
+    being ones (the factor 1)."""
+    return [torch.ones((batch, kv_heads), dtype=torch.float32, device=device)
+            if table is None else table.detach().contiguous()
+            for table in tables]
 
 
 def _reads_vt(kernel):
@@ -1114,14 +1128,23 @@ def _attention_varlen_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                                max_seqlen_q, max_seqlen_k, causal,
                                window_left, window_right, softcap, scale,
                                return_lse, seqused_k, read_tables=True)
+    return _run_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, seqused_k,
+                       return_lse, variant)
+
+
+def _run_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, seqused_k, return_lse,
+                variant, descales=None):
+    """The varlen ops' compile and launch (`variant` validated). FP8's:
+    `descales` the three tables (None each for ones), O bf16."""
     if q.device.type not in ("cpu", "cuda"):
         raise ValueError(f"q: on {q.device}; fa4 runs CUDA tensors on the GPU "
                          "and CPU tensors in the emulator")
-    total_q, q_heads, _ = q.shape
+    o_dtype = _FP8_OUT if descales is not None else None
     batch = cu_seqlens_q.shape[0] - 1
-    if batch == 0 or total_q == 0 or k.shape[0] == 0:
+    if batch == 0 or q.shape[0] == 0 or k.shape[0] == 0:
         # No row sees a key: O = 0, LSE = -inf.
-        o, lse = _empty_results(q.unsqueeze(0), v.unsqueeze(0), return_lse)
+        o, lse = _empty_results(q.unsqueeze(0), v.unsqueeze(0), return_lse,
+                                o_dtype)
         return o[0], (lse[0] if return_lse else lse)
     target, sm_count = _target(q.device)
     kernel = compile(target=target, sm_count=sm_count,
@@ -1129,11 +1152,14 @@ def _attention_varlen_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
     extras = [table.detach().contiguous()
               for table in (seqused_k, cu_seqlens_q, cu_seqlens_k)
               if table is not None]
+    if descales is not None:
+        extras += _descale_extras(descales, batch, k.shape[1], q.device)
     q4, k4, v4 = (_tma_ready(name, t.detach().unsqueeze(0)) for name, t in
                   (("q", q), ("k", k), ("v", v)))
     if q.device.type == "cpu":
         _check_host_memory(q4, k4, v4, return_lse)
-    o, lse = _launch(kernel, q4, k4, v4, return_lse, extras)
+    o, lse = _launch(kernel, q4, k4, v4, return_lse, extras,
+                     o_shape=_out_shape(q4, v4), o_dtype=o_dtype)
     return o[0], (lse[0] if return_lse else lse)
 
 
@@ -1194,34 +1220,9 @@ def _attention_varlen_fp8_op(q: torch.Tensor, k: torch.Tensor,
                                    k_descale, v_descale, causal, window_left,
                                    window_right, softcap, scale, return_lse,
                                    seqused_k, read_tables=True)
-    if q.device.type not in ("cpu", "cuda"):
-        raise ValueError(f"q: on {q.device}; fa4 runs CUDA tensors on the GPU "
-                         "and CPU tensors in the emulator")
-    total_q = q.shape[0]
-    batch = cu_seqlens_q.shape[0] - 1
-    if batch == 0 or total_q == 0 or k.shape[0] == 0:
-        o, lse = _empty_results(q.unsqueeze(0), v.unsqueeze(0), return_lse,
-                                _FP8_OUT)
-        return o[0], (lse[0] if return_lse else lse)
-    target, sm_count = _target(q.device)
-    kernel = compile(target=target, sm_count=sm_count,
-                     seqused_k=seqused_k is not None, varlen=True, **variant)
-    # The varlen tables, then the three descale tables (a row a sequence;
-    # one left out is ones).
-    extras = [table.detach().contiguous()
-              for table in (seqused_k, cu_seqlens_q, cu_seqlens_k)
-              if table is not None]
-    for table in (q_descale, k_descale, v_descale):
-        extras.append(torch.ones((batch, k.shape[1]), dtype=torch.float32,
-                                 device=q.device) if table is None
-                      else table.detach().contiguous())
-    q4, k4, v4 = (_tma_ready(name, t.detach().unsqueeze(0)) for name, t in
-                  (("q", q), ("k", k), ("v", v)))
-    if q.device.type == "cpu":
-        _check_host_memory(q4, k4, v4, return_lse)
-    o, lse = _launch(kernel, q4, k4, v4, return_lse, extras,
-                     o_shape=_out_shape(q4, v4), o_dtype=_FP8_OUT)
-    return o[0], (lse[0] if return_lse else lse)
+    # The varlen tables, then the three descale tables (a row a sequence).
+    return _run_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, seqused_k,
+                       return_lse, variant, (q_descale, k_descale, v_descale))
 
 
 @_attention_varlen_fp8_op.register_fake

@@ -139,6 +139,17 @@ def test_refusals_of_values_and_gradients():
     table = torch.full_like(qd, 30.0)
     o = fa4.attention(q, k, v, q_descale=table, k_descale=table)
     assert torch.isfinite(o.float()).all()
+    # A softcap holds the exponent's scores within ±cap, and keys past
+    # seqused_k are never scored: neither is refused.
+    table = torch.full_like(qd, 1e5)
+    o = fa4.attention(q, k, v, q_descale=table, k_descale=table, softcap=30.0)
+    assert torch.isfinite(o.float()).all()
+    big = k.float().clone()
+    big[:, 8:] = 448.0
+    used = torch.tensor([8], dtype=torch.int32)
+    fa4.attention(q, big.to(E4M3), v, seqused_k=used,
+                  q_descale=torch.full_like(qd, 300.0),
+                  k_descale=torch.full_like(qd, 300.0))
     # The 16-bit ops, called directly, say where FP8 goes.
     cu = torch.tensor([0, 16], dtype=torch.int32)
     with pytest.raises(ValueError, match="go through fa4.attention"):

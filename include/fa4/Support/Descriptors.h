@@ -55,16 +55,25 @@ enum class Major : uint32_t { K = 0, MN = 1 };
 ///   bit  16     B transposed (MN-major)
 ///   bits 17-22  N >> 3
 ///   bits 24-28  M >> 4
-uint32_t instructionDescriptorF16(Element a, Element b, Major aMajor,
-                                  Major bMajor, uint32_t m, uint32_t n);
+/// The fields of any kind's dense descriptor, A's and B's type codes the
+/// kind's.
+uint32_t instructionDescriptor(uint32_t aCode, uint32_t bCode, Major aMajor,
+                               Major bMajor, uint32_t m, uint32_t n);
+inline uint32_t instructionDescriptorF16(Element a, Element b, Major aMajor,
+                                         Major bMajor, uint32_t m, uint32_t n) {
+  return instructionDescriptor(uint32_t(a), uint32_t(b), aMajor, bMajor, m, n);
+}
 
 /// The 8-bit types of `tcgen05.mma .kind::f8f6f4`, by their code.
 enum class Element8 : uint32_t { E4M3 = 0, E5M2 = 1 };
 /// The instruction descriptor of `.kind::f8f6f4`, dense: the fields of
 /// kind::f16's, with A and B's types the 8-bit codes. Either operand may be
 /// MN-major (the ISA reserves K-major for the 4- and 6-bit types only).
-uint32_t instructionDescriptorF8F6F4(Element8 a, Element8 b, Major aMajor,
-                                     Major bMajor, uint32_t m, uint32_t n);
+inline uint32_t instructionDescriptorF8F6F4(Element8 a, Element8 b,
+                                            Major aMajor, Major bMajor,
+                                            uint32_t m, uint32_t n) {
+  return instructionDescriptor(uint32_t(a), uint32_t(b), aMajor, bMajor, m, n);
+}
 
 /// The 128-byte swizzle of TMA and of the tensor core, as a function of the
 /// byte offset inside a 1024-byte atom of 8 rows of 128 bytes: the 16-byte

@@ -149,6 +149,10 @@ struct ExpandCorrectionPass
     func::FuncOp func = getOperation();
     if (failed(checkModuleFamily(func, target::Family::Blackwell, getArgument())))
       return signalPassFailure();
+    // FP8's rules before the finalizes become normalizations: an error
+    // names the op the schedule (or its author) wrote.
+    if (holdsFp8Pieces(func) && failed(verifyFp8Program(func)))
+      return signalPassFailure();
     SmallVector<RescaleOOp> rescales;
     SmallVector<FinalizeOOp> finals;
     func.walk([&](RescaleOOp op) { rescales.push_back(op); });

@@ -1185,6 +1185,137 @@ bool mlir::fa4::holdsFp8Pieces(Operation *func) {
   return found;
 }
 
+/// The descale tables `value` is computed from: those of the
+/// fa4.load_descale ops it reaches through its defining ops.
+static llvm::SmallDenseSet<Value, 4> descaleTables(Value value) {
+  llvm::SmallDenseSet<Value, 4> tables;
+  llvm::SmallPtrSet<Operation *, 8> seen;
+  SmallVector<Value> work{value};
+  while (!work.empty()) {
+    Operation *def = work.pop_back_val().getDefiningOp();
+    if (!def || !seen.insert(def).second)
+      continue;
+    if (auto load = dyn_cast<LoadDescaleOp>(def)) {
+      tables.insert(load.getTable());
+      continue;
+    }
+    llvm::append_range(work, def->getOperands());
+  }
+  return tables;
+}
+
+/// verifyFp8Program's rule that each factor stands for its tables: the
+/// scores' factor operands (fa4.online_softmax, fa4.softcap,
+/// fa4.score_mod, the normalizations' `factor`) are made from exactly Q's
+/// and K's descale tables of fa4.spec, O's (`out_factor`) from V's; and
+/// where the spec has Q's or K's tables, the scores take them — in every
+/// softmax's exponent, or in every softcap or score_mod that rewrites them.
+static LogicalResult verifyFp8FactorTables(Operation *func) {
+  KernelSpecAttr spec = getKernelSpec(func);
+  auto function = dyn_cast<FunctionOpInterface>(func);
+  if (!spec || !function || function.isExternal())
+    return success();
+  Block &entry = function.getFunctionBody().front();
+  auto table = [&](std::optional<int64_t> position) -> Value {
+    if (!position || *position >= int64_t(spec.getExtras().size()) ||
+        spec.getExtras()[*position] >= int64_t(entry.getNumArguments()))
+      return Value();
+    return entry.getArgument(spec.getExtras()[*position]);
+  };
+  llvm::SmallDenseSet<Value, 4> scores, values;
+  for (Value t : {table(spec.getQDescale()), table(spec.getKDescale())})
+    if (t)
+      scores.insert(t);
+  if (Value t = table(spec.getVDescale()))
+    values.insert(t);
+  auto describe = [](const llvm::SmallDenseSet<Value, 4> &set) {
+    std::string text;
+    llvm::raw_string_ostream os(text);
+    if (set.empty())
+      return std::string("no descale table");
+    SmallVector<unsigned> numbers;
+    for (Value v : set)
+      numbers.push_back(cast<BlockArgument>(v).getArgNumber());
+    llvm::sort(numbers);
+    os << (numbers.size() == 1 ? "the table of argument "
+                               : "the tables of arguments ");
+    llvm::interleaveComma(numbers, os);
+    return text;
+  };
+  auto check = [&](Operation *op, Value factor, bool out) -> LogicalResult {
+    if (!factor)
+      return success();
+    llvm::SmallDenseSet<Value, 4> got = descaleTables(factor);
+    const llvm::SmallDenseSet<Value, 4> &want = out ? values : scores;
+    bool same = got.size() == want.size() &&
+                llvm::all_of(got, [&](Value v) { return want.contains(v); });
+    if (same)
+      return success();
+    return op->emitOpError()
+           << "takes " << (out ? "an out_factor" : "a factor") << " made from "
+           << describe(got) << ", but fa4.spec's "
+           << (out ? "v_descale names " : "q_descale and k_descale name ")
+           << describe(want) << (out ? " (O's factor is V's descale)"
+                                     : " (the scores' factor is Q's times "
+                                       "K's descale)");
+  };
+  bool rewritten = false, softmaxMissing = false, rewriteMissing = false;
+  Operation *missing = nullptr;
+  WalkResult walk = func->walk([&](Operation *op) -> WalkResult {
+    LogicalResult ok = success();
+    if (auto softmax = dyn_cast<OnlineSoftmaxOp>(op)) {
+      ok = check(op, softmax.getFactor(), false);
+      if (!softmax.getFactor()) {
+        softmaxMissing = true;
+        missing = missing ? missing : op;
+      }
+    } else if (auto softcap = dyn_cast<SoftcapOp>(op)) {
+      ok = check(op, softcap.getFactor(), false);
+      rewritten = true;
+      if (!softcap.getFactor()) {
+        rewriteMissing = true;
+        missing = op;
+      }
+    } else if (auto scoreMod = dyn_cast<ScoreModOp>(op)) {
+      ok = check(op, scoreMod.getFactor(), false);
+      rewritten = true;
+      if (!scoreMod.getFactor()) {
+        rewriteMissing = true;
+        missing = op;
+      }
+    } else if (auto n = dyn_cast<NormalizeOp>(op)) {
+      ok = succeeded(check(op, n.getFactor(), false))
+               ? check(op, n.getOutFactor(), true)
+               : failure();
+    } else if (auto f = dyn_cast<FinalizeOOp>(op)) {
+      ok = succeeded(check(op, f.getFactor(), false))
+               ? check(op, f.getOutFactor(), true)
+               : failure();
+    } else if (auto f = dyn_cast<FinalizePartialOOp>(op)) {
+      ok = succeeded(check(op, f.getFactor(), false))
+               ? check(op, f.getOutFactor(), true)
+               : failure();
+    } else if (auto f = dyn_cast<FinalizeORowsOp>(op)) {
+      ok = succeeded(check(op, f.getFactor(), false))
+               ? check(op, f.getOutFactor(), true)
+               : failure();
+    }
+    return failed(ok) ? WalkResult::interrupt() : WalkResult::advance();
+  });
+  if (walk.wasInterrupted())
+    return failure();
+  // Q's and K's tables reach the scores: through the softcap or score_mod
+  // that rewrites them (each of them), else through every exponent.
+  if (!scores.empty() && (rewritten ? rewriteMissing : softmaxMissing))
+    return missing->emitOpError()
+           << "leaves out the scores' factor (Q's times K's descale), which "
+              "fa4.spec's q_descale and k_descale call for"
+           << (rewritten ? " in every softcap or score_mod that rewrites the "
+                           "scores"
+                         : " in every softmax's exponent");
+  return success();
+}
+
 LogicalResult mlir::fa4::verifyFp8Program(Operation *func) {
   std::optional<int64_t> shift;
   Operation *first = nullptr;
@@ -1218,6 +1349,11 @@ LogicalResult mlir::fa4::verifyFp8Program(Operation *func) {
     return WalkResult::advance();
   });
   if (walk.wasInterrupted())
+    return failure();
+  // Each factor is made from the tables it stands for: the scores' (the
+  // exponent's, the softcap's, the score_mod's, the LSE's) from Q's and K's
+  // descales, O's (out_factor) from V's, whatever arithmetic joins them.
+  if (failed(verifyFp8FactorTables(func)))
     return failure();
   // The factors agree: where the softmax's exponent carries one, the
   // normalization's LSE does (its max is in the softmax's units), and a
