@@ -1153,6 +1153,41 @@ LogicalResult NormalizeOp::verify() {
   return verifyRowVector(op, "row_max", getRowMax(), dimOf(getAcc(), 0));
 }
 
+namespace {
+/// FP8's pieces on one op: the normalizations' (fa4.normalize and the
+/// finalizes) factor, out_factor and shift, or the scores' factor of the
+/// ops that read the scores (the softmax and its shift, the softcap, the
+/// score_mod).
+struct Fp8Operands {
+  Value factor, outFactor;
+  int64_t shift = 0;
+  bool normalization = false;
+};
+} // namespace
+
+static std::optional<Fp8Operands> fp8Operands(Operation *op) {
+  auto normalization = [](auto n) {
+    return Fp8Operands{n.getFactor(), n.getOutFactor(),
+                       static_cast<int64_t>(n.getProbShift()), true};
+  };
+  if (auto n = dyn_cast<NormalizeOp>(op))
+    return normalization(n);
+  if (auto f = dyn_cast<FinalizeOOp>(op))
+    return normalization(f);
+  if (auto f = dyn_cast<FinalizePartialOOp>(op))
+    return normalization(f);
+  if (auto f = dyn_cast<FinalizeORowsOp>(op))
+    return normalization(f);
+  if (auto softmax = dyn_cast<OnlineSoftmaxOp>(op))
+    return Fp8Operands{softmax.getFactor(), Value(),
+                       static_cast<int64_t>(softmax.getProbShift())};
+  if (auto softcap = dyn_cast<SoftcapOp>(op))
+    return Fp8Operands{softcap.getFactor()};
+  if (auto scoreMod = dyn_cast<ScoreModOp>(op))
+    return Fp8Operands{scoreMod.getFactor()};
+  return std::nullopt;
+}
+
 bool mlir::fa4::holdsFp8Pieces(Operation *func) {
   bool found = false;
   if (auto function = dyn_cast<FunctionOpInterface>(func))
@@ -1162,25 +1197,8 @@ bool mlir::fa4::holdsFp8Pieces(Operation *func) {
     found |= spec.getQDescale() || spec.getKDescale() || spec.getVDescale();
   func->walk([&](Operation *op) {
     found |= isa<LoadDescaleOp>(op);
-    if (auto softmax = dyn_cast<OnlineSoftmaxOp>(op))
-      found |= softmax.getFactor() || softmax.getProbShift() != 0;
-    if (auto normalize = dyn_cast<NormalizeOp>(op))
-      found |= normalize.getFactor() || normalize.getOutFactor() ||
-               normalize.getProbShift() != 0;
-    auto finalizePieces = [](auto finalize) {
-      return finalize.getFactor() || finalize.getOutFactor() ||
-             finalize.getProbShift() != 0;
-    };
-    if (auto finalize = dyn_cast<FinalizeOOp>(op))
-      found |= finalizePieces(finalize);
-    else if (auto finalize = dyn_cast<FinalizePartialOOp>(op))
-      found |= finalizePieces(finalize);
-    else if (auto finalize = dyn_cast<FinalizeORowsOp>(op))
-      found |= finalizePieces(finalize);
-    if (auto softcap = dyn_cast<SoftcapOp>(op))
-      found |= static_cast<bool>(softcap.getFactor());
-    if (auto scoreMod = dyn_cast<ScoreModOp>(op))
-      found |= static_cast<bool>(scoreMod.getFactor());
+    if (std::optional<Fp8Operands> pieces = fp8Operands(op))
+      found |= pieces->factor || pieces->outFactor || pieces->shift != 0;
   });
   return found;
 }
@@ -1262,45 +1280,25 @@ static LogicalResult verifyFp8FactorTables(Operation *func) {
   bool rewritten = false, softmaxMissing = false, rewriteMissing = false;
   Operation *missing = nullptr;
   WalkResult walk = func->walk([&](Operation *op) -> WalkResult {
-    LogicalResult ok = success();
-    if (auto softmax = dyn_cast<OnlineSoftmaxOp>(op)) {
-      ok = check(op, softmax.getFactor(), false);
-      if (!softmax.getFactor()) {
-        softmaxMissing = true;
-        missing = missing ? missing : op;
-      }
-    } else if (auto softcap = dyn_cast<SoftcapOp>(op)) {
-      ok = check(op, softcap.getFactor(), false);
+    std::optional<Fp8Operands> pieces = fp8Operands(op);
+    if (!pieces)
+      return WalkResult::advance();
+    if (failed(check(op, pieces->factor, false)) ||
+        failed(check(op, pieces->outFactor, true)))
+      return WalkResult::interrupt();
+    // Which ops must carry the scores' factor: the rewrites of the scores
+    // when there are any, else every softmax.
+    if (isa<SoftcapOp, ScoreModOp>(op)) {
       rewritten = true;
-      if (!softcap.getFactor()) {
+      if (!pieces->factor) {
         rewriteMissing = true;
         missing = op;
       }
-    } else if (auto scoreMod = dyn_cast<ScoreModOp>(op)) {
-      ok = check(op, scoreMod.getFactor(), false);
-      rewritten = true;
-      if (!scoreMod.getFactor()) {
-        rewriteMissing = true;
-        missing = op;
-      }
-    } else if (auto n = dyn_cast<NormalizeOp>(op)) {
-      ok = succeeded(check(op, n.getFactor(), false))
-               ? check(op, n.getOutFactor(), true)
-               : failure();
-    } else if (auto f = dyn_cast<FinalizeOOp>(op)) {
-      ok = succeeded(check(op, f.getFactor(), false))
-               ? check(op, f.getOutFactor(), true)
-               : failure();
-    } else if (auto f = dyn_cast<FinalizePartialOOp>(op)) {
-      ok = succeeded(check(op, f.getFactor(), false))
-               ? check(op, f.getOutFactor(), true)
-               : failure();
-    } else if (auto f = dyn_cast<FinalizeORowsOp>(op)) {
-      ok = succeeded(check(op, f.getFactor(), false))
-               ? check(op, f.getOutFactor(), true)
-               : failure();
+    } else if (isa<OnlineSoftmaxOp>(op) && !pieces->factor) {
+      softmaxMissing = true;
+      missing = missing ? missing : op;
     }
-    return failed(ok) ? WalkResult::interrupt() : WalkResult::advance();
+    return WalkResult::advance();
   });
   if (walk.wasInterrupted())
     return failure();
@@ -1320,19 +1318,11 @@ LogicalResult mlir::fa4::verifyFp8Program(Operation *func) {
   std::optional<int64_t> shift;
   Operation *first = nullptr;
   WalkResult walk = func->walk([&](Operation *op) -> WalkResult {
-    std::optional<int64_t> own;
-    if (auto softmax = dyn_cast<OnlineSoftmaxOp>(op))
-      own = static_cast<int64_t>(softmax.getProbShift());
-    else if (auto normalize = dyn_cast<NormalizeOp>(op))
-      own = static_cast<int64_t>(normalize.getProbShift());
-    else if (auto finalize = dyn_cast<FinalizeOOp>(op))
-      own = static_cast<int64_t>(finalize.getProbShift());
-    else if (auto finalize = dyn_cast<FinalizePartialOOp>(op))
-      own = static_cast<int64_t>(finalize.getProbShift());
-    else if (auto finalize = dyn_cast<FinalizeORowsOp>(op))
-      own = static_cast<int64_t>(finalize.getProbShift());
-    if (!own)
+    // The shift is the softmax's and the normalizations'.
+    std::optional<Fp8Operands> pieces = fp8Operands(op);
+    if (!pieces || !(pieces->normalization || isa<OnlineSoftmaxOp>(op)))
       return WalkResult::advance();
+    std::optional<int64_t> own = pieces->shift;
     if (!shift) {
       shift = own;
       first = op;
@@ -1366,19 +1356,10 @@ LogicalResult mlir::fa4::verifyFp8Program(Operation *func) {
   KernelSpecAttr spec = getKernelSpec(func);
   bool vDescale = spec && spec.getVDescale();
   walk = func->walk([&](Operation *op) -> WalkResult {
-    if (!isa<NormalizeOp, FinalizeOOp, FinalizePartialOOp, FinalizeORowsOp>(
-            op))
+    std::optional<Fp8Operands> pieces = fp8Operands(op);
+    if (!pieces || !pieces->normalization)
       return WalkResult::advance();
-    // Each has `factor` and `out_factor` operands (ODS names).
-    bool factor = false, outFactor = false;
-    if (auto n = dyn_cast<NormalizeOp>(op))
-      factor = bool(n.getFactor()), outFactor = bool(n.getOutFactor());
-    else if (auto f = dyn_cast<FinalizeOOp>(op))
-      factor = bool(f.getFactor()), outFactor = bool(f.getOutFactor());
-    else if (auto f = dyn_cast<FinalizePartialOOp>(op))
-      factor = bool(f.getFactor()), outFactor = bool(f.getOutFactor());
-    else if (auto f = dyn_cast<FinalizeORowsOp>(op))
-      factor = bool(f.getFactor()), outFactor = bool(f.getOutFactor());
+    bool factor = bool(pieces->factor), outFactor = bool(pieces->outFactor);
     if (softmaxFactor && factor != *softmaxFactor)
       return op->emitOpError()
              << (factor ? "multiplies its LSE's max by a factor the "
