@@ -95,8 +95,6 @@ private:
   /// LSE stored by address into the sequence's rows.
   void buildVarlenFinal(const TaskState &task, int stage, Value rowMax,
                         Value rowSum, Value visited, Value last);
-  /// Whether the correction warps store O themselves (split-KV parts,
-  /// varlen tiles): no staging buffer and no epilogue role.
   /// What a finalize normalizes with: level B's scale, and FP8's factors
   /// (as the correction role's task re-made them) and shift.
   struct Normalization {
@@ -118,6 +116,8 @@ private:
   Type outElement() const {
     return cast<MemRefType>(program.arguments[kOut].getType()).getElementType();
   }
+  /// Whether the correction warps store O themselves (split-KV parts,
+  /// varlen tiles): no staging buffer and no epilogue role.
   bool storesODirectly() const {
     return program.splitWorkspace || program.cuSeqlensQ;
   }
