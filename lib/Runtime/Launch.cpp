@@ -298,9 +298,9 @@ void checkPrecision(Fields &attention, const Manifest &m) {
     attention.fail("has an unknown dtype \"" + m.dtype +
                    "\" (expected fp16, bf16 or e4m3)");
   if (fp8 && m.outDtype == m.dtype)
-    attention.fail("has e4m3 inputs and no \"out_dtype\" of fp16 or bf16 "
-                   "(absent, it is the inputs' e4m3; an e4m3 kernel writes "
-                   "O in fp16 or bf16)");
+    attention.fail("has e4m3 inputs and O of e4m3 (\"out_dtype\" e4m3, or "
+                   "absent: the inputs' type); an e4m3 kernel writes O in "
+                   "fp16 or bf16");
   else if (m.outDtype != "fp16" && m.outDtype != "bf16")
     attention.fail("has an out_dtype \"" + m.outDtype +
                    "\" that is not fp16 or bf16");

@@ -117,8 +117,11 @@ TEST(HopperScheduleConfig, BlockSizesEachFamilyTakes) {
     EXPECT_EQ(target::blockNProblem(hopperChip, keys, 16), "") << keys;
   for (int64_t keys : {0, 8, 72, 129, 272})
     EXPECT_NE(target::blockNProblem(hopperChip, keys, 16), "") << keys;
-  EXPECT_EQ(target::blockNProblem(hopperChip, 128, 8), "");
-  EXPECT_NE(target::blockNProblem(hopperChip, 64, 8), "");
+  // FP8: whole 32-key steps of 8-bit wgmma, up to 256.
+  for (int64_t keys : {32, 64, 128, 160, 224, 256})
+    EXPECT_EQ(target::blockNProblem(hopperChip, keys, 8), "") << keys;
+  for (int64_t keys : {0, 16, 48, 80, 288})
+    EXPECT_NE(target::blockNProblem(hopperChip, keys, 8), "") << keys;
   EXPECT_EQ(target::blockNProblem(blackwellChip, 128, 16), "");
   EXPECT_NE(target::blockNProblem(blackwellChip, 80, 16), "");
 }
