@@ -252,6 +252,8 @@ llvm::Expected<std::string> fa4::compileCacheKey(ModuleOp module,
   // (the keys of earlier compiles stay valid).
   std::string blockN =
       options.blockN ? "block-n=" + std::to_string(options.blockN) : "";
+  if (options.qTilesPerTask)
+    blockN += "q-tiles-per-task=" + std::to_string(options.qTilesPerTask);
   return runtime::CompileCache::key(
       {"fa4-cache-2", entryIr + blockN, options.target,
        roundTripDecimal(options.rescaleThreshold),

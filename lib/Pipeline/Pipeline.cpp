@@ -148,6 +148,7 @@ static const Stage kStages[] = {
        FA4TileAttentionOptions tileOptions;
        tileOptions.rescaleThreshold = options.rescaleThreshold;
        tileOptions.blockN = options.blockN;
+       tileOptions.qTilesPerTask = options.qTilesPerTask;
        pm.addNestedPass<func::FuncOp>(createFA4TileAttention(tileOptions));
      }},
     // The schedule (level C): each step is the chip's wing's, and a wing
@@ -243,6 +244,10 @@ llvm::Error mlir::fa4::buildPipeline(OpPassManager &pm,
     return makeError("block-n must be 0 (the target's choice) or a key "
                      "count, got " +
                      std::to_string(options.blockN));
+  if (options.qTilesPerTask < 0 || options.qTilesPerTask > 2)
+    return makeError("q-tiles-per-task must be 0 (the target's choice), 1 "
+                     "or 2, got " +
+                     std::to_string(options.qTilesPerTask));
   if (!(options.rescaleThreshold >= 0.0) ||
       !std::isfinite(options.rescaleThreshold))
     return makeError("rescale-threshold must be finite and non-negative, got " +

@@ -1,6 +1,7 @@
 //===- Target.cpp - the chip table ----------------------------------------===//
 
 #include "fa4/Target/Target.h"
+#include "fa4/Target/Blackwell/ScheduleConfig.h"
 #include "fa4/Target/Hopper/ScheduleConfig.h"
 
 #include "llvm/Support/Format.h"
@@ -8,6 +9,7 @@
 
 #include "llvm/ADT/STLExtras.h"
 
+#include <algorithm>
 #include <cassert>
 
 using namespace mlir::fa4::target;
@@ -167,6 +169,15 @@ int64_t mlir::fa4::target::defaultBlockN(const ChipInfo &chip, int64_t headDim,
     return hopper::ScheduleConfig::defaultBlockN(headDim, valueHeadDim,
                                                  elementBits / 8);
   return 128;
+}
+
+int64_t mlir::fa4::target::defaultQTilesPerTask(const ChipInfo &chip,
+                                                int64_t headDim,
+                                                int64_t valueHeadDim) {
+  if (chip.family == Family::Blackwell)
+    return std::min(chip.qTilesPerTask,
+                    mlir::fa4::ScheduleConfig::qTilesFor(headDim, valueHeadDim));
+  return chip.qTilesPerTask;
 }
 
 std::string mlir::fa4::target::blockNProblem(const ChipInfo &chip,

@@ -507,13 +507,15 @@ struct TileAttentionPass
       return signalPassFailure();
     }
 
-    // Q tiles per task: the option's, else the module's chip's.
-    int64_t qTiles = qTilesPerTask != 0
-                         ? int64_t(qTilesPerTask)
-                         : getTargetOrDefault(func).qTilesPerTask;
-
     TileConfig config = TileConfig::get(op, rescaleThreshold);
-    config.qTilesPerTask = qTiles;
+    // Q tiles per task: the option's, else the module's chip's at these
+    // head dims (Blackwell's two, one past head dim 192).
+    config.qTilesPerTask =
+        qTilesPerTask != 0
+            ? int64_t(qTilesPerTask)
+            : target::defaultQTilesPerTask(getTargetOrDefault(func),
+                                           config.headDim,
+                                           config.valueHeadDim);
     // Keys per K/V block: the option's, else the chip's at these head dims.
     const target::ChipInfo &chip = getTargetOrDefault(func);
     int64_t bits = element.getIntOrFloatBitWidth();
@@ -531,12 +533,13 @@ struct TileAttentionPass
     if (blockN == 0) {
       config.blockN = target::defaultBlockN(chip, config.headDim,
                                             config.valueHeadDim, bits);
-      // At head dim 256 (Hopper's only: Blackwell refuses it) a paged
+      // At head dim 256 on Hopper a paged
       // cache's gather or split-KV's merge beside the sixteen-step score MMA
       // and O spills at the default (20-112 bytes at 80, 96 or 128 keys,
       // CUDA 13's ptxas) and not at 64 (but pages of 16: 4-24 bytes, as at
       // other head dims).
-      if (config.headDim > 192 && (page > 0 || op.getNumSplits()))
+      if (chip.family == target::Family::Hopper && config.headDim > 192 &&
+          (page > 0 || op.getNumSplits()))
         config.blockN = std::min<int64_t>(config.blockN, 64);
       while (config.blockN > 16 && !fitsPages(config.blockN))
         config.blockN -= 16;

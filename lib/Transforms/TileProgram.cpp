@@ -75,13 +75,21 @@ TileProgram::readForSchedule(func::FuncOp func, target::Family family,
                 "the transposed copy the runtime prepares of a dense [batch, "
                 "seq_k] V (docs/FP8.md); sm_100a and sm_103a take it";
   }
-  int64_t rows = TileConfig::kBlockM * qTilesPerTask;
-  if (static_cast<int64_t>(read->range.getRows()) != rows)
+  int64_t rows = read->range.getRows();
+  bool fits = qTilesPerTask > 0
+                  ? rows == TileConfig::kBlockM * qTilesPerTask
+                  : rows == TileConfig::kBlockM ||
+                        rows == 2 * TileConfig::kBlockM;
+  if (!fits)
     return read->range.emitOpError()
-           << "covers tasks of " << read->range.getRows() << " rows; the "
+           << "covers tasks of " << rows << " rows; the "
            << target::familyName(family) << " schedule runs "
-           << (qTilesPerTask == 1 ? "one 128-row Q tile" : "two 128-row Q tiles")
-           << " per task (fa4-tile q-tiles-per-task=" << qTilesPerTask << ")";
+           << (qTilesPerTask == 1   ? "one 128-row Q tile"
+               : qTilesPerTask == 2 ? "two 128-row Q tiles"
+                                    : "one or two 128-row Q tiles")
+           << " per task (fa4-tile q-tiles-per-task="
+           << (qTilesPerTask > 0 ? std::to_string(qTilesPerTask) : "1 or 2")
+           << ")";
   // The K/V block: one the family's schedule takes, and the keys of every
   // K and V tile and of every score tile.
   int64_t blockN = read->range.getBlockN();

@@ -113,6 +113,14 @@ static cl::opt<int64_t> blockN(
              "sm_103a take 128 only, sm_90a a multiple of 16 from 16 to 256 "
              "(of 32 for e4m3)"),
     cl::init(0), cl::cat(compileCategory));
+static cl::opt<int64_t> qTilesPerTask(
+    "q-tiles-per-task",
+    cl::desc("128-row Q tiles a task (a CTA's unit of work) computes "
+             "(default 0: the target's choice at the head dims). sm_100a and "
+             "sm_103a: 2, FA4's two softmax warpgroups, up to head dim 192; "
+             "1 past it (S double-buffered over K/V blocks instead), and on "
+             "request below it. sm_90a: 1"),
+    cl::init(0), cl::cat(compileCategory));
 static cl::opt<mlir::fa4::Toggle> hopperOverlap(
     "hopper-overlap",
     cl::desc("Hopper: the consumers' intra-warpgroup overlap (the next "
@@ -405,7 +413,8 @@ static llvm::Error checkInput(ModuleOp module, EmitKind kind) {
   // refused rather than ignored.
   bool backwardModule = false;
   module.walk([&](fa4::AttentionBackwardOp) { backwardModule = true; });
-  cl::Option *forwardOnly[] = {&kvStages, &blockN, &hopperOverlap, &hopperPingpong,
+  cl::Option *forwardOnly[] = {&kvStages, &blockN, &qTilesPerTask,
+                               &hopperOverlap, &hopperPingpong,
                                &rescaleThreshold, &exp2EmulationFraction};
   if (backwardModule)
     for (cl::Option *option : forwardOnly)
@@ -497,6 +506,7 @@ static void setPipelineOptions(fa4::PipelineOptions &options, ModuleOp module,
   options.rescaleThreshold = rescaleThreshold;
   options.kvStages = kvStages;
   options.blockN = blockN;
+  options.qTilesPerTask = qTilesPerTask;
   options.hopperOverlap = hopperOverlap;
   options.hopperPingpong = hopperPingpong;
   options.smCount = smCount;

@@ -42,6 +42,12 @@ struct PipelineOptions : public PassPipelineOptions<PipelineOptions> {
                      "head dims: 128; on Hopper at head dim 256 80, or 64 "
                      "with a paged cache or split-KV)"),
       llvm::cl::init(0)};
+  PassOptions::Option<int64_t> qTilesPerTask{
+      *this, "q-tiles-per-task",
+      llvm::cl::desc("128-row Q tiles a task computes (0: the target's "
+                     "choice at the head dims: 2 on Blackwell up to head "
+                     "dim 192, else 1)"),
+      llvm::cl::init(0)};
   PassOptions::Option<int64_t> smCount{
       *this, "sm-count",
       llvm::cl::desc(target::smCountOptionHelp()),

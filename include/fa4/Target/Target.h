@@ -59,7 +59,8 @@ struct ChipInfo {
   int64_t registersPerSm;
   /// 32-bit columns of tensor memory per SM (0: none).
   int64_t tmemColumns;
-  /// 128-row Q tiles one task (one CTA's unit of work) computes.
+  /// 128-row Q tiles one task (one CTA's unit of work) computes, at the
+  /// head dims up to 192 (defaultQTilesPerTask says at which others).
   int64_t qTilesPerTask;
   /// MUFU `ex2` results per clock per SM.
   int64_t mufuExp2PerClock;
@@ -186,6 +187,11 @@ std::string chipsWithTcgen05();
 /// 128 keys do not fit (head dim 256: 80; hopper::ScheduleConfig).
 int64_t defaultBlockN(const ChipInfo &chip, int64_t headDim,
                       int64_t valueHeadDim, int64_t elementBits);
+/// 128-row Q tiles a task computes on the chip at these head dims: its
+/// row's `qTilesPerTask`, but one on Blackwell past head dim 192 (two
+/// tiles' S and O outgrow TMEM; blackwell::ScheduleConfig::qTilesFor).
+int64_t defaultQTilesPerTask(const ChipInfo &chip, int64_t headDim,
+                             int64_t valueHeadDim);
 /// Why the chip's schedule cannot take blocks of `blockN` keys at these
 /// head dims with `elementBits`-bit inputs, or empty when it can: Blackwell
 /// takes 128 (S is 128 TMEM columns a Q tile), Hopper a multiple of 16 from

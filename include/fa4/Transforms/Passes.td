@@ -93,10 +93,12 @@ def FA4TileAttention : Pass<"fa4-tile", "::mlir::func::FuncOp"> {
            "0, their shifted probabilities having no room for a stale "
            "max)">,
     Option<"qTilesPerTask", "q-tiles-per-task", "int64_t", "0",
-           "128-row Q tiles per task: 0 for the module's chip's (its "
-           "`fa4.target`, else the default chip's): 2 for the Blackwell "
-           "schedule (two Q stages), 1 for Hopper's (one tile, split between "
-           "two consumer warpgroups)">,
+           "128-row Q tiles per task: 0 for the module's chip's choice at "
+           "the head dims (its `fa4.target`, else the default chip's): 2 "
+           "for the Blackwell schedule up to head dim 192 (two Q stages), "
+           "1 past it (S double-buffered over K/V blocks; 1 is taken below "
+           "it too), 1 for Hopper's (one tile, split between two consumer "
+           "warpgroups)">,
     Option<"blockN", "block-n", "int64_t", "0",
            "Keys of a K/V block: 0 for the module's chip's choice at the "
            "attention's head dims (128; on Hopper at head dim 256 80, or "

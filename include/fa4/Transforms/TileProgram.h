@@ -52,7 +52,8 @@ struct TileProgram {
 
   /// What a family's roles pass (`pass`) reads first: the module's chip is
   /// the family's (fa4.target), and the tile program's tasks are
-  /// `qTilesPerTask` 128-row Q tiles, as the family's schedule runs them.
+  /// `qTilesPerTask` 128-row Q tiles, as the family's schedule runs them
+  /// (0: one or two, Blackwell's, which reads the count from the program).
   /// std::nullopt for a function that is not a kernel; failure after an
   /// error naming the cause.
   static FailureOr<std::optional<TileProgram>>

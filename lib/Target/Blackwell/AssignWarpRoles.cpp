@@ -39,12 +39,17 @@ namespace {
 
 /// Counts a role carries from task to task; each names a ring.
 enum class Counter {
-  /// Tasks this CTA has taken: Q and O-staging items (two per task).
+  /// Tasks this CTA has taken: Q and O-staging items (one per Q tile).
   Task,
   /// K/V ring items: a K and a V per KV block.
   Kv,
-  /// KV blocks processed: S, P and O items of each Q tile.
+  /// KV blocks processed: O items of each Q tile, and with two Q tiles S
+  /// and P items of each.
   Block,
+  /// One Q tile: S and P items of the task's even and odd blocks (S0 and
+  /// P0 take blocks 0, 2, 4, ..., S1 and P1 blocks 1, 3, ...).
+  EvenBlock,
+  OddBlock,
   /// Statistics items per Q tile: one per block after the first, plus the
   /// final max and sum (at least one per task).
   Stats,
@@ -81,19 +86,61 @@ private:
     return mul(sub(sub(task.end, index(1)), k), TileConfig::kBlockN);
   }
 
+  /// The K/V ring items of block k's K and V. Two Q tiles: K(k) V(k) in
+  /// block order. One Q tile: in the order the MMA warp reads them, K(0)
+  /// K(1) V(0) K(2) V(1) ... V(n-1), S of the next block being computed
+  /// before P·V of the previous one (the ring is then consumed in order,
+  /// and a K is loaded as soon as the previous one's stage is free).
+  Value kItemOf(const TaskState &task, Value k) {
+    Value base = task.counters.lookup(Counter::Kv);
+    if (qTiles == 2)
+      return add(base, mul(k, 2));
+    return add(base, arith::MaxSIOp::create(b, loc, sub(mul(k, 2), index(1)),
+                                            index(0)));
+  }
+  Value vItemOf(const TaskState &task, Value k) {
+    Value base = task.counters.lookup(Counter::Kv);
+    if (qTiles == 2)
+      return add(base, add(mul(k, 2), index(1)));
+    return add(base, arith::MinSIOp::create(b, loc, add(mul(k, 2), index(2)),
+                                            sub(mul(task.numBlocks, 2),
+                                                index(1))));
+  }
+  /// One Q tile: the pairs of blocks (2j, 2j + 1) the MMA and softmax
+  /// loops step over, and `body(k)` for block k = 2j + parity, guarded by
+  /// k < n for the odd one (the last pair of an odd count has none).
+  Value pairsOf(const TaskState &task) {
+    return arith::CeilDivUIOp::create(b, loc, task.numBlocks, index(2));
+  }
+  void forBlockOfPair(const TaskState &task, Value j, int parity,
+                      function_ref<void(Value k)> body);
+
   void buildLoadRole(const TaskState &task);
+  /// The acquire, TMA load and commit of `tensor`'s tile of keys from `key`
+  /// into ring item `item`.
+  void loadKv(const TaskState &task, TileArgument tensor, Value key,
+              Value item);
   void buildProducerTail(Value tasks, Value kvItems);
   void buildMmaRole(const TaskState &task);
+  /// The softmax of Q tile `stage` (with one Q tile, of the task's tile).
   void buildSoftmaxRole(const TaskState &task, int stage);
+  /// The softmax of block k of Q tile `tile` from S buffer `sp` (item
+  /// `item` of it and of its P view): softcap, score_mod, mask, the online
+  /// softmax, the statistics and P handed on. Returns the new row max and
+  /// sum.
+  SmallVector<Value> buildSoftmaxBlock(const TaskState &task, int tile,
+                                       int sp, Value item, Value k,
+                                       ValueRange carried);
   void buildCorrectionRole(const TaskState &task);
   void buildEpilogueRole(const TaskState &task);
   /// A split-KV part's end of Q stage `stage` (correction role): its O and
   /// LSE to the workspace, and the merge.
   void buildSplitFinal(const TaskState &task, int stage, Value rowMax,
                        Value rowSum, Value visited, Value last);
-  /// A varlen tile's end of Q stage `stage` (correction role): O and the
-  /// LSE stored by address into the sequence's rows.
-  void buildVarlenFinal(const TaskState &task, int stage, Value rowMax,
+  /// A varlen tile's end of Q stage `stage` (correction role), or a dense
+  /// one's that has no O staging (head dim 256): O and the LSE stored by
+  /// address into the sequence's rows.
+  void buildDirectFinal(const TaskState &task, int stage, Value rowMax,
                         Value rowSum, Value visited, Value last);
   /// What a finalize normalizes with: level B's scale, and FP8's factors
   /// (as the correction role's task re-made them) and shift.
@@ -117,12 +164,18 @@ private:
     return cast<MemRefType>(program.arguments[kOut].getType()).getElementType();
   }
   /// Whether the correction warps store O themselves (split-KV parts,
-  /// varlen tiles): no staging buffer and no epilogue role.
+  /// varlen tiles, and head dim 256, where shared memory has no room for a
+  /// staging stage): no staging buffer and no epilogue role.
   bool storesODirectly() const {
-    return program.splitWorkspace || program.cuSeqlensQ;
+    return program.splitWorkspace || program.cuSeqlensQ ||
+           config.oStages() == 0;
   }
 
   TileProgram program;
+  /// Q tiles a task (the tile program's), and the configuration at its
+  /// head dims and types.
+  int64_t qTiles = ScheduleConfig::kQStages;
+  ScheduleConfig config;
 
   /// Q and K's head dim, and V and O's.
   int64_t headDim = 0;
@@ -134,9 +187,10 @@ private:
   /// roles' tasks (TaskFactors); the clones of level-B ops that read one
   /// map it.
   TaskFactors factors;
+  /// Per Q tile: the statistics buffer and O. S and its P view: one per Q
+  /// tile with two, one per block parity with one.
   Value stats[ScheduleConfig::kQStages];
-  Value scores[ScheduleConfig::kQStages], probs[ScheduleConfig::kQStages],
-      acc[ScheduleConfig::kQStages];
+  Value scores[2], probs[2], acc[ScheduleConfig::kQStages];
 };
 
 } // namespace
@@ -157,26 +211,24 @@ void RoleProgramBuilder::createBuffers() {
   // One K/V stage until fa4-pipeline-stages sizes the ring.
   // K and V share the ring: its items are as wide as the wider (K's at
   // head dims (192, 128); V fills the first 128 columns of its items).
-  qBuffer = smem("q", 128, headDim, start.element, ScheduleConfig::kQStages);
+  qBuffer = smem("q", 128, headDim, start.element, qTiles);
   kvBuffer = smem("kv", 128, std::max(headDim, valueHeadDim), start.element, 1);
-  // A split-KV part writes its O to the workspace, and the merge writes O
-  // row by row: no staging.
-  // Split-KV parts and varlen tiles store O from the correction warps'
-  // registers: no staging buffer, no epilogue.
-  Type outElement = this->outElement();
+  // Split-KV parts (to the workspace, then the merge row by row), varlen
+  // tiles and head dim 256 store O from the correction warps' registers:
+  // no staging buffer, no epilogue.
   if (!storesODirectly())
-    oStaging = smem("o_stage", 128, valueHeadDim, outElement,
-                    ScheduleConfig::get(
-                        headDim, start.element.getIntOrFloatBitWidth() / 8,
-                        valueHeadDim, outElement.getIntOrFloatBitWidth() / 8)
-                        .oStages());
-  for (int s = 0; s < ScheduleConfig::kQStages; ++s)
+    oStaging = smem("o_stage", 128, valueHeadDim, outElement(),
+                    config.oStages());
+  for (int s = 0; s < qTiles; ++s)
     stats[s] = smem(("stats" + Twine(s)).str(), 2, 128, b.getF32Type(), 1);
-  for (int s = 0; s < ScheduleConfig::kQStages; ++s)
+  // TMEM: S0, S1 (128 columns each), then O per Q tile (V's head dim):
+  // 512 columns at head dims (192, 128) with two tiles, and at 256 with
+  // one.
+  for (int s = 0; s < 2; ++s)
     scores[s] = tmem(("S" + Twine(s)).str(), 128);
-  for (int s = 0; s < ScheduleConfig::kQStages; ++s)
+  for (int s = 0; s < qTiles; ++s)
     acc[s] = tmem(("O" + Twine(s)).str(), valueHeadDim);
-  for (int s = 0; s < ScheduleConfig::kQStages; ++s)
+  for (int s = 0; s < 2; ++s)
     probs[s] = TmemViewOp::create(b,
         loc, TmemType::get(context, 128, 128, start.element),
         b.getStringAttr("P" + Twine(s)), scores[s]);
@@ -215,6 +267,13 @@ scf::ForOp RoleProgramBuilder::buildTaskLoop(ArrayRef<Counter> counters,
     case Counter::Block:
       next.push_back(add(value, task.numBlocks));
       break;
+    case Counter::EvenBlock:
+      next.push_back(add(value, pairsOf(task)));
+      break;
+    case Counter::OddBlock:
+      next.push_back(
+          add(value, arith::DivUIOp::create(b, loc, task.numBlocks, index(2))));
+      break;
     case Counter::Stats:
       next.push_back(add(value, arith::MaxSIOp::create(b, loc, task.numBlocks,
                                                          index(1))));
@@ -244,10 +303,33 @@ void RoleProgramBuilder::buildBlockLoop(
     results->assign(loop.getResults().begin(), loop.getResults().end());
 }
 
+void RoleProgramBuilder::forBlockOfPair(const TaskState &task, Value j,
+                                        int parity,
+                                        function_ref<void(Value k)> body) {
+  Value k = add(mul(j, 2), index(parity));
+  if (parity == 0)
+    return body(k);
+  auto branch = scf::IfOp::create(
+      b, loc, cmp(arith::CmpIPredicate::slt, k, task.numBlocks), false);
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(branch.thenBlock());
+  body(k);
+}
+
+void RoleProgramBuilder::loadKv(const TaskState &task, TileArgument tensor,
+                                Value key, Value item) {
+  ProducerAcquireOp::create(b, loc, kvBuffer, item);
+  TmaLoadOp::create(b, loc, program.arguments[tensor], task.tensorBatch,
+                    task.kvHead, keyTensorRow(*this, task, key), kvBuffer, item,
+                    Value(), Value(), program.blockTable,
+                    clearFromRow(b, loc, program, task, tensor, key), 1);
+  ProducerCommitOp::create(b, loc, kvBuffer, item);
+}
+
 void RoleProgramBuilder::buildLoadRole(const TaskState &task) {
   Value taskCount = task.counters.lookup(Counter::Task);
-  for (int s = 0; s < ScheduleConfig::kQStages; ++s) {
-    Value item = add(mul(taskCount, ScheduleConfig::kQStages), index(s));
+  for (int s = 0; s < qTiles; ++s) {
+    Value item = add(mul(taskCount, qTiles), index(s));
     ProducerAcquireOp::create(b, loc, qBuffer, item);
     TmaLoadOp::create(b, loc, program.arguments[kQ], task.tensorBatch,
                       task.headGroup,
@@ -257,21 +339,35 @@ void RoleProgramBuilder::buildLoadRole(const TaskState &task) {
                       start.gqaRatio);
     ProducerCommitOp::create(b, loc, qBuffer, item);
   }
-  Value kvBase = task.counters.lookup(Counter::Kv);
+  if (qTiles == 2) {
+    buildBlockLoop(index(0), task.numBlocks, {}, [&](Value k, ValueRange) {
+      Value key = keyOf(task, k);
+      Value item = kItemOf(task, k);
+      for (TileArgument tensor : {kK, kV}) {
+        loadKv(task, tensor, key, item);
+        item = add(item, index(1));
+      }
+      return SmallVector<Value>();
+    });
+    return;
+  }
+  // One Q tile: K(k), then V(k - 1), and the last V after the loop.
   buildBlockLoop(index(0), task.numBlocks, {}, [&](Value k, ValueRange) {
-    Value key = keyOf(task, k);
-    Value item = add(kvBase, mul(k, 2));
-    for (TileArgument tensor : {kK, kV}) {
-      ProducerAcquireOp::create(b, loc, kvBuffer, item);
-      TmaLoadOp::create(b, loc, program.arguments[tensor], task.tensorBatch,
-                        task.kvHead, keyTensorRow(*this, task, key), kvBuffer,
-                        item, Value(), Value(), program.blockTable,
-                        clearFromRow(b, loc, program, task, tensor, key), 1);
-      ProducerCommitOp::create(b, loc, kvBuffer, item);
-      item = add(item, index(1));
-    }
+    loadKv(task, kK, keyOf(task, k), kItemOf(task, k));
+    auto later = scf::IfOp::create(
+        b, loc, cmp(arith::CmpIPredicate::sgt, k, index(0)), false);
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(later.thenBlock());
+    Value previous = sub(k, index(1));
+    loadKv(task, kV, keyOf(task, previous), vItemOf(task, previous));
     return SmallVector<Value>();
   });
+  auto any = scf::IfOp::create(
+      b, loc, cmp(arith::CmpIPredicate::sgt, task.numBlocks, index(0)), false);
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(any.thenBlock());
+  Value last = sub(task.numBlocks, index(1));
+  loadKv(task, kV, keyOf(task, last), vItemOf(task, last));
 }
 
 /// The loader's tail, as FA4's and CUTLASS's producers have one: before the
@@ -281,21 +377,25 @@ void RoleProgramBuilder::buildLoadRole(const TaskState &task) {
 /// K/V ring has one stage here; fa4-pipeline-stages, which sizes it, extends
 /// the tail (the acquire marked `fa4.producer_tail`) to every stage.
 void RoleProgramBuilder::buildProducerTail(Value tasks, Value kvItems) {
-  for (int s = 0; s < ScheduleConfig::kQStages; ++s)
-    ProducerAcquireOp::create(
-        b, loc, qBuffer, add(mul(tasks, ScheduleConfig::kQStages), index(s)));
+  for (int s = 0; s < qTiles; ++s)
+    ProducerAcquireOp::create(b, loc, qBuffer,
+                              add(mul(tasks, qTiles), index(s)));
   auto kv = ProducerAcquireOp::create(b, loc, kvBuffer, kvItems);
   kv->setAttr("fa4.producer_tail", b.getUnitAttr());
 }
 
 /// The MMA warp issues, per KV block, a score group and a value group per Q
 /// tile; each group carries `fa4.mma_group` so that fa4-pipeline-stages can
-/// reorder them, and recomputes its counts from k alone.
+/// reorder them, and recomputes its counts from k alone. With one Q tile
+/// the loop steps over pairs of blocks, the groups being the even block's
+/// (S0, P0) and the odd one's (S1, P1): the same interleave then issues
+/// S(k + 1) right after P·V of block k - 1, under block k's softmax
+/// (fa4-pipeline-stages).
 void RoleProgramBuilder::buildMmaRole(const TaskState &task) {
   Value taskCount = task.counters.lookup(Counter::Task);
   Value qItem[ScheduleConfig::kQStages];
-  for (int s = 0; s < ScheduleConfig::kQStages; ++s) {
-    qItem[s] = add(mul(taskCount, ScheduleConfig::kQStages), index(s));
+  for (int s = 0; s < qTiles; ++s) {
+    qItem[s] = add(mul(taskCount, qTiles), index(s));
     ConsumerWaitOp::create(b, loc, qBuffer, qItem[s]);
   }
   Value kvBase = task.counters.lookup(Counter::Kv);
@@ -309,6 +409,45 @@ void RoleProgramBuilder::buildMmaRole(const TaskState &task) {
          op = op->getNextNode())
       op->setAttr("fa4.mma_group", b.getStringAttr(name));
   };
+  if (qTiles == 1) {
+    Value parityBase[] = {task.counters.lookup(Counter::EvenBlock),
+                          task.counters.lookup(Counter::OddBlock)};
+    buildBlockLoop(
+        index(0), pairsOf(task), {},
+        [&](Value j, ValueRange) {
+          for (int p = 0; p < 2; ++p)
+            group(("score" + Twine(p)).str(), [&] {
+              forBlockOfPair(task, j, p, [&](Value k) {
+                Value kItem = kItemOf(task, k);
+                ConsumerWaitOp::create(b, loc, kvBuffer, kItem);
+                ScoreMmaAsyncOp::create(b, loc, qBuffer, qItem[0], kvBuffer,
+                                        kItem, scores[p]);
+                ProducerCommitOp::create(b, loc, scores[p],
+                                         add(parityBase[p], j));
+                ConsumerReleaseOp::create(b, loc, kvBuffer, kItem);
+              });
+            });
+          for (int p = 0; p < 2; ++p)
+            group(("value" + Twine(p)).str(), [&] {
+              forBlockOfPair(task, j, p, [&](Value k) {
+                Value vItem = vItemOf(task, k);
+                Value block = add(blockBase, k);
+                Value accumulate = cmp(arith::CmpIPredicate::ne, k, index(0));
+                ConsumerWaitOp::create(b, loc, kvBuffer, vItem);
+                ConsumerWaitOp::create(b, loc, probs[p], add(parityBase[p], j));
+                ProducerAcquireOp::create(b, loc, acc[0], block);
+                ValueMmaAsyncOp::create(b, loc, probs[p], kvBuffer, vItem,
+                                        acc[0], accumulate);
+                ProducerCommitOp::create(b, loc, acc[0], block);
+                ConsumerReleaseOp::create(b, loc, kvBuffer, vItem);
+              });
+            });
+          return SmallVector<Value>();
+        },
+        nullptr, "fa4.mma_stream");
+    ConsumerReleaseOp::create(b, loc, qBuffer, qItem[0]);
+    return;
+  }
   buildBlockLoop(
       index(0), task.numBlocks, {},
       [&](Value k, ValueRange) {
@@ -345,8 +484,84 @@ void RoleProgramBuilder::buildMmaRole(const TaskState &task) {
         return SmallVector<Value>();
       },
       nullptr, "fa4.mma_stream");
-  for (int s = 0; s < ScheduleConfig::kQStages; ++s)
+  for (int s = 0; s < qTiles; ++s)
     ConsumerReleaseOp::create(b, loc, qBuffer, qItem[s]);
+}
+
+SmallVector<Value>
+RoleProgramBuilder::buildSoftmaxBlock(const TaskState &task, int tile, int sp,
+                                      Value item, Value k, ValueRange carried) {
+  Value statsBase = task.counters.lookup(Counter::Stats);
+  ConsumerWaitOp::create(b, loc, scores[sp], item);
+  Value s = TmemLoadOp::create(
+      b, loc, RankedTensorType::get({128, 128}, b.getF32Type()), scores[sp],
+      index(0));
+  if (SoftcapOp softcap = program.softcap) {
+    IRMapping mapping;
+    mapping.map(softcap.getScores(), s);
+    factors.mapOperands(softcap, mapping);
+    s = b.clone(*softcap, mapping)->getResult(0);
+  }
+  if (ScoreModOp scoreMod = program.scoreMod) {
+    IRMapping mapping;
+    mapping.map(scoreMod.getScores(), s);
+    mapping.map(scoreMod.getBatch(), task.batch);
+    mapping.map(scoreMod.getHead(), task.headGroup);
+    mapping.map(scoreMod.getRow(), task.tileRow[tile]);
+    mapping.map(scoreMod.getCol(), keyOf(task, k));
+    mapping.map(scoreMod.getSeqQ(), task.seqQ);
+    mapping.map(scoreMod.getSeqK(), task.seqK);
+    factors.mapOperands(scoreMod, mapping);
+    s = b.clone(*scoreMod, mapping)->getResult(0);
+  }
+  if (MaskOp mask = program.mask) {
+    // Only blocks straddling the band's edges pay for the mask.
+    Value blockIndex = sub(sub(task.end, index(1)), k);
+    Value straddles = arith::OrIOp::create(
+        b, loc, cmp(arith::CmpIPredicate::slt, blockIndex, task.fullBegin),
+        cmp(arith::CmpIPredicate::sge, blockIndex, task.fullEnd));
+    auto branch = scf::IfOp::create(b, loc, s.getType(), straddles, true);
+    {
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPointToStart(branch.thenBlock());
+      IRMapping mapping;
+      mapping.map(mask.getScores(), s);
+      mapping.map(mask.getRow(), task.tileRow[tile]);
+      mapping.map(mask.getCol(), keyOf(task, k));
+      mapping.map(mask.getSeqQ(), task.seqQ);
+      mapping.map(mask.getSeqK(), task.seqK);
+      if (mask.getBatch()) {
+        mapping.map(mask.getBatch(), task.batch);
+        mapping.map(mask.getHead(), task.headGroup);
+      }
+      scf::YieldOp::create(b, loc, b.clone(*mask, mapping)->getResult(0));
+      b.setInsertionPointToStart(branch.elseBlock());
+      scf::YieldOp::create(b, loc, s);
+    }
+    s = branch.getResult(0);
+  }
+  IRMapping mapping;
+  mapping.map(program.softmax.getScores(), s);
+  mapping.map(program.softmax.getRowMax(), carried[0]);
+  mapping.map(program.softmax.getRowSum(), carried[1]);
+  factors.mapOperands(program.softmax, mapping);
+  auto softmax = cast<OnlineSoftmaxOp>(b.clone(*program.softmax, mapping));
+  // From the second block on, correction needs this block's factor
+  // before the value MMA may accumulate into O again.
+  auto notFirst = scf::IfOp::create(
+      b, loc, cmp(arith::CmpIPredicate::ne, k, index(0)), false);
+  {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(notFirst.thenBlock());
+    Value statsItem = sub(add(statsBase, k), index(1));
+    ProducerAcquireOp::create(b, loc, stats[tile], statsItem);
+    SmemStoreOp::create(b, loc, softmax.getAccScale(), stats[tile], statsItem,
+                        Value(), b.getI64IntegerAttr(0));
+    ProducerCommitOp::create(b, loc, stats[tile], statsItem);
+  }
+  TmemStoreOp::create(b, loc, softmax.getProbs(), probs[sp], index(0));
+  ProducerCommitOp::create(b, loc, probs[sp], item);
+  return {softmax.getNewRowMax(), softmax.getNewRowSum()};
 }
 
 void RoleProgramBuilder::buildSoftmaxRole(const TaskState &task, int stage) {
@@ -358,89 +573,47 @@ void RoleProgramBuilder::buildSoftmaxRole(const TaskState &task, int stage) {
   if (program.scoreMod)
     users.push_back(program.scoreMod);
   factors.remake(b, loc, func, program, task, users);
-  Value blockBase = task.counters.lookup(Counter::Block);
   Value statsBase = task.counters.lookup(Counter::Stats);
   auto rowType = RankedTensorType::get({128}, b.getF32Type());
   Value init[] = {splat(rowType, -std::numeric_limits<float>::infinity()),
                   splat(rowType, 0.0f)};
   SmallVector<Value> rowState;
-  buildBlockLoop(
-      index(0), task.numBlocks, init,
-      [&](Value k, ValueRange carried) {
-        Value block = add(blockBase, k);
-        ConsumerWaitOp::create(b, loc, scores[stage], block);
-        Value s = TmemLoadOp::create(b,
-            loc, RankedTensorType::get({128, 128}, b.getF32Type()),
-            scores[stage], index(0));
-        if (SoftcapOp softcap = program.softcap) {
-          IRMapping mapping;
-          mapping.map(softcap.getScores(), s);
-          factors.mapOperands(softcap, mapping);
-          s = b.clone(*softcap, mapping)->getResult(0);
-        }
-        if (ScoreModOp scoreMod = program.scoreMod) {
-          IRMapping mapping;
-          mapping.map(scoreMod.getScores(), s);
-          mapping.map(scoreMod.getBatch(), task.batch);
-          mapping.map(scoreMod.getHead(), task.headGroup);
-          mapping.map(scoreMod.getRow(), task.tileRow[stage]);
-          mapping.map(scoreMod.getCol(), keyOf(task, k));
-          mapping.map(scoreMod.getSeqQ(), task.seqQ);
-          mapping.map(scoreMod.getSeqK(), task.seqK);
-          factors.mapOperands(scoreMod, mapping);
-          s = b.clone(*scoreMod, mapping)->getResult(0);
-        }
-        if (MaskOp mask = program.mask) {
-          // Only blocks straddling the band's edges pay for the mask.
-          Value blockIndex = sub(sub(task.end, index(1)), k);
-          Value straddles = arith::OrIOp::create(b,
-              loc, cmp(arith::CmpIPredicate::slt, blockIndex, task.fullBegin),
-              cmp(arith::CmpIPredicate::sge, blockIndex, task.fullEnd));
-          auto branch = scf::IfOp::create(b, loc, s.getType(), straddles, true);
-          {
-            OpBuilder::InsertionGuard guard(b);
-            b.setInsertionPointToStart(branch.thenBlock());
-            IRMapping mapping;
-            mapping.map(mask.getScores(), s);
-            mapping.map(mask.getRow(), task.tileRow[stage]);
-            mapping.map(mask.getCol(), keyOf(task, k));
-            mapping.map(mask.getSeqQ(), task.seqQ);
-            mapping.map(mask.getSeqK(), task.seqK);
-            if (mask.getBatch()) {
-              mapping.map(mask.getBatch(), task.batch);
-              mapping.map(mask.getHead(), task.headGroup);
-            }
-            scf::YieldOp::create(b, loc, b.clone(*mask, mapping)->getResult(0));
-            b.setInsertionPointToStart(branch.elseBlock());
-            scf::YieldOp::create(b, loc, s);
-          }
-          s = branch.getResult(0);
-        }
-        IRMapping mapping;
-        mapping.map(program.softmax.getScores(), s);
-        mapping.map(program.softmax.getRowMax(), carried[0]);
-        mapping.map(program.softmax.getRowSum(), carried[1]);
-        factors.mapOperands(program.softmax, mapping);
-        auto softmax = cast<OnlineSoftmaxOp>(b.clone(*program.softmax, mapping));
-        // From the second block on, correction needs this block's factor
-        // before the value MMA may accumulate into O again.
-        auto notFirst = scf::IfOp::create(b,
-            loc, cmp(arith::CmpIPredicate::ne, k, index(0)), false);
-        {
+  if (qTiles == 2) {
+    Value blockBase = task.counters.lookup(Counter::Block);
+    buildBlockLoop(
+        index(0), task.numBlocks, init,
+        [&](Value k, ValueRange carried) {
+          return buildSoftmaxBlock(task, stage, stage, add(blockBase, k), k,
+                                   carried);
+        },
+        &rowState);
+  } else {
+    // One Q tile: block 2j from S0, block 2j + 1 from S1, the row state
+    // carried through both.
+    Value parityBase[] = {task.counters.lookup(Counter::EvenBlock),
+                          task.counters.lookup(Counter::OddBlock)};
+    buildBlockLoop(
+        index(0), pairsOf(task), init,
+        [&](Value j, ValueRange carried) {
+          SmallVector<Value> state =
+              buildSoftmaxBlock(task, 0, 0, add(parityBase[0], j),
+                                mul(j, 2), carried);
+          Value k = add(mul(j, 2), index(1));
+          auto odd = scf::IfOp::create(
+              b, loc, TypeRange{rowType, rowType},
+              cmp(arith::CmpIPredicate::slt, k, task.numBlocks), true);
           OpBuilder::InsertionGuard guard(b);
-          b.setInsertionPointToStart(notFirst.thenBlock());
-          Value item = sub(add(statsBase, k), index(1));
-          ProducerAcquireOp::create(b, loc, stats[stage], item);
-          SmemStoreOp::create(b, loc, softmax.getAccScale(), stats[stage], item,
-                                Value(), b.getI64IntegerAttr(0));
-          ProducerCommitOp::create(b, loc, stats[stage], item);
-        }
-        TmemStoreOp::create(b, loc, softmax.getProbs(), probs[stage], index(0));
-        ProducerCommitOp::create(b, loc, probs[stage], block);
-        return SmallVector<Value>{softmax.getNewRowMax(),
-                                  softmax.getNewRowSum()};
-      },
-      &rowState);
+          b.setInsertionPointToStart(odd.thenBlock());
+          scf::YieldOp::create(b, loc,
+                               buildSoftmaxBlock(task, 0, 1,
+                                                 add(parityBase[1], j), k,
+                                                 state));
+          b.setInsertionPointToStart(odd.elseBlock());
+          scf::YieldOp::create(b, loc, state);
+          return SmallVector<Value>(odd.getResults());
+        },
+        &rowState);
+  }
   Value item = add(statsBase, arith::MaxSIOp::create(b,
                                   loc, sub(task.numBlocks, index(1)), index(0)));
   ProducerAcquireOp::create(b, loc, stats[stage], item);
@@ -461,7 +634,7 @@ void RoleProgramBuilder::buildCorrectionRole(const TaskState &task) {
   buildBlockLoop(index(1), task.numBlocks, {}, [&](Value k, ValueRange) {
     Value item = sub(add(statsBase, k), index(1));
     Value previous = sub(add(blockBase, k), index(1));
-    for (int s = 0; s < ScheduleConfig::kQStages; ++s) {
+    for (int s = 0; s < qTiles; ++s) {
       ConsumerWaitOp::create(b, loc, stats[s], item);
       Value accScale = SmemLoadOp::create(b, loc, rowType, stats[s], item,
                                             b.getI64IntegerAttr(0), UnitAttr(), IntegerAttr());
@@ -479,7 +652,7 @@ void RoleProgramBuilder::buildCorrectionRole(const TaskState &task) {
   Value last = sub(add(blockBase, task.numBlocks), index(1));
   Value visited = cmp(arith::CmpIPredicate::sgt, task.numBlocks, index(0));
   auto outType = RankedTensorType::get({128, valueHeadDim}, outElement());
-  for (int s = 0; s < ScheduleConfig::kQStages; ++s) {
+  for (int s = 0; s < qTiles; ++s) {
     ConsumerWaitOp::create(b, loc, stats[s], finalItem);
     Value rowMax = SmemLoadOp::create(b, loc, rowType, stats[s], finalItem,
                                         b.getI64IntegerAttr(0), UnitAttr(), IntegerAttr());
@@ -490,11 +663,11 @@ void RoleProgramBuilder::buildCorrectionRole(const TaskState &task) {
       buildSplitFinal(task, s, rowMax, rowSum, visited, last);
       continue;
     }
-    if (program.cuSeqlensQ) {
-      buildVarlenFinal(task, s, rowMax, rowSum, visited, last);
+    if (storesODirectly()) {
+      buildDirectFinal(task, s, rowMax, rowSum, visited, last);
       continue;
     }
-    Value item = add(mul(taskCount, ScheduleConfig::kQStages), index(s));
+    Value item = add(mul(taskCount, qTiles), index(s));
     ProducerAcquireOp::create(b, loc, oStaging, item);
     // A task that sees no key never wrote O: its rows are 0 with LSE -inf.
     auto branch = scf::IfOp::create(b, loc, TypeRange{rowType}, visited, true);
@@ -558,7 +731,7 @@ void RoleProgramBuilder::buildSplitFinal(const TaskState &task, int stage,
       start.gqaRatio, program.numSplits);
 }
 
-void RoleProgramBuilder::buildVarlenFinal(const TaskState &task, int stage,
+void RoleProgramBuilder::buildDirectFinal(const TaskState &task, int stage,
                                           Value rowMax, Value rowSum,
                                           Value visited, Value last) {
   auto rowType = RankedTensorType::get({128}, b.getF32Type());
@@ -566,6 +739,11 @@ void RoleProgramBuilder::buildVarlenFinal(const TaskState &task, int stage,
   SmallVector<Value, 2> span = storeSpan(task);
   // O / row_sum straight from TMEM to the sequence's rows (a TMA box would
   // write into the next sequence's); a tile that saw no key is 0, LSE -inf.
+  // A dense batch's rows are a sequence from row 0 of length seq_q
+  // (fa4.finalize_o_rows always takes a span; fa4.store_o_tile without
+  // one stores below seq_q alike).
+  Value first = span.empty() ? index(0) : span[0];
+  Value length = span.empty() ? task.seqQ : span[1];
   auto branch = scf::IfOp::create(b, loc, TypeRange{rowType}, visited, true);
   {
     OpBuilder::InsertionGuard guard(b);
@@ -574,7 +752,7 @@ void RoleProgramBuilder::buildVarlenFinal(const TaskState &task, int stage,
     Normalization norm = normalization();
     Value lse = FinalizeORowsOp::create(
         b, loc, rowType, acc[stage], rowMax, rowSum, program.arguments[kOut],
-        task.tensorBatch, task.headGroup, task.tileRow[stage], span[0], span[1],
+        task.tensorBatch, task.headGroup, task.tileRow[stage], first, length,
         norm.factor, norm.outFactor, norm.scaleLog2, norm.probShift,
         b.getI64IntegerAttr(start.gqaRatio));
     ConsumerReleaseOp::create(b, loc, acc[stage], last);
@@ -594,8 +772,8 @@ void RoleProgramBuilder::buildVarlenFinal(const TaskState &task, int stage,
 
 void RoleProgramBuilder::buildEpilogueRole(const TaskState &task) {
   Value taskCount = task.counters.lookup(Counter::Task);
-  for (int s = 0; s < ScheduleConfig::kQStages; ++s) {
-    Value item = add(mul(taskCount, ScheduleConfig::kQStages), index(s));
+  for (int s = 0; s < qTiles; ++s) {
+    Value item = add(mul(taskCount, qTiles), index(s));
     ConsumerWaitOp::create(b, loc, oStaging, item);
     TmaStoreOp::create(b, loc, oStaging, item, program.arguments[kOut],
                          task.batch, task.headGroup, task.tileRow[s],
@@ -611,12 +789,18 @@ void RoleProgramBuilder::build() {
   headDim = cast<MemRefType>(program.arguments[kQ].getType()).getDimSize(3);
   valueHeadDim =
       cast<MemRefType>(program.arguments[kV].getType()).getDimSize(3);
+  qTiles = program.range.getRows() / TileConfig::kBlockM;
+  config = ScheduleConfig::get(headDim,
+                               start.element.getIntOrFloatBitWidth() / 8,
+                               valueHeadDim,
+                               outElement().getIntOrFloatBitWidth() / 8,
+                               qTiles);
   createBuffers();
 
   auto specialize = WarpSpecializeOp::create(b, loc);
   Block *roles = new Block();
   specialize.getRoles().push_back(roles);
-  for (const RoleSpec &spec : ScheduleConfig::roles()) {
+  for (const RoleSpec &spec : ScheduleConfig::roles(qTiles)) {
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToEnd(roles);
     auto role = RoleOp::create(b, loc, spec.name, spec.firstWarp, spec.numWarps,
@@ -630,12 +814,23 @@ void RoleProgramBuilder::build() {
       buildProducerTail(tasks.getResult(0), tasks.getResult(1));
     }
     else if (name == role::kMma)
-      buildTaskLoop({Counter::Task, Counter::Kv, Counter::Block},
+      buildTaskLoop(qTiles == 2
+                        ? ArrayRef<Counter>{Counter::Task, Counter::Kv,
+                                            Counter::Block}
+                        : ArrayRef<Counter>{Counter::Task, Counter::Kv,
+                                            Counter::Block, Counter::EvenBlock,
+                                            Counter::OddBlock},
                     [&](TaskState &task) { buildMmaRole(task); });
     else if (name == role::kSoftmax0 || name == role::kSoftmax1)
-      buildTaskLoop({Counter::Block, Counter::Stats}, [&](TaskState &task) {
-        buildSoftmaxRole(task, name == role::kSoftmax0 ? 0 : 1);
-      });
+      buildTaskLoop(qTiles == 2 ? ArrayRef<Counter>{Counter::Block,
+                                                    Counter::Stats}
+                                : ArrayRef<Counter>{Counter::EvenBlock,
+                                                    Counter::OddBlock,
+                                                    Counter::Stats},
+                    [&](TaskState &task) {
+                      buildSoftmaxRole(task,
+                                       name == role::kSoftmax0 ? 0 : 1);
+                    });
     else if (name == role::kCorrection)
       buildTaskLoop({Counter::Task, Counter::Block, Counter::Stats},
                     [&](TaskState &task) { buildCorrectionRole(task); });
@@ -659,9 +854,10 @@ struct AssignWarpRolesPass
         return signalPassFailure();
       return;
     }
+    // One or two Q tiles a task: fa4-tile's choice (its q-tiles-per-task,
+    // one by default past head dim 192).
     FailureOr<std::optional<TileProgram>> read = TileProgram::readForSchedule(
-        func, target::Family::Blackwell, getArgument(),
-        TileConfig::kBlackwellQTilesPerTask);
+        func, target::Family::Blackwell, getArgument(), /*qTilesPerTask=*/0);
     if (failed(read))
       return signalPassFailure();
     if (!*read)
@@ -669,23 +865,23 @@ struct AssignWarpRolesPass
     TileProgram program = **read;
     if (failed(checkFp8Factors(func, program, "Blackwell")))
       return signalPassFailure();
-    // Head dim 256 needs a schedule of its own here: two Q tiles' S (128
+    // Past head dim 192 only one Q tile a task fits: two Q tiles' S (128
     // columns each) and O (V's head dim each) would take 768 of TMEM's 512
     // columns at V's 256, and two 64 KB Q stages leave the K/V ring one
-    // 64 KB item at Q's 256 (FlashAttention-4 runs it with one Q tile).
+    // 64 KB item at Q's 256.
     int64_t headDim =
         cast<MemRefType>(program.arguments[kQ].getType()).getDimSize(3);
     int64_t valueHeadDim =
         cast<MemRefType>(program.arguments[kV].getType()).getDimSize(3);
-    if (headDim > 192 || valueHeadDim > 192) {
-      func.emitError()
-          << "head dims (" << headDim << ", " << valueHeadDim
-          << ") are not built for the Blackwell schedule: two Q tiles' S and "
-             "O need "
+    int64_t qTiles = program.range.getRows() / TileConfig::kBlockM;
+    if (qTiles > ScheduleConfig::qTilesFor(headDim, valueHeadDim)) {
+      program.range.emitOpError()
+          << "covers tasks of two Q tiles at head dims (" << headDim << ", "
+          << valueHeadDim << "), which the Blackwell schedule runs one Q "
+          << "tile a task: two tiles' S and O would need "
           << 2 * TileConfig::kBlockN + 2 * valueHeadDim
-          << " TMEM columns of 512, and two Q stages of " << headDim * 256 / 1024
-          << " KB leave the K/V ring too little shared memory (it needs a "
-             "one-Q-tile schedule); sm_90a compiles them";
+          << " TMEM columns of 512 (fa4-tile q-tiles-per-task=1, the "
+             "default at these head dims)";
       return signalPassFailure();
     }
     RoleProgramBuilder(func, program).build();

@@ -11,6 +11,8 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/IRMapping.h"
 
+#include <algorithm>
+
 namespace mlir::fa4 {
 #define GEN_PASS_DEF_FA4PIPELINESTAGES
 #include "fa4/Target/Blackwell/Passes.h.inc"
@@ -61,6 +63,10 @@ static LogicalResult checkStream(scf::ForOp stream) {
 /// S0(0) S1(0) | for k in [1, n): O0(k-1) S0(k) O1(k-1) S1(k) | O0(n-1) O1(n-1).
 /// While softmax0 works on S0(k), the tensor core runs O1(k-1) and S1(k);
 /// while softmax1 works on S1(k), it runs O0(k) and S0(k+1).
+/// A one-Q-tile stream steps over pairs of blocks (its groups 0 and 1 are
+/// blocks 2k and 2k + 1), so the same order is S(0) S(1) | O(0) S(2) O(1)
+/// S(3) ...: S(b + 1) follows O(b - 1), and the tensor core computes it
+/// while the softmax works on S(b).
 static void interleave(scf::ForOp stream) {
   OpBuilder b(stream);
   Location loc = stream.getLoc();
@@ -118,16 +124,20 @@ static LogicalResult sizeKvRing(func::FuncOp func, int64_t kvStages) {
   });
   // O's element from its staging buffer (FP8's O is 16-bit over 8-bit
   // inputs).
-  int64_t outBytes = 0;
+  // Q tiles a task from the Q ring's stages (one a tile).
+  int64_t outBytes = 0, qTiles = 0;
   func.walk([&](SmemAllocOp alloc) {
     if (alloc.getName() == "o_stage")
       outBytes =
           alloc.getBuffer().getType().getElementType().getIntOrFloatBitWidth() /
           8;
+    if (alloc.getName() == "q")
+      qTiles = alloc.getBuffer().getType().getStages();
   });
   ScheduleConfig config = ScheduleConfig::get(
       headDim, kvType.getElementType().getIntOrFloatBitWidth() / 8,
-      valueHeadDim, outBytes);
+      valueHeadDim, outBytes,
+      std::clamp<int64_t>(qTiles, 1, ScheduleConfig::kQStages));
   int64_t stages = kvStages > 0 ? int64_t(kvStages) : config.kvStages();
   // Refused before the ring is built: the loader's tail grows by a stage
   // each, and a count past what fits would only be found after that.

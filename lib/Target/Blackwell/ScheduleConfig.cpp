@@ -23,6 +23,23 @@ llvm::ArrayRef<RoleSpec> ScheduleConfig::roles() {
   return kRoles;
 }
 
+llvm::ArrayRef<RoleSpec> ScheduleConfig::roles(int64_t qTiles) {
+  if (qTiles != 1)
+    return roles();
+  // One Q tile: one softmax warpgroup, correction, and warpgroup 2's
+  // single-warp roles; 384 threads start with 168 registers (64 512). With
+  // one softmax warpgroup it can have 240 (at 192 the ALiBi example spilled
+  // 40 bytes at head dim 256); correction normalizes O in 16-column chunks
+  // and stores them from registers at head dim 256.
+  // 128 x 240 + 128 x 160 + 128 x 72 = 60 416.
+  static const RoleSpec kOneTile[] = {
+      {role::kSoftmax0, 0, 4, 240},  {role::kCorrection, 4, 4, 160},
+      {role::kMma, 8, 1, 72},        {role::kEpilogue, 9, 1, 72},
+      {role::kLoad, 10, 1, 72},      {role::kIdle, 11, 1, 72},
+  };
+  return kOneTile;
+}
+
 llvm::ArrayRef<RoleSpec> ScheduleConfig::backwardRoles() {
   // The TMEM lanes a warp reaches are fixed by its rank in its warpgroup,
   // so each role that reads an accumulator row by row is a whole warpgroup:
@@ -41,8 +58,11 @@ llvm::ArrayRef<RoleSpec> ScheduleConfig::backwardRoles() {
 }
 
 int64_t ScheduleConfig::oStages() const {
-  int64_t ring = blackwell::kSmemBytesPerCta - fixedSmemBytes(kQStages);
-  return ring >= 2 * kvItemBytes() ? kQStages : 1;
+  for (int64_t stages = qTiles; stages > 0; --stages)
+    if (blackwell::kSmemBytesPerCta - fixedSmemBytes(stages) >=
+        2 * kvItemBytes())
+      return stages;
+  return 0;
 }
 
 int64_t ScheduleConfig::kvStages() const {

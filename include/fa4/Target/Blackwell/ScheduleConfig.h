@@ -34,8 +34,17 @@ constexpr llvm::StringLiteral kDq = "dq";
 } // namespace role
 
 struct ScheduleConfig {
-  /// Q tiles in flight: two, so one tile's softmax runs under the other's MMAs.
+  /// Q tiles in flight: two, so one tile's softmax runs under the other's
+  /// MMAs (FA4's); one where two tiles' S and O outgrow TMEM (head dim
+  /// 256), whose S is then double-buffered over KV blocks instead.
   static constexpr int64_t kQStages = 2;
+  /// The Q tiles a task computes at these head dims: two up to 192, one
+  /// past it (two Q tiles' S and O would take 2 x 128 + 2 x 256 = 768 of
+  /// 512 TMEM columns at V's 256, and two 64 KB Q stages leave the K/V ring
+  /// one item at Q's 256). target::defaultQTilesPerTask reads it.
+  static constexpr int64_t qTilesFor(int64_t headDim, int64_t valueHeadDim) {
+    return headDim > 192 || valueHeadDim > 192 ? 1 : kQStages;
+  }
   /// Columns the correction role moves per TMEM round trip.
   static constexpr int64_t kRescaleChunk = 16;
   /// Shared memory kept for the mbarriers.
@@ -47,9 +56,16 @@ struct ScheduleConfig {
   int64_t elementBytes = 2;
   /// O's element (FP8's Q, K and V are one byte, its O two).
   int64_t outElementBytes = 2;
+  /// Q tiles a task (and Q stages, statistics buffers, O accumulators): 1
+  /// or 2.
+  int64_t qTiles = kQStages;
 
   /// The FA4 cast: 16 warps, 512 threads, 64 K registers exactly.
   static llvm::ArrayRef<RoleSpec> roles();
+  /// The cast of a schedule of `qTiles` Q tiles a task: roles() for two;
+  /// for one, 12 warps (one softmax warpgroup, correction, and the
+  /// single-warp roles).
+  static llvm::ArrayRef<RoleSpec> roles(int64_t qTiles);
 
   /// The backward's cast (lib/Target/Blackwell/AssignBackwardRoles.cpp):
   /// 12 warps, 384 threads.
@@ -74,14 +90,16 @@ struct ScheduleConfig {
   /// Everything but the K/V ring with `oStages` O staging stages: Q stages,
   /// O staging, statistics, barriers.
   int64_t fixedSmemBytes(int64_t oStages) const {
-    return kQStages * tileBytes(headDim) +
+    return qTiles * tileBytes(headDim) +
            oStages * tileBytes(valueHeadDim, outElementBytes) +
-           kQStages * kStatsBytes + kBarrierBytes;
+           qTiles * kStatsBytes + kBarrierBytes;
   }
   /// O staging stages: one per Q tile, unless that leaves the K/V ring
   /// fewer than two stages (head dims (192, 128): 96 KB of Q, whose two O
   /// tiles then go out through one stage, the second tile's epilogue
-  /// waiting for the first one's store).
+  /// waiting for the first one's store); none where even one stage would
+  /// (head dim 256: 64 KB of Q and two 64 KB K/V stages leave 33 KB, and O
+  /// is 64 KB), and the correction warps then store O from registers.
   int64_t oStages() const;
   int64_t fixedSmemBytes() const { return fixedSmemBytes(oStages()); }
   /// As many K/V stages as the rest of the 227 KB holds (3 for head dim 128
@@ -96,15 +114,18 @@ struct ScheduleConfig {
   int64_t accColumns() const { return valueHeadDim; }
 
   /// `outElementBytes` 0: O's element is the inputs' (FP8 passes 2).
+  /// `qTiles` 0: qTilesFor's at these head dims.
   static ScheduleConfig get(int64_t headDim, int64_t elementBytes,
                             int64_t valueHeadDim = 0,
-                            int64_t outElementBytes = 0) {
+                            int64_t outElementBytes = 0, int64_t qTiles = 0) {
     ScheduleConfig config;
     config.headDim = headDim;
     config.valueHeadDim = valueHeadDim > 0 ? valueHeadDim : headDim;
     config.elementBytes = elementBytes;
     config.outElementBytes =
         outElementBytes > 0 ? outElementBytes : elementBytes;
+    config.qTiles =
+        qTiles > 0 ? qTiles : qTilesFor(headDim, config.valueHeadDim);
     return config;
   }
 };
