@@ -415,7 +415,8 @@ def compile(head_dim: int = 128, q_heads: int = 32, kv_heads: int = 8,
     head_dim: Q and K's (32, 64, 96, 128, 192 or 256); v_head_dim: V and
     O's (32, 64, 96, 128 or 256, at most head_dim), None for head_dim's —
     ``head_dim=192, v_head_dim=128`` is DeepSeek-V3's prefill attention;
-    256 (Gemma's) compiles for sm_90a only. dtype: "fp16",
+    256 is Gemma's (on Blackwell one Q tile a task: docs/HeadDims.md).
+    dtype: "fp16",
     "bf16" or "e4m3" (FP8 q, k and v, a bf16 O, three (batch, kv_heads)
     float32 descale tables as the last extras; sm_90a's kernels read V in
     the layout ``fa4._torch.prepare_fp8_value`` makes, the manifest's "vt"
@@ -673,8 +674,7 @@ def attention(q, k, v, causal: bool = False,
     q: (batch, seq_q, q_heads, head_dim); k, v: (batch, seq_k, kv_heads,
     head_dim), fp16 or bf16, q_heads a multiple of kv_heads (GQA/MQA); v
     may have a head dim of its own (32, 64, 96, 128 or 256, at most q's:
-    (192, 128) is DeepSeek-V3's), which O then has. Head dim 256 runs on
-    Hopper GPUs, and for CPU tensors in the emulator as sm_90a's kernel.
+    (192, 128) is DeepSeek-V3's), which O then has.
     causal: bottom-right aligned causal mask; window: (left, right) keys
     visible around the diagonal, -1 unbounded (with causal, right is 0);
     softcap: 0 for none; scale: None for 1/sqrt(head_dim); seqused_k: None,

@@ -406,10 +406,16 @@ def _choose_splits(tasks, blocks, sm_count):
     return next(s for s in candidates if efficiency(s) >= 0.85 * best)
 
 
-# Rows of a task by chip family (fa4-tile's two Q tiles on Blackwell, one
-# on Hopper).
-_TASK_ROWS = {chip["name"]: 256 if chip["family"] == "Blackwell" else 128
-              for chip in _fa4.chips()}
+# Blackwell's chips, whose tasks are two 128-row Q tiles up to head dim
+# 192 and one past it (Hopper's: one).
+_BLACKWELL = {chip["name"] for chip in _fa4.chips()
+              if chip["family"] == "Blackwell"}
+
+
+def _task_rows(target, head_dim, v_head_dim):
+    """Rows of a task, as fa4-tile's default cuts them at these head dims."""
+    two_tiles = target in _BLACKWELL and max(head_dim, v_head_dim) <= 192
+    return 256 if two_tiles else 128
 
 
 # Split-KV workspaces, per (device, stream): the kernel leaves its counters
@@ -482,8 +488,10 @@ def _resolved_splits(variant, q, k, block_table, num_splits, target,
     batch, seq_q = q.shape[0], q.shape[1]
     ratio = variant["q_heads"] // variant["kv_heads"]
     packing = min(ratio & -ratio, 16)
+    rows = _task_rows(target, q.shape[3],
+                      variant.get("v_head_dim") or q.shape[3])
     tasks = (batch * (variant["q_heads"] // packing) *
-             -(-seq_q * packing // _TASK_ROWS.get(target, 128)))
+             -(-seq_q * packing // rows))
     keys = (k.shape[1] if block_table is None
             else block_table.shape[1] * k.shape[1])
     return _choose_splits(tasks, -(-keys // 128), sm_count)
@@ -518,11 +526,7 @@ def _attention_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
     batch, seq_q, q_heads, _ = q.shape
     if batch == 0 or seq_q == 0 or k.shape[1] == 0:
         return _empty_results(q, v, return_lse)
-    # Head dim 256 has Hopper's schedule only: CPU tensors run its kernel
-    # in the emulator (a Blackwell GPU's compile says it is not built).
-    target, sm_count = (_hopper_target(q.device)
-                        if max(q.shape[3], v.shape[3]) > 192
-                        else _target(q.device))
+    target, sm_count = _target(q.device)
     num_splits = _resolved_splits(variant, q, k, block_table, num_splits,
                                   target, sm_count)
     kernel = compile(target=target, sm_count=sm_count,
@@ -770,14 +774,6 @@ def attention(q, k, v, causal: bool, window: Sequence[int], softcap: float,
 
 # fa4c --dtype e4m3 writes O in bf16 (FlashAttention-3's FP8 output).
 _FP8_OUT = torch.bfloat16
-def _hopper_target(device):
-    """_target for head dim 256, whose kernels are Hopper's: the GPU's own
-    (a Blackwell GPU's compile then says it is not built there), or for CPU
-    tensors the emulator running the Hopper chip's."""
-    if device.type == "cuda":
-        return _target(device)
-    return next(chip["name"] for chip in _fa4.chips()
-                if chip["family"] == "Hopper"), 0
 
 
 def _check_descale(name, table, q, k, values=True, batch=None):

@@ -83,16 +83,23 @@ def test_refusals():
 ])
 def test_head_dim_256_in_the_emulator(v_head_dim, causal, q_heads, kv_heads,
                                       dtype):
-    # Hopper's kernel (80- or 96-key blocks), which CPU tensors run in the
-    # emulator: Blackwell's schedule does not take head dim 256.
+    # CPU tensors run the default chip's kernel in the emulator: sm_100a's
+    # one-Q-tile schedule at head dim 256.
     q, k, v = make(1, 70, 150, q_heads, kv_heads, 256, v_head_dim, dtype, seed=3)
     o, lse = fa4.attention(q, k, v, causal=causal, return_lse=True)
     assert o.shape == (1, 70, q_heads, v_head_dim)
     want_o, want_lse = reference(q, k, v, causal)
     assert (o.double() - want_o).abs().max().item() < 2e-2
     assert (lse.double() - want_lse).abs().max().item() < 1e-3
-    with pytest.raises(fa4.CompileError, match="not built for the Blackwell"):
-        fa4.compile(head_dim=256, q_heads=2, kv_heads=2, target="sm_100a")
+    for target in ("sm_100a", "sm_103a"):
+        kernel = fa4.compile(head_dim=256, v_head_dim=v_head_dim, q_heads=2,
+                             kv_heads=2, target=target)
+        assert kernel.manifest["attention"]["rows_per_task"] == 128
+        # O staged in shared memory where it fits beside Q and two K/V
+        # stages (V's 128), else written from registers (V's 256).
+        assert (kernel.manifest["attention"].get("o_by_address", False)
+                == (v_head_dim == 256))
+        assert kernel.manifest["tmem_columns"] == 512
 
 
 def test_head_dim_256_has_no_backward_yet():

@@ -63,6 +63,53 @@ TEST(ScheduleConfig, HeadDims192And128ShareOneOStagingStage) {
             blackwell::kTmemColumns);
 }
 
+TEST(ScheduleConfig, HeadDim256RunsOneQTileWithoutOStaging) {
+  EXPECT_EQ(ScheduleConfig::qTilesFor(192, 128), ScheduleConfig::kQStages);
+  EXPECT_EQ(ScheduleConfig::qTilesFor(256, 256), 1);
+  EXPECT_EQ(ScheduleConfig::qTilesFor(256, 64), 1);
+  // 64 KB of Q, statistics and barriers leave two 64 KB K/V stages and
+  // 33 KB: no room for O's 64 KB staging, which the correction warps then
+  // replace by stores from registers.
+  ScheduleConfig config = ScheduleConfig::get(256, 2);
+  EXPECT_EQ(config.qTiles, 1);
+  EXPECT_EQ(config.oStages(), 0);
+  EXPECT_EQ(config.kvStages(), 2);
+  EXPECT_LE(config.smemBytes(), blackwell::kSmemBytesPerCta);
+  // S0 and S1 (double-buffered over K/V blocks) and one O: all 512
+  // columns.
+  EXPECT_EQ(2 * config.scoreColumns() + config.accColumns(),
+            blackwell::kTmemColumns);
+  // At V's 128 one 32 KB staging stage fits beside them.
+  ScheduleConfig narrow = ScheduleConfig::get(256, 2, 128);
+  EXPECT_EQ(narrow.oStages(), 1);
+  EXPECT_EQ(narrow.kvStages(), 2);
+  // Asked for below head dim 256, one tile leaves the ring more stages.
+  ScheduleConfig one = ScheduleConfig::get(128, 2, 128, 0, 1);
+  EXPECT_EQ(one.oStages(), 1);
+  EXPECT_GT(one.kvStages(), ScheduleConfig::get(128, 2).kvStages());
+}
+
+TEST(ScheduleConfig, OneTileRolesFitTheirWarpsAndRegisters) {
+  int64_t registers = 0, threads = 0;
+  uint32_t warps = 0;
+  int64_t warpgroupBudget[4] = {0, 0, 0, 0};
+  for (const RoleSpec &role : ScheduleConfig::roles(1)) {
+    registers += role.registers * role.numWarps * 32;
+    threads += role.numWarps * 32;
+    for (int64_t w = role.firstWarp; w < role.firstWarp + role.numWarps; ++w) {
+      int64_t &budget = warpgroupBudget[w / 4];
+      EXPECT_TRUE(budget == 0 || budget == role.registers) << "warp " << w;
+      budget = role.registers;
+      EXPECT_FALSE(warps & (1u << w)) << "warp " << w << " taken twice";
+      warps |= 1u << w;
+    }
+  }
+  // Three whole warpgroups, within what 384 threads hold at launch.
+  EXPECT_EQ(warps, 0xfffu);
+  EXPECT_LE(registers, blackwell::registersAtLaunch(threads) * threads);
+  EXPECT_EQ(ScheduleConfig::roles(2).size(), ScheduleConfig::roles().size());
+}
+
 TEST(ScheduleConfig, TmemColumns) {
   ScheduleConfig config = ScheduleConfig::get(128, 2);
   EXPECT_EQ(2 * config.scoreColumns() + 2 * config.accColumns(),
