@@ -71,6 +71,9 @@ def test_value_layout_is_the_runtimes():
         (2, 77, 200, 6, 2, True, 64, 64),
         (1, 130, 90, 3, 1, False, 96, 96),
         (1, 100, 150, 4, 2, True, 192, 128),
+        # Head dim 256: Blackwell's one-Q-tile schedule.
+        (1, 70, 150, 4, 2, True, 256, 256),
+        (1, 90, 60, 2, 1, False, 256, 128),
     ])
 def test_matches_reference(batch, seq_q, seq_k, q_heads, kv_heads, causal,
                            head_dim, v_head_dim):

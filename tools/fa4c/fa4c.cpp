@@ -145,10 +145,11 @@ static cl::opt<std::string> testMutation(
              "(fa4-test-mutate-protocol), to check that fa4-sim catches it"),
     cl::value_desc("name"), cl::init(""), cl::cat(compileCategory));
 
-static cl::opt<int64_t> headDim("head-dim",
-                                cl::desc("Q and K's head dim: 32, 64, 96, "
-                                         "128, 192 or 256 (256: sm_90a)"),
-                                cl::init(128), cl::cat(variantCategory));
+static cl::opt<int64_t> headDim(
+    "head-dim",
+    cl::desc("Q and K's head dim: 32, 64, 96, 128, 192 or 256 (256: on "
+             "Blackwell one Q tile a task, --q-tiles-per-task)"),
+    cl::init(128), cl::cat(variantCategory));
 static cl::opt<int64_t> valueHeadDim(
     "v-head-dim",
     cl::desc("V and O's head dim: 32, 64, 96, 128 or 256, at most --head-dim "

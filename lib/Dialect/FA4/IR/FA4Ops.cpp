@@ -1399,12 +1399,13 @@ LogicalResult mlir::fa4::verifyFp8Program(Operation *func) {
         return WalkResult::advance();
       }
       if (type.getCols() != 64 && type.getCols() != 96 &&
-          type.getCols() != 128 && type.getCols() != 192)
+          type.getCols() != 128 && type.getCols() != 192 &&
+          type.getCols() != 256)
         return alloc.emitOpError()
                << "allocates 8-bit tiles of " << type.getCols()
                << " columns; an 8-bit tile's rows are whole or part 128-byte "
-                  "swizzle lines of a head dim (64, 96, 128 or 192 columns), "
-                  "or V transposed's block of keys";
+                  "swizzle lines of a head dim (64, 96, 128, 192 or 256 "
+                  "columns), or V transposed's block of keys";
       return WalkResult::advance();
     }
     auto load = dyn_cast<TmaLoadOp>(op);
