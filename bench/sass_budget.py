@@ -544,8 +544,12 @@ def _summary(counter):
                                    if unit_of(op) == "FMA")}
 
 
-def estimate(roles, head_dim):
-    """Cycles per KV tile on one SMSP, beside the tensor core's."""
+def estimate(roles, head_dim, value_head_dim=None, one_tile=False):
+    """Cycles per KV tile on one SMSP, beside the tensor core's. A
+    one-Q-tile kernel (head dim 256: 12 warps, one softmax warpgroup) is
+    measured per pair of K/V blocks, the softmax's and the MMA warp's loop
+    body, the same tensor-core work as two Q tiles' one block; its
+    correction loop, one block a trip, counts twice."""
     issue = mufu = fma = 0
     for name in ("softmax0", "softmax1", "correction", "mma", "load"):
         role = roles.get(name)
@@ -554,9 +558,10 @@ def estimate(roles, head_dim):
         # Correction's longest path rescales O, which the threshold makes
         # rare: the steady state is its shortest path.
         u = role["shortest"] if name == "correction" and role.get("shortest") else role["unmasked"]
-        issue += u["total"]
-        mufu += 8 * u["mufu_ex2"]
-        fma += u["fma_pipe_cycles"]
+        times = 2 if one_tile and name == "correction" else 1
+        issue += times * u["total"]
+        mufu += times * 8 * u["mufu_ex2"]
+        fma += times * u["fma_pipe_cycles"]
     # Two Q tiles per KV tile, each S = Q·Kᵀ (128×128×D) and O += P·V
     # (128×N×128, N = 128 at head dim 96). FP8's MMAs (UTCQMMA,
     # kind::f8f6f4) take 8192 multiply-adds a cycle, twice 16-bit's, and
@@ -564,7 +569,9 @@ def estimate(roles, head_dim):
     mma = roles.get("mma") or {}
     fp8 = any(op.startswith("UTCQMMA")
               for op in (mma.get("unmasked") or {}).get("opcodes", {}))
-    n_value = 128 if head_dim == 96 or (fp8 and head_dim < 128) else head_dim
+    value_head_dim = value_head_dim or head_dim
+    n_value = (128 if value_head_dim == 96 or (fp8 and value_head_dim < 128)
+               else value_head_dim)
     tensor = 2 * (128 * 128 * head_dim + 128 * n_value * 128) // (
         8192 if fp8 else 4096)
     return {"issue": issue, "mufu": mufu, "fma": fma,
@@ -1107,7 +1114,11 @@ def main():
     print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for cubin, head_dim, label in jobs:
         roles, _ = analyse(cuobjdump, cubin)
-        est = estimate(roles, head_dim)
+        # fa4c's manifest says the head dims and the rows of a task.
+        attention = (_manifest(cubin) or {}).get("attention", {})
+        est = estimate(roles, attention.get("head_dim", head_dim),
+                       attention.get("v_head_dim"),
+                       attention.get("rows_per_task") == 128)
         ptxas = _ptxas(cubin)
         s = roles.get("softmax0", {})
         um = s.get("unmasked") or {}

@@ -308,9 +308,26 @@ void CtaMachine::orderShared(const Thread &th, Interval range, bool store, bool 
   }
 }
 
-void CtaMachine::orderTmem(uint32_t w, uint32_t pc, const TmemRect &rect, bool write) {
+void CtaMachine::releaseTmemStores(uint32_t w, const std::vector<TmemRect> &rects) {
+  const uint32_t tag = warps[w].tcFences + 1;
+  for (const TmemRect &rect : rects)
+    for (uint32_t q = rect.lane0 / 32; q < (rect.lane1 + 31) / 32 && q < kTmemLanes / 32; ++q)
+      for (uint32_t c = rect.col0; c < rect.col1 && c < kTmemColumns; ++c) {
+        TmemAccess &write = tmemOrder[size_t(q) * kTmemColumns + c].write;
+        if (write.warp == w && write.tag == kUnwaitedStore)
+          write.tag = tag;
+      }
+}
+
+void CtaMachine::orderTmem(uint32_t w, uint32_t pc, const TmemRect &rect, bool write,
+                           bool awaited) {
   const Warp &warp = warps[w];
-  const uint32_t tag = warp.tcFences + 1;
+  // A tcgen05.st is asynchronous: another thread's tcgen05 operation sees
+  // it only after the storing warp's tcgen05.wait::st, then a
+  // tcgen05.fence::before_thread_sync and a synchronization (CUTLASS's and
+  // FA4's TMEM stores are waited for before the arrive that hands them on).
+  // Until the wait its tag is one no fence reaches.
+  const uint32_t tag = awaited ? warp.tcFences + 1 : kUnwaitedStore;
   auto check = [&](const TmemAccess &prior, bool priorWrites, uint32_t column) {
     if (prior.warp == 0xffff || prior.warp == w || warp.tcVisible[prior.warp] >= prior.tag)
       return;
@@ -320,7 +337,12 @@ void CtaMachine::orderTmem(uint32_t w, uint32_t pc, const TmemRect &rect, bool w
     orderReported.push_back(key);
     const Inst &mine = program.code[pc];
     std::string why =
-        warp.knownTc[prior.warp] >= prior.tag
+        prior.tag == kUnwaitedStore
+            ? "warp " + std::to_string(prior.warp) +
+                  " has not waited for that tcgen05.st (tcgen05.wait::st) "
+                  "before the tcgen05.fence::before_thread_sync and the "
+                  "synchronization that hand it on"
+        : warp.knownTc[prior.warp] >= prior.tag
             ? "warp " + std::to_string(w) +
                   " synchronized with warp " + std::to_string(prior.warp) +
                   " but has no tcgen05.fence::after_thread_sync between that "

@@ -1943,7 +1943,10 @@ void CtaMachine::execCollective(uint32_t w, uint32_t members, const Inst &in,
     forEachMember(w, members, [&](Thread &th) { th.pendingLd.clear(); });
     return;
   case Op::TcWaitSt:
-    forEachMember(w, members, [&](Thread &th) { th.pendingSt.clear(); });
+    forEachMember(w, members, [&](Thread &th) {
+      releaseTmemStores(w, th.pendingSt);
+      th.pendingSt.clear();
+    });
     return;
   case Op::TcLd: case Op::TcSt:
     return execTmemCopy(w, members, in);
@@ -2182,7 +2185,7 @@ void CtaMachine::execTmemCopy(uint32_t w, uint32_t members, const Inst &in) {
   if (!tmemCheck(&first, rect, load ? "tcgen05.ld" : "tcgen05.st"))
     return;
   checkTmemCopyAgainstMmas(first, rect, load);
-  orderTmem(w, first.pc, rect, !load);
+  orderTmem(w, first.pc, rect, !load, /*awaited=*/load);
   uint32_t words = pack ? in.count / 2 : in.count;
   forEachMember(w, members, [&](Thread &th) {
     uint32_t *row = tmem.data() + size_t(laneBase + th.lane) * kTmemColumns + column;

@@ -345,7 +345,16 @@ private:
   /// conflicting access by another warp must be ordered before it by
   /// before_thread_sync there, a synchronization, and after_thread_sync
   /// here; a hazard otherwise, naming both instructions.
-  void orderTmem(uint32_t warp, uint32_t pc, const TmemRect &rect, bool write);
+  /// `awaited` false: a tcgen05.st, whose write is released to other warps
+  /// only by a tcgen05.fence::before_thread_sync after the warp's
+  /// tcgen05.wait::st (releaseTmemStores), not by one between the two.
+  void orderTmem(uint32_t warp, uint32_t pc, const TmemRect &rect, bool write,
+                 bool awaited = true);
+  /// tcgen05.wait::st of warp `w`: its stores in `rects` become released by
+  /// the warp's next tcgen05.fence::before_thread_sync.
+  void releaseTmemStores(uint32_t w, const std::vector<TmemRect> &rects);
+  /// The tag of a tcgen05.st not yet waited for: no fence releases it.
+  static constexpr uint32_t kUnwaitedStore = 0xffffffffu;
   /// An async-proxy read (TMA store, MMA, wgmma) issued by `warp` of shared
   /// memory `range`: another warp's generic writes there must be fenced
   /// (fence.proxy.async) before a release this warp acquired.
