@@ -350,7 +350,11 @@ void CtaMachine::orderTmem(uint32_t w, uint32_t pc, const TmemRect &rect, bool w
             : "warp " + std::to_string(prior.warp) +
                   " has no tcgen05.fence::before_thread_sync between that "
                   "instruction and a synchronization that warp " +
-                  std::to_string(w) + " waited for";
+                  std::to_string(w) + " waited for" +
+                  (program.code[prior.pc].op == Op::TcSt
+                       ? " (a tcgen05.st is handed on by a fence after its "
+                         "tcgen05.wait::st)"
+                       : "");
     hazard("cta (" + std::to_string(ctaId[0]) + ") warp " + std::to_string(w) + " at " +
            program.sources[mine.source] + ": " + (write ? "writes" : "reads") +
            " TMEM lanes " + std::to_string(rect.lane0) + ".." +

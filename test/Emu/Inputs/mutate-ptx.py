@@ -74,6 +74,15 @@ def mutate(name, text):
         if mutated == text:
             sys.exit("mutate-ptx: no fence.proxy.async found")
         return mutated
+    if kind == "late-store-wait":
+        # The n-th hand-off of TMEM stores (wait::st, fence, arrive) arrives
+        # before it waits for its stores: the fence orders them, but they
+        # need not be done when the consumer's tcgen05 operation reads them.
+        m = nth(r"tcgen05\.wait::st\.sync\.aligned;(\s*)tcgen05\.fence::before_thread_sync;"
+                r"\s*(mbarrier\.arrive\.shared\.b64\s+%rd\d+, \[%rd\d+\];)", text, n)
+        gap = m.group(1)
+        return (text[:m.start()] + "tcgen05.fence::before_thread_sync;" + gap +
+                m.group(2) + gap + "tcgen05.wait::st.sync.aligned;" + text[m.end():])
     if kind == "no-store-wait":
         # The epilogue hands the O staging buffer back without waiting for
         # its TMA stores to finish reading it.
