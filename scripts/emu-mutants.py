@@ -175,6 +175,11 @@ def run_emu(emu, manifest, ptx, flags, timeout):
 # relinquish_alloc_permit are not asynchronous: the thread synchronization
 # after them orders them as any instruction.
 TC_ACCESS = re.compile(r"\btcgen05\.(ld|st|mma|cp|dealloc|shift)\b")
+# What a before_thread_sync orders: those, and a tcgen05.wait::st, which
+# completes the thread's stores: they are handed on only by a fence after
+# it (a fence between a tcgen05.st and its wait orders the store without
+# completing it; fa4-emu holds a store unreleased until its wait).
+TC_BEFORE = re.compile(r"\btcgen05\.(ld|st|mma|cp|dealloc|shift|wait::st)\b")
 # What another thread can see a thread do: writes of any space, arrives and
 # barriers, asynchronous work it starts, and the register pool it shares.
 SIDE_EFFECT = re.compile(r"\b(st|stmatrix|atom|red|cp|tcgen05|wgmma|bar|barrier|setmaxnreg|"
@@ -324,9 +329,9 @@ def proved_harmless(lines, flow, kind, i):
         ("fence::after_thread_sync", flow.succ, TC_ACCESS,
          "no tcgen05 operation follows it before the next after_thread_sync "
          "or the exit on any path: it orders nothing"),
-        ("fence::before_thread_sync", flow.pred, TC_ACCESS,
-         "no tcgen05 operation precedes it since the last before_thread_sync "
-         "(or the entry) on any path: it orders nothing"),
+        ("fence::before_thread_sync", flow.pred, TC_BEFORE,
+         "no tcgen05 operation (nor a wait::st) precedes it since the last "
+         "before_thread_sync (or the entry) on any path: it orders nothing"),
         ("fence::before_thread_sync", flow.succ, RELEASE,
          "another before_thread_sync comes before any synchronization on "
          "every path"),

@@ -12,6 +12,7 @@
 
 #include "fa4/Dialect/FA4/IR/FA4Ops.h"
 #include "fa4/Target/Blackwell/Backward.h"
+#include "fa4/Target/Blackwell/Chip.h"
 #include "fa4/Target/Blackwell/Passes.h"
 #include "fa4/Target/Blackwell/ScheduleConfig.h"
 #include "fa4/Transforms/TileConfig.h"
@@ -875,13 +876,35 @@ struct AssignWarpRolesPass
         cast<MemRefType>(program.arguments[kV].getType()).getDimSize(3);
     int64_t qTiles = program.range.getRows() / TileConfig::kBlockM;
     if (qTiles > ScheduleConfig::qTilesFor(headDim, valueHeadDim)) {
+      // What two tiles would take: S and O per tile in TMEM; two Q stages
+      // and the ring's two K/V stages (no O staging) in shared memory.
+      int64_t bytes =
+          cast<MemRefType>(program.arguments[kQ].getType())
+              .getElementTypeBitWidth() /
+          8;
+      ScheduleConfig two =
+          ScheduleConfig::get(headDim, bytes, valueHeadDim, 0, qTiles);
+      int64_t columns = 2 * (two.scoreColumns() +
+                             blackwell::accumulatorColumns(valueHeadDim, 8 * bytes));
+      int64_t smem = two.fixedSmemBytes(0) + 2 * two.kvItemBytes();
+      std::string why;
+      llvm::raw_string_ostream os(why);
+      if (columns > blackwell::kTmemColumns)
+        os << "two tiles' S and O would need " << columns
+           << " TMEM columns of " << blackwell::kTmemColumns;
+      if (smem > blackwell::kSmemBytesPerCta)
+        os << (why.empty() ? "" : ", and ") << "two "
+           << two.tileBytes(headDim) / 1024
+           << " KB Q stages beside the K/V ring's two stages would need "
+           << smem << " bytes of shared memory, more than the "
+           << blackwell::kSmemBytesPerCta << " a CTA may use";
+      if (why.empty())
+        os << "two tiles a task are built up to head dim 192";
       program.range.emitOpError()
           << "covers tasks of two Q tiles at head dims (" << headDim << ", "
           << valueHeadDim << "), which the Blackwell schedule runs one Q "
-          << "tile a task: two tiles' S and O would need "
-          << 2 * TileConfig::kBlockN + 2 * valueHeadDim
-          << " TMEM columns of 512 (fa4-tile q-tiles-per-task=1, the "
-             "default at these head dims)";
+          << "tile a task: " << why
+          << " (fa4-tile q-tiles-per-task=1, the default at these head dims)";
       return signalPassFailure();
     }
     RoleProgramBuilder(func, program).build();

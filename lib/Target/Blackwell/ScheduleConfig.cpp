@@ -28,12 +28,15 @@ llvm::ArrayRef<RoleSpec> ScheduleConfig::roles(int64_t qTiles) {
     return roles();
   // One Q tile: one softmax warpgroup, correction, and warpgroup 2's
   // single-warp roles; 384 threads start with 168 registers (64 512). With
-  // one softmax warpgroup it can have 240 (at 192 the ALiBi example spilled
-  // 40 bytes at head dim 256); correction normalizes O in 16-column chunks
-  // and stores them from registers at head dim 256.
-  // 128 x 240 + 128 x 160 + 128 x 72 = 60 416.
+  // one softmax warpgroup it can have 256: at 240 or 248 the
+  // relative-position score_mod and paged decode spilled 4-60 bytes at
+  // head dim 256 (CUDA 13's ptxas), at 256 nothing but two prologue values
+  // of the block-mask example, stored and reloaded once across setmaxnreg.
+  // Correction normalizes O in 16-column chunks and stores them from
+  // registers at head dim 256.
+  // 128 x 256 + 128 x 160 + 128 x 72 = 62 464.
   static const RoleSpec kOneTile[] = {
-      {role::kSoftmax0, 0, 4, 240},  {role::kCorrection, 4, 4, 160},
+      {role::kSoftmax0, 0, 4, 256},  {role::kCorrection, 4, 4, 160},
       {role::kMma, 8, 1, 72},        {role::kEpilogue, 9, 1, 72},
       {role::kLoad, 10, 1, 72},      {role::kIdle, 11, 1, 72},
   };
