@@ -219,7 +219,9 @@ std::vector<int64_t> mlir::fa4::sim::drawKeyCountsFor(const Problem &p,
 
 std::vector<int64_t> mlir::fa4::sim::drawSequenceLengths(int64_t batch,
                                                          int64_t longest,
-                                                         uint64_t seed) {
+                                                         uint64_t seed,
+                                                         uint64_t order,
+                                                         int64_t edgeShift) {
   std::vector<int64_t> edges;
   for (int64_t edge : {int64_t(0), int64_t(1), int64_t(127), int64_t(128),
                        int64_t(129), longest})
@@ -230,8 +232,9 @@ std::vector<int64_t> mlir::fa4::sim::drawSequenceLengths(int64_t batch,
   std::uniform_int_distribution<int64_t> uniform(0, longest);
   std::vector<int64_t> lengths(batch);
   for (int64_t b = 0; b < batch; ++b)
-    lengths[b] = b < edged ? edges[b] : uniform(random);
-  std::shuffle(lengths.begin(), lengths.end(), random);
+    lengths[b] = b < edged ? edges[(b + edgeShift) % edged] : uniform(random);
+  std::mt19937_64 shuffler(order * 40503 + 17);
+  std::shuffle(lengths.begin(), lengths.end(), shuffler);
   return lengths;
 }
 
@@ -244,9 +247,12 @@ void mlir::fa4::sim::drawVarlenBatch(Problem &p, int64_t sequences,
       table.push_back(table.back() + length);
     return table;
   };
-  p.cuSeqlensQ = cumulative(drawSequenceLengths(sequences, longestQ, seed));
-  p.cuSeqlensK =
-      cumulative(drawSequenceLengths(sequences, longestK, seed * 31 + 7));
+  // One order for both: edge lengths meet edge lengths (K's one place on:
+  // queries without keys, keys without queries), random ones random ones.
+  p.cuSeqlensQ =
+      cumulative(drawSequenceLengths(sequences, longestQ, seed, seed));
+  p.cuSeqlensK = cumulative(
+      drawSequenceLengths(sequences, longestK, seed * 31 + 7, seed, 1));
   p.batch = 1;
   p.seqQ = p.cuSeqlensQ.back() + kVarlenSpareRows;
   p.seqK = p.cuSeqlensK.back() + kVarlenSpareRows;
