@@ -47,25 +47,20 @@ TileProgram::readForSchedule(func::FuncOp func, target::Family family,
     auto oneOf = [](int64_t d, std::initializer_list<int64_t> dims) {
       return llvm::is_contained(dims, d);
     };
-    // Blackwell takes head dim 256 too (its one-Q-tile schedule: Q's 32 KB
-    // and four 32 KB K/V stages beside O's bf16 staging); Hopper's
-    // consumers spill there.
-    bool blackwell = family == target::Family::Blackwell;
-    bool qFits = oneOf(dim(kQ), {64, 96, 128, 192}) ||
-                 (blackwell && dim(kQ) == 256);
-    bool vFits = oneOf(dim(kV), {64, 96, 128}) ||
-                 (blackwell && dim(kV) == 256);
+    // Head dim 256 too: Blackwell's one-Q-tile schedule (Q's 32 KB and
+    // four 32 KB K/V stages beside O's bf16 staging), Hopper's with K/V
+    // blocks of 64 keys where V's head dim is 256 (ScheduleConfig::
+    // defaultBlockN: its consumers' registers).
+    bool qFits = oneOf(dim(kQ), {64, 96, 128, 192, 256});
+    bool vFits = oneOf(dim(kV), {64, 96, 128, 256});
     if (!qFits || !vFits)
       return func.emitOpError()
              << "holds FP8's pieces (e4m3 types, descales or the "
                 "probabilities' shift) at head dims ("
              << dim(kQ) << ", " << dim(kV) << "); the " << schedule
-             << " FP8 schedule takes Q and K's head dim "
-             << (blackwell ? "64, 96, 128, 192 or 256" : "64, 96, 128 or 192")
-             << " and V's "
-             << (blackwell ? "64, 96, 128 or 256" : "64, 96 or 128")
-             << " (rows of e4m3 in whole or part 128-byte swizzle lines"
-             << (blackwell ? ")" : "; at 256 ptxas spills)");
+             << " FP8 schedule takes Q and K's head dim 64, 96, 128, 192 or "
+                "256 and V's 64, 96, 128 or 256 (rows of e4m3 in whole or "
+                "part 128-byte swizzle lines)";
     if (failed(verifyFp8Program(func)))
       return failure();
     if (family == target::Family::Hopper &&

@@ -189,7 +189,7 @@ def test_compile_fp8_targets_and_value_layouts():
 
 
 @pytest.mark.parametrize("head_dim,v_head_dim,causal", [
-    (128, 128, True), (64, 64, False), (192, 128, True)])
+    (128, 128, True), (64, 64, False), (192, 128, True), (256, 256, True)])
 def test_hopper_kernel_matches_reference(head_dim, v_head_dim, causal):
     # Hopper's kernel by hand: V in its vt layout, the three tables as the
     # last extras; the same bounds as Blackwell's through fa4.attention.

@@ -143,8 +143,14 @@ struct ScheduleConfig {
   /// 256: 80 there ((256, 256): Q 64 KB and two 80 KB pairs; 96 at (256,
   /// 128)) — FlashAttention-3's hd256 block is 80 keys too, and a
   /// consumer's O of 128 registers leaves room for S of 80 and its P.
+  /// FP8 with V's head dim 256: 64, where shared memory would hold 128 —
+  /// a consumer's O (128 registers) beside S of more keys spills (16 bytes
+  /// causal at 96, 96-244 at 128; CUDA 13's ptxas); (256, 128) and
+  /// (256, 64) take 128 without a spill.
   static int64_t defaultBlockN(int64_t headDim, int64_t valueHeadDim,
                                int64_t elementBytes) {
+    if (elementBytes == 1 && valueHeadDim > 128)
+      return 64;
     return std::max<int64_t>(
         16, widestBlockN(headDim, valueHeadDim, elementBytes, 2, 128));
   }
