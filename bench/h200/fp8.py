@@ -50,7 +50,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 
 # The correctness matrix: (head dim, q heads, kv heads, mask, softcap, lse),
-# head dims 128, 96 and 64 and (192, 128) (the FP8 schedule's; a head dim
+# head dims 128, 96, 64 and 256 and (192, 128) (the FP8 schedule's; a head dim
 # written (d, dv) gives V its own), every mask, GQA 1, 3, 4 and 8.
 CHECK_KERNELS = [
     (128, 16, 16, "none", 0.0, True),
@@ -72,6 +72,10 @@ CHECK_KERNELS = [
     ((192, 128), 12, 4, "causal", 0.0, True),
     ((192, 128), 8, 2, "window", 0.0, True),
     ((192, 128), 6, 2, "causal", 20.0, False),
+    (256, 16, 16, "none", 0.0, True),
+    (256, 12, 4, "causal", 0.0, True),
+    (256, 8, 2, "window", 0.0, True),
+    (256, 6, 2, "causal", 20.0, False),
 ]
 # (batch, seq_q, seq_k): a single query, odd lengths both ways, batch > 1,
 # seq_q > seq_k under a causal mask (rows that see no key), and grids whose
@@ -84,7 +88,8 @@ WINDOW = (256, 0)
 SPEED_KERNELS = [(128, 16, 16, "none"), (128, 16, 16, "causal"),
                  (96, 16, 16, "none"), (96, 16, 16, "causal"),
                  (64, 16, 16, "none"), (64, 16, 16, "causal"),
-                 ((192, 128), 16, 16, "none"), ((192, 128), 16, 16, "causal")]
+                 ((192, 128), 16, 16, "none"), ((192, 128), 16, 16, "causal"),
+                 (256, 16, 16, "none"), (256, 16, 16, "causal")]
 SPEED_SHAPES = [(16, 1024), (4, 4096), (2, 8192), (1, 16384)]
 TIMEOUT_S = 180  # the emulator's cases take up to a minute
 
