@@ -704,7 +704,7 @@ def attention(q, k, v, causal: bool = False,
     float32 tensor on q's device (FlashAttention-3's FP8 interface: the
     attention of q · q_descale, k · k_descale, v · v_descale, each factor
     the sequence's and the query's K/V head's); O is bfloat16; q and k's head dim
-    64, 96, 128 or 192, v's 64, 96 or 128 (at most q's). The kernel is the
+    64, 96, 128, 192 or 256, v's 64, 96, 128 or 256 (at most q's). The kernel is the
     GPU's (Hopper's or Blackwell's) for CUDA tensors, the default chip's in
     the emulator for CPU ones; for Hopper's, V is transposed and its keys
     permuted into the layout it reads (docs/FP8.md) on its own device

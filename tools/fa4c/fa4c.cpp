@@ -178,8 +178,8 @@ static cl::opt<int64_t> windowRight(
     cl::init(-1), cl::cat(variantCategory));
 static cl::opt<std::string> dtype("dtype", cl::desc("Input dtype: fp16, bf16 or e4m3 (FP8 Q, K and V with "
                                "[batch, kv_heads] f32 descale tables, a bf16 O, "
-                               "at Q/K head dims 64, 96, 128 or 192 with V's "
-                               "64, 96 or 128: on sm_100a/sm_103a every "
+                               "at Q/K head dims 64, 96, 128, 192 or 256 with "
+                               "V's 64, 96, 128 or 256: on sm_100a/sm_103a every "
                                "variant, V as it is; on sm_90a dense K/V, V "
                                "handed over transposed by the launcher; "
                                "docs/FP8.md)"),
