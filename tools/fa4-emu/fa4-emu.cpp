@@ -315,6 +315,33 @@ entryMods(mlir::ModuleOp entryModule, const runtime::Manifest &manifest,
   });
   if (!entry)
     return makeError(entryFile + " has no function @" + manifest.kernel);
+  // The entry must be the kernel's: its Q, K and V heads and head dims
+  // the manifest's (another variant's regions would run on this one's
+  // reference, and a kernel of other shapes pass against them).
+  auto dim = [&](unsigned argument, unsigned axis) -> int64_t {
+    if (entry.getNumArguments() <= argument)
+      return mlir::ShapedType::kDynamic;
+    auto type = llvm::dyn_cast<mlir::ShapedType>(
+        entry.getArgument(argument).getType());
+    return type && type.hasRank() && type.getRank() == 4
+               ? type.getDimSize(axis)
+               : mlir::ShapedType::kDynamic;
+  };
+  struct Expected {
+    const char *what;
+    int64_t entry, kernel;
+  } checks[] = {{"q's heads", dim(0, 2), manifest.qHeads},
+                {"k's heads", dim(1, 2), manifest.kvHeads},
+                {"q's head dim", dim(0, 3), manifest.headDim},
+                {"v's head dim", dim(2, 3), manifest.vHeadDim()}};
+  for (const Expected &check : checks)
+    if (check.entry != mlir::ShapedType::kDynamic && check.kernel > 0 &&
+        check.entry != check.kernel)
+      return makeError(entryFile + ": @" + manifest.kernel + "'s " +
+                       check.what + " is " + std::to_string(check.entry) +
+                       ", the manifest's kernel's " +
+                       std::to_string(check.kernel) +
+                       " (--entry takes the IR the kernel was compiled from)");
   llvm::Expected<std::unique_ptr<sim::Mods>> mods =
       sim::Mods::fromFunction(entry);
   if (!mods)
