@@ -227,7 +227,10 @@ std::vector<int64_t> mlir::fa4::sim::drawSequenceLengths(int64_t batch,
                        int64_t(129), longest})
     if (edge <= longest && !llvm::is_contained(edges, edge))
       edges.push_back(edge);
-  int64_t edged = std::min<int64_t>(edges.size(), batch / 2);
+  // From four sequences on: with fewer an edge pair would be the empty
+  // one, and two sequences the work of one.
+  int64_t edged =
+      batch < 4 ? 0 : std::min<int64_t>(edges.size(), batch / 2);
   std::mt19937_64 random(seed * 6700417 + 29);
   std::uniform_int_distribution<int64_t> uniform(0, longest);
   std::vector<int64_t> lengths(batch);

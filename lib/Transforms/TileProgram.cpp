@@ -89,7 +89,8 @@ TileProgram::readForSchedule(func::FuncOp func, target::Family family,
            << (qTilesPerTask == 1   ? "one 128-row Q tile"
                : qTilesPerTask == 2 ? "two 128-row Q tiles"
                                     : "one or two 128-row Q tiles")
-           << " per task (fa4-tile q-tiles-per-task="
+           << " per task (fa4c --q-tiles-per-task, fa4-tile's "
+              "q-tiles-per-task: "
            << (qTilesPerTask > 0 ? std::to_string(qTilesPerTask) : "1 or 2")
            << ")";
   // The K/V block: one the family's schedule takes, and the keys of every

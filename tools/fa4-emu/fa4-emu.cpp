@@ -315,14 +315,22 @@ entryMods(mlir::ModuleOp entryModule, const runtime::Manifest &manifest,
   });
   if (!entry)
     return makeError(entryFile + " has no function @" + manifest.kernel);
-  // The entry must be the kernel's: its Q, K and V heads and head dims
-  // the manifest's (another variant's regions would run on this one's
-  // reference, and a kernel of other shapes pass against them).
-  auto dim = [&](unsigned argument, unsigned axis) -> int64_t {
-    if (entry.getNumArguments() <= argument)
+  // The entry must be the kernel's: its Q and V head dims the manifest's
+  // (another variant's regions would run on this one's reference). Heads
+  // are not compared: a raised entry's fa4.attention may view them folded
+  // with the batch.
+  // fa4.attention's first operands are Q, K and V, whatever the order of
+  // the function's arguments.
+  mlir::Operation *attention = nullptr;
+  entry.walk([&](mlir::Operation *op) {
+    if (!attention && op->getName().getStringRef() == "fa4.attention")
+      attention = op;
+  });
+  auto dim = [&](unsigned operand, unsigned axis) -> int64_t {
+    if (!attention || attention->getNumOperands() <= operand)
       return mlir::ShapedType::kDynamic;
     auto type = llvm::dyn_cast<mlir::ShapedType>(
-        entry.getArgument(argument).getType());
+        attention->getOperand(operand).getType());
     return type && type.hasRank() && type.getRank() == 4
                ? type.getDimSize(axis)
                : mlir::ShapedType::kDynamic;
@@ -330,9 +338,7 @@ entryMods(mlir::ModuleOp entryModule, const runtime::Manifest &manifest,
   struct Expected {
     const char *what;
     int64_t entry, kernel;
-  } checks[] = {{"q's heads", dim(0, 2), manifest.qHeads},
-                {"k's heads", dim(1, 2), manifest.kvHeads},
-                {"q's head dim", dim(0, 3), manifest.headDim},
+  } checks[] = {{"q's head dim", dim(0, 3), manifest.headDim},
                 {"v's head dim", dim(2, 3), manifest.vHeadDim()}};
   for (const Expected &check : checks)
     if (check.entry != mlir::ShapedType::kDynamic && check.kernel > 0 &&

@@ -60,13 +60,13 @@ std::vector<int64_t> drawKeyCountsFor(const Problem &problem, uint64_t seed);
 std::vector<double> drawDescales(int64_t count, uint64_t seed, size_t index);
 
 /// Varlen: the lengths of `batch` sequences of at most `longest` rows, drawn
-/// from `seed`: half the batch (at most six) takes the edge lengths 0, 1,
-/// 127, 128, 129 and `longest` (those not past it), the others uniform in
-/// [0, longest]; the edges rotated by `edgeShift` places among themselves,
-/// then shuffled by `order`. drawVarlenBatch shuffles its Q and K lengths
-/// alike with K's edges one place on, so that edges meet edges (Q's 0 with
-/// K's 1, Q's 1 with K's 0: rows without keys) and random lengths random
-/// ones (two sequences: an edge pair and a random pair).
+/// from `seed`: from four sequences on half the batch (at most six) takes
+/// the edge lengths 0, 1, 127, 128, 129 and `longest` (those not past it),
+/// the others (all of two or three) uniform in [0, longest]; the edges
+/// rotated by `edgeShift` places among themselves, then shuffled by
+/// `order`. drawVarlenBatch shuffles its Q and K lengths alike with K's
+/// edges one place on, so that edges meet edges (Q's 0 with K's 1, Q's 1
+/// with K's 0: rows without keys) and random lengths random ones.
 std::vector<int64_t> drawSequenceLengths(int64_t batch, int64_t longest,
                                          uint64_t seed, uint64_t order,
                                          int64_t edgeShift = 0);

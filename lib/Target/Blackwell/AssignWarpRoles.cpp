@@ -904,7 +904,8 @@ struct AssignWarpRolesPass
           << "covers tasks of two Q tiles at head dims (" << headDim << ", "
           << valueHeadDim << "), which the Blackwell schedule runs one Q "
           << "tile a task: " << why
-          << " (fa4-tile q-tiles-per-task=1, the default at these head dims)";
+          << " (fa4c --q-tiles-per-task, fa4-tile's q-tiles-per-task: 1, "
+             "the default at these head dims)";
       return signalPassFailure();
     }
     RoleProgramBuilder(func, program).build();
