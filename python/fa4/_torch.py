@@ -413,7 +413,9 @@ _BLACKWELL = {chip["name"] for chip in _fa4.chips()
 
 
 def _task_rows(target, head_dim, v_head_dim):
-    """Rows of a task, as fa4-tile's default cuts them at these head dims."""
+    """Rows of a task, as fa4-tile's default cuts them at these head dims
+    (the C++ rule is ScheduleConfig::qTilesFor; a guess here only steers
+    the split count, and the manifest's rows_per_task is what launches)."""
     two_tiles = target in _BLACKWELL and max(head_dim, v_head_dim) <= 192
     return 256 if two_tiles else 128
 
