@@ -46,8 +46,16 @@ TaskGridShape shapeOf(const Case &c) {
 
 TEST(TileScheduler, EveryTaskExactlyOnceOverAnyGrid) {
   for (const Case &c : cases())
-    for (auto order : {TileScheduler::Order::Static, TileScheduler::Order::Lpt}) {
-      TileScheduler scheduler(shapeOf(c), order);
+    for (auto [order, l2Keys] :
+         {std::pair{TileScheduler::Order::Static, int64_t(0)},
+          std::pair{TileScheduler::Order::Lpt, int64_t(0)},
+          // LPT in sections of 1, 2 or 4 pairs (the last one shorter).
+          std::pair{TileScheduler::Order::Lpt, c.seqK},
+          std::pair{TileScheduler::Order::Lpt, 2 * c.seqK + 1},
+          std::pair{TileScheduler::Order::Lpt, 7 * c.seqK}}) {
+      TaskGridShape shape = shapeOf(c);
+      shape.l2Keys = l2Keys;
+      TileScheduler scheduler(shape, order);
       int64_t mBlocks = ceilDiv(c.seqQ * c.ratio, 256);
       ASSERT_EQ(scheduler.numTasks(), c.batch * c.kvHeads * mBlocks);
       for (int64_t grid : {1, 3, 148})
@@ -162,6 +170,41 @@ TEST(TileScheduler, StaticIsMBlockFastest) {
   EXPECT_EQ(task.mBlock, 2);
   EXPECT_EQ(task.headGroup, 2);
   EXPECT_EQ(task.batch, 1);
+}
+
+// Sections: the largest power of two of pairs whose K and V fit, at least
+// one, at most every pair.
+TEST(TileScheduler, L2SectionPairs) {
+  EXPECT_EQ(l2SectionPairs(0, 4096, 64), 64);      // no sections
+  EXPECT_EQ(l2SectionPairs(102400, 4096, 64), 16); // hd128 bf16, 50 MiB: 25
+  EXPECT_EQ(l2SectionPairs(102400, 1024, 64), 64); // 100 fit
+  EXPECT_EQ(l2SectionPairs(102400, 16384, 16), 4); // 6 fit
+  EXPECT_EQ(l2SectionPairs(102400, 1 << 20, 16), 1);
+  EXPECT_EQ(l2SectionPairs(102400, 0, 3), 3);
+  EXPECT_EQ(l2SectionPairs(5, 4, 1), 1);
+}
+
+// Within a section the heaviest m_block comes first for each of its pairs,
+// and the next section starts only when this one's tasks are all dealt.
+TEST(TileScheduler, LptSectionsTakeTheirHeadsTogether) {
+  TaskGridShape shape;
+  shape.batch = 2;
+  shape.headGroups = 5; // 10 pairs: sections of 4, 4 and 2
+  shape.rows = 128;
+  shape.seqQ = 384; // 3 m_blocks
+  shape.seqK = 384;
+  shape.band = {-1, 0};
+  shape.l2Keys = 4 * 384 + 100;
+  TileScheduler scheduler(shape, TileScheduler::Order::Lpt);
+  auto pairOf = [&](const Task &t) { return t.batch * 5 + t.headGroup; };
+  for (int64_t index = 0; index < scheduler.numTasks(); ++index) {
+    Task task = scheduler.taskAt(index);
+    int64_t section = index < 12 ? 0 : index < 24 ? 1 : 2;
+    int64_t width = section < 2 ? 4 : 2;
+    int64_t within = index - 12 * section;
+    EXPECT_EQ(pairOf(task), 4 * section + within % width) << index;
+    EXPECT_EQ(task.mBlock, 2 - within / width) << index;
+  }
 }
 
 } // namespace

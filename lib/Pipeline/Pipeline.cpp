@@ -179,6 +179,7 @@ static const Stage kStages[] = {
      [](OpPassManager &pm, const PipelineOptions &options) {
        FA4TileSchedulerOptions schedulerOptions;
        schedulerOptions.smCount = options.smCount; // 0: the chip's
+       schedulerOptions.l2SectionBytes = options.l2SectionBytes;
        pm.addNestedPass<func::FuncOp>(createFA4TileScheduler(schedulerOptions));
      }},
     {"nvvm",
@@ -236,6 +237,10 @@ llvm::Error mlir::fa4::buildPipeline(OpPassManager &pm,
       options.smCount > std::numeric_limits<int32_t>::max())
     return makeError("sm-count must be 0 (the target's) or in [1, 2^31), got " +
                      std::to_string(options.smCount));
+  if (options.l2SectionBytes < 0)
+    return makeError("l2-section-bytes must be 0 (no sections) or a byte "
+                     "count, got " +
+                     std::to_string(options.l2SectionBytes));
   if (options.kvStages < 0)
     return makeError("kv-stages must be 0 (as many as shared memory holds) or "
                      "a stage count, got " +

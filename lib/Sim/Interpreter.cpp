@@ -726,6 +726,7 @@ bool Interpreter::run(TaskCoordsOp coords, std::string &error) {
   shape.seqK = index(coords.getSeqK());
   shape.band = maskBandFor(coords.getMask(), coords.getWindowLeft(),
                            coords.getWindowRight());
+  shape.l2Keys = static_cast<int64_t>(coords.getL2Keys());
   if (!coords.getMaskMod().empty())
     shape.bounds = boundsOf(op, coords.getMask(), coords.getWindowLeft(),
                             coords.getWindowRight(), coords.getMaskMod())

@@ -44,13 +44,30 @@ Task TileScheduler::taskAt(int64_t index) const {
     task.batch = index / (mBlocks * shape.headGroups);
     return task;
   }
-  // Every (batch, head group) of one m_block together: equal work, so a wave of
+  // Section by section (pairs whose K and V fit the L2), every (batch, head
+  // group) of the section for one m_block together: equal work, so a wave of
   // CTAs finishes together.
-  int64_t heads = shape.batch * shape.headGroups;
-  task.mBlock = mBlockOrder[index / heads];
-  task.headGroup = (index % heads) % shape.headGroups;
-  task.batch = (index % heads) / shape.headGroups;
+  int64_t pairs = shape.batch * shape.headGroups;
+  int64_t width = l2SectionPairs(shape.l2Keys, shape.seqK, pairs);
+  int64_t section = index / (width * mBlocks);
+  int64_t within = index % (width * mBlocks);
+  int64_t first = section * width;
+  int64_t inSection = std::min(width, pairs - first);
+  int64_t pair = first + within % inSection;
+  task.mBlock = mBlockOrder[within / inSection];
+  task.headGroup = pair % shape.headGroups;
+  task.batch = pair / shape.headGroups;
   return task;
+}
+
+int64_t mlir::fa4::l2SectionPairs(int64_t l2Keys, int64_t seqK, int64_t pairs) {
+  if (l2Keys <= 0 || pairs <= 1)
+    return std::max<int64_t>(pairs, 1);
+  int64_t fit = std::max<int64_t>(1, l2Keys / std::max<int64_t>(seqK, 1));
+  int64_t power = 1;
+  while (power <= fit / 2)
+    power *= 2;
+  return std::min(power, pairs);
 }
 
 int64_t mlir::fa4::snakePosition(int64_t round, int64_t cta, int64_t gridSize,

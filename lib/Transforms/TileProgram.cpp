@@ -253,7 +253,8 @@ TaskHeader mlir::fa4::buildTaskHeader(IndexBuilder &ib,
       b.getI64IntegerAttr(start.kvHeads), range.getGqaRatioAttr(),
       range.getRowsAttr(), range.getBlockNAttr(), range.getMaskAttr(),
       range.getWindowLeftAttr(), range.getWindowRightAttr(),
-      b.getI64IntegerAttr(start.groupsPerKv), program.cuSeqlensQ);
+      b.getI64IntegerAttr(start.groupsPerKv), /*l2_keys=*/b.getI64IntegerAttr(0),
+      program.cuSeqlensQ);
   // The LPT order weighs tasks by the keys the mask_mod leaves too.
   IRMapping none;
   range.getMaskMod().cloneInto(&coords.getMaskMod(), none);

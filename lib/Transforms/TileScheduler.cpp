@@ -1,6 +1,8 @@
 //===- TileScheduler.cpp - the persistent task loop ------------------------===//
 
+#include "fa4/Dialect/FA4/IR/FA4Dialect.h"
 #include "fa4/Dialect/FA4/IR/FA4Ops.h"
+#include "fa4/Support/TileScheduler.h"
 #include "fa4/Transforms/Passes.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -8,6 +10,8 @@
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/PatternMatch.h"
+
+#include <algorithm>
 
 namespace mlir::fa4 {
 #define GEN_PASS_DEF_FA4TILESCHEDULER
@@ -71,12 +75,42 @@ static scf::ForOp dealInSnake(scf::ForOp loop, Value cta, Value grid) {
   return snake;
 }
 
+/// One key's K and V bytes (K's and V's head dims may differ), from the
+/// kernel's fa4.spec; 0 where the function has none or a dynamic head dim.
+static int64_t kvBytesPerKey(func::FuncOp func) {
+  KernelSpecAttr spec = getKernelSpec(func);
+  if (!spec)
+    return 0;
+  int64_t bits = 0;
+  for (int64_t tensor : {1, 2}) { // K and V (fa4.spec: Q, K, V, O, ...)
+    ArrayRef<int64_t> positions = spec.getArguments();
+    if (static_cast<int64_t>(positions.size()) <= tensor ||
+        positions[tensor] < 0 ||
+        positions[tensor] >= static_cast<int64_t>(func.getNumArguments()))
+      return 0;
+    auto type =
+        dyn_cast<MemRefType>(func.getArgument(positions[tensor]).getType());
+    if (!type || type.getRank() != 4 || type.isDynamicDim(3) ||
+        !type.getElementType().isIntOrFloat())
+      return 0;
+    bits += type.getDimSize(3) * type.getElementType().getIntOrFloatBitWidth();
+  }
+  return bits / 8;
+}
+
 namespace {
 struct TileSchedulerPass
     : public fa4::impl::FA4TileSchedulerBase<TileSchedulerPass> {
   using Base::Base;
   /// The option is checked once, whatever the input holds.
   LogicalResult initialize(MLIRContext *context) override {
+    if (l2SectionBytes < 0) {
+      emitError(UnknownLoc::get(context))
+          << "fa4-tile-scheduler: l2-section-bytes must be 0 (no sections) "
+             "or a byte count, got "
+          << static_cast<int64_t>(l2SectionBytes);
+      return failure();
+    }
     if (smCount >= 0 && smCount < (int64_t(1) << 31))
       return success();
     emitError(UnknownLoc::get(context))
@@ -100,6 +134,17 @@ struct TileSchedulerPass
     Value cta = CtaIdOp::create(top, loc, top.getIndexType());
     Value grid = GridSizeOp::create(top, loc, top.getIndexType(),
                                         top.getI64IntegerAttr(sms));
+
+    // The LPT order's sections: the keys of one head group's K and V that
+    // fit the L2 budget.
+    int64_t budget = static_cast<int64_t>(l2SectionBytes);
+    int64_t keyBytes = kvBytesPerKey(func);
+    // (At most 2^31 - 1: the kernel's index arithmetic is 32 bits wide; at
+    // least 1 where sections are asked for.)
+    int64_t l2Keys =
+        budget > 0 && keyBytes > 0
+            ? std::clamp<int64_t>(budget / keyBytes, 1, (int64_t(1) << 31) - 1)
+            : 0;
 
     TaskOrder order = TaskOrder::static_order;
     bool hopperForward =
@@ -154,6 +199,11 @@ struct TileSchedulerPass
         bool weighed = causalShaped || !coords.getMaskMod().empty();
         order = weighed ? TaskOrder::lpt : TaskOrder::static_order;
         coords.setOrder(order);
+        // Sections where the order is causal's (a closed form): a
+        // mask_mod's search for its m_blocks holds registers the section's
+        // index arithmetic would push into spills.
+        if (causalShaped)
+          coords.setL2Keys(l2Keys);
         // The forward deals its LPT order in a snake where the H200
         // measured it (run 32): Hopper, causal. A mask_mod's order finds a
         // task's m_block by a search whose registers the snake's index

@@ -139,6 +139,14 @@ static cl::opt<int64_t> smCount(
     "sm-count",
     cl::desc(mlir::fa4::target::smCountOptionHelp()),
     cl::init(0), cl::cat(compileCategory));
+static cl::opt<int64_t> l2SectionBytes(
+    "l2-section-bytes",
+    cl::desc("L2 bytes of K and V a causal (heaviest-first) order reads at "
+             "once: the (batch, head) pairs are taken in sections whose K "
+             "and V fit (0, the default: no sections, every head's tasks of "
+             "one query block together; 52428800, 50 MiB, is FA4's budget; "
+             "docs/Hopper.md)"),
+    cl::init(0), cl::cat(compileCategory));
 static cl::opt<std::string> testMutation(
     "test-mutation",
     cl::desc("Test only: break the level-C schedule's protocol in a named way "
@@ -511,6 +519,7 @@ static void setPipelineOptions(fa4::PipelineOptions &options, ModuleOp module,
   options.hopperOverlap = hopperOverlap;
   options.hopperPingpong = hopperPingpong;
   options.smCount = smCount;
+  options.l2SectionBytes = l2SectionBytes;
   options.target = chip;
   options.cudaPath = cudaPath;
   options.exp2EmulationFraction = exp2EmulationFraction;

@@ -52,6 +52,13 @@ struct PipelineOptions : public PassPipelineOptions<PipelineOptions> {
       *this, "sm-count",
       llvm::cl::desc(target::smCountOptionHelp()),
       llvm::cl::init(0)};
+  PassOptions::Option<int64_t> l2SectionBytes{
+      *this, "l2-section-bytes",
+      llvm::cl::desc("L2 bytes of K and V a causal (heaviest-first) order "
+                     "reads at once: its heads are taken in sections that "
+                     "fit (0, the default: no sections; 52428800, 50 MiB, "
+                     "is FA4's budget)"),
+      llvm::cl::init(0)};
   PassOptions::Option<std::string> target{
       *this, "target",
       llvm::cl::desc(target::targetOptionHelp()),

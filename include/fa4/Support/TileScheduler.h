@@ -35,7 +35,14 @@ struct TaskGridShape {
   /// When set, the keys each query sees (the attribute mask and a
   /// mask_mod's bounds together), used instead of `band`.
   std::optional<KeyBounds> bounds;
+  /// LPT: the keys of one head group's K and V the L2 holds for the order
+  /// (fa4.task_coords's l2_keys; 0: one section of every pair).
+  int64_t l2Keys = 0;
 };
+
+/// The pairs of one LPT section: the largest power of two <= l2Keys / seqK
+/// (at least 1), at most `pairs`; `pairs` when l2Keys is 0.
+int64_t l2SectionPairs(int64_t l2Keys, int64_t seqK, int64_t pairs);
 
 class TileScheduler {
 public:

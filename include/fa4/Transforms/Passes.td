@@ -150,11 +150,21 @@ def FA4TileScheduler : Pass<"fa4-tile-scheduler", "::mlir::func::FuncOp"> {
     bounds); without a mask, and for other windows (whose work differs only
     at the sequence's ends), the order is static. The grid is recorded as `fa4.grid = #fa4.grid<sm_count = N,
     order = static|lpt>` on the warp-specialize op.
+
+    With `l2-section-bytes`, causal's LPT order takes the (batch, head
+    group) pairs in sections whose K and V fit that much L2
+    (`fa4.task_coords`'s `l2_keys`: the budget over a key's K and V bytes),
+    so that the tasks in flight share the K and V of a few heads instead of
+    reading every head's at once.
   }];
   let options = [
     Option<"smCount", "sm-count", "int64_t", "0",
            "SMs of the target: the persistent grid's size (0: the module's "
-           "chip's, from its `fa4.target`, else the default chip's)">
+           "chip's, from its `fa4.target`, else the default chip's)">,
+    Option<"l2SectionBytes", "l2-section-bytes", "int64_t", "0",
+           "L2 bytes of K and V a causal LPT order's section of heads may "
+           "read (0: no sections, every head's tasks of one m_block "
+           "together; 52428800, 50 MiB, is FA4's budget)">
   ];
 }
 

@@ -1267,13 +1267,46 @@ LogicalResult Lowering::lowerTaskCoords(TaskCoordsOp coords) {
                 arith::DivUIOp::create(b, loc(), rest, heads));
     return success();
   }
-  Value groups = arith::MulIOp::create(b, loc(), batch, heads);
-  Value rank = arith::DivUIOp::create(b, loc(), t, groups);
-  Value rest = arith::RemUIOp::create(b, loc(), t, groups);
+  Value pairs = arith::MulIOp::create(b, loc(), batch, heads);
+  Value rank, pair;
+  if (int64_t l2Keys = static_cast<int64_t>(coords.getL2Keys())) {
+    // Sections of `width` pairs (TileScheduler.h's l2SectionPairs): the
+    // largest power of two <= l2_keys / seq_k, at least 1, at most the
+    // pairs; the section's pairs fastest, then the m_block's rank.
+    Value fit = arith::MaxUIOp::create(
+        b, loc(), index(1),
+        arith::DivUIOp::create(
+            b, loc(), index(l2Keys),
+            arith::MaxUIOp::create(b, loc(), index(1),
+                                   lookup(coords.getSeqK()))));
+    // The highest set bit of fit: smear it downwards, keep the top.
+    Value smeared = fit;
+    // (index is 32 bits wide in the kernel: a shift by 32 would be poison.)
+    for (int64_t shift : {1, 2, 4, 8, 16})
+      smeared = arith::OrIOp::create(
+          b, loc(), smeared,
+          arith::ShRUIOp::create(b, loc(), smeared, index(shift)));
+    Value power = arith::SubIOp::create(
+        b, loc(), smeared,
+        arith::ShRUIOp::create(b, loc(), smeared, index(1)));
+    Value width = arith::MinUIOp::create(b, loc(), power, pairs);
+    Value perSection = arith::MulIOp::create(b, loc(), width, mBlocks);
+    Value section = arith::DivUIOp::create(b, loc(), t, perSection);
+    Value within = arith::RemUIOp::create(b, loc(), t, perSection);
+    Value first = arith::MulIOp::create(b, loc(), section, width);
+    Value inSection = arith::MinUIOp::create(
+        b, loc(), width, arith::SubIOp::create(b, loc(), pairs, first));
+    rank = arith::DivUIOp::create(b, loc(), within, inSection);
+    pair = arith::AddIOp::create(
+        b, loc(), first, arith::RemUIOp::create(b, loc(), within, inSection));
+  } else {
+    rank = arith::DivUIOp::create(b, loc(), t, pairs);
+    pair = arith::RemUIOp::create(b, loc(), t, pairs);
+  }
   mapping.map(coords.getHeadGroup(),
-              arith::RemUIOp::create(b, loc(), rest, heads));
+              arith::RemUIOp::create(b, loc(), pair, heads));
   mapping.map(coords.getBatchIndex(),
-              arith::DivUIOp::create(b, loc(), rest, heads));
+              arith::DivUIOp::create(b, loc(), pair, heads));
   if (coords.getMaskMod().empty() &&
       (coords.getMask() == MaskKind::causal ||
        (coords.getMask() == MaskKind::window &&

@@ -906,6 +906,15 @@ def FA4_TaskCoordsOp : FA4_Op<"task_coords", [Pure, IsolatedFromAbove]> {
     one head group consecutive, its last ones first — the sequence found
     by a binary search of the table, `seq_q` the packed tensor's rows.
 
+    `l2_keys` (with `lpt`; 0, the default: no sections) is how many keys of
+    one head group's K and V the L2 holds for the order (the L2 budget over
+    a key's K and V bytes): the (batch, head group) pairs are taken in
+    sections of S, S the largest power of two <= l2_keys / seq_k (at least
+    1), one section after another, each section's tasks heaviest first
+    (every pair of the section for one m_block together; the last section
+    the pairs left). The tasks in flight then read the K and V of one
+    section's heads, which stay in the L2, instead of every head's.
+
     ```mlir
     %b, %h, %m = fa4.task_coords %t, %batch, %seq_q, %seq_k {order = #fa4.task_order<lpt>,
         kv_heads = 8 : i64, gqa_ratio = 4 : i64, rows = 256 : i64,
@@ -922,6 +931,7 @@ def FA4_TaskCoordsOp : FA4_Op<"task_coords", [Pure, IsolatedFromAbove]> {
     DefaultValuedAttr<I64Attr, "-1">:$window_left,
     DefaultValuedAttr<I64Attr, "-1">:$window_right,
     ConfinedAttr<DefaultValuedAttr<I64Attr, "1">, [IntPositive]>:$groups_per_kv,
+    DefaultValuedAttr<ConfinedAttr<I64Attr, [IntNonNegative]>, "0">:$l2_keys,
     Optional<MemRefRankOf<[I32], [1]>>:$cu_seqlens);
   let results = (outs Index:$batch_index, Index:$head_group, Index:$m_block);
   let regions = (region MaxSizedRegion<1>:$mask_mod);
