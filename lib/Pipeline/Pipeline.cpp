@@ -2,6 +2,7 @@
 
 #include "fa4/Pipeline/Pipeline.h"
 #include "fa4/Support/Error.h"
+#include "fa4/Support/TileScheduler.h"
 #include "fa4/Target/Target.h"
 #include "fa4/Target/Wing.h"
 
@@ -179,6 +180,9 @@ static const Stage kStages[] = {
      [](OpPassManager &pm, const PipelineOptions &options) {
        FA4TileSchedulerOptions schedulerOptions;
        schedulerOptions.smCount = options.smCount; // 0: the chip's
+       // A CTA per task: a persistent grid without a cap.
+       if (options.grid == "per-task")
+         schedulerOptions.smCount = kPerTaskSmCount;
        schedulerOptions.l2SectionBytes = options.l2SectionBytes;
        pm.addNestedPass<func::FuncOp>(createFA4TileScheduler(schedulerOptions));
      }},
@@ -237,6 +241,12 @@ llvm::Error mlir::fa4::buildPipeline(OpPassManager &pm,
       options.smCount > std::numeric_limits<int32_t>::max())
     return makeError("sm-count must be 0 (the target's) or in [1, 2^31), got " +
                      std::to_string(options.smCount));
+  if (options.grid != "persistent" && options.grid != "per-task")
+    return makeError("grid must be persistent or per-task, got '" +
+                     options.grid + "'");
+  if (options.grid == "per-task" && options.smCount)
+    return makeError("sm-count sizes a persistent grid; a per-task grid has "
+                     "a CTA per task");
   if (options.l2SectionBytes < 0)
     return makeError("l2-section-bytes must be 0 (no sections) or a byte "
                      "count, got " +

@@ -7,6 +7,7 @@
 #include "fa4/Support/AttentionMath.h"
 #include "fa4/Support/Error.h"
 #include "fa4/Support/InputLimits.h"
+#include "fa4/Support/TileScheduler.h"
 #include "fa4/Target/Target.h"
 
 #include "llvm/Support/FormatVariadic.h"
@@ -726,9 +727,12 @@ std::string writeManifest(const Manifest &m) {
   // Varlen: per head group, the packed tensor's tasks and one more per
   // sequence (its tables' entries less one).
   bool varlen = m.cuSeqlensQ >= 0;
-  os << "  \"grid\": {\"policy\": \"persistent\", \"size\": \"min(sm_count, "
-        "tasks)\", \"sm_count\": "
-     << m.smCount << ", \"tasks\": \""
+  // A per-task grid is a persistent one without a cap (kPerTaskSmCount).
+  bool perTask = m.smCount == kPerTaskSmCount;
+  os << "  \"grid\": {\"policy\": \""
+     << (perTask ? "per_task\", \"size\": \"tasks"
+                 : "persistent\", \"size\": \"min(sm_count, tasks)")
+     << "\", \"sm_count\": " << m.smCount << ", \"tasks\": \""
      << (varlen ? std::to_string(m.qHeads / packing) + " * (floor(seq_q * " +
                       std::to_string(packing) + " / " +
                       std::to_string(m.rowsPerTask) + ") + extra" +

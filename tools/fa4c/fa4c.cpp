@@ -139,6 +139,15 @@ static cl::opt<int64_t> smCount(
     "sm-count",
     cl::desc(mlir::fa4::target::smCountOptionHelp()),
     cl::init(0), cl::cat(compileCategory));
+static cl::opt<std::string> gridPolicy(
+    "grid",
+    cl::desc("The forward's grid: persistent (the default: min(sm-count, "
+             "tasks) CTAs, each walking its share of the tasks) or per-task "
+             "(a CTA per task, in the task order, which the hardware hands "
+             "to the SMs as they free up: a dynamic heaviest-first schedule "
+             "for causal masks; docs/Hopper.md)"),
+    cl::value_desc("persistent|per-task"), cl::init("persistent"),
+    cl::cat(compileCategory));
 static cl::opt<int64_t> l2SectionBytes(
     "l2-section-bytes",
     cl::desc("L2 bytes of K and V a causal (heaviest-first) order reads at "
@@ -424,7 +433,8 @@ static llvm::Error checkInput(ModuleOp module, EmitKind kind) {
   module.walk([&](fa4::AttentionBackwardOp) { backwardModule = true; });
   cl::Option *forwardOnly[] = {&kvStages, &blockN, &qTilesPerTask,
                                &hopperOverlap, &hopperPingpong,
-                               &rescaleThreshold, &exp2EmulationFraction};
+                               &rescaleThreshold, &exp2EmulationFraction,
+                               &gridPolicy, &l2SectionBytes};
   if (backwardModule)
     for (cl::Option *option : forwardOnly)
       if (option->getNumOccurrences())
@@ -520,6 +530,7 @@ static void setPipelineOptions(fa4::PipelineOptions &options, ModuleOp module,
   options.hopperPingpong = hopperPingpong;
   options.smCount = smCount;
   options.l2SectionBytes = l2SectionBytes;
+  options.grid = gridPolicy;
   options.target = chip;
   options.cudaPath = cudaPath;
   options.exp2EmulationFraction = exp2EmulationFraction;

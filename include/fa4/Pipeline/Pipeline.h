@@ -52,6 +52,13 @@ struct PipelineOptions : public PassPipelineOptions<PipelineOptions> {
       *this, "sm-count",
       llvm::cl::desc(target::smCountOptionHelp()),
       llvm::cl::init(0)};
+  PassOptions::Option<std::string> grid{
+      *this, "grid",
+      llvm::cl::desc("The forward's grid: persistent (min(sm-count, tasks) "
+                     "CTAs, each walking its share of the tasks) or per-task "
+                     "(a CTA per task, heaviest first, handed to the SMs by "
+                     "the hardware as they free up)"),
+      llvm::cl::init("persistent")};
   PassOptions::Option<int64_t> l2SectionBytes{
       *this, "l2-section-bytes",
       llvm::cl::desc("L2 bytes of K and V a causal (heaviest-first) order "

@@ -40,6 +40,13 @@ struct TaskGridShape {
   int64_t l2Keys = 0;
 };
 
+/// The sm_count of a per-task grid (fa4c --grid=per-task): a persistent
+/// grid's cap no launch reaches (2^31 - 1, the largest grid x-dimension),
+/// so that min(sm_count, tasks) CTAs is a CTA per task. The task loop runs
+/// once per CTA and the hardware hands the CTAs, in order, to the SMs as
+/// they free up: a dynamic LPT schedule where the order is heaviest first.
+inline constexpr int64_t kPerTaskSmCount = (int64_t(1) << 31) - 1;
+
 /// The pairs of one LPT section: the largest power of two <= l2Keys / seqK
 /// (at least 1), at most `pairs`; `pairs` when l2Keys is 0.
 int64_t l2SectionPairs(int64_t l2Keys, int64_t seqK, int64_t pairs);
