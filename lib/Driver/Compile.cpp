@@ -256,7 +256,7 @@ llvm::Expected<std::string> fa4::compileCacheKey(ModuleOp module,
     blockN += "q-tiles-per-task=" + std::to_string(options.qTilesPerTask);
   if (options.grid != "persistent")
     blockN += "grid=" + options.grid;
-  if (options.l2SectionBytes)
+  if (options.l2SectionBytes != -1)
     blockN += "l2-section-bytes=" + std::to_string(options.l2SectionBytes);
   return runtime::CompileCache::key(
       {"fa4-cache-2", entryIr + blockN, options.target,

@@ -181,9 +181,17 @@ static const Stage kStages[] = {
        FA4TileSchedulerOptions schedulerOptions;
        schedulerOptions.smCount = options.smCount; // 0: the chip's
        // A CTA per task: a persistent grid without a cap.
-       if (options.grid == "per-task")
+       bool perTask = options.grid == "per-task";
+       if (perTask)
          schedulerOptions.smCount = kPerTaskSmCount;
-       schedulerOptions.l2SectionBytes = options.l2SectionBytes;
+       // Sections by default where the hardware deals the tasks: a
+       // persistent grid deals a sectioned order unevenly (its CTAs' work
+       // follows the order's rounds), a per-task grid hands each SM the
+       // next task as it frees up (docs/Hopper.md, "A CTA per task").
+       schedulerOptions.l2SectionBytes =
+           options.l2SectionBytes >= 0 ? int64_t(options.l2SectionBytes)
+           : perTask                   ? kDefaultL2SectionBytes
+                                       : 0;
        pm.addNestedPass<func::FuncOp>(createFA4TileScheduler(schedulerOptions));
      }},
     {"nvvm",
@@ -247,9 +255,9 @@ llvm::Error mlir::fa4::buildPipeline(OpPassManager &pm,
   if (options.grid == "per-task" && options.smCount)
     return makeError("sm-count sizes a persistent grid; a per-task grid has "
                      "a CTA per task");
-  if (options.l2SectionBytes < 0)
-    return makeError("l2-section-bytes must be 0 (no sections) or a byte "
-                     "count, got " +
+  if (options.l2SectionBytes < -1)
+    return makeError("l2-section-bytes must be -1 (the grid's default), 0 "
+                     "(no sections) or a byte count, got " +
                      std::to_string(options.l2SectionBytes));
   if (options.kvStages < 0)
     return makeError("kv-stages must be 0 (as many as shared memory holds) or "

@@ -152,10 +152,10 @@ static cl::opt<int64_t> l2SectionBytes(
     "l2-section-bytes",
     cl::desc("L2 bytes of K and V a causal (heaviest-first) order reads at "
              "once: the (batch, head) pairs are taken in sections whose K "
-             "and V fit (0, the default: no sections, every head's tasks of "
-             "one query block together; 52428800, 50 MiB, is FA4's budget; "
-             "docs/Hopper.md)"),
-    cl::init(0), cl::cat(compileCategory));
+             "and V fit (-1, the default: 50 MiB, FA4's budget, with "
+             "--grid=per-task, none with a persistent grid; 0: none, every "
+             "head's tasks of one query block together; docs/Hopper.md)"),
+    cl::init(-1), cl::cat(compileCategory));
 static cl::opt<std::string> testMutation(
     "test-mutation",
     cl::desc("Test only: break the level-C schedule's protocol in a named way "

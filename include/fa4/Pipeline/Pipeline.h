@@ -63,9 +63,10 @@ struct PipelineOptions : public PassPipelineOptions<PipelineOptions> {
       *this, "l2-section-bytes",
       llvm::cl::desc("L2 bytes of K and V a causal (heaviest-first) order "
                      "reads at once: its heads are taken in sections that "
-                     "fit (0, the default: no sections; 52428800, 50 MiB, "
-                     "is FA4's budget)"),
-      llvm::cl::init(0)};
+                     "fit (-1, the default: 50 MiB, FA4's budget, with a "
+                     "per-task grid and none with a persistent one; 0: "
+                     "none)"),
+      llvm::cl::init(-1)};
   PassOptions::Option<std::string> target{
       *this, "target",
       llvm::cl::desc(target::targetOptionHelp()),

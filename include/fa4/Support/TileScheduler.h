@@ -47,6 +47,11 @@ struct TaskGridShape {
 /// they free up: a dynamic LPT schedule where the order is heaviest first.
 inline constexpr int64_t kPerTaskSmCount = (int64_t(1) << 31) - 1;
 
+/// The L2 bytes of K and V a per-task grid's sections take by default:
+/// FA4's schedulers budget 50 MiB on Hopper and Blackwell alike (the H100's
+/// and H200's L2 is 50 MB).
+inline constexpr int64_t kDefaultL2SectionBytes = int64_t(50) << 20;
+
 /// The pairs of one LPT section: the largest power of two <= l2Keys / seqK
 /// (at least 1), at most `pairs`; `pairs` when l2Keys is 0.
 int64_t l2SectionPairs(int64_t l2Keys, int64_t seqK, int64_t pairs);
