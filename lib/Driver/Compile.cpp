@@ -254,7 +254,7 @@ llvm::Expected<std::string> fa4::compileCacheKey(ModuleOp module,
       options.blockN ? "block-n=" + std::to_string(options.blockN) : "";
   if (options.qTilesPerTask)
     blockN += "q-tiles-per-task=" + std::to_string(options.qTilesPerTask);
-  if (options.grid != "persistent")
+  if (options.grid != "auto")
     blockN += "grid=" + options.grid;
   if (options.l2SectionBytes != -1)
     blockN += "l2-section-bytes=" + std::to_string(options.l2SectionBytes);

@@ -2,7 +2,6 @@
 
 #include "fa4/Pipeline/Pipeline.h"
 #include "fa4/Support/Error.h"
-#include "fa4/Support/TileScheduler.h"
 #include "fa4/Target/Target.h"
 #include "fa4/Target/Wing.h"
 
@@ -180,18 +179,8 @@ static const Stage kStages[] = {
      [](OpPassManager &pm, const PipelineOptions &options) {
        FA4TileSchedulerOptions schedulerOptions;
        schedulerOptions.smCount = options.smCount; // 0: the chip's
-       // A CTA per task: a persistent grid without a cap.
-       bool perTask = options.grid == "per-task";
-       if (perTask)
-         schedulerOptions.smCount = kPerTaskSmCount;
-       // Sections by default where the hardware deals the tasks: a
-       // persistent grid deals a sectioned order unevenly (its CTAs' work
-       // follows the order's rounds), a per-task grid hands each SM the
-       // next task as it frees up (docs/Hopper.md, "A CTA per task").
-       schedulerOptions.l2SectionBytes =
-           options.l2SectionBytes >= 0 ? int64_t(options.l2SectionBytes)
-           : perTask                   ? kDefaultL2SectionBytes
-                                       : 0;
+       schedulerOptions.gridPolicy = options.grid;
+       schedulerOptions.l2SectionBytes = options.l2SectionBytes;
        pm.addNestedPass<func::FuncOp>(createFA4TileScheduler(schedulerOptions));
      }},
     {"nvvm",
@@ -249,12 +238,13 @@ llvm::Error mlir::fa4::buildPipeline(OpPassManager &pm,
       options.smCount > std::numeric_limits<int32_t>::max())
     return makeError("sm-count must be 0 (the target's) or in [1, 2^31), got " +
                      std::to_string(options.smCount));
-  if (options.grid != "persistent" && options.grid != "per-task")
-    return makeError("grid must be persistent or per-task, got '" +
+  if (options.grid != "persistent" && options.grid != "per-task" &&
+      options.grid != "auto")
+    return makeError("grid must be persistent, per-task or auto, got '" +
                      options.grid + "'");
   if (options.grid == "per-task" && options.smCount)
-    return makeError("sm-count sizes a persistent grid; a per-task grid has "
-                     "a CTA per task");
+    return makeError("sm-count sizes a persistent grid; grid=per-task has a "
+                     "CTA per task (give one or the other)");
   if (options.l2SectionBytes < -1)
     return makeError("l2-section-bytes must be -1 (the grid's default), 0 "
                      "(no sections) or a byte count, got " +

@@ -184,6 +184,13 @@ public:
   bool runGridStep(Operation *op, std::string &error);
 
   int64_t index(Value value) { return std::get<int64_t>(values[value]); }
+  /// The index `value` holds, if it has been computed.
+  std::optional<int64_t> knownIndex(Value value) const {
+    auto it = values.find(value);
+    if (it == values.end() || !std::holds_alternative<int64_t>(it->second))
+      return std::nullopt;
+    return std::get<int64_t>(it->second);
+  }
   /// An f32 scalar (FP8's descale factors), held as a double.
   double scalar(Value value) { return std::get<double>(values[value]); }
   void setIndex(Value value, int64_t v) { values[value] = v; }

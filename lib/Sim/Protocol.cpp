@@ -21,6 +21,9 @@
 #include "fa4/Support/Float8.h"
 #include "fa4/Target/Blackwell/Chip.h"
 
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+
 #include "llvm/ADT/TypeSwitch.h"
 #include "llvm/Support/MathExtras.h"
 
@@ -1447,7 +1450,17 @@ bool mlir::fa4::sim::LaunchHook::execute(Interpreter &interpreter,
   if (isa<SmemAllocOp, TmemAllocOp, TmemViewOp, MBarrierAllocOp>(op))
     return true;
   if (auto grid = dyn_cast<GridSizeOp>(op)) {
-    int64_t tasks = numTasks ? *numTasks : interpreter.numTasks;
+    // The tasks the roles' loops walk (split-KV's parts included: the
+    // task loop's bound), else fa4.task_count's.
+    std::optional<int64_t> walked;
+    if (auto func = op->getParentOfType<func::FuncOp>())
+      func.walk([&](scf::ForOp loop) {
+        if (!walked && loop->hasAttr("fa4.task_loop"))
+          walked = interpreter.knownIndex(loop.getUpperBound());
+      });
+    int64_t tasks = numTasks ? *numTasks
+                    : walked ? *walked
+                             : interpreter.numTasks;
     gridSize = std::min<int64_t>(grid.getSmCount(), std::max<int64_t>(tasks, 1));
     interpreter.setIndex(grid.getResult(), gridSize);
     return true;

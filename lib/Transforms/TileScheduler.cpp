@@ -98,17 +98,67 @@ static int64_t kvBytesPerKey(func::FuncOp func) {
   return bits / 8;
 }
 
+/// Whether `grid=auto` gives the kernel a CTA per task: Hopper's dense
+/// causal forward (no mask_mod, paged cache, seqused_k, split-KV or varlen)
+/// in fp16 or bf16 at Q/K head dims 96 and 128, unless sm-count asks for a
+/// persistent grid's size. On the H200 (run 47, bf16, 16 heads,
+/// 16k tokens a batch; docs/Hopper.md "A CTA per task") a CTA per task in
+/// L2 sections took hd128 causal 1.05-1.08x the persistent snake's rate at
+/// 1k-16k, hd96 1.02x, the fp16 seed problem 1.12x; hd64 causal lost 8 %
+/// at 16 x 1k (its tasks are half as long, so a CTA's start weighs more)
+/// and non-causal lost up to 9 % at 512-1k (static order, nothing to
+/// balance).
+static bool perTaskPays(func::FuncOp func, WarpSpecializeOp specialize) {
+  if (getTargetOrDefault(func).family != target::Family::Hopper)
+    return false;
+  KernelSpecAttr spec = getKernelSpec(func);
+  if (!spec || spec.getSequsedK() || spec.getBlockTable() ||
+      spec.getSplits() > 1 || spec.isVarlen())
+    return false;
+  ArrayRef<int64_t> positions = spec.getArguments();
+  if (positions.size() < 2 || positions[1] < 0 ||
+      positions[1] >= static_cast<int64_t>(func.getNumArguments()))
+    return false;
+  auto key = dyn_cast<MemRefType>(func.getArgument(positions[1]).getType());
+  // The measured head dims and element types: 96 and 128, fp16 and bf16
+  // (FP8 and head dims 192 and 256 have not been timed either way).
+  if (!key || key.getRank() != 4 || key.isDynamicDim(3) ||
+      key.getDimSize(3) < 96 || key.getDimSize(3) > 128 ||
+      !key.getElementType().isIntOrFloat() ||
+      key.getElementType().getIntOrFloatBitWidth() != 16)
+    return false;
+  bool causal = false, other = false;
+  specialize.walk([&](TaskCoordsOp coords) {
+    bool causalShaped =
+        coords.getMaskMod().empty() &&
+        (coords.getMask() == MaskKind::causal ||
+         (coords.getMask() == MaskKind::window &&
+          static_cast<int64_t>(coords.getWindowLeft()) < 0));
+    (causalShaped ? causal : other) = true;
+  });
+  // (A backward's task loops number their tasks themselves: no coords.)
+  return causal && !other;
+}
+
 namespace {
 struct TileSchedulerPass
     : public fa4::impl::FA4TileSchedulerBase<TileSchedulerPass> {
   using Base::Base;
   /// The option is checked once, whatever the input holds.
   LogicalResult initialize(MLIRContext *context) override {
-    if (l2SectionBytes < 0) {
+    if (l2SectionBytes < -1) {
       emitError(UnknownLoc::get(context))
-          << "fa4-tile-scheduler: l2-section-bytes must be 0 (no sections) "
-             "or a byte count, got "
+          << "fa4-tile-scheduler: l2-section-bytes must be -1 (the grid's "
+             "default), 0 (no sections) or a byte count, got "
           << static_cast<int64_t>(l2SectionBytes);
+      return failure();
+    }
+    if (gridPolicy != "persistent" && gridPolicy != "per-task" &&
+        gridPolicy != "auto") {
+      emitError(UnknownLoc::get(context))
+          << "fa4-tile-scheduler: grid must be persistent, per-task or auto, "
+             "got '"
+          << gridPolicy << "'";
       return failure();
     }
     if (smCount >= 0 && smCount < (int64_t(1) << 31))
@@ -122,13 +172,18 @@ struct TileSchedulerPass
   void runOnOperation() override {
     func::FuncOp func = getOperation();
 
-    // The persistent grid: the option's SM count, else the chip's.
-    int64_t sms = smCount > 0 ? int64_t(smCount)
-                              : getTargetOrDefault(func).smCount;
     WarpSpecializeOp specialize;
     func.walk([&](WarpSpecializeOp op) { specialize = op; });
     if (!specialize)
       return;
+    // The persistent grid: the option's SM count, else the chip's; a
+    // per-task grid: no cap.
+    bool perTask = gridPolicy == "per-task" ||
+                   (gridPolicy == "auto" && smCount == 0 &&
+                    perTaskPays(func, specialize));
+    int64_t sms = perTask       ? kPerTaskSmCount
+                  : smCount > 0 ? int64_t(smCount)
+                                : getTargetOrDefault(func).smCount;
     OpBuilder top(specialize);
     Location loc = specialize.getLoc();
     Value cta = CtaIdOp::create(top, loc, top.getIndexType());
@@ -137,7 +192,9 @@ struct TileSchedulerPass
 
     // The LPT order's sections: the keys of one head group's K and V that
     // fit the L2 budget.
-    int64_t budget = static_cast<int64_t>(l2SectionBytes);
+    int64_t budget = l2SectionBytes >= 0 ? int64_t(l2SectionBytes)
+                     : perTask           ? kDefaultL2SectionBytes
+                                         : 0;
     int64_t keyBytes = kvBytesPerKey(func);
     // (At most 2^31 - 1: the kernel's index arithmetic is 32 bits wide; at
     // least 1 where sections are asked for.)
@@ -202,8 +259,12 @@ struct TileSchedulerPass
         // Sections where the order is causal's (a closed form): a
         // mask_mod's search for its m_blocks holds registers the section's
         // index arithmetic would push into spills.
-        if (causalShaped)
-          coords.setL2Keys(l2Keys);
+        // A section's consecutive head groups share a K/V head
+        // groups_per_kv at a time: the budget counts K/V heads.
+        if (causalShaped && l2Keys > 0)
+          coords.setL2Keys(std::min<int64_t>(
+              l2Keys * static_cast<int64_t>(coords.getGroupsPerKv()),
+              (int64_t(1) << 31) - 1));
         // The forward deals its LPT order in a snake where the H200
         // measured it (run 32): Hopper, causal. A mask_mod's order finds a
         // task's m_block by a search whose registers the snake's index

@@ -14,7 +14,14 @@ def test_hopper_kernel():
     manifest = kernel.manifest
     assert manifest["target"] == "sm_90a"
     assert manifest["block"] == [384, 1, 1]
-    assert manifest["grid"]["sm_count"] == 132
+    # A dense causal kernel at head dim 128 gets a CTA per task (the
+    # default grid, "auto"); a non-causal one the H200's 132 persistent CTAs.
+    assert manifest["grid"]["policy"] == "per_task"
+    assert manifest["grid"]["sm_count"] == 2**31 - 1
+    full = fa4.compile(head_dim=128, q_heads=8, kv_heads=2, mask="none",
+                       dtype="bf16", target="sm_90a")
+    assert full.manifest["grid"]["policy"] == "persistent"
+    assert full.manifest["grid"]["sm_count"] == 132
     assert manifest["tmem_columns"] == 0
     assert [r["name"] for r in manifest["roles"]] == ["producer", "consumer0",
                                                       "consumer1"]

@@ -141,20 +141,27 @@ static cl::opt<int64_t> smCount(
     cl::init(0), cl::cat(compileCategory));
 static cl::opt<std::string> gridPolicy(
     "grid",
-    cl::desc("The forward's grid: persistent (the default: min(sm-count, "
-             "tasks) CTAs, each walking its share of the tasks) or per-task "
-             "(a CTA per task, in the task order, which the hardware hands "
-             "to the SMs as they free up: a dynamic heaviest-first schedule "
-             "for causal masks; docs/Hopper.md)"),
-    cl::value_desc("persistent|per-task"), cl::init("persistent"),
+    cl::desc("The forward's grid: persistent (min(sm-count, tasks) CTAs, "
+             "each walking its share of the tasks), per-task (a CTA per "
+             "task, in the task order, which the hardware hands to the SMs "
+             "as they free up: a dynamic heaviest-first schedule for causal "
+             "masks; not with --sm-count) or auto (the default: per-task for "
+             "Hopper's dense fp16/bf16 causal forward at head dims 96 and "
+             "128 without --sm-count, where the H200 measured it faster; "
+             "else persistent). Not with "
+             "--backward; docs/Hopper.md, \"A CTA per task\""),
+    cl::value_desc("auto|persistent|per-task"), cl::init("auto"),
     cl::cat(compileCategory));
 static cl::opt<int64_t> l2SectionBytes(
     "l2-section-bytes",
     cl::desc("L2 bytes of K and V a causal (heaviest-first) order reads at "
              "once: the (batch, head) pairs are taken in sections whose K "
-             "and V fit (-1, the default: 50 MiB, FA4's budget, with "
-             "--grid=per-task, none with a persistent grid; 0: none, every "
-             "head's tasks of one query block together; docs/Hopper.md)"),
+             "and V fit, S at a time, S the largest power of two that fits "
+             "(-1, the default: 50 MiB, FA4's budget, with a per-task grid, "
+             "none with a persistent one; 0: none, every head's tasks of "
+             "one query block together). Causal masks and windows open on "
+             "the left, without a mask_mod, and not varlen (its own order); "
+             "not with --backward; docs/Hopper.md, \"A CTA per task\""),
     cl::init(-1), cl::cat(compileCategory));
 static cl::opt<std::string> testMutation(
     "test-mutation",
@@ -276,7 +283,8 @@ static cl::opt<bool> backward(
              "runs). Not with --lse (the "
              "backward always reads it), --seqused-k, --varlen, --paged-kv or "
              "--num-splits, nor the forward's schedule options (--kv-stages, "
-             "--hopper-*, --rescale-threshold, --exp2-emulation-fraction)"),
+             "--block-n, --q-tiles-per-task, --hopper-*, --rescale-threshold, "
+             "--exp2-emulation-fraction, --grid, --l2-section-bytes)"),
     cl::init(false), cl::cat(variantCategory));
 
 static cl::opt<bool> deterministic(

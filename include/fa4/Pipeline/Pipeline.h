@@ -55,10 +55,12 @@ struct PipelineOptions : public PassPipelineOptions<PipelineOptions> {
   PassOptions::Option<std::string> grid{
       *this, "grid",
       llvm::cl::desc("The forward's grid: persistent (min(sm-count, tasks) "
-                     "CTAs, each walking its share of the tasks) or per-task "
+                     "CTAs, each walking its share of the tasks), per-task "
                      "(a CTA per task, heaviest first, handed to the SMs by "
-                     "the hardware as they free up)"),
-      llvm::cl::init("persistent")};
+                     "the hardware as they free up) or auto (per-task for "
+                     "Hopper's dense fp16/bf16 causal forward at head dims "
+                     "96 and 128 without sm-count)"),
+      llvm::cl::init("auto")};
   PassOptions::Option<int64_t> l2SectionBytes{
       *this, "l2-section-bytes",
       llvm::cl::desc("L2 bytes of K and V a causal (heaviest-first) order "

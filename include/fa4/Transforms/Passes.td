@@ -151,8 +151,15 @@ def FA4TileScheduler : Pass<"fa4-tile-scheduler", "::mlir::func::FuncOp"> {
     at the sequence's ends), the order is static. The grid is recorded as `fa4.grid = #fa4.grid<sm_count = N,
     order = static|lpt>` on the warp-specialize op.
 
-    With `l2-section-bytes`, causal's LPT order takes the (batch, head
-    group) pairs in sections whose K and V fit that much L2
+    With `grid=per-task` the grid has a CTA per task (`sm_count` 2^31 - 1,
+    a cap no launch reaches): the hardware hands the CTAs, in the order, to
+    the SMs as they free up, a dynamic schedule. `auto` takes it for
+    Hopper's dense causal forward (no mask_mod, paged cache, seqused_k,
+    split-KV or varlen) in fp16 or bf16 at Q/K head dims 96 and 128 where
+    `sm-count` is not given, and the persistent grid elsewhere.
+
+    With `l2-section-bytes` (by default where the grid is per-task), causal's
+    LPT order takes the (batch, head group) pairs in sections whose K and V fit that much L2
     (`fa4.task_coords`'s `l2_keys`: the budget over a key's K and V bytes),
     so that the tasks in flight share the K and V of a few heads instead of
     reading every head's at once.
@@ -161,10 +168,17 @@ def FA4TileScheduler : Pass<"fa4-tile-scheduler", "::mlir::func::FuncOp"> {
     Option<"smCount", "sm-count", "int64_t", "0",
            "SMs of the target: the persistent grid's size (0: the module's "
            "chip's, from its `fa4.target`, else the default chip's)">,
-    Option<"l2SectionBytes", "l2-section-bytes", "int64_t", "0",
+    Option<"gridPolicy", "grid", "std::string", "\"auto\"",
+           "persistent (min(sm-count, tasks) CTAs walking the tasks), "
+           "per-task (a CTA per task: sm_count 2^31 - 1) or auto (per-task "
+           "for Hopper's dense fp16/bf16 causal forward at head dims 96 and "
+           "128, as the H200 measured, unless sm-count is given; else "
+           "persistent)">,
+    Option<"l2SectionBytes", "l2-section-bytes", "int64_t", "-1",
            "L2 bytes of K and V a causal LPT order's section of heads may "
-           "read (0: no sections, every head's tasks of one m_block "
-           "together; 52428800, 50 MiB, is FA4's budget)">
+           "read (-1: 50 MiB, FA4's budget, with a per-task grid and none "
+           "with a persistent one; 0: none, every head's tasks of one "
+           "m_block together)">
   ];
 }
 

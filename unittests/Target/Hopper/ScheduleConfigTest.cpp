@@ -78,13 +78,22 @@ TEST(HopperScheduleConfig, KvStagesFollowTheSharedMemoryBudget) {
 }
 
 TEST(HopperScheduleConfig, BlocksNarrowWhereTwoStagesOf128KeysDoNotFit) {
-  // Every head dim up to 192 keeps 128-key blocks, FP8's too.
+  // Every head dim up to 192 keeps 128-key blocks, FP8's too but at head
+  // dim 128, which takes 192 (measured on the H200, run 47) in three
+  // stages of 24 KB of K and 32 KB of V transposed (256-key lines).
   for (auto [headDim, valueHeadDim] :
        {std::pair<int64_t, int64_t>{64, 64}, {96, 96}, {128, 128}, {128, 64},
         {192, 128}, {192, 64}})
     EXPECT_EQ(hopper::ScheduleConfig::defaultBlockN(headDim, valueHeadDim, 2),
               128);
-  EXPECT_EQ(hopper::ScheduleConfig::defaultBlockN(128, 128, 1), 128);
+  EXPECT_EQ(hopper::ScheduleConfig::defaultBlockN(128, 128, 1), 192);
+  EXPECT_EQ(hopper::ScheduleConfig::defaultBlockN(128, 64, 1), 128);
+  EXPECT_EQ(hopper::ScheduleConfig::defaultBlockN(96, 96, 1), 128);
+  hopper::ScheduleConfig fp8 = hopper::ScheduleConfig::get(128, 1, 128, 192);
+  EXPECT_EQ(fp8.kvPairBytes(), 192 * 128 + 128 * 256);
+  fp8.chooseOStaging();
+  EXPECT_TRUE(fp8.oStaged);
+  EXPECT_EQ(fp8.kvStages(), 3);
   // Head dim 256: Q's 64 KB and two 80-key pairs of 40 KB each (O written
   // from registers) are 226 KB; 96 keys would leave one stage.
   EXPECT_EQ(hopper::ScheduleConfig::defaultBlockN(256, 256, 2), 80);

@@ -833,6 +833,11 @@ LogicalResult TaskCoordsOp::verifyRegions() {
   if (failed(verifyHeadGroups(getOperation(), getKvHeads(), getGroupsPerKv())) ||
       failed(verifyBlockN(getOperation(), getBlockN())))
     return failure();
+  // The kernel's index arithmetic is 32 bits wide.
+  if (static_cast<int64_t>(getL2Keys()) >= (int64_t(1) << 31))
+    return emitOpError() << "has l2_keys = " << getL2Keys()
+                         << ", not below 2^31 (the kernel's index arithmetic "
+                            "is 32 bits wide)";
   if (getCuSeqlens() && getOrder() != TaskOrder::static_order)
     return emitOpError() << "walks a varlen grid (cu_seqlens) in its own "
                             "order; it takes order static";
