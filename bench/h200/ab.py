@@ -41,7 +41,7 @@ TOLERANCE = {"fp16": 1e-2, "bf16": 2e-2}
 def one(spec):
     """Runs one configuration (in the child): its JSON on stdout."""
     import torch
-    from bench import describe, flops, reference_slice, sdpa, timer
+    from bench import describe, flops, make_inputs, reference_slice, sdpa, timer
     from common import load_capi
     builds, config, rounds, cudnn, lib = spec
     try:
@@ -51,13 +51,7 @@ def one(spec):
     measure = timer(triton)
     capi = load_capi()
     c = config
-    dtype = {"fp16": torch.float16, "bf16": torch.bfloat16}[c["dtype"]]
-    g = torch.Generator(device="cuda").manual_seed(0)
-
-    def randn(heads):
-        return torch.randn(c["batch"], c["seq"], heads, c["head_dim"],
-                           generator=g, device="cuda").to(dtype)
-    q, k, v = randn(c["q_heads"]), randn(c["kv_heads"]), randn(c["kv_heads"])
+    q, k, v = make_inputs(c)
     want = reference_slice(q, k, v, c["causal"])
     timed, errors = {}, {}
     for label, directory in builds:

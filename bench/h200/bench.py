@@ -113,6 +113,18 @@ def flops(c):
     return count / 2 if c["causal"] else count
 
 
+def make_inputs(c):
+    """q, k, v of configuration `c` ([batch, seq, heads, head_dim], normal,
+    seed 0), on the GPU."""
+    dtype = TORCH_DTYPES[c["dtype"]]
+    generator = torch.Generator(device="cuda").manual_seed(0)
+
+    def randn(heads):
+        return torch.randn(c["batch"], c["seq"], heads, c["head_dim"],
+                           generator=generator, device="cuda").to(dtype)
+    return randn(c["q_heads"]), randn(c["kv_heads"]), randn(c["kv_heads"])
+
+
 def reference_slice(q, k, v, causal, heads=2):
     """O of the first batch's first `heads` query heads in float32 (one head
     at a time: at seq 16k a head's scores take 1 GiB)."""
@@ -285,14 +297,7 @@ def main():
     for c in variants.bench_configs():
         if args.only and not re.search(args.only, describe(c)):
             continue
-        dtype = TORCH_DTYPES[c["dtype"]]
-        generator = torch.Generator(device="cuda").manual_seed(0)
-
-        def randn(heads):
-            return torch.randn(c["batch"], c["seq"], heads, c["head_dim"],
-                               generator=generator, device="cuda").to(dtype)
-
-        q, k, v = randn(c["q_heads"]), randn(c["kv_heads"]), randn(c["kv_heads"])
+        q, k, v = make_inputs(c)
         want = reference_slice(q, k, v, c["causal"])
         entry = dict(c, flops=flops(c), implementations={})
         for name in implementations:
