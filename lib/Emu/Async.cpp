@@ -115,10 +115,23 @@ CtaMachine::Mbarrier *CtaMachine::barrierAt(Thread &th, uint32_t addr) {
   }
   auto it = barriers.find(addr);
   if (it == barriers.end()) {
-    error(th, "uses the mbarrier at smem " + hex(addr) + " before mbarrier.init");
+    error(th, "uses the mbarrier at smem " + smemName(addr) + " before mbarrier.init");
     return nullptr;
   }
   return &it->second;
+}
+
+bool CtaMachine::barrierAddress(Thread &th, uint64_t addr, bool cluster,
+                                uint32_t &flat) {
+  if (flatShared(th.cta, addr, 8, cluster, flat) && addr % 8 == 0)
+    return true;
+  error(th, "mbarrier address " + hex(addr) + " is not an 8-byte aligned address of " +
+                (cluster ? "the cluster's" : "the CTA's") + " shared memory" +
+                (!cluster && (addr >> kClusterRankShift) != th.cta
+                     ? " (a shared::cluster address given to a .shared::cta "
+                       "mbarrier operation)"
+                     : ""));
+  return false;
 }
 
 CtaMachine::Mbarrier *CtaMachine::asyncBarrierAt(Thread &th, uint32_t addr,
@@ -126,7 +139,7 @@ CtaMachine::Mbarrier *CtaMachine::asyncBarrierAt(Thread &th, uint32_t addr,
   Mbarrier *bar = barrierAt(th, addr);
   if (bar && !bar->fenced && !bar->unfencedReported) {
     bar->unfencedReported = true;
-    hazard(at(th) + ": " + unit + " is given the mbarrier at smem " + hex(addr) +
+    hazard(at(th) + ": " + unit + " is given the mbarrier at smem " + smemName(addr) +
            ", whose mbarrier.init no fence.mbarrier_init has made visible to "
            "the async proxy");
   }
@@ -311,7 +324,7 @@ void CtaMachine::orderShared(const Thread &th, Interval range, bool store, bool 
 void CtaMachine::releaseTmemStores(uint32_t w, const std::vector<TmemRect> &rects) {
   const uint32_t tag = warps[w].tcFences + 1;
   for (const TmemRect &rect : rects)
-    for (uint32_t q = rect.lane0 / 32; q < (rect.lane1 + 31) / 32 && q < kTmemLanes / 32; ++q)
+    for (uint32_t q = rect.lane0 / 32; q < (rect.lane1 + 31) / 32 && q < kTmemLanes * clusterSize / 32; ++q)
       for (uint32_t c = rect.col0; c < rect.col1 && c < kTmemColumns; ++c) {
         TmemAccess &write = tmemOrder[size_t(q) * kTmemColumns + c].write;
         if (write.warp == w && write.tag == kUnwaitedStore)
@@ -355,10 +368,11 @@ void CtaMachine::orderTmem(uint32_t w, uint32_t pc, const TmemRect &rect, bool w
                        ? " (a tcgen05.st is handed on by a fence after its "
                          "tcgen05.wait::st)"
                        : "");
-    hazard("cta (" + std::to_string(ctaId[0]) + ") warp " + std::to_string(w) + " at " +
+    hazard("cta (" + std::to_string(ctaIds[w / warpsPerCta][0]) + ") warp " +
+           std::to_string(w % warpsPerCta) + " at " +
            program.sources[mine.source] + ": " + (write ? "writes" : "reads") +
-           " TMEM lanes " + std::to_string(rect.lane0) + ".." +
-           std::to_string(rect.lane1 - 1) + " column " + std::to_string(column) +
+           " TMEM lanes " + std::to_string(rect.lane0 % kTmemLanes) + ".." +
+           std::to_string((rect.lane1 - 1) % kTmemLanes) + " column " + std::to_string(column) +
            " that warp " + std::to_string(prior.warp) + " " +
            (priorWrites ? "wrote" : "read") + " at " +
            program.sources[program.code[prior.pc].source] +
@@ -366,7 +380,7 @@ void CtaMachine::orderTmem(uint32_t w, uint32_t pc, const TmemRect &rect, bool w
            "only by tcgen05.fence::before_thread_sync, a synchronization and "
            "tcgen05.fence::after_thread_sync): " + why);
   };
-  for (uint32_t q = rect.lane0 / 32; q < (rect.lane1 + 31) / 32 && q < kTmemLanes / 32; ++q)
+  for (uint32_t q = rect.lane0 / 32; q < (rect.lane1 + 31) / 32 && q < kTmemLanes * clusterSize / 32; ++q)
     for (uint32_t c = rect.col0; c < rect.col1 && c < kTmemColumns; ++c) {
       TmemCell &cell = tmemOrder[size_t(q) * kTmemColumns + c];
       check(cell.write, true, c);
@@ -450,7 +464,7 @@ void CtaMachine::completePhase(Mbarrier &bar) {
 void CtaMachine::arrive(uint32_t addr, Mbarrier &bar, int64_t count,
                         llvm::function_ref<std::string()> who) {
   if (bar.pending - count < 0) {
-    misuse(who() + ": arrives on the mbarrier at smem " + hex(addr) +
+    misuse(who() + ": arrives on the mbarrier at smem " + smemName(addr) +
            " past its expected count (" + std::to_string(bar.expected) +
            " arrivals, " + std::to_string(bar.pending) +
            " pending, a transaction count of " + std::to_string(bar.tx) +
@@ -465,7 +479,7 @@ void CtaMachine::arrive(uint32_t addr, Mbarrier &bar, int64_t count,
 void CtaMachine::completeTx(uint32_t addr, Mbarrier &bar, int64_t bytes) {
   bar.tx -= bytes;
   if (bar.pending == 0 && bar.tx < 0)
-    misuse("the mbarrier at smem " + hex(addr) + " received " +
+    misuse("the mbarrier at smem " + smemName(addr) + " received " +
            std::to_string(-bar.tx) +
            " more transaction bytes than its arrivals expected (a missing or "
            "short expect_tx)");
@@ -476,14 +490,15 @@ void CtaMachine::completeTx(uint32_t addr, Mbarrier &bar, int64_t bytes) {
 bool CtaMachine::execMbarrier(Thread &th, const Inst &in) {
   const Operand *o = in.operands;
   const Operand &addrOp = in.op == Op::MbarArrive || in.op == Op::MbarTryWait ? o[1] : o[0];
-  uint32_t addr = static_cast<uint32_t>(address(th, addrOp));
+  const uint64_t raw = address(th, addrOp);
+  uint32_t addr = 0;
   if (in.op == Op::MbarInit) {
-    if (addr % 8 || !checkShared(addr, 8)) {
-      error(th, "mbarrier.init at " + hex(addr) + ", which is " +
-                    (addr % 8 ? std::string("not 8-byte aligned")
-                              : std::string("outside the CTA's shared memory "
-                                            "(the launch's dynamic shared "
-                                            "memory is too small?)")));
+    if (raw % 8 || !flatShared(th.cta, raw, 8, false, addr)) {
+      error(th, "mbarrier.init at " + hex(raw) + ", which is " +
+                    (raw % 8 ? std::string("not 8-byte aligned")
+                             : std::string("outside the CTA's shared memory "
+                                           "(the launch's dynamic shared "
+                                           "memory is too small?)")));
       return true;
     }
     uint64_t count = read(th, o[1], Ty::U32);
@@ -494,7 +509,7 @@ bool CtaMachine::execMbarrier(Thread &th, const Inst &in) {
     }
     auto it = barriers.find(addr);
     if (it != barriers.end() && !it->second.waiters.empty())
-      misuse(at(th) + ": re-initializes the mbarrier at smem " + hex(addr) +
+      misuse(at(th) + ": re-initializes the mbarrier at smem " + smemName(addr) +
              " while threads wait on it");
     Mbarrier &bar = barriers[addr];
     bar = Mbarrier();
@@ -504,6 +519,8 @@ bool CtaMachine::execMbarrier(Thread &th, const Inst &in) {
     bar.id = nextBarrierId++;
     return true;
   }
+  if (!barrierAddress(th, raw, in.flags & kClusterSpace, addr))
+    return true;
   Mbarrier *bar = barrierAt(th, addr);
   if (!bar)
     return true;
@@ -549,17 +566,20 @@ bool CtaMachine::execMbarrier(Thread &th, const Inst &in) {
 
 bool CtaMachine::tmemCheck(const Thread *th, const TmemRect &rect,
                            const std::string &what) {
-  bool inside = rect.lane1 <= kTmemLanes;
+  // The rectangle is in the cluster's numbering: one CTA's lanes.
+  const uint32_t cta = rect.lane0 / kTmemLanes;
+  bool inside = cta < clusterSize && rect.lane1 <= (cta + 1) * kTmemLanes;
   if (inside) {
     inside = false;
-    for (auto [column, count] : tmemAllocations)
+    for (auto [column, count] : tmemAllocations[cta])
       if (rect.col0 >= column && rect.col1 <= column + count)
         inside = true;
   }
   if (inside)
     return true;
-  std::string message = what + " reaches TMEM lanes " + std::to_string(rect.lane0) +
-                        ".." + std::to_string(rect.lane1 - 1) + ", columns " +
+  std::string message = what + " reaches TMEM lanes " +
+                        std::to_string(rect.lane0 - cta * kTmemLanes) + ".." +
+                        std::to_string(rect.lane1 - 1 - cta * kTmemLanes) + ", columns " +
                         std::to_string(rect.col0) + ".." +
                         std::to_string(rect.col1 - 1) +
                         ", outside every tcgen05.alloc allocation";
@@ -650,21 +670,26 @@ void CtaMachine::execTma(Thread &th, const Inst &in) {
   for (uint32_t d = 0; d < op.map.rank; ++d)
     bytes *= op.map.boxDims[d];
   op.bytes = static_cast<uint32_t>(bytes);
-  op.smem = static_cast<uint32_t>(address(th, smemOp));
-  if (op.smem % 128 || !checkShared(op.smem, op.bytes)) {
+  // A load's destination and mbarrier may be a peer CTA's
+  // (.shared::cluster); a store reads the issuing CTA's shared memory.
+  const bool cluster = load && (in.flags & kClusterSpace);
+  const uint64_t smemRaw = address(th, smemOp);
+  if (smemRaw % 128 || !flatShared(th.cta, smemRaw, op.bytes, cluster, op.smem)) {
     error(th, std::string("TMA ") + (load ? "destination" : "source") + " [" +
-                  hex(op.smem) + ", " + hex(uint64_t(op.smem) + op.bytes) +
-                  ") is not a 128-byte aligned range of the CTA's shared memory");
+                  hex(smemRaw) + ", " + hex(smemRaw + op.bytes) +
+                  ") is not a 128-byte aligned range of the " +
+                  (cluster ? "cluster's" : "CTA's") + " shared memory");
     return;
   }
   // A swizzle moves 16-byte chunks within their 128-byte line, so a box
   // whose rows are narrower than the swizzle span reaches past its own
   // bytes: the whole lines it touches must be shared memory.
   if (op.map.swizzle != runtime::TensorMapSwizzle::None) {
-    uint64_t lineEnd = (uint64_t(op.smem) + op.bytes + 127) / 128 * 128;
+    const uint32_t offset = op.smem % smemStride;
+    uint64_t lineEnd = (uint64_t(offset) + op.bytes + 127) / 128 * 128;
     if (lineEnd > smemEnd) {
       error(th, std::string("the swizzled TMA ") + (load ? "destination" : "source") +
-                    " [" + hex(op.smem) + ", " + hex(uint64_t(op.smem) + op.bytes) +
+                    " [" + hex(offset) + ", " + hex(uint64_t(offset) + op.bytes) +
                     ") reaches " + hex(lineEnd) +
                     " through its swizzle (16-byte chunks move within their "
                     "128-byte line), past the CTA's shared memory at " +
@@ -672,6 +697,47 @@ void CtaMachine::execTma(Thread &th, const Inst &in) {
       return;
     }
   }
+  if (!load) {
+    issueTma(th, op);
+    return;
+  }
+  uint32_t barrier;
+  if (!barrierAddress(th, address(th, in.operands[2]), cluster, barrier))
+    return;
+  if (!(in.flags & kMulticast)) {
+    // Without a multicast the box and the mbarrier are one CTA's.
+    if (ctaOfShared(barrier) != ctaOfShared(op.smem)) {
+      error(th, "a TMA load into " + smemName(op.smem) +
+                    " completing on the mbarrier at " + smemName(barrier) +
+                    ", another CTA's (the destination and its mbarrier must "
+                    "be in one CTA)");
+      return;
+    }
+    op.barrier = barrier;
+    issueTma(th, op);
+    return;
+  }
+  // .multicast::cluster: the same box at the same offset of each CTA of the
+  // mask, each completing on its mbarrier at the same offset.
+  uint32_t mask = static_cast<uint32_t>(read(th, in.operands[3], Ty::B16)) & 0xffff;
+  if (mask == 0 || (clusterSize < 16 && (mask >> clusterSize))) {
+    error(th, "a multicast TMA load with the CTA mask " + hex(mask) + " (a " +
+                  std::to_string(clusterSize) + "-CTA cluster has ranks 0.." +
+                  std::to_string(clusterSize - 1) + ")");
+    return;
+  }
+  const uint32_t boxOffset = op.smem % smemStride, barOffset = barrier % smemStride;
+  for (uint32_t rank = 0; rank < clusterSize && !stopped; ++rank)
+    if (mask >> rank & 1) {
+      TmaOp one = op;
+      one.smem = sharedBase(rank) + boxOffset;
+      one.barrier = sharedBase(rank) + barOffset;
+      issueTma(th, one);
+    }
+}
+
+void CtaMachine::issueTma(Thread &th, TmaOp op) {
+  const bool load = op.load;
   Interval region{op.smem, op.smem + op.bytes};
   for (const TmaOp &other : tmaInFlight) {
     Interval theirs{other.smem, other.smem + other.bytes};
@@ -696,7 +762,6 @@ void CtaMachine::execTma(Thread &th, const Inst &in) {
                ") is still reading");
         break;
       }
-    op.barrier = static_cast<uint32_t>(address(th, in.operands[2]));
     if (!asyncBarrierAt(th, op.barrier, "a TMA load"))
       return;
     // A swizzle moves 16-byte chunks within their 128-byte line only.
@@ -715,7 +780,7 @@ void CtaMachine::execTma(Thread &th, const Inst &in) {
     // What the async proxy writes supersedes the generic accesses there
     // (its ordering is the mbarrier's complete_tx).
     std::fill(genericTag.begin() + landing.begin,
-              genericTag.begin() + std::min<uint32_t>(landing.end, smemEnd), 0);
+              genericTag.begin() + std::min<size_t>(landing.end, genericTag.size()), 0);
     for (uint32_t word = landing.begin / 4; word < landing.end / 4 && word < smemOrder.size();
          ++word)
       smemOrder[word] = SmemWord();
@@ -897,6 +962,11 @@ void CtaMachine::execMma(Thread &th, const Inst &in) {
       return;
     }
   }
+  // The descriptors' addresses are the issuing CTA's (shared::cta); in
+  // the cluster's numbering its bytes start at its base (a multiple of
+  // 1024, so the swizzle is the same).
+  op.a.startAddress += sharedBase(th.cta);
+  op.b.startAddress += sharedBase(th.cta);
   // What the MMA will touch, for the hazard checks. A kind's operands are
   // of one width (kind::f8f6f4's e4m3 and e5m2 both bytes).
   uint32_t eb = mmaElementBytes(op.instr.aType);
@@ -904,14 +974,17 @@ void CtaMachine::execMma(Thread &th, const Inst &in) {
     op.aSmem = operandSpan(op.a, op.instr.aMajor, 0, op.instr.m, eb);
   op.bSmem = operandSpan(op.b, op.instr.bMajor, 0, op.instr.n, eb);
   for (const Interval &range : {op.aSmem, op.bSmem})
-    if (range.end > range.begin && !checkShared(range.begin, range.end - range.begin)) {
+    if (range.end > range.begin &&
+        (!checkShared(range.begin, range.end - range.begin) ||
+         ctaOfShared(range.begin) != th.cta)) {
       error(th, "tcgen05.mma reads shared memory [" + hex(range.begin) + ", " +
                     hex(range.end) + "), outside the CTA's shared memory "
                     "(check the descriptor's start address, LBO and SBO)");
       return;
     }
   uint32_t dLane = op.d >> 16, dCol = op.d & 0xffff;
-  op.dRect = {dLane, dLane + op.instr.m, dCol, dCol + op.instr.n};
+  const uint32_t lane0 = th.cta * kTmemLanes;
+  op.dRect = {lane0 + dLane, lane0 + dLane + op.instr.m, dCol, dCol + op.instr.n};
   if (dLane != 0) {
     error(th, "tcgen05.mma with M = 128 must write TMEM from lane 0, not lane " +
                   std::to_string(dLane));
@@ -922,7 +995,7 @@ void CtaMachine::execMma(Thread &th, const Inst &in) {
   if (op.aInTmem) {
     // A's K elements of a row fill 32 bytes: 8 columns of either width.
     uint32_t aLane = op.aTmem >> 16, aCol = op.aTmem & 0xffff;
-    op.aRect = {aLane, aLane + op.instr.m, aCol, aCol + 8};
+    op.aRect = {lane0 + aLane, lane0 + aLane + op.instr.m, aCol, aCol + 8};
     if (aLane != 0) {
       error(th, "tcgen05.mma reads A from TMEM lane " + std::to_string(aLane) +
                     " (M = 128 reads lanes 0..127)");
@@ -956,7 +1029,7 @@ void CtaMachine::execMma(Thread &th, const Inst &in) {
       if ((op.aInTmem && rect.overlaps(op.aRect)) || rect.overlaps(op.dRect)) {
         hazard(at(th) + ": the MMA " +
                (op.aInTmem && rect.overlaps(op.aRect) ? "reads" : "writes") +
-               " TMEM lane " + std::to_string(rect.lane0) + " columns " +
+               " TMEM lane " + std::to_string(rect.lane0 % kTmemLanes) + " columns " +
                std::to_string(rect.col0) + ".." + std::to_string(rect.col1 - 1) +
                " that " + threadName(other) +
                " stored with tcgen05.st and has not waited for (tcgen05.wait::st)");
@@ -975,9 +1048,28 @@ void CtaMachine::execCommit(Thread &th, const Inst &in) {
   op.commit = true;
   op.source = in.source;
   op.thread = th.tid;
-  op.barrier = static_cast<uint32_t>(address(th, in.operands[0]));
-  if (!asyncBarrierAt(th, op.barrier, "tcgen05.commit"))
+  if (!barrierAddress(th, address(th, in.operands[0]), in.flags & kClusterSpace,
+                      op.barrier))
     return;
+  if (in.flags & kMulticast) {
+    // The arrive reaches the mbarrier at the same offset in each CTA of the
+    // mask.
+    uint32_t mask = static_cast<uint32_t>(read(th, in.operands[1], Ty::B16)) & 0xffff;
+    if (mask == 0 || (clusterSize < 16 && (mask >> clusterSize))) {
+      error(th, "tcgen05.commit multicast to the CTA mask " + hex(mask) + " (a " +
+                    std::to_string(clusterSize) + "-CTA cluster has ranks 0.." +
+                    std::to_string(clusterSize - 1) + ")");
+      return;
+    }
+    op.multicast = static_cast<uint16_t>(mask);
+    op.barrier %= smemStride;
+    for (uint32_t rank = 0; rank < clusterSize; ++rank)
+      if ((mask >> rank & 1) &&
+          !asyncBarrierAt(th, sharedBase(rank) + op.barrier, "tcgen05.commit"))
+        return;
+  } else if (!asyncBarrierAt(th, op.barrier, "tcgen05.commit")) {
+    return;
+  }
   // The commit's arrive fences what the warp issued before it, as
   // tcgen05.fence::before_thread_sync would (PTX ISA, tcgen05.commit).
   ++warps[th.warp].tcFences;
@@ -994,12 +1086,31 @@ void CtaMachine::execCommit(Thread &th, const Inst &in) {
 /// the hardware; this is one order, in full f32.
 void CtaMachine::runTensorOp(TensorOp &op) {
   if (op.commit) {
-    auto it = barriers.find(op.barrier);
-    if (it == barriers.end())
-      misuse("tcgen05.commit (" + program.sources[op.source] +
-             ") arrives on the mbarrier at smem " + hex(op.barrier) +
-             ", which is no longer initialized");
-    else {
+    // One arrive, or one on each CTA of a multicast's mask (`barrier` then
+    // the offset in each).
+    for (uint32_t rank = 0; rank < clusterSize; ++rank) {
+      uint32_t target = op.barrier;
+      if (op.multicast) {
+        if (!(op.multicast >> rank & 1))
+          continue;
+        target = sharedBase(rank) + op.barrier;
+      } else if (rank > 0) {
+        break;
+      }
+      arriveFromCommit(op, target);
+    }
+    return;
+  }
+  runMma(op);
+}
+
+void CtaMachine::arriveFromCommit(TensorOp &op, uint32_t target) {
+  auto it = barriers.find(target);
+  if (it == barriers.end())
+    misuse("tcgen05.commit (" + program.sources[op.source] +
+           ") arrives on the mbarrier at smem " + smemName(target) +
+           ", which is no longer initialized");
+  else {
       join(it->second.releasing.tc, op.order.tc);
       join(it->second.releasing.proxy, op.order.proxy);
       join(it->second.releasing.sync, op.order.sync);
@@ -1011,10 +1122,11 @@ void CtaMachine::runTensorOp(TensorOp &op) {
       if (commits.size() <= issuer)
         commits.resize(issuer + 1, 0);
       commits[issuer] = std::max(commits[issuer], op.commitIndex);
-      arrive(op.barrier, it->second, 1, [&] { return program.sources[op.source]; });
+      arrive(target, it->second, 1, [&] { return program.sources[op.source]; });
     }
-    return;
-  }
+}
+
+void CtaMachine::runMma(TensorOp &op) {
   const uint32_t M = op.instr.m, N = op.instr.n;
   const uint32_t eb = mmaElementBytes(op.instr.aType), K = mmaK(eb);
   const float *aTable = elementTable(op.instr.aType);
@@ -1028,8 +1140,8 @@ void CtaMachine::runTensorOp(TensorOp &op) {
         // A row's elements packed into 32-bit columns, the lowest k in the
         // lowest bits.
         uint32_t perColumn = 4 / eb;
-        uint32_t word = tmem[size_t(m) * kTmemColumns + (op.aTmem & 0xffff) +
-                             k / perColumn];
+        uint32_t word = tmem[size_t(op.aRect.lane0 + m) * kTmemColumns +
+                             (op.aTmem & 0xffff) + k / perColumn];
         bits = (word >> (8 * eb * (k % perColumn))) & ((1u << (8 * eb)) - 1);
       } else {
         bits = loadElement(
@@ -1046,7 +1158,7 @@ void CtaMachine::runTensorOp(TensorOp &op) {
   uint32_t dCol = op.d & 0xffff;
   std::vector<float> acc(N);
   for (uint32_t m = 0; m < M; ++m) {
-    uint32_t *row = tmem.data() + size_t(m) * kTmemColumns + dCol;
+    uint32_t *row = tmem.data() + size_t(op.dRect.lane0 + m) * kTmemColumns + dCol;
     if (op.accumulate)
       std::memcpy(acc.data(), row, N * 4);
     else
@@ -1217,6 +1329,10 @@ bool CtaMachine::readWgmmaOperands(const Thread &first, const Inst &in,
     error(first, "wgmma.mma_async: " + why);
     return false;
   }
+  // The issuing CTA's shared memory, in the cluster's numbering.
+  op.b.startAddress += sharedBase(first.cta);
+  if (!regA)
+    op.a.startAddress += sharedBase(first.cta);
   Major aMajor = (in.flags & kTransA) ? Major::MN : Major::K;
   Major bMajor = (in.flags & kTransB) ? Major::MN : Major::K;
   uint32_t eb = mmaElementBytes(mmaElementOf(in.type2));
@@ -1226,7 +1342,8 @@ bool CtaMachine::readWgmmaOperands(const Thread &first, const Inst &in,
   op.bSmem = operandSpan(op.b, bMajor, 0, in.shapeN, eb);
   for (const Interval &range : {op.aSmem, op.bSmem})
     if (range.end > range.begin &&
-        !checkShared(range.begin, range.end - range.begin)) {
+        (!checkShared(range.begin, range.end - range.begin) ||
+         ctaOfShared(range.begin) != first.cta)) {
       error(first, "wgmma.mma_async reads shared memory [" + hex(range.begin) +
                        ", " + hex(range.end) + "), outside the CTA's shared "
                        "memory (check the descriptor's start address, LBO "
@@ -1424,8 +1541,14 @@ bool CtaMachine::completeAsync(bool force) {
       if (stage > 0 || !config.lazyCompletion)
         return true;
       for (const TensorOp &op : tensorPipe)
-        if (op.commit)
-          return awaited(op.barrier);
+        if (op.commit) {
+          if (!op.multicast)
+            return awaited(op.barrier);
+          for (uint32_t rank = 0; rank < clusterSize; ++rank)
+            if ((op.multicast >> rank & 1) && awaited(sharedBase(rank) + op.barrier))
+              return true;
+          return false;
+        }
       return false;
     };
     for (int attempt = 0; attempt < 2; ++attempt) {

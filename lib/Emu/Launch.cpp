@@ -223,6 +223,67 @@ llvm::Expected<LaunchReport> launch(const Program &program, Device &device,
   if (ctas == 0)
     return makeError("an empty grid");
 
+  // Clusters: the launch's, or the kernel's .reqnctapercluster.
+  uint32_t cluster[3] = {config.cluster[0], config.cluster[1], config.cluster[2]};
+  bool launchHasCluster = cluster[0] * cluster[1] * cluster[2] != 1;
+  if (kernel->reqCluster[0]) {
+    if (launchHasCluster &&
+        (cluster[0] != kernel->reqCluster[0] || cluster[1] != kernel->reqCluster[1] ||
+         cluster[2] != kernel->reqCluster[2]))
+      return makeError(config.kernel + " requires .reqnctapercluster " +
+                       std::to_string(kernel->reqCluster[0]) + "," +
+                       std::to_string(kernel->reqCluster[1]) + "," +
+                       std::to_string(kernel->reqCluster[2]) +
+                       ", the launch gives clusters of " + std::to_string(cluster[0]) +
+                       "," + std::to_string(cluster[1]) + "," +
+                       std::to_string(cluster[2]));
+    for (int d = 0; d < 3; ++d)
+      cluster[d] = kernel->reqCluster[d];
+  }
+  uint64_t clusterSize = uint64_t(cluster[0]) * cluster[1] * cluster[2];
+  if (clusterSize == 0 || clusterSize > kMaxClusterSize)
+    return makeError("a cluster of " + std::to_string(clusterSize) + " CTAs (1 to " +
+                     std::to_string(kMaxClusterSize) + ")");
+  for (int d = 0; d < 3; ++d)
+    if (config.grid[d] % cluster[d])
+      return makeError("the grid's dimension " + std::string(1, "xyz"[d]) + " (" +
+                       std::to_string(config.grid[d]) +
+                       ") is not a multiple of the cluster's (" +
+                       std::to_string(cluster[d]) + ")");
+  if (clusterSize > 1 && blockThreads % 128)
+    return makeError("a cluster launch with blocks of " + std::to_string(blockThreads) +
+                     " threads: fa4-emu runs clusters of whole warpgroups (a "
+                     "multiple of 128 threads)");
+  if (clusterSize * ((blockThreads + 31) / 32) > 255)
+    return makeError("a cluster of " + std::to_string(clusterSize) + " CTAs of " +
+                     std::to_string(blockThreads) + " threads: fa4-emu runs at most "
+                     "255 warps a cluster");
+  LaunchConfig clustered = config;
+  for (int d = 0; d < 3; ++d)
+    clustered.cluster[d] = cluster[d];
+  // Each cluster's CTAs by rank (x fastest within the cluster), as linear
+  // indices of the grid.
+  const uint32_t clusterGrid[3] = {config.grid[0] / cluster[0],
+                                   config.grid[1] / cluster[1],
+                                   config.grid[2] / cluster[2]};
+  const uint64_t clusters = ctas / clusterSize;
+  auto ctasOf = [&](uint64_t c) {
+    uint32_t coord[3] = {static_cast<uint32_t>(c % clusterGrid[0]),
+                         static_cast<uint32_t>(c / clusterGrid[0] % clusterGrid[1]),
+                         static_cast<uint32_t>(c / (uint64_t(clusterGrid[0]) * clusterGrid[1]))};
+    std::vector<uint32_t> linear;
+    for (uint32_t z = 0; z < cluster[2]; ++z)
+      for (uint32_t y = 0; y < cluster[1]; ++y)
+        for (uint32_t x = 0; x < cluster[0]; ++x) {
+          uint64_t gx = uint64_t(coord[0]) * cluster[0] + x;
+          uint64_t gy = uint64_t(coord[1]) * cluster[1] + y;
+          uint64_t gz = uint64_t(coord[2]) * cluster[2] + z;
+          linear.push_back(static_cast<uint32_t>(
+              gx + gy * config.grid[0] + gz * uint64_t(config.grid[0]) * config.grid[1]));
+        }
+    return linear;
+  };
+
   LaunchReport report;
   std::mutex merge;
   std::atomic<uint64_t> nextCta{0};
@@ -243,23 +304,23 @@ llvm::Expected<LaunchReport> launch(const Program &program, Device &device,
     one.tmaStoreBytes = cta.tmaStoreBytes;
     one.instructionsPerWarp = cta.perWarp;
     report.add(one);
-    ++report.ctas;
+    report.ctas += clusterSize;
     if (cta.errorCount || !cta.deadlock.empty())
       failed = true;
   };
   auto worker = [&]() {
     while (!failed) {
-      uint64_t cta = nextCta++;
-      if (cta >= ctas)
+      uint64_t c = nextCta++;
+      if (c >= clusters)
         return;
       CtaReport local;
-      CtaMachine machine(program, *kernel, device, config, params,
-                         static_cast<uint32_t>(cta), local);
+      CtaMachine machine(program, *kernel, device, clustered, params, ctasOf(c),
+                         local);
       machine.run();
       mergeReport(local);
     }
   };
-  unsigned workers = std::max(1u, std::min<unsigned>(config.workers, ctas));
+  unsigned workers = std::max(1u, std::min<unsigned>(config.workers, clusters));
   std::vector<std::thread> pool;
   for (unsigned i = 1; i < workers; ++i)
     pool.emplace_back(worker);

@@ -125,31 +125,45 @@ inline float fmax2(float a, float b, bool nan) {
 
 CtaMachine::CtaMachine(const Program &program, const Kernel &kernel,
                        Device &device, const LaunchConfig &config,
-                       const std::vector<uint8_t> &params, uint32_t ctaLinear,
-                       CtaReport &report)
+                       const std::vector<uint8_t> &params,
+                       const std::vector<uint32_t> &ctaLinear, CtaReport &report)
     : program(program), kernel(kernel), device(device), config(config),
       params(params), report(report) {
-  ctaId[0] = ctaLinear % config.grid[0];
-  ctaId[1] = (ctaLinear / config.grid[0]) % config.grid[1];
-  ctaId[2] = ctaLinear / (config.grid[0] * config.grid[1]);
-  rng.seed(config.seed * 0x9e3779b97f4a7c15ull + ctaLinear + 1);
+  clusterSize = static_cast<uint32_t>(ctaLinear.size());
+  for (uint32_t linear : ctaLinear)
+    ctaIds.push_back({linear % config.grid[0],
+                      (linear / config.grid[0]) % config.grid[1],
+                      linear / (config.grid[0] * config.grid[1])});
+  for (int d = 0; d < 3; ++d) {
+    clusterDims[d] = std::max(1u, config.cluster[d]);
+    clusterCoord[d] = ctaIds[0][d] / clusterDims[d];
+  }
+  rng.seed(config.seed * 0x9e3779b97f4a7c15ull + ctaLinear[0] + 1);
   numThreads = config.block[0] * config.block[1] * config.block[2];
-  uint32_t numWarps = (numThreads + 31) / 32;
-  threads.resize(numThreads);
+  warpsPerCta = (numThreads + 31) / 32;
+  // The launch refuses clusters of CTAs that are not whole warpgroups, so
+  // a warpgroup never spans two CTAs here.
+  uint32_t numWarps = warpsPerCta * clusterSize;
+  threads.resize(size_t(numThreads) * clusterSize);
   warps.resize(numWarps);
+  exitedInCta.assign(clusterSize, 0);
+  namedBarriers.assign(size_t(kNamedBarriers) * clusterSize, NamedBarrier());
+  tmemAllocations.assign(clusterSize, {});
+  tmemRelinquished.assign(clusterSize, false);
   // Registers, shared memory and tensor memory start from a poison pattern,
   // all ones (a NaN in every float format fa4 uses, an address past every
   // allocation): a read of a value no instruction wrote, or of data before
   // the synchronization that publishes it, changes the result or faults
   // instead of finding a harmless zero.
-  registerFile.assign(size_t(numThreads) * program.numRegs, kPoison);
+  registerFile.assign(threads.size() * program.numRegs, kPoison);
   uint32_t initialRegisters =
       kernel.maxnreg ? kernel.maxnreg
                      : std::min<uint32_t>(255, 65536 / (numWarps * 32)) & ~7u;
-  for (uint32_t t = 0; t < numThreads; ++t) {
+  for (uint32_t t = 0; t < threads.size(); ++t) {
     Thread &th = threads[t];
     th.tid = t;
-    th.warp = t / 32;
+    th.cta = t / numThreads;
+    th.warp = th.cta * warpsPerCta + t % numThreads / 32;
     th.lane = t % 32;
     th.pc = kernel.begin;
     th.regs = registerFile.data() + size_t(t) * program.numRegs;
@@ -158,7 +172,7 @@ CtaMachine::CtaMachine(const Program &program, const Kernel &kernel,
   // between the CTA's warps through a per-CTA pool that starts empty (PTX
   // ISA, setmaxnreg): an increase waits for registers another warpgroup
   // released, never for the rest of the register file.
-  registerPool = 0;
+  registerPool.assign(clusterSize, 0);
   if (program.usesWgmma) {
     wgmmaRegisters.assign(size_t(numWarps) * program.numRegs, 0);
     registerEpochs.assign(size_t(numWarps) * program.numRegs, 0);
@@ -172,8 +186,8 @@ CtaMachine::CtaMachine(const Program &program, const Kernel &kernel,
   for (uint32_t w = 0; w < numWarps; ++w) {
     Warp &warp = warps[w];
     warp.registers = initialRegisters;
-    // Lanes past the block's size in the last warp never exist.
-    if (w == numWarps - 1 && numThreads % 32)
+    // Lanes past the block's size in a CTA's last warp never exist.
+    if (w % warpsPerCta == warpsPerCta - 1 && numThreads % 32)
       warp.absent = ~0u << (numThreads % 32);
     warp.knownTc.assign(numWarps, 0);
     warp.knownProxy.assign(numWarps, 0);
@@ -191,14 +205,18 @@ CtaMachine::CtaMachine(const Program &program, const Kernel &kernel,
   uint32_t staticBytes = (program.staticSmemBytes + program.dynamicSmemAlign - 1) /
                          program.dynamicSmemAlign * program.dynamicSmemAlign;
   smemEnd = kSharedBase + staticBytes + config.dynamicSmemBytes;
-  smem.assign(smemEnd, uint8_t(kPoison));
-  unfencedOwner.assign(smemEnd, 0);
-  genericTag.assign(smemEnd, 0);
-  smemOrder.assign((smemEnd + 3) / 4, SmemWord());
-  asyncLines.assign((smemEnd + 127) / 128, AsyncLine());
-  tmem.assign(size_t(kTmemLanes) * kTmemColumns, uint32_t(kPoison));
-  tmemOrder.assign(size_t(kTmemLanes / 32) * kTmemColumns, TmemCell());
-  report.perWarp.assign(numWarps, 0);
+  smemStride = (smemEnd + 1023) / 1024 * 1024;
+  // CTA r's bytes are [r * smemStride, r * smemStride + smemEnd).
+  uint32_t flatEnd = (clusterSize - 1) * smemStride + smemEnd;
+  smem.assign(flatEnd, uint8_t(kPoison));
+  unfencedOwner.assign(flatEnd, 0);
+  genericTag.assign(flatEnd, 0);
+  smemOrder.assign((flatEnd + 3) / 4, SmemWord());
+  asyncLines.assign((flatEnd + 127) / 128, AsyncLine());
+  tmem.assign(size_t(kTmemLanes) * kTmemColumns * clusterSize, uint32_t(kPoison));
+  tmemOrder.assign(size_t(kTmemLanes / 32) * kTmemColumns * clusterSize, TmemCell());
+  // Instructions per warp index of a CTA, summed over the cluster's CTAs.
+  report.perWarp.assign(warpsPerCta, 0);
 }
 
 //===----------------------------------------------------------------------===//
@@ -207,8 +225,10 @@ CtaMachine::CtaMachine(const Program &program, const Kernel &kernel,
 
 std::string CtaMachine::threadName(const Thread &th) const {
   std::ostringstream os;
-  os << "cta (" << ctaId[0] << "," << ctaId[1] << "," << ctaId[2] << ") thread "
-     << th.tid << " (warp " << th.warp << " lane " << th.lane << ")";
+  const std::array<uint32_t, 3> &id = ctaIds[th.cta];
+  os << "cta (" << id[0] << "," << id[1] << "," << id[2] << ") thread "
+     << th.tid - th.cta * numThreads << " (warp " << th.warp - th.cta * warpsPerCta
+     << " lane " << th.lane << ")";
   return os.str();
 }
 std::string CtaMachine::at(const Thread &th) const {
@@ -391,8 +411,9 @@ void CtaMachine::run() {
 
 void CtaMachine::reportDeadlock() {
   std::ostringstream head;
-  head << "cta (" << ctaId[0] << "," << ctaId[1] << "," << ctaId[2]
-       << ") deadlocked: every live warp is blocked and no asynchronous "
+  head << "cta (" << ctaIds[0][0] << "," << ctaIds[0][1] << "," << ctaIds[0][2]
+       << ")" << (clusterSize > 1 ? " and its cluster" : "")
+       << " deadlocked: every live warp is blocked and no asynchronous "
           "operation is in flight";
   report.deadlock.push_back(head.str());
   // One line per blocked strand (a warp, or some of its lanes): where it
@@ -407,14 +428,16 @@ void CtaMachine::reportDeadlock() {
     const Inst &in = program.code[std::min(top.pc, kernel.end - 1)];
     uint32_t lanes = top.mask & strand.lanes;
     std::ostringstream os;
-    os << "warp " << w << " (" << __builtin_popcount(lanes) << " lanes";
+    if (clusterSize > 1)
+      os << "cta rank " << w / warpsPerCta << " ";
+    os << "warp " << w % warpsPerCta << " (" << __builtin_popcount(lanes) << " lanes";
     if (strand.lanes != warp.live())
       os << " " << hex(strand.lanes);
     os << ") " << program.sources[in.source] << ": ";
     switch (strand.state) {
     case State::Mbarrier: {
       auto it = barriers.find(strand.waitBarrier);
-      os << "waits on the mbarrier at smem " << hex(strand.waitBarrier);
+      os << "waits on the mbarrier at smem " << smemName(strand.waitBarrier);
       if (it != barriers.end()) {
         const Mbarrier &b = it->second;
         const Thread &lane = threads[w * 32 + __builtin_ctz(lanes ? lanes : strand.lanes)];
@@ -429,15 +452,22 @@ void CtaMachine::reportDeadlock() {
     }
     case State::CtaBarrier: {
       const NamedBarrier &bar = namedBarriers[strand.namedBarrier];
-      os << "waits at named barrier " << strand.namedBarrier << " (";
+      os << "waits at named barrier " << strand.namedBarrier % kNamedBarriers
+         << " (";
       if (bar.expected)
         os << bar.arrivedWarps * 32 << " of " << bar.expected
            << " threads arrived)";
       else
-        os << bar.arrivedWarps << " of " << warps.size() - exitedWarps
+        os << bar.arrivedWarps << " of "
+           << warpsPerCta - exitedInCta[strand.namedBarrier / kNamedBarriers]
            << " live warps arrived)";
       break;
     }
+    case State::ClusterBarrier:
+      os << "waits in barrier.cluster.wait (" << clusterBarrier.arrived
+         << " of " << threads.size() - clusterBarrier.exitedIdle
+         << " live threads of the cluster arrived)";
+      break;
     case State::WgmmaWait:
       os << "waits in wgmma.wait_group " << strand.wgWaitAllowed << " for "
          << warp.wgInFlight << " wgmma operations in flight";
@@ -463,11 +493,12 @@ void CtaMachine::reportDeadlock() {
 
 void CtaMachine::finish() {
   for (const Thread &th : threads)
-    report.perWarp[th.warp] += th.executed;
+    report.perWarp[th.warp % warpsPerCta] += th.executed;
   if (report.errorCount || !report.deadlock.empty())
     return;
   if (!tmaInFlight.empty() || !tensorPipe.empty() || !wgmmaInFlight.empty())
-    hazard("cta (" + std::to_string(ctaId[0]) + ") exited with " +
+    hazard("cta (" + std::to_string(ctaIds[0][0]) + ")" +
+           (clusterSize > 1 ? " and its cluster" : "") + " exited with " +
            std::to_string(tmaInFlight.size()) + " TMA and " +
            std::to_string(tensorPipe.size()) +
            " tensor-core operations still in flight");
@@ -481,10 +512,11 @@ void CtaMachine::finish() {
                                   " (wgmma is warpgroup-collective)");
       return;
     }
-  for (auto [column, count] : tmemAllocations)
-    misuse("cta (" + std::to_string(ctaId[0]) + ") exited holding " +
-           std::to_string(count) + " TMEM columns from column " +
-           std::to_string(column) + " (no tcgen05.dealloc)");
+  for (uint32_t cta = 0; cta < clusterSize; ++cta)
+    for (auto [column, count] : tmemAllocations[cta])
+      misuse("cta (" + std::to_string(ctaIds[cta][0]) + ") exited holding " +
+             std::to_string(count) + " TMEM columns from column " +
+             std::to_string(column) + " (no tcgen05.dealloc)");
   // setmaxnreg is warpgroup-collective: every warp of a warpgroup must have
   // made the same requests.
   for (uint32_t g = 0; g * 4 < warps.size(); ++g)
@@ -505,10 +537,12 @@ void CtaMachine::finish() {
 //===----------------------------------------------------------------------===//
 
 uint64_t CtaMachine::special(const Thread &th, Special s) const {
+  const uint32_t tid = th.tid - th.cta * numThreads;
+  const std::array<uint32_t, 3> &ctaId = ctaIds[th.cta];
   switch (s) {
-  case Special::TidX: return th.tid % config.block[0];
-  case Special::TidY: return (th.tid / config.block[0]) % config.block[1];
-  case Special::TidZ: return th.tid / (config.block[0] * config.block[1]);
+  case Special::TidX: return tid % config.block[0];
+  case Special::TidY: return (tid / config.block[0]) % config.block[1];
+  case Special::TidZ: return tid / (config.block[0] * config.block[1]);
   case Special::NtidX: return config.block[0];
   case Special::NtidY: return config.block[1];
   case Special::NtidZ: return config.block[2];
@@ -519,10 +553,27 @@ uint64_t CtaMachine::special(const Thread &th, Special s) const {
   case Special::NctaidY: return config.grid[1];
   case Special::NctaidZ: return config.grid[2];
   case Special::LaneId: return th.lane;
-  case Special::WarpId: return th.warp;
-  case Special::NWarpId: return warps.size();
+  case Special::WarpId: return th.warp - th.cta * warpsPerCta;
+  case Special::NWarpId: return warpsPerCta;
   case Special::SmId: return ctaId[0];
   case Special::NSmId: return config.grid[0];
+  case Special::ClusterCtaRank: return th.cta;
+  case Special::ClusterNCtaRank: return clusterSize;
+  case Special::ClusterCtaidX: return ctaId[0] % clusterDims[0];
+  case Special::ClusterCtaidY: return ctaId[1] % clusterDims[1];
+  case Special::ClusterCtaidZ: return ctaId[2] % clusterDims[2];
+  case Special::ClusterNCtaidX: return clusterDims[0];
+  case Special::ClusterNCtaidY: return clusterDims[1];
+  case Special::ClusterNCtaidZ: return clusterDims[2];
+  case Special::ClusteridX: return clusterCoord[0];
+  case Special::ClusteridY: return clusterCoord[1];
+  case Special::ClusteridZ: return clusterCoord[2];
+  case Special::NClusteridX: return config.grid[0] / clusterDims[0];
+  case Special::NClusteridY: return config.grid[1] / clusterDims[1];
+  case Special::NClusteridZ: return config.grid[2] / clusterDims[2];
+  case Special::IsExplicitCluster:
+    return kernel.explicitCluster || clusterSize > 1 ||
+           kernel.reqCluster[0] != 0;
   case Special::DynamicSmemSize: return config.dynamicSmemBytes;
   case Special::Clock: case Special::Clock64: case Special::GlobalTimer:
     return now;
@@ -536,7 +587,10 @@ uint64_t CtaMachine::read(const Thread &th, const Operand &o, Ty type) {
     if (!registerReads.empty())
       registerReads[size_t(th.warp) * program.numRegs + o.reg] = warps[th.warp].wgFenceEpoch;
     return th.regs[o.reg];
-  case Operand::Kind::Imm: return maskTo(static_cast<uint64_t>(o.imm), bitsOf(type) ? bitsOf(type) : 64);
+  case Operand::Kind::Imm:
+    return maskTo(static_cast<uint64_t>(o.imm) +
+                      (o.sharedSymbol ? uint64_t(th.cta) << kClusterRankShift : 0),
+                  bitsOf(type) ? bitsOf(type) : 64);
   case Operand::Kind::Special: return special(th, o.special);
   default: return 0;
   }
@@ -554,15 +608,46 @@ void CtaMachine::write(Thread &th, const Operand &o, uint64_t value, Ty type) {
 
 uint64_t CtaMachine::address(const Thread &th, const Operand &o) const {
   uint64_t base = o.reg == kNoReg ? 0 : th.regs[o.reg];
+  if (o.sharedSymbol)
+    base += uint64_t(th.cta) << kClusterRankShift;
   return base + static_cast<uint64_t>(o.imm);
 }
 
 /// The host bytes behind [addr, addr + bytes) of `space`, bounds-checked.
 /// `smemAddr` is set for shared accesses (for hazard checks).
+std::string CtaMachine::smemName(uint32_t flat) const {
+  return hex(uint64_t(flat / smemStride) << kClusterRankShift | flat % smemStride);
+}
+
+bool CtaMachine::sharedAddress(Thread &th, uint64_t addr, uint32_t bytes,
+                               bool cluster, const char *what, uint32_t &flat) {
+  if (flatShared(th.cta, addr, bytes, cluster, flat))
+    return true;
+  uint64_t rank = addr >> kClusterRankShift;
+  if (rank != th.cta) {
+    error(th, std::string(what) + " at " + hex(addr) + " is " +
+                  (cluster ? "an address of CTA rank " + std::to_string(rank) +
+                                 ", outside the " + std::to_string(clusterSize) +
+                                 "-CTA cluster"
+                           : "CTA rank " + std::to_string(rank) +
+                                 "'s shared::cluster address, given to a "
+                                 ".shared::cta access of CTA rank " +
+                                 std::to_string(th.cta)));
+    return false;
+  }
+  error(th, std::string(what) + " of " + std::to_string(bytes) + " bytes at " +
+                hex(addr) + " is outside the CTA's shared memory [" +
+                hex(uint64_t(rank) << kClusterRankShift | kSharedBase) + ", " +
+                hex(uint64_t(rank) << kClusterRankShift | smemEnd) + ")");
+  return false;
+}
+
 uint8_t *CtaMachine::memory(Thread &th, Space space, uint64_t addr,
-                            uint32_t bytes, bool store, uint32_t &smemAddr) {
+                            uint32_t bytes, bool store, uint32_t &smemAddr,
+                            bool cluster) {
   smemAddr = 0;
   if (space == Space::Generic) {
+    cluster = true;
     if (addr >= kGenericParam && addr < kGenericParam + (1ull << 32)) {
       space = Space::Param;
       addr -= kGenericParam;
@@ -580,14 +665,15 @@ uint8_t *CtaMachine::memory(Thread &th, Space space, uint64_t addr,
   }
   switch (space) {
   case Space::Shared:
-    if (addr > 0xffffffffull || !checkShared(static_cast<uint32_t>(addr), bytes)) {
+    if (addr > 0xffffffffull) {
       error(th, "shared-memory access of " + std::to_string(bytes) + " bytes at " +
                     hex(addr) + " is outside the CTA's shared memory [" +
                     hex(kSharedBase) + ", " + hex(smemEnd) + ")");
       return nullptr;
     }
-    smemAddr = static_cast<uint32_t>(addr);
-    return smem.data() + addr;
+    if (!sharedAddress(th, addr, bytes, cluster, "shared-memory access", smemAddr))
+      return nullptr;
+    return smem.data() + smemAddr;
   case Space::Param:
     if (store) {
       error(th, "store to the kernel's parameter space");
@@ -763,6 +849,9 @@ void CtaMachine::step(uint32_t s, uint64_t budget) {
     case Op::MbarTryWait:
       flow = stepMbarrierWait(issue, in);
       break;
+    case Op::ClusterArrive: case Op::ClusterWait:
+      flow = stepCluster(issue, in);
+      break;
     case Op::BulkWait:
       flow = stepBulkWait(issue, in);
       break;
@@ -841,10 +930,16 @@ CtaMachine::Flow CtaMachine::stepMbarrierWait(const Issue &issue,
     any |= execMbarrier(threads[w * 32 + __builtin_ctz(lanes)], in);
   if (stopped)
     return Flow::Stop;
+  // The barrier's flat address (execMbarrier has checked it).
+  auto flatOf = [&](const Thread &th) {
+    uint32_t flat = 0;
+    flatShared(th.cta, address(th, in.operands[1]), 8, in.flags & kClusterSpace,
+               flat);
+    return flat;
+  };
   if (any) {
     // The wait returned: it acquires what the phase's arrivals released.
-    uint32_t addr =
-        static_cast<uint32_t>(address(firstLane(issue), in.operands[1]));
+    uint32_t addr = flatOf(firstLane(issue));
     if (auto it = barriers.find(addr); it != barriers.end()) {
       acquire(w, it->second.released);
       // And the TMA loads that completed the phases it has seen.
@@ -860,12 +955,12 @@ CtaMachine::Flow CtaMachine::stepMbarrierWait(const Issue &issue,
     return Flow::Continue;
   }
   Thread &first = firstLane(issue);
-  uint32_t addr = static_cast<uint32_t>(address(first, in.operands[1]));
+  uint32_t addr = flatOf(first);
   Mbarrier &bar = barriers[addr];
   if (strand.waiting && strand.waitBarrier == addr &&
       bar.phase >= strand.waitSnapshot + 2)
     misuse(at(first) + ": waited for a phase of the mbarrier at smem " +
-           hex(addr) + " while it completed " +
+           smemName(addr) + " while it completed " +
            std::to_string(bar.phase - strand.waitSnapshot) +
            " phases: its producer lapped this consumer");
   if (!strand.waiting || strand.waitBarrier != addr) {
@@ -1036,7 +1131,7 @@ void CtaMachine::execLane(Thread &th, const Inst &in) {
     // memory is).
     uint32_t smemAddr;
     uint8_t *p = memory(th, in.space, address(th, in.operands[1]), 4, true,
-                        smemAddr);
+                        smemAddr, in.flags & kClusterSpace);
     if (!p)
       return;
     if (reinterpret_cast<uintptr_t>(p) % 4) {
@@ -1055,7 +1150,7 @@ void CtaMachine::execLane(Thread &th, const Inst &in) {
     unsigned count = std::max<unsigned>(1, in.vec);
     uint32_t smemAddr;
     uint8_t *p = memory(th, in.space, address(th, in.operands[0]), 4 * count,
-                        true, smemAddr);
+                        true, smemAddr, in.flags & kClusterSpace);
     if (!p)
       return; // (memory() reported it: out of bounds or misaligned)
     const Operand &value = in.operands[1];
@@ -1122,6 +1217,9 @@ void CtaMachine::execLane(Thread &th, const Inst &in) {
   case Op::TcCommit:
     execCommit(th, in);
     return;
+  case Op::Mapa:
+    execMapa(th, in);
+    return;
   default:
     execAlu(th, in);
     return;
@@ -1132,6 +1230,15 @@ void CtaMachine::exitLanes(uint32_t s, uint32_t lanes) {
   const uint32_t w = strands[s].warp;
   Warp &warp = warps[w];
   warp.exited |= lanes;
+  // The cluster barrier waits for the threads that have not exited; one
+  // that arrived counts for the phase it arrived in.
+  for (uint32_t l = lanes; l; l &= l - 1) {
+    const Thread &th = threads[w * 32 + __builtin_ctz(l)];
+    if (!th.clusterArrived || th.clusterPhase != clusterBarrier.phase)
+      ++clusterBarrier.exitedIdle;
+  }
+  if (clusterBarrier.arrived)
+    completeClusterPhaseIfDone();
   strands[s].lanes &= ~lanes;
   if (!strands[s].lanes)
     block(s, State::Exited);
@@ -1141,15 +1248,17 @@ void CtaMachine::exitLanes(uint32_t s, uint32_t lanes) {
   if (warp.live())
     return;
   if (warp.wgInFlight)
-    hazard("cta (" + std::to_string(ctaId[0]) + ") warp " + std::to_string(w) +
+    hazard("cta (" + std::to_string(ctaIds[w / warpsPerCta][0]) + ") warp " + std::to_string(w % warpsPerCta) +
            " exited with " + std::to_string(warp.wgInFlight) +
            " wgmma operations in flight (no wgmma.wait_group)");
   ++exitedWarps;
+  const uint32_t cta = w / warpsPerCta;
+  ++exitedInCta[cta];
   // A barrier of the whole CTA waits only for the warps that have not
   // exited.
-  for (uint32_t id = 0; id < kNamedBarriers; ++id)
+  for (uint32_t id = cta * kNamedBarriers; id < (cta + 1) * kNamedBarriers; ++id)
     if (namedBarriers[id].arrivedWarps && !namedBarriers[id].expected &&
-        namedBarrierComplete(namedBarriers[id]))
+        namedBarrierComplete(namedBarriers[id], cta))
       releaseNamedBarrier(id);
 }
 
@@ -1157,9 +1266,10 @@ void CtaMachine::exitLanes(uint32_t s, uint32_t lanes) {
 // Named barriers (bar.sync, bar.arrive)
 //===----------------------------------------------------------------------===//
 
-bool CtaMachine::namedBarrierComplete(const NamedBarrier &bar) const {
+bool CtaMachine::namedBarrierComplete(const NamedBarrier &bar,
+                                      uint32_t cta) const {
   return bar.expected ? bar.arrivedWarps * 32 >= bar.expected
-                      : bar.arrivedWarps + exitedWarps >= warps.size();
+                      : bar.arrivedWarps + exitedInCta[cta] >= warpsPerCta;
 }
 
 /// A warp's arrival at named barrier a of b threads (PTX ISA, bar): the
@@ -1188,7 +1298,8 @@ bool CtaMachine::arriveNamedBarrier(uint32_t s, const Inst &in, bool wait) {
       return false;
     }
   }
-  NamedBarrier &bar = namedBarriers[id];
+  const uint32_t cta = w / warpsPerCta;
+  NamedBarrier &bar = namedBarriers[cta * kNamedBarriers + id];
   if (bar.arrivedWarps && bar.expected != expected) {
     error(first, std::string(name) + " on barrier " + std::to_string(id) +
                      " expects " +
@@ -1203,12 +1314,12 @@ bool CtaMachine::arriveNamedBarrier(uint32_t s, const Inst &in, bool wait) {
   ++bar.arrivedWarps;
   release(w, bar.order);
   if (wait) {
-    strands[s].namedBarrier = id;
+    strands[s].namedBarrier = cta * kNamedBarriers + id;
     bar.waiters.push_back(s);
     block(s, State::CtaBarrier);
   }
-  if (namedBarrierComplete(bar))
-    releaseNamedBarrier(id);
+  if (namedBarrierComplete(bar, cta))
+    releaseNamedBarrier(cta * kNamedBarriers + id);
   return true;
 }
 
@@ -1224,6 +1335,125 @@ void CtaMachine::releaseNamedBarrier(uint32_t id) {
       ++strands[s].stack.back().pc;
       makeRunnable(s);
     }
+}
+
+//===----------------------------------------------------------------------===//
+// Clusters (mapa, barrier.cluster)
+//===----------------------------------------------------------------------===//
+
+void CtaMachine::execMapa(Thread &th, const Inst &in) {
+  uint64_t addr = read(th, in.operands[1], in.type);
+  uint64_t rank = read(th, in.operands[2], Ty::U32);
+  if (rank >= clusterSize) {
+    error(th, "mapa to CTA rank " + std::to_string(rank) + " of a " +
+                  std::to_string(clusterSize) + "-CTA cluster");
+    return;
+  }
+  // The variable's offset in its CTA's window, from a shared::cta or
+  // shared::cluster address (generic ones in the shared window without
+  // .shared::cluster).
+  const bool generic = !(in.flags & kClusterSpace);
+  uint64_t shared = addr;
+  if (generic) {
+    if (addr < kGenericShared || addr >= kGenericShared + (1ull << 32)) {
+      error(th, "mapa of the generic address " + hex(addr) +
+                    ", which is not in the shared window");
+      return;
+    }
+    shared = addr - kGenericShared;
+  }
+  uint32_t flat;
+  if (!sharedAddress(th, shared, 1, true, "mapa's source", flat))
+    return;
+  uint64_t mapped = rank << kClusterRankShift | flat % smemStride;
+  write(th, in.operands[0], generic ? kGenericShared + mapped : mapped, in.type);
+}
+
+void CtaMachine::arriveCluster(Thread &th, const Inst &in) {
+  if (th.clusterArrived) {
+    misuse(at(th) + ": arrives at the cluster barrier again before its "
+                    "barrier.cluster.wait");
+    return;
+  }
+  th.clusterArrived = true;
+  th.clusterPhase = clusterBarrier.phase;
+  ++clusterBarrier.arrived;
+  // .release (the default) makes what the thread did before visible to the
+  // threads that wait on the phase; .relaxed releases nothing.
+  if (!(in.flags & kRelaxed))
+    release(th.warp, clusterBarrier.releasing);
+  completeClusterPhaseIfDone();
+}
+
+void CtaMachine::completeClusterPhaseIfDone() {
+  ClusterBarrier &bar = clusterBarrier;
+  if (bar.arrived + bar.exitedIdle < threads.size())
+    return;
+  ++bar.phase;
+  bar.released = std::move(bar.releasing);
+  bar.releasing = Order();
+  bar.arrived = 0;
+  // Threads that arrived and have exited since count as exited from now on.
+  for (Thread &th : threads)
+    if (th.clusterArrived && th.clusterPhase + 1 == bar.phase &&
+        (warps[th.warp].exited >> th.lane & 1))
+      ++bar.exitedIdle;
+  for (uint32_t s = 0; s < strands.size(); ++s)
+    if (strands[s].state == State::ClusterBarrier)
+      makeRunnable(s);
+}
+
+CtaMachine::Flow CtaMachine::stepCluster(const Issue &issue, const Inst &in) {
+  if (!issue.active) {
+    advance(issue);
+    return Flow::Continue;
+  }
+  if (in.flags & kAlignedCluster) {
+    // .aligned: every live lane of the warp executes it together.
+    const Warp &warp = warps[issue.warp];
+    Gather g = gather(issue.strand, warp.live(), issue.top.pc);
+    if (g == Gather::Waiting || g == Gather::Failed)
+      return Flow::Stop;
+    if (g == Gather::Joined)
+      return Flow::Continue;
+    if (issue.active != warp.live()) {
+      error(firstLane(issue), "an .aligned barrier.cluster is reached by a "
+                              "divergent warp (active lanes " +
+                                  hex(issue.active) + " of " + hex(warp.live()) + ")");
+      return Flow::Stop;
+    }
+  }
+  if (in.op == Op::ClusterWait)
+    return stepClusterWait(issue);
+  for (uint32_t lanes = issue.active; lanes && !stopped; lanes &= lanes - 1)
+    arriveCluster(threads[issue.warp * 32 + __builtin_ctz(lanes)], in);
+  advance(issue);
+  return Flow::Continue;
+}
+
+CtaMachine::Flow CtaMachine::stepClusterWait(const Issue &issue) {
+  // Every active lane must have arrived; the strand goes on once the phase
+  // its lanes arrived in has completed.
+  for (uint32_t lanes = issue.active; lanes; lanes &= lanes - 1) {
+    Thread &th = threads[issue.warp * 32 + __builtin_ctz(lanes)];
+    if (!th.clusterArrived) {
+      error(th, "barrier.cluster.wait without a barrier.cluster.arrive "
+                "before it");
+      return Flow::Stop;
+    }
+    if (th.clusterPhase >= clusterBarrier.phase) {
+      block(issue.strand, State::ClusterBarrier);
+      return Flow::Stop;
+    }
+  }
+  if (issue.active) {
+    // .acquire: what the arrivals released.
+    acquire(issue.warp, clusterBarrier.released);
+    for (uint32_t lanes = issue.active; lanes; lanes &= lanes - 1)
+      threads[issue.warp * 32 + __builtin_ctz(lanes)].clusterArrived = false;
+  }
+  advance(issue);
+  return Flow::Continue;
 }
 
 //===----------------------------------------------------------------------===//
@@ -1872,7 +2102,8 @@ void CtaMachine::execMemory(Thread &th, const Inst &in) {
   unsigned bytes = std::max(1u, bitsOf(in.type) / 8);
   unsigned total = bytes * in.vec;
   uint32_t smemAddr;
-  uint8_t *p = memory(th, in.space, address(th, addrOp), total, store, smemAddr);
+  uint8_t *p = memory(th, in.space, address(th, addrOp), total, store, smemAddr,
+                      in.flags & kClusterSpace);
   if (!p)
     return;
   if (smemAddr)
@@ -1937,7 +2168,7 @@ void CtaMachine::execCollective(uint32_t w, uint32_t members, const Inst &in,
   case Op::TcDealloc:
     return execTmemDealloc(w, first, in);
   case Op::TcRelinquish:
-    tmemRelinquished = true;
+    tmemRelinquished[first.cta] = true;
     return;
   case Op::TcWaitLd:
     forEachMember(w, members, [&](Thread &th) { th.pendingLd.clear(); });
@@ -2095,11 +2326,12 @@ void CtaMachine::execSetMaxNReg(uint32_t w, Thread &first, const Inst &in,
   int64_t delta = (int64_t(value) - warp.registers) * 32;
   // An increase waits until other warps have given back enough of the CTA's
   // 64K registers.
-  if (delta > registerPool) {
+  int64_t &pool = registerPool[w / warpsPerCta];
+  if (delta > pool) {
     waitForRegisters = true;
     return;
   }
-  registerPool -= delta;
+  pool -= delta;
   warp.registers = value;
   warp.setmaxnregValues.push_back(value);
 }
@@ -2112,14 +2344,15 @@ void CtaMachine::execTmemAlloc(Thread &first, const Inst &in) {
                      " columns (a power of 2 from 32 to 512)");
     return;
   }
-  if (tmemRelinquished) {
+  if (tmemRelinquished[first.cta]) {
     error(first, "tcgen05.alloc after tcgen05.relinquish_alloc_permit");
     return;
   }
+  std::vector<std::pair<uint32_t, uint32_t>> &allocations = tmemAllocations[first.cta];
   uint32_t column = 0;
   for (; column < kTmemColumns; column += columns) {
     bool free = true;
-    for (auto [c, n] : tmemAllocations)
+    for (auto [c, n] : allocations)
       if (c < column + columns && column < c + n)
         free = false;
     if (free)
@@ -2131,7 +2364,7 @@ void CtaMachine::execTmemAlloc(Thread &first, const Inst &in) {
                      "allocated: it would wait forever");
     return;
   }
-  tmemAllocations.push_back({column, columns});
+  allocations.push_back({column, columns});
   uint8_t *p = memory(first, Space::Shared, address(first, in.operands[0]), 4, true, smemAddr);
   if (!p)
     return;
@@ -2141,13 +2374,16 @@ void CtaMachine::execTmemAlloc(Thread &first, const Inst &in) {
 void CtaMachine::execTmemDealloc(uint32_t w, Thread &first, const Inst &in) {
   uint32_t taddr = read(first, in.operands[0], Ty::U32);
   uint32_t columns = read(first, in.operands[1], Ty::U32);
-  for (auto it = tmemAllocations.begin(); it != tmemAllocations.end(); ++it)
+  std::vector<std::pair<uint32_t, uint32_t>> &allocations = tmemAllocations[first.cta];
+  const uint32_t lane0 = first.cta * kTmemLanes;
+  for (auto it = allocations.begin(); it != allocations.end(); ++it)
     if (it->first == (taddr & 0xffff) && it->second == columns && (taddr >> 16) == 0) {
+      TmemRect freed{lane0, lane0 + kTmemLanes, it->first, it->first + columns};
       for (const TensorOp &op : tensorPipe)
-        if (!op.commit && op.dRect.col1 > it->first && op.dRect.col0 < it->first + columns)
+        if (!op.commit && op.dRect.overlaps(freed))
           hazard(at(first) + ": frees TMEM that an in-flight MMA is writing");
-      orderTmem(w, first.pc, {0, kTmemLanes, it->first, it->first + columns}, true);
-      tmemAllocations.erase(it);
+      orderTmem(w, first.pc, freed, true);
+      allocations.erase(it);
       return;
     }
   error(first, "tcgen05.dealloc of " + std::to_string(columns) + " columns at " +
@@ -2181,14 +2417,16 @@ void CtaMachine::execTmemCopy(uint32_t w, uint32_t members, const Inst &in) {
   });
   if (stopped)
     return;
-  TmemRect rect{laneBase, laneBase + 32, column, column + (pack ? in.count : columns)};
+  // The CTA's lanes in the cluster's numbering.
+  const uint32_t flatBase = first.cta * kTmemLanes + laneBase;
+  TmemRect rect{flatBase, flatBase + 32, column, column + (pack ? in.count : columns)};
   if (!tmemCheck(&first, rect, load ? "tcgen05.ld" : "tcgen05.st"))
     return;
   checkTmemCopyAgainstMmas(first, rect, load);
   orderTmem(w, first.pc, rect, !load, /*awaited=*/load);
   uint32_t words = pack ? in.count / 2 : in.count;
   forEachMember(w, members, [&](Thread &th) {
-    uint32_t *row = tmem.data() + size_t(laneBase + th.lane) * kTmemColumns + column;
+    uint32_t *row = tmem.data() + size_t(flatBase + th.lane) * kTmemColumns + column;
     for (uint32_t j = 0; j < words; ++j) {
       const Operand &v = values.kind == Operand::Kind::Vec
                              ? program.vectors[values.vecBegin + j]
@@ -2209,7 +2447,7 @@ void CtaMachine::execTmemCopy(uint32_t w, uint32_t members, const Inst &in) {
       }
     }
     if (!load)
-      th.pendingSt.push_back({laneBase + th.lane, laneBase + th.lane + 1, rect.col0, rect.col1});
+      th.pendingSt.push_back({flatBase + th.lane, flatBase + th.lane + 1, rect.col0, rect.col1});
   });
 }
 

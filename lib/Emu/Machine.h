@@ -23,6 +23,7 @@
 #include "llvm/ADT/STLFunctionalExtras.h"
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <deque>
 #include <random>
@@ -65,22 +66,37 @@ struct CtaReport {
   std::vector<int64_t> perWarp;
 };
 
+/// The CTAs of one cluster (one CTA where the launch has no clusters), run
+/// together: their warps share one scheduler, so that a CTA waiting on its
+/// peer (a cluster barrier, a remote mbarrier arrive, a multicast) is a
+/// schedule like any other, and the ordering checks span the cluster.
+/// Internally a thread, a warp, a shared-memory byte and a TMEM lane are
+/// numbered across the cluster: CTA r's threads follow r's predecessors',
+/// its shared memory is the r-th `smemStride` bytes (a multiple of 1024,
+/// so that swizzles, which read address bits 4-9, are the same), its TMEM
+/// lanes are r * 128 on. What a kernel sees is its own CTA's numbers
+/// (`%tid`, `%warpid`, shared::cta addresses, TMEM addresses).
 class CtaMachine {
 public:
+  /// `ctaLinear`: the linear index of each CTA of the cluster, by rank.
   CtaMachine(const Program &program, const Kernel &kernel, Device &device,
              const LaunchConfig &config, const std::vector<uint8_t> &params,
-             uint32_t ctaLinear, CtaReport &report);
+             const std::vector<uint32_t> &ctaLinear, CtaReport &report);
   void run();
 
 private:
   enum class State : uint8_t {
     Ready, CtaBarrier, Mbarrier, BulkWait, Registers, WgmmaWait, Converge,
-    Exited, Merged,
+    ClusterBarrier, Exited, Merged,
   };
   struct Thread {
     /// The instruction this lane executes (kept for reports).
     uint32_t pc = 0;
-    uint32_t tid = 0, warp = 0, lane = 0;
+    /// `tid` and `warp` count across the cluster; `cta` is the rank.
+    uint32_t tid = 0, warp = 0, lane = 0, cta = 0;
+    /// barrier.cluster: arrived and not yet waited, in phase `clusterPhase`.
+    bool clusterArrived = false;
+    uint64_t clusterPhase = 0;
     uint64_t *regs = nullptr;
     int64_t executed = 0;
     // tcgen05.ld destinations not yet covered by tcgen05.wait::ld.
@@ -279,6 +295,9 @@ private:
     uint32_t thread = 0;
     Order order; // a commit's: what its arrive releases
     uint32_t commitIndex = 0; // a commit's number among its warp's
+    // A commit with .multicast::cluster: the CTAs whose mbarrier at the
+    // same offset as `barrier`'s it arrives on.
+    uint16_t multicast = 0;
   };
 
   /// One warp's part of a wgmma.mma_async: the 16 rows of the 64 its
@@ -314,6 +333,11 @@ private:
   /// sleeps on the barrier.
   Flow stepMbarrierWait(const Issue &issue, const Inst &in);
   Flow stepBulkWait(const Issue &issue, const Inst &in);
+  /// barrier.cluster.wait: a strand whose lanes' phase has not completed
+  /// sleeps until it does.
+  Flow stepClusterWait(const Issue &issue);
+  /// barrier.cluster.arrive / .wait, the .aligned forms for the whole warp.
+  Flow stepCluster(const Issue &issue, const Inst &in);
   /// The .aligned instructions of the whole warp: bar.sync/arrive, wgmma.
   Flow stepAligned(const Issue &issue, const Inst &in);
   /// The warp-collective instructions with a member mask, and tcgen05's.
@@ -402,11 +426,39 @@ private:
   void write(Thread &th, const Operand &o, uint64_t value, Ty type);
   uint64_t special(const Thread &th, Special s) const;
   uint64_t address(const Thread &th, const Operand &o) const;
+  /// `cluster`: a .shared::cluster access, which may reach a peer CTA's
+  /// shared memory (generic addresses may always).
   uint8_t *memory(Thread &th, Space space, uint64_t addr, uint32_t bytes,
-                  bool store, uint32_t &smemAddr);
-  bool checkShared(uint32_t addr, uint32_t bytes) const {
-    return addr >= kSharedBase && addr + uint64_t(bytes) <= smemEnd;
+                  bool store, uint32_t &smemAddr, bool cluster = false);
+  /// Whether [flat, flat + bytes) lies in one CTA's shared memory.
+  bool checkShared(uint32_t flat, uint32_t bytes) const {
+    uint32_t rank = flat / smemStride, offset = flat - rank * smemStride;
+    return rank < clusterSize && offset >= kSharedBase &&
+           offset + uint64_t(bytes) <= smemEnd;
   }
+  /// The flat shared-memory address of a kernel's shared address `addr`
+  /// (a shared::cta address of the thread's CTA, or with `cluster` a
+  /// shared::cluster address of any CTA of the cluster); false, with an
+  /// error naming `what`, for an address outside them.
+  bool sharedAddress(Thread &th, uint64_t addr, uint32_t bytes, bool cluster,
+                     const char *what, uint32_t &flat);
+  /// sharedAddress without the error: false for an address outside them.
+  bool flatShared(uint32_t cta, uint64_t addr, uint32_t bytes, bool cluster,
+                  uint32_t &flat) const {
+    uint64_t rank = addr >> kClusterRankShift, offset = addr & (kClusterStride - 1);
+    if (rank != cta && (!cluster || rank >= clusterSize))
+      return false;
+    if (offset < kSharedBase || offset + bytes > smemEnd)
+      return false;
+    flat = static_cast<uint32_t>(rank * smemStride + offset);
+    return true;
+  }
+  /// A flat shared address as the kernel names it: its offset in its CTA,
+  /// with the CTA's rank in a cluster.
+  std::string smemName(uint32_t flat) const;
+  /// The CTA whose shared memory holds flat address `flat`, and its base.
+  uint32_t ctaOfShared(uint32_t flat) const { return flat / smemStride; }
+  uint32_t sharedBase(uint32_t cta) const { return cta * smemStride; }
   void onSharedAccess(Thread &th, Interval range, bool store);
   void checkPendingLd(Thread &th, const Inst &in);
 
@@ -437,6 +489,14 @@ private:
   /// For a wait, whether the awaited phase has completed.
   bool execMbarrier(Thread &th, const Inst &in);
   void execTma(Thread &th, const Inst &in);
+  /// The checks and bookkeeping of one TMA copy whose shared memory and
+  /// mbarrier (flat addresses) are known; a multicast issues one a CTA.
+  void issueTma(Thread &th, TmaOp op);
+  void execMapa(Thread &th, const Inst &in);
+  void arriveCluster(Thread &th, const Inst &in);
+  /// The cluster barrier's phase completes once every thread has arrived
+  /// or exited.
+  void completeClusterPhaseIfDone();
   bool bulkGroupsDone(const Thread &th, const Inst &in) const;
   void execMma(Thread &th, const Inst &in);
   void execCommit(Thread &th, const Inst &in);
@@ -467,7 +527,7 @@ private:
   /// blocks.
   bool arriveNamedBarrier(uint32_t strand, const Inst &in, bool wait);
   void releaseNamedBarrier(uint32_t id);
-  bool namedBarrierComplete(const NamedBarrier &bar) const;
+  bool namedBarrierComplete(const NamedBarrier &bar, uint32_t cta) const;
   // wgmma (sm_90a).
   void execWgmma(uint32_t warp, uint32_t members, const Inst &in);
   /// The descriptors (`aDesc` 0 with A in registers), uniform across the
@@ -491,7 +551,11 @@ private:
   void markWgmmaRegisters(const WgmmaOp &op, int delta);
 
   // Units.
+  /// `addr`: a flat address.
   Mbarrier *barrierAt(Thread &th, uint32_t addr);
+  /// The flat address of the mbarrier a kernel names at `addr` (of the
+  /// cluster with `cluster`); false, with an error, for none.
+  bool barrierAddress(Thread &th, uint64_t addr, bool cluster, uint32_t &flat);
   /// An mbarrier the async proxy (TMA, tcgen05.commit) is given.
   Mbarrier *asyncBarrierAt(Thread &th, uint32_t addr, const char *unit);
   void arrive(uint32_t addr, Mbarrier &bar, int64_t count,
@@ -500,6 +564,9 @@ private:
   void completePhase(Mbarrier &bar);
   void runTma(TmaOp &op);
   void runTensorOp(TensorOp &op);
+  void runMma(TensorOp &op);
+  /// A commit's arrive on the mbarrier at flat address `target`.
+  void arriveFromCommit(TensorOp &op, uint32_t target);
   bool tmemCheck(const Thread *th, const TmemRect &rect, const std::string &what);
   bool decodeMap(Thread &th, uint64_t generic, runtime::TensorMapSpec &map);
 
@@ -509,8 +576,24 @@ private:
   const LaunchConfig &config;
   const std::vector<uint8_t> &params;
   CtaReport &report;
-  uint32_t ctaId[3] = {0, 0, 0};
+  /// The cluster: its CTAs' coordinates in the grid (by rank), the
+  /// cluster's own, and the per-CTA strides of the flat numbering.
+  uint32_t clusterSize = 1;
+  std::vector<std::array<uint32_t, 3>> ctaIds;
+  uint32_t clusterCoord[3] = {0, 0, 0};
+  uint32_t clusterDims[3] = {1, 1, 1};
+  uint32_t warpsPerCta = 0;
+  uint32_t smemStride = 0;
+  /// Threads per CTA.
   uint32_t numThreads = 0;
+  /// barrier.cluster: phases completed, threads arrived in the current
+  /// one, exited threads not counted among them, and what the arrivals
+  /// release.
+  struct ClusterBarrier {
+    uint64_t phase = 0;
+    uint32_t arrived = 0, exitedIdle = 0;
+    Order releasing, released;
+  } clusterBarrier;
   std::vector<Thread> threads;
   std::vector<Warp> warps;
   std::vector<Strand> strands;
@@ -518,8 +601,11 @@ private:
   /// Warps that can run.
   std::vector<uint32_t> runnable;
   uint32_t exitedWarps = 0;
+  /// Per CTA: its warps that have exited.
+  std::vector<uint32_t> exitedInCta;
   static constexpr uint32_t kNamedBarriers = 16;
-  NamedBarrier namedBarriers[kNamedBarriers];
+  /// Per CTA, its 16 (CTA r's barrier i is r * 16 + i).
+  std::vector<NamedBarrier> namedBarriers;
   uint64_t now = 0;
   std::mt19937_64 rng;
 
@@ -535,9 +621,10 @@ private:
   uint32_t barrierIn(Interval range) const;
 
   static constexpr uint32_t kTmemLanes = 128, kTmemColumns = 512;
+  /// Per CTA (lanes r * 128 on): its TMEM, allocations and permit.
   std::vector<uint32_t> tmem;
-  std::vector<std::pair<uint32_t, uint32_t>> tmemAllocations; // column, count
-  bool tmemRelinquished = false;
+  std::vector<std::vector<std::pair<uint32_t, uint32_t>>> tmemAllocations; // column, count
+  std::vector<bool> tmemRelinquished;
 
   std::vector<TmaOp> tmaInFlight;
   std::deque<TensorOp> tensorPipe;
@@ -555,7 +642,8 @@ private:
     uint64_t aDesc = 0, bDesc = 0;
   };
   std::vector<std::unordered_map<uint64_t, WgmmaIssue>> wgmmaIssues;
-  int64_t registerPool = 65536;
+  /// Per CTA: registers setmaxnreg.dec gave back.
+  std::vector<int64_t> registerPool;
   std::vector<uint32_t> registerWaiters;
   /// A seeded speed for a strand under skewed schedules (512, 64, 8 or 1).
   uint32_t drawSpeed() { return 512u >> (3 * (rng() % 4)); }

@@ -166,7 +166,22 @@ const std::map<std::string, Special> &specials() {
       {"%nsmid", Special::NSmId},
       {"%dynamic_smem_size", Special::DynamicSmemSize},
       {"%clock", Special::Clock},      {"%clock64", Special::Clock64},
-      {"%globaltimer", Special::GlobalTimer}};
+      {"%globaltimer", Special::GlobalTimer},
+      {"%cluster_ctarank", Special::ClusterCtaRank},
+      {"%cluster_nctarank", Special::ClusterNCtaRank},
+      {"%cluster_ctaid.x", Special::ClusterCtaidX},
+      {"%cluster_ctaid.y", Special::ClusterCtaidY},
+      {"%cluster_ctaid.z", Special::ClusterCtaidZ},
+      {"%cluster_nctaid.x", Special::ClusterNCtaidX},
+      {"%cluster_nctaid.y", Special::ClusterNCtaidY},
+      {"%cluster_nctaid.z", Special::ClusterNCtaidZ},
+      {"%clusterid.x", Special::ClusteridX},
+      {"%clusterid.y", Special::ClusteridY},
+      {"%clusterid.z", Special::ClusteridZ},
+      {"%nclusterid.x", Special::NClusteridX},
+      {"%nclusterid.y", Special::NClusteridY},
+      {"%nclusterid.z", Special::NClusteridZ},
+      {"%is_explicit_cluster", Special::IsExplicitCluster}};
   return table;
 }
 
@@ -226,6 +241,8 @@ private:
   void decodeShfl(Decoding &d);
   void decodeWarpBarrier(Decoding &d);
   void decodeBarrier(Decoding &d);
+  void decodeClusterBarrier(Decoding &d);
+  void decodeMapa(Decoding &d);
   void decodeWgmma(Decoding &d);
   void decodeWgmmaShape(Decoding &d);
   void decodeWgmmaOperands(Decoding &d);
@@ -524,7 +541,27 @@ void Parser::parseEntryHeader(const std::string &header) {
       product *= static_cast<uint32_t>(std::strtoul(extent.c_str(), nullptr, 10));
     return product;
   };
-  for (size_t i = 0; i + 1 < tail.size(); ++i) {
+  for (size_t i = 0; i < tail.size(); ++i) {
+    if (tail[i] == ".explicitcluster")
+      kernel->explicitCluster = true;
+    if (i + 1 >= tail.size())
+      break;
+    if (tail[i] == ".reqnctapercluster") {
+      std::string extents;
+      for (size_t j = i + 1; j < tail.size() && tail[j][0] != '.'; ++j)
+        extents += tail[j];
+      std::vector<std::string> dims = splitTopLevel(extents, ',');
+      if (dims.empty() || dims.size() > 3)
+        fail(where() + ": .reqnctapercluster takes one to three extents");
+      for (uint32_t d = 0; d < 3; ++d) {
+        unsigned long extent =
+            d < dims.size() ? std::strtoul(dims[d].c_str(), nullptr, 10) : 1;
+        if (extent == 0 || extent > 16)
+          fail(where() + ": .reqnctapercluster extent " + dims[d] +
+               " (1 to 16)");
+        kernel->reqCluster[d] = static_cast<uint32_t>(extent);
+      }
+    }
     if (tail[i] == ".maxnreg")
       kernel->maxnreg = static_cast<uint32_t>(std::strtoul(tail[i + 1].c_str(), nullptr, 10));
     if (tail[i] == ".reqntid")
@@ -757,9 +794,11 @@ Operand Parser::parseMemory(const std::string &inner) {
     op.reg = slot;
   } else if (sharedSymbols.count(base)) {
     op.imm += sharedSymbols[base];
+    op.sharedSymbol = true;
   } else if (base == dynamicSmemSymbol && !base.empty()) {
     op.imm += kSharedBase + (program->staticSmemBytes + program->dynamicSmemAlign - 1) /
                                 program->dynamicSmemAlign * program->dynamicSmemAlign;
+    op.sharedSymbol = true;
   } else if (globalVariables.count(base)) {
     fail(where() + ": '" + base +
          "' is a module-scope .global variable, which fa4-emu does not "
@@ -882,6 +921,7 @@ Operand Parser::parseOperand(const std::string &raw, Ty type) {
     fail(where() + ": cannot read operand " + s);
   op.kind = Operand::Kind::Imm;
   op.imm = address.imm;
+  op.sharedSymbol = address.sharedSymbol;
   return op;
 }
 
@@ -919,7 +959,7 @@ bool isIgnorable(const std::string &q) {
       "sc", "volatile", "weak", "cta", "cluster", "gpu", "sys", "nc",
       "L1::no_allocate", "L1::evict_last", "L1::evict_first",
       "L1::evict_normal", "L1::evict_unchanged", "L2::64B", "L2::128B",
-      "L2::256B", "shared::cluster", "cta_group::1", "noftz"};
+      "L2::256B", "cta_group::1", "noftz"};
   return ignorable.count(q) != 0;
 }
 
@@ -1001,6 +1041,13 @@ void Parser::Decoding::readQualifiers(size_t from) {
       inst.cmp = c->second;
     } else if (auto sp = spaces.find(q); sp != spaces.end()) {
       inst.space = sp->second;
+    } else if (q == "shared::cluster") {
+      // The cluster's window: this CTA's shared memory and, through mapa's
+      // addresses, its peers'.
+      inst.space = Space::Shared;
+      inst.flags |= kClusterSpace;
+    } else if (q == "multicast::cluster") {
+      inst.flags |= kMulticast;
     } else if (auto f = flags.find(q); f != flags.end()) {
       inst.flags |= f->second;
     } else if (q == "v2" || q == "v4" || q == "v8") {
@@ -1109,8 +1156,12 @@ void Parser::decode(Inst &inst, const std::vector<std::string> &parts,
     return decodeShfl(d);
   if (base == "bar" && parts.size() > 1 && parts[1] == "warp")
     return decodeWarpBarrier(d);
+  if (base == "barrier" && parts.size() > 1 && parts[1] == "cluster")
+    return decodeClusterBarrier(d);
   if (base == "bar" || base == "barrier")
     return decodeBarrier(d);
+  if (base == "mapa")
+    return decodeMapa(d);
   if (base == "wgmma")
     return decodeWgmma(d);
   if (base == "setmaxnreg")
@@ -1410,6 +1461,17 @@ void Parser::decodeMbarrier(Decoding &d) {
   requireNoUnknown(d);
   if (inst.space != Space::Shared)
     unsupported(d, "an mbarrier outside .shared");
+  // A peer CTA's mbarrier (a .shared::cluster address) may be arrived on
+  // and expect transactions, never initialized or waited on (PTX ISA,
+  // mbarrier); its arrive returns no state (the sink `_`).
+  if ((inst.flags & kClusterSpace) && inst.op != Op::MbarArrive &&
+      inst.op != Op::MbarExpectTx)
+    unsupported(d, ".shared::cluster (only arrive and expect_tx reach a "
+                   "peer CTA's mbarrier)");
+  if ((inst.flags & kClusterSpace) && inst.op == Op::MbarArrive &&
+      inst.operands[0].kind != Operand::Kind::Sink)
+    fail(where() + ": an mbarrier.arrive on .shared::cluster returns no "
+                   "state: its destination must be the sink '_'");
 }
 
 void Parser::decodeBulkCopy(Decoding &d) {
@@ -1464,9 +1526,17 @@ void Parser::decodeTma(Decoding &d, const std::vector<std::string> &parts) {
   // .tile is the default mode; im2col and the gather modes are refused as
   // unknown qualifiers.
   bool completeTx = false, bulkGroup = false;
+  if (load && parts[5] == "shared::cluster")
+    inst.flags |= kClusterSpace;
   for (size_t i = 7; i < parts.size(); ++i) {
     if (parts[i] == "tile")
       continue;
+    if (load && parts[i] == "multicast::cluster") {
+      // The box lands at the same offset in every CTA of a mask, each
+      // CTA's mbarrier at the same offset told of its bytes.
+      inst.flags |= kMulticast;
+      continue;
+    }
     if (parts[i] == "mbarrier::complete_tx::bytes")
       completeTx = true;
     else if (parts[i] == "bulk_group")
@@ -1481,7 +1551,8 @@ void Parser::decodeTma(Decoding &d, const std::vector<std::string> &parts) {
                    "mbarrier::complete_tx::bytes");
   if (!load && (!bulkGroup || parts[5] != "global"))
     unsupported(d, "a TMA store that is not shared -> global with .bulk_group");
-  size_t expected = (load ? 3 : 2) + ((inst.flags & kCacheHint) ? 1 : 0);
+  size_t expected = (load ? 3 : 2) + ((inst.flags & kMulticast) ? 1 : 0) +
+                    ((inst.flags & kCacheHint) ? 1 : 0);
   // [tensorMap, {coords}] arrives as one bracketed operand.
   setOperands(d, expected, expected, Ty::B32);
 }
@@ -1538,7 +1609,10 @@ void Parser::decodeTcgen05(Decoding &d) {
     if (!d.dropUnknown("mbarrier::arrive::one"))
       unsupported(d, "a commit without mbarrier::arrive::one");
     d.dropUnknown("shared::cta");
-    setOperands(d, 1, 1, Ty::B64);
+    // .multicast::cluster: the arrive reaches the mbarrier at the same
+    // offset in each CTA of the 16-bit mask (the second operand).
+    bool multicast = inst.flags & kMulticast;
+    setOperands(d, multicast ? 2 : 1, multicast ? 2 : 1, Ty::B64);
     inst.space = Space::Shared;
   } else if (verb == "ld" || verb == "st") {
     decodeTmemCopy(d);
@@ -1637,6 +1711,52 @@ void Parser::decodeBarrier(Decoding &d) {
     unsupported(d, "a barrier without .aligned (divergent arrival)");
   d.inst.op = arrive ? Op::BarArrive : Op::BarSync;
   setOperands(d, arrive ? 2 : 1, 2, Ty::U32);
+}
+
+void Parser::decodeClusterBarrier(Decoding &d) {
+  // barrier.cluster.arrive[.release|.relaxed][.aligned] and
+  // barrier.cluster.wait[.acquire][.aligned]: every non-exited thread of
+  // the cluster arrives, then waits for the phase to complete, counted per
+  // thread; .aligned: every thread of the warp executes it together.
+  bool arrive = false, wait = false, relaxed = false;
+  for (size_t i = 2; i < d.parts.size(); ++i) {
+    const std::string &q = d.parts[i];
+    if (q == "aligned")
+      d.inst.flags |= kAlignedCluster;
+    if (q == "arrive")
+      arrive = true;
+    else if (q == "wait")
+      wait = true;
+    else if (q == "relaxed" && arrive)
+      relaxed = true;
+    else if (!(q == "aligned" || (q == "release" && arrive) ||
+               (q == "acquire" && wait)))
+      unsupported(d, "qualifier ." + q);
+  }
+  if (arrive == wait)
+    unsupported(d, "cluster barrier form (expected .arrive or .wait)");
+  d.inst.op = arrive ? Op::ClusterArrive : Op::ClusterWait;
+  // .relaxed: the arrival releases nothing.
+  if (relaxed)
+    d.inst.flags |= kRelaxed;
+  setOperands(d, 0, 0, Ty::None);
+}
+
+void Parser::decodeMapa(Decoding &d) {
+  // mapa[.shared::cluster].u32|u64 d, a, rank: the address of the
+  // variable at `a` in the CTA of that rank (shared::cluster addresses;
+  // generic ones without the space).
+  d.inst.op = Op::Mapa;
+  d.readQualifiers(1);
+  requireNoUnknown(d);
+  requireType(d);
+  if (d.inst.type != Ty::U32 && d.inst.type != Ty::U64)
+    unsupported(d, "type (mapa takes .u32 or .u64)");
+  if (d.inst.space == Space::Shared && !(d.inst.flags & kClusterSpace))
+    unsupported(d, "state space (mapa maps into .shared::cluster)");
+  if ((d.inst.flags & kClusterSpace) && d.inst.type != Ty::U32)
+    unsupported(d, "type (mapa.shared::cluster is .u32)");
+  setOperands(d, 3, 3, d.inst.type);
 }
 
 void Parser::decodeWgmma(Decoding &d) {

@@ -24,6 +24,17 @@ namespace mlir::fa4::emu {
 /// window is sm_100a's 228 KB.
 constexpr uint32_t kSharedBase = 1024;
 constexpr uint32_t kSharedWindow = 228 * 1024 + kSharedBase;
+/// Shared addresses carry the CTA's rank in a cluster above bit 24: CTA r's
+/// window is [r << 24, (r << 24) + kSharedWindow), what its own shared::cta
+/// addresses (its variables, cvta) and everyone's shared::cluster addresses
+/// of it (mapa) are. The PTX ISA leaves the encoding open; CUTLASS's 2-SM
+/// TMA relies on this one (it clears bit 24 of its own mbarrier's address
+/// to name the even CTA's).
+constexpr uint32_t kClusterRankShift = 24;
+constexpr uint32_t kClusterStride = 1u << kClusterRankShift;
+static_assert(kSharedWindow <= kClusterStride, "a CTA's window fits its stride");
+/// The most CTAs a cluster may have (16, with the non-portable size).
+constexpr uint32_t kMaxClusterSize = 16;
 /// Generic addresses of the param and shared windows (cvta).
 constexpr uint64_t kGenericParam = 0x7f0000000000ull;
 constexpr uint64_t kGenericShared = 0x7e0000000000ull;
@@ -44,6 +55,8 @@ enum class Op : uint8_t {
   TcWaitSt, TcFenceBefore, TcFenceAfter,
   Elect, Vote, BarSync, BarArrive, BarWarpSync, SetMaxNReg, Shfl, StMatrix,
   WgFence, WgMma, WgCommit, WgWait,
+  // Clusters: mapa, barrier.cluster.arrive / .wait.
+  Mapa, ClusterArrive, ClusterWait,
 };
 
 /// E4M3 and E5M2 (the 8-bit floats, fa4/Support/Float8.h) and their packed
@@ -86,7 +99,7 @@ enum class BoolOp : uint8_t { None, And, Or, Xor };
 enum class MmaKind : uint8_t { F16, F8F6F4 };
 
 /// Instruction modifiers (bit flags).
-enum Flag : uint32_t {
+enum Flag : uint64_t {
   kLo = 1u << 0, kHi = 1u << 1, kWide = 1u << 2, kFtz = 1u << 3,
   kSat = 1u << 4, kRelu = 1u << 5, kNaN = 1u << 6, kApprox = 1u << 7,
   kInc = 1u << 8,          // setmaxnreg.inc
@@ -108,6 +121,12 @@ enum Flag : uint32_t {
   // transposes (1: MN-major) and scales (-1: negate) of A and B.
   kRegA = 1u << 27, kTransA = 1u << 28, kTransB = 1u << 29,
   kNegA = 1u << 30, kNegB = 1u << 31,
+  // Clusters: an address of the shared::cluster window (ld, st, mbarrier
+  // arrives, TMA's and tcgen05.commit's mbarriers); a TMA load or
+  // tcgen05.commit to the CTAs of a mask (.multicast::cluster).
+  kClusterSpace = 1ull << 32, kMulticast = 1ull << 33,
+  kRelaxed = 1ull << 34,   // barrier.cluster.arrive.relaxed: no release
+  kAlignedCluster = 1ull << 35, // barrier.cluster...aligned: the whole warp
 };
 
 /// Special registers.
@@ -115,6 +134,11 @@ enum class Special : uint8_t {
   TidX, TidY, TidZ, NtidX, NtidY, NtidZ, CtaidX, CtaidY, CtaidZ,
   NctaidX, NctaidY, NctaidZ, LaneId, WarpId, NWarpId, SmId, NSmId,
   DynamicSmemSize, Clock, Clock64, GlobalTimer,
+  // Clusters (PTX ISA, special registers).
+  ClusterCtaRank, ClusterNCtaRank, ClusterCtaidX, ClusterCtaidY,
+  ClusterCtaidZ, ClusterNCtaidX, ClusterNCtaidY, ClusterNCtaidZ,
+  ClusteridX, ClusteridY, ClusteridZ, NClusteridX, NClusteridY,
+  NClusteridZ, IsExplicitCluster,
 };
 
 constexpr uint32_t kNoReg = ~0u;
@@ -133,6 +157,9 @@ struct Operand {
   int64_t imm = 0;
   /// Vec: elements in Program::vectors.
   uint32_t vecBegin = 0, vecCount = 0;
+  /// Imm or Mem naming a shared variable: its address is in the executing
+  /// CTA's window, which the machine adds (its rank << 24).
+  bool sharedSymbol = false;
 };
 
 struct Inst {
@@ -157,7 +184,7 @@ struct Inst {
   uint16_t shapeN = 0;
   bool guardNegated = false;
   uint32_t guard = kNoReg;
-  uint32_t flags = 0;
+  uint64_t flags = 0;
   /// Bra: the instruction index jumped to, and where lanes that diverge at
   /// this branch meet again: the first instruction of the branch's
   /// immediate post-dominator (kReconvergeAtExit when only the exit is).
@@ -177,6 +204,9 @@ struct Kernel {
   uint32_t maxnreg = 0;
   uint32_t reqntid = 0;
   uint32_t maxntid = 0;
+  /// .reqnctapercluster nx[, ny[, nz]] (0: none), and .explicitcluster.
+  uint32_t reqCluster[3] = {0, 0, 0};
+  bool explicitCluster = false;
 };
 
 struct Program {

@@ -92,6 +92,10 @@ struct LaunchConfig {
   std::string kernel;
   uint32_t grid[3] = {1, 1, 1};
   uint32_t block[3] = {1, 1, 1};
+  /// Thread-block clusters: CTAs per cluster in each dimension. {1, 1, 1}
+  /// takes the kernel's .reqnctapercluster, or none; the grid must be whole
+  /// clusters. A cluster's CTAs run together (docs/Emulator.md, "Clusters").
+  uint32_t cluster[3] = {1, 1, 1};
   uint32_t dynamicSmemBytes = 0;
   /// One byte string per kernel parameter, in order.
   std::vector<std::vector<uint8_t>> arguments;
