@@ -566,14 +566,16 @@ bool CtaMachine::execMbarrier(Thread &th, const Inst &in) {
 
 bool CtaMachine::tmemCheck(const Thread *th, const TmemRect &rect,
                            const std::string &what) {
-  // The rectangle is in the cluster's numbering: one CTA's lanes.
+  // The rectangle is in the cluster's numbering: one CTA's lanes, or a
+  // pair's; each CTA's part must be inside one of its allocations.
   const uint32_t cta = rect.lane0 / kTmemLanes;
-  bool inside = cta < clusterSize && rect.lane1 <= (cta + 1) * kTmemLanes;
-  if (inside) {
-    inside = false;
-    for (auto [column, count] : tmemAllocations[cta])
+  bool inside = rect.lane1 <= clusterSize * kTmemLanes;
+  for (uint32_t c = cta; inside && c * kTmemLanes < rect.lane1; ++c) {
+    bool here = false;
+    for (auto [column, count] : tmemAllocations[c])
       if (rect.col0 >= column && rect.col1 <= column + count)
-        inside = true;
+        here = true;
+    inside = here;
   }
   if (inside)
     return true;
@@ -704,13 +706,18 @@ void CtaMachine::execTma(Thread &th, const Inst &in) {
   uint32_t barrier;
   if (!barrierAddress(th, address(th, in.operands[2]), cluster, barrier))
     return;
+  // With .cta_group::2 the mbarrier may be the destination CTA's peer's
+  // (PTX ISA): a pair's loads complete on one CTA's barrier.
+  const bool pair = in.flags & kCtaGroup2;
   if (!(in.flags & kMulticast)) {
-    // Without a multicast the box and the mbarrier are one CTA's.
-    if (ctaOfShared(barrier) != ctaOfShared(op.smem)) {
+    // Without a multicast the box and the mbarrier are one CTA's (or a
+    // pair's).
+    uint32_t boxCta = ctaOfShared(op.smem), barCta = ctaOfShared(barrier);
+    if (barCta != boxCta && !(pair && barCta == (boxCta ^ 1))) {
       error(th, "a TMA load into " + smemName(op.smem) +
                     " completing on the mbarrier at " + smemName(barrier) +
                     ", another CTA's (the destination and its mbarrier must "
-                    "be in one CTA)");
+                    "be in one CTA" + (pair ? ", or a pair's)" : ")"));
       return;
     }
     op.barrier = barrier;
@@ -726,12 +733,24 @@ void CtaMachine::execTma(Thread &th, const Inst &in) {
                   std::to_string(clusterSize - 1) + ")");
     return;
   }
+  // With .cta_group::2 each destination's mbarrier is in the CTA of its
+  // pair that the given one is in (the even CTA's, where CUTLASS's 2-SM
+  // multicast names the even CTA's barrier): the emulator's reading of the
+  // ISA's "either the same CTA as dstMem or its peer".
   const uint32_t boxOffset = op.smem % smemStride, barOffset = barrier % smemStride;
+  const uint32_t barParity = ctaOfShared(barrier) & 1;
   for (uint32_t rank = 0; rank < clusterSize && !stopped; ++rank)
     if (mask >> rank & 1) {
       TmaOp one = op;
+      uint32_t barCta = pair ? ((rank & ~1u) | barParity) : rank;
+      if (barCta >= clusterSize) {
+        error(th, "a multicast TMA load to CTA rank " + std::to_string(rank) +
+                      " completes on the mbarrier of rank " + std::to_string(barCta) +
+                      ", past the cluster");
+        return;
+      }
       one.smem = sharedBase(rank) + boxOffset;
-      one.barrier = sharedBase(rank) + barOffset;
+      one.barrier = sharedBase(barCta) + barOffset;
       issueTma(th, one);
     }
 }
@@ -750,7 +769,7 @@ void CtaMachine::issueTma(Thread &th, TmaOp op) {
   }
   if (load) {
     for (const TensorOp &mma : tensorPipe)
-      if (!mma.commit && (mma.aSmem.overlaps(region) || mma.bSmem.overlaps(region)))
+      if (mma.readsShared(region))
         hazard(at(th) + ": overwrites shared memory [" + hex(region.begin) + ", " +
                hex(region.end) + ") that an in-flight MMA (" +
                program.sources[mma.source] + ") is still reading");
@@ -923,17 +942,40 @@ void CtaMachine::execMma(Thread &th, const Inst &in) {
   op.thread = th.tid;
   std::string why;
   uint32_t idesc = static_cast<uint32_t>(read(th, in.operands[3], Ty::B32));
+  op.pair = in.flags & kCtaGroup2;
+  const unsigned group = op.pair ? 2 : 1;
   bool decoded = in.kind == MmaKind::F8F6F4
-                     ? decodeInstrDescriptorF8F6F4(idesc, op.instr, why)
-                     : decodeInstrDescriptorF16(idesc, op.instr, why);
+                     ? decodeInstrDescriptorF8F6F4(idesc, op.instr, why, group)
+                     : decodeInstrDescriptorF16(idesc, op.instr, why, group);
   if (!decoded) {
     error(th, "tcgen05.mma: " + why);
     return;
   }
-  if (op.instr.m != 128 || !op.instr.dF32) {
-    error(th, "tcgen05.mma with M = " + std::to_string(op.instr.m) +
+  const uint32_t modelledM = op.pair ? 256 : 128;
+  if (op.instr.m != modelledM || !op.instr.dF32) {
+    error(th, std::string("tcgen05.mma") + (op.pair ? ".cta_group::2" : "") +
+                  " with M = " + std::to_string(op.instr.m) +
                   (op.instr.dF32 ? "" : " and an f16 accumulator") +
-                  " is not modelled (M = 128, f32 D are)");
+                  " is not modelled (M = " + std::to_string(modelledM) +
+                  ", f32 D are)");
+    return;
+  }
+  if (in.numOperands == 6) {
+    // The disable-output-lane mask: every lane writes unless a bit says.
+    const Operand &mask = in.operands[5];
+    for (uint32_t i = 0; i < mask.vecCount; ++i)
+      if (read(th, program.vectors[mask.vecBegin + i], Ty::B32) != 0) {
+        error(th, "tcgen05.mma with a non-zero disable-output-lane mask (not "
+                  "modelled)");
+        return;
+      }
+  }
+  // A pair's MMA: the even CTA of the issuer's pair and its peer.
+  op.pairCta = op.pair ? th.cta & ~1u : th.cta;
+  if (op.pair && op.pairCta + 1 >= clusterSize) {
+    error(th, "tcgen05.mma.cta_group::2 needs the peer CTA of rank " +
+                  std::to_string(th.cta ^ 1) + ", which a " +
+                  std::to_string(clusterSize) + "-CTA cluster does not have");
     return;
   }
   op.d = static_cast<uint32_t>(address(th, in.operands[0]));
@@ -965,29 +1007,46 @@ void CtaMachine::execMma(Thread &th, const Inst &in) {
   // The descriptors' addresses are the issuing CTA's (shared::cta); in
   // the cluster's numbering its bytes start at its base (a multiple of
   // 1024, so the swizzle is the same).
-  op.a.startAddress += sharedBase(th.cta);
-  op.b.startAddress += sharedBase(th.cta);
+  // A pair's descriptors name the same offsets in both CTAs: the even
+  // CTA's bytes here, the odd one's one stride on.
+  op.a.startAddress += sharedBase(op.pairCta);
+  op.b.startAddress += sharedBase(op.pairCta);
   // What the MMA will touch, for the hazard checks. A kind's operands are
-  // of one width (kind::f8f6f4's e4m3 and e5m2 both bytes).
+  // of one width (kind::f8f6f4's e4m3 and e5m2 both bytes). A pair's CTAs
+  // each hold 128 rows of A and N/2 of B.
   uint32_t eb = mmaElementBytes(op.instr.aType);
+  const uint32_t aRows = op.pair ? op.instr.m / 2 : op.instr.m;
+  const uint32_t bRows = op.pair ? op.instr.n / 2 : op.instr.n;
   if (!op.aInTmem)
-    op.aSmem = operandSpan(op.a, op.instr.aMajor, 0, op.instr.m, eb);
-  op.bSmem = operandSpan(op.b, op.instr.bMajor, 0, op.instr.n, eb);
-  for (const Interval &range : {op.aSmem, op.bSmem})
+    op.aSmem = operandSpan(op.a, op.instr.aMajor, 0, aRows, eb);
+  op.bSmem = operandSpan(op.b, op.instr.bMajor, 0, bRows, eb);
+  auto shifted = [&](const Interval &range) {
+    return range.end > range.begin
+               ? Interval{range.begin + smemStride, range.end + smemStride}
+               : range;
+  };
+  if (op.pair) {
+    op.aSmemPeer = shifted(op.aSmem);
+    op.bSmemPeer = shifted(op.bSmem);
+  }
+  for (const Interval &range : {op.aSmem, op.bSmem, op.aSmemPeer, op.bSmemPeer})
     if (range.end > range.begin &&
         (!checkShared(range.begin, range.end - range.begin) ||
-         ctaOfShared(range.begin) != th.cta)) {
+         ctaOfShared(range.begin) != ctaOfShared(range.end - 1) ||
+         ctaOfShared(range.begin) - op.pairCta > 1)) {
       error(th, "tcgen05.mma reads shared memory [" + hex(range.begin) + ", " +
                     hex(range.end) + "), outside the CTA's shared memory "
                     "(check the descriptor's start address, LBO and SBO)");
       return;
     }
   uint32_t dLane = op.d >> 16, dCol = op.d & 0xffff;
-  const uint32_t lane0 = th.cta * kTmemLanes;
+  // A pair's D: each CTA's lanes 0-127 (contiguous in the cluster's
+  // numbering).
+  const uint32_t lane0 = op.pairCta * kTmemLanes;
   op.dRect = {lane0 + dLane, lane0 + dLane + op.instr.m, dCol, dCol + op.instr.n};
   if (dLane != 0) {
-    error(th, "tcgen05.mma with M = 128 must write TMEM from lane 0, not lane " +
-                  std::to_string(dLane));
+    error(th, "tcgen05.mma with M = " + std::to_string(op.instr.m) +
+                  " must write TMEM from lane 0, not lane " + std::to_string(dLane));
     return;
   }
   if (!tmemCheck(&th, op.dRect, "the MMA's accumulator"))
@@ -998,7 +1057,7 @@ void CtaMachine::execMma(Thread &th, const Inst &in) {
     op.aRect = {lane0 + aLane, lane0 + aLane + op.instr.m, aCol, aCol + 8};
     if (aLane != 0) {
       error(th, "tcgen05.mma reads A from TMEM lane " + std::to_string(aLane) +
-                    " (M = 128 reads lanes 0..127)");
+                    " (its A is lanes 0..127" + (op.pair ? " of each CTA)" : ")"));
       return;
     }
     if (!tmemCheck(&th, op.aRect, "the MMA's A operand"))
@@ -1007,16 +1066,17 @@ void CtaMachine::execMma(Thread &th, const Inst &in) {
   // Hazards against the threads and the other asynchronous units.
   for (const TmaOp &tma : tmaInFlight) {
     Interval region{tma.smem, tma.smem + tma.bytes};
-    if (tma.load && (region.overlaps(op.aSmem) || region.overlaps(op.bSmem)))
-      hazard(at(th) + ": the MMA reads shared memory [" + hex(region.begin) + ", " +
-             hex(region.end) + ") that an in-flight TMA load (" +
+    if (tma.load && op.readsShared(region))
+      hazard(at(th) + ": the MMA reads shared memory [" + smemName(region.begin) +
+             ", " + smemName(region.end) + ") that an in-flight TMA load (" +
              program.sources[tma.source] + ") is still writing");
   }
-  for (const Interval &range : {op.aSmem, op.bSmem})
-    orderProxy(th.warp, range, [&] { return at(th) + ": the MMA"; });
+  for (const Interval &range : {op.aSmem, op.bSmem, op.aSmemPeer, op.bSmemPeer})
+    if (range.end > range.begin)
+      orderProxy(th.warp, range, [&] { return at(th) + ": the MMA"; });
   // Its reads are done when a later tcgen05.commit of this warp arrives.
   uint32_t token = newToken(TokenKind::Commit, th.warp, warps[th.warp].commits + 1);
-  for (const Interval &range : {op.aSmem, op.bSmem})
+  for (const Interval &range : {op.aSmem, op.bSmem, op.aSmemPeer, op.bSmemPeer})
     if (range.end > range.begin) {
       orderAsync(th.warp, th.pc, range, false, [&] { return at(th) + ": the MMA"; });
       recordAsyncRead(range, token, th.pc);
@@ -1131,7 +1191,18 @@ void CtaMachine::runMma(TensorOp &op) {
   const uint32_t eb = mmaElementBytes(op.instr.aType), K = mmaK(eb);
   const float *aTable = elementTable(op.instr.aType);
   const float *bTable = elementTable(op.instr.bType);
-  float a[128][32];
+  // A pair's rows and columns are split between its CTAs: A's row m is row
+  // m % 128 of CTA m / 128's operand, B's row n row n % (N / 2) of CTA
+  // n / (N / 2)'s, each at the descriptor's offset in its CTA.
+  const uint32_t aRows = op.pair ? M / 2 : M, bRows = op.pair ? N / 2 : N;
+  auto partOf = [&](const SmemDescriptor &desc, uint32_t part) {
+    SmemDescriptor shifted = desc;
+    shifted.startAddress += part * smemStride;
+    return shifted;
+  };
+  const SmemDescriptor aParts[2] = {op.a, partOf(op.a, 1)};
+  const SmemDescriptor bParts[2] = {op.b, partOf(op.b, 1)};
+  float a[256][32];
   std::vector<float> bt(K * N);
   for (uint32_t m = 0; m < M; ++m)
     for (uint32_t k = 0; k < K; ++k) {
@@ -1144,15 +1215,18 @@ void CtaMachine::runMma(TensorOp &op) {
                              (op.aTmem & 0xffff) + k / perColumn];
         bits = (word >> (8 * eb * (k % perColumn))) & ((1u << (8 * eb)) - 1);
       } else {
-        bits = loadElement(
-            smem, operandAddress(op.a, op.instr.aMajor, m, k, eb), eb);
+        bits = loadElement(smem,
+                           operandAddress(aParts[m / aRows], op.instr.aMajor,
+                                          m % aRows, k, eb),
+                           eb);
       }
       a[m][k] = op.instr.negateA ? -aTable[bits] : aTable[bits];
     }
   for (uint32_t n = 0; n < N; ++n)
     for (uint32_t k = 0; k < K; ++k) {
       float b = bTable[loadElement(
-          smem, operandAddress(op.b, op.instr.bMajor, n, k, eb), eb)];
+          smem, operandAddress(bParts[n / bRows], op.instr.bMajor, n % bRows, k, eb),
+          eb)];
       bt[k * N + n] = op.instr.negateB ? -b : b;
     }
   uint32_t dCol = op.d & 0xffff;

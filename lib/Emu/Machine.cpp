@@ -150,6 +150,7 @@ CtaMachine::CtaMachine(const Program &program, const Kernel &kernel,
   namedBarriers.assign(size_t(kNamedBarriers) * clusterSize, NamedBarrier());
   tmemAllocations.assign(clusterSize, {});
   tmemRelinquished.assign(clusterSize, false);
+  pairRendezvous.assign((clusterSize + 1) / 2, PairRendezvous());
   // Registers, shared memory and tensor memory start from a poison pattern,
   // all ones (a NaN in every float format fa4 uses, an address past every
   // allocation): a read of a value no instruction wrote, or of data before
@@ -463,6 +464,10 @@ void CtaMachine::reportDeadlock() {
            << " live warps arrived)";
       break;
     }
+    case State::PairWait:
+      os << "waits for a warp of its peer CTA (rank " << (w / warpsPerCta ^ 1)
+         << ") to issue it too (.cta_group::2 is collective across the CTA pair)";
+      break;
     case State::ClusterBarrier:
       os << "waits in barrier.cluster.wait (" << clusterBarrier.arrived
          << " of " << threads.size() - clusterBarrier.exitedIdle
@@ -761,7 +766,7 @@ void CtaMachine::onSharedAccess(Thread &th, Interval range, bool store) {
       return;
     }
     for (const TensorOp &op : tensorPipe)
-      if (!op.commit && (op.aSmem.overlaps(range) || op.bSmem.overlaps(range)))
+      if (op.readsShared(range))
         hazard(at(th) + ": writes shared memory " + hex(range.begin) +
                " that an in-flight MMA (" + program.sources[op.source] +
                ") is still reading");
@@ -1078,9 +1083,16 @@ CtaMachine::Flow CtaMachine::stepCollective(const Issue &issue,
     return Flow::Stop;
   }
   bool waitForRegisters = false;
+  collectiveStrand = s;
+  waitForPeer = false;
   execCollective(w, members, in, waitForRegisters);
   if (stopped)
     return Flow::Stop;
+  if (waitForPeer) {
+    // The peer CTA's warp moves this one past the instruction.
+    block(s, State::PairWait);
+    return Flow::Stop;
+  }
   if (waitForRegisters) {
     registerWaiters.push_back(s);
     block(s, State::Registers);
@@ -2163,11 +2175,13 @@ void CtaMachine::execCollective(uint32_t w, uint32_t members, const Inst &in,
     return execSetMaxNReg(w, first, in, waitForRegisters);
   // tcgen05 collectives: one lane acts for the warp (alloc, dealloc,
   // relinquish) or every lane acts on its own TMEM lane (ld, st, waits).
-  case Op::TcAlloc:
-    return execTmemAlloc(first, in);
-  case Op::TcDealloc:
-    return execTmemDealloc(w, first, in);
-  case Op::TcRelinquish:
+  case Op::TcAlloc: case Op::TcDealloc: case Op::TcRelinquish:
+    if (in.flags & kCtaGroup2)
+      return execPairCollective(w, first, in);
+    if (in.op == Op::TcAlloc)
+      return execTmemAlloc(first, in);
+    if (in.op == Op::TcDealloc)
+      return execTmemDealloc(w, first, in);
     tmemRelinquished[first.cta] = true;
     return;
   case Op::TcWaitLd:
@@ -2388,6 +2402,127 @@ void CtaMachine::execTmemDealloc(uint32_t w, Thread &first, const Inst &in) {
     }
   error(first, "tcgen05.dealloc of " + std::to_string(columns) + " columns at " +
                    hex(taddr) + " matches no allocation");
+}
+
+void CtaMachine::execPairCollective(uint32_t w, Thread &first, const Inst &in) {
+  const char *name = in.op == Op::TcAlloc     ? "tcgen05.alloc.cta_group::2"
+                     : in.op == Op::TcDealloc ? "tcgen05.dealloc.cta_group::2"
+                                              : "tcgen05.relinquish_alloc_permit.cta_group::2";
+  const uint32_t cta = first.cta, peer = cta ^ 1;
+  if (peer >= clusterSize) {
+    error(first, std::string(name) + " needs the peer CTA of rank " +
+                     std::to_string(peer) + ", which a " +
+                     std::to_string(clusterSize) + "-CTA cluster does not have");
+    return;
+  }
+  PairRendezvous mine;
+  mine.waiting = true;
+  mine.op = in.op;
+  mine.strand = collectiveStrand;
+  mine.warp = w;
+  mine.thread = first.tid;
+  if (in.op == Op::TcAlloc) {
+    mine.columns = static_cast<uint32_t>(read(first, in.operands[1], Ty::U32));
+    if (mine.columns < 32 || mine.columns > kTmemColumns ||
+        (mine.columns & (mine.columns - 1))) {
+      error(first, std::string(name) + " of " + std::to_string(mine.columns) +
+                       " columns (a power of 2 from 32 to 512)");
+      return;
+    }
+    if (!sharedAddress(first, address(first, in.operands[0]), 4, false,
+                       "tcgen05.alloc's destination", mine.dst))
+      return;
+    if (tmemRelinquished[cta]) {
+      error(first, std::string(name) + " after tcgen05.relinquish_alloc_permit");
+      return;
+    }
+  } else if (in.op == Op::TcDealloc) {
+    mine.taddr = static_cast<uint32_t>(read(first, in.operands[0], Ty::U32));
+    mine.columns = static_cast<uint32_t>(read(first, in.operands[1], Ty::U32));
+  }
+  PairRendezvous &r = pairRendezvous[cta / 2];
+  if (!r.waiting) {
+    r = mine;
+    waitForPeer = true;
+    return;
+  }
+  const Thread &other = threads[r.thread];
+  if (other.cta == cta) {
+    error(first, std::string("a second warp of one CTA issues ") + name +
+                     " while warp " + std::to_string(r.warp % warpsPerCta) +
+                     " waits for the peer CTA's (one warp of each CTA of the "
+                     "pair issues it)");
+    return;
+  }
+  if (r.op != in.op || r.columns != mine.columns || r.taddr != mine.taddr) {
+    error(first, std::string(name) + " meets the peer CTA's " +
+                     program.sources[program.code[other.pc].source] +
+                     ": the pair's warps must issue the same instruction with "
+                     "the same operands");
+    return;
+  }
+  const uint32_t even = cta & ~1u;
+  if (in.op == Op::TcAlloc) {
+    // The same columns in both CTAs' TMEM, owned jointly.
+    uint32_t column = 0;
+    for (; column < kTmemColumns; column += mine.columns) {
+      bool free = true;
+      for (uint32_t c : {even, even + 1})
+        for (auto [at, n] : tmemAllocations[c])
+          if (at < column + mine.columns && column < at + n)
+            free = false;
+      if (free)
+        break;
+    }
+    if (column >= kTmemColumns) {
+      error(first, std::string(name) + " of " + std::to_string(mine.columns) +
+                       " columns does not fit beside the columns already "
+                       "allocated in both CTAs: it would wait forever");
+      return;
+    }
+    for (uint32_t c : {even, even + 1})
+      tmemAllocations[c].push_back({column, mine.columns});
+    for (uint32_t dst : {r.dst, mine.dst})
+      std::memcpy(smem.data() + dst, &column, 4);
+  } else if (in.op == Op::TcDealloc) {
+    const uint32_t column = mine.taddr & 0xffff;
+    auto match = [&](uint32_t c) {
+      auto &allocations = tmemAllocations[c];
+      return std::find(allocations.begin(), allocations.end(),
+                       std::make_pair(column, mine.columns));
+    };
+    if ((mine.taddr >> 16) != 0 || match(even) == tmemAllocations[even].end() ||
+        match(even + 1) == tmemAllocations[even + 1].end()) {
+      error(first, std::string(name) + " of " + std::to_string(mine.columns) +
+                       " columns at " + hex(mine.taddr) +
+                       " matches no allocation of the pair");
+      return;
+    }
+    TmemRect freed{even * kTmemLanes, (even + 2) * kTmemLanes, column,
+                   column + mine.columns};
+    for (const TensorOp &op : tensorPipe)
+      if (!op.commit && op.dRect.overlaps(freed))
+        hazard(at(first) + ": frees TMEM that an in-flight MMA is writing");
+    // Each warp frees its own CTA's lanes: what other warps did there must
+    // be ordered before (PTX ISA: the pair synchronizes its TMEM accesses
+    // before the dealloc).
+    for (uint32_t c : {even, even + 1}) {
+      uint32_t by = threads[r.thread].cta == c ? r.warp : w;
+      orderTmem(by, by == w ? first.pc : other.pc,
+                {c * kTmemLanes, (c + 1) * kTmemLanes, column, column + mine.columns},
+                true);
+      tmemAllocations[c].erase(match(c));
+    }
+  } else {
+    tmemRelinquished[even] = tmemRelinquished[even + 1] = true;
+  }
+  // The waiting warp goes on past its instruction.
+  Strand &waiting = strands[r.strand];
+  r.waiting = false;
+  if (waiting.state == State::PairWait) {
+    ++waiting.stack.back().pc;
+    makeRunnable(r.strand);
+  }
 }
 
 void CtaMachine::execTmemCopy(uint32_t w, uint32_t members, const Inst &in) {

@@ -87,7 +87,7 @@ public:
 private:
   enum class State : uint8_t {
     Ready, CtaBarrier, Mbarrier, BulkWait, Registers, WgmmaWait, Converge,
-    ClusterBarrier, Exited, Merged,
+    ClusterBarrier, PairWait, Exited, Merged,
   };
   struct Thread {
     /// The instruction this lane executes (kept for reports).
@@ -298,6 +298,19 @@ private:
     // A commit with .multicast::cluster: the CTAs whose mbarrier at the
     // same offset as `barrier`'s it arrives on.
     uint16_t multicast = 0;
+    // A CTA pair's MMA (.cta_group::2, M = 256): the even CTA, whose rows
+    // 0-127 of A, first N/2 rows of B and TMEM lanes it has, the odd CTA
+    // the rest at the same shared-memory offsets; `aSmem`/`bSmem` are the
+    // even CTA's bytes, `aSmemPeer`/`bSmemPeer` the odd one's; `dRect` and
+    // `aRect` span both CTAs' lanes.
+    bool pair = false;
+    uint32_t pairCta = 0;
+    Interval aSmemPeer, bSmemPeer;
+    /// Whether the MMA reads shared memory `range`.
+    bool readsShared(const Interval &range) const {
+      return !commit && (aSmem.overlaps(range) || bSmem.overlaps(range) ||
+                         aSmemPeer.overlaps(range) || bSmemPeer.overlaps(range));
+    }
   };
 
   /// One warp's part of a wgmma.mma_async: the 16 rows of the 64 its
@@ -516,6 +529,22 @@ private:
   void execSetMaxNReg(uint32_t warp, Thread &first, const Inst &in,
                       bool &waitForRegisters);
   void execTmemAlloc(Thread &first, const Inst &in);
+  /// tcgen05.alloc / dealloc / relinquish_alloc_permit with .cta_group::2:
+  /// one warp of each CTA of the pair issues it; the first waits for the
+  /// other (PairWait), whose issue does the pair's operation.
+  void execPairCollective(uint32_t w, Thread &first, const Inst &in);
+  struct PairRendezvous {
+    bool waiting = false;
+    Op op = Op::Nop;
+    uint32_t strand = 0, warp = 0, thread = 0;
+    uint32_t columns = 0, taddr = 0, dst = 0;
+  };
+  /// Per CTA pair (ranks 2p, 2p + 1).
+  std::vector<PairRendezvous> pairRendezvous;
+  /// stepCollective's strand, and whether its instruction waits for the
+  /// peer CTA.
+  uint32_t collectiveStrand = 0;
+  bool waitForPeer = false;
   void execTmemDealloc(uint32_t warp, Thread &first, const Inst &in);
   /// tcgen05.ld / tcgen05.st (32x32b): each lane its own TMEM lane.
   void execTmemCopy(uint32_t warp, uint32_t members, const Inst &in);

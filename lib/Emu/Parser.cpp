@@ -959,7 +959,7 @@ bool isIgnorable(const std::string &q) {
       "sc", "volatile", "weak", "cta", "cluster", "gpu", "sys", "nc",
       "L1::no_allocate", "L1::evict_last", "L1::evict_first",
       "L1::evict_normal", "L1::evict_unchanged", "L2::64B", "L2::128B",
-      "L2::256B", "cta_group::1", "noftz"};
+      "L2::256B", "noftz"};
   return ignorable.count(q) != 0;
 }
 
@@ -1048,6 +1048,10 @@ void Parser::Decoding::readQualifiers(size_t from) {
       inst.flags |= kClusterSpace;
     } else if (q == "multicast::cluster") {
       inst.flags |= kMulticast;
+    } else if (q == "cta_group::2") {
+      inst.flags |= kCtaGroup2;
+    } else if (q == "cta_group::1") {
+      // The default; recorded only for the one-group-a-kernel rule.
     } else if (auto f = flags.find(q); f != flags.end()) {
       inst.flags |= f->second;
     } else if (q == "v2" || q == "v4" || q == "v8") {
@@ -1481,6 +1485,18 @@ void Parser::decodeBulkCopy(Decoding &d) {
   // cp.async.bulk.commit_group / wait_group[.read]
   Inst &inst = d.inst;
   std::vector<std::string> parts = d.parts;
+  // .cta_group::N may stand anywhere after the base (CUTLASS writes it
+  // before the state spaces, the ISA's syntax after the completion
+  // mechanism): take it out before reading the parts by position.
+  for (auto it = parts.begin() + 1; it != parts.end();) {
+    if (*it == "cta_group::1" || *it == "cta_group::2") {
+      if (*it == "cta_group::2")
+        inst.flags |= kCtaGroup2;
+      it = parts.erase(it);
+    } else {
+      ++it;
+    }
+  }
   if (parts.size() > 1 && parts[1] == "reduce") {
     // The store's form with the reduction named: .add of f32 only, which
     // the tensor map's element type decides at run time.
@@ -1546,6 +1562,8 @@ void Parser::decodeTma(Decoding &d, const std::vector<std::string> &parts) {
     else
       unsupported(d, "qualifier ." + parts[i]);
   }
+  if ((inst.flags & kCtaGroup2) && !load)
+    unsupported(d, ".cta_group::2 on a TMA store");
   if (load && (!completeTx || parts[6] != "global"))
     unsupported(d, "a TMA load that is not global -> shared with "
                    "mbarrier::complete_tx::bytes");
@@ -1565,6 +1583,20 @@ void Parser::decodeTcgen05(Decoding &d) {
     firstTcgen05 = where();
   const std::string &verb = d.parts[1];
   d.readQualifiers(2);
+  // The one .cta_group of a kernel's alloc, dealloc, relinquish, mma and
+  // commit (PTX ISA, tcgen05).
+  if (kernel && (verb == "alloc" || verb == "dealloc" ||
+                 verb == "relinquish_alloc_permit" || verb == "mma" ||
+                 verb == "commit")) {
+    kernel->ctaGroups |= (inst.flags & kCtaGroup2) ? 2 : 1;
+    if (kernel->ctaGroups == 3)
+      fail(where() + ": '" + d.mnemonic + "' names another .cta_group than an "
+           "earlier tcgen05 instruction of " + kernel->name +
+           " (PTX ISA: every tcgen05 instruction of a kernel names the same)");
+  }
+  if ((inst.flags & kCtaGroup2) && verb != "alloc" && verb != "dealloc" &&
+      verb != "relinquish_alloc_permit" && verb != "mma" && verb != "commit")
+    unsupported(d, ".cta_group::2");
   if (verb == "alloc") {
     inst.op = Op::TcAlloc;
     setOperands(d, 2, 2, Ty::B32);
@@ -1587,11 +1619,23 @@ void Parser::decodeTcgen05(Decoding &d) {
     // offset, as LLVM's NVPTX back end folds an add into them; ptxas takes
     // it): kept as a Mem operand whose value is that sum. A bracketed A is
     // a TMEM address.
-    const std::vector<std::string> &texts = d.operandTexts;
-    if (texts.size() != 5)
-      fail(where() + ": '" + d.mnemonic + "' takes 5 operands, got " +
+    // [d], a, b, idesc[, {disable-output-lane}], enable-input-d: the
+    // optional vector (4 words, 8 with cta_group::2) is kept as operand 5
+    // so that operand 4 is always the predicate.
+    std::vector<std::string> texts = d.operandTexts;
+    if (texts.size() != 5 && texts.size() != 6)
+      fail(where() + ": '" + d.mnemonic + "' takes 5 or 6 operands, got " +
            std::to_string(texts.size()));
-    inst.numOperands = 5;
+    if (texts.size() == 6) {
+      std::swap(texts[4], texts[5]);
+      inst.operands[5] = parseOperand(texts[5], Ty::B32);
+      uint32_t words = (inst.flags & kCtaGroup2) ? 8 : 4;
+      if (inst.operands[5].kind != Operand::Kind::Vec ||
+          inst.operands[5].vecCount != words)
+        fail(where() + ": tcgen05.mma's disable-output-lane operand is a "
+             "vector of " + std::to_string(words) + " registers");
+    }
+    inst.numOperands = static_cast<uint8_t>(texts.size());
     for (size_t i = 0; i < 5; ++i) {
       std::string text = trim(texts[i]);
       bool offsetRegister =

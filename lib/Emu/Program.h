@@ -127,6 +127,9 @@ enum Flag : uint64_t {
   kClusterSpace = 1ull << 32, kMulticast = 1ull << 33,
   kRelaxed = 1ull << 34,   // barrier.cluster.arrive.relaxed: no release
   kAlignedCluster = 1ull << 35, // barrier.cluster...aligned: the whole warp
+  // .cta_group::2: tcgen05's alloc, dealloc, relinquish, mma and commit of a
+  // CTA pair; a TMA load whose mbarrier may be in the peer CTA.
+  kCtaGroup2 = 1ull << 36,
 };
 
 /// Special registers.
@@ -207,6 +210,9 @@ struct Kernel {
   /// .reqnctapercluster nx[, ny[, nz]] (0: none), and .explicitcluster.
   uint32_t reqCluster[3] = {0, 0, 0};
   bool explicitCluster = false;
+  /// The .cta_group values its tcgen05 instructions name (bit 1: ::1,
+  /// bit 2: ::2); the PTX ISA allows only one a kernel.
+  uint8_t ctaGroups = 0;
 };
 
 struct Program {

@@ -194,7 +194,8 @@ namespace detail {
 /// The fields both kinds share: sparsity and saturate (refused), D's type,
 /// negation, majors, M and N (checked against cta_group::1's shapes).
 inline bool decodeInstrDescriptorCommon(uint32_t bits, InstrDescriptor &out,
-                                        const char *kind, std::string &error) {
+                                        const char *kind, std::string &error,
+                                        unsigned ctaGroup) {
   if (bits & 0x7) {
     error = "instruction descriptor asks for sparsity (bits 0-2), which is "
             "not modelled";
@@ -219,6 +220,20 @@ inline bool decodeInstrDescriptorCommon(uint32_t bits, InstrDescriptor &out,
   out.bMajor = static_cast<Major>((bits >> 16) & 1);
   out.n = ((bits >> 17) & 0x3f) << 3;
   out.m = ((bits >> 24) & 0x1f) << 4;
+  if (ctaGroup == 2) {
+    // A CTA pair's MMA: M = 128 or 256 rows over the two CTAs.
+    if (out.m != 128 && out.m != 256) {
+      error = "instruction descriptor M = " + std::to_string(out.m) +
+              " (cta_group::2 allows 128 or 256)";
+      return false;
+    }
+    if (out.n < 16 || out.n > 256 || out.n % 16 != 0) {
+      error = "instruction descriptor N = " + std::to_string(out.n) +
+              " (cta_group::2 allows 16..256 in steps of 16)";
+      return false;
+    }
+    return true;
+  }
   if (out.m != 64 && out.m != 128) {
     error = "instruction descriptor M = " + std::to_string(out.m) +
             " (cta_group::1 allows 64 or 128)";
@@ -236,8 +251,8 @@ inline bool decodeInstrDescriptorCommon(uint32_t bits, InstrDescriptor &out,
 
 /// `tcgen05.mma .kind::f16`: A and B f16 or bf16.
 inline bool decodeInstrDescriptorF16(uint32_t bits, InstrDescriptor &out,
-                                     std::string &error) {
-  if (!detail::decodeInstrDescriptorCommon(bits, out, "kind::f16", error))
+                                     std::string &error, unsigned ctaGroup = 1) {
+  if (!detail::decodeInstrDescriptorCommon(bits, out, "kind::f16", error, ctaGroup))
     return false;
   uint32_t aType = (bits >> 7) & 7, bType = (bits >> 10) & 7;
   if (aType > 1 || bType > 1) {
@@ -257,8 +272,8 @@ inline bool decodeInstrDescriptorF16(uint32_t bits, InstrDescriptor &out,
 /// be MN-major (the ISA's transpose table allows it for kind::f8f6f4; an
 /// 8-bit transposed B needs N a multiple of 16 with cta_group::1).
 inline bool decodeInstrDescriptorF8F6F4(uint32_t bits, InstrDescriptor &out,
-                                        std::string &error) {
-  if (!detail::decodeInstrDescriptorCommon(bits, out, "kind::f8f6f4", error))
+                                        std::string &error, unsigned ctaGroup = 1) {
+  if (!detail::decodeInstrDescriptorCommon(bits, out, "kind::f8f6f4", error, ctaGroup))
     return false;
   auto element = [&](uint32_t code, const char *which, MmaElement &type) {
     if (code <= 1) {

@@ -1,10 +1,12 @@
 //===- fa4-emu-gemm.cpp - run a GEMM kernel's PTX in fa4-emu and check it ---===//
 //
-// A test-only driver for test/Emu/cute-gemm.test and cute-gemm-sm90.test:
-// reads PTX that nvcc compiled from test/Emu/Inputs/cute-gemm.cu (sm_100a,
-// M = 128) or cute-gemm-sm90.cu (sm_90a, M = 64), launches one of its GEMM
-// entries in the emulator on one CTA of 128 threads — once per interleaving,
-// each with its own schedule — and compares C with a GEMM on the host.
+// A test-only driver for test/Emu/cute-gemm*.test: reads PTX that nvcc
+// compiled from test/Emu/Inputs/cute-gemm.cu (sm_100a, M = 128),
+// cute-gemm-2cta.cu (sm_100a, a CTA pair's M = 256, `--pair`) or
+// cute-gemm-sm90.cu (sm_90a, M = 64), launches one of its GEMM entries in
+// the emulator on one CTA of 128 threads (a cluster of two with `--pair`)
+// — once per interleaving, each with its own schedule — and compares C
+// with a GEMM on the host.
 //
 // The entry computes C[M x N] (f32, row-major) = A[M x K] * B[N x K]^T with
 // A and B f16, bf16, e4m3 or e5m2 (B's type may differ from A's only among
@@ -76,6 +78,12 @@ static cl::opt<Major> bMajor(
     cl::values(clEnumValN(Major::K, "k", "B stored N x K, as K in Q·K^T"),
                clEnumValN(Major::MN, "mn", "B stored K x N, as V in P·V")),
     cl::init(Major::K), cl::cat(gemmCategory));
+static cl::opt<bool> pair(
+    "pair",
+    cl::desc("A CTA pair's kernel (tcgen05 .cta_group::2, cute-gemm-2cta.cu): "
+             "M = 256 over a cluster of 2 CTAs, each loading 128 rows of A "
+             "and N/2 rows of B (boxes of that many rows)"),
+    cl::init(false), cl::cat(gemmCategory));
 static cl::opt<uint64_t> seed("seed",
                               cl::desc("Seed of the inputs and of the first schedule"),
                               cl::init(0), cl::cat(gemmCategory));
@@ -153,7 +161,8 @@ std::vector<uint8_t> elementBytes(Element type,
 /// `columns` contiguous elements: one box is 128 bytes of columns of every
 /// row.
 runtime::TensorMapSpec operandMap(Element type, uint64_t address,
-                                  uint32_t columns, uint32_t rows) {
+                                  uint32_t columns, uint32_t rows,
+                                  uint32_t boxRows = 0) {
   runtime::TensorMapSpec spec;
   using runtime::TensorMapDataType;
   spec.dataType = type == Element::F16    ? TensorMapDataType::Float16
@@ -165,7 +174,7 @@ runtime::TensorMapSpec operandMap(Element type, uint64_t address,
   spec.globalDims[1] = rows;
   spec.globalStrides[0] = uint64_t(columns) * bytesOf(type);
   spec.boxDims[0] = kBoxInnerBytes / bytesOf(type);
-  spec.boxDims[1] = rows;
+  spec.boxDims[1] = boxRows ? boxRows : rows;
   spec.swizzle = runtime::TensorMapSwizzle::Bytes128;
   return spec;
 }
@@ -191,8 +200,10 @@ int main(int argc, char **argv) {
   const uint32_t eb = bytesOf(aType), boxInner = kBoxInnerBytes / eb;
   if (bytesOf(bType) != eb)
     return fail("--b-element must be as wide as --element");
-  if (m != 64 && m != 128)
-    return fail("--m must be 64 or 128");
+  if (pair ? m != 256 : (m != 64 && m != 128))
+    return fail(pair ? "--pair needs --m 256" : "--m must be 64 or 128");
+  if (pair && (bMajor != Major::K || n % 32))
+    return fail("--pair needs a K-major B and --n a multiple of 32");
   if (n == 0 || n % 16 || n > 256 || k == 0 || k % boxInner)
     return fail("--n must be a multiple of 16 up to 256 and --k a multiple "
                 "of " + Twine(boxInner));
@@ -257,18 +268,22 @@ int main(int argc, char **argv) {
     emu::LaunchConfig config;
     config.kernel = kernelName;
     config.block[0] = kThreads;
+    // A pair: two CTAs of a cluster, each with half of A's rows and of B's.
+    const uint32_t ctas = pair ? 2 : 1;
+    config.grid[0] = ctas;
+    config.cluster[0] = ctas;
     // The tiles, then the mbarriers (and, on sm_100a, the TMEM address).
-    config.dynamicSmemBytes = eb * (m + n) * k + 20;
+    config.dynamicSmemBytes = eb * (m + n) / ctas * k + 20;
     config.seed = seed + run;
     config.maxAsyncDelay = maxAsyncDelay;
     config.arguments.assign(3, {});
     config.arguments[0].resize(128);
     config.arguments[1].resize(128);
     runtime::TensorMapSpec mapB = bMajor == Major::K
-                                      ? operandMap(bType, bAddress, k, n)
+                                      ? operandMap(bType, bAddress, k, n, n / ctas)
                                       : operandMap(bType, bAddress, n, k);
     for (auto [map, bytes] :
-         {std::pair{operandMap(aType, aAddress, k, m),
+         {std::pair{operandMap(aType, aAddress, k, m, m / ctas),
                     config.arguments[0].data()},
           {mapB, config.arguments[1].data()}})
       if (llvm::Error refused = emu::encodeTensorMap(map, bytes))
