@@ -359,6 +359,26 @@ TEST(EmulatorCluster, SharedAddressesCarryTheRankAboveBit24) {
   EXPECT_EQ(run.out[128], 1u << 24);
 }
 
+TEST(EmulatorCluster, GetctarankNamesTheOwner) {
+  // Each CTA maps its variable to the next rank and asks whose it is, in the
+  // cluster's window and through generic addresses.
+  Outcome run = launchCluster(clusterKernel("\tadd.u32 %r7, %r3, 1;\n"
+                                            "\trem.u32 %r7, %r7, 4;\n"
+                                            "\tmapa.shared::cluster.u32 %r8, %r2, %r7;\n"
+                                            "\tgetctarank.shared::cluster.u32 %r9, %r8;\n"
+                                            "\tcvt.u64.u32 %rd6, %r2;\n"
+                                            "\tcvta.shared.u64 %rd5, %rd6;\n"
+                                            "\tmapa.u64 %rd7, %rd5, %r7;\n"
+                                            "\tgetctarank.u64 %r10, %rd7;\n"
+                                            "\tmad.lo.u32 %r11, %r9, 10, %r10;\n"
+                                            "\tst.global.u32 [%rd3], %r11;\n"
+                                            "\tret;\n"),
+                              128, 4, 4);
+  EXPECT_TRUE(run.report.clean()) << all(run.report.errors);
+  for (uint32_t cta = 0; cta < 4; ++cta)
+    EXPECT_EQ(run.out[cta * 128], (cta + 1) % 4 * 11) << "cta " << cta;
+}
+
 TEST(EmulatorCluster, MisusesAreNamed) {
   // A peer's address given to a .shared::cta load.
   Outcome cta = launchCluster(clusterKernel("\tmov.u32 %r7, 1;\n"
@@ -411,4 +431,45 @@ TEST(EmulatorCluster, LaunchesThatCannotBeClustersAreRefused) {
   EXPECT_EQ(implied.out[0], 2u);
   EXPECT_NE(launchCluster(fixed, 128, 4, 4).launchError.find("requires .reqnctapercluster 2,1,1"),
             std::string::npos);
+}
+
+TEST(EmulatorCluster, PairCollectivesNeedBothCtasToAgree) {
+  // Warp 0 of each CTA allocates; rank 1 asks for `peerColumns`.
+  auto alloc = [](const std::string &peerColumns) {
+    return clusterKernel("\tshr.u32 %r7, %r1, 5;\n"
+                         "\tsetp.ne.u32 %p1, %r7, 0;\n"
+                         "\t@%p1 bra DONE;\n"
+                         "\tmov.u32 %r8, 64;\n"
+                         "\tsetp.ne.u32 %p2, %r3, 0;\n"
+                         "\t@%p2 mov.u32 %r8, " + peerColumns + ";\n"
+                         "\ttcgen05.alloc.cta_group::2.sync.aligned.shared::cta.b32 [%r2], %r8;\n"
+                         "\tld.shared.u32 %r9, [%r2];\n"
+                         "\ttcgen05.dealloc.cta_group::2.sync.aligned.b32 %r9, %r8;\n"
+                         "\tst.global.u32 [%rd3], %r8;\n"
+                         "DONE:\n"
+                         "\tret;\n");
+  };
+  Outcome agree = launchCluster(alloc("64"), 128, 2, 2);
+  EXPECT_TRUE(agree.report.clean())
+      << all(agree.report.errors) << all(agree.report.deadlock);
+  EXPECT_EQ(agree.out[128], 64u);
+  Outcome differ = launchCluster(alloc("128"), 128, 2, 2);
+  EXPECT_NE(all(differ.report.errors).find("must issue the same instruction"),
+            std::string::npos)
+      << all(differ.report.errors);
+  // A CTA without a peer.
+  Outcome alone = launchCluster(alloc("64"), 128, 1, 1);
+  EXPECT_NE(all(alone.report.errors).find("needs the peer CTA of rank 1"), std::string::npos)
+      << all(alone.report.errors);
+}
+
+TEST(EmulatorCluster, AKernelNamesOneCtaGroup) {
+  std::string error;
+  std::shared_ptr<const Program> program;
+  EXPECT_FALSE(succeeds(
+      parsePtx(clusterKernel("\ttcgen05.alloc.cta_group::2.sync.aligned.shared::cta.b32 [%r2], 32;\n"
+                             "\ttcgen05.relinquish_alloc_permit.cta_group::1.sync.aligned;\n"
+                             "\tret;\n")),
+      program, error));
+  EXPECT_NE(error.find("names another .cta_group"), std::string::npos) << error;
 }

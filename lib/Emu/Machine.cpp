@@ -1229,7 +1229,7 @@ void CtaMachine::execLane(Thread &th, const Inst &in) {
   case Op::TcCommit:
     execCommit(th, in);
     return;
-  case Op::Mapa:
+  case Op::Mapa: case Op::GetCtaRank:
     execMapa(th, in);
     return;
   default:
@@ -1354,8 +1354,10 @@ void CtaMachine::releaseNamedBarrier(uint32_t id) {
 //===----------------------------------------------------------------------===//
 
 void CtaMachine::execMapa(Thread &th, const Inst &in) {
+  const bool getRank = in.op == Op::GetCtaRank;
+  const char *name = getRank ? "getctarank" : "mapa";
   uint64_t addr = read(th, in.operands[1], in.type);
-  uint64_t rank = read(th, in.operands[2], Ty::U32);
+  uint64_t rank = getRank ? 0 : read(th, in.operands[2], Ty::U32);
   if (rank >= clusterSize) {
     error(th, "mapa to CTA rank " + std::to_string(rank) + " of a " +
                   std::to_string(clusterSize) + "-CTA cluster");
@@ -1368,15 +1370,20 @@ void CtaMachine::execMapa(Thread &th, const Inst &in) {
   uint64_t shared = addr;
   if (generic) {
     if (addr < kGenericShared || addr >= kGenericShared + (1ull << 32)) {
-      error(th, "mapa of the generic address " + hex(addr) +
+      error(th, std::string(name) + " of the generic address " + hex(addr) +
                     ", which is not in the shared window");
       return;
     }
     shared = addr - kGenericShared;
   }
   uint32_t flat;
-  if (!sharedAddress(th, shared, 1, true, "mapa's source", flat))
+  if (!sharedAddress(th, shared, 1, true,
+                     getRank ? "getctarank's address" : "mapa's source", flat))
     return;
+  if (getRank) {
+    write(th, in.operands[0], ctaOfShared(flat), in.type);
+    return;
+  }
   uint64_t mapped = rank << kClusterRankShift | flat % smemStride;
   write(th, in.operands[0], generic ? kGenericShared + mapped : mapped, in.type);
 }

@@ -1164,7 +1164,7 @@ void Parser::decode(Inst &inst, const std::vector<std::string> &parts,
     return decodeClusterBarrier(d);
   if (base == "bar" || base == "barrier")
     return decodeBarrier(d);
-  if (base == "mapa")
+  if (base == "mapa" || base == "getctarank")
     return decodeMapa(d);
   if (base == "wgmma")
     return decodeWgmma(d);
@@ -1790,17 +1790,22 @@ void Parser::decodeMapa(Decoding &d) {
   // mapa[.shared::cluster].u32|u64 d, a, rank: the address of the
   // variable at `a` in the CTA of that rank (shared::cluster addresses;
   // generic ones without the space).
-  d.inst.op = Op::Mapa;
+  // getctarank[.shared::cluster].u32|u64 d, a: the rank of the CTA whose
+  // shared memory holds `a`.
+  const bool rank = d.base == "getctarank";
+  d.inst.op = rank ? Op::GetCtaRank : Op::Mapa;
   d.readQualifiers(1);
   requireNoUnknown(d);
   requireType(d);
   if (d.inst.type != Ty::U32 && d.inst.type != Ty::U64)
     unsupported(d, "type (mapa takes .u32 or .u64)");
   if (d.inst.space == Space::Shared && !(d.inst.flags & kClusterSpace))
-    unsupported(d, "state space (mapa maps into .shared::cluster)");
+    unsupported(d, "state space (" + d.base + " takes .shared::cluster)");
+  if (d.inst.space != Space::Shared && d.inst.space != Space::Generic)
+    unsupported(d, "state space");
   if ((d.inst.flags & kClusterSpace) && d.inst.type != Ty::U32)
-    unsupported(d, "type (mapa.shared::cluster is .u32)");
-  setOperands(d, 3, 3, d.inst.type);
+    unsupported(d, "type (" + d.base + ".shared::cluster is .u32)");
+  setOperands(d, rank ? 2 : 3, rank ? 2 : 3, d.inst.type);
 }
 
 void Parser::decodeWgmma(Decoding &d) {

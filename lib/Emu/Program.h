@@ -56,7 +56,7 @@ enum class Op : uint8_t {
   Elect, Vote, BarSync, BarArrive, BarWarpSync, SetMaxNReg, Shfl, StMatrix,
   WgFence, WgMma, WgCommit, WgWait,
   // Clusters: mapa, barrier.cluster.arrive / .wait.
-  Mapa, ClusterArrive, ClusterWait,
+  Mapa, GetCtaRank, ClusterArrive, ClusterWait,
 };
 
 /// E4M3 and E5M2 (the 8-bit floats, fa4/Support/Float8.h) and their packed
