@@ -473,3 +473,91 @@ TEST(EmulatorCluster, AKernelNamesOneCtaGroup) {
       program, error));
   EXPECT_NE(error.find("names another .cta_group"), std::string::npos) << error;
 }
+
+namespace {
+/// Rank 1's thread 0 stores a word into rank 0's shared memory and arrives
+/// on rank 0's mbarrier with `arrive` (after `before`); rank 0's thread 0
+/// waits and reads the word.
+std::string handOver(const std::string &before, const std::string &arrive) {
+  return clusterKernel("\tsetp.ne.u32 %p1, %r1, 0;\n"
+                       "\tsetp.ne.u32 %p2, %r3, 0;\n"
+                       "\tor.pred %p4, %p1, %p2;\n"
+                       "\t@%p4 bra SKIPINIT;\n"
+                       "\tmbarrier.init.shared.b64 [%r2+8], 1;\n"
+                       "\tfence.mbarrier_init.release.cluster;\n"
+                       "SKIPINIT:\n"
+                       "\tbarrier.cluster.arrive.aligned;\n"
+                       "\tbarrier.cluster.wait.aligned;\n"
+                       "\t@%p1 bra DONE;\n"
+                       "\t@%p2 bra PEER;\n"
+                       "WAIT:\n"
+                       "\tmbarrier.try_wait.parity.shared::cta.b64 %p3, [%r2+8], 0;\n"
+                       "\t@!%p3 bra WAIT;\n"
+                       "\tld.shared.u32 %r7, [%r2+16];\n"
+                       "\tst.global.u32 [%rd3], %r7;\n"
+                       "\tbra.uni DONE;\n"
+                       "PEER:\n"
+                       "\tmov.u32 %r8, 0;\n"
+                       "\tmapa.shared::cluster.u32 %r9, %r2, %r8;\n"
+                       "\tst.shared::cluster.u32 [%r9+16], 4242;\n" +
+                       before + "\t" + arrive + " _, [%r9+8];\n"
+                       "DONE:\n"
+                       "\tret;\n");
+}
+} // namespace
+
+TEST(EmulatorCluster, ARelaxedRemoteArriveReleasesOnlyWhatAFenceOrdered) {
+  Outcome release = launchCluster(
+      handOver("", "mbarrier.arrive.release.cluster.shared::cluster.b64"), 128, 2, 2);
+  EXPECT_TRUE(release.report.clean()) << all(release.report.hazards);
+  Outcome relaxed = launchCluster(
+      handOver("", "mbarrier.arrive.relaxed.cluster.shared::cluster.b64"), 128, 2, 2);
+  EXPECT_NE(all(relaxed.report.hazards).find("that warp 0 of CTA rank 1 wrote"),
+            std::string::npos)
+      << all(relaxed.report.hazards);
+  Outcome fenced = launchCluster(handOver("\tfence.acq_rel.cluster;\n",
+                                          "mbarrier.arrive.relaxed.cluster.shared::cluster.b64"),
+                                 128, 2, 2);
+  EXPECT_TRUE(fenced.report.clean()) << all(fenced.report.hazards);
+}
+
+TEST(EmulatorCluster, AnMbarrierUsedBeforeItsInitIsOrderedIsAHazard) {
+  // Rank 1 arrives on rank 0's mbarrier with no cluster barrier after the
+  // init: whatever the schedule, the use is unordered with the init.
+  std::string body = handOver("", "mbarrier.arrive.release.cluster.shared::cluster.b64");
+  body.erase(body.find("\tbarrier.cluster.arrive.aligned;\n"),
+             std::string("\tbarrier.cluster.arrive.aligned;\n"
+                         "\tbarrier.cluster.wait.aligned;\n").size());
+  for (uint64_t seed = 0; seed < 4; ++seed) {
+    Outcome run = launchCluster(body, 128, 2, 2, 4096, nullptr, seed);
+    bool named = all(run.report.hazards).find("mbarrier.init") != std::string::npos ||
+                 all(run.report.errors).find("before mbarrier.init") != std::string::npos;
+    EXPECT_TRUE(named) << "seed " << seed << "\n"
+                       << all(run.report.hazards) << all(run.report.errors);
+  }
+}
+
+TEST(EmulatorCluster, ClusterQualifiersOnlyWhereThePtxIsaHasThem) {
+  std::string error;
+  std::shared_ptr<const Program> program;
+  for (const char *line : {"\tld.shared::cluster.multicast::cluster.u32 %r7, [%r2];\n",
+                           "\tst.shared.cta_group::2.u32 [%r2], %r1;\n",
+                           "\ttcgen05.relinquish_alloc_permit.cta_group::2.sync.aligned %r2;\n",
+                           "\tbarrier.cluster.arrive.release.relaxed;\n"}) {
+    EXPECT_FALSE(succeeds(parsePtx(clusterKernel(std::string(line) + "\tret;\n")),
+                          program, error))
+        << line;
+  }
+  // mapa.shared::cluster takes .u64 too.
+  Outcome wide = launchCluster(clusterKernel("\tcvt.u64.u32 %rd5, %r2;\n"
+                                             "\tmov.u32 %r7, 1;\n"
+                                             "\tmapa.shared::cluster.u64 %rd6, %rd5, %r7;\n"
+                                             "\tcvt.u32.u64 %r8, %rd6;\n"
+                                             "\tsub.u32 %r9, %r8, %r2;\n"
+                                             "\tst.global.u32 [%rd3], %r9;\n"
+                                             "\tret;\n"),
+                               128, 2, 2);
+  EXPECT_TRUE(wide.report.clean()) << all(wide.report.errors);
+  EXPECT_EQ(wide.out[0], 1u << 24);
+  EXPECT_EQ(wide.out[128], 0u);
+}

@@ -137,6 +137,9 @@ bool CtaMachine::barrierAddress(Thread &th, uint64_t addr, bool cluster,
 CtaMachine::Mbarrier *CtaMachine::asyncBarrierAt(Thread &th, uint32_t addr,
                                                  const char *unit) {
   Mbarrier *bar = barrierAt(th, addr);
+  // The issuing thread names the barrier: ordered after its init.
+  if (bar)
+    orderShared(th, {addr, addr + 8}, false);
   if (bar && !bar->fenced && !bar->unfencedReported) {
     bar->unfencedReported = true;
     hazard(at(th) + ": " + unit + " is given the mbarrier at smem " + smemName(addr) +
@@ -170,6 +173,17 @@ void CtaMachine::release(uint32_t w, Order &into) {
   into.sync[w] = std::max(into.sync[w], warp.syncEpoch);
   // What the warp does next is not covered by this release.
   ++warp.syncEpoch;
+}
+
+void CtaMachine::releaseRelaxed(uint32_t w, Order &into) {
+  if (!warps[w].fenced)
+    return;
+  const Order &fence = fenceOrders[w];
+  join(into.tc, fence.tc);
+  join(into.proxy, fence.proxy);
+  join(into.sync, fence.sync);
+  join(into.phase, fence.phase);
+  join(into.commit, fence.commit);
 }
 
 void CtaMachine::acquire(uint32_t w, const Order &from) {
@@ -219,18 +233,17 @@ void CtaMachine::orderAsync(uint32_t w, uint32_t pc, Interval range, bool write,
     std::string why;
     switch (t.kind) {
     case TokenKind::Phase:
-      why = "warp " + std::to_string(w) + " has not acquired the mbarrier phase that "
+      why = warpName(w) + " has not acquired the mbarrier phase that "
             "load completes (a wait on it, or a release of a warp that waited)";
       break;
     case TokenKind::Commit:
-      why = "warp " + std::to_string(w) + " has not acquired the arrive of a "
+      why = warpName(w) + " has not acquired the arrive of a "
             "tcgen05.commit issued after it (the only sign the MMA is done)";
       break;
     case TokenKind::Epoch:
       why = t.value == kPendingToken
-                ? "warp " + std::to_string(t.who) + " has not waited for it yet"
-                : "warp " + std::to_string(w) + " has not acquired a release warp " +
-                      std::to_string(t.who) + " made after waiting for it";
+                ? warpName(t.who) + " has not waited for it yet"
+                : warpName(w) + " has not acquired a release " + warpName(t.who) + " made after waiting for it";
       break;
     }
     hazard(what() + " " + (write ? "writes" : "reads") + " shared memory " +
@@ -289,13 +302,12 @@ void CtaMachine::orderShared(const Thread &th, Interval range, bool store, bool 
     if (std::find(orderReported.begin(), orderReported.end(), key) != orderReported.end())
       return;
     orderReported.push_back(key);
-    hazard(at(th) + ": " + (store ? "writes" : "reads") + " shared memory " + hex(addr) +
-           " that warp " + std::to_string(prior.warp) + " " +
+    hazard(at(th) + ": " + (store ? "writes" : "reads") + " shared memory " + smemName(addr) +
+           " that " + warpName(prior.warp) + " " +
            (priorWrites ? "wrote" : "read") + " at " +
            program.sources[program.code[prior.pc].source] +
-           ", with no synchronization between them (a data race: no release of "
-           "warp " + std::to_string(prior.warp) + " after that access was acquired by warp " +
-           std::to_string(w) + ")");
+           ", with no synchronization between them (a data race: no release of " +
+           warpName(prior.warp) + " after that access was acquired by " + warpName(w) + ")");
   };
   for (uint32_t word = range.begin / 4; word < (range.end + 3) / 4 && word < smemOrder.size();
        ++word) {
@@ -351,19 +363,18 @@ void CtaMachine::orderTmem(uint32_t w, uint32_t pc, const TmemRect &rect, bool w
     const Inst &mine = program.code[pc];
     std::string why =
         prior.tag == kUnwaitedStore
-            ? "warp " + std::to_string(prior.warp) +
+            ? warpName(prior.warp) +
                   " has not waited for that tcgen05.st (tcgen05.wait::st) "
                   "before the tcgen05.fence::before_thread_sync and the "
                   "synchronization that hand it on"
         : warp.knownTc[prior.warp] >= prior.tag
-            ? "warp " + std::to_string(w) +
-                  " synchronized with warp " + std::to_string(prior.warp) +
+            ? warpName(w) +
+                  " synchronized with " + warpName(prior.warp) +
                   " but has no tcgen05.fence::after_thread_sync between that "
                   "synchronization and this instruction"
-            : "warp " + std::to_string(prior.warp) +
+            : warpName(prior.warp) +
                   " has no tcgen05.fence::before_thread_sync between that "
-                  "instruction and a synchronization that warp " +
-                  std::to_string(w) + " waited for" +
+                  "instruction and a synchronization that " + warpName(w) + " waited for" +
                   (program.code[prior.pc].op == Op::TcSt
                        ? " (a tcgen05.st is handed on by a fence after its "
                          "tcgen05.wait::st)"
@@ -373,7 +384,7 @@ void CtaMachine::orderTmem(uint32_t w, uint32_t pc, const TmemRect &rect, bool w
            program.sources[mine.source] + ": " + (write ? "writes" : "reads") +
            " TMEM lanes " + std::to_string(rect.lane0 % kTmemLanes) + ".." +
            std::to_string((rect.lane1 - 1) % kTmemLanes) + " column " + std::to_string(column) +
-           " that warp " + std::to_string(prior.warp) + " " +
+           " that " + warpName(prior.warp) + " " +
            (priorWrites ? "wrote" : "read") + " at " +
            program.sources[program.code[prior.pc].source] +
            ", unordered (PTX ISA: tcgen05 operations of two threads are ordered "
@@ -418,8 +429,10 @@ void CtaMachine::orderProxy(uint32_t w, const Interval &range,
   if (unfencedBytes)
     for (uint32_t a = range.begin; a < range.end; ++a)
       if (unfencedOwner[a]) {
-        hazard(what() + " reads shared memory " + hex(a) + " that thread " +
-               std::to_string(unfencedOwner[a] - 1) +
+        const Thread &writer = threads[unfencedOwner[a] - 1];
+        hazard(what() + " reads shared memory " + smemName(a) + " that thread " +
+               std::to_string(writer.tid - writer.cta * numThreads) +
+               (clusterSize > 1 ? " of CTA rank " + std::to_string(writer.cta) : "") +
                " wrote through the generic proxy with no fence.proxy.async since");
         return;
       }
@@ -438,10 +451,8 @@ void CtaMachine::orderProxy(uint32_t w, const Interval &range,
     uint32_t u = (tag >> 24) - 1, t = tag & 0xffffff;
     if (u == w || warp.knownProxy[u] >= t)
       continue;
-    hazard(what() + " reads shared memory " + hex(a) + " that warp " + std::to_string(u) +
-           " wrote through the generic proxy, with no fence.proxy.async in warp " +
-           std::to_string(u) + " between that write and a synchronization warp " +
-           std::to_string(w) + " waited for (a fence after the release does not "
+    hazard(what() + " reads shared memory " + smemName(a) + " that " + warpName(u) +
+           " wrote through the generic proxy, with no fence.proxy.async in " + warpName(u) + " between that write and a synchronization " + warpName(w) + " waited for (a fence after the release does not "
            "order it)");
     return;
   }
@@ -511,6 +522,10 @@ bool CtaMachine::execMbarrier(Thread &th, const Inst &in) {
     if (it != barriers.end() && !it->second.waiters.empty())
       misuse(at(th) + ": re-initializes the mbarrier at smem " + smemName(addr) +
              " while threads wait on it");
+    // The init writes the barrier: every other warp's use of it must be
+    // ordered after the init by a synchronization (the generic data-race
+    // check on its 8 bytes; an arrive or expect_tx reads them).
+    orderShared(th, {addr, addr + 8}, true);
     Mbarrier &bar = barriers[addr];
     bar = Mbarrier();
     bar.expected = static_cast<uint32_t>(count);
@@ -524,6 +539,8 @@ bool CtaMachine::execMbarrier(Thread &th, const Inst &in) {
   Mbarrier *bar = barrierAt(th, addr);
   if (!bar)
     return true;
+  if (in.op != Op::MbarTryWait)
+    orderShared(th, {addr, addr + 8}, in.op == Op::MbarInval);
   switch (in.op) {
   case Op::MbarInval:
     barriers.erase(addr);
@@ -532,7 +549,12 @@ bool CtaMachine::execMbarrier(Thread &th, const Inst &in) {
     bar->tx += static_cast<int64_t>(read(th, o[1], Ty::U32));
     return true;
   case Op::MbarArrive: {
-    release(th.warp, bar->releasing);
+    // .release (the default) releases what the thread did before; .relaxed
+    // only what a fence before it ordered.
+    if (in.flags & kRelaxed)
+      releaseRelaxed(th.warp, bar->releasing);
+    else
+      release(th.warp, bar->releasing);
     int64_t count = 1;
     if (in.flags & kExpectTx)
       bar->tx += static_cast<int64_t>(read(th, o[2], Ty::U32));
@@ -677,10 +699,20 @@ void CtaMachine::execTma(Thread &th, const Inst &in) {
   const bool cluster = load && (in.flags & kClusterSpace);
   const uint64_t smemRaw = address(th, smemOp);
   if (smemRaw % 128 || !flatShared(th.cta, smemRaw, op.bytes, cluster, op.smem)) {
+    const uint64_t rank = smemRaw >> kClusterRankShift;
     error(th, std::string("TMA ") + (load ? "destination" : "source") + " [" +
-                  hex(smemRaw) + ", " + hex(smemRaw + op.bytes) +
-                  ") is not a 128-byte aligned range of the " +
-                  (cluster ? "cluster's" : "CTA's") + " shared memory");
+                  hex(smemRaw) + ", " + hex(smemRaw + op.bytes) + ") is " +
+                  (smemRaw % 128 ? "not 128-byte aligned"
+                   : rank != th.cta && !cluster
+                       ? "CTA rank " + std::to_string(rank) +
+                             "'s shared memory, which a " +
+                             (load ? ".shared::cta destination" : "TMA store") +
+                             " cannot reach"
+                   : rank >= clusterSize
+                       ? "in CTA rank " + std::to_string(rank) + ", outside the " +
+                             std::to_string(clusterSize) + "-CTA cluster"
+                       : std::string("not inside the shared memory of CTA rank ") +
+                             std::to_string(rank)));
     return;
   }
   // A swizzle moves 16-byte chunks within their 128-byte line, so a box
@@ -763,20 +795,20 @@ void CtaMachine::issueTma(Thread &th, TmaOp op) {
     if (!theirs.overlaps(region) || (!load && !other.load))
       continue;
     hazard(at(th) + ": " + (load ? "writes" : "reads") + " shared memory [" +
-           hex(region.begin) + ", " + hex(region.end) + ") that an in-flight TMA " +
+           smemName(region.begin) + ", " + smemName(region.end, true) + ") that an in-flight TMA " +
            (other.load ? "load" : "store") + " (" + program.sources[other.source] +
            ") is " + (other.load ? "writing" : "reading"));
   }
   if (load) {
     for (const TensorOp &mma : tensorPipe)
       if (mma.readsShared(region))
-        hazard(at(th) + ": overwrites shared memory [" + hex(region.begin) + ", " +
-               hex(region.end) + ") that an in-flight MMA (" +
+        hazard(at(th) + ": overwrites shared memory [" + smemName(region.begin) + ", " +
+               smemName(region.end, true) + ") that an in-flight MMA (" +
                program.sources[mma.source] + ") is still reading");
     for (const WgmmaOp &mma : wgmmaInFlight)
       if (mma.aSmem.overlaps(region) || mma.bSmem.overlaps(region)) {
-        hazard(at(th) + ": overwrites shared memory [" + hex(region.begin) +
-               ", " + hex(region.end) + ") that an in-flight wgmma (" +
+        hazard(at(th) + ": overwrites shared memory [" + smemName(region.begin) +
+               ", " + smemName(region.end, true) + ") that an in-flight wgmma (" +
                program.sources[program.code[mma.pc].source] +
                ") is still reading");
         break;
@@ -786,8 +818,8 @@ void CtaMachine::issueTma(Thread &th, TmaOp op) {
     // A swizzle moves 16-byte chunks within their 128-byte line only.
     Interval landing{region.begin & ~127u, (region.end + 127) & ~127u};
     if (uint32_t bar = barrierIn(landing); bar != ~0u) {
-      error(th, "the TMA load's box [" + hex(region.begin) + ", " +
-                    hex(region.end) + ") covers the live mbarrier at smem " +
+      error(th, "the TMA load's box [" + smemName(region.begin) + ", " +
+                    smemName(region.end, true) + ") covers the live mbarrier at smem " +
                     hex(bar) + " (a write there corrupts its phase)");
       return;
     }
@@ -1034,8 +1066,8 @@ void CtaMachine::execMma(Thread &th, const Inst &in) {
         (!checkShared(range.begin, range.end - range.begin) ||
          ctaOfShared(range.begin) != ctaOfShared(range.end - 1) ||
          ctaOfShared(range.begin) - op.pairCta > 1)) {
-      error(th, "tcgen05.mma reads shared memory [" + hex(range.begin) + ", " +
-                    hex(range.end) + "), outside the CTA's shared memory "
+      error(th, "tcgen05.mma reads shared memory [" + smemName(range.begin) + ", " +
+                    smemName(range.end, true) + "), outside the CTA's shared memory "
                     "(check the descriptor's start address, LBO and SBO)");
       return;
     }
@@ -1068,7 +1100,7 @@ void CtaMachine::execMma(Thread &th, const Inst &in) {
     Interval region{tma.smem, tma.smem + tma.bytes};
     if (tma.load && op.readsShared(region))
       hazard(at(th) + ": the MMA reads shared memory [" + smemName(region.begin) +
-             ", " + smemName(region.end) + ") that an in-flight TMA load (" +
+             ", " + smemName(region.end, true) + ") that an in-flight TMA load (" +
              program.sources[tma.source] + ") is still writing");
   }
   for (const Interval &range : {op.aSmem, op.bSmem, op.aSmemPeer, op.bSmemPeer})
@@ -1418,8 +1450,8 @@ bool CtaMachine::readWgmmaOperands(const Thread &first, const Inst &in,
     if (range.end > range.begin &&
         (!checkShared(range.begin, range.end - range.begin) ||
          ctaOfShared(range.begin) != first.cta)) {
-      error(first, "wgmma.mma_async reads shared memory [" + hex(range.begin) +
-                       ", " + hex(range.end) + "), outside the CTA's shared "
+      error(first, "wgmma.mma_async reads shared memory [" + smemName(range.begin) +
+                       ", " + smemName(range.end, true) + "), outside the CTA's shared "
                        "memory (check the descriptor's start address, LBO "
                        "and SBO)");
       return false;
@@ -1442,7 +1474,7 @@ bool CtaMachine::agreeOnWgmmaIssue(const Thread &first, const WgmmaOp &op,
     ++report.mmas;
   } else if (issue.pc != op.pc || issue.aDesc != aDesc || issue.bDesc != bDesc) {
     error(first, "wgmma.mma_async number " + std::to_string(warp.wgIssued) +
-                     " of warp " + std::to_string(w) +
+                     " of " + warpName(w) +
                      " is not the one another warp of its warpgroup issued (" +
                      program.sources[program.code[issue.pc].source] +
                      (issue.pc == op.pc ? ", with other descriptors" : "") +
@@ -1495,7 +1527,7 @@ void CtaMachine::orderWgmmaReads(const Thread &first, const WgmmaOp &op) {
     Interval region{tma.smem, tma.smem + tma.bytes};
     if (tma.load && (region.overlaps(op.aSmem) || region.overlaps(op.bSmem)))
       hazard(at(first) + ": the wgmma reads shared memory [" +
-             hex(region.begin) + ", " + hex(region.end) +
+             smemName(region.begin) + ", " + smemName(region.end, true) +
              ") that an in-flight TMA load (" + program.sources[tma.source] +
              ") is still writing");
   }

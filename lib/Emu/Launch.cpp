@@ -244,6 +244,10 @@ llvm::Expected<LaunchReport> launch(const Program &program, Device &device,
   if (clusterSize == 0 || clusterSize > kMaxClusterSize)
     return makeError("a cluster of " + std::to_string(clusterSize) + " CTAs (1 to " +
                      std::to_string(kMaxClusterSize) + ")");
+  if (kernel->maxClusterRank && clusterSize > kernel->maxClusterRank)
+    return makeError(config.kernel + " allows clusters of at most .maxclusterrank " +
+                     std::to_string(kernel->maxClusterRank) + " CTAs, the launch gives " +
+                     std::to_string(clusterSize));
   for (int d = 0; d < 3; ++d)
     if (config.grid[d] % cluster[d])
       return makeError("the grid's dimension " + std::string(1, "xyz"[d]) + " (" +

@@ -151,6 +151,7 @@ CtaMachine::CtaMachine(const Program &program, const Kernel &kernel,
   tmemAllocations.assign(clusterSize, {});
   tmemRelinquished.assign(clusterSize, false);
   pairRendezvous.assign((clusterSize + 1) / 2, PairRendezvous());
+  fenceOrders.assign(warps.size(), Order());
   // Registers, shared memory and tensor memory start from a poison pattern,
   // all ones (a NaN in every float format fa4 uses, an address past every
   // allocation): a read of a value no instruction wrote, or of data before
@@ -620,8 +621,19 @@ uint64_t CtaMachine::address(const Thread &th, const Operand &o) const {
 
 /// The host bytes behind [addr, addr + bytes) of `space`, bounds-checked.
 /// `smemAddr` is set for shared accesses (for hazard checks).
-std::string CtaMachine::smemName(uint32_t flat) const {
-  return hex(uint64_t(flat / smemStride) << kClusterRankShift | flat % smemStride);
+std::string CtaMachine::warpName(uint32_t w) const {
+  if (clusterSize == 1)
+    return "warp " + std::to_string(w);
+  return "warp " + std::to_string(w % warpsPerCta) + " of CTA rank " +
+         std::to_string(w / warpsPerCta);
+}
+
+std::string CtaMachine::smemName(uint32_t flat, bool end) const {
+  if (clusterSize == 1)
+    return hex(flat);
+  // An end address belongs to the CTA of the byte before it.
+  uint32_t rank = (end && flat ? flat - 1 : flat) / smemStride;
+  return hex(uint64_t(rank) << kClusterRankShift | (flat - rank * smemStride));
 }
 
 bool CtaMachine::sharedAddress(Thread &th, uint64_t addr, uint32_t bytes,
@@ -629,7 +641,7 @@ bool CtaMachine::sharedAddress(Thread &th, uint64_t addr, uint32_t bytes,
   if (flatShared(th.cta, addr, bytes, cluster, flat))
     return true;
   uint64_t rank = addr >> kClusterRankShift;
-  if (rank != th.cta) {
+  if (rank != th.cta && (!cluster || rank >= clusterSize)) {
     error(th, std::string(what) + " at " + hex(addr) + " is " +
                   (cluster ? "an address of CTA rank " + std::to_string(rank) +
                                  ", outside the " + std::to_string(clusterSize) +
@@ -641,7 +653,10 @@ bool CtaMachine::sharedAddress(Thread &th, uint64_t addr, uint32_t bytes,
     return false;
   }
   error(th, std::string(what) + " of " + std::to_string(bytes) + " bytes at " +
-                hex(addr) + " is outside the CTA's shared memory [" +
+                hex(addr) + " is outside " +
+                (rank == th.cta ? std::string("the CTA's")
+                                : "CTA rank " + std::to_string(rank) + "'s") +
+                " shared memory [" +
                 hex(uint64_t(rank) << kClusterRankShift | kSharedBase) + ", " +
                 hex(uint64_t(rank) << kClusterRankShift | smemEnd) + ")");
   return false;
@@ -750,16 +765,16 @@ void CtaMachine::onSharedAccess(Thread &th, Interval range, bool store) {
       continue;
     if (op.load)
       hazard(at(th) + ": " + (store ? "writes" : "reads") + " shared memory " +
-             hex(range.begin) + " that an in-flight TMA load (" +
+             smemName(range.begin) + " that an in-flight TMA load (" +
              program.sources[op.source] + ") is writing");
     else if (store)
-      hazard(at(th) + ": writes shared memory " + hex(range.begin) +
+      hazard(at(th) + ": writes shared memory " + smemName(range.begin) +
              " that an in-flight TMA store (" + program.sources[op.source] +
              ") is still reading");
   }
   if (store) {
     if (uint32_t bar = barrierIn(range); bar != ~0u) {
-      error(th, "a store to shared memory " + hex(range.begin) +
+      error(th, "a store to shared memory " + smemName(range.begin) +
                     " overwrites the live mbarrier at smem " + hex(bar) +
                     " (an mbarrier changes through mbarrier instructions "
                     "only; mbarrier.inval ends its life)");
@@ -767,12 +782,12 @@ void CtaMachine::onSharedAccess(Thread &th, Interval range, bool store) {
     }
     for (const TensorOp &op : tensorPipe)
       if (op.readsShared(range))
-        hazard(at(th) + ": writes shared memory " + hex(range.begin) +
+        hazard(at(th) + ": writes shared memory " + smemName(range.begin) +
                " that an in-flight MMA (" + program.sources[op.source] +
                ") is still reading");
     for (const WgmmaOp &op : wgmmaInFlight)
       if (op.aSmem.overlaps(range) || op.bSmem.overlaps(range)) {
-        hazard(at(th) + ": writes shared memory " + hex(range.begin) +
+        hazard(at(th) + ": writes shared memory " + smemName(range.begin) +
                " that an in-flight wgmma (" +
                program.sources[program.code[op.pc].source] +
                ") is still reading");
@@ -1222,7 +1237,16 @@ void CtaMachine::execLane(Thread &th, const Inst &in) {
     for (auto &[addr, bar] : barriers)
       if (bar.initThread == th.tid)
         bar.fenced = true;
+    // fence.mbarrier_init.release.cluster is also a release fence (of the
+    // inits before it, for a relaxed arrive after it).
+    [[fallthrough]];
+  case Op::FenceAcqRel: {
+    Warp &warp = warps[th.warp];
+    fenceOrders[th.warp] = Order();
+    release(th.warp, fenceOrders[th.warp]);
+    warp.fenced = true;
     return;
+  }
   case Op::TcMma:
     execMma(th, in);
     return;
@@ -1398,8 +1422,11 @@ void CtaMachine::arriveCluster(Thread &th, const Inst &in) {
   th.clusterPhase = clusterBarrier.phase;
   ++clusterBarrier.arrived;
   // .release (the default) makes what the thread did before visible to the
-  // threads that wait on the phase; .relaxed releases nothing.
-  if (!(in.flags & kRelaxed))
+  // threads that wait on the phase; .relaxed only what a fence before it
+  // ordered.
+  if (in.flags & kRelaxed)
+    releaseRelaxed(th.warp, clusterBarrier.releasing);
+  else
     release(th.warp, clusterBarrier.releasing);
   completeClusterPhaseIfDone();
 }
@@ -1440,6 +1467,27 @@ CtaMachine::Flow CtaMachine::stepCluster(const Issue &issue, const Inst &in) {
                               "divergent warp (active lanes " +
                                   hex(issue.active) + " of " + hex(warp.live()) + ")");
       return Flow::Stop;
+    }
+  }
+  if (in.op == Op::ClusterWait && !(in.flags & kAlignedCluster) &&
+      !config.independentThreads && issue.active != warps[issue.warp].live()) {
+    // Under the lockstep schedule the warp's other lanes wait at the
+    // branch's reconvergence point behind this wait: if one of them has not
+    // arrived, the cluster barrier could never complete here, though it
+    // would on hardware (independent thread scheduling).
+    const Warp &warp = warps[issue.warp];
+    for (uint32_t lanes = warp.live() & ~issue.active; lanes; lanes &= lanes - 1) {
+      const Thread &other = threads[issue.warp * 32 + __builtin_ctz(lanes)];
+      if (!other.clusterArrived || other.clusterPhase != clusterBarrier.phase) {
+        error(firstLane(issue),
+              "a barrier.cluster.wait in divergent code, with lanes " +
+                  hex(warp.live() & ~issue.active) +
+                  " of the warp elsewhere and not all arrived: fa4-emu's lockstep "
+                  "schedule (seed mod 4 = 0) cannot run it (the other lanes "
+                  "wait at the branch's reconvergence point); independent "
+                  "thread scheduling can");
+        return Flow::Stop;
+      }
     }
   }
   if (in.op == Op::ClusterWait)

@@ -153,10 +153,14 @@ private:
     // Its wgmmas whose shared-memory reads a wgmma.wait_group has not yet
     // waited for: (group, token).
     std::vector<std::pair<uint32_t, uint32_t>> wgTokens;
+    // Whether it has executed a fence.acq_rel / fence.sc /
+    // fence.mbarrier_init (what it ordered is in `fenceOrders`).
+    bool fenced = false;
     uint32_t live() const { return ~(exited | absent); }
   };
   /// What a release carries (an mbarrier phase, a named barrier's use, a
-  /// commit's arrive): per warp, the fence counts that happen before it.
+  /// commit's arrive, a fence): per warp, the fence counts that happen
+  /// before it.
   struct Order {
     std::vector<uint32_t> tc, proxy, sync;
     std::vector<uint64_t> phase;  // per mbarrier id
@@ -377,6 +381,13 @@ private:
   // the synchronization object; a wait that returns, or a bar.sync, joins
   // the object's into what the warp knows.
   void release(uint32_t warp, Order &into);
+  /// A relaxed arrive releases what the warp's last fence ordered before
+  /// it, and nothing without one (PTX ISA memory model: a fence then a
+  /// relaxed write is a release pattern).
+  void releaseRelaxed(uint32_t warp, Order &into);
+  /// Per warp: what its last fence.acq_rel / fence.sc / fence.mbarrier_init
+  /// released.
+  std::vector<Order> fenceOrders;
   void acquire(uint32_t warp, const Order &from);
   /// A tcgen05 access by `warp` (instruction `pc`) of `rect`: every earlier
   /// conflicting access by another warp must be ordered before it by
@@ -468,7 +479,9 @@ private:
   }
   /// A flat shared address as the kernel names it: its offset in its CTA,
   /// with the CTA's rank in a cluster.
-  std::string smemName(uint32_t flat) const;
+  std::string smemName(uint32_t flat, bool end = false) const;
+  /// "warp W" (of its CTA, with its rank in a cluster).
+  std::string warpName(uint32_t w) const;
   /// The CTA whose shared memory holds flat address `flat`, and its base.
   uint32_t ctaOfShared(uint32_t flat) const { return flat / smemStride; }
   uint32_t sharedBase(uint32_t cta) const { return cta * smemStride; }

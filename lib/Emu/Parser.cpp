@@ -562,6 +562,9 @@ void Parser::parseEntryHeader(const std::string &header) {
         kernel->reqCluster[d] = static_cast<uint32_t>(extent);
       }
     }
+    if (tail[i] == ".maxclusterrank")
+      kernel->maxClusterRank =
+          static_cast<uint32_t>(std::strtoul(tail[i + 1].c_str(), nullptr, 10));
     if (tail[i] == ".maxnreg")
       kernel->maxnreg = static_cast<uint32_t>(std::strtoul(tail[i + 1].c_str(), nullptr, 10));
     if (tail[i] == ".reqntid")
@@ -946,6 +949,15 @@ void Parser::parseInstruction(const std::string &statement) {
   inst.source = static_cast<uint32_t>(program->sources.size());
   program->sources.push_back(where() + ": " + statement);
   decode(inst, splitMnemonic(mnemonic), operands);
+  // The cluster qualifiers readQualifiers takes anywhere belong to a few
+  // instructions only.
+  if ((inst.flags & kMulticast) && inst.op != Op::TmaLoad && inst.op != Op::TcCommit)
+    fail(where() + ": .multicast::cluster in '" + mnemonic +
+         "' (only TMA loads and tcgen05.commit multicast)");
+  if ((inst.flags & kCtaGroup2) && inst.op != Op::TmaLoad && inst.op != Op::TcAlloc &&
+      inst.op != Op::TcDealloc && inst.op != Op::TcRelinquish &&
+      inst.op != Op::TcMma && inst.op != Op::TcCommit)
+    fail(where() + ": .cta_group::2 in '" + mnemonic + "' is not modelled");
   program->code.push_back(inst);
   instScopes.push_back(currentScope);
 }
@@ -1414,7 +1426,10 @@ void Parser::decodeBranch(Decoding &d) {
 
 void Parser::decodeFence(Decoding &d) {
   if (d.base == "membar" || (!d.has("proxy") && !d.has("mbarrier_init"))) {
-    d.inst.op = Op::Nop; // the emulator is sequentially consistent
+    // The emulator's memory is sequentially consistent; what a fence
+    // orders matters to the ordering checks as a release pattern (a fence
+    // then a relaxed arrive).
+    d.inst.op = Op::FenceAcqRel;
     return;
   }
   if (d.has("mbarrier_init")) {
@@ -1445,6 +1460,8 @@ void Parser::decodeMbarrier(Decoding &d) {
   } else if (verb == "arrive") {
     inst.op = Op::MbarArrive;
     inst.flags |= kArrive;
+    if (d.has("relaxed"))
+      inst.flags |= kRelaxed;
     if (d.dropEachUnknown("expect_tx"))
       inst.flags |= kExpectTx;
     setOperands(d, 2, 3, Ty::B32);
@@ -1605,6 +1622,7 @@ void Parser::decodeTcgen05(Decoding &d) {
     setOperands(d, 2, 2, Ty::B32);
   } else if (verb == "relinquish_alloc_permit") {
     inst.op = Op::TcRelinquish;
+    setOperands(d, 0, 0, Ty::None);
   } else if (verb == "mma") {
     inst.op = Op::TcMma;
     if (d.dropUnknown("kind::f8f6f4"))
@@ -1777,6 +1795,8 @@ void Parser::decodeClusterBarrier(Decoding &d) {
                (q == "acquire" && wait)))
       unsupported(d, "qualifier ." + q);
   }
+  if (relaxed && d.has("release"))
+    unsupported(d, "both .release and .relaxed");
   if (arrive == wait)
     unsupported(d, "cluster barrier form (expected .arrive or .wait)");
   d.inst.op = arrive ? Op::ClusterArrive : Op::ClusterWait;
@@ -1803,8 +1823,6 @@ void Parser::decodeMapa(Decoding &d) {
     unsupported(d, "state space (" + d.base + " takes .shared::cluster)");
   if (d.inst.space != Space::Shared && d.inst.space != Space::Generic)
     unsupported(d, "state space");
-  if ((d.inst.flags & kClusterSpace) && d.inst.type != Ty::U32)
-    unsupported(d, "type (" + d.base + ".shared::cluster is .u32)");
   setOperands(d, rank ? 2 : 3, rank ? 2 : 3, d.inst.type);
 }
 

@@ -51,6 +51,7 @@ enum class Op : uint8_t {
   Ld, St, Atom, Red, Bra, Ret, Nop,
   MbarInit, MbarArrive, MbarExpectTx, MbarTryWait, MbarInval,
   TmaLoad, TmaStore, BulkCommit, BulkWait, FenceProxyAsync, FenceMbarrierInit,
+  FenceAcqRel,
   TcAlloc, TcDealloc, TcRelinquish, TcMma, TcCommit, TcLd, TcSt, TcWaitLd,
   TcWaitSt, TcFenceBefore, TcFenceAfter,
   Elect, Vote, BarSync, BarArrive, BarWarpSync, SetMaxNReg, Shfl, StMatrix,
@@ -209,6 +210,8 @@ struct Kernel {
   uint32_t maxntid = 0;
   /// .reqnctapercluster nx[, ny[, nz]] (0: none), and .explicitcluster.
   uint32_t reqCluster[3] = {0, 0, 0};
+  /// .maxclusterrank n (0: none): the most CTAs a launch's cluster may have.
+  uint32_t maxClusterRank = 0;
   bool explicitCluster = false;
   /// The .cta_group values its tcgen05 instructions name (bit 1: ::1,
   /// bit 2: ::2); the PTX ISA allows only one a kernel.

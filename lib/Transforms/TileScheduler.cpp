@@ -129,12 +129,7 @@ static bool perTaskPays(func::FuncOp func, WarpSpecializeOp specialize) {
     return false;
   bool causal = false, other = false;
   specialize.walk([&](TaskCoordsOp coords) {
-    bool causalShaped =
-        coords.getMaskMod().empty() &&
-        (coords.getMask() == MaskKind::causal ||
-         (coords.getMask() == MaskKind::window &&
-          static_cast<int64_t>(coords.getWindowLeft()) < 0));
-    (causalShaped ? causal : other) = true;
+    (coords.isCausalShaped() ? causal : other) = true;
   });
   // (A backward's task loops number their tasks themselves: no coords.)
   return causal && !other;
@@ -248,11 +243,7 @@ struct TileSchedulerPass
         // the samples, bench/h200/results/run40/windows).
         // A window unbounded on the left is causal's shape (its work never
         // falls as the m_block rises) and takes causal's order.
-        bool causalShaped =
-            coords.getMaskMod().empty() &&
-            (coords.getMask() == MaskKind::causal ||
-             (coords.getMask() == MaskKind::window &&
-              static_cast<int64_t>(coords.getWindowLeft()) < 0));
+        bool causalShaped = coords.isCausalShaped();
         bool weighed = causalShaped || !coords.getMaskMod().empty();
         order = weighed ? TaskOrder::lpt : TaskOrder::static_order;
         coords.setOrder(order);

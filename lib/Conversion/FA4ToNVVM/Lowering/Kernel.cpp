@@ -1307,10 +1307,7 @@ LogicalResult Lowering::lowerTaskCoords(TaskCoordsOp coords) {
               arith::RemUIOp::create(b, loc(), pair, heads));
   mapping.map(coords.getBatchIndex(),
               arith::DivUIOp::create(b, loc(), pair, heads));
-  if (coords.getMaskMod().empty() &&
-      (coords.getMask() == MaskKind::causal ||
-       (coords.getMask() == MaskKind::window &&
-        static_cast<int64_t>(coords.getWindowLeft()) < 0))) {
+  if (coords.isCausalShaped()) {
     // Causal work (and a window's unbounded on the left) grows with the
     // m_block: LPT is the last one first.
     mapping.map(coords.getMBlock(),

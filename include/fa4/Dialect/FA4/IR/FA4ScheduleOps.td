@@ -938,6 +938,17 @@ def FA4_TaskCoordsOp : FA4_Op<"task_coords", [Pure, IsolatedFromAbove]> {
   let assemblyFormat =
       "$index `,` $batch `,` $seq_q `,` $seq_k (`cu_seqlens` $cu_seqlens^ `:` type($cu_seqlens))? attr-dict (`mask_mod` $mask_mod^)?";
   let hasRegionVerifier = 1;
+  let extraClassDeclaration = [{
+    /// Whether a task's work grows with its m_block as causal's does: causal,
+    /// or a window unbounded on the left, without a mask_mod. The schedule's
+    /// LPT order, the per-task grid and L2 sections key on it.
+    bool isCausalShaped() {
+      return getMaskMod().empty() &&
+             (getMask() == ::mlir::fa4::MaskKind::causal ||
+              (getMask() == ::mlir::fa4::MaskKind::window &&
+               static_cast<int64_t>(getWindowLeft()) < 0));
+    }
+  }];
 }
 
 def FA4_CtaIdOp : FA4_Op<"cta_id", [Pure]> {
