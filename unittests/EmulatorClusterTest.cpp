@@ -206,38 +206,47 @@ TEST(EmulatorCluster, ExitedThreadsDoNotHoldTheClusterBarrier) {
   EXPECT_EQ(run.out[0], 7u);
 }
 
+namespace {
+/// Rank 1's thread 0 stores a word into rank 0's shared memory and arrives
+/// on rank 0's mbarrier with `arrive` (after `before`); rank 0's thread 0
+/// waits and reads the word.
+std::string handOver(const std::string &before, const std::string &arrive) {
+  return clusterKernel("\tsetp.ne.u32 %p1, %r1, 0;\n"
+                       "\tsetp.ne.u32 %p2, %r3, 0;\n"
+                       "\tor.pred %p4, %p1, %p2;\n"
+                       "\t@%p4 bra SKIPINIT;\n"
+                       "\tmbarrier.init.shared.b64 [%r2+8], 1;\n"
+                       "\tfence.mbarrier_init.release.cluster;\n"
+                       "SKIPINIT:\n"
+                       "\tbarrier.cluster.arrive.aligned;\n"
+                       "\tbarrier.cluster.wait.aligned;\n"
+                       "\t@%p1 bra DONE;\n"
+                       "\t@%p2 bra PEER;\n"
+                       "WAIT:\n"
+                       "\tmbarrier.try_wait.parity.shared::cta.b64 %p3, [%r2+8], 0;\n"
+                       "\t@!%p3 bra WAIT;\n"
+                       "\tld.shared.u32 %r7, [%r2+16];\n"
+                       "\tst.global.u32 [%rd3], %r7;\n"
+                       "\tbra.uni DONE;\n"
+                       "PEER:\n"
+                       "\tmov.u32 %r8, 0;\n"
+                       "\tmapa.shared::cluster.u32 %r9, %r2, %r8;\n"
+                       "\tst.shared::cluster.u32 [%r9+16], 4242;\n" +
+                       before + "\t" + arrive + " _, [%r9+8];\n"
+                       "DONE:\n"
+                       "\tret;\n");
+}
+} // namespace
+
 TEST(EmulatorCluster, ThePeersArriveOnAnMbarrierOfTheFirstCta) {
   // Rank 1's thread 0 stores a word into rank 0's shared memory and
   // arrives on rank 0's mbarrier (release, cluster scope); rank 0 waits on
   // it (acquire) and reads the word.
-  std::string body =
-      "\tsetp.ne.u32 %p1, %r1, 0;\n"
-      "\tsetp.ne.u32 %p2, %r3, 0;\n"
-      "\tor.pred %p4, %p1, %p2;\n"
-      "\t@%p4 bra SKIPINIT;\n"
-      "\tmbarrier.init.shared.b64 [%r2+8], 1;\n"
-      "\tfence.mbarrier_init.release.cluster;\n"
-      "SKIPINIT:\n"
-      "\tbarrier.cluster.arrive.aligned;\n"
-      "\tbarrier.cluster.wait.aligned;\n"
-      "\t@%p1 bra DONE;\n"
-      "\t@%p2 bra PEER;\n"
-      "WAIT:\n"
-      "\tmbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 %p3, [%r2+8], 0;\n"
-      "\t@!%p3 bra WAIT;\n"
-      "\tld.shared.u32 %r7, [%r2+16];\n"
-      "\tst.global.u32 [%rd3], %r7;\n"
-      "\tbra.uni DONE;\n"
-      "PEER:\n"
-      "\tmov.u32 %r8, 0;\n"
-      "\tmapa.shared::cluster.u32 %r9, %r2, %r8;\n"
-      "\tst.shared::cluster.u32 [%r9+16], 4242;\n"
-      "\tmbarrier.arrive.release.cluster.shared::cluster.b64 _, [%r9+8];\n"
-      "DONE:\n"
-      "\tret;\n";
+  const std::string arrive = "mbarrier.arrive.release.cluster.shared::cluster.b64";
+  std::string body = handOver("", arrive);
   // Only thread 0 of each CTA goes on past the cluster barrier.
   for (uint64_t seed = 0; seed < 4; ++seed) {
-    Outcome run = launchCluster(clusterKernel(body), 128, 2, 2, 4096, nullptr, seed);
+    Outcome run = launchCluster(body, 128, 2, 2, 4096, nullptr, seed);
     ASSERT_TRUE(run.launchError.empty()) << run.launchError;
     EXPECT_TRUE(run.report.clean())
         << all(run.report.errors) << all(run.report.hazards) << all(run.report.deadlock);
@@ -246,9 +255,9 @@ TEST(EmulatorCluster, ThePeersArriveOnAnMbarrierOfTheFirstCta) {
   // Without the peer's arrive, rank 0 waits forever: a deadlock of the
   // cluster.
   std::string noArrive = body;
-  noArrive.erase(noArrive.find("\tmbarrier.arrive.release.cluster"),
-                 std::string("\tmbarrier.arrive.release.cluster.shared::cluster.b64 _, [%r9+8];\n").size());
-  Outcome stuck = launchCluster(clusterKernel(noArrive), 128, 2, 2);
+  noArrive.erase(noArrive.find("\t" + arrive),
+                 ("\t" + arrive + " _, [%r9+8];\n").size());
+  Outcome stuck = launchCluster(noArrive, 128, 2, 2);
   ASSERT_FALSE(stuck.report.deadlock.empty());
   EXPECT_NE(stuck.report.deadlock[0].find("and its cluster deadlocked"), std::string::npos)
       << all(stuck.report.deadlock);
@@ -474,37 +483,6 @@ TEST(EmulatorCluster, AKernelNamesOneCtaGroup) {
   EXPECT_NE(error.find("names another .cta_group"), std::string::npos) << error;
 }
 
-namespace {
-/// Rank 1's thread 0 stores a word into rank 0's shared memory and arrives
-/// on rank 0's mbarrier with `arrive` (after `before`); rank 0's thread 0
-/// waits and reads the word.
-std::string handOver(const std::string &before, const std::string &arrive) {
-  return clusterKernel("\tsetp.ne.u32 %p1, %r1, 0;\n"
-                       "\tsetp.ne.u32 %p2, %r3, 0;\n"
-                       "\tor.pred %p4, %p1, %p2;\n"
-                       "\t@%p4 bra SKIPINIT;\n"
-                       "\tmbarrier.init.shared.b64 [%r2+8], 1;\n"
-                       "\tfence.mbarrier_init.release.cluster;\n"
-                       "SKIPINIT:\n"
-                       "\tbarrier.cluster.arrive.aligned;\n"
-                       "\tbarrier.cluster.wait.aligned;\n"
-                       "\t@%p1 bra DONE;\n"
-                       "\t@%p2 bra PEER;\n"
-                       "WAIT:\n"
-                       "\tmbarrier.try_wait.parity.shared::cta.b64 %p3, [%r2+8], 0;\n"
-                       "\t@!%p3 bra WAIT;\n"
-                       "\tld.shared.u32 %r7, [%r2+16];\n"
-                       "\tst.global.u32 [%rd3], %r7;\n"
-                       "\tbra.uni DONE;\n"
-                       "PEER:\n"
-                       "\tmov.u32 %r8, 0;\n"
-                       "\tmapa.shared::cluster.u32 %r9, %r2, %r8;\n"
-                       "\tst.shared::cluster.u32 [%r9+16], 4242;\n" +
-                       before + "\t" + arrive + " _, [%r9+8];\n"
-                       "DONE:\n"
-                       "\tret;\n");
-}
-} // namespace
 
 TEST(EmulatorCluster, ARelaxedRemoteArriveReleasesOnlyWhatAFenceOrdered) {
   Outcome release = launchCluster(

@@ -29,6 +29,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "tcgen05-gemm.cuh"
 #include "tma-load.cuh"
 
 #include <cute/arch/mma_sm100_desc.hpp>
@@ -70,28 +71,6 @@ __device__ auto layoutOfB() {
     // N-blocks outermost, so that each N-block is one dense TMA box.
     return tile_to_shape(UMMA::Layout_MN_SW128_Atom<Element>{},
                          make_shape(Int<N>{}, Int<K>{}), Step<_2, _1>{});
-}
-
-/// Loads 32 consecutive TMEM columns of this warp's lane quadrant and stores
-/// them to row `row` of C, from column `column`.
-__device__ void storeColumns(uint32_t tmem, float *row, int column) {
-  uint32_t v[32];
-  asm volatile(
-      "tcgen05.ld.sync.aligned.32x32b.x32.b32 "
-      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
-      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, "
-      "%30, %31}, [%32];"
-      : "=r"(v[0]), "=r"(v[1]), "=r"(v[2]), "=r"(v[3]), "=r"(v[4]),
-        "=r"(v[5]), "=r"(v[6]), "=r"(v[7]), "=r"(v[8]), "=r"(v[9]),
-        "=r"(v[10]), "=r"(v[11]), "=r"(v[12]), "=r"(v[13]), "=r"(v[14]),
-        "=r"(v[15]), "=r"(v[16]), "=r"(v[17]), "=r"(v[18]), "=r"(v[19]),
-        "=r"(v[20]), "=r"(v[21]), "=r"(v[22]), "=r"(v[23]), "=r"(v[24]),
-        "=r"(v[25]), "=r"(v[26]), "=r"(v[27]), "=r"(v[28]), "=r"(v[29]),
-        "=r"(v[30]), "=r"(v[31])
-      : "r"(tmem + column));
-  asm volatile("tcgen05.wait::ld.sync.aligned;" ::: "memory");
-  for (int i = 0; i < 32; ++i)
-    row[column + i] = __uint_as_float(v[i]);
 }
 
 template <class TA, class TB, int N, int K, UMMA::Major MajorB,
@@ -159,13 +138,7 @@ __device__ void gemm(CUtensorMap const &mapA, CUtensorMap const &mapB,
   uint32_t tmem = *reinterpret_cast<uint32_t volatile *>(tmemSlot);
 
   if (warp == 0) {
-    uint32_t elected;
-    asm volatile("{\n\t"
-                 ".reg .pred p;\n\t"
-                 "elect.sync _|p, 0xffffffff;\n\t"
-                 "selp.u32 %0, 1, 0, p;\n\t"
-                 "}"
-                 : "=r"(elected));
+    const uint32_t elected = electedLane();
     if (elected) {
       asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(
                        loaded),
