@@ -160,7 +160,7 @@ CtaMachine::CtaMachine(const Program &program, const Kernel &kernel,
   registerFile.assign(threads.size() * program.numRegs, kPoison);
   uint32_t initialRegisters =
       kernel.maxnreg ? kernel.maxnreg
-                     : std::min<uint32_t>(255, 65536 / (numWarps * 32)) & ~7u;
+                     : std::min<uint32_t>(255, 65536 / (warpsPerCta * 32)) & ~7u;
   for (uint32_t t = 0; t < threads.size(); ++t) {
     Thread &th = threads[t];
     th.tid = t;
@@ -619,8 +619,6 @@ uint64_t CtaMachine::address(const Thread &th, const Operand &o) const {
   return base + static_cast<uint64_t>(o.imm);
 }
 
-/// The host bytes behind [addr, addr + bytes) of `space`, bounds-checked.
-/// `smemAddr` is set for shared accesses (for hazard checks).
 std::string CtaMachine::warpName(uint32_t w) const {
   if (clusterSize == 1)
     return "warp " + std::to_string(w);
@@ -662,6 +660,9 @@ bool CtaMachine::sharedAddress(Thread &th, uint64_t addr, uint32_t bytes,
   return false;
 }
 
+/// The host bytes behind [addr, addr + bytes) of `space`, bounds-checked.
+/// `smemAddr` is set for shared accesses (their flat address, for hazard
+/// checks).
 uint8_t *CtaMachine::memory(Thread &th, Space space, uint64_t addr,
                             uint32_t bytes, bool store, uint32_t &smemAddr,
                             bool cluster) {
@@ -775,7 +776,7 @@ void CtaMachine::onSharedAccess(Thread &th, Interval range, bool store) {
   if (store) {
     if (uint32_t bar = barrierIn(range); bar != ~0u) {
       error(th, "a store to shared memory " + smemName(range.begin) +
-                    " overwrites the live mbarrier at smem " + hex(bar) +
+                    " overwrites the live mbarrier at smem " + smemName(bar) +
                     " (an mbarrier changes through mbarrier instructions "
                     "only; mbarrier.inval ends its life)");
       return;
