@@ -539,3 +539,13 @@ TEST(EmulatorCluster, ClusterQualifiersOnlyWhereThePtxIsaHasThem) {
   EXPECT_EQ(wide.out[0], 1u << 24);
   EXPECT_EQ(wide.out[128], 0u);
 }
+
+TEST(EmulatorCluster, EachCtaHasItsOwnRegisterFile) {
+  // 512 threads a CTA start with 128 registers a thread (64K / 512), in a
+  // cluster as alone: a decrease to 96 is one.
+  Outcome run = launchCluster(clusterKernel("\tsetmaxnreg.dec.sync.aligned.u32 96;\n"
+                                            "\tret;\n"),
+                              512, 2, 2);
+  ASSERT_TRUE(run.launchError.empty()) << run.launchError;
+  EXPECT_TRUE(run.report.clean()) << all(run.report.errors);
+}
