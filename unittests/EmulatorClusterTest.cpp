@@ -549,3 +549,81 @@ TEST(EmulatorCluster, EachCtaHasItsOwnRegisterFile) {
   ASSERT_TRUE(run.launchError.empty()) << run.launchError;
   EXPECT_TRUE(run.report.clean()) << all(run.report.errors);
 }
+
+TEST(EmulatorCluster, FenceMbarrierInitReleasesOnlyTheInits) {
+  // Rank 0's thread 0 stores a word, then fence.mbarrier_init and a relaxed
+  // cluster arrive: the store is not released; rank 1's read of it races.
+  std::string body = "\tsetp.ne.u32 %p1, %r1, 0;\n"
+                     "\tsetp.ne.u32 %p2, %r3, 0;\n"
+                     "\tor.pred %p4, %p1, %p2;\n"
+                     "\t@%p4 bra SYNC;\n"
+                     "\tst.shared.u32 [%r2+64], 99;\n"
+                     "\tFENCE;\n"
+                     "SYNC:\n"
+                     "\tbarrier.cluster.arrive.relaxed.aligned;\n"
+                     "\tbarrier.cluster.wait.aligned;\n"
+                     "\tmov.u32 %r7, 0;\n"
+                     "\tmapa.shared::cluster.u32 %r8, %r2, %r7;\n"
+                     "\tld.shared::cluster.u32 %r9, [%r8+64];\n"
+                     "\tst.global.u32 [%rd3], %r9;\n"
+                     "\tbarrier.cluster.arrive.aligned;\n"
+                     "\tbarrier.cluster.wait.aligned;\n"
+                     "\tret;\n";
+  auto with = [&](const std::string &fence) {
+    std::string text = body;
+    text.replace(text.find("FENCE"), 5, fence);
+    return launchCluster(clusterKernel(text), 128, 2, 2);
+  };
+  Outcome light = with("fence.mbarrier_init.release.cluster");
+  EXPECT_NE(all(light.report.hazards).find("st.shared.u32 [%r2+64], 99"), std::string::npos)
+      << all(light.report.hazards);
+  Outcome full = with("fence.acq_rel.cluster");
+  EXPECT_TRUE(full.report.clean()) << all(full.report.hazards);
+}
+
+TEST(EmulatorCluster, APeersSharedMemoryEndsWithItsCta) {
+  // Rank 0 exits after one cluster barrier; rank 1 then stores into rank
+  // 0's shared memory: an error if rank 0 has exited, a hazard at its exit
+  // if not (the store is not ordered before it) — either way reported.
+  std::string body = "\tbarrier.cluster.arrive.aligned;\n"
+                     "\tbarrier.cluster.wait.aligned;\n"
+                     "\tsetp.eq.u32 %p1, %r3, 0;\n"
+                     "\t@%p1 bra DONE;\n"
+                     "\tmov.u32 %r7, 0;\n"
+                     "\tmapa.shared::cluster.u32 %r8, %r2, %r7;\n"
+                     "\tst.shared::cluster.u32 [%r8+64], %r1;\n"
+                     "DONE:\n"
+                     "\tret;\n";
+  for (uint64_t seed = 0; seed < 4; ++seed) {
+    Outcome run = launchCluster(clusterKernel(body), 128, 2, 2, 4096, nullptr, seed);
+    bool named = all(run.report.errors).find("which has exited") != std::string::npos ||
+                 all(run.report.hazards).find("not ordered before the exit") !=
+                     std::string::npos;
+    EXPECT_TRUE(named) << "seed " << seed << "\n"
+                       << all(run.report.errors) << all(run.report.hazards);
+  }
+}
+
+TEST(EmulatorCluster, TheTmemAddressAllocWritesIsRaced) {
+  // Warp 0 allocates; warp 1 reads the address with no synchronization.
+  Outcome run = launchCluster(
+      clusterKernel("\tshr.u32 %r7, %r1, 5;\n"
+                    "\tsetp.ne.u32 %p1, %r7, 0;\n"
+                    "\t@%p1 bra READ;\n"
+                    "\ttcgen05.alloc.cta_group::1.sync.aligned.shared::cta.b32 [%r2], 32;\n"
+                    "\ttcgen05.relinquish_alloc_permit.cta_group::1.sync.aligned;\n"
+                    "\tbar.sync 1, 64;\n"
+                    "\tld.shared.u32 %r8, [%r2];\n"
+                    "\ttcgen05.dealloc.cta_group::1.sync.aligned.b32 %r8, 32;\n"
+                    "\tret;\n"
+                    "READ:\n"
+                    "\tsetp.ne.u32 %p2, %r7, 1;\n"
+                    "\t@%p2 bra DONE;\n"
+                    "\tld.shared.u32 %r9, [%r2];\n"
+                    "\tbar.sync 1, 64;\n"
+                    "DONE:\n"
+                    "\tret;\n"),
+      128, 1, 1);
+  bool named = all(run.report.hazards).find("tcgen05.alloc") != std::string::npos;
+  EXPECT_TRUE(named) << all(run.report.hazards) << all(run.report.errors);
+}

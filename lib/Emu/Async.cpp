@@ -123,8 +123,15 @@ CtaMachine::Mbarrier *CtaMachine::barrierAt(Thread &th, uint32_t addr) {
 
 bool CtaMachine::barrierAddress(Thread &th, uint64_t addr, bool cluster,
                                 uint32_t &flat) {
-  if (flatShared(th.cta, addr, 8, cluster, flat) && addr % 8 == 0)
+  if (flatShared(th.cta, addr, 8, cluster, flat) && addr % 8 == 0) {
+    const uint32_t owner = ctaOfShared(flat);
+    if (owner != th.cta && exitedInCta[owner] == warpsPerCta) {
+      error(th, "the mbarrier at " + hex(addr) + " is in CTA rank " +
+                    std::to_string(owner) + ", which has exited");
+      return false;
+    }
     return true;
+  }
   error(th, "mbarrier address " + hex(addr) + " is not an 8-byte aligned address of " +
                 (cluster ? "the cluster's" : "the CTA's") + " shared memory" +
                 (!cluster && (addr >> kClusterRankShift) != th.cta
@@ -137,9 +144,10 @@ bool CtaMachine::barrierAddress(Thread &th, uint64_t addr, bool cluster,
 CtaMachine::Mbarrier *CtaMachine::asyncBarrierAt(Thread &th, uint32_t addr,
                                                  const char *unit) {
   Mbarrier *bar = barrierAt(th, addr);
-  // The issuing thread names the barrier: ordered after its init.
+  // The issuing thread names the barrier: ordered after its init (the unit's
+  // own access of it is the completion its waiters see).
   if (bar)
-    orderShared(th, {addr, addr + 8}, false);
+    orderShared(th, {addr, addr + 8}, false, /*record=*/false);
   if (bar && !bar->fenced && !bar->unfencedReported) {
     bar->unfencedReported = true;
     hazard(at(th) + ": " + unit + " is given the mbarrier at smem " + smemName(addr) +
@@ -166,13 +174,18 @@ void CtaMachine::release(uint32_t w, Order &into) {
   join(into.tc, warp.knownTc);
   join(into.proxy, warp.knownProxy);
   join(into.sync, warp.knownSync);
+  join(into.init, warp.knownInit);
   join(into.phase, warp.knownPhase);
   join(into.commit, warp.knownCommit);
   into.tc[w] = std::max(into.tc[w], warp.tcFences);
   into.proxy[w] = std::max(into.proxy[w], warp.proxyFences);
   into.sync[w] = std::max(into.sync[w], warp.syncEpoch);
+  if (into.init.size() <= w)
+    into.init.resize(w + 1, 0);
+  into.init[w] = std::max(into.init[w], warp.initEpoch);
   // What the warp does next is not covered by this release.
   ++warp.syncEpoch;
+  ++warp.initEpoch;
 }
 
 void CtaMachine::releaseRelaxed(uint32_t w, Order &into) {
@@ -182,6 +195,7 @@ void CtaMachine::releaseRelaxed(uint32_t w, Order &into) {
   join(into.tc, fence.tc);
   join(into.proxy, fence.proxy);
   join(into.sync, fence.sync);
+  join(into.init, fence.init);
   join(into.phase, fence.phase);
   join(into.commit, fence.commit);
 }
@@ -191,6 +205,7 @@ void CtaMachine::acquire(uint32_t w, const Order &from) {
   join(warp.knownTc, from.tc);
   join(warp.knownProxy, from.proxy);
   join(warp.knownSync, from.sync);
+  join(warp.knownInit, from.init);
   join(warp.knownPhase, from.phase);
   join(warp.knownCommit, from.commit);
 }
@@ -247,7 +262,7 @@ void CtaMachine::orderAsync(uint32_t w, uint32_t pc, Interval range, bool write,
       break;
     }
     hazard(what() + " " + (write ? "writes" : "reads") + " shared memory " +
-           hex(uint64_t(line) * 128) + " that the asynchronous proxy " +
+           smemName(line * 128) + " that the asynchronous proxy " +
            (priorWrites ? "wrote" : "read") + " for " + prior_ +
            ", unordered (PTX ISA: an asynchronous operation's accesses are "
            "ordered only through the completion mechanism it names): " + why);
@@ -292,11 +307,15 @@ void CtaMachine::finishTokens(uint32_t w,
   pending.erase(end, pending.end());
 }
 
-void CtaMachine::orderShared(const Thread &th, Interval range, bool store, bool record) {
+void CtaMachine::orderShared(const Thread &th, Interval range, bool store, bool record,
+                             bool init) {
   const uint32_t w = th.warp;
   const Warp &warp = warps[w];
   auto check = [&](const SmemAccess &prior, bool priorWrites, uint32_t addr) {
-    if (prior.warp == 0xffff || prior.warp == w || warp.knownSync[prior.warp] >= prior.epoch)
+    if (prior.warp == 0xffff || prior.warp == w)
+      return;
+    const std::vector<uint32_t> &known = prior.init ? warp.knownInit : warp.knownSync;
+    if (known.size() > prior.warp && known[prior.warp] >= prior.epoch)
       return;
     std::pair<uint32_t, uint32_t> key{prior.pc, th.pc};
     if (std::find(orderReported.begin(), orderReported.end(), key) != orderReported.end())
@@ -318,7 +337,8 @@ void CtaMachine::orderShared(const Thread &th, Interval range, bool store, bool 
         check(r, false, word * 4);
     if (!record)
       continue;
-    SmemAccess access{warp.syncEpoch, th.pc, static_cast<uint16_t>(w)};
+    SmemAccess access{init ? warp.initEpoch : warp.syncEpoch, th.pc,
+                      static_cast<uint16_t>(w), init};
     if (store) {
       cell.write = access;
       cell.reads[0] = cell.reads[1] = SmemAccess();
@@ -525,7 +545,7 @@ bool CtaMachine::execMbarrier(Thread &th, const Inst &in) {
     // The init writes the barrier: every other warp's use of it must be
     // ordered after the init by a synchronization (the generic data-race
     // check on its 8 bytes; an arrive or expect_tx reads them).
-    orderShared(th, {addr, addr + 8}, true);
+    orderShared(th, {addr, addr + 8}, true, true, /*init=*/true);
     Mbarrier &bar = barriers[addr];
     bar = Mbarrier();
     bar.expected = static_cast<uint32_t>(count);
@@ -539,8 +559,14 @@ bool CtaMachine::execMbarrier(Thread &th, const Inst &in) {
   Mbarrier *bar = barrierAt(th, addr);
   if (!bar)
     return true;
-  if (in.op != Op::MbarTryWait)
-    orderShared(th, {addr, addr + 8}, in.op == Op::MbarInval);
+  // Every use is ordered after the init. A release arrive (and an inval)
+  // is also recorded, so that a re-init, or the exit of the barrier's CTA,
+  // that it is not ordered before is seen; a wait, an expect_tx or a
+  // relaxed arrive is seen by the barrier's waiters through the barrier
+  // itself and is checked only.
+  const bool recorded = in.op == Op::MbarInval ||
+                        (in.op == Op::MbarArrive && !(in.flags & kRelaxed));
+  orderShared(th, {addr, addr + 8}, in.op == Op::MbarInval, recorded);
   switch (in.op) {
   case Op::MbarInval:
     barriers.erase(addr);
@@ -820,7 +846,7 @@ void CtaMachine::issueTma(Thread &th, TmaOp op) {
     if (uint32_t bar = barrierIn(landing); bar != ~0u) {
       error(th, "the TMA load's box [" + smemName(region.begin) + ", " +
                     smemName(region.end, true) + ") covers the live mbarrier at smem " +
-                    hex(bar) + " (a write there corrupts its phase)");
+                    smemName(bar) + " (a write there corrupts its phase)");
       return;
     }
     report.tmaLoadBytes += op.bytes;
@@ -939,7 +965,7 @@ void CtaMachine::runTma(TmaOp &op) {
     auto it = barriers.find(op.barrier);
     if (it == barriers.end())
       misuse("a TMA load (" + program.sources[op.source] +
-             ") completed on the mbarrier at smem " + hex(op.barrier) +
+             ") completed on the mbarrier at smem " + smemName(op.barrier) +
              ", which is no longer initialized");
     else {
       // Its write is seen by whoever acquires the phase this completes.

@@ -152,6 +152,7 @@ CtaMachine::CtaMachine(const Program &program, const Kernel &kernel,
   tmemRelinquished.assign(clusterSize, false);
   pairRendezvous.assign((clusterSize + 1) / 2, PairRendezvous());
   fenceOrders.assign(warps.size(), Order());
+  relaxedAcquires.assign(warps.size(), Order());
   // Registers, shared memory and tensor memory start from a poison pattern,
   // all ones (a NaN in every float format fa4 uses, an address past every
   // allocation): a read of a value no instruction wrote, or of data before
@@ -195,6 +196,7 @@ CtaMachine::CtaMachine(const Program &program, const Kernel &kernel,
     warp.knownProxy.assign(numWarps, 0);
     warp.tcVisible.assign(numWarps, 0);
     warp.knownSync.assign(numWarps, 0);
+    warp.knownInit.assign(numWarps, 0);
     if (config.skewedSpeeds && w % 4 == 0)
       speed = drawSpeed();
     Strand &strand = strands[w];
@@ -469,11 +471,25 @@ void CtaMachine::reportDeadlock() {
       os << "waits for a warp of its peer CTA (rank " << (w / warpsPerCta ^ 1)
          << ") to issue it too (.cta_group::2 is collective across the CTA pair)";
       break;
-    case State::ClusterBarrier:
+    case State::ClusterBarrier: {
       os << "waits in barrier.cluster.wait (" << clusterBarrier.arrived
          << " of " << threads.size() - clusterBarrier.exitedIdle
          << " live threads of the cluster arrived)";
+      // Lanes of this warp held at a reconvergence point behind the wait
+      // (lockstep): a non-.aligned cluster barrier in divergent code, which
+      // hardware's independent thread scheduling would run.
+      uint32_t behind = warp.live() & ~strand.lanes;
+      for (const Strand &other : strands)
+        if (&other != &strand && other.warp == w)
+          behind &= ~other.lanes;
+      uint32_t held = strand.lanes & warp.live() & ~top.mask;
+      if (!config.independentThreads && (behind | held))
+        os << "; lanes " << hex(behind | held)
+           << " of the warp wait at a reconvergence point behind it (fa4-emu "
+              "runs a divergent non-.aligned barrier.cluster.wait under "
+              "independent thread scheduling only)";
       break;
+    }
     case State::WgmmaWait:
       os << "waits in wgmma.wait_group " << strand.wgWaitAllowed << " for "
          << warp.wgInFlight << " wgmma operations in flight";
@@ -635,9 +651,18 @@ std::string CtaMachine::smemName(uint32_t flat, bool end) const {
 }
 
 bool CtaMachine::sharedAddress(Thread &th, uint64_t addr, uint32_t bytes,
-                               bool cluster, const char *what, uint32_t &flat) {
-  if (flatShared(th.cta, addr, bytes, cluster, flat))
+                               bool cluster, const char *what, uint32_t &flat,
+                               bool access) {
+  if (flatShared(th.cta, addr, bytes, cluster, flat)) {
+    const uint32_t owner = ctaOfShared(flat);
+    if (access && owner != th.cta && exitedInCta[owner] == warpsPerCta) {
+      error(th, std::string(what) + " at " + hex(addr) + " reaches the shared "
+                    "memory of CTA rank " + std::to_string(owner) +
+                    ", which has exited (its shared memory ended with it)");
+      return false;
+    }
     return true;
+  }
   uint64_t rank = addr >> kClusterRankShift;
   if (rank != th.cta && (!cluster || rank >= clusterSize)) {
     error(th, std::string(what) + " at " + hex(addr) + " is " +
@@ -962,9 +987,29 @@ CtaMachine::Flow CtaMachine::stepMbarrierWait(const Issue &issue,
     // The wait returned: it acquires what the phase's arrivals released.
     uint32_t addr = flatOf(firstLane(issue));
     if (auto it = barriers.find(addr); it != barriers.end()) {
-      acquire(w, it->second.released);
+      // A .relaxed wait acquires nothing itself: a fence after it does.
+      const bool relaxed = in.flags & kRelaxed;
+      if (relaxed) {
+        Order &pending = relaxedAcquires[w];
+        auto joinInto = [](auto &to, const auto &from) {
+          if (to.size() < from.size())
+            to.resize(from.size(), 0);
+          for (size_t i = 0; i < from.size(); ++i)
+            to[i] = std::max(to[i], from[i]);
+        };
+        const Order &released = it->second.released;
+        joinInto(pending.tc, released.tc);
+        joinInto(pending.proxy, released.proxy);
+        joinInto(pending.sync, released.sync);
+        joinInto(pending.init, released.init);
+        joinInto(pending.phase, released.phase);
+        joinInto(pending.commit, released.commit);
+      } else {
+        acquire(w, it->second.released);
+      }
       // And the TMA loads that completed the phases it has seen.
-      std::vector<uint64_t> &known = warps[w].knownPhase;
+      std::vector<uint64_t> &known =
+          relaxed ? relaxedAcquires[w].phase : warps[w].knownPhase;
       if (known.size() <= it->second.id)
         known.resize(it->second.id + 1, 0);
       known[it->second.id] = std::max(known[it->second.id], it->second.phase);
@@ -1238,14 +1283,33 @@ void CtaMachine::execLane(Thread &th, const Inst &in) {
     for (auto &[addr, bar] : barriers)
       if (bar.initThread == th.tid)
         bar.fenced = true;
-    // fence.mbarrier_init.release.cluster is also a release fence (of the
-    // inits before it, for a relaxed arrive after it).
-    [[fallthrough]];
+    {
+      // fence.mbarrier_init.release.cluster is a light release fence of the
+      // thread's mbarrier inits alone, for a relaxed arrive after it.
+      Warp &warp = warps[th.warp];
+      Order &fence = fenceOrders[th.warp];
+      if (fence.init.size() < warps.size())
+        fence.init.resize(warps.size(), 0);
+      for (size_t v = 0; v < warp.knownInit.size(); ++v)
+        fence.init[v] = std::max(fence.init[v], warp.knownInit[v]);
+      fence.init[th.warp] = std::max(fence.init[th.warp], warp.initEpoch);
+      ++warp.initEpoch;
+      warp.fenced = true;
+    }
+    return;
   case Op::FenceAcqRel: {
+    // A release fence of everything before it (for a relaxed arrive after
+    // it), and an acquire of what relaxed waits before it saw released.
     Warp &warp = warps[th.warp];
+    Order kept = std::move(fenceOrders[th.warp]);
     fenceOrders[th.warp] = Order();
     release(th.warp, fenceOrders[th.warp]);
+    for (size_t v = 0; v < kept.init.size(); ++v)
+      if (v < fenceOrders[th.warp].init.size())
+        fenceOrders[th.warp].init[v] = std::max(fenceOrders[th.warp].init[v], kept.init[v]);
     warp.fenced = true;
+    acquire(th.warp, relaxedAcquires[th.warp]);
+    relaxedAcquires[th.warp] = Order();
     return;
   }
   case Op::TcMma:
@@ -1290,7 +1354,8 @@ void CtaMachine::exitLanes(uint32_t s, uint32_t lanes) {
            " wgmma operations in flight (no wgmma.wait_group)");
   ++exitedWarps;
   const uint32_t cta = w / warpsPerCta;
-  ++exitedInCta[cta];
+  if (++exitedInCta[cta] == warpsPerCta && clusterSize > 1)
+    checkExitOfCta(cta);
   // A barrier of the whole CTA waits only for the warps that have not
   // exited.
   for (uint32_t id = cta * kNamedBarriers; id < (cta + 1) * kNamedBarriers; ++id)
@@ -1378,6 +1443,37 @@ void CtaMachine::releaseNamedBarrier(uint32_t id) {
 // Clusters (mapa, barrier.cluster)
 //===----------------------------------------------------------------------===//
 
+void CtaMachine::checkExitOfCta(uint32_t cta) {
+  // A CTA's shared memory ends with it: every access of it by a peer's warp
+  // must happen before the exit, known to one of its warps through a
+  // synchronization (CUTLASS's kernels end with a cluster barrier for it).
+  const uint32_t begin = sharedBase(cta) / 4;
+  const uint32_t end = std::min<size_t>((sharedBase(cta) + smemEnd + 3) / 4, smemOrder.size());
+  for (uint32_t word = begin; word < end; ++word) {
+    const SmemWord &cell = smemOrder[word];
+    for (const SmemAccess *access : {&cell.write, &cell.reads[0], &cell.reads[1]}) {
+      if (access->warp == 0xffff || access->warp / warpsPerCta == cta)
+        continue;
+      bool ordered = false;
+      for (uint32_t w = cta * warpsPerCta; w < (cta + 1) * warpsPerCta && !ordered; ++w) {
+        const std::vector<uint32_t> &known =
+            access->init ? warps[w].knownInit : warps[w].knownSync;
+        ordered = known[access->warp] >= access->epoch;
+      }
+      if (ordered)
+        continue;
+      hazard("cta (" + std::to_string(ctaIds[cta][0]) + "), rank " + std::to_string(cta) +
+             " of its cluster, exited with its shared memory at " + smemName(word * 4) +
+             " accessed by " + warpName(access->warp) + " at " +
+             program.sources[program.code[access->pc].source] +
+             " and that access not ordered before the exit (a CTA's shared memory "
+             "ends with it: a barrier.cluster, or another synchronization, must "
+             "come between a peer's last access and the exit)");
+      return;
+    }
+  }
+}
+
 void CtaMachine::execMapa(Thread &th, const Inst &in) {
   const bool getRank = in.op == Op::GetCtaRank;
   const char *name = getRank ? "getctarank" : "mapa";
@@ -1403,7 +1499,8 @@ void CtaMachine::execMapa(Thread &th, const Inst &in) {
   }
   uint32_t flat;
   if (!sharedAddress(th, shared, 1, true,
-                     getRank ? "getctarank's address" : "mapa's source", flat))
+                     getRank ? "getctarank's address" : "mapa's source", flat,
+                     /*access=*/false))
     return;
   if (getRank) {
     write(th, in.operands[0], ctaOfShared(flat), in.type);
@@ -1470,36 +1567,15 @@ CtaMachine::Flow CtaMachine::stepCluster(const Issue &issue, const Inst &in) {
       return Flow::Stop;
     }
   }
-  if (in.op == Op::ClusterWait && !(in.flags & kAlignedCluster) &&
-      !config.independentThreads && issue.active != warps[issue.warp].live()) {
-    // Under the lockstep schedule the warp's other lanes wait at the
-    // branch's reconvergence point behind this wait: if one of them has not
-    // arrived, the cluster barrier could never complete here, though it
-    // would on hardware (independent thread scheduling).
-    const Warp &warp = warps[issue.warp];
-    for (uint32_t lanes = warp.live() & ~issue.active; lanes; lanes &= lanes - 1) {
-      const Thread &other = threads[issue.warp * 32 + __builtin_ctz(lanes)];
-      if (!other.clusterArrived || other.clusterPhase != clusterBarrier.phase) {
-        error(firstLane(issue),
-              "a barrier.cluster.wait in divergent code, with lanes " +
-                  hex(warp.live() & ~issue.active) +
-                  " of the warp elsewhere and not all arrived: fa4-emu's lockstep "
-                  "schedule (seed mod 4 = 0) cannot run it (the other lanes "
-                  "wait at the branch's reconvergence point); independent "
-                  "thread scheduling can");
-        return Flow::Stop;
-      }
-    }
-  }
   if (in.op == Op::ClusterWait)
-    return stepClusterWait(issue);
+    return stepClusterWait(issue, in);
   for (uint32_t lanes = issue.active; lanes && !stopped; lanes &= lanes - 1)
     arriveCluster(threads[issue.warp * 32 + __builtin_ctz(lanes)], in);
   advance(issue);
   return Flow::Continue;
 }
 
-CtaMachine::Flow CtaMachine::stepClusterWait(const Issue &issue) {
+CtaMachine::Flow CtaMachine::stepClusterWait(const Issue &issue, const Inst &in) {
   // Every active lane must have arrived; the strand goes on once the phase
   // its lanes arrived in has completed.
   for (uint32_t lanes = issue.active; lanes; lanes &= lanes - 1) {
@@ -1510,6 +1586,18 @@ CtaMachine::Flow CtaMachine::stepClusterWait(const Issue &issue) {
       return Flow::Stop;
     }
     if (th.clusterPhase >= clusterBarrier.phase) {
+      // Under the lockstep schedule a warp's other lanes wait at the
+      // branch's reconvergence point behind this one: the side not yet run
+      // goes first (it may arrive, or exit), as independent thread
+      // scheduling would let it; the wait runs again when it is back on top.
+      Strand &strand = strands[issue.strand];
+      const size_t n = strand.stack.size();
+      if (!config.independentThreads && !(in.flags & kAlignedCluster) && n >= 2 &&
+          strand.stack[n - 2].reconverge == issue.top.reconverge &&
+          strand.stack[n - 2].pc != strand.stack[n - 2].reconverge) {
+        std::swap(strand.stack[n - 1], strand.stack[n - 2]);
+        return Flow::Continue;
+      }
       block(issue.strand, State::ClusterBarrier);
       return Flow::Stop;
     }
@@ -2438,6 +2526,9 @@ void CtaMachine::execTmemAlloc(Thread &first, const Inst &in) {
   uint8_t *p = memory(first, Space::Shared, address(first, in.operands[0]), 4, true, smemAddr);
   if (!p)
     return;
+  // The address it writes is shared memory another warp reads after a
+  // synchronization (a missing one is a race).
+  orderShared(first, {smemAddr, smemAddr + 4}, true);
   std::memcpy(p, &column, 4);
 }
 
@@ -2538,6 +2629,8 @@ void CtaMachine::execPairCollective(uint32_t w, Thread &first, const Inst &in) {
     }
     for (uint32_t c : {even, even + 1})
       tmemAllocations[c].push_back({column, mine.columns});
+    orderShared(other, {r.dst, r.dst + 4}, true);
+    orderShared(first, {mine.dst, mine.dst + 4}, true);
     for (uint32_t dst : {r.dst, mine.dst})
       std::memcpy(smem.data() + dst, &column, 4);
   } else if (in.op == Op::TcDealloc) {

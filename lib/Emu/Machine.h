@@ -143,6 +143,10 @@ private:
     // releases made), and what it has acquired of every warp's.
     uint32_t syncEpoch = 1;
     std::vector<uint32_t> knownSync;
+    // The same for its mbarrier inits, which fence.mbarrier_init releases
+    // alone: releases of them made (one ahead) and acquired.
+    uint32_t initEpoch = 1;
+    std::vector<uint32_t> knownInit;
     // The asynchronous proxy's completions it has acquired: per mbarrier
     // (by id), the phases completed; per warp, the tcgen05.commits whose
     // arrive it has seen (a commit's arrive says every tcgen05 operation
@@ -162,7 +166,7 @@ private:
   /// commit's arrive, a fence): per warp, the fence counts that happen
   /// before it.
   struct Order {
-    std::vector<uint32_t> tc, proxy, sync;
+    std::vector<uint32_t> tc, proxy, sync, init;
     std::vector<uint64_t> phase;  // per mbarrier id
     std::vector<uint32_t> commit; // per warp
   };
@@ -197,6 +201,9 @@ private:
   struct SmemAccess {
     uint32_t epoch = 0, pc = 0;
     uint16_t warp = 0xffff;
+    /// An mbarrier.init's write: its epoch counts the warp's init releases
+    /// (fence.mbarrier_init releases inits only).
+    bool init = false;
   };
   struct SmemWord {
     SmemAccess write, reads[2];
@@ -352,7 +359,7 @@ private:
   Flow stepBulkWait(const Issue &issue, const Inst &in);
   /// barrier.cluster.wait: a strand whose lanes' phase has not completed
   /// sleeps until it does.
-  Flow stepClusterWait(const Issue &issue);
+  Flow stepClusterWait(const Issue &issue, const Inst &in);
   /// barrier.cluster.arrive / .wait, the .aligned forms for the whole warp.
   Flow stepCluster(const Issue &issue, const Inst &in);
   /// The .aligned instructions of the whole warp: bar.sync/arrive, wgmma.
@@ -385,9 +392,13 @@ private:
   /// it, and nothing without one (PTX ISA memory model: a fence then a
   /// relaxed write is a release pattern).
   void releaseRelaxed(uint32_t warp, Order &into);
-  /// Per warp: what its last fence.acq_rel / fence.sc / fence.mbarrier_init
-  /// released.
-  std::vector<Order> fenceOrders;
+  /// Per warp: what its fences (fence.acq_rel / fence.sc: everything before
+  /// them; fence.mbarrier_init: its inits) released, and what its relaxed
+  /// mbarrier waits saw released, which its next fence acquires.
+  std::vector<Order> fenceOrders, relaxedAcquires;
+  /// A CTA of the cluster whose warps have all exited: its shared memory is
+  /// gone, and a peer's earlier accesses of it must be ordered before.
+  void checkExitOfCta(uint32_t cta);
   void acquire(uint32_t warp, const Order &from);
   /// A tcgen05 access by `warp` (instruction `pc`) of `rect`: every earlier
   /// conflicting access by another warp must be ordered before it by
@@ -414,7 +425,8 @@ private:
   /// Generic accesses of shared memory by two warps, at least one a write,
   /// must be ordered by a synchronization (a release the second acquired):
   /// a hazard otherwise, naming both instructions.
-  void orderShared(const Thread &th, Interval range, bool store, bool record = true);
+  void orderShared(const Thread &th, Interval range, bool store, bool record = true,
+                   bool init = false);
   std::vector<SmemWord> smemOrder;
   std::vector<uint32_t> genericTag; // per shared byte: (warp + 1) << 24 | tag
   /// The asynchronous proxy's accesses of shared memory, in happens-before
@@ -464,8 +476,10 @@ private:
   /// (a shared::cta address of the thread's CTA, or with `cluster` a
   /// shared::cluster address of any CTA of the cluster); false, with an
   /// error naming `what`, for an address outside them.
+  /// `access`: the address is accessed (a peer CTA that has exited is an
+  /// error), not only computed with (mapa, getctarank).
   bool sharedAddress(Thread &th, uint64_t addr, uint32_t bytes, bool cluster,
-                     const char *what, uint32_t &flat);
+                     const char *what, uint32_t &flat, bool access = true);
   /// sharedAddress without the error: false for an address outside them.
   bool flatShared(uint32_t cta, uint64_t addr, uint32_t bytes, bool cluster,
                   uint32_t &flat) const {

@@ -1425,6 +1425,29 @@ void Parser::decodeBranch(Decoding &d) {
 }
 
 void Parser::decodeFence(Decoding &d) {
+  // The forms fa4-emu models: membar.{cta,gl,sys}; fence[.sc|.acq_rel]
+  // [.cta|.cluster|.gpu|.sys]; fence.proxy.async[...];
+  // fence.mbarrier_init.release.cluster. Others (the .acquire/.release
+  // sync_restrict fences, other proxies) are refused.
+  if (d.base == "membar") {
+    if (d.parts.size() != 2 ||
+        (d.parts[1] != "cta" && d.parts[1] != "gl" && d.parts[1] != "sys"))
+      unsupported(d, "membar form");
+  } else if (!d.has("proxy") && !d.has("mbarrier_init")) {
+    bool sem = false, scope = false;
+    for (size_t i = 1; i < d.parts.size(); ++i) {
+      const std::string &q = d.parts[i];
+      if (!sem && !scope && (q == "sc" || q == "acq_rel"))
+        sem = true;
+      else if (!scope && (q == "cta" || q == "cluster" || q == "gpu" || q == "sys"))
+        scope = true;
+      else
+        unsupported(d, "fence qualifier ." + q);
+    }
+  } else if (d.has("mbarrier_init")) {
+    if (d.parts.size() != 4 || d.parts[2] != "release" || d.parts[3] != "cluster")
+      unsupported(d, "fence.mbarrier_init form (fence.mbarrier_init.release.cluster)");
+  }
   if (d.base == "membar" || (!d.has("proxy") && !d.has("mbarrier_init"))) {
     // The emulator's memory is sequentially consistent; what a fence
     // orders matters to the ordering checks as a release pattern (a fence
@@ -1471,6 +1494,9 @@ void Parser::decodeMbarrier(Decoding &d) {
     setOperands(d, 2, 2, Ty::B32);
   } else if (verb == "try_wait" || verb == "test_wait") {
     inst.op = Op::MbarTryWait;
+    // .relaxed: the wait acquires nothing (a fence after it does).
+    if (d.has("relaxed"))
+      inst.flags |= kRelaxed;
     if (verb == "test_wait")
       inst.flags |= kTest;
     if (d.dropEachUnknown("parity"))
@@ -1789,7 +1815,7 @@ void Parser::decodeClusterBarrier(Decoding &d) {
       arrive = true;
     else if (q == "wait")
       wait = true;
-    else if (q == "relaxed" && arrive)
+    else if (q == "relaxed" && arrive && !relaxed)
       relaxed = true;
     else if (!(q == "aligned" || (q == "release" && arrive) ||
                (q == "acquire" && wait)))
