@@ -627,3 +627,44 @@ TEST(EmulatorCluster, TheTmemAddressAllocWritesIsRaced) {
   bool named = all(run.report.hazards).find("tcgen05.alloc") != std::string::npos;
   EXPECT_TRUE(named) << all(run.report.hazards) << all(run.report.errors);
 }
+
+TEST(EmulatorCluster, ARelaxedWaitAcquiresAtTheNextFence) {
+  // Rank 0 waits relaxed for rank 1's release arrive, then reads the word
+  // rank 1 stored: a race, unless a fence comes between the wait and the
+  // read.
+  auto waitedWith = [](const std::string &after) {
+    std::string body = handOver("", "mbarrier.arrive.release.cluster.shared::cluster.b64");
+    const std::string wait =
+        "\tmbarrier.try_wait.parity.shared::cta.b64 %p3, [%r2+8], 0;\n";
+    body.replace(body.find(wait), wait.size(),
+                 "\tmbarrier.try_wait.parity.relaxed.cluster.shared::cta.b64 %p3, "
+                 "[%r2+8], 0;\n");
+    const std::string read = "\tld.shared.u32 %r7, [%r2+16];\n";
+    body.replace(body.find(read), read.size(), after + read);
+    return launchCluster(body, 128, 2, 2);
+  };
+  Outcome bare = waitedWith("");
+  EXPECT_NE(all(bare.report.hazards).find("ld.shared.u32 %r7, [%r2+16]"), std::string::npos)
+      << all(bare.report.hazards);
+  Outcome fenced = waitedWith("\tfence.acq_rel.cluster;\n");
+  EXPECT_TRUE(fenced.report.clean()) << all(fenced.report.hazards);
+}
+
+TEST(EmulatorCluster, FencesOutsideTheModelledFormsAreRefused) {
+  std::string error;
+  std::shared_ptr<const Program> program;
+  for (const char *line : {"\tfence.bogus;\n", "\tmembar.foo;\n",
+                           "\tfence.acquire.sync_restrict::shared::cluster.cluster;\n",
+                           "\tfence.mbarrier_init.acquire.cta;\n",
+                           "\tfence.sc.acq_rel;\n"}) {
+    EXPECT_FALSE(succeeds(parsePtx(clusterKernel(std::string(line) + "\tret;\n")),
+                          program, error))
+        << line;
+  }
+  for (const char *line : {"\tfence.sc.cluster;\n", "\tfence.acq_rel.gpu;\n",
+                           "\tmembar.gl;\n", "\tfence.mbarrier_init.release.cluster;\n",
+                           "\tfence.proxy.async.shared::cta;\n"})
+    EXPECT_TRUE(succeeds(parsePtx(clusterKernel(std::string(line) + "\tret;\n")),
+                         program, error))
+        << line << error;
+}
