@@ -191,13 +191,7 @@ void CtaMachine::release(uint32_t w, Order &into) {
 void CtaMachine::releaseRelaxed(uint32_t w, Order &into) {
   if (!warps[w].fenced)
     return;
-  const Order &fence = fenceOrders[w];
-  join(into.tc, fence.tc);
-  join(into.proxy, fence.proxy);
-  join(into.sync, fence.sync);
-  join(into.init, fence.init);
-  join(into.phase, fence.phase);
-  join(into.commit, fence.commit);
+  into.join(fenceOrders[w]);
 }
 
 void CtaMachine::acquire(uint32_t w, const Order &from) {
@@ -1229,19 +1223,15 @@ void CtaMachine::arriveFromCommit(TensorOp &op, uint32_t target) {
            ") arrives on the mbarrier at smem " + smemName(target) +
            ", which is no longer initialized");
   else {
-      join(it->second.releasing.tc, op.order.tc);
-      join(it->second.releasing.proxy, op.order.proxy);
-      join(it->second.releasing.sync, op.order.sync);
-      join(it->second.releasing.phase, op.order.phase);
-      join(it->second.releasing.commit, op.order.commit);
-      // The arrive says the warp's earlier tcgen05 operations are done.
-      std::vector<uint32_t> &commits = it->second.releasing.commit;
-      uint32_t issuer = threads[op.thread].warp;
-      if (commits.size() <= issuer)
-        commits.resize(issuer + 1, 0);
-      commits[issuer] = std::max(commits[issuer], op.commitIndex);
-      arrive(target, it->second, 1, [&] { return program.sources[op.source]; });
-    }
+    it->second.releasing.join(op.order);
+    // The arrive says the warp's earlier tcgen05 operations are done.
+    std::vector<uint32_t> &commits = it->second.releasing.commit;
+    uint32_t issuer = threads[op.thread].warp;
+    if (commits.size() <= issuer)
+      commits.resize(issuer + 1, 0);
+    commits[issuer] = std::max(commits[issuer], op.commitIndex);
+    arrive(target, it->second, 1, [&] { return program.sources[op.source]; });
+  }
 }
 
 void CtaMachine::runMma(TensorOp &op) {

@@ -990,20 +990,7 @@ CtaMachine::Flow CtaMachine::stepMbarrierWait(const Issue &issue,
       // A .relaxed wait acquires nothing itself: a fence after it does.
       const bool relaxed = in.flags & kRelaxed;
       if (relaxed) {
-        Order &pending = relaxedAcquires[w];
-        auto joinInto = [](auto &to, const auto &from) {
-          if (to.size() < from.size())
-            to.resize(from.size(), 0);
-          for (size_t i = 0; i < from.size(); ++i)
-            to[i] = std::max(to[i], from[i]);
-        };
-        const Order &released = it->second.released;
-        joinInto(pending.tc, released.tc);
-        joinInto(pending.proxy, released.proxy);
-        joinInto(pending.sync, released.sync);
-        joinInto(pending.init, released.init);
-        joinInto(pending.phase, released.phase);
-        joinInto(pending.commit, released.commit);
+        relaxedAcquires[w].join(it->second.released);
       } else {
         acquire(w, it->second.released);
       }
@@ -1301,12 +1288,7 @@ void CtaMachine::execLane(Thread &th, const Inst &in) {
     // A release fence of everything before it (for a relaxed arrive after
     // it), and an acquire of what relaxed waits before it saw released.
     Warp &warp = warps[th.warp];
-    Order kept = std::move(fenceOrders[th.warp]);
-    fenceOrders[th.warp] = Order();
     release(th.warp, fenceOrders[th.warp]);
-    for (size_t v = 0; v < kept.init.size(); ++v)
-      if (v < fenceOrders[th.warp].init.size())
-        fenceOrders[th.warp].init[v] = std::max(fenceOrders[th.warp].init[v], kept.init[v]);
     warp.fenced = true;
     acquire(th.warp, relaxedAcquires[th.warp]);
     relaxedAcquires[th.warp] = Order();

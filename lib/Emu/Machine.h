@@ -169,6 +169,21 @@ private:
     std::vector<uint32_t> tc, proxy, sync, init;
     std::vector<uint64_t> phase;  // per mbarrier id
     std::vector<uint32_t> commit; // per warp
+    /// Takes in what `other` carries (each count its maximum).
+    void join(const Order &other) {
+      auto joinOne = [](auto &into, const auto &from) {
+        if (into.size() < from.size())
+          into.resize(from.size(), 0);
+        for (size_t i = 0; i < from.size(); ++i)
+          into[i] = std::max(into[i], from[i]);
+      };
+      joinOne(tc, other.tc);
+      joinOne(proxy, other.proxy);
+      joinOne(sync, other.sync);
+      joinOne(init, other.init);
+      joinOne(phase, other.phase);
+      joinOne(commit, other.commit);
+    }
   };
   /// When an asynchronous-proxy access of shared memory (a TMA load's
   /// write; an MMA's, a wgmma's or a TMA store's read) is ordered before a
