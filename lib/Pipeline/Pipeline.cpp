@@ -106,6 +106,7 @@ static void addScheduleStep(StringRef step, OpPassManager &pm,
   schedule.kvStages = options.kvStages;
   schedule.overlap = options.hopperOverlap;
   schedule.pingpong = options.hopperPingpong;
+  schedule.twoCta = options.twoCta;
   target::Family family = chipOf(options).family;
   for (const WingRow &wing : kWings)
     if (wing.family == family)

@@ -449,6 +449,10 @@ bool Interpreter::execute(Operation *op, std::string &error) {
         values[cta.getResult()] = ctaId;
         return true;
       })
+      .Case([&](CtaRankOp rank) {
+        values[rank.getResult()] = ctaRank;
+        return true;
+      })
       .Case([&](NeedsRescaleOp vote) {
         const Tile &scale = tile(vote.getAccScale());
         values[vote.getResult()] = static_cast<int64_t>(

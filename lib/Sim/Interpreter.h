@@ -205,6 +205,8 @@ public:
   /// Set by the CTA that runs level C: the task count and grid size the
   /// scheduler ops read.
   int64_t ctaId = 0;
+  /// The CTA's rank in its pair (a cta_pair schedule's fa4.cta_rank).
+  int64_t ctaRank = 0;
   int64_t numTasks = 0;
 
 private:

@@ -325,6 +325,9 @@ bool Cta::setUp(std::string &error) {
       bytes = llvm::SaturatingMultiply<uint64_t>(
           llvm::SaturatingMultiply<uint64_t>(type.getRows(), rowBytes),
           type.getStages());
+      // Each CTA of a pair holds half of a split ring's items.
+      if (alloc.getPairHalf())
+        bytes /= 2;
     } else if (auto alloc = dyn_cast<MBarrierAllocOp>(op)) {
       bytes = llvm::SaturatingMultiply<uint64_t>(
           alloc.getBarrier().getType().getStages(), kMBarrierBytes);

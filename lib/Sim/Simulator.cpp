@@ -499,9 +499,18 @@ static llvm::Error runGrid(Simulation &sim, int64_t run, bool hasGrid,
                     run % 2 == 1);
   budget.used = 0;
   grid = 1;
-  for (int64_t cta = 0; cta < grid; ++cta) {
+  // A schedule of CTA pairs runs each of its grid's clusters as two CTAs,
+  // ranks 0 and 1, each reading the pair's K/V tiles whole (level C's view
+  // of them).
+  int64_t pair = 1;
+  sim.func.walk([&](WarpSpecializeOp op) {
+    if (op.getCtaPair())
+      pair = 2;
+  });
+  int64_t clusters = 1;
+  for (int64_t cta = 0; cta < clusters * pair; ++cta) {
     if (!budget.take(1))
-      return makeError("the grid of " + std::to_string(grid) +
+      return makeError("the grid of " + std::to_string(clusters * pair) +
                        " CTAs runs past the run's budget of " +
                        std::to_string(budget.total) +
                        " loop iterations and CTAs for these sizes");
@@ -509,16 +518,18 @@ static llvm::Error runGrid(Simulation &sim, int64_t run, bool hasGrid,
     sim.bindArguments(interpreter);
     interpreter.setBudget(&budget);
     interpreter.setHook(&launch);
-    interpreter.ctaId = cta;
+    interpreter.ctaId = cta / pair;
+    interpreter.ctaRank = cta % pair;
     launch.ctaId = cta;
     std::string error;
     if (!interpreter.runFunction(sim.func.getBody().front(), error))
       return makeError(error);
     if (cta == 0 && hasGrid)
-      grid = launch.gridSize;
+      clusters = launch.gridSize;
     if (!protocol.clean())
       break;
   }
+  grid = clusters * pair;
   return llvm::Error::success();
 }
 

@@ -179,6 +179,10 @@ struct TileSchedulerPass
     int64_t sms = perTask       ? kPerTaskSmCount
                   : smCount > 0 ? int64_t(smCount)
                                 : getTargetOrDefault(func).smCount;
+    // CTA pairs: the grid and the CTA's index count clusters of two, each
+    // on two SMs.
+    if (specialize.getCtaPair())
+      sms = std::max<int64_t>(sms / 2, 1);
     OpBuilder top(specialize);
     Location loc = specialize.getLoc();
     Value cta = CtaIdOp::create(top, loc, top.getIndexType());

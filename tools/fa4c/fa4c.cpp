@@ -135,6 +135,16 @@ static cl::opt<mlir::fa4::Toggle> hopperPingpong(
              "auto: on with the overlap)"),
     cl::init(mlir::fa4::Toggle::Auto), mlir::fa4::toggleValues(),
     cl::cat(compileCategory));
+static cl::opt<mlir::fa4::Toggle> twoCta(
+    "two-cta",
+    cl::desc("Blackwell: run the forward as CTA pairs, FA4's 2-CTA kernel "
+             "(clusters of two on paired SMs, tcgen05.mma cta_group::2 with "
+             "M = 256 over both CTAs' Q tiles, each CTA loading half of every "
+             "K/V tile): on, off, or auto (the default: on for dense "
+             "fp16/bf16 head dim 128 without GQA packing; on refuses other "
+             "variants, naming why; docs/TwoCta.md)"),
+    cl::init(mlir::fa4::Toggle::Auto), mlir::fa4::toggleValues(),
+    cl::cat(compileCategory));
 static cl::opt<int64_t> smCount(
     "sm-count",
     cl::desc(mlir::fa4::target::smCountOptionHelp()),
@@ -283,8 +293,9 @@ static cl::opt<bool> backward(
              "runs). Not with --lse (the "
              "backward always reads it), --seqused-k, --varlen, --paged-kv or "
              "--num-splits, nor the forward's schedule options (--kv-stages, "
-             "--block-n, --q-tiles-per-task, --hopper-*, --rescale-threshold, "
-             "--exp2-emulation-fraction, --grid, --l2-section-bytes)"),
+             "--block-n, --q-tiles-per-task, --hopper-*, --two-cta, "
+             "--rescale-threshold, --exp2-emulation-fraction, --grid, "
+             "--l2-section-bytes)"),
     cl::init(false), cl::cat(variantCategory));
 
 static cl::opt<bool> deterministic(
@@ -440,7 +451,7 @@ static llvm::Error checkInput(ModuleOp module, EmitKind kind) {
   bool backwardModule = false;
   module.walk([&](fa4::AttentionBackwardOp) { backwardModule = true; });
   cl::Option *forwardOnly[] = {&kvStages, &blockN, &qTilesPerTask,
-                               &hopperOverlap, &hopperPingpong,
+                               &hopperOverlap, &hopperPingpong, &twoCta,
                                &rescaleThreshold, &exp2EmulationFraction,
                                &gridPolicy, &l2SectionBytes};
   if (backwardModule)
@@ -536,6 +547,7 @@ static void setPipelineOptions(fa4::PipelineOptions &options, ModuleOp module,
   options.qTilesPerTask = qTilesPerTask;
   options.hopperOverlap = hopperOverlap;
   options.hopperPingpong = hopperPingpong;
+  options.twoCta = twoCta;
   options.smCount = smCount;
   options.l2SectionBytes = l2SectionBytes;
   options.grid = gridPolicy;

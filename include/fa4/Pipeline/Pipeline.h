@@ -88,6 +88,14 @@ struct PipelineOptions : public PassPipelineOptions<PipelineOptions> {
       llvm::cl::desc("Hopper: the two consumer warpgroups take turns issuing "
                      "their MMAs (on, off, or auto: on with the overlap)"),
       llvm::cl::init(Toggle::Auto), toggleValues()};
+  PassOptions::Option<Toggle> twoCta{
+      *this, "two-cta",
+      llvm::cl::desc("Blackwell: run the forward as CTA pairs (clusters of "
+                     "two, tcgen05.mma cta_group::2 with M = 256, each CTA "
+                     "holding half of every K/V tile): on, off, or auto (on "
+                     "for dense fp16/bf16 head dim 128 without GQA packing, "
+                     "FA4's choice)"),
+      llvm::cl::init(Toggle::Auto), toggleValues()};
   PassOptions::Option<std::string> cudaPath{
       *this, "cuda-path",
       llvm::cl::desc("CUDA toolkit root, for ptxas (binary stage)"),

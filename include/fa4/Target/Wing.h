@@ -31,6 +31,8 @@ struct ScheduleOptions {
   /// Hopper: the softmax/MMA overlap and the consumers' ping-pong.
   Toggle overlap = Toggle::Auto;
   Toggle pingpong = Toggle::Auto;
+  /// Blackwell: CTA pairs (cta_group::2).
+  Toggle twoCta = Toggle::Auto;
 };
 
 /// The schedule's steps, as `--stop-after` names them: the warp (or

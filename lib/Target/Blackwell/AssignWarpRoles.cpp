@@ -65,8 +65,8 @@ struct TaskState : TaskHeader {
 
 class RoleProgramBuilder : IndexBuilder {
 public:
-  RoleProgramBuilder(func::FuncOp func, TileProgram program)
-      : IndexBuilder(func), program(program) {}
+  RoleProgramBuilder(func::FuncOp func, TileProgram program, bool ctaPair)
+      : IndexBuilder(func), program(program), ctaPair(ctaPair) {}
 
   void build();
 
@@ -173,6 +173,9 @@ private:
   }
 
   TileProgram program;
+  /// CTA pairs: a task is the pair's 512 rows, each CTA's 256 of them from
+  /// its rank on; the K/V ring's items split between the two.
+  bool ctaPair = false;
   /// Q tiles a task (the tile program's), and the configuration at its
   /// head dims and types.
   int64_t qTiles = ScheduleConfig::kQStages;
@@ -214,6 +217,8 @@ void RoleProgramBuilder::createBuffers() {
   // head dims (192, 128); V fills the first 128 columns of its items).
   qBuffer = smem("q", 128, headDim, start.element, qTiles);
   kvBuffer = smem("kv", 128, std::max(headDim, valueHeadDim), start.element, 1);
+  if (ctaPair)
+    kvBuffer.getDefiningOp<SmemAllocOp>().setPairHalf(true);
   // Split-KV parts (to the workspace, then the merge row by row), varlen
   // tiles and head dim 256 store O from the correction warps' registers:
   // no staging buffer, no epilogue.
@@ -248,6 +253,12 @@ scf::ForOp RoleProgramBuilder::buildTaskLoop(ArrayRef<Counter> counters,
   TaskState task;
   static_cast<TaskHeader &>(task) =
       buildTaskHeader(*this, program, start, loop.getInductionVar());
+  // A pair's task is 512 rows (the block range covers them all, so both
+  // CTAs visit the same blocks); this CTA's are the rank's 256.
+  if (ctaPair)
+    task.qRow = add(task.qRow,
+                    mul(CtaRankOp::create(b, loc, b.getIndexType()),
+                        qTiles * TileConfig::kBlockM));
   task.tileRow[0] = task.qRow;
   task.tileRow[1] = add(task.qRow, index(TileConfig::kBlockM));
   for (auto [counter, value] : llvm::zip(counters, loop.getRegionIterArgs()))
@@ -786,19 +797,26 @@ void RoleProgramBuilder::buildEpilogueRole(const TaskState &task) {
 }
 
 void RoleProgramBuilder::build() {
+  qTiles = program.range.getRows() / TileConfig::kBlockM;
+  // A pair's tasks are two CTAs' rows: the task count, the coordinates and
+  // every task's block range (level B's, cloned) count in them.
+  if (ctaPair)
+    program.range.setRowsAttr(
+        b.getI64IntegerAttr(2 * program.range.getRows()));
   start = ScheduleStart::build(*this, program);
   headDim = cast<MemRefType>(program.arguments[kQ].getType()).getDimSize(3);
   valueHeadDim =
       cast<MemRefType>(program.arguments[kV].getType()).getDimSize(3);
-  qTiles = program.range.getRows() / TileConfig::kBlockM;
   config = ScheduleConfig::get(headDim,
                                start.element.getIntOrFloatBitWidth() / 8,
                                valueHeadDim,
                                outElement().getIntOrFloatBitWidth() / 8,
                                qTiles);
+  config.ctaPair = ctaPair;
   createBuffers();
 
   auto specialize = WarpSpecializeOp::create(b, loc);
+  specialize.setCtaPair(ctaPair);
   Block *roles = new Block();
   specialize.getRoles().push_back(roles);
   for (const RoleSpec &spec : ScheduleConfig::roles(qTiles)) {
@@ -846,6 +864,7 @@ void RoleProgramBuilder::build() {
 namespace {
 struct AssignWarpRolesPass
     : public fa4::impl::FA4AssignWarpRolesBase<AssignWarpRolesPass> {
+  using Base::Base;
   void runOnOperation() override {
     func::FuncOp func = getOperation();
     if (getBackwardSpec(func)) {
@@ -908,7 +927,57 @@ struct AssignWarpRolesPass
              "the default at these head dims)";
       return signalPassFailure();
     }
-    RoleProgramBuilder(func, program).build();
+    FailureOr<bool> pair = choosePair(program, headDim, valueHeadDim, qTiles);
+    if (failed(pair))
+      return signalPassFailure();
+    RoleProgramBuilder(func, program, *pair).build();
+  }
+
+  /// Whether the kernel runs as CTA pairs: `two-cta` on (refused, naming
+  /// why, where the pair's schedule is not built), or auto for what FA4
+  /// runs as pairs, dense hd128 MHA.
+  FailureOr<bool> choosePair(TileProgram program, int64_t headDim,
+                             int64_t valueHeadDim, int64_t qTiles) {
+    if (twoCta == Toggle::Off || twoCta == Toggle::Auto /*PAIR-AUTO*/)
+      return false;
+    std::string why;
+    llvm::raw_string_ostream os(why);
+    Type element =
+        cast<MemRefType>(program.arguments[kQ].getType()).getElementType();
+    // The pair splits V's head dim in two 64-column halves, one 128-byte
+    // swizzle atom of 16-bit values each, the B operand of the pair's P·V.
+    if (headDim != 128 || valueHeadDim != 128)
+      os << "head dims (" << headDim << ", " << valueHeadDim
+         << "): the pair splits V's 128 columns into two 128-byte halves, "
+            "head dim 128 only";
+    else if (element.getIntOrFloatBitWidth() != 16)
+      os << element << " inputs: fp16 and bf16 only";
+    else if (qTiles != 2)
+      os << qTiles << " Q tile a task: the pair multiplies two CTAs' two "
+                      "tiles each";
+    else if (program.range.getBlockN() != TileConfig::kBlockN)
+      os << "blocks of " << program.range.getBlockN()
+         << " keys: the pair's K halves are 64 of 128";
+    else if (program.cuSeqlensQ)
+      os << "varlen batches";
+    else if (program.blockTable)
+      os << "a paged K/V cache";
+    else if (program.seqUsedK)
+      os << "seqused_k (each sequence's own key count)";
+    else if (program.numSplits > 1)
+      os << "split-KV";
+    if (!why.empty()) {
+      if (twoCta == Toggle::Auto)
+        return false;
+      program.range.emitOpError()
+          << "cannot run as CTA pairs (two-cta=on): " << why
+          << "; the 2-CTA forward is dense fp16/bf16 at head dim 128 "
+             "(docs/TwoCta.md)";
+      return failure();
+    }
+    // auto: FA4's hd128 MHA (GQA packs several heads' rows in a tile,
+    // whose K/V are already shared by the packed heads).
+    return twoCta == Toggle::On || program.range.getGqaRatio() == 1;
   }
 };
 } // namespace

@@ -138,6 +138,7 @@ static LogicalResult sizeKvRing(func::FuncOp func, int64_t kvStages) {
       headDim, kvType.getElementType().getIntOrFloatBitWidth() / 8,
       valueHeadDim, outBytes,
       std::clamp<int64_t>(qTiles, 1, ScheduleConfig::kQStages));
+  config.ctaPair = kvAlloc.getPairHalf();
   int64_t stages = kvStages > 0 ? int64_t(kvStages) : config.kvStages();
   // Refused before the ring is built: the loader's tail grows by a stage
   // each, and a count past what fits would only be found after that.
@@ -184,8 +185,7 @@ static LogicalResult checkSmemBudget(func::FuncOp func,
                                    WarpSpecializeOp specialize) {
   int64_t bytes = ScheduleConfig::kBarrierBytes;
   func.walk([&](SmemAllocOp alloc) {
-    SmemType type = alloc.getBuffer().getType();
-    bytes += type.getStageBytes() * type.getStages();
+    bytes += alloc.getCtaStageBytes() * alloc.getBuffer().getType().getStages();
   });
   if (bytes > blackwell::kSmemBytesPerCta) {
     InFlightDiagnostic diag = func.emitError()
@@ -197,7 +197,7 @@ static LogicalResult checkSmemBudget(func::FuncOp func,
     func.walk([&](SmemAllocOp alloc) {
       SmemType type = alloc.getBuffer().getType();
       diag << (first ? "" : ", ") << alloc.getName() << ": "
-           << type.getStages() << " x " << type.getStageBytes();
+           << type.getStages() << " x " << alloc.getCtaStageBytes();
       first = false;
     });
     diag << ", barriers: " << ScheduleConfig::kBarrierBytes << ")";

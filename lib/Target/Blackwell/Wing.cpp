@@ -17,7 +17,9 @@ using namespace mlir::fa4;
 void mlir::fa4::blackwell::addScheduleStep(StringRef name, OpPassManager &pm,
                                            const ScheduleOptions &options) {
   if (name == step::kRoles) {
-    pm.addNestedPass<func::FuncOp>(createFA4AssignWarpRoles());
+    FA4AssignWarpRolesOptions roles;
+    roles.twoCta = options.twoCta;
+    pm.addNestedPass<func::FuncOp>(createFA4AssignWarpRoles(roles));
   } else if (name == step::kPipeline) {
     FA4PipelineStagesOptions stages;
     stages.kvStages = options.kvStages;

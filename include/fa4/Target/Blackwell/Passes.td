@@ -38,6 +38,14 @@ def FA4AssignWarpRoles : Pass<"fa4-assign-warp-roles", "::mlir::func::FuncOp"> {
     in order (`fa4.task_coords`, static); the MMA warp issues, per KV block,
     both score MMAs and then both value MMAs.
 
+    With `two-cta` the CTAs run as pairs (`fa4.warp_specialize`'s
+    `cta_pair`): each task is 512 rows, 256 a CTA, the K/V ring's items
+    split between the two (`pair_half`), `fa4.cta_rank` placing each CTA's
+    rows. Dense fp16/bf16 forward kernels at head dim 128 with two Q tiles
+    a task and 128-key blocks; `on` refuses any other variant, naming why,
+    and `auto` picks pairs for such kernels without GQA packing (FA4's
+    choice: hd128 MHA).
+
     Requires: a function with `fa4.spec` holding the tile program of
     `fa4-tile`. Guarantees: the register budgets fit 64 K registers (the
     `fa4.warp_specialize` verifier says which role overflows otherwise); no
@@ -45,6 +53,13 @@ def FA4AssignWarpRoles : Pass<"fa4-assign-warp-roles", "::mlir::func::FuncOp"> {
   }];
   let dependentDialects = ["::mlir::arith::ArithDialect",
                            "::mlir::scf::SCFDialect"];
+  let options = [
+    Option<"twoCta", "two-cta", "::mlir::fa4::Toggle",
+           "::mlir::fa4::Toggle::Auto",
+           "CTA pairs (tcgen05.mma cta_group::2, K/V halved per CTA): on, "
+           "off, or auto (on for dense fp16/bf16 hd128 MHA)",
+           "::mlir::fa4::toggleValues()">
+  ];
 }
 
 def FA4PipelineStages : Pass<"fa4-pipeline-stages", "::mlir::func::FuncOp"> {

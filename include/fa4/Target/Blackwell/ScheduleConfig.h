@@ -59,6 +59,8 @@ struct ScheduleConfig {
   /// Q tiles a task (and Q stages, statistics buffers, O accumulators): 1
   /// or 2.
   int64_t qTiles = kQStages;
+  /// CTA pairs (cta_group::2): each CTA holds half of every K/V item.
+  bool ctaPair = false;
 
   /// The FA4 cast: 16 warps, 512 threads, 64 K registers exactly.
   static llvm::ArrayRef<RoleSpec> roles();
@@ -81,9 +83,11 @@ struct ScheduleConfig {
   static int64_t tileBytes(int64_t cols, int64_t bytes) {
     return 128 * ((cols * bytes + 127) / 128 * 128);
   }
-  /// A K/V ring item: K and V share the ring, so an item holds the wider.
+  /// A K/V ring item in a CTA's shared memory: K and V share the ring, so
+  /// an item holds the wider; a pair's CTAs hold half an item each.
   int64_t kvItemBytes() const {
-    return tileBytes(headDim > valueHeadDim ? headDim : valueHeadDim);
+    int64_t item = tileBytes(headDim > valueHeadDim ? headDim : valueHeadDim);
+    return ctaPair ? item / 2 : item;
   }
   /// Row statistics handed from a softmax role to correction: [2, 128] f32.
   static constexpr int64_t kStatsBytes = 2 * 128 * 4;

@@ -52,6 +52,11 @@ LogicalResult WarpSpecializeOp::verifyRegions() {
     diag.attachNote(familyOps[1]->getLoc()) << "the Hopper op";
     return diag;
   }
+  if (getCtaPair() && familyOps[1])
+    return emitOpError() << "runs as CTA pairs (cta_pair) but holds Hopper's '"
+                         << familyOps[1]->getName()
+                         << "': CTA pairs are Blackwell's (tcgen05.mma "
+                            "cta_group::2)";
   uint32_t warpsTaken = 0;
   int64_t registers = 0;
   // setmaxnreg is collective over a warpgroup: its four warps move to one

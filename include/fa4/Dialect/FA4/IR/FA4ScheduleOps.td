@@ -35,7 +35,18 @@ def FA4_WarpSpecializeOp : FA4_Op<"warp_specialize",
       fa4.role "mma" warps(12, 1) registers(72) { ... }
     }
     ```
+
+    With `cta_pair` (Blackwell) the CTAs run as clusters of two on paired
+    SMs, each pair on one task's Q rows, 256 a CTA (`fa4.cta_rank` says
+    which half): both CTAs walk the same K/V blocks, the union of their
+    rows' ranges, and the tensor core of the pair multiplies both CTAs' Q
+    tiles at once (`tcgen05.mma.cta_group::2`, M = 256), each CTA holding
+    half of every K/V item (the `pair_half` ring). `fa4.cta_id` and
+    `fa4.grid_size` count pairs. The level-C program is each CTA's, with
+    the pair's tiles read whole (fa4-sim runs it so); fa4-to-nvvm maps the
+    hand-offs onto the pair (docs/TwoCta.md).
   }];
+  let arguments = (ins UnitAttr:$cta_pair);
   let regions = (region SizedRegion<1>:$roles);
   let assemblyFormat = "attr-dict-with-keyword $roles";
   // Checked after its roles, which validate their own warps first.
@@ -85,10 +96,25 @@ def FA4_SmemAllocOp : FA4_Op<"smem_alloc"> {
     ```mlir
     %kv = fa4.smem_alloc "kv" : !fa4.smem<[128, 128], f16, stages = 3>
     ```
+
+    With `pair_half` (a `cta_pair` schedule's K/V ring) each CTA of the
+    pair holds half of every item: K's keys split (rank r holds keys
+    `r * rows / 2` on), V's head-dim columns split (rank r holds columns
+    `r * cols / 2` on), the halves the pair's `cta_group::2` MMAs read as
+    their B operand. The type is the whole item's, as the level-C program
+    reads it; a CTA's shared memory holds `getCtaStageBytes()` a stage.
   }];
-  let arguments = (ins StrAttr:$name);
+  let arguments = (ins StrAttr:$name, UnitAttr:$pair_half);
   let results = (outs FA4_SmemType:$buffer);
   let assemblyFormat = "$name attr-dict `:` type($buffer)";
+  let extraClassDeclaration = [{
+    /// Bytes of one stage in this CTA's shared memory: half the item's in
+    /// a pair's split ring.
+    int64_t getCtaStageBytes() {
+      int64_t bytes = getBuffer().getType().getStageBytes();
+      return getPairHalf() ? bytes / 2 : bytes;
+    }
+  }];
 }
 
 def FA4_TmemAllocOp : FA4_Op<"tmem_alloc", [FA4_BlackwellOnly]> {
@@ -956,6 +982,20 @@ def FA4_CtaIdOp : FA4_Op<"cta_id", [Pure]> {
   let description = [{
     ```mlir
     %cta = fa4.cta_id
+    ```
+  }];
+  let results = (outs Index:$result);
+  let assemblyFormat = "attr-dict";
+}
+
+def FA4_CtaRankOp : FA4_Op<"cta_rank", [Pure]> {
+  let summary = "this CTA's rank in its pair (0 outside a cta_pair schedule)";
+  let description = [{
+    In a `cta_pair` schedule (`fa4.warp_specialize`), 0 for the even CTA of
+    a cluster of two, which issues the pair's MMAs, and 1 for its peer.
+
+    ```mlir
+    %rank = fa4.cta_rank
     ```
   }];
   let results = (outs Index:$result);
