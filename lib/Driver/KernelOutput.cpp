@@ -301,6 +301,7 @@ runtime::Manifest mlir::fa4::kernelManifest(ModuleOp module, StringRef chip,
   m.block[0] = static_cast<uint32_t>(launch.getBlock());
   GridAttr grid = launch.getGrid();
   m.smCount = grid ? grid.getSmCount() : 1;
+  m.cluster = launch.getCluster();
   m.order = stringifyTaskOrder(grid ? grid.getOrder() : TaskOrder::static_order).str();
   m.dynamicSmemBytes = static_cast<uint32_t>(launch.getSmemBytes());
   m.tmemColumns = static_cast<uint32_t>(launch.getTmemColumns());

@@ -113,6 +113,9 @@ std::string kernelContract(const Manifest &m) {
   w.field("target", m.target);
   // The variant first: a swapped kernel is refused by what tells it apart.
   w.field("attention.mask", m.mask);
+  // (Only for CTA pairs: the contracts of other kernels read as before.)
+  if (m.cluster > 1)
+    w.field("grid.cluster", m.cluster);
   w.field("attention.window_left", m.windowLeft);
   w.field("attention.window_right", m.windowRight);
   // The manifest prints nine digits: fa4c and the runtime read the same

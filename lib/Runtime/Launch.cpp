@@ -177,6 +177,12 @@ void readResources(Fields &top, Manifest &m, std::string &error) {
     grid.fail("has \"sm_count\" " + std::to_string(m.smCount) +
               ", not below 2^31");
   m.order = grid.string("order");
+  if (grid.optional("cluster")) {
+    m.cluster = grid.integer("cluster");
+    if (grid.ok() && m.cluster != 1 && m.cluster != 2)
+      grid.fail("has \"cluster\" " + std::to_string(m.cluster) +
+                ": 1, or 2 for a kernel of CTA pairs");
+  }
   // Read at full width and ranged: a cast alone would wrap 2^32 to 0.
   int64_t smemBytes = top.integer("dynamic_smem_bytes");
   int64_t tmemColumns = top.integer("tmem_columns");
@@ -741,7 +747,11 @@ std::string writeManifest(const Manifest &m) {
                       " * ceil(seq_q * " + std::to_string(packing) + " / " +
                       std::to_string(m.rowsPerTask) + ")")
      << (m.numSplits > 1 ? " * " + std::to_string(m.numSplits) : "")
-     << "\", \"order\": " << quoted(m.order) << "},\n";
+     << "\", \"order\": " << quoted(m.order);
+  // CTA pairs: the grid's size counts clusters of two CTAs.
+  if (m.cluster > 1)
+    os << ", \"cluster\": " << m.cluster;
+  os << "},\n";
   os << "  \"dynamic_smem_bytes\": " << m.dynamicSmemBytes << ",\n";
   os << "  \"tmem_columns\": " << m.tmemColumns << ",\n";
   // The variant, in full: what a launcher validates shapes against and what
@@ -1128,7 +1138,9 @@ llvm::Expected<LaunchPlan> planLaunch(const Manifest &m, const Shapes &shapes,
                             m.rowsPerTask);
   }
   // The persistent grid: one CTA per SM, never more CTAs than tasks.
-  plan.grid[0] = static_cast<uint32_t>(std::min<int64_t>(m.smCount, plan.tasks));
+  // A kernel of CTA pairs: that many clusters of two.
+  plan.grid[0] = static_cast<uint32_t>(std::min<int64_t>(m.smCount, plan.tasks) *
+                                       m.cluster);
   std::memcpy(plan.block, m.block, sizeof(plan.block));
   plan.dynamicSmemBytes = m.dynamicSmemBytes;
 

@@ -28,6 +28,9 @@ struct Manifest {
   std::string kernel, cubin, ptx, target;
   uint32_t block[3] = {1, 1, 1};
   int64_t smCount = 1;
+  /// CTAs a cluster ("grid"'s "cluster"; a manifest without it: 1): 2 for
+  /// a kernel of CTA pairs, whose sm_count and tasks count pairs.
+  int64_t cluster = 1;
   std::string order;
   uint32_t dynamicSmemBytes = 0;
   uint32_t tmemColumns = 0;

@@ -59,10 +59,9 @@ void layOutSharedMemory(func::FuncOp func, KernelState &kernel) {
   int64_t offset = 0;
   // Swizzled tiles need 1024-byte alignment (the 8-row swizzle atom).
   func.walk([&](SmemAllocOp alloc) {
-    SmemType type = alloc.getBuffer().getType();
     offset = llvm::alignTo(offset, 1024);
     kernel.smemOffset[alloc] = offset;
-    offset += type.getStageBytes() * type.getStages();
+    offset += alloc.getCtaStageBytes() * alloc.getBuffer().getType().getStages();
   });
   func.walk([&](MBarrierAllocOp alloc) {
     offset = llvm::alignTo(offset, 8);
@@ -400,6 +399,10 @@ static SmallVector<TensorMapInfoAttr> tensorMapInfos(func::FuncOp func,
       if (load.getBlockTable())
         rows = std::min<int64_t>(
             rows, cast<MemRefType>(load.getSource().getType()).getDimSize(1));
+      // A CTA pair's CTA copies half of K's keys (V's head-dim columns:
+      // the box stays a 128-byte line wide).
+      if (isPairHalf(load.getBuffer()) && load.getSource() == kernel.k)
+        rows /= 2;
       boxRows[load.getSource()] = rows;
       boxHeadsOf[load.getSource()] = load.getGqaRatio();
     }
@@ -483,7 +486,47 @@ static LaunchAttr launchInfo(func::FuncOp func, WarpSpecializeOp specialize,
                          spec, roles, maps, hasLse, scoreMod, maskMod,
                          extraEntries, spec.getBlockMask(),
                          spec.getSequsedK(), spec.getBlockTable(),
-                         writesOByAddress(func, spec));
+                         writesOByAddress(func, spec), kernel.ctaPair ? 2 : 1);
+}
+
+/// CTA pairs: the barriers the pair shares — those the MMA warp waits on in
+/// its task loop (Q and K/V landed, P written, O released), whose even
+/// CTA's copy both CTAs' producers arrive on. A split ring outside a pair
+/// schedule, or a pair schedule without an MMA warp, is refused.
+static LogicalResult findPairBarriers(func::FuncOp func,
+                                      WarpSpecializeOp specialize,
+                                      KernelState &kernel) {
+  kernel.ctaPair = specialize.getCtaPair();
+  WalkResult split = func.walk([&](SmemAllocOp alloc) {
+    if (alloc.getPairHalf() && !kernel.ctaPair) {
+      alloc.emitOpError() << "is a CTA pair's split ring (pair_half) in a "
+                             "schedule that does not run as pairs (its "
+                             "fa4.warp_specialize has no cta_pair)";
+      return WalkResult::interrupt();
+    }
+    return WalkResult::advance();
+  });
+  if (split.wasInterrupted())
+    return failure();
+  if (!kernel.ctaPair)
+    return success();
+  RoleOp mma;
+  for (RoleOp role : specialize.getRoles().front().getOps<RoleOp>())
+    if (role.getName() == "mma")
+      mma = role;
+  if (!mma || mma.getNumWarps() != 1)
+    return specialize.emitOpError()
+           << "runs as CTA pairs but has no single-warp 'mma' role, whose "
+              "even CTA's warp would issue the pair's MMAs";
+  mma.walk([&](MBarrierWaitOp wait) {
+    auto loop = wait->getParentOfType<scf::ForOp>();
+    while (loop && !loop->hasAttr("fa4.task_loop"))
+      loop = loop->getParentOfType<scf::ForOp>();
+    if (loop)
+      if (Operation *alloc = wait.getBarrier().getDefiningOp())
+        kernel.pairBarriers.insert(alloc);
+  });
+  return success();
 }
 
 LogicalResult FA4ToNVVMPass::convert(func::FuncOp func,
@@ -542,6 +585,8 @@ LogicalResult FA4ToNVVMPass::convert(func::FuncOp func,
           ? target::exp2EmulationFraction(*chipInfo, exp2EmulationFraction,
                                           holdsFp8Pieces(func))
           : 0.0;
+  if (failed(findPairBarriers(func, specialize, kernel)))
+    return failure();
   layOutSharedMemory(func, kernel);
   if (kernel.smemBytes > chipInfo->smemBytesPerCta)
     return func.emitError() << "the kernel needs " << kernel.smemBytes
@@ -562,6 +607,10 @@ LogicalResult FA4ToNVVMPass::convert(func::FuncOp func,
   auto kernelFunc = createKernelFunction(b, func, hasLse, *extras,
                                          specialize.getNumThreads(),
                                          writesOByAddress(func, spec));
+  // CTA pairs: `.reqnctapercluster 2, 1, 1`, so a launch is in clusters of
+  // two.
+  if (kernel.ctaPair)
+    kernelFunc->setAttr("nvvm.cluster_dim", b.getDenseI32ArrayAttr({2, 1, 1}));
   Block *entry = kernelFunc.addEntryBlock(b);
   b.setInsertionPointToStart(entry);
   SmallVector<ExtraInfoAttr> extraEntries =

@@ -24,7 +24,7 @@ def scoped(text, match, statement):
 
 def mutate(name, text):
     kind, _, arg = name.partition(":")
-    n = int(arg) if arg else 1
+    n = int(arg) if arg.isdigit() else 1
     if kind == "parity":
         # The n-th mbarrier wait waits for the other phase.
         m = nth(r"mbarrier\.try_wait\.parity\.shared::cta\.b64 done, \[(%r\d+)\], (%r\d+),", text, n)
@@ -139,6 +139,46 @@ def mutate(name, text):
             sys.exit("mutate-ptx: no release after the wait")
         return (text[:wait.start()] + text[wait.end():arrive.end()] + "\n\t" +
                 wait.group(0) + text[arrive.end():])
+    if kind == "no-multicast":
+        # CTA pairs: the n-th tcgen05.commit arrives on the issuing CTA's
+        # barrier only, not on both CTAs' (its multicast mask dropped).
+        m = nth(r"tcgen05\.commit\.cta_group::2\.mbarrier::arrive::one\.shared::cluster"
+                r"\.multicast::cluster\.b64\s+(\[[^\]]+\]), %rs\d+;", text, n)
+        return scoped(text, m, "tcgen05.commit.cta_group::2.mbarrier::arrive::one."
+                      "shared::cluster.b64 %s;" % m.group(1))
+    if kind == "no-cluster-sync":
+        # CTA pairs: the n-th cluster barrier (arrive and wait) deleted: the
+        # first is the prologue's, after the mbarrier inits; the others
+        # precede a role's exit.
+        pattern = r"barrier\.cluster\.arrive(\.aligned)?;\s*barrier\.cluster\.wait(\.aligned)?;"
+        if arg == "exits":
+            # Every one but the prologue's: no CTA waits for its peer to be
+            # done before it leaves.
+            first = nth(pattern, text, 1)
+            return text[:first.end()] + re.sub(pattern, "", text[first.end():])
+        m = nth(pattern, text, n)
+        return text[:m.start()] + text[m.end():]
+    if kind == "tma-own-barrier":
+        # CTA pairs: the n-th TMA copy completes on its own CTA's barrier
+        # instead of the even CTA's (its mapa to rank 0 made a move): the
+        # peer's half lands unannounced to the pair's MMA warp.
+        copy = nth(r"cp\.async\.bulk\.tensor\.[^;]*\.cta_group::2 [^;]*\], "
+                   r"\[(%rd?\d+)\](, %rd\d+)?;", text, n)
+        register = copy.group(1)
+        # The barrier's register, through a widening move, back to its mapa.
+        widen = None
+        for m in re.finditer(r"cvt\.u64\.u32\s+(%rd\d+), (%r\d+);", text[:copy.start()]):
+            if m.group(1) == register:
+                widen = m
+        if widen:
+            register = widen.group(2)
+        mapa = None
+        for m in re.finditer(r"mapa\.shared::cluster\.u32\s+(%r\d+), (%r\d+), 0;", text):
+            if m.group(1) == register and m.start() < copy.start():
+                mapa = m
+        if not mapa:
+            sys.exit("mutate-ptx: no mapa defines the copy's barrier")
+        return scoped(text, mapa, "mov.b32 %s, %s;" % (mapa.group(1), mapa.group(2)))
     sys.exit("mutate-ptx: unknown mutation " + name)
 
 

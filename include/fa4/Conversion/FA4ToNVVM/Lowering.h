@@ -42,6 +42,18 @@ inline int64_t boxBytes(SmemType type) {
 inline int64_t boxColumns(SmemType type) {
   return kSwizzleLineBytes * 8 / type.getElementType().getIntOrFloatBitWidth();
 }
+/// Bytes of one stage of a level-C buffer in this CTA's shared memory
+/// (half an item of a CTA pair's split ring, fa4.smem_alloc's pair_half).
+inline int64_t ctaStageBytes(Value buffer) {
+  if (auto alloc = buffer.getDefiningOp<SmemAllocOp>())
+    return alloc.getCtaStageBytes();
+  return cast<SmemType>(buffer.getType()).getStageBytes();
+}
+/// Whether a level-C buffer is a CTA pair's split ring.
+inline bool isPairHalf(Value buffer) {
+  auto alloc = buffer.getDefiningOp<SmemAllocOp>();
+  return alloc && alloc.getPairHalf();
+}
 
 /// A thread's vector of `elements` (one type, at least one).
 Value vectorOf(OpBuilder &b, Location loc, ArrayRef<Value> elements);
@@ -169,6 +181,14 @@ struct KernelState {
   /// in globalPointers.
   llvm::DenseMap<Value, std::array<Value, 3>> strides;
   double exp2EmulationFraction = 0.0;
+  /// CTA pairs (fa4.warp_specialize's cta_pair): the kernel runs as
+  /// clusters of two; the even CTA's MMA warp issues the pair's MMAs.
+  bool ctaPair = false;
+  /// The pair's barriers (their fa4.mbarrier_alloc ops): those the MMA
+  /// warp waits on in its task loop, which the even CTA's copy of holds
+  /// for both CTAs (its arrival count doubled), each CTA arriving on it
+  /// through its shared::cluster address.
+  llvm::DenseSet<Operation *> pairBarriers;
   /// The lowering of the schedule's chip family: Blackwell's (tiles in
   /// TMEM, a row per thread; Blackwell/) or Hopper's (tiles in registers in
   /// wgmma's fragment layout; Hopper/).
@@ -293,8 +313,17 @@ private:
   void rematerializeRoleLiveIns();
   void electRoleIssuer();
   void prefetchRoleTensorMaps();
-  /// `exit;`, as inline assembly: the thread leaves the kernel here.
-  void emitExit();
+  /// `exit;`, as inline assembly: the thread leaves the kernel here (in a
+  /// kernel of CTA pairs after a cluster barrier: no CTA's shared memory
+  /// ends while its peer may still reach it).
+  void emitExit(bool clusterBarrier = true);
+  /// CTA pairs: whether `barrier` (a level-C mbarrier array) is the pair's,
+  /// and the shared::cluster address (i32) of slot `count` of the even
+  /// CTA's copy of it.
+  bool isPairBarrier(Value barrier) const;
+  Value leaderBarrierSlot(Value barrier, Value count);
+  /// This CTA's rank in its pair (%cluster_ctarank), as an index.
+  Value ctaRank();
   LogicalResult lowerScheduler(Operation *op);
   LogicalResult lowerKvBlockRange(KvBlockRangeOp range);
   /// AttentionMath's queryBlockRange on index values: the query blocks

@@ -150,6 +150,30 @@ Value Lowering::rematerializeAtRoleEntry(Value value) {
                  : moved;
 }
 
+Value Lowering::ctaRank() {
+  return toIndex(specialRegister("%cluster_ctarank"));
+}
+
+bool Lowering::isPairBarrier(Value barrier) const {
+  Operation *alloc = barrier.getDefiningOp();
+  return kernel.ctaPair && alloc && kernel.pairBarriers.contains(alloc);
+}
+
+Value Lowering::leaderBarrierSlot(Value barrier, Value count) {
+  // mapa: the even CTA's copy of this CTA's slot, as a shared::cluster
+  // address (CUTLASS's 2-SM TMA clears the rank bit of its own address
+  // instead; the ISA defines mapa).
+  Value own = smemAddress(barrierSlot(barrier, count));
+  return LLVM::InlineAsmOp::create(
+             b, loc(), b.getI32Type(), ValueRange{own},
+             "mapa.shared::cluster.u32 $0, $1, 0;", "=r,r",
+             /*has_side_effects=*/false, false,
+             LLVM::tailcallkind::TailCallKind::None,
+             LLVM::AsmDialectAttr::get(b.getContext(), LLVM::AsmDialect::AD_ATT),
+             ArrayAttr())
+      .getResult(0);
+}
+
 Value Lowering::specialRegister(StringRef name) {
   return LLVM::InlineAsmOp::create(
              b, loc(), b.getI32Type(), ValueRange{},
@@ -310,6 +334,38 @@ LogicalResult Lowering::lowerConstant(arith::ConstantOp op) {
 /// lowered into the new regions, which end in the lowered yields.
 LogicalResult Lowering::lowerFor(Operation *op) {
   auto loop = cast<scf::ForOp>(op);
+  // CTA pairs: the even CTA's MMA warp issues the pair's MMAs; its peer's
+  // skips the task loop (it allocates and frees the pair's TMEM with it).
+  if (kernel.ctaPair && loop->hasAttr("fa4.task_loop") && role &&
+      role.getName() == "mma" && !op->hasAttr("fa4.pair_leader_only")) {
+    SmallVector<Type> types;
+    SmallVector<Value> inits;
+    for (Value init : loop.getInitArgs()) {
+      inits.push_back(lookup(init));
+      types.push_back(inits.back().getType());
+    }
+    Value leader = arith::CmpIOp::create(b, loc(), arith::CmpIPredicate::eq,
+                                         ctaRank(), index(0));
+    auto branch = scf::IfOp::create(b, loc(), types, leader, /*withElse=*/true);
+    {
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPointToStart(branch.elseBlock());
+      scf::YieldOp::create(b, loc(), inits);
+      b.setInsertionPointToStart(branch.thenBlock());
+      op->setAttr("fa4.pair_leader_only", b.getUnitAttr());
+      LogicalResult lowered = lowerFor(op);
+      op->removeAttr("fa4.pair_leader_only");
+      if (failed(lowered))
+        return failure();
+      SmallVector<Value> results;
+      for (Value result : loop.getResults())
+        results.push_back(lookup(result));
+      scf::YieldOp::create(b, loc(), results);
+    }
+    for (auto [from, to] : llvm::zip(loop.getResults(), branch.getResults()))
+      mapping.map(from, to);
+    return success();
+  }
   SmallVector<Value> inits;
   for (Value init : loop.getInitArgs())
     inits.push_back(lookup(init));
@@ -450,8 +506,8 @@ LogicalResult Lowering::lowerOp(Operation *op) {
                     smemAt(kernel.smem, i32(kernel.smemOffset.lookup(alloc))));
         return success();
       })
-      .Case<TaskCountOp, TaskCoordsOp, CtaIdOp, GridSizeOp, KvBlockRangeOp,
-            SequenceLengthOp, SequenceSpanOp>(
+      .Case<TaskCountOp, TaskCoordsOp, CtaIdOp, CtaRankOp, GridSizeOp,
+            KvBlockRangeOp, SequenceLengthOp, SequenceSpanOp>(
           [&](Operation *scheduler) { return lowerScheduler(scheduler); })
       .Case([&](QBlockRangeOp range) { return lowerQBlockRange(range); })
       // The backward's grid-wide steps are kernels of their own
@@ -545,11 +601,15 @@ LogicalResult Lowering::lowerWarpSpecialize(WarpSpecializeOp op) {
     b.setInsertionPointToStart(first.thenBlock());
     scope->walk([&](MBarrierAllocOp alloc) {
       int64_t base = kernel.smemOffset.lookup(alloc);
+      // A pair's barrier counts both CTAs' arrivals (in the even CTA's
+      // copy; the odd CTA's is never used).
+      int64_t count = alloc.getCount() *
+                      (kernel.pairBarriers.contains(alloc) ? 2 : 1);
       for (int64_t stage = 0; stage < alloc.getBarrier().getType().getStages();
            ++stage)
         NVVM::MBarrierInitOp::create(b,
             loc(), smemAt(kernel.smem, i32(base + 8 * stage)),
-            i32(alloc.getCount()), Value());
+            i32(count), Value());
     });
     if (kernel.clearBarrierOffset >= 0)
       NVVM::MBarrierInitOp::create(
@@ -575,10 +635,22 @@ LogicalResult Lowering::lowerWarpSpecialize(WarpSpecializeOp op) {
         false);
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(allocate.thenBlock());
-    NVVM::Tcgen05AllocOp::create(b, loc(), slot, i32(kernel.tmemColumns));
-    NVVM::Tcgen05RelinquishAllocPermitOp::create(b, loc());
+    // A pair allocates the same columns in both CTAs, collectively.
+    auto group = kernel.ctaPair ? NVVM::CTAGroupKind::CTA_2
+                                : NVVM::CTAGroupKind::CTA_1;
+    NVVM::Tcgen05AllocOp::create(b, loc(), slot, i32(kernel.tmemColumns),
+                                 group);
+    NVVM::Tcgen05RelinquishAllocPermitOp::create(b, loc(), group);
   }
-  NVVM::Barrier0Op::create(b, loc());
+  if (kernel.ctaPair) {
+    // Both CTAs' barriers are initialized (fence.mbarrier_init's release at
+    // cluster scope) before either CTA arrives on or copies to its peer's,
+    // and the TMEM address is written before any thread reads it.
+    NVVM::ClusterArriveOp::create(b, loc(), b.getUnitAttr());
+    NVVM::ClusterWaitOp::create(b, loc(), b.getUnitAttr());
+  } else {
+    NVVM::Barrier0Op::create(b, loc());
+  }
   kernel.tmemBase = LLVM::LoadOp::create(b, loc(), b.getI32Type(), slot);
 
   // Every role is dispatched, an empty one too: setmaxnreg must be executed
@@ -653,7 +725,8 @@ LogicalResult Lowering::lowerRole(RoleOp newRole) {
         false);
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(rest.thenBlock());
-    emitExit();
+    // (A thread that exits is no longer counted by barrier.cluster.)
+    emitExit(/*clusterBarrier=*/false);
   }
   if (failed(lowerBlock(role.getBody().front())))
     return failure();
@@ -750,7 +823,16 @@ void Lowering::prefetchRoleTensorMaps() {
   });
 }
 
-void Lowering::emitExit() {
+void Lowering::emitExit(bool clusterBarrier) {
+  // CTA pairs: a CTA's threads leave only when every thread of its peer is
+  // done too — the peer's last arrivals land in this CTA's shared memory
+  // (the even CTA's barriers), and the even CTA's copies and MMAs reach
+  // the odd CTA's. Not .aligned: a role's lanes may reach their exit
+  // apart.
+  if (kernel.ctaPair && clusterBarrier) {
+    NVVM::ClusterArriveOp::create(b, loc(), UnitAttr());
+    NVVM::ClusterWaitOp::create(b, loc(), UnitAttr());
+  }
   LLVM::InlineAsmOp::create(
       b, loc(), TypeRange(), ValueRange(), "exit;", "", /*has_side_effects=*/true,
       false, LLVM::tailcallkind::TailCallKind::None,
@@ -975,12 +1057,22 @@ LogicalResult Lowering::lowerScheduler(Operation *op) {
       // the kernel's prologue): a value live from the prologue into every
       // role is kept across setmaxnreg, where ptxas may put it in local
       // memory (head dim 192's MMA warp did).
+      // CTA pairs count clusters: the pair's index and the clusters of
+      // the grid.
       .Case([&](CtaIdOp cta) -> LogicalResult {
-        mapping.map(cta.getResult(), toIndex(specialRegister("%ctaid.x")));
+        mapping.map(cta.getResult(),
+                    toIndex(specialRegister(kernel.ctaPair ? "%clusterid.x"
+                                                           : "%ctaid.x")));
+        return success();
+      })
+      .Case([&](CtaRankOp rank) -> LogicalResult {
+        mapping.map(rank.getResult(), kernel.ctaPair ? ctaRank() : index(0));
         return success();
       })
       .Case([&](GridSizeOp grid) -> LogicalResult {
-        mapping.map(grid.getResult(), toIndex(specialRegister("%nctaid.x")));
+        mapping.map(grid.getResult(),
+                    toIndex(specialRegister(kernel.ctaPair ? "%nclusterid.x"
+                                                           : "%nctaid.x")));
         return success();
       })
       .Case([&](KvBlockRangeOp range) { return lowerKvBlockRange(range); })

@@ -78,8 +78,14 @@ LogicalResult Lowering::lowerBarrier(Operation *op) {
           operands.push_back(roleElected);
           text += "@!$2 bra skip;\n\t";
         }
-        text += "wait:\n\tmbarrier.try_wait.parity.shared::cta.b64 done, "
-                "[$0], $1, 10000000;\n\t@!done bra wait;\n\t";
+        // A pair's barrier takes both CTAs' releases: acquired at cluster
+        // scope.
+        text += isPairBarrier(wait.getBarrier())
+                    ? "wait:\n\tmbarrier.try_wait.parity.acquire.cluster."
+                      "shared::cta.b64 done, "
+                    : "wait:\n\tmbarrier.try_wait.parity.shared::cta.b64 "
+                      "done, ";
+        text += "[$0], $1, 10000000;\n\t@!done bra wait;\n\t";
         if (onlyElectedWaits)
           text += "skip:\n\t";
         text += "}";
@@ -132,6 +138,35 @@ LogicalResult Lowering::lowerBarrier(Operation *op) {
         if (roleUsesTensorMemory)
           NVVM::Tcgen05FenceOp::create(b,
               loc(), NVVM::Tcgen05FenceKind::BEFORE_THREAD_SYNC);
+        // A pair's barrier: the arrival goes to the even CTA's copy, with
+        // release at cluster scope.
+        if (isPairBarrier(arrive.getBarrier())) {
+          Value remote =
+              leaderBarrierSlot(arrive.getBarrier(), arrive.getCount());
+          auto remoteArrive = [&](int64_t count) {
+            std::string text = "mbarrier.arrive.release.cluster.shared::"
+                               "cluster.b64 _, [$0]";
+            if (count > 1)
+              text += ", " + std::to_string(count);
+            LLVM::InlineAsmOp::create(
+                b, loc(), TypeRange(), ValueRange{remote}, text + ";", "r",
+                /*has_side_effects=*/true, false,
+                LLVM::tailcallkind::TailCallKind::None,
+                LLVM::AsmDialectAttr::get(b.getContext(),
+                                          LLVM::AsmDialect::AD_ATT),
+                ArrayAttr());
+          };
+          if (onlyElectedWaits) {
+            if (laneStoresPending) {
+              NVVM::SyncWarpOp::create(b, loc(), i32(-1));
+              laneStoresPending = false;
+            }
+            ifElected([&] { remoteArrive(role.getNumThreads()); });
+            return success();
+          }
+          remoteArrive(1);
+          return success();
+        }
         Value barrier = slot(arrive.getBarrier(), arrive.getCount());
         // In an issuing role the elected thread arrives for all of the
         // role's threads, whose arrivals the barrier counts: the others
@@ -151,6 +186,33 @@ LogicalResult Lowering::lowerBarrier(Operation *op) {
         return success();
       })
       .Case([&](MBarrierExpectTxOp expect) -> LogicalResult {
+        // A pair's barrier: each CTA's loader announces its own copies'
+        // bytes (half a split ring's item) on the even CTA's copy.
+        if (isPairBarrier(expect.getBarrier())) {
+          int64_t bytes = expect.getBytes();
+          bool half = false;
+          expect->getParentOfType<RoleOp>().walk([&](TmaLoadOp load) {
+            half |= load.getBarrier() == expect.getBarrier() &&
+                    isPairHalf(load.getBuffer());
+          });
+          if (half)
+            bytes /= 2;
+          Value remote =
+              leaderBarrierSlot(expect.getBarrier(), expect.getCount());
+          ifElected([&] {
+            LLVM::InlineAsmOp::create(
+                b, loc(), TypeRange(), ValueRange{remote},
+                "mbarrier.arrive.expect_tx.release.cluster.shared::cluster."
+                "b64 _, [$0], " +
+                    std::to_string(bytes) + ";",
+                "r", /*has_side_effects=*/true, false,
+                LLVM::tailcallkind::TailCallKind::None,
+                LLVM::AsmDialectAttr::get(b.getContext(),
+                                          LLVM::AsmDialect::AD_ATT),
+                ArrayAttr());
+          });
+          return success();
+        }
         Value barrier = slot(expect.getBarrier(), expect.getCount());
         // A copy that clears rows arrives on the barrier itself once they
         // are zero (clearLoadedRows); its expect_tx is issued only when it
@@ -178,21 +240,33 @@ LogicalResult Lowering::lowerBarrier(Operation *op) {
       })
       .Case([&](MmaCommitOp commit) -> LogicalResult {
         Value barrier = slot(commit.getBarrier(), commit.getCount());
+        // CTA pairs: the commit of the pair's MMAs arrives on the barrier
+        // at the same offset in both CTAs (the MMAs wrote both CTAs' TMEM
+        // and read both CTAs' shared memory).
         ifElected([&] {
-          NVVM::Tcgen05CommitOp::create(b, loc(), barrier, Value());
+          if (kernel.ctaPair)
+            NVVM::Tcgen05CommitOp::create(
+                b, loc(), barrier,
+                arith::ConstantIntOp::create(b, loc(), b.getI16Type(), 0b11),
+                NVVM::CTAGroupKind::CTA_2);
+          else
+            NVVM::Tcgen05CommitOp::create(b, loc(), barrier, Value());
         });
         return success();
       })
       .Default([](Operation *) { return failure(); });
 }
 
-/// The stage of ring item `count` in a shared-memory buffer.
-static Value stageBase(OpBuilder &b, Location loc, Value base, SmemType type,
+/// The stage of ring item `count` in a shared-memory buffer (`buffer`, a
+/// level-C value, at `base`; a stage's bytes in this CTA's memory).
+static Value stageBase(OpBuilder &b, Location loc, Value base, Value buffer,
                        Value count, function_ref<Value(Value, Value)> at) {
+  auto type = cast<SmemType>(buffer.getType());
+  int64_t stageBytes = ctaStageBytes(buffer);
   Value stage = arith::RemUIOp::create(b,
       loc, count, arith::ConstantIndexOp::create(b, loc, type.getStages()));
-  Value bytes = arith::MulIOp::create(b,
-      loc, stage, arith::ConstantIndexOp::create(b, loc, type.getStageBytes()));
+  Value bytes = arith::MulIOp::create(
+      b, loc, stage, arith::ConstantIndexOp::create(b, loc, stageBytes));
   return at(base, bytes);
 }
 
@@ -319,8 +393,8 @@ LogicalResult Lowering::lowerTma(Operation *op) {
         // columns when the tensor is narrower than the ring: V in a K/V
         // ring sized for a wider K).
         Value destination =
-            stageBase(b, loc(), lookup(load.getBuffer()),
-                      load.getBuffer().getType(), lookup(load.getCount()), at);
+            stageBase(b, loc(), lookup(load.getBuffer()), load.getBuffer(),
+                      lookup(load.getCount()), at);
         SmemType type = load.getTileType();
         Value barrier = barrierSlot(load.getBarrier(), load.getBarrierCount());
         Value map = kernel.tensorMaps.lookup(load.getSource());
@@ -333,14 +407,76 @@ LogicalResult Lowering::lowerTma(Operation *op) {
         // ones CUTLASS's TMA copies pass (CacheHintSm90).
         bool keys = load.getSource() == kernel.k || load.getSource() == kernel.v;
         Value policy = i64(keys ? kL2EvictLast : kL2EvictFirst);
+        // CTA pairs: the copy lands in this CTA's shared memory and
+        // completes on the even CTA's barrier (.cta_group::2 lets the
+        // mbarrier be the peer's).
+        bool pair = isPairBarrier(load.getBarrier());
+        if (pair) {
+          if (load.getBlockTable() || load.getTransposed() ||
+              load.getClearFrom())
+            return load.emitOpError()
+                   << "completes on a CTA pair's barrier but is a paged, "
+                      "transposed or row-clearing copy, which CTA pairs do "
+                      "not run";
+          barrier = LLVM::IntToPtrOp::create(
+              b, loc(), LLVM::LLVMPointerType::get(b.getContext(), 3),
+              leaderBarrierSlot(load.getBarrier(), load.getBarrierCount()));
+        }
+        auto group = pair ? NVVM::CTAGroupKindAttr::get(
+                                b.getContext(), NVVM::CTAGroupKind::CTA_2)
+                          : NVVM::CTAGroupKindAttr();
         auto copy = [&](int64_t offset, ValueRange box) {
+          // A pair's copy names its destination as a shared::cluster
+          // address (this CTA's own, which its shared::cta address is).
+          Value to = smemAt(destination, i32(offset));
+          if (pair)
+            to = LLVM::IntToPtrOp::create(
+                b, loc(), LLVM::LLVMPointerType::get(b.getContext(), 7),
+                smemAddress(to));
           NVVM::CpAsyncBulkTensorGlobalToSharedClusterOp::create(b,
-              loc(), smemAt(destination, i32(offset)), map, box, barrier,
+              loc(), to, map, box, barrier,
               ValueRange(), Value(), policy,
               NVVM::TMALoadModeAttr::get(b.getContext(),
                                          NVVM::TMALoadMode::TILE),
-              b.getBoolAttr(true), NVVM::CTAGroupKindAttr(), Value());
+              b.getBoolAttr(!pair), group, Value());
         };
+        if (isPairHalf(load.getBuffer())) {
+          if (!pair || !keys || load.getGqaRatio() != 1)
+            return load.emitOpError()
+                   << "fills a CTA pair's split ring (pair_half) but is not a "
+                      "K or V copy completing on the pair's barrier";
+          // This CTA's half: K's keys from rank · rows/2 on, in boxes of
+          // rows/2 lines; V's head-dim columns from rank · cols/2 on, one
+          // box of whole 128-byte lines (the tensor maps' boxes,
+          // tensorMapInfos).
+          int64_t columns = boxColumns(type);
+          bool isKey = load.getSource() == kernel.k;
+          if (!isKey && type.getCols() != 2 * columns)
+            return load.emitOpError()
+                   << "splits V of " << type.getCols()
+                   << " columns between a CTA pair: its halves must be one "
+                      "128-byte line each";
+          Value rank = ctaRank();
+          Value head = toI32(lookup(load.getHead()));
+          Value batch = toI32(lookup(load.getBatch()));
+          Value row = lookup(load.getRow());
+          int64_t halfRows = type.getRows() / 2;
+          ifElected([&] {
+            if (isKey) {
+              Value first = toI32(arith::AddIOp::create(
+                  b, loc(), row,
+                  arith::MulIOp::create(b, loc(), rank, index(halfRows))));
+              for (int64_t box = 0; box * columns < type.getCols(); ++box)
+                copy(box * halfRows * kSwizzleLineBytes,
+                     ValueRange{i32(box * columns), head, first, batch});
+            } else {
+              Value column = toI32(
+                  arith::MulIOp::create(b, loc(), rank, index(columns)));
+              copy(0, ValueRange{column, head, toI32(row), batch});
+            }
+          });
+          return success();
+        }
         auto copyTile = [&](function_ref<void()> then) {
           if (Value blockTable = load.getBlockTable())
             return lowerPagedLoad(load, blockTable, type, copy, then);
@@ -411,8 +547,9 @@ LogicalResult Lowering::lowerTma(Operation *op) {
       })
       .Case([&](TmaStoreOp store) -> LogicalResult {
         SmemType type = store.getBuffer().getType();
-        Value source = stageBase(b, loc(), lookup(store.getBuffer()), type,
-                                 lookup(store.getCount()), at);
+        Value source =
+            stageBase(b, loc(), lookup(store.getBuffer()), store.getBuffer(),
+                      lookup(store.getCount()), at);
         Value map = kernel.tensorMaps.lookup(store.getDest());
         if (!map)
           return store.emitOpError() << "stores to a tensor that is not a "
@@ -452,8 +589,7 @@ LogicalResult Lowering::lowerTma(Operation *op) {
 }
 
 Value Lowering::smemStage(Value buffer, Value count) {
-  return stageBase(b, loc(), lookup(buffer), cast<SmemType>(buffer.getType()),
-                   lookup(count),
+  return stageBase(b, loc(), lookup(buffer), buffer, lookup(count),
                    [&](Value base, Value bytes) { return smemAt(base, bytes); });
 }
 
@@ -469,8 +605,8 @@ LogicalResult Lowering::lowerSmem(Operation *op) {
                  << "fa4-to-nvvm reads rows of [2, N] f32 statistics buffers "
                     "only (one row of a ring item: `row`), got "
                  << (tileRow ? "a row of " : "a whole item of ") << type;
-        Value stage = stageBase(b, loc(), lookup(load.getBuffer()), type,
-                                lookup(load.getCount()), at);
+        Value stage = stageBase(b, loc(), lookup(load.getBuffer()),
+                                load.getBuffer(), lookup(load.getCount()), at);
         if (load.getTransposed()) {
           if (onlyElectedWaits)
             return load.emitOpError()
@@ -540,8 +676,8 @@ LogicalResult Lowering::lowerSmem(Operation *op) {
       })
       .Case([&](SmemStoreOp store) -> LogicalResult {
         SmemType type = store.getBuffer().getType();
-        Value stage = stageBase(b, loc(), lookup(store.getBuffer()), type,
-                                lookup(store.getCount()), at);
+        Value stage = stageBase(b, loc(), lookup(store.getBuffer()),
+                                store.getBuffer(), lookup(store.getCount()), at);
         if (store.getRow() &&
             (type.getRows() != 2 || !type.getElementType().isF32()))
           return store.emitOpError()

@@ -347,8 +347,12 @@ LogicalResult LaunchAttr::verify(
     ArrayRef<TensorMapInfoAttr> tensorMaps, bool lse, bool scoreMod,
     bool maskMod, ArrayRef<ExtraInfoAttr> extras,
     std::optional<int64_t> blockMask, std::optional<int64_t> seqUsedK,
-    std::optional<int64_t> blockTable, bool oByAddress) {
+    std::optional<int64_t> blockTable, bool oByAddress, int64_t cluster) {
   (void)grid;
+  if (cluster != 1 && cluster != 2)
+    return emitError() << "fa4.launch: cluster must be 1 or 2 (CTA pairs), "
+                          "got "
+                       << cluster;
   if (!oByAddress && (spec.getSplitWorkspace() || spec.isVarlen()))
     return emitError() << "fa4.launch: a split-KV or varlen kernel writes O "
                           "by address (o_by_address = true)";

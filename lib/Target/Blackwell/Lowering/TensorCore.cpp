@@ -146,7 +146,11 @@ LogicalResult Lowering::lowerTmem(Operation *op) {
         // warp-collective (.aligned) dealloc.
         if (onlyElectedWaits)
           NVVM::SyncWarpOp::create(b, loc(), i32(-1));
-        NVVM::Tcgen05DeallocOp::create(b, loc(), base, i32(dealloc.getColumns()));
+        NVVM::Tcgen05DeallocOp::create(b, loc(), base,
+                                       i32(dealloc.getColumns()),
+                                       kernel.ctaPair
+                                           ? NVVM::CTAGroupKind::CTA_2
+                                           : NVVM::CTAGroupKind::CTA_1);
         return success();
       })
       .Default([](Operation *) { return failure(); });
@@ -183,7 +187,7 @@ LogicalResult Lowering::lowerMma(Operation *op) {
                                            index(type.getStages()));
     Value pointer = smemAt(lookup(buffer), arith::MulIOp::create(b,
                                                loc(), stage,
-                                               index(type.getStageBytes())));
+                                               index(ctaStageBytes(buffer))));
     return smemAddress(pointer);
   };
   // template | (address >> 4): the stage's descriptor. Shared memory ends
@@ -203,7 +207,13 @@ LogicalResult Lowering::lowerMma(Operation *op) {
     return arith::AddIOp::create(b, loc(), base, i64(offset >> 4));
   };
   auto kind = NVVM::Tcgen05MMAKind::F16;
-  auto group = NVVM::CTAGroupKind::CTA_1;
+  // CTA pairs: the even CTA issues M = 256 over both CTAs' rows, A's rows
+  // 128-255 and B's second half of N from the peer's shared memory at the
+  // same offsets, D in both CTAs' TMEM (the PTX ISA's cta_group::2 data
+  // path; CUTLASS's 2-SM atoms lay the operands out so).
+  bool pair = kernel.ctaPair;
+  auto group = pair ? NVVM::CTAGroupKind::CTA_2 : NVVM::CTAGroupKind::CTA_1;
+  int64_t pairRows = pair ? 2 : 1;
   auto collector = NVVM::Tcgen05MMACollectorOp::DISCARD;
 
   return llvm::TypeSwitch<Operation *, LogicalResult>(op)
@@ -221,7 +231,10 @@ LogicalResult Lowering::lowerMma(Operation *op) {
             16, kSwizzleAtomBytes, tcgen05::Swizzle::Bytes128);
         auto [scoreKind, instruction] = mmaKindAndDescriptor(
             q.getElementType(), k.getElementType(), tcgen05::Major::K,
-            tcgen05::Major::K, q.getRows(), k.getRows());
+            tcgen05::Major::K, pairRows * q.getRows(), k.getRows());
+        // A pair's CTA holds half of K's keys: its boxes are half as tall.
+        int64_t keyBoxBytes =
+            isPairHalf(mma.getKey()) ? boxBytes(k) / 2 : boxBytes(k);
         Value idesc = i32(static_cast<int32_t>(instruction));
         int64_t stepK = mmaK(q.getElementType());
         int64_t steps = llvm::divideCeil(q.getCols(), stepK);
@@ -245,7 +258,7 @@ LogicalResult Lowering::lowerMma(Operation *op) {
             int64_t column = step * stepK;
             int64_t offset = (column / lineColumns) * boxBytes(q) +
                              (column % lineColumns) * elementBytes;
-            int64_t keyOffset = (column / lineColumns) * boxBytes(k) +
+            int64_t keyOffset = (column / lineColumns) * keyBoxBytes +
                                 (column % lineColumns) * elementBytes;
             Value enable = LLVM::ConstantOp::create(b,
                 loc(), b.getI1Type(), b.getBoolAttr(step > 0));
@@ -280,9 +293,11 @@ LogicalResult Lowering::lowerMma(Operation *op) {
         // (FP8's V of 64 columns the same way). tcgen05 reads an 8-bit B
         // MN-major too, so FP8's V needs no transposed copy here.
         Type vElement = v.getElementType();
+        // A pair's CTA holds half of V's columns, one box: the leading
+        // offset then steps to nothing the MMA reads.
         auto [valueKind, instruction] = mmaKindAndDescriptor(
             probs.getElementType(), vElement, tcgen05::Major::K,
-            tcgen05::Major::MN, probs.getLanes(),
+            tcgen05::Major::MN, pairRows * probs.getLanes(),
             blackwell::accumulatorColumns(acc.getCols(),
                                           vElement.getIntOrFloatBitWidth()));
         Value idesc = i32(static_cast<int32_t>(instruction));

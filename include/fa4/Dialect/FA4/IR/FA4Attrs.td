@@ -341,6 +341,8 @@ def FA4_LaunchAttr : AttrDef<FA4_Dialect, "Launch"> {
     theirs. `o_by_address`: the kernel writes O row by row through its
     address (split-KV, varlen, or a Hopper schedule without O staging), so
     O's pointer and strides follow the extras among its parameters.
+    `cluster`: 2 for a kernel of CTA pairs, launched as clusters of two
+    (min(sm_count, tasks) clusters, a task a pair's rows).
   }];
   let parameters = (ins
     "int64_t":$block,
@@ -359,7 +361,10 @@ def FA4_LaunchAttr : AttrDef<FA4_Dialect, "Launch"> {
     OptionalParameter<"std::optional<int64_t>", "index of the seqused_k table">:$seqused_k,
     OptionalParameter<"std::optional<int64_t>", "index of the block table">:$block_table,
     FA4_DefaultFalseParameter<"whether O is written by address (its pointer "
-                              "and strides are parameters)">:$o_by_address
+                              "and strides are parameters)">:$o_by_address,
+    DefaultValuedParameter<"int64_t", "1",
+                           "CTAs a cluster: 2 for CTA pairs (the grid's "
+                           "sm_count and tasks then count clusters)">:$cluster
   );
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;
