@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
-"""Builds FlashAttention-4's Blackwell backward (and, with --forward, its
-Hopper forward) ahead of time, on a machine without a GPU, for
-bench/sass_budget.py (--backward) to compare with fa4's.
+"""Builds FlashAttention-4's Blackwell backward (with --forward, its
+Hopper forward; with --blackwell-forward, its Blackwell forward, 1-CTA and
+2-CTA) ahead of time, on a machine without a GPU, for bench/sass_budget.py
+to compare with fa4's.
 
 FA4 (PyPI flash-attn-4 4.0.0b36, CuTe DSL) compiles its kernels when they
 are first called. Called on torch fake CUDA tensors (FakeTensorMode) with
@@ -43,6 +44,18 @@ choices FA4 made for it (tile_m x tile_n, K/V stages, intra-warpgroup
 overlap, P from registers, MMA warpgroups, setmaxnreg per role, SMEM bytes).
 FA4 picks 128 x 128 tiles (two MMA warpgroups: warps 4-11) at head dim 128,
 192 x 128 at 64 (three: warps 4-15) and 192 x 144 at 96, non-causal.
+
+--blackwell-forward builds FlashAttention-4's Blackwell forward
+(flash_fwd_sm100.py, sm_100a, FLASH_ATTENTION_NUM_SMS=148) on fake bf16
+tensors, 16 heads, head dim 128, non-causal: FA4 runs it as a 2-CTA kernel
+(cta_group::2, clusters of two), and FA_DISABLE_2CTA=1 gives the 1-CTA one,
+for the cost model of fa4's own pairs (docs/SassBudget.md, "CTA pairs"):
+
+  fa4ref/bin/python bench/fa4_reference_backward.py --blackwell-forward OUT
+  python3 bench/sass_budget.py OUT/hd128-none-2cta/main.cubin --head-dim 128
+
+(Its warps are fa4's: softmax 0-7, correction 8-11, MMA 12, epilogue 13,
+load 14, which sass_budget.py finds by what their loops hold.)
 """
 
 import glob
@@ -55,6 +68,13 @@ VARIANTS = {
     "hd128-none-1cta": (128, False, False), "hd128-causal-1cta": (128, True, False),
     "hd128-none-2cta": (128, False, True), "hd128-causal-2cta": (128, True, True),
     "hd64-none-1cta": (64, False, False), "hd64-causal-1cta": (64, True, False),
+}
+
+# The Blackwell forward's variants (--blackwell-forward): head dim, causal,
+# 2-CTA. FA4 runs pairs only without a causal mask or a window.
+BLACKWELL_FORWARD_VARIANTS = {
+    "hd128-none-2cta": (128, False, True), "hd128-none-1cta": (128, False, False),
+    "hd128-causal-1cta": (128, True, False),
 }
 
 # The Hopper forward's variants (--forward): head dim, causal.
@@ -191,24 +211,82 @@ def build_forward(out, variant):
     print(f"{variant}: {sorted(os.listdir(target))} {config}")
 
 
+def build_blackwell_forward(out, variant):
+    """In this process (the environment already set): compile FA4's
+    Blackwell forward and keep its files, checking that it built the 1-CTA
+    or 2-CTA kernel asked for."""
+    head_dim, causal, two_cta = BLACKWELL_FORWARD_VARIANTS[variant]
+    import torch
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    import cutlass.cute as cute
+    from flash_attn.cute import interface
+    from flash_attn.cute.flash_fwd_sm100 import FlashAttentionForwardSm100
+
+    dump = os.environ["CUTE_DSL_DUMP_DIR"]
+    target = os.path.join(out, variant)
+    os.makedirs(target, exist_ok=True)
+    compile_ = cute.compile
+    built = []
+
+    def keep(kernel, *args, **kwargs):
+        before = set(os.listdir(dump))
+        result = compile_(kernel, *args, **kwargs)
+        name = "main" if isinstance(kernel, FlashAttentionForwardSm100) else type(kernel).__name__
+        if name == "main":
+            built.append(bool(getattr(kernel, "use_2cta_instrs", False)))
+        for f in sorted(set(os.listdir(dump)) - before):
+            ext = f.rsplit(".", 1)[-1]
+            if ext in ("cubin", "ptx"):
+                shutil.move(os.path.join(dump, f), os.path.join(target, f"{name}.{ext}"))
+        return result
+
+    cute.compile = keep
+    # Its persistent scheduler sizes the grid from the device's SM count,
+    # which needs a driver: the B200's, as FLASH_ATTENTION_NUM_SMS says.
+    import cutlass.utils
+
+    class B200:
+        def __init__(self, device_id=0):
+            pass
+
+        def get_device_multiprocessor_count(self):
+            return int(os.environ["FLASH_ATTENTION_NUM_SMS"])
+
+    cutlass.utils.HardwareInfo = B200
+    b, s, h = 1, 4096, 16
+    with FakeTensorMode():
+        q, k, v = (torch.empty(b, s, h, head_dim, dtype=torch.bfloat16, device="cuda")
+                   for _ in range(3))
+        interface._flash_attn_fwd(q, k, v, causal=causal)
+    if built != [two_cta]:
+        sys.exit(f"{variant}: FA4 built {built} (2-CTA main kernels), not [{two_cta}]")
+    print(f"{variant}: {sorted(os.listdir(target))}")
+
+
 def main():
     if len(sys.argv) >= 4 and sys.argv[1] == "--one":
-        (build_forward if sys.argv[3] in FORWARD_VARIANTS else build)(sys.argv[2], sys.argv[3])
+        builder = (build_forward if sys.argv[3] in FORWARD_VARIANTS else
+                   build_blackwell_forward if sys.argv[3] in BLACKWELL_FORWARD_VARIANTS
+                   else build)
+        builder(sys.argv[2], sys.argv[3])
         return
     if len(sys.argv) < 2 or any(a in ("-h", "--help") for a in sys.argv[1:]):
         print(__doc__)
         print("variants:", ", ".join(VARIANTS))
         print("--forward variants:", ", ".join(FORWARD_VARIANTS))
+        print("--blackwell-forward variants:", ", ".join(BLACKWELL_FORWARD_VARIANTS))
         return
     forward = sys.argv[1] == "--forward"
-    args = sys.argv[2:] if forward else sys.argv[1:]
-    known = FORWARD_VARIANTS if forward else VARIANTS
+    blackwell_forward = sys.argv[1] == "--blackwell-forward"
+    args = sys.argv[2:] if forward or blackwell_forward else sys.argv[1:]
+    known = (FORWARD_VARIANTS if forward else
+             BLACKWELL_FORWARD_VARIANTS if blackwell_forward else VARIANTS)
     if not args:
         sys.exit("fa4_reference_backward: OUT, the output directory, is missing "
-                 "(usage: [--forward] OUT [variants])")
+                 "(usage: [--forward|--blackwell-forward] OUT [variants])")
     if args[0].startswith("-"):
         sys.exit(f"fa4_reference_backward: unknown option {args[0]} "
-                 "(usage: [--forward] OUT [variants])")
+                 "(usage: [--forward|--blackwell-forward] OUT [variants])")
     out = os.path.abspath(args[0])
     packages = dsl_packages()  # before any output directory is made
     chosen = args[1:] or list(known)
@@ -230,6 +308,10 @@ def main():
         if forward:
             # The H100/H200's SMs (FA4 asks when cross-compiling).
             env.setdefault("FLASH_ATTENTION_NUM_SMS", "132")
+        elif blackwell_forward:
+            env.setdefault("FLASH_ATTENTION_NUM_SMS", "148")
+            if not BLACKWELL_FORWARD_VARIANTS[variant][2]:
+                env["FA_DISABLE_2CTA"] = "1"
         elif not VARIANTS[variant][2] and VARIANTS[variant][0] >= 128:
             env["FA_DISABLE_2CTA"] = "1"
         if subprocess.run([sys.executable, os.path.abspath(__file__), "--one", out, variant],

@@ -559,6 +559,11 @@ def estimate(roles, head_dim, value_head_dim=None, one_tile=False):
         # rare: the steady state is its shortest path.
         u = role["shortest"] if name == "correction" and role.get("shortest") else role["unmasked"]
         times = 2 if one_tile and name == "correction" else 1
+        # FlashAttention-4's two softmax warpgroups run one loop (the Q
+        # stage from the warp index): a two-tile kernel without a softmax1
+        # of its own issues it twice per SMSP.
+        if name == "softmax0" and "softmax1" not in roles and not one_tile:
+            times = 2
         issue += times * u["total"]
         mufu += times * 8 * u["mufu_ex2"]
         fma += times * u["fma_pipe_cycles"]
@@ -574,8 +579,33 @@ def estimate(roles, head_dim, value_head_dim=None, one_tile=False):
                else value_head_dim)
     tensor = 2 * (128 * 128 * head_dim + 128 * n_value * 128) // (
         8192 if fp8 else 4096)
+    # Shared-memory traffic per KV tile of one CTA at 128 bytes a cycle: the
+    # MMAs' operands (S reads Q and K, P·V reads V; P comes from TMEM), the
+    # TMA writes of K and V, and the softmax and correction warps' LDS/STS
+    # (the statistics they hand over). A CTA pair's MMAs (UTCHMMA.2CTA,
+    # tcgen05.mma.cta_group::2) read each CTA's Q but only its half of K
+    # and V, which its TMA alone writes: what pairs are for. (A one-Q-tile
+    # kernel's unit is two K/V blocks for one Q tile: the same operand
+    # reads, twice the copies.)
+    pair = any(".2CTA" in op for op in (mma.get("unmasked") or {}).get("opcodes", {}))
+    ctas = 2 if pair else 1
+    element = 1 if fp8 else 2
+    q_bytes = 128 * head_dim * element
+    k_bytes = 128 * head_dim * element
+    v_bytes = 128 * value_head_dim * element
+    smem = {"mma operands": (2 * (q_bytes + k_bytes // ctas) + 2 * v_bytes // ctas) // 128,
+            "tma in": (2 if one_tile else 1) * (k_bytes + v_bytes) // ctas // 128,
+            "lds/sts": 0}
+    for name in ("softmax0", "softmax1", "correction"):
+        role = roles.get(name) or {}
+        u = (role.get("shortest") if name == "correction" else None) or role.get("unmasked")
+        if u:
+            smem["lds/sts"] += 4 * sum(n * _wavefronts(op) for op, n in u["opcodes"].items()
+                                       if op.startswith(("LDS", "STS")))
     return {"issue": issue, "mufu": mufu, "fma": fma,
-            "smsp_cycles": max(issue, mufu, fma), "tensor_core_cycles": tensor}
+            "smsp_cycles": max(issue, mufu, fma), "tensor_core_cycles": tensor,
+            "cta_pair": pair, "smem_cycles_by_use": smem,
+            "smem_cycles": sum(smem.values())}
 
 
 def estimate_hopper(roles, head_dim):
@@ -1110,8 +1140,9 @@ def main():
     rows = []
     print("| variant | softmax unmasked | softmax masked | MUFU.EX2 | LDTM | "
           "softmax FMA/ALU/TMEM/SYNC | correction (no rescale/rescale) | mma | load | "
-          "SMSP issue | MUFU cyc | tensor core | regs | spills |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+          "SMSP issue | MUFU cyc | tensor core | SMEM cyc (MMA operands + TMA in + LDS/STS) | "
+          "regs | spills |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for cubin, head_dim, label in jobs:
         roles, _ = analyse(cuobjdump, cubin)
         # fa4c's manifest says the head dims and the rows of a task.
@@ -1127,14 +1158,18 @@ def main():
         def total(name):
             r = roles.get(name, {}).get("unmasked")
             if name == "correction" and r:
-                return f"{roles[name]['shortest']['total']}/{r['total']}"
+                steady = roles[name].get("shortest") or r
+                return f"{steady['total']}/{r['total']}"
             return r["total"] if r else "-"
         print(f"| {label} | {um.get('total', '-')} | {mk.get('total', '-') if mk else '-'} | "
               f"{um.get('mufu_ex2', '-')} | {um.get('ldtm', '-')} | "
               f"{units.get('FMA', 0)}/{units.get('ALU', 0)}/{units.get('TMEM', 0)}/"
               f"{units.get('SYNC', 0)} | {total('correction')} | {total('mma')} | "
               f"{total('load')} | {est['issue']} | {est['mufu']} | "
-              f"{est['tensor_core_cycles']} | {ptxas.get('registers', '-')} | "
+              f"{est['tensor_core_cycles']} | {est['smem_cycles']} "
+              f"({est['smem_cycles_by_use']['mma operands']} + "
+              f"{est['smem_cycles_by_use']['tma in']} + "
+              f"{est['smem_cycles_by_use']['lds/sts']}) | {ptxas.get('registers', '-')} | "
               f"{ptxas.get('spill_store_bytes', '-')}/{ptxas.get('spill_load_bytes', '-')} |")
         rows.append({"variant": label, "roles": roles, "estimate": est, "ptxas": ptxas})
     if unknown_trips:

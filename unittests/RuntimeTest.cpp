@@ -111,6 +111,47 @@ TEST(Runtime, PlanBindsMapsParametersAndThePersistentGrid) {
   EXPECT_NE(error.find("LSE"), std::string::npos);
 }
 
+TEST(Runtime, CtaPairsLaunchTwoCtasAClusterAndSayCluster) {
+  // A pair kernel's sm_count and tasks count clusters; the grid is twice
+  // as many CTAs, and the manifest says "cluster": 2 (read back as written).
+  Manifest m = seedManifest();
+  m.smCount = 74;
+  m.rowsPerTask = 512;
+  m.cluster = 2;
+  Buffers buffers;
+  buffers.q = 0x100000000ull;
+  buffers.lse = 0x200000000ull;
+  auto encode = [&](const TensorMapSpec &, uint8_t *out) {
+    std::memset(out, 0, 128);
+    return llvm::Error::success();
+  };
+  LaunchPlan plan;
+  std::string error;
+  ASSERT_TRUE(
+      succeeds(planLaunch(m, {1, 1000, 1000}, buffers, encode), plan, error))
+      << error;
+  // 1 batch · 8 K/V heads · ceil(1000 · 4 / 512) = 8 pairs: 16 CTAs.
+  EXPECT_EQ(plan.tasks, 8 * 8);
+  EXPECT_EQ(plan.grid[0], 2u * 64u);
+  std::string text = writeManifest(m);
+  EXPECT_NE(text.find("\"cluster\": 2"), std::string::npos) << text;
+  Manifest back;
+  ASSERT_TRUE(succeeds(parseManifest(text), back, error)) << error;
+  EXPECT_EQ(back.cluster, 2);
+  // The contract (what the cubin is checked against) tells a pair kernel
+  // from the same kernel without pairs.
+  Manifest unpaired = m;
+  unpaired.cluster = 1;
+  EXPECT_NE(kernelContract(m), kernelContract(unpaired));
+  // Only 1 and 2 are cluster sizes fa4 launches.
+  size_t at = text.find("\"cluster\": 2");
+  std::string bad = text.substr(0, at) + "\"cluster\": 3" + text.substr(at + 12);
+  EXPECT_FALSE(succeeds(parseManifest(bad), back, error));
+  EXPECT_NE(error.find("\"cluster\" 3"), std::string::npos) << error;
+  // A manifest without it: one CTA a cluster.
+  EXPECT_EQ(writeManifest(seedManifest()).find("cluster"), std::string::npos);
+}
+
 TEST(Runtime, MalformedManifestsNameTheField) {
   Manifest m;
   std::string error;

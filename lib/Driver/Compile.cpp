@@ -258,6 +258,8 @@ llvm::Expected<std::string> fa4::compileCacheKey(ModuleOp module,
     blockN += "grid=" + options.grid;
   if (options.l2SectionBytes != -1)
     blockN += "l2-section-bytes=" + std::to_string(options.l2SectionBytes);
+  if (options.twoCta != Toggle::Auto)
+    blockN += "two-cta=" + toggleName(options.twoCta).str();
   return runtime::CompileCache::key(
       {"fa4-cache-2", entryIr + blockN, options.target,
        roundTripDecimal(options.rescaleThreshold),

@@ -235,6 +235,11 @@ llvm::Error mlir::fa4::buildPipeline(OpPassManager &pm,
   // Options checked where they are given, with the option's name.
   if (!target::lookup(options.target))
     return makeError(target::unknownChipMessage(options.target));
+  if (options.twoCta == Toggle::On &&
+      target::lookup(options.target)->family != target::Family::Blackwell)
+    return makeError("two-cta=on runs CTA pairs (tcgen05.mma cta_group::2), "
+                     "Blackwell's; " +
+                     options.target.getValue() + " has none");
   if (options.smCount < 0 ||
       options.smCount > std::numeric_limits<int32_t>::max())
     return makeError("sm-count must be 0 (the target's) or in [1, 2^31), got " +

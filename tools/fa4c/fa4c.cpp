@@ -141,8 +141,9 @@ static cl::opt<mlir::fa4::Toggle> twoCta(
              "(clusters of two on paired SMs, tcgen05.mma cta_group::2 with "
              "M = 256 over both CTAs' Q tiles, each CTA loading half of every "
              "K/V tile): on, off, or auto (the default: on for dense "
-             "fp16/bf16 head dim 128 without GQA packing; on refuses other "
-             "variants, naming why; docs/TwoCta.md)"),
+             "fp16/bf16 head dim 128 without a causal mask or a window, "
+             "FA4's choice; on refuses other variants, naming why; "
+             "docs/TwoCta.md)"),
     cl::init(mlir::fa4::Toggle::Auto), mlir::fa4::toggleValues(),
     cl::cat(compileCategory));
 static cl::opt<int64_t> smCount(

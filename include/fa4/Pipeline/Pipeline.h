@@ -93,8 +93,8 @@ struct PipelineOptions : public PassPipelineOptions<PipelineOptions> {
       llvm::cl::desc("Blackwell: run the forward as CTA pairs (clusters of "
                      "two, tcgen05.mma cta_group::2 with M = 256, each CTA "
                      "holding half of every K/V tile): on, off, or auto (on "
-                     "for dense fp16/bf16 head dim 128 without GQA packing, "
-                     "FA4's choice)"),
+                     "for dense fp16/bf16 head dim 128 without a causal "
+                     "mask or a window, FA4's choice)"),
       llvm::cl::init(Toggle::Auto), toggleValues()};
   PassOptions::Option<std::string> cudaPath{
       *this, "cuda-path",

@@ -868,6 +868,12 @@ struct AssignWarpRolesPass
   void runOnOperation() override {
     func::FuncOp func = getOperation();
     if (getBackwardSpec(func)) {
+      if (twoCta == Toggle::On) {
+        func.emitError() << "fa4-assign-warp-roles: two-cta=on builds the "
+                            "forward as CTA pairs; the backward's schedule "
+                            "has one CTA a task";
+        return signalPassFailure();
+      }
       if (failed(checkModuleFamily(func, target::Family::Blackwell,
                                    getArgument())) ||
           failed(blackwell::scheduleBackward(func, getArgument())))
@@ -938,7 +944,7 @@ struct AssignWarpRolesPass
   /// runs as pairs, dense hd128 MHA.
   FailureOr<bool> choosePair(TileProgram program, int64_t headDim,
                              int64_t valueHeadDim, int64_t qTiles) {
-    if (twoCta == Toggle::Off || twoCta == Toggle::Auto /*PAIR-AUTO*/)
+    if (twoCta == Toggle::Off)
       return false;
     std::string why;
     llvm::raw_string_ostream os(why);
@@ -975,9 +981,15 @@ struct AssignWarpRolesPass
              "(docs/TwoCta.md)";
       return failure();
     }
-    // auto: FA4's hd128 MHA (GQA packs several heads' rows in a tile,
-    // whose K/V are already shared by the packed heads).
-    return twoCta == Toggle::On || program.range.getGqaRatio() == 1;
+    // auto: where FA4 (4.0.0b36) runs its forward as pairs: head dim 128
+    // without a causal mask or a window, whose pair tasks would visit the
+    // union of both CTAs' blocks (the lower CTA's rows masking the
+    // diagonal blocks of the upper one's), and a GQA packing that divides
+    // the 128-row tile.
+    if (twoCta == Toggle::On)
+      return true;
+    return program.range.getMask() == MaskKind::none &&
+           TileConfig::kBlockM % program.range.getGqaRatio() == 0;
   }
 };
 } // namespace

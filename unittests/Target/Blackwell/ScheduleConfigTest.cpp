@@ -50,6 +50,17 @@ TEST(ScheduleConfig, KvStagesFollowTheSharedMemoryBudget) {
   EXPECT_EQ(ScheduleConfig::get(128, 2).smemBytes(), 232448);
 }
 
+TEST(ScheduleConfig, CtaPairsHoldHalfOfEveryKvItem) {
+  // Each CTA of a pair holds 16 KB of a 32 KB hd128 K/V item: twice the
+  // stages in the same shared memory (docs/TwoCta.md).
+  ScheduleConfig pair = ScheduleConfig::get(128, 2);
+  pair.ctaPair = true;
+  EXPECT_EQ(pair.kvItemBytes(), 16384);
+  EXPECT_EQ(pair.kvStages(), 6);
+  EXPECT_EQ(pair.oStages(), ScheduleConfig::kQStages);
+  EXPECT_EQ(pair.smemBytes(), 232448);
+}
+
 TEST(ScheduleConfig, HeadDims192And128ShareOneOStagingStage) {
   // 96 KB of Q and two 32 KB O stages leave one 48 KB K/V item: the O
   // tiles go out through one stage, and the ring gets two.

@@ -43,8 +43,9 @@ def FA4AssignWarpRoles : Pass<"fa4-assign-warp-roles", "::mlir::func::FuncOp"> {
     split between the two (`pair_half`), `fa4.cta_rank` placing each CTA's
     rows. Dense fp16/bf16 forward kernels at head dim 128 with two Q tiles
     a task and 128-key blocks; `on` refuses any other variant, naming why,
-    and `auto` picks pairs for such kernels without GQA packing (FA4's
-    choice: hd128 MHA).
+    and `auto` picks pairs for such kernels without a causal mask or a
+    window (FA4's choice: a pair's CTAs visit the union of their rows'
+    blocks).
 
     Requires: a function with `fa4.spec` holding the tile program of
     `fa4-tile`. Guarantees: the register budgets fit 64 K registers (the
@@ -57,7 +58,8 @@ def FA4AssignWarpRoles : Pass<"fa4-assign-warp-roles", "::mlir::func::FuncOp"> {
     Option<"twoCta", "two-cta", "::mlir::fa4::Toggle",
            "::mlir::fa4::Toggle::Auto",
            "CTA pairs (tcgen05.mma cta_group::2, K/V halved per CTA): on, "
-           "off, or auto (on for dense fp16/bf16 hd128 MHA)",
+           "off, or auto (on for dense fp16/bf16 hd128 without a causal "
+           "mask or a window)",
            "::mlir::fa4::toggleValues()">
   ];
 }
