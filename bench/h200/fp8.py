@@ -7,6 +7,8 @@ against a float64 reference and timed beside fa4's own bf16 kernels.
   python3 bench/h200/fp8.py run OUTDIR --only check   (the matrix alone)
   python3 bench/h200/fp8.py run OUTDIR --head-dims 64  (one head dim's cases)
   python3 bench/h200/fp8.py compile OUTDIR --block-n 224  (FP8 blocks of 224)
+  FA4_FLAGS="--grid=per-task" python3 bench/h200/fp8.py compile OUTDIR  (fa4c flags
+      for every kernel)
 
 The inputs: Q, K and V drawn in float32 (standard normal), quantized per
 (batch, K/V head) as FlashAttention-3's interface takes them: the descale
@@ -133,6 +135,13 @@ def compile_all(out, head_dims=None, block_n=0):
         # theirs.
         if block_n and dtype == "e4m3":
             flags.append(f"--block-n={block_n}")
+        # FA4_FLAGS: fa4c flags for every kernel (e.g. --grid=per-task), as
+        # scripts/hopper-kernels.sh takes them.
+        # A per-task grid takes no --sm-count (fa4c refuses the two).
+        extra = os.environ.get("FA4_FLAGS", "").split()
+        if "--grid=per-task" in extra:
+            flags.remove("--sm-count=132")
+        flags += extra
         subprocess.run(flags, check=True)
         print("compiled", name, flush=True)
 

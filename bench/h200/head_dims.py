@@ -6,7 +6,8 @@ reference; and K/V blocks other than the default (fa4c --block-n) beside
 the default's kernel.
 
   scripts/hopper-kernels.sh is not needed: compile the kernels with
-  python3 bench/h200/head_dims.py compile OUTDIR      (here, with fa4c)
+  python3 bench/h200/head_dims.py compile OUTDIR      (here, with fa4c;
+      FA4_FLAGS="--grid=per-task" adds fa4c flags to every kernel)
   python3 bench/h200/head_dims.py run OUTDIR --out results.json  (on the GPU)
 
 Each configuration runs in a child process with a timeout: a kernel that
@@ -76,6 +77,13 @@ def compile_all(out):
                  "-o", os.path.join(out, name + ".cubin")]
         if causal:
             flags.append("--mask=causal")
+        # FA4_FLAGS: fa4c flags for every kernel (e.g. --grid=per-task), as
+        # scripts/hopper-kernels.sh takes them.
+        # A per-task grid takes no --sm-count (fa4c refuses the two).
+        extra = os.environ.get("FA4_FLAGS", "").split()
+        if "--grid=per-task" in extra:
+            flags.remove("--sm-count=132")
+        flags += extra
         subprocess.run(flags, check=True)
         print("compiled", name)
 

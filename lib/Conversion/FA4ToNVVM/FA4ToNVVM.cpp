@@ -522,10 +522,23 @@ static LogicalResult findPairBarriers(func::FuncOp func,
     auto loop = wait->getParentOfType<scf::ForOp>();
     while (loop && !loop->hasAttr("fa4.task_loop"))
       loop = loop->getParentOfType<scf::ForOp>();
+    Operation *alloc = wait.getBarrier().getDefiningOp();
+    if (!alloc)
+      return;
+    // In the task loop: the pair's (the even CTA's MMA warp alone waits);
+    // after it: the TMEM release both CTAs' MMA warps wait on before the
+    // pair frees TMEM, which must count both CTAs' warps.
     if (loop)
-      if (Operation *alloc = wait.getBarrier().getDefiningOp())
-        kernel.pairBarriers.insert(alloc);
+      kernel.pairBarriers.insert(alloc);
+    else
+      kernel.mirroredBarriers.insert(alloc);
   });
+  for (Operation *alloc : kernel.mirroredBarriers)
+    if (kernel.pairBarriers.contains(alloc))
+      return alloc->emitOpError()
+             << "is waited on by a CTA pair's MMA warp both in its task loop "
+                "(a barrier of the even CTA's) and after it (one both CTAs "
+                "count): a pair schedule gives each its own barrier";
   return success();
 }
 

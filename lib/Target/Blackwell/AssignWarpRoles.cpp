@@ -982,13 +982,15 @@ struct AssignWarpRolesPass
       return failure();
     }
     // auto: where FA4 (4.0.0b36) runs its forward as pairs: head dim 128
-    // without a causal mask or a window, whose pair tasks would visit the
-    // union of both CTAs' blocks (the lower CTA's rows masking the
-    // diagonal blocks of the upper one's), and a GQA packing that divides
-    // the 128-row tile.
+    // without a causal mask or a window, and a GQA packing that divides the
+    // 128-row tile. A pair task visits the union of both CTAs' key blocks
+    // (the lower CTA's rows masking the blocks only the upper one needs), so
+    // neither a mask_mod nor a block mask, whose skipped blocks differ from
+    // one Q tile to the next, runs as pairs by default either.
     if (twoCta == Toggle::On)
       return true;
     return program.range.getMask() == MaskKind::none &&
+           program.range.getMaskMod().empty() && !program.range.getBlockMask() &&
            TileConfig::kBlockM % program.range.getGqaRatio() == 0;
   }
 };

@@ -158,6 +158,21 @@ def mutate(name, text):
             return text[:first.end()] + re.sub(pattern, "", text[first.end():])
         m = nth(pattern, text, n)
         return text[:m.start()] + text[m.end():]
+    if kind == "mirror-own":
+        # CTA pairs: every arrival meant for the peer CTA's copy of a
+        # mirrored barrier (the TMEM release both MMA warps wait on) made on
+        # the arriving CTA's own copy instead: its peer rank, rank ^ 1, made
+        # a move, so each CTA's copy counts its own warps twice.
+        out, count = text, 0
+        for m in re.finditer(r"xor\.b32\s+(%r\d+), (%r\d+), 1;", text):
+            after = text[m.end():m.end() + 400]
+            if re.search(r"mapa\.shared::cluster\.u32 %r\d+, %r\d+, " +
+                         re.escape(m.group(1)) + ";", after):
+                out = out.replace(m.group(0), "mov.b32 %s, %s;" % (m.group(1), m.group(2)), 1)
+                count += 1
+        if not count:
+            sys.exit("mutate-ptx: no peer rank feeds a mapa")
+        return out
     if kind == "tma-own-barrier":
         # CTA pairs: the n-th TMA copy completes on its own CTA's barrier
         # instead of the even CTA's (its mapa to rank 0 made a move): the

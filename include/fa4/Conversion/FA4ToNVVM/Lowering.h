@@ -189,6 +189,11 @@ struct KernelState {
   /// for both CTAs (its arrival count doubled), each CTA arriving on it
   /// through its shared::cluster address.
   llvm::DenseSet<Operation *> pairBarriers;
+  /// The barriers both CTAs' copies of which count both CTAs' arrivals:
+  /// those the MMA warp waits on after its task loop (the TMEM release:
+  /// the pair frees TMEM only once neither CTA's warps touch it, PTX ISA
+  /// tcgen05 "Issue Granularity"). Each arrival is made on both copies.
+  llvm::DenseSet<Operation *> mirroredBarriers;
   /// The lowering of the schedule's chip family: Blackwell's (tiles in
   /// TMEM, a row per thread; Blackwell/) or Hopper's (tiles in registers in
   /// wgmma's fragment layout; Hopper/).
@@ -321,7 +326,14 @@ private:
   /// and the shared::cluster address (i32) of slot `count` of the even
   /// CTA's copy of it.
   bool isPairBarrier(Value barrier) const;
+  bool isMirroredBarrier(Value barrier) const;
   Value leaderBarrierSlot(Value barrier, Value count);
+  /// The shared::cluster address (i32) of slot `count` of CTA `rank`'s
+  /// copy of `barrier` (an i32 rank; the even CTA's without one).
+  Value clusterBarrierSlot(Value barrier, Value count, Value rank);
+  /// mbarrier.arrive (release, cluster scope) on a shared::cluster address,
+  /// `count` arrivals.
+  void remoteArrive(Value address, int64_t count);
   /// This CTA's rank in its pair (%cluster_ctarank), as an index.
   Value ctaRank();
   LogicalResult lowerScheduler(Operation *op);

@@ -159,19 +159,46 @@ bool Lowering::isPairBarrier(Value barrier) const {
   return kernel.ctaPair && alloc && kernel.pairBarriers.contains(alloc);
 }
 
+bool Lowering::isMirroredBarrier(Value barrier) const {
+  Operation *alloc = barrier.getDefiningOp();
+  return kernel.ctaPair && alloc && kernel.mirroredBarriers.contains(alloc);
+}
+
 Value Lowering::leaderBarrierSlot(Value barrier, Value count) {
-  // mapa: the even CTA's copy of this CTA's slot, as a shared::cluster
-  // address (CUTLASS's 2-SM TMA clears the rank bit of its own address
+  return clusterBarrierSlot(barrier, count, Value());
+}
+
+Value Lowering::clusterBarrierSlot(Value barrier, Value count, Value rank) {
+  // mapa: CTA `rank`'s copy of this CTA's slot (the even CTA's, an
+  // immediate 0, without a rank), as a shared::cluster address (CUTLASS's
+  // 2-SM TMA clears the rank bit of its own address to name the even CTA's
   // instead; the ISA defines mapa).
   Value own = smemAddress(barrierSlot(barrier, count));
+  SmallVector<Value, 2> operands{own};
+  if (rank)
+    operands.push_back(rank);
   return LLVM::InlineAsmOp::create(
-             b, loc(), b.getI32Type(), ValueRange{own},
-             "mapa.shared::cluster.u32 $0, $1, 0;", "=r,r",
+             b, loc(), b.getI32Type(), operands,
+             rank ? "mapa.shared::cluster.u32 $0, $1, $2;"
+                  : "mapa.shared::cluster.u32 $0, $1, 0;",
+             rank ? "=r,r,r" : "=r,r",
              /*has_side_effects=*/false, false,
              LLVM::tailcallkind::TailCallKind::None,
              LLVM::AsmDialectAttr::get(b.getContext(), LLVM::AsmDialect::AD_ATT),
              ArrayAttr())
       .getResult(0);
+}
+
+void Lowering::remoteArrive(Value address, int64_t count) {
+  std::string text =
+      "mbarrier.arrive.release.cluster.shared::cluster.b64 _, [$0]";
+  if (count > 1)
+    text += ", " + std::to_string(count);
+  LLVM::InlineAsmOp::create(
+      b, loc(), TypeRange(), ValueRange{address}, text + ";", "r",
+      /*has_side_effects=*/true, false, LLVM::tailcallkind::TailCallKind::None,
+      LLVM::AsmDialectAttr::get(b.getContext(), LLVM::AsmDialect::AD_ATT),
+      ArrayAttr());
 }
 
 Value Lowering::specialRegister(StringRef name) {
@@ -604,7 +631,10 @@ LogicalResult Lowering::lowerWarpSpecialize(WarpSpecializeOp op) {
       // A pair's barrier counts both CTAs' arrivals (in the even CTA's
       // copy; the odd CTA's is never used).
       int64_t count = alloc.getCount() *
-                      (kernel.pairBarriers.contains(alloc) ? 2 : 1);
+                      (kernel.pairBarriers.contains(alloc) ||
+                               kernel.mirroredBarriers.contains(alloc)
+                           ? 2
+                           : 1);
       for (int64_t stage = 0; stage < alloc.getBarrier().getType().getStages();
            ++stage)
         NVVM::MBarrierInitOp::create(b,

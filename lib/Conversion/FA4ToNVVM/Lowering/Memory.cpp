@@ -80,7 +80,8 @@ LogicalResult Lowering::lowerBarrier(Operation *op) {
         }
         // A pair's barrier takes both CTAs' releases: acquired at cluster
         // scope.
-        text += isPairBarrier(wait.getBarrier())
+        text += isPairBarrier(wait.getBarrier()) ||
+                        isMirroredBarrier(wait.getBarrier())
                     ? "wait:\n\tmbarrier.try_wait.parity.acquire.cluster."
                       "shared::cta.b64 done, "
                     : "wait:\n\tmbarrier.try_wait.parity.shared::cta.b64 "
@@ -143,28 +144,40 @@ LogicalResult Lowering::lowerBarrier(Operation *op) {
         if (isPairBarrier(arrive.getBarrier())) {
           Value remote =
               leaderBarrierSlot(arrive.getBarrier(), arrive.getCount());
-          auto remoteArrive = [&](int64_t count) {
-            std::string text = "mbarrier.arrive.release.cluster.shared::"
-                               "cluster.b64 _, [$0]";
-            if (count > 1)
-              text += ", " + std::to_string(count);
-            LLVM::InlineAsmOp::create(
-                b, loc(), TypeRange(), ValueRange{remote}, text + ";", "r",
-                /*has_side_effects=*/true, false,
-                LLVM::tailcallkind::TailCallKind::None,
-                LLVM::AsmDialectAttr::get(b.getContext(),
-                                          LLVM::AsmDialect::AD_ATT),
-                ArrayAttr());
-          };
           if (onlyElectedWaits) {
             if (laneStoresPending) {
               NVVM::SyncWarpOp::create(b, loc(), i32(-1));
               laneStoresPending = false;
             }
-            ifElected([&] { remoteArrive(role.getNumThreads()); });
+            ifElected([&] { remoteArrive(remote, role.getNumThreads()); });
             return success();
           }
-          remoteArrive(1);
+          remoteArrive(remote, 1);
+          return success();
+        }
+        // A mirrored barrier: the arrival goes to both CTAs' copies (this
+        // CTA's and its peer's, rank ^ 1), each at cluster scope.
+        if (isMirroredBarrier(arrive.getBarrier())) {
+          Value rank = toI32(ctaRank());
+          Value peer = arith::XOrIOp::create(b, loc(), rank, i32(1));
+          Value mine =
+              clusterBarrierSlot(arrive.getBarrier(), arrive.getCount(), rank);
+          Value theirs =
+              clusterBarrierSlot(arrive.getBarrier(), arrive.getCount(), peer);
+          int64_t count = 1;
+          std::optional<OpBuilder::InsertionGuard> guard;
+          if (onlyElectedWaits) {
+            if (laneStoresPending) {
+              NVVM::SyncWarpOp::create(b, loc(), i32(-1));
+              laneStoresPending = false;
+            }
+            count = role.getNumThreads();
+            auto branch = scf::IfOp::create(b, loc(), roleElected, false);
+            guard.emplace(b);
+            b.setInsertionPointToStart(branch.thenBlock());
+          }
+          remoteArrive(mine, count);
+          remoteArrive(theirs, count);
           return success();
         }
         Value barrier = slot(arrive.getBarrier(), arrive.getCount());
