@@ -106,7 +106,11 @@ static void addScheduleStep(StringRef step, OpPassManager &pm,
   schedule.kvStages = options.kvStages;
   schedule.overlap = options.hopperOverlap;
   schedule.pingpong = options.hopperPingpong;
-  schedule.twoCta = options.twoCta;
+  // One SM holds no pair: auto keeps one CTA a task there (on is refused
+  // where the options are checked).
+  schedule.twoCta = options.twoCta == Toggle::Auto && options.smCount == 1
+                        ? Toggle::Off
+                        : options.twoCta;
   target::Family family = chipOf(options).family;
   for (const WingRow &wing : kWings)
     if (wing.family == family)
@@ -240,6 +244,9 @@ llvm::Error mlir::fa4::buildPipeline(OpPassManager &pm,
     return makeError("two-cta=on runs CTA pairs (tcgen05.mma cta_group::2), "
                      "Blackwell's; " +
                      options.target.getValue() + " has none");
+  if (options.twoCta == Toggle::On && options.smCount == 1)
+    return makeError("two-cta=on runs each pair as a cluster on two SMs; "
+                     "sm-count is 1");
   if (options.smCount < 0 ||
       options.smCount > std::numeric_limits<int32_t>::max())
     return makeError("sm-count must be 0 (the target's) or in [1, 2^31), got " +

@@ -392,6 +392,22 @@ std::string difference(llvm::StringRef a, llvm::StringRef b, llvm::StringRef aNa
       return ("\"" + left[i].first + "\" is " + left[i].second + " in " + aName +
               ", absent from " + bName)
           .str();
+    // A field one side has and the other lacks (a pair's grid.cluster
+    // beside a kernel of one CTA) is named as missing, not as the next
+    // field out of place.
+    auto has = [](const auto &side, const auto &key) {
+      return llvm::any_of(side, [&](const auto &f) { return f.first == key; });
+    };
+    if (i < left.size() && i < right.size() && left[i].first != right[i].first) {
+      if (!has(left, right[i].first))
+        return ("\"" + right[i].first + "\" is " + right[i].second + " in " +
+                bName + ", absent from " + aName)
+            .str();
+      if (!has(right, left[i].first))
+        return ("\"" + left[i].first + "\" is " + left[i].second + " in " +
+                aName + ", absent from " + bName)
+            .str();
+    }
     if (i >= left.size() || left[i].first != right[i].first)
       return ("\"" + right[i].first + "\" is " + right[i].second + " in " + bName +
               (i < left.size() ? ", where " + aName + " has \"" + left[i].first + "\""

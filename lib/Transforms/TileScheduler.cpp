@@ -180,9 +180,17 @@ struct TileSchedulerPass
                   : smCount > 0 ? int64_t(smCount)
                                 : getTargetOrDefault(func).smCount;
     // CTA pairs: the grid and the CTA's index count clusters of two, each
-    // on two SMs.
-    if (specialize.getCtaPair())
-      sms = std::max<int64_t>(sms / 2, 1);
+    // on two SMs (an odd SM count leaves one out); a per-task grid keeps
+    // its mark of no cap, a cluster per task.
+    if (specialize.getCtaPair() && !perTask) {
+      if (sms < 2) {
+        specialize.emitOpError()
+            << "runs as CTA pairs, a cluster on two SMs, but sm-count is "
+            << sms << " (give at least 2, or two-cta=off)";
+        return signalPassFailure();
+      }
+      sms /= 2;
+    }
     OpBuilder top(specialize);
     Location loc = specialize.getLoc();
     Value cta = CtaIdOp::create(top, loc, top.getIndexType());

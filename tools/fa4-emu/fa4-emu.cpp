@@ -105,7 +105,8 @@ static cl::opt<double> absTolerance("atol", cl::desc("Absolute tolerance"),
 static cl::opt<double> relTolerance("rtol", cl::desc("Relative tolerance of the per-element test, used only where the low-precision reference overflows"),
                                     cl::init(1e-2), cl::cat(emuCategory));
 static cl::opt<int64_t> smCount(
-    "sm-count", cl::desc("Grid size cap (default: the manifest's sm_count)"),
+    "sm-count", cl::desc("Grid size cap, in CTAs (in clusters for a kernel of CTA\n"
+                         "pairs, two CTAs each; default: the manifest's sm_count)"),
     cl::init(0), cl::cat(emuCategory));
 
 static cl::opt<std::string> entryFile(

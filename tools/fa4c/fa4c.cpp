@@ -141,9 +141,11 @@ static cl::opt<mlir::fa4::Toggle> twoCta(
              "(clusters of two on paired SMs, tcgen05.mma cta_group::2 with "
              "M = 256 over both CTAs' Q tiles, each CTA loading half of every "
              "K/V tile): on, off, or auto (the default: on for dense "
-             "fp16/bf16 head dim 128 without a causal mask or a window, "
-             "FA4's choice; on refuses other variants, naming why; "
-             "docs/TwoCta.md)"),
+             "fp16/bf16 head dim 128 without a causal mask, a window, a "
+             "mask_mod or a block mask, FA4's choice; on refuses other "
+             "variants, naming why). A pair takes two SMs: --sm-count 1 keeps "
+             "auto off and refuses on, and an odd count leaves one SM out "
+             "(docs/TwoCta.md)"),
     cl::init(mlir::fa4::Toggle::Auto), mlir::fa4::toggleValues(),
     cl::cat(compileCategory));
 static cl::opt<int64_t> smCount(

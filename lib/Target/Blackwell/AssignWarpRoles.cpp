@@ -954,8 +954,9 @@ struct AssignWarpRolesPass
     // swizzle atom of 16-bit values each, the B operand of the pair's P·V.
     if (headDim != 128 || valueHeadDim != 128)
       os << "head dims (" << headDim << ", " << valueHeadDim
-         << "): the pair splits V's 128 columns into two 128-byte halves, "
-            "head dim 128 only";
+         << "): the pair's schedule is built for (128, 128) only (each CTA "
+            "holds one 128-byte half of V's 128 columns and a 64-key half "
+            "of K's 128-column rows)";
     else if (element.getIntOrFloatBitWidth() != 16)
       os << element << " inputs: fp16 and bf16 only";
     else if (qTiles != 2)
