@@ -159,8 +159,9 @@ static cl::opt<std::string> gridPolicy(
              "task, in the task order, which the hardware hands to the SMs "
              "as they free up: a dynamic heaviest-first schedule for causal "
              "masks; not with --sm-count) or auto (the default: per-task for "
-             "Hopper's dense fp16/bf16 causal forward at head dims 96 and "
-             "128 without --sm-count, where the H200 measured it faster; "
+             "Hopper's dense fp16/bf16 causal forward at Q/K head dims 96, "
+             "128, 192 and 256 without --sm-count, where the H200 and the "
+             "H100 measured it faster; "
              "else persistent). Not with "
              "--backward; docs/Hopper.md, \"A CTA per task\""),
     cl::value_desc("auto|persistent|per-task"), cl::init("auto"),
