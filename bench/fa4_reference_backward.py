@@ -97,6 +97,27 @@ def dsl_packages():
     sys.exit("fa4_reference_backward: nvidia_cutlass_dsl has no dsl_packages")
 
 
+def keep_compiled(cute, dump, target, name_of, on_main):
+    """Wraps cute.compile so that each kernel's cubin and PTX, dumped into
+    `dump`, move to `target` as NAME.cubin/.ptx (`name_of(kernel)`);
+    `on_main(kernel, compiled)` sees the kernel named "main"."""
+    compile_ = cute.compile
+
+    def keep(kernel, *args, **kwargs):
+        before = set(os.listdir(dump))
+        result = compile_(kernel, *args, **kwargs)
+        name = name_of(kernel)
+        if name == "main":
+            on_main(kernel, result)
+        for f in sorted(set(os.listdir(dump)) - before):
+            ext = f.rsplit(".", 1)[-1]
+            if ext in ("cubin", "ptx"):
+                shutil.move(os.path.join(dump, f), os.path.join(target, f"{name}.{ext}"))
+        return result
+
+    cute.compile = keep
+
+
 def build(out, variant):
     """In this process (the environment already set): compile and sort the files."""
     head_dim, causal, two_cta = VARIANTS[variant]
@@ -111,24 +132,17 @@ def build(out, variant):
     dump = os.environ["CUTE_DSL_DUMP_DIR"]
     target = os.path.join(out, variant)
     os.makedirs(target, exist_ok=True)
-    compile_ = cute.compile
     names = {FlashAttentionBackwardSm100: "main",
              FlashAttentionBackwardPreprocess: "preprocess",
              FlashAttentionBackwardPostprocess: "postprocess"}
 
-    def keep(kernel, *args, **kwargs):
-        before = set(os.listdir(dump))
-        result = compile_(kernel, *args, **kwargs)
-        name = names.get(type(kernel), type(kernel).__name__)
-        if name == "main" and bool(getattr(kernel, "use_2cta_instrs", False)) != two_cta:
+    def main_built(kernel, _compiled):
+        if bool(getattr(kernel, "use_2cta_instrs", False)) != two_cta:
             sys.exit(f"{variant}: FA4 built a {'2' if not two_cta else '1'}-CTA main kernel")
-        for f in sorted(set(os.listdir(dump)) - before):
-            ext = f.rsplit(".", 1)[-1]
-            if ext in ("cubin", "ptx"):
-                shutil.move(os.path.join(dump, f), os.path.join(target, f"{name}.{ext}"))
-        return result
 
-    cute.compile = keep
+    keep_compiled(cute, dump, target,
+                  lambda kernel: names.get(type(kernel), type(kernel).__name__),
+                  main_built)
     b, s, h = 1, 4096, 16
     with FakeTensorMode():
         q, k, v, o, do = (torch.empty(b, s, h, head_dim, dtype=torch.bfloat16, device="cuda")
@@ -174,31 +188,24 @@ def build_forward(out, variant):
     dump = os.environ["CUTE_DSL_DUMP_DIR"]
     target = os.path.join(out, variant)
     os.makedirs(target, exist_ok=True)
-    compile_ = cute.compile
     config = {}
 
-    def keep(kernel, *args, **kwargs):
-        before = set(os.listdir(dump))
-        result = compile_(kernel, *args, **kwargs)
-        name = "main" if isinstance(kernel, FlashAttentionForwardSm90) else type(kernel).__name__
-        for f in sorted(set(os.listdir(dump)) - before):
-            ext = f.rsplit(".", 1)[-1]
-            if ext in ("cubin", "ptx"):
-                shutil.move(os.path.join(dump, f), os.path.join(target, f"{name}.{ext}"))
-        if name == "main":
-            # What __call__ decided, read back from the kernel object.
-            for key in ("tile_m", "tile_n", "tile_hdim", "tile_hdimv", "num_stages",
-                        "intra_wg_overlap", "mma_pv_is_rs", "Q_in_regs", "num_wg_mma",
-                        "num_threads", "num_mma_regs", "num_producer_regs",
-                        "use_scheduler_barrier", "use_tma_Q", "use_tma_O", "use_tma_KV",
-                        "rescale_O_before_gemm"):
-                value = getattr(kernel, key, None)
-                if isinstance(value, (bool, int, float, str)):
-                    config[key] = value
-            config["smem_bytes"] = _forward_smem_bytes(config, result)
-        return result
+    def main_config(kernel, result):
+        # What __call__ decided, read back from the kernel object.
+        for key in ("tile_m", "tile_n", "tile_hdim", "tile_hdimv", "num_stages",
+                    "intra_wg_overlap", "mma_pv_is_rs", "Q_in_regs", "num_wg_mma",
+                    "num_threads", "num_mma_regs", "num_producer_regs",
+                    "use_scheduler_barrier", "use_tma_Q", "use_tma_O", "use_tma_KV",
+                    "rescale_O_before_gemm"):
+            value = getattr(kernel, key, None)
+            if isinstance(value, (bool, int, float, str)):
+                config[key] = value
+        config["smem_bytes"] = _forward_smem_bytes(config, result)
 
-    cute.compile = keep
+    keep_compiled(cute, dump, target,
+                  lambda kernel: ("main" if isinstance(kernel, FlashAttentionForwardSm90)
+                                  else type(kernel).__name__),
+                  main_config)
     b, s, h = 1, 4096, 16
     with FakeTensorMode():
         q, k, v = (torch.empty(b, s, h, head_dim, dtype=torch.bfloat16, device="cuda")
@@ -225,22 +232,13 @@ def build_blackwell_forward(out, variant):
     dump = os.environ["CUTE_DSL_DUMP_DIR"]
     target = os.path.join(out, variant)
     os.makedirs(target, exist_ok=True)
-    compile_ = cute.compile
     built = []
-
-    def keep(kernel, *args, **kwargs):
-        before = set(os.listdir(dump))
-        result = compile_(kernel, *args, **kwargs)
-        name = "main" if isinstance(kernel, FlashAttentionForwardSm100) else type(kernel).__name__
-        if name == "main":
-            built.append(bool(getattr(kernel, "use_2cta_instrs", False)))
-        for f in sorted(set(os.listdir(dump)) - before):
-            ext = f.rsplit(".", 1)[-1]
-            if ext in ("cubin", "ptx"):
-                shutil.move(os.path.join(dump, f), os.path.join(target, f"{name}.{ext}"))
-        return result
-
-    cute.compile = keep
+    keep_compiled(
+        cute, dump, target,
+        lambda kernel: ("main" if isinstance(kernel, FlashAttentionForwardSm100)
+                        else type(kernel).__name__),
+        lambda kernel, _compiled: built.append(bool(getattr(kernel, "use_2cta_instrs",
+                                                            False))))
     # Its persistent scheduler sizes the grid from the device's SM count,
     # which needs a driver: the B200's, as FLASH_ATTENTION_NUM_SMS says.
     import cutlass.utils

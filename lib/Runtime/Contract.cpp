@@ -392,18 +392,20 @@ std::string difference(llvm::StringRef a, llvm::StringRef b, llvm::StringRef aNa
       return ("\"" + left[i].first + "\" is " + left[i].second + " in " + aName +
               ", absent from " + bName)
           .str();
-    // A field one side has and the other lacks (a pair's grid.cluster
-    // beside a kernel of one CTA) is named as missing, not as the next
-    // field out of place.
+    // A field one side has and the other lacks, the rest in step (a
+    // pair's grid.cluster beside a kernel of one CTA), is named as missing,
+    // not as the next field out of place.
     auto has = [](const auto &side, const auto &key) {
       return llvm::any_of(side, [&](const auto &f) { return f.first == key; });
     };
     if (i < left.size() && i < right.size() && left[i].first != right[i].first) {
-      if (!has(left, right[i].first))
+      bool rightInLeft = has(left, right[i].first);
+      bool leftInRight = has(right, left[i].first);
+      if (!rightInLeft && leftInRight)
         return ("\"" + right[i].first + "\" is " + right[i].second + " in " +
                 bName + ", absent from " + aName)
             .str();
-      if (!has(right, left[i].first))
+      if (!leftInRight && rightInLeft)
         return ("\"" + left[i].first + "\" is " + left[i].second + " in " +
                 aName + ", absent from " + bName)
             .str();

@@ -58,8 +58,8 @@ struct PipelineOptions : public PassPipelineOptions<PipelineOptions> {
                      "CTAs, each walking its share of the tasks), per-task "
                      "(a CTA per task, heaviest first, handed to the SMs by "
                      "the hardware as they free up) or auto (per-task for "
-                     "Hopper's dense fp16/bf16 causal forward at head dims "
-                     "96 and 128 without sm-count)"),
+                     "Hopper's dense fp16/bf16 causal forward at Q/K head "
+                     "dims 96 to 256 without sm-count)"),
       llvm::cl::init("auto")};
   PassOptions::Option<int64_t> l2SectionBytes{
       *this, "l2-section-bytes",
@@ -94,7 +94,8 @@ struct PipelineOptions : public PassPipelineOptions<PipelineOptions> {
                      "two, tcgen05.mma cta_group::2 with M = 256, each CTA "
                      "holding half of every K/V tile): on, off, or auto (on "
                      "for dense fp16/bf16 head dim 128 without a causal "
-                     "mask or a window, FA4's choice)"),
+                     "mask, a window, a mask_mod or a block mask, FA4's "
+                     "choice; off with sm-count 1)"),
       llvm::cl::init(Toggle::Auto), toggleValues()};
   PassOptions::Option<std::string> cudaPath{
       *this, "cuda-path",
