@@ -139,45 +139,36 @@ LogicalResult Lowering::lowerBarrier(Operation *op) {
         if (roleUsesTensorMemory)
           NVVM::Tcgen05FenceOp::create(b,
               loc(), NVVM::Tcgen05FenceKind::BEFORE_THREAD_SYNC);
-        // A pair's barrier: the arrival goes to the even CTA's copy, with
-        // release at cluster scope.
-        if (isPairBarrier(arrive.getBarrier())) {
-          Value remote =
-              leaderBarrierSlot(arrive.getBarrier(), arrive.getCount());
-          if (onlyElectedWaits) {
-            if (laneStoresPending) {
-              NVVM::SyncWarpOp::create(b, loc(), i32(-1));
-              laneStoresPending = false;
-            }
-            ifElected([&] { remoteArrive(remote, role.getNumThreads()); });
+        // A CTA pair's barrier: the arrival goes to the even CTA's copy;
+        // a mirrored barrier's to both CTAs' copies (this CTA's and its
+        // peer's, rank ^ 1). Each with release at cluster scope, by the
+        // elected thread for the whole role in an issuing role.
+        bool pair = isPairBarrier(arrive.getBarrier());
+        if (pair || isMirroredBarrier(arrive.getBarrier())) {
+          SmallVector<Value, 2> targets;
+          if (pair) {
+            targets.push_back(
+                leaderBarrierSlot(arrive.getBarrier(), arrive.getCount()));
+          } else {
+            Value rank = toI32(ctaRank());
+            Value peer = arith::XOrIOp::create(b, loc(), rank, i32(1));
+            for (Value cta : {rank, peer})
+              targets.push_back(clusterBarrierSlot(arrive.getBarrier(),
+                                                   arrive.getCount(), cta));
+          }
+          auto arriveOnAll = [&](int64_t count) {
+            for (Value target : targets)
+              remoteArrive(target, count);
+          };
+          if (!onlyElectedWaits) {
+            arriveOnAll(1);
             return success();
           }
-          remoteArrive(remote, 1);
-          return success();
-        }
-        // A mirrored barrier: the arrival goes to both CTAs' copies (this
-        // CTA's and its peer's, rank ^ 1), each at cluster scope.
-        if (isMirroredBarrier(arrive.getBarrier())) {
-          Value rank = toI32(ctaRank());
-          Value peer = arith::XOrIOp::create(b, loc(), rank, i32(1));
-          Value mine =
-              clusterBarrierSlot(arrive.getBarrier(), arrive.getCount(), rank);
-          Value theirs =
-              clusterBarrierSlot(arrive.getBarrier(), arrive.getCount(), peer);
-          int64_t count = 1;
-          std::optional<OpBuilder::InsertionGuard> guard;
-          if (onlyElectedWaits) {
-            if (laneStoresPending) {
-              NVVM::SyncWarpOp::create(b, loc(), i32(-1));
-              laneStoresPending = false;
-            }
-            count = role.getNumThreads();
-            auto branch = scf::IfOp::create(b, loc(), roleElected, false);
-            guard.emplace(b);
-            b.setInsertionPointToStart(branch.thenBlock());
+          if (laneStoresPending) {
+            NVVM::SyncWarpOp::create(b, loc(), i32(-1));
+            laneStoresPending = false;
           }
-          remoteArrive(mine, count);
-          remoteArrive(theirs, count);
+          ifElected([&] { arriveOnAll(role.getNumThreads()); });
           return success();
         }
         Value barrier = slot(arrive.getBarrier(), arrive.getCount());
