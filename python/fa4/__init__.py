@@ -409,7 +409,7 @@ def compile(head_dim: int = 128, q_heads: int = 32, kv_heads: int = 8,
             sm_count: int = 0, seqused_k: bool = False,
             page_size: int = 0, num_splits: int = 1,
             varlen: bool = False, backward: bool = False,
-            v_head_dim: Optional[int] = None) -> Kernel:
+            v_head_dim: Optional[int] = None, two_cta: str = "auto") -> Kernel:
     """Compiles one attention variant to a ``Kernel``.
 
     head_dim: Q and K's (32, 64, 96, 128, 192 or 256); v_head_dim: V and
@@ -455,6 +455,12 @@ def compile(head_dim: int = 128, q_heads: int = 32, kv_heads: int = 8,
     ``rescale_threshold``: the online softmax rescales O when a row's max
     moves by more than this many powers of two (0: whenever it moves);
     e4m3 kernels always take 0 (their probabilities fill e4m3's range).
+    ``two_cta``: Blackwell's forward as CTA pairs (clusters of two sharing
+    ``tcgen05.mma.cta_group::2``; the kernel's ``manifest`` then says
+    ``"cluster": 2``): "auto" (pairs for dense fp16/bf16 head dim 128
+    without a causal mask or a window, as FlashAttention-4), "on" (refused,
+    with the reason, where the pair schedule is not built) or "off";
+    docs/TwoCta.md.
     """
     head_dim = _integer("head_dim", head_dim)
     if v_head_dim is None:
@@ -485,9 +491,13 @@ def compile(head_dim: int = 128, q_heads: int = 32, kv_heads: int = 8,
     rescale_threshold = _real("rescale_threshold", rescale_threshold)
     exp2_emulation_fraction = _exp2_fraction(exp2_emulation_fraction)
     backward = _flag("backward", backward)
+    two_cta = _string("two_cta", two_cta)
+    if two_cta not in ("auto", "on", "off"):
+        raise ValueError(f"two_cta must be auto, on or off, got {two_cta!r}")
     key = (head_dim, q_heads, kv_heads, mask, left, right, key_dtype, lse,
            scale, softcap, target, rescale_threshold, exp2_emulation_fraction,
-           sm_count, seqused_k, page_size, num_splits, varlen, v_head_dim)
+           sm_count, seqused_k, page_size, num_splits, varlen, v_head_dim,
+           two_cta)
     backward_of = None
     if not (seqused_k or page_size or num_splits > 1 or varlen or
             v_head_dim != head_dim or head_dim not in _BACKWARD_HEAD_DIMS):
@@ -503,7 +513,7 @@ def compile(head_dim: int = 128, q_heads: int = 32, kv_heads: int = 8,
                               key_dtype, lse, scale, softcap, target, cache,
                               rescale_threshold, exp2_emulation_fraction,
                               sm_count, seqused_k, page_size, num_splits,
-                              varlen, v_head_dim)
+                              varlen, v_head_dim, two_cta)
         kernel = Kernel(native, backward_of)
         with _memo_lock:
             kernel = _memo.setdefault(key, kernel)

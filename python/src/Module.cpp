@@ -53,6 +53,8 @@ struct PyKernel {
   double rescaleThreshold = 8.0;
   double exp2EmulationFraction = target::kTargetExp2EmulationFraction;
   int64_t smCount = 0;
+  /// Blackwell's CTA pairs (docs/TwoCta.md).
+  Toggle twoCta = Toggle::Auto;
   runtime::Kernel kernel;
   bool fromCache = false;
 
@@ -61,6 +63,7 @@ struct PyKernel {
     options.rescaleThreshold = rescaleThreshold;
     options.exp2EmulationFraction = exp2EmulationFraction;
     options.smCount = smCount;
+    options.twoCta = twoCta;
   }
 };
 
@@ -120,8 +123,14 @@ PyKernel compile(int64_t headDim, int64_t qHeads, int64_t kvHeads,
                  const std::string &target, bool cache, double rescaleThreshold,
                  double exp2EmulationFraction, int64_t smCount, bool seqUsedK,
                  int64_t pageSize, int64_t numSplits, bool varlen,
-                 int64_t valueHeadDim) {
+                 int64_t valueHeadDim, const std::string &twoCta) {
   PyKernel result;
+  if (twoCta == "on")
+    result.twoCta = Toggle::On;
+  else if (twoCta == "off")
+    result.twoCta = Toggle::Off;
+  else if (twoCta != "auto")
+    throw CompileFailure("two_cta must be auto, on or off, got '" + twoCta + "'");
   result.variant = variantOf(headDim, qHeads, kvHeads, mask, windowLeft,
                              windowRight, dtype, lse, scale, softcap);
   result.variant.valueHeadDim = valueHeadDim;
@@ -300,7 +309,7 @@ NB_MODULE(_fa4, m) {
         nb::arg("exp2_emulation_fraction"), nb::arg("sm_count"),
         nb::arg("seqused_k") = false, nb::arg("page_size") = 0,
         nb::arg("num_splits") = 1, nb::arg("varlen") = false,
-        nb::arg("v_head_dim") = 0);
+        nb::arg("v_head_dim") = 0, nb::arg("two_cta") = "auto");
   m.def("compile_backward", &compileBackwardVariant, nb::arg("head_dim"),
         nb::arg("q_heads"), nb::arg("kv_heads"), nb::arg("mask"),
         nb::arg("window_left"), nb::arg("window_right"), nb::arg("dtype"),

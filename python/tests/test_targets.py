@@ -133,3 +133,45 @@ def test_b300_kernel_runs_in_the_emulator():
         want = torch.einsum("bhqk,bkhd->bqhd", scores.softmax(-1), vv)
         assert (o.float() - want).abs().max().item() < 2e-2
         assert (lse - torch.logsumexp(scores, -1)).abs().max().item() < 1e-3
+
+
+def test_cta_pairs():
+    """Blackwell's 2-CTA forward from Python: two_cta picks it (auto: dense
+    hd128 without a causal mask), the manifest says the cluster, and the
+    pair kernel runs in the emulator (its clusters launched two CTAs each)."""
+    auto = fa4.compile(head_dim=128, q_heads=4, kv_heads=2, dtype="bf16",
+                       target="sm_100a")
+    assert auto.manifest["grid"]["cluster"] == 2
+    assert ".reqnctapercluster 2" in auto.ptx
+    off = fa4.compile(head_dim=128, q_heads=4, kv_heads=2, dtype="bf16",
+                      target="sm_100a", two_cta="off")
+    assert "cluster" not in off.manifest["grid"]
+    causal = fa4.compile(head_dim=128, q_heads=4, kv_heads=2, mask="causal",
+                         dtype="bf16", target="sm_100a")
+    assert "cluster" not in causal.manifest["grid"]
+    paired = fa4.compile(head_dim=128, q_heads=4, kv_heads=2, mask="causal",
+                         dtype="bf16", target="sm_100a", two_cta="on")
+    assert paired.manifest["grid"]["cluster"] == 2
+    with pytest.raises(fa4.CompileError, match="cannot run as CTA pairs"):
+        fa4.compile(head_dim=64, q_heads=4, kv_heads=2, target="sm_100a",
+                    two_cta="on")
+    with pytest.raises(fa4.CompileError, match="two-cta=on"):
+        fa4.compile(head_dim=128, q_heads=4, kv_heads=2, target="sm_90a",
+                    two_cta="on")
+    with pytest.raises(ValueError, match="two_cta must be auto, on or off"):
+        fa4.compile(head_dim=128, q_heads=4, kv_heads=2, two_cta="yes")
+    generator = torch.Generator().manual_seed(2)
+    q = torch.randn(1, 300, 4, 128, generator=generator).to(torch.bfloat16)
+    k, v = (torch.randn(1, 170, 2, 128, generator=generator).to(torch.bfloat16)
+            for _ in range(2))
+    for compiled, mask in ((auto, False), (paired, True)):
+        o = torch.full_like(q, float("nan"))
+        compiled(q, k, v, o)
+        kk, vv = (t.repeat_interleave(2, dim=2).float() for t in (k, v))
+        scores = torch.einsum("bqhd,bkhd->bhqk", q.float(), kk) / 128 ** 0.5
+        if mask:
+            # Bottom-right aligned: query i sees keys up to i + 170 - 300.
+            visible = torch.ones(300, 170, dtype=torch.bool).tril(170 - 300)
+            scores = scores.masked_fill(~visible, float("-inf"))
+        want = torch.einsum("bhqk,bkhd->bqhd", scores.softmax(-1).nan_to_num(), vv)
+        assert (o.float() - want).abs().max().item() < 2e-2
