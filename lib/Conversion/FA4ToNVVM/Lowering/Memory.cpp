@@ -139,54 +139,51 @@ LogicalResult Lowering::lowerBarrier(Operation *op) {
         if (roleUsesTensorMemory)
           NVVM::Tcgen05FenceOp::create(b,
               loc(), NVVM::Tcgen05FenceKind::BEFORE_THREAD_SYNC);
-        // A CTA pair's barrier: the arrival goes to the even CTA's copy;
-        // a mirrored barrier's to both CTAs' copies (this CTA's and its
-        // peer's, rank ^ 1). Each with release at cluster scope, by the
-        // elected thread for the whole role in an issuing role.
+        // Where the arrival goes: this CTA's barrier; for a CTA pair's
+        // barrier the even CTA's copy, for a mirrored one both CTAs' copies
+        // (this CTA's and its peer's, rank ^ 1), each with release at
+        // cluster scope.
         bool pair = isPairBarrier(arrive.getBarrier());
-        if (pair || isMirroredBarrier(arrive.getBarrier())) {
-          SmallVector<Value, 2> targets;
-          if (pair) {
-            targets.push_back(
-                leaderBarrierSlot(arrive.getBarrier(), arrive.getCount()));
-          } else {
-            Value rank = toI32(ctaRank());
-            Value peer = arith::XOrIOp::create(b, loc(), rank, i32(1));
-            for (Value cta : {rank, peer})
-              targets.push_back(clusterBarrierSlot(arrive.getBarrier(),
-                                                   arrive.getCount(), cta));
+        bool remote = pair || isMirroredBarrier(arrive.getBarrier());
+        SmallVector<Value, 2> targets;
+        if (pair) {
+          targets.push_back(
+              leaderBarrierSlot(arrive.getBarrier(), arrive.getCount()));
+        } else if (remote) {
+          Value rank = toI32(ctaRank());
+          Value peer = arith::XOrIOp::create(b, loc(), rank, i32(1));
+          for (Value cta : {rank, peer})
+            targets.push_back(clusterBarrierSlot(arrive.getBarrier(),
+                                                 arrive.getCount(), cta));
+        } else {
+          targets.push_back(slot(arrive.getBarrier(), arrive.getCount()));
+        }
+        // `threads` arrivals on each (null: one, the thread's own).
+        auto arriveOnAll = [&](Value threads) {
+          for (Value target : targets) {
+            if (!remote) {
+              NVVM::MBarrierArriveOp::create(b, loc(), Type(), target, threads);
+              continue;
+            }
+            int64_t count = 1;
+            if (threads)
+              count = role.getNumThreads();
+            remoteArrive(target, count);
           }
-          auto arriveOnAll = [&](int64_t count) {
-            for (Value target : targets)
-              remoteArrive(target, count);
-          };
-          if (!onlyElectedWaits) {
-            arriveOnAll(1);
-            return success();
-          }
-          if (laneStoresPending) {
-            NVVM::SyncWarpOp::create(b, loc(), i32(-1));
-            laneStoresPending = false;
-          }
-          ifElected([&] { arriveOnAll(role.getNumThreads()); });
+        };
+        if (!onlyElectedWaits) {
+          arriveOnAll(Value());
           return success();
         }
-        Value barrier = slot(arrive.getBarrier(), arrive.getCount());
         // In an issuing role the elected thread arrives for all of the
         // role's threads, whose arrivals the barrier counts: the others
         // neither wait nor arrive (ifElected says why).
-        if (onlyElectedWaits) {
-          if (laneStoresPending) {
-            NVVM::SyncWarpOp::create(b, loc(), i32(-1));
-            laneStoresPending = false;
-          }
-          Value threads = i32(role.getNumThreads());
-          ifElected([&] {
-            NVVM::MBarrierArriveOp::create(b, loc(), Type(), barrier, threads);
-          });
-          return success();
+        if (laneStoresPending) {
+          NVVM::SyncWarpOp::create(b, loc(), i32(-1));
+          laneStoresPending = false;
         }
-        NVVM::MBarrierArriveOp::create(b, loc(), Type(), barrier, Value());
+        Value threads = i32(role.getNumThreads());
+        ifElected([&] { arriveOnAll(threads); });
         return success();
       })
       .Case([&](MBarrierExpectTxOp expect) -> LogicalResult {
