@@ -169,7 +169,6 @@ module attributes {fa4.target = #fa4.target<sm_100a>} {
             fa4.mbarrier_wait %13[%56] : <threads, stages = 1>
             %59 = fa4.smem_load %4[%56] row 0 : <[2, 128], f32, stages = 1> -> tensor<128xf32>
             fa4.mbarrier_arrive %14[%56] : <threads, stages = 1>
-            fa4.mbarrier_wait %20[%58] : <tcgen05, stages = 1>
             %60 = fa4.needs_rescale %59 : tensor<128xf32>
             scf.if %60 {
               %c0_6 = arith.constant 0 : index
@@ -185,7 +184,6 @@ module attributes {fa4.target = #fa4.target<sm_100a>} {
             fa4.mbarrier_wait %17[%56] : <threads, stages = 1>
             %61 = fa4.smem_load %5[%56] row 0 : <[2, 128], f32, stages = 1> -> tensor<128xf32>
             fa4.mbarrier_arrive %18[%56] : <threads, stages = 1>
-            fa4.mbarrier_wait %22[%58] : <tcgen05, stages = 1>
             %62 = fa4.needs_rescale %61 : tensor<128xf32>
             scf.if %62 {
               %c0_6 = arith.constant 0 : index

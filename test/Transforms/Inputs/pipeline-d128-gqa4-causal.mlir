@@ -147,13 +147,11 @@ module attributes {fa4.target = #fa4.target<sm_100a>} {
             fa4.consumer_wait %4[%37] : !fa4.smem<[2, 128], f32, stages = 1>
             %40 = fa4.smem_load %4[%37] row 0 : <[2, 128], f32, stages = 1> -> tensor<128xf32>
             fa4.consumer_release %4[%37] : !fa4.smem<[2, 128], f32, stages = 1>
-            fa4.consumer_wait %8[%39] : !fa4.tmem<[128, 128], f32>
             fa4.rescale_o %8, %40 : <[128, 128], f32>, tensor<128xf32>
             fa4.consumer_release %8[%39] : !fa4.tmem<[128, 128], f32>
             fa4.consumer_wait %5[%37] : !fa4.smem<[2, 128], f32, stages = 1>
             %41 = fa4.smem_load %5[%37] row 0 : <[2, 128], f32, stages = 1> -> tensor<128xf32>
             fa4.consumer_release %5[%37] : !fa4.smem<[2, 128], f32, stages = 1>
-            fa4.consumer_wait %9[%39] : !fa4.tmem<[128, 128], f32>
             fa4.rescale_o %9, %41 : <[128, 128], f32>, tensor<128xf32>
             fa4.consumer_release %9[%39] : !fa4.tmem<[128, 128], f32>
           }

@@ -331,7 +331,10 @@ private:
   /// The shared::cluster address (i32) of slot `count` of CTA `rank`'s
   /// copy of `barrier` (an i32 rank; the even CTA's without one).
   Value clusterBarrierSlot(Value barrier, Value count, Value rank);
-  /// mbarrier.arrive (release, cluster scope) on a shared::cluster address,
+  /// The semantics of an arrival on a peer CTA's (or the pair's) barrier:
+  /// Lowering::remoteArrive says why `.release.cta`.
+  static constexpr const char *kRemoteArriveSem = ".release.cta";
+  /// mbarrier.arrive (kRemoteArriveSem) on a shared::cluster address,
   /// `count` arrivals.
   void remoteArrive(Value address, int64_t count);
   /// This CTA's rank in its pair (%cluster_ctarank), as an index.
@@ -481,6 +484,7 @@ private:
   LogicalResult lowerWarpgroupWait(WarpgroupWaitOp wait);
   // The row ops on fragment tiles (each thread two rows, a quad per row).
   LogicalResult lowerFragmentMask(MaskOp mask);
+  LogicalResult lowerFragmentScoreMod(ScoreModOp scoreMod);
   LogicalResult lowerFragmentSoftmax(OnlineSoftmaxOp softmax);
   /// One of the thread's rows (`half`) of the softmax: its max over the
   /// quad after `elements`, moved from `previous` by updateRowMax.

@@ -189,9 +189,24 @@ Value Lowering::clusterBarrierSlot(Value barrier, Value count, Value rank) {
       .getResult(0);
 }
 
+// The scope of the pair's synchronization. What crosses the pair through
+// these barriers is never generic-proxy data: a loader's arrival announces
+// TMA bytes that complete_tx counts on the barrier itself, a softmax or
+// correction arrival orders tensor-memory work (tcgen05.st of P, the rescale
+// of O, the last tcgen05.ld before dealloc) through
+// tcgen05.fence::before_thread_sync here and ::after_thread_sync after the
+// wait, the PTX ISA's ordering for tcgen05 across threads. No release of
+// generic writes to the peer is needed, and the PTX ISA leaves which scope
+// such a remote arrive takes to the kernel: CUTLASS's 2-SM pipelines
+// (ClusterBarrier::arrive with a CTA id) and FA4's 2-CTA kernel arrive with
+// the default `.release.cta` and wait with the default `.acquire.cta`, and
+// fa4 does the same. Cluster scope is not free: ptxas 13.0 puts a
+// MEMBAR.ALL.GPU before every `.release.cluster` arrive (on the softmax's P
+// hand-off and the correction's O-empty arrival, per tile) and a
+// CCTL.IVALL after every `.acquire.cluster` wait (the MMA warp's).
 void Lowering::remoteArrive(Value address, int64_t count) {
-  std::string text =
-      "mbarrier.arrive.release.cluster.shared::cluster.b64 _, [$0]";
+  std::string text = std::string("mbarrier.arrive") + kRemoteArriveSem +
+                     ".shared::cluster.b64 _, [$0]";
   if (count > 1)
     text += ", " + std::to_string(count);
   LLVM::InlineAsmOp::create(

@@ -78,14 +78,10 @@ LogicalResult Lowering::lowerBarrier(Operation *op) {
           operands.push_back(roleElected);
           text += "@!$2 bra skip;\n\t";
         }
-        // A pair's barrier takes both CTAs' releases: acquired at cluster
-        // scope.
-        text += isPairBarrier(wait.getBarrier()) ||
-                        isMirroredBarrier(wait.getBarrier())
-                    ? "wait:\n\tmbarrier.try_wait.parity.acquire.cluster."
-                      "shared::cta.b64 done, "
-                    : "wait:\n\tmbarrier.try_wait.parity.shared::cta.b64 "
-                      "done, ";
+        // A pair's barrier is waited on like any other (the default
+        // .acquire.cta): Lowering::remoteArrive says why, and what
+        // .acquire.cluster would cost.
+        text += "wait:\n\tmbarrier.try_wait.parity.shared::cta.b64 done, ";
         text += "[$0], $1, 10000000;\n\t@!done bra wait;\n\t";
         if (onlyElectedWaits)
           text += "skip:\n\t";
@@ -141,8 +137,7 @@ LogicalResult Lowering::lowerBarrier(Operation *op) {
               loc(), NVVM::Tcgen05FenceKind::BEFORE_THREAD_SYNC);
         // Where the arrival goes: this CTA's barrier; for a CTA pair's
         // barrier the even CTA's copy, for a mirrored one both CTAs' copies
-        // (this CTA's and its peer's, rank ^ 1), each with release at
-        // cluster scope.
+        // (this CTA's and its peer's, rank ^ 1): Lowering::remoteArrive.
         bool pair = isPairBarrier(arrive.getBarrier());
         bool remote = pair || isMirroredBarrier(arrive.getBarrier());
         SmallVector<Value, 2> targets;
@@ -203,8 +198,9 @@ LogicalResult Lowering::lowerBarrier(Operation *op) {
           ifElected([&] {
             LLVM::InlineAsmOp::create(
                 b, loc(), TypeRange(), ValueRange{remote},
-                "mbarrier.arrive.expect_tx.release.cluster.shared::cluster."
-                "b64 _, [$0], " +
+                (Twine("mbarrier.arrive.expect_tx") + kRemoteArriveSem +
+                 ".shared::cluster.b64 _, [$0], ")
+                        .str() +
                     std::to_string(bytes) + ";",
                 "r", /*has_side_effects=*/true, false,
                 LLVM::tailcallkind::TailCallKind::None,

@@ -171,7 +171,6 @@ module attributes {fa4.target = #fa4.target<sm_100a>} {
             fa4.mbarrier_wait %13[%58] : <threads, stages = 1>
             %61 = fa4.smem_load %4[%58] row 0 : <[2, 128], f32, stages = 1> -> tensor<128xf32>
             fa4.mbarrier_arrive %14[%58] : <threads, stages = 1>
-            fa4.mbarrier_wait %20[%60] : <tcgen05, stages = 1>
             %62 = fa4.needs_rescale %61 : tensor<128xf32>
             scf.if %62 {
               %c0_6 = arith.constant 0 : index
@@ -187,7 +186,6 @@ module attributes {fa4.target = #fa4.target<sm_100a>} {
             fa4.mbarrier_wait %17[%58] : <threads, stages = 1>
             %63 = fa4.smem_load %5[%58] row 0 : <[2, 128], f32, stages = 1> -> tensor<128xf32>
             fa4.mbarrier_arrive %18[%58] : <threads, stages = 1>
-            fa4.mbarrier_wait %22[%60] : <tcgen05, stages = 1>
             %64 = fa4.needs_rescale %63 : tensor<128xf32>
             scf.if %64 {
               %c0_6 = arith.constant 0 : index

@@ -165,13 +165,11 @@ module attributes {fa4.target = #fa4.target<sm_100a>} {
             fa4.mbarrier_wait %13[%55] : <threads, stages = 1>
             %58 = fa4.smem_load %4[%55] row 0 : <[2, 128], f32, stages = 1> -> tensor<128xf32>
             fa4.mbarrier_arrive %14[%55] : <threads, stages = 1>
-            fa4.mbarrier_wait %20[%57] : <tcgen05, stages = 1>
             fa4.rescale_o %8, %58 : <[128, 128], f32>, tensor<128xf32>
             fa4.mbarrier_arrive %21[%57] : <threads, stages = 1>
             fa4.mbarrier_wait %17[%55] : <threads, stages = 1>
             %59 = fa4.smem_load %5[%55] row 0 : <[2, 128], f32, stages = 1> -> tensor<128xf32>
             fa4.mbarrier_arrive %18[%55] : <threads, stages = 1>
-            fa4.mbarrier_wait %22[%57] : <tcgen05, stages = 1>
             fa4.rescale_o %9, %59 : <[128, 128], f32>, tensor<128xf32>
             fa4.mbarrier_arrive %23[%57] : <threads, stages = 1>
           }

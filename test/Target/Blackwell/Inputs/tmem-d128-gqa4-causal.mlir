@@ -169,13 +169,11 @@ module attributes {fa4.target = #fa4.target<sm_100a>} {
             fa4.mbarrier_wait %13[%56] : <threads, stages = 1>
             %59 = fa4.smem_load %4[%56] row 0 : <[2, 128], f32, stages = 1> -> tensor<128xf32>
             fa4.mbarrier_arrive %14[%56] : <threads, stages = 1>
-            fa4.mbarrier_wait %20[%58] : <tcgen05, stages = 1>
             fa4.rescale_o %8, %59 : <[128, 128], f32>, tensor<128xf32>
             fa4.mbarrier_arrive %21[%58] : <threads, stages = 1>
             fa4.mbarrier_wait %17[%56] : <threads, stages = 1>
             %60 = fa4.smem_load %5[%56] row 0 : <[2, 128], f32, stages = 1> -> tensor<128xf32>
             fa4.mbarrier_arrive %18[%56] : <threads, stages = 1>
-            fa4.mbarrier_wait %22[%58] : <tcgen05, stages = 1>
             fa4.rescale_o %9, %60 : <[128, 128], f32>, tensor<128xf32>
             fa4.mbarrier_arrive %23[%58] : <threads, stages = 1>
           }
