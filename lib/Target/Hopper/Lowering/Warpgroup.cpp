@@ -331,9 +331,11 @@ LogicalResult Lowering::lowerWarpgroup(Operation *op) {
       .Case([&](WarpgroupWaitOp wait) { return lowerWarpgroupWait(wait); })
       .Case([&](SoftcapOp softcap) { return lowerElementwiseSoftcap(softcap); })
       .Case([&](ScoreModOp scoreMod) -> LogicalResult {
-        return scoreMod.emitOpError()
-               << "score_mod regions are not lowered for sm_90a yet (the "
-                  "Hopper schedule runs them in fa4-sim only)";
+        if (scoreMod->hasAttr("transposed"))
+          return scoreMod.emitOpError()
+                 << "score_mod regions are not lowered in the backward yet "
+                    "(fa4-sim runs them at level C)";
+        return lowerFragmentScoreMod(scoreMod);
       })
       .Case([&](MaskOp mask) {
         return mask.getTransposed() ? lowerTransposedMask(mask)
@@ -529,10 +531,6 @@ LogicalResult Lowering::lowerWarpgroupWait(WarpgroupWaitOp wait) {
 LogicalResult Lowering::lowerFragmentMask(MaskOp mask) {
   MaskModBounds bounds = maskBounds(mask.getMask(), mask.getWindowLeft(),
                                     mask.getWindowRight(), mask.getMaskMod());
-  if (!mask.getMaskMod().empty())
-    return mask.emitOpError()
-           << "mask_mod regions are not lowered for sm_90a yet (the Hopper "
-              "schedule runs them in fa4-sim only)";
   Value s = lookup(mask.getScores());
   auto type = cast<VectorType>(s.getType());
   Value first = lookup(mask.getCol());
@@ -577,7 +575,78 @@ LogicalResult Lowering::lowerFragmentMask(MaskOp mask) {
     elements.push_back(
         arith::SelectOp::create(b, loc(), visible, element, f32(kMinusInf)));
   }
+  // The part of a mask_mod the key bounds do not capture, per score, as
+  // Blackwell's softmax runs it (maskScores): on positions clamped into the
+  // sequences (keys past seq_k are hidden above, rows past seq_q never
+  // stored).
+  if (!bounds.exact) {
+    Region &region = mask.getMaskMod();
+    Value firstKey = arith::AddIOp::create(b, loc(), first, column);
+    Value batch = lookup(mask.getBatch());
+    RowPositions rows[2];
+    for (int64_t half = 0; half < 2; ++half)
+      rows[half] = emitRowPositions(
+          region, /*queryArgument=*/2,
+          arith::AddIOp::create(b, loc(), lookup(mask.getRow()),
+                                fragmentRow(half)),
+          lookup(mask.getHead()), mask.getGqaRatio(), lookup(mask.getSeqQ()),
+          lookup(mask.getSeqK()));
+    for (auto [i, element] : llvm::enumerate(elements)) {
+      const RowPositions &row = rows[halfOf(i)];
+      FailureOr<Value> visible = emitModRegion(
+          mask, region,
+          {batch, row.queryHead, row.query,
+           row.key(b, loc(), firstKey, columnOf(i))},
+          mask.getExtras());
+      if (failed(visible))
+        return failure();
+      element = arith::SelectOp::create(b, loc(), *visible, element,
+                                        f32(kMinusInf));
+    }
+  }
   mapping.map(mask.getResult(),
+              vector::FromElementsOp::create(b, loc(), type, elements));
+  return success();
+}
+
+/// The score_mod on a fragment, per score on the scaled score as Blackwell's
+/// softmax runs it (applyScoreMod): element i sits in the thread's row
+/// halfOf(i) and column fragmentColumn() + columnOf(i) of the tile.
+LogicalResult Lowering::lowerFragmentScoreMod(ScoreModOp scoreMod) {
+  Value s = lookup(scoreMod.getScores());
+  auto type = cast<VectorType>(s.getType());
+  Region &body = scoreMod.getBody();
+  RowPositions rows[2];
+  for (int64_t half = 0; half < 2; ++half)
+    rows[half] = emitRowPositions(
+        body, /*queryArgument=*/3,
+        arith::AddIOp::create(b, loc(), lookup(scoreMod.getRow()),
+                              fragmentRow(half)),
+        lookup(scoreMod.getHead()), scoreMod.getGqaRatio(),
+        lookup(scoreMod.getSeqQ()), lookup(scoreMod.getSeqK()));
+  Value batch = lookup(scoreMod.getBatch());
+  Value firstKey =
+      arith::AddIOp::create(b, loc(), lookup(scoreMod.getCol()), fragmentColumn());
+  // FP8's descale factor on the scale, as the softcap's.
+  Value scale = f32(scoreMod.getScale().convertToFloat());
+  if (Value factor = scoreMod.getFactor())
+    scale = arith::MulFOp::create(b, loc(), scale, lookup(factor));
+  SmallVector<Value> elements;
+  for (int64_t i = 0; i < type.getNumElements(); ++i) {
+    const RowPositions &row = rows[halfOf(i)];
+    Value scaled = arith::MulFOp::create(
+        b, loc(), vector::ExtractOp::create(b, loc(), s, ArrayRef<int64_t>{i}),
+        scale, arith::FastMathFlags::contract);
+    FailureOr<Value> modded = emitModRegion(
+        scoreMod, body,
+        {scaled, batch, row.queryHead, row.query,
+         row.key(b, loc(), firstKey, columnOf(i))},
+        scoreMod.getExtras());
+    if (failed(modded))
+      return failure();
+    elements.push_back(*modded);
+  }
+  mapping.map(scoreMod.getResult(),
               vector::FromElementsOp::create(b, loc(), type, elements));
   return success();
 }
