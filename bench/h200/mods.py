@@ -1,0 +1,188 @@
+#!/usr/bin/env python3
+"""Kernels with score_mod / mask_mod regions on the GPU, judged here.
+
+The GPU machine has no fa4-sim and torch cannot run a region, so the check
+is split: on the GPU, `run` launches each kernel of a directory (compiled
+here from examples/*.mlir) on inputs it draws, and writes the inputs and the
+O it got as fa4-sim reads them (float32, row-major in each argument's
+declared shape, `argN.bin` for the entry function's argument N); here,
+`judge` runs fa4-sim on the entry IR with those inputs and that O
+(`--inputs DIR --expect DIR/o.bin`): the kernel's O against fa4-sim's
+level-A run of the same regions and both against the float64 reference.
+
+  scripts: for f in alibi document ...; do
+             fa4c examples/$f.mlir --target sm_90a -o dist-mods/$f.cubin; done
+           cp build/lib/libfa4rt.so dist-mods/
+  GPU:     python3 bench/h200/mods.py run dist-mods --out OUT
+  here:    python3 bench/h200/mods.py judge OUT --fa4-sim build/bin/fa4-sim
+
+Each launch runs in a child process with a timeout (a hang is a failed case,
+not a lost session). The draws follow fa4-sim's: Q, K, V standard normal,
+float extras uniform in [-1, 1), integer extras non-decreasing runs along
+the last dimension (a few documents per sequence); an extra's dynamic
+dimension takes the largest of batch, seq_q, seq_k and q_heads.
+"""
+
+import argparse
+import glob
+import json
+import os
+import subprocess
+import sys
+import time
+
+SHAPES = ["1x333x517", "2x129x1100", "1x700x700"]
+DTYPES = {"fp16": "float16", "bf16": "bfloat16"}
+
+
+def parse_shape(text):
+    batch, seq_q, seq_k = (int(x) for x in text.split("x"))
+    return batch, seq_q, seq_k
+
+
+def case(manifest_path, library, shape, out_dir, seed):
+    """One launch (in a child process): draw, launch, write the files."""
+    import torch
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from common import load_capi
+
+    capi = load_capi()
+    kernel = capi.load_kernel(manifest_path, library=library)
+    attention = kernel.manifest["attention"]
+    batch, seq_q, seq_k = parse_shape(shape)
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    generator = torch.Generator(device="cpu").manual_seed(seed)
+    dtype = getattr(torch, DTYPES[attention["dtype"]])
+    hq, hkv = attention["q_heads"], attention["kv_heads"]
+    d, dv = attention["head_dim"], attention["v_head_dim"]
+
+    def normal(*shape):
+        return torch.randn(*shape, generator=generator).to(dtype)
+
+    q, k, v = normal(batch, seq_q, hq, d), normal(batch, seq_k, hkv, d), \
+        normal(batch, seq_k, hkv, dv)
+    dynamic = max(batch, seq_q, seq_k, hq)
+    extras = []
+    for extra in kernel.manifest.get("extras", []):
+        sizes = [dynamic if s < 0 else s for s in extra["shape"]]
+        if extra["dtype"] in ("i32", "i64"):
+            steps = (torch.rand(*sizes, generator=generator) < 0.01).to(torch.int64)
+            values = torch.cumsum(steps, dim=-1)
+            extras.append(values.to(torch.int32 if extra["dtype"] == "i32"
+                                    else torch.int64))
+        else:
+            extras.append((torch.rand(*sizes, generator=generator) * 2 - 1)
+                          .to(getattr(torch, {"f32": "float32", "f16": "float16",
+                                              "bf16": "bfloat16"}[extra["dtype"]])))
+    o = torch.empty(batch, seq_q, hq, dv, dtype=dtype, device=device)
+    lse = (torch.empty(batch, hq, seq_q, dtype=torch.float32, device=device)
+           if attention.get("lse") else None)
+    kernel(q.to(device), k.to(device), v.to(device), o, lse,
+           extras=[e.to(device) for e in extras])
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+    os.makedirs(out_dir, exist_ok=True)
+    # The entry's arguments: Q, K, V, O, (the LSE), the extras.
+    first_extra = 5 if lse is not None else 4
+    files = {0: q, 1: k, 2: v}
+    for i, e in enumerate(extras):
+        files[first_extra + i] = e
+    for n, tensor in files.items():
+        tensor.to(torch.float32).contiguous().numpy().tofile(
+            os.path.join(out_dir, f"arg{n}.bin"))
+    o.to(torch.float32).cpu().contiguous().numpy().tofile(
+        os.path.join(out_dir, "o.bin"))
+    finite = bool(torch.isfinite(o.float()).all())
+    return {"finite": finite}
+
+
+def run(args):
+    results = []
+    manifests = sorted(glob.glob(os.path.join(args.kernels, "*.cubin.json")))
+    library = os.path.join(args.kernels, "libfa4rt.so")
+    started = time.time()
+    for manifest in manifests:
+        name = os.path.basename(manifest)[:-len(".cubin.json")]
+        for shape in args.shapes.split(","):
+            out_dir = os.path.join(args.out, name, shape)
+            command = [sys.executable, os.path.abspath(__file__), "case",
+                       manifest, library, shape, out_dir, str(args.seed)]
+            result = {"kernel": name, "shape": shape}
+            try:
+                done = subprocess.run(command, capture_output=True, text=True,
+                                      timeout=args.timeout)
+                result["launched"] = done.returncode == 0
+                if done.returncode == 0:
+                    result.update(json.loads(done.stdout.strip().splitlines()[-1]))
+                else:
+                    result["error"] = (done.stderr or done.stdout)[-800:]
+            except subprocess.TimeoutExpired:
+                result.update(launched=False, timed_out=True)
+            print(json.dumps(result), flush=True)
+            results.append(result)
+    with open(os.path.join(args.out, "run.json"), "w") as f:
+        json.dump({"date": time.strftime("%Y-%m-%d %H:%M:%S"),
+                   "seconds": round(time.time() - started, 1),
+                   "results": results}, f, indent=1)
+    return 0 if all(r.get("launched") for r in results) else 1
+
+
+def judge(args):
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    verdicts = []
+    for name in sorted(os.listdir(args.out)):
+        entry = os.path.join(root, "examples", name + ".mlir")
+        if not os.path.isdir(os.path.join(args.out, name)):
+            continue
+        for shape in sorted(os.listdir(os.path.join(args.out, name))):
+            directory = os.path.join(args.out, name, shape)
+            verdict = {"kernel": name, "shape": shape}
+            if not os.path.exists(os.path.join(directory, "o.bin")):
+                verdict.update(ok=False, why="no O from the GPU")
+            else:
+                batch, seq_q, seq_k = parse_shape(shape)
+                done = subprocess.run(
+                    [args.fa4_sim, entry, "--inputs", directory, "--expect",
+                     os.path.join(directory, "o.bin"), "--batch", str(batch),
+                     "--seq-q", str(seq_q), "--seq-k", str(seq_k)],
+                    capture_output=True, text=True)
+                try:
+                    report = json.loads(done.stdout)
+                    verdict.update(ok=bool(report.get("ok")),
+                                   expect_max_abs_err=report.get("expect_max_abs_err"),
+                                   max_abs_err=report.get("max_abs_err"))
+                except json.JSONDecodeError:
+                    verdict.update(ok=False, why=(done.stderr or done.stdout)[-400:])
+            print(json.dumps(verdict), flush=True)
+            verdicts.append(verdict)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(verdicts, f, indent=1)
+    passed = sum(v["ok"] for v in verdicts)
+    print(f"{passed} of {len(verdicts)} within tolerance")
+    return 0 if verdicts and passed == len(verdicts) else 1
+
+
+def main():
+    if len(sys.argv) > 1 and sys.argv[1] == "case":
+        print(json.dumps(case(*sys.argv[2:6], int(sys.argv[6]))))
+        return 0
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("run", help="on the GPU: launch every kernel of a directory")
+    p.add_argument("kernels")
+    p.add_argument("--out", required=True)
+    p.add_argument("--shapes", default=",".join(SHAPES))
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--timeout", type=float, default=60.0)
+    p = sub.add_parser("judge", help="here: fa4-sim on what the GPU wrote")
+    p.add_argument("out")
+    p.add_argument("--fa4-sim", default="build/bin/fa4-sim")
+    p.add_argument("--json", default="")
+    args = parser.parse_args()
+    return run(args) if args.command == "run" else judge(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
