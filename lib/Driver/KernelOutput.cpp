@@ -479,6 +479,8 @@ mlir::fa4::backwardManifest(ModuleOp module, StringRef chip,
     m.dtype = dtype.str();
   m.gqaPacking = integer("gqa_packing");
   m.stepRows = integer("step_rows");
+  m.scoreMod = launch.get("score_mod") != nullptr;
+  m.maskMod = launch.get("mask_mod") != nullptr;
   m.smCount = integer("sm_count");
   std::string name = kernel.getName().str();
   m.kernels[0].name = name + "_prepare";

@@ -72,6 +72,10 @@ parseBackwardManifest(const std::string &json) {
   m.kvHeads = attention.integer("kv_heads");
   m.dtype = attention.string("dtype");
   m.deterministic = attention.boolean("deterministic");
+  if (const llvm::json::Value *flag = attention.optional("score_mod"))
+    m.scoreMod = flag->getAsBoolean().value_or(false);
+  if (const llvm::json::Value *flag = attention.optional("mask_mod"))
+    m.maskMod = flag->getAsBoolean().value_or(false);
   m.gqaPacking = attention.integer("gqa_packing");
   m.stepRows = attention.integer("step_rows");
   if (attention.ok()) {
@@ -172,6 +176,10 @@ std::string writeBackwardManifest(const BackwardManifest &m) {
       json.attribute("kv_heads", m.kvHeads);
       json.attribute("dtype", m.dtype);
       json.attribute("deterministic", m.deterministic);
+      if (m.scoreMod)
+        json.attribute("score_mod", true);
+      if (m.maskMod)
+        json.attribute("mask_mod", true);
       json.attribute("gqa_packing", m.gqaPacking);
       json.attribute("step_rows", m.stepRows);
     });

@@ -437,6 +437,12 @@ std::string backwardContract(const BackwardManifest &m) {
   w.field("attention.kv_heads", m.kvHeads);
   w.field("attention.dtype", m.dtype);
   w.flag("attention.deterministic", m.deterministic);
+  // (Only when set: the contracts of kernels without regions stay as they
+  // were.)
+  if (m.scoreMod)
+    w.flag("attention.score_mod", true);
+  if (m.maskMod)
+    w.flag("attention.mask_mod", true);
   w.field("attention.gqa_packing", m.gqaPacking);
   static const char *keys[3] = {"prepare", "main", "finish"};
   for (int k = 0; k < 3; ++k) {

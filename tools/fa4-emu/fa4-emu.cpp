@@ -671,7 +671,8 @@ static llvm::Error checkProblemSize(const sim::Problem &p) {
 /// Q, K, V and dO, O and the LSE from the float64 forward (what fa4-sim's
 /// backward runs draw), judged by FlashAttention's rule against the
 /// float64 gradients.
-static int emulateBackward(const std::string &manifestText) {
+static int emulateBackward(const std::string &manifestText,
+                           std::unique_ptr<MemoryBuffer> entryBuffer) {
   llvm::Expected<runtime::BackwardManifest> parsed =
       runtime::parseBackwardManifest(manifestText);
   if (!parsed)
@@ -680,9 +681,11 @@ static int emulateBackward(const std::string &manifestText) {
   if (!emu::emulatesTarget(manifest.target))
     return fail("the manifest is for " + manifest.target + "; fa4-emu runs " +
                 target::emulatedChips() + " kernels");
-  if (!entryFile.empty())
-    return fail("--entry gives a forward's mod regions; the backward's "
-                "kernels run none");
+  if ((manifest.scoreMod || manifest.maskMod) && entryFile.empty())
+    return fail("the backward inlines a score_mod or mask_mod region: pass "
+                "--entry with the IR it was compiled from (its "
+                "fa4.attention_backward), so the reference can run the "
+                "regions");
   if (smCount > 0)
     manifest.smCount = smCount;
   std::string ptxPath = ptxFile;
@@ -760,6 +763,45 @@ static int emulateBackward(const std::string &manifestText) {
   if (distribution == sim::InputDistribution::NonFinite)
     return fail("--dist nonfinite has no reference gradients; the backward "
                 "runs on finite inputs");
+  // The regions, from the entry's fa4.attention_backward (its function the
+  // main kernel's name): the reference's forward and gradients run them.
+  mlir::MLIRContext context;
+  context.disableMultithreading();
+  mlir::OwningOpRef<mlir::ModuleOp> entryModule;
+  std::unique_ptr<sim::Mods> mods;
+  if (!entryFile.empty()) {
+    llvm::Expected<mlir::OwningOpRef<mlir::ModuleOp>> parsed =
+        parseEntry(context, std::move(entryBuffer));
+    if (!parsed)
+      return fail(parsed.takeError());
+    entryModule = std::move(*parsed);
+    mlir::func::FuncOp entry;
+    (*entryModule)->walk([&](mlir::func::FuncOp func) {
+      if (!entry && func.getName() == manifest.kernels[1].name)
+        entry = func;
+    });
+    bool differentiates = false;
+    if (entry)
+      entry.walk([&](mlir::Operation *op) {
+        differentiates |=
+            op->getName().getStringRef() == "fa4.attention_backward";
+      });
+    if (!differentiates)
+      return fail(entryFile + " has no function @" + manifest.kernels[1].name +
+                  " holding an fa4.attention_backward (--entry takes the IR "
+                  "the backward was compiled from)");
+    llvm::Expected<std::unique_ptr<sim::Mods>> found =
+        sim::Mods::fromFunction(entry);
+    if (!found)
+      return fail(prefixError(entryFile + ": ", found.takeError()));
+    mods = std::move(*found);
+    if (!mods->buffers().empty())
+      return fail(entryFile + ": its regions read extras, which the "
+                  "backward's kernels do not take");
+    if (llvm::Error refused = mods->fillExtras(problem, seed))
+      return fail(prefixError(entryFile + ": ", std::move(refused)));
+    mods->attach(problem);
+  }
 
   // Q, K, V as the forward's runs draw them; dO standard normal from its
   // own stream of the seed; O (rounded) and the LSE from the float64
@@ -785,6 +827,8 @@ static int emulateBackward(const std::string &manifestText) {
   sim::BackwardReference reference;
   sim::computeBackwardReference(problem, bf16, q, k, v, out, dout, lse,
                                 reference);
+  if (mods && !mods->error().empty())
+    return fail("the reference's mod region: " + mods->error());
 
   emu::Device device;
   auto upload16 = [&](const std::vector<float> &values) {
@@ -913,7 +957,7 @@ static int emulate(std::unique_ptr<MemoryBuffer> entryBuffer) {
     if (!text)
       return fail(text.takeError());
     if (runtime::isBackwardManifest(*text))
-      return emulateBackward(*text);
+      return emulateBackward(*text, std::move(entryBuffer));
   }
   llvm::Expected<LoadedKernel> kernel = loadKernel();
   if (!kernel)

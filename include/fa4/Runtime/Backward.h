@@ -34,6 +34,10 @@ struct BackwardManifest {
   int64_t headDim = 0, qHeads = 0, kvHeads = 0;
   std::string dtype;
   bool deterministic = false;
+  /// Whether the main kernel inlines a score_mod (its derivative too) or a
+  /// mask_mod region: fa4-emu then needs the entry IR to build its
+  /// reference. Written only when true.
+  bool scoreMod = false, maskMod = false;
   /// Query heads packed in a main-kernel step's rows (the GQA packing).
   int64_t gqaPacking = 1;
   /// Packed query rows per main-kernel step, the rows of its Q and dO

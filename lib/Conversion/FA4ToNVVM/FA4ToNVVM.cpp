@@ -717,9 +717,9 @@ LogicalResult FA4ToNVVMPass::convertBackward(func::FuncOp func,
     return failure();
   if (!spec.getExtras().empty())
     return func.emitError() << "the backward reads extras (a score_mod or "
-                               "mask_mod region's); mod regions are not "
-                               "lowered in the backward yet (fa4-sim runs "
-                               "them)";
+                               "mask_mod region's memrefs): the backward's "
+                               "kernels lower regions that read none, not "
+                               "extras yet (fa4-sim runs them)";
   WarpSpecializeOp specialize;
   func.walk([&](WarpSpecializeOp op) { specialize = op; });
   KernelState kernel;
@@ -823,7 +823,22 @@ LogicalResult FA4ToNVVMPass::convertBackward(func::FuncOp func,
         b.getNamedAttr("dynamic_smem_bytes",
                        b.getI64IntegerAttr(kernel.smemBytes)),
         b.getNamedAttr("roles", b.getArrayAttr(roles))};
-    mainFunc->setAttr(kBackwardLaunchAttrName, b.getDictionaryAttr(fields));
+    SmallVector<NamedAttribute> all(std::begin(fields), std::end(fields));
+    // The regions the main kernel inlines (the manifest says so, and
+    // fa4-emu then asks for the entry IR).
+    bool scoreMod = false, maskMod = false;
+    func.walk([&](Operation *op) {
+      scoreMod |= isa<ScoreModOp, ScoreModGradOp>(op);
+      if (auto mask = dyn_cast<MaskOp>(op))
+        maskMod |= !mask.getMaskMod().empty();
+      if (auto range = dyn_cast<QBlockRangeOp>(op))
+        maskMod |= !range.getMaskMod().empty();
+    });
+    if (scoreMod)
+      all.push_back(b.getNamedAttr("score_mod", b.getUnitAttr()));
+    if (maskMod)
+      all.push_back(b.getNamedAttr("mask_mod", b.getUnitAttr()));
+    mainFunc->setAttr(kBackwardLaunchAttrName, b.getDictionaryAttr(all));
   }
 
   auto dims = [&](BackwardArgument role) {

@@ -531,6 +531,21 @@ private:
   LogicalResult lowerBackward(Operation *op);
   LogicalResult lowerColumnLoad(LoadRowTileOp load);
   LogicalResult lowerTransposedMask(MaskOp mask);
+  LogicalResult lowerTransposedScoreMod(ScoreModOp scoreMod);
+  LogicalResult lowerTransposedScoreModGrad(ScoreModGradOp grad);
+  /// A mod region's leading index arguments (batch, query head, query, key)
+  /// for each element of a transposed tile (rows keys from `col`, columns
+  /// packed rows from `row`), positions clamped where the region's loads
+  /// read by them; `inside`: the element lies within both sequences.
+  struct TransposedIndices {
+    SmallVector<Value, 4> leading;
+    Value inside;
+  };
+  SmallVector<TransposedIndices>
+  transposedIndices(Region &region, unsigned queryArgument, Value batch,
+                    Value head, Value row, Value col, int64_t gqaRatio,
+                    Value seqQ, Value seqK, int64_t tileColumns,
+                    int64_t elements);
   LogicalResult lowerTransposedProbs(ProbsFromLseOp probs);
   LogicalResult lowerTransposedSoftmaxGrad(SoftmaxGradOp grad);
   LogicalResult lowerFragmentSoftcapGrad(SoftcapGradOp grad);

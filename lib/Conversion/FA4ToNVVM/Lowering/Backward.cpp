@@ -48,6 +48,7 @@ LogicalResult Lowering::lowerBackward(Operation *op) {
       .Case([&](ProbsFromLseOp probs) { return lowerTransposedProbs(probs); })
       .Case([&](SoftmaxGradOp grad) { return lowerTransposedSoftmaxGrad(grad); })
       .Case([&](SoftcapGradOp grad) { return lowerFragmentSoftcapGrad(grad); })
+      .Case([&](ScoreModGradOp grad) { return lowerTransposedScoreModGrad(grad); })
       .Case([&](ConvertTileOp convert) { return lowerFragmentConvert(convert); })
       .Case([&](AccumulateDqOp accumulate) {
         return lowerAccumulateDq(accumulate);
@@ -124,11 +125,116 @@ LogicalResult Lowering::lowerColumnLoad(LoadRowTileOp load) {
   return success();
 }
 
+SmallVector<Lowering::TransposedIndices>
+Lowering::transposedIndices(Region &region, unsigned queryArgument,
+                            Value batch, Value head, Value row, Value col,
+                            int64_t gqaRatio, Value seqQ, Value seqK,
+                            int64_t tileColumns, int64_t elements) {
+  const FamilyLowering &family = *kernel.family;
+  SmallVector<Value, 2> keys;
+  for (Value threadRow : family.threadRows(*this))
+    keys.push_back(arith::AddIOp::create(b, loc(), col, threadRow));
+  SmallVector<RowPositions> columns;
+  SmallVector<Value> queries;
+  for (Value column : family.threadColumns(*this, tileColumns)) {
+    Value packed = arith::AddIOp::create(b, loc(), row, column);
+    columns.push_back(emitRowPositions(region, queryArgument, packed, head,
+                                       gqaRatio, seqQ, seqK));
+    queries.push_back(
+        arith::DivUIOp::create(b, loc(), packed, index(gqaRatio)));
+  }
+  SmallVector<TransposedIndices> result;
+  for (int64_t i = 0; i < elements; ++i) {
+    const RowPositions &query = columns[family.columnSlot(i)];
+    Value key = keys[family.rowSlot(i)];
+    TransposedIndices indices;
+    indices.leading = {batch, query.queryHead, query.query,
+                       query.lastKey ? arith::MinSIOp::create(
+                                           b, loc(), key, query.lastKey)
+                                           .getResult()
+                                     : key};
+    indices.inside = arith::AndIOp::create(
+        b, loc(),
+        arith::CmpIOp::create(b, loc(), arith::CmpIPredicate::slt,
+                              queries[family.columnSlot(i)], seqQ),
+        arith::CmpIOp::create(b, loc(), arith::CmpIPredicate::slt, key, seqK));
+    result.push_back(std::move(indices));
+  }
+  return result;
+}
+
+LogicalResult Lowering::lowerTransposedScoreMod(ScoreModOp scoreMod) {
+  SmallVector<Value> s = elementsOf(b, loc(), lookup(scoreMod.getScores()));
+  int64_t tileColumns =
+      cast<RankedTensorType>(scoreMod.getResult().getType()).getDimSize(1);
+  SmallVector<TransposedIndices> indices = transposedIndices(
+      scoreMod.getBody(), /*queryArgument=*/3, lookup(scoreMod.getBatch()),
+      lookup(scoreMod.getHead()), lookup(scoreMod.getRow()),
+      lookup(scoreMod.getCol()), scoreMod.getGqaRatio(),
+      lookup(scoreMod.getSeqQ()), lookup(scoreMod.getSeqK()), tileColumns,
+      static_cast<int64_t>(s.size()));
+  Value scale = f32(scoreMod.getScale().convertToFloat());
+  if (Value factor = scoreMod.getFactor())
+    scale = arith::MulFOp::create(b, loc(), scale, lookup(factor));
+  // Outside the sequences a score is only scaled (the op's rule): a query
+  // row past seq_q enters the MMAs with an LSE of 0 and dO of 0, so its P
+  // must stay what an unmodified score gives — a region's value there (a
+  // bias growing with the position) could overflow P's 16 bits and make
+  // 0 · inf of the padding.
+  for (auto [i, element] : llvm::enumerate(s)) {
+    Value scaled = arith::MulFOp::create(b, loc(), element, scale,
+                                         arith::FastMathFlags::contract);
+    SmallVector<Value, 5> leading{scaled};
+    leading.append(indices[i].leading.begin(), indices[i].leading.end());
+    FailureOr<Value> modded = emitModRegion(scoreMod, scoreMod.getBody(),
+                                            leading, scoreMod.getExtras());
+    if (failed(modded))
+      return failure();
+    element = arith::SelectOp::create(b, loc(), indices[i].inside, *modded,
+                                      scaled);
+  }
+  mapping.map(scoreMod.getResult(), vectorOf(b, loc(), s));
+  return success();
+}
+
+/// dS · f'(s · scale), with f' the region fa4-tile derived from the
+/// score_mod: 0 outside the sequences and wherever dS is 0 (a masked
+/// score), whatever f' gives there (an infinite slope times a zero
+/// gradient is not a NaN here).
+LogicalResult Lowering::lowerTransposedScoreModGrad(ScoreModGradOp grad) {
+  if (!grad.getTransposed())
+    return grad.emitOpError() << "is lowered on transposed tiles only";
+  SmallVector<Value> g = elementsOf(b, loc(), lookup(grad.getGrad()));
+  SmallVector<Value> s = elementsOf(b, loc(), lookup(grad.getScores()));
+  int64_t tileColumns =
+      cast<RankedTensorType>(grad.getResult().getType()).getDimSize(1);
+  SmallVector<TransposedIndices> indices = transposedIndices(
+      grad.getBody(), /*queryArgument=*/3, lookup(grad.getBatch()),
+      lookup(grad.getHead()), lookup(grad.getRow()), lookup(grad.getCol()),
+      grad.getGqaRatio(), lookup(grad.getSeqQ()), lookup(grad.getSeqK()),
+      tileColumns, static_cast<int64_t>(g.size()));
+  Value scale = f32(grad.getScale().convertToFloat());
+  for (auto [i, element] : llvm::enumerate(g)) {
+    SmallVector<Value, 5> leading{arith::MulFOp::create(
+        b, loc(), s[i], scale, arith::FastMathFlags::contract)};
+    leading.append(indices[i].leading.begin(), indices[i].leading.end());
+    FailureOr<Value> slope =
+        emitModRegion(grad, grad.getBody(), leading, grad.getExtras());
+    if (failed(slope))
+      return failure();
+    Value keep = arith::AndIOp::create(
+        b, loc(), indices[i].inside,
+        arith::CmpFOp::create(b, loc(), arith::CmpFPredicate::UNE, element,
+                              f32(0.0f)));
+    element = arith::SelectOp::create(
+        b, loc(), keep, arith::MulFOp::create(b, loc(), element, *slope),
+        f32(0.0f));
+  }
+  mapping.map(grad.getResult(), vectorOf(b, loc(), g));
+  return success();
+}
+
 LogicalResult Lowering::lowerTransposedMask(MaskOp mask) {
-  if (!mask.getMaskMod().empty())
-    return mask.emitOpError()
-           << "mask_mod regions are not lowered in the backward yet (fa4-sim "
-              "runs them at level C)";
   MaskModBounds bounds = maskBounds(mask.getMask(), mask.getWindowLeft(),
                                     mask.getWindowRight(), mask.getMaskMod());
   SmallVector<Value> s = elementsOf(b, loc(), lookup(mask.getScores()));
@@ -162,6 +268,22 @@ LogicalResult Lowering::lowerTransposedMask(MaskOp mask) {
                               high[k]));
     element = arith::SelectOp::create(b, loc(), visible, element,
                                       f32(kMinusInf));
+  }
+  // The part of a mask_mod the bounds do not capture, per score, on
+  // positions clamped into the sequences (as the forward's softmax runs it).
+  if (!bounds.exact) {
+    SmallVector<TransposedIndices> indices = transposedIndices(
+        mask.getMaskMod(), /*queryArgument=*/2, lookup(mask.getBatch()),
+        lookup(mask.getHead()), lookup(mask.getRow()), lookup(mask.getCol()),
+        ratio, seqQ, seqK, tileColumns, static_cast<int64_t>(s.size()));
+    for (auto [i, element] : llvm::enumerate(s)) {
+      FailureOr<Value> visible = emitModRegion(
+          mask, mask.getMaskMod(), indices[i].leading, mask.getExtras());
+      if (failed(visible))
+        return failure();
+      element = arith::SelectOp::create(b, loc(), *visible, element,
+                                        f32(kMinusInf));
+    }
   }
   mapping.map(mask.getResult(), vectorOf(b, loc(), s));
   return success();

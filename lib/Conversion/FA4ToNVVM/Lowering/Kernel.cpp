@@ -589,16 +589,10 @@ LogicalResult Lowering::lowerOp(Operation *op) {
       .Case<LoadRowTileOp, ProbsFromLseOp, SoftmaxGradOp, SoftcapGradOp,
             ConvertTileOp, AccumulateDqOp, StoreKvTileOp>(
           [&](Operation *backward) { return lowerBackward(backward); })
-      .Case([&](ScoreModGradOp grad) -> LogicalResult {
-        return grad.emitOpError() << "score_mod regions are not lowered in "
-                                     "the backward yet (fa4-sim runs them at "
-                                     "level C)";
-      })
+      .Case([&](ScoreModGradOp grad) { return lowerBackward(grad); })
       .Case([&](ScoreModOp scoreMod) -> LogicalResult {
-        if (scoreMod->hasAttr("transposed"))
-          return scoreMod.emitOpError()
-                 << "score_mod regions are not lowered in the backward yet "
-                    "(fa4-sim runs them at level C)";
+        if (scoreMod.getTransposed())
+          return lowerTransposedScoreMod(scoreMod);
         return lowerRowMath(scoreMod);
       })
       .Case([&](MaskOp mask) -> LogicalResult {
@@ -1197,10 +1191,8 @@ LogicalResult Lowering::lowerKvBlockRange(KvBlockRangeOp range) {
 }
 
 LogicalResult Lowering::lowerQBlockRange(QBlockRangeOp range) {
-  if (!range.getMaskMod().empty())
-    return range.emitOpError()
-           << "mask_mod regions are not lowered for the backward yet (fa4-sim "
-              "runs them)";
+  // A mask_mod weighs in by its bounds (emitKvBlockRange: a predicate that
+  // is not all affine leaves no block whole).
   MaskModBounds bounds = maskBounds(range.getMask(), range.getWindowLeft(),
                                     range.getWindowRight(), range.getMaskMod());
   Value seqQ = lookup(range.getSeqQ()), seqK = lookup(range.getSeqK());

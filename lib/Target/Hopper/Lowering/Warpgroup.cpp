@@ -331,10 +331,8 @@ LogicalResult Lowering::lowerWarpgroup(Operation *op) {
       .Case([&](WarpgroupWaitOp wait) { return lowerWarpgroupWait(wait); })
       .Case([&](SoftcapOp softcap) { return lowerElementwiseSoftcap(softcap); })
       .Case([&](ScoreModOp scoreMod) -> LogicalResult {
-        if (scoreMod->hasAttr("transposed"))
-          return scoreMod.emitOpError()
-                 << "score_mod regions are not lowered in the backward yet "
-                    "(fa4-sim runs them at level C)";
+        if (scoreMod.getTransposed())
+          return lowerTransposedScoreMod(scoreMod);
         return lowerFragmentScoreMod(scoreMod);
       })
       .Case([&](MaskOp mask) {
