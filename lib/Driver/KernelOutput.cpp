@@ -481,6 +481,11 @@ mlir::fa4::backwardManifest(ModuleOp module, StringRef chip,
   m.stepRows = integer("step_rows");
   m.scoreMod = launch.get("score_mod") != nullptr;
   m.maskMod = launch.get("mask_mod") != nullptr;
+  if (auto extras = launch.getAs<ArrayAttr>("extras"))
+    for (auto extra : extras.getAsRange<ExtraInfoAttr>())
+      m.extras.push_back({extra.getDtype().str(),
+                          std::vector<int64_t>(extra.getShape().begin(),
+                                               extra.getShape().end())});
   m.smCount = integer("sm_count");
   std::string name = kernel.getName().str();
   m.kernels[0].name = name + "_prepare";

@@ -112,6 +112,11 @@ parseBackwardManifest(const std::string &json) {
                      "\"softcap\"");
   }
 
+  if (error.empty())
+    readExtras(top, m.extras, error);
+  if (error.empty() && !m.extras.empty() && !m.scoreMod && !m.maskMod)
+    top.fail("has \"extras\" but no score_mod or mask_mod to read them");
+
   Fields kernels(top.child("kernels"), "\"kernels\"", error);
   for (int k = 0; k < 3; ++k) {
     Fields kernel(kernels.child(kKernelKeys[k]),
@@ -183,6 +188,19 @@ std::string writeBackwardManifest(const BackwardManifest &m) {
       json.attribute("gqa_packing", m.gqaPacking);
       json.attribute("step_rows", m.stepRows);
     });
+    if (!m.extras.empty())
+      json.attributeArray("extras", [&] {
+        for (size_t i = 0; i < m.extras.size(); ++i)
+          json.object([&] {
+            json.attribute("name", "extra" + std::to_string(i));
+            json.attribute("dtype", m.extras[i].dtype);
+            json.attributeArray("shape", [&] {
+              for (int64_t dim : m.extras[i].shape)
+                json.value(dim);
+            });
+            json.attribute("layout", "row-major");
+          });
+      });
     json.attributeObject("kernels", [&] {
       for (int k = 0; k < 3; ++k)
         json.attributeObject(kKernelKeys[k], [&] {
@@ -208,7 +226,22 @@ std::string writeBackwardManifest(const BackwardManifest &m) {
   return text;
 }
 
-std::vector<BackwardParameter> backwardParameters(int kernel) {
+static std::vector<BackwardParameter> backwardFixedParameters(int kernel);
+
+std::vector<BackwardParameter>
+backwardParameters(int kernel, const BackwardManifest &manifest) {
+  std::vector<BackwardParameter> params = backwardFixedParameters(kernel);
+  if (kernel == 1)
+    for (const Manifest::Extra &extra : manifest.extras) {
+      params.push_back({"extra", 8});
+      for (int64_t dim : extra.shape)
+        if (dim < 0)
+          params.push_back({"extra_dim", 4});
+    }
+  return params;
+}
+
+static std::vector<BackwardParameter> backwardFixedParameters(int kernel) {
   switch (kernel) {
   case 0:
     return {{"o", 8},           {"o_stride_batch", 8},    {"o_stride_seq", 8},
@@ -328,6 +361,24 @@ planBackwardLaunch(const BackwardManifest &m, const Shapes &shapes,
       return makeError(std::string(name) +
                        ": needs a non-null, 16-byte-aligned address");
 
+  // The extras: one buffer each, of the manifest's rank and static sizes.
+  if (buffers.extras.size() != m.extras.size())
+    return makeError("the backward's regions read " +
+                     std::to_string(m.extras.size()) + " extras; " +
+                     std::to_string(buffers.extras.size()) + " given");
+  for (size_t i = 0; i < m.extras.size(); ++i) {
+    const Buffers::Extra &given = buffers.extras[i];
+    const std::vector<int64_t> &declared = m.extras[i].shape;
+    bool fits = given.address != 0 && given.shape.size() == declared.size();
+    for (size_t d = 0; fits && d < declared.size(); ++d)
+      fits = given.shape[d] >= 1 && given.shape[d] < (int64_t(1) << 31) &&
+             (declared[d] < 0 || declared[d] == given.shape[d]);
+    if (!fits)
+      return makeError("extra" + std::to_string(i) +
+                       ": needs a non-null address and a shape of the "
+                       "manifest's rank and static sizes, each in [1, 2^31)");
+  }
+
   BackwardPlan plan;
   int64_t rows = shapes.batch * shapes.seqQ * m.qHeads;
   for (int k = 0; k < 3; ++k) {
@@ -413,10 +464,24 @@ planBackwardLaunch(const BackwardManifest &m, const Shapes &shapes,
   for (int k = 0; k < 3; ++k) {
     std::vector<std::vector<uint8_t>> &arguments = plan.kernels[k].arguments;
     int map = 0;
-    for (const BackwardParameter &p : backwardParameters(k)) {
+    // The extras' parameters, in order: each address, then its dynamic
+    // sizes.
+    size_t nextExtra = 0, current = 0, dim = 0;
+    for (const BackwardParameter &p : backwardParameters(k, m)) {
       std::vector<uint8_t> bytes;
       std::string name = p.name;
-      if (p.bytes == 128) {
+      if (name == "extra") {
+        current = nextExtra++;
+        dim = 0;
+        scalar(bytes, &buffers.extras[current].address, 8);
+      } else if (name == "extra_dim") {
+        const std::vector<int64_t> &declared = m.extras[current].shape;
+        while (dim < declared.size() && declared[dim] >= 0)
+          ++dim;
+        int32_t value =
+            static_cast<int32_t>(buffers.extras[current].shape[dim++]);
+        scalar(bytes, &value, 4);
+      } else if (p.bytes == 128) {
         bytes = std::move(*maps[map++]);
       } else if (p.bytes == 4) {
         int32_t value = static_cast<int32_t>(

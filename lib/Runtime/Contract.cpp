@@ -444,6 +444,14 @@ std::string backwardContract(const BackwardManifest &m) {
   if (m.maskMod)
     w.flag("attention.mask_mod", true);
   w.field("attention.gqa_packing", m.gqaPacking);
+  if (!m.extras.empty()) {
+    w.field("extras", static_cast<int64_t>(m.extras.size()));
+    for (size_t i = 0; i < m.extras.size(); ++i) {
+      std::string at = element("extras", i) + ".";
+      w.field(at, "dtype", m.extras[i].dtype);
+      w.list(at, "shape", m.extras[i].shape);
+    }
+  }
   static const char *keys[3] = {"prepare", "main", "finish"};
   for (int k = 0; k < 3; ++k) {
     const BackwardManifest::Kernel &kernel = m.kernels[k];

@@ -9,16 +9,26 @@
 #ifndef FA4_LIB_RUNTIME_FIELDS_H
 #define FA4_LIB_RUNTIME_FIELDS_H
 
+#include "fa4/Runtime/Launch.h"
+
 #include "llvm/Support/JSON.h"
 
 #include <cmath>
 #include <string>
+#include <vector>
 
 namespace mlir::fa4::runtime {
 
 /// A manifest's JSON, parsed once it is known to be of a bounded size and
 /// nesting (Launch.cpp); the error names what was wrong.
 llvm::Expected<llvm::json::Value> parseManifestJson(const std::string &json);
+
+class Fields;
+/// "extras" (optional) of a manifest's top level: each one's element type
+/// and shape (-1 where the launch gives the size), appended to `into`;
+/// false (with `error` set) when one is malformed.
+bool readExtras(Fields &top, std::vector<Manifest::Extra> &into,
+                std::string &error);
 
 /// Reads the fields of one JSON object, remembering the first missing or
 /// mistyped one.

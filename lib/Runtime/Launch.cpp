@@ -260,40 +260,6 @@ void readAttention(Fields &attention, Manifest &m, std::string &error) {
   }
 }
 
-/// "extras" (optional): each one's element type and shape.
-bool readExtras(Fields &top, Manifest &m, std::string &error) {
-  const llvm::json::Value *extras = top.optional("extras");
-  if (!extras)
-    return true;
-  const llvm::json::Array *list = extras->getAsArray();
-  if (!list) {
-    top.fail("has \"extras\" that is not an array");
-    return false;
-  }
-  for (size_t i = 0; i < list->size(); ++i) {
-    Fields f((*list)[i].getAsObject(), "extras[" + std::to_string(i) + "]",
-             error);
-    Manifest::Extra extra;
-    extra.dtype = f.string("dtype");
-    const llvm::json::Array *shape = f.array("shape");
-    if (!f.ok())
-      return false;
-    if (extraElementBytes(extra.dtype) == 0) {
-      f.fail("has an unknown dtype \"" + extra.dtype + "\"");
-      return false;
-    }
-    for (const llvm::json::Value &v : *shape) {
-      int64_t dim = v.getAsInteger().value_or(0);
-      if (dim == 0 || dim < -1 || dim >= (int64_t(1) << 31)) {
-        f.fail("has a dimension that is neither -1 nor in [1, 2^31)");
-        return false;
-      }
-      extra.shape.push_back(dim);
-    }
-    m.extras.push_back(std::move(extra));
-  }
-  return true;
-}
 
 /// The types: inputs of fp16, bf16 or e4m3, O of fp16 or bf16 (the inputs'
 /// own unless they are e4m3), and FP8's three descale tables — each an f32
@@ -640,7 +606,7 @@ bool readManifest(const llvm::json::Value &json, Manifest &m,
   readResources(top, m, error);
   Fields attention(top.child("attention"), "\"attention\"", error);
   readAttention(attention, m, error);
-  if (!error.empty() || !readExtras(top, m, error))
+  if (!error.empty() || !readExtras(top, m.extras, error))
     return false;
   checkVariant(top, attention, m);
   if (!readTensorMaps(top, m, error))
@@ -1331,6 +1297,42 @@ llvm::Expected<LaunchPlan> planLaunch(const Manifest &m, const Shapes &shapes,
     plan.arguments.push_back(std::move(bytes));
   }
   return std::move(plan);
+}
+
+/// "extras" (optional): each one's element type and shape.
+bool readExtras(Fields &top, std::vector<Manifest::Extra> &into,
+                std::string &error) {
+  const llvm::json::Value *extras = top.optional("extras");
+  if (!extras)
+    return true;
+  const llvm::json::Array *list = extras->getAsArray();
+  if (!list) {
+    top.fail("has \"extras\" that is not an array");
+    return false;
+  }
+  for (size_t i = 0; i < list->size(); ++i) {
+    Fields f((*list)[i].getAsObject(), "extras[" + std::to_string(i) + "]",
+             error);
+    Manifest::Extra extra;
+    extra.dtype = f.string("dtype");
+    const llvm::json::Array *shape = f.array("shape");
+    if (!f.ok())
+      return false;
+    if (extraElementBytes(extra.dtype) == 0) {
+      f.fail("has an unknown dtype \"" + extra.dtype + "\"");
+      return false;
+    }
+    for (const llvm::json::Value &v : *shape) {
+      int64_t dim = v.getAsInteger().value_or(0);
+      if (dim == 0 || dim < -1 || dim >= (int64_t(1) << 31)) {
+        f.fail("has a dimension that is neither -1 nor in [1, 2^31)");
+        return false;
+      }
+      extra.shape.push_back(dim);
+    }
+    into.push_back(std::move(extra));
+  }
+  return true;
 }
 
 } // namespace mlir::fa4::runtime

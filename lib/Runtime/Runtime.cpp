@@ -795,7 +795,7 @@ llvm::Error BackwardKernel::check() const {
   for (int k = 0; k < 3; ++k) {
     std::vector<emu::KernelParam> params =
         emu::kernelParams(**program, manifest.kernels[k].name);
-    std::vector<BackwardParameter> expected = backwardParameters(k);
+    std::vector<BackwardParameter> expected = backwardParameters(k, manifest);
     bool same = params.size() == expected.size();
     for (size_t i = 0; same && i < params.size(); ++i)
       same = params[i].bytes == expected[i].bytes;

@@ -733,7 +733,7 @@ static int emulateBackward(const std::string &manifestText,
     std::vector<emu::KernelParam> params =
         emu::kernelParams(**program, manifest.kernels[k].name);
     std::vector<runtime::BackwardParameter> expected =
-        runtime::backwardParameters(k);
+        runtime::backwardParameters(k, manifest);
     bool same = params.size() == expected.size();
     for (size_t i = 0; same && i < params.size(); ++i)
       same = params[i].bytes == expected[i].bytes;
@@ -795,11 +795,13 @@ static int emulateBackward(const std::string &manifestText,
     if (!found)
       return fail(prefixError(entryFile + ": ", found.takeError()));
     mods = std::move(*found);
-    if (!mods->buffers().empty())
-      return fail(entryFile + ": its regions read extras, which the "
-                  "backward's kernels do not take");
     if (llvm::Error refused = mods->fillExtras(problem, seed))
       return fail(prefixError(entryFile + ": ", std::move(refused)));
+    if (mods->buffers().size() != manifest.extras.size())
+      return fail(entryFile + ": @" + manifest.kernels[1].name + " has " +
+                  std::to_string(mods->buffers().size()) +
+                  " extras, the manifest " +
+                  std::to_string(manifest.extras.size()));
     mods->attach(problem);
   }
 
@@ -854,6 +856,16 @@ static int emulateBackward(const std::string &manifestText,
   buffers.dv = device.allocate(v.size() * 2);
   buffers.delta = device.allocate(lse.size() * 4);
   buffers.dqAccum = device.allocate(q.size() * 4);
+  if (mods)
+    for (const sim::ModBuffer &extra : mods->buffers()) {
+      size_t bytes = runtime::extraElementBytes(extra.dtype);
+      if (!bytes)
+        return fail("an extra of element type " + extra.dtype +
+                    " has no device layout");
+      buffers.extras.push_back(
+          {uploadExtra(device, extra, bytes),
+           std::vector<int64_t>(extra.shape.begin(), extra.shape.end())});
+    }
   llvm::Expected<runtime::BackwardPlan> plan = runtime::planBackwardLaunch(
       manifest, shapes, buffers, emu::encodeTensorMap);
   if (!plan)

@@ -38,6 +38,9 @@ struct BackwardManifest {
   /// mask_mod region: fa4-emu then needs the entry IR to build its
   /// reference. Written only when true.
   bool scoreMod = false, maskMod = false;
+  /// The memrefs those regions read (Manifest's "extras"): the main kernel
+  /// takes each one's address and dynamic sizes after seq_k.
+  std::vector<Manifest::Extra> extras;
   /// Query heads packed in a main-kernel step's rows (the GQA packing).
   int64_t gqaPacking = 1;
   /// Packed query rows per main-kernel step, the rows of its Q and dO
@@ -67,12 +70,14 @@ llvm::Expected<BackwardManifest> parseBackwardManifest(const std::string &json);
 std::string writeBackwardManifest(const BackwardManifest &manifest);
 
 /// The kernels' parameters, by the conventions FA4ToNVVM lowers them with:
-/// name and size in bytes, in order.
+/// name and size in bytes, in order; the main kernel's end with each
+/// extra's address ("extra") and dynamic sizes ("extra_dim").
 struct BackwardParameter {
   const char *name;
   uint32_t bytes;
 };
-std::vector<BackwardParameter> backwardParameters(int kernel);
+std::vector<BackwardParameter>
+backwardParameters(int kernel, const BackwardManifest &manifest);
 
 /// Device addresses of the backward's tensors and their strides in
 /// elements ([batch, seq, heads, head_dim]; empty: dense). Q, O, dO, dQ
@@ -84,6 +89,8 @@ struct BackwardBuffers {
            dv = 0, delta = 0, dqAccum = 0;
   std::vector<int64_t> qStrides, kStrides, vStrides, oStrides, doutStrides,
       dqStrides, dkStrides, dvStrides;
+  /// The extras, in the manifest's order: address and shape (row-major).
+  std::vector<Buffers::Extra> extras;
 };
 
 /// The three launches, in order.

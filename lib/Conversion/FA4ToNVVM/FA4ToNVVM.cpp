@@ -238,9 +238,9 @@ static FailureOr<target::Family> scheduleFamily(func::FuncOp func,
 /// The memrefs the mod regions read (fa4.spec's extras): row-major memrefs
 /// of integers or floats.
 static FailureOr<SmallVector<Value>> modExtras(func::FuncOp func,
-                                               KernelSpecAttr spec) {
+                                               ArrayRef<int64_t> positions) {
   SmallVector<Value> extras;
-  for (int64_t position : spec.getExtras()) {
+  for (int64_t position : positions) {
     Value extra = func.getArgument(position);
     auto type = cast<MemRefType>(extra.getType());
     if (!isa<IntegerType, FloatType>(type.getElementType()) ||
@@ -614,7 +614,7 @@ LogicalResult FA4ToNVVMPass::convert(func::FuncOp func,
     LLVM::GlobalOp::create(b, loc, LLVM::LLVMArrayType::get(b.getI8Type(), 0),
                              false, LLVM::Linkage::External, "fa4_smem",
                              Attribute(), 1024, 3);
-  FailureOr<SmallVector<Value>> extras = modExtras(func, spec);
+  FailureOr<SmallVector<Value>> extras = modExtras(func, spec.getExtras());
   if (failed(extras))
     return failure();
   auto kernelFunc = createKernelFunction(b, func, hasLse, *extras,
@@ -715,11 +715,9 @@ LogicalResult FA4ToNVVMPass::convertBackward(func::FuncOp func,
   FailureOr<target::Family> family = scheduleFamily(func, *chipInfo);
   if (failed(family))
     return failure();
-  if (!spec.getExtras().empty())
-    return func.emitError() << "the backward reads extras (a score_mod or "
-                               "mask_mod region's memrefs): the backward's "
-                               "kernels lower regions that read none, not "
-                               "extras yet (fa4-sim runs them)";
+  FailureOr<SmallVector<Value>> extras = modExtras(func, spec.getExtras());
+  if (failed(extras))
+    return failure();
   WarpSpecializeOp specialize;
   func.walk([&](WarpSpecializeOp op) { specialize = op; });
   KernelState kernel;
@@ -744,7 +742,8 @@ LogicalResult FA4ToNVVMPass::convertBackward(func::FuncOp func,
   // The main kernel: tensor maps of Q, K, V, dO and the dQ accumulator
   // (f32, for TMA reductions); the LSE, delta and the dQ accumulator
   // (dense); dK and dV with their strides in elements (batch, sequence,
-  // head); batch, seq_q, seq_k.
+  // head); batch, seq_q, seq_k; then per extra its pointer and its dynamic
+  // sizes (the forward's convention).
   SmallVector<Type> params(5, ptr);
   params.append(3, globalPtr);
   for (int i = 0; i < 2; ++i) {
@@ -752,6 +751,10 @@ LogicalResult FA4ToNVVMPass::convertBackward(func::FuncOp func,
     params.append(3, i64);
   }
   params.append(3, i32);
+  for (Value extra : *extras) {
+    params.push_back(globalPtr);
+    params.append(cast<MemRefType>(extra.getType()).getNumDynamicDims(), i32);
+  }
   auto mainFunc = createWarpSpecializedKernel(
       b, loc, func.getName(), params, specialize.getNumThreads(), /*maps=*/5);
   {
@@ -776,6 +779,18 @@ LogicalResult FA4ToNVVMPass::convertBackward(func::FuncOp func,
     kernel.batch = entry->getArgument(next++);
     kernel.seqQ = entry->getArgument(next++);
     kernel.seqK = entry->getArgument(next++);
+    for (Value extra : *extras) {
+      auto type = cast<MemRefType>(extra.getType());
+      KernelState::Extra &state = kernel.extras[extra];
+      state.pointer = entry->getArgument(next++);
+      for (int64_t dim : type.getShape())
+        state.sizes.push_back(
+            ShapedType::isDynamic(dim)
+                ? arith::IndexCastOp::create(b, loc, b.getIndexType(),
+                                             entry->getArgument(next++))
+                      .getResult()
+                : arith::ConstantIndexOp::create(b, loc, dim).getResult());
+    }
     kernel.smem = LLVM::AddressOfOp::create(
         b, loc, LLVM::LLVMPointerType::get(context, 3), "fa4_smem");
     kernel.threadId = NVVM::ThreadIdXOp::create(b, loc, b.getI32Type());
@@ -834,6 +849,16 @@ LogicalResult FA4ToNVVMPass::convertBackward(func::FuncOp func,
       if (auto range = dyn_cast<QBlockRangeOp>(op))
         maskMod |= !range.getMaskMod().empty();
     });
+    SmallVector<Attribute> extraEntries;
+    for (Value extra : *extras) {
+      auto type = cast<MemRefType>(extra.getType());
+      std::string dtype;
+      llvm::raw_string_ostream(dtype) << type.getElementType();
+      extraEntries.push_back(ExtraInfoAttr::get(
+          context, dtype, dynamicAsMinusOne(type.getShape())));
+    }
+    if (!extraEntries.empty())
+      all.push_back(b.getNamedAttr("extras", b.getArrayAttr(extraEntries)));
     if (scoreMod)
       all.push_back(b.getNamedAttr("score_mod", b.getUnitAttr()));
     if (maskMod)
