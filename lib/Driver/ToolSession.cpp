@@ -17,7 +17,22 @@ static DialectRegistry pipelineRegistry() {
 }
 
 ToolSession::ToolSession()
-    : context(pipelineRegistry()), diagnostics(sourceMgr, &context) {
+    : context(pipelineRegistry()), diagnostics(sourceMgr, &context),
+      unlocated(&context, [](Diagnostic &diagnostic) -> LogicalResult {
+        if (!isa<UnknownLoc>(diagnostic.getLocation()))
+          return failure(); // the source manager's: file:line:col
+        llvm::raw_ostream &os = llvm::errs();
+        os << (diagnostic.getSeverity() == DiagnosticSeverity::Error ? "error: "
+               : diagnostic.getSeverity() == DiagnosticSeverity::Warning
+                   ? "warning: "
+                   : diagnostic.getSeverity() == DiagnosticSeverity::Note
+                         ? "note: "
+                         : "remark: ")
+           << diagnostic << "\n";
+        for (Diagnostic &note : diagnostic.getNotes())
+          os << "note: " << note << "\n";
+        return success();
+      }) {
   context.loadAllAvailableDialects();
   // A diagnostic names its cause; printing the whole function after it only
   // buries the message.

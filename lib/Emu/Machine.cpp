@@ -1715,6 +1715,8 @@ void CtaMachine::execF32(const AluLane &lane) {
   case Op::Div: lane.outF(f(1) / f(2)); return;
   case Op::Neg: lane.outF(-f(1)); return;
   case Op::Abs: lane.outF(std::fabs(f(1))); return;
+  // copysign d, a, b: b's magnitude with a's sign.
+  case Op::CopySign: lane.outF(std::copysign(f(2), f(1))); return;
   case Op::Min: case Op::Max: {
     bool nan = in.flags & kNaN;
     float r = f(1);
@@ -1780,6 +1782,7 @@ void CtaMachine::execF64(const AluLane &lane) {
   case Op::Div: out(d(1) / d(2)); return;
   case Op::Neg: out(-d(1)); return;
   case Op::Abs: out(std::fabs(d(1))); return;
+  case Op::CopySign: out(std::copysign(d(2), d(1))); return;
   case Op::Selp: lane.out(lane.predicate() ? lane.src(1) : lane.src(2)); return;
   default: lane.unsupported(); return;
   }

@@ -1117,7 +1117,8 @@ const std::map<std::string, Op> &aluOps() {
       {"cvta", Op::Cvta}, {"bfe", Op::Bfe},   {"bfi", Op::Bfi},
       {"prmt", Op::Prmt}, {"popc", Op::Popc},
       {"clz", Op::Clz},   {"ex2", Op::Ex2},   {"lg2", Op::Lg2},
-      {"rcp", Op::Rcp},   {"sqrt", Op::Sqrt}, {"rsqrt", Op::Rsqrt}};
+      {"rcp", Op::Rcp},   {"sqrt", Op::Sqrt}, {"rsqrt", Op::Rsqrt},
+      {"copysign", Op::CopySign}};
   return alu;
 }
 

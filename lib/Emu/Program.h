@@ -44,7 +44,7 @@ constexpr uint64_t kGlobalBegin = 0x100000000ull;
 constexpr uint64_t kPoison = ~0ull;
 
 enum class Op : uint8_t {
-  Mov, Add, Sub, Mul, Mad, Fma, Div, Rem, Min, Max, Neg, Abs,
+  Mov, Add, Sub, Mul, Mad, Fma, Div, Rem, Min, Max, Neg, Abs, CopySign,
   And, Or, Xor, Not, Shl, Shr, Selp, Setp, Cvt, Cvta, Bfe, Bfi, Prmt, Popc,
   Clz,
   Ex2, Lg2, Rcp, Sqrt, Rsqrt,

@@ -29,7 +29,8 @@ struct Slot {
 enum class Code {
   Constant,
   // integers
-  AddI, SubI, MulI, DivSI, DivUI, FloorDivSI, CeilDivSI, RemSI, RemUI, MinSI,
+  AddI, SubI, MulI, DivSI, DivUI, CeilDivUI, FloorDivSI, CeilDivSI, RemSI,
+  RemUI, MinSI,
   MaxSI, MinUI, MaxUI, AndI, OrI, XOrI, ShLI, ShRSI, ShRUI, CmpI, ExtSI, ExtUI,
   TruncI, IndexCast, IndexCastUI,
   // floats
@@ -148,7 +149,8 @@ std::unique_ptr<ModProgram> ModProgram::compile(Region &region,
       static const llvm::StringMap<Code> codes = {
           {"arith.addi", Code::AddI}, {"arith.subi", Code::SubI},
           {"arith.muli", Code::MulI}, {"arith.divsi", Code::DivSI},
-          {"arith.divui", Code::DivUI}, {"arith.floordivsi", Code::FloorDivSI},
+          {"arith.divui", Code::DivUI}, {"arith.ceildivui", Code::CeilDivUI},
+          {"arith.floordivsi", Code::FloorDivSI},
           {"arith.ceildivsi", Code::CeilDivSI}, {"arith.remsi", Code::RemSI},
           {"arith.remui", Code::RemUI}, {"arith.minsi", Code::MinSI},
           {"arith.maxsi", Code::MaxSI}, {"arith.minui", Code::MinUI},
@@ -260,6 +262,7 @@ static int64_t integerResult(Code code, Type type, int64_t x, int64_t y,
   case Code::MulI: return static_cast<int64_t>(uint64_t(x) * uint64_t(y));
   case Code::DivSI: return y == -1 ? negate(x) : x / y;
   case Code::DivUI: return static_cast<int64_t>(ux / uy);
+  case Code::CeilDivUI: return static_cast<int64_t>(ux / uy + (ux % uy != 0));
   case Code::FloorDivSI: return roundedQuotient(x, y, /*up=*/false);
   case Code::CeilDivSI: return roundedQuotient(x, y, /*up=*/true);
   case Code::RemSI: return y == -1 ? 0 : x % y;
@@ -376,6 +379,7 @@ bool ModProgram::run(ArrayRef<double> leading, ArrayRef<const ModBuffer *> extra
     uint64_t uy = in.operandType && in.operandType.isIntOrIndex()
                       ? unsignedOf(in.operandType, y) : 0;
     bool divides = in.code == Code::DivSI || in.code == Code::DivUI ||
+                   in.code == Code::CeilDivUI ||
                    in.code == Code::FloorDivSI || in.code == Code::CeilDivSI ||
                    in.code == Code::RemSI || in.code == Code::RemUI;
     if (divides && y == 0) {
@@ -401,7 +405,8 @@ bool ModProgram::run(ArrayRef<double> leading, ArrayRef<const ModBuffer *> extra
     switch (in.code) {
     case Code::Constant: out = in.constant; break;
     case Code::AddI: case Code::SubI: case Code::MulI: case Code::DivSI:
-    case Code::DivUI: case Code::FloorDivSI: case Code::CeilDivSI:
+    case Code::DivUI: case Code::CeilDivUI: case Code::FloorDivSI:
+    case Code::CeilDivSI:
     case Code::RemSI: case Code::RemUI: case Code::MinSI: case Code::MaxSI:
     case Code::MinUI: case Code::MaxUI: case Code::AndI: case Code::OrI:
     case Code::XOrI: case Code::ShLI: case Code::ShRSI: case Code::ShRUI:

@@ -377,6 +377,14 @@ LogicalResult mlir::fa4::differentiateScoreMod(Region &scoreMod,
   };
   for (Operation &op : body.without_terminator()) {
     builder.clone(op, t.mapping());
+    // A bitcast of the score to an integer is not a piecewise constant (as
+    // a comparison or fptosi is): its bits come back as a float with a
+    // slope no rule knows.
+    if (isa<arith::BitcastOp>(op) && llvm::any_of(op.getOperands(), hasTangent))
+      return op.emitError()
+             << "fa4.attention_backward cannot differentiate 'arith.bitcast' "
+                "in the score_mod: it reinterprets the score's bits, which "
+                "have no derivative";
     if (!carriesScore(op, hasTangent))
       continue;
     TangentRule rule = ruleFor(&op);

@@ -42,6 +42,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <tuple>
 #include <random>
 #include <thread>
 
@@ -304,6 +305,32 @@ parseEntry(mlir::MLIRContext &context,
   return std::move(entryModule);
 }
 
+/// The entry's regions and extras against what the manifest says the
+/// kernel inlines (`extras` in its order): a region the kernel has and the
+/// entry lacks, or an extra of another element type (its values would be
+/// drawn and uploaded as that type), would judge the kernel against other
+/// code. (An entry region the manifest does not name may have been raised
+/// into an attribute, as a softcap written as a score_mod is.)
+static llvm::Error
+checkEntryMods(const sim::Mods &mods, const std::string &kernel, bool scoreMod,
+               bool maskMod,
+               const std::vector<runtime::Manifest::Extra> &extras) {
+  for (auto [has, kind, entryHas] :
+       {std::tuple{scoreMod, "score_mod", mods.hasScoreMod()},
+        std::tuple{maskMod, "mask_mod", mods.hasMaskMod()}})
+    if (has && !entryHas)
+      return makeError(entryFile + ": @" + kernel + " has no " + kind +
+                       ", but the kernel inlines one (--entry takes the IR "
+                       "the kernel was compiled from)");
+  for (size_t i = 0; i < extras.size() && i < mods.buffers().size(); ++i)
+    if (mods.buffers()[i].dtype != extras[i].dtype)
+      return makeError(entryFile + ": @" + kernel + "'s extra #" +
+                       std::to_string(i) + " is " + mods.buffers()[i].dtype +
+                       ", the manifest's " + extras[i].dtype +
+                       " (--entry takes the IR the kernel was compiled from)");
+  return llvm::Error::success();
+}
+
 /// The score_mod and mask_mod of the entry's function the kernel was
 /// compiled from, their extras drawn for `problem` and attached to it.
 static llvm::Expected<std::unique_ptr<sim::Mods>>
@@ -360,6 +387,10 @@ entryMods(mlir::ModuleOp entryModule, const runtime::Manifest &manifest,
                      std::to_string((*mods)->buffers().size()) +
                      " extras, the manifest " +
                      std::to_string(manifest.extras.size()));
+  if (llvm::Error refused =
+          checkEntryMods(**mods, manifest.kernel, manifest.scoreMod,
+                         manifest.maskMod, manifest.extras))
+    return std::move(refused);
   (*mods)->attach(problem);
   return mods;
 }
@@ -802,6 +833,10 @@ static int emulateBackward(const std::string &manifestText,
                   std::to_string(mods->buffers().size()) +
                   " extras, the manifest " +
                   std::to_string(manifest.extras.size()));
+    if (llvm::Error refused =
+            checkEntryMods(*mods, manifest.kernels[1].name, manifest.scoreMod,
+                           manifest.maskMod, manifest.extras))
+      return fail(std::move(refused));
     mods->attach(problem);
   }
 

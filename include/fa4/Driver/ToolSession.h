@@ -34,6 +34,9 @@ private:
   MLIRContext context;
   llvm::SourceMgr sourceMgr;
   SourceMgrDiagnosticHandler diagnostics;
+  /// Before `diagnostics`: one without a location (the IR fa4c writes from
+  /// its flags has none) prints as "error: ..." instead of "<unknown>:0:".
+  ScopedDiagnosticHandler unlocated;
 };
 
 } // namespace mlir::fa4

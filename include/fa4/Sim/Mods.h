@@ -146,6 +146,9 @@ public:
   /// they name the extras of the lowered function too.
   llvm::ArrayRef<unsigned> argumentNumbers() const { return extraNumbers; }
   const std::vector<ModBuffer> &buffers() const { return extraBuffers; }
+  /// Whether the entry holds a score_mod or a mask_mod region.
+  bool hasScoreMod() const { return scoreMod != nullptr; }
+  bool hasMaskMod() const { return maskMod != nullptr; }
   /// Which extra is the block mask (fa4.attention's `block_mask`), if any:
   /// fillExtras computes it from the mask_mod, as FlexAttention's
   /// create_block_mask does.

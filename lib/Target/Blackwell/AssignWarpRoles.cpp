@@ -986,8 +986,8 @@ struct AssignWarpRolesPass
     if (!why.empty()) {
       if (twoCta == Toggle::Auto)
         return false;
-      program.range.emitOpError()
-          << "cannot run as CTA pairs (two-cta=on): " << why
+      program.range->getParentOfType<func::FuncOp>().emitError()
+          << "the attention cannot run as CTA pairs (two-cta=on): " << why
           << "; the 2-CTA forward is dense fp16/bf16 at head dim 128 "
              "(docs/TwoCta.md)";
       return failure();

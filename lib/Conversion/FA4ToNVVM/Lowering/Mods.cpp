@@ -422,7 +422,7 @@ FailureOr<Value> Lowering::emitModRegion(Operation *owner, Region &region,
     auto unsupported = [&]() -> FailureOr<Value> {
       return owner->emitOpError()
              << "fa4-to-nvvm lowers math.exp, exp2, log, log2, tanh, sqrt, "
-                "rsqrt, absf and fma on f32 in a mod region, not '"
+                "rsqrt, absf, copysign and fma on f32 in a mod region, not '"
              << op.getName() << "' on " << op.getResultTypes();
     };
     if (!isa<math::MathDialect>(op.getDialect()) || op.getNumResults() != 1 ||
@@ -451,6 +451,11 @@ FailureOr<Value> Lowering::emitModRegion(Operation *owner, Region &region,
             })
             .Case([&](math::AbsFOp) {
               return LLVM::FAbsOp::create(b, loc(), operand(0)).getResult();
+            })
+            // (Also the derivative fa4-tile writes for absf.)
+            .Case([&](math::CopySignOp) {
+              return LLVM::CopySignOp::create(b, loc(), operand(0), operand(1))
+                  .getResult();
             })
             .Case([&](math::FmaOp) {
               return LLVM::FMAOp::create(b, loc(), operand(0), operand(1),
