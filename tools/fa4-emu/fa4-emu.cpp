@@ -422,6 +422,22 @@ static uint64_t uploadExtra(emu::Device &device, const sim::ModBuffer &extra,
   return address;
 }
 
+/// `mods`' extras in `device`, each element in its own type, appended to
+/// `into` (address and shape) in order.
+static llvm::Error uploadExtras(emu::Device &device, const sim::Mods &mods,
+                                std::vector<runtime::Buffers::Extra> &into) {
+  for (const sim::ModBuffer &extra : mods.buffers()) {
+    size_t bytes = runtime::extraElementBytes(extra.dtype);
+    if (!bytes)
+      return makeError("an extra of element type " + extra.dtype +
+                       " has no device layout");
+    into.push_back(
+        {uploadExtra(device, extra, bytes),
+         std::vector<int64_t>(extra.shape.begin(), extra.shape.end())});
+  }
+  return llvm::Error::success();
+}
+
 /// The launch's tensors in `device`: Q, K and V in the kernel's dtype (an
 /// FP8 kernel's e4m3 bytes, V prepared as the runtime prepares it for a vt
 /// map), O and the LSE allocated for the reference's sizes, the extras
@@ -472,17 +488,9 @@ uploadTensors(emu::Device &device, const runtime::Manifest &manifest,
   buffers.o = device.allocate(reference.out.size() * 2);
   if (manifest.lse)
     buffers.lse = device.allocate(reference.lse.size() * 4);
-  if (!mods)
-    return std::move(buffers);
-  for (const sim::ModBuffer &extra : mods->buffers()) {
-    size_t bytes = runtime::extraElementBytes(extra.dtype);
-    if (!bytes)
-      return makeError("an extra of element type " + extra.dtype +
-                       " has no device layout");
-    buffers.extras.push_back(
-        {uploadExtra(device, extra, bytes),
-         std::vector<int64_t>(extra.shape.begin(), extra.shape.end())});
-  }
+  if (mods)
+    if (llvm::Error refused = uploadExtras(device, *mods, buffers.extras))
+      return std::move(refused);
   return std::move(buffers);
 }
 
@@ -892,15 +900,8 @@ static int emulateBackward(const std::string &manifestText,
   buffers.delta = device.allocate(lse.size() * 4);
   buffers.dqAccum = device.allocate(q.size() * 4);
   if (mods)
-    for (const sim::ModBuffer &extra : mods->buffers()) {
-      size_t bytes = runtime::extraElementBytes(extra.dtype);
-      if (!bytes)
-        return fail("an extra of element type " + extra.dtype +
-                    " has no device layout");
-      buffers.extras.push_back(
-          {uploadExtra(device, extra, bytes),
-           std::vector<int64_t>(extra.shape.begin(), extra.shape.end())});
-    }
+    if (llvm::Error refused = uploadExtras(device, *mods, buffers.extras))
+      return fail(std::move(refused));
   llvm::Expected<runtime::BackwardPlan> plan = runtime::planBackwardLaunch(
       manifest, shapes, buffers, emu::encodeTensorMap);
   if (!plan)

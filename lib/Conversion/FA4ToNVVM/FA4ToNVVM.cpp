@@ -332,6 +332,33 @@ static LLVM::LLVMFuncOp createKernelFunction(OpBuilder &b, func::FuncOp func,
 }
 
 
+/// Binds the kernel parameters of `extras` from `next` on (each its
+/// pointer, then its dynamic sizes: the forward's and the backward's
+/// convention) in `kernel`; their manifest entries.
+static SmallVector<ExtraInfoAttr> bindExtras(OpBuilder &b, Location loc,
+                                             Block *entry, unsigned &next,
+                                             ArrayRef<Value> extras,
+                                             KernelState &kernel) {
+  SmallVector<ExtraInfoAttr> entries;
+  for (Value extra : extras) {
+    auto type = cast<MemRefType>(extra.getType());
+    KernelState::Extra &state = kernel.extras[extra];
+    state.pointer = entry->getArgument(next++);
+    for (int64_t dim : type.getShape())
+      state.sizes.push_back(
+          ShapedType::isDynamic(dim)
+              ? arith::IndexCastOp::create(b, loc, b.getIndexType(),
+                                           entry->getArgument(next++))
+                    .getResult()
+              : arith::ConstantIndexOp::create(b, loc, dim).getResult());
+    std::string dtype;
+    llvm::raw_string_ostream(dtype) << type.getElementType();
+    entries.push_back(ExtraInfoAttr::get(b.getContext(), dtype,
+                                         dynamicAsMinusOne(type.getShape())));
+  }
+  return entries;
+}
+
 /// The kernel's parameters as what `kernel` maps the level-C function's
 /// tensors and extras to (the extras' static sizes as constants, at `b`,
 /// the entry's start); the extras as the manifest lists them.
@@ -355,23 +382,8 @@ bindKernelParameters(OpBuilder &b, Location loc, Block *entry,
   kernel.seqQ = entry->getArgument(sizes + 1);
   kernel.seqK = entry->getArgument(sizes + 2);
   unsigned next = sizes + 3;
-  SmallVector<ExtraInfoAttr> extraEntries;
-  for (Value extra : extras) {
-    auto type = cast<MemRefType>(extra.getType());
-    KernelState::Extra &state = kernel.extras[extra];
-    state.pointer = entry->getArgument(next++);
-    for (int64_t dim : type.getShape())
-      state.sizes.push_back(
-          ShapedType::isDynamic(dim)
-              ? arith::IndexCastOp::create(b, loc, b.getIndexType(),
-                                           entry->getArgument(next++))
-                    .getResult()
-              : arith::ConstantIndexOp::create(b, loc, dim).getResult());
-    std::string dtype;
-    llvm::raw_string_ostream(dtype) << type.getElementType();
-    extraEntries.push_back(ExtraInfoAttr::get(
-        b.getContext(), dtype, dynamicAsMinusOne(type.getShape())));
-  }
+  SmallVector<ExtraInfoAttr> extraEntries =
+      bindExtras(b, loc, entry, next, extras, kernel);
   if (next + 4 <= entry->getNumArguments()) {
     kernel.outPointer = entry->getArgument(next++);
     for (Value &stride : kernel.outStrides)
@@ -757,6 +769,8 @@ LogicalResult FA4ToNVVMPass::convertBackward(func::FuncOp func,
   }
   auto mainFunc = createWarpSpecializedKernel(
       b, loc, func.getName(), params, specialize.getNumThreads(), /*maps=*/5);
+  // The extras as the manifest lists them (bindExtras).
+  SmallVector<Attribute> extraEntries;
   {
     Block *entry = mainFunc.addEntryBlock(b);
     OpBuilder::InsertionGuard guard(b);
@@ -779,18 +793,8 @@ LogicalResult FA4ToNVVMPass::convertBackward(func::FuncOp func,
     kernel.batch = entry->getArgument(next++);
     kernel.seqQ = entry->getArgument(next++);
     kernel.seqK = entry->getArgument(next++);
-    for (Value extra : *extras) {
-      auto type = cast<MemRefType>(extra.getType());
-      KernelState::Extra &state = kernel.extras[extra];
-      state.pointer = entry->getArgument(next++);
-      for (int64_t dim : type.getShape())
-        state.sizes.push_back(
-            ShapedType::isDynamic(dim)
-                ? arith::IndexCastOp::create(b, loc, b.getIndexType(),
-                                             entry->getArgument(next++))
-                      .getResult()
-                : arith::ConstantIndexOp::create(b, loc, dim).getResult());
-    }
+    for (ExtraInfoAttr extra : bindExtras(b, loc, entry, next, *extras, kernel))
+      extraEntries.push_back(extra);
     kernel.smem = LLVM::AddressOfOp::create(
         b, loc, LLVM::LLVMPointerType::get(context, 3), "fa4_smem");
     kernel.threadId = NVVM::ThreadIdXOp::create(b, loc, b.getI32Type());
@@ -849,14 +853,6 @@ LogicalResult FA4ToNVVMPass::convertBackward(func::FuncOp func,
       if (auto range = dyn_cast<QBlockRangeOp>(op))
         maskMod |= !range.getMaskMod().empty();
     });
-    SmallVector<Attribute> extraEntries;
-    for (Value extra : *extras) {
-      auto type = cast<MemRefType>(extra.getType());
-      std::string dtype;
-      llvm::raw_string_ostream(dtype) << type.getElementType();
-      extraEntries.push_back(ExtraInfoAttr::get(
-          context, dtype, dynamicAsMinusOne(type.getShape())));
-    }
     if (!extraEntries.empty())
       all.push_back(b.getNamedAttr("extras", b.getArrayAttr(extraEntries)));
     if (scoreMod)
