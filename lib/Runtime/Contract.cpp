@@ -437,20 +437,16 @@ std::string backwardContract(const BackwardManifest &m) {
   w.field("attention.kv_heads", m.kvHeads);
   w.field("attention.dtype", m.dtype);
   w.flag("attention.deterministic", m.deterministic);
-  // (Only when set: the contracts of kernels without regions stay as they
-  // were.)
-  if (m.scoreMod)
-    w.flag("attention.score_mod", true);
-  if (m.maskMod)
-    w.flag("attention.mask_mod", true);
+  // (Always, as the forward's: a manifest that says false, or lists other
+  // extras, is then named by the field's two values.)
+  w.flag("attention.score_mod", m.scoreMod);
+  w.flag("attention.mask_mod", m.maskMod);
   w.field("attention.gqa_packing", m.gqaPacking);
-  if (!m.extras.empty()) {
-    w.field("extras", static_cast<int64_t>(m.extras.size()));
-    for (size_t i = 0; i < m.extras.size(); ++i) {
-      std::string at = element("extras", i) + ".";
-      w.field(at, "dtype", m.extras[i].dtype);
-      w.list(at, "shape", m.extras[i].shape);
-    }
+  w.field("extras", static_cast<int64_t>(m.extras.size()));
+  for (size_t i = 0; i < m.extras.size(); ++i) {
+    std::string at = element("extras", i) + ".";
+    w.field(at, "dtype", m.extras[i].dtype);
+    w.list(at, "shape", m.extras[i].shape);
   }
   static const char *keys[3] = {"prepare", "main", "finish"};
   for (int k = 0; k < 3; ++k) {
