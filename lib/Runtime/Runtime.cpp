@@ -870,7 +870,19 @@ llvm::Error launchBackward(Backend &backend, const BackwardKernel &kernel,
                        " make elements share memory (or cannot be shown not "
                        "to); the kernels write every element");
   }
+  // The regions' extras, by the forward's rules; none may share memory
+  // with what the kernels write.
+  {
+    Manifest regions;
+    regions.extras = m.extras;
+    if (llvm::Error refused = checkExtras(
+            regions, t.extras, {&t.dq, &t.dk, &t.dv, &t.delta, &t.dqAccum},
+            &shapes))
+      return refused;
+  }
   BackwardBuffers buffers;
+  for (const Tensor &extra : t.extras)
+    buffers.extras.push_back({extra.address, extra.sizes});
   buffers.q = t.q.address;
   buffers.k = t.k.address;
   buffers.v = t.v.address;

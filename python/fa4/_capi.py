@@ -654,7 +654,9 @@ class BackwardKernel(_Handle):
     """The backward's three kernels (fa4c --backward), loaded from
     their manifest (kind "backward") or handed over in memory:
     ``manifest``, ``manifest_json``. Calling it with the 11 tensors of
-    BACKWARD_TENSORS runs the three kernels in order: on the GPU for CUDA
+    BACKWARD_TENSORS (and ``extras=``, the memrefs the kernels' score_mod /
+    mask_mod regions read, in the manifest's order) runs the three kernels
+    in order: on the GPU for CUDA
     tensors (enqueued on `stream`, default torch's current stream of q's
     device), in fa4-emu for CPU tensors (`workers`, `seed`: the emulator's
     threads and schedule). delta ([batch, q_heads, seq_q]) and dq_accum
@@ -667,37 +669,48 @@ class BackwardKernel(_Handle):
         return (f"fa4._capi.BackwardKernel({self.path!r}, "
                 f"{self.manifest.get('attention', {})})")
 
-    def _arguments(self, tensors):
+    def _arguments(self, tensors, extras=()):
+        """The 11 tensors and the extras (the memrefs the kernels' regions
+        read, in the manifest's order) checked, as (name, tensor, dtypes)
+        in the C call's order."""
+        import torch
         if not self._handle:
             raise ValueError("the kernel was closed")
         if len(tensors) != len(BACKWARD_TENSORS):
             raise TypeError(f"the backward takes {len(BACKWARD_TENSORS)} "
                             f"tensors ({', '.join(BACKWARD_TENSORS)}), got "
                             f"{len(tensors)}")
-        checked = [_tensor(name, t, written=name in _BACKWARD_WRITTEN)
-                   for name, t in zip(BACKWARD_TENSORS, tensors)]
-        device = checked[0].device
-        for name, t in zip(BACKWARD_TENSORS, checked):
+        if isinstance(extras, (str, bytes, torch.Tensor)) or \
+                not hasattr(extras, "__iter__"):
+            raise TypeError(f"extras must be a sequence of tensors, got "
+                            f"{type(extras).__name__}")
+        named = [(name, _tensor(name, t, written=name in _BACKWARD_WRITTEN),
+                  _TENSOR_DTYPES)
+                 for name, t in zip(BACKWARD_TENSORS, tensors)]
+        named += [(f"extra{i}", _tensor(f"extra{i}", e), _EXTRA_DTYPES)
+                  for i, e in enumerate(extras)]
+        device = named[0][1].device
+        for name, t, _ in named:
             if t.device != device:
                 raise ValueError(f"{name} is on {t.device}, q on {device}: "
                                  f"every tensor must be on q's device")
-        return checked
+        return named
 
-    def bind(self, *tensors, stream=None):
+    def bind(self, *tensors, extras=(), stream=None):
         """The CUDA launch with its arguments described once (a callable),
         as Kernel.bind."""
-        return self._bind_checked(self._arguments(tensors), stream)
+        return self._bind_checked(self._arguments(tensors, extras), stream)
 
-    def _bind_checked(self, checked, stream):
+    def _bind_checked(self, named, stream):
         """bind() of tensors _arguments() checked."""
+        checked = [t for _, t, _ in named]
         device = checked[0].device
         if device.type != "cuda":
             raise ValueError(f"q is on {device}: bind() makes a CUDA launch "
                              f"(call the kernel itself on CPU tensors, which "
                              f"run in fa4-emu)")
-        described = (_Tensor * len(checked))(*[
-            _describe(name, t, _TENSOR_DTYPES)
-            for name, t in zip(BACKWARD_TENSORS, checked)])
+        described = (_Tensor * len(named))(*[
+            _describe(name, t, dtypes) for name, t, dtypes in named])
         lib = self._lib
         backend = lib.fa4rt_backend_cuda()
         if not backend:
@@ -714,15 +727,13 @@ class BackwardKernel(_Handle):
         launch._held = (self, checked, described)
         return launch
 
-    def __call__(self, *tensors, stream=None, workers=0, seed=1):
-        checked = self._arguments(tensors)
-        if checked[0].device.type == "cuda":
-            self._bind_checked(checked, stream)()
+    def __call__(self, *tensors, extras=(), stream=None, workers=0, seed=1):
+        named = self._arguments(tensors, extras)
+        if named[0][1].device.type == "cuda":
+            self._bind_checked(named, stream)()
             return
         workers = _bounded("workers", workers, 1 << 32)
         seed = _bounded("seed", seed, 1 << 64)
-        named = [(name, t, _TENSOR_DTYPES)
-                 for name, t in zip(BACKWARD_TENSORS, checked)]
         lib = self._lib
 
         def launch(backend, described):

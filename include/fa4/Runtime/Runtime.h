@@ -198,6 +198,9 @@ struct BackwardKernel {
 /// dq_accum (q's sizes, f32) dense scratch the kernels fill.
 struct BackwardTensors {
   Tensor q, k, v, o, dout, lse, dq, dk, dv, delta, dqAccum;
+  /// The memrefs the kernels' regions read, in the manifest's order
+  /// (checkExtras' rules).
+  std::vector<Tensor> extras;
 };
 
 /// Checks the tensors against the kernel (sizes and dtypes, q/k's shapes

@@ -123,11 +123,13 @@ fa4rt_backward *fa4rt_backward_create(const char *manifest_json,
 void fa4rt_backward_free(fa4rt_backward *kernel);
 /* The manifest as fa4c wrote it (JSON), valid while the kernel is. */
 const char *fa4rt_backward_manifest(const fa4rt_backward *kernel);
-/* runtime::launchBackward: the `num_tensors` (11) tensors q, k, v, o, dout,
-   lse (as the forward took and gave them), dq, dk, dv (written), delta
-   ([batch, q_heads, seq_q] f32) and dq_accum (q's sizes, f32), both dense
-   scratch, checked against the kernels, then the three kernels enqueued in
-   order on `stream` (asynchronous on CUDA: a 0 says they were enqueued). */
+/* runtime::launchBackward: the `num_tensors` (11, and the manifest's
+   extras after them) tensors q, k, v, o, dout, lse (as the forward took and
+   gave them), dq, dk, dv (written), delta ([batch, q_heads, seq_q] f32) and
+   dq_accum (q's sizes, f32), both dense scratch, then the memrefs the
+   kernels' score_mod / mask_mod regions read (as fa4rt_launch's extras),
+   checked against the kernels, then the three kernels enqueued in order on
+   `stream` (asynchronous on CUDA: a 0 says they were enqueued). */
 int fa4rt_backward_launch(const fa4rt_backward *kernel, fa4rt_backend *backend,
                           const fa4rt_tensor *tensors, size_t num_tensors,
                           void *stream);

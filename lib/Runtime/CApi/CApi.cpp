@@ -344,19 +344,26 @@ int fa4rt_backward_launch(const fa4rt_backward *kernel, fa4rt_backend *backend,
     static const char *names[] = {"q",  "k",  "v",  "o",     "dout",    "lse",
                                   "dq", "dk", "dv", "delta", "dq_accum"};
     constexpr size_t kCount = sizeof(names) / sizeof(names[0]);
+    size_t extras = kernel->kernel.manifest.extras.size();
     if (!tensors)
       return fail("no tensors (the backward takes " + std::to_string(kCount) +
                   ": q, k, v, o, dout, lse, dq, dk, dv, delta, dq_accum)");
-    if (num_tensors != kCount)
+    if (num_tensors != kCount + extras)
       return fail("the backward takes " + std::to_string(kCount) +
                   " tensors (q, k, v, o, dout, lse, dq, dk, dv, delta, "
-                  "dq_accum), got " + std::to_string(num_tensors));
+                  "dq_accum) and its regions' " + std::to_string(extras) +
+                  " extras, got " + std::to_string(num_tensors));
     runtime::BackwardTensors given;
     runtime::Tensor *slots[] = {&given.q,  &given.k,  &given.v,     &given.o,
                                 &given.dout, &given.lse, &given.dq, &given.dk,
                                 &given.dv, &given.delta, &given.dqAccum};
     for (size_t i = 0; i < kCount; ++i)
       if (!tensorOf(names[i], &tensors[i], *slots[i]))
+        return 1;
+    given.extras.resize(extras);
+    for (size_t i = 0; i < extras; ++i)
+      if (!tensorOf(("extra" + std::to_string(i)).c_str(), &tensors[kCount + i],
+                    given.extras[i]))
         return 1;
     std::lock_guard<std::mutex> lock(backend->mutex);
     if (llvm::Error refused = runtime::launchBackward(
