@@ -14,13 +14,18 @@ level-A run of the same regions and both against the float64 reference.
              fa4c examples/$f.mlir --target sm_90a -o dist-mods/$f.cubin; done
            cp build/lib/libfa4rt.so dist-mods/
   GPU:     python3 bench/h200/mods.py run dist-mods --out OUT
+           (then `tar czf $OUT/mods.tgz -C OUT .`: the per-case folders are
+           deeper than the device's transfer brings back)
   here:    python3 bench/h200/mods.py judge OUT --fa4-sim build/bin/fa4-sim
 
 Each launch runs in a child process with a timeout (a hang is a failed case,
 not a lost session). The draws follow fa4-sim's: Q, K, V standard normal,
 float extras uniform in [-1, 1), integer extras non-decreasing runs along
 the last dimension (a few documents per sequence); an extra's dynamic
-dimension takes the largest of batch, seq_q, seq_k and q_heads.
+dimension takes the largest of batch, seq_q, seq_k and q_heads. A block
+mask (the manifest's `block_mask`) is the table right for every mask_mod:
+every KV block visited, none whole; its skipping is proven in fa4-emu, the
+table then computed from the mask_mod.
 """
 
 import argparse
@@ -63,8 +68,23 @@ def case(manifest_path, library, shape, out_dir, seed):
         normal(batch, seq_k, hkv, dv)
     dynamic = max(batch, seq_q, seq_k, hq)
     extras = []
-    for extra in kernel.manifest.get("extras", []):
+    block_mask = attention.get("block_mask")
+    for index, extra in enumerate(kernel.manifest.get("extras", [])):
         sizes = [dynamic if s < 0 else s for s in extra["shape"]]
+        if block_mask is not None and index == block_mask:
+            # Whoever launches computes the table from the mask_mod, which
+            # only the IR knows; the one table right for every mask_mod
+            # visits every KV block and holds none whole (begin 0,
+            # full_begin = full_end = 0, end the KV block count). fa4-sim
+            # reads the same table, so the judge compares like with like.
+            sizes = [batch if extra["shape"][0] < 0 else extra["shape"][0],
+                     hq if extra["shape"][1] < 0 else extra["shape"][1],
+                     -(-seq_q // 128), 4]
+            table = torch.zeros(*sizes, dtype=torch.int64)
+            table[..., 3] = -(-seq_k // 128)
+            extras.append(table.to(torch.int32 if extra["dtype"] == "i32"
+                                   else torch.int64))
+            continue
         if extra["dtype"] in ("i32", "i64"):
             steps = (torch.rand(*sizes, generator=generator) < 0.01).to(torch.int64)
             values = torch.cumsum(steps, dim=-1)

@@ -157,6 +157,14 @@ BLOCK_NS = (("n176", 128, "bf16", CHECK_MASKS[0], 8),
             ("n208", 64, "bf16", CHECK_MASKS[1], 2),
             ("n64", 256, "bf16", CHECK_MASKS[1], 2))
 
+# The persistent grid for kernels `--grid=auto` compiles per-task (Hopper's
+# dense fp16/bf16 causal forward at head dims 96 to 256, whatever the SM
+# count): its CTAs run several tasks in the heaviest-first order, which the
+# per-task grid never does, so the matrix keeps a few of each.
+GRID_SCHEDULES = {"persistent": ("--grid=persistent",)}
+PERSISTENT = ((128, "bf16", CHECK_MASKS[1], 2), (128, "fp16", CHECK_MASKS[1], 8),
+              (96, "fp16", CHECK_MASKS[1], 1), (96, "bf16", CHECK_MASKS[1], 4))
+
 # Kernels of the CHECK_MASKS matrix (with the LSE) also compiled under the
 # three forced schedules: (head dim, dtype, mask, kv heads).
 SCHEDULED_MATRIX = ((64, "fp16", CHECK_MASKS[0], 8),
@@ -212,7 +220,9 @@ def check_variants():
       kernel);
     - ANY_RATIOS x ANY_RATIO_MASKS, with the LSE;
     - SEQUSED, with the LSE and a seqused_k table;
-    - PAGED, with the LSE: a paged K/V cache of each page size."""
+    - PAGED, with the LSE: a paged K/V cache of each page size;
+    - PERSISTENT: causal kernels `auto` compiles per-task, on the
+      persistent grid."""
     variants = []
     forced = [s for s in SCHEDULES if s != "auto"]
     for head_dim in (64, 96, 128):
@@ -271,6 +281,9 @@ def check_variants():
     for schedule, head_dim, dtype, (mask, left, right), kv_heads in BLOCK_NS:
         variants.append(_check_variant(head_dim, dtype, mask, left, right,
                                        kv_heads, True, schedule))
+    for head_dim, dtype, (mask, left, right), kv_heads in PERSISTENT:
+        variants.append(_check_variant(head_dim, dtype, mask, left, right,
+                                       kv_heads, True, "persistent"))
     for v in variants:
         v["name"] = check_name(v["head_dim"], v["dtype"], v["mask"],
                                v["window_left"], v["window_right"],
@@ -385,7 +398,7 @@ def fa4c_flags(v):
         flags.append(f"--num-splits={v['num_splits']}")
     if v.get("varlen"):
         flags.append("--varlen")
-    flags += {**SCHEDULES, **BLOCK_SCHEDULES}[v["schedule"]]
+    flags += {**SCHEDULES, **BLOCK_SCHEDULES, **GRID_SCHEDULES}[v["schedule"]]
     return flags
 
 

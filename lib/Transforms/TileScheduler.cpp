@@ -174,10 +174,12 @@ struct TileSchedulerPass
     if (!specialize)
       return;
     // The persistent grid: the option's SM count, else the chip's; a
-    // per-task grid: no cap.
+    // per-task grid: no cap. `auto` takes the per-task grid where it pays
+    // whether or not an SM count is given: the SM count sizes a persistent
+    // grid, and the runtime and the torch op give the GPU's own, which must
+    // not turn the measured choice off.
     bool perTask = gridPolicy == "per-task" ||
-                   (gridPolicy == "auto" && smCount == 0 &&
-                    perTaskPays(func, specialize));
+                   (gridPolicy == "auto" && perTaskPays(func, specialize));
     int64_t sms = perTask       ? kPerTaskSmCount
                   : smCount > 0 ? int64_t(smCount)
                                 : getTargetOrDefault(func).smCount;

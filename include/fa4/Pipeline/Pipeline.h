@@ -59,7 +59,7 @@ struct PipelineOptions : public PassPipelineOptions<PipelineOptions> {
                      "(a CTA per task, heaviest first, handed to the SMs by "
                      "the hardware as they free up) or auto (per-task for "
                      "Hopper's dense fp16/bf16 causal forward at Q/K head "
-                     "dims 96 to 256 without sm-count)"),
+                     "dims 96 to 256, whether or not sm-count is given)"),
       llvm::cl::init("auto")};
   PassOptions::Option<int64_t> l2SectionBytes{
       *this, "l2-section-bytes",
