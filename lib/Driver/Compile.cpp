@@ -502,6 +502,101 @@ fa4::compileEntry(const std::string &ir, const PipelineOptions &options,
   return std::move(*compiled);
 }
 
+namespace {
+/// The backward entry `module` stands for: itself when it holds a backward
+/// (with `deterministic` added where asked), else the one backwardEntryOf
+/// derives from the forward it holds (kept in `derived`).
+llvm::Expected<ModuleOp> backwardModuleOf(ModuleOp module, bool deterministic,
+                                          OwningOpRef<ModuleOp> &derived) {
+  if (holdsBackward(module)) {
+    if (deterministic)
+      module.walk([&](AttentionBackwardOp op) {
+        op.setDeterministic(true);
+      });
+    return module;
+  }
+  llvm::Expected<OwningOpRef<ModuleOp>> backward =
+      backwardEntryOf(module, deterministic);
+  if (!backward)
+    return backward.takeError();
+  derived = std::move(*backward);
+  if (failed(verify(*derived)))
+    return makeError("the derived backward entry does not verify");
+  return *derived;
+}
+} // namespace
+
+llvm::Expected<std::string> fa4::derivedEntryIr(const std::string &ir,
+                                                bool deterministic,
+                                                bool withLse) {
+  std::string text;
+  if (llvm::Error refused = runOnIrStack(ir.size(), [&]() -> llvm::Error {
+        ToolSession session;
+        CollectedDiagnostics diagnostics(session.getContext());
+        llvm::Expected<OwningOpRef<ModuleOp>> module =
+            entryModule(session, ir, diagnostics);
+        if (!module)
+          return module.takeError();
+        OwningOpRef<ModuleOp> derived;
+        ModuleOp result;
+        if (withLse) {
+          if (holdsBackward(**module))
+            return makeError("the IR holds a backward; the LSE is added to "
+                             "a forward entry");
+          llvm::Expected<OwningOpRef<ModuleOp>> copy = withLseOf(**module);
+          if (!copy)
+            return copy.takeError();
+          derived = std::move(*copy);
+          if (failed(verify(*derived)))
+            return makeError(diagnostics.explain(
+                "the forward with an LSE does not verify"));
+          result = *derived;
+        } else {
+          llvm::Expected<ModuleOp> backward =
+              backwardModuleOf(**module, deterministic, derived);
+          if (!backward)
+            return makeError(diagnostics.explain(
+                llvm::toString(backward.takeError())));
+          result = *backward;
+        }
+        llvm::raw_string_ostream os(text);
+        result.print(os);
+        return llvm::Error::success();
+      }))
+    return std::move(refused);
+  return text;
+}
+
+llvm::Expected<runtime::BackwardKernel>
+fa4::compileBackwardEntry(const std::string &ir, bool deterministic,
+                          const PipelineOptions &options, bool useCache,
+                          bool *fromCache) {
+  std::optional<runtime::BackwardKernel> compiled;
+  if (llvm::Error refused = runOnIrStack(ir.size(), [&]() -> llvm::Error {
+        ToolSession session;
+        CollectedDiagnostics diagnostics(session.getContext());
+        llvm::Expected<OwningOpRef<ModuleOp>> module =
+            entryModule(session, ir, diagnostics);
+        if (!module)
+          return module.takeError();
+        OwningOpRef<ModuleOp> derived;
+        llvm::Expected<ModuleOp> backward =
+            backwardModuleOf(**module, deterministic, derived);
+        if (!backward)
+          return makeError(
+              diagnostics.explain(llvm::toString(backward.takeError())));
+        llvm::Expected<runtime::BackwardKernel> kernel =
+            compileModule<runtime::BackwardKernel>(
+                *backward, diagnostics, options, useCache, fromCache);
+        if (!kernel)
+          return kernel.takeError();
+        compiled = std::move(*kernel);
+        return llvm::Error::success();
+      }))
+    return std::move(refused);
+  return std::move(*compiled);
+}
+
 llvm::Error fa4::checkEntryLevel(ModuleOp module) {
   std::string found;
   module.walk([&](Operation *op) {

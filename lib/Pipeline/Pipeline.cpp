@@ -125,6 +125,16 @@ struct Stage {
 };
 } // namespace
 
+void mlir::fa4::addEntryBufferization(OpPassManager &pm) {
+  bufferization::OneShotBufferizePassOptions bufferize;
+  bufferize.bufferizeFunctionBoundaries = true;
+  bufferize.functionBoundaryTypeConversion =
+      bufferization::LayoutMapOption::IdentityLayoutMap;
+  pm.addPass(bufferization::createOneShotBufferizePass(bufferize));
+  // Destinations the function made itself (tensor.empty) become
+  // parameters of the kernel.
+  pm.addNestedPass<func::FuncOp>(createFA4PromoteDestinations());
+}
 
 static const Stage kStages[] = {
     // An entry on tensors becomes the memref form: function arguments dense
@@ -139,14 +149,7 @@ static const Stage kStages[] = {
        FA4SetTargetOptions targetOptions;
        targetOptions.chip = options.target;
        pm.addPass(createFA4SetTarget(targetOptions));
-       bufferization::OneShotBufferizePassOptions bufferize;
-       bufferize.bufferizeFunctionBoundaries = true;
-       bufferize.functionBoundaryTypeConversion =
-           bufferization::LayoutMapOption::IdentityLayoutMap;
-       pm.addPass(bufferization::createOneShotBufferizePass(bufferize));
-       // Destinations the function made itself (tensor.empty) become
-       // parameters of the kernel.
-       pm.addNestedPass<func::FuncOp>(createFA4PromoteDestinations());
+       addEntryBufferization(pm);
      }},
     {"tile",
      [](OpPassManager &pm, const PipelineOptions &options) {

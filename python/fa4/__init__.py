@@ -60,8 +60,10 @@ _ops = None
 _emulator_executes = True
 
 __all__ = ["BackwardKernel", "CompileError", "Kernel", "LaunchError",
-           "attention", "attention_varlen", "attention_with_kvcache", "compile",
-           "compile_backward", "compile_ir", "split_workspace_words", "stages"]
+           "attention", "attention_ir", "attention_varlen",
+           "attention_with_kvcache",
+           "backward_ir", "compile", "compile_backward", "compile_backward_ir",
+           "compile_ir", "split_workspace_words", "stages"]
 
 _DTYPES = {"fp16": "fp16", "float16": "fp16", "half": "fp16",
            "bf16": "bf16", "bfloat16": "bf16",
@@ -86,7 +88,7 @@ class Kernel:
     layout runs there too), and writes O's (and the LSE's) back.
     """
 
-    def __init__(self, native, backward_of=None):
+    def __init__(self, native, backward_of=None, ir_of=None):
         self._native = native
         self.manifest = json.loads(native.manifest_json)
         self._launcher = None
@@ -94,6 +96,9 @@ class Kernel:
         # compile_backward's arguments for this kernel's variant (None for a
         # kernel compiled from IR, or one whose backward is not built).
         self._backward_of = backward_of
+        # compile_backward_ir's for a kernel compiled from IR: its text,
+        # target and sm_count.
+        self._ir_of = ir_of
 
     @property
     def cubin(self) -> bytes:
@@ -156,18 +161,23 @@ class Kernel:
 
     def backward(self, deterministic: bool = False) -> "BackwardKernel":
         """The backward of this kernel's variant (``compile_backward`` with
-        its variant, target and sm_count): dQ, dK and dV from the O and LSE
-        this kernel writes (compile it with ``lse=True`` to have the LSE).
-        A kernel compiled from IR, or with seqused_k, a paged cache,
-        split-KV, varlen, a V head dim of its own or a head dim other than
-        32, 64, 96 or 128 has none yet: NotImplementedError."""
+        its variant, target and sm_count; for a kernel compiled from IR,
+        ``compile_backward_ir`` of its IR: the same regions and extras):
+        dQ, dK and dV from the O and LSE this kernel writes (compile it
+        with ``lse=True``, or IR that writes the LSE, to have it). A kernel
+        with seqused_k, a paged cache, split-KV, varlen, a V head dim of
+        its own or a head dim other than 32, 64, 96 or 128 has none yet:
+        NotImplementedError (IR: CompileError naming what)."""
+        if self._ir_of is not None:
+            ir, target, sm_count = self._ir_of
+            return compile_backward_ir(ir, target, sm_count=sm_count,
+                                       deterministic=deterministic)
         if self._backward_of is None:
             raise NotImplementedError(
                 "this kernel's backward is not built: fa4 compiles the "
                 "backward of a variant fa4.compile describes without "
                 "seqused_k, page_size, num_splits, varlen or a v_head_dim "
-                "of its own, at head dim 32, 64, 96 or 128 (a kernel compiled "
-                "from IR has none from Python yet)")
+                "of its own, at head dim 32, 64, 96 or 128")
         return compile_backward(**self._backward_of,
                                 deterministic=deterministic)
 
@@ -229,13 +239,18 @@ class BackwardKernel:
             return self._launcher
 
     def __call__(self, q, k, v, o, dout, lse, dq, dk, dv, delta, dq_accum, *,
-                 workers: int = 0, seed: int = 1,
+                 extras: Sequence = (), workers: int = 0, seed: int = 1,
                  stream: Optional[int] = None):
         tensors = [_array(name, t, written=name in ("dq", "dk", "dv", "delta",
                                                     "dq_accum"))
                    for name, t in zip(_capi.BACKWARD_TENSORS,
                                       (q, k, v, o, dout, lse, dq, dk, dv,
                                        delta, dq_accum))]
+        if isinstance(extras, (str, bytes)) or hasattr(extras, "__dlpack__") \
+                or not hasattr(extras, "__iter__"):
+            raise TypeError(f"extras must be a sequence of tensors, got "
+                            f"{type(extras).__name__}")
+        extras = [_array(f"extra{i}", e) for i, e in enumerate(extras)]
         workers = _integer("workers", workers, 0, 1 << 32)
         seed = _integer("seed", seed, 0, 1 << 64)
         if stream is not None:
@@ -244,7 +259,8 @@ class BackwardKernel:
         if device not in ("cuda", "cpu"):
             raise ValueError(f"q: on a {device} device; fa4 runs CUDA tensors "
                              "on the GPU and CPU tensors in the emulator")
-        self._capi_kernel()(*tensors, stream=stream, workers=workers, seed=seed)
+        self._capi_kernel()(*tensors, extras=extras, stream=stream,
+                            workers=workers, seed=seed)
 
     def __repr__(self):
         m = self.manifest
@@ -668,7 +684,56 @@ def compile_ir(ir: str, target: str = _DEFAULT_TARGET, *, cache: bool = True,
         return kernel
     native = _fa4.compile_ir(ir, target, cache, rescale_threshold,
                              exp2_emulation_fraction, sm_count)
-    kernel = Kernel(native)
+    kernel = Kernel(native, ir_of=(ir, target, sm_count))
+    with _memo_lock:
+        _memo.setdefault(key, kernel)
+    return kernel
+
+
+def backward_ir(ir: str, deterministic: bool = False, *,
+                with_lse: bool = False) -> str:
+    """The backward entry IR of a forward entry (text, as ``compile_ir``
+    takes it): ``<name>_backward(q, k, v, o, dout, lse, dq, dk, dv, delta,
+    dq_accum, extras...)`` holding the ``fa4.attention_backward`` of the
+    same attention — its mask, window, scale, softcap, ``score_mod`` /
+    ``mask_mod`` regions and extras — on the forward's tensor types (the
+    LSE the forward's, else [batch, q_heads, seq_q] float32). With
+    ``with_lse``, instead, the forward made to write its LSE (an argument
+    after O, when it writes none), which the backward reads. A forward the
+    backward does not take (FP8, a V head dim of its own, a block mask,
+    seqused_k, a paged cache, split-KV, varlen) raises
+    ``fa4.CompileError`` naming it."""
+    if not isinstance(ir, str):
+        raise TypeError(f"ir must be a str of MLIR, got {type(ir).__name__}")
+    return _fa4.derive_ir(_string("ir", ir),
+                          _flag("deterministic", deterministic),
+                          _flag("with_lse", with_lse))
+
+
+def compile_backward_ir(ir: str, target: str = _DEFAULT_TARGET, *,
+                        deterministic: bool = False, cache: bool = True,
+                        sm_count: int = 0) -> "BackwardKernel":
+    """Compiles the backward of entry IR to a ``BackwardKernel``: IR
+    holding an ``fa4.attention_backward``, or a forward entry whose
+    backward ``backward_ir`` derives (so ``compile_ir(ir)`` and
+    ``compile_backward_ir(ir)`` are a variant's forward and backward, its
+    regions differentiated by the compiler). Call it with the forward's
+    extras: ``kernel(..., extras=[...])``. ``deterministic`` accumulates
+    dQ in a fixed order. Errors raise ``fa4.CompileError``."""
+    if not isinstance(ir, str):
+        raise TypeError(f"ir must be a str of MLIR, got {type(ir).__name__}")
+    ir = _string("ir", ir)
+    target = _string("target", target)
+    deterministic = _flag("deterministic", deterministic)
+    cache = _flag("cache", cache)
+    sm_count = _integer("sm_count", sm_count, 0)
+    key = ("backward-ir", ir, target, deterministic, sm_count)
+    with _memo_lock:
+        kernel = _memo.get(key)
+    if kernel is not None:
+        return kernel
+    kernel = BackwardKernel(_fa4.compile_backward_ir(ir, target, cache,
+                                                     sm_count, deterministic))
     with _memo_lock:
         _memo.setdefault(key, kernel)
     return kernel
@@ -737,6 +802,26 @@ def attention(q, k, v, causal: bool = False,
     return _ops.attention(q, k, v, causal, window, softcap, scale,
                             return_lse, seqused_k,
                             deterministic=deterministic)
+
+
+def attention_ir(q, k, v, ir: str, extras: Sequence = (),
+                 return_lse: bool = False):
+    """Attention of torch tensors as entry IR describes it — its mask,
+    window, scale, softcap, ``score_mod`` / ``mask_mod`` regions — reading
+    ``extras`` (the tensors its regions read, in its order), differentiable
+    with respect to q, k and v: the compiler derives the backward from the
+    same IR (``backward_ir``), differentiating the regions. q, k, v in the
+    IR's declared types ((batch, seq, heads, head_dim); non-contiguous
+    inputs are copied to dense ones, as an identity layout asks); the IR
+    need not write the LSE (a copy that does is compiled). Returns O, and
+    with ``return_lse`` also the LSE (batch, q_heads, seq_q) float32. CUDA
+    tensors run on their GPU's chip, CPU tensors in the emulator. This is
+    the ``torch.ops.fa4.attention_ir`` custom op. IR whose backward is not
+    built (FP8, a V head dim of its own, block masks, serving
+    tables) raises ``fa4.CompileError``: use ``compile_ir`` for it."""
+    if _ops is None:
+        raise ImportError("fa4.attention_ir takes torch tensors: install torch")
+    return _ops.attention_ir(q, k, v, ir, extras, return_lse)
 
 
 def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q: int,

@@ -12,7 +12,7 @@ from __future__ import annotations
 import functools
 import math
 import threading
-from typing import Optional, Sequence, Tuple
+from typing import List, Optional, Sequence, Tuple
 
 import torch
 
@@ -1272,4 +1272,152 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
         max_seqlen_k, _flag("causal", causal), left, right,
         _real("softcap", softcap), None if scale is None else _real("scale", scale),
         _flag("return_lse", return_lse), seqused_k)
+    return (o, lse) if return_lse else o
+
+
+# --- Attention from IR, differentiable -----------------------------------
+#
+# A kernel compiled from entry IR (score_mod / mask_mod regions and their
+# extras) has its backward derived by the compiler (fa4.backward_ir): the
+# forward runs the IR made to write its LSE, the backward the derived
+# fa4.attention_backward, which differentiates the regions.
+
+
+@functools.lru_cache(maxsize=64)
+def _ir_with_lse(ir):
+    """The forward entry `ir` made to write its LSE (fa4.backward_ir's
+    with_lse)."""
+    from . import backward_ir
+    return backward_ir(ir, with_lse=True)
+
+
+def _check_ir_call(q, k, v, extras, ir):
+    if not isinstance(ir, str):
+        raise TypeError(f"ir must be a str of MLIR, got {type(ir).__name__}")
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        if not isinstance(t, torch.Tensor) or t.dim() != 4:
+            raise ValueError(f"{name} must be a 4-d tensor (batch, seq, heads, "
+                             f"head_dim), got "
+                             f"{tuple(t.shape) if isinstance(t, torch.Tensor) else type(t).__name__}")
+        if t.device != q.device:
+            raise ValueError(f"{name} is on {t.device}, q on {q.device}")
+    for i, e in enumerate(extras):
+        if not isinstance(e, torch.Tensor) or e.device != q.device:
+            raise ValueError(f"extras[{i}] must be a tensor on q's device "
+                             f"({q.device})")
+    if q.device.type not in ("cpu", "cuda"):
+        raise ValueError(f"q: on {q.device}; fa4 runs CUDA tensors on the GPU "
+                         "and CPU tensors in the emulator")
+
+
+@torch.library.custom_op("fa4::attention_ir", mutates_args=())
+def _attention_ir_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                     extras: List[torch.Tensor], ir: str
+                     ) -> Tuple[torch.Tensor, torch.Tensor]:
+    """O and the LSE of the attention entry IR `ir` describes, on q, k, v
+    (its declared types: a dense layout for an identity one) and the
+    extras its regions read: the IR made to write its LSE, compiled for
+    q's GPU (or the default chip in the emulator for CPU tensors)."""
+    from . import compile_ir
+    _check_ir_call(q, k, v, extras, ir)
+    target, sm_count = _target(q.device)
+    kernel = compile_ir(_ir_with_lse(ir), target, sm_count=sm_count)
+    q, k, v = (t.detach().contiguous() for t in (q, k, v))
+    extras = [e.detach().contiguous() for e in extras]
+    return _launch(kernel, q, k, v, True, extras,
+                   o_shape=(q.shape[0], q.shape[1], q.shape[2], v.shape[3]))
+
+
+@_attention_ir_op.register_fake
+def _(q, k, v, extras, ir):
+    _check_ir_call(q, k, v, extras, ir)
+    batch, seq_q, q_heads, _ = q.shape
+    return (q.new_empty((batch, seq_q, q_heads, v.shape[3])),
+            q.new_empty((batch, q_heads, seq_q), dtype=torch.float32))
+
+
+@torch.library.custom_op("fa4::attention_ir_backward", mutates_args=())
+def _attention_ir_backward_op(dout: torch.Tensor, q: torch.Tensor,
+                              k: torch.Tensor, v: torch.Tensor,
+                              out: torch.Tensor, lse: torch.Tensor,
+                              extras: List[torch.Tensor], ir: str,
+                              deterministic: bool = False
+                              ) -> Tuple[torch.Tensor, torch.Tensor,
+                                         torch.Tensor]:
+    """dQ, dK, dV of fa4::attention_ir: the backward the compiler derives
+    from `ir` (fa4.compile_backward_ir), on the GPU's own chip for CUDA
+    tensors, in fa4-emu (the first chip with backward kernels) for CPU
+    ones."""
+    from . import compile_backward_ir
+    _check_ir_call(q, k, v, extras, ir)
+    if q.device.type == "cuda":
+        target, sm_count = _target(q.device)
+        if target not in _BACKWARD_TARGETS:
+            raise NotImplementedError(
+                f"the backward has no kernel for {target} yet (it is "
+                f"scheduled for {', '.join(_BACKWARD_TARGETS) or 'no chip'})")
+    elif _BACKWARD_TARGETS:
+        target, sm_count = _BACKWARD_TARGETS[0], 0
+    else:
+        raise NotImplementedError("no chip schedules fa4's backward")
+    kernel = compile_backward_ir(_ir_with_lse(ir), target, sm_count=sm_count,
+                                 deterministic=deterministic)
+    q, k, v, out, dout = (t.detach().contiguous()
+                          for t in (q, k, v, out, dout))
+    lse = lse.detach().contiguous()
+    extras = [e.detach().contiguous() for e in extras]
+    dq, dk, dv = (torch.empty_like(t) for t in (q, k, v))
+    delta = torch.empty_like(lse)
+    dq_accum = torch.empty_like(q, dtype=torch.float32)
+    if not (q.shape[0] and q.shape[1] and k.shape[1]):
+        return dq.zero_(), dk.zero_(), dv.zero_()
+    if q.device.type == "cuda":
+        with _capi._on_device(q.device):
+            kernel._capi_kernel()(q, k, v, out, dout, lse, dq, dk, dv, delta,
+                                  dq_accum, extras=extras)
+    else:
+        kernel(q, k, v, out, dout, lse, dq, dk, dv, delta, dq_accum,
+               extras=extras)
+    return dq, dk, dv
+
+
+@_attention_ir_backward_op.register_fake
+def _(dout, q, k, v, out, lse, extras, ir, deterministic=False):
+    _check_ir_call(q, k, v, extras, ir)
+    return (torch.empty_like(q, memory_format=torch.contiguous_format),
+            torch.empty_like(k, memory_format=torch.contiguous_format),
+            torch.empty_like(v, memory_format=torch.contiguous_format))
+
+
+_attention_ir_backward_op.register_autograd(
+    _no_double_backward, setup_context=lambda ctx, inputs, output: None)
+
+
+def _save_ir_for_backward(ctx, inputs, output):
+    q, k, v, extras, ir = inputs
+    o, lse = output
+    ctx.ir = ir
+    ctx.extras_count = len(extras)
+    ctx.save_for_backward(q, k, v, o, lse, *extras)
+    ctx.mark_non_differentiable(lse)
+
+
+def _ir_backward(ctx, dout, dlse):
+    q, k, v, o, lse, *extras = ctx.saved_tensors
+    dq, dk, dv = _attention_ir_backward_op(dout, q, k, v, o, lse, extras,
+                                           ctx.ir)
+    return dq, dk, dv, [None] * ctx.extras_count, None
+
+
+_attention_ir_op.register_autograd(_ir_backward,
+                                   setup_context=_save_ir_for_backward)
+
+
+def attention_ir(q, k, v, ir, extras=(), return_lse=False):
+    """fa4.attention_ir: see its docstring in fa4/__init__.py."""
+    if isinstance(extras, (str, bytes, torch.Tensor)) or \
+            not hasattr(extras, "__iter__"):
+        raise TypeError(f"extras must be a sequence of tensors, got "
+                        f"{type(extras).__name__}")
+    o, lse = _attention_ir_op(q, k, v, list(extras), ir)
     return (o, lse) if return_lse else o

@@ -181,6 +181,51 @@ PyBackward compileBackwardVariant(int64_t headDim, int64_t qHeads,
   return result;
 }
 
+/// The backward of entry IR compiled (fa4::compileBackwardEntry): a
+/// backward entry, or the backward a forward entry's attention derives.
+PyBackward compileBackwardIr(const std::string &entry,
+                             const std::string &target, bool cache,
+                             int64_t smCount, bool deterministic) {
+  PyBackward result;
+  PipelineOptions options;
+  options.target = target;
+  options.smCount = smCount;
+  std::optional<std::string> failure;
+  {
+    nb::gil_scoped_release released;
+    std::lock_guard<std::mutex> lock(compiling);
+    llvm::Expected<runtime::BackwardKernel> kernel = compileBackwardEntry(
+        entry, deterministic, options, cache, &result.fromCache);
+    if (kernel)
+      result.kernel = std::move(*kernel);
+    else
+      failure = llvm::toString(kernel.takeError());
+  }
+  if (failure)
+    throw CompileFailure(*failure);
+  return result;
+}
+
+/// fa4::derivedEntryIr: a forward entry's backward entry, or (`withLse`)
+/// the forward made to write its LSE, as text.
+std::string deriveIr(const std::string &entry, bool deterministic,
+                     bool withLse) {
+  std::optional<std::string> failure;
+  std::string text;
+  {
+    nb::gil_scoped_release released;
+    llvm::Expected<std::string> derived =
+        derivedEntryIr(entry, deterministic, withLse);
+    if (derived)
+      text = std::move(*derived);
+    else
+      failure = llvm::toString(derived.takeError());
+  }
+  if (failure)
+    throw CompileFailure(*failure);
+  return text;
+}
+
 /// Runs the verifier on a variant's entry IR without compiling it: what
 /// compile() would refuse first, refused the same way (for callers that
 /// must answer without a kernel: torch's fake tensors, empty problems).
@@ -315,6 +360,11 @@ NB_MODULE(_fa4, m) {
         nb::arg("window_left"), nb::arg("window_right"), nb::arg("dtype"),
         nb::arg("scale").none(), nb::arg("softcap"), nb::arg("target"),
         nb::arg("cache"), nb::arg("sm_count"), nb::arg("deterministic"));
+  m.def("compile_backward_ir", &compileBackwardIr, nb::arg("ir"),
+        nb::arg("target"), nb::arg("cache"), nb::arg("sm_count"),
+        nb::arg("deterministic"));
+  m.def("derive_ir", &deriveIr, nb::arg("ir"), nb::arg("deterministic"),
+        nb::arg("with_lse"));
   m.def("compile_ir", &compileIr, nb::arg("ir"), nb::arg("target"),
         nb::arg("cache"), nb::arg("rescale_threshold"),
         nb::arg("exp2_emulation_fraction"), nb::arg("sm_count"));

@@ -387,3 +387,132 @@ def test_backward_with_regions_takes_their_extras(tmp_path):
     for name, got, ref in zip(("dq", "dk", "dv"), (dq, dk, dv), want):
         err = (got.double() - ref).abs().max().item()
         assert err < 1e-2, f"{name}: error {err:.3g}"
+
+
+# A score_mod written as IR (tanh of the score plus ALiBi's bias, the slopes
+# an extra), GQA 2, causal: fa4.attention_ir and the backward the compiler
+# derives from the same IR.
+_IR_TANH_ALIBI = """
+func.func @attention(%q: memref<?x?x4x64xf16>, %k: memref<?x?x2x64xf16>,
+                     %v: memref<?x?x2x64xf16>, %o: memref<?x?x4x64xf16>,
+                     %slopes: memref<4xf32>) {
+  fa4.attention %q, %k, %v -> %o extras(%slopes : memref<4xf32>)
+      {mask = #fa4.mask<causal>}
+      : memref<?x?x4x64xf16>, memref<?x?x2x64xf16>, memref<?x?x2x64xf16>
+      -> memref<?x?x4x64xf16>
+  score_mod {
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index,
+       %slope_of: memref<4xf32>):
+    %slope = memref.load %slope_of[%h] : memref<4xf32>
+    %d = arith.subi %j, %i : index
+    %d64 = arith.index_cast %d : index to i64
+    %df = arith.sitofp %d64 : i64 to f32
+    %bias = arith.mulf %slope, %df : f32
+    %t = math.tanh %s : f32
+    %r = arith.addf %t, %bias : f32
+    fa4.yield %r : f32
+  }
+  return
+}
+"""
+
+
+def _tanh_alibi_reference(q, k, v, slopes):
+    """O and the LSE of _IR_TANH_ALIBI in the inputs' type (causal aligned
+    bottom-right, the region's positions top-left)."""
+    import math
+    hq, hkv, d = q.shape[2], k.shape[2], q.shape[3]
+    seq_q, seq_k = q.shape[1], k.shape[1]
+    qq, kk, vv = (t.transpose(1, 2) for t in (q, k, v))
+    kk, vv = (t.repeat_interleave(hq // hkv, dim=1) for t in (kk, vv))
+    i = torch.arange(seq_q).view(seq_q, 1)
+    j = torch.arange(seq_k).view(1, seq_k)
+    s = torch.tanh((qq @ kk.transpose(-1, -2)) / math.sqrt(d)) + \
+        slopes.to(q.dtype).view(hq, 1, 1) * (j - i)
+    hidden = j > i + (seq_k - seq_q)
+    s = s.masked_fill(hidden, -math.inf)
+    # A row that sees no key (seq_q > seq_k): O = 0, LSE = -inf.
+    p = torch.where((~hidden).any(-1, keepdim=True), torch.softmax(s, -1), 0)
+    return (p @ vv).transpose(1, 2), torch.logsumexp(s, -1)
+
+
+@pytest.mark.parametrize("seq_q,seq_k", [(77, 101), (130, 65)])
+def test_attention_ir_is_differentiable(seq_q, seq_k):
+    """fa4.attention_ir on CPU tensors (fa4-emu): O, the LSE and dQ, dK,
+    dV of a region the compiler differentiates, against torch's float64
+    autograd of the same function, by FlashAttention's rule (at most twice
+    the float32 computation's error on the fp16 inputs, plus 2e-3)."""
+    g = torch.Generator().manual_seed(seq_q)
+    batch, hq, hkv, d = 2, 4, 2, 64
+    q = torch.randn(batch, seq_q, hq, d, generator=g).half()
+    k, v = (torch.randn(batch, seq_k, hkv, d, generator=g).half()
+            for _ in range(2))
+    slopes = torch.rand(hq, generator=g)
+    do = torch.randn(batch, seq_q, hq, d, generator=g).half()
+
+    def gradients(dtype):
+        leaves = [t.to(dtype).requires_grad_() for t in (q, k, v)]
+        o, lse = _tanh_alibi_reference(*leaves, slopes)
+        o.backward(do.to(dtype))
+        return o.detach(), lse.detach(), [t.grad for t in leaves]
+
+    o64, lse64, want = gradients(torch.float64)
+    o32, _, low = gradients(torch.float32)
+    leaves = [t.clone().requires_grad_() for t in (q, k, v)]
+    o, lse = fa4.attention_ir(*leaves, _IR_TANH_ALIBI, extras=[slopes],
+                              return_lse=True)
+    assert o.shape == q.shape and o.dtype == torch.float16
+    assert not lse.requires_grad
+    assert (o.double() - o64).abs().max() <= \
+        2 * (o32.half().double() - o64).abs().max() + 2e-3
+    seen = torch.isfinite(lse64)
+    assert torch.equal(seen, torch.isfinite(lse)) and not seen.all() == \
+        (seq_q > seq_k)
+    assert (lse.double() - lse64)[seen].abs().max() < 1e-3
+    o.backward(do)
+    for name, leaf, ref, f32 in zip("qkv", leaves, want, low):
+        err = (leaf.grad.double() - ref).abs().max().item()
+        bound = 2 * (f32.half().double() - ref).abs().max().item() + 2e-3
+        assert err <= bound, f"d{name}: error {err:.3g} > {bound:.3g}"
+
+
+def test_compile_ir_kernels_have_their_backward():
+    """Kernel.backward of a compile_ir kernel is compile_backward_ir of its
+    IR: the regions and extras of the forward (the manifest says so); the
+    derived IR is backward_ir's; with_lse adds the LSE after O."""
+    kernel = fa4.compile_ir(_IR_TANH_ALIBI, "sm_90a")
+    backward = kernel.backward()
+    assert backward.manifest["kind"] == "backward"
+    assert backward.manifest["attention"]["score_mod"] is True
+    assert [e["shape"] for e in backward.manifest["extras"]] == [[4]]
+    assert kernel.backward(deterministic=True).manifest["attention"][
+        "deterministic"] is True
+    text = fa4.backward_ir(_IR_TANH_ALIBI)
+    assert "func.func @attention_backward(" in text
+    assert "fa4.attention_backward" in text and "math.tanh" in text
+    with_lse = fa4.backward_ir(_IR_TANH_ALIBI, with_lse=True)
+    assert "lse %arg4" in with_lse and "memref<?x4x?xf32>" in with_lse
+    assert fa4.compile_ir(with_lse, "sm_90a").manifest["attention"]["lse"]
+    # The same backward from the derived text (a backward entry compiles
+    # as it is).
+    again = fa4.compile_backward_ir(text, "sm_90a")
+    assert again.manifest["extras"] == backward.manifest["extras"]
+
+
+def test_backward_ir_names_what_it_cannot_derive():
+    """A forward the backward does not take is refused, naming why; so is
+    IR that is not a forward entry."""
+    paged = open(__import__("pathlib").Path(__file__).resolve().parents[2] /
+                 "examples" / "paged-kv-cache.mlir").read()
+    with pytest.raises(fa4.CompileError, match="seqused_k table, which the "
+                       "backward does not take"):
+        fa4.backward_ir(paged)
+    with pytest.raises(fa4.CompileError, match="seqused_k"):
+        fa4.compile_ir(paged, "sm_90a").backward()
+    with pytest.raises(fa4.CompileError, match="does not parse"):
+        fa4.backward_ir("func.func @f(")
+    with pytest.raises(fa4.CompileError, match="holds a backward"):
+        fa4.backward_ir(fa4.backward_ir(_IR_TANH_ALIBI), with_lse=True)
+    with pytest.raises(TypeError, match="extras must be a sequence"):
+        fa4.attention_ir(*(torch.zeros(1, 1, h, 64).half() for h in (4, 2, 2)),
+                         _IR_TANH_ALIBI, extras=torch.zeros(4))

@@ -160,9 +160,9 @@ static cl::opt<std::string> gridPolicy(
              "as they free up: a dynamic heaviest-first schedule for causal "
              "masks; not with --sm-count) or auto (the default: per-task for "
              "Hopper's dense fp16/bf16 causal forward at Q/K head dims 96, "
-             "128, 192 and 256 without --sm-count, where the H200 and the "
-             "H100 measured it faster; "
-             "else persistent). Not with "
+             "128, 192 and 256, where the H200 and the "
+             "H100 measured it faster, whether or not --sm-count is "
+             "given; else persistent). Not with "
              "--backward; docs/Hopper.md, \"A CTA per task\""),
     cl::value_desc("auto|persistent|per-task"), cl::init("auto"),
     cl::cat(compileCategory));
@@ -289,7 +289,11 @@ static cl::opt<bool> backward(
              "`attention_backward(Q, K, V, O, dO, LSE, dQ, dK, dV, delta, "
              "dq_accum)` holding fa4.attention_backward of the variant the "
              "other flags describe (the workspace: delta [batch, q_heads, "
-             "seq_q] f32 and dq_accum Q's shape in f32). It compiles to three "
+             "seq_q] f32 and dq_accum Q's shape in f32); with an input file "
+             "holding a forward entry, the backward of its fa4.attention "
+             "(its regions and extras too: `<name>_backward(Q, K, V, O, dO, "
+             "LSE, dQ, dK, dV, delta, dq_accum, extras...)`; --emit=mlir "
+             "--stop-after=bufferize prints it). It compiles to three "
              "kernels on every target (-o b.cubin: the cubin, the PTX and a "
              "manifest of kind \"backward\", which fa4-emu runs): FA4's TMEM "
              "schedule on sm_100a/sm_103a, FA3's wgmma one on sm_90a; "
@@ -351,13 +355,14 @@ static OwningOpRef<ModuleOp> buildVariant(MLIRContext &context) {
   return fa4::buildVariantModule(context, variant);
 }
 
+/// Whether a flag that describes the variant is given (--backward and
+/// --deterministic also apply to an input file: its backward).
 static bool usesVariantFlags() {
   cl::Option *variantOptions[] = {&headDim,    &valueHeadDim, &qHeads,      &kvHeads,
                                  &mask,       &windowLeft,  &windowRight,
                                  &dtype,      &scale,       &softcap,
                                  &lse, &seqUsedK, &pagedKv, &pageSize,
-                                 &numSplits, &varlen, &decode,
-                                 &backward, &deterministic};
+                                 &numSplits, &varlen, &decode};
   return llvm::any_of(variantOptions, [](cl::Option *option) {
     return option->getNumOccurrences() > 0;
   });
@@ -758,10 +763,37 @@ static llvm::Error writeOutput(ModuleOp module, EmitKind kind, StringRef chip,
 static int compile(std::unique_ptr<MemoryBuffer> input, StringRef stopAfter) {
   fa4::ToolSession session;
   MLIRContext &context = session.getContext();
+  bool fromFile = input != nullptr;
   OwningOpRef<ModuleOp> module =
       input ? session.parse(std::move(input)) : buildVariant(context);
   if (!module)
     return 1;
+  if (fromFile && (backward || deterministic)) {
+    // An input file's backward: the file's own fa4.attention_backward, or
+    // the one its forward entry's attention derives (fa4::backwardEntryOf).
+    bool holdsBackward = false;
+    module->walk([&](fa4::AttentionBackwardOp op) {
+      holdsBackward = true;
+      if (deterministic)
+        op.setDeterministic(true);
+    });
+    if (!holdsBackward && !backward)
+      return fail(fa4::makeError("--deterministic applies to a backward: "
+                                 "the file holds a forward (add --backward "
+                                 "to compile its backward)"),
+                  2);
+    if (!holdsBackward) {
+      if (llvm::Error refused = fa4::checkEntryLevel(*module))
+        return fail(std::move(refused), 2);
+      llvm::Expected<OwningOpRef<ModuleOp>> derived =
+          fa4::backwardEntryOf(*module, deterministic);
+      if (!derived)
+        return fail(fa4::prefixError("--backward: ", derived.takeError()), 2);
+      module = std::move(*derived);
+      if (failed(verify(*module)))
+        return 1;
+    }
+  }
   EmitKind kind = emitKind();
   if (llvm::Error refused = checkOutputFlags(kind, stopAfter))
     return fail(std::move(refused), 2);

@@ -129,6 +129,39 @@ llvm::Expected<runtime::Kernel> compileEntry(const std::string &ir,
                                              bool useCache,
                                              bool *fromCache = nullptr);
 
+/// The backward entry of a forward entry (`forward`: one function holding
+/// one fa4.attention on memrefs): a function `<name>_backward(Q, K, V, O,
+/// dO, LSE, dQ, dK, dV, delta, dq_accum, extras...)` holding the
+/// fa4.attention_backward with the forward's attributes, regions and
+/// extras (`deterministic` as given), the tensors of the forward's types
+/// (dO O's, dQ/dK/dV Q's/K's/V's; the LSE the forward's, else [batch,
+/// q_heads, seq_q] f32; the workspace dense f32). A forward the backward
+/// does not take (FP8, a V head dim of its own, a block mask, seqused_k,
+/// a paged cache, split-KV, varlen) is refused, naming it. An entry on
+/// tensors is bufferized first. In `forward`'s context.
+llvm::Expected<OwningOpRef<ModuleOp>> backwardEntryOf(ModuleOp forward,
+                                                      bool deterministic);
+
+/// A copy of the forward entry `forward` that writes the LSE: unchanged
+/// when it does, else with an LSE argument ([batch, q_heads, seq_q] f32)
+/// after O. The forward whose backward backwardEntryOf derives must write
+/// it; refused as backwardEntryOf refuses.
+llvm::Expected<OwningOpRef<ModuleOp>> withLseOf(ModuleOp forward);
+
+/// The backward entry IR of `ir` as text: backwardEntryOf of a forward
+/// entry; a backward entry (fa4.attention_backward) as it is, `deterministic`
+/// added when set. With `withLse`, instead, withLseOf's forward as text.
+llvm::Expected<std::string> derivedEntryIr(const std::string &ir,
+                                           bool deterministic, bool withLse);
+
+/// compileBackward for entry IR given as text: a backward entry, or a
+/// forward entry whose backward backwardEntryOf derives (`deterministic`
+/// then asks for the fixed dQ order; with a backward entry it adds it).
+llvm::Expected<runtime::BackwardKernel>
+compileBackwardEntry(const std::string &ir, bool deterministic,
+                     const PipelineOptions &options, bool useCache,
+                     bool *fromCache = nullptr);
+
 /// The stages variantIr prints: "entry" (the entry IR), the pipeline's
 /// stages (getPipelineStages), "llvm" and "ptx".
 std::vector<std::string> variantIrStages();

@@ -106,6 +106,11 @@ struct PipelineOptions : public PassPipelineOptions<PipelineOptions> {
 /// The stages of the pipeline in order, by the names `--stop-after` takes.
 ArrayRef<StringRef> getPipelineStages();
 
+/// The bufferize stage's passes without its chip: an entry on tensors to
+/// the memref form (dense arguments; destinations the function made become
+/// parameters), a no-op on memrefs.
+void addEntryBufferization(OpPassManager &pm);
+
 /// Adds the stages up to and including `options.stopAfter` (all when empty).
 /// An error naming the stages when `stopAfter` is unknown, or naming the
 /// option whose value is out of its range; then nothing was added.
