@@ -516,3 +516,15 @@ def test_backward_ir_names_what_it_cannot_derive():
     with pytest.raises(TypeError, match="extras must be a sequence"):
         fa4.attention_ir(*(torch.zeros(1, 1, h, 64).half() for h in (4, 2, 2)),
                          _IR_TANH_ALIBI, extras=torch.zeros(4))
+
+
+def test_attention_ir_opcheck():
+    """torch.library.opcheck on fa4::attention_ir: the fake implementation's
+    shapes, the schema and the autograd registration agree with the op."""
+    g = torch.Generator().manual_seed(5)
+    q = torch.randn(1, 33, 4, 64, generator=g).half().requires_grad_()
+    k, v = (torch.randn(1, 40, 2, 64, generator=g).half().requires_grad_()
+            for _ in range(2))
+    slopes = torch.rand(4, generator=g)
+    torch.library.opcheck(torch.ops.fa4.attention_ir.default,
+                          (q, k, v, [slopes], _IR_TANH_ALIBI))
