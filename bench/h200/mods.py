@@ -18,6 +18,11 @@ level-A run of the same regions and both against the float64 reference.
            deeper than the device's transfer brings back)
   here:    python3 bench/h200/mods.py judge OUT --fa4-sim build/bin/fa4-sim
 
+With `run --outputs-only` the GPU writes O alone (o.raw16, in its own
+16-bit type; a few MB where the inputs would be a hundred), and `judge
+--kernels dist-mods` draws the inputs again here from the run's seed (on
+the CPU, as the GPU machine drew them) before fa4-sim reads them.
+
 Each launch runs in a child process with a timeout (a hang is a failed case,
 not a lost session). The draws follow fa4-sim's: Q, K, V standard normal,
 float extras uniform in [-1, 1), integer extras non-decreasing runs along
@@ -45,17 +50,12 @@ def parse_shape(text):
     return batch, seq_q, seq_k
 
 
-def case(manifest_path, library, shape, out_dir, seed):
-    """One launch (in a child process): draw, launch, write the files."""
+def draw(manifest, shape, seed):
+    """The inputs of one case, drawn on the CPU from `seed` (the same on
+    any machine): q, k, v and the extras, and the LSE's presence."""
     import torch
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    from common import load_capi
-
-    capi = load_capi()
-    kernel = capi.load_kernel(manifest_path, library=library)
-    attention = kernel.manifest["attention"]
+    attention = manifest["attention"]
     batch, seq_q, seq_k = parse_shape(shape)
-    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     generator = torch.Generator(device="cpu").manual_seed(seed)
     dtype = getattr(torch, DTYPES[attention["dtype"]])
     hq, hkv = attention["q_heads"], attention["kv_heads"]
@@ -69,7 +69,7 @@ def case(manifest_path, library, shape, out_dir, seed):
     dynamic = max(batch, seq_q, seq_k, hq)
     extras = []
     block_mask = attention.get("block_mask")
-    for index, extra in enumerate(kernel.manifest.get("extras", [])):
+    for index, extra in enumerate(manifest.get("extras", [])):
         sizes = [dynamic if s < 0 else s for s in extra["shape"]]
         if block_mask is not None and index == block_mask:
             # Whoever launches computes the table from the mask_mod, which
@@ -94,7 +94,39 @@ def case(manifest_path, library, shape, out_dir, seed):
             extras.append((torch.rand(*sizes, generator=generator) * 2 - 1)
                           .to(getattr(torch, {"f32": "float32", "f16": "float16",
                                               "bf16": "bfloat16"}[extra["dtype"]])))
-    o = torch.empty(batch, seq_q, hq, dv, dtype=dtype, device=device)
+    return q, k, v, extras
+
+
+def write_inputs(manifest, q, k, v, extras, out_dir):
+    """The entry's arguments as fa4-sim reads them: Q, K, V, O, (the LSE),
+    the extras, argN.bin in float32."""
+    import torch
+    first_extra = 5 if manifest["attention"].get("lse") else 4
+    files = {0: q, 1: k, 2: v}
+    for i, e in enumerate(extras):
+        files[first_extra + i] = e
+    os.makedirs(out_dir, exist_ok=True)
+    for n, tensor in files.items():
+        tensor.to(torch.float32).contiguous().numpy().tofile(
+            os.path.join(out_dir, f"arg{n}.bin"))
+
+
+def case(manifest_path, library, shape, out_dir, seed, outputs_only=False):
+    """One launch (in a child process): draw, launch, write the files (with
+    `outputs_only`, O alone, in its own 16-bit type: o.raw16, which judge
+    takes with inputs it draws again from the seed)."""
+    import torch
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from common import load_capi
+
+    capi = load_capi()
+    kernel = capi.load_kernel(manifest_path, library=library)
+    attention = kernel.manifest["attention"]
+    batch, seq_q, _ = parse_shape(shape)
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    q, k, v, extras = draw(kernel.manifest, shape, seed)
+    hq, dv = attention["q_heads"], attention["v_head_dim"]
+    o = torch.empty(batch, seq_q, hq, dv, dtype=q.dtype, device=device)
     lse = (torch.empty(batch, hq, seq_q, dtype=torch.float32, device=device)
            if attention.get("lse") else None)
     kernel(q.to(device), k.to(device), v.to(device), o, lse,
@@ -102,16 +134,13 @@ def case(manifest_path, library, shape, out_dir, seed):
     if device.type == "cuda":
         torch.cuda.synchronize()
     os.makedirs(out_dir, exist_ok=True)
-    # The entry's arguments: Q, K, V, O, (the LSE), the extras.
-    first_extra = 5 if lse is not None else 4
-    files = {0: q, 1: k, 2: v}
-    for i, e in enumerate(extras):
-        files[first_extra + i] = e
-    for n, tensor in files.items():
-        tensor.to(torch.float32).contiguous().numpy().tofile(
-            os.path.join(out_dir, f"arg{n}.bin"))
-    o.to(torch.float32).cpu().contiguous().numpy().tofile(
-        os.path.join(out_dir, "o.bin"))
+    if outputs_only:
+        o.cpu().contiguous().view(torch.int16).numpy().tofile(
+            os.path.join(out_dir, "o.raw16"))
+    else:
+        write_inputs(kernel.manifest, q, k, v, extras, out_dir)
+        o.to(torch.float32).cpu().contiguous().numpy().tofile(
+            os.path.join(out_dir, "o.bin"))
     finite = bool(torch.isfinite(o.float()).all())
     return {"finite": finite}
 
@@ -120,13 +149,15 @@ def run(args):
     results = []
     manifests = sorted(glob.glob(os.path.join(args.kernels, "*.cubin.json")))
     library = os.path.join(args.kernels, "libfa4rt.so")
+    os.makedirs(args.out, exist_ok=True)
     started = time.time()
     for manifest in manifests:
         name = os.path.basename(manifest)[:-len(".cubin.json")]
         for shape in args.shapes.split(","):
             out_dir = os.path.join(args.out, name, shape)
             command = [sys.executable, os.path.abspath(__file__), "case",
-                       manifest, library, shape, out_dir, str(args.seed)]
+                       manifest, library, shape, out_dir, str(args.seed),
+                       "1" if args.outputs_only else "0"]
             result = {"kernel": name, "shape": shape}
             try:
                 done = subprocess.run(command, capture_output=True, text=True,
@@ -143,13 +174,34 @@ def run(args):
     with open(os.path.join(args.out, "run.json"), "w") as f:
         json.dump({"date": time.strftime("%Y-%m-%d %H:%M:%S"),
                    "seconds": round(time.time() - started, 1),
+                   "seed": args.seed, "outputs_only": args.outputs_only,
                    "results": results}, f, indent=1)
     return 0 if all(r.get("launched") for r in results) else 1
+
+
+def restore_inputs(directory, manifest_path, shape, seed):
+    """A case run with --outputs-only: its inputs drawn again here from the
+    seed and O widened to float32, as a full case writes them."""
+    import torch
+    with open(manifest_path) as f:
+        manifest = json.load(f)
+    q, k, v, extras = draw(manifest, shape, seed)
+    write_inputs(manifest, q, k, v, extras, directory)
+    raw = torch.from_file(os.path.join(directory, "o.raw16"), shared=False,
+                          size=os.path.getsize(os.path.join(directory,
+                                                            "o.raw16")) // 2,
+                          dtype=torch.int16)
+    raw.view(q.dtype).to(torch.float32).numpy().tofile(
+        os.path.join(directory, "o.bin"))
 
 
 def judge(args):
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     verdicts = []
+    seed = args.seed
+    if os.path.exists(os.path.join(args.out, "run.json")):
+        with open(os.path.join(args.out, "run.json")) as f:
+            seed = json.load(f).get("seed", seed)
     for name in sorted(os.listdir(args.out)):
         entry = os.path.join(root, "examples", name + ".mlir")
         if not os.path.isdir(os.path.join(args.out, name)):
@@ -157,6 +209,10 @@ def judge(args):
         for shape in sorted(os.listdir(os.path.join(args.out, name))):
             directory = os.path.join(args.out, name, shape)
             verdict = {"kernel": name, "shape": shape}
+            if os.path.exists(os.path.join(directory, "o.raw16")) and \
+                    not os.path.exists(os.path.join(directory, "o.bin")):
+                restore_inputs(directory, os.path.join(
+                    args.kernels, name + ".cubin.json"), shape, seed)
             if not os.path.exists(os.path.join(directory, "o.bin")):
                 verdict.update(ok=False, why="no O from the GPU")
             else:
@@ -185,7 +241,8 @@ def judge(args):
 
 def main():
     if len(sys.argv) > 1 and sys.argv[1] == "case":
-        print(json.dumps(case(*sys.argv[2:6], int(sys.argv[6]))))
+        print(json.dumps(case(*sys.argv[2:6], int(sys.argv[6]),
+                              sys.argv[7:8] == ["1"])))
         return 0
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -196,10 +253,18 @@ def main():
     p.add_argument("--shapes", default=",".join(SHAPES))
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--timeout", type=float, default=60.0)
+    p.add_argument("--outputs-only", action="store_true",
+                   help="write O alone (o.raw16, its 16-bit type): judge "
+                        "draws the inputs again from the seed (what the "
+                        "device's transfer limits leave room for)")
     p = sub.add_parser("judge", help="here: fa4-sim on what the GPU wrote")
     p.add_argument("out")
     p.add_argument("--fa4-sim", default="build/bin/fa4-sim")
     p.add_argument("--json", default="")
+    p.add_argument("--kernels", default="dist-mods",
+                   help="the kernels' directory (their manifests): the "
+                        "inputs of --outputs-only cases are drawn from them")
+    p.add_argument("--seed", type=int, default=1)
     args = parser.parse_args()
     return run(args) if args.command == "run" else judge(args)
 
