@@ -17,13 +17,12 @@
 #include "fa4/Dialect/FA4/IR/FA4Ops.h"
 #include "fa4/Pipeline/Pipeline.h"
 #include "fa4/Support/Error.h"
+#include "fa4/Transforms/ScoreModGrad.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
-#include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/IRMapping.h"
-#include "mlir/Interfaces/ViewLikeInterface.h"
 #include "mlir/Pass/PassManager.h"
 
 using namespace mlir;
@@ -101,45 +100,70 @@ MemRefType denseLike(MemRefType type, Type element) {
   return MemRefType::get(type.getShape(), element);
 }
 
-} // namespace
-
-/// `forward` itself when its attention is on memrefs, else a bufferized
-/// copy (kept in `copy`): the memref form the pipeline's first stage makes
-/// of an entry on tensors.
-llvm::Expected<ModuleOp> onMemrefs(ModuleOp forward,
-                                   OwningOpRef<ModuleOp> &copy) {
-  bool tensors = false;
-  forward.walk([&](AttentionOp op) {
-    tensors |= !isa<MemRefType>(op.getQ().getType());
-  });
-  if (!tensors)
-    return forward;
-  copy = OwningOpRef<ModuleOp>(cast<ModuleOp>(forward->clone()));
-  PassManager pm(forward.getContext());
+/// The forward entry `given` as the pipeline's first stage makes it, in
+/// `copy`: bufferized (an entry on tensors to memrefs, destinations it
+/// allocates promoted to parameters), every operand of its attention an
+/// argument of its function (fa4-tile's rule for the forward: the
+/// kernel's memrefs are its parameters), its score_mod differentiable.
+/// `what` names the derivation in errors.
+llvm::Expected<AttentionOp> forwardAsCompiled(ModuleOp given,
+                                              OwningOpRef<ModuleOp> &copy,
+                                              const std::string &what) {
+  if (llvm::Expected<std::pair<func::FuncOp, AttentionOp>> found =
+          forwardAttention(given);
+      !found)
+    return found.takeError();
+  copy = OwningOpRef<ModuleOp>(cast<ModuleOp>(given->clone()));
+  PassManager pm(given.getContext());
   addEntryBufferization(pm);
   if (failed(pm.run(*copy)))
-    return makeError("the entry on tensors does not bufferize");
-  return *copy;
+    return makeError("the entry does not bufferize");
+  llvm::Expected<std::pair<func::FuncOp, AttentionOp>> found =
+      forwardAttention(*copy);
+  if (!found)
+    return found.takeError();
+  auto [func, op] = *found;
+  if (std::string why = backwardRefusal(op); !why.empty())
+    return makeError(what + ": " + why);
+  for (auto [position, operand] : llvm::enumerate(op->getOperands())) {
+    auto argument = dyn_cast<BlockArgument>(operand);
+    if (!argument || argument.getOwner() != &func.getBody().front())
+      return makeError(what + ": its operand #" + std::to_string(position) +
+                       " is not an argument of @" + func.getName().str() +
+                       " (the kernel's memrefs are its parameters; the "
+                       "forward is refused alike)");
+    // Q, K, V, O and the LSE: tensors of their own (as fa4-tile holds the
+    // forward to).
+    if (position < (op.getLse() ? 5u : 4u))
+      for (unsigned earlier = 0; earlier < position; ++earlier)
+        if (op->getOperand(earlier) == operand)
+          return makeError(what + ": its operands #" +
+                           std::to_string(earlier) + " and #" +
+                           std::to_string(position) +
+                           " are the same argument (Q, K, V and O are "
+                           "distinct tensors; the forward is refused alike)");
+  }
+  if (Operation *opaque = firstNonDifferentiable(op.getScoreMod())) {
+    std::string name = opaque->getName().getStringRef().str();
+    return makeError(what + ": the score flows through '" + name +
+                     "' in its score_mod, which has no derivative rule");
+  }
+  return op;
 }
+
+} // namespace
 
 llvm::Expected<OwningOpRef<ModuleOp>>
 fa4::backwardEntryOf(ModuleOp given, bool deterministic) {
-  llvm::Expected<std::pair<func::FuncOp, AttentionOp>> found =
-      forwardAttention(given);
+  OwningOpRef<ModuleOp> forward;
+  llvm::Expected<AttentionOp> found = forwardAsCompiled(
+      given, forward, "no backward for this fa4.attention");
   if (!found)
     return found.takeError();
-  OwningOpRef<ModuleOp> bufferized;
-  llvm::Expected<ModuleOp> forward = onMemrefs(given, bufferized);
-  if (!forward)
-    return forward.takeError();
-  found = forwardAttention(*forward);
-  if (!found)
-    return found.takeError();
-  auto [forwardFunc, op] = *found;
-  if (std::string why = backwardRefusal(op); !why.empty())
-    return makeError("no backward for this fa4.attention: " + why);
+  AttentionOp op = *found;
+  auto forwardFunc = op->getParentOfType<func::FuncOp>();
 
-  OpBuilder b(forward->getContext());
+  OpBuilder b(given.getContext());
   Location loc = op.getLoc();
   Type q = op.getQ().getType(), k = op.getK().getType(),
        v = op.getV().getType(), o = op.getOut().getType();
@@ -153,7 +177,10 @@ fa4::backwardEntryOf(ModuleOp given, bool deterministic) {
   for (Value extra : op.getExtras())
     arguments.push_back(extra.getType());
 
-  OwningOpRef<ModuleOp> module = ModuleOp::create(forward->getLoc());
+  // The module keeps the forward's attributes (its fa4.target: a chip it
+  // names is the backward's too).
+  OwningOpRef<ModuleOp> module = ModuleOp::create(given->getLoc());
+  (*module)->setAttrs(given->getAttrDictionary());
   b.setInsertionPointToEnd(module->getBody());
   auto func = func::FuncOp::create(b, forwardFunc.getLoc(),
                                    (forwardFunc.getName() + "_backward").str(),
@@ -176,52 +203,23 @@ fa4::backwardEntryOf(ModuleOp given, bool deterministic) {
   return std::move(module);
 }
 
-llvm::Expected<OwningOpRef<ModuleOp>> fa4::withLseOf(ModuleOp forward) {
-  llvm::Expected<std::pair<func::FuncOp, AttentionOp>> found =
-      forwardAttention(forward);
-  if (!found)
-    return found.takeError();
-  // On memrefs: the LSE is added as an argument.
+llvm::Expected<OwningOpRef<ModuleOp>> fa4::withLseOf(ModuleOp given) {
   OwningOpRef<ModuleOp> copy;
-  llvm::Expected<ModuleOp> onMemref = onMemrefs(forward, copy);
-  if (!onMemref)
-    return onMemref.takeError();
-  if (!copy)
-    copy = OwningOpRef<ModuleOp>(cast<ModuleOp>(forward->clone()));
-  found = forwardAttention(*copy);
+  llvm::Expected<AttentionOp> found =
+      forwardAsCompiled(given, copy, "no LSE added to this fa4.attention");
   if (!found)
     return found.takeError();
-  AttentionOp op = found->second;
-  if (op.getLse())
+  AttentionOp attention = *found;
+  if (attention.getLse())
     return std::move(copy);
-  if (std::string why = backwardRefusal(op); !why.empty())
-    return makeError("no LSE added to this fa4.attention: " + why);
-  // The same function in the copy: the LSE becomes the argument after O
-  // (the position the variant flags' entries give it).
-  func::FuncOp func;
-  AttentionOp attention;
-  copy->walk([&](AttentionOp found) {
-    attention = found;
-    func = found->getParentOfType<func::FuncOp>();
-  });
-  // O's argument: O itself, or what a view of it (the transpose a
-  // heads-first entry bufferizes to) views.
-  Value viewed = attention.getOut();
-  for (Operation *def = viewed.getDefiningOp(); def;
-       def = viewed.getDefiningOp()) {
-    if (auto transpose = dyn_cast<memref::TransposeOp>(def))
-      viewed = transpose.getIn();
-    else if (auto view = dyn_cast<ViewLikeOpInterface>(def))
-      viewed = view.getViewSource();
-    else
-      break;
-  }
-  auto out = dyn_cast<BlockArgument>(viewed);
-  if (!out || out.getOwner() != &func.getBody().front())
-    return makeError("O is not (a view of) an argument of @" +
-                     func.getName().str() +
-                     ": the LSE is added as the argument after O's");
-  unsigned position = out.getArgNumber() + 1;
+  // The LSE becomes the argument after the last of Q's, K's, V's and O's
+  // (after O in the variant flags' entries).
+  auto func = attention->getParentOfType<func::FuncOp>();
+  unsigned position = 0;
+  for (Value operand : {attention.getQ(), attention.getK(), attention.getV(),
+                        attention.getOut()})
+    position = std::max(position,
+                        cast<BlockArgument>(operand).getArgNumber() + 1);
   MemRefType lse = lseTypeFor(attention);
   if (failed(func.insertArgument(position, lse, DictionaryAttr(),
                                  attention.getLoc())))

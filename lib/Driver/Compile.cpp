@@ -477,27 +477,42 @@ fa4::compileBackward(const Variant &variant, const PipelineOptions &options,
                                                 useCache, fromCache);
 }
 
+namespace {
+/// `body` on the entry IR `ir` parsed and verified in a session of its own,
+/// its diagnostics collected. The caller's text is parsed, and everything
+/// that walks it runs, on a stack sized to it (fa4/Support/IrInput.h): a
+/// Python thread's own stack may be small.
+llvm::Error onEntryModule(
+    const std::string &ir,
+    function_ref<llvm::Error(ModuleOp, const CollectedDiagnostics &)> body) {
+  return runOnIrStack(ir.size(), [&]() -> llvm::Error {
+    ToolSession session;
+    CollectedDiagnostics diagnostics(session.getContext());
+    llvm::Expected<OwningOpRef<ModuleOp>> module =
+        entryModule(session, ir, diagnostics);
+    if (!module)
+      return module.takeError();
+    return body(**module, diagnostics);
+  });
+}
+} // namespace
+
 llvm::Expected<runtime::Kernel>
 fa4::compileEntry(const std::string &ir, const PipelineOptions &options,
                   bool useCache, bool *fromCache) {
-  // The caller's text is parsed, and everything that walks it runs, on a
-  // stack sized to it (fa4/Support/IrInput.h): a Python thread's own stack
-  // may be small.
   std::optional<runtime::Kernel> compiled;
-  if (llvm::Error refused = runOnIrStack(ir.size(), [&]() -> llvm::Error {
-        ToolSession session;
-        CollectedDiagnostics diagnostics(session.getContext());
-        llvm::Expected<OwningOpRef<ModuleOp>> module =
-            entryModule(session, ir, diagnostics);
-        if (!module)
-          return module.takeError();
-        llvm::Expected<runtime::Kernel> kernel = compileModule<runtime::Kernel>(
-            **module, diagnostics, options, useCache, fromCache);
-        if (!kernel)
-          return kernel.takeError();
-        compiled = std::move(*kernel);
-        return llvm::Error::success();
-      }))
+  if (llvm::Error refused = onEntryModule(
+          ir,
+          [&](ModuleOp module,
+              const CollectedDiagnostics &diagnostics) -> llvm::Error {
+            llvm::Expected<runtime::Kernel> kernel =
+                compileModule<runtime::Kernel>(module, diagnostics, options,
+                                               useCache, fromCache);
+            if (!kernel)
+              return kernel.takeError();
+            compiled = std::move(*kernel);
+            return llvm::Error::success();
+          }))
     return std::move(refused);
   return std::move(*compiled);
 }
@@ -530,20 +545,16 @@ llvm::Expected<std::string> fa4::derivedEntryIr(const std::string &ir,
                                                 bool deterministic,
                                                 bool withLse) {
   std::string text;
-  if (llvm::Error refused = runOnIrStack(ir.size(), [&]() -> llvm::Error {
-        ToolSession session;
-        CollectedDiagnostics diagnostics(session.getContext());
-        llvm::Expected<OwningOpRef<ModuleOp>> module =
-            entryModule(session, ir, diagnostics);
-        if (!module)
-          return module.takeError();
+  if (llvm::Error refused = onEntryModule(
+          ir, [&](ModuleOp module,
+                  const CollectedDiagnostics &diagnostics) -> llvm::Error {
         OwningOpRef<ModuleOp> derived;
         ModuleOp result;
         if (withLse) {
-          if (holdsBackward(**module))
+          if (holdsBackward(module))
             return makeError("the IR holds a backward; the LSE is added to "
                              "a forward entry");
-          llvm::Expected<OwningOpRef<ModuleOp>> copy = withLseOf(**module);
+          llvm::Expected<OwningOpRef<ModuleOp>> copy = withLseOf(module);
           if (!copy)
             return copy.takeError();
           derived = std::move(*copy);
@@ -553,7 +564,7 @@ llvm::Expected<std::string> fa4::derivedEntryIr(const std::string &ir,
           result = *derived;
         } else {
           llvm::Expected<ModuleOp> backward =
-              backwardModuleOf(**module, deterministic, derived);
+              backwardModuleOf(module, deterministic, derived);
           if (!backward)
             return makeError(diagnostics.explain(
                 llvm::toString(backward.takeError())));
@@ -572,16 +583,12 @@ fa4::compileBackwardEntry(const std::string &ir, bool deterministic,
                           const PipelineOptions &options, bool useCache,
                           bool *fromCache) {
   std::optional<runtime::BackwardKernel> compiled;
-  if (llvm::Error refused = runOnIrStack(ir.size(), [&]() -> llvm::Error {
-        ToolSession session;
-        CollectedDiagnostics diagnostics(session.getContext());
-        llvm::Expected<OwningOpRef<ModuleOp>> module =
-            entryModule(session, ir, diagnostics);
-        if (!module)
-          return module.takeError();
+  if (llvm::Error refused = onEntryModule(
+          ir, [&](ModuleOp module,
+                  const CollectedDiagnostics &diagnostics) -> llvm::Error {
         OwningOpRef<ModuleOp> derived;
         llvm::Expected<ModuleOp> backward =
-            backwardModuleOf(**module, deterministic, derived);
+            backwardModuleOf(module, deterministic, derived);
         if (!backward)
           return makeError(
               diagnostics.explain(llvm::toString(backward.takeError())));

@@ -479,6 +479,12 @@ mlir::fa4::backwardManifest(ModuleOp module, StringRef chip,
     m.dtype = dtype.str();
   m.gqaPacking = integer("gqa_packing");
   m.stepRows = integer("step_rows");
+  for (auto [name, size] :
+       {std::pair<StringRef, int64_t *>{"static_batch", &m.staticBatch},
+        {"static_seq_q", &m.staticSeqQ},
+        {"static_seq_k", &m.staticSeqK}})
+    if (launch.get(name))
+      *size = integer(name);
   m.scoreMod = launch.get("score_mod") != nullptr;
   m.maskMod = launch.get("mask_mod") != nullptr;
   if (auto extras = launch.getAs<ArrayAttr>("extras"))

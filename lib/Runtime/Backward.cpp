@@ -2,6 +2,8 @@
 
 #include "fa4/Runtime/Backward.h"
 
+#include <tuple>
+
 #include "Fields.h"
 
 #include "fa4/Support/AttentionMath.h"
@@ -78,6 +80,16 @@ parseBackwardManifest(const std::string &json) {
     m.maskMod = flag->getAsBoolean().value_or(false);
   m.gqaPacking = attention.integer("gqa_packing");
   m.stepRows = attention.integer("step_rows");
+  for (auto [name, size] :
+       {std::pair<const char *, int64_t *>{"static_batch", &m.staticBatch},
+        {"static_seq_q", &m.staticSeqQ},
+        {"static_seq_k", &m.staticSeqK}})
+    if (attention.optional(name)) {
+      *size = attention.integer(name);
+      if (attention.ok() && *size < 1)
+        attention.fail(std::string("has \"") + name + "\" " +
+                       std::to_string(*size) + " (a fixed size is positive)");
+    }
   if (attention.ok()) {
     // A step's rows are the family's (its schedule's Q and dO tiles): the
     // TMA boxes the launch encodes must be the kernel's, or its copies
@@ -187,6 +199,12 @@ std::string writeBackwardManifest(const BackwardManifest &m) {
         json.attribute("mask_mod", true);
       json.attribute("gqa_packing", m.gqaPacking);
       json.attribute("step_rows", m.stepRows);
+      if (m.staticBatch >= 0)
+        json.attribute("static_batch", m.staticBatch);
+      if (m.staticSeqQ >= 0)
+        json.attribute("static_seq_q", m.staticSeqQ);
+      if (m.staticSeqK >= 0)
+        json.attribute("static_seq_k", m.staticSeqK);
     });
     if (!m.extras.empty())
       json.attributeArray("extras", [&] {
@@ -318,6 +336,18 @@ planBackwardLaunch(const BackwardManifest &m, const Shapes &shapes,
   limits.headDim = m.headDim;
   if (llvm::Error refused = checkShapes(limits, shapes))
     return std::move(refused);
+  // Sizes the entry IR fixed, as the forward's launch names them.
+  for (auto [tensor, axis, fixed, given] :
+       {std::tuple<const char *, const char *, int64_t, int64_t>{
+            "q", "batch", m.staticBatch, shapes.batch},
+        {"q", "seq_q", m.staticSeqQ, shapes.seqQ},
+        {"k", "seq_k", m.staticSeqK, shapes.seqK}})
+    if (fixed >= 0 && fixed != given)
+      return makeError(std::string(tensor) + ": " + axis + " is " +
+                       std::to_string(given) +
+                       ", but the kernel was compiled for " +
+                       std::to_string(fixed) +
+                       " (a static size of its entry IR)");
   if (m.qHeads % m.kvHeads != 0 ||
       m.gqaPacking != gqaPacking(m.qHeads / m.kvHeads))
     return makeError("manifest: the heads and gqa_packing disagree");

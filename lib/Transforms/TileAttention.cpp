@@ -427,15 +427,25 @@ static KernelSpecAttr buildSpec(AttentionOp op, const TileConfig &config) {
 }
 
 /// Every operand of the entry op is an argument of `func`: the kernel's
-/// memrefs are its parameters.
+/// memrefs are its parameters; the tensors the launch binds one by one (Q,
+/// K, V, O, the LSE: the first `distinct` operands) are distinct ones.
 static LogicalResult checkOperandsAreArguments(Operation *op,
-                                               func::FuncOp func) {
+                                               func::FuncOp func,
+                                               unsigned distinct) {
   for (auto [position, operand] : llvm::enumerate(op->getOperands())) {
     auto argument = dyn_cast<BlockArgument>(operand);
     if (!argument || argument.getOwner() != &func.getBody().front())
       return op->emitOpError()
              << "operand #" << position << " must be an argument of @"
              << func.getName() << " (the kernel's memrefs are its parameters)";
+    for (unsigned earlier = 0; earlier < std::min<unsigned>(position, distinct);
+         ++earlier)
+      if (position < distinct && op->getOperand(earlier) == operand)
+        return op->emitOpError()
+               << "operands #" << earlier << " and #" << position
+               << " are the same argument of @" << func.getName()
+               << ": Q, K, V, O (and the LSE) are bound as distinct "
+                  "tensors at launch, so each must be an argument of its own";
   }
   return success();
 }
@@ -473,7 +483,8 @@ struct TileAttentionPass
         return signalPassFailure();
       }
       AttentionBackwardOp op = backwards.front();
-      if (failed(checkOperandsAreArguments(op, func)) ||
+      // (Q, K, V, O, dO, LSE, dQ, dK, dV, delta, dq_accum.)
+      if (failed(checkOperandsAreArguments(op, func, 11)) ||
           failed(tileAttentionBackward(op)))
         return signalPassFailure();
       return;
@@ -492,7 +503,7 @@ struct TileAttentionPass
                           "'bufferize' stage, or one-shot-bufferize)";
       return signalPassFailure();
     }
-    if (failed(checkOperandsAreArguments(op, func)))
+    if (failed(checkOperandsAreArguments(op, func, op.getLse() ? 5 : 4)))
       return signalPassFailure();
     // Rows keep a stale max while it is within the threshold, so P reaches
     // 2^threshold: it must stay finite in the input type P is rounded to.

@@ -409,6 +409,18 @@ def _variant(mask, window):
 _memo = {}
 _memo_lock = threading.Lock()
 
+
+def _memoized(key, make):
+    """The kernel compiled under `key` in this process, else `make()`'s
+    (compiled outside the lock; two threads racing keep the first)."""
+    with _memo_lock:
+        kernel = _memo.get(key)
+    if kernel is not None:
+        return kernel
+    kernel = make()
+    with _memo_lock:
+        return _memo.setdefault(key, kernel)
+
 # The chips fa4 compiles for (the extension's table, fa4/Target/Target.h);
 # the first is the default target.
 _CHIPS = tuple(_fa4.chips())
@@ -522,17 +534,11 @@ def compile(head_dim: int = 128, q_heads: int = 32, kv_heads: int = 8,
                            window=(left, right), dtype=key_dtype,
                            softcap=softcap, scale=scale, target=target,
                            cache=cache, sm_count=sm_count)
-    with _memo_lock:
-        kernel = _memo.get(key)
-    if kernel is None:
-        native = _fa4.compile(head_dim, q_heads, kv_heads, mask, left, right,
-                              key_dtype, lse, scale, softcap, target, cache,
-                              rescale_threshold, exp2_emulation_fraction,
-                              sm_count, seqused_k, page_size, num_splits,
-                              varlen, v_head_dim, two_cta)
-        kernel = Kernel(native, backward_of)
-        with _memo_lock:
-            kernel = _memo.setdefault(key, kernel)
+    kernel = _memoized(key, lambda: Kernel(_fa4.compile(
+        head_dim, q_heads, kv_heads, mask, left, right, key_dtype, lse, scale,
+        softcap, target, cache, rescale_threshold, exp2_emulation_fraction,
+        sm_count, seqused_k, page_size, num_splits, varlen, v_head_dim,
+        two_cta), backward_of))
     if backward:
         # Compiled now (or found in the memo: fa4's memo holds the
         # backward as it holds the forward), its failure raised now.
@@ -592,16 +598,9 @@ def compile_backward(head_dim: int = 128, q_heads: int = 32,
     deterministic = _flag("deterministic", deterministic)
     key = ("backward", head_dim, q_heads, kv_heads, mask, left, right,
            key_dtype, scale, softcap, target, sm_count, deterministic)
-    with _memo_lock:
-        kernel = _memo.get(key)
-    if kernel is not None:
-        return kernel
-    native = _fa4.compile_backward(head_dim, q_heads, kv_heads, mask, left,
-                                   right, key_dtype, scale, softcap, target,
-                                   cache, sm_count, deterministic)
-    kernel = BackwardKernel(native)
-    with _memo_lock:
-        return _memo.setdefault(key, kernel)
+    return _memoized(key, lambda: BackwardKernel(_fa4.compile_backward(
+        head_dim, q_heads, kv_heads, mask, left, right, key_dtype, scale,
+        softcap, target, cache, sm_count, deterministic)))
 
 
 def split_workspace_words(kernel: Kernel, batch: int, seq_q: int) -> int:
@@ -678,16 +677,10 @@ def compile_ir(ir: str, target: str = _DEFAULT_TARGET, *, cache: bool = True,
     sm_count = _integer("sm_count", sm_count, 0)
     key = ("ir", ir, target, rescale_threshold, exp2_emulation_fraction,
            sm_count)
-    with _memo_lock:
-        kernel = _memo.get(key)
-    if kernel is not None:
-        return kernel
-    native = _fa4.compile_ir(ir, target, cache, rescale_threshold,
-                             exp2_emulation_fraction, sm_count)
-    kernel = Kernel(native, ir_of=(ir, target, sm_count))
-    with _memo_lock:
-        _memo.setdefault(key, kernel)
-    return kernel
+    return _memoized(key, lambda: Kernel(
+        _fa4.compile_ir(ir, target, cache, rescale_threshold,
+                        exp2_emulation_fraction, sm_count),
+        ir_of=(ir, target, sm_count)))
 
 
 def backward_ir(ir: str, deterministic: bool = False, *,
@@ -728,15 +721,8 @@ def compile_backward_ir(ir: str, target: str = _DEFAULT_TARGET, *,
     cache = _flag("cache", cache)
     sm_count = _integer("sm_count", sm_count, 0)
     key = ("backward-ir", ir, target, deterministic, sm_count)
-    with _memo_lock:
-        kernel = _memo.get(key)
-    if kernel is not None:
-        return kernel
-    kernel = BackwardKernel(_fa4.compile_backward_ir(ir, target, cache,
-                                                     sm_count, deterministic))
-    with _memo_lock:
-        _memo.setdefault(key, kernel)
-    return kernel
+    return _memoized(key, lambda: BackwardKernel(
+        _fa4.compile_backward_ir(ir, target, cache, sm_count, deterministic)))
 
 
 def attention(q, k, v, causal: bool = False,
@@ -805,23 +791,26 @@ def attention(q, k, v, causal: bool = False,
 
 
 def attention_ir(q, k, v, ir: str, extras: Sequence = (),
-                 return_lse: bool = False):
+                 return_lse: bool = False, deterministic: bool = False):
     """Attention of torch tensors as entry IR describes it — its mask,
     window, scale, softcap, ``score_mod`` / ``mask_mod`` regions — reading
     ``extras`` (the tensors its regions read, in its order), differentiable
     with respect to q, k and v: the compiler derives the backward from the
     same IR (``backward_ir``), differentiating the regions. q, k, v in the
-    IR's declared types ((batch, seq, heads, head_dim); non-contiguous
-    inputs are copied to dense ones, as an identity layout asks); the IR
+    IR's declared types ((batch, seq, heads, head_dim) views; inputs whose
+    strides differ from those the IR declares — the identity layout's, or
+    a heads-first one's — are copied into them); the IR
     need not write the LSE (a copy that does is compiled). Returns O, and
-    with ``return_lse`` also the LSE (batch, q_heads, seq_q) float32. CUDA
-    tensors run on their GPU's chip, CPU tensors in the emulator. This is
+    with ``return_lse`` also the LSE (batch, q_heads, seq_q) float32;
+    ``deterministic``: the backward adds dQ's parts in a fixed order. An
+    empty problem returns O = 0 and LSE = -inf at once. CUDA tensors run
+    on their GPU's chip, CPU tensors in the emulator. This is
     the ``torch.ops.fa4.attention_ir`` custom op. IR whose backward is not
     built (FP8, a V head dim of its own, block masks, serving
     tables) raises ``fa4.CompileError``: use ``compile_ir`` for it."""
     if _ops is None:
         raise ImportError("fa4.attention_ir takes torch tensors: install torch")
-    return _ops.attention_ir(q, k, v, ir, extras, return_lse)
+    return _ops.attention_ir(q, k, v, ir, extras, return_lse, deterministic)
 
 
 def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q: int,

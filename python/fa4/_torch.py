@@ -1310,26 +1310,85 @@ def _check_ir_call(q, k, v, extras, ir):
                          "and CPU tensors in the emulator")
 
 
+def _declared_layouts(kernel):
+    """The strides the kernel's entry IR declares for q, k, v and o, per
+    axis of the (batch, seq, heads, head_dim) view (None where dynamic):
+    the manifest's tensor maps' layout_strides."""
+    return {m["tensor"]: m["layout_strides"]
+            for m in kernel.manifest.get("tensor_maps", [])
+            if m.get("tensor") in ("q", "k", "v", "o")
+            and len(m.get("layout_strides") or ()) == 4}
+
+
+def _fits_layout(x, declared):
+    """Whether x's strides are those `declared` (None: any) where its size
+    is above 1."""
+    return declared is None or all(
+        want is None or x.shape[i] <= 1 or x.stride(i) == want
+        for i, want in enumerate(declared))
+
+
+def _in_layout(name, declared, t=None, shape=None, like=None):
+    """`t` in the layout `declared` asks for (as it is when its strides
+    fit, else a copy), or a new tensor of `shape` like `like` in it: the
+    dimensions in the declared order (dynamic strides outermost, in order;
+    then the declared strides, largest first), dense."""
+    if t is not None and _fits_layout(t, declared):
+        return t
+    dims = t.dim() if t is not None else len(shape)
+    known = [] if declared is None else \
+        [i for i, want in enumerate(declared) if want is not None]
+    order = [i for i in range(dims) if i not in known] + \
+        sorted(known, key=lambda i: -declared[i])
+    inverse = [order.index(i) for i in range(dims)]
+    if t is not None:
+        laid = t.permute(order).contiguous().permute(inverse)
+    else:
+        laid = like.new_empty([shape[i] for i in order]).permute(inverse)
+    if not _fits_layout(laid, declared):
+        raise ValueError(
+            f"{name}: the IR declares strides {declared} (None: any) for "
+            f"(batch, seq, heads, head_dim), which no dense layout of shape "
+            f"{tuple(laid.shape)} has")
+    return laid
+
+
 @torch.library.custom_op("fa4::attention_ir", mutates_args=())
 def _attention_ir_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
-                     extras: List[torch.Tensor], ir: str
+                     extras: List[torch.Tensor], ir: str,
+                     deterministic: bool = False
                      ) -> Tuple[torch.Tensor, torch.Tensor]:
     """O and the LSE of the attention entry IR `ir` describes, on q, k, v
-    (its declared types: a dense layout for an identity one) and the
-    extras its regions read: the IR made to write its LSE, compiled for
-    q's GPU (or the default chip in the emulator for CPU tensors)."""
+    (in the layout its types declare: inputs in another are copied into
+    it) and the extras its regions read: the IR made to write its LSE,
+    compiled for q's GPU (or the default chip in the emulator for CPU
+    tensors). `deterministic` is the backward's (a fixed dQ order)."""
     from . import compile_ir
     _check_ir_call(q, k, v, extras, ir)
     target, sm_count = _target(q.device)
     kernel = compile_ir(_ir_with_lse(ir), target, sm_count=sm_count)
-    q, k, v = (t.detach().contiguous() for t in (q, k, v))
+    declared = _declared_layouts(kernel)
+    q, k, v = (_in_layout(name, declared.get(name), t.detach())
+               for name, t in (("q", q), ("k", k), ("v", v)))
     extras = [e.detach().contiguous() for e in extras]
-    return _launch(kernel, q, k, v, True, extras,
-                   o_shape=(q.shape[0], q.shape[1], q.shape[2], v.shape[3]))
+    batch, seq_q, q_heads, _ = q.shape
+    o = _in_layout("o", declared.get("o"),
+                   shape=(batch, seq_q, q_heads, v.shape[3]), like=q)
+    lse = q.new_empty((batch, q_heads, seq_q), dtype=torch.float32)
+    if not (batch and seq_q and k.shape[1]):
+        # No query or no key: rows that see no key (O = 0, LSE = -inf).
+        return o.zero_(), lse.fill_(float("-inf"))
+    if q.device.type == "cuda":
+        with _capi._on_device(q.device):
+            kernel._capi_kernel()(q, k, v, o, lse, extras)
+    else:
+        kernel(q, k, v, o, lse, extras=extras)
+    # (Dense, as the fake implementation says.)
+    return o.contiguous(), lse
 
 
 @_attention_ir_op.register_fake
-def _(q, k, v, extras, ir):
+def _(q, k, v, extras, ir, deterministic=False):
     _check_ir_call(q, k, v, extras, ir)
     batch, seq_q, q_heads, _ = q.shape
     return (q.new_empty((batch, seq_q, q_heads, v.shape[3])),
@@ -1362,15 +1421,26 @@ def _attention_ir_backward_op(dout: torch.Tensor, q: torch.Tensor,
         raise NotImplementedError("no chip schedules fa4's backward")
     kernel = compile_backward_ir(_ir_with_lse(ir), target, sm_count=sm_count,
                                  deterministic=deterministic)
-    q, k, v, out, dout = (t.detach().contiguous()
-                          for t in (q, k, v, out, dout))
+    if not (q.shape[0] and q.shape[1] and k.shape[1]):
+        return tuple(torch.zeros_like(t, memory_format=torch.contiguous_format)
+                     for t in (q, k, v))
+    # The derived backward takes the forward's tensor types: the layouts
+    # the forward's IR declares (the forward kernel's manifest says them).
+    from . import compile_ir
+    forward_target, forward_sms = _target(q.device)
+    declared = _declared_layouts(compile_ir(_ir_with_lse(ir), forward_target,
+                                            sm_count=forward_sms))
+    q, k, v, out, dout = (_in_layout(name, declared.get(layout), t.detach())
+                          for name, layout, t in (
+                              ("q", "q", q), ("k", "k", k), ("v", "v", v),
+                              ("out", "o", out), ("dout", "o", dout)))
     lse = lse.detach().contiguous()
     extras = [e.detach().contiguous() for e in extras]
-    dq, dk, dv = (torch.empty_like(t) for t in (q, k, v))
+    dq, dk, dv = (_in_layout("d" + name, declared.get(name), shape=t.shape,
+                             like=t)
+                  for name, t in (("q", q), ("k", k), ("v", v)))
     delta = torch.empty_like(lse)
-    dq_accum = torch.empty_like(q, dtype=torch.float32)
-    if not (q.shape[0] and q.shape[1] and k.shape[1]):
-        return dq.zero_(), dk.zero_(), dv.zero_()
+    dq_accum = torch.empty(q.shape, dtype=torch.float32, device=q.device)
     if q.device.type == "cuda":
         with _capi._on_device(q.device):
             kernel._capi_kernel()(q, k, v, out, dout, lse, dq, dk, dv, delta,
@@ -1378,7 +1448,8 @@ def _attention_ir_backward_op(dout: torch.Tensor, q: torch.Tensor,
     else:
         kernel(q, k, v, out, dout, lse, dq, dk, dv, delta, dq_accum,
                extras=extras)
-    return dq, dk, dv
+    # (Dense, as the fake implementation says.)
+    return dq.contiguous(), dk.contiguous(), dv.contiguous()
 
 
 @_attention_ir_backward_op.register_fake
@@ -1394,9 +1465,10 @@ _attention_ir_backward_op.register_autograd(
 
 
 def _save_ir_for_backward(ctx, inputs, output):
-    q, k, v, extras, ir = inputs
+    q, k, v, extras, ir, deterministic = (list(inputs) + [False])[:6]
     o, lse = output
     ctx.ir = ir
+    ctx.deterministic = deterministic
     ctx.extras_count = len(extras)
     ctx.save_for_backward(q, k, v, o, lse, *extras)
     ctx.mark_non_differentiable(lse)
@@ -1405,19 +1477,21 @@ def _save_ir_for_backward(ctx, inputs, output):
 def _ir_backward(ctx, dout, dlse):
     q, k, v, o, lse, *extras = ctx.saved_tensors
     dq, dk, dv = _attention_ir_backward_op(dout, q, k, v, o, lse, extras,
-                                           ctx.ir)
-    return dq, dk, dv, [None] * ctx.extras_count, None
+                                           ctx.ir, ctx.deterministic)
+    return dq, dk, dv, [None] * ctx.extras_count, None, None
 
 
 _attention_ir_op.register_autograd(_ir_backward,
                                    setup_context=_save_ir_for_backward)
 
 
-def attention_ir(q, k, v, ir, extras=(), return_lse=False):
+def attention_ir(q, k, v, ir, extras=(), return_lse=False,
+                 deterministic=False):
     """fa4.attention_ir: see its docstring in fa4/__init__.py."""
     if isinstance(extras, (str, bytes, torch.Tensor)) or \
             not hasattr(extras, "__iter__"):
         raise TypeError(f"extras must be a sequence of tensors, got "
                         f"{type(extras).__name__}")
-    o, lse = _attention_ir_op(q, k, v, list(extras), ir)
+    o, lse = _attention_ir_op(q, k, v, list(extras), ir,
+                              _flag("deterministic", deterministic))
     return (o, lse) if return_lse else o

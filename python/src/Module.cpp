@@ -150,6 +150,31 @@ struct PyBackward {
   bool fromCache = false;
 };
 
+/// The backward kernels `compile` (a call of fa4::compileBackward or
+/// compileBackwardEntry, given the options and where to say whether the
+/// cache held them) compiles with the GIL released, one compile at a time;
+/// its error raised as CompileFailure.
+template <typename Compile>
+void compileBackwardInto(PyBackward &result, const std::string &target,
+                         int64_t smCount, Compile compile) {
+  PipelineOptions options;
+  options.target = target;
+  options.smCount = smCount;
+  std::optional<std::string> failure;
+  {
+    nb::gil_scoped_release released;
+    std::lock_guard<std::mutex> lock(compiling);
+    llvm::Expected<runtime::BackwardKernel> kernel =
+        compile(options, &result.fromCache);
+    if (kernel)
+      result.kernel = std::move(*kernel);
+    else
+      failure = llvm::toString(kernel.takeError());
+  }
+  if (failure)
+    throw CompileFailure(*failure);
+}
+
 PyBackward compileBackwardVariant(int64_t headDim, int64_t qHeads,
                                   int64_t kvHeads, const std::string &mask,
                                   int64_t windowLeft, int64_t windowRight,
@@ -162,22 +187,11 @@ PyBackward compileBackwardVariant(int64_t headDim, int64_t qHeads,
                              windowRight, dtype, /*lse=*/false, scale, softcap);
   result.variant.backward = true;
   result.variant.deterministic = deterministic;
-  PipelineOptions options;
-  options.target = target;
-  options.smCount = smCount;
-  std::optional<std::string> failure;
-  {
-    nb::gil_scoped_release released;
-    std::lock_guard<std::mutex> lock(compiling);
-    llvm::Expected<runtime::BackwardKernel> kernel =
-        compileBackward(result.variant, options, cache, &result.fromCache);
-    if (kernel)
-      result.kernel = std::move(*kernel);
-    else
-      failure = llvm::toString(kernel.takeError());
-  }
-  if (failure)
-    throw CompileFailure(*failure);
+  compileBackwardInto(result, target, smCount,
+                      [&](const PipelineOptions &options, bool *fromCache) {
+                        return compileBackward(result.variant, options, cache,
+                                               fromCache);
+                      });
   return result;
 }
 
@@ -187,22 +201,11 @@ PyBackward compileBackwardIr(const std::string &entry,
                              const std::string &target, bool cache,
                              int64_t smCount, bool deterministic) {
   PyBackward result;
-  PipelineOptions options;
-  options.target = target;
-  options.smCount = smCount;
-  std::optional<std::string> failure;
-  {
-    nb::gil_scoped_release released;
-    std::lock_guard<std::mutex> lock(compiling);
-    llvm::Expected<runtime::BackwardKernel> kernel = compileBackwardEntry(
-        entry, deterministic, options, cache, &result.fromCache);
-    if (kernel)
-      result.kernel = std::move(*kernel);
-    else
-      failure = llvm::toString(kernel.takeError());
-  }
-  if (failure)
-    throw CompileFailure(*failure);
+  compileBackwardInto(result, target, smCount,
+                      [&](const PipelineOptions &options, bool *fromCache) {
+                        return compileBackwardEntry(entry, deterministic,
+                                                    options, cache, fromCache);
+                      });
   return result;
 }
 

@@ -528,3 +528,77 @@ def test_attention_ir_opcheck():
     slopes = torch.rand(4, generator=g)
     torch.library.opcheck(torch.ops.fa4.attention_ir.default,
                           (q, k, v, [slopes], _IR_TANH_ALIBI))
+
+
+def _plain_attention(q, k, v):
+    """Softmax attention of (batch, seq, heads, head_dim) tensors, GQA by
+    repetition, no mask, in the inputs' type."""
+    qq, kk, vv = (t.transpose(1, 2) for t in (q, k, v))
+    groups = qq.shape[1] // kk.shape[1]
+    kk, vv = (t.repeat_interleave(groups, dim=1) for t in (kk, vv))
+    s = (qq @ kk.transpose(-1, -2)) * qq.shape[-1] ** -0.5
+    return (torch.softmax(s, -1) @ vv).transpose(1, 2)
+
+
+def test_attention_ir_takes_the_layout_the_ir_declares():
+    """A heads-first entry (test/Sim/inputs-heads-first.mlir: its
+    attention reads [batch, seq, heads, dim] views of heads-first tensors)
+    through fa4.attention_ir: inputs in any layout are laid out as the IR
+    declares, O and the gradients come back dense and right; an empty
+    problem returns at once; deterministic gives the same bits twice."""
+    import pathlib
+    ir = (pathlib.Path(__file__).resolve().parents[2] / "test" / "Sim" /
+          "inputs-heads-first.mlir").read_text()
+    g = torch.Generator().manual_seed(11)
+    q = torch.randn(2, 70, 4, 64, generator=g).bfloat16()
+    k, v = (torch.randn(2, 45, 2, 64, generator=g).bfloat16() for _ in range(2))
+    do = torch.randn(2, 70, 4, 64, generator=g).bfloat16()
+    leaves = [t.double().requires_grad_() for t in (q, k, v)]
+    o64 = _plain_attention(*leaves)
+    o64.backward(do.double())
+    runs = []
+    for deterministic in (True, True, False):
+        got = [t.clone().requires_grad_() for t in (q, k, v)]
+        o = fa4.attention_ir(*got, ir, deterministic=deterministic)
+        assert o.is_contiguous() and o.shape == q.shape
+        assert (o.double() - o64).abs().max() < 2e-2
+        o.backward(do)
+        for name, t, ref in zip("qkv", got, leaves):
+            err = (t.grad.double() - ref.grad).abs().max().item()
+            assert err < 3e-2, f"d{name}: error {err:.3g}"
+        runs.append([t.grad for t in got])
+    assert all(torch.equal(a, b) for a, b in zip(runs[0], runs[1]))
+    empty = fa4.attention_ir(q[:, :0], k, v, ir, return_lse=True)
+    assert empty[0].shape == (2, 0, 4, 64) and empty[1].shape == (2, 4, 0)
+    o, lse = fa4.attention_ir(q, k[:, :0], v[:, :0], ir, return_lse=True)
+    assert not o.any() and torch.isinf(lse).all() and (lse < 0).all()
+
+
+def test_backward_of_static_sizes_refuses_other_sizes():
+    """An entry with static sizes: its derived backward's manifest records
+    them and a launch of other sizes is refused, as the forward's is."""
+    ir = _IR_TANH_ALIBI.replace("?x?x4x64", "1x40x4x64").replace(
+        "?x?x2x64", "1x50x2x64")
+    backward = fa4.compile_backward_ir(ir, "sm_90a")
+    attention = backward.manifest["attention"]
+    assert (attention["static_batch"], attention["static_seq_q"],
+            attention["static_seq_k"]) == (1, 40, 50)
+    q = torch.zeros(1, 41, 4, 64).half()
+    k, v = torch.zeros(1, 50, 2, 64).half(), torch.zeros(1, 50, 2, 64).half()
+    with pytest.raises(fa4.LaunchError, match="seq_q is 41, but the kernel "
+                       "was compiled for 40"):
+        backward(q, k, v, q.clone(), q.clone(), torch.zeros(1, 4, 41),
+                 q.clone(), k.clone(), v.clone(), torch.zeros(1, 4, 41),
+                 torch.zeros(q.shape), extras=[torch.zeros(4)])
+    same = """
+func.func @same(%x: memref<?x?x4x64xf16>, %o: memref<?x?x4x64xf16>) {
+  fa4.attention %x, %x, %x -> %o
+      : memref<?x?x4x64xf16>, memref<?x?x4x64xf16>, memref<?x?x4x64xf16>
+      -> memref<?x?x4x64xf16>
+  return
+}
+"""
+    for derive in (fa4.backward_ir, lambda ir: fa4.compile_ir(ir, "sm_90a")):
+        with pytest.raises(fa4.CompileError, match="operands #0 and #1 are "
+                           "the same argument"):
+            derive(same)

@@ -41,6 +41,9 @@ struct BackwardManifest {
   /// The memrefs those regions read (Manifest's "extras"): the main kernel
   /// takes each one's address and dynamic sizes after seq_k.
   std::vector<Manifest::Extra> extras;
+  /// Sizes the entry IR fixed (-1: dynamic): a launch must have them.
+  /// Written only when fixed.
+  int64_t staticBatch = -1, staticSeqQ = -1, staticSeqK = -1;
   /// Query heads packed in a main-kernel step's rows (the GQA packing).
   int64_t gqaPacking = 1;
   /// Packed query rows per main-kernel step, the rows of its Q and dO

@@ -855,6 +855,14 @@ LogicalResult FA4ToNVVMPass::convertBackward(func::FuncOp func,
     });
     if (!extraEntries.empty())
       all.push_back(b.getNamedAttr("extras", b.getArrayAttr(extraEntries)));
+    // Sizes the entry IR fixed: a launch of other sizes is refused (the
+    // kernels' strides and bounds may assume them).
+    for (auto [name, size] :
+         {std::pair<StringRef, int64_t>{"static_batch", qType.getDimSize(0)},
+          {"static_seq_q", qType.getDimSize(1)},
+          {"static_seq_k", kType.getDimSize(1)}})
+      if (!ShapedType::isDynamic(size))
+        all.push_back(b.getNamedAttr(name, b.getI64IntegerAttr(size)));
     if (scoreMod)
       all.push_back(b.getNamedAttr("score_mod", b.getUnitAttr()));
     if (maskMod)

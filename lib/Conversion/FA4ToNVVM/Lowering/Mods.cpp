@@ -422,7 +422,8 @@ FailureOr<Value> Lowering::emitModRegion(Operation *owner, Region &region,
     auto unsupported = [&]() -> FailureOr<Value> {
       return owner->emitOpError()
              << "fa4-to-nvvm lowers math.exp, exp2, log, log2, tanh, sqrt, "
-                "rsqrt, absf, copysign and fma on f32 in a mod region, not '"
+                "rsqrt, absf, copysign, fma, floor and ceil on f32 in a mod "
+                "region, not '"
              << op.getName() << "' on " << op.getResultTypes();
     };
     if (!isa<math::MathDialect>(op.getDialect()) || op.getNumResults() != 1 ||
@@ -456,6 +457,13 @@ FailureOr<Value> Lowering::emitModRegion(Operation *owner, Region &region,
             .Case([&](math::CopySignOp) {
               return LLVM::CopySignOp::create(b, loc(), operand(0), operand(1))
                   .getResult();
+            })
+            // (Also what fa4-tile's derivative of remf reads.)
+            .Case([&](math::FloorOp) {
+              return LLVM::FFloorOp::create(b, loc(), operand(0)).getResult();
+            })
+            .Case([&](math::CeilOp) {
+              return LLVM::FCeilOp::create(b, loc(), operand(0)).getResult();
             })
             .Case([&](math::FmaOp) {
               return LLVM::FMAOp::create(b, loc(), operand(0), operand(1),

@@ -1,0 +1,57 @@
+// Forward entries whose backward is not derived, each refused as the
+// forward is (test/Emu/backward-derived.test splits them with split-file).
+
+//--- same.mlir
+// Q, K and V one argument: the launch binds three tensors.
+func.func @same(%x: memref<?x?x4x64xf16>, %o: memref<?x?x4x64xf16>) {
+  fa4.attention %x, %x, %x -> %o
+      : memref<?x?x4x64xf16>, memref<?x?x4x64xf16>, memref<?x?x4x64xf16>
+      -> memref<?x?x4x64xf16>
+  return
+}
+
+//--- global.mlir
+// An extra that is a constant of the module, not a parameter.
+memref.global "private" constant @slopes : memref<4xf32> = dense<[0.5, 0.25, 0.125, 0.0625]>
+func.func @global(%q: memref<?x?x4x64xf16>, %k: memref<?x?x4x64xf16>,
+                  %v: memref<?x?x4x64xf16>, %o: memref<?x?x4x64xf16>) {
+  %slopes = memref.get_global @slopes : memref<4xf32>
+  fa4.attention %q, %k, %v -> %o extras(%slopes : memref<4xf32>)
+      : memref<?x?x4x64xf16>, memref<?x?x4x64xf16>, memref<?x?x4x64xf16>
+      -> memref<?x?x4x64xf16>
+  score_mod {
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index,
+       %slope_of: memref<4xf32>):
+    %slope = memref.load %slope_of[%h] : memref<4xf32>
+    %r = arith.addf %s, %slope : f32
+    fa4.yield %r : f32
+  }
+  return
+}
+
+//--- trunc.mlir
+// A score_mod the score flows through math.trunc in: no derivative rule.
+func.func @trunc(%q: memref<?x?x4x64xf16>, %k: memref<?x?x4x64xf16>,
+                 %v: memref<?x?x4x64xf16>, %o: memref<?x?x4x64xf16>) {
+  fa4.attention %q, %k, %v -> %o
+      : memref<?x?x4x64xf16>, memref<?x?x4x64xf16>, memref<?x?x4x64xf16>
+      -> memref<?x?x4x64xf16>
+  score_mod {
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
+    %t = math.trunc %s : f32
+    fa4.yield %t : f32
+  }
+  return
+}
+
+//--- target.mlir
+// The module names its chip: the backward is compiled for it too.
+module attributes {fa4.target = #fa4.target<sm_90a>} {
+  func.func @target(%q: memref<?x?x4x64xf16>, %k: memref<?x?x4x64xf16>,
+                    %v: memref<?x?x4x64xf16>, %o: memref<?x?x4x64xf16>) {
+    fa4.attention %q, %k, %v -> %o
+        : memref<?x?x4x64xf16>, memref<?x?x4x64xf16>, memref<?x?x4x64xf16>
+        -> memref<?x?x4x64xf16>
+    return
+  }
+}
