@@ -159,8 +159,9 @@ static cl::opt<std::string> gridPolicy(
              "task, in the task order, which the hardware hands to the SMs "
              "as they free up: a dynamic heaviest-first schedule for causal "
              "masks; not with --sm-count) or auto (the default: per-task for "
-             "Hopper's dense fp16/bf16 causal forward at Q/K head dims 96, "
-             "128, 192 and 256, where the H200 and the "
+             "Hopper's dense causal forward at Q/K head dims 96, 128, 192 "
+             "and 256 in fp16/bf16, and at 192 and 256 in e4m3, where the "
+             "H200 and the "
              "H100 measured it faster, whether or not --sm-count is "
              "given; else persistent). Not with "
              "--backward; docs/Hopper.md, \"A CTA per task\""),

@@ -58,8 +58,9 @@ struct PipelineOptions : public PassPipelineOptions<PipelineOptions> {
                      "CTAs, each walking its share of the tasks), per-task "
                      "(a CTA per task, heaviest first, handed to the SMs by "
                      "the hardware as they free up) or auto (per-task for "
-                     "Hopper's dense fp16/bf16 causal forward at Q/K head "
-                     "dims 96 to 256, whether or not sm-count is given)"),
+                     "Hopper's dense causal forward at Q/K head dims 96 to "
+                     "256 in fp16/bf16, 192 and 256 in e4m3, whether or not "
+                     "sm-count is given)"),
       llvm::cl::init("auto")};
   PassOptions::Option<int64_t> l2SectionBytes{
       *this, "l2-section-bytes",

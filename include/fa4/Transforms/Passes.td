@@ -155,7 +155,8 @@ def FA4TileScheduler : Pass<"fa4-tile-scheduler", "::mlir::func::FuncOp"> {
     a cap no launch reaches): the hardware hands the CTAs, in the order, to
     the SMs as they free up, a dynamic schedule. `auto` takes it for
     Hopper's dense causal forward (no mask_mod, paged cache, seqused_k,
-    split-KV or varlen) in fp16 or bf16 at Q/K head dims 96 to 256, whether
+    split-KV or varlen) in fp16 or bf16 at Q/K head dims 96 to 256 (e4m3:
+    192 and 256), whether
     or not `sm-count` is given (it sizes a persistent grid), and the
     persistent grid elsewhere.
 
@@ -172,8 +173,9 @@ def FA4TileScheduler : Pass<"fa4-tile-scheduler", "::mlir::func::FuncOp"> {
     Option<"gridPolicy", "grid", "std::string", "\"auto\"",
            "persistent (min(sm-count, tasks) CTAs walking the tasks), "
            "per-task (a CTA per task: sm_count 2^31 - 1) or auto (per-task "
-           "for Hopper's dense fp16/bf16 causal forward at head dims 96 to "
-           "256, as the H200 and an H100 measured; else persistent)">,
+           "for Hopper's dense causal forward at head dims 96 to 256 "
+           "(e4m3: 192 and 256), as the H200 and an H100 measured; else "
+           "persistent)">,
     Option<"l2SectionBytes", "l2-section-bytes", "int64_t", "-1",
            "L2 bytes of K and V a causal LPT order's section of heads may "
            "read (-1: 50 MiB, FA4's budget, with a per-task grid and none "
