@@ -143,6 +143,18 @@ llvm::Expected<AttentionOp> forwardAsCompiled(ModuleOp given,
                            " are the same argument (Q, K, V and O are "
                            "distinct tensors; the forward is refused alike)");
   }
+  // The forward's function returns nothing or its destinations (fa4-tile
+  // refuses anything else).
+  for (Block &block : func.getBody())
+    if (auto ret = dyn_cast<func::ReturnOp>(block.getTerminator()))
+      for (auto [position, value] : llvm::enumerate(ret.getOperands()))
+        if (auto argument = dyn_cast<BlockArgument>(value);
+            !argument || argument.getOwner() != &func.getBody().front())
+          return makeError(what + ": result #" + std::to_string(position) +
+                           " of @" + func.getName().str() +
+                           " is not one of its arguments (a kernel's function "
+                           "returns nothing or the destinations it was given; "
+                           "the forward is refused alike)");
   if (Operation *opaque = firstNonDifferentiable(op.getScoreMod())) {
     std::string name = opaque->getName().getStringRef().str();
     return makeError(what + ": the score flows through '" + name +

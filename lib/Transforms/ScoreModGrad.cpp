@@ -415,6 +415,9 @@ Operation *mlir::fa4::firstNonDifferentiable(Region &scoreMod) {
   llvm::DenseSet<Value> reached = {body.getArgument(0)};
   auto hasTangent = [&](Value value) { return reached.contains(value); };
   for (Operation &op : body.without_terminator()) {
+    // (A bitcast of the score: differentiateScoreMod refuses it too.)
+    if (isa<arith::BitcastOp>(op) && llvm::any_of(op.getOperands(), hasTangent))
+      return &op;
     if (!carriesScore(op, hasTangent))
       continue;
     if (!ruleFor(&op))

@@ -471,6 +471,22 @@ struct TileAttentionPass
     func.walk([&](AttentionOp op) { attentions.push_back(op); });
     SmallVector<AttentionBackwardOp> backwards;
     func.walk([&](AttentionBackwardOp op) { backwards.push_back(op); });
+    // A kernel's function returns nothing, or the destinations it was
+    // given (a bufferized entry returns them as its tensors were): the
+    // kernel computes nothing else, so another value has no producer left.
+    if (!attentions.empty() || !backwards.empty())
+      for (Block &block : func.getBody())
+        if (auto ret = dyn_cast<func::ReturnOp>(block.getTerminator()))
+          for (auto [position, value] : llvm::enumerate(ret.getOperands())) {
+            auto argument = dyn_cast<BlockArgument>(value);
+            if (argument && argument.getOwner() == &func.getBody().front())
+              continue;
+            ret.emitOpError()
+                << "result #" << position << " of @" << func.getName()
+                << " is not one of its arguments: a kernel's function "
+                   "returns nothing or the destinations it was given";
+            return signalPassFailure();
+          }
     if (!backwards.empty()) {
       if (backwards.size() + attentions.size() > 1) {
         (attentions.empty() ? backwards[1].getOperation()

@@ -1283,6 +1283,23 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
 # fa4.attention_backward, which differentiates the regions.
 
 
+_CHIP_OF_IR = None
+
+
+def _ir_target(ir, device):
+    """The target and SM count for `ir` on `device`: the GPU's own, or for
+    CPU tensors the chip the IR's module names (its fa4.target), else the
+    default one, in the emulator."""
+    global _CHIP_OF_IR
+    if device.type == "cuda":
+        return _target(device)
+    if _CHIP_OF_IR is None:
+        import re
+        _CHIP_OF_IR = re.compile(r"fa4\.target\s*=\s*#fa4\.target<(\w+)>")
+    named = _CHIP_OF_IR.search(ir)
+    return (named.group(1), 0) if named else _target(device)
+
+
 @functools.lru_cache(maxsize=64)
 def _ir_with_lse(ir):
     """The forward entry `ir` made to write its LSE (fa4.backward_ir's
@@ -1345,11 +1362,8 @@ def _in_layout(name, declared, t=None, shape=None, like=None):
         laid = t.permute(order).contiguous().permute(inverse)
     else:
         laid = like.new_empty([shape[i] for i in order]).permute(inverse)
-    if not _fits_layout(laid, declared):
-        raise ValueError(
-            f"{name}: the IR declares strides {declared} (None: any) for "
-            f"(batch, seq, heads, head_dim), which no dense layout of shape "
-            f"{tuple(laid.shape)} has")
+    # (Where no dense layout of these sizes has the declared strides, the
+    # sizes are not the ones the IR fixes: the launch names which.)
     return laid
 
 
@@ -1365,7 +1379,7 @@ def _attention_ir_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
     tensors). `deterministic` is the backward's (a fixed dQ order)."""
     from . import compile_ir
     _check_ir_call(q, k, v, extras, ir)
-    target, sm_count = _target(q.device)
+    target, sm_count = _ir_target(ir, q.device)
     kernel = compile_ir(_ir_with_lse(ir), target, sm_count=sm_count)
     declared = _declared_layouts(kernel)
     q, k, v = (_in_layout(name, declared.get(name), t.detach())
@@ -1415,6 +1429,8 @@ def _attention_ir_backward_op(dout: torch.Tensor, q: torch.Tensor,
             raise NotImplementedError(
                 f"the backward has no kernel for {target} yet (it is "
                 f"scheduled for {', '.join(_BACKWARD_TARGETS) or 'no chip'})")
+    elif _ir_target(ir, q.device)[0] in _BACKWARD_TARGETS:
+        target, sm_count = _ir_target(ir, q.device)
     elif _BACKWARD_TARGETS:
         target, sm_count = _BACKWARD_TARGETS[0], 0
     else:
@@ -1427,7 +1443,7 @@ def _attention_ir_backward_op(dout: torch.Tensor, q: torch.Tensor,
     # The derived backward takes the forward's tensor types: the layouts
     # the forward's IR declares (the forward kernel's manifest says them).
     from . import compile_ir
-    forward_target, forward_sms = _target(q.device)
+    forward_target, forward_sms = _ir_target(ir, q.device)
     declared = _declared_layouts(compile_ir(_ir_with_lse(ir), forward_target,
                                             sm_count=forward_sms))
     q, k, v, out, dout = (_in_layout(name, declared.get(layout), t.detach())
@@ -1492,6 +1508,14 @@ def attention_ir(q, k, v, ir, extras=(), return_lse=False,
             not hasattr(extras, "__iter__"):
         raise TypeError(f"extras must be a sequence of tensors, got "
                         f"{type(extras).__name__}")
-    o, lse = _attention_ir_op(q, k, v, list(extras), ir,
+    extras = list(extras)
+    for i, e in enumerate(extras):
+        if isinstance(e, torch.Tensor) and e.requires_grad and \
+                torch.is_grad_enabled():
+            raise NotImplementedError(
+                f"extras[{i}] requires grad: the derived backward computes "
+                f"dQ, dK and dV only, not the gradient of what the regions "
+                f"read (detach it, or compute that gradient elsewhere)")
+    o, lse = _attention_ir_op(q, k, v, extras, ir,
                               _flag("deterministic", deterministic))
     return (o, lse) if return_lse else o

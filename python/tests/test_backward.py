@@ -602,3 +602,22 @@ func.func @same(%x: memref<?x?x4x64xf16>, %o: memref<?x?x4x64xf16>) {
         with pytest.raises(fa4.CompileError, match="operands #0 and #1 are "
                            "the same argument"):
             derive(same)
+
+
+def test_attention_ir_on_cpu_takes_the_chip_the_module_names():
+    """A module naming its chip (fa4.target) runs that chip's kernels in
+    the emulator; an extra that requires grad is refused, not left with a
+    silent None gradient."""
+    ir = ("module attributes {fa4.target = #fa4.target<sm_90a>} {\n" +
+          _IR_TANH_ALIBI + "}\n")
+    g = torch.Generator().manual_seed(2)
+    q = torch.randn(1, 40, 4, 64, generator=g).half().requires_grad_()
+    k, v = (torch.randn(1, 33, 2, 64, generator=g).half().requires_grad_()
+            for _ in range(2))
+    slopes = torch.rand(4, generator=g)
+    o = fa4.attention_ir(q, k, v, ir, extras=[slopes])
+    o.float().sum().backward()
+    assert all(t.grad is not None and torch.isfinite(t.grad).all()
+               for t in (q, k, v))
+    with pytest.raises(NotImplementedError, match="extras\\[0\\] requires grad"):
+        fa4.attention_ir(q, k, v, ir, extras=[slopes.requires_grad_()])

@@ -142,6 +142,31 @@ func.func @local_buffer(%q: memref<?x?x8x64xf16>, %n: index) {
 
 // -----
 
+// Q, K and V one argument: the launch binds three tensors.
+func.func @one_argument(%x: memref<?x?x8x64xf16>, %o: memref<?x?x8x64xf16>) {
+  // expected-error @+1 {{operands #0 and #1 are the same argument of @one_argument: Q, K, V, O (and the LSE) are bound as distinct tensors at launch, so each must be an argument of its own}}
+  fa4.attention %x, %x, %x -> %o
+      : memref<?x?x8x64xf16>, memref<?x?x8x64xf16>, memref<?x?x8x64xf16>
+      -> memref<?x?x8x64xf16>
+  return
+}
+
+// -----
+
+// A value the kernel does not compute, returned.
+func.func @returns_constant(%q: memref<?x?x8x64xf16>, %k: memref<?x?x8x64xf16>,
+                            %v: memref<?x?x8x64xf16>,
+                            %o: memref<?x?x8x64xf16>) -> index {
+  fa4.attention %q, %k, %v -> %o
+      : memref<?x?x8x64xf16>, memref<?x?x8x64xf16>, memref<?x?x8x64xf16>
+      -> memref<?x?x8x64xf16>
+  %c = arith.constant 7 : index
+  // expected-error @+1 {{result #0 of @returns_constant is not one of its arguments: a kernel's function returns nothing or the destinations it was given}}
+  return %c : index
+}
+
+// -----
+
 // A score_mod that is exactly a softcap, c·tanh(s·(1/c)), takes the softcap
 // attribute's path: fa4.softcap on the scores, no region.
 // CHECK-LABEL: func.func @softcap_written_as_score_mod

@@ -855,12 +855,29 @@ LogicalResult FA4ToNVVMPass::convertBackward(func::FuncOp func,
     });
     if (!extraEntries.empty())
       all.push_back(b.getNamedAttr("extras", b.getArrayAttr(extraEntries)));
-    // Sizes the entry IR fixed: a launch of other sizes is refused (the
+    // Sizes the entry IR fixed, in any tensor that has them (the verifier
+    // holds them to agree): a launch of other sizes is refused (the
     // kernels' strides and bounds may assume them).
+    auto fixed =
+        [&](std::initializer_list<std::pair<BackwardArgument, unsigned>> dims)
+        -> int64_t {
+      for (auto [operand, dim] : dims) {
+        auto type = cast<MemRefType>(argument(operand).getType());
+        if (!type.isDynamicDim(dim))
+          return type.getDimSize(dim);
+      }
+      return ShapedType::kDynamic;
+    };
     for (auto [name, size] :
-         {std::pair<StringRef, int64_t>{"static_batch", qType.getDimSize(0)},
-          {"static_seq_q", qType.getDimSize(1)},
-          {"static_seq_k", kType.getDimSize(1)}})
+         {std::pair<StringRef, int64_t>{
+              "static_batch",
+              fixed({{kBwdQ, 0}, {kBwdK, 0}, {kBwdV, 0}, {kBwdOut, 0},
+                     {kBwdDout, 0}, {kBwdLse, 0}, {kBwdDq, 0}, {kBwdDk, 0},
+                     {kBwdDv, 0}})},
+          {"static_seq_q", fixed({{kBwdQ, 1}, {kBwdOut, 1}, {kBwdDout, 1},
+                                  {kBwdLse, 2}, {kBwdDq, 1}})},
+          {"static_seq_k", fixed({{kBwdK, 1}, {kBwdV, 1}, {kBwdDk, 1},
+                                  {kBwdDv, 1}})}})
       if (!ShapedType::isDynamic(size))
         all.push_back(b.getNamedAttr(name, b.getI64IntegerAttr(size)));
     if (scoreMod)

@@ -55,3 +55,43 @@ module attributes {fa4.target = #fa4.target<sm_90a>} {
     return
   }
 }
+
+//--- bitcast.mlir
+// The score's bits reinterpreted: no derivative.
+func.func @bitcast(%q: memref<?x?x4x64xf16>, %k: memref<?x?x4x64xf16>,
+                   %v: memref<?x?x4x64xf16>, %o: memref<?x?x4x64xf16>) {
+  fa4.attention %q, %k, %v -> %o
+      : memref<?x?x4x64xf16>, memref<?x?x4x64xf16>, memref<?x?x4x64xf16>
+      -> memref<?x?x4x64xf16>
+  score_mod {
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
+    %x = arith.bitcast %s : f32 to i32
+    %c = arith.constant 1 : i32
+    %y = arith.addi %x, %c : i32
+    %r = arith.bitcast %y : i32 to f32
+    fa4.yield %r : f32
+  }
+  return
+}
+
+//--- returns.mlir
+// A value the kernel does not compute, returned.
+func.func @returns(%q: memref<?x?x4x64xf16>, %k: memref<?x?x4x64xf16>,
+                   %v: memref<?x?x4x64xf16>, %o: memref<?x?x4x64xf16>) -> index {
+  fa4.attention %q, %k, %v -> %o
+      : memref<?x?x4x64xf16>, memref<?x?x4x64xf16>, memref<?x?x4x64xf16>
+      -> memref<?x?x4x64xf16>
+  %c = arith.constant 7 : index
+  return %c : index
+}
+
+//--- mixed-static.mlir
+// Not a refusal: sizes fixed in K, V and O but not in Q, which the
+// backward's manifest records all the same.
+func.func @mixed(%q: memref<?x?x4x64xf16>, %k: memref<2x90x2x64xf16>,
+                 %v: memref<2x90x2x64xf16>, %o: memref<2x150x4x64xf16>) {
+  fa4.attention %q, %k, %v -> %o {mask = #fa4.mask<causal>}
+      : memref<?x?x4x64xf16>, memref<2x90x2x64xf16>, memref<2x90x2x64xf16>
+      -> memref<2x150x4x64xf16>
+  return
+}
