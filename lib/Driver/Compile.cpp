@@ -748,19 +748,20 @@ llvm::Expected<std::string> fa4::variantIr(const Variant &variant,
 llvm::Expected<std::string> fa4::entryIr(const std::string &entry,
                                          const PipelineOptions &options,
                                          const std::string &stage) {
-  // On a stack sized to the text, as compileEntry.
+  if (llvm::Error refused = knownStage(stage))
+    return std::move(refused);
   std::optional<std::string> staged;
-  if (llvm::Error refused = runOnIrStack(entry.size(), [&]() -> llvm::Error {
-        llvm::Expected<std::string> ir = stageIr(
-            [&](ToolSession &session, const CollectedDiagnostics &diagnostics) {
-              return entryModule(session, entry, diagnostics);
-            },
-            options, stage);
-        if (!ir)
-          return ir.takeError();
-        staged = std::move(*ir);
-        return llvm::Error::success();
-      }))
+  if (llvm::Error refused = onEntryModule(
+          entry,
+          [&](ModuleOp module,
+              const CollectedDiagnostics &diagnostics) -> llvm::Error {
+            llvm::Expected<std::string> ir =
+                moduleIr(module, diagnostics, options, stage);
+            if (!ir)
+              return ir.takeError();
+            staged = std::move(*ir);
+            return llvm::Error::success();
+          }))
     return std::move(refused);
   return std::move(*staged);
 }

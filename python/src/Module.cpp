@@ -67,6 +67,25 @@ struct PyKernel {
   }
 };
 
+/// `compile()` (an llvm::Expected of a kernel, or of IR text) run without
+/// the GIL, one compilation at a time, its value moved into `into`; its
+/// error raised as CompileFailure.
+template <typename K, typename Compile>
+void compileWithoutGil(K &into, Compile compile) {
+  std::optional<std::string> failure;
+  {
+    nb::gil_scoped_release released;
+    std::lock_guard<std::mutex> lock(compiling);
+    llvm::Expected<K> kernel = compile();
+    if (kernel)
+      into = std::move(*kernel);
+    else
+      failure = llvm::toString(kernel.takeError());
+  }
+  if (failure)
+    throw CompileFailure(*failure);
+}
+
 /// Sets the options of `result` (its variant or entry IR given) and compiles
 /// it, without the GIL, one compilation at a time.
 void finish(PyKernel &result, const std::string &target, bool cache,
@@ -78,21 +97,12 @@ void finish(PyKernel &result, const std::string &target, bool cache,
   result.smCount = smCount;
   PipelineOptions options;
   result.options(options);
-  std::optional<std::string> failure;
-  {
-    nb::gil_scoped_release released;
-    std::lock_guard<std::mutex> lock(compiling);
-    llvm::Expected<runtime::Kernel> kernel =
-        result.entry
-            ? compileEntry(*result.entry, options, cache, &result.fromCache)
-            : compileVariant(result.variant, options, cache, &result.fromCache);
-    if (kernel)
-      result.kernel = std::move(*kernel);
-    else
-      failure = llvm::toString(kernel.takeError());
-  }
-  if (failure)
-    throw CompileFailure(*failure);
+  compileWithoutGil(result.kernel, [&] {
+    return result.entry
+               ? compileEntry(*result.entry, options, cache, &result.fromCache)
+               : compileVariant(result.variant, options, cache,
+                                &result.fromCache);
+  });
 }
 
 Variant variantOf(int64_t headDim, int64_t qHeads, int64_t kvHeads,
@@ -160,19 +170,8 @@ void compileBackwardInto(PyBackward &result, const std::string &target,
   PipelineOptions options;
   options.target = target;
   options.smCount = smCount;
-  std::optional<std::string> failure;
-  {
-    nb::gil_scoped_release released;
-    std::lock_guard<std::mutex> lock(compiling);
-    llvm::Expected<runtime::BackwardKernel> kernel =
-        compile(options, &result.fromCache);
-    if (kernel)
-      result.kernel = std::move(*kernel);
-    else
-      failure = llvm::toString(kernel.takeError());
-  }
-  if (failure)
-    throw CompileFailure(*failure);
+  compileWithoutGil(result.kernel,
+                    [&] { return compile(options, &result.fromCache); });
 }
 
 PyBackward compileBackwardVariant(int64_t headDim, int64_t qHeads,
@@ -213,19 +212,9 @@ PyBackward compileBackwardIr(const std::string &entry,
 /// the forward made to write its LSE, as text.
 std::string deriveIr(const std::string &entry, bool deterministic,
                      bool withLse) {
-  std::optional<std::string> failure;
   std::string text;
-  {
-    nb::gil_scoped_release released;
-    llvm::Expected<std::string> derived =
-        derivedEntryIr(entry, deterministic, withLse);
-    if (derived)
-      text = std::move(*derived);
-    else
-      failure = llvm::toString(derived.takeError());
-  }
-  if (failure)
-    throw CompileFailure(*failure);
+  compileWithoutGil(
+      text, [&] { return derivedEntryIr(entry, deterministic, withLse); });
   return text;
 }
 
@@ -270,20 +259,10 @@ std::string ir(const PyKernel &kernel, const std::string &stage) {
   PipelineOptions options;
   kernel.options(options);
   std::string text;
-  std::optional<std::string> failure;
-  {
-    nb::gil_scoped_release released;
-    std::lock_guard<std::mutex> lock(compiling);
-    llvm::Expected<std::string> ir =
-        kernel.entry ? entryIr(*kernel.entry, options, stage)
-                     : variantIr(kernel.variant, options, stage);
-    if (ir)
-      text = std::move(*ir);
-    else
-      failure = llvm::toString(ir.takeError());
-  }
-  if (failure)
-    throw CompileFailure(*failure);
+  compileWithoutGil(text, [&] {
+    return kernel.entry ? entryIr(*kernel.entry, options, stage)
+                        : variantIr(kernel.variant, options, stage);
+  });
   return text;
 }
 
