@@ -474,19 +474,20 @@ struct TileAttentionPass
     // A kernel's function returns nothing, or the destinations it was
     // given (a bufferized entry returns them as its tensors were): the
     // kernel computes nothing else, so another value has no producer left.
-    if (!attentions.empty() || !backwards.empty())
+    auto checkReturns = [&]() -> LogicalResult {
       for (Block &block : func.getBody())
         if (auto ret = dyn_cast<func::ReturnOp>(block.getTerminator()))
           for (auto [position, value] : llvm::enumerate(ret.getOperands())) {
             auto argument = dyn_cast<BlockArgument>(value);
             if (argument && argument.getOwner() == &func.getBody().front())
               continue;
-            ret.emitOpError()
-                << "result #" << position << " of @" << func.getName()
-                << " is not one of its arguments: a kernel's function "
-                   "returns nothing or the destinations it was given";
-            return signalPassFailure();
+            return ret.emitOpError()
+                   << "result #" << position << " of @" << func.getName()
+                   << " is not one of its arguments: a kernel's function "
+                      "returns nothing or the destinations it was given";
           }
+      return success();
+    };
     if (!backwards.empty()) {
       if (backwards.size() + attentions.size() > 1) {
         (attentions.empty() ? backwards[1].getOperation()
@@ -501,7 +502,7 @@ struct TileAttentionPass
       AttentionBackwardOp op = backwards.front();
       // (tileAttentionBackward names aliased tensors itself.)
       if (failed(checkOperandsAreArguments(op, func, 0)) ||
-          failed(tileAttentionBackward(op)))
+          failed(checkReturns()) || failed(tileAttentionBackward(op)))
         return signalPassFailure();
       return;
     }
@@ -519,7 +520,8 @@ struct TileAttentionPass
                           "'bufferize' stage, or one-shot-bufferize)";
       return signalPassFailure();
     }
-    if (failed(checkOperandsAreArguments(op, func, op.getLse() ? 5 : 4)))
+    if (failed(checkOperandsAreArguments(op, func, op.getLse() ? 5 : 4)) ||
+        failed(checkReturns()))
       return signalPassFailure();
     // Rows keep a stale max while it is within the threshold, so P reaches
     // 2^threshold: it must stay finite in the input type P is rounded to.
