@@ -132,6 +132,27 @@ TEST(Emulator, DirectedRoundingAndSaturation) {
   EXPECT_EQ(run.out[6], 0x00000000u);
 }
 
+TEST(Emulator, TestpClassifiesFloats) {
+  // testp.{infinite,finite,number,notanumber,normal,subnormal}: LLVM's frem
+  // expansion tests its divisor for infinity. Lane i reports check i.
+  const char *checks[] = {
+      "testp.infinite.f32 %p1, 0f7F800000",   "testp.finite.f32 %p1, 0f7F800000",
+      "testp.number.f32 %p1, 0f7FC00000",     "testp.notanumber.f32 %p1, 0f7FC00000",
+      "testp.normal.f32 %p1, 0f3F800000",     "testp.subnormal.f32 %p1, 0f00000001",
+      "testp.normal.f32 %p1, 0f00000001",     "testp.finite.f64 %p1, 0d3FF0000000000000"};
+  std::string body = "\tmov.b32 %r9, 7;\n";
+  for (int i = 0; i < 8; ++i)
+    body += std::string("\t") + checks[i] + ";\n\tselp.b32 %r2, 1, 0, %p1;\n" +
+            "\tsetp.eq.u32 %p2, %r1, " + std::to_string(i) +
+            ";\n\tselp.b32 %r9, %r2, %r9, %p2;\n";
+  body += "\tst.global.b32 [%rd3], %r9;\n\tret;\n";
+  Outcome run = launchKernel(kernel(body), 32);
+  ASSERT_TRUE(run.report.clean()) << (run.report.errors.empty() ? "" : run.report.errors[0]);
+  uint32_t want[] = {1, 0, 0, 1, 1, 1, 0, 1};
+  for (int i = 0; i < 8; ++i)
+    EXPECT_EQ(run.out[i], want[i]) << checks[i];
+}
+
 TEST(Emulator, CollectiveInADivergentRegionIsReported) {
   Outcome run = launchKernel(kernel("\tsetp.lt.u32 %p1, %r1, 16;\n"
                                 "\t@%p1 bra SKIP;\n"

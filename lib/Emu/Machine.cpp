@@ -1663,6 +1663,23 @@ void CtaMachine::execAlu(Thread &th, const Inst &in) {
     float c = lane.f(2);
     return lane.outF(lane.add(half(1), in.op == Op::Sub ? -c : c));
   }
+  if (in.op == Op::Testp) {
+    // The class of an f32 as an f32 (its own normal range), of an f64 as
+    // an f64.
+    int kind = ty == Ty::F64 ? std::fpclassify(asF64(lane.src(1)))
+                             : std::fpclassify(lane.f(1));
+    bool r = false;
+    switch (in.count) {
+    case 1: r = kind != FP_INFINITE && kind != FP_NAN; break;
+    case 2: r = kind == FP_INFINITE; break;
+    case 3: r = kind != FP_NAN; break;
+    case 4: r = kind == FP_NAN; break;
+    case 5: r = kind == FP_NORMAL; break;
+    case 6: r = kind == FP_SUBNORMAL; break;
+    }
+    write(lane.th, in.operands[0], r, Ty::Pred);
+    return;
+  }
   // setp on f32 and f64 compares below with the other types; f32x2 has none.
   if (ty == Ty::F32 && in.op != Op::Setp)
     return execF32(lane);

@@ -24,6 +24,18 @@
 namespace mlir::fa4::emu {
 namespace {
 
+/// testp's class (1 finite, 2 infinite, 3 number, 4 notanumber, 5 normal,
+/// 6 subnormal), 0 for anything else.
+uint8_t testpClass(const std::string &q) {
+  static const char *const classes[] = {"finite", "infinite", "number",
+                                        "notanumber", "normal", "subnormal"};
+  for (uint8_t i = 0; i < 6; ++i)
+    if (q == classes[i])
+      return i + 1;
+  return 0;
+}
+
+
 struct ParseError {
   std::string message;
 };
@@ -1068,6 +1080,9 @@ void Parser::Decoding::readQualifiers(size_t from) {
       inst.flags |= f->second;
     } else if (q == "v2" || q == "v4" || q == "v8") {
       inst.vec = static_cast<uint8_t>(q[1] - '0');
+    } else if (base == "testp" && testpClass(q)) {
+      // The class tested, kept in `count` (unused by testp otherwise).
+      inst.count = testpClass(q);
     } else if (base == "setp" && (q == "and" || q == "or" || q == "xor")) {
       inst.boolOp = q == "and" ? BoolOp::And : q == "or" ? BoolOp::Or : BoolOp::Xor;
     } else if (!isIgnorable(q)) {
@@ -1118,7 +1133,7 @@ const std::map<std::string, Op> &aluOps() {
       {"prmt", Op::Prmt}, {"popc", Op::Popc},
       {"clz", Op::Clz},   {"ex2", Op::Ex2},   {"lg2", Op::Lg2},
       {"rcp", Op::Rcp},   {"sqrt", Op::Sqrt}, {"rsqrt", Op::Rsqrt},
-      {"copysign", Op::CopySign}};
+      {"copysign", Op::CopySign}, {"testp", Op::Testp}};
   return alu;
 }
 
@@ -1270,6 +1285,16 @@ void Parser::decodeAlu(Decoding &d) {
   d.readQualifiers(1);
   requireNoUnknown(d);
   requireType(d);
+  if (inst.op == Op::Testp) {
+    // testp.class.{f32,f64} p, a (LLVM's frem expansion tests for an
+    // infinite divisor).
+    if (!inst.count || (inst.type != Ty::F32 && inst.type != Ty::F64))
+      fail(where() + ": '" + d.mnemonic +
+           "' needs a class (finite, infinite, number, notanumber, normal, "
+           "subnormal) and .f32 or .f64");
+    setOperands(d, 2, 2, inst.type);
+    return;
+  }
   if (inst.op == Op::Setp) {
     setOperands(d, inst.boolOp == BoolOp::None ? 3 : 4,
                 inst.boolOp == BoolOp::None ? 3 : 4, inst.type);

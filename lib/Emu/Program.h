@@ -45,8 +45,8 @@ constexpr uint64_t kPoison = ~0ull;
 
 enum class Op : uint8_t {
   Mov, Add, Sub, Mul, Mad, Fma, Div, Rem, Min, Max, Neg, Abs, CopySign,
-  And, Or, Xor, Not, Shl, Shr, Selp, Setp, Cvt, Cvta, Bfe, Bfi, Prmt, Popc,
-  Clz,
+  And, Or, Xor, Not, Shl, Shr, Selp, Setp, Testp, Cvt, Cvta, Bfe, Bfi, Prmt,
+  Popc, Clz,
   Ex2, Lg2, Rcp, Sqrt, Rsqrt,
   Ld, St, Atom, Red, Bra, Ret, Nop,
   MbarInit, MbarArrive, MbarExpectTx, MbarTryWait, MbarInval,

@@ -1,5 +1,6 @@
 // Forward entries whose backward is not derived, each refused as the
-// forward is (test/Emu/backward-derived.test splits them with split-file).
+// forward is, and a few that are (test/Emu/backward-derived.test splits
+// them with split-file).
 
 //--- same.mlir
 // Q, K and V one argument: the launch binds three tensors.
@@ -93,5 +94,25 @@ func.func @mixed(%q: memref<?x?x4x64xf16>, %k: memref<2x90x2x64xf16>,
   fa4.attention %q, %k, %v -> %o {mask = #fa4.mask<causal>}
       : memref<?x?x4x64xf16>, memref<2x90x2x64xf16>, memref<2x90x2x64xf16>
       -> memref<2x150x4x64xf16>
+  return
+}
+
+//--- remf.mlir
+// Not a refusal: a remainder by the score (its derivative reads floor; the
+// kernels' frem expansion tests the divisor with testp.infinite).
+func.func @rem(%q: memref<?x?x4x64xf16>, %k: memref<?x?x4x64xf16>,
+               %v: memref<?x?x4x64xf16>, %o: memref<?x?x4x64xf16>) {
+  fa4.attention %q, %k, %v -> %o
+      : memref<?x?x4x64xf16>, memref<?x?x4x64xf16>, memref<?x?x4x64xf16>
+      -> memref<?x?x4x64xf16>
+  score_mod {
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
+    %c = arith.constant 10.0 : f32
+    %two = arith.constant 2.0 : f32
+    %d = arith.addf %s, %c : f32
+    %r0 = arith.remf %two, %d : f32
+    %r = arith.addf %r0, %s : f32
+    fa4.yield %r : f32
+  }
   return
 }
