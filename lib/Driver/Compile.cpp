@@ -478,76 +478,79 @@ fa4::compileBackward(const Variant &variant, const PipelineOptions &options,
 }
 
 namespace {
-/// `body` on the entry IR `ir` parsed and verified in a session of its own,
-/// its diagnostics collected. The caller's text is parsed, and everything
-/// that walks it runs, on a stack sized to it (fa4/Support/IrInput.h): a
-/// Python thread's own stack may be small.
-llvm::Error onEntryModule(
+/// What `body` makes of the entry IR `ir`, parsed and verified in a session
+/// of its own, its diagnostics collected. The caller's text is parsed, and
+/// everything that walks it runs, on a stack sized to it
+/// (fa4/Support/IrInput.h): a Python thread's own stack may be small.
+template <typename T>
+llvm::Expected<T> onEntryModule(
     const std::string &ir,
-    function_ref<llvm::Error(ModuleOp, const CollectedDiagnostics &)> body) {
-  return runOnIrStack(ir.size(), [&]() -> llvm::Error {
-    ToolSession session;
-    CollectedDiagnostics diagnostics(session.getContext());
-    llvm::Expected<OwningOpRef<ModuleOp>> module =
-        entryModule(session, ir, diagnostics);
-    if (!module)
-      return module.takeError();
-    return body(**module, diagnostics);
-  });
+    function_ref<llvm::Expected<T>(ModuleOp, const CollectedDiagnostics &)>
+        body) {
+  std::optional<T> made;
+  if (llvm::Error refused = runOnIrStack(ir.size(), [&]() -> llvm::Error {
+        ToolSession session;
+        CollectedDiagnostics diagnostics(session.getContext());
+        llvm::Expected<OwningOpRef<ModuleOp>> module =
+            entryModule(session, ir, diagnostics);
+        if (!module)
+          return module.takeError();
+        llvm::Expected<T> value = body(**module, diagnostics);
+        if (!value)
+          return value.takeError();
+        made = std::move(*value);
+        return llvm::Error::success();
+      }))
+    return std::move(refused);
+  return std::move(*made);
 }
 } // namespace
 
 llvm::Expected<runtime::Kernel>
 fa4::compileEntry(const std::string &ir, const PipelineOptions &options,
                   bool useCache, bool *fromCache) {
-  std::optional<runtime::Kernel> compiled;
-  if (llvm::Error refused = onEntryModule(
-          ir,
-          [&](ModuleOp module,
-              const CollectedDiagnostics &diagnostics) -> llvm::Error {
-            llvm::Expected<runtime::Kernel> kernel =
-                compileModule<runtime::Kernel>(module, diagnostics, options,
-                                               useCache, fromCache);
-            if (!kernel)
-              return kernel.takeError();
-            compiled = std::move(*kernel);
-            return llvm::Error::success();
-          }))
-    return std::move(refused);
-  return std::move(*compiled);
+  return onEntryModule<runtime::Kernel>(
+      ir, [&](ModuleOp module, const CollectedDiagnostics &diagnostics) {
+        return compileModule<runtime::Kernel>(module, diagnostics, options,
+                                              useCache, fromCache);
+      });
+}
+
+llvm::Expected<OwningOpRef<ModuleOp>>
+fa4::backwardEntryFor(ModuleOp module, bool deterministic) {
+  if (holdsBackward(module)) {
+    if (deterministic)
+      module.walk([&](AttentionBackwardOp op) { op.setDeterministic(true); });
+    return OwningOpRef<ModuleOp>();
+  }
+  llvm::Expected<OwningOpRef<ModuleOp>> derived =
+      backwardEntryOf(module, deterministic);
+  if (derived && failed(verify(**derived)))
+    return makeError("the derived backward entry does not verify");
+  return derived;
 }
 
 namespace {
-/// The backward entry `module` stands for: itself when it holds a backward
-/// (with `deterministic` added where asked), else the one backwardEntryOf
-/// derives from the forward it holds (kept in `derived`).
+/// backwardEntryFor's module: `module` itself, or the derived one (kept in
+/// `derived`).
 llvm::Expected<ModuleOp> backwardModuleOf(ModuleOp module, bool deterministic,
                                           OwningOpRef<ModuleOp> &derived) {
-  if (holdsBackward(module)) {
-    if (deterministic)
-      module.walk([&](AttentionBackwardOp op) {
-        op.setDeterministic(true);
-      });
-    return module;
-  }
   llvm::Expected<OwningOpRef<ModuleOp>> backward =
-      backwardEntryOf(module, deterministic);
+      backwardEntryFor(module, deterministic);
   if (!backward)
     return backward.takeError();
   derived = std::move(*backward);
-  if (failed(verify(*derived)))
-    return makeError("the derived backward entry does not verify");
-  return *derived;
+  return derived ? *derived : module;
 }
 } // namespace
 
 llvm::Expected<std::string> fa4::derivedEntryIr(const std::string &ir,
                                                 bool deterministic,
                                                 bool withLse) {
-  std::string text;
-  if (llvm::Error refused = onEntryModule(
-          ir, [&](ModuleOp module,
-                  const CollectedDiagnostics &diagnostics) -> llvm::Error {
+  return onEntryModule<std::string>(
+      ir,
+      [&](ModuleOp module,
+          const CollectedDiagnostics &diagnostics) -> llvm::Expected<std::string> {
         OwningOpRef<ModuleOp> derived;
         ModuleOp result;
         if (withLse) {
@@ -570,38 +573,30 @@ llvm::Expected<std::string> fa4::derivedEntryIr(const std::string &ir,
                 llvm::toString(backward.takeError())));
           result = *backward;
         }
+        std::string text;
         llvm::raw_string_ostream os(text);
         result.print(os);
-        return llvm::Error::success();
-      }))
-    return std::move(refused);
-  return text;
+        return text;
+      });
 }
 
 llvm::Expected<runtime::BackwardKernel>
 fa4::compileBackwardEntry(const std::string &ir, bool deterministic,
                           const PipelineOptions &options, bool useCache,
                           bool *fromCache) {
-  std::optional<runtime::BackwardKernel> compiled;
-  if (llvm::Error refused = onEntryModule(
-          ir, [&](ModuleOp module,
-                  const CollectedDiagnostics &diagnostics) -> llvm::Error {
+  return onEntryModule<runtime::BackwardKernel>(
+      ir,
+      [&](ModuleOp module, const CollectedDiagnostics &diagnostics)
+          -> llvm::Expected<runtime::BackwardKernel> {
         OwningOpRef<ModuleOp> derived;
         llvm::Expected<ModuleOp> backward =
             backwardModuleOf(module, deterministic, derived);
         if (!backward)
           return makeError(
               diagnostics.explain(llvm::toString(backward.takeError())));
-        llvm::Expected<runtime::BackwardKernel> kernel =
-            compileModule<runtime::BackwardKernel>(
-                *backward, diagnostics, options, useCache, fromCache);
-        if (!kernel)
-          return kernel.takeError();
-        compiled = std::move(*kernel);
-        return llvm::Error::success();
-      }))
-    return std::move(refused);
-  return std::move(*compiled);
+        return compileModule<runtime::BackwardKernel>(
+            *backward, diagnostics, options, useCache, fromCache);
+      });
 }
 
 llvm::Error fa4::checkEntryLevel(ModuleOp module) {
@@ -750,19 +745,9 @@ llvm::Expected<std::string> fa4::entryIr(const std::string &entry,
                                          const std::string &stage) {
   if (llvm::Error refused = knownStage(stage))
     return std::move(refused);
-  std::optional<std::string> staged;
-  if (llvm::Error refused = onEntryModule(
-          entry,
-          [&](ModuleOp module,
-              const CollectedDiagnostics &diagnostics) -> llvm::Error {
-            llvm::Expected<std::string> ir =
-                moduleIr(module, diagnostics, options, stage);
-            if (!ir)
-              return ir.takeError();
-            staged = std::move(*ir);
-            return llvm::Error::success();
-          }))
-    return std::move(refused);
-  return std::move(*staged);
+  return onEntryModule<std::string>(
+      entry, [&](ModuleOp module, const CollectedDiagnostics &diagnostics) {
+        return moduleIr(module, diagnostics, options, stage);
+      });
 }
 

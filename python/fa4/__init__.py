@@ -657,6 +657,14 @@ def _exp2_fraction(value):
     return value
 
 
+def _ir_arguments(ir, target, cache, sm_count):
+    """compile_ir's and compile_backward_ir's shared arguments, checked."""
+    if not isinstance(ir, str):
+        raise TypeError(f"ir must be a str of MLIR, got {type(ir).__name__}")
+    return (_string("ir", ir), _string("target", target),
+            _flag("cache", cache), _integer("sm_count", sm_count, 0))
+
+
 def compile_ir(ir: str, target: str = _DEFAULT_TARGET, *, cache: bool = True,
                rescale_threshold: float = 8.0,
                exp2_emulation_fraction: Optional[float] = None,
@@ -667,14 +675,9 @@ def compile_ir(ir: str, target: str = _DEFAULT_TARGET, *, cache: bool = True,
     process the same text is compiled once; ``cache`` uses the compile
     cache across processes. Parse and verifier errors raise
     ``fa4.CompileError`` with the diagnostics."""
-    if not isinstance(ir, str):
-        raise TypeError(f"ir must be a str of MLIR, got {type(ir).__name__}")
-    ir = _string("ir", ir)
-    target = _string("target", target)
-    cache = _flag("cache", cache)
+    ir, target, cache, sm_count = _ir_arguments(ir, target, cache, sm_count)
     rescale_threshold = _real("rescale_threshold", rescale_threshold)
     exp2_emulation_fraction = _exp2_fraction(exp2_emulation_fraction)
-    sm_count = _integer("sm_count", sm_count, 0)
     key = ("ir", ir, target, rescale_threshold, exp2_emulation_fraction,
            sm_count)
     return _memoized(key, lambda: Kernel(
@@ -713,13 +716,8 @@ def compile_backward_ir(ir: str, target: str = _DEFAULT_TARGET, *,
     regions differentiated by the compiler). Call it with the forward's
     extras: ``kernel(..., extras=[...])``. ``deterministic`` accumulates
     dQ in a fixed order. Errors raise ``fa4.CompileError``."""
-    if not isinstance(ir, str):
-        raise TypeError(f"ir must be a str of MLIR, got {type(ir).__name__}")
-    ir = _string("ir", ir)
-    target = _string("target", target)
+    ir, target, cache, sm_count = _ir_arguments(ir, target, cache, sm_count)
     deterministic = _flag("deterministic", deterministic)
-    cache = _flag("cache", cache)
-    sm_count = _integer("sm_count", sm_count, 0)
     key = ("backward-ir", ir, target, deterministic, sm_count)
     return _memoized(key, lambda: BackwardKernel(
         _fa4.compile_backward_ir(ir, target, cache, sm_count, deterministic)))

@@ -771,29 +771,20 @@ static int compile(std::unique_ptr<MemoryBuffer> input, StringRef stopAfter) {
     return 1;
   if (fromFile && (backward || deterministic)) {
     // An input file's backward: the file's own fa4.attention_backward, or
-    // the one its forward entry's attention derives (fa4::backwardEntryOf).
+    // the one its forward entry's attention derives (fa4::backwardEntryFor).
     bool holdsBackward = false;
-    module->walk([&](fa4::AttentionBackwardOp op) {
-      holdsBackward = true;
-      if (deterministic)
-        op.setDeterministic(true);
-    });
+    module->walk([&](fa4::AttentionBackwardOp) { holdsBackward = true; });
     if (!holdsBackward && !backward)
       return fail(fa4::makeError("--deterministic applies to a backward: "
                                  "the file holds a forward (add --backward "
                                  "to compile its backward)"),
                   2);
-    if (!holdsBackward) {
-      if (llvm::Error refused = fa4::checkEntryLevel(*module))
-        return fail(std::move(refused), 2);
-      llvm::Expected<OwningOpRef<ModuleOp>> derived =
-          fa4::backwardEntryOf(*module, deterministic);
-      if (!derived)
-        return fail(fa4::prefixError("--backward: ", derived.takeError()), 2);
+    llvm::Expected<OwningOpRef<ModuleOp>> derived =
+        fa4::backwardEntryFor(*module, deterministic);
+    if (!derived)
+      return fail(fa4::prefixError("--backward: ", derived.takeError()), 2);
+    if (*derived)
       module = std::move(*derived);
-      if (failed(verify(*module)))
-        return 1;
-    }
   }
   EmitKind kind = emitKind();
   if (llvm::Error refused = checkOutputFlags(kind, stopAfter))

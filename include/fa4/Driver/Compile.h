@@ -142,6 +142,12 @@ llvm::Expected<runtime::Kernel> compileEntry(const std::string &ir,
 llvm::Expected<OwningOpRef<ModuleOp>> backwardEntryOf(ModuleOp forward,
                                                       bool deterministic);
 
+/// The backward entry `module` stands for: null when `module` holds an
+/// fa4.attention_backward itself (`deterministic`, when set, added to it),
+/// else the one backwardEntryOf derives from its forward, verified.
+llvm::Expected<OwningOpRef<ModuleOp>> backwardEntryFor(ModuleOp module,
+                                                       bool deterministic);
+
 /// A copy of the forward entry `forward` that writes the LSE: unchanged
 /// when it does, else with an LSE argument ([batch, q_heads, seq_q] f32)
 /// after O. The forward whose backward backwardEntryOf derives must write
