@@ -305,10 +305,14 @@ def proved_harmless(lines, flow, kind, i):
     # bar.warp.sync before a .sync.aligned instruction the whole warp
     # executes next: that instruction waits for every lane of the warp
     # itself (PTX ISA, .sync: the thread waits until all threads of the
-    # warp execute it), and nothing between them is shared.
+    # warp execute it), and nothing between them is shared (a tcgen05
+    # fence between them orders the thread's own tensor-core operations:
+    # fa4c puts the after fence just before the tcgen05.dealloc that ends
+    # the MMA warp).
     if kind == "del-bar" and "bar.warp.sync" in line and flow.all_paths_reach(
             node, flow.succ, lambda t: ".sync.aligned" in t,
-            lambda t: bool(SIDE_EFFECT.search(t) or re.search(r"\bld\.|\bmbarrier\.", t))):
+            lambda t: bool((SIDE_EFFECT.search(t) and "tcgen05.fence" not in t)
+                           or re.search(r"\bld\.|\bmbarrier\.", t))):
         return ("the .sync.aligned instruction that follows gathers the warp's "
                 "lanes itself, with nothing shared between them")
     # tcgen05.wait::st waits for every earlier tcgen05.st of the thread

@@ -33,6 +33,13 @@ constexpr int64_t kSwizzleLineBytes = 128;
 constexpr uint32_t kSwizzleAtomBytes = 1024;
 /// K elements per wgmma of 16-bit inputs.
 constexpr int64_t kWgmmaK = 16;
+
+/// Marks the tcgen05 fences lowerBarrier puts at every wait and arrive of a
+/// role that touches tensor memory: placeTensorFences may move them.
+constexpr const char *kMovableFence = "fa4.movable_fence";
+/// Moves the marked fences of a lowered role (`roleBlock`, structured control
+/// flow) to where the paths through it need them (Fences.cpp says how).
+void placeTensorFences(Block &roleBlock);
 /// Bytes from one box of `type`'s tile to the next: its rows' lines.
 inline int64_t boxBytes(SmemType type) {
   return type.getRows() * kSwizzleLineBytes;
@@ -267,8 +274,8 @@ private:
   /// `value` again, through an opaque move at the current point (constants
   /// and values of other types as they are).
   Value rematerializeAtRoleEntry(Value value);
-  /// A 32-bit special register (`%ctaid.x`) read here, opaquely: LLVM does
-  /// not hoist it into the kernel's prologue.
+  /// A 32-bit special register constant for the CTA's life
+  /// (`%cluster_ctarank`): a pure read, which LLVM hoists out of loops.
   Value specialRegister(StringRef name);
   /// The TMEM base with this warp's lane field, warp-uniform, once per role.
   Value roleTmemBase();
@@ -296,6 +303,13 @@ private:
   /// The same for several loads with one wait: their words, in order.
   SmallVector<Value> waitForTmemLoads(ArrayRef<Value> raws);
   Value barrierSlot(Value barrier, Value count);
+  /// Ring item `count` (a level-C index) of a ring of `stages`: its stage,
+  /// count mod stages, and its round, count / stages (lowered indices).
+  /// Where `count` is x + c with x a multiple of some k dividing the stage
+  /// count and c < k (a loader's K at 2·i and V at 2·i + 1), both come from
+  /// x alone, which the items then share: one division for the pair.
+  Value ringStage(Value count, int64_t stages);
+  Value ringRound(Value count, int64_t stages);
   /// The stage of ring item `count` (a level-C index) of the shared-memory
   /// buffer `buffer` (a level-C value).
   Value smemStage(Value buffer, Value count);

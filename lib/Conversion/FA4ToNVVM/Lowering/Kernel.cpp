@@ -216,11 +216,15 @@ void Lowering::remoteArrive(Value address, int64_t count) {
       ArrayAttr());
 }
 
+// The registers read here (%cluster_ctarank, %clusterid.x, %nclusterid.x)
+// hold one value for the CTA's life: the read has no side effect, so LLVM
+// hoists it out of loops and merges repeats (a pair's load warp read its rank
+// for each K and V tile: an S2UR and a shift per copy).
 Value Lowering::specialRegister(StringRef name) {
   return LLVM::InlineAsmOp::create(
              b, loc(), b.getI32Type(), ValueRange{},
              ("mov.u32 $0, " + name + ";").str(), "=r",
-             /*has_side_effects=*/true, false,
+             /*has_side_effects=*/false, false,
              LLVM::tailcallkind::TailCallKind::None,
              LLVM::AsmDialectAttr::get(b.getContext(), LLVM::AsmDialect::AD_ATT),
              ArrayAttr())
@@ -769,6 +773,7 @@ LogicalResult Lowering::lowerRole(RoleOp newRole) {
   }
   if (failed(lowerBlock(role.getBody().front())))
     return failure();
+  placeTensorFences(*b.getInsertionBlock());
   // Each role ends in its own exit, as NVIDIA's warp-specialized kernels
   // do: with no path from one role's code into code other roles share,
   // ptxas allocates each role's registers within its setmaxnreg budget

@@ -6,6 +6,7 @@
 
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Utils/StaticValueUtils.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 #include "llvm/ADT/TypeSwitch.h"
 
@@ -17,10 +18,77 @@ using namespace mlir::fa4::nvvm;
 static constexpr int64_t kL2EvictFirst = 0x12F0000000000000;
 static constexpr int64_t kL2EvictLast = 0x14F0000000000000;
 
+/// Whether level-C index `value` is a multiple of `k` on every path:
+/// constants, sums and products of such, and a loop's induction variable or
+/// carried value whose start and steps are (`assumed`: the carried values
+/// taken to be, while their yields are checked).
+static bool isMultipleOf(Value value, int64_t k,
+                         llvm::SmallPtrSetImpl<Value> &assumed) {
+  if (std::optional<int64_t> constant = getConstantIntValue(value))
+    return *constant % k == 0;
+  if (auto argument = dyn_cast<BlockArgument>(value)) {
+    auto loop = dyn_cast<scf::ForOp>(argument.getOwner()->getParentOp());
+    if (!loop)
+      return false;
+    if (argument == loop.getInductionVar())
+      return isMultipleOf(loop.getLowerBound(), k, assumed) &&
+             isMultipleOf(loop.getStep(), k, assumed);
+    if (!assumed.insert(value).second)
+      return true;
+    OpOperand *init = loop.getTiedLoopInit(argument);
+    Value yielded = loop.getTiedLoopYieldedValue(argument)->get();
+    bool multiple = init && isMultipleOf(init->get(), k, assumed) &&
+                    isMultipleOf(yielded, k, assumed);
+    if (!multiple)
+      assumed.erase(value);
+    return multiple;
+  }
+  Operation *def = value.getDefiningOp();
+  if (isa_and_nonnull<arith::AddIOp, arith::SubIOp>(def))
+    return isMultipleOf(def->getOperand(0), k, assumed) &&
+           isMultipleOf(def->getOperand(1), k, assumed);
+  if (isa_and_nonnull<arith::MulIOp>(def))
+    return isMultipleOf(def->getOperand(0), k, assumed) ||
+           isMultipleOf(def->getOperand(1), k, assumed);
+  return false;
+}
+
+/// `count` as x + c, x a multiple of a k that divides `stages` and
+/// 0 <= c < k: then count mod stages = x mod stages + c and count / stages
+/// = x / stages. (count, 0) when it has no such form.
+static std::pair<Value, int64_t> splitRingCount(Value count, int64_t stages) {
+  auto sum = count.getDefiningOp<arith::AddIOp>();
+  if (!sum)
+    return {count, 0};
+  for (int flip = 0; flip < 2; ++flip) {
+    Value x = sum.getOperand(flip), offset = sum.getOperand(1 - flip);
+    std::optional<int64_t> c = getConstantIntValue(offset);
+    if (!c || *c < 0)
+      continue;
+    for (int64_t k = stages; k > *c; --k) {
+      llvm::SmallPtrSet<Value, 4> assumed;
+      if (stages % k == 0 && isMultipleOf(x, k, assumed))
+        return {x, *c};
+    }
+  }
+  return {count, 0};
+}
+
+Value Lowering::ringStage(Value count, int64_t stages) {
+  auto [x, c] = splitRingCount(count, stages);
+  Value stage = arith::RemUIOp::create(b, loc(), lookup(x), index(stages));
+  return c ? arith::AddIOp::create(b, loc(), stage, index(c)) : stage;
+}
+
+Value Lowering::ringRound(Value count, int64_t stages) {
+  return arith::DivUIOp::create(
+      b, loc(), lookup(splitRingCount(count, stages).first), index(stages));
+}
+
 /// Barrier `count % stages` of an mbarrier array, 8 bytes each.
 Value Lowering::barrierSlot(Value barrier, Value count) {
   int64_t stages = cast<MBarrierType>(barrier.getType()).getStages();
-  Value stage = arith::RemUIOp::create(b, loc(), lookup(count), index(stages));
+  Value stage = ringStage(count, stages);
   return smemAt(lookup(barrier), arith::MulIOp::create(b, loc(), stage, index(8)));
 }
 
@@ -55,8 +123,7 @@ LogicalResult Lowering::lowerBarrier(Operation *op) {
   return llvm::TypeSwitch<Operation *, LogicalResult>(op)
       .Case([&](MBarrierWaitOp wait) -> LogicalResult {
         int64_t stages = wait.getBarrier().getType().getStages();
-        Value round = arith::DivUIOp::create(b, loc(), lookup(wait.getCount()),
-                                               index(stages));
+        Value round = ringRound(wait.getCount(), stages);
         Value parity = toI32(arith::AndIOp::create(b, loc(), round, index(1)));
         // The round before the first is complete on a fresh barrier: waiting
         // for it is waiting on the other parity.
@@ -92,10 +159,13 @@ LogicalResult Lowering::lowerBarrier(Operation *op) {
             LLVM::tailcallkind::TailCallKind::None,
             LLVM::AsmDialectAttr::get(b.getContext(), LLVM::AsmDialect::AD_ATT),
             ArrayAttr());
-        // Tensor-core results the barrier announced are read only after it.
+        // Tensor-core results the barrier announced are read only after it
+        // (placeTensorFences moves the fence down to the first tensor-core
+        // operation on each path).
         if (roleUsesTensorMemory)
           NVVM::Tcgen05FenceOp::create(b,
-              loc(), NVVM::Tcgen05FenceKind::AFTER_THREAD_SYNC);
+              loc(), NVVM::Tcgen05FenceKind::AFTER_THREAD_SYNC)
+              ->setAttr(kMovableFence, b.getUnitAttr());
         return success();
       })
       .Case<NamedBarrierSyncOp, NamedBarrierArriveOp>(
@@ -132,9 +202,12 @@ LogicalResult Lowering::lowerBarrier(Operation *op) {
                                          NVVM::SharedSpace::shared_cta));
           stagedForAsyncProxy = false;
         }
+        // (Dropped by placeTensorFences where no tensor-core operation came
+        // since the last one.)
         if (roleUsesTensorMemory)
           NVVM::Tcgen05FenceOp::create(b,
-              loc(), NVVM::Tcgen05FenceKind::BEFORE_THREAD_SYNC);
+              loc(), NVVM::Tcgen05FenceKind::BEFORE_THREAD_SYNC)
+              ->setAttr(kMovableFence, b.getUnitAttr());
         // Where the arrival goes: this CTA's barrier; for a CTA pair's
         // barrier the even CTA's copy, for a mirrored one both CTAs' copies
         // (this CTA's and its peer's, rank ^ 1): Lowering::remoteArrive.
@@ -254,16 +327,13 @@ LogicalResult Lowering::lowerBarrier(Operation *op) {
       .Default([](Operation *) { return failure(); });
 }
 
-/// The stage of ring item `count` in a shared-memory buffer (`buffer`, a
+/// Stage `stage` (a lowered index) of a shared-memory buffer (`buffer`, a
 /// level-C value, at `base`; a stage's bytes in this CTA's memory).
 static Value stageBase(OpBuilder &b, Location loc, Value base, Value buffer,
-                       Value count, function_ref<Value(Value, Value)> at) {
-  auto type = cast<SmemType>(buffer.getType());
-  int64_t stageBytes = ctaStageBytes(buffer);
-  Value stage = arith::RemUIOp::create(b,
-      loc, count, arith::ConstantIndexOp::create(b, loc, type.getStages()));
+                       Value stage, function_ref<Value(Value, Value)> at) {
   Value bytes = arith::MulIOp::create(
-      b, loc, stage, arith::ConstantIndexOp::create(b, loc, stageBytes));
+      b, loc, stage,
+      arith::ConstantIndexOp::create(b, loc, ctaStageBytes(buffer)));
   return at(base, bytes);
 }
 
@@ -391,7 +461,7 @@ LogicalResult Lowering::lowerTma(Operation *op) {
         // ring sized for a wider K).
         Value destination =
             stageBase(b, loc(), lookup(load.getBuffer()), load.getBuffer(),
-                      lookup(load.getCount()), at);
+                      ringStage(load.getCount(), load.getBuffer().getType().getStages()), at);
         SmemType type = load.getTileType();
         Value barrier = barrierSlot(load.getBarrier(), load.getBarrierCount());
         Value map = kernel.tensorMaps.lookup(load.getSource());
@@ -546,7 +616,7 @@ LogicalResult Lowering::lowerTma(Operation *op) {
         SmemType type = store.getBuffer().getType();
         Value source =
             stageBase(b, loc(), lookup(store.getBuffer()), store.getBuffer(),
-                      lookup(store.getCount()), at);
+                      ringStage(store.getCount(), store.getBuffer().getType().getStages()), at);
         Value map = kernel.tensorMaps.lookup(store.getDest());
         if (!map)
           return store.emitOpError() << "stores to a tensor that is not a "
@@ -586,8 +656,10 @@ LogicalResult Lowering::lowerTma(Operation *op) {
 }
 
 Value Lowering::smemStage(Value buffer, Value count) {
-  return stageBase(b, loc(), lookup(buffer), buffer, lookup(count),
-                   [&](Value base, Value bytes) { return smemAt(base, bytes); });
+  return stageBase(
+      b, loc(), lookup(buffer), buffer,
+      ringStage(count, cast<SmemType>(buffer.getType()).getStages()),
+      [&](Value base, Value bytes) { return smemAt(base, bytes); });
 }
 
 LogicalResult Lowering::lowerSmem(Operation *op) {
@@ -602,8 +674,8 @@ LogicalResult Lowering::lowerSmem(Operation *op) {
                  << "fa4-to-nvvm reads rows of [2, N] f32 statistics buffers "
                     "only (one row of a ring item: `row`), got "
                  << (tileRow ? "a row of " : "a whole item of ") << type;
-        Value stage = stageBase(b, loc(), lookup(load.getBuffer()),
-                                load.getBuffer(), lookup(load.getCount()), at);
+        Value stage = stageBase(b, loc(), lookup(load.getBuffer()), load.getBuffer(),
+                      ringStage(load.getCount(), load.getBuffer().getType().getStages()), at);
         if (load.getTransposed()) {
           if (onlyElectedWaits)
             return load.emitOpError()
@@ -673,8 +745,8 @@ LogicalResult Lowering::lowerSmem(Operation *op) {
       })
       .Case([&](SmemStoreOp store) -> LogicalResult {
         SmemType type = store.getBuffer().getType();
-        Value stage = stageBase(b, loc(), lookup(store.getBuffer()),
-                                store.getBuffer(), lookup(store.getCount()), at);
+        Value stage = stageBase(b, loc(), lookup(store.getBuffer()), store.getBuffer(),
+                      ringStage(store.getCount(), store.getBuffer().getType().getStages()), at);
         if (store.getRow() &&
             (type.getRows() != 2 || !type.getElementType().isF32()))
           return store.emitOpError()

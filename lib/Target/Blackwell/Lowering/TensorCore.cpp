@@ -183,8 +183,7 @@ LogicalResult Lowering::lowerMma(Operation *op) {
   // The shared address of ring item `count`, as an i64 descriptor field.
   auto stageAddress = [&](Value buffer, Value count) -> Value {
     auto type = cast<SmemType>(buffer.getType());
-    Value stage = arith::RemUIOp::create(b, loc(), lookup(count),
-                                           index(type.getStages()));
+    Value stage = ringStage(count, type.getStages());
     Value pointer = smemAt(lookup(buffer), arith::MulIOp::create(b,
                                                loc(), stage,
                                                index(ctaStageBytes(buffer))));

@@ -285,8 +285,7 @@ void Lowering::materializeFp8Truncation(Value value, LazyTruncation lazy,
 Value Lowering::wgmmaStageDescriptor(Value buffer, Value count, int64_t offset,
                                      uint64_t bits) {
   auto type = cast<SmemType>(buffer.getType());
-  Value stage = arith::RemUIOp::create(b, loc(), lookup(count),
-                                       index(type.getStages()));
+  Value stage = ringStage(count, type.getStages());
   Value pointer = smemAt(
       lookup(buffer),
       arith::AddIOp::create(
