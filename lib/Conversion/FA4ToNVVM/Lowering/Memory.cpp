@@ -33,14 +33,19 @@ static bool isMultipleOf(Value value, int64_t k,
     if (argument == loop.getInductionVar())
       return isMultipleOf(loop.getLowerBound(), k, assumed) &&
              isMultipleOf(loop.getStep(), k, assumed);
-    if (!assumed.insert(value).second)
+    if (assumed.contains(value))
       return true;
+    // What was taken on this assumption goes with it when it fails.
+    llvm::SmallPtrSet<Value, 4> before(assumed.begin(), assumed.end());
+    assumed.insert(value);
     OpOperand *init = loop.getTiedLoopInit(argument);
     Value yielded = loop.getTiedLoopYieldedValue(argument)->get();
     bool multiple = init && isMultipleOf(init->get(), k, assumed) &&
                     isMultipleOf(yielded, k, assumed);
-    if (!multiple)
-      assumed.erase(value);
+    if (!multiple) {
+      assumed.clear();
+      assumed.insert(before.begin(), before.end());
+    }
     return multiple;
   }
   Operation *def = value.getDefiningOp();
