@@ -25,6 +25,7 @@ void mlir::fa4::blackwell::addScheduleStep(StringRef name, OpPassManager &pm,
     stages.kvStages = options.kvStages;
     pm.addNestedPass<func::FuncOp>(createFA4PipelineStages(stages));
   } else if (name == step::kTmem) {
+    pm.addNestedPass<func::FuncOp>(createFA4NamedHandoffs());
     pm.addNestedPass<func::FuncOp>(createFA4AllocateTmem());
   } else if (name == step::kCorrection) {
     pm.addNestedPass<func::FuncOp>(createFA4ExpandCorrection());

@@ -26,442 +26,440 @@ module attributes {fa4.target = #fa4.target<sm_100a>} {
     %10 = fa4.tmem_view "P0" %6 : <[128, 128], f32> -> <[128, 128], f16>
     %11 = fa4.tmem_view "P1" %7 : <[128, 128], f32> -> <[128, 128], f16>
     %12 = fa4.mbarrier_alloc "S0_full" {count = 1 : i64} : <tcgen05, stages = 1>
-    %13 = fa4.mbarrier_alloc "stats0_full" {count = 128 : i64} : <threads, stages = 1>
-    %14 = fa4.mbarrier_alloc "stats0_empty" {count = 128 : i64} : <threads, stages = 1>
-    %15 = fa4.mbarrier_alloc "P0_full" {count = 128 : i64} : <threads, stages = 1>
-    %16 = fa4.mbarrier_alloc "S1_full" {count = 1 : i64} : <tcgen05, stages = 1>
-    %17 = fa4.mbarrier_alloc "stats1_full" {count = 128 : i64} : <threads, stages = 1>
-    %18 = fa4.mbarrier_alloc "stats1_empty" {count = 128 : i64} : <threads, stages = 1>
-    %19 = fa4.mbarrier_alloc "P1_full" {count = 128 : i64} : <threads, stages = 1>
-    %20 = fa4.mbarrier_alloc "O0_full" {count = 1 : i64} : <tcgen05, stages = 1>
-    %21 = fa4.mbarrier_alloc "O0_empty" {count = 128 : i64} : <threads, stages = 1>
-    %22 = fa4.mbarrier_alloc "O1_full" {count = 1 : i64} : <tcgen05, stages = 1>
-    %23 = fa4.mbarrier_alloc "O1_empty" {count = 128 : i64} : <threads, stages = 1>
-    %24 = fa4.mbarrier_alloc "o_stage_full" {count = 128 : i64} : <threads, stages = 2>
-    %25 = fa4.mbarrier_alloc "o_stage_empty" {count = 32 : i64} : <threads, stages = 2>
-    %26 = fa4.mbarrier_alloc "q_full" {count = 1 : i64} : <tma, stages = 2>
-    %27 = fa4.mbarrier_alloc "q_empty" {count = 1 : i64} : <tcgen05, stages = 2>
-    %28 = fa4.mbarrier_alloc "kv_full" {count = 1 : i64} : <tma, stages = 10>
-    %29 = fa4.mbarrier_alloc "kv_empty" {count = 1 : i64} : <tcgen05, stages = 10>
-    %30 = fa4.mbarrier_alloc "tmem_dealloc" {count = 384 : i64} : <threads, stages = 1>
+    %13 = fa4.mbarrier_alloc "stats0_empty" {count = 128 : i64} : <threads, stages = 1>
+    %14 = fa4.mbarrier_alloc "P0_full" {count = 128 : i64} : <threads, stages = 1>
+    %15 = fa4.mbarrier_alloc "S1_full" {count = 1 : i64} : <tcgen05, stages = 1>
+    %16 = fa4.mbarrier_alloc "stats1_empty" {count = 128 : i64} : <threads, stages = 1>
+    %17 = fa4.mbarrier_alloc "P1_full" {count = 128 : i64} : <threads, stages = 1>
+    %18 = fa4.mbarrier_alloc "O0_full" {count = 1 : i64} : <tcgen05, stages = 1>
+    %19 = fa4.mbarrier_alloc "O0_empty" {count = 128 : i64} : <threads, stages = 1>
+    %20 = fa4.mbarrier_alloc "O1_full" {count = 1 : i64} : <tcgen05, stages = 1>
+    %21 = fa4.mbarrier_alloc "O1_empty" {count = 128 : i64} : <threads, stages = 1>
+    %22 = fa4.mbarrier_alloc "o_stage_full" {count = 128 : i64} : <threads, stages = 2>
+    %23 = fa4.mbarrier_alloc "o_stage_empty" {count = 32 : i64} : <threads, stages = 2>
+    %24 = fa4.mbarrier_alloc "q_full" {count = 1 : i64} : <tma, stages = 2>
+    %25 = fa4.mbarrier_alloc "q_empty" {count = 1 : i64} : <tcgen05, stages = 2>
+    %26 = fa4.mbarrier_alloc "kv_full" {count = 1 : i64} : <tma, stages = 10>
+    %27 = fa4.mbarrier_alloc "kv_empty" {count = 1 : i64} : <tcgen05, stages = 10>
+    %28 = fa4.mbarrier_alloc "tmem_dealloc" {count = 384 : i64} : <threads, stages = 1>
     %c0_5 = arith.constant 0 : index
-    fa4.warp_specialize attributes {fa4.barriers = [#fa4.barrier<name = "S0_full", kind = tcgen05, count = 1, stages = 1, producers = ["mma"], consumers = ["softmax0"]>, #fa4.barrier<name = "stats0_full", kind = threads, count = 128, stages = 1, producers = ["softmax0"], consumers = ["correction"]>, #fa4.barrier<name = "stats0_empty", kind = threads, count = 128, stages = 1, producers = ["correction"], consumers = ["softmax0"]>, #fa4.barrier<name = "P0_full", kind = threads, count = 128, stages = 1, producers = ["softmax0"], consumers = ["mma"]>, #fa4.barrier<name = "S1_full", kind = tcgen05, count = 1, stages = 1, producers = ["mma"], consumers = ["softmax1"]>, #fa4.barrier<name = "stats1_full", kind = threads, count = 128, stages = 1, producers = ["softmax1"], consumers = ["correction"]>, #fa4.barrier<name = "stats1_empty", kind = threads, count = 128, stages = 1, producers = ["correction"], consumers = ["softmax1"]>, #fa4.barrier<name = "P1_full", kind = threads, count = 128, stages = 1, producers = ["softmax1"], consumers = ["mma"]>, #fa4.barrier<name = "O0_full", kind = tcgen05, count = 1, stages = 1, producers = ["mma"], consumers = ["correction"]>, #fa4.barrier<name = "O0_empty", kind = threads, count = 128, stages = 1, producers = ["correction"], consumers = ["mma"]>, #fa4.barrier<name = "O1_full", kind = tcgen05, count = 1, stages = 1, producers = ["mma"], consumers = ["correction"]>, #fa4.barrier<name = "O1_empty", kind = threads, count = 128, stages = 1, producers = ["correction"], consumers = ["mma"]>, #fa4.barrier<name = "o_stage_full", kind = threads, count = 128, stages = 2, producers = ["correction"], consumers = ["epilogue"]>, #fa4.barrier<name = "o_stage_empty", kind = threads, count = 32, stages = 2, producers = ["epilogue"], consumers = ["correction"]>, #fa4.barrier<name = "q_full", kind = tma, count = 1, stages = 2, producers = ["load"], consumers = ["mma"]>, #fa4.barrier<name = "q_empty", kind = tcgen05, count = 1, stages = 2, producers = ["mma"], consumers = ["load"]>, #fa4.barrier<name = "kv_full", kind = tma, count = 1, stages = 10, producers = ["load"], consumers = ["mma"]>, #fa4.barrier<name = "kv_empty", kind = tcgen05, count = 1, stages = 10, producers = ["mma"], consumers = ["load"]>, #fa4.barrier<name = "tmem_dealloc", kind = threads, count = 384, stages = 1, producers = ["softmax0", "softmax1", "correction"], consumers = ["mma"]>], fa4.smem_bytes = 232448 : i64, fa4.tmem = #fa4.tmem_layout<columns = 512, buffers = [#fa4.tmem_buffer<name = "S0", column = 0, columns = 128>, #fa4.tmem_buffer<name = "S1", column = 128, columns = 128>, #fa4.tmem_buffer<name = "O0", column = 256, columns = 64>, #fa4.tmem_buffer<name = "O1", column = 320, columns = 64>]>} {
+    fa4.warp_specialize attributes {fa4.barriers = [#fa4.barrier<name = "S0_full", kind = tcgen05, count = 1, stages = 1, producers = ["mma"], consumers = ["softmax0"]>, #fa4.barrier<name = "stats0_empty", kind = threads, count = 128, stages = 1, producers = ["correction"], consumers = ["softmax0"]>, #fa4.barrier<name = "P0_full", kind = threads, count = 128, stages = 1, producers = ["softmax0"], consumers = ["mma"]>, #fa4.barrier<name = "S1_full", kind = tcgen05, count = 1, stages = 1, producers = ["mma"], consumers = ["softmax1"]>, #fa4.barrier<name = "stats1_empty", kind = threads, count = 128, stages = 1, producers = ["correction"], consumers = ["softmax1"]>, #fa4.barrier<name = "P1_full", kind = threads, count = 128, stages = 1, producers = ["softmax1"], consumers = ["mma"]>, #fa4.barrier<name = "O0_full", kind = tcgen05, count = 1, stages = 1, producers = ["mma"], consumers = ["correction"]>, #fa4.barrier<name = "O0_empty", kind = threads, count = 128, stages = 1, producers = ["correction"], consumers = ["mma"]>, #fa4.barrier<name = "O1_full", kind = tcgen05, count = 1, stages = 1, producers = ["mma"], consumers = ["correction"]>, #fa4.barrier<name = "O1_empty", kind = threads, count = 128, stages = 1, producers = ["correction"], consumers = ["mma"]>, #fa4.barrier<name = "o_stage_full", kind = threads, count = 128, stages = 2, producers = ["correction"], consumers = ["epilogue"]>, #fa4.barrier<name = "o_stage_empty", kind = threads, count = 32, stages = 2, producers = ["epilogue"], consumers = ["correction"]>, #fa4.barrier<name = "q_full", kind = tma, count = 1, stages = 2, producers = ["load"], consumers = ["mma"]>, #fa4.barrier<name = "q_empty", kind = tcgen05, count = 1, stages = 2, producers = ["mma"], consumers = ["load"]>, #fa4.barrier<name = "kv_full", kind = tma, count = 1, stages = 10, producers = ["load"], consumers = ["mma"]>, #fa4.barrier<name = "kv_empty", kind = tcgen05, count = 1, stages = 10, producers = ["mma"], consumers = ["load"]>, #fa4.barrier<name = "tmem_dealloc", kind = threads, count = 384, stages = 1, producers = ["softmax0", "softmax1", "correction"], consumers = ["mma"]>], fa4.smem_bytes = 232448 : i64, fa4.tmem = #fa4.tmem_layout<columns = 512, buffers = [#fa4.tmem_buffer<name = "S0", column = 0, columns = 128>, #fa4.tmem_buffer<name = "S1", column = 128, columns = 128>, #fa4.tmem_buffer<name = "O0", column = 256, columns = 64>, #fa4.tmem_buffer<name = "O1", column = 320, columns = 64>]>} {
       fa4.role "softmax0" warps(0, 4) registers(176) {
-        %31:2 = scf.for %arg4 = %c0 to %0 step %c1 iter_args(%arg5 = %c0, %arg6 = %c0) -> (index, index) {
+        %29:2 = scf.for %arg4 = %c0 to %0 step %c1 iter_args(%arg5 = %c0, %arg6 = %c0) -> (index, index) {
           %batch_index, %head_group, %m_block = fa4.task_coords %arg4, %dim, %dim_2, %dim_4 {block_n = 128 : i64, gqa_ratio = 1 : i64, kv_heads = 2 : i64, mask = #fa4.mask<none>, order = #fa4.task_order<static>, rows = 256 : i64}
-          %32 = arith.muli %m_block, %c256 : index
-          %begin, %full_begin, %full_end, %end = fa4.kv_block_range %32, %dim_2, %dim_4 {block_n = 128 : i64, gqa_ratio = 1 : i64, mask = #fa4.mask<none>, rows = 256 : i64}
-          %33 = arith.subi %end, %begin : index
-          %34 = arith.addi %32, %c128 : index
+          %30 = arith.muli %m_block, %c256 : index
+          %begin, %full_begin, %full_end, %end = fa4.kv_block_range %30, %dim_2, %dim_4 {block_n = 128 : i64, gqa_ratio = 1 : i64, mask = #fa4.mask<none>, rows = 256 : i64}
+          %31 = arith.subi %end, %begin : index
+          %32 = arith.addi %30, %c128 : index
           %cst = arith.constant dense<0xFF800000> : tensor<128xf32>
           %cst_6 = arith.constant dense<0.000000e+00> : tensor<128xf32>
-          %35:2 = scf.for %arg7 = %c0 to %33 step %c1 iter_args(%arg8 = %cst, %arg9 = %cst_6) -> (tensor<128xf32>, tensor<128xf32>) {
-            %42 = arith.addi %arg5, %arg7 : index
-            fa4.mbarrier_wait %12[%42] : <tcgen05, stages = 1>
-            %43 = fa4.tmem_load %6[%c0] : <[128, 128], f32> -> tensor<128x128xf32>
-            %44 = arith.subi %end, %c1 : index
-            %45 = arith.subi %44, %arg7 : index
-            %46 = arith.cmpi sge, %45, %full_end : index
-            %47 = arith.cmpi slt, %45, %full_begin : index
-            %48 = arith.ori %47, %46 : i1
-            %49 = scf.if %48 -> (tensor<128x128xf32>) {
-              %51 = arith.subi %end, %c1 : index
-              %52 = arith.subi %51, %arg7 : index
-              %53 = arith.muli %52, %c128 : index
-              %54 = fa4.mask %43, %32, %53, %dim_2, %dim_4 {gqa_ratio = 1 : i64, mask = #fa4.mask<none>} : tensor<128x128xf32>
-              scf.yield %54 : tensor<128x128xf32>
+          %33:2 = scf.for %arg7 = %c0 to %31 step %c1 iter_args(%arg8 = %cst, %arg9 = %cst_6) -> (tensor<128xf32>, tensor<128xf32>) {
+            %40 = arith.addi %arg5, %arg7 : index
+            fa4.mbarrier_wait %12[%40] : <tcgen05, stages = 1>
+            %41 = fa4.tmem_load %6[%c0] : <[128, 128], f32> -> tensor<128x128xf32>
+            %42 = arith.subi %end, %c1 : index
+            %43 = arith.subi %42, %arg7 : index
+            %44 = arith.cmpi sge, %43, %full_end : index
+            %45 = arith.cmpi slt, %43, %full_begin : index
+            %46 = arith.ori %45, %44 : i1
+            %47 = scf.if %46 -> (tensor<128x128xf32>) {
+              %49 = arith.subi %end, %c1 : index
+              %50 = arith.subi %49, %arg7 : index
+              %51 = arith.muli %50, %c128 : index
+              %52 = fa4.mask %41, %30, %51, %dim_2, %dim_4 {gqa_ratio = 1 : i64, mask = #fa4.mask<none>} : tensor<128x128xf32>
+              scf.yield %52 : tensor<128x128xf32>
             } else {
-              scf.yield %43 : tensor<128x128xf32>
+              scf.yield %41 : tensor<128x128xf32>
             }
-            %probs, %new_row_max, %new_row_sum, %acc_scale = fa4.online_softmax %49, %arg8, %arg9 {rescale_threshold = 8.000000e+00 : f32, scale_log2 = 0.180336878 : f32} : tensor<128x128xf32>, tensor<128xf32> -> tensor<128x128xf16>
-            %50 = arith.cmpi ne, %arg7, %c0 : index
-            scf.if %50 {
-              %51 = arith.addi %arg6, %arg7 : index
-              %52 = arith.subi %51, %c1 : index
-              fa4.mbarrier_wait %14[%52] prior : <threads, stages = 1>
-              fa4.smem_store %acc_scale, %4[%52] row 0 : tensor<128xf32>, <[2, 128], f32, stages = 1>
-              fa4.mbarrier_arrive %13[%52] : <threads, stages = 1>
+            %probs, %new_row_max, %new_row_sum, %acc_scale = fa4.online_softmax %47, %arg8, %arg9 {rescale_threshold = 8.000000e+00 : f32, scale_log2 = 0.180336878 : f32} : tensor<128x128xf32>, tensor<128xf32> -> tensor<128x128xf16>
+            %48 = arith.cmpi ne, %arg7, %c0 : index
+            scf.if %48 {
+              %49 = arith.addi %arg6, %arg7 : index
+              %50 = arith.subi %49, %c1 : index
+              fa4.mbarrier_wait %13[%50] prior : <threads, stages = 1>
+              fa4.smem_store %acc_scale, %4[%50] row 0 : tensor<128xf32>, <[2, 128], f32, stages = 1>
+              fa4.named_barrier_arrive 1, 256
             }
             fa4.tmem_store %probs, %10[%c0] : tensor<128x128xf16>, <[128, 128], f16>
-            fa4.mbarrier_arrive %15[%42] : <threads, stages = 1>
+            fa4.mbarrier_arrive %14[%40] : <threads, stages = 1>
             scf.yield %new_row_max, %new_row_sum : tensor<128xf32>, tensor<128xf32>
           }
-          %36 = arith.subi %33, %c1 : index
-          %37 = arith.maxsi %36, %c0 : index
-          %38 = arith.addi %arg6, %37 : index
-          fa4.mbarrier_wait %14[%38] prior : <threads, stages = 1>
-          fa4.smem_store %35#0, %4[%38] row 0 : tensor<128xf32>, <[2, 128], f32, stages = 1>
-          fa4.smem_store %35#1, %4[%38] row 1 : tensor<128xf32>, <[2, 128], f32, stages = 1>
-          fa4.mbarrier_arrive %13[%38] : <threads, stages = 1>
-          %39 = arith.addi %arg5, %33 : index
-          %40 = arith.maxsi %33, %c1 : index
-          %41 = arith.addi %arg6, %40 : index
-          scf.yield %39, %41 : index, index
+          %34 = arith.subi %31, %c1 : index
+          %35 = arith.maxsi %34, %c0 : index
+          %36 = arith.addi %arg6, %35 : index
+          fa4.mbarrier_wait %13[%36] prior : <threads, stages = 1>
+          fa4.smem_store %33#0, %4[%36] row 0 : tensor<128xf32>, <[2, 128], f32, stages = 1>
+          fa4.smem_store %33#1, %4[%36] row 1 : tensor<128xf32>, <[2, 128], f32, stages = 1>
+          fa4.named_barrier_arrive 1, 256
+          %37 = arith.addi %arg5, %31 : index
+          %38 = arith.maxsi %31, %c1 : index
+          %39 = arith.addi %arg6, %38 : index
+          scf.yield %37, %39 : index, index
         } {fa4.task_loop}
-        fa4.mbarrier_arrive %30[%c0_5] : <threads, stages = 1>
+        fa4.mbarrier_arrive %28[%c0_5] : <threads, stages = 1>
       }
       fa4.role "softmax1" warps(4, 4) registers(176) {
-        %31:2 = scf.for %arg4 = %c0 to %0 step %c1 iter_args(%arg5 = %c0, %arg6 = %c0) -> (index, index) {
+        %29:2 = scf.for %arg4 = %c0 to %0 step %c1 iter_args(%arg5 = %c0, %arg6 = %c0) -> (index, index) {
           %batch_index, %head_group, %m_block = fa4.task_coords %arg4, %dim, %dim_2, %dim_4 {block_n = 128 : i64, gqa_ratio = 1 : i64, kv_heads = 2 : i64, mask = #fa4.mask<none>, order = #fa4.task_order<static>, rows = 256 : i64}
-          %32 = arith.muli %m_block, %c256 : index
-          %begin, %full_begin, %full_end, %end = fa4.kv_block_range %32, %dim_2, %dim_4 {block_n = 128 : i64, gqa_ratio = 1 : i64, mask = #fa4.mask<none>, rows = 256 : i64}
-          %33 = arith.subi %end, %begin : index
-          %34 = arith.addi %32, %c128 : index
+          %30 = arith.muli %m_block, %c256 : index
+          %begin, %full_begin, %full_end, %end = fa4.kv_block_range %30, %dim_2, %dim_4 {block_n = 128 : i64, gqa_ratio = 1 : i64, mask = #fa4.mask<none>, rows = 256 : i64}
+          %31 = arith.subi %end, %begin : index
+          %32 = arith.addi %30, %c128 : index
           %cst = arith.constant dense<0xFF800000> : tensor<128xf32>
           %cst_6 = arith.constant dense<0.000000e+00> : tensor<128xf32>
-          %35:2 = scf.for %arg7 = %c0 to %33 step %c1 iter_args(%arg8 = %cst, %arg9 = %cst_6) -> (tensor<128xf32>, tensor<128xf32>) {
-            %42 = arith.addi %arg5, %arg7 : index
-            fa4.mbarrier_wait %16[%42] : <tcgen05, stages = 1>
-            %43 = fa4.tmem_load %7[%c0] : <[128, 128], f32> -> tensor<128x128xf32>
-            %44 = arith.subi %end, %c1 : index
-            %45 = arith.subi %44, %arg7 : index
-            %46 = arith.cmpi sge, %45, %full_end : index
-            %47 = arith.cmpi slt, %45, %full_begin : index
-            %48 = arith.ori %47, %46 : i1
-            %49 = scf.if %48 -> (tensor<128x128xf32>) {
-              %51 = arith.subi %end, %c1 : index
-              %52 = arith.subi %51, %arg7 : index
-              %53 = arith.muli %52, %c128 : index
-              %54 = fa4.mask %43, %34, %53, %dim_2, %dim_4 {gqa_ratio = 1 : i64, mask = #fa4.mask<none>} : tensor<128x128xf32>
-              scf.yield %54 : tensor<128x128xf32>
+          %33:2 = scf.for %arg7 = %c0 to %31 step %c1 iter_args(%arg8 = %cst, %arg9 = %cst_6) -> (tensor<128xf32>, tensor<128xf32>) {
+            %40 = arith.addi %arg5, %arg7 : index
+            fa4.mbarrier_wait %15[%40] : <tcgen05, stages = 1>
+            %41 = fa4.tmem_load %7[%c0] : <[128, 128], f32> -> tensor<128x128xf32>
+            %42 = arith.subi %end, %c1 : index
+            %43 = arith.subi %42, %arg7 : index
+            %44 = arith.cmpi sge, %43, %full_end : index
+            %45 = arith.cmpi slt, %43, %full_begin : index
+            %46 = arith.ori %45, %44 : i1
+            %47 = scf.if %46 -> (tensor<128x128xf32>) {
+              %49 = arith.subi %end, %c1 : index
+              %50 = arith.subi %49, %arg7 : index
+              %51 = arith.muli %50, %c128 : index
+              %52 = fa4.mask %41, %32, %51, %dim_2, %dim_4 {gqa_ratio = 1 : i64, mask = #fa4.mask<none>} : tensor<128x128xf32>
+              scf.yield %52 : tensor<128x128xf32>
             } else {
-              scf.yield %43 : tensor<128x128xf32>
+              scf.yield %41 : tensor<128x128xf32>
             }
-            %probs, %new_row_max, %new_row_sum, %acc_scale = fa4.online_softmax %49, %arg8, %arg9 {rescale_threshold = 8.000000e+00 : f32, scale_log2 = 0.180336878 : f32} : tensor<128x128xf32>, tensor<128xf32> -> tensor<128x128xf16>
-            %50 = arith.cmpi ne, %arg7, %c0 : index
-            scf.if %50 {
-              %51 = arith.addi %arg6, %arg7 : index
-              %52 = arith.subi %51, %c1 : index
-              fa4.mbarrier_wait %18[%52] prior : <threads, stages = 1>
-              fa4.smem_store %acc_scale, %5[%52] row 0 : tensor<128xf32>, <[2, 128], f32, stages = 1>
-              fa4.mbarrier_arrive %17[%52] : <threads, stages = 1>
+            %probs, %new_row_max, %new_row_sum, %acc_scale = fa4.online_softmax %47, %arg8, %arg9 {rescale_threshold = 8.000000e+00 : f32, scale_log2 = 0.180336878 : f32} : tensor<128x128xf32>, tensor<128xf32> -> tensor<128x128xf16>
+            %48 = arith.cmpi ne, %arg7, %c0 : index
+            scf.if %48 {
+              %49 = arith.addi %arg6, %arg7 : index
+              %50 = arith.subi %49, %c1 : index
+              fa4.mbarrier_wait %16[%50] prior : <threads, stages = 1>
+              fa4.smem_store %acc_scale, %5[%50] row 0 : tensor<128xf32>, <[2, 128], f32, stages = 1>
+              fa4.named_barrier_arrive 2, 256
             }
             fa4.tmem_store %probs, %11[%c0] : tensor<128x128xf16>, <[128, 128], f16>
-            fa4.mbarrier_arrive %19[%42] : <threads, stages = 1>
+            fa4.mbarrier_arrive %17[%40] : <threads, stages = 1>
             scf.yield %new_row_max, %new_row_sum : tensor<128xf32>, tensor<128xf32>
           }
-          %36 = arith.subi %33, %c1 : index
-          %37 = arith.maxsi %36, %c0 : index
-          %38 = arith.addi %arg6, %37 : index
-          fa4.mbarrier_wait %18[%38] prior : <threads, stages = 1>
-          fa4.smem_store %35#0, %5[%38] row 0 : tensor<128xf32>, <[2, 128], f32, stages = 1>
-          fa4.smem_store %35#1, %5[%38] row 1 : tensor<128xf32>, <[2, 128], f32, stages = 1>
-          fa4.mbarrier_arrive %17[%38] : <threads, stages = 1>
-          %39 = arith.addi %arg5, %33 : index
-          %40 = arith.maxsi %33, %c1 : index
-          %41 = arith.addi %arg6, %40 : index
-          scf.yield %39, %41 : index, index
+          %34 = arith.subi %31, %c1 : index
+          %35 = arith.maxsi %34, %c0 : index
+          %36 = arith.addi %arg6, %35 : index
+          fa4.mbarrier_wait %16[%36] prior : <threads, stages = 1>
+          fa4.smem_store %33#0, %5[%36] row 0 : tensor<128xf32>, <[2, 128], f32, stages = 1>
+          fa4.smem_store %33#1, %5[%36] row 1 : tensor<128xf32>, <[2, 128], f32, stages = 1>
+          fa4.named_barrier_arrive 2, 256
+          %37 = arith.addi %arg5, %31 : index
+          %38 = arith.maxsi %31, %c1 : index
+          %39 = arith.addi %arg6, %38 : index
+          scf.yield %37, %39 : index, index
         } {fa4.task_loop}
-        fa4.mbarrier_arrive %30[%c0_5] : <threads, stages = 1>
+        fa4.mbarrier_arrive %28[%c0_5] : <threads, stages = 1>
       }
       fa4.role "correction" warps(8, 4) registers(88) {
-        %31:3 = scf.for %arg4 = %c0 to %0 step %c1 iter_args(%arg5 = %c0, %arg6 = %c0, %arg7 = %c0) -> (index, index, index) {
+        %29:3 = scf.for %arg4 = %c0 to %0 step %c1 iter_args(%arg5 = %c0, %arg6 = %c0, %arg7 = %c0) -> (index, index, index) {
           %batch_index, %head_group, %m_block = fa4.task_coords %arg4, %dim, %dim_2, %dim_4 {block_n = 128 : i64, gqa_ratio = 1 : i64, kv_heads = 2 : i64, mask = #fa4.mask<none>, order = #fa4.task_order<static>, rows = 256 : i64}
-          %32 = arith.muli %m_block, %c256 : index
-          %begin, %full_begin, %full_end, %end = fa4.kv_block_range %32, %dim_2, %dim_4 {block_n = 128 : i64, gqa_ratio = 1 : i64, mask = #fa4.mask<none>, rows = 256 : i64}
-          %33 = arith.subi %end, %begin : index
-          %34 = arith.addi %32, %c128 : index
-          scf.for %arg8 = %c1 to %33 step %c1 {
-            %55 = arith.addi %arg7, %arg8 : index
+          %30 = arith.muli %m_block, %c256 : index
+          %begin, %full_begin, %full_end, %end = fa4.kv_block_range %30, %dim_2, %dim_4 {block_n = 128 : i64, gqa_ratio = 1 : i64, mask = #fa4.mask<none>, rows = 256 : i64}
+          %31 = arith.subi %end, %begin : index
+          %32 = arith.addi %30, %c128 : index
+          scf.for %arg8 = %c1 to %31 step %c1 {
+            %53 = arith.addi %arg7, %arg8 : index
+            %54 = arith.subi %53, %c1 : index
+            %55 = arith.addi %arg6, %arg8 : index
             %56 = arith.subi %55, %c1 : index
-            %57 = arith.addi %arg6, %arg8 : index
-            %58 = arith.subi %57, %c1 : index
-            fa4.mbarrier_wait %13[%56] : <threads, stages = 1>
-            %59 = fa4.smem_load %4[%56] row 0 : <[2, 128], f32, stages = 1> -> tensor<128xf32>
-            fa4.mbarrier_arrive %14[%56] : <threads, stages = 1>
+            fa4.named_barrier_sync 1, 256
+            %57 = fa4.smem_load %4[%54] row 0 : <[2, 128], f32, stages = 1> -> tensor<128xf32>
+            fa4.mbarrier_arrive %13[%54] : <threads, stages = 1>
+            %58 = fa4.needs_rescale %57 : tensor<128xf32>
+            scf.if %58 {
+              %c0_6 = arith.constant 0 : index
+              %c64 = arith.constant 64 : index
+              %c16 = arith.constant 16 : index
+              scf.for %arg9 = %c0_6 to %c64 step %c16 {
+                %61 = fa4.tmem_load %8[%arg9] : <[128, 64], f32> -> tensor<128x16xf32>
+                %62 = fa4.correction %61, %57 : tensor<128x16xf32>, tensor<128xf32>
+                fa4.tmem_store %62, %8[%arg9] : tensor<128x16xf32>, <[128, 64], f32>
+              }
+            }
+            fa4.mbarrier_arrive %19[%56] : <threads, stages = 1>
+            fa4.named_barrier_sync 2, 256
+            %59 = fa4.smem_load %5[%54] row 0 : <[2, 128], f32, stages = 1> -> tensor<128xf32>
+            fa4.mbarrier_arrive %16[%54] : <threads, stages = 1>
             %60 = fa4.needs_rescale %59 : tensor<128xf32>
             scf.if %60 {
               %c0_6 = arith.constant 0 : index
               %c64 = arith.constant 64 : index
               %c16 = arith.constant 16 : index
               scf.for %arg9 = %c0_6 to %c64 step %c16 {
-                %63 = fa4.tmem_load %8[%arg9] : <[128, 64], f32> -> tensor<128x16xf32>
-                %64 = fa4.correction %63, %59 : tensor<128x16xf32>, tensor<128xf32>
-                fa4.tmem_store %64, %8[%arg9] : tensor<128x16xf32>, <[128, 64], f32>
+                %61 = fa4.tmem_load %9[%arg9] : <[128, 64], f32> -> tensor<128x16xf32>
+                %62 = fa4.correction %61, %59 : tensor<128x16xf32>, tensor<128xf32>
+                fa4.tmem_store %62, %9[%arg9] : tensor<128x16xf32>, <[128, 64], f32>
               }
             }
-            fa4.mbarrier_arrive %21[%58] : <threads, stages = 1>
-            fa4.mbarrier_wait %17[%56] : <threads, stages = 1>
-            %61 = fa4.smem_load %5[%56] row 0 : <[2, 128], f32, stages = 1> -> tensor<128xf32>
-            fa4.mbarrier_arrive %18[%56] : <threads, stages = 1>
-            %62 = fa4.needs_rescale %61 : tensor<128xf32>
-            scf.if %62 {
-              %c0_6 = arith.constant 0 : index
-              %c64 = arith.constant 64 : index
-              %c16 = arith.constant 16 : index
-              scf.for %arg9 = %c0_6 to %c64 step %c16 {
-                %63 = fa4.tmem_load %9[%arg9] : <[128, 64], f32> -> tensor<128x16xf32>
-                %64 = fa4.correction %63, %61 : tensor<128x16xf32>, tensor<128xf32>
-                fa4.tmem_store %64, %9[%arg9] : tensor<128x16xf32>, <[128, 64], f32>
-              }
-            }
-            fa4.mbarrier_arrive %23[%58] : <threads, stages = 1>
+            fa4.mbarrier_arrive %21[%56] : <threads, stages = 1>
           }
-          %35 = arith.subi %33, %c1 : index
-          %36 = arith.maxsi %35, %c0 : index
-          %37 = arith.addi %arg7, %36 : index
-          %38 = arith.addi %arg6, %33 : index
-          %39 = arith.subi %38, %c1 : index
-          %40 = arith.cmpi sgt, %33, %c0 : index
-          fa4.mbarrier_wait %13[%37] : <threads, stages = 1>
-          %41 = fa4.smem_load %4[%37] row 0 : <[2, 128], f32, stages = 1> -> tensor<128xf32>
-          %42 = fa4.smem_load %4[%37] row 1 : <[2, 128], f32, stages = 1> -> tensor<128xf32>
-          fa4.mbarrier_arrive %14[%37] : <threads, stages = 1>
-          %43 = arith.muli %arg5, %c2 : index
-          %44 = arith.addi %43, %c0 : index
-          fa4.mbarrier_wait %25[%44] prior : <threads, stages = 2>
-          %45 = scf.if %40 -> (tensor<128xf32>) {
-            fa4.mbarrier_wait %20[%39] : <tcgen05, stages = 1>
+          %33 = arith.subi %31, %c1 : index
+          %34 = arith.maxsi %33, %c0 : index
+          %35 = arith.addi %arg7, %34 : index
+          %36 = arith.addi %arg6, %31 : index
+          %37 = arith.subi %36, %c1 : index
+          %38 = arith.cmpi sgt, %31, %c0 : index
+          fa4.named_barrier_sync 1, 256
+          %39 = fa4.smem_load %4[%35] row 0 : <[2, 128], f32, stages = 1> -> tensor<128xf32>
+          %40 = fa4.smem_load %4[%35] row 1 : <[2, 128], f32, stages = 1> -> tensor<128xf32>
+          fa4.mbarrier_arrive %13[%35] : <threads, stages = 1>
+          %41 = arith.muli %arg5, %c2 : index
+          %42 = arith.addi %41, %c0 : index
+          fa4.mbarrier_wait %23[%42] prior : <threads, stages = 2>
+          %43 = scf.if %38 -> (tensor<128xf32>) {
+            fa4.mbarrier_wait %18[%37] : <tcgen05, stages = 1>
             %c0_6 = arith.constant 0 : index
             %c64 = arith.constant 64 : index
             %c16 = arith.constant 16 : index
             %cst = arith.constant dense<0xFF800000> : tensor<128xf32>
-            %55 = scf.for %arg8 = %c0_6 to %c64 step %c16 iter_args(%arg9 = %cst) -> (tensor<128xf32>) {
-              %56 = fa4.tmem_load %8[%arg8] : <[128, 64], f32> -> tensor<128x16xf32>
-              %out, %lse = fa4.normalize %56, %41, %42 {scale_log2 = 0.180336878 : f32} : tensor<128x16xf32>, tensor<128xf32> -> tensor<128x16xf16>
-              fa4.smem_store %out, %3[%44] column %arg8 : tensor<128x16xf16>, <[128, 64], f16, stages = 2>
+            %53 = scf.for %arg8 = %c0_6 to %c64 step %c16 iter_args(%arg9 = %cst) -> (tensor<128xf32>) {
+              %54 = fa4.tmem_load %8[%arg8] : <[128, 64], f32> -> tensor<128x16xf32>
+              %out, %lse = fa4.normalize %54, %39, %40 {scale_log2 = 0.180336878 : f32} : tensor<128x16xf32>, tensor<128xf32> -> tensor<128x16xf16>
+              fa4.smem_store %out, %3[%42] column %arg8 : tensor<128x16xf16>, <[128, 64], f16, stages = 2>
               scf.yield %lse : tensor<128xf32>
             }
-            fa4.mbarrier_arrive %21[%39] : <threads, stages = 1>
-            scf.yield %55 : tensor<128xf32>
+            fa4.mbarrier_arrive %19[%37] : <threads, stages = 1>
+            scf.yield %53 : tensor<128xf32>
           } else {
             %cst = arith.constant dense<0.000000e+00> : tensor<128x64xf16>
-            fa4.smem_store %cst, %3[%44] : tensor<128x64xf16>, <[128, 64], f16, stages = 2>
+            fa4.smem_store %cst, %3[%42] : tensor<128x64xf16>, <[128, 64], f16, stages = 2>
             %cst_6 = arith.constant dense<0xFF800000> : tensor<128xf32>
             scf.yield %cst_6 : tensor<128xf32>
           }
-          fa4.mbarrier_arrive %24[%44] : <threads, stages = 2>
-          fa4.mbarrier_wait %17[%37] : <threads, stages = 1>
-          %46 = fa4.smem_load %5[%37] row 0 : <[2, 128], f32, stages = 1> -> tensor<128xf32>
-          %47 = fa4.smem_load %5[%37] row 1 : <[2, 128], f32, stages = 1> -> tensor<128xf32>
-          fa4.mbarrier_arrive %18[%37] : <threads, stages = 1>
-          %48 = arith.muli %arg5, %c2 : index
-          %49 = arith.addi %48, %c1 : index
-          fa4.mbarrier_wait %25[%49] prior : <threads, stages = 2>
-          %50 = scf.if %40 -> (tensor<128xf32>) {
-            fa4.mbarrier_wait %22[%39] : <tcgen05, stages = 1>
+          fa4.mbarrier_arrive %22[%42] : <threads, stages = 2>
+          fa4.named_barrier_sync 2, 256
+          %44 = fa4.smem_load %5[%35] row 0 : <[2, 128], f32, stages = 1> -> tensor<128xf32>
+          %45 = fa4.smem_load %5[%35] row 1 : <[2, 128], f32, stages = 1> -> tensor<128xf32>
+          fa4.mbarrier_arrive %16[%35] : <threads, stages = 1>
+          %46 = arith.muli %arg5, %c2 : index
+          %47 = arith.addi %46, %c1 : index
+          fa4.mbarrier_wait %23[%47] prior : <threads, stages = 2>
+          %48 = scf.if %38 -> (tensor<128xf32>) {
+            fa4.mbarrier_wait %20[%37] : <tcgen05, stages = 1>
             %c0_6 = arith.constant 0 : index
             %c64 = arith.constant 64 : index
             %c16 = arith.constant 16 : index
             %cst = arith.constant dense<0xFF800000> : tensor<128xf32>
-            %55 = scf.for %arg8 = %c0_6 to %c64 step %c16 iter_args(%arg9 = %cst) -> (tensor<128xf32>) {
-              %56 = fa4.tmem_load %9[%arg8] : <[128, 64], f32> -> tensor<128x16xf32>
-              %out, %lse = fa4.normalize %56, %46, %47 {scale_log2 = 0.180336878 : f32} : tensor<128x16xf32>, tensor<128xf32> -> tensor<128x16xf16>
-              fa4.smem_store %out, %3[%49] column %arg8 : tensor<128x16xf16>, <[128, 64], f16, stages = 2>
+            %53 = scf.for %arg8 = %c0_6 to %c64 step %c16 iter_args(%arg9 = %cst) -> (tensor<128xf32>) {
+              %54 = fa4.tmem_load %9[%arg8] : <[128, 64], f32> -> tensor<128x16xf32>
+              %out, %lse = fa4.normalize %54, %44, %45 {scale_log2 = 0.180336878 : f32} : tensor<128x16xf32>, tensor<128xf32> -> tensor<128x16xf16>
+              fa4.smem_store %out, %3[%47] column %arg8 : tensor<128x16xf16>, <[128, 64], f16, stages = 2>
               scf.yield %lse : tensor<128xf32>
             }
-            fa4.mbarrier_arrive %23[%39] : <threads, stages = 1>
-            scf.yield %55 : tensor<128xf32>
+            fa4.mbarrier_arrive %21[%37] : <threads, stages = 1>
+            scf.yield %53 : tensor<128xf32>
           } else {
             %cst = arith.constant dense<0.000000e+00> : tensor<128x64xf16>
-            fa4.smem_store %cst, %3[%49] : tensor<128x64xf16>, <[128, 64], f16, stages = 2>
+            fa4.smem_store %cst, %3[%47] : tensor<128x64xf16>, <[128, 64], f16, stages = 2>
             %cst_6 = arith.constant dense<0xFF800000> : tensor<128xf32>
             scf.yield %cst_6 : tensor<128xf32>
           }
-          fa4.mbarrier_arrive %24[%49] : <threads, stages = 2>
-          %51 = arith.addi %arg5, %c1 : index
-          %52 = arith.addi %arg6, %33 : index
-          %53 = arith.maxsi %33, %c1 : index
-          %54 = arith.addi %arg7, %53 : index
-          scf.yield %51, %52, %54 : index, index, index
+          fa4.mbarrier_arrive %22[%47] : <threads, stages = 2>
+          %49 = arith.addi %arg5, %c1 : index
+          %50 = arith.addi %arg6, %31 : index
+          %51 = arith.maxsi %31, %c1 : index
+          %52 = arith.addi %arg7, %51 : index
+          scf.yield %49, %50, %52 : index, index, index
         } {fa4.task_loop}
-        fa4.mbarrier_arrive %30[%c0_5] : <threads, stages = 1>
+        fa4.mbarrier_arrive %28[%c0_5] : <threads, stages = 1>
       }
       fa4.role "mma" warps(12, 1) registers(72) {
         fa4.tmem_alloc_columns {columns = 512 : i64}
         fa4.tmem_relinquish
-        %31:3 = scf.for %arg4 = %c0 to %0 step %c1 iter_args(%arg5 = %c0, %arg6 = %c0, %arg7 = %c0) -> (index, index, index) {
+        %29:3 = scf.for %arg4 = %c0 to %0 step %c1 iter_args(%arg5 = %c0, %arg6 = %c0, %arg7 = %c0) -> (index, index, index) {
           %batch_index, %head_group, %m_block = fa4.task_coords %arg4, %dim, %dim_2, %dim_4 {block_n = 128 : i64, gqa_ratio = 1 : i64, kv_heads = 2 : i64, mask = #fa4.mask<none>, order = #fa4.task_order<static>, rows = 256 : i64}
-          %32 = arith.muli %m_block, %c256 : index
-          %begin, %full_begin, %full_end, %end = fa4.kv_block_range %32, %dim_2, %dim_4 {block_n = 128 : i64, gqa_ratio = 1 : i64, mask = #fa4.mask<none>, rows = 256 : i64}
-          %33 = arith.subi %end, %begin : index
-          %34 = arith.addi %32, %c128 : index
+          %30 = arith.muli %m_block, %c256 : index
+          %begin, %full_begin, %full_end, %end = fa4.kv_block_range %30, %dim_2, %dim_4 {block_n = 128 : i64, gqa_ratio = 1 : i64, mask = #fa4.mask<none>, rows = 256 : i64}
+          %31 = arith.subi %end, %begin : index
+          %32 = arith.addi %30, %c128 : index
+          %33 = arith.muli %arg5, %c2 : index
+          %34 = arith.addi %33, %c0 : index
+          fa4.mbarrier_wait %24[%34] : <tma, stages = 2>
           %35 = arith.muli %arg5, %c2 : index
-          %36 = arith.addi %35, %c0 : index
-          fa4.mbarrier_wait %26[%36] : <tma, stages = 2>
-          %37 = arith.muli %arg5, %c2 : index
-          %38 = arith.addi %37, %c1 : index
-          fa4.mbarrier_wait %26[%38] : <tma, stages = 2>
+          %36 = arith.addi %35, %c1 : index
+          fa4.mbarrier_wait %24[%36] : <tma, stages = 2>
           %c0_6 = arith.constant 0 : index
           %c1_7 = arith.constant 1 : index
-          %39 = arith.cmpi sgt, %33, %c0_6 : index
-          scf.if %39 {
-            %44 = arith.muli %c0_6, %c2 : index
-            %45 = arith.addi %arg6, %44 : index
-            %46 = arith.addi %arg7, %c0_6 : index
-            fa4.mbarrier_wait %28[%45] : <tma, stages = 10>
-            fa4.score_mma_async %1[%36], %2[%45] -> %6 : <[128, 64], f16, stages = 2>, <[128, 64], f16, stages = 10>, <[128, 128], f32>
-            fa4.mma_commit %12[%46] : <tcgen05, stages = 1>
-            %47 = arith.muli %c0_6, %c2 : index
-            %48 = arith.addi %arg6, %47 : index
-            %49 = arith.addi %arg7, %c0_6 : index
-            fa4.score_mma_async %1[%38], %2[%48] -> %7 : <[128, 64], f16, stages = 2>, <[128, 64], f16, stages = 10>, <[128, 128], f32>
-            fa4.mma_commit %16[%49] : <tcgen05, stages = 1>
-            fa4.mma_commit %29[%48] : <tcgen05, stages = 10>
-          }
-          scf.for %arg8 = %c1_7 to %33 step %c1_7 {
-            %44 = arith.subi %arg8, %c1_7 : index
-            %45 = arith.muli %44, %c2 : index
+          %37 = arith.cmpi sgt, %31, %c0_6 : index
+          scf.if %37 {
+            %42 = arith.muli %c0_6, %c2 : index
+            %43 = arith.addi %arg6, %42 : index
+            %44 = arith.addi %arg7, %c0_6 : index
+            fa4.mbarrier_wait %26[%43] : <tma, stages = 10>
+            fa4.score_mma_async %1[%34], %2[%43] -> %6 : <[128, 64], f16, stages = 2>, <[128, 64], f16, stages = 10>, <[128, 128], f32>
+            fa4.mma_commit %12[%44] : <tcgen05, stages = 1>
+            %45 = arith.muli %c0_6, %c2 : index
             %46 = arith.addi %arg6, %45 : index
-            %47 = arith.addi %46, %c1 : index
-            %48 = arith.addi %arg7, %44 : index
-            %49 = arith.cmpi ne, %44, %c0 : index
-            fa4.mbarrier_wait %28[%47] : <tma, stages = 10>
-            fa4.mbarrier_wait %15[%48] : <threads, stages = 1>
-            fa4.mbarrier_wait %21[%48] prior : <threads, stages = 1>
-            fa4.value_mma_async %10, %2[%47] -> %8, accumulate %49 : <[128, 128], f16>, <[128, 64], f16, stages = 10>, <[128, 64], f32>
-            fa4.mma_commit %20[%48] : <tcgen05, stages = 1>
-            %50 = arith.muli %arg8, %c2 : index
-            %51 = arith.addi %arg6, %50 : index
-            %52 = arith.addi %arg7, %arg8 : index
-            fa4.mbarrier_wait %28[%51] : <tma, stages = 10>
-            fa4.score_mma_async %1[%36], %2[%51] -> %6 : <[128, 64], f16, stages = 2>, <[128, 64], f16, stages = 10>, <[128, 128], f32>
-            fa4.mma_commit %12[%52] : <tcgen05, stages = 1>
-            %53 = arith.muli %44, %c2 : index
-            %54 = arith.addi %arg6, %53 : index
-            %55 = arith.addi %54, %c1 : index
-            %56 = arith.addi %arg7, %44 : index
-            %57 = arith.cmpi ne, %44, %c0 : index
-            fa4.mbarrier_wait %19[%56] : <threads, stages = 1>
-            fa4.mbarrier_wait %23[%56] prior : <threads, stages = 1>
-            fa4.value_mma_async %11, %2[%55] -> %9, accumulate %57 : <[128, 128], f16>, <[128, 64], f16, stages = 10>, <[128, 64], f32>
-            fa4.mma_commit %22[%56] : <tcgen05, stages = 1>
-            fa4.mma_commit %29[%55] : <tcgen05, stages = 10>
-            %58 = arith.muli %arg8, %c2 : index
-            %59 = arith.addi %arg6, %58 : index
-            %60 = arith.addi %arg7, %arg8 : index
-            fa4.score_mma_async %1[%38], %2[%59] -> %7 : <[128, 64], f16, stages = 2>, <[128, 64], f16, stages = 10>, <[128, 128], f32>
-            fa4.mma_commit %16[%60] : <tcgen05, stages = 1>
-            fa4.mma_commit %29[%59] : <tcgen05, stages = 10>
+            %47 = arith.addi %arg7, %c0_6 : index
+            fa4.score_mma_async %1[%36], %2[%46] -> %7 : <[128, 64], f16, stages = 2>, <[128, 64], f16, stages = 10>, <[128, 128], f32>
+            fa4.mma_commit %15[%47] : <tcgen05, stages = 1>
+            fa4.mma_commit %27[%46] : <tcgen05, stages = 10>
+          }
+          scf.for %arg8 = %c1_7 to %31 step %c1_7 {
+            %42 = arith.subi %arg8, %c1_7 : index
+            %43 = arith.muli %42, %c2 : index
+            %44 = arith.addi %arg6, %43 : index
+            %45 = arith.addi %44, %c1 : index
+            %46 = arith.addi %arg7, %42 : index
+            %47 = arith.cmpi ne, %42, %c0 : index
+            fa4.mbarrier_wait %26[%45] : <tma, stages = 10>
+            fa4.mbarrier_wait %14[%46] : <threads, stages = 1>
+            fa4.mbarrier_wait %19[%46] prior : <threads, stages = 1>
+            fa4.value_mma_async %10, %2[%45] -> %8, accumulate %47 : <[128, 128], f16>, <[128, 64], f16, stages = 10>, <[128, 64], f32>
+            fa4.mma_commit %18[%46] : <tcgen05, stages = 1>
+            %48 = arith.muli %arg8, %c2 : index
+            %49 = arith.addi %arg6, %48 : index
+            %50 = arith.addi %arg7, %arg8 : index
+            fa4.mbarrier_wait %26[%49] : <tma, stages = 10>
+            fa4.score_mma_async %1[%34], %2[%49] -> %6 : <[128, 64], f16, stages = 2>, <[128, 64], f16, stages = 10>, <[128, 128], f32>
+            fa4.mma_commit %12[%50] : <tcgen05, stages = 1>
+            %51 = arith.muli %42, %c2 : index
+            %52 = arith.addi %arg6, %51 : index
+            %53 = arith.addi %52, %c1 : index
+            %54 = arith.addi %arg7, %42 : index
+            %55 = arith.cmpi ne, %42, %c0 : index
+            fa4.mbarrier_wait %17[%54] : <threads, stages = 1>
+            fa4.mbarrier_wait %21[%54] prior : <threads, stages = 1>
+            fa4.value_mma_async %11, %2[%53] -> %9, accumulate %55 : <[128, 128], f16>, <[128, 64], f16, stages = 10>, <[128, 64], f32>
+            fa4.mma_commit %20[%54] : <tcgen05, stages = 1>
+            fa4.mma_commit %27[%53] : <tcgen05, stages = 10>
+            %56 = arith.muli %arg8, %c2 : index
+            %57 = arith.addi %arg6, %56 : index
+            %58 = arith.addi %arg7, %arg8 : index
+            fa4.score_mma_async %1[%36], %2[%57] -> %7 : <[128, 64], f16, stages = 2>, <[128, 64], f16, stages = 10>, <[128, 128], f32>
+            fa4.mma_commit %15[%58] : <tcgen05, stages = 1>
+            fa4.mma_commit %27[%57] : <tcgen05, stages = 10>
           } {fa4.mma_interleaved}
-          scf.if %39 {
-            %44 = arith.subi %33, %c1_7 : index
-            %45 = arith.muli %44, %c2 : index
-            %46 = arith.addi %arg6, %45 : index
-            %47 = arith.addi %46, %c1 : index
-            %48 = arith.addi %arg7, %44 : index
-            %49 = arith.cmpi ne, %44, %c0 : index
-            fa4.mbarrier_wait %28[%47] : <tma, stages = 10>
-            fa4.mbarrier_wait %15[%48] : <threads, stages = 1>
-            fa4.mbarrier_wait %21[%48] prior : <threads, stages = 1>
-            fa4.value_mma_async %10, %2[%47] -> %8, accumulate %49 : <[128, 128], f16>, <[128, 64], f16, stages = 10>, <[128, 64], f32>
-            fa4.mma_commit %20[%48] : <tcgen05, stages = 1>
-            %50 = arith.muli %44, %c2 : index
-            %51 = arith.addi %arg6, %50 : index
-            %52 = arith.addi %51, %c1 : index
-            %53 = arith.addi %arg7, %44 : index
-            %54 = arith.cmpi ne, %44, %c0 : index
-            fa4.mbarrier_wait %19[%53] : <threads, stages = 1>
-            fa4.mbarrier_wait %23[%53] prior : <threads, stages = 1>
-            fa4.value_mma_async %11, %2[%52] -> %9, accumulate %54 : <[128, 128], f16>, <[128, 64], f16, stages = 10>, <[128, 64], f32>
-            fa4.mma_commit %22[%53] : <tcgen05, stages = 1>
-            fa4.mma_commit %29[%52] : <tcgen05, stages = 10>
+          scf.if %37 {
+            %42 = arith.subi %31, %c1_7 : index
+            %43 = arith.muli %42, %c2 : index
+            %44 = arith.addi %arg6, %43 : index
+            %45 = arith.addi %44, %c1 : index
+            %46 = arith.addi %arg7, %42 : index
+            %47 = arith.cmpi ne, %42, %c0 : index
+            fa4.mbarrier_wait %26[%45] : <tma, stages = 10>
+            fa4.mbarrier_wait %14[%46] : <threads, stages = 1>
+            fa4.mbarrier_wait %19[%46] prior : <threads, stages = 1>
+            fa4.value_mma_async %10, %2[%45] -> %8, accumulate %47 : <[128, 128], f16>, <[128, 64], f16, stages = 10>, <[128, 64], f32>
+            fa4.mma_commit %18[%46] : <tcgen05, stages = 1>
+            %48 = arith.muli %42, %c2 : index
+            %49 = arith.addi %arg6, %48 : index
+            %50 = arith.addi %49, %c1 : index
+            %51 = arith.addi %arg7, %42 : index
+            %52 = arith.cmpi ne, %42, %c0 : index
+            fa4.mbarrier_wait %17[%51] : <threads, stages = 1>
+            fa4.mbarrier_wait %21[%51] prior : <threads, stages = 1>
+            fa4.value_mma_async %11, %2[%50] -> %9, accumulate %52 : <[128, 128], f16>, <[128, 64], f16, stages = 10>, <[128, 64], f32>
+            fa4.mma_commit %20[%51] : <tcgen05, stages = 1>
+            fa4.mma_commit %27[%50] : <tcgen05, stages = 10>
           }
-          fa4.mma_commit %27[%36] : <tcgen05, stages = 2>
-          fa4.mma_commit %27[%38] : <tcgen05, stages = 2>
-          %40 = arith.addi %arg5, %c1 : index
-          %41 = arith.muli %33, %c2 : index
-          %42 = arith.addi %arg6, %41 : index
-          %43 = arith.addi %arg7, %33 : index
-          scf.yield %40, %42, %43 : index, index, index
+          fa4.mma_commit %25[%34] : <tcgen05, stages = 2>
+          fa4.mma_commit %25[%36] : <tcgen05, stages = 2>
+          %38 = arith.addi %arg5, %c1 : index
+          %39 = arith.muli %31, %c2 : index
+          %40 = arith.addi %arg6, %39 : index
+          %41 = arith.addi %arg7, %31 : index
+          scf.yield %38, %40, %41 : index, index, index
         } {fa4.task_loop}
-        fa4.mbarrier_wait %30[%c0_5] : <threads, stages = 1>
+        fa4.mbarrier_wait %28[%c0_5] : <threads, stages = 1>
         fa4.tmem_dealloc {columns = 512 : i64}
       }
       fa4.role "epilogue" warps(13, 1) registers(72) {
-        %31 = scf.for %arg4 = %c0 to %0 step %c1 iter_args(%arg5 = %c0) -> (index) {
+        %29 = scf.for %arg4 = %c0 to %0 step %c1 iter_args(%arg5 = %c0) -> (index) {
           %batch_index, %head_group, %m_block = fa4.task_coords %arg4, %dim, %dim_2, %dim_4 {block_n = 128 : i64, gqa_ratio = 1 : i64, kv_heads = 2 : i64, mask = #fa4.mask<none>, order = #fa4.task_order<static>, rows = 256 : i64}
-          %32 = arith.muli %m_block, %c256 : index
-          %begin, %full_begin, %full_end, %end = fa4.kv_block_range %32, %dim_2, %dim_4 {block_n = 128 : i64, gqa_ratio = 1 : i64, mask = #fa4.mask<none>, rows = 256 : i64}
-          %33 = arith.subi %end, %begin : index
-          %34 = arith.addi %32, %c128 : index
+          %30 = arith.muli %m_block, %c256 : index
+          %begin, %full_begin, %full_end, %end = fa4.kv_block_range %30, %dim_2, %dim_4 {block_n = 128 : i64, gqa_ratio = 1 : i64, mask = #fa4.mask<none>, rows = 256 : i64}
+          %31 = arith.subi %end, %begin : index
+          %32 = arith.addi %30, %c128 : index
+          %33 = arith.muli %arg5, %c2 : index
+          %34 = arith.addi %33, %c0 : index
+          fa4.mbarrier_wait %22[%34] : <threads, stages = 2>
+          fa4.tma_store %3[%34] -> %arg3[%batch_index, %head_group, %30] {gqa_ratio = 1 : i64} : <[128, 64], f16, stages = 2>, memref<?x?x2x64xf16, strided<[?, ?, ?, 1], offset: ?>>
+          fa4.tma_store_wait
+          fa4.mbarrier_arrive %23[%34] : <threads, stages = 2>
           %35 = arith.muli %arg5, %c2 : index
-          %36 = arith.addi %35, %c0 : index
-          fa4.mbarrier_wait %24[%36] : <threads, stages = 2>
+          %36 = arith.addi %35, %c1 : index
+          fa4.mbarrier_wait %22[%36] : <threads, stages = 2>
           fa4.tma_store %3[%36] -> %arg3[%batch_index, %head_group, %32] {gqa_ratio = 1 : i64} : <[128, 64], f16, stages = 2>, memref<?x?x2x64xf16, strided<[?, ?, ?, 1], offset: ?>>
           fa4.tma_store_wait
-          fa4.mbarrier_arrive %25[%36] : <threads, stages = 2>
-          %37 = arith.muli %arg5, %c2 : index
-          %38 = arith.addi %37, %c1 : index
-          fa4.mbarrier_wait %24[%38] : <threads, stages = 2>
-          fa4.tma_store %3[%38] -> %arg3[%batch_index, %head_group, %34] {gqa_ratio = 1 : i64} : <[128, 64], f16, stages = 2>, memref<?x?x2x64xf16, strided<[?, ?, ?, 1], offset: ?>>
-          fa4.tma_store_wait
-          fa4.mbarrier_arrive %25[%38] : <threads, stages = 2>
-          %39 = arith.addi %arg5, %c1 : index
-          scf.yield %39 : index
+          fa4.mbarrier_arrive %23[%36] : <threads, stages = 2>
+          %37 = arith.addi %arg5, %c1 : index
+          scf.yield %37 : index
         } {fa4.task_loop}
       }
       fa4.role "load" warps(14, 1) registers(72) {
-        %31:2 = scf.for %arg4 = %c0 to %0 step %c1 iter_args(%arg5 = %c0, %arg6 = %c0) -> (index, index) {
+        %29:2 = scf.for %arg4 = %c0 to %0 step %c1 iter_args(%arg5 = %c0, %arg6 = %c0) -> (index, index) {
           %batch_index, %head_group, %m_block = fa4.task_coords %arg4, %dim, %dim_2, %dim_4 {block_n = 128 : i64, gqa_ratio = 1 : i64, kv_heads = 2 : i64, mask = #fa4.mask<none>, order = #fa4.task_order<static>, rows = 256 : i64}
-          %45 = arith.muli %m_block, %c256 : index
-          %begin, %full_begin, %full_end, %end = fa4.kv_block_range %45, %dim_2, %dim_4 {block_n = 128 : i64, gqa_ratio = 1 : i64, mask = #fa4.mask<none>, rows = 256 : i64}
-          %46 = arith.subi %end, %begin : index
-          %47 = arith.addi %45, %c128 : index
+          %43 = arith.muli %m_block, %c256 : index
+          %begin, %full_begin, %full_end, %end = fa4.kv_block_range %43, %dim_2, %dim_4 {block_n = 128 : i64, gqa_ratio = 1 : i64, mask = #fa4.mask<none>, rows = 256 : i64}
+          %44 = arith.subi %end, %begin : index
+          %45 = arith.addi %43, %c128 : index
+          %46 = arith.muli %arg5, %c2 : index
+          %47 = arith.addi %46, %c0 : index
+          fa4.mbarrier_wait %25[%47] prior : <tcgen05, stages = 2>
+          fa4.mbarrier_expect_tx %24[%47], 16384 : <tma, stages = 2>
+          fa4.tma_load %arg0[%batch_index, %head_group, %43] -> %1[%47] signal %24[%47] {gqa_ratio = 1 : i64} : memref<?x?x2x64xf16, strided<[?, ?, ?, 1], offset: ?>>, <[128, 64], f16, stages = 2>, !fa4.mbarrier<tma, stages = 2>
           %48 = arith.muli %arg5, %c2 : index
-          %49 = arith.addi %48, %c0 : index
-          fa4.mbarrier_wait %27[%49] prior : <tcgen05, stages = 2>
-          fa4.mbarrier_expect_tx %26[%49], 16384 : <tma, stages = 2>
-          fa4.tma_load %arg0[%batch_index, %head_group, %45] -> %1[%49] signal %26[%49] {gqa_ratio = 1 : i64} : memref<?x?x2x64xf16, strided<[?, ?, ?, 1], offset: ?>>, <[128, 64], f16, stages = 2>, !fa4.mbarrier<tma, stages = 2>
-          %50 = arith.muli %arg5, %c2 : index
-          %51 = arith.addi %50, %c1 : index
-          fa4.mbarrier_wait %27[%51] prior : <tcgen05, stages = 2>
-          fa4.mbarrier_expect_tx %26[%51], 16384 : <tma, stages = 2>
-          fa4.tma_load %arg0[%batch_index, %head_group, %47] -> %1[%51] signal %26[%51] {gqa_ratio = 1 : i64} : memref<?x?x2x64xf16, strided<[?, ?, ?, 1], offset: ?>>, <[128, 64], f16, stages = 2>, !fa4.mbarrier<tma, stages = 2>
-          scf.for %arg7 = %c0 to %46 step %c1 {
-            %55 = arith.subi %end, %c1 : index
-            %56 = arith.subi %55, %arg7 : index
-            %57 = arith.muli %56, %c128 : index
-            %58 = arith.muli %arg7, %c2 : index
-            %59 = arith.addi %arg6, %58 : index
-            fa4.mbarrier_wait %29[%59] prior : <tcgen05, stages = 10>
-            fa4.mbarrier_expect_tx %28[%59], 16384 : <tma, stages = 10>
-            fa4.tma_load %arg1[%batch_index, %head_group, %57] -> %2[%59] signal %28[%59] {gqa_ratio = 1 : i64} : memref<?x?x2x64xf16, strided<[?, ?, ?, 1], offset: ?>>, <[128, 64], f16, stages = 10>, !fa4.mbarrier<tma, stages = 10>
-            %60 = arith.addi %59, %c1 : index
-            fa4.mbarrier_wait %29[%60] prior : <tcgen05, stages = 10>
-            fa4.mbarrier_expect_tx %28[%60], 16384 : <tma, stages = 10>
-            fa4.tma_load %arg2[%batch_index, %head_group, %57] -> %2[%60] signal %28[%60] {gqa_ratio = 1 : i64} : memref<?x?x2x64xf16, strided<[?, ?, ?, 1], offset: ?>>, <[128, 64], f16, stages = 10>, !fa4.mbarrier<tma, stages = 10>
-            %61 = arith.addi %60, %c1 : index
+          %49 = arith.addi %48, %c1 : index
+          fa4.mbarrier_wait %25[%49] prior : <tcgen05, stages = 2>
+          fa4.mbarrier_expect_tx %24[%49], 16384 : <tma, stages = 2>
+          fa4.tma_load %arg0[%batch_index, %head_group, %45] -> %1[%49] signal %24[%49] {gqa_ratio = 1 : i64} : memref<?x?x2x64xf16, strided<[?, ?, ?, 1], offset: ?>>, <[128, 64], f16, stages = 2>, !fa4.mbarrier<tma, stages = 2>
+          scf.for %arg7 = %c0 to %44 step %c1 {
+            %53 = arith.subi %end, %c1 : index
+            %54 = arith.subi %53, %arg7 : index
+            %55 = arith.muli %54, %c128 : index
+            %56 = arith.muli %arg7, %c2 : index
+            %57 = arith.addi %arg6, %56 : index
+            fa4.mbarrier_wait %27[%57] prior : <tcgen05, stages = 10>
+            fa4.mbarrier_expect_tx %26[%57], 16384 : <tma, stages = 10>
+            fa4.tma_load %arg1[%batch_index, %head_group, %55] -> %2[%57] signal %26[%57] {gqa_ratio = 1 : i64} : memref<?x?x2x64xf16, strided<[?, ?, ?, 1], offset: ?>>, <[128, 64], f16, stages = 10>, !fa4.mbarrier<tma, stages = 10>
+            %58 = arith.addi %57, %c1 : index
+            fa4.mbarrier_wait %27[%58] prior : <tcgen05, stages = 10>
+            fa4.mbarrier_expect_tx %26[%58], 16384 : <tma, stages = 10>
+            fa4.tma_load %arg2[%batch_index, %head_group, %55] -> %2[%58] signal %26[%58] {gqa_ratio = 1 : i64} : memref<?x?x2x64xf16, strided<[?, ?, ?, 1], offset: ?>>, <[128, 64], f16, stages = 10>, !fa4.mbarrier<tma, stages = 10>
+            %59 = arith.addi %58, %c1 : index
           }
-          %52 = arith.addi %arg5, %c1 : index
-          %53 = arith.muli %46, %c2 : index
-          %54 = arith.addi %arg6, %53 : index
-          scf.yield %52, %54 : index, index
+          %50 = arith.addi %arg5, %c1 : index
+          %51 = arith.muli %44, %c2 : index
+          %52 = arith.addi %arg6, %51 : index
+          scf.yield %50, %52 : index, index
         } {fa4.task_loop}
-        %32 = arith.muli %31#0, %c2 : index
-        %33 = arith.addi %32, %c0 : index
-        fa4.mbarrier_wait %27[%33] prior : <tcgen05, stages = 2>
-        %34 = arith.muli %31#0, %c2 : index
-        %35 = arith.addi %34, %c1 : index
-        fa4.mbarrier_wait %27[%35] prior : <tcgen05, stages = 2>
-        fa4.mbarrier_wait %29[%31#1] prior : <tcgen05, stages = 10>
+        %30 = arith.muli %29#0, %c2 : index
+        %31 = arith.addi %30, %c0 : index
+        fa4.mbarrier_wait %25[%31] prior : <tcgen05, stages = 2>
+        %32 = arith.muli %29#0, %c2 : index
+        %33 = arith.addi %32, %c1 : index
+        fa4.mbarrier_wait %25[%33] prior : <tcgen05, stages = 2>
+        fa4.mbarrier_wait %27[%29#1] prior : <tcgen05, stages = 10>
         %c1_6 = arith.constant 1 : index
-        %36 = arith.addi %31#1, %c1_6 : index
-        fa4.mbarrier_wait %29[%36] prior : <tcgen05, stages = 10>
+        %34 = arith.addi %29#1, %c1_6 : index
+        fa4.mbarrier_wait %27[%34] prior : <tcgen05, stages = 10>
         %c2_7 = arith.constant 2 : index
-        %37 = arith.addi %31#1, %c2_7 : index
-        fa4.mbarrier_wait %29[%37] prior : <tcgen05, stages = 10>
+        %35 = arith.addi %29#1, %c2_7 : index
+        fa4.mbarrier_wait %27[%35] prior : <tcgen05, stages = 10>
         %c3 = arith.constant 3 : index
-        %38 = arith.addi %31#1, %c3 : index
-        fa4.mbarrier_wait %29[%38] prior : <tcgen05, stages = 10>
+        %36 = arith.addi %29#1, %c3 : index
+        fa4.mbarrier_wait %27[%36] prior : <tcgen05, stages = 10>
         %c4 = arith.constant 4 : index
-        %39 = arith.addi %31#1, %c4 : index
-        fa4.mbarrier_wait %29[%39] prior : <tcgen05, stages = 10>
+        %37 = arith.addi %29#1, %c4 : index
+        fa4.mbarrier_wait %27[%37] prior : <tcgen05, stages = 10>
         %c5 = arith.constant 5 : index
-        %40 = arith.addi %31#1, %c5 : index
-        fa4.mbarrier_wait %29[%40] prior : <tcgen05, stages = 10>
+        %38 = arith.addi %29#1, %c5 : index
+        fa4.mbarrier_wait %27[%38] prior : <tcgen05, stages = 10>
         %c6 = arith.constant 6 : index
-        %41 = arith.addi %31#1, %c6 : index
-        fa4.mbarrier_wait %29[%41] prior : <tcgen05, stages = 10>
+        %39 = arith.addi %29#1, %c6 : index
+        fa4.mbarrier_wait %27[%39] prior : <tcgen05, stages = 10>
         %c7 = arith.constant 7 : index
-        %42 = arith.addi %31#1, %c7 : index
-        fa4.mbarrier_wait %29[%42] prior : <tcgen05, stages = 10>
+        %40 = arith.addi %29#1, %c7 : index
+        fa4.mbarrier_wait %27[%40] prior : <tcgen05, stages = 10>
         %c8 = arith.constant 8 : index
-        %43 = arith.addi %31#1, %c8 : index
-        fa4.mbarrier_wait %29[%43] prior : <tcgen05, stages = 10>
+        %41 = arith.addi %29#1, %c8 : index
+        fa4.mbarrier_wait %27[%41] prior : <tcgen05, stages = 10>
         %c9 = arith.constant 9 : index
-        %44 = arith.addi %31#1, %c9 : index
-        fa4.mbarrier_wait %29[%44] prior : <tcgen05, stages = 10>
+        %42 = arith.addi %29#1, %c9 : index
+        fa4.mbarrier_wait %27[%42] prior : <tcgen05, stages = 10>
       }
       fa4.role "idle" warps(15, 1) registers(72) {
       }

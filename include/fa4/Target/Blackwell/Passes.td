@@ -86,6 +86,23 @@ def FA4PipelineStages : Pass<"fa4-pipeline-stages", "::mlir::func::FuncOp"> {
   ];
 }
 
+def FA4NamedHandoffs : Pass<"fa4-named-handoffs", "::mlir::func::FuncOp"> {
+  let summary = "lock-step one-stage hand-offs at named barriers";
+  let description = [{
+    A one-stage ring that a role of threads fills and one other role empties
+    in lock step (the producer waits on the ring's empty barrier before each
+    arrive, the consumer on its full barrier before each release) needs no
+    phases on its full side: its arrivals and waits alternate. That side
+    becomes a named barrier (`fa4.named_barrier_arrive` for the producer,
+    `fa4.named_barrier_sync` for the consumer, both roles' threads counted)
+    on an id the kernel does not use, as FlashAttention-4's softmax hands
+    its statistics to the correction; the consumer's wait is then one
+    `bar.sync` instead of a parity, a `try_wait` and its retry branch. The
+    statistics rings are such rings; a ring with no free id left keeps its
+    mbarrier.
+  }];
+}
+
 def FA4AllocateTmem : Pass<"fa4-allocate-tmem", "::mlir::func::FuncOp"> {
   let summary = "place S, P and O in the CTA's tensor memory";
   let description = [{

@@ -187,6 +187,12 @@ LogicalResult Lowering::lowerBarrier(Operation *op) {
             bool sync = isa<NamedBarrierSyncOp>(named);
             int64_t id = named->getAttrOfType<IntegerAttr>("id").getInt();
             int64_t count = named->getAttrOfType<IntegerAttr>("count").getInt();
+            // Tensor-memory work is ordered across a named barrier as across
+            // an mbarrier (placeTensorFences moves the fences).
+            if (roleUsesTensorMemory)
+              NVVM::Tcgen05FenceOp::create(
+                  b, loc(), NVVM::Tcgen05FenceKind::BEFORE_THREAD_SYNC)
+                  ->setAttr(kMovableFence, b.getUnitAttr());
             LLVM::InlineAsmOp::create(
                 b, loc(), TypeRange(), ValueRange(),
                 (Twine(sync ? "bar.sync " : "bar.arrive ") + Twine(id) + ", " +
@@ -197,6 +203,10 @@ LogicalResult Lowering::lowerBarrier(Operation *op) {
                 LLVM::AsmDialectAttr::get(b.getContext(),
                                           LLVM::AsmDialect::AD_ATT),
                 ArrayAttr());
+            if (sync && roleUsesTensorMemory)
+              NVVM::Tcgen05FenceOp::create(
+                  b, loc(), NVVM::Tcgen05FenceKind::AFTER_THREAD_SYNC)
+                  ->setAttr(kMovableFence, b.getUnitAttr());
             return success();
           })
       .Case([&](MBarrierArriveOp arrive) -> LogicalResult {

@@ -26,385 +26,383 @@ module attributes {fa4.target = #fa4.target<sm_100a>} {
     %10 = fa4.tmem_view "P0" %6 : <[128, 128], f32> -> <[128, 128], f16>
     %11 = fa4.tmem_view "P1" %7 : <[128, 128], f32> -> <[128, 128], f16>
     %12 = fa4.mbarrier_alloc "S0_full" {count = 1 : i64} : <tcgen05, stages = 1>
-    %13 = fa4.mbarrier_alloc "stats0_full" {count = 128 : i64} : <threads, stages = 1>
-    %14 = fa4.mbarrier_alloc "stats0_empty" {count = 128 : i64} : <threads, stages = 1>
-    %15 = fa4.mbarrier_alloc "P0_full" {count = 128 : i64} : <threads, stages = 1>
-    %16 = fa4.mbarrier_alloc "S1_full" {count = 1 : i64} : <tcgen05, stages = 1>
-    %17 = fa4.mbarrier_alloc "stats1_full" {count = 128 : i64} : <threads, stages = 1>
-    %18 = fa4.mbarrier_alloc "stats1_empty" {count = 128 : i64} : <threads, stages = 1>
-    %19 = fa4.mbarrier_alloc "P1_full" {count = 128 : i64} : <threads, stages = 1>
-    %20 = fa4.mbarrier_alloc "O0_full" {count = 1 : i64} : <tcgen05, stages = 1>
-    %21 = fa4.mbarrier_alloc "O0_empty" {count = 128 : i64} : <threads, stages = 1>
-    %22 = fa4.mbarrier_alloc "O1_full" {count = 1 : i64} : <tcgen05, stages = 1>
-    %23 = fa4.mbarrier_alloc "O1_empty" {count = 128 : i64} : <threads, stages = 1>
-    %24 = fa4.mbarrier_alloc "o_stage_full" {count = 128 : i64} : <threads, stages = 2>
-    %25 = fa4.mbarrier_alloc "o_stage_empty" {count = 32 : i64} : <threads, stages = 2>
-    %26 = fa4.mbarrier_alloc "q_full" {count = 1 : i64} : <tma, stages = 2>
-    %27 = fa4.mbarrier_alloc "q_empty" {count = 1 : i64} : <tcgen05, stages = 2>
-    %28 = fa4.mbarrier_alloc "kv_full" {count = 1 : i64} : <tma, stages = 3>
-    %29 = fa4.mbarrier_alloc "kv_empty" {count = 1 : i64} : <tcgen05, stages = 3>
-    %30 = fa4.mbarrier_alloc "tmem_dealloc" {count = 384 : i64} : <threads, stages = 1>
+    %13 = fa4.mbarrier_alloc "stats0_empty" {count = 128 : i64} : <threads, stages = 1>
+    %14 = fa4.mbarrier_alloc "P0_full" {count = 128 : i64} : <threads, stages = 1>
+    %15 = fa4.mbarrier_alloc "S1_full" {count = 1 : i64} : <tcgen05, stages = 1>
+    %16 = fa4.mbarrier_alloc "stats1_empty" {count = 128 : i64} : <threads, stages = 1>
+    %17 = fa4.mbarrier_alloc "P1_full" {count = 128 : i64} : <threads, stages = 1>
+    %18 = fa4.mbarrier_alloc "O0_full" {count = 1 : i64} : <tcgen05, stages = 1>
+    %19 = fa4.mbarrier_alloc "O0_empty" {count = 128 : i64} : <threads, stages = 1>
+    %20 = fa4.mbarrier_alloc "O1_full" {count = 1 : i64} : <tcgen05, stages = 1>
+    %21 = fa4.mbarrier_alloc "O1_empty" {count = 128 : i64} : <threads, stages = 1>
+    %22 = fa4.mbarrier_alloc "o_stage_full" {count = 128 : i64} : <threads, stages = 2>
+    %23 = fa4.mbarrier_alloc "o_stage_empty" {count = 32 : i64} : <threads, stages = 2>
+    %24 = fa4.mbarrier_alloc "q_full" {count = 1 : i64} : <tma, stages = 2>
+    %25 = fa4.mbarrier_alloc "q_empty" {count = 1 : i64} : <tcgen05, stages = 2>
+    %26 = fa4.mbarrier_alloc "kv_full" {count = 1 : i64} : <tma, stages = 3>
+    %27 = fa4.mbarrier_alloc "kv_empty" {count = 1 : i64} : <tcgen05, stages = 3>
+    %28 = fa4.mbarrier_alloc "tmem_dealloc" {count = 384 : i64} : <threads, stages = 1>
     %c0_5 = arith.constant 0 : index
-    fa4.warp_specialize attributes {fa4.barriers = [#fa4.barrier<name = "S0_full", kind = tcgen05, count = 1, stages = 1, producers = ["mma"], consumers = ["softmax0"]>, #fa4.barrier<name = "stats0_full", kind = threads, count = 128, stages = 1, producers = ["softmax0"], consumers = ["correction"]>, #fa4.barrier<name = "stats0_empty", kind = threads, count = 128, stages = 1, producers = ["correction"], consumers = ["softmax0"]>, #fa4.barrier<name = "P0_full", kind = threads, count = 128, stages = 1, producers = ["softmax0"], consumers = ["mma"]>, #fa4.barrier<name = "S1_full", kind = tcgen05, count = 1, stages = 1, producers = ["mma"], consumers = ["softmax1"]>, #fa4.barrier<name = "stats1_full", kind = threads, count = 128, stages = 1, producers = ["softmax1"], consumers = ["correction"]>, #fa4.barrier<name = "stats1_empty", kind = threads, count = 128, stages = 1, producers = ["correction"], consumers = ["softmax1"]>, #fa4.barrier<name = "P1_full", kind = threads, count = 128, stages = 1, producers = ["softmax1"], consumers = ["mma"]>, #fa4.barrier<name = "O0_full", kind = tcgen05, count = 1, stages = 1, producers = ["mma"], consumers = ["correction"]>, #fa4.barrier<name = "O0_empty", kind = threads, count = 128, stages = 1, producers = ["correction"], consumers = ["mma"]>, #fa4.barrier<name = "O1_full", kind = tcgen05, count = 1, stages = 1, producers = ["mma"], consumers = ["correction"]>, #fa4.barrier<name = "O1_empty", kind = threads, count = 128, stages = 1, producers = ["correction"], consumers = ["mma"]>, #fa4.barrier<name = "o_stage_full", kind = threads, count = 128, stages = 2, producers = ["correction"], consumers = ["epilogue"]>, #fa4.barrier<name = "o_stage_empty", kind = threads, count = 32, stages = 2, producers = ["epilogue"], consumers = ["correction"]>, #fa4.barrier<name = "q_full", kind = tma, count = 1, stages = 2, producers = ["load"], consumers = ["mma"]>, #fa4.barrier<name = "q_empty", kind = tcgen05, count = 1, stages = 2, producers = ["mma"], consumers = ["load"]>, #fa4.barrier<name = "kv_full", kind = tma, count = 1, stages = 3, producers = ["load"], consumers = ["mma"]>, #fa4.barrier<name = "kv_empty", kind = tcgen05, count = 1, stages = 3, producers = ["mma"], consumers = ["load"]>, #fa4.barrier<name = "tmem_dealloc", kind = threads, count = 384, stages = 1, producers = ["softmax0", "softmax1", "correction"], consumers = ["mma"]>], fa4.smem_bytes = 232448 : i64, fa4.tmem = #fa4.tmem_layout<columns = 512, buffers = [#fa4.tmem_buffer<name = "S0", column = 0, columns = 128>, #fa4.tmem_buffer<name = "S1", column = 128, columns = 128>, #fa4.tmem_buffer<name = "O0", column = 256, columns = 128>, #fa4.tmem_buffer<name = "O1", column = 384, columns = 128>]>} {
+    fa4.warp_specialize attributes {fa4.barriers = [#fa4.barrier<name = "S0_full", kind = tcgen05, count = 1, stages = 1, producers = ["mma"], consumers = ["softmax0"]>, #fa4.barrier<name = "stats0_empty", kind = threads, count = 128, stages = 1, producers = ["correction"], consumers = ["softmax0"]>, #fa4.barrier<name = "P0_full", kind = threads, count = 128, stages = 1, producers = ["softmax0"], consumers = ["mma"]>, #fa4.barrier<name = "S1_full", kind = tcgen05, count = 1, stages = 1, producers = ["mma"], consumers = ["softmax1"]>, #fa4.barrier<name = "stats1_empty", kind = threads, count = 128, stages = 1, producers = ["correction"], consumers = ["softmax1"]>, #fa4.barrier<name = "P1_full", kind = threads, count = 128, stages = 1, producers = ["softmax1"], consumers = ["mma"]>, #fa4.barrier<name = "O0_full", kind = tcgen05, count = 1, stages = 1, producers = ["mma"], consumers = ["correction"]>, #fa4.barrier<name = "O0_empty", kind = threads, count = 128, stages = 1, producers = ["correction"], consumers = ["mma"]>, #fa4.barrier<name = "O1_full", kind = tcgen05, count = 1, stages = 1, producers = ["mma"], consumers = ["correction"]>, #fa4.barrier<name = "O1_empty", kind = threads, count = 128, stages = 1, producers = ["correction"], consumers = ["mma"]>, #fa4.barrier<name = "o_stage_full", kind = threads, count = 128, stages = 2, producers = ["correction"], consumers = ["epilogue"]>, #fa4.barrier<name = "o_stage_empty", kind = threads, count = 32, stages = 2, producers = ["epilogue"], consumers = ["correction"]>, #fa4.barrier<name = "q_full", kind = tma, count = 1, stages = 2, producers = ["load"], consumers = ["mma"]>, #fa4.barrier<name = "q_empty", kind = tcgen05, count = 1, stages = 2, producers = ["mma"], consumers = ["load"]>, #fa4.barrier<name = "kv_full", kind = tma, count = 1, stages = 3, producers = ["load"], consumers = ["mma"]>, #fa4.barrier<name = "kv_empty", kind = tcgen05, count = 1, stages = 3, producers = ["mma"], consumers = ["load"]>, #fa4.barrier<name = "tmem_dealloc", kind = threads, count = 384, stages = 1, producers = ["softmax0", "softmax1", "correction"], consumers = ["mma"]>], fa4.smem_bytes = 232448 : i64, fa4.tmem = #fa4.tmem_layout<columns = 512, buffers = [#fa4.tmem_buffer<name = "S0", column = 0, columns = 128>, #fa4.tmem_buffer<name = "S1", column = 128, columns = 128>, #fa4.tmem_buffer<name = "O0", column = 256, columns = 128>, #fa4.tmem_buffer<name = "O1", column = 384, columns = 128>]>} {
       fa4.role "softmax0" warps(0, 4) registers(176) {
-        %31:2 = scf.for %arg5 = %c0 to %0 step %c1 iter_args(%arg6 = %c0, %arg7 = %c0) -> (index, index) {
+        %29:2 = scf.for %arg5 = %c0 to %0 step %c1 iter_args(%arg6 = %c0, %arg7 = %c0) -> (index, index) {
           %batch_index, %head_group, %m_block = fa4.task_coords %arg5, %dim, %dim_2, %dim_4 {block_n = 128 : i64, gqa_ratio = 4 : i64, kv_heads = 2 : i64, mask = #fa4.mask<causal>, order = #fa4.task_order<static>, rows = 256 : i64}
-          %32 = arith.muli %m_block, %c256 : index
-          %begin, %full_begin, %full_end, %end = fa4.kv_block_range %32, %dim_2, %dim_4 {block_n = 128 : i64, gqa_ratio = 4 : i64, mask = #fa4.mask<causal>, rows = 256 : i64}
-          %33 = arith.subi %end, %begin : index
-          %34 = arith.addi %32, %c128 : index
+          %30 = arith.muli %m_block, %c256 : index
+          %begin, %full_begin, %full_end, %end = fa4.kv_block_range %30, %dim_2, %dim_4 {block_n = 128 : i64, gqa_ratio = 4 : i64, mask = #fa4.mask<causal>, rows = 256 : i64}
+          %31 = arith.subi %end, %begin : index
+          %32 = arith.addi %30, %c128 : index
           %cst = arith.constant dense<0xFF800000> : tensor<128xf32>
           %cst_6 = arith.constant dense<0.000000e+00> : tensor<128xf32>
-          %35:2 = scf.for %arg8 = %c0 to %33 step %c1 iter_args(%arg9 = %cst, %arg10 = %cst_6) -> (tensor<128xf32>, tensor<128xf32>) {
-            %42 = arith.addi %arg6, %arg8 : index
-            fa4.mbarrier_wait %12[%42] : <tcgen05, stages = 1>
-            %43 = fa4.tmem_load %6[%c0] : <[128, 128], f32> -> tensor<128x128xf32>
-            %44 = arith.subi %end, %c1 : index
-            %45 = arith.subi %44, %arg8 : index
-            %46 = arith.cmpi sge, %45, %full_end : index
-            %47 = arith.cmpi slt, %45, %full_begin : index
-            %48 = arith.ori %47, %46 : i1
-            %49 = scf.if %48 -> (tensor<128x128xf32>) {
-              %51 = arith.subi %end, %c1 : index
-              %52 = arith.subi %51, %arg8 : index
-              %53 = arith.muli %52, %c128 : index
-              %54 = fa4.mask %43, %32, %53, %dim_2, %dim_4 {gqa_ratio = 4 : i64, mask = #fa4.mask<causal>} : tensor<128x128xf32>
-              scf.yield %54 : tensor<128x128xf32>
+          %33:2 = scf.for %arg8 = %c0 to %31 step %c1 iter_args(%arg9 = %cst, %arg10 = %cst_6) -> (tensor<128xf32>, tensor<128xf32>) {
+            %40 = arith.addi %arg6, %arg8 : index
+            fa4.mbarrier_wait %12[%40] : <tcgen05, stages = 1>
+            %41 = fa4.tmem_load %6[%c0] : <[128, 128], f32> -> tensor<128x128xf32>
+            %42 = arith.subi %end, %c1 : index
+            %43 = arith.subi %42, %arg8 : index
+            %44 = arith.cmpi sge, %43, %full_end : index
+            %45 = arith.cmpi slt, %43, %full_begin : index
+            %46 = arith.ori %45, %44 : i1
+            %47 = scf.if %46 -> (tensor<128x128xf32>) {
+              %49 = arith.subi %end, %c1 : index
+              %50 = arith.subi %49, %arg8 : index
+              %51 = arith.muli %50, %c128 : index
+              %52 = fa4.mask %41, %30, %51, %dim_2, %dim_4 {gqa_ratio = 4 : i64, mask = #fa4.mask<causal>} : tensor<128x128xf32>
+              scf.yield %52 : tensor<128x128xf32>
             } else {
-              scf.yield %43 : tensor<128x128xf32>
+              scf.yield %41 : tensor<128x128xf32>
             }
-            %probs, %new_row_max, %new_row_sum, %acc_scale = fa4.online_softmax %49, %arg9, %arg10 {rescale_threshold = 8.000000e+00 : f32, scale_log2 = 0.127517432 : f32} : tensor<128x128xf32>, tensor<128xf32> -> tensor<128x128xf16>
-            %50 = arith.cmpi ne, %arg8, %c0 : index
-            scf.if %50 {
-              %51 = arith.addi %arg7, %arg8 : index
-              %52 = arith.subi %51, %c1 : index
-              fa4.mbarrier_wait %14[%52] prior : <threads, stages = 1>
-              fa4.smem_store %acc_scale, %4[%52] row 0 : tensor<128xf32>, <[2, 128], f32, stages = 1>
-              fa4.mbarrier_arrive %13[%52] : <threads, stages = 1>
+            %probs, %new_row_max, %new_row_sum, %acc_scale = fa4.online_softmax %47, %arg9, %arg10 {rescale_threshold = 8.000000e+00 : f32, scale_log2 = 0.127517432 : f32} : tensor<128x128xf32>, tensor<128xf32> -> tensor<128x128xf16>
+            %48 = arith.cmpi ne, %arg8, %c0 : index
+            scf.if %48 {
+              %49 = arith.addi %arg7, %arg8 : index
+              %50 = arith.subi %49, %c1 : index
+              fa4.mbarrier_wait %13[%50] prior : <threads, stages = 1>
+              fa4.smem_store %acc_scale, %4[%50] row 0 : tensor<128xf32>, <[2, 128], f32, stages = 1>
+              fa4.named_barrier_arrive 1, 256
             }
             fa4.tmem_store %probs, %10[%c0] : tensor<128x128xf16>, <[128, 128], f16>
-            fa4.mbarrier_arrive %15[%42] : <threads, stages = 1>
+            fa4.mbarrier_arrive %14[%40] : <threads, stages = 1>
             scf.yield %new_row_max, %new_row_sum : tensor<128xf32>, tensor<128xf32>
           }
-          %36 = arith.subi %33, %c1 : index
-          %37 = arith.maxsi %36, %c0 : index
-          %38 = arith.addi %arg7, %37 : index
-          fa4.mbarrier_wait %14[%38] prior : <threads, stages = 1>
-          fa4.smem_store %35#0, %4[%38] row 0 : tensor<128xf32>, <[2, 128], f32, stages = 1>
-          fa4.smem_store %35#1, %4[%38] row 1 : tensor<128xf32>, <[2, 128], f32, stages = 1>
-          fa4.mbarrier_arrive %13[%38] : <threads, stages = 1>
-          %39 = arith.addi %arg6, %33 : index
-          %40 = arith.maxsi %33, %c1 : index
-          %41 = arith.addi %arg7, %40 : index
-          scf.yield %39, %41 : index, index
+          %34 = arith.subi %31, %c1 : index
+          %35 = arith.maxsi %34, %c0 : index
+          %36 = arith.addi %arg7, %35 : index
+          fa4.mbarrier_wait %13[%36] prior : <threads, stages = 1>
+          fa4.smem_store %33#0, %4[%36] row 0 : tensor<128xf32>, <[2, 128], f32, stages = 1>
+          fa4.smem_store %33#1, %4[%36] row 1 : tensor<128xf32>, <[2, 128], f32, stages = 1>
+          fa4.named_barrier_arrive 1, 256
+          %37 = arith.addi %arg6, %31 : index
+          %38 = arith.maxsi %31, %c1 : index
+          %39 = arith.addi %arg7, %38 : index
+          scf.yield %37, %39 : index, index
         } {fa4.task_loop}
-        fa4.mbarrier_arrive %30[%c0_5] : <threads, stages = 1>
+        fa4.mbarrier_arrive %28[%c0_5] : <threads, stages = 1>
       }
       fa4.role "softmax1" warps(4, 4) registers(176) {
-        %31:2 = scf.for %arg5 = %c0 to %0 step %c1 iter_args(%arg6 = %c0, %arg7 = %c0) -> (index, index) {
+        %29:2 = scf.for %arg5 = %c0 to %0 step %c1 iter_args(%arg6 = %c0, %arg7 = %c0) -> (index, index) {
           %batch_index, %head_group, %m_block = fa4.task_coords %arg5, %dim, %dim_2, %dim_4 {block_n = 128 : i64, gqa_ratio = 4 : i64, kv_heads = 2 : i64, mask = #fa4.mask<causal>, order = #fa4.task_order<static>, rows = 256 : i64}
-          %32 = arith.muli %m_block, %c256 : index
-          %begin, %full_begin, %full_end, %end = fa4.kv_block_range %32, %dim_2, %dim_4 {block_n = 128 : i64, gqa_ratio = 4 : i64, mask = #fa4.mask<causal>, rows = 256 : i64}
-          %33 = arith.subi %end, %begin : index
-          %34 = arith.addi %32, %c128 : index
+          %30 = arith.muli %m_block, %c256 : index
+          %begin, %full_begin, %full_end, %end = fa4.kv_block_range %30, %dim_2, %dim_4 {block_n = 128 : i64, gqa_ratio = 4 : i64, mask = #fa4.mask<causal>, rows = 256 : i64}
+          %31 = arith.subi %end, %begin : index
+          %32 = arith.addi %30, %c128 : index
           %cst = arith.constant dense<0xFF800000> : tensor<128xf32>
           %cst_6 = arith.constant dense<0.000000e+00> : tensor<128xf32>
-          %35:2 = scf.for %arg8 = %c0 to %33 step %c1 iter_args(%arg9 = %cst, %arg10 = %cst_6) -> (tensor<128xf32>, tensor<128xf32>) {
-            %42 = arith.addi %arg6, %arg8 : index
-            fa4.mbarrier_wait %16[%42] : <tcgen05, stages = 1>
-            %43 = fa4.tmem_load %7[%c0] : <[128, 128], f32> -> tensor<128x128xf32>
-            %44 = arith.subi %end, %c1 : index
-            %45 = arith.subi %44, %arg8 : index
-            %46 = arith.cmpi sge, %45, %full_end : index
-            %47 = arith.cmpi slt, %45, %full_begin : index
-            %48 = arith.ori %47, %46 : i1
-            %49 = scf.if %48 -> (tensor<128x128xf32>) {
-              %51 = arith.subi %end, %c1 : index
-              %52 = arith.subi %51, %arg8 : index
-              %53 = arith.muli %52, %c128 : index
-              %54 = fa4.mask %43, %34, %53, %dim_2, %dim_4 {gqa_ratio = 4 : i64, mask = #fa4.mask<causal>} : tensor<128x128xf32>
-              scf.yield %54 : tensor<128x128xf32>
+          %33:2 = scf.for %arg8 = %c0 to %31 step %c1 iter_args(%arg9 = %cst, %arg10 = %cst_6) -> (tensor<128xf32>, tensor<128xf32>) {
+            %40 = arith.addi %arg6, %arg8 : index
+            fa4.mbarrier_wait %15[%40] : <tcgen05, stages = 1>
+            %41 = fa4.tmem_load %7[%c0] : <[128, 128], f32> -> tensor<128x128xf32>
+            %42 = arith.subi %end, %c1 : index
+            %43 = arith.subi %42, %arg8 : index
+            %44 = arith.cmpi sge, %43, %full_end : index
+            %45 = arith.cmpi slt, %43, %full_begin : index
+            %46 = arith.ori %45, %44 : i1
+            %47 = scf.if %46 -> (tensor<128x128xf32>) {
+              %49 = arith.subi %end, %c1 : index
+              %50 = arith.subi %49, %arg8 : index
+              %51 = arith.muli %50, %c128 : index
+              %52 = fa4.mask %41, %32, %51, %dim_2, %dim_4 {gqa_ratio = 4 : i64, mask = #fa4.mask<causal>} : tensor<128x128xf32>
+              scf.yield %52 : tensor<128x128xf32>
             } else {
-              scf.yield %43 : tensor<128x128xf32>
+              scf.yield %41 : tensor<128x128xf32>
             }
-            %probs, %new_row_max, %new_row_sum, %acc_scale = fa4.online_softmax %49, %arg9, %arg10 {rescale_threshold = 8.000000e+00 : f32, scale_log2 = 0.127517432 : f32} : tensor<128x128xf32>, tensor<128xf32> -> tensor<128x128xf16>
-            %50 = arith.cmpi ne, %arg8, %c0 : index
-            scf.if %50 {
-              %51 = arith.addi %arg7, %arg8 : index
-              %52 = arith.subi %51, %c1 : index
-              fa4.mbarrier_wait %18[%52] prior : <threads, stages = 1>
-              fa4.smem_store %acc_scale, %5[%52] row 0 : tensor<128xf32>, <[2, 128], f32, stages = 1>
-              fa4.mbarrier_arrive %17[%52] : <threads, stages = 1>
+            %probs, %new_row_max, %new_row_sum, %acc_scale = fa4.online_softmax %47, %arg9, %arg10 {rescale_threshold = 8.000000e+00 : f32, scale_log2 = 0.127517432 : f32} : tensor<128x128xf32>, tensor<128xf32> -> tensor<128x128xf16>
+            %48 = arith.cmpi ne, %arg8, %c0 : index
+            scf.if %48 {
+              %49 = arith.addi %arg7, %arg8 : index
+              %50 = arith.subi %49, %c1 : index
+              fa4.mbarrier_wait %16[%50] prior : <threads, stages = 1>
+              fa4.smem_store %acc_scale, %5[%50] row 0 : tensor<128xf32>, <[2, 128], f32, stages = 1>
+              fa4.named_barrier_arrive 2, 256
             }
             fa4.tmem_store %probs, %11[%c0] : tensor<128x128xf16>, <[128, 128], f16>
-            fa4.mbarrier_arrive %19[%42] : <threads, stages = 1>
+            fa4.mbarrier_arrive %17[%40] : <threads, stages = 1>
             scf.yield %new_row_max, %new_row_sum : tensor<128xf32>, tensor<128xf32>
           }
-          %36 = arith.subi %33, %c1 : index
-          %37 = arith.maxsi %36, %c0 : index
-          %38 = arith.addi %arg7, %37 : index
-          fa4.mbarrier_wait %18[%38] prior : <threads, stages = 1>
-          fa4.smem_store %35#0, %5[%38] row 0 : tensor<128xf32>, <[2, 128], f32, stages = 1>
-          fa4.smem_store %35#1, %5[%38] row 1 : tensor<128xf32>, <[2, 128], f32, stages = 1>
-          fa4.mbarrier_arrive %17[%38] : <threads, stages = 1>
-          %39 = arith.addi %arg6, %33 : index
-          %40 = arith.maxsi %33, %c1 : index
-          %41 = arith.addi %arg7, %40 : index
-          scf.yield %39, %41 : index, index
+          %34 = arith.subi %31, %c1 : index
+          %35 = arith.maxsi %34, %c0 : index
+          %36 = arith.addi %arg7, %35 : index
+          fa4.mbarrier_wait %16[%36] prior : <threads, stages = 1>
+          fa4.smem_store %33#0, %5[%36] row 0 : tensor<128xf32>, <[2, 128], f32, stages = 1>
+          fa4.smem_store %33#1, %5[%36] row 1 : tensor<128xf32>, <[2, 128], f32, stages = 1>
+          fa4.named_barrier_arrive 2, 256
+          %37 = arith.addi %arg6, %31 : index
+          %38 = arith.maxsi %31, %c1 : index
+          %39 = arith.addi %arg7, %38 : index
+          scf.yield %37, %39 : index, index
         } {fa4.task_loop}
-        fa4.mbarrier_arrive %30[%c0_5] : <threads, stages = 1>
+        fa4.mbarrier_arrive %28[%c0_5] : <threads, stages = 1>
       }
       fa4.role "correction" warps(8, 4) registers(88) {
-        %31:3 = scf.for %arg5 = %c0 to %0 step %c1 iter_args(%arg6 = %c0, %arg7 = %c0, %arg8 = %c0) -> (index, index, index) {
+        %29:3 = scf.for %arg5 = %c0 to %0 step %c1 iter_args(%arg6 = %c0, %arg7 = %c0, %arg8 = %c0) -> (index, index, index) {
           %batch_index, %head_group, %m_block = fa4.task_coords %arg5, %dim, %dim_2, %dim_4 {block_n = 128 : i64, gqa_ratio = 4 : i64, kv_heads = 2 : i64, mask = #fa4.mask<causal>, order = #fa4.task_order<static>, rows = 256 : i64}
-          %32 = arith.muli %m_block, %c256 : index
-          %begin, %full_begin, %full_end, %end = fa4.kv_block_range %32, %dim_2, %dim_4 {block_n = 128 : i64, gqa_ratio = 4 : i64, mask = #fa4.mask<causal>, rows = 256 : i64}
-          %33 = arith.subi %end, %begin : index
-          %34 = arith.addi %32, %c128 : index
-          scf.for %arg9 = %c1 to %33 step %c1 {
-            %55 = arith.addi %arg8, %arg9 : index
+          %30 = arith.muli %m_block, %c256 : index
+          %begin, %full_begin, %full_end, %end = fa4.kv_block_range %30, %dim_2, %dim_4 {block_n = 128 : i64, gqa_ratio = 4 : i64, mask = #fa4.mask<causal>, rows = 256 : i64}
+          %31 = arith.subi %end, %begin : index
+          %32 = arith.addi %30, %c128 : index
+          scf.for %arg9 = %c1 to %31 step %c1 {
+            %53 = arith.addi %arg8, %arg9 : index
+            %54 = arith.subi %53, %c1 : index
+            %55 = arith.addi %arg7, %arg9 : index
             %56 = arith.subi %55, %c1 : index
-            %57 = arith.addi %arg7, %arg9 : index
-            %58 = arith.subi %57, %c1 : index
-            fa4.mbarrier_wait %13[%56] : <threads, stages = 1>
-            %59 = fa4.smem_load %4[%56] row 0 : <[2, 128], f32, stages = 1> -> tensor<128xf32>
-            fa4.mbarrier_arrive %14[%56] : <threads, stages = 1>
-            fa4.rescale_o %8, %59 : <[128, 128], f32>, tensor<128xf32>
-            fa4.mbarrier_arrive %21[%58] : <threads, stages = 1>
-            fa4.mbarrier_wait %17[%56] : <threads, stages = 1>
-            %60 = fa4.smem_load %5[%56] row 0 : <[2, 128], f32, stages = 1> -> tensor<128xf32>
-            fa4.mbarrier_arrive %18[%56] : <threads, stages = 1>
-            fa4.rescale_o %9, %60 : <[128, 128], f32>, tensor<128xf32>
-            fa4.mbarrier_arrive %23[%58] : <threads, stages = 1>
+            fa4.named_barrier_sync 1, 256
+            %57 = fa4.smem_load %4[%54] row 0 : <[2, 128], f32, stages = 1> -> tensor<128xf32>
+            fa4.mbarrier_arrive %13[%54] : <threads, stages = 1>
+            fa4.rescale_o %8, %57 : <[128, 128], f32>, tensor<128xf32>
+            fa4.mbarrier_arrive %19[%56] : <threads, stages = 1>
+            fa4.named_barrier_sync 2, 256
+            %58 = fa4.smem_load %5[%54] row 0 : <[2, 128], f32, stages = 1> -> tensor<128xf32>
+            fa4.mbarrier_arrive %16[%54] : <threads, stages = 1>
+            fa4.rescale_o %9, %58 : <[128, 128], f32>, tensor<128xf32>
+            fa4.mbarrier_arrive %21[%56] : <threads, stages = 1>
           }
-          %35 = arith.subi %33, %c1 : index
-          %36 = arith.maxsi %35, %c0 : index
-          %37 = arith.addi %arg8, %36 : index
-          %38 = arith.addi %arg7, %33 : index
-          %39 = arith.subi %38, %c1 : index
-          %40 = arith.cmpi sgt, %33, %c0 : index
-          fa4.mbarrier_wait %13[%37] : <threads, stages = 1>
-          %41 = fa4.smem_load %4[%37] row 0 : <[2, 128], f32, stages = 1> -> tensor<128xf32>
-          %42 = fa4.smem_load %4[%37] row 1 : <[2, 128], f32, stages = 1> -> tensor<128xf32>
-          fa4.mbarrier_arrive %14[%37] : <threads, stages = 1>
-          %43 = arith.muli %arg6, %c2 : index
-          %44 = arith.addi %43, %c0 : index
-          fa4.mbarrier_wait %25[%44] prior : <threads, stages = 2>
-          %45 = scf.if %40 -> (tensor<128xf32>) {
-            fa4.mbarrier_wait %20[%39] : <tcgen05, stages = 1>
-            %55 = fa4.finalize_o %8, %41, %42 -> %3[%44] {scale_log2 = 0.127517432 : f32} : <[128, 128], f32>, tensor<128xf32>, <[128, 128], f16, stages = 2>
-            fa4.mbarrier_arrive %21[%39] : <threads, stages = 1>
-            scf.yield %55 : tensor<128xf32>
+          %33 = arith.subi %31, %c1 : index
+          %34 = arith.maxsi %33, %c0 : index
+          %35 = arith.addi %arg8, %34 : index
+          %36 = arith.addi %arg7, %31 : index
+          %37 = arith.subi %36, %c1 : index
+          %38 = arith.cmpi sgt, %31, %c0 : index
+          fa4.named_barrier_sync 1, 256
+          %39 = fa4.smem_load %4[%35] row 0 : <[2, 128], f32, stages = 1> -> tensor<128xf32>
+          %40 = fa4.smem_load %4[%35] row 1 : <[2, 128], f32, stages = 1> -> tensor<128xf32>
+          fa4.mbarrier_arrive %13[%35] : <threads, stages = 1>
+          %41 = arith.muli %arg6, %c2 : index
+          %42 = arith.addi %41, %c0 : index
+          fa4.mbarrier_wait %23[%42] prior : <threads, stages = 2>
+          %43 = scf.if %38 -> (tensor<128xf32>) {
+            fa4.mbarrier_wait %18[%37] : <tcgen05, stages = 1>
+            %53 = fa4.finalize_o %8, %39, %40 -> %3[%42] {scale_log2 = 0.127517432 : f32} : <[128, 128], f32>, tensor<128xf32>, <[128, 128], f16, stages = 2>
+            fa4.mbarrier_arrive %19[%37] : <threads, stages = 1>
+            scf.yield %53 : tensor<128xf32>
           } else {
             %cst = arith.constant dense<0.000000e+00> : tensor<128x128xf16>
-            fa4.smem_store %cst, %3[%44] : tensor<128x128xf16>, <[128, 128], f16, stages = 2>
+            fa4.smem_store %cst, %3[%42] : tensor<128x128xf16>, <[128, 128], f16, stages = 2>
             %cst_6 = arith.constant dense<0xFF800000> : tensor<128xf32>
             scf.yield %cst_6 : tensor<128xf32>
           }
-          fa4.mbarrier_arrive %24[%44] : <threads, stages = 2>
-          fa4.store_lse_tile %45, %arg4[%batch_index, %head_group, %32] {gqa_ratio = 4 : i64} : tensor<128xf32>, memref<?x8x?xf32>
-          fa4.mbarrier_wait %17[%37] : <threads, stages = 1>
-          %46 = fa4.smem_load %5[%37] row 0 : <[2, 128], f32, stages = 1> -> tensor<128xf32>
-          %47 = fa4.smem_load %5[%37] row 1 : <[2, 128], f32, stages = 1> -> tensor<128xf32>
-          fa4.mbarrier_arrive %18[%37] : <threads, stages = 1>
-          %48 = arith.muli %arg6, %c2 : index
-          %49 = arith.addi %48, %c1 : index
-          fa4.mbarrier_wait %25[%49] prior : <threads, stages = 2>
-          %50 = scf.if %40 -> (tensor<128xf32>) {
-            fa4.mbarrier_wait %22[%39] : <tcgen05, stages = 1>
-            %55 = fa4.finalize_o %9, %46, %47 -> %3[%49] {scale_log2 = 0.127517432 : f32} : <[128, 128], f32>, tensor<128xf32>, <[128, 128], f16, stages = 2>
-            fa4.mbarrier_arrive %23[%39] : <threads, stages = 1>
-            scf.yield %55 : tensor<128xf32>
+          fa4.mbarrier_arrive %22[%42] : <threads, stages = 2>
+          fa4.store_lse_tile %43, %arg4[%batch_index, %head_group, %30] {gqa_ratio = 4 : i64} : tensor<128xf32>, memref<?x8x?xf32>
+          fa4.named_barrier_sync 2, 256
+          %44 = fa4.smem_load %5[%35] row 0 : <[2, 128], f32, stages = 1> -> tensor<128xf32>
+          %45 = fa4.smem_load %5[%35] row 1 : <[2, 128], f32, stages = 1> -> tensor<128xf32>
+          fa4.mbarrier_arrive %16[%35] : <threads, stages = 1>
+          %46 = arith.muli %arg6, %c2 : index
+          %47 = arith.addi %46, %c1 : index
+          fa4.mbarrier_wait %23[%47] prior : <threads, stages = 2>
+          %48 = scf.if %38 -> (tensor<128xf32>) {
+            fa4.mbarrier_wait %20[%37] : <tcgen05, stages = 1>
+            %53 = fa4.finalize_o %9, %44, %45 -> %3[%47] {scale_log2 = 0.127517432 : f32} : <[128, 128], f32>, tensor<128xf32>, <[128, 128], f16, stages = 2>
+            fa4.mbarrier_arrive %21[%37] : <threads, stages = 1>
+            scf.yield %53 : tensor<128xf32>
           } else {
             %cst = arith.constant dense<0.000000e+00> : tensor<128x128xf16>
-            fa4.smem_store %cst, %3[%49] : tensor<128x128xf16>, <[128, 128], f16, stages = 2>
+            fa4.smem_store %cst, %3[%47] : tensor<128x128xf16>, <[128, 128], f16, stages = 2>
             %cst_6 = arith.constant dense<0xFF800000> : tensor<128xf32>
             scf.yield %cst_6 : tensor<128xf32>
           }
-          fa4.mbarrier_arrive %24[%49] : <threads, stages = 2>
-          fa4.store_lse_tile %50, %arg4[%batch_index, %head_group, %34] {gqa_ratio = 4 : i64} : tensor<128xf32>, memref<?x8x?xf32>
-          %51 = arith.addi %arg6, %c1 : index
-          %52 = arith.addi %arg7, %33 : index
-          %53 = arith.maxsi %33, %c1 : index
-          %54 = arith.addi %arg8, %53 : index
-          scf.yield %51, %52, %54 : index, index, index
+          fa4.mbarrier_arrive %22[%47] : <threads, stages = 2>
+          fa4.store_lse_tile %48, %arg4[%batch_index, %head_group, %32] {gqa_ratio = 4 : i64} : tensor<128xf32>, memref<?x8x?xf32>
+          %49 = arith.addi %arg6, %c1 : index
+          %50 = arith.addi %arg7, %31 : index
+          %51 = arith.maxsi %31, %c1 : index
+          %52 = arith.addi %arg8, %51 : index
+          scf.yield %49, %50, %52 : index, index, index
         } {fa4.task_loop}
-        fa4.mbarrier_arrive %30[%c0_5] : <threads, stages = 1>
+        fa4.mbarrier_arrive %28[%c0_5] : <threads, stages = 1>
       }
       fa4.role "mma" warps(12, 1) registers(72) {
         fa4.tmem_alloc_columns {columns = 512 : i64}
         fa4.tmem_relinquish
-        %31:3 = scf.for %arg5 = %c0 to %0 step %c1 iter_args(%arg6 = %c0, %arg7 = %c0, %arg8 = %c0) -> (index, index, index) {
+        %29:3 = scf.for %arg5 = %c0 to %0 step %c1 iter_args(%arg6 = %c0, %arg7 = %c0, %arg8 = %c0) -> (index, index, index) {
           %batch_index, %head_group, %m_block = fa4.task_coords %arg5, %dim, %dim_2, %dim_4 {block_n = 128 : i64, gqa_ratio = 4 : i64, kv_heads = 2 : i64, mask = #fa4.mask<causal>, order = #fa4.task_order<static>, rows = 256 : i64}
-          %32 = arith.muli %m_block, %c256 : index
-          %begin, %full_begin, %full_end, %end = fa4.kv_block_range %32, %dim_2, %dim_4 {block_n = 128 : i64, gqa_ratio = 4 : i64, mask = #fa4.mask<causal>, rows = 256 : i64}
-          %33 = arith.subi %end, %begin : index
-          %34 = arith.addi %32, %c128 : index
+          %30 = arith.muli %m_block, %c256 : index
+          %begin, %full_begin, %full_end, %end = fa4.kv_block_range %30, %dim_2, %dim_4 {block_n = 128 : i64, gqa_ratio = 4 : i64, mask = #fa4.mask<causal>, rows = 256 : i64}
+          %31 = arith.subi %end, %begin : index
+          %32 = arith.addi %30, %c128 : index
+          %33 = arith.muli %arg6, %c2 : index
+          %34 = arith.addi %33, %c0 : index
+          fa4.mbarrier_wait %24[%34] : <tma, stages = 2>
           %35 = arith.muli %arg6, %c2 : index
-          %36 = arith.addi %35, %c0 : index
-          fa4.mbarrier_wait %26[%36] : <tma, stages = 2>
-          %37 = arith.muli %arg6, %c2 : index
-          %38 = arith.addi %37, %c1 : index
-          fa4.mbarrier_wait %26[%38] : <tma, stages = 2>
+          %36 = arith.addi %35, %c1 : index
+          fa4.mbarrier_wait %24[%36] : <tma, stages = 2>
           %c0_6 = arith.constant 0 : index
           %c1_7 = arith.constant 1 : index
-          %39 = arith.cmpi sgt, %33, %c0_6 : index
-          scf.if %39 {
-            %44 = arith.muli %c0_6, %c2 : index
-            %45 = arith.addi %arg7, %44 : index
-            %46 = arith.addi %arg8, %c0_6 : index
-            fa4.mbarrier_wait %28[%45] : <tma, stages = 3>
-            fa4.score_mma_async %1[%36], %2[%45] -> %6 : <[128, 128], f16, stages = 2>, <[128, 128], f16, stages = 3>, <[128, 128], f32>
-            fa4.mma_commit %12[%46] : <tcgen05, stages = 1>
-            %47 = arith.muli %c0_6, %c2 : index
-            %48 = arith.addi %arg7, %47 : index
-            %49 = arith.addi %arg8, %c0_6 : index
-            fa4.score_mma_async %1[%38], %2[%48] -> %7 : <[128, 128], f16, stages = 2>, <[128, 128], f16, stages = 3>, <[128, 128], f32>
-            fa4.mma_commit %16[%49] : <tcgen05, stages = 1>
-            fa4.mma_commit %29[%48] : <tcgen05, stages = 3>
-          }
-          scf.for %arg9 = %c1_7 to %33 step %c1_7 {
-            %44 = arith.subi %arg9, %c1_7 : index
-            %45 = arith.muli %44, %c2 : index
+          %37 = arith.cmpi sgt, %31, %c0_6 : index
+          scf.if %37 {
+            %42 = arith.muli %c0_6, %c2 : index
+            %43 = arith.addi %arg7, %42 : index
+            %44 = arith.addi %arg8, %c0_6 : index
+            fa4.mbarrier_wait %26[%43] : <tma, stages = 3>
+            fa4.score_mma_async %1[%34], %2[%43] -> %6 : <[128, 128], f16, stages = 2>, <[128, 128], f16, stages = 3>, <[128, 128], f32>
+            fa4.mma_commit %12[%44] : <tcgen05, stages = 1>
+            %45 = arith.muli %c0_6, %c2 : index
             %46 = arith.addi %arg7, %45 : index
-            %47 = arith.addi %46, %c1 : index
-            %48 = arith.addi %arg8, %44 : index
-            %49 = arith.cmpi ne, %44, %c0 : index
-            fa4.mbarrier_wait %28[%47] : <tma, stages = 3>
-            fa4.mbarrier_wait %15[%48] : <threads, stages = 1>
-            fa4.mbarrier_wait %21[%48] prior : <threads, stages = 1>
-            fa4.value_mma_async %10, %2[%47] -> %8, accumulate %49 : <[128, 128], f16>, <[128, 128], f16, stages = 3>, <[128, 128], f32>
-            fa4.mma_commit %20[%48] : <tcgen05, stages = 1>
-            %50 = arith.muli %arg9, %c2 : index
-            %51 = arith.addi %arg7, %50 : index
-            %52 = arith.addi %arg8, %arg9 : index
-            fa4.mbarrier_wait %28[%51] : <tma, stages = 3>
-            fa4.score_mma_async %1[%36], %2[%51] -> %6 : <[128, 128], f16, stages = 2>, <[128, 128], f16, stages = 3>, <[128, 128], f32>
-            fa4.mma_commit %12[%52] : <tcgen05, stages = 1>
-            %53 = arith.muli %44, %c2 : index
-            %54 = arith.addi %arg7, %53 : index
-            %55 = arith.addi %54, %c1 : index
-            %56 = arith.addi %arg8, %44 : index
-            %57 = arith.cmpi ne, %44, %c0 : index
-            fa4.mbarrier_wait %19[%56] : <threads, stages = 1>
-            fa4.mbarrier_wait %23[%56] prior : <threads, stages = 1>
-            fa4.value_mma_async %11, %2[%55] -> %9, accumulate %57 : <[128, 128], f16>, <[128, 128], f16, stages = 3>, <[128, 128], f32>
-            fa4.mma_commit %22[%56] : <tcgen05, stages = 1>
-            fa4.mma_commit %29[%55] : <tcgen05, stages = 3>
-            %58 = arith.muli %arg9, %c2 : index
-            %59 = arith.addi %arg7, %58 : index
-            %60 = arith.addi %arg8, %arg9 : index
-            fa4.score_mma_async %1[%38], %2[%59] -> %7 : <[128, 128], f16, stages = 2>, <[128, 128], f16, stages = 3>, <[128, 128], f32>
-            fa4.mma_commit %16[%60] : <tcgen05, stages = 1>
-            fa4.mma_commit %29[%59] : <tcgen05, stages = 3>
+            %47 = arith.addi %arg8, %c0_6 : index
+            fa4.score_mma_async %1[%36], %2[%46] -> %7 : <[128, 128], f16, stages = 2>, <[128, 128], f16, stages = 3>, <[128, 128], f32>
+            fa4.mma_commit %15[%47] : <tcgen05, stages = 1>
+            fa4.mma_commit %27[%46] : <tcgen05, stages = 3>
+          }
+          scf.for %arg9 = %c1_7 to %31 step %c1_7 {
+            %42 = arith.subi %arg9, %c1_7 : index
+            %43 = arith.muli %42, %c2 : index
+            %44 = arith.addi %arg7, %43 : index
+            %45 = arith.addi %44, %c1 : index
+            %46 = arith.addi %arg8, %42 : index
+            %47 = arith.cmpi ne, %42, %c0 : index
+            fa4.mbarrier_wait %26[%45] : <tma, stages = 3>
+            fa4.mbarrier_wait %14[%46] : <threads, stages = 1>
+            fa4.mbarrier_wait %19[%46] prior : <threads, stages = 1>
+            fa4.value_mma_async %10, %2[%45] -> %8, accumulate %47 : <[128, 128], f16>, <[128, 128], f16, stages = 3>, <[128, 128], f32>
+            fa4.mma_commit %18[%46] : <tcgen05, stages = 1>
+            %48 = arith.muli %arg9, %c2 : index
+            %49 = arith.addi %arg7, %48 : index
+            %50 = arith.addi %arg8, %arg9 : index
+            fa4.mbarrier_wait %26[%49] : <tma, stages = 3>
+            fa4.score_mma_async %1[%34], %2[%49] -> %6 : <[128, 128], f16, stages = 2>, <[128, 128], f16, stages = 3>, <[128, 128], f32>
+            fa4.mma_commit %12[%50] : <tcgen05, stages = 1>
+            %51 = arith.muli %42, %c2 : index
+            %52 = arith.addi %arg7, %51 : index
+            %53 = arith.addi %52, %c1 : index
+            %54 = arith.addi %arg8, %42 : index
+            %55 = arith.cmpi ne, %42, %c0 : index
+            fa4.mbarrier_wait %17[%54] : <threads, stages = 1>
+            fa4.mbarrier_wait %21[%54] prior : <threads, stages = 1>
+            fa4.value_mma_async %11, %2[%53] -> %9, accumulate %55 : <[128, 128], f16>, <[128, 128], f16, stages = 3>, <[128, 128], f32>
+            fa4.mma_commit %20[%54] : <tcgen05, stages = 1>
+            fa4.mma_commit %27[%53] : <tcgen05, stages = 3>
+            %56 = arith.muli %arg9, %c2 : index
+            %57 = arith.addi %arg7, %56 : index
+            %58 = arith.addi %arg8, %arg9 : index
+            fa4.score_mma_async %1[%36], %2[%57] -> %7 : <[128, 128], f16, stages = 2>, <[128, 128], f16, stages = 3>, <[128, 128], f32>
+            fa4.mma_commit %15[%58] : <tcgen05, stages = 1>
+            fa4.mma_commit %27[%57] : <tcgen05, stages = 3>
           } {fa4.mma_interleaved}
-          scf.if %39 {
-            %44 = arith.subi %33, %c1_7 : index
-            %45 = arith.muli %44, %c2 : index
-            %46 = arith.addi %arg7, %45 : index
-            %47 = arith.addi %46, %c1 : index
-            %48 = arith.addi %arg8, %44 : index
-            %49 = arith.cmpi ne, %44, %c0 : index
-            fa4.mbarrier_wait %28[%47] : <tma, stages = 3>
-            fa4.mbarrier_wait %15[%48] : <threads, stages = 1>
-            fa4.mbarrier_wait %21[%48] prior : <threads, stages = 1>
-            fa4.value_mma_async %10, %2[%47] -> %8, accumulate %49 : <[128, 128], f16>, <[128, 128], f16, stages = 3>, <[128, 128], f32>
-            fa4.mma_commit %20[%48] : <tcgen05, stages = 1>
-            %50 = arith.muli %44, %c2 : index
-            %51 = arith.addi %arg7, %50 : index
-            %52 = arith.addi %51, %c1 : index
-            %53 = arith.addi %arg8, %44 : index
-            %54 = arith.cmpi ne, %44, %c0 : index
-            fa4.mbarrier_wait %19[%53] : <threads, stages = 1>
-            fa4.mbarrier_wait %23[%53] prior : <threads, stages = 1>
-            fa4.value_mma_async %11, %2[%52] -> %9, accumulate %54 : <[128, 128], f16>, <[128, 128], f16, stages = 3>, <[128, 128], f32>
-            fa4.mma_commit %22[%53] : <tcgen05, stages = 1>
-            fa4.mma_commit %29[%52] : <tcgen05, stages = 3>
+          scf.if %37 {
+            %42 = arith.subi %31, %c1_7 : index
+            %43 = arith.muli %42, %c2 : index
+            %44 = arith.addi %arg7, %43 : index
+            %45 = arith.addi %44, %c1 : index
+            %46 = arith.addi %arg8, %42 : index
+            %47 = arith.cmpi ne, %42, %c0 : index
+            fa4.mbarrier_wait %26[%45] : <tma, stages = 3>
+            fa4.mbarrier_wait %14[%46] : <threads, stages = 1>
+            fa4.mbarrier_wait %19[%46] prior : <threads, stages = 1>
+            fa4.value_mma_async %10, %2[%45] -> %8, accumulate %47 : <[128, 128], f16>, <[128, 128], f16, stages = 3>, <[128, 128], f32>
+            fa4.mma_commit %18[%46] : <tcgen05, stages = 1>
+            %48 = arith.muli %42, %c2 : index
+            %49 = arith.addi %arg7, %48 : index
+            %50 = arith.addi %49, %c1 : index
+            %51 = arith.addi %arg8, %42 : index
+            %52 = arith.cmpi ne, %42, %c0 : index
+            fa4.mbarrier_wait %17[%51] : <threads, stages = 1>
+            fa4.mbarrier_wait %21[%51] prior : <threads, stages = 1>
+            fa4.value_mma_async %11, %2[%50] -> %9, accumulate %52 : <[128, 128], f16>, <[128, 128], f16, stages = 3>, <[128, 128], f32>
+            fa4.mma_commit %20[%51] : <tcgen05, stages = 1>
+            fa4.mma_commit %27[%50] : <tcgen05, stages = 3>
           }
-          fa4.mma_commit %27[%36] : <tcgen05, stages = 2>
-          fa4.mma_commit %27[%38] : <tcgen05, stages = 2>
-          %40 = arith.addi %arg6, %c1 : index
-          %41 = arith.muli %33, %c2 : index
-          %42 = arith.addi %arg7, %41 : index
-          %43 = arith.addi %arg8, %33 : index
-          scf.yield %40, %42, %43 : index, index, index
+          fa4.mma_commit %25[%34] : <tcgen05, stages = 2>
+          fa4.mma_commit %25[%36] : <tcgen05, stages = 2>
+          %38 = arith.addi %arg6, %c1 : index
+          %39 = arith.muli %31, %c2 : index
+          %40 = arith.addi %arg7, %39 : index
+          %41 = arith.addi %arg8, %31 : index
+          scf.yield %38, %40, %41 : index, index, index
         } {fa4.task_loop}
-        fa4.mbarrier_wait %30[%c0_5] : <threads, stages = 1>
+        fa4.mbarrier_wait %28[%c0_5] : <threads, stages = 1>
         fa4.tmem_dealloc {columns = 512 : i64}
       }
       fa4.role "epilogue" warps(13, 1) registers(72) {
-        %31 = scf.for %arg5 = %c0 to %0 step %c1 iter_args(%arg6 = %c0) -> (index) {
+        %29 = scf.for %arg5 = %c0 to %0 step %c1 iter_args(%arg6 = %c0) -> (index) {
           %batch_index, %head_group, %m_block = fa4.task_coords %arg5, %dim, %dim_2, %dim_4 {block_n = 128 : i64, gqa_ratio = 4 : i64, kv_heads = 2 : i64, mask = #fa4.mask<causal>, order = #fa4.task_order<static>, rows = 256 : i64}
-          %32 = arith.muli %m_block, %c256 : index
-          %begin, %full_begin, %full_end, %end = fa4.kv_block_range %32, %dim_2, %dim_4 {block_n = 128 : i64, gqa_ratio = 4 : i64, mask = #fa4.mask<causal>, rows = 256 : i64}
-          %33 = arith.subi %end, %begin : index
-          %34 = arith.addi %32, %c128 : index
+          %30 = arith.muli %m_block, %c256 : index
+          %begin, %full_begin, %full_end, %end = fa4.kv_block_range %30, %dim_2, %dim_4 {block_n = 128 : i64, gqa_ratio = 4 : i64, mask = #fa4.mask<causal>, rows = 256 : i64}
+          %31 = arith.subi %end, %begin : index
+          %32 = arith.addi %30, %c128 : index
+          %33 = arith.muli %arg6, %c2 : index
+          %34 = arith.addi %33, %c0 : index
+          fa4.mbarrier_wait %22[%34] : <threads, stages = 2>
+          fa4.tma_store %3[%34] -> %arg3[%batch_index, %head_group, %30] {gqa_ratio = 4 : i64} : <[128, 128], f16, stages = 2>, memref<?x?x8x128xf16, strided<[?, ?, ?, 1], offset: ?>>
+          fa4.tma_store_wait
+          fa4.mbarrier_arrive %23[%34] : <threads, stages = 2>
           %35 = arith.muli %arg6, %c2 : index
-          %36 = arith.addi %35, %c0 : index
-          fa4.mbarrier_wait %24[%36] : <threads, stages = 2>
+          %36 = arith.addi %35, %c1 : index
+          fa4.mbarrier_wait %22[%36] : <threads, stages = 2>
           fa4.tma_store %3[%36] -> %arg3[%batch_index, %head_group, %32] {gqa_ratio = 4 : i64} : <[128, 128], f16, stages = 2>, memref<?x?x8x128xf16, strided<[?, ?, ?, 1], offset: ?>>
           fa4.tma_store_wait
-          fa4.mbarrier_arrive %25[%36] : <threads, stages = 2>
-          %37 = arith.muli %arg6, %c2 : index
-          %38 = arith.addi %37, %c1 : index
-          fa4.mbarrier_wait %24[%38] : <threads, stages = 2>
-          fa4.tma_store %3[%38] -> %arg3[%batch_index, %head_group, %34] {gqa_ratio = 4 : i64} : <[128, 128], f16, stages = 2>, memref<?x?x8x128xf16, strided<[?, ?, ?, 1], offset: ?>>
-          fa4.tma_store_wait
-          fa4.mbarrier_arrive %25[%38] : <threads, stages = 2>
-          %39 = arith.addi %arg6, %c1 : index
-          scf.yield %39 : index
+          fa4.mbarrier_arrive %23[%36] : <threads, stages = 2>
+          %37 = arith.addi %arg6, %c1 : index
+          scf.yield %37 : index
         } {fa4.task_loop}
       }
       fa4.role "load" warps(14, 1) registers(72) {
-        %31:2 = scf.for %arg5 = %c0 to %0 step %c1 iter_args(%arg6 = %c0, %arg7 = %c0) -> (index, index) {
+        %29:2 = scf.for %arg5 = %c0 to %0 step %c1 iter_args(%arg6 = %c0, %arg7 = %c0) -> (index, index) {
           %batch_index, %head_group, %m_block = fa4.task_coords %arg5, %dim, %dim_2, %dim_4 {block_n = 128 : i64, gqa_ratio = 4 : i64, kv_heads = 2 : i64, mask = #fa4.mask<causal>, order = #fa4.task_order<static>, rows = 256 : i64}
-          %38 = arith.muli %m_block, %c256 : index
-          %begin, %full_begin, %full_end, %end = fa4.kv_block_range %38, %dim_2, %dim_4 {block_n = 128 : i64, gqa_ratio = 4 : i64, mask = #fa4.mask<causal>, rows = 256 : i64}
-          %39 = arith.subi %end, %begin : index
-          %40 = arith.addi %38, %c128 : index
+          %36 = arith.muli %m_block, %c256 : index
+          %begin, %full_begin, %full_end, %end = fa4.kv_block_range %36, %dim_2, %dim_4 {block_n = 128 : i64, gqa_ratio = 4 : i64, mask = #fa4.mask<causal>, rows = 256 : i64}
+          %37 = arith.subi %end, %begin : index
+          %38 = arith.addi %36, %c128 : index
+          %39 = arith.muli %arg6, %c2 : index
+          %40 = arith.addi %39, %c0 : index
+          fa4.mbarrier_wait %25[%40] prior : <tcgen05, stages = 2>
+          fa4.mbarrier_expect_tx %24[%40], 32768 : <tma, stages = 2>
+          fa4.tma_load %arg0[%batch_index, %head_group, %36] -> %1[%40] signal %24[%40] {gqa_ratio = 4 : i64} : memref<?x?x8x128xf16, strided<[?, ?, ?, 1], offset: ?>>, <[128, 128], f16, stages = 2>, !fa4.mbarrier<tma, stages = 2>
           %41 = arith.muli %arg6, %c2 : index
-          %42 = arith.addi %41, %c0 : index
-          fa4.mbarrier_wait %27[%42] prior : <tcgen05, stages = 2>
-          fa4.mbarrier_expect_tx %26[%42], 32768 : <tma, stages = 2>
-          fa4.tma_load %arg0[%batch_index, %head_group, %38] -> %1[%42] signal %26[%42] {gqa_ratio = 4 : i64} : memref<?x?x8x128xf16, strided<[?, ?, ?, 1], offset: ?>>, <[128, 128], f16, stages = 2>, !fa4.mbarrier<tma, stages = 2>
-          %43 = arith.muli %arg6, %c2 : index
-          %44 = arith.addi %43, %c1 : index
-          fa4.mbarrier_wait %27[%44] prior : <tcgen05, stages = 2>
-          fa4.mbarrier_expect_tx %26[%44], 32768 : <tma, stages = 2>
-          fa4.tma_load %arg0[%batch_index, %head_group, %40] -> %1[%44] signal %26[%44] {gqa_ratio = 4 : i64} : memref<?x?x8x128xf16, strided<[?, ?, ?, 1], offset: ?>>, <[128, 128], f16, stages = 2>, !fa4.mbarrier<tma, stages = 2>
-          scf.for %arg8 = %c0 to %39 step %c1 {
-            %48 = arith.subi %end, %c1 : index
-            %49 = arith.subi %48, %arg8 : index
-            %50 = arith.muli %49, %c128 : index
-            %51 = arith.muli %arg8, %c2 : index
-            %52 = arith.addi %arg7, %51 : index
-            fa4.mbarrier_wait %29[%52] prior : <tcgen05, stages = 3>
-            fa4.mbarrier_expect_tx %28[%52], 32768 : <tma, stages = 3>
-            fa4.tma_load %arg1[%batch_index, %head_group, %50] -> %2[%52] signal %28[%52] {gqa_ratio = 1 : i64} : memref<?x?x2x128xf16, strided<[?, ?, ?, 1], offset: ?>>, <[128, 128], f16, stages = 3>, !fa4.mbarrier<tma, stages = 3>
-            %53 = arith.addi %52, %c1 : index
-            fa4.mbarrier_wait %29[%53] prior : <tcgen05, stages = 3>
-            fa4.mbarrier_expect_tx %28[%53], 32768 : <tma, stages = 3>
-            fa4.tma_load %arg2[%batch_index, %head_group, %50] -> %2[%53] signal %28[%53] {gqa_ratio = 1 : i64} : memref<?x?x2x128xf16, strided<[?, ?, ?, 1], offset: ?>>, <[128, 128], f16, stages = 3>, !fa4.mbarrier<tma, stages = 3>
-            %54 = arith.addi %53, %c1 : index
+          %42 = arith.addi %41, %c1 : index
+          fa4.mbarrier_wait %25[%42] prior : <tcgen05, stages = 2>
+          fa4.mbarrier_expect_tx %24[%42], 32768 : <tma, stages = 2>
+          fa4.tma_load %arg0[%batch_index, %head_group, %38] -> %1[%42] signal %24[%42] {gqa_ratio = 4 : i64} : memref<?x?x8x128xf16, strided<[?, ?, ?, 1], offset: ?>>, <[128, 128], f16, stages = 2>, !fa4.mbarrier<tma, stages = 2>
+          scf.for %arg8 = %c0 to %37 step %c1 {
+            %46 = arith.subi %end, %c1 : index
+            %47 = arith.subi %46, %arg8 : index
+            %48 = arith.muli %47, %c128 : index
+            %49 = arith.muli %arg8, %c2 : index
+            %50 = arith.addi %arg7, %49 : index
+            fa4.mbarrier_wait %27[%50] prior : <tcgen05, stages = 3>
+            fa4.mbarrier_expect_tx %26[%50], 32768 : <tma, stages = 3>
+            fa4.tma_load %arg1[%batch_index, %head_group, %48] -> %2[%50] signal %26[%50] {gqa_ratio = 1 : i64} : memref<?x?x2x128xf16, strided<[?, ?, ?, 1], offset: ?>>, <[128, 128], f16, stages = 3>, !fa4.mbarrier<tma, stages = 3>
+            %51 = arith.addi %50, %c1 : index
+            fa4.mbarrier_wait %27[%51] prior : <tcgen05, stages = 3>
+            fa4.mbarrier_expect_tx %26[%51], 32768 : <tma, stages = 3>
+            fa4.tma_load %arg2[%batch_index, %head_group, %48] -> %2[%51] signal %26[%51] {gqa_ratio = 1 : i64} : memref<?x?x2x128xf16, strided<[?, ?, ?, 1], offset: ?>>, <[128, 128], f16, stages = 3>, !fa4.mbarrier<tma, stages = 3>
+            %52 = arith.addi %51, %c1 : index
           }
-          %45 = arith.addi %arg6, %c1 : index
-          %46 = arith.muli %39, %c2 : index
-          %47 = arith.addi %arg7, %46 : index
-          scf.yield %45, %47 : index, index
+          %43 = arith.addi %arg6, %c1 : index
+          %44 = arith.muli %37, %c2 : index
+          %45 = arith.addi %arg7, %44 : index
+          scf.yield %43, %45 : index, index
         } {fa4.task_loop}
-        %32 = arith.muli %31#0, %c2 : index
-        %33 = arith.addi %32, %c0 : index
-        fa4.mbarrier_wait %27[%33] prior : <tcgen05, stages = 2>
-        %34 = arith.muli %31#0, %c2 : index
-        %35 = arith.addi %34, %c1 : index
-        fa4.mbarrier_wait %27[%35] prior : <tcgen05, stages = 2>
-        fa4.mbarrier_wait %29[%31#1] prior : <tcgen05, stages = 3>
+        %30 = arith.muli %29#0, %c2 : index
+        %31 = arith.addi %30, %c0 : index
+        fa4.mbarrier_wait %25[%31] prior : <tcgen05, stages = 2>
+        %32 = arith.muli %29#0, %c2 : index
+        %33 = arith.addi %32, %c1 : index
+        fa4.mbarrier_wait %25[%33] prior : <tcgen05, stages = 2>
+        fa4.mbarrier_wait %27[%29#1] prior : <tcgen05, stages = 3>
         %c1_6 = arith.constant 1 : index
-        %36 = arith.addi %31#1, %c1_6 : index
-        fa4.mbarrier_wait %29[%36] prior : <tcgen05, stages = 3>
+        %34 = arith.addi %29#1, %c1_6 : index
+        fa4.mbarrier_wait %27[%34] prior : <tcgen05, stages = 3>
         %c2_7 = arith.constant 2 : index
-        %37 = arith.addi %31#1, %c2_7 : index
-        fa4.mbarrier_wait %29[%37] prior : <tcgen05, stages = 3>
+        %35 = arith.addi %29#1, %c2_7 : index
+        fa4.mbarrier_wait %27[%35] prior : <tcgen05, stages = 3>
       }
       fa4.role "idle" warps(15, 1) registers(72) {
       }
