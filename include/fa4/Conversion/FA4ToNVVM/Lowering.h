@@ -33,13 +33,13 @@ constexpr int64_t kSwizzleLineBytes = 128;
 constexpr uint32_t kSwizzleAtomBytes = 1024;
 /// K elements per wgmma of 16-bit inputs.
 constexpr int64_t kWgmmaK = 16;
-
 /// Marks the tcgen05 fences lowerBarrier puts at every wait and arrive of a
 /// role that touches tensor memory: placeTensorFences may move them.
 constexpr const char *kMovableFence = "fa4.movable_fence";
 /// Moves the marked fences of a lowered role (`roleBlock`, structured control
 /// flow) to where the paths through it need them (Fences.cpp says how).
 void placeTensorFences(Block &roleBlock);
+
 /// Bytes from one box of `type`'s tile to the next: its rows' lines.
 inline int64_t boxBytes(SmemType type) {
   return type.getRows() * kSwizzleLineBytes;
@@ -302,6 +302,10 @@ private:
   Value waitForTmemLoad(Value raw);
   /// The same for several loads with one wait: their words, in order.
   SmallVector<Value> waitForTmemLoads(ArrayRef<Value> raws);
+  /// A tcgen05 fence at a synchronization (`::after_thread_sync` after a
+  /// wait, else `::before_thread_sync` before an arrive), in a role that
+  /// touches tensor memory, marked movable (kMovableFence).
+  void movableTensorFence(bool afterWait);
   Value barrierSlot(Value barrier, Value count);
   /// Ring item `count` (a level-C index) of a ring of `stages`: its stage,
   /// count mod stages, and its round, count / stages (lowered indices).

@@ -8,9 +8,9 @@
 // and the synchronization that orders them before another thread's. Where a
 // path between the two holds none, the fence is an issue slot for nothing
 // (ptxas emits each as a NOP): the correction warps' steady state, which
-// waits for the statistics, reads them from shared memory, and arrives
-// twice without touching tensor memory unless it rescales O, paid six a KV
-// tile.
+// meets the softmax for the statistics, reads them from shared memory, and
+// arrives twice without touching tensor memory unless it rescales O, paid
+// six a KV tile.
 //
 // placeTensorFences moves them along the paths of a lowered role (structured
 // control flow, before its conversion to branches): an after fence goes down
@@ -18,10 +18,11 @@
 // rescale branch, say), a before fence is dropped where no tensor-core
 // operation came since the last one, and a branch that leaves tensor-core
 // work unfenced where its sibling does not ends in its own before fence, so
-// that the join is clean. A loop whose body holds tensor-core work gets a
-// pending after fence before it, not once a trip. Only the fences
-// lowerBarrier marked (kMovableFence) move; every other fence stays and
-// counts as one.
+// that the join is clean when an arrive comes next. A loop whose body would
+// otherwise fence in each trip what a pending fence before it covers once
+// gets that fence before it; an issuing role's elected-thread branches on
+// one condition share one fence. Only the fences lowerBarrier marked
+// (kMovableFence) move; every other fence stays and counts as one.
 //
 // fa4-emu checks the result: its tcgen05 ordering check reports a tensor
 // memory access of another warp that a missing fence leaves unordered.

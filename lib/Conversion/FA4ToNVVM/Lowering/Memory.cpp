@@ -90,6 +90,18 @@ Value Lowering::ringRound(Value count, int64_t stages) {
       b, loc(), lookup(splitRingCount(count, stages).first), index(stages));
 }
 
+/// A tcgen05 fence at a thread synchronization of a role that touches
+/// tensor memory, marked for placeTensorFences to move where the role's
+/// paths need it (none in a role without tensor memory).
+void Lowering::movableTensorFence(bool afterWait) {
+  if (roleUsesTensorMemory)
+    NVVM::Tcgen05FenceOp::create(b, loc(),
+                                 afterWait
+                                     ? NVVM::Tcgen05FenceKind::AFTER_THREAD_SYNC
+                                     : NVVM::Tcgen05FenceKind::BEFORE_THREAD_SYNC)
+        ->setAttr(kMovableFence, b.getUnitAttr());
+}
+
 /// Barrier `count % stages` of an mbarrier array, 8 bytes each.
 Value Lowering::barrierSlot(Value barrier, Value count) {
   int64_t stages = cast<MBarrierType>(barrier.getType()).getStages();
@@ -164,13 +176,8 @@ LogicalResult Lowering::lowerBarrier(Operation *op) {
             LLVM::tailcallkind::TailCallKind::None,
             LLVM::AsmDialectAttr::get(b.getContext(), LLVM::AsmDialect::AD_ATT),
             ArrayAttr());
-        // Tensor-core results the barrier announced are read only after it
-        // (placeTensorFences moves the fence down to the first tensor-core
-        // operation on each path).
-        if (roleUsesTensorMemory)
-          NVVM::Tcgen05FenceOp::create(b,
-              loc(), NVVM::Tcgen05FenceKind::AFTER_THREAD_SYNC)
-              ->setAttr(kMovableFence, b.getUnitAttr());
+        // Tensor-core results the barrier announced are read only after it.
+        movableTensorFence(/*afterWait=*/true);
         return success();
       })
       .Case<NamedBarrierSyncOp, NamedBarrierArriveOp>(
@@ -188,11 +195,8 @@ LogicalResult Lowering::lowerBarrier(Operation *op) {
             int64_t id = named->getAttrOfType<IntegerAttr>("id").getInt();
             int64_t count = named->getAttrOfType<IntegerAttr>("count").getInt();
             // Tensor-memory work is ordered across a named barrier as across
-            // an mbarrier (placeTensorFences moves the fences).
-            if (roleUsesTensorMemory)
-              NVVM::Tcgen05FenceOp::create(
-                  b, loc(), NVVM::Tcgen05FenceKind::BEFORE_THREAD_SYNC)
-                  ->setAttr(kMovableFence, b.getUnitAttr());
+            // an mbarrier.
+            movableTensorFence(/*afterWait=*/false);
             LLVM::InlineAsmOp::create(
                 b, loc(), TypeRange(), ValueRange(),
                 (Twine(sync ? "bar.sync " : "bar.arrive ") + Twine(id) + ", " +
@@ -203,10 +207,8 @@ LogicalResult Lowering::lowerBarrier(Operation *op) {
                 LLVM::AsmDialectAttr::get(b.getContext(),
                                           LLVM::AsmDialect::AD_ATT),
                 ArrayAttr());
-            if (sync && roleUsesTensorMemory)
-              NVVM::Tcgen05FenceOp::create(
-                  b, loc(), NVVM::Tcgen05FenceKind::AFTER_THREAD_SYNC)
-                  ->setAttr(kMovableFence, b.getUnitAttr());
+            if (sync)
+              movableTensorFence(/*afterWait=*/true);
             return success();
           })
       .Case([&](MBarrierArriveOp arrive) -> LogicalResult {
@@ -217,12 +219,7 @@ LogicalResult Lowering::lowerBarrier(Operation *op) {
                                          NVVM::SharedSpace::shared_cta));
           stagedForAsyncProxy = false;
         }
-        // (Dropped by placeTensorFences where no tensor-core operation came
-        // since the last one.)
-        if (roleUsesTensorMemory)
-          NVVM::Tcgen05FenceOp::create(b,
-              loc(), NVVM::Tcgen05FenceKind::BEFORE_THREAD_SYNC)
-              ->setAttr(kMovableFence, b.getUnitAttr());
+        movableTensorFence(/*afterWait=*/false);
         // Where the arrival goes: this CTA's barrier; for a CTA pair's
         // barrier the even CTA's copy, for a mirrored one both CTAs' copies
         // (this CTA's and its peer's, rank ^ 1): Lowering::remoteArrive.
@@ -342,16 +339,6 @@ LogicalResult Lowering::lowerBarrier(Operation *op) {
       .Default([](Operation *) { return failure(); });
 }
 
-/// Stage `stage` (a lowered index) of a shared-memory buffer (`buffer`, a
-/// level-C value, at `base`; a stage's bytes in this CTA's memory).
-static Value stageBase(OpBuilder &b, Location loc, Value base, Value buffer,
-                       Value stage, function_ref<Value(Value, Value)> at) {
-  Value bytes = arith::MulIOp::create(
-      b, loc, stage,
-      arith::ConstantIndexOp::create(b, loc, ctaStageBytes(buffer)));
-  return at(base, bytes);
-}
-
 LogicalResult
 Lowering::lowerPagedLoad(TmaLoadOp load, Value blockTable, SmemType type,
                          function_ref<void(int64_t, ValueRange)> copy,
@@ -465,7 +452,6 @@ void Lowering::clearLoadedRows(TmaLoadOp load, Value stage, Value state) {
 }
 
 LogicalResult Lowering::lowerTma(Operation *op) {
-  auto at = [&](Value base, Value bytes) { return smemAt(base, bytes); };
   return llvm::TypeSwitch<Operation *, LogicalResult>(op)
       .Case([&](TmaLoadOp load) -> LogicalResult {
         if (!load.getBarrier())
@@ -475,8 +461,7 @@ LogicalResult Lowering::lowerTma(Operation *op) {
         // columns when the tensor is narrower than the ring: V in a K/V
         // ring sized for a wider K).
         Value destination =
-            stageBase(b, loc(), lookup(load.getBuffer()), load.getBuffer(),
-                      ringStage(load.getCount(), load.getBuffer().getType().getStages()), at);
+            smemStage(load.getBuffer(), load.getCount());
         SmemType type = load.getTileType();
         Value barrier = barrierSlot(load.getBarrier(), load.getBarrierCount());
         Value map = kernel.tensorMaps.lookup(load.getSource());
@@ -630,8 +615,7 @@ LogicalResult Lowering::lowerTma(Operation *op) {
       .Case([&](TmaStoreOp store) -> LogicalResult {
         SmemType type = store.getBuffer().getType();
         Value source =
-            stageBase(b, loc(), lookup(store.getBuffer()), store.getBuffer(),
-                      ringStage(store.getCount(), store.getBuffer().getType().getStages()), at);
+            smemStage(store.getBuffer(), store.getCount());
         Value map = kernel.tensorMaps.lookup(store.getDest());
         if (!map)
           return store.emitOpError() << "stores to a tensor that is not a "
@@ -671,14 +655,14 @@ LogicalResult Lowering::lowerTma(Operation *op) {
 }
 
 Value Lowering::smemStage(Value buffer, Value count) {
-  return stageBase(
-      b, loc(), lookup(buffer), buffer,
-      ringStage(count, cast<SmemType>(buffer.getType()).getStages()),
-      [&](Value base, Value bytes) { return smemAt(base, bytes); });
+  Value stage =
+      ringStage(count, cast<SmemType>(buffer.getType()).getStages());
+  return smemAt(lookup(buffer), arith::MulIOp::create(
+                                    b, loc(), stage,
+                                    index(ctaStageBytes(buffer))));
 }
 
 LogicalResult Lowering::lowerSmem(Operation *op) {
-  auto at = [&](Value base, Value bytes) { return smemAt(base, bytes); };
   Value row = rowInWarpgroup();
   return llvm::TypeSwitch<Operation *, LogicalResult>(op)
       .Case([&](SmemLoadOp load) -> LogicalResult {
@@ -689,8 +673,7 @@ LogicalResult Lowering::lowerSmem(Operation *op) {
                  << "fa4-to-nvvm reads rows of [2, N] f32 statistics buffers "
                     "only (one row of a ring item: `row`), got "
                  << (tileRow ? "a row of " : "a whole item of ") << type;
-        Value stage = stageBase(b, loc(), lookup(load.getBuffer()), load.getBuffer(),
-                      ringStage(load.getCount(), load.getBuffer().getType().getStages()), at);
+        Value stage = smemStage(load.getBuffer(), load.getCount());
         if (load.getTransposed()) {
           if (onlyElectedWaits)
             return load.emitOpError()
@@ -760,8 +743,7 @@ LogicalResult Lowering::lowerSmem(Operation *op) {
       })
       .Case([&](SmemStoreOp store) -> LogicalResult {
         SmemType type = store.getBuffer().getType();
-        Value stage = stageBase(b, loc(), lookup(store.getBuffer()), store.getBuffer(),
-                      ringStage(store.getCount(), store.getBuffer().getType().getStages()), at);
+        Value stage = smemStage(store.getBuffer(), store.getCount());
         if (store.getRow() &&
             (type.getRows() != 2 || !type.getElementType().isF32()))
           return store.emitOpError()
