@@ -599,9 +599,12 @@ def estimate(roles, head_dim, value_head_dim=None, one_tile=False):
     for name in ("softmax0", "softmax1", "correction"):
         role = roles.get(name) or {}
         u = (role.get("shortest") if name == "correction" else None) or role.get("unmasked")
+        # A softmax loop both warpgroups run (FlashAttention-4's) stores
+        # each warpgroup's statistics: twice a KV tile, as the issue count.
+        times = 2 if name == "softmax0" and "softmax1" not in roles and not one_tile else 1
         if u:
-            smem["lds/sts"] += 4 * sum(n * _wavefronts(op) for op, n in u["opcodes"].items()
-                                       if op.startswith(("LDS", "STS")))
+            smem["lds/sts"] += times * 4 * sum(n * _wavefronts(op) for op, n in u["opcodes"].items()
+                                               if op.startswith(("LDS", "STS")))
     return {"issue": issue, "mufu": mufu, "fma": fma,
             "smsp_cycles": max(issue, mufu, fma), "tensor_core_cycles": tensor,
             "cta_pair": pair, "smem_cycles_by_use": smem,

@@ -241,13 +241,34 @@ llvm::Expected<std::string> fa4::compileCacheKey(ModuleOp module,
   bool fp8 = false;
   module.walk([&](func::FuncOp func) { fp8 |= holdsFp8Pieces(func); });
   double exp2Fraction = options.exp2EmulationFraction;
-  if (const target::ChipInfo *chip = target::lookup(options.target))
+  // A forward that may run as CTA pairs (where the chip's pair share
+  // differs) keys the pair's share too: which kernels run as pairs is
+  // decided at level B, so any 16-bit attention with head dim 128, or an
+  // input without fa4.attention (one to raise), counts as one that may.
+  std::string pairFraction;
+  if (const target::ChipInfo *chip = target::lookup(options.target)) {
+    bool mayPair = false;
+    if (chip->family == target::Family::Blackwell && !fp8 &&
+        options.twoCta != Toggle::Off) {
+      bool attention = false;
+      module.walk([&](AttentionOp op) {
+        attention = true;
+        auto q = cast<ShapedType>(op.getQ().getType());
+        mayPair |= q.hasRank() && q.getShape().back() == 128 &&
+                   q.getElementType().getIntOrFloatBitWidth() == 16;
+      });
+      mayPair |= !attention;
+    }
+    if (mayPair && chip->exp2EmulationFractionPair != chip->exp2EmulationFraction)
+      pairFraction = "pair=" + roundTripDecimal(target::exp2EmulationFraction(
+                                   *chip, exp2Fraction, fp8, /*pair=*/true));
     exp2Fraction = chip->family == target::Family::Blackwell
                        ? target::exp2EmulationFraction(*chip, exp2Fraction,
                                                        fp8)
                        // Hopper's lowering computes every exponential on
                        // MUFU, whatever the option says.
                        : 0.0;
+  }
   // A block size asked for is part of the key; the default adds nothing
   // (the keys of earlier compiles stay valid).
   std::string blockN =
@@ -264,7 +285,7 @@ llvm::Expected<std::string> fa4::compileCacheKey(ModuleOp module,
       {"fa4-cache-2", entryIr + blockN, options.target,
        roundTripDecimal(options.rescaleThreshold),
        std::to_string(options.kvStages), std::to_string(options.smCount),
-       roundTripDecimal(exp2Fraction),
+       roundTripDecimal(exp2Fraction) + pairFraction,
        toggleName(options.hopperOverlap).str(),
        toggleName(options.hopperPingpong).str(), compiler, LLVM_VERSION_STRING,
        *ptxas});

@@ -135,6 +135,12 @@ llvm::StringRef mlir::fa4::target::exp2EmulationOptionHelp() {
         share(chip.exp2EmulationFractionFp8);
         os << ")";
       }
+      if (chip.exp2EmulationFractionPair != chip.exp2EmulationFraction) {
+        os << " (dense CTA pairs: "
+           << llvm::format("%g", chip.exp2EmulationFractionPair) << ", ";
+        share(chip.exp2EmulationFractionPair);
+        os << ")";
+      }
       first = false;
     }
     os << "). Hopper's schedule computes every exponential on MUFU";

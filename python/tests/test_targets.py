@@ -115,6 +115,15 @@ def test_b300_kernel_runs_in_the_emulator():
     named = fa4.compile(head_dim=64, q_heads=4, kv_heads=2, mask="causal",
                         dtype="bf16", lse=True, exp2_emulation_fraction=0.125)
     assert named.from_cache and named.ptx == default.ptx
+    # A dense head-dim-128 forward runs as CTA pairs with a share of its own
+    # (24 of 128, FA4's 2-CTA one): there, naming one CTA's 16 is another
+    # kernel, which the cache must not answer with the default's.
+    pair = fa4.compile(head_dim=128, q_heads=2, kv_heads=2, dtype="bf16")
+    pair16 = fa4.compile(head_dim=128, q_heads=2, kv_heads=2, dtype="bf16",
+                         exp2_emulation_fraction=0.125)
+    assert pair.manifest["grid"].get("cluster") == 2
+    assert pair.ptx.count("fma.rm.ftz.f32x2") == 24
+    assert pair16.ptx.count("fma.rm.ftz.f32x2") == 16
     with pytest.raises(ValueError, match="exp2_emulation_fraction"):
         fa4.compile(head_dim=64, q_heads=4, kv_heads=2, target="sm_103a",
                     exp2_emulation_fraction=-1)

@@ -72,6 +72,12 @@ struct ChipInfo {
   /// The same for FP8 (e4m3) kernels, whose MMAs take half the time of
   /// 16-bit ones while the softmax's exponentials stay as many.
   double exp2EmulationFractionFp8;
+  /// The same for a 16-bit forward that runs as dense CTA pairs (2-CTA
+  /// without a causal mask, a window, a mask_mod or a block mask: FA4's
+  /// 2-CTA kernel, runsAsDensePairs): its tensor core no longer waits on
+  /// shared memory, so MUFU is nearer the bound. A masked pair's softmax
+  /// spills at this share and keeps exp2EmulationFraction.
+  double exp2EmulationFractionPair;
   /// Which tensor-core instruction family the chip has.
   bool tcgen05;
   bool wgmma;
@@ -103,20 +109,25 @@ struct ChipInfo {
 /// unmasked hd128 tile on one SMSP is then 1406 issue slots and 1424 MUFU
 /// cycles, against 1238 and 1808 at 16 of 128 (tensor core: 1024), its
 /// best balance (docs/SassBudget.md, "FP8"); sm_103a's MUFU keeps up at 0.
+/// A dense CTA pair's forward moves 24 of every 128, FA4's share for its
+/// own 2-CTA kernel (its tuning table, measured on the B200): MUFU.EX2 105
+/// a tile against 113, softmax 524 instructions against 496, no spill.
 inline constexpr ChipInfo kChipTable[] = {
     {Chip::Sm100a, "sm_100a", Family::Blackwell, "Blackwell",
      "the FA4 schedule: TMEM and tcgen05", "B200", /*compute=*/10, 0,
      /*smCount=*/148, /*smemBytesPerCta=*/227 * 1024,
      /*registersPerSm=*/64 * 1024, /*tmemColumns=*/512, /*qTilesPerTask=*/2,
      /*mufuExp2PerClock=*/16, /*exp2EmulationFraction=*/0.125,
-     /*exp2EmulationFractionFp8=*/0.3125, /*tcgen05=*/true, /*wgmma=*/false, /*emulated=*/true,
+     /*exp2EmulationFractionFp8=*/0.3125, /*exp2EmulationFractionPair=*/0.1875,
+     /*tcgen05=*/true, /*wgmma=*/false, /*emulated=*/true,
      /*codegenChip=*/"sm_100a", /*backward=*/BackwardLevel::Kernels},
     {Chip::Sm103a, "sm_103a", Family::Blackwell, "Blackwell",
      "the FA4 schedule: TMEM and tcgen05", "B300", /*compute=*/10, 3,
      /*smCount=*/148, /*smemBytesPerCta=*/227 * 1024,
      /*registersPerSm=*/64 * 1024, /*tmemColumns=*/512, /*qTilesPerTask=*/2,
      /*mufuExp2PerClock=*/32, /*exp2EmulationFraction=*/0.0,
-     /*exp2EmulationFractionFp8=*/0.0, /*tcgen05=*/true, /*wgmma=*/false, /*emulated=*/true,
+     /*exp2EmulationFractionFp8=*/0.0, /*exp2EmulationFractionPair=*/0.0,
+     /*tcgen05=*/true, /*wgmma=*/false, /*emulated=*/true,
      // MLIR 22's NVVM dialect allows the tcgen05 ops on sm_100a and sm_101a
      // only (NVVMRequiresSMa<[100, 101]>), where the PTX ISA (8.8) has them
      // on sm_103a too, as a member of the sm_100f family: the code is
@@ -128,7 +139,8 @@ inline constexpr ChipInfo kChipTable[] = {
      /*smCount=*/132, /*smemBytesPerCta=*/227 * 1024,
      /*registersPerSm=*/64 * 1024, /*tmemColumns=*/0, /*qTilesPerTask=*/1,
      /*mufuExp2PerClock=*/16, /*exp2EmulationFraction=*/0.0,
-     /*exp2EmulationFractionFp8=*/0.0, /*tcgen05=*/false, /*wgmma=*/true, /*emulated=*/true,
+     /*exp2EmulationFractionFp8=*/0.0, /*exp2EmulationFractionPair=*/0.0,
+     /*tcgen05=*/false, /*wgmma=*/true, /*emulated=*/true,
      /*codegenChip=*/"sm_90a", /*backward=*/BackwardLevel::Kernels},
 };
 
@@ -155,8 +167,9 @@ llvm::StringRef targetOptionHelp();
 llvm::StringRef smCountOptionHelp();
 
 /// The exp2-emulation-fraction option's default: the target chip's own
-/// share (its row's exp2EmulationFraction, or for FP8 kernels its
-/// exp2EmulationFractionFp8).
+/// share (its row's exp2EmulationFraction, for FP8 kernels its
+/// exp2EmulationFractionFp8, for a 16-bit forward run as dense CTA pairs
+/// its exp2EmulationFractionPair).
 constexpr double kTargetExp2EmulationFraction = -1.0;
 /// Whether the option takes `fraction`: [0, 1], or -1 (the chip's).
 inline bool isExp2EmulationFraction(double fraction) {
@@ -165,10 +178,12 @@ inline bool isExp2EmulationFraction(double fraction) {
 }
 /// The share `option` asks for on `chip`.
 inline double exp2EmulationFraction(const ChipInfo &chip, double option,
-                                    bool fp8 = false) {
+                                    bool fp8 = false, bool pair = false) {
   if (option != kTargetExp2EmulationFraction)
     return option;
-  return fp8 ? chip.exp2EmulationFractionFp8 : chip.exp2EmulationFraction;
+  if (fp8)
+    return chip.exp2EmulationFractionFp8;
+  return pair ? chip.exp2EmulationFractionPair : chip.exp2EmulationFraction;
 }
 /// The option's help, with each chip's default from the table.
 llvm::StringRef exp2EmulationOptionHelp();

@@ -605,13 +605,15 @@ LogicalResult FA4ToNVVMPass::convert(func::FuncOp func,
     }
   }
   kernel.family = &familyLowering(*family);
+  if (failed(findPairBarriers(func, specialize, kernel)))
+    return failure();
   kernel.exp2EmulationFraction =
       kernel.family->emulatesExp2()
           ? target::exp2EmulationFraction(*chipInfo, exp2EmulationFraction,
-                                          holdsFp8Pieces(func))
+                                          holdsFp8Pieces(func),
+                                          kernel.ctaPair &&
+                                              runsAsDensePairs(func))
           : 0.0;
-  if (failed(findPairBarriers(func, specialize, kernel)))
-    return failure();
   layOutSharedMemory(func, kernel);
   if (kernel.smemBytes > chipInfo->smemBytesPerCta)
     return func.emitError() << "the kernel needs " << kernel.smemBytes

@@ -29,14 +29,18 @@ static void expandRescale(RescaleOOp rescale) {
       NeedsRescaleOp::create(b, loc, b.getI1Type(), rescale.getAccScale());
   auto guard = scf::IfOp::create(b, loc, needed, false);
   b.setInsertionPointToStart(guard.thenBlock());
+  int64_t width = runsAsDensePairs(
+                      rescale->getParentOfType<FunctionOpInterface>()) &&
+                          type.getCols() % ScheduleConfig::kPairRescaleChunk == 0
+                      ? ScheduleConfig::kPairRescaleChunk
+                      : ScheduleConfig::kRescaleChunk;
   Value zero = arith::ConstantIndexOp::create(b, loc, 0);
   Value columns = arith::ConstantIndexOp::create(b, loc, type.getCols());
-  Value chunk =
-      arith::ConstantIndexOp::create(b, loc, ScheduleConfig::kRescaleChunk);
+  Value chunk = arith::ConstantIndexOp::create(b, loc, width);
   auto loop = scf::ForOp::create(b, loc, zero, columns, chunk);
   b.setInsertionPointToStart(loop.getBody());
-  auto chunkType = RankedTensorType::get(
-      {type.getLanes(), ScheduleConfig::kRescaleChunk}, type.getElementType());
+  auto chunkType = RankedTensorType::get({type.getLanes(), width},
+                                         type.getElementType());
   Value column = loop.getInductionVar();
   Value values = TmemLoadOp::create(b, loc, chunkType, rescale.getAcc(), column);
   Value scaled = CorrectionOp::create(b, loc, chunkType, values,
@@ -56,7 +60,7 @@ static void expandFinalize(FinalizeOOp finalize) {
   Value zero = arith::ConstantIndexOp::create(b, loc, 0);
   Value columns = arith::ConstantIndexOp::create(b, loc, type.getCols());
   Value chunk =
-      arith::ConstantIndexOp::create(b, loc, ScheduleConfig::kRescaleChunk);
+      arith::ConstantIndexOp::create(b, loc, ScheduleConfig::kNormalizeChunk);
   Value noLse = arith::ConstantOp::create(b,
       loc, DenseElementsAttr::get(cast<ShapedType>(finalize.getLse().getType()),
                                   -std::numeric_limits<float>::infinity()));
@@ -64,9 +68,9 @@ static void expandFinalize(FinalizeOOp finalize) {
   b.setInsertionPointToStart(loop.getBody());
   Value column = loop.getInductionVar();
   auto chunkType = RankedTensorType::get(
-      {type.getLanes(), ScheduleConfig::kRescaleChunk}, type.getElementType());
+      {type.getLanes(), ScheduleConfig::kNormalizeChunk}, type.getElementType());
   auto outType = RankedTensorType::get(
-      {type.getLanes(), ScheduleConfig::kRescaleChunk}, outElement);
+      {type.getLanes(), ScheduleConfig::kNormalizeChunk}, outElement);
   Value values = TmemLoadOp::create(b, loc, chunkType, finalize.getAcc(), column);
   auto normalize = NormalizeOp::create(
       b, loc, outType, finalize.getLse().getType(), values,
@@ -94,11 +98,11 @@ static void expandUnrolledFinalize(
   TmemType type = finalize.getAcc().getType();
   Value lse;
   auto chunkType = RankedTensorType::get(
-      {type.getLanes(), ScheduleConfig::kRescaleChunk}, type.getElementType());
+      {type.getLanes(), ScheduleConfig::kNormalizeChunk}, type.getElementType());
   auto outType = RankedTensorType::get(
-      {type.getLanes(), ScheduleConfig::kRescaleChunk}, outElement);
+      {type.getLanes(), ScheduleConfig::kNormalizeChunk}, outElement);
   for (int64_t column = 0; column < type.getCols();
-       column += ScheduleConfig::kRescaleChunk) {
+       column += ScheduleConfig::kNormalizeChunk) {
     Value values = TmemLoadOp::create(
         b, loc, chunkType, finalize.getAcc(),
         arith::ConstantIndexOp::create(b, loc, column));

@@ -302,6 +302,12 @@ private:
   Value waitForTmemLoad(Value raw);
   /// The same for several loads with one wait: their words, in order.
   SmallVector<Value> waitForTmemLoads(ArrayRef<Value> raws);
+  /// Whether `loop` updates tensor memory in place chunk by chunk (the
+  /// correction's rescale of O): its body holds only side-effect-free ops
+  /// and TMEM loads and stores of one buffer at the induction variable, each
+  /// at most a step of columns wide, so no trip reads what another stored.
+  /// Its stores then share one tcgen05.wait::st after the loop.
+  static bool storesWaitAfterLoop(scf::ForOp loop);
   /// A tcgen05 fence at a synchronization (`::after_thread_sync` after a
   /// wait, else `::before_thread_sync` before an arrive), in a role that
   /// touches tensor memory, marked movable (kMovableFence).

@@ -45,8 +45,17 @@ struct ScheduleConfig {
   static constexpr int64_t qTilesFor(int64_t headDim, int64_t valueHeadDim) {
     return headDim > 192 || valueHeadDim > 192 ? 1 : kQStages;
   }
-  /// Columns the correction role moves per TMEM round trip.
+  /// Columns of O the correction role rescales per TMEM round trip (one
+  /// tcgen05.ld and one tcgen05.wait::ld each, which ptxas turns into a
+  /// NOP): 16 where the correction's 88 registers hold a task's bounds
+  /// beside the chunk; 32 in a dense CTA pair (runsAsDensePairs: FA4's
+  /// 2-CTA kernel), whose rescale of a task's two tiles then takes 176
+  /// instructions against 200 at 16 (FA4's: 185). At 32 the causal and
+  /// window kernels at head dims 96 and 128, one CTA or two, spill 4 bytes.
   static constexpr int64_t kRescaleChunk = 16;
+  static constexpr int64_t kPairRescaleChunk = 32;
+  /// Columns of O the final normalization moves per round trip.
+  static constexpr int64_t kNormalizeChunk = 16;
   /// Shared memory kept for the mbarriers.
   static constexpr int64_t kBarrierBytes = 1024;
 

@@ -23,6 +23,8 @@
 #include "llvm/ADT/ScopeExit.h"
 #include "mlir/Transforms/RegionUtils.h"
 #include "mlir/IR/Matchers.h"
+#include "mlir/Dialect/Utils/StaticValueUtils.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "llvm/ADT/SetVector.h"
 #include "llvm/ADT/TypeSwitch.h"
 
@@ -376,6 +378,35 @@ LogicalResult Lowering::lowerConstant(arith::ConstantOp op) {
   return success();
 }
 
+bool Lowering::storesWaitAfterLoop(scf::ForOp loop) {
+  std::optional<int64_t> step = getConstantIntValue(loop.getStep());
+  Value buffer;
+  bool stores = false;
+  for (Operation &op : loop.getBody()->without_terminator()) {
+    Value column, tile, opBuffer;
+    if (auto load = dyn_cast<TmemLoadOp>(op)) {
+      column = load.getColumn();
+      tile = load.getResult();
+      opBuffer = load.getBuffer();
+    } else if (auto store = dyn_cast<TmemStoreOp>(op)) {
+      column = store.getColumn();
+      tile = store.getTile();
+      opBuffer = store.getBuffer();
+      stores = true;
+    } else if (op.getNumRegions() == 0 && isMemoryEffectFree(&op)) {
+      continue;
+    } else {
+      return false;
+    }
+    if (!step || column != loop.getInductionVar() ||
+        (buffer && opBuffer != buffer) ||
+        cast<ShapedType>(tile.getType()).getDimSize(1) > *step)
+      return false;
+    buffer = opBuffer;
+  }
+  return stores;
+}
+
 /// Loops and branches are rebuilt with per-thread types; their bodies are
 /// lowered into the new regions, which end in the lowered yields.
 LogicalResult Lowering::lowerFor(Operation *op) {
@@ -431,6 +462,10 @@ LogicalResult Lowering::lowerFor(Operation *op) {
     if (failed(lowerBlock(*loop.getBody())))
       return failure();
   }
+  // A chunked in-place update's stores, waited for once (FA4's correction
+  // waits once a rescale): before anything after the loop may hand them on.
+  if (storesWaitAfterLoop(loop))
+    NVVM::Tcgen05WaitOp::create(b, loc(), NVVM::Tcgen05WaitKind::STORE);
   for (auto [from, to] : llvm::zip(loop.getResults(), lowered.getResults()))
     mapping.map(from, to);
   return success();

@@ -37,8 +37,24 @@ static constexpr float kExp2C3 = 0.0770588995f;
 static constexpr float kFloorMagic = 12582912.0f;
 
 /// Which pairs of a row's exponentials run on the FMA units: `emulated` of
-/// `pairs`, spread evenly so that MUFU and FMA work interleave.
+/// `pairs`, spread evenly so that MUFU and FMA work interleave — over the
+/// whole row up to one in eight (sm_100a's 16 of every 128), over its
+/// second half past that (the CTA pair's 24 of 128, FP8's 40). Both are
+/// ptxas's register allocation, measured (CUDA 13.0, bench/sass_budget.py):
+/// at 24 of 128 spread over the whole row, ptxas copies some 40 values into
+/// the aligned register pairs of the packed FMAs and spills 32 bytes a
+/// thread (566 instructions a tile in the pair's softmax), over the second
+/// half 524 and no spill; at 16 of 128 the plain softmax counts the same
+/// either way, but the ALiBi example's (a score_mod) spills 68 bytes over
+/// the second half and none over the whole row. FA4 likewise keeps its
+/// emulated exponentials out of a row's first 32-column chunk.
 static bool isEmulatedPair(int64_t pair, int64_t emulated, int64_t pairs) {
+  if (8 * emulated > pairs && 2 * emulated <= pairs) {
+    if (pair < pairs / 2)
+      return false;
+    pair -= pairs / 2;
+    pairs -= pairs / 2;
+  }
   return (pair + 1) * emulated / pairs > pair * emulated / pairs;
 }
 

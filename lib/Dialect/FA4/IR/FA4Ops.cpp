@@ -1208,6 +1208,18 @@ bool mlir::fa4::holdsFp8Pieces(Operation *func) {
   return found;
 }
 
+bool mlir::fa4::runsAsDensePairs(Operation *func) {
+  bool pair = false, dense = true;
+  func->walk([&](Operation *op) {
+    if (auto specialize = dyn_cast<WarpSpecializeOp>(op))
+      pair |= specialize.getCtaPair();
+    else if (auto range = dyn_cast<KvBlockRangeOp>(op))
+      dense &= range.getMask() == MaskKind::none &&
+               range.getMaskMod().empty() && !range.getBlockMask();
+  });
+  return pair && dense;
+}
+
 /// The descale tables `value` is computed from: those of the
 /// fa4.load_descale ops it reaches through its defining ops.
 static llvm::SmallDenseSet<Value, 4> descaleTables(Value value) {

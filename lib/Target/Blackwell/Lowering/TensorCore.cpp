@@ -130,7 +130,9 @@ LogicalResult Lowering::lowerTmem(Operation *op) {
                                     NVVM::Tcgen05LdStShape::SHAPE_32X32B, at,
                                     part, Value());
         }
-        NVVM::Tcgen05WaitOp::create(b, loc(), NVVM::Tcgen05WaitKind::STORE);
+        auto loop = dyn_cast<scf::ForOp>(store->getParentOp());
+        if (!loop || !storesWaitAfterLoop(loop))
+          NVVM::Tcgen05WaitOp::create(b, loc(), NVVM::Tcgen05WaitKind::STORE);
         return success();
       })
       // The owning warp allocates in the kernel prologue, before the CTA

@@ -23,6 +23,12 @@ namespace mlir::fa4 {
 /// schedule and lowering, which do not build FP8 yet, refuse such a
 /// function.
 bool holdsFp8Pieces(Operation *func);
+/// Whether the schedule of `func` runs as CTA pairs (Blackwell's
+/// `cta_pair`) without a causal mask, a window, a mask_mod or a block mask
+/// on any key block range: FA4's 2-CTA kernel, what two-cta=auto picks. Its
+/// softmax and correction have the registers for the pair's own choices
+/// (a larger exp2 share, wider rescale chunks); a masked pair's do not.
+bool runsAsDensePairs(Operation *func);
 /// The rules an FP8 program (level B or C) keeps beyond each op's own:
 /// one prob_shift for every softmax and normalization (the sums carry the
 /// shift the LSE takes off); at level C, an 8-bit shared-memory tile is one
