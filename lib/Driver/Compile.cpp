@@ -236,8 +236,8 @@ llvm::Expected<std::string> fa4::compileCacheKey(ModuleOp module,
   if (!ptxas)
     return ptxas.takeError();
   // The share the kernel gets, the target's own resolved: asking for it by
-  // name or by default is one compilation.
-  // (FP8 kernels have a default of their own.)
+  // name or by default is one compilation, for a kernel that cannot run as
+  // CTA pairs (below). (FP8 kernels have a default of their own.)
   bool fp8 = false;
   module.walk([&](func::FuncOp func) { fp8 |= holdsFp8Pieces(func); });
   double exp2Fraction = options.exp2EmulationFraction;
@@ -245,6 +245,8 @@ llvm::Expected<std::string> fa4::compileCacheKey(ModuleOp module,
   // differs) keys the pair's share too: which kernels run as pairs is
   // decided at level B, so any 16-bit attention with head dim 128, or an
   // input without fa4.attention (one to raise), counts as one that may.
+  // There the default is keyed as both shares, so naming either one is an
+  // entry of its own (at worst the same kernel twice, never a wrong one).
   std::string pairFraction;
   if (const target::ChipInfo *chip = target::lookup(options.target)) {
     bool mayPair = false;

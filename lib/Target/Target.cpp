@@ -119,28 +119,20 @@ llvm::StringRef mlir::fa4::target::exp2EmulationOptionHelp() {
     for (const ChipInfo &chip : kChips) {
       if (chip.family != Family::Blackwell)
         continue;
-      auto share = [&](double fraction) {
+      auto share = [&](llvm::StringRef what, double fraction) {
+        os << what << llvm::format("%g", fraction) << ", ";
         if (fraction == 0.0)
           os << "MUFU alone";
         else
           os << static_cast<int>(fraction * 128) << " of every 128";
       };
-      os << (first ? "" : "; ")
-         << llvm::format("%g", chip.exp2EmulationFraction) << " on "
-         << chip.name << ", ";
-      share(chip.exp2EmulationFraction);
-      if (chip.exp2EmulationFractionFp8 != chip.exp2EmulationFraction) {
-        os << " (e4m3: " << llvm::format("%g", chip.exp2EmulationFractionFp8)
-           << ", ";
-        share(chip.exp2EmulationFractionFp8);
-        os << ")";
-      }
-      if (chip.exp2EmulationFractionPair != chip.exp2EmulationFraction) {
-        os << " (dense CTA pairs: "
-           << llvm::format("%g", chip.exp2EmulationFractionPair) << ", ";
-        share(chip.exp2EmulationFractionPair);
-        os << ")";
-      }
+      os << (first ? "" : "; ") << chip.name << ": ";
+      share("", chip.exp2EmulationFraction);
+      if (chip.exp2EmulationFractionFp8 != chip.exp2EmulationFraction)
+        share("; e4m3 ", chip.exp2EmulationFractionFp8);
+      if (chip.exp2EmulationFractionPair != chip.exp2EmulationFraction)
+        share("; dense CTA pairs without a score_mod ",
+              chip.exp2EmulationFractionPair);
       first = false;
     }
     os << "). Hopper's schedule computes every exponential on MUFU";

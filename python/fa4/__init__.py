@@ -478,8 +478,10 @@ def compile(head_dim: int = 128, q_heads: int = 32, kv_heads: int = 8,
     cache then holds both; ``kernel.backward()`` gives it, and compiles it
     on first use otherwise). ``exp2_emulation_fraction``: the share of the
     softmax's exponentials a Blackwell kernel computes with a polynomial on
-    the FMA units beside MUFU, 0 to 1; None for the target's own (0.125 on
-    sm_100a, as FA4; 0 on sm_103a, whose MUFU is twice as fast).
+    the FMA units beside MUFU, 0 to 1; None for the target's own (on sm_100a
+    0.125, as FA4's one-CTA kernels; 0.1875 in a dense CTA pair without a
+    score_mod, as FA4's 2-CTA kernel; 0.3125 for e4m3; 0 on sm_103a, whose
+    MUFU is twice as fast).
     ``rescale_threshold``: the online softmax rescales O when a row's max
     moves by more than this many powers of two (0: whenever it moves);
     e4m3 kernels always take 0 (their probabilities fill e4m3's range).

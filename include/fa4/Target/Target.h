@@ -76,7 +76,10 @@ struct ChipInfo {
   /// without a causal mask, a window, a mask_mod or a block mask: FA4's
   /// 2-CTA kernel, runsAsDensePairs): its tensor core no longer waits on
   /// shared memory, so MUFU is nearer the bound. A masked pair's softmax
-  /// spills at this share and keeps exp2EmulationFraction.
+  /// spills at this share and keeps exp2EmulationFraction, as does a pair
+  /// with a score_mod (the relative-position and ALiBi examples without
+  /// their masks spill 40 and 60 bytes at it, none at 16 of 128; their
+  /// softmax is bound by its issue slots, not MUFU).
   double exp2EmulationFractionPair;
   /// Which tensor-core instruction family the chip has.
   bool tcgen05;
@@ -169,7 +172,7 @@ llvm::StringRef smCountOptionHelp();
 /// The exp2-emulation-fraction option's default: the target chip's own
 /// share (its row's exp2EmulationFraction, for FP8 kernels its
 /// exp2EmulationFractionFp8, for a 16-bit forward run as dense CTA pairs
-/// its exp2EmulationFractionPair).
+/// without a score_mod its exp2EmulationFractionPair).
 constexpr double kTargetExp2EmulationFraction = -1.0;
 /// Whether the option takes `fraction`: [0, 1], or -1 (the chip's).
 inline bool isExp2EmulationFraction(double fraction) {

@@ -612,7 +612,8 @@ LogicalResult FA4ToNVVMPass::convert(func::FuncOp func,
           ? target::exp2EmulationFraction(*chipInfo, exp2EmulationFraction,
                                           holdsFp8Pieces(func),
                                           kernel.ctaPair &&
-                                              runsAsDensePairs(func))
+                                              runsAsDensePairs(func) &&
+                                              !holdsScoreMod(func))
           : 0.0;
   layOutSharedMemory(func, kernel);
   if (kernel.smemBytes > chipInfo->smemBytesPerCta)

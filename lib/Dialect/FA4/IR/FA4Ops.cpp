@@ -1220,6 +1220,12 @@ bool mlir::fa4::runsAsDensePairs(Operation *func) {
   return pair && dense;
 }
 
+bool mlir::fa4::holdsScoreMod(Operation *func) {
+  return func
+      ->walk([](ScoreModOp) { return WalkResult::interrupt(); })
+      .wasInterrupted();
+}
+
 /// The descale tables `value` is computed from: those of the
 /// fa4.load_descale ops it reaches through its defining ops.
 static llvm::SmallDenseSet<Value, 4> descaleTables(Value value) {

@@ -29,6 +29,8 @@ bool holdsFp8Pieces(Operation *func);
 /// softmax and correction have the registers for the pair's own choices
 /// (a larger exp2 share, wider rescale chunks); a masked pair's do not.
 bool runsAsDensePairs(Operation *func);
+/// Whether `func` holds a score_mod region (fa4.score_mod) anywhere.
+bool holdsScoreMod(Operation *func);
 /// The rules an FP8 program (level B or C) keeps beyond each op's own:
 /// one prob_shift for every softmax and normalization (the sums carry the
 /// shift the LSE takes off); at level C, an 8-bit shared-memory tile is one
