@@ -9,6 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "fa4/Support/NumberOption.h"
 #include "fa4/Emu/Emulator.h"
 #include "fa4/InitFA4.h"
 #include "fa4/Runtime/Backward.h"
@@ -101,9 +102,9 @@ static cl::opt<uint64_t> maxAsyncDelay(
 static cl::opt<unsigned> workers(
     "workers", cl::desc("Host threads running CTAs (default: all cores)"),
     cl::init(0), cl::cat(emuCategory));
-static cl::opt<double> absTolerance("atol", cl::desc("Absolute tolerance"),
+static mlir::fa4::NumberOption absTolerance("atol", cl::desc("Absolute tolerance"),
                                     cl::init(1e-2), cl::cat(emuCategory));
-static cl::opt<double> relTolerance("rtol", cl::desc("Relative tolerance of the per-element test, used only where the low-precision reference overflows"),
+static mlir::fa4::NumberOption relTolerance("rtol", cl::desc("Relative tolerance of the per-element test, used only where the low-precision reference overflows"),
                                     cl::init(1e-2), cl::cat(emuCategory));
 static cl::opt<int64_t> smCount(
     "sm-count", cl::desc("Grid size cap, in CTAs (in clusters for a kernel of CTA\n"

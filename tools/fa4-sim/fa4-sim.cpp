@@ -10,6 +10,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "fa4/Support/NumberOption.h"
 #include "fa4/Dialect/FA4/IR/FA4Ops.h"
 #include "fa4/Sim/Simulator.h"
 #include "fa4/Support/IrInput.h"
@@ -63,9 +64,9 @@ static cl::opt<bool> fp8Rotation(
              "processing, as the FlashAttention-3 paper's; head dims 64 and "
              "128)"),
     cl::init(false), cl::cat(simCategory));
-static cl::opt<double> absTolerance("atol", cl::desc("Absolute tolerance"),
+static mlir::fa4::NumberOption absTolerance("atol", cl::desc("Absolute tolerance"),
                             cl::init(1e-2), cl::cat(simCategory));
-static cl::opt<double> relTolerance("rtol", cl::desc("Relative tolerance of the per-element test, used only where the low-precision reference overflows"),
+static mlir::fa4::NumberOption relTolerance("rtol", cl::desc("Relative tolerance of the per-element test, used only where the low-precision reference overflows"),
                             cl::init(1e-2), cl::cat(simCategory));
 static cl::opt<int64_t> interleavings(
     "interleavings",
@@ -88,10 +89,10 @@ static cl::opt<std::string> expectFile(
              "row-major in O's declared shape, heads_first included) and "
              "report expect_max_abs_err; ok only within --expect-atol"),
     cl::value_desc("FILE"), cl::cat(simCategory));
-static cl::opt<double> expectTolerance(
+static mlir::fa4::NumberOption expectTolerance(
     "expect-atol", cl::desc("Absolute tolerance of --expect"), cl::init(2e-2),
     cl::cat(simCategory));
-static cl::opt<double> rescaleThreshold(
+static mlir::fa4::NumberOption rescaleThreshold(
     "rescale-threshold",
     cl::desc("Rescale threshold used when lowering level-A input"),
     cl::init(8.0), cl::cat(simCategory));

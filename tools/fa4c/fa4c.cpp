@@ -5,6 +5,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "fa4/Support/NumberOption.h"
 #include "fa4/Dialect/FA4/IR/FA4Ops.h"
 #include "fa4/Driver/Compile.h"
 #include "fa4/Driver/KernelOutput.h"
@@ -79,7 +80,7 @@ static cl::opt<std::string> target(
 static cl::opt<std::string> cudaPath(
     "cuda-path", cl::desc("CUDA toolkit root, for ptxas"),
     cl::init(FA4_CUDA_TOOLKIT_PATH), cl::cat(compileCategory));
-static cl::opt<double> exp2EmulationFraction(
+static mlir::fa4::NumberOption exp2EmulationFraction(
     "exp2-emulation-fraction",
     cl::desc(mlir::fa4::target::exp2EmulationOptionHelp()),
     cl::init(mlir::fa4::target::kTargetExp2EmulationFraction),
@@ -93,7 +94,7 @@ static cl::opt<bool> useCache(
 static cl::opt<bool> timing("timing",
                             cl::desc("Print the wall time of every pass to stderr"),
                             cl::init(false), cl::cat(compileCategory));
-static cl::opt<double> rescaleThreshold(
+static mlir::fa4::NumberOption rescaleThreshold(
     "rescale-threshold",
     cl::desc("Online-softmax rescale threshold, in log2 units (default 8; 0 "
              "rescales whenever a row max moves; e4m3 kernels take 0 only, "
@@ -223,10 +224,10 @@ static cl::opt<std::string> dtype("dtype", cl::desc("Input dtype: fp16, bf16 or 
                                "handed over transposed by the launcher; "
                                "docs/FP8.md)"),
                                   cl::init("fp16"), cl::cat(variantCategory));
-static cl::opt<double> scale("scale",
+static mlir::fa4::NumberOption scale("scale",
                              cl::desc("Softmax scale (default 1/sqrt(head-dim))"),
                              cl::init(0.0), cl::cat(variantCategory));
-static cl::opt<double> softcap("softcap",
+static mlir::fa4::NumberOption softcap("softcap",
                                cl::desc("Softcap (0: off)"), cl::init(0.0),
                                cl::cat(variantCategory));
 static cl::opt<bool> lse("lse", cl::desc("Also write the log-sum-exp"),
