@@ -611,8 +611,7 @@ LogicalResult FA4ToNVVMPass::convert(func::FuncOp func,
       kernel.family->emulatesExp2()
           ? target::exp2EmulationFraction(*chipInfo, exp2EmulationFraction,
                                           holdsFp8Pieces(func),
-                                          kernel.ctaPair &&
-                                              runsAsDensePairs(func) &&
+                                          runsAsDensePairs(func) &&
                                               !holdsScoreMod(func))
           : 0.0;
   layOutSharedMemory(func, kernel);

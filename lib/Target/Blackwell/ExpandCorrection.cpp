@@ -21,7 +21,7 @@ using namespace mlir::fa4;
 
 /// There is no "scale TMEM" instruction: each chunk goes TMEM -> registers ->
 /// TMEM. The vote skips all of it when every row's factor is exactly 1.
-static void expandRescale(RescaleOOp rescale) {
+static void expandRescale(RescaleOOp rescale, bool densePairs) {
   OpBuilder b(rescale);
   Location loc = rescale.getLoc();
   TmemType type = rescale.getAcc().getType();
@@ -29,8 +29,7 @@ static void expandRescale(RescaleOOp rescale) {
       NeedsRescaleOp::create(b, loc, b.getI1Type(), rescale.getAccScale());
   auto guard = scf::IfOp::create(b, loc, needed, false);
   b.setInsertionPointToStart(guard.thenBlock());
-  int64_t width = runsAsDensePairs(
-                      rescale->getParentOfType<FunctionOpInterface>()) &&
+  int64_t width = densePairs &&
                           type.getCols() % ScheduleConfig::kPairRescaleChunk == 0
                       ? ScheduleConfig::kPairRescaleChunk
                       : ScheduleConfig::kRescaleChunk;
@@ -161,8 +160,9 @@ struct ExpandCorrectionPass
     SmallVector<FinalizeOOp> finals;
     func.walk([&](RescaleOOp op) { rescales.push_back(op); });
     func.walk([&](FinalizeOOp op) { finals.push_back(op); });
+    bool densePairs = runsAsDensePairs(func);
     for (RescaleOOp rescale : rescales)
-      expandRescale(rescale);
+      expandRescale(rescale, densePairs);
     for (FinalizeOOp finalize : finals)
       expandFinalize(finalize);
     SmallVector<FinalizePartialOOp> partials;
