@@ -9,6 +9,8 @@ against a float64 reference and timed beside fa4's own bf16 kernels.
   python3 bench/h200/fp8.py compile OUTDIR --block-n 224  (FP8 blocks of 224)
   FA4_FLAGS="--grid=per-task" python3 bench/h200/fp8.py compile OUTDIR  (fa4c flags
       for every kernel)
+  python3 bench/h200/fp8.py ab a=DIR_A b=DIR_B [--rounds 3] --out F.json
+      (builds' FP8 kernels timed alternately, the speed shapes)
 
 The inputs: Q, K and V drawn in float32 (standard normal), quantized per
 (batch, K/V head) as FlashAttention-3's interface takes them: the descale
@@ -304,6 +306,91 @@ def run_speed(kernels, spec):
     return result
 
 
+def run_ab(builds, spec):
+    """Times the FP8 kernel of every build alternately on the same inputs
+    (V in its layout), `rounds` rounds, the builds' order turned every
+    round; each build's O against the first build's (the largest
+    difference: a build that computes something else shows here, the check
+    matrix judges each build against float64)."""
+    import torch
+    sys.path.insert(0, HERE)
+    from bench import timer
+    from common import load_capi, load_package_file
+    fp8_value_layout = load_package_file("_fp8").prepare_fp8_value
+
+    hd, qh, kvh, mask, batch, seq, rounds = spec
+    d, dv = dims(hd)
+    g = torch.Generator(device="cuda").manual_seed(0)
+    q = torch.randn(batch, seq, qh, d, generator=g, device="cuda")
+    k = torch.randn(batch, seq, kvh, d, generator=g, device="cuda")
+    v = torch.randn(batch, seq, kvh, dv, generator=g, device="cuda")
+    flops = 2 * batch * qh * seq * seq * (d + dv) / (2 if mask == "causal" else 1)
+    try:
+        import triton  # noqa: F401  (do_bench, when present)
+    except Exception:
+        triton = None
+    measure = timer(triton)
+    capi = load_capi()
+    q8, qd = quantize(q, qh // kvh)
+    k8, kd = quantize(k, 1)
+    v8, vd = quantize(v, 1)
+    vt = fp8_value_layout(v8)
+    timed, outs = {}, {}
+    for label, directory in builds:
+        kernel = capi.load_kernel(
+            os.path.join(directory, name_of("e4m3", hd, qh, kvh, mask) + ".cubin.json"),
+            library=os.path.join(directory, "libfa4rt.so"))
+        out = torch.full((batch, seq, qh, dv), math.nan, dtype=torch.bfloat16,
+                         device="cuda")
+        timed[label] = kernel.bind(q8, k8, vt, out, None, extras=(qd, kd, vd))
+        timed[label]()
+        outs[label] = out
+    torch.cuda.synchronize()
+    first = builds[0][0]
+    diffs = {label: float((o.float() - outs[first].float()).abs().max())
+             for label, o in outs.items()}
+    labels = list(timed)
+    times = {label: [] for label in labels}
+    for r in range(rounds):
+        for label in (labels if r % 2 == 0 else labels[::-1]):
+            times[label].append(measure(timed[label])[0])
+    return {"flops": flops, "diff_to_first": diffs, "ms": times,
+            "ok": all(math.isfinite(x) and x <= 0.1 for x in diffs.values()),
+            "tflops": {label: flops / (sorted(t)[len(t) // 2] * 1e-3) / 1e12
+                       for label, t in times.items()}}
+
+
+def ab_all(builds, out_path, rounds, head_dims=None):
+    import torch
+    results, failed = [], 0
+    for hd, qh, kvh, mask in SPEED_KERNELS:
+        if head_dims and dims(hd)[0] not in head_dims:
+            continue
+        for batch, seq in SPEED_SHAPES:
+            spec = [hd, qh, kvh, mask, batch, seq, rounds]
+            result = child("ab", json.dumps(builds), spec)
+            result["spec"] = spec
+            results.append(result)
+            failed += not result.get("ok")
+            rates = result.get("tflops", {})
+            base = rates.get(builds[0][0])
+            cells = "  ".join(f"{label} {rate:.0f}" + (f" ({rate / base:.3f})" if base else "")
+                              for label, rate in rates.items())
+            print(f"ab hd{dims(hd)} {qh}/{kvh}h {mask} {batch}x{seq}: "
+                  f"{cells or result.get('error')}"
+                  + ("" if result.get("ok") else f"  diffs {result.get('diff_to_first')}"),
+                  flush=True)
+    if out_path:
+        with open(out_path, "w") as f:
+            json.dump({"date": datetime.datetime.now(datetime.timezone.utc)
+                       .isoformat(timespec="seconds"),
+                       "torch": torch.__version__,
+                       "device": torch.cuda.get_device_name(),
+                       "builds": dict(builds), "rounds": rounds,
+                       "results": results}, f, indent=1)
+    return failed == 0
+
+
 def child(kind, kernels, spec):
     """Runs one case in a child process; its JSON, or the failure."""
     try:
@@ -372,9 +459,12 @@ def run_all(kernels, out_path, only, device, head_dims=None):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("mode", choices=("compile", "run", "one"))
-    parser.add_argument("kernels")
-    parser.add_argument("spec", nargs="?")
+    parser.add_argument("mode", choices=("compile", "run", "ab", "one"))
+    parser.add_argument("kernels", help="the kernel directory; for ab, "
+                        "LABEL=DIR (two or more, the first the baseline)")
+    parser.add_argument("spec", nargs="*")
+    parser.add_argument("--rounds", type=int, default=3,
+                        help="ab: rounds of timings (the median is reported)")
     parser.add_argument("--out")
     parser.add_argument("--only", choices=("check", "speed"))
     parser.add_argument("--device", default="cuda", choices=("cuda", "cpu"),
@@ -388,12 +478,25 @@ def main():
     args = parser.parse_args()
     if args.mode == "compile":
         compile_all(args.kernels, args.head_dims, args.block_n)
+    elif args.mode == "ab":
+        builds = []
+        for item in [args.kernels] + args.spec:
+            label, _, directory = item.partition("=")
+            if not directory or not os.path.isdir(directory):
+                parser.error(f"{item!r} is not LABEL=DIR with DIR a directory")
+            builds.append((label, directory))
+        if len(builds) < 2:
+            parser.error("ab: name two or more LABEL=DIR builds")
+        sys.exit(0 if ab_all(builds, args.out, args.rounds, args.head_dims) else 1)
     elif args.mode == "run":
         sys.exit(0 if run_all(args.kernels, args.out, args.only, args.device,
                               args.head_dims) else 1)
     else:
-        kind, spec = json.loads(args.spec)
-        result = (run_check if kind == "check" else run_speed)(args.kernels, spec)
+        kind, spec = json.loads(args.spec[0])
+        if kind == "ab":
+            result = run_ab(json.loads(args.kernels), spec)
+        else:
+            result = (run_check if kind == "check" else run_speed)(args.kernels, spec)
         print(json.dumps(result), flush=True)
 
 

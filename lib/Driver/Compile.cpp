@@ -264,12 +264,7 @@ llvm::Expected<std::string> fa4::compileCacheKey(ModuleOp module,
     if (mayPair && chip->exp2EmulationFractionPair != chip->exp2EmulationFraction)
       pairFraction = "pair=" + roundTripDecimal(target::exp2EmulationFraction(
                                    *chip, exp2Fraction, fp8, /*pair=*/true));
-    exp2Fraction = chip->family == target::Family::Blackwell
-                       ? target::exp2EmulationFraction(*chip, exp2Fraction,
-                                                       fp8)
-                       // Hopper's lowering computes every exponential on
-                       // MUFU, whatever the option says.
-                       : 0.0;
+    exp2Fraction = target::exp2EmulationFraction(*chip, exp2Fraction, fp8);
   }
   // A block size asked for is part of the key; the default adds nothing
   // (the keys of earlier compiles stay valid).

@@ -49,6 +49,34 @@ def test_hopper_kernel_runs_in_the_emulator():
     assert (o.float() - want).abs().max().item() < 1e-2
 
 
+def test_hopper_software_exp2():
+    """exp2_emulation_fraction on sm_90a: a share of the softmax's
+    exponentials computed by the scalar software exp2 (fma.rm.ftz.f32 for
+    the floor), a kernel of its own in the compile cache, and right in the
+    emulator (O and the LSE, rows past the causal diagonal masked)."""
+    args = dict(head_dim=64, q_heads=4, kv_heads=2, mask="causal",
+                dtype="fp16", lse=True, target="sm_90a")
+    mufu = fa4.compile(**args, exp2_emulation_fraction=0.0)
+    quarter = fa4.compile(**args, exp2_emulation_fraction=0.25)
+    assert "fma.rm.ftz.f32 " not in mufu.ptx
+    assert "fma.rm.ftz.f32 " in quarter.ptx and "f32x2" not in quarter.ptx
+    assert quarter.manifest["ptxas"]["spill_store_bytes"] == 0
+    generator = torch.Generator().manual_seed(2)
+    q = torch.randn(1, 150, 4, 64, generator=generator).to(torch.float16)
+    k, v = (torch.randn(1, 150, 2, 64, generator=generator).to(torch.float16)
+            for _ in range(2))
+    o = torch.full_like(q, float("nan"))
+    lse = torch.full((1, 4, 150), float("nan"))
+    quarter(q, k, v, o, lse)
+    kk, vv = (t.repeat_interleave(2, dim=2).float() for t in (k, v))
+    scores = torch.einsum("bqhd,bkhd->bhqk", q.float(), kk) / 8.0
+    causal = torch.ones(150, 150, dtype=torch.bool).tril()
+    scores = scores.masked_fill(~causal, float("-inf"))
+    want = torch.einsum("bhqk,bkhd->bqhd", scores.softmax(-1), vv)
+    assert (o.float() - want).abs().max().item() < 1e-2
+    assert (lse - torch.logsumexp(scores, -1)).abs().max().item() < 1e-3
+
+
 class _FakeCuda:
     """What _torch._target reads of torch.cuda, for a GPU this machine has
     not got."""

@@ -481,8 +481,16 @@ private:
   /// scale_log2, times FP8's run-time `factor` when there is one.
   SmallVector<Value> rowExponentials(ArrayRef<Value> s, Value maxScaled,
                                      float scaleLog2, Value factor = Value());
-  /// `scaleOver256` is c / 256 (the saturating FMA's multiplier).
-  Value emulatedExp2(Value lo, Value hi, Value satOffset, Value scaleOver256);
+  /// The software exp2 (RowMath.cpp): the saturated exponent of one score
+  /// (`scaleOver256` is c / 256, the saturating FMA's multiplier; the
+  /// offset exp2SatOffset's of the row's maxScaled), and 2^x from it on the
+  /// FMA pipe, for an f32 or a vector<2xf32> pair of them.
+  Value saturatedExponent(Value score, Value satOffset, Value scaleOver256);
+  /// Whether unit `unit` of a row's `units` exponentials is one of the
+  /// `emulated` the software exp2 computes.
+  static bool isEmulatedExp2(int64_t unit, int64_t emulated, int64_t units);
+  Value exp2SatOffset(Value maxScaled);
+  Value softwareExp2(Value z);
   void storeProbabilities(ArrayRef<Value> probs, Type probElement,
                           TmemStoreOp store);
   Value rowSumTree(ArrayRef<Value> probs);

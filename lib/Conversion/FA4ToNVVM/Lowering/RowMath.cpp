@@ -36,8 +36,9 @@ static constexpr float kExp2C3 = 0.0770588995f;
 /// mantissa bits of the sum for |x| < 2^22.
 static constexpr float kFloorMagic = 12582912.0f;
 
-/// Which pairs of a row's exponentials run on the FMA units: `emulated` of
-/// `pairs`, spread evenly so that MUFU and FMA work interleave — over the
+/// Which pairs of a row's exponentials run on the FMA units (sm_100a's; on
+/// sm_90a, single exponentials of a row in the thread's fragment):
+/// `emulated` of `pairs`, spread evenly so that MUFU and FMA work interleave — over the
 /// whole row up to one in eight (sm_100a's 16 of every 128), over its
 /// second half past that (the CTA pair's 24 of 128, FP8's 40). Both are
 /// ptxas's register allocation, measured (CUDA 13.0, bench/sass_budget.py):
@@ -48,7 +49,7 @@ static constexpr float kFloorMagic = 12582912.0f;
 /// either way, but the ALiBi example's (a score_mod) spills 68 bytes over
 /// the second half and none over the whole row. FA4 likewise keeps its
 /// emulated exponentials out of a row's first 32-column chunk.
-static bool isEmulatedPair(int64_t pair, int64_t emulated, int64_t pairs) {
+bool Lowering::isEmulatedExp2(int64_t pair, int64_t emulated, int64_t pairs) {
   if (8 * emulated > pairs && 2 * emulated <= pairs) {
     if (pair < pairs / 2)
       return false;
@@ -409,7 +410,6 @@ static Value halfOfPair(OpBuilder &b, Location loc, Value pair, int64_t i) {
 SmallVector<Value> Lowering::rowExponentials(ArrayRef<Value> s,
                                              Value maxScaled, float scaleLog2,
                                              Value factor) {
-  Type f32Type = b.getF32Type();
   auto pairType = f32PairType(b);
   // The scale c: a constant, or times FP8's run-time factor.
   Value scalePair =
@@ -426,27 +426,13 @@ SmallVector<Value> Lowering::rowExponentials(ArrayRef<Value> s,
   int64_t pairs = static_cast<int64_t>(s.size()) / 2;
   int64_t emulatedPairs = static_cast<int64_t>(
       std::floor(kernel.exp2EmulationFraction * double(pairs)));
-  // z = sat((x + 127) / 256), in one saturating FMA per element from s:
-  // x clamped to [-127, 129] for free (x never exceeds the rescale
-  // threshold, < 64). The offset (127 - maxScaled) / 256 is rounded toward
-  // -inf, so that z stays within an ulp of 127/256 for s at the max however
-  // large maxScaled is (rounded to nearest, x could reach the clamp's 129,
-  // whose exponent overflows the field).
-  Value satOffset = LLVM::InlineAsmOp::create(
-                        b, loc(), f32Type,
-                        ValueRange{maxScaled, f32(-1.0f / 256.0f),
-                                   f32(127.0f / 256.0f)},
-                        "fma.rm.f32 $0, $1, $2, $3;", "=f,f,f,f", false, false,
-                        LLVM::tailcallkind::TailCallKind::None,
-                        LLVM::AsmDialectAttr::get(b.getContext(),
-                                                  LLVM::AsmDialect::AD_ATT),
-                        ArrayAttr())
-                        .getResult(0);
+  Value satOffset = exp2SatOffset(maxScaled);
   SmallVector<Value> probs;
   for (int64_t pair = 0; pair < pairs; ++pair) {
-    if (isEmulatedPair(pair, emulatedPairs, pairs)) {
-      probs.push_back(
-          emulatedExp2(s[2 * pair], s[2 * pair + 1], satOffset, scaleOver256));
+    if (isEmulatedExp2(pair, emulatedPairs, pairs)) {
+      probs.push_back(softwareExp2(
+          pairOf(b, loc(), saturatedExponent(s[2 * pair], satOffset, scaleOver256),
+                 saturatedExponent(s[2 * pair + 1], satOffset, scaleOver256))));
       continue;
     }
     Value x = LLVM::FMAOp::create(b, loc(),
@@ -458,50 +444,78 @@ SmallVector<Value> Lowering::rowExponentials(ArrayRef<Value> s,
   return probs;
 }
 
-/// Software exp2 of a pair on the FMA pipe: floor(x) from one add rounded
-/// toward -inf, 2^fraction by the polynomial, 2^floor(x) added to the
-/// exponent field. x is clamped to -127, where the result's exponent field
-/// reaches 0 (subnormal, flushed by every .ftz consumer); an all-hidden row
-/// is recognised by its max, never by its sum (NormalizeOp).
-Value Lowering::emulatedExp2(Value lo, Value hi, Value satOffset,
-                             Value scaleOver256) {
-  Type f32Type = b.getF32Type();
-  auto pairType = f32PairType(b);
-  auto i32Pair = VectorType::get({2}, b.getI32Type());
-  auto splat = [&](float value) { return splatPair(b, loc(), value); };
-  auto asm64 = [&](StringRef text, ValueRange operands) -> Value {
-    SmallVector<Value> words;
-    std::string constraints = "=l";
-    for (Value operand : operands) {
-      words.push_back(LLVM::BitcastOp::create(b, loc(), b.getI64Type(), operand));
-      constraints += ",l";
-    }
-    return LLVM::InlineAsmOp::create(
-               b, loc(), b.getI64Type(), words, text, constraints, false, false,
-               LLVM::tailcallkind::TailCallKind::None,
-               LLVM::AsmDialectAttr::get(b.getContext(), LLVM::AsmDialect::AD_ATT),
-               ArrayAttr())
-        .getResult(0);
+/// z = sat((x + 127) / 256) of one score, x = s·c - maxScaled, in one
+/// saturating FMA: x clamped to [-127, 129] for free (x never exceeds the
+/// rescale threshold, < 64, plus FP8's shift). `satOffset` is
+/// exp2SatOffset's, `scaleOver256` c / 256.
+Value Lowering::saturatedExponent(Value score, Value satOffset,
+                                  Value scaleOver256) {
+  return LLVM::InlineAsmOp::create(
+             b, loc(), b.getF32Type(), ValueRange{score, scaleOver256, satOffset},
+             "fma.rn.sat.f32 $0, $1, $2, $3;", "=f,f,f,f", false, false,
+             LLVM::tailcallkind::TailCallKind::None,
+             LLVM::AsmDialectAttr::get(b.getContext(), LLVM::AsmDialect::AD_ATT),
+             ArrayAttr())
+      .getResult(0);
+}
+
+/// (127 - maxScaled) / 256, rounded toward -inf, so that z stays within an
+/// ulp of 127/256 for s at the max however large maxScaled is (rounded to
+/// nearest, x could reach the clamp's 129, whose exponent overflows the
+/// field).
+Value Lowering::exp2SatOffset(Value maxScaled) {
+  return LLVM::InlineAsmOp::create(
+             b, loc(), b.getF32Type(),
+             ValueRange{maxScaled, f32(-1.0f / 256.0f), f32(127.0f / 256.0f)},
+             "fma.rm.f32 $0, $1, $2, $3;", "=f,f,f,f", false, false,
+             LLVM::tailcallkind::TailCallKind::None,
+             LLVM::AsmDialectAttr::get(b.getContext(), LLVM::AsmDialect::AD_ATT),
+             ArrayAttr())
+      .getResult(0);
+}
+
+/// Software exp2 on the FMA pipe of z (saturatedExponent's, an f32 or a
+/// vector<2xf32> pair — sm_100's packed f32x2 arithmetic, sm_90's scalar):
+/// floor(x) from one add rounded toward -inf, 2^fraction by the
+/// polynomial, 2^floor(x) added to the exponent field. x is clamped to
+/// -127, where the result's exponent field reaches 0 (z = 0, a hidden key:
+/// exactly 0); an all-hidden row is recognised by its max, never by its
+/// sum (NormalizeOp).
+Value Lowering::softwareExp2(Value z) {
+  Type type = z.getType();
+  auto pair = dyn_cast<VectorType>(type);
+  Type intType = pair ? Type(VectorType::get({2}, b.getI32Type()))
+                      : Type(b.getI32Type());
+  auto splat = [&](float value) -> Value {
+    return pair ? splatPair(b, loc(), value) : f32(value);
   };
-  auto saturated = [&](Value score) -> Value {
-    return LLVM::InlineAsmOp::create(
-               b, loc(), f32Type,
-               ValueRange{score, scaleOver256, satOffset},
-               "fma.rn.sat.f32 $0, $1, $2, $3;", "=f,f,f,f", false, false,
-               LLVM::tailcallkind::TailCallKind::None,
-               LLVM::AsmDialectAttr::get(b.getContext(), LLVM::AsmDialect::AD_ATT),
-               ArrayAttr())
-        .getResult(0);
-  };
-  Value z = pairOf(b, loc(), saturated(lo), saturated(hi));
-  // t = magic + floor(256·z - 127), rounded toward -inf.
-  Value shifted = asm64("fma.rm.ftz.f32x2 $0, $1, $2, $3;",
-                        {z, splat(256.0f), splat(kFloorMagic - 127.0f)});
-  Value floorBits = LLVM::BitcastOp::create(b, loc(), i32Pair, shifted);
+  // t = magic + floor(256·z - 127), rounded toward -inf: packed as one
+  // 64-bit operand of fma.rm.ftz.f32x2, scalar as fma.rm.ftz.f32.
+  Value shifted;
+  {
+    Type word = pair ? Type(b.getI64Type()) : Type(b.getF32Type());
+    SmallVector<Value> operands;
+    for (Value operand : {z, splat(256.0f), splat(kFloorMagic - 127.0f)})
+      operands.push_back(pair ? Value(LLVM::BitcastOp::create(b, loc(), word,
+                                                              operand))
+                              : operand);
+    Value result =
+        LLVM::InlineAsmOp::create(
+            b, loc(), word, operands,
+            pair ? "fma.rm.ftz.f32x2 $0, $1, $2, $3;"
+                 : "fma.rm.ftz.f32 $0, $1, $2, $3;",
+            pair ? "=l,l,l,l" : "=f,f,f,f", false, false,
+            LLVM::tailcallkind::TailCallKind::None,
+            LLVM::AsmDialectAttr::get(b.getContext(), LLVM::AsmDialect::AD_ATT),
+            ArrayAttr())
+            .getResult(0);
+    shifted = pair ? Value(LLVM::BitcastOp::create(b, loc(), type, result))
+                   : result;
+  }
+  Value floorBits = LLVM::BitcastOp::create(b, loc(), intType, shifted);
   // u = floor(x) + 127, f = 256·z - u = x - floor(x).
-  Value biased = arith::SubFOp::create(
-      b, loc(), LLVM::BitcastOp::create(b, loc(), pairType, shifted),
-      splat(kFloorMagic - 127.0f));
+  Value biased =
+      arith::SubFOp::create(b, loc(), shifted, splat(kFloorMagic - 127.0f));
   Value fraction = LLVM::FMAOp::create(b, loc(), z, splat(256.0f),
                                        arith::NegFOp::create(b, loc(), biased));
   Value poly = LLVM::FMAOp::create(b, loc(), splat(kExp2C3), fraction,
@@ -512,11 +526,13 @@ Value Lowering::emulatedExp2(Value lo, Value hi, Value satOffset,
   // fall off the top.
   Value exponent = arith::ShLIOp::create(
       b, loc(), floorBits,
-      arith::ConstantOp::create(b, loc(),
-                                DenseElementsAttr::get(i32Pair, int32_t(23))));
+      pair ? Value(arith::ConstantOp::create(
+                 b, loc(), DenseElementsAttr::get(cast<ShapedType>(intType),
+                                                  int32_t(23))))
+           : i32(23));
   Value bits = arith::AddIOp::create(
-      b, loc(), LLVM::BitcastOp::create(b, loc(), i32Pair, poly), exponent);
-  return LLVM::BitcastOp::create(b, loc(), pairType, bits);
+      b, loc(), LLVM::BitcastOp::create(b, loc(), intType, poly), exponent);
+  return LLVM::BitcastOp::create(b, loc(), type, bits);
 }
 
 /// P: packed, stored over S in 32-word stores. P's column is counted in

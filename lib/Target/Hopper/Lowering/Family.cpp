@@ -32,9 +32,10 @@ public:
     return VectorType::get({tile.getDimSize(1) / 2}, tile.getElementType());
   }
 
-  // The softmax's exponentials are all ex2.approx: with the two consumer
-  // warpgroups taking turns, MUFU is not the bottleneck FA4 offloads.
-  bool emulatesExp2() const override { return false; }
+  // The softmax computes exp2-emulation-fraction of its exponentials with
+  // the software exp2, scalar (no packed f32 on sm_90a); sm_90a's default
+  // share is 0 (target::ChipInfo).
+  bool emulatesExp2() const override { return true; }
   bool packsF32() const override { return false; }
 
   // A thread holds two rows (fragmentRow), each shared by its quad.

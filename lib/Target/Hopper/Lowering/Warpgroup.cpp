@@ -41,6 +41,7 @@
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 #include "llvm/ADT/TypeSwitch.h"
 
+#include <cmath>
 #include <limits>
 
 using namespace mlir;
@@ -695,13 +696,38 @@ LogicalResult Lowering::lowerFragmentSoftmax(OnlineSoftmaxOp softmax) {
               : Value(arith::NegFOp::create(b, loc(), rows[half].maxScaled));
     return offsets[half];
   };
+  // The software exp2 (exp2-emulation-fraction; none by default on sm_90a)
+  // for a share of each row's exponentials, spread over the row as on
+  // sm_100a: its offset (127 - maxScaled + shift) / 256 per row, made where
+  // the row's first emulated exponential needs it.
+  int64_t perRow = count / 2;
+  int64_t emulated = static_cast<int64_t>(
+      std::floor(kernel.exp2EmulationFraction * double(perRow)));
+  Value scaleOver256, satOffsets[2];
+  auto satOffsetOf = [&](int64_t half) {
+    if (!satOffsets[half])
+      satOffsets[half] = exp2SatOffset(
+          shift != 0.0f ? Value(arith::SubFOp::create(
+                              b, loc(), rows[half].maxScaled, f32(shift)))
+                        : rows[half].maxScaled);
+    return satOffsets[half];
+  };
   Value sums[2] = {f32(0.0f), f32(0.0f)};
+  int64_t seen[2] = {0, 0};
   SmallVector<Value> probs;
   for (int64_t i = 0; i < count; ++i) {
     int64_t half = halfOf(i);
-    Value exponent = LLVM::FMAOp::create(b, loc(), elements[i], scale,
-                                         offsetOf(half));
-    Value p = ex2(exponent);
+    Value p;
+    if (isEmulatedExp2(seen[half]++, emulated, perRow)) {
+      if (!scaleOver256)
+        scaleOver256 = arith::MulFOp::create(b, loc(), scale,
+                                             f32(1.0f / 256.0f));
+      p = softwareExp2(
+          saturatedExponent(elements[i], satOffsetOf(half), scaleOver256));
+    } else {
+      p = ex2(LLVM::FMAOp::create(b, loc(), elements[i], scale,
+                                  offsetOf(half)));
+    }
     sums[half] = arith::AddFOp::create(b, loc(), sums[half], p);
     probs.push_back(p);
   }
