@@ -103,14 +103,8 @@ def main():
     if args.one:
         print(json.dumps(one(json.loads(args.one))), flush=True)
         return 0
-    builds = []
-    for item in args.builds:
-        label, _, directory = item.partition("=")
-        if not directory or not os.path.isdir(directory):
-            parser.error(f"{item!r} is not LABEL=DIR with DIR a directory")
-        builds.append((label, directory))
-    if len(builds) < 2:
-        parser.error("name two or more LABEL=DIR builds")
+    from common import parse_builds
+    builds = parse_builds(parser, args.builds)
     from bench import describe
     results, failed = [], 0
     first = builds[0][0]

@@ -21,6 +21,21 @@ def load_package_file(name):
     return module
 
 
+def parse_builds(parser, items):
+    """LABEL=DIR arguments, two or more, each DIR a directory: [(label,
+    dir)] in order (the first the baseline); a bad one is the parser's
+    error."""
+    builds = []
+    for item in items:
+        label, _, directory = item.partition("=")
+        if not directory or not os.path.isdir(directory):
+            parser.error(f"{item!r} is not LABEL=DIR with DIR a directory")
+        builds.append((label, directory))
+    if len(builds) < 2:
+        parser.error("name two or more LABEL=DIR builds")
+    return builds
+
+
 def load_capi():
     """python/fa4/_capi.py (load_package_file)."""
     return load_package_file("_capi")

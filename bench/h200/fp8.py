@@ -254,14 +254,14 @@ def run_check(kernels, spec):
     return result
 
 
-def run_speed(kernels, spec):
+def speed_setup(hd, qh, kvh, mask, batch, seq):
+    """The speed cases' inputs (drawn from seed 0, quantized per K/V head,
+    V also in its layout), their FLOPs, the timer and the C API."""
     import torch
     sys.path.insert(0, HERE)
     from bench import timer
     from common import load_capi, load_package_file
     fp8_value_layout = load_package_file("_fp8").prepare_fp8_value
-
-    hd, qh, kvh, mask, batch, seq = spec
     d, dv = dims(hd)
     g = torch.Generator(device="cuda").manual_seed(0)
     q = torch.randn(batch, seq, qh, d, generator=g, device="cuda")
@@ -272,15 +272,24 @@ def run_speed(kernels, spec):
         import triton  # noqa: F401  (do_bench, when present)
     except Exception:
         triton = None
-    measure = timer(triton)
-    capi = load_capi()
-    library = os.path.join(kernels, "libfa4rt.so")
-    result = {"flops": flops, "implementations": {}}
     q8, qd = quantize(q, qh // kvh)
     k8, kd = quantize(k, 1)
     v8, vd = quantize(v, 1)
-    vt = fp8_value_layout(v8)
-    out = torch.empty(batch, seq, qh, dv, dtype=torch.bfloat16, device="cuda")
+    return dict(q=q, k=k, v=v, q8=q8, k8=k8, v8=v8, descales=(qd, kd, vd),
+                vt=fp8_value_layout(v8), layout=fp8_value_layout, flops=flops,
+                measure=timer(triton), capi=load_capi(), dv=dv)
+
+
+def run_speed(kernels, spec):
+    import torch
+    hd, qh, kvh, mask, batch, seq = spec
+    x = speed_setup(hd, qh, kvh, mask, batch, seq)
+    q, k, v, q8, k8, v8, vt = (x[n] for n in ("q", "k", "v", "q8", "k8", "v8", "vt"))
+    qd, kd, vd = x["descales"]
+    fp8_value_layout, flops, measure, capi = x["layout"], x["flops"], x["measure"], x["capi"]
+    library = os.path.join(kernels, "libfa4rt.so")
+    result = {"flops": flops, "implementations": {}}
+    out = torch.empty(batch, seq, qh, x["dv"], dtype=torch.bfloat16, device="cuda")
     fp8 = capi.load_kernel(os.path.join(kernels, name_of("e4m3", hd, qh, kvh, mask)
                                         + ".cubin.json"), library=library)
     bf16 = capi.load_kernel(os.path.join(kernels, name_of("bf16", hd, qh, kvh, mask)
@@ -313,31 +322,14 @@ def run_ab(builds, spec):
     difference: a build that computes something else shows here, the check
     matrix judges each build against float64)."""
     import torch
-    sys.path.insert(0, HERE)
-    from bench import timer
-    from common import load_capi, load_package_file
-    fp8_value_layout = load_package_file("_fp8").prepare_fp8_value
-
     hd, qh, kvh, mask, batch, seq, rounds = spec
-    d, dv = dims(hd)
-    g = torch.Generator(device="cuda").manual_seed(0)
-    q = torch.randn(batch, seq, qh, d, generator=g, device="cuda")
-    k = torch.randn(batch, seq, kvh, d, generator=g, device="cuda")
-    v = torch.randn(batch, seq, kvh, dv, generator=g, device="cuda")
-    flops = 2 * batch * qh * seq * seq * (d + dv) / (2 if mask == "causal" else 1)
-    try:
-        import triton  # noqa: F401  (do_bench, when present)
-    except Exception:
-        triton = None
-    measure = timer(triton)
-    capi = load_capi()
-    q8, qd = quantize(q, qh // kvh)
-    k8, kd = quantize(k, 1)
-    v8, vd = quantize(v, 1)
-    vt = fp8_value_layout(v8)
+    x = speed_setup(hd, qh, kvh, mask, batch, seq)
+    q8, k8, vt, flops, measure = x["q8"], x["k8"], x["vt"], x["flops"], x["measure"]
+    qd, kd, vd = x["descales"]
+    dv = x["dv"]
     timed, outs = {}, {}
     for label, directory in builds:
-        kernel = capi.load_kernel(
+        kernel = x["capi"].load_kernel(
             os.path.join(directory, name_of("e4m3", hd, qh, kvh, mask) + ".cubin.json"),
             library=os.path.join(directory, "libfa4rt.so"))
         out = torch.full((batch, seq, qh, dv), math.nan, dtype=torch.bfloat16,
@@ -479,14 +471,9 @@ def main():
     if args.mode == "compile":
         compile_all(args.kernels, args.head_dims, args.block_n)
     elif args.mode == "ab":
-        builds = []
-        for item in [args.kernels] + args.spec:
-            label, _, directory = item.partition("=")
-            if not directory or not os.path.isdir(directory):
-                parser.error(f"{item!r} is not LABEL=DIR with DIR a directory")
-            builds.append((label, directory))
-        if len(builds) < 2:
-            parser.error("ab: name two or more LABEL=DIR builds")
+        sys.path.insert(0, HERE)
+        from common import parse_builds
+        builds = parse_builds(parser, [args.kernels] + args.spec)
         sys.exit(0 if ab_all(builds, args.out, args.rounds, args.head_dims) else 1)
     elif args.mode == "run":
         sys.exit(0 if run_all(args.kernels, args.out, args.only, args.device,

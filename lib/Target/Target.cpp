@@ -117,8 +117,6 @@ llvm::StringRef mlir::fa4::target::exp2EmulationOptionHelp() {
           "default) for the target's own (";
     bool first = true;
     for (const ChipInfo &chip : kChips) {
-      if (chip.family != Family::Blackwell)
-        continue;
       auto share = [&](llvm::StringRef what, double fraction) {
         os << what << llvm::format("%g", fraction) << ", ";
         if (fraction == 0.0)
@@ -135,7 +133,8 @@ llvm::StringRef mlir::fa4::target::exp2EmulationOptionHelp() {
               chip.exp2EmulationFractionPair);
       first = false;
     }
-    os << "). Hopper's schedule computes every exponential on MUFU";
+    os << "). sm_90a has no packed f32 arithmetic: its software exp2 is "
+          "scalar";
     return text;
   }();
   return help;

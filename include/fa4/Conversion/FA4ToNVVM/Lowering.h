@@ -282,6 +282,10 @@ private:
   /// The TMEM address of column `column` (i32) of a buffer for this thread.
   Value tmemAddress(Value bufferColumn, Value column, int64_t elementBits);
   /// An f32 PTX instruction `name $0, $1;` (ex2.approx, lg2.approx).
+  /// One PTX instruction as inline assembly: `instruction $0, $1, ...;`
+  /// with a result of `type` and the operands, each an f32 ("f"), an i64
+  /// ("l") or a 32-bit word ("r").
+  Value inlinePtx(StringRef instruction, Type type, ValueRange operands);
   Value approximate(StringRef instruction, Value x);
   Value ex2(Value x) { return approximate("ex2.approx.ftz.f32", x); }
   Value lg2(Value x) { return approximate("lg2.approx.ftz.f32", x); }

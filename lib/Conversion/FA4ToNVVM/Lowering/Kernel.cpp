@@ -259,14 +259,28 @@ Value Lowering::tmemAddress(Value bufferColumn, Value column,
   return LLVM::IntToPtrOp::create(b,
       loc(), LLVM::LLVMPointerType::get(b.getContext(), 6), address);
 }
-Value Lowering::approximate(StringRef instruction, Value x) {
+Value Lowering::inlinePtx(StringRef instruction, Type type,
+                          ValueRange operands) {
+  // The constraint of a value of `type`: an f32, a 32- or a 64-bit word.
+  auto constraint = [](Type t) {
+    return t.isF32() ? "f" : t.isInteger(64) ? "l" : "r";
+  };
+  std::string text = instruction.str() + " $0", constraints = "=";
+  constraints += constraint(type);
+  for (auto [i, operand] : llvm::enumerate(operands)) {
+    text += ", $" + std::to_string(i + 1);
+    constraints += std::string(",") + constraint(operand.getType());
+  }
   return LLVM::InlineAsmOp::create(
-          b, loc(), b.getF32Type(), ValueRange{x},
-          (instruction + " $0, $1;").str(), "=f,f", false, false,
-          LLVM::tailcallkind::TailCallKind::None,
-          LLVM::AsmDialectAttr::get(b.getContext(), LLVM::AsmDialect::AD_ATT),
-          ArrayAttr())
+             b, loc(), type, operands, text + ";", constraints, false, false,
+             LLVM::tailcallkind::TailCallKind::None,
+             LLVM::AsmDialectAttr::get(b.getContext(), LLVM::AsmDialect::AD_ATT),
+             ArrayAttr())
       .getResult(0);
+}
+
+Value Lowering::approximate(StringRef instruction, Value x) {
+  return inlinePtx(instruction, b.getF32Type(), x);
 }
 
 Value Lowering::scaleLog2Value(float scaleLog2, Value factor) {

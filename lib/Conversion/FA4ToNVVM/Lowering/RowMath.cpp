@@ -283,14 +283,7 @@ SmallVector<Value> Lowering::maskScoresToKeys(ArrayRef<Value> s, Value lowRel,
   auto bitsFrom = [&](Value edge, int64_t base) -> Value {
     Value n = arith::MaxSIOp::create(
         b, loc(), arith::SubIOp::create(b, loc(), edge, i32(base)), i32(0));
-    return LLVM::InlineAsmOp::create(
-               b, loc(), i32Type, ValueRange{i32(-1), n},
-               "shl.b32 $0, $1, $2;", "=r,r,r", false, false,
-               LLVM::tailcallkind::TailCallKind::None,
-               LLVM::AsmDialectAttr::get(b.getContext(),
-                                         LLVM::AsmDialect::AD_ATT),
-               ArrayAttr())
-        .getResult(0);
+    return inlinePtx("shl.b32", i32Type, {i32(-1), n});
   };
   SmallVector<Value> masked;
   int64_t chunks = static_cast<int64_t>(s.size()) / kChunk;
@@ -450,13 +443,8 @@ SmallVector<Value> Lowering::rowExponentials(ArrayRef<Value> s,
 /// exp2SatOffset's, `scaleOver256` c / 256.
 Value Lowering::saturatedExponent(Value score, Value satOffset,
                                   Value scaleOver256) {
-  return LLVM::InlineAsmOp::create(
-             b, loc(), b.getF32Type(), ValueRange{score, scaleOver256, satOffset},
-             "fma.rn.sat.f32 $0, $1, $2, $3;", "=f,f,f,f", false, false,
-             LLVM::tailcallkind::TailCallKind::None,
-             LLVM::AsmDialectAttr::get(b.getContext(), LLVM::AsmDialect::AD_ATT),
-             ArrayAttr())
-      .getResult(0);
+  return inlinePtx("fma.rn.sat.f32", b.getF32Type(),
+                   {score, scaleOver256, satOffset});
 }
 
 /// (127 - maxScaled) / 256, rounded toward -inf, so that z stays within an
@@ -464,14 +452,8 @@ Value Lowering::saturatedExponent(Value score, Value satOffset,
 /// nearest, x could reach the clamp's 129, whose exponent overflows the
 /// field).
 Value Lowering::exp2SatOffset(Value maxScaled) {
-  return LLVM::InlineAsmOp::create(
-             b, loc(), b.getF32Type(),
-             ValueRange{maxScaled, f32(-1.0f / 256.0f), f32(127.0f / 256.0f)},
-             "fma.rm.f32 $0, $1, $2, $3;", "=f,f,f,f", false, false,
-             LLVM::tailcallkind::TailCallKind::None,
-             LLVM::AsmDialectAttr::get(b.getContext(), LLVM::AsmDialect::AD_ATT),
-             ArrayAttr())
-      .getResult(0);
+  return inlinePtx("fma.rm.f32", b.getF32Type(),
+                   {maxScaled, f32(-1.0f / 256.0f), f32(127.0f / 256.0f)});
 }
 
 /// Software exp2 on the FMA pipe of z (saturatedExponent's, an f32 or a
@@ -492,25 +474,17 @@ Value Lowering::softwareExp2(Value z) {
   // t = magic + floor(256·z - 127), rounded toward -inf: packed as one
   // 64-bit operand of fma.rm.ftz.f32x2, scalar as fma.rm.ftz.f32.
   Value shifted;
-  {
-    Type word = pair ? Type(b.getI64Type()) : Type(b.getF32Type());
-    SmallVector<Value> operands;
+  if (pair) {
+    SmallVector<Value> words;
     for (Value operand : {z, splat(256.0f), splat(kFloorMagic - 127.0f)})
-      operands.push_back(pair ? Value(LLVM::BitcastOp::create(b, loc(), word,
-                                                              operand))
-                              : operand);
-    Value result =
-        LLVM::InlineAsmOp::create(
-            b, loc(), word, operands,
-            pair ? "fma.rm.ftz.f32x2 $0, $1, $2, $3;"
-                 : "fma.rm.ftz.f32 $0, $1, $2, $3;",
-            pair ? "=l,l,l,l" : "=f,f,f,f", false, false,
-            LLVM::tailcallkind::TailCallKind::None,
-            LLVM::AsmDialectAttr::get(b.getContext(), LLVM::AsmDialect::AD_ATT),
-            ArrayAttr())
-            .getResult(0);
-    shifted = pair ? Value(LLVM::BitcastOp::create(b, loc(), type, result))
-                   : result;
+      words.push_back(
+          LLVM::BitcastOp::create(b, loc(), b.getI64Type(), operand));
+    shifted = LLVM::BitcastOp::create(
+        b, loc(), type,
+        inlinePtx("fma.rm.ftz.f32x2", b.getI64Type(), words));
+  } else {
+    shifted = inlinePtx("fma.rm.ftz.f32", type,
+                        {z, splat(256.0f), splat(kFloorMagic - 127.0f)});
   }
   Value floorBits = LLVM::BitcastOp::create(b, loc(), intType, shifted);
   // u = floor(x) + 127, f = 256·z - u = x - floor(x).
