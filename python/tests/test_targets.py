@@ -49,6 +49,22 @@ def test_hopper_kernel_runs_in_the_emulator():
     assert (o.float() - want).abs().max().item() < 1e-2
 
 
+def _check_causal_gqa(compiled, q, k, v, tolerance):
+    """Launches `compiled` on q, k, v (K/V heads shared by pairs of query
+    heads, causal, head dim 64) and checks O and the LSE against torch."""
+    seq, heads = q.shape[1], q.shape[2]
+    o = torch.full_like(q, float("nan"))
+    lse = torch.full((1, heads, seq), float("nan"))
+    compiled(q, k, v, o, lse)
+    kk, vv = (t.repeat_interleave(2, dim=2).float() for t in (k, v))
+    scores = torch.einsum("bqhd,bkhd->bhqk", q.float(), kk) / 8.0
+    causal = torch.ones(seq, seq, dtype=torch.bool).tril()
+    scores = scores.masked_fill(~causal, float("-inf"))
+    want = torch.einsum("bhqk,bkhd->bqhd", scores.softmax(-1), vv)
+    assert (o.float() - want).abs().max().item() < tolerance
+    assert (lse - torch.logsumexp(scores, -1)).abs().max().item() < 1e-3
+
+
 def test_hopper_software_exp2():
     """exp2_emulation_fraction on sm_90a: a share of the softmax's
     exponentials computed by the scalar software exp2 (fma.rm.ftz.f32 for
@@ -65,16 +81,7 @@ def test_hopper_software_exp2():
     q = torch.randn(1, 150, 4, 64, generator=generator).to(torch.float16)
     k, v = (torch.randn(1, 150, 2, 64, generator=generator).to(torch.float16)
             for _ in range(2))
-    o = torch.full_like(q, float("nan"))
-    lse = torch.full((1, 4, 150), float("nan"))
-    quarter(q, k, v, o, lse)
-    kk, vv = (t.repeat_interleave(2, dim=2).float() for t in (k, v))
-    scores = torch.einsum("bqhd,bkhd->bhqk", q.float(), kk) / 8.0
-    causal = torch.ones(150, 150, dtype=torch.bool).tril()
-    scores = scores.masked_fill(~causal, float("-inf"))
-    want = torch.einsum("bhqk,bkhd->bqhd", scores.softmax(-1), vv)
-    assert (o.float() - want).abs().max().item() < 1e-2
-    assert (lse - torch.logsumexp(scores, -1)).abs().max().item() < 1e-3
+    _check_causal_gqa(quarter, q, k, v, 1e-2)
 
 
 class _FakeCuda:
@@ -160,16 +167,7 @@ def test_b300_kernel_runs_in_the_emulator():
     k, v = (torch.randn(1, 90, 2, 64, generator=generator).to(torch.bfloat16)
             for _ in range(2))
     for compiled in (kernel, asked):
-        o = torch.full_like(q, float("nan"))
-        lse = torch.full((1, 4, 90), float("nan"))
-        compiled(q, k, v, o, lse)
-        kk, vv = (t.repeat_interleave(2, dim=2).float() for t in (k, v))
-        scores = torch.einsum("bqhd,bkhd->bhqk", q.float(), kk) / 8.0
-        causal = torch.ones(90, 90, dtype=torch.bool).tril()
-        scores = scores.masked_fill(~causal, float("-inf"))
-        want = torch.einsum("bhqk,bkhd->bqhd", scores.softmax(-1), vv)
-        assert (o.float() - want).abs().max().item() < 2e-2
-        assert (lse - torch.logsumexp(scores, -1)).abs().max().item() < 1e-3
+        _check_causal_gqa(compiled, q, k, v, 2e-2)
 
 
 def test_cta_pairs():
