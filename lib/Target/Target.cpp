@@ -133,8 +133,10 @@ llvm::StringRef mlir::fa4::target::exp2EmulationOptionHelp() {
               chip.exp2EmulationFractionPair);
       first = false;
     }
-    os << "). sm_90a has no packed f32 arithmetic: its software exp2 is "
-          "scalar";
+    os << "). The share of a thread's row is rounded down: of its block_n/2 "
+          "pairs on sm_100a and sm_103a (the packed software exp2), of its "
+          "block_n/4 scores on sm_90a (scalar); less than one of them "
+          "emulates none";
     return text;
   }();
   return help;

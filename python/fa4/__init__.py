@@ -477,11 +477,11 @@ def compile(head_dim: int = 128, q_heads: int = 32, kv_heads: int = 8,
     ``backward``: compile the variant's backward too, now (the compile
     cache then holds both; ``kernel.backward()`` gives it, and compiles it
     on first use otherwise). ``exp2_emulation_fraction``: the share of the
-    softmax's exponentials a Blackwell kernel computes with a polynomial on
-    the FMA units beside MUFU, 0 to 1; None for the target's own (on sm_100a
-    0.125, as FA4's one-CTA kernels; 0.1875 in a dense CTA pair without a
+    softmax's exponentials the kernel computes with a polynomial on the FMA
+    units beside MUFU, 0 to 1; None for the target's own (on sm_100a 0.125,
+    as FA4's one-CTA kernels; 0.1875 in a dense CTA pair without a
     score_mod, as FA4's 2-CTA kernel; 0.3125 for e4m3; 0 on sm_103a, whose
-    MUFU is twice as fast).
+    MUFU is twice as fast, and on sm_90a, whose polynomial is scalar).
     ``rescale_threshold``: the online softmax rescales O when a row's max
     moves by more than this many powers of two (0: whenever it moves);
     e4m3 kernels always take 0 (their probabilities fill e4m3's range).
