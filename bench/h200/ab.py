@@ -100,6 +100,8 @@ def main():
     parser.add_argument("--out", help="write the results here as JSON")
     parser.add_argument("--one", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.rounds < 1:
+        parser.error("--rounds must be at least 1")
     if args.one:
         print(json.dumps(one(json.loads(args.one))), flush=True)
         return 0

@@ -30,6 +30,8 @@ def parse_builds(parser, items):
         label, _, directory = item.partition("=")
         if not directory or not os.path.isdir(directory):
             parser.error(f"{item!r} is not LABEL=DIR with DIR a directory")
+        if label in dict(builds):
+            parser.error(f"label {label!r} names two builds")
         builds.append((label, directory))
     if len(builds) < 2:
         parser.error("name two or more LABEL=DIR builds")

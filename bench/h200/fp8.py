@@ -347,7 +347,7 @@ def run_ab(builds, spec):
         for label in (labels if r % 2 == 0 else labels[::-1]):
             times[label].append(measure(timed[label])[0])
     return {"flops": flops, "diff_to_first": diffs, "ms": times,
-            "ok": all(math.isfinite(x) and x <= 0.1 for x in diffs.values()),
+            "ok": all(math.isfinite(d) and d <= 0.1 for d in diffs.values()),
             "tflops": {label: flops / (sorted(t)[len(t) // 2] * 1e-3) / 1e12
                        for label, t in times.items()}}
 
@@ -468,6 +468,8 @@ def main():
                         help="compile: the FP8 kernels' K/V block (default: "
                              "fa4's)")
     args = parser.parse_args()
+    if args.rounds < 1:
+        parser.error("--rounds must be at least 1")
     if args.mode == "compile":
         compile_all(args.kernels, args.head_dims, args.block_n)
     elif args.mode == "ab":

@@ -34,7 +34,7 @@ def FA4ToNVVM : Pass<"fa4-to-nvvm", "::mlir::ModuleOp"> {
       a tree of 3-input `max.f32`, `x = s·scale_log2 - m` packed
       `fma.rn.f32x2`; `exp2` is `ex2.approx`, or for an evenly spread
       `exp2-emulation-fraction` of the pairs the software exp2 (floor by an
-      `add.rm` against 1.5·2^23, a degree-3 polynomial, the exponent added
+      `fma.rm` against 1.5·2^23, a degree-3 polynomial, the exponent added
       as an integer) on the FMA pipe; P is packed to f16/bf16 two at a time
       and written over S with `tcgen05.st`; the row sum is a tree of packed
       `add.f32x2`.
@@ -53,7 +53,8 @@ def FA4ToNVVM : Pass<"fa4-to-nvvm", "::mlir::ModuleOp"> {
            "Fraction of each row's exponentials computed with the software "
            "exp2 on the FMA units instead of ex2.approx (0 to 1; default -1: "
            "the chip's own, 16 of every 128 on sm_100a as FA4 and none on "
-           "sm_103a, whose MUFU is twice as fast)">,
+           "sm_103a, whose MUFU is twice as fast, nor on sm_90a, whose "
+           "software exp2 is scalar)">,
     Option<"chip", "chip", "std::string", "",
            "Target chip (fa4/Target/Target.h's table; the schedule must be "
            "its family's). Empty: the module's `fa4.target`, else the "

@@ -66,8 +66,8 @@ struct ChipInfo {
   int64_t mufuExp2PerClock;
   /// The softmax's default share of exponentials computed by a polynomial
   /// on the FMA units beside MUFU (the exp2-emulation-fraction option's
-  /// default; 0: MUFU alone). Used by a family whose lowering emulates
-  /// exp2 (Blackwell's).
+  /// default; 0: MUFU alone). Blackwell's software exp2 is packed f32x2,
+  /// Hopper's scalar.
   double exp2EmulationFraction;
   /// The same for FP8 (e4m3) kernels, whose MMAs take half the time of
   /// 16-bit ones while the softmax's exponentials stay as many.

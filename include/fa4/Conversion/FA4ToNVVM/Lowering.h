@@ -281,11 +281,11 @@ private:
   Value roleTmemBase();
   /// The TMEM address of column `column` (i32) of a buffer for this thread.
   Value tmemAddress(Value bufferColumn, Value column, int64_t elementBits);
-  /// An f32 PTX instruction `name $0, $1;` (ex2.approx, lg2.approx).
   /// One PTX instruction as inline assembly: `instruction $0, $1, ...;`
   /// with a result of `type` and the operands, each an f32 ("f"), an i64
-  /// ("l") or a 32-bit word ("r").
+  /// ("l") or an i32 ("r"); any other type is a bug of the caller.
   Value inlinePtx(StringRef instruction, Type type, ValueRange operands);
+  /// An f32 PTX instruction `name $0, $1;` (ex2.approx, lg2.approx).
   Value approximate(StringRef instruction, Value x);
   Value ex2(Value x) { return approximate("ex2.approx.ftz.f32", x); }
   Value lg2(Value x) { return approximate("lg2.approx.ftz.f32", x); }
@@ -485,15 +485,16 @@ private:
   /// scale_log2, times FP8's run-time `factor` when there is one.
   SmallVector<Value> rowExponentials(ArrayRef<Value> s, Value maxScaled,
                                      float scaleLog2, Value factor = Value());
-  /// The software exp2 (RowMath.cpp): the saturated exponent of one score
-  /// (`scaleOver256` is c / 256, the saturating FMA's multiplier; the
-  /// offset exp2SatOffset's of the row's maxScaled), and 2^x from it on the
-  /// FMA pipe, for an f32 or a vector<2xf32> pair of them.
-  Value saturatedExponent(Value score, Value satOffset, Value scaleOver256);
-  /// Whether unit `unit` of a row's `units` exponentials is one of the
-  /// `emulated` the software exp2 computes.
+  /// The software exp2 (RowMath.cpp). Whether unit `unit` (a pair on
+  /// sm_100a, one exponential on sm_90a) of a row's `units` is one of the
+  /// `emulated` it computes.
   static bool isEmulatedExp2(int64_t unit, int64_t emulated, int64_t units);
+  /// A row's saturation offset, (127 - maxScaled) / 256 rounded down.
   Value exp2SatOffset(Value maxScaled);
+  /// z = sat((s·c - maxScaled + 127) / 256) of one score (`scaleOver256`
+  /// is c / 256, `satOffset` exp2SatOffset's).
+  Value saturatedExponent(Value score, Value satOffset, Value scaleOver256);
+  /// 2^x from z on the FMA pipe, for an f32 or a vector<2xf32> pair.
   Value softwareExp2(Value z);
   void storeProbabilities(ArrayRef<Value> probs, Type probElement,
                           TmemStoreOp store);

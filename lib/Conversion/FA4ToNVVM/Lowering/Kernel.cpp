@@ -263,6 +263,8 @@ Value Lowering::inlinePtx(StringRef instruction, Type type,
                           ValueRange operands) {
   // The constraint of a value of `type`: an f32, a 32- or a 64-bit word.
   auto constraint = [](Type t) {
+    assert((t.isF32() || t.isInteger(64) || t.isInteger(32)) &&
+           "inlinePtx takes f32, i64 and i32 values");
     return t.isF32() ? "f" : t.isInteger(64) ? "l" : "r";
   };
   std::string text = instruction.str() + " $0", constraints = "=";

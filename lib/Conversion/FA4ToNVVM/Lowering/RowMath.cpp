@@ -36,10 +36,10 @@ static constexpr float kExp2C3 = 0.0770588995f;
 /// mantissa bits of the sum for |x| < 2^22.
 static constexpr float kFloorMagic = 12582912.0f;
 
-/// Which pairs of a row's exponentials run on the FMA units (sm_100a's; on
-/// sm_90a, single exponentials of a row in the thread's fragment):
-/// `emulated` of `pairs`, spread evenly so that MUFU and FMA work interleave — over the
-/// whole row up to one in eight (sm_100a's 16 of every 128), over its
+/// Which units of a row's exponentials run on the FMA units (sm_100a's
+/// pairs; sm_90a's single exponentials of a row of the thread's fragment):
+/// `emulated` of `units`, spread evenly so that MUFU and FMA work
+/// interleave — over the whole row up to one in eight (sm_100a's 16 of every 128), over its
 /// second half past that (the CTA pair's 24 of 128, FP8's 40). Both are
 /// ptxas's register allocation, measured (CUDA 13.0, bench/sass_budget.py):
 /// at 24 of 128 spread over the whole row, ptxas copies some 40 values into
@@ -49,14 +49,14 @@ static constexpr float kFloorMagic = 12582912.0f;
 /// either way, but the ALiBi example's (a score_mod) spills 68 bytes over
 /// the second half and none over the whole row. FA4 likewise keeps its
 /// emulated exponentials out of a row's first 32-column chunk.
-bool Lowering::isEmulatedExp2(int64_t pair, int64_t emulated, int64_t pairs) {
-  if (8 * emulated > pairs && 2 * emulated <= pairs) {
-    if (pair < pairs / 2)
+bool Lowering::isEmulatedExp2(int64_t unit, int64_t emulated, int64_t units) {
+  if (8 * emulated > units && 2 * emulated <= units) {
+    if (unit < units / 2)
       return false;
-    pair -= pairs / 2;
-    pairs -= pairs / 2;
+    unit -= units / 2;
+    units -= units / 2;
   }
-  return (pair + 1) * emulated / pairs > pair * emulated / pairs;
+  return (unit + 1) * emulated / units > unit * emulated / units;
 }
 
 /// The per-thread row program of one KV tile (FA4's softmax warpgroup):
