@@ -607,13 +607,11 @@ LogicalResult FA4ToNVVMPass::convert(func::FuncOp func,
   kernel.family = &familyLowering(*family);
   if (failed(findPairBarriers(func, specialize, kernel)))
     return failure();
-  kernel.exp2EmulationFraction =
-      kernel.family->emulatesExp2()
-          ? target::exp2EmulationFraction(*chipInfo, exp2EmulationFraction,
-                                          holdsFp8Pieces(func),
-                                          runsAsDensePairs(func) &&
-                                              !holdsScoreMod(func))
-          : 0.0;
+  // Both families' softmax takes the share (Blackwell's software exp2 on
+  // packed pairs, Hopper's scalar; sm_90a's default share is 0).
+  kernel.exp2EmulationFraction = target::exp2EmulationFraction(
+      *chipInfo, exp2EmulationFraction, holdsFp8Pieces(func),
+      runsAsDensePairs(func) && !holdsScoreMod(func));
   layOutSharedMemory(func, kernel);
   if (kernel.smemBytes > chipInfo->smemBytesPerCta)
     return func.emitError() << "the kernel needs " << kernel.smemBytes

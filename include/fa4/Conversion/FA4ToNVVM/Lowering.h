@@ -81,10 +81,6 @@ public:
   /// The per-thread type of a tile held by a warpgroup (rank 2) or of a
   /// row vector (rank 1).
   virtual Type convertTile(RankedTensorType tile) const = 0;
-  /// Whether the family's softmax computes a fraction of its exponentials
-  /// with the software exp2 on the FMA units (fa4-to-nvvm's
-  /// exp2-emulation-fraction); the fraction is 0 where not.
-  virtual bool emulatesExp2() const = 0;
   /// Whether the family has packed f32 arithmetic (sm_100's add/sub/mul/
   /// fma.f32x2, from vector<2xf32> ops): the backward's pointwise chain
   /// then works on adjacent pairs of a thread's elements.

@@ -39,9 +39,9 @@ static constexpr float kFloorMagic = 12582912.0f;
 /// Which units of a row's exponentials run on the FMA units (sm_100a's
 /// pairs; sm_90a's single exponentials of a row of the thread's fragment):
 /// `emulated` of `units`, spread evenly so that MUFU and FMA work
-/// interleave — over the whole row up to one in eight (sm_100a's 16 of every 128), over its
-/// second half past that (the CTA pair's 24 of 128, FP8's 40). Both are
-/// ptxas's register allocation, measured (CUDA 13.0, bench/sass_budget.py):
+/// interleave — over the whole row up to one in eight (sm_100a's 16 of
+/// every 128), over its second half past that (the CTA pair's 24 of 128,
+/// FP8's 40). Both are ptxas's register allocation, measured (CUDA 13.0, bench/sass_budget.py):
 /// at 24 of 128 spread over the whole row, ptxas copies some 40 values into
 /// the aligned register pairs of the packed FMAs and spills 32 bytes a
 /// thread (566 instructions a tile in the pair's softmax), over the second
@@ -458,7 +458,7 @@ Value Lowering::exp2SatOffset(Value maxScaled) {
 
 /// Software exp2 on the FMA pipe of z (saturatedExponent's, an f32 or a
 /// vector<2xf32> pair — sm_100's packed f32x2 arithmetic, sm_90's scalar):
-/// floor(x) from one add rounded toward -inf, 2^fraction by the
+/// floor(x) from one FMA rounded toward -inf, 2^fraction by the
 /// polynomial, 2^floor(x) added to the exponent field. x is clamped to
 /// -127, where the result's exponent field reaches 0 (z = 0, a hidden key:
 /// exactly 0); an all-hidden row is recognised by its max, never by its

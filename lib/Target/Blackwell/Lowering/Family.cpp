@@ -27,7 +27,6 @@ public:
     return VectorType::get({tile.getDimSize(1)}, tile.getElementType());
   }
 
-  bool emulatesExp2() const override { return true; }
   bool packsF32() const override { return true; }
 
   // Thread r holds row r alone: its row scalars are plain f32 values.

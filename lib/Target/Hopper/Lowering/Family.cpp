@@ -32,10 +32,6 @@ public:
     return VectorType::get({tile.getDimSize(1) / 2}, tile.getElementType());
   }
 
-  // The softmax computes exp2-emulation-fraction of its exponentials with
-  // the software exp2, scalar (no packed f32 on sm_90a); sm_90a's default
-  // share is 0 (target::ChipInfo).
-  bool emulatesExp2() const override { return true; }
   bool packsF32() const override { return false; }
 
   // A thread holds two rows (fragmentRow), each shared by its quad.
