@@ -237,7 +237,8 @@ llvm::Expected<std::string> fa4::compileCacheKey(ModuleOp module,
     return ptxas.takeError();
   // The share the kernel gets, the target's own resolved: asking for it by
   // name or by default is one compilation, for a kernel that cannot run as
-  // CTA pairs (below). (FP8 kernels have a default of their own.)
+  // CTA pairs or have a small head (below). (FP8 kernels have a default of
+  // their own.)
   bool fp8 = false;
   module.walk([&](func::FuncOp func) { fp8 |= holdsFp8Pieces(func); });
   double exp2Fraction = options.exp2EmulationFraction;
@@ -247,24 +248,32 @@ llvm::Expected<std::string> fa4::compileCacheKey(ModuleOp module,
   // input without fa4.attention (one to raise), counts as one that may.
   // There the default is keyed as both shares, so naming either one is an
   // entry of its own (at worst the same kernel twice, never a wrong one).
+  // A head dim of at most 64 (or one not known before the raise) keys the
+  // small head's share the same way.
   std::string pairFraction;
   if (const target::ChipInfo *chip = target::lookup(options.target)) {
-    bool mayPair = false;
-    if (chip->family == target::Family::Blackwell && !fp8 &&
-        options.twoCta != Toggle::Off) {
-      bool attention = false;
-      module.walk([&](AttentionOp op) {
-        attention = true;
-        auto q = cast<ShapedType>(op.getQ().getType());
-        mayPair |= q.hasRank() && q.getShape().back() == 128 &&
-                   q.getElementType().getIntOrFloatBitWidth() == 16;
-      });
-      mayPair |= !attention;
-    }
+    bool attention = false, mayPair = false, maySmall = false;
+    module.walk([&](AttentionOp op) {
+      attention = true;
+      auto q = cast<ShapedType>(op.getQ().getType());
+      if (!q.hasRank() || q.getRank() == 0)
+        return;
+      int64_t headDim = q.getShape().back();
+      mayPair |= headDim == 128 &&
+                 q.getElementType().getIntOrFloatBitWidth() == 16;
+      maySmall |= headDim <= 64;
+    });
+    mayPair = chip->family == target::Family::Blackwell && !fp8 &&
+              options.twoCta != Toggle::Off && (mayPair || !attention);
+    maySmall |= !attention;
     if (mayPair && chip->exp2EmulationFractionPair != chip->exp2EmulationFraction)
       pairFraction = "pair=" + roundTripDecimal(target::exp2EmulationFraction(
-                                   *chip, exp2Fraction, fp8, /*pair=*/true));
-    exp2Fraction = target::exp2EmulationFraction(*chip, exp2Fraction, fp8);
+                                   *chip, exp2Fraction, {fp8, /*pair=*/true}));
+    if (maySmall &&
+        chip->exp2EmulationFractionSmallHead != chip->exp2EmulationFraction)
+      pairFraction += "small=" + roundTripDecimal(target::exp2EmulationFraction(
+                                     *chip, exp2Fraction, {fp8, false, 64}));
+    exp2Fraction = target::exp2EmulationFraction(*chip, exp2Fraction, {fp8});
   }
   // A block size asked for is part of the key; the default adds nothing
   // (the keys of earlier compiles stay valid).

@@ -131,6 +131,8 @@ llvm::StringRef mlir::fa4::target::exp2EmulationOptionHelp() {
       if (chip.exp2EmulationFractionPair != chip.exp2EmulationFraction)
         share("; dense CTA pairs without a score_mod ",
               chip.exp2EmulationFractionPair);
+      if (chip.exp2EmulationFractionSmallHead != chip.exp2EmulationFraction)
+        share("; 16-bit at head dim <= 64 ", chip.exp2EmulationFractionSmallHead);
       first = false;
     }
     os << "). The share of a thread's row is rounded down: of its block_n/2 "

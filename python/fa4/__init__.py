@@ -481,7 +481,8 @@ def compile(head_dim: int = 128, q_heads: int = 32, kv_heads: int = 8,
     units beside MUFU, 0 to 1; None for the target's own (on sm_100a 0.125,
     as FA4's one-CTA kernels; 0.1875 in a dense CTA pair without a
     score_mod, as FA4's 2-CTA kernel; 0.3125 for e4m3; 0 on sm_103a, whose
-    MUFU is twice as fast, and on sm_90a, whose polynomial is scalar).
+    MUFU is twice as fast; on sm_90a 0.125 for fp16/bf16 at head dims up to
+    64, where MUFU bounds a block, else 0).
     ``rescale_threshold``: the online softmax rescales O when a row's max
     moves by more than this many powers of two (0: whenever it moves);
     e4m3 kernels always take 0 (their probabilities fill e4m3's range).

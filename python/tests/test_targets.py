@@ -77,6 +77,13 @@ def test_hopper_software_exp2():
     assert "fma.rm.ftz.f32 " not in mufu.ptx
     assert "fma.rm.ftz.f32 " in quarter.ptx and "f32x2" not in quarter.ptx
     assert quarter.manifest["ptxas"]["spill_store_bytes"] == 0
+    # sm_90a's own share at head dim 64 is 1/8: the default is that kernel,
+    # never the share-0 entry of the cache (nor the other way round).
+    default = fa4.compile(**args)
+    eighth = fa4.compile(**args, exp2_emulation_fraction=0.125)
+    assert default.ptx == eighth.ptx != mufu.ptx
+    assert "fma.rm.ftz.f32 " not in fa4.compile(
+        **dict(args, head_dim=96)).ptx
     generator = torch.Generator().manual_seed(2)
     q = torch.randn(1, 150, 4, 64, generator=generator).to(torch.float16)
     k, v = (torch.randn(1, 150, 2, 64, generator=generator).to(torch.float16)

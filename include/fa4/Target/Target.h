@@ -81,6 +81,11 @@ struct ChipInfo {
   /// their masks spill 40 and 60 bytes at it, none at 16 of 128; their
   /// softmax is bound by its issue slots, not MUFU).
   double exp2EmulationFractionPair;
+  /// The same for a 16-bit kernel whose Q/K head dim is at most 64: its
+  /// QK^T and PV MMAs take half the tensor core's time of head dim 128's
+  /// for as many exponentials, so MUFU, not the tensor core, bounds a K/V
+  /// block (sm_90a hd64 bf16: 1056 MUFU cycles against 1024).
+  double exp2EmulationFractionSmallHead;
   /// Which tensor-core instruction family the chip has.
   bool tcgen05;
   bool wgmma;
@@ -115,6 +120,10 @@ struct ChipInfo {
 /// A dense CTA pair's forward moves 24 of every 128, FA4's share for its
 /// own 2-CTA kernel (its tuning table, measured on the B200): MUFU.EX2 105
 /// a tile against 113, softmax 524 instructions against 496, no spill.
+/// Hopper's default is MUFU alone but at head dims up to 64, where 16 of
+/// every 128 (its scalar software exp2) ran 1-6 % faster at hd64 bf16 and
+/// any share ran 1-8 % slower at hd128 bf16 and e4m3 (docs/Hopper.md, "The
+/// software exp2 on Hopper": bench/h200/results/run57, on an H100).
 inline constexpr ChipInfo kChipTable[] = {
     {Chip::Sm100a, "sm_100a", Family::Blackwell, "Blackwell",
      "the FA4 schedule: TMEM and tcgen05", "B200", /*compute=*/10, 0,
@@ -122,6 +131,7 @@ inline constexpr ChipInfo kChipTable[] = {
      /*registersPerSm=*/64 * 1024, /*tmemColumns=*/512, /*qTilesPerTask=*/2,
      /*mufuExp2PerClock=*/16, /*exp2EmulationFraction=*/0.125,
      /*exp2EmulationFractionFp8=*/0.3125, /*exp2EmulationFractionPair=*/0.1875,
+     /*exp2EmulationFractionSmallHead=*/0.125,
      /*tcgen05=*/true, /*wgmma=*/false, /*emulated=*/true,
      /*codegenChip=*/"sm_100a", /*backward=*/BackwardLevel::Kernels},
     {Chip::Sm103a, "sm_103a", Family::Blackwell, "Blackwell",
@@ -130,6 +140,7 @@ inline constexpr ChipInfo kChipTable[] = {
      /*registersPerSm=*/64 * 1024, /*tmemColumns=*/512, /*qTilesPerTask=*/2,
      /*mufuExp2PerClock=*/32, /*exp2EmulationFraction=*/0.0,
      /*exp2EmulationFractionFp8=*/0.0, /*exp2EmulationFractionPair=*/0.0,
+     /*exp2EmulationFractionSmallHead=*/0.0,
      /*tcgen05=*/true, /*wgmma=*/false, /*emulated=*/true,
      // MLIR 22's NVVM dialect allows the tcgen05 ops on sm_100a and sm_101a
      // only (NVVMRequiresSMa<[100, 101]>), where the PTX ISA (8.8) has them
@@ -143,6 +154,7 @@ inline constexpr ChipInfo kChipTable[] = {
      /*registersPerSm=*/64 * 1024, /*tmemColumns=*/0, /*qTilesPerTask=*/1,
      /*mufuExp2PerClock=*/16, /*exp2EmulationFraction=*/0.0,
      /*exp2EmulationFractionFp8=*/0.0, /*exp2EmulationFractionPair=*/0.0,
+     /*exp2EmulationFractionSmallHead=*/0.125,
      /*tcgen05=*/false, /*wgmma=*/true, /*emulated=*/true,
      /*codegenChip=*/"sm_90a", /*backward=*/BackwardLevel::Kernels},
 };
@@ -170,23 +182,37 @@ llvm::StringRef targetOptionHelp();
 llvm::StringRef smCountOptionHelp();
 
 /// The exp2-emulation-fraction option's default: the target chip's own
-/// share (its row's exp2EmulationFraction, for FP8 kernels its
+/// share (its row's exp2EmulationFraction; for FP8 kernels its
 /// exp2EmulationFractionFp8, for a 16-bit forward run as dense CTA pairs
-/// without a score_mod its exp2EmulationFractionPair).
+/// without a score_mod its exp2EmulationFractionPair, for another 16-bit
+/// kernel of Q/K head dim at most 64 its exp2EmulationFractionSmallHead).
 constexpr double kTargetExp2EmulationFraction = -1.0;
 /// Whether the option takes `fraction`: [0, 1], or -1 (the chip's).
 inline bool isExp2EmulationFraction(double fraction) {
   return fraction == kTargetExp2EmulationFraction ||
          (fraction >= 0.0 && fraction <= 1.0);
 }
-/// The share `option` asks for on `chip`.
+/// What a kernel's default share depends on.
+struct Exp2Variant {
+  /// Its inputs are e4m3.
+  bool fp8 = false;
+  /// It runs as dense CTA pairs without a score_mod.
+  bool pair = false;
+  /// Its Q/K head dim (0: not known, as 128).
+  int64_t headDim = 0;
+};
+/// The share `option` asks for on `chip` for `variant`.
 inline double exp2EmulationFraction(const ChipInfo &chip, double option,
-                                    bool fp8 = false, bool pair = false) {
+                                    Exp2Variant variant = {}) {
   if (option != kTargetExp2EmulationFraction)
     return option;
-  if (fp8)
+  if (variant.fp8)
     return chip.exp2EmulationFractionFp8;
-  return pair ? chip.exp2EmulationFractionPair : chip.exp2EmulationFraction;
+  if (variant.pair)
+    return chip.exp2EmulationFractionPair;
+  if (variant.headDim > 0 && variant.headDim <= 64)
+    return chip.exp2EmulationFractionSmallHead;
+  return chip.exp2EmulationFraction;
 }
 /// The option's help, with each chip's default from the table.
 llvm::StringRef exp2EmulationOptionHelp();

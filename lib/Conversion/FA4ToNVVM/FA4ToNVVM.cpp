@@ -608,10 +608,13 @@ LogicalResult FA4ToNVVMPass::convert(func::FuncOp func,
   if (failed(findPairBarriers(func, specialize, kernel)))
     return failure();
   // Both families' softmax takes the share (Blackwell's software exp2 on
-  // packed pairs, Hopper's scalar; sm_90a's default share is 0).
+  // packed pairs, Hopper's scalar; sm_90a's default share is 0 but at head
+  // dims up to 64). Q's last dimension is its head dim.
+  auto qType = cast<MemRefType>(tensors[0].getType());
   kernel.exp2EmulationFraction = target::exp2EmulationFraction(
-      *chipInfo, exp2EmulationFraction, holdsFp8Pieces(func),
-      runsAsDensePairs(func) && !holdsScoreMod(func));
+      *chipInfo, exp2EmulationFraction,
+      {holdsFp8Pieces(func), runsAsDensePairs(func) && !holdsScoreMod(func),
+       qType.getRank() ? qType.getShape().back() : 0});
   layOutSharedMemory(func, kernel);
   if (kernel.smemBytes > chipInfo->smemBytesPerCta)
     return func.emitError() << "the kernel needs " << kernel.smemBytes
