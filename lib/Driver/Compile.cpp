@@ -281,6 +281,8 @@ llvm::Expected<std::string> fa4::compileCacheKey(ModuleOp module,
       options.blockN ? "block-n=" + std::to_string(options.blockN) : "";
   if (options.qTilesPerTask)
     blockN += "q-tiles-per-task=" + std::to_string(options.qTilesPerTask);
+  if (options.qTileRows)
+    blockN += "q-tile-rows=" + std::to_string(options.qTileRows);
   if (options.grid != "auto")
     blockN += "grid=" + options.grid;
   if (options.l2SectionBytes != -1)

@@ -157,6 +157,7 @@ static const Stage kStages[] = {
        tileOptions.rescaleThreshold = options.rescaleThreshold;
        tileOptions.blockN = options.blockN;
        tileOptions.qTilesPerTask = options.qTilesPerTask;
+       tileOptions.qTileRows = options.qTileRows;
        pm.addNestedPass<func::FuncOp>(createFA4TileAttention(tileOptions));
      }},
     // The schedule (level C): each step is the chip's wing's, and a wing
@@ -277,6 +278,11 @@ llvm::Error mlir::fa4::buildPipeline(OpPassManager &pm,
     return makeError("q-tiles-per-task must be 0 (the target's choice), 1 "
                      "or 2, got " +
                      std::to_string(options.qTilesPerTask));
+  if (options.qTileRows != 0 && options.qTileRows != 128 &&
+      options.qTileRows != 192)
+    return makeError("q-tile-rows must be 0 (the target's choice), 128 or "
+                     "192, got " +
+                     std::to_string(options.qTileRows));
   if (!(options.rescaleThreshold >= 0.0) ||
       !std::isfinite(options.rescaleThreshold))
     return makeError("rescale-threshold must be finite and non-negative, got " +

@@ -173,13 +173,13 @@ void TileProgramBuilder::buildTask(Value batch, Value head, Value mBlock,
                                    Value split, Value seqQ, Value seqK) {
   Type element = getElementTypeOrSelf(op.getQ().getType());
   auto qTileType =
-      RankedTensorType::get({TileConfig::kBlockM, config.headDim}, element);
-  auto rowType = RankedTensorType::get({TileConfig::kBlockM}, b.getF32Type());
+      RankedTensorType::get({config.blockM, config.headDim}, element);
+  auto rowType = RankedTensorType::get({config.blockM}, b.getF32Type());
   auto accType = RankedTensorType::get(
-      {TileConfig::kBlockM, config.valueHeadDim}, b.getF32Type());
+      {config.blockM, config.valueHeadDim}, b.getF32Type());
   // O is in the input type, or f16/bf16 for FP8 inputs.
   auto oTileType = RankedTensorType::get(
-      {TileConfig::kBlockM, config.valueHeadDim},
+      {config.blockM, config.valueHeadDim},
       getElementTypeOrSelf(op.getOut().getType()));
 
   Value taskRow =
@@ -188,7 +188,7 @@ void TileProgramBuilder::buildTask(Value batch, Value head, Value mBlock,
   for (int64_t stage = 0; stage < config.qTilesPerTask; ++stage) {
     Value row = stage == 0 ? taskRow
                            : arith::AddIOp::create(b,
-                                 loc, taskRow, index(stage * TileConfig::kBlockM))
+                                 loc, taskRow, index(stage * config.blockM))
                                  .getResult();
     qRows.push_back(row);
     // Varlen: the sequence's packed rows start at its first row's.
@@ -262,7 +262,7 @@ void TileProgramBuilder::buildTask(Value batch, Value head, Value mBlock,
     if (split) {
       // A part's O, normalized by its own sums, in f32 for the merge.
       auto partType = RankedTensorType::get(
-          {TileConfig::kBlockM, config.valueHeadDim}, b.getF32Type());
+          {config.blockM, config.valueHeadDim}, b.getF32Type());
       auto normalize = NormalizeOp::create(
           b, loc, partType, rowType, tileState.acc, tileState.rowMax,
           tileState.rowSum, softmaxFactor(), outFactor,
@@ -364,9 +364,9 @@ QTileState TileProgramBuilder::buildBlockStep(OpBuilder &body, QTileState state,
   // P in V's type, the value MMA's (e4m3 for FP8).
   Type element = getElementTypeOrSelf(vTile.getType());
   auto scoreType = RankedTensorType::get(
-      {TileConfig::kBlockM, config.blockN}, body.getF32Type());
+      {config.blockM, config.blockN}, body.getF32Type());
   auto probType = RankedTensorType::get(
-      {TileConfig::kBlockM, config.blockN}, element);
+      {config.blockM, config.blockN}, element);
 
   Value scores = buildTileScores(body, loc, op, config, scoreType, qTile,
                                  kTile, batch, head, qRow, kvCol, seqQ, seqK,
@@ -450,6 +450,41 @@ static LogicalResult checkOperandsAreArguments(Operation *op,
   return success();
 }
 
+/// Hopper's three-consumer tile: 192 rows, a consumer warpgroup's 64 each.
+constexpr int64_t kHopperWideRows = 192;
+
+/// Whether `op` may run in Hopper's 192-row tiles: the schedule of three
+/// consumer warpgroups is built for the dense layouts of 16-bit kernels up
+/// to head dim 64, where three consumers' S, P and O fit their registers.
+static LogicalResult checkWideTile(AttentionOp op, const target::ChipInfo &chip,
+                                   const TileConfig &config, int64_t bits) {
+  auto refuse = [&](StringRef why) {
+    return op.emitOpError() << "q-tile-rows=" << kHopperWideRows << ": "
+                            << why;
+  };
+  if (chip.family != target::Family::Hopper)
+    return refuse(("the 192-row tile is Hopper's (three consumer "
+                   "warpgroups); " +
+                   chip.name + "'s schedule takes 128-row Q tiles")
+                      .str());
+  if (config.qTilesPerTask != 1)
+    return refuse("a 192-row tile is the task's one Q tile (q-tiles-per-task "
+                  "1)");
+  if (bits != 16)
+    return refuse("built for fp16 and bf16 inputs (not e4m3)");
+  if (config.headDim > 64 || config.valueHeadDim > 64)
+    return refuse("built for Q/K and V head dims up to 64 (three consumers' "
+                  "O and S fit their registers there), got (" +
+                  std::to_string(config.headDim) + ", " +
+                  std::to_string(config.valueHeadDim) + ")");
+  if (op.getNumSplits() || op.getCuSeqlensQ() || op.getBlockTable() ||
+      op.getSequsedK() || op.getBlockMask())
+    return refuse("not built with split-KV, varlen, a paged cache, "
+                  "seqused_k or a block mask (their workspaces, row slots "
+                  "and mask entries count 128-row tiles)");
+  return success();
+}
+
 namespace {
 struct TileAttentionPass
     : public fa4::impl::FA4TileAttentionBase<TileAttentionPass> {
@@ -457,12 +492,21 @@ struct TileAttentionPass
 
   /// The option is checked once, whatever the input holds.
   LogicalResult initialize(MLIRContext *context) override {
-    if (qTilesPerTask >= 0 && qTilesPerTask <= 2)
-      return success();
-    emitError(UnknownLoc::get(context))
-        << "fa4-tile: q-tiles-per-task must be 0 (the chip's), 1 or 2, got "
-        << static_cast<int64_t>(qTilesPerTask);
-    return failure();
+    if (qTilesPerTask < 0 || qTilesPerTask > 2) {
+      emitError(UnknownLoc::get(context))
+          << "fa4-tile: q-tiles-per-task must be 0 (the chip's), 1 or 2, got "
+          << static_cast<int64_t>(qTilesPerTask);
+      return failure();
+    }
+    if (qTileRows != 0 && qTileRows != TileConfig::kBlockM &&
+        qTileRows != kHopperWideRows) {
+      emitError(UnknownLoc::get(context))
+          << "fa4-tile: q-tile-rows must be 0 (the chip's), "
+          << TileConfig::kBlockM << " or " << kHopperWideRows << ", got "
+          << static_cast<int64_t>(qTileRows);
+      return failure();
+    }
+    return success();
   }
 
   void runOnOperation() override {
@@ -592,6 +636,11 @@ struct TileAttentionPass
                        << config.blockN
                        << " (block-n, or the head dims' default)";
       return signalPassFailure();
+    }
+    if (qTileRows == kHopperWideRows) {
+      if (failed(checkWideTile(op, chip, config, bits)))
+        return signalPassFailure();
+      config.blockM = kHopperWideRows;
     }
     func->setAttr(kSpecAttrName, buildSpec(op, config));
     TileProgramBuilder(op, config).build();

@@ -78,10 +78,18 @@ TileProgram::readForSchedule(func::FuncOp func, target::Family family,
                 "seq_k] V (docs/FP8.md); sm_100a and sm_103a take it";
   }
   int64_t rows = read->range.getRows();
+  // Hopper's one Q tile a task is 128 rows or 192 (three consumers').
+  bool wide = family == target::Family::Hopper && rows == 192;
   bool fits = qTilesPerTask > 0
-                  ? rows == TileConfig::kBlockM * qTilesPerTask
+                  ? rows == TileConfig::kBlockM * qTilesPerTask || wide
                   : rows == TileConfig::kBlockM ||
                         rows == 2 * TileConfig::kBlockM;
+  if (!fits && family == target::Family::Hopper)
+    return read->range.emitOpError()
+           << "covers tasks of " << rows
+           << " rows; the Hopper schedule runs one Q tile of 128 or 192 "
+              "rows per task (fa4c --q-tiles-per-task 1 and --q-tile-rows, "
+              "fa4-tile's options of those names)";
   if (!fits)
     return read->range.emitOpError()
            << "covers tasks of " << rows << " rows; the "

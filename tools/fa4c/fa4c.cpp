@@ -122,6 +122,14 @@ static cl::opt<int64_t> qTilesPerTask(
              "1 past it (S double-buffered over K/V blocks instead), and on "
              "request below it. sm_90a: 1"),
     cl::init(0), cl::cat(compileCategory));
+static cl::opt<int64_t> qTileRows(
+    "q-tile-rows",
+    cl::desc("Rows of a Q tile (default 0: the target's choice, 128). 192 on "
+             "sm_90a: three consumer warpgroups of 64 rows instead of two "
+             "(FlashAttention-3's hd64 tile), for fp16/bf16 at Q/K head dim "
+             "up to 64 without --num-splits, --varlen, --paged-kv or "
+             "--seqused-k; docs/Hopper.md, \"Three consumer warpgroups\""),
+    cl::init(0), cl::cat(compileCategory));
 static cl::opt<mlir::fa4::Toggle> hopperOverlap(
     "hopper-overlap",
     cl::desc("Hopper: the consumers' intra-warpgroup overlap (the next "
@@ -461,7 +469,7 @@ static llvm::Error checkInput(ModuleOp module, EmitKind kind) {
   // refused rather than ignored.
   bool backwardModule = false;
   module.walk([&](fa4::AttentionBackwardOp) { backwardModule = true; });
-  cl::Option *forwardOnly[] = {&kvStages, &blockN, &qTilesPerTask,
+  cl::Option *forwardOnly[] = {&kvStages, &blockN, &qTilesPerTask, &qTileRows,
                                &hopperOverlap, &hopperPingpong, &twoCta,
                                &rescaleThreshold, &exp2EmulationFraction,
                                &gridPolicy, &l2SectionBytes};
@@ -556,6 +564,7 @@ static void setPipelineOptions(fa4::PipelineOptions &options, ModuleOp module,
   options.kvStages = kvStages;
   options.blockN = blockN;
   options.qTilesPerTask = qTilesPerTask;
+  options.qTileRows = qTileRows;
   options.hopperOverlap = hopperOverlap;
   options.hopperPingpong = hopperPingpong;
   options.twoCta = twoCta;

@@ -48,6 +48,12 @@ struct PipelineOptions : public PassPipelineOptions<PipelineOptions> {
                      "choice at the head dims: 2 on Blackwell up to head "
                      "dim 192, else 1)"),
       llvm::cl::init(0)};
+  PassOptions::Option<int64_t> qTileRows{
+      *this, "q-tile-rows",
+      llvm::cl::desc("Rows of a Q tile (0: the target's choice, 128; 192 "
+                     "on Hopper: three consumer warpgroups, fp16/bf16 at "
+                     "head dim up to 64)"),
+      llvm::cl::init(0)};
   PassOptions::Option<int64_t> smCount{
       *this, "sm-count",
       llvm::cl::desc(target::smCountOptionHelp()),

@@ -99,6 +99,11 @@ def FA4TileAttention : Pass<"fa4-tile", "::mlir::func::FuncOp"> {
            "1 past it (S double-buffered over K/V blocks; 1 is taken below "
            "it too), 1 for Hopper's (one tile, split between two consumer "
            "warpgroups)">,
+    Option<"qTileRows", "q-tile-rows", "int64_t", "0",
+           "Rows of a Q tile: 0 for the module's chip's choice (128), 128, "
+           "or 192 on Hopper (three consumer warpgroups of 64 rows, "
+           "FlashAttention-3's hd64 tile; fp16/bf16 at Q/K head dim up to "
+           "64, without split-KV, varlen, a paged cache or seqused_k)">,
     Option<"blockN", "block-n", "int64_t", "0",
            "Keys of a K/V block: 0 for the module's chip's choice at the "
            "attention's head dims (128; on Hopper at head dim 256 80, or "

@@ -38,7 +38,10 @@ struct TileConfig {
 
   /// Q tiles per task (1 or 2), chosen by the target's schedule.
   int64_t qTilesPerTask = kBlackwellQTilesPerTask;
-  int64_t rowsPerTask() const { return kBlockM * qTilesPerTask; }
+  /// Rows of a Q tile: kBlockM, or Hopper's 192 (three consumer
+  /// warpgroups of 64 rows; the tile pass's q-tile-rows).
+  int64_t blockM = kBlockM;
+  int64_t rowsPerTask() const { return blockM * qTilesPerTask; }
   /// Keys of a K/V block, chosen by the target's schedule
   /// (target::defaultBlockN) or the tile pass's block-n option.
   int64_t blockN = kBlockN;

@@ -3,7 +3,7 @@
 // Level B -> level C for sm_90a, in the FlashAttention-3 style: a producer
 // warpgroup whose elected thread loads Q, then K and V into two rings, with
 // TMA; two consumer warpgroups that each own 64 rows of the task's 128-row Q
-// tile and run S = Q·Kᵀ, the online softmax, the rescale of O and O += P·V
+// tile (three of a 192-row one: q-tile-rows) and run S = Q·Kᵀ, the online softmax, the rescale of O and O += P·V
 // on their own registers (wgmma); each stages its half of O in shared memory
 // and stores it with TMA. The hand-offs are the ring ops every target shares
 // (fa4-insert-barriers makes them mbarriers), the task loop the one
@@ -64,7 +64,7 @@ private:
   Value keyOf(const Task &task, Value k) {
     return mul(sub(sub(task.end, index(1)), k), config.blockN);
   }
-  /// `op` cloned with `mapping`, its 128-row tile results retyped to the
+  /// `op` cloned with `mapping`, its Q-tile-row results retyped to the
   /// warpgroup's 64 rows.
   Operation *cloneForWarpgroup(Operation *op, IRMapping &mapping);
 
@@ -84,15 +84,17 @@ private:
                                Value s, Value rowMax, Value rowSum,
                                Masking masking = Masking::IfStraddling);
   /// FlashAttention-3's ping-pong: consumer `half` waits for its turn to
-  /// issue its MMAs (named barrier 1 + half, both consumers' 256 threads),
-  /// and hands the turn to the other after issuing them, so that one's
-  /// softmax runs while the other's MMAs do.
+  /// issue its MMAs (named barrier 1 + half: its own 128 threads and the
+  /// previous consumer's, which arrive there), and hands the turn to the
+  /// next after issuing them, so that one's softmax runs while another's
+  /// MMAs do. Three consumers take turns round robin (FlashAttention-3's
+  /// scheduler barrier for three MMA warpgroups).
   void takeTurn(int64_t half) {
     NamedBarrierSyncOp::create(b, loc, 1 + half,
                                2 * hopper::ScheduleConfig::kThreadsPerRole);
   }
   void passTurn(int64_t half) {
-    NamedBarrierArriveOp::create(b, loc, 1 + (1 - half),
+    NamedBarrierArriveOp::create(b, loc, 1 + (half + 1) % config.consumers,
                                  2 * hopper::ScheduleConfig::kThreadsPerRole);
   }
   /// A consumer's row vectors, O and S: tensor<64xf32>, tensor<64xDxf32>,
@@ -122,7 +124,7 @@ private:
   /// The sizes, task count and level-B ops the schedule starts from.
   ScheduleStart start;
   Value qBuffer, kBuffer, vBuffer;
-  Value oStaging[hopper::ScheduleConfig::kConsumers];
+  Value oStaging[hopper::ScheduleConfig::kMaxConsumers];
 };
 
 } // namespace
@@ -135,7 +137,7 @@ Operation *WarpgroupProgramBuilder::cloneForWarpgroup(Operation *op,
   Operation *clone = b.clone(*op, mapping);
   for (OpResult result : clone->getResults()) {
     auto type = dyn_cast<RankedTensorType>(result.getType());
-    if (!type || type.getDimSize(0) != TileConfig::kBlockM)
+    if (!type || type.getDimSize(0) != config.qRows())
       continue;
     SmallVector<int64_t> shape(type.getShape());
     shape[0] = hopper::ScheduleConfig::kRowsPerConsumer;
@@ -516,7 +518,7 @@ void WarpgroupProgramBuilder::build() {
                       stages),
         b.getStringAttr(name));
   };
-  qBuffer = smem("q", TileConfig::kBlockM, config.headDim, 1);
+  qBuffer = smem("q", config.qRows(), config.headDim, 1);
   kBuffer = smem("k", config.blockN, config.headDim, config.kvStages());
   // FP8's V stages are V transposed: [head_dim, keys].
   vBuffer = config.elementBytes == 1
@@ -526,7 +528,7 @@ void WarpgroupProgramBuilder::build() {
                        config.kvStages());
   // A split-KV kernel writes O without staging (the parts to the
   // workspace, the merge row by row), a varlen one from the fragments.
-  for (int64_t half = 0; half < hopper::ScheduleConfig::kConsumers &&
+  for (int64_t half = 0; half < config.consumers &&
                          !program.splitWorkspace && !program.cuSeqlensQ &&
                          config.oStaged;
        ++half)
@@ -537,7 +539,7 @@ void WarpgroupProgramBuilder::build() {
   auto specialize = WarpSpecializeOp::create(b, loc);
   Block *roles = new Block();
   specialize.getRoles().push_back(roles);
-  for (const RoleSpec &spec : hopper::ScheduleConfig::roles()) {
+  for (const RoleSpec &spec : config.roles()) {
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToEnd(roles);
     auto role = RoleOp::create(b, loc, spec.name, spec.firstWarp,
@@ -557,9 +559,10 @@ void WarpgroupProgramBuilder::build() {
           ProducerAcquireOp::create(b, loc, buffer,
                                     add(tasks.getResult(1), index(s)));
     } else {
-      int64_t half = spec.name == hopper::role::kConsumer0 ? 0 : 1;
-      // The ping-pong starts with consumer0's turn.
-      if (config.pingpong && half == 1)
+      int64_t half = hopper::ScheduleConfig::consumerIndex(spec);
+      // The ping-pong starts with consumer0's turn, which the last consumer
+      // gives it.
+      if (config.pingpong && half == config.consumers - 1)
         passTurn(half);
       buildTaskLoop([&](Task &task) { buildConsumer(task, half); });
     }
@@ -603,6 +606,22 @@ struct HopperWarpgroupRolesPass
     hopper::ScheduleConfig config = hopper::ScheduleConfig::get(
         qType.getDimSize(3), qType.getElementTypeBitWidth() / 8,
         vType.getDimSize(3), program.range.getBlockN());
+    // A 192-row tile: three consumers, for what fa4-tile builds it
+    // (q-tile-rows; a tile program written by hand is held to the same).
+    if (program.range.getRows() == 3 * hopper::ScheduleConfig::kRowsPerConsumer) {
+      if (config.elementBytes != 2 || config.headDim > 64 ||
+          config.valueHeadDim > 64 || program.splitWorkspace ||
+          program.cuSeqlensQ || program.blockTable || program.seqUsedK ||
+          program.range.getBlockMask()) {
+        program.range.emitOpError()
+            << "covers 192-row tasks (three consumer warpgroups), which the "
+               "Hopper schedule builds for fp16/bf16 at head dims up to 64 "
+               "without split-KV, varlen, a paged cache, seqused_k or a "
+               "block mask";
+        return signalPassFailure();
+      }
+      config.consumers = 3;
+    }
     config.outElementBytes =
         cast<MemRefType>(program.arguments[kOut].getType())
             .getElementTypeBitWidth() /

@@ -10,26 +10,36 @@ using namespace mlir::fa4;
 namespace {
 
 TEST(HopperScheduleConfig, RolesFitTheRegisterFileAndTheWarpgroups) {
-  int64_t registers = 0;
-  int64_t warps = 0;
-  for (const RoleSpec &role : hopper::ScheduleConfig::roles()) {
-    // One role per warpgroup: setmaxnreg is warpgroup-collective, and
-    // wgmma is issued by a whole warpgroup starting at a multiple of 4.
-    EXPECT_EQ(role.firstWarp % 4, 0);
-    EXPECT_EQ(role.numWarps, 4);
-    EXPECT_EQ(role.firstWarp, warps);
-    EXPECT_EQ(role.registers % 8, 0);
-    EXPECT_GE(role.registers, 24);
-    EXPECT_LE(role.registers, 256);
-    registers += role.registers * role.numWarps * 32;
-    warps += role.numWarps;
+  // Two consumers (a 128-row Q tile) and three (a 192-row one).
+  for (int64_t consumers : {2, 3}) {
+    hopper::ScheduleConfig config;
+    config.consumers = consumers;
+    int64_t registers = 0;
+    int64_t warps = 0;
+    for (const RoleSpec &role : config.roles()) {
+      // One role per warpgroup: setmaxnreg is warpgroup-collective, and
+      // wgmma is issued by a whole warpgroup starting at a multiple of 4.
+      EXPECT_EQ(role.firstWarp % 4, 0);
+      EXPECT_EQ(role.numWarps, 4);
+      EXPECT_EQ(role.firstWarp, warps);
+      EXPECT_EQ(role.registers % 8, 0);
+      EXPECT_GE(role.registers, 24);
+      EXPECT_LE(role.registers, 256);
+      EXPECT_EQ(hopper::ScheduleConfig::consumerIndex(role),
+                role.firstWarp / 4 - 1);
+      registers += role.registers * role.numWarps * 32;
+      warps += role.numWarps;
+    }
+    // setmaxnreg moves registers within the launch's allocation: a budget
+    // past it makes an increase wait forever.
+    int64_t threads = warps * 32;
+    EXPECT_LE(registers, blackwell::registersAtLaunch(threads) * threads);
+    EXPECT_EQ(warps, 4 * (consumers + 1));
+    EXPECT_EQ(config.qRows(), 64 * consumers);
   }
-  // setmaxnreg moves registers within the launch's allocation, 168 per
-  // thread of 384: a budget past it makes an increase wait forever.
+  // 168 per thread of 384, 128 of 512.
   EXPECT_EQ(blackwell::registersAtLaunch(384), 168);
   EXPECT_EQ(blackwell::registersAtLaunch(512), 128);
-  EXPECT_LE(registers, 168 * 384);
-  EXPECT_EQ(warps, 12);
 }
 
 TEST(HopperScheduleConfig, KvStagesFollowTheSharedMemoryBudget) {

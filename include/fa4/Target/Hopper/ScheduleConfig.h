@@ -20,13 +20,19 @@ namespace role {
 constexpr llvm::StringLiteral kProducer = "producer";
 constexpr llvm::StringLiteral kConsumer0 = "consumer0";
 constexpr llvm::StringLiteral kConsumer1 = "consumer1";
+constexpr llvm::StringLiteral kConsumer2 = "consumer2";
 } // namespace role
 
 struct ScheduleConfig {
-  /// Consumer warpgroups, each with 64 rows of the task's 128-row Q tile
-  /// (one wgmma row block).
+  /// Consumer warpgroups, each with 64 rows of the task's Q tile (one
+  /// wgmma row block): two of a 128-row tile (the backward's always), or
+  /// three of a 192-row one (`consumers`).
   static constexpr int64_t kConsumers = 2;
+  static constexpr int64_t kMaxConsumers = 3;
   static constexpr int64_t kRowsPerConsumer = 64;
+  /// The forward's consumers: the task's Q tile rows / 64.
+  int64_t consumers = kConsumers;
+  int64_t qRows() const { return consumers * kRowsPerConsumer; }
   /// Shared memory a Hopper CTA may use, and what the barriers keep.
   static constexpr int64_t kSmemLimit =
       target::info(target::Chip::Sm90a).smemBytesPerCta;
@@ -76,14 +82,30 @@ struct ScheduleConfig {
   /// 384 (64 512): 40 + 2 · 232 per thread of 128 is exactly that (a
   /// consumer asking for more would wait forever). FA3's producer keeps 24
   /// for consumers of 240, but this one also walks the LPT order and the
-  /// window's block range (24 spills there).
-  static llvm::ArrayRef<RoleSpec> roles() {
-    static const RoleSpec kRoles[] = {
+  /// window's block range (24 spills there). Three consumers (a 192-row
+  /// tile, 512 threads, 128 registers each at launch) get FlashAttention-3's
+  /// 160 beside a producer of 32: 32 + 3 · 160 is the 512. At 152 beside 40
+  /// the overlapped hd64 consumer spilled 240 bytes (128-key blocks, causal
+  /// GQA 2 with the LSE); at 160 none does, nor the producer at 32.
+  llvm::ArrayRef<RoleSpec> roles() const {
+    static const RoleSpec kTwo[] = {
         {role::kProducer, 0, 4, 40},
         {role::kConsumer0, 4, 4, 232},
         {role::kConsumer1, 8, 4, 232},
     };
-    return kRoles;
+    static const RoleSpec kThree[] = {
+        {role::kProducer, 0, 4, 32},
+        {role::kConsumer0, 4, 4, 160},
+        {role::kConsumer1, 8, 4, 160},
+        {role::kConsumer2, 12, 4, 160},
+    };
+    if (consumers == 3)
+      return kThree;
+    return kTwo;
+  }
+  /// Which consumer (0, 1, 2) a role of roles() is, -1 for the producer.
+  static int64_t consumerIndex(const RoleSpec &role) {
+    return role.name == role::kProducer ? -1 : role.firstWarp / 4 - 1;
   }
   /// The backward's cast: its producer only loads (no LPT order, no key
   /// range), so it keeps FA3's 24 registers and the consumers, which hold
@@ -111,10 +133,10 @@ struct ScheduleConfig {
                                   : tileBytes(valueHeadDim, 0, blockN);
     return tileBytes(headDim, 0, blockN) + v;
   }
-  /// Q (one stage) and the two 64-row O staging halves.
+  /// Q (one stage) and the consumers' 64-row O staging parts.
   int64_t fixedSmemBytes() const {
-    return tileBytes(headDim) +
-           (oStaged ? tileBytes(valueHeadDim, outElementBytes) : 0) +
+    return tileBytes(headDim, 0, qRows()) +
+           (oStaged ? tileBytes(valueHeadDim, outElementBytes, qRows()) : 0) +
            kBarrierBytes;
   }
   /// O is staged unless the staging leaves the K/V ring a single stage and
