@@ -482,6 +482,11 @@ static LogicalResult checkWideTile(AttentionOp op, const target::ChipInfo &chip,
     return refuse("not built with split-KV, varlen, a paged cache, "
                   "seqused_k or a block mask (their workspaces, row slots "
                   "and mask entries count 128-row tiles)");
+  if (config.blockN > TileConfig::kBlockN)
+    return refuse("K/V blocks of at most " + std::to_string(TileConfig::kBlockN) +
+                  " keys (a consumer's S of more spills its 160 registers, "
+                  "past 192 keys ptxas cannot allocate it), got block-n " +
+                  std::to_string(config.blockN));
   return success();
 }
 

@@ -610,14 +610,15 @@ struct HopperWarpgroupRolesPass
     // (q-tile-rows; a tile program written by hand is held to the same).
     if (program.range.getRows() == 3 * hopper::ScheduleConfig::kRowsPerConsumer) {
       if (config.elementBytes != 2 || config.headDim > 64 ||
-          config.valueHeadDim > 64 || program.splitWorkspace ||
+          config.valueHeadDim > 64 || config.blockN > TileConfig::kBlockN ||
+          program.splitWorkspace ||
           program.cuSeqlensQ || program.blockTable || program.seqUsedK ||
           program.range.getBlockMask()) {
         program.range.emitOpError()
             << "covers 192-row tasks (three consumer warpgroups), which the "
-               "Hopper schedule builds for fp16/bf16 at head dims up to 64 "
-               "without split-KV, varlen, a paged cache, seqused_k or a "
-               "block mask";
+               "Hopper schedule builds for fp16/bf16 at head dims up to 64, "
+               "K/V blocks up to 128 keys, without split-KV, varlen, a "
+               "paged cache, seqused_k or a block mask";
         return signalPassFailure();
       }
       config.consumers = 3;
