@@ -549,6 +549,19 @@ struct TileAttentionPass
         return signalPassFailure();
       }
       AttentionBackwardOp op = backwards.front();
+      // The forward's tile options do not shape the backward's tiles:
+      // refused rather than ignored (as fa4c refuses them with --backward).
+      for (auto [name, value] :
+           {std::pair<StringRef, int64_t>{"q-tiles-per-task", qTilesPerTask},
+            {"q-tile-rows", qTileRows},
+            {"block-n", blockN}})
+        if (value != 0) {
+          op.emitOpError()
+              << "fa4-tile's " << name << "=" << value
+              << " shapes the forward's tiles; the backward's are fixed "
+                 "(the schedule's own steps and blocks): leave it at 0";
+          return signalPassFailure();
+        }
       // (tileAttentionBackward names aliased tensors itself.)
       if (failed(checkOperandsAreArguments(op, func, 0)) ||
           failed(checkReturns()) || failed(tileAttentionBackward(op)))

@@ -1,4 +1,8 @@
 // RUN: fa4-opt %s -fa4-tile | FileCheck %s
+// RUN: not fa4-opt %s -fa4-tile=q-tile-rows=192 2>&1 | FileCheck %s --check-prefix=FORWARD-ONLY
+// RUN: not fa4-opt %s -fa4-tile=block-n=64 2>&1 | FileCheck %s --check-prefix=FORWARD-ONLY-N
+// FORWARD-ONLY: fa4-tile's q-tile-rows=192 shapes the forward's tiles; the backward's are fixed
+// FORWARD-ONLY-N: fa4-tile's block-n=64 shapes the forward's tiles
 
 // The backward's tile program: GQA 2 (packed), causal, head dim 64.
 // CHECK-LABEL: func.func @attention_backward
