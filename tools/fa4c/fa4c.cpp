@@ -127,8 +127,9 @@ static cl::opt<int64_t> qTileRows(
     cl::desc("Rows of a Q tile (default 0: the target's choice, 128). 192 on "
              "sm_90a: three consumer warpgroups of 64 rows instead of two "
              "(FlashAttention-3's hd64 tile), for fp16/bf16 at Q/K head dim "
-             "up to 64 without --num-splits, --varlen, --paged-kv or "
-             "--seqused-k; docs/Hopper.md, \"Three consumer warpgroups\""),
+             "up to 64 with K/V blocks of at most 128 keys, without "
+             "--num-splits, --varlen, --paged-kv, --seqused-k or a block "
+             "mask; docs/Hopper.md, \"Three consumer warpgroups\""),
     cl::init(0), cl::cat(compileCategory));
 static cl::opt<mlir::fa4::Toggle> hopperOverlap(
     "hopper-overlap",

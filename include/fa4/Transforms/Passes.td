@@ -103,7 +103,8 @@ def FA4TileAttention : Pass<"fa4-tile", "::mlir::func::FuncOp"> {
            "Rows of a Q tile: 0 for the module's chip's choice (128), 128, "
            "or 192 on Hopper (three consumer warpgroups of 64 rows, "
            "FlashAttention-3's hd64 tile; fp16/bf16 at Q/K head dim up to "
-           "64, without split-KV, varlen, a paged cache or seqused_k)">,
+           "64, K/V blocks of at most 128 keys, without split-KV, varlen, "
+           "a paged cache, seqused_k or a block mask)">,
     Option<"blockN", "block-n", "int64_t", "0",
            "Keys of a K/V block: 0 for the module's chip's choice at the "
            "attention's head dims (128; on Hopper at head dim 256 80, or "
