@@ -140,9 +140,9 @@ static cl::opt<mlir::fa4::Toggle> hopperOverlap(
     cl::cat(compileCategory));
 static cl::opt<mlir::fa4::Toggle> hopperPingpong(
     "hopper-pingpong",
-    cl::desc("Hopper: the two consumer warpgroups take turns issuing their "
-             "MMAs, so that one's softmax runs under the other's (on, off, or "
-             "auto: on with the overlap)"),
+    cl::desc("Hopper: the consumer warpgroups take turns issuing their "
+             "MMAs (round robin), so that one's softmax runs under another's "
+             "(on, off, or auto: on with the overlap)"),
     cl::init(mlir::fa4::Toggle::Auto), mlir::fa4::toggleValues(),
     cl::cat(compileCategory));
 static cl::opt<mlir::fa4::Toggle> twoCta(

@@ -92,7 +92,7 @@ struct PipelineOptions : public PassPipelineOptions<PipelineOptions> {
       llvm::cl::init(Toggle::Auto), toggleValues()};
   PassOptions::Option<Toggle> hopperPingpong{
       *this, "hopper-pingpong",
-      llvm::cl::desc("Hopper: the two consumer warpgroups take turns issuing "
+      llvm::cl::desc("Hopper: the consumer warpgroups take turns issuing "
                      "their MMAs (on, off, or auto: on with the overlap)"),
       llvm::cl::init(Toggle::Auto), toggleValues()};
   PassOptions::Option<Toggle> twoCta{

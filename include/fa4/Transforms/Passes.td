@@ -97,7 +97,7 @@ def FA4TileAttention : Pass<"fa4-tile", "::mlir::func::FuncOp"> {
            "the head dims (its `fa4.target`, else the default chip's): 2 "
            "for the Blackwell schedule up to head dim 192 (two Q stages), "
            "1 past it (S double-buffered over K/V blocks; 1 is taken below "
-           "it too), 1 for Hopper's (one tile, split between two consumer "
+           "it too), 1 for Hopper's (one tile, split between its consumer "
            "warpgroups)">,
     Option<"qTileRows", "q-tile-rows", "int64_t", "0",
            "Rows of a Q tile: 0 for the module's chip's choice (128), 128, "

@@ -3,9 +3,9 @@
 // Level B -> level C for sm_90a, in the FlashAttention-3 style: a producer
 // warpgroup whose elected thread loads Q, then K and V into two rings, with
 // TMA; two consumer warpgroups that each own 64 rows of the task's 128-row Q
-// tile (three of a 192-row one: q-tile-rows) and run S = Q·Kᵀ, the online softmax, the rescale of O and O += P·V
-// on their own registers (wgmma); each stages its half of O in shared memory
-// and stores it with TMA. The hand-offs are the ring ops every target shares
+// tile (three of a 192-row one: q-tile-rows) and run S = Q·Kᵀ, the online
+// softmax, the rescale of O and O += P·V on their own registers (wgmma);
+// each stages its 64 rows of O in shared memory and stores them with TMA. The hand-offs are the ring ops every target shares
 // (fa4-insert-barriers makes them mbarriers), the task loop the one
 // fa4-tile-scheduler makes persistent.
 //
@@ -436,8 +436,8 @@ WarpgroupProgramBuilder::buildOverlappedLoop(const Task &task, int64_t half,
   return SmallVector<Value, 3>(any.getResults());
 }
 
-/// A consumer's task: its Q rows against every visited block, then its half
-/// of O (staged, one TMA store) and its LSE rows.
+/// A consumer's task: its Q rows against every visited block, then its 64
+/// rows of O (staged, one TMA store) and its LSE rows.
 void WarpgroupProgramBuilder::buildConsumer(const Task &task, int64_t half) {
   Value rowBegin =
       add(task.qRow, index(half * hopper::ScheduleConfig::kRowsPerConsumer));
@@ -486,7 +486,7 @@ void WarpgroupProgramBuilder::buildConsumer(const Task &task, int64_t half) {
                              task.headGroup, rowBegin, span, start.gqaRatio);
     return;
   }
-  // The half of O goes out through shared memory and one TMA store; the
+  // The consumer's rows of O go out through shared memory and one TMA store; the
   // stage is written again only after the store has read it.
   Value staging = oStaging[half];
   ProducerAcquireOp::create(b, loc, staging, task.taskCount);

@@ -13,13 +13,15 @@ def FA4HopperWarpgroupRoles
     : Pass<"fa4-hopper-warpgroup-roles", "::mlir::func::FuncOp"> {
   let summary = "split the tile program over Hopper's warpgroups (level B -> C, sm_90a)";
   let description = [{
-    The FlashAttention-3 cast, 3 warpgroups (384 threads):
+    The FlashAttention-3 cast, 3 warpgroups (384 threads) for a 128-row Q
+    tile, 4 (512 threads) for a 192-row one (`fa4-tile q-tile-rows=192`):
 
-    | role | warps | registers | job |
+    | role | warps | registers (128 rows / 192) | job |
     |------|-------|-----------|-----|
-    | producer  | 0-3  | 40  | its elected thread loads Q, then K and V of each visited block, with TMA |
-    | consumer0 | 4-7  | 232 | rows 0-63 of the task's Q tile |
-    | consumer1 | 8-11 | 232 | rows 64-127 |
+    | producer  | 0-3  | 40 / 32  | its elected thread loads Q, then K and V of each visited block, with TMA |
+    | consumer0 | 4-7  | 232 / 160 | rows 0-63 of the task's Q tile |
+    | consumer1 | 8-11 | 232 / 160 | rows 64-127 |
+    | consumer2 | 12-15 | — / 160 | rows 128-191 (192-row tiles) |
 
     Each consumer runs, per KV block: `fa4.wgmma_score` (Q and K in shared
     memory, S in registers), the level-B softcap / score_mod / mask /
@@ -30,18 +32,21 @@ def FA4HopperWarpgroupRoles
     software-pipelined: block k's score MMA and block k-1's value MMA are
     issued `async` before block k's softmax and waited for with
     `fa4.wgmma_wait`, so the tensor core works while the softmax runs.
-    With `pingpong` (FlashAttention-3's) the two consumers also take turns
-    issuing their MMAs, through named barriers 1 and 2
-    (`fa4.named_barrier_sync` / `fa4.named_barrier_arrive`, 256 threads):
-    each waits for its turn before its score MMA and hands the turn over
-    once its value MMA is issued. After the
-    last block it normalizes, stages its half of O in shared memory, stores
-    it with TMA and writes its LSE rows.
+    With `pingpong` (FlashAttention-3's) the consumers also take turns
+    issuing their MMAs, round robin, through named barriers 1 to 3
+    (consumer c's is 1 + c; `fa4.named_barrier_sync` /
+    `fa4.named_barrier_arrive`, 256 threads: the waiter's and the previous
+    consumer's): each waits for its turn before its score MMA and hands the
+    turn to the next once its value MMA is issued. After the last block it
+    normalizes, stages its 64 rows of O in shared memory, stores them with
+    TMA and writes its LSE rows.
 
     Q has one stage, K and V their own rings (as many stages as fit, at most
     4, or `kv-stages`); every hand-off is a ring op, for fa4-insert-barriers.
     Requires the tile program of `fa4-tile q-tiles-per-task=1` (tasks of 128
-    rows) and a GQA ratio dividing 64 (O is stored in 64-row boxes).
+    rows, or 192 for fp16/bf16 at head dims up to 64 with dense K/V and
+    blocks of at most 128 keys) and a GQA ratio dividing 64 (O is stored in
+    64-row boxes).
   }];
   let options = [
     Option<"kvStages", "kv-stages", "int64_t", "0",

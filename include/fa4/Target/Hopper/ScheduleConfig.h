@@ -51,7 +51,8 @@ struct ScheduleConfig {
   /// tile pass was told otherwise).
   int64_t blockN = 128;
   int64_t kvStagesOverride = 0;
-  /// O goes out through two 64-row staging halves and TMA stores; without
+  /// O goes out through 64-row staging parts (a consumer's each) and TMA
+  /// stores; without
   /// them each consumer writes its O tile from registers, row by row (the
   /// schedule of head dims (192, 128), whose staging would leave the K/V
   /// ring one stage).
@@ -59,7 +60,9 @@ struct ScheduleConfig {
   /// The consumers' intra-warpgroup overlap (FlashAttention-3's): S of the
   /// next block and O += P·V of the last run on the tensor core during the
   /// softmax. It keeps S, the previous P and O live at once, and fits the
-  /// consumers' 232 registers in every variant, so `auto` turns it on.
+  /// consumers' 232 registers in every variant of two consumers, so `auto`
+  /// turns it on (three consumers' 160 spill in a few corners:
+  /// docs/Hopper.md, "Three consumer warpgroups").
   /// Windows at head dim 128 and (192, 128) beside a paged cache or a
   /// split-KV part were the last exception (ptxas spilled 8-24 bytes while
   /// a window's masked blocks shared the loop of the whole ones). With loops
@@ -72,12 +75,13 @@ struct ScheduleConfig {
   /// run 43, docs/Hopper.md "Sliding windows").
   bool overlap = true;
   /// The consumers take turns issuing their MMAs (FlashAttention-3's
-  /// ping-pong, with two named barriers); with the overlapped loop only.
+  /// ping-pong, a named barrier each, round robin); with the overlapped
+  /// loop only.
   bool pingpong = true;
   static constexpr int64_t kThreadsPerRole = 128;
 
   /// The FA3 cast: a producer warpgroup (its elected thread issues TMA)
-  /// giving its registers to two consumer warpgroups. setmaxnreg only moves
+  /// giving its registers to two consumer warpgroups (three below). setmaxnreg only moves
   /// registers within what the CTA was given at launch, 168 per thread of
   /// 384 (64 512): 40 + 2 · 232 per thread of 128 is exactly that (a
   /// consumer asking for more would wait forever). FA3's producer keeps 24
