@@ -181,6 +181,31 @@ int64_t mlir::fa4::target::defaultQTilesPerTask(const ChipInfo &chip,
   return chip.qTilesPerTask;
 }
 
+std::string mlir::fa4::target::wideQTileProblem(
+    const ChipInfo &chip, int64_t elementBits, int64_t headDim,
+    int64_t valueHeadDim, int64_t blockN, bool servingLayout) {
+  if (chip.family != Family::Hopper)
+    return "the 192-row tile is Hopper's (three consumer warpgroups); " +
+           chip.name.str() + "'s schedule takes 128-row Q tiles";
+  if (elementBits != 16)
+    return "built for fp16 and bf16 inputs (not e4m3)";
+  if (headDim > 64 || valueHeadDim > 64)
+    return "built for Q/K and V head dims up to 64 (three consumers' O and "
+           "S fit their registers there), got (" +
+           std::to_string(headDim) + ", " + std::to_string(valueHeadDim) +
+           ")";
+  if (servingLayout)
+    return "not built with split-KV, varlen, a paged cache, seqused_k or a "
+           "block mask (their workspaces, row slots and mask entries count "
+           "128-row tiles)";
+  if (blockN > 128)
+    return "K/V blocks of at most 128 keys (a consumer's S of more spills "
+           "its 160 registers, past 192 keys ptxas cannot allocate it), got "
+           "block-n " +
+           std::to_string(blockN);
+  return "";
+}
+
 std::string mlir::fa4::target::blockNProblem(const ChipInfo &chip,
                                              int64_t blockN,
                                              int64_t elementBits) {

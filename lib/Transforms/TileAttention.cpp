@@ -450,46 +450,6 @@ static LogicalResult checkOperandsAreArguments(Operation *op,
   return success();
 }
 
-/// Hopper's three-consumer tile: 192 rows, a consumer warpgroup's 64 each.
-constexpr int64_t kHopperWideRows = 192;
-
-/// Whether `op` may run in Hopper's 192-row tiles: the schedule of three
-/// consumer warpgroups is built for the dense layouts of 16-bit kernels up
-/// to head dim 64, where three consumers' S, P and O fit their registers.
-static LogicalResult checkWideTile(AttentionOp op, const target::ChipInfo &chip,
-                                   const TileConfig &config, int64_t bits) {
-  auto refuse = [&](StringRef why) {
-    return op.emitOpError() << "q-tile-rows=" << kHopperWideRows << ": "
-                            << why;
-  };
-  if (chip.family != target::Family::Hopper)
-    return refuse(("the 192-row tile is Hopper's (three consumer "
-                   "warpgroups); " +
-                   chip.name + "'s schedule takes 128-row Q tiles")
-                      .str());
-  if (config.qTilesPerTask != 1)
-    return refuse("a 192-row tile is the task's one Q tile (q-tiles-per-task "
-                  "1)");
-  if (bits != 16)
-    return refuse("built for fp16 and bf16 inputs (not e4m3)");
-  if (config.headDim > 64 || config.valueHeadDim > 64)
-    return refuse("built for Q/K and V head dims up to 64 (three consumers' "
-                  "O and S fit their registers there), got (" +
-                  std::to_string(config.headDim) + ", " +
-                  std::to_string(config.valueHeadDim) + ")");
-  if (op.getNumSplits() || op.getCuSeqlensQ() || op.getBlockTable() ||
-      op.getSequsedK() || op.getBlockMask())
-    return refuse("not built with split-KV, varlen, a paged cache, "
-                  "seqused_k or a block mask (their workspaces, row slots "
-                  "and mask entries count 128-row tiles)");
-  if (config.blockN > TileConfig::kBlockN)
-    return refuse("K/V blocks of at most " + std::to_string(TileConfig::kBlockN) +
-                  " keys (a consumer's S of more spills its 160 registers, "
-                  "past 192 keys ptxas cannot allocate it), got block-n " +
-                  std::to_string(config.blockN));
-  return success();
-}
-
 namespace {
 struct TileAttentionPass
     : public fa4::impl::FA4TileAttentionBase<TileAttentionPass> {
@@ -504,10 +464,10 @@ struct TileAttentionPass
       return failure();
     }
     if (qTileRows != 0 && qTileRows != TileConfig::kBlockM &&
-        qTileRows != kHopperWideRows) {
+        qTileRows != target::kWideQTileRows) {
       emitError(UnknownLoc::get(context))
           << "fa4-tile: q-tile-rows must be 0 (the chip's), "
-          << TileConfig::kBlockM << " or " << kHopperWideRows << ", got "
+          << TileConfig::kBlockM << " or " << target::kWideQTileRows << ", got "
           << static_cast<int64_t>(qTileRows);
       return failure();
     }
@@ -655,10 +615,20 @@ struct TileAttentionPass
                        << " (block-n, or the head dims' default)";
       return signalPassFailure();
     }
-    if (qTileRows == kHopperWideRows) {
-      if (failed(checkWideTile(op, chip, config, bits)))
+    if (qTileRows == target::kWideQTileRows) {
+      // The task's one Q tile: three consumers' rows on Hopper.
+      std::string problem = target::wideQTileProblem(
+          chip, bits, config.headDim, config.valueHeadDim, config.blockN,
+          op.getNumSplits() || op.getCuSeqlensQ() || op.getBlockTable() ||
+              op.getSequsedK() || op.getBlockMask());
+      if (problem.empty() && config.qTilesPerTask != 1)
+        problem = "a 192-row tile is the task's one Q tile (q-tiles-per-task 1)";
+      if (!problem.empty()) {
+        op.emitOpError() << "q-tile-rows=" << target::kWideQTileRows << ": "
+                         << problem;
         return signalPassFailure();
-      config.blockM = kHopperWideRows;
+      }
+      config.blockM = target::kWideQTileRows;
     }
     func->setAttr(kSpecAttrName, buildSpec(op, config));
     TileProgramBuilder(op, config).build();

@@ -79,7 +79,7 @@ TileProgram::readForSchedule(func::FuncOp func, target::Family family,
   }
   int64_t rows = read->range.getRows();
   // Hopper's one Q tile a task is 128 rows or 192 (three consumers').
-  bool wide = family == target::Family::Hopper && rows == 192;
+  bool wide = family == target::Family::Hopper && rows == target::kWideQTileRows;
   bool fits = qTilesPerTask > 0
                   ? rows == TileConfig::kBlockM * qTilesPerTask || wide
                   : rows == TileConfig::kBlockM ||

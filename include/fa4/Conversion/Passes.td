@@ -52,9 +52,9 @@ def FA4ToNVVM : Pass<"fa4-to-nvvm", "::mlir::ModuleOp"> {
     Option<"exp2EmulationFraction", "exp2-emulation-fraction", "double", "-1.0",
            "Fraction of each row's exponentials computed with the software "
            "exp2 on the FMA units instead of ex2.approx (0 to 1; default -1: "
-           "the chip's own, 16 of every 128 on sm_100a as FA4 and none on "
-           "sm_103a, whose MUFU is twice as fast, nor on sm_90a, whose "
-           "software exp2 is scalar)">,
+           "the chip's own, 16 of every 128 on sm_100a as FA4, none on "
+           "sm_103a, whose MUFU is twice as fast, and on sm_90a 16 of every "
+           "128 for fp16/bf16 at head dims up to 64, else none)">,
     Option<"chip", "chip", "std::string", "",
            "Target chip (fa4/Target/Target.h's table; the schedule must be "
            "its family's). Empty: the module's `fa4.target`, else the "

@@ -242,6 +242,16 @@ int64_t defaultQTilesPerTask(const ChipInfo &chip, int64_t headDim,
 /// 16 to 256 (wgmma's N and P·V's 16-key steps), FP8 128.
 std::string blockNProblem(const ChipInfo &chip, int64_t blockN,
                           int64_t elementBits);
+/// Rows of Hopper's wide Q tile: three consumer warpgroups of 64.
+constexpr int64_t kWideQTileRows = 192;
+/// Why `chip` cannot run a kernel of these element bits, head dims and
+/// K/V block in kWideQTileRows-row Q tiles, with a serving layout
+/// (split-KV, varlen, a paged cache, seqused_k or a block mask) or
+/// without; empty if it can. The tile pass (q-tile-rows) and Hopper's
+/// roles pass (a tile program written by hand) ask it.
+std::string wideQTileProblem(const ChipInfo &chip, int64_t elementBits,
+                             int64_t headDim, int64_t valueHeadDim,
+                             int64_t blockN, bool servingLayout);
 
 } // namespace mlir::fa4::target
 

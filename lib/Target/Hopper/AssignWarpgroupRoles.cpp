@@ -608,17 +608,16 @@ struct HopperWarpgroupRolesPass
         vType.getDimSize(3), program.range.getBlockN());
     // A 192-row tile: three consumers, for what fa4-tile builds it
     // (q-tile-rows; a tile program written by hand is held to the same).
-    if (program.range.getRows() == 3 * hopper::ScheduleConfig::kRowsPerConsumer) {
-      if (config.elementBytes != 2 || config.headDim > 64 ||
-          config.valueHeadDim > 64 || config.blockN > TileConfig::kBlockN ||
-          program.splitWorkspace ||
-          program.cuSeqlensQ || program.blockTable || program.seqUsedK ||
-          program.range.getBlockMask()) {
+    if (program.range.getRows() == target::kWideQTileRows) {
+      std::string problem = target::wideQTileProblem(
+          getTargetOrDefault(func), 8 * config.elementBytes, config.headDim,
+          config.valueHeadDim, config.blockN,
+          program.splitWorkspace || program.cuSeqlensQ || program.blockTable ||
+              program.seqUsedK || program.range.getBlockMask());
+      if (!problem.empty()) {
         program.range.emitOpError()
-            << "covers 192-row tasks (three consumer warpgroups), which the "
-               "Hopper schedule builds for fp16/bf16 at head dims up to 64, "
-               "K/V blocks up to 128 keys, without split-KV, varlen, a "
-               "paged cache, seqused_k or a block mask";
+            << "covers 192-row tasks (three consumer warpgroups): "
+            << problem;
         return signalPassFailure();
       }
       config.consumers = 3;
